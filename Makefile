@@ -1,0 +1,37 @@
+# The two commands of the README: `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+## demo: plan the example project (jaffle_shop) on the embedded default
+demo: $(STAMP)
+	$(BIN)/sluice plan --project examples/jaffle_shop
+
+## test: lint, type-check and run every test (starts its own PostgreSQL)
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	bash scripts/ensure-postgres.sh
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/plan_bench.py
+
+clean:
+	rm -rf $(VENV) .sluice examples/*/.sluice

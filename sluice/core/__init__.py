@@ -1,0 +1,1 @@
+"""The data-deployment engine: models, plans, state, Spark. Never imports sluice.bot."""

@@ -1,0 +1,198 @@
+"""Project configuration (config.yaml) as frozen pydantic models.
+
+The file is SQLMesh's: ``model_defaults`` and ``variables`` are honoured, the sections
+that configure SQLMesh's own engines (``gateways`` and friends) are ignored with a note,
+and Sluice's own settings live under ``sluice:``. Anything else is a typo and an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sluice.core.errors import ConfigError
+from sluice.core.timeutil import to_ms
+from sluice.core.yamlio import LocatedYaml, read_yaml
+
+# Top-level keys of a SQLMesh config.yaml that configure SQLMesh itself. Sluice runs on
+# Spark with its own state, so these are read past, with a note saying so.
+SQLMESH_ONLY_KEYS = frozenset(
+    {
+        "gateways",
+        "default_gateway",
+        "default_connection",
+        "default_test_connection",
+        "default_scheduler",
+        "linter",
+        "project",
+        "before_all",
+        "after_all",
+        "plan",
+        "run",
+        "ui",
+        "format",
+        "notification_targets",
+        "users",
+        "physical_schema_mapping",
+        "physical_schema_override",
+        "environment_suffix_target",
+        "environment_catalog_mapping",
+        "default_target_environment",
+        "cicd_bot",
+        "janitor",
+        "model_naming",
+        "log_limit",
+        "cache_dir",
+        "env_vars",
+        "migration",
+        "snapshot_ttl",
+        "environment_ttl",
+        "ignore_patterns",
+        "time_column_format",
+        "infer_python_dependencies",
+        "disable_anonymized_analytics",
+    }
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _check_date(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, date | datetime | str | int):
+        to_ms(value)  # raises ValueError with the accepted formats
+        return value.isoformat() if isinstance(value, date | datetime) else str(value)
+    raise ValueError(f"expected a date, got {value!r}")
+
+
+class ModelDefaults(_Frozen):
+    """Defaults applied to every model that does not set the property itself."""
+
+    dialect: str = "spark"
+    start: str | None = None
+    cron: str = "@daily"
+    owner: str | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    forward_only: bool = False
+    on_destructive_change: Literal["error", "warn", "allow"] = "error"
+
+    _start = field_validator("start", mode="before")(_check_date)
+
+
+class SparkSettings(_Frozen):
+    """Where and how Spark work runs."""
+
+    master: str = "local[*]"
+    deploy_mode: Literal["client", "cluster"] | None = None
+    conf: dict[str, str] = Field(default_factory=dict)
+    table_format: str = "parquet"
+
+
+class StateSettings(_Frozen):
+    """Where Sluice keeps its state (SQLAlchemy URL); default: .sluice/state.db."""
+
+    url: str | None = None
+
+
+class SluiceSettings(_Frozen):
+    """Sluice's own section of config.yaml."""
+
+    project: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
+    state: StateSettings = Field(default_factory=StateSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    environment_ttl_days: int = Field(default=7, ge=0)
+    # Later parts of Sluice (gates, deploys) add sections here; they are validated by
+    # their own modules, so this one only reserves the names.
+    gate: dict[str, Any] = Field(default_factory=dict)
+    deploy: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProjectConfig(_Frozen):
+    """The whole config.yaml."""
+
+    model_defaults: ModelDefaults = Field(default_factory=ModelDefaults)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    sluice: SluiceSettings = Field(default_factory=SluiceSettings)
+    notes: tuple[str, ...] = ()
+
+
+CONFIG_FILE = "config.yaml"
+
+
+def load_config(project_dir: Path) -> ProjectConfig:
+    """Read ``config.yaml`` from ``project_dir`` (an absent file means all defaults)."""
+    path = project_dir / CONFIG_FILE
+    if not path.exists():
+        if (project_dir / "config.py").exists():
+            raise ConfigError(
+                "this project is configured in config.py, which Sluice does not execute",
+                path=project_dir / "config.py",
+                hint="write the same settings as config.yaml (model_defaults, variables)",
+            )
+        return ProjectConfig()
+    return parse_config(read_yaml(path))
+
+
+def parse_config(doc: LocatedYaml) -> ProjectConfig:
+    """Validate a parsed config.yaml."""
+    data = doc.data if doc.data is not None else {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "config.yaml must be a mapping of sections", path=doc.path, line=doc.line_of(())
+        )
+    known = set(ProjectConfig.model_fields) - {"notes"}
+    ignored: list[str] = []
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in known:
+            kept[key] = value
+        elif key in SQLMESH_ONLY_KEYS:
+            ignored.append(f"{key} (line {doc.line_of((key,))})")
+        else:
+            close = difflib.get_close_matches(str(key), sorted(known | SQLMESH_ONLY_KEYS), n=1)
+            raise ConfigError(
+                f"unknown section '{key}'",
+                path=doc.path,
+                line=doc.line_of((key,)),
+                hint=f"did you mean '{close[0]}'?"
+                if close
+                else f"known sections: {', '.join(sorted(known))}",
+            )
+    notes = []
+    if ignored:
+        notes.append(
+            f"{doc.path}: ignored {', '.join(ignored)}: "
+            f"{'it configures' if len(ignored) == 1 else 'they configure'} SQLMesh itself; "
+            "Sluice's own settings go under 'sluice:'"
+        )
+    try:
+        return ProjectConfig(**kept, notes=tuple(notes))
+    except ValidationError as exc:
+        raise _config_error(exc, doc) from None
+
+
+def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
+    first = exc.errors()[0]
+    loc = tuple(str(p) for p in first["loc"])
+    dotted = ".".join(loc)
+    if first["type"] == "extra_forbidden":
+        return ConfigError(
+            f"unknown setting '{dotted}'",
+            path=doc.path,
+            line=doc.line_of(loc),
+            hint="remove it or check its spelling against the README's configuration table",
+        )
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return ConfigError(
+        f"invalid setting '{dotted}': {message}",
+        path=doc.path,
+        line=doc.line_of(loc),
+        hint="see the README's configuration table for the accepted values",
+    )

@@ -1,0 +1,97 @@
+"""Errors a user can cause, each saying what is wrong, where, and how to fix it.
+
+Every error Sluice raises on purpose derives from :class:`SluiceError`. The CLI prints
+``str(error)`` and exits non-zero; the bot renders the same text on the pull request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SluiceError(Exception):
+    """Root of all Sluice errors.
+
+    Args:
+        message: What is wrong, naming the object (model, file, setting).
+        path: The file the problem is in, when there is one.
+        line: 1-based line in ``path``.
+        col: 1-based column in ``path``.
+        hint: How to fix it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.col = col
+        self.hint = hint
+        super().__init__(self.__str__())
+
+    @property
+    def location(self) -> str | None:
+        """``file:line[:col]`` or None when the error is not tied to a file."""
+        if self.path is None:
+            return None
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.col is not None:
+                where += f":{self.col}"
+        return where
+
+    def __str__(self) -> str:
+        text = f"{self.location}: {self.message}" if self.location else self.message
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class ConfigError(SluiceError):
+    """config.yaml (or a setting given on the command line) is invalid."""
+
+
+class ModelError(SluiceError):
+    """A model, audit, seed or unit-test file is invalid."""
+
+
+class GraphError(SluiceError):
+    """The dependency graph is invalid: unknown table, cycle, duplicate name."""
+
+
+class PlanError(SluiceError):
+    """A plan cannot be built from the given inputs."""
+
+
+class StateError(SluiceError):
+    """The state store cannot be opened, migrated, read or written."""
+
+
+class ConflictError(StateError):
+    """An environment changed since the plan was computed: re-plan and apply again."""
+
+
+class ExecutionError(SluiceError):
+    """Spark work failed."""
+
+
+class ProjectErrors(SluiceError):
+    """Several independent problems found while loading one project.
+
+    Loading reports every broken file at once, so a user fixes them in one pass.
+    """
+
+    def __init__(self, errors: list[SluiceError]) -> None:
+        self.errors = errors
+        super().__init__(f"{len(errors)} problems in the project")
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)

@@ -1,0 +1,128 @@
+"""Cron schedules as intervals; missing intervals; batching (pure).
+
+Intervals are half-open ``(start_ms, end_ms)`` pairs in UTC epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC
+from functools import cache
+
+from croniter import croniter
+
+from sluice.core.errors import PlanError
+from sluice.core.timeutil import DAY_MS, to_datetime
+
+Interval = tuple[int, int]
+HOUR_MS = 3_600_000
+MAX_INTERVALS = 500_000
+
+# Schedules with a fixed period and an epoch-aligned phase are computed by arithmetic.
+_FIXED = {
+    "@daily": DAY_MS,
+    "@midnight": DAY_MS,
+    "0 0 * * *": DAY_MS,
+    "@hourly": HOUR_MS,
+    "0 * * * *": HOUR_MS,
+}
+_ALIASES = {"@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
+
+
+@cache
+def check_cron(cron: str) -> str:
+    """Return ``cron`` if valid.
+
+    Raises:
+        PlanError: when croniter cannot read it.
+    """
+    if cron in _FIXED:
+        return cron
+    if not croniter.is_valid(_ALIASES.get(cron, cron)):
+        raise PlanError(
+            f"invalid cron '{cron}'",
+            hint="use @hourly, @daily, @weekly, @monthly or a 5-field cron like '0 6 * * *'",
+        )
+    return cron
+
+
+def boundaries(cron: str, start: int, end: int) -> list[int]:
+    """Cron fire times t with floor(start) <= t <= end, where start is moved back to a fire time."""
+    period = _FIXED.get(cron)
+    if period is not None:
+        first = start - start % period
+        count = (end - first) // period + 1
+        if count > MAX_INTERVALS:
+            raise PlanError(f"cron {cron} from {start} to {end} makes {count} intervals; narrow --start")
+        return list(range(first, first + count * period, period))
+    expr = _ALIASES.get(check_cron(cron), cron)
+    it = croniter(expr, to_datetime(start + 1), ret_type=float)
+    first_ms = int(it.get_prev() * 1000)
+    points = [first_ms]
+    while True:
+        nxt = int(it.get_next() * 1000)
+        if nxt <= first_ms:
+            continue
+        if nxt > end:
+            return points
+        points.append(nxt)
+        if len(points) > MAX_INTERVALS:
+            raise PlanError(f"cron {cron} makes over {MAX_INTERVALS} intervals; narrow --start")
+
+
+def cron_intervals(cron: str, start: int, end: int) -> list[Interval]:
+    """Complete cron intervals covering [start, end): the first starts at or before ``start``."""
+    if end <= start:
+        return []
+    points = boundaries(cron, start, end)
+    return list(zip(points, points[1:], strict=False))
+
+
+def interval_floor(cron: str, when: int) -> int:
+    """The latest cron fire time at or before ``when``."""
+    period = _FIXED.get(cron)
+    if period is not None:
+        return when - when % period
+    expr = _ALIASES.get(check_cron(cron), cron)
+    it = croniter(expr, to_datetime(when + 1).astimezone(UTC), ret_type=float)
+    return int(it.get_prev() * 1000)
+
+
+def merge(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted, with touching and overlapping intervals joined."""
+    result: list[Interval] = []
+    for start, end in sorted(intervals):
+        if result and start <= result[-1][1]:
+            if end > result[-1][1]:
+                result[-1] = (result[-1][0], end)
+        else:
+            result.append((start, end))
+    return result
+
+
+def missing(expected: Sequence[Interval], done: Sequence[Interval]) -> list[Interval]:
+    """The expected intervals not wholly covered by ``done`` (``done`` merged and sorted)."""
+    result = []
+    index = 0
+    for start, end in expected:
+        while index < len(done) and done[index][1] <= start:
+            index += 1
+        if index < len(done) and done[index][0] <= start and done[index][1] >= end:
+            continue
+        result.append((start, end))
+    return result
+
+
+def batches(intervals: Sequence[Interval], batch_size: int | None) -> list[Interval]:
+    """Group consecutive intervals into batches of at most ``batch_size`` (None: one batch per run)."""
+    result: list[Interval] = []
+    count = 0
+    for start, end in intervals:
+        contiguous = result and result[-1][1] == start
+        if contiguous and (batch_size is None or count < batch_size):
+            result[-1] = (result[-1][0], end)
+            count += 1
+        else:
+            result.append((start, end))
+            count = 1
+    return result

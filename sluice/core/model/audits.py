@@ -1,0 +1,182 @@
+"""Audits: the built-in ones, the project's audits/*.sql files, and checking their use (pure).
+
+An audit is a query that returns the rows violating it; zero rows means it passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from sluice.core.errors import ModelError
+from sluice.core.model import macros
+from sluice.core.model.definition import Audit, AuditCall, Model
+from sluice.core.model.header import parse_header
+from sluice.core.model.scan import LineIndex, find_code
+
+
+@dataclass(frozen=True)
+class BuiltinAudit:
+    """A built-in audit: its arguments, and how to write its query."""
+
+    required: frozenset[str]
+    optional: frozenset[str] = frozenset()
+
+
+BUILTIN_AUDITS: dict[str, BuiltinAudit] = {
+    "not_null": BuiltinAudit(frozenset({"columns"})),
+    "unique_values": BuiltinAudit(frozenset({"columns"})),
+    "accepted_values": BuiltinAudit(frozenset({"column", "is_in"})),
+    "number_of_rows": BuiltinAudit(frozenset({"threshold"})),
+    "forall": BuiltinAudit(frozenset({"criteria"})),
+}
+
+
+def _columns(sql: str) -> list[exp.Expression]:
+    parsed = sqlglot.parse_one(sql, read="spark")
+    return list(parsed.expressions) if isinstance(parsed, exp.Tuple | exp.Paren | exp.Array) and parsed.expressions else [parsed.this if isinstance(parsed, exp.Paren) else parsed]
+
+
+def builtin_audit_sql(call: AuditCall, table: str) -> str:
+    """The Spark query of a built-in audit over ``table`` (rows returned = violations)."""
+    args = dict(call.args)
+    if call.name == "not_null":
+        cond = " OR ".join(f"{c.sql('spark')} IS NULL" for c in _columns(args["columns"]))
+        return f"SELECT * FROM {table} WHERE {cond}"
+    if call.name == "unique_values":
+        cols = [c.sql("spark") for c in _columns(args["columns"])]
+        parts = [
+            f"SELECT '{c}' AS column_name, CAST({c} AS STRING) AS value, COUNT(*) AS n "
+            f"FROM {table} WHERE {c} IS NOT NULL GROUP BY {c} HAVING COUNT(*) > 1"
+            for c in cols
+        ]
+        return " UNION ALL ".join(parts)
+    if call.name == "accepted_values":
+        return (
+            f"SELECT * FROM {table} WHERE {args['column']} IS NOT NULL "
+            f"AND {args['column']} NOT IN {args['is_in']}"
+        )
+    if call.name == "number_of_rows":
+        return f"SELECT COUNT(*) AS n FROM {table} HAVING COUNT(*) < {args['threshold']}"
+    if call.name == "forall":
+        criteria = _columns(args["criteria"])
+        cond = " AND ".join(f"({c.sql('spark')})" for c in criteria)
+        return f"SELECT * FROM {table} WHERE NOT ({cond})"
+    raise KeyError(call.name)
+
+
+def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any]) -> list[Audit]:
+    """Parse an audits/*.sql file: one or more ``AUDIT (...)`` headers, each with a query.
+
+    Raises:
+        ModelError: with file:line for a bad header or query.
+    """
+    lines = LineIndex(text)
+    audits: list[Audit] = []
+    offset = 0
+    while True:
+        header = parse_header(text[offset:], path, "AUDIT", LineIndex(text[offset:]))
+        if header is None:
+            if not audits:
+                raise ModelError("not an audit file: it must start with AUDIT (name ...)", path=path, line=1)
+            break
+        start_line = lines.position(offset)[0]
+        props = header.properties
+        for key, node in header.keys.items():
+            if key not in ("name", "dialect", "blocking", "defaults"):
+                raise ModelError(f"unknown audit property '{key}'", path=path, line=node.line + start_line - 1, hint="audits take name, dialect, blocking, defaults")
+        if "name" not in props:
+            raise ModelError("the audit has no name", path=path, line=header.line + start_line - 1)
+        body_start = offset + header.body_start
+        nxt = next(find_code(text, r";\s*(?i:audit)\s*\(", body_start), None)
+        body_end = nxt.start() if nxt else len(text)
+        body = text[body_start:body_end]
+        name = props["name"].value.lower()
+        audit_dialect = props["dialect"].value if "dialect" in props else dialect
+        body_line = lines.position(body_start)[0]
+        subst = macros.substitute(body, variables, path, allowed=_ANY, line_offset=body_line - 1)
+        try:
+            query = sqlglot.parse_one(subst.text, read=audit_dialect)
+        except (ParseError, TokenError) as exc:
+            errors = getattr(exc, "errors", None) or [{}]
+            line = errors[0].get("line")
+            raise ModelError(
+                f"cannot parse audit {name}: {errors[0].get('description', exc)}",
+                path=path, line=(line or 1) + body_line - 1, hint="check the SQL near here",
+            ) from None  # fmt: skip
+        if not isinstance(query, exp.Query):
+            raise ModelError(f"audit {name} must be a SELECT query", path=path, line=body_line)
+        defaults: tuple[tuple[str, str], ...] = ()
+        if "defaults" in props:
+            node = props["defaults"]
+            defaults = tuple(
+                (item.value.lower(), item.items[0].text(text[offset:])) for item in node.items if item.type == "pair"
+            )
+        blocking = props["blocking"].value.lower() != "false" if "blocking" in props else True
+        audits.append(
+            Audit(
+                name=name,
+                query_sql=query.sql("spark", comments=False, normalize=True),
+                parameters=frozenset(subst.used - macros.BUILTIN_VARIABLES),
+                defaults=defaults,
+                blocking=blocking,
+                path=path,
+                line=header.line + start_line - 1,
+            )
+        )
+        if nxt is None:
+            break
+        offset = nxt.start() + 1
+    return audits
+
+
+class _AnyName(frozenset[str]):
+    """Audit bodies may use any @name: it is an argument the model supplies."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_ANY = _AnyName()
+
+
+def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
+    """Check each audit a model uses exists and gets the arguments it needs.
+
+    Raises:
+        ModelError: naming the model file and the audit.
+    """
+    for call in model.audits:
+        given = {k for k, _ in call.args}
+        builtin = BUILTIN_AUDITS.get(call.name)
+        if builtin is not None:
+            missing = builtin.required - given
+            unknown = given - builtin.required - builtin.optional
+            if missing or unknown:
+                what = f"needs {', '.join(sorted(missing))}" if missing else f"takes no argument {', '.join(sorted(unknown))}"
+                raise ModelError(
+                    f"audit {call.name} on {model.name} {what}",
+                    path=model.path, line=model.line,
+                    hint=f"write {call.name}({', '.join(f'{a} := ...' for a in sorted(builtin.required))})",
+                )  # fmt: skip
+            continue
+        audit = audits.get(call.name)
+        if audit is None:
+            known = sorted(set(BUILTIN_AUDITS) | set(audits))
+            raise ModelError(
+                f"model {model.name} uses unknown audit '{call.name}'",
+                path=model.path, line=model.line,
+                hint=f"define it in audits/{call.name}.sql or use one of: {', '.join(known)}",
+            )  # fmt: skip
+        missing = audit.parameters - given - {k for k, _ in audit.defaults}
+        if missing:
+            raise ModelError(
+                f"audit {call.name} on {model.name} needs {', '.join(sorted(missing))}",
+                path=model.path, line=model.line,
+                hint=f"pass them: {call.name}({', '.join(f'{m} := ...' for m in sorted(missing))})",
+            )  # fmt: skip

@@ -1,0 +1,180 @@
+"""The value types of a loaded project: models, kinds, audits, unit tests (pure data)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from sluice.core.config import ProjectConfig
+
+
+class KindName(StrEnum):
+    """How a model's data is materialized."""
+
+    FULL = "FULL"
+    VIEW = "VIEW"
+    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
+    INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
+    SEED = "SEED"
+    EXTERNAL = "EXTERNAL"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A model kind with its parameters."""
+
+    name: KindName
+    time_column: str | None = None
+    time_column_format: str | None = None
+    unique_key: tuple[str, ...] = ()
+    batch_size: int | None = None
+    lookback: int = 0
+    seed_path: str | None = None  # relative to the project directory
+    csv_settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_incremental_by_time(self) -> bool:
+        return self.name == KindName.INCREMENTAL_BY_TIME_RANGE
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the kind stores data in a physical table Sluice writes."""
+        return self.name not in (KindName.VIEW, KindName.EXTERNAL)
+
+
+@dataclass(frozen=True)
+class AuditCall:
+    """A model's use of an audit: the audit's name, its arguments (Spark SQL), blocking."""
+
+    name: str
+    args: tuple[tuple[str, str], ...] = ()
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class Audit:
+    """A project audit from audits/*.sql: a query returning the rows that violate it."""
+
+    name: str
+    query_sql: str  # Spark SQL with macro placeholders
+    parameters: frozenset[str] = frozenset()  # @names it uses besides the built-ins
+    defaults: tuple[tuple[str, str], ...] = ()
+    blocking: bool = True
+    path: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table a query reads, and where."""
+
+    name: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model, as loaded and validated; everything downstream works from this."""
+
+    name: str  # "schema.table", lower case
+    kind: Kind
+    dialect: str = "spark"
+    query_sql: str | None = None  # canonical Spark SQL with macro placeholders
+    columns: tuple[tuple[str, str], ...] = ()  # declared (name, Spark type)
+    depends_on: tuple[str, ...] = ()
+    references: tuple[TableRef, ...] = ()
+    cron: str = "@daily"
+    start: int | None = None  # epoch ms
+    end: int | None = None
+    grain: tuple[str, ...] = ()
+    owner: str | None = None
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+    column_descriptions: tuple[tuple[str, str], ...] = ()
+    audits: tuple[AuditCall, ...] = ()
+    forward_only: bool = False
+    on_destructive_change: str = "error"
+    partitioned_by: tuple[str, ...] = ()
+    seed_hash: str | None = None
+    stamp: str | None = None  # changing it forces a new version
+    path: str = ""
+    line: int = 1
+
+    @property
+    def schema(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def table(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    @cached_property
+    def query(self) -> exp.Query | None:
+        """The parsed Spark query (parsed lazily: re-plans read most models from cache)."""
+        if self.query_sql is None:
+            return None
+        parsed = sqlglot.parse_one(self.query_sql, read="spark")
+        assert isinstance(parsed, exp.Query)
+        return parsed
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable form, stored with each snapshot."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Model:
+        """Inverse of :meth:`to_dict`."""
+        kind = dict(data["kind"])
+        kind["name"] = KindName(kind["name"])
+        kind["unique_key"] = tuple(kind.get("unique_key", ()))
+        kind["csv_settings"] = tuple(tuple(p) for p in kind.get("csv_settings", ()))
+        return cls(
+            **{
+                **data,
+                "kind": Kind(**kind),
+                "columns": tuple(tuple(c) for c in data.get("columns", ())),
+                "depends_on": tuple(data.get("depends_on", ())),
+                "references": tuple(TableRef(**r) for r in data.get("references", ())),
+                "grain": tuple(data.get("grain", ())),
+                "tags": tuple(data.get("tags", ())),
+                "column_descriptions": tuple(tuple(c) for c in data.get("column_descriptions", ())),
+                "audits": tuple(
+                    AuditCall(a["name"], tuple(tuple(x) for x in a["args"]), a["blocking"])
+                    for a in data.get("audits", ())
+                ),
+                "partitioned_by": tuple(data.get("partitioned_by", ())),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class UnitTest:
+    """A SQLMesh-format unit test: fixed input rows, the rows the model must return."""
+
+    name: str
+    model: str
+    inputs: tuple[tuple[str, tuple[dict[str, Any], ...]], ...]
+    outputs: tuple[dict[str, Any], ...]
+    output_query: bool = True
+    ctes: tuple[tuple[str, tuple[dict[str, Any], ...]], ...] = ()
+    variables: tuple[tuple[str, Any], ...] = ()
+    path: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Project:
+    """A loaded, validated project: models in dependency order, audits, unit tests."""
+
+    path: str
+    models: dict[str, Model]
+    audits: dict[str, Audit] = field(default_factory=dict)
+    tests: tuple[UnitTest, ...] = ()
+    notes: tuple[str, ...] = ()
+    config: ProjectConfig = field(default_factory=ProjectConfig)

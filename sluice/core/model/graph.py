@@ -1,0 +1,106 @@
+"""The dependency graph of a project's models (pure)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+
+from sluice.core.errors import GraphError
+from sluice.core.model.definition import Model
+
+
+def check_references(models: Mapping[str, Model]) -> None:
+    """Every table a model reads must be a model or a declared external table.
+
+    Raises:
+        GraphError: naming the file:line of the first unknown reference.
+    """
+    for model in models.values():
+        for ref in model.references:
+            if ref.name not in models:
+                raise GraphError(
+                    f"model {model.name} reads '{ref.name}', which is neither a model nor an "
+                    "external table",
+                    path=model.path,
+                    line=ref.line,
+                    col=ref.col,
+                    hint=f"check the name, add a model named {ref.name}, or declare it in "
+                    "external_models.yaml",
+                )
+        for dep in model.depends_on:
+            if dep not in models:
+                raise GraphError(
+                    f"model {model.name} depends on unknown '{dep}'",
+                    path=model.path,
+                    line=model.line,
+                    hint="fix depends_on in the MODEL header",
+                )
+
+
+def topological_order(models: Mapping[str, Model]) -> list[str]:
+    """Model names, parents before children, ties broken by name (deterministic).
+
+    Raises:
+        GraphError: listing the models of a cycle.
+    """
+    indegree = {name: 0 for name in models}
+    children: dict[str, list[str]] = {name: [] for name in models}
+    for name, model in models.items():
+        for dep in model.depends_on:
+            if dep in models:
+                indegree[name] += 1
+                children[dep].append(name)
+    ready = [name for name, degree in indegree.items() if degree == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(name)
+        for child in children[name]:
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                heapq.heappush(ready, child)
+    if len(order) != len(models):
+        cycle = find_cycle(models, {n for n, d in indegree.items() if d > 0})
+        first = models[cycle[0]]
+        raise GraphError(
+            "models depend on each other in a cycle: " + " -> ".join([*cycle, cycle[0]]),
+            path=first.path,
+            line=first.line,
+            hint="a model cannot read, directly or through others, a model that reads it",
+        )
+    return order
+
+
+def find_cycle(models: Mapping[str, Model], candidates: Iterable[str]) -> list[str]:
+    """One cycle among ``candidates`` (models left over by the topological sort)."""
+    left = set(candidates)
+    start = min(left)
+    path: list[str] = []
+    seen: dict[str, int] = {}
+    node = start
+    # Every leftover node has a leftover parent, so walking parents must revisit a node.
+    while node not in seen:
+        seen[node] = len(path)
+        path.append(node)
+        node = min(dep for dep in models[node].depends_on if dep in left)
+    cycle = path[seen[node] :]
+    cycle.reverse()  # parents first, the way data flows
+    first = cycle.index(min(cycle))
+    return cycle[first:] + cycle[:first]
+
+
+def descendants(models: Mapping[str, Model], roots: Iterable[str]) -> set[str]:
+    """All models downstream of ``roots`` (not including the roots themselves)."""
+    children: dict[str, list[str]] = {}
+    for name, model in models.items():
+        for dep in model.depends_on:
+            children.setdefault(dep, []).append(name)
+    found: set[str] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found

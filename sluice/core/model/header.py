@@ -1,0 +1,215 @@
+"""Parse the ``MODEL (...)`` / ``AUDIT (...)`` header of a SQLMesh-format file (pure).
+
+The header is a comma-separated list of ``key value`` properties. Values are words
+(``FULL``, ``db.table``), strings, numbers, booleans, tuples ``(a, b)``, arrays
+``[a, b]``, calls ``KIND (key value, ...)`` and ``name(arg := value)``, and keyed pairs
+``key = value`` inside lists. Trailing commas and any keyword case are accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, Tokenizer, TokenType
+
+from sluice.core.errors import ModelError
+from sluice.core.model.scan import LineIndex, find_code
+
+NodeType = Literal["word", "string", "number", "bool", "null", "list", "call", "pair"]
+
+_CLOSERS = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.COMMA}
+_ASSIGN = {TokenType.EQ, TokenType.COLON_EQ}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One value in a header, with where it stands in the file."""
+
+    type: NodeType
+    value: str
+    items: tuple[Node, ...] = ()
+    line: int = 0
+    col: int = 0
+    start: int = 0
+    end: int = 0  # offset one past the last character
+
+    def text(self, source: str) -> str:
+        """The exact source text of this value."""
+        return source[self.start : self.end]
+
+
+@dataclass(frozen=True)
+class Header:
+    """A parsed header: its keyword, its properties in order, and where the body starts."""
+
+    keyword: str
+    properties: dict[str, Node] = field(default_factory=dict)
+    keys: dict[str, Node] = field(default_factory=dict)  # key name -> the key's own node
+    line: int = 1
+    body_start: int = 0
+
+
+class _Parser:
+    def __init__(self, source: str, tokens: list[Token], path: str, lines: LineIndex) -> None:
+        self.source = source
+        self.tokens = tokens
+        self.pos = 0
+        self.path = path
+        self.lines = lines
+
+    def error(self, message: str, token: Token | None, hint: str | None = None) -> ModelError:
+        line, col = self.lines.position(token.start) if token else (None, None)
+        return ModelError(message, path=self.path, line=line, col=col, hint=hint)
+
+    def peek(self) -> Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> Token:
+        token = self.peek()
+        if token is None:
+            last = self.tokens[-1] if self.tokens else None
+            raise self.error("the header ends too early", last, "close every '(' and '['")
+        self.pos += 1
+        return token
+
+    def node(self, type_: NodeType, value: str, first: Token, last: Token, items=()) -> Node:  # type: ignore[no-untyped-def]
+        line, col = self.lines.position(first.start)
+        return Node(type_, value, tuple(items), line, col, first.start, last.end + 1)
+
+    def value(self) -> Node:
+        token = self.take()
+        kind = token.token_type
+        if kind == TokenType.STRING:
+            return self.node("string", token.text, token, token)
+        if kind == TokenType.NUMBER:
+            return self.node("number", token.text, token, token)
+        if kind in (TokenType.TRUE, TokenType.FALSE):
+            return self.node("bool", token.text.lower(), token, token)
+        if kind == TokenType.NULL:
+            return self.node("null", "null", token, token)
+        if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            items, last = self.items(TokenType.R_PAREN if kind == TokenType.L_PAREN else TokenType.R_BRACKET)
+            return self.node("list", "", token, last, items)
+        if kind in _CLOSERS or kind in _ASSIGN or not (token.text[:1].isalpha() or token.text[:1] == "_" or kind == TokenType.IDENTIFIER):
+            raise self.error(f"unexpected '{token.text}' in the header", token)
+        word, last = token.text, token
+        while (nxt := self.peek()) is not None and nxt.token_type == TokenType.DOT:
+            self.take()
+            part = self.take()
+            word, last = f"{word}.{part.text}", part
+        nxt = self.peek()
+        if nxt is not None and nxt.token_type == TokenType.L_PAREN:
+            self.take()
+            items, close = self.items(TokenType.R_PAREN)
+            return self.node("call", word, token, close, items)
+        return self.node("word", word, token, last)
+
+    def items(self, closer: TokenType) -> tuple[list[Node], Token]:
+        items: list[Node] = []
+        while True:
+            token = self.peek()
+            if token is None:
+                raise self.error("unclosed bracket in the header", self.tokens[-1], "add the missing ')' or ']'")
+            if token.token_type == closer:
+                return items, self.take()
+            items.append(self.item())
+            token = self.peek()
+            if token is not None and token.token_type == TokenType.COMMA:
+                self.take()
+            elif token is None or token.token_type != closer:
+                raise self.error(
+                    f"expected ',' or '{')' if closer == TokenType.R_PAREN else ']'}'"
+                    + (f" but found '{token.text}'" if token else ""),
+                    token or self.tokens[-1],
+                    "separate the entries with commas",
+                )
+
+    def item(self) -> Node:
+        first = self.value()
+        token = self.peek()
+        if token is None or token.token_type in _CLOSERS:
+            return first
+        if token.token_type in _ASSIGN:
+            self.take()
+        # `key value` or `key = value`: the key must be a plain word.
+        if first.type != "word":
+            raise self.error(f"unexpected '{token.text}' after a value", token, "separate entries with commas")
+        rest = [self.value()]
+        # Multi-word values such as `TIMESTAMP WITH TIME ZONE` column types.
+        # Only on one line: a value running on to the next line is a missing comma.
+        while (nxt := self.peek()) is not None and nxt.token_type not in _CLOSERS:
+            if self.lines.position(nxt.start)[0] != self.lines.position(rest[-1].end - 1)[0]:
+                break
+            rest.append(self.value())
+        value = rest[0] if len(rest) == 1 else Node("word", " ".join(r.text(self.source) for r in rest), (), rest[0].line, rest[0].col, rest[0].start, rest[-1].end)
+        return Node("pair", first.value, (value,), first.line, first.col, first.start, value.end)
+
+
+def _header_end(text: str, open_paren: int) -> int | None:
+    depth = 0
+    for match in find_code(text, r"[()]", open_paren):
+        depth += 1 if match.group() == "(" else -1
+        if depth == 0:
+            return match.end()
+    return None
+
+
+def parse_header(text: str, path: str, keyword: str, lines: LineIndex | None = None) -> Header | None:
+    """Parse the header at the top of ``text``; None when the file does not start with ``keyword``.
+
+    Raises:
+        ModelError: naming file:line:col of the problem.
+    """
+    lines = lines or LineIndex(text)
+    first = next(find_code(text, r"\S+?(?=[\s(]|$)"), None)
+    if first is None or first.group().upper() != keyword:
+        return None
+    paren = next(find_code(text, r"\S", first.end()), None)
+    if paren is None or paren.group() != "(":
+        line, col = lines.position(first.start())
+        raise ModelError(f"expected '(' after {keyword}", path=path, line=line, col=col)
+    end = _header_end(text, paren.start())
+    if end is None:
+        line, col = lines.position(paren.start())
+        raise ModelError(f"the {keyword} header is never closed", path=path, line=line, col=col, hint="add the missing ')'")
+    try:
+        tokens = Tokenizer().tokenize(text[:end])
+    except TokenError as exc:
+        raise ModelError(f"cannot read the {keyword} header: {exc}", path=path) from None
+    parser = _Parser(text, tokens, path, lines)
+    parser.take()  # keyword
+    opening = parser.take()
+    props, _ = parser.items(TokenType.R_PAREN)
+    header = Header(keyword=keyword, line=lines.position(first.start())[0])
+    for prop in (call_as_pair(p, text) for p in props):
+        if prop.type != "pair":
+            raise parser.error(
+                f"'{prop.text(text)}' is not a property",
+                _token_at(tokens, prop.start) or opening,
+                "write each property as `name value`, e.g. `kind FULL`",
+            )
+        key = prop.value.lower()
+        if key in header.properties:
+            raise parser.error(f"property '{key}' is set twice", _token_at(tokens, prop.start), "keep one")
+        header.properties[key] = prop.items[0]
+        header.keys[key] = prop
+    body = end
+    semi = next(find_code(text, r"\S", end), None)
+    if semi is not None and semi.group() == ";":
+        body = semi.end()
+    return Header(header.keyword, header.properties, header.keys, header.line, body)
+
+
+def call_as_pair(node: Node, source: str) -> Node:
+    """Read ``key (a, b)`` (parsed as a call) as the pair ``key`` -> list ``(a, b)``."""
+    if node.type != "call":
+        return node
+    paren = source.index("(", node.start + len(node.value))
+    items = Node("list", "", node.items, node.line, node.col + (paren - node.start), paren, node.end)
+    return Node("pair", node.value, (items,), node.line, node.col, node.start, node.end)
+
+
+def _token_at(tokens: list[Token], offset: int) -> Token | None:
+    return next((t for t in tokens if t.start == offset), None)

@@ -1,0 +1,257 @@
+"""Load a project from disk: the only module of the model package that reads files.
+
+Every broken file is reported at once (a user fixes them in one pass); the graph is
+checked only when every file parsed. Parsed models are cached by file content, so a
+re-plan after editing one model parses one model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from sluice import __version__
+from sluice.core.config import ProjectConfig, load_config
+from sluice.core.errors import ModelError, ProjectErrors, SluiceError
+from sluice.core.model.audits import check_audit_calls, parse_audits
+from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
+from sluice.core.model.graph import check_references, topological_order
+from sluice.core.model.parse import parse_model
+from sluice.core.model.seeds import seed_columns
+from sluice.core.model.unittests import parse_unit_tests
+from sluice.core.yamlio import read_yaml
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = Path(".sluice") / "cache" / "models.json"
+EXTERNAL_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
+
+
+def load_project(project_dir: Path | str, *, use_cache: bool = True) -> Project:
+    """Load and validate the project in ``project_dir``.
+
+    Raises:
+        SluiceError: a single problem, or ProjectErrors listing several.
+    """
+    root = Path(project_dir)
+    if not (root / "models").is_dir():
+        raise ModelError(
+            f"no models/ folder in {root}",
+            hint="point --project at the folder that holds config.yaml and models/",
+        )
+    config = load_config(root)
+    notes = list(config.notes)
+    cache = _Cache(root / CACHE_FILE, config) if use_cache else None
+    errors: list[SluiceError] = []
+    models: dict[str, Model] = {}
+
+    def add(model: Model) -> None:
+        if model.name in models:
+            other = models[model.name]
+            errors.append(
+                ModelError(
+                    f"model {model.name} is defined twice (also in {other.path}:{other.line})",
+                    path=model.path,
+                    line=model.line,
+                    hint="rename one of them",
+                )
+            )
+        else:
+            models[model.name] = model
+
+    for file in sorted((root / "models").rglob("*.sql")):
+        try:
+            model = _load_model(root, file, config, cache)
+        except SluiceError as exc:
+            errors.append(exc)
+            continue
+        if model is not None:
+            add(model)
+    for file in sorted((root / "models").rglob("*.py")):
+        notes.append(f"{file}: Python models are not supported yet; this file is ignored")
+    if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(root / "macros" / "__init__.py"):
+        notes.append(f"{root / 'macros'}: Python macros are not run by Sluice")
+    for external in _externals(root, errors):
+        add(external)
+    audits = _audits(root, config, errors)
+    for model in models.values():
+        try:
+            check_audit_calls(model, audits)
+        except SluiceError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
+    check_references(models)
+    ordered = {name: models[name] for name in topological_order(models)}
+    tests = _tests(root, ordered)
+    if cache is not None:
+        cache.save()
+    return Project(str(root), ordered, audits, tuple(tests), tuple(notes), config)
+
+
+def _has_code(path: Path) -> bool:
+    return path.exists() and bool(path.read_text(encoding="utf-8").strip())
+
+
+def _load_model(root: Path, file: Path, config: ProjectConfig, cache: _Cache | None) -> Model | None:
+    display = str(file)
+    text = _read(file)
+    model = cache.get(display, text) if cache else None
+    if model is None:
+        model = parse_model(text, display, config.model_defaults, config.variables)
+        if cache is not None:
+            cache.put(display, text, model)
+    if model is None or model.kind.name != KindName.SEED:
+        return model
+    return _with_seed(root, file, model)
+
+
+def _with_seed(root: Path, file: Path, model: Model) -> Model:
+    assert model.kind.seed_path is not None
+    seed = (file.parent / model.kind.seed_path).resolve()
+    if not seed.is_relative_to(root.resolve()):
+        raise ModelError(
+            f"seed {model.name}: path '{model.kind.seed_path}' leads outside the project",
+            path=model.path, line=model.line, hint="keep seed files inside the project, e.g. seeds/",
+        )  # fmt: skip
+    if not seed.is_file():
+        raise ModelError(
+            f"seed {model.name}: file '{model.kind.seed_path}' not found (looked for {seed})",
+            path=model.path, line=model.line, hint="the path is relative to the model file",
+        )  # fmt: skip
+    raw = seed.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ModelError(f"seed {model.name}: {seed} is not UTF-8 text", path=model.path, line=model.line) from None
+    columns = seed_columns(text, str(seed), model.name, model.columns, model.kind.csv_settings)
+    rel = seed.relative_to(root.resolve()).as_posix()
+    kind = Kind(**{**model.kind.__dict__, "seed_path": rel})
+    return Model(
+        **{**model.__dict__, "kind": kind, "columns": columns, "seed_hash": hashlib.sha256(raw).hexdigest()}
+    )
+
+
+def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
+    found = []
+    for name in EXTERNAL_FILES:
+        path = root / name
+        if not path.exists():
+            continue
+        try:
+            doc = read_yaml(path, ModelError)
+        except SluiceError as exc:
+            errors.append(exc)
+            continue
+        entries = doc.data or []
+        if not isinstance(entries, list):
+            errors.append(ModelError("external models are a list of {name, columns}", path=str(path), line=1))
+            continue
+        for index, entry in enumerate(entries):
+            line = doc.line_of((index,))
+            if not isinstance(entry, dict) or "name" not in entry:
+                errors.append(ModelError("each external model needs a name", path=str(path), line=line, hint="- name: schema.table"))
+                continue
+            table = str(entry["name"]).strip('"`').lower()
+            if table.count(".") != 1:
+                errors.append(ModelError(f"external table '{table}' must be schema.table", path=str(path), line=line))
+                continue
+            columns = entry.get("columns") or {}
+            if not isinstance(columns, dict):
+                errors.append(ModelError(f"columns of {table} must map names to types", path=str(path), line=line))
+                continue
+            found.append(
+                Model(
+                    name=table,
+                    kind=Kind(KindName.EXTERNAL),
+                    columns=tuple((str(c).lower(), str(t)) for c, t in columns.items()),
+                    description=entry.get("description"),
+                    path=str(path),
+                    line=line or 1,
+                )
+            )
+    return found
+
+
+def _audits(root: Path, config: ProjectConfig, errors: list[SluiceError]) -> dict[str, Audit]:
+    audits: dict[str, Audit] = {}
+    for file in sorted((root / "audits").rglob("*.sql")):
+        try:
+            parsed = parse_audits(_read(file), str(file), config.model_defaults.dialect, config.variables)
+        except SluiceError as exc:
+            errors.append(exc)
+            continue
+        for audit in parsed:
+            if audit.name in audits:
+                errors.append(ModelError(f"audit {audit.name} is defined twice (also in {audits[audit.name].path})", path=audit.path, line=audit.line))
+            audits[audit.name] = audit
+    return audits
+
+
+def _tests(root: Path, models: dict[str, Model]) -> list[UnitTest]:
+    tests: list[UnitTest] = []
+    errors: list[SluiceError] = []
+    files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
+    for file in files:
+        try:
+            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models))
+        except SluiceError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
+    return tests
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ModelError("the file is not UTF-8 text", path=str(path)) from None
+
+
+class _Cache:
+    """Parsed models by file content, in one JSON file under .sluice/cache/."""
+
+    def __init__(self, path: Path, config: ProjectConfig) -> None:
+        self.path = path
+        self.salt = json.dumps(
+            [__version__, config.model_defaults.model_dump(), config.variables], sort_keys=True, default=str
+        )
+        self.entries: dict[str, Any] = {}
+        self.dirty = False
+        try:
+            self.entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.entries = {}
+
+    def _key(self, display: str, text: str) -> str:
+        return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
+
+    def get(self, display: str, text: str) -> Model | None:
+        entry = self.entries.get(display)
+        if entry is None or entry.get("key") != self._key(display, text) or entry.get("model") is None:
+            return None
+        try:
+            return Model.from_dict(entry["model"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def put(self, display: str, text: str, model: Model | None) -> None:
+        if model is None:
+            return
+        self.entries[display] = {"key": self._key(display, text), "model": model.to_dict()}
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.entries, separators=(",", ":")), encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as exc:  # a read-only checkout still loads, just without a cache
+            log.debug("cannot write the model cache %s: %s", self.path, exc)

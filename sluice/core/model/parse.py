@@ -1,0 +1,456 @@
+"""Turn the text of one model file into a :class:`Model` (pure: no file reads, no clock).
+
+The query is parsed in the model's dialect, checked, and kept as canonical Spark SQL:
+comments dropped, keywords upper case, unquoted names lower case. That string is what
+fingerprints hash, so formatting and comments never change a model's version.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+
+from sluice.core.config import ModelDefaults
+from sluice.core.errors import ModelError
+from sluice.core.model import macros
+from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
+from sluice.core.model.header import Header, Node, call_as_pair, parse_header
+from sluice.core.model.scan import LineIndex
+from sluice.core.timeutil import DAY_MS, to_ms
+
+MODEL_PROPERTIES = frozenset(
+    {
+        "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "owner", "tags",
+        "description", "column_descriptions", "audits", "forward_only",
+        "on_destructive_change", "batch_size", "columns", "partitioned_by", "stamp",
+        "enabled",
+    }
+)  # fmt: skip
+KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
+    KindName.FULL: frozenset(),
+    KindName.VIEW: frozenset({"materialized"}),
+    KindName.INCREMENTAL_BY_TIME_RANGE: frozenset(
+        {"time_column", "batch_size", "lookback", "forward_only", "on_destructive_change"}
+    ),
+    KindName.INCREMENTAL_BY_UNIQUE_KEY: frozenset(
+        {"unique_key", "batch_size", "lookback", "forward_only", "on_destructive_change"}
+    ),
+    KindName.SEED: frozenset({"path", "csv_settings", "batch_size"}),
+}
+DESTRUCTIVE_CHOICES = ("error", "warn", "allow")
+_PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    source: str
+    path: str
+
+    def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError:
+        return ModelError(
+            message,
+            path=self.path,
+            line=node.line if node else None,
+            col=node.col if node else None,
+            hint=hint,
+        )
+
+
+def valid_dialect(name: str) -> bool:
+    """Whether sqlglot knows the dialect ``name``."""
+    try:
+        Dialect.get_or_raise(name)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_model(
+    text: str,
+    path: str,
+    defaults: ModelDefaults,
+    variables: Mapping[str, Any],
+) -> Model | None:
+    """Parse a model file. Returns None for a model declared ``enabled false``.
+
+    Raises:
+        ModelError: with file:line:col and a hint.
+    """
+    lines = LineIndex(text)
+    header = parse_header(text, path, "MODEL", lines)
+    if header is None:
+        raise ModelError(
+            "not a model: the file must start with a MODEL (...) header",
+            path=path,
+            line=1,
+            hint="start it with MODEL (name schema.table, kind FULL);",
+        )
+    ctx = _Ctx(text, path)
+    props = header.properties
+    for key, key_node in header.keys.items():
+        if key not in MODEL_PROPERTIES:
+            raise ctx.error(f"unknown model property '{key}'", key_node, _suggest(key, MODEL_PROPERTIES))
+    if "name" not in props:
+        raise ModelError("the model has no name", path=path, line=header.line, hint="add `name schema.table` to MODEL (...)")
+    if _bool(ctx, props.get("enabled"), True) is False:
+        return None
+    name = _model_name(ctx, props["name"])
+    dialect = _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
+    if not valid_dialect(dialect):
+        raise ctx.error(f"unknown SQL dialect '{dialect}'", props.get("dialect"), "use a sqlglot dialect such as spark, duckdb, bigquery, snowflake, postgres")
+    kind = _kind(ctx, props.get("kind"), header)
+    forward_only = _bool(ctx, props.get("forward_only"), defaults.forward_only)
+    destructive = defaults.on_destructive_change
+    if "on_destructive_change" in props:
+        destructive = _choice(ctx, props["on_destructive_change"], DESTRUCTIVE_CHOICES)
+    kind_forward = kind.extra.get("forward_only")
+    if kind_forward is not None:
+        forward_only = kind_forward
+    destructive = kind.extra.get("on_destructive_change", destructive)
+    batch_size = _int(ctx, props["batch_size"]) if "batch_size" in props else kind.value.batch_size
+    if batch_size is None:
+        batch_size = defaults.batch_size
+    start = _date(ctx, props["start"]) if "start" in props else (to_ms(defaults.start) if defaults.start else None)
+    end = _date(ctx, props["end"], inclusive_day=True) if "end" in props else None
+    if kind.value.is_incremental_by_time and start is None:
+        raise ModelError(
+            f"model {name} is incremental by time but has no start date",
+            path=path, line=header.line, hint="set `start '2024-01-01'` in MODEL (...) or model_defaults.start in config.yaml",
+        )  # fmt: skip
+    columns = _columns(ctx, props["columns"], dialect) if "columns" in props else ()
+
+    body = text[header.body_start :]
+    origin_line = lines.position(header.body_start)[0]  # line where `body` begins
+    code = body.lstrip(" \t\r\n;")
+    # Messages about the body point at its first line of code (or just past the header).
+    body_line = lines.position(len(text) - len(code))[0] if code else origin_line + 1
+    query_sql: str | None = None
+    refs: tuple[TableRef, ...] = ()
+    if kind.value.name == KindName.SEED:
+        if body.strip().strip(";").strip():
+            raise ModelError("a SEED model has no query", path=path, line=body_line, hint="remove the SQL after the MODEL header")
+    else:
+        query_sql, refs = _query(ctx, body, origin_line, body_line, dialect, variables, name)
+    extra_deps = _names(ctx, props["depends_on"]) if "depends_on" in props else ()
+    depends = sorted({r.name for r in refs} | set(extra_deps))
+    if name in depends and kind.value.name == KindName.FULL:
+        raise ModelError(f"model {name} reads itself", path=path, line=header.line, hint="only incremental models may read their own table, via @this_model")
+    grain_node = props.get("grain") or props.get("grains")
+    return Model(
+        name=name,
+        kind=Kind(**{**kind.value.__dict__, "batch_size": batch_size}),
+        dialect=dialect,
+        query_sql=query_sql,
+        columns=columns,
+        depends_on=tuple(d for d in depends if d != name),
+        references=refs,
+        cron=_word_or_string(ctx, props["cron"]) if "cron" in props else defaults.cron,
+        start=start,
+        end=end,
+        grain=_names(ctx, grain_node) if grain_node else (),
+        owner=_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
+        tags=_names(ctx, props["tags"]) if "tags" in props else (),
+        description=_string(ctx, props["description"]) if "description" in props else None,
+        column_descriptions=_pairs(ctx, props["column_descriptions"]) if "column_descriptions" in props else (),
+        audits=_audits(ctx, props["audits"], dialect) if "audits" in props else (),
+        forward_only=forward_only,
+        on_destructive_change=destructive,
+        partitioned_by=_names(ctx, props["partitioned_by"]) if "partitioned_by" in props else (),
+        path=path,
+        line=header.line,
+        stamp=_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
+    )  # fmt: skip
+
+
+def _suggest(key: str, known: frozenset[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    return f"supported properties: {', '.join(sorted(known))}"
+
+
+def _model_name(ctx: _Ctx, node: Node) -> str:
+    if node.type not in ("word", "string"):
+        raise ctx.error("the model name must be schema.table", node)
+    name = node.value.strip('"`').lower()
+    parts = [p.strip('"`') for p in name.split(".")]
+    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
+        raise ctx.error(
+            f"model name '{node.value}' must be schema.table (letters, digits, underscores)",
+            node,
+            "for example `name jaffle.orders`; catalogs are not supported on Spark's Hive catalog",
+        )
+    return ".".join(parts)
+
+
+@dataclass(frozen=True)
+class _KindResult:
+    value: Kind
+    extra: dict[str, Any]
+
+
+def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
+    if node is None:
+        return _KindResult(Kind(KindName.VIEW), {})
+    if node.type not in ("word", "call"):
+        raise ctx.error("kind must be a word such as FULL, optionally with (parameters)", node)
+    try:
+        name = KindName(node.value.upper())
+    except ValueError:
+        raise ctx.error(
+            f"unknown model kind '{node.value}'",
+            node,
+            "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED "
+            "(external tables go in external_models.yaml)",
+        ) from None
+    if name == KindName.EXTERNAL:
+        raise ctx.error("EXTERNAL is not a model kind here", node, "declare external tables in external_models.yaml")
+    params: dict[str, Node] = {}
+    for item in (call_as_pair(i, ctx.source) for i in node.items):
+        if item.type != "pair":
+            raise ctx.error(f"'{item.text(ctx.source)}' is not a kind parameter", item, "write parameters as `name value`")
+        key = item.value.lower()
+        if key not in KIND_PROPERTIES[name]:
+            allowed = KIND_PROPERTIES[name]
+            raise ctx.error(
+                f"kind {name} has no parameter '{key}'",
+                item,
+                _suggest(key, allowed) if allowed else f"kind {name} takes no parameters",
+            )
+        params[key] = item.items[0]
+    extra: dict[str, Any] = {}
+    if "forward_only" in params:
+        extra["forward_only"] = _bool(ctx, params["forward_only"], False)
+    if "on_destructive_change" in params:
+        extra["on_destructive_change"] = _choice(ctx, params["on_destructive_change"], DESTRUCTIVE_CHOICES)
+    kwargs: dict[str, Any] = {"name": name}
+    if name == KindName.INCREMENTAL_BY_TIME_RANGE:
+        if "time_column" not in params:
+            raise ctx.error("INCREMENTAL_BY_TIME_RANGE needs a time_column", node, "write INCREMENTAL_BY_TIME_RANGE (time_column event_date)")
+        column = params["time_column"]
+        if column.type == "list":
+            if not column.items or len(column.items) > 2:
+                raise ctx.error("time_column is (column) or (column, 'format')", column)
+            kwargs["time_column_format"] = _string(ctx, column.items[1]) if len(column.items) == 2 else None
+            column = column.items[0]
+        kwargs["time_column"] = _identifier(ctx, column)
+    if name == KindName.INCREMENTAL_BY_UNIQUE_KEY:
+        if "unique_key" not in params:
+            raise ctx.error("INCREMENTAL_BY_UNIQUE_KEY needs a unique_key", node, "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)")
+        kwargs["unique_key"] = _names(ctx, params["unique_key"])
+    if name == KindName.SEED:
+        if "path" not in params:
+            raise ctx.error("a SEED model needs a path", node, "write SEED (path '../seeds/file.csv')")
+        kwargs["seed_path"] = _string(ctx, params["path"])
+        if "csv_settings" in params:
+            kwargs["csv_settings"] = _pairs(ctx, params["csv_settings"])
+    if "batch_size" in params:
+        kwargs["batch_size"] = _int(ctx, params["batch_size"])
+    if "lookback" in params:
+        kwargs["lookback"] = _int(ctx, params["lookback"], minimum=0)
+    return _KindResult(Kind(**kwargs), extra)
+
+
+def _query(
+    ctx: _Ctx, body: str, origin_line: int, body_line: int, dialect: str, variables: Mapping[str, Any], name: str
+) -> tuple[str, tuple[TableRef, ...]]:
+    if not body.strip().strip(";").strip():
+        raise ModelError(f"model {name} has no query", path=ctx.path, line=body_line, hint="write a SELECT after the MODEL (...) header")
+    subst = macros.substitute(body, variables, ctx.path, line_offset=origin_line - 1)
+    try:
+        statements = [s for s in sqlglot.parse(subst.text, read=dialect) if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        line = first.get("line")
+        raise ModelError(
+            f"cannot parse the query of {name} ({dialect}): {first.get('description', exc)}",
+            path=ctx.path,
+            line=line + origin_line - 1 if line else body_line,
+            col=first.get("col"),
+            hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
+        ) from None
+    except TokenError as exc:
+        raise ModelError(f"cannot read the query of {name}: {exc}", path=ctx.path, line=body_line) from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        what = "no query" if not statements else f"{len(statements)} statements" if len(statements) > 1 else f"a {statements[0].key.upper()} statement"
+        raise ModelError(
+            f"model {name} must hold exactly one SELECT query, found {what}",
+            path=ctx.path,
+            line=body_line,
+            hint="keep only the query; pre- and post-statements are not supported",
+        )
+    query = statements[0]
+    refs = _references(ctx, query, origin_line, name)
+    for ident in query.find_all(exp.Identifier):
+        # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
+        if ident.quoted and _PLAIN_NAME.match(ident.name.lower()):
+            ident.set("quoted", False)
+    try:
+        spark_sql = query.sql(dialect="spark", comments=False, normalize=True, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise ModelError(
+            f"the query of {name} cannot be written as Spark SQL: {exc}",
+            path=ctx.path,
+            line=body_line,
+            hint="rewrite that part with functions Spark has",
+        ) from None
+    return spark_sql, refs
+
+
+def _references(ctx: _Ctx, query: exp.Expression, body_line: int, name: str) -> tuple[TableRef, ...]:
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    refs: dict[str, TableRef] = {}
+    for table in query.find_all(exp.Table):
+        if not table.name or table.name.startswith(macros.PREFIX):
+            continue
+        if isinstance(table.this, exp.Func | exp.Anonymous):
+            continue  # table-valued function, e.g. range(10)
+        if table.args.get("catalog"):
+            raise ctx.error(f"'{table.sql()}' names a catalog; use schema.table", _ref_node(table, body_line))
+        if not table.db:
+            if table.name.lower() in ctes:
+                continue
+            where = _ref_node(table, body_line)
+            raise ModelError(
+                f"table '{table.name}' in {name} has no schema",
+                path=ctx.path, line=where.line, col=where.col,
+                hint="write schema.table; refer to models and external tables by their full name",
+            )  # fmt: skip
+        ref_name = f"{table.db}.{table.name}".lower()
+        if ref_name not in refs:
+            where = _ref_node(table, body_line)
+            refs[ref_name] = TableRef(ref_name, where.line, where.col)
+    return tuple(refs.values())
+
+
+def _ref_node(table: exp.Table, body_line: int) -> Node:
+    meta = table.this.meta if isinstance(table.this, exp.Expression) else {}
+    line = int(meta.get("line", 1)) + body_line - 1
+    col = max(int(meta.get("col", 1)) - len(table.name) + 1, 1)
+    return Node("word", table.name, line=line, col=col)
+
+
+def _columns(ctx: _Ctx, node: Node, dialect: str) -> tuple[tuple[str, str], ...]:
+    if node.type != "list":
+        raise ctx.error("columns must be a list like (id INT, name STRING)", node)
+    result = []
+    for item in node.items:
+        if item.type != "pair":
+            raise ctx.error(f"column '{item.text(ctx.source)}' needs a type", item, "write `name TYPE`, e.g. `id INT`")
+        type_text = item.items[0].text(ctx.source) if item.items[0].type != "word" or item.items[0].end > item.items[0].start else item.items[0].value
+        try:
+            spark_type = exp.DataType.build(type_text, dialect=dialect).sql("spark")
+        except (ParseError, ValueError, TokenError):
+            raise ctx.error(f"unknown type '{type_text}' for column {item.value}", item.items[0]) from None
+        result.append((item.value.strip('"`').lower(), spark_type))
+    return tuple(result)
+
+
+def _audits(ctx: _Ctx, node: Node, dialect: str) -> tuple[AuditCall, ...]:
+    items = node.items if node.type == "list" else (node,)
+    calls = []
+    for item in items:
+        if item.type not in ("word", "call"):
+            raise ctx.error(f"'{item.text(ctx.source)}' is not an audit", item, "write audits (name, other_name(arg := value))")
+        name = item.value.lower()
+        blocking = True
+        if name.endswith("_non_blocking"):
+            name, blocking = name.removesuffix("_non_blocking"), False
+        args = []
+        for arg in item.items:
+            if arg.type != "pair":
+                raise ctx.error(f"audit {name}: arguments are named, as `column := value`", arg)
+            if arg.value.lower() == "blocking":
+                blocking = _bool(ctx, arg.items[0], True)
+                continue
+            args.append((arg.value.lower(), _arg_sql(ctx, arg.items[0], dialect)))
+        calls.append(AuditCall(name, tuple(args), blocking))
+    return tuple(calls)
+
+
+def _arg_sql(ctx: _Ctx, node: Node, dialect: str) -> str:
+    if node.type == "list":
+        return "(" + ", ".join(_arg_sql(ctx, i, dialect) for i in node.items) + ")"
+    if node.type == "string":
+        return exp.Literal.string(node.value).sql("spark")
+    try:
+        return sqlglot.parse_one(node.text(ctx.source), read=dialect).sql("spark", normalize=True)
+    except (ParseError, TokenError):
+        raise ctx.error(f"cannot parse audit argument '{node.text(ctx.source)}'", node) from None
+
+
+def _identifier(ctx: _Ctx, node: Node) -> str:
+    if node.type != "word" or "." in node.value:
+        raise ctx.error(f"expected a column name, got '{node.text(ctx.source)}'", node)
+    return node.value.strip('"`').lower()
+
+
+def _names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
+    items = node.items if node.type == "list" else (node,)
+    out = []
+    for item in items:
+        if item.type not in ("word", "string"):
+            raise ctx.error(f"expected a name, got '{item.text(ctx.source)}'", item)
+        out.append(item.value.strip('"`').lower() if item.type == "word" else item.value)
+    return tuple(out)
+
+
+def _pairs(ctx: _Ctx, node: Node) -> tuple[tuple[str, str], ...]:
+    if node.type == "call":
+        node = call_as_pair(node, ctx.source).items[0]
+    if node.type != "list" or any(i.type != "pair" for i in node.items):
+        raise ctx.error("expected a list of `name = 'value'` pairs", node)
+    return tuple((i.value.lower(), _word_or_string(ctx, i.items[0])) for i in node.items)
+
+
+def _string(ctx: _Ctx, node: Node) -> str:
+    if node.type != "string":
+        raise ctx.error(f"expected a quoted string, got '{node.text(ctx.source)}'", node, "quote it with single quotes")
+    return node.value
+
+
+def _word_or_string(ctx: _Ctx, node: Node) -> str:
+    if node.type not in ("word", "string", "number"):
+        raise ctx.error(f"expected a single value, got '{node.text(ctx.source)}'", node)
+    return node.value
+
+
+def _int(ctx: _Ctx, node: Node, minimum: int = 1) -> int:
+    if node.type != "number" or not node.value.isdigit() or int(node.value) < minimum:
+        raise ctx.error(f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'", node)
+    return int(node.value)
+
+
+def _bool(ctx: _Ctx, node: Node | None, default: bool) -> bool:
+    if node is None:
+        return default
+    if node.type == "bool":
+        return node.value == "true"
+    if node.type in ("word", "string") and node.value.lower() in ("true", "false"):
+        return node.value.lower() == "true"
+    raise ctx.error(f"expected true or false, got '{node.text(ctx.source)}'", node)
+
+
+def _choice(ctx: _Ctx, node: Node, choices: tuple[str, ...]) -> str:
+    value = _word_or_string(ctx, node).lower()
+    if value not in choices:
+        raise ctx.error(f"'{value}' is not one of {', '.join(choices)}", node)
+    return value
+
+
+def _date(ctx: _Ctx, node: Node, inclusive_day: bool = False) -> int:
+    """A date property; an ``end`` given as a bare date includes that whole day."""
+    text = _word_or_string(ctx, node)
+    try:
+        ms = to_ms(text)
+    except ValueError as exc:
+        raise ctx.error(str(exc), node) from None
+    return ms + DAY_MS if inclusive_day and len(text.strip()) == 10 else ms

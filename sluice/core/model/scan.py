@@ -1,0 +1,42 @@
+"""Find things in SQL text outside string literals, quoted names and comments (pure)."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator
+from functools import cache
+
+# A quote left open runs to the end of the text, so an unterminated literal hides what
+# follows it rather than letting its contents be read as code.
+_LITERALS = (
+    r"'(?:[^'\\]|\\.|'')*(?:'|\Z)"
+    r'|"(?:[^"\\]|\\.|"")*(?:"|\Z)'
+    r"|`(?:[^`]|``)*(?:`|\Z)"
+    r"|--[^\n]*"
+    r"|/\*.*?(?:\*/|\Z)"
+)
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(f"(?P<skip>{_LITERALS})|(?P<hit>{pattern})", re.S)
+
+
+def find_code(text: str, pattern: str, start: int = 0) -> Iterator[re.Match[str]]:
+    """Yield matches of ``pattern`` in ``text`` that are code, not literals or comments."""
+    for match in _compiled(pattern).finditer(text, start):
+        if match.group("hit") is not None:
+            yield match
+
+
+class LineIndex:
+    """Offsets to 1-based (line, column) in one text."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """The (line, column) of character ``offset``."""
+        line = bisect.bisect_right(self._starts, offset)
+        return line, offset - self._starts[line - 1] + 1

@@ -1,0 +1,92 @@
+"""SQLMesh-format unit tests (tests/*.yaml): read and validate (pure; run on Spark later)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sluice.core.errors import ModelError
+from sluice.core.model.definition import Model, UnitTest
+from sluice.core.yamlio import LocatedYaml
+
+_TEST_KEYS = frozenset({"model", "inputs", "outputs", "vars", "description", "schema", "gateway"})
+
+
+def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[UnitTest]:
+    """Validate every test in one YAML file against the project's models.
+
+    Raises:
+        ModelError: with file:line, naming the test and what is wrong.
+    """
+    if doc.data is None:
+        return []
+    if not isinstance(doc.data, dict):
+        raise ModelError("a unit-test file maps test names to tests", path=doc.path, line=1)
+    tests = []
+    for name, body in doc.data.items():
+
+        def fail(message: str, *key_path: str | int, hint: str | None = None) -> ModelError:
+            return ModelError(
+                f"test {name}: {message}",
+                path=doc.path,
+                line=doc.line_of((name, *key_path)),  # noqa: B023
+                hint=hint,
+            )
+
+        if not isinstance(body, dict):
+            raise fail("expected model, inputs and outputs")
+        for key in body:
+            if key not in _TEST_KEYS:
+                raise fail(f"unknown key '{key}'", key, hint="a test has model, inputs, outputs, vars")
+        model_name = str(body.get("model", "")).lower()
+        if not model_name:
+            raise fail("names no model", hint="add `model: schema.table`")
+        model = models.get(model_name)
+        if model is None:
+            raise fail(f"model '{model_name}' does not exist", "model")
+        inputs = []
+        for table, spec in (body.get("inputs") or {}).items():
+            table_name = str(table).lower()
+            if table_name not in model.depends_on:
+                raise fail(
+                    f"input '{table}' is not read by {model_name}",
+                    "inputs", table,
+                    hint=f"{model_name} reads: {', '.join(model.depends_on) or 'nothing'}",
+                )  # fmt: skip
+            inputs.append((table_name, _rows(spec, fail, "inputs", table)))
+        outputs = body.get("outputs")
+        if not isinstance(outputs, dict) or not ({"query", "ctes"} & set(outputs)):
+            raise fail("outputs must give `query` rows (and/or `ctes`)", "outputs")
+        rows: tuple[dict[str, Any], ...] = ()
+        if "query" in outputs:
+            rows = _rows(outputs["query"], fail, "outputs", "query")
+        ctes = tuple(
+            (str(cte).lower(), _rows(spec, fail, "outputs", "ctes", cte))
+            for cte, spec in (outputs.get("ctes") or {}).items()
+        )
+        variables = body.get("vars") or {}
+        if not isinstance(variables, dict):
+            raise fail("vars must be a mapping", "vars")
+        tests.append(
+            UnitTest(
+                name=str(name),
+                model=model_name,
+                inputs=tuple(inputs),
+                outputs=rows,
+                output_query="query" in outputs,
+                ctes=ctes,
+                variables=tuple(variables.items()),
+                path=doc.path,
+                line=doc.line_of((name,)) or 1,
+            )
+        )
+    return tests
+
+
+def _rows(spec: Any, fail: Any, *key_path: str | int) -> tuple[dict[str, Any], ...]:
+    rows = spec.get("rows") if isinstance(spec, dict) else spec
+    if rows is None:
+        return ()
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise fail("rows must be a list of column: value mappings", *key_path)
+    return tuple({str(k).lower(): v for k, v in row.items()} for row in rows)

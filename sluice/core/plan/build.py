@@ -1,0 +1,171 @@
+"""Build a plan: compare the local project with an environment (pure).
+
+No clock, no state, no Spark: the caller passes the environment's snapshots, the
+intervals already computed for every version the plan may use, and the times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sluice.core.intervals import (
+    Interval,
+    batches,
+    cron_intervals,
+    interval_floor,
+    merge,
+    missing,
+)
+from sluice.core.model.definition import KindName, Model
+from sluice.core.plan.categorize import categorize_direct
+from sluice.core.plan.plan import Backfill, ModelChange, Plan
+from sluice.core.plan.sqldiff import unified_diff
+from sluice.core.snapshot.fingerprint import Fingerprint
+from sluice.core.snapshot.naming import PROD, check_environment_name
+from sluice.core.snapshot.snapshot import RANK, Category, Snapshot
+
+TableKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything a plan is computed from."""
+
+    environment: str
+    models: Mapping[str, Model]  # in topological order
+    fingerprints: Mapping[str, Fingerprint]
+    base: Mapping[str, Snapshot]  # the environment's snapshots (prod's for a new one)
+    base_plan_id: str | None  # the environment's current plan; None: it does not exist
+    end: int
+    execution_time: int
+    start: int | None = None
+    forward_only: bool = False
+    intervals: Mapping[TableKey, list[Interval]] = field(default_factory=dict)
+
+
+def candidate_versions(request_models: Mapping[str, Fingerprint], base: Mapping[str, Snapshot]) -> set[TableKey]:
+    """The (name, version) tables whose intervals a plan may need, for the caller to fetch."""
+    keys = {(name, fp.version) for name, fp in request_models.items()}
+    keys |= {(name, snap.version) for name, snap in base.items()}
+    return keys
+
+
+def build_plan(request: PlanRequest) -> Plan:
+    """Compare ``request.models`` with ``request.base`` and compute what must be built."""
+    check_environment_name(request.environment)
+    snapshots: list[Snapshot] = []
+    added: list[str] = []
+    direct: list[ModelChange] = []
+    indirect: list[ModelChange] = []
+    metadata: list[str] = []
+    upstream: dict[str, int] = {}  # most conservative change rank among a model's ancestors
+    own: dict[str, int] = {}  # rank of each directly modified model's own change
+    for name, model in request.models.items():
+        fp = request.fingerprints[name]
+        old = request.base.get(name)
+        inherited = max((max(upstream.get(p, 0), own.get(p, 0)) for p in model.depends_on), default=0)
+        upstream[name] = inherited
+        forward_only = request.forward_only or model.forward_only
+        if old is None:
+            added.append(name)
+            snapshots.append(Snapshot(model, fp, fp.version, None))
+        elif old.fingerprint == fp:
+            snapshots.append(old)
+        elif old.fingerprint.data_hash != fp.data_hash:
+            if forward_only and model.kind.materialized:
+                category = Category.FORWARD_ONLY
+            elif categorize_direct(old.model, model):
+                category = Category.NON_BREAKING
+            else:
+                category = Category.BREAKING
+            version = old.version if category == Category.FORWARD_ONLY else fp.version
+            snapshots.append(Snapshot(model, fp, version, category))
+            direct.append(ModelChange(name, category, version, old.version, unified_diff(old.model, model)))
+            own[name] = RANK[category]
+        elif old.fingerprint.parent_data_hash != fp.parent_data_hash:
+            category = _category_of_rank(inherited)
+            if forward_only and model.kind.materialized:
+                category = Category.FORWARD_ONLY
+            # A view reads its parents' physical tables, so it is re-pointed (a new,
+            # dataless version) whenever a parent moves; tables keep their data unless
+            # the change upstream is breaking.
+            rebuild = category == Category.BREAKING or not model.kind.materialized
+            version = fp.version if rebuild else old.version
+            snapshots.append(Snapshot(model, fp, version, category))
+            indirect.append(ModelChange(name, category, version, old.version))
+        else:
+            metadata.append(name)
+            snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
+    removed = sorted(set(request.base) - set(request.models))
+    backfill = _backfill(request, snapshots)
+    new_environment = request.base_plan_id is None
+    content_hash = _sha([request.environment, sorted((s.name, s.identifier) for s in snapshots), request.forward_only])
+    plan_id = _sha(
+        [content_hash, request.base_plan_id, request.start, request.end,
+         [(b.name, b.version, list(b.intervals)) for b in backfill]]
+    )[:32]  # fmt: skip
+    starts = [b.start for b in backfill]
+    return Plan(
+        environment=request.environment,
+        plan_id=plan_id,
+        content_hash=content_hash,
+        base_plan_id=request.base_plan_id,
+        start=request.start if request.start is not None else (min(starts) if starts else None),
+        end=request.end,
+        execution_time=request.execution_time,
+        forward_only=request.forward_only,
+        snapshots=tuple(snapshots),
+        added=tuple(added),
+        removed=tuple(removed),
+        directly_modified=tuple(direct),
+        indirectly_modified=tuple(indirect),
+        metadata_only=tuple(metadata),
+        backfill=backfill,
+        new_environment=new_environment,
+    )
+
+
+def _category_of_rank(rank: int) -> Category:
+    if rank >= RANK[Category.BREAKING] or rank == 0:
+        return Category.BREAKING  # unknown cause: be conservative
+    if rank == RANK[Category.NON_BREAKING]:
+        return Category.NON_BREAKING
+    return Category.FORWARD_ONLY
+
+
+def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill, ...]:
+    base_versions = {(s.name, s.version) for s in request.base.values()}
+    result = []
+    for snap in snapshots:
+        model = snap.model
+        if not model.kind.materialized:
+            continue
+        key = (snap.name, snap.version)
+        # Outside prod, only tables this plan creates are filled: existing versions are
+        # prod's (or another environment's) to fill, never a PR's.
+        if request.environment != PROD and key in base_versions:
+            continue
+        done = merge(request.intervals.get(key, []))
+        end = min(request.end, model.end) if model.end is not None else request.end
+        if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE:
+            assert model.start is not None
+            start = max(model.start, request.start) if request.start is not None else model.start
+            todo = missing(cron_intervals(model.cron, start, end), done)
+            chunks = batches(todo, model.kind.batch_size)
+        else:
+            if done:
+                continue
+            last = interval_floor(model.cron, end)
+            start = model.start if model.start is not None and model.start < last else interval_floor(model.cron, last - 1)
+            todo = [(start, last)] if start < last else []
+            chunks = todo
+        if todo:
+            result.append(Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks)))
+    return tuple(result)
+
+
+def _sha(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, separators=(",", ":"), default=str).encode()).hexdigest()

@@ -1,0 +1,131 @@
+"""What a plan is: the changes it makes to one environment and the data it must compute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.core.intervals import Interval
+from sluice.core.snapshot.snapshot import Category, Snapshot
+from sluice.core.timeutil import DAY_MS, to_ds, to_ts
+
+
+def iso(ms: int) -> str:
+    """A date when ``ms`` is midnight, else a timestamp (for JSON and people)."""
+    return to_ds(ms) if ms % DAY_MS == 0 else to_ts(ms)
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """One changed model: how, and what its data version becomes."""
+
+    name: str
+    category: Category
+    version: str
+    previous_version: str
+    diff: str = ""
+
+    @property
+    def rebuilds(self) -> bool:
+        """Whether the change gets a new physical table."""
+        return self.version != self.previous_version
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The intervals one physical table is missing, and the batches that compute them."""
+
+    name: str
+    version: str
+    table: str
+    intervals: tuple[Interval, ...]
+    batches: tuple[Interval, ...]
+
+    @property
+    def start(self) -> int:
+        return self.intervals[0][0]
+
+    @property
+    def end(self) -> int:
+        return self.intervals[-1][1]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The result of comparing a project with an environment. Immutable; built purely."""
+
+    environment: str
+    plan_id: str
+    content_hash: str
+    base_plan_id: str | None
+    start: int | None
+    end: int
+    execution_time: int
+    forward_only: bool
+    snapshots: tuple[Snapshot, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    directly_modified: tuple[ModelChange, ...]
+    indirectly_modified: tuple[ModelChange, ...]
+    metadata_only: tuple[str, ...]
+    backfill: tuple[Backfill, ...]
+    new_environment: bool
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether applying it changes what the environment points at."""
+        return bool(
+            self.added or self.removed or self.directly_modified or self.indirectly_modified
+            or self.metadata_only or self.new_environment
+        )  # fmt: skip
+
+    def snapshot(self, name: str) -> Snapshot:
+        """The environment's snapshot of model ``name`` after this plan."""
+        return next(s for s in self.snapshots if s.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as the CLI's --json prints it and the bot reads it."""
+        return {
+            "environment": self.environment,
+            "plan_id": self.plan_id,
+            "content_hash": self.content_hash,
+            "base_plan_id": self.base_plan_id,
+            "new_environment": self.new_environment,
+            "forward_only": self.forward_only,
+            "start": iso(self.start) if self.start is not None else None,
+            "end": iso(self.end),
+            "has_changes": self.has_changes,
+            "added": list(self.added),
+            "removed": list(self.removed),
+            "directly_modified": [
+                {
+                    "name": c.name,
+                    "category": c.category.value,
+                    "diff": c.diff,
+                    "version": c.version,
+                    "previous_version": c.previous_version,
+                }
+                for c in self.directly_modified
+            ],
+            "indirectly_modified": [
+                {
+                    "name": c.name,
+                    "category": c.category.value,
+                    "version": c.version,
+                    "previous_version": c.previous_version,
+                }
+                for c in self.indirectly_modified
+            ],
+            "metadata_only": list(self.metadata_only),
+            "backfill": [
+                {
+                    "model": b.name,
+                    "start": iso(b.start),
+                    "end": iso(b.end),
+                    "table": b.table,
+                    "intervals": len(b.intervals),
+                    "batches": len(b.batches),
+                }
+                for b in self.backfill
+            ],
+        }

@@ -1,0 +1,104 @@
+"""Fingerprints: what a model computes (data) and what only describes it (metadata).
+
+All hashes are sha256 hex. The data hash covers the canonical query and every property
+that changes the rows a model produces; the metadata hash covers the rest. A model's
+*data fingerprint* folds in its parents' data fingerprints (a Merkle chain), so a change
+upstream is visible downstream without comparing queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.core.model.definition import Audit, Model
+
+VERSION_LENGTH = 12
+
+
+def _sha(parts: Iterable[Any]) -> str:
+    payload = json.dumps(list(parts), separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """The hashes that identify one model at one point in its history."""
+
+    data_hash: str
+    metadata_hash: str
+    parent_data_hash: str
+
+    @property
+    def data(self) -> str:
+        """The data fingerprint: own data plus all ancestors' data."""
+        return _sha([self.data_hash, self.parent_data_hash])
+
+    @property
+    def identifier(self) -> str:
+        """Changes with anything: data, metadata or parents."""
+        return _sha([self.data_hash, self.metadata_hash, self.parent_data_hash])
+
+    @property
+    def version(self) -> str:
+        """The default physical version: stable across metadata-only changes."""
+        return self.data[:VERSION_LENGTH]
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "data_hash": self.data_hash,
+            "metadata_hash": self.metadata_hash,
+            "parent_data_hash": self.parent_data_hash,
+        }
+
+
+def data_inputs(model: Model) -> list[Any]:
+    """Everything about a model that changes the rows it produces."""
+    kind = model.kind
+    return [
+        model.name,
+        kind.name.value,
+        kind.time_column,
+        kind.time_column_format,
+        list(kind.unique_key),
+        [list(c) for c in kind.csv_settings],
+        model.query_sql,
+        [list(c) for c in model.columns],
+        list(model.partitioned_by),
+        model.seed_hash,
+        model.stamp,
+    ]
+
+
+def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
+    """Everything about a model that describes or schedules it without changing its rows."""
+    used = [
+        [call.name, [list(a) for a in call.args], call.blocking, audits[call.name].query_sql]
+        if call.name in audits
+        else [call.name, [list(a) for a in call.args], call.blocking]
+        for call in model.audits
+    ]
+    return [
+        model.cron, model.start, model.end, list(model.grain), model.owner, list(model.tags),
+        model.description, [list(c) for c in model.column_descriptions], used,
+        model.forward_only, model.on_destructive_change, model.kind.batch_size,
+        model.kind.lookback, model.dialect,
+    ]  # fmt: skip
+
+
+def fingerprint_models(
+    models: Mapping[str, Model], audits: Mapping[str, Audit]
+) -> dict[str, Fingerprint]:
+    """Fingerprints of all models; ``models`` must be in topological order."""
+    result: dict[str, Fingerprint] = {}
+    for name, model in models.items():
+        parents = sorted((dep, result[dep].data) for dep in model.depends_on)
+        result[name] = Fingerprint(
+            data_hash=_sha(data_inputs(model)),
+            metadata_hash=_sha(metadata_inputs(model, audits)),
+            parent_data_hash=_sha(parents),
+        )
+    return result

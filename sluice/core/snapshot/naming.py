@@ -1,0 +1,57 @@
+"""Names of physical tables and environment views (pure).
+
+Physical table per model version: ``sluice__<schema>.<schema>__<table>__<version>``.
+Prod view: ``<schema>.<table>``. Environment view: ``<schema>__<env>.<table>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sluice.core.errors import PlanError
+
+PROD = "prod"
+PHYSICAL_PREFIX = "sluice__"
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+def check_environment_name(name: str) -> str:
+    """Return ``name`` if it is a valid environment name.
+
+    Raises:
+        PlanError: naming the rule it breaks.
+    """
+    if not _ENV_NAME.match(name) or "__" in name:
+        raise PlanError(
+            f"'{name}' is not a valid environment name",
+            hint="use lower-case letters, digits and single underscores, starting with a "
+            "letter (for example dev or pr_12)",
+        )
+    return name
+
+
+def pr_environment(number: int, project: str | None = None) -> str:
+    """The environment of pull request ``number`` (prefixed when a repo has several projects)."""
+    return f"{project}_pr_{number}" if project else f"pr_{number}"
+
+
+def physical_schema(model_name: str) -> str:
+    """The schema that holds every version of the model's tables."""
+    return PHYSICAL_PREFIX + model_name.split(".", 1)[0]
+
+
+def physical_table(model_name: str, version: str) -> str:
+    """The fully qualified physical table of one model version."""
+    schema, table = model_name.split(".", 1)
+    return f"{PHYSICAL_PREFIX}{schema}.{schema}__{table}__{version}"
+
+
+def view_schema(schema: str, environment: str) -> str:
+    """The schema of an environment's views for models of ``schema``."""
+    return schema if environment == PROD else f"{schema}__{environment}"
+
+
+def view_name(model_name: str, environment: str) -> str:
+    """The fully qualified view through which ``environment`` exposes a model."""
+    schema, table = model_name.split(".", 1)
+    return f"{view_schema(schema, environment)}.{table}"
