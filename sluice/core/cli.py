@@ -20,7 +20,8 @@ from sluice import __version__
 from sluice.core import workflow
 from sluice.core.errors import SluiceError
 from sluice.core.plan.plan import Plan
-from sluice.core.timeutil import format_range, to_ms
+from sluice.core.snapshot.naming import check_environment_name
+from sluice.core.timeutil import DAY_MS, format_range, to_ms
 
 F = TypeVar("F", bound=Callable[..., Any])
 out = Console()
@@ -41,14 +42,22 @@ def _fails_cleanly(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class _Date(click.ParamType):
+class _Date(click.ParamType):  # type: ignore[type-arg]
+    """A date or timestamp; as an end, a bare date includes that whole day."""
+
     name = "date"
 
+    def __init__(self, inclusive_end: bool = False) -> None:
+        self.inclusive_end = inclusive_end
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
         try:
-            return to_ms(value)
+            ms = to_ms(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        return ms + DAY_MS if self.inclusive_end and len(str(value).strip()) == 10 else ms
 
 
 @click.group()
@@ -56,23 +65,43 @@ class _Date(click.ParamType):
 @click.option("-v", "--verbose", is_flag=True, help="Log what Sluice does.")
 def cli(verbose: bool) -> None:
     """Sluice: GitOps deployment for SQL data pipelines on Apache Spark."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 _project_option = click.option(
     "--project", "-p", "project_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
     show_default=True, help="The project folder (holds config.yaml and models/).",
 )  # fmt: skip
-_state_option = click.option("--state", "state", default=None, help="State database URL (default: config, then .sluice/state.db).")
+_state_option = click.option(
+    "--state",
+    "state",
+    default=None,
+    help="State database URL (default: config, then .sluice/state.db).",
+)
 
 
 @cli.command()
 @click.argument("environment", default="prod")
 @_project_option
 @_state_option
-@click.option("--start", type=_Date(), default=None, help="Backfill from this date (default: each model's start).")
-@click.option("--end", type=_Date(), default=None, help="Backfill up to this date (default: now).")
-@click.option("--forward-only", is_flag=True, help="Reuse existing tables for every change; no rebuilds.")
+@click.option(
+    "--start",
+    type=_Date(),
+    default=None,
+    help="Backfill from this date (default: each model's start).",
+)
+@click.option(
+    "--end",
+    type=_Date(inclusive_end=True),
+    default=None,
+    help="Backfill up to and including this date (default: now).",
+)
+@click.option(
+    "--forward-only", is_flag=True, help="Reuse existing tables for every change; no rebuilds."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 @_fails_cleanly
 def plan(
@@ -80,6 +109,7 @@ def plan(
     forward_only: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Show what applying the project to ENVIRONMENT (default: prod) would change."""
+    check_environment_name(environment)
     project = workflow.load_project(project_dir)
     now = int(time.time() * 1000)
     for note in project.notes:
@@ -102,7 +132,9 @@ def print_plan(plan: Plan, console: Console) -> None:
     """The plan as a readable tree."""
     title = f"[bold]Plan for environment [cyan]{plan.environment}[/cyan][/bold]"
     if plan.new_environment:
-        title += " [dim](new environment" + (", starting from prod)" if plan.environment != "prod" else ")")
+        title += " [dim](new environment" + (
+            ", starting from prod)" if plan.environment != "prod" else ")"
+        )
     tree = Tree(title)
     if not plan.has_changes and not plan.backfill:
         tree.add("[green]No changes: the environment is up to date.[/]")
@@ -143,7 +175,9 @@ def print_plan(plan: Plan, console: Console) -> None:
 
 
 def _category(value: str) -> str:
-    colour = {"breaking": "red", "non-breaking": "green", "forward-only": "magenta"}.get(value, "dim")
+    colour = {"breaking": "red", "non-breaking": "green", "forward-only": "magenta"}.get(
+        value, "dim"
+    )
     return f"[{colour}]\\[{value}][/]"
 
 

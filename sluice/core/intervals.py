@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC
 from functools import cache
+from itertools import pairwise
 
 from croniter import croniter
 
@@ -26,7 +27,12 @@ _FIXED = {
     "@hourly": HOUR_MS,
     "0 * * * *": HOUR_MS,
 }
-_ALIASES = {"@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *"}
+_ALIASES = {
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
 
 
 @cache
@@ -53,7 +59,9 @@ def boundaries(cron: str, start: int, end: int) -> list[int]:
         first = start - start % period
         count = (end - first) // period + 1
         if count > MAX_INTERVALS:
-            raise PlanError(f"cron {cron} from {start} to {end} makes {count} intervals; narrow --start")
+            raise PlanError(
+                f"cron {cron} from {start} to {end} makes {count} intervals; narrow --start"
+            )
         return list(range(first, first + count * period, period))
     expr = _ALIASES.get(check_cron(cron), cron)
     it = croniter(expr, to_datetime(start + 1), ret_type=float)
@@ -75,7 +83,7 @@ def cron_intervals(cron: str, start: int, end: int) -> list[Interval]:
     if end <= start:
         return []
     points = boundaries(cron, start, end)
-    return list(zip(points, points[1:], strict=False))
+    return list(pairwise(points))
 
 
 def interval_floor(cron: str, when: int) -> int:

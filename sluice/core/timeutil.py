@@ -26,9 +26,7 @@ def to_ms(value: str | date | datetime | int) -> int:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(
-            f"'{text}' is not a date; use YYYY-MM-DD or YYYY-MM-DD HH:MM:SS"
-        ) from None
+        raise ValueError(f"'{text}' is not a date; use YYYY-MM-DD or YYYY-MM-DD HH:MM:SS") from None
     return to_ms(parsed)
 
 

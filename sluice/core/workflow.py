@@ -18,7 +18,7 @@ from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state import StateReader, StateStore, open_state
-from sluice.core.state.records import EnvironmentRecord
+from sluice.core.state.records import EnvironmentRecord, PlanRecord
 
 STATE_URL_ENV = "SLUICE_DATABASE_URL"
 
@@ -92,4 +92,44 @@ def plan_environment(
     )
 
 
-__all__ = ["EnvironmentView", "load_project", "open_project_state", "plan_environment", "read_environment", "state_url"]
+def commit_plan(
+    state: StateStore, plan: Plan, *, now: int, ttl_days: int | None = None
+) -> EnvironmentRecord:
+    """Record ``plan`` as what its environment now points at (compare-and-swap).
+
+    The snapshots are stored first (idempotently), then the environment record is swapped
+    only if it is still at the plan it was computed from.
+
+    Raises:
+        ConflictError: the environment moved on since the plan was computed; re-plan.
+    """
+    state.push_snapshots(s.to_stored() for s in plan.snapshots)
+    state.save_plan(
+        PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, plan.to_json())
+    )
+    expiration = None
+    if plan.environment != PROD and ttl_days is not None:
+        expiration = now + ttl_days * 86_400_000
+    record = EnvironmentRecord(
+        name=plan.environment,
+        snapshots=tuple(s.ref for s in plan.snapshots),
+        plan_id=plan.plan_id,
+        previous_plan_id=plan.base_plan_id,
+        start=plan.start,
+        end=plan.end,
+        expiration_ts=expiration,
+        updated_ts=now,
+    )
+    state.update_environment(record, expected_plan_id=plan.base_plan_id)
+    return record
+
+
+__all__ = [
+    "EnvironmentView",
+    "commit_plan",
+    "load_project",
+    "open_project_state",
+    "plan_environment",
+    "read_environment",
+    "state_url",
+]

@@ -37,9 +37,13 @@ BUILTIN_AUDITS: dict[str, BuiltinAudit] = {
 }
 
 
-def _columns(sql: str) -> list[exp.Expression]:
+def _columns(sql: str) -> list[exp.Expr]:
     parsed = sqlglot.parse_one(sql, read="spark")
-    return list(parsed.expressions) if isinstance(parsed, exp.Tuple | exp.Paren | exp.Array) and parsed.expressions else [parsed.this if isinstance(parsed, exp.Paren) else parsed]
+    return (
+        list(parsed.expressions)
+        if isinstance(parsed, exp.Tuple | exp.Paren | exp.Array) and parsed.expressions
+        else [parsed.this if isinstance(parsed, exp.Paren) else parsed]
+    )
 
 
 def builtin_audit_sql(call: AuditCall, table: str) -> str:
@@ -83,13 +87,20 @@ def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any
         header = parse_header(text[offset:], path, "AUDIT", LineIndex(text[offset:]))
         if header is None:
             if not audits:
-                raise ModelError("not an audit file: it must start with AUDIT (name ...)", path=path, line=1)
+                raise ModelError(
+                    "not an audit file: it must start with AUDIT (name ...)", path=path, line=1
+                )
             break
         start_line = lines.position(offset)[0]
         props = header.properties
         for key, node in header.keys.items():
             if key not in ("name", "dialect", "blocking", "defaults"):
-                raise ModelError(f"unknown audit property '{key}'", path=path, line=node.line + start_line - 1, hint="audits take name, dialect, blocking, defaults")
+                raise ModelError(
+                    f"unknown audit property '{key}'",
+                    path=path,
+                    line=node.line + start_line - 1,
+                    hint="audits take name, dialect, blocking, defaults",
+                )
         if "name" not in props:
             raise ModelError("the audit has no name", path=path, line=header.line + start_line - 1)
         body_start = offset + header.body_start
@@ -115,7 +126,9 @@ def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any
         if "defaults" in props:
             node = props["defaults"]
             defaults = tuple(
-                (item.value.lower(), item.items[0].text(text[offset:])) for item in node.items if item.type == "pair"
+                (item.value.lower(), item.items[0].text(text[offset:]))
+                for item in node.items
+                if item.type == "pair"
             )
         blocking = props["blocking"].value.lower() != "false" if "blocking" in props else True
         audits.append(
@@ -158,7 +171,11 @@ def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
             missing = builtin.required - given
             unknown = given - builtin.required - builtin.optional
             if missing or unknown:
-                what = f"needs {', '.join(sorted(missing))}" if missing else f"takes no argument {', '.join(sorted(unknown))}"
+                what = (
+                    f"needs {', '.join(sorted(missing))}"
+                    if missing
+                    else f"takes no argument {', '.join(sorted(unknown))}"
+                )
                 raise ModelError(
                     f"audit {call.name} on {model.name} {what}",
                     path=model.path, line=model.line,

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, Tokenizer, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
+from sqlglot.tokens import Tokenizer
 
 from sluice.core.errors import ModelError
 from sluice.core.model.scan import LineIndex, find_code
@@ -90,9 +91,17 @@ class _Parser:
         if kind == TokenType.NULL:
             return self.node("null", "null", token, token)
         if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
-            items, last = self.items(TokenType.R_PAREN if kind == TokenType.L_PAREN else TokenType.R_BRACKET)
+            items, last = self.items(
+                TokenType.R_PAREN if kind == TokenType.L_PAREN else TokenType.R_BRACKET
+            )
             return self.node("list", "", token, last, items)
-        if kind in _CLOSERS or kind in _ASSIGN or not (token.text[:1].isalpha() or token.text[:1] == "_" or kind == TokenType.IDENTIFIER):
+        if (
+            kind in _CLOSERS
+            or kind in _ASSIGN
+            or not (
+                token.text[:1].isalpha() or token.text[:1] == "_" or kind == TokenType.IDENTIFIER
+            )
+        ):
             raise self.error(f"unexpected '{token.text}' in the header", token)
         word, last = token.text, token
         while (nxt := self.peek()) is not None and nxt.token_type == TokenType.DOT:
@@ -111,7 +120,9 @@ class _Parser:
         while True:
             token = self.peek()
             if token is None:
-                raise self.error("unclosed bracket in the header", self.tokens[-1], "add the missing ')' or ']'")
+                raise self.error(
+                    "unclosed bracket in the header", self.tokens[-1], "add the missing ')' or ']'"
+                )
             if token.token_type == closer:
                 return items, self.take()
             items.append(self.item())
@@ -135,7 +146,9 @@ class _Parser:
             self.take()
         # `key value` or `key = value`: the key must be a plain word.
         if first.type != "word":
-            raise self.error(f"unexpected '{token.text}' after a value", token, "separate entries with commas")
+            raise self.error(
+                f"unexpected '{token.text}' after a value", token, "separate entries with commas"
+            )
         rest = [self.value()]
         # Multi-word values such as `TIMESTAMP WITH TIME ZONE` column types.
         # Only on one line: a value running on to the next line is a missing comma.
@@ -143,7 +156,19 @@ class _Parser:
             if self.lines.position(nxt.start)[0] != self.lines.position(rest[-1].end - 1)[0]:
                 break
             rest.append(self.value())
-        value = rest[0] if len(rest) == 1 else Node("word", " ".join(r.text(self.source) for r in rest), (), rest[0].line, rest[0].col, rest[0].start, rest[-1].end)
+        value = (
+            rest[0]
+            if len(rest) == 1
+            else Node(
+                "word",
+                " ".join(r.text(self.source) for r in rest),
+                (),
+                rest[0].line,
+                rest[0].col,
+                rest[0].start,
+                rest[-1].end,
+            )
+        )
         return Node("pair", first.value, (value,), first.line, first.col, first.start, value.end)
 
 
@@ -156,7 +181,9 @@ def _header_end(text: str, open_paren: int) -> int | None:
     return None
 
 
-def parse_header(text: str, path: str, keyword: str, lines: LineIndex | None = None) -> Header | None:
+def parse_header(
+    text: str, path: str, keyword: str, lines: LineIndex | None = None
+) -> Header | None:
     """Parse the header at the top of ``text``; None when the file does not start with ``keyword``.
 
     Raises:
@@ -173,7 +200,13 @@ def parse_header(text: str, path: str, keyword: str, lines: LineIndex | None = N
     end = _header_end(text, paren.start())
     if end is None:
         line, col = lines.position(paren.start())
-        raise ModelError(f"the {keyword} header is never closed", path=path, line=line, col=col, hint="add the missing ')'")
+        raise ModelError(
+            f"the {keyword} header is never closed",
+            path=path,
+            line=line,
+            col=col,
+            hint="add the missing ')'",
+        )
     try:
         tokens = Tokenizer().tokenize(text[:end])
     except TokenError as exc:
@@ -192,7 +225,9 @@ def parse_header(text: str, path: str, keyword: str, lines: LineIndex | None = N
             )
         key = prop.value.lower()
         if key in header.properties:
-            raise parser.error(f"property '{key}' is set twice", _token_at(tokens, prop.start), "keep one")
+            raise parser.error(
+                f"property '{key}' is set twice", _token_at(tokens, prop.start), "keep one"
+            )
         header.properties[key] = prop.items[0]
         header.keys[key] = prop
     body = end
@@ -207,7 +242,9 @@ def call_as_pair(node: Node, source: str) -> Node:
     if node.type != "call":
         return node
     paren = source.index("(", node.start + len(node.value))
-    items = Node("list", "", node.items, node.line, node.col + (paren - node.start), paren, node.end)
+    items = Node(
+        "list", "", node.items, node.line, node.col + (paren - node.start), paren, node.end
+    )
     return Node("pair", node.value, (items,), node.line, node.col, node.start, node.end)
 
 

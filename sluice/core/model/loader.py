@@ -72,7 +72,9 @@ def load_project(project_dir: Path | str, *, use_cache: bool = True) -> Project:
             add(model)
     for file in sorted((root / "models").rglob("*.py")):
         notes.append(f"{file}: Python models are not supported yet; this file is ignored")
-    if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(root / "macros" / "__init__.py"):
+    if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(
+        root / "macros" / "__init__.py"
+    ):
         notes.append(f"{root / 'macros'}: Python macros are not run by Sluice")
     for external in _externals(root, errors):
         add(external)
@@ -96,7 +98,9 @@ def _has_code(path: Path) -> bool:
     return path.exists() and bool(path.read_text(encoding="utf-8").strip())
 
 
-def _load_model(root: Path, file: Path, config: ProjectConfig, cache: _Cache | None) -> Model | None:
+def _load_model(
+    root: Path, file: Path, config: ProjectConfig, cache: _Cache | None
+) -> Model | None:
     display = str(file)
     text = _read(file)
     model = cache.get(display, text) if cache else None
@@ -126,12 +130,19 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise ModelError(f"seed {model.name}: {seed} is not UTF-8 text", path=model.path, line=model.line) from None
+        raise ModelError(
+            f"seed {model.name}: {seed} is not UTF-8 text", path=model.path, line=model.line
+        ) from None
     columns = seed_columns(text, str(seed), model.name, model.columns, model.kind.csv_settings)
     rel = seed.relative_to(root.resolve()).as_posix()
     kind = Kind(**{**model.kind.__dict__, "seed_path": rel})
     return Model(
-        **{**model.__dict__, "kind": kind, "columns": columns, "seed_hash": hashlib.sha256(raw).hexdigest()}
+        **{
+            **model.__dict__,
+            "kind": kind,
+            "columns": columns,
+            "seed_hash": hashlib.sha256(raw).hexdigest(),
+        }
     )
 
 
@@ -148,20 +159,37 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
             continue
         entries = doc.data or []
         if not isinstance(entries, list):
-            errors.append(ModelError("external models are a list of {name, columns}", path=str(path), line=1))
+            errors.append(
+                ModelError("external models are a list of {name, columns}", path=str(path), line=1)
+            )
             continue
         for index, entry in enumerate(entries):
             line = doc.line_of((index,))
             if not isinstance(entry, dict) or "name" not in entry:
-                errors.append(ModelError("each external model needs a name", path=str(path), line=line, hint="- name: schema.table"))
+                errors.append(
+                    ModelError(
+                        "each external model needs a name",
+                        path=str(path),
+                        line=line,
+                        hint="- name: schema.table",
+                    )
+                )
                 continue
             table = str(entry["name"]).strip('"`').lower()
             if table.count(".") != 1:
-                errors.append(ModelError(f"external table '{table}' must be schema.table", path=str(path), line=line))
+                errors.append(
+                    ModelError(
+                        f"external table '{table}' must be schema.table", path=str(path), line=line
+                    )
+                )
                 continue
             columns = entry.get("columns") or {}
             if not isinstance(columns, dict):
-                errors.append(ModelError(f"columns of {table} must map names to types", path=str(path), line=line))
+                errors.append(
+                    ModelError(
+                        f"columns of {table} must map names to types", path=str(path), line=line
+                    )
+                )
                 continue
             found.append(
                 Model(
@@ -180,13 +208,21 @@ def _audits(root: Path, config: ProjectConfig, errors: list[SluiceError]) -> dic
     audits: dict[str, Audit] = {}
     for file in sorted((root / "audits").rglob("*.sql")):
         try:
-            parsed = parse_audits(_read(file), str(file), config.model_defaults.dialect, config.variables)
+            parsed = parse_audits(
+                _read(file), str(file), config.model_defaults.dialect, config.variables
+            )
         except SluiceError as exc:
             errors.append(exc)
             continue
         for audit in parsed:
             if audit.name in audits:
-                errors.append(ModelError(f"audit {audit.name} is defined twice (also in {audits[audit.name].path})", path=audit.path, line=audit.line))
+                errors.append(
+                    ModelError(
+                        f"audit {audit.name} is defined twice (also in {audits[audit.name].path})",
+                        path=audit.path,
+                        line=audit.line,
+                    )
+                )
             audits[audit.name] = audit
     return audits
 
@@ -218,7 +254,9 @@ class _Cache:
     def __init__(self, path: Path, config: ProjectConfig) -> None:
         self.path = path
         self.salt = json.dumps(
-            [__version__, config.model_defaults.model_dump(), config.variables], sort_keys=True, default=str
+            [__version__, config.model_defaults.model_dump(), config.variables],
+            sort_keys=True,
+            default=str,
         )
         self.entries: dict[str, Any] = {}
         self.dirty = False
@@ -232,7 +270,11 @@ class _Cache:
 
     def get(self, display: str, text: str) -> Model | None:
         entry = self.entries.get(display)
-        if entry is None or entry.get("key") != self._key(display, text) or entry.get("model") is None:
+        if (
+            entry is None
+            or entry.get("key") != self._key(display, text)
+            or entry.get("model") is None
+        ):
             return None
         try:
             return Model.from_dict(entry["model"])

@@ -111,12 +111,12 @@ def substitute(
     return Substituted("".join(out), frozenset(used))
 
 
-def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expression]:
+def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expr]:
     """Literals for the time macros of the half-open interval [start, end).
 
     As in SQLMesh, ``end`` values are inclusive: the last instant of the interval.
     """
-    values: dict[str, exp.Expression] = {}
+    values: dict[str, exp.Expr] = {}
     for prefix, ms in (("start", start), ("end", end - 1), ("execution", execution)):
         dt = to_datetime(ms)
         naive = dt.replace(tzinfo=None)
@@ -133,13 +133,13 @@ def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expressio
     return values
 
 
-def render(query: exp.Expression, values: Mapping[str, exp.Expression | str]) -> exp.Expression:
+def render(query: exp.Expr, values: Mapping[str, exp.Expr | str]) -> exp.Expr:
     """Replace placeholders in a parsed query: columns by literals, tables by table names."""
 
-    def swap(node: exp.Expression) -> exp.Expression:
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name.startswith(PREFIX):
             value = values.get(node.name[len(PREFIX) :])
-            if isinstance(value, exp.Expression):
+            if isinstance(value, exp.Expr):
                 return value.copy()
         if isinstance(node, exp.Table) and node.name.startswith(PREFIX):
             value = values.get(node.name[len(PREFIX) :])

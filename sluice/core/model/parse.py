@@ -97,18 +97,31 @@ def parse_model(
     props = header.properties
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
-            raise ctx.error(f"unknown model property '{key}'", key_node, _suggest(key, MODEL_PROPERTIES))
+            raise ctx.error(
+                f"unknown model property '{key}'", key_node, _suggest(key, MODEL_PROPERTIES)
+            )
     if "name" not in props:
-        raise ModelError("the model has no name", path=path, line=header.line, hint="add `name schema.table` to MODEL (...)")
+        raise ModelError(
+            "the model has no name",
+            path=path,
+            line=header.line,
+            hint="add `name schema.table` to MODEL (...)",
+        )
     if _bool(ctx, props.get("enabled"), True) is False:
         return None
     name = _model_name(ctx, props["name"])
-    dialect = _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
+    dialect = (
+        _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
+    )
     if not valid_dialect(dialect):
-        raise ctx.error(f"unknown SQL dialect '{dialect}'", props.get("dialect"), "use a sqlglot dialect such as spark, duckdb, bigquery, snowflake, postgres")
+        raise ctx.error(
+            f"unknown SQL dialect '{dialect}'",
+            props.get("dialect"),
+            "use a sqlglot dialect such as spark, duckdb, bigquery, snowflake, postgres",
+        )
     kind = _kind(ctx, props.get("kind"), header)
     forward_only = _bool(ctx, props.get("forward_only"), defaults.forward_only)
-    destructive = defaults.on_destructive_change
+    destructive: str = defaults.on_destructive_change
     if "on_destructive_change" in props:
         destructive = _choice(ctx, props["on_destructive_change"], DESTRUCTIVE_CHOICES)
     kind_forward = kind.extra.get("forward_only")
@@ -118,7 +131,11 @@ def parse_model(
     batch_size = _int(ctx, props["batch_size"]) if "batch_size" in props else kind.value.batch_size
     if batch_size is None:
         batch_size = defaults.batch_size
-    start = _date(ctx, props["start"]) if "start" in props else (to_ms(defaults.start) if defaults.start else None)
+    start = (
+        _date(ctx, props["start"])
+        if "start" in props
+        else (to_ms(defaults.start) if defaults.start else None)
+    )
     end = _date(ctx, props["end"], inclusive_day=True) if "end" in props else None
     if kind.value.is_incremental_by_time and start is None:
         raise ModelError(
@@ -136,13 +153,23 @@ def parse_model(
     refs: tuple[TableRef, ...] = ()
     if kind.value.name == KindName.SEED:
         if body.strip().strip(";").strip():
-            raise ModelError("a SEED model has no query", path=path, line=body_line, hint="remove the SQL after the MODEL header")
+            raise ModelError(
+                "a SEED model has no query",
+                path=path,
+                line=body_line,
+                hint="remove the SQL after the MODEL header",
+            )
     else:
         query_sql, refs = _query(ctx, body, origin_line, body_line, dialect, variables, name)
     extra_deps = _names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
     if name in depends and kind.value.name == KindName.FULL:
-        raise ModelError(f"model {name} reads itself", path=path, line=header.line, hint="only incremental models may read their own table, via @this_model")
+        raise ModelError(
+            f"model {name} reads itself",
+            path=path,
+            line=header.line,
+            hint="only incremental models may read their own table, via @this_model",
+        )
     grain_node = props.get("grain") or props.get("grains")
     return Model(
         name=name,
@@ -212,11 +239,19 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
             "(external tables go in external_models.yaml)",
         ) from None
     if name == KindName.EXTERNAL:
-        raise ctx.error("EXTERNAL is not a model kind here", node, "declare external tables in external_models.yaml")
+        raise ctx.error(
+            "EXTERNAL is not a model kind here",
+            node,
+            "declare external tables in external_models.yaml",
+        )
     params: dict[str, Node] = {}
     for item in (call_as_pair(i, ctx.source) for i in node.items):
         if item.type != "pair":
-            raise ctx.error(f"'{item.text(ctx.source)}' is not a kind parameter", item, "write parameters as `name value`")
+            raise ctx.error(
+                f"'{item.text(ctx.source)}' is not a kind parameter",
+                item,
+                "write parameters as `name value`",
+            )
         key = item.value.lower()
         if key not in KIND_PROPERTIES[name]:
             allowed = KIND_PROPERTIES[name]
@@ -230,25 +265,39 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
     if "forward_only" in params:
         extra["forward_only"] = _bool(ctx, params["forward_only"], False)
     if "on_destructive_change" in params:
-        extra["on_destructive_change"] = _choice(ctx, params["on_destructive_change"], DESTRUCTIVE_CHOICES)
+        extra["on_destructive_change"] = _choice(
+            ctx, params["on_destructive_change"], DESTRUCTIVE_CHOICES
+        )
     kwargs: dict[str, Any] = {"name": name}
     if name == KindName.INCREMENTAL_BY_TIME_RANGE:
         if "time_column" not in params:
-            raise ctx.error("INCREMENTAL_BY_TIME_RANGE needs a time_column", node, "write INCREMENTAL_BY_TIME_RANGE (time_column event_date)")
+            raise ctx.error(
+                "INCREMENTAL_BY_TIME_RANGE needs a time_column",
+                node,
+                "write INCREMENTAL_BY_TIME_RANGE (time_column event_date)",
+            )
         column = params["time_column"]
         if column.type == "list":
             if not column.items or len(column.items) > 2:
                 raise ctx.error("time_column is (column) or (column, 'format')", column)
-            kwargs["time_column_format"] = _string(ctx, column.items[1]) if len(column.items) == 2 else None
+            kwargs["time_column_format"] = (
+                _string(ctx, column.items[1]) if len(column.items) == 2 else None
+            )
             column = column.items[0]
         kwargs["time_column"] = _identifier(ctx, column)
     if name == KindName.INCREMENTAL_BY_UNIQUE_KEY:
         if "unique_key" not in params:
-            raise ctx.error("INCREMENTAL_BY_UNIQUE_KEY needs a unique_key", node, "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)")
+            raise ctx.error(
+                "INCREMENTAL_BY_UNIQUE_KEY needs a unique_key",
+                node,
+                "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)",
+            )
         kwargs["unique_key"] = _names(ctx, params["unique_key"])
     if name == KindName.SEED:
         if "path" not in params:
-            raise ctx.error("a SEED model needs a path", node, "write SEED (path '../seeds/file.csv')")
+            raise ctx.error(
+                "a SEED model needs a path", node, "write SEED (path '../seeds/file.csv')"
+            )
         kwargs["seed_path"] = _string(ctx, params["path"])
         if "csv_settings" in params:
             kwargs["csv_settings"] = _pairs(ctx, params["csv_settings"])
@@ -260,10 +309,21 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
 
 
 def _query(
-    ctx: _Ctx, body: str, origin_line: int, body_line: int, dialect: str, variables: Mapping[str, Any], name: str
+    ctx: _Ctx,
+    body: str,
+    origin_line: int,
+    body_line: int,
+    dialect: str,
+    variables: Mapping[str, Any],
+    name: str,
 ) -> tuple[str, tuple[TableRef, ...]]:
     if not body.strip().strip(";").strip():
-        raise ModelError(f"model {name} has no query", path=ctx.path, line=body_line, hint="write a SELECT after the MODEL (...) header")
+        raise ModelError(
+            f"model {name} has no query",
+            path=ctx.path,
+            line=body_line,
+            hint="write a SELECT after the MODEL (...) header",
+        )
     subst = macros.substitute(body, variables, ctx.path, line_offset=origin_line - 1)
     try:
         statements = [s for s in sqlglot.parse(subst.text, read=dialect) if s is not None]
@@ -278,9 +338,17 @@ def _query(
             hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
         ) from None
     except TokenError as exc:
-        raise ModelError(f"cannot read the query of {name}: {exc}", path=ctx.path, line=body_line) from None
+        raise ModelError(
+            f"cannot read the query of {name}: {exc}", path=ctx.path, line=body_line
+        ) from None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-        what = "no query" if not statements else f"{len(statements)} statements" if len(statements) > 1 else f"a {statements[0].key.upper()} statement"
+        what = (
+            "no query"
+            if not statements
+            else f"{len(statements)} statements"
+            if len(statements) > 1
+            else f"a {statements[0].key.upper()} statement"
+        )
         raise ModelError(
             f"model {name} must hold exactly one SELECT query, found {what}",
             path=ctx.path,
@@ -289,12 +357,15 @@ def _query(
         )
     query = statements[0]
     refs = _references(ctx, query, origin_line, name)
-    for ident in query.find_all(exp.Identifier):
-        # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
-        if ident.quoted and _PLAIN_NAME.match(ident.name.lower()):
-            ident.set("quoted", False)
     try:
-        spark_sql = query.sql(dialect="spark", comments=False, normalize=True, unsupported_level=ErrorLevel.RAISE)
+        # The parsed tree is ours alone, so the generator need not copy it first.
+        spark_sql = query.sql(
+            dialect="spark",
+            copy=False,
+            comments=False,
+            normalize=True,
+            unsupported_level=ErrorLevel.RAISE,
+        )
     except UnsupportedError as exc:
         raise ModelError(
             f"the query of {name} cannot be written as Spark SQL: {exc}",
@@ -305,16 +376,29 @@ def _query(
     return spark_sql, refs
 
 
-def _references(ctx: _Ctx, query: exp.Expression, body_line: int, name: str) -> tuple[TableRef, ...]:
-    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+def _references(ctx: _Ctx, query: exp.Expr, body_line: int, name: str) -> tuple[TableRef, ...]:
+    """The tables ``query`` reads; on the way, unquote plain names (one walk of the tree)."""
+    ctes: set[str] = set()
+    tables: list[exp.Table] = []
+    for node in query.walk():
+        if isinstance(node, exp.Identifier):
+            # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
+            if node.quoted and _PLAIN_NAME.match(node.name.lower()):
+                node.set("quoted", False)
+        elif isinstance(node, exp.Table):
+            tables.append(node)
+        elif isinstance(node, exp.CTE):
+            ctes.add(node.alias_or_name.lower())
     refs: dict[str, TableRef] = {}
-    for table in query.find_all(exp.Table):
+    for table in tables:
         if not table.name or table.name.startswith(macros.PREFIX):
             continue
         if isinstance(table.this, exp.Func | exp.Anonymous):
             continue  # table-valued function, e.g. range(10)
         if table.args.get("catalog"):
-            raise ctx.error(f"'{table.sql()}' names a catalog; use schema.table", _ref_node(table, body_line))
+            raise ctx.error(
+                f"'{table.sql()}' names a catalog; use schema.table", _ref_node(table, body_line)
+            )
         if not table.db:
             if table.name.lower() in ctes:
                 continue
@@ -332,7 +416,7 @@ def _references(ctx: _Ctx, query: exp.Expression, body_line: int, name: str) -> 
 
 
 def _ref_node(table: exp.Table, body_line: int) -> Node:
-    meta = table.this.meta if isinstance(table.this, exp.Expression) else {}
+    meta = table.this.meta if isinstance(table.this, exp.Expr) else {}
     line = int(meta.get("line", 1)) + body_line - 1
     col = max(int(meta.get("col", 1)) - len(table.name) + 1, 1)
     return Node("word", table.name, line=line, col=col)
@@ -344,12 +428,22 @@ def _columns(ctx: _Ctx, node: Node, dialect: str) -> tuple[tuple[str, str], ...]
     result = []
     for item in node.items:
         if item.type != "pair":
-            raise ctx.error(f"column '{item.text(ctx.source)}' needs a type", item, "write `name TYPE`, e.g. `id INT`")
-        type_text = item.items[0].text(ctx.source) if item.items[0].type != "word" or item.items[0].end > item.items[0].start else item.items[0].value
+            raise ctx.error(
+                f"column '{item.text(ctx.source)}' needs a type",
+                item,
+                "write `name TYPE`, e.g. `id INT`",
+            )
+        type_text = (
+            item.items[0].text(ctx.source)
+            if item.items[0].type != "word" or item.items[0].end > item.items[0].start
+            else item.items[0].value
+        )
         try:
             spark_type = exp.DataType.build(type_text, dialect=dialect).sql("spark")
         except (ParseError, ValueError, TokenError):
-            raise ctx.error(f"unknown type '{type_text}' for column {item.value}", item.items[0]) from None
+            raise ctx.error(
+                f"unknown type '{type_text}' for column {item.value}", item.items[0]
+            ) from None
         result.append((item.value.strip('"`').lower(), spark_type))
     return tuple(result)
 
@@ -359,7 +453,11 @@ def _audits(ctx: _Ctx, node: Node, dialect: str) -> tuple[AuditCall, ...]:
     calls = []
     for item in items:
         if item.type not in ("word", "call"):
-            raise ctx.error(f"'{item.text(ctx.source)}' is not an audit", item, "write audits (name, other_name(arg := value))")
+            raise ctx.error(
+                f"'{item.text(ctx.source)}' is not an audit",
+                item,
+                "write audits (name, other_name(arg := value))",
+            )
         name = item.value.lower()
         blocking = True
         if name.endswith("_non_blocking"):
@@ -413,7 +511,11 @@ def _pairs(ctx: _Ctx, node: Node) -> tuple[tuple[str, str], ...]:
 
 def _string(ctx: _Ctx, node: Node) -> str:
     if node.type != "string":
-        raise ctx.error(f"expected a quoted string, got '{node.text(ctx.source)}'", node, "quote it with single quotes")
+        raise ctx.error(
+            f"expected a quoted string, got '{node.text(ctx.source)}'",
+            node,
+            "quote it with single quotes",
+        )
     return node.value
 
 
@@ -425,7 +527,9 @@ def _word_or_string(ctx: _Ctx, node: Node) -> str:
 
 def _int(ctx: _Ctx, node: Node, minimum: int = 1) -> int:
     if node.type != "number" or not node.value.isdigit() or int(node.value) < minimum:
-        raise ctx.error(f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'", node)
+        raise ctx.error(
+            f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'", node
+        )
     return int(node.value)
 
 

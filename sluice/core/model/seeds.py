@@ -52,7 +52,9 @@ def seed_columns(
     rows = iter(csv_reader(text, settings))
     header = [h.strip().lower() for h in next(rows, [])]
     if not header or not any(header):
-        raise ModelError(f"seed {model}: the CSV file is empty or has no header row", path=path, line=1)
+        raise ModelError(
+            f"seed {model}: the CSV file is empty or has no header row", path=path, line=1
+        )
     if declared:
         names = [name for name, _ in declared]
         missing = [n for n in names if n not in header]

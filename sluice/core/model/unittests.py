@@ -25,11 +25,13 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
     tests = []
     for name, body in doc.data.items():
 
-        def fail(message: str, *key_path: str | int, hint: str | None = None) -> ModelError:
+        def fail(
+            message: str, *key_path: str | int, hint: str | None = None, test: str = name
+        ) -> ModelError:
             return ModelError(
-                f"test {name}: {message}",
+                f"test {test}: {message}",
                 path=doc.path,
-                line=doc.line_of((name, *key_path)),  # noqa: B023
+                line=doc.line_of((test, *key_path)),
                 hint=hint,
             )
 
@@ -37,7 +39,9 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             raise fail("expected model, inputs and outputs")
         for key in body:
             if key not in _TEST_KEYS:
-                raise fail(f"unknown key '{key}'", key, hint="a test has model, inputs, outputs, vars")
+                raise fail(
+                    f"unknown key '{key}'", key, hint="a test has model, inputs, outputs, vars"
+                )
         model_name = str(body.get("model", "")).lower()
         if not model_name:
             raise fail("names no model", hint="add `model: schema.table`")

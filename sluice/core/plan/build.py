@@ -46,7 +46,9 @@ class PlanRequest:
     intervals: Mapping[TableKey, list[Interval]] = field(default_factory=dict)
 
 
-def candidate_versions(request_models: Mapping[str, Fingerprint], base: Mapping[str, Snapshot]) -> set[TableKey]:
+def candidate_versions(
+    request_models: Mapping[str, Fingerprint], base: Mapping[str, Snapshot]
+) -> set[TableKey]:
     """The (name, version) tables whose intervals a plan may need, for the caller to fetch."""
     keys = {(name, fp.version) for name, fp in request_models.items()}
     keys |= {(name, snap.version) for name, snap in base.items()}
@@ -66,7 +68,9 @@ def build_plan(request: PlanRequest) -> Plan:
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
-        inherited = max((max(upstream.get(p, 0), own.get(p, 0)) for p in model.depends_on), default=0)
+        inherited = max(
+            (max(upstream.get(p, 0), own.get(p, 0)) for p in model.depends_on), default=0
+        )
         upstream[name] = inherited
         forward_only = request.forward_only or model.forward_only
         if old is None:
@@ -83,7 +87,9 @@ def build_plan(request: PlanRequest) -> Plan:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             snapshots.append(Snapshot(model, fp, version, category))
-            direct.append(ModelChange(name, category, version, old.version, unified_diff(old.model, model)))
+            direct.append(
+                ModelChange(name, category, version, old.version, unified_diff(old.model, model))
+            )
             own[name] = RANK[category]
         elif old.fingerprint.parent_data_hash != fp.parent_data_hash:
             category = _category_of_rank(inherited)
@@ -102,7 +108,13 @@ def build_plan(request: PlanRequest) -> Plan:
     removed = sorted(set(request.base) - set(request.models))
     backfill = _backfill(request, snapshots)
     new_environment = request.base_plan_id is None
-    content_hash = _sha([request.environment, sorted((s.name, s.identifier) for s in snapshots), request.forward_only])
+    content_hash = _sha(
+        [
+            request.environment,
+            sorted((s.name, s.identifier) for s in snapshots),
+            request.forward_only,
+        ]
+    )
     plan_id = _sha(
         [content_hash, request.base_plan_id, request.start, request.end,
          [(b.name, b.version, list(b.intervals)) for b in backfill]]
@@ -159,7 +171,11 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
             if done:
                 continue
             last = interval_floor(model.cron, end)
-            start = model.start if model.start is not None and model.start < last else interval_floor(model.cron, last - 1)
+            start = (
+                model.start
+                if model.start is not None and model.start < last
+                else interval_floor(model.cron, last - 1)
+            )
             todo = [(start, last)] if start < last else []
             chunks = todo
         if todo:
@@ -168,4 +184,6 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
 
 
 def _sha(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, separators=(",", ":"), default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(value, separators=(",", ":"), default=str).encode()
+    ).hexdigest()

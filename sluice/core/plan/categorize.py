@@ -30,7 +30,7 @@ def categorize_direct(old: Model, new: Model) -> bool:
     return only_adds_projections(old.query, new.query)
 
 
-def only_adds_projections(old: exp.Expression, new: exp.Expression) -> bool:
+def only_adds_projections(old: exp.Expr, new: exp.Expr) -> bool:
     """Whether ``new`` equals ``old`` with projections appended or inserted."""
     if not isinstance(old, exp.Select) or not isinstance(new, exp.Select):
         return False
@@ -61,7 +61,7 @@ def only_adds_projections(old: exp.Expression, new: exp.Expression) -> bool:
     return stripped.sql("spark") == old.sql("spark")
 
 
-def _changes_rows(projection: exp.Expression) -> bool:
+def _changes_rows(projection: exp.Expr) -> bool:
     # An aggregate inside a window function (SUM(x) OVER (...)) keeps the row count.
     for node in projection.find_all(*_ROW_CHANGING):
         if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is not None:

@@ -22,7 +22,12 @@ class Category(StrEnum):
     METADATA = "metadata"
 
 
-RANK = {Category.BREAKING: 3, Category.NON_BREAKING: 2, Category.FORWARD_ONLY: 1, Category.METADATA: 0}
+RANK = {
+    Category.BREAKING: 3,
+    Category.NON_BREAKING: 2,
+    Category.FORWARD_ONLY: 1,
+    Category.METADATA: 0,
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,9 @@ class Snapshot:
     @property
     def identifier(self) -> str:
         """Unique per (fingerprint, version): the same model may map to another table."""
-        return hashlib.sha256(f"{self.fingerprint.identifier}:{self.version}".encode()).hexdigest()[:32]
+        return hashlib.sha256(f"{self.fingerprint.identifier}:{self.version}".encode()).hexdigest()[
+            :32
+        ]
 
     @property
     def table(self) -> str:

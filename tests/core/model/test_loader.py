@@ -34,7 +34,12 @@ def test_the_sqlmesh_init_project_loads_unmodified() -> None:
 def test_the_example_project_loads() -> None:
     project = load_project(EXAMPLE, use_cache=False)
     kinds = {m.kind.name for m in project.models.values()}
-    assert kinds >= {KindName.SEED, KindName.VIEW, KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE}
+    assert kinds >= {
+        KindName.SEED,
+        KindName.VIEW,
+        KindName.FULL,
+        KindName.INCREMENTAL_BY_TIME_RANGE,
+    }
     assert project.models["jaffle.orders"].grain == ("order_id",)
     assert project.tests and project.audits
     assert project.models["jaffle.daily_revenue"].dialect == "duckdb"
@@ -51,7 +56,12 @@ def test_external_models_and_seed_inference(tmp_path: Path) -> None:
         },
     )
     assert project.models["raw.events"].kind.name == KindName.EXTERNAL
-    assert project.models["s.s"].columns == (("id", "BIGINT"), ("price", "DOUBLE"), ("day", "DATE"), ("label", "STRING"))
+    assert project.models["s.s"].columns == (
+        ("id", "BIGINT"),
+        ("price", "DOUBLE"),
+        ("day", "DATE"),
+        ("label", "STRING"),
+    )
     assert project.models["s.s"].seed_hash
 
 
@@ -87,13 +97,17 @@ def test_duplicate_model_name_names_both_files(tmp_path: Path) -> None:
 
 
 def test_missing_seed_file(tmp_path: Path) -> None:
-    error = error_of(tmp_path, {"models/s.sql": "MODEL (name s.s, kind SEED (path '../seeds/none.csv'));"})
+    error = error_of(
+        tmp_path, {"models/s.sql": "MODEL (name s.s, kind SEED (path '../seeds/none.csv'));"}
+    )
     assert isinstance(error, ModelError) and "not found" in str(error) and error.line == 1
 
 
 def test_seed_outside_the_project_is_refused(tmp_path: Path) -> None:
     (tmp_path / "secret.csv").write_text("a\n1\n")
-    error = error_of(tmp_path / "p", {"models/s.sql": "MODEL (name s.s, kind SEED (path '../../secret.csv'));"})
+    error = error_of(
+        tmp_path / "p", {"models/s.sql": "MODEL (name s.s, kind SEED (path '../../secret.csv'));"}
+    )
     assert "outside the project" in str(error)
 
 
@@ -112,8 +126,16 @@ def test_seed_columns_must_match_the_header(tmp_path: Path) -> None:
     ("config", "line", "fragment"),
     [
         ("model_defaults:\n  dialect: spark\n   start: x\n", 3, "invalid YAML"),
-        ("model_defaults:\n  dialect: spark\nmodel_defualts: {}\n", 3, "did you mean 'model_defaults'"),
-        ("model_defaults:\n  dialect: spark\n  cronn: '@daily'\n", 3, "unknown setting 'model_defaults.cronn'"),
+        (
+            "model_defaults:\n  dialect: spark\nmodel_defualts: {}\n",
+            3,
+            "did you mean 'model_defaults'",
+        ),
+        (
+            "model_defaults:\n  dialect: spark\n  cronn: '@daily'\n",
+            3,
+            "unknown setting 'model_defaults.cronn'",
+        ),
         ("model_defaults:\n  start: someday\n", 2, "not a date"),
         ("sluice:\n  spark:\n    deploy_mode: sideways\n", 3, "deploy_mode"),
         ("model_defaults: {}\nmodel_defaults: {}\n", 2, "duplicate key"),
@@ -146,9 +168,13 @@ def test_every_broken_file_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_audits_and_unit_tests_are_validated(tmp_path: Path) -> None:
-    bad_audit = error_of(tmp_path / "1", {"models/d.sql": "MODEL (name s.d, audits (no_such_audit));\nSELECT 1 AS x"})
+    bad_audit = error_of(
+        tmp_path / "1", {"models/d.sql": "MODEL (name s.d, audits (no_such_audit));\nSELECT 1 AS x"}
+    )
     assert "unknown audit 'no_such_audit'" in str(bad_audit)
-    missing_arg = error_of(tmp_path / "2", {"models/d.sql": "MODEL (name s.d, audits (not_null));\nSELECT 1 AS x"})
+    missing_arg = error_of(
+        tmp_path / "2", {"models/d.sql": "MODEL (name s.d, audits (not_null));\nSELECT 1 AS x"}
+    )
     assert "needs columns" in str(missing_arg)
     bad_file = error_of(tmp_path / "3", {"audits/x.sql": "AUDIT (name x);\nSELECT FROM WHERE"})
     assert isinstance(bad_file, ModelError) and bad_file.line == 2
@@ -162,10 +188,14 @@ def test_audits_and_unit_tests_are_validated(tmp_path: Path) -> None:
     assert "needs column" in str(needs_param)
     bad_test = error_of(
         tmp_path / "5",
-        {"tests/t.yaml": "t1:\n  model: s.b\n  inputs:\n    s.c:\n      rows: []\n  outputs:\n    query: []\n"},
+        {
+            "tests/t.yaml": "t1:\n  model: s.b\n  inputs:\n    s.c:\n      rows: []\n  outputs:\n    query: []\n"
+        },
     )
     assert "input 's.c' is not read by s.b" in str(bad_test) and bad_test.line == 4
-    unknown_model = error_of(tmp_path / "6", {"tests/t.yaml": "t1:\n  model: s.zz\n  outputs: {query: []}\n"})
+    unknown_model = error_of(
+        tmp_path / "6", {"tests/t.yaml": "t1:\n  model: s.zz\n  outputs: {query: []}\n"}
+    )
     assert "model 's.zz' does not exist" in str(unknown_model)
 
 
@@ -202,7 +232,11 @@ def test_fixture_copy_is_pristine(tmp_path: Path) -> None:
     # Loading writes only the cache, never into models/ or seeds/.
     copy = tmp_path / "p"
     shutil.copytree(SQLMESH_INIT, copy)
-    before = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if ".sluice" not in p.parts)
+    before = sorted(
+        p.relative_to(copy).as_posix() for p in copy.rglob("*") if ".sluice" not in p.parts
+    )
     load_project(copy)
-    after = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if ".sluice" not in p.parts)
+    after = sorted(
+        p.relative_to(copy).as_posix() for p in copy.rglob("*") if ".sluice" not in p.parts
+    )
     assert before == after

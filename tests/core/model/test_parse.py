@@ -10,7 +10,9 @@ from sluice.core.model.parse import parse_model
 DEFAULTS = ModelDefaults(dialect="spark", start="2024-01-01")
 
 
-def parse(text: str, variables: dict[str, object] | None = None, defaults: ModelDefaults = DEFAULTS):  # type: ignore[no-untyped-def]
+def parse(
+    text: str, variables: dict[str, object] | None = None, defaults: ModelDefaults = DEFAULTS
+):  # type: ignore[no-untyped-def]
     model = parse_model(text, "models/m.sql", defaults, variables or {})
     assert model is not None
     return model
@@ -45,7 +47,10 @@ SELECT id, ds FROM raw.orders WHERE ds BETWEEN @start_ds AND @end_ds"""
     assert model.owner == "alice" and model.tags == ("finance", "daily")
     assert model.description == "Orders by day"
     assert model.column_descriptions == (("id", "the id"), ("ds", "the day"))
-    assert [(a.name, a.blocking) for a in model.audits] == [("not_null", True), ("unique_values", False)]
+    assert [(a.name, a.blocking) for a in model.audits] == [
+        ("not_null", True),
+        ("unique_values", False),
+    ]
     assert model.forward_only is True and model.on_destructive_change == "warn"
     assert model.depends_on == ("raw.orders",)
     # end '2023-12-31' is inclusive: the whole last day.
@@ -54,12 +59,16 @@ SELECT id, ds FROM raw.orders WHERE ds BETWEEN @start_ds AND @end_ds"""
 
 
 def test_seed_and_unique_key_kinds() -> None:
-    seed = parse("MODEL (name s.seed, kind SEED (path '../seeds/x.csv', csv_settings (delimiter = ';')), columns (id INTEGER, amount DECIMAL(10, 2)));")
+    seed = parse(
+        "MODEL (name s.seed, kind SEED (path '../seeds/x.csv', csv_settings (delimiter = ';')), columns (id INTEGER, amount DECIMAL(10, 2)));"
+    )
     assert seed.kind.seed_path == "../seeds/x.csv"
     assert seed.kind.csv_settings == (("delimiter", ";"),)
     assert seed.columns == (("id", "INT"), ("amount", "DECIMAL(10, 2)"))
     assert seed.query_sql is None
-    upsert = parse("MODEL (name s.u, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key [id, region]));\nSELECT 1 AS id, 'eu' AS region")
+    upsert = parse(
+        "MODEL (name s.u, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key [id, region]));\nSELECT 1 AS id, 'eu' AS region"
+    )
     assert upsert.kind.unique_key == ("id", "region")
 
 
@@ -70,7 +79,9 @@ def test_kind_defaults_to_view_and_query_is_canonical_spark() -> None:
 
 
 def test_other_dialects_are_transpiled_to_spark() -> None:
-    model = parse("MODEL (name s.d, dialect duckdb);\nSELECT epoch_ms(ts) AS t, list_value(1, 2) AS l FROM s.src")
+    model = parse(
+        "MODEL (name s.d, dialect duckdb);\nSELECT epoch_ms(ts) AS t, list_value(1, 2) AS l FROM s.src"
+    )
     assert model.query_sql == "SELECT TIMESTAMP_MILLIS(ts) AS t, ARRAY(1, 2) AS l FROM s.src"
     bq = parse("MODEL (name s.b, dialect bigquery);\nSELECT SAFE_DIVIDE(a, b) AS r FROM `s.src`")
     assert "FROM s.src" in (bq.query_sql or "")
@@ -90,7 +101,9 @@ def test_macros_become_placeholders_and_vars_are_inlined() -> None:
 
 
 def test_ctes_and_table_functions_are_not_dependencies() -> None:
-    model = parse("MODEL (name s.c);\nWITH x AS (SELECT * FROM s.a) SELECT * FROM x JOIN s.b ON TRUE CROSS JOIN RANGE(3)")
+    model = parse(
+        "MODEL (name s.c);\nWITH x AS (SELECT * FROM s.a) SELECT * FROM x JOIN s.b ON TRUE CROSS JOIN RANGE(3)"
+    )
     assert model.depends_on == ("s.a", "s.b")
 
 
@@ -104,24 +117,71 @@ def test_disabled_model_is_skipped() -> None:
         ("SELECT 1", 1, "not a model", "MODEL ("),
         ("MODEL (kind FULL);\nSELECT 1", 1, "has no name", "name schema.table"),
         ("MODEL (name onlytable);\nSELECT 1", 1, "must be schema.table", "jaffle.orders"),
-        ("MODEL (\n  name s.t,\n  kind FULLL\n);\nSELECT 1", 3, "unknown model kind 'FULLL'", "FULL"),
-        ("MODEL (\n  name s.t,\n  owenr bob\n);\nSELECT 1", 3, "unknown model property 'owenr'", "did you mean 'owner'"),
-        ("MODEL (\n  name s.t,\n  dialect klingon\n);\nSELECT 1", 3, "unknown SQL dialect 'klingon'", "sqlglot dialect"),
-        ("MODEL (name s.t);\n\nSELECT a\n  FROM s.x WHERE (a = ", 4, "cannot parse the query", "dialect"),
-        ("MODEL (name s.t);\nSELECT 1;\nSELECT 2", 2, "exactly one SELECT", "pre- and post-statements"),
+        (
+            "MODEL (\n  name s.t,\n  kind FULLL\n);\nSELECT 1",
+            3,
+            "unknown model kind 'FULLL'",
+            "FULL",
+        ),
+        (
+            "MODEL (\n  name s.t,\n  owenr bob\n);\nSELECT 1",
+            3,
+            "unknown model property 'owenr'",
+            "did you mean 'owner'",
+        ),
+        (
+            "MODEL (\n  name s.t,\n  dialect klingon\n);\nSELECT 1",
+            3,
+            "unknown SQL dialect 'klingon'",
+            "sqlglot dialect",
+        ),
+        (
+            "MODEL (name s.t);\n\nSELECT a\n  FROM s.x WHERE (a = ",
+            4,
+            "cannot parse the query",
+            "dialect",
+        ),
+        (
+            "MODEL (name s.t);\nSELECT 1;\nSELECT 2",
+            2,
+            "exactly one SELECT",
+            "pre- and post-statements",
+        ),
         ("MODEL (name s.t);\n", 2, "has no query", "SELECT"),
         ("MODEL (name s.t);\nSELECT *\nFROM orders", 3, "has no schema", "schema.table"),
         ("MODEL (name s.t);\nSELECT @start_dss", 2, "unknown macro @start_dss", "@start_ds"),
-        ("MODEL (name s.t);\nSELECT @VAR('nope')", 2, "variable 'nope' is not defined", "variables:"),
-        ("MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE);\nSELECT 1", 1, "needs a time_column", "time_column"),
-        ("MODEL (name s.t, kind FULL (time_column x));\nSELECT 1", 1, "has no parameter", "takes no parameters"),
-        ("MODEL (name s.t, kind SEED (path 'x.csv'));\nSELECT 1", 2, "has no query", "remove the SQL"),
+        (
+            "MODEL (name s.t);\nSELECT @VAR('nope')",
+            2,
+            "variable 'nope' is not defined",
+            "variables:",
+        ),
+        (
+            "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE);\nSELECT 1",
+            1,
+            "needs a time_column",
+            "time_column",
+        ),
+        (
+            "MODEL (name s.t, kind FULL (time_column x));\nSELECT 1",
+            1,
+            "has no parameter",
+            "takes no parameters",
+        ),
+        (
+            "MODEL (name s.t, kind SEED (path 'x.csv'));\nSELECT 1",
+            2,
+            "has no query",
+            "remove the SQL",
+        ),
         ("MODEL (name s.t, batch_size 0);\nSELECT 1", 1, "whole number", None),
         ("MODEL (name s.t, start 'yesterday-ish');\nSELECT 1", 1, "is not a date", None),
         ("MODEL (name s.t, columns (id));\nSELECT 1", 1, "needs a type", "`name TYPE`"),
     ],
 )
-def test_bad_models_say_what_where_and_how(text: str, line: int, fragment: str, hint: str | None) -> None:
+def test_bad_models_say_what_where_and_how(
+    text: str, line: int, fragment: str, hint: str | None
+) -> None:
     with pytest.raises(ModelError) as info:
         parse_model(text, "models/t.sql", DEFAULTS, {})
     error = info.value

@@ -1,0 +1,127 @@
+"""Plain records the state store reads and writes.
+
+The store treats snapshot and plan payloads as opaque JSON documents: it only looks at the
+keys it indexes on (names, identifiers, versions, plan ids). Everything else belongs to the
+layers above, which may evolve their documents without a state migration.
+
+Intervals are half-open ``(start_ms, end_ms)`` pairs of epoch milliseconds, recorded per
+physical table ``(name, version)`` rather than per snapshot, because snapshots whose data is
+the same share one physical table and therefore its filled intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+SnapshotId = tuple[str, str]
+"""``(model name "schema.table", identifier hex)``: the key of a stored snapshot."""
+
+TableKey = tuple[str, str]
+"""``(model name, version)``: the key of a physical table, which owns intervals."""
+
+Interval = tuple[int, int]
+"""Half-open ``[start_ms, end_ms)`` range of epoch milliseconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSnapshot:
+    """One snapshot as the store keeps it.
+
+    Attributes:
+        name: Model name, e.g. ``"jaffle.orders"``.
+        identifier: Fingerprint id (hex); unique together with ``name``.
+        version: Physical table version, shared by snapshots whose data is the same.
+        payload: JSON-serialisable snapshot document; opaque to the store.
+    """
+
+    name: str
+    identifier: str
+    version: str
+    # Excluded from the hash (dicts are unhashable); equal records still hash equal because
+    # the key fields are included.
+    payload: dict[str, Any] = field(hash=False)
+
+    @property
+    def id(self) -> SnapshotId:
+        """The ``(name, identifier)`` key of this snapshot."""
+        return (self.name, self.identifier)
+
+    @property
+    def ref(self) -> SnapshotRef:
+        """A reference to this snapshot, as stored in an environment."""
+        return SnapshotRef(self.name, self.identifier, self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """Pointer from an environment to a snapshot (and, through ``version``, its table)."""
+
+    name: str
+    identifier: str
+    version: str
+
+    @property
+    def id(self) -> SnapshotId:
+        """The ``(name, identifier)`` key of the referenced snapshot."""
+        return (self.name, self.identifier)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentRecord:
+    """An environment: the set of snapshots a plan promoted, and its bookkeeping.
+
+    Attributes:
+        name: Environment name, e.g. ``"prod"`` or ``"dev_alice"``.
+        snapshots: The snapshots the environment's views point at.
+        plan_id: The plan that produced this state; the compare-and-swap token.
+        previous_plan_id: The plan this one replaced, if any.
+        start: Start of the environment's time range (epoch ms), if bounded.
+        end: End of the environment's time range (epoch ms), if bounded.
+        expiration_ts: Epoch ms after which the janitor may remove the environment.
+        invalidated: Set by ``invalidate_environment``; the janitor removes it next.
+        updated_ts: Epoch ms of the last write, supplied by the caller's clock.
+    """
+
+    name: str
+    snapshots: tuple[SnapshotRef, ...]
+    plan_id: str
+    previous_plan_id: str | None = None
+    start: int | None = None
+    end: int | None = None
+    expiration_ts: int | None = None
+    invalidated: bool = False
+    updated_ts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """An applied (or about to be applied) plan, kept for audit and for re-planning.
+
+    Attributes:
+        plan_id: Unique plan id.
+        environment: The environment the plan targets.
+        base_plan_id: The environment's plan the plan was computed against, if any.
+        created_ts: Epoch ms when the plan was created.
+        payload: JSON-serialisable plan document; opaque to the store.
+    """
+
+    plan_id: str
+    environment: str
+    base_plan_id: str | None
+    created_ts: int
+    payload: dict[str, Any] = field(hash=False)
+
+
+def checked_intervals(intervals: Iterable[Interval]) -> list[Interval]:
+    """``intervals`` as a list of int pairs.
+
+    Raises:
+        ValueError: An interval is empty or reversed (``start >= end``).
+    """
+    spans = [(int(s), int(e)) for s, e in intervals]
+    for s, e in spans:
+        if s >= e:
+            raise ValueError(f"interval [{s}, {e}) is empty or reversed")
+    return spans

@@ -1,0 +1,162 @@
+"""Schema versioning of the state database, on real SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, Engine, event, inspect, select, text, update
+
+from sluice.core.errors import StateError
+from sluice.core.state import SCHEMA_VERSION, StoredSnapshot, open_state
+from sluice.core.state.migrations import Migration, migrate
+from sluice.core.state.schema import create_state_engine, metadata, schema_version
+from sluice.core.state.sql import SqlStateStore
+
+
+@pytest.fixture
+def engine(state_url: str) -> Iterator[Engine]:
+    made = create_state_engine(state_url)
+    yield made
+    made.dispose()
+
+
+def stored_version(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(schema_version.c.version)).scalars())
+
+
+def test_fresh_database_is_created_and_stamped(state_url: str, engine: Engine) -> None:
+    open_state(state_url).close()
+    assert stored_version(engine) == [SCHEMA_VERSION]
+    assert set(metadata.tables) <= set(inspect(engine).get_table_names())
+
+
+def test_reopening_changes_nothing(state_url: str, engine: Engine) -> None:
+    open_state(state_url).close()
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    assert migrate(engine) == SCHEMA_VERSION
+    writes = ("CREATE", "ALTER", "INSERT", "UPDATE", "DELETE", "DROP")
+    assert not [s for s in statements if s.lstrip().upper().startswith(writes)]
+    assert stored_version(engine) == [SCHEMA_VERSION]
+
+
+def test_newer_database_is_refused(state_url: str, engine: Engine) -> None:
+    migrate(engine)
+    with engine.begin() as conn:
+        conn.execute(update(schema_version).values(version=SCHEMA_VERSION + 1))
+    with pytest.raises(StateError, match="upgrade") as refused:
+        open_state(state_url)
+    assert f"version {SCHEMA_VERSION + 1}" in str(refused.value)
+
+
+def test_extra_migrations_upgrade_in_order_and_keep_data(engine: Engine) -> None:
+    migrate(engine)
+    old = SqlStateStore(engine)
+    kept = StoredSnapshot("jaffle.orders", "aa11", "v1", {"kind": "FULL"})
+    old.push_snapshots([kept])
+
+    ran: list[int] = []
+
+    def add_note(conn: Connection) -> None:
+        ran.append(2)
+        conn.execute(text("ALTER TABLE sluice_plans ADD COLUMN note TEXT"))
+
+    def fill_note(conn: Connection) -> None:
+        ran.append(3)  # needs version 2's column, so order matters
+        conn.execute(text("UPDATE sluice_plans SET note = 'x' WHERE note IS NULL"))
+
+    steps = (
+        Migration(3, "fill plan notes", fill_note),
+        Migration(2, "add plan notes", add_note),
+    )
+    assert migrate(engine, migrations=steps, target=3) == 3
+    assert ran == [2, 3]
+    assert stored_version(engine) == [3]
+    assert "note" in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
+    assert SqlStateStore(engine).get_snapshots([kept.id]) == {kept.id: kept}
+
+    assert migrate(engine, migrations=steps, target=3) == 3  # at target: nothing runs
+    assert ran == [2, 3]
+
+
+def test_failed_migration_leaves_database_unchanged(engine: Engine) -> None:
+    migrate(engine)
+
+    def add_column(conn: Connection) -> None:
+        conn.execute(text("ALTER TABLE sluice_plans ADD COLUMN note TEXT"))
+
+    def broken(conn: Connection) -> None:
+        conn.execute(text("ALTER TABLE sluice_no_such_table ADD COLUMN x TEXT"))
+
+    steps = (Migration(2, "add note", add_column), Migration(3, "broken step", broken))
+    with pytest.raises(StateError, match="broken step") as failed:
+        migrate(engine, migrations=steps, target=3)
+    assert "left at version 1" in str(failed.value)
+    assert stored_version(engine) == [1]
+    assert "note" not in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
+
+
+def test_missing_migration_step_is_a_bug(engine: Engine) -> None:
+    migrate(engine)
+    with pytest.raises(ValueError, match="no migration"):
+        migrate(engine, migrations=(), target=2)
+
+
+def test_partial_schema_without_version_is_refused(state_url: str, engine: Engine) -> None:
+    metadata.tables["sluice_snapshots"].create(engine)
+    with pytest.raises(StateError, match="sluice_snapshots") as refused:
+        open_state(state_url)
+    assert "no sluice_schema_version" in str(refused.value)
+
+
+def test_concurrent_first_open_creates_schema_once(state_url: str, engine: Engine) -> None:
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        barrier.wait()
+        try:
+            open_state(state_url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    assert stored_version(engine) == [SCHEMA_VERSION]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://u:secretpw@127.0.0.1:1/x",
+        "postgresql://u:secretpw@127.0.0.1:1/x",
+        "mysql://u:secretpw@127.0.0.1:1/x",
+        "not a url u:secretpw@",
+        "bogus://u:secretpw@@host/x y",
+    ],
+)
+def test_bad_or_unreachable_url_hides_password(url: str) -> None:
+    with pytest.raises(StateError) as failed:
+        open_state(url)
+    message = str(failed.value)
+    assert "secretpw" not in message
+    assert failed.value.hint
+    # Nor may it hide in the chained exceptions a traceback would print.
+    cause: BaseException | None = failed.value.__cause__
+    while cause is not None:
+        assert "secretpw" not in str(cause)
+        cause = cause.__cause__
+
+
+def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "state.db"
+    open_state(f"sqlite:///{path}").close()
+    assert path.exists()

@@ -1,0 +1,81 @@
+from pathlib import Path
+
+import pytest
+
+from sluice.core import workflow
+from sluice.core.errors import ConflictError
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.core.helpers import BASIC, load
+
+END = to_ms("2024-01-11")
+
+
+def test_plan_commit_replan_and_stale_plans(tmp_path: Path, state_url: str) -> None:
+    project = load(tmp_path / "p", BASIC)
+    store = open_state(state_url)
+    try:
+        first = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        assert first.added == ("s.a", "s.b", "s.c")
+        workflow.commit_plan(store, first, now=END)
+        again = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        assert not again.has_changes and again.base_plan_id == first.plan_id
+
+        # A PR environment starts as a copy of prod.
+        changed = load(
+            tmp_path / "q",
+            {
+                **BASIC,
+                "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS id, 'x' AS name, 2 AS more",
+            },
+        )
+        dev = workflow.plan_environment(changed, store, "pr_3", end=END, execution_time=END)
+        assert (
+            dev.new_environment
+            and dev.added == ()
+            and [c.name for c in dev.directly_modified] == ["s.a"]
+        )
+
+        # Two plans computed against the same prod: the first to commit wins.
+        change_1 = workflow.plan_environment(changed, store, "prod", end=END, execution_time=END)
+        change_2 = workflow.plan_environment(
+            load(
+                tmp_path / "r",
+                {
+                    **BASIC,
+                    "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT id, 1 AS x FROM s.b",
+                },
+            ),
+            store,
+            "prod",
+            end=END,
+            execution_time=END,
+        )
+        workflow.commit_plan(store, change_1, now=END + 1)
+        with pytest.raises(ConflictError) as info:
+            workflow.commit_plan(store, change_2, now=END + 2)
+        assert "prod" in str(info.value) and "re-run" in str(info.value)
+        record = store.get_environment("prod")
+        assert record is not None and record.plan_id == change_1.plan_id
+        after = workflow.plan_environment(changed, store, "prod", end=END, execution_time=END)
+        assert not after.has_changes
+    finally:
+        store.close()
+
+
+def test_state_url_defaults_to_sqlite_under_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(workflow.STATE_URL_ENV, raising=False)
+    project = load(tmp_path, BASIC)
+    assert (
+        workflow.state_url(project) == f"sqlite:///{(tmp_path / '.sluice' / 'state.db').resolve()}"
+    )
+    monkeypatch.setenv(workflow.STATE_URL_ENV, "sqlite:////x.db")
+    assert workflow.state_url(project) == "sqlite:////x.db"
+    assert workflow.state_url(project, "postgresql+psycopg://h/db") == "postgresql+psycopg://h/db"
+    configured = load(
+        tmp_path / "c", {**BASIC, "config.yaml": "sluice:\n  state:\n    url: sqlite:////y.db\n"}
+    )
+    monkeypatch.delenv(workflow.STATE_URL_ENV)
+    assert workflow.state_url(configured) == "sqlite:////y.db"
