@@ -93,9 +93,44 @@ def test_modified_model_shows_category_and_diff(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        ({"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT * FROM s.nope"}, "b.sql:2"),
-        ({"config.yaml": "model_defaults:\n  dialect: [\n"}, "config.yaml:"),
-        ({"models/x.sql": "MODEL (name s.x, kind WHATEVER);\nSELECT 1"}, "x.sql:1"),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x, kind FULL\nSELECT 1"}, "x.sql:1", id="bad header"
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x, kind WHATEVER);\nSELECT 1"},
+            "x.sql:1",
+            id="unknown kind",
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x, colour red);\nSELECT 1"},
+            "x.sql:1",
+            id="unknown property",
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x, dialect nope);\nSELECT 1"},
+            "x.sql:1",
+            id="bad dialect",
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x);\nSELECT (1"}, "x.sql:2", id="unparseable SQL"
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.x, kind SEED (path 'no.csv'));"},
+            "x.sql:1",
+            id="missing seed",
+        ),
+        pytest.param(
+            {"models/x.sql": "MODEL (name s.a);\nSELECT 1"}, "defined twice", id="duplicate model"
+        ),
+        pytest.param(
+            {"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT * FROM s.nope"},
+            "b.sql:2",
+            id="unknown table",
+        ),
+        pytest.param({"models/a.sql": "MODEL (name s.a);\nSELECT * FROM s.c"}, "cycle", id="cycle"),
+        pytest.param(
+            {"config.yaml": "model_defaults:\n  dialect: [\n"}, "config.yaml:", id="bad YAML"
+        ),
     ],
 )
 def test_errors_exit_non_zero_and_write_no_state(
@@ -116,3 +151,27 @@ def test_bad_environment_name_and_bad_date(tmp_path: Path) -> None:
     assert not (root / ".sluice" / "state.db").exists()
     bad_date = CliRunner().invoke(cli, ["plan", "--project", str(root), "--start", "soon"])
     assert bad_date.exit_code == 2 and "is not a date" in bad_date.output
+
+
+def test_the_sqlmesh_init_project_plans_unmodified(tmp_path: Path) -> None:
+    copy = tmp_path / "sqlmesh_project"
+    shutil.copytree(
+        REPO / "tests" / "fixtures" / "sqlmesh_init_duckdb",
+        copy,
+        ignore=shutil.ignore_patterns(".sluice"),
+    )
+    result = CliRunner().invoke(
+        cli, ["plan", "--project", str(copy), "--json", "--end", "2026-11-21"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["added"] == [
+        "sqlmesh_example.seed_model",
+        "sqlmesh_example.incremental_model",
+        "sqlmesh_example.full_model",
+    ]
+    incremental = next(
+        b for b in data["backfill"] if b["model"] == "sqlmesh_example.incremental_model"
+    )
+    assert incremental["start"] == "2020-01-01" and incremental["end"] == "2026-11-22"
+    assert "ignored gateways" in result.stderr
