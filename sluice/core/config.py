@@ -108,6 +108,7 @@ class SluiceSettings(_Frozen):
     state: StateSettings = Field(default_factory=StateSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     environment_ttl_days: int = Field(default=7, ge=0)
+    table_ttl_days: float = Field(default=1, ge=0)
     # Later parts of Sluice (gates, deploys) add sections here; they are validated by
     # their own modules, so this one only reserves the names.
     gate: dict[str, Any] = Field(default_factory=dict)

@@ -7,17 +7,25 @@ nothing below them. Time comes in as an argument, so every operation is reproduc
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sluice.core.model.definition import Project
+from sluice.core import jobs
+from sluice.core.errors import PlanError
+from sluice.core.model.definition import KindName, Project
+from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, build_plan, candidate_versions
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
-from sluice.core.snapshot.naming import PROD, check_environment_name
+from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
-from sluice.core.state import StateReader, StateStore, open_state
+from sluice.core.spark import testing
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import InProcessRunner, JobResult, OnEvent, Runner, SubmitRunner
+from sluice.core.state import StateReader, StateStore, StateWriter, open_state
 from sluice.core.state.records import EnvironmentRecord, PlanRecord
 
 STATE_URL_ENV = "SLUICE_DATABASE_URL"
@@ -70,9 +78,15 @@ def plan_environment(
     execution_time: int,
     start: int | None = None,
     forward_only: bool = False,
+    restate: Iterable[str] = (),
 ) -> Plan:
-    """Plan bringing ``environment`` to the state of ``project``."""
+    """Plan bringing ``environment`` to the state of ``project``.
+
+    ``restate`` names models whose data in the plan's range is recomputed; ``+name``
+    restates the model and everything downstream of it.
+    """
     check_environment_name(environment)
+    restated = resolve_restatements(project, restate)
     fingerprints = fingerprint_models(project.models, project.audits)
     env = read_environment(state, environment)
     intervals = state.get_intervals(candidate_versions(fingerprints, env.snapshots))
@@ -88,48 +102,215 @@ def plan_environment(
             execution_time=execution_time,
             forward_only=forward_only,
             intervals=intervals,
+            restate=restated,
         )
+    )
+
+
+def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[str]:
+    """Model names to restate; ``+name`` adds every model downstream of ``name``.
+
+    Raises:
+        PlanError: for a name that is not a model of the project.
+    """
+    chosen: set[str] = set()
+    for raw in names:
+        downstream = raw.startswith("+")
+        name = raw.lstrip("+").lower()
+        model = project.models.get(name)
+        if model is None or model.kind.name == KindName.EXTERNAL:
+            raise PlanError(
+                f"cannot restate '{name}': it is not a model of this project",
+                hint="name a model, e.g. --restate-model jaffle.orders (or +jaffle.orders "
+                "for it and everything downstream)",
+            )
+        chosen.add(name)
+        if downstream:
+            chosen |= descendants(project.models, [name])
+    return frozenset(chosen)
+
+
+def record_plan(state: StateWriter, plan: Plan, now: int) -> None:
+    """Store the plan and its snapshots (idempotent): the first half of applying it."""
+    state.push_snapshots(s.to_stored() for s in plan.snapshots)
+    state.save_plan(
+        PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, plan.to_json())
     )
 
 
 def commit_plan(
     state: StateStore, plan: Plan, *, now: int, ttl_days: int | None = None
 ) -> EnvironmentRecord:
-    """Record ``plan`` as what its environment now points at (compare-and-swap).
+    """Record ``plan`` as what its environment points at, without any Spark work.
 
-    The snapshots are stored first (idempotently), then the environment record is swapped
-    only if it is still at the plan it was computed from.
+    For plans whose data is already in place (and for tests of the state layer); apply
+    goes through :func:`apply_plan`, which builds and swaps the views first.
 
     Raises:
         ConflictError: the environment moved on since the plan was computed; re-plan.
     """
-    state.push_snapshots(s.to_stored() for s in plan.snapshots)
-    state.save_plan(
-        PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, plan.to_json())
-    )
-    expiration = None
-    if plan.environment != PROD and ttl_days is not None:
-        expiration = now + ttl_days * 86_400_000
-    record = EnvironmentRecord(
-        name=plan.environment,
-        snapshots=tuple(s.ref for s in plan.snapshots),
-        plan_id=plan.plan_id,
-        previous_plan_id=plan.base_plan_id,
-        start=plan.start,
-        end=plan.end,
-        expiration_ts=expiration,
-        updated_ts=now,
-    )
+    record_plan(state, plan, now)
+    record = jobs.environment_record(plan, now, ttl_days)
     state.update_environment(record, expected_plan_id=plan.base_plan_id)
     return record
 
 
+@dataclass(frozen=True)
+class ApplyResult:
+    """What applying a plan did."""
+
+    plan: Plan
+    tables_built: int
+    views_swapped: int
+    job: JobResult | None
+
+
+def apply_plan(
+    project: Project, state: StateStore, plan: Plan, runner: Runner, *, url: str, now: int
+) -> ApplyResult:
+    """Build what ``plan`` needs, audit it, point the environment's views, commit.
+
+    One Spark job does it all; the environment's views and record change only after every
+    table is built and audited. Applying a plan again after a crash finishes the rest.
+
+    ``url`` is the state database the driver writes to (the one ``state`` reads).
+
+    Raises:
+        ExecutionError: a query, an audit or Spark failed; the environment is unchanged.
+        ConflictError: the environment moved on since the plan was computed.
+    """
+    record = state.get_environment(plan.environment)
+    if record is not None and not record.invalidated and not plan.has_changes and not plan.backfill:
+        return ApplyResult(plan, 0, 0, None)
+    record_plan(state, plan, now)
+    previous = None
+    if record is not None and not record.invalidated:
+        previous = {ref.name: ref.version for ref in record.snapshots}
+    restate = {name: [(plan.start or 0, plan.end)] for name in plan.restated}
+    spec = jobs.apply_job(
+        plan,
+        audits=project.audits,
+        project_dir=project.path,
+        table_format=project.config.sluice.spark.table_format,
+        state_url=url,
+        previous_versions=previous,
+        now=now,
+        ttl_days=project.config.sluice.environment_ttl_days,
+        restate_ranges=restate,
+    )
+    result = runner.run(spec)
+    built = sum(1 for s in spec["steps"] if s["type"] == "build")
+    views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
+    return ApplyResult(plan, built, views, result)
+
+
+def invalidate_environment(state: StateWriter, name: str) -> None:
+    """Mark ``name`` for removal by the next janitor run (prod cannot be invalidated)."""
+    if check_environment_name(name) == PROD:
+        raise PlanError(
+            "prod cannot be invalidated", hint="invalidate a virtual environment such as pr_12"
+        )
+    state.invalidate_environment(name)
+
+
+@dataclass(frozen=True)
+class JanitorReport:
+    """What a janitor run removed and what waits for its TTL."""
+
+    environments: tuple[str, ...]
+    tables: tuple[str, ...]
+    waiting: int
+
+
+def run_janitor(
+    state: StateStore, runner: Runner, *, url: str, now: int, table_ttl_ms: int
+) -> JanitorReport:
+    """Drop invalidated and expired environments, then tables unreferenced for the TTL."""
+    envs = state.list_environments()
+    expired = [
+        e
+        for e in envs
+        if e.name != PROD
+        and (e.invalidated or (e.expiration_ts is not None and e.expiration_ts <= now))
+    ]
+    live = [e for e in envs if e not in expired]
+    referenced = {(ref.name, ref.version) for e in live for ref in e.snapshots}
+    since = state.set_orphans(state.list_tables() - referenced, now)
+    drop = sorted(key for key, ts in since.items() if now - ts >= table_ttl_ms)
+    if not expired and not drop:
+        return JanitorReport((), (), len(since))
+    refs = [(r.name, r.identifier) for e in expired for r in e.snapshots]
+    runner.run(jobs.janitor_job(expired, state.get_snapshots(refs), drop, url, now))
+    for env in expired:
+        state.delete_environment(env.name)
+    state.forget_tables(drop)
+    return JanitorReport(
+        tuple(e.name for e in expired), tuple(f"{n}@{v}" for n, v in drop), len(since) - len(drop)
+    )
+
+
+def run_unit_tests(
+    project: Project, runner: Runner, *, pattern: str | None, now: int, url: str | None = None
+) -> list[dict[str, Any]]:
+    """Run the project's unit tests (those matching ``pattern``) on Spark; one result each."""
+    steps = testing.unit_test_steps(project, pattern, now)
+    if not steps:
+        return []
+    job = runner.run({"job_id": f"test-{now}", "kind": "test", "state_url": url, "steps": steps})
+    return [job.results[key] for key in sorted(job.results, key=int)]
+
+
+def query_environment(
+    project: Project, state: StateReader, environment: str, sql: str, runner: Runner, *, limit: int
+) -> dict[str, Any]:
+    """Run a read-only query with model names resolved to ``environment``'s views."""
+    check_environment_name(environment)
+    record = state.get_environment(environment)
+    if record is None or record.invalidated:
+        known = ", ".join(e.name for e in state.list_environments() if not e.invalidated) or "none"
+        raise PlanError(
+            f"environment '{environment}' does not exist",
+            hint=f"apply a plan to it first (sluice apply {environment}); environments: {known}",
+        )
+    stored = state.get_snapshots((r.name, r.identifier) for r in record.snapshots)
+    resolve = {
+        s.name: view_name(s.name, environment)
+        for s in stored.values()
+        if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
+    }
+    step = testing.query_step(sql, resolve, limit)
+    job = runner.run(
+        {"job_id": f"query-{environment}", "kind": "query", "state_url": None, "steps": [step]}
+    )
+    result: dict[str, Any] = job.results["0"]
+    return result
+
+
+def make_runner(
+    project: Project, *, in_process: bool = False, on_event: OnEvent | None = None
+) -> Runner:
+    """The runner for ``project``'s Spark settings: spark-submit, or this process."""
+    paths = SparkPaths.for_project(Path(project.path))
+    runner = InProcessRunner if in_process else SubmitRunner
+    return runner(project.config.sluice.spark, paths, on_event=on_event)
+
+
 __all__ = [
+    "ApplyResult",
     "EnvironmentView",
+    "JanitorReport",
+    "apply_plan",
     "commit_plan",
+    "invalidate_environment",
     "load_project",
+    "make_runner",
     "open_project_state",
     "plan_environment",
+    "query_environment",
     "read_environment",
+    "record_plan",
+    "resolve_restatements",
+    "run_janitor",
+    "run_unit_tests",
     "state_url",
 ]

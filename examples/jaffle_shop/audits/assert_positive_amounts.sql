@@ -2,7 +2,7 @@ AUDIT (
   name assert_positive_amounts,
 );
 
--- A payment of zero or less is a data-entry error upstream.
+-- A negative payment is a data-entry error upstream (zero-amount payments are real).
 SELECT *
 FROM @this_model
-WHERE amount <= 0
+WHERE amount < 0

@@ -44,6 +44,7 @@ class PlanRequest:
     start: int | None = None
     forward_only: bool = False
     intervals: Mapping[TableKey, list[Interval]] = field(default_factory=dict)
+    restate: frozenset[str] = frozenset()  # models whose data in [start, end) is recomputed
 
 
 def candidate_versions(
@@ -116,7 +117,7 @@ def build_plan(request: PlanRequest) -> Plan:
         ]
     )
     plan_id = _sha(
-        [content_hash, request.base_plan_id, request.start, request.end,
+        [content_hash, request.base_plan_id, request.start, request.end, sorted(request.restate),
          [(b.name, b.version, list(b.intervals)) for b in backfill]]
     )[:32]  # fmt: skip
     starts = [b.start for b in backfill]
@@ -137,6 +138,7 @@ def build_plan(request: PlanRequest) -> Plan:
         metadata_only=tuple(metadata),
         backfill=backfill,
         new_environment=new_environment,
+        restated=tuple(b.name for b in backfill if b.name in request.restate),
     )
 
 
@@ -159,9 +161,11 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
         # Outside prod, only tables this plan creates are filled: existing versions are
         # prod's (or another environment's) to fill, never a PR's.
         if request.environment != PROD and key in base_versions:
-            continue
+            continue  # restating such a table would rewrite prod's data: done in prod only
         done = merge(request.intervals.get(key, []))
         end = min(request.end, model.end) if model.end is not None else request.end
+        if snap.name in request.restate:
+            done = _without(done, request.start if request.start is not None else model.start, end)
         if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE:
             assert model.start is not None
             start = max(model.start, request.start) if request.start is not None else model.start
@@ -181,6 +185,21 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
         if todo:
             result.append(Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks)))
     return tuple(result)
+
+
+def _without(done: list[Interval], start: int | None, end: int) -> list[Interval]:
+    """``done`` minus [start, end): what a restatement leaves standing."""
+    low = start if start is not None else -(2**62)
+    kept: list[Interval] = []
+    for s, e in done:
+        if e <= low or s >= end:
+            kept.append((s, e))
+            continue
+        if s < low:
+            kept.append((s, low))
+        if e > end:
+            kept.append((end, e))
+    return kept
 
 
 def _sha(value: object) -> str:

@@ -12,9 +12,8 @@ from sqlglot import exp
 from sluice.core.model.definition import Model
 from sluice.core.snapshot.fingerprint import data_inputs
 
-# Projections that change the number of rows when added: aggregates turn a plain SELECT
-# into one row; generators (EXPLODE and friends) multiply rows.
-_ROW_CHANGING = (exp.AggFunc, exp.Explode, exp.Posexplode, exp.Unnest, exp.Inline)
+# Projections that change the number of rows when added: an aggregate turns a plain SELECT
+# into one row (but not a query already grouped); generators (EXPLODE...) multiply rows.
 
 
 def categorize_direct(old: Model, new: Model) -> bool:
@@ -34,7 +33,7 @@ def only_adds_projections(old: exp.Expr, new: exp.Expr) -> bool:
     """Whether ``new`` equals ``old`` with projections appended or inserted."""
     if not isinstance(old, exp.Select) or not isinstance(new, exp.Select):
         return False
-    if new.args.get("distinct") or any(p.find(exp.Star) for p in new.expressions):
+    if new.args.get("distinct") or any(is_star(p) for p in new.expressions):
         return False
     old_sqls = [p.sql("spark") for p in old.expressions]
     new_projections = list(new.expressions)
@@ -51,7 +50,8 @@ def only_adds_projections(old: exp.Expr, new: exp.Expr) -> bool:
     if position != len(old_sqls):
         return False
     added = [p for i, p in enumerate(new_projections) if i not in kept]
-    if any(_changes_rows(p) for p in added):
+    aggregated = bool(old.args.get("group")) or any(_aggregates(p) for p in old.expressions)
+    if any(_generates(p) or (_aggregates(p) and not aggregated) for p in added):
         return False
     names = {p.alias_or_name for p in old.expressions}
     if any(p.alias_or_name in names for p in added):
@@ -61,10 +61,17 @@ def only_adds_projections(old: exp.Expr, new: exp.Expr) -> bool:
     return stripped.sql("spark") == old.sql("spark")
 
 
-def _changes_rows(projection: exp.Expr) -> bool:
+def is_star(projection: exp.Expr) -> bool:
+    """Whether a projection is ``*`` or ``t.*`` (``COUNT(*)`` is not)."""
+    return isinstance(projection, exp.Star) or (
+        isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+    )
+
+
+def _aggregates(projection: exp.Expr) -> bool:
     # An aggregate inside a window function (SUM(x) OVER (...)) keeps the row count.
-    for node in projection.find_all(*_ROW_CHANGING):
-        if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is not None:
-            continue
-        return True
-    return False
+    return any(node.find_ancestor(exp.Window) is None for node in projection.find_all(exp.AggFunc))
+
+
+def _generates(projection: exp.Expr) -> bool:
+    return projection.find(exp.Explode, exp.Posexplode, exp.Unnest, exp.Inline) is not None

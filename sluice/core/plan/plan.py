@@ -70,13 +70,14 @@ class Plan:
     metadata_only: tuple[str, ...]
     backfill: tuple[Backfill, ...]
     new_environment: bool
+    restated: tuple[str, ...] = ()
 
     @property
     def has_changes(self) -> bool:
         """Whether applying it changes what the environment points at."""
         return bool(
             self.added or self.removed or self.directly_modified or self.indirectly_modified
-            or self.metadata_only or self.new_environment
+            or self.metadata_only or self.new_environment or self.restated
         )  # fmt: skip
 
     def snapshot(self, name: str) -> Snapshot:
@@ -117,6 +118,7 @@ class Plan:
                 for c in self.indirectly_modified
             ],
             "metadata_only": list(self.metadata_only),
+            "restated": list(self.restated),
             "backfill": [
                 {
                     "model": b.name,

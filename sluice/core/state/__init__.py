@@ -4,6 +4,7 @@ Open it with :func:`open_state` (SQLite or PostgreSQL URL); depend on :class:`St
 where state is only read and on :class:`StateStore` where it is written.
 """
 
+from sluice.core.state.housekeeping import JobResult
 from sluice.core.state.migrations import SCHEMA_VERSION
 from sluice.core.state.records import (
     EnvironmentRecord,
@@ -21,6 +22,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "EnvironmentRecord",
     "Interval",
+    "JobResult",
     "PlanRecord",
     "SnapshotId",
     "SnapshotRef",

@@ -38,7 +38,7 @@ from sluice.core.state.schema import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this Sluice creates and understands."""
 
 # Arbitrary but fixed: every Sluice process must contend for the same advisory lock.
@@ -67,8 +67,20 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-MIGRATIONS: tuple[Migration, ...] = ()
-"""Every migration, oldest first. Version 1 is the first schema, so there are none yet."""
+def _v2_orphans_and_results(conn: Connection) -> None:
+    from sluice.core.state.schema import orphans, results
+
+    # checkfirst: a database created at a later version already has them.
+    for table in (orphans, results):
+        table.create(conn, checkfirst=True)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(2, "track unreferenced tables and job results", _v2_orphans_and_results),
+)
+"""Every migration, oldest first (version 1 is the first schema)."""
 
 
 def migrate(

@@ -119,6 +119,37 @@ plans = Table(
     Column("payload", Text, nullable=False),
 )
 
+# Schema version 2 -----------------------------------------------------------------------
+
+orphans = Table(
+    "sluice_orphans",
+    metadata,
+    # Physical tables no environment references, and since when: the janitor drops them
+    # once they have been unreferenced for longer than the TTL.
+    Column("name", String, primary_key=True),
+    Column("version", String, primary_key=True),
+    Column("since_ts", BigInteger, nullable=False),
+)
+
+results = Table(
+    "sluice_results",
+    metadata,
+    # What a job found: audit and unit-test outcomes, kept so the bot can report them
+    # without Spark.
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("job_id", String, nullable=False),
+    Column("plan_id", String, nullable=True),
+    Column("kind", String, nullable=False),
+    Column("name", String, nullable=False),
+    Column("passed", Boolean, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+)
+Index("ix_sluice_results_job", results.c.job_id)
+Index("ix_sluice_results_plan", results.c.plan_id)
+
 
 def create_state_engine(url: str) -> Engine:
     """An engine for the state database at ``url``, configured for concurrent use.

@@ -38,6 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sluice.core.errors import ConflictError, StateError
 from sluice.core.intervals import merge as merge_intervals
 from sluice.core.state import schema
+from sluice.core.state.housekeeping import HousekeepingMixin
 from sluice.core.state.migrations import migrate
 from sluice.core.state.records import (
     EnvironmentRecord,
@@ -103,7 +104,7 @@ def open_state(url: str) -> SqlStateStore:
     return SqlStateStore(engine)
 
 
-class SqlStateStore:
+class SqlStateStore(HousekeepingMixin):
     """:class:`~sluice.core.state.store.StateStore` on SQLite or PostgreSQL.
 
     Create it with :func:`open_state`, which migrates the schema first.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from sluice.core.state.housekeeping import JobResult
 from sluice.core.state.records import (
     EnvironmentRecord,
     Interval,
@@ -118,7 +119,33 @@ class StateWriter(Protocol):
 
 
 class StateStore(StateReader, StateWriter, Protocol):
-    """A state reader and writer that holds resources (connections) until closed."""
+    """A state reader and writer that holds resources (connections) until closed.
+
+    Besides environments and snapshots it keeps the janitor's bookkeeping and the results
+    of jobs (audits, unit tests).
+    """
+
+    def list_tables(self) -> set[TableKey]:
+        """Every physical table some stored snapshot uses."""
+        ...
+
+    def set_orphans(self, tables: Iterable[TableKey], now: int) -> dict[TableKey, int]:
+        """Make ``tables`` the unreferenced set; return since when each has been."""
+        ...
+
+    def forget_tables(self, tables: Iterable[TableKey]) -> None:
+        """Drop the orphan marks, intervals and snapshots of dropped tables."""
+        ...
+
+    def save_results(self, results: Iterable[JobResult]) -> None:
+        """Store the outcomes of a job."""
+        ...
+
+    def get_results(
+        self, *, job_id: str | None = None, plan_id: str | None = None
+    ) -> list[JobResult]:
+        """Outcomes of one job, or of every job of one plan."""
+        ...
 
     def close(self) -> None:
         """Release the store's connections. The store must not be used afterwards."""

@@ -32,3 +32,11 @@ def q(sql: str) -> sqlglot.exp.Expr:
 )
 def test_only_added_projections_are_non_breaking(old: str, new: str, non_breaking: bool) -> None:
     assert only_adds_projections(q(old), q(new)) is non_breaking
+
+
+def test_count_star_is_not_a_star_projection() -> None:
+    assert only_adds_projections(
+        q("SELECT a, COUNT(*) AS n FROM t GROUP BY a"),
+        q("SELECT a, COUNT(*) AS n, MAX(b) AS m FROM t GROUP BY a"),
+    )
+    assert not only_adds_projections(q("SELECT a FROM t"), q("SELECT a, t.* FROM t"))

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Engine, event, inspect, select, text, update
 
 from sluice.core.errors import StateError
 from sluice.core.state import SCHEMA_VERSION, StoredSnapshot, open_state
-from sluice.core.state.migrations import Migration, migrate
+from sluice.core.state.migrations import MIGRATIONS, Migration, migrate
 from sluice.core.state.schema import create_state_engine, metadata, schema_version
 from sluice.core.state.sql import SqlStateStore
 
@@ -62,25 +62,26 @@ def test_extra_migrations_upgrade_in_order_and_keep_data(engine: Engine) -> None
     ran: list[int] = []
 
     def add_note(conn: Connection) -> None:
-        ran.append(2)
+        ran.append(SCHEMA_VERSION + 1)
         conn.execute(text("ALTER TABLE sluice_plans ADD COLUMN note TEXT"))
 
     def fill_note(conn: Connection) -> None:
-        ran.append(3)  # needs version 2's column, so order matters
+        ran.append(SCHEMA_VERSION + 2)  # needs the column added before, so order matters
         conn.execute(text("UPDATE sluice_plans SET note = 'x' WHERE note IS NULL"))
 
     steps = (
-        Migration(3, "fill plan notes", fill_note),
-        Migration(2, "add plan notes", add_note),
+        Migration(SCHEMA_VERSION + 2, "fill plan notes", fill_note),
+        Migration(SCHEMA_VERSION + 1, "add plan notes", add_note),
     )
-    assert migrate(engine, migrations=steps, target=3) == 3
-    assert ran == [2, 3]
-    assert stored_version(engine) == [3]
+    top = SCHEMA_VERSION + 2
+    assert migrate(engine, migrations=(*MIGRATIONS, *steps), target=top) == top
+    assert ran == [SCHEMA_VERSION + 1, top]
+    assert stored_version(engine) == [top]
     assert "note" in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
     assert SqlStateStore(engine).get_snapshots([kept.id]) == {kept.id: kept}
 
-    assert migrate(engine, migrations=steps, target=3) == 3  # at target: nothing runs
-    assert ran == [2, 3]
+    assert migrate(engine, migrations=(*MIGRATIONS, *steps), target=top) == top  # nothing runs
+    assert ran == [SCHEMA_VERSION + 1, top]
 
 
 def test_failed_migration_leaves_database_unchanged(engine: Engine) -> None:
@@ -92,18 +93,22 @@ def test_failed_migration_leaves_database_unchanged(engine: Engine) -> None:
     def broken(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE sluice_no_such_table ADD COLUMN x TEXT"))
 
-    steps = (Migration(2, "add note", add_column), Migration(3, "broken step", broken))
+    steps = (
+        *MIGRATIONS,
+        Migration(SCHEMA_VERSION + 1, "add note", add_column),
+        Migration(SCHEMA_VERSION + 2, "broken step", broken),
+    )
     with pytest.raises(StateError, match="broken step") as failed:
-        migrate(engine, migrations=steps, target=3)
-    assert "left at version 1" in str(failed.value)
-    assert stored_version(engine) == [1]
+        migrate(engine, migrations=steps, target=SCHEMA_VERSION + 2)
+    assert f"left at version {SCHEMA_VERSION}" in str(failed.value)
+    assert stored_version(engine) == [SCHEMA_VERSION]
     assert "note" not in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
 
 
 def test_missing_migration_step_is_a_bug(engine: Engine) -> None:
     migrate(engine)
     with pytest.raises(ValueError, match="no migration"):
-        migrate(engine, migrations=(), target=2)
+        migrate(engine, migrations=(), target=SCHEMA_VERSION + 1)
 
 
 def test_partial_schema_without_version_is_refused(state_url: str, engine: Engine) -> None:
@@ -160,3 +165,24 @@ def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "state.db"
     open_state(f"sqlite:///{path}").close()
     assert path.exists()
+
+
+def test_a_version_1_database_is_upgraded_to_the_current_schema(
+    state_url: str, engine: Engine
+) -> None:
+    # Build what Sluice 0.1 (schema version 1) left behind: its tables only, stamped 1.
+    migrate(engine)
+    for table in ("sluice_orphans", "sluice_results"):
+        metadata.tables[table].drop(engine)
+    with engine.begin() as conn:
+        conn.execute(update(schema_version).values(version=1))
+    old = SqlStateStore(engine)
+    kept = StoredSnapshot("jaffle.orders", "aa11", "v1", {"kind": "FULL"})
+    old.push_snapshots([kept])
+    upgraded = open_state(state_url)
+    try:
+        assert stored_version(engine) == [SCHEMA_VERSION] and SCHEMA_VERSION >= 2
+        assert {"sluice_orphans", "sluice_results"} <= set(inspect(engine).get_table_names())
+        assert upgraded.get_snapshots([kept.id]) == {kept.id: kept}
+    finally:
+        upgraded.close()

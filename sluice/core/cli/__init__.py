@@ -1,0 +1,17 @@
+"""The ``sluice`` command. Each subcommand is a thin call into :mod:`sluice.core.workflow`."""
+
+from __future__ import annotations
+
+from sluice.core.cli import operations, plan
+from sluice.core.cli.common import cli
+
+plan.register(cli)
+operations.register(cli)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,105 @@
+"""What every subcommand shares: the group, options, error handling, progress output."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from sluice import __version__
+from sluice.core.errors import SluiceError
+from sluice.core.timeutil import DAY_MS, to_ms
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console()
+err = Console(stderr=True)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="sluice")
+@click.option("-v", "--verbose", is_flag=True, help="Log what Sluice does.")
+def cli(verbose: bool) -> None:
+    """Sluice: GitOps deployment for SQL data pipelines on Apache Spark."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+def now_ms() -> int:
+    """The clock, read once per command (workflow functions take time as an argument)."""
+    return int(time.time() * 1000)
+
+
+def fails_cleanly(func: F) -> F:
+    """Print a SluiceError as the user's problem (no traceback) and exit 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SluiceError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class DateType(click.ParamType):  # type: ignore[type-arg]
+    """A date or timestamp; as an end, a bare date includes that whole day."""
+
+    name = "date"
+
+    def __init__(self, inclusive_end: bool = False) -> None:
+        self.inclusive_end = inclusive_end
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            ms = to_ms(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return ms + DAY_MS if self.inclusive_end and len(str(value).strip()) == 10 else ms
+
+
+project_option = click.option(
+    "--project", "-p", "project_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+    show_default=True, help="The project folder (holds config.yaml and models/).",
+)  # fmt: skip
+state_option = click.option(
+    "--state",
+    "state",
+    default=None,
+    help="State database URL (default: config, then .sluice/state.db).",
+)
+in_process_option = click.option(
+    "--in-process", is_flag=True,
+    help="Run the Spark work in this process instead of spark-submit (development, fast tests).",
+)  # fmt: skip
+
+
+def progress(event: dict[str, Any]) -> None:
+    """Print the driver's progress on stderr (stdout stays clean for --json)."""
+    kind = event.get("event")
+    if kind == "step_start":
+        err.print(f"[dim]→ {event.get('label')}[/]", highlight=False)
+    elif kind == "step_done" and event.get("seconds", 0) >= 1:
+        err.print(f"[dim]  done in {event['seconds']:.1f} s[/]", highlight=False)
+    elif kind == "log":
+        err.print(f"[dim]  {event.get('message')}[/]", highlight=False)
+    elif kind == "waiting":
+        err.print(f"[yellow]{event.get('message')}[/]", highlight=False)
+
+
+def notes(items: tuple[str, ...]) -> None:
+    """Print load notes on stderr."""
+    for note in items:
+        err.print(f"[dim]note: {note}[/]", highlight=False)

@@ -1,0 +1,185 @@
+"""``sluice plan`` and ``sluice apply``: show what a change does, then do it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.tree import Tree
+
+from sluice.core import workflow
+from sluice.core.cli.common import (
+    DateType,
+    fails_cleanly,
+    in_process_option,
+    notes,
+    now_ms,
+    out,
+    progress,
+    project_option,
+    state_option,
+)
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.naming import check_environment_name
+from sluice.core.timeutil import format_range
+
+
+def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.argument("environment", default="prod"),
+        project_option,
+        state_option,
+        click.option("--start", type=DateType(), default=None, help="Backfill from this date (default: each model's start)."),
+        click.option("--end", type=DateType(inclusive_end=True), default=None, help="Backfill up to and including this date (default: now)."),
+        click.option("--forward-only", is_flag=True, help="Reuse existing tables for every change; no rebuilds."),
+        click.option("--restate-model", "restate", multiple=True, help="Recompute this model's data in the range (+NAME: and everything downstream)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _run(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
+         forward_only: bool, restate: tuple[str, ...], as_json: bool, apply: bool, in_process: bool) -> None:  # fmt: skip
+    check_environment_name(environment)
+    project = workflow.load_project(project_dir)
+    now = now_ms()
+    notes(project.notes)
+    url = workflow.state_url(project, state)
+    store = workflow.open_project_state(project, state)
+    try:
+        result = workflow.plan_environment(
+            project, store, environment, start=start, end=end if end is not None else now,
+            execution_time=now, forward_only=forward_only, restate=restate,
+        )  # fmt: skip
+        if not apply:
+            if as_json:
+                click.echo(json.dumps(result.to_json(), indent=2))
+            else:
+                print_plan(result, out)
+            return
+        if not as_json:
+            print_plan(result, out)
+        runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
+        applied = workflow.apply_plan(project, store, result, runner, url=url, now=now)
+    finally:
+        store.close()
+    summary = {"tables_built": applied.tables_built, "views_swapped": applied.views_swapped,
+               "seconds": applied.job.seconds if applied.job else 0.0}  # fmt: skip
+    if as_json:
+        click.echo(json.dumps({**result.to_json(), "applied": summary}, indent=2))
+    elif applied.job is None:
+        out.print(f"[green]{environment} is up to date; nothing to apply.[/]")
+    else:
+        out.print(
+            f"[green]Applied to {environment}:[/] {applied.tables_built} table(s) built, "
+            f"{applied.views_swapped} view(s) pointed at new versions ({summary['seconds']:.1f} s)."
+        )
+
+
+@click.command()
+@_plan_options
+@click.option("--apply", "apply", is_flag=True, help="Apply the plan right away.")
+@in_process_option
+@fails_cleanly
+def plan(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
+         forward_only: bool, restate: tuple[str, ...], as_json: bool, apply: bool, in_process: bool) -> None:  # fmt: skip
+    """Show what applying the project to ENVIRONMENT (default: prod) would change."""
+    _run(
+        environment,
+        project_dir,
+        state,
+        start,
+        end,
+        forward_only,
+        restate,
+        as_json,
+        apply,
+        in_process,
+    )
+
+
+@click.command()
+@_plan_options
+@in_process_option
+@fails_cleanly
+def apply(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
+          forward_only: bool, restate: tuple[str, ...], as_json: bool, in_process: bool) -> None:  # fmt: skip
+    """Plan ENVIRONMENT (default: prod) and apply it: build, audit, swap views, commit."""
+    _run(
+        environment,
+        project_dir,
+        state,
+        start,
+        end,
+        forward_only,
+        restate,
+        as_json,
+        True,
+        in_process,
+    )
+
+
+def register(group: click.Group) -> None:
+    """Add plan and apply to ``group``."""
+    group.add_command(plan)
+    group.add_command(apply)
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """The plan as a readable tree."""
+    title = f"[bold]Plan for environment [cyan]{plan.environment}[/cyan][/bold]"
+    if plan.new_environment:
+        title += " [dim](new environment" + (
+            ", starting from prod)" if plan.environment != "prod" else ")"
+        )
+    tree = Tree(title)
+    if not plan.has_changes and not plan.backfill:
+        tree.add("[green]No changes: the environment is up to date.[/]")
+    sections: list[tuple[str, list[str]]] = [
+        ("[green]Added", list(plan.added)),
+        ("[red]Removed", list(plan.removed)),
+        ("[dim]Metadata only", list(plan.metadata_only)),
+    ]
+    for label, names in sections[:2]:
+        if names:
+            branch = tree.add(f"{label} ({len(names)})[/]")
+            for name in names:
+                branch.add(name)
+    if plan.directly_modified:
+        branch = tree.add(f"[yellow]Directly modified ({len(plan.directly_modified)})[/]")
+        for change in plan.directly_modified:
+            node = branch.add(f"{change.name} [bold]{_category(change.category.value)}[/]")
+            if change.diff:
+                node.add(Syntax(change.diff, "diff", theme="ansi_dark", background_color="default"))
+    if plan.indirectly_modified:
+        branch = tree.add(f"[yellow]Indirectly modified ({len(plan.indirectly_modified)})[/]")
+        for change in plan.indirectly_modified:
+            branch.add(f"{change.name} {_category(change.category.value)}")
+    label, names = sections[2]
+    if names:
+        branch = tree.add(f"{label} ({len(names)})[/]")
+        for name in names:
+            branch.add(name)
+    if plan.backfill:
+        branch = tree.add(f"[blue]Backfill ({len(plan.backfill)} tables)[/]")
+        for item in plan.backfill:
+            count = len(item.intervals)
+            detail = f"{count} interval{'s' if count != 1 else ''}"
+            if len(item.batches) != count:
+                detail += f" in {len(item.batches)} batch{'es' if len(item.batches) != 1 else ''}"
+            branch.add(f"{item.name}: {format_range(item.start, item.end)} [dim]({detail})[/]")
+    console.print(tree)
+
+
+def _category(value: str) -> str:
+    colour = {"breaking": "red", "non-breaking": "green", "forward-only": "magenta"}.get(
+        value, "dim"
+    )
+    return f"[{colour}]\\[{value}][/]"

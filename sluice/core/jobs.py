@@ -1,0 +1,103 @@
+"""Job specs for the Spark driver: apply a plan, clean up environments (pure).
+
+One command is one job: every table build, audit, view swap and the environment commit of
+an apply go to the driver together, so Spark starts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from sluice.core.model.definition import Audit, KindName
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.naming import PROD, physical_table, view_name, view_schema
+from sluice.core.spark.render import build_steps, view_steps
+from sluice.core.state.records import EnvironmentRecord, StoredSnapshot
+
+DAY_MS = 86_400_000
+
+
+def environment_record(plan: Plan, now: int, ttl_days: int | None) -> EnvironmentRecord:
+    """The record the environment gets once ``plan`` is applied."""
+    expiration = None
+    if plan.environment != PROD and ttl_days is not None:
+        expiration = now + ttl_days * DAY_MS
+    return EnvironmentRecord(
+        name=plan.environment,
+        snapshots=tuple(s.ref for s in plan.snapshots),
+        plan_id=plan.plan_id,
+        previous_plan_id=plan.base_plan_id,
+        start=plan.start,
+        end=plan.end,
+        expiration_ts=expiration,
+        updated_ts=now,
+    )
+
+
+def apply_job(
+    plan: Plan,
+    *,
+    audits: Mapping[str, Audit],
+    project_dir: str,
+    table_format: str,
+    state_url: str,
+    previous_versions: Mapping[str, str] | None,
+    now: int,
+    ttl_days: int | None,
+    restate_ranges: Mapping[str, list[tuple[int, int]]] | None = None,
+) -> dict[str, Any]:
+    """The job that builds, audits and promotes ``plan``.
+
+    ``previous_versions`` maps model -> version the environment's views point at now
+    (None when it has none), so only views that change are replaced.
+    """
+    steps = build_steps(plan, audits, project_dir, table_format, restate_ranges)
+    steps.append(view_steps(plan, previous_versions))
+    record = environment_record(plan, now, ttl_days)
+    steps.append({
+        "type": "commit",
+        "label": f"commit environment {plan.environment}",
+        "record": {**asdict(record), "snapshots": [asdict(r) for r in record.snapshots]},
+        "expected_plan_id": plan.base_plan_id,
+    })  # fmt: skip
+    return {
+        "job_id": f"apply-{plan.environment}-{plan.plan_id[:12]}-{now}",
+        "kind": "apply",
+        "state_url": state_url,
+        "environment": plan.environment,
+        "plan_id": plan.plan_id,
+        "base_plan_id": plan.base_plan_id,
+        "steps": steps,
+    }
+
+
+def janitor_job(
+    environments: Iterable[EnvironmentRecord],
+    snapshots: Mapping[tuple[str, str], StoredSnapshot],
+    tables: Iterable[tuple[str, str]],
+    state_url: str,
+    now: int,
+) -> dict[str, Any]:
+    """Drop the views (and schemas) of ``environments`` and the physical ``tables``."""
+    views: list[str] = []
+    schemas: set[str] = set()
+    for env in environments:
+        for ref in env.snapshots:
+            stored = snapshots.get((ref.name, ref.identifier))
+            if (
+                stored is not None
+                and stored.payload["model"]["kind"]["name"] == KindName.EXTERNAL.value
+            ):
+                continue
+            views.append(view_name(ref.name, env.name))
+            schemas.add(view_schema(ref.name.split(".", 1)[0], env.name))
+    steps = [{
+        "type": "drop",
+        "label": "drop expired environments and unused tables",
+        "views": sorted(views),
+        "schemas": sorted(schemas),
+        "tables": sorted(physical_table(name, version) for name, version in tables),
+    }]  # fmt: skip
+    return {"job_id": f"janitor-{now}", "kind": "janitor", "state_url": state_url, "steps": steps}

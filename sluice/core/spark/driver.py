@@ -1,0 +1,125 @@
+"""The Spark driver program: ``spark-submit driver.py JOB.json`` runs one job spec.
+
+A job spec is a JSON object ``{"job_id", "kind", "state_url", "steps": [...]}``; each step
+is ``{"type", "label", ...}`` and is run by the handler registered for its type. The
+driver reports through :mod:`sluice.core.spark.events` lines on stdout, writes what it
+computed (intervals, audit and test results) to the state store, and exits non-zero when
+a step fails. ``run_job`` is the same code for ``--in-process`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.core.spark import events
+from sluice.core.spark.steps.context import StepContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
+Emit = Callable[[dict[str, Any]], None]
+
+
+class StepFailed(Exception):
+    """A step failed; the event naming it has been emitted."""
+
+    def __init__(self, step: dict[str, Any], message: str) -> None:
+        super().__init__(f"{step.get('label', step.get('type'))}: {message}")
+        self.step = step
+        self.message = message
+
+
+def handlers() -> dict[str, Handler]:
+    """Every step type the driver knows (imported lazily: they need pyspark)."""
+    from sluice.core.spark.steps import registry
+
+    return registry.HANDLERS
+
+
+def spark_error(exc: BaseException) -> str:
+    """The part of a Spark/Python error a user needs: no JVM stack, at most 15 lines."""
+    text = str(exc) or exc.__class__.__name__
+    text = text.split("JVM stacktrace:", 1)[0]
+    lines = [ln for ln in text.splitlines() if not re.match(r"^\s+at [\w$.]+\(", ln)]
+    lines = [ln.rstrip() for ln in lines if ln.strip()]
+    if len(lines) > 15:
+        lines = [*lines[:15], f"... ({len(lines) - 15} more lines in the log)"]
+    name = exc.__class__.__name__
+    body = "\n".join(lines)
+    return body if body.startswith(name) else f"{name}: {body}"
+
+
+def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, Any]:
+    """Run every step of ``spec`` in order; stop at the first failure.
+
+    Raises:
+        StepFailed: naming the step, after emitting a ``step_failed`` event.
+    """
+    from sluice.core.state import open_state
+
+    state = open_state(spec["state_url"]) if spec.get("state_url") else None
+    ctx = StepContext(job=spec, emit=emit, state=state)
+    table = handlers()
+    try:
+        for index, step in enumerate(spec["steps"]):
+            label = step.get("label", step["type"])
+            emit({"event": "step_start", "index": index, "type": step["type"], "label": label})
+            began = time.monotonic()
+            try:
+                result = table[step["type"]](spark, step, ctx)
+            except Exception as exc:
+                message = spark_error(exc)
+                emit({"event": "step_failed", "index": index, "type": step["type"], "label": label,
+                      "error": message, "error_class": exc.__class__.__name__})  # fmt: skip
+                raise StepFailed(step, message) from exc
+            if result is not None:
+                ctx.results[step.get("id", str(index))] = result
+            emit({"event": "step_done", "index": index, "label": label,
+                  "seconds": round(time.monotonic() - began, 3), "result": result})  # fmt: skip
+    finally:
+        if state is not None:
+            state.close()
+    return ctx.results
+
+
+def _print(event: dict[str, Any]) -> None:
+    print(events.encode(event), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point under spark-submit: ``driver.py JOB.json``."""
+    try:
+        with open(argv[1], encoding="utf-8") as handle:
+            spec = json.load(handle)
+        spec["steps"]
+    except (IndexError, OSError, ValueError, KeyError) as exc:
+        _print({"event": "job_failed", "error": f"cannot read the job spec: {exc}"})
+        return events.BAD_SPEC
+    from pyspark.sql import SparkSession
+
+    _print({"event": "job_start", "job_id": spec.get("job_id"), "steps": len(spec["steps"])})
+    spark = SparkSession.builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        results = run_job(spec, spark, _print)
+    except StepFailed:
+        return events.STEP_FAILED
+    except Exception as exc:  # a bug or an environment problem outside any step
+        _print({"event": "job_failed", "error": spark_error(exc)})
+        traceback.print_exc()
+        return 1
+    finally:
+        spark.stop()
+    _print({"event": "job_done", "job_id": spec.get("job_id"), "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,215 @@
+"""Plans rendered as Spark work: the steps of a job spec, as Spark SQL (pure).
+
+Parents are read through their physical tables (never through environment views), so
+what a model computes depends only on the versions its snapshot was planned with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from sluice.core.model import macros
+from sluice.core.model.audits import builtin_audit_sql
+from sluice.core.model.definition import Audit, KindName, Model
+from sluice.core.plan.categorize import is_star
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.naming import physical_schema, view_name, view_schema
+from sluice.core.snapshot.snapshot import Snapshot
+
+
+def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
+    """Replace references to models (``schema.table``) by the tables given for them."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and node.db:
+            target = tables.get(f"{node.db}.{node.name}".lower())
+            if target is not None:
+                table = exp.to_table(target)
+                if node.args.get("alias"):
+                    table.set("alias", node.args["alias"].copy())
+                else:
+                    # Keep `orders.col` references working after the rename.
+                    table.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+                return table
+        return node
+
+    return query.transform(swap)
+
+
+def physical_names(snapshots: Iterable[Snapshot]) -> dict[str, str]:
+    """Model name -> the table a query reads for it (externals are read as they are)."""
+    return {
+        s.name: s.name if s.model.kind.name == KindName.EXTERNAL else s.table for s in snapshots
+    }
+
+
+def render_query(
+    model: Model, tables: Mapping[str, str], own_table: str, start: int, end: int, execution: int
+) -> str:
+    """The model's query for the interval [start, end), ready for Spark."""
+    assert model.query_sql is not None
+    query = sqlglot.parse_one(model.query_sql, read="spark")
+    query = resolve_tables(query, tables)
+    values: dict[str, exp.Expr | str] = {**macros.time_values(start, end, execution)}
+    values["this_model"] = own_table
+    return macros.render(query, values).sql("spark")
+
+
+def output_columns(model: Model) -> list[str] | None:
+    """The query's column names in order, when sqlglot can tell them without a catalog."""
+    if model.query_sql is None:
+        return [name for name, _ in model.columns] or None
+    query = sqlglot.parse_one(model.query_sql, read="spark")
+    if not isinstance(query, exp.Select):
+        return None
+    names = []
+    for projection in query.expressions:
+        if is_star(projection) or not projection.alias_or_name:
+            return None
+        names.append(projection.alias_or_name)
+    return names
+
+
+def audit_sql(call_name: str, args: Mapping[str, str], audit: Audit | None, table: str,
+              start: int, end: int, execution: int) -> str:  # fmt: skip
+    """The query returning the rows that violate one audit of a model's table."""
+    from sluice.core.model.definition import AuditCall
+
+    if audit is None:
+        return builtin_audit_sql(AuditCall(call_name, tuple(args.items())), table)
+    values: dict[str, exp.Expr | str] = {**macros.time_values(start, end, execution)}
+    values["this_model"] = table
+    for name, sql in {**dict(audit.defaults), **args}.items():
+        values[name] = sqlglot.parse_one(sql, read="spark")
+    return macros.render(sqlglot.parse_one(audit.query_sql, read="spark"), values).sql("spark")
+
+
+def build_steps(
+    plan: Plan,
+    audits: Mapping[str, Audit],
+    project_dir: str,
+    table_format: str,
+    restate: Mapping[str, list[tuple[int, int]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Create and fill every table the plan needs, each followed by its audits."""
+    tables = physical_names(plan.snapshots)
+    base_built = {(b.name, b.version) for b in plan.backfill}
+    new_views = {
+        (c.name, c.version)
+        for c in (*plan.directly_modified, *plan.indirectly_modified)
+        if c.rebuilds
+    }
+    new_views |= {(name, plan.snapshot(name).version) for name in plan.added}
+    steps: list[dict[str, Any]] = []
+    schemas = sorted(
+        {physical_schema(s.name) for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL}
+    )
+    if schemas:
+        steps.append({
+            "type": "sql", "label": "create physical schemas",
+            "statements": [f"CREATE DATABASE IF NOT EXISTS {s}" for s in schemas],
+        })  # fmt: skip
+    backfills = {b.name: b for b in plan.backfill}
+    for snap in plan.snapshots:
+        model = snap.model
+        kind = model.kind.name
+        is_view = kind == KindName.VIEW and (snap.name, snap.version) in new_views
+        backfill = backfills.get(snap.name)
+        if backfill is None and not is_view:
+            continue
+        step: dict[str, Any] = {
+            "type": "build",
+            "label": f"build {snap.name}",
+            "model": snap.name,
+            "version": snap.version,
+            "table": snap.table,
+            "kind": kind.value,
+            "format": table_format,
+            "time_column": model.kind.time_column,
+            "unique_key": list(model.kind.unique_key),
+            "columns": output_columns(model),
+            "partitioned_by": list(model.partitioned_by),
+            "restate": [list(r) for r in (restate or {}).get(snap.name, [])],
+            "batches": [],
+        }
+        if kind == KindName.SEED:
+            assert model.kind.seed_path is not None
+            step["seed"] = {
+                "path": str(Path(project_dir, model.kind.seed_path).resolve()),
+                "columns": [list(c) for c in model.columns],
+                "csv_settings": [list(c) for c in model.kind.csv_settings],
+            }
+        if is_view:
+            step["view_sql"] = render_query(
+                model, tables, snap.table, plan.end, plan.end, plan.execution_time
+            )
+        if backfill is not None:
+            step["batches"] = [
+                {"start": s, "end": e, "sql": None if kind == KindName.SEED else
+                 render_query(model, tables, snap.table, s, e, plan.execution_time)}
+                for s, e in backfill.batches
+            ]  # fmt: skip
+            step["intervals"] = [list(i) for i in backfill.intervals]
+        steps.append(step)
+        if (snap.name, snap.version) in base_built or is_view:
+            start = backfill.start if backfill else plan.end
+            steps.extend(_audit_steps(snap, audits, start, plan.end, plan.execution_time))
+    return steps
+
+
+def _audit_steps(snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int,
+                 execution: int) -> list[dict[str, Any]]:  # fmt: skip
+    steps = []
+    for call in snap.model.audits:
+        audit = audits.get(call.name)
+        steps.append({
+            "type": "audit",
+            "label": f"audit {snap.name}: {call.name}",
+            "model": snap.name,
+            "version": snap.version,
+            "audit": call.name,
+            "blocking": call.blocking and (audit.blocking if audit else True),
+            "sql": audit_sql(call.name, dict(call.args), audit, snap.table, start, end, execution),
+        })  # fmt: skip
+    return steps
+
+
+def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> dict[str, Any]:
+    """Point the environment's views at the plan's versions.
+
+    ``previous`` maps model name -> version the environment's views point at now (None
+    when the environment has no views yet, so every view is created).
+    """
+    env = plan.environment
+    views = []
+    for snap in plan.snapshots:
+        if snap.model.kind.name == KindName.EXTERNAL:
+            continue
+        if previous is not None and previous.get(snap.name) == snap.version:
+            continue
+        columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
+        select = ", ".join(f"`{c}`" for c in columns) if columns else "*"
+        views.append(
+            {"view": view_name(snap.name, env), "sql": f"SELECT {select} FROM {snap.table}"}
+        )
+    drops = [view_name(name, env) for name in plan.removed]
+    schemas = sorted(
+        {
+            view_schema(s.model.schema, env)
+            for s in plan.snapshots
+            if s.model.kind.name != KindName.EXTERNAL
+        }
+    )
+    return {
+        "type": "views",
+        "label": f"point {env}'s views at the new versions",
+        "environment": env,
+        "schemas": schemas,
+        "views": views,
+        "drop": drops,
+    }

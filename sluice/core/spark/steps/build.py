@@ -1,0 +1,220 @@
+"""Build one model version's physical table, and audit it (runs in the driver).
+
+Every write is idempotent, so a job killed half-way is finished by running it again:
+FULL and SEED tables are overwritten whole; an INCREMENTAL_BY_TIME_RANGE batch replaces
+exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the table as
+the new rows plus the old rows whose keys are absent, through a staging table that a
+restarted job recovers. An interval is recorded in state only after its data is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from sluice.core.spark.steps.context import StepContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+    """Create the table (or view) of a model version and fill its missing batches."""
+    table = step["table"]
+    kind = step["kind"]
+    name, version = step["model"], step["version"]
+    if step.get("view_sql"):
+        spark.sql(f"CREATE OR REPLACE VIEW {table} AS {step['view_sql']}")
+    if ctx.state is not None:
+        for start, end in step.get("restate", []):
+            ctx.state.remove_intervals(name, version, start, end)
+    written = 0
+    for batch in step["batches"]:
+        if kind == "SEED":
+            _write_seed(spark, step)
+        elif kind == "INCREMENTAL_BY_TIME_RANGE":
+            _write_time_range(spark, step, batch)
+        elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
+            _write_unique_key(spark, step, batch["sql"])
+        else:
+            _create_if_missing(spark, step, batch["sql"])
+            spark.sql(f"INSERT OVERWRITE TABLE {table} {batch['sql']}")
+        written += 1
+        if ctx.state is not None:
+            intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
+            done = [(s, e) for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
+            ctx.state.add_intervals(name, version, done or [(batch["start"], batch["end"])])
+        ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
+    return {"model": name, "version": version, "table": table, "batches": written}
+
+
+def _create_if_missing(
+    spark: SparkSession, step: dict[str, Any], sql: str, partition: str | None = None
+) -> None:
+    if spark.catalog.tableExists(step["table"]):
+        return
+    parts = [partition] if partition else step.get("partitioned_by") or []
+    partitioned = f" PARTITIONED BY ({', '.join(parts)})" if parts else ""
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {step['table']} USING {step['format']}{partitioned} "
+        f"AS SELECT * FROM ({sql}) AS __sluice_q WHERE FALSE"
+    )
+
+
+def _write_time_range(spark: SparkSession, step: dict[str, Any], batch: dict[str, Any]) -> None:
+    table, column = step["table"], step["time_column"]
+    _create_if_missing(spark, step, batch["sql"], partition=column)
+    low, high = _bounds(spark, table, column, batch["start"], batch["end"])
+    # Clear the batch's range first: a re-run, or a restatement that now yields no rows for
+    # a day, must not leave old rows behind. Partition values come back as escaped strings.
+    stale = []
+    for row in spark.sql(f"SHOW PARTITIONS {table}").collect():
+        key, _, escaped = row[0].partition("=")
+        value = unquote(escaped)
+        if key == column and low <= value < high:
+            stale.append(f"PARTITION ({column} = '{value}')")
+    if stale:  # one metastore call for the whole batch
+        spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {', '.join(stale)}")
+    rows = spark.sql(
+        f"SELECT * FROM ({batch['sql']}) AS __sluice_q "
+        f"WHERE {column} >= '{low}' AND {column} < '{high}'"
+    )
+    _insert_by_name(spark, rows, table)
+
+
+def _bounds(
+    spark: SparkSession, table: str, column: str, start_ms: int, end_ms: int
+) -> tuple[str, str]:
+    """The batch's [start, end) as literals comparable with the time column's values."""
+    from sluice.core.timeutil import to_ds, to_ts
+
+    kind = dict((f.name, f.dataType.simpleString()) for f in spark.table(table).schema.fields)[
+        column
+    ]
+    if kind == "date":
+        return to_ds(start_ms), to_ds(end_ms)
+    return to_ts(start_ms), to_ts(end_ms)
+
+
+def _insert_by_name(spark: SparkSession, rows: DataFrame, table: str) -> None:
+    # Partition columns are stored last, so insert by name, not by position; and overwrite
+    # only the partitions the rows fall in.
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    order = [f.name for f in spark.table(table).schema.fields]
+    rows.select(*order).write.insertInto(table, overwrite=True)
+
+
+def _write_unique_key(spark: SparkSession, step: dict[str, Any], sql: str) -> None:
+    table = step["table"]
+    staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
+    # Recover from a job killed between dropping the table and renaming its replacement.
+    if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
+        spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
+    spark.sql(f"DROP TABLE IF EXISTS {staging}")
+    spark.sql(f"DROP TABLE IF EXISTS {fresh}")
+    if not spark.catalog.tableExists(table):
+        spark.sql(f"CREATE TABLE {table} USING {step['format']} AS {sql}")
+        return
+    spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
+    on = " AND ".join(f"o.{k} <=> n.{k}" for k in step["unique_key"])
+    spark.sql(
+        f"CREATE TABLE {staging} USING {step['format']} AS "
+        f"SELECT * FROM {fresh} UNION ALL SELECT o.* FROM {table} AS o LEFT ANTI JOIN {fresh} AS n ON {on}"
+    )
+    spark.sql(f"DROP TABLE {table}")
+    spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
+    spark.sql(f"DROP TABLE IF EXISTS {fresh}")
+
+
+_CASTS: dict[str, Any] = {
+    "tinyint": int, "smallint": int, "int": int, "bigint": int, "float": float, "double": float,
+    "boolean": lambda v: {"true": True, "false": False, "1": True, "0": False}[v.lower()],
+    "date": date.fromisoformat, "timestamp": datetime.fromisoformat, "string": str,
+}  # fmt: skip
+
+
+def _write_seed(spark: SparkSession, step: dict[str, Any]) -> None:
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    seed = step["seed"]
+    columns = [(c[0], c[1]) for c in seed["columns"]]
+    schema = StructType()
+    for col_name, col_type in columns:
+        schema.add(col_name, _parse_datatype_string(col_type), nullable=True)
+    with open(seed["path"], encoding="utf-8-sig", newline="") as handle:
+        text = handle.read()
+    options = {
+        k: v
+        for k, v in seed.get("csv_settings", [])
+        if k in ("delimiter", "quotechar", "escapechar")
+    }
+    reader = csv.reader(io.StringIO(text, newline=""), **options)
+    header = [h.strip().lower() for h in next(reader)]
+    rows = []
+    for line_no, raw in enumerate(reader, start=2):
+        if not raw or all(v == "" for v in raw):
+            continue
+        if len(raw) != len(header):
+            raise ValueError(
+                f"seed {step['model']}: {seed['path']}:{line_no} has {len(raw)} fields, the header has {len(header)}"
+            )
+        record = dict(zip(header, raw, strict=True))
+        rows.append(
+            tuple(
+                _convert(step["model"], seed["path"], line_no, n, t, record.get(n, ""))
+                for n, t in columns
+            )
+        )
+    frame = spark.createDataFrame(rows, schema)
+    frame.createOrReplaceTempView("__sluice_seed")
+    _create_if_missing(spark, step, "SELECT * FROM __sluice_seed")
+    spark.sql(f"INSERT OVERWRITE TABLE {step['table']} SELECT * FROM __sluice_seed")
+    spark.catalog.dropTempView("__sluice_seed")
+
+
+def _convert(model: str, path: str, line: int, column: str, kind: str, value: str) -> Any:
+    if value == "":
+        return None
+    base = kind.lower().split("(")[0]
+    try:
+        if base == "decimal":
+            return Decimal(value)
+        return _CASTS.get(base, str)(value.strip() if base != "string" else value)
+    except (ValueError, KeyError, ArithmeticError):
+        raise ValueError(
+            f"seed {model}: {path}:{line}: column {column} is {kind.upper()}, but the value is {value!r}"
+        ) from None
+
+
+def run_audit(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+    """Run one audit; a blocking one with violating rows fails the job."""
+    violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
+    sample = [r.asDict(recursive=True) for r in violations.limit(5).collect()]
+    count = violations.count() if sample else 0
+    result = {"model": step["model"], "audit": step["audit"], "passed": count == 0,
+              "violations": count, "sample": sample, "blocking": step["blocking"]}  # fmt: skip
+    if ctx.state is not None:
+        from sluice.core.state import JobResult
+
+        ctx.state.save_results([JobResult(ctx.job["job_id"], ctx.job.get("plan_id"), "audit",
+                                          f"{step['model']}:{step['audit']}", count == 0, result,
+                                          int(time.time() * 1000))])  # fmt: skip
+    if count and step["blocking"]:
+        raise AuditFailed(
+            f"audit {step['audit']} on {step['model']} failed: {count} row(s) violate it; first: {sample[:3]}"
+        )
+    if count:
+        ctx.log(
+            f"non-blocking audit {step['audit']} on {step['model']}: {count} row(s) violate it",
+            model=step["model"],
+        )
+    return result
+
+
+class AuditFailed(Exception):
+    """A blocking audit found violating rows."""

@@ -1,0 +1,21 @@
+"""The step handlers by type (imported by the driver, which runs under pyspark)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sluice.core.spark.steps import build, environment, query, sql, unittest
+
+if TYPE_CHECKING:
+    from sluice.core.spark.driver import Handler
+
+HANDLERS: dict[str, Handler] = {
+    "sql": sql.run_sql,
+    "build": build.run_build,
+    "audit": build.run_audit,
+    "views": environment.run_views,
+    "commit": environment.run_commit,
+    "drop": environment.run_drop,
+    "unit_test": unittest.run_unit_test,
+    "query": query.run_query,
+}

@@ -1,0 +1,105 @@
+"""State for the janitor and for job results (schema version 2), mixed into the SQL store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, tuple_
+
+from sluice.core.state import schema
+from sluice.core.state.records import TableKey
+from sluice.core.state.schema import dump_json, load_json
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """One outcome a job recorded: an audit or a unit test."""
+
+    job_id: str
+    plan_id: str | None
+    kind: str
+    name: str
+    passed: bool
+    payload: dict[str, Any]
+    created_ts: int
+
+
+class HousekeepingMixin:
+    """Orphaned physical tables and job results; needs ``_reading``/``_writing``."""
+
+    def _reading(self, action: str) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
+    def _writing(self, action: str) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
+    def list_tables(self) -> set[TableKey]:
+        """Every physical table some stored snapshot uses."""
+        t = schema.snapshots
+        with self._reading("list physical tables") as conn:
+            return {(r[0], r[1]) for r in conn.execute(select(t.c.name, t.c.version).distinct())}
+
+    def set_orphans(self, tables: Iterable[TableKey], now: int) -> dict[TableKey, int]:
+        """Make ``tables`` the set of unreferenced tables; return since when each is.
+
+        A table already known keeps its first time; one referenced again is forgotten.
+        """
+        wanted = set(tables)
+        t = schema.orphans
+        with self._writing("record unreferenced tables") as conn:
+            known = {(r.name, r.version): int(r.since_ts) for r in conn.execute(select(t))}
+            gone = [key for key in known if key not in wanted]
+            for chunk in _chunks(gone):
+                conn.execute(delete(t).where(tuple_(t.c.name, t.c.version).in_(chunk)))
+            fresh = [{"name": n, "version": v, "since_ts": now} for n, v in wanted - set(known)]
+            if fresh:
+                conn.execute(insert(t), fresh)
+        return {key: known.get(key, now) for key in wanted}
+
+    def forget_tables(self, tables: Iterable[TableKey]) -> None:
+        """Remove every trace of dropped tables: orphan marks, intervals, snapshots."""
+        keys = list(dict.fromkeys(tables))
+        with self._writing("forget dropped tables") as conn:
+            for table in (schema.orphans, schema.intervals, schema.snapshots):
+                for chunk in _chunks(keys):
+                    conn.execute(
+                        delete(table).where(tuple_(table.c.name, table.c.version).in_(chunk))
+                    )
+
+    def save_results(self, results: Iterable[JobResult]) -> None:
+        """Store what a job found."""
+        rows = [
+            {"job_id": r.job_id, "plan_id": r.plan_id, "kind": r.kind, "name": r.name,
+             "passed": r.passed, "payload": dump_json(r.payload), "created_ts": r.created_ts}
+            for r in results
+        ]  # fmt: skip
+        if rows:
+            with self._writing("save job results") as conn:
+                conn.execute(insert(schema.results), rows)
+
+    def get_results(
+        self, *, job_id: str | None = None, plan_id: str | None = None
+    ) -> list[JobResult]:
+        """The results of one job or of every job run for one plan, oldest first."""
+        t = schema.results
+        query = select(t).order_by(t.c.id)
+        if job_id is not None:
+            query = query.where(t.c.job_id == job_id)
+        if plan_id is not None:
+            query = query.where(t.c.plan_id == plan_id)
+        with self._reading("read job results") as conn:
+            return [
+                JobResult(r.job_id, r.plan_id, r.kind, r.name, bool(r.passed),
+                          load_json(r.payload, dict, "job result", r.job_id), int(r.created_ts))
+                for r in conn.execute(query)
+            ]  # fmt: skip
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]

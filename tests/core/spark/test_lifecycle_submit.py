@@ -1,0 +1,152 @@
+"""The default path: the `sluice` command running the driver through spark-submit.
+
+local[*] and a real standalone master + worker; a driver killed with SIGKILL in the middle
+of a backfill, then the same apply run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+SLUICE = str(Path(sys.executable).parent / "sluice")
+
+
+def _project(dest: Path, master: str, schema: str) -> Path:
+    """The example project, renamed to its own schema and pointed at ``master``."""
+    shutil.copytree(
+        REPO / "examples" / "jaffle_shop", dest, ignore=shutil.ignore_patterns(".sluice")
+    )
+    for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml")]:
+        path.write_text(path.read_text().replace("jaffle.", f"{schema}."))
+    config = dest / "config.yaml"
+    config.write_text(
+        config.read_text().replace(
+            "  project: jaffle\n", f"  project: {schema}\n  spark:\n    master: '{master}'\n"
+        )
+    )
+    return dest
+
+
+def _sluice(
+    project: Path, spark_root: Path, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SLUICE_SPARK_DIR": str(spark_root), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SLUICE_DATABASE_URL", None)
+    result = subprocess.run(
+        [SLUICE, *args, "--project", str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def _query(project: Path, spark_root: Path, env: str, sql: str) -> list[list[object]]:
+    out = _sluice(project, spark_root, "query", env, sql, "--json").stdout
+    rows: list[list[object]] = json.loads(out)["rows"]
+    return rows
+
+
+def test_apply_and_query_through_spark_submit_on_local(tmp_path: Path, spark_dirs: Path) -> None:
+    project = _project(tmp_path / "p", "local[2]", "lsub")
+    result = _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
+    assert "Applied to prod: 9 table(s) built" in result.stdout
+    assert "→ build lsub.orders" in result.stderr  # progress streamed from the driver
+    assert _query(project, spark_dirs, "prod", "SELECT COUNT(*) FROM lsub.customers") == [[100]]
+    assert list((project / ".sluice" / "logs").glob("*.log"))
+
+
+def test_apply_on_a_standalone_cluster(
+    tmp_path: Path, spark_dirs: Path, spark_cluster: str
+) -> None:
+    project = _project(tmp_path / "p", spark_cluster, "csub")
+    _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
+    assert _query(
+        project, spark_dirs, "prod", "SELECT COUNT(*), SUM(number_of_orders) FROM csub.customers"
+    ) == [[100, 99]]
+
+
+def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dirs: Path) -> None:
+    project = _project(tmp_path / "p", "local[2]", "ksub")
+    # Small batches, so the kill lands between recorded intervals of the backfill.
+    model = project / "models" / "daily_revenue.sql"
+    model.write_text(model.read_text().replace("batch_size 31", "batch_size 3"))
+    env = {**os.environ, "SLUICE_SPARK_DIR": str(spark_dirs), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SLUICE_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [SLUICE, "apply", "--end", "2018-04-30", "--project", str(project)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    state = project / ".sluice" / "state.db"
+    deadline = time.monotonic() + 240
+    done = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        done = _intervals(state, "ksub.daily_revenue")
+        if done >= 10:
+            break
+    assert proc.poll() is None, "the apply finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 10 <= done < 120
+    assert _environment(state, "prod") is None  # nothing was promoted
+
+    _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
+    assert _intervals(state, "ksub.daily_revenue") == 120
+    duplicates = _query(
+        project,
+        spark_dirs,
+        "prod",
+        "SELECT order_date FROM ksub.daily_revenue GROUP BY order_date HAVING COUNT(*) > 1",
+    )
+    assert duplicates == []
+    assert _query(project, spark_dirs, "prod", "SELECT SUM(orders) FROM ksub.daily_revenue") == [
+        [99]
+    ]
+
+
+def _intervals(state: Path, name: str) -> int:
+    """Days recorded as built for ``name`` (reading the SQLite state directly)."""
+    if not state.exists():
+        return 0
+    try:
+        with sqlite3.connect(state) as conn:
+            rows = conn.execute(
+                "SELECT start_ts, end_ts FROM sluice_intervals WHERE name = ?", (name,)
+            ).fetchall()
+    except sqlite3.OperationalError:
+        return 0
+    return sum((end - start) // 86_400_000 for start, end in rows)
+
+
+def _environment(state: Path, name: str) -> object:
+    with sqlite3.connect(state) as conn:
+        row = conn.execute(
+            "SELECT plan_id FROM sluice_environments WHERE name = ?", (name,)
+        ).fetchone()
+    return row[0] if row else None
+
+
+@pytest.mark.parametrize("master", ["spark://127.0.0.1:1"])
+def test_an_unreachable_master_is_a_clear_error(
+    tmp_path: Path, spark_dirs: Path, master: str
+) -> None:
+    project = _project(tmp_path / "p", master, "usub")
+    result = _sluice(project, spark_dirs, "apply", check=False)
+    assert result.returncode == 1
+    assert master in result.stderr and "sluice.spark.master" in result.stderr
+    assert _environment(project / ".sluice" / "state.db", "prod") is None
