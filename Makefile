@@ -12,9 +12,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-## demo: plan the example project (jaffle_shop) on the embedded default
+## demo: apply the example project (jaffle_shop) to prod on local Spark, test and query it
 demo: $(STAMP)
-	$(BIN)/sluice plan --project examples/jaffle_shop
+	$(BIN)/sluice apply --project examples/jaffle_shop --end 2018-04-30
+	$(BIN)/sluice test --project examples/jaffle_shop
+	$(BIN)/sluice query prod "SELECT customer_id, first_name, number_of_orders, customer_lifetime_value FROM jaffle.customers ORDER BY customer_lifetime_value DESC" --limit 5 --project examples/jaffle_shop
 
 ## test: lint, type-check and run every test (starts its own PostgreSQL)
 test: lint typecheck unit
@@ -32,6 +34,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
+	$(BIN)/python bench/apply_bench.py
 
 clean:
 	rm -rf $(VENV) .sluice examples/*/.sluice

@@ -108,6 +108,7 @@ def build_plan(request: PlanRequest) -> Plan:
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
     removed = sorted(set(request.base) - set(request.models))
     backfill = _backfill(request, snapshots)
+    create_views = _views_to_create(request, snapshots)
     new_environment = request.base_plan_id is None
     content_hash = _sha(
         [
@@ -139,6 +140,7 @@ def build_plan(request: PlanRequest) -> Plan:
         backfill=backfill,
         new_environment=new_environment,
         restated=tuple(b.name for b in backfill if b.name in request.restate),
+        create_views=create_views,
     )
 
 
@@ -185,6 +187,22 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
         if todo:
             result.append(Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks)))
     return tuple(result)
+
+
+def _views_to_create(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[str, ...]:
+    """VIEW models whose physical view (of this version) does not exist yet.
+
+    A created view records the marker interval VIEW_MARKER, so a version a PR created is
+    not created again when prod takes it.
+    """
+    base_versions = {(s.name, s.version) for s in request.base.values()}
+    return tuple(
+        s.name
+        for s in snapshots
+        if s.model.kind.name == KindName.VIEW
+        and not request.intervals.get((s.name, s.version))
+        and (request.environment == PROD or (s.name, s.version) not in base_versions)
+    )
 
 
 def _without(done: list[Interval], start: int | None, end: int) -> list[Interval]:

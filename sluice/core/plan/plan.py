@@ -9,6 +9,9 @@ from sluice.core.intervals import Interval
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.timeutil import DAY_MS, to_ds, to_ts
 
+VIEW_MARKER = (0, 1)
+"""The interval a VIEW model's version records once its physical view exists."""
+
 
 def iso(ms: int) -> str:
     """A date when ``ms`` is midnight, else a timestamp (for JSON and people)."""
@@ -71,6 +74,7 @@ class Plan:
     backfill: tuple[Backfill, ...]
     new_environment: bool
     restated: tuple[str, ...] = ()
+    create_views: tuple[str, ...] = ()  # VIEW models whose physical view must be created
 
     @property
     def has_changes(self) -> bool:
@@ -119,6 +123,7 @@ class Plan:
             ],
             "metadata_only": list(self.metadata_only),
             "restated": list(self.restated),
+            "create_views": list(self.create_views),
             "backfill": [
                 {
                     "model": b.name,

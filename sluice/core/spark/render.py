@@ -99,12 +99,7 @@ def build_steps(
     """Create and fill every table the plan needs, each followed by its audits."""
     tables = physical_names(plan.snapshots)
     base_built = {(b.name, b.version) for b in plan.backfill}
-    new_views = {
-        (c.name, c.version)
-        for c in (*plan.directly_modified, *plan.indirectly_modified)
-        if c.rebuilds
-    }
-    new_views |= {(name, plan.snapshot(name).version) for name in plan.added}
+    create_views = set(plan.create_views)
     steps: list[dict[str, Any]] = []
     schemas = sorted(
         {physical_schema(s.name) for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL}
@@ -118,7 +113,7 @@ def build_steps(
     for snap in plan.snapshots:
         model = snap.model
         kind = model.kind.name
-        is_view = kind == KindName.VIEW and (snap.name, snap.version) in new_views
+        is_view = snap.name in create_views
         backfill = backfills.get(snap.name)
         if backfill is None and not is_view:
             continue

@@ -10,6 +10,7 @@ the same driver code on a local session, for quick runs and tests.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -123,6 +124,17 @@ def job_failure(
         where.append(f"full log: {log_path}")
     tail = f" ({'; '.join(where)})" if where else ""
     step = next((e for e in reversed(seen) if e.get("event") == "step_failed"), None)
+    if exit_code is not None and exit_code < 0:
+        # The driver died from a signal (kill -9, the OOM killer): say so, and where.
+        started = [e for e in seen if e.get("event") == "step_start"]
+        finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
+        running = next((e for e in reversed(started) if e.get("index") not in finished), None)
+        at = f" during step '{running.get('label')}'" if running else ""
+        return ExecutionError(
+            f"Spark job failed: the driver was killed by signal {-exit_code}{at}",
+            hint="apply again: finished intervals are kept and the rest is computed; "
+            f"if it was the OOM killer, give the driver more memory{tail}",
+        )
     if step is not None:
         return ExecutionError(
             f"Spark job failed at step '{step.get('label')}': {step.get('error')}",
@@ -223,6 +235,19 @@ def _drain(stream: IO[str], log: _Log) -> None:
         log.write(line)
 
 
+_PRCTL: Any = None
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: the process group still covers Ctrl-C
+    pass
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it when its parent dies."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class SubmitRunner:
     """Runs jobs with ``spark-submit`` of the driver program, one process per job."""
 
@@ -319,6 +344,10 @@ class SubmitRunner:
                 # Its own process group: the JVM starts the Python driver as a child, and
                 # an interrupted job must take both down.
                 start_new_session=True,
+                # And if this process is killed outright (kill -9), the JVM goes too, so no
+                # orphaned job keeps writing after the metastore lock is released.
+                # It only calls prctl through a libc handle loaded beforehand: no locks.
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         except OSError as exc:
             log.close()

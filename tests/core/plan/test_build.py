@@ -195,3 +195,29 @@ def test_plan_json_has_the_documented_keys(tmp_path: Path) -> None:
     } <= set(data)
     assert data["backfill"][0]["end"] == "2024-01-11"
     assert DAY_MS > 0
+
+
+VIEWS = {
+    **BASIC,
+    "models/v.sql": "MODEL (name s.v, kind VIEW);\nSELECT id FROM s.a",
+}
+
+
+def test_a_view_version_is_created_once(tmp_path: Path) -> None:
+    from sluice.core.plan.plan import VIEW_MARKER
+
+    project = load(tmp_path / "1", VIEWS)
+    first = plan(project)
+    assert first.create_views == ("s.v",)
+    # A PR changes the view's parent: the view gets a new version, created by the PR...
+    changed = load(
+        tmp_path / "2",
+        {**VIEWS, "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 2 AS id, 'x' AS name"},
+    )
+    pr = plan(changed, base=first, env="pr_1")
+    assert pr.create_views == ("s.v",)
+    # ...and prod, taking the PR's versions, neither builds nor creates anything.
+    built = {(s.name, s.version): [VIEW_MARKER] for s in pr.snapshots if s.name == "s.v"}
+    built |= {(b.name, b.version): list(b.intervals) for b in pr.backfill}
+    promote = plan(changed, base=first, intervals=built)
+    assert promote.create_views == () and promote.backfill == ()

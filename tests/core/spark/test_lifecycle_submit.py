@@ -89,19 +89,28 @@ def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dir
     env.pop("SLUICE_DATABASE_URL", None)
     proc = subprocess.Popen(
         [SLUICE, "apply", "--end", "2018-04-30", "--project", str(project)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     state = project / ".sluice" / "state.db"
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 300
     done = 0
     while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.5)
+        time.sleep(0.3)
         done = _intervals(state, "ksub.daily_revenue")
         if done >= 10:
             break
     assert proc.poll() is None, "the apply finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # kill -9 the Spark driver (the JVM spark-submit started for this project's job).
+    jvm = subprocess.run(
+        ["pgrep", "-f", f"SparkSubmit.*{project}"], capture_output=True, text=True, check=False
+    )
+    pids = [int(p) for p in jvm.stdout.split()]
+    assert pids, "no driver JVM found"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "Spark job failed" in stderr and "Traceback" not in stderr
     assert 10 <= done < 120
     assert _environment(state, "prod") is None  # nothing was promoted
 

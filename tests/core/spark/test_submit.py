@@ -288,9 +288,11 @@ def test_error_lines_skip_jvm_noise() -> None:
 
 
 def test_failure_before_any_event_shows_sparks_error_lines(
-    spark_dirs: Path, tmp_path: Path
+    spark_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # spark-submit refuses a YARN master without a Hadoop config before the driver starts.
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
     runner = SubmitRunner(SparkSettings(master="yarn"), _paths(spark_dirs, tmp_path))
     with pytest.raises(ExecutionError) as caught:
         runner.run(_spec("no-yarn", "t_never"))

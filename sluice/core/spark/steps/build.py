@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     name, version = step["model"], step["version"]
     if step.get("view_sql"):
         spark.sql(f"CREATE OR REPLACE VIEW {table} AS {step['view_sql']}")
+        if ctx.state is not None:
+            ctx.state.add_intervals(name, version, [VIEW_MARKER])
     if ctx.state is not None:
         for start, end in step.get("restate", []):
             ctx.state.remove_intervals(name, version, start, end)
