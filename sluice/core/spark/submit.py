@@ -236,10 +236,9 @@ def _drain(stream: IO[str], log: _Log) -> None:
 
 
 _PRCTL: Any = None
-try:
+# Not on Linux: no prctl, and the process group still covers Ctrl-C.
+with contextlib.suppress(OSError, AttributeError):
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux: the process group still covers Ctrl-C
-    pass
 
 
 def _die_with_parent() -> None:
