@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 ## demo: apply the example project (jaffle_shop) to prod on local Spark, test and query it
+demo: export SPARK_LOCAL_IP = 127.0.0.1
 demo: $(STAMP)
+	bash scripts/ensure-java.sh
 	$(BIN)/sluice apply --project examples/jaffle_shop --end 2018-04-30
 	$(BIN)/sluice test --project examples/jaffle_shop
 	$(BIN)/sluice query prod "SELECT customer_id, first_name, number_of_orders, customer_lifetime_value FROM jaffle.customers ORDER BY customer_lifetime_value DESC" --limit 5 --project examples/jaffle_shop
@@ -29,8 +31,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
+	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
-	$(BIN)/pytest
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py

@@ -7,6 +7,7 @@ path).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -295,3 +296,62 @@ def test_janitor_removes_invalidated_environments_and_unused_tables(prod: Env) -
         assert prod.rows("SELECT COUNT(*) FROM jaffle.orders") == [(99,)]
     finally:
         store.close()
+
+
+def test_cli_test_and_query_in_process(prod: Env) -> None:
+    from click.testing import CliRunner
+
+    from sluice.core.cli import cli
+
+    tested = CliRunner().invoke(cli, ["test", "--project", str(prod.root), "--in-process"])
+    assert tested.exit_code == 0, tested.output
+    assert (
+        "PASS test_customers_aggregates_orders" in tested.output
+        and "1 passed, 0 failed" in tested.output
+    )
+    queried = CliRunner().invoke(
+        cli,
+        [
+            "query",
+            "prod",
+            "SELECT COUNT(*) AS n FROM jaffle.orders",
+            "--project",
+            str(prod.root),
+            "--state",
+            prod.url,
+            "--json",
+            "--in-process",
+        ],
+    )
+    assert queried.exit_code == 0, queried.output
+    assert json.loads(queried.stdout)["rows"] == [[99]]
+    refused = CliRunner().invoke(
+        cli,
+        [
+            "query",
+            "prod",
+            "DROP TABLE jaffle.orders",
+            "--project",
+            str(prod.root),
+            "--state",
+            prod.url,
+            "--in-process",
+        ],
+    )
+    assert (
+        refused.exit_code == 1 and "error:" in refused.output and "DROP" in refused.output.upper()
+    )
+    missing = CliRunner().invoke(
+        cli,
+        [
+            "query",
+            "pr_404",
+            "SELECT 1",
+            "--project",
+            str(prod.root),
+            "--state",
+            prod.url,
+            "--in-process",
+        ],
+    )
+    assert missing.exit_code == 1 and "does not exist" in missing.output

@@ -18,13 +18,14 @@ import pytest
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
+from sluice.core.spark.failures import error_lines
 from sluice.core.spark.session import (
     SparkPaths,
     local_session,
     spark_conf,
     uses_embedded_metastore,
 )
-from sluice.core.spark.submit import InProcessRunner, SubmitRunner, error_lines
+from sluice.core.spark.submit import InProcessRunner, SubmitRunner
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

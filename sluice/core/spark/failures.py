@@ -1,0 +1,99 @@
+"""Failure messages of Spark jobs: one builder for both runners (pure).
+
+A failed job is reported by the step that failed and its Spark error, never by the JVM's
+log; when the driver died before reporting anything, by the lines of its output that look
+like errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sluice.core.errors import ExecutionError
+
+_SHOWN_LINES = 15
+
+
+_JVM_NOISE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|DEBUG|TRACE) ")
+_STACK_FRAME = re.compile(r"^\s+(at [\w$./<>]+\(|\.\.\. \d+ more)")
+_ERRORISH = re.compile(
+    r"Error|ERROR|Exception|error:|Traceback|FATAL|Caused by|not found|not set|No such file|"
+    r"[Cc]annot |[Cc]ould not|[Ff]ailed|[Rr]efused"
+)
+
+
+def _readable(line: str) -> str | None:
+    """``line`` as a user wants to see it, or None when it is log noise."""
+    line = line.rstrip()
+    if not line.strip() or _JVM_NOISE.match(line) or _STACK_FRAME.match(line):
+        return None
+    if line.startswith('{"ts"'):  # PySpark 4 logs JSON records from Python
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return line
+        if record.get("level") in ("INFO", "WARN", "WARNING", "DEBUG"):
+            return None
+        first = str(record.get("msg", "")).splitlines()[:1]
+        return f"{record.get('level')} {record.get('logger')}: {first[0] if first else ''}"
+    return line
+
+
+def error_lines(output: Iterable[str], limit: int = _SHOWN_LINES) -> list[str]:
+    """The last ``limit`` lines of ``output`` that look like errors, without JVM noise."""
+    readable = [r for r in (_readable(line) for line in output) if r is not None]
+    errors = [r for r in readable if _ERRORISH.search(r)]
+    return (errors or readable)[-limit:]
+
+
+def job_failure(
+    job_id: str,
+    seen: list[dict[str, Any]],
+    *,
+    exit_code: int | None = None,
+    log_path: Path | None = None,
+    output: Iterable[str] = (),
+) -> ExecutionError:
+    """The error for a failed job, from its events (else from its output's error lines)."""
+    where = []
+    if exit_code is not None:
+        where.append(f"exit code {exit_code}")
+    if log_path is not None:
+        where.append(f"full log: {log_path}")
+    tail = f" ({'; '.join(where)})" if where else ""
+    step = next((e for e in reversed(seen) if e.get("event") == "step_failed"), None)
+    if exit_code is not None and exit_code < 0:
+        # The driver died from a signal (kill -9, the OOM killer): say so, and where.
+        started = [e for e in seen if e.get("event") == "step_start"]
+        finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
+        running = next((e for e in reversed(started) if e.get("index") not in finished), None)
+        at = f" during step '{running.get('label')}'" if running else ""
+        return ExecutionError(
+            f"Spark job failed: the driver was killed by signal {-exit_code}{at}",
+            hint="apply again: finished intervals are kept and the rest is computed; "
+            f"if it was the OOM killer, give the driver more memory{tail}",
+        )
+    if step is not None:
+        return ExecutionError(
+            f"Spark job failed at step '{step.get('label')}': {step.get('error')}",
+            hint=f"fix the step's cause and run again{tail}",
+        )
+    job = next((e for e in reversed(seen) if e.get("event") == "job_failed"), None)
+    if job is not None:
+        return ExecutionError(
+            f"Spark job {job_id} failed: {job.get('error')}",
+            hint="the error is outside any step: check the Spark setup (sluice.spark in "
+            f"config.yaml) and the environment{tail}",
+        )
+    shown = "".join(f"\n  {line}" for line in error_lines(output))
+    return ExecutionError(
+        f"Spark job {job_id} failed before reporting an error (exit code {exit_code}){shown}",
+        hint=f"the lines above are the last errors in Spark's output; full log: {log_path}",
+    )
+
+
+# --- fail-fast checks ---------------------------------------------------------------
