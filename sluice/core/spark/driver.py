@@ -23,6 +23,8 @@ from sluice.core.spark.steps.context import StepContext
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sluice.core.state import StateStore
+
 Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
 Emit = Callable[[dict[str, Any]], None]
 
@@ -81,12 +83,23 @@ def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, 
                 raise StepFailed(step, message) from exc
             if result is not None:
                 ctx.results[step.get("id", str(index))] = result
+                if step["type"] == "unit_test" and state is not None:
+                    _save_test_result(state, spec, result)
             emit({"event": "step_done", "index": index, "label": label,
                   "seconds": round(time.monotonic() - began, 3), "result": result})  # fmt: skip
     finally:
         if state is not None:
             state.close()
     return ctx.results
+
+
+def _save_test_result(state: StateStore, spec: dict[str, Any], result: dict[str, Any]) -> None:
+    from sluice.core.state import JobResult
+
+    now = int(time.time() * 1000)
+    record = JobResult(spec.get("job_id", ""), spec.get("plan_id"), "unit_test", str(result.get("name")),
+                       bool(result.get("passed")), result, now)  # fmt: skip
+    state.save_results([record])
 
 
 def _print(event: dict[str, Any]) -> None:
@@ -107,6 +120,10 @@ def main(argv: list[str]) -> int:
     _print({"event": "job_start", "job_id": spec.get("job_id"), "steps": len(spec["steps"])})
     spark = SparkSession.builder.enableHiveSupport().getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # Connect to the metastore now (the first catalog call boots it), so step timings
+    # measure the steps, and a metastore problem is reported as such.
+    spark.sql("SHOW DATABASES").collect()
+    _print({"event": "session_ready"})
     try:
         results = run_job(spec, spark, _print)
     except StepFailed:

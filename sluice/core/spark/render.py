@@ -18,7 +18,7 @@ from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import physical_schema, view_name, view_schema
+from sluice.core.snapshot.naming import physical_schema, view_name
 from sluice.core.snapshot.snapshot import Snapshot
 
 
@@ -154,6 +154,8 @@ def build_steps(
         if (snap.name, snap.version) in base_built or is_view:
             start = backfill.start if backfill else plan.end
             steps.extend(_audit_steps(snap, audits, start, plan.end, plan.execution_time))
+    if len(steps) == 1 and steps[0]["label"] == "create physical schemas":
+        return []  # nothing to build (a virtual update): no schema to create either
     return steps
 
 
@@ -193,13 +195,9 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> dict[str, Any]
             {"view": view_name(snap.name, env), "sql": f"SELECT {select} FROM {snap.table}"}
         )
     drops = [view_name(name, env) for name in plan.removed]
-    schemas = sorted(
-        {
-            view_schema(s.model.schema, env)
-            for s in plan.snapshots
-            if s.model.kind.name != KindName.EXTERNAL
-        }
-    )
+    # Only the schemas of views being created: CREATE DATABASE costs a metastore call each.
+    touched = {v["view"].split(".", 1)[0] for v in views}
+    schemas = sorted(touched)
     return {
         "type": "views",
         "label": f"point {env}'s views at the new versions",
