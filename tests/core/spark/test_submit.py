@@ -65,7 +65,15 @@ def _paths(spark_dirs: Path, tmp_path: Path) -> SparkPaths:
 def _check_ok(result: Any, seen: list[dict[str, Any]]) -> None:
     assert result.results["1"] == {"rows": [{"n": 3, "s": 6}]}
     kinds = [e["event"] for e in seen]
-    assert kinds == ["job_start", "step_start", "step_done", "step_start", "step_done", "job_done"]
+    assert kinds == [
+        "job_start",
+        "session_ready",
+        "step_start",
+        "step_done",
+        "step_start",
+        "step_done",
+        "job_done",
+    ]
     assert [e["label"] for e in seen if e["event"] == "step_done"] == [
         e["label"] for e in seen if e["event"] == "step_start"
     ]
