@@ -91,18 +91,7 @@ def _run(environment: str, project_dir: Path, state: str | None, start: int | No
 def plan(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
          forward_only: bool, restate: tuple[str, ...], as_json: bool, apply: bool, in_process: bool) -> None:  # fmt: skip
     """Show what applying the project to ENVIRONMENT (default: prod) would change."""
-    _run(
-        environment,
-        project_dir,
-        state,
-        start,
-        end,
-        forward_only,
-        restate,
-        as_json,
-        apply,
-        in_process,
-    )
+    _run(environment, project_dir, state, start, end, forward_only, restate, as_json, apply, in_process)  # fmt: skip
 
 
 @click.command()
@@ -112,18 +101,7 @@ def plan(environment: str, project_dir: Path, state: str | None, start: int | No
 def apply(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
           forward_only: bool, restate: tuple[str, ...], as_json: bool, in_process: bool) -> None:  # fmt: skip
     """Plan ENVIRONMENT (default: prod) and apply it: build, audit, swap views, commit."""
-    _run(
-        environment,
-        project_dir,
-        state,
-        start,
-        end,
-        forward_only,
-        restate,
-        as_json,
-        True,
-        in_process,
-    )
+    _run(environment, project_dir, state, start, end, forward_only, restate, as_json, True, in_process)  # fmt: skip
 
 
 def register(group: click.Group) -> None:

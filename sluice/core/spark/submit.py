@@ -164,8 +164,8 @@ def _die_with_parent() -> None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class SubmitRunner:
-    """Runs jobs with ``spark-submit`` of the driver program, one process per job."""
+class _RunnerBase:
+    """What both runners share: the Spark settings, the paths, where events go."""
 
     def __init__(
         self,
@@ -179,6 +179,14 @@ class SubmitRunner:
         self.paths = paths
         self.on_event = on_event
         self.lock_timeout = lock_timeout
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+class SubmitRunner(_RunnerBase):
+    """Runs jobs with ``spark-submit`` of the driver program, one process per job."""
 
     def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
         """The ``spark-submit`` command line for one job."""
@@ -199,10 +207,6 @@ class SubmitRunner:
         # Event lines must reach us as they happen, not when a buffer fills.
         env["PYTHONUNBUFFERED"] = "1"
         return env
-
-    def _emit(self, event: dict[str, Any]) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
 
     def run(self, spec: dict[str, Any]) -> JobResult:
         """Run ``spec``; its events go to ``on_event`` as they arrive.
@@ -296,21 +300,8 @@ class SubmitRunner:
         return seen, code, list(log.tail)
 
 
-class InProcessRunner:
+class InProcessRunner(_RunnerBase):
     """Runs jobs with the driver code on a local SparkSession in this process."""
-
-    def __init__(
-        self,
-        settings: SparkSettings,
-        paths: SparkPaths,
-        *,
-        on_event: OnEvent | None = None,
-        lock_timeout: float = 600,
-    ) -> None:
-        self.settings = settings
-        self.paths = paths
-        self.on_event = on_event
-        self.lock_timeout = lock_timeout
 
     def run(self, spec: dict[str, Any]) -> JobResult:
         """Run ``spec`` in this process; same contract as :meth:`SubmitRunner.run`."""
@@ -322,8 +313,7 @@ class InProcessRunner:
 
         def emit(event: dict[str, Any]) -> None:
             seen.append(event)
-            if self.on_event is not None:
-                self.on_event(event)
+            self._emit(event)
 
         # The session holds the embedded metastore (its lock) until this process exits.
         spark = local_session(
