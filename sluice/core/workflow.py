@@ -27,6 +27,13 @@ from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import InProcessRunner, JobResult, OnEvent, Runner, SubmitRunner
 from sluice.core.state import StateReader, StateStore, StateWriter, open_state
 from sluice.core.state.records import EnvironmentRecord, PlanRecord
+from sluice.core.tablediff.result import (
+    DiffOptions,
+    TableDiffError,
+    TableDiffResult,
+    same_table_result,
+)
+from sluice.core.tablediff.where import parse_where
 
 STATE_URL_ENV = "SLUICE_DATABASE_URL"
 
@@ -295,6 +302,116 @@ def make_runner(
     return runner(project.config.sluice.spark, paths, on_event=on_event)
 
 
+def table_diff(
+    state: StateStore,
+    runner: Runner,
+    *,
+    source: str,
+    target: str,
+    model: str | None = None,
+    options: DiffOptions | None = None,
+    url: str | None = None,
+    now: int,
+) -> TableDiffResult:
+    """Compare ``model`` between environments ``source`` and ``target`` (``prod``, ``pr_12``).
+
+    Each side reads the physical table of the model's version in that environment, joined
+    on ``options.on`` or else the model's grain. With ``model`` None, ``source`` and
+    ``target`` are two tables and ``options.on`` is required. When both sides are the same
+    physical table the answer is "identical" without starting Spark. The result is stored
+    in state (``kind="table_diff"``) either way; ``url`` is the state the driver writes to.
+
+    Raises:
+        TableDiffError: unknown model or environment, no keys, a bad ``--where``, a key or
+            filter column missing on one side, columns of types that do not compare.
+        ExecutionError: Spark failed.
+    """
+    from sluice.core.state import JobResult as StoredResult
+
+    options = options or DiffOptions()
+    where = parse_where(options.where).sql if options.where is not None else None
+    plan_id = None
+    if model is None:
+        name, tables, keys = f"{source} vs {target}", (source, target), options.on
+        if not keys:
+            raise TableDiffError(
+                f"no join keys to compare {source} with {target}",
+                hint="give the key columns with --on (tables have no grain)",
+            )
+    else:
+        name = model.lower()
+        tables, grain, plan_id = _diff_tables_of(state, name, source, target)
+        keys = options.on or grain
+        if not keys:
+            raise TableDiffError(
+                f"{name} has no grain, so there are no join keys",
+                hint=f"give the key columns with --on, or declare `grain` in {name}'s MODEL",
+            )
+    if tables[0] == tables[1]:
+        result = same_table_result(name, source, target, tables[0], keys, options, where)
+        state.save_results([StoredResult(f"table-diff-{now}", plan_id, "table_diff", name,
+                                         True, result.to_json(), now)])  # fmt: skip
+        return result
+    step = {
+        "type": "table_diff",
+        "label": f"table diff {name}",
+        "name": name,
+        "source": tables[0],
+        "target": tables[1],
+        "source_label": source,
+        "target_label": target,
+        "keys": list(keys),
+        "options": options.to_json(),
+    }
+    job = runner.run({"job_id": f"table-diff-{now}", "kind": "table_diff", "state_url": url,
+                      "plan_id": plan_id, "steps": [step]})  # fmt: skip
+    payload: dict[str, Any] = job.results["0"]
+    if "error" in payload:
+        raise TableDiffError(payload["error"]["message"], hint=payload["error"].get("hint"))
+    return TableDiffResult.from_json(payload)
+
+
+def _diff_tables_of(
+    state: StateReader, model: str, source: str, target: str
+) -> tuple[tuple[str, str], tuple[str, ...], str | None]:
+    """The physical tables of ``model`` in two environments, its grain, the target's plan."""
+    from difflib import get_close_matches
+
+    from sluice.core.snapshot.naming import physical_table
+
+    records = []
+    for env in (source, target):
+        check_environment_name(env)
+        record = state.get_environment(env)
+        if record is None or record.invalidated:
+            known = ", ".join(e.name for e in state.list_environments() if not e.invalidated)
+            raise TableDiffError(
+                f"environment '{env}' does not exist"
+                + (" (it was invalidated)" if record is not None else ""),
+                hint=f"apply a plan to it first (sluice apply {env}); environments: {known or 'none'}",
+            )
+        records.append(record)
+    refs = [{r.name: r for r in record.snapshots} for record in records]
+    for env, found in zip((source, target), refs, strict=True):
+        if model not in found:
+            models = sorted(set(refs[0]) | set(refs[1]))
+            close = get_close_matches(model, models, n=3)
+            absent = "either environment" if all(model not in r for r in refs) else f"'{env}'"
+            listed = (
+                f"did you mean {', '.join(close)}?" if close else f"models: {', '.join(models)}"
+            )
+            raise TableDiffError(f"model {model} is not in {absent}", hint=listed)
+    stored = state.get_snapshots(r[model].id for r in refs)
+    tables: list[str] = []
+    grain: tuple[str, ...] = ()
+    for ref in (refs[0][model], refs[1][model]):
+        payload = stored[ref.id].payload["model"]
+        external = payload["kind"]["name"] == KindName.EXTERNAL.value
+        tables.append(model if external else physical_table(model, ref.version))
+        grain = tuple(str(g).lower() for g in payload.get("grain", ())) or grain
+    return (tables[0], tables[1]), grain, records[1].plan_id
+
+
 __all__ = [
     "ApplyResult",
     "EnvironmentView",
@@ -313,4 +430,5 @@ __all__ = [
     "run_janitor",
     "run_unit_tests",
     "state_url",
+    "table_diff",
 ]

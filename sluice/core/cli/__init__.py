@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from sluice.core.cli import operations, plan
+from sluice.core.cli import diff, operations, plan
 from sluice.core.cli.common import cli
 
 plan.register(cli)
 operations.register(cli)
+diff.register(cli)
 
 
 def main() -> None:

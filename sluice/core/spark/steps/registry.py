@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sluice.core.spark.steps import build, environment, query, sql, unittest
+from sluice.core.spark.steps import build, diff, environment, query, sql, unittest
 
 if TYPE_CHECKING:
     from sluice.core.spark.driver import Handler
@@ -18,4 +18,5 @@ HANDLERS: dict[str, Handler] = {
     "drop": environment.run_drop,
     "unit_test": unittest.run_unit_test,
     "query": query.run_query,
+    "table_diff": diff.run_table_diff,
 }
