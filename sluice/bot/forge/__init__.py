@@ -1,0 +1,1 @@
+"""Forges: where pull requests live (GitHub, GitLab, a local git repository)."""

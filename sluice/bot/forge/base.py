@@ -1,0 +1,127 @@
+"""The forge port: everything the controller needs from GitHub, GitLab or a local repo.
+
+One :class:`Forge` object speaks for one repository. Implementations translate these
+calls to their API and raise :class:`ForgeError` with the forge's own message when a call
+fails; the controller never sees an HTTP library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from sluice.core.errors import SluiceError
+
+
+class ForgeError(SluiceError):
+    """A call to the forge failed (what was asked, the status, the forge's message)."""
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """A pull (merge) request as the forge reports it now."""
+
+    number: int
+    head_sha: str
+    head_ref: str
+    base_ref: str
+    base_sha: str
+    author: str
+    draft: bool
+    fork: bool
+    open: bool
+    merged: bool
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class CheckAction:
+    """A button on a check run (GitHub ``requested_action``); at most three per check."""
+
+    label: str  # at most 20 characters
+    description: str  # at most 40 characters
+    identifier: str  # at most 20 characters
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check on a commit (GitHub check run; GitLab commit status).
+
+    ``status``: queued, in_progress or completed; ``conclusion`` (completed only):
+    success, failure, neutral, cancelled, skipped or action_required.
+    """
+
+    name: str
+    status: str
+    title: str
+    summary: str
+    conclusion: str | None = None
+    text: str | None = None
+    actions: tuple[CheckAction, ...] = ()
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review; ``state`` upper-case: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED."""
+
+    id: int
+    user: str
+    state: str
+    commit_sha: str | None
+    submitted_at: str | None  # ISO 8601
+
+
+class Forge(Protocol):
+    """What the controller asks of a forge, for one repository."""
+
+    name: str  # "github", "gitlab", "local"
+    repo: str
+    comment_limit: int  # characters one comment may hold
+
+    def fetch_tree(self, sha: str, dest: Path) -> None:
+        """Write the repository's files at commit ``sha`` into the empty directory ``dest``.
+
+        Archive members that would land outside ``dest`` (``..``, absolute paths, links)
+        are refused with :class:`ForgeError`.
+        """
+        ...
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        """The text of ``path`` at ``ref`` (branch, tag or sha); None when it does not exist."""
+        ...
+
+    def pull_request(self, number: int) -> PullRequest:
+        """The pull request as it is now."""
+        ...
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        """Edit the bot's comment holding ``marker`` on the PR, or create it (``body``
+        must contain ``marker``)."""
+        ...
+
+    def set_check(self, sha: str, check: Check) -> None:
+        """Create the check named ``check.name`` on ``sha``, or update it if it exists."""
+        ...
+
+    def reviews(self, number: int) -> list[Review]:
+        """Every review of the pull request, oldest first."""
+        ...
+
+    def permission(self, user: str) -> str:
+        """``user``'s permission on the repository: admin, maintain, write, triage, read
+        or none."""
+        ...
+
+    def react(self, number: int, comment_id: int, reaction: str) -> None:
+        """Add a reaction (``+1``, ``eyes``, ``rocket``, ``confused``) to a PR comment."""
+        ...
+
+    def reply(self, number: int, body: str) -> None:
+        """Post a new, separate comment on the pull request (answers to commands)."""
+        ...
+
+
+def writer(permission: str) -> bool:
+    """Whether a permission level may run commands (write or above)."""
+    return permission in {"admin", "maintain", "write"}
