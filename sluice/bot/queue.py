@@ -1,0 +1,634 @@
+"""The webhook service's durable job queue, kept in the state database.
+
+A webhook delivery is stored with the job it asks for in one transaction, so the service
+can answer at once and a restart loses nothing; a delivery id seen before is refused
+(GitHub redelivers). Workers, threads of one process or of several processes sharing a
+PostgreSQL state, take jobs with :meth:`JobQueue.claim`.
+
+Ordering and exclusion: jobs of one *key* (one pull request, or a repository's prod; see
+:func:`sluice.bot.events.pr_key`) run one at a time, oldest first; across keys the oldest
+waiting job goes first. The exclusion does not rely on isolation levels: every key has a
+row in ``sluice_job_keys`` naming the job running for it, and a claim takes the key with a
+conditional ``UPDATE ... WHERE running_job_id IS NULL`` whose row count says whether it
+won. A job is running exactly while its key row names it.
+
+A claimed job holds a lease that the worker renews (:meth:`JobQueue.heartbeat`). When a
+worker dies its lease runs out and :meth:`JobQueue.recover` puts the job back, or fails it
+for good once it has used all its attempts.
+
+Times are epoch seconds (floats) passed in by the caller, so tests need no clock; they are
+stored as epoch milliseconds in BIGINT columns like the rest of the state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from sluice.core.errors import StateError
+from sluice.core.state.migrations import migrate
+from sluice.core.state.schema import (
+    WRITE_OPTION,
+    create_state_engine,
+    driver_message,
+    dump_json,
+    load_json,
+    render_url,
+)
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class _Again(Enum):
+    """A claim round lost every candidate to other claimers: look again."""
+
+    AGAIN = 0
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"  # a newer head commit made it moot before it started
+
+
+metadata = MetaData()
+
+deliveries = Table(
+    "sluice_deliveries",
+    metadata,
+    Column("delivery_id", String, primary_key=True),
+    Column("forge", String, nullable=False),
+    Column("event", String, nullable=False),
+    Column("received_ts", BigInteger, nullable=False),
+    Column("job_id", BigInteger, nullable=True),
+)
+
+jobs = Table(
+    "sluice_jobs",
+    metadata,
+    # INTEGER on SQLite so the column aliases the rowid and actually autoincrements.
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("delivery_id", String, nullable=False),
+    Column("key", String, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("head_sha", String, nullable=True),
+    Column("status", String, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Column("started_ts", BigInteger, nullable=True),
+    Column("finished_ts", BigInteger, nullable=True),
+    Column("lease_until", BigInteger, nullable=True),
+    Column("worker", String, nullable=True),
+    Column("error", Text, nullable=True),
+)
+Index("ix_sluice_jobs_key", jobs.c.key)
+# claim scans queued jobs oldest first; recover scans running ones.
+Index("ix_sluice_jobs_status_id", jobs.c.status, jobs.c.id)
+
+job_keys = Table(
+    "sluice_job_keys",
+    metadata,
+    Column("key", String, primary_key=True),
+    Column("running_job_id", BigInteger, nullable=True),
+)
+
+# Fixed, so every process contends for the same lock while creating the tables. The bytes
+# spell "sluiceQU" so the lock is recognisable in pg_locks.
+_PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceQU", "big")
+# Queued jobs a claim looks at per round: a few, so that losing the race for the oldest
+# one to another claimer can fall through to the next without a new round trip.
+_CANDIDATES = 8
+_CLAIM_ROUNDS = 20
+# PostgreSQL deadlock / serialization failure: the transaction is safe to run again.
+_TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
+_TRANSIENT_TRIES = 5
+_ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
+_CONNECT_HINT = (
+    "check the state URL (host, port, database, user, password) and that the database "
+    "server is running and reachable from here"
+)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue with a delivery.
+
+    Attributes:
+        key: Jobs of one key run one at a time, oldest first (``pr_key`` of the event).
+        kind: What the job does (the event kind); with ``supersede``, only queued jobs of
+            the same kind are superseded.
+        payload: JSON-serialisable document for the worker (the event's ``to_json``).
+        head_sha: The commit the job is about, when there is one.
+        supersede: Mark queued jobs of the same key and kind for another head commit as
+            superseded: a newer head makes older waiting work moot. A running job is left
+            to finish.
+    """
+
+    key: str
+    kind: str
+    payload: dict[str, Any]
+    head_sha: str | None = None
+    supersede: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed job, as a worker sees it. ``attempts`` counts this one (1 on the first)."""
+
+    id: int
+    delivery_id: str
+    key: str
+    kind: str
+    payload: dict[str, Any]
+    head_sha: str | None
+    attempts: int
+    created_ts: float
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """Everything stored about a job (for tests, diagnostics and the health page)."""
+
+    job: Job
+    status: JobStatus
+    worker: str | None
+    error: str | None
+    started_ts: float | None
+    finished_ts: float | None
+    lease_until: float | None
+
+
+class JobQueue:
+    """The durable queue on the state database at ``url`` (SQLite or PostgreSQL).
+
+    Creates its tables if needed (after bringing the state schema up to date, so the state
+    store never finds queue tables in a database it has not stamped). Thread-safe: every
+    method is one transaction on a pooled connection.
+
+    Args:
+        url: The state database URL, as for :func:`sluice.core.state.sql.open_state`.
+        max_attempts: Attempts a job gets (first run included) before it fails for good.
+        lease_seconds: How long a claim or heartbeat keeps a job its worker's.
+
+    Raises:
+        StateError: The URL is invalid, the database unreachable, or the tables cannot be
+            created.
+    """
+
+    def __init__(self, url: str, *, max_attempts: int = 3, lease_seconds: float = 900.0) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
+        self.max_attempts = max_attempts
+        self.lease_seconds = lease_seconds
+        self._engine = create_state_engine(url)
+        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
+        self._where = render_url(self._engine.url)
+        try:
+            migrate(self._engine)
+            self._create_tables()
+        except BaseException as exc:
+            self._engine.dispose()
+            if isinstance(exc, SQLAlchemyError):
+                raise StateError(
+                    f"cannot open the job queue in state database {self._where}: "
+                    f"{driver_message(exc, self._engine.url)}",
+                    hint=_CONNECT_HINT,
+                ) from exc
+            raise
+
+    def close(self) -> None:
+        """Close the queue's database connections."""
+        self._engine.dispose()
+
+    # -- producer ---------------------------------------------------------------------------
+
+    def accept(
+        self, delivery_id: str, forge: str, event: str, job: NewJob | None, now: float
+    ) -> bool:
+        """Store a delivery and, when given, its job, in one transaction.
+
+        Returns:
+            False, storing nothing, when the delivery id was stored before (also when two
+            copies race: the unique key decides).
+        """
+        at = _ms(now)
+
+        def run(conn: Connection) -> bool:
+            stored = conn.execute(
+                _insert_if_absent(conn, deliveries)
+                .values(delivery_id=delivery_id, forge=forge, event=event, received_ts=at)
+                .execution_options(preserve_rowcount=True)  # kept for INSERT only if asked
+            ).rowcount
+            if stored != 1:
+                return False
+            if job is not None:
+                self._enqueue(conn, delivery_id, job, at)
+            return True
+
+        fresh = self._write(f"store delivery {delivery_id!r}", run)
+        if not fresh:
+            logger.info("delivery %s (%s %s) seen before: ignored", delivery_id, forge, event)
+        return fresh
+
+    def _enqueue(self, conn: Connection, delivery_id: str, job: NewJob, at: int) -> None:
+        # Create the key row, or lock it if it exists (the no-op upsert takes the row lock
+        # on PostgreSQL): accepts of one key then queue up behind each other, so a
+        # superseding job always sees the jobs accepted before it.
+        keep = {"running_job_id": job_keys.c.running_job_id}
+        conn.execute(
+            _upsert(conn, job_keys)
+            .values(key=job.key, running_job_id=None)
+            .on_conflict_do_update(index_elements=[job_keys.c.key], set_=keep)
+        )
+        new_id: int = conn.execute(
+            insert(jobs)
+            .values(
+                delivery_id=delivery_id,
+                key=job.key,
+                kind=job.kind,
+                payload=dump_json(job.payload),
+                head_sha=job.head_sha,
+                status=JobStatus.QUEUED,
+                attempts=0,
+                created_ts=at,
+            )
+            .returning(jobs.c.id)
+        ).scalar_one()
+        conn.execute(
+            update(deliveries).where(deliveries.c.delivery_id == delivery_id).values(job_id=new_id)
+        )
+        if job.supersede:
+            moot = conn.execute(
+                update(jobs)
+                .where(
+                    jobs.c.key == job.key,
+                    jobs.c.kind == job.kind,
+                    jobs.c.status == JobStatus.QUEUED,
+                    jobs.c.id != new_id,
+                    jobs.c.head_sha.is_distinct_from(job.head_sha),
+                )
+                .values(
+                    status=JobStatus.SUPERSEDED,
+                    finished_ts=at,
+                    error=f"superseded by job {new_id} (head {job.head_sha})",
+                )
+            ).rowcount
+            if moot:
+                logger.info("job %s for %s superseded %d queued job(s)", new_id, job.key, moot)
+
+    # -- consumer ---------------------------------------------------------------------------
+
+    def claim(self, worker: str, now: float) -> Job | None:
+        """Take the oldest queued job whose key has no running job, for ``worker``.
+
+        The job becomes running with a lease of ``lease_seconds`` from ``now``, and its
+        attempt count goes up by one. Concurrent claimers (threads or processes) never get
+        the same job, nor two jobs of one key.
+
+        Returns:
+            The job, or None when no job is ready.
+        """
+        at = _ms(now)
+        values = {
+            "status": JobStatus.RUNNING,
+            "attempts": jobs.c.attempts + 1,
+            "started_ts": at,
+            "finished_ts": None,
+            "lease_until": at + _ms(self.lease_seconds),
+            "worker": worker,
+        }
+        candidates = (
+            select(jobs.c.id, jobs.c.key)
+            .select_from(jobs.join(job_keys, job_keys.c.key == jobs.c.key))
+            .where(jobs.c.status == JobStatus.QUEUED, job_keys.c.running_job_id.is_(None))
+            .order_by(jobs.c.id)
+            .limit(_CANDIDATES)
+        )
+
+        def run(conn: Connection) -> Job | _Again | None:
+            """The claimed job; None when nothing is ready; AGAIN to look again."""
+            rows = conn.execute(candidates).all()
+            if not rows:
+                return None
+            lost: set[str] = set()
+            for job_id, key in rows:
+                if key in lost:
+                    continue
+                # Take the key: fails when another claimer got it since the select.
+                took = conn.execute(
+                    update(job_keys)
+                    .where(job_keys.c.key == key, job_keys.c.running_job_id.is_(None))
+                    .values(running_job_id=job_id)
+                ).rowcount
+                if took != 1:
+                    lost.add(key)
+                    continue
+                # Then the job: fails when it stopped being queued since the select (run
+                # and finished by another claimer, or superseded).
+                row = (
+                    conn.execute(
+                        update(jobs)
+                        .where(jobs.c.id == job_id, jobs.c.status == JobStatus.QUEUED)
+                        .values(values)
+                        .returning(*jobs.c)
+                    )
+                    .mappings()
+                    .first()
+                )
+                if row is not None:
+                    return self._job(row)
+                conn.execute(
+                    update(job_keys)
+                    .where(job_keys.c.key == key, job_keys.c.running_job_id == job_id)
+                    .values(running_job_id=None)
+                )
+            return _Again.AGAIN  # every candidate went to others
+
+        for _ in range(_CLAIM_ROUNDS):
+            outcome = self._write("claim a job", run)
+            if not isinstance(outcome, _Again):
+                if outcome is not None:
+                    logger.debug("worker %s claimed job %s (%s)", worker, outcome.id, outcome.key)
+                return outcome
+        # Others keep winning: they are making progress, and this worker polls again.
+        return None
+
+    def heartbeat(self, job_id: int, worker: str, now: float) -> bool:
+        """Extend the job's lease to ``lease_seconds`` from ``now``.
+
+        Returns:
+            False when the job is no longer running for ``worker`` (its lease ran out and
+            it was recovered, perhaps claimed by another worker): stop working on it.
+        """
+        lease = _ms(now) + _ms(self.lease_seconds)
+
+        def run(conn: Connection) -> bool:
+            renewed = conn.execute(
+                update(jobs).where(*_held(job_id, worker)).values(lease_until=lease)
+            ).rowcount
+            return bool(renewed == 1)
+
+        return self._write(f"renew the lease of job {job_id}", run)
+
+    def finish(self, job_id: int, worker: str, *, error: str | None = None, now: float) -> bool:
+        """End a running job: done when ``error`` is None, else failed; frees its key.
+
+        Returns:
+            False (changing nothing) when the job is no longer running for ``worker``.
+        """
+        status = JobStatus.DONE if error is None else JobStatus.FAILED
+        values = {"status": status, "finished_ts": _ms(now), "lease_until": None, "error": error}
+        return self._write(
+            f"finish job {job_id}", lambda conn: self._release(conn, job_id, worker, values)
+        )
+
+    def retry(self, job_id: int, worker: str, error: str, now: float) -> bool:
+        """After a failed attempt: back to the queue if attempts remain, else failed.
+
+        The job keeps its place: it is the next of its key to run.
+
+        Returns:
+            True when the job was queued again; False when it failed for good (or was no
+            longer running for ``worker``, in which case nothing changed).
+        """
+        at = _ms(now)
+
+        def run(conn: Connection) -> bool:
+            attempts = conn.execute(
+                select(jobs.c.attempts).where(*_held(job_id, worker))
+            ).scalar_one_or_none()
+            if attempts is None:
+                return False
+            again = attempts < self.max_attempts
+            values: dict[str, Any] = {"lease_until": None, "error": error}
+            if again:
+                values.update(status=JobStatus.QUEUED, worker=None)
+            else:
+                values.update(status=JobStatus.FAILED, finished_ts=at)
+            return self._release(conn, job_id, worker, values) and again
+
+        return self._write(f"retry job {job_id}", run)
+
+    def recover(self, now: float) -> list[Job]:
+        """Put back running jobs whose lease ran out (their worker died).
+
+        A job with attempts left is queued again (keeping its place); one without fails.
+        Call at service start and periodically.
+
+        Returns:
+            The jobs that just failed for good, so the caller can report them.
+        """
+        at = _ms(now)
+        expired = (jobs.c.status == JobStatus.RUNNING, jobs.c.lease_until < at)
+
+        def run(conn: Connection) -> list[Job]:
+            failed = (
+                conn.execute(
+                    update(jobs)
+                    .where(*expired, jobs.c.attempts >= self.max_attempts)
+                    .values(
+                        status=JobStatus.FAILED, finished_ts=at, lease_until=None, error=_ABANDONED
+                    )
+                    .returning(*jobs.c)
+                )
+                .mappings()
+                .all()
+            )
+            requeued = conn.execute(
+                update(jobs)
+                .where(*expired, jobs.c.attempts < self.max_attempts)
+                .values(status=JobStatus.QUEUED, worker=None, lease_until=None, error=_ABANDONED)
+                .returning(jobs.c.id, jobs.c.key)
+            ).all()
+            freed = [(row["id"], row["key"]) for row in failed] + [(i, k) for i, k in requeued]
+            if freed:
+                conn.execute(
+                    update(job_keys)
+                    .where(
+                        job_keys.c.key.in_([k for _, k in freed]),
+                        job_keys.c.running_job_id.in_([i for i, _ in freed]),
+                    )
+                    .values(running_job_id=None)
+                )
+                logger.warning(
+                    "recovered %d abandoned job(s); %d failed for good", len(freed), len(failed)
+                )
+            return [self._job(row) for row in failed]
+
+        return self._write("recover abandoned jobs", run)
+
+    # -- inspection -------------------------------------------------------------------------
+
+    def depth(self) -> int:
+        """Jobs waiting to run."""
+        query = select(func.count()).select_from(jobs).where(jobs.c.status == JobStatus.QUEUED)
+        with self._reading("count queued jobs") as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by status (every status present, zero included)."""
+        query = select(jobs.c.status, func.count()).group_by(jobs.c.status)
+        found = dict.fromkeys((str(s) for s in JobStatus), 0)
+        with self._reading("count jobs") as conn:
+            for status, count in conn.execute(query):
+                found[str(status)] = int(count)
+        return found
+
+    def oldest_wait(self, now: float) -> float:
+        """Seconds the oldest queued job has waited (0.0 when none waits)."""
+        query = select(func.min(jobs.c.created_ts)).where(jobs.c.status == JobStatus.QUEUED)
+        with self._reading("read the oldest queued job") as conn:
+            oldest = conn.execute(query).scalar_one_or_none()
+        return 0.0 if oldest is None else max(0.0, now - oldest / 1000)
+
+    def job(self, job_id: int) -> JobRecord | None:
+        """Everything stored about one job, or None when there is no such job."""
+        with self._reading(f"read job {job_id}") as conn:
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        if row is None:
+            return None
+        return JobRecord(
+            job=self._job(row),
+            status=JobStatus(row["status"]),
+            worker=row["worker"],
+            error=row["error"],
+            started_ts=_seconds(row["started_ts"]),
+            finished_ts=_seconds(row["finished_ts"]),
+            lease_until=_seconds(row["lease_until"]),
+        )
+
+    def delivery_job(self, delivery_id: str) -> int | None:
+        """The id of the job a stored delivery asked for (None: no job, or no delivery)."""
+        query = select(deliveries.c.job_id).where(deliveries.c.delivery_id == delivery_id)
+        with self._reading(f"read delivery {delivery_id!r}") as conn:
+            job_id: int | None = conn.execute(query).scalar_one_or_none()
+        return job_id
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _create_tables(self) -> None:
+        # Serialised (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite): two processes
+        # starting at once would otherwise both see a table missing and both create it.
+        with self._writer.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
+            metadata.create_all(conn, checkfirst=True)
+
+    def _release(self, conn: Connection, job_id: int, worker: str, values: dict[str, Any]) -> bool:
+        """Move the worker's running job out of running and free its key."""
+        key = conn.execute(
+            update(jobs).where(*_held(job_id, worker)).values(values).returning(jobs.c.key)
+        ).scalar_one_or_none()
+        if key is None:
+            logger.warning("job %s is no longer running for worker %s", job_id, worker)
+            return False
+        conn.execute(
+            update(job_keys)
+            .where(job_keys.c.key == key, job_keys.c.running_job_id == job_id)
+            .values(running_job_id=None)
+        )
+        return True
+
+    def _write(self, action: str, run: Callable[[Connection], _T]) -> _T:
+        """``run`` in one write transaction, again when PostgreSQL asks (deadlock victim)."""
+        for attempt in range(1, _TRANSIENT_TRIES + 1):
+            try:
+                with self._errors(action), self._writer.begin() as conn:
+                    return run(conn)
+            except StateError as exc:
+                if attempt == _TRANSIENT_TRIES or not _transient(exc.__cause__):
+                    raise
+                logger.info("state database: %s: transient conflict, trying again", action)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _reading(self, action: str) -> Iterator[Connection]:
+        with self._errors(action), self._engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StateError(
+                f"state database {self._where}: cannot {action}: "
+                f"{driver_message(exc, self._engine.url)}",
+                hint=_CONNECT_HINT,
+            ) from exc
+
+    def _job(self, row: RowMapping) -> Job:
+        payload = load_json(row["payload"], dict, f"job {row['id']}", self._where)
+        return Job(
+            id=int(row["id"]),
+            delivery_id=row["delivery_id"],
+            key=row["key"],
+            kind=row["kind"],
+            payload=payload,
+            head_sha=row["head_sha"],
+            attempts=int(row["attempts"]),
+            created_ts=row["created_ts"] / 1000,
+        )
+
+
+def _held(job_id: int, worker: str) -> tuple[Any, ...]:
+    """The condition: the job is running for this worker."""
+    return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.status == JobStatus.RUNNING)
+
+
+def _transient(exc: BaseException | None) -> bool:
+    if not isinstance(exc, DBAPIError):
+        return False
+    return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
+
+
+def _insert_if_absent(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    return _upsert(conn, table).on_conflict_do_nothing()
+
+
+def _upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
