@@ -101,6 +101,17 @@ class StateSettings(_Frozen):
     url: str | None = None
 
 
+class PreviewSettings(_Frozen):
+    """What a pull request's environment builds and compares (``sluice.pr``)."""
+
+    backfill_days: int | None = Field(default=7, ge=0)
+    """Incremental models are built for this many recent days only (None: everything)."""
+    diff_limit: int = Field(default=10, ge=0)
+    """At most this many models are table-diffed against prod."""
+    diff_sample: int = Field(default=5, ge=0)
+    decimals: int = Field(default=3, ge=0)
+
+
 class SluiceSettings(_Frozen):
     """Sluice's own section of config.yaml."""
 
@@ -109,6 +120,7 @@ class SluiceSettings(_Frozen):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     environment_ttl_days: int = Field(default=7, ge=0)
     table_ttl_days: float = Field(default=1, ge=0)
+    pr: PreviewSettings = Field(default_factory=PreviewSettings)
     # Later parts of Sluice (gates, deploys) add sections here; they are validated by
     # their own modules, so this one only reserves the names.
     gate: dict[str, Any] = Field(default_factory=dict)

@@ -701,16 +701,23 @@ def test_set_check_creates_then_updates_by_name(
         ],
     }
 
-    rs.replace("GET", listing, json=checks_list(check_json(555, CHECK.name)), match=by_name)
+    # The same forge remembers the run it created: the update needs no lookup.
+    lookups = len(rs.calls)
     edited = rs.patch(f"{R}/check-runs/555", json=check_json(555, CHECK.name, status="in_progress"))
     forge.set_check(SHA, Check(CHECK.name, "in_progress", "Building", "Building 2 models"))
-    assert edited.call_count == 1
+    assert edited.call_count == 1 and len(rs.calls) == lookups + 1
     assert created.call_count == 1
     assert sent(rs.calls[-1]) == {
         "status": "in_progress",
         "output": {"title": "Building", "summary": "Building 2 models"},
         "actions": [],
     }
+
+    # A fresh forge (the next job) finds the run by name and edits it.
+    forge._check_runs.clear()
+    rs.replace("GET", listing, json=checks_list(check_json(555, CHECK.name)), match=by_name)
+    forge.set_check(SHA, Check(CHECK.name, "completed", "Built", "2 models", conclusion="success"))
+    assert edited.call_count == 2 and created.call_count == 1
 
 
 def test_check_output_is_truncated_with_balanced_fences(

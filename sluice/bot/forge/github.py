@@ -402,6 +402,7 @@ class GitHubForge:
         self._session = session or requests.Session()
         self._timeout = (10, DEFAULT_TIMEOUT)
         self._statuses_only = False  # check runs refused (a plain token): commit statuses
+        self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = None
         self._login_known = False
         with _boundary(f"opening {repo}"):
@@ -674,15 +675,17 @@ class GitHubForge:
         if check.conclusion is not None:
             fields["conclusion"] = check.conclusion
         try:
-            existing: CheckRun | None = None
-            for run in self._repo.get_commit(sha).get_check_runs(check_name=check.name):
-                if run.name == check.name:
-                    existing = run
-                    break
+            existing = self._check_runs.get((sha, check.name))
+            if existing is None:
+                for run in self._repo.get_commit(sha).get_check_runs(check_name=check.name):
+                    if run.name == check.name:
+                        existing = run
+                        break
             if existing is not None:
                 existing.edit(**fields)
             else:
-                self._repo.create_check_run(name=check.name, head_sha=sha, **fields)
+                existing = self._repo.create_check_run(name=check.name, head_sha=sha, **fields)
+            self._check_runs[(sha, check.name)] = existing  # later updates skip the lookup
         except RateLimitExceededException:
             raise
         except GithubException as error:

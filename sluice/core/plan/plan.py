@@ -84,6 +84,14 @@ class Plan:
             or self.metadata_only or self.new_environment or self.restated
         )  # fmt: skip
 
+    @property
+    def changes_models(self) -> bool:
+        """Whether any model differs from the environment (a new copy of prod does not)."""
+        return bool(
+            self.added or self.removed or self.directly_modified or self.indirectly_modified
+            or self.metadata_only
+        )  # fmt: skip
+
     def snapshot(self, name: str) -> Snapshot:
         """The environment's snapshot of model ``name`` after this plan."""
         return next(s for s in self.snapshots if s.name == name)

@@ -1,0 +1,195 @@
+"""The webhook service: FastAPI app factory (nothing is built at import time).
+
+``POST /webhooks/github`` verifies the signature before reading anything else, stores the
+delivery and its job in one transaction and answers 202; the worker threads do the work.
+``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
+text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import Event, PullRequestEvent, pr_key
+from sluice.bot.forge.base import Forge
+from sluice.bot.github_events import PayloadError, parse_github
+from sluice.bot.metrics import Registry
+from sluice.bot.queue import JobQueue, NewJob
+from sluice.bot.settings import ServiceSettings
+from sluice.bot.verify import verify_github
+from sluice.bot.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def github_forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
+    """Forges for events, authenticated as the settings say (App or token)."""
+
+    def forge_for(event: Event) -> Forge:
+        from sluice.bot.forge.github import GitHubForge, github_client
+
+        key = settings.github_private_key
+        token = settings.github_token
+        client = github_client(
+            api_url=settings.github_api_url,
+            token=token.get_secret_value() if token else None,
+            app_id=settings.github_app_id,
+            private_key=key.get_secret_value() if key else None,
+            installation_id=event.installation_id,
+            repo=event.repo,
+            seconds_between_requests=settings.github_request_interval,
+            seconds_between_writes=settings.github_write_interval,
+        )
+        return GitHubForge(client, event.repo)
+
+    return forge_for
+
+
+def create_app(
+    settings: ServiceSettings | None = None,
+    *,
+    forge_for: Callable[[Event], Forge] | None = None,
+    start_workers: bool = True,
+) -> FastAPI:
+    """The service. ``settings`` default to the environment; ``forge_for`` to GitHub."""
+    settings = settings or ServiceSettings()
+    metrics = Registry()
+    state: dict[str, Any] = {}
+
+    def scrub(text: str) -> str:
+        for secret in settings.secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.workdir.mkdir(parents=True, exist_ok=True)
+        queue = JobQueue(settings.state_url(), max_attempts=settings.max_attempts,
+                         lease_seconds=settings.job_lease_seconds)  # fmt: skip
+        state["queue"] = queue
+        metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
+        context = Context(
+            forge_for=forge_for or github_forge_factory(settings),
+            workdir=settings.workdir,
+            state_url=settings.state_url(),
+            project_path=settings.project_path,
+            secrets=tuple(settings.secrets()),
+        )
+        workers = [
+            Worker(
+                queue,
+                Controller(context),
+                metrics=metrics,
+                scrub=scrub,
+                heartbeat_seconds=settings.job_lease_seconds / 4,
+            )
+            for _ in range(settings.workers if start_workers else 0)
+        ]
+        state["workers"] = workers
+        for worker in workers:
+            worker.start()
+        try:
+            yield
+        finally:
+            for worker in workers:
+                worker.stop(timeout=5)
+            queue.close()
+
+    app = FastAPI(title="Sluice", version="0.1.0", lifespan=lifespan)
+
+    @app.post("/webhooks/github", status_code=202)
+    async def github_webhook(request: Request) -> Response:
+        began = time.perf_counter()
+        event_name = request.headers.get("x-github-event", "")
+        outcome, response = await _github(request, event_name)
+        metrics.inc("sluice_deliveries_total", event=event_name or "none", outcome=outcome)
+        metrics.observe("sluice_ack_seconds", time.perf_counter() - began)
+        return response
+
+    async def _github(request: Request, event_name: str) -> tuple[str, Response]:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > settings.max_body_bytes:
+                return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
+        delivery = request.headers.get("x-github-delivery", "")
+        if not settings.insecure_no_signature:
+            secret = (
+                settings.webhook_secret.get_secret_value().encode()
+                if settings.webhook_secret
+                else b""
+            )
+            if not verify_github(secret, bytes(body), request.headers.get("x-hub-signature-256")):
+                log.warning(
+                    "rejected delivery %r (%s): missing or wrong signature",
+                    delivery[:64],
+                    event_name[:40],
+                )
+                return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
+        if not delivery:
+            return "bad_request", _error(400, "X-GitHub-Delivery header is missing")
+        if event_name == "ping":
+            return "ping", JSONResponse({"status": "pong"}, status_code=200)
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            return "bad_request", _error(400, "the body is not valid JSON")
+        if not isinstance(payload, dict):
+            return "bad_request", _error(400, "the body is not a JSON object")
+        try:
+            event = parse_github(event_name, payload)
+        except PayloadError as exc:
+            return "bad_request", _error(400, exc.message)
+        if event is None:
+            return "ignored", Response(status_code=204)
+        job = NewJob(
+            key=pr_key(event),
+            kind=event.kind,
+            payload=event.to_json(),
+            head_sha=getattr(event, "head_sha", None),
+            supersede=isinstance(event, PullRequestEvent),
+        )
+        queue: JobQueue = state["queue"]
+        fresh = await run_in_threadpool(
+            queue.accept, delivery, "github", event_name, job, time.time()
+        )
+        if not fresh:
+            return "duplicate", JSONResponse(
+                {"status": "duplicate", "delivery": delivery}, status_code=200
+            )
+        return "queued", JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        queue: JobQueue | None = state.get("queue")
+        try:
+            depth = await run_in_threadpool(queue.depth) if queue is not None else None
+        except Exception as exc:  # the database is down: say so, without its URL
+            log.warning("health check: state database error: %s", scrub(str(exc)))
+            return _error(503, "the state database does not answer")
+        workers = state.get("workers", [])
+        return JSONResponse({"status": "ok", "queue_depth": depth, "workers": len(workers)})
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        text = await run_in_threadpool(metrics.render)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

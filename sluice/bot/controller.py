@@ -1,0 +1,333 @@
+"""What to do for each forge event: the PR flow, independent of the forge.
+
+The controller is handed neutral events (:mod:`sluice.bot.events`) by the queue's worker
+and talks to the forge only through :class:`sluice.bot.forge.base.Forge`. Spark work goes
+through core (one spark-submit per event); the service process never starts a JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sluice.bot import render
+from sluice.bot.events import CheckRunEvent, CommentEvent, Event, PullRequestEvent
+from sluice.bot.forge.base import Check, Forge
+from sluice.bot.render import CommentState
+from sluice.core.errors import SluiceError
+from sluice.core.model.definition import Project
+from sluice.core.model.loader import load_project
+from sluice.core.preview import PreviewResult, preview_environment
+from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.state import StateStore, open_state
+from sluice.core.tablediff.result import DiffOptions
+from sluice.core.timeutil import DAY_MS
+from sluice.core.workflow import plan_environment
+
+log = logging.getLogger(__name__)
+
+TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
+PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
+_PREVIEW_ACTIONS = {"opened", "synchronize", "reopened", "ready_for_review"}
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the controller works with, injected by the service, the Action or a test."""
+
+    forge_for: Callable[[Event], Forge]
+    workdir: Path
+    state_url: str
+    project_path: str = "."
+    clock: Callable[[], int] = lambda: int(time.time() * 1000)
+    runner_for: Callable[[Project, Path, OnEvent], Runner] | None = None
+    secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Target:
+    """The pull request a piece of work is for."""
+
+    number: int
+    head_sha: str
+    base_ref: str
+    author: str
+    fork: bool
+    draft: bool
+
+
+class Controller:
+    """Turns events into engine calls and engine results into comments and checks."""
+
+    def __init__(self, context: Context) -> None:
+        self.ctx = context
+
+    def handle(self, event: Event) -> None:
+        """Do what ``event`` asks. Forge and engine errors are reported on the PR, not raised,
+        unless reporting itself fails (then the worker retries the job)."""
+        forge = self.ctx.forge_for(event)
+        if isinstance(event, PullRequestEvent):
+            if event.action == "closed":
+                return  # promotion and cleanup: the gate issue's part of the flow
+            if event.action not in _PREVIEW_ACTIONS:
+                return
+            target = Target(event.number, event.head_sha, event.base_ref, event.author,
+                            event.fork, event.draft)  # fmt: skip
+            self.preview(forge, target)
+        elif isinstance(event, CheckRunEvent) and event.action == "rerequested":
+            if event.check_name and event.check_name not in PR_CHECKS:
+                return
+            for number in event.numbers:
+                pr = forge.pull_request(number)
+                if pr.open and pr.head_sha == event.head_sha:
+                    target = Target(pr.number, pr.head_sha, pr.base_ref, pr.author, pr.fork,
+                                    pr.draft)  # fmt: skip
+                    self.preview(forge, target)
+        elif isinstance(event, CommentEvent):
+            return  # comment commands come with the gate issue
+
+    def give_up(self, event: Event, error: str) -> None:
+        """The job failed for good: say so on the PR's checks and comment."""
+        if not isinstance(event, PullRequestEvent):
+            return
+        forge = self.ctx.forge_for(event)
+        text = self._scrub(error)
+        for name in PR_CHECKS:
+            forge.set_check(event.head_sha, Check(name, "completed", "Sluice gave up on this commit",
+                                                  text, conclusion="failure"))  # fmt: skip
+        state = CommentState(None, pr_environment(event.number), event.head_sha, "failure",
+                             "the job failed after every retry", error=("Error", text),
+                             footer=self._footer(event.head_sha))  # fmt: skip
+        mark = render.marker(self.ctx.project_path)
+        forge.upsert_comment(
+            event.number, mark, render.comment(state, limit=forge.comment_limit, marker=mark)
+        )
+
+    # --- the PR environment --------------------------------------------------------
+
+    def preview(self, forge: Forge, pr: Target) -> PreviewResult | None:
+        """Build ``pr``'s environment, diff it, and report; None when nothing was built."""
+        environment = pr_environment(pr.number)
+        post = _Poster(forge, pr, self._footer(pr.head_sha), render.marker(self.ctx.project_path))
+        if pr.draft:
+            post.comment(CommentState(None, environment, pr.head_sha, "neutral", "draft",
+                                      progress="This PR is a draft: Sluice builds its environment once it is ready for review."))  # fmt: skip
+            return None
+        if pr.fork:
+            post.comment(CommentState(None, environment, pr.head_sha, "neutral", "fork PR not built",
+                                      progress="This PR comes from a fork, so Sluice does not run its code "
+                                      "until a user with write permission comments `/sluice plan`."))  # fmt: skip
+            return None
+        for name in PR_CHECKS:
+            post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
+        post.comment(CommentState(None, environment, pr.head_sha, "queued", "queued",
+                                  progress="Fetching the project"))  # fmt: skip
+        tree = self._tree(forge, pr.head_sha)
+        try:
+            project = load_project(tree / self.ctx.project_path)
+        except SluiceError as exc:
+            self._failed(
+                post, environment, "The project does not load", self._scrub(str(exc), tree)
+            )
+            return None
+        post.project = project.config.sluice.project  # one project per repository: pr_<n>
+        store = open_state(self.ctx.state_url)
+        try:
+            return self._build(post, project, store, environment, tree)
+        finally:
+            store.close()
+
+    def _build(self, post: _Poster, project: Project, store: StateStore, environment: str,
+               tree: Path) -> PreviewResult | None:  # fmt: skip
+        settings = project.config.sluice.pr
+        now = self.ctx.clock()
+        start = (
+            now - settings.backfill_days * DAY_MS if settings.backfill_days is not None else None
+        )
+        try:
+            plan = plan_environment(
+                project, store, environment, start=start, end=now, execution_time=now
+            )
+        except SluiceError as exc:
+            self._failed(
+                post, environment, "Sluice could not plan this PR", self._scrub(str(exc), tree)
+            )
+            return None
+        for name in PR_CHECKS:
+            post.check(Check(name, "in_progress", "Running", "Building the environment."))
+        progress = _Progress(post, environment, plan)
+        post.comment(progress.state("Starting Spark"))
+        runner = self._runner(project, tree, progress.on_event)
+        try:
+            result = preview_environment(
+                project, store, plan, runner, url=self.ctx.state_url, now=now,
+                diff_cap=settings.diff_limit,
+                diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),
+            )  # fmt: skip
+        except SluiceError as exc:
+            self._failed(
+                post,
+                environment,
+                "Building the environment failed",
+                self._scrub(str(exc), tree),
+                plan,
+            )
+            return None
+        prod = plan_environment(project, store, PROD, end=now, execution_time=now)
+        self._report(post, environment, result, prod)
+        return result
+
+    def _report(self, post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
+        title, body = render.tests_summary(result.tests)
+        post.check(Check(TESTS, "completed", title, body,
+                         conclusion="success" if result.tests_passed else "failure"))  # fmt: skip
+        plan = result.plan
+        if not plan.changes_models:
+            env_title = "This PR changes no model"
+        else:
+            env_title = f"{environment}: {result.built} tables built, {result.views} views"
+        post.check(Check(ENVIRONMENT, "completed", env_title, render.plan_markdown(plan)[:60000],
+                         conclusion="success"))  # fmt: skip
+        if prod.backfill:
+            ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)
+            prod_title = f"Merging backfills {len(prod.backfill)} tables in prod"
+            prod_summary = f"Not every interval was built in this PR: merging computes {ranges}."
+        elif prod.has_changes:
+            prod_title = "Merging is a virtual update"
+            prod_summary = (
+                "Every version prod needs is built: merging swaps views, no data is written."
+            )
+        else:
+            prod_title, prod_summary = (
+                "Merging changes nothing in prod",
+                "Prod already has this state.",
+            )
+        post.check(Check(PROD_PLAN, "completed", prod_title, prod_summary, conclusion="success"))
+        failed = not result.tests_passed or bool(result.diff_errors)
+        headline = "no model changed" if not plan.changes_models else f"`{environment}` is ready"
+        if not result.tests_passed:
+            headline += "; unit tests failed"
+        post.comment(CommentState(
+            post.project, environment, post.pr.head_sha, "failure" if failed else "success",
+            headline, preview=result, checks=tuple((n, c) for n, c in post.conclusions.items()),
+        ))  # fmt: skip
+
+    def _failed(
+        self, post: _Poster, environment: str, title: str, text: str, plan: Any = None
+    ) -> None:
+        for name in PR_CHECKS:
+            post.check(
+                Check(name, "completed", title, f"```text\n{text}\n```", conclusion="failure")
+            )
+        post.comment(CommentState(post.project, environment, post.pr.head_sha, "failure", title,
+                                  error=(title, text), plan=plan,
+                                  checks=tuple(post.conclusions.items())))  # fmt: skip
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _tree(self, forge: Forge, sha: str) -> Path:
+        """The repository at ``sha``, fetched once and kept (commits do not change)."""
+        if not re.fullmatch(r"[0-9a-fA-F]{7,64}", sha):
+            raise SluiceError(f"'{sha}' is not a commit sha")
+        tree = (self.ctx.workdir / "trees" / _safe(forge.repo) / sha).resolve()
+        if tree.is_dir():
+            return tree
+        partial = tree.with_name(f"{sha}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        forge.fetch_tree(sha, partial)
+        partial.rename(tree)
+        return tree
+
+    def _runner(self, project: Project, tree: Path, on_event: OnEvent) -> Runner:
+        if self.ctx.runner_for is not None:
+            return self.ctx.runner_for(project, tree, on_event)
+        root = self.ctx.workdir.resolve()
+        paths = SparkPaths(root=root / "spark", logs=root / "logs")
+        return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
+
+    def _scrub(self, text: str, tree: Path | None = None) -> str:
+        if tree is not None:
+            text = text.replace(f"{tree}/", "").replace(str(tree), ".")
+        for secret in self.ctx.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _footer(self, sha: str) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.ctx.clock() / 1000))
+        return f"Sluice · commit {sha[:7]} · updated {stamp}"
+
+
+def _safe(repo: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", repo)
+
+
+class _Poster:
+    """Posts to one PR, remembering each check's last state for the comment's table."""
+
+    def __init__(self, forge: Forge, pr: Target, footer: str, marker: str) -> None:
+        self.forge, self.pr, self.footer, self.marker = forge, pr, footer, marker
+        self.project: str | None = None
+        self.conclusions: dict[str, str] = {}
+
+    def check(self, check: Check) -> None:
+        self.forge.set_check(self.pr.head_sha, check)
+        label = check.conclusion or check.status.replace("_", " ")
+        self.conclusions[check.name] = f"{label}: {check.title}"
+
+    def comment(self, state: CommentState) -> None:
+        state = _with(state, project=self.project, footer=self.footer)
+        body = render.comment(state, limit=self.forge.comment_limit, marker=self.marker)
+        self.forge.upsert_comment(self.pr.number, self.marker, body)
+
+
+def _with(state: CommentState, **changes: Any) -> CommentState:
+    import dataclasses
+
+    return dataclasses.replace(state, **changes)
+
+
+class _Progress:
+    """Turns the Spark job's events into "building 3 of 7 models" on the comment."""
+
+    def __init__(self, post: _Poster, environment: str, plan: Any) -> None:
+        self.post, self.environment, self.plan = post, environment, plan
+        self.builds = 0
+        self.total = len(plan.backfill) + len(plan.create_views)
+        self.last = 0.0
+
+    def state(self, text: str) -> CommentState:
+        return CommentState(self.post.project, self.environment, self.post.pr.head_sha, "running",
+                            "building", progress=text, plan=self.plan)  # fmt: skip
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("event") != "step_start":
+            return
+        kind = event.get("type")
+        if kind == "build":
+            self.builds += 1
+            text = f"Building {self.builds} of {max(self.total, self.builds)} models ({event.get('label')})"
+        elif kind == "table_diff":
+            text = f"Comparing with prod ({event.get('label')})"
+        elif kind == "unit_test":
+            text = "Running unit tests"
+        else:
+            return
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        try:
+            self.post.comment(self.state(text))
+        except SluiceError as exc:  # progress is best effort; the result is posted anyway
+            log.warning("could not post progress: %s", exc)

@@ -1,0 +1,218 @@
+"""Markdown for the forge: the sticky PR comment and check-run bodies.
+
+Values are formatted here; the Jinja2 templates under ``sluice/templates`` only loop.
+The comment must fit the forge's limit: it is rendered in full, then with less detail
+(samples, then SQL diffs, then per-model tables) until it fits, and says what it left
+to the check run. Nothing is cut in the middle of a Markdown block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from sluice.core.plan.plan import Plan
+from sluice.core.preview import PreviewResult
+from sluice.core.snapshot.naming import view_name
+from sluice.core.tablediff import render as diff_render
+from sluice.core.tablediff.result import Samples, TableDiffResult
+from sluice.core.timeutil import format_range
+
+MARKER = "<!-- sluice:pr-comment{project} -->"
+_ICONS = {"queued": "⏳", "running": "⏳", "success": "✅", "failure": "❌", "neutral": "ℹ️"}  # noqa: RUF001
+MAX_DIFF_LINES = 120
+
+
+@cache
+def _env() -> Environment:
+    return Environment(
+        loader=PackageLoader("sluice", "templates"),
+        undefined=StrictUndefined,
+        autoescape=False,  # Markdown; values are escaped where they land in tables
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def marker(project_path: str) -> str:
+    """The hidden line that finds the comment of the project at ``project_path`` on a PR
+    (known before the project is loaded, so the first "queued" comment has it too)."""
+    path = project_path.strip("/")
+    return MARKER.format(project="" if path in ("", ".") else f":{path}")
+
+
+@dataclass(frozen=True)
+class CommentState:
+    """Everything the PR comment shows; the controller fills in what it knows so far."""
+
+    project: str | None
+    environment: str
+    head_sha: str
+    state: str  # queued, running, success, failure, neutral
+    headline: str
+    progress: str | None = None
+    error: tuple[str, str] | None = None  # (title, text)
+    preview: PreviewResult | None = None
+    plan: Plan | None = None
+    checks: tuple[tuple[str, str], ...] = ()  # (name, status text)
+    notes: tuple[str, ...] = ()
+    footer: str = ""
+    details_at: str = "the `sluice/pr-environment` check"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def comment(state: CommentState, *, limit: int, marker: str) -> str:
+    """The comment's Markdown, as detailed as ``limit`` characters allow."""
+    for level in range(4):
+        text = _env().get_template("pr_comment.md.j2").render(**_view(state, level), marker=marker)
+        if len(text) <= limit:
+            return text
+    # Even the summary is too long (thousands of models): keep the headline and say so.
+    short = dataclasses.replace(state, preview=None, plan=None, error=None, checks=())
+    return _env().get_template("pr_comment.md.j2").render(**_view(short, 3), marker=marker)
+
+
+_FOLDED = (
+    None,
+    "Sample rows were left out to fit GitHub's comment size; {at} has them.",
+    "SQL diffs and sample rows were left out to fit the comment size; {at} has them.",
+    "Only a summary fits in a comment; {at} has the full plan and table diffs.",
+)
+
+
+def _view(state: CommentState, level: int) -> dict[str, Any]:
+    preview = state.preview
+    plan = preview.plan if preview is not None else state.plan
+    where: list[str] = []
+    if plan is not None and state.state not in ("queued",) and preview is not None:
+        changed = [*plan.added, *(c.name for c in plan.directly_modified),
+                   *(c.name for c in plan.indirectly_modified)]  # fmt: skip
+        where = [view_name(name, state.environment) for name in changed]
+    diffs = ""
+    diff_notes: list[str] = []
+    if preview is not None:
+        results = [preview.diffs[name] for name in sorted(preview.diffs)]
+        if level >= 1:
+            results = [dataclasses.replace(r, samples=Samples()) for r in results]
+        if level >= 3:
+            diff_notes += [_one_line(r) for r in results]
+        elif results:
+            diffs = diff_render.markdown(results)
+        diff_notes += [
+            f"`{n}`: not compared: {why}" for n, why in sorted(preview.skipped_diffs.items())
+        ]
+        diff_notes += [
+            f"`{n}`: the diff failed: {e}" for n, e in sorted(preview.diff_errors.items())
+        ]
+    return {
+        "icon": _ICONS.get(state.state, ""),
+        "project": state.project,
+        "headline": state.headline,
+        "progress": state.progress,
+        "error": {"title": state.error[0], "text": _fence_safe(state.error[1])}
+        if state.error
+        else None,
+        "environment": state.environment,
+        "short_sha": state.head_sha[:7],
+        "where": where,
+        "plan": plan_view(plan, level=level) if plan is not None else None,
+        "diffs": diffs.strip(),
+        "diff_notes": [*diff_notes, *state.notes],
+        "checks": [{"name": n, "status": s} for n, s in state.checks],
+        "folded": (_FOLDED[level] or "").format(at=state.details_at) or None,
+        "footer": state.footer,
+    }
+
+
+def plan_view(plan: Plan, *, level: int = 0) -> dict[str, Any]:
+    """The plan as the templates show it (SQL diffs dropped from ``level`` 2)."""
+    direct = [
+        {
+            "name": c.name,
+            "category": c.category.value,
+            "diff": _fence_safe(_cap_lines(c.diff)) if level < 2 else "",
+        }
+        for c in plan.directly_modified
+    ]
+    limited = None
+    if plan.start is not None and plan.environment != "prod":
+        limited = (
+            f"Incremental models are built from {format_range(plan.start, plan.end)} only "
+            "(`sluice.pr.backfill_days`); the table diff compares that range."
+        )
+    return {
+        "empty": not plan.changes_models,
+        "added": list(plan.added),
+        "removed": list(plan.removed),
+        "direct": direct,
+        "indirect": [
+            {"name": c.name, "category": c.category.value} for c in plan.indirectly_modified
+        ],
+        "metadata": list(plan.metadata_only),
+        "backfill": [
+            {"model": b.name, "range": format_range(b.start, b.end), "intervals": len(b.intervals)}
+            for b in plan.backfill
+        ],
+        "limited": limited,
+    }
+
+
+def _one_line(result: TableDiffResult) -> str:
+    if result.identical:
+        return f"`{result.name}`: identical"
+    changed = ", ".join(result.changed_columns) or "none"
+    return (
+        f"`{result.name}`: {result.source_only} rows only in {result.source}, "
+        f"{result.target_only} only in {result.target}, {result.differing_rows} differ "
+        f"(columns: {changed})"
+    )
+
+
+def _cap_lines(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= MAX_DIFF_LINES:
+        return text
+    return "\n".join([*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)"])
+
+
+def _fence_safe(text: str) -> str:
+    """Text that cannot close the code fence it is shown in."""
+    return text.replace("```", "`\u200b``")
+
+
+def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(title, Markdown body) for the ``sluice/tests`` check."""
+    failed = [r for r in results if not r.get("passed")]
+    if not results:
+        return "No unit tests", "The project has no unit tests (`tests/*.yaml`)."
+    title = (
+        f"{len(failed)} of {len(results)} unit tests failed"
+        if failed
+        else f"{len(results)} unit tests passed"
+    )
+    lines = [f"| Test | Result |", "| --- | --- |"]  # noqa: F541
+    lines += [
+        f"| `{r.get('name')}` | {'passed' if r.get('passed') else 'failed'} |" for r in results
+    ]
+    for r in failed:
+        diff = "\n".join(str(line) for line in r.get("diff", []))
+        lines += ["", f"**{r.get('name')}**", "", "```text", _fence_safe(diff), "```"]
+    return title, "\n".join(lines)
+
+
+def plan_markdown(plan: Plan) -> str:
+    """The full plan (every SQL diff) for a check run's text."""
+    view = plan_view(plan)
+    state = CommentState(None, plan.environment, "", "neutral", "plan", plan=plan)
+    body = (
+        _env()
+        .get_template("pr_comment.md.j2")
+        .render(**{**_view(state, 0), "plan": view}, marker="")
+    )
+    return body.split("\n", 2)[-1]

@@ -1,0 +1,117 @@
+"""The worker: takes jobs from the durable queue and hands their events to the controller.
+
+Runs as a thread in the service (several with ``SLUICE_WORKERS``, and in several service
+processes sharing a PostgreSQL state database). A job holds a lease that a heartbeat
+renews while it runs; when a worker dies, its job's lease runs out and :meth:`recover`
+puts the job back, up to the queue's attempt limit, after which the PR is told.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from sluice.bot.controller import Controller
+from sluice.bot.events import event_from_json
+from sluice.bot.metrics import Registry
+from sluice.bot.queue import Job, JobQueue
+
+log = logging.getLogger(__name__)
+
+
+class Worker:
+    """One thread processing jobs one at a time."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        controller: Controller,
+        *,
+        metrics: Registry | None = None,
+        poll_seconds: float = 0.5,
+        heartbeat_seconds: float = 10.0,
+        scrub: Callable[[str], str] = lambda text: text,
+    ) -> None:
+        self.queue, self.controller, self.metrics = queue, controller, metrics
+        self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.run, name=f"sluice-worker-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """Process jobs until stopped; recover abandoned jobs now and then."""
+        last_recover = 0.0
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - last_recover > self.beat:
+                    self.recover()
+                    last_recover = time.monotonic()
+                if not self.run_once():
+                    self._stop.wait(self.poll)
+            except Exception:  # the loop must survive a database hiccup
+                log.exception("worker loop error; retrying")
+                self._stop.wait(self.poll)
+
+    def recover(self) -> None:
+        """Put back jobs whose worker died; report the ones out of attempts."""
+        for job in self.queue.recover(time.time()):
+            log.error(
+                "job %s (%s) failed for good: its worker died on the last attempt", job.id, job.key
+            )
+            self._give_up(job, "the Sluice worker stopped while running this job, on every attempt")
+
+    def run_once(self) -> bool:
+        """Process one job if there is one; False when the queue had none ready."""
+        job = self.queue.claim(self.name, time.time())
+        if job is None:
+            return False
+        began = time.monotonic()
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
+        beat.start()
+        try:
+            self.controller.handle(event_from_json(job.payload))
+        except Exception as exc:
+            message = self.scrub(str(exc) or exc.__class__.__name__)
+            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
+            if not self.queue.retry(job.id, self.name, message, time.time()):
+                self._give_up(job, message)
+            outcome = "error"
+        else:
+            self.queue.finish(job.id, self.name, now=time.time())
+            outcome = "done"
+        finally:
+            done.set()
+            beat.join()
+        if self.metrics is not None:
+            self.metrics.observe("sluice_job_duration_seconds", time.monotonic() - began,
+                                 kind=job.kind, outcome=outcome)  # fmt: skip
+        return True
+
+    def _heartbeat(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(self.beat):
+            if not self.queue.heartbeat(job.id, self.name, time.time()):
+                log.warning("job %s: lease lost to another worker", job.id)
+                return
+
+    def _give_up(self, job: Job, message: str) -> None:
+        try:
+            self.controller.give_up(event_from_json(job.payload), message)
+        except Exception:
+            log.exception("could not report the failure of job %s on the forge", job.id)

@@ -1,0 +1,216 @@
+"""Preview a change in its own environment: unit tests, build, table diffs, in one job.
+
+What a pull request needs from the engine, and what ``sluice preview`` does locally: run
+the project's unit tests, build the environment the plan describes (limited to a recent
+range for incremental models when the plan says so), then compare each changed model
+with prod. All of it is one Spark job, so Spark starts once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.core import jobs
+from sluice.core.errors import ExecutionError
+from sluice.core.model.definition import KindName, Project
+from sluice.core.plan.plan import Plan, iso
+from sluice.core.snapshot.naming import PROD
+from sluice.core.snapshot.snapshot import Category
+from sluice.core.spark import testing
+from sluice.core.spark.submit import JobResult, Runner
+from sluice.core.state import StateStore
+from sluice.core.tablediff.result import DiffOptions, TableDiffResult, same_table_result
+
+
+@dataclass(frozen=True)
+class DiffTarget:
+    """One model to compare with prod, or the reason it is not compared."""
+
+    name: str
+    source_table: str | None  # prod's table; None when prod does not have the model
+    target_table: str
+    keys: tuple[str, ...]
+    where: str | None  # the range the environment built, for incremental models
+    skipped: str | None = None  # why there is no diff (new model, no grain, cap)
+
+
+@dataclass(frozen=True)
+class PreviewResult:
+    """What a preview did: test results, the build, and one diff per compared model."""
+
+    plan: Plan
+    tests: tuple[dict[str, Any], ...]
+    built: int
+    views: int
+    diffs: dict[str, TableDiffResult]
+    diff_errors: dict[str, str]
+    skipped_diffs: dict[str, str]
+    job: JobResult | None
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tests_passed(self) -> bool:
+        return all(t.get("passed") for t in self.tests)
+
+
+def diff_targets(plan: Plan, prod: dict[str, tuple[str, str]], *, cap: int) -> list[DiffTarget]:
+    """The models a reviewer should see compared with prod, most relevant first.
+
+    ``prod`` maps model -> (prod's physical table, version). Directly modified models come
+    first, then children a breaking change reaches; at most ``cap`` are compared, the rest
+    are listed as skipped.
+    """
+    direct = [c.name for c in plan.directly_modified]
+    indirect = [c.name for c in plan.indirectly_modified if c.category == Category.BREAKING]
+    targets: list[DiffTarget] = []
+    for name in dict.fromkeys(direct + indirect):
+        snapshot = plan.snapshot(name)
+        model = snapshot.model
+        if model.kind.name == KindName.EXTERNAL:
+            continue
+        source = prod.get(name)
+        keys = tuple(g.lower() for g in model.grain)
+        where = None
+        if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE and plan.start is not None:
+            column = model.kind.time_column
+            where = f"{column} >= '{iso(plan.start)}' AND {column} < '{iso(plan.end)}'"
+        skipped = None
+        if source is None:
+            skipped = "new in this environment: nothing in prod to compare with"
+        elif not keys:
+            skipped = f"no grain: declare `grain` in {model.path or name}'s MODEL to compare rows"
+        elif len([t for t in targets if t.skipped is None]) >= cap:
+            skipped = f"over the cap of {cap} compared models"
+        targets.append(
+            DiffTarget(name, source[0] if source else None, snapshot.table, keys, where, skipped)
+        )
+    return targets
+
+
+def preview_environment(
+    project: Project,
+    state: StateStore,
+    plan: Plan,
+    runner: Runner,
+    *,
+    url: str,
+    now: int,
+    diff_cap: int = 10,
+    diff_options: DiffOptions | None = None,
+) -> PreviewResult:
+    """Run unit tests, build ``plan``'s environment, and diff changed models against prod.
+
+    Raises:
+        ExecutionError: the build failed; when the failing step is a model's build or
+            audit, the error names the model's file and line.
+        ConflictError: the environment moved on since the plan was computed.
+    """
+    options = diff_options or DiffOptions()
+    steps: list[dict[str, Any]] = []
+    for index, step in enumerate(testing.unit_test_steps(project, None, now)):
+        steps.append({**step, "id": f"test:{index}"})
+    built = views = 0
+    spec: dict[str, Any] = {
+        "job_id": f"preview-{plan.environment}-{plan.plan_id[:12]}-{now}",
+        "kind": "preview",
+        "state_url": url,
+        "plan_id": plan.plan_id,
+    }
+    record = state.get_environment(plan.environment)
+    # A copy of prod with no model changed has nothing to review: it is not built.
+    if plan.changes_models or plan.backfill or plan.restated:
+        from sluice.core.workflow import record_plan
+
+        record_plan(state, plan, now)
+        previous = None
+        if record is not None and not record.invalidated:
+            previous = {ref.name: ref.version for ref in record.snapshots}
+        applied = jobs.apply_job(
+            plan,
+            audits=project.audits,
+            project_dir=project.path,
+            table_format=project.config.sluice.spark.table_format,
+            state_url=url,
+            previous_versions=previous,
+            now=now,
+            ttl_days=project.config.sluice.environment_ttl_days,
+        )
+        spec.update({k: applied[k] for k in ("environment", "base_plan_id")})
+        built = sum(1 for s in applied["steps"] if s["type"] == "build")
+        views = next(len(s["views"]) for s in applied["steps"] if s["type"] == "views")
+        steps += applied["steps"]
+    prod = _prod_tables(state)
+    targets = diff_targets(plan, prod, cap=diff_cap)
+    diffs: dict[str, TableDiffResult] = {}
+    for target in targets:
+        if target.skipped is not None or target.source_table is None:
+            continue
+        compare = DiffOptions(
+            on=(), skip=options.skip, where=target.where, decimals=options.decimals,
+            tolerance=options.tolerance, sample=options.sample,
+        )  # fmt: skip
+        if target.source_table == target.target_table:
+            diffs[target.name] = same_table_result(
+                target.name, PROD, plan.environment, target.target_table, target.keys,
+                compare, target.where,
+            )  # fmt: skip
+            continue
+        steps.append({
+            "type": "table_diff", "id": f"diff:{target.name}", "label": f"table diff {target.name}",
+            "name": target.name, "source": target.source_table, "target": target.target_table,
+            "source_label": PROD, "target_label": plan.environment, "keys": list(target.keys),
+            "options": compare.to_json(),
+        })  # fmt: skip
+    job = None
+    if steps:
+        spec["steps"] = steps
+        try:
+            job = runner.run(spec)
+        except ExecutionError as exc:
+            raise locate_failure(project, exc) from exc
+    results = job.results if job is not None else {}
+    tests = tuple(results[k] for k in results if k.startswith("test:"))
+    errors: dict[str, str] = {}
+    for key, payload in results.items():
+        if key.startswith("diff:"):
+            name = key.removeprefix("diff:")
+            if "error" in payload:
+                errors[name] = payload["error"]["message"]
+            else:
+                diffs[name] = TableDiffResult.from_json(payload)
+    skipped = {t.name: t.skipped for t in targets if t.skipped is not None}
+    return PreviewResult(
+        plan=plan,
+        tests=tests,
+        built=built,
+        views=views,
+        diffs=diffs,
+        diff_errors=errors,
+        skipped_diffs=skipped,
+        job=job,
+        seconds=job.seconds if job is not None else 0.0,
+    )
+
+
+def _prod_tables(state: StateStore) -> dict[str, tuple[str, str]]:
+    record = state.get_environment(PROD)
+    if record is None or record.invalidated:
+        return {}
+    from sluice.core.snapshot.naming import physical_table
+
+    return {r.name: (physical_table(r.name, r.version), r.version) for r in record.snapshots}
+
+
+_STEP = re.compile(r"at step '(?:build|audit) ([\w.]+)")
+
+
+def locate_failure(project: Project, error: ExecutionError) -> ExecutionError:
+    """``error`` with the file and line of the model whose build or audit failed."""
+    found = _STEP.search(error.message)
+    model = project.models.get(found.group(1).rstrip(":")) if found else None
+    if model is None or error.path is not None:
+        return error
+    return ExecutionError(error.message, path=model.path, line=model.line, hint=error.hint)

@@ -1,0 +1,351 @@
+"""The webhook service over HTTP: verification, the queue, and what it posts on GitHub.
+
+The app runs for real (FastAPI's TestClient with its lifespan, so the worker thread runs);
+GitHub's REST API is the stateful fake in ``github_wire.py`` at the wire, so PyGithub
+really runs. Projects here have no models, so no Spark is needed; the end-to-end test
+with Spark is in ``test_pr_flow.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.app import create_app
+from sluice.bot.queue import JobQueue
+from sluice.bot.settings import ServiceSettings
+from sluice.core.errors import ConfigError
+from tests.bot.conftest import case_paths, load_case
+from tests.bot.github_wire import FakeGitHub, tarball
+
+SECRET = "s3cr3t-webhook-value"
+TOKEN = "ghp_thisIsTheServiceTokenDoNotLeak"
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class Service:
+    """A running app, its fake GitHub, and helpers to deliver events."""
+
+    def __init__(self, client: TestClient, github: FakeGitHub, settings: ServiceSettings) -> None:
+        self.client, self.github, self.settings = client, github, settings
+
+    def deliver(self, event: str, payload: dict[str, Any] | bytes, *, delivery: str | None = None,
+                signature: str | None = None) -> Any:  # fmt: skip
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature if signature is not None else sign(body),
+            "Content-Type": "application/json",
+        }
+        return self.client.post("/webhooks/github", content=body, headers=headers)
+
+    def queue(self) -> JobQueue:
+        return JobQueue(self.settings.state_url())
+
+    def wait(self, done: Callable[[], bool], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; GitHub saw {self.github.requests[-10:]}")
+            time.sleep(0.05)
+
+    def idle(self) -> None:
+        """Wait until every job is finished."""
+        queue = self.queue()
+        try:
+            self.wait(
+                lambda: not (queue.counts().get("queued", 0) or queue.counts().get("running", 0))
+            )
+        finally:
+            queue.close()
+
+
+def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "config.yaml").write_text(config)
+    return root
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    settings = ServiceSettings(
+        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
+        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
+        github_request_interval=0, github_write_interval=0,
+    )  # type: ignore[arg-type]  # fmt: skip
+    github = FakeGitHub(repo="Codertocat/Hello-World")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        with TestClient(create_app(settings)) as client:
+            yield Service(client, github, settings)
+
+
+def _pr_payload(case: str, sha: str) -> dict[str, Any]:
+    payload = load_case(case)
+    payload["pull_request"]["head"]["sha"] = sha
+    return payload
+
+
+SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # the head sha of octokit's PR payloads
+
+
+def test_signature_vector_published_by_github(service: Service) -> None:
+    # GitHub's documented vector: this secret and body give this signature.
+    vector = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    settings = ServiceSettings(webhook_secret="It's a Secret to Everybody", workdir=service.settings.workdir,
+                               database_url=service.settings.database_url)  # type: ignore[arg-type]  # fmt: skip
+    with TestClient(create_app(settings, start_workers=False)) as client:
+        headers = {
+            "X-GitHub-Event": "ping",
+            "X-GitHub-Delivery": "d-1",
+            "X-Hub-Signature-256": vector,
+        }
+        assert (
+            client.post("/webhooks/github", content=b"Hello, World!", headers=headers).status_code
+            == 200
+        )
+        headers["X-Hub-Signature-256"] = vector[:-1] + "0"
+        assert (
+            client.post("/webhooks/github", content=b"Hello, World!", headers=headers).status_code
+            == 401
+        )
+
+
+def test_unsigned_or_forged_deliveries_get_401_and_the_body_is_not_logged(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    payload["marker"] = "BODY-TEXT-NOT-FOR-LOGS"
+    caplog.set_level(logging.DEBUG)
+    assert service.deliver("pull_request", payload, signature="").status_code == 401
+    assert service.deliver("pull_request", payload, signature=sign(b"other")).status_code == 401
+    assert (
+        service.deliver(
+            "pull_request", payload, signature=sign(json.dumps(payload).encode(), "wrong")
+        ).status_code
+        == 401
+    )
+    assert "BODY-TEXT-NOT-FOR-LOGS" not in caplog.text
+    assert "missing or wrong signature" in caplog.text
+    queue = service.queue()
+    assert queue.counts().get("queued", 0) == 0 and service.github.requests == []
+    queue.close()
+
+
+def test_refuses_to_start_without_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLUICE_WEBHOOK_SECRET", raising=False)
+    with pytest.raises(ConfigError, match="SLUICE_WEBHOOK_SECRET is not set"):
+        ServiceSettings(workdir=tmp_path)
+    assert ServiceSettings(workdir=tmp_path, insecure_no_signature=True).insecure_no_signature
+
+
+def test_settings_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "abc")
+    monkeypatch.setenv("SLUICE_GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("SLUICE_GITHUB_API_URL", "https://ghe.example/api/v3")
+    monkeypatch.setenv("SLUICE_DATABASE_URL", "postgresql+psycopg://sluice:pw-in-url@db/sluice")
+    monkeypatch.setenv("SLUICE_WORKDIR", str(tmp_path))
+    settings = ServiceSettings()
+    assert settings.github_api_url == "https://ghe.example/api/v3"
+    assert settings.state_url().endswith("@db/sluice") and settings.workdir == tmp_path
+    assert TOKEN not in repr(settings) and "abc" not in repr(settings)
+    assert set(settings.secrets()) == {TOKEN, "abc", "pw-in-url"}
+
+
+def test_malformed_json_and_payloads_get_400(service: Service) -> None:
+    assert service.deliver("pull_request", b"{not json").status_code == 400
+    assert service.deliver("pull_request", b"[1, 2]").status_code == 400
+    response = service.deliver("pull_request", {"action": "opened", "pull_request": {}})
+    assert response.status_code == 400 and "is missing" in response.json()["error"]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert service.deliver("pull_request", deep).status_code == 400
+
+
+def test_irrelevant_events_get_204_and_nothing_is_queued(service: Service) -> None:
+    assert (
+        service.deliver(
+            "pull_request", load_case("github/pull_request/labeled.payload.json")
+        ).status_code
+        == 204
+    )
+    assert (
+        service.deliver(
+            "issue_comment", load_case("github/issue_comment/created.payload.json")
+        ).status_code
+        == 204
+    )
+    assert (
+        service.deliver(
+            "installation", load_case("github/installation/created.payload.json")
+        ).status_code
+        == 204
+    )
+    assert (
+        service.deliver("push", load_case("github/push/payload.json")).status_code == 204
+    )  # a tag deletion
+    queue = service.queue()
+    assert sum(queue.counts().values()) == 0
+    queue.close()
+
+
+def test_oversized_bodies_are_refused_before_parsing(service: Service) -> None:
+    big = b" " * (service.settings.max_body_bytes + 1)
+    assert service.deliver("pull_request", big).status_code == 413
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "github/pull_request/opened.payload.json",
+        "github/pull_request/opened.with-null-body.json",
+        "github/pull_request/reopened.payload.json",
+        "github/pull_request/ready_for_review.payload.json",  # no `installation` key
+        "github/pull_request/ready_for_review.with-organization.payload.json",
+    ],
+)
+def test_real_pull_request_payloads_get_a_comment_and_three_checks(
+    service: Service, tmp_path: Path, case: str
+) -> None:
+    payload = _pr_payload(case, SHA)
+    service.github.trees[SHA] = tarball(_project(tmp_path / "src"), f"repo-{SHA[:7]}")
+    response = service.deliver("pull_request", payload)
+    assert response.status_code == 202, response.text
+    service.idle()
+    checks = service.github.checks_on(SHA)
+    assert set(checks) == {"sluice/tests", "sluice/pr-environment", "sluice/prod-plan"}
+    assert {c["status"] for c in checks.values()} == {"completed"}
+    assert {c["conclusion"] for c in checks.values()} == {"success"}, checks["sluice/tests"][
+        "output"
+    ]
+    assert checks["sluice/pr-environment"]["output"]["title"] == "This PR changes no model"
+    assert checks["sluice/pr-environment"]["history"][:2] == ["queued", "in_progress"]
+    number = payload["pull_request"]["number"]
+    comments = service.github.comments_on(number)
+    assert len(comments) == 1, "one sticky comment, edited in place"
+    body = comments[0]["body"]
+    assert body.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `demo`: no model changed")
+    assert "no model changed" in body and "This PR changes no model." in body
+    assert comments[0]["edits"] >= 1
+
+
+def test_the_same_delivery_twice_is_processed_once(service: Service, tmp_path: Path) -> None:
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    service.github.trees[SHA] = tarball(_project(tmp_path / "src"), "top")
+    first = service.deliver("pull_request", payload, delivery="dup-1")
+    second = service.deliver("pull_request", payload, delivery="dup-1")
+    assert (first.status_code, second.status_code) == (202, 200)
+    assert second.json()["status"] == "duplicate"
+    service.idle()
+    queue = service.queue()
+    assert {k: v for k, v in queue.counts().items() if v} == {"done": 1}
+    queue.close()
+    tarballs = [u for m, u in service.github.requests if "/tarball/" in u]
+    assert len(tarballs) == 1
+
+
+def test_fork_pull_requests_are_not_built(service: Service) -> None:
+    payload = load_case("github/pull_request/nodejs-github-bot__pull-request-opened-v8.json")
+    assert service.deliver("pull_request", payload).status_code == 202
+    service.idle()
+    comments = service.github.comments_on(payload["pull_request"]["number"])
+    assert len(comments) == 1 and "comes from a fork" in comments[0]["body"]
+    assert "/sluice plan" in comments[0]["body"]
+    assert not any("/tarball/" in u for _, u in service.github.requests)
+    assert service.github.check_runs == {}
+
+
+def test_a_project_that_does_not_load_fails_the_checks_and_the_service_stays_up(
+    service: Service, tmp_path: Path
+) -> None:
+    src = _project(tmp_path / "src")
+    (src / "models" / "broken.sql").write_text(
+        "MODEL (name demo.broken, kind FULL);\nSELECT FROM WHERE\n"
+    )
+    service.github.trees[SHA] = tarball(src, "top")
+    assert (
+        service.deliver(
+            "pull_request", _pr_payload("github/pull_request/opened.payload.json", SHA)
+        ).status_code
+        == 202
+    )
+    service.idle()
+    checks = service.github.checks_on(SHA)
+    assert {c["conclusion"] for c in checks.values()} == {"failure"}
+    summary = checks["sluice/tests"]["output"]["summary"]
+    assert "models/broken.sql:2" in summary, summary
+    assert str(tmp_path) not in summary, "paths are shown relative to the repository"
+    body = service.github.comments_on(2)[0]["body"] if service.github.comments_on(2) else ""
+    comment = next(iter(service.github.comments.values()))["body"]
+    assert "The project does not load" in comment and "models/broken.sql:2" in comment
+    assert body == comment
+    assert service.client.get("/healthz").json()["status"] == "ok"
+
+
+def test_rerequested_check_runs_run_again(service: Service, tmp_path: Path) -> None:
+    service.github.trees[SHA] = tarball(_project(tmp_path / "src"), "top")
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    service.deliver("pull_request", payload)
+    service.idle()
+    number = payload["pull_request"]["number"]
+    service.github.add_pull(number, SHA)
+    rerun = load_case("github/check_run/rerequested.payload.json")
+    rerun["repository"] = payload["repository"]
+    rerun["check_run"].update(
+        {"name": "sluice/tests", "head_sha": SHA, "pull_requests": [{"number": number}]}
+    )
+    assert service.deliver("check_run", rerun).status_code == 202
+    service.idle()
+    history = service.github.checks_on(SHA)["sluice/tests"]["history"]
+    assert history.count("completed") == 2, history
+
+
+def test_health_and_metrics(service: Service, tmp_path: Path) -> None:
+    service.github.trees[SHA] = tarball(_project(tmp_path / "src"), "top")
+    service.deliver("pull_request", _pr_payload("github/pull_request/opened.payload.json", SHA))
+    service.deliver("pull_request", b"{", signature="sha256=" + "0" * 64)
+    service.idle()
+    assert service.client.get("/healthz").json() == {"status": "ok", "queue_depth": 0, "workers": 1}
+    text = service.client.get("/metrics").text
+    assert 'sluice_deliveries_total{event="pull_request",outcome="queued"} 1' in text
+    assert 'sluice_deliveries_total{event="pull_request",outcome="unauthorized"} 1' in text
+    assert "sluice_queue_depth 0" in text
+    assert 'sluice_job_duration_seconds_count{kind="pull_request",outcome="done"} 1' in text
+
+
+def test_secrets_never_reach_github_or_the_logs(
+    service: Service, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    src = _project(tmp_path / "src", f"sluice:\n  project: demo\n  nonsense: {TOKEN}\n")
+    service.github.trees[SHA] = tarball(src, "top")
+    service.deliver("pull_request", _pr_payload("github/pull_request/opened.payload.json", SHA))
+    service.idle()
+    posted = json.dumps([service.github.comments, service.github.check_runs])
+    assert "failure" in posted  # the bad config was reported ...
+    for secret in (TOKEN, SECRET):
+        assert secret not in posted, "... without the secret it contained"
+        assert secret not in caplog.text
+
+
+def test_every_real_github_payload_gets_an_answer_and_never_a_500(service: Service) -> None:
+    for path in case_paths("github/*/*.json"):
+        event = path.parent.name
+        response = service.deliver(event, path.read_bytes())
+        assert response.status_code in (200, 202, 204, 400), (path.name, response.status_code)
