@@ -200,7 +200,8 @@ class Controller:
                          conclusion="success"))  # fmt: skip
         if prod.backfill:
             ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)
-            prod_title = f"Merging backfills {len(prod.backfill)} tables in prod"
+            count = len(prod.backfill)
+            prod_title = f"Merging backfills {count} table{'s' if count > 1 else ''} in prod"
             prod_summary = f"Not every interval was built in this PR: merging computes {ranges}."
         elif prod.has_changes:
             prod_title = "Merging is a virtual update"

@@ -21,7 +21,7 @@ from sluice.core.preview import PreviewResult
 from sluice.core.snapshot.naming import view_name
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import Samples, TableDiffResult
-from sluice.core.timeutil import format_range
+from sluice.core.timeutil import DAY_MS, format_range
 
 MARKER = "<!-- sluice:pr-comment{project} -->"
 _ICONS = {"queued": "⏳", "running": "⏳", "success": "✅", "failure": "❌", "neutral": "ℹ️"}  # noqa: RUF001
@@ -142,9 +142,10 @@ def plan_view(plan: Plan, *, level: int = 0) -> dict[str, Any]:
     ]
     limited = None
     if plan.start is not None and plan.environment != "prod":
+        days = round((plan.end - plan.start) / DAY_MS)
         limited = (
-            f"Incremental models are built from {format_range(plan.start, plan.end)} only "
-            "(`sluice.pr.backfill_days`); the table diff compares that range."
+            f"Incremental models are built for their most recent {days} days only "
+            "(`sluice.pr.backfill_days`; ranges above), and the table diff compares those days."
         )
     return {
         "empty": not plan.changes_models,

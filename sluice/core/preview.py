@@ -74,9 +74,15 @@ def diff_targets(plan: Plan, prod: dict[str, tuple[str, str]], *, cap: int) -> l
         source = prod.get(name)
         keys = tuple(g.lower() for g in model.grain)
         where = None
-        if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE and plan.start is not None:
+        fill = next((b for b in plan.backfill if b.name == name), None)
+        if (
+            model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
+            and plan.start is not None
+            and fill
+        ):
+            # Compare only what this environment built: a partial backfill is not a loss.
             column = model.kind.time_column
-            where = f"{column} >= '{iso(plan.start)}' AND {column} < '{iso(plan.end)}'"
+            where = f"{column} >= '{iso(fill.start)}' AND {column} < '{iso(fill.end)}'"
         skipped = None
         if source is None:
             skipped = "new in this environment: nothing in prod to compare with"

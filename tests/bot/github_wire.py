@@ -48,7 +48,25 @@ class FakeGitHub:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    state_file: Path | None = None  # when set, the state survives the process (kill -9 tests)
     _ids: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.state_file is not None and self.state_file.exists():
+            saved = json.loads(self.state_file.read_text())
+            self.comments = {int(k): v for k, v in saved["comments"].items()}
+            self.check_runs = {int(k): v for k, v in saved["check_runs"].items()}
+            self.statuses, self._ids = saved["statuses"], saved["ids"]
+            self.requests = [tuple(r) for r in saved["requests"]]  # type: ignore[misc]
+
+    def save(self) -> None:
+        if self.state_file is None:
+            return
+        data = {"comments": self.comments, "check_runs": self.check_runs, "ids": self._ids,
+                "statuses": self.statuses, "requests": self.requests}  # fmt: skip
+        partial = self.state_file.with_suffix(".partial")
+        partial.write_text(json.dumps(data))
+        partial.replace(self.state_file)
 
     # --- what tests look at -----------------------------------------------------------
 
@@ -102,7 +120,9 @@ class FakeGitHub:
                     self.repo = named.group(1)
                 self.requests.append((request.method, request.url))
                 body = json.loads(request.body) if request.body else None
-                return handler(match, body)
+                answer = handler(match, body)
+                self.save()
+                return answer
 
         return callback
 
