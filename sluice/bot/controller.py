@@ -196,7 +196,7 @@ class Controller:
             env_title = "This PR changes no model"
         else:
             env_title = f"{environment}: {result.built} tables built, {result.views} views"
-        post.check(Check(ENVIRONMENT, "completed", env_title, render.plan_markdown(plan)[:60000],
+        post.check(Check(ENVIRONMENT, "completed", env_title, render.details_markdown(result),
                          conclusion="success"))  # fmt: skip
         if prod.backfill:
             ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)

@@ -207,13 +207,11 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     return title, "\n".join(lines)
 
 
-def plan_markdown(plan: Plan) -> str:
-    """The full plan (every SQL diff) for a check run's text."""
-    view = plan_view(plan)
-    state = CommentState(None, plan.environment, "", "neutral", "plan", plan=plan)
-    body = (
-        _env()
-        .get_template("pr_comment.md.j2")
-        .render(**{**_view(state, 0), "plan": view}, marker="")
-    )
-    return body.split("\n", 2)[-1]
+def details_markdown(result: PreviewResult) -> str:
+    """Everything, unfolded (every SQL diff and sample), for the environment check's body;
+    the forge fits it to the check's limit without breaking a block."""
+    state = CommentState(None, result.plan.environment, "", "neutral", "details", preview=result)
+    view = _view(state, 0)
+    view.update(marker="", where=[], checks=[], footer="", progress=None, headline="details")
+    body = _env().get_template("pr_comment.md.j2").render(**view)
+    return body.split("\n", 2)[-1].strip()

@@ -349,3 +349,19 @@ def test_every_real_github_payload_gets_an_answer_and_never_a_500(service: Servi
         event = path.parent.name
         response = service.deliver(event, path.read_bytes())
         assert response.status_code in (200, 202, 204, 400), (path.name, response.status_code)
+
+
+def test_draft_pull_requests_wait_until_ready(service: Service, tmp_path: Path) -> None:
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    payload["pull_request"]["draft"] = True
+    assert service.deliver("pull_request", payload).status_code == 202
+    service.idle()
+    [comment] = service.github.comments_on(payload["pull_request"]["number"])
+    assert "is a draft" in comment["body"] and service.github.check_runs == {}
+    service.github.trees[SHA] = tarball(_project(tmp_path / "src"), "top")
+    ready = _pr_payload("github/pull_request/ready_for_review.payload.json", SHA)
+    ready["pull_request"]["number"] = payload["pull_request"]["number"]
+    assert service.deliver("pull_request", ready).status_code == 202
+    service.idle()
+    assert len(service.github.comments_on(payload["pull_request"]["number"])) == 1
+    assert {c["conclusion"] for c in service.github.checks_on(SHA).values()} == {"success"}
