@@ -185,6 +185,7 @@ class FakeGitHub:
 
     def _edit_comment(self, match: Any, body: Any) -> Any:
         comment = self.comments[int(match.group(1))]
+        comment.setdefault("bodies", [comment["body"]]).append(body["body"])
         comment["body"] = body["body"]
         comment["edits"] += 1
         return self._json(self._comment_json(comment))

@@ -148,6 +148,9 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     [comment] = github.comments_on(2)
     text = comment["body"]
     (prod.root / "comment.md").write_text(text)  # to read when an assertion fails
+    # While the job ran, the comment showed progress rather than stale results.
+    progress = [b for b in comment["bodies"] if "\n> ⏳ " in b]
+    assert any("Starting Spark" in b for b in progress), comment["bodies"]
     assert text.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `jaffle`: `pr_2` is ready")
     assert "`jaffle__pr_2.orders`, `jaffle__pr_2.customers`, `jaffle__pr_2.daily_revenue`" in text
     assert (

@@ -365,3 +365,27 @@ def test_draft_pull_requests_wait_until_ready(service: Service, tmp_path: Path) 
     service.idle()
     assert len(service.github.comments_on(payload["pull_request"]["number"])) == 1
     assert {c["conclusion"] for c in service.github.checks_on(SHA).values()} == {"success"}
+
+
+def test_a_job_that_keeps_failing_is_reported_on_the_pr_after_the_last_attempt(
+    service: Service,
+) -> None:
+    # No tree for this commit: fetching it fails on every attempt.
+    assert (
+        service.deliver(
+            "pull_request", _pr_payload("github/pull_request/opened.payload.json", SHA)
+        ).status_code
+        == 202
+    )
+    service.idle()
+    queue = service.queue()
+    assert queue.counts()["failed"] == 1
+    queue.close()
+    tarballs = [u for m, u in service.github.requests if "/tarball/" in u]
+    assert len(tarballs) == service.settings.max_attempts == 3
+    checks = service.github.checks_on(SHA)
+    assert {c["conclusion"] for c in checks.values()} == {"failure"}
+    assert checks["sluice/tests"]["output"]["title"] == "Sluice gave up on this commit"
+    assert "archive" in checks["sluice/tests"]["output"]["summary"]
+    [comment] = service.github.comments_on(2)
+    assert "the job failed after every retry" in comment["body"]
