@@ -1,0 +1,175 @@
+"""Pull-request comments -> Sluice commands (pure).
+
+A comment holds a command when one of its lines starts with ``/sluice`` (after optional
+whitespace, in any case); only the first such line counts. Lines inside fenced code blocks, quoted
+lines (``> /sluice plan``, as when someone quotes an earlier comment) and HTML comments
+(invisible on the page, e.g. in PR templates) never count. Who may run commands (write
+permission) is checked by the controller through the forge, not here.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+
+from sluice.core.errors import SluiceError
+
+PREFIX = "/sluice"
+WHERE_LIMIT = 2000
+"""Longest ``--where`` text accepted, in characters."""
+
+CommandName = Literal["plan", "deploy", "diff", "help"]
+
+USAGE: dict[str, str] = {
+    "plan": "`/sluice plan`",
+    "deploy": "`/sluice deploy`",
+    "diff": "`/sluice diff schema.table [--where SQL condition]`",
+    "help": "`/sluice help`",
+}
+
+HELP = """\
+**Sluice commands.** Write one on a line of its own in a comment on this pull request. \
+Only users with write permission on the repository may run them; commands in code \
+blocks or quoted lines are ignored, and editing a comment does not run it again.
+
+| Command | What it does |
+|---|---|
+| `/sluice plan` | Plan this pull request again and rebuild its environment (also starts \
+a pull request from a fork). |
+| `/sluice deploy` | Promote this pull request's plan to prod now, when the \
+`sluice/approval` check passes; then merge the pull request if `merge_method` is set. |
+| `/sluice diff schema.table [--where SQL condition]` | Compare a model's table in this \
+pull request's environment with prod, optionally only the rows matching the condition, \
+e.g. `/sluice diff sales.orders --where order_date >= '2024-01-01'`. |
+| `/sluice help` | Show this help. |
+"""
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_MODEL = re.compile(rf"^{_IDENT}\.{_IDENT}$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_WHERE = re.compile(r"(?:^|\s)--where(?:=|\s+|$)")
+
+
+_PLAIN: dict[str, CommandName] = {"plan": "plan", "deploy": "deploy", "help": "help"}
+
+
+class CommandError(SluiceError):
+    """A command with bad arguments; ``message`` is the command's usage line and
+    ``hint`` what was wrong."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A parsed ``/sluice`` command.
+
+    Attributes:
+        name: ``plan``, ``deploy``, ``diff`` or ``help``.
+        model: ``diff`` only: the model, ``schema.table`` lower-cased.
+        where: ``diff`` only: the SQL condition after ``--where``, as written (without
+            enclosing quotes); the table diff parses it.
+        unknown: For a ``help`` the user did not ask for: the subcommand that was not
+            recognised (``""`` for a bare ``/sluice``), so the reply can say so.
+    """
+
+    name: CommandName
+    model: str | None = None
+    where: str | None = None
+    unknown: str | None = None
+
+
+def parse_command(body: str) -> Command | None:
+    """The command in a PR comment, or None when the comment holds none.
+
+    Raises:
+        CommandError: the command's arguments are wrong (the message is its usage).
+    """
+    line = _command_line(body)
+    if line is None:
+        return None
+    rest = line[len(PREFIX) :].strip()
+    if not rest:
+        return Command("help", unknown="")
+    sub, *more = rest.split(None, 1)
+    args = more[0].strip() if more else ""
+    name = sub.lower()
+    if name == "diff":
+        return _diff(args)
+    if name in _PLAIN:
+        if args:
+            raise CommandError(USAGE[name], hint=f"`/sluice {name}` takes no arguments")
+        return Command(_PLAIN[name])
+    return Command("help", unknown=sub)
+
+
+def _command_line(body: str) -> str | None:
+    fence: str | None = None  # the opening fence while inside a fenced code block
+    in_html_comment = False
+    for raw in body.splitlines():
+        if fence is not None:
+            if raw.strip().startswith(fence) and not raw.strip().strip(fence[0]):
+                fence = None
+            continue
+        opened = _FENCE.match(raw)
+        if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+            fence = opened.group(1)
+            continue
+        line = raw.strip()
+        if in_html_comment:
+            if "-->" in line:
+                in_html_comment = False
+            continue
+        if line.startswith("<!--"):
+            in_html_comment = "-->" not in line[4:]
+            continue
+        if line.startswith(">"):
+            continue
+        head = line[: len(PREFIX)].lower()
+        if head == PREFIX and (len(line) == len(PREFIX) or line[len(PREFIX)].isspace()):
+            return line
+    return None
+
+
+def _diff(args: str) -> Command:
+    usage = USAGE["diff"]
+    found = _WHERE.search(args)
+    head = args[: found.start()] if found else args
+    where: str | None = None
+    if found:
+        where = _unquote(args[found.end() :].strip())
+        if not where:
+            raise CommandError(usage, hint="`--where` needs a SQL condition after it")
+        if len(where) > WHERE_LIMIT:
+            raise CommandError(
+                usage,
+                hint=f"the `--where` condition is {len(where)} characters; at most "
+                f"{WHERE_LIMIT} are accepted",
+            )
+    try:
+        words = shlex.split(head)
+    except ValueError as exc:
+        raise CommandError(usage, hint=f"cannot read the arguments: {exc}") from None
+    options = [w for w in words if w.startswith("-")]
+    if options:
+        raise CommandError(usage, hint=f"unknown option `{options[0]}`")
+    if len(words) != 1:
+        hint = "name the model to compare" if not words else "name exactly one model"
+        raise CommandError(usage, hint=hint)
+    model = words[0]
+    if not _MODEL.match(model):
+        raise CommandError(
+            usage,
+            hint=f"`{model}` is not a model name: write it as schema.table "
+            "(letters, digits and underscores)",
+        )
+    return Command("diff", model=model.lower(), where=where)
+
+
+def _unquote(text: str) -> str:
+    """Drop one pair of quotes around the whole condition (quotes are optional)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in {"'", '"'}:
+        inner = text[1:-1]
+        if text[0] not in inner:  # `'a' = 'b'` is a condition, not a quoted one
+            return inner.strip()
+    return text
