@@ -143,14 +143,20 @@ def gate_config(
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
         raise ConfigError(
-            "config.yaml must be a mapping of sections", path=path, line=doc.line_of(())
+            "config.yaml must be a mapping of sections",
+            path=path,
+            line=doc.line_of(()),
+            hint="start each section at the left margin, e.g. `sluice:` then indented settings",
         )
     sluice = data.get("sluice")
     if sluice is None:
         return GateSettings(), DeploySettings()
     if not isinstance(sluice, dict):
         raise ConfigError(
-            "'sluice' must be a mapping of settings", path=path, line=doc.line_of(("sluice",))
+            "'sluice' must be a mapping of settings",
+            path=path,
+            line=doc.line_of(("sluice",)),
+            hint="indent Sluice's settings under `sluice:` (gate:, deploy:, ...)",
         )
     gate = _section(doc, sluice, "gate")
     deploy = _section(doc, sluice, "deploy")
@@ -318,7 +324,6 @@ class _Standing:
     login: str  # as the forge spells it
     approved_shas: list[str | None] = field(default_factory=list)
     objection: bool = False  # latest decisive review is CHANGES_REQUESTED
-    via_review: bool = False
 
 
 def _standings(gate: GateInput) -> dict[str, _Standing]:
@@ -327,7 +332,7 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
         state = review.state.upper()
         key = review.user.casefold()
         if state == "APPROVED":
-            by_user[key] = _Standing(review.user, [review.commit_sha], via_review=True)
+            by_user[key] = _Standing(review.user, [review.commit_sha])
         elif state in {"CHANGES_REQUESTED", "DISMISSED"}:
             by_user[key] = _Standing(review.user, [], objection=state == "CHANGES_REQUESTED")
         # COMMENTED (and PENDING, a draft review) changes nobody's standing.
@@ -381,6 +386,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
             eligible_names.setdefault(key, login)
 
     def owner_keys(owner: str) -> set[str]:
+        owner = owner.strip().removeprefix("@")
         if "/" in owner:
             return set(members.get(owner.casefold(), {}))
         return {owner.casefold()}
