@@ -38,6 +38,8 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
 	$(BIN)/python bench/apply_bench.py
+	bash scripts/ensure-postgres.sh
+	$(BIN)/python bench/webhook_bench.py
 
 clean:
 	rm -rf $(VENV) .sluice examples/*/.sluice

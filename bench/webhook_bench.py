@@ -1,0 +1,662 @@
+"""Benchmark: webhook acknowledgement latency of the service with PostgreSQL state.
+
+Usage: python bench/webhook_bench.py [--seconds 20] [--senders 50] [--rate 0] [--prs 200]
+                                     [--warmup 2] [--database-url URL] [--durable]
+
+Starts a throwaway PostgreSQL from the local server binaries (initdb + pg_ctl on a free
+port, as the postgres user when root; fsync, synchronous_commit and full_page_writes off
+unless --durable), or uses --database-url (a scratch database no service works on; the
+run's rows are deleted afterwards). Then two targets, each a uvicorn server in its
+own process on 127.0.0.1 with the same settings, one after the other:
+
+- bare: a FastAPI app whose one ``POST /webhooks/github`` reads the body and answers 202;
+- sluice: the service (``create_app``, workers off, so no GitHub calls), which verifies
+  the signature, parses the event, stores the delivery and its job in one transaction of
+  the PostgreSQL state and answers 202.
+
+Each target gets --senders concurrent senders, each on its own keep-alive connection,
+sending signed ``pull_request`` deliveries (the real GitHub payload from
+../shared/realcases when present, else a small built-in one), each with a unique
+X-GitHub-Delivery and head commit, spread over --prs pull requests. The first --warmup
+seconds are not counted, then --seconds are. Senders send back to back (closed loop)
+unless --rate gives the total deliveries per second: then every delivery has a due time
+and its latency counts from that time, so a server that falls behind is not hidden.
+
+Afterwards every delivery the service answered 202 must be in ``sluice_deliveries`` with
+its job ("lost" counts the ones that are not: must be 0). Prints, per target, deliveries
+sent, throughput, p50/p90/p99/max acknowledgement latency, errors (non-202 answers and
+failed requests) and lost; the service's own ``sluice_ack_seconds`` for the measured
+window; one thread's ``JobQueue.accept`` alone on the same database; and the targets:
+sluice p99 under 50 ms and at most 3x the bare endpoint's p99.
+
+The load generator speaks HTTP/1.1 over asyncio streams itself: on the 2-core machine
+httpx.AsyncClient with 50 connections managed under 200 requests/s and would have
+measured itself rather than the servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import hashlib
+import hmac
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, make_url, text
+
+REALCASE = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared/realcases/github/pull_request/opened.payload.json"
+)
+SECRET = "bench-webhook-secret"
+TOKEN = "ghp_benchDummyTokenNeverUsedWorkersAreOff"
+HOOK = "/webhooks/github"
+P99_TARGET_MS = 50.0
+RATIO_TARGET = 3.0
+# Stand-ins in the JSON template, replaced per delivery (bytes.replace is cheap).
+NUMBER_MARK = 987654321
+SHA_MARK = "0123456789abcdef0123456789abcdef0badf00d"
+
+# One uvicorn server: argv is the target ("bare" or "sluice") and the port. The service
+# reads its settings from the SLUICE_* environment the parent sets.
+SERVER = """
+import sys
+import uvicorn
+
+target, port = sys.argv[1], int(sys.argv[2])
+if target == "sluice":
+    from sluice.bot.app import create_app
+    from sluice.bot.settings import ServiceSettings
+
+    app = create_app(ServiceSettings(), start_workers=False)
+else:
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+
+    @app.post("/webhooks/github", status_code=202)
+    async def hook(request: Request) -> JSONResponse:
+        body = await request.body()
+        return JSONResponse({"status": "queued", "bytes": len(body)}, status_code=202)
+
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+BUILTIN_PAYLOAD: dict[str, Any] = {
+    "action": "opened",
+    "number": 1,
+    "pull_request": {
+        "number": 1,
+        "title": "Change a model",
+        "draft": False,
+        "merged": False,
+        "user": {"login": "octocat"},
+        "head": {
+            "ref": "feature",
+            "sha": "0" * 40,
+            "repo": {"id": 1296269, "full_name": "octocat/Hello-World"},
+        },
+        "base": {
+            "ref": "main",
+            "sha": "1" * 40,
+            "repo": {"id": 1296269, "full_name": "octocat/Hello-World"},
+        },
+    },
+    "repository": {"id": 1296269, "full_name": "octocat/Hello-World"},
+    "installation": {"id": 1},
+    "sender": {"login": "octocat"},
+}
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+def pg_bindir() -> Path | None:
+    """Directory holding ``initdb`` and ``pg_ctl``: PATH first, then Debian's layout."""
+    found = shutil.which("initdb")
+    if found and (Path(found).resolve().parent / "pg_ctl").exists():
+        return Path(found).resolve().parent
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: [int(x) for x in Path(p).parent.name.split(".") if x.isdigit()],
+        reverse=True,
+    )
+    for candidate in candidates:
+        if (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
+            return Path(candidate)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def throwaway_postgres(durable: bool) -> Iterator[str]:
+    """A new PostgreSQL cluster on a free port; stopped and deleted on exit."""
+    bindir = pg_bindir()
+    if bindir is None:
+        sys.exit(
+            "no PostgreSQL server binaries (initdb, pg_ctl) found: run "
+            "scripts/ensure-postgres.sh, or pass --database-url"
+        )
+    # Not under a private directory: the server runs as the postgres user when we are root
+    # (initdb refuses to run as root).
+    base = Path(tempfile.mkdtemp(prefix="sluice-bench-pg-"))
+    datadir = base / "data"
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(base, user="postgres", group="postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    options = f"-h 127.0.0.1 -p {port} -k {base}"
+    if not durable:
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+
+    def run(*args: str) -> None:
+        # Own session: a Ctrl-C reaches this process only, which then stops the server.
+        subprocess.run(
+            [*prefix, *args], check=True, capture_output=True, text=True, start_new_session=True
+        )
+
+    pg_ctl = str(bindir / "pg_ctl")
+    try:
+        try:
+            run(str(bindir / "initdb"), "-D", str(datadir), "-U", "postgres", "-A", "trust", "-N")
+            run(pg_ctl, "-D", str(datadir), "-l", str(base / "server.log"), "-o", options,
+                "-w", "start")  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            log = base / "server.log"
+            detail = log.read_text() if log.exists() else ""
+            sys.exit(f"could not start PostgreSQL: {exc.stderr}\n{detail}")
+        try:
+            yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        finally:
+            subprocess.run([*prefix, pg_ctl, "-D", str(datadir), "-m", "fast", "-w", "stop"],
+                           check=False, capture_output=True, start_new_session=True)  # fmt: skip
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def normalise(url: str) -> str:
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":  # psycopg 3 is the driver installed
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def pg_settings(url: str) -> str:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            names = ("server_version", "fsync", "synchronous_commit", "full_page_writes")
+            values = [conn.execute(text(f"SHOW {name}")).scalar_one() for name in names]
+    finally:
+        engine.dispose()
+    return ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=True))
+
+
+# -- servers ------------------------------------------------------------------------------
+
+
+@contextmanager
+def server(target: str, env: dict[str, str]) -> Iterator[int]:
+    """A uvicorn server for ``target`` in its own process; yields its port once it answers."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, target, str(port)], env=env, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the {target} server exited with code {proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break  # uvicorn listens only once the app's lifespan has started
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the {target} server did not start in 60 s") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        if proc.poll() is None:
+            proc.terminate()  # uvicorn shuts down gracefully (the service closes its queue)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -- deliveries and the HTTP client -------------------------------------------------------
+
+
+class Deliveries:
+    """Signed ``pull_request`` deliveries: a unique delivery id and head commit each."""
+
+    def __init__(self, payload: dict[str, Any], prs: int, prefix: str, port: int) -> None:
+        payload = json.loads(json.dumps(payload))
+        payload["number"] = payload["pull_request"]["number"] = NUMBER_MARK
+        payload["pull_request"]["head"]["sha"] = SHA_MARK
+        self.template = json.dumps(payload).encode()
+        if self.template.count(str(NUMBER_MARK).encode()) != 2:
+            raise ValueError("the payload template holds the PR-number stand-in elsewhere")
+        self.prs, self.prefix, self.port = prs, prefix, port
+        self.secret = SECRET.encode()
+
+    def request(self, seq: int) -> tuple[str, bytes]:
+        """The delivery id and the raw HTTP request of delivery number ``seq``."""
+        number = str(seq % self.prs + 1).encode()
+        sha = hashlib.sha1(f"{self.prefix}/{seq}".encode()).hexdigest().encode()
+        body = self.template.replace(str(NUMBER_MARK).encode(), number)
+        body = body.replace(SHA_MARK.encode(), sha)
+        delivery = f"{self.prefix}-{seq:08d}"
+        signature = hmac.new(self.secret, body, hashlib.sha256).hexdigest()
+        head = (
+            f"POST {HOOK} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{self.port}\r\n"
+            "User-Agent: GitHub-Hookshot/sluice-bench\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "X-GitHub-Event: pull_request\r\n"
+            f"X-GitHub-Delivery: {delivery}\r\n"
+            f"X-Hub-Signature-256: sha256={signature}\r\n"
+            "\r\n"
+        )
+        return delivery, head.encode() + body
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[int, bool, bytes]:
+    """Send one request, read its response: status, whether the server closes, body."""
+    writer.write(request)
+    await writer.drain()
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    status = int(head[0].split(" ", 2)[1])
+    length, chunked, close = 0, False, False
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        name, value = name.strip().lower(), value.strip().lower()
+        if name == "content-length":
+            length = int(value)
+        elif name == "transfer-encoding":
+            chunked = "chunked" in value
+        elif name == "connection":
+            close = value == "close"
+    if not chunked:
+        return status, close, await reader.readexactly(length)
+    body = b""
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        body += (await reader.readexactly(size + 2))[:-2]
+        if size == 0:
+            return status, close, body
+
+
+@dataclass
+class Load:
+    """One target's run: what was sent and what came back."""
+
+    deliveries: Deliveries
+    senders: int
+    warmup: float
+    seconds: float
+    rate: float
+    timeout: float
+    start: float = 0.0
+    counter: Iterator[int] = field(default_factory=itertools.count)
+    # (delivery id, began, latency s, status); status 0 is a failed request.
+    records: list[tuple[str, float, float, int]] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)
+    metrics: list[str] = field(default_factory=list)
+
+    @property
+    def measured_from(self) -> float:
+        return self.start + self.warmup
+
+    @property
+    def deadline(self) -> float:
+        return self.start + self.warmup + self.seconds
+
+    async def sender(self) -> None:
+        port = self.deliveries.port
+        conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        try:
+            while True:
+                seq = next(self.counter)
+                due = self.start + seq / self.rate if self.rate else None
+                if (due if due is not None else time.perf_counter()) >= self.deadline:
+                    return
+                delivery, request = self.deliveries.request(seq)
+                if due is not None:
+                    await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                began = due if due is not None else time.perf_counter()
+                try:
+                    if conn is None:
+                        conn = await asyncio.open_connection("127.0.0.1", port)
+                    status, close, _ = await asyncio.wait_for(
+                        exchange(*conn, request), self.timeout
+                    )
+                except (OSError, EOFError, TimeoutError, ValueError, IndexError) as exc:
+                    self.failures[type(exc).__name__] += 1
+                    status, close = 0, True
+                self.records.append((delivery, began, time.perf_counter() - began, status))
+                if close and conn is not None:
+                    conn[1].close()
+                    conn = None
+        finally:
+            if conn is not None:
+                conn[1].close()
+
+    async def scrape(self, at: float | None) -> None:
+        """GET /metrics at ``at`` (or now) on a connection of its own; keeps the text."""
+        if at is not None:
+            await asyncio.sleep(max(0.0, at - time.perf_counter()))
+        port = self.deliveries.port
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            request = f"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+            self.metrics.append((await exchange(reader, writer, request))[2].decode())
+        finally:
+            writer.close()
+
+    async def run(self, scrape: bool) -> None:
+        self.start = time.perf_counter()
+        tasks = [self.sender() for _ in range(self.senders)]
+        if scrape:
+            tasks.append(self.scrape(self.measured_from))
+        await asyncio.gather(*tasks)
+        if scrape:
+            await self.scrape(None)
+
+
+# -- figures ------------------------------------------------------------------------------
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    return ordered[max(0, min(len(ordered), math.ceil(q * len(ordered))) - 1)]
+
+
+@dataclass
+class Figures:
+    name: str
+    sent: int
+    throughput: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    errors: int
+    lost: int | None
+    statuses: Counter[int]
+
+
+def figures(name: str, load: Load, lost: int | None) -> Figures:
+    measured = [r for r in load.records if r[1] >= load.measured_from]
+    ordered = sorted(r[2] * 1000 for r in measured)
+    statuses = Counter(r[3] for r in measured)
+    if not ordered:
+        raise RuntimeError(f"{name}: no delivery was sent in the measured window")
+    return Figures(
+        name=name,
+        sent=len(measured),
+        throughput=len(measured) / load.seconds,
+        p50=percentile(ordered, 0.50),
+        p90=percentile(ordered, 0.90),
+        p99=percentile(ordered, 0.99),
+        max=ordered[-1],
+        errors=sum(n for status, n in statuses.items() if status != 202),
+        lost=lost,
+        statuses=statuses,
+    )
+
+
+def ack_histogram(text_: str) -> tuple[float, float, dict[float, float]]:
+    """``sluice_ack_seconds``: count, sum and cumulative buckets."""
+    count = total = 0.0
+    buckets: dict[float, float] = {}
+    for line in text_.splitlines():
+        if line.startswith("sluice_ack_seconds_count"):
+            count = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("sluice_ack_seconds_sum"):
+            total = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("sluice_ack_seconds_bucket"):
+            bound = re.search(r'le="([^"]+)"', line)
+            if bound:
+                buckets[float(bound.group(1))] = float(line.rsplit(" ", 1)[1])
+    return count, total, buckets
+
+
+def server_side(load: Load) -> str:
+    """The service's own acknowledgement time over the measured window."""
+    if len(load.metrics) != 2:
+        return "service metrics: not scraped"
+    (c0, s0, b0), (c1, s1, b1) = (ack_histogram(m) for m in load.metrics)
+    count = c1 - c0
+    if count <= 0:
+        return "service metrics: no acknowledgement in the window"
+    under = {le: (b1.get(le, 0) - b0.get(le, 0)) / count for le in (0.005, 0.01, 0.025, 0.05)}
+    shares = ", ".join(f"{share:.0%} <= {le * 1000:g} ms" for le, share in under.items())
+    return (
+        f"service's own sluice_ack_seconds (handler start to response, measured window): "
+        f"mean {(s1 - s0) / count * 1000:.1f} ms over {count:.0f}; {shares}"
+    )
+
+
+def check_stored(url: str, load: Load) -> tuple[int, int, int]:
+    """Deliveries answered 202 but not stored with a job; stored ones never answered 202."""
+    accepted = {r[0] for r in load.records if r[3] == 202}
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT delivery_id, job_id FROM sluice_deliveries "
+                    "WHERE delivery_id LIKE :prefix"
+                ),
+                {"prefix": load.deliveries.prefix + "-%"},
+            ).all()
+    finally:
+        engine.dispose()
+    with_job = {delivery for delivery, job_id in rows if job_id is not None}
+    stored = {delivery for delivery, _ in rows}
+    return len(accepted - with_job), len(stored - accepted), len(stored)
+
+
+def remove_rows(url: str, run_id: str) -> None:
+    """Delete this run's deliveries and jobs from a database given by --database-url."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            like = {"prefix": run_id + "-%"}
+            conn.execute(text("DELETE FROM sluice_jobs WHERE delivery_id LIKE :prefix"), like)
+            conn.execute(text("DELETE FROM sluice_deliveries WHERE delivery_id LIKE :prefix"), like)
+            # A key row without jobs is the same as no row (accept creates it when needed).
+            conn.execute(text(
+                "DELETE FROM sluice_job_keys k WHERE k.running_job_id IS NULL "
+                "AND NOT EXISTS (SELECT 1 FROM sluice_jobs j WHERE j.key = k.key)"
+            ))  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def accept_alone(url: str, payload: dict[str, Any], prs: int, calls: int, prefix: str) -> str:
+    """One thread calling ``JobQueue.accept`` as the handler does, without HTTP."""
+    from sluice.bot.events import PullRequestEvent, pr_key
+    from sluice.bot.github_events import parse_github
+    from sluice.bot.queue import JobQueue, NewJob
+
+    deliveries = Deliveries(payload, prs, f"{prefix}-accept", 0)
+    queue = JobQueue(url)
+    took: list[float] = []
+    try:
+        for seq in range(calls):
+            body = deliveries.template.replace(
+                str(NUMBER_MARK).encode(), str(seq % prs + 1).encode()
+            )
+            body = body.replace(
+                SHA_MARK.encode(), hashlib.sha1(str(seq).encode()).hexdigest().encode()
+            )
+            event = parse_github("pull_request", json.loads(body))
+            assert isinstance(event, PullRequestEvent)
+            job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json(),
+                         head_sha=event.head_sha, supersede=True)  # fmt: skip
+            began = time.perf_counter()
+            queue.accept(
+                f"{deliveries.prefix}-{seq:08d}", "github", "pull_request", job, time.time()
+            )
+            took.append((time.perf_counter() - began) * 1000)
+    finally:
+        queue.close()
+    took.sort()
+    return (
+        f"JobQueue.accept alone (one thread, {calls} calls, no HTTP): "
+        f"p50 {percentile(took, 0.5):.1f} ms, p99 {percentile(took, 0.99):.1f} ms, "
+        f"mean {statistics.fmean(took):.1f} ms"
+    )
+
+
+def show(rows: list[Figures]) -> None:
+    header = f"  {'target':<8} {'sent':>7} {'req/s':>7} {'p50 ms':>7} {'p90 ms':>7} "
+    print(header + f"{'p99 ms':>7} {'max ms':>7} {'errors':>6} {'lost':>5}")
+    for f in rows:
+        lost = "-" if f.lost is None else str(f.lost)
+        print(
+            f"  {f.name:<8} {f.sent:>7} {f.throughput:>7.0f} {f.p50:>7.1f} {f.p90:>7.1f} "
+            f"{f.p99:>7.1f} {f.max:>7.1f} {f.errors:>6} {lost:>5}"
+        )
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, stack: ExitStack) -> bool:
+    if REALCASE.exists():
+        payload, source = json.loads(REALCASE.read_text()), str(REALCASE)
+    else:
+        payload, source = BUILTIN_PAYLOAD, "built-in payload"
+    if args.database_url:
+        url, where = normalise(args.database_url), "given by --database-url"
+    else:
+        url = stack.enter_context(throwaway_postgres(args.durable))
+        where = "throwaway cluster" + ("" if args.durable else " (fsync off: not durable)")
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sluice-bench-")))
+    env = dict(os.environ)
+    env.update(
+        SLUICE_DATABASE_URL=url,
+        SLUICE_WEBHOOK_SECRET=SECRET,
+        SLUICE_GITHUB_TOKEN=TOKEN,
+        SLUICE_WORKDIR=str(workdir),
+    )
+    mode = f"paced at {args.rate:g} deliveries/s" if args.rate else "back to back (closed loop)"
+    print(f"webhook benchmark: {args.senders} senders, {mode}, {args.warmup:g} s warm-up + "
+          f"{args.seconds:g} s per target, over {args.prs} PRs; payload: {source} "
+          f"({len(json.dumps(payload))} bytes)")  # fmt: skip
+    print(f"  PostgreSQL: {where}; {pg_settings(url)}")
+    print(f"  machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+
+    rows: list[Figures] = []
+    server_note = stored_note = ""
+    run_id = f"bench-{uuid.uuid4().hex[:12]}"
+    if args.database_url:
+        stack.callback(remove_rows, url, run_id)
+    for target in ("bare", "sluice"):
+        with server(target, env) as port:
+            deliveries = Deliveries(payload, args.prs, f"{run_id}-{target}", port)
+            load = Load(deliveries, args.senders, args.warmup, args.seconds, args.rate,
+                        args.timeout)  # fmt: skip
+            asyncio.run(load.run(scrape=target == "sluice"))
+        lost = None
+        if target == "sluice":
+            lost, unanswered, stored = check_stored(url, load)
+            stored_note = (f"sluice: {stored} deliveries stored (warm-up included), {lost} "
+                           f"answered 202 but not stored with their job, {unanswered} stored "
+                           "without a 202")  # fmt: skip
+        row = figures(target, load, lost)
+        rows.append(row)
+        if row.errors:
+            print(f"  {target}: answers {dict(row.statuses)}; failures {dict(load.failures)}")
+        if target == "sluice":
+            server_note = server_side(load)
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
+    show(rows)
+    print(f"  {stored_note}")
+    print(f"  {server_note}")
+    print(f"  {accept_alone(url, payload, args.prs, args.accept_calls, run_id)}")
+
+    bare, sluice = rows
+    ratio = sluice.p99 / bare.p99
+    fast = sluice.p99 < P99_TARGET_MS
+    close = ratio <= RATIO_TARGET
+    clean = sluice.lost == 0 and sluice.errors == 0 and bare.errors == 0
+    print(f"  sluice p99 / bare p99 = {ratio:.2f}")
+    print(f"  target p99 < {P99_TARGET_MS:g} ms: {'met' if fast else 'MISSED'} "
+          f"({sluice.p99:.1f} ms)")  # fmt: skip
+    print(f"  target p99 <= {RATIO_TARGET:g}x bare: {'met' if close else 'MISSED'} "
+          f"({ratio:.2f}x)")  # fmt: skip
+    print(f"  no delivery lost, no error: {'met' if clean else 'MISSED'}")
+    return clean
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured, per target")
+    parser.add_argument("--warmup", type=float, default=2.0, help="not counted, per target")
+    parser.add_argument("--senders", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="total deliveries/s (default: back to back)")  # fmt: skip
+    parser.add_argument("--prs", type=int, default=200, help="pull requests to spread over")
+    parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
+    parser.add_argument("--accept-calls", type=int, default=300)
+    parser.add_argument("--database-url", default=None,
+                        help="an existing PostgreSQL that no service works on (its workers "
+                        "would take the queued jobs); this run's rows are deleted after")  # fmt: skip
+    parser.add_argument("--durable", action="store_true",
+                        help="throwaway cluster with fsync and synchronous_commit on")  # fmt: skip
+    args = parser.parse_args()
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
+    with ExitStack() as stack:  # servers, then PostgreSQL and the work directory
+        try:
+            clean = run(args, stack)
+        except KeyboardInterrupt:
+            print("interrupted: stopping the servers and PostgreSQL", file=sys.stderr)
+            sys.exit(130)
+    sys.exit(0 if clean else 1)  # a missed latency target is a figure, not a failure
+
+
+if __name__ == "__main__":
+    main()
