@@ -32,8 +32,8 @@ most rows), phase 2 gives way to the full comparison of both tables: the window,
 aggregation above on full rows, with every count. The extra cost is phase 1's narrow pass.
 
 Measured alternatives, slower on 10M rows: deduplicating each side by a hash aggregation
-and a shuffled hash join (its hash maps spill, about 1.6x phase 1's time), and one pass
-over full rows (about 1.6x both phases).
+and a shuffled hash join (its hash maps spill: about 1.6x phase 1's time), and one pass
+over full rows (about 1.4x both phases; it remains as the fallback).
 
 Semantics: a key that is not unique on either side is left out of the comparison (its
 rows are counted in ``duplicate_rows``, its distinct keys per side in ``duplicate_keys``).
@@ -77,8 +77,9 @@ from sluice.core.tablediff.where import parse_where
 EXACT_LIMIT = 500_000
 """At most this many joined rows with different fingerprints are compared on their own.
 
-Their keys are broadcast (tens of MB at most). Measured on 10M rows x 12 columns, 2 cores:
-phase 2 takes about 6 s for 100k keys and 12 s for 1.1M, the full comparison about 40 s.
+Their keys are broadcast, so this also bounds that memory. Measured on 10M rows x 12
+columns, 2 cores: phase 2 takes about 5 s for 100k keys and 11 s for 1.1M, the full
+comparison about 38 s.
 """
 
 _WANTED = "__sluice_"  # prefix of the key columns gathered in phase 1
