@@ -5,7 +5,7 @@ whose fingerprints differ are compared exactly, column by column (they may still
 ``-0.0`` and ``0.0``, two NaNs, the same map in another order, values within the
 ``tolerance``). So a fingerprint can only err by calling two different rows equal, which
 takes both of two independent 64-bit hashes colliding on that very pair: about ``2**-128``
-per row, ``3e-27`` for 10^11 rows compared.
+per row, ``3e-28`` for 10^11 rows compared.
 
 The hashed values are made unambiguous first. ``xxhash64`` skips NULLs, so each value is
 preceded by its is-NULL flag ((1, NULL) and (NULL, 1) do not hash alike), and inside
@@ -15,10 +15,10 @@ its size. Given the columns' types, distinct rows then feed the hash distinct se
 Rounded columns (without a ``tolerance``) hash what the comparison compares, not the raw
 value, so noise below ``decimals`` does not send a row to the exact comparison: a
 decimal is hashed rounded (``round``, as compared), a double by its rounding bin
-``floor(x * 10^decimals + 0.5)``, computed in floating point. That bin equals Spark's
-``round(x, decimals)`` (scaled) unless ``x * 10^decimals`` lies within ``2^-40`` of it
-(relative) from a rounding tie or is huge; such doubles are hashed raw, flagged so, and
-left to the exact comparison.
+``floor(x * 10^decimals + 0.5)``, computed in floating point. That bin is Spark's
+``round(x, decimals)`` (scaled) unless ``x * 10^decimals`` is within a relative
+``2^-40`` of a rounding tie ``n + 0.5`` or beyond ``2^50``; such doubles are hashed raw,
+flagged so, and left to the exact comparison.
 """
 
 from __future__ import annotations
