@@ -121,6 +121,34 @@ class Forge(Protocol):
         """Post a new, separate comment on the pull request (answers to commands)."""
         ...
 
+    def team_members(self, team: str) -> frozenset[str]:
+        """The logins of the members of ``team`` (``org/team-slug``); empty when the team
+        does not exist or cannot be read."""
+        ...
+
+    def commit_of(self, ref: str) -> str | None:
+        """The commit sha a branch or tag name points at (annotated tags peeled); None
+        when there is no such ref."""
+        ...
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        """Whether commit ``sha`` is reachable from the head of ``branch``."""
+        ...
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        """Merge the pull request with ``method`` (merge, squash, rebase), only if its head
+        is still ``sha``; returns the merge commit's sha."""
+        ...
+
+    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
+        """Record a deployment of ``sha`` to ``environment``; its id, or None when the forge
+        has no deployment records."""
+        ...
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        """Set a deployment's state: in_progress, success, failure or error."""
+        ...
+
 
 def writer(permission: str) -> bool:
     """Whether a permission level may run commands (write or above)."""
