@@ -7,6 +7,7 @@ through core (one spark-submit per event); the service process never starts a JV
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -17,9 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.bot import render
-from sluice.bot.events import CheckRunEvent, CommentEvent, Event, PullRequestEvent
-from sluice.bot.forge.base import Check, Forge
+from sluice.bot import approval, command_flow, promotion, render
+from sluice.bot.events import (
+    CheckRunEvent,
+    CommentEvent,
+    Event,
+    JanitorEvent,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+)
+from sluice.bot.forge.base import Check, Forge, PullRequest
+from sluice.bot.ledger import Ledger
+from sluice.bot.planreview import review_of
 from sluice.bot.render import CommentState
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
@@ -54,54 +65,89 @@ class Context:
     secrets: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Target:
-    """The pull request a piece of work is for."""
-
-    number: int
-    head_sha: str
-    base_ref: str
-    author: str
-    fork: bool
-    draft: bool
-
-
 class Controller:
     """Turns events into engine calls and engine results into comments and checks."""
 
     def __init__(self, context: Context) -> None:
         self.ctx = context
+        self._ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """The bot's records (opened on first use, so building a controller is free)."""
+        if self._ledger is None:
+            self._ledger = Ledger(self.ctx.state_url)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
 
     def handle(self, event: Event) -> None:
         """Do what ``event`` asks. Forge and engine errors are reported on the PR, not raised,
         unless reporting itself fails (then the worker retries the job)."""
         forge = self.ctx.forge_for(event)
+        self.ledger.seen(self.repo_key(forge), event.installation_id, self.ctx.clock())
         if isinstance(event, PullRequestEvent):
             if event.action == "closed":
-                return  # promotion and cleanup: the gate issue's part of the flow
-            if event.action not in _PREVIEW_ACTIONS:
-                return
-            target = Target(event.number, event.head_sha, event.base_ref, event.author,
-                            event.fork, event.draft)  # fmt: skip
-            self.preview(forge, target)
-        elif isinstance(event, CheckRunEvent) and event.action == "rerequested":
-            if event.check_name and event.check_name not in PR_CHECKS:
-                return
-            for number in event.numbers:
-                pr = forge.pull_request(number)
-                if pr.open and pr.head_sha == event.head_sha:
-                    target = Target(pr.number, pr.head_sha, pr.base_ref, pr.author, pr.fork,
-                                    pr.draft)  # fmt: skip
-                    self.preview(forge, target)
+                if event.merged:
+                    promotion.on_merge(self, forge, event)
+                else:
+                    promotion.cleanup(self, forge, event.number, "the PR was closed")
+            elif event.action in _PREVIEW_ACTIONS:
+                self.plan_and_gate(forge, _pull(event))
+        elif isinstance(event, ReviewEvent):
+            approval.refresh(self, forge, forge.pull_request(event.number))
+        elif isinstance(event, CheckRunEvent):
+            self._check_run(forge, event)
         elif isinstance(event, CommentEvent):
-            return  # comment commands come with the gate issue
+            command_flow.on_comment(self, forge, event)
+        elif isinstance(event, TagEvent):
+            promotion.on_tag(self, forge, event)
+        elif isinstance(event, JanitorEvent):
+            promotion.janitor(self, forge)
+
+    def plan_and_gate(self, forge: Forge, pr: PullRequest) -> None:
+        """Build ``pr``'s environment, then evaluate its gate on the new plan."""
+        result = self.preview(forge, pr)
+        if result is not None:
+            try:
+                approval.refresh(self, forge, pr)
+            except SluiceError as exc:  # the build is done: do not redo it for the gate
+                log.warning("%s#%s: gate not evaluated: %s", forge.repo, pr.number, exc)
+                forge.set_check(pr.head_sha, Check(
+                    approval.APPROVAL, "completed", "The gate could not be evaluated",
+                    f"{self.scrub(str(exc))}\n\nRe-run this check to try again.",
+                    conclusion="failure",
+                ))  # fmt: skip
+        elif not pr.draft and not pr.fork:
+            forge.set_check(pr.head_sha, Check(
+                approval.APPROVAL, "completed", "No plan to approve",
+                "This commit could not be planned (see `sluice/pr-environment`), so there is "
+                "nothing to approve yet.", conclusion="failure",
+            ))  # fmt: skip
+
+    def _check_run(self, forge: Forge, event: CheckRunEvent) -> None:
+        for number in event.numbers:
+            pr = forge.pull_request(number)
+            if not pr.open or pr.head_sha != event.head_sha:
+                continue  # an older commit's check: its plan is not the one to act on
+            if event.action == "rerequested" and event.check_name in (*PR_CHECKS, ""):
+                self.plan_and_gate(forge, pr)
+            elif event.action == "rerequested" and event.check_name == approval.APPROVAL:
+                approval.refresh(self, forge, pr)
+            elif event.action == "requested_action" and event.identifier == "approve":
+                self.ledger.click(self.repo_key(forge), number, event.requester,
+                                  event.head_sha, self.ctx.clock())  # fmt: skip
+                approval.refresh(self, forge, pr)
 
     def give_up(self, event: Event, error: str) -> None:
         """The job failed for good: say so on the PR's checks and comment."""
-        if not isinstance(event, PullRequestEvent):
+        if not isinstance(event, PullRequestEvent) or event.action == "closed":
             return
         forge = self.ctx.forge_for(event)
-        text = self._scrub(error)
+        text = self.scrub(error)
         for name in PR_CHECKS:
             forge.set_check(event.head_sha, Check(name, "completed", "Sluice gave up on this commit",
                                                   text, conclusion="failure"))  # fmt: skip
@@ -109,16 +155,16 @@ class Controller:
                              "the job failed after every retry", error=("Error", text),
                              footer=self._footer(event.head_sha))  # fmt: skip
         mark = render.marker(self.ctx.project_path)
-        forge.upsert_comment(
-            event.number, mark, render.comment(state, limit=forge.comment_limit, marker=mark)
+        self.publish(
+            forge, event.number, body=render.comment(state, limit=forge.comment_limit, marker=mark)
         )
 
     # --- the PR environment --------------------------------------------------------
 
-    def preview(self, forge: Forge, pr: Target) -> PreviewResult | None:
+    def preview(self, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         """Build ``pr``'s environment, diff it, and report; None when nothing was built."""
         environment = pr_environment(pr.number)
-        post = _Poster(forge, pr, self._footer(pr.head_sha), render.marker(self.ctx.project_path))
+        post = _Poster(self, forge, pr, self._footer(pr.head_sha))
         if pr.draft:
             post.comment(CommentState(None, environment, pr.head_sha, "neutral", "draft",
                                       progress="This PR is a draft: Sluice builds its environment once it is ready for review."))  # fmt: skip
@@ -132,13 +178,12 @@ class Controller:
             post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
         post.comment(CommentState(None, environment, pr.head_sha, "queued", "queued",
                                   progress="Fetching the project"))  # fmt: skip
-        tree = self._tree(forge, pr.head_sha)
+        tree = self.tree(forge, pr.head_sha)
+        self.ledger.seen(self.repo_key(forge), None, self.ctx.clock(), sha=pr.head_sha)
         try:
             project = load_project(tree / self.ctx.project_path)
         except SluiceError as exc:
-            self._failed(
-                post, environment, "The project does not load", self._scrub(str(exc), tree)
-            )
+            self._failed(post, environment, "The project does not load", self.scrub(str(exc), tree))
             return None
         post.project = project.config.sluice.project  # one project per repository: pr_<n>
         store = open_state(self.ctx.state_url)
@@ -160,14 +205,14 @@ class Controller:
             )
         except SluiceError as exc:
             self._failed(
-                post, environment, "Sluice could not plan this PR", self._scrub(str(exc), tree)
+                post, environment, "Sluice could not plan this PR", self.scrub(str(exc), tree)
             )
             return None
         for name in PR_CHECKS:
             post.check(Check(name, "in_progress", "Running", "Building the environment."))
         progress = _Progress(post, environment, plan)
         post.comment(progress.state("Starting Spark"))
-        runner = self._runner(project, tree, progress.on_event)
+        runner = self.runner(project, tree, progress.on_event)
         try:
             result = preview_environment(
                 project, store, plan, runner, url=self.ctx.state_url, now=now,
@@ -179,11 +224,13 @@ class Controller:
                 post,
                 environment,
                 "Building the environment failed",
-                self._scrub(str(exc), tree),
+                self.scrub(str(exc), tree),
                 plan,
             )
             return None
         prod = plan_environment(project, store, PROD, end=now, execution_time=now)
+        self.ledger.record_plan(self.repo_key(post.forge), post.pr.number, post.pr.head_sha,
+                                review_of(result.plan, project), now)  # fmt: skip
         self._report(post, environment, result, prod)
         return result
 
@@ -236,7 +283,39 @@ class Controller:
 
     # --- helpers ---------------------------------------------------------------------
 
-    def _tree(self, forge: Forge, sha: str) -> Path:
+    def repo_key(self, forge: Forge) -> str:
+        """The ledger's name for ``forge``'s repository."""
+        return f"{forge.name}:{forge.repo}"
+
+    def config_path(self) -> str:
+        """The project's config.yaml, relative to the repository root."""
+        path = self.ctx.project_path.strip("/")
+        return "config.yaml" if path in ("", ".") else f"{path}/config.yaml"
+
+    def target(self, pr: PullRequest, *, admit: bool = False) -> PullRequest:
+        """``pr`` as work to do; ``admit``: a fork PR a writer asked to build."""
+        return dataclasses.replace(pr, fork=False) if admit else pr
+
+    def publish(self, forge: Forge, number: int, *, body: str | None = None,
+                section: tuple[str, str | None] | None = None) -> None:  # fmt: skip
+        """Update the PR's sticky comment: its main ``body`` and/or one extra section
+        (None removes it); the other part is kept as it was."""
+        repo = self.repo_key(forge)
+        old, sections = self.ledger.comment(repo, number)
+        body = body if body is not None else old
+        if section is not None:
+            name, text = section
+            if text:
+                sections[name] = text
+            else:
+                sections.pop(name, None)
+        mark = render.marker(self.ctx.project_path)
+        if body is None:
+            body = f"{mark}\n### Sluice\n"
+        forge.upsert_comment(number, mark, render.with_sections(body, sections))
+        self.ledger.save_comment(repo, number, body, sections)
+
+    def tree(self, forge: Forge, sha: str) -> Path:
         """The repository at ``sha``, fetched once and kept (commits do not change)."""
         if not re.fullmatch(r"[0-9a-fA-F]{7,64}", sha):
             raise SluiceError(f"'{sha}' is not a commit sha")
@@ -250,14 +329,14 @@ class Controller:
         partial.rename(tree)
         return tree
 
-    def _runner(self, project: Project, tree: Path, on_event: OnEvent) -> Runner:
+    def runner(self, project: Project, tree: Path, on_event: OnEvent) -> Runner:
         if self.ctx.runner_for is not None:
             return self.ctx.runner_for(project, tree, on_event)
         root = self.ctx.workdir.resolve()
         paths = SparkPaths(root=root / "spark", logs=root / "logs")
         return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
 
-    def _scrub(self, text: str, tree: Path | None = None) -> str:
+    def scrub(self, text: str, tree: Path | None = None) -> str:
         if tree is not None:
             text = text.replace(f"{tree}/", "").replace(str(tree), ".")
         for secret in self.ctx.secrets:
@@ -273,11 +352,20 @@ def _safe(repo: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", repo)
 
 
+def _pull(event: PullRequestEvent) -> PullRequest:
+    return PullRequest(
+        number=event.number, head_sha=event.head_sha, head_ref=event.head_ref,
+        base_ref=event.base_ref, base_sha=event.base_sha, author=event.author, draft=event.draft,
+        fork=event.fork, open=True, merged=False, title=event.title,
+    )  # fmt: skip
+
+
 class _Poster:
     """Posts to one PR, remembering each check's last state for the comment's table."""
 
-    def __init__(self, forge: Forge, pr: Target, footer: str, marker: str) -> None:
-        self.forge, self.pr, self.footer, self.marker = forge, pr, footer, marker
+    def __init__(self, ctl: Controller, forge: Forge, pr: PullRequest, footer: str) -> None:
+        self.ctl, self.forge, self.pr, self.footer = ctl, forge, pr, footer
+        self.marker = render.marker(ctl.ctx.project_path)
         self.project: str | None = None
         self.conclusions: dict[str, str] = {}
 
@@ -289,12 +377,10 @@ class _Poster:
     def comment(self, state: CommentState) -> None:
         state = _with(state, project=self.project, footer=self.footer)
         body = render.comment(state, limit=self.forge.comment_limit, marker=self.marker)
-        self.forge.upsert_comment(self.pr.number, self.marker, body)
+        self.ctl.publish(self.forge, self.pr.number, body=body)
 
 
 def _with(state: CommentState, **changes: Any) -> CommentState:
-    import dataclasses
-
     return dataclasses.replace(state, **changes)
 
 

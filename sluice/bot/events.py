@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
+from sluice.bot.commands import CommandError, parse_command
+
 
 @dataclass(frozen=True)
 class _Base:
@@ -92,9 +94,18 @@ class TagEvent(_Base):
     actor: str = ""
 
 
-Event = PullRequestEvent | CommentEvent | ReviewEvent | CheckRunEvent | TagEvent
+@dataclass(frozen=True)
+class JanitorEvent(_Base):
+    """Time to drop a repository's expired environments and unreferenced tables (the
+    service's schedule makes these; no forge sends them)."""
+
+    kind: ClassVar[str] = "janitor"
+
+
+Event = PullRequestEvent | CommentEvent | ReviewEvent | CheckRunEvent | TagEvent | JanitorEvent
 _KINDS: dict[str, type[_Base]] = {
-    c.kind: c for c in (PullRequestEvent, CommentEvent, ReviewEvent, CheckRunEvent, TagEvent)
+    c.kind: c
+    for c in (PullRequestEvent, CommentEvent, ReviewEvent, CheckRunEvent, TagEvent, JanitorEvent)
 }
 
 
@@ -109,10 +120,27 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
 
 
 def pr_key(event: Event) -> str:
-    """The queue key that serialises work: one pull request, or a repository's prod."""
-    if isinstance(event, TagEvent):
-        return f"{event.forge}:{event.repo}:prod"
+    """The queue key that serialises work: one pull request, or a repository's prod.
+
+    Everything that may change prod (a tag, a merge, ``/sluice deploy``, the janitor) runs
+    under the repository's prod key, so two of them never run at once.
+    """
+    prod = f"{event.forge}:{event.repo}:prod"
+    if isinstance(event, TagEvent | JanitorEvent):
+        return prod
+    if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
+        return prod
+    if isinstance(event, CommentEvent) and _deploys(event.body):
+        return prod
     if isinstance(event, CheckRunEvent):
         suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
         return f"{event.forge}:{event.repo}{suffix}"
     return f"{event.forge}:{event.repo}#{event.number}"
+
+
+def _deploys(body: str) -> bool:
+    try:
+        command = parse_command(body)
+    except CommandError:
+        return False
+    return command is not None and command.name == "deploy"

@@ -215,3 +215,22 @@ def details_markdown(result: PreviewResult) -> str:
     view.update(marker="", where=[], checks=[], footer="", progress=None, headline="details")
     body = _env().get_template("pr_comment.md.j2").render(**view)
     return body.split("\n", 2)[-1].strip()
+
+
+SECTION_ORDER = ("promotion", "cleanup", "approval")
+
+
+def with_sections(body: str, sections: dict[str, str]) -> str:
+    """``body`` with the extra sections (approval, promotion) under its headline.
+
+    The main body is rendered by whoever last built or planned the PR; the sections are
+    written by later events (a review, a merge) that know nothing of it, so they are kept
+    apart and joined here.
+    """
+    extra = [sections[name].strip() for name in SECTION_ORDER if sections.get(name)]
+    if not extra:
+        return body
+    lines = body.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("### ")), len(lines))
+    block = "\n\n".join(extra)
+    return "\n".join([*lines[:at], "", block, *lines[at:]])

@@ -35,6 +35,9 @@ class ServiceSettings(BaseSettings):
     workers: int = Field(default=1, ge=1)
     job_lease_seconds: float = Field(default=60.0, gt=0)
     """A running job's lease; a worker that stops renewing it loses the job after this."""
+    janitor_interval_seconds: float = Field(default=3600.0, ge=0)
+    """How often each repository's janitor runs (drops invalidated and expired
+    environments and tables unreferenced for the project's TTL); 0 turns it off."""
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""

@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Callable
 
 from sluice.bot.controller import Controller
-from sluice.bot.events import event_from_json
+from sluice.bot.events import JanitorEvent, event_from_json, pr_key
 from sluice.bot.metrics import Registry
-from sluice.bot.queue import Job, JobQueue
+from sluice.bot.queue import Job, JobQueue, NewJob
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,12 @@ class Worker:
         metrics: Registry | None = None,
         poll_seconds: float = 0.5,
         heartbeat_seconds: float = 10.0,
+        janitor_seconds: float = 0.0,
         scrub: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.queue, self.controller, self.metrics = queue, controller, metrics
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
+        self.janitor_seconds = janitor_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,6 +63,7 @@ class Worker:
             try:
                 if time.monotonic() - last_recover > self.beat:
                     self.recover()
+                    self.schedule_janitor(time.time())
                     last_recover = time.monotonic()
                 if not self.run_once():
                     self._stop.wait(self.poll)
@@ -75,6 +78,24 @@ class Worker:
                 "job %s (%s) failed for good: its worker died on the last attempt", job.id, job.key
             )
             self._give_up(job, "the Sluice worker stopped while running this job, on every attempt")
+
+    def schedule_janitor(self, now: float) -> int:
+        """Queue one janitor job per repository and period; returns how many were new.
+
+        The delivery id names the period, so every worker of every service process may
+        call this: the queue keeps the first and refuses the rest.
+        """
+        if self.janitor_seconds <= 0:
+            return 0
+        period = int(now // self.janitor_seconds)
+        queued = 0
+        for repo, installation in self.controller.ledger.repositories():
+            forge, _, name = repo.partition(":")
+            event = JanitorEvent(forge=forge, repo=name, installation_id=installation)
+            job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
+            if self.queue.accept(f"janitor:{repo}:{period}", forge, "janitor", job, now):
+                queued += 1
+        return queued
 
     def run_once(self) -> bool:
         """Process one job if there is one; False when the queue had none ready."""

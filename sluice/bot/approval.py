@@ -1,0 +1,118 @@
+"""The ``sluice/approval`` check: the gate evaluated from the forge's reviews, no Spark.
+
+Runs after every plan of a PR and on every review event or "Approve this plan" click.
+The gate settings come from the base branch (a PR cannot edit its own approvers); the
+plan fingerprints come from the ledger, so an approval counts only for the plan it was
+given on. When the gate passes, the plan's model contents are recorded as approved, which
+is what a promotion checks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest
+from sluice.bot.gate import (
+    DeploySettings,
+    GateInput,
+    GateResult,
+    GateSettings,
+    evaluate,
+    gate_config,
+    owners_to_approve,
+)
+from sluice.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sluice.bot.controller import Controller
+
+log = logging.getLogger(__name__)
+
+APPROVAL = "sluice/approval"
+APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this commit", "approve")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The base branch's gate and deploy settings."""
+
+    gate: GateSettings
+    deploy: DeploySettings
+
+    @property
+    def requires_approval(self) -> bool:
+        required = self.gate.required_approvers.count > 0
+        return required or self.gate.owners_must_approve != "never"
+
+
+def settings_at(ctl: Controller, forge: Forge, ref: str) -> Settings:
+    """The gate and deploy settings in the project's config.yaml at ``ref``.
+
+    Raises:
+        ConfigError: the settings are invalid (path:line and how to fix it).
+    """
+    path = ctl.config_path()
+    gate, deploy = gate_config(forge.read_file(ref, path), path)
+    return Settings(gate, deploy)
+
+
+def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> GateResult | None:
+    """Evaluate the gate of ``pr`` at its head and set ``sluice/approval``; None when the
+    head has no plan yet or the gate settings are invalid (the check says so)."""
+    if not pr.open:
+        return None
+    repo = ctl.repo_key(forge)
+    review = ctl.ledger.review(repo, pr.number, pr.head_sha)
+    if review is None:
+        forge.set_check(pr.head_sha, Check(APPROVAL, "in_progress", "Waiting for the plan",
+                                           "The gate is evaluated once this commit is planned."))  # fmt: skip
+        return None
+    try:
+        settings = settings_at(ctl, forge, pr.base_ref)
+    except ConfigError as exc:
+        text = f"The gate settings on `{pr.base_ref}` are invalid:\n\n```text\n{exc}\n```"
+        forge.set_check(pr.head_sha, Check(APPROVAL, "completed", "Invalid gate settings", text,
+                                           conclusion="failure"))  # fmt: skip
+        ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
+        return None
+    owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
+    teams = set(settings.gate.required_approvers.teams)
+    teams |= {owner for owner in owners.values() if "/" in owner}
+    result = evaluate(
+        settings.gate,
+        GateInput(
+            author=pr.author,
+            reviews=forge.reviews(pr.number),
+            plans=ctl.ledger.plans(repo, pr.number),
+            current_plan=review.fingerprint,
+            team_members={team: forge.team_members(team) for team in sorted(teams)},
+            owners=owners,
+            action_approvals=ctl.ledger.clicks(repo, pr.number),
+        ),
+    )
+    if result.ok:
+        ctl.ledger.approve(repo, pr.number, pr.head_sha, review.items, result.approved_by,
+                           ctl.ctx.clock())  # fmt: skip
+    forge.set_check(pr.head_sha, Check(
+        APPROVAL, "completed", _title(result, settings), result.summary,
+        conclusion=result.conclusion, actions=() if result.ok else (APPROVE_ACTION,),
+    ))  # fmt: skip
+    icon = "✅" if result.ok else "⏳"
+    ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {result.summary}"))
+    return result
+
+
+def _title(result: GateResult, settings: Settings) -> str:
+    if result.ok:
+        return "Approved" if settings.requires_approval else "No approval required"
+    parts = []
+    if result.missing:
+        parts.append(f"{result.missing} more approval{'s' if result.missing > 1 else ''} needed")
+    if result.owners_missing:
+        parts.append(f"{len(result.owners_missing)} owner approval(s) needed")
+    title = "; ".join(parts) or "Waiting for approval"
+    if result.stale:
+        title += " (the plan changed since the last approval)"
+    return title

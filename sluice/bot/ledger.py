@@ -1,0 +1,333 @@
+"""What the bot remembers between events, in the state database next to the job queue.
+
+- the plan review computed on each head commit of a pull request (approvals are bound to
+  its fingerprint);
+- clicks on the check run's "Approve this plan";
+- the model contents approved through a passing gate, which a promotion must find;
+- the sticky comment's last body and its extra sections (approval, promotion);
+- pull requests merged and waiting for a release tag, and the repositories the service
+  has seen (the janitor's schedule visits each).
+
+Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    tuple_,
+)
+from sqlalchemy.exc import SQLAlchemyError
+
+from sluice.bot.planreview import Item, PlanReview
+from sluice.core.errors import StateError
+from sluice.core.state.migrations import migrate
+from sluice.core.state.schema import (
+    WRITE_OPTION,
+    create_state_engine,
+    driver_message,
+    dump_json,
+    load_json,
+    render_url,
+)
+
+metadata = MetaData()
+
+pr_plans = Table(
+    "sluice_pr_plans",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("fingerprint", String, nullable=False),
+    Column("review", Text, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+)
+
+plan_clicks = Table(
+    "sluice_plan_clicks",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("clicked_ts", BigInteger, nullable=False),
+)
+
+approved = Table(
+    "sluice_approved_models",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("model", String, primary_key=True),
+    Column("content", String, primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("sha", String, nullable=False),
+    Column("approvers", Text, nullable=False),
+    Column("approved_ts", BigInteger, nullable=False),
+)
+
+comments = Table(
+    "sluice_pr_comments",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("body", Text, nullable=True),
+    Column("sections", Text, nullable=False),
+)
+
+merged_prs = Table(
+    "sluice_merged_prs",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("changes", Text, nullable=False),  # the approved items, JSON
+    Column("merged_ts", BigInteger, nullable=False),
+)
+
+repos = Table(
+    "sluice_repos",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("installation_id", BigInteger, nullable=True),
+    Column("last_sha", String, nullable=True),  # the last commit a job loaded the project at
+    Column("seen_ts", BigInteger, nullable=False),
+)
+
+
+class Ledger:
+    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL)."""
+
+    def __init__(self, url: str) -> None:
+        self._engine = create_state_engine(url)
+        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
+        self._where = render_url(self._engine.url)
+        try:
+            migrate(self._engine)
+            with self._writing("create the bot's tables") as conn:
+                metadata.create_all(conn, checkfirst=True)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- plans and approvals ----------------------------------------------------------
+
+    def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
+        """Remember the plan review computed on head commit ``sha`` (replacing an older one)."""
+        key = (pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha)
+        with self._writing("record a plan") as conn:
+            conn.execute(delete(pr_plans).where(*key))
+            conn.execute(insert(pr_plans).values(
+                repo=repo, number=number, sha=sha.lower(), fingerprint=review.fingerprint,
+                review=dump_json(review.to_json()), created_ts=now,
+            ))  # fmt: skip
+
+    def plans(self, repo: str, number: int) -> dict[str, str]:
+        """Head sha -> plan fingerprint, for every commit of the PR that was planned."""
+        query = select(pr_plans.c.sha, pr_plans.c.fingerprint).where(
+            pr_plans.c.repo == repo, pr_plans.c.number == number
+        )
+        with self._reading("read plans") as conn:
+            return {row.sha: row.fingerprint for row in conn.execute(query)}
+
+    def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
+        """The plan review recorded on ``sha``; None when that commit was not planned."""
+        query = select(pr_plans.c.review).where(
+            pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha.lower()
+        )
+        with self._reading("read a plan") as conn:
+            text = conn.execute(query).scalar_one_or_none()
+        if text is None:
+            return None
+        return PlanReview.from_json(load_json(text, dict, f"plan of {repo}#{number}", self._where))
+
+    def click(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
+        """Record a click on "Approve this plan" by ``user`` on ``sha``."""
+        key = (plan_clicks.c.repo == repo, plan_clicks.c.number == number,
+               plan_clicks.c.user == user, plan_clicks.c.sha == sha.lower())  # fmt: skip
+        with self._writing("record an approval") as conn:
+            conn.execute(delete(plan_clicks).where(*key))
+            conn.execute(insert(plan_clicks).values(
+                repo=repo, number=number, user=user, sha=sha.lower(), clicked_ts=now
+            ))  # fmt: skip
+
+    def clicks(self, repo: str, number: int) -> list[tuple[str, str]]:
+        """(user, sha) of every "Approve this plan" click on the PR, oldest first."""
+        query = (
+            select(plan_clicks.c.user, plan_clicks.c.sha)
+            .where(plan_clicks.c.repo == repo, plan_clicks.c.number == number)
+            .order_by(plan_clicks.c.clicked_ts)
+        )
+        with self._reading("read approvals") as conn:
+            return [(row.user, row.sha) for row in conn.execute(query)]
+
+    def approve(self, repo: str, number: int, sha: str, items: Iterable[Item],
+                approvers: Iterable[str], now: int) -> None:  # fmt: skip
+        """Record that the model contents ``items`` passed the gate on ``repo``'s PR."""
+        rows = [
+            {"repo": repo, "model": name, "content": content, "number": number,
+             "sha": sha.lower(), "approvers": ",".join(approvers), "approved_ts": now}
+            for name, content in items
+        ]  # fmt: skip
+        if not rows:
+            return
+        with self._writing("record approved models") as conn:
+            conn.execute(
+                delete(approved).where(
+                    approved.c.repo == repo,
+                    tuple_(approved.c.model, approved.c.content).in_(
+                        [(r["model"], r["content"]) for r in rows]
+                    ),
+                )
+            )
+            conn.execute(insert(approved), rows)
+
+    def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
+        """The items no gate has approved in ``repo``, sorted."""
+        wanted = sorted(set(items))
+        if not wanted:
+            return []
+        found: set[Item] = set()
+        with self._reading("read approved models") as conn:
+            for chunk in _chunks(wanted, 200):
+                query = select(approved.c.model, approved.c.content).where(
+                    approved.c.repo == repo,
+                    or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
+                )
+                found |= {(row.model, row.content) for row in conn.execute(query)}
+        return [item for item in wanted if item not in found]
+
+    # -- the sticky comment -----------------------------------------------------------
+
+    def comment(self, repo: str, number: int) -> tuple[str | None, dict[str, str]]:
+        """The comment's last main body and its extra sections (name -> Markdown)."""
+        query = select(comments.c.body, comments.c.sections).where(
+            comments.c.repo == repo, comments.c.number == number
+        )
+        with self._reading("read a comment") as conn:
+            row = conn.execute(query).one_or_none()
+        if row is None:
+            return None, {}
+        return row.body, load_json(row.sections, dict, f"comment of {repo}#{number}", self._where)
+
+    def save_comment(self, repo: str, number: int, body: str | None,
+                     sections: dict[str, str]) -> None:  # fmt: skip
+        with self._writing("save a comment") as conn:
+            conn.execute(
+                delete(comments).where(comments.c.repo == repo, comments.c.number == number)
+            )
+            conn.execute(insert(comments).values(
+                repo=repo, number=number, body=body, sections=dump_json(sections)
+            ))  # fmt: skip
+
+    # -- merged pull requests and repositories -----------------------------------------
+
+    def merged(self, repo: str, number: int, items: Iterable[Item], now: int) -> None:
+        """Remember a PR merged but not yet promoted (promotion waits for a tag)."""
+        key = (merged_prs.c.repo == repo, merged_prs.c.number == number)
+        with self._writing("record a merge") as conn:
+            conn.execute(delete(merged_prs).where(*key))
+            conn.execute(insert(merged_prs).values(
+                repo=repo, number=number, changes=dump_json([list(i) for i in items]), merged_ts=now
+            ))  # fmt: skip
+
+    def waiting(self, repo: str) -> dict[int, list[Item]]:
+        """Merged PRs waiting for a promotion: number -> their approved items."""
+        query = select(merged_prs.c.number, merged_prs.c.changes).where(merged_prs.c.repo == repo)
+        with self._reading("read merged pull requests") as conn:
+            rows = list(conn.execute(query))
+        return {
+            row.number: [(n, c) for n, c in load_json(row.changes, list, "merged PR", self._where)]
+            for row in rows
+        }
+
+    def promoted(self, repo: str, numbers: Iterable[int]) -> None:
+        """Forget merged PRs once their changes are in prod."""
+        chosen = list(numbers)
+        if chosen:
+            with self._writing("record a promotion") as conn:
+                conn.execute(
+                    delete(merged_prs).where(
+                        merged_prs.c.repo == repo, merged_prs.c.number.in_(chosen)
+                    )
+                )
+
+    def seen(self, repo: str, installation_id: int | None, now: int,
+             sha: str | None = None) -> None:  # fmt: skip
+        """Remember a repository the service works for (the janitor visits each), and the
+        last commit its project was loaded at."""
+        with self._writing("record a repository") as conn:
+            old = conn.execute(select(repos.c.last_sha).where(repos.c.repo == repo)).one_or_none()
+            conn.execute(delete(repos).where(repos.c.repo == repo))
+            conn.execute(insert(repos).values(
+                repo=repo, installation_id=installation_id, seen_ts=now,
+                last_sha=sha or (old.last_sha if old is not None else None),
+            ))  # fmt: skip
+
+    def last_sha(self, repo: str) -> str | None:
+        """The last commit a job loaded ``repo``'s project at; None if none yet."""
+        query = select(repos.c.last_sha).where(repos.c.repo == repo)
+        with self._reading("read a repository") as conn:
+            return conn.execute(query).scalar_one_or_none()
+
+    def repositories(self) -> list[tuple[str, int | None]]:
+        """Every repository seen: (``forge:owner/name``, installation id)."""
+        with self._reading("list repositories") as conn:
+            rows = conn.execute(
+                select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo)
+            )
+            return [(row.repo, row.installation_id) for row in rows]
+
+    def count(self, table: str) -> int:
+        """Rows in one of the ledger's tables (for tests and metrics)."""
+        with self._reading("count rows") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
+            )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self, action: str) -> Iterator[Connection]:
+        with self._errors(action), self._writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _reading(self, action: str) -> Iterator[Connection]:
+        with self._errors(action), self._engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StateError(
+                f"state database {self._where}: cannot {action}: "
+                f"{driver_message(exc, self._engine.url)}",
+                hint="check that the state database is running and reachable",
+            ) from exc
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,97 @@
+"""What a reviewer approves when they approve a plan, and what a promotion must find approved.
+
+A plan's *review* names the model changes a person has to look at: each added, removed,
+directly modified or metadata-changed model, keyed by the content of that model alone
+(its own query and properties, not its parents'). Indirect changes follow from those, so
+they need no approval of their own, and two PRs changing different models approve keys
+that stay valid when both are merged. The review's fingerprint is what an approval is
+bound to: a push that leaves it unchanged keeps approvals, one that changes it needs new
+ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.core.model.definition import Project
+from sluice.core.model.graph import descendants
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.snapshot import Category, Snapshot
+
+REMOVED = "removed"
+
+Item = tuple[str, str]
+"""(model name, key of its own content; :data:`REMOVED` for a removed model)."""
+
+
+@dataclass(frozen=True)
+class PlanReview:
+    """The approvable content of a plan."""
+
+    fingerprint: str
+    items: tuple[Item, ...]
+    direct_owners: dict[str, str | None]  # directly modified or added model -> owner
+    breaking_owners: dict[str, str | None]  # every model a breaking change reaches -> owner
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "items": [list(item) for item in self.items],
+            "direct_owners": self.direct_owners,
+            "breaking_owners": self.breaking_owners,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PlanReview:
+        return cls(
+            fingerprint=data["fingerprint"],
+            items=tuple((str(n), str(k)) for n, k in data["items"]),
+            direct_owners=dict(data["direct_owners"]),
+            breaking_owners=dict(data["breaking_owners"]),
+        )
+
+
+def own_key(snapshot: Snapshot) -> str:
+    """A key for a model's own content (query, properties, metadata), not its parents'."""
+    fp = snapshot.fingerprint
+    return hashlib.sha256(f"{fp.data_hash}:{fp.metadata_hash}".encode()).hexdigest()[:32]
+
+
+def review_of(plan: Plan, project: Project) -> PlanReview:
+    """The review of ``plan`` (a PR environment's plan, or prod's at promotion)."""
+    items: list[Item] = []
+    direct: dict[str, str | None] = {}
+    breaking: dict[str, str | None] = {}
+    categories: dict[str, str] = {}
+
+    def owner(name: str) -> str | None:
+        model = project.models.get(name)
+        return model.owner if model is not None else None
+
+    for name in plan.added:
+        items.append((name, own_key(plan.snapshot(name))))
+        direct[name] = owner(name)
+        categories[name] = "added"
+    for change in plan.directly_modified:
+        items.append((change.name, own_key(plan.snapshot(change.name))))
+        direct[change.name] = owner(change.name)
+        categories[change.name] = change.category.value
+    for name in plan.metadata_only:
+        items.append((name, own_key(plan.snapshot(name))))
+        categories[name] = "metadata"
+    for name in plan.removed:
+        items.append((name, REMOVED))
+        categories[name] = REMOVED
+    for change in plan.indirectly_modified:
+        categories[change.name] = f"indirect {change.category.value}"
+    roots = [c.name for c in plan.directly_modified if c.category == Category.BREAKING]
+    for name in sorted(set(roots) | descendants(project.models, roots)):
+        breaking[name] = owner(name)
+    items.sort()
+    fingerprint = hashlib.sha256(
+        json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()
+    ).hexdigest()
+    return PlanReview(fingerprint, tuple(items), direct, breaking)

@@ -1,0 +1,241 @@
+"""Promotion to prod (on merge, on a release tag, or ``/sluice deploy``) and cleanup.
+
+Every job here runs under the repository's prod queue key, so two never overlap. A
+promotion plans prod at the promoted commit, against prod as it is now (so a prod that
+moved since the PR was planned is re-planned, never overwritten), refuses when any model
+change in that plan was not approved through a gate, and otherwise applies it: when the
+PRs built every version prod needs, that is a virtual update (views swapped, no data
+written). The outcome goes to the ``sluice/deploy`` check, the PR's comment and a forge
+deployment record for environment ``prod``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.bot.approval import Settings, settings_at
+from sluice.bot.events import PullRequestEvent, TagEvent
+from sluice.bot.forge.base import Check, Forge
+from sluice.bot.planreview import REMOVED, Item, own_key, review_of
+from sluice.core.errors import ConfigError, ConflictError, SluiceError
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.state import open_state
+from sluice.core.timeutil import DAY_MS
+from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment, run_janitor
+
+if TYPE_CHECKING:
+    from sluice.bot.controller import Controller
+
+log = logging.getLogger(__name__)
+
+DEPLOY = "sluice/deploy"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a promotion did."""
+
+    ok: bool
+    title: str
+    summary: str
+    tables_built: int = 0
+    views_swapped: int = 0
+
+
+def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome | None:
+    """A PR was merged: promote when ``deploy.on`` is merge and it went into the prod
+    branch; with ``deploy.on: tag``, remember it until a tag promotes it."""
+    sha = event.merge_sha or event.head_sha
+    settings = _settings(ctl, forge, sha, event.number)
+    if settings is None:
+        return None
+    if event.base_ref != settings.deploy.prod_branch:
+        log.info("%s#%s merged into %s, not the prod branch %s: not promoted", forge.repo,
+                 event.number, event.base_ref, settings.deploy.prod_branch)  # fmt: skip
+        cleanup(ctl, forge, event.number, "merged into another branch than prod")
+        return None
+    if settings.deploy.on == "tag":
+        review = ctl.ledger.review(ctl.repo_key(forge), event.number, event.head_sha)
+        items = review.items if review is not None else ()
+        ctl.ledger.merged(ctl.repo_key(forge), event.number, items, ctl.ctx.clock())
+        ctl.publish(forge, event.number, section=("promotion", (
+            f"**Promotion:** merged; prod is promoted by the next tag matching "
+            f"`{settings.deploy.tag_pattern}` on `{settings.deploy.prod_branch}`. "
+            f"`{pr_environment(event.number)}` stays until then."
+        )))  # fmt: skip
+        return None
+    outcome = promote(ctl, forge, sha, settings, label=f"#{event.number}", number=event.number)
+    if outcome.ok:
+        cleanup(ctl, forge, event.number, "promoted to prod")
+    return outcome
+
+
+def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
+    """A tag was pushed or a release published: promote its commit when the tag matches
+    ``deploy.tag_pattern`` and the commit is on the prod branch; else log and ignore."""
+    sha = event.sha or forge.commit_of(f"tags/{event.tag}") or forge.commit_of(event.tag)
+    if sha is None:
+        log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
+        return None
+    settings = _settings(ctl, forge, sha, None)
+    if settings is None:
+        return None
+    deploy = settings.deploy
+    if deploy.on != "tag":
+        log.info("%s: tag %s ignored: deploy.on is %s", forge.repo, event.tag, deploy.on)
+        return None
+    if not deploy.tag_matches(event.tag):
+        log.info("%s: tag %s ignored: it does not match %s", forge.repo, event.tag,
+                 deploy.tag_pattern)  # fmt: skip
+        return None
+    if not forge.on_branch(sha, deploy.prod_branch):
+        log.warning("%s: tag %s ignored: %s is not on the prod branch %s", forge.repo,
+                    event.tag, sha[:12], deploy.prod_branch)  # fmt: skip
+        return None
+    outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
+    if outcome.ok:
+        repo = ctl.repo_key(forge)
+        live = _live_items(ctl, forge, sha)
+        done = [n for n, items in ctl.ledger.waiting(repo).items() if set(items) <= live]
+        for number in done:
+            cleanup(ctl, forge, number, f"promoted to prod by tag `{event.tag}`")
+        ctl.ledger.promoted(repo, done)
+    return outcome
+
+
+def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, label: str,
+            number: int | None) -> Outcome:  # fmt: skip
+    """Bring prod to the project at ``sha`` (see the module docstring)."""
+    forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
+    deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}")
+    if deployment is not None:
+        forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
+    try:
+        outcome = _promote(ctl, forge, sha, settings, label)
+    except SluiceError as exc:
+        text = ctl.scrub(str(exc))
+        outcome = Outcome(False, "Promotion failed; prod is unchanged",
+                          f"Promoting {label} failed:\n\n```text\n{text}\n```")  # fmt: skip
+    forge.set_check(sha, Check(DEPLOY, "completed", outcome.title, outcome.summary,
+                               conclusion="success" if outcome.ok else "failure"))  # fmt: skip
+    if deployment is not None:
+        state = "success" if outcome.ok else "failure"
+        forge.deployment_status(deployment, state, outcome.title[:140])
+    if number is not None:
+        icon = "🚀" if outcome.ok else "❌"
+        ctl.publish(forge, number, section=(
+            "promotion", f"**Promotion** of `{sha[:7]}`: {icon} {outcome.title}. {outcome.summary}"
+        ))  # fmt: skip
+    log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
+    return outcome
+
+
+def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
+    tree = ctl.tree(forge, sha)
+    project = load_project(tree / ctl.ctx.project_path)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        for attempt in (1, 2):
+            now = ctl.ctx.clock()
+            plan = plan_environment(project, store, PROD, end=now, execution_time=now)
+            review = review_of(plan, project)
+            if settings.requires_approval:
+                missing = ctl.ledger.unapproved(ctl.repo_key(forge), review.items)
+                if missing:
+                    return Outcome(False, f"{len(missing)} unapproved model change(s): prod is "
+                                   "unchanged", _unapproved(missing))  # fmt: skip
+            if not plan.has_changes and not plan.backfill:
+                return Outcome(True, "Prod already has this state", "Nothing to promote.")
+            runner = ctl.runner(project, tree, lambda _event: None)
+            try:
+                result = apply_plan(project, store, plan, runner, url=ctl.ctx.state_url, now=now)
+            except ConflictError:
+                if attempt == 2:
+                    raise
+                log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
+                continue
+            if result.tables_built == 0:
+                return Outcome(True, "Promoted by virtual update",
+                               f"{result.views_swapped} prod views now read the tables the PR "
+                               "built; no data was written.", 0, result.views_swapped)  # fmt: skip
+            names = ", ".join(f"`{b.name}`" for b in plan.backfill)
+            return Outcome(True, f"Promoted; {result.tables_built} table(s) backfilled",
+                           f"Not every interval prod needs was built in a PR, so the "
+                           f"promotion computed {names}; {result.views_swapped} views swapped.",
+                           result.tables_built, result.views_swapped)  # fmt: skip
+    finally:
+        store.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _unapproved(missing: list[Item]) -> str:
+    lines = [
+        f"- `{name}` ({'removal' if content == REMOVED else 'change'})" for name, content in missing
+    ]
+    return (
+        "These model changes were never approved through the `sluice/approval` gate (for "
+        "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
+        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nOpen a PR with them and have it "
+        "approved, then promote again."
+    )
+
+
+def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Settings | None:
+    try:
+        return settings_at(ctl, forge, sha)
+    except ConfigError as exc:
+        text = ctl.scrub(str(exc))
+        forge.set_check(sha, Check(DEPLOY, "completed", "Invalid deploy settings",
+                                   f"```text\n{text}\n```", conclusion="failure"))  # fmt: skip
+        if number is not None:
+            ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
+        return None
+
+
+def _live_items(ctl: Controller, forge: Forge, sha: str) -> set[Item]:
+    """The model contents prod has once ``sha`` is promoted (removed models: REMOVED)."""
+    project = load_project(ctl.tree(forge, sha) / ctl.ctx.project_path)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        now = ctl.ctx.clock()
+        plan = plan_environment(project, store, PROD, end=now, execution_time=now)
+    finally:
+        store.close()
+    return {(s.name, own_key(s)) for s in plan.snapshots}
+
+
+def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
+    """Invalidate the PR's environment now; the janitor drops its views later."""
+    environment = pr_environment(number)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        existed = store.get_environment(environment) is not None
+        if existed:
+            invalidate_environment(store, environment)
+    finally:
+        store.close()
+    if existed:
+        ctl.publish(forge, number, section=("cleanup", (
+            f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views."
+        )))  # fmt: skip
+
+
+def janitor(ctl: Controller, forge: Forge) -> None:
+    """Run the janitor with the Spark settings of the last commit Sluice loaded."""
+    sha = ctl.ledger.last_sha(ctl.repo_key(forge))
+    if sha is None:
+        return
+    tree = ctl.tree(forge, sha)
+    project = load_project(tree / ctl.ctx.project_path)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        report = run_janitor(store, ctl.runner(project, tree, lambda _event: None),
+                             url=ctl.ctx.state_url, now=ctl.ctx.clock(),
+                             table_ttl_ms=int(project.config.sluice.table_ttl_days * DAY_MS))  # fmt: skip
+    finally:
+        store.close()
+    log.info("%s: janitor removed %s environment(s), dropped %s table(s)", forge.repo,
+             len(report.environments), len(report.tables))  # fmt: skip
