@@ -123,8 +123,9 @@ class SluiceSettings(_Frozen):
     pr: PreviewSettings = Field(default_factory=PreviewSettings)
     # Later parts of Sluice (gates, deploys) add sections here; they are validated by
     # their own modules, so this one only reserves the names.
-    gate: dict[str, Any] = Field(default_factory=dict)
-    deploy: dict[str, Any] = Field(default_factory=dict)
+    # Keys stay as YAML parsed them: a bare `on:` is the boolean true in YAML 1.1.
+    gate: dict[Any, Any] = Field(default_factory=dict)
+    deploy: dict[Any, Any] = Field(default_factory=dict)
 
 
 class ProjectConfig(_Frozen):

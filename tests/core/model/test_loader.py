@@ -240,3 +240,16 @@ def test_fixture_copy_is_pristine(tmp_path: Path) -> None:
         p.relative_to(copy).as_posix() for p in copy.rglob("*") if ".sluice" not in p.parts
     )
     assert before == after
+
+
+def test_gate_and_deploy_sections_load_even_with_a_bare_on_key(tmp_path: Path) -> None:
+    # YAML 1.1 reads `on:` as the boolean true; the bot's gate module gives it its meaning.
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 1 AS x")
+    (tmp_path / "config.yaml").write_text(
+        "sluice:\n  gate:\n    required_approvers: {users: [bob]}\n"
+        "  deploy:\n    on: tag\n    tag_pattern: 'v*'\n"
+    )
+    project = load_project(tmp_path, use_cache=False)
+    assert project.config.sluice.deploy == {True: "tag", "tag_pattern": "v*"}
+    assert project.config.sluice.gate == {"required_approvers": {"users": ["bob"]}}
