@@ -34,6 +34,7 @@ from sluice.bot.forge.github import (
     redact,
 )
 from sluice.core.errors import ConfigError
+from tests.bot.github_wire import FakeGitHub
 
 REPO = "octo/widgets"
 API = "https://api.github.com:443"
@@ -661,6 +662,284 @@ def test_a_post_answered_with_502_is_not_retried(
     with pytest.raises(ForgeError, match="commenting on pull request #7 failed: 502"):
         forge.reply(7, "hello")
     assert posted.call_count == 1
+
+
+# --- against the stateful fake: reviews, roles, files, teams, refs, merge, deployments ------
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeGitHub, GitHubForge]]:
+    github = FakeGitHub(repo=REPO)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        yield github, GitHubForge(token_client(), REPO)
+
+
+def asked(github: FakeGitHub, method: str, fragment: str) -> int:
+    return sum(1 for m, url in github.requests if m == method and fragment in url)
+
+
+def test_the_fake_serves_pulls_reviews_roles_files_and_reactions(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    github.add_pull(7, SHA, author="alice", draft=True, fork=True, head_ref="orders")
+    github.add_pull(8, SHA, state="closed", merged=True, merge_sha="c" * 40)
+    first = github.add_review(7, "bob", "CHANGES_REQUESTED", "a" * 40)
+    github.add_review(7, "bob", "APPROVED", SHA)
+    github.add_review(9, "carol", "APPROVED", SHA)  # another pull request
+    github.permissions.update({"bob": "maintain", "carol": "data-reviewer"})
+    github.files[(SHA, "config.yaml")] = "name: demo\n"
+    github.files[("main", "models/a b.sql")] = "SELECT 1\n"
+
+    pr = forge.pull_request(7)
+    assert (pr.draft, pr.fork, pr.open, pr.merged, pr.head_ref) == (
+        True,
+        True,
+        True,
+        False,
+        "orders",
+    )
+    assert (forge.pull_request(8).open, forge.pull_request(8).merged) == (False, True)
+    reviews = forge.reviews(7)
+    assert [(r.id, r.user, r.state, r.commit_sha) for r in reviews] == [
+        (first, "bob", "CHANGES_REQUESTED", "a" * 40),
+        (first + 1, "bob", "APPROVED", SHA),
+    ]
+    assert reviews[0].submitted_at is not None and reviews[0].submitted_at < str(
+        reviews[1].submitted_at
+    )
+    assert forge.reviews(99) == []
+    assert forge.permission("bob") == "maintain"
+    assert forge.permission("carol") == "read"  # a custom role: its base permission
+    assert forge.permission("mallory") == "none"
+    assert forge.read_file(SHA, "config.yaml") == "name: demo\n"
+    assert forge.read_file("main", "models/a b.sql") == "SELECT 1\n"
+    assert forge.read_file("main", "config.yaml") is None
+    forge.react(7, 501, "eyes")
+    assert github.reactions == [{"comment": 501, "content": "eyes"}]
+
+
+def test_team_members_are_read_once_per_forge(
+    fake: tuple[FakeGitHub, GitHubForge], caplog: pytest.LogCaptureFixture
+) -> None:
+    github, forge = fake
+    github.teams["octo/data-eng"] = ["bob", "carol"]
+    assert forge.team_members("octo/data-eng") == {"bob", "carol"}
+    assert forge.team_members("@octo/data-eng") == {"bob", "carol"}
+    assert forge.team_members("octo/data-eng") == {"bob", "carol"}
+    assert asked(github, "GET", "/orgs/octo/teams/data-eng/members") == 2  # once per spelling
+    with caplog.at_level(logging.INFO, logger="sluice.bot.forge.github"):
+        assert forge.team_members("octo/ghosts") == frozenset()
+        assert forge.team_members("not-a-team") == frozenset()
+    assert "octo/ghosts does not exist" in caplog.text
+    assert "'not-a-team' is not a team name" in caplog.text
+    assert asked(github, "GET", "/orgs/") == 3  # the malformed name asked nothing
+
+
+def test_team_members_follow_pages(rs: responses.RequestsMock, forge: GitHubForge) -> None:
+    page2 = "https://api.github.com/organizations/1/team/5/members?per_page=100&page=2"
+    rs.get(
+        f"{API}/orgs/octo/teams/data-eng/members",
+        json=[user("bob", uid=2)],
+        headers={"Link": f'<{page2}>; rel="next", <{page2}>; rel="last"'},
+        match=[matchers.query_param_matcher({"per_page": "100"})],
+    )
+    rs.get(
+        f"{API}/organizations/1/team/5/members",
+        json=[user("carol", uid=3)],
+        match=[matchers.query_param_matcher({"per_page": "100", "page": "2"})],
+    )
+    assert forge.team_members("octo/data-eng") == {"bob", "carol"}
+
+
+def test_team_members_forbidden_is_empty_and_other_failures_raise(
+    rs: responses.RequestsMock, forge: GitHubForge, caplog: pytest.LogCaptureFixture
+) -> None:
+    rs.get(
+        f"{API}/orgs/octo/teams/data-eng/members",
+        status=403,
+        json=error("Resource not accessible by integration"),
+    )
+    rs.get(f"{API}/orgs/octo/teams/admins/members", status=401, json=error("Bad credentials"))
+    with caplog.at_level(logging.WARNING, logger="sluice.bot.forge.github"):
+        assert forge.team_members("octo/data-eng") == frozenset()
+    assert "Members: read" in caplog.text
+    with pytest.raises(ForgeError, match=r"members of the team octo/admins failed: 401 Bad"):
+        forge.team_members("octo/admins")
+
+
+def test_commit_of_branches_and_tags(fake: tuple[FakeGitHub, GitHubForge]) -> None:
+    github, forge = fake
+    main, v1, v2 = "a" * 40, "b" * 40, "c" * 40
+    github.refs["main"] = main
+    github.refs["release/1.x"] = v1
+    github.add_tag("v1", v1)
+    tag_object = github.add_tag("v2", v2, annotated=True)
+    assert tag_object != v2
+    assert forge.commit_of("main") == main
+    assert forge.commit_of("refs/heads/main") == main
+    assert forge.commit_of("heads/release/1.x") == v1
+    assert forge.commit_of("v1") == v1  # not a branch: the tag
+    assert forge.commit_of("tags/v1") == v1
+    assert forge.commit_of("tags/v2") == v2  # annotated: peeled to its commit
+    assert forge.commit_of("refs/tags/v2") == v2
+    assert forge.commit_of("v3") is None
+    assert forge.commit_of("tags/main") is None
+    assert asked(github, "GET", f"/git/tags/{tag_object}") == 2
+
+
+def test_commit_of_a_branch_wins_over_a_tag_of_the_same_name(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    github.refs["main"] = "a" * 40
+    github.add_tag("main", "b" * 40)
+    assert forge.commit_of("main") == "a" * 40
+    assert forge.commit_of("tags/main") == "b" * 40
+
+
+def test_commit_of_a_tag_of_a_tree_is_none_and_failures_raise(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    tree = {"type": "tree", "sha": "d" * 40, "url": f"https://api.github.com/repos/{REPO}/x"}
+    rs.get(f"{R}/git/ref/tags/tree", json={"ref": "refs/tags/tree", "object": tree})
+    rs.get(f"{R}/git/ref/heads/main", status=401, json=error("Bad credentials"))
+    assert forge.commit_of("tags/tree") is None
+    with pytest.raises(ForgeError, match="resolving main failed: 401 Bad credentials"):
+        forge.commit_of("main")
+
+
+def test_on_branch(fake: tuple[FakeGitHub, GitHubForge]) -> None:
+    github, forge = fake
+    old, tip, elsewhere, pr_head = "1" * 40, "2" * 40, "3" * 40, "4" * 40
+    github.refs["main"] = tip
+    github.branch_commits["main"] = {old}
+    github.branch_commits[pr_head] = {tip}  # a pull request branched off main's tip
+    assert forge.on_branch(tip, "main")  # identical
+    assert forge.on_branch(old, "main")  # behind
+    assert not forge.on_branch(elsewhere, "main")  # diverged
+    assert not forge.on_branch(pr_head, "main")  # ahead
+    assert forge.on_branch(tip, pr_head)  # a commit as the branch
+    assert not forge.on_branch(tip, "gone")  # no such branch: 404
+    assert asked(github, "GET", f"/compare/main...{old}") == 1
+
+
+def test_on_branch_reads_the_comparison_status(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    for status, head in (("behind", "1"), ("identical", "2"), ("ahead", "3"), ("diverged", "4")):
+        comparison = {"status": status, "ahead_by": 0, "behind_by": 1, "commits": []}
+        rs.get(f"{R}/compare/main...{head * 40}", json=comparison)
+    assert [forge.on_branch(c * 40, "main") for c in "1234"] == [True, True, False, False]
+
+
+def test_merge_returns_the_merge_commit_and_moves_the_base(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    github.refs["main"] = "a" * 40
+    github.add_pull(7, SHA, merge_sha="e" * 40)
+    assert forge.merge(7, "squash", SHA) == "e" * 40
+    assert github.merges == [{"number": 7, "method": "squash", "sha": SHA, "merge_sha": "e" * 40}]
+    pr = forge.pull_request(7)
+    assert (pr.open, pr.merged) == (False, True)
+    assert forge.commit_of("main") == "e" * 40
+    assert forge.on_branch(SHA, "main")
+
+
+def test_merge_refused_when_the_head_moved_or_not_mergeable(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    github.add_pull(7, SHA)
+    github.add_pull(8, SHA, mergeable=False)
+    with pytest.raises(ForgeError, match="failed: 409 Head branch was modified") as caught:
+        forge.merge(7, "merge", "f" * 40)
+    assert "pull request #7 (merge)" in str(caught.value)
+    with pytest.raises(ForgeError, match="failed: 405 Pull Request is not mergeable"):
+        forge.merge(8, "merge", SHA)
+    with pytest.raises(ForgeError, match="failed: 404 Not Found"):
+        forge.merge(9, "merge", SHA)
+    assert github.merges == []
+    assert asked(github, "PUT", "/pulls/7/merge") == 1  # a 409 is not retried
+
+
+def test_merge_sends_the_method_and_the_expected_head(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    merged = rs.put(
+        f"{R}/pulls/7/merge",
+        json={"sha": "e" * 40, "merged": True, "message": "Pull Request successfully merged"},
+    )
+    assert forge.merge(7, "rebase", SHA) == "e" * 40
+    assert merged.call_count == 1
+    assert sent(rs.calls[0]) == {"merge_method": "rebase", "sha": SHA}
+
+
+def test_deployments_are_recorded_with_their_statuses(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    deployment = forge.start_deployment(SHA, "prod", "Sluice: promote #7")
+    assert isinstance(deployment, int)
+    forge.deployment_status(deployment, "in_progress", "Promoting #7")
+    forge.deployment_status(deployment, "success", "Promoted by virtual update")
+    assert forge.start_deployment(SHA, "staging", "x") is not None
+    first, second = github.deployments
+    assert first == {
+        "id": deployment, "ref": SHA, "environment": "prod", "description": "Sluice: promote #7",
+        "auto_merge": False, "required_contexts": [], "production_environment": True,
+        "statuses": [{"state": "in_progress", "description": "Promoting #7"},
+                     {"state": "success", "description": "Promoted by virtual update"}],
+    }  # fmt: skip
+    assert second["production_environment"] is False and second["statuses"] == []
+
+
+def test_deployments_refused_with_403_are_skipped_with_a_warning(
+    fake: tuple[FakeGitHub, GitHubForge], caplog: pytest.LogCaptureFixture
+) -> None:
+    github, forge = fake
+    github.deployments_forbidden = True
+    with caplog.at_level(logging.WARNING, logger="sluice.bot.forge.github"):
+        assert forge.start_deployment(SHA, "prod", "Sluice: promote #7") is None
+        forge.deployment_status(1001, "success", "done")
+    assert "promoting without a deployment record" in caplog.text
+    assert "deployment 1001 may not be updated" in caplog.text
+    assert github.deployments == []
+    assert asked(github, "POST", "/deployments") == 2  # a plain 403 is not retried
+
+
+def test_deployment_failures_other_than_403_raise(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    invalid = {"resource": "Deployment", "code": "custom", "message": "bad ref"}
+    rs.post(f"{R}/deployments", status=422, json={"message": "Invalid", "errors": [invalid]})
+    rs.post(f"{R}/deployments/5/statuses", status=404, json=error("Not Found"))
+    with pytest.raises(ForgeError, match=r"deployment of .* to prod failed: 422 .*bad ref"):
+        forge.start_deployment(SHA, "prod", "x")
+    with pytest.raises(ForgeError, match="setting deployment 5 to success failed: 404"):
+        forge.deployment_status(5, "success", "x")
+
+
+def test_the_fake_keeps_its_state_in_its_file(tmp_path: Path) -> None:
+    state = tmp_path / "github.json"
+    github = FakeGitHub(state_file=state)
+    github.add_pull(7, SHA, draft=True)
+    github.add_review(7, "bob", "APPROVED", SHA)
+    github.files[("main", "config.yaml")] = "x: 1\n"
+    github.branch_commits["main"] = {SHA}
+    github.add_tag("v1", SHA, annotated=True)
+    github.permissions["bob"] = "write"
+    github.teams["octo/t"] = ["bob"]
+    github.merges.append({"number": 7})
+    github.deployments.append({"id": 1, "statuses": []})
+    github.reactions.append({"comment": 1, "content": "eyes"})
+    github.save()
+    again = FakeGitHub(state_file=state)
+    for name in ("pulls", "reviews", "files", "branch_commits", "refs", "tag_objects",
+                 "permissions", "teams", "merges", "deployments", "reactions"):  # fmt: skip
+        assert getattr(again, name) == getattr(github, name), name
 
 
 # --- checks ------------------------------------------------------------------------------

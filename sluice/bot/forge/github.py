@@ -42,6 +42,7 @@ DEFAULT_WORKDIR_LIMIT = 200 * 1024 * 1024
 OUTPUT_LIMIT = 65535  # GitHub's cap on a check run's output.summary and output.text
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
 TOKEN_REFRESH_MARGIN = 300.0  # seconds before expiry an installation token is replaced
+TAG_DEPTH = 5  # annotated tags peeled through at most this many tag objects
 ROLES = ("admin", "maintain", "write", "triage", "read", "none")
 # How a check run's status and conclusion read as a commit status (the token fallback).
 STATUS_STATES = {
@@ -405,6 +406,7 @@ class GitHubForge:
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = None
         self._login_known = False
+        self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
         with _boundary(f"opening {repo}"):
             self._repo = client.get_repo(repo)
 
@@ -640,6 +642,153 @@ class GitHubForge:
         with _boundary(f"reacting to comment {comment_id} on pull request #{number}"):
             self._repo.get_issue(number).get_comment(comment_id).create_reaction(reaction)
 
+    # -- teams, refs and branches --------------------------------------------------------
+
+    def team_members(self, team: str) -> frozenset[str]:
+        """The logins of ``org/team-slug``'s members (child teams included, as GitHub
+        lists them), read once per forge.
+
+        Empty, and logged, when the team does not exist or is not visible to the
+        credentials (404), or may not be read (403: an App without the organisation's
+        *Members: read* permission): its members then approve nothing, the gate fails
+        closed. Other failures raise :class:`ForgeError`.
+        """
+        cached = self._teams.get(team)
+        if cached is not None:
+            return cached
+        org, _, slug = team.removeprefix("@").partition("/")
+        if not org or not slug or "/" in slug:
+            log.warning("GitHub: %r is not a team name (org/team-slug): no members", team)
+            return frozenset()
+        with _boundary(f"listing the members of the team {team}"):
+            try:
+                listed = self._client.get_organization(org).get_team_by_slug(slug).get_members()
+                members = frozenset(member.login for member in listed)
+            except UnknownObjectException:
+                log.info("GitHub: the team %s does not exist or is not visible: no members", team)
+                members = frozenset()
+            except RateLimitExceededException:
+                raise
+            except GithubException as error:
+                if error.status != 403:
+                    raise
+                log.warning(
+                    "GitHub: the members of the team %s may not be read (%s %s): no members; "
+                    "grant the App the organisation permission Members: read",
+                    team,
+                    error.status,
+                    _github_message(error),
+                )
+                members = frozenset()
+        self._teams[team] = members
+        return members
+
+    def commit_of(self, ref: str) -> str | None:
+        """The commit ``ref`` points at, through the git refs API (exact names, no guessing
+        from shas): ``main`` is tried as the branch ``heads/main`` then the tag
+        ``tags/main``; ``heads/...``, ``tags/...`` and ``refs/...`` are taken as written.
+        Annotated tags are peeled to their commit. None when there is no such ref, or it
+        names a tree or a blob."""
+        name = ref.removeprefix("refs/")
+        if name.startswith(("heads/", "tags/")):
+            candidates = [name]
+        else:
+            candidates = [f"heads/{name}", f"tags/{name}"]
+        with _boundary(f"resolving {ref}"):
+            for candidate in candidates:
+                try:
+                    target = self._repo.get_git_ref(candidate).object
+                except UnknownObjectException:
+                    continue
+                kind, sha = target.type, target.sha
+                for _ in range(TAG_DEPTH):  # a tag may point at another tag
+                    if kind != "tag":
+                        break
+                    peeled = self._repo.get_git_tag(sha).object
+                    kind, sha = peeled.type, peeled.sha
+                if kind == "commit":
+                    return sha
+                log.info("GitHub: %s points at a %s, not a commit", ref, kind)
+                return None
+        return None
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        """Whether ``sha`` is reachable from ``branch`` (a branch name or a commit): GitHub
+        compares ``branch...sha`` and says ``behind`` or ``identical``. False when either
+        is unknown (404)."""
+        with _boundary(f"comparing {sha} with {branch}"):
+            try:
+                status = self._repo.compare(branch, sha).status
+            except UnknownObjectException:
+                log.info("GitHub: %s or %s is unknown: not on the branch", sha, branch)
+                return False
+        return status in ("behind", "identical")
+
+    # -- merging and deployment records --------------------------------------------------
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        """Merge pull request ``number`` with ``method`` if its head is still ``sha``; the
+        merge commit's sha. GitHub refuses with 409 when the head moved and 405 when the
+        pull request is not mergeable (conflicts, failing required checks, a draft):
+        :class:`ForgeError` with GitHub's message."""
+        what = f"merging pull request #{number} ({method}) at {sha}"
+        with _boundary(what):
+            result = self._repo.get_pull(number).merge(merge_method=method, sha=sha)
+            if not result.merged or not result.sha:
+                raise ForgeError(f"GitHub: {what} failed: {result.message or 'not merged'}")
+            return result.sha
+
+    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
+        """Create a deployment record of ``sha`` to ``environment`` (required checks not
+        enforced: Sluice has its own gate); its id.
+
+        Deployment records are a report, not the promotion itself: when the credentials
+        may not write them (403, e.g. an App without *Deployments: write*) this logs a
+        warning and returns None, and the promotion goes on without a record. Other
+        failures raise :class:`ForgeError`.
+        """
+        with _boundary(f"recording a deployment of {sha} to {environment}"):
+            try:
+                deployment = self._repo.create_deployment(
+                    ref=sha,
+                    environment=environment,
+                    description=description[:STATUS_DESCRIPTION_LIMIT],
+                    auto_merge=False,
+                    required_contexts=[],
+                    production_environment=environment == "prod",
+                )
+            except GithubException as error:
+                if not _forbidden(error):
+                    raise
+                log.warning(
+                    "GitHub: deployments may not be recorded on %s (%s %s): promoting "
+                    "without a deployment record",
+                    self.repo,
+                    error.status,
+                    _github_message(error),
+                )
+                return None
+            return int(deployment.id)
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        """Add a status (in_progress, success, failure, error) to deployment ``deployment``.
+        Like :meth:`start_deployment`, a 403 is logged and ignored."""
+        with _boundary(f"setting deployment {deployment} to {state}"):
+            try:
+                self._repo.get_deployment(deployment).create_status(
+                    state, description=description[:STATUS_DESCRIPTION_LIMIT]
+                )
+            except GithubException as error:
+                if not _forbidden(error):
+                    raise
+                log.warning(
+                    "GitHub: deployment %s may not be updated (%s %s): its state is not %s",
+                    deployment,
+                    error.status,
+                    _github_message(error),
+                    state,
+                )
+
     # -- checks --------------------------------------------------------------------------
 
     def set_check(self, sha: str, check: Check) -> None:
@@ -702,6 +851,11 @@ class GitHubForge:
         self._repo.get_commit(sha).create_status(
             state=state, description=description, context=check.name
         )
+
+
+def _forbidden(error: GithubException) -> bool:
+    """A plain 403 (the credentials lack a permission), not a rate limit."""
+    return error.status == 403 and not isinstance(error, RateLimitExceededException)
 
 
 class _ChecksRefused(Exception):
