@@ -133,7 +133,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
             assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
             service.wait(
                 lambda: (
-                    github.checks_on(PR_SHA).get("sluice/prod-plan", {}).get("status")
+                    github.checks_on(PR_SHA).get("sluice/approval", {}).get("status")
                     == "completed"
                 ),
                 timeout=900,
@@ -142,6 +142,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     checks = github.checks_on(PR_SHA)
     assert {n: c["conclusion"] for n, c in checks.items()} == {
         "sluice/tests": "success", "sluice/pr-environment": "success", "sluice/prod-plan": "success",
+        "sluice/approval": "success",
     }, checks["sluice/pr-environment"]["output"]  # fmt: skip
     assert checks["sluice/tests"]["output"]["title"] == "1 unit tests passed"
     assert checks["sluice/pr-environment"]["history"] == ["queued", "in_progress", "completed"]
@@ -259,6 +260,7 @@ def test_a_job_killed_with_its_service_completes_after_restart_exactly_once(prod
     assert len(comments) == 1, "one sticky comment, however many attempts"
     runs = [r for r in final["check_runs"].values() if r["head_sha"] == PR_SHA]
     assert sorted(r["name"] for r in runs) == [
+        "sluice/approval",
         "sluice/pr-environment",
         "sluice/prod-plan",
         "sluice/tests",

@@ -12,9 +12,11 @@ import hashlib
 import hmac
 import json
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +222,7 @@ def test_oversized_bodies_are_refused_before_parsing(service: Service) -> None:
         "github/pull_request/ready_for_review.with-organization.payload.json",
     ],
 )
-def test_real_pull_request_payloads_get_a_comment_and_three_checks(
+def test_real_pull_request_payloads_get_a_comment_and_four_checks(
     service: Service, tmp_path: Path, case: str
 ) -> None:
     payload = _pr_payload(case, SHA)
@@ -229,8 +231,12 @@ def test_real_pull_request_payloads_get_a_comment_and_three_checks(
     assert response.status_code == 202, response.text
     service.idle()
     checks = service.github.checks_on(SHA)
-    assert set(checks) == {"sluice/tests", "sluice/pr-environment", "sluice/prod-plan"}
+    assert set(checks) == {
+        "sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"
+    }  # fmt: skip
     assert {c["status"] for c in checks.values()} == {"completed"}
+    # The base branch has no config.yaml, so no approval is required.
+    assert checks["sluice/approval"]["output"]["title"] == "No approval required"
     assert {c["conclusion"] for c in checks.values()} == {"success"}, checks["sluice/tests"][
         "output"
     ]
@@ -258,6 +264,69 @@ def test_the_same_delivery_twice_is_processed_once(service: Service, tmp_path: P
     queue.close()
     tarballs = [u for m, u in service.github.requests if "/tarball/" in u]
     assert len(tarballs) == 1
+
+
+def _quiet_service(tmp_path: Path) -> tuple[ServiceSettings, TestClient]:
+    """The service without workers (nothing runs the jobs), on a SQLite state."""
+    settings = ServiceSettings(webhook_secret=SECRET, workdir=tmp_path / "work",
+                               database_url=f"sqlite:///{tmp_path / 'state.db'}")  # type: ignore[arg-type]  # fmt: skip
+    return settings, TestClient(create_app(settings, start_workers=False))
+
+
+def _post(client: TestClient, payload: dict[str, Any], delivery: str) -> Any:
+    body = json.dumps(payload).encode()
+    headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": delivery,
+               "X-Hub-Signature-256": sign(body)}  # fmt: skip
+    return client.post("/webhooks/github", content=body, headers=headers)
+
+
+def test_concurrent_deliveries_are_stored_together_and_each_answered(tmp_path: Path) -> None:
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    settings, app_client = _quiet_service(tmp_path)
+    names = [f"c-{i % 40}" for i in range(80)]  # every delivery twice
+    with app_client as client, ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(lambda name: (name, _post(client, payload, name)), names))
+    by_name: dict[str, list[int]] = {}
+    for name, response in answers:
+        by_name.setdefault(name, []).append(response.status_code)
+    assert all(sorted(codes) == [200, 202] for codes in by_name.values()), by_name
+    queue = JobQueue(settings.state_url())
+    try:
+        assert all(queue.delivery_job(name) is not None for name in by_name)
+        counts = queue.counts()  # one PR, one head: nothing superseded
+        assert counts["queued"] == 40
+    finally:
+        queue.close()
+
+
+def test_a_delivery_the_database_refuses_gets_503_and_the_service_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    settings, app_client = _quiet_service(tmp_path)
+    with app_client as client:
+        db = sqlite3.connect(tmp_path / "state.db")
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON sluice_deliveries "
+            "WHEN NEW.delivery_id = 'poison' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+        db.commit()
+        db.close()
+        with caplog.at_level(logging.ERROR):
+            refused = _post(client, payload, "poison")
+        assert refused.status_code == 503
+        assert refused.json() == {
+            "error": "the state database could not store the delivery: deliver it again later"
+        }
+        assert "refused" in caplog.text
+        assert _post(client, payload, "fine").status_code == 202
+        assert _post(client, payload, "fine").status_code == 200
+    queue = JobQueue(settings.state_url())
+    try:
+        assert queue.delivery_job("poison") is None
+        assert queue.delivery_job("fine") is not None
+    finally:
+        queue.close()
 
 
 def test_fork_pull_requests_are_not_built(service: Service) -> None:
