@@ -24,11 +24,16 @@ from sluice.bot.github_events import parse_github
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
 from sluice.bot.settings import ServiceSettings
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.state import open_state
 from tests.bot.conftest import load_case
 from tests.bot.github_wire import FakeGitHub, tarball
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
+NOW = 1_800_000_000_000
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 BASE_CONFIG = (
     "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
@@ -46,7 +51,7 @@ class Bot:
             database_url=self.url, github_request_interval=0, github_write_interval=0,
         )  # type: ignore[arg-type]  # fmt: skip
         context = Context(forge_for=github_forge_factory(settings), workdir=root / "work",
-                          state_url=self.url, clock=lambda: 1_800_000_000_000)  # fmt: skip
+                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.controller = Controller(context)
         self.ledger = Ledger(self.url)
 
@@ -353,3 +358,59 @@ def test_a_merge_into_another_branch_or_with_on_tag_does_not_promote(bot: Bot) -
     assert bot.ledger.waiting(f"github:{OWNER}") == {7: []}
     body = bot.github.comments_on(7)[-1]["body"]
     assert "prod is promoted by the next tag matching `v*` on `main`" in body
+
+
+DEPLOY_MERGE = """  gate:
+    required_approvers: {users: [bob]}
+  deploy:
+    merge_method: squash
+"""
+
+
+def _prod_at(bot: Bot, sha: str) -> None:
+    """Record prod as the project at ``sha`` (its data taken as built: no Spark)."""
+
+    src = bot.root / f"tree-{sha[:4]}"
+    project = load_project(src, use_cache=False)
+    store = open_state(bot.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=NOW, execution_time=NOW)
+        workflow.commit_plan(store, plan, now=NOW)
+        for backfill in plan.backfill:
+            store.add_intervals(backfill.name, backfill.version, backfill.intervals)
+        for name in plan.create_views:
+            store.add_intervals(name, plan.snapshot(name).version, [VIEW_MARKER])
+    finally:
+        store.close()
+
+
+def test_deploy_promotes_the_approved_head_then_merges(bot: Bot) -> None:
+    _project_commit(bot, A, DEPLOY_MERGE)
+    bot.github.files[("main", "config.yaml")] = bot.github.files[(A, "config.yaml")]
+    bot.github.refs["main"] = C
+    bot.github.branch_commits[A] = {C}  # the PR contains main's head
+    _prod_at(bot, A)  # nothing left to promote: the path without Spark
+    bot.plan(7, A, "fp1")
+    bot.github.add_review(7, "bob", "APPROVED", A)
+    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", comment_id=950))
+    assert bot.github.reactions == [{"comment": 950, "content": "+1"}]
+    deploy = bot.github.checks_on(A)["sluice/deploy"]
+    assert (
+        deploy["conclusion"] == "success"
+        and deploy["output"]["title"] == "Prod already has this state"
+    )
+    [merge] = bot.github.merges
+    assert merge["number"] == 7 and merge["method"] == "squash" and merge["sha"] == A
+    reply = bot.github.comments_on(7)[-1]["body"]
+    assert reply.startswith("@carol deployed to prod (Prod already has this state) and merged as `")
+    assert [s["state"] for s in bot.github.deployments[0]["statuses"]] == ["in_progress", "success"]
+
+
+def test_deploy_refuses_a_pr_behind_the_prod_branch(bot: Bot) -> None:
+    bot.github.refs["main"] = C  # main moved on; the PR's head does not contain C
+    bot.plan(7, A, "fp1")
+    bot.github.add_review(7, "bob", "APPROVED", A)
+    bot.deliver("issue_comment", _comment("bob", "/sluice deploy"))
+    reply = bot.github.comments_on(7)[-1]["body"]
+    assert "`main` has commits this pull request does not have" in reply
+    assert bot.github.deployments == [] and bot.github.merges == []

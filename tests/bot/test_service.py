@@ -66,12 +66,13 @@ class Service:
                 raise AssertionError(f"timed out; GitHub saw {self.github.requests[-10:]}")
             time.sleep(0.05)
 
-    def idle(self) -> None:
+    def idle(self, timeout: float = 60.0) -> None:
         """Wait until every job is finished."""
         queue = self.queue()
         try:
             self.wait(
-                lambda: not (queue.counts().get("queued", 0) or queue.counts().get("running", 0))
+                lambda: not (queue.counts().get("queued", 0) or queue.counts().get("running", 0)),
+                timeout,
             )
         finally:
             queue.close()
