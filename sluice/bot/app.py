@@ -1,7 +1,9 @@
 """The webhook service: FastAPI app factory (nothing is built at import time).
 
 ``POST /webhooks/github`` verifies the signature before reading anything else, stores the
-delivery and its job in one transaction and answers 202; the worker threads do the work.
+delivery and its job and answers 202 once they are committed; the worker threads do the
+work. Deliveries are stored by one writer thread, the ones arriving together in one
+transaction (group commit, :mod:`sluice.bot.intake`).
 ``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
 text.
 """
@@ -23,11 +25,13 @@ from sluice.bot.controller import Context, Controller
 from sluice.bot.events import Event, PullRequestEvent, pr_key
 from sluice.bot.forge.base import Forge
 from sluice.bot.github_events import PayloadError, parse_github
+from sluice.bot.intake import Intake, IntakeClosed
 from sluice.bot.metrics import Registry
-from sluice.bot.queue import JobQueue, NewJob
+from sluice.bot.queue import Delivery, JobQueue, NewJob
 from sluice.bot.settings import ServiceSettings
 from sluice.bot.verify import verify_github
 from sluice.bot.worker import Worker
+from sluice.core.errors import StateError
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,10 @@ def create_app(
         queue = JobQueue(settings.state_url(), max_attempts=settings.max_attempts,
                          lease_seconds=settings.job_lease_seconds)  # fmt: skip
         state["queue"] = queue
+        # The intake (group-commit writer) stores deliveries; stopped first on the way out,
+        # so the requests in flight are answered before the queue closes.
+        intake = state["intake"] = Intake(queue)
+        intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
         context = Context(
             forge_for=forge_for or github_forge_factory(settings),
@@ -101,6 +109,7 @@ def create_app(
         try:
             yield
         finally:
+            intake.stop(timeout=30)
             for worker in workers:
                 worker.stop(timeout=5)
             queue.close()
@@ -162,10 +171,18 @@ def create_app(
             head_sha=getattr(event, "head_sha", None),
             supersede=isinstance(event, PullRequestEvent),
         )
-        queue: JobQueue = state["queue"]
-        fresh = await run_in_threadpool(
-            queue.accept, delivery, "github", event_name, job, time.time()
-        )
+        intake: Intake = state["intake"]
+        try:
+            fresh = await intake.accept(Delivery(delivery, "github", event_name, job, time.time()))
+        except StateError as exc:
+            log.error("delivery %r not stored: %s", delivery[:64], scrub(str(exc)))
+            return "unavailable", _error(
+                503, "the state database could not store the delivery: deliver it again later"
+            )
+        except IntakeClosed:
+            return "unavailable", _error(
+                503, "the service is shutting down: deliver it again later"
+            )
         if not fresh:
             return "duplicate", JSONResponse(
                 {"status": "duplicate", "delivery": delivery}, status_code=200

@@ -22,8 +22,9 @@ stored as epoch milliseconds in BIGINT columns like the rest of the state.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -39,9 +40,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     func,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -164,6 +167,20 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery to store, with the job it asks for (None: no work).
+
+    ``now`` is when it arrived (epoch seconds): it becomes the delivery's and the job's time.
+    """
+
+    delivery_id: str
+    forge: str
+    event: str
+    job: NewJob | None
+    now: float
+
+
+@dataclass(frozen=True)
 class Job:
     """A claimed job, as a worker sees it. ``attempts`` counts this one (1 on the first)."""
 
@@ -245,70 +262,176 @@ class JobQueue:
             False, storing nothing, when the delivery id was stored before (also when two
             copies race: the unique key decides).
         """
-        at = _ms(now)
+        return self.accept_many([Delivery(delivery_id, forge, event, job, now)])[0]
 
-        def run(conn: Connection) -> bool:
-            stored = conn.execute(
-                _insert_if_absent(conn, deliveries)
-                .values(delivery_id=delivery_id, forge=forge, event=event, received_ts=at)
-                .execution_options(preserve_rowcount=True)  # kept for INSERT only if asked
-            ).rowcount
-            if stored != 1:
-                return False
-            if job is not None:
-                self._enqueue(conn, delivery_id, job, at)
-            return True
+    def accept_many(self, batch: Sequence[Delivery]) -> list[bool]:
+        """Store deliveries and their jobs in one transaction (one commit for them all).
 
-        fresh = self._write(f"store delivery {delivery_id!r}", run)
-        if not fresh:
-            logger.info("delivery %s (%s %s) seen before: ignored", delivery_id, forge, event)
-        return fresh
+        The outcome is the same as calling :meth:`accept` for each delivery in turn, in the
+        order given (their arrival order): a delivery id stored before, or earlier in the
+        batch, is refused and stores nothing; jobs get ids in that order, so they run in
+        it; and a superseding job supersedes the queued jobs of its key and kind that came
+        before it, batch included, but none that come after it.
 
-    def _enqueue(self, conn: Connection, delivery_id: str, job: NewJob, at: int) -> None:
-        # Create the key row, or lock it if it exists (the no-op upsert takes the row lock
-        # on PostgreSQL): accepts of one key then queue up behind each other, so a
-        # superseding job always sees the jobs accepted before it.
-        keep = {"running_job_id": job_keys.c.running_job_id}
-        conn.execute(
-            _upsert(conn, job_keys)
-            .values(key=job.key, running_job_id=None)
-            .on_conflict_do_update(index_elements=[job_keys.c.key], set_=keep)
+        Returns:
+            For each delivery, in order, whether it was fresh (stored) or a duplicate.
+
+        Raises:
+            StateError: The transaction failed; nothing of the batch is stored.
+        """
+        if not batch:
+            return []
+        first: dict[str, int] = {}  # delivery id -> index of its first copy in the batch
+        for index, item in enumerate(batch):
+            first.setdefault(item.delivery_id, index)
+        unique = [batch[index] for index in first.values()]  # arrival order (dicts keep it)
+        rows = [
+            {"delivery_id": d.delivery_id, "forge": d.forge, "event": d.event,
+             "received_ts": _ms(d.now)}
+            for d in unique
+        ]  # fmt: skip
+        # Serialised before the transaction: a payload that cannot be stored fails the
+        # batch without a round trip.
+        payloads = {d.delivery_id: dump_json(d.job.payload) for d in unique if d.job is not None}
+
+        def run(conn: Connection) -> set[str]:
+            if conn.dialect.name == "postgresql":
+                found = conn.execute(
+                    _PG_STORE_DELIVERIES,
+                    {"rows": _json_rows(
+                        {"d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now)}
+                        for d in unique
+                    )},
+                )  # fmt: skip
+            else:
+                found = conn.execute(
+                    _insert_if_absent(conn, deliveries).returning(deliveries.c.delivery_id), rows
+                )
+            stored = set(found.scalars())
+            fresh = [d for d in unique if d.job is not None and d.delivery_id in stored]
+            if fresh:
+                self._enqueue(conn, fresh, payloads)
+            return stored
+
+        what = (
+            f"delivery {unique[0].delivery_id!r}"
+            if len(unique) == 1
+            else f"{len(unique)} deliveries"
         )
-        new_id: int = conn.execute(
-            insert(jobs)
-            .values(
-                delivery_id=delivery_id,
-                key=job.key,
-                kind=job.kind,
-                payload=dump_json(job.payload),
-                head_sha=job.head_sha,
-                status=JobStatus.QUEUED,
-                attempts=0,
-                created_ts=at,
+        stored = self._write(f"store {what}", run)
+        outcome = []
+        for index, item in enumerate(batch):
+            fresh = first[item.delivery_id] == index and item.delivery_id in stored
+            if not fresh:
+                logger.info("delivery %s (%s %s) seen before: ignored", item.delivery_id,
+                            item.forge, item.event)  # fmt: skip
+            outcome.append(fresh)
+        return outcome
+
+    def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
+        """Queue the jobs of freshly stored deliveries, in order; supersede what they moot.
+
+        A fixed number of statements whatever the batch size: on PostgreSQL each takes its
+        rows as arrays (one short statement the driver parses once), on SQLite as an
+        executemany (a loop in C).
+        """
+        pg = conn.dialect.name == "postgresql"
+        news = [(d, d.job) for d in fresh if d.job is not None]
+        # Create the key rows, or lock them if they exist (the no-op upsert takes the row
+        # lock on PostgreSQL): accepts of one key then queue up behind each other, so a
+        # superseding job always sees the jobs accepted before it. Sorted, so that two
+        # batches lock their keys in the same order.
+        keys = sorted({job.key for _, job in news})
+        if pg:
+            conn.execute(_PG_LOCK_KEYS, {"rows": _json_rows(keys)})
+        else:
+            keep = {"running_job_id": job_keys.c.running_job_id}
+            conn.execute(
+                _upsert(conn, job_keys).on_conflict_do_update(
+                    index_elements=[job_keys.c.key], set_=keep
+                ),
+                [{"key": key, "running_job_id": None} for key in keys],
             )
-            .returning(jobs.c.id)
-        ).scalar_one()
-        conn.execute(
-            update(deliveries).where(deliveries.c.delivery_id == delivery_id).values(job_id=new_id)
-        )
-        if job.supersede:
-            moot = conn.execute(
-                update(jobs)
-                .where(
-                    jobs.c.key == job.key,
-                    jobs.c.kind == job.kind,
-                    jobs.c.status == JobStatus.QUEUED,
-                    jobs.c.id != new_id,
-                    jobs.c.head_sha.is_distinct_from(job.head_sha),
-                )
-                .values(
-                    status=JobStatus.SUPERSEDED,
-                    finished_ts=at,
-                    error=f"superseded by job {new_id} (head {job.head_sha})",
-                )
-            ).rowcount
-            if moot:
-                logger.info("job %s for %s superseded %d queued job(s)", new_id, job.key, moot)
+        # Job ids follow the batch's order (the sequence or rowid is drawn in it), so the
+        # jobs run in arrival order.
+        if pg:
+            made = conn.execute(
+                _PG_STORE_JOBS,
+                {"rows": _json_rows(
+                    {"n": n, "d": d.delivery_id, "k": j.key, "c": j.kind,
+                     "p": payloads[d.delivery_id], "h": j.head_sha, "t": _ms(d.now)}
+                    for n, (d, j) in enumerate(news)
+                )},
+            ).all()  # fmt: skip
+            job_of = {delivery_id: int(job_id) for job_id, delivery_id in made}
+            ids = [job_of[d.delivery_id] for d, _ in news]
+        else:
+            ids = list(
+                conn.execute(
+                    insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True),
+                    [
+                        {"delivery_id": d.delivery_id, "key": job.key, "kind": job.kind,
+                         "payload": payloads[d.delivery_id], "head_sha": job.head_sha,
+                         "status": JobStatus.QUEUED, "attempts": 0, "created_ts": _ms(d.now)}
+                        for d, job in news
+                    ],
+                ).scalars()
+            )  # fmt: skip
+            conn.execute(
+                update(deliveries)
+                .where(deliveries.c.delivery_id == bindparam("b_delivery"))
+                .values(job_id=bindparam("b_job")),
+                [
+                    {"b_delivery": d.delivery_id, "b_job": new_id}
+                    for (d, _), new_id in zip(news, ids, strict=True)
+                ],
+            )
+        superseding = [
+            (new_id, job, _ms(d.now))
+            for (d, job), new_id in zip(news, ids, strict=True)
+            if job.supersede
+        ]
+        if superseding:
+            self._supersede(conn, superseding)
+
+    def _supersede(self, conn: Connection, superseding: list[tuple[int, NewJob, int]]) -> None:
+        """Mark superseded what each superseding job (id, job, time) moots, as if in turn.
+
+        Each one, in id order, supersedes the queued jobs of its key and kind that came
+        before it (lower id) for another head, and that nothing before it superseded. The
+        key rows are locked, so the queued jobs read here stay as read until the commit.
+        """
+        keys = sorted({job.key for _, job, _ in superseding})
+        queued: dict[tuple[str, str], list[tuple[int, str | None]]] = {}
+        for job_id, key, kind, head in conn.execute(_QUEUED_OF_KEYS, {"keys": keys}):
+            queued.setdefault((key, kind), []).append((int(job_id), head))
+        moot: dict[int, tuple[int, int, str]] = {}  # job id -> (superseding id, time, error)
+        for new_id, job, at in sorted(superseding, key=lambda s: s[0]):
+            for job_id, head in queued.get((job.key, job.kind), []):
+                if job_id < new_id and job_id not in moot and head != job.head_sha:
+                    moot[job_id] = (new_id, at, f"superseded by job {new_id} (head {job.head_sha})")
+        if not moot:
+            return
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                _PG_SUPERSEDE,
+                {"rows": _json_rows(
+                    {"i": job_id, "t": at, "e": error} for job_id, (_, at, error) in moot.items()
+                )},
+            )  # fmt: skip
+        else:
+            conn.execute(
+                _SUPERSEDE,
+                [
+                    {"b_id": job_id, "b_at": at, "b_error": error}
+                    for job_id, (_, at, error) in moot.items()
+                ],
+            )
+        by: dict[int, int] = {}
+        for new_id, _, _ in moot.values():
+            by[new_id] = by.get(new_id, 0) + 1
+        for new_id, count in by.items():
+            logger.info("job %s superseded %d queued job(s)", new_id, count)
 
     # -- consumer ---------------------------------------------------------------------------
 
@@ -605,6 +728,56 @@ class JobQueue:
         )
 
 
+# The queued jobs of some keys, oldest first (for supersede).
+_QUEUED_OF_KEYS = (
+    select(jobs.c.id, jobs.c.key, jobs.c.kind, jobs.c.head_sha)
+    .where(jobs.c.key.in_(bindparam("keys", expanding=True)), jobs.c.status == JobStatus.QUEUED)
+    .order_by(jobs.c.id)
+)
+# Built once, plain UPDATE: SQLAlchemy compiles it once and caches it.
+_SUPERSEDE = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"), jobs.c.status == JobStatus.QUEUED)
+    .values(status=JobStatus.SUPERSEDED, finished_ts=bindparam("b_at"), error=bindparam("b_error"))
+)
+
+# PostgreSQL: a batch's rows go as one JSON array of rows (``:rows``, encoded by the json
+# module in C) through short, fixed statements that SQLAlchemy caches and psycopg parses
+# once. A multi-row VALUES differs with every batch size (psycopg parses each one again),
+# an executemany costs a pipeline step per row, and text-format arrays of JSON payloads
+# cost psycopg a regex substitution per quote. WITH ORDINALITY ... ORDER BY keeps the
+# batch's order: keys are locked in it and job ids drawn in it (``n`` numbers the jobs).
+_PG_STORE_DELIVERIES = text(
+    "INSERT INTO sluice_deliveries (delivery_id, forge, event, received_ts) "
+    "SELECT r.d, r.f, r.e, r.t FROM json_to_recordset(CAST(:rows AS json)) "
+    "AS r(d varchar, f varchar, e varchar, t bigint) "
+    "ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id"
+)
+_PG_LOCK_KEYS = text(
+    'INSERT INTO sluice_job_keys ("key", running_job_id) '
+    "SELECT u.k, NULL FROM json_array_elements_text(CAST(:rows AS json)) "
+    'WITH ORDINALITY AS u(k, n) ORDER BY u.n ON CONFLICT ("key") '
+    "DO UPDATE SET running_job_id = sluice_job_keys.running_job_id"
+)
+# The jobs, then their deliveries' job ids, in one statement.
+_PG_STORE_JOBS = text(
+    "WITH made AS ("
+    ' INSERT INTO sluice_jobs (delivery_id, "key", kind, payload, head_sha, status, attempts,'
+    " created_ts)"
+    " SELECT r.d, r.k, r.c, r.p, r.h, :queued, 0, r.t"
+    " FROM json_to_recordset(CAST(:rows AS json))"
+    " AS r(n int, d varchar, k varchar, c varchar, p text, h varchar, t bigint)"
+    " ORDER BY r.n RETURNING id, delivery_id) "
+    "UPDATE sluice_deliveries SET job_id = made.id FROM made "
+    "WHERE sluice_deliveries.delivery_id = made.delivery_id RETURNING made.id, made.delivery_id"
+).bindparams(queued=str(JobStatus.QUEUED))
+_PG_SUPERSEDE = text(
+    "UPDATE sluice_jobs SET status = :superseded, finished_ts = r.t, error = r.e "
+    "FROM json_to_recordset(CAST(:rows AS json)) AS r(i bigint, t bigint, e text) "
+    "WHERE sluice_jobs.id = r.i AND sluice_jobs.status = :queued"
+).bindparams(superseded=str(JobStatus.SUPERSEDED), queued=str(JobStatus.QUEUED))
+
+
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
     """The condition: the job is running for this worker."""
     return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.status == JobStatus.RUNNING)
@@ -624,6 +797,11 @@ def _upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def _json_rows(rows: Iterable[Any]) -> str:
+    """A JSON array of ``rows``, for the PostgreSQL statements that take a batch as one."""
+    return json.dumps(list(rows), separators=(",", ":"))
 
 
 def _ms(seconds: float) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sluice.bot.queue import Job, JobQueue, JobStatus, NewJob
+from sluice.bot.queue import Delivery, Job, JobQueue, JobStatus, NewJob
 from sluice.core.state.sql import open_state
 
 OpenQueue = Callable[..., JobQueue]
@@ -329,3 +329,97 @@ def hammer(pool: list[JobQueue], total: int = 200, keys: int = 20, threads: int 
     assert all(ids == sorted(ids) for ids in claimed.values())  # per key, oldest first
     assert pool[0].counts()["done"] == total
     assert pool[-1].depth() == 0
+
+
+def test_accept_many_refuses_duplicates_within_and_across_batches(queue: JobQueue) -> None:
+    batch = [("d-1", pr_job(1, "a")), ("d-2", pr_job(2, "b")), ("d-1", pr_job(1, "z")),
+             ("d-3", None), ("d-4", pr_job(3, "c"))]  # fmt: skip
+    got = queue.accept_many([Delivery(d, "github", "pull_request", j, 100.0) for d, j in batch])
+    assert got == [True, True, False, True, True]
+    again = [Delivery(d, "github", "pull_request", pr_job(9), 101.0) for d in ("d-2", "d-5")]
+    assert queue.accept_many(again) == [False, True]
+    assert queue.accept_many([]) == []
+    assert queue.depth() == 4
+    assert queue.delivery_job("d-3") is None
+    ids = [queue.delivery_job(d) for d in ("d-1", "d-2", "d-4", "d-5")]
+    assert all(i is not None for i in ids)
+    assert ids == sorted(ids)  # job ids follow arrival order
+    record = queue.job(ids[0] or 0)
+    assert record is not None and record.job.head_sha == "a"  # the first copy's job
+
+
+def _outcome(queue: JobQueue, deliveries: list[str]) -> list[tuple[str, str | None]]:
+    """Each delivery's job status and error, job ids replaced by the delivery they came from."""
+    names = {queue.delivery_job(d): d for d in deliveries}
+    out = []
+    for d in deliveries:
+        record = queue.job(queue.delivery_job(d) or 0)
+        assert record is not None
+        error = record.error
+        if error is not None:
+            for job_id, name in names.items():
+                error = error.replace(f"job {job_id} ", f"job {name} ")
+        out.append((str(record.status), error))
+    return out
+
+
+def test_accept_many_supersedes_as_accepting_one_by_one(open_queue: OpenQueue) -> None:
+    # The same deliveries, for PRs named differently, one by one and in one batch: the same
+    # jobs end queued, running or superseded, by the same jobs.
+    def deliveries(tag: str) -> list[Delivery]:
+        def job(pr: int, head: str | None, kind: str = "pull_request", sup: bool = True) -> NewJob:
+            return NewJob(key=f"{tag}#{pr}", kind=kind, payload={}, head_sha=head, supersede=sup)
+
+        specs = [
+            job(1, "h1"), job(1, "h2", sup=False), job(1, "h2", kind="comment", sup=False),
+            job(2, "h1"), job(1, "h3"), job(1, "h3"), job(1, None), job(2, "h2"),
+            job(1, "h4", kind="comment"), job(1, None), job(1, "h5"),
+        ]  # fmt: skip
+        return [Delivery(f"{tag}-{i}", "github", "pull_request", j, 100.0 + i)
+                for i, j in enumerate(specs)]  # fmt: skip
+
+    queue = open_queue()
+    for tag, worker in (("one", "w1"), ("many", "w2")):
+        for i, head in enumerate(["h0", "h3"]):
+            job = NewJob(key=f"{tag}#1", kind="pull_request", payload={}, head_sha=head,
+                         supersede=True)  # fmt: skip
+            assert queue.accept(f"{tag}-pre{i}", "github", "pull_request", job, 50.0)
+            if i == 0:  # running: left to finish
+                assert claim(queue, worker=worker).delivery_id == f"{tag}-pre0"
+    for d in deliveries("one"):
+        assert queue.accept(d.delivery_id, d.forge, d.event, d.job, d.now)
+    assert queue.accept_many(deliveries("many")) == [True] * 11
+    names = [f"pre{i}" for i in range(2)] + [str(i) for i in range(11)]
+    one = _outcome(queue, [f"one-{n}" for n in names])
+    many = _outcome(queue, [f"many-{n}" for n in names])
+    assert [(s, e and e.replace("one-", "")) for s, e in one] == [
+        (s, e and e.replace("many-", "")) for s, e in many
+    ]
+    assert [s for s, _ in one].count("superseded") >= 5  # the case exercises supersede
+
+
+def test_accept_many_on_concurrent_threads(open_queue: OpenQueue) -> None:
+    queue = open_queue()
+    got: list[list[bool]] = []
+    errors: list[BaseException] = []
+
+    def batch(t: int) -> None:
+        names = [f"c-{(t * 5 + i) % 40}" for i in range(10)]  # overlapping ids across threads
+        items = [Delivery(n, "github", "pull_request",
+                          pr_job(int(n[2:]) % 3, n, supersede=True), 1.0)
+                 for n in names]  # fmt: skip
+        try:
+            got.append(queue.accept_many(items))
+        except BaseException as exc:  # shown by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=batch, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert sum(sum(g) for g in got) == 40  # each id stored once
+    counts = queue.counts()
+    assert counts["queued"] + counts["superseded"] == 40
+    assert counts["queued"] == 3  # the newest job of each of the three PRs

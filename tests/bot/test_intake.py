@@ -1,0 +1,216 @@
+"""Group commit of webhook deliveries (the intake), on SQLite and on a real PostgreSQL.
+
+Failures are real: a trigger in the database refuses chosen deliveries, another
+connection holds SQLite's write lock, or the PostgreSQL database is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+from sluice.bot.intake import Intake, IntakeClosed
+from sluice.bot.queue import Delivery, JobQueue, NewJob
+from sluice.core.errors import StateError
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+@pytest.fixture
+def queue(queue_url: str) -> Iterator[JobQueue]:
+    queue = JobQueue(queue_url)
+    yield queue
+    queue.close()
+
+
+@pytest.fixture
+def intake(queue: JobQueue) -> Iterator[Intake]:
+    intake = Intake(queue)
+    intake.start()
+    yield intake
+    intake.stop(timeout=30)
+
+
+def delivery(name: str, pr: int = 1, head: str | None = "h1", now: float = 100.0) -> Delivery:
+    job = NewJob(key=f"github:o/r#{pr}", kind="pull_request", payload={"pr": pr, "name": name},
+                 head_sha=head, supersede=True)  # fmt: skip
+    return Delivery(name, "github", "pull_request", job, now)
+
+
+def refuse(url: str, where: str) -> None:
+    """Make the database itself refuse inserts of deliveries ``where`` (an SQL condition)."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.execute(text(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON sluice_deliveries "
+                    f"WHEN {where.replace('delivery_id', 'NEW.delivery_id')} "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+                ))  # fmt: skip
+            else:
+                conn.execute(text(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    f"IF {where.replace('delivery_id', 'NEW.delivery_id')} THEN "
+                    "RAISE EXCEPTION 'refused by the test trigger'; END IF; RETURN NEW; END $$"
+                ))  # fmt: skip
+                conn.execute(text(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON sluice_deliveries "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse()"
+                ))  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def test_many_concurrent_deliveries_share_transactions_and_get_their_answers(
+    queue: JobQueue, intake: Intake
+) -> None:
+    # 40 threads each send 10 deliveries; every fifth id is sent twice (a redelivery).
+    answers: dict[str, list[bool]] = {}
+    lock = threading.Lock()
+    start = threading.Barrier(40)
+
+    def sender(t: int) -> None:
+        start.wait()
+        for i in range(10):
+            name = f"d-{t}-{i}" if i % 5 else f"d-{t}-0"
+            fresh = intake.submit(delivery(name, pr=t % 7 + 1, head=name)).result(timeout=60)
+            with lock:
+                answers.setdefault(name, []).append(fresh)
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 40 * 9
+    for name, got in answers.items():
+        assert sorted(got, reverse=True) == ([True, False] if name.endswith("-0") else [True])
+        assert queue.delivery_job(name) is not None
+    assert intake.largest_batch > 1  # deliveries waiting together went in one transaction
+    assert intake.transactions < 400
+    # Each PR's jobs superseded each other: one queued job per PR is left.
+    assert queue.counts()["queued"] == 7
+    assert queue.counts()["superseded"] == 40 * 9 - 7
+
+
+def test_asyncio_requests_wait_for_the_commit(queue: JobQueue, intake: Intake) -> None:
+    async def send() -> list[bool]:
+        names = [f"a-{i % 30}" for i in range(60)]  # each id twice
+        return await asyncio.gather(*(intake.accept(delivery(n, head=n)) for n in names))
+
+    got = asyncio.run(send())
+    assert got[:30] == [True] * 30 and got[30:] == [False] * 30
+    assert all(queue.delivery_job(f"a-{i}") is not None for i in range(30))
+
+
+def test_a_refused_delivery_fails_alone(queue_url: str, queue: JobQueue) -> None:
+    refuse(queue_url, "delivery_id = 'poison'")
+    intake = Intake(queue)
+    # Submitted before the writer starts, so that they surely share one transaction.
+    futures = [intake.submit(delivery(n, pr=i, head=n)) for i, n in
+               enumerate(["ok-1", "poison", "ok-2", "ok-1"])]  # fmt: skip
+    intake.start()
+    try:
+        assert futures[0].result(timeout=60) is True
+        with pytest.raises(StateError, match="refused by the test trigger"):
+            futures[1].result(timeout=60)
+        assert futures[2].result(timeout=60) is True
+        assert futures[3].result(timeout=60) is False  # the second copy of ok-1
+    finally:
+        intake.stop(timeout=30)
+    assert queue.delivery_job("ok-1") is not None and queue.delivery_job("ok-2") is not None
+    assert queue.delivery_job("poison") is None
+    assert queue.counts()["queued"] == 2
+
+
+def test_a_failing_transaction_answers_every_waiter(queue_url: str, queue: JobQueue) -> None:
+    refuse(queue_url, "delivery_id LIKE 'x-%'")
+    intake = Intake(queue)
+    futures = [intake.submit(delivery(f"x-{i}", pr=i)) for i in range(20)]
+    intake.start()
+    try:
+        for future in futures:
+            with pytest.raises(StateError, match="refused by the test trigger"):
+                future.result(timeout=60)
+        # The intake keeps going.
+        assert intake.submit(delivery("fine")).result(timeout=60) is True
+    finally:
+        intake.stop(timeout=30)
+    assert queue.counts()["queued"] == 1
+
+
+def test_a_locked_sqlite_database_fails_the_batch_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    queue = JobQueue(f"sqlite:///{path}")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    intake = Intake(queue)
+    futures = [intake.submit(delivery(f"l-{i}", pr=i)) for i in range(10)]
+    began = time.monotonic()
+    intake.start()
+    try:
+        for future in futures:
+            with pytest.raises(StateError, match="locked"):
+                future.result(timeout=60)
+        # One wait for the lock (the busy timeout), not one per delivery.
+        assert time.monotonic() - began < 20
+        holder.execute("ROLLBACK")
+        assert intake.submit(delivery("l-0")).result(timeout=60) is True
+    finally:
+        intake.stop(timeout=30)
+        holder.close()
+        queue.close()
+
+
+@pytest.mark.postgres
+def test_a_dropped_postgresql_database_fails_the_waiters(fresh_postgres_url: str) -> None:
+    queue = JobQueue(fresh_postgres_url)
+    intake = Intake(queue)
+    intake.start()
+    try:
+        assert intake.submit(delivery("before")).result(timeout=60) is True
+        url = make_url(fresh_postgres_url)
+        admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{url.database}" WITH (FORCE)'))
+        admin.dispose()
+        futures = [intake.submit(delivery(f"after-{i}", pr=i)) for i in range(10)]
+        for future in futures:
+            with pytest.raises(StateError):
+                future.result(timeout=60)
+    finally:
+        intake.stop(timeout=30)
+        queue.close()
+
+
+def test_stop_stores_what_waits_then_refuses(queue: JobQueue) -> None:
+    intake = Intake(queue)
+    intake.start()
+    futures = [intake.submit(delivery(f"s-{i}", pr=i)) for i in range(25)]
+    intake.stop(timeout=30)
+    assert all(future.result(timeout=0) for future in futures)  # answered before stop returned
+    with pytest.raises(IntakeClosed):
+        intake.submit(delivery("late")).result(timeout=0)
+    assert queue.delivery_job("late") is None
+
+
+def test_stop_without_start_fails_the_waiters(queue: JobQueue) -> None:
+    intake = Intake(queue)
+    future = intake.submit(delivery("never"))
+    intake.stop()
+    with pytest.raises(IntakeClosed):
+        future.result(timeout=0)
