@@ -100,6 +100,7 @@ def create_app(
                 metrics=metrics,
                 scrub=scrub,
                 heartbeat_seconds=settings.job_lease_seconds / 4,
+                janitor_seconds=settings.janitor_interval_seconds,
             )
             for _ in range(settings.workers if start_workers else 0)
         ]
@@ -112,6 +113,7 @@ def create_app(
             intake.stop(timeout=30)
             for worker in workers:
                 worker.stop(timeout=5)
+                worker.controller.close()
             queue.close()
 
     app = FastAPI(title="Sluice", version="0.1.0", lifespan=lifespan)
