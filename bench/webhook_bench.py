@@ -1,18 +1,20 @@
 """Benchmark: webhook acknowledgement latency of the service with PostgreSQL state.
 
 Usage: python bench/webhook_bench.py [--seconds 20] [--senders 50] [--rate 0] [--prs 200]
-                                     [--warmup 2] [--database-url URL] [--durable]
+                                     [--warmup 2] [--database-url URL] [--durable] [--sqlite]
 
 Starts a throwaway PostgreSQL from the local server binaries (initdb + pg_ctl on a free
 port, as the postgres user when root; fsync, synchronous_commit and full_page_writes off
 unless --durable), or uses --database-url (a scratch database no service works on; the
-run's rows are deleted afterwards). Then two targets, each a uvicorn server in its
+run's rows are deleted afterwards), or with --sqlite a SQLite state file in a temporary
+directory (WAL, the service's own settings). Then two targets, each a uvicorn server in its
 own process on 127.0.0.1 with the same settings, one after the other:
 
 - bare: a FastAPI app whose one ``POST /webhooks/github`` reads the body and answers 202;
 - sluice: the service (``create_app``, workers off, so no GitHub calls), which verifies
-  the signature, parses the event, stores the delivery and its job in one transaction of
-  the PostgreSQL state and answers 202.
+  the signature, parses the event, hands the delivery to its writer thread, which stores
+  it and its job with the other deliveries waiting at that moment in one transaction of
+  the state (group commit), and answers 202 after that commit.
 
 Each target gets --senders concurrent senders, each on its own keep-alive connection,
 sending signed ``pull_request`` deliveries (the real GitHub payload from
@@ -562,12 +564,14 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
         payload, source = json.loads(REALCASE.read_text()), str(REALCASE)
     else:
         payload, source = BUILTIN_PAYLOAD, "built-in payload"
-    if args.database_url:
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sluice-bench-")))
+    if args.sqlite:
+        url, where = f"sqlite:///{workdir / 'state.db'}", "SQLite file in a temporary directory"
+    elif args.database_url:
         url, where = normalise(args.database_url), "given by --database-url"
     else:
         url = stack.enter_context(throwaway_postgres(args.durable))
         where = "throwaway cluster" + ("" if args.durable else " (fsync off: not durable)")
-    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sluice-bench-")))
     env = dict(os.environ)
     env.update(
         SLUICE_DATABASE_URL=url,
@@ -579,7 +583,10 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
     print(f"webhook benchmark: {args.senders} senders, {mode}, {args.warmup:g} s warm-up + "
           f"{args.seconds:g} s per target, over {args.prs} PRs; payload: {source} "
           f"({len(json.dumps(payload))} bytes)")  # fmt: skip
-    print(f"  PostgreSQL: {where}; {pg_settings(url)}")
+    if args.sqlite:
+        print(f"  state: {where}")
+    else:
+        print(f"  PostgreSQL: {where}; {pg_settings(url)}")
     print(f"  machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
 
     rows: list[Figures] = []
@@ -642,7 +649,11 @@ def main() -> None:
                         "would take the queued jobs); this run's rows are deleted after")  # fmt: skip
     parser.add_argument("--durable", action="store_true",
                         help="throwaway cluster with fsync and synchronous_commit on")  # fmt: skip
+    parser.add_argument("--sqlite", action="store_true",
+                        help="a SQLite state file instead of PostgreSQL")  # fmt: skip
     args = parser.parse_args()
+    if args.sqlite and (args.database_url or args.durable):
+        parser.error("--sqlite goes with neither --database-url nor --durable")
 
     def stop(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
