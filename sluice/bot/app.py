@@ -22,7 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from sluice.bot.controller import Context, Controller
-from sluice.bot.events import Event, PullRequestEvent, pr_key
+from sluice.bot.events import Event, pr_key, supersedes
 from sluice.bot.forge.base import Forge
 from sluice.bot.github_events import PayloadError, parse_github
 from sluice.bot.intake import Intake, IntakeClosed
@@ -171,7 +171,7 @@ def create_app(
             kind=event.kind,
             payload=event.to_json(),
             head_sha=getattr(event, "head_sha", None),
-            supersede=isinstance(event, PullRequestEvent),
+            supersede=supersedes(event),
         )
         intake: Intake = state["intake"]
         try:

@@ -138,6 +138,12 @@ def pr_key(event: Event) -> str:
     return f"{event.forge}:{event.repo}#{event.number}"
 
 
+def supersedes(event: Event) -> bool:
+    """Whether ``event`` makes queued work of its key for an older head commit moot: a new
+    head to build does; a merge or close never does (each promotion must run)."""
+    return isinstance(event, PullRequestEvent) and event.action != "closed"
+
+
 def _deploys(body: str) -> bool:
     try:
         command = parse_command(body)

@@ -414,3 +414,18 @@ def test_deploy_refuses_a_pr_behind_the_prod_branch(bot: Bot) -> None:
     reply = bot.github.comments_on(7)[-1]["body"]
     assert "`main` has commits this pull request does not have" in reply
     assert bot.github.deployments == [] and bot.github.merges == []
+
+
+def test_merges_never_supersede_each_other_but_new_heads_do() -> None:
+    from sluice.bot.events import pr_key, supersedes
+
+    merged = parse_github(
+        "pull_request", _payload("github/pull_request/woodpecker__HookPullRequestMerged.json")
+    )
+    opened = parse_github("pull_request", _payload("github/pull_request/opened.payload.json"))
+    deploy = parse_github("issue_comment", _comment("bob", "/sluice deploy"))
+    assert merged is not None and opened is not None and deploy is not None
+    assert not supersedes(merged) and supersedes(opened)
+    # Everything that may change prod shares the repository's prod key.
+    assert pr_key(merged) == pr_key(deploy) == f"github:{OWNER}:prod"
+    assert pr_key(opened) == f"github:{OWNER}#{opened.number}"  # type: ignore[union-attr]
