@@ -341,6 +341,38 @@ def test_fork_pull_requests_are_not_built(service: Service) -> None:
     assert service.github.check_runs == {}
 
 
+def test_a_writer_admits_a_fork_pull_request_with_sluice_plan(
+    service: Service, tmp_path: Path
+) -> None:
+    payload = load_case("github/pull_request/nodejs-github-bot__pull-request-opened-v8.json")
+    pr = payload["pull_request"]
+    number, head = pr["number"], pr["head"]["sha"]
+    github = service.github
+    github.add_pull(number, head, author=pr["user"]["login"], base="master", fork=True)
+    github.trees[head] = tarball(_project(tmp_path / "src"), f"node-{head[:7]}")
+    github.permissions.update({"maintainer": "maintain", "cristiancavalli": "read"})
+    assert service.deliver("pull_request", payload).status_code == 202
+    service.idle()
+    assert github.check_runs == {}
+
+    comment = load_case("github/issue_comment/drone-go-scm__comment.json")
+    comment["repository"]["full_name"] = "nodejs/node"
+    comment["issue"]["number"] = number
+    comment["comment"].update(user={"login": "cristiancavalli", "id": 5}, body="/sluice plan")
+    assert service.deliver("issue_comment", comment).status_code == 202
+    service.idle()
+    assert github.check_runs == {}, "the fork's author may not admit their own PR"
+    assert "only users with write permission" in github.comments_on(number)[-1]["body"]
+
+    comment["comment"].update(user={"login": "maintainer", "id": 6}, id=77)
+    assert service.deliver("issue_comment", comment).status_code == 202
+    service.idle()
+    checks = github.checks_on(head)
+    assert checks["sluice/pr-environment"]["output"]["title"] == "This PR changes no model"
+    assert {c["conclusion"] for c in checks.values()} == {"success"}
+    assert {"comment": 77, "content": "+1"} in github.reactions
+
+
 def test_a_project_that_does_not_load_fails_the_checks_and_the_service_stays_up(
     service: Service, tmp_path: Path
 ) -> None:
