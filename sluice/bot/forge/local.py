@@ -1,0 +1,670 @@
+"""A git repository on disk as the forge: pull requests without GitHub.
+
+A pull request is a pair of branches (base, head) with a number. Everything a forge would
+keep (the PR records, reviews, comments, reactions, check runs, deployments) is written as
+JSON and Markdown files under ``<repo>/.sluice/forge/`` (each file replaced atomically),
+so a person or another CI system (Jenkins, Buildkite) can read what Sluice said::
+
+    .sluice/forge/
+      prs/<n>.json                 the PR: branches, author, state, head at merge, merge sha
+      prs/<n>/comment.md           the bot's sticky comment (one per marker: comment-2.md ...)
+      prs/<n>/replies/001.md       the bot's replies to commands, in order
+      prs/<n>/comments.json        comments people wrote (with their reactions)
+      prs/<n>/reviews.json         reviews (approvals) people gave
+      checks/<sha>.json            check name -> status, conclusion, title, summary, history
+      deployments.json             deployment records and their states
+      collaborators.json           optional input: {"user": "role"} (see permission)
+      teams.json                   optional input: {"org/team": ["user", ...]}
+
+Git is run as a subprocess (``git`` 2.38 or later, for ``merge-tree --write-tree``); merges
+are made without touching a worktree, except that a base branch checked out in the
+repository's worktree is fast-forwarded there so the files on disk follow it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
+
+try:  # a lock between two commands run at once; absent on Windows, where it is skipped
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+ROLES = ("admin", "maintain", "write", "triage", "read", "none")
+METHODS = ("merge", "squash", "rebase")
+HISTORY_LIMIT = 50
+_SHA = re.compile(r"[0-9a-f]{7,64}")
+_DEFAULT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Sluice",
+    "GIT_AUTHOR_EMAIL": "sluice@localhost",
+    "GIT_COMMITTER_NAME": "Sluice",
+    "GIT_COMMITTER_EMAIL": "sluice@localhost",
+}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class LocalForge:
+    """The forge of the git repository at ``repo_dir``, its records in ``store_dir``
+    (default ``<repo>/.sluice/forge``).
+
+    Raises:
+        ForgeError: ``repo_dir`` is not a git repository, or git is not installed.
+    """
+
+    name: str = "local"
+    comment_limit: int = 1_000_000
+
+    def __init__(self, repo_dir: Path, store_dir: Path | None = None) -> None:
+        repo_dir = Path(repo_dir)
+        if not repo_dir.is_dir():
+            raise ForgeError(f"local: {repo_dir} is not a directory")
+        self._cwd = repo_dir.resolve()
+        bare = self._git("rev-parse", "--is-bare-repository", what="opening the repository")
+        self.bare = bare.strip() == "true"
+        if self.bare:
+            self.root = self._cwd
+        else:
+            top = self._git("rev-parse", "--show-toplevel", what="opening the repository")
+            self.root = Path(top.strip()).resolve()
+            self._cwd = self.root
+        self.repo = self.root.name.removesuffix(".git") or "repo"
+        self.store = (store_dir or self.root / ".sluice" / "forge").resolve()
+        self._lock_depth = 0
+        self._ignored = False
+        self._lock_file: IO[str] | None = None
+
+    # -- git -----------------------------------------------------------------------------
+
+    def _run(
+        self, *args: str, what: str, input: bytes | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=self._cwd, input=input, capture_output=True,
+                env=environment, check=False,
+            )  # fmt: skip
+        except FileNotFoundError:
+            raise ForgeError(
+                f"local: {what} failed: git is not installed", hint="install git 2.38 or later"
+            ) from None
+
+    def _git(self, *args: str, what: str, env: dict[str, str] | None = None) -> str:
+        done = self._run(*args, what=what, env=env)
+        if done.returncode != 0:
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            text = message[-1] if message else f"git exited with {done.returncode}"
+            if "not a git repository" in text:
+                raise ForgeError(
+                    f"local: {self._cwd} is not a git repository",
+                    hint="run the command inside a git repository, or pass --repo PATH",
+                )
+            raise ForgeError(f"local: {what} failed: {text}")
+        return done.stdout.decode("utf-8", "replace")
+
+    def _rev(self, spec: str) -> str | None:
+        done = self._run("rev-parse", "--verify", "--quiet", spec, what=f"resolving {spec}")
+        return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+    def branch_sha(self, branch: str) -> str | None:
+        """The commit branch ``branch`` points at; None when there is no such branch."""
+        if not branch or branch.startswith("-"):
+            return None
+        return self._rev(f"refs/heads/{branch}^{{commit}}")
+
+    def _identity(self) -> dict[str, str]:
+        """Git's own identity when configured, else Sluice's (commit-tree needs one)."""
+        done = self._run("var", "GIT_COMMITTER_IDENT", what="reading git's identity")
+        return {} if done.returncode == 0 else dict(_DEFAULT_IDENTITY)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def fetch_tree(self, sha: str, dest: Path) -> None:
+        """Write the files of commit ``sha`` (``git archive``) into ``dest``; members that
+        would land outside ``dest`` are refused before anything is written."""
+        commit = self.commit_of(sha)
+        if commit is None:
+            raise ForgeError(f"local: there is no commit {sha} in {self.repo}")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=dest.parent) as archive:
+            try:
+                done = subprocess.run(
+                    ["git", "archive", "--format=tar", commit], cwd=self._cwd, stdout=archive,
+                    stderr=subprocess.PIPE, check=False,
+                )  # fmt: skip
+            except FileNotFoundError:
+                raise ForgeError("local: git is not installed") from None
+            if done.returncode != 0:
+                text = done.stderr.decode("utf-8", "replace").strip()
+                raise ForgeError(f"local: archiving {sha} failed: {text}")
+            archive.seek(0)
+            try:
+                with tarfile.open(fileobj=archive, mode="r:") as tar:
+                    members = _checked(tar.getmembers(), sha)
+                    tar.extractall(dest, members=members, filter="data")
+            except tarfile.FilterError as error:
+                member = getattr(error, "tarinfo", None)
+                named = member.name if member is not None else "?"
+                raise ForgeError(
+                    f"local: the files of {sha} have an unsafe member {named!r}: {error}"
+                ) from None
+            except (tarfile.TarError, OSError) as error:
+                raise ForgeError(f"local: writing the files of {sha} failed: {error}") from None
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        """The text of ``path`` at ``ref`` (branch, tag or sha); None when either is missing."""
+        if not ref or ref.startswith("-"):
+            return None
+        path = path.strip("/").removeprefix("./")
+        oid = self._rev(f"{ref}:{path}")
+        if oid is None:
+            return None
+        kind = self._git("cat-file", "-t", oid, what=f"reading {path} at {ref}").strip()
+        if kind != "blob":
+            raise ForgeError(f"local: reading {path} at {ref} failed: it is a {kind}, not a file")
+        done = self._run("cat-file", "blob", oid, what=f"reading {path} at {ref}")
+        try:
+            return done.stdout.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ForgeError(
+                f"local: reading {path} at {ref} failed: the file is not UTF-8 text"
+            ) from None
+
+    def commit_of(self, ref: str) -> str | None:
+        """The commit ``ref`` (branch, tag, ``heads/...``, ``tags/...``, sha) points at,
+        annotated tags peeled; None when there is none or it is not a commit."""
+        if not ref or ref.startswith("-"):
+            return None
+        return self._rev(f"{ref}^{{commit}}")
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        """Whether ``sha`` is reachable from ``branch`` (a branch name or a commit)."""
+        if sha.startswith("-") or branch.startswith("-"):
+            return False
+        done = self._run("merge-base", "--is-ancestor", sha, branch, what="comparing commits")
+        if done.returncode not in (0, 1):
+            log.info("local: %s or %s is unknown: not on the branch", sha, branch)
+        return done.returncode == 0
+
+    # -- the store -----------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the store's lock (two commands at once do not lose each other's writes)."""
+        if self._lock_depth == 0:
+            if not self._ignored:  # keep the records out of commits and branch switches
+                self.ignore(self.store)
+                self._ignored = True
+            self.store.mkdir(parents=True, exist_ok=True)
+            self._lock_file = open(self.store / ".lock", "a")  # noqa: SIM115
+            if fcntl is not None:
+                fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX)
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0 and self._lock_file is not None:
+                self._lock_file.close()  # closing releases the lock
+                self._lock_file = None
+
+    def _read(self, path: Path, default: Any) -> Any:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ForgeError(
+                f"local: {path} is not valid JSON: {exc.msg}", path=path, line=exc.lineno
+            ) from None
+
+    def _write(self, path: Path, data: Any) -> None:
+        text = data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=True) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def _pr_path(self, number: int) -> Path:
+        return self.store / "prs" / f"{int(number)}.json"
+
+    def _pr_dir(self, number: int) -> Path:
+        return self.store / "prs" / str(int(number))
+
+    def _record(self, number: int) -> dict[str, Any]:
+        record = self._read(self._pr_path(number), None)
+        if not isinstance(record, dict):
+            raise ForgeError(
+                f"local: there is no pull request #{number} in {self.repo}",
+                hint="`sluice pr list` shows the pull requests",
+            )
+        return record
+
+    def ignore(self, path: Path) -> None:
+        """Keep ``path`` (inside the worktree) out of ``git status`` through the
+        repository's own ``info/exclude``, unless it is ignored already."""
+        if self.bare:
+            return
+        try:
+            relative = path.resolve().relative_to(self.root)
+        except ValueError:
+            return
+        if not relative.parts:
+            return
+        done = self._run("check-ignore", "-q", "--no-index", str(relative), what="checking ignores")
+        if done.returncode == 0:
+            return
+        exclude = Path(
+            self._git("rev-parse", "--git-path", "info/exclude", what="ignoring").strip()
+        )
+        exclude = exclude if exclude.is_absolute() else self._cwd / exclude
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as out:
+            out.write(f"/{relative.as_posix()}/\n")
+
+    # -- pull requests -------------------------------------------------------------------
+
+    def open_pull(self, base: str, head: str, author: str, title: str = "") -> PullRequest:
+        """Open pull request ``head`` -> ``base``; the next free number."""
+        base_sha, head_sha = self.branch_sha(base), self.branch_sha(head)
+        for branch, sha in ((base, base_sha), (head, head_sha)):
+            if sha is None:
+                raise ForgeError(f"local: there is no branch '{branch}' in {self.repo}")
+        if base == head:
+            raise ForgeError(f"local: the head and base branches are both '{base}'")
+        with self._locked():
+            numbers = [p.stem for p in (self.store / "prs").glob("*.json")]
+            known = [int(n) for n in numbers if n.isdigit()]
+            for number in known:
+                record = self._record(number)
+                if record["state"] == "open" and (record["base"], record["head"]) == (base, head):
+                    raise ForgeError(
+                        f"local: pull request #{number} is already open for {head} -> {base}"
+                    )
+            number = max(known, default=0) + 1
+            self._write(self._pr_path(number), {
+                "number": number, "title": title or head, "base": base, "head": head,
+                "author": author, "state": "open", "head_sha": head_sha, "base_sha": base_sha,
+                "merge_sha": None, "merge_method": None, "created_at": _now(),
+                "closed_at": None, "draft": False,
+            })  # fmt: skip
+        return self.pull_request(number)
+
+    def pull_numbers(self) -> list[int]:
+        """Every pull request's number, in order."""
+        names = [p.stem for p in (self.store / "prs").glob("*.json")]
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def pull_request(self, number: int) -> PullRequest:
+        """The PR as it is now: an open PR's head and base are its branches' current commits."""
+        record = self._record(number)
+        head_sha, base_sha = record["head_sha"], record["base_sha"]
+        if record["state"] == "open":
+            head_sha = self.branch_sha(record["head"]) or head_sha
+            base_sha = self.branch_sha(record["base"]) or base_sha
+        return PullRequest(
+            number=int(record["number"]), head_sha=head_sha, head_ref=record["head"],
+            base_ref=record["base"], base_sha=base_sha, author=record["author"],
+            draft=bool(record.get("draft")), fork=False, open=record["state"] == "open",
+            merged=record["state"] == "merged", title=record.get("title") or "",
+        )  # fmt: skip
+
+    def record(self, number: int) -> dict[str, Any]:
+        """The stored record of PR ``number`` (state, merge sha, times)."""
+        return dict(self._record(number))
+
+    def synchronize(self, number: int) -> PullRequest:
+        """Record the head branch's current commit as the PR's head (it got commits)."""
+        with self._locked():
+            record = self._open(number)
+            sha = self.branch_sha(record["head"])
+            if sha is None:
+                raise ForgeError(f"local: there is no branch '{record['head']}' in {self.repo}")
+            record["head_sha"] = sha
+            record["base_sha"] = self.branch_sha(record["base"]) or record["base_sha"]
+            self._write(self._pr_path(number), record)
+        return self.pull_request(number)
+
+    def close(self, number: int) -> PullRequest:
+        """Close PR ``number`` without merging it."""
+        with self._locked():
+            record = self._open(number)
+            record["head_sha"] = self.branch_sha(record["head"]) or record["head_sha"]
+            record.update(state="closed", closed_at=_now())
+            self._write(self._pr_path(number), record)
+        return self.pull_request(number)
+
+    def _open(self, number: int) -> dict[str, Any]:
+        record = self._record(number)
+        if record["state"] != "open":
+            raise ForgeError(f"local: pull request #{number} is {record['state']}")
+        return record
+
+    # -- comments, reviews, reactions ----------------------------------------------------
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        """Replace the comment holding ``marker`` (``prs/<n>/comment.md``), or create it."""
+        if marker not in body:
+            raise ValueError(f"the comment body does not contain its marker {marker!r}")
+        with self._locked():
+            self._record(number)
+            folder = self._pr_dir(number)
+            existing = self._sticky(number)
+            for path in existing:
+                if marker in path.read_text(encoding="utf-8"):
+                    self._write(path, body)
+                    return
+            name = "comment.md" if not existing else f"comment-{len(existing) + 1}.md"
+            self._write(folder / name, body)
+
+    def _sticky(self, number: int) -> list[Path]:
+        folder = self._pr_dir(number)
+        found = [folder / "comment.md"] if (folder / "comment.md").is_file() else []
+        extra = sorted(folder.glob("comment-*.md"), key=lambda p: int(p.stem.split("-")[1]))
+        return found + extra
+
+    def comments(self, number: int) -> list[str]:
+        """The bot's sticky comments on PR ``number`` (one per project), oldest first."""
+        return [p.read_text(encoding="utf-8") for p in self._sticky(number)]
+
+    def reply(self, number: int, body: str) -> None:
+        """Write a new reply ``prs/<n>/replies/NNN.md``."""
+        with self._locked():
+            self._record(number)
+            folder = self._pr_dir(number) / "replies"
+            count = len(list(folder.glob("*.md"))) if folder.is_dir() else 0
+            self._write(folder / f"{count + 1:03d}.md", body)
+
+    def replies(self, number: int) -> list[str]:
+        """The bot's replies on PR ``number``, oldest first."""
+        folder = self._pr_dir(number) / "replies"
+        return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.md"))]
+
+    def add_comment(self, number: int, author: str, body: str) -> int:
+        """Record a comment ``author`` wrote on PR ``number``; its id."""
+        with self._locked():
+            self._record(number)
+            path = self._pr_dir(number) / "comments.json"
+            comments = self._read(path, [])
+            comment_id = max((c["id"] for c in comments), default=0) + 1
+            comments.append({"id": comment_id, "author": author, "body": body,
+                             "created_at": _now(), "reactions": []})  # fmt: skip
+            self._write(path, comments)
+        return comment_id
+
+    def user_comments(self, number: int) -> list[dict[str, Any]]:
+        """The comments people wrote on PR ``number`` (with reactions), oldest first."""
+        comments: list[dict[str, Any]] = self._read(self._pr_dir(number) / "comments.json", [])
+        return comments
+
+    def react(self, number: int, comment_id: int, reaction: str) -> None:
+        """Add ``reaction`` to comment ``comment_id`` of PR ``number``."""
+        with self._locked():
+            self._record(number)
+            path = self._pr_dir(number) / "comments.json"
+            comments = self._read(path, [])
+            for comment in comments:
+                if comment["id"] == comment_id:
+                    comment["reactions"].append(reaction)
+                    self._write(path, comments)
+                    return
+            raise ForgeError(f"local: pull request #{number} has no comment {comment_id}")
+
+    def add_review(self, number: int, user: str, state: str, commit_sha: str) -> Review:
+        """Record a review (``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``) by ``user``
+        on ``commit_sha``."""
+        state = state.upper()
+        if state not in ("APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED"):
+            raise ForgeError(f"local: '{state}' is not a review state")
+        with self._locked():
+            self._open(number)
+            path = self._pr_dir(number) / "reviews.json"
+            reviews = self._read(path, [])
+            review = Review(
+                id=max((r["id"] for r in reviews), default=0) + 1, user=user, state=state,
+                commit_sha=commit_sha, submitted_at=_now(),
+            )  # fmt: skip
+            reviews.append(asdict(review))
+            self._write(path, reviews)
+        return review
+
+    def reviews(self, number: int) -> list[Review]:
+        """Every review of PR ``number``, oldest first."""
+        self._record(number)
+        stored = self._read(self._pr_dir(number) / "reviews.json", [])
+        return [Review(**r) for r in stored]
+
+    # -- people --------------------------------------------------------------------------
+
+    def permission(self, user: str) -> str:
+        """``user``'s role from ``collaborators.json`` ({"user": "role"}); a user it does
+        not list has none. Without that file every user has ``write``: a repository on
+        your own disk trusts its users, as git itself does."""
+        path = self.store / "collaborators.json"
+        roles = self._read(path, None)
+        if roles is None:
+            return "write"
+        if not isinstance(roles, dict):
+            raise ForgeError(f'local: {path} must hold an object {{"user": "role"}}')
+        role = roles.get(user, "none")
+        if role not in ROLES:
+            raise ForgeError(
+                f"local: {path}: '{role}' is not a role", hint=f"use one of {', '.join(ROLES)}"
+            )
+        return str(role)
+
+    def team_members(self, team: str) -> frozenset[str]:
+        """The members of ``team`` in ``teams.json`` ({"org/team": ["user", ...]}); empty
+        when it is not listed."""
+        path = self.store / "teams.json"
+        teams = self._read(path, {})
+        if not isinstance(teams, dict):
+            raise ForgeError(f'local: {path} must hold an object {{"org/team": [users]}}')
+        return frozenset(str(u) for u in teams.get(team.removeprefix("@"), []))
+
+    # -- checks --------------------------------------------------------------------------
+
+    def _check_path(self, sha: str) -> Path:
+        if not _SHA.fullmatch(sha):
+            raise ForgeError(f"local: '{sha}' is not a commit sha")
+        return self.store / "checks" / f"{sha}.json"
+
+    def set_check(self, sha: str, check: Check) -> None:
+        """Create or update check ``check.name`` on ``sha`` (``checks/<sha>.json``), its
+        earlier states kept in ``history``."""
+        with self._locked():
+            path = self._check_path(sha)
+            checks = self._read(path, {})
+            entry = {
+                "status": check.status, "conclusion": check.conclusion, "title": check.title,
+                "summary": check.summary, "text": check.text,
+                "actions": [asdict(a) for a in check.actions], "updated_at": _now(),
+            }  # fmt: skip
+            history = checks.get(check.name, {}).get("history", [])
+            history.append({k: entry[k] for k in ("status", "conclusion", "title", "updated_at")})
+            checks[check.name] = {**entry, "history": history[-HISTORY_LIMIT:]}
+            self._write(path, checks)
+
+    def checks(self, sha: str) -> dict[str, dict[str, Any]]:
+        """Check name -> its stored state, on commit ``sha``."""
+        found: dict[str, dict[str, Any]] = self._read(self._check_path(sha), {})
+        return found
+
+    # -- merging and deployments ---------------------------------------------------------
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        """Merge PR ``number`` into its base branch, only if its head is still ``sha``; the
+        new base commit.
+
+        ``merge`` makes a merge commit (always, as GitHub does); ``squash`` one commit of
+        the merged tree on the base; ``rebase`` fast-forwards the base when it is already
+        in the head, and otherwise squashes (this forge does not replay commits one by one).
+        Conflicts are refused, naming the files.
+        """
+        if method not in METHODS:
+            raise ForgeError(f"local: '{method}' is not a merge method ({', '.join(METHODS)})")
+        with self._locked():
+            record = self._open(number)
+            base, head = record["base"], record["head"]
+            head_sha, base_sha = self.branch_sha(head), self.branch_sha(base)
+            if head_sha is None or base_sha is None:
+                missing = head if head_sha is None else base
+                raise ForgeError(f"local: there is no branch '{missing}' in {self.repo}")
+            if head_sha != sha:
+                raise ForgeError(
+                    f"local: pull request #{number} was not merged: its head moved to "
+                    f"{head_sha[:7]}, not {sha[:7]}",
+                    hint=f"run `sluice pr sync {number}` and get the new head approved",
+                )
+            title = record.get("title") or head
+            if method == "rebase" and self.on_branch(base_sha, head_sha):
+                new = head_sha
+            else:
+                if method == "rebase":
+                    log.info("local: #%s cannot be fast-forwarded: squashed instead", number)
+                tree = self._merged_tree(base_sha, head_sha, number)
+                if method == "merge":
+                    parents = ["-p", base_sha, "-p", head_sha]
+                    message = f"Merge pull request #{number} from {head}\n\n{title}\n"
+                else:
+                    parents = ["-p", base_sha]
+                    message = f"{title} (#{number})\n\n" + self._subjects(base_sha, head_sha)
+                new = self._git(
+                    "commit-tree", tree, *parents, "-m", message, what="writing the merge commit",
+                    env=self._identity(),
+                ).strip()  # fmt: skip
+            self._advance(base, base_sha, new, f"sluice: merge pull request #{number} ({method})")
+            record.update(
+                state="merged", head_sha=head_sha, base_sha=base_sha, merge_sha=new,
+                merge_method=method, closed_at=_now(),
+            )  # fmt: skip
+            self._write(self._pr_path(number), record)
+        return new
+
+    def _merged_tree(self, base_sha: str, head_sha: str, number: int) -> str:
+        done = self._run("merge-tree", "--write-tree", "--name-only", "--no-messages",
+                         base_sha, head_sha, what="merging")  # fmt: skip
+        out = done.stdout.decode("utf-8", "replace").splitlines()
+        if done.returncode == 1:
+            files = ", ".join(sorted({line for line in out[1:] if line.strip()})) or "?"
+            raise ForgeError(
+                f"local: pull request #{number} has conflicts with its base: {files}",
+                hint="merge the base branch into the head branch, resolve them, commit, "
+                f"and run `sluice pr sync {number}`",
+            )
+        if done.returncode != 0 or not out:
+            text = done.stderr.decode("utf-8", "replace").strip()
+            raise ForgeError(f"local: merging #{number} failed: {text} (git 2.38+ is needed)")
+        return out[0].strip()
+
+    def _subjects(self, base_sha: str, head_sha: str) -> str:
+        log_text = self._git("log", "--reverse", "--format=* %s", f"{base_sha}..{head_sha}",
+                             what="listing the commits")  # fmt: skip
+        return log_text.strip() + "\n" if log_text.strip() else ""
+
+    def _advance(self, branch: str, old: str, new: str, message: str) -> None:
+        """Move ``branch`` from ``old`` to ``new``; a branch checked out in the worktree is
+        fast-forwarded there, so its files follow (refused when local edits are in the way)."""
+        if new == old:
+            return
+        checked_out = None
+        if not self.bare:
+            head = self._run("symbolic-ref", "-q", "HEAD", what="reading HEAD")
+            checked_out = head.stdout.decode().strip() if head.returncode == 0 else None
+        if checked_out == f"refs/heads/{branch}":
+            done = self._run("merge", "--ff-only", "--quiet", new, what="updating the worktree")
+            if done.returncode != 0:
+                text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+                raise ForgeError(
+                    f"local: '{branch}' is checked out and could not be updated: "
+                    f"{text[-1] if text else 'git merge --ff-only failed'}",
+                    hint="commit or stash your local changes, or check out another branch",
+                )
+            return
+        self._git("update-ref", "-m", message, f"refs/heads/{branch}", new, old,
+                  what=f"moving {branch}")  # fmt: skip
+
+    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
+        """Record a deployment of ``sha`` to ``environment`` in ``deployments.json``."""
+        with self._locked():
+            path = self.store / "deployments.json"
+            deployments = self._read(path, [])
+            deployment = max((d["id"] for d in deployments), default=0) + 1
+            deployments.append({"id": deployment, "sha": sha, "environment": environment,
+                                "description": description, "created_at": _now(),
+                                "statuses": []})  # fmt: skip
+            self._write(path, deployments)
+        return deployment
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        """Add a state to deployment ``deployment``."""
+        with self._locked():
+            path = self.store / "deployments.json"
+            deployments = self._read(path, [])
+            for record in deployments:
+                if record["id"] == deployment:
+                    record["statuses"].append(
+                        {"state": state, "description": description, "at": _now()}
+                    )
+                    self._write(path, deployments)
+                    return
+            raise ForgeError(f"local: there is no deployment {deployment}")
+
+    def deployments(self) -> list[dict[str, Any]]:
+        """Every deployment record, oldest first."""
+        found: list[dict[str, Any]] = self._read(self.store / "deployments.json", [])
+        return found
+
+
+def _checked(members: list[tarfile.TarInfo], sha: str) -> list[tarfile.TarInfo]:
+    """The archive's members, every unsafe one refused before anything is written."""
+
+    def refuse(member: tarfile.TarInfo, why: str) -> ForgeError:
+        return ForgeError(f"local: the files of {sha} have an unsafe member {member.name!r}: {why}")
+
+    kept = []
+    for member in members:
+        name = member.name
+        if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+            raise refuse(member, "absolute path")
+        if ".." in re.split(r"[/\\]", name):
+            raise refuse(member, "'..' in the path")
+        if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+            raise refuse(member, "device, fifo or other special file")
+        if member.issym() or member.islnk():
+            target = member.linkname
+            if target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
+                raise refuse(member, f"link to the absolute path {target!r}")
+            base = posixpath.dirname(name.rstrip("/")) if member.issym() else ""
+            resolved = posixpath.normpath(posixpath.join(base, target))
+            if resolved == ".." or resolved.startswith("../"):
+                raise refuse(member, f"link {target!r} points outside the tree")
+        kept.append(member)
+    return kept
