@@ -1,0 +1,415 @@
+"""The whole PR lifecycle on real Spark, through the service and GitHub at the wire.
+
+open -> comment and checks -> approvals that must not count (the PR's own approver list,
+the author) -> an approval by an eligible reviewer from the check's button -> merge ->
+prod promoted by virtual update (prod's views read the PR's tables, no table written) ->
+the PR environment invalidated, then gone after the janitor. Then an admin-merged,
+unapproved change that must not reach prod, and two PRs touching the same models merged
+back to back: both end up in prod, the second re-planned against the first.
+
+Spark runs through spark-submit as in production; PyGithub really runs against
+``FakeGitHub``. Slow by nature (about a dozen Spark jobs), so one module-scoped prod.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.app import create_app, github_forge_factory
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import JanitorEvent
+from sluice.bot.settings import ServiceSettings
+from sluice.core import workflow
+from sluice.core.errors import SluiceError
+from sluice.core.model.loader import load_project
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import SubmitRunner
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.bot.conftest import load_case
+from tests.bot.github_wire import FakeGitHub, tarball
+from tests.bot.test_service import SECRET, Service
+
+REPO = Path(__file__).resolve().parents[2]
+END = to_ms("2018-04-30")
+OWNER = "octo/warehouse"
+
+GATE = """
+  pr:
+    backfill_days: null
+  gate:
+    required_approvers:
+      users: [bob]
+  deploy:
+    prod_branch: main
+    on: merge
+"""
+
+
+def _sha(n: int) -> str:
+    return f"{n:040x}"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+@dataclass
+class World:
+    root: Path
+    work: Path
+    url: str
+    github: FakeGitHub
+    trees: dict[str, Path]
+
+    def settings(self) -> ServiceSettings:
+        return ServiceSettings(
+            webhook_secret=SECRET, github_token="ghp_lifecycleToken", workdir=self.work,
+            database_url=self.url, github_request_interval=0, github_write_interval=0,
+            janitor_interval_seconds=0,
+        )  # type: ignore[arg-type]  # fmt: skip
+
+    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
+        """Make ``src`` the tree of commit ``sha`` on the fake GitHub."""
+        self.trees[sha] = src
+        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
+        self.github.files[(sha, "config.yaml")] = (src / "config.yaml").read_text()
+        if branch is not None:
+            self.github.files[(branch, "config.yaml")] = (src / "config.yaml").read_text()
+            self.github.refs[branch] = sha
+            self.github.branch_commits.setdefault(branch, set()).add(sha)
+
+    def runner(self, project: Any) -> SubmitRunner:
+        paths = SparkPaths(
+            root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
+        )
+        return SubmitRunner(project.config.sluice.spark, paths)
+
+    def query(self, environment: str, sql: str) -> list[list[Any]]:
+        project = load_project(self.trees[_sha(1)], use_cache=False)
+        store = open_state(self.url)
+        try:
+            result = workflow.query_environment(
+                project, store, environment, sql, self.runner(project), limit=100
+            )
+        finally:
+            store.close()
+        return [list(row) for row in result["rows"]]
+
+    def versions(self, environment: str) -> dict[str, str]:
+        store = open_state(self.url)
+        try:
+            record = store.get_environment(environment)
+        finally:
+            store.close()
+        assert record is not None, environment
+        return {ref.name: ref.version for ref in record.snapshots}
+
+    def table_files(self) -> dict[str, float]:
+        """Every data file under the warehouse, with its modification time."""
+        return {
+            str(p): p.stat().st_mtime
+            for p in (self.work / "spark").rglob("*")
+            if p.is_file() and "metastore" not in str(p) and p.suffix in (".parquet", ".crc", "")
+        }
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("lifecycle")
+    github = FakeGitHub(repo=OWNER)
+    env = World(root, root / "work", f"sqlite:///{root / 'state.db'}", github, {})
+    main = root / "main"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    text = (main / "config.yaml").read_text()
+    head, _, _ = text.partition("  pr:\n")
+    (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
+    project = load_project(main, use_cache=False)
+    store = open_state(env.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
+    finally:
+        store.close()
+    env.commit(_sha(1), main, branch="main")
+    return env
+
+
+def _tree(world: World, name: str, base: str) -> Path:
+    src = world.root / name
+    shutil.copytree(world.trees[base], src)
+    return src
+
+
+def _payload(case: str, **changes: Any) -> dict[str, Any]:
+    payload = copy.deepcopy(load_case(case))
+    payload["repository"]["full_name"] = OWNER
+    payload.pop("installation", None)
+    for path, value in changes.items():
+        node = payload
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    return payload
+
+
+def _pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:
+    case = "github/pull_request/opened.payload.json"
+    payload = _payload(case, action=action, number=number, **{
+        "pull_request.number": number, "pull_request.head.sha": head,
+        "pull_request.user.login": author, "pull_request.base.ref": "main",
+        "pull_request.head.ref": f"feature-{number}",
+    })  # fmt: skip
+    for key, value in more.items():
+        payload["pull_request"][key] = value
+    return payload
+
+
+def _review(number: int, head: str, user: str, state: str, commit: str) -> dict[str, Any]:
+    return _payload("github/pull_request_review/submitted.payload.json", **{
+        "pull_request.number": number, "pull_request.head.sha": head,
+        "review.user.login": user, "review.state": state.lower(), "review.commit_id": commit,
+    })  # fmt: skip
+
+
+def _click(number: int, head: str, user: str) -> dict[str, Any]:
+    payload = _payload("github/check_run/requested_action.payload.json", **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head,
+        "requested_action.identifier": "approve", "sender.login": user,
+    })  # fmt: skip
+    payload["check_run"]["pull_requests"] = [{"number": number, "id": number}]
+    payload.pop("organization", None)
+    return payload
+
+
+def _comment(number: int, user: str, body: str, comment_id: int) -> dict[str, Any]:
+    payload = _payload("github/issue_comment/created.payload.json", **{
+        "issue.number": number, "comment.user.login": user, "comment.body": body,
+        "comment.id": comment_id,
+    })  # fmt: skip
+    payload["issue"]["pull_request"] = {
+        "url": f"https://api.github.com/repos/{OWNER}/pulls/{number}"
+    }
+    return payload
+
+
+@pytest.fixture
+def service(world: World) -> Iterator[Service]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        world.github.install(mock)
+        with TestClient(create_app(world.settings())) as client:
+            yield Service(client, world.github, world.settings())
+
+
+def _deliver(service: Service, event: str, payload: dict[str, Any]) -> None:
+    response = service.deliver(event, payload)
+    assert response.status_code == 202, response.text
+    service.idle(timeout=900)
+
+
+def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    head = _sha(2)
+    pr = _tree(world, "pr2", _sha(1))
+    _edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    _edit(pr / "models" / "customers.sql", "  c.last_name,\n",
+          "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
+    # The PR also tries to make carol an approver: only the base branch's list counts.
+    _edit(pr / "config.yaml", "users: [bob]", "users: [carol]")
+    world.commit(head, pr)
+    github.add_pull(2, head, author="alice")
+    github.permissions.update({"alice": "write", "bob": "write", "carol": "write", "dave": "read"})
+
+    _deliver(service, "pull_request", _pull(2, head, "alice", "opened"))
+    checks = github.checks_on(head)
+    assert {n: c["conclusion"] for n, c in checks.items()} == {
+        "sluice/tests": "success", "sluice/pr-environment": "success",
+        "sluice/prod-plan": "success", "sluice/approval": "failure",
+    }, checks["sluice/approval"]["output"]  # fmt: skip
+    assert checks["sluice/prod-plan"]["output"]["title"] == "Merging is a virtual update"
+    gate = checks["sluice/approval"]
+    assert gate["output"]["title"] == "1 more approval needed"
+    assert "1 more approval needed from @bob." in gate["output"]["summary"]
+    assert [a["identifier"] for a in gate["actions"]] == ["approve"]
+    [comment] = github.comments_on(2)
+    assert "**Approval:** ⏳ Waiting for approval." in comment["body"]
+
+    # carol is an approver only in the PR's own config; alice is the author.
+    github.add_review(2, "carol", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(2, head, "carol", "approved", head))
+    github.add_review(2, "alice", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(2, head, "alice", "approved", head))
+    summary = github.checks_on(head)["sluice/approval"]["output"]["summary"]
+    assert github.checks_on(head)["sluice/approval"]["conclusion"] == "failure"
+    assert "Not counted: @carol (not a required approver or owner)." in summary
+    assert "@alice's own approval does not count (PR author)." in summary
+
+    # dave may read but not write: his command is refused with a reason.
+    _deliver(service, "issue_comment", _comment(2, "dave", "/sluice deploy", 501))
+    assert "only users with write permission" in github.comments_on(2)[-1]["body"]
+    assert github.merges == [] and github.deployments == []
+
+    # A writer asks for a table diff restricted by a condition: answered in a new comment.
+    where = "/sluice diff jaffle.orders --where \"status IN ('returned', 'completed')\""
+    _deliver(service, "issue_comment", _comment(2, "carol", where, 502))
+    answer = github.comments_on(2)[-1]["body"]
+    assert answer.startswith(
+        "@carol `jaffle.orders` in `pr_2` against prod where `status IN ('returned', 'completed')`:"
+    ), answer
+    assert "4 only in prod" in answer
+    assert {"comment": 502, "content": "+1"} in github.reactions
+
+    # bob approves from the check run's button.
+    _deliver(service, "check_run", _click(2, head, "bob"))
+    gate = github.checks_on(head)["sluice/approval"]
+    assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
+    assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]
+
+    # Merge: prod is promoted by swapping views to the tables the PR built.
+    pr_versions = world.versions("pr_2")
+    files = world.table_files()
+    merge = _sha(3)
+    world.commit(merge, pr, branch="main")
+    github.pulls[2]["state"], github.pulls[2]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(2, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=merge))  # fmt: skip
+    deploy = github.checks_on(merge)["sluice/deploy"]
+    assert deploy["conclusion"] == "success", deploy["output"]
+    assert deploy["output"]["title"] == "Promoted by virtual update"
+    assert "no data was written" in deploy["output"]["summary"]
+    assert world.table_files() == files, "promotion wrote table files"
+    prod_versions = world.versions("prod")
+    for model in ("jaffle.orders", "jaffle.customers", "jaffle.daily_revenue"):
+        assert prod_versions[model] == pr_versions[model], model
+    assert world.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
+        [0]
+    ]
+    [deployment] = github.deployments
+    assert deployment["ref"] == merge and deployment["environment"] == "prod"
+    assert [s["state"] for s in deployment["statuses"]] == ["in_progress", "success"]
+    body = github.comments_on(2)[0]["body"]
+    assert "**Promotion** of `" + merge[:7] + "`: 🚀 Promoted by virtual update." in body
+    assert "`pr_2` is removed (promoted to prod)" in body
+
+    # The environment was invalidated at once; the janitor drops it.
+    store = open_state(world.url)
+    try:
+        record = store.get_environment("pr_2")
+        assert record is not None and record.invalidated
+    finally:
+        store.close()
+    context = Context(forge_for=github_forge_factory(world.settings()), workdir=world.work,
+                      state_url=world.url)  # fmt: skip
+    Controller(context).handle(JanitorEvent(forge="github", repo=OWNER, installation_id=None))
+    store = open_state(world.url)
+    try:
+        assert store.get_environment("pr_2") is None
+    finally:
+        store.close()
+    with pytest.raises(SluiceError):
+        world.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders")
+
+
+def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    before = world.versions("prod")
+    head, merge = _sha(4), _sha(5)
+    change = _tree(world, "pr4", world.github.refs["main"])
+    _edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    world.commit(head, change)
+    world.commit(merge, change, branch="main")
+    github.add_pull(4, head, author="alice")
+    # Merged by an admin past the gate: Sluice never built or approved it.
+    _deliver(service, "pull_request", _pull(4, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=merge))  # fmt: skip
+    deploy = github.checks_on(merge)["sluice/deploy"]
+    assert deploy["conclusion"] == "failure"
+    assert deploy["output"]["title"] == "1 unapproved model change(s): prod is unchanged"
+    assert "- `jaffle.customers` (change)" in deploy["output"]["summary"]
+    assert world.versions("prod") == before
+    assert github.deployments[-1]["statuses"][-1]["state"] == "failure"
+    # Put main back where prod is, for the next test.
+    world.commit(_sha(6), world.trees[_sha(3)], branch="main")
+
+
+def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
+    # change what customers holds, and PR 9 was planned before PR 8 reached prod.
+    first, second = _sha(8), _sha(9)
+    pr8 = _tree(world, "pr8", github.refs["main"])
+    _edit(
+        pr8 / "models" / "orders.sql",
+        "  o.status,\n",
+        "  o.status,\n  o.status = 'completed' AS is_completed,\n",
+    )
+    pr9 = _tree(world, "pr9", github.refs["main"])
+    _edit(
+        pr9 / "models" / "customers.sql",
+        "  c.first_name,\n",
+        "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n",
+    )
+    world.commit(first, pr8)
+    world.commit(second, pr9)
+    for number, head in ((8, first), (9, second)):
+        github.add_pull(number, head, author="alice")
+        service.deliver("pull_request", _pull(number, head, "alice", "opened"))
+    service.idle(timeout=900)
+    # PR 2's merge made carol the approver on main.
+    for number, head in ((8, first), (9, second)):
+        github.add_review(number, "carol", "APPROVED", head)
+        _deliver(service, "pull_request_review", _review(number, head, "carol", "approved", head))
+        gate = github.checks_on(head)["sluice/approval"]
+        assert gate["conclusion"] == "success", gate["output"]
+
+    # Both merged, the deliveries arriving back to back.
+    both = _tree(world, "both", github.refs["main"])
+    shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
+    world.commit(_sha(10), pr8, branch="main")
+    shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
+    world.commit(_sha(11), both, branch="main")
+    for number, head, merge in ((8, first, _sha(10)), (9, second, _sha(11))):
+        github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
+        response = service.deliver("pull_request", _pull(number, head, "alice", "closed",
+                                                         merged=True, merge_commit_sha=merge))  # fmt: skip
+        assert response.status_code == 202
+    service.idle(timeout=900)
+
+    first_deploy = github.checks_on(_sha(10))["sluice/deploy"]
+    assert first_deploy["output"]["title"] == "Promoted by virtual update", first_deploy["output"]
+    second_deploy = github.checks_on(_sha(11))["sluice/deploy"]
+    assert second_deploy["conclusion"] == "success", second_deploy["output"]
+    # customers was built by PR 9 on top of the old orders; against the new prod it is a
+    # new version, so the second promotion computed it rather than losing PR 8's change.
+    assert second_deploy["output"]["title"] == "Promoted; 1 table(s) backfilled"
+    assert "`jaffle.customers`" in second_deploy["output"]["summary"]
+    project = load_project(both, use_cache=False)
+    store = open_state(world.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+    finally:
+        store.close()
+    assert not plan.has_changes and not plan.backfill, "prod is exactly the merged main"
+    rows = world.query("prod", "SELECT (SELECT COUNT(is_completed) FROM jaffle.orders), "
+                       "(SELECT COUNT(first_name_length) FROM jaffle.customers)")  # fmt: skip
+    assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers
