@@ -186,6 +186,7 @@ class Controller:
             self._failed(post, environment, "The project does not load", self.scrub(str(exc), tree))
             return None
         post.project = project.config.sluice.project  # one project per repository: pr_<n>
+        post.recent_days = project.config.sluice.pr.backfill_days
         store = open_state(self.ctx.state_url)
         try:
             return self._build(post, project, store, environment, tree)
@@ -367,6 +368,7 @@ class _Poster:
         self.ctl, self.forge, self.pr, self.footer = ctl, forge, pr, footer
         self.marker = render.marker(ctl.ctx.project_path)
         self.project: str | None = None
+        self.recent_days: int | None = None
         self.conclusions: dict[str, str] = {}
 
     def check(self, check: Check) -> None:
@@ -375,7 +377,8 @@ class _Poster:
         self.conclusions[check.name] = f"{label}: {check.title}"
 
     def comment(self, state: CommentState) -> None:
-        state = _with(state, project=self.project, footer=self.footer)
+        state = _with(state, project=self.project, footer=self.footer,
+                      recent_days=self.recent_days)  # fmt: skip
         body = render.comment(state, limit=self.forge.comment_limit, marker=self.marker)
         self.ctl.publish(self.forge, self.pr.number, body=body)
 

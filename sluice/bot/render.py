@@ -21,7 +21,7 @@ from sluice.core.preview import PreviewResult
 from sluice.core.snapshot.naming import view_name
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import Samples, TableDiffResult
-from sluice.core.timeutil import DAY_MS, format_range
+from sluice.core.timeutil import format_range
 
 MARKER = "<!-- sluice:pr-comment{project} -->"
 _ICONS = {"queued": "⏳", "running": "⏳", "success": "✅", "failure": "❌", "neutral": "ℹ️"}  # noqa: RUF001
@@ -64,6 +64,7 @@ class CommentState:
     notes: tuple[str, ...] = ()
     footer: str = ""
     details_at: str = "the `sluice/pr-environment` check"
+    recent_days: int | None = None  # sluice.pr.backfill_days; None: PRs build everything
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,7 +122,9 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
         "where": where,
-        "plan": plan_view(plan, level=level) if plan is not None else None,
+        "plan": plan_view(plan, level=level, recent_days=state.recent_days)
+        if plan is not None
+        else None,
         "diffs": diffs.strip(),
         "diff_notes": [*diff_notes, *state.notes],
         "checks": [{"name": n, "status": s} for n, s in state.checks],
@@ -130,8 +133,9 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
     }
 
 
-def plan_view(plan: Plan, *, level: int = 0) -> dict[str, Any]:
-    """The plan as the templates show it (SQL diffs dropped from ``level`` 2)."""
+def plan_view(plan: Plan, *, level: int = 0, recent_days: int | None = None) -> dict[str, Any]:
+    """The plan as the templates show it (SQL diffs dropped from ``level`` 2);
+    ``recent_days``: the PR builds incremental models for that many recent days only."""
     direct = [
         {
             "name": c.name,
@@ -141,10 +145,9 @@ def plan_view(plan: Plan, *, level: int = 0) -> dict[str, Any]:
         for c in plan.directly_modified
     ]
     limited = None
-    if plan.start is not None and plan.environment != "prod":
-        days = round((plan.end - plan.start) / DAY_MS)
+    if recent_days is not None and plan.environment != "prod":
         limited = (
-            f"Incremental models are built for their most recent {days} days only "
+            f"Incremental models are built for their most recent {recent_days} days only "
             "(`sluice.pr.backfill_days`; ranges above), and the table diff compares those days."
         )
     return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sluice.bot.render import CommentState, comment, marker
+from sluice.bot.render import CommentState, comment, marker, with_sections
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.preview import PreviewResult
@@ -104,3 +104,22 @@ def test_the_check_body_holds_everything_and_is_fitted_whole(tmp_path: Path) -> 
     fitted = fit(full)
     assert len(fitted) < len(full) and _fences_balanced(fitted) and _details_balanced(fitted)
     assert "truncated" in fitted
+
+
+def test_the_recent_range_is_mentioned_only_when_the_pr_is_limited(tmp_path: Path) -> None:
+    plan = _plan(_big_project(tmp_path / "p", 1))
+    limited = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan,  # type: ignore[arg-type]
+                           recent_days=7)  # fmt: skip
+    text = comment(limited, limit=LIMIT, marker=marker("."))
+    assert "Incremental models are built for their most recent 7 days only" in text
+    everything = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan)  # type: ignore[arg-type]
+    assert "most recent" not in comment(everything, limit=LIMIT, marker=marker("."))
+
+
+def test_sections_go_under_the_headline_in_a_fixed_order() -> None:
+    body = "<!-- m -->\n### ✅ Sluice: ready\n\nthe plan\n"
+    text = with_sections(body, {"approval": "**Approval:** ok", "promotion": "**Promotion:** done"})
+    assert text == (
+        "<!-- m -->\n### ✅ Sluice: ready\n\n**Promotion:** done\n\n**Approval:** ok\n\nthe plan\n"
+    )
+    assert with_sections(body, {}) == body
