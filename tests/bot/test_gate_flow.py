@@ -8,7 +8,6 @@ these paths runs Spark: plans are recorded in the ledger as a PR build would rec
 
 from __future__ import annotations
 
-import copy
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +23,7 @@ from sluice.bot.github_events import parse_github
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
 from sluice.bot.settings import ServiceSettings
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
-from sluice.core.plan.plan import VIEW_MARKER
-from sluice.core.state import open_state
-from tests.bot.conftest import load_case
+from tests.bot.conftest import realcase, record_prod
 from tests.bot.github_wire import FakeGitHub, tarball
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,16 +83,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
 
 
 def _payload(case: str, **changes: Any) -> dict[str, Any]:
-    payload = copy.deepcopy(load_case(case))
-    payload["repository"]["full_name"] = OWNER
-    payload.pop("installation", None)
-    for path, value in changes.items():
-        node = payload
-        *parents, last = path.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return payload
+    return realcase(case, OWNER, **changes)
 
 
 def _review(
@@ -369,19 +355,7 @@ DEPLOY_MERGE = """  gate:
 
 def _prod_at(bot: Bot, sha: str) -> None:
     """Record prod as the project at ``sha`` (its data taken as built: no Spark)."""
-
-    src = bot.root / f"tree-{sha[:4]}"
-    project = load_project(src, use_cache=False)
-    store = open_state(bot.url)
-    try:
-        plan = workflow.plan_environment(project, store, "prod", end=NOW, execution_time=NOW)
-        workflow.commit_plan(store, plan, now=NOW)
-        for backfill in plan.backfill:
-            store.add_intervals(backfill.name, backfill.version, backfill.intervals)
-        for name in plan.create_views:
-            store.add_intervals(name, plan.snapshot(name).version, [VIEW_MARKER])
-    finally:
-        store.close()
+    record_prod(bot.root / f"tree-{sha[:4]}", bot.url, NOW)
 
 
 def test_deploy_promotes_the_approved_head_then_merges(bot: Bot) -> None:

@@ -13,7 +13,6 @@ Spark runs through spark-submit as in production; PyGithub really runs against
 
 from __future__ import annotations
 
-import copy
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
-from tests.bot.conftest import load_case
+from tests.bot.conftest import realcase
 from tests.bot.github_wire import FakeGitHub, tarball
 from tests.bot.test_service import SECRET, Service
 
@@ -154,16 +153,7 @@ def _tree(world: World, name: str, base: str) -> Path:
 
 
 def _payload(case: str, **changes: Any) -> dict[str, Any]:
-    payload = copy.deepcopy(load_case(case))
-    payload["repository"]["full_name"] = OWNER
-    payload.pop("installation", None)
-    for path, value in changes.items():
-        node = payload
-        *parents, last = path.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    return payload
+    return realcase(case, OWNER, **changes)
 
 
 def _pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:

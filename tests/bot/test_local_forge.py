@@ -27,11 +27,8 @@ from sluice.bot.forge.local import LocalForge, _checked
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
 from sluice.cli import cli
-from sluice.core import workflow
 from sluice.core.errors import ExecutionError
-from sluice.core.model.loader import load_project
-from sluice.core.plan.plan import VIEW_MARKER
-from sluice.core.state import open_state
+from tests.bot.conftest import record_prod
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = "<!-- sluice:pr-comment -->"
@@ -628,18 +625,7 @@ def test_the_gate_merge_protection_and_a_promotion_without_spark(tmp_path: Path)
 
 def prod_at(root: Path, tree: Path) -> None:
     """Record prod as the project in ``tree`` (its data taken as built: no Spark)."""
-    project = load_project(tree, use_cache=False)
-    store = open_state(f"sqlite:///{root / '.sluice' / 'state.db'}")
-    try:
-        now = int(time.time() * 1000)
-        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
-        workflow.commit_plan(store, plan, now=now)
-        for backfill in plan.backfill:
-            store.add_intervals(backfill.name, backfill.version, backfill.intervals)
-        for name in plan.create_views:
-            store.add_intervals(name, plan.snapshot(name).version, [VIEW_MARKER])
-    finally:
-        store.close()
+    record_prod(tree, f"sqlite:///{root / '.sluice' / 'state.db'}", int(time.time() * 1000))
 
 
 def test_commands_permissions_sync_and_close(tmp_path: Path) -> None:
