@@ -143,11 +143,22 @@ class Controller:
                 approval.refresh(self, forge, pr)
 
     def give_up(self, event: Event, error: str) -> None:
-        """The job failed for good: say so on the PR's checks and comment."""
-        if not isinstance(event, PullRequestEvent) or event.action == "closed":
-            return
+        """The job failed for good: say so where the people it concerns will look."""
         forge = self.ctx.forge_for(event)
         text = self.scrub(error)
+        if isinstance(event, CommentEvent):
+            forge.reply(event.number, f"@{event.author} Sluice could not run your command: "
+                        f"it failed on every attempt.\n\n```text\n{text}\n```")  # fmt: skip
+            return
+        promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
+        if isinstance(event, TagEvent):
+            promoted = event.sha
+        if promoted:
+            forge.set_check(promoted, Check(promotion.DEPLOY, "completed", "The promotion job "
+                                            "failed on every attempt", f"```text\n{text}\n```",
+                                            conclusion="failure"))  # fmt: skip
+        if not isinstance(event, PullRequestEvent) or event.action == "closed":
+            return
         for name in PR_CHECKS:
             forge.set_check(event.head_sha, Check(name, "completed", "Sluice gave up on this commit",
                                                   text, conclusion="failure"))  # fmt: skip

@@ -403,3 +403,19 @@ def test_merges_never_supersede_each_other_but_new_heads_do() -> None:
     # Everything that may change prod shares the repository's prod key.
     assert pr_key(merged) == pr_key(deploy) == f"github:{OWNER}:prod"
     assert pr_key(opened) == f"github:{OWNER}#{opened.number}"  # type: ignore[union-attr]
+
+
+def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> None:
+    command = parse_github("issue_comment", _comment("bob", "/sluice diff s.m"))
+    assert command is not None
+    bot.controller.give_up(command, "Spark died")
+    reply = bot.github.comments_on(7)[-1]["body"]
+    assert reply.startswith("@bob Sluice could not run your command") and "Spark died" in reply
+    merged = parse_github("pull_request", _payload(
+        "github/pull_request/woodpecker__HookPullRequestMerged.json",
+        **{"pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C},
+    ))  # fmt: skip
+    assert merged is not None
+    bot.controller.give_up(merged, "the state database went away")
+    deploy = bot.github.checks_on(C)["sluice/deploy"]
+    assert deploy["conclusion"] == "failure" and "went away" in deploy["output"]["summary"]
