@@ -133,8 +133,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
             assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
             service.wait(
                 lambda: (
-                    github.checks_on(PR_SHA).get("sluice/approval", {}).get("status")
-                    == "completed"
+                    github.checks_on(PR_SHA).get("sluice/approval", {}).get("status") == "completed"
                 ),
                 timeout=900,
             )
