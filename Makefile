@@ -12,13 +12,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-## demo: apply the example project (jaffle_shop) to prod on local Spark, test and query it
+## demo: the whole flow on the example project (jaffle_shop), locally: build prod on local
+## Spark, open a PR with a change on the local forge, approve, merge, promote, query prod
 demo: export SPARK_LOCAL_IP = 127.0.0.1
 demo: $(STAMP)
 	bash scripts/ensure-java.sh
-	$(BIN)/sluice apply --project examples/jaffle_shop --end 2018-04-30
-	$(BIN)/sluice test --project examples/jaffle_shop
-	$(BIN)/sluice query prod "SELECT customer_id, first_name, number_of_orders, customer_lifetime_value FROM jaffle.customers ORDER BY customer_lifetime_value DESC" --limit 5 --project examples/jaffle_shop
+	$(BIN)/sluice demo
 
 ## test: lint, type-check and run every test (starts its own PostgreSQL)
 test: lint typecheck unit

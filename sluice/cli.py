@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from sluice.bot import action as action_cli
 from sluice.bot import cli as bot_cli
-from sluice.bot import local_cli
+from sluice.bot import demo, local_cli
 from sluice.core.cli import cli
 
 bot_cli.register(cli)
 local_cli.register(cli)
 action_cli.register(cli)
+demo.register(cli)
 
 
 def main() -> None:
