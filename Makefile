@@ -41,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/webhook_bench.py
 
 clean:
-	rm -rf $(VENV) .sluice examples/*/.sluice
+	rm -rf $(VENV) .sluice .sluice-demo examples/*/.sluice
