@@ -28,7 +28,7 @@ from sluice.bot.events import (
     ReviewEvent,
     TagEvent,
 )
-from sluice.bot.forge.base import Check, Forge, PullRequest
+from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import review_of
 from sluice.bot.render import CommentState
@@ -189,7 +189,11 @@ class Controller:
             post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
         post.comment(CommentState(None, environment, pr.head_sha, "queued", "queued",
                                   progress="Fetching the project"))  # fmt: skip
-        tree = self.tree(forge, pr.head_sha)
+        try:
+            tree = self.tree(forge, pr.head_sha)
+        except UnusableTree as exc:  # permanent: tell the PR now rather than retry
+            self._failed(post, environment, "The repository's files were refused", str(exc))
+            return None
         self.ledger.seen(self.repo_key(forge), None, self.ctx.clock(), sha=pr.head_sha)
         try:
             project = load_project(tree / self.ctx.project_path)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import logging
 import sqlite3
+import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -491,3 +493,25 @@ def test_a_job_that_keeps_failing_is_reported_on_the_pr_after_the_last_attempt(
     assert "archive" in checks["sluice/tests"]["output"]["summary"]
     [comment] = service.github.comments_on(2)
     assert "the job failed after every retry" in comment["body"]
+
+
+def test_an_unsafe_archive_is_refused_and_reported_at_once(service: Service) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        link = tarfile.TarInfo(f"repo-{SHA[:7]}/config.yaml")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../../etc/passwd"
+        tar.addfile(link)
+    service.github.trees[SHA] = buffer.getvalue()
+    payload = _pr_payload("github/pull_request/opened.payload.json", SHA)
+    assert service.deliver("pull_request", payload).status_code == 202
+    service.idle()
+    tarballs = [u for m, u in service.github.requests if "/tarball/" in u]
+    assert len(tarballs) == 1, "a refusal is final: no retry"
+    checks = service.github.checks_on(SHA)
+    assert checks["sluice/pr-environment"]["conclusion"] == "failure"
+    assert (
+        checks["sluice/pr-environment"]["output"]["title"] == "The repository's files were refused"
+    )
+    assert "points outside the tree" in checks["sluice/pr-environment"]["output"]["summary"]
+    [comment] = service.github.comments_on(payload["pull_request"]["number"])
+    assert "The repository's files were refused" in comment["body"]

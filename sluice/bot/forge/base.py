@@ -18,6 +18,11 @@ class ForgeError(SluiceError):
     """A call to the forge failed (what was asked, the status, the forge's message)."""
 
 
+class UnusableTree(ForgeError):
+    """The files of a commit are refused for good (an unsafe archive member, over the size
+    limit): asking again gives the same answer, so the PR is told at once."""
+
+
 @dataclass(frozen=True)
 class PullRequest:
     """A pull (merge) request as the forge reports it now."""

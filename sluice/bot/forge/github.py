@@ -31,7 +31,7 @@ from github.GithubException import RateLimitExceededException, UnknownObjectExce
 from github.IssueComment import IssueComment
 from urllib3 import Retry
 
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
 from sluice.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ class GitHubForge:
 
     def _download(self, link: str, sha: str, out: IO[bytes]) -> None:
         limit = self.workdir_limit_bytes
-        too_big = ForgeError(
+        too_big = UnusableTree(
             f"GitHub: the archive of {sha} is larger than the limit of {limit} bytes",
             hint="raise the work directory limit, or keep large files out of the repository",
         )
@@ -457,7 +457,7 @@ class GitHubForge:
         except tarfile.FilterError as error:
             member = getattr(error, "tarinfo", None)
             named = member.name if member is not None else "?"
-            raise ForgeError(
+            raise UnusableTree(
                 f"GitHub: the archive of {sha} has an unsafe member {named!r}: {error}"
             ) from None
         except (tarfile.TarError, EOFError, OSError) as error:
@@ -470,7 +470,7 @@ class GitHubForge:
         refused before anything is written."""
 
         def refuse(member: tarfile.TarInfo, why: str) -> ForgeError:
-            return ForgeError(
+            return UnusableTree(
                 f"GitHub: the archive of {sha} has an unsafe member {member.name!r}: {why}"
             )
 
@@ -512,7 +512,7 @@ class GitHubForge:
                 member.linkname = "/".join(target_parts[1:])
             total += max(member.size, 0) if member.isreg() else 0
             if total > self.workdir_limit_bytes:
-                raise ForgeError(
+                raise UnusableTree(
                     f"GitHub: the files of {sha} are larger than the limit of "
                     f"{self.workdir_limit_bytes} bytes",
                     hint="raise the work directory limit, or keep large files out of the repository",

@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
 
 try:  # a lock between two commands run at once; absent on Windows, where it is skipped
     import fcntl
@@ -647,7 +647,9 @@ def _checked(members: list[tarfile.TarInfo], sha: str) -> list[tarfile.TarInfo]:
     """The archive's members, every unsafe one refused before anything is written."""
 
     def refuse(member: tarfile.TarInfo, why: str) -> ForgeError:
-        return ForgeError(f"local: the files of {sha} have an unsafe member {member.name!r}: {why}")
+        return UnusableTree(
+            f"local: the files of {sha} have an unsafe member {member.name!r}: {why}"
+        )
 
     kept = []
     for member in members:
