@@ -14,13 +14,11 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Column,
-    Connection,
     Integer,
     MetaData,
     String,
@@ -34,19 +32,10 @@ from sqlalchemy import (
     select,
     tuple_,
 )
-from sqlalchemy.exc import SQLAlchemyError
 
 from sluice.bot.planreview import Item, PlanReview
-from sluice.core.errors import StateError
 from sluice.core.state.migrations import migrate
-from sluice.core.state.schema import (
-    WRITE_OPTION,
-    create_state_engine,
-    driver_message,
-    dump_json,
-    load_json,
-    render_url,
-)
+from sluice.core.state.schema import Transactions, create_state_engine, dump_json, load_json
 
 metadata = MetaData()
 
@@ -111,13 +100,11 @@ repos = Table(
 )
 
 
-class Ledger:
+class Ledger(Transactions):
     """The bot's records on the state database at ``url`` (SQLite or PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
-        self._engine = create_state_engine(url)
-        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
-        self._where = render_url(self._engine.url)
+        self.bind(create_state_engine(url))
         try:
             migrate(self._engine)
             with self._writing("create the bot's tables") as conn:
@@ -303,29 +290,6 @@ class Ledger:
             return int(
                 conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
             )
-
-    # -- helpers ----------------------------------------------------------------------
-
-    @contextmanager
-    def _writing(self, action: str) -> Iterator[Connection]:
-        with self._errors(action), self._writer.begin() as conn:
-            yield conn
-
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[Connection]:
-        with self._errors(action), self._engine.connect() as conn:
-            yield conn
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except SQLAlchemyError as exc:
-            raise StateError(
-                f"state database {self._where}: cannot {action}: "
-                f"{driver_message(exc, self._engine.url)}",
-                hint="check that the state database is running and reachable",
-            ) from exc
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
@@ -54,12 +53,12 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sluice.core.errors import StateError
 from sluice.core.state.migrations import migrate
 from sluice.core.state.schema import (
-    WRITE_OPTION,
+    CONNECT_HINT,
+    Transactions,
     create_state_engine,
     driver_message,
     dump_json,
     load_json,
-    render_url,
 )
 
 logger = logging.getLogger(__name__)
@@ -138,10 +137,6 @@ _CLAIM_ROUNDS = 20
 _TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
 _TRANSIENT_TRIES = 5
 _ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
-_CONNECT_HINT = (
-    "check the state URL (host, port, database, user, password) and that the database "
-    "server is running and reachable from here"
-)
 
 
 @dataclass(frozen=True)
@@ -207,7 +202,7 @@ class JobRecord:
     lease_until: float | None
 
 
-class JobQueue:
+class JobQueue(Transactions):
     """The durable queue on the state database at ``url`` (SQLite or PostgreSQL).
 
     Creates its tables if needed (after bringing the state schema up to date, so the state
@@ -231,9 +226,7 @@ class JobQueue:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
         self.max_attempts = max_attempts
         self.lease_seconds = lease_seconds
-        self._engine = create_state_engine(url)
-        self._writer = self._engine.execution_options(**{WRITE_OPTION: True})
-        self._where = render_url(self._engine.url)
+        self.bind(create_state_engine(url))
         try:
             migrate(self._engine)
             self._create_tables()
@@ -243,7 +236,7 @@ class JobQueue:
                 raise StateError(
                     f"cannot open the job queue in state database {self._where}: "
                     f"{driver_message(exc, self._engine.url)}",
-                    hint=_CONNECT_HINT,
+                    hint=CONNECT_HINT,
                 ) from exc
             raise
 
@@ -697,22 +690,6 @@ class JobQueue:
                     raise
                 logger.info("state database: %s: transient conflict, trying again", action)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[Connection]:
-        with self._errors(action), self._engine.connect() as conn:
-            yield conn
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except SQLAlchemyError as exc:
-            raise StateError(
-                f"state database {self._where}: cannot {action}: "
-                f"{driver_message(exc, self._engine.url)}",
-                hint=_CONNECT_HINT,
-            ) from exc
 
     def _job(self, row: RowMapping) -> Job:
         payload = load_json(row["payload"], dict, f"job {row['id']}", self._where)

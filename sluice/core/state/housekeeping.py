@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, tuple_
+from sqlalchemy import delete, insert, select, tuple_
 
 from sluice.core.state import schema
 from sluice.core.state.records import TableKey
@@ -29,14 +28,8 @@ class JobResult:
     created_ts: int
 
 
-class HousekeepingMixin:
-    """Orphaned physical tables and job results; needs ``_reading``/``_writing``."""
-
-    def _reading(self, action: str) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
-
-    def _writing(self, action: str) -> AbstractContextManager[Connection]:
-        raise NotImplementedError
+class HousekeepingMixin(schema.Transactions):
+    """Orphaned physical tables and job results, for a bound state store."""
 
     def list_tables(self) -> set[TableKey]:
         """Every physical table some stored snapshot uses."""

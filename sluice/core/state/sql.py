@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,7 +50,7 @@ from sluice.core.state.records import (
     checked_intervals,
 )
 from sluice.core.state.schema import (
-    WRITE_OPTION,
+    CONNECT_HINT,
     corrupt,
     create_state_engine,
     driver_message,
@@ -70,10 +69,6 @@ _T = TypeVar("_T")
 _BATCH = 500
 # Namespace (first key) of the per-table advisory locks guarding interval rewrites.
 _PG_INTERVAL_LOCK_SPACE = int.from_bytes(b"slIV", "big")
-_CONNECT_HINT = (
-    "check the state URL (host, port, database, user, password) and that the database "
-    "server is running and reachable from here"
-)
 
 
 def open_state(url: str) -> SqlStateStore:
@@ -97,7 +92,7 @@ def open_state(url: str) -> SqlStateStore:
         if isinstance(exc, SQLAlchemyError):
             raise StateError(
                 f"cannot open state database {where}: {driver_message(exc, engine.url)}",
-                hint=_CONNECT_HINT,
+                hint=CONNECT_HINT,
             ) from exc
         raise
     logger.debug("opened state database %s", where)
@@ -111,9 +106,7 @@ class SqlStateStore(HousekeepingMixin):
     """
 
     def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._writer = engine.execution_options(**{WRITE_OPTION: True})
-        self._where = render_url(engine.url)
+        self.bind(engine)
 
     @property
     def engine(self) -> Engine:
@@ -321,27 +314,6 @@ class SqlStateStore(HousekeepingMixin):
                 conn.execute(delete(t).where(tuple_(t.c.name, t.c.identifier).in_(chunk)))
 
     # -- helpers --------------------------------------------------------------------------
-
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[Connection]:
-        with self._errors(action), self._engine.connect() as conn:
-            yield conn
-
-    @contextmanager
-    def _writing(self, action: str) -> Iterator[Connection]:
-        with self._errors(action), self._writer.begin() as conn:
-            yield conn
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except SQLAlchemyError as exc:
-            raise StateError(
-                f"state database {self._where}: cannot {action}: "
-                f"{driver_message(exc, self._engine.url)}",
-                hint=_CONNECT_HINT,
-            ) from exc
 
     @staticmethod
     def _lock_table(conn: Connection, name: str, version: str) -> None:
