@@ -40,6 +40,7 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    delete,
     func,
     insert,
     select,
@@ -606,6 +607,27 @@ class JobQueue(Transactions):
             return [self._job(row) for row in failed]
 
         return self._write("recover abandoned jobs", run)
+
+    def purge(self, now: float, keep_seconds: float) -> tuple[int, int]:
+        """Forget finished jobs, and deliveries, older than ``keep_seconds``: (jobs,
+        deliveries) deleted. Queued and running jobs are kept whatever their age, and so are
+        the deliveries that carried them. A delivery forgotten this way would be accepted
+        again if the forge sent it again, so keep well over the forge's redelivery window.
+        """
+        cutoff = _ms(now - keep_seconds)
+        finished = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SUPERSEDED)
+
+        def run(conn: Connection) -> tuple[int, int]:
+            gone = conn.execute(
+                delete(jobs).where(jobs.c.status.in_(finished), jobs.c.finished_ts < cutoff)
+            ).rowcount
+            live = select(jobs.c.id).where(jobs.c.id == deliveries.c.job_id)
+            forgotten = conn.execute(
+                delete(deliveries).where(deliveries.c.received_ts < cutoff, ~live.exists())
+            ).rowcount
+            return int(gone), int(forgotten)
+
+        return self._write("purge old jobs and deliveries", run)
 
     # -- inspection -------------------------------------------------------------------------
 

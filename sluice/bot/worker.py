@@ -23,6 +23,10 @@ from sluice.bot.queue import Job, JobQueue, NewJob
 
 log = logging.getLogger(__name__)
 
+KEEP_FINISHED_SECONDS = 30 * 86400.0
+"""Finished jobs and their deliveries are forgotten after this (GitHub redelivers only
+for a few days)."""
+
 
 class Worker:
     """One thread processing jobs one at a time."""
@@ -41,6 +45,7 @@ class Worker:
         self.queue, self.controller, self.metrics = queue, controller, metrics
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
         self.janitor_seconds = janitor_seconds
+        self._purged: int | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -88,6 +93,9 @@ class Worker:
         if self.janitor_seconds <= 0:
             return 0
         period = int(now // self.janitor_seconds)
+        if period != self._purged:  # once a period per worker: cheap, and idempotent
+            self._purged = period
+            self.queue.purge(now, KEEP_FINISHED_SECONDS)
         queued = 0
         for repo, installation in self.controller.ledger.repositories():
             forge, _, name = repo.partition(":")

@@ -423,3 +423,21 @@ def test_accept_many_on_concurrent_threads(open_queue: OpenQueue) -> None:
     counts = queue.counts()
     assert counts["queued"] + counts["superseded"] == 40
     assert counts["queued"] == 3  # the newest job of each of the three PRs
+
+
+def test_purge_forgets_old_finished_work_and_keeps_the_rest(queue: JobQueue) -> None:
+    done = add(queue, "old-done", pr_job(1, "a"), now=100.0)
+    queued = add(queue, "old-queued", pr_job(2, "b"), now=100.0)
+    assert queue.accept("old-ignored", "github", "issues", None, 100.0)
+    job = claim(queue, now=150.0)
+    assert job.id == done
+    assert queue.finish(done, "w1", now=160.0)
+    fresh = add(queue, "fresh", pr_job(3, "c"), now=5000.0)
+    assert queue.purge(now=5000.0, keep_seconds=1000.0) == (1, 2)
+    assert queue.job(done) is None and queue.delivery_job("old-done") is None
+    assert queue.delivery_job("old-ignored") is None
+    # Still waiting: kept, however old, and so is its delivery (no double processing).
+    assert status(queue, queued) == JobStatus.QUEUED and queue.delivery_job("old-queued") == queued
+    assert status(queue, fresh) == JobStatus.QUEUED
+    assert not queue.accept("old-queued", "github", "pull_request", pr_job(2, "b"), 5001.0)
+    assert queue.purge(now=5000.0, keep_seconds=1000.0) == (0, 0)
