@@ -23,6 +23,9 @@ from sluice.bot.github_events import parse_github
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
 from sluice.bot.settings import ServiceSettings
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.state import open_state
 from tests.bot.conftest import realcase, record_prod
 from tests.bot.github_wire import FakeGitHub, tarball
 
@@ -419,3 +422,36 @@ def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> N
     bot.controller.give_up(merged, "the state database went away")
     deploy = bot.github.checks_on(C)["sluice/deploy"]
     assert deploy["conclusion"] == "failure" and "went away" in deploy["output"]["summary"]
+
+
+def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot) -> None:
+    _project_commit(bot, C, TAG_DEPLOY)
+    bot.github.refs["main"] = C
+    bot.github.branch_commits["main"] = {C}
+    _prod_at(bot, C)  # prod has C's content: the promotion finds nothing to build
+    # PR 7 was merged with `on: tag`: its environment waits for the tag.
+    store = open_state(bot.url)
+    try:
+        project = load_project(bot.root / f"tree-{C[:4]}", use_cache=False)
+        plan = workflow.plan_environment(project, store, "pr_7", end=NOW, execution_time=NOW)
+        workflow.commit_plan(store, plan, now=NOW)
+    finally:
+        store.close()
+    bot.ledger.merged(f"github:{OWNER}", 7, [], NOW)
+    tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v2.0", after=C)
+    bot.deliver("push", tag)
+    deploy = bot.github.checks_on(C)["sluice/deploy"]
+    assert deploy["conclusion"] == "success", deploy["output"]
+    assert deploy["output"]["title"] == "Prod already has this state"
+    assert bot.github.deployments[0]["ref"] == C
+    assert bot.ledger.waiting(f"github:{OWNER}") == {}
+    store = open_state(bot.url)
+    try:
+        record = store.get_environment("pr_7")
+        assert record is not None and record.invalidated
+    finally:
+        store.close()
+    assert (
+        "`pr_7` is removed (promoted to prod by tag `v2.0`)"
+        in bot.github.comments_on(7)[-1]["body"]
+    )
