@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import hashlib
 import hmac
 import itertools
@@ -48,7 +47,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import socket
 import statistics
@@ -64,7 +62,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests/
+from tests.pgcluster import (
+    ClusterError,
+    free_port,
+    normalise,
+    throwaway_postgres,
+)
 
 REALCASE = (
     Path(__file__).resolve().parents[1].parent
@@ -132,83 +138,6 @@ BUILTIN_PAYLOAD: dict[str, Any] = {
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------
-
-
-def pg_bindir() -> Path | None:
-    """Directory holding ``initdb`` and ``pg_ctl``: PATH first, then Debian's layout."""
-    found = shutil.which("initdb")
-    if found and (Path(found).resolve().parent / "pg_ctl").exists():
-        return Path(found).resolve().parent
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"),
-        key=lambda p: [int(x) for x in Path(p).parent.name.split(".") if x.isdigit()],
-        reverse=True,
-    )
-    for candidate in candidates:
-        if (Path(candidate) / "initdb").exists() and (Path(candidate) / "pg_ctl").exists():
-            return Path(candidate)
-    return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def throwaway_postgres(durable: bool) -> Iterator[str]:
-    """A new PostgreSQL cluster on a free port; stopped and deleted on exit."""
-    bindir = pg_bindir()
-    if bindir is None:
-        sys.exit(
-            "no PostgreSQL server binaries (initdb, pg_ctl) found: run "
-            "scripts/ensure-postgres.sh, or pass --database-url"
-        )
-    # Not under a private directory: the server runs as the postgres user when we are root
-    # (initdb refuses to run as root).
-    base = Path(tempfile.mkdtemp(prefix="sluice-bench-pg-"))
-    datadir = base / "data"
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        shutil.chown(base, user="postgres", group="postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    port = free_port()
-    options = f"-h 127.0.0.1 -p {port} -k {base}"
-    if not durable:
-        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-
-    def run(*args: str) -> None:
-        # Own session: a Ctrl-C reaches this process only, which then stops the server.
-        subprocess.run(
-            [*prefix, *args], check=True, capture_output=True, text=True, start_new_session=True
-        )
-
-    pg_ctl = str(bindir / "pg_ctl")
-    try:
-        try:
-            run(str(bindir / "initdb"), "-D", str(datadir), "-U", "postgres", "-A", "trust", "-N")
-            run(pg_ctl, "-D", str(datadir), "-l", str(base / "server.log"), "-o", options,
-                "-w", "start")  # fmt: skip
-        except subprocess.CalledProcessError as exc:
-            log = base / "server.log"
-            detail = log.read_text() if log.exists() else ""
-            sys.exit(f"could not start PostgreSQL: {exc.stderr}\n{detail}")
-        try:
-            yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-        finally:
-            subprocess.run([*prefix, pg_ctl, "-D", str(datadir), "-m", "fast", "-w", "stop"],
-                           check=False, capture_output=True, start_new_session=True)  # fmt: skip
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def normalise(url: str) -> str:
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":  # psycopg 3 is the driver installed
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
 
 
 def pg_settings(url: str) -> str:
@@ -570,7 +499,12 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
     elif args.database_url:
         url, where = normalise(args.database_url), "given by --database-url"
     else:
-        url = stack.enter_context(throwaway_postgres(args.durable))
+        try:
+            url = stack.enter_context(
+                throwaway_postgres(durable=args.durable, prefix="sluice-bench-pg-")
+            )
+        except ClusterError as exc:
+            sys.exit(f"{exc} (or pass --database-url)")
         where = "throwaway cluster" + ("" if args.durable else " (fsync off: not durable)")
     env = dict(os.environ)
     env.update(

@@ -58,7 +58,15 @@ def settings_at(ctl: Controller, forge: Forge, ref: str) -> Settings:
     return Settings(gate, deploy)
 
 
-def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> GateResult | None:
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's result, and the base branch's settings it was evaluated with."""
+
+    result: GateResult
+    settings: Settings
+
+
+def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     """Evaluate the gate of ``pr`` at its head and set ``sluice/approval``; None when the
     head has no plan yet or the gate settings are invalid (the check says so)."""
     if not pr.open:
@@ -101,7 +109,7 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> GateResult | None
     ))  # fmt: skip
     icon = "✅" if result.ok else "⏳"
     ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {result.summary}"))
-    return result
+    return Verdict(result, settings)
 
 
 def _title(result: GateResult, settings: Settings) -> str:

@@ -104,13 +104,13 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
 
 
 def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None:
-    result = approval.refresh(ctl, forge, pr)
-    if result is None or not result.ok:
-        why = result.summary if result is not None else "this commit has no plan yet"
+    verdict = approval.refresh(ctl, forge, pr)
+    if verdict is None or not verdict.result.ok:
+        why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
         forge.reply(pr.number, f"@{author} not deployed: the `sluice/approval` gate has not "
                     f"passed. {why}")  # fmt: skip
         return
-    settings = approval.settings_at(ctl, forge, pr.base_ref)
+    settings = verdict.settings
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, (

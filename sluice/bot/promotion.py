@@ -43,6 +43,7 @@ class Outcome:
     summary: str
     tables_built: int = 0
     views_swapped: int = 0
+    live: frozenset[Item] = frozenset()  # prod's model contents once promoted (when ok)
 
 
 def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome | None:
@@ -76,7 +77,7 @@ def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome 
 def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
     """A tag was pushed or a release published: promote its commit when the tag matches
     ``deploy.tag_pattern`` and the commit is on the prod branch; else log and ignore."""
-    sha = event.sha or forge.commit_of(f"tags/{event.tag}") or forge.commit_of(event.tag)
+    sha = event.sha or forge.commit_of(f"tags/{event.tag}")
     if sha is None:
         log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
         return None
@@ -98,8 +99,8 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
     outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
     if outcome.ok:
         repo = ctl.repo_key(forge)
-        live = _live_items(ctl, forge, sha)
-        done = [n for n, items in ctl.ledger.waiting(repo).items() if set(items) <= live]
+        waiting = ctl.ledger.waiting(repo).items()
+        done = [n for n, items in waiting if set(items) <= outcome.live]
         for number in done:
             cleanup(ctl, forge, number, f"promoted to prod by tag `{event.tag}`")
         ctl.ledger.promoted(repo, done)
@@ -147,8 +148,10 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
                 if missing:
                     return Outcome(False, f"{len(missing)} unapproved model change(s): prod is "
                                    "unchanged", _unapproved(missing))  # fmt: skip
+            live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
-                return Outcome(True, "Prod already has this state", "Nothing to promote.")
+                return Outcome(True, "Prod already has this state", "Nothing to promote.",
+                               live=live)  # fmt: skip
             runner = ctl.runner(project, tree, lambda _event: None)
             try:
                 result = apply_plan(project, store, plan, runner, url=ctl.ctx.state_url, now=now)
@@ -160,12 +163,13 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
             if result.tables_built == 0:
                 return Outcome(True, "Promoted by virtual update",
                                f"{result.views_swapped} prod views now read the tables the PR "
-                               "built; no data was written.", 0, result.views_swapped)  # fmt: skip
+                               "built; no data was written.", 0, result.views_swapped,
+                               live)  # fmt: skip
             names = ", ".join(f"`{b.name}`" for b in plan.backfill)
             return Outcome(True, f"Promoted; {result.tables_built} table(s) backfilled",
                            f"Not every interval prod needs was built in a PR, so the "
                            f"promotion computed {names}; {result.views_swapped} views swapped.",
-                           result.tables_built, result.views_swapped)  # fmt: skip
+                           result.tables_built, result.views_swapped, live)  # fmt: skip
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover
@@ -193,18 +197,6 @@ def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Se
         if number is not None:
             ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
         return None
-
-
-def _live_items(ctl: Controller, forge: Forge, sha: str) -> set[Item]:
-    """The model contents prod has once ``sha`` is promoted (removed models: REMOVED)."""
-    project = load_project(ctl.tree(forge, sha) / ctl.ctx.project_path)
-    store = open_state(ctl.ctx.state_url)
-    try:
-        now = ctl.ctx.clock()
-        plan = plan_environment(project, store, PROD, end=now, execution_time=now)
-    finally:
-        store.close()
-    return {(s.name, own_key(s)) for s in plan.snapshots}
 
 
 def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
