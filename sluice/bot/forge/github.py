@@ -10,9 +10,7 @@ what was asked, the HTTP status and GitHub's own message, never a credential.
 from __future__ import annotations
 
 import logging
-import posixpath
 import re
-import tarfile
 import tempfile
 import threading
 import time
@@ -31,6 +29,7 @@ from github.GithubException import RateLimitExceededException, UnknownObjectExce
 from github.IssueComment import IssueComment
 from urllib3 import Retry
 
+from sluice.bot.forge.archive import extract
 from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
 from sluice.core.errors import ConfigError
 
@@ -420,7 +419,8 @@ class GitHubForge:
         with tempfile.TemporaryFile(dir=dest.parent) as archive:
             self._download(link, sha, archive)
             archive.seek(0)
-            self._extract(archive, sha, dest)
+            extract(archive, dest, forge="GitHub", sha=sha, strip_top=True,
+                    limit=self.workdir_limit_bytes)  # fmt: skip
 
     def _download(self, link: str, sha: str, out: IO[bytes]) -> None:
         limit = self.workdir_limit_bytes
@@ -448,78 +448,6 @@ class GitHubForge:
                 if size > limit:
                     raise too_big
                 out.write(chunk)
-
-    def _extract(self, archive: IO[bytes], sha: str, dest: Path) -> None:
-        try:
-            with tarfile.open(fileobj=archive, mode="r:*") as tar:
-                members = self._checked_members(tar.getmembers(), sha)
-                tar.extractall(dest, members=members, filter="data")
-        except tarfile.FilterError as error:
-            member = getattr(error, "tarinfo", None)
-            named = member.name if member is not None else "?"
-            raise UnusableTree(
-                f"GitHub: the archive of {sha} has an unsafe member {named!r}: {error}"
-            ) from None
-        except (tarfile.TarError, EOFError, OSError) as error:
-            raise ForgeError(
-                f"GitHub: the archive of {sha} cannot be read or written: {error}"
-            ) from None
-
-    def _checked_members(self, members: list[tarfile.TarInfo], sha: str) -> list[tarfile.TarInfo]:
-        """The members to write, renamed without GitHub's top directory; every unsafe one
-        refused before anything is written."""
-
-        def refuse(member: tarfile.TarInfo, why: str) -> ForgeError:
-            return UnusableTree(
-                f"GitHub: the archive of {sha} has an unsafe member {member.name!r}: {why}"
-            )
-
-        top: str | None = None
-        for member in members:
-            name = member.name
-            if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-                raise refuse(member, "absolute path")
-            parts = [p for p in name.split("/") if p not in ("", ".")]
-            if ".." in re.split(r"[/\\]", name):
-                raise refuse(member, "'..' in the path")
-            if not parts:
-                raise refuse(member, "empty path")
-            if top is None:
-                top = parts[0]
-            elif parts[0] != top:
-                raise refuse(member, f"outside the archive's single top directory {top!r}")
-
-        kept: list[tarfile.TarInfo] = []
-        total = 0
-        for member in members:
-            parts = [p for p in member.name.split("/") if p not in ("", ".")][1:]
-            if not parts:
-                continue  # the top directory itself
-            if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
-                raise refuse(member, "device, fifo or other special file")
-            relative = "/".join(parts)
-            if member.issym():
-                target = member.linkname
-                if target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
-                    raise refuse(member, f"symlink to the absolute path {target!r}")
-                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(relative), target))
-                if resolved == ".." or resolved.startswith("../"):
-                    raise refuse(member, f"symlink {target!r} points outside the tree")
-            if member.islnk():
-                target_parts = [p for p in member.linkname.split("/") if p not in ("", ".")]
-                if not target_parts or target_parts[0] != top or ".." in target_parts:
-                    raise refuse(member, f"hard link to {member.linkname!r} outside the tree")
-                member.linkname = "/".join(target_parts[1:])
-            total += max(member.size, 0) if member.isreg() else 0
-            if total > self.workdir_limit_bytes:
-                raise UnusableTree(
-                    f"GitHub: the files of {sha} are larger than the limit of "
-                    f"{self.workdir_limit_bytes} bytes",
-                    hint="raise the work directory limit, or keep large files out of the repository",
-                )
-            member.name = relative
-            kept.append(member)
-        return kept
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref``; None when the file (or the ref) does not exist."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
 import re
 import subprocess
 import tarfile
@@ -38,7 +37,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
+from sluice.bot.forge.archive import checked_members, extract
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
 
 try:  # a lock between two commands run at once; absent on Windows, where it is skipped
     import fcntl
@@ -158,18 +158,7 @@ class LocalForge:
                 text = done.stderr.decode("utf-8", "replace").strip()
                 raise ForgeError(f"local: archiving {sha} failed: {text}")
             archive.seek(0)
-            try:
-                with tarfile.open(fileobj=archive, mode="r:") as tar:
-                    members = _checked(tar.getmembers(), sha)
-                    tar.extractall(dest, members=members, filter="data")
-            except tarfile.FilterError as error:
-                member = getattr(error, "tarinfo", None)
-                named = member.name if member is not None else "?"
-                raise ForgeError(
-                    f"local: the files of {sha} have an unsafe member {named!r}: {error}"
-                ) from None
-            except (tarfile.TarError, OSError) as error:
-                raise ForgeError(f"local: writing the files of {sha} failed: {error}") from None
+            extract(archive, dest, forge="local", sha=sha)
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref`` (branch, tag or sha); None when either is missing."""
@@ -645,28 +634,4 @@ class LocalForge:
 
 def _checked(members: list[tarfile.TarInfo], sha: str) -> list[tarfile.TarInfo]:
     """The archive's members, every unsafe one refused before anything is written."""
-
-    def refuse(member: tarfile.TarInfo, why: str) -> ForgeError:
-        return UnusableTree(
-            f"local: the files of {sha} have an unsafe member {member.name!r}: {why}"
-        )
-
-    kept = []
-    for member in members:
-        name = member.name
-        if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-            raise refuse(member, "absolute path")
-        if ".." in re.split(r"[/\\]", name):
-            raise refuse(member, "'..' in the path")
-        if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
-            raise refuse(member, "device, fifo or other special file")
-        if member.issym() or member.islnk():
-            target = member.linkname
-            if target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
-                raise refuse(member, f"link to the absolute path {target!r}")
-            base = posixpath.dirname(name.rstrip("/")) if member.issym() else ""
-            resolved = posixpath.normpath(posixpath.join(base, target))
-            if resolved == ".." or resolved.startswith("../"):
-                raise refuse(member, f"link {target!r} points outside the tree")
-        kept.append(member)
-    return kept
+    return checked_members(members, forge="local", sha=sha)
