@@ -300,8 +300,10 @@ class WorkspaceForge:
     def merge(self, number: int, method: str, sha: str) -> str:
         return self.inner.merge(number, method, sha)
 
-    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
-        return self.inner.start_deployment(sha, environment, description)
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str = ""
+    ) -> int | None:
+        return self.inner.start_deployment(sha, environment, description, ref)
 
     def deployment_status(self, deployment: int, state: str, description: str) -> None:
         self.inner.deployment_status(deployment, state, description)

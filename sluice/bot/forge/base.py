@@ -145,9 +145,11 @@ class Forge(Protocol):
         is still ``sha``; returns the merge commit's sha."""
         ...
 
-    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
-        """Record a deployment of ``sha`` to ``environment``; its id, or None when the forge
-        has no deployment records."""
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str
+    ) -> int | None:
+        """Record a deployment of ``sha`` (on branch ``ref``) to ``environment``; its id, or
+        None when the forge has no deployment records."""
         ...
 
     def deployment_status(self, deployment: int, state: str, description: str) -> None:

@@ -666,7 +666,9 @@ class GitHubForge:
                 raise ForgeError(f"GitHub: {what} failed: {result.message or 'not merged'}")
             return result.sha
 
-    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str = ""
+    ) -> int | None:
         """Create a deployment record of ``sha`` to ``environment`` (required checks not
         enforced: Sluice has its own gate); its id.
 

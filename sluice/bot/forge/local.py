@@ -600,7 +600,9 @@ class LocalForge:
         self._git("update-ref", "-m", message, f"refs/heads/{branch}", new, old,
                   what=f"moving {branch}")  # fmt: skip
 
-    def start_deployment(self, sha: str, environment: str, description: str) -> int | None:
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str = ""
+    ) -> int | None:
         """Record a deployment of ``sha`` to ``environment`` in ``deployments.json``."""
         with self._locked():
             path = self.store / "deployments.json"
