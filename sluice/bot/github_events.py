@@ -15,7 +15,7 @@ review states arrive in lower case.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from sluice.bot.events import (
     CheckRunEvent,
@@ -25,7 +25,16 @@ from sluice.bot.events import (
     ReviewEvent,
     TagEvent,
 )
-from sluice.core.errors import SluiceError
+from sluice.bot.payload import (
+    ABSENT,
+    PayloadError,
+    check,
+    json_name,
+    lookup,
+    optional,
+    present,
+    required,
+)
 
 __all__ = ["PayloadError", "parse_github"]
 
@@ -36,96 +45,24 @@ _REVIEW_ACTIONS: Final = frozenset({"submitted", "edited", "dismissed"})
 _CHECK_RUN_ACTIONS: Final = frozenset({"rerequested", "requested_action"})
 _TAG_PREFIX: Final = "refs/tags/"
 
-T = TypeVar("T")
-
-
-class PayloadError(SluiceError):
-    """A webhook payload lacks a field the event needs, or holds it in the wrong shape."""
-
-
-# --- walking the payload ------------------------------------------------------------------
-
-_ABSENT: Final = object()
-_JSON_NAMES: Final[dict[type, str]] = {
-    str: "a string",
-    int: "an integer",
-    bool: "true or false",
-    dict: "an object",
-    list: "an array",
-}
-
-
-def _json_name(value: object) -> str:
-    if value is None:
-        return "null"
-    for python_type, name in _JSON_NAMES.items():
-        if type(value) is python_type:
-            return name
-    return "an object" if isinstance(value, Mapping) else type(value).__name__
-
-
-def _lookup(payload: Mapping[str, Any], path: str) -> Any:
-    """The value at dotted ``path``; ``_ABSENT`` when a key on the way is absent or null."""
-    node: Any = payload
-    keys = path.split(".")
-    for depth, key in enumerate(keys):
-        if node is None:
-            return _ABSENT
-        if not isinstance(node, Mapping):
-            where = ".".join(keys[:depth])
-            raise PayloadError(f"{where} should be an object, not {_json_name(node)}")
-        node = node.get(key, _ABSENT)
-        if node is _ABSENT:
-            return _ABSENT
-    return node
-
-
-def _check(path: str, value: object, expected: type[T]) -> T:
-    # bool is an int in Python, never in JSON.
-    if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
-        return value
-    wanted = _JSON_NAMES.get(expected, expected.__name__)
-    raise PayloadError(f"{path} should be {wanted}, not {_json_name(value)}")
-
-
-def _present(value: object, path: str, expected: type[T]) -> T:
-    if value is _ABSENT:
-        raise PayloadError(f"{path} is missing")
-    if value is None:
-        raise PayloadError(f"{path} is null")
-    return _check(path, value, expected)
-
-
-def _required(payload: Mapping[str, Any], path: str, expected: type[T]) -> T:
-    """The value at ``path``, which must be there, non-null and of type ``expected``."""
-    return _present(_lookup(payload, path), path, expected)
-
-
-def _optional(payload: Mapping[str, Any], path: str, expected: type[T]) -> T | None:
-    """The value at ``path``, or None when it (or an object on the way) is absent or null."""
-    value = _lookup(payload, path)
-    if value is _ABSENT or value is None:
-        return None
-    return _check(path, value, expected)
-
 
 def _pr_numbers(payload: Mapping[str, Any], path: str) -> tuple[int, ...]:
     """The ``number`` of each pull request in the array at ``path``."""
     numbers: list[int] = []
-    for index, item in enumerate(_required(payload, path, list)):
+    for index, item in enumerate(required(payload, path, list)):
         where = f"{path}[{index}]"
-        entry = _check(where, item, dict)
-        numbers.append(_present(entry.get("number", _ABSENT), f"{where}.number", int))
+        entry = check(where, item, dict)
+        numbers.append(present(entry.get("number", ABSENT), f"{where}.number", int))
     return tuple(numbers)
 
 
 def _repo(payload: Mapping[str, Any]) -> str:
-    return _required(payload, "repository.full_name", str)
+    return required(payload, "repository.full_name", str)
 
 
 def _installation(payload: Mapping[str, Any]) -> int | None:
     # Absent in many deliveries (repository webhooks, and several App events).
-    return _optional(payload, "installation.id", int)
+    return optional(payload, "installation.id", int)
 
 
 # --- one parser per X-GitHub-Event --------------------------------------------------------
@@ -137,65 +74,65 @@ def _is_fork(payload: Mapping[str, Any]) -> bool:
     Not ``head.repo.fork``: that is true whenever the head repository is itself a fork,
     even when head and base are the same repository.
     """
-    head_repo = _lookup(payload, "pull_request.head.repo")
+    head_repo = lookup(payload, "pull_request.head.repo")
     if head_repo is None:
         return True  # the fork was deleted; GitHub sends "repo": null
-    if head_repo is _ABSENT:
+    if head_repo is ABSENT:
         raise PayloadError("pull_request.head.repo is missing")
-    head_id = _optional(payload, "pull_request.head.repo.id", int)
-    base_id = _optional(payload, "pull_request.base.repo.id", int)
+    head_id = optional(payload, "pull_request.head.repo.id", int)
+    base_id = optional(payload, "pull_request.base.repo.id", int)
     if head_id is not None and base_id is not None:
         return head_id != base_id  # ids survive renames and transfers
-    head_name = _required(payload, "pull_request.head.repo.full_name", str)
-    return head_name != _required(payload, "pull_request.base.repo.full_name", str)
+    head_name = required(payload, "pull_request.head.repo.full_name", str)
+    return head_name != required(payload, "pull_request.base.repo.full_name", str)
 
 
 def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     if action not in _PR_ACTIONS:
         return None  # labeled, edited, assigned, converted_to_draft, ...
     # merge_commit_sha is also set for a PR closed unmerged (GitHub's test merge).
-    merged = _lookup(payload, "pull_request.merged") is True
+    merged = lookup(payload, "pull_request.merged") is True
     return PullRequestEvent(
         forge=FORGE,
         repo=_repo(payload),
         installation_id=_installation(payload),
         action=action,
-        number=_required(payload, "pull_request.number", int),
-        head_sha=_required(payload, "pull_request.head.sha", str),
-        head_ref=_required(payload, "pull_request.head.ref", str),
-        base_ref=_required(payload, "pull_request.base.ref", str),
-        base_sha=_required(payload, "pull_request.base.sha", str),
-        author=_required(payload, "pull_request.user.login", str),
+        number=required(payload, "pull_request.number", int),
+        head_sha=required(payload, "pull_request.head.sha", str),
+        head_ref=required(payload, "pull_request.head.ref", str),
+        base_ref=required(payload, "pull_request.base.ref", str),
+        base_sha=required(payload, "pull_request.base.sha", str),
+        author=required(payload, "pull_request.user.login", str),
         # Absent in payloads from before draft PRs existed.
-        draft=_optional(payload, "pull_request.draft", bool) or False,
+        draft=optional(payload, "pull_request.draft", bool) or False,
         fork=_is_fork(payload),
         merged=merged,
-        merge_sha=_optional(payload, "pull_request.merge_commit_sha", str) if merged else None,
-        title=_optional(payload, "pull_request.title", str) or "",
+        merge_sha=optional(payload, "pull_request.merge_commit_sha", str) if merged else None,
+        title=optional(payload, "pull_request.title", str) or "",
     )
 
 
 def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     if action not in _COMMENT_ACTIONS:
         return None
-    if _optional(payload, "issue.pull_request", dict) is None:
+    if optional(payload, "issue.pull_request", dict) is None:
         return None  # a comment on a plain issue
     return CommentEvent(
         forge=FORGE,
         repo=_repo(payload),
         installation_id=_installation(payload),
         action=action,
-        number=_required(payload, "issue.number", int),
-        comment_id=_required(payload, "comment.id", int),
-        author=_required(payload, "comment.user.login", str),
-        body=_optional(payload, "comment.body", str) or "",
+        number=required(payload, "issue.number", int),
+        comment_id=required(payload, "comment.id", int),
+        author=required(payload, "comment.user.login", str),
+        body=optional(payload, "comment.body", str) or "",
     )
 
 
 def _pull_request_review(payload: Mapping[str, Any]) -> ReviewEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     if action not in _REVIEW_ACTIONS:
         return None
     return ReviewEvent(
@@ -203,38 +140,38 @@ def _pull_request_review(payload: Mapping[str, Any]) -> ReviewEvent | None:
         repo=_repo(payload),
         installation_id=_installation(payload),
         action=action,
-        number=_required(payload, "pull_request.number", int),
-        reviewer=_required(payload, "review.user.login", str),
+        number=required(payload, "pull_request.number", int),
+        reviewer=required(payload, "review.user.login", str),
         # Webhooks send "approved"; the REST API and the gate use "APPROVED".
-        state=_required(payload, "review.state", str).upper(),
-        commit_sha=_optional(payload, "review.commit_id", str),
-        head_sha=_required(payload, "pull_request.head.sha", str),
+        state=required(payload, "review.state", str).upper(),
+        commit_sha=optional(payload, "review.commit_id", str),
+        head_sha=required(payload, "pull_request.head.sha", str),
     )
 
 
 def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     if action not in _CHECK_RUN_ACTIONS:
         return None  # created / completed: our own runs echoing back
     identifier = None
     if action == "requested_action":
-        identifier = _required(payload, "requested_action.identifier", str)
+        identifier = required(payload, "requested_action.identifier", str)
     return CheckRunEvent(
         forge=FORGE,
         repo=_repo(payload),
         installation_id=_installation(payload),
         action=action,
-        check_name=_required(payload, "check_run.name", str),
-        head_sha=_required(payload, "check_run.head_sha", str),
+        check_name=required(payload, "check_run.name", str),
+        head_sha=required(payload, "check_run.head_sha", str),
         # Empty for a PR from a fork: the controller falls back to head_sha.
         numbers=_pr_numbers(payload, "check_run.pull_requests"),
-        requester=_required(payload, "sender.login", str),
+        requester=required(payload, "sender.login", str),
         identifier=identifier,
     )
 
 
 def _check_suite(payload: Mapping[str, Any]) -> CheckRunEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     if action != "rerequested":
         return None  # requested / completed
     return CheckRunEvent(
@@ -243,24 +180,24 @@ def _check_suite(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         installation_id=_installation(payload),
         action=action,
         check_name="",  # "Re-run all checks": every check of the suite
-        head_sha=_required(payload, "check_suite.head_sha", str),
+        head_sha=required(payload, "check_suite.head_sha", str),
         numbers=_pr_numbers(payload, "check_suite.pull_requests"),
-        requester=_required(payload, "sender.login", str),
+        requester=required(payload, "sender.login", str),
     )
 
 
 def _push(payload: Mapping[str, Any]) -> TagEvent | None:
-    ref = _required(payload, "ref", str)
+    ref = required(payload, "ref", str)
     if not ref.startswith(_TAG_PREFIX):
         return None  # branch pushes: PRs and merges arrive as pull_request events
-    sha = _required(payload, "after", str)
+    sha = required(payload, "after", str)
     # A deletion has deleted: true and an all-zero "after"; either one is enough.
-    if _optional(payload, "deleted", bool) or not sha.strip("0"):
+    if optional(payload, "deleted", bool) or not sha.strip("0"):
         return None
     tag = ref.removeprefix(_TAG_PREFIX)
     if not tag:
         raise PayloadError(f"ref {ref!r} names no tag")
-    actor = _optional(payload, "sender.login", str) or _optional(payload, "pusher.name", str)
+    actor = optional(payload, "sender.login", str) or optional(payload, "pusher.name", str)
     return TagEvent(
         forge=FORGE,
         repo=_repo(payload),
@@ -273,11 +210,11 @@ def _push(payload: Mapping[str, Any]) -> TagEvent | None:
 
 
 def _release(payload: Mapping[str, Any]) -> TagEvent | None:
-    action = _required(payload, "action", str)
+    action = required(payload, "action", str)
     # "created" fires for a draft saved and for a release published directly (which
     # also fires "published"); only the non-draft one names a tag that exists.
     if action == "created":
-        if _required(payload, "release.draft", bool):
+        if required(payload, "release.draft", bool):
             return None
     elif action != "published":
         return None
@@ -285,10 +222,10 @@ def _release(payload: Mapping[str, Any]) -> TagEvent | None:
         forge=FORGE,
         repo=_repo(payload),
         installation_id=_installation(payload),
-        tag=_required(payload, "release.tag_name", str),
+        tag=required(payload, "release.tag_name", str),
         sha=None,  # a release names its tag only; the worker resolves it
         source="release",
-        actor=_optional(payload, "sender.login", str) or "",
+        actor=optional(payload, "sender.login", str) or "",
     )
 
 
@@ -326,5 +263,5 @@ def parse_github(event: str, payload: Mapping[str, Any]) -> Event | None:
     if parser is None:
         return None
     if not isinstance(payload, Mapping):
-        raise PayloadError(f"the {event} payload should be an object, not {_json_name(payload)}")
+        raise PayloadError(f"the {event} payload should be an object, not {json_name(payload)}")
     return parser(payload)

@@ -1,0 +1,86 @@
+"""Walking a webhook payload (parsed JSON) with errors that name the field (pure).
+
+Shared by the GitHub and GitLab payload parsers: :func:`required` and :func:`optional`
+read a dotted path and check its JSON type; a missing, null or mistyped field raises
+:class:`PayloadError` saying which field and what it held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, TypeVar
+
+from sluice.core.errors import SluiceError
+
+__all__ = ["ABSENT", "PayloadError", "check", "json_name", "lookup", "optional", "present",
+           "required"]  # fmt: skip
+
+T = TypeVar("T")
+
+
+class PayloadError(SluiceError):
+    """A webhook payload lacks a field the event needs, or holds it in the wrong shape."""
+
+
+ABSENT: Final = object()
+_JSON_NAMES: Final[dict[type, str]] = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    dict: "an object",
+    list: "an array",
+}
+
+
+def json_name(value: object) -> str:
+    if value is None:
+        return "null"
+    for python_type, name in _JSON_NAMES.items():
+        if type(value) is python_type:
+            return name
+    return "an object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def lookup(payload: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted ``path``; ``ABSENT`` when a key on the way is absent or null."""
+    node: Any = payload
+    keys = path.split(".")
+    for depth, key in enumerate(keys):
+        if node is None:
+            return ABSENT
+        if not isinstance(node, Mapping):
+            where = ".".join(keys[:depth])
+            raise PayloadError(f"{where} should be an object, not {json_name(node)}")
+        node = node.get(key, ABSENT)
+        if node is ABSENT:
+            return ABSENT
+    return node
+
+
+def check(path: str, value: object, expected: type[T]) -> T:
+    # bool is an int in Python, never in JSON.
+    if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
+        return value
+    wanted = _JSON_NAMES.get(expected, expected.__name__)
+    raise PayloadError(f"{path} should be {wanted}, not {json_name(value)}")
+
+
+def present(value: object, path: str, expected: type[T]) -> T:
+    if value is ABSENT:
+        raise PayloadError(f"{path} is missing")
+    if value is None:
+        raise PayloadError(f"{path} is null")
+    return check(path, value, expected)
+
+
+def required(payload: Mapping[str, Any], path: str, expected: type[T]) -> T:
+    """The value at ``path``, which must be there, non-null and of type ``expected``."""
+    return present(lookup(payload, path), path, expected)
+
+
+def optional(payload: Mapping[str, Any], path: str, expected: type[T]) -> T | None:
+    """The value at ``path``, or None when it (or an object on the way) is absent or null."""
+    value = lookup(payload, path)
+    if value is ABSENT or value is None:
+        return None
+    return check(path, value, expected)
