@@ -1,8 +1,8 @@
 """The webhook service: FastAPI app factory (nothing is built at import time).
 
-``POST /webhooks/github`` verifies the signature before reading anything else, stores the
-delivery and its job and answers 202 once they are committed; the worker threads do the
-work. Deliveries are stored by one writer thread, the ones arriving together in one
+``POST /webhooks/github`` verifies the signature (``POST /webhooks/gitlab``: the token)
+before parsing anything, stores the delivery and its job and answers 202 once they are
+committed; the worker threads do the work, the same for both forges. Deliveries are stored by one writer thread, the ones arriving together in one
 transaction (group commit, :mod:`sluice.bot.intake`).
 ``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
 text.
@@ -10,10 +10,11 @@ text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,22 +25,31 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from sluice.bot.controller import Context, Controller
 from sluice.bot.events import Event, pr_key, supersedes
 from sluice.bot.forge.base import Forge
-from sluice.bot.github_events import PayloadError, parse_github
+from sluice.bot.github_events import parse_github
+from sluice.bot.gitlab_events import parse_gitlab
 from sluice.bot.intake import Intake, IntakeClosed
 from sluice.bot.metrics import Registry
+from sluice.bot.payload import PayloadError
 from sluice.bot.queue import Delivery, JobQueue, NewJob
 from sluice.bot.settings import ServiceSettings
-from sluice.bot.verify import verify_github
+from sluice.bot.verify import verify_github, verify_token
 from sluice.bot.worker import Worker
 from sluice.core.errors import StateError
 
 log = logging.getLogger(__name__)
 
 
-def github_forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
-    """Forges for events, authenticated as the settings say (App or token)."""
+def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
+    """Forges for events, by the forge each came from, authenticated as the settings say
+    (GitHub: App or token; GitLab: token)."""
 
     def forge_for(event: Event) -> Forge:
+        if event.forge == "gitlab":
+            from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
+
+            token = settings.gitlab_token
+            client = gitlab_client(settings.gitlab_url, token.get_secret_value() if token else None)
+            return GitLabForge(client, event.repo)
         from sluice.bot.forge.github import GitHubForge, github_client
 
         key = settings.github_private_key
@@ -65,7 +75,8 @@ def create_app(
     forge_for: Callable[[Event], Forge] | None = None,
     start_workers: bool = True,
 ) -> FastAPI:
-    """The service. ``settings`` default to the environment; ``forge_for`` to GitHub."""
+    """The service. ``settings`` default to the environment; ``forge_for`` to the forges
+    the settings name."""
     settings = settings or ServiceSettings()
     metrics = Registry()
     state: dict[str, Any] = {}
@@ -87,7 +98,7 @@ def create_app(
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
         context = Context(
-            forge_for=forge_for or github_forge_factory(settings),
+            forge_for=forge_for or forge_factory(settings),
             workdir=settings.workdir,
             state_url=settings.state_url(),
             project_path=settings.project_path,
@@ -120,40 +131,52 @@ def create_app(
 
     @app.post("/webhooks/github", status_code=202)
     async def github_webhook(request: Request) -> Response:
+        return await _delivered(request, "github", request.headers.get("x-github-event", ""))
+
+    @app.post("/webhooks/gitlab", status_code=202)
+    async def gitlab_webhook(request: Request) -> Response:
+        return await _delivered(request, "gitlab", request.headers.get("x-gitlab-event", ""))
+
+    async def _delivered(request: Request, forge: str, event_name: str) -> Response:
         began = time.perf_counter()
-        event_name = request.headers.get("x-github-event", "")
-        outcome, response = await _github(request, event_name)
+        outcome, response = await _receive(request, forge, event_name)
         metrics.inc("sluice_deliveries_total", event=event_name or "none", outcome=outcome)
         metrics.observe("sluice_ack_seconds", time.perf_counter() - began)
         return response
 
-    async def _github(request: Request, event_name: str) -> tuple[str, Response]:
+    async def _receive(request: Request, forge: str, event_name: str) -> tuple[str, Response]:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
             return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
+        headers = request.headers
+        if forge == "gitlab" and not settings.insecure_no_signature:
+            # A shared token, not a signature: checked before the body is even read.
+            secret = settings.gitlab_webhook_secret
+            expected = secret.get_secret_value() if secret else ""
+            if not verify_token(expected, headers.get("x-gitlab-token")):
+                log.warning("rejected GitLab delivery (%s): missing or wrong X-Gitlab-Token",
+                            event_name[:40])  # fmt: skip
+                return "unauthorized", _error(401, "missing or wrong X-Gitlab-Token")
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > settings.max_body_bytes:
                 return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
-        delivery = request.headers.get("x-github-delivery", "")
-        if not settings.insecure_no_signature:
-            secret = (
-                settings.webhook_secret.get_secret_value().encode()
-                if settings.webhook_secret
-                else b""
-            )
-            if not verify_github(secret, bytes(body), request.headers.get("x-hub-signature-256")):
-                log.warning(
-                    "rejected delivery %r (%s): missing or wrong signature",
-                    delivery[:64],
-                    event_name[:40],
-                )
-                return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
-        if not delivery:
-            return "bad_request", _error(400, "X-GitHub-Delivery header is missing")
-        if event_name == "ping":
-            return "ping", JSONResponse({"status": "pong"}, status_code=200)
+        if forge == "github":
+            delivery = headers.get("x-github-delivery", "")
+            if not settings.insecure_no_signature:
+                secret = settings.webhook_secret
+                key = secret.get_secret_value().encode() if secret else b""
+                if not verify_github(key, bytes(body), headers.get("x-hub-signature-256")):
+                    log.warning("rejected delivery %r (%s): missing or wrong signature",
+                                delivery[:64], event_name[:40])  # fmt: skip
+                    return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
+            if not delivery:
+                return "bad_request", _error(400, "X-GitHub-Delivery header is missing")
+            if event_name == "ping":
+                return "ping", JSONResponse({"status": "pong"}, status_code=200)
+        else:
+            delivery = _gitlab_delivery(headers, bytes(body))
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):
@@ -161,7 +184,8 @@ def create_app(
         if not isinstance(payload, dict):
             return "bad_request", _error(400, "the body is not a JSON object")
         try:
-            event = parse_github(event_name, payload)
+            parse = parse_github if forge == "github" else parse_gitlab
+            event = parse(event_name, payload)
         except PayloadError as exc:
             return "bad_request", _error(400, exc.message)
         if event is None:
@@ -175,7 +199,7 @@ def create_app(
         )
         intake: Intake = state["intake"]
         try:
-            fresh = await intake.accept(Delivery(delivery, "github", event_name, job, time.time()))
+            fresh = await intake.accept(Delivery(delivery, forge, event_name, job, time.time()))
         except StateError as exc:
             log.error("delivery %r not stored: %s", delivery[:64], scrub(str(exc)))
             return "unavailable", _error(
@@ -208,6 +232,16 @@ def create_app(
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return app
+
+
+def _gitlab_delivery(headers: Mapping[str, str], body: bytes) -> str:
+    """The id GitLab deliveries are deduplicated by: ``Idempotency-Key`` (the same on every
+    retry, GitLab 17.4+), else ``X-Gitlab-Event-UUID`` (14.8+), else the body's hash (an
+    older GitLab resends the same body)."""
+    key = headers.get("idempotency-key") or headers.get("x-gitlab-event-uuid")
+    if key:
+        return f"gitlab:{key[:200]}"
+    return f"gitlab:sha256:{hashlib.sha256(body).hexdigest()}"
 
 
 def _error(status: int, message: str) -> JSONResponse:

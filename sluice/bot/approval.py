@@ -9,11 +9,12 @@ is what a promotion checks.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest
+from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review
 from sluice.bot.gate import (
     DeploySettings,
     GateInput,
@@ -92,7 +93,7 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
         settings.gate,
         GateInput(
             author=pr.author,
-            reviews=forge.reviews(pr.number),
+            reviews=_bound(forge.reviews(pr.number), ctl.ledger.review_heads(repo, pr.number)),
             plans=ctl.ledger.plans(repo, pr.number),
             current_plan=review.fingerprint,
             team_members={team: forge.team_members(team) for team in sorted(teams)},
@@ -110,6 +111,16 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     icon = "✅" if result.ok else "⏳"
     ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {result.summary}"))
     return Verdict(result, settings)
+
+
+def _bound(reviews: list[Review], heads: dict[str, str]) -> list[Review]:
+    """Reviews with the commit each was given on: a forge whose approvals do not say
+    (GitLab) gets it from the approval webhooks the ledger recorded; an approval no
+    webhook told of stays unbound, so it counts for no plan (stale)."""
+    return [
+        r if r.commit_sha else dataclasses.replace(r, commit_sha=heads.get(r.user.casefold()))
+        for r in reviews
+    ]
 
 
 def _title(result: GateResult, settings: Settings) -> str:

@@ -96,8 +96,14 @@ class Controller:
                 else:
                     promotion.cleanup(self, forge, event.number, "the PR was closed")
             elif event.action in _PREVIEW_ACTIONS:
-                self.plan_and_gate(forge, _pull(event))
+                pr = _pull(event)
+                if not pr.author:  # the payload did not say (GitLab: someone else pushed)
+                    pr = dataclasses.replace(pr, author=forge.pull_request(pr.number).author)
+                self.plan_and_gate(forge, pr)
         elif isinstance(event, ReviewEvent):
+            if event.state == "APPROVED" and event.commit_sha:
+                self.ledger.review_head(self.repo_key(forge), event.number, event.reviewer,
+                                        event.commit_sha, self.ctx.clock())  # fmt: skip
             approval.refresh(self, forge, forge.pull_request(event.number))
         elif isinstance(event, CheckRunEvent):
             self._check_run(forge, event)

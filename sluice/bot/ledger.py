@@ -2,7 +2,8 @@
 
 - the plan review computed on each head commit of a pull request (approvals are bound to
   its fingerprint);
-- clicks on the check run's "Approve this plan";
+- clicks on the check run's "Approve this plan", and the head each approval was given on
+  where the forge's approvals do not say (GitLab);
 - the model contents approved through a passing gate, which a promotion must find;
 - the sticky comment's last body and its extra sections (approval, promotion);
 - pull requests merged and waiting for a release tag, and the repositories the service
@@ -58,6 +59,18 @@ plan_clicks = Table(
     Column("user", String, primary_key=True),
     Column("sha", String, primary_key=True),
     Column("clicked_ts", BigInteger, nullable=False),
+)
+
+# The head an approval was given on, when the forge's approvals do not say (GitLab): the
+# approval webhook does; the latest per user wins.
+review_heads = Table(
+    "sluice_review_heads",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),  # case-folded
+    Column("sha", String, nullable=False),
+    Column("reviewed_ts", BigInteger, nullable=False),
 )
 
 approved = Table(
@@ -166,6 +179,24 @@ class Ledger(Transactions):
         )
         with self._reading("read approvals") as conn:
             return [(row.user, row.sha) for row in conn.execute(query)]
+
+    def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
+        """Record that ``user`` approved the PR when its head was ``sha``."""
+        key = (review_heads.c.repo == repo, review_heads.c.number == number,
+               review_heads.c.user == user.casefold())  # fmt: skip
+        with self._writing("record the head of an approval") as conn:
+            conn.execute(delete(review_heads).where(*key))
+            conn.execute(insert(review_heads).values(
+                repo=repo, number=number, user=user.casefold(), sha=sha.lower(), reviewed_ts=now
+            ))  # fmt: skip
+
+    def review_heads(self, repo: str, number: int) -> dict[str, str]:
+        """Case-folded user -> the head of the PR when they last approved it."""
+        query = select(review_heads.c.user, review_heads.c.sha).where(
+            review_heads.c.repo == repo, review_heads.c.number == number
+        )
+        with self._reading("read the heads of approvals") as conn:
+            return {row.user: row.sha for row in conn.execute(query)}
 
     def approve(self, repo: str, number: int, sha: str, items: Iterable[Item],
                 approvers: Iterable[str], now: int) -> None:  # fmt: skip

@@ -111,8 +111,9 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
             number: int | None) -> Outcome:  # fmt: skip
     """Bring prod to the project at ``sha`` (see the module docstring)."""
     forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
-    deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}",
-                                         settings.deploy.prod_branch)
+    deployment = forge.start_deployment(
+        sha, PROD, f"Sluice: promote {label}", settings.deploy.prod_branch
+    )
     if deployment is not None:
         forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:

@@ -27,6 +27,12 @@ class ServiceSettings(BaseSettings):
     github_write_interval: float = Field(default=1.0, ge=0)
     """Pauses between GitHub API calls and between writes (GitHub's advice for apps)."""
     webhook_secret: SecretStr | None = None
+    """GitHub's webhook secret (``X-Hub-Signature-256``)."""
+    gitlab_url: str = "https://gitlab.com"
+    gitlab_token: SecretStr | None = None
+    """A GitLab access token with the ``api`` scope (project, group or personal)."""
+    gitlab_webhook_secret: SecretStr | None = None
+    """GitLab's webhook secret token (``X-Gitlab-Token``)."""
     database_url: SecretStr | None = None
     workdir: Path = Path(".sluice-service")
     project_path: str = "."
@@ -44,12 +50,17 @@ class ServiceSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _secured(self) -> ServiceSettings:
-        secret = self.webhook_secret.get_secret_value() if self.webhook_secret else ""
-        if not secret and not self.insecure_no_signature:
+        secrets = (self.webhook_secret, self.gitlab_webhook_secret)
+        if not any(s is not None and s.get_secret_value() for s in secrets) and (
+            not self.insecure_no_signature
+        ):
             raise ConfigError(
-                "SLUICE_WEBHOOK_SECRET is not set: webhook deliveries cannot be verified",
-                hint="set it to the secret configured on the GitHub webhook or App; for "
-                "local development only, start with `sluice serve --insecure`",
+                "neither SLUICE_WEBHOOK_SECRET nor SLUICE_GITLAB_WEBHOOK_SECRET is set: "
+                "webhook deliveries cannot be verified",
+                hint="set SLUICE_WEBHOOK_SECRET to the secret of the GitHub webhook or App, "
+                "and/or SLUICE_GITLAB_WEBHOOK_SECRET to the GitLab webhook's secret token "
+                "(a forge without its secret gets 401 on every delivery); for local "
+                "development only, start with `sluice serve --insecure`",
             )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
@@ -66,7 +77,8 @@ class ServiceSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value, for scrubbing text that leaves the service."""
-        values = [self.github_private_key, self.github_token, self.webhook_secret]
+        values = [self.github_private_key, self.github_token, self.webhook_secret,
+                  self.gitlab_token, self.gitlab_webhook_secret]  # fmt: skip
         out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
         url = self.database_url.get_secret_value() if self.database_url else ""
         if "@" in url and ":" in url.split("@", 1)[0].split("//", 1)[-1]:

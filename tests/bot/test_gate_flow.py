@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import responses
 
-from sluice.bot.app import github_forge_factory
+from sluice.bot.app import forge_factory
 from sluice.bot.commands import HELP
 from sluice.bot.controller import Context, Controller
 from sluice.bot.github_events import parse_github
@@ -48,7 +48,7 @@ class Bot:
             webhook_secret="s", github_token="ghp_gateToken", workdir=root / "work",
             database_url=self.url, github_request_interval=0, github_write_interval=0,
         )  # type: ignore[arg-type]  # fmt: skip
-        context = Context(forge_for=github_forge_factory(settings), workdir=root / "work",
+        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
                           state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.controller = Controller(context)
         self.ledger = Ledger(self.url)

@@ -55,6 +55,15 @@ def test_clicks_are_kept_oldest_first_once_per_user_and_commit(ledger: Ledger) -
     assert ledger.clicks("github:o/r", 7) == [("carol", "aaa"), ("bob", "aaa")]
 
 
+def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
+    ledger.review_head("gitlab:g/r", 3, "Ann", "AAA111", 1)
+    ledger.review_head("gitlab:g/r", 3, "bob", "aaa111", 2)
+    ledger.review_head("gitlab:g/r", 3, "ann", "bbb222", 3)  # approved again after a push
+    ledger.review_head("gitlab:g/r", 4, "ann", "ccc333", 4)
+    assert ledger.review_heads("gitlab:g/r", 3) == {"ann": "bbb222", "bob": "aaa111"}
+    assert ledger.review_heads("gitlab:other/r", 3) == {}
+
+
 def test_approved_items_are_what_a_promotion_finds(ledger: Ledger) -> None:
     ledger.approve("github:o/r", 7, "aaa", [("a.x", "k1"), ("a.y", REMOVED)], ["bob"], 1)
     ledger.approve("github:o/r", 8, "bbb", [("a.x", "k1")], ["carol"], 2)  # the same change

@@ -23,7 +23,7 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, github_forge_factory
+from sluice.bot.app import create_app, forge_factory
 from sluice.bot.controller import Context, Controller
 from sluice.bot.events import JanitorEvent
 from sluice.bot.settings import ServiceSettings
@@ -304,7 +304,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
         assert record is not None and record.invalidated
     finally:
         store.close()
-    context = Context(forge_for=github_forge_factory(world.settings()), workdir=world.work,
+    context = Context(forge_for=forge_factory(world.settings()), workdir=world.work,
                       state_url=world.url)  # fmt: skip
     Controller(context).handle(JanitorEvent(forge="github", repo=OWNER, installation_id=None))
     store = open_state(world.url)

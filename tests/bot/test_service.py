@@ -154,8 +154,10 @@ def test_unsigned_or_forged_deliveries_get_401_and_the_body_is_not_logged(
 
 def test_refuses_to_start_without_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLUICE_WEBHOOK_SECRET", raising=False)
-    with pytest.raises(ConfigError, match="SLUICE_WEBHOOK_SECRET is not set"):
+    monkeypatch.delenv("SLUICE_GITLAB_WEBHOOK_SECRET", raising=False)
+    with pytest.raises(ConfigError, match="SLUICE_GITLAB_WEBHOOK_SECRET is set"):
         ServiceSettings(workdir=tmp_path)
+    assert ServiceSettings(workdir=tmp_path, gitlab_webhook_secret="t").webhook_secret is None
     assert ServiceSettings(workdir=tmp_path, insecure_no_signature=True).insecure_no_signature
 
 
