@@ -32,7 +32,8 @@ from sluice.core.errors import ConfigError
 from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
 
 _LOGIN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?:\[bot\])?$"
-_TEAM = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# GitHub: org/team-slug; GitLab: a group path with at least one subgroup level.
+_TEAM = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)+$"
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -52,9 +53,11 @@ class RequiredApprovers(_Frozen):
     """``sluice.gate.required_approvers``: who may approve, and how many must."""
 
     users: tuple[str, ...] = ()
-    """GitHub logins (compared case-insensitively); a leading ``@`` is dropped."""
+    """GitHub logins or GitLab usernames (compared case-insensitively); a leading ``@`` is
+    dropped."""
     teams: tuple[str, ...] = ()
-    """Teams as ``org/team``; any member may approve."""
+    """Teams as ``org/team`` (GitLab: the group's full path, ``group/subgroup``); any
+    member may approve."""
     count: int = Field(default=0, ge=0, strict=True)
     """Approvals needed; default 1 when users or teams are listed, else 0."""
 
@@ -75,7 +78,10 @@ class RequiredApprovers(_Frozen):
     def _check_teams(cls, teams: tuple[str, ...]) -> tuple[str, ...]:
         for team in teams:
             if not re.match(_TEAM, team):
-                raise ValueError(f"'{team}' is not a team: write it as org/team-slug")
+                raise ValueError(
+                    f"'{team}' is not a team: write it as org/team-slug (GitLab: the "
+                    "group's full path, group/subgroup)"
+                )
         return teams
 
     @model_validator(mode="before")

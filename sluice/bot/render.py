@@ -81,7 +81,7 @@ def comment(state: CommentState, *, limit: int, marker: str) -> str:
 
 _FOLDED = (
     None,
-    "Sample rows were left out to fit GitHub's comment size; {at} has them.",
+    "Sample rows were left out to fit the comment size; {at} has them.",
     "SQL diffs and sample rows were left out to fit the comment size; {at} has them.",
     "Only a summary fits in a comment; {at} has the full plan and table diffs.",
 )
