@@ -45,8 +45,9 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         return
     permission = forge.permission(event.author)
     if not writer(permission):
+        needed = "the Developer role or above" if forge.name == "gitlab" else "write permission"
         forge.reply(event.number, (
-            f"@{event.author} only users with write permission on this repository may run "
+            f"@{event.author} only users with {needed} on this repository may run "
             f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
         ))  # fmt: skip
         return
