@@ -1,0 +1,619 @@
+"""GitLab as a forge, through python-gitlab: the only module that imports ``gitlab``.
+
+:func:`gitlab_client` builds an authenticated :class:`gitlab.Gitlab` (a personal, group
+or project access token) and :class:`GitLabForge` speaks for one project with it. A merge
+request's ``iid`` is the pull request ``number``; its notes are the comments, award emoji
+the reactions, approvals the reviews, commit statuses the checks and the project's
+deployments the deployment records. Every python-gitlab or ``requests`` failure is turned
+into :class:`~sluice.bot.forge.base.ForgeError` here; messages carry what was asked, the
+HTTP status and GitLab's own message, never a credential.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabError
+
+from sluice import __version__
+from sluice.bot.forge.archive import extract
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
+from sluice.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30  # seconds, per request
+DEFAULT_WORKDIR_LIMIT = 200 * 1024 * 1024
+MAX_RETRIES = 3  # after a 429 or a transient 5xx (python-gitlab's default is 10)
+DESCRIPTION_LIMIT = 255  # GitLab's cap on a commit status description
+ARCHIVE_CHUNK = 1024 * 1024
+# GitHub's reaction names (what the controller speaks) as GitLab award emoji.
+EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "confused": "confused", "eyes": "eyes",
+         "rocket": "rocket", "heart": "heart", "hooray": "tada", "laugh": "laughing"}  # fmt: skip
+# A check's conclusion (or, before it completes, its status) as a commit status state.
+STATUS_STATES = {"queued": "pending", "in_progress": "running", "success": "success",
+                 "neutral": "success", "skipped": "success", "failure": "failed",
+                 "action_required": "failed", "timed_out": "failed", "stale": "failed",
+                 "cancelled": "canceled"}  # fmt: skip
+DEPLOYMENT_STATES = {"in_progress": "running", "success": "success", "failure": "failed",
+                     "error": "failed"}  # fmt: skip
+# Member access levels (Owner 50, Maintainer 40, Developer 30, Reporter 20, Planner 15,
+# Guest 10, Minimal access 5) as the forge's roles, highest first.
+ACCESS_ROLES = ((50, "admin"), (40, "maintain"), (30, "write"), (5, "read"))
+
+# Anything that looks like a GitLab credential: the token prefixes GitLab gives (personal,
+# OAuth, deploy, runner, CI job, trigger, feed, agent ... tokens), and a token in a query
+# string or a header written out.
+_SECRET = re.compile(
+    r"\bgl[a-z]{2,7}-[A-Za-z0-9_\-.]{16,}"
+    r"|(?<=private_token=)[^&\s'\"]+"
+    r"|(?<=access_token=)[^&\s'\"]+"
+    r"|(?i:(?<=PRIVATE-TOKEN': ')[^']+)"
+    r"|(?i:(?<=PRIVATE-TOKEN: )\S+)"
+)
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with ``secrets`` and anything that looks like a GitLab token replaced."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return _SECRET.sub("[redacted]", text)
+
+
+# --- the client -------------------------------------------------------------------------
+
+
+class _Gitlab(gitlab.Gitlab):
+    """python-gitlab's client with a bounded retry (three, not ten), and no retry of a
+    POST after a transient 5xx: GitLab may have created the note, status or deployment
+    before the proxy failed, and posting it twice is worse than failing once (the job
+    queue retries the whole job). A 429 is still waited out for every method."""
+
+    def http_request(self, verb: str, path: str, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("max_retries", MAX_RETRIES)
+        if verb.lower() == "post":
+            kwargs.setdefault("retry_transient_errors", False)
+        return super().http_request(verb, path, *args, **kwargs)
+
+
+def gitlab_client(
+    url: str,
+    token: str | None,
+    *,
+    timeout: int = DEFAULT_TIMEOUT,
+    per_page: int = 100,
+    ssl_verify: bool | str = True,
+) -> gitlab.Gitlab:
+    """An authenticated :class:`gitlab.Gitlab` for the instance at ``url``
+    (``https://gitlab.com``, or a self-managed instance's address, without ``/api/v4``).
+
+    ``token`` is a personal, group or project access token with the ``api`` scope, sent
+    as ``PRIVATE-TOKEN``; transient failures (5xx, timeouts) are retried a few times, and
+    a 429 is waited out as GitLab's ``Retry-After`` says. Nothing is asked of the server
+    here.
+
+    Raises:
+        ConfigError: no token given.
+    """
+    if not token:
+        raise ConfigError(
+            "no GitLab credentials",
+            hint="set SLUICE_GITLAB_TOKEN to an access token with the api scope",
+        )
+    return _Gitlab(
+        url.rstrip("/"),
+        private_token=token,
+        timeout=timeout,
+        per_page=per_page,
+        ssl_verify=ssl_verify,
+        retry_transient_errors=True,
+        user_agent=f"sluice/{__version__}",
+    )
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def _status(error: GitlabError) -> int | None:
+    return error.response_code
+
+
+def _message(error: GitlabError, secrets: tuple[str, ...] = ()) -> str:
+    """GitLab's message, redacted: a string, or a dict of field -> problems for a
+    validation error; without the status GitLab repeats in front of it (``404 Project Not
+    Found``)."""
+    raw: Any = error.error_message
+    if isinstance(raw, dict):
+        parts = []
+        for key, value in raw.items():
+            listed = value if isinstance(value, list) else [value]
+            parts.append(f"{key} {', '.join(str(v) for v in listed)}".strip())
+        text = "; ".join(parts)
+    elif isinstance(raw, list):
+        text = "; ".join(str(v) for v in raw)
+    else:
+        text = str(raw or "")
+    text = " ".join(text.split())  # an HTML error page on one line
+    code = _status(error)
+    if code is not None:
+        text = text.removeprefix(f"{code} ").strip()
+    return redact(text, secrets)[:300] or "no message"
+
+
+@contextmanager
+def _boundary(what: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
+    """Turn python-gitlab and requests failures into ForgeError; never show a credential."""
+    try:
+        yield
+    except ForgeError:
+        raise
+    except GitlabError as error:
+        code = _status(error)
+        status = str(code) if code is not None else type(error).__name__
+        raise ForgeError(f"GitLab: {what} failed: {status} {_message(error, secrets)}") from None
+    except requests.RequestException as error:
+        # requests' messages hold URLs: keep only the kind of failure.
+        response = error.response
+        reason = str(response.status_code) if response is not None else type(error).__name__
+        raise ForgeError(f"GitLab: {what} failed: {reason} (network error)") from None
+
+
+# --- the forge --------------------------------------------------------------------------
+
+
+class GitLabForge:
+    """The :class:`~sluice.bot.forge.base.Forge` for one GitLab project.
+
+    Args:
+        client: An authenticated client, usually from :func:`gitlab_client`.
+        repo: The project's path with its namespace (``group/subgroup/name``).
+        workdir_limit_bytes: The largest archive :meth:`fetch_tree` downloads, and the
+            largest total size of the files it writes.
+
+    One forge serves one job: it remembers what it learnt on the way (its own username,
+    team members, each merge request's head and web address, the states it posted) and
+    forgets it with the job.
+    """
+
+    name: str = "gitlab"
+    comment_limit: int = 1_000_000  # GitLab's cap on a note's body
+
+    def __init__(
+        self,
+        client: gitlab.Gitlab,
+        repo: str,
+        *,
+        workdir_limit_bytes: int = DEFAULT_WORKDIR_LIMIT,
+    ) -> None:
+        self.repo = repo
+        self.workdir_limit_bytes = workdir_limit_bytes
+        self._client = client
+        self._secrets = tuple(
+            t for t in (client.private_token, client.oauth_token, client.job_token) if t
+        )
+        self._project = client.projects.get(repo, lazy=True)  # no request
+        self._username: str | None = None
+        self._username_known = False
+        self._teams: dict[str, frozenset[str]] = {}
+        self._heads: dict[int, tuple[str, str | None]] = {}  # iid -> head sha, source branch
+        self._mr_urls: dict[int, str] = {}  # iid -> the merge request's web address
+        self._note_urls: dict[int, str] = {}  # iid -> the bot's sticky note's address
+        self._states: dict[tuple[str, str], str] = {}  # (sha, name) -> status state posted
+        self._deployments: dict[int, str] = {}  # deployment id -> status set
+
+    def _guard(self, what: str) -> Any:
+        return _boundary(what, self._secrets)
+
+    def _message(self, error: GitlabError) -> str:
+        return _message(error, self._secrets)
+
+    def _mr(self, number: int) -> Any:
+        return self._project.mergerequests.get(number, lazy=True)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def fetch_tree(self, sha: str, dest: Path) -> None:
+        """Download the ``tar.gz`` archive of ``sha`` and extract it into ``dest`` without
+        its top directory ``<project>-<sha>-<sha>/`` (see the protocol). The download
+        stops at :attr:`workdir_limit_bytes`."""
+        limit = self.workdir_limit_bytes
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=dest.parent) as archive:
+            written = 0
+
+            def write(chunk: bytes) -> None:
+                nonlocal written
+                written += len(chunk)
+                if written > limit:
+                    raise UnusableTree(
+                        f"GitLab: the archive of {sha} is larger than the limit of {limit} bytes",
+                        hint="raise the work directory limit, or keep large files out of "
+                        "the repository",
+                    )
+                archive.write(chunk)
+
+            with self._guard(f"downloading the archive of {sha}"):
+                self._project.repository_archive(
+                    sha=sha, format="tar.gz", streamed=True, action=write,
+                    chunk_size=ARCHIVE_CHUNK,
+                )  # fmt: skip
+            archive.seek(0)
+            extract(archive, dest, forge="GitLab", sha=sha, strip_top=True, limit=limit)
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        """The text of ``path`` at ``ref``; None when the file (or the ref) does not exist."""
+        what = f"reading {path} at {ref}"
+        with self._guard(what):
+            try:
+                raw = self._project.files.raw(file_path=path, ref=ref)
+            except GitlabError as error:
+                if _status(error) == 404:
+                    return None
+                raise
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ForgeError(f"GitLab: {what} failed: the file is not UTF-8 text") from None
+
+    # -- merge requests ------------------------------------------------------------------
+
+    def pull_request(self, number: int) -> PullRequest:
+        """Merge request ``!number`` as GitLab reports it now. A fork is a merge request
+        whose source project is not the target project; ``draft`` reads GitLab's
+        ``draft``, or ``work_in_progress`` on versions before 14."""
+        with self._guard(f"reading merge request !{number}"):
+            data: dict[str, Any] = self._project.mergerequests.get(number).attributes
+        diff_refs = data.get("diff_refs") or {}
+        draft = data.get("draft")
+        if draft is None:
+            draft = data.get("work_in_progress", False)
+        fork = data.get("source_project_id") != data.get("target_project_id")
+        head = str(data.get("sha") or "")
+        source = str(data.get("source_branch") or "")
+        self._heads[number] = (head, None if fork else source)
+        if data.get("web_url"):
+            self._mr_urls[number] = str(data["web_url"])
+        author = data.get("author") or {}
+        state = data.get("state")
+        return PullRequest(
+            number=int(data.get("iid", number)),
+            head_sha=head,
+            head_ref=source,
+            base_ref=str(data.get("target_branch") or ""),
+            base_sha=str(diff_refs.get("base_sha") or ""),
+            author=str(author.get("username") or "ghost"),
+            draft=bool(draft),
+            fork=fork,
+            open=state == "opened",
+            merged=state == "merged",
+            title=str(data.get("title") or ""),
+        )
+
+    def reviews(self, number: int) -> list[Review]:
+        """The approvals of merge request ``!number``, as GitLab lists them: one APPROVED
+        review per approver, its id the user's id. GitLab does not say which commit an
+        approval was given on (``commit_sha`` None; the controller learns it from the
+        approval webhook), and gives ``approved_at`` only on recent versions."""
+        with self._guard(f"listing the approvals of merge request !{number}"):
+            approvals = self._mr(number).approvals.get().attributes
+        out = []
+        for entry in approvals.get("approved_by") or []:
+            user = entry.get("user") or {}
+            at = entry.get("approved_at")
+            out.append(
+                Review(
+                    id=int(user.get("id") or 0),
+                    user=str(user.get("username") or "ghost"),
+                    state="APPROVED",
+                    commit_sha=None,
+                    submitted_at=str(at) if at else None,
+                )
+            )
+        return out
+
+    def permission(self, user: str) -> str:
+        """``user``'s role from their access level on the project, inherited from parent
+        groups included: Owner ``admin``, Maintainer ``maintain``, Developer ``write``,
+        Reporter, Planner, Guest and Minimal access ``read``; ``none`` for a non-member or
+        an unknown user."""
+        with self._guard(f"reading {user}'s access to {self.repo}"):
+            found = self._client.users.list(username=user, get_all=False)
+            ids = [u.id for u in found if str(u.username).casefold() == user.casefold()]
+            if not ids:
+                return "none"
+            try:
+                member = self._project.members_all.get(ids[0])
+            except GitlabError as error:
+                if _status(error) == 404:
+                    return "none"
+                raise
+        level = int(member.attributes.get("access_level") or 0)
+        return next((role for floor, role in ACCESS_ROLES if level >= floor), "none")
+
+    # -- notes ---------------------------------------------------------------------------
+
+    def _own_username(self) -> str | None:
+        """The token's user; None when GitLab will not say (401/403, e.g. a job token)."""
+        if not self._username_known:
+            if self._client.user is None:
+                try:
+                    self._client.auth()
+                except GitlabError as error:
+                    if _status(error) not in (401, 403):
+                        raise  # a passing failure: ask again next time
+                    log.debug("GitLab: GET /user answered %s; matching any note", _status(error))
+            self._username_known = True
+            if self._client.user is not None:
+                self._username = str(self._client.user.username)
+        return self._username
+
+    def _note_url(self, number: int, note_id: int) -> str:
+        mr_url = self._mr_urls.get(number) or (
+            f"{self._client.url}/{self.repo}/-/merge_requests/{number}"
+        )
+        return f"{mr_url}#note_{note_id}"
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        """Edit the bot's note holding ``marker`` on merge request ``!number``, or create
+        it. The note is the oldest non-system note holding the marker written by the
+        token's user (by anyone, when the token cannot read its user)."""
+        if marker not in body:
+            raise ValueError(f"the comment body does not contain its marker {marker!r}")
+        with self._guard(f"updating the note on merge request !{number}"):
+            mr = self._mr(number)
+            me = self._own_username()
+            notes = mr.notes.list(get_all=True, sort="asc", order_by="created_at")
+            for note in notes:
+                attrs = note.attributes
+                author = (attrs.get("author") or {}).get("username")
+                if attrs.get("system") or marker not in (attrs.get("body") or ""):
+                    continue
+                if me is not None and author != me:
+                    continue
+                if attrs.get("body") != body:
+                    mr.notes.update(note.id, {"body": body})
+                self._note_urls[number] = self._note_url(number, int(note.id))
+                return
+            created = mr.notes.create({"body": body})
+            self._note_urls[number] = self._note_url(number, int(created.id))
+
+    def reply(self, number: int, body: str) -> None:
+        """Post a new note on merge request ``!number``."""
+        with self._guard(f"commenting on merge request !{number}"):
+            self._mr(number).notes.create({"body": body})
+
+    def react(self, number: int, comment_id: int, reaction: str) -> None:
+        """Award the emoji for ``reaction`` (``+1`` is ``thumbsup`` ...) to note
+        ``comment_id`` of merge request ``!number``; one the bot already awarded there is
+        left alone (GitLab answers 404 or 400 "has already been taken")."""
+        name = EMOJI.get(reaction, reaction)
+        with self._guard(f"reacting to note {comment_id} on merge request !{number}"):
+            note = self._mr(number).notes.get(comment_id, lazy=True)
+            try:
+                note.awardemojis.create({"name": name})
+            except GitlabError as error:
+                if _status(error) not in (400, 404) or "already" not in self._message(error):
+                    raise
+                log.debug("GitLab: %s already awarded to note %s", name, comment_id)
+
+    # -- teams, refs and branches --------------------------------------------------------
+
+    def team_members(self, team: str) -> frozenset[str]:
+        """The usernames of the members of the group ``team`` (its full path,
+        ``org/team`` or deeper; members inherited from parent groups included; blocked
+        and pending members left out), read once per forge.
+
+        Empty, and logged, when the group does not exist or is not visible to the token
+        (404), or may not be read (403): its members then approve nothing, the gate fails
+        closed. Other failures raise :class:`ForgeError`.
+        """
+        cached = self._teams.get(team)
+        if cached is not None:
+            return cached
+        path = team.removeprefix("@").strip("/")
+        if not path:
+            log.warning("GitLab: %r is not a group path: no members", team)
+            return frozenset()
+        with self._guard(f"listing the members of the group {path}"):
+            try:
+                listed = self._client.groups.get(path, lazy=True).members_all.list(get_all=True)
+                members = frozenset(
+                    str(m.username)
+                    for m in listed
+                    if m.attributes.get("state", "active") == "active"
+                )
+            except GitlabError as error:
+                if _status(error) not in (403, 404):
+                    raise
+                log.warning(
+                    "GitLab: the members of the group %s cannot be read (%s %s): no members",
+                    path,
+                    _status(error),
+                    self._message(error),
+                )
+                members = frozenset()
+        self._teams[team] = members
+        return members
+
+    def commit_of(self, ref: str) -> str | None:
+        """The commit ``ref`` points at: ``main`` is tried as a branch, then as a tag;
+        ``heads/...``, ``tags/...`` and ``refs/...`` are taken as written. GitLab peels
+        annotated tags itself. None when there is no such ref."""
+        name = ref.removeprefix("refs/")
+        if name.startswith("heads/"):
+            candidates = [("branch", name.removeprefix("heads/"))]
+        elif name.startswith("tags/"):
+            candidates = [("tag", name.removeprefix("tags/"))]
+        else:
+            candidates = [("branch", name), ("tag", name)]
+        with self._guard(f"resolving {ref}"):
+            for kind, candidate in candidates:
+                manager: Any = self._project.branches if kind == "branch" else self._project.tags
+                try:
+                    found = manager.get(candidate)
+                except GitlabError as error:
+                    if _status(error) == 404:
+                        continue
+                    raise
+                commit = found.attributes.get("commit") or {}
+                if commit.get("id"):
+                    return str(commit["id"])
+                log.info("GitLab: %s points at no commit", ref)
+                return None
+        return None
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        """Whether ``sha`` is reachable from ``branch`` (a branch name or a commit): the
+        merge base of the two is ``sha`` itself. False when either is unknown (400) or
+        they share no history (404)."""
+        with self._guard(f"comparing {sha} with {branch}"):
+            try:
+                base = self._project.repository_merge_base([sha, branch])
+            except GitlabError as error:
+                if _status(error) in (400, 404):
+                    log.info("GitLab: no merge base of %s and %s: not on the branch", sha, branch)
+                    return False
+                raise
+        found = str(base.get("id") or "") if isinstance(base, dict) else ""
+        return bool(found) and found.lower().startswith(sha.lower())
+
+    # -- merging and deployment records --------------------------------------------------
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        """Merge merge request ``!number`` if its head is still ``sha``; the commit the
+        target branch now points at.
+
+        GitLab sets the merge method per project (merge commit, merge commit with
+        semi-linear history, fast-forward): ``merge`` and ``rebase`` both merge the way
+        the project says, ``squash`` asks GitLab to squash first (refused when the
+        project never squashes). Returns the merge commit, else the squash commit, else
+        (fast-forward) ``sha``. GitLab refuses with 409 when the head moved and 405, 406
+        or 422 when the merge request cannot be merged (a draft, conflicts, failing
+        pipeline, missing approvals): :class:`ForgeError` with GitLab's message. The
+        request is not retried, so a merge that went through is never asked twice.
+        """
+        what = f"merging merge request !{number} ({method}) at {sha}"
+        data: dict[str, Any] = {"sha": sha}
+        if method == "squash":
+            data["squash"] = True
+        path = f"{self._project.mergerequests.path}/{number}/merge"
+        with self._guard(what):
+            try:
+                result = self._client.http_put(path, post_data=data, retry_transient_errors=False)
+            except GitlabError as error:
+                code = _status(error)
+                if code not in (405, 406, 409, 422):
+                    raise
+                reason = self._message(error)
+                raise ForgeError(
+                    f"GitLab: {what} failed: {code} the MR cannot be merged: {reason}"
+                ) from None
+        if not isinstance(result, dict) or result.get("state") != "merged":
+            said = result.get("merge_error") if isinstance(result, dict) else None
+            reason = redact(str(said), self._secrets) if said else "GitLab did not merge it"
+            raise ForgeError(f"GitLab: {what} failed: the MR cannot be merged: {reason}")
+        return str(result.get("merge_commit_sha") or result.get("squash_commit_sha") or sha)
+
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str = ""
+    ) -> int | None:
+        """Create a ``running`` deployment of ``sha`` (on branch ``ref``) to
+        ``environment`` (GitLab creates the environment when it is new); its id. GitLab's
+        deployments carry no description: ``description`` is only logged.
+
+        Deployment records are a report, not the promotion itself: when the token may not
+        write them (403) this logs a warning and returns None, and the promotion goes on
+        without a record. Other failures raise :class:`ForgeError`.
+        """
+        data = {"environment": environment, "sha": sha, "ref": ref or sha, "tag": False,
+                "status": "running"}  # fmt: skip
+        with self._guard(f"recording a deployment of {sha} to {environment}"):
+            try:
+                deployment = self._project.deployments.create(data)
+            except GitlabError as error:
+                if _status(error) != 403:
+                    raise
+                log.warning(
+                    "GitLab: deployments may not be recorded on %s (403 %s): promoting "
+                    "without a deployment record",
+                    self.repo,
+                    self._message(error),
+                )
+                return None
+        number = int(deployment.id)
+        self._deployments[number] = "running"
+        log.debug("GitLab: deployment %s of %s: %s", number, sha, description)
+        return number
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        """Set deployment ``deployment`` to ``state`` (in_progress is GitLab's running,
+        failure and error its failed). A state this forge already set is not sent again;
+        a 403 (no right) or 400 (GitLab refuses the transition) is logged and ignored."""
+        status = DEPLOYMENT_STATES.get(state, "failed")
+        if self._deployments.get(deployment) == status:
+            return
+        with self._guard(f"setting deployment {deployment} to {state}"):
+            try:
+                self._project.deployments.update(deployment, {"status": status})
+            except GitlabError as error:
+                if _status(error) not in (400, 403):
+                    raise
+                log.warning(
+                    "GitLab: deployment %s may not be set to %s (%s %s): %s",
+                    deployment,
+                    status,
+                    _status(error),
+                    self._message(error),
+                    description,
+                )
+                return
+        self._deployments[deployment] = status
+
+    # -- checks --------------------------------------------------------------------------
+
+    def set_check(self, sha: str, check: Check) -> None:
+        """Post the commit status ``check.name`` on ``sha``: its state from the check's
+        status and conclusion, the title as description, and, once this forge knows the
+        merge request whose head is ``sha`` and its sticky note, a link to that note.
+
+        GitLab refuses (400 "Cannot transition status") a state the status already has:
+        a state this forge already posted is not sent again, and that answer is taken as
+        done. GitLab has no buttons: ``check.actions`` are left out (approvals are
+        GitLab's own), and so are the summary and text (the sticky note holds them).
+        """
+        key = check.conclusion if check.status == "completed" else check.status
+        state = STATUS_STATES.get(key or "", "failed" if check.status == "completed" else "pending")
+        if self._states.get((sha, check.name)) == state:
+            return
+        description = check.title
+        if len(description) > DESCRIPTION_LIMIT:
+            description = description[: DESCRIPTION_LIMIT - 1] + "\u2026"
+        data: dict[str, Any] = {"state": state, "name": check.name, "description": description}
+        for number, (head, source) in self._heads.items():
+            if head != sha:
+                continue
+            if source:
+                data["ref"] = source
+            if number in self._note_urls:
+                data["target_url"] = self._note_urls[number]
+                break
+        with self._guard(f"setting the status {check.name} on {sha}"):
+            try:
+                self._project.commits.get(sha, lazy=True).statuses.create(data)
+            except GitlabError as error:
+                if _status(error) != 400 or "Cannot transition status" not in self._message(error):
+                    raise
+                log.debug("GitLab: %s on %s is already %s", check.name, sha, state)
+        self._states[(sha, check.name)] = state
+
+
+__all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
