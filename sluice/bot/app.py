@@ -47,9 +47,11 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
         if event.forge == "gitlab":
             from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 
-            token = settings.gitlab_token
-            client = gitlab_client(settings.gitlab_url, token.get_secret_value() if token else None)
-            return GitLabForge(client, event.repo)
+            secret = settings.gitlab_token
+            gitlab = gitlab_client(
+                settings.gitlab_url, secret.get_secret_value() if secret else None
+            )
+            return GitLabForge(gitlab, event.repo)
         from sluice.bot.forge.github import GitHubForge, github_client
 
         key = settings.github_private_key
