@@ -365,9 +365,12 @@ class GitLabForge:
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         """Edit the bot's note holding ``marker`` on merge request ``!number``, or create
         it. The note is the oldest non-system note holding the marker written by the
-        token's user (by anyone, when the token cannot read its user)."""
+        token's user (by anyone, when the token cannot read its user). The merge request
+        is read once per forge, so statuses on its head can link to the note."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
+        if number not in self._heads:
+            self.pull_request(number)
         with self._guard(f"updating the note on merge request !{number}"):
             mr = self._mr(number)
             me = self._own_username()
