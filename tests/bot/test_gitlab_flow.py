@@ -1,0 +1,149 @@
+"""The approval gate on GitLab: MR approvals bound to the plan they were given on.
+
+GitLab's approvals API lists who approved, not on which commit; the approval webhook
+names the head (``last_commit.id``), which the controller records. Each test parses a real
+GitLab delivery with ``parse_gitlab`` and hands it to the controller, which talks to
+``FakeGitLab`` through python-gitlab. No Spark: plans are recorded in the ledger as a
+build would record them (the Spark-backed flow is test_gitlab_lifecycle.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+
+from sluice.bot.app import forge_factory
+from sluice.bot.controller import Context, Controller
+from sluice.bot.gitlab_events import parse_gitlab
+from sluice.bot.ledger import Ledger
+from sluice.bot.planreview import PlanReview
+from tests.bot.conftest import load_case
+from tests.bot.gitlab_wire import FakeGitLab
+from tests.bot.test_gitlab_service import gitlab_settings
+
+PROJECT = "data/warehouse"
+NOW = 1_800_000_000_000
+A, B = "a" * 40, "b" * 40
+CONFIG = ("sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
+          "      users: [bob]\n      teams: [data/platform/reviewers]\n")  # fmt: skip
+
+
+class Bot:
+    def __init__(self, root: Path, gitlab: FakeGitLab) -> None:
+        self.gitlab = gitlab
+        settings = gitlab_settings(root)
+        self.url = settings.state_url()
+        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+        self.controller = Controller(context)
+        self.ledger = Ledger(self.url)
+
+    def plan(self, sha: str, fingerprint: str) -> None:
+        review = PlanReview(fingerprint, (("s.m", f"{fingerprint}-m"),), {}, {})
+        self.ledger.record_plan(f"gitlab:{PROJECT}", 7, sha, review, 1)
+
+    def approval(self, user: str, head: str, action: str = "approval") -> None:
+        """``user`` approves (or, with ``unapproval``, takes it back) while the head is
+        ``head``: in GitLab, then its webhook."""
+        if action == "approval":
+            self.gitlab.approve(7, user)
+        else:
+            self.gitlab.unapprove(7, user)
+        payload = load_case("gitlab/merge_request_approved.json")
+        payload["project"]["path_with_namespace"] = PROJECT
+        payload["user"]["username"] = user
+        payload["object_attributes"].update(action=action, iid=7)
+        payload["object_attributes"]["last_commit"]["id"] = head
+        self.deliver(payload)
+
+    def deliver(self, payload: dict[str, Any]) -> None:
+        event = parse_gitlab("Merge Request Hook", payload)
+        assert event is not None
+        self.controller.handle(event)
+
+    def gate(self, sha: str) -> dict[str, Any]:
+        return self.gitlab.statuses_on(sha)["sluice/approval"]
+
+    def note(self) -> str:
+        [note] = self.gitlab.bot_notes(7)
+        return str(note["body"])
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    gitlab = FakeGitLab(project=PROJECT)
+    gitlab.files[("main", "config.yaml")] = CONFIG
+    gitlab.groups["data/platform/reviewers"] = ["erin"]
+    gitlab.add_mr(7, sha=A, author="alice")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        gitlab.install(mock)
+        made = Bot(tmp_path, gitlab)
+        yield made
+        made.controller.close()
+        made.ledger.close()
+
+
+def test_an_approval_counts_for_the_plan_it_was_given_on(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert (bot.gate(A)["state"], bot.gate(A)["description"]) == ("success", "Approved")
+
+    # A push that keeps the plan keeps the approval (GitLab kept it too).
+    bot.gitlab.merge_requests[7]["sha"] = B
+    bot.plan(B, "fp1")
+    bot.controller.handle(_review_refresh(B))
+    assert bot.gate(B)["state"] == "success"
+
+    # A push that changes the plan makes it stale, though GitLab still lists bob.
+    bot.plan(B, "fp2")
+    bot.controller.handle(_review_refresh(B))
+    gate = bot.gate(B)
+    assert gate["state"] == "failed"
+    assert gate["description"] == (
+        "1 more approval needed (the plan changed since the last approval)"
+    )
+    assert "@bob" in bot.note() and "stale" in bot.note().lower()
+
+    # bob approves again on the new head: GitLab lists him once, the webhook re-binds him.
+    bot.approval("bob", B)
+    assert bot.gate(B)["state"] == "success"
+
+
+def test_an_approval_taken_back_no_longer_counts(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert bot.gate(A)["state"] == "success"
+    bot.approval("bob", A, action="unapproval")
+    assert bot.gate(A)["state"] == "failed"
+
+
+def test_an_approval_no_webhook_told_of_is_stale(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.gitlab.approve(7, "bob")  # given while Sluice was not receiving webhooks
+    bot.approval("erin", A, action="unapproval")  # any MR event re-evaluates the gate
+    gate = bot.gate(A)
+    assert gate["state"] == "failed" and "plan changed" in gate["description"]
+
+
+def test_a_group_member_may_approve_and_the_author_may_not(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("alice", A)
+    assert bot.gate(A)["state"] == "failed"
+    assert "@alice's own approval does not count (PR author)." in bot.note()
+    bot.approval("erin", A)  # a member of data/platform/reviewers
+    assert bot.gate(A)["state"] == "success"
+    assert "Approved by @erin" in bot.note()
+
+
+def _review_refresh(head: str) -> Any:
+    """What GitLab sends when someone else approves: here erin's approval and its revocation
+    arrive as one re-evaluation (no approval recorded for bob)."""
+    from sluice.bot.events import ReviewEvent
+
+    return ReviewEvent(forge="gitlab", repo=PROJECT, installation_id=None, action="dismissed",
+                       number=7, reviewer="erin", state="DISMISSED", commit_sha=head,
+                       head_sha=head)  # fmt: skip
