@@ -9,6 +9,7 @@ build would record them (the Spark-backed flow is test_gitlab_lifecycle.py).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,11 @@ from sluice.bot.controller import Context, Controller
 from sluice.bot.gitlab_events import parse_gitlab
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
-from tests.bot.conftest import load_case
+from tests.bot.conftest import load_case, record_prod
 from tests.bot.gitlab_wire import FakeGitLab
 from tests.bot.test_gitlab_service import gitlab_settings
 
+REPO = Path(__file__).resolve().parents[2]
 PROJECT = "data/warehouse"
 NOW = 1_800_000_000_000
 A, B = "a" * 40, "b" * 40
@@ -60,10 +62,13 @@ class Bot:
         payload["object_attributes"]["last_commit"]["id"] = head
         self.deliver(payload)
 
-    def deliver(self, payload: dict[str, Any]) -> None:
-        event = parse_gitlab("Merge Request Hook", payload)
+    def deliver(self, payload: dict[str, Any], hook: str = "Merge Request Hook") -> None:
+        event = parse_gitlab(hook, payload)
         assert event is not None
         self.controller.handle(event)
+
+    def deliver_tag(self, payload: dict[str, Any]) -> None:
+        self.deliver(payload, "Tag Push Hook")
 
     def gate(self, sha: str) -> dict[str, Any]:
         return self.gitlab.statuses_on(sha)["sluice/approval"]
@@ -147,3 +152,52 @@ def _review_refresh(head: str) -> Any:
     return ReviewEvent(forge="gitlab", repo=PROJECT, installation_id=None, action="dismissed",
                        number=7, reviewer="erin", state="DISMISSED", commit_sha=head,
                        head_sha=head)  # fmt: skip
+
+
+# -- tags ------------------------------------------------------------------------------------
+
+TAG_DEPLOY = """  gate:
+    required_approvers: {users: [bob]}
+  deploy:
+    on: tag
+    tag_pattern: "v*"
+"""
+
+
+def _commit(bot: Bot, root: Path, sha: str) -> Path:
+    src = root / f"tree-{sha[:4]}"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", src,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    config = (src / "config.yaml").read_text() + TAG_DEPLOY
+    (src / "config.yaml").write_text(config)
+    bot.gitlab.add_tree(sha, src)
+    bot.gitlab.files[(sha, "config.yaml")] = config
+    return src
+
+
+def _tag_push(tag: str, sha: str) -> dict[str, Any]:
+    payload = load_case("gitlab/tag_push.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload.update(ref=f"refs/tags/{tag}", checkout_sha=sha)
+    return payload
+
+
+def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
+    bot: Bot, tmp_path: Path
+) -> None:
+    src = _commit(bot, tmp_path, B)
+    bot.gitlab.branches["main"] = B
+    bot.deliver_tag(_tag_push("release-1", B))  # does not match v*
+    bot.deliver_tag(_tag_push("v0.9", A))  # A is not on main
+    assert bot.gitlab.statuses == [] and bot.gitlab.deployments == []
+    deleted = load_case("gitlab/tag_push_delete.drone-go-scm.json")
+    assert parse_gitlab("Tag Push Hook", deleted) is None
+
+    # On main and matching; prod already has B's content, so nothing is built (no Spark).
+    record_prod(src, bot.url, NOW)
+    bot.gitlab.branch_commits["main"] = {B}
+    bot.deliver_tag(_tag_push("v1.0", B))
+    deploy = bot.gitlab.statuses_on(B)["sluice/deploy"]
+    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
+    [deployment] = bot.gitlab.deployments
+    assert (deployment["sha"], deployment["ref"], deployment["status"]) == (B, "main", "success")
