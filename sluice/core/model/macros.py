@@ -38,6 +38,36 @@ class Substituted:
 
     text: str
     used: frozenset[str]
+    source: str = ""
+    """The text before the macros were replaced."""
+    edits: tuple[tuple[int, int, int, int], ...] = ()
+    """Each replacement: (start, end) in ``text``, (start, end) in ``source``."""
+
+    def source_position(self, line: int, col: int) -> tuple[int, int]:
+        """Where 1-based (line, col) of ``text`` stands in ``source``.
+
+        A position inside a replacement maps to the start of the macro it replaced.
+        """
+        if not self.edits:
+            return line, col
+        offset = _offset(self.text, line, col)
+        mapped = offset
+        for start, end, source_start, source_end in self.edits:
+            if start > offset:
+                break
+            mapped = source_start if offset < end else source_end + (offset - end)
+        return LineIndex(self.source).position(mapped)
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    """The offset of 1-based (line, col) in ``text``."""
+    start = 0
+    for _ in range(line - 1):
+        newline = text.find("\n", start)
+        if newline < 0:
+            break
+        start = newline + 1
+    return min(start + col - 1, len(text))
 
 
 def literal_sql(value: Any) -> str:
@@ -65,8 +95,18 @@ def substitute(
     """
     out: list[str] = []
     used: set[str] = set()
+    edits: list[tuple[int, int, int, int]] = []
+    size = 0  # length of the output so far
     last = 0
     lines: LineIndex | None = None
+
+    def emit(replacement: str, source_start: int, source_end: int) -> None:
+        nonlocal size
+        out.append(text[last:source_start])
+        size += source_start - last
+        edits.append((size, size + len(replacement), source_start, source_end))
+        out.append(replacement)
+        size += len(replacement)
 
     def fail(offset: int, message: str, hint: str) -> ModelError:
         nonlocal lines
@@ -76,18 +116,15 @@ def substitute(
 
     for match in find_code(text, _MACRO):
         name = match.group()[1:].strip("{}")
-        out.append(text[last : match.start()])
-        last = match.end()
         if name.upper() == "VAR":
             args = _VAR_ARGS.match(text, match.end())
             if args is None:
                 raise fail(match.start(), "@VAR needs a variable name", "write @VAR('name')")
             var = args.group(1)
-            last = args.end()
             if var in variables:
-                out.append(literal_sql(variables[var]))
+                emit(literal_sql(variables[var]), match.start(), args.end())
             elif args.group("default") is not None:
-                out.append(args.group("default"))
+                emit(args.group("default"), match.start(), args.end())
             else:
                 raise fail(
                     match.start(),
@@ -95,6 +132,7 @@ def substitute(
                     f"add '{var}' under 'variables:' in config.yaml or give a default: "
                     f"@VAR('{var}', value)",
                 )
+            last = args.end()
             continue
         key = name.lower()
         if key not in allowed:
@@ -106,9 +144,10 @@ def substitute(
                 "are not run",
             )
         used.add(key)
-        out.append(PREFIX + key)
+        emit(PREFIX + key, match.start(), match.end())
+        last = match.end()
     out.append(text[last:])
-    return Substituted("".join(out), frozenset(used))
+    return Substituted("".join(out), frozenset(used), text, tuple(edits))
 
 
 def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expr]:

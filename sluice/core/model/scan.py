@@ -40,3 +40,17 @@ class LineIndex:
         """The (line, column) of character ``offset``."""
         line = bisect.bisect_right(self._starts, offset)
         return line, offset - self._starts[line - 1] + 1
+
+
+# A literal or block comment that runs to the end of the text without its closing mark.
+_OPEN = re.compile(
+    r"'(?:[^'\\]|\\.|'')*|\"(?:[^\"\\]|\\.|\"\")*|`(?:[^`]|``)*|/\*(?:(?!\*/).)*", re.S
+)
+
+
+def unclosed(text: str) -> int | None:
+    """The offset of a quote or block comment that is never closed, if there is one."""
+    for match in re.finditer(_LITERALS, text, re.S):
+        if match.end() == len(text) and _OPEN.fullmatch(match.group()):
+            return match.start()
+    return None
