@@ -1,0 +1,216 @@
+"""One service process of the concurrency benchmark (``bench/concurrency.py``).
+
+Usage: python bench/concurrency_child.py CONFIG_JSON
+
+The real service app (``create_app``, verifying signatures and storing deliveries through
+its group-commit intake) on uvicorn, plus real :class:`sluice.bot.worker.Worker` threads on
+a :class:`sluice.bot.queue.JobQueue` of the same database, whose controller is a
+:class:`Recorder`: instead of Spark and a forge it notes the repository in the ledger (as
+the real controller does first), sleeps a few milliseconds, and appends what it ran
+(process, thread, worker, job id, key, delivery, the event's own token, attempt, accepted,
+start, end, and whether the attempt failed) as a JSON line to this process's record file,
+flushed and fsync'd. Warnings, errors and the queue's "transient conflict" retries are
+appended there too, as ``log`` lines, so the parent can count them.
+
+CONFIG_JSON is an object: port, workdir, url (PostgreSQL), name (of this process), workers,
+record (file), secret, handle_ms ([low, high]), poll, lease, janitor (seconds; 0: off),
+ledger (bool), max_attempts.
+
+SIGTERM stops the server (requests in flight are answered, the intake stores what it has),
+then the workers (each finishes its job), then closes the record file; exit code 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import uvicorn
+
+from sluice.bot.app import create_app
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import Event, PullRequestEvent, TagEvent
+from sluice.bot.forge.base import Forge
+from sluice.bot.queue import Job, JobQueue
+from sluice.bot.settings import ServiceSettings
+from sluice.bot.worker import Worker
+
+
+class RecordFile:
+    """An append-only JSON-lines file; every line flushed and fsync'd before returning."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._file is None:
+                return
+            self._file.write(line)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+class RecordingQueue(JobQueue):
+    """The real queue; a claim also remembers, per thread, the job it handed out, so the
+    controller the worker then calls knows which job it is running."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        super().__init__(url, **options)
+        self._local = threading.local()
+
+    def claim(self, worker: str, now: float) -> Job | None:
+        job = super().claim(worker, now)
+        self._local.job = job
+        return job
+
+    def current(self) -> Job | None:
+        job: Job | None = getattr(self._local, "job", None)
+        return job
+
+
+def _no_forge(event: Event) -> Forge:
+    raise RuntimeError("the recording controller talks to no forge")
+
+
+class Recorder(Controller):
+    """A controller that records what it is asked to run instead of running it."""
+
+    def __init__(
+        self,
+        context: Context,
+        *,
+        queue: RecordingQueue,
+        out: RecordFile,
+        process: str,
+        handle_ms: tuple[float, float],
+        ledger: bool,
+    ) -> None:
+        super().__init__(context)
+        self.queue, self.out, self.process = queue, out, process
+        self.handle_ms, self.use_ledger = handle_ms, ledger
+        self.worker = ""
+        self._random = random.Random()
+
+    def handle(self, event: Event) -> None:
+        job = self.queue.current()
+        start = time.time()
+        error = None
+        try:
+            if self.use_ledger:  # the real controller's first write, on the same database
+                self.ledger.seen(f"{event.forge}:{event.repo}", event.installation_id,
+                                 int(start * 1000))  # fmt: skip
+            time.sleep(self._random.uniform(*self.handle_ms) / 1000)
+        except Exception as exc:
+            error = str(exc).splitlines()[0][:300] or type(exc).__name__
+            raise  # the worker retries the job, as after a failure of the real controller
+        finally:
+            token = None
+            if isinstance(event, PullRequestEvent):
+                token = event.title
+            elif isinstance(event, TagEvent):
+                token = event.tag
+            self.out.write({
+                "t": "run", "ok": error is None, "error": error, "proc": self.process,
+                "pid": os.getpid(), "thread": threading.current_thread().name,
+                "worker": self.worker, "job": None if job is None else job.id,
+                "delivery": None if job is None else job.delivery_id,
+                "key": None if job is None else job.key, "kind": event.kind,
+                "action": getattr(event, "action", None), "token": token,
+                "attempt": None if job is None else job.attempts,
+                "accepted": None if job is None else job.created_ts, "start": start,
+                "end": time.time(),
+            })  # fmt: skip
+
+    def give_up(self, event: Event, error: str) -> None:
+        job = self.queue.current()
+        self.out.write({"t": "give_up", "proc": self.process, "kind": event.kind,
+                        "job": None if job is None else job.id, "error": error})  # fmt: skip
+
+
+class _LogToRecord(logging.Handler):
+    """Warnings and errors, and the queue's transient-conflict retries, as ``log`` lines."""
+
+    def __init__(self, out: RecordFile, process: str) -> None:
+        super().__init__(logging.INFO)
+        self.out, self.process = out, process
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.levelno < logging.WARNING and "transient conflict" not in message:
+            return
+        if record.exc_info and record.exc_info[1] is not None:
+            message += f" [{record.exc_info[0].__name__ if record.exc_info[0] else ''}: "
+            message += f"{record.exc_info[1]}]"
+        self.out.write({"t": "log", "proc": self.process, "level": record.levelname,
+                        "logger": record.name, "message": message[:2000]})  # fmt: skip
+
+
+def main(config: dict[str, Any]) -> None:
+    process = str(config["name"])
+    out = RecordFile(Path(config["record"]))
+    root = logging.getLogger()
+    root.addHandler(_LogToRecord(out, process))  # stderr then holds only the unexpected
+    root.setLevel(logging.WARNING)
+    logging.getLogger("sluice").setLevel(logging.INFO)  # for "transient conflict"
+
+    lease = float(config["lease"])
+    settings = ServiceSettings(
+        webhook_secret=config["secret"], github_token="ghp_benchDummyTokenNeverUsed",
+        workdir=Path(config["workdir"]), database_url=config["url"],
+        job_lease_seconds=lease, max_attempts=int(config["max_attempts"]),
+        janitor_interval_seconds=float(config["janitor"]),
+    )  # fmt: skip
+    app = create_app(settings, start_workers=False)
+    queue = RecordingQueue(settings.state_url(), max_attempts=settings.max_attempts,
+                           lease_seconds=lease)  # fmt: skip
+    context = Context(forge_for=_no_forge, workdir=settings.workdir, state_url=settings.state_url())
+    low, high = (float(x) for x in config["handle_ms"])
+    workers: list[Worker] = []
+    for _ in range(int(config["workers"])):
+        recorder = Recorder(context, queue=queue, out=out, process=process,
+                            handle_ms=(low, high), ledger=bool(config["ledger"]))  # fmt: skip
+        # As create_app builds its workers: heartbeat a quarter of the lease, janitor on.
+        worker = Worker(queue, recorder, poll_seconds=float(config["poll"]),
+                        heartbeat_seconds=lease / 4,
+                        janitor_seconds=float(config["janitor"]))  # fmt: skip
+        recorder.worker = worker.name
+        workers.append(worker)
+
+    # uvicorn handles SIGTERM, then restores this handler and raises the signal again: it
+    # must not kill the process before the workers are stopped below.
+    def stopping(signum: int, _frame: FrameType | None) -> None:
+        out.write({"t": "signal", "proc": process, "signal": signum})
+
+    signal.signal(signal.SIGTERM, stopping)
+    for worker in workers:
+        worker.start()
+    try:
+        uvicorn.run(app, host="127.0.0.1", port=int(config["port"]), log_level="warning")
+    finally:
+        for worker in workers:
+            worker.stop(timeout=30)
+            worker.controller.close()
+        queue.close()
+        out.close()
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
