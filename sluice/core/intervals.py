@@ -13,7 +13,7 @@ from itertools import pairwise
 from croniter import croniter
 
 from sluice.core.errors import PlanError
-from sluice.core.timeutil import DAY_MS, to_datetime
+from sluice.core.timeutil import DAY_MS, to_datetime, to_ts
 
 Interval = tuple[int, int]
 HOUR_MS = 3_600_000
@@ -59,9 +59,7 @@ def boundaries(cron: str, start: int, end: int) -> list[int]:
         first = start - start % period
         count = (end - first) // period + 1
         if count > MAX_INTERVALS:
-            raise PlanError(
-                f"cron {cron} from {start} to {end} makes {count} intervals; narrow --start"
-            )
+            raise _too_many(cron, start, end, f"{count}")
         return list(range(first, first + count * period, period))
     expr = _ALIASES.get(check_cron(cron), cron)
     it = croniter(expr, to_datetime(start + 1), ret_type=float)
@@ -75,7 +73,15 @@ def boundaries(cron: str, start: int, end: int) -> list[int]:
             return points
         points.append(nxt)
         if len(points) > MAX_INTERVALS:
-            raise PlanError(f"cron {cron} makes over {MAX_INTERVALS} intervals; narrow --start")
+            raise _too_many(cron, start, end, f"more than {MAX_INTERVALS}")
+
+
+def _too_many(cron: str, start: int, end: int, count: str) -> PlanError:
+    return PlanError(
+        f"cron '{cron}' makes {count} intervals from {to_ts(start)} to {to_ts(end)}; "
+        f"a plan holds at most {MAX_INTERVALS}",
+        hint="set a later start (the model's `start`, or --start) or a coarser cron",
+    )
 
 
 def cron_intervals(cron: str, start: int, end: int) -> list[Interval]:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sluice.core.errors import PlanError
 from sluice.core.intervals import (
     Interval,
     batches,
@@ -159,38 +160,57 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
         model = snap.model
         if not model.kind.materialized:
             continue
-        key = (snap.name, snap.version)
-        # Outside prod, only tables this plan creates are filled: existing versions are
-        # prod's (or another environment's) to fill, never a PR's.
-        if request.environment != PROD and key in base_versions:
-            continue  # restating such a table would rewrite prod's data: done in prod only
-        done = merge(request.intervals.get(key, []))
-        end = min(request.end, model.end) if model.end is not None else request.end
-        if snap.name in request.restate:
-            done = _without(done, request.start if request.start is not None else model.start, end)
-        if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE:
-            assert model.start is not None
-            start = max(model.start, request.start) if request.start is not None else model.start
-            if request.start is not None and request.environment != PROD and start >= end:
-                # The recent window lies past the model's end: a virtual environment gets
-                # the model's last window of that length instead of an empty version.
-                start = max(model.start, end - (request.end - request.start))
-            todo = missing(cron_intervals(model.cron, start, end), done)
-            chunks = batches(todo, model.kind.batch_size)
-        else:
-            if done:
-                continue
-            last = interval_floor(model.cron, end)
-            start = (
-                model.start
-                if model.start is not None and model.start < last
-                else interval_floor(model.cron, last - 1)
-            )
-            todo = [(start, last)] if start < last else []
-            chunks = todo
-        if todo:
-            result.append(Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks)))
+        try:
+            backfill = _backfill_one(request, snap, base_versions)
+        except PlanError as exc:
+            raise PlanError(
+                f"model {snap.name}: {exc.message}",
+                path=model.path or None,
+                line=model.line if model.path else None,
+                hint=exc.hint,
+            ) from None
+        if backfill is not None:
+            result.append(backfill)
     return tuple(result)
+
+
+def _backfill_one(
+    request: PlanRequest, snap: Snapshot, base_versions: set[tuple[str, str]]
+) -> Backfill | None:
+    """What one materialized model needs filled (None: nothing)."""
+    model = snap.model
+    key = (snap.name, snap.version)
+    # Outside prod, only tables this plan creates are filled: existing versions are
+    # prod's (or another environment's) to fill, never a PR's.
+    if request.environment != PROD and key in base_versions:
+        return None  # restating such a table would rewrite prod's data: done in prod only
+    done = merge(request.intervals.get(key, []))
+    end = min(request.end, model.end) if model.end is not None else request.end
+    if snap.name in request.restate:
+        done = _without(done, request.start if request.start is not None else model.start, end)
+    if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE:
+        assert model.start is not None
+        start = max(model.start, request.start) if request.start is not None else model.start
+        if request.start is not None and request.environment != PROD and start >= end:
+            # The recent window lies past the model's end: a virtual environment gets
+            # the model's last window of that length instead of an empty version.
+            start = max(model.start, end - (request.end - request.start))
+        todo = missing(cron_intervals(model.cron, start, end), done)
+        chunks = batches(todo, model.kind.batch_size)
+    else:
+        if done:
+            return None
+        last = interval_floor(model.cron, end)
+        start = (
+            model.start
+            if model.start is not None and model.start < last
+            else interval_floor(model.cron, last - 1)
+        )
+        todo = [(start, last)] if start < last else []
+        chunks = todo
+    if not todo:
+        return None
+    return Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks))
 
 
 def _views_to_create(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[str, ...]:
