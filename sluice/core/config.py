@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlglot.dialects.dialect import Dialect
 
-from sluice.core.errors import ConfigError
+from sluice.core.errors import ConfigError, PlanError
+from sluice.core.intervals import check_cron
 from sluice.core.timeutil import to_ms
 from sluice.core.yamlio import LocatedYaml, read_yaml
 
@@ -72,6 +74,33 @@ def _check_date(value: Any) -> str | None:
     raise ValueError(f"expected a date, got {value!r}")
 
 
+def _check_dialect(value: str) -> str:
+    try:
+        Dialect.get_or_raise(value)
+    except ValueError:
+        raise ValueError(
+            f"unknown SQL dialect '{value}'; use a sqlglot dialect such as spark, duckdb, "
+            "bigquery, snowflake, postgres"
+        ) from None
+    return value
+
+
+def _check_cron(value: str) -> str:
+    try:
+        return check_cron(value)
+    except PlanError as exc:
+        raise ValueError(f"{exc.message}; {exc.hint}") from None
+
+
+def _check_globs(value: tuple[str, ...]) -> tuple[str, ...]:
+    for glob in value:
+        if not glob.strip():
+            raise ValueError("an empty glob would allow nothing; remove it")
+        if ".." in glob.replace("\\", "/").split("/"):
+            raise ValueError(f"'{glob}' has a '..' segment; write the path it means")
+    return value
+
+
 class ModelDefaults(_Frozen):
     """Defaults applied to every model that does not set the property itself."""
 
@@ -84,6 +113,8 @@ class ModelDefaults(_Frozen):
     on_destructive_change: Literal["error", "warn", "allow"] = "error"
 
     _start = field_validator("start", mode="before")(_check_date)
+    _dialect = field_validator("dialect")(_check_dialect)
+    _cron = field_validator("cron")(_check_cron)
 
 
 class SparkSettings(_Frozen):
@@ -121,11 +152,15 @@ class SluiceSettings(_Frozen):
     environment_ttl_days: int = Field(default=7, ge=0)
     table_ttl_days: float = Field(default=1, ge=0)
     pr: PreviewSettings = Field(default_factory=PreviewSettings)
+    allowed_paths: tuple[str, ...] = ()
+    """fnmatch globs of the paths queries may read directly, e.g. ``parquet.`/data/x```."""
     # Later parts of Sluice (gates, deploys) add sections here; they are validated by
     # their own modules, so this one only reserves the names.
     # Keys stay as YAML parsed them: a bare `on:` is the boolean true in YAML 1.1.
     gate: dict[Any, Any] = Field(default_factory=dict)
     deploy: dict[Any, Any] = Field(default_factory=dict)
+
+    _allowed_paths = field_validator("allowed_paths")(_check_globs)
 
 
 class ProjectConfig(_Frozen):
@@ -148,6 +183,7 @@ def load_config(project_dir: Path) -> ProjectConfig:
             raise ConfigError(
                 "this project is configured in config.py, which Sluice does not execute",
                 path=project_dir / "config.py",
+                line=1,
                 hint="write the same settings as config.yaml (model_defaults, variables)",
             )
         return ProjectConfig()
@@ -159,7 +195,11 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
     data = doc.data if doc.data is not None else {}
     if not isinstance(data, dict):
         raise ConfigError(
-            "config.yaml must be a mapping of sections", path=doc.path, line=doc.line_of(())
+            "config.yaml must be a mapping of sections",
+            path=doc.path,
+            line=doc.line_of(()),
+            hint="write `section:` lines such as `model_defaults:` and `sluice:`, each with "
+            "its settings indented under it",
         )
     known = set(ProjectConfig.model_fields) - {"notes"}
     ignored: list[str] = []
@@ -192,6 +232,28 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
         raise _config_error(exc, doc) from None
 
 
+# pydantic's words for a value of the wrong type, in the words of a YAML file.
+_EXPECTED = {
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a text value",
+    "tuple_type": "a list",
+    "list_type": "a list",
+    "dict_type": "a mapping of `name: value` lines",
+    "model_type": "a mapping of `name: value` lines",
+}
+
+# Settings whose rule reads better in words than as pydantic's constraint.
+_EXPECTED_AT = {
+    "sluice.project": "a name of lower-case letters, digits and underscores, starting with a letter",
+}
+
+
 def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
     first = exc.errors()[0]
     loc = tuple(str(p) for p in first["loc"])
@@ -203,7 +265,18 @@ def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
             line=doc.line_of(loc),
             hint="remove it or check its spelling against the README's configuration table",
         )
-    message = str(first["msg"]).removeprefix("Value error, ")
+    context = first.get("ctx") or {}
+    expected = _EXPECTED_AT.get(dotted) or _EXPECTED.get(first["type"])
+    if first["type"] == "literal_error":
+        expected = str(context.get("expected"))
+    elif first["type"] in ("greater_than_equal", "greater_than"):
+        at_least = context.get("ge", context.get("gt"))
+        expected = f"a number {'of at least' if 'ge' in context else 'above'} {at_least}"
+    message = (
+        f"expected {expected}, got {first['input']!r}"
+        if expected
+        else str(first["msg"]).removeprefix("Value error, ")
+    )
     return ConfigError(
         f"invalid setting '{dotted}': {message}",
         path=doc.path,
