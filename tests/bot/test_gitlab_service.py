@@ -212,7 +212,7 @@ def test_real_gitlab_delivery(service: GitLabService, tmp_path: Path, name: str)
 
     response = service.deliver(event, payload)
     assert response.status_code == status, response.text
-    service.idle()
+    service.idle(timeout=600)  # a first promotion runs one spark-submit to record prod
     counts = service.counts()
     assert counts.get("failed", 0) == 0, counts
     if effect == "none":
