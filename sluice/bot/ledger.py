@@ -31,14 +31,18 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    tuple_,
 )
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 
 from sluice.bot.planreview import Item, PlanReview
 from sluice.core.state.migrations import migrate
 from sluice.core.state.schema import Transactions, create_state_engine, dump_json, load_json
 
 metadata = MetaData()
+# Fixed, so every process contends for the same lock while creating the tables; the bytes
+# spell "sluiceLG" so the lock is recognisable in pg_locks.
+_PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceLG", "big")
 
 pr_plans = Table(
     "sluice_pr_plans",
@@ -120,7 +124,11 @@ class Ledger(Transactions):
         self.bind(create_state_engine(url))
         try:
             migrate(self._engine)
+            # Serialised: two processes starting on an empty database would otherwise both
+            # see a table missing and both create it.
             with self._writing("create the bot's tables") as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
                 metadata.create_all(conn, checkfirst=True)
         except BaseException:
             self._engine.dispose()
@@ -209,15 +217,8 @@ class Ledger(Transactions):
         if not rows:
             return
         with self._writing("record approved models") as conn:
-            conn.execute(
-                delete(approved).where(
-                    approved.c.repo == repo,
-                    tuple_(approved.c.model, approved.c.content).in_(
-                        [(r["model"], r["content"]) for r in rows]
-                    ),
-                )
-            )
-            conn.execute(insert(approved), rows)
+            for row in rows:  # two PRs may approve the same content at once
+                _upsert(conn, approved, row, ("repo", "model", "content"))
 
     def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
         """The items no gate has approved in ``repo``, sorted."""
@@ -293,13 +294,11 @@ class Ledger(Transactions):
              sha: str | None = None) -> None:  # fmt: skip
         """Remember a repository the service works for (the janitor visits each), and the
         last commit its project was loaded at."""
+        row = {"repo": repo, "installation_id": installation_id, "seen_ts": now, "last_sha": sha}
         with self._writing("record a repository") as conn:
-            old = conn.execute(select(repos.c.last_sha).where(repos.c.repo == repo)).one_or_none()
-            conn.execute(delete(repos).where(repos.c.repo == repo))
-            conn.execute(insert(repos).values(
-                repo=repo, installation_id=installation_id, seen_ts=now,
-                last_sha=sha or (old.last_sha if old is not None else None),
-            ))  # fmt: skip
+            # One upsert, as every job of every PR of the repository records it, at once in
+            # several workers; what a call does not know (None) is kept.
+            _upsert(conn, repos, row, ("repo",), keep_when_null=("installation_id", "last_sha"))
 
     def last_sha(self, repo: str) -> str | None:
         """The last commit a job loaded ``repo``'s project at; None if none yet."""
@@ -321,6 +320,23 @@ class Ledger(Transactions):
             return int(
                 conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
             )
+
+
+def _upsert(conn: Connection, table: Table, row: dict[str, Any], keys: tuple[str, ...],
+            keep_when_null: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Insert ``row``, or update the row with the same ``keys``, in one statement (no race
+    between two writers of one key); columns in ``keep_when_null`` keep their value when
+    ``row`` has None for them."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table).values(row)
+    changes = {
+        name: func.coalesce(statement.excluded[name], table.c[name])
+        if name in keep_when_null
+        else statement.excluded[name]
+        for name in row
+        if name not in keys
+    }
+    conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=changes))
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

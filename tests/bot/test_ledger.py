@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,24 @@ def test_repositories_and_their_last_loaded_commit(ledger: Ledger) -> None:
     ledger.seen("gitlab:g/p", None, 4, sha="def")
     assert ledger.repositories() == [("github:o/r", 43), ("gitlab:g/p", None)]
     assert ledger.last_sha("github:o/r") == "abc"
+    ledger.seen("github:o/r", None, 5, sha="fed")  # a build names no installation: kept
+    assert ledger.repositories()[0] == ("github:o/r", 43)
+    assert ledger.last_sha("github:o/r") == "fed"
+
+
+def test_many_workers_record_one_repository_and_approve_one_content_at_once(
+    ledger: Ledger,
+) -> None:
+    # Every job records its repository first; two PRs may approve the same model content.
+    def work(n: int) -> None:
+        for i in range(10):
+            ledger.seen("github:o/r", 42, n * 100 + i, sha=f"s{n}")
+            ledger.approve("github:o/r", n, f"s{n}", [("a.x", "k1")], ["bob"], i)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    assert ledger.repositories() == [("github:o/r", 42)]
+    assert ledger.unapproved("github:o/r", [("a.x", "k1"), ("a.y", "k2")]) == [("a.y", "k2")]
 
 
 # -- plan reviews of real plans --------------------------------------------------------
