@@ -5,7 +5,7 @@ An audit is a query that returns the rows violating it; zero rows means it passe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +14,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.errors import ModelError
-from sluice.core.model import macros
+from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import Audit, AuditCall, Model
 from sluice.core.model.header import parse_header
+from sluice.core.model.parse import syntax_error
 from sluice.core.model.scan import LineIndex, find_code
 
 
@@ -74,8 +75,18 @@ def builtin_audit_sql(call: AuditCall, table: str) -> str:
     raise KeyError(call.name)
 
 
-def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any]) -> list[Audit]:
+def parse_audits(
+    text: str,
+    path: str,
+    dialect: str,
+    variables: Mapping[str, Any],
+    *,
+    allowed_paths: Sequence[str] = (),
+) -> list[Audit]:
     """Parse an audits/*.sql file: one or more ``AUDIT (...)`` headers, each with a query.
+
+    ``allowed_paths`` are the globs of paths a query may read directly
+    (``sluice.allowed_paths``); any other file read, Java call or script is refused.
 
     Raises:
         ModelError: with file:line for a bad header or query.
@@ -88,7 +99,10 @@ def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any
         if header is None:
             if not audits:
                 raise ModelError(
-                    "not an audit file: it must start with AUDIT (name ...)", path=path, line=1
+                    "not an audit file: it must start with AUDIT (name ...)",
+                    path=path,
+                    line=1,
+                    hint="start it with AUDIT (name assert_something); followed by its query",
                 )
             break
         start_line = lines.position(offset)[0]
@@ -102,41 +116,47 @@ def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any
                     hint="audits take name, dialect, blocking, defaults",
                 )
         if "name" not in props:
-            raise ModelError("the audit has no name", path=path, line=header.line + start_line - 1)
+            raise ModelError(
+                "the audit has no name",
+                path=path,
+                line=header.line + start_line - 1,
+                hint="add `name assert_something` to AUDIT (...)",
+            )
         body_start = offset + header.body_start
         nxt = next(find_code(text, r";\s*(?i:audit)\s*\(", body_start), None)
         body_end = nxt.start() if nxt else len(text)
-        body = text[body_start:body_end]
         name = props["name"].value.lower()
         audit_dialect = props["dialect"].value if "dialect" in props else dialect
-        body_line = lines.position(body_start)[0]
-        subst = macros.substitute(body, variables, path, allowed=_ANY, line_offset=body_line - 1)
-        try:
-            query = sqlglot.parse_one(subst.text, read=audit_dialect)
-        except (ParseError, TokenError) as exc:
-            errors = getattr(exc, "errors", None) or [{}]
-            line = errors[0].get("line")
-            raise ModelError(
-                f"cannot parse audit {name}: {errors[0].get('description', exc)}",
-                path=path, line=(line or 1) + body_line - 1, hint="check the SQL near here",
-            ) from None  # fmt: skip
-        if not isinstance(query, exp.Query):
-            raise ModelError(f"audit {name} must be a SELECT query", path=path, line=body_line)
-        defaults: tuple[tuple[str, str], ...] = ()
-        if "defaults" in props:
-            node = props["defaults"]
-            defaults = tuple(
-                (item.value.lower(), item.items[0].text(text[offset:]))
-                for item in node.items
-                if item.type == "pair"
-            )
+        query, subst = _audit_query(
+            name, text, body_start, body_end, path, audit_dialect, variables, allowed_paths
+        )
+        subject = f"audit {name}"
+        defaults: list[tuple[str, str]] = []
+        for item in props["defaults"].items if "defaults" in props else ():
+            if item.type != "pair":
+                continue
+            value = item.items[0]
+            value_text = value.text(text[offset:])
+            where = value.line + start_line - 1
+            try:
+                parsed = sqlglot.parse_one(value_text, read=audit_dialect)
+            except (ParseError, TokenError):
+                raise ModelError(
+                    f"audit {name}: cannot parse the default of {item.value.lower()}, "
+                    f"'{value_text}'",
+                    path=path, line=where, col=value.col,
+                    hint="write the default as a SQL expression, e.g. `threshold = 10`",
+                ) from None  # fmt: skip
+            found = fileaccess.placed(fileaccess.find_in_tree(parsed), where, value.col)
+            fileaccess.refuse(found, allowed_paths, subject, path, where)
+            defaults.append((item.value.lower(), value_text))
         blocking = props["blocking"].value.lower() != "false" if "blocking" in props else True
         audits.append(
             Audit(
                 name=name,
                 query_sql=query.sql("spark", comments=False, normalize=True),
                 parameters=frozenset(subst.used - macros.BUILTIN_VARIABLES),
-                defaults=defaults,
+                defaults=tuple(defaults),
                 blocking=blocking,
                 path=path,
                 line=header.line + start_line - 1,
@@ -146,6 +166,61 @@ def parse_audits(text: str, path: str, dialect: str, variables: Mapping[str, Any
             break
         offset = nxt.start() + 1
     return audits
+
+
+def _audit_query(
+    name: str,
+    text: str,
+    body_start: int,
+    body_end: int,
+    path: str,
+    dialect: str,
+    variables: Mapping[str, Any],
+    allowed_paths: Sequence[str],
+) -> tuple[exp.Query, macros.Substituted]:
+    """Parse and check the query of one audit: ``text[body_start:body_end]``."""
+    lines = LineIndex(text)
+    body = text[body_start:body_end]
+    origin_line = lines.position(body_start)[0]  # the line `body` starts on
+    code = body.lstrip(" \t\r\n;")
+    # Messages about the query point at its first line of code.
+    body_line = lines.position(body_end - len(code))[0] if code else origin_line
+    subst = macros.substitute(body, variables, path, allowed=_ANY, line_offset=origin_line - 1)
+
+    def locate(line: int, col: int) -> tuple[int, int]:
+        line, col = subst.source_position(line, col)
+        return line + origin_line - 1, col
+
+    def refuse(found: list[fileaccess.FileAccess]) -> None:
+        found = fileaccess.relocate(found, locate)
+        fileaccess.refuse(found, allowed_paths, f"audit {name}", path, body_line)
+
+    try:
+        query = sqlglot.parse_one(subst.text, read=dialect)
+    except (ParseError, TokenError) as exc:
+        refuse(fileaccess.find_in_text(subst.text))
+        if isinstance(exc, TokenError):
+            description, line, col = "a quote or comment is never closed", None, None
+        else:
+            description, line, col = syntax_error(exc)
+        where = locate(line, col or 1) if line else (body_line, None)
+        raise ModelError(
+            f"cannot parse audit {name}: {description}",
+            path=path,
+            line=where[0],
+            col=where[1] if col else None,
+            hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
+        ) from None
+    if not isinstance(query, exp.Query):
+        refuse(fileaccess.find_in_text(subst.text))
+        raise ModelError(
+            f"audit {name} must be a SELECT query",
+            path=path,
+            line=body_line,
+            hint="write the query that returns the rows violating the audit",
+        )
+    refuse(fileaccess.find_in_tree(query))
+    return query, subst
 
 
 class _AnyName(frozenset[str]):
@@ -178,7 +253,7 @@ def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
                 )
                 raise ModelError(
                     f"audit {call.name} on {model.name} {what}",
-                    path=model.path, line=model.line,
+                    path=model.path, line=call.line or model.line, col=call.col or None,
                     hint=f"write {call.name}({', '.join(f'{a} := ...' for a in sorted(builtin.required))})",
                 )  # fmt: skip
             continue
@@ -187,13 +262,13 @@ def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
             known = sorted(set(BUILTIN_AUDITS) | set(audits))
             raise ModelError(
                 f"model {model.name} uses unknown audit '{call.name}'",
-                path=model.path, line=model.line,
+                path=model.path, line=call.line or model.line, col=call.col or None,
                 hint=f"define it in audits/{call.name}.sql or use one of: {', '.join(known)}",
             )  # fmt: skip
         missing = audit.parameters - given - {k for k, _ in audit.defaults}
         if missing:
             raise ModelError(
                 f"audit {call.name} on {model.name} needs {', '.join(sorted(missing))}",
-                path=model.path, line=model.line,
+                path=model.path, line=call.line or model.line, col=call.col or None,
                 hint=f"pass them: {call.name}({', '.join(f'{m} := ...' for m in sorted(missing))})",
             )  # fmt: skip

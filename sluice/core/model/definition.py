@@ -54,6 +54,9 @@ class AuditCall:
     name: str
     args: tuple[tuple[str, str], ...] = ()
     blocking: bool = True
+    # Where the model's header names it, for messages; not part of what the call means.
+    line: int = field(default=0, compare=False)
+    col: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,13 @@ class Model:
                 "tags": tuple(data.get("tags", ())),
                 "column_descriptions": tuple(tuple(c) for c in data.get("column_descriptions", ())),
                 "audits": tuple(
-                    AuditCall(a["name"], tuple(tuple(x) for x in a["args"]), a["blocking"])
+                    AuditCall(
+                        a["name"],
+                        tuple(tuple(x) for x in a["args"]),
+                        a["blocking"],
+                        a.get("line", 0),
+                        a.get("col", 0),
+                    )
                     for a in data.get("audits", ())
                 ),
                 "partitioned_by": tuple(data.get("partitioned_by", ())),

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from sluice.core.errors import GraphError
 from sluice.core.model.definition import Model
+from sluice.core.model.fileaccess import FILE_FORMATS
 
 
 def check_references(models: Mapping[str, Model]) -> None:
@@ -18,9 +19,17 @@ def check_references(models: Mapping[str, Model]) -> None:
     for model in models.values():
         for ref in model.references:
             if ref.name not in models:
+                schema, table = ref.name.split(".", 1)
+                # Spark reads `parquet.orders` as the files at the relative path `orders`
+                # when the catalog has no such table.
+                files = (
+                    f" (Spark would read the {schema} files at the relative path '{table}')"
+                    if schema in FILE_FORMATS
+                    else ""
+                )
                 raise GraphError(
                     f"model {model.name} reads '{ref.name}', which is neither a model nor an "
-                    "external table",
+                    f"external table{files}",
                     path=model.path,
                     line=ref.line,
                     col=ref.col,

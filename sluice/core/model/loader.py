@@ -105,7 +105,13 @@ def _load_model(
     text = _read(file)
     model = cache.get(display, text) if cache else None
     if model is None:
-        model = parse_model(text, display, config.model_defaults, config.variables)
+        model = parse_model(
+            text,
+            display,
+            config.model_defaults,
+            config.variables,
+            allowed_paths=config.sluice.allowed_paths,
+        )
         if cache is not None:
             cache.put(display, text, model)
     if model is None or model.kind.name != KindName.SEED:
@@ -131,7 +137,10 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ModelError(
-            f"seed {model.name}: {seed} is not UTF-8 text", path=model.path, line=model.line
+            f"seed {model.name}: {seed} is not UTF-8 text",
+            path=model.path,
+            line=model.line,
+            hint="save the CSV file as UTF-8",
         ) from None
     columns = seed_columns(text, str(seed), model.name, model.columns, model.kind.csv_settings)
     rel = seed.relative_to(root.resolve()).as_posix()
@@ -160,7 +169,12 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
         entries = doc.data or []
         if not isinstance(entries, list):
             errors.append(
-                ModelError("external models are a list of {name, columns}", path=str(path), line=1)
+                ModelError(
+                    "external models are a list of {name, columns}",
+                    path=str(path),
+                    line=doc.line_of(()) or 1,
+                    hint="write `- name: schema.table` entries, each with `columns: {name: type}`",
+                )
             )
             continue
         for index, entry in enumerate(entries):
@@ -176,10 +190,14 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
                 )
                 continue
             table = str(entry["name"]).strip('"`').lower()
-            if table.count(".") != 1:
+            # A path is not a table: Spark would read `parquet./data/x` as files.
+            if table.count(".") != 1 or any(c in table for c in "/\\:"):
                 errors.append(
                     ModelError(
-                        f"external table '{table}' must be schema.table", path=str(path), line=line
+                        f"external table '{table}' must be schema.table",
+                        path=str(path),
+                        line=doc.line_of((index, "name")),
+                        hint="name a table of the catalog, e.g. `- name: raw.events`",
                     )
                 )
                 continue
@@ -187,7 +205,10 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
             if not isinstance(columns, dict):
                 errors.append(
                     ModelError(
-                        f"columns of {table} must map names to types", path=str(path), line=line
+                        f"columns of {table} must map names to types",
+                        path=str(path),
+                        line=doc.line_of((index, "columns")),
+                        hint="write `columns:` with one `name: type` line per column",
                     )
                 )
                 continue
@@ -209,20 +230,27 @@ def _audits(root: Path, config: ProjectConfig, errors: list[SluiceError]) -> dic
     for file in sorted((root / "audits").rglob("*.sql")):
         try:
             parsed = parse_audits(
-                _read(file), str(file), config.model_defaults.dialect, config.variables
+                _read(file),
+                str(file),
+                config.model_defaults.dialect,
+                config.variables,
+                allowed_paths=config.sluice.allowed_paths,
             )
         except SluiceError as exc:
             errors.append(exc)
             continue
         for audit in parsed:
             if audit.name in audits:
+                other = audits[audit.name]
                 errors.append(
                     ModelError(
-                        f"audit {audit.name} is defined twice (also in {audits[audit.name].path})",
+                        f"audit {audit.name} is defined twice (also in {other.path}:{other.line})",
                         path=audit.path,
                         line=audit.line,
+                        hint="rename one of them",
                     )
                 )
+                continue
             audits[audit.name] = audit
     return audits
 
@@ -245,7 +273,9 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ModelError("the file is not UTF-8 text", path=str(path)) from None
+        raise ModelError(
+            "the file is not UTF-8 text", path=str(path), line=1, hint="save it as UTF-8"
+        ) from None
 
 
 class _Cache:
@@ -254,7 +284,13 @@ class _Cache:
     def __init__(self, path: Path, config: ProjectConfig) -> None:
         self.path = path
         self.salt = json.dumps(
-            [__version__, config.model_defaults.model_dump(), config.variables],
+            [
+                __version__,
+                config.model_defaults.model_dump(),
+                config.variables,
+                # A model cached under a wider allow-list must be checked again.
+                config.sluice.allowed_paths,
+            ],
             sort_keys=True,
             default=str,
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlglot
@@ -19,11 +19,13 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice.core.config import ModelDefaults
-from sluice.core.errors import ModelError
-from sluice.core.model import macros
+from sluice.core.errors import ModelError, PlanError
+from sluice.core.intervals import check_cron
+from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
-from sluice.core.model.scan import LineIndex
+from sluice.core.model.scan import LineIndex, unclosed
+from sluice.core.model.seeds import CSV_OPTIONS
 from sluice.core.timeutil import DAY_MS, to_ms
 
 MODEL_PROPERTIES = frozenset(
@@ -53,6 +55,7 @@ _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 class _Ctx:
     source: str
     path: str
+    allowed_paths: tuple[str, ...] = ()
 
     def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError:
         return ModelError(
@@ -78,8 +81,17 @@ def parse_model(
     path: str,
     defaults: ModelDefaults,
     variables: Mapping[str, Any],
+    *,
+    allowed_paths: Sequence[str] = (),
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
+
+    Args:
+        text: The file's contents.
+        path: The file, for messages.
+        defaults: ``model_defaults`` of config.yaml.
+        variables: ``variables`` of config.yaml, for ``@VAR``.
+        allowed_paths: Globs of the paths the query may read directly (``sluice.allowed_paths``).
 
     Raises:
         ModelError: with file:line:col and a hint.
@@ -93,7 +105,7 @@ def parse_model(
             line=1,
             hint="start it with MODEL (name schema.table, kind FULL);",
         )
-    ctx = _Ctx(text, path)
+    ctx = _Ctx(text, path, tuple(allowed_paths))
     props = header.properties
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
@@ -164,13 +176,23 @@ def parse_model(
     extra_deps = _names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
     if name in depends and kind.value.name == KindName.FULL:
+        own = next((r for r in refs if r.name == name), None)
         raise ModelError(
             f"model {name} reads itself",
             path=path,
-            line=header.line,
+            line=own.line if own else header.line,
+            col=own.col if own else None,
             hint="only incremental models may read their own table, via @this_model",
         )
     grain_node = props.get("grain") or props.get("grains")
+    if query_sql is not None:
+        named = [
+            ("time column", kind.params.get("time_column")),
+            ("unique key", kind.params.get("unique_key")),
+            ("grain", grain_node),
+            ("partition column", props.get("partitioned_by")),
+        ]
+        _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
     return Model(
         name=name,
         kind=Kind(**{**kind.value.__dict__, "batch_size": batch_size}),
@@ -179,7 +201,7 @@ def parse_model(
         columns=columns,
         depends_on=tuple(d for d in depends if d != name),
         references=refs,
-        cron=_word_or_string(ctx, props["cron"]) if "cron" in props else defaults.cron,
+        cron=_cron(ctx, props["cron"]) if "cron" in props else defaults.cron,
         start=start,
         end=end,
         grain=_names(ctx, grain_node) if grain_node else (),
@@ -206,7 +228,9 @@ def _suggest(key: str, known: frozenset[str]) -> str:
 
 def _model_name(ctx: _Ctx, node: Node) -> str:
     if node.type not in ("word", "string"):
-        raise ctx.error("the model name must be schema.table", node)
+        raise ctx.error(
+            "the model name must be schema.table", node, "for example `name jaffle.orders`"
+        )
     name = node.value.strip('"`').lower()
     parts = [p.strip('"`') for p in name.split(".")]
     if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
@@ -222,13 +246,18 @@ def _model_name(ctx: _Ctx, node: Node) -> str:
 class _KindResult:
     value: Kind
     extra: dict[str, Any]
+    params: dict[str, Node] = field(default_factory=dict)
 
 
 def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
     if node is None:
         return _KindResult(Kind(KindName.VIEW), {})
     if node.type not in ("word", "call"):
-        raise ctx.error("kind must be a word such as FULL, optionally with (parameters)", node)
+        raise ctx.error(
+            "kind must be a word such as FULL, optionally with (parameters)",
+            node,
+            "for example `kind FULL` or `kind INCREMENTAL_BY_TIME_RANGE (time_column ds)`",
+        )
     try:
         name = KindName(node.value.upper())
     except ValueError:
@@ -279,7 +308,11 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
         column = params["time_column"]
         if column.type == "list":
             if not column.items or len(column.items) > 2:
-                raise ctx.error("time_column is (column) or (column, 'format')", column)
+                raise ctx.error(
+                    "time_column is (column) or (column, 'format')",
+                    column,
+                    "for example `time_column (ds, '%Y-%m-%d')`",
+                )
             kwargs["time_column_format"] = (
                 _string(ctx, column.items[1]) if len(column.items) == 2 else None
             )
@@ -300,12 +333,20 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
             )
         kwargs["seed_path"] = _string(ctx, params["path"])
         if "csv_settings" in params:
-            kwargs["csv_settings"] = _pairs(ctx, params["csv_settings"])
+            settings = _pairs(ctx, params["csv_settings"])
+            for item in params["csv_settings"].items:
+                if item.value.lower() not in CSV_OPTIONS:
+                    raise ctx.error(
+                        f"unknown csv setting '{item.value.lower()}'",
+                        item,
+                        f"supported: {', '.join(sorted(CSV_OPTIONS))}",
+                    )
+            kwargs["csv_settings"] = settings
     if "batch_size" in params:
         kwargs["batch_size"] = _int(ctx, params["batch_size"])
     if "lookback" in params:
         kwargs["lookback"] = _int(ctx, params["lookback"], minimum=0)
-    return _KindResult(Kind(**kwargs), extra)
+    return _KindResult(Kind(**kwargs), extra, params)
 
 
 def _query(
@@ -325,23 +366,40 @@ def _query(
             hint="write a SELECT after the MODEL (...) header",
         )
     subst = macros.substitute(body, variables, ctx.path, line_offset=origin_line - 1)
+    subject = f"model {name}"
+
+    def locate(line: int, col: int) -> tuple[int, int]:
+        """A position in the parsed text (macros replaced) as one in the file."""
+        line, col = subst.source_position(line, col)
+        return line + origin_line - 1, col
+
+    def refuse(found: list[fileaccess.FileAccess]) -> None:
+        found = fileaccess.relocate(found, locate)
+        fileaccess.refuse(found, ctx.allowed_paths, subject, ctx.path, body_line)
+
+    def refuse_text() -> None:
+        # SQL sqlglot cannot read as one query may still be SQL Spark runs: say what it
+        # would reach before saying it does not parse.
+        refuse(fileaccess.find_in_text(subst.text))
+
     try:
         statements = [s for s in sqlglot.parse(subst.text, read=dialect) if s is not None]
     except ParseError as exc:
-        first = exc.errors[0] if exc.errors else {}
-        line = first.get("line")
+        refuse_text()
+        description, line, col = syntax_error(exc)
+        where = locate(line, col or 1) if line else (body_line, None)
         raise ModelError(
-            f"cannot parse the query of {name} ({dialect}): {first.get('description', exc)}",
+            f"cannot parse the query of {name} ({dialect}): {description}",
             path=ctx.path,
-            line=line + origin_line - 1 if line else body_line,
-            col=first.get("col"),
+            line=where[0],
+            col=where[1] if col else None,
             hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
         ) from None
-    except TokenError as exc:
-        raise ModelError(
-            f"cannot read the query of {name}: {exc}", path=ctx.path, line=body_line
-        ) from None
+    except TokenError:
+        refuse_text()
+        raise _unreadable(ctx, f"the query of {name}", body, origin_line, body_line) from None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        refuse_text()
         what = (
             "no query"
             if not statements
@@ -356,7 +414,8 @@ def _query(
             hint="keep only the query; pre- and post-statements are not supported",
         )
     query = statements[0]
-    refs = _references(ctx, query, origin_line, name)
+    refuse(fileaccess.find_in_tree(query))
+    refs = _references(ctx, query, locate, name)
     try:
         # The parsed tree is ours alone, so the generator need not copy it first.
         spark_sql = query.sql(
@@ -373,10 +432,54 @@ def _query(
             line=body_line,
             hint="rewrite that part with functions Spark has",
         ) from None
+    if dialect != "spark":
+        # Transpiling may turn a function into a file read (DuckDB's read_parquet('x')
+        # becomes parquet.`x`): check what Spark will run, too.
+        found = fileaccess.find_in_tree(sqlglot.parse_one(spark_sql, read="spark"))
+        unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
+        fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
     return spark_sql, refs
 
 
-def _references(ctx: _Ctx, query: exp.Expr, body_line: int, name: str) -> tuple[TableRef, ...]:
+def syntax_error(exc: ParseError) -> tuple[str, int | None, int | None]:
+    """sqlglot's first syntax error as (what, line, column), in a user's words."""
+    first = exc.errors[0] if exc.errors else {}
+    description = str(first.get("description") or str(exc).strip().split("\n")[0])
+    # "Required keyword: 'this' missing for <class 'sqlglot.expressions.query.Where'>"
+    missing = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>", description)
+    if missing:
+        clause = re.sub(r"(?<!^)(?=[A-Z])", " ", missing.group(2)).upper()
+        description = f"incomplete {clause}" + (
+            f" (its {missing.group(1)} is missing)" if missing.group(1) != "this" else ""
+        )
+    line, col = first.get("line"), first.get("col")
+    return (
+        description,
+        line if isinstance(line, int) else None,
+        col if isinstance(col, int) else None,
+    )
+
+
+def _unreadable(ctx: _Ctx, what: str, text: str, origin_line: int, fallback: int) -> ModelError:
+    """sqlglot cannot split ``text`` into tokens: almost always a quote left open."""
+    offset = unclosed(text)
+    if offset is None:
+        return ModelError(
+            f"cannot read {what}: it has a character SQL does not allow",
+            path=ctx.path, line=fallback, hint="check the query for stray characters",
+        )  # fmt: skip
+    line, col = LineIndex(text).position(offset)
+    mark = text[offset : offset + 2] if text[offset] == "/" else text[offset]
+    return ModelError(
+        f"cannot read {what}: the {mark} opened here is never closed",
+        path=ctx.path, line=line + origin_line - 1, col=col,
+        hint=f"close it with {'*/' if mark == '/*' else mark}",
+    )  # fmt: skip
+
+
+def _references(
+    ctx: _Ctx, query: exp.Expr, locate: Callable[[int, int], tuple[int, int]], name: str
+) -> tuple[TableRef, ...]:
     """The tables ``query`` reads; on the way, unquote plain names (one walk of the tree)."""
     ctes: set[str] = set()
     tables: list[exp.Table] = []
@@ -395,14 +498,18 @@ def _references(ctx: _Ctx, query: exp.Expr, body_line: int, name: str) -> tuple[
             continue
         if isinstance(table.this, exp.Func | exp.Anonymous):
             continue  # table-valued function, e.g. range(10)
+        if fileaccess.is_file_table(table):
+            continue  # a path sluice.allowed_paths permits (the others were refused)
         if table.args.get("catalog"):
             raise ctx.error(
-                f"'{table.sql()}' names a catalog; use schema.table", _ref_node(table, body_line)
+                f"'{table.sql()}' names a catalog; use schema.table",
+                _ref_node(table, locate),
+                "drop the catalog: Sluice reads and writes Spark's session catalog only",
             )
         if not table.db:
             if table.name.lower() in ctes:
                 continue
-            where = _ref_node(table, body_line)
+            where = _ref_node(table, locate)
             raise ModelError(
                 f"table '{table.name}' in {name} has no schema",
                 path=ctx.path, line=where.line, col=where.col,
@@ -410,21 +517,65 @@ def _references(ctx: _Ctx, query: exp.Expr, body_line: int, name: str) -> tuple[
             )  # fmt: skip
         ref_name = f"{table.db}.{table.name}".lower()
         if ref_name not in refs:
-            where = _ref_node(table, body_line)
+            where = _ref_node(table, locate)
             refs[ref_name] = TableRef(ref_name, where.line, where.col)
     return tuple(refs.values())
 
 
-def _ref_node(table: exp.Table, body_line: int) -> Node:
-    meta = table.this.meta if isinstance(table.this, exp.Expr) else {}
-    line = int(meta.get("line", 1)) + body_line - 1
-    col = max(int(meta.get("col", 1)) - len(table.name) + 1, 1)
+def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, Node]]) -> None:
+    """Columns the header names (time column, grain, ...) must be columns the query returns."""
+    if not named:
+        return
+    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark"))
+    if outputs is None:
+        return  # `SELECT *` or an expression without a name: Spark will tell
+    for what, node in named:
+        for item in node.items if node.type == "list" else (node,):
+            if item.type != "word":
+                continue  # time_column's format string, or a value other checks refuse
+            column = item.value.strip('"`').lower()
+            if column not in outputs:
+                raise ctx.error(
+                    f"{what} '{column}' is not a column of {name}'s query",
+                    item,
+                    f"the query returns: {', '.join(outputs)}; name one of them "
+                    "(or alias the expression in the query)",
+                )
+
+
+def _output_names(query: exp.Expr) -> list[str] | None:
+    """The names of the columns ``query`` returns, when it says them all."""
+    while isinstance(query, exp.Subquery | exp.SetOperation):
+        query = query.this if isinstance(query, exp.Subquery) else query.left
+    if not isinstance(query, exp.Select):
+        return None
+    names = []
+    for projection in query.expressions:
+        if isinstance(projection, exp.Star) or projection.is_star or not projection.alias_or_name:
+            return None
+        names.append(projection.alias_or_name.lower())
+    return names
+
+
+def _ref_node(table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -> Node:
+    """Where ``table`` starts: its first part (sqlglot records where each part ends)."""
+    parts = [table.args.get(key) for key in ("catalog", "db", "this")]
+    first = next((p for p in parts if isinstance(p, exp.Identifier) and p.meta.get("line")), None)
+    if first is None:
+        line, col = locate(1, 1)
+        return Node("word", table.name, line=line, col=col)
+    width = len(first.name) + (2 if first.quoted else 0)
+    line, col = locate(int(first.meta["line"]), max(int(first.meta.get("col", 1)) - width + 1, 1))
     return Node("word", table.name, line=line, col=col)
 
 
 def _columns(ctx: _Ctx, node: Node, dialect: str) -> tuple[tuple[str, str], ...]:
     if node.type != "list":
-        raise ctx.error("columns must be a list like (id INT, name STRING)", node)
+        raise ctx.error(
+            "columns must be a list like (id INT, name STRING)",
+            node,
+            "put `name TYPE` entries in parentheses, separated by commas",
+        )
     result = []
     for item in node.items:
         if item.type != "pair":
@@ -442,7 +593,10 @@ def _columns(ctx: _Ctx, node: Node, dialect: str) -> tuple[tuple[str, str], ...]
             spark_type = exp.DataType.build(type_text, dialect=dialect).sql("spark")
         except (ParseError, ValueError, TokenError):
             raise ctx.error(
-                f"unknown type '{type_text}' for column {item.value}", item.items[0]
+                f"unknown type '{type_text}' for column {item.value}",
+                item.items[0],
+                "use a type of the model's dialect, such as INT, BIGINT, DOUBLE, "
+                "DECIMAL(10, 2), STRING, DATE, TIMESTAMP",
             ) from None
         result.append((item.value.strip('"`').lower(), spark_type))
     return tuple(result)
@@ -465,12 +619,16 @@ def _audits(ctx: _Ctx, node: Node, dialect: str) -> tuple[AuditCall, ...]:
         args = []
         for arg in item.items:
             if arg.type != "pair":
-                raise ctx.error(f"audit {name}: arguments are named, as `column := value`", arg)
+                raise ctx.error(
+                    f"audit {name}: arguments are named, as `column := value`",
+                    arg,
+                    f"write {name}(column := value)",
+                )
             if arg.value.lower() == "blocking":
                 blocking = _bool(ctx, arg.items[0], True)
                 continue
             args.append((arg.value.lower(), _arg_sql(ctx, arg.items[0], dialect)))
-        calls.append(AuditCall(name, tuple(args), blocking))
+        calls.append(AuditCall(name, tuple(args), blocking, item.line, item.col))
     return tuple(calls)
 
 
@@ -479,15 +637,27 @@ def _arg_sql(ctx: _Ctx, node: Node, dialect: str) -> str:
         return "(" + ", ".join(_arg_sql(ctx, i, dialect) for i in node.items) + ")"
     if node.type == "string":
         return exp.Literal.string(node.value).sql("spark")
+    text = node.text(ctx.source)
     try:
-        return sqlglot.parse_one(node.text(ctx.source), read=dialect).sql("spark", normalize=True)
+        parsed = sqlglot.parse_one(text, read=dialect)
     except (ParseError, TokenError):
-        raise ctx.error(f"cannot parse audit argument '{node.text(ctx.source)}'", node) from None
+        raise ctx.error(
+            f"cannot parse audit argument '{text}'",
+            node,
+            "write the argument as a SQL expression, e.g. `column := id` or `is_in := (1, 2)`",
+        ) from None
+    found = fileaccess.placed(fileaccess.find_in_tree(parsed), node.line, node.col)
+    fileaccess.refuse(found, ctx.allowed_paths, f"audit argument '{text}'", ctx.path, node.line)
+    return parsed.sql("spark", normalize=True)
 
 
 def _identifier(ctx: _Ctx, node: Node) -> str:
     if node.type != "word" or "." in node.value:
-        raise ctx.error(f"expected a column name, got '{node.text(ctx.source)}'", node)
+        raise ctx.error(
+            f"expected a column name, got '{node.text(ctx.source)}'",
+            node,
+            "name one column of the query, without a table prefix",
+        )
     return node.value.strip('"`').lower()
 
 
@@ -496,7 +666,11 @@ def _names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
     out = []
     for item in items:
         if item.type not in ("word", "string"):
-            raise ctx.error(f"expected a name, got '{item.text(ctx.source)}'", item)
+            raise ctx.error(
+                f"expected a name, got '{item.text(ctx.source)}'",
+                item,
+                "write a name, or a list of names such as (a, b)",
+            )
         out.append(item.value.strip('"`').lower() if item.type == "word" else item.value)
     return tuple(out)
 
@@ -505,7 +679,11 @@ def _pairs(ctx: _Ctx, node: Node) -> tuple[tuple[str, str], ...]:
     if node.type == "call":
         node = call_as_pair(node, ctx.source).items[0]
     if node.type != "list" or any(i.type != "pair" for i in node.items):
-        raise ctx.error("expected a list of `name = 'value'` pairs", node)
+        raise ctx.error(
+            "expected a list of `name = 'value'` pairs",
+            node,
+            "for example (delimiter = ';', quotechar = '\"')",
+        )
     return tuple((i.value.lower(), _word_or_string(ctx, i.items[0])) for i in node.items)
 
 
@@ -521,14 +699,20 @@ def _string(ctx: _Ctx, node: Node) -> str:
 
 def _word_or_string(ctx: _Ctx, node: Node) -> str:
     if node.type not in ("word", "string", "number"):
-        raise ctx.error(f"expected a single value, got '{node.text(ctx.source)}'", node)
+        raise ctx.error(
+            f"expected a single value, got '{node.text(ctx.source)}'",
+            node,
+            "write one word, number or quoted string",
+        )
     return node.value
 
 
 def _int(ctx: _Ctx, node: Node, minimum: int = 1) -> int:
     if node.type != "number" or not node.value.isdigit() or int(node.value) < minimum:
         raise ctx.error(
-            f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'", node
+            f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'",
+            node,
+            "write the number without quotes",
         )
     return int(node.value)
 
@@ -540,14 +724,28 @@ def _bool(ctx: _Ctx, node: Node | None, default: bool) -> bool:
         return node.value == "true"
     if node.type in ("word", "string") and node.value.lower() in ("true", "false"):
         return node.value.lower() == "true"
-    raise ctx.error(f"expected true or false, got '{node.text(ctx.source)}'", node)
+    raise ctx.error(
+        f"expected true or false, got '{node.text(ctx.source)}'", node, "write true or false"
+    )
 
 
 def _choice(ctx: _Ctx, node: Node, choices: tuple[str, ...]) -> str:
     value = _word_or_string(ctx, node).lower()
     if value not in choices:
-        raise ctx.error(f"'{value}' is not one of {', '.join(choices)}", node)
+        raise ctx.error(
+            f"'{value}' is not one of {', '.join(choices)}",
+            node,
+            f"write one of {', '.join(choices)}",
+        )
     return value
+
+
+def _cron(ctx: _Ctx, node: Node) -> str:
+    cron = _word_or_string(ctx, node)
+    try:
+        return check_cron(cron)
+    except PlanError as exc:
+        raise ctx.error(exc.message, node, exc.hint) from None
 
 
 def _date(ctx: _Ctx, node: Node, inclusive_day: bool = False) -> int:
@@ -556,5 +754,5 @@ def _date(ctx: _Ctx, node: Node, inclusive_day: bool = False) -> int:
     try:
         ms = to_ms(text)
     except ValueError as exc:
-        raise ctx.error(str(exc), node) from None
+        raise ctx.error(str(exc), node, "quote it, for example '2024-01-01'") from None
     return ms + DAY_MS if inclusive_day and len(text.strip()) == 10 else ms

@@ -22,6 +22,7 @@ from sqlglot.errors import ParseError
 from sluice.core.errors import ModelError, PlanError
 from sluice.core.model import macros
 from sluice.core.model.definition import Model, Project, UnitTest
+from sluice.core.model.fileaccess import CODE_FUNCTIONS, FILE_FORMATS
 from sluice.core.spark.render import resolve_tables
 from sluice.core.timeutil import DAY_MS, to_ms
 
@@ -284,12 +285,6 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-# Spark reads files directly for `format`.`path` names: the query would bypass the catalog.
-FILE_FORMATS = frozenset(
-    {"parquet", "text", "csv", "json", "orc", "avro", "binaryfile", "delta", "hive"}
-)
-# Functions that call arbitrary Java methods or scripts: not "just a read".
-_UNSAFE_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 _QUERY_HINT = (
     "`sluice query` runs one read-only query: SELECT, WITH ... SELECT, UNION, VALUES; "
     "change data with models and `sluice plan`"
@@ -343,7 +338,7 @@ def _check_read_only(node: exp.Expr, resolved: set[str]) -> None:
         )
     if isinstance(node, exp.Func):
         name = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
-        if name.lower() in _UNSAFE_FUNCTIONS:
+        if name.lower() in CODE_FUNCTIONS:
             raise PlanError(
                 f"{name.lower()}() calls Java methods; a query may not",
                 hint="compute the column with SQL functions",
