@@ -141,6 +141,11 @@ def test_the_same_delivery_is_stored_once_by_idempotency_key_then_event_uuid_the
 def test_malformed_bodies_get_400_and_unknown_kinds_204(service: GitLabService) -> None:
     assert service.deliver("Merge Request Hook", b"{not json").status_code == 400
     assert service.deliver("Merge Request Hook", b"[1, 2]").status_code == 400
+    deep = b'{"a":' * 50_000 + b"1" + b"}" * 50_000
+    assert service.deliver("Merge Request Hook", deep).status_code == 400
+    assert service.deliver("Merge Request Hook", b'{"object_kind": "\xff"}').status_code == 400
+    big = b" " * (service.settings.max_body_bytes + 1)
+    assert service.deliver("Merge Request Hook", big).status_code == 413
     missing = service.deliver("Merge Request Hook", {"object_kind": "merge_request",
                                                      "object_attributes": {"action": "open"}})  # fmt: skip
     assert missing.status_code == 400

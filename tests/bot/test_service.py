@@ -183,6 +183,10 @@ def test_malformed_json_and_payloads_get_400(service: Service) -> None:
     assert response.status_code == 400 and "is missing" in response.json()["error"]
     deep = b"[" * 100_000 + b"]" * 100_000
     assert service.deliver("pull_request", deep).status_code == 400
+    deep_object = b'{"a":' * 50_000 + b"1" + b"}" * 50_000
+    assert service.deliver("pull_request", deep_object).status_code == 400
+    invalid_utf8 = b'{"action": "opened", "x": "\xff\xfe"}'
+    assert service.deliver("pull_request", invalid_utf8).status_code == 400
 
 
 def test_irrelevant_events_get_204_and_nothing_is_queued(service: Service) -> None:
