@@ -3,7 +3,8 @@
 The header is a comma-separated list of ``key value`` properties. Values are words
 (``FULL``, ``db.table``), strings, numbers, booleans, tuples ``(a, b)``, arrays
 ``[a, b]``, calls ``KIND (key value, ...)`` and ``name(arg := value)``, and keyed pairs
-``key = value`` inside lists. Trailing commas and any keyword case are accepted.
+``key = value`` inside lists. Trailing commas and any keyword case are accepted. The value
+of ``name := ...`` (an audit argument) may also be any SQL expression, kept as its text.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlglot.tokens import Tokenizer
 from sluice.core.errors import ModelError
 from sluice.core.model.scan import LineIndex, find_code
 
-NodeType = Literal["word", "string", "number", "bool", "null", "list", "call", "pair"]
+NodeType = Literal["word", "string", "number", "bool", "null", "list", "call", "pair", "expr"]
 
 _CLOSERS = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.COMMA}
 _ASSIGN = {TokenType.EQ, TokenType.COLON_EQ}
@@ -142,6 +143,12 @@ class _Parser:
         token = self.peek()
         if token is None or token.token_type in _CLOSERS:
             return first
+        if token.token_type == TokenType.COLON_EQ and first.type == "word":
+            self.take()
+            value = self.argument()
+            return Node(
+                "pair", first.value, (value,), first.line, first.col, first.start, value.end
+            )
         if token.token_type in _ASSIGN:
             self.take()
         # `key value` or `key = value`: the key must be a plain word.
@@ -171,6 +178,36 @@ class _Parser:
         )
         return Node("pair", first.value, (value,), first.line, first.col, first.start, value.end)
 
+    def argument(self) -> Node:
+        """The value of ``name := value``: a header value, or else a SQL expression's text."""
+        begin = self.pos
+        try:
+            value = self.value()
+            nxt = self.peek()
+            if nxt is None or nxt.token_type in _CLOSERS:
+                return value
+        except ModelError:
+            pass
+        self.pos = begin
+        # `criteria := (amount > 0)`: everything up to the next ',' or closer outside brackets.
+        depth = 0
+        first = last = self.peek()
+        while (token := self.peek()) is not None:
+            if depth == 0 and token.token_type in _CLOSERS:
+                break
+            if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+                depth += 1
+            elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+                depth -= 1
+            last = self.take()
+        if first is None or last is None or first is self.peek():
+            raise self.error(
+                "expected a value after ':='",
+                self.peek() or self.tokens[-1],
+                "write the argument's value, e.g. `column := id`",
+            )
+        return self.node("expr", self.source[first.start : last.end + 1], first, last)
+
 
 def _header_end(text: str, open_paren: int) -> int | None:
     depth = 0
@@ -196,7 +233,13 @@ def parse_header(
     paren = next(find_code(text, r"\S", first.end()), None)
     if paren is None or paren.group() != "(":
         line, col = lines.position(first.start())
-        raise ModelError(f"expected '(' after {keyword}", path=path, line=line, col=col)
+        raise ModelError(
+            f"expected '(' after {keyword}",
+            path=path,
+            line=line,
+            col=col,
+            hint=f"write {keyword} (name ..., ...); with the properties in parentheses",
+        )
     end = _header_end(text, paren.start())
     if end is None:
         line, col = lines.position(paren.start())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,6 +10,7 @@ from sluice.core.errors import ModelError
 from sluice.core.model.definition import Model, UnitTest
 from sluice.core.yamlio import LocatedYaml
 
+_ROWS_KEYS = frozenset({"rows", "columns"})
 _TEST_KEYS = frozenset({"model", "inputs", "outputs", "vars", "description", "schema", "gateway"})
 
 
@@ -21,7 +23,12 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
     if doc.data is None:
         return []
     if not isinstance(doc.data, dict):
-        raise ModelError("a unit-test file maps test names to tests", path=doc.path, line=1)
+        raise ModelError(
+            "a unit-test file maps test names to tests",
+            path=doc.path,
+            line=doc.line_of(()) or 1,
+            hint="write `test_name:` with `model:`, `inputs:` and `outputs:` under it",
+        )
     tests = []
     for name, body in doc.data.items():
 
@@ -36,7 +43,10 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             )
 
         if not isinstance(body, dict):
-            raise fail("expected model, inputs and outputs")
+            raise fail(
+                "expected model, inputs and outputs",
+                hint="write `model:`, `inputs:` and `outputs:` under the test's name",
+            )
         for key in body:
             if key not in _TEST_KEYS:
                 raise fail(
@@ -47,9 +57,21 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             raise fail("names no model", hint="add `model: schema.table`")
         model = models.get(model_name)
         if model is None:
-            raise fail(f"model '{model_name}' does not exist", "model")
+            raise fail(
+                f"model '{model_name}' does not exist",
+                "model",
+                hint=_close(model_name, models)
+                or "name a model of the project (schema.table, as in its MODEL header)",
+            )
         inputs = []
-        for table, spec in (body.get("inputs") or {}).items():
+        given = body.get("inputs") or {}
+        if not isinstance(given, dict):
+            raise fail(
+                "inputs must map each table the model reads to its rows",
+                "inputs",
+                hint="write `inputs:` then `schema.table:` with `rows:` under it",
+            )
+        for table, spec in given.items():
             table_name = str(table).lower()
             if table_name not in model.depends_on:
                 raise fail(
@@ -60,17 +82,29 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             inputs.append((table_name, _rows(spec, fail, "inputs", table)))
         outputs = body.get("outputs")
         if not isinstance(outputs, dict) or not ({"query", "ctes"} & set(outputs)):
-            raise fail("outputs must give `query` rows (and/or `ctes`)", "outputs")
+            raise fail(
+                "outputs must give `query` rows (and/or `ctes`)",
+                "outputs",
+                hint="write `outputs:` then `query:` with `rows:` under it",
+            )
         rows: tuple[dict[str, Any], ...] = ()
         if "query" in outputs:
             rows = _rows(outputs["query"], fail, "outputs", "query")
+        cte_specs = outputs.get("ctes") or {}
+        if not isinstance(cte_specs, dict):
+            raise fail(
+                "outputs.ctes must map CTE names to their rows", "outputs", "ctes",
+                hint="write `ctes:` then `cte_name:` with `rows:` under it",
+            )  # fmt: skip
         ctes = tuple(
             (str(cte).lower(), _rows(spec, fail, "outputs", "ctes", cte))
-            for cte, spec in (outputs.get("ctes") or {}).items()
+            for cte, spec in cte_specs.items()
         )
         variables = body.get("vars") or {}
         if not isinstance(variables, dict):
-            raise fail("vars must be a mapping", "vars")
+            raise fail(
+                "vars must be a mapping", "vars", hint="write `vars:` with `name: value` lines"
+            )
         tests.append(
             UnitTest(
                 name=str(name),
@@ -87,10 +121,29 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
     return tests
 
 
+def _close(name: str, models: Mapping[str, Model]) -> str | None:
+    close = difflib.get_close_matches(name, sorted(models), n=1)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
 def _rows(spec: Any, fail: Any, *key_path: str | int) -> tuple[dict[str, Any], ...]:
+    if isinstance(spec, dict):
+        for key in spec:
+            if key not in _ROWS_KEYS:
+                # SQLMesh also takes a `query`, CSV text or a file `path`; Sluice runs only
+                # the model's own SQL, and silently ignoring the rows would pass wrongly.
+                raise fail(
+                    f"'{key}' is not supported here",
+                    *key_path, key,
+                    hint="list the rows: `rows:` followed by `- column: value` mappings",
+                )  # fmt: skip
     rows = spec.get("rows") if isinstance(spec, dict) else spec
     if rows is None:
         return ()
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise fail("rows must be a list of column: value mappings", *key_path)
+        raise fail(
+            "rows must be a list of column: value mappings",
+            *key_path,
+            hint="write each row as `- column: value` lines",
+        )
     return tuple({str(k).lower(): v for k, v in row.items()} for row in rows)
