@@ -225,5 +225,6 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     produced = json.dumps([gitlab.notes, gitlab.statuses, gitlab.deployments, gitlab.awards])
     produced += caplog.text + "".join(p.read_text(errors="replace")
                                       for p in (world.work / "logs").rglob("*") if p.is_file())  # fmt: skip
+    assert any((world.work / "logs").rglob("*")), "no job log to search"
     for secret in (API_TOKEN, TOKEN):
         assert secret not in produced

@@ -13,6 +13,8 @@ Spark runs through spark-submit as in production; PyGithub really runs against
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -211,8 +213,9 @@ def _deliver(service: Service, event: str, payload: dict[str, Any]) -> None:
 
 
 def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
-    world: World, service: Service
+    world: World, service: Service, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     github = world.github
     head = _sha(2)
     pr = _tree(world, "pr2", _sha(1))
@@ -314,6 +317,15 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
         store.close()
     with pytest.raises(SluiceError):
         world.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders")
+
+    # Neither the token nor the webhook secret is in anything the service produced.
+    produced = json.dumps([github.comments, github.check_runs, github.statuses,
+                           github.deployments, github.reactions]) + caplog.text  # fmt: skip
+    produced += "".join(p.read_text(errors="replace")
+                        for p in (world.work / "logs").rglob("*") if p.is_file())  # fmt: skip
+    assert any((world.work / "logs").rglob("*")), "no job log to search"
+    for secret in ("ghp_lifecycleToken", SECRET):
+        assert secret not in produced
 
 
 def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
