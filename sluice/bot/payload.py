@@ -1,8 +1,9 @@
 """Walking a webhook payload (parsed JSON) with errors that name the field (pure).
 
 Shared by the GitHub and GitLab payload parsers: :func:`required` and :func:`optional`
-read a dotted path and check its JSON type; a missing, null or mistyped field raises
-:class:`PayloadError` saying which field and what it held.
+read a dotted path and check its JSON type; a missing, null or mistyped field, or a value
+no database can store (a string with a NUL or an unpaired surrogate, an integer beyond 64
+bits), raises :class:`PayloadError` saying which field and what it held.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class PayloadError(SluiceError):
 
 
 ABSENT: Final = object()
+_INT64: Final = 2**63
 _JSON_NAMES: Final[dict[type, str]] = {
     str: "a string",
     int: "an integer",
@@ -60,9 +62,30 @@ def lookup(payload: Mapping[str, Any], path: str) -> Any:
 def check(path: str, value: object, expected: type[T]) -> T:
     # bool is an int in Python, never in JSON.
     if isinstance(value, expected) and not (expected is int and isinstance(value, bool)):
+        if isinstance(value, str):
+            _check_text(path, value)
+        elif isinstance(value, int) and not -_INT64 <= value < _INT64:
+            # Numbers and ids are stored in BIGINT columns; JSON's integers are unbounded.
+            raise PayloadError(f"{path} is out of range (more than 64 bits)")
         return value
     wanted = _JSON_NAMES.get(expected, expected.__name__)
     raise PayloadError(f"{path} should be {wanted}, not {json_name(value)}")
+
+
+def _check_text(path: str, text: str) -> None:
+    """Refuse text that JSON can carry but a state database cannot store: ``\\u0000``
+    (PostgreSQL's text refuses NUL) or a lone surrogate such as ``\\ud800`` (not Unicode,
+    so not UTF-8). Neither is ordinary text, and a repository name or commit id holding one
+    made storing the delivery fail (a 500 on SQLite; on PostgreSQL a 503 that the forge
+    retries for ever), so the field is refused like a mistyped one (the service says 400)."""
+    if "\x00" in text:
+        raise PayloadError(f"{path} holds a NUL character (\\u0000)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PayloadError(
+            f"{path} is not valid Unicode: it holds an unpaired surrogate at offset {exc.start}"
+        ) from None
 
 
 def present(value: object, path: str, expected: type[T]) -> T:

@@ -7,6 +7,7 @@ folder's NOTES.md and MANIFEST.tsv for where each comes from and which trap it h
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -492,6 +493,44 @@ def test_wrong_shapes_are_payload_errors(mutate: Any, message: str) -> None:
     with pytest.raises(PayloadError) as info:
         parse_github("pull_request", payload)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        # Found by tests/fuzz: json.loads accepts these, the state database does not; the
+        # service answered 500 (SQLite) or 503 for ever (PostgreSQL) instead of 400.
+        (
+            ("repository", "full_name"),
+            "o/\ud800",
+            "repository.full_name is not valid Unicode: it holds an unpaired surrogate",
+        ),
+        (("pull_request", "head", "sha"), "ab\x00", "pull_request.head.sha holds a NUL"),
+        (("pull_request", "title"), "\udfff", "pull_request.title is not valid Unicode"),
+        (("pull_request", "number"), 2**63, "pull_request.number is out of range"),
+        (("installation",), {"id": -(2**63) - 1}, "installation.id is out of range"),
+    ],
+)
+def test_values_no_database_stores_are_payload_errors(
+    path: tuple[str, ...], value: Any, message: str
+) -> None:
+    payload = _opened()
+    *parents, last = path
+    node = payload
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    with pytest.raises(PayloadError, match=f"^{re.escape(message)}"):
+        parse_github("pull_request", payload)
+
+
+def test_integers_at_the_edge_of_64_bits_are_kept() -> None:
+    payload = _opened()
+    payload["pull_request"]["number"] = 2**63 - 1
+    payload["installation"] = {"id": -(2**63)}
+    event = parse_github("pull_request", payload)
+    assert isinstance(event, PullRequestEvent)
+    assert (event.number, event.installation_id) == (2**63 - 1, -(2**63))
 
 
 def test_payload_that_is_not_an_object() -> None:

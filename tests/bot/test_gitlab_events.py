@@ -219,6 +219,19 @@ def test_bad_fields_are_named(change: dict[str, Any], message: str) -> None:
         parse_gitlab(MR, payload)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # Found by tests/fuzz: text and numbers JSON carries but the state database refuses.
+        ({"project.path_with_namespace": "g/\ud83d"}, "path_with_namespace is not valid Unicode"),
+        ({"object_attributes.last_commit.id": "\x00"}, "last_commit.id holds a NUL"),
+        ({"object_attributes.iid": 2**64}, "object_attributes.iid is out of range"),
+    ],
+)
+def test_values_no_database_stores_are_refused(change: dict[str, Any], message: str) -> None:
+    test_bad_fields_are_named(change, message)
+
+
 @pytest.mark.parametrize("body", [[], "x", 3, None])
 def test_non_objects_are_refused(body: Any) -> None:
     with pytest.raises(PayloadError, match="should be an object"):

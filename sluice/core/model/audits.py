@@ -17,6 +17,7 @@ from sluice.core.errors import ModelError
 from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import Audit, AuditCall, Model
 from sluice.core.model.header import parse_header
+from sluice.core.model.nesting import nesting_guard
 from sluice.core.model.parse import syntax_error
 from sluice.core.model.scan import LineIndex, find_code
 
@@ -75,6 +76,7 @@ def builtin_audit_sql(call: AuditCall, table: str) -> str:
     raise KeyError(call.name)
 
 
+@nesting_guard
 def parse_audits(
     text: str,
     path: str,

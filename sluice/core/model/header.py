@@ -21,6 +21,10 @@ from sluice.core.model.scan import LineIndex, find_code
 
 NodeType = Literal["word", "string", "number", "bool", "null", "list", "call", "pair", "expr"]
 
+MAX_DEPTH = 64
+"""Most brackets a header may nest (real headers nest three or four deep): the parser
+recurses once per level, so this keeps a pathological file from exhausting the stack."""
+
 _CLOSERS = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.COMMA}
 _ASSIGN = {TokenType.EQ, TokenType.COLON_EQ}
 
@@ -60,6 +64,7 @@ class _Parser:
         self.pos = 0
         self.path = path
         self.lines = lines
+        self.depth = 0  # brackets open where the parser stands
 
     def error(self, message: str, token: Token | None, hint: str | None = None) -> ModelError:
         line, col = self.lines.position(token.start) if token else (None, None)
@@ -117,6 +122,19 @@ class _Parser:
         return self.node("word", word, token, last)
 
     def items(self, closer: TokenType) -> tuple[list[Node], Token]:
+        if self.depth == MAX_DEPTH:
+            raise self.error(
+                f"the header nests brackets more than {MAX_DEPTH} deep",
+                self.tokens[self.pos - 1],
+                "a header needs a few levels at most: look for brackets opened by mistake",
+            )
+        self.depth += 1
+        try:
+            return self._items(closer)
+        finally:
+            self.depth -= 1
+
+    def _items(self, closer: TokenType) -> tuple[list[Node], Token]:
         items: list[Node] = []
         while True:
             token = self.peek()

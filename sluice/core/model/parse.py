@@ -24,6 +24,7 @@ from sluice.core.intervals import check_cron
 from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
+from sluice.core.model.nesting import nesting_guard
 from sluice.core.model.scan import LineIndex, unclosed
 from sluice.core.model.seeds import CSV_OPTIONS
 from sluice.core.timeutil import DAY_MS, to_ms
@@ -76,6 +77,7 @@ def valid_dialect(name: str) -> bool:
     return True
 
 
+@nesting_guard
 def parse_model(
     text: str,
     path: str,

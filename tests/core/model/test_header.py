@@ -1,7 +1,7 @@
 import pytest
 
 from sluice.core.errors import ModelError
-from sluice.core.model.header import parse_header
+from sluice.core.model.header import MAX_DEPTH, parse_header
 
 
 def props(text: str) -> dict[str, str]:
@@ -53,3 +53,16 @@ def test_header_errors_say_where(text: str, line: int, fragment: str) -> None:
     assert info.value.path == "models/t.sql"
     assert info.value.line == line
     assert fragment in str(info.value)
+
+
+def test_brackets_nested_past_the_limit_are_an_error_not_a_crash() -> None:
+    # Found by tests/fuzz: the parser recursed once per level until RecursionError.
+    inner = MAX_DEPTH - 1  # the header's own parentheses are the first level
+    text = f"MODEL (name s.t, tags {'[' * inner}a{']' * inner})"
+    header = parse_header(text, "m.sql", "MODEL")
+    assert header is not None and header.properties["tags"].type == "list"
+    for deep in (inner + 1, 5_000):
+        text = f"MODEL (name s.t,\n tags {'[' * deep}a{']' * deep})"
+        with pytest.raises(ModelError, match=f"nests brackets more than {MAX_DEPTH} deep") as info:
+            parse_header(text, "models/t.sql", "MODEL")
+        assert (info.value.path, info.value.line) == ("models/t.sql", 2)

@@ -253,3 +253,15 @@ def test_gate_and_deploy_sections_load_even_with_a_bare_on_key(tmp_path: Path) -
     project = load_project(tmp_path, use_cache=False)
     assert project.config.sluice.deploy == {True: "tag", "tag_pattern": "v*"}
     assert project.config.sluice.gate == {"required_approvers": {"users": ["bob"]}}
+
+
+def test_files_nested_too_deeply_are_errors_not_crashes(tmp_path: Path) -> None:
+    # Found by tests/fuzz: sqlglot recursed until RecursionError, which no caller expected.
+    deep = "(" * 3_000 + "1" + ")" * 3_000
+    audit = error_of(
+        tmp_path / "1", {"audits/x.sql": f"AUDIT (name x);\nSELECT * FROM @this_model WHERE {deep}"}
+    )
+    model = error_of(tmp_path / "2", {"models/d.sql": f"MODEL (name s.d);\nSELECT {deep} AS x"})
+    for error, file in ((audit, "audits/x.sql"), (model, "models/d.sql")):
+        assert isinstance(error, ModelError) and "too deeply" in str(error)
+        assert error.path is not None and error.path.endswith(file)

@@ -207,3 +207,18 @@ def test_parse_is_pure(tmp_path: Path) -> None:
     text = "MODEL (name s.t, kind SEED (path 'missing.csv'));"
     assert parse(text) == parse(text)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT " + "(" * 3_000 + "1" + ")" * 3_000 + " AS x",
+        "SELECT " + "NOT " * 3_000 + "TRUE AS x",
+        "SELECT * FROM " + "(SELECT * FROM " * 1_000 + "s.a" + ") t" * 1_000,
+    ],
+)
+def test_query_nested_too_deeply_is_an_error_not_a_crash(query: str) -> None:
+    # Found by tests/fuzz: sqlglot recursed until RecursionError.
+    with pytest.raises(ModelError, match=r"nests .* too deeply") as info:
+        parse_model(f"MODEL (name s.t, kind FULL);\n{query}", "models/m.sql", DEFAULTS, {})
+    assert info.value.path == "models/m.sql"
