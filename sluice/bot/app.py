@@ -38,6 +38,122 @@ from sluice.core.errors import StateError
 
 log = logging.getLogger(__name__)
 
+# OpenAPI of the webhook endpoints, which FastAPI cannot infer: they read the raw request,
+# since the signature is checked on the exact bytes before anything is parsed.
+_ERROR_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string", "description": "What is wrong."}},
+        }
+    }
+}
+_DELIVERY = {"type": "string", "description": "The delivery's id."}
+_QUEUED_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["status", "delivery"],
+            "properties": {"status": {"type": "string", "enum": ["queued"]}, "delivery": _DELIVERY},
+        }
+    }
+}
+_DONE_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"type": "string", "enum": ["duplicate", "pong"]},
+                "delivery": _DELIVERY,
+            },
+        }
+    }
+}
+_WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The webhook payload, a JSON object.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    "responses": {
+        "200": {
+            "description": "A ping (GitHub), or a delivery stored before: nothing is done again.",
+            "content": _DONE_JSON,
+        },
+        "202": {"description": "Stored, and the job it asks for queued.", "content": _QUEUED_JSON},
+        "204": {"description": "An event or action Sluice does not act on."},
+        "400": {
+            "description": "Not a JSON object, or a field the event needs is missing or "
+            "mistyped (the message names it).",
+            "content": _ERROR_JSON,
+        },
+        "401": {
+            "description": "The signature (GitHub) or token (GitLab) is missing or wrong.",
+            "content": _ERROR_JSON,
+        },
+        "413": {"description": "The body is over max_body_bytes.", "content": _ERROR_JSON},
+        "503": {
+            "description": "Not stored (the state database failed, or the service is stopping): "
+            "deliver it again later.",
+            "content": _ERROR_JSON,
+        },
+    },
+}
+GITHUB_WEBHOOK_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "X-GitHub-Event",
+            "in": "header",
+            "required": True,
+            "description": "The event: pull_request, issue_comment, push, ping, ...",
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "X-GitHub-Delivery",
+            "in": "header",
+            "required": True,
+            "description": "The delivery's id; a retry carries the same one.",
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "X-Hub-Signature-256",
+            "in": "header",
+            "required": True,
+            "description": "HMAC-SHA256 of the body with the webhook secret.",
+            "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
+        },
+    ],
+    **_WEBHOOK_BODY_AND_RESPONSES,
+}
+GITLAB_WEBHOOK_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "X-Gitlab-Event",
+            "in": "header",
+            "required": True,
+            "description": "The hook: Merge Request Hook, Note Hook, Tag Push Hook, ...",
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "X-Gitlab-Token",
+            "in": "header",
+            "required": True,
+            "description": "The webhook's secret token.",
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "The same on every retry of a delivery (GitLab 17.4+).",
+            "schema": {"type": "string"},
+        },
+    ],
+    **_WEBHOOK_BODY_AND_RESPONSES,
+}
+
 
 def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
     """Forges for events, by the forge each came from, authenticated as the settings say
@@ -131,11 +247,11 @@ def create_app(
 
     app = FastAPI(title="Sluice", version="0.1.0", lifespan=lifespan)
 
-    @app.post("/webhooks/github", status_code=202)
+    @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
     async def github_webhook(request: Request) -> Response:
         return await _delivered(request, "github", request.headers.get("x-github-event", ""))
 
-    @app.post("/webhooks/gitlab", status_code=202)
+    @app.post("/webhooks/gitlab", status_code=202, openapi_extra=GITLAB_WEBHOOK_OPENAPI)
     async def gitlab_webhook(request: Request) -> Response:
         return await _delivered(request, "gitlab", request.headers.get("x-gitlab-event", ""))
 
