@@ -7,7 +7,8 @@ more of them::
     SLUICE_FUZZ_RANDOM=1 SLUICE_FUZZ_EXAMPLES=5000 pytest tests/fuzz
 
 Hypothesis then prints the failing example and a ``@reproduce_failure`` line. No example
-database is written (``database=None``), so the work tree stays clean.
+database is kept (``database=None``); Hypothesis still caches Unicode tables and constants
+in ``.hypothesis/``, which ignores itself in git.
 """
 
 from __future__ import annotations
