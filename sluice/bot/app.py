@@ -264,7 +264,13 @@ def create_app(
 
     async def _receive(request: Request, forge: str, event_name: str) -> tuple[str, Response]:
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        # isascii: "²".isdigit() is true, but int() refuses it.
+        if (
+            declared
+            and declared.isascii()
+            and declared.isdigit()
+            and (int(declared) > settings.max_body_bytes)
+        ):
             return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
         headers = request.headers
         if forge == "gitlab" and not settings.insecure_no_signature:
@@ -289,8 +295,12 @@ def create_app(
                     log.warning("rejected delivery %r (%s): missing or wrong signature",
                                 delivery[:64], event_name[:40])  # fmt: skip
                     return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
+            if not event_name:
+                return "bad_request", _error(400, "X-GitHub-Event header is missing")
             if not delivery:
                 return "bad_request", _error(400, "X-GitHub-Delivery header is missing")
+            if len(delivery) > 200:
+                return "bad_request", _error(400, "X-GitHub-Delivery header is over 200 characters")
             if event_name == "ping":
                 return "ping", JSONResponse({"status": "pong"}, status_code=200)
         else:
@@ -327,6 +337,10 @@ def create_app(
             return "unavailable", _error(
                 503, "the service is shutting down: deliver it again later"
             )
+        except ValueError as exc:  # text the driver cannot encode: sending again never helps
+            log.warning("delivery %r refused by the state database: %s", delivery[:64],
+                        scrub(str(exc))[:200])  # fmt: skip
+            return "bad_request", _error(400, "the delivery holds text that cannot be stored")
         if not fresh:
             return "duplicate", JSONResponse(
                 {"status": "duplicate", "delivery": delivery}, status_code=200

@@ -216,6 +216,21 @@ def test_irrelevant_events_get_204_and_nothing_is_queued(service: Service) -> No
     queue.close()
 
 
+def test_odd_headers_get_400_not_500(service: Service) -> None:
+    body = json.dumps(load_case("github/pull_request/opened.payload.json")).encode()
+    headers = {"X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": sign(body)}
+    missing_event = service.client.post("/webhooks/github", content=body, headers=headers)
+    assert missing_event.status_code == 400
+    assert missing_event.json() == {"error": "X-GitHub-Event header is missing"}
+    long_id = service.deliver("pull_request", body, delivery="x" * 201)
+    assert long_id.status_code == 400 and "over 200 characters" in long_id.json()["error"]
+    odd_length = {**headers, "X-GitHub-Event": "ping", "Content-Length": "²".encode("latin-1")}
+    assert (
+        service.client.post("/webhooks/github", content=body, headers=odd_length).status_code < 500
+    )
+    assert sum(service.queue().counts().values()) == 0
+
+
 def test_oversized_bodies_are_refused_before_parsing(service: Service) -> None:
     big = b" " * (service.settings.max_body_bytes + 1)
     assert service.deliver("pull_request", big).status_code == 413
