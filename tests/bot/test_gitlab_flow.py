@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROJECT = "data/warehouse"
 NOW = 1_800_000_000_000
 A, B = "a" * 40, "b" * 40
+NOTE = "Note Hook"
 CONFIG = ("sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
           "      users: [bob]\n      teams: [data/platform/reviewers]\n")  # fmt: skip
 
@@ -164,11 +165,11 @@ TAG_DEPLOY = """  gate:
 """
 
 
-def _commit(bot: Bot, root: Path, sha: str) -> Path:
+def _commit(bot: Bot, root: Path, sha: str, extra: str = TAG_DEPLOY) -> Path:
     src = root / f"tree-{sha[:4]}"
     shutil.copytree(REPO / "examples" / "jaffle_shop", src,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    config = (src / "config.yaml").read_text() + TAG_DEPLOY
+    config = (src / "config.yaml").read_text() + extra
     (src / "config.yaml").write_text(config)
     bot.gitlab.add_tree(sha, src)
     bot.gitlab.files[(sha, "config.yaml")] = config
@@ -201,3 +202,44 @@ def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
     assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
     [deployment] = bot.gitlab.deployments
     assert (deployment["sha"], deployment["ref"], deployment["status"]) == (B, "main", "success")
+
+
+# -- /sluice deploy --------------------------------------------------------------------------
+
+
+def test_deploy_promotes_the_approved_head_then_merges_the_mr(bot: Bot, tmp_path: Path) -> None:
+    src = _commit(bot, tmp_path, A, "  gate:\n    required_approvers: {users: [bob]}\n"
+                  "  deploy:\n    merge_method: squash\n")  # fmt: skip
+    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(A, "config.yaml")]
+    bot.gitlab.branches["main"] = B
+    bot.gitlab.branch_commits[A] = {B}  # the MR contains main's head
+    bot.gitlab.members.update({"carol": 40, "dave": 20})
+    record_prod(src, bot.url, NOW)  # nothing left to promote: the path without Spark
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert bot.gate(A)["state"] == "success"
+
+    bot.deliver(_note(bot, "dave", "/sluice deploy"), NOTE)  # a Reporter
+    assert bot.gitlab.merges == [] and bot.gitlab.deployments == []
+    note = _note(bot, "carol", "/sluice deploy")
+    bot.deliver(note, NOTE)
+    awards = [(a["note"], a["name"]) for a in bot.gitlab.awards]
+    assert awards == [(note["object_attributes"]["id"], "thumbsup")]
+    deploy = bot.gitlab.statuses_on(A)["sluice/deploy"]
+    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
+    [merge] = bot.gitlab.merges
+    assert (merge["iid"], merge["sha"], merge["squash"]) == (7, A, True)
+    reply = bot.gitlab.notes_on(7)[-1]["body"]
+    assert reply.startswith("@carol deployed to prod (Prod already has this state) and merged")
+    [deployment] = bot.gitlab.deployments
+    assert (deployment["ref"], deployment["status"]) == ("main", "success")
+
+
+def _note(bot: Bot, user: str, body: str) -> dict[str, Any]:
+    note_id = bot.gitlab.add_note(7, body, author=user)
+    payload = load_case("gitlab/note_merge_request.docs.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(note=body, id=note_id)
+    payload["merge_request"]["iid"] = 7
+    return payload
