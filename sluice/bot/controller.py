@@ -32,7 +32,7 @@ from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import review_of
 from sluice.bot.render import CommentState
-from sluice.core.errors import SluiceError
+from sluice.core.errors import DriverLost, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.preview import PreviewResult, preview_environment
@@ -163,6 +163,7 @@ class Controller:
             forge.set_check(promoted, Check(promotion.DEPLOY, "completed", "The promotion job "
                                             "failed on every attempt", f"```text\n{text}\n```",
                                             conclusion="failure"))  # fmt: skip
+            promotion.abandon(self, forge, promoted, "The promotion job failed on every attempt")
         if not isinstance(event, PullRequestEvent) or event.action == "closed":
             return
         for name in PR_CHECKS:
@@ -241,6 +242,10 @@ class Controller:
                 diff_cap=settings.diff_limit,
                 diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),
             )  # fmt: skip
+        except DriverLost:
+            # Not this commit's fault: the worker runs the job again (and reports on the PR
+            # only after its last attempt). The checks stay in progress meanwhile.
+            raise
         except SluiceError as exc:
             self._failed(
                 post,

@@ -6,6 +6,8 @@
   where the forge's approvals do not say (GitLab);
 - the model contents approved through a passing gate, which a promotion must find;
 - the sticky comment's last body and its extra sections (approval, promotion);
+- the forge's deployment record of each promotion still running (so a promotion run again
+  after a crash goes on with it);
 - pull requests merged and waiting for a release tag, and the repositories the service
   has seen (the janitor's schedule visits each).
 
@@ -105,6 +107,19 @@ merged_prs = Table(
     Column("number", Integer, primary_key=True),
     Column("changes", Text, nullable=False),  # the approved items, JSON
     Column("merged_ts", BigInteger, nullable=False),
+)
+
+# The forge's deployment record of a promotion while it runs: a promotion run again after a
+# crash (the service or its Spark driver killed) reports on the same record, rather than
+# opening another and leaving the first "in progress" for ever.
+deployments = Table(
+    "sluice_deployments",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("environment", String, primary_key=True),
+    Column("deployment_id", BigInteger, nullable=False),
+    Column("started_ts", BigInteger, nullable=False),
 )
 
 repos = Table(
@@ -256,6 +271,35 @@ class Ledger(Transactions):
             )
             conn.execute(insert(comments).values(
                 repo=repo, number=number, body=body, sections=dump_json(sections)
+            ))  # fmt: skip
+
+    # -- deployment records of promotions in progress ----------------------------------
+
+    def deployment(self, repo: str, sha: str, environment: str) -> int | None:
+        """The deployment record of a promotion of ``sha`` that started and has not
+        reported its outcome (its job was cut short); None when there is none."""
+        query = select(deployments.c.deployment_id).where(
+            deployments.c.repo == repo, deployments.c.sha == sha.lower(),
+            deployments.c.environment == environment,
+        )  # fmt: skip
+        with self._reading("read a deployment") as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return None if found is None else int(found)
+
+    def deploying(self, repo: str, sha: str, environment: str, deployment_id: int,
+                  now: int) -> None:  # fmt: skip
+        """Remember the deployment record of a promotion that started."""
+        row = {"repo": repo, "sha": sha.lower(), "environment": environment,
+               "deployment_id": deployment_id, "started_ts": now}  # fmt: skip
+        with self._writing("record a deployment") as conn:
+            _upsert(conn, deployments, row, ("repo", "sha", "environment"))
+
+    def deployed(self, repo: str, sha: str, environment: str) -> None:
+        """The promotion of ``sha`` reported its outcome: forget its record."""
+        with self._writing("finish a deployment") as conn:
+            conn.execute(delete(deployments).where(
+                deployments.c.repo == repo, deployments.c.sha == sha.lower(),
+                deployments.c.environment == environment,
             ))  # fmt: skip
 
     # -- merged pull requests and repositories -----------------------------------------

@@ -19,7 +19,7 @@ from sluice.bot.approval import Settings, settings_at
 from sluice.bot.events import PullRequestEvent, TagEvent
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.planreview import REMOVED, Item, own_key, review_of
-from sluice.core.errors import ConfigError, ConflictError, SluiceError
+from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
@@ -111,13 +111,23 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
             number: int | None) -> Outcome:  # fmt: skip
     """Bring prod to the project at ``sha`` (see the module docstring)."""
     forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
-    deployment = forge.start_deployment(
-        sha, PROD, f"Sluice: promote {label}", settings.deploy.prod_branch
-    )
+    repo = ctl.repo_key(forge)
+    # A promotion of this commit cut short (its job is being run again) has a record open.
+    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    if deployment is None:
+        deployment = forge.start_deployment(
+            sha, PROD, f"Sluice: promote {label}", settings.deploy.prod_branch
+        )
+        if deployment is not None:
+            ctl.ledger.deploying(repo, sha, PROD, deployment, ctl.ctx.clock())
     if deployment is not None:
         forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:
         outcome = _promote(ctl, forge, sha, settings, label)
+    except DriverLost:
+        # Prod may be half-way (views partly swapped, the record not yet): the worker runs
+        # the promotion again, which re-plans against the unchanged record and finishes it.
+        raise
     except SluiceError as exc:
         text = ctl.scrub(str(exc))
         outcome = Outcome(False, "Promotion failed; prod is unchanged",
@@ -127,6 +137,7 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
         forge.deployment_status(deployment, state, outcome.title[:140])
+        ctl.ledger.deployed(repo, sha, PROD)
     if number is not None:
         icon = "🚀" if outcome.ok else "❌"
         ctl.publish(forge, number, section=(
@@ -175,6 +186,15 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def abandon(ctl: Controller, forge: Forge, sha: str, text: str) -> None:
+    """The promotion of ``sha`` failed on every attempt: close its open deployment record."""
+    repo = ctl.repo_key(forge)
+    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    if deployment is not None:
+        forge.deployment_status(deployment, "failure", text[:140])
+        ctl.ledger.deployed(repo, sha, PROD)
 
 
 def _unapproved(missing: list[Item]) -> str:

@@ -83,6 +83,13 @@ class ExecutionError(SluiceError):
     """Spark work failed."""
 
 
+class DriverLost(ExecutionError):
+    """The Spark driver died without reporting a failure (killed by a signal: ``kill -9``,
+    the OOM killer, a machine going away): the job did not fail on its own, so the remedy
+    is to run it again. Jobs are re-runnable (built intervals are kept, the views and the
+    environment's record change last), so a caller that can retry should."""
+
+
 class ProjectErrors(SluiceError):
     """Several independent problems found while loading one project.
 

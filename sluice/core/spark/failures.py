@@ -13,9 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sluice.core.errors import ExecutionError
+from sluice.core.errors import DriverLost, ExecutionError
 
 _SHOWN_LINES = 15
+# spark-submit exits with its Python driver's status, which is 128 + N when a signal N
+# killed the driver (the JVM reports it as a shell would).
+_SIGNAL_STATUS = range(129, 129 + 64)
 
 
 _JVM_NOISE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN|DEBUG|TRACE) ")
@@ -58,7 +61,11 @@ def job_failure(
     log_path: Path | None = None,
     output: Iterable[str] = (),
 ) -> ExecutionError:
-    """The error for a failed job, from its events (else from its output's error lines)."""
+    """The error for a failed job, from its events (else from its output's error lines).
+
+    A driver killed by a signal without reporting a failure of its own is
+    :class:`~sluice.core.errors.DriverLost`: running the job again is the remedy.
+    """
     where = []
     if exit_code is not None:
         where.append(f"exit code {exit_code}")
@@ -66,14 +73,20 @@ def job_failure(
         where.append(f"full log: {log_path}")
     tail = f" ({'; '.join(where)})" if where else ""
     step = next((e for e in reversed(seen) if e.get("event") == "step_failed"), None)
+    reported = step is not None or any(e.get("event") == "job_failed" for e in seen)
+    signum = None
     if exit_code is not None and exit_code < 0:
+        signum, which = -exit_code, "driver"  # the JVM spark-submit started
+    elif exit_code is not None and exit_code in _SIGNAL_STATUS and not reported:
+        signum, which = exit_code - 128, "Python driver"  # the process the JVM runs
+    if signum is not None:
         # The driver died from a signal (kill -9, the OOM killer): say so, and where.
         started = [e for e in seen if e.get("event") == "step_start"]
         finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
         running = next((e for e in reversed(started) if e.get("index") not in finished), None)
         at = f" during step '{running.get('label')}'" if running else ""
-        return ExecutionError(
-            f"Spark job failed: the driver was killed by signal {-exit_code}{at}",
+        return DriverLost(
+            f"Spark job failed: the {which} was killed by signal {signum}{at}",
             hint="apply again: finished intervals are kept and the rest is computed; "
             f"if it was the OOM killer, give the driver more memory{tail}",
         )

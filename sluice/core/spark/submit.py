@@ -130,13 +130,18 @@ def spark_submit_path() -> Path:
 
 
 class _Log:
-    """The job's log file, written from two reader threads."""
+    """The job's log file, written from two reader threads.
+
+    Line-buffered: the file shows the job as it runs (to whoever follows it), and a process
+    killed mid-job (kill -9, the OOM killer) leaves every line it had read, not an empty
+    file with the end of the story lost in a buffer.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.tail: deque[str] = deque(maxlen=_TAIL_LINES)
         self._lock = threading.Lock()
-        self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file = open(path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed in close()
 
     def write(self, line: str) -> None:
         with self._lock:

@@ -5,6 +5,8 @@ FULL and SEED tables are overwritten whole; an INCREMENTAL_BY_TIME_RANGE batch r
 exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the table as
 the new rows plus the old rows whose keys are absent, through a staging table that a
 restarted job recovers. An interval is recorded in state only after its data is written.
+A table is created only after clearing its location of what a killed create left there
+(Spark writes a new table's files before the catalog knows the table).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def _create_if_missing(
 ) -> None:
     if spark.catalog.tableExists(step["table"]):
         return
+    _clear_location(spark, step["table"])
     parts = [partition] if partition else step.get("partitioned_by") or []
     partitioned = f" PARTITIONED BY ({', '.join(parts)})" if parts else ""
     spark.sql(
@@ -117,10 +120,13 @@ def _write_unique_key(spark: SparkSession, step: dict[str, Any], sql: str) -> No
     staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
     # Recover from a job killed between dropping the table and renaming its replacement.
     if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
+        _clear_location(spark, table)
         spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
-    spark.sql(f"DROP TABLE IF EXISTS {staging}")
-    spark.sql(f"DROP TABLE IF EXISTS {fresh}")
+    for scratch in (staging, fresh):
+        spark.sql(f"DROP TABLE IF EXISTS {scratch}")
+        _clear_location(spark, scratch)
     if not spark.catalog.tableExists(table):
+        _clear_location(spark, table)
         spark.sql(f"CREATE TABLE {table} USING {step['format']} AS {sql}")
         return
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
@@ -132,6 +138,24 @@ def _write_unique_key(spark: SparkSession, step: dict[str, Any], sql: str) -> No
     spark.sql(f"DROP TABLE {table}")
     spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
     spark.sql(f"DROP TABLE IF EXISTS {fresh}")
+
+
+def _clear_location(spark: SparkSession, table: str) -> None:
+    """Delete the files at the location of ``table``, which the catalog does not have.
+
+    ``CREATE TABLE ... AS`` writes the table's files before it registers the table, so a
+    driver killed in between leaves files that no table owns, and creating the table again
+    fails (LOCATION_ALREADY_EXISTS). Table names are unique per model version, so files at
+    the location of a table that does not exist are such remains.
+    """
+    database, name = table.split(".", 1)
+    root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(f"{root}/{name.lower()}")
+    files = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if files.exists(path):
+        files.delete(path, True)
 
 
 _CASTS: dict[str, Any] = {

@@ -1,0 +1,72 @@
+"""A build killed while creating its table is finished by running it again.
+
+Found by bench/chaos.py (kill -9 of the service during a PR build): ``CREATE TABLE ... AS``
+writes the new table's files before the catalog registers the table, so a driver killed
+in between left files no table owned, and every later build of that model version failed
+with LOCATION_ALREADY_EXISTS until someone deleted them by hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sluice.core.spark.steps.build import run_build
+from sluice.core.spark.steps.context import StepContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.slow
+
+DAY = 86_400_000
+SQL = "SELECT id, DATE_ADD(DATE'2024-01-01', CAST(id AS INT)) AS day FROM range(4)"
+
+
+def _step(table: str, kind: str) -> dict[str, Any]:
+    return {
+        "type": "build", "label": f"build {table}", "model": table, "version": "v1",
+        "table": table, "kind": kind, "format": "parquet", "time_column": "day",
+        "unique_key": ["id"], "columns": [], "partitioned_by": [], "restate": [],
+        "batches": [{"start": 1_704_067_200_000, "end": 1_704_067_200_000 + 4 * DAY,
+                     "sql": SQL}],
+    }  # fmt: skip
+
+
+def _remains(spark: SparkSession, table: str) -> None:
+    """What a create killed before the catalog registered ``table`` leaves behind."""
+    database, name = table.split(".", 1)
+    location = spark.catalog.getDatabase(database).locationUri.rstrip("/") + "/" + name
+    spark.range(7).write.mode("overwrite").parquet(location)
+    assert not spark.catalog.tableExists(table)
+
+
+@pytest.mark.parametrize("kind", ["FULL", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY"])
+def test_a_table_whose_create_was_killed_is_built_by_running_again(
+    local_spark: SparkSession, kind: str
+) -> None:
+    spark = local_spark
+    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
+    table = f"killed_build.t_{kind.lower()}"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    _remains(spark, table)
+    with pytest.raises(Exception, match="LOCATION_ALREADY_EXISTS"):  # what the retry hit
+        spark.sql(f"CREATE TABLE {table} USING parquet AS SELECT 1 AS id")
+    run_build(spark, _step(table, kind), StepContext(job={}, emit=lambda _event: None))
+    rows = spark.sql(f"SELECT id, COUNT(*) FROM {table} GROUP BY id ORDER BY id").collect()
+    assert [tuple(r) for r in rows] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+
+
+def test_an_upsert_killed_while_creating_its_scratch_table_is_finished(
+    local_spark: SparkSession,
+) -> None:
+    spark = local_spark
+    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
+    table = "killed_build.upserted"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    step = _step(table, "INCREMENTAL_BY_UNIQUE_KEY")
+    run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
+    _remains(spark, f"{table}__sluice_new")  # killed creating the new rows' table
+    run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
+    assert spark.sql(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}").collect()[0] == (4, 4)
