@@ -1,0 +1,1122 @@
+"""Crash faults: kill -9 the service or the Spark driver in the middle of a job, then count
+what recovery lost, did twice or left inconsistent.
+
+Usage: python bench/chaos.py [--trials 20] [--seed 1] [--scenario pr|promote|janitor ...]
+                             [--fault service|driver ...] [--out FILE] [--minutes 0]
+                             [--at-step TYPE] [--workdir DIR] [--keep] [--summary]
+
+One world per run (in --workdir, a fresh temporary directory by default): the example
+project's prod built on Spark, and the real service (``create_app`` on uvicorn, in its own
+process: ``tests/bot/service_child.py``) with a fake GitHub at the wire whose state lives
+in a file, so it survives the kills. Spark runs through spark-submit as in production.
+
+Scenarios, each on a pull request of its own whose commit adds a column holding the PR's
+number to ``jaffle.customers`` (FULL) and ``jaffle.daily_revenue`` (incremental by time):
+
+- ``pr``: a ``pull_request`` ``opened`` delivery; the fault hits the PR environment build.
+- ``promote``: a PR an earlier trial built (else one opened and built first, no fault) is
+  merged (``closed`` with ``merged: true``; no gate is configured, so nothing needs
+  approving); the fault hits the promotion (prod's backfill of the new incremental
+  version, the views swap, the record's commit).
+- ``janitor``: a ``JanitorEvent`` is queued (as the worker's schedule does) when there are
+  environments to drop: those earlier promotions invalidated, else the open PRs' (closed
+  first), else a PR's opened and closed for the purpose; the fault hits the janitor
+  dropping them.
+
+Faults, at a moment drawn from the trial's seed:
+
+- ``service``: kill -9 the service process while the job runs (uniformly over the job's
+  expected duration), then start it again; the job's lease runs out and it is run again.
+  The driver must die with the service (no orphan left writing).
+- ``driver``: kill -9 the Spark driver of the job (the JVM spark-submit started, or the
+  Python driver the JVM runs), either a random time after it started or a random moment
+  after a randomly chosen step started (``--at-step views``: early in the step that swaps
+  the views, i.e. inside the swap window); the worker must run the job again.
+
+Then the queue is waited on until idle, and checked:
+
+- lost deliveries: a delivery of the trial whose job is not ``done`` (or any job that
+  ``failed``), or whose outcome on the forge is not a success;
+- double-processed: a job that ran more often than its faults explain, or a second sticky
+  comment, check run (per commit and name) or deployment record (per commit) on the forge;
+- store/catalog mismatches: a physical table the state references (a live environment's, or
+  one with recorded intervals) missing from the Spark catalog, a table in the catalog the
+  state does not know, files in the warehouse that belong to no table of the catalog (what
+  a killed create or drop leaves), an environment view missing, reading another table than the state
+  says, or left over from an environment the state no longer has; after a promotion, prod
+  must read the promoted PR's versions (its record and the marker columns of both models);
+- duplicate rows: for every physical table of an incremental model, rows minus distinct
+  grain values.
+
+The promotion swap window is the duration of the promotion job's ``views`` step, which
+re-points prod's views (``run_views`` in sluice/core/spark/steps/environment.py): readers
+may see a mix of versions for at most that long. It is an upper bound (the step also checks
+the plan is not stale and creates schemas), read from the ``step_done`` event in the job's
+log.
+
+Every trial appends one JSON line to --out (default /tmp/sluice-chaos/results.jsonl); a run
+skips the trials already there (same seed, scenario, fault and index), so an interrupted
+run resumes where it stopped, and --minutes stops starting trials after that much wall time.
+The summary covers every trial in the file for the selected scenarios and faults; the exit
+status is 1 when any of the counts that must be 0 is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SCENARIOS = ("pr", "promote", "janitor")
+FAULTS = ("service", "driver")
+OWNER = "octo/warehouse"
+REALCASES = REPO.parent / "shared" / "realcases"  # real webhook bodies (tests/bot/conftest.py)
+SECRET = "restart-test-secret"  # tests/bot/service_child.py's
+END = "2018-04-30"
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "sluice-chaos" / "results.jsonl"
+JOB_TIMEOUT = 1200.0
+# First guesses of how long a job runs (seconds), refined by what the trials measure.
+GUESS = {"pr": 60.0, "promote": 45.0, "janitor": 25.0}
+INCREMENTAL = ("INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY")
+SPARK_SETTINGS = """  project: jaffle
+  spark:
+    conf:
+      spark.driver.extraJavaOptions: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+      spark.sql.shuffle.partitions: '1'
+"""
+
+
+def _sha(prefix: str, number: int) -> str:
+    return f"{prefix}{number:039x}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    if old not in text:
+        raise AssertionError(f"{old!r} not in {path}")
+    path.write_text(text.replace(old, new))
+
+
+# --- processes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A running Spark driver process of a world's job: the JVM or its Python driver."""
+
+    pid: int
+    kind: str  # "jvm" | "python"
+    spec: Path  # the job spec, next to the job's log
+
+
+def drivers(logs: Path, *, every: bool = False) -> list[Driver]:
+    """The driver processes running jobs whose specs are under ``logs``: the JVM
+    spark-submit became, and the Python driver it runs (``every``: also the wrapper
+    scripts and the launcher that start the JVM, of kind "starter")."""
+    found = []
+    prefix = str(logs.resolve())
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = Path(entry.path, "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        spec = next((a for a in args if a.startswith(prefix) and a.endswith(".json")), None)
+        if spec is None:
+            continue
+        program = Path(args[0]).name
+        if (
+            program == "java"
+            and "org.apache.spark.deploy.SparkSubmit" in args[:-1]
+            and ("org.apache.spark.launcher.Main" not in args)
+        ):
+            kind = "jvm"
+        elif program.startswith("python") and any(a.endswith("driver.py") for a in args):
+            kind = "python"
+        elif every:
+            kind = "starter"
+        else:
+            continue
+        found.append(Driver(int(entry.name), kind, Path(spec)))
+    return found
+
+
+def _alive(logs: Path, spec: Path) -> bool:
+    """Whether any process still runs the job of ``spec`` (three looks: /proc reads fail
+    for a moment while a process execs)."""
+    for _ in range(3):
+        if any(d.spec == spec for d in drivers(logs, every=True)):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def job_events(log: Path) -> list[dict[str, Any]]:
+    """The ``@@sluice`` events of a job's log so far."""
+    from sluice.core.spark import events
+
+    if not log.exists():
+        return []
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        event = events.decode(line)
+        if event is not None:
+            found.append(event)
+    return found
+
+
+def running_step(log: Path) -> dict[str, Any] | None:
+    """The step a job's log says is running (started, not done), if any."""
+    seen = job_events(log)
+    done = {e.get("index") for e in seen if e.get("event") in ("step_done", "step_failed")}
+    started = [e for e in seen if e.get("event") == "step_start" and e.get("index") not in done]
+    return started[-1] if started else None
+
+
+def views_seconds(log: Path) -> float | None:
+    """How long a finished job's ``views`` step took (None: no such step, or unfinished)."""
+    seen = job_events(log)
+    if not any(e.get("event") == "job_done" for e in seen):
+        return None
+    index = next(
+        (e["index"] for e in seen if e.get("event") == "step_start" and e.get("type") == "views"),
+        None,
+    )
+    done = next(
+        (e for e in seen if e.get("event") == "step_done" and e.get("index") == index), None
+    )
+    if index is None or done is None or not (done.get("result") or {}).get("swapped"):
+        return None
+    return float(done["seconds"])
+
+
+# --- the world ---------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """A warehouse with prod built, the service's state, the fake GitHub's state file."""
+
+    root: Path
+    port: int = field(default_factory=_free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    open_prs: list[int] = field(default_factory=list)  # built and not closed
+    promoted: int | None = None  # the PR prod was last promoted to
+    _queue: Any = None
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def logs(self) -> Path:
+        return (self.work / "logs").resolve()
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.root / 'state.db'}"
+
+    @property
+    def trees(self) -> Path:
+        return self.root / "trees"
+
+    @property
+    def forge_state(self) -> Path:
+        return self.root / "github-state.json"
+
+    @property
+    def base(self) -> Path:
+        return self.root / "base"
+
+    @property
+    def queue(self) -> Any:
+        from sluice.bot.queue import JobQueue
+
+        if self._queue is None:
+            self._queue = JobQueue(self.url)
+        return self._queue
+
+    # -- setting up ------------------------------------------------------------------------
+
+    def build_prod(self) -> None:
+        """The example project (daily_revenue in 15-day batches) as prod, built on Spark."""
+        from sluice.core import workflow
+        from sluice.core.model.loader import load_project
+        from sluice.core.state import open_state
+        from sluice.core.timeutil import to_ms
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.trees.mkdir(exist_ok=True)
+        shutil.copytree(REPO / "examples" / "jaffle_shop", self.base,
+                        ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+        _edit(self.base / "models" / "daily_revenue.sql", "batch_size 31", "batch_size 15")
+        # Spark time goes to what the faults hit (builds, backfills, swaps, drops): no unit
+        # tests or table diffs in PR builds, and a JVM that compiles less (C1 only) for
+        # these short jobs on a small machine.
+        shutil.rmtree(self.base / "tests")
+        _edit(self.base / "config.yaml", "  project: jaffle\n", SPARK_SETTINGS)
+        _edit(self.base / "config.yaml", "    backfill_days: 30\n",
+              "    backfill_days: 30\n    diff_limit: 0\n")  # fmt: skip
+        project = load_project(self.base, use_cache=False)
+        store = open_state(self.url)
+        try:
+            end = to_ms(END)
+            plan = workflow.plan_environment(project, store, "prod", end=end, execution_time=end)
+            workflow.apply_plan(project, store, plan, self.runner(), url=self.url, now=end)
+        finally:
+            store.close()
+
+    def runner(self) -> Any:
+        from sluice.core.model.loader import load_project
+        from sluice.core.spark.session import SparkPaths
+        from sluice.core.spark.submit import SubmitRunner
+
+        project = load_project(self.base, use_cache=False)
+        paths = SparkPaths(root=(self.work / "spark").resolve(), logs=self.logs)
+        return SubmitRunner(project.config.sluice.spark, paths)
+
+    def prepare(self, number: int) -> None:
+        """The commits of PR ``number``: its head, and the merge commit (same tree)."""
+        src = self.root / "src" / str(number)
+        if not src.exists():
+            shutil.copytree(self.base, src)
+            _edit(src / "models" / "customers.sql", "  c.last_name,\n",
+                  f"  c.last_name,\n  {number} AS chaos_c,\n")  # fmt: skip
+            _edit(src / "models" / "daily_revenue.sql", "  SUM(amount) AS revenue,\n",
+                  f"  SUM(amount) AS revenue,\n  {number} AS chaos_r,\n")  # fmt: skip
+        for sha in (_sha("a", number), _sha("b", number)):
+            path = self.trees / f"{sha}.tar.gz"
+            if not path.exists():
+                path.write_bytes(_tarball(src, f"octo-warehouse-{sha[:7]}"))
+
+    # -- the service -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        import httpx
+
+        args = [sys.executable, "-m", "tests.bot.service_child", str(self.port), str(self.work),
+                self.url, str(self.forge_state), str(self.trees)]  # fmt: skip
+        with open(self.root / "service.log", "ab") as log:
+            self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        self.kill()
+        raise RuntimeError("the service did not start:\n" + self.service_log_tail())
+
+    def stop(self) -> None:
+        """Stop the service (gracefully; call it when the queue is idle)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
+
+    def service_log_tail(self, lines: int = 40) -> str:
+        path = self.root / "service.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    def deliver(self, event: str, payload: dict[str, Any], delivery: str) -> int:
+        """POST a signed delivery; the id of the job it queued."""
+        import httpx
+
+        body = json.dumps(payload).encode()
+        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
+                   "X-Hub-Signature-256": signature}  # fmt: skip
+        response = httpx.post(f"http://127.0.0.1:{self.port}/webhooks/github", content=body,
+                              headers=headers, timeout=30)  # fmt: skip
+        if response.status_code != 202:
+            raise RuntimeError(f"delivery {delivery}: {response.status_code} {response.text}")
+        job = self.queue.delivery_job(delivery)
+        if job is None:
+            raise RuntimeError(f"delivery {delivery} was accepted without a job")
+        return int(job)
+
+    def queue_janitor(self, delivery: str) -> int:
+        """Queue a janitor job as the worker's schedule does (a delivery of its own)."""
+        from sluice.bot.events import JanitorEvent, pr_key
+        from sluice.bot.queue import NewJob
+
+        event = JanitorEvent(forge="github", repo=OWNER, installation_id=None)
+        job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
+        if not self.queue.accept(delivery, "github", "janitor", job, time.time()):
+            raise RuntimeError(f"delivery {delivery} seen before")
+        found = self.queue.delivery_job(delivery)
+        assert found is not None
+        return int(found)
+
+    def job(self, job_id: int) -> Any:
+        return self.queue.job(job_id)
+
+    def wait_jobs(self, ids: list[int], timeout: float = JOB_TIMEOUT) -> None:
+        """Until these jobs are finished and nothing else is queued or running."""
+        deadline = time.monotonic() + timeout
+        while True:
+            records = [self.job(i) for i in ids]
+            counts = self.queue.counts()
+            if all(r is not None and r.status in ("done", "failed") for r in records) and (
+                counts["queued"] == 0 and counts["running"] == 0
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs {ids} not finished: {counts}")
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError("the service died:\n" + self.service_log_tail())
+            time.sleep(0.5)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def forge(self) -> dict[str, Any]:
+        if not self.forge_state.exists():
+            return {"comments": {}, "check_runs": {}, "deployments": []}
+        data: dict[str, Any] = json.loads(self.forge_state.read_text())
+        return data
+
+    def invalidated(self) -> list[str]:
+        """Environments waiting for the janitor."""
+        from sluice.core.state import open_state
+
+        store = open_state(self.url)
+        try:
+            return [e.name for e in store.list_environments() if e.invalidated]
+        finally:
+            store.close()
+
+    def versions(self, environment: str) -> dict[str, str]:
+        from sluice.core.state import open_state
+
+        store = open_state(self.url)
+        try:
+            record = store.get_environment(environment)
+        finally:
+            store.close()
+        return {} if record is None else {r.name: r.version for r in record.snapshots}
+
+
+def _tarball(src: Path, prefix: str) -> bytes:
+    """``src`` as GitHub serves a commit: a tar.gz with every file under ``prefix/``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(src.rglob("*")):
+            if ".sluice" not in path.parts and "__pycache__" not in path.parts:
+                tar.add(path, arcname=f"{prefix}/{path.relative_to(src)}", recursive=False)
+    return buffer.getvalue()
+
+
+def pull(number: int, action: str, **more: Any) -> dict[str, Any]:
+    """The real ``pull_request`` payload GitHub sent (from the shared real cases), made
+    PR ``number`` of the world's repository into ``main``."""
+    payload: dict[str, Any] = json.loads(
+        (REALCASES / "github" / "pull_request" / "opened.payload.json").read_text()
+    )
+    payload.pop("installation", None)
+    payload.update(action=action, number=number)
+    payload["repository"]["full_name"] = OWNER
+    payload["pull_request"].update(number=number, **more)
+    payload["pull_request"]["head"].update(sha=_sha("a", number), ref=f"chaos-{number}")
+    payload["pull_request"]["base"]["ref"] = "main"
+    payload["pull_request"]["user"]["login"] = "alice"
+    return payload
+
+
+# --- faults ------------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """What a fault did: whether it landed, where, and when."""
+
+    injected: bool = False
+    target: str = ""  # service | jvm | python
+    step: str | None = None  # the Spark step running at the kill
+    step_type: str | None = None  # its type; "startup" before the first; None: no driver
+    after: float = 0.0  # seconds into the job (service) or the driver (driver)
+    orphans: int = 0  # driver processes that outlived a killed service
+    note: str = ""  # how the moment was drawn, and why a fault did not land
+
+    def to_json(self) -> dict[str, Any]:
+        return {"injected": self.injected, "target": self.target, "step": self.step,
+                "step_type": self.step_type, "after": round(self.after, 2),
+                "orphans": self.orphans, "note": self.note}  # fmt: skip
+
+
+def _wait_running(world: World, job_id: int, timeout: float = 600) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = world.job(job_id)
+        if record is not None and record.status == "running":
+            return True
+        if record is not None and record.status in ("done", "failed"):
+            return False
+        time.sleep(0.05)
+    raise TimeoutError(f"job {job_id} never started")
+
+
+def _finished(world: World, job_id: int) -> bool:
+    record = world.job(job_id)
+    return record is not None and record.status in ("done", "failed")
+
+
+def kill_service(world: World, job_id: int, rng: random.Random, expected: float) -> Fault:
+    """kill -9 the service a random time into the job; start it again."""
+    fault = Fault(target="service")
+    delay = rng.uniform(0.0, 0.9 * expected)
+    fault.note = f"{delay:.1f} s into the job"
+    if not _wait_running(world, job_id):
+        fault.note += ": the job finished before it was seen running"
+        return fault
+    began = time.monotonic()
+    while time.monotonic() - began < delay and not _finished(world, job_id):
+        time.sleep(0.05)
+    if _finished(world, job_id):
+        fault.note += ": the job finished first"
+        return fault
+    live = drivers(world.logs)
+    step = running_step(live[0].spec.with_suffix(".log")) if live else None
+    world.kill()
+    fault.injected, fault.after = True, time.monotonic() - began
+    if step is not None:
+        fault.step, fault.step_type = step.get("label"), step.get("type")
+    elif live:
+        fault.step_type = "startup"  # the driver was starting, or between steps
+    deadline = time.monotonic() + 15
+    while drivers(world.logs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    fault.orphans = len(drivers(world.logs))
+    world.start()
+    return fault
+
+
+def kill_driver(
+    world: World, job_id: int, rng: random.Random, expected: float, at_step: str | None = None
+) -> Fault:
+    """kill -9 the job's Spark driver (JVM or Python) at a random moment of its run; with
+    ``at_step``, a random moment early in the first step of that type (e.g. ``views``)."""
+    fault = Fault(target=rng.choice(["jvm", "python"]))
+    by_step = rng.random() < 0.5 or at_step is not None
+    delay = rng.uniform(0.0, 0.9 * expected)
+    step_pick, step_delay = rng.random(), rng.uniform(0.0, 0.5 if at_step is None else 0.2)
+    known = {d.spec for d in drivers(world.logs, every=True)}
+    if not _wait_running(world, job_id):
+        fault.note = "the job finished before it was seen running"
+        return fault
+    # The job's driver: the first one that starts while the job runs.
+    spec = None
+    while spec is None:
+        fresh = [d for d in drivers(world.logs, every=True) if d.spec not in known]
+        if fresh:
+            spec = fresh[0].spec
+        elif _finished(world, job_id):
+            fault.note = "the job ran no Spark job"
+            return fault
+        else:
+            time.sleep(0.02)
+    log = spec.with_suffix(".log")
+    began = time.monotonic()
+    if by_step:
+        steps = json.loads(spec.read_text())["steps"]
+        index = min(int(step_pick * len(steps)), len(steps) - 1)
+        if at_step is not None:
+            index = next((i for i, t in enumerate(steps) if t["type"] == at_step), index)
+        fault.note = f"step {index} of {len(steps)}, then {step_delay:.2f} s"
+        while not any(
+            e.get("event") == "step_start" and e.get("index") == index for e in job_events(log)
+        ):
+            if not _alive(world.logs, spec):
+                fault.note += ": the driver ended first"
+                return fault
+            time.sleep(0.02)
+        time.sleep(step_delay)
+    else:
+        fault.note = f"{delay:.1f} s after the driver started"
+        while time.monotonic() - began < delay:
+            if not _alive(world.logs, spec):
+                fault.note += ": the driver ended first"
+                return fault
+            time.sleep(0.05)
+    live = [d for d in drivers(world.logs) if d.spec == spec]
+    victim = next((d for d in live if d.kind == fault.target), None)
+    victim = victim or next((d for d in live if d.kind == "jvm"), None)
+    if victim is None:
+        fault.note += ": the driver ended first"
+        return fault
+    step = running_step(log)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(victim.pid, signal.SIGKILL)
+        fault.injected, fault.target = True, victim.kind
+        fault.after = time.monotonic() - began
+        fault.step = step.get("label") if step is not None else None
+        fault.step_type = step.get("type") if step is not None else "startup"
+    return fault
+
+
+# --- checks ------------------------------------------------------------------------------
+
+
+def spark_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
+    """The Spark catalog (every schema's tables and view texts) and ``queries``' rows, from
+    one spark-submit of this file with the world's Spark settings and metastore lock."""
+    from sluice.core.spark.session import metastore_lock, spark_conf
+    from sluice.core.spark.submit import spark_submit_path
+
+    runner = world.runner()
+    request = world.root / "inspect.json"
+    out = world.root / "inspect-out.json"
+    request.write_text(json.dumps({"queries": queries}))
+    out.unlink(missing_ok=True)
+    cmd = [str(spark_submit_path()), "--master", runner.settings.master]
+    for key, value in spark_conf(runner.settings, runner.paths).items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--name", "sluice-chaos-inspect", str(Path(__file__).resolve()), "--inspect",
+            str(request), str(out)]  # fmt: skip
+    with metastore_lock(runner.settings, runner.paths, "chaos-inspect", timeout=900):
+        done = subprocess.run(cmd, env=runner.environment(), capture_output=True, text=True,
+                              check=False, cwd=world.root)  # fmt: skip
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"the catalog inspection failed ({done.returncode}):\n"
+                           + "\n".join(done.stderr.splitlines()[-30:]))  # fmt: skip
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def _inspect_main(request: str, out: str) -> None:
+    """Under spark-submit: list the catalog, run the queries, write JSON to ``out``."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    wanted = json.loads(Path(request).read_text())
+    catalog: dict[str, dict[str, Any]] = {}
+    for (db,) in spark.sql("SHOW DATABASES").collect():
+        views = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {db}").collect()}
+        tables: dict[str, Any] = {}
+        for row in spark.sql(f"SHOW TABLES IN {db}").collect():
+            if row["isTemporary"]:
+                continue
+            name, text = row["tableName"], None
+            if name in views and not db.startswith("sluice__"):
+                rows = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()
+                text = next((r["data_type"] for r in rows if r["col_name"] == "View Text"), "")
+            tables[name] = {"type": "VIEW" if name in views else "TABLE", "text": text}
+        catalog[db] = tables
+    answers: dict[str, Any] = {}
+    for name, sql in wanted["queries"].items():
+        try:
+            answers[name] = [list(r) for r in spark.sql(sql).collect()]
+        except Exception as exc:  # a missing table is a finding, not a crash
+            answers[name] = {"error": str(exc).splitlines()[0][:300]}
+    Path(out).write_text(json.dumps({"catalog": catalog, "queries": answers}, default=str))
+    spark.stop()
+
+
+@dataclass
+class Findings:
+    mismatches: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    duplicate_tables: list[str] = field(default_factory=list)
+
+
+def check_store_and_catalog(world: World) -> Findings:
+    """The state store against the Spark catalog, prod's markers, duplicate rows."""
+    from sqlalchemy import select
+
+    from sluice.core.snapshot.naming import PHYSICAL_PREFIX, physical_table, view_name
+    from sluice.core.state import open_state, schema
+    from sluice.core.state.schema import create_state_engine
+
+    store = open_state(world.url)
+    try:
+        envs = store.list_environments()
+        known = store.list_tables()
+        intervals = store.get_intervals(known)
+    finally:
+        store.close()
+    engine = create_state_engine(world.url)
+    try:
+        with engine.connect() as conn:  # every snapshot: its kind and grain
+            rows = conn.execute(select(schema.snapshots.c.name, schema.snapshots.c.identifier))
+            ids = [(r[0], r[1]) for r in rows]
+    finally:
+        engine.dispose()
+    store = open_state(world.url)
+    try:
+        every = store.get_snapshots(ids)
+    finally:
+        store.close()
+    kinds = {(s.name, s.version): s.payload["model"] for s in every.values()}
+    physical: dict[tuple[str, str], str] = {}
+    for (name, version), model in kinds.items():
+        if model["kind"]["name"] != "EXTERNAL":
+            physical[(name, version)] = physical_table(name, version)
+    queries: dict[str, str] = {}
+    for (name, version), model in kinds.items():
+        grain = model.get("grain") or []
+        if model["kind"]["name"] in INCREMENTAL and grain and intervals.get((name, version)):
+            cols = ", ".join(f"`{g}`" for g in grain)
+            queries[f"dup:{physical[(name, version)]}"] = (
+                f"SELECT COUNT(*) - COUNT(DISTINCT {cols}) FROM {physical[(name, version)]}"
+            )
+    if world.promoted is not None:
+        queries["prod:customers"] = "SELECT MIN(chaos_c), MAX(chaos_c) FROM jaffle.customers"
+        queries["prod:daily_revenue"] = (
+            "SELECT MIN(chaos_r), MAX(chaos_r) FROM jaffle.daily_revenue"
+        )
+    seen = spark_inspect(world, queries)
+    catalog: dict[str, dict[str, Any]] = seen["catalog"]
+    found = Findings()
+    bad = found.mismatches
+
+    def exists(qualified: str) -> dict[str, Any] | None:
+        schema_name, table = qualified.lower().split(".", 1)
+        entry: dict[str, Any] | None = catalog.get(schema_name, {}).get(table)
+        return entry
+
+    # Physical tables: referenced by a live environment, or holding recorded intervals.
+    live = [e for e in envs if not e.invalidated]
+    for env in envs:
+        for ref in env.snapshots:
+            table = physical.get((ref.name, ref.version))
+            if table is not None and exists(table) is None:
+                bad.append(f"{env.name}: {ref.name} reads {table}, which is not in the catalog")
+    for key, spans in intervals.items():
+        if spans and key in physical and exists(physical[key]) is None:
+            bad.append(f"{physical[key]} has intervals in the state but is not in the catalog")
+    wanted = {t.lower() for t in physical.values()}
+    for schema_name, tables in catalog.items():
+        if schema_name.startswith(PHYSICAL_PREFIX):
+            for table in tables:
+                if f"{schema_name}.{table}" not in wanted:
+                    bad.append(f"{schema_name}.{table} is in the catalog but not in the state")
+    # The warehouse's files: every table directory belongs to a table of the catalog.
+    for folder in (world.work / "spark" / "warehouse").glob(f"{PHYSICAL_PREFIX}*.db"):
+        schema_name = folder.name.removesuffix(".db")
+        for path in folder.iterdir():
+            owned = catalog.get(schema_name, {}).get(path.name)
+            if path.is_dir() and not path.name.startswith((".", "_")) and owned is None:
+                bad.append(f"{folder.name}/{path.name} holds files of no table in the catalog")
+    # Views: each live environment's views read the tables its record names; no views of
+    # environments the state does not have.
+    expected_views: dict[str, str] = {}
+    for env in live:
+        for ref in env.snapshots:
+            table = physical.get((ref.name, ref.version))
+            if table is None:
+                continue
+            view = view_name(ref.name, env.name).lower()
+            expected_views[view] = table.lower()
+            entry = exists(view)
+            if entry is None:
+                bad.append(f"{env.name}: view {view} is missing")
+            elif table.lower() not in str(entry.get("text") or "").lower():
+                bad.append(f"{env.name}: view {view} does not read {table}")
+    names = {e.name for e in envs}
+    for schema_name, tables in catalog.items():
+        if schema_name.startswith(PHYSICAL_PREFIX) or schema_name == "default":
+            continue
+        env_name = schema_name.split("__", 1)[1] if "__" in schema_name else "prod"
+        for table, entry in tables.items():
+            view = f"{schema_name}.{table}"
+            if entry["type"] != "VIEW":
+                bad.append(f"{view} is a {entry['type']} table among environment views")
+            elif env_name not in names:
+                bad.append(f"{view} belongs to environment {env_name}, which the state lacks")
+            elif view not in expected_views and env_name in {e.name for e in live}:
+                bad.append(f"{view} is not one of {env_name}'s models")
+    answers = seen["queries"]
+    if world.promoted is not None:
+        for name in ("prod:customers", "prod:daily_revenue"):
+            rows = answers.get(name)
+            if not isinstance(rows, list) or rows[0] != [world.promoted, world.promoted]:
+                bad.append(f"{name}: prod reads {rows}, not PR {world.promoted}'s version")
+    for key, rows in answers.items():
+        if not key.startswith("dup:"):
+            continue
+        if not isinstance(rows, list):
+            bad.append(f"{key[4:]}: {rows}")
+        elif rows[0][0]:
+            found.duplicates += int(rows[0][0])
+            found.duplicate_tables.append(key[4:])
+    return found
+
+
+def forge_doubles(forge: dict[str, Any]) -> set[str]:
+    """Everything the fake GitHub holds twice: comments, check runs, deployments."""
+    doubles: set[str] = set()
+    issues = Counter(c["issue"] for c in forge["comments"].values())
+    doubles |= {f"comments on #{n}: {k}" for n, k in issues.items() if k > 1}
+    runs = Counter((r["head_sha"], r["name"]) for r in forge["check_runs"].values())
+    doubles |= {f"check runs {name} on {sha[:8]}: {k}" for (sha, name), k in runs.items() if k > 1}
+    deploys = Counter(d.get("ref") or d.get("sha") for d in forge.get("deployments", []))
+    doubles |= {f"deployments of {str(sha)[:8]}: {k}" for sha, k in deploys.items() if k > 1}
+    return doubles
+
+
+def _checks_ok(forge: dict[str, Any], sha: str, names: tuple[str, ...]) -> list[str]:
+    runs = {r["name"]: r for r in forge["check_runs"].values() if r["head_sha"] == sha}
+    problems = []
+    for name in names:
+        run = runs.get(name)
+        if run is None:
+            problems.append(f"{name} missing on {sha[:8]}")
+        elif run["status"] != "completed" or run.get("conclusion") != "success":
+            title = (run.get("output") or {}).get("title")
+            problems.append(
+                f"{name} on {sha[:8]}: {run['status']}/{run.get('conclusion')}: {title}"
+            )
+    return problems
+
+
+PR_CHECKS = ("sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval")
+
+
+# --- trials ------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    scenario: str
+    fault: str
+    index: int
+    seed: int
+    number: int
+    at_step: str | None = None  # driver faults: kill in the first step of this type
+
+
+def trial_seed(seed: int, scenario: str, fault: str, index: int) -> int:
+    return zlib.crc32(f"{seed}:{scenario}:{fault}:{index}".encode())
+
+
+def _open_pr(world: World, number: int, tag: str) -> tuple[int, list[str]]:
+    """Open PR ``number`` and wait for its build (no fault); its job and any problem."""
+    job = world.deliver("pull_request", pull(number, "opened"), f"chaos-{tag}-open-{number}")
+    world.wait_jobs([job])
+    problems = _checks_ok(world.forge(), _sha("a", number), PR_CHECKS)
+    if not problems:
+        world.open_prs.append(number)
+    return job, [f"setup: {p}" for p in problems]
+
+
+def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[str, Any]:
+    """One trial: the scenario's delivery, the fault, recovery, and the checks."""
+    rng = random.Random(trial.seed)
+    began = time.monotonic()
+    tag = f"{trial.scenario}-{trial.fault}-{trial.index}-{trial.seed}"
+    doubles_before = forge_doubles(world.forge())
+    failed_before = world.queue.counts()["failed"]
+    problems: list[str] = []
+    logs_before = set(world.logs.glob("*.log")) if world.logs.exists() else set()
+    n = trial.number
+    setup: list[int] = []
+    if trial.scenario == "pr":
+        target = world.deliver("pull_request", pull(n, "opened"), f"chaos-{tag}-open-{n}")
+    elif trial.scenario == "promote":
+        if world.open_prs:  # a PR an earlier trial built: merge it
+            n = world.open_prs.pop()
+        else:
+            job, more = _open_pr(world, n, tag)
+            setup.append(job)
+            problems += more
+            if n in world.open_prs:
+                world.open_prs.remove(n)
+        pr_versions = world.versions(f"pr_{n}")
+        merged = pull(n, "closed", merged=True, merge_commit_sha=_sha("b", n), state="closed")
+        target = world.deliver("pull_request", merged, f"chaos-{tag}-merge-{n}")
+    else:
+        # Environments to drop: those promotions invalidated, else the open PRs', closed
+        # now, else a PR's opened for the purpose.
+        if not world.invalidated():
+            if not world.open_prs:
+                job, more = _open_pr(world, n, tag)
+                setup.append(job)
+                problems += more
+            for number in list(world.open_prs):
+                closed = pull(number, "closed", merged=False, state="closed")
+                setup.append(world.deliver("pull_request", closed, f"chaos-{tag}-close-{number}"))
+                world.open_prs.remove(number)
+            world.wait_jobs(setup)
+        target = world.queue_janitor(f"chaos-{tag}-janitor")
+    clock = time.monotonic()
+    # The moment is drawn over the job's expected length (service), or its driver's.
+    driver_key = f"{trial.scenario}/driver"
+    expected.setdefault(driver_key, 0.7 * expected[trial.scenario])
+    moment = expected[trial.scenario if trial.fault == "service" else driver_key]
+    if trial.fault == "driver":
+        fault = kill_driver(world, target, rng, moment, trial.at_step)
+    else:
+        fault = kill_service(world, target, rng, moment)
+    world.wait_jobs([target])
+    record = world.job(target)
+    took = time.monotonic() - clock
+    # Lost: a delivery whose job did not end done, or a failed job anywhere.
+    lost = sum(1 for j in [*setup, target] if (r := world.job(j)) is None or r.status != "done")
+    lost += max(0, world.queue.counts()["failed"] - failed_before - lost)
+    # Twice: more attempts than the fault explains, or anything doubled on the forge.
+    allowed = 2 if fault.injected else 1
+    double = 0
+    if record is not None and record.job.attempts > allowed:
+        double += 1
+        problems.append(f"job ran {record.job.attempts} times for {int(fault.injected)} fault")
+    forge = world.forge()
+    new_doubles = sorted(forge_doubles(forge) - doubles_before)
+    double += len(new_doubles)
+    problems += new_doubles
+    # The outcome on the forge: what the delivery asked for was done.
+    outcome: list[str] = []
+    if trial.scenario == "pr":
+        outcome = _checks_ok(forge, _sha("a", n), PR_CHECKS)
+        runs = {r["name"]: r for r in forge["check_runs"].values() if r["head_sha"] == _sha("a", n)}
+        title = (runs.get("sluice/pr-environment", {}).get("output") or {}).get("title")
+        if title == "This PR changes no model":  # a run again that found its own work
+            outcome.append(f"sluice/pr-environment says {title!r}")
+        bodies = [c["body"] for c in forge["comments"].values() if c["issue"] == n]
+        if not any(f"`pr_{n}` is ready" in b for b in bodies):
+            outcome.append(f"the comment does not say pr_{n} is ready")
+        if not outcome:
+            world.open_prs.append(n)
+    elif trial.scenario == "promote":
+        outcome = _checks_ok(forge, _sha("b", n), ("sluice/deploy",))
+        deploys = [d for d in forge.get("deployments", []) if d.get("ref") == _sha("b", n)]
+        states = [s.get("state") for s in deploys[-1]["statuses"]] if deploys else []
+        if not states or states[-1] != "success":
+            outcome.append(f"deployment of {_sha('b', n)[:8]}: {states}")
+        if not outcome:
+            world.promoted = n
+        prod = world.versions("prod")
+        moved = {k: v for k, v in pr_versions.items() if prod.get(k) != v}
+        if moved:
+            outcome.append(f"prod does not read PR {n}'s versions of {sorted(moved)}")
+    else:
+        left = world.invalidated()
+        if left:
+            outcome.append(f"invalidated environments left after the janitor: {left}")
+    if outcome:
+        lost += 1
+        problems += outcome
+    recovered = fault.injected and not outcome and record is not None and record.status == "done"
+    found = check_store_and_catalog(world)
+    problems += found.mismatches
+    swaps = []
+    if trial.scenario == "promote":
+        for log in sorted(set(world.logs.glob("apply-prod-*.log")) - logs_before):
+            seconds = views_seconds(log)
+            if seconds is not None:
+                swaps.append(seconds)
+    if record is not None and record.finished_ts and record.started_ts:
+        # The last attempt ran the whole job: a fair sample of its length, and its
+        # driver's (from its spec, written at the start, to its log's last line).
+        sample = record.finished_ts - record.started_ts
+        expected[trial.scenario] = 0.5 * expected[trial.scenario] + 0.5 * sample
+        prefix = {"pr": "preview-", "promote": "apply-prod-", "janitor": "janitor-"}
+        for log in sorted(set(world.logs.glob(f"{prefix[trial.scenario]}*.log")) - logs_before):
+            if any(e.get("event") == "job_done" for e in job_events(log)):
+                lived = log.stat().st_mtime - log.with_suffix(".json").stat().st_mtime
+                expected[driver_key] = 0.5 * expected[driver_key] + 0.5 * lived
+    return {
+        "scenario": trial.scenario, "fault": trial.fault, "index": trial.index,
+        "seed": trial.seed, "pr": n, "fault_detail": fault.to_json(),
+        "injected": fault.injected, "recovered": recovered, "lost": lost, "double": double,
+        "mismatches": len(found.mismatches), "duplicates": found.duplicates,
+        "orphans": fault.orphans,
+        "attempts": record.job.attempts if record is not None else None,
+        "status": str(record.status) if record is not None else None,
+        "swap_s": swaps, "recovery_s": round(took, 1),
+        "seconds": round(time.monotonic() - began, 1), "problems": problems,
+    }  # fmt: skip
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            records.append(json.loads(line))
+    return records
+
+
+def summary(records: list[dict[str, Any]]) -> tuple[str, bool]:
+    """The figures, and whether every count that must be 0 is."""
+    swaps = sorted(s for r in records for s in r.get("swap_s", []))
+    keys = ("lost", "double", "mismatches", "duplicates", "orphans")
+    totals = {k: sum(int(r.get(k) or 0) for r in records) for k in keys}
+    lines = [
+        f"trials:                   {len(records)}",
+        f"faults injected:          {sum(1 for r in records if r['injected'])}",
+        f"recovered:                {sum(1 for r in records if r['recovered'])}",
+        f"lost deliveries:          {totals['lost']}",
+        f"double-processed:         {totals['double']}",
+        f"store/catalog mismatches: {totals['mismatches']}",
+        f"duplicate rows:           {totals['duplicates']}",
+        f"orphan drivers:           {totals['orphans']}",
+    ]
+    if swaps:
+        lines.append(
+            f"swap window (prod views step, {len(swaps)} promotions): "
+            f"max {max(swaps) * 1000:.0f} ms, p50 {statistics.median(swaps) * 1000:.0f} ms"
+        )
+    else:
+        lines.append("swap window: no promotion finished")
+    lines.append("")
+    lines.append(f"{'scenario':<9} {'fault':<8} {'trials':>6} {'injected':>8} {'recovered':>9} "
+                 f"{'bad':>4} {'where the kills landed (Spark step type: n)'}")  # fmt: skip
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["scenario"], r["fault"]), []).append(r)
+    for (scenario, fault), group in sorted(groups.items()):
+        bad = sum(int(r.get(k) or 0) for r in group for k in keys)
+        steps = Counter(
+            r["fault_detail"].get("step_type") or "no Spark job" for r in group if r["injected"]
+        )
+        where = ", ".join(f"{k}: {v}" for k, v in sorted(steps.items()))
+        lines.append(f"{scenario:<9} {fault:<8} {len(group):>6} "
+                     f"{sum(1 for r in group if r['injected']):>8} "
+                     f"{sum(1 for r in group if r['recovered']):>9} {bad:>4} {where}")  # fmt: skip
+    return "\n".join(lines), all(v == 0 for v in totals.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=20, help="trials per scenario and fault")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS)
+    parser.add_argument("--fault", action="append", choices=FAULTS)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help="start no trial after this much wall time (0: no limit)")  # fmt: skip
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--at-step", default=None, metavar="TYPE",
+                        help="driver faults land early in the first step of this type "
+                        "(views: inside the swap window)")  # fmt: skip
+    parser.add_argument("--summary", action="store_true", help="only print the summary")
+    parser.add_argument("--inspect", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.inspect:
+        _inspect_main(*args.inspect)
+        return 0
+    scenarios = tuple(args.scenario or SCENARIOS)
+    faults = tuple(args.fault or FAULTS)
+
+    def selected() -> list[dict[str, Any]]:
+        return [
+            r
+            for r in load_records(args.out)
+            if r["scenario"] in scenarios
+            and r["fault"] in faults
+            and r.get("run_seed") == args.seed
+            and r.get("at_step") == args.at_step
+        ]
+
+    if args.summary:
+        text, ok = summary(selected())
+        print(text)
+        return 0 if ok else 1
+    done = {(r["scenario"], r["fault"], r["index"]) for r in selected()}
+    todo = [
+        Trial(s, f, i, trial_seed(args.seed, s, f, i), 0, args.at_step)
+        for i in range(args.trials)
+        for s in scenarios
+        for f in faults
+        if (s, f, i) not in done
+    ]
+    if todo:
+        started = time.monotonic()
+        root = args.workdir or Path(tempfile.mkdtemp(prefix="sluice-chaos-"))
+        world = World(root.resolve())
+        for ordinal, trial in enumerate(todo):
+            trial.number = 10 + ordinal
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            print(f"building prod in {root} ...", flush=True)
+            world.build_prod()
+            for trial in todo:
+                world.prepare(trial.number)
+            world.start()
+            expected = dict(GUESS)
+            for trial in todo:
+                if args.minutes and time.monotonic() - started > args.minutes * 60:
+                    print(f"--minutes {args.minutes:g} reached: stopping", flush=True)
+                    break
+                record = run_trial(world, trial, expected)
+                record["run_seed"], record["at_step"] = args.seed, args.at_step
+                with args.out.open("a") as handle:
+                    handle.write(json.dumps(record) + "\n")
+                mark = (
+                    "ok" if not record["problems"] else "PROBLEMS: " + "; ".join(record["problems"])
+                )
+                print(f"[{time.monotonic() - started:6.0f}s] {trial.scenario}/{trial.fault} "
+                      f"#{trial.index} seed {trial.seed}: injected={record['injected']} "
+                      f"at {record['fault_detail']['step_type'] or '-'} "
+                      f"{record['seconds']:.0f}s {mark}", flush=True)  # fmt: skip
+        finally:
+            world.close()
+            if not args.keep and args.workdir is None:
+                shutil.rmtree(root, ignore_errors=True)
+    text, ok = summary(selected())
+    print(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
