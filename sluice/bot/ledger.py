@@ -30,7 +30,6 @@ from sqlalchemy import (
     and_,
     delete,
     func,
-    insert,
     or_,
     select,
 )
@@ -156,13 +155,11 @@ class Ledger(Transactions):
 
     def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
         """Remember the plan review computed on head commit ``sha`` (replacing an older one)."""
-        key = (pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha)
+        row = {"repo": repo, "number": number, "sha": sha.lower(),
+               "fingerprint": review.fingerprint, "review": dump_json(review.to_json()),
+               "created_ts": now}  # fmt: skip
         with self._writing("record a plan") as conn:
-            conn.execute(delete(pr_plans).where(*key))
-            conn.execute(insert(pr_plans).values(
-                repo=repo, number=number, sha=sha.lower(), fingerprint=review.fingerprint,
-                review=dump_json(review.to_json()), created_ts=now,
-            ))  # fmt: skip
+            _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
 
     def plans(self, repo: str, number: int) -> dict[str, str]:
         """Head sha -> plan fingerprint, for every commit of the PR that was planned."""
@@ -185,13 +182,9 @@ class Ledger(Transactions):
 
     def click(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
         """Record a click on "Approve this plan" by ``user`` on ``sha``."""
-        key = (plan_clicks.c.repo == repo, plan_clicks.c.number == number,
-               plan_clicks.c.user == user, plan_clicks.c.sha == sha.lower())  # fmt: skip
+        row = {"repo": repo, "number": number, "user": user, "sha": sha.lower(), "clicked_ts": now}
         with self._writing("record an approval") as conn:
-            conn.execute(delete(plan_clicks).where(*key))
-            conn.execute(insert(plan_clicks).values(
-                repo=repo, number=number, user=user, sha=sha.lower(), clicked_ts=now
-            ))  # fmt: skip
+            _upsert(conn, plan_clicks, row, ("repo", "number", "user", "sha"))
 
     def clicks(self, repo: str, number: int) -> list[tuple[str, str]]:
         """(user, sha) of every "Approve this plan" click on the PR, oldest first."""
@@ -205,13 +198,10 @@ class Ledger(Transactions):
 
     def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
         """Record that ``user`` approved the PR when its head was ``sha``."""
-        key = (review_heads.c.repo == repo, review_heads.c.number == number,
-               review_heads.c.user == user.casefold())  # fmt: skip
+        row = {"repo": repo, "number": number, "user": user.casefold(), "sha": sha.lower(),
+               "reviewed_ts": now}  # fmt: skip
         with self._writing("record the head of an approval") as conn:
-            conn.execute(delete(review_heads).where(*key))
-            conn.execute(insert(review_heads).values(
-                repo=repo, number=number, user=user.casefold(), sha=sha.lower(), reviewed_ts=now
-            ))  # fmt: skip
+            _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
     def review_heads(self, repo: str, number: int) -> dict[str, str]:
         """Case-folded user -> the head of the PR when they last approved it."""
@@ -265,13 +255,9 @@ class Ledger(Transactions):
 
     def save_comment(self, repo: str, number: int, body: str | None,
                      sections: dict[str, str]) -> None:  # fmt: skip
+        row = {"repo": repo, "number": number, "body": body, "sections": dump_json(sections)}
         with self._writing("save a comment") as conn:
-            conn.execute(
-                delete(comments).where(comments.c.repo == repo, comments.c.number == number)
-            )
-            conn.execute(insert(comments).values(
-                repo=repo, number=number, body=body, sections=dump_json(sections)
-            ))  # fmt: skip
+            _upsert(conn, comments, row, ("repo", "number"))
 
     # -- deployment records of promotions in progress ----------------------------------
 
@@ -306,12 +292,10 @@ class Ledger(Transactions):
 
     def merged(self, repo: str, number: int, items: Iterable[Item], now: int) -> None:
         """Remember a PR merged but not yet promoted (promotion waits for a tag)."""
-        key = (merged_prs.c.repo == repo, merged_prs.c.number == number)
+        row = {"repo": repo, "number": number, "changes": dump_json([list(i) for i in items]),
+               "merged_ts": now}  # fmt: skip
         with self._writing("record a merge") as conn:
-            conn.execute(delete(merged_prs).where(*key))
-            conn.execute(insert(merged_prs).values(
-                repo=repo, number=number, changes=dump_json([list(i) for i in items]), merged_ts=now
-            ))  # fmt: skip
+            _upsert(conn, merged_prs, row, ("repo", "number"))
 
     def waiting(self, repo: str) -> dict[int, list[Item]]:
         """Merged PRs waiting for a promotion: number -> their approved items."""

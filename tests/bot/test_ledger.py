@@ -42,6 +42,8 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
     ledger.record_plan("github:o/r", 7, "bbb222", _review("fp3", ("a.x", "k3")), 3)  # re-planned
     ledger.record_plan("github:o/r", 8, "ccc333", _review("fp9"), 4)
     assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
+    ledger.record_plan("github:o/r", 7, "AAA111", _review("fp1"), 5)  # same commit, other case
+    assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
     review = ledger.review("github:o/r", 7, "BBB222")
     assert review == _review("fp3", ("a.x", "k3"))
     assert ledger.review("github:o/r", 7, "ddd444") is None
@@ -109,19 +111,28 @@ def test_repositories_and_their_last_loaded_commit(ledger: Ledger) -> None:
     assert ledger.last_sha("github:o/r") == "fed"
 
 
-def test_many_workers_record_one_repository_and_approve_one_content_at_once(
-    ledger: Ledger,
-) -> None:
-    # Every job records its repository first; two PRs may approve the same model content.
+def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
+    # Every job records its repository first; two PRs may approve the same model content;
+    # a webhook and a job may save one PR's comment, click or plan at the same moment.
     def work(n: int) -> None:
         for i in range(10):
             ledger.seen("github:o/r", 42, n * 100 + i, sha=f"s{n}")
             ledger.approve("github:o/r", n, f"s{n}", [("a.x", "k1")], ["bob"], i)
+            ledger.record_plan("github:o/r", 1, "abc", _review("fp"), i)
+            ledger.click("github:o/r", 1, "bob", "abc", i)
+            ledger.review_head("github:o/r", 1, "bob", "abc", i)
+            ledger.save_comment("github:o/r", 1, f"body {n}", {})
+            ledger.merged("github:o/r", 1, [("a.x", "k1")], i)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(work, range(8)))
     assert ledger.repositories() == [("github:o/r", 42)]
     assert ledger.unapproved("github:o/r", [("a.x", "k1"), ("a.y", "k2")]) == [("a.y", "k2")]
+    assert ledger.plans("github:o/r", 1) == {"abc": "fp"}
+    assert ledger.clicks("github:o/r", 1) == [("bob", "abc")]
+    assert ledger.review_heads("github:o/r", 1) == {"bob": "abc"}
+    assert ledger.comment("github:o/r", 1)[0] in {f"body {n}" for n in range(8)}
+    assert ledger.waiting("github:o/r") == {1: [("a.x", "k1")]}
 
 
 # -- plan reviews of real plans --------------------------------------------------------
