@@ -1,8 +1,10 @@
-"""Crash faults, one trial per scenario and fault: kill -9 the service process or the Spark
-driver during a PR environment build, a prod promotion and the janitor; after the restart
-(or the worker's retry) nothing is lost, nothing is done twice, the state store and the
-Spark catalog agree, prod reads the promoted versions, and no incremental table holds a
-row twice. The trials are ``bench/chaos.py``'s, which runs many of them.
+"""Crash faults, one trial per scenario: kill -9 the Spark driver during a PR environment
+build and during a promotion's views swap, and the service process during the janitor;
+after the worker's retry (or the restart) nothing is lost, nothing is done twice, the
+state store and the Spark catalog agree, prod reads the promoted versions, and no
+incremental table holds a row twice. The trials are ``bench/chaos.py``'s, which runs every
+scenario with both faults many times (docs/reliability.md); the service killed during a
+PR build is also ``tests/bot/test_pr_flow.py``'s restart test. Three trials keep CI short.
 
 Real everything: the service on uvicorn in its own process (``tests/bot/service_child``,
 GitHub faked at the wire with its state in a file), Spark through spark-submit. One world
@@ -65,19 +67,9 @@ def _trial(world: World, scenario: str, fault: str, at_step: str | None = None) 
     return record
 
 
-def test_a_pr_build_survives_its_service_killed(world: World) -> None:
-    record = _trial(world, "pr", "service")
-    assert record["fault_detail"]["target"] == "service"
-
-
 def test_a_pr_build_survives_its_driver_killed(world: World) -> None:
     record = _trial(world, "pr", "driver")
     assert record["fault_detail"]["target"] in ("jvm", "python")
-
-
-def test_a_promotion_survives_its_service_killed(world: World) -> None:
-    record = _trial(world, "promote", "service")
-    assert record["swap_s"], "the promotion's views step was not found"
 
 
 def test_the_janitor_survives_its_service_killed(world: World) -> None:
@@ -89,7 +81,3 @@ def test_a_promotion_survives_its_driver_killed_while_swapping_views(world: Worl
     # and prod reads the promoted versions only (checked by the trial).
     record = _trial(world, "promote", "driver", at_step="views")
     assert record["swap_s"], "the promotion's views step was not found"
-
-
-def test_the_janitor_survives_its_driver_killed(world: World) -> None:
-    _trial(world, "janitor", "driver")
