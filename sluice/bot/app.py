@@ -101,55 +101,35 @@ _WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
         },
     },
 }
+
+
+def _header(name: str, description: str, *, required: bool = True, **schema: str) -> dict[str, Any]:
+    """An OpenAPI header parameter (a string)."""
+    return {"name": name, "in": "header", "required": required, "description": description,
+            "schema": {"type": "string", **schema}}  # fmt: skip
+
+
 GITHUB_WEBHOOK_OPENAPI: dict[str, Any] = {
     "parameters": [
-        {
-            "name": "X-GitHub-Event",
-            "in": "header",
-            "required": True,
-            "description": "The event: pull_request, issue_comment, push, ping, ...",
-            "schema": {"type": "string"},
-        },
-        {
-            "name": "X-GitHub-Delivery",
-            "in": "header",
-            "required": True,
-            "description": "The delivery's id; a retry carries the same one.",
-            "schema": {"type": "string"},
-        },
-        {
-            "name": "X-Hub-Signature-256",
-            "in": "header",
-            "required": True,
-            "description": "HMAC-SHA256 of the body with the webhook secret.",
-            "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
-        },
+        _header("X-GitHub-Event", "The event: pull_request, issue_comment, push, ping, ..."),
+        _header("X-GitHub-Delivery", "The delivery's id; a retry carries the same one."),
+        _header(
+            "X-Hub-Signature-256",
+            "HMAC-SHA256 of the body with the webhook secret.",
+            pattern="^sha256=[0-9a-f]{64}$",
+        ),
     ],
     **_WEBHOOK_BODY_AND_RESPONSES,
 }
 GITLAB_WEBHOOK_OPENAPI: dict[str, Any] = {
     "parameters": [
-        {
-            "name": "X-Gitlab-Event",
-            "in": "header",
-            "required": True,
-            "description": "The hook: Merge Request Hook, Note Hook, Tag Push Hook, ...",
-            "schema": {"type": "string"},
-        },
-        {
-            "name": "X-Gitlab-Token",
-            "in": "header",
-            "required": True,
-            "description": "The webhook's secret token.",
-            "schema": {"type": "string"},
-        },
-        {
-            "name": "Idempotency-Key",
-            "in": "header",
-            "required": False,
-            "description": "The same on every retry of a delivery (GitLab 17.4+).",
-            "schema": {"type": "string"},
-        },
+        _header("X-Gitlab-Event", "The hook: Merge Request Hook, Note Hook, Tag Push Hook, ..."),
+        _header("X-Gitlab-Token", "The webhook's secret token."),
+        _header(
+            "Idempotency-Key",
+            "The same on every retry of a delivery (GitLab 17.4+).",
+            required=False,
+        ),
     ],
     **_WEBHOOK_BODY_AND_RESPONSES,
 }
