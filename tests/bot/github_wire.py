@@ -30,6 +30,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import responses
 
+from tests.bot.graph import reachable
+
 API = "https://api.github.com"
 CODELOAD = "https://codeload.github.com"
 BOT = {"login": "sluice-bot[bot]", "id": 900, "type": "Bot", "node_id": "B_1"}
@@ -438,13 +440,7 @@ class FakeGitHub:
     def _reachable(self, ref: str) -> tuple[str, set[str]]:
         """The commit ``ref`` (a branch or a sha) names, and every commit reachable from it."""
         tip = self.refs.get(ref, ref)
-        seen, todo = {tip}, [ref, tip]
-        while todo:
-            for sha in self.branch_commits.get(todo.pop(), ()):
-                if sha not in seen:
-                    seen.add(sha)
-                    todo.append(sha)
-        return tip, seen
+        return tip, reachable(self.branch_commits, ref, tip)
 
     def _compare(self, match: Any, body: Any) -> Any:
         base, head = unquote(match.group(1)), unquote(match.group(2))

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit, urlunspl
 import responses
 
 from tests.bot.github_wire import tarball
+from tests.bot.graph import reachable
 
 Answer = tuple[int, dict[str, str], Any]
 STATES = ("pending", "running", "success", "failed", "canceled", "skipped")
@@ -480,13 +481,7 @@ class FakeGitLab:
         """The commit ``ref`` (a branch, a tag or a sha) names, and every commit reachable
         from it."""
         tip = self.branches.get(ref) or self.tags.get(ref) or ref
-        seen, todo = {tip}, [ref, tip]
-        while todo:
-            for sha in self.branch_commits.get(todo.pop(), ()):
-                if sha not in seen:
-                    seen.add(sha)
-                    todo.append(sha)
-        return tip, seen
+        return tip, reachable(self.branch_commits, ref, tip)
 
     def _merge_base(self, match: Any, params: Any) -> Answer:
         refs = [str(r) for r in params.get("refs[]", [])]
