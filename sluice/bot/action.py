@@ -282,8 +282,8 @@ class WorkspaceForge:
     def permission(self, user: str) -> str:
         return self.inner.permission(user)
 
-    def react(self, number: int, comment_id: int, reaction: str) -> None:
-        self.inner.react(number, comment_id, reaction)
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        return self.inner.react(number, comment_id, reaction)
 
     def reply(self, number: int, body: str) -> None:
         self.inner.reply(number, body)

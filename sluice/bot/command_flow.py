@@ -2,7 +2,8 @@
 
 Only newly created comments count (an edited comment never runs a command again). The
 author must have write permission, asked of the forge each time; anyone else gets a reply
-saying why. An accepted command is acknowledged with a reaction before any work starts.
+saying why. An accepted command is acknowledged with a reaction before any work starts;
+a command whose comment was deleted before the bot got to it is withdrawn (not run).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
     try:
         command = parse_command(event.body)
     except CommandError as exc:
-        forge.react(event.number, event.comment_id, REFUSED)
-        forge.reply(event.number, f"@{event.author} {exc.hint}. Usage: {exc.message}")
+        if _still_there(forge, event, REFUSED):
+            forge.reply(event.number, f"@{event.author} {exc.hint}. Usage: {exc.message}")
         return
     if command is None:
         return
@@ -51,7 +52,8 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
             f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
         ))  # fmt: skip
         return
-    forge.react(event.number, event.comment_id, ACCEPTED)
+    if not _still_there(forge, event, ACCEPTED):
+        return
     if command.name == "help":
         said = "" if command.unknown is None else _unknown(command.unknown)
         forge.reply(event.number, said + HELP)
@@ -67,6 +69,16 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         _diff(ctl, forge, pr, command, event.author)
     elif command.name == "deploy":
         _deploy(ctl, forge, pr, event.author)
+
+
+def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
+    """React to the command's comment; False (and logged) when it was deleted meanwhile:
+    deleting a command's comment before it runs withdraws the command."""
+    if forge.react(event.number, event.comment_id, reaction):
+        return True
+    log.info("%s#%s: comment %s was deleted; its command is not run",
+             forge.repo, event.number, event.comment_id)  # fmt: skip
+    return False
 
 
 def _unknown(sub: str) -> str:

@@ -648,10 +648,13 @@ def test_reply_and_react(rs: responses.RequestsMock, forge: GitHubForge) -> None
         json={"id": 1, "node_id": "REA_1", "user": me, "content": "rocket",
               "created_at": "2026-03-01T10:00:00Z"},
     )  # fmt: skip
+    rs.post(f"{R}/issues/comments/556/reactions", status=404,
+            json={"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})  # fmt: skip
     forge.reply(7, "Applied.")
-    forge.react(7, 555, "rocket")
+    assert forge.react(7, 555, "rocket") is True
     assert sent(rs.calls[0]) == {"body": "Applied."}
     assert sent(rs.calls[1]) == {"content": "rocket"}
+    assert forge.react(7, 556, "+1") is False  # the comment was deleted
 
 
 def test_a_post_answered_with_502_is_not_retried(

@@ -221,6 +221,12 @@ def test_deploy_promotes_the_approved_head_then_merges_the_mr(bot: Bot, tmp_path
 
     bot.deliver(_note(bot, "dave", "/sluice deploy"), NOTE)  # a Reporter
     assert bot.gitlab.merges == [] and bot.gitlab.deployments == []
+    withdrawn = _note(bot, "carol", "/sluice deploy")
+    bot.gitlab.notes[7].pop()  # deleted before the job ran: the command is withdrawn
+    replies = len(bot.gitlab.notes_on(7))
+    bot.deliver(withdrawn, NOTE)
+    assert bot.gitlab.merges == [] and bot.gitlab.deployments == [] and bot.gitlab.awards == []
+    assert len(bot.gitlab.notes_on(7)) == replies
     note = _note(bot, "carol", "/sluice deploy")
     bot.deliver(note, NOTE)
     awards = [(a["note"], a["name"]) for a in bot.gitlab.awards]

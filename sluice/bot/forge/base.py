@@ -118,8 +118,9 @@ class Forge(Protocol):
         or none."""
         ...
 
-    def react(self, number: int, comment_id: int, reaction: str) -> None:
-        """Add a reaction (``+1``, ``eyes``, ``rocket``, ``confused``) to a PR comment."""
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        """Add a reaction (``+1``, ``eyes``, ``rocket``, ``confused``) to a PR comment;
+        False when the comment no longer exists (deleted before the bot got to it)."""
         ...
 
     def reply(self, number: int, body: str) -> None:

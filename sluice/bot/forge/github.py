@@ -565,10 +565,15 @@ class GitHubForge:
         with _boundary(f"commenting on pull request #{number}"):
             self._repo.get_issue(number).create_comment(body)
 
-    def react(self, number: int, comment_id: int, reaction: str) -> None:
-        """Add ``reaction`` to comment ``comment_id`` of pull request ``number``."""
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        """Add ``reaction`` to comment ``comment_id`` of pull request ``number``; False
+        when the comment is gone (404)."""
         with _boundary(f"reacting to comment {comment_id} on pull request #{number}"):
-            self._repo.get_issue(number).get_comment(comment_id).create_reaction(reaction)
+            try:
+                self._repo.get_issue(number).get_comment(comment_id).create_reaction(reaction)
+            except UnknownObjectException:
+                return False
+        return True
 
     # -- teams, refs and branches --------------------------------------------------------
 

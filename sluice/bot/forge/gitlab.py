@@ -394,19 +394,24 @@ class GitLabForge:
         with self._guard(f"commenting on merge request !{number}"):
             self._mr(number).notes.create({"body": body})
 
-    def react(self, number: int, comment_id: int, reaction: str) -> None:
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Award the emoji for ``reaction`` (``+1`` is ``thumbsup`` ...) to note
         ``comment_id`` of merge request ``!number``; one the bot already awarded there is
-        left alone (GitLab answers 404 or 400 "has already been taken")."""
+        left alone (GitLab answers 404 or 400 "has already been taken"). False when the
+        note is gone (any other 404)."""
         name = EMOJI.get(reaction, reaction)
         with self._guard(f"reacting to note {comment_id} on merge request !{number}"):
             note = self._mr(number).notes.get(comment_id, lazy=True)
             try:
                 note.awardemojis.create({"name": name})
             except GitlabError as error:
-                if _status(error) not in (400, 404) or "already" not in self._message(error):
+                already = "already" in self._message(error)
+                if _status(error) == 404 and not already:
+                    return False
+                if _status(error) not in (400, 404) or not already:
                     raise
                 log.debug("GitLab: %s already awarded to note %s", name, comment_id)
+        return True
 
     # -- teams, refs and branches --------------------------------------------------------
 

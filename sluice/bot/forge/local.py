@@ -413,8 +413,9 @@ class LocalForge:
         comments: list[dict[str, Any]] = self._read(self._pr_dir(number) / "comments.json", [])
         return comments
 
-    def react(self, number: int, comment_id: int, reaction: str) -> None:
-        """Add ``reaction`` to comment ``comment_id`` of PR ``number``."""
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        """Add ``reaction`` to comment ``comment_id`` of PR ``number``; False when the PR
+        has no such comment."""
         with self._locked():
             self._record(number)
             path = self._pr_dir(number) / "comments.json"
@@ -423,8 +424,8 @@ class LocalForge:
                 if comment["id"] == comment_id:
                     comment["reactions"].append(reaction)
                     self._write(path, comments)
-                    return
-            raise ForgeError(f"local: pull request #{number} has no comment {comment_id}")
+                    return True
+            return False
 
     def add_review(self, number: int, user: str, state: str, commit_sha: str) -> Review:
         """Record a review (``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``) by ``user``
