@@ -64,6 +64,9 @@ def boundaries(cron: str, start: int, end: int) -> list[int]:
     expr = _ALIASES.get(check_cron(cron), cron)
     it = croniter(expr, to_datetime(start + 1), ret_type=float)
     first_ms = int(it.get_prev() * 1000)
+    fields = expr.split()
+    if len(fields) == 5:
+        return _by_days(cron, fields, first_ms, start, end)
     points = [first_ms]
     while True:
         nxt = int(it.get_next() * 1000)
@@ -74,6 +77,42 @@ def boundaries(cron: str, start: int, end: int) -> list[int]:
         points.append(nxt)
         if len(points) > MAX_INTERVALS:
             raise _too_many(cron, start, end, f"more than {MAX_INTERVALS}")
+
+
+def _by_days(cron: str, fields: list[str], first: int, start: int, end: int) -> list[int]:
+    """The fire times from ``first`` (a fire time) to ``end`` of a 5-field cron, computed
+    day by day: a cron fires at the same times of day (its minute and hour fields) on each
+    day its day fields match, so only the matching days are iterated; the count is checked
+    as each day is added, so a cron firing too often fails at once."""
+    minute, hour, dom, month, dow = fields
+    offsets = _day_offsets(minute, hour)
+    if (dom, month, dow) == ("*", "*", "*"):
+        days: Iterable[int] = range(first - first % DAY_MS, end + 1, DAY_MS)
+    else:
+        days = _matching_days(f"0 0 {dom} {month} {dow}", first - first % DAY_MS, end)
+    points: list[int] = []
+    for day in days:
+        points.extend(t for t in (day + o for o in offsets) if first <= t <= end)
+        if len(points) > MAX_INTERVALS:
+            raise _too_many(cron, start, end, f"more than {MAX_INTERVALS}")
+    return points
+
+
+@cache
+def _day_offsets(minute: str, hour: str) -> tuple[int, ...]:
+    """Milliseconds after midnight at which ``{minute} {hour} * * *`` fires."""
+    it = croniter(f"{minute} {hour} * * *", to_datetime(-1), ret_type=float)
+    offsets = []
+    while (nxt := int(it.get_next() * 1000)) < DAY_MS:
+        offsets.append(nxt)
+    return tuple(offsets)
+
+
+def _matching_days(expr: str, first_day: int, end: int) -> Iterable[int]:
+    """Midnights from ``first_day`` to ``end`` of the days ``expr`` (fires at 00:00) fires on."""
+    it = croniter(expr, to_datetime(first_day - 1), ret_type=float)
+    while (day := int(it.get_next() * 1000)) <= end:
+        yield day
 
 
 def _too_many(cron: str, start: int, end: int, count: str) -> PlanError:

@@ -1,5 +1,19 @@
-from sluice.core.intervals import batches, cron_intervals, interval_floor, merge, missing
-from sluice.core.timeutil import DAY_MS, to_ms
+import random
+
+import pytest
+from croniter import croniter
+
+from sluice.core.errors import PlanError
+from sluice.core.intervals import (
+    MAX_INTERVALS,
+    batches,
+    boundaries,
+    cron_intervals,
+    interval_floor,
+    merge,
+    missing,
+)
+from sluice.core.timeutil import DAY_MS, to_datetime, to_ms
 
 D = DAY_MS
 
@@ -20,6 +34,39 @@ def test_croniter_schedules() -> None:
     six = cron_intervals("0 6 * * *", to_ms("2024-01-01"), to_ms("2024-01-03 07:00"))
     assert six[0] == (to_ms("2023-12-31 06:00"), to_ms("2024-01-01 06:00"))
     assert interval_floor("@monthly", to_ms("2024-03-15")) == to_ms("2024-03-01")
+
+
+def _walk(expr: str, start: int, end: int) -> list[int]:
+    """Fire times by stepping croniter one at a time (what boundaries computes faster)."""
+    it = croniter(expr, to_datetime(start + 1), ret_type=float)
+    points = [int(it.get_prev() * 1000)]
+    while (nxt := int(it.get_next() * 1000)) <= end:
+        if nxt > points[-1]:
+            points.append(nxt)
+    return points
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "0 6 * * *", "*/7 9-17 * * 1-5", "15,45 */3 1,15 * *", "30 2 1 * 1", "0 12 29 2 *",
+        "0 0 * * 0", "0 0 1 * *", "0 0 1 1 *", "5 4 L * *", "59 23 31 * *", "*/20 * * 3-5 *",
+    ],
+)  # fmt: skip
+def test_boundaries_are_every_fire_time_croniter_gives(expr: str) -> None:
+    rng = random.Random(expr)
+    for _ in range(6):
+        start = to_ms("2019-06-01") + rng.randrange(2 * 365 * DAY_MS)
+        end = start + rng.choice([0, 1, 3_600_000, DAY_MS + 1, 40 * DAY_MS, 800 * DAY_MS])
+        for a, b in ((start, end), (_walk(expr, start, end)[0], end), (start, start)):
+            assert boundaries(expr, a, b) == _walk(expr, a, b), (expr, a, b)
+
+
+def test_a_cron_with_too_many_intervals_fails() -> None:
+    with pytest.raises(PlanError, match=f"makes more than {MAX_INTERVALS} intervals"):
+        boundaries("* * * * *", to_ms("2000-01-01"), to_ms("2024-01-01"))
+    with pytest.raises(PlanError, match=f"makes more than {MAX_INTERVALS} intervals"):
+        boundaries("*/2 * * * 1-5", to_ms("2000-01-01"), to_ms("2024-01-01"))
 
 
 def test_missing_merge_and_batches() -> None:
