@@ -34,7 +34,7 @@ MODEL_PROPERTIES = frozenset(
         "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "owner", "tags",
         "description", "column_descriptions", "audits", "forward_only",
         "on_destructive_change", "batch_size", "columns", "partitioned_by", "stamp",
-        "enabled",
+        "enabled", "depends_on",
     }
 )  # fmt: skip
 KIND_PROPERTIES: dict[KindName, frozenset[str]] = {

@@ -900,6 +900,31 @@ CASES = [
         "check the name, add a model named s.nope, or declare it in external_models.yaml",
     ),
     Broken(
+        "unknown_depends_on",
+        {
+            "models/c.sql": lines(
+                "MODEL (", "  name s.c,", "  depends_on [s.a, s.nope]", ");", "SELECT 1 AS id"
+            )
+        },
+        GraphError,
+        "models/c.sql:1",
+        "model s.c depends on unknown 's.nope'",
+        "fix depends_on in the MODEL header",
+    ),
+    Broken(
+        "cycle_through_depends_on",
+        {
+            "models/c.sql": lines(
+                "MODEL (", "  name s.c,", "  depends_on [s.d]", ");", "SELECT 1 AS id"
+            ),
+            "models/d.sql": lines("MODEL (", "  name s.d", ");", "SELECT * FROM s.c"),
+        },
+        GraphError,
+        "models/c.sql:1",
+        "models depend on each other in a cycle: s.c -> s.d -> s.c",
+        "a model cannot read, directly or through others, a model that reads it",
+    ),
+    Broken(
         "cycle",
         {
             "models/c.sql": lines("MODEL (", "  name s.c", ");", "SELECT * FROM s.e"),

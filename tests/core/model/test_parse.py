@@ -107,6 +107,12 @@ def test_ctes_and_table_functions_are_not_dependencies() -> None:
     assert model.depends_on == ("s.a", "s.b")
 
 
+def test_depends_on_adds_parents_the_query_does_not_name() -> None:
+    model = parse("MODEL (name s.c, depends_on [s.z, s.a]);\nSELECT * FROM s.b")
+    assert model.depends_on == ("s.a", "s.b", "s.z")
+    assert parse("MODEL (name s.c, depends_on s.a);\nSELECT 1 AS x").depends_on == ("s.a",)
+
+
 def test_disabled_model_is_skipped() -> None:
     assert parse_model("MODEL (name s.x, enabled false);\nSELECT 1", "m.sql", DEFAULTS, {}) is None
 
