@@ -24,9 +24,7 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import JanitorEvent
+from sluice.bot.app import create_app
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
@@ -206,25 +204,8 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert "`pr_2` is removed (promoted to prod)" in body
 
     # The environment was invalidated at once; the janitor drops it.
-    store = open_state(world.url)
-    try:
-        record = store.get_environment("pr_2")
-        assert record is not None and record.invalidated
-    finally:
-        store.close()
-    context = Context(forge_for=forge_factory(service.settings), workdir=world.work,
-                      state_url=world.url)  # fmt: skip
-    Controller(context).handle(JanitorEvent(forge="gitlab", repo=PROJECT, installation_id=None))
-    store = open_state(world.url)
-    try:
-        assert store.get_environment("pr_2") is None
-    finally:
-        store.close()
+    world.janitor_drops("pr_2", service.settings, "gitlab", PROJECT)
 
     # Neither the API token nor the webhook token is in anything the service produced.
     produced = json.dumps([gitlab.notes, gitlab.statuses, gitlab.deployments, gitlab.awards])
-    produced += caplog.text + "".join(p.read_text(errors="replace")
-                                      for p in (world.work / "logs").rglob("*") if p.is_file())  # fmt: skip
-    assert any((world.work / "logs").rglob("*")), "no job log to search"
-    for secret in (API_TOKEN, TOKEN):
-        assert secret not in produced
+    world.assert_secrets_absent(produced + caplog.text, API_TOKEN, TOKEN)

@@ -108,6 +108,32 @@ class World:
             store.close()
         return [list(row) for row in result["rows"]]
 
+    def janitor_drops(self, environment: str, settings: ServiceSettings, forge: str,
+                      repo: str) -> None:  # fmt: skip
+        """``environment`` was invalidated by its promotion, and the janitor drops it."""
+        store = open_state(self.url)
+        try:
+            record = store.get_environment(environment)
+            assert record is not None and record.invalidated
+        finally:
+            store.close()
+        context = Context(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
+        Controller(context).handle(JanitorEvent(forge=forge, repo=repo, installation_id=None))
+        store = open_state(self.url)
+        try:
+            assert store.get_environment(environment) is None
+        finally:
+            store.close()
+
+    def assert_secrets_absent(self, produced: str, *secrets: str) -> None:
+        """None of ``secrets`` is in ``produced`` (what went to the forge, the log) or in
+        any job log."""
+        logs = [p for p in (self.work / "logs").rglob("*") if p.is_file()]
+        assert logs, "no job log to search"
+        produced += "".join(p.read_text(errors="replace") for p in logs)
+        for secret in secrets:
+            assert secret not in produced
+
     def versions(self, environment: str) -> dict[str, str]:
         store = open_state(self.url)
         try:
@@ -301,31 +327,14 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert "`pr_2` is removed (promoted to prod)" in body
 
     # The environment was invalidated at once; the janitor drops it.
-    store = open_state(world.url)
-    try:
-        record = store.get_environment("pr_2")
-        assert record is not None and record.invalidated
-    finally:
-        store.close()
-    context = Context(forge_for=forge_factory(world.settings()), workdir=world.work,
-                      state_url=world.url)  # fmt: skip
-    Controller(context).handle(JanitorEvent(forge="github", repo=OWNER, installation_id=None))
-    store = open_state(world.url)
-    try:
-        assert store.get_environment("pr_2") is None
-    finally:
-        store.close()
+    world.janitor_drops("pr_2", world.settings(), "github", OWNER)
     with pytest.raises(SluiceError):
         world.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders")
 
     # Neither the token nor the webhook secret is in anything the service produced.
     produced = json.dumps([github.comments, github.check_runs, github.statuses,
                            github.deployments, github.reactions]) + caplog.text  # fmt: skip
-    produced += "".join(p.read_text(errors="replace")
-                        for p in (world.work / "logs").rglob("*") if p.is_file())  # fmt: skip
-    assert any((world.work / "logs").rglob("*")), "no job log to search"
-    for secret in ("ghp_lifecycleToken", SECRET):
-        assert secret not in produced
+    world.assert_secrets_absent(produced, "ghp_lifecycleToken", SECRET)
 
 
 def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
