@@ -223,9 +223,10 @@ class Controller:
             now - settings.backfill_days * DAY_MS if settings.backfill_days is not None else None
         )
         try:
-            plan = plan_environment(
-                project, store, environment, start=start, end=now, execution_time=now
-            )
+            # Against prod: the plan says what the PR changes, also when its environment
+            # already holds this commit (a re-run, a push that only edits other files).
+            plan = plan_environment(project, store, environment, start=start, end=now,
+                                    execution_time=now, against=PROD)  # fmt: skip
         except SluiceError as exc:
             self._failed(
                 post, environment, "Sluice could not plan this PR", self.scrub(str(exc), tree)

@@ -126,14 +126,16 @@ def preview_environment(
         "plan_id": plan.plan_id,
     }
     record = state.get_environment(plan.environment)
-    # A copy of prod with no model changed has nothing to review: it is not built.
-    if plan.changes_models or plan.backfill or plan.restated:
+    previous = None
+    if record is not None and not record.invalidated:
+        previous = {ref.name: ref.version for ref in record.snapshots}
+    # A copy of prod with no model changed has nothing to review: it is not built, unless
+    # the environment exists and reads other versions (an earlier commit's changes).
+    stale = previous is not None and previous != {s.name: s.version for s in plan.snapshots}
+    if plan.changes_models or plan.backfill or plan.restated or stale:
         from sluice.core.workflow import record_plan
 
         record_plan(state, plan, now)
-        previous = None
-        if record is not None and not record.invalidated:
-            previous = {ref.name: ref.version for ref in record.snapshots}
         applied = jobs.apply_job(
             plan,
             audits=project.audits,
@@ -219,4 +221,5 @@ def locate_failure(project: Project, error: ExecutionError) -> ExecutionError:
     model = project.models.get(found.group(1).rstrip(":")) if found else None
     if model is None or error.path is not None:
         return error
-    return ExecutionError(error.message, path=model.path, line=model.line, hint=error.hint)
+    # The same class: a DriverLost stays one (the caller retries those).
+    return type(error)(error.message, path=model.path, line=model.line, hint=error.hint)

@@ -86,23 +86,29 @@ def plan_environment(
     start: int | None = None,
     forward_only: bool = False,
     restate: Iterable[str] = (),
+    against: str | None = None,
 ) -> Plan:
     """Plan bringing ``environment`` to the state of ``project``.
 
     ``restate`` names models whose data in the plan's range is recomputed; ``+name``
-    restates the model and everything downstream of it.
+    restates the model and everything downstream of it. The changes are those from what
+    ``environment`` holds now, or with ``against`` from that environment's state (a pull
+    request's environment is planned against prod, so its plan says what the PR changes
+    however many times it was built); the plan still applies only on top of
+    ``environment``'s current record.
     """
     check_environment_name(environment)
     restated = resolve_restatements(project, restate)
     fingerprints = fingerprint_models(project.models, project.audits)
     env = read_environment(state, environment)
-    intervals = state.get_intervals(candidate_versions(fingerprints, env.snapshots))
+    base = env if against is None or against == environment else read_environment(state, against)
+    intervals = state.get_intervals(candidate_versions(fingerprints, base.snapshots))
     return build_plan(
         PlanRequest(
             environment=environment,
             models=project.models,
             fingerprints=fingerprints,
-            base=env.snapshots,
+            base=base.snapshots,
             base_plan_id=env.record.plan_id if env.record is not None else None,
             start=start,
             end=end,

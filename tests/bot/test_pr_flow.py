@@ -41,6 +41,7 @@ from tests.bot.test_service import Service, sign
 
 REPO = Path(__file__).resolve().parents[2]
 PR_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+PUSH_SHA = "b2c3d4e5f60718293a4b5c6d7e8f901234567890"  # the same tree, pushed again
 
 
 @dataclass
@@ -117,6 +118,15 @@ def _opened(number: int) -> dict[str, Any]:
     return payload
 
 
+def _synchronized(number: int) -> dict[str, Any]:
+    payload = load_case("github/pull_request/synchronize.payload.json")
+    payload["number"] = number
+    payload["pull_request"]["number"] = number
+    payload["pull_request"]["head"]["sha"] = PUSH_SHA
+    payload["before"], payload["after"] = PR_SHA, PUSH_SHA
+    return payload
+
+
 def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod) -> None:
     settings = ServiceSettings(
         webhook_secret="flow-secret", github_token="ghp_flowToken", workdir=prod.work,
@@ -137,15 +147,43 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
                 ),
                 timeout=900,
             )
+            first = json.loads(json.dumps(github.comments_on(2)[0]))
+            # A push that edits no model (the same tree at another commit): its environment
+            # already holds these versions, and the comment still says what the PR changes.
+            github.trees[PUSH_SHA] = github.trees[PR_SHA]
+            body = json.dumps(_synchronized(2)).encode()
+            headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "flow-2",
+                       "X-Hub-Signature-256": sign(body, "flow-secret")}  # fmt: skip
+            assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
+            service.wait(
+                lambda: (
+                    github.checks_on(PUSH_SHA).get("sluice/approval", {}).get("status")
+                    == "completed"
+                ),
+                timeout=900,
+            )
+
+    pushed = github.checks_on(PUSH_SHA)
+    assert pushed["sluice/pr-environment"]["output"]["title"] == "pr_2: 0 tables built, 0 views"
+    [pushed_comment] = github.comments_on(2)
+    again = pushed_comment["body"]
+    (prod.root / "comment-pushed.md").write_text(again)
+    for line in ("  - `jaffle.orders` (breaking)\n", "  - `jaffle.customers` (non-breaking)\n",
+                 "**Indirectly modified:** `jaffle.daily_revenue` (breaking)",
+                 "#### `jaffle.orders`: prod → pr_2: 4 only in prod", "```diff",
+                 "- added last_name_upper string"):  # fmt: skip
+        assert line in first["body"] and line in again, line
+    assert "changes no model" not in again and "no model changed" not in again
 
     checks = github.checks_on(PR_SHA)
+    assert {n: c["conclusion"] for n, c in pushed.items()} == {n: "success" for n in checks}
     assert {n: c["conclusion"] for n, c in checks.items()} == {
         "sluice/tests": "success", "sluice/pr-environment": "success", "sluice/prod-plan": "success",
         "sluice/approval": "success",
     }, checks["sluice/pr-environment"]["output"]  # fmt: skip
     assert checks["sluice/tests"]["output"]["title"] == "1 unit tests passed"
     assert checks["sluice/pr-environment"]["history"] == ["queued", "in_progress", "completed"]
-    [comment] = github.comments_on(2)
+    comment = first  # the first build's comment, as it was then
     text = comment["body"]
     (prod.root / "comment.md").write_text(text)  # to read when an assertion fails
     # While the job ran, the comment showed progress rather than stale results.

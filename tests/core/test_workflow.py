@@ -4,6 +4,8 @@ import pytest
 
 from sluice.core import workflow
 from sluice.core.errors import ConflictError
+from sluice.core.snapshot.naming import view_name
+from sluice.core.spark.render import view_steps
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.core.helpers import BASIC, load
@@ -79,3 +81,53 @@ def test_state_url_defaults_to_sqlite_under_the_project(
     )
     monkeypatch.delenv(workflow.STATE_URL_ENV)
     assert workflow.state_url(configured) == "sqlite:////y.db"
+
+
+def test_a_pr_environment_planned_against_prod_keeps_saying_what_the_pr_changes(
+    tmp_path: Path, state_url: str
+) -> None:
+    store = open_state(state_url)
+    try:
+        prod = workflow.plan_environment(load(tmp_path / "p", BASIC), store, "prod",
+                                         end=END, execution_time=END)  # fmt: skip
+        workflow.commit_plan(store, prod, now=END)
+        # The PR's first commit changes s.a and adds s.d; its environment is built.
+        first_files = {
+            **BASIC,
+            "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 1 AS id, 'y' AS name",
+            "models/d.sql": "MODEL (name s.d, kind FULL);\nSELECT id FROM s.a",
+        }
+        first = workflow.plan_environment(load(tmp_path / "q", first_files), store, "pr_4",
+                                          end=END, execution_time=END, against="prod")  # fmt: skip
+        assert first.added == ("s.d",) and [c.name for c in first.directly_modified] == ["s.a"]
+        for backfill in first.backfill:  # what building it records
+            store.add_intervals(backfill.name, backfill.version, backfill.intervals)
+        workflow.commit_plan(store, first, now=END)
+
+        # Built again at the same commit (a re-run, a push of other files): against its
+        # own record nothing changed, against prod the same changes as before.
+        project = load(tmp_path / "q", first_files)
+        own = workflow.plan_environment(project, store, "pr_4", end=END, execution_time=END)
+        assert not own.changes_models
+        again = workflow.plan_environment(project, store, "pr_4", end=END, execution_time=END,
+                                          against="prod")  # fmt: skip
+        assert again.added == ("s.d",) and [c.name for c in again.directly_modified] == ["s.a"]
+        assert [(s.name, s.version) for s in again.snapshots] == [
+            (s.name, s.version) for s in first.snapshots
+        ]
+        assert again.backfill == ()  # everything it needs was built the first time
+        assert again.base_plan_id == first.plan_id  # it applies on top of the record
+        workflow.commit_plan(store, again, now=END + 1)
+
+        # The next commit drops s.d again: not a removal against prod, but its view in
+        # the PR's schema goes.
+        without_d = {k: v for k, v in first_files.items() if k != "models/d.sql"}
+        second = workflow.plan_environment(load(tmp_path / "r", without_d), store, "pr_4",
+                                           end=END, execution_time=END, against="prod")  # fmt: skip
+        assert second.removed == () and second.added == ()
+        record = store.get_environment("pr_4")
+        assert record is not None
+        previous = {ref.name: ref.version for ref in record.snapshots}
+        assert view_steps(second, previous)["drop"] == [view_name("s.d", "pr_4")]
+    finally:
+        store.close()

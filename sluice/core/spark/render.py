@@ -194,7 +194,10 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> dict[str, Any]
         views.append(
             {"view": view_name(snap.name, env), "sql": f"SELECT {select} FROM {snap.table}"}
         )
-    drops = [view_name(name, env) for name in plan.removed]
+    # Views of models the plan does not hold: those it removes, and (when planned against
+    # another environment) those the environment has that the plan no longer knows.
+    gone = set(plan.removed) | (set(previous or ()) - {s.name for s in plan.snapshots})
+    drops = [view_name(name, env) for name in sorted(gone)]
     # Only the schemas of views being created: CREATE DATABASE costs a metastore call each.
     touched = {v["view"].split(".", 1)[0] for v in views}
     schemas = sorted(touched)
