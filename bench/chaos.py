@@ -203,6 +203,17 @@ def running_step(log: Path) -> dict[str, Any] | None:
     return started[-1] if started else None
 
 
+def moment(log: Path) -> tuple[str | None, str]:
+    """Where a job's log says it is: the running step's label and type; else "startup"
+    (no step started yet) or "between steps" (the last one finished: a step starting, the
+    results being written, or the driver stopping)."""
+    step = running_step(log)
+    if step is not None:
+        return step.get("label"), str(step.get("type"))
+    started = any(e.get("event") == "step_start" for e in job_events(log))
+    return None, "between steps" if started else "startup"
+
+
 def views_seconds(log: Path) -> float | None:
     """How long a finished job's ``views`` step took (None: no such step, or unfinished)."""
     seen = job_events(log)
@@ -487,7 +498,7 @@ class Fault:
     injected: bool = False
     target: str = ""  # service | jvm | python
     step: str | None = None  # the Spark step running at the kill
-    step_type: str | None = None  # its type; "startup" before the first; None: no driver
+    step_type: str | None = None  # its type, "startup" or "between steps"; None: no driver
     after: float = 0.0  # seconds into the job (service) or the driver (driver)
     orphans: int = 0  # driver processes that outlived a killed service
     note: str = ""  # how the moment was drawn, and why a fault did not land
@@ -530,13 +541,11 @@ def kill_service(world: World, job_id: int, rng: random.Random, expected: float)
         fault.note += ": the job finished first"
         return fault
     live = drivers(world.logs)
-    step = running_step(live[0].spec.with_suffix(".log")) if live else None
+    where = moment(live[0].spec.with_suffix(".log")) if live else None
     world.kill()
     fault.injected, fault.after = True, time.monotonic() - began
-    if step is not None:
-        fault.step, fault.step_type = step.get("label"), step.get("type")
-    elif live:
-        fault.step_type = "startup"  # the driver was starting, or between steps
+    if where is not None:
+        fault.step, fault.step_type = where
     deadline = time.monotonic() + 15
     while drivers(world.logs) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -598,13 +607,12 @@ def kill_driver(
     if victim is None:
         fault.note += ": the driver ended first"
         return fault
-    step = running_step(log)
+    where = moment(log)
     with contextlib.suppress(ProcessLookupError):
         os.kill(victim.pid, signal.SIGKILL)
         fault.injected, fault.target = True, victim.kind
         fault.after = time.monotonic() - began
-        fault.step = step.get("label") if step is not None else None
-        fault.step_type = step.get("type") if step is not None else "startup"
+        fault.step, fault.step_type = where
     return fault
 
 
