@@ -71,11 +71,15 @@ class Service:
     def idle(self, timeout: float = 60.0) -> None:
         """Wait until every job is finished."""
         queue = self.queue()
+
+        def settled() -> bool:
+            # One snapshot: a job retried between two reads would be seen neither running
+            # (first read) nor queued (second read).
+            counts = queue.counts()
+            return not (counts.get("queued", 0) or counts.get("running", 0))
+
         try:
-            self.wait(
-                lambda: not (queue.counts().get("queued", 0) or queue.counts().get("running", 0)),
-                timeout,
-            )
+            self.wait(settled, timeout)
         finally:
             queue.close()
 
