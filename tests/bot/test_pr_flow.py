@@ -127,6 +127,17 @@ def _synchronized(number: int) -> dict[str, Any]:
     return payload
 
 
+def _deliver_and_wait(service: Service, payload: dict[str, Any], delivery: str, sha: str) -> None:
+    """Deliver a signed ``pull_request`` event; wait until its build reported on ``sha``."""
+    body = json.dumps(payload).encode()
+    answer = service.deliver("pull_request", body, delivery=delivery,
+                             signature=sign(body, "flow-secret"))  # fmt: skip
+    assert answer.status_code == 202
+    checks = service.github.checks_on
+    service.wait(lambda: checks(sha).get("sluice/approval", {}).get("status") == "completed",
+                 timeout=900)  # fmt: skip
+
+
 def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod) -> None:
     settings = ServiceSettings(
         webhook_secret="flow-secret", github_token="ghp_flowToken", workdir=prod.work,
@@ -137,31 +148,12 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
         github.install(mock)
         with TestClient(create_app(settings)) as client:
             service = Service(client, github, settings)
-            body = json.dumps(_opened(2)).encode()
-            headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "flow-1",
-                       "X-Hub-Signature-256": sign(body, "flow-secret")}  # fmt: skip
-            assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
-            service.wait(
-                lambda: (
-                    github.checks_on(PR_SHA).get("sluice/approval", {}).get("status") == "completed"
-                ),
-                timeout=900,
-            )
+            _deliver_and_wait(service, _opened(2), "flow-1", PR_SHA)
             first = json.loads(json.dumps(github.comments_on(2)[0]))
             # A push that edits no model (the same tree at another commit): its environment
             # already holds these versions, and the comment still says what the PR changes.
             github.trees[PUSH_SHA] = github.trees[PR_SHA]
-            body = json.dumps(_synchronized(2)).encode()
-            headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "flow-2",
-                       "X-Hub-Signature-256": sign(body, "flow-secret")}  # fmt: skip
-            assert client.post("/webhooks/github", content=body, headers=headers).status_code == 202
-            service.wait(
-                lambda: (
-                    github.checks_on(PUSH_SHA).get("sluice/approval", {}).get("status")
-                    == "completed"
-                ),
-                timeout=900,
-            )
+            _deliver_and_wait(service, _synchronized(2), "flow-2", PUSH_SHA)
 
     pushed = github.checks_on(PUSH_SHA)
     assert pushed["sluice/pr-environment"]["output"]["title"] == "pr_2: 0 tables built, 0 views"
