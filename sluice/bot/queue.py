@@ -44,13 +44,13 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from sluice.bot import queue_pg
 from sluice.core.errors import StateError
 from sluice.core.state.migrations import migrate
 from sluice.core.state.schema import (
@@ -289,18 +289,9 @@ class JobQueue(Transactions):
         payloads = {d.delivery_id: dump_json(d.job.payload) for d in unique if d.job is not None}
 
         def run(conn: Connection) -> set[str]:
-            if conn.dialect.name == "postgresql":
-                found = conn.execute(
-                    _PG_STORE_DELIVERIES,
-                    {"rows": _json_rows(
-                        {"d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now)}
-                        for d in unique
-                    )},
-                )  # fmt: skip
-            else:
-                found = conn.execute(
-                    _insert_if_absent(conn, deliveries).returning(deliveries.c.delivery_id), rows
-                )
+            found = conn.execute(
+                _insert_if_absent(conn, deliveries).returning(deliveries.c.delivery_id), rows
+            )
             stored = set(found.scalars())
             fresh = [d for d in unique if d.job is not None and d.delivery_id in stored]
             if fresh:
@@ -312,7 +303,10 @@ class JobQueue(Transactions):
             if len(unique) == 1
             else f"{len(unique)} deliveries"
         )
-        stored = self._write(f"store {what}", run)
+        if self._engine.dialect.name == "postgresql":
+            stored = self._accept_on_server(what, unique, payloads)
+        else:
+            stored = self._write(f"store {what}", run)
         outcome = []
         for index, item in enumerate(batch):
             fresh = first[item.delivery_id] == index and item.delivery_id in stored
@@ -323,63 +317,43 @@ class JobQueue(Transactions):
         return outcome
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
-        """Queue the jobs of freshly stored deliveries, in order; supersede what they moot.
-
-        A fixed number of statements whatever the batch size: on PostgreSQL each takes its
-        rows as arrays (one short statement the driver parses once), on SQLite as an
-        executemany (a loop in C).
+        """SQLite: queue the jobs of freshly stored deliveries, in order; supersede what
+        they moot. A fixed number of statements whatever the batch size, each an
+        executemany (a loop in C). PostgreSQL does the same in its server-side function
+        (:mod:`sluice.bot.queue_pg`), whose docstring the steps here follow.
         """
-        pg = conn.dialect.name == "postgresql"
         news = [(d, d.job) for d in fresh if d.job is not None]
-        # Create the key rows, or lock them if they exist (the no-op upsert takes the row
-        # lock on PostgreSQL): accepts of one key then queue up behind each other, so a
-        # superseding job always sees the jobs accepted before it. Sorted, so that two
-        # batches lock their keys in the same order.
-        keys = sorted({job.key for _, job in news})
-        if pg:
-            conn.execute(_PG_LOCK_KEYS, {"rows": _json_rows(keys)})
-        else:
-            keep = {"running_job_id": job_keys.c.running_job_id}
+        # Create the key rows (SQLite's write lock already serialises batches; on
+        # PostgreSQL this upsert takes the key rows' locks, sorted).
+        keep = {"running_job_id": job_keys.c.running_job_id}
+        conn.execute(
+            _upsert(conn, job_keys).on_conflict_do_update(
+                index_elements=[job_keys.c.key], set_=keep
+            ),
+            [{"key": key, "running_job_id": None} for key in sorted({job.key for _, job in news})],
+        )
+        # Job ids follow the batch's order (the rowid is drawn in it), so the jobs run in
+        # arrival order.
+        ids = list(
             conn.execute(
-                _upsert(conn, job_keys).on_conflict_do_update(
-                    index_elements=[job_keys.c.key], set_=keep
-                ),
-                [{"key": key, "running_job_id": None} for key in keys],
-            )
-        # Job ids follow the batch's order (the sequence or rowid is drawn in it), so the
-        # jobs run in arrival order.
-        if pg:
-            made = conn.execute(
-                _PG_STORE_JOBS,
-                {"rows": _json_rows(
-                    {"n": n, "d": d.delivery_id, "k": j.key, "c": j.kind,
-                     "p": payloads[d.delivery_id], "h": j.head_sha, "t": _ms(d.now)}
-                    for n, (d, j) in enumerate(news)
-                )},
-            ).all()  # fmt: skip
-            job_of = {delivery_id: int(job_id) for job_id, delivery_id in made}
-            ids = [job_of[d.delivery_id] for d, _ in news]
-        else:
-            ids = list(
-                conn.execute(
-                    insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True),
-                    [
-                        {"delivery_id": d.delivery_id, "key": job.key, "kind": job.kind,
-                         "payload": payloads[d.delivery_id], "head_sha": job.head_sha,
-                         "status": JobStatus.QUEUED, "attempts": 0, "created_ts": _ms(d.now)}
-                        for d, job in news
-                    ],
-                ).scalars()
-            )  # fmt: skip
-            conn.execute(
-                update(deliveries)
-                .where(deliveries.c.delivery_id == bindparam("b_delivery"))
-                .values(job_id=bindparam("b_job")),
+                insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True),
                 [
-                    {"b_delivery": d.delivery_id, "b_job": new_id}
-                    for (d, _), new_id in zip(news, ids, strict=True)
+                    {"delivery_id": d.delivery_id, "key": job.key, "kind": job.kind,
+                     "payload": payloads[d.delivery_id], "head_sha": job.head_sha,
+                     "status": JobStatus.QUEUED, "attempts": 0, "created_ts": _ms(d.now)}
+                    for d, job in news
                 ],
-            )
+            ).scalars()
+        )  # fmt: skip
+        conn.execute(
+            update(deliveries)
+            .where(deliveries.c.delivery_id == bindparam("b_delivery"))
+            .values(job_id=bindparam("b_job")),
+            [
+                {"b_delivery": d.delivery_id, "b_job": new_id}
+                for (d, _), new_id in zip(news, ids, strict=True)
+            ],
+        )
         superseding = [
             (new_id, job, _ms(d.now))
             for (d, job), new_id in zip(news, ids, strict=True)
@@ -392,8 +366,7 @@ class JobQueue(Transactions):
         """Mark superseded what each superseding job (id, job, time) moots, as if in turn.
 
         Each one, in id order, supersedes the queued jobs of its key and kind that came
-        before it (lower id) for another head, and that nothing before it superseded. The
-        key rows are locked, so the queued jobs read here stay as read until the commit.
+        before it (lower id) for another head, and that nothing before it superseded.
         """
         keys = sorted({job.key for _, job, _ in superseding})
         queued: dict[tuple[str, str], list[tuple[int, str | None]]] = {}
@@ -406,26 +379,44 @@ class JobQueue(Transactions):
                     moot[job_id] = (new_id, at, f"superseded by job {new_id} (head {job.head_sha})")
         if not moot:
             return
-        if conn.dialect.name == "postgresql":
-            conn.execute(
-                _PG_SUPERSEDE,
-                {"rows": _json_rows(
-                    {"i": job_id, "t": at, "e": error} for job_id, (_, at, error) in moot.items()
-                )},
-            )  # fmt: skip
-        else:
-            conn.execute(
-                _SUPERSEDE,
-                [
-                    {"b_id": job_id, "b_at": at, "b_error": error}
-                    for job_id, (_, at, error) in moot.items()
-                ],
-            )
+        conn.execute(
+            _SUPERSEDE,
+            [
+                {"b_id": job_id, "b_at": at, "b_error": error}
+                for job_id, (_, at, error) in moot.items()
+            ],
+        )
         by: dict[int, int] = {}
         for new_id, _, _ in moot.values():
             by[new_id] = by.get(new_id, 0) + 1
         for new_id, count in by.items():
             logger.info("job %s superseded %d queued job(s)", new_id, count)
+
+    def _accept_on_server(
+        self, what: str, unique: list[Delivery], payloads: dict[str, str]
+    ) -> set[str]:
+        """PostgreSQL: store deliveries and their jobs with one call of the server-side
+        function (:mod:`sluice.bot.queue_pg`), in autocommit: one round trip, atomic.
+
+        Returns:
+            The ids of the deliveries stored (the fresh ones).
+        """
+        batch = _json_rows(
+            {"n": n, "d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now),
+             "k": d.job.key if d.job else None, "c": d.job.kind if d.job else None,
+             "p": payloads.get(d.delivery_id), "h": d.job.head_sha if d.job else None,
+             "s": bool(d.job and d.job.supersede)}
+            for n, d in enumerate(unique)
+        )  # fmt: skip
+
+        def call(conn: Connection) -> list[tuple[str, int | None, int]]:
+            return [tuple(row) for row in conn.execute(queue_pg.CALL, {"rows": batch})]
+
+        rows = self._write(f"store {what}", call, autocommit=True)
+        for _, job_id, superseded in rows:
+            if superseded:
+                logger.info("job %s superseded %d queued job(s)", job_id, superseded)
+        return {delivery_id for delivery_id, _, _ in rows}
 
     # -- consumer ---------------------------------------------------------------------------
 
@@ -685,6 +676,11 @@ class JobQueue(Transactions):
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
             metadata.create_all(conn, checkfirst=True)
+            if conn.dialect.name == "postgresql":
+                ddl = queue_pg.function_ddl(
+                    queued=JobStatus.QUEUED.value, superseded=JobStatus.SUPERSEDED.value
+                )
+                conn.exec_driver_sql(ddl)
 
     def _release(self, conn: Connection, job_id: int, worker: str, values: dict[str, Any]) -> bool:
         """Move the worker's running job out of running and free its key."""
@@ -701,10 +697,19 @@ class JobQueue(Transactions):
         )
         return True
 
-    def _write(self, action: str, run: Callable[[Connection], _T]) -> _T:
-        """``run`` in one write transaction, again when PostgreSQL asks (deadlock victim)."""
+    def _write(
+        self, action: str, run: Callable[[Connection], _T], *, autocommit: bool = False
+    ) -> _T:
+        """``run`` in one write transaction, again when PostgreSQL asks (deadlock victim).
+
+        ``autocommit``: ``run`` is one statement, its own transaction (no BEGIN, no COMMIT
+        round trips).
+        """
         for attempt in range(1, _TRANSIENT_TRIES + 1):
             try:
+                if autocommit:
+                    with self._errors(action), self._writer.connect() as conn:
+                        return run(conn.execution_options(isolation_level="AUTOCOMMIT"))
                 with self._errors(action), self._writer.begin() as conn:
                     return run(conn)
             except StateError as exc:
@@ -739,42 +744,6 @@ _SUPERSEDE = (
     .where(jobs.c.id == bindparam("b_id"), jobs.c.status == JobStatus.QUEUED)
     .values(status=JobStatus.SUPERSEDED, finished_ts=bindparam("b_at"), error=bindparam("b_error"))
 )
-
-# PostgreSQL: a batch's rows go as one JSON array of rows (``:rows``, encoded by the json
-# module in C) through short, fixed statements that SQLAlchemy caches and psycopg parses
-# once. A multi-row VALUES differs with every batch size (psycopg parses each one again),
-# an executemany costs a pipeline step per row, and text-format arrays of JSON payloads
-# cost psycopg a regex substitution per quote. WITH ORDINALITY ... ORDER BY keeps the
-# batch's order: keys are locked in it and job ids drawn in it (``n`` numbers the jobs).
-_PG_STORE_DELIVERIES = text(
-    "INSERT INTO sluice_deliveries (delivery_id, forge, event, received_ts) "
-    "SELECT r.d, r.f, r.e, r.t FROM json_to_recordset(CAST(:rows AS json)) "
-    "AS r(d varchar, f varchar, e varchar, t bigint) "
-    "ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id"
-)
-_PG_LOCK_KEYS = text(
-    'INSERT INTO sluice_job_keys ("key", running_job_id) '
-    "SELECT u.k, NULL FROM json_array_elements_text(CAST(:rows AS json)) "
-    'WITH ORDINALITY AS u(k, n) ORDER BY u.n ON CONFLICT ("key") '
-    "DO UPDATE SET running_job_id = sluice_job_keys.running_job_id"
-)
-# The jobs, then their deliveries' job ids, in one statement.
-_PG_STORE_JOBS = text(
-    "WITH made AS ("
-    ' INSERT INTO sluice_jobs (delivery_id, "key", kind, payload, head_sha, status, attempts,'
-    " created_ts)"
-    " SELECT r.d, r.k, r.c, r.p, r.h, :queued, 0, r.t"
-    " FROM json_to_recordset(CAST(:rows AS json))"
-    " AS r(n int, d varchar, k varchar, c varchar, p text, h varchar, t bigint)"
-    " ORDER BY r.n RETURNING id, delivery_id) "
-    "UPDATE sluice_deliveries SET job_id = made.id FROM made "
-    "WHERE sluice_deliveries.delivery_id = made.delivery_id RETURNING made.id, made.delivery_id"
-).bindparams(queued=str(JobStatus.QUEUED))
-_PG_SUPERSEDE = text(
-    "UPDATE sluice_jobs SET status = :superseded, finished_ts = r.t, error = r.e "
-    "FROM json_to_recordset(CAST(:rows AS json)) AS r(i bigint, t bigint, e text) "
-    "WHERE sluice_jobs.id = r.i AND sluice_jobs.status = :queued"
-).bindparams(superseded=str(JobStatus.SUPERSEDED), queued=str(JobStatus.QUEUED))
 
 
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
