@@ -1,16 +1,18 @@
-"""Group commit for webhook deliveries: one writer thread, one transaction per batch.
+"""Group commit for webhook deliveries: one task on the event loop, one transaction per batch.
 
-Storing each delivery in its own transaction costs a thread hop, a pooled connection,
-BEGIN, five statements and a COMMIT per request; under a burst of concurrent deliveries
-the service then spends its CPU on that and requests queue behind each other. The
-:class:`Intake` instead hands every delivery to one writer thread. Whenever the writer is
-free it takes *all* the deliveries waiting at that moment (up to ``max_batch``), stores
-them with :meth:`JobQueue.accept_many` in one transaction, and only after its commit
-answers each one's future. Nothing waits on purpose: a lone delivery is stored at once,
-and the deliveries that arrive during a commit go together in the next one.
+Storing each delivery in its own transaction costs a pooled connection, BEGIN, several
+statements and a COMMIT per request; under a burst of concurrent deliveries the service
+then spends its CPU on that and requests queue behind each other. The :class:`Intake`
+instead collects the deliveries of all requests in one list. Whenever its task is free it
+takes *all* the deliveries waiting at that moment (up to ``max_batch``), stores them with
+:meth:`JobQueue.accept_many_async` (PostgreSQL: one awaited call of a server-side
+function, so the event loop keeps serving requests meanwhile and no thread waits for the
+GIL after each round trip; SQLite: in a worker thread), and only after the commit answers
+each request. Nothing waits on purpose: a lone delivery is stored at once, and the
+deliveries that arrive during a commit go together in the next one.
 
 Semantics are those of calling :meth:`JobQueue.accept` for each delivery in arrival order
-(duplicates refused, ordering and supersede kept). Durability: a future resolves fresh
+(duplicates refused, ordering and supersede kept). Durability: a request is answered fresh
 only after the commit that stored its delivery. Errors: when a batch's transaction fails,
 each of its deliveries is tried again alone, so that one delivery the database refuses
 does not fail the others; when the failure is the database itself (unreachable, locked),
@@ -22,17 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from concurrent.futures import Future
-from queue import Empty, SimpleQueue
+from collections import deque
 
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sluice.bot.queue import Delivery, JobQueue
 
 log = logging.getLogger(__name__)
 
-_Waiting = tuple[Delivery, "Future[bool]"]
+_Waiting = tuple[Delivery, "asyncio.Future[bool]"]
 
 
 class IntakeClosed(RuntimeError):
@@ -40,7 +41,8 @@ class IntakeClosed(RuntimeError):
 
 
 class Intake:
-    """The writer thread that stores deliveries in groups (see the module docstring).
+    """The task that stores deliveries in groups (see the module docstring). Lives on one
+    event loop: :meth:`start`, :meth:`accept` and :meth:`stop` are called on it.
 
     Args:
         queue: Where deliveries are stored.
@@ -52,83 +54,68 @@ class Intake:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.max_batch = max_batch
         self._queue = queue
-        self._waiting: SimpleQueue[_Waiting | None] = SimpleQueue()
-        self._lock = threading.Lock()  # orders submit against stop
+        self._waiting: deque[_Waiting] = deque()
+        self._wake = asyncio.Event()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="sluice-intake", daemon=True)
-        # Written by the writer thread only: transactions tried, and the most deliveries one
-        # of them held (for tests and diagnostics).
+        self._task: asyncio.Task[None] | None = None
+        self._engine: AsyncEngine | None = None
+        # Transactions tried, and the most deliveries one of them held (for tests and
+        # diagnostics).
         self.transactions = 0
         self.largest_batch = 0
 
     def start(self) -> None:
-        """Start the writer thread."""
-        self._thread.start()
+        """Start storing (the task runs on the running event loop)."""
+        self._engine = self._queue.async_engine()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sluice-intake")
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Store what was submitted, then stop; later submissions fail with IntakeClosed."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._waiting.put(None)  # after every delivery submitted so far
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+    async def stop(self) -> None:
+        """Store what was handed over, then stop; later deliveries fail with IntakeClosed."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
         else:  # never started: nothing will store what waits
-            self._fail_waiting(IntakeClosed("the service stopped before storing the delivery"))
-
-    def submit(self, delivery: Delivery) -> Future[bool]:
-        """Hand over a delivery; the future says whether it was fresh, once committed.
-
-        The future's exception is the :class:`sluice.core.errors.StateError` of a failed
-        transaction, or :class:`IntakeClosed` after :meth:`stop`.
-        """
-        future: Future[bool] = Future()
-        with self._lock:
-            if self._closed:
-                future.set_exception(IntakeClosed("the service is shutting down"))
-            else:
-                self._waiting.put((delivery, future))
-        return future
+            error = IntakeClosed("the service stopped before storing the delivery")
+            while self._waiting:
+                _settle(self._waiting.popleft()[1], error=error)
+        if self._engine is not None:
+            await self._engine.dispose()
 
     async def accept(self, delivery: Delivery) -> bool:
         """Store a delivery with the others waiting; True when fresh, False for a duplicate.
+
+        A request that goes away while it waits still has its delivery stored.
 
         Raises:
             StateError: The database did not store it.
             IntakeClosed: The intake is stopped.
         """
-        return await asyncio.wrap_future(self.submit(delivery))
+        if self._closed:
+            raise IntakeClosed("the service is shutting down")
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((delivery, future))
+        self._wake.set()
+        return await future
 
-    # -- the writer thread ------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            if not self._waiting:
+                if self._closed:
+                    return
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            count = min(len(self._waiting), self.max_batch)
+            await self._store([self._waiting.popleft() for _ in range(count)])
 
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            batch: list[_Waiting] = []
-            item = self._waiting.get()
-            while True:
-                if item is None:
-                    stopping = True
-                    break
-                # From here on the future cannot be cancelled. One cancelled before (its
-                # request went away) is still stored, and its outcome told to nobody.
-                item[1].set_running_or_notify_cancel()
-                batch.append(item)
-                if len(batch) >= self.max_batch:
-                    break
-                try:
-                    item = self._waiting.get_nowait()
-                except Empty:
-                    break
-            if batch:
-                self._store(batch)
-
-    def _store(self, batch: list[_Waiting]) -> None:
+    async def _store(self, batch: list[_Waiting]) -> None:
         self.transactions += 1
         self.largest_batch = max(self.largest_batch, len(batch))
         try:
-            outcome = self._queue.accept_many([delivery for delivery, _ in batch])
+            outcome = await self._queue.accept_many_async([d for d, _ in batch], self._engine)
         except Exception as exc:
             if len(batch) == 1 or _database_down(exc):
                 if len(batch) > 1:
@@ -140,25 +127,16 @@ class Intake:
                 "storing %d deliveries together failed (%s); storing each alone", len(batch), exc
             )
             for waiting in batch:
-                self._store([waiting])
+                await self._store([waiting])
             return
         for (_, future), fresh in zip(batch, outcome, strict=True):
             _settle(future, result=fresh)
 
-    def _fail_waiting(self, error: BaseException) -> None:
-        while True:
-            try:
-                item = self._waiting.get_nowait()
-            except Empty:
-                return
-            if item is not None:
-                _settle(item[1], error=error)
-
 
 def _settle(
-    future: Future[bool], *, result: bool | None = None, error: BaseException | None = None
+    future: asyncio.Future[bool], *, result: bool | None = None, error: BaseException | None = None
 ) -> None:
-    if future.cancelled():
+    if future.done():  # its request went away (cancelled)
         return
     if error is not None:
         future.set_exception(error)

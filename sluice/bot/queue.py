@@ -22,6 +22,7 @@ stored as epoch milliseconds in BIGINT columns like the rest of the state.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -47,8 +48,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sluice.bot import queue_pg
 from sluice.core.errors import StateError
@@ -60,6 +62,7 @@ from sluice.core.state.schema import (
     driver_message,
     dump_json,
     load_json,
+    state_connect_args,
 )
 
 logger = logging.getLogger(__name__)
@@ -275,46 +278,68 @@ class JobQueue(Transactions):
         """
         if not batch:
             return []
-        first: dict[str, int] = {}  # delivery id -> index of its first copy in the batch
-        for index, item in enumerate(batch):
-            first.setdefault(item.delivery_id, index)
-        unique = [batch[index] for index in first.values()]  # arrival order (dicts keep it)
+        ready = _Batch(batch)
         rows = [
             {"delivery_id": d.delivery_id, "forge": d.forge, "event": d.event,
              "received_ts": _ms(d.now)}
-            for d in unique
+            for d in ready.unique
         ]  # fmt: skip
-        # Serialised before the transaction: a payload that cannot be stored fails the
-        # batch without a round trip.
-        payloads = {d.delivery_id: dump_json(d.job.payload) for d in unique if d.job is not None}
 
         def run(conn: Connection) -> set[str]:
             found = conn.execute(
                 _insert_if_absent(conn, deliveries).returning(deliveries.c.delivery_id), rows
             )
             stored = set(found.scalars())
-            fresh = [d for d in unique if d.job is not None and d.delivery_id in stored]
+            fresh = [d for d in ready.unique if d.job is not None and d.delivery_id in stored]
             if fresh:
-                self._enqueue(conn, fresh, payloads)
+                self._enqueue(conn, fresh, ready.payloads)
             return stored
 
-        what = (
-            f"delivery {unique[0].delivery_id!r}"
-            if len(unique) == 1
-            else f"{len(unique)} deliveries"
-        )
         if self._engine.dialect.name == "postgresql":
-            stored = self._accept_on_server(what, unique, payloads)
-        else:
-            stored = self._write(f"store {what}", run)
-        outcome = []
-        for index, item in enumerate(batch):
-            fresh = first[item.delivery_id] == index and item.delivery_id in stored
-            if not fresh:
-                logger.info("delivery %s (%s %s) seen before: ignored", item.delivery_id,
-                            item.forge, item.event)  # fmt: skip
-            outcome.append(fresh)
-        return outcome
+
+            def call(conn: Connection) -> list[Row[Any]]:
+                return list(conn.execute(queue_pg.CALL, {"rows": ready.server_rows()}))
+
+            return ready.outcome(self._write(f"store {ready.what}", call, autocommit=True))
+        return ready.outcome({(d, None, 0) for d in self._write(f"store {ready.what}", run)})
+
+    def async_engine(self) -> AsyncEngine | None:
+        """An engine for :meth:`accept_many_async` on the running event loop (PostgreSQL;
+        None on SQLite). The caller disposes of it."""
+        if self._engine.dialect.name != "postgresql":
+            return None
+        return create_async_engine(
+            self._engine.url, pool_pre_ping=True, connect_args=state_connect_args(self._engine.url)
+        )
+
+    async def accept_many_async(
+        self, batch: Sequence[Delivery], engine: AsyncEngine | None
+    ) -> list[bool]:
+        """:meth:`accept_many` without blocking the event loop: on PostgreSQL (``engine``
+        from :meth:`async_engine`) one awaited call of the server-side function, on SQLite
+        (``engine`` None) :meth:`accept_many` in a worker thread.
+
+        Raises:
+            StateError: The call failed; nothing of the batch is stored.
+        """
+        if engine is None:
+            return await asyncio.to_thread(self.accept_many, batch)
+        if not batch:
+            return []
+        ready = _Batch(batch)
+        for attempt in range(1, _TRANSIENT_TRIES + 1):
+            try:
+                with self._errors(f"store {ready.what}"):
+                    async with engine.connect() as pooled:
+                        conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
+                        result = await conn.execute(queue_pg.CALL, {"rows": ready.server_rows()})
+                        return ready.outcome(list(result))
+            except StateError as exc:
+                if attempt == _TRANSIENT_TRIES or not _transient(exc.__cause__):
+                    raise
+                logger.info("state database: store %s: transient conflict, trying again",
+                            ready.what)  # fmt: skip
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
         """SQLite: queue the jobs of freshly stored deliveries, in order; supersede what
@@ -391,32 +416,6 @@ class JobQueue(Transactions):
             by[new_id] = by.get(new_id, 0) + 1
         for new_id, count in by.items():
             logger.info("job %s superseded %d queued job(s)", new_id, count)
-
-    def _accept_on_server(
-        self, what: str, unique: list[Delivery], payloads: dict[str, str]
-    ) -> set[str]:
-        """PostgreSQL: store deliveries and their jobs with one call of the server-side
-        function (:mod:`sluice.bot.queue_pg`), in autocommit: one round trip, atomic.
-
-        Returns:
-            The ids of the deliveries stored (the fresh ones).
-        """
-        batch = _json_rows(
-            {"n": n, "d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now),
-             "k": d.job.key if d.job else None, "c": d.job.kind if d.job else None,
-             "p": payloads.get(d.delivery_id), "h": d.job.head_sha if d.job else None,
-             "s": bool(d.job and d.job.supersede)}
-            for n, d in enumerate(unique)
-        )  # fmt: skip
-
-        def call(conn: Connection) -> list[tuple[str, int | None, int]]:
-            return [tuple(row) for row in conn.execute(queue_pg.CALL, {"rows": batch})]
-
-        rows = self._write(f"store {what}", call, autocommit=True)
-        for _, job_id, superseded in rows:
-            if superseded:
-                logger.info("job %s superseded %d queued job(s)", job_id, superseded)
-        return {delivery_id for delivery_id, _, _ in rows}
 
     # -- consumer ---------------------------------------------------------------------------
 
@@ -744,6 +743,54 @@ _SUPERSEDE = (
     .where(jobs.c.id == bindparam("b_id"), jobs.c.status == JobStatus.QUEUED)
     .values(status=JobStatus.SUPERSEDED, finished_ts=bindparam("b_at"), error=bindparam("b_error"))
 )
+
+
+class _Batch:
+    """A batch of deliveries being stored: each delivery id's first copy (``unique``, in
+    arrival order), their jobs' payloads serialised before any round trip (a payload that
+    cannot be stored fails the batch without one), and the outcome for every copy."""
+
+    def __init__(self, batch: Sequence[Delivery]) -> None:
+        self._batch = batch
+        self._first: dict[str, int] = {}  # delivery id -> index of its first copy
+        for index, item in enumerate(batch):
+            self._first.setdefault(item.delivery_id, index)
+        self.unique = [batch[index] for index in self._first.values()]  # dicts keep order
+        self.payloads = {
+            d.delivery_id: dump_json(d.job.payload) for d in self.unique if d.job is not None
+        }
+        self.what = (
+            f"delivery {self.unique[0].delivery_id!r}"
+            if len(self.unique) == 1
+            else f"{len(self.unique)} deliveries"
+        )
+
+    def server_rows(self) -> str:
+        """The batch as the PostgreSQL function takes it (see :mod:`sluice.bot.queue_pg`)."""
+        return _json_rows(
+            {"n": n, "d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now),
+             "k": d.job.key if d.job else None, "c": d.job.kind if d.job else None,
+             "p": self.payloads.get(d.delivery_id), "h": d.job.head_sha if d.job else None,
+             "s": bool(d.job and d.job.supersede)}
+            for n, d in enumerate(self.unique)
+        )  # fmt: skip
+
+    def outcome(self, stored: Iterable[Any]) -> list[bool]:
+        """Whether each delivery, in order, was fresh, from the (delivery id, job id, jobs
+        superseded) of those stored."""
+        fresh_ids = set()
+        for delivery_id, job_id, superseded in stored:
+            fresh_ids.add(delivery_id)
+            if superseded:
+                logger.info("job %s superseded %d queued job(s)", job_id, superseded)
+        outcome = []
+        for index, item in enumerate(self._batch):
+            fresh = self._first[item.delivery_id] == index and item.delivery_id in fresh_ids
+            if not fresh:
+                logger.info("delivery %s (%s %s) seen before: ignored", item.delivery_id,
+                            item.forge, item.event)  # fmt: skip
+            outcome.append(fresh)
+        return outcome
 
 
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:

@@ -102,7 +102,9 @@ END
 $fn$
 """
 
-CALL = text(f"SELECT stored_delivery, its_job, jobs_superseded FROM {FUNCTION}(CAST(:rows AS json))")
+CALL = text(
+    f"SELECT stored_delivery, its_job, jobs_superseded FROM {FUNCTION}(CAST(:rows AS json))"
+)
 
 
 def function_ddl(*, queued: str, superseded: str) -> str:

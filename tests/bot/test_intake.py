@@ -11,6 +11,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,42 @@ def queue(queue_url: str) -> Iterator[JobQueue]:
     queue.close()
 
 
+class LoopIntake:
+    """An intake on an event loop in a thread of its own, for tests that hand it deliveries
+    from plain threads (the service's requests hand them over on the loop itself)."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.intake = Intake(queue)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def start(self) -> None:
+        async def start() -> None:
+            self.intake.start()
+
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(timeout=30)
+
+    def submit(self, item: Delivery) -> Future[bool]:
+        """Hand over a delivery; the future resolves after its commit (in submission order)."""
+        return asyncio.run_coroutine_threadsafe(self.intake.accept(item), self.loop)
+
+    def stop(self, timeout: float = 30, *, keep_loop: bool = False) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.intake.stop(), self.loop).result(timeout)
+        finally:
+            if not keep_loop:
+                self.close()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
 @pytest.fixture
-def intake(queue: JobQueue) -> Iterator[Intake]:
-    intake = Intake(queue)
+def intake(queue: JobQueue) -> Iterator[LoopIntake]:
+    intake = LoopIntake(queue)
     intake.start()
     yield intake
     intake.stop(timeout=30)
@@ -76,7 +110,7 @@ def refuse(url: str, where: str) -> None:
 
 
 def test_many_concurrent_deliveries_share_transactions_and_get_their_answers(
-    queue: JobQueue, intake: Intake
+    queue: JobQueue, intake: LoopIntake
 ) -> None:
     # 40 threads each send 10 deliveries; every fifth id is sent twice (a redelivery).
     answers: dict[str, list[bool]] = {}
@@ -100,17 +134,22 @@ def test_many_concurrent_deliveries_share_transactions_and_get_their_answers(
     for name, got in answers.items():
         assert sorted(got, reverse=True) == ([True, False] if name.endswith("-0") else [True])
         assert queue.delivery_job(name) is not None
-    assert intake.largest_batch > 1  # deliveries waiting together went in one transaction
-    assert intake.transactions < 400
+    assert intake.intake.largest_batch > 1  # deliveries waiting together: one transaction
+    assert intake.intake.transactions < 400
     # Each PR's jobs superseded each other: one queued job per PR is left.
     assert queue.counts()["queued"] == 7
     assert queue.counts()["superseded"] == 40 * 9 - 7
 
 
-def test_asyncio_requests_wait_for_the_commit(queue: JobQueue, intake: Intake) -> None:
+def test_asyncio_requests_wait_for_the_commit(queue: JobQueue) -> None:
     async def send() -> list[bool]:
+        intake = Intake(queue)
+        intake.start()
         names = [f"a-{i % 30}" for i in range(60)]  # each id twice
-        return await asyncio.gather(*(intake.accept(delivery(n, head=n)) for n in names))
+        try:
+            return await asyncio.gather(*(intake.accept(delivery(n, head=n)) for n in names))
+        finally:
+            await intake.stop()
 
     got = asyncio.run(send())
     assert got[:30] == [True] * 30 and got[30:] == [False] * 30
@@ -119,7 +158,7 @@ def test_asyncio_requests_wait_for_the_commit(queue: JobQueue, intake: Intake) -
 
 def test_a_refused_delivery_fails_alone(queue_url: str, queue: JobQueue) -> None:
     refuse(queue_url, "delivery_id = 'poison'")
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     # Submitted before the writer starts, so that they surely share one transaction.
     futures = [intake.submit(delivery(n, pr=i, head=n)) for i, n in
                enumerate(["ok-1", "poison", "ok-2", "ok-1"])]  # fmt: skip
@@ -139,7 +178,7 @@ def test_a_refused_delivery_fails_alone(queue_url: str, queue: JobQueue) -> None
 
 def test_a_failing_transaction_answers_every_waiter(queue_url: str, queue: JobQueue) -> None:
     refuse(queue_url, "delivery_id LIKE 'x-%'")
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     futures = [intake.submit(delivery(f"x-{i}", pr=i)) for i in range(20)]
     intake.start()
     try:
@@ -158,7 +197,7 @@ def test_a_locked_sqlite_database_fails_the_batch_at_once(tmp_path: Path) -> Non
     queue = JobQueue(f"sqlite:///{path}")
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     futures = [intake.submit(delivery(f"l-{i}", pr=i)) for i in range(10)]
     began = time.monotonic()
     intake.start()
@@ -179,7 +218,7 @@ def test_a_locked_sqlite_database_fails_the_batch_at_once(tmp_path: Path) -> Non
 @pytest.mark.postgres
 def test_a_dropped_postgresql_database_fails_the_waiters(fresh_postgres_url: str) -> None:
     queue = JobQueue(fresh_postgres_url)
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     intake.start()
     try:
         assert intake.submit(delivery("before")).result(timeout=60) is True
@@ -198,19 +237,20 @@ def test_a_dropped_postgresql_database_fails_the_waiters(fresh_postgres_url: str
 
 
 def test_stop_stores_what_waits_then_refuses(queue: JobQueue) -> None:
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     intake.start()
     futures = [intake.submit(delivery(f"s-{i}", pr=i)) for i in range(25)]
-    intake.stop(timeout=30)
+    intake.stop(timeout=30, keep_loop=True)
     assert all(future.result(timeout=0) for future in futures)  # answered before stop returned
     with pytest.raises(IntakeClosed):
-        intake.submit(delivery("late")).result(timeout=0)
+        intake.submit(delivery("late")).result(timeout=10)
+    intake.close()
     assert queue.delivery_job("late") is None
 
 
 def test_stop_without_start_fails_the_waiters(queue: JobQueue) -> None:
-    intake = Intake(queue)
+    intake = LoopIntake(queue)
     future = intake.submit(delivery("never"))
     intake.stop()
     with pytest.raises(IntakeClosed):
-        future.result(timeout=0)
+        future.result(timeout=10)

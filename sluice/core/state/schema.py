@@ -179,11 +179,8 @@ def create_state_engine(url: str) -> Engine:
             hint=_URL_HINT,
         )
     if parsed.get_backend_name() == "postgresql":
-        args = {}
-        if "connect_timeout" not in parsed.query:
-            args["connect_timeout"] = _PG_CONNECT_TIMEOUT_S
         # pre-ping: a long-running bot must survive the server closing idle connections.
-        return create_engine(parsed, pool_pre_ping=True, connect_args=args)
+        return create_engine(parsed, pool_pre_ping=True, connect_args=state_connect_args(parsed))
 
     database = parsed.database or ""
     if database in ("", ":memory:"):
@@ -253,6 +250,14 @@ def driver_message(exc: SQLAlchemyError, url: URL) -> str:
     if url.password:
         text = text.replace(str(url.password), "***")
     return text
+
+
+def state_connect_args(url: URL) -> dict[str, Any]:
+    """The driver arguments of a PostgreSQL state connection: a bounded connect timeout
+    unless the URL sets one."""
+    if "connect_timeout" in url.query:
+        return {}
+    return {"connect_timeout": _PG_CONNECT_TIMEOUT_S}
 
 
 def dump_json(document: Any) -> str:
