@@ -12,9 +12,9 @@ own process on 127.0.0.1 with the same settings, one after the other:
 
 - bare: a FastAPI app whose one ``POST /webhooks/github`` reads the body and answers 202;
 - sluice: the service (``create_app``, workers off, so no GitHub calls), which verifies
-  the signature, parses the event, hands the delivery to its writer thread, which stores
-  it and its job with the other deliveries waiting at that moment in one transaction of
-  the state (group commit), and answers 202 after that commit.
+  the signature, parses the event, hands the delivery to its intake (a task on the event
+  loop), which stores it and its job with the other deliveries waiting at that moment in
+  one transaction of the state (group commit), and answers 202 after that commit.
 
 Each target gets --senders concurrent senders, each on its own keep-alive connection,
 sending signed ``pull_request`` deliveries (the real GitHub payload from

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
+import orjson
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -308,8 +309,10 @@ class JobQueue(Transactions):
         None on SQLite). The caller disposes of it."""
         if self._engine.dialect.name != "postgresql":
             return None
+        # No pre-ping (a round trip per batch): a connection found dead is replaced and the
+        # call made again (accept_many_async).
         return create_async_engine(
-            self._engine.url, pool_pre_ping=True, connect_args=state_connect_args(self._engine.url)
+            self._engine.url, pool_pre_ping=False, connect_args=state_connect_args(self._engine.url)
         )
 
     async def accept_many_async(
@@ -335,10 +338,14 @@ class JobQueue(Transactions):
                         result = await conn.execute(queue_pg.CALL, {"rows": ready.server_rows()})
                         return ready.outcome(list(result))
             except StateError as exc:
-                if attempt == _TRANSIENT_TRIES or not _transient(exc.__cause__):
+                # A dead pooled connection (the server restarted or closed it) is discarded by
+                # SQLAlchemy: try again on a new one. The call is atomic, and a delivery it
+                # stored before the connection died is then answered as a duplicate.
+                lost = bool(getattr(exc.__cause__, "connection_invalidated", False))
+                if attempt == _TRANSIENT_TRIES or not (lost or _transient(exc.__cause__)):
                     raise
-                logger.info("state database: store %s: transient conflict, trying again",
-                            ready.what)  # fmt: skip
+                logger.info("state database: store %s: %s, trying again", ready.what,
+                            "connection lost" if lost else "transient conflict")  # fmt: skip
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
@@ -815,8 +822,13 @@ def _upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert
 
 
 def _json_rows(rows: Iterable[Any]) -> str:
-    """A JSON array of ``rows``, for the PostgreSQL statements that take a batch as one."""
-    return json.dumps(list(rows), separators=(",", ":"))
+    """A JSON array of ``rows``, for the PostgreSQL function that takes a batch as one
+    (orjson; the json module for what orjson refuses, such as integers beyond 64 bits)."""
+    listed = list(rows)
+    try:
+        return orjson.dumps(listed).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(listed, separators=(",", ":"))
 
 
 def _ms(seconds: float) -> int:

@@ -254,3 +254,30 @@ def test_stop_without_start_fails_the_waiters(queue: JobQueue) -> None:
     intake.stop()
     with pytest.raises(IntakeClosed):
         future.result(timeout=10)
+
+
+@pytest.mark.postgres
+def test_a_connection_closed_by_the_server_is_replaced(fresh_postgres_url: str) -> None:
+    queue = JobQueue(fresh_postgres_url)
+    intake = LoopIntake(queue)
+    intake.start()
+    try:
+        assert intake.submit(delivery("first")).result(timeout=60) is True
+        # The server ends every other session on the database: the intake's pooled
+        # connection is dead, which it learns only when it uses it next.
+        admin = create_engine(fresh_postgres_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            others = conn.execute(text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            )).scalars().all()  # fmt: skip
+            for pid in others:
+                conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            ended = len(others)
+        admin.dispose()
+        assert ended >= 1
+        assert intake.submit(delivery("second", pr=2)).result(timeout=60) is True
+    finally:
+        intake.stop(timeout=30)
+        queue.close()
+    assert queue.delivery_job("second") is not None
