@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import responses
+from fastapi import FastAPI, Request, Response
 from fastapi.testclient import TestClient
 
 from sluice.bot.app import create_app
@@ -540,3 +541,22 @@ def test_an_unsafe_archive_is_refused_and_reported_at_once(service: Service) -> 
     assert "points outside the tree" in checks["sluice/pr-environment"]["output"]["summary"]
     [comment] = service.github.comments_on(payload["pull_request"]["number"])
     assert "The repository's files were refused" in comment["body"]
+
+
+def test_webhook_paths_answer_other_methods_405_and_a_crashed_endpoint_500(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The webhook endpoints are called straight from the app's ASGI entry point; what
+    # FastAPI's stack did for them still holds.
+    assert service.client.get("/webhooks/github").status_code == 405
+    app = service.client.app
+    assert isinstance(app, FastAPI) and set(app.direct) == {"/webhooks/github", "/webhooks/gitlab"}
+
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("the endpoint broke")
+
+    app.direct["/webhooks/github"] = broken
+    response = service.client.post("/webhooks/github", content=b"{}")
+    assert response.status_code == 500 and response.json() == {"error": "internal error"}
+    assert "the endpoint broke" in caplog.text
+    assert service.client.get("/healthz").status_code == 200
