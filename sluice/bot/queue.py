@@ -123,6 +123,11 @@ jobs = Table(
 Index("ix_sluice_jobs_key", jobs.c.key)
 # claim scans queued jobs oldest first; recover scans running ones.
 Index("ix_sluice_jobs_status_id", jobs.c.status, jobs.c.id)
+# Supersede looks up the queued jobs of a key: only those, not every job the key ever had.
+_QUEUED_BY_KEY = (
+    'CREATE INDEX IF NOT EXISTS ix_sluice_jobs_queued_key ON sluice_jobs ("key", kind) '
+    "WHERE status = 'queued'"
+)
 
 job_keys = Table(
     "sluice_job_keys",
@@ -682,6 +687,7 @@ class JobQueue(Transactions):
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
             metadata.create_all(conn, checkfirst=True)
+            conn.exec_driver_sql(_QUEUED_BY_KEY)  # not in metadata: also on older databases
             if conn.dialect.name == "postgresql":
                 ddl = queue_pg.function_ddl(
                     queued=JobStatus.QUEUED.value, superseded=JobStatus.SUPERSEDED.value
