@@ -53,7 +53,7 @@ class Intake:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.max_batch = max_batch
-        self._queue = queue
+        self.queue = queue
         self._waiting: deque[_Waiting] = deque()
         self._wake = asyncio.Event()
         self._closed = False
@@ -66,7 +66,7 @@ class Intake:
 
     def start(self) -> None:
         """Start storing (the task runs on the running event loop)."""
-        self._engine = self._queue.async_engine()
+        self._engine = self.queue.async_engine()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sluice-intake")
 
     async def stop(self) -> None:
@@ -115,7 +115,7 @@ class Intake:
         self.transactions += 1
         self.largest_batch = max(self.largest_batch, len(batch))
         try:
-            outcome = await self._queue.accept_many_async([d for d, _ in batch], self._engine)
+            outcome = await self.queue.accept_many_async([d for d, _ in batch], self._engine)
         except Exception as exc:
             if len(batch) == 1 or _database_down(exc):
                 if len(batch) > 1:

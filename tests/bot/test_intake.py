@@ -10,12 +10,12 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import Connection, create_engine, make_url, text
 
 from sluice.bot.intake import Intake, IntakeClosed
 from sluice.bot.queue import Delivery, JobQueue, NewJob
@@ -215,25 +215,40 @@ def test_a_locked_sqlite_database_fails_the_batch_at_once(tmp_path: Path) -> Non
         queue.close()
 
 
-@pytest.mark.postgres
-def test_a_dropped_postgresql_database_fails_the_waiters(fresh_postgres_url: str) -> None:
+@pytest.fixture
+def pg_intake(fresh_postgres_url: str) -> Iterator[LoopIntake]:
+    """A started intake on a PostgreSQL database of its own, which the test may drop."""
     queue = JobQueue(fresh_postgres_url)
     intake = LoopIntake(queue)
     intake.start()
+    yield intake
+    intake.stop(timeout=30)
+    queue.close()
+
+
+def as_admin(url: str, run: Callable[[Connection], None]) -> None:
+    """``run`` on an autocommit connection to the server of ``url``."""
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
-        assert intake.submit(delivery("before")).result(timeout=60) is True
-        url = make_url(fresh_postgres_url)
-        admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE "{url.database}" WITH (FORCE)'))
-        admin.dispose()
-        futures = [intake.submit(delivery(f"after-{i}", pr=i)) for i in range(10)]
-        for future in futures:
-            with pytest.raises(StateError):
-                future.result(timeout=60)
+            run(conn)
     finally:
-        intake.stop(timeout=30)
-        queue.close()
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_a_dropped_postgresql_database_fails_the_waiters(
+    fresh_postgres_url: str, pg_intake: LoopIntake
+) -> None:
+    assert pg_intake.submit(delivery("before")).result(timeout=60) is True
+    url = make_url(fresh_postgres_url)
+    as_admin(
+        url.set(database="postgres").render_as_string(hide_password=False),
+        lambda conn: conn.execute(text(f'DROP DATABASE "{url.database}" WITH (FORCE)')),
+    )
+    for future in [pg_intake.submit(delivery(f"after-{i}", pr=i)) for i in range(10)]:
+        with pytest.raises(StateError):
+            future.result(timeout=60)
 
 
 def test_stop_stores_what_waits_then_refuses(queue: JobQueue) -> None:
@@ -257,27 +272,24 @@ def test_stop_without_start_fails_the_waiters(queue: JobQueue) -> None:
 
 
 @pytest.mark.postgres
-def test_a_connection_closed_by_the_server_is_replaced(fresh_postgres_url: str) -> None:
-    queue = JobQueue(fresh_postgres_url)
-    intake = LoopIntake(queue)
-    intake.start()
-    try:
-        assert intake.submit(delivery("first")).result(timeout=60) is True
-        # The server ends every other session on the database: the intake's pooled
-        # connection is dead, which it learns only when it uses it next.
-        admin = create_engine(fresh_postgres_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            others = conn.execute(text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
-            )).scalars().all()  # fmt: skip
-            for pid in others:
-                conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-            ended = len(others)
-        admin.dispose()
-        assert ended >= 1
-        assert intake.submit(delivery("second", pr=2)).result(timeout=60) is True
-    finally:
-        intake.stop(timeout=30)
-        queue.close()
-    assert queue.delivery_job("second") is not None
+def test_a_connection_closed_by_the_server_is_replaced(
+    fresh_postgres_url: str, pg_intake: LoopIntake
+) -> None:
+    assert pg_intake.submit(delivery("first")).result(timeout=60) is True
+    # The server ends every other session on the database: the intake's pooled connection
+    # is dead, which it learns only when it uses it next.
+    ended: list[int] = []
+
+    def end_sessions(conn: Connection) -> None:
+        others = conn.execute(text(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )).scalars().all()  # fmt: skip
+        for pid in others:
+            conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        ended.extend(others)
+
+    as_admin(fresh_postgres_url, end_sessions)
+    assert ended
+    assert pg_intake.submit(delivery("second", pr=2)).result(timeout=60) is True
+    assert pg_intake.intake.queue.delivery_job("second") is not None
