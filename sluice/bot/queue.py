@@ -302,9 +302,10 @@ class JobQueue(Transactions):
             return stored
 
         if self._engine.dialect.name == "postgresql":
+            params = {"rows": ready.server_rows()}
 
             def call(conn: Connection) -> list[Row[Any]]:
-                return list(conn.execute(queue_pg.CALL, {"rows": ready.server_rows()}))
+                return list(conn.execute(queue_pg.CALL, params))
 
             return ready.outcome(self._write(f"store {ready.what}", call, autocommit=True))
         return ready.outcome({(d, None, 0) for d in self._write(f"store {ready.what}", run)})
@@ -335,22 +336,19 @@ class JobQueue(Transactions):
         if not batch:
             return []
         ready = _Batch(batch)
+        action = f"store {ready.what}"
+        params = {"rows": ready.server_rows()}
         for attempt in range(1, _TRANSIENT_TRIES + 1):
             try:
-                with self._errors(f"store {ready.what}"):
+                with self._errors(action):
                     async with engine.connect() as pooled:
                         conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
-                        result = await conn.execute(queue_pg.CALL, {"rows": ready.server_rows()})
-                        return ready.outcome(list(result))
+                        return ready.outcome(list(await conn.execute(queue_pg.CALL, params)))
             except StateError as exc:
                 # A dead pooled connection (the server restarted or closed it) is discarded by
                 # SQLAlchemy: try again on a new one. The call is atomic, and a delivery it
                 # stored before the connection died is then answered as a duplicate.
-                lost = bool(getattr(exc.__cause__, "connection_invalidated", False))
-                if attempt == _TRANSIENT_TRIES or not (lost or _transient(exc.__cause__)):
-                    raise
-                logger.info("state database: store %s: %s, trying again", ready.what,
-                            "connection lost" if lost else "transient conflict")  # fmt: skip
+                _try_again(exc, attempt, action, reconnect=True)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
@@ -725,9 +723,7 @@ class JobQueue(Transactions):
                 with self._errors(action), self._writer.begin() as conn:
                     return run(conn)
             except StateError as exc:
-                if attempt == _TRANSIENT_TRIES or not _transient(exc.__cause__):
-                    raise
-                logger.info("state database: %s: transient conflict, trying again", action)
+                _try_again(exc, attempt, action)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _job(self, row: RowMapping) -> Job:
@@ -809,6 +805,17 @@ class _Batch:
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
     """The condition: the job is running for this worker."""
     return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.status == JobStatus.RUNNING)
+
+
+def _try_again(exc: StateError, attempt: int, action: str, *, reconnect: bool = False) -> None:
+    """Re-raise ``exc`` unless another attempt may succeed: PostgreSQL chose the transaction
+    as a deadlock victim, or (``reconnect``, for calls safe to repeat) the connection died;
+    attempts are bounded."""
+    lost = reconnect and bool(getattr(exc.__cause__, "connection_invalidated", False))
+    if attempt == _TRANSIENT_TRIES or not (lost or _transient(exc.__cause__)):
+        raise exc
+    reason = "connection lost" if lost else "transient conflict"
+    logger.info("state database: %s: %s, trying again", action, reason)
 
 
 def _transient(exc: BaseException | None) -> bool:
