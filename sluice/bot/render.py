@@ -16,6 +16,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sluice.core.intervals import Interval, cron_intervals
+from sluice.core.model.definition import KindName
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult
 from sluice.core.snapshot.naming import view_name
@@ -122,7 +124,12 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
         "where": where,
-        "plan": plan_view(plan, level=level, recent_days=state.recent_days)
+        "plan": plan_view(
+            plan,
+            level=level,
+            recent_days=state.recent_days,
+            held=preview.held if preview is not None else None,
+        )
         if plan is not None
         else None,
         "diffs": diffs.strip(),
@@ -133,9 +140,17 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
     }
 
 
-def plan_view(plan: Plan, *, level: int = 0, recent_days: int | None = None) -> dict[str, Any]:
+def plan_view(
+    plan: Plan,
+    *,
+    level: int = 0,
+    recent_days: int | None = None,
+    held: dict[str, tuple[Interval, ...]] | None = None,
+) -> dict[str, Any]:
     """The plan as the templates show it (SQL diffs dropped from ``level`` 2);
-    ``recent_days``: the PR builds incremental models for that many recent days only."""
+    ``recent_days``: the PR builds incremental models for that many recent days only;
+    ``held``: once built, what the environment's own tables hold (also when an earlier run
+    built them), shown instead of what is left to backfill."""
     direct = [
         {
             "name": c.name,
@@ -159,12 +174,29 @@ def plan_view(plan: Plan, *, level: int = 0, recent_days: int | None = None) -> 
             {"name": c.name, "category": c.category.value} for c in plan.indirectly_modified
         ],
         "metadata": list(plan.metadata_only),
-        "backfill": [
+        "backfill": _built(plan, held)
+        if held is not None
+        else [
             {"model": b.name, "range": format_range(b.start, b.end), "intervals": len(b.intervals)}
             for b in plan.backfill
         ],
+        "backfill_title": "Built" if held is not None else "Backfill",
         "limited": limited,
     }
+
+
+def _built(plan: Plan, held: dict[str, tuple[Interval, ...]]) -> list[dict[str, Any]]:
+    rows = []
+    for name, ranges in held.items():
+        model = plan.snapshot(name).model
+        count = (
+            sum(len(cron_intervals(model.cron, a, b)) for a, b in ranges)
+            if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
+            else len(ranges)
+        )
+        span = ", ".join(format_range(a, b) for a, b in ranges)
+        rows.append({"model": name, "range": span, "intervals": count})
+    return rows
 
 
 def _one_line(result: TableDiffResult) -> str:

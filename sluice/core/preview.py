@@ -14,6 +14,7 @@ from typing import Any
 
 from sluice.core import jobs
 from sluice.core.errors import ExecutionError
+from sluice.core.intervals import Interval, merge
 from sluice.core.model.definition import KindName, Project
 from sluice.core.plan.plan import Plan, iso
 from sluice.core.snapshot.naming import PROD
@@ -50,19 +51,53 @@ class PreviewResult:
     job: JobResult | None
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What each table of the environment's own holds once built (this job or an earlier one)
+    held: dict[str, tuple[Interval, ...]] = field(default_factory=dict)
 
     @property
     def tests_passed(self) -> bool:
         return all(t.get("passed") for t in self.tests)
 
 
-def diff_targets(plan: Plan, prod: dict[str, tuple[str, str]], *, cap: int) -> list[DiffTarget]:
+def held_ranges(
+    plan: Plan, state: StateStore, prod: dict[str, tuple[str, str]]
+) -> dict[str, tuple[Interval, ...]]:
+    """What each materialized table of the environment's own (a version prod does not use)
+    holds once ``plan`` is applied: its recorded intervals and the plan's backfill.
+
+    A re-run (a push that edits no model, a re-requested check) has nothing to backfill,
+    yet its tables hold the ranges an earlier run built: those are what the PR shows and
+    what its diffs compare.
+    """
+    own = [
+        s for s in plan.snapshots
+        if s.model.kind.materialized and prod.get(s.name, ("", ""))[1] != s.version
+    ]  # fmt: skip
+    recorded = state.get_intervals((s.name, s.version) for s in own)
+    fills = {b.name: b.intervals for b in plan.backfill}
+    held = {}
+    for snap in own:
+        ranges = merge([*recorded.get((snap.name, snap.version), ()), *fills.get(snap.name, ())])
+        if ranges:
+            held[snap.name] = tuple(ranges)
+    return held
+
+
+def diff_targets(
+    plan: Plan,
+    prod: dict[str, tuple[str, str]],
+    *,
+    cap: int,
+    held: dict[str, tuple[Interval, ...]] | None = None,
+) -> list[DiffTarget]:
     """The models a reviewer should see compared with prod, most relevant first.
 
-    ``prod`` maps model -> (prod's physical table, version). Directly modified models come
-    first, then children a breaking change reaches; at most ``cap`` are compared, the rest
-    are listed as skipped.
+    ``prod`` maps model -> (prod's physical table, version); ``held``: what the
+    environment's own tables hold (``held_ranges``). Directly modified models come first,
+    then children a breaking change reaches; at most ``cap`` are compared, the rest are
+    listed as skipped.
     """
+    held = held or {}
     direct = [c.name for c in plan.directly_modified]
     indirect = [c.name for c in plan.indirectly_modified if c.category == Category.BREAKING]
     targets: list[DiffTarget] = []
@@ -74,15 +109,16 @@ def diff_targets(plan: Plan, prod: dict[str, tuple[str, str]], *, cap: int) -> l
         source = prod.get(name)
         keys = tuple(g.lower() for g in model.grain)
         where = None
-        fill = next((b for b in plan.backfill if b.name == name), None)
+        ranges = held.get(name)
         if (
             model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
             and plan.start is not None
-            and fill
+            and ranges
         ):
             # Compare only what this environment built: a partial backfill is not a loss.
             column = model.kind.time_column
-            where = f"{column} >= '{iso(fill.start)}' AND {column} < '{iso(fill.end)}'"
+            parts = [f"{column} >= '{iso(a)}' AND {column} < '{iso(b)}'" for a, b in ranges]
+            where = parts[0] if len(parts) == 1 else " OR ".join(f"({p})" for p in parts)
         skipped = None
         if source is None:
             skipped = "new in this environment: nothing in prod to compare with"
@@ -150,8 +186,9 @@ def preview_environment(
         built = sum(1 for s in applied["steps"] if s["type"] == "build")
         views = next(len(s["views"]) for s in applied["steps"] if s["type"] == "views")
         steps += applied["steps"]
-    prod = _prod_tables(state)
-    targets = diff_targets(plan, prod, cap=diff_cap)
+    prod = prod_tables(state)
+    held = held_ranges(plan, state, prod)
+    targets = diff_targets(plan, prod, cap=diff_cap, held=held)
     diffs: dict[str, TableDiffResult] = {}
     for target in targets:
         if target.skipped is not None or target.source_table is None:
@@ -200,10 +237,11 @@ def preview_environment(
         skipped_diffs=skipped,
         job=job,
         seconds=job.seconds if job is not None else 0.0,
+        held=held,
     )
 
 
-def _prod_tables(state: StateStore) -> dict[str, tuple[str, str]]:
+def prod_tables(state: StateStore) -> dict[str, tuple[str, str]]:
     record = state.get_environment(PROD)
     if record is None or record.invalidated:
         return {}

@@ -163,7 +163,10 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     for line in ("  - `jaffle.orders` (breaking)\n", "  - `jaffle.customers` (non-breaking)\n",
                  "**Indirectly modified:** `jaffle.daily_revenue` (breaking)",
                  "#### `jaffle.orders`: prod → pr_2: 4 only in prod", "```diff",
-                 "- added last_name_upper string"):  # fmt: skip
+                 "- added last_name_upper string",
+                 # What the first run built, still shown and still the range compared.
+                 "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |",
+                 "where `order_date >= '2018-04-01' AND order_date < '2018-05-01'`"):  # fmt: skip
         assert line in first["body"] and line in again, line
     assert "changes no model" not in again and "no model changed" not in again
 

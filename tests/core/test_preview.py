@@ -1,0 +1,103 @@
+"""What a PR's environment holds and which range its diffs compare, on a first run and on
+a re-run that has nothing left to build (real planner, real SQLite state)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.render import plan_view
+from sluice.core.plan.plan import Plan
+from sluice.core.preview import diff_targets, held_ranges, prod_tables
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import StateStore, open_state
+from sluice.core.timeutil import to_ms
+from sluice.core.workflow import commit_plan, plan_environment
+from tests.core.helpers import load
+
+CONFIG = "model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n"
+MODEL = """
+    MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), grain [ds]);
+    SELECT CAST('2024-01-01' AS DATE) AS ds, {n} AS n
+"""
+START, END = to_ms("2024-01-20"), to_ms("2024-02-01")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    state = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    prod = load(tmp_path / "prod", {"config.yaml": CONFIG, "models/daily.sql": MODEL.format(n=0)})
+    commit_plan(state, plan_environment(prod, state, PROD, end=END, execution_time=END), now=END)
+    yield state
+    state.close()
+
+
+@pytest.fixture
+def prods(store: StateStore) -> dict[str, tuple[str, str]]:
+    return prod_tables(store)
+
+
+def _plan(tmp_path: Path, store: StateStore) -> Plan:
+    """The PR: the model changed (directly modified), its recent days built."""
+    project = load(tmp_path / "pr", {"config.yaml": CONFIG, "models/daily.sql": MODEL.format(n=1)})
+    return plan_environment(project, store, "pr_7", start=START, end=END,
+                            execution_time=END, against=PROD)  # fmt: skip
+
+
+def test_a_first_run_holds_what_it_backfills(
+    tmp_path: Path, store: StateStore, prods: dict[str, tuple[str, str]]
+) -> None:
+    plan = _plan(tmp_path, store)
+    assert [(b.start, b.end) for b in plan.backfill] == [(START, END)]
+    held = held_ranges(plan, store, prods)
+    assert held == {"s.daily": ((START, END),)}
+    [target] = diff_targets(plan, prods, cap=5, held=held)
+    assert target.where == "ds >= '2024-01-20' AND ds < '2024-02-01'"
+    [row] = plan_view(plan, held=held)["backfill"]
+    assert row == {"model": "s.daily", "range": "2024-01-20 .. 2024-01-31", "intervals": 12}
+
+
+def test_a_re_run_still_holds_and_compares_what_was_built(
+    tmp_path: Path, store: StateStore, prods: dict[str, tuple[str, str]]
+) -> None:
+    version = _plan(tmp_path, store).snapshot("s.daily").version
+    store.add_intervals("s.daily", version, [(START, END)])
+    plan = _plan(tmp_path, store)
+    assert plan.backfill == ()  # nothing left to build ...
+    held = held_ranges(plan, store, prods)
+    assert held == {"s.daily": ((START, END),)}  # ... yet the table holds these days
+    [target] = diff_targets(plan, prods, cap=5, held=held)
+    assert target.where == "ds >= '2024-01-20' AND ds < '2024-02-01'"
+    view = plan_view(plan, held=held)
+    assert view["backfill_title"] == "Built"
+    assert [r["range"] for r in view["backfill"]] == ["2024-01-20 .. 2024-01-31"]
+
+
+def test_a_table_holding_two_ranges_compares_both(
+    tmp_path: Path, store: StateStore, prods: dict[str, tuple[str, str]]
+) -> None:
+    version = _plan(tmp_path, store).snapshot("s.daily").version
+    early = (to_ms("2024-01-01"), to_ms("2024-01-05"))  # built by another environment
+    store.add_intervals("s.daily", version, [early])
+    plan = _plan(tmp_path, store)
+    held = held_ranges(plan, store, prods)
+    assert held == {"s.daily": (early, (START, END))}
+    [target] = diff_targets(plan, prods, cap=5, held=held)
+    assert target.where == (
+        "(ds >= '2024-01-01' AND ds < '2024-01-05') OR (ds >= '2024-01-20' AND ds < '2024-02-01')"
+    )
+    [row] = plan_view(plan, held=held)["backfill"]
+    assert row["range"] == "2024-01-01 .. 2024-01-04, 2024-01-20 .. 2024-01-31"
+    assert row["intervals"] == 4 + 12
+
+
+def test_a_version_prod_uses_is_not_the_environments_own(
+    tmp_path: Path, store: StateStore, prods: dict[str, tuple[str, str]]
+) -> None:
+    plan = _plan(tmp_path, store)
+    version = plan.snapshot("s.daily").version
+    store.add_intervals("s.daily", version, [(to_ms("2023-12-01"), END)])
+    same = {"s.daily": ("t", version)}
+    assert held_ranges(plan, store, same) == {}
