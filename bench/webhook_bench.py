@@ -1,14 +1,15 @@
 """Benchmark: webhook acknowledgement latency of the service with PostgreSQL state.
 
-Usage: python bench/webhook_bench.py [--seconds 20] [--senders 50] [--rate 0] [--prs 200]
-                                     [--warmup 2] [--database-url URL] [--durable] [--sqlite]
+Usage: python bench/webhook_bench.py [--seconds 20] [--rounds 5] [--senders 50] [--rate 0]
+                                     [--prs 200] [--warmup 1] [--database-url URL] [--durable]
+                                     [--sqlite]
 
 Starts a throwaway PostgreSQL from the local server binaries (initdb + pg_ctl on a free
 port, as the postgres user when root; fsync, synchronous_commit and full_page_writes off
 unless --durable), or uses --database-url (a scratch database no service works on; the
 run's rows are deleted afterwards), or with --sqlite a SQLite state file in a temporary
 directory (WAL, the service's own settings). Then two targets, each a uvicorn server in its
-own process on 127.0.0.1 with the same settings, one after the other:
+own process on 127.0.0.1 with the same settings, both started before the first round:
 
 - bare: a FastAPI app whose one ``POST /webhooks/github`` reads the body and answers 202;
 - sluice: the service (``create_app``, workers off, so no GitHub calls), which verifies
@@ -19,17 +20,21 @@ own process on 127.0.0.1 with the same settings, one after the other:
 Each target gets --senders concurrent senders, each on its own keep-alive connection,
 sending signed ``pull_request`` deliveries (the real GitHub payload from
 ../shared/realcases when present, else a small built-in one), each with a unique
-X-GitHub-Delivery and head commit, spread over --prs pull requests. The first --warmup
-seconds are not counted, then --seconds are. Senders send back to back (closed loop)
+X-GitHub-Delivery and head commit, spread over --prs pull requests. The targets take turns
+in --rounds rounds (bare first in odd rounds, sluice first in even ones), so both see the
+machine in the same states: a 2-core machine shared with other work drifts by more than
+the difference being measured. In each round the first --warmup seconds are not counted,
+then --seconds / --rounds are. Senders send back to back (closed loop)
 unless --rate gives the total deliveries per second: then every delivery has a due time
 and its latency counts from that time, so a server that falls behind is not hidden.
 
 Afterwards every delivery the service answered 202 must be in ``sluice_deliveries`` with
 its job ("lost" counts the ones that are not: must be 0). Prints, per target, deliveries
 sent, throughput, p50/p90/p99/max acknowledgement latency, errors (non-202 answers and
-failed requests) and lost; the service's own ``sluice_ack_seconds`` for the measured
-window; one thread's ``JobQueue.accept`` alone on the same database; and the targets:
-sluice p99 under 50 ms and at most 3x the bare endpoint's p99.
+failed requests) and lost, over all rounds; each round's p99s and their ratio; the
+service's own ``sluice_ack_seconds`` for the measured windows; one thread's
+``JobQueue.accept`` alone on the same database; and the targets, over all rounds: sluice
+p99 under 50 ms and at most 3x the bare endpoint's p99.
 
 The load generator speaks HTTP/1.1 over asyncio streams itself: on the 2-core machine
 httpx.AsyncClient with 50 connections managed under 200 requests/s and would have
@@ -80,6 +85,7 @@ SECRET = "bench-webhook-secret"
 TOKEN = "ghp_benchDummyTokenNeverUsedWorkersAreOff"
 HOOK = "/webhooks/github"
 P99_TARGET_MS = 50.0
+TARGETS = ("bare", "sluice")
 RATIO_TARGET = 3.0
 # Stand-ins in the JSON template, replaced per delivery (bytes.replace is cheap).
 NUMBER_MARK = 987654321
@@ -349,8 +355,9 @@ class Figures:
     statuses: Counter[int]
 
 
-def figures(name: str, load: Load, lost: int | None) -> Figures:
-    measured = [r for r in load.records if r[1] >= load.measured_from]
+def figures(name: str, loads: list[Load], lost: int | None) -> Figures:
+    """A target's figures over the measured windows of all its rounds."""
+    measured = [r for load in loads for r in load.records if r[1] >= load.measured_from]
     ordered = sorted(r[2] * 1000 for r in measured)
     statuses = Counter(r[3] for r in measured)
     if not ordered:
@@ -358,7 +365,7 @@ def figures(name: str, load: Load, lost: int | None) -> Figures:
     return Figures(
         name=name,
         sent=len(measured),
-        throughput=len(measured) / load.seconds,
+        throughput=len(measured) / sum(load.seconds for load in loads),
         p50=percentile(ordered, 0.50),
         p90=percentile(ordered, 0.90),
         p99=percentile(ordered, 0.99),
@@ -385,19 +392,23 @@ def ack_histogram(text_: str) -> tuple[float, float, dict[float, float]]:
     return count, total, buckets
 
 
-def server_side(load: Load) -> str:
-    """The service's own acknowledgement time over the measured window."""
-    if len(load.metrics) != 2:
-        return "service metrics: not scraped"
-    (c0, s0, b0), (c1, s1, b1) = (ack_histogram(m) for m in load.metrics)
-    count = c1 - c0
+def server_side(loads: list[Load]) -> str:
+    """The service's own acknowledgement time over the measured windows."""
+    count = total = 0.0
+    under = dict.fromkeys((0.005, 0.01, 0.025, 0.05), 0.0)
+    for load in loads:
+        if len(load.metrics) != 2:
+            return "service metrics: not scraped"
+        (c0, s0, b0), (c1, s1, b1) = (ack_histogram(m) for m in load.metrics)
+        count, total = count + c1 - c0, total + s1 - s0
+        for le in under:
+            under[le] += b1.get(le, 0) - b0.get(le, 0)
     if count <= 0:
         return "service metrics: no acknowledgement in the window"
-    under = {le: (b1.get(le, 0) - b0.get(le, 0)) / count for le in (0.005, 0.01, 0.025, 0.05)}
-    shares = ", ".join(f"{share:.0%} <= {le * 1000:g} ms" for le, share in under.items())
+    shares = ", ".join(f"{n / count:.0%} <= {le * 1000:g} ms" for le, n in under.items())
     return (
-        f"service's own sluice_ack_seconds (handler start to response, measured window): "
-        f"mean {(s1 - s0) / count * 1000:.1f} ms over {count:.0f}; {shares}"
+        f"service's own sluice_ack_seconds (handler start to response, measured windows): "
+        f"mean {total / count * 1000:.1f} ms over {count:.0f}; {shares}"
     )
 
 
@@ -514,8 +525,9 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
         SLUICE_WORKDIR=str(workdir),
     )
     mode = f"paced at {args.rate:g} deliveries/s" if args.rate else "back to back (closed loop)"
-    print(f"webhook benchmark: {args.senders} senders, {mode}, {args.warmup:g} s warm-up + "
-          f"{args.seconds:g} s per target, over {args.prs} PRs; payload: {source} "
+    print(f"webhook benchmark: {args.senders} senders, {mode}, {args.rounds} alternating "
+          f"rounds of {args.warmup:g} s warm-up + {args.seconds / args.rounds:g} s per target, "
+          f"over {args.prs} PRs; payload: {source} "
           f"({len(json.dumps(payload))} bytes)")  # fmt: skip
     if args.sqlite:
         print(f"  state: {where}")
@@ -523,33 +535,39 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
         print(f"  PostgreSQL: {where}; {pg_settings(url)}")
     print(f"  machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
 
-    rows: list[Figures] = []
-    server_note = stored_note = ""
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     if args.database_url:
         stack.callback(remove_rows, url, run_id)
-    for target in ("bare", "sluice"):
-        with server(target, env) as port:
-            deliveries = Deliveries(payload, args.prs, f"{run_id}-{target}", port)
-            load = Load(deliveries, args.senders, args.warmup, args.seconds, args.rate,
-                        args.timeout)  # fmt: skip
+    ports = {target: stack.enter_context(server(target, env)) for target in TARGETS}
+    loads: dict[str, list[Load]] = {target: [] for target in TARGETS}
+    ratios = []
+    for round_ in range(args.rounds):
+        # Alternate which target goes first, so neither always follows the other.
+        order = TARGETS if round_ % 2 == 0 else TARGETS[::-1]
+        for target in order:
+            deliveries = Deliveries(payload, args.prs, f"{run_id}-{target}-{round_}", ports[target])
+            load = Load(deliveries, args.senders, args.warmup, args.seconds / args.rounds,
+                        args.rate, args.timeout)  # fmt: skip
             asyncio.run(load.run(scrape=target == "sluice"))
-        lost = None
-        if target == "sluice":
-            lost, unanswered, stored = check_stored(url, load)
-            stored_note = (f"sluice: {stored} deliveries stored (warm-up included), {lost} "
-                           f"answered 202 but not stored with their job, {unanswered} stored "
-                           "without a 202")  # fmt: skip
-        row = figures(target, load, lost)
-        rows.append(row)
-        if row.errors:
-            print(f"  {target}: answers {dict(row.statuses)}; failures {dict(load.failures)}")
-        if target == "sluice":
-            server_note = server_side(load)
+            loads[target].append(load)
+        bare_p99, sluice_p99 = (figures(t, [loads[t][-1]], None).p99 for t in TARGETS)
+        ratios.append(sluice_p99 / bare_p99)
+        print(f"  round {round_ + 1}: p99 bare {bare_p99:.1f} ms, sluice {sluice_p99:.1f} ms "
+              f"({ratios[-1]:.2f}x)")  # fmt: skip
     print(f"  load average {os.getloadavg()[0]:.1f} at the end")
+    lost = unanswered = stored = 0
+    for load in loads["sluice"]:
+        counts = check_stored(url, load)
+        lost, unanswered, stored = lost + counts[0], unanswered + counts[1], stored + counts[2]
+    rows = [figures(t, loads[t], lost if t == "sluice" else None) for t in TARGETS]
+    for row, target in zip(rows, TARGETS, strict=True):
+        if row.errors:
+            failures = sum((load.failures for load in loads[target]), Counter())
+            print(f"  {target}: answers {dict(row.statuses)}; failures {dict(failures)}")
     show(rows)
-    print(f"  {stored_note}")
-    print(f"  {server_note}")
+    print(f"  sluice: {stored} deliveries stored (warm-ups included), {lost} answered 202 but "
+          f"not stored with their job, {unanswered} stored without a 202")  # fmt: skip
+    print(f"  {server_side(loads['sluice'])}")
     print(f"  {accept_alone(url, payload, args.prs, args.accept_calls, run_id)}")
 
     bare, sluice = rows
@@ -557,7 +575,10 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
     fast = sluice.p99 < P99_TARGET_MS
     close = ratio <= RATIO_TARGET
     clean = sluice.lost == 0 and sluice.errors == 0 and bare.errors == 0
-    print(f"  sluice p99 / bare p99 = {ratio:.2f}")
+    print(
+        f"  sluice p99 / bare p99 = {ratio:.2f} over all rounds; median of the rounds' "
+        f"ratios {statistics.median(ratios):.2f} (range {min(ratios):.2f}-{max(ratios):.2f})"
+    )
     print(f"  target p99 < {P99_TARGET_MS:g} ms: {'met' if fast else 'MISSED'} "
           f"({sluice.p99:.1f} ms)")  # fmt: skip
     print(f"  target p99 <= {RATIO_TARGET:g}x bare: {'met' if close else 'MISSED'} "
@@ -570,8 +591,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured, per target")
-    parser.add_argument("--warmup", type=float, default=2.0, help="not counted, per target")
+    parser.add_argument("--seconds", type=float, default=20.0,
+                        help="measured per target, over all rounds")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating rounds of each target")  # fmt: skip
+    parser.add_argument("--warmup", type=float, default=1.0,
+                        help="not counted, per target and round")  # fmt: skip
     parser.add_argument("--senders", type=int, default=50)
     parser.add_argument("--rate", type=float, default=0.0,
                         help="total deliveries/s (default: back to back)")  # fmt: skip
@@ -586,6 +611,8 @@ def main() -> None:
     parser.add_argument("--sqlite", action="store_true",
                         help="a SQLite state file instead of PostgreSQL")  # fmt: skip
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.sqlite and (args.database_url or args.durable):
         parser.error("--sqlite goes with neither --database-url nor --durable")
 
