@@ -316,9 +316,14 @@ class JobQueue(Transactions):
         if self._engine.dialect.name != "postgresql":
             return None
         # No pre-ping (a round trip per batch): a connection found dead is replaced and the
-        # call made again (accept_many_async).
+        # call made again (accept_many_async). Autocommit set once, here: the one call is
+        # atomic, and switching a pooled connection to it and back per batch made a batch
+        # take 11.7 ms instead of 7.5 (interleaved runs, batches of 25).
         return create_async_engine(
-            self._engine.url, pool_pre_ping=False, connect_args=state_connect_args(self._engine.url)
+            self._engine.url,
+            pool_pre_ping=False,
+            isolation_level="AUTOCOMMIT",
+            connect_args=state_connect_args(self._engine.url),
         )
 
     async def accept_many_async(
@@ -341,8 +346,7 @@ class JobQueue(Transactions):
         for attempt in range(1, _TRANSIENT_TRIES + 1):
             try:
                 with self._errors(action):
-                    async with engine.connect() as pooled:
-                        conn = await pooled.execution_options(isolation_level="AUTOCOMMIT")
+                    async with engine.connect() as conn:
                         return ready.outcome(list(await conn.execute(queue_pg.CALL, params)))
             except StateError as exc:
                 # A dead pooled connection (the server restarted or closed it) is discarded by
