@@ -770,7 +770,7 @@ class _Batch:
             self._first.setdefault(item.delivery_id, index)
         self.unique = [batch[index] for index in self._first.values()]  # dicts keep order
         self.payloads = {
-            d.delivery_id: dump_json(d.job.payload) for d in self.unique if d.job is not None
+            d.delivery_id: _payload_text(d.job.payload) for d in self.unique if d.job is not None
         }
         self.what = (
             f"delivery {self.unique[0].delivery_id!r}"
@@ -836,6 +836,15 @@ def _upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def _payload_text(payload: dict[str, Any]) -> str:
+    """A job's payload as stored: orjson (a tenth of the json module's time), the json
+    module for what orjson refuses (integers beyond 64 bits, lone surrogates)."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return dump_json(payload)
 
 
 def _json_rows(rows: Iterable[Any]) -> str:

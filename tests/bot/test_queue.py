@@ -102,6 +102,19 @@ def test_a_claimed_job_carries_what_was_enqueued(queue: JobQueue) -> None:
     assert queue.job(job_id + 1000) is None
 
 
+def test_a_payload_comes_back_as_it_went_in(queue: JobQueue) -> None:
+    # What JSON allows and the fast path refuses (an integer beyond 64 bits, a lone
+    # surrogate) and what it writes differently (text beyond ASCII, floats).
+    for index, extra in enumerate(
+        [{"text": "Zürich ✓ 表"}, {"big": 2**70}, {"lone": "\ud800"}, {"f": 0.1, "n": None}]
+    ):
+        job = pr_job(index + 1, "abc")
+        payload = {**job.payload, **extra, "nested": {"b": [1, 2], "a": True}}
+        job_id = add(queue, f"d-{index}", NewJob(job.key, job.kind, payload, job.head_sha))
+        claimed = claim(queue, worker=f"w{index}")
+        assert (claimed.id, claimed.payload) == (job_id, payload)
+
+
 def test_one_job_per_key_at_a_time_oldest_first(queue: JobQueue) -> None:
     a1 = add(queue, "d-1", pr_job(1, "a1"))
     b1 = add(queue, "d-2", pr_job(2, "b1"))
