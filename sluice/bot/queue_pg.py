@@ -32,10 +32,14 @@ FUNCTION = "sluice_accept_deliveries"
 
 # A new body replaces the old one on the next start (CREATE OR REPLACE, under the queue's
 # DDL lock). Statuses are the values of queue.JobStatus, passed in by create_function.
+# Custom plans (PostgreSQL 12+): each call plans its statements for the batch at hand.
+# After five calls PL/pgSQL would otherwise keep generic plans, which made a batch of 25
+# cost the server 4.5-5.7 ms of CPU instead of 2.6-2.9 (planning included), measured
+# alternately on the same database.
 _DDL = """
 CREATE OR REPLACE FUNCTION sluice_accept_deliveries(batch json)
 RETURNS TABLE (stored_delivery varchar, its_job bigint, jobs_superseded bigint)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
 DECLARE
   fresh varchar[];
   made_ids bigint[];
