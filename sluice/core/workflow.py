@@ -211,10 +211,26 @@ def apply_plan(
         ttl_days=project.config.sluice.environment_ttl_days,
         restate_ranges=restate,
     )
+    if not _needs_spark(spec):
+        # Nothing to build and no view to create or drop (a project without models): the
+        # commit alone, without starting Spark for it.
+        ttl = project.config.sluice.environment_ttl_days
+        state.update_environment(jobs.environment_record(plan, now, ttl),
+                                 expected_plan_id=plan.base_plan_id)  # fmt: skip
+        return ApplyResult(plan, 0, 0, None)
     result = runner.run(spec)
     built = sum(1 for s in spec["steps"] if s["type"] == "build")
     views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
     return ApplyResult(plan, built, views, result)
+
+
+def _needs_spark(spec: dict[str, Any]) -> bool:
+    """Whether a job has work for Spark beyond committing the environment record."""
+    return any(
+        step["type"] != "commit"
+        and not (step["type"] == "views" and not (step["views"] or step["drop"]))
+        for step in spec["steps"]
+    )
 
 
 def invalidate_environment(state: StateWriter, name: str) -> None:

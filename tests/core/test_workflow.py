@@ -131,3 +131,28 @@ def test_a_pr_environment_planned_against_prod_keeps_saying_what_the_pr_changes(
         assert view_steps(second, previous)["drop"] == [view_name("s.d", "pr_4")]
     finally:
         store.close()
+
+
+class _NoSpark:
+    """A runner for plans that must not need Spark: any job is a failure."""
+
+    def run(self, spec: dict[str, object]) -> None:
+        raise AssertionError(f"Spark was started for {spec['job_id']}")
+
+
+def test_a_project_without_models_is_promoted_without_spark(tmp_path: Path, state_url: str) -> None:
+    project = load(tmp_path / "p", {"config.yaml": BASIC["config.yaml"]})
+    assert project.models == {}
+    store = open_state(state_url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        assert plan.new_environment and plan.backfill == ()
+        result = workflow.apply_plan(project, store, plan, _NoSpark(), url=state_url, now=END)  # type: ignore[arg-type]
+        assert (result.tables_built, result.views_swapped, result.job) == (0, 0, None)
+        record = store.get_environment("prod")
+        assert record is not None and record.plan_id == plan.plan_id and record.snapshots == ()
+        # Applied again: nothing to do.
+        again = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        assert not again.has_changes
+    finally:
+        store.close()
