@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import hashlib
 import hmac
 import io
@@ -234,6 +235,16 @@ def views_seconds(log: Path) -> float | None:
 # --- the world ---------------------------------------------------------------------------
 
 
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not after a fork
+
+
+def _die_with_parent() -> None:
+    """Run in the service's child process before exec: the kernel sends it SIGTERM when
+    the bench dies, even by kill -9, so no service outlives the bench (Linux). Started
+    from the main thread, whose exit is the process's."""
+    _PRCTL(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 @dataclass
 class World:
     """A warehouse with prod built, the service's state, the fake GitHub's state file."""
@@ -338,7 +349,8 @@ class World:
         args = [sys.executable, "-m", "tests.bot.service_child", str(self.port), str(self.work),
                 self.url, str(self.forge_state), str(self.trees)]  # fmt: skip
         with open(self.root / "service.log", "ab") as log:
-            self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                         preexec_fn=_die_with_parent)  # noqa: PLW1509  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -1089,6 +1101,11 @@ def main(argv: list[str] | None = None) -> int:
         if (s, f, i) not in done
     ]
     if todo:
+
+        def stop(signum: int, _frame: object) -> None:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        signal.signal(signal.SIGTERM, stop)  # so the finally below stops the service too
         started = time.monotonic()
         root = args.workdir or Path(tempfile.mkdtemp(prefix="sluice-chaos-"))
         world = World(root.resolve())
