@@ -18,29 +18,22 @@ for good once it has used all its attempts.
 
 Times are epoch seconds (floats) passed in by the caller, so tests need no clock; they are
 stored as epoch milliseconds in BIGINT columns like the rest of the state.
+
+The tables and records are in :mod:`sluice.bot.queue_schema`, a batch on its way in in
+:mod:`sluice.bot.queue_batch`, PostgreSQL's batch function in :mod:`sluice.bot.queue_pg`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from enum import Enum, StrEnum
+from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any, TypeVar
 
-import orjson
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Connection,
-    Index,
-    Integer,
-    MetaData,
-    String,
     Table,
-    Text,
     bindparam,
     delete,
     func,
@@ -54,6 +47,19 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sluice.bot import queue_pg
+from sluice.bot.queue_batch import Batch, ms
+from sluice.bot.queue_schema import (
+    QUEUED_BY_KEY,
+    Delivery,
+    Job,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    deliveries,
+    job_keys,
+    jobs,
+    metadata,
+)
 from sluice.core.errors import StateError
 from sluice.core.state.migrations import migrate
 from sluice.core.state.schema import (
@@ -61,10 +67,11 @@ from sluice.core.state.schema import (
     Transactions,
     create_state_engine,
     driver_message,
-    dump_json,
     load_json,
     state_connect_args,
 )
+
+__all__ = ["Delivery", "Job", "JobQueue", "JobRecord", "JobStatus", "NewJob"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,65 +84,6 @@ class _Again(Enum):
     AGAIN = 0
 
 
-class JobStatus(StrEnum):
-    """Where a job is in its life."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SUPERSEDED = "superseded"  # a newer head commit made it moot before it started
-
-
-metadata = MetaData()
-
-deliveries = Table(
-    "sluice_deliveries",
-    metadata,
-    Column("delivery_id", String, primary_key=True),
-    Column("forge", String, nullable=False),
-    Column("event", String, nullable=False),
-    Column("received_ts", BigInteger, nullable=False),
-    Column("job_id", BigInteger, nullable=True),
-)
-
-jobs = Table(
-    "sluice_jobs",
-    metadata,
-    # INTEGER on SQLite so the column aliases the rowid and actually autoincrements.
-    Column(
-        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
-    ),
-    Column("delivery_id", String, nullable=False),
-    Column("key", String, nullable=False),
-    Column("kind", String, nullable=False),
-    Column("payload", Text, nullable=False),
-    Column("head_sha", String, nullable=True),
-    Column("status", String, nullable=False),
-    Column("attempts", Integer, nullable=False),
-    Column("created_ts", BigInteger, nullable=False),
-    Column("started_ts", BigInteger, nullable=True),
-    Column("finished_ts", BigInteger, nullable=True),
-    Column("lease_until", BigInteger, nullable=True),
-    Column("worker", String, nullable=True),
-    Column("error", Text, nullable=True),
-)
-Index("ix_sluice_jobs_key", jobs.c.key)
-# claim scans queued jobs oldest first; recover scans running ones.
-Index("ix_sluice_jobs_status_id", jobs.c.status, jobs.c.id)
-# Supersede looks up the queued jobs of a key: only those, not every job the key ever had.
-_QUEUED_BY_KEY = (
-    'CREATE INDEX IF NOT EXISTS ix_sluice_jobs_queued_key ON sluice_jobs ("key", kind) '
-    "WHERE status = 'queued'"
-)
-
-job_keys = Table(
-    "sluice_job_keys",
-    metadata,
-    Column("key", String, primary_key=True),
-    Column("running_job_id", BigInteger, nullable=True),
-)
-
 # Fixed, so every process contends for the same lock while creating the tables. The bytes
 # spell "sluiceQU" so the lock is recognisable in pg_locks.
 _PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceQU", "big")
@@ -147,69 +95,6 @@ _CLAIM_ROUNDS = 20
 _TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
 _TRANSIENT_TRIES = 5
 _ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
-
-
-@dataclass(frozen=True)
-class NewJob:
-    """A job to enqueue with a delivery.
-
-    Attributes:
-        key: Jobs of one key run one at a time, oldest first (``pr_key`` of the event).
-        kind: What the job does (the event kind); with ``supersede``, only queued jobs of
-            the same kind are superseded.
-        payload: JSON-serialisable document for the worker (the event's ``to_json``).
-        head_sha: The commit the job is about, when there is one.
-        supersede: Mark queued jobs of the same key and kind for another head commit as
-            superseded: a newer head makes older waiting work moot. A running job is left
-            to finish.
-    """
-
-    key: str
-    kind: str
-    payload: dict[str, Any]
-    head_sha: str | None = None
-    supersede: bool = False
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A webhook delivery to store, with the job it asks for (None: no work).
-
-    ``now`` is when it arrived (epoch seconds): it becomes the delivery's and the job's time.
-    """
-
-    delivery_id: str
-    forge: str
-    event: str
-    job: NewJob | None
-    now: float
-
-
-@dataclass(frozen=True)
-class Job:
-    """A claimed job, as a worker sees it. ``attempts`` counts this one (1 on the first)."""
-
-    id: int
-    delivery_id: str
-    key: str
-    kind: str
-    payload: dict[str, Any]
-    head_sha: str | None
-    attempts: int
-    created_ts: float
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """Everything stored about a job (for tests, diagnostics and the health page)."""
-
-    job: Job
-    status: JobStatus
-    worker: str | None
-    error: str | None
-    started_ts: float | None
-    finished_ts: float | None
-    lease_until: float | None
 
 
 class JobQueue(Transactions):
@@ -284,10 +169,10 @@ class JobQueue(Transactions):
         """
         if not batch:
             return []
-        ready = _Batch(batch)
+        ready = Batch(batch)
         rows = [
             {"delivery_id": d.delivery_id, "forge": d.forge, "event": d.event,
-             "received_ts": _ms(d.now)}
+             "received_ts": ms(d.now)}
             for d in ready.unique
         ]  # fmt: skip
 
@@ -340,7 +225,7 @@ class JobQueue(Transactions):
             return await asyncio.to_thread(self.accept_many, batch)
         if not batch:
             return []
-        ready = _Batch(batch)
+        ready = Batch(batch)
         action = f"store {ready.what}"
         params = {"rows": ready.server_rows()}
         for attempt in range(1, _TRANSIENT_TRIES + 1):
@@ -379,7 +264,7 @@ class JobQueue(Transactions):
                 [
                     {"delivery_id": d.delivery_id, "key": job.key, "kind": job.kind,
                      "payload": payloads[d.delivery_id], "head_sha": job.head_sha,
-                     "status": JobStatus.QUEUED, "attempts": 0, "created_ts": _ms(d.now)}
+                     "status": JobStatus.QUEUED, "attempts": 0, "created_ts": ms(d.now)}
                     for d, job in news
                 ],
             ).scalars()
@@ -394,7 +279,7 @@ class JobQueue(Transactions):
             ],
         )
         superseding = [
-            (new_id, job, _ms(d.now))
+            (new_id, job, ms(d.now))
             for (d, job), new_id in zip(news, ids, strict=True)
             if job.supersede
         ]
@@ -443,13 +328,13 @@ class JobQueue(Transactions):
         Returns:
             The job, or None when no job is ready.
         """
-        at = _ms(now)
+        at = ms(now)
         values = {
             "status": JobStatus.RUNNING,
             "attempts": jobs.c.attempts + 1,
             "started_ts": at,
             "finished_ts": None,
-            "lease_until": at + _ms(self.lease_seconds),
+            "lease_until": at + ms(self.lease_seconds),
             "worker": worker,
         }
         candidates = (
@@ -515,7 +400,7 @@ class JobQueue(Transactions):
             False when the job is no longer running for ``worker`` (its lease ran out and
             it was recovered, perhaps claimed by another worker): stop working on it.
         """
-        lease = _ms(now) + _ms(self.lease_seconds)
+        lease = ms(now) + ms(self.lease_seconds)
 
         def run(conn: Connection) -> bool:
             renewed = conn.execute(
@@ -532,7 +417,7 @@ class JobQueue(Transactions):
             False (changing nothing) when the job is no longer running for ``worker``.
         """
         status = JobStatus.DONE if error is None else JobStatus.FAILED
-        values = {"status": status, "finished_ts": _ms(now), "lease_until": None, "error": error}
+        values = {"status": status, "finished_ts": ms(now), "lease_until": None, "error": error}
         return self._write(
             f"finish job {job_id}", lambda conn: self._release(conn, job_id, worker, values)
         )
@@ -546,7 +431,7 @@ class JobQueue(Transactions):
             True when the job was queued again; False when it failed for good (or was no
             longer running for ``worker``, in which case nothing changed).
         """
-        at = _ms(now)
+        at = ms(now)
 
         def run(conn: Connection) -> bool:
             attempts = conn.execute(
@@ -573,7 +458,7 @@ class JobQueue(Transactions):
         Returns:
             The jobs that just failed for good, so the caller can report them.
         """
-        at = _ms(now)
+        at = ms(now)
         expired = (jobs.c.status == JobStatus.RUNNING, jobs.c.lease_until < at)
 
         def run(conn: Connection) -> list[Job]:
@@ -618,7 +503,7 @@ class JobQueue(Transactions):
         the deliveries that carried them. A delivery forgotten this way would be accepted
         again if the forge sent it again, so keep well over the forge's redelivery window.
         """
-        cutoff = _ms(now - keep_seconds)
+        cutoff = ms(now - keep_seconds)
         finished = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SUPERSEDED)
 
         def run(conn: Connection) -> tuple[int, int]:
@@ -689,7 +574,7 @@ class JobQueue(Transactions):
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
             metadata.create_all(conn, checkfirst=True)
-            conn.exec_driver_sql(_QUEUED_BY_KEY)  # not in metadata: also on older databases
+            conn.exec_driver_sql(QUEUED_BY_KEY)  # not in metadata: also on older databases
             if conn.dialect.name == "postgresql":
                 ddl = queue_pg.function_ddl(
                     queued=JobStatus.QUEUED.value, superseded=JobStatus.SUPERSEDED.value
@@ -758,54 +643,6 @@ _SUPERSEDE = (
 )
 
 
-class _Batch:
-    """A batch of deliveries being stored: each delivery id's first copy (``unique``, in
-    arrival order), their jobs' payloads serialised before any round trip (a payload that
-    cannot be stored fails the batch without one), and the outcome for every copy."""
-
-    def __init__(self, batch: Sequence[Delivery]) -> None:
-        self._batch = batch
-        self._first: dict[str, int] = {}  # delivery id -> index of its first copy
-        for index, item in enumerate(batch):
-            self._first.setdefault(item.delivery_id, index)
-        self.unique = [batch[index] for index in self._first.values()]  # dicts keep order
-        self.payloads = {
-            d.delivery_id: _payload_text(d.job.payload) for d in self.unique if d.job is not None
-        }
-        self.what = (
-            f"delivery {self.unique[0].delivery_id!r}"
-            if len(self.unique) == 1
-            else f"{len(self.unique)} deliveries"
-        )
-
-    def server_rows(self) -> str:
-        """The batch as the PostgreSQL function takes it (see :mod:`sluice.bot.queue_pg`)."""
-        return _json_rows(
-            {"n": n, "d": d.delivery_id, "f": d.forge, "e": d.event, "t": _ms(d.now),
-             "k": d.job.key if d.job else None, "c": d.job.kind if d.job else None,
-             "p": self.payloads.get(d.delivery_id), "h": d.job.head_sha if d.job else None,
-             "s": bool(d.job and d.job.supersede)}
-            for n, d in enumerate(self.unique)
-        )  # fmt: skip
-
-    def outcome(self, stored: Iterable[Any]) -> list[bool]:
-        """Whether each delivery, in order, was fresh, from the (delivery id, job id, jobs
-        superseded) of those stored."""
-        fresh_ids = set()
-        for delivery_id, job_id, superseded in stored:
-            fresh_ids.add(delivery_id)
-            if superseded:
-                logger.info("job %s superseded %d queued job(s)", job_id, superseded)
-        outcome = []
-        for index, item in enumerate(self._batch):
-            fresh = self._first[item.delivery_id] == index and item.delivery_id in fresh_ids
-            if not fresh:
-                logger.info("delivery %s (%s %s) seen before: ignored", item.delivery_id,
-                            item.forge, item.event)  # fmt: skip
-            outcome.append(fresh)
-        return outcome
-
-
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
     """The condition: the job is running for this worker."""
     return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.status == JobStatus.RUNNING)
@@ -836,29 +673,6 @@ def _upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert
     if conn.dialect.name == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
-
-
-def _payload_text(payload: dict[str, Any]) -> str:
-    """A job's payload as stored: orjson (a tenth of the json module's time), the json
-    module for what orjson refuses (integers beyond 64 bits, lone surrogates)."""
-    try:
-        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
-    except orjson.JSONEncodeError:
-        return dump_json(payload)
-
-
-def _json_rows(rows: Iterable[Any]) -> str:
-    """A JSON array of ``rows``, for the PostgreSQL function that takes a batch as one
-    (orjson; the json module for what orjson refuses, such as integers beyond 64 bits)."""
-    listed = list(rows)
-    try:
-        return orjson.dumps(listed).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(listed, separators=(",", ":"))
-
-
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
 
 
 def _seconds(ms: int | None) -> float | None:
