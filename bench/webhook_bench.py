@@ -412,9 +412,10 @@ def server_side(loads: list[Load]) -> str:
     )
 
 
-def check_stored(url: str, load: Load) -> tuple[int, int, int]:
-    """Deliveries answered 202 but not stored with a job; stored ones never answered 202."""
-    accepted = {r[0] for r in load.records if r[3] == 202}
+def check_stored(url: str, loads: list[Load], prefix: str) -> tuple[int, int, int]:
+    """Deliveries answered 202 but not stored with a job; stored ones never answered 202;
+    all stored (every delivery id of ``loads`` starts with ``prefix``)."""
+    accepted = {r[0] for load in loads for r in load.records if r[3] == 202}
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
@@ -423,7 +424,7 @@ def check_stored(url: str, load: Load) -> tuple[int, int, int]:
                     "SELECT delivery_id, job_id FROM sluice_deliveries "
                     "WHERE delivery_id LIKE :prefix"
                 ),
-                {"prefix": load.deliveries.prefix + "-%"},
+                {"prefix": prefix + "%"},
             ).all()
     finally:
         engine.dispose()
@@ -555,10 +556,7 @@ def run(args: argparse.Namespace, stack: ExitStack) -> bool:
         print(f"  round {round_ + 1}: p99 bare {bare_p99:.1f} ms, sluice {sluice_p99:.1f} ms "
               f"({ratios[-1]:.2f}x)")  # fmt: skip
     print(f"  load average {os.getloadavg()[0]:.1f} at the end")
-    lost = unanswered = stored = 0
-    for load in loads["sluice"]:
-        counts = check_stored(url, load)
-        lost, unanswered, stored = lost + counts[0], unanswered + counts[1], stored + counts[2]
+    lost, unanswered, stored = check_stored(url, loads["sluice"], f"{run_id}-sluice-")
     rows = [figures(t, loads[t], lost if t == "sluice" else None) for t in TARGETS]
     for row, target in zip(rows, TARGETS, strict=True):
         if row.errors:

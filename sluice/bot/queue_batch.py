@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 
 from sluice.bot.queue_schema import Delivery
-from sluice.core.state.schema import dump_json
 
 logger = logging.getLogger("sluice.bot.queue")
 
@@ -66,22 +65,22 @@ class Batch:
 
 
 def payload_text(payload: dict[str, Any]) -> str:
-    """A job's payload as stored: orjson (a tenth of the json module's time), the json
-    module for what orjson refuses (integers beyond 64 bits, lone surrogates)."""
-    try:
-        return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
-    except orjson.JSONEncodeError:
-        return dump_json(payload)
+    """A job's payload as stored (keys sorted: the same payload, the same text)."""
+    return _json_text(payload, sort_keys=True)
 
 
 def json_rows(rows: Iterable[Any]) -> str:
-    """A JSON array of ``rows``, for the PostgreSQL function that takes a batch as one
-    (orjson; the json module for what orjson refuses, such as integers beyond 64 bits)."""
-    listed = list(rows)
+    """A JSON array of ``rows``, for the PostgreSQL function that takes a batch as one."""
+    return _json_text(list(rows), sort_keys=False)
+
+
+def _json_text(value: Any, *, sort_keys: bool) -> str:
+    """Compact JSON: orjson (a tenth of the json module's time), the json module for what
+    orjson refuses (integers beyond 64 bits, lone surrogates)."""
     try:
-        return orjson.dumps(listed).decode()
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(listed, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)
 
 
 def ms(seconds: float) -> int:

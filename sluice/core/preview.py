@@ -88,7 +88,7 @@ def diff_targets(
     prod: dict[str, tuple[str, str]],
     *,
     cap: int,
-    held: dict[str, tuple[Interval, ...]] | None = None,
+    held: dict[str, tuple[Interval, ...]],
 ) -> list[DiffTarget]:
     """The models a reviewer should see compared with prod, most relevant first.
 
@@ -97,7 +97,6 @@ def diff_targets(
     then children a breaking change reaches; at most ``cap`` are compared, the rest are
     listed as skipped.
     """
-    held = held or {}
     direct = [c.name for c in plan.directly_modified]
     indirect = [c.name for c in plan.indirectly_modified if c.category == Category.BREAKING]
     targets: list[DiffTarget] = []

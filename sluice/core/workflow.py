@@ -163,6 +163,13 @@ def commit_plan(
         ConflictError: the environment moved on since the plan was computed; re-plan.
     """
     record_plan(state, plan, now)
+    return _swap_record(state, plan, now, ttl_days)
+
+
+def _swap_record(
+    state: StateStore, plan: Plan, now: int, ttl_days: int | None
+) -> EnvironmentRecord:
+    """Point the environment's record at ``plan`` (compare-and-swap on its base plan)."""
     record = jobs.environment_record(plan, now, ttl_days)
     state.update_environment(record, expected_plan_id=plan.base_plan_id)
     return record
@@ -214,9 +221,7 @@ def apply_plan(
     if not _needs_spark(spec):
         # Nothing to build and no view to create or drop (a project without models): the
         # commit alone, without starting Spark for it.
-        ttl = project.config.sluice.environment_ttl_days
-        state.update_environment(jobs.environment_record(plan, now, ttl),
-                                 expected_plan_id=plan.base_plan_id)  # fmt: skip
+        _swap_record(state, plan, now, project.config.sluice.environment_ttl_days)
         return ApplyResult(plan, 0, 0, None)
     result = runner.run(spec)
     built = sum(1 for s in spec["steps"] if s["type"] == "build")
