@@ -57,6 +57,7 @@ from sluice.bot.events import (
 )
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.bot.github_events import PayloadError, parse_github
+from sluice.core.config import SparkSettings
 from sluice.core.model.definition import Project
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
@@ -88,6 +89,7 @@ class Inputs:
     spark_conf: dict[str, str]
     database_url: str | None
     config_override: dict[str, Any]
+    prod_branch: str | None  # None: the repository's default branch
     sha: str | None  # GITHUB_SHA
     output: Path | None  # GITHUB_OUTPUT
 
@@ -157,6 +159,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         spark_conf=parse_spark_conf(env.get("INPUT_SPARK_CONF")),
         database_url=_get(env, "INPUT_DATABASE_URL"),
         config_override=parse_override(env.get("INPUT_CONFIG_OVERRIDE")),
+        prod_branch=_get(env, "INPUT_PROD_BRANCH"),
         sha=_get(env, "GITHUB_SHA"),
         output=Path(output) if output else None,
     )
@@ -356,17 +359,28 @@ def output_lines(environment: str | None, checks: Mapping[str, Check]) -> list[s
 # --- the run ---------------------------------------------------------------------------
 
 
-def _runner_for(inputs: Inputs, workdir: Path) -> Callable[[Project, Path, OnEvent], Runner]:
+def _runner_for(workdir: Path) -> Callable[[Project, Path, OnEvent], Runner]:
     paths = SparkPaths(root=workdir / "spark", logs=workdir / "logs")
 
     def make(project: Project, _tree: Path, on_event: OnEvent) -> Runner:
-        spark = project.config.sluice.spark
-        update: dict[str, Any] = {"conf": {**spark.conf, **inputs.spark_conf}}
-        if inputs.spark_master:
-            update["master"] = inputs.spark_master
-        return SubmitRunner(spark.model_copy(update=update), paths, on_event=on_event)
+        # The project was loaded with the trusted settings: the Action's inputs (the
+        # service's Spark) plus the prod branch's tuning, never the PR's.
+        return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
 
     return make
+
+
+def default_branch(payload: Mapping[str, Any]) -> str:
+    """The repository's default branch as the event says (``main`` when it does not)."""
+    repository = payload.get("repository")
+    branch = repository.get("default_branch") if isinstance(repository, dict) else None
+    return branch if isinstance(branch, str) and branch else "main"
+
+
+def spark_of(inputs: Inputs) -> SparkSettings:
+    """The Action's own Spark settings (its ``spark-master`` and ``spark-conf`` inputs)."""
+    return SparkSettings(master=inputs.spark_master or SparkSettings().master,
+                         conf=dict(inputs.spark_conf))  # fmt: skip
 
 
 def _secrets(inputs: Inputs) -> tuple[str, ...]:
@@ -430,8 +444,10 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
             workdir=workdir,
             state_url=inputs.state_url(workdir),
             project_path=inputs.project_path,
-            runner_for=_runner_for(inputs, workdir),
+            runner_for=_runner_for(workdir),
             secrets=secrets,
+            spark=spark_of(inputs),
+            prod_branch=inputs.prod_branch or default_branch(payload),
         )
     )
     echo(f"sluice action: {inputs.event_name} on {repo} ({type(event).__name__})")

@@ -1,10 +1,12 @@
 """The ``sluice/approval`` check: the gate evaluated from the forge's reviews, no Spark.
 
 Runs after every plan of a PR and on every review event or "Approve this plan" click.
-The gate settings come from the base branch (a PR cannot edit its own approvers); the
-plan fingerprints come from the ledger, so an approval counts only for the plan it was
-given on. When the gate passes, the plan's model contents are recorded as approved, which
-is what a promotion checks.
+The gate settings are the trusted ones (:mod:`sluice.bot.trust`: the prod branch's, never
+the PR's or its base branch's); the plan fingerprints come from the ledger, so an approval
+counts only for the plan it was given on. When the gate passes on a PR into the prod
+branch, the plan's model contents are recorded as approved, which is what a promotion
+checks; a PR into any other branch is gated the same way, but its approvals are not
+recorded (they were given on a change into another branch).
 """
 
 from __future__ import annotations
@@ -15,15 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review
-from sluice.bot.gate import (
-    DeploySettings,
-    GateInput,
-    GateResult,
-    GateSettings,
-    evaluate,
-    gate_config,
-    owners_to_approve,
-)
+from sluice.bot.gate import GateInput, GateResult, evaluate, owners_to_approve
+from sluice.bot.trust import Settings
 from sluice.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -36,32 +31,8 @@ APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this comm
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The base branch's gate and deploy settings."""
-
-    gate: GateSettings
-    deploy: DeploySettings
-
-    @property
-    def requires_approval(self) -> bool:
-        required = self.gate.required_approvers.count > 0
-        return required or self.gate.owners_must_approve != "never"
-
-
-def settings_at(ctl: Controller, forge: Forge, ref: str) -> Settings:
-    """The gate and deploy settings in the project's config.yaml at ``ref``.
-
-    Raises:
-        ConfigError: the settings are invalid (path:line and how to fix it).
-    """
-    path = ctl.config_path()
-    gate, deploy = gate_config(forge.read_file(ref, path), path)
-    return Settings(gate, deploy)
-
-
-@dataclass(frozen=True)
 class Verdict:
-    """The gate's result, and the base branch's settings it was evaluated with."""
+    """The gate's result, and the trusted settings it was evaluated with."""
 
     result: GateResult
     settings: Settings
@@ -79,9 +50,11 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
                                            "The gate is evaluated once this commit is planned."))  # fmt: skip
         return None
     try:
-        settings = settings_at(ctl, forge, pr.base_ref)
+        settings = ctl.settings(forge)
     except ConfigError as exc:
-        text = f"The gate settings on `{pr.base_ref}` are invalid:\n\n```text\n{exc}\n```"
+        text = (
+            f"The prod branch's gate settings are invalid:\n\n```text\n{ctl.scrub(str(exc))}\n```"
+        )
         forge.set_check(pr.head_sha, Check(APPROVAL, "completed", "Invalid gate settings", text,
                                            conclusion="failure"))  # fmt: skip
         ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
@@ -101,15 +74,23 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
             action_approvals=ctl.ledger.clicks(repo, pr.number),
         ),
     )
-    if result.ok:
+    into_prod = pr.base_ref == settings.branch
+    if result.ok and into_prod:
         ctl.ledger.approve(repo, pr.number, pr.head_sha, review.items, result.approved_by,
                            ctl.ctx.clock())  # fmt: skip
+    summary = result.summary
+    if not into_prod:
+        summary = (
+            f"This PR goes into `{pr.base_ref}`, not the prod branch `{settings.branch}`: "
+            "approvals here do not count for prod (its changes need an approved PR into "
+            f"`{settings.branch}`). {summary}"
+        )
     forge.set_check(pr.head_sha, Check(
-        APPROVAL, "completed", _title(result, settings), result.summary,
+        APPROVAL, "completed", _title(result, settings), summary,
         conclusion=result.conclusion, actions=() if result.ok else (APPROVE_ACTION,),
     ))  # fmt: skip
     icon = "✅" if result.ok else "⏳"
-    ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {result.summary}"))
+    ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
     return Verdict(result, settings)
 
 

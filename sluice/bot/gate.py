@@ -1,7 +1,8 @@
 """Who must approve a pull request's plan, and whether it has happened (pure).
 
 The settings come from ``sluice.gate`` and ``sluice.deploy`` in the config.yaml of the
-*base* branch, fetched through the forge: a pull request cannot edit its own approvers.
+prod branch (:mod:`sluice.bot.trust` decides which): a pull request cannot edit its own
+approvers, nor pick a base branch whose settings suit it.
 :func:`evaluate` turns the reviews (and the check run's "Approve this plan" clicks) into
 the ``sluice/approval`` check. An approval counts for the plan it was given on: the
 caller records the plan's content hash per head commit, and an approval whose commit's
@@ -134,7 +135,7 @@ class DeploySettings(_Frozen):
 def gate_config(
     config_text: str | None, path: str = "config.yaml"
 ) -> tuple[GateSettings, DeploySettings]:
-    """The gate and deploy settings from the text of the base branch's config.yaml.
+    """The gate and deploy settings from the text of the prod branch's config.yaml.
 
     Only ``sluice.gate`` and ``sluice.deploy`` are read; the rest of the file is the
     project loader's business. ``None`` (no file), an empty file and missing sections
@@ -242,7 +243,7 @@ def owners_to_approve(
     """Model -> owner (login or ``org/team``) for the models whose owner must approve.
 
     Args:
-        settings: The base branch's gate settings.
+        settings: The prod branch's gate settings.
         directly_modified: Each directly modified model -> its ``owner`` (None: none).
         breaking_reached: Each model a breaking change reaches (the changed model and
             its downstream) -> its owner.
@@ -496,7 +497,7 @@ def _summary(
             if settings.owners_must_approve == "never"
             else "no changed model has an owner whose approval is required"
         )
-        return f"No approval is required: {why} in `sluice.gate` on the base branch."
+        return f"No approval is required: {why} in `sluice.gate` on the prod branch."
 
     sentences: list[str] = []
     if required.count:
@@ -511,7 +512,7 @@ def _summary(
             else:
                 sentences.append(
                     f"{missing} more approval(s) needed, but nobody else may approve: change "
-                    "`sluice.gate.required_approvers` on the base branch."
+                    "`sluice.gate.required_approvers` on the prod branch."
                 )
     if gate.owners:
         if owners_missing:

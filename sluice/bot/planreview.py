@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,14 +61,28 @@ def own_key(snapshot: Snapshot) -> str:
     return hashlib.sha256(f"{fp.data_hash}:{fp.metadata_hash}".encode()).hexdigest()[:32]
 
 
-def review_of(plan: Plan, project: Project) -> PlanReview:
-    """The review of ``plan`` (a PR environment's plan, or prod's at promotion)."""
-    items: list[Item] = []
+def review_of(
+    plan: Plan,
+    project: Project,
+    *,
+    owners: Mapping[str, str | None] | None = None,
+    extra: Item | None = None,
+) -> PlanReview:
+    """The review of ``plan`` (a PR environment's plan, or prod's at promotion).
+
+    ``owners``: model -> owner as prod has it; a model prod has is owned by that owner
+    whatever the PR's header says (only a model new to prod takes its header's owner).
+    ``extra``: one more item to approve with the plan (a change of trusted settings).
+    """
+    items: list[Item] = [extra] if extra is not None else []
     direct: dict[str, str | None] = {}
     breaking: dict[str, str | None] = {}
     categories: dict[str, str] = {}
+    trusted = owners or {}
 
     def owner(name: str) -> str | None:
+        if name in trusted:
+            return trusted[name]
         model = project.models.get(name)
         return model.owner if model is not None else None
 

@@ -1,12 +1,15 @@
 """Promotion to prod (on merge, on a release tag, or ``/sluice deploy``) and cleanup.
 
-Every job here runs under the repository's prod queue key, so two never overlap. A
-promotion plans prod at the promoted commit, against prod as it is now (so a prod that
-moved since the PR was planned is re-planned, never overwritten), refuses when any model
-change in that plan was not approved through a gate, and otherwise applies it: when the
-PRs built every version prod needs, that is a virtual update (views swapped, no data
-written). The outcome goes to the ``sluice/deploy`` check, the PR's comment and a forge
-deployment record for environment ``prod``.
+Every job here runs under the repository's prod queue key, so two never overlap. What
+prod is (its branch, merge or tag, the tag pattern) and whether a change needs approval
+are the trusted settings in force (:mod:`sluice.bot.trust`), never the promoted commit's
+own. A promotion plans prod at the promoted commit, against prod as it is now (so a prod
+that moved since the PR was planned is re-planned, never overwritten), refuses when any
+model change in that plan, or a change of the ``sluice:`` settings, was not approved
+through a gate, and otherwise applies it: when the PRs built every version prod needs,
+that is a virtual update (views swapped, no data written). The promoted commit's settings
+are then the ones in force. The outcome goes to the ``sluice/deploy`` check, the PR's
+comment and a forge deployment record for environment ``prod``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sluice.bot.approval import Settings, settings_at
+from sluice.bot import trust
 from sluice.bot.events import PullRequestEvent, TagEvent
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.planreview import REMOVED, Item, own_key, review_of
+from sluice.bot.trust import Settings
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS
@@ -53,9 +56,9 @@ def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome 
     settings = _settings(ctl, forge, sha, event.number)
     if settings is None:
         return None
-    if event.base_ref != settings.deploy.prod_branch:
+    if event.base_ref != settings.branch:
         log.info("%s#%s merged into %s, not the prod branch %s: not promoted", forge.repo,
-                 event.number, event.base_ref, settings.deploy.prod_branch)  # fmt: skip
+                 event.number, event.base_ref, settings.branch)  # fmt: skip
         cleanup(ctl, forge, event.number, "merged into another branch than prod")
         return None
     if settings.deploy.on == "tag":
@@ -92,9 +95,9 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
         log.info("%s: tag %s ignored: it does not match %s", forge.repo, event.tag,
                  deploy.tag_pattern)  # fmt: skip
         return None
-    if not forge.on_branch(sha, deploy.prod_branch):
+    if not forge.on_branch(sha, settings.branch):
         log.warning("%s: tag %s ignored: %s is not on the prod branch %s", forge.repo,
-                    event.tag, sha[:12], deploy.prod_branch)  # fmt: skip
+                    event.tag, sha[:12], settings.branch)  # fmt: skip
         return None
     outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
     if outcome.ok:
@@ -115,9 +118,7 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
     # A promotion of this commit cut short (its job is being run again) has a record open.
     deployment = ctl.ledger.deployment(repo, sha, PROD)
     if deployment is None:
-        deployment = forge.start_deployment(
-            sha, PROD, f"Sluice: promote {label}", settings.deploy.prod_branch
-        )
+        deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}", settings.branch)
         if deployment is not None:
             ctl.ledger.deploying(repo, sha, PROD, deployment, ctl.ctx.clock())
     if deployment is not None:
@@ -149,20 +150,27 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
 
 def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
     tree = ctl.tree(forge, sha)
-    project = load_project(tree / ctl.ctx.project_path)
+    project = ctl.load(tree, settings)
+    config = tree / ctl.config_path()
+    text = config.read_text(encoding="utf-8") if config.is_file() else None
+    own = trust.parse(text, ctl.config_path())  # the promoted commit's own settings
+    repo = ctl.repo_key(forge)
     store = open_state(ctl.ctx.state_url)
     try:
         for attempt in (1, 2):
             now = ctl.ctx.clock()
             plan = plan_environment(project, store, PROD, end=now, execution_time=now)
-            review = review_of(plan, project)
+            items = list(review_of(plan, project).items)
+            if own.digest != settings.digest:
+                items.append((trust.SETTINGS_ITEM, own.digest))
             if settings.requires_approval:
-                missing = ctl.ledger.unapproved(ctl.repo_key(forge), review.items)
+                missing = ctl.ledger.unapproved(repo, items)
                 if missing:
-                    return Outcome(False, f"{len(missing)} unapproved model change(s): prod is "
-                                   "unchanged", _unapproved(missing))  # fmt: skip
+                    return Outcome(False, f"{len(missing)} unapproved change(s): prod is "
+                                   "unchanged", _unapproved(missing, settings))  # fmt: skip
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
+                trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
                 return Outcome(True, "Prod already has this state", "Nothing to promote.",
                                live=live)  # fmt: skip
             runner = ctl.runner(project, tree, lambda _event: None)
@@ -173,6 +181,7 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
                     raise
                 log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
                 continue
+            trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
             if result.tables_built == 0:
                 return Outcome(True, "Promoted by virtual update",
                                f"{result.views_swapped} prod views now read the tables the PR "
@@ -197,21 +206,25 @@ def abandon(ctl: Controller, forge: Forge, sha: str, text: str) -> None:
         ctl.ledger.deployed(repo, sha, PROD)
 
 
-def _unapproved(missing: list[Item]) -> str:
+def _unapproved(missing: list[Item], settings: Settings) -> str:
     lines = [
-        f"- `{name}` ({'removal' if content == REMOVED else 'change'})" for name, content in missing
+        "- the `sluice:` settings in config.yaml (change)"
+        if name == trust.SETTINGS_ITEM
+        else f"- `{name}` ({'removal' if content == REMOVED else 'change'})"
+        for name, content in missing
     ]
     return (
-        "These model changes were never approved through the `sluice/approval` gate (for "
+        "These changes were never approved through the `sluice/approval` gate (for "
         "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
-        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nOpen a PR with them and have it "
-        "approved, then promote again."
+        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
+        f"`sluice.gate` of {settings.source}. Open a PR with these changes into "
+        f"`{settings.branch}` and have it approved, then promote again."
     )
 
 
 def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Settings | None:
     try:
-        return settings_at(ctl, forge, sha)
+        return ctl.settings(forge)
     except ConfigError as exc:
         text = ctl.scrub(str(exc))
         forge.set_check(sha, Check(DEPLOY, "completed", "Invalid deploy settings",
@@ -238,17 +251,23 @@ def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
 
 
 def janitor(ctl: Controller, forge: Forge) -> None:
-    """Run the janitor with the Spark settings of the last commit Sluice loaded."""
-    sha = ctl.ledger.last_sha(ctl.repo_key(forge))
+    """Run the janitor with the trusted settings (the prod branch's TTLs, the service's
+    Spark), on the prod branch's project: never a pull request's."""
+    if ctl.ledger.last_sha(ctl.repo_key(forge)) is None:
+        return  # no project was ever loaded for this repository: nothing built to clean
+    settings = ctl.settings(forge)
+    sha = settings.sha or forge.commit_of(settings.branch)
     if sha is None:
+        log.warning("%s: janitor skipped: the prod branch %s has no commit", forge.repo,
+                    settings.branch)  # fmt: skip
         return
     tree = ctl.tree(forge, sha)
-    project = load_project(tree / ctl.ctx.project_path)
+    project = ctl.load(tree, settings)
     store = open_state(ctl.ctx.state_url)
     try:
         report = run_janitor(store, ctl.runner(project, tree, lambda _event: None),
                              url=ctl.ctx.state_url, now=ctl.ctx.clock(),
-                             table_ttl_ms=int(project.config.sluice.table_ttl_days * DAY_MS))  # fmt: skip
+                             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS))  # fmt: skip
     finally:
         store.close()
     log.info("%s: janitor removed %s environment(s), dropped %s table(s)", forge.repo,

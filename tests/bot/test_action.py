@@ -202,8 +202,10 @@ def _outputs(tmp_path: Path) -> dict[str, str]:
 def test_a_pull_request_is_built_from_the_workspace_and_reported(tmp_path: Path) -> None:
     payload = _pr_payload()
     number = payload["pull_request"]["number"]
-    _github(tmp_path, number)
-    _project(tmp_path / "workspace")
+    # The prod branch (the repository's default, master) names the project: its `sluice:`
+    # settings are the ones used, not the head's.
+    _github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
+    _project(tmp_path / "workspace", "sluice:\n  project: from_the_head\n")
     (tmp_path / "workspace" / ".git").mkdir()  # not a repository: the PR's head is used
     (tmp_path / "workspace" / ".git" / "secret").write_text("never copied")
 

@@ -1,4 +1,4 @@
-"""The approval gate: settings from the base branch's config, and each approval rule."""
+"""The approval gate: settings from the prod branch's config, and each approval rule."""
 
 from __future__ import annotations
 

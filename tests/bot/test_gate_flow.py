@@ -286,7 +286,9 @@ def test_deploy_refuses_until_the_gate_passes(bot: Bot) -> None:
 # -- tags and merges -----------------------------------------------------------------------
 
 
-def _project_commit(bot: Bot, sha: str, config_extra: str) -> None:
+def _project_commit(bot: Bot, sha: str, config_extra: str, *, on_main: bool = False) -> None:
+    """A commit of the example project with ``config_extra`` in its config.yaml; with
+    ``on_main`` the prod branch has that config.yaml too (where the settings are read)."""
     src = bot.root / f"tree-{sha[:4]}"
     shutil.copytree(
         REPO / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
@@ -295,6 +297,8 @@ def _project_commit(bot: Bot, sha: str, config_extra: str) -> None:
     (src / "config.yaml").write_text(config)
     bot.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
     bot.github.files[(sha, "config.yaml")] = config
+    if on_main:
+        bot.github.files[("main", "config.yaml")] = config
 
 
 TAG_DEPLOY = """  gate:
@@ -306,7 +310,7 @@ TAG_DEPLOY = """  gate:
 
 
 def test_tags_promote_only_when_they_match_and_are_on_the_prod_branch(bot: Bot) -> None:
-    _project_commit(bot, C, TAG_DEPLOY)
+    _project_commit(bot, C, TAG_DEPLOY, on_main=True)
     bot.github.refs["main"] = C
     tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/release-1", after=C)
     bot.deliver("push", tag)  # does not match v*
@@ -324,7 +328,7 @@ def test_tags_promote_only_when_they_match_and_are_on_the_prod_branch(bot: Bot) 
     bot.deliver("release", release)
     deploy = bot.github.checks_on(C)["sluice/deploy"]
     assert deploy["conclusion"] == "failure"
-    assert "unapproved model change(s): prod is unchanged" in deploy["output"]["title"]
+    assert "unapproved change(s): prod is unchanged" in deploy["output"]["title"]
     assert "- `jaffle.orders` (change)" in deploy["output"]["summary"]
     assert [s["state"] for s in bot.github.deployments[0]["statuses"]] == ["in_progress", "failure"]
 
@@ -336,7 +340,7 @@ def test_a_deleted_tag_is_not_an_event() -> None:
 
 
 def test_a_merge_into_another_branch_or_with_on_tag_does_not_promote(bot: Bot) -> None:
-    _project_commit(bot, C, TAG_DEPLOY)
+    _project_commit(bot, C, TAG_DEPLOY, on_main=True)
     merged = _payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
         "pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C,
         "pull_request.head.sha": A, "pull_request.base.ref": "main",
@@ -425,7 +429,7 @@ def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> N
 
 
 def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot) -> None:
-    _project_commit(bot, C, TAG_DEPLOY)
+    _project_commit(bot, C, TAG_DEPLOY, on_main=True)
     bot.github.refs["main"] = C
     bot.github.branch_commits["main"] = {C}
     _prod_at(bot, C)  # prod has C's content: the promotion finds nothing to build

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice import __version__
-from sluice.core.config import ProjectConfig, load_config
+from sluice.core.config import ProjectConfig, SluiceSettings, load_config
 from sluice.core.errors import ModelError, ProjectErrors, SluiceError
 from sluice.core.model.audits import check_audit_calls, parse_audits
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
@@ -30,8 +30,14 @@ CACHE_FILE = Path(".sluice") / "cache" / "models.json"
 EXTERNAL_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 
 
-def load_project(project_dir: Path | str, *, use_cache: bool = True) -> Project:
+def load_project(
+    project_dir: Path | str, *, use_cache: bool = True, sluice: SluiceSettings | None = None
+) -> Project:
     """Load and validate the project in ``project_dir``.
+
+    ``sluice``: settings to use instead of the ``sluice:`` section of the project's own
+    config.yaml (the service passes the prod branch's: a pull request's config.yaml decides
+    its models' defaults and variables, never Sluice's settings).
 
     Raises:
         SluiceError: a single problem, or ProjectErrors listing several.
@@ -43,6 +49,8 @@ def load_project(project_dir: Path | str, *, use_cache: bool = True) -> Project:
             hint="point --project at the folder that holds config.yaml and models/",
         )
     config = load_config(root)
+    if sluice is not None:
+        config = config.model_copy(update={"sluice": sluice})
     notes = list(config.notes)
     cache = _Cache(root / CACHE_FILE, config) if use_cache else None
     errors: list[SluiceError] = []

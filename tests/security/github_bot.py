@@ -1,0 +1,157 @@
+"""A controller talking to a fake GitHub at the wire, for the hostile cases.
+
+Real webhook bodies (``../shared/realcases``) are parsed by ``parse_github`` and handed to
+the controller; PyGithub really runs against :class:`tests.bot.github_wire.FakeGitHub`.
+Spark is replaced by a runner that records the project it was asked to run and fails the
+job, so the cases that end at "what would run" need no JVM.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sluice.bot.app import forge_factory
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import JanitorEvent
+from sluice.bot.forge.base import Forge
+from sluice.bot.github_events import parse_github
+from sluice.bot.ledger import Ledger
+from sluice.bot.settings import ServiceSettings
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ExecutionError
+from sluice.core.model.definition import Project
+from sluice.core.spark.submit import JobResult, OnEvent, Runner
+from tests.bot.conftest import realcase
+from tests.bot.github_wire import FakeGitHub, tarball
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OWNER = "octo/warehouse"
+KEY = f"github:{OWNER}"
+NOW = 1_800_000_000_000
+A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
+# The example's model defaults and variables: what a project's config.yaml holds besides
+# `sluice:` (each test writes its own `sluice:` section after it).
+PREAMBLE = (
+    "model_defaults:\n  dialect: spark\n  start: '2018-01-01'\n  cron: '@daily'\n"
+    "variables:\n  revenue_statuses: completed\n"
+)
+GATED = (
+    PREAMBLE + "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob]\n"
+)
+SERVICE_SPARK = SparkSettings(master="local[2]", conf={"spark.executor.memory": "1g"})
+
+
+class Refused(ExecutionError):
+    """What the recording runner raises: no Spark in these tests."""
+
+
+class RecordingRunner:
+    """Records each project a job was asked for, then fails the job."""
+
+    def __init__(self) -> None:
+        self.projects: list[Project] = []
+
+    def make(self, project: Project, _tree: Path, _on_event: OnEvent) -> Runner:
+        self.projects.append(project)
+        return self
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        raise Refused("no Spark in this test")
+
+
+class Bot:
+    """A controller on a SQLite state with the service's Spark settings, and its GitHub."""
+
+    def __init__(self, root: Path, github: FakeGitHub) -> None:
+        self.root, self.github = root, github
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.runner = RecordingRunner()
+        settings = ServiceSettings(
+            webhook_secret="s", github_token="ghp_trustToken", workdir=root / "work",
+            database_url=self.url, github_request_interval=0, github_write_interval=0,
+        )  # type: ignore[arg-type]  # fmt: skip
+        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+                          state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
+                          runner_for=self.runner.make)  # fmt: skip
+        self.controller = Controller(context)
+        self.ledger = Ledger(self.url)
+
+    def close(self) -> None:
+        self.controller.close()
+        self.ledger.close()
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        parsed = parse_github(event, payload)
+        assert parsed is not None, (event, payload.get("action"))
+        self.controller.handle(parsed)
+
+    def commit(self, sha: str, config: str, *, models: dict[str, str] | None = None) -> Path:
+        """A commit holding the example project with ``config`` as its config.yaml (and
+        ``models``: file name -> text, added or replaced under models/)."""
+        src = self.root / f"tree-{sha[:6]}"
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", src,
+                        ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+        (src / "config.yaml").write_text(config)
+        for name, text in (models or {}).items():
+            (src / "models" / name).write_text(text)
+        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
+        self.github.files[(sha, "config.yaml")] = config
+        return src
+
+    def prod(self, sha: str, config: str) -> None:
+        """The prod branch ``main`` at ``sha`` with ``config``."""
+        self.commit(sha, config)
+        self.github.refs["main"] = sha
+        self.github.files[("main", "config.yaml")] = config
+        self.github.branch_commits.setdefault("main", set()).add(sha)
+
+    def forge(self) -> Forge:
+        """The forge the controller uses for this repository."""
+        return self.controller.ctx.forge_for(JanitorEvent(forge="github", repo=OWNER,
+                                                          installation_id=None))  # fmt: skip
+
+    def approval(self, sha: str) -> dict[str, Any]:
+        return self.github.checks_on(sha)["sluice/approval"]
+
+
+def payload(case: str, **changes: Any) -> dict[str, Any]:
+    return realcase(case, OWNER, **changes)
+
+
+def opened(number: int, head: str, *, base: str = "main", author: str = "alice") -> dict[str, Any]:
+    return payload("github/pull_request/opened.payload.json", **{
+        "number": number, "pull_request.number": number, "pull_request.head.sha": head,
+        "pull_request.base.ref": base, "pull_request.user.login": author,
+        "pull_request.draft": False,
+        "pull_request.head.repo.full_name": OWNER,
+    })  # fmt: skip
+
+
+def merged(number: int, head: str, merge_sha: str, *, base: str = "main") -> dict[str, Any]:
+    return payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
+        "pull_request.number": number, "number": number, "pull_request.merge_commit_sha": merge_sha,
+        "pull_request.head.sha": head, "pull_request.base.ref": base,
+        "pull_request.user.login": "alice",
+    })  # fmt: skip
+
+
+def review(number: int, user: str, commit: str, review_id: int) -> dict[str, Any]:
+    return payload("github/pull_request_review/submitted.payload.json", action="submitted", **{
+        "pull_request.number": number, "pull_request.head.sha": commit,
+        "review.user.login": user, "review.state": "approved", "review.commit_id": commit,
+        "review.id": review_id,
+    })  # fmt: skip
+
+
+def comment(number: int, user: str, body: str, comment_id: int) -> dict[str, Any]:
+    return payload("github/issue_comment/drone-go-scm__comment.json", action="created", **{
+        "issue.number": number, "comment.user.login": user, "comment.body": body,
+        "comment.id": comment_id,
+    })  # fmt: skip
+
+
+def tag(name: str, sha: str) -> dict[str, Any]:
+    return payload("github/push/woodpecker__HookTag.json", ref=f"refs/tags/{name}", after=sha)
