@@ -56,8 +56,10 @@ def builtin_audit_sql(call: AuditCall, table: str) -> str:
         return f"SELECT * FROM {table} WHERE {cond}"
     if call.name == "unique_values":
         cols = [c.sql("spark") for c in _columns(args["columns"])]
+        # The column's name as a literal: a quoted name may hold quotes of its own.
         parts = [
-            f"SELECT '{c}' AS column_name, CAST({c} AS STRING) AS value, COUNT(*) AS n "
+            f"SELECT {exp.Literal.string(c).sql('spark')} AS column_name, "
+            f"CAST({c} AS STRING) AS value, COUNT(*) AS n "
             f"FROM {table} WHERE {c} IS NOT NULL GROUP BY {c} HAVING COUNT(*) > 1"
             for c in cols
         ]
@@ -149,9 +151,13 @@ def parse_audits(
                     path=path, line=where, col=value.col,
                     hint="write the default as a SQL expression, e.g. `threshold = 10`",
                 ) from None  # fmt: skip
-            found = fileaccess.placed(fileaccess.find_in_tree(parsed), where, value.col)
+            # Checked as the audit's query is, and kept as the Spark SQL that was checked
+            # (the run parses it as Spark SQL, whatever the audit's dialect).
+            parsed = fileaccess.resolve_identifiers(parsed)
+            accesses = fileaccess.find_in_tree(parsed, references_checked=False)
+            found = fileaccess.placed(accesses, where, value.col)
             fileaccess.refuse(found, allowed_paths, subject, path, where)
-            defaults.append((item.value.lower(), value_text))
+            defaults.append((item.value.lower(), parsed.sql("spark", normalize=True)))
         blocking = props["blocking"].value.lower() != "false" if "blocking" in props else True
         audits.append(
             Audit(
@@ -221,7 +227,9 @@ def _audit_query(
             line=body_line,
             hint="write the query that returns the rows violating the audit",
         )
-    refuse(fileaccess.find_in_tree(query))
+    # An audit's tables are not checked against the project's: see references_checked.
+    query = fileaccess.resolve_identifiers(query)
+    refuse(fileaccess.find_in_tree(query, references_checked=False))
     return query, subst
 
 

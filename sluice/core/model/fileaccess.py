@@ -6,6 +6,17 @@ write files (``LOAD DATA``, ``ADD JAR``, ``INSERT OVERWRITE DIRECTORY``). A pull
 could use any of these to read what the Spark cluster can read, so they are found here,
 on sqlglot's tree where the SQL parses and in the text where it does not, and the project
 is refused at load time. Literal paths that match a glob of ``sluice.allowed_paths`` pass.
+
+Two ways of naming things are worked out by Spark, not written in the text:
+
+- ``IDENTIFIER(expr)`` names a table (or column, or function) by a constant expression
+  Spark evaluates when the query runs, so ``IDENTIFIER('text.`' || '/etc/passwd`')`` reads
+  a file although no table in the tree says so. Only one quoted string naming a table of
+  one to three parts passes; :func:`resolve_identifiers` turns it into that table, so it
+  is a dependency like any other. Anything computed is refused.
+- Spark replaces ``${name}``, ``${env:X}``, ``${system:x}``, ``${hiveconf:x}`` anywhere in
+  the text (string literals included) before it parses it, so ``'${env:SECRET}'`` is the
+  driver's environment and ``text.`${system:user.dir}/x``` a path. Any ``${`` is refused.
 """
 
 from __future__ import annotations
@@ -14,11 +25,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from typing import TypeVar
 
 from sqlglot import exp
 
 from sluice.core.errors import ModelError
 from sluice.core.model.scan import LineIndex, find_code
+
+_Tree = TypeVar("_Tree", bound=exp.Expr)
 
 # Spark reads `format`.`path` as the files at `path` (spark.sql.runSQLOnFiles).
 FILE_FORMATS = frozenset(
@@ -49,9 +63,39 @@ _STATEMENT_HINT = (
     "a model or audit is one SELECT query; load files with a SEED model, or declare the "
     "table in external_models.yaml"
 )
+_IDENTIFIER_HINT = (
+    "name the table directly (schema.table), or give IDENTIFIER one quoted string such as "
+    "IDENTIFIER('schema.table'); files are read through tables, or through a path listed "
+    "in sluice.allowed_paths on the prod branch"
+)
+_IDENTIFIER_FILE_HINT = (
+    "name the table directly (schema.table); files are read through tables, or through a "
+    "path listed in sluice.allowed_paths on the prod branch, written as format.`path` "
+    "without IDENTIFIER so that it can be checked"
+)
+_RELATIVE_HINT = (
+    "name a model, or a table declared in external_models.yaml, whose schema is not the "
+    "name of a file format; an audit reads its model as @this_model"
+)
+_SUBSTITUTION_HINT = (
+    "write it without '${' (to keep the characters, split them: '$' || '{...}'); Sluice's "
+    "own variables are written @VAR('name')"
+)
+_BACKSLASH_HINT = (
+    "write the path with '/' and without '\\': Spark reads '\\.' as '.', so a path with "
+    "'\\' is never allowed"
+)
 # A quoted name with one of these in it is a path, whatever its schema.
 _PATH_CHARS = re.compile(r"[/\\:]")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What a literal IDENTIFIER('...') may name: one to three parts, each plain or quoted with
+# backticks (no path characters, quotes or backslashes, whose reading could differ).
+_NAME_PART = r"(?:[A-Za-z0-9_]+|`(?:[^`\\'/:\n]|``)+`)"
+_TABLE_NAME = re.compile(rf"{_NAME_PART}(?:\.{_NAME_PART}){{0,2}}")
+# format.`path` written inside IDENTIFIER('...'), to name the file in messages.
+_LITERAL_FILE = re.compile(r"`?[A-Za-z_]\w*`?\.`((?:[^`]|``)*)`")
+# Spark's variable substitution: ${name}, ${env:NAME}, ${system:name}, ...
+_SUBSTITUTION = re.compile(r"\$\{[^}\n]{0,60}\}?")
 
 
 @dataclass(frozen=True)
@@ -78,7 +122,7 @@ class FileAccess:
 
 
 def _reads(path: str, how: str, line: int, col: int) -> FileAccess:
-    hint = _DOTDOT_HINT if _has_dotdot(path) else ALLOW_HINT
+    hint = _DOTDOT_HINT if _has_dotdot(path) else _BACKSLASH_HINT if "\\" in path else ALLOW_HINT
     return FileAccess(f"reads the file '{path}' directly ({how})", path, hint, line, col)
 
 
@@ -98,8 +142,12 @@ def _has_dotdot(path: str) -> bool:
 
 
 def path_allowed(path: str, allowed_paths: Sequence[str]) -> bool:
-    """Whether ``path`` matches one of the globs; a path with a '..' segment never does."""
-    if _has_dotdot(path):
+    """Whether ``path`` matches one of the globs.
+
+    A path with a '..' segment never does, nor one with a backslash: Hadoop reads ``\\.``
+    as ``.``, so ``/data/.\\./x`` is ``/data/../x``.
+    """
+    if _has_dotdot(path) or "\\" in path:
         return False
     return any(fnmatchcase(path, pattern) for pattern in allowed_paths)
 
@@ -114,17 +162,196 @@ def is_file_table(table: exp.Table) -> bool:
     )
 
 
-def find_in_tree(tree: exp.Expr) -> list[FileAccess]:
-    """Every file read, Java call and script in a parsed query, in text order."""
-    return sorted(_walk(tree), key=lambda a: (a.line == 0, a.line, a.col))
+def find_in_tree(tree: exp.Expr, *, references_checked: bool = True) -> list[FileAccess]:
+    """Every file read, Java call and script in a parsed query, in text order.
+
+    Args:
+        tree: The parsed SQL, after :func:`resolve_identifiers` where the caller keeps it.
+        references_checked: Whether the tables the SQL reads are checked elsewhere to be
+            the project's models and declared tables (a model's query). When they are not
+            (audits and their arguments), a table in a schema named like a file format
+            (``text.notes``) is refused too: Spark reads it as the files at the relative
+            path ``notes`` when the catalog has no such table.
+    """
+    found = _walk(tree, references_checked)
+    return sorted(found, key=lambda a: (a.line == 0, a.line, a.col))
 
 
-def _walk(tree: exp.Expr) -> Iterator[FileAccess]:
+def resolve_identifiers(tree: _Tree) -> _Tree:
+    """``tree`` with each ``IDENTIFIER('schema.table')`` read as a table turned into it.
+
+    Only one quoted string naming a table (see the module's docstring) is turned; anything
+    else is left for :func:`find_in_tree` to refuse. The tree is changed in place: the
+    query Spark runs, its fingerprint and its dependencies then name the table itself.
+    """
+    for table in list(tree.find_all(exp.Table)):
+        clause = table.this
+        if not _is_identifier_clause(clause):
+            continue
+        literal = _identifier_literal(clause)
+        named = _table_named(literal) if literal is not None else None
+        if named is None or _file_like(named):
+            continue
+        line, col = _start(clause.meta, "IDENTIFIER")
+        parts = [named.args.get(k) for k in ("catalog", "db", "this")]
+        first = next(p for p in parts if isinstance(p, exp.Identifier))
+        if line:
+            # Messages about the table point where IDENTIFIER starts.
+            width = len(first.name) + (2 if first.quoted else 0)
+            first.meta.update(line=line, col=col + width - 1)
+        for key in ("catalog", "db", "this"):
+            table.set(key, named.args.get(key))
+    return tree
+
+
+def _is_identifier_clause(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.DynamicIdentifier) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() == "IDENTIFIER"
+    )
+
+
+def _identifier_literal(clause: exp.Expr) -> str | None:
+    """The string an IDENTIFIER clause names, when it is one string literal."""
+    args = [clause.this] if isinstance(clause, exp.DynamicIdentifier) else list(clause.expressions)
+    if len(args) != 1:
+        return None
+    arg = args[0]
+    while isinstance(arg, exp.Paren):
+        arg = arg.this
+    return arg.this if isinstance(arg, exp.Literal) and arg.is_string else None
+
+
+def _table_named(text: str) -> exp.Table | None:
+    """The table ``text`` names (``a``, ``a.b``, ``a.`b c```), or None if it is no name."""
+    if not _TABLE_NAME.fullmatch(text):
+        return None
+    parts = [
+        exp.to_identifier(p[1:-1].replace("``", "`"), quoted=True)
+        if p.startswith("`")
+        else exp.to_identifier(p)
+        for p in re.findall(_NAME_PART, text)
+    ]
+    keys = ("catalog", "db", "this")[-len(parts) :]
+    return exp.Table(**dict(zip(keys, parts, strict=True)))
+
+
+def _file_like(table: exp.Table) -> bool:
+    """Whether Spark may read ``table`` as files: a path, or a name in a format's schema."""
+    return is_file_table(table) or _format_schema(table)
+
+
+def _format_schema(table: exp.Table) -> bool:
+    """``text.notes``: Spark reads the relative path ``notes`` if the catalog lacks it."""
+    return (
+        not isinstance(table.this, exp.Func)
+        and not table.args.get("catalog")
+        and table.db.lower() in FILE_FORMATS
+    )
+
+
+def _identifier(clause: exp.Expr) -> FileAccess | None:
+    """What a refused IDENTIFIER clause does (None for one that names a table or column)."""
+    where = _start(clause.meta, "IDENTIFIER")
+    literal = _identifier_literal(clause)
+    in_from = isinstance(clause.parent, exp.Table) and clause.arg_key == "this"
+    if literal is None:
+        args = [clause.this] if isinstance(clause, exp.DynamicIdentifier) else clause.expressions
+        shown = _short(", ".join(a.sql("spark") for a in args if isinstance(a, exp.Expr)))
+        return FileAccess(
+            f"uses IDENTIFIER() with a name computed when the query runs ({shown}), which "
+            "can name a file",
+            None,
+            _IDENTIFIER_HINT,
+            *where,
+        )
+    if not in_from:
+        return None  # a column named by a literal: no file
+    named = _table_named(literal)
+    shown = f"IDENTIFIER('{_short(literal)}')"
+    file = _LITERAL_FILE.fullmatch(literal)
+    if named is None and file is not None:
+        path = file.group(1).replace("``", "`")
+        return FileAccess(
+            f"reads the file '{path}' directly ({shown})", None, _IDENTIFIER_FILE_HINT, *where
+        )
+    if named is None:
+        return FileAccess(
+            f"uses {shown}, which is not a table name of one to three parts",
+            None,
+            _IDENTIFIER_HINT,
+            *where,
+        )
+    if is_file_table(named):
+        return FileAccess(
+            f"reads the file '{named.name}' directly ({shown})", None, _IDENTIFIER_FILE_HINT, *where
+        )
+    if _format_schema(named):
+        return _relative(named, shown, where)
+    return None
+
+
+def _relative(table: exp.Table, shown: str, where: tuple[int, int]) -> FileAccess:
+    return FileAccess(
+        f"reads {shown}, which Spark reads as the {table.db.lower()} files at the relative "
+        f"path '{table.name}' when the catalog has no such table",
+        None,
+        _RELATIVE_HINT,
+        *where,
+    )
+
+
+def _short(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _substitution(node: exp.Expr) -> FileAccess | None:
+    """``${...}`` in a literal or a quoted name, or a ``${x}`` parameter."""
+    if isinstance(node, exp.Parameter):
+        return _substituted(node.sql("spark"), 0, 0)
+    value = node.this if isinstance(node, exp.Literal | exp.Identifier | exp.Var) else None
+    if not isinstance(value, str) or "${" not in value:
+        return None
+    quoted = isinstance(node, exp.Literal) or (isinstance(node, exp.Identifier) and node.quoted)
+    quote = ("'" if isinstance(node, exp.Literal) else "`") if quoted else ""
+    where = _start(node.meta, f"{quote}{value}{quote}")
+    match = _SUBSTITUTION.search(value)
+    return _substituted(match.group() if match else "${", *where)
+
+
+def _substituted(text: str, line: int, col: int) -> FileAccess:
+    return FileAccess(
+        f"writes '{text}', which Spark replaces with a setting, a system property or an "
+        "environment variable before it runs the query",
+        None,
+        _SUBSTITUTION_HINT,
+        line,
+        col,
+    )
+
+
+def find_substitutions(text: str) -> list[FileAccess]:
+    """Every ``${`` in SQL text, literals and comments included (Spark replaces them all)."""
+    lines = LineIndex(text)
+    return [
+        _substituted(match.group(), *lines.position(match.start()))
+        for match in _SUBSTITUTION.finditer(text)
+    ]
+
+
+def _walk(tree: exp.Expr, references_checked: bool = True) -> Iterator[FileAccess]:
     for node in tree.walk():
+        substitution = _substitution(node)
+        if substitution is not None:
+            yield substitution
         if isinstance(node, exp.Table) and is_file_table(node):
-            db = node.args.get("db")
-            where = _start(db.meta if isinstance(db, exp.Expr) else {}, node.db)
-            yield _reads(node.name, f"{node.db}.`{node.name}`", *where)
+            yield _reads(node.name, f"{node.db}.`{node.name}`", *_schema_start(node))
+        elif isinstance(node, exp.Table) and not references_checked and _format_schema(node):
+            yield _relative(node, f"{node.db}.{node.name}", _schema_start(node))
+        elif _is_identifier_clause(node):
+            access = _identifier(node)
+            if access is not None:
+                yield access
         elif isinstance(node, exp.QueryTransform):
             # The node itself has no position; its first column is on the same line.
             inner = next((n.meta for n in node.walk() if n.meta.get("line")), {})
@@ -153,6 +380,14 @@ def _function(node: exp.Func) -> FileAccess | None:
     if isinstance(arg, exp.Literal) and arg.is_string:
         return _reads(arg.this, f"{name}()", *where)
     return _literal_needed(name, *where)
+
+
+def _schema_start(table: exp.Table) -> tuple[int, int]:
+    """Where ``table``'s schema starts (its opening backtick, when quoted)."""
+    db = table.args.get("db")
+    if not isinstance(db, exp.Identifier):
+        return 0, 0
+    return _start(db.meta, f"`{db.name}`" if db.quoted else db.name)
 
 
 def _start(meta: dict[str, object], word: str) -> tuple[int, int]:
@@ -184,6 +419,30 @@ _TEXT_RULES: tuple[tuple[str, str, str], ...] = (
         _STATEMENT_HINT,
     ),
     (r"USING\s*(?=['\"])", "runs a script with TRANSFORM ... USING", _SCRIPT_HINT),
+    (
+        r"SET\s+[A-Za-z_][\w.]*\s*=",
+        "uses SET, which changes Spark's settings (such as spark.sql.runSQLOnFiles)",
+        _STATEMENT_HINT,
+    ),
+    (r"OPTIONS\s*\(", "sets OPTIONS, which can point a table or view at a path", _STATEMENT_HINT),
+    (
+        r"CACHE\s+(?:LAZY\s+)?TABLE\b",
+        "uses CACHE TABLE, a statement that can read files",
+        _STATEMENT_HINT,
+    ),
+    (
+        r"EXECUTE\s+IMMEDIATE\b",
+        "uses EXECUTE IMMEDIATE, which runs SQL built from a string",
+        _STATEMENT_HINT,
+    ),
+    (
+        # Anything but IDENTIFIER('a.b'): a computed name, or IDENTIFIER('f')(...), which
+        # calls the function f (java_method, say).
+        r"IDENTIFIER\s*\((?!\s*'[\w.`]*'\s*\)(?!\s*\())",
+        "uses IDENTIFIER() with a computed name or as a function's name, which can reach a "
+        "file or a Java method",
+        _IDENTIFIER_HINT,
+    ),
     (
         r"(?:reflect2?|java_method|try_reflect)\s*\(",
         "calls {1}(), which runs any Java method",
@@ -217,6 +476,8 @@ def find_in_text(text: str) -> list[FileAccess]:
             _reads(path, f"{name}()", 0, 0) if path is not None else _literal_needed(name, 0, 0)
         )
         found.append((match.start("hit"), access))
+    for match in _SUBSTITUTION.finditer(text):
+        found.append((match.start(), _substituted(match.group(), 0, 0)))
     found.sort(key=lambda item: item[0])
     return [FileAccess(a.what, a.path, a.hint, *lines.position(offset)) for offset, a in found]
 

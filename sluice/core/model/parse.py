@@ -415,7 +415,7 @@ def _query(
             line=body_line,
             hint="keep only the query; pre- and post-statements are not supported",
         )
-    query = statements[0]
+    query = fileaccess.resolve_identifiers(statements[0])
     refuse(fileaccess.find_in_tree(query))
     refs = _references(ctx, query, locate, name)
     try:
@@ -434,12 +434,14 @@ def _query(
             line=body_line,
             hint="rewrite that part with functions Spark has",
         ) from None
+    # Check what Spark will run, too: transpiling may turn a function into a file read
+    # (DuckDB's read_parquet('x') becomes parquet.`x`), and Spark replaces any `${...}` in
+    # the text, however the dialect wrote it.
+    found = fileaccess.find_substitutions(spark_sql)
     if dialect != "spark":
-        # Transpiling may turn a function into a file read (DuckDB's read_parquet('x')
-        # becomes parquet.`x`): check what Spark will run, too.
-        found = fileaccess.find_in_tree(sqlglot.parse_one(spark_sql, read="spark"))
-        unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
-        fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
+        found += fileaccess.find_in_tree(sqlglot.parse_one(spark_sql, read="spark"))
+    unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
+    fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
     return spark_sql, refs
 
 
@@ -638,7 +640,11 @@ def _arg_sql(ctx: _Ctx, node: Node, dialect: str) -> str:
     if node.type == "list":
         return "(" + ", ".join(_arg_sql(ctx, i, dialect) for i in node.items) + ")"
     if node.type == "string":
-        return exp.Literal.string(node.value).sql("spark")
+        literal = exp.Literal.string(node.value)
+        subject = f"audit argument '{node.text(ctx.source)}'"
+        found = fileaccess.placed(fileaccess.find_in_tree(literal), node.line, node.col)
+        fileaccess.refuse(found, ctx.allowed_paths, subject, ctx.path, node.line)
+        return literal.sql("spark")
     text = node.text(ctx.source)
     try:
         parsed = sqlglot.parse_one(text, read=dialect)
@@ -648,7 +654,10 @@ def _arg_sql(ctx: _Ctx, node: Node, dialect: str) -> str:
             node,
             "write the argument as a SQL expression, e.g. `column := id` or `is_in := (1, 2)`",
         ) from None
-    found = fileaccess.placed(fileaccess.find_in_tree(parsed), node.line, node.col)
+    # An audit's tables are not checked against the project's: see references_checked.
+    parsed = fileaccess.resolve_identifiers(parsed)
+    accesses = fileaccess.find_in_tree(parsed, references_checked=False)
+    found = fileaccess.placed(accesses, node.line, node.col)
     fileaccess.refuse(found, ctx.allowed_paths, f"audit argument '{text}'", ctx.path, node.line)
     return parsed.sql("spark", normalize=True)
 

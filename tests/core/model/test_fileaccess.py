@@ -87,6 +87,8 @@ def test_text_that_does_not_parse_is_scanned_outside_literals_and_comments() -> 
         ("s3://bucket/raw/x", True),
         ("/data/landingzone/x", False),
         ("/data/landing/../secrets/x", False),  # a '..' segment is never allowed
+        ("/data/landing/.\\./secrets/x", False),  # nor a backslash: Hadoop reads .\. as ..
+        ("/data/landing/x\\y", False),
         ("/DATA/landing/x", False),  # paths are case-sensitive
         ("/etc/passwd", False),
     ],
