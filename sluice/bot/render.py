@@ -4,6 +4,12 @@ Values are formatted here; the Jinja2 templates under ``sluice/templates`` only 
 The comment must fit the forge's limit: it is rendered in full, then with less detail
 (samples, then SQL diffs, then per-model tables) until it fits, and says what it left
 to the check run. Nothing is cut in the middle of a Markdown block.
+
+User text (names, values, error texts) is escaped by :mod:`sluice.core.markdown` only:
+the templates' filters and ``finalize`` escape every value that is not
+:class:`~sluice.core.markdown.Markdown`; what is built here from several parts is built
+with its functions. ``headline``, ``progress``, ``notes`` and ``footer`` are the
+caller's Markdown, shown as written: any user text in them must be escaped by the caller.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sluice.core import markdown as md
 from sluice.core.intervals import Interval, cron_intervals
 from sluice.core.model.definition import KindName
 from sluice.core.plan.plan import Plan
@@ -32,14 +39,17 @@ MAX_DIFF_LINES = 120
 
 @cache
 def _env() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("sluice", "templates"),
         undefined=StrictUndefined,
-        autoescape=False,  # Markdown; values are escaped where they land in tables
+        autoescape=False,  # Markdown, not HTML: sluice.core.markdown escapes every value
+        finalize=md.finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters.update(md.FILTERS)
+    return env
 
 
 def marker(project_path: str) -> str:
@@ -108,19 +118,19 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         elif results:
             diffs = diff_render.markdown(results)
         diff_notes += [
-            f"`{n}`: not compared: {why}" for n, why in sorted(preview.skipped_diffs.items())
+            md.Markdown(f"{md.code(n)}: not compared: {md.text(why)}")
+            for n, why in sorted(preview.skipped_diffs.items())
         ]
         diff_notes += [
-            f"`{n}`: the diff failed: {e}" for n, e in sorted(preview.diff_errors.items())
+            md.Markdown(f"{md.code(n)}: the diff failed: {md.text(e)}")
+            for n, e in sorted(preview.diff_errors.items())
         ]
     return {
         "icon": _ICONS.get(state.state, ""),
         "project": state.project,
         "headline": state.headline,
         "progress": state.progress,
-        "error": {"title": state.error[0], "text": _fence_safe(state.error[1])}
-        if state.error
-        else None,
+        "error": {"title": state.error[0], "text": state.error[1]} if state.error else None,
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
         "where": where,
@@ -133,7 +143,7 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         if plan is not None
         else None,
         "diffs": diffs.strip(),
-        "diff_notes": [*diff_notes, *state.notes],
+        "diff_notes": [*diff_notes, *(md.trusted(n) for n in state.notes)],
         "checks": [{"name": n, "status": s} for n, s in state.checks],
         "folded": (_FOLDED[level] or "").format(at=state.details_at) or None,
         "footer": state.footer,
@@ -155,7 +165,7 @@ def plan_view(
         {
             "name": c.name,
             "category": c.category.value,
-            "diff": _fence_safe(_cap_lines(c.diff)) if level < 2 else "",
+            "diff": _cap_lines(c.diff) if level < 2 else "",
         }
         for c in plan.directly_modified
     ]
@@ -199,14 +209,14 @@ def _built(plan: Plan, held: dict[str, tuple[Interval, ...]]) -> list[dict[str, 
     return rows
 
 
-def _one_line(result: TableDiffResult) -> str:
+def _one_line(result: TableDiffResult) -> md.Markdown:
     if result.identical:
-        return f"`{result.name}`: identical"
-    changed = ", ".join(result.changed_columns) or "none"
-    return (
-        f"`{result.name}`: {result.source_only} rows only in {result.source}, "
-        f"{result.target_only} only in {result.target}, {result.differing_rows} differ "
-        f"(columns: {changed})"
+        return md.Markdown(f"{md.code(result.name)}: identical")
+    changed = md.text(", ".join(result.changed_columns) or "none", diff_render.MAX_CELL)
+    return md.Markdown(
+        f"{md.code(result.name)}: {result.source_only} rows only in {md.text(result.source)}, "
+        f"{result.target_only} only in {md.text(result.target)}, {result.differing_rows} "
+        f"differ (columns: {changed})"
     )
 
 
@@ -215,11 +225,6 @@ def _cap_lines(text: str) -> str:
     if len(lines) <= MAX_DIFF_LINES:
         return text
     return "\n".join([*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)"])
-
-
-def _fence_safe(text: str) -> str:
-    """Text that cannot close the code fence it is shown in."""
-    return text.replace("```", "`\u200b``")
 
 
 def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
@@ -234,11 +239,12 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     )
     lines = [f"| Test | Result |", "| --- | --- |"]  # noqa: F541
     lines += [
-        f"| `{r.get('name')}` | {'passed' if r.get('passed') else 'failed'} |" for r in results
+        f"| {md.code(r.get('name'), table=True)} | {'passed' if r.get('passed') else 'failed'} |"
+        for r in results
     ]
     for r in failed:
         diff = "\n".join(str(line) for line in r.get("diff", []))
-        lines += ["", f"**{r.get('name')}**", "", "```text", _fence_safe(diff), "```"]
+        lines += ["", f"**{md.text(r.get('name'))}**", "", md.fence(diff, "text")]
     return title, "\n".join(lines)
 
 

@@ -2,14 +2,15 @@
 
 Both read one view model (:func:`view`), plain strings already formatted, so the terminal
 and the PR comment say the same thing; the Jinja2 template holds no logic beyond loops
-and ifs. Markdown cells have ``|`` escaped and line breaks flattened, and long values are
-cut, so a value cannot break the table.
+and ifs. Long values are cut to :data:`MAX_CELL` characters; every name and value is
+escaped by :mod:`sluice.core.markdown` (the template's filters, and its ``finalize`` for
+anything unfiltered), so a column named ``</details><img ...>`` or a value holding ``|``
+or a line break shows as written and cannot break the table.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from sluice.core import markdown as md
 from sluice.core.tablediff.result import TableDiffResult
 
 MAX_CELL = 60
@@ -29,11 +31,13 @@ def markdown(results: Sequence[TableDiffResult]) -> str:
     env = Environment(
         loader=PackageLoader("sluice", "templates"),
         undefined=StrictUndefined,
-        autoescape=False,  # Markdown, not HTML: cells are escaped by `cell` below
+        autoescape=False,  # Markdown, not HTML: sluice.core.markdown escapes every value
+        finalize=md.finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters.update(md.FILTERS)
     views = [view(r, markdown=True) for r in results]
     return env.get_template(_TEMPLATE).render(diffs=views)
 
@@ -70,10 +74,16 @@ def terminal(result: TableDiffResult) -> RenderableType:
 
 
 def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
-    """Everything shown, as strings (Markdown-escaped cells when ``markdown``)."""
+    """Everything shown, as strings; with ``markdown``, names and values are cut to
+    :data:`MAX_CELL` and the parts made of several values (``summary``, ``others``) are
+    :class:`~sluice.core.markdown.Markdown`. The rest is escaped by the template."""
 
     def cell(value: Any) -> str:
         return _cell(value, markdown)
+
+    def name(value: str) -> str:
+        """A column name: cut in Markdown, whole in a terminal."""
+        return _cell(value, True) if markdown else value
 
     source, target = result.source, result.target
     if result.same_table:
@@ -121,17 +131,21 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
         if result.tolerance is not None
         else f"rounded to {result.decimals} decimals"
     )
-    summary = f"{_n(result.joined)} rows joined on {out['keys']}, {_n(result.differing_rows)} differ (numbers {how})"
+    keys, skipped = out["keys"], ", ".join(result.skipped)
+    where = result.where or ""
+    if markdown:
+        keys, skipped, where = md.text(name(keys)), md.text(name(skipped)), md.code(where)
+    summary = f"{_n(result.joined)} rows joined on {keys}, {_n(result.differing_rows)} differ (numbers {how})"
     if result.where:
-        summary += f"; where {_code(result.where) if markdown else result.where}"
+        summary += f"; where {where}"
     if result.skipped:
-        summary += f"; skipped {', '.join(result.skipped)}"
-    out["summary"] = summary
+        summary += f"; skipped {skipped}"
+    out["summary"] = md.Markdown(summary) if markdown else summary
     schema = result.schema
     out["schema"] = (
-        [f"added {name} {kind}" for name, kind in schema.added]
-        + [f"removed {name} {kind}" for name, kind in schema.removed]
-        + [f"{c.name} {c.source_type} → {c.target_type}" for c in schema.changed]
+        [f"added {name(n)} {name(kind)}" for n, kind in schema.added]
+        + [f"removed {name(n)} {name(kind)}" for n, kind in schema.removed]
+        + [f"{name(c.name)} {name(c.source_type)} → {name(c.target_type)}" for c in schema.changed]
     )
     same = [name for name, s in result.columns.items() if not s.differed]
     shown = (
@@ -141,19 +155,23 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
     )
     out["columns"] = [
         {
-            "name": cell(name),
+            "name": cell(column),
             "matched": _n(s.matched),
             "differed": _n(s.differed),
             "rate": _rate(s.match_rate),
             "changed": bool(s.differed),
         }
-        for name, s in shown
+        for column, s in shown
     ]
     if markdown and same:
-        out["others"] = (
-            f"{len(same)} other column{'s' if len(same) != 1 else ''} ({cell(', '.join(same))})"
+        names = md.text(cell(", ".join(same)))
+        out["others"] = md.Markdown(
+            f"{len(same)} other column{'s' if len(same) != 1 else ''} ({names})"
         )
     out["samples"] = _samples(result, cell)
+    if markdown:
+        for sample in out["samples"]:
+            sample["header"] = [name(h) for h in sample["header"]]
     out["sample_summary"] = ", ".join(s["title"] for s in out["samples"])
     return out
 
@@ -227,13 +245,6 @@ def _n(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
-def _code(text: str) -> str:
-    """``text`` as a Markdown code span, whatever backticks it holds."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    return f"{fence} {text} {fence}" if longest else f"`{text}`"
-
-
 def _rate(rate: float | None) -> str:
     if rate is None:
         return "-"
@@ -259,12 +270,9 @@ def _cell(value: Any, markdown: bool) -> str:
         text = json.dumps(value, default=str, sort_keys=True)
     if text == "":
         text = "''"
+    # On one line in Markdown (a line break would end the table row); the template
+    # escapes it (sluice.core.markdown).
     text = " ".join(text.split()) if markdown else text
     if len(text) > MAX_CELL:
         text = text[: MAX_CELL - 1] + "…"
-    if not markdown:
-        return text
-    # A value must not end the cell (`|`) nor open HTML the PR page would render.
-    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|")):
-        text = text.replace(raw, escaped)
     return text

@@ -1,0 +1,317 @@
+"""Text from a pull request or from the data is shown on the PR literally.
+
+Column names and values, keys, ``--where`` conditions, error texts, test names and diff
+reasons go into Markdown that the forge renders. Each hostile string below must come
+out as the same text: one table stays one table with its rows, no HTML element, comment,
+link or image is made, no ``@`` pings anyone, and no code block is closed early.
+
+The Markdown is rendered with markdown-it-py (CommonMark with GFM tables and raw HTML
+allowed, as GitHub does before sanitising), then read with html.parser.
+"""
+
+from __future__ import annotations
+
+import doctest
+import html as html_module
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from sluice.bot import render as bot_render
+from sluice.bot.render import CommentState, comment, details_markdown, marker
+from sluice.core import markdown
+from sluice.core.model.loader import load_project
+from sluice.core.plan.build import PlanRequest, build_plan
+from sluice.core.plan.plan import Plan
+from sluice.core.preview import PreviewResult
+from sluice.core.snapshot.fingerprint import fingerprint_models
+from sluice.core.tablediff import render
+from sluice.core.tablediff.result import (
+    ColumnStats,
+    Samples,
+    SchemaDiff,
+    Sides,
+    TableDiffResult,
+    TypeChange,
+)
+from sluice.core.timeutil import to_ms
+
+HOSTILE = [
+    "</details><img src=x onerror=1>",
+    "</summary></details><script>alert(1)</script>",
+    "a|b|c",
+    "line one\nline two\n\n<b>after a blank line</b>",
+    "`code` and ``more``",
+    "```\nfenced\n```",
+    "<!-- hide the rest",
+    "@org/team please look, cc @someone",
+    "[link](http://evil.example/x)",
+    "![img](http://evil.example/x.png)",
+    "http://evil.example/x and www.evil.example",
+    "<https://evil.example>",
+    "see #1 and owner/repo#2",
+    "*bold* _it_ ~~gone~~ $x^2$",
+    "# heading",
+    "- item",
+    "1. first",
+    "| --- | --- |",
+    "\\| and \\",
+    "&lt;b&gt; &amp; &#64;x",
+    "[^1]",
+    "x" * 5000,
+]
+
+_MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+# What our own templates create; anything else came from user text.
+_OUR_TAGS = {
+    "h3", "h4", "p", "ul", "li", "strong", "em", "code", "pre", "table", "thead", "tbody",
+    "tr", "th", "td", "details", "summary", "sub", "blockquote", "br",
+}  # fmt: skip
+
+
+class _Page(HTMLParser):
+    """The tags, comments and text (outside code) of rendered HTML."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.comments: list[str] = []
+        self.text: list[str] = []
+        self.code_text: list[str] = []
+        self._in_code = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        if tag in ("code", "pre"):
+            self._in_code += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("code", "pre"):
+            self._in_code -= 1
+
+    def handle_comment(self, data: str) -> None:
+        self.comments.append(data)
+
+    def handle_data(self, data: str) -> None:
+        (self.code_text if self._in_code else self.text).append(data)
+
+
+def page(md: str) -> _Page:
+    parsed = _Page()
+    parsed.feed(_MD.render(md))
+    return parsed
+
+
+def visible(s: str) -> str:
+    """What a reader sees of ``s``: no zero-width spaces."""
+    return s.replace("\u200b", "")
+
+
+def assert_inert(md: str, *, our_comments: int = 0) -> _Page:
+    """``md`` renders without an element, comment, link or ping from user text."""
+    parsed = page(md)
+    assert set(parsed.tags) <= _OUR_TAGS, set(parsed.tags) - _OUR_TAGS
+    assert len(parsed.comments) == our_comments, parsed.comments
+    plain = " ".join(parsed.text)
+    assert not re.search(r"@[\w-]", plain), "a mention GitHub would ping"
+    assert not re.search(r"#\d", plain), "an issue reference GitHub would link"
+    assert not re.search(r"https?://|(?<![\w.])www\.", plain, re.I), "a bare URL GitHub links"
+    assert md.count("<details>") == md.count("</details>")
+    return parsed
+
+
+def flat(s: str) -> str:
+    return " ".join(s.split())
+
+
+# --- the module, one context at a time ------------------------------------------------
+
+
+def test_the_modules_examples_run() -> None:
+    result = doctest.testmod(markdown)
+    assert result.attempted >= 10 and result.failed == 0
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_text_in_a_table_cell_is_one_cell_showing_the_text(hostile: str) -> None:
+    md = f"| a | b |\n| --- | --- |\n| {markdown.text(hostile)} | {markdown.code(hostile, table=True)} |\n"
+    parsed = assert_inert(md)
+    assert parsed.tags.count("tr") == 2 and parsed.tags.count("td") == 2
+    cells = re.findall(r"<td>(.*?)</td>", _MD.render(md), re.S)
+    shown = [visible(html_module.unescape(re.sub(r"</?code>", "", c))) for c in cells]
+    assert shown == [flat(hostile), flat(hostile)]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_text_in_a_list_item_and_a_code_span_shows_the_text(hostile: str) -> None:
+    md = f"- {markdown.text(hostile)}\n- {markdown.code(hostile)}\n"
+    parsed = assert_inert(md)
+    assert parsed.tags.count("li") == 2 and "ul" in parsed.tags
+    assert visible("".join(parsed.text)).strip().startswith(flat(hostile)[:40].strip())
+    assert visible("".join(parsed.code_text)) == flat(hostile)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_text_in_a_summary_stays_in_the_summary(hostile: str) -> None:
+    md = f"<details><summary>Samples: {markdown.html(hostile)}</summary>\n\nbody\n\n</details>\n"
+    parsed = assert_inert(md)
+    assert parsed.tags == ["details", "summary", "p"]
+    assert visible("".join(parsed.text)).startswith(f"Samples: {flat(hostile)}")
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_fence_holds_any_text(hostile: str) -> None:
+    md = f"{markdown.fence(hostile, 'text')}\n\nafter\n"
+    parsed = assert_inert(md)
+    assert parsed.tags == ["pre", "code", "p"]
+    assert visible("".join(parsed.code_text)) == hostile + "\n"
+    assert "".join(parsed.text).strip() == "after"
+
+
+def test_a_long_value_is_cut_before_it_is_escaped() -> None:
+    cut = markdown.text("<" * 100, limit=10)
+    assert cut == "&lt;" * 9 + "…"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [*"ab1 _*`|\\[]()!<>&@#:/.~$-+=\n\t'\"{}^é", "www.", "http://", "<!--", "```", "&#64;"]
+        ),
+        max_size=30,
+    ).map("".join)
+)
+def test_any_text_round_trips_through_a_table_cell(value: str) -> None:
+    md = f"| h |\n| --- |\n| {markdown.text(value)} |\n"
+    parsed = assert_inert(md)
+    assert parsed.tags.count("td") == 1
+    [cell] = re.findall(r"<td>(.*?)</td>", _MD.render(md), re.S)
+    assert visible(html_module.unescape(cell)) == flat(value)
+
+
+# --- the table diff -------------------------------------------------------------------
+
+NAME, VALUE = "</details><img src=x onerror=1>", "a|b\n@org/team [l](http://x) ![i](http://x)"
+
+
+def _hostile_diff(name: str = "s.t") -> TableDiffResult:
+    columns = {h: ColumnStats(1, 1) for h in HOSTILE[:6]}
+    columns["quiet `x`"] = ColumnStats(2, 0)
+    return TableDiffResult(
+        name=name, source="prod", target="pr_7", source_table="a", target_table="b",
+        keys=(NAME,), decimals=3, tolerance=None, where="`a|b` = '<!--'",
+        skipped=("@org/team",), source_rows=2, target_rows=2, joined=2,
+        source_only=1, target_only=1, differing_rows=1, null_keys=Sides(0, 0),
+        duplicate_keys=Sides(0, 0), duplicate_rows=Sides(0, 0),
+        schema=SchemaDiff(
+            added=((NAME, "string"),), removed=(("@org/team", "int"),),
+            changed=(TypeChange("a|b", "int", "<b>bigint</b>"),),
+        ),
+        columns=columns,
+        samples=Samples(
+            differing=({NAME: VALUE, HOSTILE[2]: {"source": VALUE, "target": "```"}},),
+            source_only=({NAME: "k1", **{h: h for h in HOSTILE}},),
+            target_only=({NAME: "k2", "x" * 300: "y" * 300},),
+        ),
+        note="note with <b>html</b> and @team",
+    )  # fmt: skip
+
+
+def test_the_table_diff_stays_one_table_per_part_and_shows_every_name() -> None:
+    md = render.markdown([_hostile_diff()])
+    parsed = assert_inert(md)
+    tables = _MD.render(md).count("<table>")
+    assert tables == 4  # the counts, and one per sample
+    rendered = _MD.render(md)
+    counts = rendered.split("<table>")[1]
+    # rows: 5 side rows, one per differing column, the others line; plus the header
+    assert counts.count("<tr>") == 1 + 5 + 6 + 1
+    samples = rendered.split("<table>")[2:]
+    assert [s.count("<tr>") for s in samples] == [2, 2, 2]
+    # every row of a sample has as many cells as its header
+    for sample in samples:
+        header = sample.split("</thead>")[0].count("<th>")
+        assert all(
+            row.count("<td>") == header for row in sample.split("</thead>")[1].split("<tr>")[1:]
+        )
+    text = visible(html_module.unescape(" ".join(parsed.text + parsed.code_text)))
+    for name in (NAME, flat(HOSTILE[1]), "a|b|c", "@org/team", "`a|b` = '<!--'"):
+        assert name in text, name
+    assert "note with <b>html</b> and @team" in text
+
+
+def test_long_names_and_values_are_cut() -> None:
+    md = render.markdown([_hostile_diff()])
+    assert "x" * 300 not in md and "y" * 300 not in md
+    assert "x" * 5000 not in md
+
+
+# --- the PR comment, the check-run body and the tests summary --------------------------
+
+
+def _plan(root: Path) -> Plan:
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text("model_defaults:\n  start: '2024-01-01'\n")
+    (root / "models" / "t.sql").write_text("MODEL (name s.t, kind FULL);\nSELECT 1 AS id\n")
+    project = load_project(root, use_cache=False)
+    now = to_ms("2024-02-01")
+    return build_plan(PlanRequest(
+        environment="pr_7", models=project.models,
+        fingerprints=fingerprint_models(project.models, project.audits), base={},
+        base_plan_id=None, start=None, end=now, execution_time=now, forward_only=False,
+        intervals={},
+    ))  # fmt: skip
+
+
+def _preview(tmp_path: Path) -> PreviewResult:
+    return PreviewResult(
+        plan=_plan(tmp_path / "p"), tests=(), built=1, views=1,
+        diffs={"s.t": _hostile_diff()},
+        diff_errors={"s.u": "Spark said: </details><img src=x> @org/team ```"},
+        skipped_diffs={"s.v": "no grain; <!-- [x](http://x)"}, job=None,
+    )  # fmt: skip
+
+
+def test_the_pr_comment_shows_hostile_text_literally(tmp_path: Path) -> None:
+    state = CommentState(
+        "demo", "pr_7", "abcdef1234", "failure", "`pr_7` is ready", preview=_preview(tmp_path),
+        error=("Error", "line 1 </details>\n```\n@org/team <img src=x>\n````"),
+    )  # fmt: skip
+    md = comment(state, limit=65_536, marker=marker("."))
+    parsed = assert_inert(md, our_comments=1)
+    assert parsed.comments == [" sluice:pr-comment "]
+    shown = visible(html_module.unescape(" ".join(parsed.code_text)))
+    assert "line 1 </details>\n```\n@org/team <img src=x>\n````" in shown  # in one block
+    text = visible(" ".join(parsed.text))
+    assert "Spark said: </details><img src=x> @org/team ```" in text
+    assert "no grain; <!-- [x](http://x)" in text
+    assert "`pr_7` is ready" not in text  # Sluice's own Markdown is rendered, not escaped
+
+
+def test_the_check_body_and_a_folded_comment_show_it_literally_too(tmp_path: Path) -> None:
+    preview = _preview(tmp_path)
+    assert_inert(details_markdown(preview))
+    for limit in (6_000, 3_000, 1_500):
+        state = CommentState(None, "pr_7", "abcdef1234", "success", "ready", preview=preview)
+        assert_inert(comment(state, limit=limit, marker=marker(".")), our_comments=1)
+
+
+def test_the_tests_summary_shows_names_and_diffs_literally() -> None:
+    results: list[dict[str, Any]] = [
+        {"name": "t|one @org/team", "passed": True},
+        {"name": "</details><img src=x>", "passed": False, "diff": ["- ```", "+ <b>x</b>"]},
+    ]
+    title, body = bot_render.tests_summary(results)
+    assert title == "1 of 2 unit tests failed"
+    parsed = assert_inert(body)
+    rendered = _MD.render(body)
+    assert rendered.count("<tr>") == 3
+    assert visible(html_module.unescape("".join(parsed.text))).count("</details><img src=x>") == 1
+    assert "- ```\n+ <b>x</b>" in "".join(parsed.code_text)
