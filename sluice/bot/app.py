@@ -1,9 +1,11 @@
 """The webhook service: FastAPI app factory (nothing is built at import time).
 
 ``POST /webhooks/github`` verifies the signature (``POST /webhooks/gitlab``: the token)
-before parsing anything, stores the delivery and its job and answers 202 once they are
-committed; the worker threads do the work, the same for both forges. Deliveries are stored by one writer thread, the ones arriving together in one
-transaction (group commit, :mod:`sluice.bot.intake`).
+before parsing anything, refuses (403) a repository not in ``SLUICE_REPOSITORIES`` when
+that is set, stores the delivery and its job and answers 202 once they are committed; the
+worker threads do the work, the same for both forges. Deliveries are stored by the
+intake's task, the ones arriving together in one transaction (group commit,
+:mod:`sluice.bot.intake`).
 ``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
 text.
 """
@@ -96,6 +98,23 @@ _WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
         "401": {
             "description": "The signature (GitHub) or token (GitLab) is missing or wrong.",
             "content": _ERROR_JSON,
+        },
+        "403": {
+            "description": "The repository is not one this service serves "
+            "(SLUICE_REPOSITORIES): nothing was stored.",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["error", "repository", "setting"],
+                        "properties": {
+                            "error": {"type": "string", "description": "What is wrong."},
+                            "repository": {"type": "string", "description": "As delivered."},
+                            "setting": {"type": "string", "enum": ["SLUICE_REPOSITORIES"]},
+                        },
+                    }
+                }
+            },
         },
         "413": {"description": "The body is over max_body_bytes.", "content": _ERROR_JSON},
         "503": {
@@ -225,6 +244,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.repositories:
+            log.info("serving deliveries of %s (SLUICE_REPOSITORIES)",
+                     ", ".join(settings.repositories))  # fmt: skip
+        else:
+            log.warning(
+                "SLUICE_REPOSITORIES is not set: this service serves any repository that can "
+                "sign a delivery with its webhook secret, with one state and one prod for "
+                "all of them; set it to the repositories it is for, e.g. "
+                "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
+            )
         settings.workdir.mkdir(parents=True, exist_ok=True)
         queue = JobQueue(settings.state_url(), max_attempts=settings.max_attempts,
                          lease_seconds=settings.job_lease_seconds)  # fmt: skip
@@ -250,6 +279,7 @@ def create_app(
                 scrub=scrub,
                 heartbeat_seconds=settings.job_lease_seconds / 4,
                 janitor_seconds=settings.janitor_interval_seconds,
+                serves=settings.serves,
             )
             for _ in range(settings.workers if start_workers else 0)
         ]
@@ -340,6 +370,16 @@ def create_app(
         del body  # not held while the delivery waits for its commit
         if not isinstance(job, NewJob):
             return job
+        repo = str(job.payload["repo"])
+        if not settings.serves(forge, repo):
+            log.warning("refused delivery %r (%s %s): repository %r is not in "
+                        "SLUICE_REPOSITORIES", delivery[:64], forge, event_name[:40],
+                        repo[:200])  # fmt: skip
+            return "forbidden", JSONResponse({
+                "error": f"this Sluice service does not serve the repository {repo}: it is "
+                "not in the service's SLUICE_REPOSITORIES; add it there to serve it",
+                "repository": repo, "setting": "SLUICE_REPOSITORIES",
+            }, status_code=403)  # fmt: skip
         intake: Intake = state["intake"]
         try:
             fresh = await intake.accept(Delivery(delivery, forge, event_name, job, time.time()))

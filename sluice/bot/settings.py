@@ -6,10 +6,12 @@ error page never shows them.
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sluice.core.errors import ConfigError
 
@@ -37,6 +39,20 @@ class ServiceSettings(BaseSettings):
     workdir: Path = Path(".sluice-service")
     project_path: str = "."
     """Where the Sluice project is inside each repository."""
+    repositories: Annotated[tuple[str, ...], NoDecode] = ()
+    """The repositories this service serves (``SLUICE_REPOSITORIES``), separated by commas
+    and/or spaces: ``owner/name`` (GitHub) and ``group/subgroup/name`` (GitLab) entries,
+    each optionally prefixed ``github:`` or ``gitlab:`` to serve that forge only, with
+    fnmatch globs (``acme/*``; ``*`` also crosses ``/``, so ``gitlab:acme/*`` covers acme's
+    subgroups too), matched without regard to case as the forges name repositories.
+    Deliveries from any other repository are refused with 403 before anything is stored.
+    Empty (the default): any repository that can sign a delivery with the webhook secret
+    is served, with one state and one prod for all; the service logs a WARNING at start-up.
+    """
+    job_timeout_seconds: float = Field(default=7200.0, gt=0)
+    """The longest one job's Spark process may run (seconds): the runner stops a job still
+    running after this and the job fails, so a runaway query cannot hold its repository's
+    queue, and a worker, for ever (``SLUICE_JOB_TIMEOUT_SECONDS``)."""
     max_attempts: int = Field(default=3, ge=1)
     workers: int = Field(default=1, ge=1)
     job_lease_seconds: float = Field(default=60.0, gt=0)
@@ -47,6 +63,18 @@ class ServiceSettings(BaseSettings):
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""
+
+    @field_validator("repositories", mode="before")
+    @classmethod
+    def _repository_list(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.replace(",", " ").split()
+        if not isinstance(value, list | tuple):
+            raise ConfigError(
+                "SLUICE_REPOSITORIES should be a list of repositories",
+                hint="e.g. SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'",
+            )
+        return tuple(_repository_entry(str(entry)) for entry in value if str(entry).strip())
 
     @model_validator(mode="after")
     def _secured(self) -> ServiceSettings:
@@ -69,6 +97,18 @@ class ServiceSettings(BaseSettings):
             )
         return self
 
+    def serves(self, forge: str, repo: str) -> bool:
+        """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are
+        served: always when ``repositories`` is empty, else when an entry matches."""
+        if not self.repositories:
+            return True
+        name = repo.casefold()
+        for entry in self.repositories:
+            only, _, pattern = entry.rpartition(":")
+            if (not only or only == forge) and fnmatch.fnmatchcase(name, pattern.casefold()):
+                return True
+        return False
+
     def state_url(self) -> str:
         """The state database: SLUICE_DATABASE_URL, else SQLite in the work directory."""
         if self.database_url is not None and self.database_url.get_secret_value():
@@ -84,3 +124,35 @@ class ServiceSettings(BaseSettings):
         if "@" in url and ":" in url.split("@", 1)[0].split("//", 1)[-1]:
             out.append(url.split("@", 1)[0].split("//", 1)[-1].split(":", 1)[1])
         return out
+
+
+_FORGES = ("github", "gitlab")
+
+
+def _repository_entry(entry: str) -> str:
+    """One ``SLUICE_REPOSITORIES`` entry, checked: ``[github:|gitlab:]owner/name``."""
+    text = entry.strip()
+    forge, colon, path = text.partition(":")
+    if not colon:
+        forge, path = "", text
+    elif forge.lower() not in _FORGES:
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r} does not name a repository",
+            hint="write owner/name (GitHub) or group/subgroup/name (GitLab), optionally "
+            "prefixed github: or gitlab:, e.g. SLUICE_REPOSITORIES='acme/warehouse "
+            "gitlab:data/platform/*' (not a URL)",
+        )
+    parts = path.split("/")
+    if len(parts) < 2 or not all(parts) or any(c.isspace() for c in path):
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r} is not owner/name",
+            hint="name each repository with its owner (acme/warehouse) or its group path "
+            "(data/platform/warehouse); a glob serves several (acme/*, */* for every one)",
+        )
+    forge = forge.lower()
+    if forge == "github" and len(parts) != 2:
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r}: a GitHub repository is owner/name",
+            hint="group/subgroup/name paths are GitLab's: prefix them gitlab:",
+        )
+    return f"{forge}:{path}" if forge else path

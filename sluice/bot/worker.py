@@ -41,8 +41,10 @@ class Worker:
         heartbeat_seconds: float = 10.0,
         janitor_seconds: float = 0.0,
         scrub: Callable[[str], str] = lambda text: text,
+        serves: Callable[[str, str], bool] = lambda forge, repo: True,
     ) -> None:
         self.queue, self.controller, self.metrics = queue, controller, metrics
+        self.serves = serves  # (forge, repository) -> whether the service serves it
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
         self.janitor_seconds = janitor_seconds
         self._purged: int | None = None
@@ -99,6 +101,8 @@ class Worker:
         queued = 0
         for repo, installation in self.controller.ledger.repositories():
             forge, _, name = repo.partition(":")
+            if not self.serves(forge, name):
+                continue
             event = JanitorEvent(forge=forge, repo=name, installation_id=installation)
             job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
             if self.queue.accept(f"janitor:{repo}:{period}", forge, "janitor", job, now):
@@ -110,12 +114,20 @@ class Worker:
         job = self.queue.claim(self.name, time.time())
         if job is None:
             return False
+        event = event_from_json(job.payload)
+        if not self.serves(event.forge, event.repo):
+            log.warning("job %s (%s) not run: %s:%s is not in SLUICE_REPOSITORIES", job.id,
+                        job.key, event.forge, event.repo)  # fmt: skip
+            self.queue.finish(job.id, self.name, now=time.time(), error=(
+                f"not run: the repository {event.repo} is not in the service's "
+                "SLUICE_REPOSITORIES"))  # fmt: skip
+            return True
         began = time.monotonic()
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
         beat.start()
         try:
-            self.controller.handle(event_from_json(job.payload))
+            self.controller.handle(event)
         except Exception as exc:
             message = self.scrub(str(exc) or exc.__class__.__name__)
             log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)

@@ -181,6 +181,19 @@ def test_settings_come_from_the_environment(
     assert set(settings.secrets()) == {TOKEN, "abc", "pw-in-url"}
 
 
+def test_job_timeout_seconds_defaults_to_two_hours_and_must_be_positive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "abc")
+    assert ServiceSettings(workdir=tmp_path).job_timeout_seconds == 7200.0
+    monkeypatch.setenv("SLUICE_JOB_TIMEOUT_SECONDS", "90.5")
+    assert ServiceSettings(workdir=tmp_path).job_timeout_seconds == 90.5
+    for bad in ("0", "-1", "soon"):
+        monkeypatch.setenv("SLUICE_JOB_TIMEOUT_SECONDS", bad)
+        with pytest.raises(ValueError, match="job_timeout_seconds"):
+            ServiceSettings(workdir=tmp_path)
+
+
 def test_malformed_json_and_payloads_get_400(service: Service) -> None:
     assert service.deliver("pull_request", b"{not json").status_code == 400
     assert service.deliver("pull_request", b"[1, 2]").status_code == 400
@@ -511,6 +524,9 @@ def test_a_job_that_keeps_failing_is_reported_on_the_pr_after_the_last_attempt(
     queue = service.queue()
     assert queue.counts()["failed"] == 1
     queue.close()
+    # The job is failed before the worker reports it on the PR: wait for the report.
+    service.wait(lambda: any("the job failed after every retry" in c["body"]
+                             for c in service.github.comments_on(2)))  # fmt: skip
     tarballs = [u for m, u in service.github.requests if "/tarball/" in u]
     assert len(tarballs) == service.settings.max_attempts == 3
     checks = service.github.checks_on(SHA)
