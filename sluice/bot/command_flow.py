@@ -8,7 +8,9 @@ a command whose comment was deleted before the bot got to it is withdrawn (not r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from sluice.bot import approval, promotion
@@ -63,12 +65,74 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         forge.reply(event.number, f"@{event.author} this pull request is closed.")
         return
     if command.name == "plan":
-        ctl.preview(forge, ctl.target(pr, admit=True))
+        # A fork's author may push between the writer's review and the build: a fork PR
+        # is built at the head it had when the writer commented, not at the head it has
+        # when the job runs.
+        seen = _head_when_commented(ctl, forge, pr, event) if pr.fork else pr
+        if seen is None:
+            return
+        ctl.preview(forge, ctl.target(seen, admit=True))
+        if pr.fork:
+            said = f"@{event.author} built `{_short(seen.head_sha)}`, "
+            if seen.head_sha == pr.head_sha:
+                said += "this pull request's head when you commented."
+            else:
+                said += (f"the head when @{event.author} commented; the pull request has since "
+                         f"moved to `{_short(pr.head_sha)}`: comment `/sluice plan` again to "
+                         "build it.")  # fmt: skip
+            forge.reply(event.number, said)
         approval.refresh(ctl, forge, forge.pull_request(event.number))
     elif command.name == "diff":
         _diff(ctl, forge, pr, command, event.author)
     elif command.name == "deploy":
         _deploy(ctl, forge, pr, event.author)
+
+
+def _head_when_commented(ctl: Controller, forge: Forge, pr: PullRequest,
+                         event: CommentEvent) -> PullRequest | None:  # fmt: skip
+    """``pr`` (a fork PR) at the head it had when ``event``'s writer commented; None, with
+    a reply saying why, when that head is not known for sure.
+
+    The head is the one the PR's own events last recorded (opened, synchronize, ...: the
+    controller records it as each is handled). Those events and this comment share the
+    PR's queue key and run in the order they arrived, fork PR events superseding none
+    (``events.supersedes``), so the record is the head as of the comment. Refused:
+
+    - a head recorded from an event the forge stamped at or after the comment's time (a
+      push made after the command, delivered before it);
+    - no head recorded at all (a PR opened before Sluice kept them, or whose events it did
+      not receive). Building the forge's head then would be unsafe: its commit date is
+      whatever its author wrote, so "not newer than the comment" cannot be checked. The
+      head is recorded now instead and named in the reply: the writer reviews that commit
+      and comments again, and that comment builds it (unless the PR moves meanwhile).
+    """
+    repo = ctl.repo_key(forge)
+    recorded = ctl.ledger.pr_head(repo, pr.number)
+    if recorded is None:
+        ctl.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms,
+                                  ctl.ctx.clock())  # fmt: skip
+        forge.reply(pr.number, (
+            f"@{event.author} not built: Sluice has no record of this fork pull request's "
+            "head when you commented (the pull request is older than that record), and its "
+            "head now may hold commits pushed after your review. Its head is now "
+            f"`{_short(pr.head_sha)}`: review that commit, then comment `/sluice plan` again "
+            "to build it."
+        ))  # fmt: skip
+        return None
+    sha, at = recorded
+    if at is not None and event.created_ms is not None and at >= event.created_ms:
+        forge.reply(pr.number, (
+            f"@{event.author} not built: the pull request's head changed after your command "
+            f"(to `{_short(sha)}`), so what you reviewed is not what would run. Review the new "
+            "head and comment `/sluice plan` again."
+        ))  # fmt: skip
+        return None
+    return dataclasses.replace(pr, head_sha=sha)
+
+
+def _short(sha: str) -> str:
+    """A commit id for a reply: its first 7 hex digits (nothing else from the payload)."""
+    return sha[:7] if re.fullmatch(r"[0-9a-fA-F]{7,64}", sha) else "(not a commit id)"
 
 
 def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:

@@ -86,9 +86,40 @@ class Controller:
 
     def handle(self, event: Event) -> None:
         """Do what ``event`` asks. Forge and engine errors are reported on the PR, not raised,
-        unless reporting itself fails (then the worker retries the job)."""
+        unless reporting itself fails (then the worker retries the job).
+
+        An event that changes state runs once by its content (``event.content_key()``, see
+        :mod:`sluice.bot.events`): one whose key the ledger has recorded for the repository
+        (a signed delivery replayed under a new delivery id) is skipped with an INFO line,
+        and nothing is posted. The key is recorded here once the event was handled, not
+        before: a job cut short by a crash and run again still runs. A PR event records
+        the PR's head (what a writer's ``/sluice plan`` on a fork PR builds); one older
+        than the head recorded (a late or replayed delivery) builds nothing.
+        """
         forge = self.ctx.forge_for(event)
-        self.ledger.seen(self.repo_key(forge), event.installation_id, self.ctx.clock())
+        repo = self.repo_key(forge)
+        self.ledger.seen(repo, event.installation_id, self.ctx.clock())
+        key = event.content_key()
+        if key is not None:
+            before = self.ledger.handled(repo, key)
+            if before is not None:
+                outcome, at = before
+                when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
+                log.info("%s: %s event skipped: the same event (%s) was handled at %s (%s); "
+                         "a delivery sent again under a new delivery id does not run again",
+                         repo, event.kind, key, when, outcome)  # fmt: skip
+                return
+        if (
+            isinstance(event, PullRequestEvent)
+            and event.action in _PREVIEW_ACTIONS
+            and not self.ledger.record_pr_head(
+                repo, event.number, event.head_sha, event.updated_ms, self.ctx.clock()
+            )
+        ):
+            log.info("%s#%s: %s of %s skipped: a newer event of the PR was handled (a late "
+                     "or replayed delivery)", repo, event.number, event.action,
+                     event.head_sha[:12])  # fmt: skip
+            return
         if isinstance(event, PullRequestEvent):
             if event.action == "closed":
                 if event.merged:
@@ -102,8 +133,8 @@ class Controller:
                 self.plan_and_gate(forge, pr)
         elif isinstance(event, ReviewEvent):
             if event.state == "APPROVED" and event.commit_sha:
-                self.ledger.review_head(self.repo_key(forge), event.number, event.reviewer,
-                                        event.commit_sha, self.ctx.clock())  # fmt: skip
+                self.ledger.review_head(repo, event.number, event.reviewer, event.commit_sha,
+                                        self.ctx.clock())  # fmt: skip
             approval.refresh(self, forge, forge.pull_request(event.number))
         elif isinstance(event, CheckRunEvent):
             self._check_run(forge, event)
@@ -113,6 +144,8 @@ class Controller:
             promotion.on_tag(self, forge, event)
         elif isinstance(event, JanitorEvent):
             promotion.janitor(self, forge)
+        if key is not None:
+            self.ledger.record_handled(repo, key, event.kind, "done", self.ctx.clock())
 
     def plan_and_gate(self, forge: Forge, pr: PullRequest) -> None:
         """Build ``pr``'s environment, then evaluate its gate on the new plan."""

@@ -31,6 +31,7 @@ from sluice.bot.payload import (
     check,
     json_name,
     lookup,
+    moment,
     optional,
     present,
     required,
@@ -110,6 +111,7 @@ def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
         merged=merged,
         merge_sha=optional(payload, "pull_request.merge_commit_sha", str) if merged else None,
         title=optional(payload, "pull_request.title", str) or "",
+        updated_ms=moment(payload, "pull_request.updated_at"),
     )
 
 
@@ -128,6 +130,7 @@ def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:
         comment_id=required(payload, "comment.id", int),
         author=required(payload, "comment.user.login", str),
         body=optional(payload, "comment.body", str) or "",
+        created_ms=moment(payload, "comment.created_at"),
     )
 
 
@@ -146,6 +149,8 @@ def _pull_request_review(payload: Mapping[str, Any]) -> ReviewEvent | None:
         state=required(payload, "review.state", str).upper(),
         commit_sha=optional(payload, "review.commit_id", str),
         head_sha=required(payload, "pull_request.head.sha", str),
+        review_id=optional(payload, "review.id", int),
+        submitted_ms=moment(payload, "review.submitted_at"),
     )
 
 
@@ -167,6 +172,7 @@ def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         numbers=_pr_numbers(payload, "check_run.pull_requests"),
         requester=required(payload, "sender.login", str),
         identifier=identifier,
+        check_run_id=optional(payload, "check_run.id", int),
     )
 
 
@@ -226,6 +232,8 @@ def _release(payload: Mapping[str, Any]) -> TagEvent | None:
         sha=None,  # a release names its tag only; the worker resolves it
         source="release",
         actor=optional(payload, "sender.login", str) or "",
+        # "created" and "published" of one release share it: it promotes once.
+        release_id=optional(payload, "release.id", int),
     )
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from sluice.bot.events import CommentEvent, Event, PullRequestEvent, ReviewEvent, TagEvent
-from sluice.bot.payload import PayloadError, json_name, optional, required
+from sluice.bot.payload import PayloadError, json_name, moment, optional, required
 
 __all__ = ["parse_gitlab"]
 
@@ -93,6 +93,9 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
             state="APPROVED" if approved else "DISMISSED",
             commit_sha=head_sha,
             head_sha=head_sha,
+            # No approval id in the payload: an approval moves the MR's updated_at, which
+            # tells approving, taking it back and approving again apart (content_key).
+            submitted_ms=moment(payload, "object_attributes.updated_at"),
         )
     if action in _OPENED:
         kind = _OPENED[action]
@@ -130,6 +133,7 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
         merged=merged,
         merge_sha=merge_sha,
         title=optional(payload, "object_attributes.title", str) or "",
+        updated_ms=moment(payload, "object_attributes.updated_at"),
     )
 
 
@@ -151,6 +155,7 @@ def _note(payload: Mapping[str, Any]) -> CommentEvent | None:
         comment_id=required(payload, "object_attributes.id", int),
         author=required(payload, "user.username", str),
         body=optional(payload, "object_attributes.note", str) or "",
+        created_ms=moment(payload, "object_attributes.created_at"),
     )
 
 

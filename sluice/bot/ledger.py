@@ -4,6 +4,10 @@
   its fingerprint);
 - clicks on the check run's "Approve this plan", and the head each approval was given on
   where the forge's approvals do not say (GitLab);
+- the events already handled, by their content (a signed delivery replayed under a new
+  delivery id does not run again: see :mod:`sluice.bot.events`), and each pull
+  request's head as its own events last reported it (what a writer's ``/sluice plan``
+  on a fork PR builds);
 - the model contents approved through a passing gate, which a promotion must find;
 - the sticky comment's last body and its extra sections (approval, promotion);
 - the forge's deployment record of each promotion still running (so a promotion run again
@@ -119,6 +123,34 @@ deployments = Table(
     Column("environment", String, primary_key=True),
     Column("deployment_id", BigInteger, nullable=False),
     Column("started_ts", BigInteger, nullable=False),
+)
+
+# State-changing events handled, by their content key (events.py's table). Recorded when
+# the job is done (controller) or failed for good (worker), never when it starts: a job
+# cut short runs again. Kept for good: a replay a year later is still a replay.
+handled_events = Table(
+    "sluice_handled_events",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("kind", String, nullable=False),
+    Column("outcome", String, nullable=False),  # done, or failed (for good)
+    Column("handled_ts", BigInteger, nullable=False),
+)
+
+# Each PR's head as its own events (opened, synchronize, reopened, ready) last reported it,
+# fork PRs included: a PR's events and its comments share a queue key, so when a writer's
+# `/sluice plan` runs, this is the head the PR had when they commented. ``at_ts`` is the
+# forge's time of the event that reported it (None: the event did not say); an event older
+# than the one recorded does not move it back (a late or replayed delivery).
+pr_heads = Table(
+    "sluice_pr_heads",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("sha", String, nullable=False),
+    Column("at_ts", BigInteger, nullable=True),
+    Column("recorded_ts", BigInteger, nullable=False),
 )
 
 repos = Table(
@@ -341,6 +373,59 @@ class Ledger(Transactions):
                 select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo)
             )
             return [(row.repo, row.installation_id) for row in rows]
+
+    # -- events handled, and the heads PR events reported ---------------------------------
+
+    def handled(self, repo: str, key: str) -> tuple[str, int] | None:
+        """(outcome, epoch ms) of the event with content key ``key`` handled in ``repo``;
+        None when no such event was handled."""
+        query = select(handled_events.c.outcome, handled_events.c.handled_ts).where(
+            handled_events.c.repo == repo, handled_events.c.key == key
+        )
+        with self._reading("read a handled event") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.outcome, int(row.handled_ts))
+
+    def record_handled(self, repo: str, key: str, kind: str, outcome: str, now: int) -> None:
+        """Record that the event with content key ``key`` was handled (``outcome``: done,
+        or failed for good); the first record of a key is kept."""
+        row = {"repo": repo, "key": key, "kind": kind, "outcome": outcome, "handled_ts": now}
+        with self._writing("record a handled event") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(handled_events).values(row).on_conflict_do_nothing())
+
+    def pr_head(self, repo: str, number: int) -> tuple[str, int | None] | None:
+        """(sha, the forge's time of the event that reported it) of the PR's recorded head;
+        None when none of its events was recorded."""
+        query = select(pr_heads.c.sha, pr_heads.c.at_ts).where(
+            pr_heads.c.repo == repo, pr_heads.c.number == number
+        )
+        with self._reading("read the head of a pull request") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.sha, None if row.at_ts is None else int(row.at_ts))
+
+    def record_pr_head(self, repo: str, number: int, sha: str, at: int | None,
+                       now: int) -> bool:  # fmt: skip
+        """Record ``sha`` as the PR's head, reported by an event of forge time ``at``, unless
+        the head recorded came with a later time (both known).
+
+        Returns:
+            False, changing nothing, when the recorded head is newer than this event's.
+        """
+        row = {"repo": repo, "number": number, "sha": sha.lower(), "at_ts": at,
+               "recorded_ts": now}  # fmt: skip
+        with self._writing("record the head of a pull request") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            statement = dialect.insert(pr_heads).values(row)
+            new = statement.excluded
+            # A row comes back when it was inserted or updated, none when the WHERE kept it.
+            moved = conn.execute(statement.on_conflict_do_update(
+                index_elements=[pr_heads.c.repo, pr_heads.c.number],
+                set_={"sha": new.sha, "at_ts": new.at_ts, "recorded_ts": new.recorded_ts},
+                where=or_(pr_heads.c.at_ts.is_(None), new.at_ts.is_(None),
+                          new.at_ts >= pr_heads.c.at_ts),
+            ).returning(pr_heads.c.sha)).first()  # fmt: skip
+        return moved is not None
 
     def count(self, table: str) -> int:
         """Rows in one of the ledger's tables (for tests and metrics)."""

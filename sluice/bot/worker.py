@@ -3,7 +3,10 @@
 Runs as a thread in the service (several with ``SLUICE_WORKERS``, and in several service
 processes sharing a PostgreSQL state database). A job holds a lease that a heartbeat
 renews while it runs; when a worker dies, its job's lease runs out and :meth:`recover`
-puts the job back, up to the queue's attempt limit, after which the PR is told.
+puts the job back, up to the queue's attempt limit, after which the PR is told, and the
+event's content key is recorded as handled (failed): a replay of it does not run either
+(see :mod:`sluice.bot.events`). Jobs of a repository the service does not serve
+(``SLUICE_REPOSITORIES``, set after they were queued) fail without running.
 """
 
 from __future__ import annotations
@@ -152,7 +155,18 @@ class Worker:
                 return
 
     def _give_up(self, job: Job, message: str) -> None:
+        event = event_from_json(job.payload)  # a document the queue stored: it parsed before
         try:
-            self.controller.give_up(event_from_json(job.payload), message)
+            self.controller.give_up(event, message)
         except Exception:
             log.exception("could not report the failure of job %s on the forge", job.id)
+        # Done with, for good: a replay of the event (a new delivery id) does not run it
+        # again either, e.g. an old merge whose promotion failed after newer ones landed.
+        key = event.content_key()
+        if key is not None:
+            try:
+                self.controller.ledger.record_handled(f"{event.forge}:{event.repo}", key,
+                                                      event.kind, "failed",
+                                                      self.controller.ctx.clock())  # fmt: skip
+            except Exception:
+                log.exception("could not record job %s's event as handled", job.id)

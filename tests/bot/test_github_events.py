@@ -162,6 +162,7 @@ def test_opened_same_repo_pr() -> None:
         merged=False,
         merge_sha=None,
         title="Update the README with new information.",
+        updated_ms=1557933633000,  # pull_request.updated_at 2019-05-15T15:20:33Z
     )
 
 
@@ -259,6 +260,7 @@ def test_pr_comment_drone() -> None:
         comment_id=751955664,
         author="lts-def",
         body="trigger abc",
+        created_ms=1609220954000,  # comment.created_at 2020-12-29T05:49:14Z
     )
 
 
@@ -299,6 +301,8 @@ def test_review_dismissed() -> None:
         state="DISMISSED",
         commit_sha=HELLO_HEAD,
         head_sha=HELLO_HEAD,
+        review_id=237895671,
+        submitted_ms=1557933638000,  # review.submitted_at 2019-05-15T15:20:38Z
     )
 
 
@@ -327,6 +331,7 @@ def test_check_run_requested_action() -> None:
         numbers=(26764,),
         requester="codebytere",
         identifier="lgtm|26764",
+        check_run_id=1494503112,
     )
 
 
@@ -411,6 +416,7 @@ def test_release_published(relpath: str) -> None:
         sha=None,
         source="release",
         actor="Codertocat",
+        release_id=17372790,
     )
 
 
@@ -633,3 +639,17 @@ def test_any_damaged_field_gives_an_event_none_or_payload_error(relpath: str) ->
             finally:
                 container[key] = original
     assert payload == pristine
+
+
+def test_forge_times_are_read_and_an_unknown_form_never_refuses_a_delivery() -> None:
+    payload = load_case("github/pull_request/opened.payload.json")
+    payload["pull_request"]["updated_at"] = "2019-05-15T17:20:33+02:00"  # an offset
+    event = parse_github("pull_request", payload)
+    assert isinstance(event, PullRequestEvent) and event.updated_ms == 1557933633000
+    for odd in ("yesterday", "", 1557933633, None):
+        payload["pull_request"]["updated_at"] = odd
+        event = parse_github("pull_request", payload)
+        assert isinstance(event, PullRequestEvent) and event.updated_ms is None
+    del payload["pull_request"]["updated_at"]
+    event = parse_github("pull_request", payload)
+    assert isinstance(event, PullRequestEvent) and event.updated_ms is None

@@ -88,6 +88,7 @@ def test_open_carries_the_mr() -> None:
         action="opened", number=3, head_sha="2f7670508b771e7e77839402be8b34b13787aba8",
         head_ref=event.head_ref, base_ref=event.base_ref, base_sha="", author="real6543",
         draft=False, fork=False, merged=False, merge_sha=None, title=event.title,
+        updated_ms=1754430507000,  # object_attributes.updated_at 2025-08-05 21:48:27 UTC
     )  # fmt: skip
     assert (event.head_ref, event.base_ref) == ("real6543-main-patch-42541", "main")
     assert pr_key(event) == "gitlab:demoaccount2-commits-group/test_ci_tmp#3"
@@ -137,6 +138,8 @@ def test_approval_binds_to_the_head_it_was_given_on() -> None:
         number=3, reviewer="anbraten", state="APPROVED",
         commit_sha="c136499ec574e1034b24c5d306de9acda3005367",
         head_sha="c136499ec574e1034b24c5d306de9acda3005367",
+        # No approval id: the MR's updated_at (moved by the approval) tells approvals apart.
+        submitted_ms=1642434459000,  # 2022-01-17 15:47:39 UTC
     )  # fmt: skip
     for action, state in (("approval", "APPROVED"), ("unapproved", "DISMISSED"),
                           ("unapproval", "DISMISSED")):  # fmt: skip
@@ -160,6 +163,7 @@ def test_notes() -> None:
     assert event == CommentEvent(
         forge="gitlab", repo="gitlab-org/gitlab-test", installation_id=None, action="created",
         number=1, comment_id=1244, author="root", body="This MR needs work.",
+        created_ms=1431886896000,  # object_attributes.created_at 2015-05-17 18:21:36 UTC
     )  # fmt: skip
     legacy = parse_gitlab(NOTE, load_case("gitlab/note_merge_request.json"))  # no action
     assert isinstance(legacy, CommentEvent) and legacy.action == "created"
@@ -243,3 +247,14 @@ def test_unknown_kinds_need_no_work() -> None:
     for kind in ("wiki_page", "deployment", "", None, 7):
         payload["object_kind"] = kind
         assert parse_gitlab("Wiki Page Hook", payload) is None
+
+
+def test_both_time_forms_gitlab_sends_are_read() -> None:
+    docs = parse_gitlab(MR, load_case("gitlab/merge_request_open.docs.json"))  # ISO 8601
+    real = parse_gitlab(MR, load_case("gitlab/merge_request_open.json"))  # "... UTC"
+    assert isinstance(docs, PullRequestEvent) and docs.updated_ms == 1386091414000
+    assert isinstance(real, PullRequestEvent) and real.updated_ms == 1754430507000
+    payload = load_case("gitlab/merge_request_open.json")
+    del payload["object_attributes"]["updated_at"]  # older GitLab: no time, no refusal
+    timeless = parse_gitlab(MR, payload)
+    assert isinstance(timeless, PullRequestEvent) and timeless.updated_ms is None

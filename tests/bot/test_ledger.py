@@ -211,3 +211,34 @@ def test_a_removed_model_is_an_item_to_approve(example: tuple[Path, str]) -> Non
     (root / "models" / "daily_revenue.sql").unlink()
     review = _pr_review(root, url)
     assert review.items == (("jaffle.daily_revenue", REMOVED),)
+
+
+def test_handled_events_keep_their_first_record_per_repository(ledger: Ledger) -> None:
+    assert ledger.handled("github:o/r", "merge:7:abc") is None
+    ledger.record_handled("github:o/r", "merge:7:abc", "pull_request", "done", 10)
+    ledger.record_handled("github:o/r", "merge:7:abc", "pull_request", "failed", 20)  # again
+    assert ledger.handled("github:o/r", "merge:7:abc") == ("done", 10)
+    assert ledger.handled("gitlab:o/r", "merge:7:abc") is None  # another forge's repository
+    assert ledger.handled("github:o/r", "merge:7:abd") is None
+
+
+def test_a_pr_head_moves_only_forward_in_the_forge_s_time(ledger: Ledger) -> None:
+    repo = "github:o/r"
+    assert ledger.pr_head(repo, 7) is None
+    assert ledger.record_pr_head(repo, 7, "AAA", 100, 1)
+    assert ledger.pr_head(repo, 7) == ("aaa", 100)
+    assert not ledger.record_pr_head(repo, 7, "bbb", 99, 2)  # an older event, late
+    assert ledger.pr_head(repo, 7) == ("aaa", 100)
+    assert ledger.record_pr_head(repo, 7, "ccc", 100, 3)  # the same second: the later one
+    assert ledger.record_pr_head(repo, 7, "ddd", None, 4)  # no time: recorded
+    assert ledger.record_pr_head(repo, 7, "eee", 50, 5)  # after a time-less one: recorded
+    assert ledger.pr_head(repo, 7) == ("eee", 50)
+    assert ledger.pr_head(repo, 8) is None
+
+
+def test_concurrent_pr_heads_keep_the_newest(ledger: Ledger) -> None:
+    # Two writers at once (an Action run and the service): the newest event's head stays.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda t: ledger.record_pr_head("github:o/r", 9, f"{t:040x}", t, t),
+                      range(40)))  # fmt: skip
+    assert ledger.pr_head("github:o/r", 9) == (f"{39:040x}", 39)

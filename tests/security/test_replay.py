@@ -1,0 +1,602 @@
+"""Replays: a signed delivery sent again under a new delivery id must not change state again.
+
+The queue refuses a delivery id it stored, but whoever holds a signed body (a log, a proxy,
+the forge's delivery history) can send it again with a fresh ``X-GitHub-Delivery``. Every
+state-changing event is handled once by its content (``content_key``, see
+``sluice/bot/events.py``): the same merge, tag, release, comment command, review, approval
+or "Approve this plan" click, delivered again, is skipped with an INFO line and nothing is
+posted. What users re-run on purpose (a re-requested check, a new comment, a new push)
+still runs. Real payloads from ../shared/realcases; GitHub and GitLab faked at the wire,
+no Spark (the projects have no models, or prod already holds them).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.app import create_app, forge_factory
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import (
+    CheckRunEvent,
+    CommentEvent,
+    Event,
+    JanitorEvent,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+    event_from_json,
+)
+from sluice.bot.forge.local import LocalForge
+from sluice.bot.github_events import parse_github
+from sluice.bot.gitlab_events import parse_gitlab
+from sluice.bot.ledger import Ledger
+from sluice.bot.planreview import PlanReview
+from sluice.bot.queue import JobQueue, NewJob
+from sluice.bot.settings import ServiceSettings
+from sluice.bot.worker import Worker
+from sluice.core.errors import DriverLost
+from sluice.core.spark.submit import JobResult
+from tests.bot.conftest import load_case, realcase
+from tests.bot.github_wire import FakeGitHub, tarball
+from tests.bot.gitlab_wire import FakeGitLab
+from tests.bot.test_gitlab_service import gitlab_settings
+from tests.bot.test_service import SECRET, TOKEN, Service
+
+OWNER = "octo/warehouse"
+NOW = 1_800_000_000_000
+A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
+MERGED = "github/pull_request/woodpecker__HookPullRequestMerged.json"
+COMMENT = "github/issue_comment/drone-go-scm__comment.json"
+TAG_DEPLOY = 'sluice:\n  project: demo\n  deploy:\n    on: tag\n    tag_pattern: "v*"\n'
+
+
+def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
+    """A project without models: planning and promoting it needs no Spark."""
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "config.yaml").write_text(config)
+    return root
+
+
+class Bot:
+    """A controller on a SQLite state talking to a fake GitHub, fed parsed real payloads."""
+
+    def __init__(self, root: Path, github: FakeGitHub) -> None:
+        self.root, self.github = root, github
+        self.url = f"sqlite:///{root / 'state.db'}"
+        settings = ServiceSettings(
+            webhook_secret="s", github_token="ghp_replayToken", workdir=root / "work",
+            database_url=self.url, github_request_interval=0, github_write_interval=0,
+        )  # fmt: skip
+        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+        self.controller = Controller(context)
+        self.ledger = Ledger(self.url)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> Event:
+        parsed = parse_github(event, payload)
+        assert parsed is not None, (event, payload.get("action"))
+        self.controller.handle(parsed)
+        return parsed
+
+    def commit(self, sha: str, config: str = "sluice:\n  project: demo\n") -> None:
+        src = _project(self.root / f"tree-{sha[:6]}", config)
+        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
+        self.github.files[(sha, "config.yaml")] = config
+
+    def plan(self, number: int, sha: str) -> None:
+        """Record the (empty) plan a build of ``sha`` would have recorded."""
+        self.ledger.record_plan(f"github:{OWNER}", number, sha, PlanReview("fp", (), {}, {}), 1)
+
+    def posts(self, since: int) -> list[tuple[str, str]]:
+        """Every request made since the ``since``-th: a skipped event makes none at all."""
+        return self.github.requests[since:]
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    github = FakeGitHub(repo=OWNER)
+    github.permissions.update({"alice": "write", "bob": "write", "carol": "admin"})
+    github.add_pull(7, A, author="alice")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        made = Bot(tmp_path, github)
+        yield made
+        made.controller.close()
+        made.ledger.close()
+
+
+def _merged(number: int, merge_sha: str, head: str = A) -> dict[str, Any]:
+    return realcase(MERGED, OWNER, **{
+        "number": number, "pull_request.number": number, "pull_request.head.sha": head,
+        "pull_request.merge_commit_sha": merge_sha, "pull_request.base.ref": "main",
+    })  # fmt: skip
+
+
+def _comment(user: str, body: str, comment_id: int, number: int = 7) -> dict[str, Any]:
+    return realcase(COMMENT, OWNER, action="created", **{
+        "issue.number": number, "comment.user.login": user, "comment.body": body,
+        "comment.id": comment_id,
+    })  # fmt: skip
+
+
+def _skipped(caplog: pytest.LogCaptureFixture, key: str) -> bool:
+    return any(
+        r.levelno == logging.INFO and "skipped" in r.getMessage() and key in r.getMessage()
+        for r in caplog.records
+    )
+
+
+# -- merges ----------------------------------------------------------------------------------
+
+
+def test_the_same_merge_delivered_twice_promotes_once(
+    bot: Bot, caplog: pytest.LogCaptureFixture
+) -> None:
+    bot.commit(C)
+    bot.deliver("pull_request", _merged(7, C))
+    [deployment] = bot.github.deployments
+    assert deployment["ref"] == C
+    assert bot.github.checks_on(C)["sluice/deploy"]["conclusion"] == "success"
+    before = len(bot.github.requests)
+    caplog.set_level(logging.INFO)
+    bot.deliver("pull_request", _merged(7, C))  # the signed body again, a new delivery id
+    assert len(bot.github.deployments) == 1
+    assert bot.posts(before) == [], "a replay asks and posts nothing"
+    assert _skipped(caplog, f"merge:7:{C}")
+
+
+def test_an_old_merge_replayed_after_newer_ones_does_not_take_prod_back(bot: Bot) -> None:
+    bot.commit(C)
+    bot.commit(D)
+    bot.deliver("pull_request", _merged(7, C))
+    bot.github.add_pull(8, B, author="bob")
+    bot.deliver("pull_request", _merged(8, D, head=B))
+    bot.deliver("pull_request", _merged(7, C))  # replayed: prod must stay at D
+    assert [d["ref"] for d in bot.github.deployments] == [C, D]
+
+
+def test_a_merge_of_another_pr_into_the_same_commit_is_not_a_replay(bot: Bot) -> None:
+    # The key is the PR and its merge commit: PR 8 fast-forwarded to the same commit runs.
+    bot.commit(C)
+    bot.deliver("pull_request", _merged(7, C))
+    bot.github.add_pull(8, A, author="bob")
+    bot.deliver("pull_request", _merged(8, C))
+    assert [d["ref"] for d in bot.github.deployments] == [C, C]
+
+
+# -- comment commands ------------------------------------------------------------------------
+
+
+def test_the_same_deploy_comment_twice_deploys_once(bot: Bot) -> None:
+    bot.commit(A)
+    bot.plan(7, A)  # planned; no gate configured: it passes
+    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", 950))
+    assert len(bot.github.deployments) == 1
+    assert bot.github.comments_on(7)[-1]["body"].startswith("@carol deployed to prod")
+    replies, before = len(bot.github.comments_on(7)), len(bot.github.requests)
+    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", 950))
+    assert len(bot.github.deployments) == 1
+    assert len(bot.github.comments_on(7)) == replies and bot.posts(before) == []
+    assert bot.github.reactions == [{"comment": 950, "content": "+1"}]
+
+
+def test_the_same_comment_twice_runs_once_and_a_new_comment_runs_again(
+    bot: Bot, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    bot.deliver("issue_comment", _comment("bob", "/sluice help", 901))
+    bot.deliver("issue_comment", _comment("bob", "/sluice help", 901))
+    assert len(bot.github.comments_on(7)) == 1
+    assert _skipped(caplog, "comment:7:901:bob")
+    bot.deliver("issue_comment", _comment("bob", "/sluice help", 902))  # asked again
+    assert len(bot.github.comments_on(7)) == 2
+    assert [r["comment"] for r in bot.github.reactions] == [901, 902]
+
+
+def test_a_replayed_refusal_is_not_posted_again(bot: Bot) -> None:
+    # A command with bad arguments, or from a reader, is answered once, not once per copy.
+    bot.deliver("issue_comment", _comment("bob", "/sluice plan now", 903))
+    bot.deliver("issue_comment", _comment("dave", "/sluice deploy", 904))
+    replies = len(bot.github.comments_on(7))
+    assert replies == 2
+    bot.deliver("issue_comment", _comment("bob", "/sluice plan now", 903))
+    bot.deliver("issue_comment", _comment("dave", "/sluice deploy", 904))
+    assert len(bot.github.comments_on(7)) == replies
+
+
+def test_a_comment_on_another_repository_with_the_same_id_is_not_a_replay(bot: Bot) -> None:
+    bot.deliver("issue_comment", _comment("bob", "/sluice help", 905))
+    other = _comment("bob", "/sluice help", 905)
+    other["repository"]["full_name"] = "octo/other"
+    bot.deliver("issue_comment", other)
+    assert len(bot.github.comments_on(7)) == 2
+
+
+# -- tags and releases -----------------------------------------------------------------------
+
+
+def _on_main(bot: Bot, sha: str) -> None:
+    bot.commit(sha, TAG_DEPLOY)
+    bot.github.files[("main", "config.yaml")] = TAG_DEPLOY
+    bot.github.refs["main"] = sha
+    bot.github.branch_commits.setdefault("main", set()).add(sha)
+
+
+def _tag(tag: str, sha: str) -> dict[str, Any]:
+    return realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/tags/{tag}",
+                    after=sha)  # fmt: skip
+
+
+def test_the_same_tag_push_twice_promotes_once_and_a_moved_tag_promotes(bot: Bot) -> None:
+    _on_main(bot, C)
+    bot.deliver("push", _tag("v1.0", C))
+    bot.deliver("push", _tag("v1.0", C))
+    assert [d["ref"] for d in bot.github.deployments] == [C]
+    _on_main(bot, D)
+    bot.deliver("push", _tag("v1.0", D))  # the tag moved to a new commit: a new event
+    assert [d["ref"] for d in bot.github.deployments] == [C, D]
+
+
+def test_a_release_created_and_published_promotes_once(bot: Bot) -> None:
+    _on_main(bot, C)
+    bot.github.add_tag("v2.0", C)
+    created = realcase("github/release/created.payload.json", OWNER,
+                       **{"release.tag_name": "v2.0", "release.draft": False})  # fmt: skip
+    published = realcase("github/release/published.payload.json", OWNER,
+                         **{"release.tag_name": "v2.0"})  # fmt: skip
+    assert created["release"]["id"] == published["release"]["id"]
+    bot.deliver("release", created)
+    bot.deliver("release", published)
+    bot.deliver("release", published)
+    assert [d["ref"] for d in bot.github.deployments] == [C]
+
+
+# -- reviews and clicks ----------------------------------------------------------------------
+
+
+def _review(review_id: int, state: str, action: str = "submitted") -> dict[str, Any]:
+    return realcase("github/pull_request_review/submitted.payload.json", OWNER, action=action,
+                    **{"pull_request.number": 7, "pull_request.head.sha": A,
+                       "review.user.login": "bob", "review.state": state, "review.id": review_id,
+                       "review.commit_id": A})  # fmt: skip
+
+
+def test_the_same_review_twice_is_evaluated_once_and_its_dismissal_is_not_a_replay(
+    bot: Bot,
+) -> None:
+    bot.plan(7, A)
+    bot.github.add_review(7, "bob", "APPROVED", A)
+    bot.deliver("pull_request_review", _review(41, "approved"))
+    before = len(bot.github.requests)
+    bot.deliver("pull_request_review", _review(41, "approved"))
+    assert bot.posts(before) == []
+    bot.deliver("pull_request_review", _review(41, "dismissed", action="dismissed"))
+    assert bot.posts(before) != []
+
+
+def _click(user: str, run_id: int, head: str = A) -> dict[str, Any]:
+    payload = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run_id,
+        "requested_action.identifier": "approve", "sender.login": user,
+    })  # fmt: skip
+    payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    return payload
+
+
+def test_the_same_click_twice_is_recorded_once_and_another_user_s_click_counts(bot: Bot) -> None:
+    bot.plan(7, A)
+    bot.deliver("check_run", _click("bob", 77))
+    before = len(bot.github.requests)
+    bot.deliver("check_run", _click("bob", 77))
+    assert bot.posts(before) == []
+    bot.deliver("check_run", _click("carol", 77))
+    assert bot.posts(before) != []
+    assert {u for u, _ in bot.ledger.clicks(f"github:{OWNER}", 7)} == {"bob", "carol"}
+
+
+def test_a_rerequested_check_runs_every_time_it_is_asked_for(bot: Bot) -> None:
+    bot.plan(7, A)
+    rerun = realcase("github/check_run/rerequested.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": A,
+    })  # fmt: skip
+    rerun["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    for expected in (1, 2, 3):
+        before = len(bot.github.requests)
+        bot.deliver("check_run", rerun)
+        assert bot.posts(before) != [], f"re-run {expected} did nothing"
+
+
+# -- what has a key, and what does not -------------------------------------------------------
+
+
+def test_comment_ids_numbered_per_pr_are_not_replays_of_each_other(tmp_path: Path) -> None:
+    # The local forge numbers each PR's comments from 1: the key holds the PR's number.
+    repo = tmp_path / "warehouse"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "alice"],
+                 ["config", "user.email", "alice@example.com"],
+                 ["commit", "-q", "--allow-empty", "-m", "initial"],
+                 ["branch", "one"], ["branch", "two"]):  # fmt: skip
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    forge = LocalForge(repo)
+    context = Context(forge_for=lambda _event: forge, workdir=tmp_path / "work",
+                      state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
+    controller = Controller(context)
+    try:
+        for head in ("one", "two"):
+            pr = forge.open_pull("main", head, "alice")
+            comment_id = forge.add_comment(pr.number, "alice", "/sluice help")
+            assert comment_id == 1
+            controller.handle(CommentEvent(
+                forge="local", repo=forge.repo, installation_id=None, action="created",
+                number=pr.number, comment_id=comment_id, author="alice", body="/sluice help",
+            ))  # fmt: skip
+            assert len(forge.replies(pr.number)) == 1, f"PR {pr.number} got no answer"
+    finally:
+        controller.close()
+
+
+def test_content_keys_of_real_payloads() -> None:
+    merged = parse_github("pull_request", _merged(7, C))
+    opened = parse_github("pull_request", realcase("github/pull_request/opened.payload.json",
+                                                   OWNER))  # fmt: skip
+    closed = parse_github("pull_request", realcase("github/pull_request/closed.payload.json",
+                                                   OWNER))  # fmt: skip
+    comment = parse_github("issue_comment", _comment("bob", "/sluice plan", 5))
+    chatter = parse_github("issue_comment", _comment("bob", "looks good", 6))
+    edited = parse_github("issue_comment", {**_comment("bob", "/sluice deploy", 7),
+                                            "action": "edited"})  # fmt: skip
+    assert isinstance(merged, PullRequestEvent) and merged.content_key() == f"merge:7:{C}"
+    assert isinstance(opened, PullRequestEvent) and opened.content_key() is None
+    assert isinstance(closed, PullRequestEvent)
+    assert closed.content_key() == f"close:{closed.number}:{closed.head_sha}:1557933678000"
+    assert isinstance(comment, CommentEvent) and comment.content_key() == "comment:7:5:bob"
+    assert chatter is not None and chatter.content_key() is None
+    assert edited is not None and edited.content_key() is None
+    rerun = parse_github("check_run", load_case("github/check_run/rerequested.payload.json"))
+    suite = parse_github("check_suite", load_case("github/check_suite/rerequested.payload.json"))
+    assert isinstance(rerun, CheckRunEvent) and rerun.content_key() is None
+    assert suite is not None and suite.content_key() is None
+    janitor = JanitorEvent(forge="github", repo=OWNER, installation_id=None)
+    assert janitor.content_key() is None
+
+
+def test_gitlab_approvals_are_told_apart_by_head_and_time() -> None:
+    payload = realcase_gitlab("gitlab/merge_request_approved.json")
+    first = parse_gitlab("Merge Request Hook", payload)
+    assert isinstance(first, ReviewEvent)
+    assert first.content_key() == (f"approval:3:anbraten:APPROVED:{first.head_sha}:1642434459000")
+    payload["object_attributes"]["updated_at"] = "2022-01-17 15:49:02 UTC"  # approved again
+    again = parse_gitlab("Merge Request Hook", payload)
+    assert again is not None and again.content_key() != first.content_key()
+
+
+def test_a_job_queued_before_content_keys_still_runs() -> None:
+    # Documents stored by the previous version lack the new fields: they read back, and an
+    # event whose key needs a missing field has none (it runs as it did).
+    old_review = {"kind": "review", "forge": "github", "repo": OWNER, "installation_id": None,
+                  "action": "submitted", "number": 7, "reviewer": "bob", "state": "APPROVED",
+                  "commit_sha": A, "head_sha": A}  # fmt: skip
+    review = event_from_json(old_review)
+    assert isinstance(review, ReviewEvent) and review.content_key() is None
+    old_release = {"kind": "tag", "forge": "github", "repo": OWNER, "installation_id": None,
+                   "tag": "v1", "sha": None, "source": "release"}  # fmt: skip
+    release = event_from_json(old_release)
+    assert isinstance(release, TagEvent) and release.content_key() is None
+
+
+def realcase_gitlab(relpath: str) -> dict[str, Any]:
+    payload = load_case(relpath)
+    payload["project"]["path_with_namespace"] = "data/warehouse"
+    return payload
+
+
+# -- a job cut short runs again; a job done (or failed for good) does not --------------------
+
+
+class Flaky:
+    """A runner whose first ``lost`` jobs lose their Spark driver (no Spark)."""
+
+    def __init__(self, lost: int) -> None:
+        self.lost, self.jobs = lost, 0
+
+    def __call__(self, *_args: Any) -> Flaky:
+        return self
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        self.jobs += 1
+        if self.jobs <= self.lost:
+            raise DriverLost("Spark job failed: the driver was killed by signal 9")
+        return JobResult(spec["job_id"], {}, 0.1, None)
+
+
+def _worker(tmp_path: Path, github: FakeGitHub, lost: int) -> tuple[Worker, JobQueue, Flaky]:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    settings = ServiceSettings(
+        webhook_secret="s", github_token="ghp_replayToken", workdir=tmp_path / "work",
+        database_url=url, github_request_interval=0, github_write_interval=0,
+    )  # fmt: skip
+    runner = Flaky(lost)
+    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
+    queue = JobQueue(url, max_attempts=2)
+    return Worker(queue, Controller(context)), queue, runner
+
+
+def _changed_project(tmp_path: Path) -> Path:
+    """A project whose one model is not in prod yet: promoting it runs a Spark job."""
+    src = _project(tmp_path / "change")
+    (src / "models" / "one.sql").write_text("MODEL (name demo.one, kind FULL);\nSELECT 1 AS id\n")
+    return src
+
+
+def _queue_merge(queue: JobQueue, delivery: str) -> None:
+    event = parse_github("pull_request", _merged(7, C))
+    assert event is not None
+    job = NewJob(key="github:octo/warehouse:prod", kind=event.kind, payload=event.to_json())
+    assert queue.accept(delivery, "github", "pull_request", job, time.time())
+
+
+def test_a_promotion_cut_short_runs_again_but_its_replay_does_not(tmp_path: Path) -> None:
+    github = FakeGitHub(repo=OWNER)
+    github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
+    worker, queue, runner = _worker(tmp_path, github, lost=1)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        try:
+            _queue_merge(queue, "merge-1")
+            assert worker.run_once()  # the driver is lost: the job goes back to the queue
+            assert worker.run_once()  # run again: not skipped as "handled"
+            assert github.checks_on(C)["sluice/deploy"]["conclusion"] == "success"
+            jobs = runner.jobs
+            assert jobs >= 2
+            _queue_merge(queue, "merge-1-replayed")
+            assert worker.run_once()
+            assert runner.jobs == jobs and len(github.deployments) == 1
+            assert queue.counts()["done"] == 2
+        finally:
+            worker.controller.close()
+            queue.close()
+
+
+def test_a_promotion_that_failed_for_good_is_not_run_by_its_replay(tmp_path: Path) -> None:
+    github = FakeGitHub(repo=OWNER)
+    github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
+    worker, queue, runner = _worker(tmp_path, github, lost=100)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        try:
+            _queue_merge(queue, "merge-1")
+            assert worker.run_once() and worker.run_once()  # both attempts lose the driver
+            assert queue.counts()["failed"] == 1
+            jobs, requests = runner.jobs, len(github.requests)
+            _queue_merge(queue, "merge-1-replayed")
+            assert worker.run_once()
+            assert runner.jobs == jobs and github.requests[requests:] == []
+        finally:
+            worker.controller.close()
+            queue.close()
+
+
+# -- through the service, where delivery ids really differ -----------------------------------
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    settings = ServiceSettings(
+        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
+        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
+        github_request_interval=0, github_write_interval=0,
+    )  # fmt: skip
+    github = FakeGitHub(repo=OWNER)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        with TestClient(create_app(settings)) as client:
+            yield Service(client, github, settings)
+
+
+def test_a_merge_replayed_through_the_endpoint_promotes_once(
+    service: Service, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    service.github.trees[C] = tarball(_project(tmp_path / "src"), "octo-warehouse-ccccccc")
+    first = service.deliver("pull_request", _merged(7, C), delivery="delivery-1")
+    service.idle()
+    again = service.deliver("pull_request", _merged(7, C), delivery="delivery-2")
+    service.idle()
+    assert (first.status_code, again.status_code) == (202, 202)  # two deliveries, by id
+    assert len(service.github.deployments) == 1
+    assert _skipped(caplog, f"merge:7:{C}")
+
+
+def test_a_comment_replayed_through_the_endpoint_runs_once(service: Service) -> None:
+    service.github.permissions["bob"] = "write"
+    service.github.add_pull(7, A, author="alice")
+    for delivery in ("c-1", "c-2", "c-3"):
+        response = service.deliver("issue_comment", _comment("bob", "/sluice help", 910),
+                                   delivery=delivery)  # fmt: skip
+        assert response.status_code == 202
+    service.idle()
+    assert len(service.github.comments_on(7)) == 1
+    assert len(service.github.reactions) == 1
+    assert service.deliver("issue_comment", _comment("bob", "/sluice help", 911)).status_code == 202
+    service.idle()
+    assert len(service.github.comments_on(7)) == 2
+
+
+# -- GitLab ----------------------------------------------------------------------------------
+
+PROJECT = "data/warehouse"
+
+
+@pytest.fixture
+def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Controller, FakeGitLab]]:
+    gitlab = FakeGitLab(project=PROJECT)
+    gitlab.add_mr(7, sha=A, author="alice")
+    gitlab.members.update({"bob": 30})
+    settings = gitlab_settings(tmp_path)
+    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                      state_url=settings.state_url(), clock=lambda: NOW)  # fmt: skip
+    controller = Controller(context)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        gitlab.install(mock)
+        yield controller, gitlab
+    controller.close()
+
+
+def _gitlab(controller: Controller, hook: str, payload: dict[str, Any]) -> None:
+    event = parse_gitlab(hook, payload)
+    assert event is not None
+    controller.handle(event)
+
+
+def test_gitlab_the_same_merge_twice_promotes_once(
+    gitlab_bot: tuple[Controller, FakeGitLab], tmp_path: Path
+) -> None:
+    controller, gitlab = gitlab_bot
+    gitlab.add_tree(C, _project(tmp_path / "src"))
+    merge = realcase_gitlab("gitlab/merge_request_merge.json")
+    merge["object_attributes"].update(iid=7, merge_commit_sha=C, target_branch="main")
+    _gitlab(controller, "Merge Request Hook", merge)
+    _gitlab(controller, "Merge Request Hook", merge)
+    assert [d["sha"] for d in gitlab.deployments] == [C]
+
+
+def test_gitlab_the_same_note_twice_runs_once(gitlab_bot: tuple[Controller, FakeGitLab]) -> None:
+    controller, gitlab = gitlab_bot
+    note_id = gitlab.add_note(7, "/sluice help", author="bob")
+    note = realcase_gitlab("gitlab/note_merge_request.docs.json")
+    note["user"]["username"] = "bob"
+    note["object_attributes"].update(note="/sluice help", id=note_id)
+    note["merge_request"]["iid"] = 7
+    _gitlab(controller, "Note Hook", note)
+    _gitlab(controller, "Note Hook", note)
+    assert len(gitlab.bot_notes(7)) == 1
+
+
+def test_gitlab_the_same_approval_twice_is_handled_once(
+    gitlab_bot: tuple[Controller, FakeGitLab],
+) -> None:
+    controller, gitlab = gitlab_bot
+    approval = realcase_gitlab("gitlab/merge_request_approved.json")
+    approval["user"]["username"] = "bob"
+    approval["object_attributes"].update(iid=7)
+    approval["object_attributes"]["last_commit"]["id"] = A
+    gitlab.approve(7, "bob")
+    _gitlab(controller, "Merge Request Hook", approval)
+    before = len(gitlab.requests)
+    _gitlab(controller, "Merge Request Hook", approval)
+    assert gitlab.requests[before:] == []
+    approval["object_attributes"]["action"] = "unapproved"  # taken back: a new event
+    gitlab.unapprove(7, "bob")
+    _gitlab(controller, "Merge Request Hook", approval)
+    assert gitlab.requests[before:] != []
