@@ -1,13 +1,14 @@
 """Job specs for the Spark driver: apply a plan, clean up environments (pure).
 
-One command is one job: every table build, audit, view swap and the environment commit of
-an apply go to the driver together, so Spark starts once.
+One command is one job: every table build, audit and view swap of an apply go to the
+driver together, so Spark starts once. A spec holds no state URL and no environment
+record: the driver reports its writes as events, and the service commits the
+environment record (:func:`environment_record`) once the job has succeeded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict
 from typing import Any
 
 from sluice.core.model.definition import Audit, KindName
@@ -42,30 +43,21 @@ def apply_job(
     audits: Mapping[str, Audit],
     project_dir: str,
     table_format: str,
-    state_url: str,
     previous_versions: Mapping[str, str] | None,
     now: int,
-    ttl_days: int | None,
     restate_ranges: Mapping[str, list[tuple[int, int]]] | None = None,
 ) -> dict[str, Any]:
-    """The job that builds, audits and promotes ``plan``.
+    """The job that builds and audits ``plan`` and points its environment's views.
 
     ``previous_versions`` maps model -> version the environment's views point at now
-    (None when it has none), so only views that change are replaced.
+    (None when it has none), so only views that change are replaced. Committing the
+    environment's record is the caller's, once the job has succeeded.
     """
     steps = build_steps(plan, audits, project_dir, table_format, restate_ranges)
     steps.append(view_steps(plan, previous_versions))
-    record = environment_record(plan, now, ttl_days)
-    steps.append({
-        "type": "commit",
-        "label": f"commit environment {plan.environment}",
-        "record": {**asdict(record), "snapshots": [asdict(r) for r in record.snapshots]},
-        "expected_plan_id": plan.base_plan_id,
-    })  # fmt: skip
     return {
         "job_id": f"apply-{plan.environment}-{plan.plan_id[:12]}-{now}",
         "kind": "apply",
-        "state_url": state_url,
         "environment": plan.environment,
         "plan_id": plan.plan_id,
         "base_plan_id": plan.base_plan_id,
@@ -77,7 +69,6 @@ def janitor_job(
     environments: Iterable[EnvironmentRecord],
     snapshots: Mapping[tuple[str, str], StoredSnapshot],
     tables: Iterable[tuple[str, str]],
-    state_url: str,
     now: int,
 ) -> dict[str, Any]:
     """Drop the views (and schemas) of ``environments`` and the physical ``tables``."""
@@ -100,4 +91,4 @@ def janitor_job(
         "schemas": sorted(schemas),
         "tables": sorted(physical_table(name, version) for name, version in tables),
     }]  # fmt: skip
-    return {"job_id": f"janitor-{now}", "kind": "janitor", "state_url": state_url, "steps": steps}
+    return {"job_id": f"janitor-{now}", "kind": "janitor", "steps": steps}

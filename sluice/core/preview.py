@@ -3,7 +3,9 @@
 What a pull request needs from the engine, and what ``sluice preview`` does locally: run
 the project's unit tests, build the environment the plan describes (limited to a recent
 range for incremental models when the plan says so), then compare each changed model
-with prod. All of it is one Spark job, so Spark starts once.
+with prod. All of it is one Spark job, so Spark starts once. What the driver reports for
+state (intervals, test, audit and diff results) is checked and written here as it
+arrives; the environment's record is committed here once the job has succeeded.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sluice.core.plan.plan import Plan, iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.spark import testing
-from sluice.core.spark.submit import JobResult, Runner
+from sluice.core.spark.submit import JobResult, Runner, run_recorded
 from sluice.core.state import StateStore
 from sluice.core.tablediff.result import DiffOptions, TableDiffResult, same_table_result
 
@@ -137,12 +139,16 @@ def preview_environment(
     plan: Plan,
     runner: Runner,
     *,
-    url: str,
+    url: str | None = None,
     now: int,
     diff_cap: int = 10,
     diff_options: DiffOptions | None = None,
 ) -> PreviewResult:
     """Run unit tests, build ``plan``'s environment, and diff changed models against prod.
+
+    The environment's record is committed (compare-and-swap on the plan's base) once the
+    job has succeeded. ``url`` is accepted for older callers and not used: the driver gets
+    no state URL, its writes go to ``state``.
 
     Raises:
         ExecutionError: the build failed; when the failing step is a model's build or
@@ -157,7 +163,6 @@ def preview_environment(
     spec: dict[str, Any] = {
         "job_id": f"preview-{plan.environment}-{plan.plan_id[:12]}-{now}",
         "kind": "preview",
-        "state_url": url,
         "plan_id": plan.plan_id,
     }
     record = state.get_environment(plan.environment)
@@ -167,7 +172,8 @@ def preview_environment(
     # A copy of prod with no model changed has nothing to review: it is not built, unless
     # the environment exists and reads other versions (an earlier commit's changes).
     stale = previous is not None and previous != {s.name: s.version for s in plan.snapshots}
-    if plan.changes_models or plan.backfill or plan.restated or stale:
+    applies = bool(plan.changes_models or plan.backfill or plan.restated or stale)
+    if applies:
         from sluice.core.workflow import record_plan
 
         record_plan(state, plan, now)
@@ -176,10 +182,8 @@ def preview_environment(
             audits=project.audits,
             project_dir=project.path,
             table_format=project.config.sluice.spark.table_format,
-            state_url=url,
             previous_versions=previous,
             now=now,
-            ttl_days=project.config.sluice.environment_ttl_days,
         )
         spec.update({k: applied[k] for k in ("environment", "base_plan_id")})
         built = sum(1 for s in applied["steps"] if s["type"] == "build")
@@ -210,11 +214,17 @@ def preview_environment(
         })  # fmt: skip
     job = None
     if steps:
+        from sluice.core.workflow import check_base, commit_environment
+
         spec["steps"] = steps
+        if applies:
+            check_base(state, plan)
         try:
-            job = runner.run(spec)
+            job = run_recorded(runner, spec, state=state)
         except ExecutionError as exc:
             raise locate_failure(project, exc) from exc
+        if applies:
+            commit_environment(state, plan, now, project.config.sluice.environment_ttl_days)
     results = job.results if job is not None else {}
     tests = tuple(results[k] for k in results if k.startswith("test:"))
     errors: dict[str, str] = {}

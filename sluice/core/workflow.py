@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.core import jobs
-from sluice.core.errors import PlanError
+from sluice.core.errors import ConflictError, PlanError
 from sluice.core.model.definition import KindName, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
@@ -24,7 +24,15 @@ from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.spark import testing
 from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import InProcessRunner, JobResult, OnEvent, Runner, SubmitRunner
+from sluice.core.spark.submit import (
+    JOB_TIMEOUT_S,
+    InProcessRunner,
+    JobResult,
+    OnEvent,
+    Runner,
+    SubmitRunner,
+    run_recorded,
+)
 from sluice.core.state import StateReader, StateStore, StateWriter, open_state
 from sluice.core.state.records import EnvironmentRecord, PlanRecord
 from sluice.core.tablediff.result import (
@@ -163,16 +171,44 @@ def commit_plan(
         ConflictError: the environment moved on since the plan was computed; re-plan.
     """
     record_plan(state, plan, now)
-    return _swap_record(state, plan, now, ttl_days)
+    return commit_environment(state, plan, now, ttl_days)
 
 
-def _swap_record(
+def commit_environment(
     state: StateStore, plan: Plan, now: int, ttl_days: int | None
 ) -> EnvironmentRecord:
-    """Point the environment's record at ``plan`` (compare-and-swap on its base plan)."""
+    """Point the environment's record at ``plan`` (compare-and-swap on its base plan).
+
+    Done by the service once ``plan``'s job has succeeded, never by the driver.
+
+    Raises:
+        ConflictError: the environment moved on since the plan was computed; re-plan.
+    """
     record = jobs.environment_record(plan, now, ttl_days)
     state.update_environment(record, expected_plan_id=plan.base_plan_id)
     return record
+
+
+def check_base(state: StateReader, plan: Plan) -> None:
+    """Refuse to start ``plan``'s job when its environment moved on since the plan was made.
+
+    Checked right before the job starts (the driver has no state to check it with), so a
+    stale plan re-points no views. The environment's record is still guarded by the
+    commit's compare-and-swap on the same base plan, which catches a change made while
+    the job ran.
+
+    Raises:
+        ConflictError: naming the plan the environment is at now.
+    """
+    env = plan.environment
+    record = state.get_environment(env)
+    current = record.plan_id if record is not None else None
+    if current != plan.base_plan_id:
+        raise ConflictError(
+            f"environment '{env}' changed since this plan was made: it is now at plan "
+            f"'{current}', the plan expected '{plan.base_plan_id}'",
+            hint=f"re-run `sluice plan {env}` and apply the new plan",
+        )
 
 
 @dataclass(frozen=True)
@@ -186,14 +222,23 @@ class ApplyResult:
 
 
 def apply_plan(
-    project: Project, state: StateStore, plan: Plan, runner: Runner, *, url: str, now: int
+    project: Project,
+    state: StateStore,
+    plan: Plan,
+    runner: Runner,
+    *,
+    url: str | None = None,
+    now: int,
 ) -> ApplyResult:
     """Build what ``plan`` needs, audit it, point the environment's views, commit.
 
-    One Spark job does it all; the environment's views and record change only after every
-    table is built and audited. Applying a plan again after a crash finishes the rest.
+    One Spark job builds, audits and points the views; the environment's views change
+    only after every table is built and audited, and its record (committed here, by
+    compare-and-swap) only after the job succeeded. What the driver reports (intervals,
+    audit results) is checked and written to ``state`` as it arrives, so applying a plan
+    again after a crash finishes the rest.
 
-    ``url`` is the state database the driver writes to (the one ``state`` reads).
+    ``url`` is accepted for older callers and not used: the driver gets no state URL.
 
     Raises:
         ExecutionError: a query, an audit or Spark failed; the environment is unchanged.
@@ -212,28 +257,28 @@ def apply_plan(
         audits=project.audits,
         project_dir=project.path,
         table_format=project.config.sluice.spark.table_format,
-        state_url=url,
         previous_versions=previous,
         now=now,
-        ttl_days=project.config.sluice.environment_ttl_days,
         restate_ranges=restate,
     )
+    ttl_days = project.config.sluice.environment_ttl_days
     if not _needs_spark(spec):
         # Nothing to build and no view to create or drop (a project without models): the
         # commit alone, without starting Spark for it.
-        _swap_record(state, plan, now, project.config.sluice.environment_ttl_days)
+        commit_environment(state, plan, now, ttl_days)
         return ApplyResult(plan, 0, 0, None)
-    result = runner.run(spec)
+    check_base(state, plan)
+    result = run_recorded(runner, spec, state=state)
+    commit_environment(state, plan, now, ttl_days)
     built = sum(1 for s in spec["steps"] if s["type"] == "build")
     views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
     return ApplyResult(plan, built, views, result)
 
 
 def _needs_spark(spec: dict[str, Any]) -> bool:
-    """Whether a job has work for Spark beyond committing the environment record."""
+    """Whether a job has work for Spark (else only the environment record changes)."""
     return any(
-        step["type"] != "commit"
-        and not (step["type"] == "views" and not (step["views"] or step["drop"]))
+        not (step["type"] == "views" and not (step["views"] or step["drop"]))
         for step in spec["steps"]
     )
 
@@ -257,9 +302,13 @@ class JanitorReport:
 
 
 def run_janitor(
-    state: StateStore, runner: Runner, *, url: str, now: int, table_ttl_ms: int
+    state: StateStore, runner: Runner, *, url: str | None = None, now: int, table_ttl_ms: int
 ) -> JanitorReport:
-    """Drop invalidated and expired environments, then tables unreferenced for the TTL."""
+    """Drop invalidated and expired environments, then tables unreferenced for the TTL.
+
+    The Spark job drops views and tables; their records go from ``state`` here, after it
+    succeeded (``url`` is accepted for older callers and not used).
+    """
     envs = state.list_environments()
     expired = [
         e
@@ -274,7 +323,9 @@ def run_janitor(
     if not expired and not drop:
         return JanitorReport((), (), len(since))
     refs = [(r.name, r.identifier) for e in expired for r in e.snapshots]
-    runner.run(jobs.janitor_job(expired, state.get_snapshots(refs), drop, url, now))
+    run_recorded(
+        runner, jobs.janitor_job(expired, state.get_snapshots(refs), drop, now), state=state
+    )
     for env in expired:
         state.delete_environment(env.name)
     state.forget_tables(drop)
@@ -286,11 +337,23 @@ def run_janitor(
 def run_unit_tests(
     project: Project, runner: Runner, *, pattern: str | None, now: int, url: str | None = None
 ) -> list[dict[str, Any]]:
-    """Run the project's unit tests (those matching ``pattern``) on Spark; one result each."""
+    """Run the project's unit tests (those matching ``pattern``) on Spark; one result each.
+
+    With ``url``, the results are also stored in that state database (opened here: the
+    driver gets no state URL and reports its results as events).
+    """
     steps = testing.unit_test_steps(project, pattern, now)
     if not steps:
         return []
-    job = runner.run({"job_id": f"test-{now}", "kind": "test", "state_url": url, "steps": steps})
+    spec = {"job_id": f"test-{now}", "kind": "test", "steps": steps}
+    if url is None:
+        job = run_recorded(runner, spec, state=None)
+    else:
+        store = open_state(url)
+        try:
+            job = run_recorded(runner, spec, state=store)
+        finally:
+            store.close()
     return [job.results[key] for key in sorted(job.results, key=int)]
 
 
@@ -313,20 +376,25 @@ def query_environment(
         if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
     }
     step = testing.query_step(sql, resolve, limit)
-    job = runner.run(
-        {"job_id": f"query-{environment}", "kind": "query", "state_url": None, "steps": [step]}
+    job = run_recorded(
+        runner, {"job_id": f"query-{environment}", "kind": "query", "steps": [step]}, state=None
     )
     result: dict[str, Any] = job.results["0"]
     return result
 
 
 def make_runner(
-    project: Project, *, in_process: bool = False, on_event: OnEvent | None = None
+    project: Project,
+    *,
+    in_process: bool = False,
+    on_event: OnEvent | None = None,
+    timeout: float | None = JOB_TIMEOUT_S,
 ) -> Runner:
-    """The runner for ``project``'s Spark settings: spark-submit, or this process."""
+    """The runner for ``project``'s Spark settings: spark-submit, or this process; each
+    job may run ``timeout`` seconds (None: no limit)."""
     paths = SparkPaths.for_project(Path(project.path))
     runner = InProcessRunner if in_process else SubmitRunner
-    return runner(project.config.sluice.spark, paths, on_event=on_event)
+    return runner(project.config.sluice.spark, paths, on_event=on_event, timeout=timeout)
 
 
 def table_diff(
@@ -346,7 +414,8 @@ def table_diff(
     on ``options.on`` or else the model's grain. With ``model`` None, ``source`` and
     ``target`` are two tables and ``options.on`` is required. When both sides are the same
     physical table the answer is "identical" without starting Spark. The result is stored
-    in state (``kind="table_diff"``) either way; ``url`` is the state the driver writes to.
+    in ``state`` (``kind="table_diff"``) either way (``url`` is accepted for older callers
+    and not used: the driver reports the result, and it is written here).
 
     Raises:
         TableDiffError: unknown model or environment, no keys, a bad ``--where``, a key or
@@ -390,8 +459,9 @@ def table_diff(
         "keys": list(keys),
         "options": options.to_json(),
     }
-    job = runner.run({"job_id": f"table-diff-{now}", "kind": "table_diff", "state_url": url,
-                      "plan_id": plan_id, "steps": [step]})  # fmt: skip
+    spec = {"job_id": f"table-diff-{now}", "kind": "table_diff", "plan_id": plan_id,
+            "steps": [step]}  # fmt: skip
+    job = run_recorded(runner, spec, state=state)
     payload: dict[str, Any] = job.results["0"]
     if "error" in payload:
         raise TableDiffError(payload["error"]["message"], hint=payload["error"].get("hint"))
@@ -444,6 +514,8 @@ __all__ = [
     "EnvironmentView",
     "JanitorReport",
     "apply_plan",
+    "check_base",
+    "commit_environment",
     "commit_plan",
     "invalidate_environment",
     "load_project",

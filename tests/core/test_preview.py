@@ -3,15 +3,20 @@ a re-run that has nothing left to build (real planner, real SQLite state)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sluice.bot.render import plan_view
+from sluice.core.errors import ConflictError, ExecutionError
+from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
-from sluice.core.preview import diff_targets, held_ranges, prod_tables
+from sluice.core.preview import diff_targets, held_ranges, preview_environment, prod_tables
 from sluice.core.snapshot.naming import PROD
+from sluice.core.spark.submit import JobResult
 from sluice.core.state import StateStore, open_state
 from sluice.core.timeutil import to_ms
 from sluice.core.workflow import commit_plan, plan_environment
@@ -101,3 +106,61 @@ def test_a_version_prod_uses_is_not_the_environments_own(
     store.add_intervals("s.daily", version, [(to_ms("2023-12-01"), END)])
     same = {"s.daily": ("t", version)}
     assert held_ranges(plan, store, same) == {}
+
+
+class _Recorder:
+    """A runner standing in for Spark: records the specs it gets; fails when told to."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.specs: list[dict[str, Any]] = []
+        self.error = error
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        self.specs.append(spec)
+        if self.error is not None:
+            raise self.error
+        return JobResult(spec["job_id"], {}, 0.1, None)
+
+
+def _pr_project(tmp_path: Path) -> Project:
+    return load(tmp_path / "pr", {"config.yaml": CONFIG, "models/daily.sql": MODEL.format(n=1)})
+
+
+def test_a_preview_commits_its_environment_once_the_job_succeeded(
+    tmp_path: Path, store: StateStore
+) -> None:
+    plan = _plan(tmp_path, store)
+    runner = _Recorder()
+    preview_environment(_pr_project(tmp_path), store, plan, runner, url="sqlite:///x.db", now=END)
+    [spec] = runner.specs
+    assert "state_url" not in spec and "sqlite:///x.db" not in json.dumps(spec)
+    assert [s["type"] for s in spec["steps"]] == ["sql", "build", "views", "table_diff"]
+    record = store.get_environment("pr_7")
+    assert record is not None and record.plan_id == plan.plan_id
+
+
+def test_a_failed_preview_commits_nothing(tmp_path: Path, store: StateStore) -> None:
+    plan = _plan(tmp_path, store)
+    runner = _Recorder(ExecutionError("Spark job failed at step 'table diff s.daily': boom"))
+    with pytest.raises(ExecutionError, match="boom"):
+        preview_environment(
+            _pr_project(tmp_path), store, plan, runner, url="sqlite:///x.db", now=END
+        )
+    assert store.get_environment("pr_7") is None
+
+
+def test_a_stale_preview_is_refused_before_its_job_starts(
+    tmp_path: Path, store: StateStore
+) -> None:
+    plan = _plan(tmp_path, store)
+    # Another push of the PR, applied first.
+    pushed = load(tmp_path / "push", {"config.yaml": CONFIG, "models/daily.sql": MODEL.format(n=2)})
+    moved = plan_environment(pushed, store, "pr_7", start=START, end=END, execution_time=END,
+                             against=PROD)  # fmt: skip
+    commit_plan(store, moved, now=END - 1)
+    runner = _Recorder()
+    with pytest.raises(ConflictError, match="environment 'pr_7' changed since this plan was made"):
+        preview_environment(
+            _pr_project(tmp_path), store, plan, runner, url="sqlite:///x.db", now=END
+        )
+    assert runner.specs == []

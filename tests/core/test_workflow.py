@@ -1,11 +1,14 @@
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sluice.core import workflow
-from sluice.core.errors import ConflictError
+from sluice.core.errors import ConflictError, ExecutionError
 from sluice.core.snapshot.naming import view_name
 from sluice.core.spark.render import view_steps
+from sluice.core.spark.submit import JobResult
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.core.helpers import BASIC, load
@@ -154,5 +157,107 @@ def test_a_project_without_models_is_promoted_without_spark(tmp_path: Path, stat
         # Applied again: nothing to do.
         again = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
         assert not again.has_changes
+    finally:
+        store.close()
+
+
+class _Recorder:
+    """A runner standing in for Spark: records the specs it gets; fails when told to."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.specs: list[dict[str, Any]] = []
+        self.error = error
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        self.specs.append(spec)
+        if self.error is not None:
+            raise self.error
+        return JobResult(spec["job_id"], {}, 0.1, None)
+
+
+def test_apply_commits_the_record_itself_once_the_job_succeeded(
+    tmp_path: Path, state_url: str
+) -> None:
+    project = load(tmp_path / "p", BASIC)
+    store = open_state(state_url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        runner = _Recorder()
+        result = workflow.apply_plan(project, store, plan, runner, url=state_url, now=END)
+        assert result.tables_built == 3
+        [spec] = runner.specs
+        # The driver gets no state URL and no environment record to commit.
+        assert "state_url" not in spec
+        assert state_url not in json.dumps(spec)
+        assert [s["type"] for s in spec["steps"]].count("views") == 1
+        assert not {"commit"} & {s["type"] for s in spec["steps"]}
+        record = store.get_environment("prod")
+        assert record is not None and record.plan_id == plan.plan_id
+        assert [r.name for r in record.snapshots] == ["s.a", "s.b", "s.c"]
+    finally:
+        store.close()
+
+
+def test_a_failed_job_commits_no_record(tmp_path: Path, state_url: str) -> None:
+    project = load(tmp_path / "p", BASIC)
+    store = open_state(state_url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        runner = _Recorder(ExecutionError("Spark job failed at step 'build s.b': boom"))
+        with pytest.raises(ExecutionError, match="boom"):
+            workflow.apply_plan(project, store, plan, runner, url=state_url, now=END)
+        assert store.get_environment("prod") is None
+    finally:
+        store.close()
+
+
+def test_a_stale_plan_is_refused_before_its_job_starts(tmp_path: Path, state_url: str) -> None:
+    project = load(tmp_path / "p", BASIC)
+    store = open_state(state_url)
+    try:
+        stale = workflow.plan_environment(project, store, "pr_5", end=END, execution_time=END)
+        # Meanwhile another apply moved pr_5 on.
+        other = load(
+            tmp_path / "q",
+            {**BASIC, "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 2 AS id"},
+        )
+        moved = workflow.plan_environment(other, store, "pr_5", end=END, execution_time=END)
+        workflow.commit_plan(store, moved, now=END)
+        runner = _Recorder()
+        with pytest.raises(ConflictError) as caught:
+            workflow.apply_plan(project, store, stale, runner, url=state_url, now=END + 1)
+        assert runner.specs == []  # no view was re-pointed
+        assert caught.value.message == (
+            f"environment 'pr_5' changed since this plan was made: it is now at plan "
+            f"'{moved.plan_id}', the plan expected 'None'"
+        )
+        assert caught.value.hint == "re-run `sluice plan pr_5` and apply the new plan"
+        record = store.get_environment("pr_5")
+        assert record is not None and record.plan_id == moved.plan_id
+    finally:
+        store.close()
+
+
+def test_the_commit_still_guards_the_record_against_a_change_during_the_job(
+    tmp_path: Path, state_url: str
+) -> None:
+    project = load(tmp_path / "p", BASIC)
+    other = load(
+        tmp_path / "q", {**BASIC, "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 2 AS id"}
+    )
+    store = open_state(state_url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_6", end=END, execution_time=END)
+        moved = workflow.plan_environment(other, store, "pr_6", end=END, execution_time=END)
+
+        class Racing(_Recorder):
+            def run(self, spec: dict[str, Any]) -> JobResult:
+                workflow.commit_plan(store, moved, now=END)  # another apply, while this runs
+                return super().run(spec)
+
+        with pytest.raises(ConflictError, match="pr_6"):
+            workflow.apply_plan(project, store, plan, Racing(), url=state_url, now=END + 1)
+        record = store.get_environment("pr_6")
+        assert record is not None and record.plan_id == moved.plan_id
     finally:
         store.close()

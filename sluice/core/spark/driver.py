@@ -1,10 +1,15 @@
 """The Spark driver program: ``spark-submit driver.py JOB.json`` runs one job spec.
 
-A job spec is a JSON object ``{"job_id", "kind", "state_url", "steps": [...]}``; each step
-is ``{"type", "label", ...}`` and is run by the handler registered for its type. The
-driver reports through :mod:`sluice.core.spark.events` lines on stdout, writes what it
-computed (intervals, audit and test results) to the state store, and exits non-zero when
-a step fails. ``run_job`` is the same code for ``--in-process`` runs.
+A job spec is a JSON object ``{"job_id", "kind", "steps": [...]}``; each step is
+``{"type", "label", ...}`` and is run by the handler registered for its type. The driver
+runs SQL from pull requests, so it holds no credential: it gets no state URL and opens no
+state store, and its environment is an allow-list (:mod:`sluice.core.spark.submit`). It
+reports through :mod:`sluice.core.spark.events` lines on stdout, progress and what it
+computed alike: a batch's interval, an audit's, a unit test's or a table diff's result is
+a ``write`` event, which the runner checks against the spec and applies to state
+(:mod:`sluice.core.spark.writes`); the environment record is committed by the service
+once the job has succeeded. It exits non-zero when a step fails. ``run_job`` is the same
+code for ``--in-process`` runs.
 """
 
 from __future__ import annotations
@@ -22,8 +27,6 @@ from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from sluice.core.state import StateStore
 
 Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
 Emit = Callable[[dict[str, Any]], None]
@@ -64,42 +67,30 @@ def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, 
     Raises:
         StepFailed: naming the step, after emitting a ``step_failed`` event.
     """
-    from sluice.core.state import open_state
-
-    state = open_state(spec["state_url"]) if spec.get("state_url") else None
-    ctx = StepContext(job=spec, emit=emit, state=state)
+    ctx = StepContext(job=spec, emit=emit)
     table = handlers()
-    try:
-        for index, step in enumerate(spec["steps"]):
-            label = step.get("label", step["type"])
-            emit({"event": "step_start", "index": index, "type": step["type"], "label": label})
-            began = time.monotonic()
-            try:
-                result = table[step["type"]](spark, step, ctx)
-            except Exception as exc:
-                message = spark_error(exc)
-                emit({"event": "step_failed", "index": index, "type": step["type"], "label": label,
-                      "error": message, "error_class": exc.__class__.__name__})  # fmt: skip
-                raise StepFailed(step, message) from exc
-            if result is not None:
-                ctx.results[step.get("id", str(index))] = result
-                if step["type"] == "unit_test" and state is not None:
-                    _save_test_result(state, spec, result)
-            emit({"event": "step_done", "index": index, "label": label,
-                  "seconds": round(time.monotonic() - began, 3), "result": result})  # fmt: skip
-    finally:
-        if state is not None:
-            state.close()
+    for index, step in enumerate(spec["steps"]):
+        label = step.get("label", step["type"])
+        emit({"event": "step_start", "index": index, "type": step["type"], "label": label})
+        began = time.monotonic()
+        try:
+            handler = table.get(step["type"])
+            if handler is None:
+                raise ValueError(f"the driver has no step of type {step['type']!r}")
+            result = handler(spark, step, ctx)
+        except Exception as exc:
+            message = spark_error(exc)
+            emit({"event": "step_failed", "index": index, "type": step["type"], "label": label,
+                  "error": message, "error_class": exc.__class__.__name__})  # fmt: skip
+            raise StepFailed(step, message) from exc
+        if result is not None:
+            ctx.results[step.get("id", str(index))] = result
+            if step["type"] == "unit_test":
+                ctx.write("save_result", kind="unit_test", name=str(result.get("name")),
+                          passed=bool(result.get("passed")), payload=result)  # fmt: skip
+        emit({"event": "step_done", "index": index, "label": label,
+              "seconds": round(time.monotonic() - began, 3), "result": result})  # fmt: skip
     return ctx.results
-
-
-def _save_test_result(state: StateStore, spec: dict[str, Any], result: dict[str, Any]) -> None:
-    from sluice.core.state import JobResult
-
-    now = int(time.time() * 1000)
-    record = JobResult(spec.get("job_id", ""), spec.get("plan_id"), "unit_test", str(result.get("name")),
-                       bool(result.get("passed")), result, now)  # fmt: skip
-    state.save_results([record])
 
 
 def _print(event: dict[str, Any]) -> None:

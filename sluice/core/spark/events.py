@@ -2,6 +2,11 @@
 
 The driver prints one line per event to stdout: ``@@sluice `` followed by a JSON object.
 Everything else on stdout or stderr is Spark's or Python's own output, kept in the log.
+
+Besides progress (``job_start``, ``step_start``, ``log``, ``step_done``, ``step_failed``,
+``job_done``, ``job_failed``), the driver reports what it wants kept in state as ``write``
+events (``{"event": "write", "op": ...}``): it has no state store of its own. The runner
+checks each against the job's spec and applies it (:mod:`sluice.core.spark.writes`).
 """
 
 from __future__ import annotations

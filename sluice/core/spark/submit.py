@@ -5,6 +5,16 @@
 failure signal in client mode; the events say which step failed and why, so the error a
 user sees is the step's own error, not 170 lines of JVM log. :class:`InProcessRunner` calls
 the same driver code on a local session, for quick runs and tests.
+
+The driver runs SQL from pull requests, so it holds no credential able to change a gate
+decision or another environment: the spec carries no state URL (a spec that does, or that
+holds the value of one of our secret settings, is refused before anything starts), the
+``spark-submit`` child gets an allow-listed environment (:func:`child_environment`) with a
+home of its own, and every job has a time limit (``timeout``; the whole process group is
+killed past it). What the driver wants kept in state arrives as ``write`` events, which
+both runners hand, as they arrive, to one :class:`~sluice.core.spark.writes.JobWrites`
+built from the spec: it refuses any write the spec did not ask for (and the job is
+stopped) and applies the rest to the store given to :func:`run_recorded`.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,9 +35,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
+from urllib.parse import urlsplit
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
@@ -39,6 +52,8 @@ from sluice.core.spark.session import (
     metastore_lock,
     spark_conf,
 )
+from sluice.core.spark.writes import WRITE_EVENT, JobWrites
+from sluice.core.state.store import StateStore
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +62,33 @@ OnEvent = Callable[[dict[str, Any]], None]
 DRIVER = Path(__file__).with_name("driver.py")
 CONNECT_TIMEOUT = 3.0
 _TAIL_LINES = 400
+
+# A job's time limit when the service sets none (seconds; a runner's ``timeout=None``
+# means no limit). The service's setting is named in the error a user sees.
+JOB_TIMEOUT_S = 2 * 60 * 60.0
+TIMEOUT_SETTING = "SLUICE_JOB_TIMEOUT_SECONDS"
+
+# The spark-submit child's environment is an allow-list, not ours: the driver it starts
+# runs SQL from pull requests, and that SQL can read its process's environment
+# (``reflect('java.lang.System', 'getenv')``). Ours holds the service's credentials
+# (SLUICE_GITHUB_TOKEN, SLUICE_WEBHOOK_SECRET, SLUICE_DATABASE_URL with its password, the
+# App's private key, a CI's GITHUB_TOKEN...), any of which could change a gate decision or
+# another environment. So the child gets only what Spark and Java need to start: the
+# search path, Java, locale and time zone, the temp dir, the loopback address, a Spark or
+# Hadoop installation's configuration when set; plus what we set ourselves (below).
+# Nothing else: no SLUICE_*, no forge or CI tokens, no JAVA_TOOL_OPTIONS, PYTHONPATH or
+# SPARK_SUBMIT_OPTS of ours either (they could load code or leak settings).
+CHILD_ENV_NAMES = frozenset({
+    "PATH", "JAVA_HOME", "LANG", "TZ", "TMPDIR", "SPARK_LOCAL_IP",
+    "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
+})  # fmt: skip
+CHILD_ENV_PREFIXES = ("LC_",)
+
+# Settings whose values a job spec must never hold (the spec file is readable by the driver).
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PRIVATE|KEY|CREDENTIAL|DATABASE_URL|DSN", re.I)
+_SECRET_MIN_LEN = 8
+
+_JOB_STATE: ContextVar[StateStore | None] = ContextVar("sluice_job_state", default=None)
 
 
 @dataclass(frozen=True)
@@ -61,13 +103,99 @@ class JobResult:
 
 
 class Runner(Protocol):
-    """Runs one job spec to the end, or raises :class:`ExecutionError`."""
+    """Runs one job spec to the end, or raises :class:`ExecutionError`.
+
+    The driver's ``write`` events go, checked against the spec, to the store given to
+    :func:`run_recorded` (with none, they are checked and dropped).
+    """
 
     def run(self, spec: dict[str, Any]) -> JobResult: ...
 
 
+def run_recorded(runner: Runner, spec: dict[str, Any], *, state: StateStore | None) -> JobResult:
+    """Run ``spec`` on ``runner``; the writes its driver reports go to ``state`` as they
+    arrive, each checked against ``spec`` (:class:`~sluice.core.spark.writes.JobWrites`).
+
+    The store is the operation's, the runner the project's (the service, the Action, the
+    local CLI and tests build runners without one, and ``run(spec)`` stays the one
+    contract of every runner), so it is handed over for this call only, in this thread.
+
+    Raises:
+        ExecutionError: as :meth:`Runner.run`; ``WriteRefused`` when the driver asked for
+            a write the spec does not allow (the job is stopped).
+    """
+    token = _JOB_STATE.set(state)
+    try:
+        return runner.run(spec)
+    finally:
+        _JOB_STATE.reset(token)
+
+
+def child_environment(home: Path) -> dict[str, str]:
+    """The environment of a ``spark-submit`` child: :data:`CHILD_ENV_NAMES` (and ``LC_*``)
+    from ours, loopback unless set, this interpreter as PySpark's Python, unbuffered
+    output (event lines must reach us as they happen), and ``home`` as its home, for the
+    shell's ``HOME`` and the JVM's ``user.home`` (Spark's Ivy cache goes there: point
+    ``spark.jars.ivy`` at a shared folder when jobs use ``spark.jars.packages``)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)
+    }
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HOME"] = str(home)
+    where = str(home)
+    if re.search(r"[\s\"']", where):
+        where = '"' + where.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    env["SPARK_SUBMIT_OPTS"] = f"-Duser.home={where}"  # the client-mode driver's JVM
+    return env
+
+
+def _secret_values() -> list[tuple[str, str]]:
+    """(name, value) of our settings that look secret, and of the passwords in URLs."""
+    found = []
+    for name, value in sorted(os.environ.items()):
+        if name in CHILD_ENV_NAMES or not _SECRET_NAME.search(name):
+            continue
+        if len(value) >= _SECRET_MIN_LEN:
+            found.append((name, value))
+        with contextlib.suppress(ValueError):
+            password = urlsplit(value).password
+            if password and len(password) >= _SECRET_MIN_LEN:
+                found.append((f"the password in {name}", password))
+    return found
+
+
 def _job_id(spec: dict[str, Any]) -> str:
     return str(spec.get("job_id") or uuid.uuid4().hex[:12])
+
+
+def _refuse_spec(problem: str) -> ExecutionError:
+    return ExecutionError(
+        f"refused to start a Spark job: the job spec {problem}; the driver runs pull "
+        "requests' SQL and may hold no credential",
+        hint="this is a bug in the code that built the spec: the runner applies the "
+        "driver's writes itself (run_recorded(runner, spec, state=store)); nothing was started",
+    )
+
+
+def _prepare(spec: dict[str, Any]) -> tuple[dict[str, Any], JobWrites]:
+    """The spec as the driver gets it (with its job id), and the checker of its writes.
+
+    Raises:
+        ExecutionError: the spec carries a state URL, or a value of a secret setting.
+    """
+    if spec.get("state_url"):
+        raise _refuse_spec("carries a state URL (state_url)")
+    spec = {**{k: v for k, v in spec.items() if k != "state_url"}, "job_id": _job_id(spec)}
+    text = json.dumps(spec, default=str)
+    for name, value in _secret_values():
+        if value in text or json.dumps(value)[1:-1] in text:
+            raise _refuse_spec(f"holds the value of {name}")
+    return spec, JobWrites(spec, _JOB_STATE.get())
 
 
 def _safe(name: str) -> str:
@@ -170,7 +298,13 @@ def _die_with_parent() -> None:
 
 
 class _RunnerBase:
-    """What both runners share: the Spark settings, the paths, where events go."""
+    """What both runners share: the Spark settings, the paths, where events go, the time
+    limit, and the one way a driver's events are received (writes checked and applied).
+
+    Args:
+        timeout: Seconds a job may run (the Spark work, not the wait for the metastore);
+            None: no limit.
+    """
 
     def __init__(
         self,
@@ -179,15 +313,48 @@ class _RunnerBase:
         *,
         on_event: OnEvent | None = None,
         lock_timeout: float = 600,
+        timeout: float | None = JOB_TIMEOUT_S,
     ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"a job's time limit must be positive seconds or None, not {timeout}")
         self.settings = settings
         self.paths = paths
         self.on_event = on_event
         self.lock_timeout = lock_timeout
+        self.timeout = timeout
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(event)
+
+    def _receive(
+        self, event: dict[str, Any], writes: JobWrites, seen: list[dict[str, Any]]
+    ) -> None:
+        """One event from the driver: kept, a write checked and applied, then passed on."""
+        seen.append(event)
+        if event.get("event") == WRITE_EVENT:
+            writes.apply(event)
+        self._emit(event)
+
+    def _timer(self, expire: Callable[[], None]) -> threading.Timer | None:
+        if self.timeout is None:
+            return None
+        timer = threading.Timer(self.timeout, expire)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _timed_out(self, log_path: Path | None) -> ExecutionError:
+        assert self.timeout is not None
+        limit = int(self.timeout) if float(self.timeout).is_integer() else self.timeout
+        where = f"; full log: {log_path}" if log_path is not None else ""
+        return ExecutionError(
+            f"the Spark job ran longer than its limit of {limit} s (set by the service: "
+            f"{TIMEOUT_SETTING})",
+            hint="the job was stopped; what it finished is kept, so running it again goes on "
+            "from there. Make the job smaller (a shorter range with --start, fewer models "
+            f"changed at once), or ask the service's operator to raise {TIMEOUT_SETTING}{where}",
+        )
 
 
 class SubmitRunner(_RunnerBase):
@@ -203,26 +370,28 @@ class SubmitRunner(_RunnerBase):
         cmd += ["--name", f"sluice-{kind}-{job_id}", str(DRIVER), str(spec_path)]
         return cmd
 
-    def environment(self) -> dict[str, str]:
-        """The child's environment: ours, on loopback, with this interpreter as Python."""
-        env = dict(os.environ)
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env["PYSPARK_PYTHON"] = sys.executable
-        env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        # Event lines must reach us as they happen, not when a buffer fills.
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+    def environment(self, home: Path | None = None) -> dict[str, str]:
+        """The child's environment (:func:`child_environment`), with ``home`` as its home
+        (default: a ``home`` folder under this runner's root)."""
+        if home is None:
+            home = self.paths.root / "home"
+            home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return child_environment(home)
 
     def run(self, spec: dict[str, Any]) -> JobResult:
-        """Run ``spec``; its events go to ``on_event`` as they arrive.
+        """Run ``spec``; its events go to ``on_event`` as they arrive, its writes to the
+        store given to :func:`run_recorded`.
 
         Raises:
-            ExecutionError: Java is missing, the master is unreachable, the metastore is
-                busy, or the job failed (naming the step and its error).
+            ExecutionError: the spec carries a credential, Java is missing, the master is
+                unreachable, the metastore is busy, the job ran past its time limit, the
+                driver asked for a write its spec does not allow (``WriteRefused``), or the
+                job failed (naming the step and its error).
         """
-        job_id = _job_id(spec)
-        spec = {**spec, "job_id": job_id}
-        env = self.environment()
+        spec, writes = _prepare(spec)
+        job_id = spec["job_id"]
+        home = self.paths.logs / f"{_safe(job_id)}.home"
+        env = self.environment(home)
         problem = java_problem(env)
         if problem is not None:
             raise problem
@@ -240,8 +409,17 @@ class SubmitRunner(_RunnerBase):
             self.settings, self.paths, job_id, timeout=self.lock_timeout, on_wait=waiting
         ):
             began = time.monotonic()
-            seen, code, tail = self._execute(cmd, env, log_path)
+            home.mkdir(mode=0o700, exist_ok=True)
+            try:
+                seen, code, tail, timed_out = self._execute(cmd, env, log_path, writes)
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
             seconds = time.monotonic() - began
+        if timed_out:
+            logger.info(
+                "job %s ran past its limit of %s s; log: %s", job_id, self.timeout, log_path
+            )
+            raise self._timed_out(log_path)
         done = next((e for e in reversed(seen) if e.get("event") == "job_done"), None)
         if code != 0 or done is None:
             logger.info("job %s failed with exit code %s; log: %s", job_id, code, log_path)
@@ -250,8 +428,9 @@ class SubmitRunner(_RunnerBase):
         return JobResult(job_id, dict(done.get("results") or {}), seconds, log_path, seen)
 
     def _execute(
-        self, cmd: list[str], env: dict[str, str], log_path: Path
-    ) -> tuple[list[dict[str, Any]], int, list[str]]:
+        self, cmd: list[str], env: dict[str, str], log_path: Path, writes: JobWrites
+    ) -> tuple[list[dict[str, Any]], int, list[str], bool]:
+        """Run ``cmd``; (events, exit code, the output's last lines, whether it timed out)."""
         logger.debug("running %s", " ".join(cmd))
         log = _Log(log_path)
         seen: list[dict[str, Any]] = []
@@ -262,6 +441,7 @@ class SubmitRunner(_RunnerBase):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
+                cwd=env["HOME"],
                 text=True,
                 encoding="utf-8",
                 errors="replace",
@@ -281,6 +461,17 @@ class SubmitRunner(_RunnerBase):
                 hint="reinstall pyspark in this environment (pip install pyspark)",
             ) from exc
         assert proc.stdout is not None and proc.stderr is not None
+        expired = threading.Event()
+
+        def kill() -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        def expire() -> None:
+            expired.set()
+            kill()
+
+        timer = self._timer(expire)
         # stderr carries ~170 JVM log lines per job: read it on its own thread so neither
         # pipe fills up and stalls the child.
         reader = threading.Thread(target=_drain, args=(proc.stderr, log), daemon=True)
@@ -290,51 +481,74 @@ class SubmitRunner(_RunnerBase):
                 log.write(line)
                 event = events.decode(line.rstrip("\n"))
                 if event is not None:
-                    seen.append(event)
-                    self._emit(event)
+                    self._receive(event, writes, seen)
             code = proc.wait()
             reader.join()
         except BaseException:
-            # Ctrl-C or a failing on_event: leave no JVM or Python driver behind.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            # Ctrl-C, a failing on_event or a refused write: leave no JVM or Python
+            # driver behind.
+            kill()
             proc.wait()
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             log.close()
-        return seen, code, list(log.tail)
+        return seen, code, list(log.tail), expired.is_set()
 
 
 class InProcessRunner(_RunnerBase):
-    """Runs jobs with the driver code on a local SparkSession in this process."""
+    """Runs jobs with the driver code on a local SparkSession in this process.
+
+    Same contract as :class:`SubmitRunner`, writes through the same checks; past its time
+    limit a job's Spark work is cancelled (Python code of a step cannot be stopped here).
+    """
 
     def run(self, spec: dict[str, Any]) -> JobResult:
         """Run ``spec`` in this process; same contract as :meth:`SubmitRunner.run`."""
         from sluice.core.spark import driver
 
-        job_id = _job_id(spec)
-        spec = {**spec, "job_id": job_id}
+        spec, writes = _prepare(spec)
+        job_id = spec["job_id"]
         seen: list[dict[str, Any]] = []
 
         def emit(event: dict[str, Any]) -> None:
-            seen.append(event)
-            self._emit(event)
+            self._receive(event, writes, seen)
 
         # The session holds the embedded metastore (its lock) until this process exits.
         spark = local_session(
             self.settings,
             self.paths,
             lock_timeout=self.lock_timeout,
-            on_wait=lambda message: emit({"event": "log", "message": message}),
+            on_wait=lambda message: self._emit({"event": "log", "message": message}),
         )
         began = time.monotonic()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            spark.sparkContext.cancelAllJobs()
+
         emit({"event": "job_start", "job_id": job_id, "steps": len(spec["steps"])})
+        timer = self._timer(expire)
         try:
             results = driver.run_job(spec, spark, emit)
-        except driver.StepFailed:
-            raise job_failure(job_id, seen) from None
-        except Exception as exc:  # as the driver does: an error outside any step
+        except Exception as exc:
+            if writes.refused is not None:
+                raise writes.refused from None
+            if expired.is_set():
+                raise self._timed_out(None) from None
+            if isinstance(exc, driver.StepFailed):
+                raise job_failure(job_id, seen) from None
+            # As the driver does: an error outside any step.
             emit({"event": "job_failed", "error": driver.spark_error(exc)})
             raise job_failure(job_id, seen) from exc
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if writes.refused is not None:  # swallowed by a step's own error handling
+            raise writes.refused
+        if expired.is_set():
+            raise self._timed_out(None)
         emit({"event": "job_done", "job_id": job_id, "results": results})
         return JobResult(job_id, results, time.monotonic() - began, None, seen)

@@ -73,7 +73,6 @@ def test_killing_the_python_driver_of_a_real_job_is_driver_lost(
     spec = {
         "job_id": "lost-python-driver",
         "kind": "test",
-        "state_url": None,
         "steps": [{"type": "sql", "label": "wait", "statements": [
             "SELECT java_method('java.lang.Thread', 'sleep', 120000L)"
         ]}],

@@ -37,7 +37,6 @@ def _spec(job_id: str, database: str) -> dict[str, Any]:
     return {
         "job_id": job_id,
         "kind": "test",
-        "state_url": None,
         "steps": [
             {
                 "type": "sql",
@@ -119,7 +118,6 @@ def test_failing_step_names_the_step_and_the_spark_error(spark_dirs: Path, tmp_p
     spec = {
         "job_id": "local-fail",
         "kind": "test",
-        "state_url": None,
         "steps": [
             {"type": "sql", "label": "warm up", "statements": ["SELECT 1"]},
             {
@@ -212,7 +210,6 @@ def test_lock_busy_names_the_holder_and_dead_holders_do_not_block(
     assert "holder-job" in (spark_dirs / "sluice-spark.lock").read_text()
     quick = {
         "job_id": "after-kill",
-        "state_url": None,
         "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1 AS one"]}],
     }
     result = runner.run(quick)
@@ -233,7 +230,6 @@ def test_in_process_runner_same_contract(
     # The same message as the spark-submit path when a step fails.
     failing = {
         "job_id": "inproc-fail",
-        "state_url": None,
         "steps": [
             {
                 "type": "sql",

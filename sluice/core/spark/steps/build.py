@@ -4,7 +4,8 @@ Every write is idempotent, so a job killed half-way is finished by running it ag
 FULL and SEED tables are overwritten whole; an INCREMENTAL_BY_TIME_RANGE batch replaces
 exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the table as
 the new rows plus the old rows whose keys are absent, through a staging table that a
-restarted job recovers. An interval is recorded in state only after its data is written.
+restarted job recovers. A batch's interval is reported (a ``write`` event, recorded by the
+service) only after its data is written.
 A table is created only after clearing its location of what a killed create left there
 (Spark writes a new table's files before the catalog knows the table).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -33,11 +33,9 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     name, version = step["model"], step["version"]
     if step.get("view_sql"):
         spark.sql(f"CREATE OR REPLACE VIEW {table} AS {step['view_sql']}")
-        if ctx.state is not None:
-            ctx.state.add_intervals(name, version, [VIEW_MARKER])
-    if ctx.state is not None:
-        for start, end in step.get("restate", []):
-            ctx.state.remove_intervals(name, version, start, end)
+        ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
+    for start, end in step.get("restate", []):
+        ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
     written = 0
     for batch in step["batches"]:
         if kind == "SEED":
@@ -50,10 +48,10 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
             _create_if_missing(spark, step, batch["sql"])
             spark.sql(f"INSERT OVERWRITE TABLE {table} {batch['sql']}")
         written += 1
-        if ctx.state is not None:
-            intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
-            done = [(s, e) for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
-            ctx.state.add_intervals(name, version, done or [(batch["start"], batch["end"])])
+        intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
+        done = [[s, e] for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
+        ctx.write("add_intervals", model=name, version=version,
+                  intervals=done or [[batch["start"], batch["end"]]])  # fmt: skip
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     return {"model": name, "version": version, "table": table, "batches": written}
 
@@ -225,12 +223,8 @@ def run_audit(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     count = violations.count() if sample else 0
     result = {"model": step["model"], "audit": step["audit"], "passed": count == 0,
               "violations": count, "sample": sample, "blocking": step["blocking"]}  # fmt: skip
-    if ctx.state is not None:
-        from sluice.core.state import JobResult
-
-        ctx.state.save_results([JobResult(ctx.job["job_id"], ctx.job.get("plan_id"), "audit",
-                                          f"{step['model']}:{step['audit']}", count == 0, result,
-                                          int(time.time() * 1000))])  # fmt: skip
+    ctx.write("save_result", kind="audit", name=f"{step['model']}:{step['audit']}",
+              passed=count == 0, payload=result)  # fmt: skip
     if count and step["blocking"]:
         raise AuditFailed(
             f"audit {step['audit']} on {step['model']} failed: {count} row(s) violate it; first: {sample[:3]}"

@@ -1,4 +1,4 @@
-"""The ``table_diff`` step: compare two tables and store what differs (runs in the driver).
+"""The ``table_diff`` step: compare two tables and report what differs (runs in the driver).
 
 A step is ``{"type": "table_diff", "name", "source", "target", "source_label",
 "target_label", "keys", "options": {on, skip, where, decimals, tolerance, sample}}``, made
@@ -7,13 +7,12 @@ by :func:`sluice.core.workflow.table_diff`.
 Input the user got wrong but only the schemas can reveal (a key or filter column missing
 on one side, a filter that is not boolean, columns whose types do not compare) is
 returned as ``{"error": {"message", "hint"}}`` rather than raised: the command then shows
-it as the user's error, with its hint, instead of as a failed Spark job, and stores
-nothing. Anything else that goes wrong fails the step as usual.
+it as the user's error, with its hint, instead of as a failed Spark job, and nothing
+is stored. Anything else that goes wrong fails the step as usual.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark.steps.context import StepContext
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def run_table_diff(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
-    """Run the diff; store the result in state as a ``table_diff`` job result.
+    """Run the diff; report the result for state as a ``table_diff`` job result.
 
     Returns:
         The result's JSON (:meth:`TableDiffResult.to_json`), or ``{"error": ...}``.
@@ -46,22 +45,8 @@ def run_table_diff(spark: SparkSession, step: dict[str, Any], ctx: StepContext) 
     except TableDiffError as exc:
         return {"error": {"message": exc.message, "hint": exc.hint}}
     payload = result.to_json()
-    if ctx.state is not None:
-        from sluice.core.state import JobResult
-
-        ctx.state.save_results(
-            [
-                JobResult(
-                    ctx.job["job_id"],
-                    ctx.job.get("plan_id"),
-                    "table_diff",
-                    result.name,
-                    result.identical,
-                    payload,
-                    int(time.time() * 1000),
-                )
-            ]
-        )
+    ctx.write("save_result", kind="table_diff", name=result.name, passed=result.identical,
+              payload=payload)  # fmt: skip
     ctx.log(
         f"{result.name}: {'identical' if result.identical else f'{result.differing_rows} rows differ'}",
         model=result.name,

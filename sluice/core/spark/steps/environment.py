@@ -1,17 +1,17 @@
-"""Environments in the catalog: point views at versions, commit the record, drop (driver).
+"""Environments in the catalog: point views at versions, drop them (driver).
 
-The views step runs only after every table of the plan is built and audited; the commit
-step then swaps the environment record by compare-and-swap. Both are re-runnable: a job
-killed between them is finished by applying the same plan again.
+The views step runs only after every table of the plan is built and audited, and is
+re-runnable: a job killed in it is finished by applying the same plan again. The driver
+writes no environment record: the service checks, right before it starts the job, that
+the environment is still at the plan's base, and commits the record itself (a
+compare-and-swap on that base, which still guards it) once the job has succeeded.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.errors import ConflictError
 from sluice.core.spark.steps.context import StepContext
-from sluice.core.state.records import EnvironmentRecord, SnapshotRef
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 def run_views(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
     """Create or replace the environment's views; drop those of removed models."""
-    _check_not_stale(ctx)
     for schema in step["schemas"]:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
     for view in step["views"]:
@@ -31,31 +30,6 @@ def run_views(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
         "swapped": len(step["views"]),
         "dropped": len(step["drop"]),
     }
-
-
-def _check_not_stale(ctx: StepContext) -> None:
-    """Refuse to touch views when the environment moved on since the plan was made."""
-    if ctx.state is None:
-        return
-    env = ctx.job["environment"]
-    record = ctx.state.get_environment(env)
-    current = record.plan_id if record is not None else None
-    if current != ctx.job.get("base_plan_id"):
-        raise ConflictError(
-            f"environment '{env}' changed since this plan was made: it is now at plan "
-            f"'{current}', the plan expected '{ctx.job.get('base_plan_id')}'",
-            hint=f"re-run `sluice plan {env}` and apply the new plan",
-        )
-
-
-def run_commit(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
-    """Swap the environment record (compare-and-swap on the plan it was computed from)."""
-    assert ctx.state is not None, "a commit step needs the state store"
-    data = dict(step["record"])
-    data["snapshots"] = tuple(SnapshotRef(**ref) for ref in data["snapshots"])
-    record = EnvironmentRecord(**data)
-    ctx.state.update_environment(record, expected_plan_id=step["expected_plan_id"])
-    return {"environment": record.name, "plan_id": record.plan_id}
 
 
 def run_drop(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:

@@ -14,7 +14,6 @@ HANDLERS: dict[str, Handler] = {
     "build": build.run_build,
     "audit": build.run_audit,
     "views": environment.run_views,
-    "commit": environment.run_commit,
     "drop": environment.run_drop,
     "unit_test": unittest.run_unit_test,
     "query": query.run_query,

@@ -1,0 +1,185 @@
+"""The driver's writes to state, checked against its job's spec and applied service-side.
+
+The Spark driver runs SQL from pull requests, so it holds no state URL and opens no state
+store: what it used to write itself (a batch's interval, an audit's, a unit test's or a
+table diff's result) it reports as a ``write`` event on its stdout line protocol
+(:mod:`sluice.core.spark.events`)::
+
+    {"event": "write", "op": "add_intervals", "model", "version", "intervals": [[s, e], ...]}
+    {"event": "write", "op": "remove_intervals", "model", "version", "start", "end"}
+    {"event": "write", "op": "save_result", "kind", "name", "passed", "payload"}
+
+Both runners hand every such event to one :class:`JobWrites`, built from the spec the
+service issued, which applies it to the state store as it arrives (so a batch's interval
+is recorded right after its data is written, and a job killed mid-backfill is finished by
+applying again), after checking it asks for nothing the spec did not:
+
+- intervals only of the (model, version) pairs the spec's ``build`` steps build, and only
+  within the batches those steps asked for (a view's marker only for a view);
+- interval removals only of the ranges the spec's steps restate;
+- results only of the spec's audits, unit tests and table diffs, stored under this job's
+  id and plan id (a write naming another job or plan is refused, not re-labelled);
+- no environment write at all: the service commits the environment record (a
+  compare-and-swap) itself once the job has succeeded.
+
+Anything else is refused with :class:`WriteRefused`; the runner then stops the job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from sluice.core.errors import ExecutionError
+from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.state.housekeeping import JobResult
+from sluice.core.state.store import StateStore
+
+WRITE_EVENT = "write"
+RESULT_KINDS = {"audit": "audit", "unit_test": "unit test", "table_diff": "table diff"}
+_ENVIRONMENT_OPS = {"commit", "update_environment", "invalidate_environment",
+                    "delete_environment", "environment"}  # fmt: skip
+
+
+class WriteRefused(ExecutionError):
+    """The driver asked for a write its job's spec does not allow."""
+
+
+def _clock() -> int:
+    return int(time.time() * 1000)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+class JobWrites:
+    """The writes one job may make, and the store they go to (None: checked, not kept).
+
+    Attributes:
+        refused: The first refusal, once there was one (a runner raises it even when the
+            driver's own error handling swallowed it).
+    """
+
+    def __init__(
+        self, spec: dict[str, Any], state: StateStore | None, *, clock: Callable[[], int] = _clock
+    ) -> None:
+        self.job_id = str(spec["job_id"])
+        self.plan_id: str | None = spec.get("plan_id")
+        self.state = state
+        self.clock = clock
+        self.refused: WriteRefused | None = None
+        self._builds: dict[tuple[str, str], dict[str, Any]] = {}
+        self._results: dict[str, set[str]] = {kind: set() for kind in RESULT_KINDS}
+        for step in spec.get("steps", []):
+            kind = step.get("type")
+            if kind == "build":
+                self._builds[(str(step["model"]), str(step["version"]))] = step
+            elif kind == "audit":
+                self._results["audit"].add(f"{step['model']}:{step['audit']}")
+            elif kind in ("unit_test", "table_diff"):
+                self._results[kind].add(str(step["name"]))
+
+    def apply(self, event: dict[str, Any]) -> None:
+        """Check one ``write`` event against the spec, then apply it to the store.
+
+        Raises:
+            WriteRefused: the write is not one the spec asked for; nothing was written.
+        """
+        op = event.get("op")
+        if op == "add_intervals":
+            self._add_intervals(event)
+        elif op == "remove_intervals":
+            self._remove_intervals(event)
+        elif op == "save_result":
+            self._save_result(event)
+        elif isinstance(op, str) and op in _ENVIRONMENT_OPS:
+            self._refuse(
+                f"'{op}': the driver writes no environment (the service commits the "
+                "environment record itself once the job has succeeded)"
+            )
+        else:
+            self._refuse(f"unknown write {op!r}")
+
+    # --- the three writes ---------------------------------------------------------------
+
+    def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, dict[str, Any]]:
+        model, version = event.get("model"), event.get("version")
+        step = self._builds.get((model, version)) if isinstance(model, str) and isinstance(
+            version, str
+        ) else None  # fmt: skip
+        if step is None:
+            self._refuse(f"{what} of {model}@{version}: this job builds no such model version")
+        return str(model), str(version), step
+
+    def _add_intervals(self, event: dict[str, Any]) -> None:
+        model, version, step = self._built(event, "intervals")
+        raw = event.get("intervals")
+        spans: list[tuple[int, int]] = []
+        for item in raw if isinstance(raw, list) else [raw]:
+            pair = item if isinstance(item, list | tuple) else ()
+            if len(pair) != 2 or not all(map(_is_int, pair)) or pair[0] >= pair[1]:
+                self._refuse(
+                    f"intervals of {model}@{version}: {item!r} is not a range [start, end) "
+                    "of integers"
+                )
+            spans.append((pair[0], pair[1]))
+        allowed = [(b["start"], b["end"]) for b in step.get("batches", [])]
+        for start, end in spans:
+            if (start, end) == VIEW_MARKER and step.get("view_sql"):
+                continue
+            if not any(lo <= start and end <= hi for lo, hi in allowed):
+                self._refuse(
+                    f"intervals of {model}@{version}: [{start}, {end}) is outside the batches "
+                    "this job asked for"
+                )
+        if self.state is not None and spans:
+            self.state.add_intervals(model, version, spans)
+
+    def _remove_intervals(self, event: dict[str, Any]) -> None:
+        model, version, step = self._built(event, "removing intervals")
+        start, end = event.get("start"), event.get("end")
+        restated = [tuple(r) for r in step.get("restate", [])]
+        if not (_is_int(start) and _is_int(end)) or (start, end) not in restated:
+            self._refuse(
+                f"removing intervals of {model}@{version}: [{start}, {end}) is not a range "
+                "this job restates"
+            )
+        assert isinstance(start, int) and isinstance(end, int)  # for mypy: checked above
+        if self.state is not None:
+            self.state.remove_intervals(model, version, start, end)
+
+    def _save_result(self, event: dict[str, Any]) -> None:
+        kind, name, passed = event.get("kind"), event.get("name"), event.get("passed")
+        job_id, plan_id = event.get("job_id", self.job_id), event.get("plan_id", self.plan_id)
+        if job_id != self.job_id:
+            self._refuse(f"results of job {job_id!r}: this is job {self.job_id!r}")
+        if plan_id != self.plan_id:
+            self._refuse(f"results of plan {plan_id!r}: this job is for plan {self.plan_id!r}")
+        if not isinstance(kind, str) or kind not in RESULT_KINDS:
+            self._refuse(
+                f"a result of kind {kind!r}: a job stores {', '.join(RESULT_KINDS)} results only"
+            )
+        if not isinstance(name, str) or name not in self._results[kind]:
+            self._refuse(f"{kind} result {name!r}: this job runs no such {RESULT_KINDS[kind]}")
+        if not isinstance(passed, bool):
+            self._refuse(f"{kind} result {name!r}: passed must be true or false")
+        payload = event.get("payload")
+        if not isinstance(payload, dict):
+            self._refuse(f"{kind} result {name!r}: its payload is not an object")
+        if self.state is not None:
+            record = JobResult(self.job_id, self.plan_id, kind, name, passed, payload, self.clock())
+            self.state.save_results([record])
+
+    def _refuse(self, problem: str) -> NoReturn:
+        error = WriteRefused(
+            f"refused a write from the Spark driver of job {self.job_id}: {problem}",
+            hint="the job's spec (written by the service) does not allow this write; nothing "
+            "of it was written and the job was stopped. A pull request's SQL may be trying "
+            "to change state it may not: review the change; if the SQL is harmless, this is "
+            "a bug in Sluice (report it with the job's log)",
+        )
+        if self.refused is None:
+            self.refused = error
+        raise error

@@ -1,0 +1,419 @@
+"""The Spark driver runs SQL from untrusted pull requests: it holds no credential able to
+change a gate decision or another environment, and every job has a time limit.
+
+Hostile cases: a PR's SQL reading the driver's environment through Java reflection
+(``reflect('java.lang.System', 'getenv')``, one name at a time, base64-encoded, the JVM's
+command line and home); a job spec carrying a state URL or a secret; a driver (a stand-in
+for one a PR took over: a real process speaking the event protocol) forging writes to
+state: intervals of a model or version its job does not build or over ranges it did not
+ask for, an environment record, another job's or plan's results; and a job that runs past
+its limit. The writes are checked and applied by the service side (``JobWrites``), never
+by the driver, which gets no state URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ExecutionError
+from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import (
+    JOB_TIMEOUT_S,
+    InProcessRunner,
+    SubmitRunner,
+    child_environment,
+    run_recorded,
+)
+from sluice.core.spark.writes import JobWrites, WriteRefused
+from sluice.core.state import EnvironmentRecord, StateStore, open_state
+
+DAY = 86_400_000
+D0 = 1_704_067_200_000  # 2024-01-01
+PASSWORD = "pw-Db-7f3a9c1e5b"
+SECRETS = {
+    "SLUICE_GITHUB_TOKEN": "ghs_SluiceAppToken9d8c7b6a5f4e",
+    "SLUICE_WEBHOOK_SECRET": "whsec-4b1d2e3f-webhook-9a8b",
+    "SLUICE_DATABASE_URL": f"postgresql://sluice:{PASSWORD}@db.internal:5432/sluice",
+    "SLUICE_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----MIIEpkeyBODYx1y2z3-----END",
+    "GITHUB_TOKEN": "ghp_ActionsTokenQ1w2E3r4T5y6",
+}
+
+
+def _leaks(text: str) -> list[str]:
+    """Which secrets (or their base64 encodings, or the database password) ``text`` holds."""
+    found = []
+    for name, value in [*SECRETS.items(), ("the database password", PASSWORD)]:
+        encoded = base64.b64encode(value.encode()).decode()
+        urlsafe = base64.urlsafe_b64encode(value.encode()).decode()
+        for shown in (value, encoded, encoded.rstrip("="), urlsafe.rstrip("=")):
+            if shown in text:
+                found.append(name)
+    return found
+
+
+@pytest.fixture(scope="module")
+def spark_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An embedded metastore and warehouse for this module's spark-submit jobs."""
+    return tmp_path_factory.mktemp("isolation-spark")
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    return SECRETS
+
+
+# --- a PR's SQL reading the driver's environment (real spark-submit) ------------------
+
+_GETENV = "reflect('java.lang.System', 'getenv', '{name}')"
+PROBES = [
+    "SELECT reflect('java.lang.System', 'getenv') AS everything",
+    "SELECT " + ", ".join(f"{_GETENV.format(name=n)} AS {n.lower()}" for n in SECRETS),
+    "SELECT " + ", ".join(
+        f"base64(java_method('java.lang.System', 'getenv', '{n}')) AS {n.lower()}" for n in SECRETS
+    ),
+    "SELECT java_method('java.lang.System', 'getProperty', 'user.home') AS home, "
+    + _GETENV.format(name="HOME") + " AS home_env, "
+    "reflect('java.lang.System', 'getProperty', 'sun.java.command') AS command, "
+    "reflect('java.lang.System', 'getProperty', 'java.class.path') AS classpath",
+]  # fmt: skip
+
+
+def test_a_prs_sql_finds_no_secret_in_the_drivers_environment(
+    secrets: dict[str, str], spark_root: Path, tmp_path: Path
+) -> None:
+    paths = SparkPaths(root=spark_root, logs=tmp_path / "logs")
+    seen: list[dict[str, Any]] = []
+    runner = SubmitRunner(SparkSettings(master="local[1]"), paths, on_event=seen.append)
+    steps = [{"type": "sql", "label": f"probe {i}", "statements": [sql]}
+             for i, sql in enumerate(PROBES)]  # fmt: skip
+    spec = {"job_id": "probe-env", "kind": "test", "steps": steps}
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        result = run_recorded(runner, spec, state=store)
+        stored = store.get_results(job_id="probe-env")
+    finally:
+        store.close()
+    rows = {key: value["rows"][0] for key, value in result.results.items()}
+    # The probes ran and saw the environment: it just holds nothing of ours.
+    everything = rows["0"]["everything"]
+    assert "PATH=" in everything and "SPARK_LOCAL_IP=127.0.0.1" in everything
+    # reflect() shows a Java null as the text "null" (base64: "bnVsbA==").
+    assert {rows["1"][name.lower()] for name in SECRETS} == {"null"}
+    assert {rows["2"][name.lower()] for name in SECRETS} == {"bnVsbA=="}
+    assert not any(f"{name}=" in everything for name in SECRETS)
+    assert "SLUICE_" not in everything and "GITHUB" not in everything
+    # HOME, for the driver and for the JVM, is the job's own folder, not the service's.
+    home = rows["3"]["home"]
+    assert home == rows["3"]["home_env"]
+    assert home != os.environ.get("HOME") and Path(home).is_relative_to(paths.logs)
+    assert result.log_path is not None
+    log = result.log_path.read_text()
+    spec_file = paths.logs / "probe-env.json"
+    written = json.loads(spec_file.read_text())
+    assert "state_url" not in written
+    for where, text in [
+        ("events", json.dumps(seen)),
+        ("results", json.dumps(result.results)),
+        ("stored results", json.dumps([r.payload for r in stored])),
+        ("log", log),
+        ("spec", spec_file.read_text()),
+    ]:
+        assert _leaks(text) == [], f"{where} hold a secret"
+    # The job's private home is removed once the job is over.
+    assert not Path(home).exists()
+
+
+def test_the_child_environment_is_an_allow_list(
+    secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hostile = {
+        "GITLAB_TOKEN": "glpat-xyz", "CI_JOB_TOKEN": "ci-job-token", "GH_TOKEN": "gh-xyz",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret", "PGPASSWORD": "pg-secret",
+        "JAVA_TOOL_OPTIONS": "-javaagent:/tmp/evil.jar", "_JAVA_OPTIONS": "-Xmx1m",
+        "SPARK_SUBMIT_OPTS": "-Dsecret=1", "PYTHONPATH": "/tmp/evil", "LD_PRELOAD": "/tmp/x.so",
+        "PYSPARK_SUBMIT_ARGS": "--jars /tmp/evil.jar pyspark-shell",
+        "LC_ALL": "C.UTF-8", "TZ": "UTC", "HADOOP_CONF_DIR": "/etc/hadoop",
+    }  # fmt: skip
+    for name, value in hostile.items():
+        monkeypatch.setenv(name, value)
+    home = tmp_path / "job-home"
+    env = child_environment(home)
+    allowed = {"PATH", "JAVA_HOME", "LANG", "TZ", "TMPDIR", "SPARK_LOCAL_IP", "SPARK_HOME",
+               "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+               "PYTHONUNBUFFERED", "HOME", "SPARK_SUBMIT_OPTS"}  # fmt: skip
+    assert set(env) - allowed == {n for n in env if n.startswith("LC_")}
+    assert env["LC_ALL"] == "C.UTF-8" and env["TZ"] == "UTC"
+    assert env["HADOOP_CONF_DIR"] == "/etc/hadoop"
+    assert env["HOME"] == str(home)
+    # Ours, not the service's: the JVM's user.home is the job's home too.
+    assert env["SPARK_SUBMIT_OPTS"] == f"-Duser.home={home}"
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert _leaks(json.dumps(env)) == []
+    assert not {
+        v for k, v in hostile.items() if k not in ("LC_ALL", "TZ", "HADOOP_CONF_DIR")
+    } & set(env.values())
+
+
+@pytest.mark.parametrize(
+    ("spec", "refused"),
+    [
+        ({"state_url": "postgresql://sluice:hunter2@db/sluice"}, "a state URL"),
+        ({"state_url": "sqlite:////var/lib/sluice/state.db"}, "a state URL"),
+        ({"steps": [{"type": "sql", "label": "x",
+                     "statements": [f"SELECT '{SECRETS['SLUICE_WEBHOOK_SECRET']}'"]}]},
+         "the value of SLUICE_WEBHOOK_SECRET"),
+        ({"plan_id": SECRETS["SLUICE_DATABASE_URL"]}, "the value of SLUICE_DATABASE_URL"),
+    ],
+)  # fmt: skip
+def test_a_spec_carrying_a_state_url_or_a_secret_is_refused_before_the_driver_starts(
+    secrets: dict[str, str], tmp_path: Path, spec: dict[str, Any], refused: str
+) -> None:
+    paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
+    job = {"job_id": "leaky", "kind": "test",
+           "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1"]}], **spec}  # fmt: skip
+    for runner in (SubmitRunner(SparkSettings(master="local[1]"), paths),
+                   InProcessRunner(SparkSettings(master="local[1]"), paths)):  # fmt: skip
+        with pytest.raises(ExecutionError) as caught:
+            runner.run(job)
+        assert refused in caught.value.message
+        assert _leaks(str(caught.value)) == []
+    assert not (paths.logs / "leaky.json").exists()  # nothing written for the driver to read
+
+
+# --- writes checked against the job's spec (real SQLite, no Spark) ---------------------
+
+SPEC: dict[str, Any] = {
+    "job_id": "apply-pr_1-plan1-1000",
+    "kind": "apply",
+    "environment": "pr_1",
+    "plan_id": "plan1",
+    "base_plan_id": None,
+    "steps": [
+        {"type": "build", "label": "build s.a", "model": "s.a", "version": "va",
+         "batches": [{"start": D0, "end": D0 + 2 * DAY, "sql": "SELECT 1"},
+                     {"start": D0 + 2 * DAY, "end": D0 + 3 * DAY, "sql": "SELECT 1"}],
+         "intervals": [[D0, D0 + DAY], [D0 + DAY, D0 + 2 * DAY], [D0 + 2 * DAY, D0 + 3 * DAY]],
+         "restate": [[D0, D0 + 3 * DAY]]},
+        {"type": "audit", "label": "audit s.a: not_null", "model": "s.a", "version": "va",
+         "audit": "not_null", "blocking": True, "sql": "SELECT 1"},
+        {"type": "build", "label": "build s.v", "model": "s.v", "version": "vv",
+         "view_sql": "SELECT 1", "batches": [], "restate": []},
+        {"type": "unit_test", "label": "test t_a", "name": "t_a"},
+        {"type": "table_diff", "label": "table diff s.a", "name": "s.a"},
+        {"type": "views", "label": "views", "environment": "pr_1", "views": [], "drop": []},
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    state = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    yield state
+    state.close()
+
+
+def _write(op: str, **fields: Any) -> dict[str, Any]:
+    return {"event": "write", "op": op, **fields}
+
+
+def test_writes_the_spec_asked_for_are_applied(store: StateStore) -> None:
+    writes = JobWrites(SPEC, store)
+    writes.apply(_write("remove_intervals", model="s.a", version="va", start=D0, end=D0 + 3 * DAY))
+    writes.apply(_write("add_intervals", model="s.a", version="va",
+                        intervals=[[D0, D0 + DAY], [D0 + DAY, D0 + 2 * DAY]]))  # fmt: skip
+    writes.apply(_write("add_intervals", model="s.v", version="vv", intervals=[list(VIEW_MARKER)]))
+    writes.apply(_write("save_result", kind="audit", name="s.a:not_null", passed=True,
+                        payload={"violations": 0}))  # fmt: skip
+    writes.apply(_write("save_result", kind="unit_test", name="t_a", passed=False, payload={},
+                        job_id=SPEC["job_id"], plan_id="plan1"))  # fmt: skip
+    writes.apply(_write("save_result", kind="table_diff", name="s.a", passed=True, payload={}))
+    assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + 2 * DAY)]}
+    assert store.get_intervals([("s.v", "vv")]) == {("s.v", "vv"): [VIEW_MARKER]}
+    results = store.get_results(job_id=SPEC["job_id"])
+    assert [(r.kind, r.name, r.passed, r.plan_id) for r in results] == [
+        ("audit", "s.a:not_null", True, "plan1"),
+        ("unit_test", "t_a", False, "plan1"),
+        ("table_diff", "s.a", True, "plan1"),
+    ]
+
+
+def _environment(name: str, plan_id: str) -> dict[str, Any]:
+    return {"name": name, "snapshots": [], "plan_id": plan_id, "previous_plan_id": None,
+            "start": None, "end": 0, "expiration_ts": None, "updated_ts": 0}  # fmt: skip
+
+
+FORGED = [
+    (_write("add_intervals", model="s.other", version="va", intervals=[[D0, D0 + DAY]]),
+     "intervals of s.other@va: this job builds no such model version"),
+    (_write("add_intervals", model="s.a", version="prod-version", intervals=[[D0, D0 + DAY]]),
+     "intervals of s.a@prod-version: this job builds no such model version"),
+    (_write("add_intervals", model="s.a", version="va", intervals=[[D0, D0 + 30 * DAY]]),
+     "is outside the batches this job asked for"),
+    (_write("add_intervals", model="s.a", version="va", intervals=[[D0 - DAY, D0]]),
+     "is outside the batches this job asked for"),
+    (_write("add_intervals", model="s.a", version="va", intervals=[list(VIEW_MARKER)]),
+     "is outside the batches this job asked for"),
+    (_write("add_intervals", model="s.a", version="va", intervals=[[D0 + DAY, D0]]),
+     "not a range"),
+    (_write("add_intervals", model="s.a", version="va", intervals=[[True, D0]]),
+     "not a range"),
+    (_write("add_intervals", model="s.a", version="va", intervals="all"), "not a range"),
+    (_write("remove_intervals", model="s.a", version="va", start=0, end=2**62),
+     "is not a range this job restates"),
+    (_write("remove_intervals", model="s.v", version="vv", start=0, end=1),
+     "is not a range this job restates"),
+    (_write("update_environment", record=_environment("prod", "evil"), expected_plan_id=None),
+     "the driver writes no environment"),
+    (_write("commit", record=_environment("pr_1", "plan1"), expected_plan_id=None),
+     "the driver writes no environment"),
+    (_write("invalidate_environment", name="prod"), "the driver writes no environment"),
+    (_write("delete_environment", name="prod"), "the driver writes no environment"),
+    (_write("save_plan", plan_id="evil"), "unknown write 'save_plan'"),
+    (_write("save_result", kind="audit", name="s.a:not_null", passed=True, payload={},
+            job_id="promote-prod-1"), "results of job 'promote-prod-1'"),
+    (_write("save_result", kind="audit", name="s.a:not_null", passed=True, payload={},
+            plan_id="the-approved-plan"), "results of plan 'the-approved-plan'"),
+    (_write("save_result", kind="audit", name="s.b:not_null", passed=True, payload={}),
+     "audit result 's.b:not_null': this job runs no such audit"),
+    (_write("save_result", kind="unit_test", name="t_other", passed=True, payload={}),
+     "unit_test result 't_other': this job runs no such unit test"),
+    (_write("save_result", kind="approval", name="alice", passed=True, payload={}),
+     "result of kind 'approval'"),
+    (_write("save_result", kind="audit", name="s.a:not_null", passed="yes", payload={}),
+     "passed must be true or false"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("event", "message"), FORGED)
+def test_a_write_outside_the_spec_is_refused_and_changes_nothing(
+    store: StateStore, event: dict[str, Any], message: str
+) -> None:
+    store.update_environment(EnvironmentRecord(
+        name="prod", snapshots=(), plan_id="the-approved-plan", previous_plan_id=None,
+        start=None, end=0, expiration_ts=None, updated_ts=0,
+    ), expected_plan_id=None)  # fmt: skip
+    writes = JobWrites(SPEC, store)
+    with pytest.raises(WriteRefused) as caught:
+        writes.apply(event)
+    text = str(caught.value)
+    assert message in text, text
+    assert text.startswith(f"refused a write from the Spark driver of job {SPEC['job_id']}: ")
+    assert caught.value.hint and "nothing of it was written" in caught.value.hint
+    assert writes.refused is caught.value
+    assert store.get_intervals([("s.a", "va"), ("s.other", "va"), ("s.a", "prod-version")]) == {}
+    assert store.get_results(job_id=SPEC["job_id"]) == []
+    assert store.get_results(job_id="promote-prod-1") == []
+    [prod] = store.list_environments()
+    assert prod.plan_id == "the-approved-plan"
+
+
+def test_a_job_without_a_store_checks_its_writes_all_the_same() -> None:
+    writes = JobWrites(SPEC, None)
+    writes.apply(_write("add_intervals", model="s.a", version="va", intervals=[[D0, D0 + DAY]]))
+    with pytest.raises(WriteRefused, match="the driver writes no environment"):
+        writes.apply(_write("update_environment", record=_environment("prod", "x")))
+
+
+# --- a driver that forges writes, speaking the real protocol over real pipes ----------
+
+_FORGER = """
+import json, sys, time
+spec = json.load(open(sys.argv[1]))
+def say(event):
+    print("@@sluice " + json.dumps(event), flush=True)
+say({"event": "job_start", "job_id": spec["job_id"], "steps": len(spec["steps"])})
+say({"event": "step_start", "index": 0, "type": "build", "label": "build s.a"})
+say({"event": "write", "op": "add_intervals", "model": "s.a", "version": "va",
+     "intervals": [[%(d0)d, %(d1)d]]})
+say(json.loads(sys.argv[2]))
+time.sleep(120)
+say({"event": "job_done", "job_id": spec["job_id"], "results": {}})
+"""
+
+
+class _Forger(SubmitRunner):
+    """spark-submit's place taken by a process a PR controls: it prints what it likes."""
+
+    forged: dict[str, Any] = {}
+
+    def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
+        script = _FORGER % {"d0": D0, "d1": D0 + DAY}
+        return [sys.executable, "-c", script, str(spec_path), json.dumps(self.forged)]
+
+
+@pytest.mark.parametrize(("event", "message"), [FORGED[0], FORGED[10], FORGED[15]])
+def test_a_driver_forging_a_write_is_stopped_and_the_job_fails(
+    secrets: dict[str, str], store: StateStore, tmp_path: Path, event: dict[str, Any], message: str
+) -> None:
+    paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
+    runner = _Forger(SparkSettings(master="local[1]"), paths)
+    runner.forged = event
+    began = time.monotonic()
+    with pytest.raises(WriteRefused) as caught:
+        run_recorded(runner, SPEC, state=store)
+    assert time.monotonic() - began < 30  # killed at once, not after its sleep
+    assert message in str(caught.value)
+    # What it wrote before the forgery, within its spec, stays (a batch it did build).
+    assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + DAY)]}
+    assert store.list_environments() == []
+    assert store.get_results(job_id="promote-prod-1") == []
+
+
+# --- the time limit -------------------------------------------------------------------
+
+
+def test_the_default_time_limit_is_the_modules_and_none_means_no_limit(tmp_path: Path) -> None:
+    paths = SparkPaths(root=tmp_path, logs=tmp_path / "logs")
+    assert JOB_TIMEOUT_S == 2 * 60 * 60
+    assert SubmitRunner(SparkSettings(), paths).timeout == JOB_TIMEOUT_S
+    assert InProcessRunner(SparkSettings(), paths).timeout == JOB_TIMEOUT_S
+    assert SubmitRunner(SparkSettings(), paths, timeout=None).timeout is None
+
+
+def _processes_of(spec: Path) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            args = Path("/proc", entry, "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if str(spec).encode() in args:
+            found.append(int(entry))
+    return found
+
+
+def test_a_job_past_its_limit_is_killed_whole_and_says_so(
+    secrets: dict[str, str], spark_root: Path, tmp_path: Path
+) -> None:
+    paths = SparkPaths(root=spark_root, logs=tmp_path / "logs")
+    runner = SubmitRunner(SparkSettings(master="local[1]"), paths, timeout=1)
+    spec = {"job_id": "too-long", "kind": "test", "steps": [{"type": "sql", "label": "sleep",
+            "statements": ["SELECT java_method('java.lang.Thread', 'sleep', 600000L)"]}]}  # fmt: skip
+    began = time.monotonic()
+    with pytest.raises(ExecutionError) as caught:
+        runner.run(spec)
+    assert time.monotonic() - began < 30
+    error = caught.value
+    assert error.message == (
+        "the Spark job ran longer than its limit of 1 s (set by the service: "
+        "SLUICE_JOB_TIMEOUT_SECONDS)"
+    )
+    assert error.hint is not None and "SLUICE_JOB_TIMEOUT_SECONDS" in error.hint
+    assert str(paths.logs / "too-long.log") in error.hint
+    # Nothing of the job is left running: spark-submit's JVM and the Python driver it starts.
+    assert _processes_of(paths.logs / "too-long.json") == []
