@@ -37,6 +37,7 @@ from sluice.bot.intake import Intake, IntakeClosed
 from sluice.bot.metrics import Registry
 from sluice.bot.payload import PayloadError
 from sluice.bot.queue import Delivery, JobQueue, NewJob
+from sluice.bot.redact import Redactor
 from sluice.bot.settings import ServiceSettings
 from sluice.bot.verify import verify_github, verify_token
 from sluice.bot.worker import Worker
@@ -237,10 +238,7 @@ def create_app(
     metrics = Registry()
     state: dict[str, Any] = {}
 
-    def scrub(text: str) -> str:
-        for secret in settings.secrets():
-            text = text.replace(secret, "***")
-        return text
+    scrub = Redactor(settings.secrets(), paths=[settings.workdir])
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -270,6 +268,8 @@ def create_app(
             state_url=settings.state_url(),
             project_path=settings.project_path,
             secrets=tuple(settings.secrets()),
+            prod_branch=settings.prod_branch,
+            spark=settings.spark(),
         )
         workers = [
             Worker(

@@ -18,7 +18,6 @@ from sluice.bot.commands import HELP, Command, CommandError, parse_command
 from sluice.bot.events import CommentEvent
 from sluice.bot.forge.base import Forge, PullRequest, writer
 from sluice.core.errors import SluiceError
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.tablediff import render as diff_render
@@ -156,7 +155,7 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
     environment = pr_environment(pr.number)
     tree = ctl.tree(forge, pr.head_sha)
     try:
-        project = load_project(tree / ctl.ctx.project_path)
+        project = ctl.load(tree, ctl.settings(forge))
         settings = project.config.sluice.pr
         options = DiffOptions(where=command.where, decimals=settings.decimals,
                               sample=settings.diff_sample)  # fmt: skip
@@ -188,6 +187,14 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
                     f"passed. {why}")  # fmt: skip
         return
     settings = verdict.settings
+    if pr.base_ref != settings.branch:
+        forge.reply(pr.number, (
+            f"@{author} not deployed: this pull request goes into `{pr.base_ref}`, and only "
+            f"pull requests into the prod branch `{settings.branch}` deploy to prod (the prod "
+            f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
+            f"{settings.source}). Open the pull request against `{settings.branch}`."
+        ))  # fmt: skip
+        return
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, (

@@ -14,11 +14,11 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.bot import approval, command_flow, promotion, render
+from sluice.bot import approval, command_flow, promotion, render, trust
 from sluice.bot.events import (
     CheckRunEvent,
     CommentEvent,
@@ -31,8 +31,10 @@ from sluice.bot.events import (
 from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import review_of
+from sluice.bot.redact import Redactor
 from sluice.bot.render import CommentState
-from sluice.core.errors import DriverLost, SluiceError
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ConfigError, DriverLost, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.preview import PreviewResult, preview_environment
@@ -63,6 +65,10 @@ class Context:
     clock: Callable[[], int] = lambda: int(time.time() * 1000)
     runner_for: Callable[[Project, Path, OnEvent], Runner] | None = None
     secrets: tuple[str, ...] = ()
+    prod_branch: str = "main"
+    """The branch whose config.yaml holds the trusted settings (``SLUICE_PROD_BRANCH``)."""
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    """Where and how Spark runs (``SLUICE_SPARK_*``): never taken from a repository."""
 
 
 class Controller:
@@ -71,6 +77,7 @@ class Controller:
     def __init__(self, context: Context) -> None:
         self.ctx = context
         self._ledger: Ledger | None = None
+        self._redact = Redactor(context.secrets, paths=[context.workdir])
 
     @property
     def ledger(self) -> Ledger:
@@ -236,20 +243,28 @@ class Controller:
             return None
         self.ledger.seen(self.repo_key(forge), None, self.ctx.clock(), sha=pr.head_sha)
         try:
-            project = load_project(tree / self.ctx.project_path)
+            settings = self.settings(forge)
+        except ConfigError as exc:
+            self._failed(post, environment, "The prod branch's settings are invalid",
+                         self.scrub(str(exc)))  # fmt: skip
+            return None
+        try:
+            project = self.load(tree, settings)
+            own = trust.parse(_read(tree / self.config_path()), self.config_path())
         except SluiceError as exc:
             self._failed(post, environment, "The project does not load", self.scrub(str(exc), tree))
             return None
+        self._settings_notice(forge, pr.number, settings, own)
         post.project = project.config.sluice.project  # one project per repository: pr_<n>
         post.recent_days = project.config.sluice.pr.backfill_days
         store = open_state(self.ctx.state_url)
         try:
-            return self._build(post, project, store, environment, tree)
+            return self._build(post, project, store, environment, tree, settings, own)
         finally:
             store.close()
 
     def _build(self, post: _Poster, project: Project, store: StateStore, environment: str,
-               tree: Path) -> PreviewResult | None:  # fmt: skip
+               tree: Path, trusted: trust.Settings, own: trust.Parsed) -> PreviewResult | None:  # fmt: skip
         settings = project.config.sluice.pr
         now = self.ctx.clock()
         start = (
@@ -290,8 +305,11 @@ class Controller:
             )
             return None
         prod = plan_environment(project, store, PROD, end=now, execution_time=now)
+        # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
+        extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
+        review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
         self.ledger.record_plan(self.repo_key(post.forge), post.pr.number, post.pr.head_sha,
-                                review_of(result.plan, project), now)  # fmt: skip
+                                review, now)  # fmt: skip
         self._report(post, environment, result, prod)
         return result
 
@@ -348,6 +366,46 @@ class Controller:
         """The ledger's name for ``forge``'s repository."""
         return f"{forge.name}:{forge.repo}"
 
+    def settings(self, forge: Forge) -> trust.Settings:
+        """The trusted settings of ``forge``'s repository (see :mod:`sluice.bot.trust`).
+
+        Raises:
+            ConfigError: the prod branch's settings are invalid.
+        """
+        return trust.settings_for(forge, self.ledger, self.repo_key(forge),
+                                  branch=self.ctx.prod_branch, path=self.config_path(),
+                                  now=self.ctx.clock())  # fmt: skip
+
+    def load(self, tree: Path, settings: trust.Settings) -> Project:
+        """The project in ``tree`` with the trusted ``sluice:`` settings, not its own."""
+        return load_project(tree / self.ctx.project_path,
+                            sluice=settings.for_project(self.ctx.spark))  # fmt: skip
+
+    def _settings_notice(self, forge: Forge, number: int, settings: trust.Settings,
+                         own: trust.Parsed) -> None:  # fmt: skip
+        """Tell the PR when its own ``sluice:`` settings, or newer ones on the prod branch,
+        are not the ones its build used."""
+        lines = []
+        if own.digest != settings.digest:
+            lines.append(
+                f"This PR changes the `sluice:` settings in `{self.config_path()}`. Sluice "
+                f"builds and gates it with the prod branch's settings ({settings.source}); "
+                "the PR's settings take effect once it is approved and promoted."
+            )
+        if settings.note:
+            lines.append(settings.note)
+        ignored = settings.ignored_spark()
+        if ignored:
+            keys = ", ".join(f"`{k}`" for k in ignored)
+            lines.append(
+                f"Ignored in `sluice.spark` on `{settings.branch}`: {keys}. Spark's master, "
+                "deploy mode and any setting that could load code are the service's "
+                "(`SLUICE_SPARK_MASTER`, `SLUICE_SPARK_CONF`); the prod branch may set "
+                "tuning only."
+            )
+        text = "**Settings:** " + " ".join(lines) if lines else None
+        self.publish(forge, number, section=("settings", text))
+
     def config_path(self) -> str:
         """The project's config.yaml, relative to the repository root."""
         path = self.ctx.project_path.strip("/")
@@ -395,18 +453,33 @@ class Controller:
             return self.ctx.runner_for(project, tree, on_event)
         root = self.ctx.workdir.resolve()
         paths = SparkPaths(root=root / "spark", logs=root / "logs")
+        # The project was loaded with the trusted settings: its Spark settings are the
+        # service's plus the prod branch's tuning (see trust.Settings.spark).
         return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
 
     def scrub(self, text: str, tree: Path | None = None) -> str:
+        """``text`` fit to leave the service: paths in ``tree`` relative, secrets (in any
+        printed encoding) and host paths replaced (:mod:`sluice.bot.redact`)."""
         if tree is not None:
             text = text.replace(f"{tree}/", "").replace(str(tree), ".")
-        for secret in self.ctx.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self._redact(text)
 
     def _footer(self, sha: str) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.ctx.clock() / 1000))
         return f"Sluice · commit {sha[:7]} · updated {stamp}"
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def prod_owners(store: StateStore) -> dict[str, str | None]:
+    """Model -> owner as prod has it: the owners a PR's own headers cannot change."""
+    record = store.get_environment(PROD)
+    if record is None:
+        return {}
+    stored = store.get_snapshots(ref.id for ref in record.snapshots).values()
+    return {s.name: (s.payload.get("model") or {}).get("owner") for s in stored}
 
 
 def _safe(repo: str) -> str:

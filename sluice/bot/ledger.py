@@ -13,7 +13,9 @@
 - the forge's deployment record of each promotion still running (so a promotion run again
   after a crash goes on with it);
 - pull requests merged and waiting for a release tag, and the repositories the service
-  has seen (the janitor's schedule visits each).
+  has seen (the janitor's schedule visits each);
+- the trusted settings prod is governed by (``sluice:`` of config.yaml as prod was last
+  promoted with, or as first read from the prod branch): see :mod:`sluice.bot.trust`.
 
 Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 """
@@ -160,6 +162,18 @@ repos = Table(
     Column("installation_id", BigInteger, nullable=True),
     Column("last_sha", String, nullable=True),  # the last commit a job loaded the project at
     Column("seen_ts", BigInteger, nullable=False),
+)
+
+# The prod branch's `sluice:` settings in force: pinned the first time they are read, and
+# moved only by a promotion (whose settings change, if any, passed the gate).
+prod_settings = Table(
+    "sluice_prod_settings",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("sha", String, nullable=False),
+    Column("digest", String, nullable=False),
+    Column("config", Text, nullable=False),  # the config.yaml text they were read from
+    Column("pinned_ts", BigInteger, nullable=False),
 )
 
 
@@ -319,6 +333,30 @@ class Ledger(Transactions):
                 deployments.c.repo == repo, deployments.c.sha == sha.lower(),
                 deployments.c.environment == environment,
             ))  # fmt: skip
+
+    # -- the settings in force ------------------------------------------------------------
+
+    def settings_in_force(self, repo: str) -> tuple[str, str, str] | None:
+        """(sha, digest, config.yaml text) of the settings prod is governed by; None before
+        the first read."""
+        query = select(prod_settings.c.sha, prod_settings.c.digest, prod_settings.c.config).where(
+            prod_settings.c.repo == repo
+        )
+        with self._reading("read the settings in force") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.sha, row.digest, row.config)
+
+    def pin_settings(self, repo: str, sha: str, digest: str, config: str, now: int, *,
+                     replace: bool) -> None:  # fmt: skip
+        """Record the settings in force; ``replace=False`` keeps a record already there (the
+        first read pins them; only a promotion moves them)."""
+        row = {"repo": repo, "sha": sha, "digest": digest, "config": config, "pinned_ts": now}
+        with self._writing("record the settings in force") as conn:
+            if replace:
+                _upsert(conn, prod_settings, row, ("repo",))
+            else:
+                dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+                conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
 
     # -- merged pull requests and repositories -----------------------------------------
 

@@ -258,7 +258,7 @@ def details_markdown(result: PreviewResult) -> str:
     return body.split("\n", 2)[-1].strip()
 
 
-SECTION_ORDER = ("promotion", "cleanup", "approval")
+SECTION_ORDER = ("promotion", "cleanup", "approval", "settings")
 
 
 def with_sections(body: str, sections: dict[str, str]) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 
 
@@ -39,6 +40,17 @@ class ServiceSettings(BaseSettings):
     workdir: Path = Path(".sluice-service")
     project_path: str = "."
     """Where the Sluice project is inside each repository."""
+    prod_branch: str = Field(default="main", min_length=1)
+    """The branch whose config.yaml holds each repository's trusted settings (the gate,
+    deploy, allowed paths, TTLs, Spark tuning); its ``sluice.deploy.prod_branch`` may name
+    another branch, read instead."""
+    spark_master: str = "local[*]"
+    """Where Spark jobs run (``spark-submit --master``); never read from a repository."""
+    spark_deploy_mode: Literal["client", "cluster"] | None = None
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Spark settings for every job, as JSON (``SLUICE_SPARK_CONF='{"spark.executor.memory":
+    "4g"}'``): the only place for settings that choose what runs (jars, packages, plugins,
+    extensions, JVM options, a metastore); they win over the prod branch's tuning."""
     repositories: Annotated[tuple[str, ...], NoDecode] = ()
     """The repositories this service serves (``SLUICE_REPOSITORIES``), separated by commas
     and/or spaces: ``owner/name`` (GitHub) and ``group/subgroup/name`` (GitLab) entries,
@@ -96,6 +108,11 @@ class ServiceSettings(BaseSettings):
                 hint="give the App's private key (PEM text), or use SLUICE_GITHUB_TOKEN",
             )
         return self
+
+    def spark(self) -> SparkSettings:
+        """The service's Spark settings (see :mod:`sluice.bot.trust`)."""
+        return SparkSettings(master=self.spark_master, deploy_mode=self.spark_deploy_mode,
+                             conf=dict(self.spark_conf))  # fmt: skip
 
     def serves(self, forge: str, repo: str) -> bool:
         """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are
