@@ -270,6 +270,7 @@ def create_app(
             secrets=tuple(settings.secrets()),
             prod_branch=settings.prod_branch,
             spark=settings.spark(),
+            job_timeout=settings.job_timeout_seconds,
         )
         workers = [
             Worker(

@@ -40,7 +40,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.preview import PreviewResult, preview_environment
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner, SubmitRunner
 from sluice.core.state import StateStore, open_state
 from sluice.core.tablediff.result import DiffOptions
 from sluice.core.timeutil import DAY_MS
@@ -69,6 +69,8 @@ class Context:
     """The branch whose config.yaml holds the trusted settings (``SLUICE_PROD_BRANCH``)."""
     spark: SparkSettings = field(default_factory=SparkSettings)
     """Where and how Spark runs (``SLUICE_SPARK_*``): never taken from a repository."""
+    job_timeout: float | None = JOB_TIMEOUT_S
+    """Seconds one Spark job may run (``SLUICE_JOB_TIMEOUT_SECONDS``); None: no limit."""
 
 
 class Controller:
@@ -455,7 +457,9 @@ class Controller:
         paths = SparkPaths(root=root / "spark", logs=root / "logs")
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
-        return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
+        return SubmitRunner(
+            project.config.sluice.spark, paths, on_event=on_event, timeout=self.ctx.job_timeout
+        )
 
     def scrub(self, text: str, tree: Path | None = None) -> str:
         """``text`` fit to leave the service: paths in ``tree`` relative, secrets (in any
@@ -466,7 +470,24 @@ class Controller:
 
     def _footer(self, sha: str) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.ctx.clock() / 1000))
-        return f"Sluice · commit {sha[:7]} · updated {stamp}"
+        return f"Sluice · commit {sha[:7]} · updated {stamp}{self._limits()}"
+
+    def _limits(self) -> str:
+        """The limits a PR's Spark job runs under, as the footer says them."""
+        parts = []
+        if self.ctx.job_timeout is not None:
+            parts.append(f"{_duration(self.ctx.job_timeout)} per Spark job")
+        memory = self.ctx.spark.conf.get("spark.driver.memory", "1g")
+        parts.append(f"driver memory {memory}")
+        return " · limits: " + ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds:g} s"
 
 
 def _read(path: Path) -> str | None:
