@@ -107,6 +107,10 @@ class Controller:
         """
         forge = self.ctx.forge_for(event)
         repo = self.repo_key(forge)
+        owner = self.ledger.belongs_to(f"{repo}#{self.ctx.project_path}", self.ctx.clock())
+        if owner != f"{repo}#{self.ctx.project_path}":
+            self._refuse_repository(forge, event, owner)
+            return
         self.ledger.seen(repo, event.installation_id, self.ctx.clock())
         key = event.content_key()
         if key is not None:
@@ -155,6 +159,25 @@ class Controller:
             promotion.janitor(self, forge)
         if key is not None:
             self.ledger.record_handled(repo, key, event.kind, "done", self.ctx.clock())
+
+    def _refuse_repository(self, forge: Forge, event: Event, owner: str) -> None:
+        """One state database holds one repository's prod: refuse a second one (a shared
+        prod would let either repository's merges replace the other's)."""
+        log.error("%s: %s event refused: this service's state database and warehouse "
+                  "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
+                  "for each repository", self.repo_key(forge), event.kind, owner)  # fmt: skip
+        number = event.number if isinstance(event, PullRequestEvent | CommentEvent) else None
+        if number is None or (isinstance(event, PullRequestEvent) and event.action == "closed"):
+            return
+        self.publish(forge, number, body=(
+            f"{render.marker(self.ctx.project_path)}\n### ❌ Sluice refused this repository\n\n"
+            "This Sluice service already keeps another repository's prod and environments "
+            "in its state database and Spark warehouse, and one service keeps one "
+            "repository's apart from nothing else: serving this one too would let the "
+            "merges of either replace the other's prod. Nothing was built or changed. Ask "
+            "the people who run Sluice for a service of this repository's own (its own "
+            "`SLUICE_DATABASE_URL` and `SLUICE_WORKDIR`; `SLUICE_REPOSITORIES` naming it)."
+        ))  # fmt: skip
 
     def plan_and_gate(self, forge: Forge, pr: PullRequest) -> None:
         """Build ``pr``'s environment, then evaluate its gate on the new plan."""
@@ -379,8 +402,12 @@ class Controller:
                                   now=self.ctx.clock())  # fmt: skip
 
     def load(self, tree: Path, settings: trust.Settings) -> Project:
-        """The project in ``tree`` with the trusted ``sluice:`` settings, not its own."""
-        return load_project(tree / self.ctx.project_path,
+        """The project in ``tree`` with the trusted ``sluice:`` settings, not its own.
+
+        Never through the parse cache: a tree comes from a commit, and a commit can hold a
+        forged ``.sluice/cache/models.json`` whose entries would skip every check.
+        """
+        return load_project(tree / self.ctx.project_path, use_cache=False,
                             sluice=settings.for_project(self.ctx.spark))  # fmt: skip
 
     def _settings_notice(self, forge: Forge, number: int, settings: trust.Settings,

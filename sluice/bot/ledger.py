@@ -176,6 +176,17 @@ prod_settings = Table(
     Column("pinned_ts", BigInteger, nullable=False),
 )
 
+# The one repository (and project path) this database's engine state belongs to: one prod,
+# one set of pr_<n> environments, one warehouse. A second repository is refused, never
+# mixed in (see Controller.handle).
+state_owner = Table(
+    "sluice_state_owner",
+    metadata,
+    Column("slot", Integer, primary_key=True),  # always 1: one owner per database
+    Column("repo", String, nullable=False),
+    Column("bound_ts", BigInteger, nullable=False),
+)
+
 
 class Ledger(Transactions):
     """The bot's records on the state database at ``url`` (SQLite or PostgreSQL)."""
@@ -333,6 +344,18 @@ class Ledger(Transactions):
                 deployments.c.repo == repo, deployments.c.sha == sha.lower(),
                 deployments.c.environment == environment,
             ))  # fmt: skip
+
+    # -- the repository this state belongs to ---------------------------------------------
+
+    def belongs_to(self, repo: str, now: int) -> str:
+        """Bind this database's engine state to ``repo`` unless it belongs to one already;
+        the repository it belongs to."""
+        row = {"slot": 1, "repo": repo, "bound_ts": now}
+        with self._writing("bind the state to a repository") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(state_owner).values(row).on_conflict_do_nothing())
+            owner = conn.execute(select(state_owner.c.repo)).scalar_one()
+        return str(owner)
 
     # -- the settings in force ------------------------------------------------------------
 

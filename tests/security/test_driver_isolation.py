@@ -89,6 +89,9 @@ PROBES = [
     + _GETENV.format(name="HOME") + " AS home_env, "
     "reflect('java.lang.System', 'getProperty', 'sun.java.command') AS command, "
     "reflect('java.lang.System', 'getProperty', 'java.class.path') AS classpath",
+    # Spark's variable substitution pastes these in before parsing, literals included.
+    "SELECT '${env:PATH}' AS env_path, '${system:user.home}' AS home_prop, "
+    "'${spark.sql.warehouse.dir}' AS warehouse",
 ]  # fmt: skip
 
 
@@ -120,6 +123,9 @@ def test_a_prs_sql_finds_no_secret_in_the_drivers_environment(
     home = rows["3"]["home"]
     assert home == rows["3"]["home_env"]
     assert home != os.environ.get("HOME") and Path(home).is_relative_to(paths.logs)
+    # No substitution: the text stays as written (spark.sql.variable.substitute=false).
+    assert rows["4"] == {"env_path": "${env:PATH}", "home_prop": "${system:user.home}",
+                         "warehouse": "${spark.sql.warehouse.dir}"}  # fmt: skip
     assert result.log_path is not None
     log = result.log_path.read_text()
     spec_file = paths.logs / "probe-env.json"

@@ -7,6 +7,8 @@ Each test is an attack by someone with write access (or an admin) and what Sluic
 from __future__ import annotations
 
 import contextlib
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
 from tests.bot.conftest import record_prod
-from tests.bot.github_wire import FakeGitHub
+from tests.bot.github_wire import FakeGitHub, tarball
 from tests.security.github_bot import (
     GATED,
     KEY,
@@ -325,3 +327,24 @@ def test_the_janitor_uses_the_prod_branch_not_the_last_pr_head(bot: Bot) -> None
 
 def _review_of_one(fingerprint: str) -> PlanReview:
     return PlanReview(fingerprint, (("s.m", f"{fingerprint}-s.m"),), {}, {})
+
+
+def test_a_forged_parse_cache_in_the_pr_is_never_read(bot: Bot) -> None:
+    src = bot.commit(A, GATED)
+    # Where the service unpacks the PR's commit (a predictable path): the forged cache is
+    # keyed by the model files' paths there and their unchanged text.
+    tree = bot.root / "work" / "trees" / "octo_warehouse" / A
+    shutil.copytree(src, tree)
+    load_project(tree)  # writes .sluice/cache/models.json with valid keys
+    cache = tree / ".sluice" / "cache" / "models.json"
+    entries = json.loads(cache.read_text())
+    entries[str(tree / "models" / "orders.sql")]["model"]["query_sql"] = (
+        "SELECT * FROM text.`/etc/passwd`"
+    )
+    cache.write_text(json.dumps(entries))
+    assert "/etc/passwd" in (load_project(tree).models["jaffle.orders"].query_sql or "")
+    bot.github.trees[A] = tarball(tree, f"octo-warehouse-{A[:7]}")
+    bot.github.add_pull(7, A)
+    bot.deliver("pull_request", opened(7, A))
+    [project] = bot.runner.projects
+    assert "/etc/passwd" not in (project.models["jaffle.orders"].query_sql or "")

@@ -125,6 +125,10 @@ def spark_conf(settings: SparkSettings, paths: SparkPaths) -> dict[str, str]:
         # The user's JVM flags (GC, memory) do not mean they want derby.log in the cwd.
         user["spark.driver.extraJavaOptions"] = f"{derby_opts} {java_opts}"
     conf.update(user)
+    # Spark pastes ${env:X}, ${system:x} and ${spark.*} into SQL text before parsing it
+    # (string literals too): a query, a --where or a model would read the driver's
+    # environment and settings. Sluice's SQL never uses substitution, so none is allowed.
+    conf["spark.sql.variable.substitute"] = "false"
     return conf
 
 
