@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review
 from sluice.bot.gate import GateInput, GateResult, evaluate, owners_to_approve
 from sluice.bot.trust import Settings
+from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,9 +53,7 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     try:
         settings = ctl.settings(forge)
     except ConfigError as exc:
-        text = (
-            f"The prod branch's gate settings are invalid:\n\n```text\n{ctl.scrub(str(exc))}\n```"
-        )
+        text = f"The prod branch's gate settings are invalid:\n\n{md.fence(ctl.scrub(str(exc)), 'text')}"
         forge.set_check(pr.head_sha, Check(APPROVAL, "completed", "Invalid gate settings", text,
                                            conclusion="failure"))  # fmt: skip
         ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
@@ -81,9 +80,9 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     summary = result.summary
     if not into_prod:
         summary = (
-            f"This PR goes into `{pr.base_ref}`, not the prod branch `{settings.branch}`: "
+            f"This PR goes into {md.code(pr.base_ref)}, not the prod branch {md.code(settings.branch)}: "
             "approvals here do not count for prod (its changes need an approved PR into "
-            f"`{settings.branch}`). {summary}"
+            f"{md.code(settings.branch)}). {summary}"
         )
     forge.set_check(pr.head_sha, Check(
         APPROVAL, "completed", _title(result, settings), summary,

@@ -17,6 +17,7 @@ from sluice.bot import approval, promotion
 from sluice.bot.commands import HELP, Command, CommandError, parse_command
 from sluice.bot.events import CommentEvent
 from sluice.bot.forge.base import Forge, PullRequest, writer
+from sluice.core import markdown as md
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
@@ -169,12 +170,13 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
     except SluiceError as exc:
         text = ctl.scrub(str(exc), tree)
         forge.reply(
-            pr.number, f"@{author} `/sluice diff {command.model}` failed:\n\n```text\n{text}\n```"
+            pr.number,
+            f"@{author} {md.code(f'/sluice diff {command.model}')} failed:\n\n{md.fence(text, 'text')}",
         )
         return
-    where = f" where `{command.where}`" if command.where else ""
+    where = f" where {md.code(command.where)}" if command.where else ""
     forge.reply(pr.number, (
-        f"@{author} `{command.model}` in `{environment}` against prod{where}:\n\n"
+        f"@{author} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
         + diff_render.markdown([result])
     ))  # fmt: skip
 
@@ -189,17 +191,17 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
     settings = verdict.settings
     if pr.base_ref != settings.branch:
         forge.reply(pr.number, (
-            f"@{author} not deployed: this pull request goes into `{pr.base_ref}`, and only "
-            f"pull requests into the prod branch `{settings.branch}` deploy to prod (the prod "
+            f"@{author} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
+            f"pull requests into the prod branch {md.code(settings.branch)} deploy to prod (the prod "
             f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
-            f"{settings.source}). Open the pull request against `{settings.branch}`."
+            f"{settings.source}). Open the pull request against {md.code(settings.branch)}."
         ))  # fmt: skip
         return
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, (
-            f"@{author} not deployed: `{pr.base_ref}` has commits this pull request does not "
-            f"have, and promoting it would undo them in prod. Merge `{pr.base_ref}` into the "
+            f"@{author} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
+            f"have, and promoting it would undo them in prod. Merge {md.code(pr.base_ref)} into the "
             "branch, let Sluice plan it again, and deploy that."
         ))  # fmt: skip
         return

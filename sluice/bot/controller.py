@@ -33,6 +33,7 @@ from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import review_of
 from sluice.bot.redact import Redactor
 from sluice.bot.render import CommentState
+from sluice.core import markdown as md
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, DriverLost, SluiceError
 from sluice.core.model.definition import Project
@@ -219,14 +220,14 @@ class Controller:
         text = self.scrub(error)
         if isinstance(event, CommentEvent):
             forge.reply(event.number, f"@{event.author} Sluice could not run your command: "
-                        f"it failed on every attempt.\n\n```text\n{text}\n```")  # fmt: skip
+                        f"it failed on every attempt.\n\n{md.fence(text, 'text')}")  # fmt: skip
             return
         promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
         if isinstance(event, TagEvent):
             promoted = event.sha
         if promoted:
             forge.set_check(promoted, Check(promotion.DEPLOY, "completed", "The promotion job "
-                                            "failed on every attempt", f"```text\n{text}\n```",
+                                            "failed on every attempt", f"{md.fence(text, 'text')}",
                                             conclusion="failure"))  # fmt: skip
             promotion.abandon(self, forge, promoted, "The promotion job failed on every attempt")
         if not isinstance(event, PullRequestEvent) or event.action == "closed":
@@ -379,7 +380,7 @@ class Controller:
     ) -> None:
         for name in PR_CHECKS:
             post.check(
-                Check(name, "completed", title, f"```text\n{text}\n```", conclusion="failure")
+                Check(name, "completed", title, f"{md.fence(text, 'text')}", conclusion="failure")
             )
         post.comment(CommentState(post.project, environment, post.pr.head_sha, "failure", title,
                                   error=(title, text), plan=plan,
@@ -427,7 +428,7 @@ class Controller:
         if ignored:
             keys = ", ".join(f"`{k}`" for k in ignored)
             lines.append(
-                f"Ignored in `sluice.spark` on `{settings.branch}`: {keys}. Spark's master, "
+                f"Ignored in `sluice.spark` on {md.code(settings.branch)}: {keys}. Spark's master, "
                 "deploy mode and any setting that could load code are the service's "
                 "(`SLUICE_SPARK_MASTER`, `SLUICE_SPARK_CONF`); the prod branch may set "
                 "tuning only."

@@ -23,6 +23,7 @@ from sluice.bot.events import PullRequestEvent, TagEvent
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.planreview import REMOVED, Item, own_key, review_of
 from sluice.bot.trust import Settings
+from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
@@ -105,7 +106,7 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
         waiting = ctl.ledger.waiting(repo).items()
         done = [n for n, items in waiting if set(items) <= outcome.live]
         for number in done:
-            cleanup(ctl, forge, number, f"promoted to prod by tag `{event.tag}`")
+            cleanup(ctl, forge, number, f"promoted to prod by tag {md.code(event.tag)}")
         ctl.ledger.promoted(repo, done)
     return outcome
 
@@ -132,7 +133,7 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
     except SluiceError as exc:
         text = ctl.scrub(str(exc))
         outcome = Outcome(False, "Promotion failed; prod is unchanged",
-                          f"Promoting {label} failed:\n\n```text\n{text}\n```")  # fmt: skip
+                          f"Promoting {label} failed:\n\n{md.fence(text, 'text')}")  # fmt: skip
     forge.set_check(sha, Check(DEPLOY, "completed", outcome.title, outcome.summary,
                                conclusion="success" if outcome.ok else "failure"))  # fmt: skip
     if deployment is not None:
@@ -210,7 +211,7 @@ def _unapproved(missing: list[Item], settings: Settings) -> str:
     lines = [
         "- the `sluice:` settings in config.yaml (change)"
         if name == trust.SETTINGS_ITEM
-        else f"- `{name}` ({'removal' if content == REMOVED else 'change'})"
+        else f"- {md.code(name)} ({'removal' if content == REMOVED else 'change'})"
         for name, content in missing
     ]
     return (
@@ -218,7 +219,7 @@ def _unapproved(missing: list[Item], settings: Settings) -> str:
         "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
         "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
         f"`sluice.gate` of {settings.source}. Open a PR with these changes into "
-        f"`{settings.branch}` and have it approved, then promote again."
+        f"{md.code(settings.branch)} and have it approved, then promote again."
     )
 
 
@@ -228,7 +229,7 @@ def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Se
     except ConfigError as exc:
         text = ctl.scrub(str(exc))
         forge.set_check(sha, Check(DEPLOY, "completed", "Invalid deploy settings",
-                                   f"```text\n{text}\n```", conclusion="failure"))  # fmt: skip
+                                   f"{md.fence(text, 'text')}", conclusion="failure"))  # fmt: skip
         if number is not None:
             ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
         return None

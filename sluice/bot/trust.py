@@ -39,6 +39,7 @@ from sluice.bot.forge.base import Forge
 from sluice.bot.gate import DeploySettings, GateSettings, gate_config
 from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import Item
+from sluice.core import markdown as md
 from sluice.core.config import ProjectConfig, SluiceSettings, SparkSettings, parse_config
 from sluice.core.errors import ConfigError
 from sluice.core.yamlio import parse_yaml
@@ -192,10 +193,10 @@ def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | 
         again = parse(text, f"{named}:{path}")
         if again.names_prod_branch and again.deploy.prod_branch != named:
             raise ConfigError(
-                f"`sluice.deploy.prod_branch` on `{branch}` names `{named}`, whose own "
-                f"config.yaml names `{again.deploy.prod_branch}`: the prod branch is ambiguous",
+                f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
+                f"config.yaml names {md.code(again.deploy.prod_branch)}: the prod branch is ambiguous",
                 path=path,
-                hint=f"make `{named}`'s config.yaml name itself (or drop the setting there), "
+                hint=f"make {md.code(named)}'s config.yaml name itself (or drop the setting there), "
                 "or set SLUICE_PROD_BRANCH to the prod branch",
             )
         parsed, branch = again, named
@@ -211,7 +212,7 @@ def settings_for(
         ConfigError: the prod branch's (or the pinned) settings are invalid.
     """
     parsed, branch, sha, text = read_prod(forge, branch, path)
-    head = _settings(parsed, branch, sha, f"`{branch}` at {_short(sha)}")
+    head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
         ledger.pin_settings(repo, sha or branch, parsed.digest, text or "", now, replace=False)
@@ -225,7 +226,7 @@ def settings_for(
     if not ledger.unapproved(repo, [head.item]):
         return head  # a gate approved exactly these settings
     note = (
-        f"The `sluice:` settings on `{branch}` ({_short(sha)}) changed in commits no "
+        f"The `sluice:` settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
         f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
         f"promoted with ({_short(pin_sha)}). Change them through a pull request that is "
         "approved and promoted."

@@ -188,6 +188,8 @@ def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
 ) -> None:
     src = _commit(bot, tmp_path, B)
     bot.gitlab.branches["main"] = B
+    # The prod branch says `on: tag` (what a tagged commit says of itself does not count).
+    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(B, "config.yaml")]
     bot.deliver_tag(_tag_push("release-1", B))  # does not match v*
     bot.deliver_tag(_tag_push("v0.9", A))  # A is not on main
     assert bot.gitlab.statuses == [] and bot.gitlab.deployments == []
