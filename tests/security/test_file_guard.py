@@ -20,6 +20,7 @@ from sluice.core.errors import GraphError, ModelError, SluiceError
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import AuditCall
 from sluice.core.model.fileaccess import find_in_tree
+from sluice.core.model.loader import load_project
 from tests.core.helpers import BASIC, load
 
 ALLOW = "sluice:\n  allowed_paths: ['/data/landing/*']\n"
@@ -372,3 +373,17 @@ def test_statements_are_refused_saying_what_they_do(tmp_path: Path, sql: str, wh
 def test_other_spellings_of_a_file_read_are_refused(tmp_path: Path, sql: str) -> None:
     error = refused(tmp_path, model(sql))
     assert isinstance(error, ModelError)
+
+
+@pytest.mark.parametrize("schema", ["text", "parquet", "CSV", "json", "binaryFile", "orc", "avro"])
+def test_an_external_model_in_a_file_format_schema_is_refused(tmp_path: Path, schema: str) -> None:
+    root = tmp_path / "p"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "m.sql").write_text(
+        f"MODEL (name s.m, kind FULL);\nSELECT * FROM {schema.lower()}.notes\n"
+    )
+    (root / "external_models.yaml").write_text(f"- name: {schema}.notes\n  columns: {{a: int}}\n")
+    with pytest.raises(SluiceError) as info:
+        load_project(root, use_cache=False)
+    text = str(info.value)
+    assert "external_models.yaml:1" in text and "named like a file format" in text

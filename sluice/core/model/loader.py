@@ -18,6 +18,7 @@ from sluice.core.config import ProjectConfig, SluiceSettings, load_config
 from sluice.core.errors import ModelError, ProjectErrors, SluiceError
 from sluice.core.model.audits import check_audit_calls, parse_audits
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
+from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.parse import parse_model
 from sluice.core.model.seeds import seed_columns
@@ -206,6 +207,19 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
                         path=str(path),
                         line=doc.line_of((index, "name")),
                         hint="name a table of the catalog, e.g. `- name: raw.events`",
+                    )
+                )
+                continue
+            if table.split(".")[0] in FILE_FORMATS:
+                # Spark reads `text.notes` as the file `notes` when no such table exists.
+                errors.append(
+                    ModelError(
+                        f"external table '{table}' is in a schema named like a file format "
+                        f"('{table.split('.')[0]}'), which Spark reads as a file path",
+                        path=str(path),
+                        line=doc.line_of((index, "name")),
+                        hint="files are read through tables of the catalog: register the data "
+                        "as a table in another schema and name that one",
                     )
                 )
                 continue
