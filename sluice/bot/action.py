@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from sluice.bot.controller import Context, Controller
 from sluice.bot.events import (
@@ -58,9 +57,11 @@ from sluice.bot.events import (
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.bot.github_events import PayloadError, parse_github
 from sluice.core.config import SparkSettings
+from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.yamlio import dump_yaml, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +124,8 @@ def parse_override(text: str | None) -> dict[str, Any]:
     if not text or not text.strip():
         return {}
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = parse_yaml(text, "config-override").data
+    except SluiceError as exc:
         raise ActionError(f"config-override is not valid YAML: {_one_line(exc)}") from None
     if data is None:
         return {}
@@ -197,7 +198,11 @@ def override_config(text: str | None, override: Mapping[str, Any]) -> str | None
     """config.yaml's ``text`` (None: no file) with ``override`` merged into ``sluice:``."""
     if not override:
         return text
-    data = yaml.safe_load(text) if text else None
+    try:
+        # The bounded parser: this text may be a pull request's (an alias bomb, say).
+        data = parse_yaml(text, "config.yaml").data if text else None
+    except SluiceError:
+        return text  # not YAML Sluice reads: leave it for the loader to report
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -205,8 +210,7 @@ def override_config(text: str | None, override: Mapping[str, Any]) -> str | None
     current = data.get("sluice")
     section: dict[Any, Any] = current if isinstance(current, dict) else {}
     data["sluice"] = merge(section, override)
-    dumped: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    return dumped
+    return dump_yaml(data)
 
 
 # --- the forge -------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from rich.table import Table
 
 from sluice.bot import local_cli
@@ -32,6 +31,7 @@ from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.session import java_problem
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
+from sluice.core.yamlio import dump_yaml, read_yaml
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
 PROD_END = "2018-04-30"  # the example's data ends that day
@@ -189,13 +189,13 @@ def _make_repo(root: Path) -> None:
     _clear(root)
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".sluice", "__pycache__"))
     config_path = root / "config.yaml"
-    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    config = read_yaml(config_path).data or {}
     sluice = config.setdefault("sluice", {})
     # The PR builds and diffs the whole history (it is small), not the last 30 days only.
     sluice.setdefault("pr", {})["backfill_days"] = None
     sluice["gate"] = {"required_approvers": {"users": [REVIEWER]}}
     header = "# The jaffle_shop example, as `sluice demo` set it up.\n"
-    config_path.write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    config_path.write_text(header + dump_yaml(config), encoding="utf-8")
     (root / ".gitignore").write_text(".sluice/\n", encoding="utf-8")
     _git(root, "init", "-q", "-b", "main")
     (root / ".git" / _MARKER).write_text("made by `sluice demo`; recreated on each run\n")

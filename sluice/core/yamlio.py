@@ -229,3 +229,9 @@ def read_yaml(path: Path, error_type: type[SluiceError] = ConfigError) -> Locate
     if path.stat().st_size > MAX_CHARS:
         raise _too_large(str(path), error_type)
     return parse_yaml(path.read_text(encoding="utf-8"), str(path), error_type)
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML text, keys in their order (for files Sluice writes itself)."""
+    text: str = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return text

@@ -202,3 +202,29 @@ def test_a_list_repeated_by_aliases_up_to_the_budget_loads() -> None:
     )
     doc = parse_yaml(text, "tests/test_big.yaml")
     assert len(doc.data["copy8"]) == 1000
+
+
+_ACTION_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from pathlib import Path
+from sluice.bot.action import override_config
+text = Path(sys.argv[1]).read_text()
+out = override_config(text, {"project": "overridden"})
+print("unchanged" if out == text else "rewritten")
+"""
+
+
+def test_the_actions_config_override_reads_a_prs_config_with_the_bounded_parser(
+    tmp_path: Path,
+) -> None:
+    # The Action merges its override into the config.yaml of the head it was given: a
+    # bomb there is left for the loader to report, not expanded in the Action's process.
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text(LAUGHS + "\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _ACTION_CHILD, str(bomb)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "unchanged"
