@@ -14,7 +14,15 @@ import re
 from typing import TYPE_CHECKING
 
 from sluice.bot import approval, promotion
-from sluice.bot.commands import HELP, Command, CommandError, parse_command
+from sluice.bot.commands import (
+    HELP,
+    QUOTE_LIMIT,
+    Command,
+    CommandError,
+    command_line,
+    mention,
+    parse_line,
+)
 from sluice.bot.events import CommentEvent
 from sluice.bot.forge.base import Forge, PullRequest, writer
 from sluice.core import markdown as md
@@ -35,24 +43,36 @@ REFUSED = "confused"
 
 
 def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
-    """Run the command in ``event``'s comment, if it holds one."""
+    """Run the command in ``event``'s comment, if it holds one.
+
+    Permission first: only the command line is looked for before the author's permission
+    is asked. Someone without write permission gets one fixed reply holding nothing of
+    theirs but their login (a mention only when it is a well-formed login); only a
+    writer's arguments are read, and a writer's usage error quotes what they wrote as a
+    code span (cut to ``QUOTE_LIMIT`` characters).
+    """
     if event.action != "created":
         return
-    try:
-        command = parse_command(event.body)
-    except CommandError as exc:
-        if _still_there(forge, event, REFUSED):
-            forge.reply(event.number, f"@{event.author} {exc.hint}. Usage: {exc.message}")
+    line = command_line(event.body)
+    if line is None:
         return
-    if command is None:
-        return
+    who = mention(event.author)
     permission = forge.permission(event.author)
     if not writer(permission):
         needed = "the Developer role or above" if forge.name == "gitlab" else "write permission"
         forge.reply(event.number, (
-            f"@{event.author} only users with {needed} on this repository may run "
+            f"{who} only users with {needed} on this repository may run "
             f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
         ))  # fmt: skip
+        return
+    try:
+        command = parse_line(line)
+    except CommandError as exc:
+        if _still_there(forge, event, REFUSED):
+            forge.reply(event.number, (
+                f"{who} {exc.hint} (you wrote {md.code(line, QUOTE_LIMIT)}). "
+                f"Usage: {exc.message}"
+            ))  # fmt: skip
         return
     if not _still_there(forge, event, ACCEPTED):
         return
@@ -148,7 +168,7 @@ def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
 def _unknown(sub: str) -> str:
     if not sub:
         return ""
-    return f"`/sluice {sub}` is not a Sluice command.\n\n"
+    return f"{md.code(f'/sluice {sub}', QUOTE_LIMIT)} is not a Sluice command.\n\n"
 
 
 def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:

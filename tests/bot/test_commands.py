@@ -14,7 +14,7 @@ from sluice.bot.commands import HELP, USAGE, WHERE_LIMIT, Command, CommandError,
         ("/sluice deploy", Command("deploy")),
         ("/sluice help", Command("help")),
         ("   /sluice plan   ", Command("plan")),
-        ("\t/sluice\tdeploy", Command("deploy")),
+        ("/sluice\tdeploy", Command("deploy")),
         ("/sluice PLAN", Command("plan")),
         ("/Sluice plan", Command("plan")),
         ("/sluice diff sales.orders", Command("diff", model="sales.orders")),
@@ -36,6 +36,8 @@ def test_each_form(body: str, expected: Command) -> None:
         "/sluiceplan",
         "/sluiced",
         "`/sluice plan`",  # inline code
+        "\t/sluice deploy",  # a tab (or four spaces) first: indented code
+        "    /sluice deploy",
     ],
 )
 def test_not_a_command(body: str) -> None:
@@ -81,7 +83,10 @@ def test_unclosed_fence_hides_the_rest() -> None:
 def test_quoted_lines_do_not_count() -> None:
     assert parse_command("> /sluice plan\n\nwhy did you run that?") is None
     assert parse_command(">> /sluice deploy") is None
-    assert parse_command("> /sluice deploy\n/sluice plan") == Command("plan")
+    assert parse_command("> /sluice deploy\n\n/sluice plan") == Command("plan")
+    # Without a blank line, the next line still belongs to the quote (CommonMark's lazy
+    # continuation): it is shown quoted.
+    assert parse_command("> /sluice deploy\n/sluice plan") is None
 
 
 def test_html_comments_do_not_count() -> None:

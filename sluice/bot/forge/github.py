@@ -68,6 +68,12 @@ _SECRET = re.compile(
 )
 
 
+# A GitHub login: letters, digits and hyphens (older ones may hold runs of them), ``_``
+# in Enterprise Managed Users' (``octocat_acme``), an App's bot user ``<slug>[bot]``; no
+# ``/`` and no ``..`` (it goes into request paths).
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,99}(?:\[bot\])?")
+
+
 def redact(text: str) -> str:
     """``text`` with anything that looks like a GitHub token or private key replaced."""
     return _SECRET.sub("[redacted]", text)
@@ -510,7 +516,10 @@ class GitHubForge:
             return out
 
     def permission(self, user: str) -> str:
-        """``user``'s role on the repository; ``none`` for a stranger."""
+        """``user``'s role on the repository; ``none`` for a stranger, and for a name that
+        is no GitHub login (not asked: it would become a path in the request's URL)."""
+        if not _LOGIN.fullmatch(user):
+            return "none"
         with _boundary(f"reading {user}'s permission on {self.repo}"):
             try:
                 role = self._repo.get_collaborator_role_name(user)
