@@ -321,3 +321,25 @@ def test_in_process_session_keeps_its_metastore_from_submit_jobs(
         runner.run(_spec("same-root", "t_never"))
     assert time.monotonic() - began < 5
     assert f"pid {os.getpid()}" in str(caught.value)
+
+
+def test_in_process_job_past_its_limit_is_cancelled_and_says_so(
+    local_spark: SparkSession, inprocess_paths: SparkPaths
+) -> None:
+    runner = InProcessRunner(SparkSettings(master="local[2]"), inprocess_paths, timeout=2)
+    spec = {"job_id": "inproc-too-long", "steps": [{"type": "sql", "label": "sleep",
+            "statements": ["SELECT java_method('java.lang.Thread', 'sleep', 20000L)"]}]}  # fmt: skip
+    began = time.monotonic()
+    with pytest.raises(ExecutionError) as caught:
+        runner.run(spec)
+    assert time.monotonic() - began < 15  # the Spark job was cancelled, not waited for
+    assert caught.value.message == (
+        "the Spark job ran longer than its limit of 2 s (set by the service: "
+        "SLUICE_JOB_TIMEOUT_SECONDS)"
+    )
+    # The session still works for the next job.
+    quick = {"job_id": "inproc-after", "steps": [{"type": "sql", "label": "one",
+             "statements": ["SELECT 1 AS one"]}]}  # fmt: skip
+    assert InProcessRunner(SparkSettings(), inprocess_paths).run(quick).results == {
+        "0": {"rows": [{"one": 1}]}
+    }
