@@ -353,7 +353,7 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
                                             merge_commit_sha=merge))  # fmt: skip
     deploy = github.checks_on(merge)["sluice/deploy"]
     assert deploy["conclusion"] == "failure"
-    assert deploy["output"]["title"] == "1 unapproved model change(s): prod is unchanged"
+    assert deploy["output"]["title"] == "1 unapproved change(s): prod is unchanged"
     assert "- `jaffle.customers` (change)" in deploy["output"]["summary"]
     assert world.versions("prod") == before
     assert github.deployments[-1]["statuses"][-1]["state"] == "failure"

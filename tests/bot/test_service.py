@@ -96,9 +96,11 @@ def service(tmp_path: Path) -> Iterator[Service]:
     settings = ServiceSettings(
         webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
         database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
-        github_request_interval=0, github_write_interval=0,
+        github_request_interval=0, github_write_interval=0, prod_branch="master",
     )  # type: ignore[arg-type]  # fmt: skip
     github = FakeGitHub(repo="Codertocat/Hello-World")
+    # The prod branch (the payloads' repository's default, master) names the project.
+    github.files[("master", "config.yaml")] = "sluice:\n  project: demo\n"
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         with TestClient(create_app(settings)) as client:
