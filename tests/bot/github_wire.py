@@ -8,8 +8,13 @@ tags, merges and deployments, and serves a tarball per commit. Anything it does 
 is a ConnectionError (no internet).
 
 Tests arrange it through its fields and helpers: ``add_pull``, ``add_review``,
-``add_tag``; ``permissions``, ``files``, ``teams``, ``refs`` and ``branch_commits`` are
-plain dicts. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
+``add_comment`` (someone else's), ``add_tag``; ``permissions``, ``files``, ``teams``,
+``refs`` and ``branch_commits`` are plain dicts; ``app_slug`` names the App (``GET /app``,
+whose JWT also gets installation tokens), ``user_status`` fails ``GET /user``,
+``actions_token`` makes the token an Actions ``GITHUB_TOKEN``. Comments are written by the
+caller: the App's ``<slug>[bot]`` with its installation token, ``github-actions[bot]``
+with an Actions token, else the token's user; editing someone else's is refused (403) as
+on GitHub. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
 ``reactions``, ``merges`` and ``deployments``.
 """
 
@@ -35,6 +40,7 @@ from tests.bot.graph import reachable
 API = "https://api.github.com"
 CODELOAD = "https://codeload.github.com"
 BOT = {"login": "sluice-bot[bot]", "id": 900, "type": "Bot", "node_id": "B_1"}
+INSTALLATION_TOKEN = "ghs_" + "fakeInstallationToken0123456789abcd"  # what access_tokens gives
 # The base permission GitHub reports next to a role (a custom role reads as "read").
 LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read",
           "read": "read", "none": "none"}  # fmt: skip
@@ -88,10 +94,14 @@ class FakeGitHub:
     merges: list[dict[str, Any]] = field(default_factory=list)  # {number, method, sha, merge_sha}
     deployments: list[dict[str, Any]] = field(default_factory=list)  # each with "statuses"
     deployments_forbidden: bool = False  # 403 on deployments, as for a token without the scope
+    app_slug: str = "sluice-bot"  # GET /app (with the App's JWT): its bot user is <slug>[bot]
+    user_status: int = 200  # another status for GET /user (401: a token GitHub refuses)
+    actions_token: bool = False  # the token is an Actions GITHUB_TOKEN: see _caller, _user
     requests: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     state_file: Path | None = None  # when set, the state survives the process (kill -9 tests)
     _ids: int = 1000
+    _auth: str = ""  # the Authorization header of the request being answered
 
     def __post_init__(self) -> None:
         if self.state_file is not None and self.state_file.exists():
@@ -145,6 +155,16 @@ class FakeGitHub:
             "mergeable": mergeable, "head_ref": head_ref, "title": title, "merge_sha": merge_sha,
         }  # fmt: skip
 
+    def add_comment(
+        self, number: int, body: str, *, user: str = "alice", kind: str = "User"
+    ) -> int:
+        """A comment someone else wrote on pull request ``number`` (``kind`` ``Bot`` for
+        another App's); its id."""
+        comment = {"id": self._next(), "issue": number, "body": body, "edits": 0,
+                   "user": {**user_json(user), "type": kind}}  # fmt: skip
+        self.comments[comment["id"]] = comment
+        return int(comment["id"])
+
     def add_review(self, number: int, user: str, state: str, commit_sha: str | None) -> int:
         """A submitted review (``state`` as GitHub's API: APPROVED, CHANGES_REQUESTED,
         COMMENTED, DISMISSED); its id. Reviews list in the order they were added."""
@@ -197,6 +217,9 @@ class FakeGitHub:
             ("POST", rf"{base}/deployments$", self._create_deployment),
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
             ("GET", rf"{api}/user$", self._user),
+            ("GET", rf"{api}/app$", self._app),
+            ("POST", rf"{api}/app/installations/(\d+)/access_tokens$", self._access_token),
+            ("GET", rf"{base}/installation$", self._installation),
         ]
         for method, pattern, handler in routes:
             mock.add_callback(method, re.compile(pattern), callback=self._wrap(handler, pattern))
@@ -210,6 +233,7 @@ class FakeGitHub:
                 if named and "codeload" not in request.url:
                     self.repo = named.group(1)
                 self.requests.append((request.method, request.url))
+                self._auth = str(request.headers.get("Authorization", ""))
                 body = json.loads(request.body) if request.body else None
                 answer = handler(match, body)
                 self.save()
@@ -268,14 +292,25 @@ class FakeGitHub:
         number = int(match.group(1))
         return self._json([self._comment_json(c) for c in self.comments_on(number)])
 
+    def _caller(self) -> dict[str, Any]:
+        """Who a write is made by: the App's bot user with an installation token,
+        ``github-actions[bot]`` with an Actions token, else the token's user (:data:`BOT`)."""
+        if self._auth == f"token {INSTALLATION_TOKEN}":
+            return {**BOT, "login": f"{self.app_slug}[bot]"}
+        if self.actions_token:
+            return {**BOT, "login": "github-actions[bot]", "id": 41898282}
+        return BOT
+
     def _create_comment(self, match: Any, body: Any) -> Any:
         comment = {"id": self._next(), "issue": int(match.group(1)), "body": body["body"],
-                   "user": BOT, "edits": 0}  # fmt: skip
+                   "user": self._caller(), "edits": 0}  # fmt: skip
         self.comments[comment["id"]] = comment
         return self._json(self._comment_json(comment), 201)
 
     def _edit_comment(self, match: Any, body: Any) -> Any:
         comment = self.comments[int(match.group(1))]
+        if comment["user"]["login"] != self._caller()["login"]:  # as GitHub: not yours
+            return self._json({"message": "Resource not accessible by integration"}, 403)
         comment.setdefault("bodies", [comment["body"]]).append(body["body"])
         comment["body"] = body["body"]
         comment["edits"] += 1
@@ -492,4 +527,34 @@ class FakeGitHub:
                            **body}, 201)  # fmt: skip
 
     def _user(self, match: Any, body: Any) -> Any:
+        if self.actions_token:  # an Actions GITHUB_TOKEN may not read /user
+            return self._json({"message": "Resource not accessible by integration"}, 403)
+        if self.user_status != 200:
+            return self._json({"message": "Resource not accessible by integration"},
+                              self.user_status)  # fmt: skip
         return self._json(BOT)
+
+    def _jwt(self) -> bool:
+        return self._auth.startswith("Bearer ")
+
+    def _app(self, match: Any, body: Any) -> Any:
+        if not self._jwt():  # GET /app answers only to the App's JWT
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"id": 123, "slug": self.app_slug, "node_id": "A_1",
+                           "name": self.app_slug.title(), "owner": user_json("octo"),
+                           "created_at": "2026-01-01T00:00:00Z",
+                           "updated_at": "2026-01-01T00:00:00Z"})  # fmt: skip
+
+    def _access_token(self, match: Any, body: Any) -> Any:
+        if not self._jwt():
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"token": INSTALLATION_TOKEN, "expires_at": "2030-01-01T00:00:00Z",
+                           "permissions": {"issues": "write"}}, 201)  # fmt: skip
+
+    def _installation(self, match: Any, body: Any) -> Any:
+        if not self._jwt():
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"id": 42, "app_id": 123, "app_slug": self.app_slug,
+                           "target_type": "Organization", "account": user_json("octo"),
+                           "access_tokens_url": f"{API}/app/installations/42/access_tokens",
+                           "permissions": {}, "events": []})  # fmt: skip

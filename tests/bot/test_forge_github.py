@@ -435,7 +435,10 @@ def test_fetch_tree_enforces_the_limit_on_the_extracted_size(
     assert len(bomb) < 20_000
     serve(rs, bomb)
     forge = GitHubForge(token_client(), REPO, workdir_limit_bytes=1_000_000)
-    with pytest.raises(ForgeError, match=r"files of .* are larger than the limit"):
+    with pytest.raises(
+        ForgeError,
+        match=r"files of .* are over a limit .*: the files reach 2,000,052 bytes at .zeros.bin.; the limit is 1,000,000 bytes of all files together \(total_bytes",
+    ):
         forge.fetch_tree(SHA, tmp_path / "tree")
     assert list((tmp_path / "tree").iterdir()) == []
 
@@ -616,10 +619,11 @@ def test_upsert_comment_does_nothing_when_unchanged(
     assert [c.request.method for c in rs.calls] == ["GET", "GET"]
 
 
-def test_upsert_comment_as_an_app_matches_bot_comments(
+def test_upsert_comment_with_an_actions_token_matches_github_actions_bot(
     rs: responses.RequestsMock, forge: GitHubForge
 ) -> None:
-    # An Actions GITHUB_TOKEN (or an App) cannot read /user: match the bot's comment instead.
+    # An Actions GITHUB_TOKEN cannot read /user: its comments are github-actions[bot]'s
+    # (an App's are <slug>[bot]'s: tests/security/test_sticky_comment.py).
     rs.get(f"{API}/user", status=403, json=error("Resource not accessible by integration"))
     bot = user("github-actions[bot]", "Bot", 41898282)
     rs.get(

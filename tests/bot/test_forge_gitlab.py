@@ -242,7 +242,10 @@ def test_fetch_tree_enforces_the_limit_on_the_extracted_size(
     assert len(bomb) < 20_000
     gl.trees[SHA] = bomb
     forge = new_forge(workdir_limit_bytes=1_000_000)
-    with pytest.raises(UnusableTree, match=r"files of .* are larger than the limit"):
+    with pytest.raises(
+        UnusableTree,
+        match=r"files of .* are over a limit .*: the files reach 2,000,052 bytes at .zeros.bin.; the limit is 1,000,000 bytes of all files together \(total_bytes",
+    ):
         forge.fetch_tree(SHA, tmp_path / "tree")
     assert list((tmp_path / "tree").iterdir()) == []
 
@@ -441,14 +444,15 @@ def test_upsert_comment_finds_its_note_on_a_later_page(gl: FakeGitLab, forge: Gi
 def test_upsert_comment_when_the_token_cannot_read_its_user(
     gl: FakeGitLab, forge: GitLabForge
 ) -> None:
-    # A token that may not read /user: any note holding the marker is taken as ours.
+    # A token that may not read /user cannot tell its note from anyone else's: refused,
+    # saying which token to use (tests/security/test_sticky_comment.py has more).
     gl.user_status = 403
     gl.add_mr(7, sha=SHA)
     gl.add_note(7, f"{MARKER}\nold", author=gl.bot)
-    forge.upsert_comment(7, MARKER, f"{MARKER}\nnew")
-    assert [n["body"] for n in gl.bot_notes(7)] == [f"{MARKER}\nnew"]
-    forge.upsert_comment(7, MARKER, f"{MARKER}\nnewer")
-    assert gl.asked("GET", "/user") == 1
+    with pytest.raises(ForgeError, match=r"GET /user\) failed: 403") as caught:
+        forge.upsert_comment(7, MARKER, f"{MARKER}\nnew")
+    assert "api scope" in str(caught.value)
+    assert [n["body"] for n in gl.bot_notes(7)] == [f"{MARKER}\nold"]
 
 
 def test_upsert_comment_raises_when_the_user_lookup_fails_for_a_while(

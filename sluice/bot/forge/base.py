@@ -87,8 +87,11 @@ class Forge(Protocol):
     def fetch_tree(self, sha: str, dest: Path) -> None:
         """Write the repository's files at commit ``sha`` into the empty directory ``dest``.
 
-        Archive members that would land outside ``dest`` (``..``, absolute paths, links)
-        are refused with :class:`ForgeError`.
+        Archive members that would land outside ``dest`` (``..``, absolute paths, links),
+        special files, and files over the service's limits
+        (:class:`~sluice.bot.forge.archive.TreeLimits`: total and per-file size, members,
+        path depth and length, checked as the archive streams in) are refused with
+        :class:`UnusableTree`, leaving ``dest`` empty.
         """
         ...
 
@@ -102,7 +105,9 @@ class Forge(Protocol):
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         """Edit the bot's comment holding ``marker`` on the PR, or create it (``body``
-        must contain ``marker``)."""
+        must contain ``marker``). The bot's: written by the forge's own identity (a GitHub
+        App's ``<slug>[bot]``, a token's user, the local forge's bot user); anyone else's
+        comment holding the marker is never edited nor taken for it."""
         ...
 
     def set_check(self, sha: str, check: Check) -> None:

@@ -9,6 +9,7 @@ what was asked, the HTTP status and GitHub's own message, never a credential.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import tempfile
@@ -26,10 +27,9 @@ import requests
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
 from github.CheckRun import CheckRun
 from github.GithubException import RateLimitExceededException, UnknownObjectException
-from github.IssueComment import IssueComment
 from urllib3 import Retry
 
-from sluice.bot.forge.archive import extract
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
 from sluice.core.errors import ConfigError
 
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TIMEOUT = 30  # seconds, per request
-DEFAULT_WORKDIR_LIMIT = 200 * 1024 * 1024
+DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
+ACTIONS_BOT = "github-actions[bot]"  # who an Actions GITHUB_TOKEN writes as
 OUTPUT_LIMIT = 65535  # GitHub's cap on a check run's output.summary and output.text
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
 TOKEN_REFRESH_MARGIN = 300.0  # seconds before expiry an installation token is replaced
@@ -106,7 +107,8 @@ def _install_log_redaction() -> None:
 
 @dataclass
 class TokenCache:
-    """Installation tokens by (API URL, App id, installation or repository), thread-safe.
+    """Installation tokens by (API URL, App id, installation or repository), and each App's
+    bot login by (API URL, App id); thread-safe.
 
     A token is reused until :data:`TOKEN_REFRESH_MARGIN` seconds before it expires. The
     lock is held while a token is fetched, so concurrent workers fetch it once.
@@ -114,6 +116,7 @@ class TokenCache:
 
     clock: Callable[[], float] = time.time
     _tokens: dict[tuple[str, ...], tuple[str, float]] = field(default_factory=dict)
+    _logins: dict[tuple[str, ...], str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self, key: tuple[str, ...], fetch: Callable[[], tuple[str, datetime]]) -> str:
@@ -126,10 +129,18 @@ class TokenCache:
             self._tokens[key] = (token, expires_at.timestamp())
             return token
 
+    def login(self, key: tuple[str, ...], fetch: Callable[[], str]) -> str:
+        """The App's bot login for ``key`` (API URL, App id), asked of ``fetch`` once."""
+        with self._lock:
+            if key not in self._logins:
+                self._logins[key] = fetch()
+            return self._logins[key]
+
     def clear(self) -> None:
-        """Forget every token (after an App's key is rotated, and in tests)."""
+        """Forget every token and login (after an App's key is rotated, and in tests)."""
         with self._lock:
             self._tokens.clear()
+            self._logins.clear()
 
 
 INSTALLATION_TOKENS = TokenCache()
@@ -137,10 +148,12 @@ INSTALLATION_TOKENS = TokenCache()
 
 class _InstallationAuth(Auth.Auth):
     """Authenticates each request with the current installation token from the cache, so a
-    long-lived client never sends an expired one."""
+    long-lived client never sends an expired one; :meth:`bot_login` is the login the App's
+    comments are written by."""
 
-    def __init__(self, current: Callable[[], str]) -> None:
+    def __init__(self, current: Callable[[], str], bot_login: Callable[[], str]) -> None:
         self._current = current
+        self.bot_login = bot_login
 
     @property
     def token_type(self) -> str:
@@ -262,8 +275,8 @@ def _app_installation_auth(
     where = f"installation {installation_id}" if installation_id else f"repository {repo}"
     key = (api_url, str(app_id), where)
 
-    def fetch() -> tuple[str, datetime]:
-        integration = GithubIntegration(
+    def integration_() -> GithubIntegration:
+        return GithubIntegration(
             auth=Auth.AppAuth(app_id, private_key),
             base_url=api_url,
             timeout=timeout,
@@ -271,6 +284,9 @@ def _app_installation_auth(
             seconds_between_requests=None,
             seconds_between_writes=None,
         )
+
+    def fetch() -> tuple[str, datetime]:
+        integration = integration_()
         number = installation_id
         if number is None:
             with _boundary(f"finding the App installation for {repo}"):
@@ -280,7 +296,17 @@ def _app_installation_auth(
         log.debug("GitHub: installation token for %s expires at %s", where, granted.expires_at)
         return granted.token, granted.expires_at
 
-    return _InstallationAuth(lambda: cache.get(key, fetch))
+    def fetch_login() -> str:
+        # GET /app with the App's JWT: its slug; its comments are written by <slug>[bot].
+        with _boundary("reading the App's own record (GET /app)"):
+            slug = integration_().get_app().slug
+        if not _LOGIN.fullmatch(f"{slug}[bot]"):
+            raise ForgeError(f"GitHub: the App's slug {slug!r} is not one GitHub gives")
+        return f"{slug}[bot]"
+
+    return _InstallationAuth(
+        lambda: cache.get(key, fetch), lambda: cache.login((api_url, str(app_id)), fetch_login)
+    )
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -386,9 +412,15 @@ class GitHubForge:
     Args:
         client: An authenticated client, usually from :func:`github_client`.
         repo: ``owner/name``.
-        workdir_limit_bytes: The largest archive :meth:`fetch_tree` downloads, and the
-            largest total size of the files it writes.
+        workdir_limit_bytes: The largest total size of the files :meth:`fetch_tree`
+            writes, and of the (compressed) archive it downloads; overrides
+            ``tree_limits.total_bytes`` when given.
+        tree_limits: The service's limits on a commit's files (:class:`TreeLimits`).
         session: The HTTP session archives are downloaded with (tests inject one).
+        bot_login: The login the bot's comments are written by, when a token is used
+            that cannot say (an installation token given as a token). Otherwise it is
+            asked: an App's ``<slug>[bot]`` (``GET /app``), a token's user (``GET /user``),
+            and ``github-actions[bot]`` for an Actions ``GITHUB_TOKEN`` (403 there).
     """
 
     name: str = "github"
@@ -399,18 +431,22 @@ class GitHubForge:
         client: Github,
         repo: str,
         *,
-        workdir_limit_bytes: int = DEFAULT_WORKDIR_LIMIT,
+        workdir_limit_bytes: int | None = None,
         session: requests.Session | None = None,
+        bot_login: str | None = None,
+        tree_limits: TreeLimits = TREE_LIMITS,
     ) -> None:
         self.repo = repo
-        self.workdir_limit_bytes = workdir_limit_bytes
+        if workdir_limit_bytes is not None:
+            tree_limits = dataclasses.replace(tree_limits, total_bytes=workdir_limit_bytes)
+        self.tree_limits = tree_limits
+        self.workdir_limit_bytes = tree_limits.total_bytes
         self._client = client
         self._session = session or requests.Session()
         self._timeout = (10, DEFAULT_TIMEOUT)
         self._statuses_only = False  # check runs refused (a plain token): commit statuses
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
-        self._login: str | None = None
-        self._login_known = False
+        self._login: str | None = bot_login  # whose comments are ours
         self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
         with _boundary(f"opening {repo}"):
             self._repo = client.get_repo(repo)
@@ -426,13 +462,16 @@ class GitHubForge:
             self._download(link, sha, archive)
             archive.seek(0)
             extract(archive, dest, forge="GitHub", sha=sha, strip_top=True,
-                    limit=self.workdir_limit_bytes)  # fmt: skip
+                    limits=self.tree_limits)  # fmt: skip
 
     def _download(self, link: str, sha: str, out: IO[bytes]) -> None:
         limit = self.workdir_limit_bytes
         too_big = UnusableTree(
-            f"GitHub: the archive of {sha} is larger than the limit of {limit} bytes",
-            hint="raise the work directory limit, or keep large files out of the repository",
+            f"GitHub: the archive of {sha} is larger than the limit of {limit:,} bytes of all "
+            "files together (total_bytes, a setting of the Sluice service, not of the "
+            "repository)",
+            hint="keep large or generated files out of the repository, or ask the operator of "
+            "the Sluice service to raise the limit",
         )
         # The link is pre-signed (it carries its own short-lived token): no Authorization
         # header goes to codeload.
@@ -533,37 +572,40 @@ class GitHubForge:
 
     # -- comments ------------------------------------------------------------------------
 
-    def _own_login(self) -> str | None:
-        """The login of a token's user; None for an App or Actions token (which cannot ask)."""
-        if not self._login_known:
-            self._login_known = True
-            if isinstance(self._client.requester.auth, Auth.Token):
+    def _own_login(self) -> str:
+        """The login the bot's comments are written by, asked once per forge: an App's
+        ``<slug>[bot]`` (``GET /app`` with its JWT, cached per App), a token's user
+        (``GET /user``), or, when ``GET /user`` answers 403 as it does for an Actions
+        ``GITHUB_TOKEN``, ``github-actions[bot]``."""
+        if self._login is None:
+            auth = self._client.requester.auth
+            if isinstance(auth, _InstallationAuth):
+                self._login = auth.bot_login()
+            else:
                 try:
                     self._login = self._client.get_user().login
                 except GithubException as error:
-                    if error.status not in (401, 403):
-                        self._login_known = False  # a passing failure: ask again next time
+                    if error.status != 403 or isinstance(error, RateLimitExceededException):
                         raise
-                    # GITHUB_TOKEN answers 403 on /user: it is a bot; match by user type.
-                    log.debug("GitHub: GET /user answered %s; matching bot comments", error.status)
+                    log.debug("GitHub: GET /user answered 403: an Actions token, %s", ACTIONS_BOT)
+                    self._login = ACTIONS_BOT
         return self._login
 
-    def _ours(self, comment: IssueComment, login: str | None) -> bool:
-        if comment.user is None:
-            return False
-        if login is not None:
-            return comment.user.login == login
-        return comment.user.type == "Bot"
-
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
-        """Edit our comment holding ``marker`` on pull request ``number``, or create it."""
+        """Edit our comment holding ``marker`` on pull request ``number``, or create it.
+
+        Ours: the oldest comment holding ``marker`` written by the bot's own login
+        (:meth:`_own_login`). Anyone else's comment holding the marker, a person's or
+        another App's, is never edited nor taken as ours.
+        """
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with _boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
-            login = self._own_login()
+            login = self._own_login().casefold()
             for comment in issue.get_comments():
-                if marker in (comment.body or "") and self._ours(comment, login):
+                author = comment.user.login if comment.user is not None else None
+                if marker in (comment.body or "") and (author or "").casefold() == login:
                     if comment.body != body:
                         comment.edit(body)
                     return

@@ -11,6 +11,7 @@ HTTP status and GitLab's own message, never a credential.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import tempfile
@@ -24,14 +25,14 @@ import requests
 from gitlab.exceptions import GitlabError
 
 from sluice import __version__
-from sluice.bot.forge.archive import extract
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
 from sluice.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30  # seconds, per request
-DEFAULT_WORKDIR_LIMIT = 200 * 1024 * 1024
+DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
 MAX_RETRIES = 3  # after a 429 or a transient 5xx (python-gitlab's default is 10)
 DESCRIPTION_LIMIT = 255  # GitLab's cap on a commit status description
 ARCHIVE_CHUNK = 1024 * 1024
@@ -176,8 +177,10 @@ class GitLabForge:
     Args:
         client: An authenticated client, usually from :func:`gitlab_client`.
         repo: The project's path with its namespace (``group/subgroup/name``).
-        workdir_limit_bytes: The largest archive :meth:`fetch_tree` downloads, and the
-            largest total size of the files it writes.
+        workdir_limit_bytes: The largest total size of the files :meth:`fetch_tree`
+            writes, and of the (compressed) archive it downloads; overrides
+            ``tree_limits.total_bytes`` when given.
+        tree_limits: The service's limits on a commit's files (:class:`TreeLimits`).
 
     One forge serves one job: it remembers what it learnt on the way (its own username,
     team members, each merge request's head and web address, the states it posted) and
@@ -192,17 +195,20 @@ class GitLabForge:
         client: gitlab.Gitlab,
         repo: str,
         *,
-        workdir_limit_bytes: int = DEFAULT_WORKDIR_LIMIT,
+        workdir_limit_bytes: int | None = None,
+        tree_limits: TreeLimits = TREE_LIMITS,
     ) -> None:
         self.repo = repo
-        self.workdir_limit_bytes = workdir_limit_bytes
+        if workdir_limit_bytes is not None:
+            tree_limits = dataclasses.replace(tree_limits, total_bytes=workdir_limit_bytes)
+        self.tree_limits = tree_limits
+        self.workdir_limit_bytes = tree_limits.total_bytes
         self._client = client
         self._secrets = tuple(
             t for t in (client.private_token, client.oauth_token, client.job_token) if t
         )
         self._project = client.projects.get(repo, lazy=True)  # no request
-        self._username: str | None = None
-        self._username_known = False
+        self._username: str | None = None  # the token's user
         self._teams: dict[str, frozenset[str]] = {}
         self._heads: dict[int, tuple[str, str | None]] = {}  # iid -> head sha, source branch
         self._mr_urls: dict[int, str] = {}  # iid -> the merge request's web address
@@ -235,9 +241,11 @@ class GitLabForge:
                 written += len(chunk)
                 if written > limit:
                     raise UnusableTree(
-                        f"GitLab: the archive of {sha} is larger than the limit of {limit} bytes",
-                        hint="raise the work directory limit, or keep large files out of "
-                        "the repository",
+                        f"GitLab: the archive of {sha} is larger than the limit of {limit:,} "
+                        "bytes of all files together (total_bytes, a setting of the Sluice "
+                        "service, not of the repository)",
+                        hint="keep large or generated files out of the repository, or ask the "
+                        "operator of the Sluice service to raise the limit",
                     )
                 archive.write(chunk)
 
@@ -247,7 +255,8 @@ class GitLabForge:
                     chunk_size=ARCHIVE_CHUNK,
                 )  # fmt: skip
             archive.seek(0)
-            extract(archive, dest, forge="GitLab", sha=sha, strip_top=True, limit=limit)
+            extract(archive, dest, forge="GitLab", sha=sha, strip_top=True,
+                    limits=self.tree_limits)  # fmt: skip
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref``; None when the file (or the ref) does not exist."""
@@ -341,19 +350,30 @@ class GitLabForge:
 
     # -- notes ---------------------------------------------------------------------------
 
-    def _own_username(self) -> str | None:
-        """The token's user; None when GitLab will not say (401/403, e.g. a job token)."""
-        if not self._username_known:
+    def _own_username(self) -> str:
+        """The token's user (``GET /user``), asked once per forge.
+
+        Raises:
+            ForgeError: GitLab will not say (401/403, e.g. a CI job token): without it
+                the bot's note cannot be told from someone else's holding the marker.
+        """
+        if self._username is None:
             if self._client.user is None:
                 try:
                     self._client.auth()
                 except GitlabError as error:
                     if _status(error) not in (401, 403):
-                        raise  # a passing failure: ask again next time
-                    log.debug("GitLab: GET /user answered %s; matching any note", _status(error))
-            self._username_known = True
-            if self._client.user is not None:
-                self._username = str(self._client.user.username)
+                        raise  # a passing failure: asked again next time
+                    raise ForgeError(
+                        f"GitLab: reading the token's own user (GET /user) failed: "
+                        f"{_status(error)} {self._message(error)}; Sluice finds its note on a "
+                        "merge request by its author, so it needs to know who it is",
+                        hint="set SLUICE_GITLAB_TOKEN to a personal, group or project access "
+                        "token with the api scope",
+                    ) from None
+            if self._client.user is None:
+                raise ForgeError("GitLab: GET /user did not say who the token's user is")
+            self._username = str(self._client.user.username)
         return self._username
 
     def _note_url(self, number: int, note_id: int) -> str:
@@ -365,8 +385,9 @@ class GitLabForge:
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         """Edit the bot's note holding ``marker`` on merge request ``!number``, or create
         it. The note is the oldest non-system note holding the marker written by the
-        token's user (by anyone, when the token cannot read its user). The merge request
-        is read once per forge, so statuses on its head can link to the note."""
+        token's user (:meth:`_own_username`); anyone else's note holding the marker is
+        never edited nor taken as the bot's. The merge request is read once per forge, so
+        statuses on its head can link to the note."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         if number not in self._heads:
@@ -380,7 +401,7 @@ class GitLabForge:
                 author = (attrs.get("author") or {}).get("username")
                 if attrs.get("system") or marker not in (attrs.get("body") or ""):
                     continue
-                if me is not None and author != me:
+                if author != me:
                     continue
                 if attrs.get("body") != body:
                     mr.notes.update(note.id, {"body": body})

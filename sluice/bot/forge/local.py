@@ -8,6 +8,7 @@ so a person or another CI system (Jenkins, Buildkite) can read what Sluice said:
     .sluice/forge/
       prs/<n>.json                 the PR: branches, author, state, head at merge, merge sha
       prs/<n>/comment.md           the bot's sticky comment (one per marker: comment-2.md ...)
+      prs/<n>/authors.json         who wrote each of those files (the forge's bot user)
       prs/<n>/replies/001.md       the bot's replies to commands, in order
       prs/<n>/comments.json        comments people wrote (with their reactions)
       prs/<n>/reviews.json         reviews (approvals) people gave
@@ -37,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from sluice.bot.forge.archive import checked_members, extract
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, checked_members, extract
 from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
 
 try:  # a lock between two commands run at once; absent on Windows, where it is skipped
@@ -48,6 +49,8 @@ except ImportError:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 ROLES = ("admin", "maintain", "write", "triage", "read", "none")
+BOT_USER = "sluice"
+"""Who the local forge's sticky comments are written by, unless told otherwise."""
 METHODS = ("merge", "squash", "rebase")
 HISTORY_LIMIT = 50
 _SHA = re.compile(r"[0-9a-f]{7,64}")
@@ -65,7 +68,8 @@ def _now() -> str:
 
 class LocalForge:
     """The forge of the git repository at ``repo_dir``, its records in ``store_dir``
-    (default ``<repo>/.sluice/forge``).
+    (default ``<repo>/.sluice/forge``), its sticky comments written as ``bot_user``, the
+    files of a commit held to ``tree_limits``.
 
     Raises:
         ForgeError: ``repo_dir`` is not a git repository, or git is not installed.
@@ -74,7 +78,13 @@ class LocalForge:
     name: str = "local"
     comment_limit: int = 1_000_000
 
-    def __init__(self, repo_dir: Path, store_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        repo_dir: Path,
+        store_dir: Path | None = None,
+        bot_user: str = BOT_USER,
+        tree_limits: TreeLimits = TREE_LIMITS,
+    ) -> None:
         repo_dir = Path(repo_dir)
         if not repo_dir.is_dir():
             raise ForgeError(f"local: {repo_dir} is not a directory")
@@ -89,6 +99,8 @@ class LocalForge:
             self._cwd = self.root
         self.repo = self.root.name.removesuffix(".git") or "repo"
         self.store = (store_dir or self.root / ".sluice" / "forge").resolve()
+        self.bot_user = bot_user
+        self.tree_limits = tree_limits
         self._lock_depth = 0
         self._ignored = False
         self._lock_file: IO[str] | None = None
@@ -140,25 +152,41 @@ class LocalForge:
     # -- files ---------------------------------------------------------------------------
 
     def fetch_tree(self, sha: str, dest: Path) -> None:
-        """Write the files of commit ``sha`` (``git archive``) into ``dest``; members that
-        would land outside ``dest`` are refused before anything is written."""
+        """Write the files of commit ``sha`` into ``dest``: ``git archive`` piped through the
+        same checks as a forge's archive (members that would land outside ``dest`` refused,
+        the :attr:`tree_limits` applied as it streams; ``git archive`` is stopped at the
+        first member over one), and nothing left in ``dest`` when refused."""
         commit = self.commit_of(sha)
         if commit is None:
             raise ForgeError(f"local: there is no commit {sha} in {self.repo}")
         dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=dest.parent) as archive:
+        environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+        with tempfile.TemporaryFile() as errors:
             try:
-                done = subprocess.run(
-                    ["git", "archive", "--format=tar", commit], cwd=self._cwd, stdout=archive,
-                    stderr=subprocess.PIPE, check=False,
+                git = subprocess.Popen(
+                    ["git", "archive", "--format=tar", commit], cwd=self._cwd,
+                    stdout=subprocess.PIPE, stderr=errors, env=environment,
                 )  # fmt: skip
             except FileNotFoundError:
                 raise ForgeError("local: git is not installed") from None
-            if done.returncode != 0:
-                text = done.stderr.decode("utf-8", "replace").strip()
+            assert git.stdout is not None
+            try:
+                extract(git.stdout, dest, forge="local", sha=sha, limits=self.tree_limits)
+                git.stdout.read(1 << 20)  # the archive's end padding, which git may still write
+            except ForgeError:
+                if git.poll() is None:  # refused half way: stop it, a read error is git's own
+                    git.kill()
+                    git.wait()
+                    raise
+                git.wait()
+                if git.returncode == 0:
+                    raise
+            finally:
+                git.stdout.close()
+            if git.wait() != 0:
+                errors.seek(0)
+                text = errors.read().decode("utf-8", "replace").strip()
                 raise ForgeError(f"local: archiving {sha} failed: {text}")
-            archive.seek(0)
-            extract(archive, dest, forge="local", sha=sha)
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref`` (branch, tag or sha); None when either is missing."""
@@ -359,19 +387,35 @@ class LocalForge:
     # -- comments, reviews, reactions ----------------------------------------------------
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
-        """Replace the comment holding ``marker`` (``prs/<n>/comment.md``), or create it."""
+        """Replace this forge's bot user's comment holding ``marker`` (``prs/<n>/comment.md``
+        ...), or create it; a comment holding the marker written by anyone else (another
+        bot user sharing the store) is never taken as ours. Who wrote each comment file is
+        in ``prs/<n>/authors.json``; a file it does not name was written by
+        :data:`BOT_USER` (before authors were recorded)."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with self._locked():
             self._record(number)
             folder = self._pr_dir(number)
+            authors = self._authors(number)
             existing = self._sticky(number)
             for path in existing:
+                if authors.get(path.name, BOT_USER) != self.bot_user:
+                    continue
                 if marker in path.read_text(encoding="utf-8"):
                     self._write(path, body)
                     return
             name = "comment.md" if not existing else f"comment-{len(existing) + 1}.md"
+            authors[name] = self.bot_user
+            self._write(folder / "authors.json", authors)
             self._write(folder / name, body)
+
+    def _authors(self, number: int) -> dict[str, str]:
+        path = self._pr_dir(number) / "authors.json"
+        authors = self._read(path, {})
+        if not isinstance(authors, dict):
+            raise ForgeError(f'local: {path} must hold an object {{"comment.md": "user"}}')
+        return {str(k): str(v) for k, v in authors.items()}
 
     def _sticky(self, number: int) -> list[Path]:
         folder = self._pr_dir(number)
@@ -635,6 +679,8 @@ class LocalForge:
         return found
 
 
-def _checked(members: list[tarfile.TarInfo], sha: str) -> list[tarfile.TarInfo]:
-    """The archive's members, every unsafe one refused before anything is written."""
-    return checked_members(members, forge="local", sha=sha)
+def _checked(
+    members: list[tarfile.TarInfo], sha: str, limits: TreeLimits = TREE_LIMITS
+) -> list[tarfile.TarInfo]:
+    """The archive's members, every unsafe one (or one over a limit) refused."""
+    return checked_members(members, forge="local", sha=sha, limits=limits)
