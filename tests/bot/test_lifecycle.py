@@ -13,6 +13,7 @@ Spark runs through spark-submit as in production; PyGithub really runs against
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -197,9 +198,13 @@ def _pull(number: int, head: str, author: str, action: str, **more: Any) -> dict
 
 
 def _review(number: int, head: str, user: str, state: str, commit: str) -> dict[str, Any]:
+    # Each review has its own id, as on GitHub: the same id twice is the same review (a
+    # replayed delivery), which Sluice handles once.
+    review_id = int(hashlib.sha256(f"{number}:{head}:{user}:{state}".encode()).hexdigest()[:8], 16)
     return _payload("github/pull_request_review/submitted.payload.json", **{
         "pull_request.number": number, "pull_request.head.sha": head,
         "review.user.login": user, "review.state": state.lower(), "review.commit_id": commit,
+        "review.id": review_id,
     })  # fmt: skip
 
 
