@@ -20,7 +20,7 @@ Event                   Key (the ledger adds the repository)                    
 PR merged               ``merge:<number>:<merge sha>``                          re-promote prod
 PR closed, not merged   ``close:<number>:<head sha>:<updated_at>``              drop a reopened env
 ``/sluice`` comment     ``comment:<number>:<comment id>:<author>``              deploy, plan, reply
-review (GitHub)         ``review:<review id>:<user>:<action>:<STATE>``          re-run the gate
+review (GitHub)         ``review:<number>:<id>:<user>:<action>:<STATE>``        re-run the gate
 approval (GitLab)       ``approval:<number>:<user>:<STATE>:<head>:<time>``      re-bind its head
 "Approve this plan"     ``click:<check run id>:<button>:<user>:<head sha>``     record the click
 tag pushed              ``tag:<tag>:<sha>``                                     re-promote a commit
@@ -144,7 +144,7 @@ class ReviewEvent(_Base):
     def content_key(self) -> str | None:
         who = self.reviewer.casefold()
         if self.review_id is not None:
-            return f"review:{self.review_id}:{who}:{self.action}:{self.state}"
+            return f"review:{self.number}:{self.review_id}:{who}:{self.action}:{self.state}"
         if self.submitted_ms is None:
             return None
         return f"approval:{self.number}:{who}:{self.state}:{self.head_sha}:{self.submitted_ms}"

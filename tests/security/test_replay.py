@@ -283,6 +283,23 @@ def test_the_same_review_twice_is_evaluated_once_and_its_dismissal_is_not_a_repl
     assert bot.posts(before) != []
 
 
+def test_the_key_of_a_review_names_its_pr_and_reviewer(bot: Bot) -> None:
+    # An id is one review; a payload reusing it for another PR or user is not its replay.
+    bot.plan(7, A)
+    bot.github.add_pull(8, A, author="alice")
+    bot.deliver("pull_request_review", _review(42, "approved"))
+    before = len(bot.github.requests)
+    other_pr = _review(42, "approved")
+    other_pr["pull_request"]["number"] = 8
+    bot.deliver("pull_request_review", other_pr)
+    assert bot.posts(before) != []
+    before = len(bot.github.requests)
+    other_user = _review(42, "approved")
+    other_user["review"]["user"]["login"] = "carol"
+    bot.deliver("pull_request_review", other_user)
+    assert bot.posts(before) != []
+
+
 def _click(user: str, run_id: int, head: str = A) -> dict[str, Any]:
     payload = realcase("github/check_run/requested_action.payload.json", OWNER, **{
         "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run_id,
