@@ -105,9 +105,9 @@ INCREMENTAL = ("INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY")
 SPARK_SETTINGS = """  project: jaffle
   spark:
     conf:
-      spark.driver.extraJavaOptions: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
       spark.sql.shuffle.partitions: '1'
 """
+SERVICE_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 def _sha(prefix: str, number: int) -> str:
@@ -309,6 +309,7 @@ class World:
         _edit(self.base / "config.yaml", "  project: jaffle\n", SPARK_SETTINGS)
         _edit(self.base / "config.yaml", "    backfill_days: 30\n",
               "    backfill_days: 30\n    diff_limit: 0\n")  # fmt: skip
+        self.publish_prod_branch()
         project = load_project(self.base, use_cache=False)
         store = open_state(self.url)
         try:
@@ -318,6 +319,20 @@ class World:
         finally:
             store.close()
 
+    def publish_prod_branch(self) -> None:
+        """The fake GitHub's ``main``: the base project's commit, whose config.yaml holds
+        the settings in force (a PR's own ``sluice:`` section is never used)."""
+        from tests.bot.github_wire import FakeGitHub
+
+        sha = _sha("c", 0)
+        (self.trees / f"{sha}.tar.gz").write_bytes(_tarball(self.base, f"octo-warehouse-{sha[:7]}"))
+        github = FakeGitHub(repo=OWNER, state_file=self.forge_state)
+        github.refs["main"] = sha
+        config = (self.base / "config.yaml").read_text()
+        for ref in ("main", sha):
+            github.files[(ref, "config.yaml")] = config
+        github.save()
+
     def runner(self) -> Any:
         from sluice.core.model.loader import load_project
         from sluice.core.spark.session import SparkPaths
@@ -325,7 +340,9 @@ class World:
 
         project = load_project(self.base, use_cache=False)
         paths = SparkPaths(root=(self.work / "spark").resolve(), logs=self.logs)
-        return SubmitRunner(project.config.sluice.spark, paths)
+        spark = project.config.sluice.spark
+        conf = {**spark.conf, **SERVICE_SPARK_CONF}
+        return SubmitRunner(spark.model_copy(update={"conf": conf}), paths)
 
     def prepare(self, number: int) -> None:
         """The commits of PR ``number``: its head, and the merge commit (same tree)."""
@@ -348,8 +365,11 @@ class World:
 
         args = [sys.executable, "-m", "tests.bot.service_child", str(self.port), str(self.work),
                 self.url, str(self.forge_state), str(self.trees)]  # fmt: skip
+        # JVM options choose what runs: a service setting, never a repository's.
+        env = {**os.environ, "SLUICE_SPARK_CONF": json.dumps(SERVICE_SPARK_CONF)}
         with open(self.root / "service.log", "ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                         env=env,
                                          preexec_fn=_die_with_parent)  # noqa: PLW1509  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

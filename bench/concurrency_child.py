@@ -177,6 +177,7 @@ def main(config: dict[str, Any]) -> None:
         workdir=Path(config["workdir"]), database_url=config["url"],
         job_lease_seconds=lease, max_attempts=int(config["max_attempts"]),
         janitor_interval_seconds=float(config["janitor"]),
+        repositories=("sluice-bench/*",),  # the bench's repositories: repo-0, repo-1, ...
     )  # fmt: skip
     app = create_app(settings, start_workers=False)
     queue = RecordingQueue(settings.state_url(), max_attempts=settings.max_attempts,

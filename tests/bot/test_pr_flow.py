@@ -42,6 +42,7 @@ from tests.bot.test_service import Service, sign
 REPO = Path(__file__).resolve().parents[2]
 PR_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
 PUSH_SHA = "b2c3d4e5f60718293a4b5c6d7e8f901234567890"  # the same tree, pushed again
+BASE_SHA = "c3d4e5f60718293a4b5c6d7e8f901234567890ab"  # the prod branch (main)
 
 
 @dataclass
@@ -144,6 +145,10 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
         database_url=prod.url, github_request_interval=0, github_write_interval=0,
     )  # type: ignore[arg-type]  # fmt: skip
     github = FakeGitHub(trees={PR_SHA: (prod.trees / f"{PR_SHA}.tar.gz").read_bytes()})
+    # The prod branch holds the project prod was built from: its config.yaml's `sluice:`
+    # settings (30 days of backfill for a PR) are the ones in force, not the PR's.
+    github.refs["main"] = BASE_SHA
+    github.files[("main", "config.yaml")] = (prod.root / "base" / "config.yaml").read_text()
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         with TestClient(create_app(settings)) as client:

@@ -92,7 +92,7 @@ def test_the_schema_documents_the_webhooks(service: Service) -> None:
         post = paths[path]["post"]
         assert {p["name"] for p in post["parameters"] if p["in"] == "header"} == headers
         assert post["requestBody"]["content"]["application/json"]["schema"]["type"] == "object"
-        assert set(post["responses"]) == {"200", "202", "204", "400", "401", "413", "503"}
+        assert set(post["responses"]) == {"200", "202", "204", "400", "401", "403", "413", "503"}
 
 
 # --- bodies ---------------------------------------------------------------------------------

@@ -258,6 +258,43 @@ def test_writes_the_spec_asked_for_are_applied(store: StateStore) -> None:
     ]
 
 
+def test_a_model_is_recorded_filled_only_once_its_blocking_audits_passed(
+    store: StateStore,
+) -> None:
+    writes = JobWrites(SPEC, store)
+    writes.apply(_write("add_intervals", model="s.a", version="va", intervals=[[D0, D0 + DAY]]))
+    writes.apply(_write("add_intervals", model="s.v", version="vv", intervals=[list(VIEW_MARKER)]))
+    # s.a's audit has not run yet: were the driver to die now, s.a is built again.
+    assert store.get_intervals([("s.a", "va")]) == {}
+    assert store.get_intervals([("s.v", "vv")]) == {("s.v", "vv"): [VIEW_MARKER]}  # no audit
+    writes.apply(_write("save_result", kind="audit", name="s.a:not_null", passed=True,
+                        payload={"violations": 0}))  # fmt: skip
+    assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + DAY)]}
+
+
+def test_a_failed_blocking_audit_leaves_its_model_unfilled_so_the_next_run_audits_again(
+    store: StateStore,
+) -> None:
+    writes = JobWrites(SPEC, store)
+    writes.apply(_write("add_intervals", model="s.a", version="va",
+                        intervals=[[D0, D0 + DAY], [D0 + DAY, D0 + 2 * DAY]]))  # fmt: skip
+    writes.apply(_write("save_result", kind="audit", name="s.a:not_null", passed=False,
+                        payload={"violations": 3}))  # fmt: skip
+    assert store.get_intervals([("s.a", "va")]) == {}
+    [result] = store.get_results(job_id=SPEC["job_id"])
+    assert (result.name, result.passed) == ("s.a:not_null", False)
+
+
+def test_a_non_blocking_audit_holds_nothing_back(store: StateStore) -> None:
+    spec = {**SPEC, "steps": [
+        {**step, "blocking": False} if step["type"] == "audit" else step
+        for step in SPEC["steps"]
+    ]}  # fmt: skip
+    writes = JobWrites(spec, store)
+    writes.apply(_write("add_intervals", model="s.a", version="va", intervals=[[D0, D0 + DAY]]))
+    assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + DAY)]}
+
+
 def _environment(name: str, plan_id: str) -> dict[str, Any]:
     return {"name": name, "snapshots": [], "plan_id": plan_id, "previous_plan_id": None,
             "start": None, "end": 0, "expiration_ts": None, "updated_ts": 0}  # fmt: skip
@@ -344,8 +381,8 @@ def say(event):
     print("@@sluice " + json.dumps(event), flush=True)
 say({"event": "job_start", "job_id": spec["job_id"], "steps": len(spec["steps"])})
 say({"event": "step_start", "index": 0, "type": "build", "label": "build s.a"})
-say({"event": "write", "op": "add_intervals", "model": "s.a", "version": "va",
-     "intervals": [[%(d0)d, %(d1)d]]})
+say({"event": "write", "op": "add_intervals", "model": "s.v", "version": "vv",
+     "intervals": [[0, 1]]})
 say(json.loads(sys.argv[2]))
 time.sleep(120)
 say({"event": "job_done", "job_id": spec["job_id"], "results": {}})
@@ -358,8 +395,7 @@ class _Forger(SubmitRunner):
     forged: dict[str, Any] = {}
 
     def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
-        script = _FORGER % {"d0": D0, "d1": D0 + DAY}
-        return [sys.executable, "-c", script, str(spec_path), json.dumps(self.forged)]
+        return [sys.executable, "-c", _FORGER, str(spec_path), json.dumps(self.forged)]
 
 
 @pytest.mark.parametrize(("event", "message"), [FORGED[0], FORGED[10], FORGED[15]])
@@ -374,8 +410,8 @@ def test_a_driver_forging_a_write_is_stopped_and_the_job_fails(
         run_recorded(runner, SPEC, state=store)
     assert time.monotonic() - began < 30  # killed at once, not after its sleep
     assert message in str(caught.value)
-    # What it wrote before the forgery, within its spec, stays (a batch it did build).
-    assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + DAY)]}
+    # What it wrote before the forgery, within its spec, stays (a view it did create).
+    assert store.get_intervals([("s.v", "vv")]) == {("s.v", "vv"): [VIEW_MARKER]}
     assert store.list_environments() == []
     assert store.get_results(job_id="promote-prod-1") == []
 

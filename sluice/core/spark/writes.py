@@ -12,7 +12,11 @@ table diff's result) it reports as a ``write`` event on its stdout line protocol
 Both runners hand every such event to one :class:`JobWrites`, built from the spec the
 service issued, which applies it to the state store as it arrives (so a batch's interval
 is recorded right after its data is written, and a job killed mid-backfill is finished by
-applying again), after checking it asks for nothing the spec did not:
+applying again), after checking it asks for nothing the spec did not. The intervals of a
+model with blocking audits in the job are held back until every one of those audits
+passed: a table whose audit failed (or never ran, the driver having died first) is not
+recorded as filled, so the next run builds and audits it again instead of skipping both.
+The checks:
 
 - intervals only of the (model, version) pairs the spec's ``build`` steps build, and only
   within the batches those steps asked for (a view's marker only for a view);
@@ -72,12 +76,18 @@ class JobWrites:
         self.refused: WriteRefused | None = None
         self._builds: dict[tuple[str, str], dict[str, Any]] = {}
         self._results: dict[str, set[str]] = {kind: set() for kind in RESULT_KINDS}
+        # model -> the names of its blocking audits not yet passed; its intervals wait.
+        self._pending: dict[str, set[str]] = {}
+        self._held: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for step in spec.get("steps", []):
             kind = step.get("type")
             if kind == "build":
                 self._builds[(str(step["model"]), str(step["version"]))] = step
             elif kind == "audit":
-                self._results["audit"].add(f"{step['model']}:{step['audit']}")
+                name = f"{step['model']}:{step['audit']}"
+                self._results["audit"].add(name)
+                if step.get("blocking", True):
+                    self._pending.setdefault(str(step["model"]), set()).add(name)
             elif kind in ("unit_test", "table_diff"):
                 self._results[kind].add(str(step["name"]))
 
@@ -134,7 +144,9 @@ class JobWrites:
                     f"intervals of {model}@{version}: [{start}, {end}) is outside the batches "
                     "this job asked for"
                 )
-        if self.state is not None and spans:
+        if self._pending.get(model):
+            self._held.setdefault((model, version), []).extend(spans)
+        elif self.state is not None and spans:
             self.state.add_intervals(model, version, spans)
 
     def _remove_intervals(self, event: dict[str, Any]) -> None:
@@ -171,6 +183,23 @@ class JobWrites:
         if self.state is not None:
             record = JobResult(self.job_id, self.plan_id, kind, name, passed, payload, self.clock())
             self.state.save_results([record])
+        if kind == "audit" and passed:
+            self._passed(name)
+
+    def _passed(self, audit: str) -> None:
+        """A blocking audit passed: once its model's last one did, record what was held."""
+        model = audit.split(":", 1)[0]
+        pending = self._pending.get(model)
+        if not pending or audit not in pending:
+            return
+        pending.discard(audit)
+        if pending:
+            return
+        for (held_model, version), spans in list(self._held.items()):
+            if held_model == model:
+                del self._held[(held_model, version)]
+                if self.state is not None and spans:
+                    self.state.add_intervals(model, version, spans)
 
     def _refuse(self, problem: str) -> NoReturn:
         error = WriteRefused(
