@@ -20,7 +20,6 @@ from sluice.bot.commands import (
     Command,
     CommandError,
     command_line,
-    mention,
     parse_line,
 )
 from sluice.bot.events import CommentEvent
@@ -56,7 +55,7 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
     line = command_line(event.body)
     if line is None:
         return
-    who = mention(event.author)
+    who = md.mention(event.author)
     permission = forge.permission(event.author)
     if not writer(permission):
         needed = "the Developer role or above" if forge.name == "gitlab" else "write permission"
@@ -82,7 +81,7 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         return
     pr = forge.pull_request(event.number)
     if not pr.open:
-        forge.reply(event.number, f"@{event.author} this pull request is closed.")
+        forge.reply(event.number, f"{md.mention(event.author)} this pull request is closed.")
         return
     if command.name == "plan":
         # A fork's author may push between the writer's review and the build: a fork PR
@@ -93,11 +92,11 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
             return
         ctl.preview(forge, ctl.target(seen, admit=True))
         if pr.fork:
-            said = f"@{event.author} built `{_short(seen.head_sha)}`, "
+            said = f"{md.mention(event.author)} built `{_short(seen.head_sha)}`, "
             if seen.head_sha == pr.head_sha:
                 said += "this pull request's head when you commented."
             else:
-                said += (f"the head when @{event.author} commented; the pull request has since "
+                said += (f"the head when {md.mention(event.author)} commented; the pull request has since "
                          f"moved to `{_short(pr.head_sha)}`: comment `/sluice plan` again to "
                          "build it.")  # fmt: skip
             forge.reply(event.number, said)
@@ -132,7 +131,7 @@ def _head_when_commented(ctl: Controller, forge: Forge, pr: PullRequest,
         ctl.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms,
                                   ctl.ctx.clock())  # fmt: skip
         forge.reply(pr.number, (
-            f"@{event.author} not built: Sluice has no record of this fork pull request's "
+            f"{md.mention(event.author)} not built: Sluice has no record of this fork pull request's "
             "head when you commented (the pull request is older than that record), and its "
             "head now may hold commits pushed after your review. Its head is now "
             f"`{_short(pr.head_sha)}`: review that commit, then comment `/sluice plan` again "
@@ -142,7 +141,7 @@ def _head_when_commented(ctl: Controller, forge: Forge, pr: PullRequest,
     sha, at = recorded
     if at is not None and event.created_ms is not None and at >= event.created_ms:
         forge.reply(pr.number, (
-            f"@{event.author} not built: the pull request's head changed after your command "
+            f"{md.mention(event.author)} not built: the pull request's head changed after your command "
             f"(to `{_short(sha)}`), so what you reviewed is not what would run. Review the new "
             "head and comment `/sluice plan` again."
         ))  # fmt: skip
@@ -191,12 +190,12 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
         text = ctl.scrub(str(exc), tree)
         forge.reply(
             pr.number,
-            f"@{author} {md.code(f'/sluice diff {command.model}')} failed:\n\n{md.fence(text, 'text')}",
+            f"{md.mention(author)} {md.code(f'/sluice diff {command.model}')} failed:\n\n{md.fence(text, 'text')}",
         )
         return
     where = f" where {md.code(command.where)}" if command.where else ""
     forge.reply(pr.number, (
-        f"@{author} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
+        f"{md.mention(author)} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
         + diff_render.markdown([result])
     ))  # fmt: skip
 
@@ -205,13 +204,13 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
     verdict = approval.refresh(ctl, forge, pr)
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
-        forge.reply(pr.number, f"@{author} not deployed: the `sluice/approval` gate has not "
+        forge.reply(pr.number, f"{md.mention(author)} not deployed: the `sluice/approval` gate has not "
                     f"passed. {why}")  # fmt: skip
         return
     settings = verdict.settings
     if pr.base_ref != settings.branch:
         forge.reply(pr.number, (
-            f"@{author} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
+            f"{md.mention(author)} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
             f"pull requests into the prod branch {md.code(settings.branch)} deploy to prod (the prod "
             f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
             f"{settings.source}). Open the pull request against {md.code(settings.branch)}."
@@ -220,7 +219,7 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, (
-            f"@{author} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
+            f"{md.mention(author)} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
             f"have, and promoting it would undo them in prod. Merge {md.code(pr.base_ref)} into the "
             "branch, let Sluice plan it again, and deploy that."
         ))  # fmt: skip
@@ -228,17 +227,18 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
     outcome = promotion.promote(ctl, forge, pr.head_sha, settings, label=f"#{pr.number}",
                                 number=pr.number)  # fmt: skip
     if not outcome.ok:
-        forge.reply(pr.number, f"@{author} deploy failed: {outcome.title}.")
+        forge.reply(pr.number, f"{md.mention(author)} deploy failed: {outcome.title}.")
         return
     method = settings.deploy.merge_method
     if method is None:
-        forge.reply(pr.number, f"@{author} deployed to prod: {outcome.title}.")
+        forge.reply(pr.number, f"{md.mention(author)} deployed to prod: {outcome.title}.")
         return
     try:
         merged = forge.merge(pr.number, method, pr.head_sha)
     except SluiceError as exc:
-        forge.reply(pr.number, f"@{author} deployed to prod, but merging failed: {exc}")
+        forge.reply(pr.number, f"{md.mention(author)} deployed to prod, but merging failed: {exc}")
         return
     forge.reply(
-        pr.number, f"@{author} deployed to prod ({outcome.title}) and merged as `{merged[:7]}`."
+        pr.number,
+        f"{md.mention(author)} deployed to prod ({outcome.title}) and merged as `{merged[:7]}`.",
     )

@@ -36,7 +36,7 @@ its own after a blank line, outside code, quotes, lists and HTML.
 checked the author's permission; :func:`parse_line` then reads its arguments. Who may run
 commands (write permission) is checked by the controller through the forge, not here.
 Replies quote what people wrote only as code spans (:func:`sluice.core.markdown.code`)
-and name them through :func:`mention`.
+and name them through :func:`sluice.core.markdown.mention`.
 """
 
 from __future__ import annotations
@@ -148,17 +148,6 @@ def parse_line(line: str) -> Command:
             raise CommandError(USAGE[name], hint=f"`/sluice {name}` takes no arguments")
         return Command(_PLAIN[name])
     return Command("help", unknown=sub)
-
-
-# --- people's names in replies --------------------------------------------------------
-
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?(?:\[bot\])?")
-
-
-def mention(login: str) -> str:
-    """``@login`` when ``login`` is a well-formed forge login (letters, digits, ``-``,
-    ``_``, ``.``, an App's ``[bot]``); anything else is quoted as code, never mentioned."""
-    return f"@{login}" if _LOGIN.fullmatch(login) else md.code(login, 40)
 
 
 # --- the command line -------------------------------------------------------------------

@@ -219,7 +219,7 @@ class Controller:
         forge = self.ctx.forge_for(event)
         text = self.scrub(error)
         if isinstance(event, CommentEvent):
-            forge.reply(event.number, f"@{event.author} Sluice could not run your command: "
+            forge.reply(event.number, f"{md.mention(event.author)} Sluice could not run your command: "
                         f"it failed on every attempt.\n\n{md.fence(text, 'text')}")  # fmt: skip
             return
         promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None

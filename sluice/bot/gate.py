@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from sluice.bot.forge.base import Review
+from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
 from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
 
@@ -355,7 +356,8 @@ def _by_name(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _mention(login: str) -> str:
-    return f"@{login}"
+    """A user, or an owner that is a team (``org/slug``); never raw text of a model file."""
+    return str(md.mention(login, team="/" in login))
 
 
 def _join(items: Sequence[str]) -> str:
@@ -505,7 +507,7 @@ def _summary(
         sentences.append(f"Approved by {who} ({len(approved_by)} of {required.count} required).")
         if missing:
             pool = [_mention(u) for u in eligible]
-            pool += [f"any member of @{t}" for t in unresolved_teams]
+            pool += [f"any member of {md.mention(t, team=True)}" for t in unresolved_teams]
             if pool:
                 more = "approval" if missing == 1 else "approvals"
                 sentences.append(f"{missing} more {more} needed from {_join(pool)}.")
@@ -516,11 +518,13 @@ def _summary(
                 )
     if gate.owners:
         if owners_missing:
-            parts = [f"`{model}` (@{owner})" for model, owner in owners_missing.items()]
+            parts = [
+                f"{md.code(model)} ({_mention(owner)})" for model, owner in owners_missing.items()
+            ]
             sentences.append(f"Owners still to approve: {_join(parts)}.")
             for owner in sorted(owner_is_author):
                 sentences.append(
-                    f"@{owner} owns a changed model but is the author, whose own approval "
+                    f"{_mention(owner)} owns a changed model but is the author, whose own approval "
                     "does not count: another owner or an admin must approve."
                 )
         else:
@@ -536,6 +540,6 @@ def _summary(
             "(not a required approver or owner)."
         )
     if self_approved:
-        sentences.append(f"@{gate.author}'s own approval does not count (PR author).")
+        sentences.append(f"{_mention(gate.author)}'s own approval does not count (PR author).")
     sentences.insert(0, "Approved." if ok else "Waiting for approval.")
     return " ".join(sentences)

@@ -224,6 +224,28 @@ def fence(value: Any, info: str = "") -> Markdown:
     return Markdown(f"{marks}{label}\n{body}\n{marks}")
 
 
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?(?:\[bot\])?")
+
+
+_SEGMENT = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?"
+_TEAM = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})+")
+
+
+def mention(login: Any, *, team: bool = False) -> Markdown:
+    """``@login`` when ``login`` is a well-formed forge login (letters, digits, ``-``,
+    ``_``, ``.``, an App's ``[bot]``), or with ``team`` a team or group path
+    (``org/slug``, ``group/subgroup``); anything else is quoted as code, never mentioned.
+
+    >>> mention("octo-cat"), mention("sluice[bot]"), mention("x](http://e.vil)")
+    ('@octo-cat', '@sluice[bot]', '`x](http://e.vil)`')
+    >>> mention("octo/data-eng", team=True), mention("x/../../user", team=True)
+    ('@octo/data-eng', '`x/../../user`')
+    """
+    login = "" if login is None else str(login)
+    ok = _TEAM.fullmatch(login) if team else _LOGIN.fullmatch(login)
+    return Markdown(f"@{login}") if ok and ".." not in login else code(login, 40)
+
+
 def trusted(value: Any) -> Markdown:
     """Sluice's own Markdown, shown as written (any user text in it escaped already)."""
     return value if isinstance(value, Markdown) else Markdown("" if value is None else value)

@@ -489,6 +489,14 @@ def test_owner_as_login_must_approve() -> None:
     assert mention.ok
 
 
+@pytest.mark.parametrize("owner", ["x](https://evil.example)", "<img src=x>", "a b", "x/../../y"])
+def test_an_owner_that_is_no_login_or_team_is_quoted_never_mentioned(owner: str) -> None:
+    waiting = run(settings(owners="direct"), [review("alice")], owners={"sales.orders": owner})
+    assert owner in waiting.owners_missing.values()
+    assert f"@{owner}" not in waiting.summary
+    assert f"(`{owner}`)" in waiting.summary  # a code span: shown as typed, never a link or tag
+
+
 def test_owner_as_team_any_member_approves() -> None:
     gate_settings = settings(owners="breaking")
     owners = {"mart.revenue": "acme/finance", "sales.orders": "alice"}
