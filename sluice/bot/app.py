@@ -206,7 +206,7 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             gitlab = gitlab_client(
                 settings.gitlab_url, secret.get_secret_value() if secret else None
             )
-            return GitLabForge(gitlab, event.repo)
+            return GitLabForge(gitlab, event.repo, tree_limits=settings.tree_limits())
         from sluice.bot.forge.github import GitHubForge, github_client
 
         key = settings.github_private_key
@@ -221,7 +221,7 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             seconds_between_requests=settings.github_request_interval,
             seconds_between_writes=settings.github_write_interval,
         )
-        return GitHubForge(client, event.repo)
+        return GitHubForge(client, event.repo, tree_limits=settings.tree_limits())
 
     return forge_for
 
@@ -247,9 +247,10 @@ def create_app(
                      ", ".join(settings.repositories))  # fmt: skip
         else:
             log.warning(
-                "SLUICE_REPOSITORIES is not set: this service serves any repository that can "
-                "sign a delivery with its webhook secret, with one state and one prod for "
-                "all of them; set it to the repositories it is for, e.g. "
+                "SLUICE_REPOSITORIES is not set: this service accepts deliveries of any "
+                "repository that can sign them with its webhook secret (its state then "
+                "belongs to the first one it works for, and the others' jobs are refused); "
+                "set it to the repositories it is for, e.g. "
                 "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
             )
         settings.workdir.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 
@@ -59,8 +60,19 @@ class ServiceSettings(BaseSettings):
     subgroups too), matched without regard to case as the forges name repositories.
     Deliveries from any other repository are refused with 403 before anything is stored.
     Empty (the default): any repository that can sign a delivery with the webhook secret
-    is served, with one state and one prod for all; the service logs a WARNING at start-up.
+    is accepted (the state belongs to the first repository worked for, the others' jobs are
+    refused); the service logs a WARNING at start-up.
     """
+    tree_total_bytes: int = Field(default=TREE_LIMITS.total_bytes, gt=0)
+    """The limits on one commit's files, checked as its archive streams in (a commit over
+    one is refused, its build reported as failed): all regular files together
+    (``SLUICE_TREE_TOTAL_BYTES``), one file (``SLUICE_TREE_FILE_BYTES``), members
+    (``SLUICE_TREE_FILES``), folders deep (``SLUICE_TREE_DEPTH``), characters in a path
+    (``SLUICE_TREE_PATH_CHARS``). Never a repository's to set."""
+    tree_file_bytes: int = Field(default=TREE_LIMITS.file_bytes, gt=0)
+    tree_files: int = Field(default=TREE_LIMITS.files, gt=0)
+    tree_depth: int = Field(default=TREE_LIMITS.depth, gt=0)
+    tree_path_chars: int = Field(default=TREE_LIMITS.path_chars, gt=0)
     job_timeout_seconds: float = Field(default=7200.0, gt=0)
     """The longest one job's Spark process may run (seconds): the runner stops a job still
     running after this and the job fails, so a runaway query cannot hold its repository's
@@ -108,6 +120,12 @@ class ServiceSettings(BaseSettings):
                 hint="give the App's private key (PEM text), or use SLUICE_GITHUB_TOKEN",
             )
         return self
+
+    def tree_limits(self) -> TreeLimits:
+        """The service's limits on a commit's files (``SLUICE_TREE_*``)."""
+        return TreeLimits(total_bytes=self.tree_total_bytes, file_bytes=self.tree_file_bytes,
+                          files=self.tree_files, depth=self.tree_depth,
+                          path_chars=self.tree_path_chars)  # fmt: skip
 
     def spark(self) -> SparkSettings:
         """The service's Spark settings (see :mod:`sluice.bot.trust`)."""

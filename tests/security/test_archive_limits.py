@@ -108,7 +108,10 @@ def test_a_2_gib_gzip_bomb_is_refused_at_its_header(tmp_path: Path) -> None:
     assert source.at < 256 * 1024  # a few blocks read, not the 2 GiB
     text = str(error)
     assert "'models/zeros.sql' is 2,147,483,648 bytes" in text
-    assert "the limit is 52,428,800 bytes per file (file_bytes, a setting of the service" in text
+    assert (
+        "the limit is 52,428,800 bytes per file (SLUICE_TREE_FILE_BYTES, a setting of the service"
+        in text
+    )
     assert "operator of the Sluice service" in str(error.hint)
 
 
@@ -118,7 +121,7 @@ def test_many_files_under_the_file_limit_stop_at_the_total(tmp_path: Path) -> No
     limits = TreeLimits(total_bytes=100 * MiB, file_bytes=40 * MiB)
     error = refused(source, tmp_path / "tree", limits)
     assert "the files reach 134,217,728 bytes at 'seeds/3.csv'" in str(error)
-    assert "104,857,600 bytes of all files together (total_bytes" in str(error)
+    assert "104,857,600 bytes of all files together (SLUICE_TREE_TOTAL_BYTES" in str(error)
     assert source.at < len(archive) // 4  # stopped early
 
 
@@ -150,14 +153,14 @@ def test_too_many_members(tmp_path: Path, compress: object) -> None:
 def test_too_deep(tmp_path: Path) -> None:
     deep = "/".join(["d"] * 40) + "/x.sql"
     error = refused(plain(small(deep, b"x")), tmp_path / "tree")
-    assert "is 41 folders deep; the limit is 32 folders deep (depth" in str(error)
+    assert "is 41 folders deep; the limit is 32 folders deep (SLUICE_TREE_DEPTH" in str(error)
 
 
 def test_too_long_a_path(tmp_path: Path) -> None:
     long = "m/" + "x" * 2000 + ".sql"  # written by a pax header
     error = refused(plain(small(long, b"x")), tmp_path / "tree")
     assert "a path is 2,006 characters" in str(error)
-    assert "1,024 characters per path (path_chars" in str(error)
+    assert "1,024 characters per path (SLUICE_TREE_PATH_CHARS" in str(error)
 
 
 def test_a_huge_extended_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
@@ -258,7 +261,7 @@ def test_github_fetch_tree_refuses_a_bomb_with_its_limits(
                            seconds_between_requests=None, seconds_between_writes=None)  # fmt: skip
     forge = GitHubForge(client, "octo/warehouse", tree_limits=LIMITS)
     with pytest.raises(UnusableTree, match=r"'zeros.sql' is 2,147,483,648 bytes; the limit is "
-                       r"20,971,520 bytes per file \(file_bytes"):  # fmt: skip
+                       r"20,971,520 bytes per file \(SLUICE_TREE_FILE_BYTES"):  # fmt: skip
         forge.fetch_tree(SHA, tmp_path / "tree")
     assert list((tmp_path / "tree").iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
@@ -305,7 +308,7 @@ def test_the_local_forge_applies_the_limits_while_git_archive_streams(
     forge = LocalForge(repo, tree_limits=TreeLimits(file_bytes=8 * MiB))
     dest = tmp_path / "out" / "tree"
     with pytest.raises(UnusableTree, match=r"'zeros.sql' is 67,108,864 bytes; the limit is "
-                       r"8,388,608 bytes per file \(file_bytes, a setting of the service"):  # fmt: skip
+                       r"8,388,608 bytes per file \(SLUICE_TREE_FILE_BYTES, a setting of the service"):  # fmt: skip
         forge.fetch_tree(sha, dest)
     assert list(dest.iterdir()) == []
     assert sorted(p.name for p in dest.parent.iterdir()) == ["tree"]
@@ -315,7 +318,7 @@ def test_the_local_forge_had_no_limit_and_now_has_the_defaults(
     big_commit: tuple[Path, str], tmp_path: Path
 ) -> None:
     repo, sha = big_commit
-    with pytest.raises(UnusableTree, match="file_bytes"):
+    with pytest.raises(UnusableTree, match="SLUICE_TREE_FILE_BYTES"):
         LocalForge(repo).fetch_tree(sha, tmp_path / "tree")
     LocalForge(repo, tree_limits=TreeLimits(file_bytes=64 * MiB)).fetch_tree(sha, tmp_path / "ok")
     assert (tmp_path / "ok" / "zeros.sql").stat().st_size == 64 * MiB
@@ -333,3 +336,36 @@ def test_the_local_forge_counts_members(tmp_path: Path) -> None:
         LocalForge(repo, tree_limits=TreeLimits(files=25)).fetch_tree(sha, tmp_path / "tree")
     LocalForge(repo, tree_limits=TreeLimits(files=40)).fetch_tree(sha, tmp_path / "ok")
     assert len(list((tmp_path / "ok").iterdir())) == 40
+
+
+# --- the limits are the service's settings ------------------------------------------------
+
+
+@pytest.mark.parametrize("forge", ["github", "gitlab"])
+def test_the_service_settings_set_the_limits_of_each_forge(
+    forge: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sluice.bot.app import forge_factory
+    from sluice.bot.events import JanitorEvent
+    from sluice.bot.settings import ServiceSettings
+
+    for name, value in {"TOTAL_BYTES": "4096", "FILE_BYTES": "1024", "FILES": "7",
+                        "DEPTH": "3", "PATH_CHARS": "64"}.items():  # fmt: skip
+        monkeypatch.setenv(f"SLUICE_TREE_{name}", value)
+    settings = ServiceSettings(webhook_secret="s", gitlab_webhook_secret="g", github_token="t",
+                               gitlab_token="t", workdir=tmp_path)  # type: ignore[arg-type]  # fmt: skip
+    limits = TreeLimits(total_bytes=4096, file_bytes=1024, files=7, depth=3, path_chars=64)
+    assert settings.tree_limits() == limits
+    built = forge_factory(settings)(JanitorEvent(forge=forge, repo="octo/warehouse",
+                                                 installation_id=None))  # fmt: skip
+    assert built.tree_limits == limits  # type: ignore[attr-defined]
+
+
+def test_a_limit_must_be_positive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from sluice.bot.settings import ServiceSettings
+
+    monkeypatch.setenv("SLUICE_TREE_FILES", "0")
+    with pytest.raises(ValidationError, match="tree_files"):
+        ServiceSettings(webhook_secret="s", workdir=tmp_path)  # type: ignore[arg-type]

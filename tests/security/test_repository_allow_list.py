@@ -1,8 +1,8 @@
 """SLUICE_REPOSITORIES: the service serves the repositories it is for, and refuses the rest.
 
 Without a list, any repository that can sign a delivery with the webhook secret (every
-repository an App is installed on, every project given the GitLab token) is served, with
-one state and one prod for all of them. With ``SLUICE_REPOSITORIES`` set, a delivery from
+repository an App is installed on, every project given the GitLab token) is accepted, and
+the state belongs to the first one worked for (``test_one_repository.py``). With ``SLUICE_REPOSITORIES`` set, a delivery from
 another repository gets 403 (a JSON body naming the repository and the setting) before
 anything is stored, and is logged; unset, the service says so at start-up. Real payloads
 from ../shared/realcases, signed as the forges sign them.
@@ -193,8 +193,8 @@ def test_without_the_setting_the_service_warns_at_start_up(
         assert _github(client, realcase(OPENED, "any/repository")).status_code == 202
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert any(
-        "SLUICE_REPOSITORIES is not set: this service serves any repository that can sign a "
-        "delivery" in r.getMessage()
+        "SLUICE_REPOSITORIES is not set: this service accepts deliveries of any repository "
+        "that can sign them" in r.getMessage()
         for r in warnings
     ), caplog.text
     caplog.clear()

@@ -215,8 +215,8 @@ class _Check:
         value = getattr(self.limits, limit)
         return UnusableTree(
             f"{self.forge}: the files of {self.sha} are over a limit of this Sluice service: "
-            f"{said}; the limit is {value:,} {_WHAT[limit]} ({limit}, a setting of the "
-            "service, not of the repository)",
+            f"{said}; the limit is {value:,} {_WHAT[limit]} (SLUICE_TREE_{limit.upper()}, a "
+            "setting of the service, not of the repository)",
             hint="keep large or generated files out of the repository, or ask the operator of "
             "the Sluice service to raise the limit",
         )
