@@ -32,6 +32,7 @@ unreadable or invalid event file, an error the controller could not report).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -54,6 +55,7 @@ from sluice.bot.events import (
     ReviewEvent,
     TagEvent,
 )
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.bot.github_events import PayloadError, parse_github
 from sluice.core.config import SparkSettings
@@ -216,10 +218,15 @@ def override_config(text: str | None, override: Mapping[str, Any]) -> str | None
 # --- the forge -------------------------------------------------------------------------
 
 
-def copy_workspace(workspace: Path, dest: Path) -> None:
+def copy_workspace(
+    workspace: Path, dest: Path, *, sha: str = "the workspace", limits: TreeLimits = TREE_LIMITS
+) -> None:
     """The checked-out files into ``dest``, without ``.git`` and Sluice's own state; a
-    symbolic link that leads outside the workspace is refused (as in a tarball)."""
+    symbolic link that leads outside the workspace is refused (as in a tarball), and the
+    files are held to the limits an archive of ``sha`` would be (``UnusableTree``)."""
     root = workspace.resolve()
+    check_folder(root, forge="the workspace", sha=sha, limits=limits,
+                 skip=lambda name: any(fnmatch.fnmatch(name, p) for p in _NOT_COPIED))  # fmt: skip
     for link in (p for p in root.rglob("*") if p.is_symlink()):
         if ".git" in link.relative_to(root).parts:
             continue
@@ -256,7 +263,7 @@ class WorkspaceForge:
     def fetch_tree(self, sha: str, dest: Path) -> None:
         if self.head_sha is not None and sha.lower() == self.head_sha.lower():
             log.info("using the workspace for %s", sha)
-            copy_workspace(self.workspace, dest)
+            copy_workspace(self.workspace, dest, sha=sha, limits=TREE_LIMITS)
         else:
             self.inner.fetch_tree(sha, dest)
         if self.override:

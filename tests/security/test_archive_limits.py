@@ -369,3 +369,34 @@ def test_a_limit_must_be_positive(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.setenv("SLUICE_TREE_FILES", "0")
     with pytest.raises(ValidationError, match="tree_files"):
         ServiceSettings(webhook_secret="s", workdir=tmp_path)  # type: ignore[arg-type]
+
+
+# --- the Action's workspace is held to the same limits -------------------------------------
+
+
+def test_the_actions_workspace_is_held_to_the_limits_without_its_git_folder(
+    tmp_path: Path,
+) -> None:
+    from sluice.bot.action import copy_workspace
+
+    workspace = tmp_path / "workspace"
+    (workspace / "models").mkdir(parents=True)
+    (workspace / "models" / "a.sql").write_text("SELECT 1")
+    (workspace / ".git" / "objects").mkdir(parents=True)
+    (workspace / ".git" / "objects" / "pack").write_bytes(b"\0" * 50_000)  # not counted
+    limits = TreeLimits(total_bytes=4000, file_bytes=2000, files=10)
+    copy_workspace(workspace, tmp_path / "ok", sha="abc1234", limits=limits)
+    assert (tmp_path / "ok" / "models" / "a.sql").read_text() == "SELECT 1"
+    assert not (tmp_path / "ok" / ".git").exists()
+
+    (workspace / "seeds").mkdir()
+    (workspace / "seeds" / "big.csv").write_bytes(b"x" * 2001)
+    with pytest.raises(UnusableTree, match=r"'seeds/big.csv' is 2,001 bytes; the limit is "
+                       r"2,000 bytes per file \(SLUICE_TREE_FILE_BYTES"):  # fmt: skip
+        copy_workspace(workspace, tmp_path / "big", sha="abc1234", limits=limits)
+    assert not (tmp_path / "big").exists()  # refused before anything is copied
+    (workspace / "seeds" / "big.csv").unlink()
+    for index in range(12):
+        (workspace / "seeds" / f"{index}.csv").write_text("a\n")
+    with pytest.raises(UnusableTree, match="more than 10 files, folders and links"):
+        copy_workspace(workspace, tmp_path / "many", sha="abc1234", limits=limits)

@@ -21,9 +21,11 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any, cast
@@ -228,7 +230,6 @@ class _Check:
         Raises:
             UnusableTree: the member is unsafe, or over a limit.
         """
-        limits = self.limits
         name = member.name
         if _ABSOLUTE.match(name):
             raise self.refuse(member, "absolute path")
@@ -250,16 +251,7 @@ class _Check:
         if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
             raise self.refuse(member, "device, fifo or other special file")
         relative = "/".join(parts)
-        self.count += 1
-        if self.count > limits.files:
-            raise self.over(
-                "files", f"it holds more than {limits.files:,} files, folders and links"
-            )
-        if len(relative) > limits.path_chars:
-            raise self.over("path_chars", f"a path is {len(relative):,} characters "
-                            f"({relative[:60]!r}...)")  # fmt: skip
-        if len(parts) > limits.depth:
-            raise self.over("depth", f"{relative[:200]!r} is {len(parts)} folders deep")
+        self.counted(relative, len(parts))
         if member.issym() or member.islnk():
             target = member.linkname
             if _ABSOLUTE.match(target):
@@ -277,15 +269,32 @@ class _Check:
             if resolved == ".." or resolved.startswith("../"):
                 raise self.refuse(member, f"link {target!r} points outside the tree")
         if member.isreg():
-            size = max(member.size, 0)
-            if size > limits.file_bytes:
-                raise self.over("file_bytes", f"{relative[:200]!r} is {size:,} bytes")
-            self.total += size
-            if self.total > limits.total_bytes:
-                raise self.over("total_bytes", f"the files reach {self.total:,} bytes at "
-                                f"{relative[:200]!r}")  # fmt: skip
+            self.sized(relative, max(member.size, 0))
         member.name = relative
         return member
+
+    def counted(self, relative: str, depth: int) -> None:
+        """One more member, at ``relative`` (``depth`` parts): within the limits?"""
+        limits = self.limits
+        self.count += 1
+        if self.count > limits.files:
+            raise self.over(
+                "files", f"it holds more than {limits.files:,} files, folders and links"
+            )
+        if len(relative) > limits.path_chars:
+            raise self.over("path_chars", f"a path is {len(relative):,} characters "
+                            f"({relative[:60]!r}...)")  # fmt: skip
+        if depth > limits.depth:
+            raise self.over("depth", f"{relative[:200]!r} is {depth} folders deep")
+
+    def sized(self, relative: str, size: int) -> None:
+        """A regular file of ``size`` bytes: within the limits, alone and with the rest?"""
+        if size > self.limits.file_bytes:
+            raise self.over("file_bytes", f"{relative[:200]!r} is {size:,} bytes")
+        self.total += size
+        if self.total > self.limits.total_bytes:
+            raise self.over("total_bytes", f"the files reach {self.total:,} bytes at "
+                            f"{relative[:200]!r}")  # fmt: skip
 
 
 def checked_members(
@@ -296,3 +305,26 @@ def checked_members(
     first unsafe one, or the first over a limit, raises :class:`UnusableTree`."""
     check = _Check(forge=forge, sha=sha, strip_top=strip_top, limits=limits)
     return [kept for member in members if (kept := check.member(member)) is not None]
+
+
+def check_folder(
+    root: Path, *, forge: str, sha: str, limits: TreeLimits = TREE_LIMITS,
+    skip: Callable[[str], bool] = lambda _name: False,
+) -> None:  # fmt: skip
+    """Hold the files of a checked-out folder (the Action's workspace) to the limits an
+    archive of them would be held to; folders and files whose name ``skip`` accepts are
+    left out. Links are counted, not followed.
+
+    Raises:
+        UnusableTree: the first limit reached, named as for an archive.
+    """
+    check = _Check(forge=forge, sha=sha, strip_top=False, limits=limits)
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(name for name in folders if not skip(name))
+        here = Path(folder).relative_to(root)
+        for name in folders + sorted(name for name in files if not skip(name)):
+            relative = (here / name).as_posix()
+            check.counted(relative, len(Path(relative).parts))
+            info = os.lstat(Path(folder, name))
+            if stat.S_ISREG(info.st_mode):
+                check.sized(relative, info.st_size)
