@@ -16,6 +16,9 @@ applying again), after checking it asks for nothing the spec did not. The interv
 model with blocking audits in the job are held back until every one of those audits
 passed: a table whose audit failed (or never ran, the driver having died first) is not
 recorded as filled, so the next run builds and audits it again instead of skipping both.
+(The audits cover the range the job builds, so a model's batches are recorded together
+once audited; a driver killed mid-backfill loses that model's batches of the job, not
+its audits.)
 The checks:
 
 - intervals only of the (model, version) pairs the spec's ``build`` steps build, and only
