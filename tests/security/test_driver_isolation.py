@@ -459,3 +459,49 @@ def test_a_job_past_its_limit_is_killed_whole_and_says_so(
     assert str(paths.logs / "too-long.log") in error.hint
     # Nothing of the job is left running: spark-submit's JVM and the Python driver it starts.
     assert _processes_of(paths.logs / "too-long.json") == []
+
+
+# --- the launching process keeps its own memory and environment from its drivers ------
+
+_PARENT = """
+import os, subprocess, sys
+from sluice.core.spark.submit import keep_from_children
+if sys.argv[1] == "guarded":
+    keep_from_children()
+# A driver: same OS user, reading its parent's environment and memory through /proc.
+child = subprocess.run(
+    [sys.executable, "-c", "import os, sys; p = os.getppid(); "
+     "out = b''\\n"
+     "for name in ('environ', 'mem'):\\n"
+     "    try: out += open(f'/proc/{p}/' + name, 'rb').read(4096)\\n"
+     "    except OSError as e: sys.stderr.write(type(e).__name__ + ' ' + name + chr(10))\\n"
+     "sys.stdout.write(out.decode('latin-1'))"],
+    capture_output=True, text=True, check=False,
+)
+print(child.stdout.replace(chr(0), chr(10)))
+print(child.stderr, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc and prctl are Linux's")
+@pytest.mark.parametrize("mode", ["guarded", "unguarded"])
+def test_a_driver_cannot_read_the_environment_of_the_process_that_started_it(mode: str) -> None:
+    import shutil
+    import subprocess
+
+    env = {**os.environ, "SLUICE_GITHUB_TOKEN": "ghp_parentOnlySecret0123456789"}
+    # Root's capabilities open /proc whatever the guard: as root (a container), service and
+    # driver run without them, as processes of one ordinary user would.
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv (util-linux) to drop capabilities")
+        prefix = [setpriv, "--inh-caps=-all", "--bounding-set=-all", "--"]
+    parent = subprocess.run([*prefix, sys.executable, "-c", _PARENT, mode],
+                            capture_output=True, text=True, env=env, check=True, timeout=60)  # fmt: skip
+    if mode == "guarded":
+        assert "ghp_parentOnlySecret" not in parent.stdout
+        assert "PermissionError environ" in parent.stderr
+    else:  # the control: without the guard, the same read finds the token
+        assert "ghp_parentOnlySecret0123456789" in parent.stdout

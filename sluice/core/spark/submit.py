@@ -291,6 +291,17 @@ with contextlib.suppress(OSError, AttributeError):
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 
+def keep_from_children() -> None:
+    """Make this process non-dumpable (Linux ``PR_SET_DUMPABLE`` 0), so that a driver,
+    running a pull request's SQL as the same OS user, can neither read this process's
+    ``/proc/<pid>/environ``, ``mem`` or open files (Linux gives them to root) nor ptrace
+    it: the service's tokens and keys stay out of reach of its children. A child regains
+    the default at exec; it holds nothing to protect. Idempotent; nothing off Linux.
+    """
+    if _PRCTL is not None:
+        _PRCTL(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
 def _die_with_parent() -> None:
     """In the child before exec: ask Linux to SIGKILL it when its parent dies."""
     if _PRCTL is not None:
@@ -432,6 +443,7 @@ class SubmitRunner(_RunnerBase):
     ) -> tuple[list[dict[str, Any]], int, list[str], bool]:
         """Run ``cmd``; (events, exit code, the output's last lines, whether it timed out)."""
         logger.debug("running %s", " ".join(cmd))
+        keep_from_children()
         log = _Log(log_path)
         seen: list[dict[str, Any]] = []
         try:
