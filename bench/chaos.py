@@ -94,7 +94,7 @@ if str(REPO) not in sys.path:
 SCENARIOS = ("pr", "promote", "janitor")
 FAULTS = ("service", "driver")
 OWNER = "octo/warehouse"
-REALCASES = REPO.parent / "shared" / "realcases"  # real webhook bodies (tests/bot/conftest.py)
+REALCASES = REPO / "tests" / "fixtures" / "webhooks"  # real webhook bodies (their README)
 SECRET = "restart-test-secret"  # tests/bot/service_child.py's
 END = "2018-04-30"
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "sluice-chaos" / "results.jsonl"

@@ -24,7 +24,7 @@ fraction: a promotion, under the repository's prod key); the heads of a --burst 
 of PRs come back to back, so that older ones get superseded. Meanwhile --tags tag pushes
 (promotions too) arrive at random times: many PRs at once, over --repos repositories, each
 delivery to either process at random. The payloads are the real GitHub ones from
-../shared/realcases/github (number, head commit, repository and title edited; the title
+tests/fixtures/webhooks/github (number, head commit, repository and title edited; the title
 and the tag carry the delivery id, so a run can be traced to its delivery). A --dup
 fraction of deliveries is sent to both processes at once, and afterwards a --redeliver
 fraction is sent again (GitHub's redelivery keeps the id). The workers also schedule the
@@ -88,7 +88,7 @@ sys.path.insert(0, str(ROOT))  # the repository, for tests/
 from tests.pgcluster import ClusterError, free_port, normalise, throwaway_postgres  # noqa: E402
 
 CHILD = Path(__file__).resolve().with_name("concurrency_child.py")
-REALCASES = ROOT.parent / "shared/realcases/github"
+REALCASES = ROOT / "tests/fixtures/webhooks/github"
 SECRET = "bench-concurrency-secret"
 HOOK = "/webhooks/github"
 

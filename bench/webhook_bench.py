@@ -19,7 +19,7 @@ own process on 127.0.0.1 with the same settings, both started before the first r
 
 Each target gets --senders concurrent senders, each on its own keep-alive connection,
 sending signed ``pull_request`` deliveries (the real GitHub payload from
-../shared/realcases when present, else a small built-in one), each with a unique
+tests/fixtures/webhooks when present, else a small built-in one), each with a unique
 X-GitHub-Delivery and head commit, spread over --prs pull requests. The targets take turns
 in --rounds rounds (bare first in odd rounds, sluice first in even ones), so both see the
 machine in the same states: a 2-core machine shared with other work drifts by more than
@@ -78,8 +78,8 @@ from tests.pgcluster import (
 )
 
 REALCASE = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared/realcases/github/pull_request/opened.payload.json"
+    Path(__file__).resolve().parents[1]
+    / "tests/fixtures/webhooks/github/pull_request/opened.payload.json"
 )
 SECRET = "bench-webhook-secret"
 TOKEN = "ghp_benchDummyTokenNeverUsedWorkersAreOff"

@@ -1,8 +1,8 @@
 """Shared fixtures for the bot tests: real webhook bodies captured by other projects.
 
-The bodies live outside the repository, in ``shared/realcases`` beside the checkout
-(``github/<X-GitHub-Event>/*.json``, ``gitlab/*.json``); their sources and licenses are in
-``shared/realcases/MANIFEST.tsv``. Where that folder is absent, tests that need it skip.
+The bodies are in ``tests/fixtures/webhooks`` (``github/<X-GitHub-Event>/*.json``,
+``gitlab/*.json``), copied from the team's shared test material; their sources and
+licenses are in its ``MANIFEST.tsv`` and ``LICENSES/``.
 """
 
 from __future__ import annotations
@@ -13,21 +13,19 @@ from typing import Any
 
 import pytest
 
-REALCASES = Path(__file__).resolve().parents[2].parent / "shared" / "realcases"
+REALCASES = Path(__file__).resolve().parents[1] / "fixtures" / "webhooks"
 
 
 def case_paths(pattern: str) -> list[Path]:
-    """Files under the realcases folder matching ``pattern`` (e.g. ``github/*/*.json``).
+    """Files under tests/fixtures/webhooks matching ``pattern`` (e.g. ``github/*/*.json``).
 
-    Sorted, for stable test ids; empty when the folder is absent. Use it to parametrise.
+    Sorted, for stable test ids. Use it to parametrise.
     """
     return sorted(REALCASES.glob(pattern))
 
 
 def load_case(relpath: str | Path) -> dict[str, Any]:
-    """The JSON object in ``realcases/<relpath>``; skips the test when the folder is absent."""
-    if not REALCASES.is_dir():
-        pytest.skip(f"real webhook cases not found at {REALCASES}")
+    """The JSON object in ``tests/fixtures/webhooks/<relpath>``."""
     data = json.loads((REALCASES / relpath).read_text(encoding="utf-8"))
     assert isinstance(data, dict), f"{relpath} does not hold a JSON object"
     return data
@@ -35,9 +33,7 @@ def load_case(relpath: str | Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def realcases() -> Path:
-    """The ``shared/realcases`` folder; skips the test when it is absent."""
-    if not REALCASES.is_dir():
-        pytest.skip(f"real webhook cases not found at {REALCASES}")
+    """The folder of real webhook bodies (``tests/fixtures/webhooks``)."""
     return REALCASES
 
 

@@ -1,6 +1,6 @@
 """The approval gate, comment commands and tag promotions, driven by real GitHub payloads.
 
-Each test parses a real delivery from ../shared/realcases with ``parse_github`` and hands
+Each test parses a real delivery from tests/fixtures/webhooks with ``parse_github`` and hands
 it to the controller, which talks to ``FakeGitHub`` at the wire through PyGithub. None of
 these paths runs Spark: plans are recorded in the ledger as a PR build would record them
 (the Spark-backed flow is in test_lifecycle.py).

@@ -1,6 +1,6 @@
 """GitHub payloads -> neutral events, on real deliveries captured by other projects.
 
-Every file under ``shared/realcases/github/<X-GitHub-Event>/`` is parsed; see that
+Every file under ``tests/fixtures/webhooks/github/<X-GitHub-Event>/`` is parsed; see that
 folder's NOTES.md and MANIFEST.tsv for where each comes from and which trap it holds.
 """
 

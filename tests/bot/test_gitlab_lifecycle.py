@@ -6,7 +6,7 @@ eligible reviewer -> merge -> prod promoted by virtual update (prod's views read
 tables, no table file written) with a GitLab deployment record -> the MR environment
 invalidated, then gone after the janitor.
 
-Real GitLab payloads from ../shared/realcases/gitlab are moved to the fake project and
+Real GitLab payloads from tests/fixtures/webhooks/gitlab are moved to the fake project and
 delivered to ``/webhooks/gitlab`` with the token; python-gitlab really runs against
 ``FakeGitLab``; Spark runs through spark-submit as in production.
 """

@@ -11,7 +11,7 @@ import pytest
 from sluice.bot.verify import verify_github, verify_token
 
 # github/docs, "Validating webhook deliveries" (CC-BY-4.0); also in
-# shared/realcases/github/signature_vector.txt.
+# tests/fixtures/webhooks/github/signature_vector.txt.
 SECRET = b"It's a Secret to Everybody"
 BODY = b"Hello, World!"
 DIGEST = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"

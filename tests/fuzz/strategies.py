@@ -1,5 +1,5 @@
 """Hypothesis strategies for webhook payloads: any JSON, JSON shaped like the forges'
-payloads, and the real payloads under ``shared/realcases`` with some fields damaged.
+payloads, and the real payloads under ``tests/fixtures/webhooks`` with some fields damaged.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 from functools import cache
 from typing import Any
 
-import pytest
 from hypothesis import strategies as st
 
 from tests.bot.conftest import REALCASES, case_paths
@@ -262,9 +261,7 @@ def _cases(pattern: str) -> tuple[tuple[str, str, dict[str, Any]], ...]:
 
 def real_payloads(pattern: str, *, deep: bool = True) -> st.SearchStrategy[Damaged]:
     """The real payloads matching ``pattern`` (e.g. ``github/*/*.json``), damaged, or with
-    one field corrupted; without ``deep``, never nested deeper than ``json.dumps`` can write.
-    Skips the test when the realcases folder is absent."""
+    one field corrupted; without ``deep``, never nested deeper than ``json.dumps`` can write."""
     cases = _cases(pattern)
-    if not cases:
-        pytest.skip(f"real webhook cases not found at {REALCASES}")
+    assert cases, f"no real webhook body matches {pattern} under {REALCASES}"
     return damaged(cases, replacements if deep else shallow_replacements) | corrupted(cases)

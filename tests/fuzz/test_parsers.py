@@ -9,7 +9,7 @@ events are well typed, storable (text without NUL or lone surrogates, 64-bit int
 survive the queue's JSON; commands are well formed; headers point inside their text.
 
 Inputs: arbitrary JSON, JSON shaped like the forges' payloads, the real payloads under
-``shared/realcases`` with fields deleted, nulled, retyped, corrupted, made huge or deeply
+``tests/fixtures/webhooks`` with fields deleted, nulled, retyped, corrupted, made huge or deeply
 nested (``strategies.py``); comments around ``/sluice`` lines; model and audit files built
 from header and SQL fragments, nested deeply, or arbitrary text and bytes. See
 ``common.py`` for the example counts and how to explore with more.

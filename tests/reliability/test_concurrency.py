@@ -10,11 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.concurrency import REALCASES, Options, Plan, Report, analyse, run
-
-pytestmark = pytest.mark.skipif(
-    not REALCASES.exists(), reason=f"{REALCASES} (the real payloads) is missing"
-)
+from bench.concurrency import Options, Plan, Report, analyse, run
 
 
 @pytest.mark.postgres

@@ -20,11 +20,7 @@ from typing import Any
 
 import pytest
 
-from bench.chaos import REALCASES, Trial, World, run_trial, trial_seed
-
-pytestmark = pytest.mark.skipif(
-    not REALCASES.exists(), reason=f"{REALCASES} (the real payloads) is missing"
-)
+from bench.chaos import Trial, World, run_trial, trial_seed
 
 SEED = 11
 EXPECTED = {"pr": 30.0, "promote": 20.0, "janitor": 10.0}  # seconds: early moments

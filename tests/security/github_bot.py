@@ -1,6 +1,6 @@
 """A controller talking to a fake GitHub at the wire, for the hostile cases.
 
-Real webhook bodies (``../shared/realcases``) are parsed by ``parse_github`` and handed to
+Real webhook bodies (``tests/fixtures/webhooks``) are parsed by ``parse_github`` and handed to
 the controller; PyGithub really runs against :class:`tests.bot.github_wire.FakeGitHub`.
 Spark is replaced by a runner that records the project it was asked to run and fails the
 job, so the cases that end at "what would run" need no JVM.

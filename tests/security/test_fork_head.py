@@ -7,7 +7,7 @@ own events recorded (they share the comment's queue key and run in arrival order
 PR's events supersede none), a push the forge stamped after the comment is refused, and a
 PR with no recorded head is not built at the forge's head (its commit date is the
 author's to write) but named in a reply for the writer to review and comment again.
-Real payloads from ../shared/realcases; GitHub faked at the wire; no Spark (no models).
+Real payloads from tests/fixtures/webhooks; GitHub faked at the wire; no Spark (no models).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ state-changing event is handled once by its content (``content_key``, see
 ``sluice/bot/events.py``): the same merge, tag, release, comment command, review, approval
 or "Approve this plan" click, delivered again, is skipped with an INFO line and nothing is
 posted. What users re-run on purpose (a re-requested check, a new comment, a new push)
-still runs. Real payloads from ../shared/realcases; GitHub and GitLab faked at the wire,
+still runs. Real payloads from tests/fixtures/webhooks; GitHub and GitLab faked at the wire,
 no Spark (the projects have no models, or prod already holds them).
 """
 

@@ -5,7 +5,7 @@ repository an App is installed on, every project given the GitLab token) is acce
 the state belongs to the first one worked for (``test_one_repository.py``). With ``SLUICE_REPOSITORIES`` set, a delivery from
 another repository gets 403 (a JSON body naming the repository and the setting) before
 anything is stored, and is logged; unset, the service says so at start-up. Real payloads
-from ../shared/realcases, signed as the forges sign them.
+from tests/fixtures/webhooks, signed as the forges sign them.
 """
 
 from __future__ import annotations
