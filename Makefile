@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test test-fast lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: $(STAMP)
 
 ## test: lint, type-check and run every test (starts its own PostgreSQL)
 test: lint typecheck unit
+
+## test-fast: the tests that need neither Spark nor PostgreSQL and are not slow (the loop
+## while editing; `make test` runs everything)
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not spark and not postgres and not slow" -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

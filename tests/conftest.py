@@ -1,4 +1,10 @@
-"""Shared fixtures.
+"""Shared fixtures, and the markers that keep ``make test-fast`` fast.
+
+Markers (pyproject.toml): ``spark`` for a test that starts Spark, ``postgres`` for one
+that needs PostgreSQL, ``slow`` for one that takes long without either. ``make test-fast``
+runs the rest. A test using a Spark fixture is marked for you; one that starts Spark some
+other way (``spark-submit``, a local session, a JVM) without the marker fails, saying so, so the
+fast loop cannot silently grow slow.
 
 PostgreSQL: ``postgres_url`` is a real server for the whole session, either the one named
 by ``SLUICE_TEST_POSTGRES_URL`` or a throwaway cluster started here from the local
@@ -19,6 +25,43 @@ from sqlalchemy import create_engine, make_url, text
 from tests.pgcluster import ClusterError, normalise, pg_bindir, throwaway_postgres
 
 _PG_ENV = "SLUICE_TEST_POSTGRES_URL"
+# Fixtures that start Spark (tests/core/spark/conftest.py): a test using one is ``spark``.
+SPARK_FIXTURES = frozenset({"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(autouse=True)
+def _spark_only_when_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail a test that starts Spark without the ``spark`` marker (see the module's doc)."""
+    if request.node.get_closest_marker("spark") is not None:
+        return
+    import subprocess
+
+    def refuse(what: str) -> None:
+        pytest.fail(
+            f"{request.node.nodeid} starts Spark ({what}) but is not marked spark: add "
+            "@pytest.mark.spark (or pytestmark in its module), so that make test-fast leaves "
+            "it out",
+            pytrace=False,
+        )
+
+    popen = subprocess.Popen.__init__
+
+    def guarded_popen(self: subprocess.Popen[bytes], args: object, *rest: object,
+                      **kwargs: object) -> None:  # fmt: skip
+        words = [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+        if any(w.endswith(("spark-submit", "spark-class", "/java")) for w in words):
+            refuse(" ".join(words[:2]))
+        popen(self, args, *rest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from sluice.cli import cli
 
+pytestmark = pytest.mark.spark
+
 
 def status(root: Path) -> dict[str, Any]:
     result = CliRunner().invoke(cli, ["pr", "status", "1", "--json", "--repo", str(root)])

@@ -244,7 +244,7 @@ def test_fetch_tree_enforces_the_limit_on_the_extracted_size(
     forge = new_forge(workdir_limit_bytes=1_000_000)
     with pytest.raises(
         UnusableTree,
-        match=r"files of .* are over a limit .*: the files reach 2,000,052 bytes at .zeros.bin.; the limit is 1,000,000 bytes of all files together \(total_bytes",
+        match=r"files of .* are over a limit .*: the files reach 2,000,052 bytes at .zeros.bin.; the limit is 1,000,000 bytes of all files together \(SLUICE_TREE_TOTAL_BYTES",
     ):
         forge.fetch_tree(SHA, tmp_path / "tree")
     assert list((tmp_path / "tree").iterdir()) == []

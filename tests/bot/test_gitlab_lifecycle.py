@@ -34,6 +34,8 @@ from tests.bot.gitlab_wire import FakeGitLab
 from tests.bot.test_gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
 from tests.bot.test_lifecycle import GATE, World, _edit, _sha
 
+pytestmark = pytest.mark.spark
+
 REPO = Path(__file__).resolve().parents[2]
 END = to_ms("2018-04-30")
 PROJECT = "data/warehouse"

@@ -41,6 +41,8 @@ from tests.bot.conftest import realcase
 from tests.bot.github_wire import FakeGitHub, tarball
 from tests.bot.test_service import SECRET, Service
 
+pytestmark = pytest.mark.spark
+
 REPO = Path(__file__).resolve().parents[2]
 END = to_ms("2018-04-30")
 OWNER = "octo/warehouse"

@@ -711,6 +711,7 @@ def test_the_default_user_is_git_s_user_name(tmp_path: Path) -> None:
 # -- the whole flow on Spark -----------------------------------------------------------
 
 
+@pytest.mark.spark
 def test_open_approve_merge_promote_on_spark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

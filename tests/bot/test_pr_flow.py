@@ -39,6 +39,8 @@ from tests.bot.conftest import load_case
 from tests.bot.github_wire import FakeGitHub, tarball
 from tests.bot.test_service import Service, sign
 
+pytestmark = pytest.mark.spark
+
 REPO = Path(__file__).resolve().parents[2]
 PR_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
 PUSH_SHA = "b2c3d4e5f60718293a4b5c6d7e8f901234567890"  # the same tree, pushed again

@@ -50,6 +50,8 @@ from tests.fuzz.strategies import (
     shaped_json,
 )
 
+pytestmark = pytest.mark.slow  # fuzzing: thousands of examples
+
 # --- what a parsed event must be -----------------------------------------------------------
 
 

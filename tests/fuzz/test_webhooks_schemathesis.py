@@ -44,6 +44,8 @@ from sluice.bot.settings import ServiceSettings
 from tests.fuzz.common import fuzz
 from tests.fuzz.strategies import GITHUB_EVENTS, GITLAB_EVENTS, real_payloads
 
+pytestmark = pytest.mark.slow  # fuzzing: thousands of examples
+
 SECRET = "fuzz-webhook-secret"
 TOKEN = "fuzz-gitlab-token"
 MAX_BODY = 64 * 1024

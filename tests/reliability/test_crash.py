@@ -22,6 +22,8 @@ import pytest
 
 from bench.chaos import Trial, World, run_trial, trial_seed
 
+pytestmark = pytest.mark.spark
+
 SEED = 11
 EXPECTED = {"pr": 30.0, "promote": 20.0, "janitor": 10.0}  # seconds: early moments
 NUMBERS = range(10, 30)  # the PRs the module may open (their commits exist at the start)

@@ -329,6 +329,7 @@ def documents(draw: st.DrawFn) -> tuple[str, list[str]]:
     return ending.join(lines), commands
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents())
 @example(("> a\n```\ncode\n\n/sluice plan x0\n```", ["/sluice plan x0"]))

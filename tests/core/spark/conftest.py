@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: starts a JVM (seconds each); run by default")
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

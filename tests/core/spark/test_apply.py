@@ -23,6 +23,8 @@ from sluice.core.spark.submit import InProcessRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 
+pytestmark = pytest.mark.spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -18,7 +18,7 @@ from sluice.core.spark.steps.context import StepContext
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spark
 
 DAY = 86_400_000
 SQL = "SELECT id, DATE_ADD(DATE'2024-01-01', CAST(id AS INT)) AS day FROM range(4)"

@@ -65,7 +65,7 @@ def test_other_exit_codes_are_job_errors(code: int) -> None:
     assert type(job_failure("j", STARTED, exit_code=code)) is ExecutionError
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_killing_the_python_driver_of_a_real_job_is_driver_lost(
     spark_dirs: Path, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from sluice.core.timeutil import to_ms
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[3]
 END = to_ms("2018-05-01")

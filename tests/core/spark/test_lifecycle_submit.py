@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.spark
+
 REPO = Path(__file__).resolve().parents[3]
 SLUICE = str(Path(sys.executable).parent / "sluice")
 

@@ -15,6 +15,8 @@ from sluice.core.spark.steps.context import StepContext
 from sluice.core.spark.steps.query import run_query
 from sluice.core.spark.testing import query_step
 
+pytestmark = pytest.mark.spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

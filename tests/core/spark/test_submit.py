@@ -30,7 +30,7 @@ from sluice.core.spark.submit import InProcessRunner, SubmitRunner
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spark
 
 
 def _spec(job_id: str, database: str) -> dict[str, Any]:

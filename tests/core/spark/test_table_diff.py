@@ -35,6 +35,8 @@ from sluice.core.tablediff.result import (
 )
 from sluice.core.timeutil import to_ms
 
+pytestmark = pytest.mark.spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -23,6 +23,8 @@ from pyspark.sql import functions as sf
 from sluice.core.tablediff import compute
 from sluice.core.tablediff.result import ColumnStats, DiffOptions, TableDiffResult
 
+pytestmark = pytest.mark.spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

@@ -22,6 +22,8 @@ from sluice.core.spark.steps.unittest import compare_rows, run_unit_test
 from sluice.core.timeutil import to_ms
 from tests.core.helpers import load
 
+pytestmark = pytest.mark.spark
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
