@@ -225,8 +225,13 @@ def copy_workspace(
     symbolic link that leads outside the workspace is refused (as in a tarball), and the
     files are held to the limits an archive of ``sha`` would be (``UnusableTree``)."""
     root = workspace.resolve()
-    check_folder(root, forge="the workspace", sha=sha, limits=limits,
-                 skip=lambda name: any(fnmatch.fnmatch(name, p) for p in _NOT_COPIED))  # fmt: skip
+    check_folder(
+        root,
+        forge="the workspace",
+        sha=sha,
+        limits=limits,
+        skip=lambda name: any(fnmatch.fnmatch(name, p) for p in _NOT_COPIED),
+    )
     for link in (p for p in root.rglob("*") if p.is_symlink()):
         if ".git" in link.relative_to(root).parts:
             continue
@@ -235,8 +240,9 @@ def copy_workspace(
             raise ForgeError(
                 f"{link.relative_to(root)} links outside the repository; Sluice does not follow it"
             )
-    shutil.copytree(root, dest, symlinks=True, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(*_NOT_COPIED))  # fmt: skip
+    shutil.copytree(
+        root, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_NOT_COPIED)
+    )
 
 
 @dataclass
@@ -330,8 +336,13 @@ def workspace_head(
     example workflow checks it out), else ``GITHUB_SHA``."""
     if (workspace / ".git").exists():
         try:
-            done = subprocess.run(["git", "-C", str(workspace), "rev-parse", "HEAD"],
-                                  capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+            done = subprocess.run(
+                ["git", "-C", str(workspace), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             done = None
         if done is not None and done.returncode == 0 and done.stdout.strip():
@@ -390,8 +401,9 @@ def default_branch(payload: Mapping[str, Any]) -> str:
 
 def spark_of(inputs: Inputs) -> SparkSettings:
     """The Action's own Spark settings (its ``spark-master`` and ``spark-conf`` inputs)."""
-    return SparkSettings(master=inputs.spark_master or SparkSettings().master,
-                         conf=dict(inputs.spark_conf))  # fmt: skip
+    return SparkSettings(
+        master=inputs.spark_master or SparkSettings().master, conf=dict(inputs.spark_conf)
+    )
 
 
 def _secrets(inputs: Inputs) -> tuple[str, ...]:
@@ -439,13 +451,21 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
         from sluice.bot.forge.github import GitHubForge, github_client
 
         client = github_client(
-            repo=repo, api_url=inputs.api_url, token=inputs.token,
+            repo=repo,
+            api_url=inputs.api_url,
+            token=inputs.token,
             seconds_between_requests=_interval(env, "SLUICE_GITHUB_REQUEST_INTERVAL", 0.0),
             seconds_between_writes=_interval(env, "SLUICE_GITHUB_WRITE_INTERVAL", 0.5),
-        )  # fmt: skip
-        forges.append(WorkspaceForge(GitHubForge(client, repo), inputs.workspace, head,
-                                     config_path(inputs.project_path),
-                                     inputs.config_override))  # fmt: skip
+        )
+        forges.append(
+            WorkspaceForge(
+                GitHubForge(client, repo),
+                inputs.workspace,
+                head,
+                config_path(inputs.project_path),
+                inputs.config_override,
+            )
+        )
         return forges[0]
 
     secrets = _secrets(inputs)

@@ -129,8 +129,13 @@ _WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
 
 def _header(name: str, description: str, *, required: bool = True, **schema: str) -> dict[str, Any]:
     """An OpenAPI header parameter (a string)."""
-    return {"name": name, "in": "header", "required": required, "description": description,
-            "schema": {"type": "string", **schema}}  # fmt: skip
+    return {
+        "name": name,
+        "in": "header",
+        "required": required,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
 
 
 GITHUB_WEBHOOK_OPENAPI: dict[str, Any] = {
@@ -243,8 +248,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.repositories:
-            log.info("serving deliveries of %s (SLUICE_REPOSITORIES)",
-                     ", ".join(settings.repositories))  # fmt: skip
+            log.info(
+                "serving deliveries of %s (SLUICE_REPOSITORIES)", ", ".join(settings.repositories)
+            )
         else:
             log.warning(
                 "SLUICE_REPOSITORIES is not set: this service accepts deliveries of any "
@@ -254,8 +260,11 @@ def create_app(
                 "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
             )
         settings.workdir.mkdir(parents=True, exist_ok=True)
-        queue = JobQueue(settings.state_url(), max_attempts=settings.max_attempts,
-                         lease_seconds=settings.job_lease_seconds)  # fmt: skip
+        queue = JobQueue(
+            settings.state_url(),
+            max_attempts=settings.max_attempts,
+            lease_seconds=settings.job_lease_seconds,
+        )
         state["queue"] = queue
         # The intake (group commit, a task on this event loop) stores deliveries; stopped
         # first on the way out, so the requests in flight are answered before the queue
@@ -341,8 +350,10 @@ def create_app(
             secret = settings.gitlab_webhook_secret
             expected = secret.get_secret_value() if secret else ""
             if not verify_token(expected, headers.get("x-gitlab-token")):
-                log.warning("rejected GitLab delivery (%s): missing or wrong X-Gitlab-Token",
-                            event_name[:40])  # fmt: skip
+                log.warning(
+                    "rejected GitLab delivery (%s): missing or wrong X-Gitlab-Token",
+                    event_name[:40],
+                )
                 return "unauthorized", _error(401, "missing or wrong X-Gitlab-Token")
         body = bytearray()
         async for chunk in request.stream():
@@ -355,8 +366,11 @@ def create_app(
                 secret = settings.webhook_secret
                 key = secret.get_secret_value().encode() if secret else b""
                 if not verify_github(key, bytes(body), headers.get("x-hub-signature-256")):
-                    log.warning("rejected delivery %r (%s): missing or wrong signature",
-                                delivery[:64], event_name[:40])  # fmt: skip
+                    log.warning(
+                        "rejected delivery %r (%s): missing or wrong signature",
+                        delivery[:64],
+                        event_name[:40],
+                    )
                     return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
             if not event_name:
                 return "bad_request", _error(400, "X-GitHub-Event header is missing")
@@ -374,14 +388,22 @@ def create_app(
             return job
         repo = str(job.payload["repo"])
         if not settings.serves(forge, repo):
-            log.warning("refused delivery %r (%s %s): repository %r is not in "
-                        "SLUICE_REPOSITORIES", delivery[:64], forge, event_name[:40],
-                        repo[:200])  # fmt: skip
-            return "forbidden", JSONResponse({
-                "error": f"this Sluice service does not serve the repository {repo}: it is "
-                "not in the service's SLUICE_REPOSITORIES; add it there to serve it",
-                "repository": repo, "setting": "SLUICE_REPOSITORIES",
-            }, status_code=403)  # fmt: skip
+            log.warning(
+                "refused delivery %r (%s %s): repository %r is not in SLUICE_REPOSITORIES",
+                delivery[:64],
+                forge,
+                event_name[:40],
+                repo[:200],
+            )
+            return "forbidden", JSONResponse(
+                {
+                    "error": f"this Sluice service does not serve the repository {repo}: it is "
+                    "not in the service's SLUICE_REPOSITORIES; add it there to serve it",
+                    "repository": repo,
+                    "setting": "SLUICE_REPOSITORIES",
+                },
+                status_code=403,
+            )
         intake: Intake = state["intake"]
         try:
             fresh = await intake.accept(Delivery(delivery, forge, event_name, job, time.time()))
@@ -395,8 +417,11 @@ def create_app(
                 503, "the service is shutting down: deliver it again later"
             )
         except ValueError as exc:  # text the driver cannot encode: sending again never helps
-            log.warning("delivery %r refused by the state database: %s", delivery[:64],
-                        scrub(str(exc))[:200])  # fmt: skip
+            log.warning(
+                "delivery %r refused by the state database: %s",
+                delivery[:64],
+                scrub(str(exc))[:200],
+            )
             return "bad_request", _error(400, "the delivery holds text that cannot be stored")
         if not fresh:
             return "duplicate", JSONResponse(

@@ -47,15 +47,24 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     repo = ctl.repo_key(forge)
     review = ctl.ledger.review(repo, pr.number, pr.head_sha)
     if review is None:
-        forge.set_check(pr.head_sha, Check(APPROVAL, "in_progress", "Waiting for the plan",
-                                           "The gate is evaluated once this commit is planned."))  # fmt: skip
+        forge.set_check(
+            pr.head_sha,
+            Check(
+                APPROVAL,
+                "in_progress",
+                "Waiting for the plan",
+                "The gate is evaluated once this commit is planned.",
+            ),
+        )
         return None
     try:
         settings = ctl.settings(forge)
     except ConfigError as exc:
         text = f"The prod branch's gate settings are invalid:\n\n{md.fence(ctl.scrub(str(exc)), 'text')}"
-        forge.set_check(pr.head_sha, Check(APPROVAL, "completed", "Invalid gate settings", text,
-                                           conclusion="failure"))  # fmt: skip
+        forge.set_check(
+            pr.head_sha,
+            Check(APPROVAL, "completed", "Invalid gate settings", text, conclusion="failure"),
+        )
         ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
@@ -75,8 +84,9 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
     )
     into_prod = pr.base_ref == settings.branch
     if result.ok and into_prod:
-        ctl.ledger.approve(repo, pr.number, pr.head_sha, review.items, result.approved_by,
-                           ctl.ctx.clock())  # fmt: skip
+        ctl.ledger.approve(
+            repo, pr.number, pr.head_sha, review.items, result.approved_by, ctl.ctx.clock()
+        )
     summary = result.summary
     if not into_prod:
         summary = (
@@ -84,10 +94,17 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
             "approvals here do not count for prod (its changes need an approved PR into "
             f"{md.code(settings.branch)}). {summary}"
         )
-    forge.set_check(pr.head_sha, Check(
-        APPROVAL, "completed", _title(result, settings), summary,
-        conclusion=result.conclusion, actions=() if result.ok else (APPROVE_ACTION,),
-    ))  # fmt: skip
+    forge.set_check(
+        pr.head_sha,
+        Check(
+            APPROVAL,
+            "completed",
+            _title(result, settings),
+            summary,
+            conclusion=result.conclusion,
+            actions=() if result.ok else (APPROVE_ACTION,),
+        ),
+    )
     icon = "✅" if result.ok else "⏳"
     ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
     return Verdict(result, settings)

@@ -15,8 +15,11 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
-    @click.option("--insecure", is_flag=True,
-                  help="Development only: accept deliveries without a valid signature.")  # fmt: skip
+    @click.option(
+        "--insecure",
+        is_flag=True,
+        help="Development only: accept deliveries without a valid signature.",
+    )
     def serve(host: str, port: int, insecure: bool) -> None:
         """Run the webhook service (settings from SLUICE_* environment variables)."""
         import uvicorn

@@ -59,19 +59,25 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
     permission = forge.permission(event.author)
     if not writer(permission):
         needed = "the Developer role or above" if forge.name == "gitlab" else "write permission"
-        forge.reply(event.number, (
-            f"{who} only users with {needed} on this repository may run "
-            f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
-        ))  # fmt: skip
+        forge.reply(
+            event.number,
+            (
+                f"{who} only users with {needed} on this repository may run "
+                f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
+            ),
+        )
         return
     try:
         command = parse_line(line)
     except CommandError as exc:
         if _still_there(forge, event, REFUSED):
-            forge.reply(event.number, (
-                f"{who} {exc.hint} (you wrote {md.code(line, QUOTE_LIMIT)}). "
-                f"Usage: {exc.message}"
-            ))  # fmt: skip
+            forge.reply(
+                event.number,
+                (
+                    f"{who} {exc.hint} (you wrote {md.code(line, QUOTE_LIMIT)}). "
+                    f"Usage: {exc.message}"
+                ),
+            )
         return
     if not _still_there(forge, event, ACCEPTED):
         return
@@ -96,9 +102,11 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
             if seen.head_sha == pr.head_sha:
                 said += "this pull request's head when you commented."
             else:
-                said += (f"the head when {md.mention(event.author)} commented; the pull request has since "
-                         f"moved to `{_short(pr.head_sha)}`: comment `/sluice plan` again to "
-                         "build it.")  # fmt: skip
+                said += (
+                    f"the head when {md.mention(event.author)} commented; the pull request has since "
+                    f"moved to `{_short(pr.head_sha)}`: comment `/sluice plan` again to "
+                    "build it."
+                )
             forge.reply(event.number, said)
         approval.refresh(ctl, forge, forge.pull_request(event.number))
     elif command.name == "diff":
@@ -107,8 +115,9 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         _deploy(ctl, forge, pr, event.author)
 
 
-def _head_when_commented(ctl: Controller, forge: Forge, pr: PullRequest,
-                         event: CommentEvent) -> PullRequest | None:  # fmt: skip
+def _head_when_commented(
+    ctl: Controller, forge: Forge, pr: PullRequest, event: CommentEvent
+) -> PullRequest | None:
     """``pr`` (a fork PR) at the head it had when ``event``'s writer commented; None, with
     a reply saying why, when that head is not known for sure.
 
@@ -128,23 +137,28 @@ def _head_when_commented(ctl: Controller, forge: Forge, pr: PullRequest,
     repo = ctl.repo_key(forge)
     recorded = ctl.ledger.pr_head(repo, pr.number)
     if recorded is None:
-        ctl.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms,
-                                  ctl.ctx.clock())  # fmt: skip
-        forge.reply(pr.number, (
-            f"{md.mention(event.author)} not built: Sluice has no record of this fork pull request's "
-            "head when you commented (the pull request is older than that record), and its "
-            "head now may hold commits pushed after your review. Its head is now "
-            f"`{_short(pr.head_sha)}`: review that commit, then comment `/sluice plan` again "
-            "to build it."
-        ))  # fmt: skip
+        ctl.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, ctl.ctx.clock())
+        forge.reply(
+            pr.number,
+            (
+                f"{md.mention(event.author)} not built: Sluice has no record of this fork pull request's "
+                "head when you commented (the pull request is older than that record), and its "
+                "head now may hold commits pushed after your review. Its head is now "
+                f"`{_short(pr.head_sha)}`: review that commit, then comment `/sluice plan` again "
+                "to build it."
+            ),
+        )
         return None
     sha, at = recorded
     if at is not None and event.created_ms is not None and at >= event.created_ms:
-        forge.reply(pr.number, (
-            f"{md.mention(event.author)} not built: the pull request's head changed after your command "
-            f"(to `{_short(sha)}`), so what you reviewed is not what would run. Review the new "
-            "head and comment `/sluice plan` again."
-        ))  # fmt: skip
+        forge.reply(
+            pr.number,
+            (
+                f"{md.mention(event.author)} not built: the pull request's head changed after your command "
+                f"(to `{_short(sha)}`), so what you reviewed is not what would run. Review the new "
+                "head and comment `/sluice plan` again."
+            ),
+        )
         return None
     return dataclasses.replace(pr, head_sha=sha)
 
@@ -159,8 +173,12 @@ def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
     deleting a command's comment before it runs withdraws the command."""
     if forge.react(event.number, event.comment_id, reaction):
         return True
-    log.info("%s#%s: comment %s was deleted; its command is not run",
-             forge.repo, event.number, event.comment_id)  # fmt: skip
+    log.info(
+        "%s#%s: comment %s was deleted; its command is not run",
+        forge.repo,
+        event.number,
+        event.comment_id,
+    )
     return False
 
 
@@ -177,13 +195,21 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
     try:
         project = ctl.load(tree, ctl.settings(forge))
         settings = project.config.sluice.pr
-        options = DiffOptions(where=command.where, decimals=settings.decimals,
-                              sample=settings.diff_sample)  # fmt: skip
+        options = DiffOptions(
+            where=command.where, decimals=settings.decimals, sample=settings.diff_sample
+        )
         store = open_state(ctl.ctx.state_url)
         try:
-            result = table_diff(store, ctl.runner(project, tree, lambda _event: None),
-                                source=PROD, target=environment, model=command.model,
-                                options=options, url=ctl.ctx.state_url, now=ctl.ctx.clock())  # fmt: skip
+            result = table_diff(
+                store,
+                ctl.runner(project, tree, lambda _event: None),
+                source=PROD,
+                target=environment,
+                model=command.model,
+                options=options,
+                url=ctl.ctx.state_url,
+                now=ctl.ctx.clock(),
+            )
         finally:
             store.close()
     except SluiceError as exc:
@@ -194,38 +220,50 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
         )
         return
     where = f" where {md.code(command.where)}" if command.where else ""
-    forge.reply(pr.number, (
-        f"{md.mention(author)} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
-        + diff_render.markdown([result])
-    ))  # fmt: skip
+    forge.reply(
+        pr.number,
+        (
+            f"{md.mention(author)} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
+            + diff_render.markdown([result])
+        ),
+    )
 
 
 def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None:
     verdict = approval.refresh(ctl, forge, pr)
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
-        forge.reply(pr.number, f"{md.mention(author)} not deployed: the `sluice/approval` gate has not "
-                    f"passed. {why}")  # fmt: skip
+        forge.reply(
+            pr.number,
+            f"{md.mention(author)} not deployed: the `sluice/approval` gate has not passed. {why}",
+        )
         return
     settings = verdict.settings
     if pr.base_ref != settings.branch:
-        forge.reply(pr.number, (
-            f"{md.mention(author)} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
-            f"pull requests into the prod branch {md.code(settings.branch)} deploy to prod (the prod "
-            f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
-            f"{settings.source}). Open the pull request against {md.code(settings.branch)}."
-        ))  # fmt: skip
+        forge.reply(
+            pr.number,
+            (
+                f"{md.mention(author)} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
+                f"pull requests into the prod branch {md.code(settings.branch)} deploy to prod (the prod "
+                f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
+                f"{settings.source}). Open the pull request against {md.code(settings.branch)}."
+            ),
+        )
         return
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
-        forge.reply(pr.number, (
-            f"{md.mention(author)} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
-            f"have, and promoting it would undo them in prod. Merge {md.code(pr.base_ref)} into the "
-            "branch, let Sluice plan it again, and deploy that."
-        ))  # fmt: skip
+        forge.reply(
+            pr.number,
+            (
+                f"{md.mention(author)} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
+                f"have, and promoting it would undo them in prod. Merge {md.code(pr.base_ref)} into the "
+                "branch, let Sluice plan it again, and deploy that."
+            ),
+        )
         return
-    outcome = promotion.promote(ctl, forge, pr.head_sha, settings, label=f"#{pr.number}",
-                                number=pr.number)  # fmt: skip
+    outcome = promotion.promote(
+        ctl, forge, pr.head_sha, settings, label=f"#{pr.number}", number=pr.number
+    )
     if not outcome.ok:
         forge.reply(pr.number, f"{md.mention(author)} deploy failed: {outcome.title}.")
         return

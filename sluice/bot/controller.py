@@ -119,9 +119,15 @@ class Controller:
             if before is not None:
                 outcome, at = before
                 when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
-                log.info("%s: %s event skipped: the same event (%s) was handled at %s (%s); "
-                         "a delivery sent again under a new delivery id does not run again",
-                         repo, event.kind, key, when, outcome)  # fmt: skip
+                log.info(
+                    "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
+                    "a delivery sent again under a new delivery id does not run again",
+                    repo,
+                    event.kind,
+                    key,
+                    when,
+                    outcome,
+                )
                 return
         if (
             isinstance(event, PullRequestEvent)
@@ -130,9 +136,14 @@ class Controller:
                 repo, event.number, event.head_sha, event.updated_ms, self.ctx.clock()
             )
         ):
-            log.info("%s#%s: %s of %s skipped: a newer event of the PR was handled (a late "
-                     "or replayed delivery)", repo, event.number, event.action,
-                     event.head_sha[:12])  # fmt: skip
+            log.info(
+                "%s#%s: %s of %s skipped: a newer event of the PR was handled (a late "
+                "or replayed delivery)",
+                repo,
+                event.number,
+                event.action,
+                event.head_sha[:12],
+            )
             return
         if isinstance(event, PullRequestEvent):
             if event.action == "closed":
@@ -147,8 +158,9 @@ class Controller:
                 self.plan_and_gate(forge, pr)
         elif isinstance(event, ReviewEvent):
             if event.state == "APPROVED" and event.commit_sha:
-                self.ledger.review_head(repo, event.number, event.reviewer, event.commit_sha,
-                                        self.ctx.clock())  # fmt: skip
+                self.ledger.review_head(
+                    repo, event.number, event.reviewer, event.commit_sha, self.ctx.clock()
+                )
             approval.refresh(self, forge, forge.pull_request(event.number))
         elif isinstance(event, CheckRunEvent):
             self._check_run(forge, event)
@@ -164,21 +176,30 @@ class Controller:
     def _refuse_repository(self, forge: Forge, event: Event, owner: str) -> None:
         """One state database holds one repository's prod: refuse a second one (a shared
         prod would let either repository's merges replace the other's)."""
-        log.error("%s: %s event refused: this service's state database and warehouse "
-                  "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
-                  "for each repository", self.repo_key(forge), event.kind, owner)  # fmt: skip
+        log.error(
+            "%s: %s event refused: this service's state database and warehouse "
+            "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
+            "for each repository",
+            self.repo_key(forge),
+            event.kind,
+            owner,
+        )
         number = event.number if isinstance(event, PullRequestEvent | CommentEvent) else None
         if number is None or (isinstance(event, PullRequestEvent) and event.action == "closed"):
             return
-        self.publish(forge, number, body=(
-            f"{render.marker(self.ctx.project_path)}\n### ❌ Sluice refused this repository\n\n"
-            "This Sluice service already keeps another repository's prod and environments "
-            "in its state database and Spark warehouse, and one service keeps one "
-            "repository's apart from nothing else: serving this one too would let the "
-            "merges of either replace the other's prod. Nothing was built or changed. Ask "
-            "the people who run Sluice for a service of this repository's own (its own "
-            "`SLUICE_DATABASE_URL` and `SLUICE_WORKDIR`; `SLUICE_REPOSITORIES` naming it)."
-        ))  # fmt: skip
+        self.publish(
+            forge,
+            number,
+            body=(
+                f"{render.marker(self.ctx.project_path)}\n### ❌ Sluice refused this repository\n\n"
+                "This Sluice service already keeps another repository's prod and environments "
+                "in its state database and Spark warehouse, and one service keeps one "
+                "repository's apart from nothing else: serving this one too would let the "
+                "merges of either replace the other's prod. Nothing was built or changed. Ask "
+                "the people who run Sluice for a service of this repository's own (its own "
+                "`SLUICE_DATABASE_URL` and `SLUICE_WORKDIR`; `SLUICE_REPOSITORIES` naming it)."
+            ),
+        )
 
     def plan_and_gate(self, forge: Forge, pr: PullRequest) -> None:
         """Build ``pr``'s environment, then evaluate its gate on the new plan."""
@@ -188,17 +209,28 @@ class Controller:
                 approval.refresh(self, forge, pr)
             except SluiceError as exc:  # the build is done: do not redo it for the gate
                 log.warning("%s#%s: gate not evaluated: %s", forge.repo, pr.number, exc)
-                forge.set_check(pr.head_sha, Check(
-                    approval.APPROVAL, "completed", "The gate could not be evaluated",
-                    f"{self.scrub(str(exc))}\n\nRe-run this check to try again.",
-                    conclusion="failure",
-                ))  # fmt: skip
+                forge.set_check(
+                    pr.head_sha,
+                    Check(
+                        approval.APPROVAL,
+                        "completed",
+                        "The gate could not be evaluated",
+                        f"{self.scrub(str(exc))}\n\nRe-run this check to try again.",
+                        conclusion="failure",
+                    ),
+                )
         elif not pr.draft and not pr.fork:
-            forge.set_check(pr.head_sha, Check(
-                approval.APPROVAL, "completed", "No plan to approve",
-                "This commit could not be planned (see `sluice/pr-environment`), so there is "
-                "nothing to approve yet.", conclusion="failure",
-            ))  # fmt: skip
+            forge.set_check(
+                pr.head_sha,
+                Check(
+                    approval.APPROVAL,
+                    "completed",
+                    "No plan to approve",
+                    "This commit could not be planned (see `sluice/pr-environment`), so there is "
+                    "nothing to approve yet.",
+                    conclusion="failure",
+                ),
+            )
 
     def _check_run(self, forge: Forge, event: CheckRunEvent) -> None:
         for number in event.numbers:
@@ -210,8 +242,9 @@ class Controller:
             elif event.action == "rerequested" and event.check_name == approval.APPROVAL:
                 approval.refresh(self, forge, pr)
             elif event.action == "requested_action" and event.identifier == "approve":
-                self.ledger.click(self.repo_key(forge), number, event.requester,
-                                  event.head_sha, self.ctx.clock())  # fmt: skip
+                self.ledger.click(
+                    self.repo_key(forge), number, event.requester, event.head_sha, self.ctx.clock()
+                )
                 approval.refresh(self, forge, pr)
 
     def give_up(self, event: Event, error: str) -> None:
@@ -219,25 +252,45 @@ class Controller:
         forge = self.ctx.forge_for(event)
         text = self.scrub(error)
         if isinstance(event, CommentEvent):
-            forge.reply(event.number, f"{md.mention(event.author)} Sluice could not run your command: "
-                        f"it failed on every attempt.\n\n{md.fence(text, 'text')}")  # fmt: skip
+            forge.reply(
+                event.number,
+                f"{md.mention(event.author)} Sluice could not run your command: "
+                f"it failed on every attempt.\n\n{md.fence(text, 'text')}",
+            )
             return
         promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
         if isinstance(event, TagEvent):
             promoted = event.sha
         if promoted:
-            forge.set_check(promoted, Check(promotion.DEPLOY, "completed", "The promotion job "
-                                            "failed on every attempt", f"{md.fence(text, 'text')}",
-                                            conclusion="failure"))  # fmt: skip
+            forge.set_check(
+                promoted,
+                Check(
+                    promotion.DEPLOY,
+                    "completed",
+                    "The promotion job failed on every attempt",
+                    f"{md.fence(text, 'text')}",
+                    conclusion="failure",
+                ),
+            )
             promotion.abandon(self, forge, promoted, "The promotion job failed on every attempt")
         if not isinstance(event, PullRequestEvent) or event.action == "closed":
             return
         for name in PR_CHECKS:
-            forge.set_check(event.head_sha, Check(name, "completed", "Sluice gave up on this commit",
-                                                  text, conclusion="failure"))  # fmt: skip
-        state = CommentState(None, pr_environment(event.number), event.head_sha, "failure",
-                             "the job failed after every retry", error=("Error", text),
-                             footer=self._footer(event.head_sha))  # fmt: skip
+            forge.set_check(
+                event.head_sha,
+                Check(
+                    name, "completed", "Sluice gave up on this commit", text, conclusion="failure"
+                ),
+            )
+        state = CommentState(
+            None,
+            pr_environment(event.number),
+            event.head_sha,
+            "failure",
+            "the job failed after every retry",
+            error=("Error", text),
+            footer=self._footer(event.head_sha),
+        )
         mark = render.marker(self.ctx.project_path)
         self.publish(
             forge, event.number, body=render.comment(state, limit=forge.comment_limit, marker=mark)
@@ -250,18 +303,37 @@ class Controller:
         environment = pr_environment(pr.number)
         post = _Poster(self, forge, pr, self._footer(pr.head_sha))
         if pr.draft:
-            post.comment(CommentState(None, environment, pr.head_sha, "neutral", "draft",
-                                      progress="This PR is a draft: Sluice builds its environment once it is ready for review."))  # fmt: skip
+            post.comment(
+                CommentState(
+                    None,
+                    environment,
+                    pr.head_sha,
+                    "neutral",
+                    "draft",
+                    progress="This PR is a draft: Sluice builds its environment once it is ready for review.",
+                )
+            )
             return None
         if pr.fork:
-            post.comment(CommentState(None, environment, pr.head_sha, "neutral", "fork PR not built",
-                                      progress="This PR comes from a fork, so Sluice does not run its code "
-                                      "until a user with write permission comments `/sluice plan`."))  # fmt: skip
+            post.comment(
+                CommentState(
+                    None,
+                    environment,
+                    pr.head_sha,
+                    "neutral",
+                    "fork PR not built",
+                    progress="This PR comes from a fork, so Sluice does not run its code "
+                    "until a user with write permission comments `/sluice plan`.",
+                )
+            )
             return None
         for name in PR_CHECKS:
             post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
-        post.comment(CommentState(None, environment, pr.head_sha, "queued", "queued",
-                                  progress="Fetching the project"))  # fmt: skip
+        post.comment(
+            CommentState(
+                None, environment, pr.head_sha, "queued", "queued", progress="Fetching the project"
+            )
+        )
         try:
             tree = self.tree(forge, pr.head_sha)
         except UnusableTree as exc:  # permanent: tell the PR now rather than retry
@@ -271,8 +343,9 @@ class Controller:
         try:
             settings = self.settings(forge)
         except ConfigError as exc:
-            self._failed(post, environment, "The prod branch's settings are invalid",
-                         self.scrub(str(exc)))  # fmt: skip
+            self._failed(
+                post, environment, "The prod branch's settings are invalid", self.scrub(str(exc))
+            )
             return None
         try:
             project = self.load(tree, settings)
@@ -289,8 +362,16 @@ class Controller:
         finally:
             store.close()
 
-    def _build(self, post: _Poster, project: Project, store: StateStore, environment: str,
-               tree: Path, trusted: trust.Settings, own: trust.Parsed) -> PreviewResult | None:  # fmt: skip
+    def _build(
+        self,
+        post: _Poster,
+        project: Project,
+        store: StateStore,
+        environment: str,
+        tree: Path,
+        trusted: trust.Settings,
+        own: trust.Parsed,
+    ) -> PreviewResult | None:
         settings = project.config.sluice.pr
         now = self.ctx.clock()
         start = (
@@ -299,8 +380,9 @@ class Controller:
         try:
             # Against prod: the plan says what the PR changes, also when its environment
             # already holds this commit (a re-run, a push that only edits other files).
-            plan = plan_environment(project, store, environment, start=start, end=now,
-                                    execution_time=now, against=PROD)  # fmt: skip
+            plan = plan_environment(
+                project, store, environment, start=start, end=now, execution_time=now, against=PROD
+            )
         except SluiceError as exc:
             self._failed(
                 post, environment, "Sluice could not plan this PR", self.scrub(str(exc), tree)
@@ -313,10 +395,15 @@ class Controller:
         runner = self.runner(project, tree, progress.on_event)
         try:
             result = preview_environment(
-                project, store, plan, runner, url=self.ctx.state_url, now=now,
+                project,
+                store,
+                plan,
+                runner,
+                url=self.ctx.state_url,
+                now=now,
                 diff_cap=settings.diff_limit,
                 diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),
-            )  # fmt: skip
+            )
         except DriverLost:
             # Not this commit's fault: the worker runs the job again (and reports on the PR
             # only after its last attempt). The checks stay in progress meanwhile.
@@ -334,22 +421,37 @@ class Controller:
         # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
         extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
         review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
-        self.ledger.record_plan(self.repo_key(post.forge), post.pr.number, post.pr.head_sha,
-                                review, now)  # fmt: skip
+        self.ledger.record_plan(
+            self.repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now
+        )
         self._report(post, environment, result, prod)
         return result
 
     def _report(self, post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
         title, body = render.tests_summary(result.tests)
-        post.check(Check(TESTS, "completed", title, body,
-                         conclusion="success" if result.tests_passed else "failure"))  # fmt: skip
+        post.check(
+            Check(
+                TESTS,
+                "completed",
+                title,
+                body,
+                conclusion="success" if result.tests_passed else "failure",
+            )
+        )
         plan = result.plan
         if not plan.changes_models:
             env_title = "This PR changes no model"
         else:
             env_title = f"{environment}: {result.built} tables built, {result.views} views"
-        post.check(Check(ENVIRONMENT, "completed", env_title, render.details_markdown(result),
-                         conclusion="success"))  # fmt: skip
+        post.check(
+            Check(
+                ENVIRONMENT,
+                "completed",
+                env_title,
+                render.details_markdown(result),
+                conclusion="success",
+            )
+        )
         if prod.backfill:
             ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)
             count = len(prod.backfill)
@@ -370,10 +472,17 @@ class Controller:
         headline = "no model changed" if not plan.changes_models else f"`{environment}` is ready"
         if not result.tests_passed:
             headline += "; unit tests failed"
-        post.comment(CommentState(
-            post.project, environment, post.pr.head_sha, "failure" if failed else "success",
-            headline, preview=result, checks=tuple((n, c) for n, c in post.conclusions.items()),
-        ))  # fmt: skip
+        post.comment(
+            CommentState(
+                post.project,
+                environment,
+                post.pr.head_sha,
+                "failure" if failed else "success",
+                headline,
+                preview=result,
+                checks=tuple((n, c) for n, c in post.conclusions.items()),
+            )
+        )
 
     def _failed(
         self, post: _Poster, environment: str, title: str, text: str, plan: Any = None
@@ -382,9 +491,18 @@ class Controller:
             post.check(
                 Check(name, "completed", title, f"{md.fence(text, 'text')}", conclusion="failure")
             )
-        post.comment(CommentState(post.project, environment, post.pr.head_sha, "failure", title,
-                                  error=(title, text), plan=plan,
-                                  checks=tuple(post.conclusions.items())))  # fmt: skip
+        post.comment(
+            CommentState(
+                post.project,
+                environment,
+                post.pr.head_sha,
+                "failure",
+                title,
+                error=(title, text),
+                plan=plan,
+                checks=tuple(post.conclusions.items()),
+            )
+        )
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -398,9 +516,14 @@ class Controller:
         Raises:
             ConfigError: the prod branch's settings are invalid.
         """
-        return trust.settings_for(forge, self.ledger, self.repo_key(forge),
-                                  branch=self.ctx.prod_branch, path=self.config_path(),
-                                  now=self.ctx.clock())  # fmt: skip
+        return trust.settings_for(
+            forge,
+            self.ledger,
+            self.repo_key(forge),
+            branch=self.ctx.prod_branch,
+            path=self.config_path(),
+            now=self.ctx.clock(),
+        )
 
     def load(self, tree: Path, settings: trust.Settings) -> Project:
         """The project in ``tree`` with the trusted ``sluice:`` settings, not its own.
@@ -408,11 +531,15 @@ class Controller:
         Never through the parse cache: a tree comes from a commit, and a commit can hold a
         forged ``.sluice/cache/models.json`` whose entries would skip every check.
         """
-        return load_project(tree / self.ctx.project_path, use_cache=False,
-                            sluice=settings.for_project(self.ctx.spark))  # fmt: skip
+        return load_project(
+            tree / self.ctx.project_path,
+            use_cache=False,
+            sluice=settings.for_project(self.ctx.spark),
+        )
 
-    def _settings_notice(self, forge: Forge, number: int, settings: trust.Settings,
-                         own: trust.Parsed) -> None:  # fmt: skip
+    def _settings_notice(
+        self, forge: Forge, number: int, settings: trust.Settings, own: trust.Parsed
+    ) -> None:
         """Tell the PR when its own ``sluice:`` settings, or newer ones on the prod branch,
         are not the ones its build used."""
         lines = []
@@ -445,8 +572,14 @@ class Controller:
         """``pr`` as work to do; ``admit``: a fork PR a writer asked to build."""
         return dataclasses.replace(pr, fork=False) if admit else pr
 
-    def publish(self, forge: Forge, number: int, *, body: str | None = None,
-                section: tuple[str, str | None] | None = None) -> None:  # fmt: skip
+    def publish(
+        self,
+        forge: Forge,
+        number: int,
+        *,
+        body: str | None = None,
+        section: tuple[str, str | None] | None = None,
+    ) -> None:
         """Update the PR's sticky comment: its main ``body`` and/or one extra section
         (None removes it); the other part is kept as it was."""
         repo = self.repo_key(forge)
@@ -537,10 +670,18 @@ def _safe(repo: str) -> str:
 
 def _pull(event: PullRequestEvent) -> PullRequest:
     return PullRequest(
-        number=event.number, head_sha=event.head_sha, head_ref=event.head_ref,
-        base_ref=event.base_ref, base_sha=event.base_sha, author=event.author, draft=event.draft,
-        fork=event.fork, open=True, merged=False, title=event.title,
-    )  # fmt: skip
+        number=event.number,
+        head_sha=event.head_sha,
+        head_ref=event.head_ref,
+        base_ref=event.base_ref,
+        base_sha=event.base_sha,
+        author=event.author,
+        draft=event.draft,
+        fork=event.fork,
+        open=True,
+        merged=False,
+        title=event.title,
+    )
 
 
 class _Poster:
@@ -559,8 +700,7 @@ class _Poster:
         self.conclusions[check.name] = f"{label}: {check.title}"
 
     def comment(self, state: CommentState) -> None:
-        state = _with(state, project=self.project, footer=self.footer,
-                      recent_days=self.recent_days)  # fmt: skip
+        state = _with(state, project=self.project, footer=self.footer, recent_days=self.recent_days)
         body = render.comment(state, limit=self.forge.comment_limit, marker=self.marker)
         self.ctl.publish(self.forge, self.pr.number, body=body)
 
@@ -579,8 +719,15 @@ class _Progress:
         self.last = 0.0
 
     def state(self, text: str) -> CommentState:
-        return CommentState(self.post.project, self.environment, self.post.pr.head_sha, "running",
-                            "building", progress=text, plan=self.plan)  # fmt: skip
+        return CommentState(
+            self.post.project,
+            self.environment,
+            self.post.pr.head_sha,
+            "running",
+            "building",
+            progress=text,
+            plan=self.plan,
+        )
 
     def on_event(self, event: dict[str, Any]) -> None:
         if event.get("event") != "step_start":

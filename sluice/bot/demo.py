@@ -70,9 +70,12 @@ def register(cli: click.Group) -> None:
     show_default=True,
     help="Where the demo's git repository is made (recreated on each run).",
 )
-@click.option("--keep", is_flag=True,
-              help="Keep the demo's repository afterwards, to look around (`sluice pr status "
-              "1 --repo DIR`); by default it is removed when the demo succeeds.")  # fmt: skip
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep the demo's repository afterwards, to look around (`sluice pr status "
+    "1 --repo DIR`); by default it is removed when the demo succeeds.",
+)
 @fails_cleanly
 def demo(work_dir: Path, keep: bool) -> None:
     """Run the whole flow on the example project, locally: build prod, open a pull request
@@ -95,12 +98,16 @@ def demo(work_dir: Path, keep: bool) -> None:
         if not finished:
             err.print(f"[red]The demo stopped after {took}[/]; its repository is kept in {root}")
         elif keep:
-            out.print(f"\n[bold green]Demo finished in {took}.[/] The repository is kept in "
-                      f"{root}: try `sluice pr status 1 --repo {work_dir}`.")  # fmt: skip
+            out.print(
+                f"\n[bold green]Demo finished in {took}.[/] The repository is kept in "
+                f"{root}: try `sluice pr status 1 --repo {work_dir}`."
+            )
         else:
             shutil.rmtree(root, ignore_errors=True)
-            out.print(f"\n[bold green]Demo finished in {took}.[/] (run with --keep to keep "
-                      f"its repository)")  # fmt: skip
+            out.print(
+                f"\n[bold green]Demo finished in {took}.[/] (run with --keep to keep "
+                f"its repository)"
+            )
 
 
 def check_java() -> str:
@@ -112,8 +119,9 @@ def check_java() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else "java"
     try:
-        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60,
-                              check=False)  # fmt: skip
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DemoError(
             f"Java does not run (`{java} -version`: {exc})", hint=INSTALL_HINT
@@ -126,8 +134,10 @@ def check_java() -> str:
 
 def check_git() -> None:
     if shutil.which("git") is None:
-        raise DemoError("git is not installed: the demo's forge is a git repository",
-                        hint="install git 2.38 or later (e.g. `apt-get install git`)")  # fmt: skip
+        raise DemoError(
+            "git is not installed: the demo's forge is a git repository",
+            hint="install git 2.38 or later (e.g. `apt-get install git`)",
+        )
 
 
 def _run(root: Path) -> None:
@@ -149,28 +159,52 @@ def _run(root: Path) -> None:
     _step(4, f"Opening the pull request as {AUTHOR!r}: Sluice builds pr_1, plans, diffs")
     _say(f"$ sluice pr open --base main --head {BRANCH} --user {AUTHOR}")
     ctx = click.get_current_context()
-    ctx.invoke(local_cli.open_, base="main", head=BRANCH, title="Orders: drop returned orders; "
-               "customers: last_name_upper", user=AUTHOR, quiet=False, **common)  # fmt: skip
+    ctx.invoke(
+        local_cli.open_,
+        base="main",
+        head=BRANCH,
+        title="Orders: drop returned orders; customers: last_name_upper",
+        user=AUTHOR,
+        quiet=False,
+        **common,
+    )
     forge = LocalForge(root)
     [pull_number] = forge.pull_numbers()
     approval = _check(forge, pull_number, "sluice/approval")
-    _say(f"The gate holds the merge: sluice/approval is "
-         f"{approval.get('conclusion') or approval.get('status')} ({approval.get('title')}); "
-         f"`sluice pr merge` refuses until {REVIEWER!r} approves.")  # fmt: skip
+    _say(
+        f"The gate holds the merge: sluice/approval is "
+        f"{approval.get('conclusion') or approval.get('status')} ({approval.get('title')}); "
+        f"`sluice pr merge` refuses until {REVIEWER!r} approves."
+    )
 
     _step(5, f"Approving as {REVIEWER!r}, merging as {AUTHOR!r}: prod is promoted")
     _say(f"$ sluice pr approve {pull_number} --user {REVIEWER}")
-    ctx.invoke(local_cli.approve, number=pull_number, request_changes=False, user=REVIEWER,
-               quiet=True, **common)  # fmt: skip
+    ctx.invoke(
+        local_cli.approve,
+        number=pull_number,
+        request_changes=False,
+        user=REVIEWER,
+        quiet=True,
+        **common,
+    )
     _show(forge, pull_number)
     _say(f"$ sluice pr merge {pull_number} --user {AUTHOR}")
     _say("Merging, then promoting: prod's plan is the PR's, so Spark only swaps views ...")
-    ctx.invoke(local_cli.merge, number=pull_number, method="merge", admin=False, user=AUTHOR,
-               quiet=True, **common)  # fmt: skip
+    ctx.invoke(
+        local_cli.merge,
+        number=pull_number,
+        method="merge",
+        admin=False,
+        user=AUTHOR,
+        quiet=True,
+        **common,
+    )
     _show(forge, pull_number)
     deploy = _check(forge, pull_number, "sluice/deploy")
-    out.print(f"[bold]sluice/deploy: {deploy.get('conclusion') or deploy.get('status')}: "
-              f"{deploy.get('title')}[/]")  # fmt: skip
+    out.print(
+        f"[bold]sluice/deploy: {deploy.get('conclusion') or deploy.get('status')}: "
+        f"{deploy.get('title')}[/]"
+    )
     if deploy.get("summary"):
         _say(str(deploy["summary"]).rstrip())
 
@@ -184,8 +218,10 @@ def _run(root: Path) -> None:
 
 def _make_repo(root: Path) -> None:
     if not EXAMPLE.is_dir():
-        raise DemoError(f"the example project is not at {EXAMPLE}",
-                        hint="run `sluice demo` from a checkout of Sluice (pip install -e .)")  # fmt: skip
+        raise DemoError(
+            f"the example project is not at {EXAMPLE}",
+            hint="run `sluice demo` from a checkout of Sluice (pip install -e .)",
+        )
     _clear(root)
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".sluice", "__pycache__"))
     config_path = root / "config.yaml"
@@ -199,8 +235,11 @@ def _make_repo(root: Path) -> None:
     (root / ".gitignore").write_text(".sluice/\n", encoding="utf-8")
     _git(root, "init", "-q", "-b", "main")
     (root / ".git" / _MARKER).write_text("made by `sluice demo`; recreated on each run\n")
-    for key, value in (("user.name", AUTHOR), ("user.email", f"{AUTHOR}@example.com"),
-                       ("commit.gpgsign", "false")):  # fmt: skip
+    for key, value in (
+        ("user.name", AUTHOR),
+        ("user.email", f"{AUTHOR}@example.com"),
+        ("commit.gpgsign", "false"),
+    ):
         _git(root, "config", key, value)
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "jaffle_shop: the example project")
@@ -213,8 +252,10 @@ def _clear(root: Path) -> None:
     if root.is_dir() and (not any(root.iterdir()) or (root / ".git" / _MARKER).is_file()):
         shutil.rmtree(root)
         return
-    raise DemoError(f"{root} exists and was not made by `sluice demo`; not deleting it",
-                    hint="pass another folder with --dir PATH")  # fmt: skip
+    raise DemoError(
+        f"{root} exists and was not made by `sluice demo`; not deleting it",
+        hint="pass another folder with --dir PATH",
+    )
 
 
 def _build_prod(root: Path, state: str) -> None:
@@ -222,27 +263,41 @@ def _build_prod(root: Path, state: str) -> None:
     now = now_ms()
     store = open_state(state)
     try:
-        plan = workflow.plan_environment(project, store, PROD, end=to_ms(PROD_END) + DAY_MS,
-                                         execution_time=now)  # fmt: skip
+        plan = workflow.plan_environment(
+            project, store, PROD, end=to_ms(PROD_END) + DAY_MS, execution_time=now
+        )
         print_plan(plan, out)
         runner = workflow.make_runner(project, on_event=progress)
         applied = workflow.apply_plan(project, store, plan, runner, url=state, now=now)
     finally:
         store.close()
     seconds = applied.job.seconds if applied.job else 0.0
-    out.print(f"[green]Applied to prod:[/] {applied.tables_built} table(s) built, "
-              f"{applied.views_swapped} view(s) pointed at them ({seconds:.1f} s).")  # fmt: skip
+    out.print(
+        f"[green]Applied to prod:[/] {applied.tables_built} table(s) built, "
+        f"{applied.views_swapped} view(s) pointed at them ({seconds:.1f} s)."
+    )
 
 
 def _make_change(root: Path) -> None:
     _git(root, "checkout", "-q", "-b", BRANCH)
-    _edit(root / "models" / "orders.sql", r"(\n\s*ON o\.order_id = p\.order_id)\n?",
-          "\\1\nWHERE o.status <> 'returned'\n")  # fmt: skip
-    _edit(root / "models" / "customers.sql", r"(\n(\s*)c\.last_name,\n)",
-          "\\1\\2UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
+    _edit(
+        root / "models" / "orders.sql",
+        r"(\n\s*ON o\.order_id = p\.order_id)\n?",
+        "\\1\nWHERE o.status <> 'returned'\n",
+    )
+    _edit(
+        root / "models" / "customers.sql",
+        r"(\n(\s*)c\.last_name,\n)",
+        "\\1\\2UPPER(c.last_name) AS last_name_upper,\n",
+    )
     _git(root, "add", "models/orders.sql", "models/customers.sql")
-    _git(root, "commit", "-q", "-m", "orders: drop returned orders (breaking); customers: "
-         "last_name_upper (non-breaking)")  # fmt: skip
+    _git(
+        root,
+        "commit",
+        "-q",
+        "-m",
+        "orders: drop returned orders (breaking); customers: last_name_upper (non-breaking)",
+    )
     _git(root, "checkout", "-q", "main")
     _say(_git(root, "diff", f"main..{BRANCH}", "--", "models").rstrip())
 
@@ -304,13 +359,21 @@ def _check(forge: LocalForge, number: int, name: str) -> dict[str, Any]:
         if sha and name in forge.checks(sha):
             found: dict[str, Any] = forge.checks(sha)[name]
             return found
-    raise DemoError(f"pull request #{number} has no {name} check",
-                    hint=f"see `sluice pr status {number} --repo {forge.root}`")  # fmt: skip
+    raise DemoError(
+        f"pull request #{number} has no {name} check",
+        hint=f"see `sluice pr status {number} --repo {forge.root}`",
+    )
 
 
 def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False,
-                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})  # fmt: skip
+    done = subprocess.run(
+        ["git", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
     if done.returncode != 0:
         raise DemoError(f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}")
     return done.stdout

@@ -209,8 +209,9 @@ def parse_gitlab(event: str, payload: Mapping[str, Any]) -> Event | None:
             null, or of the wrong JSON type; the message names the field.
     """
     if not isinstance(payload, Mapping):
-        raise PayloadError(f"the {event or 'GitLab'} payload should be an object, "
-                           f"not {json_name(payload)}")  # fmt: skip
+        raise PayloadError(
+            f"the {event or 'GitLab'} payload should be an object, not {json_name(payload)}"
+        )
     kind = payload.get("object_kind")
     parser = _PARSERS.get(kind) if isinstance(kind, str) else None
     return parser(payload) if parser is not None else None

@@ -212,9 +212,14 @@ class Ledger(Transactions):
 
     def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
         """Remember the plan review computed on head commit ``sha`` (replacing an older one)."""
-        row = {"repo": repo, "number": number, "sha": sha.lower(),
-               "fingerprint": review.fingerprint, "review": dump_json(review.to_json()),
-               "created_ts": now}  # fmt: skip
+        row = {
+            "repo": repo,
+            "number": number,
+            "sha": sha.lower(),
+            "fingerprint": review.fingerprint,
+            "review": dump_json(review.to_json()),
+            "created_ts": now,
+        }
         with self._writing("record a plan") as conn:
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
 
@@ -255,8 +260,13 @@ class Ledger(Transactions):
 
     def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
         """Record that ``user`` approved the PR when its head was ``sha``."""
-        row = {"repo": repo, "number": number, "user": user.casefold(), "sha": sha.lower(),
-               "reviewed_ts": now}  # fmt: skip
+        row = {
+            "repo": repo,
+            "number": number,
+            "user": user.casefold(),
+            "sha": sha.lower(),
+            "reviewed_ts": now,
+        }
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
@@ -268,14 +278,28 @@ class Ledger(Transactions):
         with self._reading("read the heads of approvals") as conn:
             return {row.user: row.sha for row in conn.execute(query)}
 
-    def approve(self, repo: str, number: int, sha: str, items: Iterable[Item],
-                approvers: Iterable[str], now: int) -> None:  # fmt: skip
+    def approve(
+        self,
+        repo: str,
+        number: int,
+        sha: str,
+        items: Iterable[Item],
+        approvers: Iterable[str],
+        now: int,
+    ) -> None:
         """Record that the model contents ``items`` passed the gate on ``repo``'s PR."""
         rows = [
-            {"repo": repo, "model": name, "content": content, "number": number,
-             "sha": sha.lower(), "approvers": ",".join(approvers), "approved_ts": now}
+            {
+                "repo": repo,
+                "model": name,
+                "content": content,
+                "number": number,
+                "sha": sha.lower(),
+                "approvers": ",".join(approvers),
+                "approved_ts": now,
+            }
             for name, content in items
-        ]  # fmt: skip
+        ]
         if not rows:
             return
         with self._writing("record approved models") as conn:
@@ -310,8 +334,9 @@ class Ledger(Transactions):
             return None, {}
         return row.body, load_json(row.sections, dict, f"comment of {repo}#{number}", self._where)
 
-    def save_comment(self, repo: str, number: int, body: str | None,
-                     sections: dict[str, str]) -> None:  # fmt: skip
+    def save_comment(
+        self, repo: str, number: int, body: str | None, sections: dict[str, str]
+    ) -> None:
         row = {"repo": repo, "number": number, "body": body, "sections": dump_json(sections)}
         with self._writing("save a comment") as conn:
             _upsert(conn, comments, row, ("repo", "number"))
@@ -322,28 +347,38 @@ class Ledger(Transactions):
         """The deployment record of a promotion of ``sha`` that started and has not
         reported its outcome (its job was cut short); None when there is none."""
         query = select(deployments.c.deployment_id).where(
-            deployments.c.repo == repo, deployments.c.sha == sha.lower(),
+            deployments.c.repo == repo,
+            deployments.c.sha == sha.lower(),
             deployments.c.environment == environment,
-        )  # fmt: skip
+        )
         with self._reading("read a deployment") as conn:
             found = conn.execute(query).scalar_one_or_none()
         return None if found is None else int(found)
 
-    def deploying(self, repo: str, sha: str, environment: str, deployment_id: int,
-                  now: int) -> None:  # fmt: skip
+    def deploying(
+        self, repo: str, sha: str, environment: str, deployment_id: int, now: int
+    ) -> None:
         """Remember the deployment record of a promotion that started."""
-        row = {"repo": repo, "sha": sha.lower(), "environment": environment,
-               "deployment_id": deployment_id, "started_ts": now}  # fmt: skip
+        row = {
+            "repo": repo,
+            "sha": sha.lower(),
+            "environment": environment,
+            "deployment_id": deployment_id,
+            "started_ts": now,
+        }
         with self._writing("record a deployment") as conn:
             _upsert(conn, deployments, row, ("repo", "sha", "environment"))
 
     def deployed(self, repo: str, sha: str, environment: str) -> None:
         """The promotion of ``sha`` reported its outcome: forget its record."""
         with self._writing("finish a deployment") as conn:
-            conn.execute(delete(deployments).where(
-                deployments.c.repo == repo, deployments.c.sha == sha.lower(),
-                deployments.c.environment == environment,
-            ))  # fmt: skip
+            conn.execute(
+                delete(deployments).where(
+                    deployments.c.repo == repo,
+                    deployments.c.sha == sha.lower(),
+                    deployments.c.environment == environment,
+                )
+            )
 
     # -- the repository this state belongs to ---------------------------------------------
 
@@ -369,8 +404,9 @@ class Ledger(Transactions):
             row = conn.execute(query).one_or_none()
         return None if row is None else (row.sha, row.digest, row.config)
 
-    def pin_settings(self, repo: str, sha: str, digest: str, config: str, now: int, *,
-                     replace: bool) -> None:  # fmt: skip
+    def pin_settings(
+        self, repo: str, sha: str, digest: str, config: str, now: int, *, replace: bool
+    ) -> None:
         """Record the settings in force; ``replace=False`` keeps a record already there (the
         first read pins them; only a promotion moves them)."""
         row = {"repo": repo, "sha": sha, "digest": digest, "config": config, "pinned_ts": now}
@@ -385,8 +421,12 @@ class Ledger(Transactions):
 
     def merged(self, repo: str, number: int, items: Iterable[Item], now: int) -> None:
         """Remember a PR merged but not yet promoted (promotion waits for a tag)."""
-        row = {"repo": repo, "number": number, "changes": dump_json([list(i) for i in items]),
-               "merged_ts": now}  # fmt: skip
+        row = {
+            "repo": repo,
+            "number": number,
+            "changes": dump_json([list(i) for i in items]),
+            "merged_ts": now,
+        }
         with self._writing("record a merge") as conn:
             _upsert(conn, merged_prs, row, ("repo", "number"))
 
@@ -411,8 +451,9 @@ class Ledger(Transactions):
                     )
                 )
 
-    def seen(self, repo: str, installation_id: int | None, now: int,
-             sha: str | None = None) -> None:  # fmt: skip
+    def seen(
+        self, repo: str, installation_id: int | None, now: int, sha: str | None = None
+    ) -> None:
         """Remember a repository the service works for (the janitor visits each), and the
         last commit its project was loaded at."""
         row = {"repo": repo, "installation_id": installation_id, "seen_ts": now, "last_sha": sha}
@@ -465,27 +506,30 @@ class Ledger(Transactions):
             row = conn.execute(query).one_or_none()
         return None if row is None else (row.sha, None if row.at_ts is None else int(row.at_ts))
 
-    def record_pr_head(self, repo: str, number: int, sha: str, at: int | None,
-                       now: int) -> bool:  # fmt: skip
+    def record_pr_head(self, repo: str, number: int, sha: str, at: int | None, now: int) -> bool:
         """Record ``sha`` as the PR's head, reported by an event of forge time ``at``, unless
         the head recorded came with a later time (both known).
 
         Returns:
             False, changing nothing, when the recorded head is newer than this event's.
         """
-        row = {"repo": repo, "number": number, "sha": sha.lower(), "at_ts": at,
-               "recorded_ts": now}  # fmt: skip
+        row = {"repo": repo, "number": number, "sha": sha.lower(), "at_ts": at, "recorded_ts": now}
         with self._writing("record the head of a pull request") as conn:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             statement = dialect.insert(pr_heads).values(row)
             new = statement.excluded
             # A row comes back when it was inserted or updated, none when the WHERE kept it.
-            moved = conn.execute(statement.on_conflict_do_update(
-                index_elements=[pr_heads.c.repo, pr_heads.c.number],
-                set_={"sha": new.sha, "at_ts": new.at_ts, "recorded_ts": new.recorded_ts},
-                where=or_(pr_heads.c.at_ts.is_(None), new.at_ts.is_(None),
-                          new.at_ts >= pr_heads.c.at_ts),
-            ).returning(pr_heads.c.sha)).first()  # fmt: skip
+            moved = conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[pr_heads.c.repo, pr_heads.c.number],
+                    set_={"sha": new.sha, "at_ts": new.at_ts, "recorded_ts": new.recorded_ts},
+                    where=or_(
+                        pr_heads.c.at_ts.is_(None),
+                        new.at_ts.is_(None),
+                        new.at_ts >= pr_heads.c.at_ts,
+                    ),
+                ).returning(pr_heads.c.sha)
+            ).first()
         return moved is not None
 
     def count(self, table: str) -> int:
@@ -496,8 +540,13 @@ class Ledger(Transactions):
             )
 
 
-def _upsert(conn: Connection, table: Table, row: dict[str, Any], keys: tuple[str, ...],
-            keep_when_null: tuple[str, ...] = ()) -> None:  # fmt: skip
+def _upsert(
+    conn: Connection,
+    table: Table,
+    row: dict[str, Any],
+    keys: tuple[str, ...],
+    keep_when_null: tuple[str, ...] = (),
+) -> None:
     """Insert ``row``, or update the row with the same ``keys``, in one statement (no race
     between two writers of one key); columns in ``keep_when_null`` keep their value when
     ``row`` has None for them."""

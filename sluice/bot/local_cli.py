@@ -88,28 +88,59 @@ class _Session:
 def _options(func: F) -> F:
     """The options every ``sluice pr`` command takes."""
     options = [
-        click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path),
-                     default=Path("."), show_default=True, help="The git repository."),
-        click.option("--user", "user", default=None,
-                     help="Who acts (default: git's user.name, else $USER)."),
-        click.option("--state", "state", default=None,
-                     help="State database URL (default: $SLUICE_DATABASE_URL, else "
-                     "<repo>/<project path>/.sluice/state.db, the one `sluice apply` uses)."),
-        click.option("--workdir", "workdir", type=click.Path(file_okay=False, path_type=Path),
-                     default=None, help="Trees, Spark warehouse and logs (default: "
-                     "<repo>/<project path>/.sluice, as `sluice apply`)."),
-        click.option("--project-path", "project_path", default=".", show_default=True,
-                     help="The Sluice project's folder inside the repository."),
-        click.option("--quiet", "-q", is_flag=True,
-                     help="Print nothing but the PR number (open) or the JSON (status --json)."),
-    ]  # fmt: skip
+        click.option(
+            "--repo",
+            "repo",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("."),
+            show_default=True,
+            help="The git repository.",
+        ),
+        click.option(
+            "--user", "user", default=None, help="Who acts (default: git's user.name, else $USER)."
+        ),
+        click.option(
+            "--state",
+            "state",
+            default=None,
+            help="State database URL (default: $SLUICE_DATABASE_URL, else "
+            "<repo>/<project path>/.sluice/state.db, the one `sluice apply` uses).",
+        ),
+        click.option(
+            "--workdir",
+            "workdir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Trees, Spark warehouse and logs (default: "
+            "<repo>/<project path>/.sluice, as `sluice apply`).",
+        ),
+        click.option(
+            "--project-path",
+            "project_path",
+            default=".",
+            show_default=True,
+            help="The Sluice project's folder inside the repository.",
+        ),
+        click.option(
+            "--quiet",
+            "-q",
+            is_flag=True,
+            help="Print nothing but the PR number (open) or the JSON (status --json).",
+        ),
+    ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _session(repo: Path, user: str | None, state: str | None, workdir: Path | None,
-             project_path: str, quiet: bool) -> _Session:  # fmt: skip
+def _session(
+    repo: Path,
+    user: str | None,
+    state: str | None,
+    workdir: Path | None,
+    project_path: str,
+    quiet: bool,
+) -> _Session:
     forge = LocalForge(repo)
     project_dir = (forge.root / project_path).resolve()
     work = (workdir or project_dir / ".sluice").resolve()
@@ -124,9 +155,12 @@ def _session(repo: Path, user: str | None, state: str | None, workdir: Path | No
     obj = click.get_current_context().obj
     injected = obj.get("runner_for") if isinstance(obj, dict) else None
     context = Context(
-        forge_for=lambda _event: forge, workdir=work, state_url=url, project_path=project_path,
+        forge_for=lambda _event: forge,
+        workdir=work,
+        state_url=url,
+        project_path=project_path,
         runner_for=injected or _runner_for(work, quiet),
-    )  # fmt: skip
+    )
     return _Session(forge, user or _default_user(forge), Controller(context), quiet)
 
 
@@ -134,8 +168,9 @@ def _runner_for(work: Path, quiet: bool) -> RunnerFor:
     """spark-submit, with the warehouse where ``sluice apply`` keeps it ($SLUICE_SPARK_DIR
     or the workdir), printing the driver's progress on stderr."""
     override = os.environ.get(SPARK_DIR_ENV)
-    paths = SparkPaths(root=Path(override).resolve() if override else work / "spark",
-                       logs=work / "logs")  # fmt: skip
+    paths = SparkPaths(
+        root=Path(override).resolve() if override else work / "spark", logs=work / "logs"
+    )
 
     def make(project: Project, _tree: Path, on_event: OnEvent) -> Runner:
         def both(event: dict[str, Any]) -> None:
@@ -159,20 +194,34 @@ def _default_user(forge: LocalForge) -> str:
         return "unknown"
 
 
-def _pr_event(forge: LocalForge, pr: PullRequest, action: str,
-              merge_sha: str | None = None) -> PullRequestEvent:  # fmt: skip
+def _pr_event(
+    forge: LocalForge, pr: PullRequest, action: str, merge_sha: str | None = None
+) -> PullRequestEvent:
     return PullRequestEvent(
-        forge="local", repo=forge.repo, installation_id=None, action=action, number=pr.number,
-        head_sha=pr.head_sha, head_ref=pr.head_ref, base_ref=pr.base_ref,
-        base_sha=pr.base_sha, author=pr.author, draft=pr.draft, fork=False,
-        merged=merge_sha is not None, merge_sha=merge_sha, title=pr.title,
-    )  # fmt: skip
+        forge="local",
+        repo=forge.repo,
+        installation_id=None,
+        action=action,
+        number=pr.number,
+        head_sha=pr.head_sha,
+        head_ref=pr.head_ref,
+        base_ref=pr.base_ref,
+        base_sha=pr.base_sha,
+        author=pr.author,
+        draft=pr.draft,
+        fork=False,
+        merged=merge_sha is not None,
+        merge_sha=merge_sha,
+        title=pr.title,
+    )
 
 
 def _building(session: _Session, pr: PullRequest) -> None:
     if not session.quiet:
-        click.echo(f"Building pr_{pr.number} at {pr.head_sha[:7]} (runs Spark; this takes a "
-                   "minute) ...", err=True)  # fmt: skip
+        click.echo(
+            f"Building pr_{pr.number} at {pr.head_sha[:7]} (runs Spark; this takes a minute) ...",
+            err=True,
+        )
 
 
 def _checks(forge: LocalForge, pr: PullRequest) -> list[dict[str, Any]]:
@@ -184,11 +233,16 @@ def _checks(forge: LocalForge, pr: PullRequest) -> list[dict[str, Any]]:
     found = []
     for sha in shas:
         for name, check in sorted(forge.checks(sha).items()):
-            found.append({
-                "name": name, "sha": sha, "status": check["status"],
-                "conclusion": check["conclusion"], "title": check["title"],
-                "summary": check["summary"],
-            })  # fmt: skip
+            found.append(
+                {
+                    "name": name,
+                    "sha": sha,
+                    "status": check["status"],
+                    "conclusion": check["conclusion"],
+                    "title": check["title"],
+                    "summary": check["summary"],
+                }
+            )
     return found
 
 
@@ -203,8 +257,10 @@ def _headline(forge: LocalForge, pr: PullRequest) -> str:
     state = record["state"]
     if state == "merged":
         state += f" as {record['merge_sha'][:7]}"
-    return (f"#{pr.number} {pr.title!r}: {pr.head_ref} -> {pr.base_ref} by {pr.author}, "
-            f"{state}; head {pr.head_sha[:7]}")  # fmt: skip
+    return (
+        f"#{pr.number} {pr.title!r}: {pr.head_ref} -> {pr.base_ref} by {pr.author}, "
+        f"{state}; head {pr.head_sha[:7]}"
+    )
 
 
 def register(cli: click.Group) -> None:
@@ -265,11 +321,19 @@ def approve(number: int, request_changes: bool, **common: Any) -> None:
     state = "CHANGES_REQUESTED" if request_changes else "APPROVED"
     forge.add_review(number, session.user, state, pull.head_sha)
     session.mark(number)
-    session.run(ReviewEvent(
-        forge="local", repo=forge.repo, installation_id=None, action="submitted",
-        number=number, reviewer=session.user, state=state, commit_sha=pull.head_sha,
-        head_sha=pull.head_sha,
-    ))  # fmt: skip
+    session.run(
+        ReviewEvent(
+            forge="local",
+            repo=forge.repo,
+            installation_id=None,
+            action="submitted",
+            number=number,
+            reviewer=session.user,
+            state=state,
+            commit_sha=pull.head_sha,
+            head_sha=pull.head_sha,
+        )
+    )
     session.report(number)
 
 
@@ -285,10 +349,18 @@ def comment(number: int, body: str, **common: Any) -> None:
     was_open = forge.pull_request(number).open
     session.mark(number)
     comment_id = forge.add_comment(number, session.user, body)
-    session.run(CommentEvent(
-        forge="local", repo=forge.repo, installation_id=None, action="created", number=number,
-        comment_id=comment_id, author=session.user, body=body,
-    ))  # fmt: skip
+    session.run(
+        CommentEvent(
+            forge="local",
+            repo=forge.repo,
+            installation_id=None,
+            action="created",
+            number=number,
+            comment_id=comment_id,
+            author=session.user,
+            body=body,
+        )
+    )
     record = forge.record(number)
     if was_open and record["state"] == "merged":  # `/sluice deploy` merged it: as a forge,
         # announce the merge (promoting again finds prod in place; the environment goes)
@@ -304,9 +376,12 @@ def comment(number: int, body: str, **common: Any) -> None:
 @pr.command()
 @click.argument("number", type=int)
 @click.option("--method", type=click.Choice(METHODS), default="merge", show_default=True)
-@click.option("--admin", is_flag=True,
-              help="Merge even though sluice/approval has not passed (admins only); the "
-              "promotion still refuses unapproved model changes.")  # fmt: skip
+@click.option(
+    "--admin",
+    is_flag=True,
+    help="Merge even though sluice/approval has not passed (admins only); the "
+    "promotion still refuses unapproved model changes.",
+)
 @_options
 @fails_cleanly
 def merge(number: int, method: str, admin: bool, **common: Any) -> None:
@@ -369,16 +444,31 @@ def status(number: int, as_json: bool, **common: Any) -> None:
     checks = _checks(forge, pull)
     comments = forge.comments(number)
     if as_json:
-        reviews = [{"user": r.user, "state": r.state, "commit_sha": r.commit_sha}
-                   for r in forge.reviews(number)]  # fmt: skip
-        click.echo(json.dumps({
-            "number": number, "title": pull.title, "state": record["state"],
-            "base": pull.base_ref, "head": pull.head_ref, "author": pull.author,
-            "head_sha": pull.head_sha, "base_sha": pull.base_sha,
-            "merge_sha": record.get("merge_sha"), "checks": checks,
-            "comment": comments[0] if comments else None, "comments": comments,
-            "replies": forge.replies(number), "reviews": reviews,
-        }, indent=2))  # fmt: skip
+        reviews = [
+            {"user": r.user, "state": r.state, "commit_sha": r.commit_sha}
+            for r in forge.reviews(number)
+        ]
+        click.echo(
+            json.dumps(
+                {
+                    "number": number,
+                    "title": pull.title,
+                    "state": record["state"],
+                    "base": pull.base_ref,
+                    "head": pull.head_ref,
+                    "author": pull.author,
+                    "head_sha": pull.head_sha,
+                    "base_sha": pull.base_sha,
+                    "merge_sha": record.get("merge_sha"),
+                    "checks": checks,
+                    "comment": comments[0] if comments else None,
+                    "comments": comments,
+                    "replies": forge.replies(number),
+                    "reviews": reviews,
+                },
+                indent=2,
+            )
+        )
         return
     click.echo(_headline(forge, pull))
     for check in checks:
@@ -395,8 +485,10 @@ def list_(**common: Any) -> None:
     forge = LocalForge(common["repo"])
     for number in forge.pull_numbers():
         record = forge.record(number)
-        click.echo(f"#{number} {record['state']:<6} {record['head']} -> {record['base']}  "
-                   f"{record.get('title') or ''}")  # fmt: skip
+        click.echo(
+            f"#{number} {record['state']:<6} {record['head']} -> {record['base']}  "
+            f"{record.get('title') or ''}"
+        )
     if not forge.pull_numbers():
         click.echo("no pull requests", err=True)
 

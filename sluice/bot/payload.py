@@ -15,8 +15,17 @@ from typing import Any, Final, TypeVar
 
 from sluice.core.errors import SluiceError
 
-__all__ = ["ABSENT", "PayloadError", "check", "json_name", "lookup", "moment", "optional",
-           "present", "required"]  # fmt: skip
+__all__ = [
+    "ABSENT",
+    "PayloadError",
+    "check",
+    "json_name",
+    "lookup",
+    "moment",
+    "optional",
+    "present",
+    "required",
+]
 
 T = TypeVar("T")
 

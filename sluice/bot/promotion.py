@@ -58,19 +58,31 @@ def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome 
     if settings is None:
         return None
     if event.base_ref != settings.branch:
-        log.info("%s#%s merged into %s, not the prod branch %s: not promoted", forge.repo,
-                 event.number, event.base_ref, settings.branch)  # fmt: skip
+        log.info(
+            "%s#%s merged into %s, not the prod branch %s: not promoted",
+            forge.repo,
+            event.number,
+            event.base_ref,
+            settings.branch,
+        )
         cleanup(ctl, forge, event.number, "merged into another branch than prod")
         return None
     if settings.deploy.on == "tag":
         review = ctl.ledger.review(ctl.repo_key(forge), event.number, event.head_sha)
         items = review.items if review is not None else ()
         ctl.ledger.merged(ctl.repo_key(forge), event.number, items, ctl.ctx.clock())
-        ctl.publish(forge, event.number, section=("promotion", (
-            f"**Promotion:** merged; prod is promoted by the next tag matching "
-            f"`{settings.deploy.tag_pattern}` on `{settings.deploy.prod_branch}`. "
-            f"`{pr_environment(event.number)}` stays until then."
-        )))  # fmt: skip
+        ctl.publish(
+            forge,
+            event.number,
+            section=(
+                "promotion",
+                (
+                    f"**Promotion:** merged; prod is promoted by the next tag matching "
+                    f"`{settings.deploy.tag_pattern}` on `{settings.deploy.prod_branch}`. "
+                    f"`{pr_environment(event.number)}` stays until then."
+                ),
+            ),
+        )
         return None
     outcome = promote(ctl, forge, sha, settings, label=f"#{event.number}", number=event.number)
     if outcome.ok:
@@ -93,12 +105,18 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
         log.info("%s: tag %s ignored: deploy.on is %s", forge.repo, event.tag, deploy.on)
         return None
     if not deploy.tag_matches(event.tag):
-        log.info("%s: tag %s ignored: it does not match %s", forge.repo, event.tag,
-                 deploy.tag_pattern)  # fmt: skip
+        log.info(
+            "%s: tag %s ignored: it does not match %s", forge.repo, event.tag, deploy.tag_pattern
+        )
         return None
     if not forge.on_branch(sha, settings.branch):
-        log.warning("%s: tag %s ignored: %s is not on the prod branch %s", forge.repo,
-                    event.tag, sha[:12], settings.branch)  # fmt: skip
+        log.warning(
+            "%s: tag %s ignored: %s is not on the prod branch %s",
+            forge.repo,
+            event.tag,
+            sha[:12],
+            settings.branch,
+        )
         return None
     outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
     if outcome.ok:
@@ -111,8 +129,9 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
     return outcome
 
 
-def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, label: str,
-            number: int | None) -> Outcome:  # fmt: skip
+def promote(
+    ctl: Controller, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
+) -> Outcome:
     """Bring prod to the project at ``sha`` (see the module docstring)."""
     forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
     repo = ctl.repo_key(forge)
@@ -132,19 +151,35 @@ def promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, *, labe
         raise
     except SluiceError as exc:
         text = ctl.scrub(str(exc))
-        outcome = Outcome(False, "Promotion failed; prod is unchanged",
-                          f"Promoting {label} failed:\n\n{md.fence(text, 'text')}")  # fmt: skip
-    forge.set_check(sha, Check(DEPLOY, "completed", outcome.title, outcome.summary,
-                               conclusion="success" if outcome.ok else "failure"))  # fmt: skip
+        outcome = Outcome(
+            False,
+            "Promotion failed; prod is unchanged",
+            f"Promoting {label} failed:\n\n{md.fence(text, 'text')}",
+        )
+    forge.set_check(
+        sha,
+        Check(
+            DEPLOY,
+            "completed",
+            outcome.title,
+            outcome.summary,
+            conclusion="success" if outcome.ok else "failure",
+        ),
+    )
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
         forge.deployment_status(deployment, state, outcome.title[:140])
         ctl.ledger.deployed(repo, sha, PROD)
     if number is not None:
         icon = "🚀" if outcome.ok else "❌"
-        ctl.publish(forge, number, section=(
-            "promotion", f"**Promotion** of `{sha[:7]}`: {icon} {outcome.title}. {outcome.summary}"
-        ))  # fmt: skip
+        ctl.publish(
+            forge,
+            number,
+            section=(
+                "promotion",
+                f"**Promotion** of `{sha[:7]}`: {icon} {outcome.title}. {outcome.summary}",
+            ),
+        )
     log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
     return outcome
 
@@ -167,13 +202,17 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
             if settings.requires_approval:
                 missing = ctl.ledger.unapproved(repo, items)
                 if missing:
-                    return Outcome(False, f"{len(missing)} unapproved change(s): prod is "
-                                   "unchanged", _unapproved(missing, settings))  # fmt: skip
+                    return Outcome(
+                        False,
+                        f"{len(missing)} unapproved change(s): prod is unchanged",
+                        _unapproved(missing, settings),
+                    )
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
-                return Outcome(True, "Prod already has this state", "Nothing to promote.",
-                               live=live)  # fmt: skip
+                return Outcome(
+                    True, "Prod already has this state", "Nothing to promote.", live=live
+                )
             runner = ctl.runner(project, tree, lambda _event: None)
             try:
                 result = apply_plan(project, store, plan, runner, url=ctl.ctx.state_url, now=now)
@@ -184,15 +223,25 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
                 continue
             trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
             if result.tables_built == 0:
-                return Outcome(True, "Promoted by virtual update",
-                               f"{result.views_swapped} prod views now read the tables the PR "
-                               "built; no data was written.", 0, result.views_swapped,
-                               live)  # fmt: skip
+                return Outcome(
+                    True,
+                    "Promoted by virtual update",
+                    f"{result.views_swapped} prod views now read the tables the PR "
+                    "built; no data was written.",
+                    0,
+                    result.views_swapped,
+                    live,
+                )
             names = ", ".join(f"`{b.name}`" for b in plan.backfill)
-            return Outcome(True, f"Promoted; {result.tables_built} table(s) backfilled",
-                           f"Not every interval prod needs was built in a PR, so the "
-                           f"promotion computed {names}; {result.views_swapped} views swapped.",
-                           result.tables_built, result.views_swapped, live)  # fmt: skip
+            return Outcome(
+                True,
+                f"Promoted; {result.tables_built} table(s) backfilled",
+                f"Not every interval prod needs was built in a PR, so the "
+                f"promotion computed {names}; {result.views_swapped} views swapped.",
+                result.tables_built,
+                result.views_swapped,
+                live,
+            )
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover
@@ -228,8 +277,16 @@ def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Se
         return ctl.settings(forge)
     except ConfigError as exc:
         text = ctl.scrub(str(exc))
-        forge.set_check(sha, Check(DEPLOY, "completed", "Invalid deploy settings",
-                                   f"{md.fence(text, 'text')}", conclusion="failure"))  # fmt: skip
+        forge.set_check(
+            sha,
+            Check(
+                DEPLOY,
+                "completed",
+                "Invalid deploy settings",
+                f"{md.fence(text, 'text')}",
+                conclusion="failure",
+            ),
+        )
         if number is not None:
             ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
         return None
@@ -246,9 +303,16 @@ def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
     finally:
         store.close()
     if existed:
-        ctl.publish(forge, number, section=("cleanup", (
-            f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views."
-        )))  # fmt: skip
+        ctl.publish(
+            forge,
+            number,
+            section=(
+                "cleanup",
+                (
+                    f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views."
+                ),
+            ),
+        )
 
 
 def janitor(ctl: Controller, forge: Forge) -> None:
@@ -259,17 +323,26 @@ def janitor(ctl: Controller, forge: Forge) -> None:
     settings = ctl.settings(forge)
     sha = settings.sha or forge.commit_of(settings.branch)
     if sha is None:
-        log.warning("%s: janitor skipped: the prod branch %s has no commit", forge.repo,
-                    settings.branch)  # fmt: skip
+        log.warning(
+            "%s: janitor skipped: the prod branch %s has no commit", forge.repo, settings.branch
+        )
         return
     tree = ctl.tree(forge, sha)
     project = ctl.load(tree, settings)
     store = open_state(ctl.ctx.state_url)
     try:
-        report = run_janitor(store, ctl.runner(project, tree, lambda _event: None),
-                             url=ctl.ctx.state_url, now=ctl.ctx.clock(),
-                             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS))  # fmt: skip
+        report = run_janitor(
+            store,
+            ctl.runner(project, tree, lambda _event: None),
+            url=ctl.ctx.state_url,
+            now=ctl.ctx.clock(),
+            table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
+        )
     finally:
         store.close()
-    log.info("%s: janitor removed %s environment(s), dropped %s table(s)", forge.repo,
-             len(report.environments), len(report.tables))  # fmt: skip
+    log.info(
+        "%s: janitor removed %s environment(s), dropped %s table(s)",
+        forge.repo,
+        len(report.environments),
+        len(report.tables),
+    )

@@ -171,10 +171,14 @@ class JobQueue(Transactions):
             return []
         ready = Batch(batch)
         rows = [
-            {"delivery_id": d.delivery_id, "forge": d.forge, "event": d.event,
-             "received_ts": ms(d.now)}
+            {
+                "delivery_id": d.delivery_id,
+                "forge": d.forge,
+                "event": d.event,
+                "received_ts": ms(d.now),
+            }
             for d in ready.unique
-        ]  # fmt: skip
+        ]
 
         def run(conn: Connection) -> set[str]:
             found = conn.execute(
@@ -262,13 +266,20 @@ class JobQueue(Transactions):
             conn.execute(
                 insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True),
                 [
-                    {"delivery_id": d.delivery_id, "key": job.key, "kind": job.kind,
-                     "payload": payloads[d.delivery_id], "head_sha": job.head_sha,
-                     "status": JobStatus.QUEUED, "attempts": 0, "created_ts": ms(d.now)}
+                    {
+                        "delivery_id": d.delivery_id,
+                        "key": job.key,
+                        "kind": job.kind,
+                        "payload": payloads[d.delivery_id],
+                        "head_sha": job.head_sha,
+                        "status": JobStatus.QUEUED,
+                        "attempts": 0,
+                        "created_ts": ms(d.now),
+                    }
                     for d, job in news
                 ],
             ).scalars()
-        )  # fmt: skip
+        )
         conn.execute(
             update(deliveries)
             .where(deliveries.c.delivery_id == bindparam("b_delivery"))

@@ -39,12 +39,20 @@ class Batch:
     def server_rows(self) -> str:
         """The batch as the PostgreSQL function takes it (see :mod:`sluice.bot.queue_pg`)."""
         return json_rows(
-            {"n": n, "d": d.delivery_id, "f": d.forge, "e": d.event, "t": ms(d.now),
-             "k": d.job.key if d.job else None, "c": d.job.kind if d.job else None,
-             "p": self.payloads.get(d.delivery_id), "h": d.job.head_sha if d.job else None,
-             "s": bool(d.job and d.job.supersede)}
+            {
+                "n": n,
+                "d": d.delivery_id,
+                "f": d.forge,
+                "e": d.event,
+                "t": ms(d.now),
+                "k": d.job.key if d.job else None,
+                "c": d.job.kind if d.job else None,
+                "p": self.payloads.get(d.delivery_id),
+                "h": d.job.head_sha if d.job else None,
+                "s": bool(d.job and d.job.supersede),
+            }
             for n, d in enumerate(self.unique)
-        )  # fmt: skip
+        )
 
     def outcome(self, stored: Iterable[Any]) -> list[bool]:
         """Whether each delivery, in order, was fresh, from the (delivery id, job id, jobs
@@ -58,8 +66,12 @@ class Batch:
         for index, item in enumerate(self._batch):
             fresh = self._first[item.delivery_id] == index and item.delivery_id in fresh_ids
             if not fresh:
-                logger.info("delivery %s (%s %s) seen before: ignored", item.delivery_id,
-                            item.forge, item.event)  # fmt: skip
+                logger.info(
+                    "delivery %s (%s %s) seen before: ignored",
+                    item.delivery_id,
+                    item.forge,
+                    item.event,
+                )
             outcome.append(fresh)
         return outcome
 

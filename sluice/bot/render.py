@@ -104,8 +104,11 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
     plan = preview.plan if preview is not None else state.plan
     where: list[str] = []
     if plan is not None and state.state not in ("queued",) and preview is not None:
-        changed = [*plan.added, *(c.name for c in plan.directly_modified),
-                   *(c.name for c in plan.indirectly_modified)]  # fmt: skip
+        changed = [
+            *plan.added,
+            *(c.name for c in plan.directly_modified),
+            *(c.name for c in plan.indirectly_modified),
+        ]
         where = [view_name(name, state.environment) for name in changed]
     diffs = ""
     diff_notes: list[str] = []

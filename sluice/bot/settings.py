@@ -123,14 +123,19 @@ class ServiceSettings(BaseSettings):
 
     def tree_limits(self) -> TreeLimits:
         """The service's limits on a commit's files (``SLUICE_TREE_*``)."""
-        return TreeLimits(total_bytes=self.tree_total_bytes, file_bytes=self.tree_file_bytes,
-                          files=self.tree_files, depth=self.tree_depth,
-                          path_chars=self.tree_path_chars)  # fmt: skip
+        return TreeLimits(
+            total_bytes=self.tree_total_bytes,
+            file_bytes=self.tree_file_bytes,
+            files=self.tree_files,
+            depth=self.tree_depth,
+            path_chars=self.tree_path_chars,
+        )
 
     def spark(self) -> SparkSettings:
         """The service's Spark settings (see :mod:`sluice.bot.trust`)."""
-        return SparkSettings(master=self.spark_master, deploy_mode=self.spark_deploy_mode,
-                             conf=dict(self.spark_conf))  # fmt: skip
+        return SparkSettings(
+            master=self.spark_master, deploy_mode=self.spark_deploy_mode, conf=dict(self.spark_conf)
+        )
 
     def serves(self, forge: str, repo: str) -> bool:
         """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are
@@ -152,8 +157,13 @@ class ServiceSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value, for scrubbing text that leaves the service."""
-        values = [self.github_private_key, self.github_token, self.webhook_secret,
-                  self.gitlab_token, self.gitlab_webhook_secret]  # fmt: skip
+        values = [
+            self.github_private_key,
+            self.github_token,
+            self.webhook_secret,
+            self.gitlab_token,
+            self.gitlab_webhook_secret,
+        ]
         out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
         url = self.database_url.get_secret_value() if self.database_url else ""
         if "@" in url and ":" in url.split("@", 1)[0].split("//", 1)[-1]:

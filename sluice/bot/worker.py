@@ -119,11 +119,22 @@ class Worker:
             return False
         event = event_from_json(job.payload)
         if not self.serves(event.forge, event.repo):
-            log.warning("job %s (%s) not run: %s:%s is not in SLUICE_REPOSITORIES", job.id,
-                        job.key, event.forge, event.repo)  # fmt: skip
-            self.queue.finish(job.id, self.name, now=time.time(), error=(
-                f"not run: the repository {event.repo} is not in the service's "
-                "SLUICE_REPOSITORIES"))  # fmt: skip
+            log.warning(
+                "job %s (%s) not run: %s:%s is not in SLUICE_REPOSITORIES",
+                job.id,
+                job.key,
+                event.forge,
+                event.repo,
+            )
+            self.queue.finish(
+                job.id,
+                self.name,
+                now=time.time(),
+                error=(
+                    f"not run: the repository {event.repo} is not in the service's "
+                    "SLUICE_REPOSITORIES"
+                ),
+            )
             return True
         began = time.monotonic()
         done = threading.Event()
@@ -144,8 +155,12 @@ class Worker:
             done.set()
             beat.join()
         if self.metrics is not None:
-            self.metrics.observe("sluice_job_duration_seconds", time.monotonic() - began,
-                                 kind=job.kind, outcome=outcome)  # fmt: skip
+            self.metrics.observe(
+                "sluice_job_duration_seconds",
+                time.monotonic() - began,
+                kind=job.kind,
+                outcome=outcome,
+            )
         return True
 
     def _heartbeat(self, job: Job, done: threading.Event) -> None:
@@ -165,8 +180,12 @@ class Worker:
         key = event.content_key()
         if key is not None:
             try:
-                self.controller.ledger.record_handled(f"{event.forge}:{event.repo}", key,
-                                                      event.kind, "failed",
-                                                      self.controller.ctx.clock())  # fmt: skip
+                self.controller.ledger.record_handled(
+                    f"{event.forge}:{event.repo}",
+                    key,
+                    event.kind,
+                    "failed",
+                    self.controller.ctx.clock(),
+                )
             except Exception:
                 log.exception("could not record job %s's event as handled", job.id)

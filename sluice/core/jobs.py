@@ -84,11 +84,13 @@ def janitor_job(
                 continue
             views.append(view_name(ref.name, env.name))
             schemas.add(view_schema(ref.name.split(".", 1)[0], env.name))
-    steps = [{
-        "type": "drop",
-        "label": "drop expired environments and unused tables",
-        "views": sorted(views),
-        "schemas": sorted(schemas),
-        "tables": sorted(physical_table(name, version) for name, version in tables),
-    }]  # fmt: skip
+    steps = [
+        {
+            "type": "drop",
+            "label": "drop expired environments and unused tables",
+            "views": sorted(views),
+            "schemas": sorted(schemas),
+            "tables": sorted(physical_table(name, version) for name, version in tables),
+        }
+    ]
     return {"job_id": f"janitor-{now}", "kind": "janitor", "steps": steps}

@@ -72,9 +72,10 @@ def held_ranges(
     what its diffs compare.
     """
     own = [
-        s for s in plan.snapshots
+        s
+        for s in plan.snapshots
         if s.model.kind.materialized and prod.get(s.name, ("", ""))[1] != s.version
-    ]  # fmt: skip
+    ]
     recorded = state.get_intervals((s.name, s.version) for s in own)
     fills = {b.name: b.intervals for b in plan.backfill}
     held = {}
@@ -197,21 +198,38 @@ def preview_environment(
         if target.skipped is not None or target.source_table is None:
             continue
         compare = DiffOptions(
-            on=(), skip=options.skip, where=target.where, decimals=options.decimals,
-            tolerance=options.tolerance, sample=options.sample,
-        )  # fmt: skip
+            on=(),
+            skip=options.skip,
+            where=target.where,
+            decimals=options.decimals,
+            tolerance=options.tolerance,
+            sample=options.sample,
+        )
         if target.source_table == target.target_table:
             diffs[target.name] = same_table_result(
-                target.name, PROD, plan.environment, target.target_table, target.keys,
-                compare, target.where,
-            )  # fmt: skip
+                target.name,
+                PROD,
+                plan.environment,
+                target.target_table,
+                target.keys,
+                compare,
+                target.where,
+            )
             continue
-        steps.append({
-            "type": "table_diff", "id": f"diff:{target.name}", "label": f"table diff {target.name}",
-            "name": target.name, "source": target.source_table, "target": target.target_table,
-            "source_label": PROD, "target_label": plan.environment, "keys": list(target.keys),
-            "options": compare.to_json(),
-        })  # fmt: skip
+        steps.append(
+            {
+                "type": "table_diff",
+                "id": f"diff:{target.name}",
+                "label": f"table diff {target.name}",
+                "name": target.name,
+                "source": target.source_table,
+                "target": target.target_table,
+                "source_label": PROD,
+                "target_label": plan.environment,
+                "keys": list(target.keys),
+                "options": compare.to_json(),
+            }
+        )
     job = None
     if steps:
         from sluice.core.workflow import check_base, commit_environment

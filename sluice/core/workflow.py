@@ -445,8 +445,13 @@ def table_diff(
             )
     if tables[0] == tables[1]:
         result = same_table_result(name, source, target, tables[0], keys, options, where)
-        state.save_results([StoredResult(f"table-diff-{now}", plan_id, "table_diff", name,
-                                         True, result.to_json(), now)])  # fmt: skip
+        state.save_results(
+            [
+                StoredResult(
+                    f"table-diff-{now}", plan_id, "table_diff", name, True, result.to_json(), now
+                )
+            ]
+        )
         return result
     step = {
         "type": "table_diff",
@@ -459,8 +464,12 @@ def table_diff(
         "keys": list(keys),
         "options": options.to_json(),
     }
-    spec = {"job_id": f"table-diff-{now}", "kind": "table_diff", "plan_id": plan_id,
-            "steps": [step]}  # fmt: skip
+    spec = {
+        "job_id": f"table-diff-{now}",
+        "kind": "table_diff",
+        "plan_id": plan_id,
+        "steps": [step],
+    }
     job = run_recorded(runner, spec, state=state)
     payload: dict[str, Any] = job.results["0"]
     if "error" in payload:

@@ -85,12 +85,18 @@ class _SafeTarInfo(tarfile.TarInfo):
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type == tarfile.GNUTYPE_SPARSE:
             raise _Refused(f"{self.name!r} is a sparse file")
-        special = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
-                   tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)  # fmt: skip
+        special = (
+            tarfile.GNUTYPE_LONGNAME,
+            tarfile.GNUTYPE_LONGLINK,
+            tarfile.XHDTYPE,
+            tarfile.XGLTYPE,
+            tarfile.SOLARIS_XHDTYPE,
+        )
         if self.type in special:
             if self.size > HEADER_LIMIT:
-                raise _Refused(f"an extended header of {self.size:,} bytes (at most "
-                               f"{HEADER_LIMIT:,} are read)")  # fmt: skip
+                raise _Refused(
+                    f"an extended header of {self.size:,} bytes (at most {HEADER_LIMIT:,} are read)"
+                )
             # tarfile reads a run of them recursively, one frame each.
             run = getattr(tarfile_, "_sluice_run", 0) + 1
             if run > HEADER_RUN:
@@ -157,9 +163,14 @@ def _uncompressed(archive: IO[bytes]) -> IO[bytes]:
 
 
 def extract(
-    archive: IO[bytes], dest: Path, *, forge: str, sha: str, strip_top: bool = False,
+    archive: IO[bytes],
+    dest: Path,
+    *,
+    forge: str,
+    sha: str,
+    strip_top: bool = False,
     limits: TreeLimits = TREE_LIMITS,
-) -> None:  # fmt: skip
+) -> None:
     """Write the files of commit ``sha`` from ``archive`` (read once, front to back: a pipe
     will do) into ``dest``.
 
@@ -282,8 +293,9 @@ class _Check:
                 "files", f"it holds more than {limits.files:,} files, folders and links"
             )
         if len(relative) > limits.path_chars:
-            raise self.over("path_chars", f"a path is {len(relative):,} characters "
-                            f"({relative[:60]!r}...)")  # fmt: skip
+            raise self.over(
+                "path_chars", f"a path is {len(relative):,} characters ({relative[:60]!r}...)"
+            )
         if depth > limits.depth:
             raise self.over("depth", f"{relative[:200]!r} is {depth} folders deep")
 
@@ -293,14 +305,19 @@ class _Check:
             raise self.over("file_bytes", f"{relative[:200]!r} is {size:,} bytes")
         self.total += size
         if self.total > self.limits.total_bytes:
-            raise self.over("total_bytes", f"the files reach {self.total:,} bytes at "
-                            f"{relative[:200]!r}")  # fmt: skip
+            raise self.over(
+                "total_bytes", f"the files reach {self.total:,} bytes at {relative[:200]!r}"
+            )
 
 
 def checked_members(
-    members: list[tarfile.TarInfo], *, forge: str, sha: str, strip_top: bool = False,
+    members: list[tarfile.TarInfo],
+    *,
+    forge: str,
+    sha: str,
+    strip_top: bool = False,
     limits: TreeLimits = TREE_LIMITS,
-) -> list[tarfile.TarInfo]:  # fmt: skip
+) -> list[tarfile.TarInfo]:
     """The members to write (renamed without the top directory with ``strip_top``); the
     first unsafe one, or the first over a limit, raises :class:`UnusableTree`."""
     check = _Check(forge=forge, sha=sha, strip_top=strip_top, limits=limits)
@@ -308,9 +325,13 @@ def checked_members(
 
 
 def check_folder(
-    root: Path, *, forge: str, sha: str, limits: TreeLimits = TREE_LIMITS,
+    root: Path,
+    *,
+    forge: str,
+    sha: str,
+    limits: TreeLimits = TREE_LIMITS,
     skip: Callable[[str], bool] = lambda _name: False,
-) -> None:  # fmt: skip
+) -> None:
     """Hold the files of a checked-out folder (the Action's workspace) to the limits an
     archive of them would be held to; folders and files whose name ``skip`` accepts are
     left out. Links are counted, not followed.

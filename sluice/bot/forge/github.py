@@ -461,8 +461,7 @@ class GitHubForge:
         with tempfile.TemporaryFile(dir=dest.parent) as archive:
             self._download(link, sha, archive)
             archive.seek(0)
-            extract(archive, dest, forge="GitHub", sha=sha, strip_top=True,
-                    limits=self.tree_limits)  # fmt: skip
+            extract(archive, dest, forge="GitHub", sha=sha, strip_top=True, limits=self.tree_limits)
 
     def _download(self, link: str, sha: str, out: IO[bytes]) -> None:
         limit = self.workdir_limit_bytes

@@ -37,15 +37,35 @@ MAX_RETRIES = 3  # after a 429 or a transient 5xx (python-gitlab's default is 10
 DESCRIPTION_LIMIT = 255  # GitLab's cap on a commit status description
 ARCHIVE_CHUNK = 1024 * 1024
 # GitHub's reaction names (what the controller speaks) as GitLab award emoji.
-EMOJI = {"+1": "thumbsup", "-1": "thumbsdown", "confused": "confused", "eyes": "eyes",
-         "rocket": "rocket", "heart": "heart", "hooray": "tada", "laugh": "laughing"}  # fmt: skip
+EMOJI = {
+    "+1": "thumbsup",
+    "-1": "thumbsdown",
+    "confused": "confused",
+    "eyes": "eyes",
+    "rocket": "rocket",
+    "heart": "heart",
+    "hooray": "tada",
+    "laugh": "laughing",
+}
 # A check's conclusion (or, before it completes, its status) as a commit status state.
-STATUS_STATES = {"queued": "pending", "in_progress": "running", "success": "success",
-                 "neutral": "success", "skipped": "success", "failure": "failed",
-                 "action_required": "failed", "timed_out": "failed", "stale": "failed",
-                 "cancelled": "canceled"}  # fmt: skip
-DEPLOYMENT_STATES = {"in_progress": "running", "success": "success", "failure": "failed",
-                     "error": "failed"}  # fmt: skip
+STATUS_STATES = {
+    "queued": "pending",
+    "in_progress": "running",
+    "success": "success",
+    "neutral": "success",
+    "skipped": "success",
+    "failure": "failed",
+    "action_required": "failed",
+    "timed_out": "failed",
+    "stale": "failed",
+    "cancelled": "canceled",
+}
+DEPLOYMENT_STATES = {
+    "in_progress": "running",
+    "success": "success",
+    "failure": "failed",
+    "error": "failed",
+}
 # Member access levels (Owner 50, Maintainer 40, Developer 30, Reporter 20, Planner 15,
 # Guest 10, Minimal access 5) as the forge's roles, highest first.
 ACCESS_ROLES = ((50, "admin"), (40, "maintain"), (30, "write"), (5, "read"))
@@ -251,12 +271,14 @@ class GitLabForge:
 
             with self._guard(f"downloading the archive of {sha}"):
                 self._project.repository_archive(
-                    sha=sha, format="tar.gz", streamed=True, action=write,
+                    sha=sha,
+                    format="tar.gz",
+                    streamed=True,
+                    action=write,
                     chunk_size=ARCHIVE_CHUNK,
-                )  # fmt: skip
+                )
             archive.seek(0)
-            extract(archive, dest, forge="GitLab", sha=sha, strip_top=True,
-                    limits=self.tree_limits)  # fmt: skip
+            extract(archive, dest, forge="GitLab", sha=sha, strip_top=True, limits=self.tree_limits)
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref``; None when the file (or the ref) does not exist."""
@@ -563,8 +585,13 @@ class GitLabForge:
         write them (403) this logs a warning and returns None, and the promotion goes on
         without a record. Other failures raise :class:`ForgeError`.
         """
-        data = {"environment": environment, "sha": sha, "ref": ref or sha, "tag": False,
-                "status": "running"}  # fmt: skip
+        data = {
+            "environment": environment,
+            "sha": sha,
+            "ref": ref or sha,
+            "tag": False,
+            "status": "running",
+        }
         with self._guard(f"recording a deployment of {sha} to {environment}"):
             try:
                 deployment = self._project.deployments.create(data)

@@ -113,9 +113,13 @@ class LocalForge:
         environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
         try:
             return subprocess.run(
-                ["git", *args], cwd=self._cwd, input=input, capture_output=True,
-                env=environment, check=False,
-            )  # fmt: skip
+                ["git", *args],
+                cwd=self._cwd,
+                input=input,
+                capture_output=True,
+                env=environment,
+                check=False,
+            )
         except FileNotFoundError:
             raise ForgeError(
                 f"local: {what} failed: git is not installed", hint="install git 2.38 or later"
@@ -164,9 +168,12 @@ class LocalForge:
         with tempfile.TemporaryFile() as errors:
             try:
                 git = subprocess.Popen(
-                    ["git", "archive", "--format=tar", commit], cwd=self._cwd,
-                    stdout=subprocess.PIPE, stderr=errors, env=environment,
-                )  # fmt: skip
+                    ["git", "archive", "--format=tar", commit],
+                    cwd=self._cwd,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    env=environment,
+                )
             except FileNotFoundError:
                 raise ForgeError("local: git is not installed") from None
             assert git.stdout is not None
@@ -326,12 +333,24 @@ class LocalForge:
                         f"local: pull request #{number} is already open for {head} -> {base}"
                     )
             number = max(known, default=0) + 1
-            self._write(self._pr_path(number), {
-                "number": number, "title": title or head, "base": base, "head": head,
-                "author": author, "state": "open", "head_sha": head_sha, "base_sha": base_sha,
-                "merge_sha": None, "merge_method": None, "created_at": _now(),
-                "closed_at": None, "draft": False,
-            })  # fmt: skip
+            self._write(
+                self._pr_path(number),
+                {
+                    "number": number,
+                    "title": title or head,
+                    "base": base,
+                    "head": head,
+                    "author": author,
+                    "state": "open",
+                    "head_sha": head_sha,
+                    "base_sha": base_sha,
+                    "merge_sha": None,
+                    "merge_method": None,
+                    "created_at": _now(),
+                    "closed_at": None,
+                    "draft": False,
+                },
+            )
         return self.pull_request(number)
 
     def pull_numbers(self) -> list[int]:
@@ -347,11 +366,18 @@ class LocalForge:
             head_sha = self.branch_sha(record["head"]) or head_sha
             base_sha = self.branch_sha(record["base"]) or base_sha
         return PullRequest(
-            number=int(record["number"]), head_sha=head_sha, head_ref=record["head"],
-            base_ref=record["base"], base_sha=base_sha, author=record["author"],
-            draft=bool(record.get("draft")), fork=False, open=record["state"] == "open",
-            merged=record["state"] == "merged", title=record.get("title") or "",
-        )  # fmt: skip
+            number=int(record["number"]),
+            head_sha=head_sha,
+            head_ref=record["head"],
+            base_ref=record["base"],
+            base_sha=base_sha,
+            author=record["author"],
+            draft=bool(record.get("draft")),
+            fork=False,
+            open=record["state"] == "open",
+            merged=record["state"] == "merged",
+            title=record.get("title") or "",
+        )
 
     def record(self, number: int) -> dict[str, Any]:
         """The stored record of PR ``number`` (state, merge sha, times)."""
@@ -447,8 +473,15 @@ class LocalForge:
             path = self._pr_dir(number) / "comments.json"
             comments = self._read(path, [])
             comment_id = max((c["id"] for c in comments), default=0) + 1
-            comments.append({"id": comment_id, "author": author, "body": body,
-                             "created_at": _now(), "reactions": []})  # fmt: skip
+            comments.append(
+                {
+                    "id": comment_id,
+                    "author": author,
+                    "body": body,
+                    "created_at": _now(),
+                    "reactions": [],
+                }
+            )
             self._write(path, comments)
         return comment_id
 
@@ -482,9 +515,12 @@ class LocalForge:
             path = self._pr_dir(number) / "reviews.json"
             reviews = self._read(path, [])
             review = Review(
-                id=max((r["id"] for r in reviews), default=0) + 1, user=user, state=state,
-                commit_sha=commit_sha, submitted_at=_now(),
-            )  # fmt: skip
+                id=max((r["id"] for r in reviews), default=0) + 1,
+                user=user,
+                state=state,
+                commit_sha=commit_sha,
+                submitted_at=_now(),
+            )
             reviews.append(asdict(review))
             self._write(path, reviews)
         return review
@@ -537,10 +573,14 @@ class LocalForge:
             path = self._check_path(sha)
             checks = self._read(path, {})
             entry = {
-                "status": check.status, "conclusion": check.conclusion, "title": check.title,
-                "summary": check.summary, "text": check.text,
-                "actions": [asdict(a) for a in check.actions], "updated_at": _now(),
-            }  # fmt: skip
+                "status": check.status,
+                "conclusion": check.conclusion,
+                "title": check.title,
+                "summary": check.summary,
+                "text": check.text,
+                "actions": [asdict(a) for a in check.actions],
+                "updated_at": _now(),
+            }
             history = checks.get(check.name, {}).get("history", [])
             history.append({k: entry[k] for k in ("status", "conclusion", "title", "updated_at")})
             checks[check.name] = {**entry, "history": history[-HISTORY_LIMIT:]}
@@ -591,20 +631,36 @@ class LocalForge:
                     parents = ["-p", base_sha]
                     message = f"{title} (#{number})\n\n" + self._subjects(base_sha, head_sha)
                 new = self._git(
-                    "commit-tree", tree, *parents, "-m", message, what="writing the merge commit",
+                    "commit-tree",
+                    tree,
+                    *parents,
+                    "-m",
+                    message,
+                    what="writing the merge commit",
                     env=self._identity(),
-                ).strip()  # fmt: skip
+                ).strip()
             self._advance(base, base_sha, new, f"sluice: merge pull request #{number} ({method})")
             record.update(
-                state="merged", head_sha=head_sha, base_sha=base_sha, merge_sha=new,
-                merge_method=method, closed_at=_now(),
-            )  # fmt: skip
+                state="merged",
+                head_sha=head_sha,
+                base_sha=base_sha,
+                merge_sha=new,
+                merge_method=method,
+                closed_at=_now(),
+            )
             self._write(self._pr_path(number), record)
         return new
 
     def _merged_tree(self, base_sha: str, head_sha: str, number: int) -> str:
-        done = self._run("merge-tree", "--write-tree", "--name-only", "--no-messages",
-                         base_sha, head_sha, what="merging")  # fmt: skip
+        done = self._run(
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            base_sha,
+            head_sha,
+            what="merging",
+        )
         out = done.stdout.decode("utf-8", "replace").splitlines()
         if done.returncode == 1:
             files = ", ".join(sorted({line for line in out[1:] if line.strip()})) or "?"
@@ -619,8 +675,13 @@ class LocalForge:
         return out[0].strip()
 
     def _subjects(self, base_sha: str, head_sha: str) -> str:
-        log_text = self._git("log", "--reverse", "--format=* %s", f"{base_sha}..{head_sha}",
-                             what="listing the commits")  # fmt: skip
+        log_text = self._git(
+            "log",
+            "--reverse",
+            "--format=* %s",
+            f"{base_sha}..{head_sha}",
+            what="listing the commits",
+        )
         return log_text.strip() + "\n" if log_text.strip() else ""
 
     def _advance(self, branch: str, old: str, new: str, message: str) -> None:
@@ -642,8 +703,9 @@ class LocalForge:
                     hint="commit or stash your local changes, or check out another branch",
                 )
             return
-        self._git("update-ref", "-m", message, f"refs/heads/{branch}", new, old,
-                  what=f"moving {branch}")  # fmt: skip
+        self._git(
+            "update-ref", "-m", message, f"refs/heads/{branch}", new, old, what=f"moving {branch}"
+        )
 
     def start_deployment(
         self, sha: str, environment: str, description: str, ref: str = ""
@@ -653,9 +715,16 @@ class LocalForge:
             path = self.store / "deployments.json"
             deployments = self._read(path, [])
             deployment = max((d["id"] for d in deployments), default=0) + 1
-            deployments.append({"id": deployment, "sha": sha, "environment": environment,
-                                "description": description, "created_at": _now(),
-                                "statuses": []})  # fmt: skip
+            deployments.append(
+                {
+                    "id": deployment,
+                    "sha": sha,
+                    "environment": environment,
+                    "description": description,
+                    "created_at": _now(),
+                    "statuses": [],
+                }
+            )
             self._write(path, deployments)
         return deployment
 

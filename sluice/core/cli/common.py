@@ -71,9 +71,14 @@ class DateType(click.ParamType):  # type: ignore[type-arg]
 
 
 project_option = click.option(
-    "--project", "-p", "project_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-    show_default=True, help="The project folder (holds config.yaml and models/).",
-)  # fmt: skip
+    "--project",
+    "-p",
+    "project_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The project folder (holds config.yaml and models/).",
+)
 state_option = click.option(
     "--state",
     "state",
@@ -81,9 +86,10 @@ state_option = click.option(
     help="State database URL (default: config, then .sluice/state.db).",
 )
 in_process_option = click.option(
-    "--in-process", is_flag=True,
+    "--in-process",
+    is_flag=True,
     help="Run the Spark work in this process instead of spark-submit (development, fast tests).",
-)  # fmt: skip
+)
 
 
 def progress(event: dict[str, Any]) -> None:

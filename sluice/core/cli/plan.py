@@ -34,19 +34,48 @@ def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("environment", default="prod"),
         project_option,
         state_option,
-        click.option("--start", type=DateType(), default=None, help="Backfill from this date (default: each model's start)."),
-        click.option("--end", type=DateType(inclusive_end=True), default=None, help="Backfill up to and including this date (default: now)."),
-        click.option("--forward-only", is_flag=True, help="Reuse existing tables for every change; no rebuilds."),
-        click.option("--restate-model", "restate", multiple=True, help="Recompute this model's data in the range (+NAME: and everything downstream)."),
+        click.option(
+            "--start",
+            type=DateType(),
+            default=None,
+            help="Backfill from this date (default: each model's start).",
+        ),
+        click.option(
+            "--end",
+            type=DateType(inclusive_end=True),
+            default=None,
+            help="Backfill up to and including this date (default: now).",
+        ),
+        click.option(
+            "--forward-only",
+            is_flag=True,
+            help="Reuse existing tables for every change; no rebuilds.",
+        ),
+        click.option(
+            "--restate-model",
+            "restate",
+            multiple=True,
+            help="Recompute this model's data in the range (+NAME: and everything downstream).",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object."),
-    ]  # fmt: skip
+    ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
-def _run(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
-         forward_only: bool, restate: tuple[str, ...], as_json: bool, apply: bool, in_process: bool) -> None:  # fmt: skip
+def _run(
+    environment: str,
+    project_dir: Path,
+    state: str | None,
+    start: int | None,
+    end: int | None,
+    forward_only: bool,
+    restate: tuple[str, ...],
+    as_json: bool,
+    apply: bool,
+    in_process: bool,
+) -> None:
     check_environment_name(environment)
     project = workflow.load_project(project_dir)
     now = now_ms()
@@ -55,9 +84,15 @@ def _run(environment: str, project_dir: Path, state: str | None, start: int | No
     store = workflow.open_project_state(project, state)
     try:
         result = workflow.plan_environment(
-            project, store, environment, start=start, end=end if end is not None else now,
-            execution_time=now, forward_only=forward_only, restate=restate,
-        )  # fmt: skip
+            project,
+            store,
+            environment,
+            start=start,
+            end=end if end is not None else now,
+            execution_time=now,
+            forward_only=forward_only,
+            restate=restate,
+        )
         if not apply:
             if as_json:
                 click.echo(json.dumps(result.to_json(), indent=2))
@@ -70,8 +105,11 @@ def _run(environment: str, project_dir: Path, state: str | None, start: int | No
         applied = workflow.apply_plan(project, store, result, runner, url=url, now=now)
     finally:
         store.close()
-    summary = {"tables_built": applied.tables_built, "views_swapped": applied.views_swapped,
-               "seconds": applied.job.seconds if applied.job else 0.0}  # fmt: skip
+    summary = {
+        "tables_built": applied.tables_built,
+        "views_swapped": applied.views_swapped,
+        "seconds": applied.job.seconds if applied.job else 0.0,
+    }
     if as_json:
         click.echo(json.dumps({**result.to_json(), "applied": summary}, indent=2))
     elif applied.job is None:
@@ -88,20 +126,61 @@ def _run(environment: str, project_dir: Path, state: str | None, start: int | No
 @click.option("--apply", "apply", is_flag=True, help="Apply the plan right away.")
 @in_process_option
 @fails_cleanly
-def plan(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
-         forward_only: bool, restate: tuple[str, ...], as_json: bool, apply: bool, in_process: bool) -> None:  # fmt: skip
+def plan(
+    environment: str,
+    project_dir: Path,
+    state: str | None,
+    start: int | None,
+    end: int | None,
+    forward_only: bool,
+    restate: tuple[str, ...],
+    as_json: bool,
+    apply: bool,
+    in_process: bool,
+) -> None:
     """Show what applying the project to ENVIRONMENT (default: prod) would change."""
-    _run(environment, project_dir, state, start, end, forward_only, restate, as_json, apply, in_process)  # fmt: skip
+    _run(
+        environment,
+        project_dir,
+        state,
+        start,
+        end,
+        forward_only,
+        restate,
+        as_json,
+        apply,
+        in_process,
+    )
 
 
 @click.command()
 @_plan_options
 @in_process_option
 @fails_cleanly
-def apply(environment: str, project_dir: Path, state: str | None, start: int | None, end: int | None,
-          forward_only: bool, restate: tuple[str, ...], as_json: bool, in_process: bool) -> None:  # fmt: skip
+def apply(
+    environment: str,
+    project_dir: Path,
+    state: str | None,
+    start: int | None,
+    end: int | None,
+    forward_only: bool,
+    restate: tuple[str, ...],
+    as_json: bool,
+    in_process: bool,
+) -> None:
     """Plan ENVIRONMENT (default: prod) and apply it: build, audit, swap views, commit."""
-    _run(environment, project_dir, state, start, end, forward_only, restate, as_json, True, in_process)  # fmt: skip
+    _run(
+        environment,
+        project_dir,
+        state,
+        start,
+        end,
+        forward_only,
+        restate,
+        as_json,
+        True,
+        in_process,
+    )
 
 
 def register(group: click.Group) -> None:

@@ -148,9 +148,11 @@ def parse_audits(
                 raise ModelError(
                     f"audit {name}: cannot parse the default of {item.value.lower()}, "
                     f"'{value_text}'",
-                    path=path, line=where, col=value.col,
+                    path=path,
+                    line=where,
+                    col=value.col,
                     hint="write the default as a SQL expression, e.g. `threshold = 10`",
-                ) from None  # fmt: skip
+                ) from None
             # Checked as the audit's query is, and kept as the Spark SQL that was checked
             # (the run parses it as Spark SQL, whatever the audit's dialect).
             parsed = fileaccess.resolve_identifiers(parsed)
@@ -263,22 +265,28 @@ def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
                 )
                 raise ModelError(
                     f"audit {call.name} on {model.name} {what}",
-                    path=model.path, line=call.line or model.line, col=call.col or None,
+                    path=model.path,
+                    line=call.line or model.line,
+                    col=call.col or None,
                     hint=f"write {call.name}({', '.join(f'{a} := ...' for a in sorted(builtin.required))})",
-                )  # fmt: skip
+                )
             continue
         audit = audits.get(call.name)
         if audit is None:
             known = sorted(set(BUILTIN_AUDITS) | set(audits))
             raise ModelError(
                 f"model {model.name} uses unknown audit '{call.name}'",
-                path=model.path, line=call.line or model.line, col=call.col or None,
+                path=model.path,
+                line=call.line or model.line,
+                col=call.col or None,
                 hint=f"define it in audits/{call.name}.sql or use one of: {', '.join(known)}",
-            )  # fmt: skip
+            )
         missing = audit.parameters - given - {k for k, _ in audit.defaults}
         if missing:
             raise ModelError(
                 f"audit {call.name} on {model.name} needs {', '.join(sorted(missing))}",
-                path=model.path, line=call.line or model.line, col=call.col or None,
+                path=model.path,
+                line=call.line or model.line,
+                col=call.col or None,
                 hint=f"pass them: {call.name}({', '.join(f'{m} := ...' for m in sorted(missing))})",
-            )  # fmt: skip
+            )

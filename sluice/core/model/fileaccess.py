@@ -37,19 +37,38 @@ _Tree = TypeVar("_Tree", bound=exp.Expr)
 # Spark reads `format`.`path` as the files at `path` (spark.sql.runSQLOnFiles).
 FILE_FORMATS = frozenset(
     {
-        "parquet", "text", "csv", "json", "orc", "avro", "binaryfile", "delta", "hive",
-        "xml", "image", "libsvm", "iceberg", "hudi", "protobuf",
+        "parquet",
+        "text",
+        "csv",
+        "json",
+        "orc",
+        "avro",
+        "binaryfile",
+        "delta",
+        "hive",
+        "xml",
+        "image",
+        "libsvm",
+        "iceberg",
+        "hudi",
+        "protobuf",
     }
-)  # fmt: skip
+)
 # Functions that call Java methods: no allow-list can make them safe. (Spark with Hive
 # support also resolves Hive's built-ins, hence reflect2 and in_file below.)
 CODE_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect", "reflect2"})
 # Functions that read a file, and the position of their path argument. Any table function
 # named read_* is one too (Databricks' read_files, DuckDB's read_parquet, ...).
 PATH_FUNCTIONS = {
-    "cloud_files": 0, "glob": 0, "parquet_scan": 0, "pg_read_file": 0,
-    "pg_read_binary_file": 0, "from_protobuf": 2, "to_protobuf": 2, "in_file": 1,
-}  # fmt: skip
+    "cloud_files": 0,
+    "glob": 0,
+    "parquet_scan": 0,
+    "pg_read_file": 0,
+    "pg_read_binary_file": 0,
+    "from_protobuf": 2,
+    "to_protobuf": 2,
+    "in_file": 1,
+}
 
 ALLOW_HINT = (
     "read data through a model, a seed or a table declared in external_models.yaml; "

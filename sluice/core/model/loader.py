@@ -134,13 +134,17 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     if not seed.is_relative_to(root.resolve()):
         raise ModelError(
             f"seed {model.name}: path '{model.kind.seed_path}' leads outside the project",
-            path=model.path, line=model.line, hint="keep seed files inside the project, e.g. seeds/",
-        )  # fmt: skip
+            path=model.path,
+            line=model.line,
+            hint="keep seed files inside the project, e.g. seeds/",
+        )
     if not seed.is_file():
         raise ModelError(
             f"seed {model.name}: file '{model.kind.seed_path}' not found (looked for {seed})",
-            path=model.path, line=model.line, hint="the path is relative to the model file",
-        )  # fmt: skip
+            path=model.path,
+            line=model.line,
+            hint="the path is relative to the model file",
+        )
     raw = seed.read_bytes()
     try:
         text = raw.decode("utf-8-sig")

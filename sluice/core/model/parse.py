@@ -31,12 +31,29 @@ from sluice.core.timeutil import DAY_MS, to_ms
 
 MODEL_PROPERTIES = frozenset(
     {
-        "name", "kind", "dialect", "cron", "start", "end", "grain", "grains", "owner", "tags",
-        "description", "column_descriptions", "audits", "forward_only",
-        "on_destructive_change", "batch_size", "columns", "partitioned_by", "stamp",
-        "enabled", "depends_on",
+        "name",
+        "kind",
+        "dialect",
+        "cron",
+        "start",
+        "end",
+        "grain",
+        "grains",
+        "owner",
+        "tags",
+        "description",
+        "column_descriptions",
+        "audits",
+        "forward_only",
+        "on_destructive_change",
+        "batch_size",
+        "columns",
+        "partitioned_by",
+        "stamp",
+        "enabled",
+        "depends_on",
     }
-)  # fmt: skip
+)
 KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
     KindName.FULL: frozenset(),
     KindName.VIEW: frozenset({"materialized"}),
@@ -154,8 +171,10 @@ def parse_model(
     if kind.value.is_incremental_by_time and start is None:
         raise ModelError(
             f"model {name} is incremental by time but has no start date",
-            path=path, line=header.line, hint="set `start '2024-01-01'` in MODEL (...) or model_defaults.start in config.yaml",
-        )  # fmt: skip
+            path=path,
+            line=header.line,
+            hint="set `start '2024-01-01'` in MODEL (...) or model_defaults.start in config.yaml",
+        )
     columns = _columns(ctx, props["columns"], dialect) if "columns" in props else ()
 
     body = text[header.body_start :]
@@ -210,7 +229,9 @@ def parse_model(
         owner=_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
         tags=_names(ctx, props["tags"]) if "tags" in props else (),
         description=_string(ctx, props["description"]) if "description" in props else None,
-        column_descriptions=_pairs(ctx, props["column_descriptions"]) if "column_descriptions" in props else (),
+        column_descriptions=_pairs(ctx, props["column_descriptions"])
+        if "column_descriptions" in props
+        else (),
         audits=_audits(ctx, props["audits"], dialect) if "audits" in props else (),
         forward_only=forward_only,
         on_destructive_change=destructive,
@@ -218,7 +239,7 @@ def parse_model(
         path=path,
         line=header.line,
         stamp=_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
-    )  # fmt: skip
+    )
 
 
 def _suggest(key: str, known: frozenset[str]) -> str:
@@ -470,15 +491,19 @@ def _unreadable(ctx: _Ctx, what: str, text: str, origin_line: int, fallback: int
     if offset is None:
         return ModelError(
             f"cannot read {what}: it has a character SQL does not allow",
-            path=ctx.path, line=fallback, hint="check the query for stray characters",
-        )  # fmt: skip
+            path=ctx.path,
+            line=fallback,
+            hint="check the query for stray characters",
+        )
     line, col = LineIndex(text).position(offset)
     mark = text[offset : offset + 2] if text[offset] == "/" else text[offset]
     return ModelError(
         f"cannot read {what}: the {mark} opened here is never closed",
-        path=ctx.path, line=line + origin_line - 1, col=col,
+        path=ctx.path,
+        line=line + origin_line - 1,
+        col=col,
         hint=f"close it with {'*/' if mark == '/*' else mark}",
-    )  # fmt: skip
+    )
 
 
 def _references(
@@ -516,9 +541,11 @@ def _references(
             where = _ref_node(table, locate)
             raise ModelError(
                 f"table '{table.name}' in {name} has no schema",
-                path=ctx.path, line=where.line, col=where.col,
+                path=ctx.path,
+                line=where.line,
+                col=where.col,
                 hint="write schema.table; refer to models and external tables by their full name",
-            )  # fmt: skip
+            )
         ref_name = f"{table.db}.{table.name}".lower()
         if ref_name not in refs:
             where = _ref_node(table, locate)

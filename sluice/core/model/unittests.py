@@ -76,9 +76,10 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             if table_name not in model.depends_on:
                 raise fail(
                     f"input '{table}' is not read by {model_name}",
-                    "inputs", table,
+                    "inputs",
+                    table,
                     hint=f"{model_name} reads: {', '.join(model.depends_on) or 'nothing'}",
-                )  # fmt: skip
+                )
             inputs.append((table_name, _rows(spec, fail, "inputs", table)))
         outputs = body.get("outputs")
         if not isinstance(outputs, dict) or not ({"query", "ctes"} & set(outputs)):
@@ -93,9 +94,11 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
         cte_specs = outputs.get("ctes") or {}
         if not isinstance(cte_specs, dict):
             raise fail(
-                "outputs.ctes must map CTE names to their rows", "outputs", "ctes",
+                "outputs.ctes must map CTE names to their rows",
+                "outputs",
+                "ctes",
                 hint="write `ctes:` then `cte_name:` with `rows:` under it",
-            )  # fmt: skip
+            )
         ctes = tuple(
             (str(cte).lower(), _rows(spec, fail, "outputs", "ctes", cte))
             for cte, spec in cte_specs.items()
@@ -134,9 +137,10 @@ def _rows(spec: Any, fail: Any, *key_path: str | int) -> tuple[dict[str, Any], .
                 # the model's own SQL, and silently ignoring the rows would pass wrongly.
                 raise fail(
                     f"'{key}' is not supported here",
-                    *key_path, key,
+                    *key_path,
+                    key,
                     hint="list the rows: `rows:` followed by `- column: value` mappings",
-                )  # fmt: skip
+                )
     rows = spec.get("rows") if isinstance(spec, dict) else spec
     if rows is None:
         return ()

@@ -119,9 +119,15 @@ def build_plan(request: PlanRequest) -> Plan:
         ]
     )
     plan_id = _sha(
-        [content_hash, request.base_plan_id, request.start, request.end, sorted(request.restate),
-         [(b.name, b.version, list(b.intervals)) for b in backfill]]
-    )[:32]  # fmt: skip
+        [
+            content_hash,
+            request.base_plan_id,
+            request.start,
+            request.end,
+            sorted(request.restate),
+            [(b.name, b.version, list(b.intervals)) for b in backfill],
+        ]
+    )[:32]
     starts = [b.start for b in backfill]
     return Plan(
         environment=request.environment,

@@ -80,17 +80,25 @@ class Plan:
     def has_changes(self) -> bool:
         """Whether applying it changes what the environment points at."""
         return bool(
-            self.added or self.removed or self.directly_modified or self.indirectly_modified
-            or self.metadata_only or self.new_environment or self.restated
-        )  # fmt: skip
+            self.added
+            or self.removed
+            or self.directly_modified
+            or self.indirectly_modified
+            or self.metadata_only
+            or self.new_environment
+            or self.restated
+        )
 
     @property
     def changes_models(self) -> bool:
         """Whether any model differs from the environment (a new copy of prod does not)."""
         return bool(
-            self.added or self.removed or self.directly_modified or self.indirectly_modified
+            self.added
+            or self.removed
+            or self.directly_modified
+            or self.indirectly_modified
             or self.metadata_only
-        )  # fmt: skip
+        )
 
     def snapshot(self, name: str) -> Snapshot:
         """The environment's snapshot of model ``name`` after this plan."""

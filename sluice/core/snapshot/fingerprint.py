@@ -82,11 +82,21 @@ def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
         for call in model.audits
     ]
     return [
-        model.cron, model.start, model.end, list(model.grain), model.owner, list(model.tags),
-        model.description, [list(c) for c in model.column_descriptions], used,
-        model.forward_only, model.on_destructive_change, model.kind.batch_size,
-        model.kind.lookback, model.dialect,
-    ]  # fmt: skip
+        model.cron,
+        model.start,
+        model.end,
+        list(model.grain),
+        model.owner,
+        list(model.tags),
+        model.description,
+        [list(c) for c in model.column_descriptions],
+        used,
+        model.forward_only,
+        model.on_destructive_change,
+        model.kind.batch_size,
+        model.kind.lookback,
+        model.dialect,
+    ]
 
 
 def fingerprint_models(

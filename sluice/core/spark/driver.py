@@ -80,16 +80,36 @@ def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, 
             result = handler(spark, step, ctx)
         except Exception as exc:
             message = spark_error(exc)
-            emit({"event": "step_failed", "index": index, "type": step["type"], "label": label,
-                  "error": message, "error_class": exc.__class__.__name__})  # fmt: skip
+            emit(
+                {
+                    "event": "step_failed",
+                    "index": index,
+                    "type": step["type"],
+                    "label": label,
+                    "error": message,
+                    "error_class": exc.__class__.__name__,
+                }
+            )
             raise StepFailed(step, message) from exc
         if result is not None:
             ctx.results[step.get("id", str(index))] = result
             if step["type"] == "unit_test":
-                ctx.write("save_result", kind="unit_test", name=str(result.get("name")),
-                          passed=bool(result.get("passed")), payload=result)  # fmt: skip
-        emit({"event": "step_done", "index": index, "label": label,
-              "seconds": round(time.monotonic() - began, 3), "result": result})  # fmt: skip
+                ctx.write(
+                    "save_result",
+                    kind="unit_test",
+                    name=str(result.get("name")),
+                    passed=bool(result.get("passed")),
+                    payload=result,
+                )
+        emit(
+            {
+                "event": "step_done",
+                "index": index,
+                "label": label,
+                "seconds": round(time.monotonic() - began, 3),
+                "result": result,
+            }
+        )
     return ctx.results
 
 

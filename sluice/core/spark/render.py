@@ -75,8 +75,15 @@ def output_columns(model: Model) -> list[str] | None:
     return names
 
 
-def audit_sql(call_name: str, args: Mapping[str, str], audit: Audit | None, table: str,
-              start: int, end: int, execution: int) -> str:  # fmt: skip
+def audit_sql(
+    call_name: str,
+    args: Mapping[str, str],
+    audit: Audit | None,
+    table: str,
+    start: int,
+    end: int,
+    execution: int,
+) -> str:
     """The query returning the rows that violate one audit of a model's table."""
     from sluice.core.model.definition import AuditCall
 
@@ -105,10 +112,13 @@ def build_steps(
         {physical_schema(s.name) for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL}
     )
     if schemas:
-        steps.append({
-            "type": "sql", "label": "create physical schemas",
-            "statements": [f"CREATE DATABASE IF NOT EXISTS {s}" for s in schemas],
-        })  # fmt: skip
+        steps.append(
+            {
+                "type": "sql",
+                "label": "create physical schemas",
+                "statements": [f"CREATE DATABASE IF NOT EXISTS {s}" for s in schemas],
+            }
+        )
     backfills = {b.name: b for b in plan.backfill}
     for snap in plan.snapshots:
         model = snap.model
@@ -145,10 +155,15 @@ def build_steps(
             )
         if backfill is not None:
             step["batches"] = [
-                {"start": s, "end": e, "sql": None if kind == KindName.SEED else
-                 render_query(model, tables, snap.table, s, e, plan.execution_time)}
+                {
+                    "start": s,
+                    "end": e,
+                    "sql": None
+                    if kind == KindName.SEED
+                    else render_query(model, tables, snap.table, s, e, plan.execution_time),
+                }
                 for s, e in backfill.batches
-            ]  # fmt: skip
+            ]
             step["intervals"] = [list(i) for i in backfill.intervals]
         steps.append(step)
         if (snap.name, snap.version) in base_built or is_view:
@@ -159,20 +174,25 @@ def build_steps(
     return steps
 
 
-def _audit_steps(snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int,
-                 execution: int) -> list[dict[str, Any]]:  # fmt: skip
+def _audit_steps(
+    snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int, execution: int
+) -> list[dict[str, Any]]:
     steps = []
     for call in snap.model.audits:
         audit = audits.get(call.name)
-        steps.append({
-            "type": "audit",
-            "label": f"audit {snap.name}: {call.name}",
-            "model": snap.name,
-            "version": snap.version,
-            "audit": call.name,
-            "blocking": call.blocking and (audit.blocking if audit else True),
-            "sql": audit_sql(call.name, dict(call.args), audit, snap.table, start, end, execution),
-        })  # fmt: skip
+        steps.append(
+            {
+                "type": "audit",
+                "label": f"audit {snap.name}: {call.name}",
+                "model": snap.name,
+                "version": snap.version,
+                "audit": call.name,
+                "blocking": call.blocking and (audit.blocking if audit else True),
+                "sql": audit_sql(
+                    call.name, dict(call.args), audit, snap.table, start, end, execution
+                ),
+            }
+        )
     return steps
 
 

@@ -321,9 +321,12 @@ def local_session(
         root = paths.root.resolve()
         if uses_embedded_metastore(settings) and root not in _SESSION_LOCKS:
             _SESSION_LOCKS[root] = acquire_metastore_lock(
-                paths, f"in-process-{os.getpid()}", timeout=lock_timeout, owner="session",
+                paths,
+                f"in-process-{os.getpid()}",
+                timeout=lock_timeout,
+                owner="session",
                 on_wait=on_wait,
-            )  # fmt: skip
+            )
         paths.warehouse.mkdir(parents=True, exist_ok=True)
         builder = SparkSession.builder.master(master).appName("sluice-in-process")
         for key, value in conf.items():

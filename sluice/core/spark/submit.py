@@ -78,10 +78,19 @@ TIMEOUT_SETTING = "SLUICE_JOB_TIMEOUT_SECONDS"
 # Hadoop installation's configuration when set; plus what we set ourselves (below).
 # Nothing else: no SLUICE_*, no forge or CI tokens, no JAVA_TOOL_OPTIONS, PYTHONPATH or
 # SPARK_SUBMIT_OPTS of ours either (they could load code or leak settings).
-CHILD_ENV_NAMES = frozenset({
-    "PATH", "JAVA_HOME", "LANG", "TZ", "TMPDIR", "SPARK_LOCAL_IP",
-    "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
-})  # fmt: skip
+CHILD_ENV_NAMES = frozenset(
+    {
+        "PATH",
+        "JAVA_HOME",
+        "LANG",
+        "TZ",
+        "TMPDIR",
+        "SPARK_LOCAL_IP",
+        "SPARK_HOME",
+        "HADOOP_CONF_DIR",
+        "YARN_CONF_DIR",
+    }
+)
 CHILD_ENV_PREFIXES = ("LC_",)
 
 # Settings whose values a job spec must never hold (the spec file is readable by the driver).

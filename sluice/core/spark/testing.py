@@ -98,12 +98,14 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> dic
                 )
             rows = ()
         columns = _columns(rows, declared)
-        inputs.append({
-            "view": view,
-            "table": table,
-            "columns": [list(c) for c in columns],
-            "rows": [[_json_value(row.get(name)) for name, _ in columns] for row in rows],
-        })  # fmt: skip
+        inputs.append(
+            {
+                "view": view,
+                "table": table,
+                "columns": [list(c) for c in columns],
+                "rows": [[_json_value(row.get(name)) for name, _ in columns] for row in rows],
+            }
+        )
         views[table] = view
     query = resolve_tables(query, views)
     start, end, execution, notes = _times(test, model, execution_time, fail)
@@ -330,7 +332,9 @@ def query_step(sql: str, resolve: Mapping[str, str], limit: int) -> dict[str, An
 def _check_read_only(node: exp.Expr, resolved: set[str]) -> None:
     """Raise PlanError for a part of a query that writes, runs code or reads files."""
     if isinstance(node, exp.DDL | exp.DML | exp.Command):
-        raise PlanError(f"the query contains {_keyword(node)}, which is not a read", hint=_QUERY_HINT)  # fmt: skip
+        raise PlanError(
+            f"the query contains {_keyword(node)}, which is not a read", hint=_QUERY_HINT
+        )
     if isinstance(node, exp.QueryTransform):
         raise PlanError(
             "TRANSFORM ... USING runs a script on the cluster; a query may not",

@@ -45,8 +45,13 @@ from sluice.core.state.store import StateStore
 
 WRITE_EVENT = "write"
 RESULT_KINDS = {"audit": "audit", "unit_test": "unit test", "table_diff": "table diff"}
-_ENVIRONMENT_OPS = {"commit", "update_environment", "invalidate_environment",
-                    "delete_environment", "environment"}  # fmt: skip
+_ENVIRONMENT_OPS = {
+    "commit",
+    "update_environment",
+    "invalidate_environment",
+    "delete_environment",
+    "environment",
+}
 
 
 class WriteRefused(ExecutionError):
@@ -119,9 +124,11 @@ class JobWrites:
 
     def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, dict[str, Any]]:
         model, version = event.get("model"), event.get("version")
-        step = self._builds.get((model, version)) if isinstance(model, str) and isinstance(
-            version, str
-        ) else None  # fmt: skip
+        step = (
+            self._builds.get((model, version))
+            if isinstance(model, str) and isinstance(version, str)
+            else None
+        )
         if step is None:
             self._refuse(f"{what} of {model}@{version}: this job builds no such model version")
         return str(model), str(version), step

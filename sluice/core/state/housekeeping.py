@@ -67,10 +67,17 @@ class HousekeepingMixin(schema.Transactions):
     def save_results(self, results: Iterable[JobResult]) -> None:
         """Store what a job found."""
         rows = [
-            {"job_id": r.job_id, "plan_id": r.plan_id, "kind": r.kind, "name": r.name,
-             "passed": r.passed, "payload": dump_json(r.payload), "created_ts": r.created_ts}
+            {
+                "job_id": r.job_id,
+                "plan_id": r.plan_id,
+                "kind": r.kind,
+                "name": r.name,
+                "passed": r.passed,
+                "payload": dump_json(r.payload),
+                "created_ts": r.created_ts,
+            }
             for r in results
-        ]  # fmt: skip
+        ]
         if rows:
             with self._writing("save job results") as conn:
                 conn.execute(insert(schema.results), rows)
@@ -87,10 +94,17 @@ class HousekeepingMixin(schema.Transactions):
             query = query.where(t.c.plan_id == plan_id)
         with self._reading("read job results") as conn:
             return [
-                JobResult(r.job_id, r.plan_id, r.kind, r.name, bool(r.passed),
-                          load_json(r.payload, dict, "job result", r.job_id), int(r.created_ts))
+                JobResult(
+                    r.job_id,
+                    r.plan_id,
+                    r.kind,
+                    r.name,
+                    bool(r.passed),
+                    load_json(r.payload, dict, "job result", r.job_id),
+                    int(r.created_ts),
+                )
                 for r in conn.execute(query)
-            ]  # fmt: skip
+            ]
 
 
 def _chunks(items: list[Any]) -> Iterator[list[Any]]:

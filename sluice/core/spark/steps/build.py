@@ -50,8 +50,12 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
         written += 1
         intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
         done = [[s, e] for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
-        ctx.write("add_intervals", model=name, version=version,
-                  intervals=done or [[batch["start"], batch["end"]]])  # fmt: skip
+        ctx.write(
+            "add_intervals",
+            model=name,
+            version=version,
+            intervals=done or [[batch["start"], batch["end"]]],
+        )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     return {"model": name, "version": version, "table": table, "batches": written}
 
@@ -157,10 +161,17 @@ def _clear_location(spark: SparkSession, table: str) -> None:
 
 
 _CASTS: dict[str, Any] = {
-    "tinyint": int, "smallint": int, "int": int, "bigint": int, "float": float, "double": float,
+    "tinyint": int,
+    "smallint": int,
+    "int": int,
+    "bigint": int,
+    "float": float,
+    "double": float,
     "boolean": lambda v: {"true": True, "false": False, "1": True, "0": False}[v.lower()],
-    "date": date.fromisoformat, "timestamp": datetime.fromisoformat, "string": str,
-}  # fmt: skip
+    "date": date.fromisoformat,
+    "timestamp": datetime.fromisoformat,
+    "string": str,
+}
 
 
 def _write_seed(spark: SparkSession, step: dict[str, Any]) -> None:
@@ -221,10 +232,21 @@ def run_audit(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
     sample = [r.asDict(recursive=True) for r in violations.limit(5).collect()]
     count = violations.count() if sample else 0
-    result = {"model": step["model"], "audit": step["audit"], "passed": count == 0,
-              "violations": count, "sample": sample, "blocking": step["blocking"]}  # fmt: skip
-    ctx.write("save_result", kind="audit", name=f"{step['model']}:{step['audit']}",
-              passed=count == 0, payload=result)  # fmt: skip
+    result = {
+        "model": step["model"],
+        "audit": step["audit"],
+        "passed": count == 0,
+        "violations": count,
+        "sample": sample,
+        "blocking": step["blocking"],
+    }
+    ctx.write(
+        "save_result",
+        kind="audit",
+        name=f"{step['model']}:{step['audit']}",
+        passed=count == 0,
+        payload=result,
+    )
     if count and step["blocking"]:
         raise AuditFailed(
             f"audit {step['audit']} on {step['model']} failed: {count} row(s) violate it; first: {sample[:3]}"

@@ -45,8 +45,9 @@ def run_table_diff(spark: SparkSession, step: dict[str, Any], ctx: StepContext) 
     except TableDiffError as exc:
         return {"error": {"message": exc.message, "hint": exc.hint}}
     payload = result.to_json()
-    ctx.write("save_result", kind="table_diff", name=result.name, passed=result.identical,
-              payload=payload)  # fmt: skip
+    ctx.write(
+        "save_result", kind="table_diff", name=result.name, passed=result.identical, payload=payload
+    )
     ctx.log(
         f"{result.name}: {'identical' if result.identical else f'{result.differing_rows} rows differ'}",
         model=result.name,

@@ -244,9 +244,11 @@ def compare_rows(
     for i, j in sorted(paired):
         wrong = [
             f"{c}: expected {_show(e)}, got {_show(a)}"
-            for c, e, a, ok in zip(cols, exp_rows[i], act_rows[j], same(exp_rows[i], act_rows[j]), strict=True)
+            for c, e, a, ok in zip(
+                cols, exp_rows[i], act_rows[j], same(exp_rows[i], act_rows[j]), strict=True
+            )
             if not ok
-        ]  # fmt: skip
+        ]
         lines.append(f"row {i + 1}: " + "; ".join(wrong))
     lines += _listed("missing row", [_show_row(cols, exp_rows[i]) for i in sorted(missing)])
     lines += _listed("unexpected row", [_show_row(cols, act_rows[j]) for j in left])
