@@ -262,7 +262,7 @@ class GitLabForge:
                 if written > limit:
                     raise UnusableTree(
                         f"GitLab: the archive of {sha} is larger than the limit of {limit:,} "
-                        "bytes of all files together (total_bytes, a setting of the Sluice "
+                        "bytes of all files together (SLUICE_TREE_TOTAL_BYTES, a setting of the Sluice "
                         "service, not of the repository)",
                         hint="keep large or generated files out of the repository, or ask the "
                         "operator of the Sluice service to raise the limit",

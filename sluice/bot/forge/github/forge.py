@@ -1,10 +1,7 @@
-"""GitHub as a forge, through PyGithub: the only module that imports ``github``.
-
-:func:`github_client` builds an authenticated :class:`github.Github` (a token, or a GitHub
-App's installation token, cached until shortly before it expires) and
-:class:`GitHubForge` speaks for one repository with it. Every PyGithub or ``requests``
-failure is turned into :class:`~sluice.bot.forge.base.ForgeError` here; messages carry
-what was asked, the HTTP status and GitHub's own message, never a credential.
+"""GitHub as a forge: :class:`GitHubForge` speaks for one repository through a client from
+:func:`~sluice.bot.forge.github.client.github_client` (files, pull requests, reviews,
+check runs or commit statuses, the sticky comment, deployments, merges), and :func:`fit`
+cuts Markdown to GitHub's limits without breaking a block.
 """
 
 from __future__ import annotations
@@ -13,35 +10,30 @@ import dataclasses
 import logging
 import re
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-import jwt
 import requests
-from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
+from github import Github, GithubException
 from github.CheckRun import CheckRun
 from github.GithubException import RateLimitExceededException, UnknownObjectException
-from urllib3 import Retry
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
-from sluice.core.errors import ConfigError
+from sluice.bot.forge.github.client import (
+    DEFAULT_TIMEOUT,
+    LOGIN,
+    InstallationAuth,
+    boundary,
+    github_message,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API_URL = "https://api.github.com"
-DEFAULT_TIMEOUT = 30  # seconds, per request
 DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
 ACTIONS_BOT = "github-actions[bot]"  # who an Actions GITHUB_TOKEN writes as
 OUTPUT_LIMIT = 65535  # GitHub's cap on a check run's output.summary and output.text
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
-TOKEN_REFRESH_MARGIN = 300.0  # seconds before expiry an installation token is replaced
 TAG_DEPTH = 5  # annotated tags peeled through at most this many tag objects
 ROLES = ("admin", "maintain", "write", "triage", "read", "none")
 # How a check run's status and conclusion read as a commit status (the token fallback).
@@ -57,297 +49,6 @@ STATUS_STATES = {
     "timed_out": "failure",
     "stale": "failure",
 }
-
-# Anything that looks like a GitHub credential: token prefixes, and the ``token=`` query
-# parameter of pre-signed archive links.
-_SECRET = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9_]{16,}|github_pat_[A-Za-z0-9_]{16,})\b"
-    r"|(?<=token=)[^&\s'\"]+"
-    r"|(?<=\"token\": \")[^\"]+"
-    r"|(?<='token': ')[^']+"
-    r"|-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?-----END[A-Z ]*PRIVATE KEY-----"
-)
-
-
-# A GitHub login: letters, digits and hyphens (older ones may hold runs of them), ``_``
-# in Enterprise Managed Users' (``octocat_acme``), an App's bot user ``<slug>[bot]``; no
-# ``/`` and no ``..`` (it goes into request paths).
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){0,99}(?:\[bot\])?")
-
-
-def redact(text: str) -> str:
-    """``text`` with anything that looks like a GitHub token or private key replaced."""
-    return _SECRET.sub("[redacted]", text)
-
-
-class _RedactFilter(logging.Filter):
-    """PyGithub logs request and response bodies at DEBUG, including the body of
-    ``POST /app/installations/{id}/access_tokens`` (a live token) and archive links."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-_REDACT_FILTER = _RedactFilter()
-
-
-def _install_log_redaction() -> None:
-    for name in ("github.Requester", "github.GithubRetry"):
-        logger = logging.getLogger(name)
-        if _REDACT_FILTER not in logger.filters:
-            logger.addFilter(_REDACT_FILTER)
-
-
-# --- authentication -------------------------------------------------------------------
-
-
-@dataclass
-class TokenCache:
-    """Installation tokens by (API URL, App id, installation or repository), and each App's
-    bot login by (API URL, App id); thread-safe.
-
-    A token is reused until :data:`TOKEN_REFRESH_MARGIN` seconds before it expires. The
-    lock is held while a token is fetched, so concurrent workers fetch it once.
-    """
-
-    clock: Callable[[], float] = time.time
-    _tokens: dict[tuple[str, ...], tuple[str, float]] = field(default_factory=dict)
-    _logins: dict[tuple[str, ...], str] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self, key: tuple[str, ...], fetch: Callable[[], tuple[str, datetime]]) -> str:
-        """The cached token for ``key``, or a fresh one from ``fetch`` (token, expiry)."""
-        with self._lock:
-            cached = self._tokens.get(key)
-            if cached is not None and cached[1] - self.clock() > TOKEN_REFRESH_MARGIN:
-                return cached[0]
-            token, expires_at = fetch()
-            self._tokens[key] = (token, expires_at.timestamp())
-            return token
-
-    def login(self, key: tuple[str, ...], fetch: Callable[[], str]) -> str:
-        """The App's bot login for ``key`` (API URL, App id), asked of ``fetch`` once."""
-        with self._lock:
-            if key not in self._logins:
-                self._logins[key] = fetch()
-            return self._logins[key]
-
-    def clear(self) -> None:
-        """Forget every token and login (after an App's key is rotated, and in tests)."""
-        with self._lock:
-            self._tokens.clear()
-            self._logins.clear()
-
-
-INSTALLATION_TOKENS = TokenCache()
-
-
-class _InstallationAuth(Auth.Auth):
-    """Authenticates each request with the current installation token from the cache, so a
-    long-lived client never sends an expired one; :meth:`bot_login` is the login the App's
-    comments are written by."""
-
-    def __init__(self, current: Callable[[], str], bot_login: Callable[[], str]) -> None:
-        self._current = current
-        self.bot_login = bot_login
-
-    @property
-    def token_type(self) -> str:
-        return "token"
-
-    @property
-    def token(self) -> str:
-        return self._current()
-
-    @property
-    def _masked_token(self) -> str:
-        return "token (installation token removed)"
-
-
-class _Retry(GithubRetry):
-    """PyGithub's retry (rate limits, 5xx) without repeating a POST that may have
-    succeeded: a POST is retried only when GitHub said it was rate limited (403 / 429),
-    so a flaky 502 never posts a second comment."""
-
-    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        if method.upper() == "POST":
-            if status_code not in (403, 429):
-                return False
-            forced = self.status_forcelist is not None and status_code in self.status_forcelist
-            after = (
-                self.respect_retry_after_header
-                and has_retry_after
-                and status_code in self.RETRY_AFTER_STATUS_CODES
-            )
-            return bool(self.total) and (forced or after)
-        return super().is_retry(method, status_code, has_retry_after)
-
-
-def default_retry() -> Retry:
-    """Three retries with a short backoff; rate limits waited out up to a minute, beyond
-    that the call fails (the job queue retries later). After the last retry the final
-    response is returned, so PyGithub raises its exception with GitHub's message."""
-    return _Retry(
-        total=3,
-        backoff_factor=0.25,
-        raise_on_status=False,
-        max_rate_limit_wait=60,
-        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS | {"GET", "PATCH"},
-    )
-
-
-def github_client(
-    *,
-    repo: str,
-    api_url: str = DEFAULT_API_URL,
-    token: str | None = None,
-    app_id: str | None = None,
-    private_key: str | None = None,
-    installation_id: int | None = None,
-    timeout: int = DEFAULT_TIMEOUT,
-    retry: Retry | None = None,
-    seconds_between_requests: float | None = 0.25,
-    seconds_between_writes: float | None = 1.0,
-    cache: TokenCache | None = None,
-) -> Github:
-    """An authenticated, lazy :class:`github.Github` for ``repo`` (``owner/name``).
-
-    With ``token`` (a personal access token or an Actions ``GITHUB_TOKEN``), that token;
-    otherwise, with ``app_id`` and ``private_key``, the App's installation token for
-    ``installation_id``, or, when the webhook payload carried none, for the installation
-    found by repository. A token wins when both are given. ``api_url`` is GitHub
-    Enterprise's ``https://HOST/api/v3`` when not github.com. The defaults for the pauses
-    between requests follow GitHub's advice for integrations (a second between writes).
-
-    Raises:
-        ConfigError: no credentials given.
-    """
-    _install_log_redaction()
-    api_url = api_url.rstrip("/")
-    retry = retry if retry is not None else default_retry()
-    auth: Auth.Auth
-    if token:
-        auth = Auth.Token(token)
-    elif app_id and private_key:
-        auth = _app_installation_auth(
-            api_url=api_url,
-            app_id=app_id,
-            private_key=private_key,
-            installation_id=installation_id,
-            repo=repo,
-            timeout=timeout,
-            retry=retry,
-            cache=cache if cache is not None else INSTALLATION_TOKENS,
-        )
-    else:
-        raise ConfigError(
-            "no GitHub credentials",
-            hint="set SLUICE_GITHUB_TOKEN, or SLUICE_GITHUB_APP_ID and SLUICE_GITHUB_PRIVATE_KEY",
-        )
-    return Github(
-        auth=auth,
-        base_url=api_url,
-        timeout=timeout,
-        retry=retry,
-        per_page=100,
-        seconds_between_requests=seconds_between_requests,
-        seconds_between_writes=seconds_between_writes,
-        lazy=True,
-    )
-
-
-def _app_installation_auth(
-    *,
-    api_url: str,
-    app_id: str,
-    private_key: str,
-    installation_id: int | None,
-    repo: str,
-    timeout: int,
-    retry: Retry,
-    cache: TokenCache,
-) -> Auth.Auth:
-    owner, _, name = repo.partition("/")
-    where = f"installation {installation_id}" if installation_id else f"repository {repo}"
-    key = (api_url, str(app_id), where)
-
-    def integration_() -> GithubIntegration:
-        return GithubIntegration(
-            auth=Auth.AppAuth(app_id, private_key),
-            base_url=api_url,
-            timeout=timeout,
-            retry=retry,
-            seconds_between_requests=None,
-            seconds_between_writes=None,
-        )
-
-    def fetch() -> tuple[str, datetime]:
-        integration = integration_()
-        number = installation_id
-        if number is None:
-            with _boundary(f"finding the App installation for {repo}"):
-                number = integration.get_repo_installation(owner, name).id
-        with _boundary(f"creating an installation token for installation {number}"):
-            granted = integration.get_access_token(number)
-        log.debug("GitHub: installation token for %s expires at %s", where, granted.expires_at)
-        return granted.token, granted.expires_at
-
-    def fetch_login() -> str:
-        # GET /app with the App's JWT: its slug; its comments are written by <slug>[bot].
-        with _boundary("reading the App's own record (GET /app)"):
-            slug = integration_().get_app().slug
-        if not _LOGIN.fullmatch(f"{slug}[bot]"):
-            raise ForgeError(f"GitHub: the App's slug {slug!r} is not one GitHub gives")
-        return f"{slug}[bot]"
-
-    return _InstallationAuth(
-        lambda: cache.get(key, fetch), lambda: cache.login((api_url, str(app_id)), fetch_login)
-    )
-
-
-# --- errors ---------------------------------------------------------------------------
-
-
-def _github_message(error: GithubException) -> str:
-    data = error.data
-    if isinstance(data, dict):
-        message = str(data.get("message") or "")
-        details = [
-            str(e.get("message") or f"{e.get('field', '')} {e.get('code', '')}".strip())
-            for e in data.get("errors") or []
-            if isinstance(e, dict)
-        ]
-        if details:
-            message += f" ({'; '.join(details)})"
-        return message or "no message"
-    return str(data)[:300] if data else "no message"
-
-
-@contextmanager
-def _boundary(what: str) -> Iterator[None]:
-    """Turn PyGithub and requests failures into ForgeError; never show a credential."""
-    try:
-        yield
-    except ForgeError:
-        raise
-    except GithubException as error:
-        text = redact(f"GitHub: {what} failed: {error.status} {_github_message(error)}")
-        raise ForgeError(text) from None
-    except requests.RequestException as error:
-        # requests' messages hold URLs, and an archive link holds a token: keep only the kind.
-        status = error.response.status_code if error.response is not None else None
-        reason = f"{status}" if status is not None else type(error).__name__
-        raise ForgeError(f"GitHub: {what} failed: {reason} (network error)") from None
-    except (ValueError, TypeError, jwt.PyJWTError) as error:
-        # PyJWT and cryptography raise these for an unusable private key; say which, no more.
-        raise ForgeError(
-            f"GitHub: {what} failed: {type(error).__name__} while signing or reading",
-            hint="check that SLUICE_GITHUB_PRIVATE_KEY is the App's PEM private key",
-        ) from None
 
 
 # --- Markdown-aware truncation ----------------------------------------------------------
@@ -448,14 +149,14 @@ class GitHubForge:
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = bot_login  # whose comments are ours
         self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
-        with _boundary(f"opening {repo}"):
+        with boundary(f"opening {repo}"):
             self._repo = client.get_repo(repo)
 
     # -- files ---------------------------------------------------------------------------
 
     def fetch_tree(self, sha: str, dest: Path) -> None:
         """Download the tarball of ``sha`` and extract it into ``dest`` (see the protocol)."""
-        with _boundary(f"asking for the archive of {sha}"):
+        with boundary(f"asking for the archive of {sha}"):
             link = self._repo.get_archive_link("tarball", sha)
         dest.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=dest.parent) as archive:
@@ -467,7 +168,7 @@ class GitHubForge:
         limit = self.workdir_limit_bytes
         too_big = UnusableTree(
             f"GitHub: the archive of {sha} is larger than the limit of {limit:,} bytes of all "
-            "files together (total_bytes, a setting of the Sluice service, not of the "
+            "files together (SLUICE_TREE_TOTAL_BYTES, a setting of the Sluice service, not of the "
             "repository)",
             hint="keep large or generated files out of the repository, or ask the operator of "
             "the Sluice service to raise the limit",
@@ -475,7 +176,7 @@ class GitHubForge:
         # The link is pre-signed (it carries its own short-lived token): no Authorization
         # header goes to codeload.
         with (
-            _boundary(f"downloading the archive of {sha}"),
+            boundary(f"downloading the archive of {sha}"),
             self._session.get(link, stream=True, timeout=self._timeout) as response,
         ):
             if response.status_code != 200:
@@ -496,7 +197,7 @@ class GitHubForge:
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref``; None when the file (or the ref) does not exist."""
         what = f"reading {path} at {ref}"
-        with _boundary(what):
+        with boundary(what):
             try:
                 content = self._repo.get_contents(path, ref=ref)
             except UnknownObjectException:
@@ -517,7 +218,7 @@ class GitHubForge:
 
     def pull_request(self, number: int) -> PullRequest:
         """The pull request as GitHub reports it now."""
-        with _boundary(f"reading pull request #{number}"):
+        with boundary(f"reading pull request #{number}"):
             pr = self._repo.get_pull(number)
             head_repo = pr.head.repo  # None when the fork was deleted
             base_repo = pr.base.repo
@@ -538,7 +239,7 @@ class GitHubForge:
 
     def reviews(self, number: int) -> list[Review]:
         """Every review of pull request ``number``, oldest first."""
-        with _boundary(f"listing the reviews of pull request #{number}"):
+        with boundary(f"listing the reviews of pull request #{number}"):
             out = []
             for review in self._repo.get_pull(number).get_reviews():
                 submitted = review.submitted_at
@@ -556,9 +257,9 @@ class GitHubForge:
     def permission(self, user: str) -> str:
         """``user``'s role on the repository; ``none`` for a stranger, and for a name that
         is no GitHub login (not asked: it would become a path in the request's URL)."""
-        if not _LOGIN.fullmatch(user):
+        if not LOGIN.fullmatch(user):
             return "none"
-        with _boundary(f"reading {user}'s permission on {self.repo}"):
+        with boundary(f"reading {user}'s permission on {self.repo}"):
             try:
                 role = self._repo.get_collaborator_role_name(user)
                 if role in ROLES:
@@ -578,7 +279,7 @@ class GitHubForge:
         ``GITHUB_TOKEN``, ``github-actions[bot]``."""
         if self._login is None:
             auth = self._client.requester.auth
-            if isinstance(auth, _InstallationAuth):
+            if isinstance(auth, InstallationAuth):
                 self._login = auth.bot_login()
             else:
                 try:
@@ -599,7 +300,7 @@ class GitHubForge:
         """
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
-        with _boundary(f"updating the comment on pull request #{number}"):
+        with boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
             login = self._own_login().casefold()
             for comment in issue.get_comments():
@@ -612,13 +313,13 @@ class GitHubForge:
 
     def reply(self, number: int, body: str) -> None:
         """Post a new comment on pull request ``number``."""
-        with _boundary(f"commenting on pull request #{number}"):
+        with boundary(f"commenting on pull request #{number}"):
             self._repo.get_issue(number).create_comment(body)
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add ``reaction`` to comment ``comment_id`` of pull request ``number``; False
         when the comment is gone (404)."""
-        with _boundary(f"reacting to comment {comment_id} on pull request #{number}"):
+        with boundary(f"reacting to comment {comment_id} on pull request #{number}"):
             try:
                 self._repo.get_issue(number).get_comment(comment_id).create_reaction(reaction)
             except UnknownObjectException:
@@ -643,7 +344,7 @@ class GitHubForge:
         if not org or not slug or "/" in slug:
             log.warning("GitHub: %r is not a team name (org/team-slug): no members", team)
             return frozenset()
-        with _boundary(f"listing the members of the team {team}"):
+        with boundary(f"listing the members of the team {team}"):
             try:
                 listed = self._client.get_organization(org).get_team_by_slug(slug).get_members()
                 members = frozenset(member.login for member in listed)
@@ -660,7 +361,7 @@ class GitHubForge:
                     "grant the App the organisation permission Members: read",
                     team,
                     error.status,
-                    _github_message(error),
+                    github_message(error),
                 )
                 members = frozenset()
         self._teams[team] = members
@@ -677,7 +378,7 @@ class GitHubForge:
             candidates = [name]
         else:
             candidates = [f"heads/{name}", f"tags/{name}"]
-        with _boundary(f"resolving {ref}"):
+        with boundary(f"resolving {ref}"):
             for candidate in candidates:
                 try:
                     target = self._repo.get_git_ref(candidate).object
@@ -699,7 +400,7 @@ class GitHubForge:
         """Whether ``sha`` is reachable from ``branch`` (a branch name or a commit): GitHub
         compares ``branch...sha`` and says ``behind`` or ``identical``. False when either
         is unknown (404)."""
-        with _boundary(f"comparing {sha} with {branch}"):
+        with boundary(f"comparing {sha} with {branch}"):
             try:
                 status = self._repo.compare(branch, sha).status
             except UnknownObjectException:
@@ -715,7 +416,7 @@ class GitHubForge:
         pull request is not mergeable (conflicts, failing required checks, a draft):
         :class:`ForgeError` with GitHub's message."""
         what = f"merging pull request #{number} ({method}) at {sha}"
-        with _boundary(what):
+        with boundary(what):
             result = self._repo.get_pull(number).merge(merge_method=method, sha=sha)
             if not result.merged or not result.sha:
                 raise ForgeError(f"GitHub: {what} failed: {result.message or 'not merged'}")
@@ -732,7 +433,7 @@ class GitHubForge:
         warning and returns None, and the promotion goes on without a record. Other
         failures raise :class:`ForgeError`.
         """
-        with _boundary(f"recording a deployment of {sha} to {environment}"):
+        with boundary(f"recording a deployment of {sha} to {environment}"):
             try:
                 deployment = self._repo.create_deployment(
                     ref=sha,
@@ -750,7 +451,7 @@ class GitHubForge:
                     "without a deployment record",
                     self.repo,
                     error.status,
-                    _github_message(error),
+                    github_message(error),
                 )
                 return None
             return int(deployment.id)
@@ -758,7 +459,7 @@ class GitHubForge:
     def deployment_status(self, deployment: int, state: str, description: str) -> None:
         """Add a status (in_progress, success, failure, error) to deployment ``deployment``.
         Like :meth:`start_deployment`, a 403 is logged and ignored."""
-        with _boundary(f"setting deployment {deployment} to {state}"):
+        with boundary(f"setting deployment {deployment} to {state}"):
             try:
                 self._repo.get_deployment(deployment).create_status(
                     state, description=description[:STATUS_DESCRIPTION_LIMIT]
@@ -770,7 +471,7 @@ class GitHubForge:
                     "GitHub: deployment %s may not be updated (%s %s): its state is not %s",
                     deployment,
                     error.status,
-                    _github_message(error),
+                    github_message(error),
                     state,
                 )
 
@@ -781,7 +482,7 @@ class GitHubForge:
         not write check runs, a commit status with the same context instead."""
         if not self._statuses_only:
             try:
-                with _boundary(f"setting the check {check.name} on {sha}"):
+                with boundary(f"setting the check {check.name} on {sha}"):
                     self._set_check_run(sha, check)
                 return
             except _ChecksRefused:
@@ -791,7 +492,7 @@ class GitHubForge:
                     self.repo,
                 )
                 self._statuses_only = True
-        with _boundary(f"setting the status {check.name} on {sha}"):
+        with boundary(f"setting the status {check.name} on {sha}"):
             self._set_status(sha, check)
 
     def _set_check_run(self, sha: str, check: Check) -> None:
@@ -845,15 +546,3 @@ def _forbidden(error: GithubException) -> bool:
 
 class _ChecksRefused(Exception):
     """GitHub answered 403 to a check-run call: the credentials cannot write check runs."""
-
-
-__all__ = [
-    "DEFAULT_API_URL",
-    "INSTALLATION_TOKENS",
-    "GitHubForge",
-    "TokenCache",
-    "default_retry",
-    "fit",
-    "github_client",
-    "redact",
-]
