@@ -15,7 +15,6 @@ code for ``--in-process`` runs.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 import traceback
@@ -23,12 +22,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events
-from sluice.core.spark.steps.context import StepContext
+from sluice.core.spark.steps.context import Handler, StepContext, spark_error
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
 Emit = Callable[[dict[str, Any]], None]
 
 
@@ -46,19 +44,6 @@ def handlers() -> dict[str, Handler]:
     from sluice.core.spark.steps import registry
 
     return registry.HANDLERS
-
-
-def spark_error(exc: BaseException) -> str:
-    """The part of a Spark/Python error a user needs: no JVM stack, at most 15 lines."""
-    text = str(exc) or exc.__class__.__name__
-    text = text.split("JVM stacktrace:", 1)[0]
-    lines = [ln for ln in text.splitlines() if not re.match(r"^\s+at [\w$.]+\(", ln)]
-    lines = [ln.rstrip() for ln in lines if ln.strip()]
-    if len(lines) > 15:
-        lines = [*lines[:15], f"... ({len(lines) - 15} more lines in the log)"]
-    name = exc.__class__.__name__
-    body = "\n".join(lines)
-    return body if body.startswith(name) else f"{name}: {body}"
 
 
 def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, Any]:

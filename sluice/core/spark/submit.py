@@ -528,6 +528,7 @@ class InProcessRunner(_RunnerBase):
     def run(self, spec: dict[str, Any]) -> JobResult:
         """Run ``spec`` in this process; same contract as :meth:`SubmitRunner.run`."""
         from sluice.core.spark import driver
+        from sluice.core.spark.steps.context import spark_error
 
         spec, writes = _prepare(spec)
         job_id = spec["job_id"]
@@ -562,7 +563,7 @@ class InProcessRunner(_RunnerBase):
             if isinstance(exc, driver.StepFailed):
                 raise job_failure(job_id, seen) from None
             # As the driver does: an error outside any step.
-            emit({"event": "job_failed", "error": driver.spark_error(exc)})
+            emit({"event": "job_failed", "error": spark_error(exc)})
             raise job_failure(job_id, seen) from exc
         finally:
             if timer is not None:

@@ -1,10 +1,16 @@
-"""What a step handler gets besides Spark and its step: the job, a way to report and write."""
+"""The contract of a step handler: what it gets besides Spark and its step (the job, a way
+to report and write), its type, and how its errors read. The driver and every step import
+this module, and it imports none of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -28,3 +34,20 @@ class StepContext:
         """Ask the runner to write ``op`` to state (``add_intervals``, ``remove_intervals``,
         ``save_result``); sent at once, so it is kept even if the job dies right after."""
         self.emit({"event": "write", "op": op, **fields})
+
+
+Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
+"""A step type's handler: Spark, the step, the job's context -> the step's result."""
+
+
+def spark_error(exc: BaseException) -> str:
+    """The part of a Spark/Python error a user needs: no JVM stack, at most 15 lines."""
+    text = str(exc) or exc.__class__.__name__
+    text = text.split("JVM stacktrace:", 1)[0]
+    lines = [ln for ln in text.splitlines() if not re.match(r"^\s+at [\w$.]+\(", ln)]
+    lines = [ln.rstrip() for ln in lines if ln.strip()]
+    if len(lines) > 15:
+        lines = [*lines[:15], f"... ({len(lines) - 15} more lines in the log)"]
+    name = exc.__class__.__name__
+    body = "\n".join(lines)
+    return body if body.startswith(name) else f"{name}: {body}"

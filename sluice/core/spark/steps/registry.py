@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sluice.core.spark.steps import build, diff, environment, query, sql, unittest
-
-if TYPE_CHECKING:
-    from sluice.core.spark.driver import Handler
+from sluice.core.spark.steps.context import Handler
 
 HANDLERS: dict[str, Handler] = {
     "sql": sql.run_sql,

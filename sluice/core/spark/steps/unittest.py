@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.spark.driver import spark_error
-from sluice.core.spark.steps.context import StepContext
+from sluice.core.spark.steps.context import StepContext, spark_error
 from sluice.core.spark.steps.query import collect_json
 
 if TYPE_CHECKING:
