@@ -1,0 +1,307 @@
+"""A forge held in memory: the :class:`~sluice.bot.forge.base.Forge` protocol over plain
+dicts, shipped beside the protocol (as httpx ships its ``MockTransport``) so that flow
+and gate code can be exercised without HTTP, git or a network.
+
+It keeps the protocol's promises the real forges keep: the sticky comment is matched by
+its author as well as its marker, a merge happens only while the head is still the sha
+asked for, a commit's files are held to the same limits and path rules as an archive.
+What a test sets up (commits, branches, pull requests, reviews, permissions, teams) it
+sets through the methods below; what the bot did it reads from the public fields.
+
+>>> forge = MemoryForge("octo/warehouse")
+>>> forge.commit("c1", {"config.yaml": "sluice: {}\\n"}, branch="main")
+>>> forge.read_file("main", "config.yaml")
+'sluice: {}\\n'
+>>> forge.open_pull(1, head_sha="c1", base="main", author="alice").number
+1
+>>> forge.upsert_comment(1, "<!-- m -->", "<!-- m --> hello")
+>>> [c.body for c in forge.comments[1]]
+['<!-- m --> hello']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
+from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review, UnusableTree
+
+BOT_USER = "sluice-bot"
+_ROLES = ("admin", "maintain", "write", "triage", "read", "none")
+
+
+@dataclass
+class Comment:
+    """A comment on a pull request: the bot's (sticky or a reply) or a person's."""
+
+    id: int
+    author: str
+    body: str
+    reactions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Deployment:
+    id: int
+    sha: str
+    environment: str
+    ref: str
+    description: str
+    statuses: list[tuple[str, str]] = field(default_factory=list)  # (state, description)
+
+
+@dataclass
+class MemoryForge:
+    """One repository's forge, in memory (see the module's doc).
+
+    ``bot_user`` writes the bot's comments; a comment holding the marker written by
+    anyone else is never taken for the sticky one. ``tree_limits`` are checked when a
+    commit's files are written out, as an archive's would be.
+    """
+
+    repo: str = "octo/warehouse"
+    bot_user: str = BOT_USER
+    tree_limits: TreeLimits = TREE_LIMITS
+    name: str = "memory"
+    comment_limit: int = 65536
+    files: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> path -> bytes
+    parents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # sha -> parents
+    refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> sha
+    pulls: dict[int, PullRequest] = field(default_factory=dict)
+    comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR -> comments
+    checks: dict[str, dict[str, Check]] = field(default_factory=dict)  # sha -> name -> check
+    review_log: dict[int, list[Review]] = field(default_factory=dict)  # PR -> reviews
+    roles: dict[str, str] = field(default_factory=dict)  # login (any case) -> role
+    teams: dict[str, frozenset[str]] = field(default_factory=dict)  # "org/slug" -> logins
+    merges: list[tuple[int, str, str]] = field(default_factory=list)  # (PR, method, merge sha)
+    deployments: list[Deployment] = field(default_factory=list)
+    _ids: int = 1000
+
+    # -- what a test sets up -------------------------------------------------------------
+
+    def commit(
+        self,
+        sha: str,
+        files: dict[str, str | bytes],
+        *,
+        parents: tuple[str, ...] = (),
+        branch: str | None = None,
+    ) -> None:
+        """Record commit ``sha`` holding ``files`` (path -> text or bytes), its ``parents``;
+        with ``branch``, the branch moves to it (its previous head becomes a parent)."""
+        if branch is not None and branch in self.refs and not parents:
+            parents = (self.refs[branch],)
+        self.files[sha] = {
+            path: data.encode("utf-8") if isinstance(data, str) else data
+            for path, data in files.items()
+        }
+        self.parents[sha] = parents
+        if branch is not None:
+            self.refs[branch] = sha
+
+    def open_pull(
+        self,
+        number: int,
+        *,
+        head_sha: str,
+        base: str,
+        author: str,
+        head_ref: str = "change",
+        fork: bool = False,
+        draft: bool = False,
+        title: str = "",
+    ) -> PullRequest:
+        """Open pull request ``number`` from ``head_sha`` into branch ``base``."""
+        base_sha = self.refs.get(base)
+        if base_sha is None:
+            raise ForgeError(f"memory: no branch {base!r} to open a pull request into")
+        pull = PullRequest(
+            number,
+            head_sha,
+            head_ref,
+            base,
+            base_sha,
+            author,
+            draft,
+            fork,
+            open=True,
+            merged=False,
+            title=title,
+        )
+        self.pulls[number] = pull
+        return pull
+
+    def push(self, number: int, head_sha: str) -> PullRequest:
+        """A new head commit on pull request ``number``."""
+        pull = dataclasses.replace(self._pull(number), head_sha=head_sha)
+        self.pulls[number] = pull
+        return pull
+
+    def add_review(
+        self, number: int, user: str, state: str, commit_sha: str | None = None
+    ) -> Review:
+        """``user`` reviews pull request ``number`` (at its head unless ``commit_sha``)."""
+        self._ids += 1
+        review = Review(
+            self._ids,
+            user,
+            state.upper(),
+            commit_sha or self._pull(number).head_sha,
+            f"2026-01-01T00:00:{len(self.review_log.get(number, [])):02d}Z",
+        )
+        self.review_log.setdefault(number, []).append(review)
+        return review
+
+    def add_comment(self, number: int, author: str, body: str) -> int:
+        """A person's comment on pull request ``number``; its id."""
+        self._ids += 1
+        self.comments.setdefault(number, []).append(Comment(self._ids, author, body))
+        return self._ids
+
+    def bot_comments(self, number: int) -> list[str]:
+        """The bodies of the bot's comments on pull request ``number``, oldest first."""
+        return [c.body for c in self.comments.get(number, []) if c.author == self.bot_user]
+
+    # -- the protocol: files and refs ------------------------------------------------------
+
+    def fetch_tree(self, sha: str, dest: Path) -> None:
+        """Write the files of ``sha`` into ``dest``, held to the limits and path rules an
+        archive is held to (:class:`UnusableTree` leaves ``dest`` empty)."""
+        tree = self.files.get(sha)
+        if tree is None:
+            raise ForgeError(f"memory: no commit {sha}")
+        for path in tree:
+            parts = path.split("/")
+            if path.startswith("/") or ".." in parts or posixpath.normpath(path) != path:
+                raise UnusableTree(f"memory: the files of {sha} hold an unsafe path {path!r}")
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            for path, data in tree.items():
+                target = dest / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            check_folder(dest, forge="memory", sha=sha, limits=self.tree_limits)
+        except UnusableTree:
+            for item in sorted(dest.iterdir()):
+                _remove(item)
+            raise
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        sha = self.commit_of(ref) or (ref if ref in self.files else None)
+        data = self.files.get(sha, {}).get(path) if sha is not None else None
+        return None if data is None else data.decode("utf-8")
+
+    def commit_of(self, ref: str) -> str | None:
+        ref = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        return self.refs.get(ref)
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        tip = self.refs.get(branch)
+        seen: set[str] = set()
+        todo = [tip] if tip is not None else []
+        while todo:
+            current = todo.pop()
+            if current == sha:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(self.parents.get(current, ()))
+        return False
+
+    # -- the protocol: pull requests -------------------------------------------------------
+
+    def _pull(self, number: int) -> PullRequest:
+        pull = self.pulls.get(number)
+        if pull is None:
+            raise ForgeError(f"memory: no pull request #{number}")
+        return pull
+
+    def pull_request(self, number: int) -> PullRequest:
+        return self._pull(number)
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        if marker not in body:
+            raise ForgeError("memory: the comment's body does not hold its marker")
+        self._pull(number)
+        for comment in self.comments.get(number, []):
+            if comment.author == self.bot_user and marker in comment.body:
+                comment.body = body
+                return
+        self._ids += 1
+        self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
+
+    def reply(self, number: int, body: str) -> None:
+        self._pull(number)
+        self._ids += 1
+        self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
+
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        for comment in self.comments.get(number, []):
+            if comment.id == comment_id:
+                comment.reactions.append(reaction)
+                return True
+        return False
+
+    def set_check(self, sha: str, check: Check) -> None:
+        self.checks.setdefault(sha, {})[check.name] = check
+
+    def reviews(self, number: int) -> list[Review]:
+        self._pull(number)
+        return list(self.review_log.get(number, []))
+
+    def permission(self, user: str) -> str:
+        role = {k.casefold(): v for k, v in self.roles.items()}.get(user.casefold(), "none")
+        return role if role in _ROLES else "none"
+
+    def team_members(self, team: str) -> frozenset[str]:
+        return self.teams.get(team, frozenset())
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        pull = self._pull(number)
+        if not pull.open or pull.merged:
+            raise ForgeError(f"memory: pull request #{number} is not open")
+        if pull.head_sha != sha:
+            raise ForgeError(
+                f"memory: pull request #{number}'s head is {pull.head_sha[:7]}, not {sha[:7]}: "
+                "the head changed; merge refused"
+            )
+        if method not in ("merge", "squash", "rebase"):
+            raise ForgeError(f"memory: unknown merge method {method!r}")
+        base = self.refs.get(pull.base_ref)
+        merged = f"m{len(self.merges) + 1:039x}"
+        self.commit(
+            merged, dict(self.files.get(sha, {})), parents=tuple(p for p in (base, sha) if p)
+        )
+        self.refs[pull.base_ref] = merged
+        self.pulls[number] = dataclasses.replace(pull, open=False, merged=True)
+        self.merges.append((number, method, merged))
+        return merged
+
+    def start_deployment(self, sha: str, environment: str, description: str, ref: str) -> int:
+        self._ids += 1
+        self.deployments.append(Deployment(self._ids, sha, environment, ref, description))
+        return self._ids
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        for record in self.deployments:
+            if record.id == deployment:
+                record.statuses.append((state, description))
+                return
+        raise ForgeError(f"memory: no deployment {deployment}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        for item in path.iterdir():
+            _remove(item)
+        path.rmdir()
+    else:
+        path.unlink()
+
+
+def as_forge(forge: MemoryForge) -> Forge:
+    """``forge`` as the protocol it implements (where mypy checks that it does)."""
+    return forge
