@@ -24,7 +24,7 @@ from sluice.bot.ledger import Ledger
 from sluice.bot.planreview import PlanReview
 from tests.bot.conftest import load_case, record_prod
 from tests.bot.gitlab_wire import FakeGitLab
-from tests.bot.test_gitlab_service import gitlab_settings
+from tests.helpers.gitlab_service import gitlab_settings
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "data/warehouse"

@@ -31,8 +31,8 @@ from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.bot.conftest import load_case
 from tests.bot.gitlab_wire import FakeGitLab
-from tests.bot.test_gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
-from tests.bot.test_lifecycle import GATE, World, _edit, _sha
+from tests.helpers.gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
+from tests.helpers.world import GATE, World, edit, sha_of
 
 pytestmark = pytest.mark.spark
 
@@ -75,7 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> GitLabWorld:
         workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
     finally:
         store.close()
-    env.commit(_sha(1), main, branch="main")
+    env.commit(sha_of(1), main, branch="main")
     return env
 
 
@@ -124,13 +124,13 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     gitlab = world.gitlab
-    head = _sha(2)
+    head = sha_of(2)
     src = world.root / "mr2"
-    shutil.copytree(world.trees[_sha(1)], src)
-    _edit(src / "models" / "orders.sql", "  ON o.order_id = p.order_id",
-          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    shutil.copytree(world.trees[sha_of(1)], src)
+    edit(src / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+         "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
     world.commit(head, src)
-    gitlab.add_mr(2, sha=head, source_branch="feature-2", author="alice", merge_sha=_sha(3))
+    gitlab.add_mr(2, sha=head, source_branch="feature-2", author="alice", merge_sha=sha_of(3))
     gitlab.members.update({"alice": 30, "bob": 30, "dave": 20})
 
     _deliver(service, MR_HOOK, _mr_hook("open", 2, head, "alice", "alice"))
@@ -184,7 +184,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     # Merge: prod is promoted by swapping views to the tables the MR built.
     mr_versions = world.versions("pr_2")
     files = world.table_files()
-    merge = _sha(3)
+    merge = sha_of(3)
     world.commit(merge, src, branch="main")
     gitlab.merge_requests[2]["state"] = "merged"
     _deliver(service, MR_HOOK, _mr_hook("merge", 2, head, "bob", "alice", state="merged",

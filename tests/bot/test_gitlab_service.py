@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,57 +18,9 @@ import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.app import create_app
-from sluice.bot.queue import JobQueue
-from sluice.bot.settings import ServiceSettings
 from tests.bot.conftest import case_paths, load_case
 from tests.bot.gitlab_wire import FakeGitLab
-
-TOKEN = "glwt-s3cr3t-webhook-token"
-API_TOKEN = "glpat-ThisIsTheServiceTokenDoNotLeak"
-URL = "https://gitlab.example.com"
-
-
-class GitLabService:
-    """A running app, its fake GitLab, and helpers to deliver GitLab events."""
-
-    def __init__(self, client: TestClient, gitlab: FakeGitLab, settings: ServiceSettings) -> None:
-        self.client, self.gitlab, self.settings = client, gitlab, settings
-
-    def deliver(self, event: str, payload: dict[str, Any] | bytes, *, token: str | None = TOKEN,
-                key: str | None = "new", event_uuid: str | None = None) -> Any:  # fmt: skip
-        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        headers = {"X-Gitlab-Event": event, "Content-Type": "application/json"}
-        if token is not None:
-            headers["X-Gitlab-Token"] = token
-        if key is not None:
-            headers["Idempotency-Key"] = str(uuid.uuid4()) if key == "new" else key
-        if event_uuid is not None:
-            headers["X-Gitlab-Event-UUID"] = event_uuid
-        return self.client.post("/webhooks/gitlab", content=body, headers=headers)
-
-    def counts(self) -> dict[str, int]:
-        queue = JobQueue(self.settings.state_url())
-        try:
-            return {state: n for state, n in queue.counts().items() if n}
-        finally:
-            queue.close()
-
-    def idle(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while (counts := self.counts()).get("queued", 0) or counts.get("running", 0):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out; GitLab saw {self.gitlab.requests[-10:]}")
-            time.sleep(0.05)
-
-
-def gitlab_settings(root: Path, **more: Any) -> ServiceSettings:
-    values: dict[str, Any] = dict(
-        gitlab_webhook_secret=TOKEN, gitlab_token=API_TOKEN, gitlab_url=URL,
-        workdir=root / "work", database_url=f"sqlite:///{root / 'state.db'}",
-        job_lease_seconds=30, janitor_interval_seconds=0,
-    )  # fmt: skip
-    values.update(more)
-    return ServiceSettings(**values)
+from tests.helpers.gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
 
 
 def serve(root: Path, gitlab: FakeGitLab, **more: Any) -> Callable[[], Iterator[GitLabService]]:

@@ -18,7 +18,6 @@ import json
 import logging
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,133 +25,22 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import JanitorEvent
-from sluice.bot.settings import ServiceSettings
+from sluice.bot.app import create_app
 from sluice.core import workflow
 from sluice.core.errors import SluiceError
 from sluice.core.model.loader import load_project
-from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.bot.conftest import realcase
-from tests.bot.github_wire import FakeGitHub, tarball
-from tests.bot.test_service import SECRET, Service
+from tests.bot.github_wire import FakeGitHub
+from tests.helpers.github_service import SECRET, Service
+from tests.helpers.world import GATE, World, edit, sha_of
 
 pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[2]
 END = to_ms("2018-04-30")
 OWNER = "octo/warehouse"
-
-GATE = """
-  pr:
-    backfill_days: null
-  gate:
-    required_approvers:
-      users: [bob]
-  deploy:
-    prod_branch: main
-    on: merge
-"""
-
-
-def _sha(n: int) -> str:
-    return f"{n:040x}"
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new))
-
-
-@dataclass
-class World:
-    root: Path
-    work: Path
-    url: str
-    github: FakeGitHub
-    trees: dict[str, Path]
-
-    def settings(self) -> ServiceSettings:
-        return ServiceSettings(
-            webhook_secret=SECRET, github_token="ghp_lifecycleToken", workdir=self.work,
-            database_url=self.url, github_request_interval=0, github_write_interval=0,
-            janitor_interval_seconds=0,
-        )  # type: ignore[arg-type]  # fmt: skip
-
-    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
-        """Make ``src`` the tree of commit ``sha`` on the fake GitHub."""
-        self.trees[sha] = src
-        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-        self.github.files[(sha, "config.yaml")] = (src / "config.yaml").read_text()
-        if branch is not None:
-            self.github.files[(branch, "config.yaml")] = (src / "config.yaml").read_text()
-            self.github.refs[branch] = sha
-            self.github.branch_commits.setdefault(branch, set()).add(sha)
-
-    def runner(self, project: Any) -> SubmitRunner:
-        paths = SparkPaths(
-            root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
-        )
-        return SubmitRunner(project.config.sluice.spark, paths)
-
-    def query(self, environment: str, sql: str) -> list[list[Any]]:
-        project = load_project(self.trees[_sha(1)], use_cache=False)
-        store = open_state(self.url)
-        try:
-            result = workflow.query_environment(
-                project, store, environment, sql, self.runner(project), limit=100
-            )
-        finally:
-            store.close()
-        return [list(row) for row in result["rows"]]
-
-    def janitor_drops(self, environment: str, settings: ServiceSettings, forge: str,
-                      repo: str) -> None:  # fmt: skip
-        """``environment`` was invalidated by its promotion, and the janitor drops it."""
-        store = open_state(self.url)
-        try:
-            record = store.get_environment(environment)
-            assert record is not None and record.invalidated
-        finally:
-            store.close()
-        context = Context(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
-        Controller(context).handle(JanitorEvent(forge=forge, repo=repo, installation_id=None))
-        store = open_state(self.url)
-        try:
-            assert store.get_environment(environment) is None
-        finally:
-            store.close()
-
-    def assert_secrets_absent(self, produced: str, *secrets: str) -> None:
-        """None of ``secrets`` is in ``produced`` (what went to the forge, the log) or in
-        any job log."""
-        logs = [p for p in (self.work / "logs").rglob("*") if p.is_file()]
-        assert logs, "no job log to search"
-        produced += "".join(p.read_text(errors="replace") for p in logs)
-        for secret in secrets:
-            assert secret not in produced
-
-    def versions(self, environment: str) -> dict[str, str]:
-        store = open_state(self.url)
-        try:
-            record = store.get_environment(environment)
-        finally:
-            store.close()
-        assert record is not None, environment
-        return {ref.name: ref.version for ref in record.snapshots}
-
-    def table_files(self) -> dict[str, float]:
-        """Every data file under the warehouse, with its modification time."""
-        return {
-            str(p): p.stat().st_mtime
-            for p in (self.work / "spark").rglob("*")
-            if p.is_file() and "metastore" not in str(p) and p.suffix in (".parquet", ".crc", "")
-        }
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +61,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
     finally:
         store.close()
-    env.commit(_sha(1), main, branch="main")
+    env.commit(sha_of(1), main, branch="main")
     return env
 
 
@@ -250,14 +138,14 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     github = world.github
-    head = _sha(2)
-    pr = _tree(world, "pr2", _sha(1))
-    _edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
-          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
-    _edit(pr / "models" / "customers.sql", "  c.last_name,\n",
-          "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
+    head = sha_of(2)
+    pr = _tree(world, "pr2", sha_of(1))
+    edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+         "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    edit(pr / "models" / "customers.sql", "  c.last_name,\n",
+         "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
     # The PR also tries to make carol an approver: only the base branch's list counts.
-    _edit(pr / "config.yaml", "users: [bob]", "users: [carol]")
+    edit(pr / "config.yaml", "users: [bob]", "users: [carol]")
     world.commit(head, pr)
     github.add_pull(2, head, author="alice")
     github.permissions.update({"alice": "write", "bob": "write", "carol": "write", "dave": "read"})
@@ -310,7 +198,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     # Merge: prod is promoted by swapping views to the tables the PR built.
     pr_versions = world.versions("pr_2")
     files = world.table_files()
-    merge = _sha(3)
+    merge = sha_of(3)
     world.commit(merge, pr, branch="main")
     github.pulls[2]["state"], github.pulls[2]["merged"] = "closed", True
     _deliver(service, "pull_request", _pull(2, head, "alice", "closed", merged=True,
@@ -349,9 +237,9 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
 ) -> None:
     github = world.github
     before = world.versions("prod")
-    head, merge = _sha(4), _sha(5)
+    head, merge = sha_of(4), sha_of(5)
     change = _tree(world, "pr4", world.github.refs["main"])
-    _edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
     world.commit(head, change)
     world.commit(merge, change, branch="main")
     github.add_pull(4, head, author="alice")
@@ -365,7 +253,7 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
     assert world.versions("prod") == before
     assert github.deployments[-1]["statuses"][-1]["state"] == "failure"
     # Put main back where prod is, for the next test.
-    world.commit(_sha(6), world.trees[_sha(3)], branch="main")
+    world.commit(sha_of(6), world.trees[sha_of(3)], branch="main")
 
 
 def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
@@ -374,15 +262,15 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     github = world.github
     # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
     # change what customers holds, and PR 9 was planned before PR 8 reached prod.
-    first, second = _sha(8), _sha(9)
+    first, second = sha_of(8), sha_of(9)
     pr8 = _tree(world, "pr8", github.refs["main"])
-    _edit(
+    edit(
         pr8 / "models" / "orders.sql",
         "  o.status,\n",
         "  o.status,\n  o.status = 'completed' AS is_completed,\n",
     )
     pr9 = _tree(world, "pr9", github.refs["main"])
-    _edit(
+    edit(
         pr9 / "models" / "customers.sql",
         "  c.first_name,\n",
         "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n",
@@ -403,19 +291,19 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     # Both merged, the deliveries arriving back to back.
     both = _tree(world, "both", github.refs["main"])
     shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
-    world.commit(_sha(10), pr8, branch="main")
+    world.commit(sha_of(10), pr8, branch="main")
     shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
-    world.commit(_sha(11), both, branch="main")
-    for number, head, merge in ((8, first, _sha(10)), (9, second, _sha(11))):
+    world.commit(sha_of(11), both, branch="main")
+    for number, head, merge in ((8, first, sha_of(10)), (9, second, sha_of(11))):
         github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
         response = service.deliver("pull_request", _pull(number, head, "alice", "closed",
                                                          merged=True, merge_commit_sha=merge))  # fmt: skip
         assert response.status_code == 202
     service.idle(timeout=900)
 
-    first_deploy = github.checks_on(_sha(10))["sluice/deploy"]
+    first_deploy = github.checks_on(sha_of(10))["sluice/deploy"]
     assert first_deploy["output"]["title"] == "Promoted by virtual update", first_deploy["output"]
-    second_deploy = github.checks_on(_sha(11))["sluice/deploy"]
+    second_deploy = github.checks_on(sha_of(11))["sluice/deploy"]
     assert second_deploy["conclusion"] == "success", second_deploy["output"]
     # customers was built by PR 9 on top of the old orders; against the new prod it is a
     # new version, so the second promotion computed it rather than losing PR 8's change.

@@ -37,7 +37,7 @@ from sluice.core.timeutil import to_ms
 from tests.bot import service_child
 from tests.bot.conftest import load_case
 from tests.bot.github_wire import FakeGitHub, tarball
-from tests.bot.test_service import Service, sign
+from tests.helpers.github_service import Service, sign
 
 pytestmark = pytest.mark.spark
 

@@ -32,7 +32,7 @@ from sluice.bot.settings import ServiceSettings
 from sluice.bot.worker import Worker
 from tests.bot.conftest import realcase
 from tests.bot.github_wire import FakeGitHub, tarball
-from tests.bot.test_service import SECRET, sign
+from tests.helpers.github_service import SECRET, sign
 
 REPO = "nodejs/node"
 FORK_OPENED = "github/pull_request/nodejs-github-bot__pull-request-opened-v8.json"

@@ -48,8 +48,8 @@ from sluice.core.spark.submit import JobResult
 from tests.bot.conftest import load_case, realcase
 from tests.bot.github_wire import FakeGitHub, tarball
 from tests.bot.gitlab_wire import FakeGitLab
-from tests.bot.test_gitlab_service import gitlab_settings
-from tests.bot.test_service import SECRET, TOKEN, Service
+from tests.helpers.github_service import SECRET, TOKEN, Service
+from tests.helpers.gitlab_service import gitlab_settings
 
 OWNER = "octo/warehouse"
 NOW = 1_800_000_000_000

@@ -31,8 +31,8 @@ from sluice.bot.worker import Worker
 from sluice.core.errors import ConfigError
 from tests.bot.conftest import load_case, realcase
 from tests.bot.github_wire import FakeGitHub
-from tests.bot.test_gitlab_service import TOKEN as GITLAB_TOKEN
-from tests.bot.test_service import SECRET, sign
+from tests.helpers.github_service import SECRET, sign
+from tests.helpers.gitlab_service import TOKEN as GITLAB_TOKEN
 
 OPENED = "github/pull_request/opened.payload.json"
 SERVED = "acme/warehouse"

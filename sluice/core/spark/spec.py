@@ -1,0 +1,222 @@
+"""The job contract between the service and the Spark driver: the JSON a job spec is.
+
+One owner for every key: the producers (:mod:`sluice.core.spark.render`,
+:mod:`sluice.core.spark.testing`, :mod:`sluice.core.jobs`, :mod:`sluice.core.preview`,
+:mod:`sluice.core.workflow`) build these, the runners (:mod:`sluice.core.spark.submit`),
+the write checker (:mod:`sluice.core.spark.writes`) and the driver's step handlers
+(:mod:`sluice.core.spark.steps`) read them, and mypy checks the two sides against each
+other. They are ``TypedDict``s, so still plain dicts (JSON on the wire): nothing here
+exists at runtime beyond the classes themselves, and this module imports no pyspark
+(the producers run without Spark).
+
+A key is ``NotRequired`` when a producer leaves it out (a build's ``seed``, a step's
+``id``, an apply's ``environment``) or when no producer sets it but a handler accepts it
+(a ``sql`` step's ``limit``). Every other key is set by every producer; a consumer that
+still reads one with ``.get(key, default)`` is being defensive about hand-written specs.
+
+No ``from __future__ import annotations`` here: on Python 3.11 a ``NotRequired`` inside a
+string annotation is not seen by ``TypedDict``, which would then count the key as required
+(``__required_keys__``, which the tests read).
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# --- the steps ----------------------------------------------------------------------------
+
+
+class StepBase(TypedDict):
+    """What every step has besides its ``type``."""
+
+    label: str
+    """What the step does, for logs and errors (``build db.orders``)."""
+    id: NotRequired[str]
+    """The key of the step's result in the job's results (default: its index, as text)."""
+
+
+class SqlStep(StepBase):
+    """Run Spark SQL statements in order (:func:`sluice.core.spark.steps.sql.run_sql`)."""
+
+    type: Literal["sql"]
+    statements: list[str]
+    limit: NotRequired[int]
+    """How many rows of the last statement to return (default 100)."""
+
+
+class BuildBatch(TypedDict):
+    """One interval of a build, ``[start, end)`` in epoch ms, and the query filling it."""
+
+    start: int
+    end: int
+    sql: str | None
+    """None for a SEED model: its rows come from the seed file."""
+
+
+class SeedFile(TypedDict):
+    """A SEED model's CSV file and how to read it."""
+
+    path: str
+    columns: list[list[str]]
+    """``[name, Spark type]`` pairs."""
+    csv_settings: list[list[str]]
+    """``[setting, value]`` pairs (delimiter, quotechar, escapechar are used)."""
+
+
+class BuildStep(StepBase):
+    """Create and fill one model version's table, or its view
+    (:func:`sluice.core.spark.steps.build.run_build`)."""
+
+    type: Literal["build"]
+    model: str
+    version: str
+    table: str
+    kind: str
+    """The model's kind (``KindName`` value: FULL, SEED, INCREMENTAL_BY_TIME_RANGE, ...)."""
+    format: str
+    time_column: str | None
+    """Set for INCREMENTAL_BY_TIME_RANGE models."""
+    unique_key: list[str]
+    columns: list[str] | None
+    partitioned_by: list[str]
+    restate: list[list[int]]
+    """``[start, end]`` ranges whose recorded intervals are removed first."""
+    batches: list[BuildBatch]
+    seed: NotRequired[SeedFile]
+    """SEED models only."""
+    view_sql: NotRequired[str]
+    """Models materialized as a view: the view's query."""
+    intervals: NotRequired[list[list[int]]]
+    """The missing ``[start, end]`` intervals the batches cover (models with a backfill)."""
+
+
+class AuditStep(StepBase):
+    """Run one audit of a model's table (:func:`sluice.core.spark.steps.build.run_audit`)."""
+
+    type: Literal["audit"]
+    model: str
+    version: str
+    audit: str
+    blocking: bool
+    sql: str
+    """The query returning the rows that violate the audit."""
+
+
+class ViewSpec(TypedDict):
+    """One environment view and the query it is."""
+
+    view: str
+    sql: str
+
+
+class ViewsStep(StepBase):
+    """Point an environment's views at the plan's versions
+    (:func:`sluice.core.spark.steps.environment.run_views`)."""
+
+    type: Literal["views"]
+    environment: str
+    schemas: list[str]
+    views: list[ViewSpec]
+    drop: list[str]
+    """Views to drop (of models the plan removes)."""
+
+
+class DropStep(StepBase):
+    """The janitor's work: drop views, empty schemas and physical tables
+    (:func:`sluice.core.spark.steps.environment.run_drop`)."""
+
+    type: Literal["drop"]
+    views: list[str]
+    schemas: list[str]
+    tables: list[str]
+
+
+class UnitTestInput(TypedDict):
+    """A unit test's input rows for one table, as a temp view."""
+
+    view: str
+    table: str
+    columns: list[list[str]]
+    """``[name, Spark type]`` pairs."""
+    rows: list[list[Any]]
+    """JSON values, one list per row, in the order of ``columns``."""
+
+
+class UnitTestCte(TypedDict):
+    """A top-level CTE of the tested query and the rows it must return."""
+
+    name: str
+    query: str
+    expected: list[dict[str, Any]]
+
+
+class UnitTestStep(StepBase):
+    """Run one unit test (:func:`sluice.core.spark.steps.unittest.run_unit_test`)."""
+
+    type: Literal["unit_test"]
+    name: str
+    model: str
+    path: str
+    line: int
+    inputs: list[UnitTestInput]
+    query: str
+    expected: list[dict[str, Any]] | None
+    """None when the test gives no output rows for the query (only for CTEs)."""
+    ctes: list[UnitTestCte]
+    grain: list[str]
+    notes: list[str]
+
+
+class QueryStep(StepBase):
+    """Run one read-only query (:func:`sluice.core.spark.steps.query.run_query`)."""
+
+    type: Literal["query"]
+    sql: str
+    limit: int
+
+
+class TableDiffStep(StepBase):
+    """Compare two tables (:func:`sluice.core.spark.steps.diff.run_table_diff`)."""
+
+    type: Literal["table_diff"]
+    name: str
+    source: str
+    target: str
+    source_label: str
+    target_label: str
+    keys: list[str]
+    options: dict[str, Any]
+    """:meth:`sluice.core.tablediff.result.DiffOptions.to_json`."""
+
+
+Step = (
+    SqlStep
+    | BuildStep
+    | AuditStep
+    | ViewsStep
+    | DropStep
+    | UnitTestStep
+    | QueryStep
+    | TableDiffStep
+)
+"""Any step; its ``type`` says which."""
+
+# --- the job ------------------------------------------------------------------------------
+
+JobKind = Literal["apply", "janitor", "preview", "test", "query", "table_diff"]
+
+
+class JobSpec(TypedDict):
+    """One Spark job: its steps, run in order by one driver."""
+
+    job_id: str
+    kind: JobKind
+    steps: list[Step]
+    plan_id: NotRequired[str | None]
+    """The plan the job's results belong to (apply, preview, table_diff)."""
+    environment: NotRequired[str]
+    """The environment the job points (apply, and a preview that builds)."""
+    base_plan_id: NotRequired[str | None]
+    """The plan the environment was at when the job's plan was made (same jobs)."""
+    state_url: NotRequired[None]
+    """Never a URL: the runner refuses a spec holding one, and strips the key before the
+    driver gets the spec (:mod:`sluice.core.spark.submit`); declared so that mypy refuses
+    a producer that sets one."""

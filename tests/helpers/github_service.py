@@ -1,0 +1,76 @@
+"""The GitHub webhook service harness: the webhook secret and service token, ``sign`` (the
+``X-Hub-Signature-256`` of a body) and ``Service`` (a running app with its ``FakeGitHub``,
+to deliver events and wait for the queue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from sluice.bot.queue import JobQueue
+from sluice.bot.settings import ServiceSettings
+from tests.bot.github_wire import FakeGitHub
+
+SECRET = "s3cr3t-webhook-value"
+TOKEN = "ghp_thisIsTheServiceTokenDoNotLeak"
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class Service:
+    """A running app, its fake GitHub, and helpers to deliver events."""
+
+    def __init__(self, client: TestClient, github: FakeGitHub, settings: ServiceSettings) -> None:
+        self.client, self.github, self.settings = client, github, settings
+
+    def deliver(
+        self,
+        event: str,
+        payload: dict[str, Any] | bytes,
+        *,
+        delivery: str | None = None,
+        signature: str | None = None,
+    ) -> Any:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature if signature is not None else sign(body),
+            "Content-Type": "application/json",
+        }
+        return self.client.post("/webhooks/github", content=body, headers=headers)
+
+    def queue(self) -> JobQueue:
+        return JobQueue(self.settings.state_url())
+
+    def wait(self, done: Callable[[], bool], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; GitHub saw {self.github.requests[-10:]}")
+            time.sleep(0.05)
+
+    def idle(self, timeout: float = 60.0) -> None:
+        """Wait until every job is finished."""
+        queue = self.queue()
+
+        def settled() -> bool:
+            # One snapshot: a job retried between two reads would be seen neither running
+            # (first read) nor queued (second read).
+            counts = queue.counts()
+            return not (counts.get("queued", 0) or counts.get("running", 0))
+
+        try:
+            self.wait(settled, timeout)
+        finally:
+            queue.close()

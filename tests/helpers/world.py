@@ -1,0 +1,135 @@
+"""The Spark lifecycle harness: ``World`` (a Spark warehouse, its state and a fake GitHub the
+commits' trees are served from), the ``GATE`` configuration of the lifecycle projects,
+``sha_of`` (the n-th made-up commit sha) and ``edit`` (replace text in a file, which must
+be there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sluice.bot.app import forge_factory
+from sluice.bot.controller import Context, Controller
+from sluice.bot.events import JanitorEvent
+from sluice.bot.settings import ServiceSettings
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import SubmitRunner
+from sluice.core.state import open_state
+from tests.bot.github_wire import FakeGitHub, tarball
+from tests.helpers.github_service import SECRET
+
+GATE = """
+  pr:
+    backfill_days: null
+  gate:
+    required_approvers:
+      users: [bob]
+  deploy:
+    prod_branch: main
+    on: merge
+"""
+
+
+def sha_of(n: int) -> str:
+    return f"{n:040x}"
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+@dataclass
+class World:
+    root: Path
+    work: Path
+    url: str
+    github: FakeGitHub
+    trees: dict[str, Path]
+
+    def settings(self) -> ServiceSettings:
+        return ServiceSettings(
+            webhook_secret=SECRET,
+            github_token="ghp_lifecycleToken",
+            workdir=self.work,
+            database_url=self.url,
+            github_request_interval=0,
+            github_write_interval=0,
+            janitor_interval_seconds=0,
+        )  # type: ignore[arg-type]
+
+    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
+        """Make ``src`` the tree of commit ``sha`` on the fake GitHub."""
+        self.trees[sha] = src
+        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
+        self.github.files[(sha, "config.yaml")] = (src / "config.yaml").read_text()
+        if branch is not None:
+            self.github.files[(branch, "config.yaml")] = (src / "config.yaml").read_text()
+            self.github.refs[branch] = sha
+            self.github.branch_commits.setdefault(branch, set()).add(sha)
+
+    def runner(self, project: Any) -> SubmitRunner:
+        paths = SparkPaths(
+            root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
+        )
+        return SubmitRunner(project.config.sluice.spark, paths)
+
+    def query(self, environment: str, sql: str) -> list[list[Any]]:
+        project = load_project(self.trees[sha_of(1)], use_cache=False)
+        store = open_state(self.url)
+        try:
+            result = workflow.query_environment(
+                project, store, environment, sql, self.runner(project), limit=100
+            )
+        finally:
+            store.close()
+        return [list(row) for row in result["rows"]]
+
+    def janitor_drops(
+        self, environment: str, settings: ServiceSettings, forge: str, repo: str
+    ) -> None:
+        """``environment`` was invalidated by its promotion, and the janitor drops it."""
+        store = open_state(self.url)
+        try:
+            record = store.get_environment(environment)
+            assert record is not None and record.invalidated
+        finally:
+            store.close()
+        context = Context(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
+        Controller(context).handle(JanitorEvent(forge=forge, repo=repo, installation_id=None))
+        store = open_state(self.url)
+        try:
+            assert store.get_environment(environment) is None
+        finally:
+            store.close()
+
+    def assert_secrets_absent(self, produced: str, *secrets: str) -> None:
+        """None of ``secrets`` is in ``produced`` (what went to the forge, the log) or in
+        any job log."""
+        logs = [p for p in (self.work / "logs").rglob("*") if p.is_file()]
+        assert logs, "no job log to search"
+        produced += "".join(p.read_text(errors="replace") for p in logs)
+        for secret in secrets:
+            assert secret not in produced
+
+    def versions(self, environment: str) -> dict[str, str]:
+        store = open_state(self.url)
+        try:
+            record = store.get_environment(environment)
+        finally:
+            store.close()
+        assert record is not None, environment
+        return {ref.name: ref.version for ref in record.snapshots}
+
+    def table_files(self) -> dict[str, float]:
+        """Every data file under the warehouse, with its modification time."""
+        return {
+            str(p): p.stat().st_mtime
+            for p in (self.work / "spark").rglob("*")
+            if p.is_file() and "metastore" not in str(p) and p.suffix in (".parquet", ".crc", "")
+        }
