@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
     """Create the table (or view) of a model version and fill its missing batches."""
     table = step["table"]
     kind = step["kind"]
@@ -43,10 +44,11 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
         elif kind == "INCREMENTAL_BY_TIME_RANGE":
             _write_time_range(spark, step, batch)
         elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
-            _write_unique_key(spark, step, batch["sql"])
+            _write_unique_key(spark, step, _batch_sql(step, batch))
         else:
-            _create_if_missing(spark, step, batch["sql"])
-            spark.sql(f"INSERT OVERWRITE TABLE {table} {batch['sql']}")
+            sql = _batch_sql(step, batch)
+            _create_if_missing(spark, step, sql)
+            spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
         written += 1
         intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
         done = [[s, e] for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
@@ -60,8 +62,19 @@ def run_build(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     return {"model": name, "version": version, "table": table, "batches": written}
 
 
+def _batch_sql(step: BuildStep, batch: BuildBatch) -> str:
+    """The query of a batch: every kind has one but SEED (whose rows are its file)."""
+    sql = batch["sql"]
+    if sql is None:
+        raise ValueError(
+            f"{step['model']}: batch [{batch['start']}, {batch['end']}) has no query "
+            f"(kind {step['kind']}: only a SEED build's batches have none)"
+        )
+    return sql
+
+
 def _create_if_missing(
-    spark: SparkSession, step: dict[str, Any], sql: str, partition: str | None = None
+    spark: SparkSession, step: BuildStep, sql: str, partition: str | None = None
 ) -> None:
     if spark.catalog.tableExists(step["table"]):
         return
@@ -74,9 +87,11 @@ def _create_if_missing(
     )
 
 
-def _write_time_range(spark: SparkSession, step: dict[str, Any], batch: dict[str, Any]) -> None:
-    table, column = step["table"], step["time_column"]
-    _create_if_missing(spark, step, batch["sql"], partition=column)
+def _write_time_range(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:
+    table, column, sql = step["table"], step["time_column"], _batch_sql(step, batch)
+    if column is None:
+        raise ValueError(f"{step['model']}: an {step['kind']} build without a time column")
+    _create_if_missing(spark, step, sql, partition=column)
     low, high = _bounds(spark, table, column, batch["start"], batch["end"])
     # Clear the batch's range first: a re-run, or a restatement that now yields no rows for
     # a day, must not leave old rows behind. Partition values come back as escaped strings.
@@ -89,8 +104,7 @@ def _write_time_range(spark: SparkSession, step: dict[str, Any], batch: dict[str
     if stale:  # one metastore call for the whole batch
         spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {', '.join(stale)}")
     rows = spark.sql(
-        f"SELECT * FROM ({batch['sql']}) AS __sluice_q "
-        f"WHERE {column} >= '{low}' AND {column} < '{high}'"
+        f"SELECT * FROM ({sql}) AS __sluice_q WHERE {column} >= '{low}' AND {column} < '{high}'"
     )
     _insert_by_name(spark, rows, table)
 
@@ -117,7 +131,7 @@ def _insert_by_name(spark: SparkSession, rows: DataFrame, table: str) -> None:
     rows.select(*order).write.insertInto(table, overwrite=True)
 
 
-def _write_unique_key(spark: SparkSession, step: dict[str, Any], sql: str) -> None:
+def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
     table = step["table"]
     staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
     # Recover from a job killed between dropping the table and renaming its replacement.
@@ -174,7 +188,7 @@ _CASTS: dict[str, Any] = {
 }
 
 
-def _write_seed(spark: SparkSession, step: dict[str, Any]) -> None:
+def _write_seed(spark: SparkSession, step: BuildStep) -> None:
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     seed = step["seed"]
@@ -184,7 +198,8 @@ def _write_seed(spark: SparkSession, step: dict[str, Any]) -> None:
         schema.add(col_name, _parse_datatype_string(col_type), nullable=True)
     with open(seed["path"], encoding="utf-8-sig", newline="") as handle:
         text = handle.read()
-    options = {
+    # csv.reader's keywords have a type each; these three are all strings.
+    options: dict[str, Any] = {
         k: v
         for k, v in seed.get("csv_settings", [])
         if k in ("delimiter", "quotechar", "escapechar")
@@ -227,7 +242,7 @@ def _convert(model: str, path: str, line: int, column: str, kind: str, value: st
         ) from None
 
 
-def run_audit(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
     """Run one audit; a blocking one with violating rows fails the job."""
     violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
     sample = [r.asDict(recursive=True) for r in violations.limit(5).collect()]

@@ -36,8 +36,12 @@ class StepContext:
         self.emit({"event": "write", "op": op, **fields})
 
 
-Handler = Callable[["SparkSession", dict[str, Any], StepContext], "dict[str, Any] | None"]
-"""A step type's handler: Spark, the step, the job's context -> the step's result."""
+Handler = Callable[["SparkSession", Any, StepContext], "dict[str, Any] | None"]
+"""A step type's handler: Spark, the step, the job's context -> the step's result.
+
+The step is ``Any`` here because one registry holds handlers of different step types;
+each handler's own signature names its step's ``TypedDict`` (:mod:`sluice.core.spark.spec`),
+and the driver hands it only steps of that type (it looks the handler up by ``type``)."""
 
 
 def spark_error(exc: BaseException) -> str:

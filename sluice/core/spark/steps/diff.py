@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.spec import TableDiffStep
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_table_diff(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_table_diff(spark: SparkSession, step: TableDiffStep, ctx: StepContext) -> dict[str, Any]:
     """Run the diff; report the result for state as a ``table_diff`` job result.
 
     Returns:

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.spec import DropStep, ViewsStep
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_views(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[str, Any]:
     """Create or replace the environment's views; drop those of removed models."""
     for schema in step["schemas"]:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
     for view in step["views"]:
         spark.sql(f"CREATE OR REPLACE VIEW {view['view']} AS {view['sql']}")
-    for view in step["drop"]:
-        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    for name in step["drop"]:
+        spark.sql(f"DROP VIEW IF EXISTS {name}")
     return {
         "environment": step["environment"],
         "swapped": len(step["views"]),
@@ -32,7 +33,7 @@ def run_views(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> di
     }
 
 
-def run_drop(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> dict[str, Any]:
     """Drop views, empty environment schemas and physical tables (the janitor's work)."""
     for view in step.get("views", []):
         spark.sql(f"DROP VIEW IF EXISTS {view}")

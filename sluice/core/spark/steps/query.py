@@ -13,6 +13,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.spec import QueryStep
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 
-def run_query(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_query(spark: SparkSession, step: QueryStep, ctx: StepContext) -> dict[str, Any]:
     """``{"type": "query", "sql", "limit"}`` (from :func:`sluice.core.spark.testing.query_step`).
 
     Returns:

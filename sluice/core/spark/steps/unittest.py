@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.spec import UnitTestInput, UnitTestStep
 from sluice.core.spark.steps.context import StepContext, spark_error
 from sluice.core.spark.steps.query import collect_json
 
@@ -27,7 +28,7 @@ MAX_TABLE = 30  # rows beyond which the side-by-side table is left out
 _NUMERIC = re.compile(r"^(tinyint|smallint|int|bigint|float|double|decimal.*)$")
 
 
-def run_unit_test(spark: SparkSession, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> dict[str, Any]:
     """Run one test rendered by :func:`sluice.core.spark.testing.unit_test_step`.
 
     Returns:
@@ -70,7 +71,7 @@ def _first_lines(text: str, count: int = 6) -> str:
     return "\n".join(lines[:count] + (["..."] if len(lines) > count else []))
 
 
-def _create_view(spark: SparkSession, spec: dict[str, Any]) -> None:
+def _create_view(spark: SparkSession, spec: UnitTestInput) -> None:
     """A temp view of the input rows with the declared column types.
 
     Numbers, booleans and strings go in as Python values of their type; dates and
