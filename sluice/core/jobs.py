@@ -9,12 +9,12 @@ environment record (:func:`environment_record`) once the job has succeeded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from sluice.core.model.definition import Audit, KindName
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD, physical_table, view_name, view_schema
 from sluice.core.spark.render import build_steps, view_steps
+from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.state.records import EnvironmentRecord, StoredSnapshot
 
 DAY_MS = 86_400_000
@@ -46,7 +46,7 @@ def apply_job(
     previous_versions: Mapping[str, str] | None,
     now: int,
     restate_ranges: Mapping[str, list[tuple[int, int]]] | None = None,
-) -> dict[str, Any]:
+) -> JobSpec:
     """The job that builds and audits ``plan`` and points its environment's views.
 
     ``previous_versions`` maps model -> version the environment's views point at now
@@ -70,7 +70,7 @@ def janitor_job(
     snapshots: Mapping[tuple[str, str], StoredSnapshot],
     tables: Iterable[tuple[str, str]],
     now: int,
-) -> dict[str, Any]:
+) -> JobSpec:
     """Drop the views (and schemas) of ``environments`` and the physical ``tables``."""
     views: list[str] = []
     schemas: set[str] = set()
@@ -84,7 +84,7 @@ def janitor_job(
                 continue
             views.append(view_name(ref.name, env.name))
             schemas.add(view_schema(ref.name.split(".", 1)[0], env.name))
-    steps = [
+    steps: list[Step] = [
         {
             "type": "drop",
             "label": "drop expired environments and unused tables",

@@ -22,6 +22,7 @@ from sluice.core.plan.plan import Plan, iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.spark import testing
+from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.submit import JobResult, Runner, run_recorded
 from sluice.core.state import StateStore
 from sluice.core.tablediff.result import DiffOptions, TableDiffResult, same_table_result
@@ -157,14 +158,15 @@ def preview_environment(
         ConflictError: the environment moved on since the plan was computed.
     """
     options = diff_options or DiffOptions()
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     for index, step in enumerate(testing.unit_test_steps(project, None, now)):
         steps.append({**step, "id": f"test:{index}"})
     built = views = 0
-    spec: dict[str, Any] = {
+    spec: JobSpec = {
         "job_id": f"preview-{plan.environment}-{plan.plan_id[:12]}-{now}",
         "kind": "preview",
         "plan_id": plan.plan_id,
+        "steps": [],  # set below, once there are any
     }
     record = state.get_environment(plan.environment)
     previous = None
@@ -186,7 +188,8 @@ def preview_environment(
             previous_versions=previous,
             now=now,
         )
-        spec.update({k: applied[k] for k in ("environment", "base_plan_id")})
+        spec["environment"] = applied["environment"]
+        spec["base_plan_id"] = applied["base_plan_id"]
         built = sum(1 for s in applied["steps"] if s["type"] == "build")
         views = next(len(s["views"]) for s in applied["steps"] if s["type"] == "views")
         steps += applied["steps"]

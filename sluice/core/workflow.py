@@ -24,6 +24,7 @@ from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.spark import testing
 from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.spec import JobSpec, TableDiffStep
 from sluice.core.spark.submit import (
     JOB_TIMEOUT_S,
     InProcessRunner,
@@ -275,7 +276,7 @@ def apply_plan(
     return ApplyResult(plan, built, views, result)
 
 
-def _needs_spark(spec: dict[str, Any]) -> bool:
+def _needs_spark(spec: JobSpec) -> bool:
     """Whether a job has work for Spark (else only the environment record changes)."""
     return any(
         not (step["type"] == "views" and not (step["views"] or step["drop"]))
@@ -345,7 +346,7 @@ def run_unit_tests(
     steps = testing.unit_test_steps(project, pattern, now)
     if not steps:
         return []
-    spec = {"job_id": f"test-{now}", "kind": "test", "steps": steps}
+    spec: JobSpec = {"job_id": f"test-{now}", "kind": "test", "steps": [*steps]}
     if url is None:
         job = run_recorded(runner, spec, state=None)
     else:
@@ -453,7 +454,7 @@ def table_diff(
             ]
         )
         return result
-    step = {
+    step: TableDiffStep = {
         "type": "table_diff",
         "label": f"table diff {name}",
         "name": name,
@@ -464,7 +465,7 @@ def table_diff(
         "keys": list(keys),
         "options": options.to_json(),
     }
-    spec = {
+    spec: JobSpec = {
         "job_id": f"table-diff-{now}",
         "kind": "table_diff",
         "plan_id": plan_id,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events
+from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.steps.context import Handler, StepContext, spark_error
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ Emit = Callable[[dict[str, Any]], None]
 class StepFailed(Exception):
     """A step failed; the event naming it has been emitted."""
 
-    def __init__(self, step: dict[str, Any], message: str) -> None:
+    def __init__(self, step: Step, message: str) -> None:
         super().__init__(f"{step.get('label', step.get('type'))}: {message}")
         self.step = step
         self.message = message
@@ -46,7 +47,7 @@ def handlers() -> dict[str, Handler]:
     return registry.HANDLERS
 
 
-def run_job(spec: dict[str, Any], spark: SparkSession, emit: Emit) -> dict[str, Any]:
+def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
     """Run every step of ``spec`` in order; stop at the first failure.
 
     Raises:

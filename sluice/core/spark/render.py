@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -20,6 +19,7 @@ from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import physical_schema, view_name
 from sluice.core.snapshot.snapshot import Snapshot
+from sluice.core.spark.spec import AuditStep, BuildStep, Step, ViewSpec, ViewsStep
 
 
 def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
@@ -102,12 +102,12 @@ def build_steps(
     project_dir: str,
     table_format: str,
     restate: Mapping[str, list[tuple[int, int]]] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Step]:
     """Create and fill every table the plan needs, each followed by its audits."""
     tables = physical_names(plan.snapshots)
     base_built = {(b.name, b.version) for b in plan.backfill}
     create_views = set(plan.create_views)
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     schemas = sorted(
         {physical_schema(s.name) for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL}
     )
@@ -127,7 +127,7 @@ def build_steps(
         backfill = backfills.get(snap.name)
         if backfill is None and not is_view:
             continue
-        step: dict[str, Any] = {
+        step: BuildStep = {
             "type": "build",
             "label": f"build {snap.name}",
             "model": snap.name,
@@ -176,8 +176,8 @@ def build_steps(
 
 def _audit_steps(
     snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int, execution: int
-) -> list[dict[str, Any]]:
-    steps = []
+) -> list[AuditStep]:
+    steps: list[AuditStep] = []
     for call in snap.model.audits:
         audit = audits.get(call.name)
         steps.append(
@@ -196,14 +196,14 @@ def _audit_steps(
     return steps
 
 
-def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> dict[str, Any]:
+def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     """Point the environment's views at the plan's versions.
 
     ``previous`` maps model name -> version the environment's views point at now (None
     when the environment has no views yet, so every view is created).
     """
     env = plan.environment
-    views = []
+    views: list[ViewSpec] = []
     for snap in plan.snapshots:
         if snap.model.kind.name == KindName.EXTERNAL:
             continue

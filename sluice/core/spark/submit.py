@@ -52,6 +52,7 @@ from sluice.core.spark.session import (
     metastore_lock,
     spark_conf,
 )
+from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.writes import WRITE_EVENT, JobWrites
 from sluice.core.state.store import StateStore
 
@@ -118,10 +119,10 @@ class Runner(Protocol):
     :func:`run_recorded` (with none, they are checked and dropped).
     """
 
-    def run(self, spec: dict[str, Any]) -> JobResult: ...
+    def run(self, spec: JobSpec) -> JobResult: ...
 
 
-def run_recorded(runner: Runner, spec: dict[str, Any], *, state: StateStore | None) -> JobResult:
+def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> JobResult:
     """Run ``spec`` on ``runner``; the writes its driver reports go to ``state`` as they
     arrive, each checked against ``spec`` (:class:`~sluice.core.spark.writes.JobWrites`).
 
@@ -178,7 +179,7 @@ def _secret_values() -> list[tuple[str, str]]:
     return found
 
 
-def _job_id(spec: dict[str, Any]) -> str:
+def _job_id(spec: JobSpec) -> str:
     return str(spec.get("job_id") or uuid.uuid4().hex[:12])
 
 
@@ -191,7 +192,7 @@ def _refuse_spec(problem: str) -> ExecutionError:
     )
 
 
-def _prepare(spec: dict[str, Any]) -> tuple[dict[str, Any], JobWrites]:
+def _prepare(spec: JobSpec) -> tuple[JobSpec, JobWrites]:
     """The spec as the driver gets it (with its job id), and the checker of its writes.
 
     Raises:
@@ -199,7 +200,8 @@ def _prepare(spec: dict[str, Any]) -> tuple[dict[str, Any], JobWrites]:
     """
     if spec.get("state_url"):
         raise _refuse_spec("carries a state URL (state_url)")
-    spec = {**{k: v for k, v in spec.items() if k != "state_url"}, "job_id": _job_id(spec)}
+    spec = {**spec, "job_id": _job_id(spec)}
+    spec.pop("state_url", None)  # a falsy one (None, ""): not sent either
     text = json.dumps(spec, default=str)
     for name, value in _secret_values():
         if value in text or json.dumps(value)[1:-1] in text:
@@ -398,7 +400,7 @@ class SubmitRunner(_RunnerBase):
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
         return child_environment(home)
 
-    def run(self, spec: dict[str, Any]) -> JobResult:
+    def run(self, spec: JobSpec) -> JobResult:
         """Run ``spec``; its events go to ``on_event`` as they arrive, its writes to the
         store given to :func:`run_recorded`.
 
@@ -525,7 +527,7 @@ class InProcessRunner(_RunnerBase):
     limit a job's Spark work is cancelled (Python code of a step cannot be stopped here).
     """
 
-    def run(self, spec: dict[str, Any]) -> JobResult:
+    def run(self, spec: JobSpec) -> JobResult:
         """Run ``spec`` in this process; same contract as :meth:`SubmitRunner.run`."""
         from sluice.core.spark import driver
         from sluice.core.spark.steps.context import spark_error

@@ -24,6 +24,7 @@ from sluice.core.model import macros
 from sluice.core.model.definition import Model, Project, UnitTest
 from sluice.core.model.fileaccess import CODE_FUNCTIONS, FILE_FORMATS
 from sluice.core.spark.render import resolve_tables
+from sluice.core.spark.spec import QueryStep, UnitTestCte, UnitTestInput, UnitTestStep
 from sluice.core.timeutil import DAY_MS, to_ms
 
 VIEW_PREFIX = "__sluice_test_"
@@ -34,7 +35,7 @@ _TIME_VARS = ("start", "end", "execution_time")
 
 def unit_test_steps(
     project: Project, pattern: str | None, execution_time: int
-) -> list[dict[str, Any]]:
+) -> list[UnitTestStep]:
     """Steps for the tests whose name matches ``pattern`` (like ``pytest -k``), in file order.
 
     ``pattern`` is a case-insensitive substring, or a glob when it has ``*``, ``?`` or ``[``.
@@ -53,7 +54,7 @@ def _matches(name: str, pattern: str) -> bool:
     return pattern in name
 
 
-def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> dict[str, Any]:
+def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> UnitTestStep:
     """The ``unit_test`` step of one test.
 
     Raises:
@@ -74,7 +75,7 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> dic
         + "_"
     )
     given = dict(test.inputs)
-    inputs: list[dict[str, Any]] = []
+    inputs: list[UnitTestInput] = []
     views: dict[str, str] = {}
     query: exp.Expr = model.query.copy()
     read = {_table_key(t) for t in query.find_all(exp.Table)}
@@ -113,7 +114,7 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> dic
     values["this_model"] = views.get(model.name, model.name)
     rendered = macros.render(query, values)
     assert isinstance(rendered, exp.Query)
-    ctes = []
+    ctes: list[UnitTestCte] = []
     for name, rows in test.ctes:
         sql = _cte_query(rendered, name)
         if sql is None:
@@ -293,7 +294,7 @@ _QUERY_HINT = (
 )
 
 
-def query_step(sql: str, resolve: Mapping[str, str], limit: int) -> dict[str, Any]:
+def query_step(sql: str, resolve: Mapping[str, str], limit: int) -> QueryStep:
     """The ``query`` step of a read-only query; model names read ``resolve``'s targets.
 
     Tables ``schema.table`` that are keys of ``resolve`` are rewritten to its values (CTE

@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.spark.spec import BuildStep, JobSpec
 from sluice.core.state.housekeeping import JobResult
 from sluice.core.state.store import StateStore
 
@@ -75,29 +76,30 @@ class JobWrites:
     """
 
     def __init__(
-        self, spec: dict[str, Any], state: StateStore | None, *, clock: Callable[[], int] = _clock
+        self, spec: JobSpec, state: StateStore | None, *, clock: Callable[[], int] = _clock
     ) -> None:
         self.job_id = str(spec["job_id"])
         self.plan_id: str | None = spec.get("plan_id")
         self.state = state
         self.clock = clock
         self.refused: WriteRefused | None = None
-        self._builds: dict[tuple[str, str], dict[str, Any]] = {}
+        self._builds: dict[tuple[str, str], BuildStep] = {}
         self._results: dict[str, set[str]] = {kind: set() for kind in RESULT_KINDS}
         # model -> the names of its blocking audits not yet passed; its intervals wait.
         self._pending: dict[str, set[str]] = {}
         self._held: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for step in spec.get("steps", []):
-            kind = step.get("type")
-            if kind == "build":
+            if "type" not in step:  # a hand-written spec's: the driver fails on it
+                continue
+            if step["type"] == "build":
                 self._builds[(str(step["model"]), str(step["version"]))] = step
-            elif kind == "audit":
+            elif step["type"] == "audit":
                 name = f"{step['model']}:{step['audit']}"
                 self._results["audit"].add(name)
                 if step.get("blocking", True):
                     self._pending.setdefault(str(step["model"]), set()).add(name)
-            elif kind in ("unit_test", "table_diff"):
-                self._results[kind].add(str(step["name"]))
+            elif step["type"] in ("unit_test", "table_diff"):
+                self._results[step["type"]].add(str(step["name"]))
 
     def apply(self, event: dict[str, Any]) -> None:
         """Check one ``write`` event against the spec, then apply it to the store.
@@ -122,7 +124,7 @@ class JobWrites:
 
     # --- the three writes ---------------------------------------------------------------
 
-    def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, dict[str, Any]]:
+    def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, BuildStep]:
         model, version = event.get("model"), event.get("version")
         step = (
             self._builds.get((model, version))

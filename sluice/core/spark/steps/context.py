@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.spec import JobSpec
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -22,7 +24,7 @@ class StepContext:
     (:mod:`sluice.core.spark.writes`).
     """
 
-    job: dict[str, Any]
+    job: JobSpec
     emit: Callable[[dict[str, Any]], None]
     results: dict[str, Any] = field(default_factory=dict)
 
