@@ -95,6 +95,7 @@ PROBES = [
 ]  # fmt: skip
 
 
+@pytest.mark.spark
 def test_a_prs_sql_finds_no_secret_in_the_drivers_environment(
     secrets: dict[str, str], spark_root: Path, tmp_path: Path
 ) -> None:
@@ -439,6 +440,7 @@ def _processes_of(spec: Path) -> list[int]:
     return found
 
 
+@pytest.mark.spark
 def test_a_job_past_its_limit_is_killed_whole_and_says_so(
     secrets: dict[str, str], spark_root: Path, tmp_path: Path
 ) -> None:
