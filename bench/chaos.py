@@ -7,7 +7,7 @@ Usage: python bench/chaos.py [--trials 20] [--seed 1] [--scenario pr|promote|jan
 
 One world per run (in --workdir, a fresh temporary directory by default): the example
 project's prod built on Spark, and the real service (``create_app`` on uvicorn, in its own
-process: ``tests/bot/service_child.py``) with a fake GitHub at the wire whose state lives
+process: ``tests/helpers/service_child.py``) with a fake GitHub at the wire whose state lives
 in a file, so it survives the kills. Spark runs through spark-submit as in production.
 
 Scenarios, each on a pull request of its own whose commit adds a column holding the PR's
@@ -95,7 +95,7 @@ SCENARIOS = ("pr", "promote", "janitor")
 FAULTS = ("service", "driver")
 OWNER = "octo/warehouse"
 REALCASES = REPO / "tests" / "fixtures" / "webhooks"  # real webhook bodies (their README)
-SECRET = "restart-test-secret"  # tests/bot/service_child.py's
+SECRET = "restart-test-secret"  # tests/helpers/service_child.py's
 END = "2018-04-30"
 DEFAULT_OUT = Path(tempfile.gettempdir()) / "sluice-chaos" / "results.jsonl"
 JOB_TIMEOUT = 1200.0
@@ -282,7 +282,7 @@ class World:
 
     @property
     def queue(self) -> Any:
-        from sluice.bot.queue import JobQueue
+        from sluice.bot.queue.store import JobQueue
 
         if self._queue is None:
             self._queue = JobQueue(self.url)
@@ -322,7 +322,7 @@ class World:
     def publish_prod_branch(self) -> None:
         """The fake GitHub's ``main``: the base project's commit, whose config.yaml holds
         the settings in force (a PR's own ``sluice:`` section is never used)."""
-        from tests.bot.github_wire import FakeGitHub
+        from tests.helpers.github_wire import FakeGitHub
 
         sha = _sha("c", 0)
         (self.trees / f"{sha}.tar.gz").write_bytes(_tarball(self.base, f"octo-warehouse-{sha[:7]}"))
@@ -363,7 +363,7 @@ class World:
     def start(self) -> None:
         import httpx
 
-        args = [sys.executable, "-m", "tests.bot.service_child", str(self.port), str(self.work),
+        args = [sys.executable, "-m", "tests.helpers.service_child", str(self.port), str(self.work),
                 self.url, str(self.forge_state), str(self.trees)]  # fmt: skip
         # JVM options choose what runs: a service setting, never a repository's.
         env = {**os.environ, "SLUICE_SPARK_CONF": json.dumps(SERVICE_SPARK_CONF)}
@@ -435,8 +435,8 @@ class World:
 
     def queue_janitor(self, delivery: str) -> int:
         """Queue a janitor job as the worker's schedule does (a delivery of its own)."""
-        from sluice.bot.events import JanitorEvent, pr_key
-        from sluice.bot.queue import NewJob
+        from sluice.bot.events.neutral import JanitorEvent, pr_key
+        from sluice.bot.queue.store import NewJob
 
         event = JanitorEvent(forge="github", repo=OWNER, installation_id=None)
         job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())

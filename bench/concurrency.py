@@ -629,8 +629,8 @@ def run(url: str, options: Options) -> Report:
         # on them. (With cold_start both make them at once: Ledger.__init__ creates the
         # bot's tables without the lock the queue and the migrations take, and one of the
         # two processes may log "relation ... already exists" for it.)
-        from sluice.bot.ledger import Ledger
-        from sluice.bot.queue import JobQueue
+        from sluice.bot.flow.ledger import Ledger
+        from sluice.bot.queue.store import JobQueue
 
         JobQueue(url).close()
         Ledger(url).close()

@@ -3,8 +3,8 @@
 Usage: python bench/concurrency_child.py CONFIG_JSON
 
 The real service app (``create_app``, verifying signatures and storing deliveries through
-its group-commit intake) on uvicorn, plus real :class:`sluice.bot.worker.Worker` threads on
-a :class:`sluice.bot.queue.JobQueue` of the same database, whose controller is a
+its group-commit intake) on uvicorn, plus real :class:`sluice.bot.queue.worker.Worker` threads on
+a :class:`sluice.bot.queue.store.JobQueue` of the same database, whose controller is a
 :class:`Recorder`: instead of Spark and a forge it notes the repository in the ledger (as
 the real controller does first), sleeps a few milliseconds, and appends what it ran
 (process, thread, worker, job id, key, delivery, the event's own token, attempt, accepted,
@@ -36,13 +36,13 @@ from typing import IO, Any
 
 import uvicorn
 
-from sluice.bot.app import create_app
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import Event, PullRequestEvent, TagEvent
+from sluice.bot.entry.app import create_app
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import Event, PullRequestEvent, TagEvent
+from sluice.bot.flow.controller import Context, Controller
 from sluice.bot.forge.base import Forge
-from sluice.bot.queue import Job, JobQueue
-from sluice.bot.settings import ServiceSettings
-from sluice.bot.worker import Worker
+from sluice.bot.queue.store import Job, JobQueue
+from sluice.bot.queue.worker import Worker
 
 
 class RecordFile:

@@ -99,8 +99,8 @@ import uvicorn
 
 target, port = sys.argv[1], int(sys.argv[2])
 if target == "sluice":
-    from sluice.bot.app import create_app
-    from sluice.bot.settings import ServiceSettings
+    from sluice.bot.entry.app import create_app
+    from sluice.bot.entry.settings import ServiceSettings
 
     app = create_app(ServiceSettings(), start_workers=False)
 else:
@@ -452,9 +452,9 @@ def remove_rows(url: str, run_id: str) -> None:
 
 def accept_alone(url: str, payload: dict[str, Any], prs: int, calls: int, prefix: str) -> str:
     """One thread calling ``JobQueue.accept`` as the handler does, without HTTP."""
-    from sluice.bot.events import PullRequestEvent, pr_key
-    from sluice.bot.github_events import parse_github
-    from sluice.bot.queue import JobQueue, NewJob
+    from sluice.bot.events.github import parse_github
+    from sluice.bot.events.neutral import PullRequestEvent, pr_key
+    from sluice.bot.queue.store import JobQueue, NewJob
 
     deliveries = Deliveries(payload, prs, f"{prefix}-accept", 0)
     queue = JobQueue(url)

@@ -15,9 +15,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from sluice.bot.queue import JobQueue
-from sluice.bot.settings import ServiceSettings
-from tests.bot.github_wire import FakeGitHub
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.queue.store import JobQueue
+from tests.helpers.github_wire import FakeGitHub
 
 SECRET = "s3cr3t-webhook-value"
 TOKEN = "ghp_thisIsTheServiceTokenDoNotLeak"

@@ -13,9 +13,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from sluice.bot.queue import JobQueue
-from sluice.bot.settings import ServiceSettings
-from tests.bot.gitlab_wire import FakeGitLab
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.queue.store import JobQueue
+from tests.helpers.gitlab_wire import FakeGitLab
 
 TOKEN = "glwt-s3cr3t-webhook-token"
 API_TOKEN = "glpat-ThisIsTheServiceTokenDoNotLeak"

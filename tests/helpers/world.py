@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.app import forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import JanitorEvent
-from sluice.bot.settings import ServiceSettings
+from sluice.bot.entry.app import forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.flow.controller import Context, Controller
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
-from tests.bot.github_wire import FakeGitHub, tarball
 from tests.helpers.github_service import SECRET
+from tests.helpers.github_wire import FakeGitHub, tarball
 
 GATE = """
   pr:

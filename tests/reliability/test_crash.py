@@ -4,9 +4,9 @@ after the worker's retry (or the restart) nothing is lost, nothing is done twice
 state store and the Spark catalog agree, prod reads the promoted versions, and no
 incremental table holds a row twice. The trials are ``bench/chaos.py``'s, which runs every
 scenario with both faults many times (docs/reliability.md); the service killed during a
-PR build is also ``tests/bot/test_pr_flow.py``'s restart test. Three trials keep CI short.
+PR build is also ``tests/bot/flow/test_pr_flow.py``'s restart test. Three trials keep CI short.
 
-Real everything: the service on uvicorn in its own process (``tests/bot/service_child``,
+Real everything: the service on uvicorn in its own process (``tests/helpers/service_child``,
 GitHub faked at the wire with its state in a file), Spark through spark-submit. One world
 (prod built once) serves the module; each test still runs alone, building the PR it needs.
 The faults land early in the job (the trial's moment is drawn over a short expected

@@ -1,7 +1,7 @@
 """A controller talking to a fake GitHub at the wire, for the hostile cases.
 
 Real webhook bodies (``tests/fixtures/webhooks``) are parsed by ``parse_github`` and handed to
-the controller; PyGithub really runs against :class:`tests.bot.github_wire.FakeGitHub`.
+the controller; PyGithub really runs against :class:`tests.helpers.github_wire.FakeGitHub`.
 Spark is replaced by a runner that records the project it was asked to run and fails the
 job, so the cases that end at "what would run" need no JVM.
 """
@@ -12,19 +12,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.app import forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import JanitorEvent
+from sluice.bot.entry.app import forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Forge
-from sluice.bot.github_events import parse_github
-from sluice.bot.ledger import Ledger
-from sluice.bot.settings import ServiceSettings
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
-from tests.bot.conftest import realcase
-from tests.bot.github_wire import FakeGitHub, tarball
+from tests.helpers.cases import realcase
+from tests.helpers.github_wire import FakeGitHub, tarball
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"

@@ -30,8 +30,8 @@ from sluice.bot.forge.base import ForgeError, UnusableTree
 from sluice.bot.forge.github import GitHubForge, github_client
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
-from tests.bot.github_wire import FakeGitHub
-from tests.bot.gitlab_wire import FakeGitLab, archive_prefix
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.gitlab_wire import FakeGitLab, archive_prefix
 
 GiB = 1024**3
 MiB = 1024**2
@@ -345,9 +345,9 @@ def test_the_local_forge_counts_members(tmp_path: Path) -> None:
 def test_the_service_settings_set_the_limits_of_each_forge(
     forge: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from sluice.bot.app import forge_factory
-    from sluice.bot.events import JanitorEvent
-    from sluice.bot.settings import ServiceSettings
+    from sluice.bot.entry.app import forge_factory
+    from sluice.bot.entry.settings import ServiceSettings
+    from sluice.bot.events.neutral import JanitorEvent
 
     for name, value in {"TOTAL_BYTES": "4096", "FILE_BYTES": "1024", "FILES": "7",
                         "DEPTH": "3", "PATH_CHARS": "64"}.items():  # fmt: skip
@@ -364,7 +364,7 @@ def test_the_service_settings_set_the_limits_of_each_forge(
 def test_a_limit_must_be_positive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from sluice.bot.settings import ServiceSettings
+    from sluice.bot.entry.settings import ServiceSettings
 
     monkeypatch.setenv("SLUICE_TREE_FILES", "0")
     with pytest.raises(ValidationError, match="tree_files"):
@@ -377,7 +377,7 @@ def test_a_limit_must_be_positive(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 def test_the_actions_workspace_is_held_to_the_limits_without_its_git_folder(
     tmp_path: Path,
 ) -> None:
-    from sluice.bot.action import copy_workspace
+    from sluice.bot.entry.action import copy_workspace
 
     workspace = tmp_path / "workspace"
     (workspace / "models").mkdir(parents=True)

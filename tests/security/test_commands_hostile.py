@@ -3,7 +3,7 @@ Markdown is echoed back before their permission is known.
 
 Two halves:
 
-- what counts as a command (:func:`sluice.bot.commands.parse_command`): many hand-written
+- what counts as a command (:func:`sluice.bot.events.commands.parse_command`): many hand-written
   variants, then generated documents checked against an independent CommonMark reader
   (markdown-it-py, the parser ``rich`` ships): whenever Sluice takes a line for a command,
   that line must render as plain text at the start of a line of an ordinary paragraph,
@@ -30,16 +30,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from sluice.bot.app import forge_factory
-from sluice.bot.command_flow import on_comment
-from sluice.bot.commands import Command, command_line, parse_command
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import CommentEvent
+from sluice.bot.entry.app import forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.commands import Command, command_line, parse_command
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import CommentEvent
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.run_command import on_comment
 from sluice.bot.forge.local import LocalForge
-from sluice.bot.github_events import parse_github
-from sluice.bot.settings import ServiceSettings
-from tests.bot.conftest import realcase
-from tests.bot.github_wire import FakeGitHub
+from tests.helpers.cases import realcase
+from tests.helpers.github_wire import FakeGitHub
 
 # --- what counts as a command ----------------------------------------------------------
 

@@ -22,17 +22,17 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import pr_key, supersedes
-from sluice.bot.github_events import parse_github
-from sluice.bot.ledger import Ledger
-from sluice.bot.queue import JobQueue, NewJob
-from sluice.bot.settings import ServiceSettings
-from sluice.bot.worker import Worker
-from tests.bot.conftest import realcase
-from tests.bot.github_wire import FakeGitHub, tarball
+from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import pr_key, supersedes
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.queue.store import JobQueue, NewJob
+from sluice.bot.queue.worker import Worker
+from tests.helpers.cases import realcase
 from tests.helpers.github_service import SECRET, sign
+from tests.helpers.github_wire import FakeGitHub, tarball
 
 REPO = "nodejs/node"
 FORK_OPENED = "github/pull_request/nodejs-github-bot__pull-request-opened-v8.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.bot.controller import Context, Controller
+from sluice.bot.flow.controller import Context, Controller
 from sluice.core.config import SparkSettings
 from sluice.core.model.loader import load_project
 from sluice.core.spark.submit import SubmitRunner

@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from sluice.bot import render as bot_render
-from sluice.bot.render import CommentState, comment, details_markdown, marker
+from sluice.bot.present import comment as bot_comment
+from sluice.bot.present.comment import CommentState, comment, details_markdown, marker
 from sluice.core import markdown
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, build_plan
@@ -308,7 +308,7 @@ def test_the_tests_summary_shows_names_and_diffs_literally() -> None:
         {"name": "t|one @org/team", "passed": True},
         {"name": "</details><img src=x>", "passed": False, "diff": ["- ```", "+ <b>x</b>"]},
     ]
-    title, body = bot_render.tests_summary(results)
+    title, body = bot_comment.tests_summary(results)
     assert title == "1 of 2 unit tests failed"
     parsed = assert_inert(body)
     rendered = _MD.render(body)

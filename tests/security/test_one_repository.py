@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import responses
 
-from sluice.bot import render
-from tests.bot.github_wire import FakeGitHub
+from sluice.bot.present import comment
+from tests.helpers.github_wire import FakeGitHub
 from tests.security.github_bot import GATED, KEY, OWNER, A, B, Bot, C, merged, opened
 
 
@@ -43,7 +43,7 @@ def test_a_second_repository_is_refused_and_told_without_naming_the_first(bot: B
     bot.github.add_pull(9, B)
     bot.deliver("pull_request", _elsewhere(opened(9, B)))
     assert len(bot.runner.projects) == 1  # nothing of the other repository ran
-    [note] = [c for c in bot.github.comments_on(9) if render.marker(".") in c["body"]]
+    [note] = [c for c in bot.github.comments_on(9) if comment.marker(".") in c["body"]]
     assert "Sluice refused this repository" in note["body"]
     assert OWNER not in note["body"]  # another repository's name is not disclosed
     assert bot.ledger.settings_in_force("github:mallory/other") is None

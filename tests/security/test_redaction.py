@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from sluice.bot.controller import Context, Controller
-from sluice.bot.redact import Redactor, variants
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.present.redact import Redactor, variants
 
 SECRET = "ghp_Zq8w3Lk2Vx9Tn4Rb7Yc1Md6Pf0Hs5Ja"
 

@@ -3,7 +3,7 @@
 The queue refuses a delivery id it stored, but whoever holds a signed body (a log, a proxy,
 the forge's delivery history) can send it again with a fresh ``X-GitHub-Delivery``. Every
 state-changing event is handled once by its content (``content_key``, see
-``sluice/bot/events.py``): the same merge, tag, release, comment command, review, approval
+``sluice/bot/events/neutral.py``): the same merge, tag, release, comment command, review, approval
 or "Approve this plan" click, delivered again, is skipped with an INFO line and nothing is
 posted. What users re-run on purpose (a re-requested check, a new comment, a new push)
 still runs. Real payloads from tests/fixtures/webhooks; GitHub and GitLab faked at the wire,
@@ -23,9 +23,11 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import (
+from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.neutral import (
     CheckRunEvent,
     CommentEvent,
     Event,
@@ -35,21 +37,19 @@ from sluice.bot.events import (
     TagEvent,
     event_from_json,
 )
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.local import LocalForge
-from sluice.bot.github_events import parse_github
-from sluice.bot.gitlab_events import parse_gitlab
-from sluice.bot.ledger import Ledger
-from sluice.bot.planreview import PlanReview
-from sluice.bot.queue import JobQueue, NewJob
-from sluice.bot.settings import ServiceSettings
-from sluice.bot.worker import Worker
+from sluice.bot.queue.store import JobQueue, NewJob
+from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
 from sluice.core.spark.submit import JobResult
-from tests.bot.conftest import load_case, realcase
-from tests.bot.github_wire import FakeGitHub, tarball
-from tests.bot.gitlab_wire import FakeGitLab
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, TOKEN, Service
+from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.helpers.gitlab_service import gitlab_settings
+from tests.helpers.gitlab_wire import FakeGitLab
 
 OWNER = "octo/warehouse"
 NOW = 1_800_000_000_000

@@ -22,16 +22,16 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.app import create_app, forge_factory
-from sluice.bot.controller import Context, Controller
-from sluice.bot.events import JanitorEvent, pr_key
-from sluice.bot.queue import JobQueue, NewJob
-from sluice.bot.settings import ServiceSettings
-from sluice.bot.worker import Worker
+from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import JanitorEvent, pr_key
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.queue.store import JobQueue, NewJob
+from sluice.bot.queue.worker import Worker
 from sluice.core.errors import ConfigError
-from tests.bot.conftest import load_case, realcase
-from tests.bot.github_wire import FakeGitHub
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, sign
+from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.gitlab_service import TOKEN as GITLAB_TOKEN
 
 OPENED = "github/pull_request/opened.payload.json"

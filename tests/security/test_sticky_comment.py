@@ -24,8 +24,8 @@ from sluice.bot.forge.base import ForgeError
 from sluice.bot.forge.github import GitHubForge, TokenCache, github_client
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
-from tests.bot.github_wire import FakeGitHub
-from tests.bot.gitlab_wire import FakeGitLab
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.gitlab_wire import FakeGitLab
 
 REPO = "octo/warehouse"
 MARKER = "<!-- sluice:plan project=jaffle -->"

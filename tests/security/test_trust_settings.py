@@ -15,15 +15,16 @@ from pathlib import Path
 import pytest
 import responses
 
-from sluice.bot import render, trust
-from sluice.bot.controller import prod_owners
-from sluice.bot.events import JanitorEvent
-from sluice.bot.planreview import PlanReview, review_of
+from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.flow import trust
+from sluice.bot.flow.controller import prod_owners
+from sluice.bot.flow.reviewed_plan import PlanReview, review_of
+from sluice.bot.present import comment as sticky_comment
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
-from tests.bot.conftest import record_prod
-from tests.bot.github_wire import FakeGitHub, tarball
+from tests.helpers.cases import record_prod
+from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.security.github_bot import (
     GATED,
     KEY,
@@ -58,7 +59,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
 
 
 def _sticky(bot: Bot, number: int) -> str:
-    mark = render.marker(".")
+    mark = sticky_comment.marker(".")
     [sticky] = [c for c in bot.github.comments_on(number) if mark in c["body"]]
     return str(sticky["body"])
 

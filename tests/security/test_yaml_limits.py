@@ -208,7 +208,7 @@ _ACTION_CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from pathlib import Path
-from sluice.bot.action import override_config
+from sluice.bot.entry.action import override_config
 text = Path(sys.argv[1]).read_text()
 out = override_config(text, {"project": "overridden"})
 print("unchanged" if out == text else "rewritten")

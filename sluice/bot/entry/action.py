@@ -1,0 +1,535 @@
+"""``sluice action``: the GitHub Action's entry point (``action.yml`` runs it).
+
+One workflow job handles one event, in this process, with the same controller as the
+service: the event comes from ``GITHUB_EVENT_NAME`` / ``GITHUB_EVENT_PATH``, the head
+commit's files from the checked-out workspace (``GITHUB_WORKSPACE``; any other commit
+from the API's tarball), and everything else (the base branch's gate configuration,
+comments, checks, merges) from GitHub's API with the job's token.
+
+Inputs arrive as ``INPUT_*`` environment variables (the composite action sets them):
+
+- ``INPUT_TOKEN`` (else ``GITHUB_TOKEN``): the API token.
+- ``INPUT_PROJECT_PATH``: where the Sluice project is in the repository (default ``.``).
+- ``INPUT_SPARK_MASTER`` / ``INPUT_SPARK_CONF``: override ``sluice.spark.master`` and add
+  to ``sluice.spark.conf``. The conf is ``key=value`` items, one a line; on a single line
+  they may be separated by commas instead.
+- ``INPUT_DATABASE_URL``: the state database. Runners are ephemeral: without a shared
+  database (PostgreSQL) every run starts from an empty prod; the default is SQLite in the
+  workspace's ``.sluice/``.
+- ``INPUT_CONFIG_OVERRIDE``: YAML merged over the ``sluice:`` section of the project's
+  config.yaml, wherever Sluice reads it (the head commit's and the base branch's):
+  mappings are merged key by key, anything else replaces. Either the section's content
+  (``gate: ...``) or a document with one top-level ``sluice:`` key.
+
+Outputs (to ``$GITHUB_OUTPUT``): ``environment`` (``pr_<n>``, or ``prod`` for a tag or
+release), and one line per check Sluice set, named without ``sluice/`` and with ``-`` as
+``_`` (``approval=success``); a check not completed gives its status (``in_progress``).
+
+Exit codes: 0 when the event was handled or needs nothing (a pending or failing gate is
+reported on the PR, not as a failed job); 1 when the job itself failed (no token, an
+unreadable or invalid event file, an error the controller could not report).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sluice.bot.events.github import PayloadError, parse_github
+from sluice.bot.events.neutral import (
+    CheckRunEvent,
+    CommentEvent,
+    Event,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+)
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
+from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
+from sluice.core.config import SparkSettings
+from sluice.core.errors import SluiceError
+from sluice.core.model.definition import Project
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.yamlio import dump_yaml, parse_yaml
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://api.github.com"
+STATE_DIR = ".sluice"
+"""The Action's work directory inside the workspace (trees, Spark, logs, SQLite state)."""
+_NOT_COPIED = (".git", ".sluice*")
+
+
+class ActionError(Exception):
+    """The job itself failed: one line for the log, exit code 1."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the workflow gave the Action."""
+
+    event_name: str
+    event_path: Path
+    workspace: Path
+    repository: str | None
+    token: str
+    api_url: str
+    project_path: str
+    spark_master: str | None
+    spark_conf: dict[str, str]
+    database_url: str | None
+    config_override: dict[str, Any]
+    prod_branch: str | None  # None: the repository's default branch
+    sha: str | None  # GITHUB_SHA
+    output: Path | None  # GITHUB_OUTPUT
+
+    def state_url(self, workdir: Path) -> str:
+        return self.database_url or f"sqlite:///{(workdir / 'state.db').resolve()}"
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def parse_spark_conf(text: str | None) -> dict[str, str]:
+    """``key=value`` items, one a line (or comma-separated on a single line)."""
+    if not text or not text.strip():
+        return {}
+    items = text.splitlines() if "\n" in text.strip() else text.split(",")
+    conf: dict[str, str] = {}
+    for item in (i.strip() for i in items):
+        if not item or item.startswith("#"):
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ActionError(f"spark-conf: '{item}' is not key=value")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def parse_override(text: str | None) -> dict[str, Any]:
+    """The config override as a mapping for the ``sluice:`` section."""
+    if not text or not text.strip():
+        return {}
+    try:
+        data = parse_yaml(text, "config-override").data
+    except SluiceError as exc:
+        raise ActionError(f"config-override is not valid YAML: {_one_line(exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ActionError("config-override must be a YAML mapping (the sluice: section)")
+    if set(data) == {"sluice"}:
+        data = data["sluice"] or {}
+        if not isinstance(data, dict):
+            raise ActionError("config-override: 'sluice:' must be a mapping")
+    return data
+
+
+def read_inputs(env: Mapping[str, str]) -> Inputs:
+    """The Action's inputs from the environment (no check of the token here)."""
+    event_name = _get(env, "GITHUB_EVENT_NAME")
+    if event_name is None:
+        raise ActionError("GITHUB_EVENT_NAME is not set: run this inside a GitHub Actions job")
+    event_path = _get(env, "GITHUB_EVENT_PATH")
+    if event_path is None:
+        raise ActionError("GITHUB_EVENT_PATH is not set: run this inside a GitHub Actions job")
+    workspace = Path(_get(env, "GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    output = _get(env, "GITHUB_OUTPUT")
+    return Inputs(
+        event_name=event_name,
+        event_path=Path(event_path),
+        workspace=workspace,
+        repository=_get(env, "GITHUB_REPOSITORY"),
+        token=_get(env, "INPUT_TOKEN") or _get(env, "GITHUB_TOKEN") or "",
+        api_url=_get(env, "GITHUB_API_URL") or DEFAULT_API_URL,
+        project_path=_get(env, "INPUT_PROJECT_PATH") or ".",
+        spark_master=_get(env, "INPUT_SPARK_MASTER"),
+        spark_conf=parse_spark_conf(env.get("INPUT_SPARK_CONF")),
+        database_url=_get(env, "INPUT_DATABASE_URL"),
+        config_override=parse_override(env.get("INPUT_CONFIG_OVERRIDE")),
+        prod_branch=_get(env, "INPUT_PROD_BRANCH"),
+        sha=_get(env, "GITHUB_SHA"),
+        output=Path(output) if output else None,
+    )
+
+
+def read_event(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ActionError(f"cannot read the event file {path}: {_one_line(exc)}") from None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ActionError(f"the event file {path} is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ActionError(f"the event file {path} does not hold a JSON object")
+    return payload
+
+
+# --- config override -------------------------------------------------------------------
+
+
+def merge(base: dict[Any, Any], over: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``over`` merged into a copy of ``base``: mappings key by key, the rest replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def override_config(text: str | None, override: Mapping[str, Any]) -> str | None:
+    """config.yaml's ``text`` (None: no file) with ``override`` merged into ``sluice:``."""
+    if not override:
+        return text
+    try:
+        # The bounded parser: this text may be a pull request's (an alias bomb, say).
+        data = parse_yaml(text, "config.yaml").data if text else None
+    except SluiceError:
+        return text  # not YAML Sluice reads: leave it for the loader to report
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return text  # not a mapping: leave it for the loader to report
+    current = data.get("sluice")
+    section: dict[Any, Any] = current if isinstance(current, dict) else {}
+    data["sluice"] = merge(section, override)
+    return dump_yaml(data)
+
+
+# --- the forge -------------------------------------------------------------------------
+
+
+def copy_workspace(
+    workspace: Path, dest: Path, *, sha: str = "the workspace", limits: TreeLimits = TREE_LIMITS
+) -> None:
+    """The checked-out files into ``dest``, without ``.git`` and Sluice's own state; a
+    symbolic link that leads outside the workspace is refused (as in a tarball), and the
+    files are held to the limits an archive of ``sha`` would be (``UnusableTree``)."""
+    root = workspace.resolve()
+    check_folder(
+        root,
+        forge="the workspace",
+        sha=sha,
+        limits=limits,
+        skip=lambda name: any(fnmatch.fnmatch(name, p) for p in _NOT_COPIED),
+    )
+    for link in (p for p in root.rglob("*") if p.is_symlink()):
+        if ".git" in link.relative_to(root).parts:
+            continue
+        target = link.resolve()
+        if target != root and root not in target.parents:
+            raise ForgeError(
+                f"{link.relative_to(root)} links outside the repository; Sluice does not follow it"
+            )
+    shutil.copytree(
+        root, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_NOT_COPIED)
+    )
+
+
+@dataclass
+class WorkspaceForge:
+    """A forge (usually :class:`~sluice.bot.forge.github.GitHubForge`) whose head commit's
+    files come from the workspace, whose config.yaml carries the override, and which
+    remembers the checks set (the Action's outputs)."""
+
+    inner: Forge
+    workspace: Path
+    head_sha: str | None
+    config_path: str
+    override: Mapping[str, Any] = field(default_factory=dict)
+    checks: dict[str, Check] = field(default_factory=dict)
+
+    name: str = field(init=False)
+    repo: str = field(init=False)
+    comment_limit: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name, self.repo = self.inner.name, self.inner.repo
+        self.comment_limit = self.inner.comment_limit
+
+    def fetch_tree(self, sha: str, dest: Path) -> None:
+        if self.head_sha is not None and sha.lower() == self.head_sha.lower():
+            log.info("using the workspace for %s", sha)
+            copy_workspace(self.workspace, dest, sha=sha, limits=TREE_LIMITS)
+        else:
+            self.inner.fetch_tree(sha, dest)
+        if self.override:
+            config = dest / self.config_path
+            if config.parent.is_dir():
+                old = config.read_text(encoding="utf-8") if config.is_file() else None
+                new = override_config(old, self.override)
+                if new is not None:
+                    config.write_text(new, encoding="utf-8")
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        text = self.inner.read_file(ref, path)
+        if path.strip("/") == self.config_path:
+            return override_config(text, self.override)
+        return text
+
+    def pull_request(self, number: int) -> PullRequest:
+        return self.inner.pull_request(number)
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        self.inner.upsert_comment(number, marker, body)
+
+    def set_check(self, sha: str, check: Check) -> None:
+        self.inner.set_check(sha, check)
+        self.checks[check.name] = check
+
+    def reviews(self, number: int) -> list[Review]:
+        return self.inner.reviews(number)
+
+    def permission(self, user: str) -> str:
+        return self.inner.permission(user)
+
+    def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        return self.inner.react(number, comment_id, reaction)
+
+    def reply(self, number: int, body: str) -> None:
+        self.inner.reply(number, body)
+
+    def team_members(self, team: str) -> frozenset[str]:
+        return self.inner.team_members(team)
+
+    def commit_of(self, ref: str) -> str | None:
+        return self.inner.commit_of(ref)
+
+    def on_branch(self, sha: str, branch: str) -> bool:
+        return self.inner.on_branch(sha, branch)
+
+    def merge(self, number: int, method: str, sha: str) -> str:
+        return self.inner.merge(number, method, sha)
+
+    def start_deployment(
+        self, sha: str, environment: str, description: str, ref: str = ""
+    ) -> int | None:
+        return self.inner.start_deployment(sha, environment, description, ref)
+
+    def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        self.inner.deployment_status(deployment, state, description)
+
+
+def workspace_head(
+    workspace: Path, payload: Mapping[str, Any], github_sha: str | None
+) -> str | None:
+    """The commit checked out in the workspace: git's answer, else the PR's head (the
+    example workflow checks it out), else ``GITHUB_SHA``."""
+    if (workspace / ".git").exists():
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(workspace), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            done = None
+        if done is not None and done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    pull = payload.get("pull_request")
+    if isinstance(pull, Mapping):
+        head = pull.get("head")
+        if isinstance(head, Mapping) and isinstance(head.get("sha"), str):
+            return str(head["sha"])
+    return github_sha
+
+
+def config_path(project_path: str) -> str:
+    path = project_path.strip().strip("/")
+    return "config.yaml" if path in ("", ".") else f"{path}/config.yaml"
+
+
+def environment_of(event: Event) -> str | None:
+    if isinstance(event, TagEvent):
+        return "prod"
+    if isinstance(event, PullRequestEvent | ReviewEvent | CommentEvent):
+        return f"pr_{event.number}"
+    if isinstance(event, CheckRunEvent) and event.numbers:
+        return f"pr_{event.numbers[0]}"
+    return None
+
+
+def output_lines(environment: str | None, checks: Mapping[str, Check]) -> list[str]:
+    lines = [f"environment={environment}"] if environment else []
+    for name, check in checks.items():
+        key = name.removeprefix("sluice/").replace("-", "_")
+        lines.append(f"{key}={check.conclusion or check.status}")
+    return lines
+
+
+# --- the run ---------------------------------------------------------------------------
+
+
+def _runner_for(workdir: Path) -> Callable[[Project, Path, OnEvent], Runner]:
+    paths = SparkPaths(root=workdir / "spark", logs=workdir / "logs")
+
+    def make(project: Project, _tree: Path, on_event: OnEvent) -> Runner:
+        # The project was loaded with the trusted settings: the Action's inputs (the
+        # service's Spark) plus the prod branch's tuning, never the PR's.
+        return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
+
+    return make
+
+
+def default_branch(payload: Mapping[str, Any]) -> str:
+    """The repository's default branch as the event says (``main`` when it does not)."""
+    repository = payload.get("repository")
+    branch = repository.get("default_branch") if isinstance(repository, dict) else None
+    return branch if isinstance(branch, str) and branch else "main"
+
+
+def spark_of(inputs: Inputs) -> SparkSettings:
+    """The Action's own Spark settings (its ``spark-master`` and ``spark-conf`` inputs)."""
+    return SparkSettings(
+        master=inputs.spark_master or SparkSettings().master, conf=dict(inputs.spark_conf)
+    )
+
+
+def _secrets(inputs: Inputs) -> tuple[str, ...]:
+    out = [inputs.token] if inputs.token else []
+    url = inputs.database_url or ""
+    userinfo = url.split("@", 1)[0].split("//", 1)[-1] if "@" in url else ""
+    if ":" in userinfo and userinfo.split(":", 1)[1]:
+        out.append(userinfo.split(":", 1)[1])
+    return tuple(out)
+
+
+def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
+    """Handle the workflow's event once; the exit code (see the module's docstring)."""
+    inputs = read_inputs(env)
+    payload = read_event(inputs.event_path)
+    try:
+        event = parse_github(inputs.event_name, payload)
+    except PayloadError as exc:
+        raise ActionError(f"the {inputs.event_name} event file is not usable: {exc}") from None
+    if event is None:
+        action = payload.get("action")
+        what = f"{inputs.event_name} ({action})" if isinstance(action, str) else inputs.event_name
+        echo(f"sluice action: nothing to do for event {what}")
+        return 0
+    if not inputs.token:
+        raise ActionError(
+            "no GitHub token: give the action's token input, or set GITHUB_TOKEN "
+            "(the workflow's permissions: must allow checks, pull-requests and contents)"
+        )
+    workdir = (inputs.workspace / STATE_DIR / "action").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if inputs.database_url is None:
+        echo(
+            "::warning title=Sluice state is not kept::no database-url: the state is SQLite "
+            f"in {workdir}, which this runner discards after the job, so every run starts "
+            "from an empty prod. Give database-url a shared PostgreSQL to keep it."
+        )
+    repo = inputs.repository or event.repo
+    head = workspace_head(inputs.workspace, payload, inputs.sha)
+    forges: list[WorkspaceForge] = []
+
+    def forge_for(_event: Event) -> Forge:
+        if forges:
+            return forges[0]
+        from sluice.bot.forge.github import GitHubForge, github_client
+
+        client = github_client(
+            repo=repo,
+            api_url=inputs.api_url,
+            token=inputs.token,
+            seconds_between_requests=_interval(env, "SLUICE_GITHUB_REQUEST_INTERVAL", 0.0),
+            seconds_between_writes=_interval(env, "SLUICE_GITHUB_WRITE_INTERVAL", 0.5),
+        )
+        forges.append(
+            WorkspaceForge(
+                GitHubForge(client, repo),
+                inputs.workspace,
+                head,
+                config_path(inputs.project_path),
+                inputs.config_override,
+            )
+        )
+        return forges[0]
+
+    secrets = _secrets(inputs)
+    controller = Controller(
+        Context(
+            forge_for=forge_for,
+            workdir=workdir,
+            state_url=inputs.state_url(workdir),
+            project_path=inputs.project_path,
+            runner_for=_runner_for(workdir),
+            secrets=secrets,
+            spark=spark_of(inputs),
+            prod_branch=inputs.prod_branch or default_branch(payload),
+        )
+    )
+    echo(f"sluice action: {inputs.event_name} on {repo} ({type(event).__name__})")
+    try:
+        controller.handle(event)
+    except Exception as exc:
+        message = controller.scrub(_one_line(exc))
+        try:
+            controller.give_up(event, message)
+        except Exception as also:
+            log.warning("could not report the failure on the PR: %s", _one_line(also))
+        raise ActionError(f"handling the {inputs.event_name} event failed: {message}") from exc
+    finally:
+        controller.close()
+    checks = forges[0].checks if forges else {}
+    lines = output_lines(environment_of(event), checks)
+    for line in lines:
+        echo(f"sluice action: {line}")
+    if inputs.output is not None and lines:
+        with inputs.output.open("a", encoding="utf-8") as out:
+            out.write("".join(f"{line}\n" for line in lines))
+    return 0
+
+
+def _interval(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        return max(0.0, float(env.get(name, default)))
+    except ValueError:
+        return default
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    """Run the Action; print a failure as one line and return its exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return run(os.environ if env is None else env)
+    except ActionError as exc:
+        print(f"::error title=Sluice::sluice action: {exc}", file=sys.stderr)
+        return 1
+
+
+def register(cli: click.Group) -> None:
+    """Add ``sluice action`` to the ``sluice`` command."""
+
+    @cli.command("action")
+    def action_command() -> None:
+        """Run as a GitHub Action: handle this job's event (settings from GITHUB_* and
+        INPUT_* environment variables; see action.yml)."""
+        sys.exit(main())

@@ -1,0 +1,501 @@
+"""The webhook service: FastAPI app factory (nothing is built at import time).
+
+``POST /webhooks/github`` verifies the signature (``POST /webhooks/gitlab``: the token)
+before parsing anything, refuses (403) a repository not in ``SLUICE_REPOSITORIES`` when
+that is set, stores the delivery and its job and answers 202 once they are committed; the
+worker threads do the work, the same for both forges. Deliveries are stored by the
+intake's task, the ones arriving together in one transaction (group commit,
+:mod:`sluice.bot.intake.group_commit`).
+``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
+text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.neutral import Event, pr_key, supersedes
+from sluice.bot.events.payload import PayloadError
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.forge.base import Forge
+from sluice.bot.intake.group_commit import Intake, IntakeClosed
+from sluice.bot.intake.verify import verify_github, verify_token
+from sluice.bot.present.metrics import Registry
+from sluice.bot.present.redact import Redactor
+from sluice.bot.queue.store import Delivery, JobQueue, NewJob
+from sluice.bot.queue.worker import Worker
+from sluice.core.errors import StateError
+
+log = logging.getLogger(__name__)
+
+# OpenAPI of the webhook endpoints, which FastAPI cannot infer: they read the raw request,
+# since the signature is checked on the exact bytes before anything is parsed.
+_ERROR_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string", "description": "What is wrong."}},
+        }
+    }
+}
+_DELIVERY = {"type": "string", "description": "The delivery's id."}
+_QUEUED_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["status", "delivery"],
+            "properties": {"status": {"type": "string", "enum": ["queued"]}, "delivery": _DELIVERY},
+        }
+    }
+}
+_DONE_JSON: dict[str, Any] = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"type": "string", "enum": ["duplicate", "pong"]},
+                "delivery": _DELIVERY,
+            },
+        }
+    }
+}
+_WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The webhook payload, a JSON object.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    "responses": {
+        "200": {
+            "description": "A ping (GitHub), or a delivery stored before: nothing is done again.",
+            "content": _DONE_JSON,
+        },
+        "202": {"description": "Stored, and the job it asks for queued.", "content": _QUEUED_JSON},
+        "204": {"description": "An event or action Sluice does not act on."},
+        "400": {
+            "description": "Not a JSON object, or a field the event needs is missing or "
+            "mistyped (the message names it).",
+            "content": _ERROR_JSON,
+        },
+        "401": {
+            "description": "The signature (GitHub) or token (GitLab) is missing or wrong.",
+            "content": _ERROR_JSON,
+        },
+        "403": {
+            "description": "The repository is not one this service serves "
+            "(SLUICE_REPOSITORIES): nothing was stored.",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["error", "repository", "setting"],
+                        "properties": {
+                            "error": {"type": "string", "description": "What is wrong."},
+                            "repository": {"type": "string", "description": "As delivered."},
+                            "setting": {"type": "string", "enum": ["SLUICE_REPOSITORIES"]},
+                        },
+                    }
+                }
+            },
+        },
+        "413": {"description": "The body is over max_body_bytes.", "content": _ERROR_JSON},
+        "503": {
+            "description": "Not stored (the state database failed, or the service is stopping): "
+            "deliver it again later.",
+            "content": _ERROR_JSON,
+        },
+    },
+}
+
+
+def _header(name: str, description: str, *, required: bool = True, **schema: str) -> dict[str, Any]:
+    """An OpenAPI header parameter (a string)."""
+    return {
+        "name": name,
+        "in": "header",
+        "required": required,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+GITHUB_WEBHOOK_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        _header("X-GitHub-Event", "The event: pull_request, issue_comment, push, ping, ..."),
+        _header("X-GitHub-Delivery", "The delivery's id; a retry carries the same one."),
+        _header(
+            "X-Hub-Signature-256",
+            "HMAC-SHA256 of the body with the webhook secret.",
+            pattern="^sha256=[0-9a-f]{64}$",
+        ),
+    ],
+    **_WEBHOOK_BODY_AND_RESPONSES,
+}
+GITLAB_WEBHOOK_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        _header("X-Gitlab-Event", "The hook: Merge Request Hook, Note Hook, Tag Push Hook, ..."),
+        _header("X-Gitlab-Token", "The webhook's secret token."),
+        _header(
+            "Idempotency-Key",
+            "The same on every retry of a delivery (GitLab 17.4+).",
+            required=False,
+        ),
+    ],
+    **_WEBHOOK_BODY_AND_RESPONSES,
+}
+
+
+class _Service(FastAPI):
+    """The FastAPI app, whose webhook endpoints are called straight from the ASGI entry
+    point: ``direct`` maps a path to the endpoint that answers POSTs to it.
+
+    The webhooks are the hot path (every delivery of every repository) and read the raw
+    request themselves, so they use nothing of the middleware stack and router that
+    FastAPI runs before an endpoint; going through them cost about 0.25 ms of CPU per
+    delivery, a third of what the service spent on one (docs/benchmarks.md). The routes
+    stay declared on the app for the OpenAPI schema, and other methods on those paths
+    still get FastAPI's answers (405). An endpoint that raises is answered 500 and
+    logged, as FastAPI would.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.direct: dict[str, Callable[[Request], Awaitable[Response]]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = (
+            self.direct.get(scope["path"])
+            if scope["type"] == "http" and scope["method"] == "POST"
+            else None
+        )
+        if endpoint is None:
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self
+        try:
+            response = await endpoint(Request(scope, receive))
+        except Exception:
+            log.exception("the %s endpoint failed", scope["path"])
+            response = _error(500, "internal error")
+        await response(scope, receive, send)
+
+
+def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
+    """Forges for events, by the forge each came from, authenticated as the settings say
+    (GitHub: App or token; GitLab: token)."""
+
+    def forge_for(event: Event) -> Forge:
+        if event.forge == "gitlab":
+            from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
+
+            secret = settings.gitlab_token
+            gitlab = gitlab_client(
+                settings.gitlab_url, secret.get_secret_value() if secret else None
+            )
+            return GitLabForge(gitlab, event.repo, tree_limits=settings.tree_limits())
+        from sluice.bot.forge.github import GitHubForge, github_client
+
+        key = settings.github_private_key
+        token = settings.github_token
+        client = github_client(
+            api_url=settings.github_api_url,
+            token=token.get_secret_value() if token else None,
+            app_id=settings.github_app_id,
+            private_key=key.get_secret_value() if key else None,
+            installation_id=event.installation_id,
+            repo=event.repo,
+            seconds_between_requests=settings.github_request_interval,
+            seconds_between_writes=settings.github_write_interval,
+        )
+        return GitHubForge(client, event.repo, tree_limits=settings.tree_limits())
+
+    return forge_for
+
+
+def create_app(
+    settings: ServiceSettings | None = None,
+    *,
+    forge_for: Callable[[Event], Forge] | None = None,
+    start_workers: bool = True,
+) -> FastAPI:
+    """The service. ``settings`` default to the environment; ``forge_for`` to the forges
+    the settings name."""
+    settings = settings or ServiceSettings()
+    metrics = Registry()
+    state: dict[str, Any] = {}
+
+    scrub = Redactor(settings.secrets(), paths=[settings.workdir])
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.repositories:
+            log.info(
+                "serving deliveries of %s (SLUICE_REPOSITORIES)", ", ".join(settings.repositories)
+            )
+        else:
+            log.warning(
+                "SLUICE_REPOSITORIES is not set: this service accepts deliveries of any "
+                "repository that can sign them with its webhook secret (its state then "
+                "belongs to the first one it works for, and the others' jobs are refused); "
+                "set it to the repositories it is for, e.g. "
+                "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
+            )
+        settings.workdir.mkdir(parents=True, exist_ok=True)
+        queue = JobQueue(
+            settings.state_url(),
+            max_attempts=settings.max_attempts,
+            lease_seconds=settings.job_lease_seconds,
+        )
+        state["queue"] = queue
+        # The intake (group commit, a task on this event loop) stores deliveries; stopped
+        # first on the way out, so the requests in flight are answered before the queue
+        # closes.
+        intake = state["intake"] = Intake(queue)
+        intake.start()
+        metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
+        context = Context(
+            forge_for=forge_for or forge_factory(settings),
+            workdir=settings.workdir,
+            state_url=settings.state_url(),
+            project_path=settings.project_path,
+            secrets=tuple(settings.secrets()),
+            prod_branch=settings.prod_branch,
+            spark=settings.spark(),
+            job_timeout=settings.job_timeout_seconds,
+        )
+        workers = [
+            Worker(
+                queue,
+                Controller(context),
+                metrics=metrics,
+                scrub=scrub,
+                heartbeat_seconds=settings.job_lease_seconds / 4,
+                janitor_seconds=settings.janitor_interval_seconds,
+                serves=settings.serves,
+            )
+            for _ in range(settings.workers if start_workers else 0)
+        ]
+        state["workers"] = workers
+        for worker in workers:
+            worker.start()
+        # What was built so far (modules, the app, settings) lives as long as the service:
+        # kept out of the cyclic garbage collector's scans. Otherwise each full collection
+        # walks it all, a pause that holds every request in flight (docs/benchmarks.md).
+        gc.collect()
+        gc.freeze()
+        try:
+            yield
+        finally:
+            try:
+                await asyncio.wait_for(intake.stop(), timeout=30)
+            except TimeoutError:
+                log.error("the intake did not finish storing deliveries within 30 s")
+            gc.unfreeze()  # collectable again (an app started again in the same process)
+            for worker in workers:
+                worker.stop(timeout=5)
+                worker.controller.close()
+            queue.close()
+
+    app = _Service(title="Sluice", version="0.1.0", lifespan=lifespan)
+
+    @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
+    async def github_webhook(request: Request) -> Response:
+        return await _delivered(request, "github", request.headers.get("x-github-event", ""))
+
+    @app.post("/webhooks/gitlab", status_code=202, openapi_extra=GITLAB_WEBHOOK_OPENAPI)
+    async def gitlab_webhook(request: Request) -> Response:
+        return await _delivered(request, "gitlab", request.headers.get("x-gitlab-event", ""))
+
+    app.direct = {"/webhooks/github": github_webhook, "/webhooks/gitlab": gitlab_webhook}
+
+    async def _delivered(request: Request, forge: str, event_name: str) -> Response:
+        began = time.perf_counter()
+        outcome, response = await _receive(request, forge, event_name)
+        metrics.inc("sluice_deliveries_total", event=event_name or "none", outcome=outcome)
+        metrics.observe("sluice_ack_seconds", time.perf_counter() - began)
+        return response
+
+    async def _receive(request: Request, forge: str, event_name: str) -> tuple[str, Response]:
+        declared = request.headers.get("content-length")
+        # isascii: "²".isdigit() is true, but int() refuses it.
+        if (
+            declared
+            and declared.isascii()
+            and declared.isdigit()
+            and (int(declared) > settings.max_body_bytes)
+        ):
+            return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
+        headers = request.headers
+        if forge == "gitlab" and not settings.insecure_no_signature:
+            # A shared token, not a signature: checked before the body is even read.
+            secret = settings.gitlab_webhook_secret
+            expected = secret.get_secret_value() if secret else ""
+            if not verify_token(expected, headers.get("x-gitlab-token")):
+                log.warning(
+                    "rejected GitLab delivery (%s): missing or wrong X-Gitlab-Token",
+                    event_name[:40],
+                )
+                return "unauthorized", _error(401, "missing or wrong X-Gitlab-Token")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > settings.max_body_bytes:
+                return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
+        if forge == "github":
+            delivery = headers.get("x-github-delivery", "")
+            if not settings.insecure_no_signature:
+                secret = settings.webhook_secret
+                key = secret.get_secret_value().encode() if secret else b""
+                if not verify_github(key, bytes(body), headers.get("x-hub-signature-256")):
+                    log.warning(
+                        "rejected delivery %r (%s): missing or wrong signature",
+                        delivery[:64],
+                        event_name[:40],
+                    )
+                    return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
+            if not event_name:
+                return "bad_request", _error(400, "X-GitHub-Event header is missing")
+            if not delivery:
+                return "bad_request", _error(400, "X-GitHub-Delivery header is missing")
+            if len(delivery) > 200:
+                return "bad_request", _error(400, "X-GitHub-Delivery header is over 200 characters")
+            if event_name == "ping":
+                return "ping", JSONResponse({"status": "pong"}, status_code=200)
+        else:
+            delivery = _gitlab_delivery(headers, bytes(body))
+        job = _job_of(forge, event_name, body)
+        del body  # not held while the delivery waits for its commit
+        if not isinstance(job, NewJob):
+            return job
+        repo = str(job.payload["repo"])
+        if not settings.serves(forge, repo):
+            log.warning(
+                "refused delivery %r (%s %s): repository %r is not in SLUICE_REPOSITORIES",
+                delivery[:64],
+                forge,
+                event_name[:40],
+                repo[:200],
+            )
+            return "forbidden", JSONResponse(
+                {
+                    "error": f"this Sluice service does not serve the repository {repo}: it is "
+                    "not in the service's SLUICE_REPOSITORIES; add it there to serve it",
+                    "repository": repo,
+                    "setting": "SLUICE_REPOSITORIES",
+                },
+                status_code=403,
+            )
+        intake: Intake = state["intake"]
+        try:
+            fresh = await intake.accept(Delivery(delivery, forge, event_name, job, time.time()))
+        except StateError as exc:
+            log.error("delivery %r not stored: %s", delivery[:64], scrub(str(exc)))
+            return "unavailable", _error(
+                503, "the state database could not store the delivery: deliver it again later"
+            )
+        except IntakeClosed:
+            return "unavailable", _error(
+                503, "the service is shutting down: deliver it again later"
+            )
+        except ValueError as exc:  # text the driver cannot encode: sending again never helps
+            log.warning(
+                "delivery %r refused by the state database: %s",
+                delivery[:64],
+                scrub(str(exc))[:200],
+            )
+            return "bad_request", _error(400, "the delivery holds text that cannot be stored")
+        if not fresh:
+            return "duplicate", JSONResponse(
+                {"status": "duplicate", "delivery": delivery}, status_code=200
+            )
+        return "queued", JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        queue: JobQueue | None = state.get("queue")
+        try:
+            depth = await run_in_threadpool(queue.depth) if queue is not None else None
+        except Exception as exc:  # the database is down: say so, without its URL
+            log.warning("health check: state database error: %s", scrub(str(exc)))
+            return _error(503, "the state database does not answer")
+        workers = state.get("workers", [])
+        return JSONResponse({"status": "ok", "queue_depth": depth, "workers": len(workers)})
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        text = await run_in_threadpool(metrics.render)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _job_of(forge: str, event_name: str, body: bytearray) -> NewJob | tuple[str, Response]:
+    """The job a delivery's body asks for, or the outcome and answer when it asks for none
+    (400: not JSON, not an object or a field is wrong; 204: an event Sluice ignores).
+
+    The parsed payload (a few hundred objects for a pull request) lives only in here, not
+    while the request waits for its commit.
+    """
+    try:
+        payload = _decode(body)
+    except (ValueError, RecursionError):
+        return "bad_request", _error(400, "the body is not valid JSON")
+    if not isinstance(payload, dict):
+        return "bad_request", _error(400, "the body is not a JSON object")
+    try:
+        parse = parse_github if forge == "github" else parse_gitlab
+        event = parse(event_name, payload)
+    except PayloadError as exc:
+        return "bad_request", _error(400, exc.message)
+    if event is None:
+        return "ignored", Response(status_code=204)
+    return NewJob(
+        key=pr_key(event),
+        kind=event.kind,
+        payload=event.to_json(),
+        head_sha=getattr(event, "head_sha", None),
+        supersede=supersedes(event),
+    )
+
+
+def _decode(body: bytearray) -> Any:
+    """The body's JSON: orjson (about 3x faster on a 24 KB pull request), and the json module
+    for what orjson refuses but JSON allows (integers beyond 64 bits, lone surrogate
+    escapes, deep nesting), so the answer is the json module's either way."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
+def _gitlab_delivery(headers: Mapping[str, str], body: bytes) -> str:
+    """The id GitLab deliveries are deduplicated by: ``Idempotency-Key`` (the same on every
+    retry, GitLab 17.4+), else ``X-Gitlab-Event-UUID`` (14.8+), else the body's hash (an
+    older GitLab resends the same body)."""
+    key = headers.get("idempotency-key") or headers.get("x-gitlab-event-uuid")
+    if key:
+        return f"gitlab:{key[:200]}"
+    return f"gitlab:sha256:{hashlib.sha256(body).hexdigest()}"
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

@@ -1,0 +1,43 @@
+"""``sluice serve``: the webhook service."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from sluice.core.errors import ConfigError
+
+
+def register(cli: click.Group) -> None:
+    """Add the service's commands to the ``sluice`` command."""
+
+    @cli.command()
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+    @click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+    @click.option(
+        "--insecure",
+        is_flag=True,
+        help="Development only: accept deliveries without a valid signature.",
+    )
+    def serve(host: str, port: int, insecure: bool) -> None:
+        """Run the webhook service (settings from SLUICE_* environment variables)."""
+        import uvicorn
+
+        from sluice.bot.entry.app import create_app
+        from sluice.bot.entry.settings import ServiceSettings
+
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        try:
+            settings = (
+                ServiceSettings(insecure_no_signature=True) if insecure else ServiceSettings()
+            )
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        if settings.insecure_no_signature:
+            logging.getLogger(__name__).warning(
+                "INSECURE: webhook signatures are not checked; never expose this service"
+            )
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -1,0 +1,203 @@
+"""The service's settings, from the environment (``SLUICE_*``); read when the app is made.
+
+Secrets are :class:`pydantic.SecretStr`, so printing the settings, logging them, or an
+error page never shows them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ConfigError
+
+
+class ServiceSettings(BaseSettings):
+    """Everything ``sluice serve`` needs; each field is ``SLUICE_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
+
+    github_app_id: str | None = None
+    github_private_key: SecretStr | None = None
+    github_token: SecretStr | None = None
+    github_api_url: str = "https://api.github.com"
+    github_request_interval: float = Field(default=0.25, ge=0)
+    github_write_interval: float = Field(default=1.0, ge=0)
+    """Pauses between GitHub API calls and between writes (GitHub's advice for apps)."""
+    webhook_secret: SecretStr | None = None
+    """GitHub's webhook secret (``X-Hub-Signature-256``)."""
+    gitlab_url: str = "https://gitlab.com"
+    gitlab_token: SecretStr | None = None
+    """A GitLab access token with the ``api`` scope (project, group or personal)."""
+    gitlab_webhook_secret: SecretStr | None = None
+    """GitLab's webhook secret token (``X-Gitlab-Token``)."""
+    database_url: SecretStr | None = None
+    workdir: Path = Path(".sluice-service")
+    project_path: str = "."
+    """Where the Sluice project is inside each repository."""
+    prod_branch: str = Field(default="main", min_length=1)
+    """The branch whose config.yaml holds each repository's trusted settings (the gate,
+    deploy, allowed paths, TTLs, Spark tuning); its ``sluice.deploy.prod_branch`` may name
+    another branch, read instead."""
+    spark_master: str = "local[*]"
+    """Where Spark jobs run (``spark-submit --master``); never read from a repository."""
+    spark_deploy_mode: Literal["client", "cluster"] | None = None
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Spark settings for every job, as JSON (``SLUICE_SPARK_CONF='{"spark.executor.memory":
+    "4g"}'``): the only place for settings that choose what runs (jars, packages, plugins,
+    extensions, JVM options, a metastore); they win over the prod branch's tuning."""
+    repositories: Annotated[tuple[str, ...], NoDecode] = ()
+    """The repositories this service serves (``SLUICE_REPOSITORIES``), separated by commas
+    and/or spaces: ``owner/name`` (GitHub) and ``group/subgroup/name`` (GitLab) entries,
+    each optionally prefixed ``github:`` or ``gitlab:`` to serve that forge only, with
+    fnmatch globs (``acme/*``; ``*`` also crosses ``/``, so ``gitlab:acme/*`` covers acme's
+    subgroups too), matched without regard to case as the forges name repositories.
+    Deliveries from any other repository are refused with 403 before anything is stored.
+    Empty (the default): any repository that can sign a delivery with the webhook secret
+    is accepted (the state belongs to the first repository worked for, the others' jobs are
+    refused); the service logs a WARNING at start-up.
+    """
+    tree_total_bytes: int = Field(default=TREE_LIMITS.total_bytes, gt=0)
+    """The limits on one commit's files, checked as its archive streams in (a commit over
+    one is refused, its build reported as failed): all regular files together
+    (``SLUICE_TREE_TOTAL_BYTES``), one file (``SLUICE_TREE_FILE_BYTES``), members
+    (``SLUICE_TREE_FILES``), folders deep (``SLUICE_TREE_DEPTH``), characters in a path
+    (``SLUICE_TREE_PATH_CHARS``). Never a repository's to set."""
+    tree_file_bytes: int = Field(default=TREE_LIMITS.file_bytes, gt=0)
+    tree_files: int = Field(default=TREE_LIMITS.files, gt=0)
+    tree_depth: int = Field(default=TREE_LIMITS.depth, gt=0)
+    tree_path_chars: int = Field(default=TREE_LIMITS.path_chars, gt=0)
+    job_timeout_seconds: float = Field(default=7200.0, gt=0)
+    """The longest one job's Spark process may run (seconds): the runner stops a job still
+    running after this and the job fails, so a runaway query cannot hold its repository's
+    queue, and a worker, for ever (``SLUICE_JOB_TIMEOUT_SECONDS``)."""
+    max_attempts: int = Field(default=3, ge=1)
+    workers: int = Field(default=1, ge=1)
+    job_lease_seconds: float = Field(default=60.0, gt=0)
+    """A running job's lease; a worker that stops renewing it loses the job after this."""
+    janitor_interval_seconds: float = Field(default=3600.0, ge=0)
+    """How often each repository's janitor runs (drops invalidated and expired
+    environments and tables unreferenced for the project's TTL); 0 turns it off."""
+    max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
+    insecure_no_signature: bool = False
+    """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""
+
+    @field_validator("repositories", mode="before")
+    @classmethod
+    def _repository_list(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.replace(",", " ").split()
+        if not isinstance(value, list | tuple):
+            raise ConfigError(
+                "SLUICE_REPOSITORIES should be a list of repositories",
+                hint="e.g. SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'",
+            )
+        return tuple(_repository_entry(str(entry)) for entry in value if str(entry).strip())
+
+    @model_validator(mode="after")
+    def _secured(self) -> ServiceSettings:
+        secrets = (self.webhook_secret, self.gitlab_webhook_secret)
+        if not any(s is not None and s.get_secret_value() for s in secrets) and (
+            not self.insecure_no_signature
+        ):
+            raise ConfigError(
+                "neither SLUICE_WEBHOOK_SECRET nor SLUICE_GITLAB_WEBHOOK_SECRET is set: "
+                "webhook deliveries cannot be verified",
+                hint="set SLUICE_WEBHOOK_SECRET to the secret of the GitHub webhook or App, "
+                "and/or SLUICE_GITLAB_WEBHOOK_SECRET to the GitLab webhook's secret token "
+                "(a forge without its secret gets 401 on every delivery); for local "
+                "development only, start with `sluice serve --insecure`",
+            )
+        if self.github_app_id and self.github_private_key is None:
+            raise ConfigError(
+                "SLUICE_GITHUB_APP_ID is set but SLUICE_GITHUB_PRIVATE_KEY is not",
+                hint="give the App's private key (PEM text), or use SLUICE_GITHUB_TOKEN",
+            )
+        return self
+
+    def tree_limits(self) -> TreeLimits:
+        """The service's limits on a commit's files (``SLUICE_TREE_*``)."""
+        return TreeLimits(
+            total_bytes=self.tree_total_bytes,
+            file_bytes=self.tree_file_bytes,
+            files=self.tree_files,
+            depth=self.tree_depth,
+            path_chars=self.tree_path_chars,
+        )
+
+    def spark(self) -> SparkSettings:
+        """The service's Spark settings (see :mod:`sluice.bot.flow.trust`)."""
+        return SparkSettings(
+            master=self.spark_master, deploy_mode=self.spark_deploy_mode, conf=dict(self.spark_conf)
+        )
+
+    def serves(self, forge: str, repo: str) -> bool:
+        """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are
+        served: always when ``repositories`` is empty, else when an entry matches."""
+        if not self.repositories:
+            return True
+        name = repo.casefold()
+        for entry in self.repositories:
+            only, _, pattern = entry.rpartition(":")
+            if (not only or only == forge) and fnmatch.fnmatchcase(name, pattern.casefold()):
+                return True
+        return False
+
+    def state_url(self) -> str:
+        """The state database: SLUICE_DATABASE_URL, else SQLite in the work directory."""
+        if self.database_url is not None and self.database_url.get_secret_value():
+            return self.database_url.get_secret_value()
+        return f"sqlite:///{(self.workdir / 'state.db').resolve()}"
+
+    def secrets(self) -> list[str]:
+        """Every secret value, for scrubbing text that leaves the service."""
+        values = [
+            self.github_private_key,
+            self.github_token,
+            self.webhook_secret,
+            self.gitlab_token,
+            self.gitlab_webhook_secret,
+        ]
+        out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        url = self.database_url.get_secret_value() if self.database_url else ""
+        if "@" in url and ":" in url.split("@", 1)[0].split("//", 1)[-1]:
+            out.append(url.split("@", 1)[0].split("//", 1)[-1].split(":", 1)[1])
+        return out
+
+
+_FORGES = ("github", "gitlab")
+
+
+def _repository_entry(entry: str) -> str:
+    """One ``SLUICE_REPOSITORIES`` entry, checked: ``[github:|gitlab:]owner/name``."""
+    text = entry.strip()
+    forge, colon, path = text.partition(":")
+    if not colon:
+        forge, path = "", text
+    elif forge.lower() not in _FORGES:
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r} does not name a repository",
+            hint="write owner/name (GitHub) or group/subgroup/name (GitLab), optionally "
+            "prefixed github: or gitlab:, e.g. SLUICE_REPOSITORIES='acme/warehouse "
+            "gitlab:data/platform/*' (not a URL)",
+        )
+    parts = path.split("/")
+    if len(parts) < 2 or not all(parts) or any(c.isspace() for c in path):
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r} is not owner/name",
+            hint="name each repository with its owner (acme/warehouse) or its group path "
+            "(data/platform/warehouse); a glob serves several (acme/*, */* for every one)",
+        )
+    forge = forge.lower()
+    if forge == "github" and len(parts) != 2:
+        raise ConfigError(
+            f"SLUICE_REPOSITORIES: {text!r}: a GitHub repository is owner/name",
+            hint="group/subgroup/name paths are GitLab's: prefix them gitlab:",
+        )
+    return f"{forge}:{path}" if forge else path

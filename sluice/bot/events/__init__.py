@@ -1,0 +1,1 @@
+"""Events: forge payloads (GitHub, GitLab) and comment commands as neutral values (pure)."""

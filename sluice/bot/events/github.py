@@ -1,0 +1,275 @@
+"""GitHub webhook payloads -> neutral events (pure: no I/O, no clock, no settings).
+
+:func:`parse_github` takes the ``X-GitHub-Event`` name and the parsed JSON body and
+returns one event of :mod:`sluice.bot.events.neutral`, or None when the delivery needs no work
+(an event or action Sluice does not act on). A delivery Sluice does act on but that lacks
+a field raises :class:`PayloadError` naming the field; the service answers 400 with it.
+
+Traps the real payloads hold (see the tests): ``merge_commit_sha`` is set on PRs that
+were closed without merging (a test-merge commit), so only ``merged`` says merged;
+``head.repo.fork`` is true for any PR whose repository is itself a fork, so fork PRs are
+found by comparing the head and base repositories; ``installation`` is often absent;
+review states arrive in lower case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from sluice.bot.events.neutral import (
+    CheckRunEvent,
+    CommentEvent,
+    Event,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+)
+from sluice.bot.events.payload import (
+    ABSENT,
+    PayloadError,
+    check,
+    json_name,
+    lookup,
+    moment,
+    optional,
+    present,
+    required,
+)
+
+__all__ = ["PayloadError", "parse_github"]
+
+FORGE: Final = "github"
+_PR_ACTIONS: Final = frozenset({"opened", "synchronize", "reopened", "ready_for_review", "closed"})
+_COMMENT_ACTIONS: Final = frozenset({"created", "edited", "deleted"})
+_REVIEW_ACTIONS: Final = frozenset({"submitted", "edited", "dismissed"})
+_CHECK_RUN_ACTIONS: Final = frozenset({"rerequested", "requested_action"})
+_TAG_PREFIX: Final = "refs/tags/"
+
+
+def _pr_numbers(payload: Mapping[str, Any], path: str) -> tuple[int, ...]:
+    """The ``number`` of each pull request in the array at ``path``."""
+    numbers: list[int] = []
+    for index, item in enumerate(required(payload, path, list)):
+        where = f"{path}[{index}]"
+        entry = check(where, item, dict)
+        numbers.append(present(entry.get("number", ABSENT), f"{where}.number", int))
+    return tuple(numbers)
+
+
+def _repo(payload: Mapping[str, Any]) -> str:
+    return required(payload, "repository.full_name", str)
+
+
+def _installation(payload: Mapping[str, Any]) -> int | None:
+    # Absent in many deliveries (repository webhooks, and several App events).
+    return optional(payload, "installation.id", int)
+
+
+# --- one parser per X-GitHub-Event --------------------------------------------------------
+
+
+def _is_fork(payload: Mapping[str, Any]) -> bool:
+    """Whether the PR's head lives in another repository than its base.
+
+    Not ``head.repo.fork``: that is true whenever the head repository is itself a fork,
+    even when head and base are the same repository.
+    """
+    head_repo = lookup(payload, "pull_request.head.repo")
+    if head_repo is None:
+        return True  # the fork was deleted; GitHub sends "repo": null
+    if head_repo is ABSENT:
+        raise PayloadError("pull_request.head.repo is missing")
+    head_id = optional(payload, "pull_request.head.repo.id", int)
+    base_id = optional(payload, "pull_request.base.repo.id", int)
+    if head_id is not None and base_id is not None:
+        return head_id != base_id  # ids survive renames and transfers
+    head_name = required(payload, "pull_request.head.repo.full_name", str)
+    return head_name != required(payload, "pull_request.base.repo.full_name", str)
+
+
+def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
+    action = required(payload, "action", str)
+    if action not in _PR_ACTIONS:
+        return None  # labeled, edited, assigned, converted_to_draft, ...
+    # merge_commit_sha is also set for a PR closed unmerged (GitHub's test merge).
+    merged = lookup(payload, "pull_request.merged") is True
+    return PullRequestEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        number=required(payload, "pull_request.number", int),
+        head_sha=required(payload, "pull_request.head.sha", str),
+        head_ref=required(payload, "pull_request.head.ref", str),
+        base_ref=required(payload, "pull_request.base.ref", str),
+        base_sha=required(payload, "pull_request.base.sha", str),
+        author=required(payload, "pull_request.user.login", str),
+        # Absent in payloads from before draft PRs existed.
+        draft=optional(payload, "pull_request.draft", bool) or False,
+        fork=_is_fork(payload),
+        merged=merged,
+        merge_sha=optional(payload, "pull_request.merge_commit_sha", str) if merged else None,
+        title=optional(payload, "pull_request.title", str) or "",
+        updated_ms=moment(payload, "pull_request.updated_at"),
+    )
+
+
+def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:
+    action = required(payload, "action", str)
+    if action not in _COMMENT_ACTIONS:
+        return None
+    if optional(payload, "issue.pull_request", dict) is None:
+        return None  # a comment on a plain issue
+    return CommentEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        number=required(payload, "issue.number", int),
+        comment_id=required(payload, "comment.id", int),
+        author=required(payload, "comment.user.login", str),
+        body=optional(payload, "comment.body", str) or "",
+        created_ms=moment(payload, "comment.created_at"),
+    )
+
+
+def _pull_request_review(payload: Mapping[str, Any]) -> ReviewEvent | None:
+    action = required(payload, "action", str)
+    if action not in _REVIEW_ACTIONS:
+        return None
+    return ReviewEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        number=required(payload, "pull_request.number", int),
+        reviewer=required(payload, "review.user.login", str),
+        # Webhooks send "approved"; the REST API and the gate use "APPROVED".
+        state=required(payload, "review.state", str).upper(),
+        commit_sha=optional(payload, "review.commit_id", str),
+        head_sha=required(payload, "pull_request.head.sha", str),
+        review_id=optional(payload, "review.id", int),
+        submitted_ms=moment(payload, "review.submitted_at"),
+    )
+
+
+def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
+    action = required(payload, "action", str)
+    if action not in _CHECK_RUN_ACTIONS:
+        return None  # created / completed: our own runs echoing back
+    identifier = None
+    if action == "requested_action":
+        identifier = required(payload, "requested_action.identifier", str)
+    return CheckRunEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        check_name=required(payload, "check_run.name", str),
+        head_sha=required(payload, "check_run.head_sha", str),
+        # Empty for a PR from a fork: the controller falls back to head_sha.
+        numbers=_pr_numbers(payload, "check_run.pull_requests"),
+        requester=required(payload, "sender.login", str),
+        identifier=identifier,
+        check_run_id=optional(payload, "check_run.id", int),
+    )
+
+
+def _check_suite(payload: Mapping[str, Any]) -> CheckRunEvent | None:
+    action = required(payload, "action", str)
+    if action != "rerequested":
+        return None  # requested / completed
+    return CheckRunEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        check_name="",  # "Re-run all checks": every check of the suite
+        head_sha=required(payload, "check_suite.head_sha", str),
+        numbers=_pr_numbers(payload, "check_suite.pull_requests"),
+        requester=required(payload, "sender.login", str),
+    )
+
+
+def _push(payload: Mapping[str, Any]) -> TagEvent | None:
+    ref = required(payload, "ref", str)
+    if not ref.startswith(_TAG_PREFIX):
+        return None  # branch pushes: PRs and merges arrive as pull_request events
+    sha = required(payload, "after", str)
+    # A deletion has deleted: true and an all-zero "after"; either one is enough.
+    if optional(payload, "deleted", bool) or not sha.strip("0"):
+        return None
+    tag = ref.removeprefix(_TAG_PREFIX)
+    if not tag:
+        raise PayloadError(f"ref {ref!r} names no tag")
+    actor = optional(payload, "sender.login", str) or optional(payload, "pusher.name", str)
+    return TagEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        tag=tag,
+        sha=sha,
+        source="push",
+        actor=actor or "",
+    )
+
+
+def _release(payload: Mapping[str, Any]) -> TagEvent | None:
+    action = required(payload, "action", str)
+    # "created" fires for a draft saved and for a release published directly (which
+    # also fires "published"); only the non-draft one names a tag that exists.
+    if action == "created":
+        if required(payload, "release.draft", bool):
+            return None
+    elif action != "published":
+        return None
+    return TagEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        tag=required(payload, "release.tag_name", str),
+        sha=None,  # a release names its tag only; the worker resolves it
+        source="release",
+        actor=optional(payload, "sender.login", str) or "",
+        # "created" and "published" of one release share it: it promotes once.
+        release_id=optional(payload, "release.id", int),
+    )
+
+
+_PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
+    "pull_request": _pull_request,
+    "issue_comment": _issue_comment,
+    "pull_request_review": _pull_request_review,
+    "check_run": _check_run,
+    "check_suite": _check_suite,
+    "push": _push,
+    "release": _release,
+    # Not "create": a tag created on GitHub also sends a push event with its sha, which
+    # _push turns into the TagEvent; "create" names the tag without a sha.
+}
+
+
+def parse_github(event: str, payload: Mapping[str, Any]) -> Event | None:
+    """The neutral event one GitHub delivery means, or None when it needs no work.
+
+    Args:
+        event: The ``X-GitHub-Event`` header (``pull_request``, ``push``, ...).
+        payload: The request body, parsed from JSON.
+
+    Returns:
+        A :class:`~sluice.bot.events.neutral.PullRequestEvent`, ``CommentEvent``,
+        ``ReviewEvent``, ``CheckRunEvent`` or ``TagEvent``; None for events and
+        actions Sluice does not act on (``ping``, ``installation``, a labelled PR,
+        a comment on an issue, a tag deletion, a branch push, ...).
+
+    Raises:
+        PayloadError: The delivery is one Sluice acts on, but a field it needs is
+            missing, null, or of the wrong JSON type; the message names the field.
+    """
+    parser = _PARSERS.get(event)
+    if parser is None:
+        return None
+    if not isinstance(payload, Mapping):
+        raise PayloadError(f"the {event} payload should be an object, not {json_name(payload)}")
+    return parser(payload)

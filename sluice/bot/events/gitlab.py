@@ -1,0 +1,217 @@
+"""GitLab webhook payloads -> neutral events (pure: no I/O, no clock, no settings).
+
+:func:`parse_gitlab` takes the ``X-Gitlab-Event`` header and the parsed JSON body and
+returns one event of :mod:`sluice.bot.events.neutral`, or None when the delivery needs no work. It
+dispatches on the body's ``object_kind`` (a ``Service Hook`` or ``System Hook`` carries the
+same bodies under another header). A delivery Sluice acts on that lacks a field raises
+:class:`~sluice.bot.events.payload.PayloadError` naming the field; the service answers 400.
+
+What the real payloads teach (see the tests):
+
+- A merge request ``update`` is a new push only when ``object_attributes.oldrev`` is
+  there; a title, label or description edit carries only ``changes`` and needs no plan. A
+  draft marked ready (``changes.draft`` true -> false) is built like GitHub's
+  ``ready_for_review``.
+- ``approval``/``approved`` (``unapproval``/``unapproved``) are reviews. The approval
+  binds to ``last_commit.id``, the head the approver saw; GitLab's approvals API does not
+  say which commit an approval was given on, so the controller records it from here.
+- The event's ``user`` is whoever acted, not always the author: the author is taken from
+  it only when ``user.id`` equals ``author_id``, else left empty for the controller to
+  read from the API.
+- A fork MR is told by its source and target projects (ids, or paths when a payload
+  repeats the id).
+- A tag push with an all-zero ``after`` deletes the tag; an annotated tag's ``after`` is
+  the tag object, ``checkout_sha`` the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from sluice.bot.events.neutral import CommentEvent, Event, PullRequestEvent, ReviewEvent, TagEvent
+from sluice.bot.events.payload import PayloadError, json_name, moment, optional, required
+
+__all__ = ["parse_gitlab"]
+
+FORGE: Final = "gitlab"
+_OPENED: Final = {"open": "opened", "reopen": "reopened"}
+_APPROVED: Final = frozenset({"approved", "approval"})
+_UNAPPROVED: Final = frozenset({"unapproved", "unapproval"})
+_NOTE_ACTIONS: Final = {"create": "created", "update": "edited"}
+_TAG_PREFIX: Final = "refs/tags/"
+
+
+def _repo(payload: Mapping[str, Any]) -> str:
+    return required(payload, "project.path_with_namespace", str)
+
+
+def _is_fork(attrs: Mapping[str, Any]) -> bool:
+    source = optional(attrs, "source_project_id", int)
+    target = optional(attrs, "target_project_id", int)
+    if source is not None and target is not None and source != target:
+        return True
+    source_path = optional(attrs, "source.path_with_namespace", str)
+    target_path = optional(attrs, "target.path_with_namespace", str)
+    return source_path is not None and target_path is not None and source_path != target_path
+
+
+def _author(payload: Mapping[str, Any]) -> str:
+    """The MR's author when the acting user is the author; empty when the payload does not
+    say (the controller then asks the API)."""
+    user_id = optional(payload, "user.id", int)
+    if user_id is not None and user_id == optional(payload, "object_attributes.author_id", int):
+        return required(payload, "user.username", str)
+    return ""
+
+
+def _became_ready(payload: Mapping[str, Any]) -> bool:
+    for key in ("draft", "work_in_progress"):
+        if optional(payload, f"changes.{key}.previous", bool) is True and (
+            optional(payload, f"changes.{key}.current", bool) is False
+        ):
+            return True
+    return False
+
+
+def _merge_request(payload: Mapping[str, Any]) -> Event | None:
+    action = optional(payload, "object_attributes.action", str)
+    if action is None:
+        return None  # a system hook's MR body, with no action: nothing happened to act on
+    attrs = required(payload, "object_attributes", dict)
+    number = required(payload, "object_attributes.iid", int)
+    head_sha = required(payload, "object_attributes.last_commit.id", str)
+    if action in _APPROVED | _UNAPPROVED:
+        approved = action in _APPROVED
+        return ReviewEvent(
+            forge=FORGE,
+            repo=_repo(payload),
+            installation_id=None,
+            action="submitted" if approved else "dismissed",
+            number=number,
+            reviewer=required(payload, "user.username", str),
+            state="APPROVED" if approved else "DISMISSED",
+            commit_sha=head_sha,
+            head_sha=head_sha,
+            # No approval id in the payload: an approval moves the MR's updated_at, which
+            # tells approving, taking it back and approving again apart (content_key).
+            submitted_ms=moment(payload, "object_attributes.updated_at"),
+        )
+    if action in _OPENED:
+        kind = _OPENED[action]
+    elif action == "update":
+        if optional(payload, "object_attributes.oldrev", str):
+            kind = "synchronize"
+        elif _became_ready(payload):
+            kind = "ready_for_review"
+        else:
+            return None  # title, description, labels, assignees: the plan is the same
+    elif action in {"merge", "close"}:
+        kind = "closed"
+    else:
+        return None
+    merged = action == "merge"
+    draft = optional(payload, "object_attributes.draft", bool)
+    if draft is None:  # GitLab before 14.x named it work_in_progress
+        draft = optional(payload, "object_attributes.work_in_progress", bool) or False
+    merge_sha = None
+    if merged:  # a fast-forward merge makes no merge commit: the head is what landed
+        merge_sha = optional(payload, "object_attributes.merge_commit_sha", str) or head_sha
+    return PullRequestEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=None,
+        action=kind,
+        number=number,
+        head_sha=head_sha,
+        head_ref=required(payload, "object_attributes.source_branch", str),
+        base_ref=required(payload, "object_attributes.target_branch", str),
+        base_sha="",  # not in the payload; nothing downstream needs it
+        author=_author(payload),
+        draft=draft,
+        fork=_is_fork(attrs),
+        merged=merged,
+        merge_sha=merge_sha,
+        title=optional(payload, "object_attributes.title", str) or "",
+        updated_ms=moment(payload, "object_attributes.updated_at"),
+    )
+
+
+def _note(payload: Mapping[str, Any]) -> CommentEvent | None:
+    if optional(payload, "object_attributes.noteable_type", str) != "MergeRequest":
+        return None  # a note on an issue, a commit or a snippet
+    if optional(payload, "object_attributes.system", bool):
+        return None  # GitLab's own "added 1 commit" notes
+    # Older GitLab sends no action; those deliveries are creations.
+    action = optional(payload, "object_attributes.action", str) or "create"
+    if action not in _NOTE_ACTIONS:
+        return None
+    return CommentEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=None,
+        action=_NOTE_ACTIONS[action],
+        number=required(payload, "merge_request.iid", int),
+        comment_id=required(payload, "object_attributes.id", int),
+        author=required(payload, "user.username", str),
+        body=optional(payload, "object_attributes.note", str) or "",
+        created_ms=moment(payload, "object_attributes.created_at"),
+    )
+
+
+def _tag_push(payload: Mapping[str, Any]) -> TagEvent | None:
+    ref = required(payload, "ref", str)
+    if not ref.startswith(_TAG_PREFIX):
+        return None
+    after = required(payload, "after", str)
+    if not after.strip("0"):
+        return None  # the tag was deleted
+    tag = ref.removeprefix(_TAG_PREFIX)
+    if not tag:
+        raise PayloadError(f"ref {ref!r} names no tag")
+    return TagEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=None,
+        tag=tag,
+        # An annotated tag's "after" is the tag object; checkout_sha is its commit.
+        sha=optional(payload, "checkout_sha", str) or after,
+        source="push",
+        actor=optional(payload, "user_username", str) or "",
+    )
+
+
+_PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
+    "merge_request": _merge_request,
+    "note": _note,
+    "tag_push": _tag_push,
+    # Not "push" (MRs arrive as merge_request events, merges as "merge"), "pipeline",
+    # "release" (creating a release's tag also sends a tag_push), "build", ...
+}
+
+
+def parse_gitlab(event: str, payload: Mapping[str, Any]) -> Event | None:
+    """The neutral event one GitLab delivery means, or None when it needs no work.
+
+    Args:
+        event: The ``X-Gitlab-Event`` header (``Merge Request Hook``, ...); the body's
+            ``object_kind`` decides, so ``Service Hook`` and ``System Hook`` work too.
+        payload: The request body, parsed from JSON.
+
+    Returns:
+        A ``PullRequestEvent`` (open, reopen, a push to the MR, ready, merge, close), a
+        ``ReviewEvent`` (approval given or taken back), a ``CommentEvent`` (a note on a
+        merge request) or a ``TagEvent``; None for everything else (pushes, pipelines,
+        title-only updates, notes on issues, deleted tags, unknown kinds).
+
+    Raises:
+        PayloadError: The delivery is one Sluice acts on, but a field it needs is missing,
+            null, or of the wrong JSON type; the message names the field.
+    """
+    if not isinstance(payload, Mapping):
+        raise PayloadError(
+            f"the {event or 'GitLab'} payload should be an object, not {json_name(payload)}"
+        )
+    kind = payload.get("object_kind")
+    parser = _PARSERS.get(kind) if isinstance(kind, str) else None
+    return parser(payload) if parser is not None else None

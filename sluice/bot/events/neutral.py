@@ -1,0 +1,260 @@
+"""Forge events in a neutral shape: what the controller acts on (pure values).
+
+A parser per forge (``github_events.py``, ``gitlab_events.py``) turns a webhook payload
+into one of these, or into None when the event needs no work. Each event serialises to
+JSON (``to_json`` / :func:`event_from_json`) so the durable queue can store it and a
+restarted worker can act on it. Fields added later have defaults, so a job queued by an
+older version still reads back.
+
+Content keys: the same event is handled once
+--------------------------------------------
+The queue refuses a delivery id it has stored, but a signed body sent again under a new
+delivery id is a new delivery. Every event that changes state therefore names what makes
+it *the same event* (:meth:`~_Base.content_key`); the controller skips an event whose key
+(with its repository) the ledger has recorded, with an INFO line saying so and nothing
+posted on the PR (:meth:`sluice.bot.flow.controller.Controller.handle`).
+
+======================  ======================================================  ====================
+Event                   Key (the ledger adds the repository)                    Run again, it would
+======================  ======================================================  ====================
+PR merged               ``merge:<number>:<merge sha>``                          re-promote prod
+PR closed, not merged   ``close:<number>:<head sha>:<updated_at>``              drop a reopened env
+``/sluice`` comment     ``comment:<number>:<comment id>:<author>``              deploy, plan, reply
+review (GitHub)         ``review:<number>:<id>:<user>:<action>:<STATE>``        re-run the gate
+approval (GitLab)       ``approval:<number>:<user>:<STATE>:<head>:<time>``      re-bind its head
+"Approve this plan"     ``click:<check run id>:<button>:<user>:<head sha>``     record the click
+tag pushed              ``tag:<tag>:<sha>``                                     re-promote a commit
+release published       ``release:<tag>:<release id>``                          re-promote a commit
+======================  ======================================================  ====================
+
+An id names one comment or review, so one PR and one author; they are in the key all the
+same, so that an id alone never stands for another PR's or user's event (the local
+forge numbers comments per PR). GitLab's approval webhook
+carries no approval id: its identity is who, what (approved or
+taken back), on which head, and the MR's ``updated_at`` (which an approval moves), so
+approving, taking it back and approving again are three events. Events that lack a field
+of their key (a job queued by an older version, the local CLI's reviews) have no key and
+run as before.
+
+No key, by design (each delivery runs): a PR opened, pushed to, reopened or marked ready
+(a new head is a new build; the same head built again is harmless, and the controller
+skips a PR event older than the newest head it recorded for the PR), a re-requested check
+(a re-run asked for on purpose), an edited or deleted comment and a comment without a
+command (they run nothing), and the janitor (idempotent; one per period by its delivery
+id).
+
+Where the key is recorded, and why there: in the ledger (``sluice_handled_events``), by
+the controller when the event's job is done, and by the worker when the job failed for
+good; not in the queue's deduplication at intake. So a job cut short (a crash, a lost
+Spark driver) and run again still runs: its key was not recorded yet. Two deliveries of
+one event cannot run at once: events with the same key have the same queue key
+(:func:`pr_key`), and a key's jobs run one at a time, so the second sees the first's
+record. The ledger keeps the record for good (the queue forgets deliveries after 30
+days), so a merge replayed a year later does not promote either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from sluice.bot.events.commands import CommandError, parse_command
+
+
+@dataclass(frozen=True)
+class _Base:
+    kind: ClassVar[str] = ""
+    forge: str  # "github", "gitlab", "local"
+    repo: str  # "owner/name" (GitLab: the project's path with namespace)
+    installation_id: int | None  # GitHub App installation, when the payload names one
+
+    def to_json(self) -> dict[str, Any]:
+        # Every field is a plain value or a tuple of them, so the instance's own dict is
+        # the document (asdict's deep copy was 5% of the service's time per webhook).
+        return {"kind": self.kind, **vars(self)}
+
+    def content_key(self) -> str | None:
+        """What makes this event the same event (see the module docstring's table); None
+        for events that run on every delivery."""
+        return None
+
+
+@dataclass(frozen=True)
+class PullRequestEvent(_Base):
+    """A pull request was opened, got commits, reopened, became ready, or closed."""
+
+    kind: ClassVar[str] = "pull_request"
+    action: str  # opened, synchronize, reopened, ready_for_review, closed
+    number: int
+    head_sha: str
+    head_ref: str
+    base_ref: str
+    base_sha: str
+    author: str
+    draft: bool
+    fork: bool  # head repository differs from the base repository
+    merged: bool
+    merge_sha: str | None
+    title: str = ""
+    updated_ms: int | None = None  # the PR's updated_at in the payload (epoch ms)
+
+    def content_key(self) -> str | None:
+        if self.action != "closed":
+            return None
+        if self.merged:
+            return f"merge:{self.number}:{self.merge_sha or self.head_sha}"
+        if self.updated_ms is None:
+            return None  # a close, reopen and close again differ only by their time
+        return f"close:{self.number}:{self.head_sha}:{self.updated_ms}"
+
+
+@dataclass(frozen=True)
+class CommentEvent(_Base):
+    """A comment on a pull request (comments on plain issues are not events)."""
+
+    kind: ClassVar[str] = "comment"
+    action: str  # created, edited, deleted
+    number: int
+    comment_id: int
+    author: str
+    body: str
+    created_ms: int | None = None  # when the comment was written (epoch ms)
+
+    def content_key(self) -> str | None:
+        if self.action != "created" or not _addresses_sluice(self.body):
+            return None
+        return f"comment:{self.number}:{self.comment_id}:{self.author.casefold()}"
+
+
+@dataclass(frozen=True)
+class ReviewEvent(_Base):
+    """A review was submitted, edited or dismissed; ``state`` upper-case (APPROVED ...)."""
+
+    kind: ClassVar[str] = "review"
+    action: str
+    number: int
+    reviewer: str
+    state: str
+    commit_sha: str | None
+    head_sha: str
+    review_id: int | None = None  # GitHub's review id; GitLab's approvals have none
+    submitted_ms: int | None = None  # GitHub: submitted_at; GitLab: the MR's updated_at
+
+    def content_key(self) -> str | None:
+        who = self.reviewer.casefold()
+        if self.review_id is not None:
+            return f"review:{self.number}:{self.review_id}:{who}:{self.action}:{self.state}"
+        if self.submitted_ms is None:
+            return None
+        return f"approval:{self.number}:{who}:{self.state}:{self.head_sha}:{self.submitted_ms}"
+
+
+@dataclass(frozen=True)
+class CheckRunEvent(_Base):
+    """A check run was re-requested, or one of its actions was clicked."""
+
+    kind: ClassVar[str] = "check_run"
+    action: str  # rerequested, requested_action
+    check_name: str
+    head_sha: str
+    numbers: tuple[int, ...]  # pull requests the check belongs to (may be empty)
+    requester: str
+    identifier: str | None = None  # requested_action.identifier
+    check_run_id: int | None = None
+
+    def content_key(self) -> str | None:
+        if self.action != "requested_action" or self.check_run_id is None:
+            return None  # a re-requested check is a re-run asked for on purpose
+        return f"click:{self.check_run_id}:{self.identifier}:{self.requester}:{self.head_sha}"
+
+
+@dataclass(frozen=True)
+class TagEvent(_Base):
+    """A tag was pushed or a release published (deleted tags are not events)."""
+
+    kind: ClassVar[str] = "tag"
+    tag: str
+    sha: str | None  # None when the payload does not say (a release names a tag only)
+    source: str  # "push" or "release"
+    actor: str = ""
+    release_id: int | None = None
+
+    def content_key(self) -> str | None:
+        if self.source == "release":
+            return None if self.release_id is None else f"release:{self.tag}:{self.release_id}"
+        return None if self.sha is None else f"tag:{self.tag}:{self.sha}"
+
+
+@dataclass(frozen=True)
+class JanitorEvent(_Base):
+    """Time to drop a repository's expired environments and unreferenced tables (the
+    service's schedule makes these; no forge sends them)."""
+
+    kind: ClassVar[str] = "janitor"
+
+
+Event = PullRequestEvent | CommentEvent | ReviewEvent | CheckRunEvent | TagEvent | JanitorEvent
+_KINDS: dict[str, type[_Base]] = {
+    c.kind: c
+    for c in (PullRequestEvent, CommentEvent, ReviewEvent, CheckRunEvent, TagEvent, JanitorEvent)
+}
+
+
+def event_from_json(data: Mapping[str, Any]) -> Event:
+    """The event ``to_json`` produced (tuples come back from JSON lists)."""
+    cls = _KINDS[data["kind"]]
+    values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+    if "numbers" in values:
+        values["numbers"] = tuple(values["numbers"])
+    event: Event = cls(**values)  # type: ignore[assignment]
+    return event
+
+
+def pr_key(event: Event) -> str:
+    """The queue key that serialises work: one pull request, or a repository's prod.
+
+    Everything that may change prod (a tag, a merge, ``/sluice deploy``, the janitor) runs
+    under the repository's prod key, so two of them never run at once.
+    """
+    prod = f"{event.forge}:{event.repo}:prod"
+    if isinstance(event, TagEvent | JanitorEvent):
+        return prod
+    if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
+        return prod
+    if isinstance(event, CommentEvent) and _deploys(event.body):
+        return prod
+    if isinstance(event, CheckRunEvent):
+        suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
+        return f"{event.forge}:{event.repo}{suffix}"
+    return f"{event.forge}:{event.repo}#{event.number}"
+
+
+def supersedes(event: Event) -> bool:
+    """Whether ``event`` makes queued work of its key for an older head commit moot: a new
+    head to build does; a merge or close never does (each promotion must run).
+
+    A fork PR's events never do: they build nothing (a writer's ``/sluice plan`` does), and
+    each one must run, in order, to record the PR's head, since a ``/sluice plan`` queued
+    between two of them builds the head recorded when its turn comes. Were the first
+    superseded by the second, the command would find an older head than the one its
+    writer saw.
+    """
+    return isinstance(event, PullRequestEvent) and event.action != "closed" and not event.fork
+
+
+def _deploys(body: str) -> bool:
+    try:
+        command = parse_command(body)
+    except CommandError:
+        return False
+    return command is not None and command.name == "deploy"
+
+
+def _addresses_sluice(body: str) -> bool:
+    """Whether a comment holds a ``/sluice`` line: a command, or one Sluice answers with
+    its usage."""
+    try:
+        return parse_command(body) is not None
+    except CommandError:
+        return True

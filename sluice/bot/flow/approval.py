@@ -1,0 +1,134 @@
+"""The ``sluice/approval`` check: the gate evaluated from the forge's reviews, no Spark.
+
+Runs after every plan of a PR and on every review event or "Approve this plan" click.
+The gate settings are the trusted ones (:mod:`sluice.bot.flow.trust`: the prod branch's, never
+the PR's or its base branch's); the plan fingerprints come from the ledger, so an approval
+counts only for the plan it was given on. When the gate passes on a PR into the prod
+branch, the plan's model contents are recorded as approved, which is what a promotion
+checks; a PR into any other branch is gated the same way, but its approvals are not
+recorded (they were given on a change into another branch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.bot.flow.gate_rules import GateInput, GateResult, evaluate, owners_to_approve
+from sluice.bot.flow.trust import Settings
+from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review
+from sluice.core import markdown as md
+from sluice.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sluice.bot.flow.controller import Controller
+
+log = logging.getLogger(__name__)
+
+APPROVAL = "sluice/approval"
+APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this commit", "approve")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's result, and the trusted settings it was evaluated with."""
+
+    result: GateResult
+    settings: Settings
+
+
+def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
+    """Evaluate the gate of ``pr`` at its head and set ``sluice/approval``; None when the
+    head has no plan yet or the gate settings are invalid (the check says so)."""
+    if not pr.open:
+        return None
+    repo = ctl.repo_key(forge)
+    review = ctl.ledger.review(repo, pr.number, pr.head_sha)
+    if review is None:
+        forge.set_check(
+            pr.head_sha,
+            Check(
+                APPROVAL,
+                "in_progress",
+                "Waiting for the plan",
+                "The gate is evaluated once this commit is planned.",
+            ),
+        )
+        return None
+    try:
+        settings = ctl.settings(forge)
+    except ConfigError as exc:
+        text = f"The prod branch's gate settings are invalid:\n\n{md.fence(ctl.scrub(str(exc)), 'text')}"
+        forge.set_check(
+            pr.head_sha,
+            Check(APPROVAL, "completed", "Invalid gate settings", text, conclusion="failure"),
+        )
+        ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
+        return None
+    owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
+    teams = set(settings.gate.required_approvers.teams)
+    teams |= {owner for owner in owners.values() if "/" in owner}
+    result = evaluate(
+        settings.gate,
+        GateInput(
+            author=pr.author,
+            reviews=_bound(forge.reviews(pr.number), ctl.ledger.review_heads(repo, pr.number)),
+            plans=ctl.ledger.plans(repo, pr.number),
+            current_plan=review.fingerprint,
+            team_members={team: forge.team_members(team) for team in sorted(teams)},
+            owners=owners,
+            action_approvals=ctl.ledger.clicks(repo, pr.number),
+        ),
+    )
+    into_prod = pr.base_ref == settings.branch
+    if result.ok and into_prod:
+        ctl.ledger.approve(
+            repo, pr.number, pr.head_sha, review.items, result.approved_by, ctl.ctx.clock()
+        )
+    summary = result.summary
+    if not into_prod:
+        summary = (
+            f"This PR goes into {md.code(pr.base_ref)}, not the prod branch {md.code(settings.branch)}: "
+            "approvals here do not count for prod (its changes need an approved PR into "
+            f"{md.code(settings.branch)}). {summary}"
+        )
+    forge.set_check(
+        pr.head_sha,
+        Check(
+            APPROVAL,
+            "completed",
+            _title(result, settings),
+            summary,
+            conclusion=result.conclusion,
+            actions=() if result.ok else (APPROVE_ACTION,),
+        ),
+    )
+    icon = "✅" if result.ok else "⏳"
+    ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
+    return Verdict(result, settings)
+
+
+def _bound(reviews: list[Review], heads: dict[str, str]) -> list[Review]:
+    """Reviews with the commit each was given on: a forge whose approvals do not say
+    (GitLab) gets it from the approval webhooks the ledger recorded; an approval no
+    webhook told of stays unbound, so it counts for no plan (stale)."""
+    return [
+        r if r.commit_sha else dataclasses.replace(r, commit_sha=heads.get(r.user.casefold()))
+        for r in reviews
+    ]
+
+
+def _title(result: GateResult, settings: Settings) -> str:
+    if result.ok:
+        return "Approved" if settings.requires_approval else "No approval required"
+    parts = []
+    if result.missing:
+        parts.append(f"{result.missing} more approval{'s' if result.missing > 1 else ''} needed")
+    if result.owners_missing:
+        parts.append(f"{len(result.owners_missing)} owner approval(s) needed")
+    title = "; ".join(parts) or "Waiting for approval"
+    if result.stale:
+        title += " (the plan changed since the last approval)"
+    return title

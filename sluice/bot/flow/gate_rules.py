@@ -1,0 +1,545 @@
+"""Who must approve a pull request's plan, and whether it has happened (pure).
+
+The settings come from ``sluice.gate`` and ``sluice.deploy`` in the config.yaml of the
+prod branch (:mod:`sluice.bot.flow.trust` decides which): a pull request cannot edit its own
+approvers, nor pick a base branch whose settings suit it.
+:func:`evaluate` turns the reviews (and the check run's "Approve this plan" clicks) into
+the ``sluice/approval`` check. An approval counts for the plan it was given on: the
+caller records the plan's content hash per head commit, and an approval whose commit's
+plan differs from the current one is *stale*: a push that changes the plan needs a fresh
+approval, one that leaves the plan unchanged keeps it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from sluice.bot.forge.base import Review
+from sluice.core import markdown as md
+from sluice.core.errors import ConfigError
+from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
+
+_LOGIN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?:\[bot\])?$"
+# GitHub: org/team-slug; GitLab: a group path with at least one subgroup level.
+_TEAM = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)+$"
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _strip_at(value: Any) -> Any:
+    """``@alice`` and ``alice`` are the same person (people write mentions in YAML)."""
+    if isinstance(value, list | tuple):
+        return [v.removeprefix("@").strip() if isinstance(v, str) else v for v in value]
+    return value
+
+
+class RequiredApprovers(_Frozen):
+    """``sluice.gate.required_approvers``: who may approve, and how many must."""
+
+    users: tuple[str, ...] = ()
+    """GitHub logins or GitLab usernames (compared case-insensitively); a leading ``@`` is
+    dropped."""
+    teams: tuple[str, ...] = ()
+    """Teams as ``org/team`` (GitLab: the group's full path, ``group/subgroup``); any
+    member may approve."""
+    count: int = Field(default=0, ge=0, strict=True)
+    """Approvals needed; default 1 when users or teams are listed, else 0."""
+
+    _users = field_validator("users", mode="before")(_strip_at)
+    _teams = field_validator("teams", mode="before")(_strip_at)
+
+    @field_validator("users")
+    @classmethod
+    def _check_users(cls, users: tuple[str, ...]) -> tuple[str, ...]:
+        for user in users:
+            if not re.match(_LOGIN, user):
+                hint = " (teams go under 'teams')" if "/" in user else ""
+                raise ValueError(f"'{user}' is not a user login{hint}")
+        return users
+
+    @field_validator("teams")
+    @classmethod
+    def _check_teams(cls, teams: tuple[str, ...]) -> tuple[str, ...]:
+        for team in teams:
+            if not re.match(_TEAM, team):
+                raise ValueError(
+                    f"'{team}' is not a team: write it as org/team-slug (GitLab: the "
+                    "group's full path, group/subgroup)"
+                )
+        return teams
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("count") is None:
+            data = {k: v for k, v in data.items() if k != "count"}
+            data["count"] = 1 if data.get("users") or data.get("teams") else 0
+        return data
+
+    @field_validator("count")
+    @classmethod
+    def _satisfiable(cls, count: int, info: ValidationInfo) -> int:
+        users = info.data.get("users", ())
+        teams = info.data.get("teams", ())
+        if count and not users and not teams:
+            raise ValueError(f"{count} approval(s) required but no users or teams are listed")
+        if count > len({u.casefold() for u in users}) and not teams:
+            raise ValueError(f"{count} approval(s) required but only {len(users)} user(s) listed")
+        return count
+
+
+class GateSettings(_Frozen):
+    """``sluice.gate``: the approvals a pull request needs before it may reach prod."""
+
+    required_approvers: RequiredApprovers = Field(default_factory=RequiredApprovers)
+    owners_must_approve: Literal["never", "direct", "breaking"] = "never"
+    """``direct``: the owner of each directly modified model must approve; ``breaking``:
+    also the owner of each model a breaking change reaches."""
+
+
+class DeploySettings(_Frozen):
+    """``sluice.deploy``: when and how an approved change is promoted to prod."""
+
+    prod_branch: str = Field(default="main", min_length=1)
+    on: Literal["merge", "tag"] = "merge"
+    """``merge``: promote when a PR is merged into ``prod_branch``; ``tag``: when a tag
+    matching ``tag_pattern`` is pushed (or a release published) on it."""
+    tag_pattern: str = Field(default="v*", min_length=1)
+    """An fnmatch glob (``*``, ``?``, ``[...]``), matched case-sensitively against the
+    tag name: ``v*`` matches ``v1.2.0``, ``release-[0-9]*`` matches ``release-42``."""
+    merge_method: Literal["merge", "squash", "rebase"] | None = None
+    """How ``/sluice deploy`` merges the PR after promoting; None: it does not merge."""
+
+    def tag_matches(self, tag: str) -> bool:
+        """Whether a tag name (without ``refs/tags/``) matches :attr:`tag_pattern`."""
+        return fnmatch.fnmatchcase(tag.removeprefix("refs/tags/"), self.tag_pattern)
+
+
+def gate_config(
+    config_text: str | None, path: str = "config.yaml"
+) -> tuple[GateSettings, DeploySettings]:
+    """The gate and deploy settings from the text of the prod branch's config.yaml.
+
+    Only ``sluice.gate`` and ``sluice.deploy`` are read; the rest of the file is the
+    project loader's business. ``None`` (no file), an empty file and missing sections
+    give the defaults.
+
+    Raises:
+        ConfigError: naming ``path:line`` of the bad value and how to fix it.
+    """
+    if config_text is None:
+        return GateSettings(), DeploySettings()
+    doc = parse_yaml(config_text, path)
+    data = doc.data if doc.data is not None else {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "config.yaml must be a mapping of sections",
+            path=path,
+            line=doc.line_of(()),
+            hint="start each section at the left margin, e.g. `sluice:` then indented settings",
+        )
+    sluice = data.get("sluice")
+    if sluice is None:
+        return GateSettings(), DeploySettings()
+    if not isinstance(sluice, dict):
+        raise ConfigError(
+            "'sluice' must be a mapping of settings",
+            path=path,
+            line=doc.line_of(("sluice",)),
+            hint="indent Sluice's settings under `sluice:` (gate:, deploy:, ...)",
+        )
+    gate = _section(doc, sluice, "gate")
+    deploy = _section(doc, sluice, "deploy")
+    # YAML 1.1 reads a bare `on:` key as the boolean true; that key can only mean `on`.
+    if True in deploy:
+        deploy = {("on" if k is True else k): v for k, v in deploy.items()}
+    return (
+        _validate(GateSettings, gate, doc, "gate"),
+        _validate(DeploySettings, deploy, doc, "deploy"),
+    )
+
+
+def _section(doc: LocatedYaml, sluice: dict[Any, Any], name: str) -> dict[Any, Any]:
+    value = sluice.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"'sluice.{name}' must be a mapping of settings",
+            path=doc.path,
+            line=doc.line_of(("sluice", name)),
+            hint="see the README's configuration table for the accepted values",
+        )
+    return value
+
+
+def _validate(model: type[_M], data: dict[Any, Any], doc: LocatedYaml, section: str) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(str(p) for p in first["loc"])
+        dotted = ".".join(("sluice", section, *loc))
+        line = _line(doc, ("sluice", section, *loc))
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(_known_keys(model, loc[:-1]))
+            raise ConfigError(
+                f"unknown setting '{dotted}'",
+                path=doc.path,
+                line=line,
+                hint=f"known settings here: {known}",
+            ) from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(
+            f"invalid setting '{dotted}': {message}",
+            path=doc.path,
+            line=line,
+            hint="see the README's configuration table for the accepted values",
+        ) from None
+
+
+def _line(doc: LocatedYaml, key_path: KeyPath) -> int | None:
+    # A bare `on:` key was stored under the path of the boolean key it parsed to.
+    if key_path[:3] == ("sluice", "deploy", "on") and key_path not in doc.lines:
+        alias = ("sluice", "deploy", "True", *key_path[3:])
+        if alias[:3] in doc.lines:
+            return doc.line_of(alias)
+    return doc.line_of(key_path)
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    current: type[BaseModel] = model
+    for part in loc:
+        annotation = current.model_fields[part].annotation if part in current.model_fields else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            current = annotation
+        else:
+            break
+    return sorted(current.model_fields)
+
+
+def owners_to_approve(
+    settings: GateSettings,
+    directly_modified: Mapping[str, str | None],
+    breaking_reached: Mapping[str, str | None],
+) -> dict[str, str]:
+    """Model -> owner (login or ``org/team``) for the models whose owner must approve.
+
+    Args:
+        settings: The prod branch's gate settings.
+        directly_modified: Each directly modified model -> its ``owner`` (None: none).
+        breaking_reached: Each model a breaking change reaches (the changed model and
+            its downstream) -> its owner.
+
+    ``never``: none. ``direct``: owners of directly modified models. ``breaking``: those
+    too, and the owners of every model a breaking change reaches. Models without an
+    owner need nobody's approval beyond the required approvers.
+    """
+    rule = settings.owners_must_approve
+    if rule == "never":
+        return {}
+    models = dict(directly_modified)
+    if rule == "breaking":
+        models.update(breaking_reached)
+    return {
+        model: owner.strip().removeprefix("@")
+        for model, owner in sorted(models.items())
+        if owner and owner.strip().removeprefix("@")
+    }
+
+
+@dataclass(frozen=True)
+class GateInput:
+    """What the gate is evaluated on; the caller gathers it from the forge and state.
+
+    Attributes:
+        author: The pull request's author; their own approval never counts.
+        reviews: Every review of the pull request, oldest first.
+        plans: Head commit sha -> the content hash of the plan computed on it.
+        current_plan: The content hash of the plan at the current head.
+        team_members: ``org/team`` -> member logins, for the teams in the settings and
+            the owners that are teams (resolved by the caller).
+        owners: Model -> owner (login or ``org/team``) whose approval is also needed;
+            see :func:`owners_to_approve`.
+        action_approvals: ``(user, sha)`` for each click on the check run's "Approve this
+            plan", oldest first. Each is an approval given on ``sha`` with the same rules
+            as a review; it does not lift a standing "changes requested" from the same
+            user (only a new review does, as on GitHub). A caller that knows when a click
+            happened may pass it as an APPROVED :class:`Review` in its place in
+            ``reviews`` instead.
+    """
+
+    author: str
+    reviews: Sequence[Review]
+    plans: Mapping[str, str]
+    current_plan: str
+    team_members: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    owners: Mapping[str, str] = field(default_factory=dict)
+    action_approvals: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The ``sluice/approval`` check: failure (never neutral) until the gate is satisfied.
+
+    Attributes:
+        conclusion: ``success`` or ``failure``.
+        approved_by: Eligible approvers whose approval of the current plan counts.
+        missing: Approvals from required approvers still needed.
+        eligible: Who may still approve (listed users and members of listed teams, minus
+            the author and those already counted), sorted.
+        owners_missing: Model -> owner whose approval is still needed.
+        stale: Users whose approval was for a commit with a different (or unknown) plan.
+        summary: One Markdown paragraph saying all of the above, for the check run.
+    """
+
+    conclusion: Literal["success", "failure"]
+    approved_by: tuple[str, ...]
+    missing: int
+    eligible: tuple[str, ...]
+    owners_missing: dict[str, str]
+    stale: tuple[str, ...]
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the gate is satisfied."""
+        return self.conclusion == "success"
+
+
+@dataclass
+class _Standing:
+    """One user's last word: their approvals since, and whether an objection stands."""
+
+    login: str  # as the forge spells it
+    approved_shas: list[str | None] = field(default_factory=list)
+    objection: bool = False  # latest decisive review is CHANGES_REQUESTED
+
+
+def _standings(gate: GateInput) -> dict[str, _Standing]:
+    by_user: dict[str, _Standing] = {}
+    for review in gate.reviews:
+        state = review.state.upper()
+        key = review.user.casefold()
+        if state == "APPROVED":
+            by_user[key] = _Standing(review.user, [review.commit_sha])
+        elif state in {"CHANGES_REQUESTED", "DISMISSED"}:
+            by_user[key] = _Standing(review.user, [], objection=state == "CHANGES_REQUESTED")
+        # COMMENTED (and PENDING, a draft review) changes nobody's standing.
+    for user, sha in gate.action_approvals:
+        standing = by_user.setdefault(user.casefold(), _Standing(user))
+        if not standing.objection:
+            standing.approved_shas.append(sha)
+    return by_user
+
+
+def _by_name(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted(items, key=lambda item: item[0].casefold())
+
+
+def _mention(login: str) -> str:
+    """A user, or an owner that is a team (``org/slug``); never raw text of a model file."""
+    return str(md.mention(login, team="/" in login))
+
+
+def _join(items: Sequence[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
+    """Whether the pull request's current plan has the approvals ``settings`` require.
+
+    An approval counts when its author is eligible (a listed user or a member of a listed
+    team; for an owner, the owner or a member of the owner team), is not the PR author,
+    is that user's latest word (a later CHANGES_REQUESTED or DISMISSED review cancels it,
+    a COMMENTED one does not), and was given on a commit whose recorded plan equals
+    ``current_plan``. Logins and team names compare case-insensitively.
+    """
+    required = settings.required_approvers
+    author = gate.author.casefold()
+    members = {
+        team.casefold(): {m.casefold(): m for m in logins}
+        for team, logins in gate.team_members.items()
+    }
+    plans = {sha.lower(): plan for sha, plan in gate.plans.items()}
+
+    eligible_names: dict[str, str] = {}
+    for user in required.users:
+        eligible_names.setdefault(user.casefold(), user)
+    unresolved_teams = []
+    for team in required.teams:
+        team_logins = members.get(team.casefold(), {})
+        if not team_logins:
+            unresolved_teams.append(team)
+        for key, login in team_logins.items():
+            eligible_names.setdefault(key, login)
+
+    def owner_keys(owner: str) -> set[str]:
+        owner = owner.strip().removeprefix("@")
+        if "/" in owner:
+            return set(members.get(owner.casefold(), {}))
+        return {owner.casefold()}
+
+    owner_people: set[str] = set()
+    for owner in gate.owners.values():
+        owner_people |= owner_keys(owner)
+
+    valid: dict[str, str] = {}  # casefold -> login: approvals of the current plan
+    stale: dict[str, tuple[str, str]] = {}  # casefold -> (login, why)
+    ignored: dict[str, str] = {}  # casefold -> login: valid, but nobody asked for it
+    self_approved = False
+    for key, standing in _standings(gate).items():
+        if not standing.approved_shas:
+            continue
+        if key == author:
+            self_approved = True
+            continue
+        relevant = key in eligible_names or key in owner_people
+        login = standing.login
+        if any(
+            sha and plans.get(sha.lower()) == gate.current_plan for sha in standing.approved_shas
+        ):
+            valid[key] = login
+            if not relevant:
+                ignored[key] = login
+        elif relevant:
+            sha = standing.approved_shas[-1]
+            if sha is None:
+                why = "approved a commit the forge did not name"
+            elif sha.lower() not in plans:
+                why = f"approved `{sha[:7]}`, for which no plan was recorded"
+            else:
+                why = f"approved `{sha[:7]}`, whose plan differs from the current plan"
+            stale[key] = (login, why)
+
+    counted = sorted((k for k in valid if k in eligible_names), key=lambda k: valid[k].casefold())
+    approved_by = tuple(valid[k] for k in counted)
+    missing = max(0, required.count - len(approved_by))
+    eligible = tuple(
+        sorted(
+            (login for key, login in eligible_names.items() if key != author and key not in valid),
+            key=str.casefold,
+        )
+    )
+
+    owners_missing: dict[str, str] = {}
+    owner_is_author: set[str] = set()
+    for model, owner in sorted(gate.owners.items()):
+        keys = owner_keys(owner)
+        if not keys & set(valid):
+            owners_missing[model] = owner
+            if keys == {author}:
+                owner_is_author.add(owner)
+
+    ok = missing == 0 and not owners_missing
+    summary = _summary(
+        settings=settings,
+        gate=gate,
+        approved_by=approved_by,
+        missing=missing,
+        eligible=eligible,
+        unresolved_teams=unresolved_teams,
+        owners_missing=owners_missing,
+        owner_is_author=owner_is_author,
+        stale_reasons=[f"{_mention(login)} {why}" for login, why in _by_name(stale.values())],
+        ignored=tuple(sorted(ignored.values(), key=str.casefold)),
+        self_approved=self_approved,
+        ok=ok,
+    )
+    return GateResult(
+        conclusion="success" if ok else "failure",
+        approved_by=approved_by,
+        missing=missing,
+        eligible=eligible,
+        owners_missing=owners_missing,
+        stale=tuple(login for login, _ in _by_name(stale.values())),
+        summary=summary,
+    )
+
+
+def _summary(
+    *,
+    settings: GateSettings,
+    gate: GateInput,
+    approved_by: tuple[str, ...],
+    missing: int,
+    eligible: tuple[str, ...],
+    unresolved_teams: list[str],
+    owners_missing: dict[str, str],
+    owner_is_author: set[str],
+    stale_reasons: list[str],
+    ignored: tuple[str, ...],
+    self_approved: bool,
+    ok: bool,
+) -> str:
+    required = settings.required_approvers
+    if required.count == 0 and not gate.owners:
+        why = (
+            "no required approvers are configured"
+            if settings.owners_must_approve == "never"
+            else "no changed model has an owner whose approval is required"
+        )
+        return f"No approval is required: {why} in `sluice.gate` on the prod branch."
+
+    sentences: list[str] = []
+    if required.count:
+        who = _join([_mention(u) for u in approved_by]) if approved_by else "nobody yet"
+        sentences.append(f"Approved by {who} ({len(approved_by)} of {required.count} required).")
+        if missing:
+            pool = [_mention(u) for u in eligible]
+            pool += [f"any member of {md.mention(t, team=True)}" for t in unresolved_teams]
+            if pool:
+                more = "approval" if missing == 1 else "approvals"
+                sentences.append(f"{missing} more {more} needed from {_join(pool)}.")
+            else:
+                sentences.append(
+                    f"{missing} more approval(s) needed, but nobody else may approve: change "
+                    "`sluice.gate.required_approvers` on the prod branch."
+                )
+    if gate.owners:
+        if owners_missing:
+            parts = [
+                f"{md.code(model)} ({_mention(owner)})" for model, owner in owners_missing.items()
+            ]
+            sentences.append(f"Owners still to approve: {_join(parts)}.")
+            for owner in sorted(owner_is_author):
+                sentences.append(
+                    f"{_mention(owner)} owns a changed model but is the author, whose own approval "
+                    "does not count: another owner or an admin must approve."
+                )
+        else:
+            sentences.append("Every changed model's owner has approved.")
+    if stale_reasons:
+        sentences.append(
+            f"Stale: {'; '.join(stale_reasons)}. An approval counts only for the plan it "
+            "was given on, so approve the current one again."
+        )
+    if ignored:
+        sentences.append(
+            f"Not counted: {_join([_mention(u) for u in ignored])} "
+            "(not a required approver or owner)."
+        )
+    if self_approved:
+        sentences.append(f"{_mention(gate.author)}'s own approval does not count (PR author).")
+    sentences.insert(0, "Approved." if ok else "Waiting for approval.")
+    return " ".join(sentences)

@@ -1,0 +1,567 @@
+"""What the bot remembers between events, in the state database next to the job queue.
+
+- the plan review computed on each head commit of a pull request (approvals are bound to
+  its fingerprint);
+- clicks on the check run's "Approve this plan", and the head each approval was given on
+  where the forge's approvals do not say (GitLab);
+- the events already handled, by their content (a signed delivery replayed under a new
+  delivery id does not run again: see :mod:`sluice.bot.events.neutral`), and each pull
+  request's head as its own events last reported it (what a writer's ``/sluice plan``
+  on a fork PR builds);
+- the model contents approved through a passing gate, which a promotion must find;
+- the sticky comment's last body and its extra sections (approval, promotion);
+- the forge's deployment record of each promotion still running (so a promotion run again
+  after a crash goes on with it);
+- pull requests merged and waiting for a release tag, and the repositories the service
+  has seen (the janitor's schedule visits each);
+- the trusted settings prod is governed by (``sluice:`` of config.yaml as prod was last
+  promoted with, or as first read from the prod branch): see :mod:`sluice.bot.flow.trust`.
+
+Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    delete,
+    func,
+    or_,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from sluice.bot.flow.reviewed_plan import Item, PlanReview
+from sluice.core.state.migrations import migrate
+from sluice.core.state.schema import Transactions, create_state_engine, dump_json, load_json
+
+metadata = MetaData()
+# Fixed, so every process contends for the same lock while creating the tables; the bytes
+# spell "sluiceLG" so the lock is recognisable in pg_locks.
+_PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceLG", "big")
+
+pr_plans = Table(
+    "sluice_pr_plans",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("fingerprint", String, nullable=False),
+    Column("review", Text, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+)
+
+plan_clicks = Table(
+    "sluice_plan_clicks",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("clicked_ts", BigInteger, nullable=False),
+)
+
+# The head an approval was given on, when the forge's approvals do not say (GitLab): the
+# approval webhook does; the latest per user wins.
+review_heads = Table(
+    "sluice_review_heads",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),  # case-folded
+    Column("sha", String, nullable=False),
+    Column("reviewed_ts", BigInteger, nullable=False),
+)
+
+approved = Table(
+    "sluice_approved_models",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("model", String, primary_key=True),
+    Column("content", String, primary_key=True),
+    Column("number", Integer, nullable=False),
+    Column("sha", String, nullable=False),
+    Column("approvers", Text, nullable=False),
+    Column("approved_ts", BigInteger, nullable=False),
+)
+
+comments = Table(
+    "sluice_pr_comments",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("body", Text, nullable=True),
+    Column("sections", Text, nullable=False),
+)
+
+merged_prs = Table(
+    "sluice_merged_prs",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("changes", Text, nullable=False),  # the approved items, JSON
+    Column("merged_ts", BigInteger, nullable=False),
+)
+
+# The forge's deployment record of a promotion while it runs: a promotion run again after a
+# crash (the service or its Spark driver killed) reports on the same record, rather than
+# opening another and leaving the first "in progress" for ever.
+deployments = Table(
+    "sluice_deployments",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("environment", String, primary_key=True),
+    Column("deployment_id", BigInteger, nullable=False),
+    Column("started_ts", BigInteger, nullable=False),
+)
+
+# State-changing events handled, by their content key (events.py's table). Recorded when
+# the job is done (controller) or failed for good (worker), never when it starts: a job
+# cut short runs again. Kept for good: a replay a year later is still a replay.
+handled_events = Table(
+    "sluice_handled_events",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("kind", String, nullable=False),
+    Column("outcome", String, nullable=False),  # done, or failed (for good)
+    Column("handled_ts", BigInteger, nullable=False),
+)
+
+# Each PR's head as its own events (opened, synchronize, reopened, ready) last reported it,
+# fork PRs included: a PR's events and its comments share a queue key, so when a writer's
+# `/sluice plan` runs, this is the head the PR had when they commented. ``at_ts`` is the
+# forge's time of the event that reported it (None: the event did not say); an event older
+# than the one recorded does not move it back (a late or replayed delivery).
+pr_heads = Table(
+    "sluice_pr_heads",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("sha", String, nullable=False),
+    Column("at_ts", BigInteger, nullable=True),
+    Column("recorded_ts", BigInteger, nullable=False),
+)
+
+repos = Table(
+    "sluice_repos",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("installation_id", BigInteger, nullable=True),
+    Column("last_sha", String, nullable=True),  # the last commit a job loaded the project at
+    Column("seen_ts", BigInteger, nullable=False),
+)
+
+# The prod branch's `sluice:` settings in force: pinned the first time they are read, and
+# moved only by a promotion (whose settings change, if any, passed the gate).
+prod_settings = Table(
+    "sluice_prod_settings",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("sha", String, nullable=False),
+    Column("digest", String, nullable=False),
+    Column("config", Text, nullable=False),  # the config.yaml text they were read from
+    Column("pinned_ts", BigInteger, nullable=False),
+)
+
+# The one repository (and project path) this database's engine state belongs to: one prod,
+# one set of pr_<n> environments, one warehouse. A second repository is refused, never
+# mixed in (see Controller.handle).
+state_owner = Table(
+    "sluice_state_owner",
+    metadata,
+    Column("slot", Integer, primary_key=True),  # always 1: one owner per database
+    Column("repo", String, nullable=False),
+    Column("bound_ts", BigInteger, nullable=False),
+)
+
+
+class Ledger(Transactions):
+    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL)."""
+
+    def __init__(self, url: str) -> None:
+        self.bind(create_state_engine(url))
+        try:
+            migrate(self._engine)
+            # Serialised: two processes starting on an empty database would otherwise both
+            # see a table missing and both create it.
+            with self._writing("create the bot's tables") as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
+                metadata.create_all(conn, checkfirst=True)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- plans and approvals ----------------------------------------------------------
+
+    def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
+        """Remember the plan review computed on head commit ``sha`` (replacing an older one)."""
+        row = {
+            "repo": repo,
+            "number": number,
+            "sha": sha.lower(),
+            "fingerprint": review.fingerprint,
+            "review": dump_json(review.to_json()),
+            "created_ts": now,
+        }
+        with self._writing("record a plan") as conn:
+            _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
+
+    def plans(self, repo: str, number: int) -> dict[str, str]:
+        """Head sha -> plan fingerprint, for every commit of the PR that was planned."""
+        query = select(pr_plans.c.sha, pr_plans.c.fingerprint).where(
+            pr_plans.c.repo == repo, pr_plans.c.number == number
+        )
+        with self._reading("read plans") as conn:
+            return {row.sha: row.fingerprint for row in conn.execute(query)}
+
+    def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
+        """The plan review recorded on ``sha``; None when that commit was not planned."""
+        query = select(pr_plans.c.review).where(
+            pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha.lower()
+        )
+        with self._reading("read a plan") as conn:
+            text = conn.execute(query).scalar_one_or_none()
+        if text is None:
+            return None
+        return PlanReview.from_json(load_json(text, dict, f"plan of {repo}#{number}", self._where))
+
+    def click(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
+        """Record a click on "Approve this plan" by ``user`` on ``sha``."""
+        row = {"repo": repo, "number": number, "user": user, "sha": sha.lower(), "clicked_ts": now}
+        with self._writing("record an approval") as conn:
+            _upsert(conn, plan_clicks, row, ("repo", "number", "user", "sha"))
+
+    def clicks(self, repo: str, number: int) -> list[tuple[str, str]]:
+        """(user, sha) of every "Approve this plan" click on the PR, oldest first."""
+        query = (
+            select(plan_clicks.c.user, plan_clicks.c.sha)
+            .where(plan_clicks.c.repo == repo, plan_clicks.c.number == number)
+            .order_by(plan_clicks.c.clicked_ts)
+        )
+        with self._reading("read approvals") as conn:
+            return [(row.user, row.sha) for row in conn.execute(query)]
+
+    def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
+        """Record that ``user`` approved the PR when its head was ``sha``."""
+        row = {
+            "repo": repo,
+            "number": number,
+            "user": user.casefold(),
+            "sha": sha.lower(),
+            "reviewed_ts": now,
+        }
+        with self._writing("record the head of an approval") as conn:
+            _upsert(conn, review_heads, row, ("repo", "number", "user"))
+
+    def review_heads(self, repo: str, number: int) -> dict[str, str]:
+        """Case-folded user -> the head of the PR when they last approved it."""
+        query = select(review_heads.c.user, review_heads.c.sha).where(
+            review_heads.c.repo == repo, review_heads.c.number == number
+        )
+        with self._reading("read the heads of approvals") as conn:
+            return {row.user: row.sha for row in conn.execute(query)}
+
+    def approve(
+        self,
+        repo: str,
+        number: int,
+        sha: str,
+        items: Iterable[Item],
+        approvers: Iterable[str],
+        now: int,
+    ) -> None:
+        """Record that the model contents ``items`` passed the gate on ``repo``'s PR."""
+        rows = [
+            {
+                "repo": repo,
+                "model": name,
+                "content": content,
+                "number": number,
+                "sha": sha.lower(),
+                "approvers": ",".join(approvers),
+                "approved_ts": now,
+            }
+            for name, content in items
+        ]
+        if not rows:
+            return
+        with self._writing("record approved models") as conn:
+            for row in rows:  # two PRs may approve the same content at once
+                _upsert(conn, approved, row, ("repo", "model", "content"))
+
+    def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
+        """The items no gate has approved in ``repo``, sorted."""
+        wanted = sorted(set(items))
+        if not wanted:
+            return []
+        found: set[Item] = set()
+        with self._reading("read approved models") as conn:
+            for chunk in _chunks(wanted, 200):
+                query = select(approved.c.model, approved.c.content).where(
+                    approved.c.repo == repo,
+                    or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
+                )
+                found |= {(row.model, row.content) for row in conn.execute(query)}
+        return [item for item in wanted if item not in found]
+
+    # -- the sticky comment -----------------------------------------------------------
+
+    def comment(self, repo: str, number: int) -> tuple[str | None, dict[str, str]]:
+        """The comment's last main body and its extra sections (name -> Markdown)."""
+        query = select(comments.c.body, comments.c.sections).where(
+            comments.c.repo == repo, comments.c.number == number
+        )
+        with self._reading("read a comment") as conn:
+            row = conn.execute(query).one_or_none()
+        if row is None:
+            return None, {}
+        return row.body, load_json(row.sections, dict, f"comment of {repo}#{number}", self._where)
+
+    def save_comment(
+        self, repo: str, number: int, body: str | None, sections: dict[str, str]
+    ) -> None:
+        row = {"repo": repo, "number": number, "body": body, "sections": dump_json(sections)}
+        with self._writing("save a comment") as conn:
+            _upsert(conn, comments, row, ("repo", "number"))
+
+    # -- deployment records of promotions in progress ----------------------------------
+
+    def deployment(self, repo: str, sha: str, environment: str) -> int | None:
+        """The deployment record of a promotion of ``sha`` that started and has not
+        reported its outcome (its job was cut short); None when there is none."""
+        query = select(deployments.c.deployment_id).where(
+            deployments.c.repo == repo,
+            deployments.c.sha == sha.lower(),
+            deployments.c.environment == environment,
+        )
+        with self._reading("read a deployment") as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return None if found is None else int(found)
+
+    def deploying(
+        self, repo: str, sha: str, environment: str, deployment_id: int, now: int
+    ) -> None:
+        """Remember the deployment record of a promotion that started."""
+        row = {
+            "repo": repo,
+            "sha": sha.lower(),
+            "environment": environment,
+            "deployment_id": deployment_id,
+            "started_ts": now,
+        }
+        with self._writing("record a deployment") as conn:
+            _upsert(conn, deployments, row, ("repo", "sha", "environment"))
+
+    def deployed(self, repo: str, sha: str, environment: str) -> None:
+        """The promotion of ``sha`` reported its outcome: forget its record."""
+        with self._writing("finish a deployment") as conn:
+            conn.execute(
+                delete(deployments).where(
+                    deployments.c.repo == repo,
+                    deployments.c.sha == sha.lower(),
+                    deployments.c.environment == environment,
+                )
+            )
+
+    # -- the repository this state belongs to ---------------------------------------------
+
+    def belongs_to(self, repo: str, now: int) -> str:
+        """Bind this database's engine state to ``repo`` unless it belongs to one already;
+        the repository it belongs to."""
+        row = {"slot": 1, "repo": repo, "bound_ts": now}
+        with self._writing("bind the state to a repository") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(state_owner).values(row).on_conflict_do_nothing())
+            owner = conn.execute(select(state_owner.c.repo)).scalar_one()
+        return str(owner)
+
+    # -- the settings in force ------------------------------------------------------------
+
+    def settings_in_force(self, repo: str) -> tuple[str, str, str] | None:
+        """(sha, digest, config.yaml text) of the settings prod is governed by; None before
+        the first read."""
+        query = select(prod_settings.c.sha, prod_settings.c.digest, prod_settings.c.config).where(
+            prod_settings.c.repo == repo
+        )
+        with self._reading("read the settings in force") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.sha, row.digest, row.config)
+
+    def pin_settings(
+        self, repo: str, sha: str, digest: str, config: str, now: int, *, replace: bool
+    ) -> None:
+        """Record the settings in force; ``replace=False`` keeps a record already there (the
+        first read pins them; only a promotion moves them)."""
+        row = {"repo": repo, "sha": sha, "digest": digest, "config": config, "pinned_ts": now}
+        with self._writing("record the settings in force") as conn:
+            if replace:
+                _upsert(conn, prod_settings, row, ("repo",))
+            else:
+                dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+                conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
+
+    # -- merged pull requests and repositories -----------------------------------------
+
+    def merged(self, repo: str, number: int, items: Iterable[Item], now: int) -> None:
+        """Remember a PR merged but not yet promoted (promotion waits for a tag)."""
+        row = {
+            "repo": repo,
+            "number": number,
+            "changes": dump_json([list(i) for i in items]),
+            "merged_ts": now,
+        }
+        with self._writing("record a merge") as conn:
+            _upsert(conn, merged_prs, row, ("repo", "number"))
+
+    def waiting(self, repo: str) -> dict[int, list[Item]]:
+        """Merged PRs waiting for a promotion: number -> their approved items."""
+        query = select(merged_prs.c.number, merged_prs.c.changes).where(merged_prs.c.repo == repo)
+        with self._reading("read merged pull requests") as conn:
+            rows = list(conn.execute(query))
+        return {
+            row.number: [(n, c) for n, c in load_json(row.changes, list, "merged PR", self._where)]
+            for row in rows
+        }
+
+    def promoted(self, repo: str, numbers: Iterable[int]) -> None:
+        """Forget merged PRs once their changes are in prod."""
+        chosen = list(numbers)
+        if chosen:
+            with self._writing("record a promotion") as conn:
+                conn.execute(
+                    delete(merged_prs).where(
+                        merged_prs.c.repo == repo, merged_prs.c.number.in_(chosen)
+                    )
+                )
+
+    def seen(
+        self, repo: str, installation_id: int | None, now: int, sha: str | None = None
+    ) -> None:
+        """Remember a repository the service works for (the janitor visits each), and the
+        last commit its project was loaded at."""
+        row = {"repo": repo, "installation_id": installation_id, "seen_ts": now, "last_sha": sha}
+        with self._writing("record a repository") as conn:
+            # One upsert, as every job of every PR of the repository records it, at once in
+            # several workers; what a call does not know (None) is kept.
+            _upsert(conn, repos, row, ("repo",), keep_when_null=("installation_id", "last_sha"))
+
+    def last_sha(self, repo: str) -> str | None:
+        """The last commit a job loaded ``repo``'s project at; None if none yet."""
+        query = select(repos.c.last_sha).where(repos.c.repo == repo)
+        with self._reading("read a repository") as conn:
+            return conn.execute(query).scalar_one_or_none()
+
+    def repositories(self) -> list[tuple[str, int | None]]:
+        """Every repository seen: (``forge:owner/name``, installation id)."""
+        with self._reading("list repositories") as conn:
+            rows = conn.execute(
+                select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo)
+            )
+            return [(row.repo, row.installation_id) for row in rows]
+
+    # -- events handled, and the heads PR events reported ---------------------------------
+
+    def handled(self, repo: str, key: str) -> tuple[str, int] | None:
+        """(outcome, epoch ms) of the event with content key ``key`` handled in ``repo``;
+        None when no such event was handled."""
+        query = select(handled_events.c.outcome, handled_events.c.handled_ts).where(
+            handled_events.c.repo == repo, handled_events.c.key == key
+        )
+        with self._reading("read a handled event") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.outcome, int(row.handled_ts))
+
+    def record_handled(self, repo: str, key: str, kind: str, outcome: str, now: int) -> None:
+        """Record that the event with content key ``key`` was handled (``outcome``: done,
+        or failed for good); the first record of a key is kept."""
+        row = {"repo": repo, "key": key, "kind": kind, "outcome": outcome, "handled_ts": now}
+        with self._writing("record a handled event") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(handled_events).values(row).on_conflict_do_nothing())
+
+    def pr_head(self, repo: str, number: int) -> tuple[str, int | None] | None:
+        """(sha, the forge's time of the event that reported it) of the PR's recorded head;
+        None when none of its events was recorded."""
+        query = select(pr_heads.c.sha, pr_heads.c.at_ts).where(
+            pr_heads.c.repo == repo, pr_heads.c.number == number
+        )
+        with self._reading("read the head of a pull request") as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else (row.sha, None if row.at_ts is None else int(row.at_ts))
+
+    def record_pr_head(self, repo: str, number: int, sha: str, at: int | None, now: int) -> bool:
+        """Record ``sha`` as the PR's head, reported by an event of forge time ``at``, unless
+        the head recorded came with a later time (both known).
+
+        Returns:
+            False, changing nothing, when the recorded head is newer than this event's.
+        """
+        row = {"repo": repo, "number": number, "sha": sha.lower(), "at_ts": at, "recorded_ts": now}
+        with self._writing("record the head of a pull request") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            statement = dialect.insert(pr_heads).values(row)
+            new = statement.excluded
+            # A row comes back when it was inserted or updated, none when the WHERE kept it.
+            moved = conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[pr_heads.c.repo, pr_heads.c.number],
+                    set_={"sha": new.sha, "at_ts": new.at_ts, "recorded_ts": new.recorded_ts},
+                    where=or_(
+                        pr_heads.c.at_ts.is_(None),
+                        new.at_ts.is_(None),
+                        new.at_ts >= pr_heads.c.at_ts,
+                    ),
+                ).returning(pr_heads.c.sha)
+            ).first()
+        return moved is not None
+
+    def count(self, table: str) -> int:
+        """Rows in one of the ledger's tables (for tests and metrics)."""
+        with self._reading("count rows") as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
+            )
+
+
+def _upsert(
+    conn: Connection,
+    table: Table,
+    row: dict[str, Any],
+    keys: tuple[str, ...],
+    keep_when_null: tuple[str, ...] = (),
+) -> None:
+    """Insert ``row``, or update the row with the same ``keys``, in one statement (no race
+    between two writers of one key); columns in ``keep_when_null`` keep their value when
+    ``row`` has None for them."""
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(table).values(row)
+    changes = {
+        name: func.coalesce(statement.excluded[name], table.c[name])
+        if name in keep_when_null
+        else statement.excluded[name]
+        for name in row
+        if name not in keys
+    }
+    conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=changes))
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

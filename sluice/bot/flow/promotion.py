@@ -1,0 +1,348 @@
+"""Promotion to prod (on merge, on a release tag, or ``/sluice deploy``) and cleanup.
+
+Every job here runs under the repository's prod queue key, so two never overlap. What
+prod is (its branch, merge or tag, the tag pattern) and whether a change needs approval
+are the trusted settings in force (:mod:`sluice.bot.flow.trust`), never the promoted commit's
+own. A promotion plans prod at the promoted commit, against prod as it is now (so a prod
+that moved since the PR was planned is re-planned, never overwritten), refuses when any
+model change in that plan, or a change of the ``sluice:`` settings, was not approved
+through a gate, and otherwise applies it: when the PRs built every version prod needs,
+that is a virtual update (views swapped, no data written). The promoted commit's settings
+are then the ones in force. The outcome goes to the ``sluice/deploy`` check, the PR's
+comment and a forge deployment record for environment ``prod``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.bot.events.neutral import PullRequestEvent, TagEvent
+from sluice.bot.flow import trust
+from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
+from sluice.bot.flow.trust import Settings
+from sluice.bot.forge.base import Check, Forge
+from sluice.core import markdown as md
+from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
+from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.state import open_state
+from sluice.core.timeutil import DAY_MS
+from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment, run_janitor
+
+if TYPE_CHECKING:
+    from sluice.bot.flow.controller import Controller
+
+log = logging.getLogger(__name__)
+
+DEPLOY = "sluice/deploy"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a promotion did."""
+
+    ok: bool
+    title: str
+    summary: str
+    tables_built: int = 0
+    views_swapped: int = 0
+    live: frozenset[Item] = frozenset()  # prod's model contents once promoted (when ok)
+
+
+def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome | None:
+    """A PR was merged: promote when ``deploy.on`` is merge and it went into the prod
+    branch; with ``deploy.on: tag``, remember it until a tag promotes it."""
+    sha = event.merge_sha or event.head_sha
+    settings = _settings(ctl, forge, sha, event.number)
+    if settings is None:
+        return None
+    if event.base_ref != settings.branch:
+        log.info(
+            "%s#%s merged into %s, not the prod branch %s: not promoted",
+            forge.repo,
+            event.number,
+            event.base_ref,
+            settings.branch,
+        )
+        cleanup(ctl, forge, event.number, "merged into another branch than prod")
+        return None
+    if settings.deploy.on == "tag":
+        review = ctl.ledger.review(ctl.repo_key(forge), event.number, event.head_sha)
+        items = review.items if review is not None else ()
+        ctl.ledger.merged(ctl.repo_key(forge), event.number, items, ctl.ctx.clock())
+        ctl.publish(
+            forge,
+            event.number,
+            section=(
+                "promotion",
+                (
+                    f"**Promotion:** merged; prod is promoted by the next tag matching "
+                    f"`{settings.deploy.tag_pattern}` on `{settings.deploy.prod_branch}`. "
+                    f"`{pr_environment(event.number)}` stays until then."
+                ),
+            ),
+        )
+        return None
+    outcome = promote(ctl, forge, sha, settings, label=f"#{event.number}", number=event.number)
+    if outcome.ok:
+        cleanup(ctl, forge, event.number, "promoted to prod")
+    return outcome
+
+
+def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
+    """A tag was pushed or a release published: promote its commit when the tag matches
+    ``deploy.tag_pattern`` and the commit is on the prod branch; else log and ignore."""
+    sha = event.sha or forge.commit_of(f"tags/{event.tag}")
+    if sha is None:
+        log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
+        return None
+    settings = _settings(ctl, forge, sha, None)
+    if settings is None:
+        return None
+    deploy = settings.deploy
+    if deploy.on != "tag":
+        log.info("%s: tag %s ignored: deploy.on is %s", forge.repo, event.tag, deploy.on)
+        return None
+    if not deploy.tag_matches(event.tag):
+        log.info(
+            "%s: tag %s ignored: it does not match %s", forge.repo, event.tag, deploy.tag_pattern
+        )
+        return None
+    if not forge.on_branch(sha, settings.branch):
+        log.warning(
+            "%s: tag %s ignored: %s is not on the prod branch %s",
+            forge.repo,
+            event.tag,
+            sha[:12],
+            settings.branch,
+        )
+        return None
+    outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
+    if outcome.ok:
+        repo = ctl.repo_key(forge)
+        waiting = ctl.ledger.waiting(repo).items()
+        done = [n for n, items in waiting if set(items) <= outcome.live]
+        for number in done:
+            cleanup(ctl, forge, number, f"promoted to prod by tag {md.code(event.tag)}")
+        ctl.ledger.promoted(repo, done)
+    return outcome
+
+
+def promote(
+    ctl: Controller, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
+) -> Outcome:
+    """Bring prod to the project at ``sha`` (see the module docstring)."""
+    forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
+    repo = ctl.repo_key(forge)
+    # A promotion of this commit cut short (its job is being run again) has a record open.
+    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    if deployment is None:
+        deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}", settings.branch)
+        if deployment is not None:
+            ctl.ledger.deploying(repo, sha, PROD, deployment, ctl.ctx.clock())
+    if deployment is not None:
+        forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
+    try:
+        outcome = _promote(ctl, forge, sha, settings, label)
+    except DriverLost:
+        # Prod may be half-way (views partly swapped, the record not yet): the worker runs
+        # the promotion again, which re-plans against the unchanged record and finishes it.
+        raise
+    except SluiceError as exc:
+        text = ctl.scrub(str(exc))
+        outcome = Outcome(
+            False,
+            "Promotion failed; prod is unchanged",
+            f"Promoting {label} failed:\n\n{md.fence(text, 'text')}",
+        )
+    forge.set_check(
+        sha,
+        Check(
+            DEPLOY,
+            "completed",
+            outcome.title,
+            outcome.summary,
+            conclusion="success" if outcome.ok else "failure",
+        ),
+    )
+    if deployment is not None:
+        state = "success" if outcome.ok else "failure"
+        forge.deployment_status(deployment, state, outcome.title[:140])
+        ctl.ledger.deployed(repo, sha, PROD)
+    if number is not None:
+        icon = "🚀" if outcome.ok else "❌"
+        ctl.publish(
+            forge,
+            number,
+            section=(
+                "promotion",
+                f"**Promotion** of `{sha[:7]}`: {icon} {outcome.title}. {outcome.summary}",
+            ),
+        )
+    log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
+    return outcome
+
+
+def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
+    tree = ctl.tree(forge, sha)
+    project = ctl.load(tree, settings)
+    config = tree / ctl.config_path()
+    text = config.read_text(encoding="utf-8") if config.is_file() else None
+    own = trust.parse(text, ctl.config_path())  # the promoted commit's own settings
+    repo = ctl.repo_key(forge)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        for attempt in (1, 2):
+            now = ctl.ctx.clock()
+            plan = plan_environment(project, store, PROD, end=now, execution_time=now)
+            items = list(review_of(plan, project).items)
+            if own.digest != settings.digest:
+                items.append((trust.SETTINGS_ITEM, own.digest))
+            if settings.requires_approval:
+                missing = ctl.ledger.unapproved(repo, items)
+                if missing:
+                    return Outcome(
+                        False,
+                        f"{len(missing)} unapproved change(s): prod is unchanged",
+                        _unapproved(missing, settings),
+                    )
+            live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
+            if not plan.has_changes and not plan.backfill:
+                trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
+                return Outcome(
+                    True, "Prod already has this state", "Nothing to promote.", live=live
+                )
+            runner = ctl.runner(project, tree, lambda _event: None)
+            try:
+                result = apply_plan(project, store, plan, runner, url=ctl.ctx.state_url, now=now)
+            except ConflictError:
+                if attempt == 2:
+                    raise
+                log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
+                continue
+            trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
+            if result.tables_built == 0:
+                return Outcome(
+                    True,
+                    "Promoted by virtual update",
+                    f"{result.views_swapped} prod views now read the tables the PR "
+                    "built; no data was written.",
+                    0,
+                    result.views_swapped,
+                    live,
+                )
+            names = ", ".join(f"`{b.name}`" for b in plan.backfill)
+            return Outcome(
+                True,
+                f"Promoted; {result.tables_built} table(s) backfilled",
+                f"Not every interval prod needs was built in a PR, so the "
+                f"promotion computed {names}; {result.views_swapped} views swapped.",
+                result.tables_built,
+                result.views_swapped,
+                live,
+            )
+    finally:
+        store.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def abandon(ctl: Controller, forge: Forge, sha: str, text: str) -> None:
+    """The promotion of ``sha`` failed on every attempt: close its open deployment record."""
+    repo = ctl.repo_key(forge)
+    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    if deployment is not None:
+        forge.deployment_status(deployment, "failure", text[:140])
+        ctl.ledger.deployed(repo, sha, PROD)
+
+
+def _unapproved(missing: list[Item], settings: Settings) -> str:
+    lines = [
+        "- the `sluice:` settings in config.yaml (change)"
+        if name == trust.SETTINGS_ITEM
+        else f"- {md.code(name)} ({'removal' if content == REMOVED else 'change'})"
+        for name, content in missing
+    ]
+    return (
+        "These changes were never approved through the `sluice/approval` gate (for "
+        "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
+        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
+        f"`sluice.gate` of {settings.source}. Open a PR with these changes into "
+        f"{md.code(settings.branch)} and have it approved, then promote again."
+    )
+
+
+def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Settings | None:
+    try:
+        return ctl.settings(forge)
+    except ConfigError as exc:
+        text = ctl.scrub(str(exc))
+        forge.set_check(
+            sha,
+            Check(
+                DEPLOY,
+                "completed",
+                "Invalid deploy settings",
+                f"{md.fence(text, 'text')}",
+                conclusion="failure",
+            ),
+        )
+        if number is not None:
+            ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
+        return None
+
+
+def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
+    """Invalidate the PR's environment now; the janitor drops its views later."""
+    environment = pr_environment(number)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        existed = store.get_environment(environment) is not None
+        if existed:
+            invalidate_environment(store, environment)
+    finally:
+        store.close()
+    if existed:
+        ctl.publish(
+            forge,
+            number,
+            section=(
+                "cleanup",
+                (
+                    f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views."
+                ),
+            ),
+        )
+
+
+def janitor(ctl: Controller, forge: Forge) -> None:
+    """Run the janitor with the trusted settings (the prod branch's TTLs, the service's
+    Spark), on the prod branch's project: never a pull request's."""
+    if ctl.ledger.last_sha(ctl.repo_key(forge)) is None:
+        return  # no project was ever loaded for this repository: nothing built to clean
+    settings = ctl.settings(forge)
+    sha = settings.sha or forge.commit_of(settings.branch)
+    if sha is None:
+        log.warning(
+            "%s: janitor skipped: the prod branch %s has no commit", forge.repo, settings.branch
+        )
+        return
+    tree = ctl.tree(forge, sha)
+    project = ctl.load(tree, settings)
+    store = open_state(ctl.ctx.state_url)
+    try:
+        report = run_janitor(
+            store,
+            ctl.runner(project, tree, lambda _event: None),
+            url=ctl.ctx.state_url,
+            now=ctl.ctx.clock(),
+            table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
+        )
+    finally:
+        store.close()
+    log.info(
+        "%s: janitor removed %s environment(s), dropped %s table(s)",
+        forge.repo,
+        len(report.environments),
+        len(report.tables),
+    )

@@ -1,0 +1,252 @@
+"""Which settings Sluice trusts, and where each comes from (docs/security.md, "Who decides").
+
+Three sources, and nothing else:
+
+- **The service** (``SLUICE_*``, handed in through the controller's context): credentials,
+  the repositories served, the prod branch's name (``SLUICE_PROD_BRANCH``), and where and
+  how Spark runs: master, deploy mode and every Spark setting that could choose what runs
+  (driver program, JVM options, jars, packages, plugins, extensions, metastore, warehouse).
+- **The prod branch** (the ``sluice:`` section of its config.yaml): the gate, ``deploy``,
+  ``allowed_paths``, TTLs, the PR preview settings, the table format, and Spark *tuning*:
+  the settings in :data:`SPARK_TUNING`, which size work but cannot run code.
+- **The pull request's head**: its models, audits, tests and seeds, and the
+  ``model_defaults`` and ``variables`` of its config.yaml (they are part of its models:
+  each change to them changes a model and shows in the plan). Its ``sluice:`` section is
+  not used for its own build; changing it is a change like a model's, approved with the
+  PR (:data:`SETTINGS_ITEM`) and in force once promoted.
+
+The prod branch's settings are *pinned* in the ledger the first time Sluice reads them.
+From then on a newer ``sluice:`` section on the prod branch is used once a gate approved
+it (a PR that changed it passed ``sluice/approval``) or when the pinned settings required
+no approval; otherwise, e.g. after an admin pushed or merged past the gate, the pinned
+settings stay in force and the PR is told why. A promotion moves the pin to the promoted
+commit's settings, after checking that their change, if any, was approved.
+
+>>> tuning, refused = split_spark_conf({"spark.sql.shuffle.partitions": "8",
+...                                     "spark.jars": "/tmp/x.jar"})
+>>> tuning, refused
+({'spark.sql.shuffle.partitions': '8'}, ['spark.jars'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.bot.flow.gate_rules import DeploySettings, GateSettings, gate_config
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import Item
+from sluice.bot.forge.base import Forge
+from sluice.core import markdown as md
+from sluice.core.config import ProjectConfig, SluiceSettings, SparkSettings, parse_config
+from sluice.core.errors import ConfigError
+from sluice.core.yamlio import parse_yaml
+
+SETTINGS_ITEM = "config.yaml sluice:"
+"""The review item standing for a change of the ``sluice:`` section (its content: the
+digest of the new settings); approved and checked like a model change."""
+
+# Spark settings the prod branch may set: they size and tune work, none can load a class,
+# a file or a program. Exact keys, or prefixes ending in ".".
+SPARK_TUNING = (
+    "spark.sql.shuffle.partitions",
+    "spark.sql.adaptive.",
+    "spark.sql.autoBroadcastJoinThreshold",
+    "spark.sql.broadcastTimeout",
+    "spark.sql.files.maxPartitionBytes",
+    "spark.sql.files.openCostInBytes",
+    "spark.sql.files.maxRecordsPerFile",
+    "spark.sql.parquet.compression.codec",
+    "spark.sql.orc.compression.codec",
+    "spark.sql.cbo.",
+    "spark.sql.join.preferSortMergeJoin",
+    "spark.sql.ansi.enabled",
+    "spark.sql.session.timeZone",
+    "spark.default.parallelism",
+    "spark.driver.memory",
+    "spark.driver.cores",
+    "spark.driver.maxResultSize",
+    "spark.executor.memory",
+    "spark.executor.cores",
+    "spark.executor.instances",
+    "spark.memory.fraction",
+    "spark.memory.storageFraction",
+)
+
+
+def split_spark_conf(conf: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The tuning settings of ``conf`` (kept), and the keys of the others (refused)."""
+    kept: dict[str, str] = {}
+    refused: list[str] = []
+    for key, value in conf.items():
+        if any(key == t or (t.endswith(".") and key.startswith(t)) for t in SPARK_TUNING):
+            kept[key] = value
+        else:
+            refused.append(key)
+    return kept, refused
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The trusted settings of one repository, and where they were read."""
+
+    branch: str  # the prod branch
+    sha: str | None  # the commit they were read at (None: the forge did not say)
+    sluice: SluiceSettings  # the `sluice:` section as written there
+    gate: GateSettings
+    deploy: DeploySettings  # its prod_branch is always `branch`
+    digest: str
+    source: str  # where they come from, for messages (Markdown)
+    note: str | None = None  # why newer settings on the prod branch are not in force
+
+    @property
+    def requires_approval(self) -> bool:
+        required = self.gate.required_approvers.count > 0
+        return required or self.gate.owners_must_approve != "never"
+
+    @property
+    def item(self) -> Item:
+        return (SETTINGS_ITEM, self.digest)
+
+    def spark(self, service: SparkSettings) -> SparkSettings:
+        """Spark as the service runs it: its master, deploy mode and settings, plus the prod
+        branch's tuning (the service's settings win) and table format."""
+        tuning, _refused = split_spark_conf(self.sluice.spark.conf)
+        return SparkSettings(
+            master=service.master,
+            deploy_mode=service.deploy_mode,
+            conf={**tuning, **service.conf},
+            table_format=self.sluice.spark.table_format,
+        )
+
+    def for_project(self, service: SparkSettings) -> SluiceSettings:
+        """The ``sluice:`` settings a project from a pull request is loaded with."""
+        return self.sluice.model_copy(update={"spark": self.spark(service)})
+
+    def ignored_spark(self) -> list[str]:
+        """The prod branch's Spark settings the service ignores (they could run code)."""
+        sluice = self.sluice.spark
+        ignored = split_spark_conf(sluice.conf)[1]
+        if sluice.master != SparkSettings().master:
+            ignored.insert(0, "master")
+        if sluice.deploy_mode is not None:
+            ignored.insert(0, "deploy_mode")
+        return ignored
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One config.yaml's ``sluice:`` settings and their digest."""
+
+    sluice: SluiceSettings
+    gate: GateSettings
+    deploy: DeploySettings
+    digest: str
+    names_prod_branch: bool  # whether it sets deploy.prod_branch itself
+
+
+def parse(text: str | None, path: str) -> Parsed:
+    """Parse a config.yaml's text (None: no file, all defaults).
+
+    Raises:
+        ConfigError: naming ``path:line`` and how to fix it.
+    """
+    if text is None:
+        config = ProjectConfig()
+        gate, deploy = GateSettings(), DeploySettings()
+        named = False
+    else:
+        config = parse_config(parse_yaml(text, path))
+        gate, deploy = gate_config(text, path)
+        named = "prod_branch" in config.sluice.deploy
+    return Parsed(config.sluice, gate, deploy, digest(config.sluice, gate, deploy), named)
+
+
+def digest(sluice: SluiceSettings, gate: GateSettings, deploy: DeploySettings) -> str:
+    """A hash of what the ``sluice:`` section says (formatting and comments aside)."""
+    data: dict[str, Any] = {
+        "sluice": sluice.model_dump(mode="json", exclude={"gate", "deploy"}),
+        "gate": gate.model_dump(mode="json"),
+        "deploy": deploy.model_dump(mode="json"),
+    }
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _short(sha: str | None) -> str:
+    return f"`{sha[:7]}`" if sha else "its head"
+
+
+def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | None, str | None]:
+    """The settings on the prod branch now: (parsed, branch, head sha, config text).
+
+    ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config.yaml names another
+    ``deploy.prod_branch``, that branch is read instead (once: it must name itself).
+    """
+    text = forge.read_file(branch, path)
+    parsed = parse(text, f"{branch}:{path}")
+    if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
+        named = parsed.deploy.prod_branch
+        text = forge.read_file(named, path)
+        again = parse(text, f"{named}:{path}")
+        if again.names_prod_branch and again.deploy.prod_branch != named:
+            raise ConfigError(
+                f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
+                f"config.yaml names {md.code(again.deploy.prod_branch)}: the prod branch is ambiguous",
+                path=path,
+                hint=f"make {md.code(named)}'s config.yaml name itself (or drop the setting there), "
+                "or set SLUICE_PROD_BRANCH to the prod branch",
+            )
+        parsed, branch = again, named
+    return parsed, branch, forge.commit_of(branch), text
+
+
+def settings_for(
+    forge: Forge, ledger: Ledger, repo: str, *, branch: str, path: str, now: int
+) -> Settings:
+    """The settings in force for ``repo`` (see the module docstring).
+
+    Raises:
+        ConfigError: the prod branch's (or the pinned) settings are invalid.
+    """
+    parsed, branch, sha, text = read_prod(forge, branch, path)
+    head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
+    pinned = ledger.settings_in_force(repo)
+    if pinned is None:
+        ledger.pin_settings(repo, sha or branch, parsed.digest, text or "", now, replace=False)
+        return head
+    pin_sha, pin_digest, pin_text = pinned
+    if pin_digest == parsed.digest:
+        return head
+    old = parse(pin_text or None, f"{pin_sha[:7]}:{path}")
+    if not _requires_approval(old.gate):
+        return head  # nothing guarded the settings: the newer ones are as good
+    if not ledger.unapproved(repo, [head.item]):
+        return head  # a gate approved exactly these settings
+    note = (
+        f"The `sluice:` settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
+        f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
+        f"promoted with ({_short(pin_sha)}). Change them through a pull request that is "
+        "approved and promoted."
+    )
+    source = f"the settings prod was last promoted with ({_short(pin_sha)})"
+    return _settings(old, branch, pin_sha, source, note)
+
+
+def pin(ledger: Ledger, repo: str, sha: str, text: str | None, path: str, now: int) -> None:
+    """Prod was promoted to ``sha``: its settings are now the ones in force."""
+    parsed = parse(text, f"{sha[:7]}:{path}")
+    ledger.pin_settings(repo, sha, parsed.digest, text or "", now, replace=True)
+
+
+def _requires_approval(gate: GateSettings) -> bool:
+    return gate.required_approvers.count > 0 or gate.owners_must_approve != "never"
+
+
+def _settings(
+    parsed: Parsed, branch: str, sha: str | None, source: str, note: str | None = None
+) -> Settings:
+    deploy = parsed.deploy.model_copy(update={"prod_branch": branch})
+    return Settings(branch, sha, parsed.sluice, parsed.gate, deploy, parsed.digest, source, note)

@@ -1,0 +1,1 @@
+"""Intake: a webhook delivery is checked for authenticity and committed to the queue in groups."""

@@ -1,0 +1,133 @@
+"""What the job queue stores and hands out: its tables in the state database, a job's
+statuses, and the records producers and workers exchange with :mod:`sluice.bot.queue.store`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"  # a newer head commit made it moot before it started
+
+
+metadata = MetaData()
+
+deliveries = Table(
+    "sluice_deliveries",
+    metadata,
+    Column("delivery_id", String, primary_key=True),
+    Column("forge", String, nullable=False),
+    Column("event", String, nullable=False),
+    Column("received_ts", BigInteger, nullable=False),
+    Column("job_id", BigInteger, nullable=True),
+)
+
+jobs = Table(
+    "sluice_jobs",
+    metadata,
+    # INTEGER on SQLite so the column aliases the rowid and actually autoincrements.
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("delivery_id", String, nullable=False),
+    Column("key", String, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("head_sha", String, nullable=True),
+    Column("status", String, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("created_ts", BigInteger, nullable=False),
+    Column("started_ts", BigInteger, nullable=True),
+    Column("finished_ts", BigInteger, nullable=True),
+    Column("lease_until", BigInteger, nullable=True),
+    Column("worker", String, nullable=True),
+    Column("error", Text, nullable=True),
+)
+Index("ix_sluice_jobs_key", jobs.c.key)
+# claim scans queued jobs oldest first; recover scans running ones.
+Index("ix_sluice_jobs_status_id", jobs.c.status, jobs.c.id)
+# Supersede looks up the queued jobs of a key: only those, not every job the key ever had.
+QUEUED_BY_KEY = (
+    'CREATE INDEX IF NOT EXISTS ix_sluice_jobs_queued_key ON sluice_jobs ("key", kind) '
+    "WHERE status = 'queued'"
+)
+
+job_keys = Table(
+    "sluice_job_keys",
+    metadata,
+    Column("key", String, primary_key=True),
+    Column("running_job_id", BigInteger, nullable=True),
+)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue with a delivery.
+
+    Attributes:
+        key: Jobs of one key run one at a time, oldest first (``pr_key`` of the event).
+        kind: What the job does (the event kind); with ``supersede``, only queued jobs of
+            the same kind are superseded.
+        payload: JSON-serialisable document for the worker (the event's ``to_json``).
+        head_sha: The commit the job is about, when there is one.
+        supersede: Mark queued jobs of the same key and kind for another head commit as
+            superseded: a newer head makes older waiting work moot. A running job is left
+            to finish.
+    """
+
+    key: str
+    kind: str
+    payload: dict[str, Any]
+    head_sha: str | None = None
+    supersede: bool = False
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery to store, with the job it asks for (None: no work).
+
+    ``now`` is when it arrived (epoch seconds): it becomes the delivery's and the job's time.
+    """
+
+    delivery_id: str
+    forge: str
+    event: str
+    job: NewJob | None
+    now: float
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed job, as a worker sees it. ``attempts`` counts this one (1 on the first)."""
+
+    id: int
+    delivery_id: str
+    key: str
+    kind: str
+    payload: dict[str, Any]
+    head_sha: str | None
+    attempts: int
+    created_ts: float
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """Everything stored about a job (for tests, diagnostics and the health page)."""
+
+    job: Job
+    status: JobStatus
+    worker: str | None
+    error: str | None
+    started_ts: float | None
+    finished_ts: float | None
+    lease_until: float | None

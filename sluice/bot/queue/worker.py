@@ -1,0 +1,191 @@
+"""The worker: takes jobs from the durable queue and hands their events to the controller.
+
+Runs as a thread in the service (several with ``SLUICE_WORKERS``, and in several service
+processes sharing a PostgreSQL state database). A job holds a lease that a heartbeat
+renews while it runs; when a worker dies, its job's lease runs out and :meth:`recover`
+puts the job back, up to the queue's attempt limit, after which the PR is told, and the
+event's content key is recorded as handled (failed): a replay of it does not run either
+(see :mod:`sluice.bot.events.neutral`). Jobs of a repository the service does not serve
+(``SLUICE_REPOSITORIES``, set after they were queued) fail without running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from sluice.bot.events.neutral import JanitorEvent, event_from_json, pr_key
+from sluice.bot.flow.controller import Controller
+from sluice.bot.present.metrics import Registry
+from sluice.bot.queue.store import Job, JobQueue, NewJob
+
+log = logging.getLogger(__name__)
+
+KEEP_FINISHED_SECONDS = 30 * 86400.0
+"""Finished jobs and their deliveries are forgotten after this (GitHub redelivers only
+for a few days)."""
+
+
+class Worker:
+    """One thread processing jobs one at a time."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        controller: Controller,
+        *,
+        metrics: Registry | None = None,
+        poll_seconds: float = 0.5,
+        heartbeat_seconds: float = 10.0,
+        janitor_seconds: float = 0.0,
+        scrub: Callable[[str], str] = lambda text: text,
+        serves: Callable[[str, str], bool] = lambda forge, repo: True,
+    ) -> None:
+        self.queue, self.controller, self.metrics = queue, controller, metrics
+        self.serves = serves  # (forge, repository) -> whether the service serves it
+        self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
+        self.janitor_seconds = janitor_seconds
+        self._purged: int | None = None
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.run, name=f"sluice-worker-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """Process jobs until stopped; recover abandoned jobs now and then."""
+        last_recover = 0.0
+        while not self._stop.is_set():
+            try:
+                if time.monotonic() - last_recover > self.beat:
+                    self.recover()
+                    self.schedule_janitor(time.time())
+                    last_recover = time.monotonic()
+                if not self.run_once():
+                    self._stop.wait(self.poll)
+            except Exception:  # the loop must survive a database hiccup
+                log.exception("worker loop error; retrying")
+                self._stop.wait(self.poll)
+
+    def recover(self) -> None:
+        """Put back jobs whose worker died; report the ones out of attempts."""
+        for job in self.queue.recover(time.time()):
+            log.error(
+                "job %s (%s) failed for good: its worker died on the last attempt", job.id, job.key
+            )
+            self._give_up(job, "the Sluice worker stopped while running this job, on every attempt")
+
+    def schedule_janitor(self, now: float) -> int:
+        """Queue one janitor job per repository and period; returns how many were new.
+
+        The delivery id names the period, so every worker of every service process may
+        call this: the queue keeps the first and refuses the rest.
+        """
+        if self.janitor_seconds <= 0:
+            return 0
+        period = int(now // self.janitor_seconds)
+        if period != self._purged:  # once a period per worker: cheap, and idempotent
+            self._purged = period
+            self.queue.purge(now, KEEP_FINISHED_SECONDS)
+        queued = 0
+        for repo, installation in self.controller.ledger.repositories():
+            forge, _, name = repo.partition(":")
+            if not self.serves(forge, name):
+                continue
+            event = JanitorEvent(forge=forge, repo=name, installation_id=installation)
+            job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
+            if self.queue.accept(f"janitor:{repo}:{period}", forge, "janitor", job, now):
+                queued += 1
+        return queued
+
+    def run_once(self) -> bool:
+        """Process one job if there is one; False when the queue had none ready."""
+        job = self.queue.claim(self.name, time.time())
+        if job is None:
+            return False
+        event = event_from_json(job.payload)
+        if not self.serves(event.forge, event.repo):
+            log.warning(
+                "job %s (%s) not run: %s:%s is not in SLUICE_REPOSITORIES",
+                job.id,
+                job.key,
+                event.forge,
+                event.repo,
+            )
+            self.queue.finish(
+                job.id,
+                self.name,
+                now=time.time(),
+                error=(
+                    f"not run: the repository {event.repo} is not in the service's "
+                    "SLUICE_REPOSITORIES"
+                ),
+            )
+            return True
+        began = time.monotonic()
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
+        beat.start()
+        try:
+            self.controller.handle(event)
+        except Exception as exc:
+            message = self.scrub(str(exc) or exc.__class__.__name__)
+            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
+            if not self.queue.retry(job.id, self.name, message, time.time()):
+                self._give_up(job, message)
+            outcome = "error"
+        else:
+            self.queue.finish(job.id, self.name, now=time.time())
+            outcome = "done"
+        finally:
+            done.set()
+            beat.join()
+        if self.metrics is not None:
+            self.metrics.observe(
+                "sluice_job_duration_seconds",
+                time.monotonic() - began,
+                kind=job.kind,
+                outcome=outcome,
+            )
+        return True
+
+    def _heartbeat(self, job: Job, done: threading.Event) -> None:
+        while not done.wait(self.beat):
+            if not self.queue.heartbeat(job.id, self.name, time.time()):
+                log.warning("job %s: lease lost to another worker", job.id)
+                return
+
+    def _give_up(self, job: Job, message: str) -> None:
+        event = event_from_json(job.payload)  # a document the queue stored: it parsed before
+        try:
+            self.controller.give_up(event, message)
+        except Exception:
+            log.exception("could not report the failure of job %s on the forge", job.id)
+        # Done with, for good: a replay of the event (a new delivery id) does not run it
+        # again either, e.g. an old merge whose promotion failed after newer ones landed.
+        key = event.content_key()
+        if key is not None:
+            try:
+                self.controller.ledger.record_handled(
+                    f"{event.forge}:{event.repo}",
+                    key,
+                    event.kind,
+                    "failed",
+                    self.controller.ctx.clock(),
+                )
+            except Exception:
+                log.exception("could not record job %s's event as handled", job.id)

@@ -1,0 +1,319 @@
+"""The GitHub Action: action.yml against its entry point, and the entry point run as a
+workflow job would run it (a subprocess, GitHub's API faked at the wire)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sluice.bot.entry import action
+from tests.helpers.cases import load_case
+from tests.helpers.github_wire import FakeGitHub
+
+ROOT = Path(__file__).resolve().parents[3]
+REPO = "octo/warehouse"
+HEAD = "a1" * 20
+BASE = "b2" * 20
+TOKEN = "ghs_actionTestToken123"
+
+
+def _action() -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _env_name(input_name: str) -> str:
+    return "INPUT_" + input_name.upper().replace("-", "_")
+
+
+def _run_step() -> dict[str, Any]:
+    steps = [s for s in _action()["runs"]["steps"] if "sluice action" in s.get("run", "")]
+    assert len(steps) == 1
+    step: dict[str, Any] = steps[0]
+    return step
+
+
+# --- action.yml and the code agree ---------------------------------------------------
+
+
+def test_every_declared_input_is_passed_to_the_run_step_and_read_by_the_code() -> None:
+    inputs = _action()["inputs"]
+    env = _run_step()["env"]
+    source = Path(action.__file__).read_text()
+    for name in inputs:
+        assert env.get(_env_name(name)) == f"${{{{ inputs.{name} }}}}", name
+        assert f'"{_env_name(name)}"' in source, f"{_env_name(name)} is not read"
+
+
+def test_every_input_the_code_reads_is_declared() -> None:
+    declared = {_env_name(name) for name in _action()["inputs"]}
+    read = set(re.findall(r"\bINPUT_[A-Z0-9_]+", Path(action.__file__).read_text()))
+    assert read and read <= declared, read - declared
+
+
+def test_the_documented_defaults_and_outputs() -> None:
+    data = _action()
+    inputs = data["inputs"]
+    assert inputs["project-path"]["default"] == "."
+    assert inputs["token"]["default"] == "${{ github.token }}"
+    assert inputs["spark-master"]["default"] == "local[*]"
+    assert data["runs"]["using"] == "composite"
+    uses = [s.get("uses", "") for s in data["runs"]["steps"]]
+    assert "actions/setup-java@v4" in uses and "actions/setup-python@v5" in uses
+    java = next(s for s in data["runs"]["steps"] if s.get("uses") == "actions/setup-java@v4")
+    assert java["with"] == {"distribution": "temurin", "java-version": "17"}
+    install = next(s["run"] for s in data["runs"]["steps"] if "pip install" in s.get("run", ""))
+    assert '-c "$GITHUB_ACTION_PATH/constraints.txt"' in install
+    outputs = data["outputs"]
+    assert outputs["environment"]["value"] == "${{ steps.sluice.outputs.environment }}"
+    assert _run_step()["id"] == "sluice"
+    for check in ("tests", "pr-environment", "prod-plan", "approval", "deploy"):
+        key = check.replace("-", "_")
+        assert outputs[key]["value"] == f"${{{{ steps.sluice.outputs.{key} }}}}"
+
+
+def test_the_example_workflow_is_ready_to_copy() -> None:
+    flow = yaml.safe_load((ROOT / "examples" / "github-workflow.yml").read_text())
+    triggers = flow[True]  # YAML 1.1 reads the bare key `on` as true
+    assert set(triggers) == {"pull_request", "pull_request_review", "issue_comment",
+                             "check_run", "push", "release"}  # fmt: skip
+    assert triggers["push"] == {"tags": ["*"]}
+    assert flow["permissions"] == {
+        "checks": "write", "pull-requests": "write", "contents": "write",
+        "deployments": "write", "statuses": "write", "issues": "write",
+    }  # fmt: skip
+    group = flow["concurrency"]["group"]
+    assert group.startswith("sluice-${{ github.event.pull_request.number ||")
+    assert "github.event_name == 'pull_request'" in flow["concurrency"]["cancel-in-progress"]
+    steps = next(iter(flow["jobs"].values()))["steps"]
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert "github.event.pull_request.head.sha" in checkout["with"]["ref"]
+    sluice = next(s for s in steps if s.get("id") == "sluice")
+    assert set(sluice["with"]) <= set(_action()["inputs"])
+
+
+# --- pieces -----------------------------------------------------------------------------
+
+
+def test_spark_conf_lines_or_commas() -> None:
+    assert action.parse_spark_conf("a.b=1\n c = x,y \n\n") == {"a.b": "1", "c": "x,y"}
+    assert action.parse_spark_conf("a=1, b=2") == {"a": "1", "b": "2"}
+    assert action.parse_spark_conf("") == {}
+    with pytest.raises(action.ActionError, match="'nope' is not key=value"):
+        action.parse_spark_conf("nope")
+
+
+def test_config_override_merges_into_the_sluice_section() -> None:
+    text = (
+        "model_defaults:\n  dialect: duckdb\nsluice:\n  project: demo\n  pr:\n    diff_limit: 4\n"
+    )
+    override = action.parse_override("sluice:\n  pr:\n    backfill_days: 2\n")
+    merged = yaml.safe_load(action.override_config(text, override) or "")
+    assert merged == {
+        "model_defaults": {"dialect": "duckdb"},
+        "sluice": {"project": "demo", "pr": {"diff_limit": 4, "backfill_days": 2}},
+    }
+    assert action.override_config(text, {}) == text
+    assert yaml.safe_load(action.override_config(None, {"project": "x"}) or "") == {
+        "sluice": {"project": "x"}
+    }
+    with pytest.raises(action.ActionError, match="mapping"):
+        action.parse_override("- a list")
+
+
+def test_outputs_name_each_check_without_the_prefix() -> None:
+    from sluice.bot.forge.base import Check
+
+    checks = {
+        "sluice/pr-environment": Check("sluice/pr-environment", "completed", "t", "s", "success"),
+        "sluice/approval": Check("sluice/approval", "in_progress", "t", "s"),
+    }
+    assert action.output_lines("pr_3", checks) == [
+        "environment=pr_3", "pr_environment=success", "approval=in_progress",
+    ]  # fmt: skip
+
+
+# --- the entry point as a workflow job runs it -------------------------------------------
+
+
+def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "config.yaml").write_text(config)
+    return root
+
+
+def _job(tmp_path: Path, event: str, payload: dict[str, Any] | None,
+         **extra: str) -> dict[str, str]:  # fmt: skip
+    event_path = tmp_path / "event.json"
+    if payload is not None:
+        event_path.write_text(json.dumps(payload))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "INPUT_", "SLUICE_"))}  # fmt: skip
+    env.update(
+        GITHUB_ACTIONS="true", GITHUB_EVENT_NAME=event, GITHUB_EVENT_PATH=str(event_path),
+        GITHUB_REPOSITORY=REPO, GITHUB_WORKSPACE=str(tmp_path / "workspace"),
+        GITHUB_API_URL="https://api.github.com", GITHUB_SHA="c3" * 20,
+        GITHUB_OUTPUT=str(tmp_path / "output.txt"), INPUT_TOKEN=TOKEN,
+        INPUT_PROJECT_PATH=".", INPUT_SPARK_MASTER="local[1]", INPUT_SPARK_CONF="",
+        INPUT_DATABASE_URL="", INPUT_CONFIG_OVERRIDE="",
+        SLUICE_GITHUB_WRITE_INTERVAL="0", SPARK_LOCAL_IP="127.0.0.1",
+    )  # fmt: skip
+    env.update(extra)
+    return env
+
+
+def _run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.helpers.action_child", str(tmp_path / "github.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _pr_payload() -> dict[str, Any]:
+    payload = load_case("github/pull_request/opened.payload.json")
+    payload["repository"]["full_name"] = REPO
+    payload["pull_request"]["head"]["sha"] = HEAD
+    payload["pull_request"]["base"]["sha"] = BASE
+    return payload
+
+
+def _github(tmp_path: Path, number: int, **files: str) -> FakeGitHub:
+    github = FakeGitHub(repo=REPO, state_file=tmp_path / "github.json")
+    github.add_pull(number, HEAD, author="Codertocat", base="master", head_ref="changes")
+    github.files.update({("master", path): text for path, text in files.items()})
+    github.save()
+    return github
+
+
+def _outputs(tmp_path: Path) -> dict[str, str]:
+    lines = (tmp_path / "output.txt").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+def test_a_pull_request_is_built_from_the_workspace_and_reported(tmp_path: Path) -> None:
+    payload = _pr_payload()
+    number = payload["pull_request"]["number"]
+    # The prod branch (the repository's default, master) names the project: its `sluice:`
+    # settings are the ones used, not the head's.
+    _github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
+    _project(tmp_path / "workspace", "sluice:\n  project: from_the_head\n")
+    (tmp_path / "workspace" / ".git").mkdir()  # not a repository: the PR's head is used
+    (tmp_path / "workspace" / ".git" / "secret").write_text("never copied")
+
+    done = _run(tmp_path, _job(tmp_path, "pull_request", payload))
+    assert done.returncode == 0, done.stderr
+    github = FakeGitHub(state_file=tmp_path / "github.json")
+    assert not [u for _, u in github.requests if "/tarball/" in u], "the workspace is the head"
+    assert all(u.startswith("https://api.github.com") for _, u in github.requests)
+    checks = github.checks_on(HEAD)
+    assert set(checks) == {
+        "sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"
+    }  # fmt: skip
+    assert {c["conclusion"] for c in checks.values()} == {"success"}
+    assert checks["sluice/pr-environment"]["output"]["title"] == "This PR changes no model"
+    assert checks["sluice/approval"]["output"]["title"] == "No approval required"
+    comments = github.comments_on(number)
+    assert len(comments) == 1
+    assert comments[0]["body"].startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `demo`")
+    assert _outputs(tmp_path) == {
+        "environment": f"pr_{number}", "tests": "success", "pr_environment": "success",
+        "prod_plan": "success", "approval": "success",
+    }  # fmt: skip
+    # No database-url: the state is SQLite in the workspace, and the log says it is lost.
+    assert "every run starts from an empty prod" in done.stdout
+    assert (tmp_path / "workspace" / ".sluice" / "action" / "state.db").is_file()
+    trees = list((tmp_path / "workspace" / ".sluice" / "action" / "trees").rglob(HEAD))
+    assert len(trees) == 1 and not (trees[0] / ".git").exists()
+    assert TOKEN not in done.stdout + done.stderr
+
+
+def test_a_pending_gate_is_not_a_failed_job_and_the_override_applies(tmp_path: Path) -> None:
+    payload = _pr_payload()
+    number = payload["pull_request"]["number"]
+    _github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
+    _project(tmp_path / "workspace" / "wh")
+    override = "sluice:\n  project: overridden\n  gate:\n    required_approvers:\n      users: [bob]\n"  # fmt: skip
+    state = f"sqlite:///{tmp_path / 'shared.db'}"
+    env = _job(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
+               INPUT_CONFIG_OVERRIDE=override, INPUT_DATABASE_URL=state,
+               INPUT_SPARK_CONF="spark.sql.shuffle.partitions=2")  # fmt: skip
+    done = _run(tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    github = FakeGitHub(state_file=tmp_path / "github.json")
+    checks = github.checks_on(HEAD)
+    approval = checks["sluice/approval"]
+    assert approval["conclusion"] != "success", approval  # bob has not approved
+    assert "bob" in json.dumps(approval["output"])
+    assert "`overridden`" in github.comments_on(number)[0]["body"]  # the head's config
+    outputs = _outputs(tmp_path)
+    assert outputs["approval"] == (approval["conclusion"] or approval["status"])
+    assert outputs["pr_environment"] == "success"
+    assert (tmp_path / "shared.db").is_file()
+    assert "empty prod" not in done.stdout
+
+
+def test_an_event_sluice_does_not_handle_is_nothing_to_do(tmp_path: Path) -> None:
+    payload = load_case("github/installation/created.payload.json")
+    done = _run(tmp_path, _job(tmp_path, "installation", payload, INPUT_TOKEN=""))
+    assert done.returncode == 0, done.stderr
+    assert "nothing to do for event installation" in done.stdout
+    assert not (tmp_path / "output.txt").exists()
+
+
+def test_a_missing_token_fails_the_job_clearly(tmp_path: Path) -> None:
+    _github(tmp_path, 2)
+    done = _run(tmp_path, _job(tmp_path, "pull_request", _pr_payload(), INPUT_TOKEN=""))
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("::error title=Sluice::sluice action: no GitHub token")
+    assert FakeGitHub(state_file=tmp_path / "github.json").requests == []
+
+
+def test_the_job_token_is_the_fallback(tmp_path: Path) -> None:
+    payload = _pr_payload()
+    _github(tmp_path, payload["pull_request"]["number"])
+    _project(tmp_path / "workspace")
+    env = _job(tmp_path, "pull_request", payload, INPUT_TOKEN="", GITHUB_TOKEN=TOKEN)
+    assert _run(tmp_path, env).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "cannot read the event file"), ("{not json", "is not JSON"),
+     ("[1, 2]", "does not hold a JSON object")],
+)  # fmt: skip
+def test_an_unreadable_event_file_fails_the_job(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    env = _job(tmp_path, "pull_request", None)
+    if content is not None:
+        Path(env["GITHUB_EVENT_PATH"]).write_text(content)
+    done = _run(tmp_path, env)
+    assert done.returncode == 1
+    assert message in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_payload_missing_what_sluice_needs_fails_the_job(tmp_path: Path) -> None:
+    payload = _pr_payload()
+    del payload["pull_request"]["head"]
+    done = _run(tmp_path, _job(tmp_path, "pull_request", payload))
+    assert done.returncode == 1
+    assert "event file is not usable" in done.stderr
+
+
+def test_the_command_is_registered() -> None:
+    from click.testing import CliRunner
+
+    from sluice.cli import cli
+
+    result = CliRunner().invoke(cli, ["action", "--help"])
+    assert result.exit_code == 0 and "GitHub Action" in result.output

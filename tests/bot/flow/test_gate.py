@@ -1,0 +1,554 @@
+"""The approval gate: settings from the prod branch's config, and each approval rule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import count
+
+import pytest
+
+from sluice.bot.flow.gate_rules import (
+    DeploySettings,
+    GateInput,
+    GateResult,
+    GateSettings,
+    RequiredApprovers,
+    evaluate,
+    gate_config,
+    owners_to_approve,
+)
+from sluice.bot.forge.base import Review
+from sluice.core.errors import ConfigError
+
+# Two pushes: c1 and c2 carry plan P1 (c2 changed only a comment), c3 carries plan P2.
+PLANS = {"c1" * 20: "P1", "c2" * 20: "P1", "c3" * 20: "P2"}
+C1, C2, C3 = "c1" * 20, "c2" * 20, "c3" * 20
+_ids = count(1)
+
+
+def review(user: str, state: str = "APPROVED", sha: str | None = C3) -> Review:
+    return Review(next(_ids), user, state, sha, None)
+
+
+def settings(
+    users: Sequence[str] = ("alice", "bob"),
+    teams: Sequence[str] = (),
+    count: int | None = None,
+    owners: str = "never",
+) -> GateSettings:
+    approvers: dict[str, object] = {"users": list(users), "teams": list(teams)}
+    if count is not None:
+        approvers["count"] = count
+    return GateSettings.model_validate(
+        {"required_approvers": approvers, "owners_must_approve": owners}
+    )
+
+
+def run(
+    gate_settings: GateSettings,
+    reviews: Sequence[Review],
+    *,
+    author: str = "carol",
+    current: str = "P2",
+    teams: Mapping[str, frozenset[str]] | None = None,
+    owners: Mapping[str, str] | None = None,
+    actions: Sequence[tuple[str, str]] = (),
+) -> GateResult:
+    return evaluate(
+        gate_settings,
+        GateInput(
+            author=author,
+            reviews=list(reviews),
+            plans=PLANS,
+            current_plan=current,
+            team_members=teams or {},
+            owners=owners or {},
+            action_approvals=list(actions),
+        ),
+    )
+
+
+# --- settings ---------------------------------------------------------------------------
+
+
+def test_defaults_without_file_or_sections() -> None:
+    for text in (
+        None,
+        "",
+        "model_defaults:\n  dialect: spark\n",
+        "sluice:\n",
+        "sluice:\n  gate:\n",
+    ):
+        gate, deploy = gate_config(text)
+        assert gate == GateSettings()
+        assert deploy == DeploySettings()
+    assert GateSettings().required_approvers.count == 0
+    assert GateSettings().owners_must_approve == "never"
+    assert DeploySettings() == DeploySettings(
+        prod_branch="main", on="merge", tag_pattern="v*", merge_method=None
+    )
+
+
+def test_count_defaults_to_one_when_approvers_are_listed() -> None:
+    assert RequiredApprovers(users=("alice",)).count == 1
+    assert RequiredApprovers(teams=("acme/data",)).count == 1
+    assert RequiredApprovers().count == 0
+
+
+def test_full_config_is_read() -> None:
+    text = """\
+model_defaults:
+  dialect: duckdb
+sluice:
+  spark:
+    master: local[2]
+  gate:
+    required_approvers:
+      users: ["@Alice", bob]
+      teams: [acme/data-eng]
+      count: 2
+    owners_must_approve: breaking
+  deploy:
+    prod_branch: production
+    on: tag
+    tag_pattern: "release-[0-9]*"
+    merge_method: squash
+"""
+    gate, deploy = gate_config(text)
+    assert gate.required_approvers == RequiredApprovers(
+        users=("Alice", "bob"), teams=("acme/data-eng",), count=2
+    )
+    assert gate.owners_must_approve == "breaking"
+    assert deploy == DeploySettings(
+        prod_branch="production", on="tag", tag_pattern="release-[0-9]*", merge_method="squash"
+    )
+    assert deploy.tag_matches("release-42")
+    assert deploy.tag_matches("refs/tags/release-7")
+    assert not deploy.tag_matches("release-x")
+    assert not deploy.tag_matches("Release-42")  # fnmatch, case-sensitive
+
+
+def test_other_sections_are_not_this_modules_business() -> None:
+    # A typo elsewhere is the project loader's error, not the gate's.
+    gate, _ = gate_config("sluice:\n  sparkk: {}\n  gate:\n    owners_must_approve: direct\n")
+    assert gate.owners_must_approve == "direct"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        (
+            "sluice:\n  deploy:\n    prod_branch: main\n    on: push\n",
+            4,
+            "'sluice.deploy.on'",
+        ),
+        (
+            "sluice:\n  gate:\n    owners_must_approve: always\n",
+            3,
+            "'sluice.gate.owners_must_approve'",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      users: [a]\n      count: -1\n",
+            5,
+            "'sluice.gate.required_approvers.count'",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      users: [a]\n      count: '2'\n",
+            5,
+            "valid integer",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      users: [a, b]\n      count: 3\n",
+            5,
+            "only 2 user(s) listed",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      count: 1\n",
+            4,
+            "no users or teams",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      users: alice\n",
+            4,
+            "'sluice.gate.required_approvers.users'",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      users: [acme/data]\n",
+            4,
+            "teams go under 'teams'",
+        ),
+        (
+            "sluice:\n  gate:\n    required_approvers:\n      teams: [data]\n",
+            4,
+            "org/team",
+        ),
+        (
+            "sluice:\n  gate:\n    required_aprovers:\n      users: [a]\n",
+            3,
+            "unknown setting 'sluice.gate.required_aprovers'",
+        ),
+        (
+            "sluice:\n  deploy:\n    merge_method: fast-forward\n",
+            3,
+            "'sluice.deploy.merge_method'",
+        ),
+        ("sluice:\n  gate: [alice]\n", 2, "'sluice.gate' must be a mapping"),
+        ("sluice: yes\n", 1, "'sluice' must be a mapping"),
+        ("- a\n- b\n", 1, "must be a mapping of sections"),
+        ("sluice:\n  gate:\n    x: [\n", 4, "invalid YAML"),
+        ("sluice:\n  gate: {}\n  gate: {}\n", 3, "duplicate key 'gate'"),
+    ],
+)
+def test_bad_settings_name_file_and_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        gate_config(text, path="project/config.yaml")
+    error = info.value
+    assert error.path == "project/config.yaml"
+    assert error.line == line
+    assert words in str(error)
+    assert error.hint
+    assert f"project/config.yaml:{line}" in str(error)
+
+
+def test_unknown_setting_hint_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        gate_config("sluice:\n  deploy:\n    branch: main\n")
+    assert info.value.hint is not None
+    assert "prod_branch" in info.value.hint
+    assert "tag_pattern" in info.value.hint
+
+
+# --- no requirements ----------------------------------------------------------------
+
+
+def test_nothing_required_passes_and_says_so() -> None:
+    result = run(GateSettings(), [])
+    assert result.ok
+    assert result.conclusion == "success"
+    assert result.missing == 0
+    assert result.approved_by == ()
+    assert "No approval is required" in result.summary
+
+
+def test_owner_rule_with_no_owned_model_passes() -> None:
+    result = run(settings(users=(), owners="direct"), [], owners={})
+    assert result.ok
+    assert "No approval is required" in result.summary
+
+
+# --- required approvers ---------------------------------------------------------------
+
+
+def test_no_approval_yet_fails_and_lists_who_may_approve() -> None:
+    result = run(settings(), [])
+    assert result.conclusion == "failure"
+    assert result.missing == 1
+    assert result.eligible == ("alice", "bob")
+    assert "@alice and @bob" in result.summary
+    assert "1 more approval needed" in result.summary
+
+
+def test_eligible_approval_of_current_plan_passes() -> None:
+    result = run(settings(), [review("alice")])
+    assert result.ok
+    assert result.approved_by == ("alice",)
+    assert result.missing == 0
+    assert result.eligible == ("bob",)
+    assert "Approved by @alice (1 of 1 required)" in result.summary
+
+
+def test_approval_by_someone_not_listed_does_not_count() -> None:
+    result = run(settings(), [review("mallory")])
+    assert not result.ok
+    assert result.approved_by == ()
+    assert "@mallory" in result.summary
+    assert "not a required approver" in result.summary
+
+
+def test_self_approval_is_ignored() -> None:
+    result = run(settings(users=("carol", "alice")), [review("carol")], author="carol")
+    assert not result.ok
+    assert result.approved_by == ()
+    assert result.eligible == ("alice",)  # the author may never approve
+    assert "own approval does not count" in result.summary
+
+
+def test_self_approval_ignored_case_insensitively_and_via_action() -> None:
+    result = run(
+        settings(users=("Carol", "alice")),
+        [review("CAROL")],
+        author="carol",
+        actions=[("Carol", C3)],
+    )
+    assert not result.ok
+    assert result.approved_by == ()
+
+
+def test_author_as_only_listed_approver_leaves_nobody() -> None:
+    result = run(settings(users=("carol",)), [], author="carol")
+    assert not result.ok
+    assert result.eligible == ()
+    assert "nobody else may approve" in result.summary
+
+
+def test_count_greater_than_one() -> None:
+    gate_settings = settings(users=("alice", "bob", "dave"), count=2)
+    one = run(gate_settings, [review("alice")])
+    assert not one.ok
+    assert one.missing == 1
+    assert one.eligible == ("bob", "dave")
+    assert "1 of 2 required" in one.summary
+    two = run(gate_settings, [review("alice"), review("dave")])
+    assert two.ok
+    assert two.approved_by == ("alice", "dave")
+    # The same person approving twice is one approval.
+    twice = run(gate_settings, [review("alice"), review("alice")])
+    assert not twice.ok
+    assert twice.approved_by == ("alice",)
+
+
+def test_names_compare_case_insensitively() -> None:
+    result = run(settings(users=("Alice",)), [review("aLiCe")])
+    assert result.ok
+    assert result.approved_by == ("aLiCe",)
+    team = run(
+        settings(users=(), teams=("Acme/Data",)),
+        [review("DAVE")],
+        teams={"acme/data": frozenset({"dave"})},
+    )
+    assert team.ok
+
+
+def test_team_membership() -> None:
+    gate_settings = settings(users=(), teams=("acme/data",))
+    members = {"acme/data": frozenset({"dave", "erin", "carol"})}
+    waiting = run(gate_settings, [], teams=members)
+    assert not waiting.ok
+    assert waiting.eligible == ("dave", "erin")  # carol is the author
+    assert run(gate_settings, [review("erin")], teams=members).ok
+    assert not run(gate_settings, [review("frank")], teams=members).ok
+    assert not run(gate_settings, [review("carol")], teams=members).ok
+
+
+def test_team_with_unknown_members_is_named_in_the_summary() -> None:
+    result = run(settings(users=(), teams=("acme/data",)), [review("dave")])
+    assert not result.ok
+    assert "any member of @acme/data" in result.summary
+
+
+# --- latest review decides ---------------------------------------------------------------
+
+
+def test_changes_requested_after_approval_cancels() -> None:
+    result = run(settings(), [review("alice"), review("alice", "CHANGES_REQUESTED")])
+    assert not result.ok
+    assert result.approved_by == ()
+    assert "alice" in result.eligible
+
+
+def test_approval_after_changes_requested_counts() -> None:
+    result = run(settings(), [review("alice", "CHANGES_REQUESTED"), review("alice")])
+    assert result.ok
+
+
+def test_dismissed_cancels() -> None:
+    # GitHub turns the dismissed review's own state into DISMISSED.
+    result = run(settings(), [review("alice", "DISMISSED")])
+    assert not result.ok
+    later = run(settings(), [review("alice"), review("alice", "DISMISSED")])
+    assert not later.ok
+
+
+def test_commented_does_not_cancel() -> None:
+    result = run(
+        settings(), [review("alice"), review("alice", "COMMENTED"), review("alice", "PENDING")]
+    )
+    assert result.ok
+    assert result.approved_by == ("alice",)
+
+
+def test_other_users_reviews_do_not_cancel() -> None:
+    result = run(settings(), [review("alice"), review("bob", "CHANGES_REQUESTED")])
+    assert result.ok
+    assert result.approved_by == ("alice",)
+
+
+def test_review_states_compare_case_insensitively() -> None:
+    assert run(settings(), [review("alice", "approved")]).ok
+
+
+# --- the plan an approval was given on ------------------------------------------------------
+
+
+def test_stale_approval_after_a_plan_changing_push() -> None:
+    # alice approved c1 (plan P1); c3 changed the plan to P2.
+    result = run(settings(), [review("alice", sha=C1)])
+    assert not result.ok
+    assert result.stale == ("alice",)
+    assert result.approved_by == ()
+    assert "alice" in result.eligible
+    assert f"@alice approved `{C1[:7]}`, whose plan differs from the current plan" in result.summary
+    assert "approve the current one again" in result.summary
+
+
+def test_approval_kept_after_a_plan_preserving_push() -> None:
+    # alice approved c1; c2 changed nothing in the plan, so the head's plan is still P1.
+    result = run(settings(), [review("alice", sha=C1)], current="P1")
+    assert result.ok
+    assert result.stale == ()
+
+
+def test_approval_on_a_commit_without_a_recorded_plan_is_stale() -> None:
+    result = run(settings(), [review("alice", sha="f" * 40)])
+    assert not result.ok
+    assert result.stale == ("alice",)
+    assert "no plan was recorded" in result.summary
+    unnamed = run(settings(), [review("bob", sha=None)])
+    assert unnamed.stale == ("bob",)
+    assert not unnamed.ok
+
+
+def test_sha_compared_case_insensitively() -> None:
+    assert run(settings(), [review("alice", sha=C3.upper())]).ok
+
+
+def test_latest_approval_on_current_plan_replaces_a_stale_one() -> None:
+    result = run(settings(), [review("alice", sha=C1), review("alice", sha=C3)])
+    assert result.ok
+    assert result.stale == ()
+
+
+def test_stale_is_only_reported_for_people_who_could_count() -> None:
+    result = run(settings(), [review("mallory", sha=C1)])
+    assert result.stale == ()
+
+
+# --- approvals from the check run's action ------------------------------------------------
+
+
+def test_action_approval_counts_like_a_review() -> None:
+    assert run(settings(), [], actions=[("bob", C3)]).ok
+    assert run(settings(), [], actions=[("BOB", C3)]).approved_by == ("BOB",)
+
+
+def test_action_approval_follows_the_same_rules() -> None:
+    assert not run(settings(), [], actions=[("mallory", C3)]).ok  # not eligible
+    assert not run(settings(), [], actions=[("carol", C3)], author="carol").ok  # author
+    stale = run(settings(), [], actions=[("bob", C1)])  # plan changed since
+    assert not stale.ok
+    assert stale.stale == ("bob",)
+    assert run(settings(), [], actions=[("bob", C1)], current="P1").ok  # plan preserved
+
+
+def test_action_approval_does_not_lift_a_standing_changes_request() -> None:
+    result = run(settings(), [review("bob", "CHANGES_REQUESTED", C1)], actions=[("bob", C3)])
+    assert not result.ok
+    # A dismissed review is no objection: a fresh click approves.
+    assert run(settings(), [review("bob", "DISMISSED", C1)], actions=[("bob", C3)]).ok
+
+
+def test_action_approval_and_review_together_reach_the_count() -> None:
+    result = run(settings(count=2), [review("alice")], actions=[("bob", C3)])
+    assert result.ok
+    assert result.approved_by == ("alice", "bob")
+
+
+# --- owners ------------------------------------------------------------------------------
+
+
+def test_owners_to_approve_by_rule() -> None:
+    direct = {"sales.orders": "alice", "sales.raw": None}
+    reached = {"sales.orders": "alice", "mart.revenue": "@acme/finance", "mart.x": ""}
+    assert owners_to_approve(settings(owners="never"), direct, reached) == {}
+    assert owners_to_approve(settings(owners="direct"), direct, reached) == {
+        "sales.orders": "alice"
+    }
+    assert owners_to_approve(settings(owners="breaking"), direct, reached) == {
+        "mart.revenue": "acme/finance",
+        "sales.orders": "alice",
+    }
+    # Under `breaking`, a directly modified model's owner approves even for a
+    # non-breaking change.
+    assert owners_to_approve(settings(owners="breaking"), {"a.b": "dave"}, {}) == {"a.b": "dave"}
+
+
+def test_owner_as_login_must_approve() -> None:
+    gate_settings = settings(owners="direct")
+    owners = {"sales.orders": "Dave"}
+    waiting = run(gate_settings, [review("alice")], owners=owners)
+    assert not waiting.ok
+    assert waiting.missing == 0
+    assert waiting.owners_missing == {"sales.orders": "Dave"}
+    assert "`sales.orders` (@Dave)" in waiting.summary
+    done = run(gate_settings, [review("alice"), review("dave")], owners=owners)
+    assert done.ok
+    assert done.owners_missing == {}
+    assert done.approved_by == ("alice",)  # dave is not a required approver
+    assert "Not counted" not in done.summary
+    mention = run(gate_settings, [review("alice"), review("dave")], owners={"s.o": "@dave"})
+    assert mention.ok
+
+
+@pytest.mark.parametrize("owner", ["x](https://evil.example)", "<img src=x>", "a b", "x/../../y"])
+def test_an_owner_that_is_no_login_or_team_is_quoted_never_mentioned(owner: str) -> None:
+    waiting = run(settings(owners="direct"), [review("alice")], owners={"sales.orders": owner})
+    assert owner in waiting.owners_missing.values()
+    assert f"@{owner}" not in waiting.summary
+    assert f"(`{owner}`)" in waiting.summary  # a code span: shown as typed, never a link or tag
+
+
+def test_owner_as_team_any_member_approves() -> None:
+    gate_settings = settings(owners="breaking")
+    owners = {"mart.revenue": "acme/finance", "sales.orders": "alice"}
+    teams = {"acme/finance": frozenset({"erin", "frank"})}
+    waiting = run(gate_settings, [review("alice")], owners=owners, teams=teams)
+    assert waiting.owners_missing == {"mart.revenue": "acme/finance"}
+    assert not waiting.ok
+    done = run(gate_settings, [review("alice"), review("Frank")], owners=owners, teams=teams)
+    assert done.ok
+
+
+def test_owner_approval_follows_the_same_rules() -> None:
+    gate_settings = settings(owners="direct")
+    owners = {"sales.orders": "dave"}
+    stale = run(gate_settings, [review("alice"), review("dave", sha=C1)], owners=owners)
+    assert stale.owners_missing == {"sales.orders": "dave"}
+    assert stale.stale == ("dave",)
+    cancelled = run(
+        gate_settings,
+        [review("alice"), review("dave"), review("dave", "CHANGES_REQUESTED")],
+        owners=owners,
+    )
+    assert not cancelled.ok
+    by_action = run(gate_settings, [review("alice")], owners=owners, actions=[("dave", C3)])
+    assert by_action.ok
+
+
+def test_owner_who_is_the_author_cannot_approve_their_own_change() -> None:
+    owners = {"sales.orders": "carol"}
+    result = run(settings(owners="direct"), [review("alice"), review("carol")], owners=owners)
+    assert not result.ok
+    assert result.owners_missing == {"sales.orders": "carol"}
+    assert "is the author" in result.summary
+    team = run(
+        settings(owners="direct"),
+        [review("alice"), review("carol")],
+        owners={"sales.orders": "acme/data"},
+        teams={"acme/data": frozenset({"carol", "dave"})},
+    )
+    assert not team.ok
+    assert run(
+        settings(owners="direct"),
+        [review("alice"), review("dave")],
+        owners={"sales.orders": "acme/data"},
+        teams={"acme/data": frozenset({"carol", "dave"})},
+    ).ok
+
+
+def test_owners_only_without_required_approvers() -> None:
+    gate_settings = settings(users=(), owners="direct")
+    owners = {"sales.orders": "dave"}
+    assert not run(gate_settings, [], owners=owners).ok
+    result = run(gate_settings, [review("dave")], owners=owners)
+    assert result.ok
+    assert "Every changed model's owner has approved" in result.summary

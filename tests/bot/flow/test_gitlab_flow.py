@@ -1,0 +1,253 @@
+"""The approval gate on GitLab: MR approvals bound to the plan they were given on.
+
+GitLab's approvals API lists who approved, not on which commit; the approval webhook
+names the head (``last_commit.id``), which the controller records. Each test parses a real
+GitLab delivery with ``parse_gitlab`` and hands it to the controller, which talks to
+``FakeGitLab`` through python-gitlab. No Spark: plans are recorded in the ledger as a
+build would record them (the Spark-backed flow is test_gitlab_lifecycle.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+
+from sluice.bot.entry.app import forge_factory
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview
+from tests.helpers.cases import load_case, record_prod
+from tests.helpers.gitlab_service import gitlab_settings
+from tests.helpers.gitlab_wire import FakeGitLab
+
+REPO = Path(__file__).resolve().parents[3]
+PROJECT = "data/warehouse"
+NOW = 1_800_000_000_000
+A, B = "a" * 40, "b" * 40
+NOTE = "Note Hook"
+CONFIG = ("sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
+          "      users: [bob]\n      teams: [data/platform/reviewers]\n")  # fmt: skip
+
+
+class Bot:
+    def __init__(self, root: Path, gitlab: FakeGitLab) -> None:
+        self.gitlab = gitlab
+        settings = gitlab_settings(root)
+        self.url = settings.state_url()
+        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+        self.controller = Controller(context)
+        self.ledger = Ledger(self.url)
+
+    def plan(self, sha: str, fingerprint: str) -> None:
+        review = PlanReview(fingerprint, (("s.m", f"{fingerprint}-m"),), {}, {})
+        self.ledger.record_plan(f"gitlab:{PROJECT}", 7, sha, review, 1)
+
+    def approval(self, user: str, head: str, action: str = "approval") -> None:
+        """``user`` approves (or, with ``unapproval``, takes it back) while the head is
+        ``head``: in GitLab, then its webhook."""
+        if action == "approval":
+            self.gitlab.approve(7, user)
+        else:
+            self.gitlab.unapprove(7, user)
+        payload = load_case("gitlab/merge_request_approved.json")
+        payload["project"]["path_with_namespace"] = PROJECT
+        payload["user"]["username"] = user
+        payload["object_attributes"].update(action=action, iid=7)
+        payload["object_attributes"]["last_commit"]["id"] = head
+        self.deliver(payload)
+
+    def deliver(self, payload: dict[str, Any], hook: str = "Merge Request Hook") -> None:
+        event = parse_gitlab(hook, payload)
+        assert event is not None
+        self.controller.handle(event)
+
+    def deliver_tag(self, payload: dict[str, Any]) -> None:
+        self.deliver(payload, "Tag Push Hook")
+
+    def gate(self, sha: str) -> dict[str, Any]:
+        return self.gitlab.statuses_on(sha)["sluice/approval"]
+
+    def note(self) -> str:
+        [note] = self.gitlab.bot_notes(7)
+        return str(note["body"])
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    gitlab = FakeGitLab(project=PROJECT)
+    gitlab.files[("main", "config.yaml")] = CONFIG
+    gitlab.groups["data/platform/reviewers"] = ["erin"]
+    gitlab.add_mr(7, sha=A, author="alice")
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        gitlab.install(mock)
+        made = Bot(tmp_path, gitlab)
+        yield made
+        made.controller.close()
+        made.ledger.close()
+
+
+def test_an_approval_counts_for_the_plan_it_was_given_on(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert (bot.gate(A)["state"], bot.gate(A)["description"]) == ("success", "Approved")
+
+    # A push that keeps the plan keeps the approval (GitLab kept it too).
+    bot.gitlab.merge_requests[7]["sha"] = B
+    bot.plan(B, "fp1")
+    bot.controller.handle(_review_refresh(B))
+    assert bot.gate(B)["state"] == "success"
+
+    # A push that changes the plan makes it stale, though GitLab still lists bob.
+    bot.plan(B, "fp2")
+    bot.controller.handle(_review_refresh(B))
+    gate = bot.gate(B)
+    assert gate["state"] == "failed"
+    assert gate["description"] == (
+        "1 more approval needed (the plan changed since the last approval)"
+    )
+    assert "@bob" in bot.note() and "stale" in bot.note().lower()
+
+    # bob approves again on the new head: GitLab lists him once, the webhook re-binds him.
+    bot.approval("bob", B)
+    assert bot.gate(B)["state"] == "success"
+
+
+def test_an_approval_taken_back_no_longer_counts(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert bot.gate(A)["state"] == "success"
+    bot.approval("bob", A, action="unapproval")
+    assert bot.gate(A)["state"] == "failed"
+
+
+def test_an_approval_no_webhook_told_of_is_stale(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.gitlab.approve(7, "bob")  # given while Sluice was not receiving webhooks
+    bot.approval("erin", A, action="unapproval")  # any MR event re-evaluates the gate
+    gate = bot.gate(A)
+    assert gate["state"] == "failed" and "plan changed" in gate["description"]
+
+
+def test_a_group_member_may_approve_and_the_author_may_not(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    bot.approval("alice", A)
+    assert bot.gate(A)["state"] == "failed"
+    assert "@alice's own approval does not count (PR author)." in bot.note()
+    bot.approval("erin", A)  # a member of data/platform/reviewers
+    assert bot.gate(A)["state"] == "success"
+    assert "Approved by @erin" in bot.note()
+
+
+def _review_refresh(head: str) -> Any:
+    """What GitLab sends when someone else approves: here erin's approval and its revocation
+    arrive as one re-evaluation (no approval recorded for bob)."""
+    from sluice.bot.events.neutral import ReviewEvent
+
+    return ReviewEvent(forge="gitlab", repo=PROJECT, installation_id=None, action="dismissed",
+                       number=7, reviewer="erin", state="DISMISSED", commit_sha=head,
+                       head_sha=head)  # fmt: skip
+
+
+# -- tags ------------------------------------------------------------------------------------
+
+TAG_DEPLOY = """  gate:
+    required_approvers: {users: [bob]}
+  deploy:
+    on: tag
+    tag_pattern: "v*"
+"""
+
+
+def _commit(bot: Bot, root: Path, sha: str, extra: str = TAG_DEPLOY) -> Path:
+    src = root / f"tree-{sha[:4]}"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", src,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    config = (src / "config.yaml").read_text() + extra
+    (src / "config.yaml").write_text(config)
+    bot.gitlab.add_tree(sha, src)
+    bot.gitlab.files[(sha, "config.yaml")] = config
+    return src
+
+
+def _tag_push(tag: str, sha: str) -> dict[str, Any]:
+    payload = load_case("gitlab/tag_push.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload.update(ref=f"refs/tags/{tag}", checkout_sha=sha)
+    return payload
+
+
+def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
+    bot: Bot, tmp_path: Path
+) -> None:
+    src = _commit(bot, tmp_path, B)
+    bot.gitlab.branches["main"] = B
+    # The prod branch says `on: tag` (what a tagged commit says of itself does not count).
+    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(B, "config.yaml")]
+    bot.deliver_tag(_tag_push("release-1", B))  # does not match v*
+    bot.deliver_tag(_tag_push("v0.9", A))  # A is not on main
+    assert bot.gitlab.statuses == [] and bot.gitlab.deployments == []
+    deleted = load_case("gitlab/tag_push_delete.drone-go-scm.json")
+    assert parse_gitlab("Tag Push Hook", deleted) is None
+
+    # On main and matching; prod already has B's content, so nothing is built (no Spark).
+    record_prod(src, bot.url, NOW)
+    bot.gitlab.branch_commits["main"] = {B}
+    bot.deliver_tag(_tag_push("v1.0", B))
+    deploy = bot.gitlab.statuses_on(B)["sluice/deploy"]
+    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
+    [deployment] = bot.gitlab.deployments
+    assert (deployment["sha"], deployment["ref"], deployment["status"]) == (B, "main", "success")
+
+
+# -- /sluice deploy --------------------------------------------------------------------------
+
+
+def test_deploy_promotes_the_approved_head_then_merges_the_mr(bot: Bot, tmp_path: Path) -> None:
+    src = _commit(bot, tmp_path, A, "  gate:\n    required_approvers: {users: [bob]}\n"
+                  "  deploy:\n    merge_method: squash\n")  # fmt: skip
+    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(A, "config.yaml")]
+    bot.gitlab.branches["main"] = B
+    bot.gitlab.branch_commits[A] = {B}  # the MR contains main's head
+    bot.gitlab.members.update({"carol": 40, "dave": 20})
+    record_prod(src, bot.url, NOW)  # nothing left to promote: the path without Spark
+    bot.plan(A, "fp1")
+    bot.approval("bob", A)
+    assert bot.gate(A)["state"] == "success"
+
+    bot.deliver(_note(bot, "dave", "/sluice deploy"), NOTE)  # a Reporter
+    assert bot.gitlab.merges == [] and bot.gitlab.deployments == []
+    withdrawn = _note(bot, "carol", "/sluice deploy")
+    bot.gitlab.notes[7].pop()  # deleted before the job ran: the command is withdrawn
+    replies = len(bot.gitlab.notes_on(7))
+    bot.deliver(withdrawn, NOTE)
+    assert bot.gitlab.merges == [] and bot.gitlab.deployments == [] and bot.gitlab.awards == []
+    assert len(bot.gitlab.notes_on(7)) == replies
+    note = _note(bot, "carol", "/sluice deploy")
+    bot.deliver(note, NOTE)
+    awards = [(a["note"], a["name"]) for a in bot.gitlab.awards]
+    assert awards == [(note["object_attributes"]["id"], "thumbsup")]
+    deploy = bot.gitlab.statuses_on(A)["sluice/deploy"]
+    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
+    [merge] = bot.gitlab.merges
+    assert (merge["iid"], merge["sha"], merge["squash"]) == (7, A, True)
+    reply = bot.gitlab.notes_on(7)[-1]["body"]
+    assert reply.startswith("@carol deployed to prod (Prod already has this state) and merged")
+    [deployment] = bot.gitlab.deployments
+    assert (deployment["ref"], deployment["status"]) == ("main", "success")
+
+
+def _note(bot: Bot, user: str, body: str) -> dict[str, Any]:
+    note_id = bot.gitlab.add_note(7, body, author=user)
+    payload = load_case("gitlab/note_merge_request.docs.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(note=body, id=note_id)
+    payload["merge_request"]["iid"] = 7
+    return payload

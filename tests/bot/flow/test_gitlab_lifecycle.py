@@ -1,0 +1,213 @@
+"""The merge request lifecycle on real Spark, through the service and GitLab at the wire.
+
+MR opened -> the sticky note and the commit statuses -> approvals that must not count
+(the author's) and a command from a Reporter that is refused -> an approval by an
+eligible reviewer -> merge -> prod promoted by virtual update (prod's views read the MR's
+tables, no table file written) with a GitLab deployment record -> the MR environment
+invalidated, then gone after the janitor.
+
+Real GitLab payloads from tests/fixtures/webhooks/gitlab are moved to the fake project and
+delivered to ``/webhooks/gitlab`` with the token; python-gitlab really runs against
+``FakeGitLab``; Spark runs through spark-submit as in production.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.helpers.cases import load_case
+from tests.helpers.gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
+from tests.helpers.gitlab_wire import FakeGitLab
+from tests.helpers.world import GATE, World, edit, sha_of
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[3]
+END = to_ms("2018-04-30")
+PROJECT = "data/warehouse"
+MR_HOOK, NOTE_HOOK = "Merge Request Hook", "Note Hook"
+
+
+class GitLabWorld(World):
+    """The Spark warehouse and state of ``World``, with a fake GitLab project."""
+
+    gitlab: FakeGitLab
+
+    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
+        self.trees[sha] = src
+        self.gitlab.add_tree(sha, src)
+        config = (src / "config.yaml").read_text()
+        self.gitlab.files[(sha, "config.yaml")] = config
+        if branch is not None:
+            self.gitlab.files[(branch, "config.yaml")] = config
+            self.gitlab.branches[branch] = sha
+            self.gitlab.branch_commits.setdefault(branch, set()).add(sha)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> GitLabWorld:
+    root = tmp_path_factory.mktemp("gitlab-lifecycle")
+    env = GitLabWorld(root, root / "work", f"sqlite:///{root / 'state.db'}", None, {})  # type: ignore[arg-type]
+    env.gitlab = FakeGitLab(project=PROJECT)
+    main = root / "main"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
+    (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
+    project = load_project(main, use_cache=False)
+    store = open_state(env.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
+    finally:
+        store.close()
+    env.commit(sha_of(1), main, branch="main")
+    return env
+
+
+@pytest.fixture
+def service(world: GitLabWorld) -> Iterator[GitLabService]:
+    settings = gitlab_settings(world.root, workdir=world.work, database_url=world.url)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        world.gitlab.install(mock)
+        with TestClient(create_app(settings)) as client:
+            yield GitLabService(client, world.gitlab, settings)
+
+
+def _mr_hook(action: str, iid: int, head: str, user: str, author: str,
+             **attributes: Any) -> dict[str, Any]:  # fmt: skip
+    """GitLab's real MR payload, moved to our project, for ``action`` by ``user``."""
+    payload = load_case("gitlab/merge_request_open.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["user"].update(username=user, id=hash(user) % 10_000)
+    attrs = payload["object_attributes"]
+    attrs.update(action=action, iid=iid, source_branch=f"feature-{iid}", target_branch="main",
+                 author_id=hash(author) % 10_000, **attributes)  # fmt: skip
+    attrs["last_commit"]["id"] = head
+    return payload
+
+
+def _note_hook(gitlab: FakeGitLab, iid: int, user: str, body: str) -> dict[str, Any]:
+    """GitLab's real note payload for ``body`` written by ``user`` on MR ``iid`` (the note
+    is added to the fake project too, so it can be reacted to)."""
+    note_id = gitlab.add_note(iid, body, author=user)
+    payload = load_case("gitlab/note_merge_request.docs.json")
+    payload["project"]["path_with_namespace"] = PROJECT
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(note=body, id=note_id)
+    payload["merge_request"]["iid"] = iid
+    return payload
+
+
+def _deliver(service: GitLabService, event: str, payload: dict[str, Any]) -> None:
+    response = service.deliver(event, payload)
+    assert response.status_code == 202, response.text
+    service.idle(timeout=900)
+
+
+def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
+    world: GitLabWorld, service: GitLabService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    gitlab = world.gitlab
+    head = sha_of(2)
+    src = world.root / "mr2"
+    shutil.copytree(world.trees[sha_of(1)], src)
+    edit(src / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+         "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    world.commit(head, src)
+    gitlab.add_mr(2, sha=head, source_branch="feature-2", author="alice", merge_sha=sha_of(3))
+    gitlab.members.update({"alice": 30, "bob": 30, "dave": 20})
+
+    _deliver(service, MR_HOOK, _mr_hook("open", 2, head, "alice", "alice"))
+    statuses = gitlab.statuses_on(head)
+    assert {name: s["state"] for name, s in statuses.items()} == {
+        "sluice/tests": "success", "sluice/pr-environment": "success",
+        "sluice/prod-plan": "success", "sluice/approval": "failed",
+    }  # fmt: skip
+    assert statuses["sluice/prod-plan"]["description"] == "Merging is a virtual update"
+    assert statuses["sluice/approval"]["description"] == "1 more approval needed"
+    history = [s["state"] for s in gitlab.statuses if s["name"] == "sluice/pr-environment"]
+    assert history[:2] == ["pending", "running"] and history[-1] == "success"
+    [note] = gitlab.bot_notes(2)
+    body = note["body"]
+    assert "jaffle__pr_2.orders" in body  # where to query
+    assert "`jaffle.orders`" in body and "**Approval:** ⏳" in body
+    assert "4 only in prod" in body  # the table diff of orders: the returned orders
+    assert (
+        statuses["sluice/tests"]["target_url"]
+        == f"{gitlab.web_url}/-/merge_requests/2#note_{note['id']}"
+    )
+
+    # The author's own approval never counts.
+    gitlab.approve(2, "alice")
+    _deliver(service, MR_HOOK, _mr_hook("approval", 2, head, "alice", "alice"))
+    assert gitlab.statuses_on(head)["sluice/approval"]["state"] == "failed"
+    assert "@alice's own approval does not count" in gitlab.bot_notes(2)[0]["body"]
+
+    # dave is a Reporter: his /sluice deploy is refused, nothing merged or deployed.
+    _deliver(service, NOTE_HOOK, _note_hook(gitlab, 2, "dave", "/sluice deploy"))
+    refusal = gitlab.notes_on(2)[-1]["body"]
+    assert refusal.startswith("@dave only users with the Developer role or above"), refusal
+    assert gitlab.merges == [] and gitlab.deployments == []
+    # bob's /sluice help is acknowledged with an award emoji and answered.
+    help_note = _note_hook(gitlab, 2, "bob", "/sluice help")
+    _deliver(service, NOTE_HOOK, help_note)
+    awards = [(a["iid"], a["note"], a["name"], a["user"]) for a in gitlab.awards]
+    assert awards == [(2, help_note["object_attributes"]["id"], "thumbsup", gitlab.bot)]
+    assert "/sluice deploy" in gitlab.notes_on(2)[-1]["body"]
+
+    # bob approves in GitLab: the gate passes.
+    gitlab.approve(2, "bob")
+    _deliver(service, MR_HOOK, _mr_hook("approval", 2, head, "bob", "alice"))
+    approval = gitlab.statuses_on(head)["sluice/approval"]
+    assert (approval["state"], approval["description"]) == ("success", "Approved")
+    assert (
+        "**Approval:** ✅ Approved. Approved by @bob (1 of 1 required)."
+        in gitlab.bot_notes(2)[0]["body"]
+    )
+
+    # Merge: prod is promoted by swapping views to the tables the MR built.
+    mr_versions = world.versions("pr_2")
+    files = world.table_files()
+    merge = sha_of(3)
+    world.commit(merge, src, branch="main")
+    gitlab.merge_requests[2]["state"] = "merged"
+    _deliver(service, MR_HOOK, _mr_hook("merge", 2, head, "bob", "alice", state="merged",
+                                        merge_commit_sha=merge))  # fmt: skip
+    deploy = gitlab.statuses_on(merge)["sluice/deploy"]
+    assert (deploy["state"], deploy["description"]) == ("success", "Promoted by virtual update")
+    assert world.table_files() == files, "promotion wrote table files"
+    prod_versions = world.versions("prod")
+    assert prod_versions["jaffle.orders"] == mr_versions["jaffle.orders"]
+    [deployment] = gitlab.deployments
+    assert (deployment["environment"], deployment["sha"], deployment["ref"]) == (
+        "prod",
+        merge,
+        "main",
+    )
+    assert deployment["status"] == "success"
+    body = gitlab.bot_notes(2)[0]["body"]
+    assert f"**Promotion** of `{merge[:7]}`: 🚀 Promoted by virtual update." in body
+    assert "`pr_2` is removed (promoted to prod)" in body
+
+    # The environment was invalidated at once; the janitor drops it.
+    world.janitor_drops("pr_2", service.settings, "gitlab", PROJECT)
+
+    # Neither the API token nor the webhook token is in anything the service produced.
+    produced = json.dumps([gitlab.notes, gitlab.statuses, gitlab.deployments, gitlab.awards])
+    world.assert_secrets_absent(produced + caplog.text, API_TOKEN, TOKEN)

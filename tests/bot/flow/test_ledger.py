@@ -1,0 +1,244 @@
+"""The bot's ledger on SQLite and PostgreSQL, and the plan reviews it stores, computed
+from real plans of the example project (planning needs no Spark)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import REMOVED, PlanReview, review_of
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
+END = to_ms("2018-04-30")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        url = request.getfixturevalue("fresh_postgres_url")
+    opened = Ledger(url)
+    yield opened
+    opened.close()
+
+
+def _review(fingerprint: str, *items: tuple[str, str]) -> PlanReview:
+    return PlanReview(fingerprint, tuple(items), {"a.x": "ann"}, {"a.x": "ann", "a.y": None})
+
+
+def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
+    ledger.record_plan("github:o/r", 7, "AAA111", _review("fp1", ("a.x", "k1")), 1)
+    ledger.record_plan("github:o/r", 7, "bbb222", _review("fp2", ("a.x", "k2")), 2)
+    ledger.record_plan("github:o/r", 7, "bbb222", _review("fp3", ("a.x", "k3")), 3)  # re-planned
+    ledger.record_plan("github:o/r", 8, "ccc333", _review("fp9"), 4)
+    assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
+    ledger.record_plan("github:o/r", 7, "AAA111", _review("fp1"), 5)  # same commit, other case
+    assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
+    review = ledger.review("github:o/r", 7, "BBB222")
+    assert review == _review("fp3", ("a.x", "k3"))
+    assert ledger.review("github:o/r", 7, "ddd444") is None
+    assert ledger.review("github:other/r", 7, "aaa111") is None
+
+
+def test_clicks_are_kept_oldest_first_once_per_user_and_commit(ledger: Ledger) -> None:
+    ledger.click("github:o/r", 7, "bob", "AAA", 10)
+    ledger.click("github:o/r", 7, "carol", "aaa", 11)
+    ledger.click("github:o/r", 7, "bob", "aaa", 12)  # clicked again: one record, the latest
+    ledger.click("github:o/r", 8, "dave", "aaa", 13)
+    assert ledger.clicks("github:o/r", 7) == [("carol", "aaa"), ("bob", "aaa")]
+
+
+def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
+    ledger.review_head("gitlab:g/r", 3, "Ann", "AAA111", 1)
+    ledger.review_head("gitlab:g/r", 3, "bob", "aaa111", 2)
+    ledger.review_head("gitlab:g/r", 3, "ann", "bbb222", 3)  # approved again after a push
+    ledger.review_head("gitlab:g/r", 4, "ann", "ccc333", 4)
+    assert ledger.review_heads("gitlab:g/r", 3) == {"ann": "bbb222", "bob": "aaa111"}
+    assert ledger.review_heads("gitlab:other/r", 3) == {}
+
+
+def test_approved_items_are_what_a_promotion_finds(ledger: Ledger) -> None:
+    ledger.approve("github:o/r", 7, "aaa", [("a.x", "k1"), ("a.y", REMOVED)], ["bob"], 1)
+    ledger.approve("github:o/r", 8, "bbb", [("a.x", "k1")], ["carol"], 2)  # the same change
+    ledger.approve("github:o/r", 9, "ccc", [], ["carol"], 3)
+    wanted = [("a.z", "k5"), ("a.x", "k1"), ("a.x", "k2"), ("a.y", REMOVED)]
+    assert ledger.unapproved("github:o/r", wanted) == [("a.x", "k2"), ("a.z", "k5")]
+    assert ledger.unapproved("github:other/r", [("a.x", "k1")]) == [("a.x", "k1")]
+    assert ledger.unapproved("github:o/r", []) == []
+    many = [(f"s.m{i}", "k") for i in range(450)]  # more than one query's worth
+    ledger.approve("github:o/r", 10, "ddd", many[:400], ["bob"], 4)
+    assert ledger.unapproved("github:o/r", many) == sorted(many[400:])
+
+
+def test_the_comment_body_and_sections_are_kept(ledger: Ledger) -> None:
+    assert ledger.comment("github:o/r", 7) == (None, {})
+    ledger.save_comment("github:o/r", 7, "<!-- m -->\n### head\n", {"approval": "ok"})
+    ledger.save_comment("github:o/r", 7, "<!-- m -->\n### new\n", {"approval": "ok", "x": "y"})
+    assert ledger.comment("github:o/r", 7) == (
+        "<!-- m -->\n### new\n",
+        {"approval": "ok", "x": "y"},
+    )
+
+
+def test_merged_prs_wait_for_a_promotion(ledger: Ledger) -> None:
+    ledger.merged("github:o/r", 7, [("a.x", "k1")], 1)
+    ledger.merged("github:o/r", 8, [], 2)
+    assert ledger.waiting("github:o/r") == {7: [("a.x", "k1")], 8: []}
+    ledger.promoted("github:o/r", [7])
+    assert ledger.waiting("github:o/r") == {8: []}
+
+
+def test_repositories_and_their_last_loaded_commit(ledger: Ledger) -> None:
+    ledger.seen("github:o/r", 42, 1)
+    assert ledger.last_sha("github:o/r") is None
+    ledger.seen("github:o/r", 42, 2, sha="abc")
+    ledger.seen("github:o/r", 43, 3)  # a later event without a commit keeps the last one
+    ledger.seen("gitlab:g/p", None, 4, sha="def")
+    assert ledger.repositories() == [("github:o/r", 43), ("gitlab:g/p", None)]
+    assert ledger.last_sha("github:o/r") == "abc"
+    ledger.seen("github:o/r", None, 5, sha="fed")  # a build names no installation: kept
+    assert ledger.repositories()[0] == ("github:o/r", 43)
+    assert ledger.last_sha("github:o/r") == "fed"
+
+
+def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
+    # Every job records its repository first; two PRs may approve the same model content;
+    # a webhook and a job may save one PR's comment, click or plan at the same moment.
+    def work(n: int) -> None:
+        for i in range(10):
+            ledger.seen("github:o/r", 42, n * 100 + i, sha=f"s{n}")
+            ledger.approve("github:o/r", n, f"s{n}", [("a.x", "k1")], ["bob"], i)
+            ledger.record_plan("github:o/r", 1, "abc", _review("fp"), i)
+            ledger.click("github:o/r", 1, "bob", "abc", i)
+            ledger.review_head("github:o/r", 1, "bob", "abc", i)
+            ledger.save_comment("github:o/r", 1, f"body {n}", {})
+            ledger.merged("github:o/r", 1, [("a.x", "k1")], i)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    assert ledger.repositories() == [("github:o/r", 42)]
+    assert ledger.unapproved("github:o/r", [("a.x", "k1"), ("a.y", "k2")]) == [("a.y", "k2")]
+    assert ledger.plans("github:o/r", 1) == {"abc": "fp"}
+    assert ledger.clicks("github:o/r", 1) == [("bob", "abc")]
+    assert ledger.review_heads("github:o/r", 1) == {"bob": "abc"}
+    assert ledger.comment("github:o/r", 1)[0] in {f"body {n}" for n in range(8)}
+    assert ledger.waiting("github:o/r") == {1: [("a.x", "k1")]}
+
+
+# -- plan reviews of real plans --------------------------------------------------------
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".sluice"))
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    project = load_project(root, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        workflow.commit_plan(store, plan, now=END)  # prod's record, no Spark needed
+    finally:
+        store.close()
+    yield root, url
+
+
+def _pr_review(root: Path, url: str) -> PlanReview:
+    project = load_project(root, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_1", end=END, execution_time=END)
+    finally:
+        store.close()
+    return review_of(plan, project)
+
+
+def test_a_review_names_direct_changes_owners_and_breaking_reach(
+    example: tuple[Path, str],
+) -> None:
+    root, url = example
+    unchanged = _pr_review(root, url)
+    assert unchanged.items == ()
+    _edit(root / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    _edit(root / "models" / "customers.sql", "  c.last_name,\n",
+          "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
+    review = _pr_review(root, url)
+    assert [name for name, _ in review.items] == ["jaffle.customers", "jaffle.orders"]
+    assert review.direct_owners == {"jaffle.orders": "finance", "jaffle.customers": "marketing"}
+    # orders' change is breaking: it reaches everything downstream of it, including
+    # customers (itself changed, non-breaking) and daily_revenue (unchanged; the default owner).
+    assert review.breaking_owners == {
+        "jaffle.orders": "finance", "jaffle.customers": "marketing",
+        "jaffle.daily_revenue": "analytics",
+    }  # fmt: skip
+    assert _pr_review(root, url) == review  # the same project, the same review
+
+
+def test_only_a_change_of_what_is_approved_changes_the_fingerprint(
+    example: tuple[Path, str],
+) -> None:
+    root, url = example
+    orders = root / "models" / "orders.sql"
+    _edit(orders, "  ON o.order_id = p.order_id", "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    first = _pr_review(root, url)
+    (root / "README.md").write_text("a file that is not a model\n")
+    assert _pr_review(root, url).fingerprint == first.fingerprint
+    _edit(orders, "<> 'returned'", "<> 'returned_x'")
+    changed = _pr_review(root, url)
+    assert changed.fingerprint != first.fingerprint
+    assert changed.items != first.items
+
+
+def test_a_removed_model_is_an_item_to_approve(example: tuple[Path, str]) -> None:
+    root, url = example
+    (root / "models" / "daily_revenue.sql").unlink()
+    review = _pr_review(root, url)
+    assert review.items == (("jaffle.daily_revenue", REMOVED),)
+
+
+def test_handled_events_keep_their_first_record_per_repository(ledger: Ledger) -> None:
+    assert ledger.handled("github:o/r", "merge:7:abc") is None
+    ledger.record_handled("github:o/r", "merge:7:abc", "pull_request", "done", 10)
+    ledger.record_handled("github:o/r", "merge:7:abc", "pull_request", "failed", 20)  # again
+    assert ledger.handled("github:o/r", "merge:7:abc") == ("done", 10)
+    assert ledger.handled("gitlab:o/r", "merge:7:abc") is None  # another forge's repository
+    assert ledger.handled("github:o/r", "merge:7:abd") is None
+
+
+def test_a_pr_head_moves_only_forward_in_the_forge_s_time(ledger: Ledger) -> None:
+    repo = "github:o/r"
+    assert ledger.pr_head(repo, 7) is None
+    assert ledger.record_pr_head(repo, 7, "AAA", 100, 1)
+    assert ledger.pr_head(repo, 7) == ("aaa", 100)
+    assert not ledger.record_pr_head(repo, 7, "bbb", 99, 2)  # an older event, late
+    assert ledger.pr_head(repo, 7) == ("aaa", 100)
+    assert ledger.record_pr_head(repo, 7, "ccc", 100, 3)  # the same second: the later one
+    assert ledger.record_pr_head(repo, 7, "ddd", None, 4)  # no time: recorded
+    assert ledger.record_pr_head(repo, 7, "eee", 50, 5)  # after a time-less one: recorded
+    assert ledger.pr_head(repo, 7) == ("eee", 50)
+    assert ledger.pr_head(repo, 8) is None
+
+
+def test_concurrent_pr_heads_keep_the_newest(ledger: Ledger) -> None:
+    # Two writers at once (an Action run and the service): the newest event's head stays.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda t: ledger.record_pr_head("github:o/r", 9, f"{t:040x}", t, t),
+                      range(40)))  # fmt: skip
+    assert ledger.pr_head("github:o/r", 9) == (f"{39:040x}", 39)

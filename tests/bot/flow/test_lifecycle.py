@@ -1,0 +1,321 @@
+"""The whole PR lifecycle on real Spark, through the service and GitHub at the wire.
+
+open -> comment and checks -> approvals that must not count (the PR's own approver list,
+the author) -> an approval by an eligible reviewer from the check's button -> merge ->
+prod promoted by virtual update (prod's views read the PR's tables, no table written) ->
+the PR environment invalidated, then gone after the janitor. Then an admin-merged,
+unapproved change that must not reach prod, and two PRs touching the same models merged
+back to back: both end up in prod, the second re-planned against the first.
+
+Spark runs through spark-submit as in production; PyGithub really runs against
+``FakeGitHub``. Slow by nature (about a dozen Spark jobs), so one module-scoped prod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.core import workflow
+from sluice.core.errors import SluiceError
+from sluice.core.model.loader import load_project
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.helpers.cases import realcase
+from tests.helpers.github_service import SECRET, Service
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.world import GATE, World, edit, sha_of
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[3]
+END = to_ms("2018-04-30")
+OWNER = "octo/warehouse"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("lifecycle")
+    github = FakeGitHub(repo=OWNER)
+    env = World(root, root / "work", f"sqlite:///{root / 'state.db'}", github, {})
+    main = root / "main"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    text = (main / "config.yaml").read_text()
+    head, _, _ = text.partition("  pr:\n")
+    (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
+    project = load_project(main, use_cache=False)
+    store = open_state(env.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
+    finally:
+        store.close()
+    env.commit(sha_of(1), main, branch="main")
+    return env
+
+
+def _tree(world: World, name: str, base: str) -> Path:
+    src = world.root / name
+    shutil.copytree(world.trees[base], src)
+    return src
+
+
+def _payload(case: str, **changes: Any) -> dict[str, Any]:
+    return realcase(case, OWNER, **changes)
+
+
+def _pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:
+    case = "github/pull_request/opened.payload.json"
+    payload = _payload(case, action=action, number=number, **{
+        "pull_request.number": number, "pull_request.head.sha": head,
+        "pull_request.user.login": author, "pull_request.base.ref": "main",
+        "pull_request.head.ref": f"feature-{number}",
+    })  # fmt: skip
+    for key, value in more.items():
+        payload["pull_request"][key] = value
+    return payload
+
+
+def _review(number: int, head: str, user: str, state: str, commit: str) -> dict[str, Any]:
+    # Each review has its own id, as on GitHub: the same id twice is the same review (a
+    # replayed delivery), which Sluice handles once.
+    review_id = int(hashlib.sha256(f"{number}:{head}:{user}:{state}".encode()).hexdigest()[:8], 16)
+    return _payload("github/pull_request_review/submitted.payload.json", **{
+        "pull_request.number": number, "pull_request.head.sha": head,
+        "review.user.login": user, "review.state": state.lower(), "review.commit_id": commit,
+        "review.id": review_id,
+    })  # fmt: skip
+
+
+def _click(number: int, head: str, user: str) -> dict[str, Any]:
+    payload = _payload("github/check_run/requested_action.payload.json", **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head,
+        "requested_action.identifier": "approve", "sender.login": user,
+    })  # fmt: skip
+    payload["check_run"]["pull_requests"] = [{"number": number, "id": number}]
+    payload.pop("organization", None)
+    return payload
+
+
+def _comment(number: int, user: str, body: str, comment_id: int) -> dict[str, Any]:
+    payload = _payload("github/issue_comment/created.payload.json", **{
+        "issue.number": number, "comment.user.login": user, "comment.body": body,
+        "comment.id": comment_id,
+    })  # fmt: skip
+    payload["issue"]["pull_request"] = {
+        "url": f"https://api.github.com/repos/{OWNER}/pulls/{number}"
+    }
+    return payload
+
+
+@pytest.fixture
+def service(world: World) -> Iterator[Service]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        world.github.install(mock)
+        with TestClient(create_app(world.settings())) as client:
+            yield Service(client, world.github, world.settings())
+
+
+def _deliver(service: Service, event: str, payload: dict[str, Any]) -> None:
+    response = service.deliver(event, payload)
+    assert response.status_code == 202, response.text
+    service.idle(timeout=900)
+
+
+def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
+    world: World, service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    github = world.github
+    head = sha_of(2)
+    pr = _tree(world, "pr2", sha_of(1))
+    edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
+         "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
+    edit(pr / "models" / "customers.sql", "  c.last_name,\n",
+         "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n")  # fmt: skip
+    # The PR also tries to make carol an approver: only the base branch's list counts.
+    edit(pr / "config.yaml", "users: [bob]", "users: [carol]")
+    world.commit(head, pr)
+    github.add_pull(2, head, author="alice")
+    github.permissions.update({"alice": "write", "bob": "write", "carol": "write", "dave": "read"})
+
+    _deliver(service, "pull_request", _pull(2, head, "alice", "opened"))
+    checks = github.checks_on(head)
+    assert {n: c["conclusion"] for n, c in checks.items()} == {
+        "sluice/tests": "success", "sluice/pr-environment": "success",
+        "sluice/prod-plan": "success", "sluice/approval": "failure",
+    }, checks["sluice/approval"]["output"]  # fmt: skip
+    assert checks["sluice/prod-plan"]["output"]["title"] == "Merging is a virtual update"
+    gate = checks["sluice/approval"]
+    assert gate["output"]["title"] == "1 more approval needed"
+    assert "1 more approval needed from @bob." in gate["output"]["summary"]
+    assert [a["identifier"] for a in gate["actions"]] == ["approve"]
+    [comment] = github.comments_on(2)
+    assert "**Approval:** ⏳ Waiting for approval." in comment["body"]
+
+    # carol is an approver only in the PR's own config; alice is the author.
+    github.add_review(2, "carol", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(2, head, "carol", "approved", head))
+    github.add_review(2, "alice", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(2, head, "alice", "approved", head))
+    summary = github.checks_on(head)["sluice/approval"]["output"]["summary"]
+    assert github.checks_on(head)["sluice/approval"]["conclusion"] == "failure"
+    assert "Not counted: @carol (not a required approver or owner)." in summary
+    assert "@alice's own approval does not count (PR author)." in summary
+
+    # dave may read but not write: his command is refused with a reason.
+    _deliver(service, "issue_comment", _comment(2, "dave", "/sluice deploy", 501))
+    assert "only users with write permission" in github.comments_on(2)[-1]["body"]
+    assert github.merges == [] and github.deployments == []
+
+    # A writer asks for a table diff restricted by a condition: answered in a new comment.
+    where = "/sluice diff jaffle.orders --where \"status IN ('returned', 'completed')\""
+    _deliver(service, "issue_comment", _comment(2, "carol", where, 502))
+    answer = github.comments_on(2)[-1]["body"]
+    assert answer.startswith(
+        "@carol `jaffle.orders` in `pr_2` against prod where `status IN ('returned', 'completed')`:"
+    ), answer
+    assert "4 only in prod" in answer
+    assert {"comment": 502, "content": "+1"} in github.reactions
+
+    # bob approves from the check run's button.
+    _deliver(service, "check_run", _click(2, head, "bob"))
+    gate = github.checks_on(head)["sluice/approval"]
+    assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
+    assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]
+
+    # Merge: prod is promoted by swapping views to the tables the PR built.
+    pr_versions = world.versions("pr_2")
+    files = world.table_files()
+    merge = sha_of(3)
+    world.commit(merge, pr, branch="main")
+    github.pulls[2]["state"], github.pulls[2]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(2, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=merge))  # fmt: skip
+    deploy = github.checks_on(merge)["sluice/deploy"]
+    assert deploy["conclusion"] == "success", deploy["output"]
+    assert deploy["output"]["title"] == "Promoted by virtual update"
+    assert "no data was written" in deploy["output"]["summary"]
+    assert world.table_files() == files, "promotion wrote table files"
+    prod_versions = world.versions("prod")
+    for model in ("jaffle.orders", "jaffle.customers", "jaffle.daily_revenue"):
+        assert prod_versions[model] == pr_versions[model], model
+    assert world.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
+        [0]
+    ]
+    [deployment] = github.deployments
+    assert deployment["ref"] == merge and deployment["environment"] == "prod"
+    assert [s["state"] for s in deployment["statuses"]] == ["in_progress", "success"]
+    body = github.comments_on(2)[0]["body"]
+    assert "**Promotion** of `" + merge[:7] + "`: 🚀 Promoted by virtual update." in body
+    assert "`pr_2` is removed (promoted to prod)" in body
+
+    # The environment was invalidated at once; the janitor drops it.
+    world.janitor_drops("pr_2", world.settings(), "github", OWNER)
+    with pytest.raises(SluiceError):
+        world.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders")
+
+    # Neither the token nor the webhook secret is in anything the service produced.
+    produced = json.dumps([github.comments, github.check_runs, github.statuses,
+                           github.deployments, github.reactions]) + caplog.text  # fmt: skip
+    world.assert_secrets_absent(produced, "ghp_lifecycleToken", SECRET)
+
+
+def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    before = world.versions("prod")
+    head, merge = sha_of(4), sha_of(5)
+    change = _tree(world, "pr4", world.github.refs["main"])
+    edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    world.commit(head, change)
+    world.commit(merge, change, branch="main")
+    github.add_pull(4, head, author="alice")
+    # Merged by an admin past the gate: Sluice never built or approved it.
+    _deliver(service, "pull_request", _pull(4, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=merge))  # fmt: skip
+    deploy = github.checks_on(merge)["sluice/deploy"]
+    assert deploy["conclusion"] == "failure"
+    assert deploy["output"]["title"] == "1 unapproved change(s): prod is unchanged"
+    assert "- `jaffle.customers` (change)" in deploy["output"]["summary"]
+    assert world.versions("prod") == before
+    assert github.deployments[-1]["statuses"][-1]["state"] == "failure"
+    # Put main back where prod is, for the next test.
+    world.commit(sha_of(6), world.trees[sha_of(3)], branch="main")
+
+
+def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
+    # change what customers holds, and PR 9 was planned before PR 8 reached prod.
+    first, second = sha_of(8), sha_of(9)
+    pr8 = _tree(world, "pr8", github.refs["main"])
+    edit(
+        pr8 / "models" / "orders.sql",
+        "  o.status,\n",
+        "  o.status,\n  o.status = 'completed' AS is_completed,\n",
+    )
+    pr9 = _tree(world, "pr9", github.refs["main"])
+    edit(
+        pr9 / "models" / "customers.sql",
+        "  c.first_name,\n",
+        "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n",
+    )
+    world.commit(first, pr8)
+    world.commit(second, pr9)
+    for number, head in ((8, first), (9, second)):
+        github.add_pull(number, head, author="alice")
+        service.deliver("pull_request", _pull(number, head, "alice", "opened"))
+    service.idle(timeout=900)
+    # PR 2's merge made carol the approver on main.
+    for number, head in ((8, first), (9, second)):
+        github.add_review(number, "carol", "APPROVED", head)
+        _deliver(service, "pull_request_review", _review(number, head, "carol", "approved", head))
+        gate = github.checks_on(head)["sluice/approval"]
+        assert gate["conclusion"] == "success", gate["output"]
+
+    # Both merged, the deliveries arriving back to back.
+    both = _tree(world, "both", github.refs["main"])
+    shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
+    world.commit(sha_of(10), pr8, branch="main")
+    shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
+    world.commit(sha_of(11), both, branch="main")
+    for number, head, merge in ((8, first, sha_of(10)), (9, second, sha_of(11))):
+        github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
+        response = service.deliver("pull_request", _pull(number, head, "alice", "closed",
+                                                         merged=True, merge_commit_sha=merge))  # fmt: skip
+        assert response.status_code == 202
+    service.idle(timeout=900)
+
+    first_deploy = github.checks_on(sha_of(10))["sluice/deploy"]
+    assert first_deploy["output"]["title"] == "Promoted by virtual update", first_deploy["output"]
+    second_deploy = github.checks_on(sha_of(11))["sluice/deploy"]
+    assert second_deploy["conclusion"] == "success", second_deploy["output"]
+    # customers was built by PR 9 on top of the old orders; against the new prod it is a
+    # new version, so the second promotion computed it rather than losing PR 8's change.
+    assert second_deploy["output"]["title"] == "Promoted; 1 table(s) backfilled"
+    assert "`jaffle.customers`" in second_deploy["output"]["summary"]
+    project = load_project(both, use_cache=False)
+    store = open_state(world.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+    finally:
+        store.close()
+    assert not plan.has_changes and not plan.backfill, "prod is exactly the merged main"
+    rows = world.query("prod", "SELECT (SELECT COUNT(is_completed) FROM jaffle.orders), "
+                       "(SELECT COUNT(first_name_length) FROM jaffle.customers)")  # fmt: skip
+    assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers

@@ -1,0 +1,310 @@
+"""The PR flow end to end on real Spark: prod built, a PR opened, its environment built,
+diffed and reported; and a service killed mid-job that finishes the job after restart.
+
+Spark runs through spark-submit exactly as in production (one job per event); GitHub is
+the fake at the wire (PyGithub runs for real). Slow by nature (several Spark jobs), so
+one module-scoped prod serves both tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.queue.store import JobQueue
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import SubmitRunner
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.helpers import service_child
+from tests.helpers.cases import load_case
+from tests.helpers.github_service import Service, sign
+from tests.helpers.github_wire import FakeGitHub, tarball
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[3]
+PR_SHA = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+PUSH_SHA = "b2c3d4e5f60718293a4b5c6d7e8f901234567890"  # the same tree, pushed again
+BASE_SHA = "c3d4e5f60718293a4b5c6d7e8f901234567890ab"  # the prod branch (main)
+
+
+@dataclass
+class Prod:
+    root: Path
+    work: Path
+    url: str
+    trees: Path
+
+    def runner(self, project: Any) -> SubmitRunner:
+        paths = SparkPaths(
+            root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
+        )
+        return SubmitRunner(project.config.sluice.spark, paths)
+
+    def query(self, environment: str, sql: str) -> list[list[Any]]:
+        project = load_project(self.root / "pr", use_cache=False)
+        store = open_state(self.url)
+        try:
+            result = workflow.query_environment(
+                project, store, environment, sql, self.runner(project), limit=100
+            )
+        finally:
+            store.close()
+        return [list(row) for row in result["rows"]]
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory) -> Prod:
+    root = tmp_path_factory.mktemp("flow")
+    env = Prod(root, root / "work", f"sqlite:///{root / 'state.db'}", root / "trees")
+    base = root / "base"
+    shutil.copytree(
+        REPO / "examples" / "jaffle_shop", base, ignore=shutil.ignore_patterns(".sluice")
+    )
+    project = load_project(base, use_cache=False)
+    store = open_state(env.url)
+    try:
+        end = to_ms("2018-04-30")
+        plan = workflow.plan_environment(project, store, "prod", end=end, execution_time=end)
+        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=end)
+    finally:
+        store.close()
+    # The PR: one breaking edit (orders drops returned orders) and one non-breaking edit
+    # (customers gets a new column).
+    pr = root / "pr"
+    shutil.copytree(base, pr)
+    _edit(
+        pr / "models" / "orders.sql",
+        "  ON o.order_id = p.order_id",
+        "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
+    )
+    _edit(
+        pr / "models" / "customers.sql",
+        "  c.last_name,\n",
+        "  c.last_name,\n  UPPER(c.last_name) AS last_name_upper,\n",
+    )
+    env.trees.mkdir()
+    (env.trees / f"{PR_SHA}.tar.gz").write_bytes(tarball(pr, f"octo-warehouse-{PR_SHA[:7]}"))
+    return env
+
+
+def _opened(number: int) -> dict[str, Any]:
+    payload = load_case("github/pull_request/opened.payload.json")
+    payload["number"] = number
+    payload["pull_request"]["number"] = number
+    payload["pull_request"]["head"]["sha"] = PR_SHA
+    return payload
+
+
+def _synchronized(number: int) -> dict[str, Any]:
+    payload = load_case("github/pull_request/synchronize.payload.json")
+    payload["number"] = number
+    payload["pull_request"]["number"] = number
+    payload["pull_request"]["head"]["sha"] = PUSH_SHA
+    payload["before"], payload["after"] = PR_SHA, PUSH_SHA
+    return payload
+
+
+def _deliver_and_wait(service: Service, payload: dict[str, Any], delivery: str, sha: str) -> None:
+    """Deliver a signed ``pull_request`` event; wait until its build reported on ``sha``."""
+    body = json.dumps(payload).encode()
+    answer = service.deliver("pull_request", body, delivery=delivery,
+                             signature=sign(body, "flow-secret"))  # fmt: skip
+    assert answer.status_code == 202
+    checks = service.github.checks_on
+    service.wait(lambda: checks(sha).get("sluice/approval", {}).get("status") == "completed",
+                 timeout=900)  # fmt: skip
+
+
+def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod) -> None:
+    settings = ServiceSettings(
+        webhook_secret="flow-secret", github_token="ghp_flowToken", workdir=prod.work,
+        database_url=prod.url, github_request_interval=0, github_write_interval=0,
+    )  # type: ignore[arg-type]  # fmt: skip
+    github = FakeGitHub(trees={PR_SHA: (prod.trees / f"{PR_SHA}.tar.gz").read_bytes()})
+    # The prod branch holds the project prod was built from: its config.yaml's `sluice:`
+    # settings (30 days of backfill for a PR) are the ones in force, not the PR's.
+    github.refs["main"] = BASE_SHA
+    github.files[("main", "config.yaml")] = (prod.root / "base" / "config.yaml").read_text()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        with TestClient(create_app(settings)) as client:
+            service = Service(client, github, settings)
+            _deliver_and_wait(service, _opened(2), "flow-1", PR_SHA)
+            first = json.loads(json.dumps(github.comments_on(2)[0]))
+            # A push that edits no model (the same tree at another commit): its environment
+            # already holds these versions, and the comment still says what the PR changes.
+            github.trees[PUSH_SHA] = github.trees[PR_SHA]
+            _deliver_and_wait(service, _synchronized(2), "flow-2", PUSH_SHA)
+
+    pushed = github.checks_on(PUSH_SHA)
+    assert pushed["sluice/pr-environment"]["output"]["title"] == "pr_2: 0 tables built, 0 views"
+    [pushed_comment] = github.comments_on(2)
+    again = pushed_comment["body"]
+    (prod.root / "comment-pushed.md").write_text(again)
+    for line in ("  - `jaffle.orders` (breaking)\n", "  - `jaffle.customers` (non-breaking)\n",
+                 "**Indirectly modified:** `jaffle.daily_revenue` (breaking)",
+                 "#### `jaffle.orders`: prod → pr_2: 4 only in prod", "```diff",
+                 "- added last_name_upper string",
+                 # What the first run built, still shown and still the range compared.
+                 "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |",
+                 "where `order_date >= '2018-04-01' AND order_date < '2018-05-01'`"):  # fmt: skip
+        assert line in first["body"] and line in again, line
+    assert "changes no model" not in again and "no model changed" not in again
+
+    checks = github.checks_on(PR_SHA)
+    assert {n: c["conclusion"] for n, c in pushed.items()} == {n: "success" for n in checks}
+    assert {n: c["conclusion"] for n, c in checks.items()} == {
+        "sluice/tests": "success", "sluice/pr-environment": "success", "sluice/prod-plan": "success",
+        "sluice/approval": "success",
+    }, checks["sluice/pr-environment"]["output"]  # fmt: skip
+    assert checks["sluice/tests"]["output"]["title"] == "1 unit tests passed"
+    assert checks["sluice/pr-environment"]["history"] == ["queued", "in_progress", "completed"]
+    comment = first  # the first build's comment, as it was then
+    text = comment["body"]
+    (prod.root / "comment.md").write_text(text)  # to read when an assertion fails
+    # While the job ran, the comment showed progress rather than stale results.
+    progress = [b for b in comment["bodies"] if "\n> ⏳ " in b]
+    assert any("Starting Spark" in b for b in progress), comment["bodies"]
+    assert text.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `jaffle`: `pr_2` is ready")
+    assert "`jaffle__pr_2.orders`, `jaffle__pr_2.customers`, `jaffle__pr_2.daily_revenue`" in text
+    assert (
+        "  - `jaffle.orders` (breaking)\n" in text
+        and "  - `jaffle.customers` (non-breaking)\n" in text
+    )
+    assert "**Indirectly modified:** `jaffle.daily_revenue` (breaking)" in text
+    assert "```diff" in text and "+  o.status <> 'returned'" in text
+    assert "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |" in text  # the last 30 days
+    assert "#### Table diff against prod" in text
+    assert "#### `jaffle.orders`: prod → pr_2: 4 only in prod" in text
+    assert "- added last_name_upper string" in text
+    assert "where `order_date >= '2018-04-01' AND order_date < '2018-05-01'`" in text
+    assert "| `sluice/tests` | success: 1 unit tests passed |" in text
+    assert "| `sluice/prod-plan` | success: Merging backfills 1 table in prod |" in text
+    # What the diff reports is what the data says: the PR drops prod's returned orders.
+    returned = prod.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'")[
+        0
+    ][0]
+    assert "| only in this side | 4 | 0 |" in text and returned == 4
+    assert prod.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
+        [0]
+    ]
+    names = prod.query(
+        "pr_2", "SELECT last_name, last_name_upper FROM jaffle.customers WHERE customer_id = 1"
+    )
+    assert names == [["P.", "P."]]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(prod: Prod, port: int, state: Path) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "tests.helpers.service_child", str(port), str(prod.work), prod.url,
+            str(state), str(prod.trees)]  # fmt: skip
+    log = open(prod.root / f"child-{port}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ}
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError((prod.root / f"child-{port}.log").read_text())
+
+
+def _github_state(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {"check_runs": {}, "comments": {}}
+
+
+def test_a_job_killed_with_its_service_completes_after_restart_exactly_once(prod: Prod) -> None:
+    state = prod.root / "github-state.json"
+    port = _free_port()
+    first = _start(prod, port, state)
+    try:
+        body = json.dumps(_opened(3)).encode()
+        headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "restart-1",
+                   "X-Hub-Signature-256": sign(body, service_child.SECRET)}  # fmt: skip
+        assert (
+            httpx.post(
+                f"http://127.0.0.1:{port}/webhooks/github", content=body, headers=headers
+            ).status_code
+            == 202
+        )
+
+        def building() -> bool:
+            runs = _github_state(state)["check_runs"].values()
+            return any(
+                r["name"] == "sluice/pr-environment" and r["status"] == "in_progress" for r in runs
+            )
+
+        deadline = time.monotonic() + 300
+        while not building():
+            assert time.monotonic() < deadline, "the job never started building"
+            time.sleep(0.2)
+        time.sleep(3)  # spark-submit is running
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    killed = _github_state(state)
+    assert not any(r["status"] == "completed" for r in killed["check_runs"].values())
+
+    second = _start(prod, port, state)
+    try:
+        queue = JobQueue(prod.url)
+        job_id = queue.delivery_job("restart-1")
+        assert job_id is not None
+        deadline = time.monotonic() + 900
+        while (record := queue.job(job_id)) is not None and record.status not in ("done", "failed"):
+            assert time.monotonic() < deadline, "the job was not finished after the restart"
+            time.sleep(0.5)
+        assert record is not None and record.status == "done" and record.job.attempts == 2
+        queue.close()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+    final = _github_state(state)
+    comments = [c for c in final["comments"].values() if c["issue"] == 3]
+    assert len(comments) == 1, "one sticky comment, however many attempts"
+    runs = [r for r in final["check_runs"].values() if r["head_sha"] == PR_SHA]
+    assert sorted(r["name"] for r in runs) == [
+        "sluice/approval",
+        "sluice/pr-environment",
+        "sluice/prod-plan",
+        "sluice/tests",
+    ]
+    assert {r["conclusion"] for r in runs} == {"success"}
+    assert prod.query("pr_3", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
+        [0]
+    ]

@@ -1,0 +1,150 @@
+"""The in-memory forge keeps the protocol's promises, and carries the controller's flow
+without HTTP, git or Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.events.neutral import CommentEvent
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.forge.archive import TreeLimits
+from sluice.bot.forge.base import Check, ForgeError, UnusableTree
+from sluice.bot.forge.memory import BOT_USER, MemoryForge
+
+HEAD = "a" * 40
+BASE = "b" * 40
+
+
+def _forge() -> MemoryForge:
+    forge = MemoryForge("octo/warehouse")
+    forge.commit(BASE, {"config.yaml": "sluice:\n  project: w\n"}, branch="main")
+    forge.commit(
+        HEAD,
+        {"config.yaml": "sluice:\n  project: w\n", "models/a.sql": "SELECT 1"},
+        parents=(BASE,),
+    )
+    forge.open_pull(7, head_sha=HEAD, base="main", author="alice")
+    return forge
+
+
+def test_the_sticky_comment_is_the_bots_own_never_another_authors() -> None:
+    forge = _forge()
+    forge.add_comment(7, "mallory", "<!-- sluice --> I am the sticky comment now")
+    forge.upsert_comment(7, "<!-- sluice -->", "<!-- sluice --> plan v1")
+    forge.upsert_comment(7, "<!-- sluice -->", "<!-- sluice --> plan v2")
+    assert forge.bot_comments(7) == ["<!-- sluice --> plan v2"]
+    assert [c.body for c in forge.comments[7] if c.author == "mallory"] == [
+        "<!-- sluice --> I am the sticky comment now"
+    ]
+    with pytest.raises(ForgeError, match="does not hold its marker"):
+        forge.upsert_comment(7, "<!-- sluice -->", "no marker")
+
+
+def test_files_by_branch_and_by_sha_and_reachability() -> None:
+    forge = _forge()
+    assert forge.read_file("main", "models/a.sql") is None
+    assert forge.read_file(HEAD, "models/a.sql") == "SELECT 1"
+    assert forge.read_file("nowhere", "config.yaml") is None
+    assert forge.commit_of("refs/heads/main") == BASE
+    assert forge.on_branch(BASE, "main") and not forge.on_branch(HEAD, "main")
+
+
+def test_a_merge_needs_the_head_it_was_asked_for_and_moves_the_base() -> None:
+    forge = _forge()
+    with pytest.raises(ForgeError, match="the head changed; merge refused"):
+        forge.merge(7, "squash", BASE)
+    merged = forge.merge(7, "squash", HEAD)
+    assert forge.commit_of("main") == merged
+    assert forge.on_branch(HEAD, "main") and forge.on_branch(BASE, "main")
+    assert forge.pull_request(7).merged and not forge.pull_request(7).open
+    with pytest.raises(ForgeError, match="is not open"):
+        forge.merge(7, "squash", HEAD)
+
+
+def test_a_commits_files_are_held_to_the_limits_and_path_rules(tmp_path: Path) -> None:
+    forge = _forge()
+    forge.fetch_tree(HEAD, tmp_path / "ok")
+    assert (tmp_path / "ok" / "models" / "a.sql").read_text() == "SELECT 1"
+    forge.commit("c" * 40, {"../escape.sql": "SELECT 1"})
+    with pytest.raises(UnusableTree, match=r"unsafe path '\.\./escape\.sql'"):
+        forge.fetch_tree("c" * 40, tmp_path / "bad")
+    assert not (tmp_path / "escape.sql").exists()
+    small = MemoryForge(tree_limits=TreeLimits(file_bytes=4))
+    small.commit("d" * 40, {"big.csv": "12345"})
+    with pytest.raises(UnusableTree, match="SLUICE_TREE_FILE_BYTES"):
+        small.fetch_tree("d" * 40, tmp_path / "big")
+    assert list((tmp_path / "big").iterdir()) == []
+
+
+def test_reviews_permissions_reactions_checks_and_deployments() -> None:
+    forge = _forge()
+    forge.roles["Bob"] = "write"
+    assert forge.permission("bob") == "write" and forge.permission("eve") == "none"
+    review = forge.add_review(7, "bob", "approved")
+    assert [(r.user, r.state, r.commit_sha) for r in forge.reviews(7)] == [
+        ("bob", "APPROVED", HEAD)
+    ]
+    comment = forge.add_comment(7, "bob", "/sluice plan")
+    assert forge.react(7, comment, "eyes") and not forge.react(7, review.id + 999, "eyes")
+    forge.set_check(HEAD, Check("sluice/approval", "in_progress", "Waiting", "..."))
+    forge.set_check(HEAD, Check("sluice/approval", "completed", "Approved", "...", "success"))
+    assert forge.checks[HEAD]["sluice/approval"].conclusion == "success"
+    deployment = forge.start_deployment(HEAD, "prod", "promote", "main")
+    forge.deployment_status(deployment, "success", "done")
+    assert forge.deployments[0].statuses == [("success", "done")]
+
+
+# -- the controller's flow on it: commands, no HTTP, no Spark ---------------------------
+
+
+def _controller(forge: MemoryForge, tmp_path: Path) -> Controller:
+    context = Context(
+        forge_for=lambda _event: forge,
+        workdir=tmp_path / "work",
+        state_url=f"sqlite:///{tmp_path / 'state.db'}",
+        clock=lambda: 1_700_000_000_000,
+    )
+    return Controller(context)
+
+
+def _comment(author: str, body: str, comment_id: int) -> CommentEvent:
+    return CommentEvent(
+        forge="github",
+        repo="octo/warehouse",
+        installation_id=None,
+        action="created",
+        number=7,
+        comment_id=comment_id,
+        author=author,
+        body=body,
+    )
+
+
+def test_a_command_from_someone_without_write_access_gets_one_fixed_reply(tmp_path: Path) -> None:
+    forge = _forge()
+    controller = _controller(forge, tmp_path)
+    try:
+        comment = forge.add_comment(7, "eve", "/sluice deploy [x](https://evil.example)")
+        controller.handle(_comment("eve", "/sluice deploy [x](https://evil.example)", comment))
+    finally:
+        controller.close()
+    [reply] = forge.bot_comments(7)
+    assert reply.startswith("@eve only users with write permission")
+    assert "evil.example" not in reply
+    assert forge.merges == [] and forge.deployments == []
+
+
+def test_help_from_a_writer_lists_the_commands(tmp_path: Path) -> None:
+    forge = _forge()
+    forge.roles["bob"] = "write"
+    controller = _controller(forge, tmp_path)
+    try:
+        comment = forge.add_comment(7, "bob", "/sluice help")
+        controller.handle(_comment("bob", "/sluice help", comment))
+    finally:
+        controller.close()
+    [reply] = forge.bot_comments(7)
+    assert "/sluice plan" in reply and "/sluice deploy" in reply
+    assert [c.author for c in forge.comments[7]] == ["bob", BOT_USER]

@@ -1,0 +1,125 @@
+"""The PR comment's Markdown: what it says, and that it fits GitHub's limit whole."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sluice.bot.present.comment import CommentState, comment, marker, with_sections
+from sluice.core.model.loader import load_project
+from sluice.core.plan.build import PlanRequest, build_plan
+from sluice.core.preview import PreviewResult
+from sluice.core.snapshot.fingerprint import fingerprint_models
+from sluice.core.tablediff.result import ColumnStats, Samples, SchemaDiff, Sides, TableDiffResult
+from sluice.core.timeutil import to_ms
+
+LIMIT = 65_536
+
+
+def _big_project(root: Path, models: int) -> Path:
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text("model_defaults:\n  start: '2024-01-01'\n")
+    for i in range(models):
+        columns = ",\n".join(f"  {i} * {j} AS column_with_a_long_name_{j}" for j in range(40))
+        (root / "models" / f"m{i}.sql").write_text(
+            f"MODEL (name s.m{i}, kind FULL, grain column_with_a_long_name_0);\nSELECT\n{columns}\n"
+        )
+    return root
+
+
+def _plan(root: Path) -> object:
+    project = load_project(root, use_cache=False)
+    now = to_ms("2024-02-01")
+    return build_plan(PlanRequest(
+        environment="pr_7", models=project.models,
+        fingerprints=fingerprint_models(project.models, project.audits), base={}, base_plan_id=None,
+        start=None, end=now, execution_time=now, forward_only=False, intervals={},
+    ))  # fmt: skip
+
+
+def _diff(name: str, rows: int) -> TableDiffResult:
+    sample = tuple({"k": i, "v": {"source": "x" * 50, "target": "y" * 50}} for i in range(rows))
+    return TableDiffResult(
+        name=name, source="prod", target="pr_7", source_table="a", target_table="b", keys=("k",),
+        decimals=3, tolerance=None, where=None, source_rows=1000, target_rows=1000, joined=1000,
+        source_only=0, target_only=0, differing_rows=rows, null_keys=Sides(0, 0),
+        duplicate_keys=Sides(0, 0), duplicate_rows=Sides(0, 0), schema=SchemaDiff(),
+        columns={"v": ColumnStats(1000 - rows, rows)}, samples=Samples(differing=sample),
+    )  # fmt: skip
+
+
+def _fences_balanced(text: str) -> bool:
+    return len(re.findall(r"^```", text, flags=re.M)) % 2 == 0
+
+
+def _details_balanced(text: str) -> bool:
+    return text.count("<details>") == text.count("</details>")
+
+
+def test_a_small_comment_has_everything(tmp_path: Path) -> None:
+    plan = _plan(_big_project(tmp_path / "p", 2))
+    preview = PreviewResult(plan=plan, tests=(), built=2, views=2, diffs={"s.m0": _diff("s.m0", 3)},  # type: ignore[arg-type]
+                            diff_errors={}, skipped_diffs={"s.m1": "new"}, job=None)  # fmt: skip
+    state = CommentState(
+        "demo", "pr_7", "abcdef1234", "success", "`pr_7` is ready", preview=preview
+    )
+    text = comment(state, limit=LIMIT, marker=marker("."))
+    assert text.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `demo`: `pr_7` is ready")
+    assert "`s__pr_7.m0`, `s__pr_7.m1`" in text
+    assert "- **Added:** `s.m0`, `s.m1`" in text
+    assert "<details><summary>Samples: 3 differing rows</summary>" in text
+    assert "`s.m1`: not compared: new" in text
+    assert "left out" not in text
+
+
+def test_a_huge_plan_is_folded_to_fit_and_never_cut_mid_block(tmp_path: Path) -> None:
+    plan = _plan(_big_project(tmp_path / "p", 400))
+    diffs = {f"s.m{i}": _diff(f"s.m{i}", 20) for i in range(60)}
+    preview = PreviewResult(plan=plan, tests=(), built=400, views=400, diffs=diffs,  # type: ignore[arg-type]
+                            diff_errors={}, skipped_diffs={}, job=None)  # fmt: skip
+    state = CommentState(None, "pr_7", "abcdef1234", "success", "ready", preview=preview)
+    text = comment(state, limit=LIMIT, marker=marker("."))
+    assert len(text) <= LIMIT
+    assert _fences_balanced(text) and _details_balanced(text)
+    assert "the `sluice/pr-environment` check has" in text
+    assert text.rstrip().endswith("</sub>"), "the comment ends as rendered, not cut"
+
+
+def test_markers_are_per_project_path() -> None:
+    assert marker(".") == "<!-- sluice:pr-comment -->"
+    assert marker("analytics/") == "<!-- sluice:pr-comment:analytics -->"
+
+
+def test_the_check_body_holds_everything_and_is_fitted_whole(tmp_path: Path) -> None:
+    from sluice.bot.forge.github import fit
+    from sluice.bot.present.comment import details_markdown
+
+    plan = _plan(_big_project(tmp_path / "p", 400))
+    diffs = {f"s.m{i}": _diff(f"s.m{i}", 20) for i in range(60)}
+    preview = PreviewResult(plan=plan, tests=(), built=400, views=400, diffs=diffs,  # type: ignore[arg-type]
+                            diff_errors={}, skipped_diffs={}, job=None)  # fmt: skip
+    full = details_markdown(preview)
+    assert "```diff" not in full or full.count("```diff") == 0  # added models have no SQL diff
+    assert full.count("<details><summary>Samples") == 60
+    fitted = fit(full)
+    assert len(fitted) < len(full) and _fences_balanced(fitted) and _details_balanced(fitted)
+    assert "truncated" in fitted
+
+
+def test_the_recent_range_is_mentioned_only_when_the_pr_is_limited(tmp_path: Path) -> None:
+    plan = _plan(_big_project(tmp_path / "p", 1))
+    limited = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan,  # type: ignore[arg-type]
+                           recent_days=7)  # fmt: skip
+    text = comment(limited, limit=LIMIT, marker=marker("."))
+    assert "Incremental models are built for their most recent 7 days only" in text
+    everything = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan)  # type: ignore[arg-type]
+    assert "most recent" not in comment(everything, limit=LIMIT, marker=marker("."))
+
+
+def test_sections_go_under_the_headline_in_a_fixed_order() -> None:
+    body = "<!-- m -->\n### ✅ Sluice: ready\n\nthe plan\n"
+    text = with_sections(body, {"approval": "**Approval:** ok", "promotion": "**Promotion:** done"})
+    assert text == (
+        "<!-- m -->\n### ✅ Sluice: ready\n\n**Promotion:** done\n\n**Approval:** ok\n\nthe plan\n"
+    )
+    assert with_sections(body, {}) == body

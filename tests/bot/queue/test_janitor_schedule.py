@@ -1,0 +1,45 @@
+"""The service's janitor schedule: one janitor job per repository and period, however many
+workers (of however many processes) ask, queued under the repository's prod key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sluice.bot.events.neutral import JanitorEvent, event_from_json
+from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.queue.store import JobQueue
+from sluice.bot.queue.worker import Worker
+
+
+def _worker(url: str, tmp_path: Path, queue: JobQueue, seconds: float) -> Worker:
+    def no_forge(event: object) -> object:
+        raise AssertionError("scheduling needs no forge")
+
+    context = Context(forge_for=no_forge, workdir=tmp_path, state_url=url)  # type: ignore[arg-type]
+    return Worker(queue, Controller(context), janitor_seconds=seconds)
+
+
+def test_each_repository_gets_one_janitor_job_per_period(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    queue = JobQueue(url)
+    first, second = (_worker(url, tmp_path, queue, 3600) for _ in range(2))
+    first.controller.ledger.seen("github:octo/a", 11, 1)
+    first.controller.ledger.seen("github:octo/b", None, 1)
+    try:
+        assert first.schedule_janitor(7200.0) == 2
+        assert second.schedule_janitor(7300.0) == 0  # the same hour: already queued
+        assert first.schedule_janitor(10900.0) == 2  # the next hour
+        jobs = []
+        while (job := queue.claim("w", 11000.0)) is not None:
+            jobs.append(job)
+            queue.finish(job.id, "w", now=11000.0)
+        assert (
+            sorted(j.key for j in jobs) == ["github:octo/a:prod"] * 2 + ["github:octo/b:prod"] * 2
+        )
+        event = event_from_json(jobs[0].payload)
+        assert isinstance(event, JanitorEvent) and event.repo in ("octo/a", "octo/b")
+        assert _worker(url, tmp_path, queue, 0).schedule_janitor(20000.0) == 0  # turned off
+    finally:
+        for worker in (first, second):
+            worker.controller.close()
+        queue.close()

@@ -1,0 +1,560 @@
+"""A stateful GitHub REST API at the wire, for the service's tests.
+
+Registered on a ``responses.RequestsMock``, so PyGithub really runs and every request it
+makes is a real HTTP request that this fake answers with bodies shaped like GitHub's.
+It keeps what a repository would: issue comments, check runs, commit statuses, reactions,
+pull requests and their reviews, collaborators' roles, files by ref, teams, branches and
+tags, merges and deployments, and serves a tarball per commit. Anything it does not know
+is a ConnectionError (no internet).
+
+Tests arrange it through its fields and helpers: ``add_pull``, ``add_review``,
+``add_comment`` (someone else's), ``add_tag``; ``permissions``, ``files``, ``teams``,
+``refs`` and ``branch_commits`` are plain dicts; ``app_slug`` names the App (``GET /app``,
+whose JWT also gets installation tokens), ``user_status`` fails ``GET /user``,
+``actions_token`` makes the token an Actions ``GITHUB_TOKEN``. Comments are written by the
+caller: the App's ``<slug>[bot]`` with its installation token, ``github-actions[bot]``
+with an Actions token, else the token's user; editing someone else's is refused (403) as
+on GitHub. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
+``reactions``, ``merges`` and ``deployments``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import re
+import tarfile
+import threading
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import responses
+
+from tests.helpers.graph import reachable
+
+API = "https://api.github.com"
+CODELOAD = "https://codeload.github.com"
+BOT = {"login": "sluice-bot[bot]", "id": 900, "type": "Bot", "node_id": "B_1"}
+INSTALLATION_TOKEN = "ghs_" + "fakeInstallationToken0123456789abcd"  # what access_tokens gives
+# The base permission GitHub reports next to a role (a custom role reads as "read").
+LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read",
+          "read": "read", "none": "none"}  # fmt: skip
+NOT_FOUND = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+
+
+def user_json(login: str) -> dict[str, Any]:
+    uid = zlib.crc32(login.encode())
+    return {"login": login, "id": uid, "node_id": f"U_{uid}", "type": "User"}
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()  # a fake commit id
+
+
+def tarball(src: Path, prefix: str) -> bytes:
+    """``src`` as GitHub's tarball: every file under one top directory ``prefix``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(src.rglob("*")):
+            if ".sluice" in path.parts or "__pycache__" in path.parts:
+                continue
+            tar.add(path, arcname=f"{prefix}/{path.relative_to(src)}", recursive=False)
+    return buffer.getvalue()
+
+
+@dataclass
+class FakeGitHub:
+    """One repository's state on a fake GitHub.
+
+    ``refs`` maps a branch name (``main``) or ``tags/NAME`` to the sha it points at (for
+    an annotated tag, the tag object's sha: see :meth:`add_tag`). ``branch_commits`` maps
+    a branch name, or a commit sha, to commits reachable from it (transitively through
+    other keys; the tip in ``refs`` is always reachable): compare answers from it.
+    """
+
+    repo: str = "octo/warehouse"
+    trees: dict[str, bytes] = field(default_factory=dict)  # sha -> tar.gz
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reviews: list[dict[str, Any]] = field(default_factory=list)  # add_review
+    permissions: dict[str, str] = field(default_factory=dict)  # login -> role; else 404
+    reactions: list[dict[str, Any]] = field(default_factory=list)  # {comment, content}
+    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (ref, path) -> text
+    teams: dict[str, list[str]] = field(default_factory=dict)  # "org/slug" -> logins
+    refs: dict[str, str] = field(default_factory=dict)  # "main" / "tags/v1" -> sha
+    tag_objects: dict[str, str] = field(default_factory=dict)  # tag object sha -> commit
+    branch_commits: dict[str, set[str]] = field(default_factory=dict)
+    merges: list[dict[str, Any]] = field(default_factory=list)  # {number, method, sha, merge_sha}
+    deployments: list[dict[str, Any]] = field(default_factory=list)  # each with "statuses"
+    deployments_forbidden: bool = False  # 403 on deployments, as for a token without the scope
+    app_slug: str = "sluice-bot"  # GET /app (with the App's JWT): its bot user is <slug>[bot]
+    user_status: int = 200  # another status for GET /user (401: a token GitHub refuses)
+    actions_token: bool = False  # the token is an Actions GITHUB_TOKEN: see _caller, _user
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    state_file: Path | None = None  # when set, the state survives the process (kill -9 tests)
+    _ids: int = 1000
+    _auth: str = ""  # the Authorization header of the request being answered
+
+    def __post_init__(self) -> None:
+        if self.state_file is not None and self.state_file.exists():
+            saved = json.loads(self.state_file.read_text())
+            self.comments = {int(k): v for k, v in saved["comments"].items()}
+            self.check_runs = {int(k): v for k, v in saved["check_runs"].items()}
+            self.statuses, self._ids = saved["statuses"], saved["ids"]
+            self.requests = [tuple(r) for r in saved["requests"]]  # type: ignore[misc]
+            self.pulls = {int(k): v for k, v in saved.get("pulls", {}).items()}
+            self.files = {(ref, path): text for ref, path, text in saved.get("files", [])}
+            self.branch_commits = {k: set(v) for k, v in saved.get("branch_commits", {}).items()}
+            for name in ("reviews", "permissions", "reactions", "teams", "refs", "tag_objects",
+                         "merges", "deployments"):  # fmt: skip
+                if name in saved:
+                    setattr(self, name, saved[name])
+
+    def save(self) -> None:
+        if self.state_file is None:
+            return
+        data = {"comments": self.comments, "check_runs": self.check_runs, "ids": self._ids,
+                "statuses": self.statuses, "requests": self.requests, "pulls": self.pulls,
+                "files": [[ref, path, text] for (ref, path), text in self.files.items()],
+                "branch_commits": {k: sorted(v) for k, v in self.branch_commits.items()},
+                "reviews": self.reviews, "permissions": self.permissions,
+                "reactions": self.reactions, "teams": self.teams, "refs": self.refs,
+                "tag_objects": self.tag_objects, "merges": self.merges,
+                "deployments": self.deployments}  # fmt: skip
+        partial = self.state_file.with_suffix(".partial")
+        partial.write_text(json.dumps(data))
+        partial.replace(self.state_file)
+
+    # --- what tests look at -----------------------------------------------------------
+
+    def comments_on(self, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.comments.values() if c["issue"] == number]
+
+    def checks_on(self, sha: str) -> dict[str, dict[str, Any]]:
+        return {r["name"]: r for r in self.check_runs.values() if r["head_sha"] == sha}
+
+    def add_pull(
+        self, number: int, head_sha: str, *, author: str = "alice", base: str = "main",
+        state: str = "open", merged: bool = False, draft: bool = False, fork: bool = False,
+        mergeable: bool = True, head_ref: str = "feature", title: str = "change",
+        merge_sha: str | None = None,
+    ) -> None:  # fmt: skip
+        """A pull request; ``merge_sha`` is the commit a merge through the API makes
+        (default: a sha derived from the number and head)."""
+        self.pulls[number] = {
+            "number": number, "head_sha": head_sha, "author": author, "base": base,
+            "state": state, "merged": merged, "draft": draft, "fork": fork,
+            "mergeable": mergeable, "head_ref": head_ref, "title": title, "merge_sha": merge_sha,
+        }  # fmt: skip
+
+    def add_comment(
+        self, number: int, body: str, *, user: str = "alice", kind: str = "User"
+    ) -> int:
+        """A comment someone else wrote on pull request ``number`` (``kind`` ``Bot`` for
+        another App's); its id."""
+        comment = {"id": self._next(), "issue": number, "body": body, "edits": 0,
+                   "user": {**user_json(user), "type": kind}}  # fmt: skip
+        self.comments[comment["id"]] = comment
+        return int(comment["id"])
+
+    def add_review(self, number: int, user: str, state: str, commit_sha: str | None) -> int:
+        """A submitted review (``state`` as GitHub's API: APPROVED, CHANGES_REQUESTED,
+        COMMENTED, DISMISSED); its id. Reviews list in the order they were added."""
+        review_id = self._next()
+        self.reviews.append({
+            "id": review_id, "number": number, "user": user, "state": state,
+            "commit_id": commit_sha,
+            "submitted_at": f"2026-11-21T{len(self.reviews) // 60:02d}:{len(self.reviews) % 60:02d}:00Z",
+        })  # fmt: skip
+        return review_id
+
+    def add_tag(self, name: str, sha: str, *, annotated: bool = False) -> str:
+        """Tag commit ``sha`` as ``name``; what ``refs["tags/NAME"]`` holds (for an
+        annotated tag, the tag object's sha, which GitHub peels through /git/tags)."""
+        target = sha
+        if annotated:
+            target = _sha1(f"tag {name} {sha}")
+            self.tag_objects[target] = sha
+        self.refs[f"tags/{name}"] = target
+        return target
+
+    # --- the wire ---------------------------------------------------------------------
+
+    def install(self, mock: responses.RequestsMock) -> None:
+        api = r"https://api\.github\.com(?::443)?"  # PyGithub spells out the port
+        base = api + r"/repos/[^/]+/[^/]+"
+        routes: list[tuple[str, str, Any]] = [
+            ("GET", rf"{base}$", self._repo_body),
+            ("GET", rf"{base}/tarball/(\w+)$", self._tarball_link),
+            ("GET", r"https://codeload\.github\.com(?::443)?/.*tar\.gz/(\w+)$", self._tarball),
+            ("GET", rf"{base}/issues/(\d+)$", self._issue),
+            ("GET", rf"{base}/issues/(\d+)/comments(\?.*)?$", self._list_comments),
+            ("POST", rf"{base}/issues/(\d+)/comments$", self._create_comment),
+            ("PATCH", rf"{base}/issues/comments/(\d+)$", self._edit_comment),
+            ("GET", rf"{base}/commits/(\w+)$", self._commit),
+            ("GET", rf"{base}/commits/(\w+)/check-runs(\?.*)?$", self._list_checks),
+            ("POST", rf"{base}/check-runs$", self._create_check),
+            ("PATCH", rf"{base}/check-runs/(\d+)$", self._edit_check),
+            ("POST", rf"{base}/statuses/(\w+)$", self._status),
+            ("GET", rf"{base}/pulls/(\d+)$", self._pull),
+            ("GET", rf"{base}/pulls/(\d+)/reviews(\?.*)?$", self._reviews),
+            ("PUT", rf"{base}/pulls/(\d+)/merge$", self._merge),
+            ("GET", rf"{base}/collaborators/([^/]+)/permission$", self._permission),
+            ("POST", rf"{base}/issues/comments/(\d+)/reactions$", self._react),
+            ("GET", rf"{base}/contents/([^?]+)(\?.*)?$", self._contents),
+            ("GET", rf"{api}/orgs/([^/]+)/teams/([^/]+)/members(\?.*)?$", self._team_members),
+            ("GET", rf"{base}/git/ref/([^?]+)$", self._git_ref),
+            ("GET", rf"{base}/git/tags/(\w+)$", self._git_tag),
+            ("GET", rf"{base}/compare/(.+?)\.\.\.([^?]+)(\?.*)?$", self._compare),
+            ("POST", rf"{base}/deployments$", self._create_deployment),
+            ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
+            ("GET", rf"{api}/user$", self._user),
+            ("GET", rf"{api}/app$", self._app),
+            ("POST", rf"{api}/app/installations/(\d+)/access_tokens$", self._access_token),
+            ("GET", rf"{base}/installation$", self._installation),
+        ]
+        for method, pattern, handler in routes:
+            mock.add_callback(method, re.compile(pattern), callback=self._wrap(handler, pattern))
+
+    def _wrap(self, handler: Any, pattern: str) -> Any:
+        def callback(request: Any) -> tuple[int, dict[str, str], str]:
+            match = re.search(pattern, request.url)
+            assert match is not None
+            named = re.search(r"/repos/([^/]+/[^/]+?)(/|$)", request.url)
+            with self.lock:
+                if named and "codeload" not in request.url:
+                    self.repo = named.group(1)
+                self.requests.append((request.method, request.url))
+                self._auth = str(request.headers.get("Authorization", ""))
+                body = json.loads(request.body) if request.body else None
+                answer = handler(match, body)
+                self.save()
+                return answer
+
+        return callback
+
+    def _next(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def _json(self, data: Any, status: int = 200) -> tuple[int, dict[str, str], str]:
+        return status, {"Content-Type": "application/json"}, json.dumps(data)
+
+    def _repo_json(self) -> dict[str, Any]:
+        owner, name = self.repo.split("/")
+        return {
+            "id": 1296269, "node_id": "R_1", "name": name, "full_name": self.repo,
+            "owner": {"login": owner, "id": 1, "type": "Organization"}, "private": False,
+            "url": f"{API}/repos/{self.repo}", "default_branch": "main",
+        }  # fmt: skip
+
+    def _repo_body(self, match: Any, body: Any) -> Any:
+        return self._json(self._repo_json())
+
+    def _tarball_link(self, match: Any, body: Any) -> Any:
+        sha = match.group(1)
+        if sha not in self.trees:
+            return self._json({"message": "Not Found"}, 404)
+        location = f"{CODELOAD}/{self.repo}/legacy.tar.gz/{sha}"
+        return 302, {"Location": location}, ""
+
+    def _tarball(self, match: Any, body: Any) -> Any:
+        sha = match.group(1)
+        if sha not in self.trees:
+            return 404, {}, ""
+        return 200, {"Content-Type": "application/x-gzip"}, self.trees[sha]  # type: ignore[return-value]
+
+    def _issue(self, match: Any, body: Any) -> Any:
+        number = int(match.group(1))
+        return self._json({
+            "id": number, "number": number, "title": "PR", "state": "open",
+            "url": f"{API}/repos/{self.repo}/issues/{number}", "user": {"login": "alice", "id": 2},
+            "pull_request": {"url": f"{API}/repos/{self.repo}/pulls/{number}"},
+        })  # fmt: skip
+
+    def _comment_json(self, comment: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": comment["id"], "node_id": f"IC_{comment['id']}", "body": comment["body"],
+            "user": comment["user"], "url": f"{API}/repos/{self.repo}/issues/comments/{comment['id']}",
+            "html_url": f"https://github.com/{self.repo}/pull/{comment['issue']}#issuecomment-{comment['id']}",
+            "created_at": "2026-11-21T10:00:00Z", "updated_at": "2026-11-21T10:00:00Z",
+        }  # fmt: skip
+
+    def _list_comments(self, match: Any, body: Any) -> Any:
+        number = int(match.group(1))
+        return self._json([self._comment_json(c) for c in self.comments_on(number)])
+
+    def _caller(self) -> dict[str, Any]:
+        """Who a write is made by: the App's bot user with an installation token,
+        ``github-actions[bot]`` with an Actions token, else the token's user (:data:`BOT`)."""
+        if self._auth == f"token {INSTALLATION_TOKEN}":
+            return {**BOT, "login": f"{self.app_slug}[bot]"}
+        if self.actions_token:
+            return {**BOT, "login": "github-actions[bot]", "id": 41898282}
+        return BOT
+
+    def _create_comment(self, match: Any, body: Any) -> Any:
+        comment = {"id": self._next(), "issue": int(match.group(1)), "body": body["body"],
+                   "user": self._caller(), "edits": 0}  # fmt: skip
+        self.comments[comment["id"]] = comment
+        return self._json(self._comment_json(comment), 201)
+
+    def _edit_comment(self, match: Any, body: Any) -> Any:
+        comment = self.comments[int(match.group(1))]
+        if comment["user"]["login"] != self._caller()["login"]:  # as GitHub: not yours
+            return self._json({"message": "Resource not accessible by integration"}, 403)
+        comment.setdefault("bodies", [comment["body"]]).append(body["body"])
+        comment["body"] = body["body"]
+        comment["edits"] += 1
+        return self._json(self._comment_json(comment))
+
+    def _commit(self, match: Any, body: Any) -> Any:
+        sha = match.group(1)
+        return self._json({"sha": sha, "url": f"{API}/repos/{self.repo}/commits/{sha}",
+                           "commit": {"message": "change"}})  # fmt: skip
+
+    def _check_json(self, run: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
+            "status": run["status"], "conclusion": run.get("conclusion"),
+            "url": f"{API}/repos/{self.repo}/check-runs/{run['id']}", "output": run.get("output", {}),
+        }  # fmt: skip
+
+    def _list_checks(self, match: Any, body: Any) -> Any:
+        sha = match.group(1)
+        name = re.search(r"check_name=([^&]+)", match.group(0))
+        runs = [r for r in self.check_runs.values() if r["head_sha"] == sha]
+        if name:
+            from urllib.parse import unquote
+
+            runs = [r for r in runs if r["name"] == unquote(name.group(1))]
+        return self._json(
+            {"total_count": len(runs), "check_runs": [self._check_json(r) for r in runs]}
+        )
+
+    def _create_check(self, match: Any, body: Any) -> Any:
+        run = {"id": self._next(), **body, "history": [body.get("status")]}
+        self.check_runs[run["id"]] = run
+        return self._json(self._check_json(run), 201)
+
+    def _edit_check(self, match: Any, body: Any) -> Any:
+        run = self.check_runs[int(match.group(1))]
+        run.update(body)
+        run["history"].append(body.get("status"))
+        return self._json(self._check_json(run))
+
+    def _status(self, match: Any, body: Any) -> Any:
+        self.statuses.append({"sha": match.group(1), **body})
+        return self._json({"id": self._next(), **body}, 201)
+
+    def _pull(self, match: Any, body: Any) -> Any:
+        number = int(match.group(1))
+        pull = self.pulls.get(number)
+        if pull is None:
+            return self._json({"message": "Not Found"}, 404)
+        repo = self._repo_json()
+        head_repo = repo
+        if pull.get("fork"):
+            owner = pull["author"]
+            head_repo = {**repo, "id": 2, "full_name": f"{owner}/{repo['name']}", "fork": True,
+                         "owner": {"login": owner, "id": 3, "type": "User"}}  # fmt: skip
+        return self._json({
+            "id": number, "number": number, "state": pull.get("state", "open"),
+            "title": pull.get("title", "change"), "draft": pull.get("draft", False),
+            "merged": pull.get("merged", False), "mergeable": pull.get("mergeable", True),
+            "merge_commit_sha": pull.get("merge_sha"), "user": {"login": pull["author"], "id": 2},
+            "head": {"sha": pull["head_sha"], "ref": pull.get("head_ref", "feature"),
+                     "repo": head_repo},
+            "base": {"sha": self.refs.get(pull["base"], "b" * 40), "ref": pull["base"],
+                     "repo": repo},
+            "url": f"{API}/repos/{self.repo}/pulls/{number}",
+        })  # fmt: skip
+
+    def _reviews(self, match: Any, body: Any) -> Any:
+        # Lenient: a pull request the test never added simply has no reviews.
+        number = int(match.group(1))
+        return self._json([
+            {"id": r["id"], "node_id": f"PRR_{r['id']}", "user": user_json(r["user"]),
+             "body": "", "state": r["state"], "commit_id": r["commit_id"],
+             "submitted_at": r["submitted_at"], "author_association": "MEMBER",
+             "pull_request_url": f"{API}/repos/{self.repo}/pulls/{number}"}
+            for r in self.reviews if r["number"] == number
+        ])  # fmt: skip
+
+    def _merge(self, match: Any, body: Any) -> Any:
+        number = int(match.group(1))
+        pull = self.pulls.get(number)
+        if pull is None:
+            return self._json(NOT_FOUND, 404)
+        if (
+            pull.get("state", "open") != "open"
+            or pull.get("draft")
+            or not pull.get("mergeable", True)
+        ):
+            return self._json({"message": "Pull Request is not mergeable"}, 405)
+        head = pull["head_sha"]
+        if body.get("sha") not in (None, head):
+            message = "Head branch was modified. Review and try the merge again."
+            return self._json({"message": message}, 409)
+        sha = pull.get("merge_sha") or _sha1(f"merge {number} {head}")
+        pull.update(state="closed", merged=True, merge_sha=sha)
+        self.refs[pull["base"]] = sha  # the base branch moves to the merge commit
+        self.branch_commits.setdefault(pull["base"], set()).update({head, sha})
+        self.merges.append({"number": number, "method": body.get("merge_method", "merge"),
+                            "sha": head, "merge_sha": sha})  # fmt: skip
+        return self._json(
+            {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
+        )
+
+    def _permission(self, match: Any, body: Any) -> Any:
+        login = unquote(match.group(1))
+        role = self.permissions.get(login)
+        if role is None:
+            return self._json(NOT_FOUND, 404)
+        return self._json({"permission": LEGACY.get(role, "read"), "role_name": role,
+                           "user": user_json(login)})  # fmt: skip
+
+    def _react(self, match: Any, body: Any) -> Any:
+        reaction = {"comment": int(match.group(1)), "content": body["content"]}
+        self.reactions.append(reaction)
+        return self._json({"id": self._next(), "node_id": "REA_1", "user": BOT,
+                           "content": body["content"], "created_at": "2026-11-21T10:00:00Z"},
+                          201)  # fmt: skip
+
+    def _query(self, match: Any) -> dict[str, str]:
+        return {k: v[0] for k, v in parse_qs(urlsplit(match.group(0)).query).items()}
+
+    def _contents(self, match: Any, body: Any) -> Any:
+        path, ref = unquote(match.group(1)), self._query(match).get("ref", "main")
+        text = self.files.get((ref, path))
+        if text is None:
+            return self._json(NOT_FOUND, 404)
+        raw = text.encode()
+        return self._json({
+            "type": "file", "encoding": "base64", "size": len(raw), "path": path,
+            "name": path.rsplit("/", 1)[-1], "content": base64.encodebytes(raw).decode(),
+            "sha": _sha1(text), "url": f"{API}/repos/{self.repo}/contents/{path}?ref={ref}",
+        })  # fmt: skip
+
+    def _team_members(self, match: Any, body: Any) -> Any:
+        wanted = f"{unquote(match.group(1))}/{unquote(match.group(2))}".casefold()
+        for team, logins in self.teams.items():
+            if team.casefold() == wanted:
+                return self._json([user_json(login) for login in logins])
+        return self._json(NOT_FOUND, 404)
+
+    def _git_ref(self, match: Any, body: Any) -> Any:
+        name = unquote(match.group(1))
+        sha = self.refs.get(name.removeprefix("heads/")) if name.startswith("heads/") else None
+        if name.startswith("tags/"):
+            sha = self.refs.get(name)
+        if sha is None:
+            return self._json(NOT_FOUND, 404)
+        kind = "tag" if sha in self.tag_objects else "commit"
+        return self._json({"ref": f"refs/{name}", "node_id": "REF_1",
+                           "url": f"{API}/repos/{self.repo}/git/refs/{name}",
+                           "object": {"type": kind, "sha": sha, "url": f"{API}/x/{sha}"}})  # fmt: skip
+
+    def _git_tag(self, match: Any, body: Any) -> Any:
+        sha = match.group(1)
+        commit = self.tag_objects.get(sha)
+        if commit is None:
+            return self._json(NOT_FOUND, 404)
+        return self._json({"sha": sha, "node_id": "TAG_1", "tag": "tag", "message": "release",
+                           "url": f"{API}/repos/{self.repo}/git/tags/{sha}",
+                           "object": {"type": "commit", "sha": commit, "url": f"{API}/x/{commit}"}})  # fmt: skip
+
+    def _reachable(self, ref: str) -> tuple[str, set[str]]:
+        """The commit ``ref`` (a branch or a sha) names, and every commit reachable from it."""
+        tip = self.refs.get(ref, ref)
+        return tip, reachable(self.branch_commits, ref, tip)
+
+    def _compare(self, match: Any, body: Any) -> Any:
+        base, head = unquote(match.group(1)), unquote(match.group(2))
+        known = (
+            base in self.refs or base in self.branch_commits or re.fullmatch(r"[0-9a-f]{40}", base)
+        )
+        if not known:
+            return self._json(NOT_FOUND, 404)
+        tip, behind = self._reachable(base)
+        if head == tip:
+            status = "identical"
+        elif head in behind:
+            status = "behind"
+        else:
+            status = "ahead" if tip in self._reachable(head)[1] else "diverged"
+        return self._json({"status": status, "ahead_by": int(status in ("ahead", "diverged")),
+                           "behind_by": int(status in ("behind", "diverged")),
+                           "total_commits": 0, "commits": [], "files": [],
+                           "url": f"{API}/repos/{self.repo}/compare/{base}...{head}"})  # fmt: skip
+
+    def _forbidden(self) -> Any:
+        return self._json({"message": "Resource not accessible by integration"}, 403)
+
+    def _deployment_json(self, d: dict[str, Any]) -> dict[str, Any]:
+        url = f"{API}/repos/{self.repo}/deployments/{d['id']}"
+        return {"id": d["id"], "node_id": f"DE_{d['id']}", "sha": d["ref"], "ref": d["ref"],
+                "task": "deploy", "environment": d.get("environment"),
+                "description": d.get("description"), "creator": BOT, "url": url,
+                "statuses_url": f"{url}/statuses", "created_at": "2026-11-21T10:00:00Z",
+                "production_environment": d.get("production_environment", False)}  # fmt: skip
+
+    def _create_deployment(self, match: Any, body: Any) -> Any:
+        if self.deployments_forbidden:
+            return self._forbidden()
+        deployment = {"id": self._next(), **body, "statuses": []}
+        self.deployments.append(deployment)
+        return self._json(self._deployment_json(deployment), 201)
+
+    def _deployment_status(self, match: Any, body: Any) -> Any:
+        if self.deployments_forbidden:
+            return self._forbidden()
+        number = int(match.group(1))
+        found = [d for d in self.deployments if d["id"] == number]
+        if not found:
+            return self._json(NOT_FOUND, 404)
+        found[0]["statuses"].append(body)
+        return self._json({"id": self._next(), "node_id": "DES_1", "creator": BOT,
+                           "url": f"{API}/repos/{self.repo}/deployments/{number}/statuses/1",
+                           **body}, 201)  # fmt: skip
+
+    def _user(self, match: Any, body: Any) -> Any:
+        if self.actions_token:  # an Actions GITHUB_TOKEN may not read /user
+            return self._json({"message": "Resource not accessible by integration"}, 403)
+        if self.user_status != 200:
+            return self._json({"message": "Resource not accessible by integration"},
+                              self.user_status)  # fmt: skip
+        return self._json(BOT)
+
+    def _jwt(self) -> bool:
+        return self._auth.startswith("Bearer ")
+
+    def _app(self, match: Any, body: Any) -> Any:
+        if not self._jwt():  # GET /app answers only to the App's JWT
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"id": 123, "slug": self.app_slug, "node_id": "A_1",
+                           "name": self.app_slug.title(), "owner": user_json("octo"),
+                           "created_at": "2026-01-01T00:00:00Z",
+                           "updated_at": "2026-01-01T00:00:00Z"})  # fmt: skip
+
+    def _access_token(self, match: Any, body: Any) -> Any:
+        if not self._jwt():
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"token": INSTALLATION_TOKEN, "expires_at": "2030-01-01T00:00:00Z",
+                           "permissions": {"issues": "write"}}, 201)  # fmt: skip
+
+    def _installation(self, match: Any, body: Any) -> Any:
+        if not self._jwt():
+            return self._json({"message": "A JSON web token could not be decoded"}, 401)
+        return self._json({"id": 42, "app_id": 123, "app_slug": self.app_slug,
+                           "target_type": "Organization", "account": user_json("octo"),
+                           "access_tokens_url": f"{API}/app/installations/42/access_tokens",
+                           "permissions": {}, "events": []})  # fmt: skip

@@ -1,0 +1,148 @@
+"""The Dockerfile: no Docker engine runs here, so read it and check it against what CI does."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with continuation lines joined and comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        pending += line
+        word, _, args = pending.partition(" ")
+        out.append((word.upper(), args.strip()))
+        pending = ""
+    assert not pending, "the Dockerfile ends with a continuation line"
+    return out
+
+
+def _all(name: str) -> list[str]:
+    return [args for word, args in _instructions() if word == name]
+
+
+def _one(name: str) -> str:
+    found = _all(name)
+    assert len(found) == 1, f"expected one {name}, found {found}"
+    return found[0]
+
+
+def _exec_form(args: str) -> list[str]:
+    value = json.loads(args)
+    assert isinstance(value, list)
+    return [str(v) for v in value]
+
+
+def _makefile_lock() -> str:
+    """The constraints file the Makefile's install step (what CI runs) passes to pip."""
+    text = (ROOT / "Makefile").read_text()
+    found = re.findall(r"pip install\b[^\n]*?\s-c\s+(\S+)", text)
+    assert found, "the Makefile does not install with -c <lock>"
+    assert len(set(found)) == 1
+    return found[0]
+
+
+def _served_port() -> int:
+    cmd = _exec_form(_one("CMD"))
+    assert "--port" in cmd
+    return int(cmd[cmd.index("--port") + 1])
+
+
+def test_base_image_is_python_311_slim_not_alpine() -> None:
+    base = _all("FROM")
+    assert len(base) == 1
+    image = base[0].split()[0]
+    assert image.startswith("python:3.11-slim"), image
+    assert "alpine" not in image
+
+
+def test_installs_a_java_17_runtime_with_apt_and_cleans_up() -> None:
+    runs = " ; ".join(_all("RUN"))
+    assert re.search(r"apt-get install\b[^;&]*--no-install-recommends[^;&]*openjdk-17-jre", runs)
+    assert "rm -rf /var/lib/apt/lists/*" in runs
+    # the same package scripts/ensure-java.sh installs for CI
+    assert "openjdk-17-jre-headless" in (ROOT / "scripts" / "ensure-java.sh").read_text()
+
+
+def test_installs_from_the_same_lock_as_ci() -> None:
+    lock = _makefile_lock()
+    assert lock == "constraints.txt"
+    installs = [r for r in _all("RUN") if "pip install" in r]
+    assert len(installs) == 1
+    words = shlex.split(installs[0].split("&&")[0])
+    assert words[words.index("-c") + 1] == lock
+    assert "--no-cache-dir" in words
+    copied = " ".join(_all("COPY"))
+    for needed in ("pyproject.toml", lock, "sluice", "README.md"):
+        assert needed in copied.split(), f"{needed} is not copied into the image"
+
+
+def test_runs_as_a_non_root_user_after_installing() -> None:
+    words = [w for w, _ in _instructions()]
+    user = _one("USER").split(":")[0]
+    assert user not in ("root", "0")
+    assert words.index("USER") > max(
+        i for i, (w, a) in enumerate(_instructions()) if w == "RUN" and "pip install" in a
+    )
+    assert any(user in r and "useradd" in r for r in _all("RUN"))
+
+
+def test_workdir_setting_points_at_a_writable_volume() -> None:
+    env = " ".join(_all("ENV"))
+    match = re.search(r"SLUICE_WORKDIR=(\S+)", env)
+    assert match, "SLUICE_WORKDIR is not set"
+    path = match.group(1)
+    assert path in _one("VOLUME")
+    assert any("chown" in r and path in r for r in _all("RUN"))
+
+
+def test_exposes_the_port_the_command_serves_and_checks_health_there() -> None:
+    port = _served_port()
+    assert _one("EXPOSE").split() == [str(port)]
+    health = _one("HEALTHCHECK")
+    assert health.split()[0] != "NONE"
+    probe = _exec_form(health[health.index("CMD") + len("CMD") :].strip())
+    assert probe[0] == "python"  # no curl in the slim image
+    urls = re.findall(r"https?://[^'\" ]+", " ".join(probe))
+    assert urls == [f"http://127.0.0.1:{port}/healthz"]
+
+
+def test_the_default_command_is_sluice_serve_on_all_interfaces() -> None:
+    cmd = _exec_form(_one("CMD"))
+    assert cmd[:2] == ["sluice", "serve"]
+    assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
+
+
+def test_the_served_port_is_the_service_default() -> None:
+    from click.testing import CliRunner
+
+    from sluice.cli import cli
+
+    help_text = CliRunner().invoke(cli, ["serve", "--help"]).output
+    assert re.search(rf"--port\s+INTEGER\s+Port to listen on.\s+\[default:\s*{_served_port()}\]",
+                     help_text), help_text  # fmt: skip
+
+
+@pytest.mark.parametrize("ignored", [".venv", ".git", ".sluice", ".pytest_cache", ".mypy_cache"])
+def test_dockerignore_keeps_local_state_out_of_the_context(ignored: str) -> None:
+    patterns = [
+        line.strip().rstrip("/").rstrip("*")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+    ]
+    assert ignored in patterns
