@@ -81,7 +81,7 @@ def test_an_import_of_a_test_module_is_found() -> None:
     ]
     harmless = (
         "from tests.helpers.github_service import Service\n"
-        "from tests.bot.conftest import load_case\n"
+        "from tests.helpers.cases import load_case\n"
         "import pytest\n"
         "from . import github_wire\n"
     )

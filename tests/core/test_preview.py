@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sluice.bot.render import plan_view
+from sluice.bot.present.comment import plan_view
 from sluice.core.errors import ConflictError, ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan

@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.bot.conftest import REALCASES, case_paths
+from tests.helpers.cases import REALCASES, case_paths
 
 # --- JSON ------------------------------------------------------------------------------------
 

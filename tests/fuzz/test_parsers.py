@@ -31,11 +31,11 @@ from hypothesis import event as note_outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.bot.commands import USAGE, WHERE_LIMIT, Command, CommandError, parse_command
-from sluice.bot.events import Event, event_from_json, pr_key, supersedes
-from sluice.bot.github_events import parse_github
-from sluice.bot.gitlab_events import parse_gitlab
-from sluice.bot.payload import PayloadError
+from sluice.bot.events.commands import USAGE, WHERE_LIMIT, Command, CommandError, parse_command
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.neutral import Event, event_from_json, pr_key, supersedes
+from sluice.bot.events.payload import PayloadError
 from sluice.core.errors import SluiceError
 from sluice.core.model.header import Header, Node, parse_header
 from sluice.core.model.loader import load_project

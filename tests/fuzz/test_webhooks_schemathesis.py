@@ -35,12 +35,12 @@ from schemathesis.checks import (
 from schemathesis.core.transport import Response
 from schemathesis.python.asgi import shutdown_lifespans
 
-from sluice.bot.app import create_app
-from sluice.bot.events import Event
-from sluice.bot.github_events import parse_github
-from sluice.bot.gitlab_events import parse_gitlab
-from sluice.bot.payload import PayloadError
-from sluice.bot.settings import ServiceSettings
+from sluice.bot.entry.app import create_app
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.neutral import Event
+from sluice.bot.events.payload import PayloadError
 from tests.fuzz.common import fuzz
 from tests.fuzz.strategies import GITHUB_EVENTS, GITLAB_EVENTS, real_payloads
 
