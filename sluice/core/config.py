@@ -226,10 +226,24 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             f"{'it configures' if len(ignored) == 1 else 'they configure'} SQLMesh itself; "
             "Sluice's own settings go under 'sluice:'"
         )
+    _gateway_variables(data, kept)
     try:
         return ProjectConfig(**kept, notes=tuple(notes))
     except ValidationError as exc:
         raise _config_error(exc, doc) from None
+
+
+def _gateway_variables(data: dict[Any, Any], kept: dict[str, Any]) -> None:
+    """SQLMesh's ``gateways: {name: {variables: ...}}``: the default gateway's variables
+    override top-level ``variables`` of the same name."""
+    gateways = data.get("gateways")
+    if not isinstance(gateways, dict) or not gateways:
+        return
+    name = data.get("default_gateway") or next(iter(gateways))
+    gateway = gateways.get(name)
+    scoped = gateway.get("variables") if isinstance(gateway, dict) else None
+    if isinstance(scoped, dict) and isinstance(kept.get("variables", {}), dict):
+        kept["variables"] = {**kept.get("variables", {}), **scoped}
 
 
 # pydantic's words for a value of the wrong type, in the words of a YAML file.

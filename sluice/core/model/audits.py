@@ -221,6 +221,7 @@ def _audit_query(
             col=where[1] if col else None,
             hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
         ) from None
+    query = next(iter(macros.expand([query], subst, variables, dialect, keep_unknown=True)), None)
     if not isinstance(query, exp.Query):
         refuse(fileaccess.find_in_text(subst.text))
         raise ModelError(

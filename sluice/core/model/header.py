@@ -57,6 +57,11 @@ class Header:
     body_start: int = 0
 
 
+def _macro_glued(last: Token, nxt: Token) -> bool:
+    """Whether ``nxt`` continues a name holding a macro (``@schema``, ``t_@{x}``)."""
+    return nxt.start == last.end + 1 and (nxt.text in ("@", "{", "}") or last.text in ("@", "{"))
+
+
 class _Parser:
     def __init__(self, source: str, tokens: list[Token], path: str, lines: LineIndex) -> None:
         self.source = source
@@ -105,13 +110,20 @@ class _Parser:
             kind in _CLOSERS
             or kind in _ASSIGN
             or not (
-                token.text[:1].isalpha() or token.text[:1] == "_" or kind == TokenType.IDENTIFIER
+                token.text[:1].isalpha()
+                or token.text[:1] in ("_", "@")
+                or kind == TokenType.IDENTIFIER
             )
         ):
             raise self.error(f"unexpected '{token.text}' in the header", token)
         word, last = token.text, token
-        while (nxt := self.peek()) is not None and nxt.token_type == TokenType.DOT:
+        while (nxt := self.peek()) is not None and (
+            nxt.token_type == TokenType.DOT or _macro_glued(last, nxt)
+        ):
             self.take()
+            if nxt.token_type != TokenType.DOT:
+                word, last = word + nxt.text, nxt  # a macro inside a name: orders_@{suffix}
+                continue
             part = self.take()
             word, last = f"{word}.{part.text}", part
         nxt = self.peek()

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.errors import ModelError
-from sluice.core.model.scan import LineIndex, find_code
+from sluice.core.model import macro
+from sluice.core.model.scan import LineIndex
 from sluice.core.timeutil import to_datetime
 
-PREFIX = "__sluice_macro__"
+PREFIX = macro.lexer.PREFIX
 
 _TIME_SUFFIXES = ("ds", "ts", "tstz", "date", "dt", "dtntz", "epoch", "millis", "hour")
 TIME_VARIABLES = frozenset(
@@ -42,6 +44,9 @@ class Substituted:
     """The text before the macros were replaced."""
     edits: tuple[tuple[int, int, int, int], ...] = ()
     """Each replacement: (start, end) in ``text``, (start, end) in ``source``."""
+    lexed: macro.Lexed | None = None
+    line_offset: int = 0
+    path: str = ""
 
     def source_position(self, line: int, col: int) -> tuple[int, int]:
         """Where 1-based (line, col) of ``text`` stands in ``source``.
@@ -88,66 +93,69 @@ def substitute(
     allowed: frozenset[str] = BUILTIN_VARIABLES,
     line_offset: int = 0,
 ) -> Substituted:
-    """Replace the macros in ``text``; ``allowed`` names the ``@names`` that may appear.
+    """Spell the macros of ``text`` as names sqlglot parses (see :mod:`.macro.lexer`).
+
+    Nothing is evaluated yet: :func:`expand` does that on the parsed statements.
+    """
+    lexed = macro.lex(text)
+    used = frozenset(site.name for site in lexed.names)
+    return Substituted(lexed.text, used, lexed.source, lexed.edits, lexed, line_offset, path)
+
+
+def expand(
+    statements: list[exp.Expr],
+    subst: Substituted,
+    variables: Mapping[str, Any],
+    dialect: str,
+    *,
+    columns_of: macro.ColumnsOf | None = None,
+    keep_unknown: bool = False,
+) -> list[exp.Expr]:
+    """Evaluate the macros of parsed ``statements``; ``@DEF`` statements are consumed.
 
     Raises:
-        ModelError: for an unknown macro or variable, with file:line:col.
+        ModelError: a macro is wrong, with the file and line of its call.
     """
-    out: list[str] = []
-    used: set[str] = set()
-    edits: list[tuple[int, int, int, int]] = []
-    size = 0  # length of the output so far
-    last = 0
-    lines: LineIndex | None = None
+    env = macro.MacroEnv(
+        path=subst.path,
+        dialect=dialect,
+        variables=variables,
+        line_offset=subst.line_offset,
+        lexed=subst.lexed,
+        columns_of=columns_of,
+        keep_unknown=keep_unknown,
+    )
+    return macro.Evaluator(env).statements(statements)
 
-    def emit(replacement: str, source_start: int, source_end: int) -> None:
-        nonlocal size
-        out.append(text[last:source_start])
-        size += source_start - last
-        edits.append((size, size + len(replacement), source_start, source_end))
-        out.append(replacement)
-        size += len(replacement)
 
-    def fail(offset: int, message: str, hint: str) -> ModelError:
-        nonlocal lines
-        lines = lines or LineIndex(text)
-        line, col = lines.position(offset)
-        return ModelError(message, path=path, line=line + line_offset, col=col, hint=hint)
+ColumnsOf = macro.ColumnsOf
 
-    for match in find_code(text, _MACRO):
-        name = match.group()[1:].strip("{}")
-        if name.upper() == "VAR":
-            args = _VAR_ARGS.match(text, match.end())
-            if args is None:
-                raise fail(match.start(), "@VAR needs a variable name", "write @VAR('name')")
-            var = args.group(1)
-            if var in variables:
-                emit(literal_sql(variables[var]), match.start(), args.end())
-            elif args.group("default") is not None:
-                emit(args.group("default"), match.start(), args.end())
-            else:
-                raise fail(
-                    match.start(),
-                    f"variable '{var}' is not defined",
-                    f"add '{var}' under 'variables:' in config.yaml or give a default: "
-                    f"@VAR('{var}', value)",
-                )
-            last = args.end()
-            continue
-        key = name.lower()
-        if key not in allowed:
-            raise fail(
-                match.start(),
-                f"unknown macro @{name}",
-                "Sluice supports @start_ds/@end_ds, @start_date, @start_ts, @execution_ds "
-                "(and the other date forms), @this_model and @VAR('name'); Python macros "
-                "are not run",
-            )
-        used.add(key)
-        emit(PREFIX + key, match.start(), match.end())
-        last = match.end()
-    out.append(text[last:])
-    return Substituted("".join(out), frozenset(used), text, tuple(edits))
+
+def resolve_name(text: str, variables: Mapping[str, Any], path: str, line: int) -> str:
+    """A name written with macros (``@{schema}.orders``, ``@schema.t_@{suffix}``) resolved.
+
+    Raises:
+        ModelError: an unknown variable, naming the line.
+    """
+    if "@" not in text:
+        return text
+    lexed = macro.lex(text)
+    env = macro.MacroEnv(path=path, variables=variables, line_offset=line - 1, lexed=lexed)
+    try:
+        table = exp.to_table(lexed.text)
+    except (ParseError, TokenError, ValueError):
+        raise ModelError(
+            f"cannot read the name '{text}'", path=path, line=line, hint="write schema.table"
+        ) from None
+    result = macro.Evaluator(env).expand(table)
+    if not isinstance(result, exp.Table):
+        raise ModelError(
+            f"the name '{text}' is not a table name after its macros",
+            path=path,
+            line=line,
+            hint="use variables holding names, e.g. @{schema}.orders",
+        )
+    return result.sql("spark").replace("`", "")
 
 
 def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expr]:

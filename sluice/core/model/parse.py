@@ -74,6 +74,8 @@ class _Ctx:
     source: str
     path: str
     allowed_paths: tuple[str, ...] = ()
+    columns_of: macros.ColumnsOf | None = None
+    """Known columns of other tables, for macros such as @STAR."""
 
     def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError:
         return ModelError(
@@ -102,6 +104,7 @@ def parse_model(
     variables: Mapping[str, Any],
     *,
     allowed_paths: Sequence[str] = (),
+    columns_of: macros.ColumnsOf | None = None,
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
 
@@ -124,7 +127,7 @@ def parse_model(
             line=1,
             hint="start it with MODEL (name schema.table, kind FULL);",
         )
-    ctx = _Ctx(text, path, tuple(allowed_paths))
+    ctx = _Ctx(text, path, tuple(allowed_paths), columns_of)
     props = header.properties
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
@@ -140,7 +143,7 @@ def parse_model(
         )
     if _bool(ctx, props.get("enabled"), True) is False:
         return None
-    name = _model_name(ctx, props["name"])
+    name = _model_name(ctx, props["name"], variables)
     dialect = (
         _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
     )
@@ -249,12 +252,13 @@ def _suggest(key: str, known: frozenset[str]) -> str:
     return f"supported properties: {', '.join(sorted(known))}"
 
 
-def _model_name(ctx: _Ctx, node: Node) -> str:
+def _model_name(ctx: _Ctx, node: Node, variables: Mapping[str, Any] | None = None) -> str:
     if node.type not in ("word", "string"):
         raise ctx.error(
             "the model name must be schema.table", node, "for example `name jaffle.orders`"
         )
-    name = node.value.strip('"`').lower()
+    value = macros.resolve_name(node.value, variables or {}, ctx.path, node.line or 1)
+    name = value.strip('"`').lower()
     parts = [p.strip('"`') for p in name.split(".")]
     if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
         raise ctx.error(
@@ -421,6 +425,7 @@ def _query(
     except TokenError:
         refuse_text()
         raise _unreadable(ctx, f"the query of {name}", body, origin_line, body_line) from None
+    statements = macros.expand(statements, subst, variables, dialect, columns_of=ctx.columns_of)
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         refuse_text()
         what = (
