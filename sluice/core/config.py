@@ -31,8 +31,6 @@ SQLMESH_ONLY_KEYS = frozenset(
         "default_scheduler",
         "linter",
         "project",
-        "before_all",
-        "after_all",
         "plan",
         "run",
         "ui",
@@ -46,7 +44,6 @@ SQLMESH_ONLY_KEYS = frozenset(
         "default_target_environment",
         "cicd_bot",
         "janitor",
-        "model_naming",
         "log_limit",
         "cache_dir",
         "env_vars",
@@ -163,22 +160,63 @@ class SluiceSettings(_Frozen):
     _allowed_paths = field_validator("allowed_paths")(_check_globs)
 
 
+class ModelNaming(_Frozen):
+    """``model_naming``: with ``infer_names``, a model without a name is named after its
+    path under models/ (models/<schema>/<name>.sql is schema.name)."""
+
+    infer_names: bool = False
+
+
+def _check_statements(value: tuple[str, ...]) -> tuple[str, ...]:
+    for statement in value:
+        if not statement.strip().strip(";").strip():
+            raise ValueError("an empty statement runs nothing; remove it")
+    return value
+
+
 class ProjectConfig(_Frozen):
     """The whole config.yaml."""
 
     model_defaults: ModelDefaults = Field(default_factory=ModelDefaults)
     variables: dict[str, Any] = Field(default_factory=dict)
+    model_naming: ModelNaming = Field(default_factory=ModelNaming)
+    before_all: tuple[str, ...] = ()
+    """SQL statements the Spark job runs before its steps (SQLMesh's ``before_all``)."""
+    after_all: tuple[str, ...] = ()
+    """SQL statements the Spark job runs after its steps (SQLMesh's ``after_all``)."""
     sluice: SluiceSettings = Field(default_factory=SluiceSettings)
     notes: tuple[str, ...] = ()
 
+    _before_all = field_validator("before_all", "after_all")(_check_statements)
+
 
 CONFIG_FILE = "config.yaml"
+CONFIG_FILES = ("config.yaml", "config.yml")
+"""The names SQLMesh reads a YAML project config from; a project has one of them."""
+
+
+def config_path(project_dir: Path) -> Path | None:
+    """The project's YAML config file, if it has one.
+
+    Raises:
+        ConfigError: when both config.yaml and config.yml exist (which one counts?).
+    """
+    found = [project_dir / name for name in CONFIG_FILES if (project_dir / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError(
+            f"the project has both {found[0].name} and {found[1].name}",
+            path=found[1],
+            line=1,
+            hint=f"keep one: merge {found[1].name} into {found[0].name} and delete it",
+        )
+    return found[0] if found else None
 
 
 def load_config(project_dir: Path) -> ProjectConfig:
-    """Read ``config.yaml`` from ``project_dir`` (an absent file means all defaults)."""
-    path = project_dir / CONFIG_FILE
-    if not path.exists():
+    """Read ``config.yaml`` (or ``config.yml``) from ``project_dir`` (an absent file means
+    all defaults)."""
+    path = config_path(project_dir)
+    if path is None:
         if (project_dir / "config.py").exists():
             raise ConfigError(
                 "this project is configured in config.py, which Sluice does not execute",

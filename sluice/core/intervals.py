@@ -17,7 +17,11 @@ from sluice.core.timeutil import DAY_MS, to_datetime, to_ts
 
 Interval = tuple[int, int]
 HOUR_MS = 3_600_000
-MAX_INTERVALS = 500_000
+MAX_INTERVALS = 2_000_000
+"""Most intervals one model's schedule may make in a plan: past this a plan is refused
+(each interval is held in memory and in the job spec)."""
+WARN_INTERVALS = 500_000
+"""Past this a plan warns (SQLMesh plans such schedules, so Sluice does too)."""
 
 # Schedules with a fixed period and an epoch-aligned phase are computed by arithmetic.
 _FIXED = {

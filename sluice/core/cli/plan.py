@@ -93,6 +93,7 @@ def _run(
             forward_only=forward_only,
             restate=restate,
         )
+        notes(tuple(f"warning: {w}" for w in result.warnings))
         if not apply:
             if as_json:
                 click.echo(json.dumps(result.to_json(), indent=2))

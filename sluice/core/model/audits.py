@@ -16,10 +16,10 @@ from sqlglot.errors import ParseError, TokenError
 from sluice.core.errors import ModelError
 from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import Audit, AuditCall, Model
-from sluice.core.model.header import parse_header
+from sluice.core.model.header import Node, parse_header
 from sluice.core.model.nesting import nesting_guard
-from sluice.core.model.parse import syntax_error
-from sluice.core.model.scan import LineIndex, find_code
+from sluice.core.model.parse import inline_audits_start, syntax_error
+from sluice.core.model.scan import LineIndex, statement_starts
 
 
 @dataclass(frozen=True)
@@ -86,18 +86,21 @@ def parse_audits(
     variables: Mapping[str, Any],
     *,
     allowed_paths: Sequence[str] = (),
+    start: int = 0,
 ) -> list[Audit]:
     """Parse an audits/*.sql file: one or more ``AUDIT (...)`` headers, each with a query.
 
-    ``allowed_paths`` are the globs of paths a query may read directly
-    (``sluice.allowed_paths``); any other file read, Java call or script is refused.
+    Blocks may be separated by comments and empty statements (``;;``). ``start``: where
+    the first block begins (the inline audits after a model's query). ``allowed_paths``
+    are the globs of paths a query may read directly (``sluice.allowed_paths``); any
+    other file read, Java call or script is refused.
 
     Raises:
         ModelError: with file:line for a bad header or query.
     """
     lines = LineIndex(text)
     audits: list[Audit] = []
-    offset = 0
+    offset = start
     while True:
         header = parse_header(text[offset:], path, "AUDIT", LineIndex(text[offset:]))
         if header is None:
@@ -111,14 +114,19 @@ def parse_audits(
             break
         start_line = lines.position(offset)[0]
         props = header.properties
+        standalone = _flag(props, "standalone", False, path, start_line)
         for key, node in header.keys.items():
-            if key not in ("name", "dialect", "blocking", "defaults"):
-                raise ModelError(
-                    f"unknown audit property '{key}'",
-                    path=path,
-                    line=node.line + start_line - 1,
-                    hint="audits take name, dialect, blocking, defaults",
-                )
+            if key in AUDIT_PROPERTIES or (standalone and key in STANDALONE_PROPERTIES):
+                continue
+            hint = f"audits take {', '.join(sorted(AUDIT_PROPERTIES))}"
+            if key in STANDALONE_PROPERTIES:
+                hint = f"'{key}' is for standalone audits only: add `standalone true`"
+            raise ModelError(
+                f"unknown audit property '{key}'",
+                path=path,
+                line=node.line + start_line - 1,
+                hint=hint,
+            )
         if "name" not in props:
             raise ModelError(
                 "the audit has no name",
@@ -127,8 +135,8 @@ def parse_audits(
                 hint="add `name assert_something` to AUDIT (...)",
             )
         body_start = offset + header.body_start
-        nxt = next(find_code(text, r";\s*(?i:audit)\s*\(", body_start), None)
-        body_end = nxt.start() if nxt else len(text)
+        nxt = next(statement_starts(text, "AUDIT", body_start), None)
+        body_end = nxt if nxt is not None else len(text)
         name = props["name"].value.lower()
         audit_dialect = props["dialect"].value if "dialect" in props else dialect
         query, subst = _audit_query(
@@ -160,7 +168,8 @@ def parse_audits(
             found = fileaccess.placed(accesses, where, value.col)
             fileaccess.refuse(found, allowed_paths, subject, path, where)
             defaults.append((item.value.lower(), parsed.sql("spark", normalize=True)))
-        blocking = props["blocking"].value.lower() != "false" if "blocking" in props else True
+        # A standalone audit is non-blocking unless it says otherwise (as in SQLMesh).
+        blocking = _flag(props, "blocking", not standalone, path, start_line)
         audits.append(
             Audit(
                 name=name,
@@ -170,12 +179,34 @@ def parse_audits(
                 blocking=blocking,
                 path=path,
                 line=header.line + start_line - 1,
+                standalone=standalone,
             )
         )
         if nxt is None:
             break
-        offset = nxt.start() + 1
+        offset = nxt
     return audits
+
+
+AUDIT_PROPERTIES = frozenset({"name", "dialect", "blocking", "defaults", "standalone"})
+# A standalone audit is a node of its own: it may say when and after what it runs.
+STANDALONE_PROPERTIES = frozenset(
+    {"depends_on", "owner", "description", "cron", "start", "end", "tags", "stamp"}
+)
+
+
+def _flag(props: Mapping[str, Node], key: str, default: bool, path: str, start_line: int) -> bool:
+    node = props.get(key)
+    if node is None:
+        return default
+    if node.type in ("bool", "word", "string") and node.value.lower() in ("true", "false"):
+        return node.value.lower() == "true"
+    raise ModelError(
+        f"audit property '{key}' must be true or false, got '{node.value}'",
+        path=path,
+        line=node.line + start_line - 1,
+        hint=f"write `{key} true` or `{key} false`",
+    )
 
 
 def _audit_query(
@@ -206,7 +237,12 @@ def _audit_query(
         fileaccess.refuse(found, allowed_paths, f"audit {name}", path, body_line)
 
     try:
-        query = sqlglot.parse_one(subst.text, read=dialect)
+        # Empty statements (`;;`) and a comment after the last `;` are no statements.
+        statements = [
+            s
+            for s in sqlglot.parse(subst.text, read=dialect)
+            if s is not None and not isinstance(s, exp.Semicolon)
+        ]
     except (ParseError, TokenError) as exc:
         refuse(fileaccess.find_in_text(subst.text))
         if isinstance(exc, TokenError):
@@ -221,11 +257,15 @@ def _audit_query(
             col=where[1] if col else None,
             hint=f"check the SQL near here; it is read as the '{dialect}' dialect",
         ) from None
-    query = next(iter(macros.expand([query], subst, variables, dialect, keep_unknown=True)), None)
+    statements = macros.expand(statements, subst, variables, dialect, keep_unknown=True)
+    query = statements[0] if len(statements) == 1 else None
     if not isinstance(query, exp.Query):
         refuse(fileaccess.find_in_text(subst.text))
         raise ModelError(
-            f"audit {name} must be a SELECT query",
+            f"audit {name} has no query"
+            if not statements
+            else f"audit {name} must be one SELECT query"
+            + (f", found {len(statements)} statements" if len(statements) > 1 else ""),
             path=path,
             line=body_line,
             hint="write the query that returns the rows violating the audit",
@@ -234,6 +274,24 @@ def _audit_query(
     query = fileaccess.resolve_identifiers(query)
     refuse(fileaccess.find_in_tree(query, references_checked=False))
     return query, subst
+
+
+def parse_inline_audits(
+    text: str,
+    path: str,
+    dialect: str,
+    variables: Mapping[str, Any],
+    *,
+    allowed_paths: Sequence[str] = (),
+) -> list[Audit]:
+    """The ``AUDIT (...)`` blocks a model file defines after its query (none: [])."""
+    header = parse_header(text, path, "MODEL")
+    if header is None:
+        return []
+    start = inline_audits_start(text, header.body_start)
+    if start == len(text):
+        return []
+    return parse_audits(text, path, dialect, variables, allowed_paths=allowed_paths, start=start)
 
 
 class _AnyName(frozenset[str]):
@@ -273,6 +331,16 @@ def check_audit_calls(model: Model, audits: Mapping[str, Audit]) -> None:
                 )
             continue
         audit = audits.get(call.name)
+        if audit is not None and audit.standalone:
+            raise ModelError(
+                f"model {model.name} uses standalone audit '{call.name}' "
+                f"(defined in {audit.path}:{audit.line})",
+                path=model.path,
+                line=call.line or model.line,
+                col=call.col or None,
+                hint="a standalone audit runs on its own: remove `standalone true` from its "
+                "AUDIT header to attach it to models, or drop it from the model's audits",
+            )
         if audit is None:
             known = sorted(set(BUILTIN_AUDITS) | set(audits))
             raise ModelError(

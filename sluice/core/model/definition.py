@@ -70,6 +70,7 @@ class Audit:
     blocking: bool = True
     path: str = ""
     line: int = 0
+    standalone: bool = False  # runs on its own (`standalone true`), not on a model
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ class Model:
     stamp: str | None = None  # changing it forces a new version
     path: str = ""
     line: int = 1
+    # What the project's notes say about it (file:line: what, hint): not part of the model.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def schema(self) -> str:
@@ -158,6 +161,7 @@ class Model:
                     for a in data.get("audits", ())
                 ),
                 "partitioned_by": tuple(data.get("partitioned_by", ())),
+                "warnings": tuple(data.get("warnings", ())),
             }
         )
 
@@ -187,3 +191,7 @@ class Project:
     tests: tuple[UnitTest, ...] = ()
     notes: tuple[str, ...] = ()
     config: ProjectConfig = field(default_factory=ProjectConfig)
+    # config.yaml's before_all / after_all, as Spark SQL: the Spark job runs them before
+    # its first step and after its last.
+    before_all: tuple[str, ...] = ()
+    after_all: tuple[str, ...] = ()

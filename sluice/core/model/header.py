@@ -4,7 +4,8 @@ The header is a comma-separated list of ``key value`` properties. Values are wor
 (``FULL``, ``db.table``), strings, numbers, booleans, tuples ``(a, b)``, arrays
 ``[a, b]``, calls ``KIND (key value, ...)`` and ``name(arg := value)``, and keyed pairs
 ``key = value`` inside lists. Trailing commas and any keyword case are accepted. The value
-of ``name := ...`` (an audit argument) may also be any SQL expression, kept as its text.
+of ``name := ...`` or ``name = ...`` (an audit argument, a default) may also be any SQL
+expression, kept as its text.
 """
 
 from __future__ import annotations
@@ -115,7 +116,12 @@ class _Parser:
                 or kind == TokenType.IDENTIFIER
             )
         ):
-            raise self.error(f"unexpected '{token.text}' in the header", token)
+            raise self.error(
+                f"unexpected '{token.text}' in the header",
+                token,
+                "write each entry as `name value` (an audit argument as `name := value` or "
+                "`name = value`), separated by commas",
+            )
         word, last = token.text, token
         while (nxt := self.peek()) is not None and (
             nxt.token_type == TokenType.DOT or _macro_glued(last, nxt)
@@ -173,15 +179,15 @@ class _Parser:
         token = self.peek()
         if token is None or token.token_type in _CLOSERS:
             return first
-        if token.token_type == TokenType.COLON_EQ and first.type == "word":
+        if token.token_type in _ASSIGN and first.type == "word":
+            # `name := value` or `name = value`: SQLMesh takes both for audit arguments,
+            # and the value may be any SQL expression (`criteria = [LENGTH(name) > 0]`).
             self.take()
             value = self.argument()
             return Node(
                 "pair", first.value, (value,), first.line, first.col, first.start, value.end
             )
-        if token.token_type in _ASSIGN:
-            self.take()
-        # `key value` or `key = value`: the key must be a plain word.
+        # `key value`: the key must be a plain word.
         if first.type != "word":
             raise self.error(
                 f"unexpected '{token.text}' after a value", token, "separate entries with commas"
@@ -232,7 +238,7 @@ class _Parser:
             last = self.take()
         if first is None or last is None or first is self.peek():
             raise self.error(
-                "expected a value after ':='",
+                f"expected a value after '{self.tokens[begin - 1].text}'",
                 self.peek() or self.tokens[-1],
                 "write the argument's value, e.g. `column := id`",
             )

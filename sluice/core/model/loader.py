@@ -10,17 +10,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+
 from sluice import __version__
-from sluice.core.config import ProjectConfig, SluiceSettings, load_config
-from sluice.core.errors import ModelError, ProjectErrors, SluiceError
-from sluice.core.model.audits import check_audit_calls, parse_audits
+from sluice.core.config import ProjectConfig, SluiceSettings, config_path, load_config
+from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceError
+from sluice.core.model import fileaccess
+from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.parse import parse_model
+from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
 from sluice.core.model.unittests import parse_unit_tests
 from sluice.core.yamlio import read_yaml
@@ -29,6 +36,8 @@ log = logging.getLogger(__name__)
 
 CACHE_FILE = Path(".sluice") / "cache" / "models.json"
 EXTERNAL_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
+EXTERNAL_FOLDER = "external_models"  # any number of YAML files of external models
+ROOT_MARKER = "$root"  # a seed path starting with it is relative to the project
 
 
 def load_project(
@@ -71,14 +80,18 @@ def load_project(
         else:
             models[model.name] = model
 
+    inline: list[Audit] = []
     for file in sorted((root / "models").rglob("*.sql")):
         try:
             model = _load_model(root, file, config, cache)
+            if model is not None:
+                inline += _inline_audits(file, model, config)
         except SluiceError as exc:
             errors.append(exc)
             continue
         if model is not None:
             add(model)
+            notes.extend(model.warnings)
     for file in sorted((root / "models").rglob("*.py")):
         notes.append(f"{file}: Python models are not supported yet; this file is ignored")
     if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(
@@ -87,7 +100,15 @@ def load_project(
         notes.append(f"{root / 'macros'}: Python macros are not run by Sluice")
     for external in _externals(root, errors):
         add(external)
-    audits = _audits(root, config, errors)
+    audits = _audits(root, config, errors, inline)
+    notes.extend(
+        f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
+        "audits after the model they are attached to"
+        for a in audits.values()
+        if a.standalone
+    )
+    before_all = _statements(root, config, "before_all", errors)
+    after_all = _statements(root, config, "after_all", errors)
     for model in models.values():
         try:
             check_audit_calls(model, audits)
@@ -97,10 +118,19 @@ def load_project(
         raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
-    tests = _tests(root, ordered)
+    tests = _tests(root, ordered, notes)
     if cache is not None:
         cache.save()
-    return Project(str(root), ordered, audits, tuple(tests), tuple(notes), config)
+    return Project(
+        str(root),
+        ordered,
+        audits,
+        tuple(tests),
+        tuple(notes),
+        config,
+        before_all=before_all,
+        after_all=after_all,
+    )
 
 
 def _has_code(path: Path) -> bool:
@@ -120,6 +150,7 @@ def _load_model(
             config.model_defaults,
             config.variables,
             allowed_paths=config.sluice.allowed_paths,
+            inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
         )
         if cache is not None:
             cache.put(display, text, model)
@@ -128,9 +159,35 @@ def _load_model(
     return _with_seed(root, file, model)
 
 
+def _inferred_name(root: Path, file: Path) -> str:
+    """SQLMesh's name for a model file: its folders under models/ and its stem, the last
+    three joined by dots (models/sales/orders.sql is sales.orders)."""
+    rel = file.relative_to(root / "models")
+    return ".".join([*rel.parent.parts, rel.stem][-3:])
+
+
+def _inline_audits(file: Path, model: Model, config: ProjectConfig) -> list[Audit]:
+    """The ``AUDIT (...)`` blocks after a model's query, in the model's dialect."""
+    text = _read(file)
+    if next(find_code(text, r"(?i:\baudit\b)\s*\("), None) is None:
+        return []  # most model files: no need to read the header again
+    return parse_inline_audits(
+        text,
+        str(file),
+        model.dialect,
+        config.variables,
+        allowed_paths=config.sluice.allowed_paths,
+    )
+
+
 def _with_seed(root: Path, file: Path, model: Model) -> Model:
     assert model.kind.seed_path is not None
-    seed = (file.parent / model.kind.seed_path).resolve()
+    marker, *rest = Path(model.kind.seed_path).parts or ("",)
+    if marker.lower() == ROOT_MARKER:
+        # SQLMesh: `$root/seeds/x.csv` is relative to the project, not to the model file.
+        seed = root.joinpath(*rest).resolve()
+    else:
+        seed = (file.parent / model.kind.seed_path).resolve()
     if not seed.is_relative_to(root.resolve()):
         raise ModelError(
             f"seed {model.name}: path '{model.kind.seed_path}' leads outside the project",
@@ -143,7 +200,7 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
             f"seed {model.name}: file '{model.kind.seed_path}' not found (looked for {seed})",
             path=model.path,
             line=model.line,
-            hint="the path is relative to the model file",
+            hint="the path is relative to the model file (or, after $root/, to the project)",
         )
     raw = seed.read_bytes()
     try:
@@ -170,9 +227,12 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
 
 def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
     found = []
-    for name in EXTERNAL_FILES:
-        path = root / name
-        if not path.exists():
+    folder = root / EXTERNAL_FOLDER
+    files = [root / name for name in EXTERNAL_FILES]
+    if folder.is_dir():
+        files += sorted([*folder.rglob("*.yaml"), *folder.rglob("*.yml")])
+    for path in files:
+        if not path.is_file():
             continue
         try:
             doc = read_yaml(path, ModelError)
@@ -251,11 +311,16 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
     return found
 
 
-def _audits(root: Path, config: ProjectConfig, errors: list[SluiceError]) -> dict[str, Audit]:
+def _audits(
+    root: Path, config: ProjectConfig, errors: list[SluiceError], inline: list[Audit]
+) -> dict[str, Audit]:
+    """The audits of audits/*.sql and those model files define after their query: one
+    namespace (the same audit text in two model files is one audit)."""
     audits: dict[str, Audit] = {}
+    parsed: list[Audit] = []
     for file in sorted((root / "audits").rglob("*.sql")):
         try:
-            parsed = parse_audits(
+            parsed += parse_audits(
                 _read(file),
                 str(file),
                 config.model_defaults.dialect,
@@ -264,30 +329,125 @@ def _audits(root: Path, config: ProjectConfig, errors: list[SluiceError]) -> dic
             )
         except SluiceError as exc:
             errors.append(exc)
-            continue
-        for audit in parsed:
-            if audit.name in audits:
-                other = audits[audit.name]
-                errors.append(
-                    ModelError(
-                        f"audit {audit.name} is defined twice (also in {other.path}:{other.line})",
-                        path=audit.path,
-                        line=audit.line,
-                        hint="rename one of them",
-                    )
-                )
-                continue
+    inline_files = {a.path for a in inline}
+    for audit in [*parsed, *inline]:
+        other = audits.get(audit.name)
+        if other is None:
             audits[audit.name] = audit
+        elif other.path in inline_files and audit.path in inline_files and _same(other, audit):
+            continue  # two model files define the same inline audit: one audit
+        else:
+            errors.append(
+                ModelError(
+                    f"audit {audit.name} is defined twice (also in {other.path}:{other.line})",
+                    path=audit.path,
+                    line=audit.line,
+                    hint="rename one of them",
+                )
+            )
     return audits
 
 
-def _tests(root: Path, models: dict[str, Model]) -> list[UnitTest]:
+def _same(one: Audit, other: Audit) -> bool:
+    return (one.query_sql, one.defaults, one.blocking, one.standalone) == (
+        other.query_sql,
+        other.defaults,
+        other.blocking,
+        other.standalone,
+    )
+
+
+def _statements(
+    root: Path, config: ProjectConfig, key: str, errors: list[SluiceError]
+) -> tuple[str, ...]:
+    """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked.
+
+    They run in every job of the project, a pull request's too, so only statements that
+    create what does not exist yet are taken (``CREATE SCHEMA|TABLE|VIEW IF NOT EXISTS``,
+    no LOCATION): anything that could change or drop existing data, set the session up
+    or reach files is refused, as a model's query would be.
+    """
+    given: tuple[str, ...] = getattr(config, key)
+    if not given:
+        return ()
+    path = config_path(root)
+    doc = read_yaml(path) if path is not None else None
+    result: list[str] = []
+    for index, text in enumerate(given):
+        line = (doc.line_of((key, index)) if doc else None) or 1
+        subject = f"{key} statement {index + 1}"
+
+        def fail(message: str, hint: str, subject: str = subject, line: int = line) -> None:
+            errors.append(ConfigError(f"{subject}: {message}", path=path, line=line, hint=hint))
+
+        if next(find_code(text, "@"), None) is not None:
+            fail(
+                "it uses a macro (@...), which Sluice does not evaluate in config.yaml",
+                "write the statement as plain SQL",
+            )
+            continue
+        dialect = config.model_defaults.dialect
+        try:
+            parsed = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
+        except (ParseError, TokenError) as exc:
+            fail(f"cannot parse it ({dialect}): {str(exc).splitlines()[0]}", "check the SQL")
+            continue
+        if len(parsed) != 1:
+            fail(
+                f"expected one statement, found {len(parsed)}",
+                "give each statement its own `- ` line",
+            )
+            continue
+        statement = parsed[0]
+        kind = str(statement.args.get("kind") or "").upper()
+        if (
+            not isinstance(statement, exp.Create)
+            or kind not in ("SCHEMA", "DATABASE", "TABLE", "VIEW")
+            or not statement.args.get("exists")
+            or statement.args.get("replace")
+            or statement.find(exp.LocationProperty) is not None
+        ):
+            fail(
+                f"Sluice runs only CREATE SCHEMA, TABLE or VIEW ... IF NOT EXISTS here, got "
+                f"'{_short(text)}'",
+                "statements from config.yaml run in every job, a pull request's too, so "
+                "they may only create what does not exist yet (and no LOCATION); do the rest "
+                "outside Sluice",
+            )
+            continue
+        try:
+            found = fileaccess.find_in_tree(statement, references_checked=False)
+            fileaccess.refuse(
+                # Positions inside one YAML string: the statement's line says where.
+                [replace(a, line=0, col=0) for a in found],
+                config.sluice.allowed_paths,
+                subject,
+                str(path),
+                line,
+            )
+            spark_sql = statement.sql("spark", unsupported_level=ErrorLevel.RAISE)
+        except SluiceError as exc:
+            errors.append(exc)
+            continue
+        except UnsupportedError as exc:
+            fail(f"cannot be written as Spark SQL: {exc}", "rewrite it with Spark's syntax")
+            continue
+        result.append(spark_sql)
+    return tuple(result)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _tests(root: Path, models: dict[str, Model], notes: list[str]) -> list[UnitTest]:
     tests: list[UnitTest] = []
     errors: list[SluiceError] = []
     files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
     for file in files:
         try:
-            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models))
+            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes))
         except SluiceError as exc:
             errors.append(exc)
     if errors:
@@ -316,6 +476,7 @@ class _Cache:
                 config.variables,
                 # A model cached under a wider allow-list must be checked again.
                 config.sluice.allowed_paths,
+                config.model_naming.infer_names,
             ],
             sort_keys=True,
             default=str,

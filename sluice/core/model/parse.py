@@ -25,7 +25,7 @@ from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
-from sluice.core.model.scan import LineIndex, unclosed
+from sluice.core.model.scan import LineIndex, statement_starts, unclosed
 from sluice.core.model.seeds import CSV_OPTIONS
 from sluice.core.timeutil import DAY_MS, to_ms
 
@@ -104,6 +104,7 @@ def parse_model(
     variables: Mapping[str, Any],
     *,
     allowed_paths: Sequence[str] = (),
+    inferred_name: str | None = None,
     columns_of: macros.ColumnsOf | None = None,
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
@@ -114,12 +115,16 @@ def parse_model(
         defaults: ``model_defaults`` of config.yaml.
         variables: ``variables`` of config.yaml, for ``@VAR``.
         allowed_paths: Globs of the paths the query may read directly (``sluice.allowed_paths``).
+        inferred_name: The name from the file's path (``model_naming.infer_names``): used
+            when the header names none, and a file without a header is then a model too.
 
     Raises:
         ModelError: with file:line:col and a hint.
     """
     lines = LineIndex(text)
     header = parse_header(text, path, "MODEL", lines)
+    if header is None and inferred_name is not None:
+        header = Header("MODEL")  # SQLMesh: the whole file is the query
     if header is None:
         raise ModelError(
             "not a model: the file must start with a MODEL (...) header",
@@ -134,16 +139,21 @@ def parse_model(
             raise ctx.error(
                 f"unknown model property '{key}'", key_node, _suggest(key, MODEL_PROPERTIES)
             )
-    if "name" not in props:
+    if "name" not in props and inferred_name is None:
         raise ModelError(
             "the model has no name",
             path=path,
             line=header.line,
-            hint="add `name schema.table` to MODEL (...)",
+            hint="add `name schema.table` to MODEL (...), or set "
+            "`model_naming: {infer_names: true}` in config.yaml to name it after its path",
         )
     if _bool(ctx, props.get("enabled"), True) is False:
         return None
-    name = _model_name(ctx, props["name"], variables)
+    if "name" in props:
+        name = _model_name(ctx, props["name"], variables)
+    else:
+        assert inferred_name is not None
+        name = _inferred_name(path, inferred_name, header.line)
     dialect = (
         _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
     )
@@ -180,7 +190,8 @@ def parse_model(
         )
     columns = _columns(ctx, props["columns"], dialect) if "columns" in props else ()
 
-    body = text[header.body_start :]
+    # SQLMesh lets a model file define audits after its query: `AUDIT (...); SELECT ...`.
+    body = text[header.body_start : inline_audits_start(text, header.body_start)]
     origin_line = lines.position(header.body_start)[0]  # line where `body` begins
     code = body.lstrip(" \t\r\n;")
     # Messages about the body point at its first line of code (or just past the header).
@@ -213,10 +224,10 @@ def parse_model(
         named = [
             ("time column", kind.params.get("time_column")),
             ("unique key", kind.params.get("unique_key")),
-            ("grain", grain_node),
             ("partition column", props.get("partitioned_by")),
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
+    grain, warnings = _grain(ctx, name, grain_node, query_sql)
     return Model(
         name=name,
         kind=Kind(**{**kind.value.__dict__, "batch_size": batch_size}),
@@ -228,7 +239,7 @@ def parse_model(
         cron=_cron(ctx, props["cron"]) if "cron" in props else defaults.cron,
         start=start,
         end=end,
-        grain=_names(ctx, grain_node) if grain_node else (),
+        grain=grain,
         owner=_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
         tags=_names(ctx, props["tags"]) if "tags" in props else (),
         description=_string(ctx, props["description"]) if "description" in props else None,
@@ -242,7 +253,13 @@ def parse_model(
         path=path,
         line=header.line,
         stamp=_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
+        warnings=tuple(warnings),
     )
+
+
+def inline_audits_start(text: str, body_start: int) -> int:
+    """Where the ``AUDIT (...)`` blocks after a model's query begin (the end: none)."""
+    return next(statement_starts(text, "AUDIT", body_start), len(text))
 
 
 def _suggest(key: str, known: frozenset[str]) -> str:
@@ -410,7 +427,12 @@ def _query(
         refuse(fileaccess.find_in_text(subst.text))
 
     try:
-        statements = [s for s in sqlglot.parse(subst.text, read=dialect) if s is not None]
+        # Empty statements (`;;`) and a comment after the last `;` are no statements.
+        statements = [
+            s
+            for s in sqlglot.parse(subst.text, read=dialect)
+            if s is not None and not isinstance(s, exp.Semicolon)
+        ]
     except ParseError as exc:
         refuse_text()
         description, line, col = syntax_error(exc)
@@ -577,6 +599,52 @@ def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, 
                     f"the query returns: {', '.join(outputs)}; name one of them "
                     "(or alias the expression in the query)",
                 )
+
+
+def _grain(
+    ctx: _Ctx, name: str, node: Node | None, query_sql: str | None
+) -> tuple[tuple[str, ...], list[str]]:
+    """The grain's columns, and warnings for the entries that are not columns the query
+    returns by name. SQLMesh does not check a grain, so neither refuses the model: an
+    entry that is not a plain name is left out of the grain (Sluice compares rows by
+    plain columns), one the query does not return is kept (Spark will tell)."""
+    if node is None:
+        return (), []
+    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) if query_sql else None
+    grain: list[str] = []
+    warnings: list[str] = []
+    for item in node.items if node.type == "list" else (node,):
+        where = f"{ctx.path}:{item.line}:{item.col}"
+        if item.type not in ("word", "string"):
+            warnings.append(
+                f"{where}: grain '{item.text(ctx.source)}' of {name} is not a column name; "
+                "it is left out of the grain\n  hint: alias the expression in the query "
+                "and name that column in `grain`"
+            )
+            continue
+        column = item.value.strip('"`').lower() if item.type == "word" else item.value.lower()
+        if outputs is not None and column not in outputs:
+            warnings.append(
+                f"{where}: grain '{column}' is not a column of {name}'s query\n"
+                f"  hint: the query returns: {', '.join(outputs)}; name one of them "
+                "(or alias the expression in the query)"
+            )
+        grain.append(column)
+    return tuple(grain), warnings
+
+
+def _inferred_name(path: str, inferred: str, line: int) -> str:
+    parts = inferred.lower().split(".")
+    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
+        raise ModelError(
+            f"the model has no name, and the one inferred from its path, '{inferred}', "
+            "is not schema.table",
+            path=path,
+            line=line,
+            hint="put the file at models/<schema>/<table>.sql, or add `name schema.table` "
+            "to its MODEL (...)",
+        )
+    return ".".join(parts)
 
 
 def _output_names(query: exp.Expr) -> list[str] | None:

@@ -54,3 +54,18 @@ def unclosed(text: str) -> int | None:
         if match.end() == len(text) and _OPEN.fullmatch(match.group()):
             return match.start()
     return None
+
+
+def statement_starts(text: str, keyword: str, start: int = 0) -> Iterator[int]:
+    """Offsets of ``keyword (`` where it begins a statement: at ``start`` or after a ``;``,
+    with only blanks and comments between (``AUDIT (...)`` blocks in a file)."""
+    pattern = rf";|(?i:\b{re.escape(keyword)}\b)\s*\(|\S"
+    boundary = True
+    for match in find_code(text, pattern, start):
+        hit = match.group("hit")
+        if hit == ";":
+            boundary = True
+            continue
+        if boundary and len(hit) > 1:
+            yield match.start()
+        boundary = False

@@ -14,8 +14,13 @@ _ROWS_KEYS = frozenset({"rows", "columns"})
 _TEST_KEYS = frozenset({"model", "inputs", "outputs", "vars", "description", "schema", "gateway"})
 
 
-def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[UnitTest]:
+def parse_unit_tests(
+    doc: LocatedYaml, models: Mapping[str, Model], notes: list[str] | None = None
+) -> list[UnitTest]:
     """Validate every test in one YAML file against the project's models.
+
+    A test of a model the project does not have is skipped with a warning in ``notes``
+    (as SQLMesh loads such a project); without ``notes`` it is an error.
 
     Raises:
         ModelError: with file:line, naming the test and what is wrong.
@@ -57,12 +62,19 @@ def parse_unit_tests(doc: LocatedYaml, models: Mapping[str, Model]) -> list[Unit
             raise fail("names no model", hint="add `model: schema.table`")
         model = models.get(model_name)
         if model is None:
-            raise fail(
+            missing = fail(
                 f"model '{model_name}' does not exist",
                 "model",
                 hint=_close(model_name, models)
                 or "name a model of the project (schema.table, as in its MODEL header)",
             )
+            if notes is None:
+                raise missing
+            notes.append(
+                f"{missing.location}: {missing.message}; the test is skipped"
+                f"\n  hint: {missing.hint}"
+            )
+            continue
         inputs = []
         given = body.get("inputs") or {}
         if not isinstance(given, dict):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from sluice.core.errors import PlanError
 from sluice.core.intervals import (
+    WARN_INTERVALS,
     Interval,
     batches,
     cron_intervals,
@@ -27,6 +28,7 @@ from sluice.core.plan.sqldiff import unified_diff
 from sluice.core.snapshot.fingerprint import Fingerprint
 from sluice.core.snapshot.naming import PROD, check_environment_name
 from sluice.core.snapshot.snapshot import RANK, Category, Snapshot
+from sluice.core.timeutil import to_ts
 
 TableKey = tuple[str, str]
 
@@ -108,7 +110,8 @@ def build_plan(request: PlanRequest) -> Plan:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
     removed = sorted(set(request.base) - set(request.models))
-    backfill = _backfill(request, snapshots)
+    warnings: list[str] = []
+    backfill = _backfill(request, snapshots, warnings)
     create_views = _views_to_create(request, snapshots)
     new_environment = request.base_plan_id is None
     content_hash = _sha(
@@ -148,6 +151,7 @@ def build_plan(request: PlanRequest) -> Plan:
         new_environment=new_environment,
         restated=tuple(b.name for b in backfill if b.name in request.restate),
         create_views=create_views,
+        warnings=tuple(warnings),
     )
 
 
@@ -159,7 +163,9 @@ def _category_of_rank(rank: int) -> Category:
     return Category.FORWARD_ONLY
 
 
-def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill, ...]:
+def _backfill(
+    request: PlanRequest, snapshots: list[Snapshot], warnings: list[str]
+) -> tuple[Backfill, ...]:
     base_versions = {(s.name, s.version) for s in request.base.values()}
     result = []
     for snap in snapshots:
@@ -177,6 +183,15 @@ def _backfill(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[Backfill
             ) from None
         if backfill is not None:
             result.append(backfill)
+            if len(backfill.intervals) > WARN_INTERVALS:
+                where = f"{model.path}:{model.line}: " if model.path else ""
+                warnings.append(
+                    f"{where}model {snap.name}: cron '{model.cron}' makes "
+                    f"{len(backfill.intervals)} intervals from {to_ts(backfill.start)} to "
+                    f"{to_ts(backfill.end)}; planned, but the backfill is long\n"
+                    "  hint: set a later start (the model's `start`, or --start) or a "
+                    "coarser cron"
+                )
     return tuple(result)
 
 

@@ -75,6 +75,7 @@ class Plan:
     new_environment: bool
     restated: tuple[str, ...] = ()
     create_views: tuple[str, ...] = ()  # VIEW models whose physical view must be created
+    warnings: tuple[str, ...] = ()  # "file:line: what\n  hint: ..." the plan goes ahead with
 
     @property
     def has_changes(self) -> bool:
@@ -140,6 +141,7 @@ class Plan:
             "metadata_only": list(self.metadata_only),
             "restated": list(self.restated),
             "create_views": list(self.create_views),
+            "warnings": list(self.warnings),
             "backfill": [
                 {
                     "model": b.name,
