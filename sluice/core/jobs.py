@@ -8,13 +8,13 @@ environment record (:func:`environment_record`) once the job has succeeded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from sluice.core.model.definition import Audit, KindName
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD, physical_table, view_name, view_schema
 from sluice.core.spark.render import build_steps, view_steps
-from sluice.core.spark.spec import JobSpec, Step
+from sluice.core.spark.spec import JobSpec, SqlStep, Step
 from sluice.core.state.records import EnvironmentRecord, StoredSnapshot
 
 DAY_MS = 86_400_000
@@ -46,15 +46,24 @@ def apply_job(
     previous_versions: Mapping[str, str] | None,
     now: int,
     restate_ranges: Mapping[str, list[tuple[int, int]]] | None = None,
+    before_all: Sequence[str] = (),
+    after_all: Sequence[str] = (),
 ) -> JobSpec:
     """The job that builds and audits ``plan`` and points its environment's views.
 
     ``previous_versions`` maps model -> version the environment's views point at now
     (None when it has none), so only views that change are replaced. Committing the
-    environment's record is the caller's, once the job has succeeded.
+    environment's record is the caller's, once the job has succeeded. ``before_all`` and
+    ``after_all`` (the project's, checked Spark SQL) run first and last, as ``sql`` steps
+    with those ids (they alone are no reason to start Spark: see ``ALL_STEPS``).
     """
-    steps = build_steps(plan, audits, project_dir, table_format, restate_ranges)
+    steps: list[Step] = []
+    if before_all:
+        steps.append(_statements_step("before_all", before_all))
+    steps += build_steps(plan, audits, project_dir, table_format, restate_ranges)
     steps.append(view_steps(plan, previous_versions))
+    if after_all:
+        steps.append(_statements_step("after_all", after_all))
     return {
         "job_id": f"apply-{plan.environment}-{plan.plan_id[:12]}-{now}",
         "kind": "apply",
@@ -62,6 +71,19 @@ def apply_job(
         "plan_id": plan.plan_id,
         "base_plan_id": plan.base_plan_id,
         "steps": steps,
+    }
+
+
+ALL_STEPS = frozenset({"before_all", "after_all"})
+"""The ids of the steps that run config.yaml's before_all / after_all statements."""
+
+
+def _statements_step(key: str, statements: Sequence[str]) -> SqlStep:
+    return {
+        "type": "sql",
+        "id": key,
+        "label": f"run the project's {key} statements",
+        "statements": list(statements),
     }
 
 

@@ -187,6 +187,8 @@ def preview_environment(
             table_format=project.config.sluice.spark.table_format,
             previous_versions=previous,
             now=now,
+            before_all=project.before_all,
+            after_all=project.after_all,
         )
         spec["environment"] = applied["environment"]
         spec["base_plan_id"] = applied["base_plan_id"]

@@ -261,6 +261,8 @@ def apply_plan(
         previous_versions=previous,
         now=now,
         restate_ranges=restate,
+        before_all=project.before_all,
+        after_all=project.after_all,
     )
     ttl_days = project.config.sluice.environment_ttl_days
     if not _needs_spark(spec):
@@ -280,6 +282,7 @@ def _needs_spark(spec: JobSpec) -> bool:
     """Whether a job has work for Spark (else only the environment record changes)."""
     return any(
         not (step["type"] == "views" and not (step["views"] or step["drop"]))
+        and step.get("id") not in jobs.ALL_STEPS
         for step in spec["steps"]
     )
 
