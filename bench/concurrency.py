@@ -12,7 +12,7 @@ Starts a throwaway PostgreSQL (``tests/pgcluster.py``; fsync off unless --durabl
 queue's and the ledger's tables (as a first start would; --cold-start leaves that to the two
 processes, at once), then starts two service processes (``bench/concurrency_child.py``):
 each the real app (``create_app``) on uvicorn with --workers real ``Worker`` threads on the
-real ``JobQueue``, whose controller, instead of running Spark and talking to a forge, notes
+real ``JobQueue``, whose flow, instead of running Spark and talking to a forge, notes
 the repository in the ledger as the real one does first (not with --no-ledger), sleeps
 --handle-ms, and records the attempt (process, thread, job, key, delivery, start, end,
 outcome) in a per-process fsync'd file.
@@ -46,7 +46,7 @@ queue's tables:
   and no worker loop error, give-up, failed job or other warning was logged
   (transient-conflict retries are counted and shown).
 
-An attempt the controller fails (the ledger's write can lose a race to another worker's:
+An attempt the flow fails (the ledger's write can lose a race to another worker's:
 ``Ledger.seen`` deletes and inserts the repository's row) is retried by the queue, as in
 the service; such attempts are counted and shown apart, and checked like the others.
 
@@ -382,12 +382,12 @@ class Report:
     statuses: Counter[str] = field(default_factory=Counter)
     runs: int = 0
     jobs_run: int = 0
-    failed_attempts: int = 0  # the controller raised: the queue retries the job
+    failed_attempts: int = 0  # the flow raised: the queue retries the job
     failures: Counter[str] = field(default_factory=Counter)
     runs_by_kind: Counter[str] = field(default_factory=Counter)
     runs_by_process: Counter[str] = field(default_factory=Counter)
     duplicates_run: int = 0
-    wrong_event: int = 0  # the event handed to the controller is not the job's
+    wrong_event: int = 0  # the event handed to the flow is not the job's
     state_mismatch: int = 0  # done but not run, run but not done, superseded but run
     order_violations: int = 0
     accept_order_violations: int = 0
@@ -722,7 +722,7 @@ def show(report: Report, options: Options) -> None:
     )
     if report.failed_attempts:
         print(
-            f"  failed attempts:        {report.failed_attempts} (the controller raised; the "
+            f"  failed attempts:        {report.failed_attempts} (the flow raised; the "
             "queue ran the job again, and it is checked above like any other):"
         )
         for message, count in report.failures.most_common(5):

@@ -4,9 +4,9 @@ Usage: python bench/concurrency_child.py CONFIG_JSON
 
 The real service app (``create_app``, verifying signatures and storing deliveries through
 its group-commit intake) on uvicorn, plus real :class:`sluice.bot.queue.worker.Worker` threads on
-a :class:`sluice.bot.queue.store.JobQueue` of the same database, whose controller is a
+a :class:`sluice.bot.queue.store.JobQueue` of the same database, whose flow is a
 :class:`Recorder`: instead of Spark and a forge it notes the repository in the ledger (as
-the real controller does first), sleeps a few milliseconds, and appends what it ran
+the real flow does first), sleeps a few milliseconds, and appends what it ran
 (process, thread, worker, job id, key, delivery, the event's own token, attempt, accepted,
 start, end, and whether the attempt failed) as a JSON line to this process's record file,
 flushed and fsync'd. Warnings, errors and the queue's "transient conflict" retries are
@@ -39,8 +39,7 @@ import uvicorn
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import Event, PullRequestEvent, TagEvent
-from sluice.bot.flow.controller import Context, Controller
-from sluice.bot.forge.base import Forge
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.queue.store import Job, JobQueue
 from sluice.bot.queue.worker import Worker
 
@@ -70,7 +69,7 @@ class RecordFile:
 
 class RecordingQueue(JobQueue):
     """The real queue; a claim also remembers, per thread, the job it handed out, so the
-    controller the worker then calls knows which job it is running."""
+    flow the worker then calls knows which job it is running."""
 
     def __init__(self, url: str, **options: Any) -> None:
         super().__init__(url, **options)
@@ -86,16 +85,12 @@ class RecordingQueue(JobQueue):
         return job
 
 
-def _no_forge(event: Event) -> Forge:
-    raise RuntimeError("the recording controller talks to no forge")
-
-
-class Recorder(Controller):
-    """A controller that records what it is asked to run instead of running it."""
+class Recorder:
+    """A flow that records what it is asked to run instead of running it."""
 
     def __init__(
         self,
-        context: Context,
+        url: str,
         *,
         queue: RecordingQueue,
         out: RecordFile,
@@ -103,7 +98,7 @@ class Recorder(Controller):
         handle_ms: tuple[float, float],
         ledger: bool,
     ) -> None:
-        super().__init__(context)
+        self.ledger = Ledger(url)  # each worker its own, as create_app's flows
         self.queue, self.out, self.process = queue, out, process
         self.handle_ms, self.use_ledger = handle_ms, ledger
         self.worker = ""
@@ -114,13 +109,13 @@ class Recorder(Controller):
         start = time.time()
         error = None
         try:
-            if self.use_ledger:  # the real controller's first write, on the same database
+            if self.use_ledger:  # the real flow's first write, on the same database
                 self.ledger.seen(f"{event.forge}:{event.repo}", event.installation_id,
                                  int(start * 1000))  # fmt: skip
             time.sleep(self._random.uniform(*self.handle_ms) / 1000)
         except Exception as exc:
             error = str(exc).splitlines()[0][:300] or type(exc).__name__
-            raise  # the worker retries the job, as after a failure of the real controller
+            raise  # the worker retries the job, as after a failure of the real flow
         finally:
             token = None
             if isinstance(event, PullRequestEvent):
@@ -182,18 +177,21 @@ def main(config: dict[str, Any]) -> None:
     app = create_app(settings, start_workers=False)
     queue = RecordingQueue(settings.state_url(), max_attempts=settings.max_attempts,
                            lease_seconds=lease)  # fmt: skip
-    context = Context(forge_for=_no_forge, workdir=settings.workdir, state_url=settings.state_url())
     low, high = (float(x) for x in config["handle_ms"])
     workers: list[Worker] = []
+    recorders: list[Recorder] = []
     for _ in range(int(config["workers"])):
-        recorder = Recorder(context, queue=queue, out=out, process=process,
+        recorder = Recorder(settings.state_url(), queue=queue, out=out, process=process,
                             handle_ms=(low, high), ledger=bool(config["ledger"]))  # fmt: skip
         # As create_app builds its workers: heartbeat a quarter of the lease, janitor on.
-        worker = Worker(queue, recorder, poll_seconds=float(config["poll"]),
+        worker = Worker(queue, handle=recorder.handle, abandon=recorder.give_up,
+                        repositories=recorder.ledger.repositories,
+                        poll_seconds=float(config["poll"]),
                         heartbeat_seconds=lease / 4,
                         janitor_seconds=float(config["janitor"]))  # fmt: skip
         recorder.worker = worker.name
         workers.append(worker)
+        recorders.append(recorder)
 
     # uvicorn handles SIGTERM, then restores this handler and raises the signal again: it
     # must not kill the process before the workers are stopped below.
@@ -208,7 +206,8 @@ def main(config: dict[str, Any]) -> None:
     finally:
         for worker in workers:
             worker.stop(timeout=30)
-            worker.controller.close()
+        for recorder in recorders:
+            recorder.ledger.close()
         queue.close()
         out.close()
 

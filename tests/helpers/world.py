@@ -13,7 +13,8 @@ from typing import Any
 from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import JanitorEvent
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark.session import SparkPaths
@@ -100,8 +101,11 @@ class World:
             assert record is not None and record.invalidated
         finally:
             store.close()
-        context = Context(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
-        Controller(context).handle(JanitorEvent(forge=forge, repo=repo, installation_id=None))
+        deps = make_deps(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
+        try:
+            dispatch.handle(deps, JanitorEvent(forge=forge, repo=repo, installation_id=None))
+        finally:
+            deps.close()
         store = open_state(self.url)
         try:
             assert store.get_environment(environment) is None

@@ -1,5 +1,5 @@
 """Two service processes sharing one PostgreSQL, many PRs at once: a small run of
-``bench/concurrency.py`` (real app on uvicorn, real queue, real workers; the controller
+``bench/concurrency.py`` (real app on uvicorn, real queue, real workers; the flow
 records what it runs), whose every check must come out zero; and the checks themselves,
 on made-up records, must see what they look for."""
 
@@ -20,7 +20,7 @@ def test_two_service_processes_run_each_job_once_in_order_without_overlap(
     options = Options(
         prs=12, commits=3, repos=2, tags=4, merge=0.5, burst=0.5, dup=0.4, redeliver=0.2,
         workers=2, seconds=3.0, handle_ms=(3.0, 10.0), poll=0.5, lease=4.0, janitor=1.0,
-        # The recorder writes the ledger as the real controller does, and Ledger.seen can
+        # The recorder writes the ledger as the real flow does, and Ledger.seen can
         # lose a race to another worker (the queue retries the job): room for that.
         max_attempts=6, drain_timeout=45.0,
     )  # fmt: skip

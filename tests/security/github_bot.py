@@ -1,7 +1,7 @@
-"""A controller talking to a fake GitHub at the wire, for the hostile cases.
+"""The flow talking to a fake GitHub at the wire, for the hostile cases.
 
 Real webhook bodies (``tests/fixtures/webhooks``) are parsed by ``parse_github`` and handed to
-the controller; PyGithub really runs against :class:`tests.helpers.github_wire.FakeGitHub`.
+the flow; PyGithub really runs against :class:`tests.helpers.github_wire.FakeGitHub`.
 Spark is replaced by a runner that records the project it was asked to run and fails the
 job, so the cases that end at "what would run" need no JVM.
 """
@@ -16,7 +16,8 @@ from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import JanitorEvent
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Forge
 from sluice.core.config import SparkSettings
@@ -62,7 +63,7 @@ class RecordingRunner:
 
 
 class Bot:
-    """A controller on a SQLite state with the service's Spark settings, and its GitHub."""
+    """A flow on a SQLite state with the service's Spark settings, and its GitHub."""
 
     def __init__(self, root: Path, github: FakeGitHub) -> None:
         self.root, self.github = root, github
@@ -72,20 +73,19 @@ class Bot:
             webhook_secret="s", github_token="ghp_trustToken", workdir=root / "work",
             database_url=self.url, github_request_interval=0, github_write_interval=0,
         )  # type: ignore[arg-type]  # fmt: skip
-        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
                           state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
                           runner_for=self.runner.make)  # fmt: skip
-        self.controller = Controller(context)
         self.ledger = Ledger(self.url)
 
     def close(self) -> None:
-        self.controller.close()
+        self.deps.close()
         self.ledger.close()
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
-        self.controller.handle(parsed)
+        dispatch.handle(self.deps, parsed)
 
     def commit(self, sha: str, config: str, *, models: dict[str, str] | None = None) -> Path:
         """A commit holding the example project with ``config`` as its config.yaml (and
@@ -109,8 +109,8 @@ class Bot:
         self.github.branch_commits.setdefault("main", set()).add(sha)
 
     def forge(self) -> Forge:
-        """The forge the controller uses for this repository."""
-        return self.controller.ctx.forge_for(JanitorEvent(forge="github", repo=OWNER,
+        """The forge the flow uses for this repository."""
+        return self.deps.forge_for(JanitorEvent(forge="github", repo=OWNER,
                                                           installation_id=None))  # fmt: skip
 
     def approval(self, sha: str) -> dict[str, Any]:

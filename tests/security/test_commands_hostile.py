@@ -35,7 +35,8 @@ from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.commands import Command, command_line, parse_command
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.flow.run_command import on_comment
 from sluice.bot.forge.local import LocalForge
 from tests.helpers.cases import realcase
@@ -418,7 +419,7 @@ REFUSAL = (
 
 
 class Bot:
-    """A controller on SQLite talking to a fake GitHub at the wire (PyGithub runs)."""
+    """A flow on SQLite talking to a fake GitHub at the wire (PyGithub runs)."""
 
     def __init__(self, root: Path, github: FakeGitHub) -> None:
         self.github = github
@@ -427,8 +428,8 @@ class Bot:
             webhook_secret="s", github_token="ghp_hostileToken", workdir=root / "work",
             database_url=url, github_request_interval=0, github_write_interval=0,
         )  # type: ignore[arg-type]  # fmt: skip
-        self.controller = Controller(Context(forge_for=forge_factory(settings),
-                                             workdir=root / "work", state_url=url))  # fmt: skip
+        self.deps = make_deps(forge_for=forge_factory(settings),
+                                             workdir=root / "work", state_url=url)  # fmt: skip
 
     def comment(self, user: str, body: str, comment_id: int = 900) -> None:
         payload = realcase("github/issue_comment/drone-go-scm__comment.json", OWNER,
@@ -438,7 +439,7 @@ class Bot:
         })  # fmt: skip
         event = parse_github("issue_comment", payload)
         assert event is not None
-        self.controller.handle(event)
+        dispatch.handle(self.deps, event)
 
     def replies(self) -> list[str]:
         return [c["body"] for c in self.github.comments_on(7)]
@@ -454,7 +455,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
         github.install(mock)
         made = Bot(tmp_path, github)
         yield made
-        made.controller.close()
+        made.deps.close()
 
 
 def _html(markdown: str) -> tuple[set[str], list[str]]:
@@ -578,7 +579,7 @@ def test_a_login_that_is_not_one_is_never_a_mention(bot: Bot, login: str) -> Non
     assert not [url for _, url in bot.github.requests if "/collaborators/" in url]
 
 
-def _local(tmp_path: Path) -> tuple[LocalForge, Controller]:
+def _local(tmp_path: Path) -> tuple[LocalForge, Deps]:
     import subprocess
 
     repo = tmp_path / "repo"
@@ -593,8 +594,8 @@ def _local(tmp_path: Path) -> tuple[LocalForge, Controller]:
     store = forge.store
     (store / "collaborators.json").write_text('{"alice": "write"}')
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    return forge, Controller(Context(forge_for=lambda _e: forge, workdir=tmp_path / "w",
-                                     state_url=url))  # fmt: skip
+    return forge, make_deps(forge_for=lambda _e: forge, workdir=tmp_path / "w",
+                                     state_url=url)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -604,16 +605,16 @@ def _local(tmp_path: Path) -> tuple[LocalForge, Controller]:
 def test_the_local_forge_quotes_a_user_name_that_is_no_login(
     tmp_path: Path, user: str, shown: str
 ) -> None:
-    forge, controller = _local(tmp_path)
+    forge, deps = _local(tmp_path)
     try:
         body = "/sluice diff `x`<img src=z>"
         comment_id = forge.add_comment(1, user, body)
-        on_comment(controller, forge, CommentEvent(
+        on_comment(deps, forge, CommentEvent(
             forge="local", repo=forge.repo, installation_id=None, action="created", number=1,
             comment_id=comment_id, author=user, body=body,
         ))  # fmt: skip
     finally:
-        controller.close()
+        deps.close()
     [reply] = forge.replies(1)
     assert reply.startswith(f"{shown} only users with write permission"), reply
     assert "<img src=z>" not in reply

@@ -26,7 +26,8 @@ from sluice.bot.entry.app import create_app, forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import pr_key, supersedes
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
@@ -74,15 +75,15 @@ class Bot:
             webhook_secret="s", github_token="ghp_forkToken", workdir=root / "work",
             database_url=url, github_request_interval=0, github_write_interval=0,
         )  # fmt: skip
-        self.controller = Controller(Context(forge_for=forge_factory(settings),
+        self.deps = make_deps(forge_for=forge_factory(settings),
                                              workdir=root / "work", state_url=url,
-                                             clock=lambda: NOW))  # fmt: skip
+                                             clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         parsed = parse_github(event, payload)
         assert parsed is not None
-        self.controller.handle(parsed)
+        dispatch.handle(self.deps, parsed)
 
     def built(self) -> set[str]:
         """The commits whose files Sluice fetched (what it ran)."""
@@ -108,7 +109,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
         github.install(mock)
         made = Bot(tmp_path, github)
         yield made
-        made.controller.close()
+        made.deps.close()
         made.ledger.close()
 
 
@@ -281,15 +282,15 @@ def test_through_the_service_a_push_queued_after_the_command_is_not_what_it_buil
                 assert client.post("/webhooks/github", content=body,
                                    headers=headers).status_code == 202  # fmt: skip
         queue = JobQueue(url)
-        context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                          state_url=url)  # fmt: skip
-        worker = Worker(queue, Controller(context))
+        deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                         state_url=url)  # fmt: skip
+        worker = Worker(queue, **dispatch.bound(deps))
         try:
             while worker.run_once():
                 pass
             assert queue.counts()["done"] == 3
         finally:
-            worker.controller.close()
+            deps.close()
             queue.close()
     built = {u.rsplit("/", 1)[-1] for _, u in github.requests if "/tarball/" in u}
     assert built == {H1}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import responses
 
+from sluice.bot.flow import trust
 from sluice.bot.present import comment
 from tests.helpers.github_wire import FakeGitHub
 from tests.security.github_bot import GATED, KEY, OWNER, A, B, Bot, C, merged, opened
@@ -51,7 +52,7 @@ def test_a_second_repository_is_refused_and_told_without_naming_the_first(bot: B
 
 
 def test_a_merge_in_a_second_repository_never_promotes(bot: Bot) -> None:
-    bot.controller.settings(bot.forge())
+    trust.for_repository(bot.deps, bot.forge())
     bot.ledger.belongs_to(f"{KEY}#.", 1)
     bot.deliver("pull_request", _elsewhere(merged(9, B, C)))
     assert bot.github.deployments == []

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.present.redact import Redactor, variants
 
 SECRET = "ghp_Zq8w3Lk2Vx9Tn4Rb7Yc1Md6Pf0Hs5Ja"
@@ -65,12 +65,12 @@ def test_host_paths_become_placeholders(tmp_path: Path) -> None:
     assert "<workdir>/trees/x/models/a.sql" in out and "<python>/lib" in out
 
 
-def test_the_controller_scrubs_secrets_trees_and_the_workdir(tmp_path: Path) -> None:
-    ctl = Controller(Context(forge_for=lambda _e: None, workdir=tmp_path / "w",  # type: ignore[arg-type,return-value]
-                             state_url=f"sqlite:///{tmp_path / 's.db'}", secrets=(SECRET,)))  # fmt: skip
+def test_the_flow_scrubs_secrets_trees_and_the_workdir(tmp_path: Path) -> None:
+    deps = make_deps(forge_for=lambda _e: None, workdir=tmp_path / "w",  # type: ignore[arg-type,return-value]
+                             state_url=f"sqlite:///{tmp_path / 's.db'}", secrets=(SECRET,))  # fmt: skip
     tree = tmp_path / "w" / "trees" / "o_r" / ("a" * 40)
     leaked = base64.b64encode(f"k={SECRET}".encode()).decode()
-    text = ctl.scrub(
+    text = deps.scrub(
         f"{tree}/models/x.sql:3: bad; env {leaked}; log {tmp_path / 'w'}/logs/j.log", tree
     )
     assert text.startswith("models/x.sql:3: bad")

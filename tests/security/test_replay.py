@@ -37,7 +37,8 @@ from sluice.bot.events.neutral import (
     TagEvent,
     event_from_json,
 )
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.local import LocalForge
@@ -67,7 +68,7 @@ def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
 
 
 class Bot:
-    """A controller on a SQLite state talking to a fake GitHub, fed parsed real payloads."""
+    """A flow on a SQLite state talking to a fake GitHub, fed parsed real payloads."""
 
     def __init__(self, root: Path, github: FakeGitHub) -> None:
         self.root, self.github = root, github
@@ -76,15 +77,14 @@ class Bot:
             webhook_secret="s", github_token="ghp_replayToken", workdir=root / "work",
             database_url=self.url, github_request_interval=0, github_write_interval=0,
         )  # fmt: skip
-        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
                           state_url=self.url, clock=lambda: NOW)  # fmt: skip
-        self.controller = Controller(context)
         self.ledger = Ledger(self.url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> Event:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
-        self.controller.handle(parsed)
+        dispatch.handle(self.deps, parsed)
         return parsed
 
     def commit(self, sha: str, config: str = "sluice:\n  project: demo\n") -> None:
@@ -110,7 +110,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
         github.install(mock)
         made = Bot(tmp_path, github)
         yield made
-        made.controller.close()
+        made.deps.close()
         made.ledger.close()
 
 
@@ -345,21 +345,20 @@ def test_comment_ids_numbered_per_pr_are_not_replays_of_each_other(tmp_path: Pat
                  ["branch", "one"], ["branch", "two"]):  # fmt: skip
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
     forge = LocalForge(repo)
-    context = Context(forge_for=lambda _event: forge, workdir=tmp_path / "work",
-                      state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
-    controller = Controller(context)
+    deps = make_deps(forge_for=lambda _event: forge, workdir=tmp_path / "work",
+                     state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
     try:
         for head in ("one", "two"):
             pr = forge.open_pull("main", head, "alice")
             comment_id = forge.add_comment(pr.number, "alice", "/sluice help")
             assert comment_id == 1
-            controller.handle(CommentEvent(
+            dispatch.handle(deps, CommentEvent(
                 forge="local", repo=forge.repo, installation_id=None, action="created",
                 number=pr.number, comment_id=comment_id, author="alice", body="/sluice help",
             ))  # fmt: skip
             assert len(forge.replies(pr.number)) == 1, f"PR {pr.number} got no answer"
     finally:
-        controller.close()
+        deps.close()
 
 
 def test_content_keys_of_real_payloads() -> None:
@@ -436,17 +435,17 @@ class Flaky:
         return JobResult(spec["job_id"], {}, 0.1, None)
 
 
-def _worker(tmp_path: Path, github: FakeGitHub, lost: int) -> tuple[Worker, JobQueue, Flaky]:
+def _worker(tmp_path: Path, github: FakeGitHub, lost: int) -> tuple[Worker, JobQueue, Flaky, Deps]:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     settings = ServiceSettings(
         webhook_secret="s", github_token="ghp_replayToken", workdir=tmp_path / "work",
         database_url=url, github_request_interval=0, github_write_interval=0,
     )  # fmt: skip
     runner = Flaky(lost)
-    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
+    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                     state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
     queue = JobQueue(url, max_attempts=2)
-    return Worker(queue, Controller(context)), queue, runner
+    return Worker(queue, **dispatch.bound(deps)), queue, runner, deps
 
 
 def _changed_project(tmp_path: Path) -> Path:
@@ -466,7 +465,7 @@ def _queue_merge(queue: JobQueue, delivery: str) -> None:
 def test_a_promotion_cut_short_runs_again_but_its_replay_does_not(tmp_path: Path) -> None:
     github = FakeGitHub(repo=OWNER)
     github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
-    worker, queue, runner = _worker(tmp_path, github, lost=1)
+    worker, queue, runner, deps = _worker(tmp_path, github, lost=1)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         try:
@@ -481,14 +480,14 @@ def test_a_promotion_cut_short_runs_again_but_its_replay_does_not(tmp_path: Path
             assert runner.jobs == jobs and len(github.deployments) == 1
             assert queue.counts()["done"] == 2
         finally:
-            worker.controller.close()
+            deps.close()
             queue.close()
 
 
 def test_a_promotion_that_failed_for_good_is_not_run_by_its_replay(tmp_path: Path) -> None:
     github = FakeGitHub(repo=OWNER)
     github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
-    worker, queue, runner = _worker(tmp_path, github, lost=100)
+    worker, queue, runner, deps = _worker(tmp_path, github, lost=100)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         try:
@@ -500,7 +499,7 @@ def test_a_promotion_that_failed_for_good_is_not_run_by_its_replay(tmp_path: Pat
             assert worker.run_once()
             assert runner.jobs == jobs and github.requests[requests:] == []
         finally:
-            worker.controller.close()
+            deps.close()
             queue.close()
 
 
@@ -556,64 +555,63 @@ PROJECT = "data/warehouse"
 
 
 @pytest.fixture
-def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Controller, FakeGitLab]]:
+def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Deps, FakeGitLab]]:
     gitlab = FakeGitLab(project=PROJECT)
     gitlab.add_mr(7, sha=A, author="alice")
     gitlab.members.update({"bob": 30})
     settings = gitlab_settings(tmp_path)
-    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                      state_url=settings.state_url(), clock=lambda: NOW)  # fmt: skip
-    controller = Controller(context)
+    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                     state_url=settings.state_url(), clock=lambda: NOW)  # fmt: skip
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         gitlab.install(mock)
-        yield controller, gitlab
-    controller.close()
+        yield deps, gitlab
+    deps.close()
 
 
-def _gitlab(controller: Controller, hook: str, payload: dict[str, Any]) -> None:
+def _gitlab(deps: Deps, hook: str, payload: dict[str, Any]) -> None:
     event = parse_gitlab(hook, payload)
     assert event is not None
-    controller.handle(event)
+    dispatch.handle(deps, event)
 
 
 def test_gitlab_the_same_merge_twice_promotes_once(
-    gitlab_bot: tuple[Controller, FakeGitLab], tmp_path: Path
+    gitlab_bot: tuple[Deps, FakeGitLab], tmp_path: Path
 ) -> None:
-    controller, gitlab = gitlab_bot
+    deps, gitlab = gitlab_bot
     gitlab.add_tree(C, _project(tmp_path / "src"))
     merge = realcase_gitlab("gitlab/merge_request_merge.json")
     merge["object_attributes"].update(iid=7, merge_commit_sha=C, target_branch="main")
-    _gitlab(controller, "Merge Request Hook", merge)
-    _gitlab(controller, "Merge Request Hook", merge)
+    _gitlab(deps, "Merge Request Hook", merge)
+    _gitlab(deps, "Merge Request Hook", merge)
     assert [d["sha"] for d in gitlab.deployments] == [C]
 
 
-def test_gitlab_the_same_note_twice_runs_once(gitlab_bot: tuple[Controller, FakeGitLab]) -> None:
-    controller, gitlab = gitlab_bot
+def test_gitlab_the_same_note_twice_runs_once(gitlab_bot: tuple[Deps, FakeGitLab]) -> None:
+    deps, gitlab = gitlab_bot
     note_id = gitlab.add_note(7, "/sluice help", author="bob")
     note = realcase_gitlab("gitlab/note_merge_request.docs.json")
     note["user"]["username"] = "bob"
     note["object_attributes"].update(note="/sluice help", id=note_id)
     note["merge_request"]["iid"] = 7
-    _gitlab(controller, "Note Hook", note)
-    _gitlab(controller, "Note Hook", note)
+    _gitlab(deps, "Note Hook", note)
+    _gitlab(deps, "Note Hook", note)
     assert len(gitlab.bot_notes(7)) == 1
 
 
 def test_gitlab_the_same_approval_twice_is_handled_once(
-    gitlab_bot: tuple[Controller, FakeGitLab],
+    gitlab_bot: tuple[Deps, FakeGitLab],
 ) -> None:
-    controller, gitlab = gitlab_bot
+    deps, gitlab = gitlab_bot
     approval = realcase_gitlab("gitlab/merge_request_approved.json")
     approval["user"]["username"] = "bob"
     approval["object_attributes"].update(iid=7)
     approval["object_attributes"]["last_commit"]["id"] = A
     gitlab.approve(7, "bob")
-    _gitlab(controller, "Merge Request Hook", approval)
+    _gitlab(deps, "Merge Request Hook", approval)
     before = len(gitlab.requests)
-    _gitlab(controller, "Merge Request Hook", approval)
+    _gitlab(deps, "Merge Request Hook", approval)
     assert gitlab.requests[before:] == []
     approval["object_attributes"]["action"] = "unapproved"  # taken back: a new event
     gitlab.unapprove(7, "bob")
-    _gitlab(controller, "Merge Request Hook", approval)
+    _gitlab(deps, "Merge Request Hook", approval)
     assert gitlab.requests[before:] != []

@@ -25,7 +25,8 @@ from fastapi.testclient import TestClient
 from sluice.bot.entry.app import create_app, forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import JanitorEvent, pr_key
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import ConfigError
@@ -207,26 +208,26 @@ def test_without_the_setting_the_service_warns_at_start_up(
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[tuple[Worker, JobQueue, FakeGitHub]]:
+def worker(tmp_path: Path) -> Iterator[tuple[Worker, JobQueue, FakeGitHub, Deps]]:
     settings = _settings(tmp_path, SERVED, github_token="ghp_listToken",
                          github_request_interval=0, github_write_interval=0,
                          janitor_interval_seconds=60)  # fmt: skip
     github = FakeGitHub(repo="mallory/warehouse")
     queue = JobQueue(settings.state_url())
-    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                      state_url=settings.state_url())  # fmt: skip
-    made = Worker(queue, Controller(context), janitor_seconds=60, serves=settings.serves)
+    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                     state_url=settings.state_url())  # fmt: skip
+    made = Worker(queue, **dispatch.bound(deps), janitor_seconds=60, serves=settings.serves)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
-        yield made, queue, github
-    made.controller.close()
+        yield made, queue, github, deps
+    deps.close()
     queue.close()
 
 
 def test_a_job_queued_before_the_list_was_set_does_not_run(
-    worker: tuple[Worker, JobQueue, FakeGitHub],
+    worker: tuple[Worker, JobQueue, FakeGitHub, Deps],
 ) -> None:
-    run, queue, github = worker
+    run, queue, github, _ = worker
     event = JanitorEvent(forge="github", repo="mallory/warehouse", installation_id=None)
     job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
     assert queue.accept("old-1", "github", "janitor", job, time.time())
@@ -240,10 +241,10 @@ def test_a_job_queued_before_the_list_was_set_does_not_run(
 
 
 def test_the_janitor_visits_only_repositories_served(
-    worker: tuple[Worker, JobQueue, FakeGitHub],
+    worker: tuple[Worker, JobQueue, FakeGitHub, Deps],
 ) -> None:
-    run, queue, _ = worker
-    ledger = run.controller.ledger
+    run, queue, _, deps = worker
+    ledger = deps.ledger
     ledger.seen("github:mallory/warehouse", None, 1)
     ledger.seen(f"github:{SERVED}", None, 1)
     assert run.schedule_janitor(time.time()) == 1

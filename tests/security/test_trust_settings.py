@@ -16,9 +16,8 @@ import pytest
 import responses
 
 from sluice.bot.events.neutral import JanitorEvent
-from sluice.bot.flow import trust
-from sluice.bot.flow.controller import prod_owners
-from sluice.bot.flow.reviewed_plan import PlanReview, review_of
+from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
 from sluice.bot.present import comment as sticky_comment
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
@@ -194,7 +193,7 @@ def test_a_tag_on_a_side_branch_commit_naming_itself_prod_does_not_promote(bot: 
 
 
 def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
-    bot.controller.settings(bot.forge())  # the service reads main: its gate is pinned
+    trust.for_repository(bot.deps, bot.forge())  # the service reads main: its gate is pinned
     ungated = PREAMBLE + "sluice:\n  project: jaffle\n"
     bot.commit(D, ungated)
     bot.github.files[("main", "config.yaml")] = ungated  # main after the admin's merge
@@ -214,7 +213,7 @@ def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
 def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -> None:
     tagged = PREAMBLE + "sluice:\n  project: jaffle\n  deploy:\n    on: tag\n"
     bot.prod(C, GATED + "  deploy:\n    on: tag\n")
-    bot.controller.settings(bot.forge())  # pinned: gated, on tag
+    trust.for_repository(bot.deps, bot.forge())  # pinned: gated, on tag
     bot.commit(D, tagged)
     bot.github.files[("main", "config.yaml")] = tagged  # pushed straight to main
     bot.github.refs["main"] = D
@@ -226,7 +225,7 @@ def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -
 
 
 def test_an_unapproved_gate_change_on_main_does_not_gate_prs(bot: Bot) -> None:
-    bot.controller.settings(bot.forge())  # pinned: bob must approve
+    trust.for_repository(bot.deps, bot.forge())  # pinned: bob must approve
     bot.github.files[("main", "config.yaml")] = (
         PREAMBLE
         + "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [alice2]\n"
@@ -244,7 +243,7 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     bot: Bot, tmp_path: Path
 ) -> None:
     forge = bot.forge()
-    bot.controller.settings(forge)
+    trust.for_repository(bot.deps, forge)
     new = GATED.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(new, "config.yaml")
     # A PR with this change passed the gate: its settings item is approved.
@@ -252,7 +251,7 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     src = bot.commit(D, new)
     bot.github.files[("main", "config.yaml")] = new
     bot.github.refs["main"] = D
-    assert bot.controller.settings(forge).digest == parsed.digest
+    assert trust.for_repository(bot.deps, forge).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings
     bot.deliver("pull_request", merged(8, B, D))
     deploy = bot.github.checks_on(D)["sluice/deploy"]
@@ -319,7 +318,7 @@ def test_the_janitor_uses_the_prod_branch_not_the_last_pr_head(bot: Bot) -> None
     bot.ledger.seen(KEY, None, NOW, sha=A)  # the last commit a job loaded: a PR head
     bot.github.files[("main", "config.yaml")] = GATED + "  table_ttl_days: 3\n"
     with contextlib.suppress(Refused):  # when there is something to drop
-        bot.controller.handle(JanitorEvent(repo=OWNER, forge="github", installation_id=None))
+        dispatch.handle(bot.deps, JanitorEvent(repo=OWNER, forge="github", installation_id=None))
     [project] = bot.runner.projects
     assert project.config.sluice.table_ttl_days == 3
     assert project.config.sluice.spark.master == "local[2]"

@@ -1,6 +1,6 @@
 """``sluice action``: the GitHub Action's entry point (``action.yml`` runs it).
 
-One workflow job handles one event, in this process, with the same controller as the
+One workflow job handles one event, in this process, with the same flow as the
 service: the event comes from ``GITHUB_EVENT_NAME`` / ``GITHUB_EVENT_PATH``, the head
 commit's files from the checked-out workspace (``GITHUB_WORKSPACE``; any other commit
 from the API's tarball), and everything else (the base branch's gate configuration,
@@ -27,7 +27,7 @@ release), and one line per check Sluice set, named without ``sluice/`` and with 
 
 Exit codes: 0 when the event was handled or needs nothing (a pending or failing gate is
 reported on the PR, not as a failed job); 1 when the job itself failed (no token, an
-unreadable or invalid event file, an error the controller could not report).
+unreadable or invalid event file, an error the flow could not report).
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ from sluice.bot.events.neutral import (
     ReviewEvent,
     TagEvent,
 )
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.core.config import SparkSettings
@@ -469,30 +470,28 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
         return forges[0]
 
     secrets = _secrets(inputs)
-    controller = Controller(
-        Context(
-            forge_for=forge_for,
-            workdir=workdir,
-            state_url=inputs.state_url(workdir),
-            project_path=inputs.project_path,
-            runner_for=_runner_for(workdir),
-            secrets=secrets,
-            spark=spark_of(inputs),
-            prod_branch=inputs.prod_branch or default_branch(payload),
-        )
+    deps = make_deps(
+        forge_for=forge_for,
+        workdir=workdir,
+        state_url=inputs.state_url(workdir),
+        project_path=inputs.project_path,
+        runner_for=_runner_for(workdir),
+        secrets=secrets,
+        spark=spark_of(inputs),
+        prod_branch=inputs.prod_branch or default_branch(payload),
     )
     echo(f"sluice action: {inputs.event_name} on {repo} ({type(event).__name__})")
     try:
-        controller.handle(event)
+        dispatch.handle(deps, event)
     except Exception as exc:
-        message = controller.scrub(_one_line(exc))
+        message = deps.scrub(_one_line(exc))
         try:
-            controller.give_up(event, message)
+            dispatch.give_up(deps, event, message)
         except Exception as also:
             log.warning("could not report the failure on the PR: %s", _one_line(also))
         raise ActionError(f"handling the {inputs.event_name} event failed: {message}") from exc
     finally:
-        controller.close()
+        deps.close()
     checks = forges[0].checks if forges else {}
     lines = output_lines(environment_of(event), checks)
     for line in lines:

@@ -33,7 +33,8 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import Event, pr_key, supersedes
 from sluice.bot.events.payload import PayloadError
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.base import Forge
 from sluice.bot.intake.group_commit import Intake, IntakeClosed
 from sluice.bot.intake.verify import verify_github, verify_token
@@ -272,27 +273,31 @@ def create_app(
         intake = state["intake"] = Intake(queue)
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
-        context = Context(
-            forge_for=forge_for or forge_factory(settings),
-            workdir=settings.workdir,
-            state_url=settings.state_url(),
-            project_path=settings.project_path,
-            secrets=tuple(settings.secrets()),
-            prod_branch=settings.prod_branch,
-            spark=settings.spark(),
-            job_timeout=settings.job_timeout_seconds,
-        )
+
+        def deps() -> Deps:  # one per worker: its own ledger connections
+            return make_deps(
+                forge_for=forge_for or forge_factory(settings),
+                workdir=settings.workdir,
+                state_url=settings.state_url(),
+                project_path=settings.project_path,
+                secrets=tuple(settings.secrets()),
+                prod_branch=settings.prod_branch,
+                spark=settings.spark(),
+                job_timeout=settings.job_timeout_seconds,
+            )
+
+        flows = [deps() for _ in range(settings.workers if start_workers else 0)]
         workers = [
             Worker(
                 queue,
-                Controller(context),
+                **dispatch.bound(flow),
                 metrics=metrics,
                 scrub=scrub,
                 heartbeat_seconds=settings.job_lease_seconds / 4,
                 janitor_seconds=settings.janitor_interval_seconds,
                 serves=settings.serves,
             )
-            for _ in range(settings.workers if start_workers else 0)
+            for flow in flows
         ]
         state["workers"] = workers
         for worker in workers:
@@ -312,7 +317,8 @@ def create_app(
             gc.unfreeze()  # collectable again (an app started again in the same process)
             for worker in workers:
                 worker.stop(timeout=5)
-                worker.controller.close()
+            for flow in flows:
+                flow.close()
             queue.close()
 
     app = _Service(title="Sluice", version="0.1.0", lifespan=lifespan)

@@ -2,7 +2,7 @@
 
 Each command changes the local forge (:class:`~sluice.bot.forge.local.LocalForge`) the
 way a person would change GitHub (open a PR, approve it, comment, merge), then runs the
-same controller as the service on the event GitHub would have sent, in this process, and
+same flow as the service on the event GitHub would have sent, in this process, and
 prints what Sluice said: the PR comment, replies, and the checks.
 """
 
@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 import click
 
 from sluice.bot.events.neutral import CommentEvent, Event, PullRequestEvent, ReviewEvent
+from sluice.bot.flow import dispatch
 from sluice.bot.flow.approval import APPROVAL
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.base import ForgeError, PullRequest, writer
 from sluice.bot.forge.local import METHODS, LocalForge
 from sluice.core.cli.common import fails_cleanly, progress
@@ -39,11 +40,11 @@ _ICONS = {"success": "✓", "failure": "✗", "neutral": "-", "skipped": "-", "c
 
 @dataclass
 class _Session:
-    """One command's forge and controller."""
+    """One command's forge and flow."""
 
     forge: LocalForge
     user: str
-    controller: Controller
+    deps: Deps
     quiet: bool
     seen_comments: list[str] = field(default_factory=list)
     seen_replies: int = 0
@@ -52,15 +53,15 @@ class _Session:
         """Handle ``event``; a failure is reported on the PR (as the service's worker does
         after its last attempt), then raised."""
         try:
-            self.controller.handle(event)
+            dispatch.handle(self.deps, event)
         except SluiceError as exc:
             try:
-                self.controller.give_up(event, str(exc))
+                dispatch.give_up(self.deps, event, str(exc))
             except SluiceError as also:
                 log.warning("could not report the failure on the PR: %s", also)
             raise
         finally:
-            self.controller.close()
+            self.deps.close()
 
     def mark(self, number: int) -> None:
         """Remember what the PR shows now, to print only what the command changed."""
@@ -154,14 +155,14 @@ def _session(
     work.mkdir(parents=True, exist_ok=True)
     obj = click.get_current_context().obj
     injected = obj.get("runner_for") if isinstance(obj, dict) else None
-    context = Context(
+    deps = make_deps(
         forge_for=lambda _event: forge,
         workdir=work,
         state_url=url,
         project_path=project_path,
         runner_for=injected or _runner_for(work, quiet),
     )
-    return _Session(forge, user or _default_user(forge), Controller(context), quiet)
+    return _Session(forge, user or _default_user(forge), deps, quiet)
 
 
 def _runner_for(work: Path, quiet: bool) -> RunnerFor:

@@ -34,7 +34,7 @@ its own after a blank line, outside code, quotes, lists and HTML.
 
 :func:`command_line` finds the command line, which is all the bot needs before it has
 checked the author's permission; :func:`parse_line` then reads its arguments. Who may run
-commands (write permission) is checked by the controller through the forge, not here.
+commands (write permission) is checked by the flow through the forge, not here.
 Replies quote what people wrote only as code spans (:func:`sluice.core.markdown.code`)
 and name them through :func:`sluice.core.markdown.mention`.
 """

@@ -168,7 +168,7 @@ def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         action=action,
         check_name=required(payload, "check_run.name", str),
         head_sha=required(payload, "check_run.head_sha", str),
-        # Empty for a PR from a fork: the controller falls back to head_sha.
+        # Empty for a PR from a fork: the flow falls back to head_sha.
         numbers=_pr_numbers(payload, "check_run.pull_requests"),
         requester=required(payload, "sender.login", str),
         identifier=identifier,

@@ -14,9 +14,9 @@ What the real payloads teach (see the tests):
   ``ready_for_review``.
 - ``approval``/``approved`` (``unapproval``/``unapproved``) are reviews. The approval
   binds to ``last_commit.id``, the head the approver saw; GitLab's approvals API does not
-  say which commit an approval was given on, so the controller records it from here.
+  say which commit an approval was given on, so the flow records it from here.
 - The event's ``user`` is whoever acted, not always the author: the author is taken from
-  it only when ``user.id`` equals ``author_id``, else left empty for the controller to
+  it only when ``user.id`` equals ``author_id``, else left empty for the flow to
   read from the API.
 - A fork MR is told by its source and target projects (ids, or paths when a payload
   repeats the id).
@@ -58,7 +58,7 @@ def _is_fork(attrs: Mapping[str, Any]) -> bool:
 
 def _author(payload: Mapping[str, Any]) -> str:
     """The MR's author when the acting user is the author; empty when the payload does not
-    say (the controller then asks the API)."""
+    say (the flow then asks the API)."""
     user_id = optional(payload, "user.id", int)
     if user_id is not None and user_id == optional(payload, "object_attributes.author_id", int):
         return required(payload, "user.username", str)

@@ -1,4 +1,4 @@
-"""Forge events in a neutral shape: what the controller acts on (pure values).
+"""Forge events in a neutral shape: what the flow acts on (pure values).
 
 A parser per forge (``github_events.py``, ``gitlab_events.py``) turns a webhook payload
 into one of these, or into None when the event needs no work. Each event serialises to
@@ -10,9 +10,9 @@ Content keys: the same event is handled once
 --------------------------------------------
 The queue refuses a delivery id it has stored, but a signed body sent again under a new
 delivery id is a new delivery. Every event that changes state therefore names what makes
-it *the same event* (:meth:`~_Base.content_key`); the controller skips an event whose key
+it *the same event* (:meth:`~_Base.content_key`); the flow skips an event whose key
 (with its repository) the ledger has recorded, with an INFO line saying so and nothing
-posted on the PR (:meth:`sluice.bot.flow.controller.Controller.handle`).
+posted on the PR (:func:`sluice.bot.flow.dispatch.handle`).
 
 ======================  ======================================================  ====================
 Event                   Key (the ledger adds the repository)                    Run again, it would
@@ -37,14 +37,14 @@ of their key (a job queued by an older version, the local CLI's reviews) have no
 run as before.
 
 No key, by design (each delivery runs): a PR opened, pushed to, reopened or marked ready
-(a new head is a new build; the same head built again is harmless, and the controller
+(a new head is a new build; the same head built again is harmless, and the flow
 skips a PR event older than the newest head it recorded for the PR), a re-requested check
 (a re-run asked for on purpose), an edited or deleted comment and a comment without a
 command (they run nothing), and the janitor (idempotent; one per period by its delivery
 id).
 
 Where the key is recorded, and why there: in the ledger (``sluice_handled_events``), by
-the controller when the event's job is done, and by the worker when the job failed for
+the flow when the event's job is done, and by the worker when the job failed for
 good; not in the queue's deduplication at intake. So a job cut short (a crash, a lost
 Spark driver) and run again still runs: its key was not recorded yet. Two deliveries of
 one event cannot run at once: events with the same key have the same queue key

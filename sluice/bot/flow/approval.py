@@ -14,16 +14,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from sluice.bot.flow import trust
+from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import GateInput, GateResult, evaluate, owners_to_approve
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review
+from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review, repo_key
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from sluice.bot.flow.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +37,13 @@ class Verdict:
     settings: Settings
 
 
-def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
+def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
     """Evaluate the gate of ``pr`` at its head and set ``sluice/approval``; None when the
     head has no plan yet or the gate settings are invalid (the check says so)."""
     if not pr.open:
         return None
-    repo = ctl.repo_key(forge)
-    review = ctl.ledger.review(repo, pr.number, pr.head_sha)
+    repo = repo_key(forge)
+    review = deps.ledger.review(repo, pr.number, pr.head_sha)
     if review is None:
         forge.set_check(
             pr.head_sha,
@@ -58,14 +56,14 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
         )
         return None
     try:
-        settings = ctl.settings(forge)
+        settings = trust.for_repository(deps, forge)
     except ConfigError as exc:
-        text = f"The prod branch's gate settings are invalid:\n\n{md.fence(ctl.scrub(str(exc)), 'text')}"
+        text = f"The prod branch's gate settings are invalid:\n\n{md.fence(deps.scrub(str(exc)), 'text')}"
         forge.set_check(
             pr.head_sha,
             Check(APPROVAL, "completed", "Invalid gate settings", text, conclusion="failure"),
         )
-        ctl.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
+        deps.sticky.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     teams = set(settings.gate.required_approvers.teams)
@@ -74,18 +72,18 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
         settings.gate,
         GateInput(
             author=pr.author,
-            reviews=_bound(forge.reviews(pr.number), ctl.ledger.review_heads(repo, pr.number)),
-            plans=ctl.ledger.plans(repo, pr.number),
+            reviews=_bound(forge.reviews(pr.number), deps.ledger.review_heads(repo, pr.number)),
+            plans=deps.ledger.plans(repo, pr.number),
             current_plan=review.fingerprint,
             team_members={team: forge.team_members(team) for team in sorted(teams)},
             owners=owners,
-            action_approvals=ctl.ledger.clicks(repo, pr.number),
+            action_approvals=deps.ledger.clicks(repo, pr.number),
         ),
     )
     into_prod = pr.base_ref == settings.branch
     if result.ok and into_prod:
-        ctl.ledger.approve(
-            repo, pr.number, pr.head_sha, review.items, result.approved_by, ctl.ctx.clock()
+        deps.ledger.approve(
+            repo, pr.number, pr.head_sha, review.items, result.approved_by, deps.clock()
         )
     summary = result.summary
     if not into_prod:
@@ -106,7 +104,7 @@ def refresh(ctl: Controller, forge: Forge, pr: PullRequest) -> Verdict | None:
         ),
     )
     icon = "✅" if result.ok else "⏳"
-    ctl.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
+    deps.sticky.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
     return Verdict(result, settings)
 
 

@@ -16,22 +16,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
 from sluice.bot.flow import trust
+from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, Forge
+from sluice.bot.forge.base import Check, Forge, repo_key
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS
 from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment, run_janitor
-
-if TYPE_CHECKING:
-    from sluice.bot.flow.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +47,11 @@ class Outcome:
     live: frozenset[Item] = frozenset()  # prod's model contents once promoted (when ok)
 
 
-def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome | None:
+def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | None:
     """A PR was merged: promote when ``deploy.on`` is merge and it went into the prod
     branch; with ``deploy.on: tag``, remember it until a tag promotes it."""
     sha = event.merge_sha or event.head_sha
-    settings = _settings(ctl, forge, sha, event.number)
+    settings = _settings(deps, forge, sha, event.number)
     if settings is None:
         return None
     if event.base_ref != settings.branch:
@@ -65,13 +62,13 @@ def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome 
             event.base_ref,
             settings.branch,
         )
-        cleanup(ctl, forge, event.number, "merged into another branch than prod")
+        cleanup(deps, forge, event.number, "merged into another branch than prod")
         return None
     if settings.deploy.on == "tag":
-        review = ctl.ledger.review(ctl.repo_key(forge), event.number, event.head_sha)
+        review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
         items = review.items if review is not None else ()
-        ctl.ledger.merged(ctl.repo_key(forge), event.number, items, ctl.ctx.clock())
-        ctl.publish(
+        deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
+        deps.sticky.publish(
             forge,
             event.number,
             section=(
@@ -84,20 +81,20 @@ def on_merge(ctl: Controller, forge: Forge, event: PullRequestEvent) -> Outcome 
             ),
         )
         return None
-    outcome = promote(ctl, forge, sha, settings, label=f"#{event.number}", number=event.number)
+    outcome = promote(deps, forge, sha, settings, label=f"#{event.number}", number=event.number)
     if outcome.ok:
-        cleanup(ctl, forge, event.number, "promoted to prod")
+        cleanup(deps, forge, event.number, "promoted to prod")
     return outcome
 
 
-def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
+def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
     """A tag was pushed or a release published: promote its commit when the tag matches
     ``deploy.tag_pattern`` and the commit is on the prod branch; else log and ignore."""
     sha = event.sha or forge.commit_of(f"tags/{event.tag}")
     if sha is None:
         log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
         return None
-    settings = _settings(ctl, forge, sha, None)
+    settings = _settings(deps, forge, sha, None)
     if settings is None:
         return None
     deploy = settings.deploy
@@ -118,39 +115,39 @@ def on_tag(ctl: Controller, forge: Forge, event: TagEvent) -> Outcome | None:
             settings.branch,
         )
         return None
-    outcome = promote(ctl, forge, sha, settings, label=f"tag {event.tag}", number=None)
+    outcome = promote(deps, forge, sha, settings, label=f"tag {event.tag}", number=None)
     if outcome.ok:
-        repo = ctl.repo_key(forge)
-        waiting = ctl.ledger.waiting(repo).items()
+        repo = repo_key(forge)
+        waiting = deps.ledger.waiting(repo).items()
         done = [n for n, items in waiting if set(items) <= outcome.live]
         for number in done:
-            cleanup(ctl, forge, number, f"promoted to prod by tag {md.code(event.tag)}")
-        ctl.ledger.promoted(repo, done)
+            cleanup(deps, forge, number, f"promoted to prod by tag {md.code(event.tag)}")
+        deps.ledger.promoted(repo, done)
     return outcome
 
 
 def promote(
-    ctl: Controller, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
+    deps: Deps, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
 ) -> Outcome:
     """Bring prod to the project at ``sha`` (see the module docstring)."""
     forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
-    repo = ctl.repo_key(forge)
+    repo = repo_key(forge)
     # A promotion of this commit cut short (its job is being run again) has a record open.
-    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    deployment = deps.ledger.deployment(repo, sha, PROD)
     if deployment is None:
         deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}", settings.branch)
         if deployment is not None:
-            ctl.ledger.deploying(repo, sha, PROD, deployment, ctl.ctx.clock())
+            deps.ledger.deploying(repo, sha, PROD, deployment, deps.clock())
     if deployment is not None:
         forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:
-        outcome = _promote(ctl, forge, sha, settings, label)
+        outcome = _promote(deps, forge, sha, settings, label)
     except DriverLost:
         # Prod may be half-way (views partly swapped, the record not yet): the worker runs
         # the promotion again, which re-plans against the unchanged record and finishes it.
         raise
     except SluiceError as exc:
-        text = ctl.scrub(str(exc))
+        text = deps.scrub(str(exc))
         outcome = Outcome(
             False,
             "Promotion failed; prod is unchanged",
@@ -169,10 +166,10 @@ def promote(
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
         forge.deployment_status(deployment, state, outcome.title[:140])
-        ctl.ledger.deployed(repo, sha, PROD)
+        deps.ledger.deployed(repo, sha, PROD)
     if number is not None:
         icon = "🚀" if outcome.ok else "❌"
-        ctl.publish(
+        deps.sticky.publish(
             forge,
             number,
             section=(
@@ -184,23 +181,23 @@ def promote(
     return outcome
 
 
-def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
-    tree = ctl.tree(forge, sha)
-    project = ctl.load(tree, settings)
-    config = tree / ctl.config_path()
+def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
+    tree = deps.checkout.tree(forge, sha)
+    project = trust.load_trusted(deps, tree, settings)
+    config = tree / deps.config_path
     text = config.read_text(encoding="utf-8") if config.is_file() else None
-    own = trust.parse(text, ctl.config_path())  # the promoted commit's own settings
-    repo = ctl.repo_key(forge)
-    store = open_state(ctl.ctx.state_url)
+    own = trust.parse(text, deps.config_path)  # the promoted commit's own settings
+    repo = repo_key(forge)
+    store = open_state(deps.state_url)
     try:
         for attempt in (1, 2):
-            now = ctl.ctx.clock()
+            now = deps.clock()
             plan = plan_environment(project, store, PROD, end=now, execution_time=now)
             items = list(review_of(plan, project).items)
             if own.digest != settings.digest:
                 items.append((trust.SETTINGS_ITEM, own.digest))
             if settings.requires_approval:
-                missing = ctl.ledger.unapproved(repo, items)
+                missing = deps.ledger.unapproved(repo, items)
                 if missing:
                     return Outcome(
                         False,
@@ -209,19 +206,19 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
                     )
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
-                trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
+                trust.pin(deps.ledger, repo, sha, text, deps.config_path, now)
                 return Outcome(
                     True, "Prod already has this state", "Nothing to promote.", live=live
                 )
-            runner = ctl.runner(project, tree, lambda _event: None)
+            runner = deps.spark_runner(project, tree, lambda _event: None)
             try:
-                result = apply_plan(project, store, plan, runner, url=ctl.ctx.state_url, now=now)
+                result = apply_plan(project, store, plan, runner, url=deps.state_url, now=now)
             except ConflictError:
                 if attempt == 2:
                     raise
                 log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
                 continue
-            trust.pin(ctl.ledger, repo, sha, text, ctl.config_path(), now)
+            trust.pin(deps.ledger, repo, sha, text, deps.config_path, now)
             if result.tables_built == 0:
                 return Outcome(
                     True,
@@ -247,13 +244,13 @@ def _promote(ctl: Controller, forge: Forge, sha: str, settings: Settings, label:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def abandon(ctl: Controller, forge: Forge, sha: str, text: str) -> None:
+def abandon(deps: Deps, forge: Forge, sha: str, text: str) -> None:
     """The promotion of ``sha`` failed on every attempt: close its open deployment record."""
-    repo = ctl.repo_key(forge)
-    deployment = ctl.ledger.deployment(repo, sha, PROD)
+    repo = repo_key(forge)
+    deployment = deps.ledger.deployment(repo, sha, PROD)
     if deployment is not None:
         forge.deployment_status(deployment, "failure", text[:140])
-        ctl.ledger.deployed(repo, sha, PROD)
+        deps.ledger.deployed(repo, sha, PROD)
 
 
 def _unapproved(missing: list[Item], settings: Settings) -> str:
@@ -272,11 +269,11 @@ def _unapproved(missing: list[Item], settings: Settings) -> str:
     )
 
 
-def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Settings | None:
+def _settings(deps: Deps, forge: Forge, sha: str, number: int | None) -> Settings | None:
     try:
-        return ctl.settings(forge)
+        return trust.for_repository(deps, forge)
     except ConfigError as exc:
-        text = ctl.scrub(str(exc))
+        text = deps.scrub(str(exc))
         forge.set_check(
             sha,
             Check(
@@ -288,14 +285,14 @@ def _settings(ctl: Controller, forge: Forge, sha: str, number: int | None) -> Se
             ),
         )
         if number is not None:
-            ctl.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
+            deps.sticky.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
         return None
 
 
-def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
+def cleanup(deps: Deps, forge: Forge, number: int, why: str) -> None:
     """Invalidate the PR's environment now; the janitor drops its views later."""
     environment = pr_environment(number)
-    store = open_state(ctl.ctx.state_url)
+    store = open_state(deps.state_url)
     try:
         existed = store.get_environment(environment) is not None
         if existed:
@@ -303,7 +300,7 @@ def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
     finally:
         store.close()
     if existed:
-        ctl.publish(
+        deps.sticky.publish(
             forge,
             number,
             section=(
@@ -315,27 +312,27 @@ def cleanup(ctl: Controller, forge: Forge, number: int, why: str) -> None:
         )
 
 
-def janitor(ctl: Controller, forge: Forge) -> None:
+def janitor(deps: Deps, forge: Forge) -> None:
     """Run the janitor with the trusted settings (the prod branch's TTLs, the service's
     Spark), on the prod branch's project: never a pull request's."""
-    if ctl.ledger.last_sha(ctl.repo_key(forge)) is None:
+    if deps.ledger.last_sha(repo_key(forge)) is None:
         return  # no project was ever loaded for this repository: nothing built to clean
-    settings = ctl.settings(forge)
+    settings = trust.for_repository(deps, forge)
     sha = settings.sha or forge.commit_of(settings.branch)
     if sha is None:
         log.warning(
             "%s: janitor skipped: the prod branch %s has no commit", forge.repo, settings.branch
         )
         return
-    tree = ctl.tree(forge, sha)
-    project = ctl.load(tree, settings)
-    store = open_state(ctl.ctx.state_url)
+    tree = deps.checkout.tree(forge, sha)
+    project = trust.load_trusted(deps, tree, settings)
+    store = open_state(deps.state_url)
     try:
         report = run_janitor(
             store,
-            ctl.runner(project, tree, lambda _event: None),
-            url=ctl.ctx.state_url,
-            now=ctl.ctx.clock(),
+            deps.spark_runner(project, tree, lambda _event: None),
+            url=deps.state_url,
+            now=deps.clock(),
             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
         )
     finally:

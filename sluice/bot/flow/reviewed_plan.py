@@ -20,7 +20,9 @@ from typing import Any
 from sluice.core.model.definition import Project
 from sluice.core.model.graph import descendants
 from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category, Snapshot
+from sluice.core.state import StateStore
 
 REMOVED = "removed"
 
@@ -110,3 +112,12 @@ def review_of(
         json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()
     ).hexdigest()
     return PlanReview(fingerprint, tuple(items), direct, breaking)
+
+
+def prod_owners(store: StateStore) -> dict[str, str | None]:
+    """Model -> owner as prod has it: the owners a PR's own headers cannot change."""
+    record = store.get_environment(PROD)
+    if record is None:
+        return {}
+    stored = store.get_snapshots(ref.id for ref in record.snapshots).values()
+    return {s.name: (s.payload.get("model") or {}).get("owner") for s in stored}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from typing import TYPE_CHECKING
 
 from sluice.bot.events.commands import (
     HELP,
@@ -22,8 +21,9 @@ from sluice.bot.events.commands import (
     parse_line,
 )
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow import approval, promotion
-from sluice.bot.forge.base import Forge, PullRequest, writer
+from sluice.bot.flow import approval, pr_build, promotion, trust
+from sluice.bot.flow.deps import Deps
+from sluice.bot.forge.base import Forge, PullRequest, repo_key, writer
 from sluice.core import markdown as md
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
@@ -32,16 +32,13 @@ from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import DiffOptions
 from sluice.core.workflow import table_diff
 
-if TYPE_CHECKING:
-    from sluice.bot.flow.controller import Controller
-
 log = logging.getLogger(__name__)
 
 ACCEPTED = "+1"
 REFUSED = "confused"
 
 
-def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
+def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
     """Run the command in ``event``'s comment, if it holds one.
 
     Permission first: only the command line is looked for before the author's permission
@@ -93,10 +90,10 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
         # A fork's author may push between the writer's review and the build: a fork PR
         # is built at the head it had when the writer commented, not at the head it has
         # when the job runs.
-        seen = _head_when_commented(ctl, forge, pr, event) if pr.fork else pr
+        seen = _head_when_commented(deps, forge, pr, event) if pr.fork else pr
         if seen is None:
             return
-        ctl.preview(forge, ctl.target(seen, admit=True))
+        pr_build.preview(deps, forge, dataclasses.replace(seen, fork=False))
         if pr.fork:
             said = f"{md.mention(event.author)} built `{_short(seen.head_sha)}`, "
             if seen.head_sha == pr.head_sha:
@@ -108,21 +105,21 @@ def on_comment(ctl: Controller, forge: Forge, event: CommentEvent) -> None:
                     "build it."
                 )
             forge.reply(event.number, said)
-        approval.refresh(ctl, forge, forge.pull_request(event.number))
+        approval.refresh(deps, forge, forge.pull_request(event.number))
     elif command.name == "diff":
-        _diff(ctl, forge, pr, command, event.author)
+        _diff(deps, forge, pr, command, event.author)
     elif command.name == "deploy":
-        _deploy(ctl, forge, pr, event.author)
+        _deploy(deps, forge, pr, event.author)
 
 
 def _head_when_commented(
-    ctl: Controller, forge: Forge, pr: PullRequest, event: CommentEvent
+    deps: Deps, forge: Forge, pr: PullRequest, event: CommentEvent
 ) -> PullRequest | None:
     """``pr`` (a fork PR) at the head it had when ``event``'s writer commented; None, with
     a reply saying why, when that head is not known for sure.
 
     The head is the one the PR's own events last recorded (opened, synchronize, ...: the
-    controller records it as each is handled). Those events and this comment share the
+    flow records it as each is handled). Those events and this comment share the
     PR's queue key and run in the order they arrived, fork PR events superseding none
     (``events.supersedes``), so the record is the head as of the comment. Refused:
 
@@ -134,10 +131,10 @@ def _head_when_commented(
       head is recorded now instead and named in the reply: the writer reviews that commit
       and comments again, and that comment builds it (unless the PR moves meanwhile).
     """
-    repo = ctl.repo_key(forge)
-    recorded = ctl.ledger.pr_head(repo, pr.number)
+    repo = repo_key(forge)
+    recorded = deps.ledger.pr_head(repo, pr.number)
     if recorded is None:
-        ctl.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, ctl.ctx.clock())
+        deps.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, deps.clock())
         forge.reply(
             pr.number,
             (
@@ -188,32 +185,32 @@ def _unknown(sub: str) -> str:
     return f"{md.code(f'/sluice {sub}', QUOTE_LIMIT)} is not a Sluice command.\n\n"
 
 
-def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
+def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
     assert command.model is not None
     environment = pr_environment(pr.number)
-    tree = ctl.tree(forge, pr.head_sha)
+    tree = deps.checkout.tree(forge, pr.head_sha)
     try:
-        project = ctl.load(tree, ctl.settings(forge))
+        project = trust.load_trusted(deps, tree, trust.for_repository(deps, forge))
         settings = project.config.sluice.pr
         options = DiffOptions(
             where=command.where, decimals=settings.decimals, sample=settings.diff_sample
         )
-        store = open_state(ctl.ctx.state_url)
+        store = open_state(deps.state_url)
         try:
             result = table_diff(
                 store,
-                ctl.runner(project, tree, lambda _event: None),
+                deps.spark_runner(project, tree, lambda _event: None),
                 source=PROD,
                 target=environment,
                 model=command.model,
                 options=options,
-                url=ctl.ctx.state_url,
-                now=ctl.ctx.clock(),
+                url=deps.state_url,
+                now=deps.clock(),
             )
         finally:
             store.close()
     except SluiceError as exc:
-        text = ctl.scrub(str(exc), tree)
+        text = deps.scrub(str(exc), tree)
         forge.reply(
             pr.number,
             f"{md.mention(author)} {md.code(f'/sluice diff {command.model}')} failed:\n\n{md.fence(text, 'text')}",
@@ -229,8 +226,8 @@ def _diff(ctl: Controller, forge: Forge, pr: PullRequest, command: Command, auth
     )
 
 
-def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None:
-    verdict = approval.refresh(ctl, forge, pr)
+def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
+    verdict = approval.refresh(deps, forge, pr)
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
         forge.reply(
@@ -262,7 +259,7 @@ def _deploy(ctl: Controller, forge: Forge, pr: PullRequest, author: str) -> None
         )
         return
     outcome = promotion.promote(
-        ctl, forge, pr.head_sha, settings, label=f"#{pr.number}", number=pr.number
+        deps, forge, pr.head_sha, settings, label=f"#{pr.number}", number=pr.number
     )
     if not outcome.ok:
         forge.reply(pr.number, f"{md.mention(author)} deploy failed: {outcome.title}.")

@@ -2,7 +2,7 @@
 
 Three sources, and nothing else:
 
-- **The service** (``SLUICE_*``, handed in through the controller's context): credentials,
+- **The service** (``SLUICE_*``, handed to the flow in its :class:`~sluice.bot.flow.deps.Deps`): credentials,
   the repositories served, the prod branch's name (``SLUICE_PROD_BRANCH``), and where and
   how Spark runs: master, deploy mode and every Spark setting that could choose what runs
   (driver program, JVM options, jars, packages, plugins, extensions, metastore, warehouse).
@@ -33,15 +33,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import DeploySettings, GateSettings, gate_config
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
-from sluice.bot.forge.base import Forge
+from sluice.bot.forge.base import Forge, repo_key
 from sluice.core import markdown as md
 from sluice.core.config import ProjectConfig, SluiceSettings, SparkSettings, parse_config
 from sluice.core.errors import ConfigError
+from sluice.core.model.definition import Project
+from sluice.core.model.loader import load_project
 from sluice.core.yamlio import parse_yaml
 
 SETTINGS_ITEM = "config.yaml sluice:"
@@ -250,3 +254,30 @@ def _settings(
 ) -> Settings:
     deploy = parsed.deploy.model_copy(update={"prod_branch": branch})
     return Settings(branch, sha, parsed.sluice, parsed.gate, deploy, parsed.digest, source, note)
+
+
+def for_repository(deps: Deps, forge: Forge) -> Settings:
+    """The trusted settings of ``forge``'s repository: the prod branch's as in force.
+
+    Raises:
+        ConfigError: the prod branch's settings are invalid.
+    """
+    return settings_for(
+        forge,
+        deps.ledger,
+        repo_key(forge),
+        branch=deps.prod_branch,
+        path=deps.config_path,
+        now=deps.clock(),
+    )
+
+
+def load_trusted(deps: Deps, tree: Path, settings: Settings) -> Project:
+    """The project in ``tree`` with the trusted ``sluice:`` settings, not its own.
+
+    Never through the parse cache: a tree comes from a commit, and a commit can hold a
+    forged ``.sluice/cache/models.json`` whose entries would skip every check.
+    """
+    return load_project(
+        tree / deps.project_path, use_cache=False, sluice=settings.for_project(deps.spark)
+    )

@@ -1,8 +1,8 @@
-"""The forge port: everything the controller needs from GitHub, GitLab or a local repo.
+"""The forge port: everything the flow needs from GitHub, GitLab or a local repo.
 
 One :class:`Forge` object speaks for one repository. Implementations translate these
 calls to their API and raise :class:`ForgeError` with the forge's own message when a call
-fails; the controller never sees an HTTP library.
+fails; the flow never sees an HTTP library.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Review:
 
 
 class Forge(Protocol):
-    """What the controller asks of a forge, for one repository."""
+    """What the flow asks of a forge, for one repository."""
 
     name: str  # "github", "gitlab", "local"
     repo: str
@@ -166,3 +166,8 @@ class Forge(Protocol):
 def writer(permission: str) -> bool:
     """Whether a permission level may run commands (write or above)."""
     return permission in {"admin", "maintain", "write"}
+
+
+def repo_key(forge: Forge) -> str:
+    """How the ledger and the queue name ``forge``'s repository: ``<forge>:<owner/name>``."""
+    return f"{forge.name}:{forge.repo}"

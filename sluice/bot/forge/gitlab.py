@@ -36,7 +36,7 @@ DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
 MAX_RETRIES = 3  # after a 429 or a transient 5xx (python-gitlab's default is 10)
 DESCRIPTION_LIMIT = 255  # GitLab's cap on a commit status description
 ARCHIVE_CHUNK = 1024 * 1024
-# GitHub's reaction names (what the controller speaks) as GitLab award emoji.
+# GitHub's reaction names (what the flow speaks) as GitLab award emoji.
 EMOJI = {
     "+1": "thumbsup",
     "-1": "thumbsdown",
@@ -332,7 +332,7 @@ class GitLabForge:
     def reviews(self, number: int) -> list[Review]:
         """The approvals of merge request ``!number``, as GitLab lists them: one APPROVED
         review per approver, its id the user's id. GitLab does not say which commit an
-        approval was given on (``commit_sha`` None; the controller learns it from the
+        approval was given on (``commit_sha`` None; the flow learns it from the
         approval webhook), and gives ``approved_at`` only on recent versions."""
         with self._guard(f"listing the approvals of merge request !{number}"):
             approvals = self._mr(number).approvals.get().attributes

@@ -61,7 +61,7 @@ def marker(project_path: str) -> str:
 
 @dataclass(frozen=True)
 class CommentState:
-    """Everything the PR comment shows; the controller fills in what it knows so far."""
+    """Everything the PR comment shows; the flow fills in what it knows so far."""
 
     project: str | None
     environment: str

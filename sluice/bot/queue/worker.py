@@ -1,4 +1,4 @@
-"""The worker: takes jobs from the durable queue and hands their events to the controller.
+"""The worker: takes jobs from the durable queue and hands their events to the flow.
 
 Runs as a thread in the service (several with ``SLUICE_WORKERS``, and in several service
 processes sharing a PostgreSQL state database). A job holds a lease that a heartbeat
@@ -17,10 +17,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from sluice.bot.events.neutral import JanitorEvent, event_from_json, pr_key
-from sluice.bot.flow.controller import Controller
+from sluice.bot.events.neutral import Event, JanitorEvent, event_from_json, pr_key
 from sluice.bot.present.metrics import Registry
 from sluice.bot.queue.store import Job, JobQueue, NewJob
 
@@ -37,8 +36,10 @@ class Worker:
     def __init__(
         self,
         queue: JobQueue,
-        controller: Controller,
         *,
+        handle: Callable[[Event], None],
+        abandon: Callable[[Event, str], None],
+        repositories: Callable[[], Iterable[tuple[str, int | None]]] = lambda: (),
         metrics: Registry | None = None,
         poll_seconds: float = 0.5,
         heartbeat_seconds: float = 10.0,
@@ -46,7 +47,10 @@ class Worker:
         scrub: Callable[[str], str] = lambda text: text,
         serves: Callable[[str, str], bool] = lambda forge, repo: True,
     ) -> None:
-        self.queue, self.controller, self.metrics = queue, controller, metrics
+        self.queue, self.metrics = queue, metrics
+        # The flow, as callables: run an event; give up on one for good (tell the PR and
+        # record it as handled); the repositories seen (the janitor's schedule).
+        self.handle, self.abandon, self.repositories = handle, abandon, repositories
         self.serves = serves  # (forge, repository) -> whether the service serves it
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
         self.janitor_seconds = janitor_seconds
@@ -102,7 +106,7 @@ class Worker:
             self._purged = period
             self.queue.purge(now, KEEP_FINISHED_SECONDS)
         queued = 0
-        for repo, installation in self.controller.ledger.repositories():
+        for repo, installation in self.repositories():
             forge, _, name = repo.partition(":")
             if not self.serves(forge, name):
                 continue
@@ -141,7 +145,7 @@ class Worker:
         beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
         beat.start()
         try:
-            self.controller.handle(event)
+            self.handle(event)
         except Exception as exc:
             message = self.scrub(str(exc) or exc.__class__.__name__)
             log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
@@ -172,20 +176,6 @@ class Worker:
     def _give_up(self, job: Job, message: str) -> None:
         event = event_from_json(job.payload)  # a document the queue stored: it parsed before
         try:
-            self.controller.give_up(event, message)
+            self.abandon(event, message)
         except Exception:
-            log.exception("could not report the failure of job %s on the forge", job.id)
-        # Done with, for good: a replay of the event (a new delivery id) does not run it
-        # again either, e.g. an old merge whose promotion failed after newer ones landed.
-        key = event.content_key()
-        if key is not None:
-            try:
-                self.controller.ledger.record_handled(
-                    f"{event.forge}:{event.repo}",
-                    key,
-                    event.kind,
-                    "failed",
-                    self.controller.ctx.clock(),
-                )
-            except Exception:
-                log.exception("could not record job %s's event as handled", job.id)
+            log.exception("could not record the failure of job %s", job.id)

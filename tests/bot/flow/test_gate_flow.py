@@ -1,7 +1,7 @@
 """The approval gate, comment commands and tag promotions, driven by real GitHub payloads.
 
 Each test parses a real delivery from tests/fixtures/webhooks with ``parse_github`` and hands
-it to the controller, which talks to ``FakeGitHub`` at the wire through PyGithub. None of
+it to the flow, which talks to ``FakeGitHub`` at the wire through PyGithub. None of
 these paths runs Spark: plans are recorded in the ledger as a PR build would record them
 (the Spark-backed flow is in test_lifecycle.py).
 """
@@ -20,7 +20,8 @@ from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.commands import HELP
 from sluice.bot.events.github import parse_github
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.core import workflow
@@ -39,7 +40,7 @@ BASE_CONFIG = (
 
 
 class Bot:
-    """A controller on a SQLite state, its ledger, and the fake GitHub it talks to."""
+    """A flow on a SQLite state, its ledger, and the fake GitHub it talks to."""
 
     def __init__(self, root: Path, github: FakeGitHub) -> None:
         self.root, self.github = root, github
@@ -48,15 +49,14 @@ class Bot:
             webhook_secret="s", github_token="ghp_gateToken", workdir=root / "work",
             database_url=self.url, github_request_interval=0, github_write_interval=0,
         )  # type: ignore[arg-type]  # fmt: skip
-        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
                           state_url=self.url, clock=lambda: NOW)  # fmt: skip
-        self.controller = Controller(context)
         self.ledger = Ledger(self.url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
-        self.controller.handle(parsed)
+        dispatch.handle(self.deps, parsed)
 
     def plan(
         self, number: int, sha: str, fingerprint: str, owners: dict[str, str | None] | None = None
@@ -81,7 +81,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
         github.install(mock)
         made = Bot(tmp_path, github)
         yield made
-        made.controller.close()
+        made.deps.close()
         made.ledger.close()
 
 
@@ -415,7 +415,7 @@ def test_merges_never_supersede_each_other_but_new_heads_do() -> None:
 def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> None:
     command = parse_github("issue_comment", _comment("bob", "/sluice diff s.m"))
     assert command is not None
-    bot.controller.give_up(command, "Spark died")
+    dispatch.give_up(bot.deps, command, "Spark died")
     reply = bot.github.comments_on(7)[-1]["body"]
     assert reply.startswith("@bob Sluice could not run your command") and "Spark died" in reply
     merged = parse_github("pull_request", _payload(
@@ -423,7 +423,7 @@ def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> N
         **{"pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C},
     ))  # fmt: skip
     assert merged is not None
-    bot.controller.give_up(merged, "the state database went away")
+    dispatch.give_up(bot.deps, merged, "the state database went away")
     deploy = bot.github.checks_on(C)["sluice/deploy"]
     assert deploy["conclusion"] == "failure" and "went away" in deploy["output"]["summary"]
 

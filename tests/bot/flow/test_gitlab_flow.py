@@ -1,8 +1,8 @@
 """The approval gate on GitLab: MR approvals bound to the plan they were given on.
 
 GitLab's approvals API lists who approved, not on which commit; the approval webhook
-names the head (``last_commit.id``), which the controller records. Each test parses a real
-GitLab delivery with ``parse_gitlab`` and hands it to the controller, which talks to
+names the head (``last_commit.id``), which the flow records. Each test parses a real
+GitLab delivery with ``parse_gitlab`` and hands it to the flow, which talks to
 ``FakeGitLab`` through python-gitlab. No Spark: plans are recorded in the ledger as a
 build would record them (the Spark-backed flow is test_gitlab_lifecycle.py).
 """
@@ -19,7 +19,8 @@ import responses
 
 from sluice.bot.entry.app import forge_factory
 from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from tests.helpers.cases import load_case, record_prod
@@ -40,9 +41,8 @@ class Bot:
         self.gitlab = gitlab
         settings = gitlab_settings(root)
         self.url = settings.state_url()
-        context = Context(forge_for=forge_factory(settings), workdir=root / "work",
+        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
                           state_url=self.url, clock=lambda: NOW)  # fmt: skip
-        self.controller = Controller(context)
         self.ledger = Ledger(self.url)
 
     def plan(self, sha: str, fingerprint: str) -> None:
@@ -66,7 +66,7 @@ class Bot:
     def deliver(self, payload: dict[str, Any], hook: str = "Merge Request Hook") -> None:
         event = parse_gitlab(hook, payload)
         assert event is not None
-        self.controller.handle(event)
+        dispatch.handle(self.deps, event)
 
     def deliver_tag(self, payload: dict[str, Any]) -> None:
         self.deliver(payload, "Tag Push Hook")
@@ -89,7 +89,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
         gitlab.install(mock)
         made = Bot(tmp_path, gitlab)
         yield made
-        made.controller.close()
+        made.deps.close()
         made.ledger.close()
 
 
@@ -101,12 +101,12 @@ def test_an_approval_counts_for_the_plan_it_was_given_on(bot: Bot) -> None:
     # A push that keeps the plan keeps the approval (GitLab kept it too).
     bot.gitlab.merge_requests[7]["sha"] = B
     bot.plan(B, "fp1")
-    bot.controller.handle(_review_refresh(B))
+    dispatch.handle(bot.deps, _review_refresh(B))
     assert bot.gate(B)["state"] == "success"
 
     # A push that changes the plan makes it stale, though GitLab still lists bob.
     bot.plan(B, "fp2")
-    bot.controller.handle(_review_refresh(B))
+    dispatch.handle(bot.deps, _review_refresh(B))
     gate = bot.gate(B)
     assert gate["state"] == "failed"
     assert gate["description"] == (

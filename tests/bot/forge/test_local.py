@@ -1,7 +1,7 @@
 """The local forge (a git repository on disk) and ``sluice pr``, on real git repositories.
 
 Every method of :class:`LocalForge` runs against a repository made in a temporary folder.
-The CLI tests drive the controller through ``sluice pr``; all but one replace Spark with
+The CLI tests drive the flow through ``sluice pr``; all but one replace Spark with
 a runner that fails at once (or need none: the gate, commands and a promotion that finds
 prod already in place), and plans are recorded in the ledger as a build would record
 them. One test runs the whole flow on Spark: open, approve, merge, promoted.

@@ -1,4 +1,4 @@
-"""The in-memory forge keeps the protocol's promises, and carries the controller's flow
+"""The in-memory forge keeps the protocol's promises, and carries the flow
 without HTTP, git or Spark."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.archive import TreeLimits
 from sluice.bot.forge.base import Check, ForgeError, UnusableTree
 from sluice.bot.forge.memory import BOT_USER, MemoryForge
@@ -96,17 +97,17 @@ def test_reviews_permissions_reactions_checks_and_deployments() -> None:
     assert forge.deployments[0].statuses == [("success", "done")]
 
 
-# -- the controller's flow on it: commands, no HTTP, no Spark ---------------------------
+# -- the flow on it: commands, no HTTP, no Spark ---------------------------
 
 
-def _controller(forge: MemoryForge, tmp_path: Path) -> Controller:
-    context = Context(
+def _deps(forge: MemoryForge, tmp_path: Path) -> Deps:
+    context = make_deps(
         forge_for=lambda _event: forge,
         workdir=tmp_path / "work",
         state_url=f"sqlite:///{tmp_path / 'state.db'}",
         clock=lambda: 1_700_000_000_000,
     )
-    return Controller(context)
+    return context
 
 
 def _comment(author: str, body: str, comment_id: int) -> CommentEvent:
@@ -124,12 +125,12 @@ def _comment(author: str, body: str, comment_id: int) -> CommentEvent:
 
 def test_a_command_from_someone_without_write_access_gets_one_fixed_reply(tmp_path: Path) -> None:
     forge = _forge()
-    controller = _controller(forge, tmp_path)
+    deps = _deps(forge, tmp_path)
     try:
         comment = forge.add_comment(7, "eve", "/sluice deploy [x](https://evil.example)")
-        controller.handle(_comment("eve", "/sluice deploy [x](https://evil.example)", comment))
+        dispatch.handle(deps, _comment("eve", "/sluice deploy [x](https://evil.example)", comment))
     finally:
-        controller.close()
+        deps.close()
     [reply] = forge.bot_comments(7)
     assert reply.startswith("@eve only users with write permission")
     assert "evil.example" not in reply
@@ -139,12 +140,12 @@ def test_a_command_from_someone_without_write_access_gets_one_fixed_reply(tmp_pa
 def test_help_from_a_writer_lists_the_commands(tmp_path: Path) -> None:
     forge = _forge()
     forge.roles["bob"] = "write"
-    controller = _controller(forge, tmp_path)
+    deps = _deps(forge, tmp_path)
     try:
         comment = forge.add_comment(7, "bob", "/sluice help")
-        controller.handle(_comment("bob", "/sluice help", comment))
+        dispatch.handle(deps, _comment("bob", "/sluice help", comment))
     finally:
-        controller.close()
+        deps.close()
     [reply] = forge.bot_comments(7)
     assert "/sluice plan" in reply and "/sluice deploy" in reply
     assert [c.author for c in forge.comments[7]] == ["bob", BOT_USER]

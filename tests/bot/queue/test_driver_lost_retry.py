@@ -23,7 +23,8 @@ import responses
 from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import PullRequestEvent, pr_key
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
@@ -60,6 +61,7 @@ class Bot:
     queue: JobQueue
     worker: Worker
     runner: Flaky
+    deps: Deps
 
     def job(self, event: PullRequestEvent, delivery: str) -> int:
         job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
@@ -91,14 +93,13 @@ def bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Bot]:
         database_url=url, github_request_interval=0, github_write_interval=0,
     )  # type: ignore[arg-type]  # fmt: skip
     runner = Flaky(lost)
-    context = Context(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
+    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+                     state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
     queue = JobQueue(url, max_attempts=3)
-    controller = Controller(context)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
-        yield Bot(github, queue, Worker(queue, controller), runner)
-    controller.close()
+        yield Bot(github, queue, Worker(queue, **dispatch.bound(deps)), runner, deps)
+    deps.close()
     queue.close()
 
 
@@ -143,7 +144,7 @@ def test_a_promotion_run_again_keeps_its_one_deployment_record(bot: Bot) -> None
     assert deploy["conclusion"] == "success", deploy["output"]
     [deployment] = bot.github.deployments
     assert [s["state"] for s in deployment["statuses"]] == ["in_progress", "in_progress", "success"]
-    assert bot.worker.controller.ledger.deployment(f"github:{OWNER}", MERGE, "prod") is None
+    assert bot.deps.ledger.deployment(f"github:{OWNER}", MERGE, "prod") is None
 
 
 @pytest.mark.parametrize("bot", [3], indirect=True)
@@ -158,4 +159,4 @@ def test_a_promotion_lost_on_every_attempt_closes_its_deployment_record(bot: Bot
     assert deploy["output"]["title"] == "The promotion job failed on every attempt"
     [deployment] = bot.github.deployments
     assert [s["state"] for s in deployment["statuses"]][-1] == "failure"
-    assert bot.worker.controller.ledger.deployment(f"github:{OWNER}", MERGE, "prod") is None
+    assert bot.deps.ledger.deployment(f"github:{OWNER}", MERGE, "prod") is None

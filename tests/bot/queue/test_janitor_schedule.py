@@ -6,25 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.bot.events.neutral import JanitorEvent, event_from_json
-from sluice.bot.flow.controller import Context, Controller
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.queue.worker import Worker
 
 
-def _worker(url: str, tmp_path: Path, queue: JobQueue, seconds: float) -> Worker:
+def _worker(url: str, tmp_path: Path, queue: JobQueue, seconds: float) -> tuple[Worker, Deps]:
     def no_forge(event: object) -> object:
         raise AssertionError("scheduling needs no forge")
 
-    context = Context(forge_for=no_forge, workdir=tmp_path, state_url=url)  # type: ignore[arg-type]
-    return Worker(queue, Controller(context), janitor_seconds=seconds)
+    deps = make_deps(forge_for=no_forge, workdir=tmp_path, state_url=url)  # type: ignore[arg-type]
+    return Worker(queue, **dispatch.bound(deps), janitor_seconds=seconds), deps
 
 
 def test_each_repository_gets_one_janitor_job_per_period(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     queue = JobQueue(url)
-    first, second = (_worker(url, tmp_path, queue, 3600) for _ in range(2))
-    first.controller.ledger.seen("github:octo/a", 11, 1)
-    first.controller.ledger.seen("github:octo/b", None, 1)
+    (first, first_deps), (second, second_deps) = (
+        _worker(url, tmp_path, queue, 3600) for _ in range(2)
+    )
+    first_deps.ledger.seen("github:octo/a", 11, 1)
+    first_deps.ledger.seen("github:octo/b", None, 1)
     try:
         assert first.schedule_janitor(7200.0) == 2
         assert second.schedule_janitor(7300.0) == 0  # the same hour: already queued
@@ -38,8 +41,10 @@ def test_each_repository_gets_one_janitor_job_per_period(tmp_path: Path) -> None
         )
         event = event_from_json(jobs[0].payload)
         assert isinstance(event, JanitorEvent) and event.repo in ("octo/a", "octo/b")
-        assert _worker(url, tmp_path, queue, 0).schedule_janitor(20000.0) == 0  # turned off
+        off, off_deps = _worker(url, tmp_path, queue, 0)
+        assert off.schedule_janitor(20000.0) == 0  # turned off
+        off_deps.close()
     finally:
-        for worker in (first, second):
-            worker.controller.close()
+        for deps in (first_deps, second_deps):
+            deps.close()
         queue.close()

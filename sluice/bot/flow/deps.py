@@ -1,0 +1,114 @@
+"""What the flow's handlers work with: one frozen :class:`Deps`, made by an entry point (the
+service, the Action, ``sluice pr``) or a test with :func:`make_deps`.
+
+Each handler (:mod:`sluice.bot.flow.dispatch` picks one per event type) takes the ``Deps``
+and uses only the parts it needs; nothing in here decides anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.bot.events.neutral import Event
+from sluice.bot.flow.checkout import Checkout
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.sticky import StickyComment
+from sluice.bot.forge.base import Forge
+from sluice.bot.present.redact import Redactor
+from sluice.core.config import SparkSettings
+from sluice.core.model.definition import Project
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner, SubmitRunner
+
+RunnerFactory = Callable[[Project, Path, OnEvent], Runner]
+"""(project, its tree, progress callback) -> the Spark runner of one job."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Deps:
+    """The flow's dependencies: forges, records, the sticky comment, checkouts, Spark,
+    the state database, the clock and the scrubber of outgoing text."""
+
+    forge_for: Callable[[Event], Forge]
+    ledger: Ledger
+    sticky: StickyComment
+    checkout: Checkout
+    spark_runner: RunnerFactory
+    state_url: str
+    redactor: Redactor
+    clock: Callable[[], int] = _now_ms
+    project_path: str = "."
+    prod_branch: str = "main"
+    """The branch whose config.yaml holds the trusted settings (``SLUICE_PROD_BRANCH``)."""
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    """Where and how Spark runs (``SLUICE_SPARK_*``): never taken from a repository."""
+    job_timeout: float | None = JOB_TIMEOUT_S
+    """Seconds one Spark job may run (``SLUICE_JOB_TIMEOUT_SECONDS``); None: no limit."""
+
+    @property
+    def config_path(self) -> str:
+        """The project's config.yaml, relative to the repository root."""
+        path = self.project_path.strip("/")
+        return "config.yaml" if path in ("", ".") else f"{path}/config.yaml"
+
+    def scrub(self, text: str, tree: Path | None = None) -> str:
+        """``text`` fit to leave the service: paths in ``tree`` relative, secrets (in any
+        printed encoding) and host paths replaced (:mod:`sluice.bot.present.redact`)."""
+        if tree is not None:
+            text = text.replace(f"{tree}/", "").replace(str(tree), ".")
+        return self.redactor(text)
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+def make_deps(
+    *,
+    forge_for: Callable[[Event], Forge],
+    workdir: Path,
+    state_url: str,
+    project_path: str = ".",
+    clock: Callable[[], int] = _now_ms,
+    runner_for: RunnerFactory | None = None,
+    secrets: tuple[str, ...] = (),
+    prod_branch: str = "main",
+    spark: SparkSettings | None = None,
+    job_timeout: float | None = JOB_TIMEOUT_S,
+) -> Deps:
+    """The flow's :class:`Deps` from the service's settings (opens the ledger).
+
+    ``runner_for`` defaults to spark-submit with the embedded metastore and warehouse under
+    ``workdir/spark`` and job logs under ``workdir/logs``.
+    """
+    ledger = Ledger(state_url)
+
+    def submit(project: Project, tree: Path, on_event: OnEvent) -> Runner:
+        root = workdir.resolve()
+        paths = SparkPaths(root=root / "spark", logs=root / "logs")
+        # The project was loaded with the trusted settings: its Spark settings are the
+        # service's plus the prod branch's tuning (see trust.Settings.spark).
+        return SubmitRunner(
+            project.config.sluice.spark, paths, on_event=on_event, timeout=job_timeout
+        )
+
+    return Deps(
+        forge_for=forge_for,
+        ledger=ledger,
+        sticky=StickyComment(ledger, project_path),
+        checkout=Checkout(workdir),
+        spark_runner=runner_for or submit,
+        state_url=state_url,
+        redactor=Redactor(secrets, paths=[workdir]),
+        clock=clock,
+        project_path=project_path,
+        prod_branch=prod_branch,
+        spark=spark or SparkSettings(),
+        job_timeout=job_timeout,
+    )

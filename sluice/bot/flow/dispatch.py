@@ -1,0 +1,237 @@
+"""One handler per event type: :data:`HANDLERS` maps each neutral event to the function
+that does its work. This module imports the handlers and is imported by none of them;
+an entry point binds it to its :class:`~sluice.bot.flow.deps.Deps` (:func:`bound`) and
+hands the worker plain callables.
+
+Before a handler runs, :func:`handle` checks what holds for every event: the service
+keeps one repository's prod, a replayed delivery runs once, and a late PR event does not
+rebuild over a newer head.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypedDict
+
+from sluice.bot.events.neutral import (
+    CheckRunEvent,
+    CommentEvent,
+    Event,
+    JanitorEvent,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+)
+from sluice.bot.flow import approval, pr_build, promotion, run_command
+from sluice.bot.flow.deps import Deps
+from sluice.bot.forge.base import Check, Forge, repo_key
+from sluice.bot.present import comment
+from sluice.bot.present.comment import CommentState
+from sluice.core import markdown as md
+from sluice.core.snapshot.naming import pr_environment
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Deps, Forge, Any], None]
+
+
+def _on_pull_request(deps: Deps, forge: Forge, event: PullRequestEvent) -> None:
+    if event.action == "closed":
+        if event.merged:
+            promotion.on_merge(deps, forge, event)
+        else:
+            promotion.cleanup(deps, forge, event.number, "the PR was closed")
+    elif event.action in pr_build.PREVIEW_ACTIONS:
+        pr_build.on_opened(deps, forge, event)
+
+
+def _on_review(deps: Deps, forge: Forge, event: ReviewEvent) -> None:
+    if event.state == "APPROVED" and event.commit_sha:
+        deps.ledger.review_head(
+            repo_key(forge), event.number, event.reviewer, event.commit_sha, deps.clock()
+        )
+    approval.refresh(deps, forge, forge.pull_request(event.number))
+
+
+def _on_tag(deps: Deps, forge: Forge, event: TagEvent) -> None:
+    promotion.on_tag(deps, forge, event)
+
+
+def _on_janitor(deps: Deps, forge: Forge, event: JanitorEvent) -> None:
+    promotion.janitor(deps, forge)
+
+
+HANDLERS: dict[type[Event], Handler] = {
+    PullRequestEvent: _on_pull_request,
+    ReviewEvent: _on_review,
+    CheckRunEvent: pr_build.on_check_run,
+    CommentEvent: run_command.on_comment,
+    TagEvent: _on_tag,
+    JanitorEvent: _on_janitor,
+}
+"""Event type -> the handler that does its work."""
+
+
+def handle(deps: Deps, event: Event) -> None:
+    """Do what ``event`` asks. Forge and engine errors are reported on the PR, not raised,
+    unless reporting itself fails (then the worker retries the job).
+
+    An event that changes state runs once by its content (``event.content_key()``, see
+    :mod:`sluice.bot.events.neutral`): one whose key the ledger has recorded for the
+    repository (a signed delivery replayed under a new delivery id) is skipped with an
+    INFO line, and nothing is posted. The key is recorded once the event was handled, not
+    before: a job cut short by a crash and run again still runs. A PR event records the
+    PR's head (what a writer's ``/sluice plan`` on a fork PR builds); one older than the
+    head recorded (a late or replayed delivery) builds nothing.
+    """
+    forge = deps.forge_for(event)
+    repo = repo_key(forge)
+    owner = deps.ledger.belongs_to(f"{repo}#{deps.project_path}", deps.clock())
+    if owner != f"{repo}#{deps.project_path}":
+        _refuse_repository(deps, forge, event, owner)
+        return
+    deps.ledger.seen(repo, event.installation_id, deps.clock())
+    key = event.content_key()
+    if key is not None:
+        before = deps.ledger.handled(repo, key)
+        if before is not None:
+            outcome, at = before
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
+            log.info(
+                "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
+                "a delivery sent again under a new delivery id does not run again",
+                repo,
+                event.kind,
+                key,
+                when,
+                outcome,
+            )
+            return
+    if (
+        isinstance(event, PullRequestEvent)
+        and event.action in pr_build.PREVIEW_ACTIONS
+        and not deps.ledger.record_pr_head(
+            repo, event.number, event.head_sha, event.updated_ms, deps.clock()
+        )
+    ):
+        log.info(
+            "%s#%s: %s of %s skipped: a newer event of the PR was handled (a late "
+            "or replayed delivery)",
+            repo,
+            event.number,
+            event.action,
+            event.head_sha[:12],
+        )
+        return
+    HANDLERS[type(event)](deps, forge, event)
+    if key is not None:
+        deps.ledger.record_handled(repo, key, event.kind, "done", deps.clock())
+
+
+def _refuse_repository(deps: Deps, forge: Forge, event: Event, owner: str) -> None:
+    """One state database holds one repository's prod: refuse a second one (a shared
+    prod would let either repository's merges replace the other's)."""
+    log.error(
+        "%s: %s event refused: this service's state database and warehouse "
+        "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
+        "for each repository",
+        repo_key(forge),
+        event.kind,
+        owner,
+    )
+    number = event.number if isinstance(event, PullRequestEvent | CommentEvent) else None
+    if number is None or (isinstance(event, PullRequestEvent) and event.action == "closed"):
+        return
+    deps.sticky.publish(
+        forge,
+        number,
+        body=(
+            f"{deps.sticky.marker}\n### ❌ Sluice refused this repository\n\n"
+            "This Sluice service already keeps another repository's prod and environments "
+            "in its state database and Spark warehouse, and one service keeps one "
+            "repository's apart from nothing else: serving this one too would let the "
+            "merges of either replace the other's prod. Nothing was built or changed. Ask "
+            "the people who run Sluice for a service of this repository's own (its own "
+            "`SLUICE_DATABASE_URL` and `SLUICE_WORKDIR`; `SLUICE_REPOSITORIES` naming it)."
+        ),
+    )
+
+
+def give_up(deps: Deps, event: Event, error: str) -> None:
+    """The job failed for good: say so where the people it concerns will look."""
+    forge = deps.forge_for(event)
+    text = deps.scrub(error)
+    if isinstance(event, CommentEvent):
+        forge.reply(
+            event.number,
+            f"{md.mention(event.author)} Sluice could not run your command: "
+            f"it failed on every attempt.\n\n{md.fence(text, 'text')}",
+        )
+        return
+    promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
+    if isinstance(event, TagEvent):
+        promoted = event.sha
+    if promoted:
+        forge.set_check(
+            promoted,
+            Check(
+                promotion.DEPLOY,
+                "completed",
+                "The promotion job failed on every attempt",
+                f"{md.fence(text, 'text')}",
+                conclusion="failure",
+            ),
+        )
+        promotion.abandon(deps, forge, promoted, "The promotion job failed on every attempt")
+    if not isinstance(event, PullRequestEvent) or event.action == "closed":
+        return
+    for name in pr_build.PR_CHECKS:
+        forge.set_check(
+            event.head_sha,
+            Check(name, "completed", "Sluice gave up on this commit", text, conclusion="failure"),
+        )
+    state = CommentState(
+        None,
+        pr_environment(event.number),
+        event.head_sha,
+        "failure",
+        "the job failed after every retry",
+        error=("Error", text),
+        footer=pr_build.footer(deps, event.head_sha),
+    )
+    body = comment.comment(state, limit=forge.comment_limit, marker=deps.sticky.marker)
+    deps.sticky.publish(forge, event.number, body=body)
+
+
+def abandon(deps: Deps, event: Event, error: str) -> None:
+    """The queue gives up on ``event``'s job: :func:`give_up`, then record the event as
+    handled (failed), so a replay of it under a new delivery id does not run either, e.g.
+    an old merge whose promotion failed after newer ones landed."""
+    try:
+        give_up(deps, event, error)
+    except Exception:
+        log.exception("could not report the failure of a %s event on the forge", event.kind)
+    key = event.content_key()
+    if key is not None:
+        deps.ledger.record_handled(
+            f"{event.forge}:{event.repo}", key, event.kind, "failed", deps.clock()
+        )
+
+
+class Bound(TypedDict):
+    """The flow as the queue's worker calls it: plain callables, no flow types."""
+
+    handle: Callable[[Event], None]
+    abandon: Callable[[Event, str], None]
+    repositories: Callable[[], Iterable[tuple[str, int | None]]]
+
+
+def bound(deps: Deps) -> Bound:
+    """:func:`handle`, :func:`abandon` and the repositories seen, bound to ``deps``."""
+    return Bound(
+        handle=lambda event: handle(deps, event),
+        abandon=lambda event, error: abandon(deps, event, error),
+        repositories=deps.ledger.repositories,
+    )

@@ -1,0 +1,433 @@
+"""The PR build: a pull request's environment built, diffed against prod and reported
+(checks and the sticky comment), then its gate evaluated on the new plan.
+
+Handles a pull request opened, pushed to, reopened or made ready (:func:`on_opened`) and
+a re-run of one of its checks (:func:`on_check_run`); ``/sluice plan`` calls
+:func:`preview`. Spark work goes through core (one job per build); this process never
+starts a JVM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from sluice.bot.events.neutral import CheckRunEvent, PullRequestEvent
+from sluice.bot.flow import approval, trust
+from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.reviewed_plan import prod_owners, review_of
+from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree, repo_key
+from sluice.bot.present import comment
+from sluice.bot.present.comment import CommentState
+from sluice.core import markdown as md
+from sluice.core.errors import ConfigError, DriverLost, SluiceError
+from sluice.core.model.definition import Project
+from sluice.core.preview import PreviewResult, preview_environment
+from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.state import StateStore, open_state
+from sluice.core.tablediff.result import DiffOptions
+from sluice.core.timeutil import DAY_MS
+from sluice.core.workflow import plan_environment
+
+log = logging.getLogger(__name__)
+
+TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
+PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
+PREVIEW_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
+PROGRESS_EVERY_S = 10.0
+
+
+def on_opened(deps: Deps, forge: Forge, event: PullRequestEvent) -> None:
+    """A PR opened, pushed to, reopened or made ready: build it and evaluate its gate."""
+    pr = _pull(event)
+    if not pr.author:  # the payload did not say (GitLab: someone else pushed)
+        pr = dataclasses.replace(pr, author=forge.pull_request(pr.number).author)
+    plan_and_gate(deps, forge, pr)
+
+
+def plan_and_gate(deps: Deps, forge: Forge, pr: PullRequest) -> None:
+    """Build ``pr``'s environment, then evaluate its gate on the new plan."""
+    result = preview(deps, forge, pr)
+    if result is not None:
+        try:
+            approval.refresh(deps, forge, pr)
+        except SluiceError as exc:  # the build is done: do not redo it for the gate
+            log.warning("%s#%s: gate not evaluated: %s", forge.repo, pr.number, exc)
+            forge.set_check(
+                pr.head_sha,
+                Check(
+                    approval.APPROVAL,
+                    "completed",
+                    "The gate could not be evaluated",
+                    f"{deps.scrub(str(exc))}\n\nRe-run this check to try again.",
+                    conclusion="failure",
+                ),
+            )
+    elif not pr.draft and not pr.fork:
+        forge.set_check(
+            pr.head_sha,
+            Check(
+                approval.APPROVAL,
+                "completed",
+                "No plan to approve",
+                "This commit could not be planned (see `sluice/pr-environment`), so there is "
+                "nothing to approve yet.",
+                conclusion="failure",
+            ),
+        )
+
+
+def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
+    for number in event.numbers:
+        pr = forge.pull_request(number)
+        if not pr.open or pr.head_sha != event.head_sha:
+            continue  # an older commit's check: its plan is not the one to act on
+        if event.action == "rerequested" and event.check_name in (*PR_CHECKS, ""):
+            plan_and_gate(deps, forge, pr)
+        elif event.action == "rerequested" and event.check_name == approval.APPROVAL:
+            approval.refresh(deps, forge, pr)
+        elif event.action == "requested_action" and event.identifier == "approve":
+            deps.ledger.click(
+                repo_key(forge), number, event.requester, event.head_sha, deps.clock()
+            )
+            approval.refresh(deps, forge, pr)
+
+
+def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
+    """Build ``pr``'s environment, diff it, and report; None when nothing was built."""
+    environment = pr_environment(pr.number)
+    post = _Poster(deps, forge, pr, footer(deps, pr.head_sha))
+    if pr.draft:
+        post.comment(
+            CommentState(
+                None,
+                environment,
+                pr.head_sha,
+                "neutral",
+                "draft",
+                progress="This PR is a draft: Sluice builds its environment once it is ready for review.",
+            )
+        )
+        return None
+    if pr.fork:
+        post.comment(
+            CommentState(
+                None,
+                environment,
+                pr.head_sha,
+                "neutral",
+                "fork PR not built",
+                progress="This PR comes from a fork, so Sluice does not run its code "
+                "until a user with write permission comments `/sluice plan`.",
+            )
+        )
+        return None
+    for name in PR_CHECKS:
+        post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
+    post.comment(
+        CommentState(
+            None, environment, pr.head_sha, "queued", "queued", progress="Fetching the project"
+        )
+    )
+    try:
+        tree = deps.checkout.tree(forge, pr.head_sha)
+    except UnusableTree as exc:  # permanent: tell the PR now rather than retry
+        _failed(post, environment, "The repository's files were refused", str(exc))
+        return None
+    deps.ledger.seen(repo_key(forge), None, deps.clock(), sha=pr.head_sha)
+    try:
+        settings = trust.for_repository(deps, forge)
+    except ConfigError as exc:
+        _failed(post, environment, "The prod branch's settings are invalid", deps.scrub(str(exc)))
+        return None
+    try:
+        project = trust.load_trusted(deps, tree, settings)
+        own = trust.parse(_read(tree / deps.config_path), deps.config_path)
+    except SluiceError as exc:
+        _failed(post, environment, "The project does not load", deps.scrub(str(exc), tree))
+        return None
+    _settings_notice(deps, forge, pr.number, settings, own)
+    post.project = project.config.sluice.project  # one project per repository: pr_<n>
+    post.recent_days = project.config.sluice.pr.backfill_days
+    store = open_state(deps.state_url)
+    try:
+        return _build(deps, post, project, store, environment, tree, settings, own)
+    finally:
+        store.close()
+
+
+def _build(
+    deps: Deps,
+    post: _Poster,
+    project: Project,
+    store: StateStore,
+    environment: str,
+    tree: Path,
+    trusted: trust.Settings,
+    own: trust.Parsed,
+) -> PreviewResult | None:
+    settings = project.config.sluice.pr
+    now = deps.clock()
+    start = now - settings.backfill_days * DAY_MS if settings.backfill_days is not None else None
+    try:
+        # Against prod: the plan says what the PR changes, also when its environment
+        # already holds this commit (a re-run, a push that only edits other files).
+        plan = plan_environment(
+            project, store, environment, start=start, end=now, execution_time=now, against=PROD
+        )
+    except SluiceError as exc:
+        _failed(post, environment, "Sluice could not plan this PR", deps.scrub(str(exc), tree))
+        return None
+    for name in PR_CHECKS:
+        post.check(Check(name, "in_progress", "Running", "Building the environment."))
+    progress = _Progress(post, environment, plan)
+    post.comment(progress.state("Starting Spark"))
+    runner = deps.spark_runner(project, tree, progress.on_event)
+    try:
+        result = preview_environment(
+            project,
+            store,
+            plan,
+            runner,
+            url=deps.state_url,
+            now=now,
+            diff_cap=settings.diff_limit,
+            diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),
+        )
+    except DriverLost:
+        # Not this commit's fault: the worker runs the job again (and reports on the PR
+        # only after its last attempt). The checks stay in progress meanwhile.
+        raise
+    except SluiceError as exc:
+        _failed(
+            post,
+            environment,
+            "Building the environment failed",
+            deps.scrub(str(exc), tree),
+            plan,
+        )
+        return None
+    prod = plan_environment(project, store, PROD, end=now, execution_time=now)
+    # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
+    extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
+    review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
+    deps.ledger.record_plan(repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now)
+    _report(post, environment, result, prod)
+    return result
+
+
+def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
+    title, body = comment.tests_summary(result.tests)
+    post.check(
+        Check(
+            TESTS,
+            "completed",
+            title,
+            body,
+            conclusion="success" if result.tests_passed else "failure",
+        )
+    )
+    plan = result.plan
+    if not plan.changes_models:
+        env_title = "This PR changes no model"
+    else:
+        env_title = f"{environment}: {result.built} tables built, {result.views} views"
+    post.check(
+        Check(
+            ENVIRONMENT,
+            "completed",
+            env_title,
+            comment.details_markdown(result),
+            conclusion="success",
+        )
+    )
+    if prod.backfill:
+        ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)
+        count = len(prod.backfill)
+        prod_title = f"Merging backfills {count} table{'s' if count > 1 else ''} in prod"
+        prod_summary = f"Not every interval was built in this PR: merging computes {ranges}."
+    elif prod.has_changes:
+        prod_title = "Merging is a virtual update"
+        prod_summary = "Every version prod needs is built: merging swaps views, no data is written."
+    else:
+        prod_title, prod_summary = (
+            "Merging changes nothing in prod",
+            "Prod already has this state.",
+        )
+    post.check(Check(PROD_PLAN, "completed", prod_title, prod_summary, conclusion="success"))
+    failed = not result.tests_passed or bool(result.diff_errors)
+    headline = "no model changed" if not plan.changes_models else f"`{environment}` is ready"
+    if not result.tests_passed:
+        headline += "; unit tests failed"
+    post.comment(
+        CommentState(
+            post.project,
+            environment,
+            post.pr.head_sha,
+            "failure" if failed else "success",
+            headline,
+            preview=result,
+            checks=tuple((n, c) for n, c in post.conclusions.items()),
+        )
+    )
+
+
+def _failed(post: _Poster, environment: str, title: str, text: str, plan: Any = None) -> None:
+    for name in PR_CHECKS:
+        post.check(
+            Check(name, "completed", title, f"{md.fence(text, 'text')}", conclusion="failure")
+        )
+    post.comment(
+        CommentState(
+            post.project,
+            environment,
+            post.pr.head_sha,
+            "failure",
+            title,
+            error=(title, text),
+            plan=plan,
+            checks=tuple(post.conclusions.items()),
+        )
+    )
+
+
+def _settings_notice(
+    deps: Deps, forge: Forge, number: int, settings: trust.Settings, own: trust.Parsed
+) -> None:
+    """Tell the PR when its own ``sluice:`` settings, or newer ones on the prod branch,
+    are not the ones its build used."""
+    lines = []
+    if own.digest != settings.digest:
+        lines.append(
+            f"This PR changes the `sluice:` settings in `{deps.config_path}`. Sluice "
+            f"builds and gates it with the prod branch's settings ({settings.source}); "
+            "the PR's settings take effect once it is approved and promoted."
+        )
+    if settings.note:
+        lines.append(settings.note)
+    ignored = settings.ignored_spark()
+    if ignored:
+        keys = ", ".join(f"`{k}`" for k in ignored)
+        lines.append(
+            f"Ignored in `sluice.spark` on {md.code(settings.branch)}: {keys}. Spark's master, "
+            "deploy mode and any setting that could load code are the service's "
+            "(`SLUICE_SPARK_MASTER`, `SLUICE_SPARK_CONF`); the prod branch may set "
+            "tuning only."
+        )
+    text = "**Settings:** " + " ".join(lines) if lines else None
+    deps.sticky.publish(forge, number, section=("settings", text))
+
+
+def footer(deps: Deps, sha: str) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(deps.clock() / 1000))
+    return f"Sluice · commit {sha[:7]} · updated {stamp}{_limits(deps)}"
+
+
+def _limits(deps: Deps) -> str:
+    """The limits a PR's Spark job runs under, as the footer says them."""
+    parts = []
+    if deps.job_timeout is not None:
+        parts.append(f"{_duration(deps.job_timeout)} per Spark job")
+    memory = deps.spark.conf.get("spark.driver.memory", "1g")
+    parts.append(f"driver memory {memory}")
+    return " · limits: " + ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds:g} s"
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def _pull(event: PullRequestEvent) -> PullRequest:
+    return PullRequest(
+        number=event.number,
+        head_sha=event.head_sha,
+        head_ref=event.head_ref,
+        base_ref=event.base_ref,
+        base_sha=event.base_sha,
+        author=event.author,
+        draft=event.draft,
+        fork=event.fork,
+        open=True,
+        merged=False,
+        title=event.title,
+    )
+
+
+class _Poster:
+    """Posts to one PR, remembering each check's last state for the comment's table."""
+
+    def __init__(self, deps: Deps, forge: Forge, pr: PullRequest, footer: str) -> None:
+        self.deps, self.forge, self.pr, self.footer = deps, forge, pr, footer
+        self.project: str | None = None
+        self.recent_days: int | None = None
+        self.conclusions: dict[str, str] = {}
+
+    def check(self, check: Check) -> None:
+        self.forge.set_check(self.pr.head_sha, check)
+        label = check.conclusion or check.status.replace("_", " ")
+        self.conclusions[check.name] = f"{label}: {check.title}"
+
+    def comment(self, state: CommentState) -> None:
+        state = _with(state, project=self.project, footer=self.footer, recent_days=self.recent_days)
+        body = comment.comment(
+            state, limit=self.forge.comment_limit, marker=self.deps.sticky.marker
+        )
+        self.deps.sticky.publish(self.forge, self.pr.number, body=body)
+
+
+def _with(state: CommentState, **changes: Any) -> CommentState:
+    return dataclasses.replace(state, **changes)
+
+
+class _Progress:
+    """Turns the Spark job's events into "building 3 of 7 models" on the comment."""
+
+    def __init__(self, post: _Poster, environment: str, plan: Any) -> None:
+        self.post, self.environment, self.plan = post, environment, plan
+        self.builds = 0
+        self.total = len(plan.backfill) + len(plan.create_views)
+        self.last = 0.0
+
+    def state(self, text: str) -> CommentState:
+        return CommentState(
+            self.post.project,
+            self.environment,
+            self.post.pr.head_sha,
+            "running",
+            "building",
+            progress=text,
+            plan=self.plan,
+        )
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("event") != "step_start":
+            return
+        kind = event.get("type")
+        if kind == "build":
+            self.builds += 1
+            text = f"Building {self.builds} of {max(self.total, self.builds)} models ({event.get('label')})"
+        elif kind == "table_diff":
+            text = f"Comparing with prod ({event.get('label')})"
+        elif kind == "unit_test":
+            text = "Running unit tests"
+        else:
+            return
+        now = time.monotonic()
+        if now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        try:
+            self.post.comment(self.state(text))
+        except SluiceError as exc:  # progress is best effort; the result is posted anyway
+            log.warning("could not post progress: %s", exc)

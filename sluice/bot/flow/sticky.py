@@ -1,0 +1,51 @@
+"""The sticky comment: one comment per PR and project, kept true.
+
+Its main body is written by whoever last built or planned the PR; its sections (approval,
+promotion, settings) by later events. Both are kept in the ledger, so an event that
+updates one part keeps the other as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.present import comment
+
+
+@dataclass(frozen=True)
+class StickyComment:
+    """The sticky comments of one project (``project_path``) on a repository's PRs."""
+
+    ledger: Ledger
+    project_path: str = "."
+
+    @property
+    def marker(self) -> str:
+        """The hidden line that finds this project's comment on a PR."""
+        return comment.marker(self.project_path)
+
+    def publish(
+        self,
+        forge: Forge,
+        number: int,
+        *,
+        body: str | None = None,
+        section: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Update PR ``number``'s comment: its main ``body`` and/or one extra ``section``
+        (``(name, None)`` removes it); the other part is kept as it was."""
+        repo = repo_key(forge)
+        old, sections = self.ledger.comment(repo, number)
+        body = body if body is not None else old
+        if section is not None:
+            name, text = section
+            if text:
+                sections[name] = text
+            else:
+                sections.pop(name, None)
+        if body is None:
+            body = f"{self.marker}\n### Sluice\n"
+        forge.upsert_comment(number, self.marker, comment.with_sections(body, sections))
+        self.ledger.save_comment(repo, number, body, sections)
