@@ -718,9 +718,9 @@ def check_store_and_catalog(world: World) -> Findings:
     """The state store against the Spark catalog, prod's markers, duplicate rows."""
     from sqlalchemy import select
 
+    from sluice.core.db.engine import create_state_engine
     from sluice.core.snapshot.naming import PHYSICAL_PREFIX, physical_table, view_name
     from sluice.core.state import open_state, schema
-    from sluice.core.state.schema import create_state_engine
 
     store = open_state(world.url)
     try:

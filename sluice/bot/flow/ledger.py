@@ -43,13 +43,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from sluice.bot.flow.reviewed_plan import Item, PlanReview
-from sluice.core.state.migrations import migrate
-from sluice.core.state.schema import Transactions, create_state_engine, dump_json, load_json
+from sluice.core.db.engine import create_state_engine
+from sluice.core.db.jsontext import JsonText, dump_json, load_json
+from sluice.core.db.migrate import Migration, Track, create_missing, create_tables, migrate
+from sluice.core.db.transactions import Transactions
+from sluice.core.state.migrations import STATE
 
+# The ledger's tables, as its migrations (LEDGER, below the tables) leave them: a new table
+# or column is a new migration there as well as a change here.
 metadata = MetaData()
-# Fixed, so every process contends for the same lock while creating the tables; the bytes
-# spell "sluiceLG" so the lock is recognisable in pg_locks.
-_PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceLG", "big")
 
 pr_plans = Table(
     "sluice_pr_plans",
@@ -58,7 +60,7 @@ pr_plans = Table(
     Column("number", Integer, primary_key=True),
     Column("sha", String, primary_key=True),
     Column("fingerprint", String, nullable=False),
-    Column("review", Text, nullable=False),
+    Column("review", JsonText, nullable=False),
     Column("created_ts", BigInteger, nullable=False),
 )
 
@@ -102,7 +104,7 @@ comments = Table(
     Column("repo", String, primary_key=True),
     Column("number", Integer, primary_key=True),
     Column("body", Text, nullable=True),
-    Column("sections", Text, nullable=False),
+    Column("sections", JsonText, nullable=False),
 )
 
 merged_prs = Table(
@@ -110,7 +112,7 @@ merged_prs = Table(
     metadata,
     Column("repo", String, primary_key=True),
     Column("number", Integer, primary_key=True),
-    Column("changes", Text, nullable=False),  # the approved items, JSON
+    Column("changes", JsonText, nullable=False),  # the approved items, JSON
     Column("merged_ts", BigInteger, nullable=False),
 )
 
@@ -187,20 +189,49 @@ state_owner = Table(
     Column("bound_ts", BigInteger, nullable=False),
 )
 
+# The tables of migration 1: those create_all made before the runner.
+_FIRST = (
+    pr_plans,
+    plan_clicks,
+    review_heads,
+    approved,
+    comments,
+    merged_prs,
+    deployments,
+    handled_events,
+    pr_heads,
+    repos,
+    prod_settings,
+    state_owner,
+)
+
+
+def _adopt(conn: Connection) -> int:
+    # Before the runner every start ran create_all: do what it did (a table added since the
+    # database was made is created), then the track is at migration 1.
+    create_missing(conn, _FIRST)
+    return 1
+
+
+LEDGER = Track(
+    name="ledger",
+    tables=metadata,
+    migrations=(Migration(1, "the bot's records", create_tables(*_FIRST)),),
+    adopt=_adopt,
+)
+"""The ledger's track of migrations (after the state's)."""
+
 
 class Ledger(Transactions):
-    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL)."""
+    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL).
+
+    Migrates the state's and the ledger's tables (:data:`LEDGER`) first."""
 
     def __init__(self, url: str) -> None:
         self.bind(create_state_engine(url))
         try:
-            migrate(self._engine)
-            # Serialised: two processes starting on an empty database would otherwise both
-            # see a table missing and both create it.
-            with self._writing("create the bot's tables") as conn:
-                if conn.dialect.name == "postgresql":
-                    conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
-                metadata.create_all(conn, checkfirst=True)
+            with self._errors("migrate the bot's tables"):
+                migrate(self._engine, [STATE, LEDGER])
         except BaseException:
             self._engine.dispose()
             raise

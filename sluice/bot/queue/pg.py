@@ -30,8 +30,8 @@ from sqlalchemy import text
 
 FUNCTION = "sluice_accept_deliveries"
 
-# A new body replaces the old one on the next start (CREATE OR REPLACE, under the queue's
-# DDL lock). Statuses are the values of queue.JobStatus, passed in by create_function.
+# Created by the queue's migration 2 (schema.MIGRATIONS); a new body is a new migration
+# running it again (CREATE OR REPLACE). Statuses are the values of JobStatus, passed in.
 # Custom plans (PostgreSQL 12+): each call plans its statements for the batch at hand.
 # After five calls PL/pgSQL would otherwise keep generic plans, which made a batch of 25
 # cost the server 4.5-5.7 ms of CPU instead of 2.6-2.9 (planning included), measured

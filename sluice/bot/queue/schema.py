@@ -1,5 +1,9 @@
-"""What the job queue stores and hands out: its tables in the state database, a job's
-statuses, and the records producers and workers exchange with :mod:`sluice.bot.queue.store`."""
+"""What the job queue stores and hands out: its tables in the state database (and the
+``queue`` track of migrations that makes them), a job's statuses, and the records producers
+and workers exchange with :mod:`sluice.bot.queue.store`.
+
+A new column or index is a new migration at the end of :data:`MIGRATIONS` as well as a
+change to the table here; the test migrating an empty database checks they agree."""
 
 from __future__ import annotations
 
@@ -7,7 +11,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text
+
+from sluice.bot.queue import pg
+from sluice.core.db.jsontext import JsonText
+from sluice.core.db.migrate import Migration, Track, create_missing, create_tables
 
 
 class JobStatus(StrEnum):
@@ -42,7 +50,7 @@ jobs = Table(
     Column("delivery_id", String, nullable=False),
     Column("key", String, nullable=False),
     Column("kind", String, nullable=False),
-    Column("payload", Text, nullable=False),
+    Column("payload", JsonText, nullable=False),
     Column("head_sha", String, nullable=True),
     Column("status", String, nullable=False),
     Column("attempts", Integer, nullable=False),
@@ -57,9 +65,13 @@ Index("ix_sluice_jobs_key", jobs.c.key)
 # claim scans queued jobs oldest first; recover scans running ones.
 Index("ix_sluice_jobs_status_id", jobs.c.status, jobs.c.id)
 # Supersede looks up the queued jobs of a key: only those, not every job the key ever had.
-QUEUED_BY_KEY = (
-    'CREATE INDEX IF NOT EXISTS ix_sluice_jobs_queued_key ON sluice_jobs ("key", kind) '
-    "WHERE status = 'queued'"
+_queued = jobs.c.status == JobStatus.QUEUED.value
+Index(
+    "ix_sluice_jobs_queued_key",
+    jobs.c.key,
+    jobs.c.kind,
+    postgresql_where=_queued,
+    sqlite_where=_queued,
 )
 
 job_keys = Table(
@@ -68,6 +80,30 @@ job_keys = Table(
     Column("key", String, primary_key=True),
     Column("running_job_id", BigInteger, nullable=True),
 )
+
+
+def _accept_function(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        queued, superseded = JobStatus.QUEUED.value, JobStatus.SUPERSEDED.value
+        conn.exec_driver_sql(pg.function_ddl(queued=queued, superseded=superseded))
+
+
+def _adopt(conn: Connection) -> int:
+    # Before the runner every start ran create_all and created the partial index and (on
+    # PostgreSQL) the function: do what it did, then the track is at migration 1.
+    create_missing(conn, (deliveries, jobs, job_keys))
+    return 1
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "deliveries, jobs and job keys", create_tables(deliveries, jobs, job_keys)),
+    # A new function body is a new migration running this again (CREATE OR REPLACE).
+    Migration(2, "batch intake function (PostgreSQL)", _accept_function),
+)
+"""Every migration of the queue, oldest first."""
+
+QUEUE = Track(name="queue", tables=metadata, migrations=MIGRATIONS, adopt=_adopt)
+"""The queue's track of migrations (after the state's: see :class:`~sluice.bot.queue.store.JobQueue`)."""
 
 
 @dataclass(frozen=True)

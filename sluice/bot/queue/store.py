@@ -49,7 +49,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sluice.bot.queue import pg
 from sluice.bot.queue.batch import Batch, ms
 from sluice.bot.queue.schema import (
-    QUEUED_BY_KEY,
+    QUEUE,
     Delivery,
     Job,
     JobRecord,
@@ -58,18 +58,13 @@ from sluice.bot.queue.schema import (
     deliveries,
     job_keys,
     jobs,
-    metadata,
 )
+from sluice.core.db.engine import create_state_engine, driver_message, state_connect_args
+from sluice.core.db.jsontext import load_json
+from sluice.core.db.migrate import migrate
+from sluice.core.db.transactions import CONNECT_HINT, Transactions
 from sluice.core.errors import StateError
-from sluice.core.state.migrations import migrate
-from sluice.core.state.schema import (
-    CONNECT_HINT,
-    Transactions,
-    create_state_engine,
-    driver_message,
-    load_json,
-    state_connect_args,
-)
+from sluice.core.state.migrations import STATE
 
 __all__ = ["Delivery", "Job", "JobQueue", "JobRecord", "JobStatus", "NewJob"]
 
@@ -84,9 +79,6 @@ class _Again(Enum):
     AGAIN = 0
 
 
-# Fixed, so every process contends for the same lock while creating the tables. The bytes
-# spell "sluiceQU" so the lock is recognisable in pg_locks.
-_PG_DDL_LOCK_KEY = int.from_bytes(b"sluiceQU", "big")
 # Queued jobs a claim looks at per round: a few, so that losing the race for the oldest
 # one to another claimer can fall through to the next without a new round trip.
 _CANDIDATES = 8
@@ -100,9 +92,9 @@ _ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
 class JobQueue(Transactions):
     """The durable queue on the state database at ``url`` (SQLite or PostgreSQL).
 
-    Creates its tables if needed (after bringing the state schema up to date, so the state
-    store never finds queue tables in a database it has not stamped). Thread-safe: every
-    method is one transaction on a pooled connection.
+    Migrates the state's and the queue's tables (:data:`~sluice.bot.queue.schema.QUEUE`)
+    first, in one run of the migration runner. Thread-safe: every method is one transaction
+    on a pooled connection.
 
     Args:
         url: The state database URL, as for :func:`sluice.core.state.sql.open_state`.
@@ -123,8 +115,7 @@ class JobQueue(Transactions):
         self.lease_seconds = lease_seconds
         self.bind(create_state_engine(url))
         try:
-            migrate(self._engine)
-            self._create_tables()
+            migrate(self._engine, [STATE, QUEUE])
         except BaseException as exc:
             self._engine.dispose()
             if isinstance(exc, SQLAlchemyError):
@@ -577,20 +568,6 @@ class JobQueue(Transactions):
         return job_id
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _create_tables(self) -> None:
-        # Serialised (advisory lock on PostgreSQL, BEGIN IMMEDIATE on SQLite): two processes
-        # starting at once would otherwise both see a table missing and both create it.
-        with self._writer.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(select(func.pg_advisory_xact_lock(_PG_DDL_LOCK_KEY)))
-            metadata.create_all(conn, checkfirst=True)
-            conn.exec_driver_sql(QUEUED_BY_KEY)  # not in metadata: also on older databases
-            if conn.dialect.name == "postgresql":
-                ddl = pg.function_ddl(
-                    queued=JobStatus.QUEUED.value, superseded=JobStatus.SUPERSEDED.value
-                )
-                conn.exec_driver_sql(ddl)
 
     def _release(self, conn: Connection, job_id: int, worker: str, values: dict[str, Any]) -> bool:
         """Move the worker's running job out of running and free its key."""

@@ -1,4 +1,4 @@
-"""State for the janitor and for job results (schema version 2), mixed into the SQL store."""
+"""State for the janitor and for job results (state migration 2), mixed into the SQL store."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, tuple_
 
+from sluice.core.db.jsontext import dump_json, load_json
+from sluice.core.db.transactions import Transactions
 from sluice.core.state import schema
 from sluice.core.state.records import TableKey
-from sluice.core.state.schema import dump_json, load_json
 
 _CHUNK = 500
 
@@ -28,7 +29,7 @@ class JobResult:
     created_ts: int
 
 
-class HousekeepingMixin(schema.Transactions):
+class HousekeepingMixin(Transactions):
     """Orphaned physical tables and job results, for a bound state store."""
 
     def list_tables(self) -> set[TableKey]:

@@ -34,11 +34,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
+from sluice.core.db.engine import create_state_engine, driver_message, render_url
+from sluice.core.db.jsontext import corrupt, dump_json, load_json
+from sluice.core.db.migrate import migrate
+from sluice.core.db.transactions import CONNECT_HINT
 from sluice.core.errors import ConflictError, StateError
 from sluice.core.intervals import merge as merge_intervals
 from sluice.core.state import schema
 from sluice.core.state.housekeeping import HousekeepingMixin
-from sluice.core.state.migrations import migrate
+from sluice.core.state.migrations import STATE
 from sluice.core.state.records import (
     EnvironmentRecord,
     Interval,
@@ -48,15 +52,6 @@ from sluice.core.state.records import (
     StoredSnapshot,
     TableKey,
     checked_intervals,
-)
-from sluice.core.state.schema import (
-    CONNECT_HINT,
-    corrupt,
-    create_state_engine,
-    driver_message,
-    dump_json,
-    load_json,
-    render_url,
 )
 from sluice.core.state.store import StateStore
 
@@ -86,7 +81,7 @@ def open_state(url: str) -> SqlStateStore:
     engine = create_state_engine(url)
     where = render_url(engine.url)
     try:
-        migrate(engine)
+        migrate(engine, [STATE])
     except BaseException as exc:
         engine.dispose()
         if isinstance(exc, SQLAlchemyError):

@@ -10,12 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger import LEDGER, Ledger
 from sluice.bot.flow.reviewed_plan import REMOVED, PlanReview, review_of
 from sluice.core import workflow
+from sluice.core.db import migrate as runner
+from sluice.core.db.engine import create_state_engine
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
+from sluice.core.state.migrations import STATE
 from sluice.core.timeutil import to_ms
+from tests.helpers import pre_runner
+from tests.helpers.dbshape import declared, inspected, recorded
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
 END = to_ms("2018-04-30")
@@ -242,3 +247,39 @@ def test_concurrent_pr_heads_keep_the_newest(ledger: Ledger) -> None:
         list(pool.map(lambda t: ledger.record_pr_head("github:o/r", 9, f"{t:040x}", t, t),
                       range(40)))  # fmt: skip
     assert ledger.pr_head("github:o/r", 9) == (f"{39:040x}", 39)
+
+
+def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
+    engine = ledger._engine
+    assert inspected(engine) == declared(
+        engine.dialect, STATE.tables, LEDGER.tables, runner.metadata
+    )
+    assert recorded(engine) == {"state": [1, 2], "ledger": [1]}
+
+
+def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    engine = create_state_engine(url)
+    try:
+        with engine.begin() as conn:  # what Ledger made before the runner, a table short
+            pre_runner.state.create_all(conn)
+            conn.execute(pre_runner.state.tables["sluice_schema_version"].insert(), {"version": 2})
+            for table in pre_runner.ledger.sorted_tables:
+                if table.name != "sluice_pr_heads":
+                    table.create(conn)
+            conn.execute(
+                pre_runner.ledger.tables["sluice_repos"].insert(),
+                {"repo": "github:o/r", "last_sha": "abc", "seen_ts": 1},
+            )
+        ledger = Ledger(url)
+        try:
+            assert ledger.last_sha("github:o/r") == "abc"
+            assert ledger.record_pr_head("github:o/r", 1, "def", None, 5)  # the new table
+        finally:
+            ledger.close()
+        assert inspected(engine) == declared(
+            engine.dialect, STATE.tables, LEDGER.tables, runner.metadata
+        )
+        assert recorded(engine) == {"state": [1, 2], "ledger": [1]}
+    finally:
+        engine.dispose()

@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 
+from sluice.bot.queue.schema import QUEUE
 from sluice.bot.queue.store import Delivery, Job, JobQueue, JobStatus, NewJob
+from sluice.core.db import migrate as runner
+from sluice.core.db.engine import create_state_engine
+from sluice.core.state.migrations import STATE
 from sluice.core.state.sql import open_state
+from tests.helpers import pre_runner
+from tests.helpers.dbshape import declared, inspected, recorded
 
 OpenQueue = Callable[..., JobQueue]
 
@@ -271,6 +277,41 @@ def test_processes_starting_together_create_the_tables_once(queue_url: str) -> N
         queue.close()
     assert errors == []
     assert len(opened) == 4
+    engine = create_state_engine(queue_url)
+    try:
+        assert inspected(engine) == declared(
+            engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
+        )
+        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2]}
+    finally:
+        engine.dispose()
+
+
+def test_queue_tables_made_before_the_migration_runner_are_adopted(queue_url: str) -> None:
+    engine = create_state_engine(queue_url)
+    try:
+        with engine.begin() as conn:  # what JobQueue made before the runner
+            pre_runner.state.create_all(conn)
+            conn.execute(pre_runner.state.tables["sluice_schema_version"].insert(), {"version": 2})
+            pre_runner.queue.create_all(conn)
+            conn.exec_driver_sql(pre_runner.QUEUED_BY_KEY)
+            conn.execute(
+                pre_runner.queue.tables["sluice_deliveries"].insert(),
+                {"delivery_id": "d-old", "forge": "github", "event": "push", "received_ts": 1},
+            )
+        queue = JobQueue(queue_url)
+        try:
+            assert not queue.accept("d-old", "github", "push", None, 2.0)  # still remembered
+            assert queue.accept_many([Delivery("d-new", "github", "pr", pr_job(1, "a"), 3.0)])
+            assert queue.depth() == 1
+        finally:
+            queue.close()
+        assert inspected(engine) == declared(
+            engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
+        )
+        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2]}
+    finally:
+        engine.dispose()
 
 
 def test_concurrent_claimers_run_each_job_once_and_keys_alone(open_queue: OpenQueue) -> None:

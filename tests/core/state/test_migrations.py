@@ -1,18 +1,22 @@
-"""Schema versioning of the state database, on real SQLite and PostgreSQL databases."""
+"""The state's track of migrations, on real SQLite and PostgreSQL databases (the runner
+with every owner's track: tests/core/db)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, Engine, event, inspect, select, text, update
+from sqlalchemy import Connection, Engine, event, insert, inspect, select, text, update
 
+from sluice.core.db.engine import create_state_engine
+from sluice.core.db.migrate import Migration, migrate, versions
 from sluice.core.errors import StateError
 from sluice.core.state import SCHEMA_VERSION, StoredSnapshot, open_state
-from sluice.core.state.migrations import MIGRATIONS, Migration, migrate
-from sluice.core.state.schema import create_state_engine, metadata, schema_version
+from sluice.core.state.migrations import MIGRATIONS, STATE
+from sluice.core.state.schema import metadata, schema_version
 from sluice.core.state.sql import SqlStateStore
 
 
@@ -24,8 +28,22 @@ def engine(state_url: str) -> Iterator[Engine]:
 
 
 def stored_version(engine: Engine) -> list[int]:
+    """The legacy version row (for Sluice before the runner) and the last recorded
+    migration of the state track: they must agree."""
     with engine.connect() as conn:
-        return list(conn.execute(select(schema_version.c.version)).scalars())
+        legacy = list(conn.execute(select(schema_version.c.version)).scalars())
+        numbers = conn.execute(
+            select(versions.c.number).where(versions.c.track == "state").order_by("number")
+        ).scalars()
+        ran = list(numbers)
+    assert ran == list(range(1, len(ran) + 1))
+    assert legacy == ran[-1:]
+    return legacy
+
+
+def state_migrate(engine: Engine, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    track = dataclasses.replace(STATE, migrations=tuple(migrations))
+    return migrate(engine, [track])["state"]
 
 
 def test_fresh_database_is_created_and_stamped(state_url: str, engine: Engine) -> None:
@@ -38,23 +56,24 @@ def test_reopening_changes_nothing(state_url: str, engine: Engine) -> None:
     open_state(state_url).close()
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    assert migrate(engine) == SCHEMA_VERSION
+    assert state_migrate(engine) == SCHEMA_VERSION
     writes = ("CREATE", "ALTER", "INSERT", "UPDATE", "DELETE", "DROP")
     assert not [s for s in statements if s.lstrip().upper().startswith(writes)]
     assert stored_version(engine) == [SCHEMA_VERSION]
 
 
 def test_newer_database_is_refused(state_url: str, engine: Engine) -> None:
-    migrate(engine)
+    state_migrate(engine)
+    future = {"track": "state", "number": SCHEMA_VERSION + 1, "name": "x", "applied_ts": 0}
     with engine.begin() as conn:
-        conn.execute(update(schema_version).values(version=SCHEMA_VERSION + 1))
+        conn.execute(insert(versions).values(future))
     with pytest.raises(StateError, match="upgrade") as refused:
         open_state(state_url)
     assert f"version {SCHEMA_VERSION + 1}" in str(refused.value)
 
 
 def test_extra_migrations_upgrade_in_order_and_keep_data(engine: Engine) -> None:
-    migrate(engine)
+    state_migrate(engine)
     old = SqlStateStore(engine)
     kept = StoredSnapshot("jaffle.orders", "aa11", "v1", {"kind": "FULL"})
     old.push_snapshots([kept])
@@ -74,18 +93,18 @@ def test_extra_migrations_upgrade_in_order_and_keep_data(engine: Engine) -> None
         Migration(SCHEMA_VERSION + 1, "add plan notes", add_note),
     )
     top = SCHEMA_VERSION + 2
-    assert migrate(engine, migrations=(*MIGRATIONS, *steps), target=top) == top
+    assert state_migrate(engine, (*MIGRATIONS, *steps)) == top
     assert ran == [SCHEMA_VERSION + 1, top]
     assert stored_version(engine) == [top]
     assert "note" in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
     assert SqlStateStore(engine).get_snapshots([kept.id]) == {kept.id: kept}
 
-    assert migrate(engine, migrations=(*MIGRATIONS, *steps), target=top) == top  # nothing runs
+    assert state_migrate(engine, (*MIGRATIONS, *steps)) == top  # nothing runs
     assert ran == [SCHEMA_VERSION + 1, top]
 
 
 def test_failed_migration_leaves_database_unchanged(engine: Engine) -> None:
-    migrate(engine)
+    state_migrate(engine)
 
     def add_column(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE sluice_plans ADD COLUMN note TEXT"))
@@ -99,16 +118,17 @@ def test_failed_migration_leaves_database_unchanged(engine: Engine) -> None:
         Migration(SCHEMA_VERSION + 2, "broken step", broken),
     )
     with pytest.raises(StateError, match="broken step") as failed:
-        migrate(engine, migrations=steps, target=SCHEMA_VERSION + 2)
-    assert f"left at version {SCHEMA_VERSION}" in str(failed.value)
+        state_migrate(engine, steps)
+    assert f"left as it was (state at version {SCHEMA_VERSION})" in str(failed.value)
     assert stored_version(engine) == [SCHEMA_VERSION]
     assert "note" not in {c["name"] for c in inspect(engine).get_columns("sluice_plans")}
 
 
 def test_missing_migration_step_is_a_bug(engine: Engine) -> None:
-    migrate(engine)
-    with pytest.raises(ValueError, match="no migration"):
-        migrate(engine, migrations=(), target=SCHEMA_VERSION + 1)
+    state_migrate(engine)
+    gap = Migration(SCHEMA_VERSION + 2, "skips one", lambda conn: None)
+    with pytest.raises(ValueError, match="without gaps"):
+        state_migrate(engine, (*MIGRATIONS, gap))
 
 
 def test_partial_schema_without_version_is_refused(state_url: str, engine: Engine) -> None:
@@ -135,6 +155,22 @@ def test_concurrent_first_open_creates_schema_once(state_url: str, engine: Engin
     for t in threads:
         t.join(timeout=30)
     assert errors == []
+    assert stored_version(engine) == [SCHEMA_VERSION]  # each migration recorded once
+    assert set(inspect(engine).get_table_names()) == {*metadata.tables, versions.name}
+
+
+def test_a_state_from_before_the_runner_is_adopted_without_ddl(
+    state_url: str, engine: Engine
+) -> None:
+    # What the code before the runner left: every table, stamped 2, no record.
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    assert state_migrate(engine) == SCHEMA_VERSION
+    created = [s for s in statements if s.lstrip().upper().startswith("CREATE")]
+    assert len(created) == 1 and versions.name in created[0]  # the version table only
     assert stored_version(engine) == [SCHEMA_VERSION]
 
 
@@ -170,10 +206,11 @@ def test_sqlite_parent_directory_is_created(tmp_path: Path) -> None:
 def test_a_version_1_database_is_upgraded_to_the_current_schema(
     state_url: str, engine: Engine
 ) -> None:
-    # Build what Sluice 0.1 (schema version 1) left behind: its tables only, stamped 1.
-    migrate(engine)
-    for table in ("sluice_orphans", "sluice_results"):
-        metadata.tables[table].drop(engine)
+    # Build what Sluice 0.1 (schema version 1) left behind: its tables only, stamped 1,
+    # and no record of migrations (before the runner).
+    state_migrate(engine)
+    for table in ("sluice_orphans", "sluice_results", versions.name):
+        (versions if table == versions.name else metadata.tables[table]).drop(engine)
     with engine.begin() as conn:
         conn.execute(update(schema_version).values(version=1))
     old = SqlStateStore(engine)

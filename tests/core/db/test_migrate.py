@@ -1,0 +1,237 @@
+"""The migration runner with every owner's track (state, job queue, ledger), on SQLite and
+PostgreSQL: an empty database gets exactly the declared tables, a database from before the
+runner migrates, a newer one is refused, concurrent starts migrate once, a failure changes
+nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Connection, Engine, event, insert, select, text
+
+from sluice.bot.flow.ledger import LEDGER, Ledger
+from sluice.bot.queue.schema import QUEUE
+from sluice.bot.queue.store import JobQueue, NewJob
+from sluice.core.db.engine import create_state_engine
+from sluice.core.db.migrate import Migration, Track, create_tables, migrate, versions
+from sluice.core.errors import StateError
+from sluice.core.state import StoredSnapshot, open_state
+from sluice.core.state.migrations import STATE
+from sluice.core.state.schema import schema_version
+from sluice.core.state.sql import SqlStateStore
+from tests.helpers import pre_runner
+from tests.helpers.dbshape import TRACKS, declared, inspected, recorded
+
+WRITES = ("CREATE", "ALTER", "INSERT", "UPDATE", "DELETE", "DROP")
+EVERY = {t.name: list(range(1, t.last + 1)) for t in TRACKS}
+
+
+@pytest.fixture
+def engine(state_url: str) -> Iterator[Engine]:
+    made = create_state_engine(state_url)
+    yield made
+    made.dispose()
+
+
+def test_an_empty_database_gets_exactly_the_declared_tables(engine: Engine) -> None:
+    assert migrate(engine, TRACKS) == {"state": 2, "queue": 2, "ledger": 1}
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+
+
+def test_the_owners_opening_an_empty_database_make_exactly_the_declared_tables(
+    state_url: str, engine: Engine
+) -> None:
+    JobQueue(state_url).close()  # state, then queue
+    Ledger(state_url).close()  # state (nothing to do), then ledger
+    open_state(state_url).close()
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+
+
+def test_a_table_declared_but_in_no_migration_is_found(engine: Engine) -> None:
+    # The comparison above could fail: a queue whose migrations forget a table.
+    forgetful = dataclasses.replace(
+        QUEUE,
+        migrations=(Migration(1, "tables", create_tables(QUEUE.tables.tables["sluice_jobs"])),),
+    )
+    migrate(engine, [STATE, forgetful, LEDGER])
+    assert inspected(engine) != declared(engine.dialect)
+
+
+def test_migrating_again_writes_nothing(engine: Engine) -> None:
+    migrate(engine, TRACKS)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    assert migrate(engine, TRACKS) == {"state": 2, "queue": 2, "ledger": 1}
+    assert not [s for s in statements if s.lstrip().upper().startswith(WRITES)]
+
+
+def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
+    state_url: str, engine: Engine
+) -> None:
+    with engine.begin() as conn:
+        pre_runner.build(conn)
+    kept = StoredSnapshot("jaffle.orders", "aa11", "v1", {"kind": "FULL"})
+    SqlStateStore(engine).push_snapshots([kept])
+    with engine.begin() as conn:
+        conn.execute(
+            insert(pre_runner.ledger.tables["sluice_repos"]).values(repo="github:o/r", seen_ts=1)
+        )
+    before = inspected(engine)
+
+    queue = JobQueue(state_url)
+    try:
+        assert queue.accept("d-1", "github", "pull_request", NewJob("k", "pr", {}), 1.0)
+        assert queue.accept_many([]) == []
+    finally:
+        queue.close()
+    ledger = Ledger(state_url)
+    try:
+        assert ledger.repositories() == [("github:o/r", None)]
+    finally:
+        ledger.close()
+    store = open_state(state_url)
+    try:
+        assert store.get_snapshots([kept.id]) == {kept.id: kept}
+    finally:
+        store.close()
+
+    after = inspected(engine)
+    assert after == declared(engine.dialect)
+    assert {k: v for k, v in after.items() if k != versions.name} == before  # nothing lost
+    assert recorded(engine) == EVERY
+    with engine.connect() as conn:
+        assert conn.execute(select(schema_version.c.version)).scalar_one() == 2
+        names = dict(conn.execute(select(versions.c.track, versions.c.name)).all())
+    assert names["ledger"].endswith("(adopted)")
+
+
+def test_an_older_database_from_before_the_runner_gets_what_it_lacks(engine: Engine) -> None:
+    # State at version 1; a ledger table and the queue's partial index added since.
+    with engine.begin() as conn:
+        pre_runner.build(
+            conn, state_version=1, leave_out=("sluice_state_owner", "ix_sluice_jobs_queued_key")
+        )
+    migrate(engine, TRACKS)
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+    with engine.connect() as conn:
+        ran = conn.execute(
+            select(versions.c.name).where(versions.c.track == "state", versions.c.number == 2)
+        ).scalar_one()
+        assert conn.execute(select(schema_version.c.version)).scalar_one() == 2
+    assert not ran.endswith("(adopted)")  # state's migration 2 really ran
+
+
+@pytest.mark.parametrize("track", ["state", "queue", "ledger"])
+def test_a_database_newer_than_this_sluice_is_refused(
+    state_url: str, engine: Engine, track: str
+) -> None:
+    migrate(engine, TRACKS)
+    future = {"track": track, "number": EVERY[track][-1] + 1, "name": "x", "applied_ts": 0}
+    with engine.begin() as conn:
+        conn.execute(insert(versions).values(future))
+    before = inspected(engine), recorded(engine)
+    opener = {"state": open_state, "queue": JobQueue, "ledger": Ledger}[track]
+    with pytest.raises(StateError, match="upgrade Sluice") as refused:
+        opener(state_url)
+    assert f"the {track} schema is version {future['number']}" in str(refused.value)
+    assert (inspected(engine), recorded(engine)) == before
+
+
+def test_a_pre_runner_state_newer_than_this_sluice_is_refused(engine: Engine) -> None:
+    with engine.begin() as conn:
+        pre_runner.build(conn, state_version=3)
+    with pytest.raises(StateError, match="upgrade Sluice"):
+        migrate(engine, TRACKS)
+    assert versions.name not in inspected(engine)
+
+
+def test_a_failing_migration_leaves_the_database_as_it_was(engine: Engine) -> None:
+    migrate(engine, TRACKS)
+    before = inspected(engine), recorded(engine)
+
+    def add_column(conn: Connection) -> None:
+        conn.execute(text("ALTER TABLE sluice_jobs ADD COLUMN note TEXT"))
+
+    def broken(conn: Connection) -> None:
+        conn.execute(text("ALTER TABLE sluice_no_such_table ADD COLUMN x TEXT"))
+
+    grown = dataclasses.replace(
+        QUEUE,
+        migrations=(
+            *QUEUE.migrations,
+            Migration(3, "add a note", add_column),
+            Migration(4, "broken step", broken),
+        ),
+    )
+    with pytest.raises(StateError, match="migration 4 of queue \\(broken step\\)") as failed:
+        migrate(engine, [STATE, grown, LEDGER])
+    assert "left as it was (queue at version 2)" in str(failed.value)
+    assert (inspected(engine), recorded(engine)) == before
+
+
+def test_a_failure_on_an_empty_database_leaves_it_empty(engine: Engine) -> None:
+    def broken(conn: Connection) -> None:
+        conn.execute(text("SELECT * FROM sluice_no_such_table"))
+
+    grown = dataclasses.replace(
+        LEDGER, migrations=(*LEDGER.migrations, Migration(2, "broken step", broken))
+    )
+    with pytest.raises(StateError, match="broken step"):
+        migrate(engine, [STATE, QUEUE, grown])
+    assert inspected(engine) == {}
+
+
+def test_tables_of_a_track_that_cannot_adopt_are_refused(engine: Engine) -> None:
+    strict = dataclasses.replace(LEDGER, adopt=None)
+    with engine.begin() as conn:
+        LEDGER.tables.tables["sluice_repos"].create(conn)
+    with pytest.raises(StateError, match="ledger tables \\(sluice_repos\\)"):
+        migrate(engine, [strict])
+    assert versions.name not in inspected(engine)
+
+
+def test_misnumbered_migrations_are_a_bug(engine: Engine) -> None:
+    step = Migration(3, "skips 2", lambda conn: None)
+    with pytest.raises(ValueError, match=r"numbered 1\.\.2"):
+        migrate(engine, [dataclasses.replace(LEDGER, migrations=(*LEDGER.migrations, step))])
+    twice = Track("twice", LEDGER.tables, (LEDGER.migrations[0], LEDGER.migrations[0]))
+    with pytest.raises(ValueError, match="repeats"):
+        migrate(engine, [twice])
+    assert inspected(engine) == {}
+
+
+def test_a_gap_in_the_records_is_refused(engine: Engine) -> None:
+    migrate(engine, TRACKS)
+    with engine.begin() as conn:
+        conn.execute(versions.delete().where(versions.c.track == "queue", versions.c.number == 1))
+    with pytest.raises(StateError, match="records migrations \\[2\\] of queue"):
+        migrate(engine, TRACKS)
+
+
+def test_owners_starting_together_migrate_once(state_url: str, engine: Engine) -> None:
+    openers = [open_state, JobQueue, Ledger] * 2
+    barrier = threading.Barrier(len(openers))
+    errors: list[BaseException] = []
+
+    def start(opener: type[JobQueue] | type[Ledger] | object) -> None:
+        barrier.wait()
+        try:
+            opened = opener(state_url)  # type: ignore[operator]
+            opened.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(o,)) for o in openers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
