@@ -32,7 +32,8 @@ from markdown_it import MarkdownIt
 
 from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
-from sluice.bot.events.commands import Command, command_line, parse_command
+from sluice.bot.events.command_line import command_line
+from sluice.bot.events.commands import Command, parse_command
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch

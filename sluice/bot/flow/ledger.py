@@ -130,7 +130,7 @@ deployments = Table(
 )
 
 # State-changing events handled, by their content key (events.py's table). Recorded when
-# the job is done (controller) or failed for good (worker), never when it starts: a job
+# the job is done (flow/dispatch) or failed for good (worker), never when it starts: a job
 # cut short runs again. Kept for good: a replay a year later is still a replay.
 handled_events = Table(
     "sluice_handled_events",
@@ -180,7 +180,7 @@ prod_settings = Table(
 
 # The one repository (and project path) this database's engine state belongs to: one prod,
 # one set of pr_<n> environments, one warehouse. A second repository is refused, never
-# mixed in (see Controller.handle).
+# mixed in (see flow/dispatch.handle).
 state_owner = Table(
     "sluice_state_owner",
     metadata,

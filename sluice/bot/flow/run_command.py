@@ -12,14 +12,8 @@ import dataclasses
 import logging
 import re
 
-from sluice.bot.events.commands import (
-    HELP,
-    QUOTE_LIMIT,
-    Command,
-    CommandError,
-    command_line,
-    parse_line,
-)
+from sluice.bot.events.command_line import command_line
+from sluice.bot.events.commands import HELP, QUOTE_LIMIT, Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
