@@ -145,7 +145,8 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         return None
     try:
         project = trust.load_trusted(deps, tree, settings)
-        own = trust.parse(_read(tree / deps.config_path), deps.config_path)
+        found, text = trust.read_config(lambda name: _read(tree / name), deps.config_path)
+        own = trust.parse(text, found)
     except SluiceError as exc:
         _failed(post, environment, "The project does not load", deps.scrub(str(exc), tree))
         return None

@@ -184,9 +184,11 @@ def promote(
 def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
     tree = deps.checkout.tree(forge, sha)
     project = trust.load_trusted(deps, tree, settings)
-    config = tree / deps.config_path
-    text = config.read_text(encoding="utf-8") if config.is_file() else None
-    own = trust.parse(text, deps.config_path)  # the promoted commit's own settings
+    found, text = trust.read_config(
+        lambda name: (tree / name).read_text(encoding="utf-8") if (tree / name).is_file() else None,
+        deps.config_path,
+    )
+    own = trust.parse(text, found)  # the promoted commit's own settings
     repo = repo_key(forge)
     store = open_state(deps.state_url)
     try:
@@ -206,7 +208,7 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
                     )
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
-                trust.pin(deps.ledger, repo, sha, text, deps.config_path, now)
+                trust.pin(deps.ledger, repo, sha, text, found, now)
                 return Outcome(
                     True, "Prod already has this state", "Nothing to promote.", live=live
                 )
@@ -218,7 +220,7 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
                     raise
                 log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
                 continue
-            trust.pin(deps.ledger, repo, sha, text, deps.config_path, now)
+            trust.pin(deps.ledger, repo, sha, text, found, now)
             if result.tables_built == 0:
                 return Outcome(
                     True,

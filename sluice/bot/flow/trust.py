@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,13 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
 from sluice.bot.forge.base import Forge, repo_key
 from sluice.core import markdown as md
-from sluice.core.config import ProjectConfig, SluiceSettings, SparkSettings, parse_config
+from sluice.core.config import (
+    CONFIG_FILES,
+    ProjectConfig,
+    SluiceSettings,
+    SparkSettings,
+    parse_config,
+)
 from sluice.core.errors import ConfigError
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
@@ -183,18 +190,43 @@ def _short(sha: str | None) -> str:
     return f"`{sha[:7]}`" if sha else "its head"
 
 
+def read_config(read: Callable[[str], str | None], path: str) -> tuple[str, str | None]:
+    """(path, text) of a project's config on one side (a branch, a commit's tree): its
+    ``config.yaml``, else its ``config.yml``, as the loader reads them; ``path`` names the
+    ``config.yaml`` (under the project's folder). Text None: there is neither.
+
+    Raises:
+        ConfigError: both exist (which one counts?), as the loader says.
+
+    >>> read_config({"config.yml": "sluice: {}"}.get, "config.yaml")
+    ('config.yml', 'sluice: {}')
+    """
+    yaml_name, yml_name = CONFIG_FILES
+    other = path[: -len(yaml_name)] + yml_name
+    first, second = read(path), read(other)
+    if first is not None and second is not None:
+        raise ConfigError(
+            f"the project has both {yaml_name} and {yml_name}",
+            path=other,
+            line=1,
+            hint=f"keep one: merge {yml_name} into {yaml_name} and delete it",
+        )
+    return (other, second) if first is None and second is not None else (path, first)
+
+
 def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | None, str | None]:
     """The settings on the prod branch now: (parsed, branch, head sha, config text).
 
-    ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config.yaml names another
+    ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config names another
     ``deploy.prod_branch``, that branch is read instead (once: it must name itself).
+    ``path`` names the project's config.yaml; a config.yml is read when that is absent.
     """
-    text = forge.read_file(branch, path)
-    parsed = parse(text, f"{branch}:{path}")
+    found, text = read_config(lambda name: forge.read_file(branch, name), path)
+    parsed = parse(text, f"{branch}:{found}")
     if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
         named = parsed.deploy.prod_branch
-        text = forge.read_file(named, path)
-        again = parse(text, f"{named}:{path}")
+        found, text = read_config(lambda name: forge.read_file(named, name), path)
+        again = parse(text, f"{named}:{found}")
         if again.names_prod_branch and again.deploy.prod_branch != named:
             raise ConfigError(
                 f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
