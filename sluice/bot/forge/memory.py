@@ -5,8 +5,13 @@ and gate code can be exercised without HTTP, git or a network.
 It keeps the protocol's promises the real forges keep: the sticky comment is matched by
 its author as well as its marker, a merge happens only while the head is still the sha
 asked for, a commit's files are held to the same limits and path rules as an archive.
-What a test sets up (commits, branches, pull requests, reviews, permissions, teams) it
-sets through the methods below; what the bot did it reads from the public fields.
+What a test sets up (commits, branches, tags, pull requests, comments, reviews,
+permissions, teams) it sets through the methods below; what the bot did it reads from the
+public fields, and every protocol call, with its arguments, is in :attr:`MemoryForge.calls`
+(what a wire fake's request log tells).
+
+``name`` is the forge the flow sees: ``memory`` by default; ``github`` or ``gitlab`` when
+the flow's words for one forge are under test (the ledger keys the repository by it too).
 
 >>> forge = MemoryForge("octo/warehouse")
 >>> forge.commit("c1", {"config.yaml": "sluice: {}\\n"}, branch="main")
@@ -30,6 +35,8 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review, UnusableTree
 
 BOT_USER = "sluice-bot"
+WRITES = frozenset({"upsert_comment", "reply", "react", "set_check", "merge",
+                    "start_deployment", "deployment_status"})  # fmt: skip
 _ROLES = ("admin", "maintain", "write", "triage", "read", "none")
 
 
@@ -43,8 +50,20 @@ class Comment:
     reactions: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Merge:
+    """A merge the bot made: pull request, method, the head it merged, the merge commit."""
+
+    number: int
+    method: str
+    sha: str
+    merge_sha: str
+
+
 @dataclass
 class Deployment:
+    """A deployment record: ``sha`` to ``environment`` from branch ``ref``; its states."""
+
     id: int
     sha: str
     environment: str
@@ -76,8 +95,9 @@ class MemoryForge:
     review_log: dict[int, list[Review]] = field(default_factory=dict)  # PR -> reviews
     roles: dict[str, str] = field(default_factory=dict)  # login (any case) -> role
     teams: dict[str, frozenset[str]] = field(default_factory=dict)  # "org/slug" -> logins
-    merges: list[tuple[int, str, str]] = field(default_factory=list)  # (PR, method, merge sha)
+    merges: list[Merge] = field(default_factory=list)
     deployments: list[Deployment] = field(default_factory=list)
+    calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)  # (method, args)
     _ids: int = 1000
 
     # -- what a test sets up -------------------------------------------------------------
@@ -101,6 +121,30 @@ class MemoryForge:
         self.parents[sha] = parents
         if branch is not None:
             self.refs[branch] = sha
+
+    def commit_folder(
+        self,
+        sha: str,
+        folder: Path,
+        *,
+        parents: tuple[str, ...] = (),
+        branch: str | None = None,
+    ) -> None:
+        """:meth:`commit` of the files under ``folder`` (as a forge's archive of it holds
+        them: links and special files left out)."""
+        files: dict[str, str | bytes] = {
+            path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*"))
+            if path.is_file() and not path.is_symlink()
+        }
+        self.commit(sha, files, parents=parents, branch=branch)
+
+    def tag(self, name: str, sha: str) -> None:
+        """Tag commit ``sha`` as ``name`` (``commit_of`` answers the commit, as for a
+        peeled annotated tag)."""
+        if sha not in self.files:
+            raise ForgeError(f"memory: no commit {sha} to tag")
+        self.refs[name] = sha
 
     def open_pull(
         self,
@@ -141,35 +185,83 @@ class MemoryForge:
         return pull
 
     def add_review(
-        self, number: int, user: str, state: str, commit_sha: str | None = None
+        self,
+        number: int,
+        user: str,
+        state: str,
+        commit_sha: str | None = None,
+        *,
+        unbound: bool = False,
     ) -> Review:
-        """``user`` reviews pull request ``number`` (at its head unless ``commit_sha``)."""
+        """``user`` reviews pull request ``number`` (at its head unless ``commit_sha``);
+        ``unbound``: the review names no commit (as GitLab lists its approvals)."""
         self._ids += 1
+        count = len(self.review_log.get(number, []))
         review = Review(
             self._ids,
             user,
             state.upper(),
-            commit_sha or self._pull(number).head_sha,
-            f"2026-01-01T00:00:{len(self.review_log.get(number, [])):02d}Z",
+            None if unbound else commit_sha or self._pull(number).head_sha,
+            f"2026-01-01T{count // 3600:02d}:{count // 60 % 60:02d}:{count % 60:02d}Z",
         )
         self.review_log.setdefault(number, []).append(review)
         return review
 
-    def add_comment(self, number: int, author: str, body: str) -> int:
-        """A person's comment on pull request ``number``; its id."""
-        self._ids += 1
-        self.comments.setdefault(number, []).append(Comment(self._ids, author, body))
-        return self._ids
+    def dismiss_review(self, number: int, review_id: int) -> None:
+        """Dismiss a review (GitHub rewrites its state to DISMISSED)."""
+        log = self.review_log.get(number, [])
+        for index, review in enumerate(log):
+            if review.id == review_id:
+                log[index] = dataclasses.replace(review, state="DISMISSED")
+                return
+        raise ForgeError(f"memory: no review {review_id} on #{number}")
+
+    def withdraw_reviews(self, number: int, user: str) -> None:
+        """``user``'s reviews are gone from the list (a GitLab approval taken back)."""
+        self.review_log[number] = [r for r in self.review_log.get(number, []) if r.user != user]
+
+    def add_comment(
+        self, number: int, author: str, body: str, *, comment_id: int | None = None
+    ) -> int:
+        """A person's comment on pull request ``number`` (with ``comment_id``, that id);
+        its id."""
+        if comment_id is None:
+            self._ids += 1
+            comment_id = self._ids
+        elif any(c.id == comment_id for cs in self.comments.values() for c in cs):
+            raise ForgeError(f"memory: comment {comment_id} exists already")
+        self.comments.setdefault(number, []).append(Comment(comment_id, author, body))
+        return comment_id
+
+    def delete_comment(self, number: int, comment_id: int) -> None:
+        """Someone deletes comment ``comment_id``."""
+        before = self.comments.get(number, [])
+        self.comments[number] = [c for c in before if c.id != comment_id]
+        if len(self.comments[number]) == len(before):
+            raise ForgeError(f"memory: no comment {comment_id} on #{number}")
 
     def bot_comments(self, number: int) -> list[str]:
         """The bodies of the bot's comments on pull request ``number``, oldest first."""
         return [c.body for c in self.comments.get(number, []) if c.author == self.bot_user]
+
+    def reactions(self, number: int) -> list[tuple[int, str]]:
+        """(comment id, reaction) for every reaction on pull request ``number``'s comments,
+        by comment then in the order given."""
+        return [(c.id, r) for c in self.comments.get(number, []) for r in c.reactions]
+
+    def writes(self, since: int = 0) -> list[tuple[str, tuple[object, ...]]]:
+        """The calls from ``since`` on (an index into :attr:`calls`) that change the forge."""
+        return [call for call in self.calls[since:] if call[0] in WRITES]
+
+    def _call(self, method: str, *args: object) -> None:
+        self.calls.append((method, args))
 
     # -- the protocol: files and refs ------------------------------------------------------
 
     def fetch_tree(self, sha: str, dest: Path) -> None:
         """Write the files of ``sha`` into ``dest``, held to the limits and path rules an
         archive is held to (:class:`UnusableTree` leaves ``dest`` empty)."""
+        self._call("fetch_tree", sha, dest)
         tree = self.files.get(sha)
         if tree is None:
             raise ForgeError(f"memory: no commit {sha}")
@@ -190,16 +282,27 @@ class MemoryForge:
             raise
 
     def read_file(self, ref: str, path: str) -> str | None:
-        sha = self.commit_of(ref) or (ref if ref in self.files else None)
+        self._call("read_file", ref, path)
+        sha = self._resolve(ref) or (ref if ref in self.files else None)
         data = self.files.get(sha, {}).get(path) if sha is not None else None
         return None if data is None else data.decode("utf-8")
 
     def commit_of(self, ref: str) -> str | None:
-        ref = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
-        return self.refs.get(ref)
+        self._call("commit_of", ref)
+        return self._resolve(ref)
+
+    def _resolve(self, ref: str) -> str | None:
+        # ``main``, ``heads/main``, ``tags/v1``, ``refs/tags/v1``: branches and tags
+        # share one namespace here.
+        name = ref.removeprefix("refs/")
+        for prefix in ("heads/", "tags/"):
+            if name.startswith(prefix) and name.removeprefix(prefix) in self.refs:
+                return self.refs[name.removeprefix(prefix)]
+        return self.refs.get(name)
 
     def on_branch(self, sha: str, branch: str) -> bool:
-        tip = self.refs.get(branch)
+        self._call("on_branch", sha, branch)
+        tip = self.refs.get(branch, branch if branch in self.files else None)  # or a commit
         seen: set[str] = set()
         todo = [tip] if tip is not None else []
         while todo:
@@ -220,9 +323,11 @@ class MemoryForge:
         return pull
 
     def pull_request(self, number: int) -> PullRequest:
+        self._call("pull_request", number)
         return self._pull(number)
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
+        self._call("upsert_comment", number, marker, body)
         if marker not in body:
             raise ForgeError("memory: the comment's body does not hold its marker")
         self._pull(number)
@@ -234,11 +339,13 @@ class MemoryForge:
         self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
 
     def reply(self, number: int, body: str) -> None:
+        self._call("reply", number, body)
         self._pull(number)
         self._ids += 1
         self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
+        self._call("react", number, comment_id, reaction)
         for comment in self.comments.get(number, []):
             if comment.id == comment_id:
                 comment.reactions.append(reaction)
@@ -246,20 +353,28 @@ class MemoryForge:
         return False
 
     def set_check(self, sha: str, check: Check) -> None:
+        self._call("set_check", sha, check)
         self.checks.setdefault(sha, {})[check.name] = check
 
     def reviews(self, number: int) -> list[Review]:
+        self._call("reviews", number)
         self._pull(number)
         return list(self.review_log.get(number, []))
 
     def permission(self, user: str) -> str:
+        self._call("permission", user)
         role = {k.casefold(): v for k, v in self.roles.items()}.get(user.casefold(), "none")
         return role if role in _ROLES else "none"
 
     def team_members(self, team: str) -> frozenset[str]:
-        return self.teams.get(team, frozenset())
+        self._call("team_members", team)
+        wanted = team.casefold()  # GitHub's org and team slugs ignore case
+        return next(
+            (frozenset(v) for k, v in self.teams.items() if k.casefold() == wanted), frozenset()
+        )
 
     def merge(self, number: int, method: str, sha: str) -> str:
+        self._call("merge", number, method, sha)
         pull = self._pull(number)
         if not pull.open or pull.merged:
             raise ForgeError(f"memory: pull request #{number} is not open")
@@ -277,15 +392,17 @@ class MemoryForge:
         )
         self.refs[pull.base_ref] = merged
         self.pulls[number] = dataclasses.replace(pull, open=False, merged=True)
-        self.merges.append((number, method, merged))
+        self.merges.append(Merge(number, method, sha, merged))
         return merged
 
     def start_deployment(self, sha: str, environment: str, description: str, ref: str) -> int:
+        self._call("start_deployment", sha, environment, description, ref)
         self._ids += 1
         self.deployments.append(Deployment(self._ids, sha, environment, ref, description))
         return self._ids
 
     def deployment_status(self, deployment: int, state: str, description: str) -> None:
+        self._call("deployment_status", deployment, state, description)
         for record in self.deployments:
             if record.id == deployment:
                 record.statuses.append((state, description))

@@ -1,7 +1,8 @@
 """The approval gate, comment commands and tag promotions, driven by real GitHub payloads.
 
 Each test parses a real delivery from tests/fixtures/webhooks with ``parse_github`` and hands
-it to the flow, which talks to ``FakeGitHub`` at the wire through PyGithub. None of
+it to the flow, whose forge is a :class:`~sluice.bot.forge.memory.MemoryForge` standing in
+for GitHub (what PyGithub sends is tested in tests/bot/forge/test_github.py). None of
 these paths runs Spark: plans are recorded in the ledger as a PR build would record them
 (the Spark-backed flow is in test_lifecycle.py).
 """
@@ -14,21 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
 
-from sluice.bot.entry.app import forge_factory
-from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.commands import HELP
 from sluice.bot.events.github import parse_github
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
 from tests.helpers.cases import realcase, record_prod
-from tests.helpers.github_wire import FakeGitHub, tarball
 
 REPO = Path(__file__).resolve().parents[3]
 OWNER = "octo/warehouse"
@@ -40,17 +39,13 @@ BASE_CONFIG = (
 
 
 class Bot:
-    """A flow on a SQLite state, its ledger, and the fake GitHub it talks to."""
+    """A flow on a SQLite state, its ledger, and the in-memory GitHub it talks to."""
 
-    def __init__(self, root: Path, github: FakeGitHub) -> None:
-        self.root, self.github = root, github
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.root, self.forge = root, forge
         self.url = f"sqlite:///{root / 'state.db'}"
-        settings = ServiceSettings(
-            webhook_secret="s", github_token="ghp_gateToken", workdir=root / "work",
-            database_url=self.url, github_request_interval=0, github_write_interval=0,
-        )  # type: ignore[arg-type]  # fmt: skip
-        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
-                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+        self.deps = make_deps(forge_for=lambda _event: forge, workdir=root / "work",
+                              state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(self.url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
@@ -67,22 +62,37 @@ class Bot:
         review = PlanReview(fingerprint, items, owners, owners)
         self.ledger.record_plan(f"github:{OWNER}", number, sha, review, 1)
 
-    def approval(self, sha: str) -> dict[str, Any]:
-        return self.github.checks_on(sha)["sluice/approval"]
+    def approval(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
+
+    def say(
+        self, user: str, body: str, *, action: str = "created", comment_id: int | None = None
+    ) -> int:
+        """``user`` writes ``body`` on PR 7 (``comment_id``: that id), then its webhook."""
+        made = self.forge.add_comment(7, user, body, comment_id=comment_id)
+        self.deliver("issue_comment", _comment(user, body, action=action, comment_id=made))
+        return made
+
+    def replies(self) -> list[str]:
+        """The bot's comments on PR 7, oldest first."""
+        return self.forge.bot_comments(7)
+
+    def set_main_config(self, config: str) -> None:
+        """A new commit on ``main`` whose config.yaml is ``config``."""
+        self.forge.commit(f"main-{len(self.forge.files)}", {"config.yaml": config}, branch="main")
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    github = FakeGitHub(repo=OWNER)
-    github.files[("main", "config.yaml")] = BASE_CONFIG
-    github.permissions.update({"alice": "write", "bob": "write", "carol": "admin", "dave": "read"})
-    github.add_pull(7, A, author="alice")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        made = Bot(tmp_path, github)
-        yield made
-        made.deps.close()
-        made.ledger.close()
+    forge = MemoryForge(OWNER, name="github")
+    forge.commit("base", {"config.yaml": BASE_CONFIG}, branch="main")
+    forge.commit(A, {"config.yaml": BASE_CONFIG}, parents=("base",))
+    forge.roles.update({"alice": "write", "bob": "write", "carol": "admin", "dave": "read"})
+    forge.open_pull(7, head_sha=A, base="main", author="alice")
+    made = Bot(tmp_path, forge)
+    yield made
+    made.deps.close()
+    made.ledger.close()
 
 
 def _payload(case: str, **changes: Any) -> dict[str, Any]:
@@ -122,122 +132,113 @@ def _comment(
 
 def test_the_gate_waits_for_an_eligible_approver_and_never_counts_the_author(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "alice", "APPROVED", A)
+    bot.forge.add_review(7, "alice", "APPROVED", A)
     bot.deliver("pull_request_review", _review("alice", "approved", A))
     check = bot.approval(A)
-    assert check["conclusion"] == "failure"
-    assert check["output"]["title"] == "1 more approval needed"
-    summary = check["output"]["summary"]
+    assert check.conclusion == "failure"
+    assert check.title == "1 more approval needed"
+    summary = check.summary
     assert "1 more approval needed from @bob and @carol." in summary
     assert "@alice's own approval does not count (PR author)." in summary
-    assert [a["identifier"] for a in check["actions"]] == ["approve"]
+    assert [a.identifier for a in check.actions] == ["approve"]
     # The settings were read from the base branch, not from the PR's head.
-    assert any(
-        "contents/config.yaml" in url and "ref=main" in url for _, url in bot.github.requests
-    )
+    read = [args for name, args in bot.forge.calls if name == "read_file"]
+    assert ("main", "config.yaml") in read and all(ref != A for ref, _ in read)
 
-    bot.github.add_review(7, "bob", "APPROVED", A)
+    bot.forge.add_review(7, "bob", "APPROVED", A)
     bot.deliver("pull_request_review", _review("bob", "approved", A))
     check = bot.approval(A)
-    assert check["conclusion"] == "success" and check["output"]["title"] == "Approved"
-    assert check["actions"] == []
+    assert check.conclusion == "success" and check.title == "Approved"
+    assert check.actions == ()
     # The approved plan's models are recorded for promotions.
     assert bot.ledger.unapproved(f"github:{OWNER}", [("s.m", "fp1-s.m")]) == []
-    [comment] = bot.github.comments_on(7)
-    assert "**Approval:** ✅ Approved. Approved by @bob (1 of 1 required)." in comment["body"]
+    [comment] = bot.replies()
+    assert "**Approval:** ✅ Approved. Approved by @bob (1 of 1 required)." in comment
 
 
 def test_a_push_that_changes_the_plan_makes_approvals_stale(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "bob", "APPROVED", A)
+    bot.forge.add_review(7, "bob", "APPROVED", A)
     bot.deliver("pull_request_review", _review("bob", "approved", A))
-    assert bot.approval(A)["conclusion"] == "success"
-    bot.github.pulls[7]["head_sha"] = B
+    assert bot.approval(A).conclusion == "success"
+    bot.forge.push(7, B)
     bot.plan(7, B, "fp2")  # the new head plans differently
     bot.deliver("pull_request_review", _review("carol", "commented", B, head=B))
     check = bot.approval(B)
-    assert check["conclusion"] == "failure"
-    assert (
-        check["output"]["title"]
-        == "1 more approval needed (the plan changed since the last approval)"
-    )
-    assert (
-        f"@bob approved `{A[:7]}`, whose plan differs from the current plan"
-        in check["output"]["summary"]
-    )
+    assert check.conclusion == "failure"
+    assert check.title == "1 more approval needed (the plan changed since the last approval)"
+    assert f"@bob approved `{A[:7]}`, whose plan differs from the current plan" in check.summary
     assert bot.ledger.unapproved(f"github:{OWNER}", [("s.m", "fp2-s.m")]) == [("s.m", "fp2-s.m")]
 
 
 def test_a_push_that_keeps_the_plan_keeps_approvals(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "bob", "APPROVED", A)
-    bot.github.pulls[7]["head_sha"] = B
+    bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.forge.push(7, B)
     bot.plan(7, B, "fp1")  # e.g. a README edit: the same plan
     bot.deliver("pull_request_review", _review("bob", "approved", A, head=B))
-    assert bot.approval(B)["conclusion"] == "success"
+    assert bot.approval(B).conclusion == "success"
 
 
 def test_changes_requested_and_dismissals_withdraw_an_approval(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "bob", "APPROVED", A)
-    bot.github.add_review(7, "bob", "CHANGES_REQUESTED", A)
+    bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.forge.add_review(7, "bob", "CHANGES_REQUESTED", A)
     bot.deliver("pull_request_review", _review("bob", "changes_requested", A))
-    assert bot.approval(A)["conclusion"] == "failure"
-    bot.github.add_review(7, "carol", "APPROVED", A)
+    assert bot.approval(A).conclusion == "failure"
+    carols = bot.forge.add_review(7, "carol", "APPROVED", A)
     bot.deliver("pull_request_review", _review("carol", "approved", A))
-    assert bot.approval(A)["conclusion"] == "success"
-    bot.github.reviews[-1]["state"] = "DISMISSED"  # GitHub rewrites a dismissed review
+    assert bot.approval(A).conclusion == "success"
+    bot.forge.dismiss_review(7, carols.id)  # GitHub rewrites a dismissed review
     bot.deliver("pull_request_review", _review("carol", "dismissed", A, action="dismissed"))
-    assert bot.approval(A)["conclusion"] == "failure"
+    assert bot.approval(A).conclusion == "failure"
 
 
 def test_approving_from_the_check_run_follows_the_same_rules(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
     bot.deliver("check_run", _click("alice"))  # the author
     bot.deliver("check_run", _click("dave"))  # not an approver
-    assert bot.approval(A)["conclusion"] == "failure"
+    assert bot.approval(A).conclusion == "failure"
     bot.deliver("check_run", _click("carol", identifier="something-else"))
-    assert bot.approval(A)["conclusion"] == "failure"
+    assert bot.approval(A).conclusion == "failure"
     bot.deliver("check_run", _click("carol"))
     check = bot.approval(A)
-    assert check["conclusion"] == "success", check["output"]["summary"]
-    assert "Approved by @carol" in check["output"]["summary"]
+    assert check.conclusion == "success", check.summary
+    assert "Approved by @carol" in check.summary
 
 
 def test_team_members_and_model_owners(bot: Bot) -> None:
-    bot.github.files[("main", "config.yaml")] = (
+    bot.set_main_config(
         "sluice:\n  gate:\n    required_approvers: {teams: [octo/data]}\n"
         "    owners_must_approve: direct\n"
     )
-    bot.github.teams.update({"octo/data": ["erin"], "octo/finance": ["frank"]})
-    bot.github.permissions.update({"erin": "write", "frank": "write"})
+    bot.forge.teams.update({"octo/data": frozenset({"erin"}), "octo/finance": frozenset({"frank"})})
+    bot.forge.roles.update({"erin": "write", "frank": "write"})
     bot.plan(7, A, "fp1", owners={"s.orders": "octo/finance", "s.customers": None})
-    bot.github.add_review(7, "erin", "APPROVED", A)
+    bot.forge.add_review(7, "erin", "APPROVED", A)
     bot.deliver("pull_request_review", _review("erin", "approved", A))
     check = bot.approval(A)
-    assert check["conclusion"] == "failure"
-    assert "Owners still to approve: `s.orders` (@octo/finance)." in check["output"]["summary"]
-    bot.github.add_review(7, "frank", "APPROVED", A)
+    assert check.conclusion == "failure"
+    assert "Owners still to approve: `s.orders` (@octo/finance)." in check.summary
+    bot.forge.add_review(7, "frank", "APPROVED", A)
     bot.deliver("pull_request_review", _review("frank", "approved", A))
-    assert bot.approval(A)["conclusion"] == "success"
+    assert bot.approval(A).conclusion == "success"
 
 
 def test_a_review_before_the_commit_is_planned_waits_for_the_plan(bot: Bot) -> None:
     bot.deliver("pull_request_review", _review("bob", "approved", A))
     check = bot.approval(A)
-    assert check["status"] == "in_progress" and check["output"]["title"] == "Waiting for the plan"
+    assert check.status == "in_progress" and check.title == "Waiting for the plan"
 
 
 def test_invalid_gate_settings_on_the_base_branch_fail_the_check_with_the_line(bot: Bot) -> None:
-    bot.github.files[("main", "config.yaml")] = (
-        "sluice:\n  gate:\n    required_approvers:\n      usrs: [bob]\n"
-    )
+    bot.set_main_config("sluice:\n  gate:\n    required_approvers:\n      usrs: [bob]\n")
     bot.plan(7, A, "fp1")
     bot.deliver("pull_request_review", _review("bob", "approved", A))
     check = bot.approval(A)
-    assert check["conclusion"] == "failure" and check["output"]["title"] == "Invalid gate settings"
-    assert "config.yaml:4" in check["output"]["summary"]
-    assert "sluice.gate.required_approvers.usrs" in check["output"]["summary"]
+    assert check.conclusion == "failure" and check.title == "Invalid gate settings"
+    assert "config.yaml:4" in check.summary
+    assert "sluice.gate.required_approvers.usrs" in check.summary
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -245,60 +246,58 @@ def test_invalid_gate_settings_on_the_base_branch_fail_the_check_with_the_line(b
 
 def test_a_user_without_write_permission_is_told_why_and_nothing_runs(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.deliver("issue_comment", _comment("dave", "/sluice deploy"))
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.say("dave", "/sluice deploy")
+    reply = bot.replies()[-1]
     assert reply.startswith("@dave only users with write permission")
     assert "(your permission: read)" in reply
-    assert bot.github.reactions == [] and bot.github.deployments == []
-    bot.deliver("issue_comment", _comment("mallory", "/sluice plan"))  # not a collaborator
-    assert "(your permission: none)" in bot.github.comments_on(7)[-1]["body"]
+    assert bot.forge.reactions(7) == [] and bot.forge.deployments == []
+    bot.say("mallory", "/sluice plan")  # not a collaborator
+    assert "(your permission: none)" in bot.replies()[-1]
 
 
 def test_help_unknown_and_bad_commands_get_answers(bot: Bot) -> None:
-    bot.deliver("issue_comment", _comment("bob", "/sluice help", comment_id=901))
-    assert bot.github.reactions == [{"comment": 901, "content": "+1"}]
-    assert bot.github.comments_on(7)[-1]["body"] == HELP
-    bot.deliver("issue_comment", _comment("bob", "/sluice frobnicate", comment_id=902))
-    assert bot.github.comments_on(7)[-1]["body"].startswith(
-        "`/sluice frobnicate` is not a Sluice command."
-    )
-    bot.deliver("issue_comment", _comment("bob", "/sluice plan now", comment_id=903))
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.say("bob", "/sluice help", comment_id=901)
+    assert bot.forge.reactions(7) == [(901, "+1")]
+    assert bot.replies()[-1] == HELP
+    bot.say("bob", "/sluice frobnicate", comment_id=902)
+    assert bot.replies()[-1].startswith("`/sluice frobnicate` is not a Sluice command.")
+    bot.say("bob", "/sluice plan now", comment_id=903)
+    reply = bot.replies()[-1]
     assert "`/sluice plan` takes no arguments" in reply and "Usage: `/sluice plan`" in reply
-    assert bot.github.reactions[-1] == {"comment": 903, "content": "confused"}
+    assert bot.forge.reactions(7)[-1] == (903, "confused")
 
 
 def test_edited_comments_and_comments_without_commands_do_nothing(bot: Bot) -> None:
-    before = len(bot.github.requests)
-    bot.deliver("issue_comment", _comment("bob", "/sluice deploy", action="edited"))
-    bot.deliver("issue_comment", _comment("bob", "Looks good to me"))
-    assert [r for r in bot.github.requests[before:] if r[0] != "GET"] == []
+    before = len(bot.forge.calls)
+    bot.say("bob", "/sluice deploy", action="edited")
+    bot.say("bob", "Looks good to me")
+    assert bot.forge.writes(before) == []
 
 
 def test_deploy_refuses_until_the_gate_passes(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.deliver("issue_comment", _comment("bob", "/sluice deploy"))
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.say("bob", "/sluice deploy")
+    reply = bot.replies()[-1]
     assert reply.startswith("@bob not deployed: the `sluice/approval` gate has not passed.")
-    assert bot.github.deployments == [] and bot.github.merges == []
+    assert bot.forge.deployments == [] and bot.forge.merges == []
 
 
 # -- tags and merges -----------------------------------------------------------------------
 
 
-def _project_commit(bot: Bot, sha: str, config_extra: str, *, on_main: bool = False) -> None:
-    """A commit of the example project with ``config_extra`` in its config.yaml; with
-    ``on_main`` the prod branch has that config.yaml too (where the settings are read)."""
+def _project_commit(
+    bot: Bot, sha: str, config_extra: str, *, on_main: bool = False, parents: tuple[str, ...] = ()
+) -> str:
+    """A commit of the example project with ``config_extra`` in its config.yaml (its text
+    returned); with ``on_main`` the prod branch moves to it (where the settings are read)."""
     src = bot.root / f"tree-{sha[:4]}"
     shutil.copytree(
         REPO / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
     )
     config = (src / "config.yaml").read_text() + config_extra
     (src / "config.yaml").write_text(config)
-    bot.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-    bot.github.files[(sha, "config.yaml")] = config
-    if on_main:
-        bot.github.files[("main", "config.yaml")] = config
+    bot.forge.commit_folder(sha, src, parents=parents, branch="main" if on_main else None)
+    return config
 
 
 TAG_DEPLOY = """  gate:
@@ -311,26 +310,24 @@ TAG_DEPLOY = """  gate:
 
 def test_tags_promote_only_when_they_match_and_are_on_the_prod_branch(bot: Bot) -> None:
     _project_commit(bot, C, TAG_DEPLOY, on_main=True)
-    bot.github.refs["main"] = C
     tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/release-1", after=C)
     bot.deliver("push", tag)  # does not match v*
-    assert "sluice/deploy" not in bot.github.checks_on(C)
+    assert "sluice/deploy" not in bot.forge.checks.get(C, {})
     off_branch = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v1.0", after=B)
     _project_commit(bot, B, TAG_DEPLOY)
     bot.deliver("push", off_branch)  # B is not on main
-    assert "sluice/deploy" not in bot.github.checks_on(B)
-    assert bot.github.deployments == []
+    assert "sluice/deploy" not in bot.forge.checks.get(B, {})
+    assert bot.forge.deployments == []
 
     # On main and matching, but nothing in it was approved: prod is not touched.
-    bot.github.branch_commits["main"] = {C}
-    bot.github.add_tag("v1.0", C, annotated=True)
+    bot.forge.tag("v1.0", C)
     release = _payload("github/release/published.payload.json", **{"release.tag_name": "v1.0"})
     bot.deliver("release", release)
-    deploy = bot.github.checks_on(C)["sluice/deploy"]
-    assert deploy["conclusion"] == "failure"
-    assert "unapproved change(s): prod is unchanged" in deploy["output"]["title"]
-    assert "- `jaffle.orders` (change)" in deploy["output"]["summary"]
-    assert [s["state"] for s in bot.github.deployments[0]["statuses"]] == ["in_progress", "failure"]
+    deploy = bot.forge.checks[C]["sluice/deploy"]
+    assert deploy.conclusion == "failure"
+    assert "unapproved change(s): prod is unchanged" in deploy.title
+    assert "- `jaffle.orders` (change)" in deploy.summary
+    assert [state for state, _ in bot.forge.deployments[0].statuses] == ["in_progress", "failure"]
 
 
 def test_a_deleted_tag_is_not_an_event() -> None:
@@ -347,9 +344,9 @@ def test_a_merge_into_another_branch_or_with_on_tag_does_not_promote(bot: Bot) -
         "pull_request.user.login": "alice",
     })  # fmt: skip
     bot.deliver("pull_request", merged)
-    assert "sluice/deploy" not in bot.github.checks_on(C)
+    assert "sluice/deploy" not in bot.forge.checks.get(C, {})
     assert bot.ledger.waiting(f"github:{OWNER}") == {7: []}
-    body = bot.github.comments_on(7)[-1]["body"]
+    body = bot.replies()[-1]
     assert "prod is promoted by the next tag matching `v*` on `main`" in body
 
 
@@ -366,35 +363,31 @@ def _prod_at(bot: Bot, sha: str) -> None:
 
 
 def test_deploy_promotes_the_approved_head_then_merges(bot: Bot) -> None:
-    _project_commit(bot, A, DEPLOY_MERGE)
-    bot.github.files[("main", "config.yaml")] = bot.github.files[(A, "config.yaml")]
-    bot.github.refs["main"] = C
-    bot.github.branch_commits[A] = {C}  # the PR contains main's head
+    config = _project_commit(bot, A, DEPLOY_MERGE, parents=(C,))  # the PR contains main's head
+    bot.forge.commit(C, {"config.yaml": config}, branch="main")
     _prod_at(bot, A)  # nothing left to promote: the path without Spark
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "bob", "APPROVED", A)
-    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", comment_id=950))
-    assert bot.github.reactions == [{"comment": 950, "content": "+1"}]
-    deploy = bot.github.checks_on(A)["sluice/deploy"]
-    assert (
-        deploy["conclusion"] == "success"
-        and deploy["output"]["title"] == "Prod already has this state"
-    )
-    [merge] = bot.github.merges
-    assert merge["number"] == 7 and merge["method"] == "squash" and merge["sha"] == A
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.say("carol", "/sluice deploy", comment_id=950)
+    assert bot.forge.reactions(7) == [(950, "+1")]
+    deploy = bot.forge.checks[A]["sluice/deploy"]
+    assert deploy.conclusion == "success" and deploy.title == "Prod already has this state"
+    [merge] = bot.forge.merges
+    assert merge.number == 7 and merge.method == "squash" and merge.sha == A
+    reply = bot.replies()[-1]
     assert reply.startswith("@carol deployed to prod (Prod already has this state) and merged as `")
-    assert [s["state"] for s in bot.github.deployments[0]["statuses"]] == ["in_progress", "success"]
+    assert [state for state, _ in bot.forge.deployments[0].statuses] == ["in_progress", "success"]
 
 
 def test_deploy_refuses_a_pr_behind_the_prod_branch(bot: Bot) -> None:
-    bot.github.refs["main"] = C  # main moved on; the PR's head does not contain C
+    # main moved on; the PR's head does not contain C
+    bot.forge.commit(C, {"config.yaml": BASE_CONFIG}, branch="main")
     bot.plan(7, A, "fp1")
-    bot.github.add_review(7, "bob", "APPROVED", A)
-    bot.deliver("issue_comment", _comment("bob", "/sluice deploy"))
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.say("bob", "/sluice deploy")
+    reply = bot.replies()[-1]
     assert "`main` has commits this pull request does not have" in reply
-    assert bot.github.deployments == [] and bot.github.merges == []
+    assert bot.forge.deployments == [] and bot.forge.merges == []
 
 
 def test_merges_never_supersede_each_other_but_new_heads_do() -> None:
@@ -416,7 +409,7 @@ def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> N
     command = parse_github("issue_comment", _comment("bob", "/sluice diff s.m"))
     assert command is not None
     dispatch.give_up(bot.deps, command, "Spark died")
-    reply = bot.github.comments_on(7)[-1]["body"]
+    reply = bot.replies()[-1]
     assert reply.startswith("@bob Sluice could not run your command") and "Spark died" in reply
     merged = parse_github("pull_request", _payload(
         "github/pull_request/woodpecker__HookPullRequestMerged.json",
@@ -424,14 +417,12 @@ def test_a_job_that_fails_for_good_is_reported_where_it_was_asked(bot: Bot) -> N
     ))  # fmt: skip
     assert merged is not None
     dispatch.give_up(bot.deps, merged, "the state database went away")
-    deploy = bot.github.checks_on(C)["sluice/deploy"]
-    assert deploy["conclusion"] == "failure" and "went away" in deploy["output"]["summary"]
+    deploy = bot.forge.checks[C]["sluice/deploy"]
+    assert deploy.conclusion == "failure" and "went away" in deploy.summary
 
 
 def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot) -> None:
     _project_commit(bot, C, TAG_DEPLOY, on_main=True)
-    bot.github.refs["main"] = C
-    bot.github.branch_commits["main"] = {C}
     _prod_at(bot, C)  # prod has C's content: the promotion finds nothing to build
     # PR 7 was merged with `on: tag`: its environment waits for the tag.
     store = open_state(bot.url)
@@ -444,10 +435,10 @@ def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot)
     bot.ledger.merged(f"github:{OWNER}", 7, [], NOW)
     tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v2.0", after=C)
     bot.deliver("push", tag)
-    deploy = bot.github.checks_on(C)["sluice/deploy"]
-    assert deploy["conclusion"] == "success", deploy["output"]
-    assert deploy["output"]["title"] == "Prod already has this state"
-    assert bot.github.deployments[0]["ref"] == C
+    deploy = bot.forge.checks[C]["sluice/deploy"]
+    assert deploy.conclusion == "success", deploy.summary
+    assert deploy.title == "Prod already has this state"
+    assert bot.forge.deployments[0].sha == C
     assert bot.ledger.waiting(f"github:{OWNER}") == {}
     store = open_state(bot.url)
     try:
@@ -455,7 +446,4 @@ def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot)
         assert record is not None and record.invalidated
     finally:
         store.close()
-    assert (
-        "`pr_7` is removed (promoted to prod by tag `v2.0`)"
-        in bot.github.comments_on(7)[-1]["body"]
-    )
+    assert "`pr_7` is removed (promoted to prod by tag `v2.0`)" in bot.replies()[-1]

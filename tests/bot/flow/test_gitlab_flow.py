@@ -2,9 +2,12 @@
 
 GitLab's approvals API lists who approved, not on which commit; the approval webhook
 names the head (``last_commit.id``), which the flow records. Each test parses a real
-GitLab delivery with ``parse_gitlab`` and hands it to the flow, which talks to
-``FakeGitLab`` through python-gitlab. No Spark: plans are recorded in the ledger as a
-build would record them (the Spark-backed flow is test_gitlab_lifecycle.py).
+GitLab delivery with ``parse_gitlab`` and hands it to the flow, whose forge is a
+:class:`~sluice.bot.forge.memory.MemoryForge` standing in for GitLab: its reviews name no
+commit, as GitLab's approvals list. How statuses, award emoji, access levels, approvals,
+merges and deployments map to GitLab's API is tested in tests/bot/forge/test_gitlab.py.
+No Spark: plans are recorded in the ledger as a build would record them (the
+Spark-backed flow is test_gitlab_lifecycle.py).
 """
 
 from __future__ import annotations
@@ -15,17 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
 
-from sluice.bot.entry.app import forge_factory
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
 from tests.helpers.cases import load_case, record_prod
-from tests.helpers.gitlab_service import gitlab_settings
-from tests.helpers.gitlab_wire import FakeGitLab
 
 REPO = Path(__file__).resolve().parents[3]
 PROJECT = "data/warehouse"
@@ -37,12 +38,11 @@ CONFIG = ("sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
 
 
 class Bot:
-    def __init__(self, root: Path, gitlab: FakeGitLab) -> None:
-        self.gitlab = gitlab
-        settings = gitlab_settings(root)
-        self.url = settings.state_url()
-        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
-                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.forge = forge
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.deps = make_deps(forge_for=lambda _event: forge, workdir=root / "work",
+                              state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(self.url)
 
     def plan(self, sha: str, fingerprint: str) -> None:
@@ -53,9 +53,9 @@ class Bot:
         """``user`` approves (or, with ``unapproval``, takes it back) while the head is
         ``head``: in GitLab, then its webhook."""
         if action == "approval":
-            self.gitlab.approve(7, user)
+            approve(self.forge, user)
         else:
-            self.gitlab.unapprove(7, user)
+            self.forge.withdraw_reviews(7, user)
         payload = load_case("gitlab/merge_request_approved.json")
         payload["project"]["path_with_namespace"] = PROJECT
         payload["user"]["username"] = user
@@ -71,77 +71,80 @@ class Bot:
     def deliver_tag(self, payload: dict[str, Any]) -> None:
         self.deliver(payload, "Tag Push Hook")
 
-    def gate(self, sha: str) -> dict[str, Any]:
-        return self.gitlab.statuses_on(sha)["sluice/approval"]
+    def gate(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
 
     def note(self) -> str:
-        [note] = self.gitlab.bot_notes(7)
-        return str(note["body"])
+        [note] = self.forge.bot_comments(7)
+        return note
+
+
+def approve(forge: MemoryForge, user: str) -> None:
+    """``user`` approves MR 7 in GitLab: listed once, naming no commit."""
+    if all(review.user != user for review in forge.reviews(7)):
+        forge.add_review(7, user, "APPROVED", unbound=True)
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    gitlab = FakeGitLab(project=PROJECT)
-    gitlab.files[("main", "config.yaml")] = CONFIG
-    gitlab.groups["data/platform/reviewers"] = ["erin"]
-    gitlab.add_mr(7, sha=A, author="alice")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        gitlab.install(mock)
-        made = Bot(tmp_path, gitlab)
-        yield made
-        made.deps.close()
-        made.ledger.close()
+    forge = MemoryForge(PROJECT, name="gitlab", comment_limit=1_000_000)
+    forge.commit("base", {"config.yaml": CONFIG}, branch="main")
+    forge.commit(A, {"config.yaml": CONFIG}, parents=("base",))
+    forge.teams["data/platform/reviewers"] = frozenset({"erin"})
+    forge.open_pull(7, head_sha=A, base="main", author="alice")
+    made = Bot(tmp_path, forge)
+    yield made
+    made.deps.close()
+    made.ledger.close()
 
 
 def test_an_approval_counts_for_the_plan_it_was_given_on(bot: Bot) -> None:
     bot.plan(A, "fp1")
     bot.approval("bob", A)
-    assert (bot.gate(A)["state"], bot.gate(A)["description"]) == ("success", "Approved")
+    assert (bot.gate(A).conclusion, bot.gate(A).title) == ("success", "Approved")
 
     # A push that keeps the plan keeps the approval (GitLab kept it too).
-    bot.gitlab.merge_requests[7]["sha"] = B
+    bot.forge.push(7, B)
     bot.plan(B, "fp1")
     dispatch.handle(bot.deps, _review_refresh(B))
-    assert bot.gate(B)["state"] == "success"
+    assert bot.gate(B).conclusion == "success"
 
     # A push that changes the plan makes it stale, though GitLab still lists bob.
     bot.plan(B, "fp2")
     dispatch.handle(bot.deps, _review_refresh(B))
     gate = bot.gate(B)
-    assert gate["state"] == "failed"
-    assert gate["description"] == (
-        "1 more approval needed (the plan changed since the last approval)"
-    )
+    assert gate.conclusion == "failure"
+    assert gate.title == "1 more approval needed (the plan changed since the last approval)"
     assert "@bob" in bot.note() and "stale" in bot.note().lower()
 
     # bob approves again on the new head: GitLab lists him once, the webhook re-binds him.
     bot.approval("bob", B)
-    assert bot.gate(B)["state"] == "success"
+    assert bot.gate(B).conclusion == "success"
 
 
 def test_an_approval_taken_back_no_longer_counts(bot: Bot) -> None:
     bot.plan(A, "fp1")
     bot.approval("bob", A)
-    assert bot.gate(A)["state"] == "success"
+    assert bot.gate(A).conclusion == "success"
     bot.approval("bob", A, action="unapproval")
-    assert bot.gate(A)["state"] == "failed"
+    assert bot.gate(A).conclusion == "failure"
 
 
 def test_an_approval_no_webhook_told_of_is_stale(bot: Bot) -> None:
     bot.plan(A, "fp1")
-    bot.gitlab.approve(7, "bob")  # given while Sluice was not receiving webhooks
+    approve(bot.forge, "bob")  # given while Sluice was not receiving webhooks
     bot.approval("erin", A, action="unapproval")  # any MR event re-evaluates the gate
     gate = bot.gate(A)
-    assert gate["state"] == "failed" and "plan changed" in gate["description"]
+    assert gate.conclusion == "failure" and "plan changed" in gate.title
 
 
 def test_a_group_member_may_approve_and_the_author_may_not(bot: Bot) -> None:
     bot.plan(A, "fp1")
     bot.approval("alice", A)
-    assert bot.gate(A)["state"] == "failed"
+    assert bot.gate(A).conclusion == "failure"
     assert "@alice's own approval does not count (PR author)." in bot.note()
     bot.approval("erin", A)  # a member of data/platform/reviewers
-    assert bot.gate(A)["state"] == "success"
+    assert bot.gate(A).conclusion == "success"
     assert "Approved by @erin" in bot.note()
 
 
@@ -165,14 +168,21 @@ TAG_DEPLOY = """  gate:
 """
 
 
-def _commit(bot: Bot, root: Path, sha: str, extra: str = TAG_DEPLOY) -> Path:
+def _commit(
+    bot: Bot,
+    root: Path,
+    sha: str,
+    extra: str = TAG_DEPLOY,
+    *,
+    parents: tuple[str, ...] = (),
+    branch: str | None = None,
+) -> Path:
     src = root / f"tree-{sha[:4]}"
     shutil.copytree(REPO / "examples" / "jaffle_shop", src,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
     config = (src / "config.yaml").read_text() + extra
     (src / "config.yaml").write_text(config)
-    bot.gitlab.add_tree(sha, src)
-    bot.gitlab.files[(sha, "config.yaml")] = config
+    bot.forge.commit_folder(sha, src, parents=parents, branch=branch)
     return src
 
 
@@ -186,24 +196,21 @@ def _tag_push(tag: str, sha: str) -> dict[str, Any]:
 def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
     bot: Bot, tmp_path: Path
 ) -> None:
-    src = _commit(bot, tmp_path, B)
-    bot.gitlab.branches["main"] = B
     # The prod branch says `on: tag` (what a tagged commit says of itself does not count).
-    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(B, "config.yaml")]
+    src = _commit(bot, tmp_path, B, branch="main")
     bot.deliver_tag(_tag_push("release-1", B))  # does not match v*
     bot.deliver_tag(_tag_push("v0.9", A))  # A is not on main
-    assert bot.gitlab.statuses == [] and bot.gitlab.deployments == []
+    assert bot.forge.checks == {} and bot.forge.deployments == []
     deleted = load_case("gitlab/tag_push_delete.drone-go-scm.json")
     assert parse_gitlab("Tag Push Hook", deleted) is None
 
     # On main and matching; prod already has B's content, so nothing is built (no Spark).
     record_prod(src, bot.url, NOW)
-    bot.gitlab.branch_commits["main"] = {B}
     bot.deliver_tag(_tag_push("v1.0", B))
-    deploy = bot.gitlab.statuses_on(B)["sluice/deploy"]
-    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
-    [deployment] = bot.gitlab.deployments
-    assert (deployment["sha"], deployment["ref"], deployment["status"]) == (B, "main", "success")
+    deploy = bot.forge.checks[B]["sluice/deploy"]
+    assert (deploy.conclusion, deploy.title) == ("success", "Prod already has this state")
+    [deployment] = bot.forge.deployments
+    assert (deployment.sha, deployment.ref, deployment.statuses[-1][0]) == (B, "main", "success")
 
 
 # -- /sluice deploy --------------------------------------------------------------------------
@@ -211,40 +218,39 @@ def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
 
 def test_deploy_promotes_the_approved_head_then_merges_the_mr(bot: Bot, tmp_path: Path) -> None:
     src = _commit(bot, tmp_path, A, "  gate:\n    required_approvers: {users: [bob]}\n"
-                  "  deploy:\n    merge_method: squash\n")  # fmt: skip
-    bot.gitlab.files[("main", "config.yaml")] = bot.gitlab.files[(A, "config.yaml")]
-    bot.gitlab.branches["main"] = B
-    bot.gitlab.branch_commits[A] = {B}  # the MR contains main's head
-    bot.gitlab.members.update({"carol": 40, "dave": 20})
+                  "  deploy:\n    merge_method: squash\n", parents=(B,))  # fmt: skip
+    # main's head B has A's settings; the MR contains it.
+    bot.forge.commit(B, {"config.yaml": (src / "config.yaml").read_text()}, branch="main")
+    bot.forge.roles.update({"carol": "maintain", "dave": "read"})  # Maintainer, Reporter
     record_prod(src, bot.url, NOW)  # nothing left to promote: the path without Spark
     bot.plan(A, "fp1")
     bot.approval("bob", A)
-    assert bot.gate(A)["state"] == "success"
+    assert bot.gate(A).conclusion == "success"
 
     bot.deliver(_note(bot, "dave", "/sluice deploy"), NOTE)  # a Reporter
-    assert bot.gitlab.merges == [] and bot.gitlab.deployments == []
+    assert bot.forge.merges == [] and bot.forge.deployments == []
     withdrawn = _note(bot, "carol", "/sluice deploy")
-    bot.gitlab.notes[7].pop()  # deleted before the job ran: the command is withdrawn
-    replies = len(bot.gitlab.notes_on(7))
+    # deleted before the job ran: the command is withdrawn
+    bot.forge.delete_comment(7, withdrawn["object_attributes"]["id"])
+    notes = len(bot.forge.comments[7])
     bot.deliver(withdrawn, NOTE)
-    assert bot.gitlab.merges == [] and bot.gitlab.deployments == [] and bot.gitlab.awards == []
-    assert len(bot.gitlab.notes_on(7)) == replies
+    assert bot.forge.merges == [] and bot.forge.deployments == [] and bot.forge.reactions(7) == []
+    assert len(bot.forge.comments[7]) == notes
     note = _note(bot, "carol", "/sluice deploy")
     bot.deliver(note, NOTE)
-    awards = [(a["note"], a["name"]) for a in bot.gitlab.awards]
-    assert awards == [(note["object_attributes"]["id"], "thumbsup")]
-    deploy = bot.gitlab.statuses_on(A)["sluice/deploy"]
-    assert (deploy["state"], deploy["description"]) == ("success", "Prod already has this state")
-    [merge] = bot.gitlab.merges
-    assert (merge["iid"], merge["sha"], merge["squash"]) == (7, A, True)
-    reply = bot.gitlab.notes_on(7)[-1]["body"]
+    assert bot.forge.reactions(7) == [(note["object_attributes"]["id"], "+1")]
+    deploy = bot.forge.checks[A]["sluice/deploy"]
+    assert (deploy.conclusion, deploy.title) == ("success", "Prod already has this state")
+    [merge] = bot.forge.merges
+    assert (merge.number, merge.sha, merge.method) == (7, A, "squash")
+    reply = bot.forge.bot_comments(7)[-1]
     assert reply.startswith("@carol deployed to prod (Prod already has this state) and merged")
-    [deployment] = bot.gitlab.deployments
-    assert (deployment["ref"], deployment["status"]) == ("main", "success")
+    [deployment] = bot.forge.deployments
+    assert (deployment.ref, deployment.statuses[-1][0]) == ("main", "success")
 
 
 def _note(bot: Bot, user: str, body: str) -> dict[str, Any]:
-    note_id = bot.gitlab.add_note(7, body, author=user)
+    note_id = bot.forge.add_comment(7, user, body)
     payload = load_case("gitlab/note_merge_request.docs.json")
     payload["project"]["path_with_namespace"] = PROJECT
     payload["user"]["username"] = user

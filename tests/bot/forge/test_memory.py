@@ -97,6 +97,89 @@ def test_reviews_permissions_reactions_checks_and_deployments() -> None:
     assert forge.deployments[0].statuses == [("success", "done")]
 
 
+def test_a_folder_commits_as_its_files_and_tags_and_ref_names_resolve(tmp_path: Path) -> None:
+    forge = _forge()
+    (tmp_path / "src" / "models").mkdir(parents=True)
+    (tmp_path / "src" / "models" / "b.sql").write_text("SELECT 2")
+    (tmp_path / "src" / "link.sql").symlink_to(tmp_path / "src" / "models" / "b.sql")
+    forge.commit_folder("c" * 40, tmp_path / "src", branch="main")
+    assert forge.files["c" * 40] == {"models/b.sql": b"SELECT 2"}  # no links, as an archive
+    assert forge.parents["c" * 40] == (BASE,) and forge.on_branch(BASE, "main")
+    forge.tag("v1", BASE)
+    for ref in ("v1", "tags/v1", "refs/tags/v1"):
+        assert forge.commit_of(ref) == BASE
+    assert forge.commit_of("heads/main") == forge.commit_of("main") == "c" * 40
+    assert forge.commit_of("v2") is None
+    with pytest.raises(ForgeError, match="no commit"):
+        forge.tag("v2", "e" * 40)
+    # Reachability from a commit as well as from a branch (a compare of two commits).
+    assert forge.on_branch(BASE, HEAD) and not forge.on_branch(HEAD, BASE)
+    assert not forge.on_branch(BASE, "nowhere")
+
+
+def test_reviews_dismissed_withdrawn_and_unbound() -> None:
+    forge = _forge()
+    bob = forge.add_review(7, "bob", "approved")
+    forge.add_review(7, "carol", "approved", unbound=True)  # as GitLab lists approvals
+    forge.dismiss_review(7, bob.id)
+    assert [(r.user, r.state, r.commit_sha) for r in forge.reviews(7)] == [
+        ("bob", "DISMISSED", HEAD),
+        ("carol", "APPROVED", None),
+    ]
+    forge.withdraw_reviews(7, "carol")
+    assert [r.user for r in forge.reviews(7)] == ["bob"]
+    with pytest.raises(ForgeError, match="no review"):
+        forge.dismiss_review(7, 1)
+    with pytest.raises(ForgeError, match="no pull request #8"):
+        forge.reviews(8)
+
+
+def test_comments_with_ids_deleted_comments_and_reactions_by_comment() -> None:
+    forge = _forge()
+    first = forge.add_comment(7, "bob", "/sluice plan", comment_id=901)
+    second = forge.add_comment(7, "bob", "/sluice help")
+    with pytest.raises(ForgeError, match="exists already"):
+        forge.add_comment(7, "eve", "again", comment_id=901)
+    assert forge.react(7, second, "eyes") and forge.react(7, first, "+1")
+    assert forge.reactions(7) == [(901, "+1"), (second, "eyes")]
+    forge.delete_comment(7, first)
+    assert not forge.react(7, first, "rocket")  # deleted before the bot got to it
+    with pytest.raises(ForgeError, match="no comment"):
+        forge.delete_comment(7, first)
+    with pytest.raises(ForgeError, match="no pull request"):
+        forge.reply(8, "hello")
+
+
+def test_every_call_is_logged_and_the_writes_are_told_apart() -> None:
+    forge = _forge()
+    forge.read_file("main", "config.yaml")
+    forge.permission("bob")
+    start = len(forge.calls)
+    forge.reply(7, "hi")
+    forge.set_check(HEAD, Check("sluice/plan", "queued", "Queued", "..."))
+    forge.team_members("octo/data")
+    assert forge.calls[:2] == [("read_file", ("main", "config.yaml")), ("permission", ("bob",))]
+    assert [name for name, _ in forge.writes()] == ["reply", "set_check"]
+    assert forge.writes(start + 2) == []
+
+
+def test_a_merge_is_recorded_with_its_head_and_teams_ignore_case() -> None:
+    forge = _forge()
+    merged = forge.merge(7, "squash", HEAD)
+    [merge] = forge.merges
+    assert (merge.number, merge.method, merge.sha, merge.merge_sha) == (7, "squash", HEAD, merged)
+    with pytest.raises(ForgeError, match="unknown merge method"):
+        forge.open_pull(8, head_sha=HEAD, base="main", author="bob")
+        forge.merge(8, "fast-forward", HEAD)
+    with pytest.raises(ForgeError, match="no pull request #9"):
+        forge.merge(9, "merge", HEAD)
+    forge.teams["Octo/Data"] = frozenset({"erin"})
+    assert forge.team_members("octo/data") == {"erin"}
+    assert forge.team_members("octo/other") == frozenset()
+    with pytest.raises(ForgeError, match="no deployment"):
+        forge.deployment_status(1, "success", "done")
+
+
 # -- the flow on it: commands, no HTTP, no Spark ---------------------------
 
 
