@@ -25,7 +25,7 @@ test: lint typecheck unit
 ## test-fast: the tests that need neither Spark nor PostgreSQL and are not slow (the loop
 ## while editing; `make test` runs everything)
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not spark and not postgres and not slow" -p no:cacheprovider
+	$(BIN)/pytest -q -n auto -m "not spark and not postgres and not slow" -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -35,10 +35,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The tests without Spark run on every core (pytest-xdist); the Spark tests one at a time
+# after them, each Spark job using every core itself.
 unit: $(STAMP)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest
+	$(BIN)/pytest -n auto -m "not spark"
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -m spark
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
