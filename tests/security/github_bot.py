@@ -1,8 +1,9 @@
-"""The flow talking to a fake GitHub at the wire, for the hostile cases.
+"""The flow on an in-memory GitHub, for the hostile cases.
 
 Real webhook bodies (``tests/fixtures/webhooks``) are parsed by ``parse_github`` and handed to
-the flow; PyGithub really runs against :class:`tests.helpers.github_wire.FakeGitHub`.
-Spark is replaced by a runner that records the project it was asked to run and fails the
+the flow, whose forge is a :class:`~sluice.bot.forge.memory.MemoryForge` named ``github``
+(one per repository an event names); what goes over HTTP to GitHub is tested in
+tests/bot/forge/test_github.py and the end-to-end service tests. Spark is replaced by a runner that records the project it was asked to run and fails the
 job, so the cases that end at "what would run" need no JVM.
 """
 
@@ -12,20 +13,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.entry.app import forge_factory
-from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
-from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.events.neutral import Event, JanitorEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
-from sluice.bot.forge.base import Forge
+from sluice.bot.forge.base import Check, Forge
+from sluice.bot.forge.memory import MemoryForge
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
 from tests.helpers.cases import realcase
-from tests.helpers.github_wire import FakeGitHub, tarball
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -63,20 +62,27 @@ class RecordingRunner:
 
 
 class Bot:
-    """A flow on a SQLite state with the service's Spark settings, and its GitHub."""
+    """A flow on a SQLite state with the service's Spark settings, and its GitHub (in
+    memory: ``github`` is repository ``OWNER``; :meth:`repository` adds others)."""
 
-    def __init__(self, root: Path, github: FakeGitHub) -> None:
+    def __init__(self, root: Path, github: MemoryForge) -> None:
         self.root, self.github = root, github
+        self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
         self.runner = RecordingRunner()
-        settings = ServiceSettings(
-            webhook_secret="s", github_token="ghp_trustToken", workdir=root / "work",
-            database_url=self.url, github_request_interval=0, github_write_interval=0,
-        )  # type: ignore[arg-type]  # fmt: skip
-        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
-                          state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
-                          runner_for=self.runner.make)  # fmt: skip
+        self.deps = make_deps(forge_for=self._forge_for, workdir=root / "work",
+                              state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
+                              runner_for=self.runner.make)  # fmt: skip
         self.ledger = Ledger(self.url)
+
+    def _forge_for(self, event: Event) -> Forge:
+        return self.forges[event.repo]
+
+    def repository(self, repo: str) -> MemoryForge:
+        """Another repository on the same GitHub, its forge."""
+        forge = MemoryForge(repo, name="github")
+        self.forges[repo] = forge
+        return forge
 
     def close(self) -> None:
         self.deps.close()
@@ -87,9 +93,22 @@ class Bot:
         assert parsed is not None, (event, payload.get("action"))
         dispatch.handle(self.deps, parsed)
 
-    def commit(self, sha: str, config: str, *, models: dict[str, str] | None = None) -> Path:
+    def say(self, number: int, user: str, body: str, comment_id: int) -> None:
+        """``user`` comments ``body`` on pull request ``number``, then its webhook."""
+        self.github.add_comment(number, user, body, comment_id=comment_id)
+        self.deliver("issue_comment", comment(number, user, body, comment_id))
+
+    def commit(
+        self,
+        sha: str,
+        config: str,
+        *,
+        models: dict[str, str] | None = None,
+        parents: tuple[str, ...] = (),
+        forge: MemoryForge | None = None,
+    ) -> Path:
         """A commit holding the example project with ``config`` as its config.yaml (and
-        ``models``: file name -> text, added or replaced under models/)."""
+        ``models``: file name -> text, added or replaced under models/), its folder."""
         src = self.root / f"tree-{sha[:6]}"
         shutil.rmtree(src, ignore_errors=True)
         shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", src,
@@ -97,24 +116,29 @@ class Bot:
         (src / "config.yaml").write_text(config)
         for name, text in (models or {}).items():
             (src / "models" / name).write_text(text)
-        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-        self.github.files[(sha, "config.yaml")] = config
+        (forge or self.github).commit_folder(sha, src, parents=parents)
         return src
 
     def prod(self, sha: str, config: str) -> None:
         """The prod branch ``main`` at ``sha`` with ``config``."""
         self.commit(sha, config)
         self.github.refs["main"] = sha
-        self.github.files[("main", "config.yaml")] = config
-        self.github.branch_commits.setdefault("main", set()).add(sha)
+
+    def pull(self, number: int, head: str, *, base: str = "main", author: str = "alice") -> None:
+        """Pull request ``number`` from ``head`` into ``base`` (head committed first)."""
+        self.github.open_pull(number, head_sha=head, base=base, author=author)
 
     def forge(self) -> Forge:
         """The forge the flow uses for this repository."""
         return self.deps.forge_for(JanitorEvent(forge="github", repo=OWNER,
                                                           installation_id=None))  # fmt: skip
 
-    def approval(self, sha: str) -> dict[str, Any]:
-        return self.github.checks_on(sha)["sluice/approval"]
+    def approval(self, sha: str) -> Check:
+        return self.github.checks[sha]["sluice/approval"]
+
+    def checks_on(self, sha: str) -> dict[str, Check]:
+        """The checks on commit ``sha`` by name (none yet: empty)."""
+        return self.github.checks.get(sha, {})
 
 
 def payload(case: str, **changes: Any) -> dict[str, Any]:

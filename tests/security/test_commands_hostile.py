@@ -8,11 +8,13 @@ Two halves:
   (markdown-it-py, the parser ``rich`` ships): whenever Sluice takes a line for a command,
   that line must render as plain text at the start of a line of an ordinary paragraph,
   outside any code, quote, list, table, link, image, comment or other HTML element;
-- what the bot says (``command_flow.on_comment``), driven by real ``issue_comment``
-  payloads through a fake GitHub at the wire (PyGithub runs) and through the local forge:
-  the permission is asked before the arguments are read, a user without write permission
-  gets one fixed reply holding nothing of theirs but their login, and writers' usage
-  errors quote what they wrote as inline code that nothing can break out of.
+- what the bot says (``run_command.on_comment``), driven by real ``issue_comment``
+  payloads through an in-memory GitHub (:class:`~sluice.bot.forge.memory.MemoryForge`)
+  and through the local forge: the permission is asked before the arguments are read, a
+  user without write permission gets one fixed reply holding nothing of theirs but their
+  login, and writers' usage errors quote what they wrote as inline code that nothing can
+  break out of. That a name which is no GitHub login is never put in a request's URL is
+  checked at the wire, on the GitHub forge with PyGithub against the fake GitHub.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from sluice.bot.entry.app import forge_factory
-from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, parse_command
 from sluice.bot.events.github import parse_github
@@ -39,7 +39,10 @@ from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.flow.run_command import on_comment
+from sluice.bot.forge.github.client import github_client
+from sluice.bot.forge.github.forge import GitHubForge
 from sluice.bot.forge.local import LocalForge
+from sluice.bot.forge.memory import MemoryForge
 from tests.helpers.cases import realcase
 from tests.helpers.github_wire import FakeGitHub
 
@@ -420,19 +423,17 @@ REFUSAL = (
 
 
 class Bot:
-    """A flow on SQLite talking to a fake GitHub at the wire (PyGithub runs)."""
+    """A flow on SQLite talking to an in-memory GitHub."""
 
-    def __init__(self, root: Path, github: FakeGitHub) -> None:
+    def __init__(self, root: Path, github: MemoryForge) -> None:
         self.github = github
         url = f"sqlite:///{root / 'state.db'}"
-        settings = ServiceSettings(
-            webhook_secret="s", github_token="ghp_hostileToken", workdir=root / "work",
-            database_url=url, github_request_interval=0, github_write_interval=0,
-        )  # type: ignore[arg-type]  # fmt: skip
-        self.deps = make_deps(forge_for=forge_factory(settings),
-                                             workdir=root / "work", state_url=url)  # fmt: skip
+        self.deps = make_deps(forge_for=lambda _event: github, workdir=root / "work",
+                              state_url=url)  # fmt: skip
 
-    def comment(self, user: str, body: str, comment_id: int = 900) -> None:
+    def comment(self, user: str, body: str) -> int:
+        """``user`` writes ``body`` on PR 7, then its webhook; the comment's id."""
+        comment_id = self.github.add_comment(7, user, body)
         payload = realcase("github/issue_comment/drone-go-scm__comment.json", OWNER,
                            action="created", **{
             "issue.number": 7, "comment.user.login": user, "comment.body": body,
@@ -441,22 +442,25 @@ class Bot:
         event = parse_github("issue_comment", payload)
         assert event is not None
         dispatch.handle(self.deps, event)
+        return comment_id
 
     def replies(self) -> list[str]:
-        return [c["body"] for c in self.github.comments_on(7)]
+        return self.github.bot_comments(7)
+
+    def asked(self) -> list[str]:
+        """Whose permission the bot asked the forge."""
+        return [str(args[0]) for name, args in self.github.calls if name == "permission"]
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    github = FakeGitHub(repo=OWNER)
-    github.files[("main", "config.yaml")] = "sluice:\n  project: jaffle\n"
-    github.permissions.update({"bob": "write", "carol": "admin", "dave": "read"})
-    github.add_pull(7, HEAD, author="alice")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        made = Bot(tmp_path, github)
-        yield made
-        made.deps.close()
+    github = MemoryForge(OWNER, name="github")
+    github.commit("b" * 40, {"config.yaml": "sluice:\n  project: jaffle\n"}, branch="main")
+    github.roles.update({"bob": "write", "carol": "admin", "dave": "read"})
+    github.open_pull(7, head_sha=HEAD, base="main", author="alice")
+    made = Bot(tmp_path, github)
+    yield made
+    made.deps.close()
 
 
 def _html(markdown: str) -> tuple[set[str], list[str]]:
@@ -503,16 +507,17 @@ def test_a_user_without_write_permission_gets_one_fixed_reply(
 ) -> None:
     bot.comment(user, body)
     assert bot.replies() == [REFUSAL.format(who=user, role=role)]
-    assert bot.github.reactions == []
-    asked = [url for method, url in bot.github.requests if "/collaborators/" in url]
-    assert asked, "the permission is asked before anything is said"
+    assert bot.github.reactions(7) == []
+    assert bot.asked() == [user], "the permission is asked before anything is said"
+    first = next(i for i, (name, _) in enumerate(bot.github.calls) if name == "permission")
+    assert bot.github.writes(first) == bot.github.writes()  # ... before anything is said
 
 
 def test_a_non_writer_in_code_or_quote_gets_nothing(bot: Bot) -> None:
     for body in ("```\n/sluice deploy\n```", "> /sluice deploy", "<!-- /sluice deploy -->"):
         bot.comment("mallory", body)
-    assert bot.replies() == [] and bot.github.reactions == []
-    assert [m for m, _ in bot.github.requests if m != "GET"] == []
+    assert bot.replies() == [] and bot.github.reactions(7) == []
+    assert bot.github.writes() == []
 
 
 WRITER_ERRORS = {
@@ -546,28 +551,28 @@ def test_a_writer_usage_error_quotes_the_text_as_code_nothing_can_leave(
 
 
 def test_a_writer_usage_error_says_what_they_wrote_and_the_usage(bot: Bot) -> None:
-    bot.comment("bob", "/sluice plan now")
+    comment_id = bot.comment("bob", "/sluice plan now")
     [reply] = bot.replies()
     assert reply == (
         "@bob `/sluice plan` takes no arguments (you wrote `/sluice plan now`). "
         "Usage: `/sluice plan`"
     )
-    assert bot.github.reactions == [{"comment": 900, "content": "confused"}]
+    assert bot.github.reactions(7) == [(comment_id, "confused")]
 
 
-@pytest.mark.parametrize(
-    "login",
-    [
-        "evil<img src=x>",
-        "x](https://evil.example)",
-        "a b",
-        "-dash",
-        "@octo",
-        "tea`m",
-        "../../orgs/octo",
-        "x/../../user",
-    ],
-)
+NOT_LOGINS = [
+    "evil<img src=x>",
+    "x](https://evil.example)",
+    "a b",
+    "-dash",
+    "@octo",
+    "tea`m",
+    "../../orgs/octo",
+    "x/../../user",
+]
+
+
+@pytest.mark.parametrize("login", NOT_LOGINS)
 def test_a_login_that_is_not_one_is_never_a_mention(bot: Bot, login: str) -> None:
     bot.comment(login, "/sluice deploy now")
     [reply] = bot.replies()
@@ -576,8 +581,23 @@ def test_a_login_that_is_not_one_is_never_a_mention(bot: Bot, login: str) -> Non
     assert "img" not in tags and "a" not in tags
     assert "@" not in " ".join(outside)
     assert "your permission: none" in reply
-    # Not a GitHub login: not asked of GitHub either (it would be a path in the URL).
-    assert not [url for _, url in bot.github.requests if "/collaborators/" in url]
+
+
+@pytest.mark.parametrize("login", NOT_LOGINS)
+def test_a_login_that_is_not_one_is_not_asked_of_github(login: str) -> None:
+    """Not a GitHub login: the GitHub forge does not ask GitHub (it would be a path in the
+    request's URL) and answers ``none``."""
+    github = FakeGitHub(repo=OWNER)
+    github.permissions[login] = "admin"  # were it asked, the answer would be a writer
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        client = github_client(repo=OWNER, token="ghp_hostileToken",
+                               seconds_between_requests=None, seconds_between_writes=None)  # fmt: skip
+        assert GitHubForge(client, OWNER).permission(login) == "none"
+        assert GitHubForge(client, OWNER).permission("dave") == "none"  # asked: a stranger
+    assert [url for _, url in github.requests if "/collaborators/" in url] == [
+        f"https://api.github.com:443/repos/{OWNER}/collaborators/dave/permission"
+    ]
 
 
 def _local(tmp_path: Path) -> tuple[LocalForge, Deps]:

@@ -13,17 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import responses
 
 from sluice.bot.events.neutral import JanitorEvent
 from sluice.bot.flow import dispatch, trust
 from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
+from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
-from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.security.github_bot import (
     GATED,
     KEY,
@@ -37,7 +36,6 @@ from tests.security.github_bot import (
     C,
     D,
     Refused,
-    comment,
     merged,
     opened,
     review,
@@ -47,20 +45,18 @@ from tests.security.github_bot import (
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    github = FakeGitHub(repo=OWNER)
-    github.permissions.update({"alice": "write", "bob": "write", "carol": "admin"})
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        made = Bot(tmp_path, github)
-        made.prod(C, GATED)
-        yield made
-        made.close()
+    github = MemoryForge(OWNER, name="github")
+    github.roles.update({"alice": "write", "bob": "write", "carol": "admin"})
+    made = Bot(tmp_path, github)
+    made.prod(C, GATED)
+    yield made
+    made.close()
 
 
 def _sticky(bot: Bot, number: int) -> str:
     mark = sticky_comment.marker(".")
-    [sticky] = [c for c in bot.github.comments_on(number) if mark in c["body"]]
-    return str(sticky["body"])
+    [sticky] = [body for body in bot.github.bot_comments(number) if mark in body]
+    return sticky
 
 
 # -- the PR's own config.yaml never chooses what runs -------------------------------------
@@ -90,9 +86,9 @@ HOSTILE_SPARK = (
 
 def test_a_prs_spark_settings_are_never_used_and_the_pr_is_told(bot: Bot) -> None:
     bot.commit(A, HOSTILE_SPARK)
-    bot.github.add_pull(7, A)
+    bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
-    assert bot.runner.projects, bot.github.checks_on(A)
+    assert bot.runner.projects, bot.checks_on(A)
     [project] = bot.runner.projects
     spark = project.config.sluice.spark
     assert spark.master == SERVICE_SPARK.master and spark.deploy_mode is None
@@ -106,7 +102,7 @@ def test_the_prod_branchs_spark_settings_are_tuning_only(bot: Bot) -> None:
     prod = HOSTILE_SPARK + "  gate:\n    required_approvers:\n      users: [bob]\n"
     bot.prod(C, prod)
     bot.commit(A, prod)
-    bot.github.add_pull(7, A)
+    bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
     spark = bot.runner.projects[-1].config.sluice.spark
     assert spark.master == "local[2]"
@@ -145,26 +141,28 @@ def test_the_tuning_allow_list_refuses_everything_that_loads_code() -> None:
 def test_a_pr_into_an_ungated_side_branch_is_gated_by_prod_and_never_approves_for_prod(
     bot: Bot,
 ) -> None:
-    bot.github.files[("side", "config.yaml")] = PREAMBLE + "sluice:\n  project: jaffle\n"  # no gate
-    bot.github.add_pull(7, A, base="side")
+    bot.github.write_file(
+        "side", "config.yaml", PREAMBLE + "sluice:\n  project: jaffle\n"
+    )  # no gate
+    bot.pull(7, A, base="side")
     bot.ledger.record_plan(KEY, 7, A, _review_of_one("fp"), NOW)
     bot.github.add_review(7, "bob", "APPROVED", A)
     bot.deliver("pull_request_review", review(7, "bob", A, 5001))
     check = bot.approval(A)
     # bob is main's approver: the gate is main's, not side's (which asks for nobody).
-    assert check["conclusion"] == "success"
-    assert "goes into `side`, not the prod branch `main`" in check["output"]["summary"]
+    assert check.conclusion == "success"
+    assert "goes into `side`, not the prod branch `main`" in check.summary
     # ... and the approval does not count for prod.
     assert bot.ledger.unapproved(KEY, [("s.m", "fp-s.m")]) == [("s.m", "fp-s.m")]
 
 
 def test_deploy_from_a_pr_into_another_branch_is_refused(bot: Bot) -> None:
-    bot.github.files[("side", "config.yaml")] = PREAMBLE + "sluice:\n  project: jaffle\n"
-    bot.github.add_pull(7, A, base="side")
+    bot.github.write_file("side", "config.yaml", PREAMBLE + "sluice:\n  project: jaffle\n")
+    bot.pull(7, A, base="side")
     bot.ledger.record_plan(KEY, 7, A, _review_of_one("fp"), NOW)
     bot.github.add_review(7, "bob", "APPROVED", A)
-    bot.deliver("issue_comment", comment(7, "carol", "/sluice deploy", 901))
-    reply = bot.github.comments_on(7)[-1]["body"]
+    bot.say(7, "carol", "/sluice deploy", 901)
+    reply = bot.github.bot_comments(7)[-1]
     assert "not deployed: this pull request goes into `side`" in reply
     assert "only pull requests into the prod branch `main` deploy" in reply
     assert bot.github.deployments == [] and bot.github.merges == []
@@ -174,69 +172,68 @@ SIDE_AS_PROD = PREAMBLE + "sluice:\n  project: jaffle\n  deploy:\n    prod_branc
 
 
 def test_a_merge_into_a_side_branch_naming_itself_prod_does_not_promote(bot: Bot) -> None:
-    bot.commit(D, SIDE_AS_PROD)
-    bot.github.files[("side", "config.yaml")] = SIDE_AS_PROD
+    bot.commit(D, SIDE_AS_PROD, parents=(C,))
+    bot.github.refs["side"] = D
     bot.deliver("pull_request", merged(7, A, D, base="side"))
-    assert "sluice/deploy" not in bot.github.checks_on(D)
+    assert "sluice/deploy" not in bot.checks_on(D)
     assert bot.github.deployments == []
 
 
 def test_a_tag_on_a_side_branch_commit_naming_itself_prod_does_not_promote(bot: Bot) -> None:
     config = SIDE_AS_PROD + "    on: tag\n"
-    bot.commit(D, config)
-    bot.github.files[("side", "config.yaml")] = config
+    bot.commit(D, config, parents=(C,))
     bot.github.refs["side"] = D
-    bot.github.branch_commits["side"] = {D}
     bot.deliver("push", tag("v9.9", D))
-    assert "sluice/deploy" not in bot.github.checks_on(D)
+    assert "sluice/deploy" not in bot.checks_on(D)
     assert bot.github.deployments == []
 
 
 def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
     trust.for_repository(bot.deps, bot.forge())  # the service reads main: its gate is pinned
     ungated = PREAMBLE + "sluice:\n  project: jaffle\n"
-    bot.commit(D, ungated)
-    bot.github.files[("main", "config.yaml")] = ungated  # main after the admin's merge
-    bot.github.refs["main"] = D
+    bot.commit(D, ungated, parents=(C,))
+    bot.github.refs["main"] = D  # main after the admin's merge
+    bot.pull(7, A)
+    bot.github.close_pull(7, merged=True)
     bot.deliver("pull_request", merged(7, A, D))
-    deploy = bot.github.checks_on(D)["sluice/deploy"]
-    assert deploy["conclusion"] == "failure"
-    summary = deploy["output"]["summary"]
+    deploy = bot.checks_on(D)["sluice/deploy"]
+    assert deploy.conclusion == "failure"
+    summary = deploy.summary
     assert "the `sluice:` settings in config.yaml (change)" in summary
     assert "`jaffle.orders` (change)" in summary
     assert (
         "The gate in force is `sluice.gate` of the settings prod was last promoted with" in summary
     )
-    assert bot.github.deployments[0]["statuses"][-1]["state"] == "failure"
+    assert bot.github.deployments[0].statuses[-1][0] == "failure"
 
 
 def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -> None:
     tagged = PREAMBLE + "sluice:\n  project: jaffle\n  deploy:\n    on: tag\n"
     bot.prod(C, GATED + "  deploy:\n    on: tag\n")
     trust.for_repository(bot.deps, bot.forge())  # pinned: gated, on tag
-    bot.commit(D, tagged)
-    bot.github.files[("main", "config.yaml")] = tagged  # pushed straight to main
-    bot.github.refs["main"] = D
-    bot.github.branch_commits["main"] = {C, D}
+    bot.commit(D, tagged, parents=(C,))
+    bot.github.refs["main"] = D  # pushed straight to main
     bot.deliver("push", tag("v2.0", D))
-    deploy = bot.github.checks_on(D)["sluice/deploy"]
-    assert deploy["conclusion"] == "failure", deploy["output"]
-    assert "the `sluice:` settings in config.yaml (change)" in deploy["output"]["summary"]
+    deploy = bot.checks_on(D)["sluice/deploy"]
+    assert deploy.conclusion == "failure", deploy.summary
+    assert "the `sluice:` settings in config.yaml (change)" in deploy.summary
 
 
 def test_an_unapproved_gate_change_on_main_does_not_gate_prs(bot: Bot) -> None:
     trust.for_repository(bot.deps, bot.forge())  # pinned: bob must approve
-    bot.github.files[("main", "config.yaml")] = (
+    bot.github.write_file(
+        "main",
+        "config.yaml",
         PREAMBLE
-        + "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [alice2]\n"
+        + "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [alice2]\n",
     )
-    bot.github.add_pull(7, A, author="alice")
+    bot.pull(7, A, author="alice")
     bot.ledger.record_plan(KEY, 7, A, _review_of_one("fp"), NOW)
     bot.github.add_review(7, "alice2", "APPROVED", A)
     bot.deliver("pull_request_review", review(7, "alice2", A, 5002))
     check = bot.approval(A)
-    assert check["conclusion"] == "failure"
-    assert "more approval needed from @bob" in check["output"]["summary"]
+    assert check.conclusion == "failure"
+    assert "more approval needed from @bob" in check.summary
 
 
 def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion(
@@ -248,14 +245,15 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     parsed = trust.parse(new, "config.yaml")
     # A PR with this change passed the gate: its settings item is approved.
     bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
-    src = bot.commit(D, new)
-    bot.github.files[("main", "config.yaml")] = new
+    src = bot.commit(D, new, parents=(C,))
     bot.github.refs["main"] = D
     assert trust.for_repository(bot.deps, forge).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings
+    bot.pull(8, B)
+    bot.github.close_pull(8, merged=True)
     bot.deliver("pull_request", merged(8, B, D))
-    deploy = bot.github.checks_on(D)["sluice/deploy"]
-    assert deploy["conclusion"] == "success", deploy["output"]
+    deploy = bot.checks_on(D)["sluice/deploy"]
+    assert deploy.conclusion == "success", deploy.summary
     pinned = bot.ledger.settings_in_force(KEY)
     assert pinned is not None and pinned[0] == D and pinned[1] == parsed.digest
 
@@ -295,19 +293,19 @@ SELECT * FROM parquet.`/etc/sluice-secret/x.parquet`
 def test_allowed_paths_in_a_pr_do_not_let_it_read_files(bot: Bot) -> None:
     config = GATED + "  allowed_paths: ['/etc/*', '/etc/**']\n"
     bot.commit(A, config, models={"leak.sql": ESCAPE})
-    bot.github.add_pull(7, A)
+    bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
     assert bot.runner.projects == []  # refused at load: nothing ran
-    check = bot.github.checks_on(A)["sluice/pr-environment"]
-    assert check["conclusion"] == "failure"
-    assert "leak.sql" in check["output"]["summary"] and "/etc/sluice-secret" in str(check["output"])
+    check = bot.checks_on(A)["sluice/pr-environment"]
+    assert check.conclusion == "failure"
+    assert "leak.sql" in check.summary and "/etc/sluice-secret" in str(check)
 
 
 def test_allowed_paths_on_the_prod_branch_are_honoured(bot: Bot) -> None:
     config = GATED + "  allowed_paths: ['/etc/sluice-secret/*']\n"
     bot.prod(C, config)
     bot.commit(A, config, models={"leak.sql": ESCAPE})
-    bot.github.add_pull(7, A)
+    bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
     assert len(bot.runner.projects) == 1  # it loaded and planned; the run was ours to refuse
 
@@ -316,7 +314,7 @@ def test_the_janitor_uses_the_prod_branch_not_the_last_pr_head(bot: Bot) -> None
     hostile = HOSTILE_SPARK + "  table_ttl_days: 0\n"
     bot.commit(A, hostile)
     bot.ledger.seen(KEY, None, NOW, sha=A)  # the last commit a job loaded: a PR head
-    bot.github.files[("main", "config.yaml")] = GATED + "  table_ttl_days: 3\n"
+    bot.github.write_file("main", "config.yaml", GATED + "  table_ttl_days: 3\n")
     with contextlib.suppress(Refused):  # when there is something to drop
         dispatch.handle(bot.deps, JanitorEvent(repo=OWNER, forge="github", installation_id=None))
     [project] = bot.runner.projects
@@ -343,8 +341,8 @@ def test_a_forged_parse_cache_in_the_pr_is_never_read(bot: Bot) -> None:
     )
     cache.write_text(json.dumps(entries))
     assert "/etc/passwd" in (load_project(tree).models["jaffle.orders"].query_sql or "")
-    bot.github.trees[A] = tarball(tree, f"octo-warehouse-{A[:7]}")
-    bot.github.add_pull(7, A)
+    # The commit's files are src's: the forged cache is only where the service unpacks.
+    bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
     [project] = bot.runner.projects
     assert "/etc/passwd" not in (project.models["jaffle.orders"].query_sql or "")

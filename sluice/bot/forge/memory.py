@@ -27,6 +27,7 @@ the flow's words for one forge are under test (the ledger keys the repository by
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +113,9 @@ class MemoryForge:
     ) -> None:
         """Record commit ``sha`` holding ``files`` (path -> text or bytes), its ``parents``;
         with ``branch``, the branch moves to it (its previous head becomes a parent)."""
-        if branch is not None and branch in self.refs and not parents:
+        if not parents and sha in self.parents:
+            parents = self.parents[sha]  # the same commit again: its history stays
+        elif branch is not None and self.refs.get(branch, sha) != sha and not parents:
             parents = (self.refs[branch],)
         self.files[sha] = {
             path: data.encode("utf-8") if isinstance(data, str) else data
@@ -121,6 +124,18 @@ class MemoryForge:
         self.parents[sha] = parents
         if branch is not None:
             self.refs[branch] = sha
+
+    def write_file(
+        self, branch: str, path: str, text: str, *, sha: str | None = None, start: str = "main"
+    ) -> str:
+        """A commit on ``branch`` that writes ``path`` (the rest as the branch's head has
+        it; a new branch starts from ``start``); its sha (``sha``, or one made up)."""
+        tip = self.refs.get(branch) or self.refs.get(start)
+        files: dict[str, str | bytes] = dict(self.files.get(tip, {})) if tip else {}
+        files[path] = text
+        sha = sha or hashlib.sha1(f"{tip} {branch} {path} {text}".encode()).hexdigest()
+        self.commit(sha, files, parents=(tip,) if tip else (), branch=branch)
+        return sha
 
     def commit_folder(
         self,
@@ -181,6 +196,13 @@ class MemoryForge:
     def push(self, number: int, head_sha: str) -> PullRequest:
         """A new head commit on pull request ``number``."""
         pull = dataclasses.replace(self._pull(number), head_sha=head_sha)
+        self.pulls[number] = pull
+        return pull
+
+    def close_pull(self, number: int, *, merged: bool = False) -> PullRequest:
+        """Someone closes pull request ``number``, or merges it outside the bot (the test
+        commits the merge and moves the base itself)."""
+        pull = dataclasses.replace(self._pull(number), open=False, merged=merged)
         self.pulls[number] = pull
         return pull
 

@@ -117,6 +117,20 @@ def test_a_folder_commits_as_its_files_and_tags_and_ref_names_resolve(tmp_path: 
     assert not forge.on_branch(BASE, "nowhere")
 
 
+def test_a_file_written_on_a_branch_is_a_new_commit_on_its_head() -> None:
+    forge = _forge()
+    first = forge.write_file("main", "config.yaml", "sluice: {}\n")
+    assert forge.commit_of("main") == first and forge.parents[first] == (BASE,)
+    assert forge.read_file("main", "config.yaml") == "sluice: {}\n"
+    assert forge.read_file(BASE, "config.yaml") == "sluice:\n  project: w\n"
+    side = forge.write_file("side", "models/s.sql", "SELECT 3", sha="e" * 40)
+    assert side == "e" * 40 and forge.on_branch(first, "side")
+    assert forge.read_file("side", "config.yaml") == "sluice: {}\n"
+    # Committing a branch's head again keeps its history.
+    forge.commit(side, {"config.yaml": "x"}, branch="side")
+    assert forge.parents[side] == (first,)
+
+
 def test_reviews_dismissed_withdrawn_and_unbound() -> None:
     forge = _forge()
     bob = forge.add_review(7, "bob", "approved")
@@ -173,6 +187,10 @@ def test_a_merge_is_recorded_with_its_head_and_teams_ignore_case() -> None:
         forge.merge(8, "fast-forward", HEAD)
     with pytest.raises(ForgeError, match="no pull request #9"):
         forge.merge(9, "merge", HEAD)
+    forge.open_pull(10, head_sha=HEAD, base="main", author="bob")
+    closed = forge.close_pull(10)
+    assert not closed.open and not closed.merged
+    assert forge.close_pull(10, merged=True).merged
     forge.teams["Octo/Data"] = frozenset({"erin"})
     assert forge.team_members("octo/data") == {"erin"}
     assert forge.team_members("octo/other") == frozenset()
