@@ -27,7 +27,7 @@ from sluice.bot.events.neutral import (
 from sluice.bot.flow import approval, pr_build, promotion, run_command
 from sluice.bot.flow.deps import Deps
 from sluice.bot.forge.base import Check, Forge, repo_key
-from sluice.bot.present import comment
+from sluice.bot.present import comment, replies
 from sluice.bot.present.comment import CommentState
 from sluice.core import markdown as md
 from sluice.core.snapshot.naming import pr_environment
@@ -164,11 +164,7 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     forge = deps.forge_for(event)
     text = deps.scrub(error)
     if isinstance(event, CommentEvent):
-        forge.reply(
-            event.number,
-            f"{md.mention(event.author)} Sluice could not run your command: "
-            f"it failed on every attempt.\n\n{md.fence(text, 'text')}",
-        )
+        forge.reply(event.number, replies.command_gave_up(event.author, text))
         return
     promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
     if isinstance(event, TagEvent):

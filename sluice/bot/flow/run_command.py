@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 
 from sluice.bot.events.command_line import command_line
-from sluice.bot.events.commands import HELP, QUOTE_LIMIT, Command, CommandError, parse_line
+from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.forge.base import Forge, PullRequest, repo_key, writer
-from sluice.core import markdown as md
+from sluice.bot.present import replies
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
@@ -46,39 +45,26 @@ def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
     line = command_line(event.body)
     if line is None:
         return
-    who = md.mention(event.author)
     permission = forge.permission(event.author)
     if not writer(permission):
-        needed = "the Developer role or above" if forge.name == "gitlab" else "write permission"
-        forge.reply(
-            event.number,
-            (
-                f"{who} only users with {needed} on this repository may run "
-                f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
-            ),
-        )
+        forge.reply(event.number, replies.not_a_writer(event.author, permission, forge.name))
         return
     try:
         command = parse_line(line)
     except CommandError as exc:
         if _still_there(forge, event, REFUSED):
             forge.reply(
-                event.number,
-                (
-                    f"{who} {exc.hint} (you wrote {md.code(line, QUOTE_LIMIT)}). "
-                    f"Usage: {exc.message}"
-                ),
+                event.number, replies.usage_error(event.author, exc.hint, line, exc.message)
             )
         return
     if not _still_there(forge, event, ACCEPTED):
         return
     if command.name == "help":
-        said = "" if command.unknown is None else _unknown(command.unknown)
-        forge.reply(event.number, said + HELP)
+        forge.reply(event.number, replies.help_text(command.unknown))
         return
     pr = forge.pull_request(event.number)
     if not pr.open:
-        forge.reply(event.number, f"{md.mention(event.author)} this pull request is closed.")
+        forge.reply(event.number, replies.pr_closed(event.author))
         return
     if command.name == "plan":
         # A fork's author may push between the writer's review and the build: a fork PR
@@ -89,16 +75,7 @@ def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
             return
         pr_build.preview(deps, forge, dataclasses.replace(seen, fork=False))
         if pr.fork:
-            said = f"{md.mention(event.author)} built `{_short(seen.head_sha)}`, "
-            if seen.head_sha == pr.head_sha:
-                said += "this pull request's head when you commented."
-            else:
-                said += (
-                    f"the head when {md.mention(event.author)} commented; the pull request has since "
-                    f"moved to `{_short(pr.head_sha)}`: comment `/sluice plan` again to "
-                    "build it."
-                )
-            forge.reply(event.number, said)
+            forge.reply(event.number, replies.fork_built(event.author, seen.head_sha, pr.head_sha))
         approval.refresh(deps, forge, forge.pull_request(event.number))
     elif command.name == "diff":
         _diff(deps, forge, pr, command, event.author)
@@ -129,34 +106,13 @@ def _head_when_commented(
     recorded = deps.ledger.pr_head(repo, pr.number)
     if recorded is None:
         deps.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, deps.clock())
-        forge.reply(
-            pr.number,
-            (
-                f"{md.mention(event.author)} not built: Sluice has no record of this fork pull request's "
-                "head when you commented (the pull request is older than that record), and its "
-                "head now may hold commits pushed after your review. Its head is now "
-                f"`{_short(pr.head_sha)}`: review that commit, then comment `/sluice plan` again "
-                "to build it."
-            ),
-        )
+        forge.reply(pr.number, replies.fork_head_unknown(event.author, pr.head_sha))
         return None
     sha, at = recorded
     if at is not None and event.created_ms is not None and at >= event.created_ms:
-        forge.reply(
-            pr.number,
-            (
-                f"{md.mention(event.author)} not built: the pull request's head changed after your command "
-                f"(to `{_short(sha)}`), so what you reviewed is not what would run. Review the new "
-                "head and comment `/sluice plan` again."
-            ),
-        )
+        forge.reply(pr.number, replies.fork_head_moved(event.author, sha))
         return None
     return dataclasses.replace(pr, head_sha=sha)
-
-
-def _short(sha: str) -> str:
-    """A commit id for a reply: its first 7 hex digits (nothing else from the payload)."""
-    return sha[:7] if re.fullmatch(r"[0-9a-fA-F]{7,64}", sha) else "(not a commit id)"
 
 
 def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
@@ -171,12 +127,6 @@ def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
         event.comment_id,
     )
     return False
-
-
-def _unknown(sub: str) -> str:
-    if not sub:
-        return ""
-    return f"{md.code(f'/sluice {sub}', QUOTE_LIMIT)} is not a Sluice command.\n\n"
 
 
 def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
@@ -205,18 +155,11 @@ def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: s
             store.close()
     except SluiceError as exc:
         text = deps.scrub(str(exc), tree)
-        forge.reply(
-            pr.number,
-            f"{md.mention(author)} {md.code(f'/sluice diff {command.model}')} failed:\n\n{md.fence(text, 'text')}",
-        )
+        forge.reply(pr.number, replies.diff_failed(author, command.model, text))
         return
-    where = f" where {md.code(command.where)}" if command.where else ""
+    body = diff_render.markdown([result])
     forge.reply(
-        pr.number,
-        (
-            f"{md.mention(author)} {md.code(command.model)} in `{environment}` against prod{where}:\n\n"
-            + diff_render.markdown([result])
-        ),
+        pr.number, replies.diff_result(author, command.model, environment, command.where, body)
     )
 
 
@@ -224,50 +167,30 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
     verdict = approval.refresh(deps, forge, pr)
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
-        forge.reply(
-            pr.number,
-            f"{md.mention(author)} not deployed: the `sluice/approval` gate has not passed. {why}",
-        )
+        forge.reply(pr.number, replies.not_deployed_gate(author, why))
         return
     settings = verdict.settings
     if pr.base_ref != settings.branch:
-        forge.reply(
-            pr.number,
-            (
-                f"{md.mention(author)} not deployed: this pull request goes into {md.code(pr.base_ref)}, and only "
-                f"pull requests into the prod branch {md.code(settings.branch)} deploy to prod (the prod "
-                f"branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
-                f"{settings.source}). Open the pull request against {md.code(settings.branch)}."
-            ),
-        )
+        reply = replies.not_deployed_base(author, pr.base_ref, settings.branch, settings.source)
+        forge.reply(pr.number, reply)
         return
     base_head = forge.commit_of(pr.base_ref)
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
-        forge.reply(
-            pr.number,
-            (
-                f"{md.mention(author)} not deployed: {md.code(pr.base_ref)} has commits this pull request does not "
-                f"have, and promoting it would undo them in prod. Merge {md.code(pr.base_ref)} into the "
-                "branch, let Sluice plan it again, and deploy that."
-            ),
-        )
+        forge.reply(pr.number, replies.not_deployed_behind(author, pr.base_ref))
         return
     outcome = promotion.promote(
         deps, forge, pr.head_sha, settings, label=f"#{pr.number}", number=pr.number
     )
     if not outcome.ok:
-        forge.reply(pr.number, f"{md.mention(author)} deploy failed: {outcome.title}.")
+        forge.reply(pr.number, replies.deploy_failed(author, outcome.title))
         return
     method = settings.deploy.merge_method
     if method is None:
-        forge.reply(pr.number, f"{md.mention(author)} deployed to prod: {outcome.title}.")
+        forge.reply(pr.number, replies.deployed(author, outcome.title))
         return
     try:
         merged = forge.merge(pr.number, method, pr.head_sha)
     except SluiceError as exc:
-        forge.reply(pr.number, f"{md.mention(author)} deployed to prod, but merging failed: {exc}")
+        forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc)))
         return
-    forge.reply(
-        pr.number,
-        f"{md.mention(author)} deployed to prod ({outcome.title}) and merged as `{merged[:7]}`.",
-    )
+    forge.reply(pr.number, replies.deployed_and_merged(author, outcome.title, merged))

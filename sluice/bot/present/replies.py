@@ -1,0 +1,134 @@
+"""The bot's replies to ``/sluice`` commands: every word of them, in one place.
+
+Each function returns the Markdown of one reply. Anything a user wrote reaches a reply
+only as a mention (:func:`sluice.core.markdown.mention`) or a code span
+(:func:`sluice.core.markdown.code`, cut to :data:`QUOTE_LIMIT` characters).
+
+>>> not_a_writer("eve", "read", "github")
+'@eve only users with write permission on this repository may run Sluice commands (your permission: read). Ask a maintainer to run it.'
+>>> short_sha("not a sha")
+'(not a commit id)'
+"""
+
+from __future__ import annotations
+
+import re
+
+from sluice.bot.events.commands import HELP, QUOTE_LIMIT
+from sluice.core import markdown as md
+
+
+def short_sha(sha: str) -> str:
+    """A commit id for a reply: its first 7 hex digits (nothing else from a payload)."""
+    return sha[:7] if re.fullmatch(r"[0-9a-fA-F]{7,64}", sha) else "(not a commit id)"
+
+
+def not_a_writer(author: str, permission: str, forge: str) -> str:
+    needed = "the Developer role or above" if forge == "gitlab" else "write permission"
+    return (
+        f"{md.mention(author)} only users with {needed} on this repository may run "
+        f"Sluice commands (your permission: {permission}). Ask a maintainer to run it."
+    )
+
+
+def usage_error(author: str, hint: str | None, line: str, usage: str) -> str:
+    return f"{md.mention(author)} {hint} (you wrote {md.code(line, QUOTE_LIMIT)}). Usage: {usage}"
+
+
+def help_text(unknown: str | None) -> str:
+    """The command table, after a word on the subcommand that was not one, if any."""
+    if not unknown:
+        return HELP
+    return f"{md.code(f'/sluice {unknown}', QUOTE_LIMIT)} is not a Sluice command.\n\n{HELP}"
+
+
+def pr_closed(author: str) -> str:
+    return f"{md.mention(author)} this pull request is closed."
+
+
+def fork_built(author: str, built: str, head: str) -> str:
+    said = f"{md.mention(author)} built `{short_sha(built)}`, "
+    if built == head:
+        return said + "this pull request's head when you commented."
+    return said + (
+        f"the head when {md.mention(author)} commented; the pull request has since "
+        f"moved to `{short_sha(head)}`: comment `/sluice plan` again to build it."
+    )
+
+
+def fork_head_unknown(author: str, head: str) -> str:
+    return (
+        f"{md.mention(author)} not built: Sluice has no record of this fork pull request's "
+        "head when you commented (the pull request is older than that record), and its "
+        "head now may hold commits pushed after your review. Its head is now "
+        f"`{short_sha(head)}`: review that commit, then comment `/sluice plan` again "
+        "to build it."
+    )
+
+
+def fork_head_moved(author: str, head: str) -> str:
+    return (
+        f"{md.mention(author)} not built: the pull request's head changed after your command "
+        f"(to `{short_sha(head)}`), so what you reviewed is not what would run. Review the new "
+        "head and comment `/sluice plan` again."
+    )
+
+
+def diff_failed(author: str, model: str, error: str) -> str:
+    return (
+        f"{md.mention(author)} {md.code(f'/sluice diff {model}')} failed:\n\n"
+        f"{md.fence(error, 'text')}"
+    )
+
+
+def diff_result(author: str, model: str, environment: str, where: str | None, body: str) -> str:
+    """``body``: the table diff's own Markdown (:mod:`sluice.core.tablediff.render`)."""
+    condition = f" where {md.code(where)}" if where else ""
+    return (
+        f"{md.mention(author)} {md.code(model)} in `{environment}` against prod{condition}:\n\n"
+        + body
+    )
+
+
+def not_deployed_gate(author: str, why: str) -> str:
+    return f"{md.mention(author)} not deployed: the `sluice/approval` gate has not passed. {why}"
+
+
+def not_deployed_base(author: str, base: str, prod_branch: str, source: str) -> str:
+    return (
+        f"{md.mention(author)} not deployed: this pull request goes into {md.code(base)}, and "
+        f"only pull requests into the prod branch {md.code(prod_branch)} deploy to prod (the "
+        f"prod branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
+        f"{source}). Open the pull request against {md.code(prod_branch)}."
+    )
+
+
+def not_deployed_behind(author: str, base: str) -> str:
+    return (
+        f"{md.mention(author)} not deployed: {md.code(base)} has commits this pull request "
+        f"does not have, and promoting it would undo them in prod. Merge {md.code(base)} into "
+        "the branch, let Sluice plan it again, and deploy that."
+    )
+
+
+def deploy_failed(author: str, outcome: str) -> str:
+    return f"{md.mention(author)} deploy failed: {outcome}."
+
+
+def deployed(author: str, outcome: str) -> str:
+    return f"{md.mention(author)} deployed to prod: {outcome}."
+
+
+def deployed_merge_failed(author: str, error: str) -> str:
+    return f"{md.mention(author)} deployed to prod, but merging failed: {error}"
+
+
+def deployed_and_merged(author: str, outcome: str, merge_sha: str) -> str:
+    return f"{md.mention(author)} deployed to prod ({outcome}) and merged as `{merge_sha[:7]}`."
+
+
+def command_gave_up(author: str, error: str) -> str:
+    return (
+        f"{md.mention(author)} Sluice could not run your command: it failed on every "
+        f"attempt.\n\n{md.fence(error, 'text')}"
+    )
