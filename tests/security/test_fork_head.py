@@ -7,7 +7,9 @@ own events recorded (they share the comment's queue key and run in arrival order
 PR's events supersede none), a push the forge stamped after the comment is refused, and a
 PR with no recorded head is not built at the forge's head (its commit date is the
 author's to write) but named in a reply for the writer to review and comment again.
-Real payloads from tests/fixtures/webhooks; GitHub faked at the wire; no Spark (no models).
+Real payloads from tests/fixtures/webhooks; no Spark (no models). The flow runs on an
+in-memory GitHub (:class:`~sluice.bot.forge.memory.MemoryForge`); the last test goes
+through the service's HTTP app and PyGithub against GitHub faked at the wire.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sluice.bot.events.neutral import pr_key, supersedes
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from tests.helpers.cases import realcase
@@ -47,6 +50,7 @@ NOW = 1_800_000_000_000
 
 def _project(root: Path) -> Path:
     (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "models" / ".gitkeep").write_text("")  # an empty folder, as git keeps one
     (root / "config.yaml").write_text("sluice:\n  project: demo\n")
     return root
 
@@ -68,16 +72,11 @@ def _plan(
 
 
 class Bot:
-    def __init__(self, root: Path, github: FakeGitHub) -> None:
+    def __init__(self, root: Path, github: MemoryForge) -> None:
         self.github = github
         url = f"sqlite:///{root / 'state.db'}"
-        settings = ServiceSettings(
-            webhook_secret="s", github_token="ghp_forkToken", workdir=root / "work",
-            database_url=url, github_request_interval=0, github_write_interval=0,
-        )  # fmt: skip
-        self.deps = make_deps(forge_for=forge_factory(settings),
-                                             workdir=root / "work", state_url=url,
-                                             clock=lambda: NOW)  # fmt: skip
+        self.deps = make_deps(forge_for=lambda _event: github, workdir=root / "work",
+                              state_url=url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
@@ -85,42 +84,50 @@ class Bot:
         assert parsed is not None
         dispatch.handle(self.deps, parsed)
 
+    def command(self, user: str, comment_id: int, created_at: str) -> None:
+        """``user`` comments ``/sluice plan`` on the PR, then its webhook."""
+        self.github.add_comment(NUMBER, user, "/sluice plan", comment_id=comment_id)
+        self.deliver("issue_comment", _plan(user, comment_id, created_at))
+
     def built(self) -> set[str]:
         """The commits whose files Sluice fetched (what it ran)."""
-        return {url.rsplit("/", 1)[-1] for _, url in self.github.requests if "/tarball/" in url}
+        return {str(args[0]) for name, args in self.github.calls if name == "fetch_tree"}
 
     def replies(self) -> list[str]:
-        return [c["body"] for c in self.github.comments_on(NUMBER)
-                if not c["body"].startswith("<!-- sluice")]  # fmt: skip
+        return [body for body in self.github.bot_comments(NUMBER)
+                if not body.startswith("<!-- sluice")]  # fmt: skip
+
+    def checks_on(self, sha: str) -> dict[str, Any]:
+        return dict(self.github.checks.get(sha, {}))
 
     def move_head(self, sha: str) -> None:
         """The fork's author pushes: the forge's PR now has ``sha`` (its event not yet seen)."""
-        self.github.pulls[NUMBER]["head_sha"] = sha
+        self.github.push(NUMBER, sha)
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    github = FakeGitHub(repo=REPO)
-    github.permissions.update({"maintainer": "maintain", AUTHOR: "read"})
-    github.add_pull(NUMBER, H1, author=AUTHOR, base="master", fork=True)
+    github = MemoryForge(REPO, name="github")
+    github.roles.update({"maintainer": "maintain", AUTHOR: "read"})
+    project = _project(tmp_path / "src")
+    github.commit_folder("0" * 40, project, branch="master")
     for sha in (H1, H2, H3):
-        github.trees[sha] = tarball(_project(tmp_path / "src"), f"node-{sha[:7]}")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        made = Bot(tmp_path, github)
-        yield made
-        made.deps.close()
-        made.ledger.close()
+        github.commit_folder(sha, project, parents=("0" * 40,))
+    github.open_pull(NUMBER, head_sha=H1, base="master", author=AUTHOR, fork=True)
+    made = Bot(tmp_path, github)
+    yield made
+    made.deps.close()
+    made.ledger.close()
 
 
 def test_plan_builds_the_head_the_writer_saw_not_a_push_made_since(bot: Bot) -> None:
     bot.deliver("pull_request", _pr("opened", H1, "2021-03-01T10:00:00Z"))
     assert bot.built() == set(), "a fork PR is not built on its own"
     bot.move_head(H2)  # pushed after the comment; its synchronize is queued behind it
-    bot.deliver("issue_comment", _plan("maintainer", 501, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 501, "2021-03-01T10:05:00Z")
     assert bot.built() == {H1}
-    assert "sluice/pr-environment" in bot.github.checks_on(H1)
-    assert set(bot.github.checks_on(H2)) <= {"sluice/approval"}  # "waiting for the plan"
+    assert "sluice/pr-environment" in bot.checks_on(H1)
+    assert set(bot.checks_on(H2)) <= {"sluice/approval"}  # "waiting for the plan"
     assert bot.replies()[-1] == (
         f"@maintainer built `{H1[:7]}`, the head when @maintainer commented; the pull request "
         f"has since moved to `{H2[:7]}`: comment `/sluice plan` again to build it."
@@ -128,7 +135,7 @@ def test_plan_builds_the_head_the_writer_saw_not_a_push_made_since(bot: Bot) -> 
     # The synchronize comes next: recorded, and still not built until a writer asks.
     bot.deliver("pull_request", _pr("synchronize", H2, "2021-03-01T10:06:00Z"))
     assert bot.built() == {H1}
-    bot.deliver("issue_comment", _plan("maintainer", 502, "2021-03-01T10:10:00Z"))
+    bot.command("maintainer", 502, "2021-03-01T10:10:00Z")
     assert bot.built() == {H1, H2}
     assert bot.replies()[-1] == (
         f"@maintainer built `{H2[:7]}`, this pull request's head when you commented."
@@ -141,20 +148,20 @@ def test_a_push_stamped_after_the_command_but_delivered_before_it_is_refused(bot
     # first: the head recorded is not the one the writer saw.
     bot.move_head(H2)
     bot.deliver("pull_request", _pr("synchronize", H2, "2021-03-01T10:05:01Z"))
-    bot.deliver("issue_comment", _plan("maintainer", 503, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 503, "2021-03-01T10:05:00Z")
     assert bot.built() == set()
     assert bot.replies()[-1] == (
         "@maintainer not built: the pull request's head changed after your command (to "
         f"`{H2[:7]}`), so what you reviewed is not what would run. Review the new head and "
         "comment `/sluice plan` again."
     )
-    assert bot.github.check_runs == {}
+    assert bot.github.checks == {}
 
 
 def test_a_push_in_the_same_second_as_the_command_is_refused(bot: Bot) -> None:
     # The forges stamp whole seconds: a push in the comment's second may be after it.
     bot.deliver("pull_request", _pr("synchronize", H2, "2021-03-01T10:05:00Z"))
-    bot.deliver("issue_comment", _plan("maintainer", 504, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 504, "2021-03-01T10:05:00Z")
     assert bot.built() == set() and "changed after your command" in bot.replies()[-1]
 
 
@@ -162,7 +169,7 @@ def test_without_a_recorded_head_the_command_names_the_head_and_the_next_one_bui
     bot: Bot,
 ) -> None:
     # A PR opened before this version: no event of it recorded a head.
-    bot.deliver("issue_comment", _plan("maintainer", 505, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 505, "2021-03-01T10:05:00Z")
     assert bot.built() == set()
     assert bot.replies()[-1] == (
         "@maintainer not built: Sluice has no record of this fork pull request's head when "
@@ -173,7 +180,7 @@ def test_without_a_recorded_head_the_command_names_the_head_and_the_next_one_bui
     # The author pushes before the writer comments again, and the push's event is late:
     # the writer's next command still builds the commit the reply named.
     bot.move_head(H2)
-    bot.deliver("issue_comment", _plan("maintainer", 506, "2021-03-01T10:07:00Z"))
+    bot.command("maintainer", 506, "2021-03-01T10:07:00Z")
     assert bot.built() == {H1}
     assert f"has since moved to `{H2[:7]}`" in bot.replies()[-1]
 
@@ -184,36 +191,36 @@ def test_a_late_or_replayed_pr_event_does_not_move_the_recorded_head_back(bot: B
     # H1's event delivered again (or late): older than H2's, it moves nothing back.
     bot.deliver("pull_request", _pr("synchronize", H1, "2021-03-01T10:01:00Z"))
     bot.move_head(H3)  # and a push after the comment, its event queued behind it
-    bot.deliver("issue_comment", _plan("maintainer", 507, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 507, "2021-03-01T10:05:00Z")
     assert bot.built() == {H2}
     assert bot.ledger.pr_head(f"github:{REPO}", NUMBER) == (H2, 1614592920000)
 
 
 def test_a_same_repository_pr_s_late_push_event_builds_nothing(bot: Bot) -> None:
-    bot.github.add_pull(NUMBER, H2, author="alice", base="master", fork=False)
+    bot.github.open_pull(NUMBER, head_sha=H2, base="master", author="alice")
     bot.deliver("pull_request", _pr("synchronize", H2, "2021-03-01T10:02:00Z", SAME_REPO_OPENED))
     assert bot.built() == {H2}
     # An older push's event, delivered late or replayed, would build the environment back
     # at H1 while the PR's head is H2.
     bot.deliver("pull_request", _pr("synchronize", H1, "2021-03-01T10:01:00Z", SAME_REPO_OPENED))
     assert bot.built() == {H2}
-    assert bot.github.checks_on(H1) == {}
+    assert bot.checks_on(H1) == {}
 
 
 def test_the_fork_s_author_still_cannot_plan_their_own_pr(bot: Bot) -> None:
     bot.deliver("pull_request", _pr("opened", H1, "2021-03-01T10:00:00Z"))
-    bot.deliver("issue_comment", _plan(AUTHOR, 508, "2021-03-01T10:05:00Z"))
+    bot.command(AUTHOR, 508, "2021-03-01T10:05:00Z")
     assert bot.built() == set()
     assert "only users with write permission" in bot.replies()[-1]
 
 
 def test_a_same_repository_pr_is_planned_at_its_current_head(bot: Bot) -> None:
     # Its pushes come from writers: `/sluice plan` means "plan it again, as it is now".
-    bot.github.add_pull(NUMBER, H1, author="alice", base="master", fork=False)
+    bot.github.open_pull(NUMBER, head_sha=H1, base="master", author="alice")
     bot.deliver("pull_request", _pr("opened", H1, "2021-03-01T10:00:00Z", SAME_REPO_OPENED))
     bot.move_head(H3)
     before = bot.built()
-    bot.deliver("issue_comment", _plan("maintainer", 509, "2021-03-01T10:05:00Z"))
+    bot.command("maintainer", 509, "2021-03-01T10:05:00Z")
     assert bot.built() - before == {H3}
 
 

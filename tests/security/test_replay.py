@@ -6,8 +6,10 @@ state-changing event is handled once by its content (``content_key``, see
 ``sluice/bot/events/neutral.py``): the same merge, tag, release, comment command, review, approval
 or "Approve this plan" click, delivered again, is skipped with an INFO line and nothing is
 posted. What users re-run on purpose (a re-requested check, a new comment, a new push)
-still runs. Real payloads from tests/fixtures/webhooks; GitHub and GitLab faked at the wire,
-no Spark (the projects have no models, or prod already holds them).
+still runs. Real payloads from tests/fixtures/webhooks; GitHub and GitLab in memory
+(:class:`~sluice.bot.forge.memory.MemoryForge`), and GitHub faked at the wire where the
+deliveries go through the service's HTTP endpoint; no Spark (the projects have no models,
+or prod already holds them, or the runner is a stand-in).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
@@ -41,7 +43,9 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Forge
 from sluice.bot.forge.local import LocalForge
+from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
@@ -49,8 +53,6 @@ from sluice.core.spark.submit import JobResult
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, TOKEN, Service
 from tests.helpers.github_wire import FakeGitHub, tarball
-from tests.helpers.gitlab_service import gitlab_settings
-from tests.helpers.gitlab_wire import FakeGitLab
 
 OWNER = "octo/warehouse"
 NOW = 1_800_000_000_000
@@ -61,25 +63,42 @@ TAG_DEPLOY = 'sluice:\n  project: demo\n  deploy:\n    on: tag\n    tag_pattern:
 
 
 def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
-    """A project without models: planning and promoting it needs no Spark."""
+    """A project without models: planning and promoting it needs no Spark (an empty
+    models/ is kept by a file in it, as in a git repository)."""
     (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "models" / ".gitkeep").write_text("")
     (root / "config.yaml").write_text(config)
     return root
 
 
-class Bot:
-    """A flow on a SQLite state talking to a fake GitHub, fed parsed real payloads."""
+ROOT = "0" * 40  # main's first commit
 
-    def __init__(self, root: Path, github: FakeGitHub) -> None:
+
+def _memory(repo: str, name: str = "github") -> MemoryForge:
+    """A repository in memory whose ``main`` holds a project without models."""
+    forge = MemoryForge(repo, name=name, comment_limit=1_000_000 if name == "gitlab" else 65536)
+    forge.commit(ROOT, {"config.yaml": "sluice:\n  project: demo\n"}, branch="main")
+    return forge
+
+
+class Bot:
+    """A flow on a SQLite state talking to an in-memory GitHub, fed parsed real payloads
+    (``github`` is repository ``OWNER``; :meth:`repository` adds others)."""
+
+    def __init__(self, root: Path, github: MemoryForge) -> None:
         self.root, self.github = root, github
+        self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
-        settings = ServiceSettings(
-            webhook_secret="s", github_token="ghp_replayToken", workdir=root / "work",
-            database_url=self.url, github_request_interval=0, github_write_interval=0,
-        )  # fmt: skip
-        self.deps = make_deps(forge_for=forge_factory(settings), workdir=root / "work",
-                          state_url=self.url, clock=lambda: NOW)  # fmt: skip
+        self.deps = make_deps(forge_for=self._forge_for, workdir=root / "work",
+                              state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(self.url)
+
+    def _forge_for(self, event: Event) -> Forge:
+        return self.forges[event.repo]
+
+    def repository(self, repo: str) -> MemoryForge:
+        self.forges[repo] = _memory(repo)
+        return self.forges[repo]
 
     def deliver(self, event: str, payload: dict[str, Any]) -> Event:
         parsed = parse_github(event, payload)
@@ -87,31 +106,45 @@ class Bot:
         dispatch.handle(self.deps, parsed)
         return parsed
 
-    def commit(self, sha: str, config: str = "sluice:\n  project: demo\n") -> None:
+    def say(self, user: str, body: str, comment_id: int, number: int = 7) -> None:
+        """The webhook of ``user``'s comment (written on the PR first, unless it is there:
+        a replay sends the same comment again)."""
+        if all(c.id != comment_id for c in self.github.comments.get(number, [])):
+            self.github.add_comment(number, user, body, comment_id=comment_id)
+        self.deliver("issue_comment", _comment(user, body, comment_id, number))
+
+    def commit(
+        self, sha: str, config: str = "sluice:\n  project: demo\n", branch: str | None = None
+    ) -> None:
         src = _project(self.root / f"tree-{sha[:6]}", config)
-        self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-        self.github.files[(sha, "config.yaml")] = config
+        self.github.commit_folder(sha, src, parents=() if branch else (ROOT,), branch=branch)
 
     def plan(self, number: int, sha: str) -> None:
         """Record the (empty) plan a build of ``sha`` would have recorded."""
         self.ledger.record_plan(f"github:{OWNER}", number, sha, PlanReview("fp", (), {}, {}), 1)
 
-    def posts(self, since: int) -> list[tuple[str, str]]:
-        """Every request made since the ``since``-th: a skipped event makes none at all."""
-        return self.github.requests[since:]
+    def calls(self) -> int:
+        """How many calls the flow made of the forge so far."""
+        return len(self.github.calls)
+
+    def posts(self, since: int) -> list[tuple[str, tuple[object, ...]]]:
+        """Every call made of the forge since the ``since``-th: a skipped event makes none."""
+        return self.github.calls[since:]
+
+    def refs_deployed(self) -> list[str]:
+        """The commits of the deployment records, in order."""
+        return [d.sha for d in self.github.deployments]
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    github = FakeGitHub(repo=OWNER)
-    github.permissions.update({"alice": "write", "bob": "write", "carol": "admin"})
-    github.add_pull(7, A, author="alice")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        made = Bot(tmp_path, github)
-        yield made
-        made.deps.close()
-        made.ledger.close()
+    github = _memory(OWNER)
+    github.roles.update({"alice": "write", "bob": "write", "carol": "admin"})
+    github.open_pull(7, head_sha=A, base="main", author="alice")
+    made = Bot(tmp_path, github)
+    yield made
+    made.deps.close()
+    made.ledger.close()
 
 
 def _merged(number: int, merge_sha: str, head: str = A) -> dict[str, Any]:
@@ -144,9 +177,9 @@ def test_the_same_merge_delivered_twice_promotes_once(
     bot.commit(C)
     bot.deliver("pull_request", _merged(7, C))
     [deployment] = bot.github.deployments
-    assert deployment["ref"] == C
-    assert bot.github.checks_on(C)["sluice/deploy"]["conclusion"] == "success"
-    before = len(bot.github.requests)
+    assert deployment.sha == C
+    assert bot.github.checks[C]["sluice/deploy"].conclusion == "success"
+    before = bot.calls()
     caplog.set_level(logging.INFO)
     bot.deliver("pull_request", _merged(7, C))  # the signed body again, a new delivery id
     assert len(bot.github.deployments) == 1
@@ -158,19 +191,19 @@ def test_an_old_merge_replayed_after_newer_ones_does_not_take_prod_back(bot: Bot
     bot.commit(C)
     bot.commit(D)
     bot.deliver("pull_request", _merged(7, C))
-    bot.github.add_pull(8, B, author="bob")
+    bot.github.open_pull(8, head_sha=B, base="main", author="bob")
     bot.deliver("pull_request", _merged(8, D, head=B))
     bot.deliver("pull_request", _merged(7, C))  # replayed: prod must stay at D
-    assert [d["ref"] for d in bot.github.deployments] == [C, D]
+    assert bot.refs_deployed() == [C, D]
 
 
 def test_a_merge_of_another_pr_into_the_same_commit_is_not_a_replay(bot: Bot) -> None:
     # The key is the PR and its merge commit: PR 8 fast-forwarded to the same commit runs.
     bot.commit(C)
     bot.deliver("pull_request", _merged(7, C))
-    bot.github.add_pull(8, A, author="bob")
+    bot.github.open_pull(8, head_sha=A, base="main", author="bob")
     bot.deliver("pull_request", _merged(8, C))
-    assert [d["ref"] for d in bot.github.deployments] == [C, C]
+    assert bot.refs_deployed() == [C, C]
 
 
 # -- comment commands ------------------------------------------------------------------------
@@ -179,56 +212,59 @@ def test_a_merge_of_another_pr_into_the_same_commit_is_not_a_replay(bot: Bot) ->
 def test_the_same_deploy_comment_twice_deploys_once(bot: Bot) -> None:
     bot.commit(A)
     bot.plan(7, A)  # planned; no gate configured: it passes
-    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", 950))
+    bot.say("carol", "/sluice deploy", 950)
     assert len(bot.github.deployments) == 1
-    assert bot.github.comments_on(7)[-1]["body"].startswith("@carol deployed to prod")
-    replies, before = len(bot.github.comments_on(7)), len(bot.github.requests)
-    bot.deliver("issue_comment", _comment("carol", "/sluice deploy", 950))
+    assert bot.github.bot_comments(7)[-1].startswith("@carol deployed to prod")
+    replies, before = len(bot.github.bot_comments(7)), bot.calls()
+    bot.say("carol", "/sluice deploy", 950)
     assert len(bot.github.deployments) == 1
-    assert len(bot.github.comments_on(7)) == replies and bot.posts(before) == []
-    assert bot.github.reactions == [{"comment": 950, "content": "+1"}]
+    assert len(bot.github.bot_comments(7)) == replies and bot.posts(before) == []
+    assert bot.github.reactions(7) == [(950, "+1")]
 
 
 def test_the_same_comment_twice_runs_once_and_a_new_comment_runs_again(
     bot: Bot, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    bot.deliver("issue_comment", _comment("bob", "/sluice help", 901))
-    bot.deliver("issue_comment", _comment("bob", "/sluice help", 901))
-    assert len(bot.github.comments_on(7)) == 1
+    bot.say("bob", "/sluice help", 901)
+    bot.say("bob", "/sluice help", 901)
+    assert len(bot.github.bot_comments(7)) == 1
     assert _skipped(caplog, "comment:7:901:bob")
-    bot.deliver("issue_comment", _comment("bob", "/sluice help", 902))  # asked again
-    assert len(bot.github.comments_on(7)) == 2
-    assert [r["comment"] for r in bot.github.reactions] == [901, 902]
+    bot.say("bob", "/sluice help", 902)  # asked again
+    assert len(bot.github.bot_comments(7)) == 2
+    assert [comment for comment, _ in bot.github.reactions(7)] == [901, 902]
 
 
 def test_a_replayed_refusal_is_not_posted_again(bot: Bot) -> None:
     # A command with bad arguments, or from a reader, is answered once, not once per copy.
-    bot.deliver("issue_comment", _comment("bob", "/sluice plan now", 903))
-    bot.deliver("issue_comment", _comment("dave", "/sluice deploy", 904))
-    replies = len(bot.github.comments_on(7))
+    bot.say("bob", "/sluice plan now", 903)
+    bot.say("dave", "/sluice deploy", 904)
+    replies = len(bot.github.bot_comments(7))
     assert replies == 2
-    bot.deliver("issue_comment", _comment("bob", "/sluice plan now", 903))
-    bot.deliver("issue_comment", _comment("dave", "/sluice deploy", 904))
-    assert len(bot.github.comments_on(7)) == replies
+    bot.say("bob", "/sluice plan now", 903)
+    bot.say("dave", "/sluice deploy", 904)
+    assert len(bot.github.bot_comments(7)) == replies
 
 
 def test_a_comment_on_another_repository_with_the_same_id_is_not_a_replay(bot: Bot) -> None:
-    bot.deliver("issue_comment", _comment("bob", "/sluice help", 905))
+    bot.say("bob", "/sluice help", 905)
+    elsewhere = bot.repository("octo/other")
+    elsewhere.open_pull(7, head_sha=A, base="main", author="alice")
+    elsewhere.add_comment(7, "bob", "/sluice help", comment_id=905)
     other = _comment("bob", "/sluice help", 905)
     other["repository"]["full_name"] = "octo/other"
     bot.deliver("issue_comment", other)
-    assert len(bot.github.comments_on(7)) == 2
+    assert len(bot.github.bot_comments(7)) == 1
+    # Handled, not skipped: this service keeps octo/warehouse, so it refuses octo/other.
+    [refusal] = elsewhere.bot_comments(7)
+    assert "Sluice refused this repository" in refusal
 
 
 # -- tags and releases -----------------------------------------------------------------------
 
 
 def _on_main(bot: Bot, sha: str) -> None:
-    bot.commit(sha, TAG_DEPLOY)
-    bot.github.files[("main", "config.yaml")] = TAG_DEPLOY
-    bot.github.refs["main"] = sha
-    bot.github.branch_commits.setdefault("main", set()).add(sha)
+    bot.commit(sha, TAG_DEPLOY, branch="main")
 
 
 def _tag(tag: str, sha: str) -> dict[str, Any]:
@@ -240,15 +276,15 @@ def test_the_same_tag_push_twice_promotes_once_and_a_moved_tag_promotes(bot: Bot
     _on_main(bot, C)
     bot.deliver("push", _tag("v1.0", C))
     bot.deliver("push", _tag("v1.0", C))
-    assert [d["ref"] for d in bot.github.deployments] == [C]
+    assert bot.refs_deployed() == [C]
     _on_main(bot, D)
     bot.deliver("push", _tag("v1.0", D))  # the tag moved to a new commit: a new event
-    assert [d["ref"] for d in bot.github.deployments] == [C, D]
+    assert bot.refs_deployed() == [C, D]
 
 
 def test_a_release_created_and_published_promotes_once(bot: Bot) -> None:
     _on_main(bot, C)
-    bot.github.add_tag("v2.0", C)
+    bot.github.tag("v2.0", C)
     created = realcase("github/release/created.payload.json", OWNER,
                        **{"release.tag_name": "v2.0", "release.draft": False})  # fmt: skip
     published = realcase("github/release/published.payload.json", OWNER,
@@ -257,7 +293,7 @@ def test_a_release_created_and_published_promotes_once(bot: Bot) -> None:
     bot.deliver("release", created)
     bot.deliver("release", published)
     bot.deliver("release", published)
-    assert [d["ref"] for d in bot.github.deployments] == [C]
+    assert bot.refs_deployed() == [C]
 
 
 # -- reviews and clicks ----------------------------------------------------------------------
@@ -276,7 +312,7 @@ def test_the_same_review_twice_is_evaluated_once_and_its_dismissal_is_not_a_repl
     bot.plan(7, A)
     bot.github.add_review(7, "bob", "APPROVED", A)
     bot.deliver("pull_request_review", _review(41, "approved"))
-    before = len(bot.github.requests)
+    before = bot.calls()
     bot.deliver("pull_request_review", _review(41, "approved"))
     assert bot.posts(before) == []
     bot.deliver("pull_request_review", _review(41, "dismissed", action="dismissed"))
@@ -286,14 +322,14 @@ def test_the_same_review_twice_is_evaluated_once_and_its_dismissal_is_not_a_repl
 def test_the_key_of_a_review_names_its_pr_and_reviewer(bot: Bot) -> None:
     # An id is one review; a payload reusing it for another PR or user is not its replay.
     bot.plan(7, A)
-    bot.github.add_pull(8, A, author="alice")
+    bot.github.open_pull(8, head_sha=A, base="main", author="alice")
     bot.deliver("pull_request_review", _review(42, "approved"))
-    before = len(bot.github.requests)
+    before = bot.calls()
     other_pr = _review(42, "approved")
     other_pr["pull_request"]["number"] = 8
     bot.deliver("pull_request_review", other_pr)
     assert bot.posts(before) != []
-    before = len(bot.github.requests)
+    before = bot.calls()
     other_user = _review(42, "approved")
     other_user["review"]["user"]["login"] = "carol"
     bot.deliver("pull_request_review", other_user)
@@ -312,7 +348,7 @@ def _click(user: str, run_id: int, head: str = A) -> dict[str, Any]:
 def test_the_same_click_twice_is_recorded_once_and_another_user_s_click_counts(bot: Bot) -> None:
     bot.plan(7, A)
     bot.deliver("check_run", _click("bob", 77))
-    before = len(bot.github.requests)
+    before = bot.calls()
     bot.deliver("check_run", _click("bob", 77))
     assert bot.posts(before) == []
     bot.deliver("check_run", _click("carol", 77))
@@ -327,7 +363,7 @@ def test_a_rerequested_check_runs_every_time_it_is_asked_for(bot: Bot) -> None:
     })  # fmt: skip
     rerun["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
     for expected in (1, 2, 3):
-        before = len(bot.github.requests)
+        before = bot.calls()
         bot.deliver("check_run", rerun)
         assert bot.posts(before) != [], f"re-run {expected} did nothing"
 
@@ -435,14 +471,10 @@ class Flaky:
         return JobResult(spec["job_id"], {}, 0.1, None)
 
 
-def _worker(tmp_path: Path, github: FakeGitHub, lost: int) -> tuple[Worker, JobQueue, Flaky, Deps]:
+def _worker(tmp_path: Path, github: MemoryForge, lost: int) -> tuple[Worker, JobQueue, Flaky, Deps]:
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    settings = ServiceSettings(
-        webhook_secret="s", github_token="ghp_replayToken", workdir=tmp_path / "work",
-        database_url=url, github_request_interval=0, github_write_interval=0,
-    )  # fmt: skip
     runner = Flaky(lost)
-    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+    deps = make_deps(forge_for=lambda _event: github, workdir=tmp_path / "work",
                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
     queue = JobQueue(url, max_attempts=2)
     return Worker(queue, **dispatch.bound(deps)), queue, runner, deps
@@ -462,45 +494,48 @@ def _queue_merge(queue: JobQueue, delivery: str) -> None:
     assert queue.accept(delivery, "github", "pull_request", job, time.time())
 
 
+def _merged_forge(tmp_path: Path) -> MemoryForge:
+    """PR 7 merged as C, which holds a model prod does not have yet."""
+    github = _memory(OWNER)
+    github.commit_folder(C, _changed_project(tmp_path), parents=(ROOT,))
+    github.open_pull(7, head_sha=A, base="main", author="alice")
+    github.close_pull(7, merged=True)
+    return github
+
+
 def test_a_promotion_cut_short_runs_again_but_its_replay_does_not(tmp_path: Path) -> None:
-    github = FakeGitHub(repo=OWNER)
-    github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
+    github = _merged_forge(tmp_path)
     worker, queue, runner, deps = _worker(tmp_path, github, lost=1)
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        try:
-            _queue_merge(queue, "merge-1")
-            assert worker.run_once()  # the driver is lost: the job goes back to the queue
-            assert worker.run_once()  # run again: not skipped as "handled"
-            assert github.checks_on(C)["sluice/deploy"]["conclusion"] == "success"
-            jobs = runner.jobs
-            assert jobs >= 2
-            _queue_merge(queue, "merge-1-replayed")
-            assert worker.run_once()
-            assert runner.jobs == jobs and len(github.deployments) == 1
-            assert queue.counts()["done"] == 2
-        finally:
-            deps.close()
-            queue.close()
+    try:
+        _queue_merge(queue, "merge-1")
+        assert worker.run_once()  # the driver is lost: the job goes back to the queue
+        assert worker.run_once()  # run again: not skipped as "handled"
+        assert github.checks[C]["sluice/deploy"].conclusion == "success"
+        jobs = runner.jobs
+        assert jobs >= 2
+        _queue_merge(queue, "merge-1-replayed")
+        assert worker.run_once()
+        assert runner.jobs == jobs and len(github.deployments) == 1
+        assert queue.counts()["done"] == 2
+    finally:
+        deps.close()
+        queue.close()
 
 
 def test_a_promotion_that_failed_for_good_is_not_run_by_its_replay(tmp_path: Path) -> None:
-    github = FakeGitHub(repo=OWNER)
-    github.trees[C] = tarball(_changed_project(tmp_path), "octo-warehouse-ccccccc")
+    github = _merged_forge(tmp_path)
     worker, queue, runner, deps = _worker(tmp_path, github, lost=100)
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        try:
-            _queue_merge(queue, "merge-1")
-            assert worker.run_once() and worker.run_once()  # both attempts lose the driver
-            assert queue.counts()["failed"] == 1
-            jobs, requests = runner.jobs, len(github.requests)
-            _queue_merge(queue, "merge-1-replayed")
-            assert worker.run_once()
-            assert runner.jobs == jobs and github.requests[requests:] == []
-        finally:
-            deps.close()
-            queue.close()
+    try:
+        _queue_merge(queue, "merge-1")
+        assert worker.run_once() and worker.run_once()  # both attempts lose the driver
+        assert queue.counts()["failed"] == 1
+        jobs, calls = runner.jobs, len(github.calls)
+        _queue_merge(queue, "merge-1-replayed")
+        assert worker.run_once()
+        assert runner.jobs == jobs and github.calls[calls:] == []
+    finally:
+        deps.close()
+        queue.close()
 
 
 # -- through the service, where delivery ids really differ -----------------------------------
@@ -555,16 +590,13 @@ PROJECT = "data/warehouse"
 
 
 @pytest.fixture
-def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Deps, FakeGitLab]]:
-    gitlab = FakeGitLab(project=PROJECT)
-    gitlab.add_mr(7, sha=A, author="alice")
-    gitlab.members.update({"bob": 30})
-    settings = gitlab_settings(tmp_path)
-    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                     state_url=settings.state_url(), clock=lambda: NOW)  # fmt: skip
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        gitlab.install(mock)
-        yield deps, gitlab
+def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Deps, MemoryForge]]:
+    gitlab = _memory(PROJECT, name="gitlab")
+    gitlab.open_pull(7, head_sha=A, base="main", author="alice")
+    gitlab.roles["bob"] = "write"  # a Developer
+    deps = make_deps(forge_for=lambda _event: gitlab, workdir=tmp_path / "work",
+                     state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
+    yield deps, gitlab
     deps.close()
 
 
@@ -575,43 +607,44 @@ def _gitlab(deps: Deps, hook: str, payload: dict[str, Any]) -> None:
 
 
 def test_gitlab_the_same_merge_twice_promotes_once(
-    gitlab_bot: tuple[Deps, FakeGitLab], tmp_path: Path
+    gitlab_bot: tuple[Deps, MemoryForge], tmp_path: Path
 ) -> None:
     deps, gitlab = gitlab_bot
-    gitlab.add_tree(C, _project(tmp_path / "src"))
+    gitlab.commit_folder(C, _project(tmp_path / "src"), parents=(ROOT,))
+    gitlab.close_pull(7, merged=True)
     merge = realcase_gitlab("gitlab/merge_request_merge.json")
     merge["object_attributes"].update(iid=7, merge_commit_sha=C, target_branch="main")
     _gitlab(deps, "Merge Request Hook", merge)
     _gitlab(deps, "Merge Request Hook", merge)
-    assert [d["sha"] for d in gitlab.deployments] == [C]
+    assert [d.sha for d in gitlab.deployments] == [C]
 
 
-def test_gitlab_the_same_note_twice_runs_once(gitlab_bot: tuple[Deps, FakeGitLab]) -> None:
+def test_gitlab_the_same_note_twice_runs_once(gitlab_bot: tuple[Deps, MemoryForge]) -> None:
     deps, gitlab = gitlab_bot
-    note_id = gitlab.add_note(7, "/sluice help", author="bob")
+    note_id = gitlab.add_comment(7, "bob", "/sluice help")
     note = realcase_gitlab("gitlab/note_merge_request.docs.json")
     note["user"]["username"] = "bob"
     note["object_attributes"].update(note="/sluice help", id=note_id)
     note["merge_request"]["iid"] = 7
     _gitlab(deps, "Note Hook", note)
     _gitlab(deps, "Note Hook", note)
-    assert len(gitlab.bot_notes(7)) == 1
+    assert len(gitlab.bot_comments(7)) == 1
 
 
 def test_gitlab_the_same_approval_twice_is_handled_once(
-    gitlab_bot: tuple[Deps, FakeGitLab],
+    gitlab_bot: tuple[Deps, MemoryForge],
 ) -> None:
     deps, gitlab = gitlab_bot
     approval = realcase_gitlab("gitlab/merge_request_approved.json")
     approval["user"]["username"] = "bob"
     approval["object_attributes"].update(iid=7)
     approval["object_attributes"]["last_commit"]["id"] = A
-    gitlab.approve(7, "bob")
+    gitlab.add_review(7, "bob", "APPROVED", unbound=True)  # as GitLab lists approvals
     _gitlab(deps, "Merge Request Hook", approval)
-    before = len(gitlab.requests)
+    before = len(gitlab.calls)
     _gitlab(deps, "Merge Request Hook", approval)
-    assert gitlab.requests[before:] == []
+    assert gitlab.calls[before:] == []
     approval["object_attributes"]["action"] = "unapproved"  # taken back: a new event
-    gitlab.unapprove(7, "bob")
+    gitlab.withdraw_reviews(7, "bob")
     _gitlab(deps, "Merge Request Hook", approval)
-    assert gitlab.requests[before:] != []
+    assert gitlab.calls[before:] != []
