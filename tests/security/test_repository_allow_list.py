@@ -19,20 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import JanitorEvent, pr_key
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
+from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import ConfigError
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, sign
-from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.gitlab_service import TOKEN as GITLAB_TOKEN
 
 OPENED = "github/pull_request/opened.payload.json"
@@ -208,24 +207,22 @@ def test_without_the_setting_the_service_warns_at_start_up(
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[tuple[Worker, JobQueue, FakeGitHub, Deps]]:
+def worker(tmp_path: Path) -> Iterator[tuple[Worker, JobQueue, MemoryForge, Deps]]:
     settings = _settings(tmp_path, SERVED, github_token="ghp_listToken",
                          github_request_interval=0, github_write_interval=0,
                          janitor_interval_seconds=60)  # fmt: skip
-    github = FakeGitHub(repo="mallory/warehouse")
+    github = MemoryForge("mallory/warehouse", name="github")  # the forge of every job
     queue = JobQueue(settings.state_url())
-    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+    deps = make_deps(forge_for=lambda _event: github, workdir=tmp_path / "work",
                      state_url=settings.state_url())  # fmt: skip
     made = Worker(queue, **dispatch.bound(deps), janitor_seconds=60, serves=settings.serves)
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        yield made, queue, github, deps
+    yield made, queue, github, deps
     deps.close()
     queue.close()
 
 
 def test_a_job_queued_before_the_list_was_set_does_not_run(
-    worker: tuple[Worker, JobQueue, FakeGitHub, Deps],
+    worker: tuple[Worker, JobQueue, MemoryForge, Deps],
 ) -> None:
     run, queue, github, _ = worker
     event = JanitorEvent(forge="github", repo="mallory/warehouse", installation_id=None)
@@ -237,11 +234,11 @@ def test_a_job_queued_before_the_list_was_set_does_not_run(
     record = queue.job(job_id)
     assert record is not None and record.status == "failed"
     assert "not in the service's SLUICE_REPOSITORIES" in (record.error or "")
-    assert github.requests == []
+    assert github.calls == []  # nothing was asked of the forge
 
 
 def test_the_janitor_visits_only_repositories_served(
-    worker: tuple[Worker, JobQueue, FakeGitHub, Deps],
+    worker: tuple[Worker, JobQueue, MemoryForge, Deps],
 ) -> None:
     run, queue, _, deps = worker
     ledger = deps.ledger
