@@ -19,14 +19,13 @@ from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import GateInput, GateResult, evaluate, owners_to_approve
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, CheckAction, Forge, PullRequest, Review, repo_key
-from sluice.core import markdown as md
+from sluice.bot.forge.base import Forge, PullRequest, Review, repo_key
+from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-APPROVAL = "sluice/approval"
-APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this commit", "approve")
+APPROVAL = checks.APPROVAL
 
 
 @dataclass(frozen=True)
@@ -45,25 +44,14 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
     repo = repo_key(forge)
     review = deps.ledger.review(repo, pr.number, pr.head_sha)
     if review is None:
-        forge.set_check(
-            pr.head_sha,
-            Check(
-                APPROVAL,
-                "in_progress",
-                "Waiting for the plan",
-                "The gate is evaluated once this commit is planned.",
-            ),
-        )
+        forge.set_check(pr.head_sha, checks.waiting_for_plan())
         return None
     try:
         settings = trust.for_repository(deps, forge)
     except ConfigError as exc:
-        text = f"The prod branch's gate settings are invalid:\n\n{md.fence(deps.scrub(str(exc)), 'text')}"
-        forge.set_check(
-            pr.head_sha,
-            Check(APPROVAL, "completed", "Invalid gate settings", text, conclusion="failure"),
-        )
-        deps.sticky.publish(forge, pr.number, section=("approval", f"**Approval:** ❌ {text}"))
+        check, text = checks.gate_settings_invalid(deps.scrub(str(exc)))
+        forge.set_check(pr.head_sha, check)
+        deps.sticky.publish(forge, pr.number, section=comment.approval_error_section(text))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     teams = set(settings.gate.required_approvers.teams)
@@ -87,24 +75,18 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         )
     summary = result.summary
     if not into_prod:
-        summary = (
-            f"This PR goes into {md.code(pr.base_ref)}, not the prod branch {md.code(settings.branch)}: "
-            "approvals here do not count for prod (its changes need an approved PR into "
-            f"{md.code(settings.branch)}). {summary}"
-        )
-    forge.set_check(
-        pr.head_sha,
-        Check(
-            APPROVAL,
-            "completed",
-            _title(result, settings),
-            summary,
-            conclusion=result.conclusion,
-            actions=() if result.ok else (APPROVE_ACTION,),
-        ),
+        summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
+    title = checks.approval_title(
+        result.ok,
+        settings.requires_approval,
+        result.missing,
+        len(result.owners_missing),
+        bool(result.stale),
     )
-    icon = "✅" if result.ok else "⏳"
-    deps.sticky.publish(forge, pr.number, section=("approval", f"**Approval:** {icon} {summary}"))
+    forge.set_check(
+        pr.head_sha, checks.approval_result(title, summary, result.conclusion, result.ok)
+    )
+    deps.sticky.publish(forge, pr.number, section=comment.approval_section(result.ok, summary))
     return Verdict(result, settings)
 
 
@@ -116,17 +98,3 @@ def _bound(reviews: list[Review], heads: dict[str, str]) -> list[Review]:
         r if r.commit_sha else dataclasses.replace(r, commit_sha=heads.get(r.user.casefold()))
         for r in reviews
     ]
-
-
-def _title(result: GateResult, settings: Settings) -> str:
-    if result.ok:
-        return "Approved" if settings.requires_approval else "No approval required"
-    parts = []
-    if result.missing:
-        parts.append(f"{result.missing} more approval{'s' if result.missing > 1 else ''} needed")
-    if result.owners_missing:
-        parts.append(f"{len(result.owners_missing)} owner approval(s) needed")
-    title = "; ".join(parts) or "Waiting for approval"
-    if result.stale:
-        title += " (the plan changed since the last approval)"
-    return title

@@ -26,10 +26,9 @@ from sluice.bot.events.neutral import (
 )
 from sluice.bot.flow import approval, pr_build, promotion, run_command
 from sluice.bot.flow.deps import Deps
-from sluice.bot.forge.base import Check, Forge, repo_key
-from sluice.bot.present import comment, replies
+from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.present import checks, comment, replies
 from sluice.bot.present.comment import CommentState
-from sluice.core import markdown as md
 from sluice.core.snapshot.naming import pr_environment
 
 log = logging.getLogger(__name__)
@@ -170,24 +169,12 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     if isinstance(event, TagEvent):
         promoted = event.sha
     if promoted:
-        forge.set_check(
-            promoted,
-            Check(
-                promotion.DEPLOY,
-                "completed",
-                "The promotion job failed on every attempt",
-                f"{md.fence(text, 'text')}",
-                conclusion="failure",
-            ),
-        )
-        promotion.abandon(deps, forge, promoted, "The promotion job failed on every attempt")
+        forge.set_check(promoted, checks.promotion_gave_up(text))
+        promotion.abandon(deps, forge, promoted, checks.PROMOTION_GAVE_UP)
     if not isinstance(event, PullRequestEvent) or event.action == "closed":
         return
-    for name in pr_build.PR_CHECKS:
-        forge.set_check(
-            event.head_sha,
-            Check(name, "completed", "Sluice gave up on this commit", text, conclusion="failure"),
-        )
+    for name in checks.PR_CHECKS:
+        forge.set_check(event.head_sha, checks.gave_up(name, text))
     state = CommentState(
         None,
         pr_environment(event.number),

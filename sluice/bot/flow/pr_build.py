@@ -20,9 +20,8 @@ from sluice.bot.flow import approval, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.reviewed_plan import prod_owners, review_of
 from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree, repo_key
-from sluice.bot.present import comment
+from sluice.bot.present import checks, comment
 from sluice.bot.present.comment import CommentState
-from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, DriverLost, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.preview import PreviewResult, preview_environment
@@ -34,8 +33,7 @@ from sluice.core.workflow import plan_environment
 
 log = logging.getLogger(__name__)
 
-TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
-PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
+PR_CHECKS = checks.PR_CHECKS
 PREVIEW_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_review"})
 PROGRESS_EVERY_S = 10.0
 
@@ -56,28 +54,9 @@ def plan_and_gate(deps: Deps, forge: Forge, pr: PullRequest) -> None:
             approval.refresh(deps, forge, pr)
         except SluiceError as exc:  # the build is done: do not redo it for the gate
             log.warning("%s#%s: gate not evaluated: %s", forge.repo, pr.number, exc)
-            forge.set_check(
-                pr.head_sha,
-                Check(
-                    approval.APPROVAL,
-                    "completed",
-                    "The gate could not be evaluated",
-                    f"{deps.scrub(str(exc))}\n\nRe-run this check to try again.",
-                    conclusion="failure",
-                ),
-            )
+            forge.set_check(pr.head_sha, checks.gate_not_evaluated(deps.scrub(str(exc))))
     elif not pr.draft and not pr.fork:
-        forge.set_check(
-            pr.head_sha,
-            Check(
-                approval.APPROVAL,
-                "completed",
-                "No plan to approve",
-                "This commit could not be planned (see `sluice/pr-environment`), so there is "
-                "nothing to approve yet.",
-                conclusion="failure",
-            ),
-        )
+        forge.set_check(pr.head_sha, checks.nothing_to_approve())
 
 
 def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
@@ -87,7 +66,7 @@ def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
             continue  # an older commit's check: its plan is not the one to act on
         if event.action == "rerequested" and event.check_name in (*PR_CHECKS, ""):
             plan_and_gate(deps, forge, pr)
-        elif event.action == "rerequested" and event.check_name == approval.APPROVAL:
+        elif event.action == "rerequested" and event.check_name == checks.APPROVAL:
             approval.refresh(deps, forge, pr)
         elif event.action == "requested_action" and event.identifier == "approve":
             deps.ledger.click(
@@ -126,7 +105,7 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         )
         return None
     for name in PR_CHECKS:
-        post.check(Check(name, "queued", "Queued", "Waiting for the Sluice worker."))
+        post.check(checks.queued(name))
     post.comment(
         CommentState(
             None, environment, pr.head_sha, "queued", "queued", progress="Fetching the project"
@@ -135,20 +114,20 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
     try:
         tree = deps.checkout.tree(forge, pr.head_sha)
     except UnusableTree as exc:  # permanent: tell the PR now rather than retry
-        _failed(post, environment, "The repository's files were refused", str(exc))
+        _failed(post, environment, checks.FILES_REFUSED, str(exc))
         return None
     deps.ledger.seen(repo_key(forge), None, deps.clock(), sha=pr.head_sha)
     try:
         settings = trust.for_repository(deps, forge)
     except ConfigError as exc:
-        _failed(post, environment, "The prod branch's settings are invalid", deps.scrub(str(exc)))
+        _failed(post, environment, checks.SETTINGS_INVALID, deps.scrub(str(exc)))
         return None
     try:
         project = trust.load_trusted(deps, tree, settings)
         found, text = trust.read_config(lambda name: _read(tree / name), deps.config_path)
         own = trust.parse(text, found)
     except SluiceError as exc:
-        _failed(post, environment, "The project does not load", deps.scrub(str(exc), tree))
+        _failed(post, environment, checks.PROJECT_DOES_NOT_LOAD, deps.scrub(str(exc), tree))
         return None
     _settings_notice(deps, forge, pr.number, settings, own)
     post.project = project.config.sluice.project  # one project per repository: pr_<n>
@@ -180,10 +159,10 @@ def _build(
             project, store, environment, start=start, end=now, execution_time=now, against=PROD
         )
     except SluiceError as exc:
-        _failed(post, environment, "Sluice could not plan this PR", deps.scrub(str(exc), tree))
+        _failed(post, environment, checks.PLAN_FAILED, deps.scrub(str(exc), tree))
         return None
     for name in PR_CHECKS:
-        post.check(Check(name, "in_progress", "Running", "Building the environment."))
+        post.check(checks.running(name))
     progress = _Progress(post, environment, plan)
     post.comment(progress.state("Starting Spark"))
     runner = deps.spark_runner(project, tree, progress.on_event)
@@ -206,7 +185,7 @@ def _build(
         _failed(
             post,
             environment,
-            "Building the environment failed",
+            checks.BUILD_FAILED,
             deps.scrub(str(exc), tree),
             plan,
         )
@@ -222,43 +201,16 @@ def _build(
 
 def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
     title, body = comment.tests_summary(result.tests)
-    post.check(
-        Check(
-            TESTS,
-            "completed",
-            title,
-            body,
-            conclusion="success" if result.tests_passed else "failure",
-        )
-    )
+    post.check(checks.tests_result(title, body, result.tests_passed))
     plan = result.plan
-    if not plan.changes_models:
-        env_title = "This PR changes no model"
-    else:
-        env_title = f"{environment}: {result.built} tables built, {result.views} views"
+    details = comment.details_markdown(result)
     post.check(
-        Check(
-            ENVIRONMENT,
-            "completed",
-            env_title,
-            comment.details_markdown(result),
-            conclusion="success",
+        checks.environment_result(
+            environment, plan.changes_models, result.built, result.views, details
         )
     )
-    if prod.backfill:
-        ranges = ", ".join(f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill)
-        count = len(prod.backfill)
-        prod_title = f"Merging backfills {count} table{'s' if count > 1 else ''} in prod"
-        prod_summary = f"Not every interval was built in this PR: merging computes {ranges}."
-    elif prod.has_changes:
-        prod_title = "Merging is a virtual update"
-        prod_summary = "Every version prod needs is built: merging swaps views, no data is written."
-    else:
-        prod_title, prod_summary = (
-            "Merging changes nothing in prod",
-            "Prod already has this state.",
-        )
-    post.check(Check(PROD_PLAN, "completed", prod_title, prod_summary, conclusion="success"))
+    backfills = [f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill]
+    post.check(checks.merge_result(backfills, prod.has_changes))
     failed = not result.tests_passed or bool(result.diff_errors)
     headline = "no model changed" if not plan.changes_models else f"`{environment}` is ready"
     if not result.tests_passed:
@@ -278,9 +230,7 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
 
 def _failed(post: _Poster, environment: str, title: str, text: str, plan: Any = None) -> None:
     for name in PR_CHECKS:
-        post.check(
-            Check(name, "completed", title, f"{md.fence(text, 'text')}", conclusion="failure")
-        )
+        post.check(checks.build_failed(name, title, text))
     post.comment(
         CommentState(
             post.project,
@@ -300,49 +250,21 @@ def _settings_notice(
 ) -> None:
     """Tell the PR when its own ``sluice:`` settings, or newer ones on the prod branch,
     are not the ones its build used."""
-    lines = []
-    if own.digest != settings.digest:
-        lines.append(
-            f"This PR changes the `sluice:` settings in `{deps.config_path}`. Sluice "
-            f"builds and gates it with the prod branch's settings ({settings.source}); "
-            "the PR's settings take effect once it is approved and promoted."
-        )
-    if settings.note:
-        lines.append(settings.note)
-    ignored = settings.ignored_spark()
-    if ignored:
-        keys = ", ".join(f"`{k}`" for k in ignored)
-        lines.append(
-            f"Ignored in `sluice.spark` on {md.code(settings.branch)}: {keys}. Spark's master, "
-            "deploy mode and any setting that could load code are the service's "
-            "(`SLUICE_SPARK_MASTER`, `SLUICE_SPARK_CONF`); the prod branch may set "
-            "tuning only."
-        )
-    text = "**Settings:** " + " ".join(lines) if lines else None
-    deps.sticky.publish(forge, number, section=("settings", text))
+    section = comment.settings_section(
+        deps.config_path,
+        own.digest != settings.digest,
+        settings.source,
+        settings.note,
+        settings.branch,
+        settings.ignored_spark(),
+    )
+    deps.sticky.publish(forge, number, section=section)
 
 
 def footer(deps: Deps, sha: str) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(deps.clock() / 1000))
-    return f"Sluice · commit {sha[:7]} · updated {stamp}{_limits(deps)}"
-
-
-def _limits(deps: Deps) -> str:
-    """The limits a PR's Spark job runs under, as the footer says them."""
-    parts = []
-    if deps.job_timeout is not None:
-        parts.append(f"{_duration(deps.job_timeout)} per Spark job")
+    """The comment's last line: the commit, when, and the limits its Spark job ran under."""
     memory = deps.spark.conf.get("spark.driver.memory", "1g")
-    parts.append(f"driver memory {memory}")
-    return " · limits: " + ", ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{int(seconds // 3600)} h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)} min"
-    return f"{seconds:g} s"
+    return comment.footer(sha, deps.clock(), deps.job_timeout, memory)
 
 
 def _read(path: Path) -> str | None:
@@ -417,12 +339,8 @@ class _Progress:
         kind = event.get("type")
         if kind == "build":
             self.builds += 1
-            text = f"Building {self.builds} of {max(self.total, self.builds)} models ({event.get('label')})"
-        elif kind == "table_diff":
-            text = f"Comparing with prod ({event.get('label')})"
-        elif kind == "unit_test":
-            text = "Running unit tests"
-        else:
+        text = comment.progress(kind, self.builds, self.total, event.get("label"))
+        if text is None:
             return
         now = time.monotonic()
         if now - self.last < PROGRESS_EVERY_S:

@@ -22,7 +22,8 @@ from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, Forge, repo_key
+from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
@@ -32,7 +33,7 @@ from sluice.core.workflow import apply_plan, invalidate_environment, plan_enviro
 
 log = logging.getLogger(__name__)
 
-DEPLOY = "sluice/deploy"
+DEPLOY = checks.DEPLOY
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,10 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
         review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
         items = review.items if review is not None else ()
         deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
-        deps.sticky.publish(
-            forge,
-            event.number,
-            section=(
-                "promotion",
-                (
-                    f"**Promotion:** merged; prod is promoted by the next tag matching "
-                    f"`{settings.deploy.tag_pattern}` on `{settings.deploy.prod_branch}`. "
-                    f"`{pr_environment(event.number)}` stays until then."
-                ),
-            ),
+        section = comment.waiting_for_tag_section(
+            settings.deploy.tag_pattern, settings.deploy.prod_branch, pr_environment(event.number)
         )
+        deps.sticky.publish(forge, event.number, section=section)
         return None
     outcome = promote(deps, forge, sha, settings, label=f"#{event.number}", number=event.number)
     if outcome.ok:
@@ -130,7 +123,7 @@ def promote(
     deps: Deps, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
 ) -> Outcome:
     """Bring prod to the project at ``sha`` (see the module docstring)."""
-    forge.set_check(sha, Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}."))
+    forge.set_check(sha, checks.promoting(label))
     repo = repo_key(forge)
     # A promotion of this commit cut short (its job is being run again) has a record open.
     deployment = deps.ledger.deployment(repo, sha, PROD)
@@ -148,35 +141,15 @@ def promote(
         raise
     except SluiceError as exc:
         text = deps.scrub(str(exc))
-        outcome = Outcome(
-            False,
-            "Promotion failed; prod is unchanged",
-            f"Promoting {label} failed:\n\n{md.fence(text, 'text')}",
-        )
-    forge.set_check(
-        sha,
-        Check(
-            DEPLOY,
-            "completed",
-            outcome.title,
-            outcome.summary,
-            conclusion="success" if outcome.ok else "failure",
-        ),
-    )
+        outcome = Outcome(False, *checks.promotion_failed(label, text))
+    forge.set_check(sha, checks.promotion_result(outcome.ok, outcome.title, outcome.summary))
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
         forge.deployment_status(deployment, state, outcome.title[:140])
         deps.ledger.deployed(repo, sha, PROD)
     if number is not None:
-        icon = "🚀" if outcome.ok else "❌"
-        deps.sticky.publish(
-            forge,
-            number,
-            section=(
-                "promotion",
-                f"**Promotion** of `{sha[:7]}`: {icon} {outcome.title}. {outcome.summary}",
-            ),
-        )
+        section = comment.promotion_section(sha, outcome.ok, outcome.title, outcome.summary)
+        deps.sticky.publish(forge, number, section=section)
     log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
     return outcome
 
@@ -201,17 +174,17 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
             if settings.requires_approval:
                 missing = deps.ledger.unapproved(repo, items)
                 if missing:
+                    listed = [
+                        (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)
+                        for name, content in missing
+                    ]
                     return Outcome(
-                        False,
-                        f"{len(missing)} unapproved change(s): prod is unchanged",
-                        _unapproved(missing, settings),
+                        False, *checks.unapproved(listed, settings.source, settings.branch)
                     )
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 trust.pin(deps.ledger, repo, sha, text, found, now)
-                return Outcome(
-                    True, "Prod already has this state", "Nothing to promote.", live=live
-                )
+                return Outcome(True, *checks.already_promoted(), live=live)
             runner = deps.spark_runner(project, tree, lambda _event: None)
             try:
                 result = apply_plan(project, store, plan, runner, url=deps.state_url, now=now)
@@ -222,25 +195,11 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
                 continue
             trust.pin(deps.ledger, repo, sha, text, found, now)
             if result.tables_built == 0:
-                return Outcome(
-                    True,
-                    "Promoted by virtual update",
-                    f"{result.views_swapped} prod views now read the tables the PR "
-                    "built; no data was written.",
-                    0,
-                    result.views_swapped,
-                    live,
-                )
-            names = ", ".join(f"`{b.name}`" for b in plan.backfill)
-            return Outcome(
-                True,
-                f"Promoted; {result.tables_built} table(s) backfilled",
-                f"Not every interval prod needs was built in a PR, so the "
-                f"promotion computed {names}; {result.views_swapped} views swapped.",
-                result.tables_built,
-                result.views_swapped,
-                live,
-            )
+                words = checks.virtual_update(result.views_swapped)
+                return Outcome(True, *words, 0, result.views_swapped, live)
+            names = [b.name for b in plan.backfill]
+            words = checks.backfilled(result.tables_built, names, result.views_swapped)
+            return Outcome(True, *words, result.tables_built, result.views_swapped, live)
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover
@@ -255,39 +214,14 @@ def abandon(deps: Deps, forge: Forge, sha: str, text: str) -> None:
         deps.ledger.deployed(repo, sha, PROD)
 
 
-def _unapproved(missing: list[Item], settings: Settings) -> str:
-    lines = [
-        "- the `sluice:` settings in config.yaml (change)"
-        if name == trust.SETTINGS_ITEM
-        else f"- {md.code(name)} ({'removal' if content == REMOVED else 'change'})"
-        for name, content in missing
-    ]
-    return (
-        "These changes were never approved through the `sluice/approval` gate (for "
-        "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
-        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
-        f"`sluice.gate` of {settings.source}. Open a PR with these changes into "
-        f"{md.code(settings.branch)} and have it approved, then promote again."
-    )
-
-
 def _settings(deps: Deps, forge: Forge, sha: str, number: int | None) -> Settings | None:
     try:
         return trust.for_repository(deps, forge)
     except ConfigError as exc:
         text = deps.scrub(str(exc))
-        forge.set_check(
-            sha,
-            Check(
-                DEPLOY,
-                "completed",
-                "Invalid deploy settings",
-                f"{md.fence(text, 'text')}",
-                conclusion="failure",
-            ),
-        )
+        forge.set_check(sha, checks.deploy_settings_invalid(text))
         if number is not None:
-            deps.sticky.publish(forge, number, section=("promotion", f"**Promotion:** ❌ {text}"))
+            deps.sticky.publish(forge, number, section=comment.promotion_error_section(text))
         return None
 
 
@@ -302,16 +236,7 @@ def cleanup(deps: Deps, forge: Forge, number: int, why: str) -> None:
     finally:
         store.close()
     if existed:
-        deps.sticky.publish(
-            forge,
-            number,
-            section=(
-                "cleanup",
-                (
-                    f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views."
-                ),
-            ),
-        )
+        deps.sticky.publish(forge, number, section=comment.cleanup_section(environment, why))
 
 
 def janitor(deps: Deps, forge: Forge) -> None:

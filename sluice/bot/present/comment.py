@@ -15,6 +15,7 @@ caller's Markdown, shown as written: any user text in them must be escaped by th
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -278,3 +279,101 @@ def with_sections(body: str, sections: dict[str, str]) -> str:
     at = next((i + 1 for i, line in enumerate(lines) if line.startswith("### ")), len(lines))
     block = "\n\n".join(extra)
     return "\n".join([*lines[:at], "", block, *lines[at:]])
+
+
+# -- the sections: (name, Markdown) pairs for StickyComment.publish --------------------
+
+
+def approval_section(ok: bool, text: str) -> tuple[str, str]:
+    return "approval", f"**Approval:** {'✅' if ok else '⏳'} {text}"
+
+
+def approval_error_section(text: str) -> tuple[str, str]:
+    return "approval", f"**Approval:** ❌ {text}"
+
+
+def promotion_section(sha: str, ok: bool, title: str, summary: str) -> tuple[str, str]:
+    return "promotion", f"**Promotion** of `{sha[:7]}`: {'🚀' if ok else '❌'} {title}. {summary}"
+
+
+def promotion_error_section(text: str) -> tuple[str, str]:
+    return "promotion", f"**Promotion:** ❌ {text}"
+
+
+def waiting_for_tag_section(
+    tag_pattern: str, prod_branch: str, environment: str
+) -> tuple[str, str]:
+    return "promotion", (
+        f"**Promotion:** merged; prod is promoted by the next tag matching "
+        f"`{tag_pattern}` on `{prod_branch}`. `{environment}` stays until then."
+    )
+
+
+def cleanup_section(environment: str, why: str) -> tuple[str, str]:
+    return (
+        "cleanup",
+        f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views.",
+    )
+
+
+def settings_section(
+    config_path: str,
+    changed: bool,
+    source: str,
+    note: str | None,
+    branch: str,
+    ignored_spark: Sequence[str],
+) -> tuple[str, str | None]:
+    """What the PR should know of the settings its build used: its own ``sluice:`` changes
+    (``changed``) wait for approval; a newer prod branch's wait (``note``); Spark settings
+    the prod branch may not set. None: nothing to say (the section goes away)."""
+    lines = []
+    if changed:
+        lines.append(
+            f"This PR changes the `sluice:` settings in `{config_path}`. Sluice "
+            f"builds and gates it with the prod branch's settings ({source}); "
+            "the PR's settings take effect once it is approved and promoted."
+        )
+    if note:
+        lines.append(note)
+    if ignored_spark:
+        keys = ", ".join(f"`{k}`" for k in ignored_spark)
+        lines.append(
+            f"Ignored in `sluice.spark` on {md.code(branch)}: {keys}. Spark's master, "
+            "deploy mode and any setting that could load code are the service's "
+            "(`SLUICE_SPARK_MASTER`, `SLUICE_SPARK_CONF`); the prod branch may set "
+            "tuning only."
+        )
+    return "settings", "**Settings:** " + " ".join(lines) if lines else None
+
+
+def footer(sha: str, now_ms: int, job_timeout: float | None, driver_memory: str) -> str:
+    """The comment's last line: the commit, when it was written, and the limits a PR's
+    Spark job runs under.
+
+    >>> footer("a" * 40, 0, 1800.0, "2g")
+    'Sluice · commit aaaaaaa · updated 1970-01-01 00:00 UTC · limits: 30 min per Spark job, driver memory 2g'
+    """
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now_ms / 1000))
+    parts = [] if job_timeout is None else [f"{_duration(job_timeout)} per Spark job"]
+    parts.append(f"driver memory {driver_memory}")
+    return f"Sluice · commit {sha[:7]} · updated {stamp} · limits: " + ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds:g} s"
+
+
+def progress(kind: object, builds: int, total: int, label: object) -> str | None:
+    """The comment's progress line for a Spark step starting; None: not worth a line."""
+    if kind == "build":
+        return f"Building {builds} of {max(total, builds)} models ({label})"
+    if kind == "table_diff":
+        return f"Comparing with prod ({label})"
+    if kind == "unit_test":
+        return "Running unit tests"
+    return None

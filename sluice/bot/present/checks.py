@@ -1,0 +1,244 @@
+"""Every check the bot sets, and every word of them: the names people see in the PR's
+checks list and each state's title and summary. The flow decides *which* state a check is
+in; this module says it.
+
+Checks of a pull request's head: :data:`TESTS`, :data:`ENVIRONMENT`, :data:`PROD_PLAN`
+(the PR build), :data:`APPROVAL` (the gate). Of a promoted commit: :data:`DEPLOY`.
+
+>>> waiting_for_plan().title
+'Waiting for the plan'
+>>> merge_result(backfills=["jaffle.orders (3 intervals)"], has_changes=True).title
+'Merging backfills 1 table in prod'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sluice.bot.forge.base import Check, CheckAction
+from sluice.core import markdown as md
+
+TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
+PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
+"""The checks of a PR build, in the order the comment lists them."""
+APPROVAL = "sluice/approval"
+DEPLOY = "sluice/deploy"
+APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this commit", "approve")
+
+
+# -- the PR build ----------------------------------------------------------------------
+
+
+def queued(name: str) -> Check:
+    return Check(name, "queued", "Queued", "Waiting for the Sluice worker.")
+
+
+def running(name: str) -> Check:
+    return Check(name, "in_progress", "Running", "Building the environment.")
+
+
+def build_failed(name: str, title: str, error: str) -> Check:
+    """``title``: one of the failure titles below (what could not be done)."""
+    return Check(name, "completed", title, md.fence(error, "text"), conclusion="failure")
+
+
+FILES_REFUSED = "The repository's files were refused"
+SETTINGS_INVALID = "The prod branch's settings are invalid"
+PROJECT_DOES_NOT_LOAD = "The project does not load"
+PLAN_FAILED = "Sluice could not plan this PR"
+BUILD_FAILED = "Building the environment failed"
+
+
+def gave_up(name: str, error: str) -> Check:
+    return Check(name, "completed", "Sluice gave up on this commit", error, conclusion="failure")
+
+
+def tests_result(title: str, body: str, passed: bool) -> Check:
+    """``title`` and ``body`` from :func:`sluice.bot.present.comment.tests_summary`."""
+    return Check(TESTS, "completed", title, body, conclusion="success" if passed else "failure")
+
+
+def environment_result(
+    environment: str, changes_models: bool, built: int, views: int, details: str
+) -> Check:
+    title = (
+        f"{environment}: {built} tables built, {views} views"
+        if changes_models
+        else "This PR changes no model"
+    )
+    return Check(ENVIRONMENT, "completed", title, details, conclusion="success")
+
+
+def merge_result(backfills: Sequence[str], has_changes: bool) -> Check:
+    """What merging will do to prod: ``backfills`` names each table prod would compute
+    (``"name (N intervals)"``), none when every version prod needs is built."""
+    if backfills:
+        count = len(backfills)
+        title = f"Merging backfills {count} table{'s' if count > 1 else ''} in prod"
+        summary = (
+            f"Not every interval was built in this PR: merging computes {', '.join(backfills)}."
+        )
+    elif has_changes:
+        title = "Merging is a virtual update"
+        summary = "Every version prod needs is built: merging swaps views, no data is written."
+    else:
+        title, summary = "Merging changes nothing in prod", "Prod already has this state."
+    return Check(PROD_PLAN, "completed", title, summary, conclusion="success")
+
+
+# -- the gate ----------------------------------------------------------------------------
+
+
+def waiting_for_plan() -> Check:
+    return Check(
+        APPROVAL,
+        "in_progress",
+        "Waiting for the plan",
+        "The gate is evaluated once this commit is planned.",
+    )
+
+
+def gate_settings_invalid(error: str) -> tuple[Check, str]:
+    """The check, and the text the comment's approval section shows."""
+    text = f"The prod branch's gate settings are invalid:\n\n{md.fence(error, 'text')}"
+    return Check(APPROVAL, "completed", "Invalid gate settings", text, conclusion="failure"), text
+
+
+def gate_not_evaluated(error: str) -> Check:
+    return Check(
+        APPROVAL,
+        "completed",
+        "The gate could not be evaluated",
+        f"{error}\n\nRe-run this check to try again.",
+        conclusion="failure",
+    )
+
+
+def nothing_to_approve() -> Check:
+    return Check(
+        APPROVAL,
+        "completed",
+        "No plan to approve",
+        "This commit could not be planned (see `sluice/pr-environment`), so there is "
+        "nothing to approve yet.",
+        conclusion="failure",
+    )
+
+
+def not_into_prod(base: str, prod_branch: str, summary: str) -> str:
+    """The gate's summary on a PR into another branch than prod."""
+    return (
+        f"This PR goes into {md.code(base)}, not the prod branch {md.code(prod_branch)}: "
+        "approvals here do not count for prod (its changes need an approved PR into "
+        f"{md.code(prod_branch)}). {summary}"
+    )
+
+
+def approval_title(
+    ok: bool, requires_approval: bool, missing: int, owners_missing: int, stale: bool
+) -> str:
+    if ok:
+        return "Approved" if requires_approval else "No approval required"
+    parts = []
+    if missing:
+        parts.append(f"{missing} more approval{'s' if missing > 1 else ''} needed")
+    if owners_missing:
+        parts.append(f"{owners_missing} owner approval(s) needed")
+    title = "; ".join(parts) or "Waiting for approval"
+    if stale:
+        title += " (the plan changed since the last approval)"
+    return title
+
+
+def approval_result(title: str, summary: str, conclusion: str, ok: bool) -> Check:
+    return Check(
+        APPROVAL,
+        "completed",
+        title,
+        summary,
+        conclusion=conclusion,
+        actions=() if ok else (APPROVE_ACTION,),
+    )
+
+
+# -- promotion ---------------------------------------------------------------------------
+
+
+def promoting(label: str) -> Check:
+    return Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}.")
+
+
+def promotion_result(ok: bool, title: str, summary: str) -> Check:
+    return Check(DEPLOY, "completed", title, summary, conclusion="success" if ok else "failure")
+
+
+def deploy_settings_invalid(error: str) -> Check:
+    return Check(
+        DEPLOY,
+        "completed",
+        "Invalid deploy settings",
+        md.fence(error, "text"),
+        conclusion="failure",
+    )
+
+
+def promotion_gave_up(error: str) -> Check:
+    return Check(
+        DEPLOY,
+        "completed",
+        PROMOTION_GAVE_UP,
+        md.fence(error, "text"),
+        conclusion="failure",
+    )
+
+
+PROMOTION_GAVE_UP = "The promotion job failed on every attempt"
+
+
+def promotion_failed(label: str, error: str) -> tuple[str, str]:
+    """(title, summary) of a promotion that failed with ``error``."""
+    return (
+        "Promotion failed; prod is unchanged",
+        f"Promoting {label} failed:\n\n{md.fence(error, 'text')}",
+    )
+
+
+def already_promoted() -> tuple[str, str]:
+    return "Prod already has this state", "Nothing to promote."
+
+
+def virtual_update(views: int) -> tuple[str, str]:
+    return (
+        "Promoted by virtual update",
+        f"{views} prod views now read the tables the PR built; no data was written.",
+    )
+
+
+def backfilled(tables: int, names: Sequence[str], views: int) -> tuple[str, str]:
+    listed = ", ".join(md.code(name) for name in names)
+    return (
+        f"Promoted; {tables} table(s) backfilled",
+        f"Not every interval prod needs was built in a PR, so the promotion computed "
+        f"{listed}; {views} views swapped.",
+    )
+
+
+def unapproved(
+    missing: Sequence[tuple[str | None, bool]], source: str, prod_branch: str
+) -> tuple[str, str]:
+    """(title, summary) of a promotion refused for changes no gate approved: ``missing``
+    holds (model, removed) pairs, model None for the ``sluice:`` settings."""
+    lines = [
+        "- the `sluice:` settings in config.yaml (change)"
+        if name is None
+        else f"- {md.code(name)} ({'removal' if removed else 'change'})"
+        for name, removed in missing
+    ]
+    return (
+        f"{len(missing)} unapproved change(s): prod is unchanged",
+        "These changes were never approved through the `sluice/approval` gate (for "
+        "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
+        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
+        f"`sluice.gate` of {source}. Open a PR with these changes into "
+        f"{md.code(prod_branch)} and have it approved, then promote again.",
+    )
