@@ -18,15 +18,21 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from tests.pgcluster import ClusterError, normalise, pg_bindir, throwaway_postgres
 
+if TYPE_CHECKING:
+    from sluice.core.spark.connect import ConnectServer
+
 _PG_ENV = "SLUICE_TEST_POSTGRES_URL"
 # Fixtures that start Spark (tests/core/spark/conftest.py): a test using one is ``spark``.
-SPARK_FIXTURES = frozenset({"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster"})
+SPARK_FIXTURES = frozenset(
+    {"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster", "connect_server"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,6 +68,28 @@ def _spark_only_when_marked(
         popen(self, args, *rest, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A warm Spark: one Spark Connect server (local[2], an embedded metastore of its own)
+    for the whole test session, stopped at its end. Run jobs on it with
+    ``ConnectRunner(connect_server.settings, paths, server=connect_server)`` (``paths``
+    with ``root=connect_server.paths.root``)."""
+    from sluice.core.config import SparkSettings
+    from sluice.core.spark.connect import ConnectServer
+    from sluice.core.spark.session import SparkPaths
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    root = tmp_path_factory.mktemp("spark-connect-root")
+    server = ConnectServer(
+        SparkSettings(master="local[2]", mode="connect"), SparkPaths(root, root / "logs")
+    )
+    try:
+        server.endpoint()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

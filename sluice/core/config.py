@@ -121,6 +121,12 @@ class SparkSettings(_Frozen):
     deploy_mode: Literal["client", "cluster"] | None = None
     conf: dict[str, str] = Field(default_factory=dict)
     table_format: str = "parquet"
+    mode: Literal["submit", "connect"] = "submit"
+    """How jobs reach Spark: ``submit``, one ``spark-submit`` per job; ``connect``, a child
+    per job on a warm Spark Connect server (sluice.core.spark.connect). Service-only."""
+    remote: str | None = Field(default=None, pattern=r"^sc://\S+$")
+    """With ``mode: connect``, the user's Spark Connect endpoint (``sc://host:port/;...``),
+    used as is; None: a server the service starts on 127.0.0.1. Service-only."""
 
 
 class StateSettings(_Frozen):

@@ -4,7 +4,8 @@ Three sources, and nothing else:
 
 - **The service** (``SLUICE_*``, handed to the flow in its :class:`~sluice.bot.flow.deps.Deps`): credentials,
   the repositories served, the prod branch's name (``SLUICE_PROD_BRANCH``), and where and
-  how Spark runs: master, deploy mode and every Spark setting that could choose what runs
+  how Spark runs: master, deploy mode, mode (submit or connect) and remote (a Spark
+  Connect endpoint), and every Spark setting that could choose what runs
   (driver program, JVM options, jars, packages, plugins, extensions, metastore, warehouse).
 - **The prod branch** (the ``sluice:`` section of its config.yaml): the gate, ``deploy``,
   ``allowed_paths``, TTLs, the PR preview settings, the table format, and Spark *tuning*:
@@ -128,6 +129,8 @@ class Settings:
         return SparkSettings(
             master=service.master,
             deploy_mode=service.deploy_mode,
+            mode=service.mode,
+            remote=service.remote,
             conf={**tuning, **service.conf},
             table_format=self.sluice.spark.table_format,
         )
@@ -144,6 +147,10 @@ class Settings:
             ignored.insert(0, "master")
         if sluice.deploy_mode is not None:
             ignored.insert(0, "deploy_mode")
+        if sluice.mode != SparkSettings().mode:
+            ignored.insert(0, "mode")
+        if sluice.remote is not None:
+            ignored.insert(0, "remote")
         return ignored
 
 

@@ -9,12 +9,14 @@ computed alike: a batch's interval, an audit's, a unit test's or a table diff's 
 a ``write`` event, which the runner checks against the spec and applies to state
 (:mod:`sluice.core.spark.writes`); the environment record is committed by the service
 once the job has succeeded. It exits non-zero when a step fails. ``run_job`` is the same
-code for ``--in-process`` runs.
+code for ``--in-process`` runs; ``--connect`` runs it as a Spark Connect client
+(:mod:`sluice.core.spark.connect`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -103,10 +105,28 @@ def _print(event: dict[str, Any]) -> None:
     print(events.encode(event), flush=True)
 
 
+def _connect_session(conf_path: str) -> SparkSession:
+    """A new Spark Connect session on ``$SPARK_REMOTE`` (one per job: its temporary views
+    and settings end with it), with the job's SQL settings from ``conf_path``."""
+    from pyspark.sql import SparkSession
+
+    with open(conf_path, encoding="utf-8") as handle:
+        conf: dict[str, str] = json.load(handle)
+    spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).create()
+    for key, value in conf.items():
+        # The server's static settings (warehouse, catalog) were set when it started.
+        if spark.conf.isModifiable(key):
+            spark.conf.set(key, value)
+    return spark
+
+
 def main(argv: list[str]) -> int:
-    """Entry point under spark-submit: ``driver.py JOB.json``."""
+    """Entry point: ``driver.py JOB.json`` under spark-submit, or ``driver.py --connect
+    JOB.json SESSION_CONF.json`` as a Spark Connect client of ``$SPARK_REMOTE``."""
+    connect = len(argv) > 1 and argv[1] == "--connect"
+    args = argv[2:] if connect else argv[1:]
     try:
-        with open(argv[1], encoding="utf-8") as handle:
+        with open(args[0], encoding="utf-8") as handle:
             spec = json.load(handle)
         spec["steps"]
     except (IndexError, OSError, ValueError, KeyError) as exc:
@@ -115,12 +135,29 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     _print({"event": "job_start", "job_id": spec.get("job_id"), "steps": len(spec["steps"])})
-    spark = SparkSession.builder.enableHiveSupport().getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    ready: dict[str, Any] = {"event": "session_ready"}
+    if connect:
+        try:
+            spark = _connect_session(args[1])
+        except Exception as exc:
+            _print(
+                {
+                    "event": "job_failed",
+                    "error": f"cannot open a Spark Connect session: {spark_error(exc)}",
+                }
+            )
+            return 1
+        # The runner interrupts this session's work if this process dies.
+        ready["session_id"] = getattr(spark, "session_id", None)
+    else:
+        spark = SparkSession.builder.enableHiveSupport().getOrCreate()
+        # After start-up (whose lines, the master's URL among them, stay in the log); a
+        # Connect client has no SparkContext: the server's log level is its own.
+        spark.sparkContext.setLogLevel("WARN")
     # Connect to the metastore now (the first catalog call boots it), so step timings
     # measure the steps, and a metastore problem is reported as such.
     spark.sql("SHOW DATABASES").collect()
-    _print({"event": "session_ready"})
+    _print(ready)
     try:
         results = run_job(spec, spark, _print)
     except StepFailed:

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -414,28 +414,25 @@ class SubmitRunner(_RunnerBase):
         job_id = spec["job_id"]
         home = self.paths.logs / f"{_safe(job_id)}.home"
         env = self.environment(home)
-        problem = java_problem(env)
-        if problem is not None:
-            raise problem
-        check_master(self.settings)
         self.paths.logs.mkdir(parents=True, exist_ok=True)
+        self._preflight(spec, env)
         spec_path = self.paths.logs / f"{_safe(job_id)}.json"
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
         cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")))
-
-        def waiting(message: str) -> None:
-            self._emit({"event": "log", "message": message})
-
-        with metastore_lock(
-            self.settings, self.paths, job_id, timeout=self.lock_timeout, on_wait=waiting
-        ):
+        seen: list[dict[str, Any]] = []
+        with self._hold(job_id):
             began = time.monotonic()
             home.mkdir(mode=0o700, exist_ok=True)
+            code: int | None = None
+            timed_out = False
             try:
-                seen, code, tail, timed_out = self._execute(cmd, env, log_path, writes)
+                code, tail, timed_out = self._execute(cmd, env, log_path, writes, seen)
             finally:
-                shutil.rmtree(home, ignore_errors=True)
+                try:
+                    self._after(job_id, env, seen, code, timed_out)
+                finally:
+                    shutil.rmtree(home, ignore_errors=True)
             seconds = time.monotonic() - began
         if timed_out:
             logger.info(
@@ -449,14 +446,48 @@ class SubmitRunner(_RunnerBase):
         logger.info("job %s done in %.1f s", job_id, seconds)
         return JobResult(job_id, dict(done.get("results") or {}), seconds, log_path, seen)
 
+    def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
+        """Refuse early what would fail slowly: no Java, an unreachable master."""
+        problem = java_problem(env)
+        if problem is not None:
+            raise problem
+        check_master(self.settings)
+
+    @contextlib.contextmanager
+    def _hold(self, job_id: str) -> Iterator[None]:
+        """Hold what the job needs to itself while it runs: the embedded metastore."""
+
+        def waiting(message: str) -> None:
+            self._emit({"event": "log", "message": message})
+
+        with metastore_lock(
+            self.settings, self.paths, job_id, timeout=self.lock_timeout, on_wait=waiting
+        ):
+            yield
+
+    def _after(
+        self,
+        job_id: str,
+        env: dict[str, str],
+        seen: list[dict[str, Any]],
+        code: int | None,
+        timed_out: bool,
+    ) -> None:
+        """Once the child is gone (``code`` None: it was stopped by an error of ours)."""
+
     def _execute(
-        self, cmd: list[str], env: dict[str, str], log_path: Path, writes: JobWrites
-    ) -> tuple[list[dict[str, Any]], int, list[str], bool]:
-        """Run ``cmd``; (events, exit code, the output's last lines, whether it timed out)."""
+        self,
+        cmd: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        writes: JobWrites,
+        seen: list[dict[str, Any]],
+    ) -> tuple[int, list[str], bool]:
+        """Run ``cmd``, its events into ``seen``; (exit code, the output's last lines,
+        whether it timed out)."""
         logger.debug("running %s", " ".join(cmd))
         keep_from_children()
         log = _Log(log_path)
-        seen: list[dict[str, Any]] = []
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -517,7 +548,7 @@ class SubmitRunner(_RunnerBase):
             if timer is not None:
                 timer.cancel()
             log.close()
-        return seen, code, list(log.tail), expired.is_set()
+        return code, list(log.tail), expired.is_set()
 
 
 class InProcessRunner(_RunnerBase):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
@@ -166,12 +168,32 @@ def _clear_location(spark: SparkSession, table: str) -> None:
     """
     database, name = table.split(".", 1)
     root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
+    location = f"{root}/{name.lower()}"
+    where = urlsplit(location)
+    if where.scheme in ("", "file"):
+        # A local warehouse (the embedded default, in both modes): this process sees the
+        # files the driver or the Spark Connect server wrote.
+        path = Path(unquote(where.path))
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        return
+    if _is_connect(spark):
+        # A Spark Connect client has no Hadoop FileSystem of the server's: a create that
+        # finds such remains fails with LOCATION_ALREADY_EXISTS, naming the location.
+        return
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(f"{root}/{name.lower()}")
-    files = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if files.exists(path):
-        files.delete(path, True)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(location)
+    files = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if files.exists(hadoop_path):
+        files.delete(hadoop_path, True)
+
+
+def _is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (it has no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 _CASTS: dict[str, Any] = {

@@ -1,0 +1,481 @@
+"""A warm Spark: a Spark Connect server kept running by the service, and jobs run on it.
+
+``spark.mode: connect`` (a service setting) runs each job as a short-lived Python child
+process (no JVM of its own) that opens one Spark Connect session on a server and runs the
+same driver code as ``spark-submit`` does (:mod:`sluice.core.spark.driver`), reporting
+through the same event lines. The JVM, the SparkSession and the metastore connection stay
+up between jobs, so a job pays a Python start and a session, not a Spark start.
+
+The server is either the user's (``spark.remote``: an ``sc://`` endpoint, used as is) or,
+on the embedded default, one this module starts with ``spark-submit`` of PySpark's bundled
+``SparkConnectServer``, with the same :func:`~sluice.core.spark.session.spark_conf` as a
+``spark-submit`` job, bound to 127.0.0.1 on a free port, health-checked with a
+``SELECT 1`` from a client, restarted when it died, stopped cleanly. Derby admits one
+process at a time: the server's owner holds the metastore lock while the server runs.
+
+Trust (docs/security.md): the pull requests' SQL runs in the server's JVM and their
+Python in the job's child, so both get the allow-listed environment of
+:func:`~sluice.core.spark.submit.child_environment`, homes of their own, and no secret;
+this process is made non-dumpable before starting either. One Connect session per job: a
+job's temporary views and ``SET``\\ s end with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ExecutionError
+from sluice.core.spark.session import (
+    MetastoreLock,
+    SparkPaths,
+    acquire_metastore_lock,
+    java_problem,
+    spark_conf,
+    uses_embedded_metastore,
+)
+from sluice.core.spark.spec import JobSpec
+from sluice.core.spark.submit import (
+    DRIVER,
+    SubmitRunner,
+    _die_with_parent,
+    _safe,
+    child_environment,
+    keep_from_children,
+    spark_submit_path,
+)
+
+logger = logging.getLogger(__name__)
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+BIND_ADDRESS = "127.0.0.1"
+REMOTE_ENV = "SPARK_REMOTE"  # how the job's child gets the endpoint (not its command line)
+START_TIMEOUT_S = 300.0
+_HEALTH_TIMEOUT_S = 120.0
+
+# A client's SELECT 1, in a child process: the Connect client switches PySpark in its
+# process to Connect mode for good (an environment variable), and the service process
+# must stay as it is.
+_HEALTH = """
+import os, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).create()
+try:
+    assert spark.sql("SELECT 1 AS one").collect()[0][0] == 1
+finally:
+    spark.stop()
+"""
+
+# Stops what a job left running on the server when its child died or ran out of time:
+# killing a Connect client does not stop its session's Spark work.
+_INTERRUPT = """
+import os
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).getOrCreate()
+spark.interruptAll()
+spark.stop()
+"""
+
+
+def free_port(host: str = BIND_ADDRESS) -> int:
+    """A TCP port nobody listens on at ``host`` right now."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _client_env(url: str, home: Path) -> dict[str, str]:
+    env = child_environment(home)
+    env[REMOTE_ENV] = url
+    return env
+
+
+def _client_script(script: str, url: str, home: Path, timeout: float) -> str | None:
+    """Run a Connect client snippet in a child; None when it worked, else its error."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    keep_from_children()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=_client_env(url, home),
+            cwd=home,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"no answer within {timeout:.0f} s"
+    if done.returncode == 0:
+        return None
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    return "\n".join(lines[-5:]) or f"exit code {done.returncode}"
+
+
+def health_check(url: str, home: Path, timeout: float = _HEALTH_TIMEOUT_S) -> str | None:
+    """A client's ``SELECT 1`` on ``url``: None when it answered, else why not."""
+    return _client_script(_HEALTH, url, home, timeout)
+
+
+def interrupt_session(url: str, session_id: str, home: Path, timeout: float = 60.0) -> None:
+    """Interrupt every operation of one Connect session, and release it (best effort)."""
+    problem = _client_script(
+        _INTERRUPT, f"{url.rstrip('/')}/;session_id={session_id}", home, timeout
+    )
+    if problem is not None:
+        logger.info("could not interrupt Connect session %s: %s", session_id, problem)
+
+
+class ConnectServer:
+    """A Spark Connect server on this machine, started and kept running on demand.
+
+    :meth:`endpoint` starts it (or starts it again when it died) and returns its
+    ``sc://`` URL; :meth:`stop` ends it. Thread-safe. With the embedded metastore, the
+    server's owner (this object, in this process) holds the metastore lock while it runs:
+    ``spark-submit`` jobs on the same root wait for it, as they wait for each other.
+
+    Args:
+        settings: The service's Spark settings (master and ``conf``, as a job gets them).
+        paths: The metastore, warehouse and the server's folder (``<root>/connect``).
+        start_timeout: Seconds the server may take to answer a first ``SELECT 1``.
+        lock_timeout: Seconds to wait for the metastore lock.
+    """
+
+    def __init__(
+        self,
+        settings: SparkSettings,
+        paths: SparkPaths,
+        *,
+        start_timeout: float = START_TIMEOUT_S,
+        lock_timeout: float = 600.0,
+    ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.start_timeout = start_timeout
+        self.lock_timeout = lock_timeout
+        self.starts = 0  # how many times a server process was started
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock: MetastoreLock | None = None
+        self._guard = threading.RLock()
+
+    @property
+    def folder(self) -> Path:
+        return self.paths.root / "connect"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "server.log"
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise ExecutionError("the Spark Connect server is not running")
+        return f"sc://{BIND_ADDRESS}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def running(self) -> bool:
+        """Whether the server process is alive and its port takes connections."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None or self.port is None:
+            return False
+        return _listening(BIND_ADDRESS, self.port)
+
+    def endpoint(self) -> str:
+        """The server's URL, starting it first when it is not running (or died).
+
+        Raises:
+            ExecutionError: Java is missing, the metastore is busy, or the server did not
+                answer a ``SELECT 1`` within ``start_timeout`` (its log is named).
+        """
+        with self._guard:
+            if self.running():
+                return self.url
+            if self._proc is not None:
+                logger.warning(
+                    "the Spark Connect server (pid %s) is gone; starting it again; log: %s",
+                    self._proc.pid,
+                    self.log_path,
+                )
+                self._end()
+            self._start()
+            return self.url
+
+    def healthy(self) -> bool:
+        """A client's ``SELECT 1`` on the server answered."""
+        if not self.running():
+            return False
+        return health_check(self.url, self.folder / "client-home") is None
+
+    def command(self, port: int) -> list[str]:
+        """The ``spark-submit`` command line of the server."""
+        conf = spark_conf(self.settings, self.paths)
+        conf["spark.connect.grpc.binding.address"] = BIND_ADDRESS
+        conf["spark.connect.grpc.binding.port"] = str(port)
+        # A job whose client died leaves its operations detached: stop them soon.
+        conf.setdefault("spark.connect.execute.manager.detachedTimeout", "60s")
+        # Its log lives as long as the service: start-up at INFO, then warnings only.
+        conf.setdefault("spark.log.level", "WARN")
+        cmd = [str(spark_submit_path()), "--master", self.settings.master]
+        for key, value in conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        cmd += ["--name", "sluice-connect-server", "--class", SERVER_CLASS, "spark-internal"]
+        return cmd
+
+    def _start(self) -> None:
+        home = self.folder / "home"
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = child_environment(home)
+        env["SPARK_LOCAL_IP"] = BIND_ADDRESS
+        problem = java_problem(env)
+        if problem is not None:
+            raise problem
+        if uses_embedded_metastore(self.settings):
+            self._lock = acquire_metastore_lock(
+                self.paths, "spark-connect-server", timeout=self.lock_timeout, owner="server"
+            )
+        self.paths.warehouse.mkdir(parents=True, exist_ok=True)
+        try:
+            self.port = free_port()
+            cmd = self.command(self.port)
+            keep_from_children()
+            self._proc = self._spawn(cmd, env)
+            self.starts += 1
+            logger.info(
+                "started a Spark Connect server on %s (pid %s); log: %s",
+                self.url,
+                self._proc.pid,
+                self.log_path,
+            )
+            self._await_ready()
+        except BaseException:
+            self._end()
+            raise
+
+    def _spawn(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start the server from a thread that lives as long as it does.
+
+        Linux sends the parent-death signal when the *thread* that started a child ends,
+        so the server is started, and waited for, by a thread of its own: it dies with
+        this process, never with a short-lived worker thread that happened to start it.
+        """
+        started = threading.Event()
+        box: dict[str, Any] = {}
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+        def keeper() -> None:
+            try:
+                with open(self.log_path, "ab") as log:
+                    box["proc"] = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        cwd=env["HOME"],
+                        start_new_session=True,
+                        preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only
+                    )
+            except BaseException as exc:
+                box["error"] = exc
+                return
+            finally:
+                started.set()
+            box["proc"].wait()
+
+        threading.Thread(target=keeper, name="sluice-connect-server", daemon=True).start()
+        started.wait()
+        if "error" in box:
+            exc = box["error"]
+            raise ExecutionError(
+                f"cannot start the Spark Connect server ({cmd[0]}): {exc}",
+                hint="reinstall pyspark in this environment",
+            ) from exc
+        proc: subprocess.Popen[bytes] = box["proc"]
+        return proc
+
+    def _await_ready(self) -> None:
+        assert self._proc is not None and self.port is not None
+        deadline = time.monotonic() + self.start_timeout
+        while not _listening(BIND_ADDRESS, self.port):
+            if self._proc.poll() is not None:
+                raise self._failed(f"it exited with code {self._proc.returncode}")
+            if time.monotonic() > deadline:
+                raise self._failed(f"it did not listen within {self.start_timeout:.0f} s")
+            time.sleep(0.25)
+        left = max(10.0, deadline - time.monotonic())
+        problem = health_check(self.url, self.folder / "client-home", timeout=left)
+        if problem is not None:
+            raise self._failed(f"a SELECT 1 failed: {problem}")
+
+    def _failed(self, why: str) -> ExecutionError:
+        return ExecutionError(
+            f"the Spark Connect server did not start: {why}",
+            hint=f"see its log: {self.log_path}",
+        )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL past ``timeout``) and free the metastore."""
+        with self._guard:
+            self._end(timeout)
+
+    def _end(self, timeout: float = 30.0) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc is not None:
+            # The JVM's children (Python workers) are in its group: none may outlive it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        self.port = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+# --- one server per metastore root, for the life of this process ---------------------
+
+_SERVERS: dict[Path, ConnectServer] = {}
+_SERVERS_GUARD = threading.Lock()
+
+
+def shared_server(settings: SparkSettings, paths: SparkPaths) -> ConnectServer:
+    """This process's server for ``paths.root`` (made on first use, stopped at exit)."""
+    root = paths.root.resolve()
+    with _SERVERS_GUARD:
+        server = _SERVERS.get(root)
+        if server is None:
+            server = _SERVERS[root] = ConnectServer(settings, paths)
+        return server
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop every server :func:`shared_server` made."""
+    with _SERVERS_GUARD:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.stop()
+
+
+# --- the runner --------------------------------------------------------------------------
+
+
+class ConnectRunner(SubmitRunner):
+    """Runs each job as a Python child that is a Spark Connect client of a warm server.
+
+    Same contract as :class:`~sluice.core.spark.submit.SubmitRunner` (``run(spec)``, the
+    same events, writes checked the same way, the time limit, ``DriverLost`` for a child
+    killed by a signal). The endpoint is ``settings.remote`` when set, else ``server``'s
+    (by default this process's :func:`shared_server` for ``paths``).
+    """
+
+    def __init__(
+        self,
+        settings: SparkSettings,
+        paths: SparkPaths,
+        *,
+        server: ConnectServer | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(settings, paths, **kwargs)
+        self.server = server
+
+    def endpoint(self) -> str:
+        """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
+        if self.settings.remote:
+            return self.settings.remote
+        if self.server is None:
+            self.server = shared_server(self.settings, self.paths)
+        return self.server.endpoint()
+
+    def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
+        """The child's command line: this Python running the driver in Connect mode."""
+        conf = self._conf_path(job_id)
+        return [sys.executable, str(DRIVER), "--connect", str(spec_path), str(conf)]
+
+    def _conf_path(self, job_id: str) -> Path:
+        return self.paths.logs / f"{_safe(job_id)}.session.json"
+
+    def environment(self, home: Path | None = None) -> dict[str, str]:
+        """:func:`~sluice.core.spark.submit.child_environment` (no JVM in this child)."""
+        env = super().environment(home)
+        env.pop("SPARK_SUBMIT_OPTS", None)
+        return env
+
+    def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
+        env[REMOTE_ENV] = self.endpoint()
+        self.paths.logs.mkdir(parents=True, exist_ok=True)
+        # The session's SQL settings: the server was started with the service's, and a
+        # job sets its project's (tuning included) on its own session.
+        conf = {
+            key: value
+            for key, value in spark_conf(self.settings, self.paths).items()
+            if key.startswith("spark.sql.")
+        }
+        self._conf_path(spec["job_id"]).write_text(json.dumps(conf), encoding="utf-8")
+
+    @contextlib.contextmanager
+    def _hold(self, job_id: str) -> Iterator[None]:
+        yield  # the server holds the metastore, not the job
+
+    def _after(
+        self,
+        job_id: str,
+        env: dict[str, str],
+        seen: list[dict[str, Any]],
+        code: int | None,
+        timed_out: bool,
+    ) -> None:
+        with contextlib.suppress(OSError):
+            self._conf_path(job_id).unlink()
+        if code is not None and code >= 0 and not timed_out:
+            return
+        # Killed, out of time or stopped by us: the server still runs what the child asked.
+        session = next(
+            (e.get("session_id") for e in seen if e.get("event") == "session_ready"), None
+        )
+        if session:
+            interrupt_session(env[REMOTE_ENV], str(session), Path(env["HOME"]))
+
+
+def make_runner(settings: SparkSettings, paths: SparkPaths, **kwargs: Any) -> SubmitRunner:
+    """The runner ``settings.mode`` names: ``submit`` (one ``spark-submit`` per job) or
+    ``connect`` (a child per job on a warm Spark Connect server)."""
+    if settings.mode == "connect":
+        return ConnectRunner(settings, paths, **kwargs)
+    return SubmitRunner(settings, paths, **kwargs)
