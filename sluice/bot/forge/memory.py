@@ -36,8 +36,18 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review, UnusableTree
 
 BOT_USER = "sluice-bot"
-WRITES = frozenset({"upsert_comment", "reply", "react", "set_check", "merge",
-                    "start_deployment", "deployment_status"})  # fmt: skip
+WRITES = frozenset(
+    {
+        "upsert_comment",
+        "reply",
+        "react",
+        "set_check",
+        "merge",
+        "start_deployment",
+        "deployment_status",
+    }
+)
+"""The protocol's calls that change the forge (see :meth:`MemoryForge.writes`)."""
 _ROLES = ("admin", "maintain", "write", "triage", "read", "none")
 
 

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[3]
 OWNER = "octo/warehouse"
 NOW = 1_800_000_000_000
 A, B, C = "a" * 40, "b" * 40, "c" * 40
+ROOT = "0" * 40  # main's first commit
 BASE_CONFIG = (
     "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
 )
@@ -79,14 +80,14 @@ class Bot:
 
     def set_main_config(self, config: str) -> None:
         """A new commit on ``main`` whose config.yaml is ``config``."""
-        self.forge.commit(f"main-{len(self.forge.files)}", {"config.yaml": config}, branch="main")
+        self.forge.write_file("main", "config.yaml", config)
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     forge = MemoryForge(OWNER, name="github")
-    forge.commit("base", {"config.yaml": BASE_CONFIG}, branch="main")
-    forge.commit(A, {"config.yaml": BASE_CONFIG}, parents=("base",))
+    forge.commit(ROOT, {"config.yaml": BASE_CONFIG}, branch="main")
+    forge.commit(A, {"config.yaml": BASE_CONFIG}, parents=(ROOT,))
     forge.roles.update({"alice": "write", "bob": "write", "carol": "admin", "dave": "read"})
     forge.open_pull(7, head_sha=A, base="main", author="alice")
     made = Bot(tmp_path, forge)

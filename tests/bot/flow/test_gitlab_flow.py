@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[3]
 PROJECT = "data/warehouse"
 NOW = 1_800_000_000_000
 A, B = "a" * 40, "b" * 40
+ROOT = "0" * 40  # main's first commit
 NOTE = "Note Hook"
 CONFIG = ("sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
           "      users: [bob]\n      teams: [data/platform/reviewers]\n")  # fmt: skip
@@ -88,8 +89,8 @@ def approve(forge: MemoryForge, user: str) -> None:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     forge = MemoryForge(PROJECT, name="gitlab", comment_limit=1_000_000)
-    forge.commit("base", {"config.yaml": CONFIG}, branch="main")
-    forge.commit(A, {"config.yaml": CONFIG}, parents=("base",))
+    forge.commit(ROOT, {"config.yaml": CONFIG}, branch="main")
+    forge.commit(A, {"config.yaml": CONFIG}, parents=(ROOT,))
     forge.teams["data/platform/reviewers"] = frozenset({"erin"})
     forge.open_pull(7, head_sha=A, base="main", author="alice")
     made = Bot(tmp_path, forge)
