@@ -23,6 +23,7 @@ from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.spark import testing
+from sluice.core.spark.connect import make_runner as spark_runner
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import JobSpec, TableDiffStep
 from sluice.core.spark.submit import (
@@ -31,7 +32,6 @@ from sluice.core.spark.submit import (
     JobResult,
     OnEvent,
     Runner,
-    SubmitRunner,
     run_recorded,
 )
 from sluice.core.state import StateReader, StateStore, StateWriter, open_state
@@ -394,11 +394,14 @@ def make_runner(
     on_event: OnEvent | None = None,
     timeout: float | None = JOB_TIMEOUT_S,
 ) -> Runner:
-    """The runner for ``project``'s Spark settings: spark-submit, or this process; each
-    job may run ``timeout`` seconds (None: no limit)."""
+    """The runner for ``project``'s Spark settings (``spark.mode``: spark-submit, or a warm
+    Spark Connect server), or this process; each job may run ``timeout`` seconds (None: no
+    limit)."""
     paths = SparkPaths.for_project(Path(project.path))
-    runner = InProcessRunner if in_process else SubmitRunner
-    return runner(project.config.sluice.spark, paths, on_event=on_event, timeout=timeout)
+    settings = project.config.sluice.spark
+    if in_process:
+        return InProcessRunner(settings, paths, on_event=on_event, timeout=timeout)
+    return spark_runner(settings, paths, on_event=on_event, timeout=timeout)
 
 
 def table_diff(

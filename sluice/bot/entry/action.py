@@ -62,8 +62,9 @@ from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.core.config import SparkSettings
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
+from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.spark.submit import OnEvent, Runner
 from sluice.core.yamlio import dump_yaml, parse_yaml
 
 log = logging.getLogger(__name__)
@@ -388,7 +389,7 @@ def _runner_for(workdir: Path) -> Callable[[Project, Path, OnEvent], Runner]:
     def make(project: Project, _tree: Path, on_event: OnEvent) -> Runner:
         # The project was loaded with the trusted settings: the Action's inputs (the
         # service's Spark) plus the prod branch's tuning, never the PR's.
-        return SubmitRunner(project.config.sluice.spark, paths, on_event=on_event)
+        return make_runner(project.config.sluice.spark, paths, on_event=on_event)
 
     return make
 

@@ -43,6 +43,7 @@ from sluice.bot.present.redact import Redactor
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import StateError
+from sluice.core.spark import connect
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +320,7 @@ def create_app(
                 worker.stop(timeout=5)
             for flow in flows:
                 flow.close()
+            connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect
             queue.close()
 
     app = _Service(title="Sluice", version="0.1.0", lifespan=lifespan)

@@ -28,8 +28,9 @@ from sluice.bot.forge.local import METHODS, LocalForge
 from sluice.core.cli.common import fails_cleanly, progress
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
+from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SPARK_DIR_ENV, SparkPaths
-from sluice.core.spark.submit import OnEvent, Runner, SubmitRunner
+from sluice.core.spark.submit import OnEvent, Runner
 from sluice.core.workflow import STATE_URL_ENV
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def _runner_for(work: Path, quiet: bool) -> RunnerFor:
             if not quiet:
                 progress(event)
 
-        return SubmitRunner(project.config.sluice.spark, paths, on_event=both)
+        return make_runner(project.config.sluice.spark, paths, on_event=both)
 
     return make
 

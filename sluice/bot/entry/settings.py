@@ -48,6 +48,13 @@ class ServiceSettings(BaseSettings):
     spark_master: str = "local[*]"
     """Where Spark jobs run (``spark-submit --master``); never read from a repository."""
     spark_deploy_mode: Literal["client", "cluster"] | None = None
+    spark_mode: Literal["submit", "connect"] = "submit"
+    """How each Spark job runs (``SLUICE_SPARK_MODE``): ``submit``, one ``spark-submit`` per
+    job; ``connect``, a short-lived Python child per job on a warm Spark Connect server the
+    service starts on 127.0.0.1 (or ``SLUICE_SPARK_REMOTE``'s)."""
+    spark_remote: str | None = None
+    """A Spark Connect endpoint of the user's (``sc://host:port``) for ``connect`` mode;
+    unset: the service's own local server."""
     spark_conf: dict[str, str] = Field(default_factory=dict)
     """Spark settings for every job, as JSON (``SLUICE_SPARK_CONF='{"spark.executor.memory":
     "4g"}'``): the only place for settings that choose what runs (jars, packages, plugins,
@@ -134,7 +141,11 @@ class ServiceSettings(BaseSettings):
     def spark(self) -> SparkSettings:
         """The service's Spark settings (see :mod:`sluice.bot.flow.trust`)."""
         return SparkSettings(
-            master=self.spark_master, deploy_mode=self.spark_deploy_mode, conf=dict(self.spark_conf)
+            master=self.spark_master,
+            deploy_mode=self.spark_deploy_mode,
+            mode=self.spark_mode,
+            remote=self.spark_remote,
+            conf=dict(self.spark_conf),
         )
 
     def serves(self, forge: str, repo: str) -> bool:

@@ -20,8 +20,9 @@ from sluice.bot.forge.base import Forge
 from sluice.bot.present.redact import Redactor
 from sluice.core.config import SparkSettings
 from sluice.core.model.definition import Project
+from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner, SubmitRunner
+from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner
 
 RunnerFactory = Callable[[Project, Path, OnEvent], Runner]
 """(project, its tree, progress callback) -> the Spark runner of one job."""
@@ -84,8 +85,9 @@ def make_deps(
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
-    ``runner_for`` defaults to spark-submit with the embedded metastore and warehouse under
-    ``workdir/spark`` and job logs under ``workdir/logs``.
+    ``runner_for`` defaults to the runner the trusted Spark settings' ``mode`` names
+    (spark-submit, or a warm Spark Connect server), with the embedded metastore and
+    warehouse under ``workdir/spark`` and job logs under ``workdir/logs``.
     """
     ledger = Ledger(state_url)
 
@@ -94,7 +96,7 @@ def make_deps(
         paths = SparkPaths(root=root / "spark", logs=root / "logs")
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
-        return SubmitRunner(
+        return make_runner(
             project.config.sluice.spark, paths, on_event=on_event, timeout=job_timeout
         )
 

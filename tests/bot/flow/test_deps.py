@@ -1,0 +1,68 @@
+"""The flow's Spark runner follows the service's ``SLUICE_SPARK_MODE``: spark-submit per job,
+or a child per job on a warm Spark Connect server. A repository cannot choose it. No Spark
+is started here: the runner is only made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.flow import trust
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.forge.memory import MemoryForge, as_forge
+from sluice.core.spark.connect import ConnectRunner
+from sluice.core.spark.submit import Runner
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "jaffle_shop"
+
+
+def _runner(tmp_path: Path, service: ServiceSettings, prod_config: str) -> Runner:
+    forge = MemoryForge()
+    forge.commit("b" * 40, {"config.yaml": prod_config}, branch="main")
+    deps = make_deps(
+        forge_for=lambda _event: as_forge(forge),
+        workdir=tmp_path / "work",
+        state_url=f"sqlite:///{tmp_path / 'state.db'}",
+        spark=service.spark(),
+    )
+    try:
+        project = trust.load_trusted(deps, EXAMPLE, trust.for_repository(deps, as_forge(forge)))
+        return deps.spark_runner(project, EXAMPLE, lambda _event: None)
+    finally:
+        deps.close()
+
+
+def _service(tmp_path: Path, **settings: object) -> ServiceSettings:
+    return ServiceSettings(webhook_secret="s", workdir=tmp_path, **settings)  # type: ignore[arg-type]
+
+
+def test_submit_is_the_default(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, _service(tmp_path), "sluice: {}\n")
+    assert not isinstance(runner, ConnectRunner)
+
+
+def test_connect_mode_gives_a_connect_runner_on_the_service_endpoint(tmp_path: Path) -> None:
+    service = _service(tmp_path, spark_mode="connect", spark_remote="sc://127.0.0.1:15002")
+    runner = _runner(tmp_path, service, "sluice: {}\n")
+    assert isinstance(runner, ConnectRunner)
+    assert runner.endpoint() == "sc://127.0.0.1:15002"  # given: no local server is started
+
+
+def test_the_prod_branch_cannot_switch_the_mode_or_endpoint(tmp_path: Path) -> None:
+    config = "sluice:\n  spark:\n    mode: connect\n    remote: sc://attacker.example:15002\n"
+    assert not isinstance(_runner(tmp_path, _service(tmp_path), config), ConnectRunner)
+    service = _service(tmp_path, spark_mode="connect", spark_remote="sc://127.0.0.1:1")
+    runner = _runner(tmp_path, service, config)
+    assert isinstance(runner, ConnectRunner) and runner.endpoint() == "sc://127.0.0.1:1"
+
+
+def test_the_environment_sets_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_SPARK_MODE", "connect")
+    assert _service(tmp_path).spark().mode == "connect"
+    monkeypatch.setenv("SLUICE_SPARK_MODE", "yarn")
+    with pytest.raises(ValidationError, match="spark_mode"):
+        _service(tmp_path)
