@@ -1,5 +1,6 @@
 """The Spark lifecycle harness: ``World`` (a Spark warehouse, its state and a fake GitHub the
-commits' trees are served from), the ``GATE`` configuration of the lifecycle projects,
+commits' trees are served from; its Spark jobs run the way ``spark_mode`` says, the
+service's as the test's own), the ``GATE`` configuration of the lifecycle projects,
 ``sha_of`` (the n-th made-up commit sha) and ``edit`` (replace text in a file, which must
 be there).
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sluice.bot.entry.app import forge_factory
 from sluice.bot.entry.settings import ServiceSettings
@@ -17,8 +18,10 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
+from sluice.core.spark import connect
+from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SparkPaths
-from sluice.core.spark.submit import SubmitRunner
+from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
 from tests.helpers.github_service import SECRET
 from tests.helpers.github_wire import FakeGitHub, tarball
@@ -52,6 +55,9 @@ class World:
     url: str
     github: FakeGitHub
     trees: dict[str, Path]
+    spark_mode: Literal["submit", "connect"] = "submit"
+    """``connect``: every job of the world, the service's included, runs on one warm Spark
+    Connect server of the world's warehouse (started on first use; :meth:`close` stops it)."""
 
     def settings(self) -> ServiceSettings:
         return ServiceSettings(
@@ -62,6 +68,7 @@ class World:
             github_request_interval=0,
             github_write_interval=0,
             janitor_interval_seconds=0,
+            spark_mode=self.spark_mode,
         )  # type: ignore[arg-type]
 
     def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
@@ -74,11 +81,16 @@ class World:
             self.github.refs[branch] = sha
             self.github.branch_commits.setdefault(branch, set()).add(sha)
 
-    def runner(self, project: Any) -> SubmitRunner:
+    def runner(self, project: Any) -> Runner:
         paths = SparkPaths(
             root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
         )
-        return SubmitRunner(project.config.sluice.spark, paths)
+        spark = project.config.sluice.spark.model_copy(update={"mode": self.spark_mode})
+        return make_runner(spark, paths)
+
+    def close(self) -> None:
+        """Stop the world's Spark Connect server, if it started one."""
+        connect.stop_all()
 
     def query(self, environment: str, sql: str) -> list[list[Any]]:
         project = load_project(self.trees[sha_of(1)], use_cache=False)
@@ -101,7 +113,8 @@ class World:
             assert record is not None and record.invalidated
         finally:
             store.close()
-        deps = make_deps(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url)
+        deps = make_deps(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url,
+                         spark=settings.spark())  # fmt: skip
         try:
             dispatch.handle(deps, JanitorEvent(forge=forge, repo=repo, installation_id=None))
         finally:

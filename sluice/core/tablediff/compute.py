@@ -176,7 +176,13 @@ class _Plan:
         )
         if wanted.count() > EXACT_LIMIT:
             return {}, None
-        return dict(observation.get), wanted
+        counts = dict(observation.get)
+        if not counts:
+            # Spark Connect does not hand back the metrics of a plan run by a checkpoint:
+            # count them in a pass of their own there.
+            first = rows.agg(*aggs).first()
+            counts = first.asDict() if first is not None else {}
+        return counts, wanted
 
     def narrowed(self, counts: dict[str, Any], wanted: DataFrame) -> dict[str, Any]:
         """Phase 2: phase 1's counts completed by the exact comparison of the wanted keys.

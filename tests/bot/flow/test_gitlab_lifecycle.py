@@ -59,9 +59,10 @@ class GitLabWorld(World):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> GitLabWorld:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitLabWorld]:
     root = tmp_path_factory.mktemp("gitlab-lifecycle")
-    env = GitLabWorld(root, root / "work", f"sqlite:///{root / 'state.db'}", None, {})  # type: ignore[arg-type]
+    # A warm Spark for the module (the GitHub lifecycle runs on one too).
+    env = GitLabWorld(root, root / "work", f"sqlite:///{root / 'state.db'}", None, {}, "connect")  # type: ignore[arg-type]
     env.gitlab = FakeGitLab(project=PROJECT)
     main = root / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
@@ -76,12 +77,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> GitLabWorld:
     finally:
         store.close()
     env.commit(sha_of(1), main, branch="main")
-    return env
+    yield env
+    env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    settings = gitlab_settings(world.root, workdir=world.work, database_url=world.url)
+    settings = gitlab_settings(world.root, workdir=world.work, database_url=world.url,
+                               spark_mode=world.spark_mode)  # fmt: skip
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         world.gitlab.install(mock)
         with TestClient(create_app(settings)) as client:

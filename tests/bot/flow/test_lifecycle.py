@@ -44,10 +44,12 @@ OWNER = "octo/warehouse"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("lifecycle")
     github = FakeGitHub(repo=OWNER)
-    env = World(root, root / "work", f"sqlite:///{root / 'state.db'}", github, {})
+    # A warm Spark for the whole module: every job, the service's too, on one Spark
+    # Connect server (test_pr_flow and the demo run the same flow through spark-submit).
+    env = World(root, root / "work", f"sqlite:///{root / 'state.db'}", github, {}, "connect")
     main = root / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
@@ -62,7 +64,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     finally:
         store.close()
     env.commit(sha_of(1), main, branch="main")
-    return env
+    yield env
+    env.close()
 
 
 def _tree(world: World, name: str, base: str) -> Path:
