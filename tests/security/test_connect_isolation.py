@@ -3,7 +3,7 @@
 In ``spark.mode: connect`` a pull request's SQL runs in the Spark Connect server's JVM and
 its Python in the job's child process: both get the allow-listed environment of
 ``child_environment`` (a home of their own, no ``SLUICE_*``, no token), whatever this
-process holds. The probes are test_driver_isolation.py's, run through ConnectRunner.
+process holds. The probes are tests/helpers/isolation.py's, run through ConnectRunner.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from sluice.core.config import SparkSettings
 from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
-from tests.security.test_driver_isolation import PROBES, SECRETS, _leaks
+from tests.helpers.isolation import PROBES, SECRETS, leaks
 
 ALLOWED = {"PATH", "JAVA_HOME", "LANG", "TZ", "TMPDIR", "SPARK_LOCAL_IP", "SPARK_HOME",
            "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
@@ -44,7 +44,7 @@ def test_the_job_child_gets_the_allow_list_and_the_endpoint_only(
     runner._preflight({"job_id": "j", "steps": []}, env)
     assert set(env) - ALLOWED - {"SPARK_REMOTE"} == {n for n in env if n.startswith("LC_")}
     assert env["SPARK_REMOTE"] == remote and "SPARK_SUBMIT_OPTS" not in env
-    assert _leaks(json.dumps(env)) == []
+    assert leaks(json.dumps(env)) == []
     command = runner.command(paths.logs / "j.json", "j", "test")
     assert command[:3] == [sys.executable, command[1], "--connect"]
     assert remote not in " ".join(command)  # not on a command line other users can read
@@ -67,7 +67,7 @@ def test_a_prs_sql_finds_no_secret_in_the_connect_servers_environment(
     launcher = {"PWD", "OLDPWD", "SHLVL", "_", "PYTHONHASHSEED", "MALLOC_ARENA_MAX"}
     extra = set(server_env) - ALLOWED - launcher
     assert extra <= {n for n in server_env if n.startswith(("LC_", "SPARK_"))}, extra
-    assert _leaks(json.dumps(server_env)) == []
+    assert leaks(json.dumps(server_env)) == []
     paths = SparkPaths(root=connect_server.paths.root, logs=tmp_path / "logs")
     seen: list[dict[str, Any]] = []
     runner = ConnectRunner(
@@ -90,4 +90,4 @@ def test_a_prs_sql_finds_no_secret_in_the_connect_servers_environment(
                          "warehouse": "${spark.sql.warehouse.dir}"}  # fmt: skip
     assert result.log_path is not None
     for where, text in [("events", json.dumps(seen)), ("log", result.log_path.read_text())]:
-        assert _leaks(text) == [], f"{where} hold a secret"
+        assert leaks(text) == [], f"{where} hold a secret"

@@ -13,7 +13,6 @@ by the driver, which gets no state URL.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
@@ -37,29 +36,10 @@ from sluice.core.spark.submit import (
 )
 from sluice.core.spark.writes import JobWrites, WriteRefused
 from sluice.core.state import EnvironmentRecord, StateStore, open_state
+from tests.helpers.isolation import PROBES, SECRETS, leaks
 
 DAY = 86_400_000
 D0 = 1_704_067_200_000  # 2024-01-01
-PASSWORD = "pw-Db-7f3a9c1e5b"
-SECRETS = {
-    "SLUICE_GITHUB_TOKEN": "ghs_SluiceAppToken9d8c7b6a5f4e",
-    "SLUICE_WEBHOOK_SECRET": "whsec-4b1d2e3f-webhook-9a8b",
-    "SLUICE_DATABASE_URL": f"postgresql://sluice:{PASSWORD}@db.internal:5432/sluice",
-    "SLUICE_GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----MIIEpkeyBODYx1y2z3-----END",
-    "GITHUB_TOKEN": "ghp_ActionsTokenQ1w2E3r4T5y6",
-}
-
-
-def _leaks(text: str) -> list[str]:
-    """Which secrets (or their base64 encodings, or the database password) ``text`` holds."""
-    found = []
-    for name, value in [*SECRETS.items(), ("the database password", PASSWORD)]:
-        encoded = base64.b64encode(value.encode()).decode()
-        urlsafe = base64.urlsafe_b64encode(value.encode()).decode()
-        for shown in (value, encoded, encoded.rstrip("="), urlsafe.rstrip("=")):
-            if shown in text:
-                found.append(name)
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -77,22 +57,6 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 # --- a PR's SQL reading the driver's environment (real spark-submit) ------------------
-
-_GETENV = "reflect('java.lang.System', 'getenv', '{name}')"
-PROBES = [
-    "SELECT reflect('java.lang.System', 'getenv') AS everything",
-    "SELECT " + ", ".join(f"{_GETENV.format(name=n)} AS {n.lower()}" for n in SECRETS),
-    "SELECT " + ", ".join(
-        f"base64(java_method('java.lang.System', 'getenv', '{n}')) AS {n.lower()}" for n in SECRETS
-    ),
-    "SELECT java_method('java.lang.System', 'getProperty', 'user.home') AS home, "
-    + _GETENV.format(name="HOME") + " AS home_env, "
-    "reflect('java.lang.System', 'getProperty', 'sun.java.command') AS command, "
-    "reflect('java.lang.System', 'getProperty', 'java.class.path') AS classpath",
-    # Spark's variable substitution pastes these in before parsing, literals included.
-    "SELECT '${env:PATH}' AS env_path, '${system:user.home}' AS home_prop, "
-    "'${spark.sql.warehouse.dir}' AS warehouse",
-]  # fmt: skip
 
 
 @pytest.mark.spark
@@ -139,7 +103,7 @@ def test_a_prs_sql_finds_no_secret_in_the_drivers_environment(
         ("log", log),
         ("spec", spec_file.read_text()),
     ]:
-        assert _leaks(text) == [], f"{where} hold a secret"
+        assert leaks(text) == [], f"{where} hold a secret"
     # The job's private home is removed once the job is over.
     assert not Path(home).exists()
 
@@ -170,7 +134,7 @@ def test_the_child_environment_is_an_allow_list(
     assert env["SPARK_SUBMIT_OPTS"] == f"-Duser.home={home}"
     assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == sys.executable
     assert env["PYTHONUNBUFFERED"] == "1"
-    assert _leaks(json.dumps(env)) == []
+    assert leaks(json.dumps(env)) == []
     assert not {
         v for k, v in hostile.items() if k not in ("LC_ALL", "TZ", "HADOOP_CONF_DIR")
     } & set(env.values())
@@ -198,7 +162,7 @@ def test_a_spec_carrying_a_state_url_or_a_secret_is_refused_before_the_driver_st
         with pytest.raises(ExecutionError) as caught:
             runner.run(job)
         assert refused in caught.value.message
-        assert _leaks(str(caught.value)) == []
+        assert leaks(str(caught.value)) == []
     assert not (paths.logs / "leaky.json").exists()  # nothing written for the driver to read
 
 
