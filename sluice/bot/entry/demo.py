@@ -33,7 +33,7 @@ from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
 from sluice.core.yamlio import dump_yaml, read_yaml
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
 PROD_END = "2018-04-30"  # the example's data ends that day
 BRANCH = "demo-change"
 AUTHOR = "author"
