@@ -124,7 +124,7 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         return None
     try:
         project = trust.load_trusted(deps, tree, settings)
-        found, text = trust.read_config(lambda name: _read(tree / name), deps.config_path)
+        found, text = trust.tree_config(tree, deps.config_path)
         own = trust.parse(text, found)
     except SluiceError as exc:
         _failed(post, environment, checks.PROJECT_DOES_NOT_LOAD, deps.scrub(str(exc), tree))
@@ -265,10 +265,6 @@ def footer(deps: Deps, sha: str) -> str:
     """The comment's last line: the commit, when, and the limits its Spark job ran under."""
     memory = deps.spark.conf.get("spark.driver.memory", "1g")
     return comment.footer(sha, deps.clock(), deps.job_timeout, memory)
-
-
-def _read(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 def _pull(event: PullRequestEvent) -> PullRequest:

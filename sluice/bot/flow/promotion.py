@@ -157,10 +157,7 @@ def promote(
 def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
     tree = deps.checkout.tree(forge, sha)
     project = trust.load_trusted(deps, tree, settings)
-    found, text = trust.read_config(
-        lambda name: (tree / name).read_text(encoding="utf-8") if (tree / name).is_file() else None,
-        deps.config_path,
-    )
+    found, text = trust.tree_config(tree, deps.config_path)
     own = trust.parse(text, found)  # the promoted commit's own settings
     repo = repo_key(forge)
     store = open_state(deps.state_url)

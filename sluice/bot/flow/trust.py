@@ -221,6 +221,16 @@ def read_config(read: Callable[[str], str | None], path: str) -> tuple[str, str 
     return (other, second) if first is None and second is not None else (path, first)
 
 
+def tree_config(tree: Path, path: str) -> tuple[str, str | None]:
+    """:func:`read_config` of a commit's files on disk (``tree``)."""
+
+    def read(name: str) -> str | None:
+        file = tree / name
+        return file.read_text(encoding="utf-8") if file.is_file() else None
+
+    return read_config(read, path)
+
+
 def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | None, str | None]:
     """The settings on the prod branch now: (parsed, branch, head sha, config text).
 

@@ -182,17 +182,13 @@ def deploy_settings_invalid(error: str) -> Check:
     )
 
 
+PROMOTION_GAVE_UP = "The promotion job failed on every attempt"
+
+
 def promotion_gave_up(error: str) -> Check:
     return Check(
-        DEPLOY,
-        "completed",
-        PROMOTION_GAVE_UP,
-        md.fence(error, "text"),
-        conclusion="failure",
+        DEPLOY, "completed", PROMOTION_GAVE_UP, md.fence(error, "text"), conclusion="failure"
     )
-
-
-PROMOTION_GAVE_UP = "The promotion job failed on every attempt"
 
 
 def promotion_failed(label: str, error: str) -> tuple[str, str]:

@@ -120,7 +120,10 @@ def deployed(author: str, outcome: str) -> str:
 
 
 def deployed_merge_failed(author: str, error: str) -> str:
-    return f"{md.mention(author)} deployed to prod, but merging failed: {error}"
+    """``error``: the forge's, which may name the PR's own files (a merge conflict): fenced."""
+    return (
+        f"{md.mention(author)} deployed to prod, but merging failed:\n\n{md.fence(error, 'text')}"
+    )
 
 
 def deployed_and_merged(author: str, outcome: str, merge_sha: str) -> str:
