@@ -87,7 +87,9 @@ def test_modified_model_shows_category_and_diff(tmp_path: Path) -> None:
     )
     data = json.loads(as_json.output)
     assert data["directly_modified"][0]["category"] == "non-breaking"
-    assert [m["name"] for m in data["indirectly_modified"]] == ["s.b", "s.c"]
+    assert data["directly_modified"][0]["columns"]["added"] == ["flag"]
+    # The children read none of the new column: narrowed out of "indirectly modified".
+    assert data["indirectly_modified"] == [] and data["unaffected"] == ["s.b", "s.c"]
 
 
 @pytest.mark.parametrize(

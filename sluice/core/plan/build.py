@@ -23,6 +23,7 @@ from sluice.core.intervals import (
 )
 from sluice.core.model.definition import KindName, Model
 from sluice.core.plan.categorize import categorize_direct
+from sluice.core.plan.lineage import Impacts
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.plan.sqldiff import unified_diff
 from sluice.core.snapshot.fingerprint import Fingerprint
@@ -69,6 +70,13 @@ def build_plan(request: PlanRequest) -> Plan:
     metadata: list[str] = []
     upstream: dict[str, int] = {}  # most conservative change rank among a model's ancestors
     own: dict[str, int] = {}  # rank of each directly modified model's own change
+    unaffected: list[str] = []
+    impacts = Impacts(request.models, {n: s.model for n, s in request.base.items()})
+    categories: dict[str, Category] = {}  # directly modified model -> its category
+    # Changed model -> the direct changes that reach it: all of them (to decide narrowing),
+    # and those reaching through a model whose data they change (to show).
+    reach: dict[str, frozenset[str]] = {}
+    shown: dict[str, frozenset[str]] = {}
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
@@ -91,10 +99,21 @@ def build_plan(request: PlanRequest) -> Plan:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             snapshots.append(Snapshot(model, fp, version, category))
+            impact = impacts.direct(name, old.model, model)
             direct.append(
-                ModelChange(name, category, version, old.version, unified_diff(old.model, model))
+                ModelChange(
+                    name,
+                    category,
+                    version,
+                    old.version,
+                    unified_diff(old.model, model),
+                    columns=impact,
+                )
             )
             own[name] = RANK[category]
+            categories[name] = category
+            reach[name] = frozenset({name}).union(*(reach.get(p, ()) for p in model.depends_on))
+            shown[name] = frozenset({name}).union(*(shown.get(p, ()) for p in model.depends_on))
         elif old.fingerprint.parent_data_hash != fp.parent_data_hash:
             category = _category_of_rank(inherited)
             if forward_only and model.kind.materialized:
@@ -105,7 +124,30 @@ def build_plan(request: PlanRequest) -> Plan:
             rebuild = category == Category.BREAKING or not model.kind.materialized
             version = fp.version if rebuild else old.version
             snapshots.append(Snapshot(model, fp, version, category))
-            indirect.append(ModelChange(name, category, version, old.version))
+            impact = impacts.downstream(name, model)
+            reach[name] = frozenset().union(*(reach.get(p, ()) for p in model.depends_on))
+            if (
+                category == Category.NON_BREAKING
+                and reach[name]
+                and all(categories[r] == Category.NON_BREAKING for r in reach[name])
+                and impact.touches_nothing
+            ):
+                # Narrowed: only non-breaking changes reach it and it reads none of what
+                # they change. Its snapshot and version are exactly as above; it is only
+                # not reported as indirectly modified.
+                unaffected.append(name)
+                continue
+            shown[name] = frozenset().union(*(shown.get(p, ()) for p in model.depends_on))
+            indirect.append(
+                ModelChange(
+                    name,
+                    category,
+                    version,
+                    old.version,
+                    reached_by=tuple(sorted(shown[name])),
+                    columns=impact,
+                )
+            )
         else:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
@@ -152,6 +194,7 @@ def build_plan(request: PlanRequest) -> Plan:
         restated=tuple(b.name for b in backfill if b.name in request.restate),
         create_views=create_views,
         warnings=tuple(warnings),
+        unaffected=tuple(unaffected),
     )
 
 

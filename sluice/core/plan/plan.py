@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.core.intervals import Interval
+from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.timeutil import DAY_MS, to_ds, to_ts
 
@@ -27,6 +28,9 @@ class ModelChange:
     version: str
     previous_version: str
     diff: str = ""
+    # Indirect changes: the directly modified models upstream whose change reaches it.
+    reached_by: tuple[str, ...] = ()
+    columns: ColumnImpact | None = None  # column-level impact (None: not computed)
 
     @property
     def rebuilds(self) -> bool:
@@ -76,6 +80,9 @@ class Plan:
     restated: tuple[str, ...] = ()
     create_views: tuple[str, ...] = ()  # VIEW models whose physical view must be created
     warnings: tuple[str, ...] = ()  # "file:line: what\n  hint: ..." the plan goes ahead with
+    # Models only non-breaking changes reach, reading none of the changed columns: new
+    # snapshots (their parents' fingerprints moved), same data; not indirectly modified.
+    unaffected: tuple[str, ...] = ()
 
     @property
     def has_changes(self) -> bool:
@@ -86,6 +93,7 @@ class Plan:
             or self.directly_modified
             or self.indirectly_modified
             or self.metadata_only
+            or self.unaffected
             or self.new_environment
             or self.restated
         )
@@ -99,6 +107,7 @@ class Plan:
             or self.directly_modified
             or self.indirectly_modified
             or self.metadata_only
+            or self.unaffected
         )
 
     def snapshot(self, name: str) -> Snapshot:
@@ -126,6 +135,7 @@ class Plan:
                     "diff": c.diff,
                     "version": c.version,
                     "previous_version": c.previous_version,
+                    "columns": c.columns.to_json() if c.columns else None,
                 }
                 for c in self.directly_modified
             ],
@@ -135,10 +145,13 @@ class Plan:
                     "category": c.category.value,
                     "version": c.version,
                     "previous_version": c.previous_version,
+                    "reached_by": list(c.reached_by),
+                    "columns": c.columns.to_json() if c.columns else None,
                 }
                 for c in self.indirectly_modified
             ],
             "metadata_only": list(self.metadata_only),
+            "unaffected": list(self.unaffected),
             "restated": list(self.restated),
             "create_views": list(self.create_views),
             "warnings": list(self.warnings),

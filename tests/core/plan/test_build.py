@@ -65,10 +65,8 @@ def test_non_breaking_change_keeps_childrens_tables(tmp_path: Path) -> None:
     assert [(c.name, c.category) for c in result.directly_modified] == [
         ("s.a", Category.NON_BREAKING)
     ]
-    assert [(c.name, c.category, c.rebuilds) for c in result.indirectly_modified] == [
-        ("s.b", Category.NON_BREAKING, False),
-        ("s.c", Category.NON_BREAKING, False),
-    ]
+    # The children read none of the new column: not indirectly modified (narrowed).
+    assert result.indirectly_modified == () and result.unaffected == ("s.b", "s.c")
     # Only the changed model is built; the children keep prod's tables.
     assert [b.name for b in result.backfill] == ["s.a"]
     assert result.snapshot("s.b").table == prod.snapshot("s.b").table
