@@ -3,11 +3,14 @@
 The file is SQLMesh's: ``model_defaults`` and ``variables`` are honoured, the sections
 that configure SQLMesh's own engines (``gateways`` and friends) are ignored with a note,
 and Sluice's own settings live under ``sluice:``. Anything else is a typo and an error.
+Its Jinja (SQLMesh's ``{{ env_var('NAME') }}``) is rendered in a sandbox before the YAML
+is read; ``env_var`` never reads the process environment (see :func:`read_config_doc`).
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +21,7 @@ from sqlglot.dialects.dialect import Dialect
 from sluice.core.errors import ConfigError, PlanError
 from sluice.core.intervals import check_cron
 from sluice.core.timeutil import to_ms
-from sluice.core.yamlio import LocatedYaml, read_yaml
+from sluice.core.yamlio import MAX_CHARS, LocatedYaml, parse_yaml, read_yaml
 
 # Top-level keys of a SQLMesh config.yaml that configure SQLMesh itself. Sluice runs on
 # Spark with its own state, so these are read past, with a note saying so.
@@ -218,9 +221,26 @@ def config_path(project_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def load_config(project_dir: Path) -> ProjectConfig:
+def read_config_doc(path: Path, env: Mapping[str, str] | None = None) -> LocatedYaml:
+    """A config file parsed, after its Jinja (SQLMesh's ``{{ env_var('NAME') }}``) is
+    rendered in the sandbox of :mod:`sluice.core.model.jinja`.
+
+    ``env_var`` reads only ``env``, never the process environment: a config.yaml may come
+    from a pull request, and the service's environment holds its secrets. Without ``env``
+    (the default) ``env_var('NAME', 'default')`` is its default and ``env_var('NAME')`` an
+    error naming the line.
+    """
+    from sluice.core.model import jinja  # the model package imports this module
+
+    if path.stat().st_size > MAX_CHARS:
+        return read_yaml(path)  # refused unread, with the limit in the message
+    text = path.read_text(encoding="utf-8")
+    return parse_yaml(jinja.render_config(text, str(path), env), str(path))
+
+
+def load_config(project_dir: Path, env: Mapping[str, str] | None = None) -> ProjectConfig:
     """Read ``config.yaml`` (or ``config.yml``) from ``project_dir`` (an absent file means
-    all defaults)."""
+    all defaults); ``env``: see :func:`read_config_doc`."""
     path = config_path(project_dir)
     if path is None:
         if (project_dir / "config.py").exists():
@@ -231,7 +251,7 @@ def load_config(project_dir: Path) -> ProjectConfig:
                 hint="write the same settings as config.yaml (model_defaults, variables)",
             )
         return ProjectConfig()
-    return parse_config(read_yaml(path))
+    return parse_config(read_config_doc(path, env))
 
 
 def parse_config(doc: LocatedYaml) -> ProjectConfig:

@@ -346,3 +346,20 @@ def test_a_forged_parse_cache_in_the_pr_is_never_read(bot: Bot) -> None:
     bot.deliver("pull_request", opened(7, A))
     [project] = bot.runner.projects
     assert "/etc/passwd" not in (project.models["jaffle.orders"].query_sql or "")
+
+
+def test_the_prod_branchs_config_renders_env_var_without_reading_the_services_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SQLMesh's config.yaml may use {{ env_var() }}: the gate reads the rendered text, and
+    # env_var never sees the service's environment (its default, or an error naming the line).
+    monkeypatch.setenv("SLUICE_GATE_TEAM", "secret-team")
+    text = (
+        "sluice:\n  gate:\n    required_approvers:\n"
+        "      users: [\"{{ env_var('SLUICE_GATE_TEAM', 'alice') }}\"]\n"
+    )
+    parsed = trust.parse(text, "config.yaml")
+    assert parsed.gate.required_approvers.users == ("alice",)
+    with pytest.raises(Exception, match=r"config\.yaml:4") as caught:
+        trust.parse(text.replace(", 'alice'", ""), "config.yaml")
+    assert "secret-team" not in str(caught.value)

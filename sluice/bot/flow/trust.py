@@ -52,6 +52,7 @@ from sluice.core.config import (
     parse_config,
 )
 from sluice.core.errors import ConfigError
+from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.yamlio import parse_yaml
@@ -176,6 +177,7 @@ def parse(text: str | None, path: str) -> Parsed:
         gate, deploy = GateSettings(), DeploySettings()
         named = False
     else:
+        text = jinja.render_config(text, path)  # SQLMesh's {{ env_var() }}: see its rules
         config = parse_config(parse_yaml(text, path))
         gate, deploy = gate_config(text, path)
         named = "prod_branch" in config.sluice.deploy

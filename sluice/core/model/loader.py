@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,20 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice import __version__
-from sluice.core.config import ProjectConfig, SluiceSettings, config_path, load_config
+from sluice.core.config import (
+    ProjectConfig,
+    SluiceSettings,
+    config_path,
+    load_config,
+    read_config_doc,
+)
 from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceError
-from sluice.core.model import fileaccess
+from sluice.core.model import fileaccess, jinja
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
+from sluice.core.model.macros import BUILTIN_VARIABLES
 from sluice.core.model.parse import parse_model
 from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
@@ -41,13 +49,21 @@ ROOT_MARKER = "$root"  # a seed path starting with it is relative to the project
 
 
 def load_project(
-    project_dir: Path | str, *, use_cache: bool = True, sluice: SluiceSettings | None = None
+    project_dir: Path | str,
+    *,
+    use_cache: bool = True,
+    sluice: SluiceSettings | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Project:
     """Load and validate the project in ``project_dir``.
 
     ``sluice``: settings to use instead of the ``sluice:`` section of the project's own
     config.yaml (the service passes the prod branch's: a pull request's config.yaml decides
     its models' defaults and variables, never Sluice's settings).
+
+    ``env``: the only values Jinja's ``env_var()`` may read, in config.yaml and models
+    (none by default: ``env_var('X', 'default')`` renders its default). The process
+    environment is never read: it holds the service's secrets.
 
     Raises:
         SluiceError: a single problem, or ProjectErrors listing several.
@@ -58,7 +74,7 @@ def load_project(
             f"no models/ folder in {root}",
             hint="point --project at the folder that holds config.yaml and models/",
         )
-    config = load_config(root)
+    config = load_config(root, env=env)
     if sluice is not None:
         config = config.model_copy(update={"sluice": sluice})
     notes = list(config.notes)
@@ -81,11 +97,17 @@ def load_project(
             models[model.name] = model
 
     inline: list[Audit] = []
-    for file in sorted((root / "models").rglob("*.sql")):
+    files = sorted((root / "models").rglob("*.sql"))
+    rendered = _render_jinja(root, files, config, env, errors)
+    for file in files:
+        if str(file) in rendered.errors:
+            errors.append(rendered.errors[str(file)])
+            continue
+        text = rendered.texts.get(str(file))
         try:
-            model = _load_model(root, file, config, cache)
+            model = _load_model(root, file, config, cache, text)
             if model is not None:
-                inline += _inline_audits(file, model, config)
+                inline += _inline_audits(file, model, config, text)
         except SluiceError as exc:
             errors.append(exc)
             continue
@@ -107,8 +129,8 @@ def load_project(
         for a in audits.values()
         if a.standalone
     )
-    before_all = _statements(root, config, "before_all", errors)
-    after_all = _statements(root, config, "after_all", errors)
+    before_all = _statements(root, config, "before_all", errors, env)
+    after_all = _statements(root, config, "after_all", errors, env)
     for model in models.values():
         try:
             check_audit_calls(model, audits)
@@ -137,11 +159,42 @@ def _has_code(path: Path) -> bool:
     return path.exists() and bool(path.read_text(encoding="utf-8").strip())
 
 
+def _render_jinja(
+    root: Path,
+    files: list[Path],
+    config: ProjectConfig,
+    env: Mapping[str, str] | None,
+    errors: list[SluiceError],
+) -> jinja.Rendered:
+    """The model files with JINJA blocks, rendered with the ``{% macro %}`` definitions of
+    macros/*.sql (see :mod:`.jinja`); the other files are not in the result."""
+    texts: dict[str, str] = {}
+    for file in files:
+        try:
+            text = _read(file)
+        except SluiceError:
+            continue  # reported when the file is loaded
+        if jinja.has_blocks(text):
+            texts[str(file)] = text
+    if not texts:
+        return jinja.Rendered({}, {})
+    macros: dict[str, str] = {}
+    for file in sorted((root / "macros").rglob("*.sql")):
+        try:
+            macros[str(file)] = _read(file)
+        except SluiceError as exc:
+            errors.append(exc)
+    return jinja.render_models(
+        texts, macros, config.variables, env=env, macro_variables=BUILTIN_VARIABLES
+    )
+
+
 def _load_model(
-    root: Path, file: Path, config: ProjectConfig, cache: _Cache | None
+    root: Path, file: Path, config: ProjectConfig, cache: _Cache | None, text: str | None = None
 ) -> Model | None:
+    """One model file; ``text``: its contents with Jinja rendered, when it has Jinja."""
     display = str(file)
-    text = _read(file)
+    text = _read(file) if text is None else text
     model = cache.get(display, text) if cache else None
     if model is None:
         model = parse_model(
@@ -166,9 +219,11 @@ def _inferred_name(root: Path, file: Path) -> str:
     return ".".join([*rel.parent.parts, rel.stem][-3:])
 
 
-def _inline_audits(file: Path, model: Model, config: ProjectConfig) -> list[Audit]:
+def _inline_audits(
+    file: Path, model: Model, config: ProjectConfig, text: str | None = None
+) -> list[Audit]:
     """The ``AUDIT (...)`` blocks after a model's query, in the model's dialect."""
-    text = _read(file)
+    text = _read(file) if text is None else text
     if next(find_code(text, r"(?i:\baudit\b)\s*\("), None) is None:
         return []  # most model files: no need to read the header again
     return parse_inline_audits(
@@ -358,7 +413,11 @@ def _same(one: Audit, other: Audit) -> bool:
 
 
 def _statements(
-    root: Path, config: ProjectConfig, key: str, errors: list[SluiceError]
+    root: Path,
+    config: ProjectConfig,
+    key: str,
+    errors: list[SluiceError],
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
     """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked.
 
@@ -371,7 +430,7 @@ def _statements(
     if not given:
         return ()
     path = config_path(root)
-    doc = read_yaml(path) if path is not None else None
+    doc = read_config_doc(path, env) if path is not None else None
     result: list[str] = []
     for index, text in enumerate(given):
         line = (doc.line_of((key, index)) if doc else None) or 1

@@ -1,0 +1,440 @@
+"""Render a project's Jinja (models' JINJA blocks, macros/*.sql, config.yaml) in a sandbox.
+
+Everything rendered here comes from a repository, a pull request's included, so the
+templates get only what is offered: ``var()`` (the project's variables), ``env_var()``
+(only the values the caller offers, never the process environment), the project's
+``{% macro %}`` definitions and SQLMesh's predefined variables, which render as the
+``@name`` macro Sluice fills in at run time. The environment is jinja2's
+``ImmutableSandboxedEnvironment`` (no ``_``-attributes, no mutation of lists and dicts)
+with :class:`StrictUndefined`, and rendering is capped: output size, string and number
+sizes, ``range()`` length, macro nesting, and the template lines run (a line tracer
+counts them, so loops without output are capped too) and the time taken.
+
+:func:`main` is the entry point of the child process :mod:`.jinja` starts: it sets its
+own memory and CPU limits first, so a template that still gets past the caps above ends
+a disposable process, not the service.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from traceback import walk_tb
+from types import FrameType
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError
+from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.runtime import Context, Macro
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
+
+MAX_OUTPUT = 1_000_000
+"""Most characters one template (a block, a macros file, config.yaml) may render to."""
+MAX_STRING = 1_000_000
+"""Longest string an operation or call inside a template may build or receive."""
+MAX_NUMBER_BITS = 256
+"""Largest integer (in bits) arithmetic may produce (``10 ** 10 ** 9`` is refused)."""
+MAX_RANGE = 10_000
+"""Longest ``range()``."""
+MAX_DEPTH = 50
+"""Deepest nesting of macro calls (a macro calling itself)."""
+MAX_STEPS = 1_000_000
+"""Most template lines one template may run, loops and macros included."""
+MAX_SECONDS = 5.0
+"""Longest time one template may take."""
+MEMORY_BYTES = 1024 * 1024 * 1024
+"""Address space of the child process that renders (``RLIMIT_AS``)."""
+CPU_SECONDS = 60
+"""CPU time of the child process (``RLIMIT_CPU``)."""
+
+MACRO_VARIABLE = "__sluice_jinja_macro__"
+"""Prefix of what SQLMesh's predefined variables render as, before they become ``@name``."""
+_SENTINEL = re.compile(rf"'?{MACRO_VARIABLE}(\w+?)__'?")
+
+
+class RenderError(Exception):
+    """A template failed: what, on which line of which template, and how to fix it."""
+
+    def __init__(self, message: str, name: str, line: int | None, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.name = name
+        self.line = line
+        self.hint = hint
+
+
+class _Cap(Exception):
+    """A cap was reached (raised inside the template, so its line is known)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+_NO_DEFAULT: Any = object()
+"""What ``var()`` and ``env_var()`` are called without a default (None is a default)."""
+
+
+class _Budget:
+    """Lines run and time spent by one template."""
+
+    def __init__(self, steps: int = MAX_STEPS, seconds: float = MAX_SECONDS) -> None:
+        self.steps = steps
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.depth = 0
+
+    def tick(self) -> None:
+        self.steps -= 1
+        if self.steps < 0:
+            raise _Cap(
+                f"the template runs more than {MAX_STEPS:,} steps",
+                "a loop or a recursive macro runs too often; make it smaller",
+            )
+        if self.steps % 1024 == 0 and time.monotonic() > self.deadline:
+            raise _Cap(
+                f"rendering took more than {self.seconds:g} seconds",
+                "a loop or a recursive macro runs too long; make it smaller",
+            )
+
+
+def _check_size(value: Any) -> None:
+    if isinstance(value, str | list | tuple | dict) and len(value) > MAX_STRING:
+        raise _Cap(
+            f"a value of {len(value):,} items or characters is built (the limit is {MAX_STRING:,})",
+            "render less: Sluice caps what a template may build",
+        )
+    if isinstance(value, int) and value.bit_length() > MAX_NUMBER_BITS:
+        raise _Cap(
+            f"a number of {value.bit_length():,} bits is built (the limit is {MAX_NUMBER_BITS})",
+            "use smaller numbers",
+        )
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """jinja2's immutable sandbox with every call and size-changing operator checked."""
+
+    intercepted_binops = frozenset({"*", "**", "+", "%", "//", "-"})
+
+    def __init__(self, budget: _Budget) -> None:
+        super().__init__(
+            undefined=StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=True,
+            extensions=(),
+        )
+        self.budget = budget
+        self.globals["range"] = self._range
+        self.globals["namespace"] = _Namespace
+        del self.globals["lipsum"]  # random text of any length: nothing a query needs
+        for name, function in list(self.filters.items()):
+            self.filters[name] = _checked(function, name in _SIZED_FILTERS)
+
+    def _range(self, *args: int) -> range:
+        result = range(*args)
+        if len(result) > MAX_RANGE:
+            raise _Cap(
+                f"range() of {len(result):,} numbers (the limit is {MAX_RANGE:,})",
+                "loop over fewer values",
+            )
+        return result
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        self.budget.tick()
+        if operator == "**" and isinstance(right, int) and abs(right) > MAX_NUMBER_BITS:
+            raise _Cap(
+                f"the power {right} is too large (the limit is {MAX_NUMBER_BITS})",
+                "use smaller numbers",
+            )
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                sized = isinstance(seq, str | list | tuple) and isinstance(times, int)
+                if sized and len(seq) * times > MAX_STRING:
+                    raise _Cap(
+                        f"repeating a value {times:,} times builds more than "
+                        f"{MAX_STRING:,} items or characters",
+                        "repeat it fewer times",
+                    )
+        result = super().call_binop(context, operator, left, right)
+        _check_size(result)
+        return result
+
+    def call(
+        __self,  # noqa: N805 - jinja2's own spelling, kept for the override
+        __context: Context,
+        __obj: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        budget = __self.budget
+        budget.tick()
+        for value in (*args, *kwargs.values()):
+            _check_size(value)
+        if not isinstance(__obj, Macro):
+            return super().call(__context, __obj, *args, **kwargs)
+        budget.depth += 1
+        try:
+            if budget.depth > MAX_DEPTH:
+                raise _Cap(
+                    f"macros call each other more than {MAX_DEPTH} levels deep",
+                    "end the recursion sooner",
+                )
+            result = super().call(__context, __obj, *args, **kwargs)
+        finally:
+            budget.depth -= 1
+        _check_size(result)
+        return result
+
+
+_SIZED_FILTERS = frozenset({"batch", "center", "format", "indent", "slice", "truncate", "wordwrap"})
+"""Filters whose number arguments are widths or counts: each is capped at MAX_RANGE."""
+
+
+class _Namespace(Namespace):
+    """``namespace()``, the one object a loop can grow a value in: each value is capped."""
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _check_size(value)
+        super().__setitem__(name, value)
+
+
+def _checked(function: Callable[..., Any], sized: bool) -> Callable[..., Any]:
+    """A filter whose result (and, for ``sized``, integer arguments) is capped."""
+    skip = 2 if hasattr(function, "jinja_pass_arg") else 1  # the context, the value
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args[skip:], *kwargs.values()) if sized else ():
+            if isinstance(value, int) and not isinstance(value, bool) and value > MAX_RANGE:
+                raise _Cap(
+                    f"a filter argument of {value:,} (the limit is {MAX_RANGE:,})",
+                    "use a smaller width or count",
+                )
+        result = function(*args, **kwargs)
+        _check_size(result)
+        return result
+
+    # jinja2 passes the context or environment to filters marked for it.
+    if hasattr(function, "jinja_pass_arg"):
+        run.jinja_pass_arg = function.jinja_pass_arg  # type: ignore[attr-defined]
+    return run
+
+
+@dataclass(frozen=True)
+class Source:
+    """One template: ``name`` for messages (a file), ``first_line`` where it starts."""
+
+    name: str
+    text: str
+    first_line: int = 1
+
+
+class Renderer:
+    """Renders a project's templates: its macros are loaded once, then each template."""
+
+    def __init__(
+        self,
+        variables: Mapping[str, Any],
+        env: Mapping[str, str],
+        macros: list[Source] | None = None,
+        macro_variables: frozenset[str] = frozenset(),
+    ) -> None:
+        self.variables = {str(k).lower(): v for k, v in variables.items()}
+        self.env = dict(env)
+        self.sandbox = _Sandbox(_Budget())
+        self.sources: dict[str, Source] = {}
+        # One globals dict for every template: macros of one file may call another's.
+        self.registry: dict[str, Any] = {
+            "var": self._var,
+            "env_var": self._env_var,
+            **{name: f"{MACRO_VARIABLE}{name}__" for name in macro_variables},
+        }
+        for source in macros or []:
+            module = self._run(source, module=True)
+            for key in dir(module):
+                value = getattr(module, key)
+                if isinstance(value, Macro):
+                    self.registry[key] = value
+
+    def render(self, source: Source) -> str:
+        """``source`` rendered, predefined variables turned into ``@name``.
+
+        Raises:
+            RenderError: naming the template's line.
+        """
+        text = str(self._run(source, module=False))
+        return _SENTINEL.sub(lambda m: "@" + m.group(1), text)
+
+    def _var(self, name: str, default: Any = _NO_DEFAULT) -> Any:
+        key = str(name).lower()
+        if key in self.variables:
+            return self.variables[key]
+        if default is not _NO_DEFAULT:
+            return default
+        raise _Cap(
+            f"variable '{key}' is not defined",
+            f"add '{key}' under 'variables:' in config.yaml or give a default: "
+            f"{{{{ var('{key}', value) }}}}",
+        )
+
+    def _env_var(self, name: str, default: Any = _NO_DEFAULT) -> Any:
+        if str(name) in self.env:
+            return self.env[str(name)]
+        if default is not _NO_DEFAULT:
+            return default
+        raise _Cap(
+            f"environment variable '{name}' is not available to the project",
+            f"give a default, {{{{ env_var('{name}', 'value') }}}}: Sluice never hands its "
+            "own environment to a project (see docs/security.md)",
+        )
+
+    def _run(self, source: Source, *, module: bool) -> Any:
+        budget = self.sandbox.budget = _Budget()
+        key = f"{source.name}#jinja{source.first_line}"
+        self.sources[key] = source
+        tracer = _Tracer(budget, self.sources)
+        previous = sys.gettrace()
+        try:
+            sandbox = self.sandbox
+            code = sandbox.compile(source.text, name=key, filename=key)
+            template = sandbox.template_class.from_code(
+                sandbox, code, sandbox.make_globals(self.registry), None
+            )
+            sys.settrace(tracer.trace)
+            try:
+                if module:
+                    return template.make_module()
+                size = 0
+                chunks: list[str] = []
+                for chunk in template.generate():
+                    size += len(chunk)
+                    if size > MAX_OUTPUT:
+                        raise RenderError(
+                            f"the template renders to more than {MAX_OUTPUT:,} characters",
+                            source.name,
+                            source.first_line,
+                            "render less: a loop or a macro repeats too much",
+                        )
+                    chunks.append(chunk)
+                    budget.tick()
+                return "".join(chunks)
+            finally:
+                sys.settrace(previous)
+        except RenderError:
+            raise
+        except TemplateSyntaxError as exc:
+            raise self._error(exc.message or str(exc), exc, exc.lineno, key) from None
+        except RecursionError as exc:
+            raise self._error("macros call each other too deeply", exc, None, key) from None
+        except MemoryError as exc:
+            raise self._error("rendering ran out of memory", exc, None, key) from None
+        except Exception as exc:  # any failure of user code, named by its line
+            raise self._error(str(exc), exc, None, key) from None
+
+    def _error(self, message: str, exc: BaseException, line: int | None, key: str) -> RenderError:
+        """A failure as (file, line): the innermost template frame of its traceback."""
+        where_key, where_line = key, line
+        if line is None:
+            for tb, lineno in walk_tb(exc.__traceback__):
+                if tb.f_code.co_filename in self.sources:
+                    where_key, where_line = tb.f_code.co_filename, lineno
+        source = self.sources.get(where_key, self.sources[key])
+        absolute = source.first_line + where_line - 1 if where_line else source.first_line
+        hint = "check the Jinja on this line"
+        if isinstance(exc, _Cap):
+            hint = exc.hint
+            message = exc.message
+        elif isinstance(exc, SecurityError) or "unsafe" in message:
+            message = f"refused by the sandbox: {message}"
+            hint = (
+                "templates may not reach Python internals (attributes starting with _, "
+                "or changing lists and dicts); write the SQL with variables and macros"
+            )
+        elif isinstance(exc, UndefinedError):
+            hint = (
+                "define it with {% set %}, pass it to the macro, or read a project "
+                "variable with var('name')"
+            )
+        elif isinstance(exc, TemplateSyntaxError):
+            message = f"Jinja syntax error: {message}"
+            hint = "check the {% ... %} and {{ ... }} tags on this line"
+        elif isinstance(exc, RecursionError | MemoryError):
+            hint = "make the template's loops and recursion smaller"
+        return RenderError(message, source.name, absolute, hint)
+
+
+class _Tracer:
+    """Counts the lines of templates run, so a loop with no output or calls is capped."""
+
+    def __init__(self, budget: _Budget, templates: Mapping[str, Source]) -> None:
+        self.budget = budget
+        self.templates = templates
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        if event == "call" and frame.f_code.co_filename in self.templates:
+            return self.lines
+        return None
+
+    def lines(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        if event == "line":
+            self.budget.tick()
+        return self.lines
+
+
+def render_batch(request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Render every template of ``request`` (the child's JSON input), one answer each.
+
+    ``request``: ``variables``, ``env``, ``macro_variables`` (names), ``macros`` and
+    ``templates`` (lists of ``[name, text, first_line]``). An answer is ``{"text": ...}``
+    or ``{"error": {message, path, line, hint}}``; a broken macros file is one answer
+    ``{"macros_error": ...}`` instead of them all.
+    """
+    try:
+        renderer = Renderer(
+            request.get("variables") or {},
+            request.get("env") or {},
+            [Source(*m) for m in request.get("macros") or []],
+            frozenset(request.get("macro_variables") or ()),
+        )
+    except RenderError as exc:
+        yield {"macros_error": _as_dict(exc)}
+        return
+    for item in request.get("templates") or []:
+        try:
+            yield {"text": renderer.render(Source(*item))}
+        except RenderError as exc:
+            yield {"error": _as_dict(exc)}
+
+
+def _as_dict(exc: RenderError) -> dict[str, Any]:
+    return {"message": exc.message, "path": exc.name, "line": exc.line, "hint": exc.hint}
+
+
+def _limit_self() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+        resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    except (ImportError, ValueError, OSError):  # not Linux: the in-process caps remain
+        pass
+
+
+def main() -> None:
+    """The child process: limits first, then JSON in on stdin, one JSON line out per
+    answer on stdout (flushed, so the parent knows which template a crash stopped at)."""
+    _limit_self()
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    out = sys.stdout.buffer
+    for answer in render_batch(request):
+        out.write(json.dumps(answer).encode("utf-8") + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
