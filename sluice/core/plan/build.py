@@ -91,15 +91,17 @@ def build_plan(request: PlanRequest) -> Plan:
         elif old.fingerprint == fp:
             snapshots.append(old)
         elif old.fingerprint.data_hash != fp.data_hash:
+            impact = impacts.direct(name, old.model, model)
             if forward_only and model.kind.materialized:
                 category = Category.FORWARD_ONLY
-            elif categorize_direct(old.model, model):
+            elif categorize_direct(old.model, model) or impacts.only_adds_columns(name):
+                # Added projections, or columns added where lineage proves the rows stay
+                # (inside a CTE, under a SELECT * of one): SQLMesh's non-breaking.
                 category = Category.NON_BREAKING
             else:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             snapshots.append(Snapshot(model, fp, version, category))
-            impact = impacts.direct(name, old.model, model)
             direct.append(
                 ModelChange(
                     name,

@@ -269,6 +269,14 @@ class _Walker:
                         deps |= select_deps
                 if any(_aggregates(select) for select in query.selects):
                     parts.append("aggregates")  # folds rows into groups, whatever it computes
+                group = query.args.get("group")
+                if query.args.get("distinct") or (group is not None and group.args.get("all")):
+                    # SELECT DISTINCT (and GROUP BY ALL) compare every projection: each one
+                    # decides the rows, so adding a column can change how many there are.
+                    for select in query.selects:
+                        sig, select_deps = self._projection(scope, select)
+                        parts.append(f"keyed:{sig}")
+                        deps |= select_deps
                 skip = {"expressions", "with", "with_"}
             else:
                 raise _Unknown(f"unsupported query shape {type(query).__name__}")
@@ -617,6 +625,7 @@ class Impacts:
         self.exposures: dict[str, Exposure] = {}
         self._columns: dict[tuple[str, bool], tuple[str, ...] | None] = {}
         self._shapes: dict[tuple[str, bool], Shape] = {}
+        self.own: dict[str, ColumnImpact] = {}  # a direct change's own impact, unmerged
 
     def _schema(self, model: Model, models: Mapping[str, Model], old: bool) -> Schema:
         schema: dict[str, tuple[str, ...] | None] = {}
@@ -657,11 +666,23 @@ class Impacts:
                 impact = ColumnImpact(own.added, own.removed, own.changed, rows_changed=True)
         else:
             impact = compare(self._shape(old, old=True), self._shape(new, old=False))
+        self.own[name] = impact
         upstream = self._upstream(new)
         if any(not e.empty for e in upstream.values()):
             impact = merge(impact, reads(self._shape(new, old=False), upstream))
         self.exposures[name] = Exposure.of(impact)
         return impact
+
+    def only_adds_columns(self, name: str) -> bool:
+        """Whether directly modified model ``name``'s own change (:meth:`direct` first)
+        provably only adds output columns: none removed or changed, the same rows (no new
+        filter, join, grouping, DISTINCT, generator...), everything else equal."""
+        own = self.own.get(name)
+        return (
+            own is not None
+            and bool(own.added)
+            and not (own.removed or own.changed or own.rows_changed or own.unknown)
+        )
 
     def downstream(self, name: str, model: Model) -> ColumnImpact:
         """The impact of the changes upstream on ``model``, whose own query is unchanged."""

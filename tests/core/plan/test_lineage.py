@@ -347,3 +347,75 @@ def test_a_changed_filter_changes_every_row_downstream(tmp_path: Path) -> None:
     assert json["directly_modified"][0]["columns"]["rows_changed"] is True
     assert json["indirectly_modified"][0]["reached_by"] == ["s.paid"]
     assert json["indirectly_modified"][0]["columns"]["reads"] == ["s.paid.*"]
+
+
+# -- categories: what lineage proves additive is non-breaking (SQLMesh's rule) -----------
+
+CATEGORY_PROJECT = {
+    "config.yaml": PROJECT["config.yaml"],
+    "models/orders.sql": PROJECT["models/orders.sql"],
+    "models/wide.sql": """
+        MODEL (name s.wide, kind FULL);
+        WITH o AS (SELECT id, amount FROM s.orders) SELECT * FROM o
+    """,
+}
+
+
+def _category_of(tmp_path: Path, old: str, new: str) -> tuple[Category, ColumnImpact | None]:
+    prod = plan(load(tmp_path / "1", CATEGORY_PROJECT))
+    text = CATEGORY_PROJECT["models/wide.sql"]
+    assert old in text
+    project = load(tmp_path / "2", {**CATEGORY_PROJECT, "models/wide.sql": text.replace(old, new)})
+    [change] = plan(project, prod, "pr_1").directly_modified
+    return change.category, change.columns
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        # A column added inside a CTE that a SELECT * passes on: rows cannot change.
+        ("SELECT id, amount FROM s.orders", "SELECT id, amount, status FROM s.orders",
+         Category.NON_BREAKING),
+        # The same under DISTINCT: the new column takes part in the de-duplication.
+        ("SELECT id, amount FROM s.orders", "SELECT DISTINCT id, amount, status FROM s.orders",
+         Category.BREAKING),
+        # An aggregate where there was none folds the rows into one.
+        ("SELECT id, amount FROM s.orders", "SELECT id, amount, COUNT(*) AS n FROM s.orders",
+         Category.BREAKING),
+        # A new column plus a filter: the rows change.
+        ("SELECT id, amount FROM s.orders",
+         "SELECT id, amount, status FROM s.orders WHERE status = 'paid'", Category.BREAKING),
+        # A column changed alongside one added.
+        ("SELECT id, amount FROM s.orders", "SELECT id, amount * 2 AS amount, status FROM s.orders",
+         Category.BREAKING),
+    ],
+)  # fmt: skip
+def test_a_column_added_where_lineage_proves_the_rows_stay_is_non_breaking(
+    tmp_path: Path, old: str, new: str, expected: Category
+) -> None:
+    category, columns = _category_of(tmp_path, old, new)
+    assert category == expected
+    assert columns is not None
+    if expected == Category.NON_BREAKING:
+        assert columns.added == ("status",) and not columns.rows_changed
+    else:
+        assert columns.rows_changed or columns.changed or columns.unknown
+
+
+def test_distinct_and_group_by_all_make_every_projection_decide_the_rows() -> None:
+    schema = {"s.t": ["a", "b", "x"]}
+    for old, new in [
+        ("SELECT DISTINCT a FROM s.t", "SELECT DISTINCT a, b FROM s.t"),
+        ("WITH c AS (SELECT DISTINCT a FROM s.t) SELECT a FROM c",
+         "WITH c AS (SELECT DISTINCT a, b FROM s.t) SELECT a, b FROM c"),
+        ("SELECT a, SUM(x) AS s FROM s.t GROUP BY ALL",
+         "SELECT a, b, SUM(x) AS s FROM s.t GROUP BY ALL"),
+    ]:  # fmt: skip
+        impact = compare_queries(old, new, schema)
+        assert impact.added == ("b",) and impact.rows_changed, new
+    grouped = compare_queries(
+        "SELECT a, SUM(x) AS s FROM s.t GROUP BY a",
+        "SELECT a, SUM(x) AS s, MAX(b) AS m FROM s.t GROUP BY a",
+        schema,
+    )
+    assert grouped.added == ("m",) and not grouped.rows_changed
