@@ -9,16 +9,15 @@ is read; ``env_var`` never reads the process environment (see :func:`read_config
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlglot.dialects.dialect import Dialect
 
-from sluice.core.errors import ConfigError, PlanError
+from sluice.core.errors import ConfigError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
 from sluice.core.timeutil import to_ms
 from sluice.core.yamlio import MAX_CHARS, LocatedYaml, parse_yaml, read_yaml
@@ -274,14 +273,12 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
         elif key in SQLMESH_ONLY_KEYS:
             ignored.append(f"{key} (line {doc.line_of((key,))})")
         else:
-            close = difflib.get_close_matches(str(key), sorted(known | SQLMESH_ONLY_KEYS), n=1)
             raise ConfigError(
                 f"unknown section '{key}'",
                 path=doc.path,
                 line=doc.line_of((key,)),
-                hint=f"did you mean '{close[0]}'?"
-                if close
-                else f"known sections: {', '.join(sorted(known))}",
+                hint=did_you_mean(str(key), known | SQLMESH_ONLY_KEYS)
+                or f"known sections: {', '.join(sorted(known))}",
             )
     notes = []
     if ignored:
@@ -332,16 +329,38 @@ _EXPECTED_AT = {
 }
 
 
+def _settings_at(loc: tuple[str, ...]) -> tuple[str, ...]:
+    """The setting names a config section at ``loc`` (a validation error's path) accepts."""
+    model: type[BaseModel] = ProjectConfig
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None:
+            return ()  # under a mapping key (e.g. a gateway name): no list to suggest from
+        inner = next(
+            (t for t in (field.annotation, *get_args(field.annotation)) if _is_model(t)), None
+        )
+        if inner is None:
+            return ()
+        model = inner
+    return tuple(model.model_fields)
+
+
+def _is_model(annotation: object) -> TypeGuard[type[BaseModel]]:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
     first = exc.errors()[0]
     loc = tuple(str(p) for p in first["loc"])
     dotted = ".".join(loc)
     if first["type"] == "extra_forbidden":
+        close = did_you_mean(loc[-1], _settings_at(loc[:-1]))
         return ConfigError(
             f"unknown setting '{dotted}'",
             path=doc.path,
             line=doc.line_of(loc),
-            hint="remove it or check its spelling against the README's configuration table",
+            hint=close
+            or "remove it or check its spelling against the README's configuration table",
         )
     context = first.get("ctx") or {}
     expected = _EXPECTED_AT.get(dotted) or _EXPECTED.get(first["type"])

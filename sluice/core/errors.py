@@ -6,7 +6,23 @@ Every error Sluice raises on purpose derives from :class:`SluiceError`. The CLI 
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str | None:
+    """The hint for a misspelled name: ``did you mean 'x'?`` (None when nothing is close).
+
+    >>> did_you_mean("INCREMENTAL_BY_TIME_RANG", ["FULL", "INCREMENTAL_BY_TIME_RANGE"])
+    "did you mean 'INCREMENTAL_BY_TIME_RANGE'?"
+    >>> did_you_mean("zzz", ["FULL"]) is None
+    True
+    """
+    close = difflib.get_close_matches(word, sorted(set(choices)), n=n)
+    if not close:
+        return None
+    return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
 
 
 class SluiceError(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
-from sluice.core.errors import GraphError
+from sluice.core.errors import GraphError, did_you_mean
 from sluice.core.model.definition import Model
 from sluice.core.model.fileaccess import FILE_FORMATS
 
@@ -33,8 +33,7 @@ def check_references(models: Mapping[str, Model]) -> None:
                     path=model.path,
                     line=ref.line,
                     col=ref.col,
-                    hint=f"check the name, add a model named {ref.name}, or declare it in "
-                    "external_models.yaml",
+                    hint=_unknown_hint(ref.name, models),
                 )
         for dep in model.depends_on:
             if dep not in models:
@@ -113,3 +112,11 @@ def descendants(models: Mapping[str, Model], roots: Iterable[str]) -> set[str]:
                 found.add(child)
                 stack.append(child)
     return found
+
+
+def _unknown_hint(name: str, models: Mapping[str, Model]) -> str:
+    """How to fix a reference to ``name``, which is not a model: the closest model's name
+    first when one is close."""
+    fix = f"add a model named {name}, or declare it in external_models.yaml"
+    close = did_you_mean(name, models)
+    return f"{close} Otherwise {fix}" if close else f"check the name, {fix}"

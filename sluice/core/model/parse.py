@@ -7,7 +7,6 @@ fingerprints hash, so formatting and comments never change a model's version.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice.core.config import ModelDefaults
-from sluice.core.errors import ModelError, PlanError
+from sluice.core.errors import ModelError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
 from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
@@ -262,11 +261,16 @@ def inline_audits_start(text: str, body_start: int) -> int:
     return next(statement_starts(text, "AUDIT", body_start), len(text))
 
 
+def _known_kinds(word: str) -> str:
+    close = did_you_mean(word.upper(), (k.value for k in KindName if k != KindName.EXTERNAL), n=2)
+    return (f"{close} " if close else "") + (
+        "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED "
+        "(external tables go in external_models.yaml)"
+    )
+
+
 def _suggest(key: str, known: frozenset[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    if close:
-        return f"did you mean '{close[0]}'?"
-    return f"supported properties: {', '.join(sorted(known))}"
+    return did_you_mean(key, known) or f"supported properties: {', '.join(sorted(known))}"
 
 
 def _model_name(ctx: _Ctx, node: Node, variables: Mapping[str, Any] | None = None) -> str:
@@ -308,8 +312,7 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
         raise ctx.error(
             f"unknown model kind '{node.value}'",
             node,
-            "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED "
-            "(external tables go in external_models.yaml)",
+            _known_kinds(node.value),
         ) from None
     if name == KindName.EXTERNAL:
         raise ctx.error(

@@ -103,7 +103,7 @@ CASES = [
         ConfigError,
         "config.yaml:2",
         "unknown setting 'model_defaults.cronn'",
-        "remove it or check its spelling against the README's configuration table",
+        "did you mean 'cron'?",
     ),
     Broken(
         "config_wrong_type",
@@ -265,7 +265,7 @@ CASES = [
         ModelError,
         "models/c.sql:3",
         "unknown model kind 'INCREMENTAL'",
-        "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED (external tables go in external_models.yaml)",
+        "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED (external tables go in external_models.yaml)",
     ),
     Broken(
         "model_external_kind",
