@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.tree import Tree
 
@@ -24,7 +25,8 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
-from sluice.core.plan.plan import Plan
+from sluice.core.plan.lineage import ColumnImpact
+from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
 from sluice.core.timeutil import format_range
 
@@ -98,7 +100,9 @@ def _run(
             if as_json:
                 click.echo(json.dumps(result.to_json(), indent=2))
             else:
-                print_plan(result, out)
+                command = f"sluice apply {environment} --project {project_dir}"
+                command += " --forward-only" if forward_only else ""
+                print_plan(result, out, next_step=command)
             return
         if not as_json:
             print_plan(result, out)
@@ -190,13 +194,16 @@ def register(group: click.Group) -> None:
     group.add_command(apply)
 
 
-def print_plan(plan: Plan, console: Console) -> None:
-    """The plan as a readable tree."""
+def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) -> None:
+    """The plan as a readable tree: a verdict line first, then each change with the
+    columns it touches, what it reaches, and what must be built; ``next_step``: the
+    command that applies it."""
     title = f"[bold]Plan for environment [cyan]{plan.environment}[/cyan][/bold]"
     if plan.new_environment:
         title += " [dim](new environment" + (
             ", starting from prod)" if plan.environment != "prod" else ")"
         )
+    console.print(verdict(plan))
     tree = Tree(title)
     if not plan.has_changes and not plan.backfill:
         tree.add("[green]No changes: the environment is up to date.[/]")
@@ -213,27 +220,101 @@ def print_plan(plan: Plan, console: Console) -> None:
     if plan.directly_modified:
         branch = tree.add(f"[yellow]Directly modified ({len(plan.directly_modified)})[/]")
         for change in plan.directly_modified:
-            node = branch.add(f"{change.name} [bold]{_category(change.category.value)}[/]")
+            node = branch.add(
+                f"{change.name} [bold]{_category(change.category.value)}[/]"
+                + _columns(change.columns)
+            )
             if change.diff:
                 node.add(Syntax(change.diff, "diff", theme="ansi_dark", background_color="default"))
     if plan.indirectly_modified:
         branch = tree.add(f"[yellow]Indirectly modified ({len(plan.indirectly_modified)})[/]")
         for change in plan.indirectly_modified:
-            branch.add(f"{change.name} {_category(change.category.value)}")
+            via = f" [dim]via {', '.join(change.reached_by)}[/]" if change.reached_by else ""
+            branch.add(f"{change.name} {_category(change.category.value)}{via}{_reads(change)}")
+    if plan.unaffected:
+        branch = tree.add(
+            f"[dim]Unaffected ({len(plan.unaffected)}): they read none of the changed columns[/]"
+        )
+        for name in plan.unaffected:
+            branch.add(f"[dim]{name}[/]")
     label, names = sections[2]
     if names:
         branch = tree.add(f"{label} ({len(names)})[/]")
         for name in names:
             branch.add(name)
     if plan.backfill:
-        branch = tree.add(f"[blue]Backfill ({len(plan.backfill)} tables)[/]")
+        branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')})[/]")
         for item in plan.backfill:
-            count = len(item.intervals)
-            detail = f"{count} interval{'s' if count != 1 else ''}"
-            if len(item.batches) != count:
-                detail += f" in {len(item.batches)} batch{'es' if len(item.batches) != 1 else ''}"
-            branch.add(f"{item.name}: {format_range(item.start, item.end)} [dim]({detail})[/]")
+            branch.add(f"{item.name}: {_what_builds(plan, item)}")
     console.print(tree)
+    if next_step and plan.has_changes:
+        console.print(f"Next: [bold]{escape(next_step)}[/]")
+
+
+def verdict(plan: Plan) -> str:
+    """One line saying how risky the plan is (rich markup)."""
+    breaking = [c for c in plan.directly_modified if c.category.value == "breaking"]
+    reached = [c for c in plan.indirectly_modified if c.category.value == "breaking"]
+    if breaking:
+        reach = f"; it reaches {plural(len(reached), 'model')} downstream" if reached else ""
+        return (
+            f"[bold red]⚠ {plural(len(breaking), 'breaking change')}[/]{reach}: "
+            f"{plural(len(plan.backfill), 'table')} to build"
+        )
+    if plan.removed:
+        return f"[bold red]⚠ {plural(len(plan.removed), 'model')} removed[/]"
+    if plan.added and not (plan.directly_modified or plan.indirectly_modified):
+        return (
+            f"[bold green]✓ {plural(len(plan.added), 'model')} added[/]: "
+            f"{plural(len(plan.backfill), 'table')} to build"
+        )
+    if plan.changes_models:
+        return (
+            f"[bold green]✓ No breaking change[/]: {plural(len(plan.backfill), 'table')} to build"
+        )
+    if plan.backfill:
+        return f"[bold]{plural(len(plan.backfill), 'table')} to build[/] (no model changed)"
+    return "[bold green]✓ Nothing changes[/]"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 table``, ``2 tables``, ``1 batch``, ``2 batches``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('ch', 'sh', 's', 'x')) else 's'}"
+
+
+def _what_builds(plan: Plan, item: Backfill) -> str:
+    kind = plan.snapshot(item.name).model.kind
+    if not kind.is_incremental_by_time:
+        return "full refresh"
+    count = len(item.intervals)
+    detail = plural(count, "interval")
+    if len(item.batches) != count:
+        detail += f" in {plural(len(item.batches), 'batch')}"
+    return f"{format_range(item.start, item.end)} [dim]({detail})[/]"
+
+
+def _columns(impact: ColumnImpact | None) -> str:
+    if impact is None:
+        return ""
+    if impact.unknown:
+        return f" [dim](columns: not known: {escape(impact.reason)})[/]" if impact.reason else ""
+    parts = [
+        f"{sign}{escape(', '.join(names))}"
+        for sign, names in (("+", impact.added), ("~", impact.changed), ("-", impact.removed))
+        if names
+    ]
+    if impact.rows_changed:
+        parts.append("rows change")
+    return f" [dim]({'; '.join(parts)})[/]" if parts else ""
+
+
+def _reads(change: ModelChange) -> str:
+    impact = change.columns
+    if impact is None or impact.unknown or impact.rows_changed or not impact.reads:
+        return ""
+    return f" [dim]reads {escape(', '.join(impact.reads))}[/]"
 
 
 def _category(value: str) -> str:

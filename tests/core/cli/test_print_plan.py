@@ -1,0 +1,98 @@
+"""``sluice plan``'s human output: a verdict first, the columns each change touches, what
+reaches what, who is unaffected, "full refresh" for models rebuilt whole, plurals right,
+and the command that applies it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from sluice.core.cli.plan import plural, print_plan
+from sluice.core.plan.build import PlanRequest, build_plan
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.fingerprint import fingerprint_models
+from sluice.core.timeutil import to_ms
+from tests.core.helpers import load
+
+END = to_ms("2024-01-03")
+PROJECT = {
+    "config.yaml": """
+        model_defaults:
+          dialect: spark
+          start: '2024-01-01'
+          cron: '@daily'
+    """,
+    "models/orders.sql": """
+        MODEL (name s.orders, kind FULL);
+        SELECT 1 AS id, 5 AS amount, 'paid' AS status
+    """,
+    "models/paid.sql": """
+        MODEL (name s.paid, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
+        SELECT id, amount, '2024-01-01' AS ds FROM s.orders WHERE status = 'paid'
+    """,
+    "models/ids.sql": """
+        MODEL (name s.ids, kind FULL);
+        SELECT id FROM s.orders
+    """,
+}
+
+
+def _plan(project_files: dict[str, str], root: Path, base: Plan | None = None) -> Plan:
+    project = load(root, project_files)
+    return build_plan(
+        PlanRequest(
+            environment="pr_1" if base else "prod",
+            models=project.models,
+            fingerprints=fingerprint_models(project.models, project.audits),
+            base={s.name: s for s in base.snapshots} if base else {},
+            base_plan_id=None,
+            end=END,
+            execution_time=END,
+        )
+    )
+
+
+def _text(plan: Plan, next_step: str | None = None) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    print_plan(plan, console, next_step=next_step)
+    return console.export_text()
+
+
+def test_a_new_environment_says_what_is_added_and_full_refresh_for_full_models(
+    tmp_path: Path,
+) -> None:
+    text = _text(_plan(PROJECT, tmp_path), next_step="sluice apply prod --project p")
+    assert text.splitlines()[0] == "✓ 3 models added: 3 tables to build"
+    assert "s.orders: full refresh" in text and "s.ids: full refresh" in text
+    assert "s.paid: 2024-01-01 .. 2024-01-02 (2 intervals in 1 batch)" in text
+    assert text.rstrip().endswith("Next: sluice apply prod --project p")
+
+
+def test_a_breaking_change_leads_and_names_its_columns_and_reach(tmp_path: Path) -> None:
+    prod = _plan(PROJECT, tmp_path / "1")
+    edited = {**PROJECT, "models/orders.sql": PROJECT["models/orders.sql"].replace(
+        "5 AS amount", "7 AS amount")}  # fmt: skip
+    text = _text(_plan(edited, tmp_path / "2", prod))
+    assert text.splitlines()[0] == (
+        "⚠ 1 breaking change; it reaches 2 models downstream: 3 tables to build"
+    )
+    assert "s.orders [breaking] (~amount)" in text
+    assert "s.paid [breaking] via s.orders reads s.orders.amount" in text
+    assert "s.ids [breaking] via s.orders" in text and "Next:" not in text
+
+
+def test_a_non_breaking_change_lists_the_children_that_read_none_of_it(tmp_path: Path) -> None:
+    prod = _plan(PROJECT, tmp_path / "1")
+    edited = {**PROJECT, "models/orders.sql": PROJECT["models/orders.sql"].replace(
+        "'paid' AS status", "'paid' AS status, 'EUR' AS currency")}  # fmt: skip
+    text = _text(_plan(edited, tmp_path / "2", prod))
+    assert text.splitlines()[0] == "✓ No breaking change: 1 table to build"
+    assert "s.orders [non-breaking] (+currency)" in text
+    assert "Unaffected (2): they read none of the changed columns" in text
+    assert "Indirectly modified" not in text
+
+
+def test_plural() -> None:
+    assert [plural(n, "table") for n in (0, 1, 2)] == ["0 tables", "1 table", "2 tables"]
+    assert plural(2, "batch") == "2 batches" and plural(1, "batch") == "1 batch"
