@@ -40,6 +40,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-mermaid.sh
 	$(BIN)/pytest -n auto -m "not spark"
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -m spark
 

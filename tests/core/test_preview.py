@@ -76,7 +76,7 @@ def test_a_re_run_still_holds_and_compares_what_was_built(
     [target] = diff_targets(plan, prods, cap=5, held=held)
     assert target.where == "ds >= '2024-01-20' AND ds < '2024-02-01'"
     view = plan_view(plan, held=held)
-    assert view["backfill_title"] == "Built"
+    assert view["backfill_title"] == f"Built in {plan.environment}"
     assert [r["range"] for r in view["backfill"]] == ["2024-01-20 .. 2024-01-31"]
 
 

@@ -11,9 +11,11 @@ allowed, as GitHub does before sanitising), then read with html.parser.
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import html as html_module
 import re
+import shlex
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -24,13 +26,22 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from sluice.bot.present import comment as bot_comment
-from sluice.bot.present.comment import CommentState, comment, details_markdown, marker
+from sluice.bot.present import graph, impact, verdict
+from sluice.bot.present.comment import (
+    CommentState,
+    comment,
+    details_markdown,
+    facts_section,
+    marker,
+    with_sections,
+)
 from sluice.core import markdown
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, build_plan
-from sluice.core.plan.plan import Plan
+from sluice.core.plan.plan import ModelChange, Plan
 from sluice.core.preview import PreviewResult
 from sluice.core.snapshot.fingerprint import fingerprint_models
+from sluice.core.snapshot.snapshot import Category
 from sluice.core.tablediff import render
 from sluice.core.tablediff.result import (
     ColumnStats,
@@ -228,12 +239,14 @@ def test_the_table_diff_stays_one_table_per_part_and_shows_every_name() -> None:
     md = render.markdown([_hostile_diff()])
     parsed = assert_inert(md)
     tables = _MD.render(md).count("<table>")
-    assert tables == 4  # the counts, and one per sample
+    assert tables == 5  # the counts, the differing columns, and one per sample
     rendered = _MD.render(md)
     counts = rendered.split("<table>")[1]
-    # rows: 5 side rows, one per differing column, the others line; plus the header
-    assert counts.count("<tr>") == 1 + 5 + 6 + 1
-    samples = rendered.split("<table>")[2:]
+    # the header, the rows line and the non-zero count (only in this side)
+    assert counts.count("<tr>") == 1 + 2
+    columns = rendered.split("<table>")[2]
+    assert columns.count("<tr>") == 1 + 6  # one per differing column
+    samples = rendered.split("<table>")[3:]
     assert [s.count("<tr>") for s in samples] == [2, 2, 2]
     # every row of a sample has as many cells as its header
     for sample in samples:
@@ -284,7 +297,7 @@ def test_the_pr_comment_shows_hostile_text_literally(tmp_path: Path) -> None:
         "demo", "pr_7", "abcdef1234", "failure", "`pr_7` is ready", preview=_preview(tmp_path),
         error=("Error", "line 1 </details>\n```\n@org/team <img src=x>\n````"),
     )  # fmt: skip
-    md = comment(state, limit=65_536, marker=marker("."))
+    md = published(state, 65_536)
     parsed = assert_inert(md, our_comments=1)
     assert parsed.comments == [" sluice:pr-comment "]
     shown = visible(html_module.unescape(" ".join(parsed.code_text)))
@@ -295,12 +308,18 @@ def test_the_pr_comment_shows_hostile_text_literally(tmp_path: Path) -> None:
     assert "`pr_7` is ready" not in text  # Sluice's own Markdown is rendered, not escaped
 
 
+def published(state: CommentState, limit: int) -> str:
+    """The comment as the forge gets it: the body joined with its facts (the verdict)."""
+    body = comment(state, limit=limit, marker=marker("."))
+    return with_sections(body, dict([facts_section(state)]))
+
+
 def test_the_check_body_and_a_folded_comment_show_it_literally_too(tmp_path: Path) -> None:
     preview = _preview(tmp_path)
     assert_inert(details_markdown(preview))
     for limit in (6_000, 3_000, 1_500):
         state = CommentState(None, "pr_7", "abcdef1234", "success", "ready", preview=preview)
-        assert_inert(comment(state, limit=limit, marker=marker(".")), our_comments=1)
+        assert_inert(published(state, limit), our_comments=1)
 
 
 def test_the_tests_summary_shows_names_and_diffs_literally() -> None:
@@ -315,3 +334,87 @@ def test_the_tests_summary_shows_names_and_diffs_literally() -> None:
     assert rendered.count("<tr>") == 3
     assert visible(html_module.unescape("".join(parsed.text))).count("</details><img src=x>") == 1
     assert "- ```\n+ <b>x</b>" in "".join(parsed.code_text)
+
+
+# --- the verdict, the impact table, the Mermaid graph and the query line ------------------
+# Model names, column names and logins in the comment's newer parts: none may open HTML,
+# ping, link, break a table row, leave Mermaid's quoted label or the shell command's one
+# argument.
+
+HOSTILE_NAMES = [
+    "s.</details><img src=x onerror=1>",
+    "s.a|b|c",
+    "s.@org/team",
+    "s.`x` ``` y",
+    "s.[l](http://e.vil) #12",
+    's.x"]; click m0 call alert(1)\n  m9["y',
+    "s.%%{init: {'securityLevel': 'loose'}}%%",
+]
+
+
+def _hostile_names_state(tmp_path: Path) -> CommentState:
+    preview = _preview(tmp_path)
+    plan = preview.plan
+    base = plan.snapshots[0]
+    changes = tuple(
+        ModelChange(name, Category.BREAKING, "v2", "v1", diff=f"--- a\n+++ b\n+{name}")
+        for name in HOSTILE_NAMES
+    )
+    plan = dataclasses.replace(plan, added=(), directly_modified=changes,
+                               snapshots=(base,))  # fmt: skip
+    diffs = {name: dataclasses.replace(_hostile_diff(name), name=name) for name in HOSTILE_NAMES}
+    preview = dataclasses.replace(preview, plan=plan, diffs=diffs)
+    return CommentState("demo", "pr_7", "abcdef1234", "success", "built", preview=preview)
+
+
+def test_the_impact_table_keeps_one_row_per_model_and_six_cells(tmp_path: Path) -> None:
+    state = _hostile_names_state(tmp_path)
+    text = published(state, 65_536)
+    assert_inert(text, our_comments=1)
+    html = _MD.render(text)
+    table = next(t for t in html.split("<table>")[1:] if "<th>Model</th>" in t)
+    rows = table.split("</table>")[0].split("<tr>")[1:]
+    assert len(rows) == 1 + len(HOSTILE_NAMES)
+    assert all(row.count("<td") == 6 for row in rows[1:])
+
+
+def test_mermaid_labels_hold_nothing_mermaid_reads() -> None:
+    for name in HOSTILE_NAMES:
+        label = graph.label(name)
+        inner = re.sub(r"#\d+;", "", label[1:-1])  # Mermaid's entity codes: shown as text
+        assert label[0] == label[-1] == '"' and '"' not in inner
+        assert not re.search(r"[\[\]{}()<>|;:%`'\n\r&]", inner), inner
+        assert "\n" not in label
+
+
+def test_the_graph_block_cannot_be_left(tmp_path: Path) -> None:
+    state = _hostile_names_state(tmp_path)
+    assert state.preview is not None
+    plan = state.preview.plan
+    block = graph.mermaid(plan, impact.rows(plan, state.preview.diffs))
+    lines = block.split("\n")
+    assert lines[0] == "```mermaid" and lines[-1] == "```"
+    body = lines[2:-1]  # after "flowchart LR"
+    assert all(re.fullmatch(r'  (m\d+\["[^"]*"\]:::\w+|m\d+ --> m\d+|classDef \w+ [\w:#,.-]+)', line)
+               for line in body), body  # fmt: skip
+
+
+def test_the_query_line_is_one_code_span_and_one_shell_argument() -> None:
+    for name in HOSTILE_NAMES:
+        view = name.replace("\n", " ")
+        line = verdict.query_line("pr_7", view)
+        assert line.startswith("`") and line.endswith("`")
+        command = re.sub(r"^`+ ?| ?`+$", "", line)
+        words = shlex.split(command)
+        assert words[:3] == ["sluice", "query", "pr_7"] and len(words) == 4
+        assert words[3].startswith("SELECT * FROM ") and words[3].endswith(" LIMIT 10")
+        assert_inert(f"- {line}")
+
+
+def test_whom_the_verdict_waits_for_is_a_login_or_code() -> None:
+    gate = verdict.GateFacts(ok=False, requires_approval=True, missing=1,
+                             eligible=("bob", "x](http://e.vil)", "@everyone"))  # fmt: skip
+    build = verdict.BuildFacts("pr_7", "demo", None, True, breaking=("s.a",))
+    _icon, words = verdict.headline(verdict.Facts(build, gate))
+    assert "@bob" in words and "`x](http://e.vil)`" in words and "`@everyone`" in words
+    assert_inert(f"### {words.replace('@bob', 'bob')}")

@@ -86,7 +86,18 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
     forge.set_check(
         pr.head_sha, checks.approval_result(title, summary, result.conclusion, result.ok)
     )
-    deps.sticky.publish(forge, pr.number, section=comment.approval_section(result.ok, summary))
+    sections = comment.approval_sections(
+        result.ok,
+        summary,
+        requires_approval=settings.requires_approval,
+        missing=result.missing,
+        eligible=result.eligible,
+        owners_missing=result.owners_missing,
+        approved_by=result.approved_by,
+        stale=bool(result.stale),
+        into_prod=into_prod,
+    )
+    deps.sticky.publish(forge, pr.number, sections=sections)
     return Verdict(result, settings)
 
 

@@ -185,7 +185,7 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
         footer=pr_build.footer(deps, event.head_sha),
     )
     body = comment.comment(state, limit=forge.comment_limit, marker=deps.sticky.marker)
-    deps.sticky.publish(forge, event.number, body=body)
+    deps.sticky.publish(forge, event.number, body=body, sections=[comment.facts_section(state)])
 
 
 def abandon(deps: Deps, event: Event, error: str) -> None:

@@ -109,7 +109,8 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
     post.comment(
         CommentState(
             None, environment, pr.head_sha, "queued", "queued", progress="Fetching the project"
-        )
+        ),
+        reset=True,
     )
     try:
         tree = deps.checkout.tree(forge, pr.head_sha)
@@ -203,27 +204,24 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
     title, body = comment.tests_summary(result.tests)
     post.check(checks.tests_result(title, body, result.tests_passed))
     plan = result.plan
-    details = comment.details_markdown(result)
+    details = comment.details_markdown(result, prod)
     post.check(
         checks.environment_result(
             environment, plan.changes_models, result.built, result.views, details
         )
     )
-    backfills = [f"{b.name} ({len(b.intervals)} intervals)" for b in prod.backfill]
-    post.check(checks.merge_result(backfills, prod.has_changes))
+    post.check(checks.merge_result(checks.backfills_of(prod), prod.has_changes))
     failed = not result.tests_passed or bool(result.diff_errors)
-    headline = "no model changed" if not plan.changes_models else f"`{environment}` is ready"
-    if not result.tests_passed:
-        headline += "; unit tests failed"
     post.comment(
         CommentState(
             post.project,
             environment,
             post.pr.head_sha,
             "failure" if failed else "success",
-            headline,
+            "built",  # the verdict words it (sluice.bot.present.verdict)
             preview=result,
             checks=tuple((n, c) for n, c in post.conclusions.items()),
+            prod_plan=prod,
         )
     )
 
@@ -297,12 +295,15 @@ class _Poster:
         label = check.conclusion or check.status.replace("_", " ")
         self.conclusions[check.name] = f"{label}: {check.title}"
 
-    def comment(self, state: CommentState) -> None:
+    def comment(self, state: CommentState, *, reset: bool = False) -> None:
+        """Post ``state`` as the comment's body, with its facts for the verdict; ``reset``:
+        a new build starts, so what became of an earlier one (closed) no longer holds."""
         state = _with(state, project=self.project, footer=self.footer, recent_days=self.recent_days)
         body = comment.comment(
             state, limit=self.forge.comment_limit, marker=self.deps.sticky.marker
         )
-        self.deps.sticky.publish(self.forge, self.pr.number, body=body)
+        sections = [comment.facts_section(state), *(comment.reset_sections() if reset else [])]
+        self.deps.sticky.publish(self.forge, self.pr.number, body=body, sections=sections)
 
 
 def _with(state: CommentState, **changes: Any) -> CommentState:

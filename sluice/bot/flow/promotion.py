@@ -63,20 +63,20 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
             event.base_ref,
             settings.branch,
         )
-        cleanup(deps, forge, event.number, "merged into another branch than prod")
+        cleanup(deps, forge, event.number, "merged into another branch than prod", merged=True)
         return None
     if settings.deploy.on == "tag":
         review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
         items = review.items if review is not None else ()
         deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
-        section = comment.waiting_for_tag_section(
+        sections = comment.waiting_for_tag_sections(
             settings.deploy.tag_pattern, settings.deploy.prod_branch, pr_environment(event.number)
         )
-        deps.sticky.publish(forge, event.number, section=section)
+        deps.sticky.publish(forge, event.number, sections=sections)
         return None
     outcome = promote(deps, forge, sha, settings, label=f"#{event.number}", number=event.number)
     if outcome.ok:
-        cleanup(deps, forge, event.number, "promoted to prod")
+        cleanup(deps, forge, event.number, "promoted to prod", merged=True, promoted=True)
     return outcome
 
 
@@ -114,7 +114,16 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
         waiting = deps.ledger.waiting(repo).items()
         done = [n for n, items in waiting if set(items) <= outcome.live]
         for number in done:
-            cleanup(deps, forge, number, f"promoted to prod by tag {md.code(event.tag)}")
+            cleanup(
+                deps,
+                forge,
+                number,
+                f"promoted to prod by tag {md.code(event.tag)}",
+                merged=True,
+                promoted=True,
+            )
+            done_sections = comment.promotion_sections(sha, True, outcome.title, outcome.summary)
+            deps.sticky.publish(forge, number, sections=done_sections[1:])
         deps.ledger.promoted(repo, done)
     return outcome
 
@@ -148,8 +157,8 @@ def promote(
         forge.deployment_status(deployment, state, outcome.title[:140])
         deps.ledger.deployed(repo, sha, PROD)
     if number is not None:
-        section = comment.promotion_section(sha, outcome.ok, outcome.title, outcome.summary)
-        deps.sticky.publish(forge, number, section=section)
+        sections = comment.promotion_sections(sha, outcome.ok, outcome.title, outcome.summary)
+        deps.sticky.publish(forge, number, sections=sections)
     log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
     return outcome
 
@@ -222,8 +231,17 @@ def _settings(deps: Deps, forge: Forge, sha: str, number: int | None) -> Setting
         return None
 
 
-def cleanup(deps: Deps, forge: Forge, number: int, why: str) -> None:
-    """Invalidate the PR's environment now; the janitor drops its views later."""
+def cleanup(
+    deps: Deps,
+    forge: Forge,
+    number: int,
+    why: str,
+    *,
+    merged: bool = False,
+    promoted: bool = False,
+) -> None:
+    """Invalidate the PR's environment now; the janitor drops its views later. The comment
+    says so, and what became of the PR (closed, ``merged``, ``promoted``)."""
     environment = pr_environment(number)
     store = open_state(deps.state_url)
     try:
@@ -232,8 +250,12 @@ def cleanup(deps: Deps, forge: Forge, number: int, why: str) -> None:
             invalidate_environment(store, environment)
     finally:
         store.close()
-    if existed:
-        deps.sticky.publish(forge, number, section=comment.cleanup_section(environment, why))
+    sections = comment.closed_sections(
+        environment, why, merged=merged, removed=existed, promoted=promoted
+    )
+    commented = deps.ledger.comment(repo_key(forge), number)[0] is not None
+    if sections and (existed or commented):  # never a first comment on a PR Sluice left alone
+        deps.sticky.publish(forge, number, sections=sections)
 
 
 def janitor(deps: Deps, forge: Forge) -> None:

@@ -7,6 +7,7 @@ updates one part keeps the other as it was.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sluice.bot.flow.ledger import Ledger
@@ -33,19 +34,20 @@ class StickyComment:
         *,
         body: str | None = None,
         section: tuple[str, str | None] | None = None,
+        sections: Sequence[tuple[str, str | None]] = (),
     ) -> None:
-        """Update PR ``number``'s comment: its main ``body`` and/or one extra ``section``
-        (``(name, None)`` removes it); the other part is kept as it was."""
+        """Update PR ``number``'s comment: its main ``body`` and/or extra ``section``s
+        (``(name, None)`` removes one; facts for the verdict are sections too, never shown
+        as they are); the other parts are kept as they were, all in one edit."""
         repo = repo_key(forge)
-        old, sections = self.ledger.comment(repo, number)
+        old, kept = self.ledger.comment(repo, number)
         body = body if body is not None else old
-        if section is not None:
-            name, text = section
+        for name, text in [*([section] if section is not None else []), *sections]:
             if text:
-                sections[name] = text
+                kept[name] = text
             else:
-                sections.pop(name, None)
+                kept.pop(name, None)
         if body is None:
             body = f"{self.marker}\n### Sluice\n"
-        forge.upsert_comment(number, self.marker, comment.with_sections(body, sections))
-        self.ledger.save_comment(repo, number, body, sections)
+        forge.upsert_comment(number, self.marker, comment.with_sections(body, kept))
+        self.ledger.save_comment(repo, number, body, kept)

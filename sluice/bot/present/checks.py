@@ -7,16 +7,18 @@ Checks of a pull request's head: :data:`TESTS`, :data:`ENVIRONMENT`, :data:`PROD
 
 >>> waiting_for_plan().title
 'Waiting for the plan'
->>> merge_result(backfills=["jaffle.orders (3 intervals)"], has_changes=True).title
-'Merging backfills 1 table in prod'
+>>> merge_result(backfills=[("jaffle.orders", 3, False)], has_changes=True).summary
+'Not every interval was built in this PR: merging computes `jaffle.orders` (3 intervals).'
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sluice.bot.forge.base import Check, CheckAction
 from sluice.core import markdown as md
+from sluice.core.model.definition import KindName
 
 TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
 PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
@@ -62,24 +64,38 @@ def environment_result(
     environment: str, changes_models: bool, built: int, views: int, details: str
 ) -> Check:
     title = (
-        f"{environment}: {built} tables built, {views} views"
+        f"{environment}: {_plural(built, 'table')} built, {_plural(views, 'view')}"
         if changes_models
         else "This PR changes no model"
     )
     return Check(ENVIRONMENT, "completed", title, details, conclusion="success")
 
 
-def merge_result(backfills: Sequence[str], has_changes: bool) -> Check:
-    """What merging will do to prod: ``backfills`` names each table prod would compute
-    (``"name (N intervals)"``), none when every version prod needs is built."""
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def backfills_of(plan: Any) -> list[tuple[str, int, bool]]:
+    """(model, intervals, computed whole) of each table ``plan`` (prod's) computes."""
+    out = []
+    for b in plan.backfill:
+        kind = plan.snapshot(b.name).model.kind.name
+        out.append((b.name, len(b.intervals), kind != KindName.INCREMENTAL_BY_TIME_RANGE))
+    return out
+
+
+def merge_result(backfills: Sequence[tuple[str, int, bool]], has_changes: bool) -> Check:
+    """What merging will do to prod: ``backfills`` holds (model, intervals, full refresh)
+    of each table prod would compute, none when every version prod needs is built."""
     if backfills:
-        count = len(backfills)
-        title = f"Merging backfills {count} table{'s' if count > 1 else ''} in prod"
-        summary = (
-            f"Not every interval was built in this PR: merging computes {', '.join(backfills)}."
+        title = f"Merging backfills {_plural(len(backfills), 'table')} in prod"
+        listed = ", ".join(
+            f"{md.code(name)} ({'full refresh' if full else _plural(n, 'interval')})"
+            for name, n, full in backfills
         )
+        summary = f"Not every interval was built in this PR: merging computes {listed}."
     elif has_changes:
-        title = "Merging is a virtual update"
+        title = "Merging is a virtual update: 0 rows written"
         summary = "Every version prod needs is built: merging swaps views, no data is written."
     else:
         title, summary = "Merging changes nothing in prod", "Prod already has this state."
@@ -143,7 +159,7 @@ def approval_title(
     if missing:
         parts.append(f"{missing} more approval{'s' if missing > 1 else ''} needed")
     if owners_missing:
-        parts.append(f"{owners_missing} owner approval(s) needed")
+        parts.append(f"{_plural(owners_missing, 'owner approval')} needed")
     title = "; ".join(parts) or "Waiting for approval"
     if stale:
         title += " (the plan changed since the last approval)"
@@ -206,16 +222,17 @@ def already_promoted() -> tuple[str, str]:
 def virtual_update(views: int) -> tuple[str, str]:
     return (
         "Promoted by virtual update",
-        f"{views} prod views now read the tables the PR built; no data was written.",
+        f"{_plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables the "
+        "PR built; no data was written.",
     )
 
 
 def backfilled(tables: int, names: Sequence[str], views: int) -> tuple[str, str]:
     listed = ", ".join(md.code(name) for name in names)
     return (
-        f"Promoted; {tables} table(s) backfilled",
+        f"Promoted; {_plural(tables, 'table')} backfilled",
         f"Not every interval prod needs was built in a PR, so the promotion computed "
-        f"{listed}; {views} views swapped.",
+        f"{listed}; {_plural(views, 'view')} swapped.",
     )
 
 
@@ -231,7 +248,7 @@ def unapproved(
         for name, removed in missing
     ]
     return (
-        f"{len(missing)} unapproved change(s): prod is unchanged",
+        f"{_plural(len(missing), 'unapproved change')}: prod is unchanged",
         "These changes were never approved through the `sluice/approval` gate (for "
         "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
         "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "

@@ -23,6 +23,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sluice.bot.present import checks, impact, verdict
+from sluice.bot.present import graph as _graph
 from sluice.core import markdown as md
 from sluice.core.intervals import Interval, cron_intervals
 from sluice.core.model.definition import KindName
@@ -35,7 +37,12 @@ from sluice.core.timeutil import format_range
 
 MARKER = "<!-- sluice:pr-comment{project} -->"
 _ICONS = {"queued": "⏳", "running": "⏳", "success": "✅", "failure": "❌", "neutral": "ℹ️"}  # noqa: RUF001
-MAX_DIFF_LINES = 120
+MAX_DIFF_LINES = impact.MAX_DIFF_LINES
+RESERVE = 6_000
+"""Characters kept free for what is added to a body later: the verdict lines, the
+sections (approval, promotion...) and the next steps (:func:`with_sections`)."""
+SUMMARY_ROWS = 30
+"""Impact-table rows of a comment folded to its summary."""
 
 
 @cache
@@ -79,42 +86,123 @@ class CommentState:
     details_at: str = "the `sluice/pr-environment` check"
     recent_days: int | None = None  # sluice.pr.backfill_days; None: PRs build everything
     extra: dict[str, Any] = field(default_factory=dict)
+    prod_plan: Plan | None = None  # prod planned at the PR's head: what merging does
+    checks_url: str | None = None  # the forge's page of the head's checks, when it has one
 
 
 def comment(state: CommentState, *, limit: int, marker: str) -> str:
-    """The comment's Markdown, as detailed as ``limit`` characters allow."""
+    """The comment's main body, as detailed as ``limit`` characters (less what
+    :func:`with_sections` adds later) allow.
+
+    A finished build's body holds placeholders for its verdict and next steps, which
+    :func:`with_sections` fills from the facts :func:`facts_section` gives the flow to keep.
+    """
+    budget = max(limit - RESERVE, limit // 2)
     for level in range(4):
-        text = _env().get_template("pr_comment.md.j2").render(**_view(state, level), marker=marker)
-        if len(text) <= limit:
+        text = _render(state, level, marker)
+        if len(text) <= budget:
             return text
     # Even the summary is too long (thousands of models): keep the headline and say so.
     short = dataclasses.replace(state, preview=None, plan=None, error=None, checks=())
-    return _env().get_template("pr_comment.md.j2").render(**_view(short, 3), marker=marker)
+    return _render(short, 4, marker)
+
+
+def _render(state: CommentState, level: int, marker: str) -> str:
+    return _env().get_template("pr_comment.md.j2").render(**_view(state, level), marker=marker)
+
+
+def facts_section(state: CommentState) -> tuple[str, str | None]:
+    """The build's facts, kept with the comment (none while it is queued or running)."""
+    facts = build_facts(state)
+    return verdict.BUILD, facts.to_json() if facts is not None else None
+
+
+def build_facts(state: CommentState) -> verdict.BuildFacts | None:
+    """What a finished build found, for the verdict; None before it has finished."""
+    if state.state not in ("success", "failure"):
+        return None
+    preview = state.preview
+    plan = preview.plan if preview is not None else state.plan
+    failure = state.headline if state.error is not None else None
+    if preview is not None and failure is None:
+        if not preview.tests_passed:
+            failed = sum(1 for t in preview.tests if not t.get("passed"))
+            failure = f"{verdict.plural(failed, 'unit test')} failed"
+        elif preview.diff_errors:
+            failure = f"{verdict.plural(len(preview.diff_errors), 'table diff')} failed"
+    if plan is None:
+        return verdict.BuildFacts(state.environment, state.project, failure, False)
+    rows = impact.rows(plan, preview.diffs if preview else {})
+    kinds = {r.name: r.kind for r in rows}
+    merge = None
+    if state.prod_plan is not None:
+        merge = tuple(
+            verdict.Backfill(b.name, len(b.intervals), _full(state.prod_plan, b.name))
+            for b in state.prod_plan.backfill
+        )
+    views = (
+        [view_name(r.name, state.environment) for r in rows if r.kind not in ("removed",)]
+        if preview is not None
+        else []
+    )
+    return verdict.BuildFacts(
+        environment=state.environment,
+        project=state.project,
+        failure=failure,
+        changes_models=plan.changes_models,
+        breaking=tuple(n for n, k in kinds.items() if k in ("breaking", "removed")),
+        reached=tuple(n for n, k in kinds.items() if k == "breaking-indirect"),
+        non_breaking=tuple(n for n, k in kinds.items() if k.startswith(("non-", "forward"))),
+        added=tuple(n for n, k in kinds.items() if k == "added"),
+        metadata=tuple(n for n, k in kinds.items() if k == "metadata"),
+        tables_built=preview.built if preview is not None else 0,
+        views=preview.views if preview is not None else 0,
+        seconds=preview.seconds if preview is not None else 0.0,
+        merge=merge,
+        merge_changes=state.prod_plan.has_changes if state.prod_plan is not None else True,
+        query_views=tuple(views),
+        diff_models=tuple(r.name for r in rows if r.kind not in ("added", "removed")),
+        checks_url=state.checks_url,
+    )
+
+
+def _full(plan: Plan, name: str) -> bool:
+    """Whether ``name``'s table is computed whole (not by time intervals)."""
+    try:
+        kind = plan.snapshot(name).model.kind.name
+    except StopIteration:
+        return False
+    return kind != KindName.INCREMENTAL_BY_TIME_RANGE
 
 
 _FOLDED = (
     None,
     "Sample rows were left out to fit the comment size; {at} has them.",
-    "SQL diffs and sample rows were left out to fit the comment size; {at} has them.",
+    "The impact graph, SQL diffs and sample rows were left out to fit the comment size; "
+    "{at} has them.",
     "Only a summary fits in a comment; {at} has the full plan and table diffs.",
+    "Only the headline fits in a comment; {at} has the full plan and table diffs.",
 )
 
 
 def _view(state: CommentState, level: int) -> dict[str, Any]:
     preview = state.preview
     plan = preview.plan if preview is not None else state.plan
-    where: list[str] = []
-    if plan is not None and state.state not in ("queued",) and preview is not None:
-        changed = [
-            *plan.added,
-            *(c.name for c in plan.directly_modified),
-            *(c.name for c in plan.indirectly_modified),
-        ]
-        where = [view_name(name, state.environment) for name in changed]
+    facts = build_facts(state)
     diffs = ""
     diff_notes: list[str] = []
+    rows = (
+        impact.rows(
+            plan, preview.diffs if preview else {}, preview.skipped_diffs if preview else None
+        )
+        if plan is not None
+        else []
+    )
     if preview is not None:
-        results = [preview.diffs[name] for name in sorted(preview.diffs)]
+        order = {r.name: i for i, r in enumerate(rows)}
+        # Riskiest first, the biggest change first: the decisive diff is the first one.
+        names = sorted(preview.diffs, key=lambda n: (order.get(n, len(order)), n))
+        results = [preview.diffs[name] for name in names]
         if level >= 1:
             results = [dataclasses.replace(r, samples=Samples()) for r in results]
         if level >= 3:
@@ -129,15 +217,33 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
             md.Markdown(f"{md.code(n)}: the diff failed: {md.text(e)}")
             for n, e in sorted(preview.diff_errors.items())
         ]
+    if facts is not None:
+        icon, headline = verdict.headline(verdict.Facts(build=facts))
+    else:
+        icon, headline = _ICONS.get(state.state, ""), md.trusted(state.headline)
+    graph = verdict_graph = ""
+    if plan is not None and level < 2 and state.state not in ("queued",):
+        graph = _graph.mermaid(plan, rows)
+        verdict_graph = _graph.legend(rows) if graph else ""
     return {
-        "icon": _ICONS.get(state.state, ""),
+        "icon": icon,
         "project": state.project,
-        "headline": state.headline,
+        "headline": headline,
+        "placeholders": facts is not None,
+        "verdict_at": verdict.VERDICT,
+        "next_at": verdict.NEXT,
+        "checks_from": verdict.CHECKS_FROM,
+        "checks_to": verdict.CHECKS_TO,
         "progress": state.progress,
         "error": {"title": state.error[0], "text": state.error[1]} if state.error else None,
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
-        "where": where,
+        "impact": md.Markdown(
+            impact.table(rows, state.environment, cap=SUMMARY_ROWS if level >= 3 else None)
+        ),
+        "graph": md.Markdown(graph),
+        "legend": verdict_graph,
+        "sql_diffs": md.Markdown(impact.sql_diffs(plan) if plan is not None and level < 2 else ""),
         "plan": plan_view(
             plan,
             level=level,
@@ -161,42 +267,42 @@ def plan_view(
     recent_days: int | None = None,
     held: dict[str, tuple[Interval, ...]] | None = None,
 ) -> dict[str, Any]:
-    """The plan as the templates show it (SQL diffs dropped from ``level`` 2);
+    """The plan's ranges as the templates show them (none from ``level`` 3);
     ``recent_days``: the PR builds incremental models for that many recent days only;
     ``held``: once built, what the environment's own tables hold (also when an earlier run
-    built them), shown instead of what is left to backfill."""
-    direct = [
-        {
-            "name": c.name,
-            "category": c.category.value,
-            "diff": _cap_lines(c.diff) if level < 2 else "",
-        }
-        for c in plan.directly_modified
-    ]
+    built them), shown instead of what is left to backfill. A model computed whole (FULL,
+    VIEW, SEED) shows "full refresh", not a date range."""
     limited = None
     if recent_days is not None and plan.environment != "prod":
         limited = (
             f"Incremental models are built for their most recent {recent_days} days only "
             "(`sluice.pr.backfill_days`; ranges above), and the table diff compares those days."
         )
+    rows = (
+        _built(plan, held)
+        if held is not None
+        else [_range(plan, b.name, [(b.start, b.end)], len(b.intervals)) for b in plan.backfill]
+    )
     return {
         "empty": not plan.changes_models,
         "added": list(plan.added),
         "removed": list(plan.removed),
-        "direct": direct,
+        "direct": [{"name": c.name, "category": c.category.value} for c in plan.directly_modified],
         "indirect": [
             {"name": c.name, "category": c.category.value} for c in plan.indirectly_modified
         ],
         "metadata": list(plan.metadata_only),
-        "backfill": _built(plan, held)
-        if held is not None
-        else [
-            {"model": b.name, "range": format_range(b.start, b.end), "intervals": len(b.intervals)}
-            for b in plan.backfill
-        ],
-        "backfill_title": "Built" if held is not None else "Backfill",
+        "backfill": rows if level < 3 else [],
+        "backfill_title": f"Built in {plan.environment}" if held is not None else "Backfill",
         "limited": limited,
     }
+
+
+def _range(plan: Plan, name: str, ranges: Sequence[Interval], count: int) -> dict[str, Any]:
+    if _full(plan, name):
+        return {"model": name, "range": "full refresh", "intervals": "-"}
+    span = ", ".join(format_range(a, b) for a, b in ranges)
+    return {"model": name, "range": span, "intervals": count}
 
 
 def _built(plan: Plan, held: dict[str, tuple[Interval, ...]]) -> list[dict[str, Any]]:
@@ -208,8 +314,7 @@ def _built(plan: Plan, held: dict[str, tuple[Interval, ...]]) -> list[dict[str, 
             if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
             else len(ranges)
         )
-        span = ", ".join(format_range(a, b) for a, b in ranges)
-        rows.append({"model": name, "range": span, "intervals": count})
+        rows.append(_range(plan, name, ranges, count))
     return rows
 
 
@@ -217,18 +322,13 @@ def _one_line(result: TableDiffResult) -> md.Markdown:
     if result.identical:
         return md.Markdown(f"{md.code(result.name)}: identical")
     changed = md.text(", ".join(result.changed_columns) or "none", diff_render.MAX_CELL)
+    differ = "differs" if result.differing_rows == 1 else "differ"
     return md.Markdown(
-        f"{md.code(result.name)}: {result.source_only} rows only in {md.text(result.source)}, "
-        f"{result.target_only} only in {md.text(result.target)}, {result.differing_rows} "
-        f"differ (columns: {changed})"
+        f"{md.code(result.name)}: {diff_render.count(result.source_only, 'row')} only in "
+        f"{md.text(result.source)}, {diff_render.count(result.target_only, 'row')} only in "
+        f"{md.text(result.target)}, {diff_render.count(result.differing_rows, 'row')} {differ} "
+        f"(columns: {changed})"
     )
-
-
-def _cap_lines(text: str) -> str:
-    lines = text.splitlines()
-    if len(lines) <= MAX_DIFF_LINES:
-        return text
-    return "\n".join([*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)"])
 
 
 def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
@@ -237,9 +337,9 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     if not results:
         return "No unit tests", "The project has no unit tests (`tests/*.yaml`)."
     title = (
-        f"{len(failed)} of {len(results)} unit tests failed"
+        f"{len(failed)} of {verdict.plural(len(results), 'unit test')} failed"
         if failed
-        else f"{len(results)} unit tests passed"
+        else f"{verdict.plural(len(results), 'unit test')} passed"
     )
     lines = [f"| Test | Result |", "| --- | --- |"]  # noqa: F541
     lines += [
@@ -252,33 +352,53 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     return title, "\n".join(lines)
 
 
-def details_markdown(result: PreviewResult) -> str:
-    """Everything, unfolded (every SQL diff and sample), for the environment check's body;
-    the forge fits it to the check's limit without breaking a block."""
-    state = CommentState(None, result.plan.environment, "", "neutral", "details", preview=result)
+def details_markdown(result: PreviewResult, prod_plan: Plan | None = None) -> str:
+    """Everything, unfolded (the verdict, the impact table, every SQL diff and sample), for
+    the environment check's body; the forge fits it to the check's limit without breaking a
+    block."""
+    state = CommentState(
+        None, result.plan.environment, "", "success", "details", preview=result,
+        prod_plan=prod_plan,
+    )  # fmt: skip
     view = _view(state, 0)
-    view.update(marker="", where=[], checks=[], footer="", progress=None, headline="details")
+    view.update(marker="", checks=[], footer="", progress=None, graph="", legend="")
     body = _env().get_template("pr_comment.md.j2").render(**view)
-    return body.split("\n", 2)[-1].strip()
+    facts = build_facts(state)
+    sections = {verdict.BUILD: facts.to_json()} if facts is not None else {}
+    body = verdict.compose(body, sections, ())
+    # The check has its own title: its body starts with the verdict's words, no heading.
+    lines = body.strip().split("\n")
+    if lines and lines[0].startswith("### ") and facts is not None:
+        lines[0] = f"**{verdict.summary(facts)}** (approval: the `{checks.APPROVAL}` check)"
+    return "\n".join(lines).replace(verdict.NEXT, "").strip()
 
 
 SECTION_ORDER = ("promotion", "cleanup", "approval", "settings")
 
 
 def with_sections(body: str, sections: dict[str, str]) -> str:
-    """``body`` with the extra sections (approval, promotion) under its headline.
+    """``body`` made true to the PR's state: its headline, verdict lines and next steps
+    from the facts in ``sections`` (:mod:`sluice.bot.present.verdict`), and the extra
+    sections (approval, promotion...) under its verdict.
 
-    The main body is rendered by whoever last built or planned the PR; the sections are
-    written by later events (a review, a merge) that know nothing of it, so they are kept
-    apart and joined here.
+    The main body is rendered by whoever last built or planned the PR; the sections and
+    facts are written by later events (a review, a merge) that know nothing of it, so they
+    are kept apart and joined here.
     """
-    extra = [sections[name].strip() for name in SECTION_ORDER if sections.get(name)]
-    if not extra:
-        return body
-    lines = body.split("\n")
-    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("### ")), len(lines))
-    block = "\n\n".join(extra)
-    return "\n".join([*lines[:at], "", block, *lines[at:]])
+    life = verdict.Facts.of(sections).life
+    hidden = {"approval"} if life is not None and life.event == "closed" else set()
+    shown = [
+        sections[name].strip()
+        for name in SECTION_ORDER
+        if sections.get(name) and name not in hidden
+    ]
+    return verdict.compose(body, sections, shown)
+
+
+def reset_sections() -> list[tuple[str, str | None]]:
+    """What a new build of the PR clears: what became of it (a reopened PR is open) and
+    the gate of the last head (evaluated again once this one is planned)."""
+    return [(verdict.LIFE, None), ("cleanup", None), (verdict.GATE, None), ("approval", None)]
 
 
 # -- the sections: (name, Markdown) pairs for StickyComment.publish --------------------
@@ -288,12 +408,46 @@ def approval_section(ok: bool, text: str) -> tuple[str, str]:
     return "approval", f"**Approval:** {'✅' if ok else '⏳'} {text}"
 
 
+def approval_sections(
+    ok: bool,
+    text: str,
+    *,
+    requires_approval: bool,
+    missing: int,
+    eligible: Sequence[str],
+    owners_missing: dict[str, str],
+    approved_by: Sequence[str],
+    stale: bool,
+    into_prod: bool,
+) -> list[tuple[str, str | None]]:
+    """The approval section and the gate's facts for the verdict (whom it waits for)."""
+    gate = verdict.GateFacts(
+        ok=ok,
+        requires_approval=requires_approval,
+        missing=missing,
+        eligible=tuple(eligible),
+        owners_missing=tuple(sorted(owners_missing.items())),
+        approved_by=tuple(approved_by),
+        stale=stale,
+        into_prod=into_prod,
+    )
+    return [approval_section(ok, text), (verdict.GATE, gate.to_json())]
+
+
 def approval_error_section(text: str) -> tuple[str, str]:
     return "approval", f"**Approval:** ❌ {text}"
 
 
 def promotion_section(sha: str, ok: bool, title: str, summary: str) -> tuple[str, str]:
     return "promotion", f"**Promotion** of `{sha[:7]}`: {'🚀' if ok else '❌'} {title}. {summary}"
+
+
+def promotion_sections(
+    sha: str, ok: bool, title: str, summary: str
+) -> list[tuple[str, str | None]]:
+    """The promotion section and what became of the PR (promoted, or not)."""
+    life = verdict.LifeFacts("promoted" if ok else "promotion_failed", title)
+    return [promotion_section(sha, ok, title, summary), (verdict.LIFE, life.to_json())]
 
 
 def promotion_error_section(text: str) -> tuple[str, str]:
@@ -309,11 +463,35 @@ def waiting_for_tag_section(
     )
 
 
+def waiting_for_tag_sections(
+    tag_pattern: str, prod_branch: str, environment: str
+) -> list[tuple[str, str | None]]:
+    life = verdict.LifeFacts("waiting_for_tag", tag_pattern)
+    return [
+        waiting_for_tag_section(tag_pattern, prod_branch, environment),
+        (verdict.LIFE, life.to_json()),
+    ]
+
+
 def cleanup_section(environment: str, why: str) -> tuple[str, str]:
     return (
         "cleanup",
         f"**Environment:** `{environment}` is removed ({why}); the janitor drops its views.",
     )
+
+
+def closed_sections(
+    environment: str, why: str, *, merged: bool, removed: bool, promoted: bool
+) -> list[tuple[str, str | None]]:
+    """What a PR closed (``merged`` or not) says: its environment ``removed`` or not.
+    ``promoted``: the merge promoted it (the promotion's facts stand)."""
+    out: list[tuple[str, str | None]] = []
+    if removed:
+        out.append(cleanup_section(environment, why))
+    if not promoted:
+        event = "merged_elsewhere" if merged else "closed"
+        out.append((verdict.LIFE, verdict.LifeFacts(event, removed=removed).to_json()))
+    return out
 
 
 def settings_section(

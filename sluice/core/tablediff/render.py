@@ -53,9 +53,9 @@ def terminal(result: TableDiffResult) -> RenderableType:
         parts.append(Text(v["note"], style="dim"))
     if result.same_table:
         return Group(*parts)
-    rows = Table("", v["source"], v["target"], title="rows", title_justify="left")
+    rows = Table("", v["source"], v["target"], "change", title="rows", title_justify="left")
     for line in v["rows"]:
-        rows.add_row(line["label"], line["source"], line["target"])
+        rows.add_row(line["label"], line["source"], line["target"], line["change"])
     parts += [rows, Text(v["summary"])]
     for change in v["schema"]:
         parts.append(Text(f"schema: {change}", style="yellow"))
@@ -110,21 +110,25 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
     if result.same_table:
         return out
     change = result.row_change_pct
+    counts = [
+        ("only in this side", result.source_only, result.target_only),
+        ("null keys (rows)", result.null_keys.source, result.null_keys.target),
+        ("duplicate keys", result.duplicate_keys.source, result.duplicate_keys.target),
+        (
+            "rows not compared (duplicates)",
+            result.duplicate_rows.source,
+            result.duplicate_rows.target,
+        ),
+    ]
     out["rows"] = [
         _side_row(
             "rows",
             result.source_rows,
             result.target_rows,
-            f" ({change:+.2f}%)" if change is not None else "",
+            f"{change:+.2f}%" if change else "",
         ),
-        _side_row("only in this side", result.source_only, result.target_only),
-        _side_row("null keys (rows)", result.null_keys.source, result.null_keys.target),
-        _side_row("duplicate keys", result.duplicate_keys.source, result.duplicate_keys.target),
-        _side_row(
-            "rows not compared (duplicates)",
-            result.duplicate_rows.source,
-            result.duplicate_rows.target,
-        ),
+        # Only the counts that say something: an all-zero line is noise.
+        *(_side_row(label, a, b) for label, a, b in counts if a or b),
     ]
     how = (
         f"within ±{result.tolerance:g}"
@@ -135,7 +139,11 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
     where = result.where or ""
     if markdown:
         keys, skipped, where = md.text(name(keys)), md.text(name(skipped)), md.code(where)
-    summary = f"{_n(result.joined)} rows joined on {keys}, {_n(result.differing_rows)} differ (numbers {how})"
+    differ = "differs" if result.differing_rows == 1 else "differ"
+    summary = (
+        f"{count(result.joined, 'row')} joined on {keys}; {_n(result.differing_rows)} {differ} "
+        f"(numbers {how})"
+    )
     if result.where:
         summary += f"; where {where}"
     if result.skipped:
@@ -148,11 +156,9 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
         + [f"{name(c.name)} {name(c.source_type)} → {name(c.target_type)}" for c in schema.changed]
     )
     same = [name for name, s in result.columns.items() if not s.differed]
-    shown = (
-        result.columns.items()
-        if not markdown
-        else [(n, s) for n, s in result.columns.items() if s.differed]
-    )
+    # Differing columns first, the most differing on top; in Markdown only those.
+    ordered = sorted(result.columns.items(), key=lambda item: -item[1].differed)
+    shown = ordered if not markdown else [(n, s) for n, s in ordered if s.differed]
     out["columns"] = [
         {
             "name": cell(column),
@@ -165,9 +171,8 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
     ]
     if markdown and same:
         names = md.text(cell(", ".join(same)))
-        out["others"] = md.Markdown(
-            f"{len(same)} other column{'s' if len(same) != 1 else ''} ({names})"
-        )
+        verb = "matches" if len(same) == 1 else "match"
+        out["others"] = md.Markdown(f"{count(len(same), 'other column')} ({names}) {verb} fully.")
     out["samples"] = _samples(result, cell)
     if markdown:
         for sample in out["samples"]:
@@ -179,11 +184,12 @@ def view(result: TableDiffResult, *, markdown: bool) -> dict[str, Any]:
 def _status(result: TableDiffResult) -> str:
     parts = []
     if result.differing_rows:
-        parts.append(f"{_n(result.differing_rows)} rows differ")
+        differ = "differs" if result.differing_rows == 1 else "differ"
+        parts.append(f"{count(result.differing_rows, 'row')} {differ}")
     if result.source_only:
-        parts.append(f"{_n(result.source_only)} only in {result.source}")
+        parts.append(f"{count(result.source_only, 'row')} only in {result.source}")
     if result.target_only:
-        parts.append(f"{_n(result.target_only)} only in {result.target}")
+        parts.append(f"{count(result.target_only, 'row')} only in {result.target}")
     if result.duplicate_rows.source or result.duplicate_rows.target:
         parts.append("duplicate keys")
     if result.schema.has_changes:
@@ -192,9 +198,9 @@ def _status(result: TableDiffResult) -> str:
 
 
 def _side_row(
-    label: str, source: int | None, target: int | None, extra: str = ""
+    label: str, source: int | None, target: int | None, change: str = ""
 ) -> dict[str, str]:
-    return {"label": label, "source": _n(source), "target": _n(target) + extra}
+    return {"label": label, "source": _n(source), "target": _n(target), "change": change}
 
 
 def _samples(result: TableDiffResult, cell: Any) -> list[dict[str, Any]]:
@@ -215,7 +221,7 @@ def _samples(result: TableDiffResult, cell: Any) -> list[dict[str, Any]]:
                     )
         out.append(
             {
-                "title": _count(len(result.samples.differing), "differing row"),
+                "title": count(len(result.samples.differing), "differing row"),
                 "header": [*keys, "column", result.source, result.target],
                 "rows": rows,
             }
@@ -229,7 +235,7 @@ def _samples(result: TableDiffResult, cell: Any) -> list[dict[str, Any]]:
             rows = [[cell(row.get(name)) for name in header] for row in sample]
             out.append(
                 {
-                    "title": f"{_count(len(sample), 'row')} only in {label}",
+                    "title": f"{count(len(sample), 'row')} only in {label}",
                     "header": header,
                     "rows": rows,
                 }
@@ -237,8 +243,13 @@ def _samples(result: TableDiffResult, cell: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def count(n: int | None, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 row", "3 rows", "? rows".
+
+    >>> count(1, "row"), count(1200, "unit test"), count(None, "row")
+    ('1 row', '1,200 unit tests', '? rows')
+    """
+    return f"{_n(n)} {noun}{'' if n == 1 else 's'}"
 
 
 def _n(value: int | None) -> str:

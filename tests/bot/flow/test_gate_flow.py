@@ -9,6 +9,7 @@ these paths runs Spark: plans are recorded in the ledger as a PR build would rec
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,10 @@ def test_the_gate_waits_for_an_eligible_approver_and_never_counts_the_author(bot
     check = bot.approval(A)
     assert check.conclusion == "failure"
     assert check.title == "1 more approval needed"
+    # The gate's facts reach the comment's verdict: whom it waits for.
+    _body, sections = bot.ledger.comment(f"github:{OWNER}", 7)
+    gate = json.loads(sections["facts.gate"])
+    assert gate["ok"] is False and gate["missing"] == 1 and gate["eligible"] == ["bob", "carol"]
     summary = check.summary
     assert "1 more approval needed from @bob and @carol." in summary
     assert "@alice's own approval does not count (PR author)." in summary
@@ -155,6 +160,7 @@ def test_the_gate_waits_for_an_eligible_approver_and_never_counts_the_author(bot
     assert bot.ledger.unapproved(f"github:{OWNER}", [("s.m", "fp1-s.m")]) == []
     [comment] = bot.replies()
     assert "**Approval:** ✅ Approved. Approved by @bob (1 of 1 required)." in comment
+    assert json.loads(bot.ledger.comment(f"github:{OWNER}", 7)[1]["facts.gate"])["ok"] is True
 
 
 def test_a_push_that_changes_the_plan_makes_approvals_stale(bot: Bot) -> None:
@@ -326,7 +332,7 @@ def test_tags_promote_only_when_they_match_and_are_on_the_prod_branch(bot: Bot) 
     bot.deliver("release", release)
     deploy = bot.forge.checks[C]["sluice/deploy"]
     assert deploy.conclusion == "failure"
-    assert "unapproved change(s): prod is unchanged" in deploy.title
+    assert "unapproved changes: prod is unchanged" in deploy.title
     assert "- `jaffle.orders` (change)" in deploy.summary
     assert [state for state, _ in bot.forge.deployments[0].statuses] == ["in_progress", "failure"]
 

@@ -142,7 +142,9 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
         "sluice/tests": "success", "sluice/pr-environment": "success",
         "sluice/prod-plan": "success", "sluice/approval": "failed",
     }  # fmt: skip
-    assert statuses["sluice/prod-plan"]["description"] == "Merging is a virtual update"
+    assert (
+        statuses["sluice/prod-plan"]["description"] == "Merging is a virtual update: 0 rows written"
+    )
     assert statuses["sluice/approval"]["description"] == "1 more approval needed"
     history = [s["state"] for s in gitlab.statuses if s["name"] == "sluice/pr-environment"]
     assert history[:2] == ["pending", "running"] and history[-1] == "success"

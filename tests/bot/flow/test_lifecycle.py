@@ -159,7 +159,10 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
         "sluice/tests": "success", "sluice/pr-environment": "success",
         "sluice/prod-plan": "success", "sluice/approval": "failure",
     }, checks["sluice/approval"]["output"]  # fmt: skip
-    assert checks["sluice/prod-plan"]["output"]["title"] == "Merging is a virtual update"
+    assert (
+        checks["sluice/prod-plan"]["output"]["title"]
+        == "Merging is a virtual update: 0 rows written"
+    )
     gate = checks["sluice/approval"]
     assert gate["output"]["title"] == "1 more approval needed"
     assert "1 more approval needed from @bob." in gate["output"]["summary"]
@@ -251,7 +254,7 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
                                             merge_commit_sha=merge))  # fmt: skip
     deploy = github.checks_on(merge)["sluice/deploy"]
     assert deploy["conclusion"] == "failure"
-    assert deploy["output"]["title"] == "1 unapproved change(s): prod is unchanged"
+    assert deploy["output"]["title"] == "1 unapproved change: prod is unchanged"
     assert "- `jaffle.customers` (change)" in deploy["output"]["summary"]
     assert world.versions("prod") == before
     assert github.deployments[-1]["statuses"][-1]["state"] == "failure"
@@ -310,7 +313,7 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     assert second_deploy["conclusion"] == "success", second_deploy["output"]
     # customers was built by PR 9 on top of the old orders; against the new prod it is a
     # new version, so the second promotion computed it rather than losing PR 8's change.
-    assert second_deploy["output"]["title"] == "Promoted; 1 table(s) backfilled"
+    assert second_deploy["output"]["title"] == "Promoted; 1 table backfilled"
     assert "`jaffle.customers`" in second_deploy["output"]["summary"]
     project = load_project(both, use_cache=False)
     store = open_state(world.url)

@@ -167,9 +167,10 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     [pushed_comment] = github.comments_on(2)
     again = pushed_comment["body"]
     (prod.root / "comment-pushed.md").write_text(again)
-    for line in ("  - `jaffle.orders` (breaking)\n", "  - `jaffle.customers` (non-breaking)\n",
-                 "**Indirectly modified:** `jaffle.daily_revenue` (breaking)",
-                 "#### `jaffle.orders`: prod → pr_2: 4 only in prod", "```diff",
+    for line in ("| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |",
+                 "| `jaffle.customers` | non-breaking | its SQL changed, and it reads `jaffle.orders`",
+                 "| `jaffle.daily_revenue` | breaking, downstream | reads `jaffle.orders`",
+                 "#### `jaffle.orders`: prod → pr_2: 4 rows only in prod", "```diff", "```mermaid",
                  "- added last_name_upper string",
                  # What the first run built, still shown and still the range compared.
                  "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |",
@@ -183,7 +184,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
         "sluice/tests": "success", "sluice/pr-environment": "success", "sluice/prod-plan": "success",
         "sluice/approval": "success",
     }, checks["sluice/pr-environment"]["output"]  # fmt: skip
-    assert checks["sluice/tests"]["output"]["title"] == "1 unit tests passed"
+    assert checks["sluice/tests"]["output"]["title"] == "1 unit test passed"
     assert checks["sluice/pr-environment"]["history"] == ["queued", "in_progress", "completed"]
     comment = first  # the first build's comment, as it was then
     text = comment["body"]
@@ -191,26 +192,29 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     # While the job ran, the comment showed progress rather than stale results.
     progress = [b for b in comment["bodies"] if "\n> ⏳ " in b]
     assert any("Starting Spark" in b for b in progress), comment["bodies"]
-    assert text.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `jaffle`: `pr_2` is ready")
-    assert "`jaffle__pr_2.orders`, `jaffle__pr_2.customers`, `jaffle__pr_2.daily_revenue`" in text
+    headline = text.split("\n")[1]
+    assert headline.startswith("### ") and "`jaffle`: " in headline
+    assert "1 breaking change reaches 1 model" in headline
+    assert "`sluice query pr_2 'SELECT * FROM jaffle__pr_2.orders LIMIT 10'`" in text
     assert (
-        "  - `jaffle.orders` (breaking)\n" in text
-        and "  - `jaffle.customers` (non-breaking)\n" in text
+        "Views of `pr_2`: `jaffle__pr_2.orders`, `jaffle__pr_2.daily_revenue`, "
+        "`jaffle__pr_2.customers`" in text
     )
-    assert "**Indirectly modified:** `jaffle.daily_revenue` (breaking)" in text
+    assert "| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |" in text
     assert "```diff" in text and "+  o.status <> 'returned'" in text
     assert "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |" in text  # the last 30 days
-    assert "#### Table diff against prod" in text
-    assert "#### `jaffle.orders`: prod → pr_2: 4 only in prod" in text
+    assert "#### Table diffs against prod, biggest change first" in text
+    assert "#### `jaffle.orders`: prod → pr_2: 4 rows only in prod" in text
+    assert "| `jaffle.orders` | full refresh | - |" in text  # a FULL model has no date range
     assert "- added last_name_upper string" in text
     assert "where `order_date >= '2018-04-01' AND order_date < '2018-05-01'`" in text
-    assert "| `sluice/tests` | success: 1 unit tests passed |" in text
+    assert "| `sluice/tests` | success: 1 unit test passed |" in text
     assert "| `sluice/prod-plan` | success: Merging backfills 1 table in prod |" in text
     # What the diff reports is what the data says: the PR drops prod's returned orders.
     returned = prod.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'")[
         0
     ][0]
-    assert "| only in this side | 4 | 0 |" in text and returned == 4
+    assert "| only in this side | 4 | 0 |  |" in text and returned == 4
     assert prod.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
         [0]
     ]

@@ -726,7 +726,8 @@ def test_open_approve_merge_promote_on_spark(
         "sluice/approval": "failure", "sluice/pr-environment": "success",
         "sluice/prod-plan": "success", "sluice/tests": "success",
     }, data["checks"]  # fmt: skip
-    assert "`pr_1` is ready" in data["comment"]
+    assert "; waiting for @bob" in data["comment"].split("\n")[1]  # the verdict's headline
+    assert "`sluice query pr_1 " in data["comment"]
     approved = sluice(root, "pr", "approve", "1", "--user", "bob", runner_for=None)
     assert conclusions(status(root))["sluice/approval"] == "success", approved.output
     merged = sluice(root, "pr", "merge", "1", runner_for=None)

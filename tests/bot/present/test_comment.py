@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sluice.bot.present.comment import CommentState, comment, marker, with_sections
+from sluice.bot.present.comment import (
+    CommentState,
+    comment,
+    facts_section,
+    marker,
+    with_sections,
+)
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.preview import PreviewResult
@@ -63,12 +69,17 @@ def test_a_small_comment_has_everything(tmp_path: Path) -> None:
     state = CommentState(
         "demo", "pr_7", "abcdef1234", "success", "`pr_7` is ready", preview=preview
     )
-    text = comment(state, limit=LIMIT, marker=marker("."))
-    assert text.startswith("<!-- sluice:pr-comment -->\n### ✅ Sluice · `demo`: `pr_7` is ready")
-    assert "`s__pr_7.m0`, `s__pr_7.m1`" in text
-    assert "- **Added:** `s.m0`, `s.m1`" in text
+    body = comment(state, limit=LIMIT, marker=marker("."))
+    text = with_sections(body, dict([facts_section(state)]))
+    assert text.startswith("<!-- sluice:pr-comment -->\n### ℹ️ Sluice · `demo`: 2 new models")  # noqa: RUF001
+    assert "Query the PR's data: `sluice query pr_7 'SELECT * FROM s__pr_7.m0 LIMIT 10'`" in text
+    assert "Views of `pr_7`: `s__pr_7.m0`, `s__pr_7.m1`" in text
+    assert (
+        "| `s.m0` | added | new model | 1,000 → 1,000, 3 differ | values of `v` | built |" in text
+    )
     assert "<details><summary>Samples: 3 differing rows</summary>" in text
     assert "`s.m1`: not compared: new" in text
+    assert "sluice:verdict" not in text and "sluice:next" not in text
     assert "left out" not in text
 
 

@@ -111,12 +111,15 @@ def test_markdown_is_one_table_per_model_with_folded_samples() -> None:
     text = render.markdown([_result(), _result(name="jaffle.customers", identical=True)])
     assert text.count("#### `jaffle.") == 2
     assert (
-        "#### `jaffle.orders`: prod → pr_7: 2 rows differ, 1 only in prod, 2 only in pr_7" in text
+        "#### `jaffle.orders`: prod → pr_7: 2 rows differ, 1 row only in prod, "
+        "2 rows only in pr_7" in text
     )
-    assert "| rows | 8 | 10 (+25.00%) |" in text
-    assert "| only in this side | 1 | 2 |" in text
-    assert "| `amount` match | | 66.67% (2 differ) |" in text
-    assert "| 1 other column (status) | | 100.00% |" in text
+    assert "| | prod | pr_7 | Change |" in text  # both sides labelled by environment
+    assert "| rows | 8 | 10 | +25.00% |" in text
+    assert "| only in this side | 1 | 2 |  |" in text
+    assert "| duplicate keys | 0 | 1 |  |" in text
+    assert "| `amount` | 66.67% | 2 |" in text  # the match rate in a column of its own
+    assert "1 other column (status) matches fully." in text
     assert "- added is_new boolean" in text and "- amount int → bigint" in text
     assert text.count("<details>") == 2 and text.count("</details>") == 2
     # Values cannot break the table or open HTML.
@@ -128,6 +131,13 @@ def test_markdown_is_one_table_per_model_with_folded_samples() -> None:
     quoted = render.markdown([_result(where="`a b` = 1")])
     assert "where `` `a b` = 1 ``" in quoted
     assert "| 10 | NULL | 2 | &lt;b&gt; |" in text
+
+
+def test_counts_that_are_zero_are_left_out_and_plurals_are_right() -> None:
+    one = _result(differing_rows=1, source_only=0, target_only=0)
+    text = render.markdown([one])
+    assert ": 1 row differs" in text and "1 rows" not in text
+    assert "| only in this side |" not in text
 
 
 def test_an_identical_same_table_diff_renders_one_line() -> None:
@@ -142,8 +152,8 @@ def test_the_terminal_view_shows_counts_rates_and_samples() -> None:
     console.print(render.terminal(_result()))
     text = console.export_text()
     assert "jaffle.orders: prod → pr_7" in text
-    assert "10 (+25.00%)" in text
-    assert "6 rows joined on order_id, line, 2 differ (numbers rounded to 3 decimals)" in text
+    assert "+25.00%" in text
+    assert "6 rows joined on order_id, line; 2 differ (numbers rounded to 3 decimals)" in text
     assert "66.67%" in text and "100.00%" in text
     assert "schema: amount int → bigint" in text
     assert "a|b" in text  # no Markdown escaping in a terminal

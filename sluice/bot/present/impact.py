@@ -1,0 +1,265 @@
+"""The impact table of the PR comment: one row per changed model, riskiest first, saying
+how it changed, why (for a model changed downstream: which upstream change reaches it),
+its rows before and after (from the table diff), the columns that changed, and whether
+its table was built or reused; then the folded SQL diffs, as blocks of their own (never
+inside a list item, so GitHub's Markdown keeps its structure).
+
+Every name and value is escaped with :mod:`sluice.core.markdown` (cells with
+``table=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.core import markdown as md
+from sluice.core.plan.plan import ModelChange, Plan
+from sluice.core.snapshot.snapshot import Category
+from sluice.core.tablediff.result import TableDiffResult
+
+MAX_LIST = 4
+"""Names listed in one cell before "and N more"."""
+MAX_DIFF_LINES = 120
+
+# Risk order: the rank of each kind of row, lowest first in the table.
+RANK = {
+    "removed": 0,
+    "breaking": 1,
+    "breaking-indirect": 2,
+    "added": 3,
+    "non-breaking": 4,
+    "non-breaking-indirect": 5,
+    "forward-only": 6,
+    "forward-only-indirect": 7,
+    "metadata": 8,
+}
+LABELS = {
+    "removed": "**removed**",
+    "breaking": "**breaking**",
+    "breaking-indirect": "breaking, downstream",
+    "added": "added",
+    "non-breaking": "non-breaking",
+    "non-breaking-indirect": "non-breaking, downstream",
+    "forward-only": "forward-only",
+    "forward-only-indirect": "forward-only, downstream",
+    "metadata": "metadata only",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One changed model, as the table, the graph and the verdict see it."""
+
+    name: str
+    kind: str  # a key of RANK
+    change: ModelChange | None
+    diff: TableDiffResult | None
+    not_compared: str | None  # why there is no table diff, when known
+    upstream: tuple[str, ...] = ()  # changed models it reads (a direct change's data moves too)
+
+    @property
+    def direct(self) -> bool:
+        return not self.kind.endswith("-indirect")
+
+    @property
+    def moved(self) -> float:
+        """How much of the table changed (0..1+), for ordering: biggest change first."""
+        d = self.diff
+        if d is None or d.identical:
+            return 0.0
+        changed = (d.source_only or 0) + (d.target_only or 0) + (d.differing_rows or 0)
+        base = max(d.source_rows or 0, d.target_rows or 0, 1)
+        return changed / base + (1.0 if d.schema.has_changes else 0.0)
+
+
+def rows(
+    plan: Plan,
+    diffs: Mapping[str, TableDiffResult],
+    not_compared: Mapping[str, str] | None = None,
+) -> list[Row]:
+    """Every changed model of ``plan``, riskiest first, the biggest data change first
+    within a kind, then by name."""
+    why = dict(not_compared or {})
+    out = [Row(n, "removed", None, None, None) for n in plan.removed]
+    moved = {
+        c.name for c in plan.directly_modified if c.category not in (Category.METADATA,)
+    } | set(plan.added)
+    for change in plan.directly_modified:
+        kind = change.category.value
+        try:
+            parents = plan.snapshot(change.name).model.depends_on
+        except StopIteration:
+            parents = ()
+        upstream = tuple(p for p in parents if p in moved)
+        out.append(
+            Row(
+                change.name,
+                kind,
+                change,
+                diffs.get(change.name),
+                why.get(change.name),
+                upstream,
+            )
+        )
+    for change in plan.indirectly_modified:
+        kind = f"{change.category.value}-indirect"
+        if change.category == Category.METADATA:
+            kind = "metadata"
+        out.append(Row(change.name, kind, change, diffs.get(change.name), why.get(change.name)))
+    out += [Row(n, "added", None, diffs.get(n), why.get(n)) for n in plan.added]
+    out += [Row(n, "metadata", None, None, None) for n in plan.metadata_only]
+    return sorted(out, key=lambda r: (RANK.get(r.kind, 9), -r.moved, r.name))
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def row_change(row: Row) -> str:
+    """The rows before and after, in a few words (plain text, no user input)."""
+    d = row.diff
+    if d is None:
+        if row.kind == "added":
+            return "new"
+        if row.kind == "removed":
+            return "dropped from prod"
+        return "not compared" if row.not_compared or row.kind.startswith("breaking") else "-"
+    if d.same_table:
+        return "same table"
+    text = f"{_n(d.source_rows)} → {_n(d.target_rows)}"
+    if d.source_rows is not None and d.target_rows is not None:
+        delta = d.target_rows - d.source_rows
+        if delta:
+            text += f" ({delta:+,})"
+    if d.identical:
+        return text + ", identical"
+    if d.differing_rows:
+        text += f", {_n(d.differing_rows)} {'differs' if d.differing_rows == 1 else 'differ'}"
+    return text
+
+
+def short_change(row: Row) -> str:
+    """The row change in a graph label: "-4 rows", "4 differ", "identical"."""
+    d = row.diff
+    if d is None:
+        return {"added": "new", "removed": "removed"}.get(row.kind, "")
+    if d.identical or d.same_table:
+        return "identical"
+    parts = []
+    if d.source_rows is not None and d.target_rows is not None and d.target_rows != d.source_rows:
+        delta = d.target_rows - d.source_rows
+        parts.append(f"{delta:+,} row{'' if abs(delta) == 1 else 's'}")
+    if d.differing_rows:
+        parts.append(f"{_n(d.differing_rows)} {'differs' if d.differing_rows == 1 else 'differ'}")
+    return ", ".join(parts) or "changed"
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(md.code(n, 60, table=True) for n in names[:MAX_LIST])
+    return shown + (f" and {len(names) - MAX_LIST} more" if len(names) > MAX_LIST else "")
+
+
+def _columns_of(change: ModelChange | None) -> Any:
+    return getattr(change, "columns", None) if change is not None else None
+
+
+def _why(row: Row) -> str:
+    columns = _columns_of(row.change)
+    if row.kind == "removed":
+        return "deleted from the project"
+    if row.kind == "added":
+        return "new model"
+    if row.kind == "metadata":
+        return "settings only, data unchanged"
+    if row.direct:
+        text = "its SQL changed"
+        if row.upstream:
+            text += f", and it reads {_names(row.upstream)}, changed here too"
+    else:
+        reached = tuple(getattr(row.change, "reached_by", ()) or ())
+        text = f"reads {_names(reached)}" if reached else "an upstream change reaches it"
+        # "model.*" (its rows changed) says nothing the upstream name does not
+        reads = tuple(r for r in getattr(columns, "reads", ()) or () if not r.endswith(".*"))
+        if reads:
+            text += f" (reads {_names(reads)})"
+    if columns is not None and getattr(columns, "unknown", False):
+        reason = getattr(columns, "reason", "") or "not known"
+        text += f"; column lineage unknown: {md.text(reason, 60)}"
+    return text
+
+
+def _columns(row: Row) -> str:
+    columns = _columns_of(row.change)
+    parts = []
+    if columns is not None:
+        for sign, names in (
+            ("+", getattr(columns, "added", ())),
+            ("−", getattr(columns, "removed", ())),  # noqa: RUF001
+            ("~", getattr(columns, "changed", ())),
+            ("~", getattr(columns, "affected", ()) if not row.direct else ()),
+        ):
+            parts += [f"{sign}{md.code(n, 40, table=True)}" for n in names]
+    if columns is not None and getattr(columns, "rows_changed", False) and not parts:
+        parts.append("its rows change")
+    if not parts and row.diff is not None:
+        schema = row.diff.schema
+        parts += [f"+{md.code(n, 40, table=True)}" for n, _ in schema.added]
+        parts += [f"−{md.code(n, 40, table=True)}" for n, _ in schema.removed]  # noqa: RUF001
+        parts += [f"~{md.code(c.name, 40, table=True)}" for c in schema.changed]
+        if not parts and row.diff.changed_columns:
+            parts = ["values of " + _names(list(row.diff.changed_columns))]
+    if len(parts) > MAX_LIST + 2:
+        parts = [*parts[:MAX_LIST], f"and {len(parts) - MAX_LIST} more"]
+    return ", ".join(parts) or "-"
+
+
+def _table(row: Row) -> str:
+    if row.kind == "removed":
+        return "-"
+    if row.kind == "added":
+        return "built"
+    if row.change is None:
+        return "reused"
+    return "built" if row.change.rebuilds else "reused"
+
+
+def table(rows_: Sequence[Row], environment: str, *, cap: int | None = None) -> str:
+    """The impact table's Markdown (``cap``: at most that many rows, then "and N more")."""
+    if not rows_:
+        return ""
+    shown = list(rows_ if cap is None else rows_[:cap])
+    lines = [
+        f"| Model | Change | Why | Rows prod → {md.text(environment)} | Columns | Table |",
+        "| --- | --- | --- | ---: | --- | --- |",
+    ]
+    for row in shown:
+        lines.append(
+            f"| {md.code(row.name, 80, table=True)} | {LABELS.get(row.kind, row.kind)} | "
+            f"{_why(row)} | {row_change(row)} | {_columns(row)} | {_table(row)} |"
+        )
+    if len(rows_) > len(shown):
+        lines.append(f"| and {len(rows_) - len(shown)} more | | | | | |")
+    return "\n".join(lines)
+
+
+def sql_diffs(plan: Plan) -> str:
+    """Each directly modified model's SQL diff, folded, as top-level HTML blocks (a blank
+    line before and after each, so Markdown inside renders and nothing nests in a list)."""
+    blocks = []
+    for change in plan.directly_modified:
+        if not change.diff:
+            continue
+        blocks.append(
+            f"<details><summary>SQL diff of {md.html(change.name, 120)}</summary>\n\n"
+            f"{md.fence(_cap_lines(change.diff), 'diff')}\n\n</details>"
+        )
+    return "\n\n".join(blocks)
+
+
+def _cap_lines(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= MAX_DIFF_LINES:
+        return text
+    return "\n".join([*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)"])
