@@ -19,6 +19,7 @@ from typing import Any
 from sluice.bot.forge.base import Check, CheckAction
 from sluice.core import markdown as md
 from sluice.core.model.definition import KindName
+from sluice.core.words import plural
 
 TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
 PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
@@ -64,15 +65,11 @@ def environment_result(
     environment: str, changes_models: bool, built: int, views: int, details: str
 ) -> Check:
     title = (
-        f"{environment}: {_plural(built, 'table')} built, {_plural(views, 'view')}"
+        f"{environment}: {plural(built, 'table')} built, {plural(views, 'view')}"
         if changes_models
         else "This PR changes no model"
     )
     return Check(ENVIRONMENT, "completed", title, details, conclusion="success")
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def backfills_of(plan: Any) -> list[tuple[str, int, bool]]:
@@ -88,9 +85,9 @@ def merge_result(backfills: Sequence[tuple[str, int, bool]], has_changes: bool) 
     """What merging will do to prod: ``backfills`` holds (model, intervals, full refresh)
     of each table prod would compute, none when every version prod needs is built."""
     if backfills:
-        title = f"Merging backfills {_plural(len(backfills), 'table')} in prod"
+        title = f"Merging backfills {plural(len(backfills), 'table')} in prod"
         listed = ", ".join(
-            f"{md.code(name)} ({'full refresh' if full else _plural(n, 'interval')})"
+            f"{md.code(name)} ({'full refresh' if full else plural(n, 'interval')})"
             for name, n, full in backfills
         )
         summary = f"Not every interval was built in this PR: merging computes {listed}."
@@ -159,7 +156,7 @@ def approval_title(
     if missing:
         parts.append(f"{missing} more approval{'s' if missing > 1 else ''} needed")
     if owners_missing:
-        parts.append(f"{_plural(owners_missing, 'owner approval')} needed")
+        parts.append(f"{plural(owners_missing, 'owner approval')} needed")
     title = "; ".join(parts) or "Waiting for approval"
     if stale:
         title += " (the plan changed since the last approval)"
@@ -222,7 +219,7 @@ def already_promoted() -> tuple[str, str]:
 def virtual_update(views: int) -> tuple[str, str]:
     return (
         "Promoted by virtual update",
-        f"{_plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables the "
+        f"{plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables the "
         "PR built; no data was written.",
     )
 
@@ -230,9 +227,9 @@ def virtual_update(views: int) -> tuple[str, str]:
 def backfilled(tables: int, names: Sequence[str], views: int) -> tuple[str, str]:
     listed = ", ".join(md.code(name) for name in names)
     return (
-        f"Promoted; {_plural(tables, 'table')} backfilled",
+        f"Promoted; {plural(tables, 'table')} backfilled",
         f"Not every interval prod needs was built in a PR, so the promotion computed "
-        f"{listed}; {_plural(views, 'view')} swapped.",
+        f"{listed}; {plural(views, 'view')} swapped.",
     )
 
 
@@ -248,7 +245,7 @@ def unapproved(
         for name, removed in missing
     ]
     return (
-        f"{_plural(len(missing), 'unapproved change')}: prod is unchanged",
+        f"{plural(len(missing), 'unapproved change')}: prod is unchanged",
         "These changes were never approved through the `sluice/approval` gate (for "
         "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
         "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "

@@ -34,6 +34,7 @@ from sluice.core.snapshot.naming import view_name
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import Samples, TableDiffResult
 from sluice.core.timeutil import format_range
+from sluice.core.words import plural
 
 MARKER = "<!-- sluice:pr-comment{project} -->"
 _ICONS = {"queued": "⏳", "running": "⏳", "success": "✅", "failure": "❌", "neutral": "ℹ️"}  # noqa: RUF001
@@ -127,9 +128,9 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
     if preview is not None and failure is None:
         if not preview.tests_passed:
             failed = sum(1 for t in preview.tests if not t.get("passed"))
-            failure = f"{verdict.plural(failed, 'unit test')} failed"
+            failure = f"{plural(failed, 'unit test')} failed"
         elif preview.diff_errors:
-            failure = f"{verdict.plural(len(preview.diff_errors), 'table diff')} failed"
+            failure = f"{plural(len(preview.diff_errors), 'table diff')} failed"
     if plan is None:
         return verdict.BuildFacts(state.environment, state.project, failure, False)
     rows = impact.rows(plan, preview.diffs if preview else {})
@@ -337,9 +338,9 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     if not results:
         return "No unit tests", "The project has no unit tests (`tests/*.yaml`)."
     title = (
-        f"{len(failed)} of {verdict.plural(len(results), 'unit test')} failed"
+        f"{len(failed)} of {plural(len(results), 'unit test')} failed"
         if failed
-        else f"{verdict.plural(len(results), 'unit test')} passed"
+        else f"{plural(len(results), 'unit test')} passed"
     )
     lines = [f"| Test | Result |", "| --- | --- |"]  # noqa: F541
     lines += [

@@ -21,6 +21,7 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
+from sluice.core.words import plural
 
 DAY_MS = 86_400_000
 
@@ -134,9 +135,12 @@ def janitor(
         )
     finally:
         store.close()
+    waits = "waits for its TTL" if report.waiting == 1 else "wait for their TTL"
+    removed = ", ".join(report.environments)
     out.print(
-        f"removed {len(report.environments)} environment(s) {', '.join(report.environments)}; "
-        f"dropped {len(report.tables)} table(s); {report.waiting} unused table(s) wait for their TTL"
+        f"removed {plural(len(report.environments), 'environment')}"
+        f"{' ' + removed if removed else ''}; dropped {plural(len(report.tables), 'table')}; "
+        f"{plural(report.waiting, 'unused table')} {waits}"
     )
 
 

@@ -29,6 +29,7 @@ from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
 from sluice.core.timeutil import format_range
+from sluice.core.words import plural
 
 
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,8 +122,9 @@ def _run(
         out.print(f"[green]{environment} is up to date; nothing to apply.[/]")
     else:
         out.print(
-            f"[green]Applied to {environment}:[/] {applied.tables_built} table(s) built, "
-            f"{applied.views_swapped} view(s) pointed at new versions ({summary['seconds']:.1f} s)."
+            f"[green]Applied to {environment}:[/] {plural(applied.tables_built, 'table')} built, "
+            f"{plural(applied.views_swapped, 'view')} pointed at new versions "
+            f"({summary['seconds']:.1f} s)."
         )
 
 
@@ -277,13 +279,6 @@ def verdict(plan: Plan) -> str:
     return "[bold green]✓ Nothing changes[/]"
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 table``, ``2 tables``, ``1 batch``, ``2 batches``."""
-    if count == 1:
-        return f"{count} {noun}"
-    return f"{count} {noun}{'es' if noun.endswith(('ch', 'sh', 's', 'x')) else 's'}"
-
-
 def _what_builds(plan: Plan, item: Backfill) -> str:
     kind = plan.snapshot(item.name).model.kind
     if not kind.is_incremental_by_time:
@@ -291,7 +286,7 @@ def _what_builds(plan: Plan, item: Backfill) -> str:
     count = len(item.intervals)
     detail = plural(count, "interval")
     if len(item.batches) != count:
-        detail += f" in {plural(len(item.batches), 'batch')}"
+        detail += f" in {plural(len(item.batches), 'batch', 'batches')}"
     return f"{format_range(item.start, item.end)} [dim]({detail})[/]"
 
 

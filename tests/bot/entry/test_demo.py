@@ -1,6 +1,7 @@
 """``sluice demo``: the whole flow on the example project, once, on real Spark.
 
-The end-to-end test runs the command as a user would (no runner injected: spark-submit),
+The end-to-end test runs the command as a user would (no runner injected: its default, a
+warm Spark Connect server; `--spark submit` is the lifecycle tests' job),
 in a temporary folder, then reads what the local forge recorded. The fast tests cover
 what happens before Spark: no Java, and a folder the demo did not make.
 """
@@ -42,12 +43,12 @@ def test_demo_builds_prod_opens_approves_merges_promotes_and_queries(
     positions = [output.index(f"{n}/6 ") for n in range(1, 7)]
     assert positions == sorted(positions), output
     assert re.search(r"Demo finished in (\d+ min )?\d+ s", output), output
-    assert "Applied to prod: 9 table(s) built" in output
+    assert "Applied to prod: 9 tables built" in output
 
     # the PR comment: the plan and the table diff
-    assert "`jaffle.orders` (breaking)" in output
-    assert "`jaffle.customers` (non-breaking)" in output
-    assert "`jaffle.orders`: prod → pr_1: 4 only in prod" in output
+    assert "| `jaffle.orders` | **breaking** |" in output
+    assert "| `jaffle.customers` | non-breaking |" in output
+    assert "`jaffle.orders`: prod → pr_1: 4 rows only in prod" in output
     assert "added last_name_upper" in output
 
     # the gate: failing until the reviewer approves, then passing; then the deploy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sluice.core.cli.plan import plural, print_plan
+from sluice.core.cli.plan import print_plan
 from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
@@ -91,8 +91,3 @@ def test_a_non_breaking_change_lists_the_children_that_read_none_of_it(tmp_path:
     assert "s.orders [non-breaking] (+currency)" in text
     assert "Unaffected (2): they read none of the changed columns" in text
     assert "Indirectly modified" not in text
-
-
-def test_plural() -> None:
-    assert [plural(n, "table") for n in (0, 1, 2)] == ["0 tables", "1 table", "2 tables"]
-    assert plural(2, "batch") == "2 batches" and plural(1, "batch") == "1 batch"

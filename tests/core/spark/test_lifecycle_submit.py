@@ -66,7 +66,7 @@ def _query(project: Path, spark_root: Path, env: str, sql: str) -> list[list[obj
 def test_apply_and_query_through_spark_submit_on_local(tmp_path: Path, spark_dirs: Path) -> None:
     project = _project(tmp_path / "p", "local[*]", "lsub")
     result = _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
-    assert "Applied to prod: 9 table(s) built" in result.stdout
+    assert "Applied to prod: 9 tables built" in result.stdout
     assert "→ build lsub.orders" in result.stderr  # progress streamed from the driver
     assert _query(project, spark_dirs, "prod", "SELECT COUNT(*) FROM lsub.customers") == [[100]]
     assert list((project / ".sluice" / "logs").glob("*.log"))
