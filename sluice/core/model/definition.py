@@ -104,7 +104,19 @@ class Model:
     audits: tuple[AuditCall, ...] = ()
     forward_only: bool = False
     on_destructive_change: str = "error"
-    partitioned_by: tuple[str, ...] = ()
+    partitioned_by: tuple[str, ...] = ()  # columns, or Spark SQL expressions such as DATE(ts)
+    # The properties of SQLMesh's MODEL header read by sluice.core.model.properties:
+    clustered_by: tuple[str, ...] = ()  # columns, or Spark SQL expressions
+    table_format: str | None = None  # iceberg, delta, hive...: Spark's USING, when set
+    storage_format: str | None = None  # parquet, orc...: the files' format
+    physical_properties: tuple[tuple[str, str], ...] = ()  # TBLPROPERTIES of the table
+    virtual_properties: tuple[tuple[str, str], ...] = ()  # TBLPROPERTIES of the views
+    session_properties: tuple[tuple[str, str], ...] = ()  # SET for the model's build only
+    allow_partials: bool = False
+    gateway: str | None = None
+    optimize_query: bool | None = None
+    column_references: tuple[str, ...] = ()  # SQLMesh's `references` (join keys)
+    signals: tuple[str, ...] = ()  # each signal call as written
     seed_hash: str | None = None
     stamp: str | None = None  # changing it forces a new version
     path: str = ""
@@ -161,9 +173,19 @@ class Model:
                     for a in data.get("audits", ())
                 ),
                 "partitioned_by": tuple(data.get("partitioned_by", ())),
+                "clustered_by": tuple(data.get("clustered_by", ())),
+                "physical_properties": _pairs(data.get("physical_properties", ())),
+                "virtual_properties": _pairs(data.get("virtual_properties", ())),
+                "session_properties": _pairs(data.get("session_properties", ())),
+                "column_references": tuple(data.get("column_references", ())),
+                "signals": tuple(data.get("signals", ())),
                 "warnings": tuple(data.get("warnings", ())),
             }
         )
+
+
+def _pairs(items: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in items)
 
 
 @dataclass(frozen=True)

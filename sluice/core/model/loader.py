@@ -28,13 +28,13 @@ from sluice.core.config import (
     read_config_doc,
 )
 from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceError
-from sluice.core.model import fileaccess, jinja
+from sluice.core.model import fileaccess, jinja, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
+from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.macros import BUILTIN_VARIABLES
-from sluice.core.model.parse import parse_model
 from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
 from sluice.core.model.unittests import parse_unit_tests
@@ -105,15 +105,16 @@ def load_project(
             continue
         text = rendered.texts.get(str(file))
         try:
-            model = _load_model(root, file, config, cache, text)
-            if model is not None:
-                inline += _inline_audits(file, model, config, text)
+            loaded = _load_models(root, file, config, cache, text)
+            if loaded:
+                inline += _inline_audits(file, loaded[0], config, text)
         except SluiceError as exc:
             errors.append(exc)
             continue
-        if model is not None:
+        for model in loaded:
             add(model)
             notes.extend(model.warnings)
+            notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
     for file in sorted((root / "models").rglob("*.py")):
         notes.append(f"{file}: Python models are not supported yet; this file is ignored")
     if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(
@@ -189,15 +190,16 @@ def _render_jinja(
     )
 
 
-def _load_model(
+def _load_models(
     root: Path, file: Path, config: ProjectConfig, cache: _Cache | None, text: str | None = None
-) -> Model | None:
-    """One model file; ``text``: its contents with Jinja rendered, when it has Jinja."""
+) -> list[Model]:
+    """The models of one file (several with ``blueprints``, none when disabled);
+    ``text``: its contents with Jinja rendered, when it has Jinja."""
     display = str(file)
     text = _read(file) if text is None else text
-    model = cache.get(display, text) if cache else None
-    if model is None:
-        model = parse_model(
+    models = cache.get(display, text) if cache else None
+    if models is None:
+        models = parse_models(
             text,
             display,
             config.model_defaults,
@@ -206,10 +208,8 @@ def _load_model(
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
         )
         if cache is not None:
-            cache.put(display, text, model)
-    if model is None or model.kind.name != KindName.SEED:
-        return model
-    return _with_seed(root, file, model)
+            cache.put(display, text, models)
+    return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
 
 
 def _inferred_name(root: Path, file: Path) -> str:
@@ -550,23 +550,26 @@ class _Cache:
     def _key(self, display: str, text: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
 
-    def get(self, display: str, text: str) -> Model | None:
+    def get(self, display: str, text: str) -> list[Model] | None:
         entry = self.entries.get(display)
-        if (
-            entry is None
-            or entry.get("key") != self._key(display, text)
-            or entry.get("model") is None
-        ):
+        if entry is None or entry.get("key") != self._key(display, text):
+            return None
+        # One model (most files) under "model"; a file's blueprints, or none, under "models".
+        stored = [entry["model"]] if entry.get("model") is not None else entry.get("models")
+        if not isinstance(stored, list):
             return None
         try:
-            return Model.from_dict(entry["model"])
+            return [Model.from_dict(m) for m in stored]
         except (KeyError, TypeError, ValueError):
             return None
 
-    def put(self, display: str, text: str, model: Model | None) -> None:
-        if model is None:
-            return
-        self.entries[display] = {"key": self._key(display, text), "model": model.to_dict()}
+    def put(self, display: str, text: str, models: list[Model]) -> None:
+        entry: dict[str, Any] = {"key": self._key(display, text)}
+        if len(models) == 1:
+            entry["model"] = models[0].to_dict()
+        else:
+            entry["models"] = [m.to_dict() for m in models]
+        self.entries[display] = entry
         self.dirty = True
 
     def save(self) -> None:

@@ -20,7 +20,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
-from sluice.core.model import fileaccess, macros
+from sluice.core.model import fileaccess, macros, properties
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
@@ -52,6 +52,7 @@ MODEL_PROPERTIES = frozenset(
         "enabled",
         "depends_on",
     }
+    | properties.PROPERTIES
 )
 KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
     KindName.FULL: frozenset(),
@@ -227,6 +228,7 @@ def parse_model(
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
     grain, warnings = _grain(ctx, name, grain_node, query_sql)
+    fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
     return Model(
         name=name,
         kind=Kind(**{**kind.value.__dict__, "batch_size": batch_size}),
@@ -241,18 +243,17 @@ def parse_model(
         grain=grain,
         owner=_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
         tags=_names(ctx, props["tags"]) if "tags" in props else (),
-        description=_string(ctx, props["description"]) if "description" in props else None,
         column_descriptions=_pairs(ctx, props["column_descriptions"])
         if "column_descriptions" in props
         else (),
         audits=_audits(ctx, props["audits"], dialect) if "audits" in props else (),
         forward_only=forward_only,
         on_destructive_change=destructive,
-        partitioned_by=_names(ctx, props["partitioned_by"]) if "partitioned_by" in props else (),
         path=path,
         line=header.line,
         stamp=_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
-        warnings=tuple(warnings),
+        warnings=(*warnings, *notes),
+        **fields,
     )
 
 

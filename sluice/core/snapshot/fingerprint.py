@@ -70,7 +70,26 @@ def data_inputs(model: Model) -> list[Any]:
         list(model.partitioned_by),
         model.seed_hash,
         model.stamp,
+        *_present(
+            {
+                # As in SQLMesh: these change the physical table (or what fills it).
+                "clustered_by": list(model.clustered_by),
+                "table_format": model.table_format,
+                "storage_format": model.storage_format,
+                "physical_properties": [list(p) for p in model.physical_properties],
+                "gateway": model.gateway,
+                "optimize_query": model.optimize_query,
+            }
+        ),
     ]
+
+
+def _present(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """``values`` without its unset entries, as one trailing item, or nothing when all are
+    unset: models that use none of these properties keep the hashes they had before
+    Sluice read them (and ``data_inputs()[6]`` stays the query)."""
+    given = {k: v for k, v in values.items() if v is not None and v != []}
+    return [given] if given else []
 
 
 def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
@@ -96,6 +115,16 @@ def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
         model.kind.batch_size,
         model.kind.lookback,
         model.dialect,
+        *_present(
+            {
+                # As in SQLMesh: these describe or schedule the model, its rows stay.
+                "allow_partials": model.allow_partials or None,
+                "session_properties": [list(p) for p in model.session_properties],
+                "virtual_properties": [list(p) for p in model.virtual_properties],
+                "references": list(model.column_references),
+                "signals": list(model.signals),
+            }
+        ),
     ]
 
 

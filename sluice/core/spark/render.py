@@ -15,6 +15,7 @@ from sqlglot import exp
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
+from sluice.core.model.properties import table_layout
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import physical_schema, view_name
@@ -127,6 +128,7 @@ def build_steps(
         backfill = backfills.get(snap.name)
         if backfill is None and not is_view:
             continue
+        layout = table_layout(model, table_format)
         step: BuildStep = {
             "type": "build",
             "label": f"build {snap.name}",
@@ -134,13 +136,16 @@ def build_steps(
             "version": snap.version,
             "table": snap.table,
             "kind": kind.value,
-            "format": table_format,
+            "format": layout.provider,
             "time_column": model.kind.time_column,
             "unique_key": list(model.kind.unique_key),
             "columns": output_columns(model),
-            "partitioned_by": list(model.partitioned_by),
+            "partitioned_by": list(layout.partitioned_by),
             "restate": [list(r) for r in (restate or {}).get(snap.name, [])],
             "batches": [],
+            "clustered_by": list(layout.clustered_by),
+            "table_properties": [list(p) for p in layout.properties],
+            "session_properties": [list(p) for p in model.session_properties],
         }
         if kind == KindName.SEED:
             assert model.kind.seed_path is not None
@@ -212,7 +217,11 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
         select = ", ".join(f"`{c}`" for c in columns) if columns else "*"
         views.append(
-            {"view": view_name(snap.name, env), "sql": f"SELECT {select} FROM {snap.table}"}
+            {
+                "view": view_name(snap.name, env),
+                "sql": f"SELECT {select} FROM {snap.table}",
+                "properties": [list(p) for p in snap.model.virtual_properties],
+            }
         )
     # Views of models the plan does not hold: those it removes, and (when planned against
     # another environment) those the environment has that the plan no longer knows.

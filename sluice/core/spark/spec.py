@@ -86,6 +86,12 @@ class BuildStep(StepBase):
     """Models materialized as a view: the view's query."""
     intervals: NotRequired[list[list[int]]]
     """The missing ``[start, end]`` intervals the batches cover (models with a backfill)."""
+    clustered_by: list[str]
+    """``CLUSTER BY`` columns of the table (the model's ``clustered_by``)."""
+    table_properties: list[list[str]]
+    """``[key, value]`` pairs: the table's ``TBLPROPERTIES`` (``physical_properties``)."""
+    session_properties: list[list[str]]
+    """``[key, value]`` pairs set (``spark.sql.*``) for this build only."""
 
 
 class AuditStep(StepBase):
@@ -105,6 +111,8 @@ class ViewSpec(TypedDict):
 
     view: str
     sql: str
+    properties: list[list[str]]
+    """``[key, value]`` pairs: the view's ``TBLPROPERTIES`` (``virtual_properties``)."""
 
 
 class ViewsStep(StepBase):

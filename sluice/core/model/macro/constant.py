@@ -132,7 +132,10 @@ def evaluate(node: exp.Expr) -> Any:
 
 
 def to_expression(value: Any) -> exp.Expr:
-    """A Python value as a SQL expression (the reverse of :func:`evaluate`)."""
+    """A Python value as a SQL expression (the reverse of :func:`evaluate`); an expression
+    (a blueprint's variable) is copied, as it may be used in several places."""
+    if isinstance(value, exp.Expr):
+        return value.copy()
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return exp.convert(value)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import csv
 import io
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -31,11 +33,60 @@ if TYPE_CHECKING:
 
 def run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
     """Create the table (or view) of a model version and fill its missing batches."""
+    with _session_properties(spark, step.get("session_properties", [])):
+        return _run_build(spark, step, ctx)
+
+
+@contextmanager
+def _session_properties(spark: SparkSession, pairs: list[list[str]]) -> Iterator[None]:
+    """The model's ``session_properties`` set for its build, then put back as they were."""
+    before = {key: spark.conf.get(key, None) for key, _ in pairs}
+    try:
+        for key, value in pairs:
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def _properties_sql(pairs: list[list[str]]) -> str:
+    """`` TBLPROPERTIES ('k' = 'v', ...)``, or nothing."""
+    if not pairs:
+        return ""
+    body = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in pairs)
+    return f" TBLPROPERTIES ({body})"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _table_sql(step: BuildStep, partition: str | None = None) -> str:
+    """``USING``, ``PARTITIONED BY``, ``CLUSTER BY`` and ``TBLPROPERTIES`` of a new table.
+
+    An INCREMENTAL_BY_TIME_RANGE table is partitioned by its time column first (its
+    batches replace partitions of it), then by the model's other partition columns."""
+    extra = [p for p in step.get("partitioned_by") or [] if p != partition]
+    parts = [partition, *extra] if partition else extra
+    sql = f" USING {step['format']}"
+    if parts:
+        sql += f" PARTITIONED BY ({', '.join(parts)})"
+    elif step.get("clustered_by"):
+        sql += f" CLUSTER BY ({', '.join(step.get('clustered_by', []))})"
+    return sql + _properties_sql(step.get("table_properties", []))
+
+
+def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
     table = step["table"]
     kind = step["kind"]
     name, version = step["model"], step["version"]
     if step.get("view_sql"):
-        spark.sql(f"CREATE OR REPLACE VIEW {table} AS {step['view_sql']}")
+        props = _properties_sql(step.get("table_properties", []))
+        spark.sql(f"CREATE OR REPLACE VIEW {table}{props} AS {step['view_sql']}")
         ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
     for start, end in step.get("restate", []):
         ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
@@ -81,10 +132,8 @@ def _create_if_missing(
     if spark.catalog.tableExists(step["table"]):
         return
     _clear_location(spark, step["table"])
-    parts = [partition] if partition else step.get("partitioned_by") or []
-    partitioned = f" PARTITIONED BY ({', '.join(parts)})" if parts else ""
     spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {step['table']} USING {step['format']}{partitioned} "
+        f"CREATE TABLE IF NOT EXISTS {step['table']}{_table_sql(step, partition)} "
         f"AS SELECT * FROM ({sql}) AS __sluice_q WHERE FALSE"
     )
 
@@ -99,10 +148,12 @@ def _write_time_range(spark: SparkSession, step: BuildStep, batch: BuildBatch) -
     # a day, must not leave old rows behind. Partition values come back as escaped strings.
     stale = []
     for row in spark.sql(f"SHOW PARTITIONS {table}").collect():
-        key, _, escaped = row[0].partition("=")
-        value = unquote(escaped)
-        if key == column and low <= value < high:
-            stale.append(f"PARTITION ({column} = '{value}')")
+        # `ds=2024-01-01` or, with more partition columns, `ds=2024-01-01/region=eu`.
+        spec = [part.partition("=") for part in str(row[0]).split("/")]
+        values = {key: unquote(escaped) for key, _, escaped in spec}
+        if column in values and low <= values[column] < high:
+            where = ", ".join(f"{k} = {_literal(v)}" for k, v in values.items())
+            stale.append(f"PARTITION ({where})")
     if stale:  # one metastore call for the whole batch
         spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {', '.join(stale)}")
     rows = spark.sql(
@@ -145,12 +196,12 @@ def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
         _clear_location(spark, scratch)
     if not spark.catalog.tableExists(table):
         _clear_location(spark, table)
-        spark.sql(f"CREATE TABLE {table} USING {step['format']} AS {sql}")
+        spark.sql(f"CREATE TABLE {table}{_table_sql(step)} AS {sql}")
         return
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
     on = " AND ".join(f"o.{k} <=> n.{k}" for k in step["unique_key"])
     spark.sql(
-        f"CREATE TABLE {staging} USING {step['format']} AS "
+        f"CREATE TABLE {staging}{_table_sql(step)} AS "
         f"SELECT * FROM {fresh} UNION ALL SELECT o.* FROM {table} AS o LEFT ANTI JOIN {fresh} AS n ON {on}"
     )
     spark.sql(f"DROP TABLE {table}")

@@ -23,7 +23,10 @@ def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[st
     for schema in step["schemas"]:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
     for view in step["views"]:
-        spark.sql(f"CREATE OR REPLACE VIEW {view['view']} AS {view['sql']}")
+        pairs = view.get("properties", [])
+        props = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in pairs)
+        clause = f" TBLPROPERTIES ({props})" if props else ""
+        spark.sql(f"CREATE OR REPLACE VIEW {view['view']}{clause} AS {view['sql']}")
     for name in step["drop"]:
         spark.sql(f"DROP VIEW IF EXISTS {name}")
     return {
@@ -31,6 +34,10 @@ def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[st
         "swapped": len(step["views"]),
         "dropped": len(step["drop"]),
     }
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> dict[str, Any]:
