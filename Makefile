@@ -35,14 +35,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The tests without Spark run on every core (pytest-xdist); the Spark tests one at a time
-# after them, each Spark job using every core itself.
+# The tests without Spark run on every core (pytest-xdist); the Spark tests after them on
+# two workers, a test module per worker (its module-scoped prod is built once): a Spark
+# test spends much of its time starting JVMs, waiting on a driver or a killed process.
 unit: $(STAMP)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-mermaid.sh
 	$(BIN)/pytest -n auto -m "not spark"
-	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -m spark
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -m spark -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py

@@ -348,7 +348,9 @@ def test_mermaid_itself_parses_every_graph(texts: dict[str, str], tmp_path: Path
     block it cannot parse fails. Skipped without ``mmdc`` locally, never under CI."""
     if MMDC is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("mmdc (npm @mermaid-js/mermaid-cli) is not installed: run scripts/ensure-mermaid.sh")
+            pytest.fail(
+                "mmdc (npm @mermaid-js/mermaid-cli) is not installed: run scripts/ensure-mermaid.sh"
+            )
         pytest.skip("mmdc is not installed: run scripts/ensure-mermaid.sh")
     config = tmp_path / "puppeteer.json"
     chromium = os.environ.get("PUPPETEER_EXECUTABLE_PATH") or shutil.which("chromium") or ""
