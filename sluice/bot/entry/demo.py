@@ -28,7 +28,6 @@ from sluice.core.cli.common import err, fails_cleanly, now_ms, out, progress
 from sluice.core.cli.plan import print_plan
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD
-from sluice.core.spark import connect
 from sluice.core.spark.session import java_problem
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
@@ -78,17 +77,8 @@ def register(cli: click.Group) -> None:
     help="Keep the demo's repository afterwards, to look around (`sluice pr status "
     "1 --repo DIR`); by default it is removed when the demo succeeds.",
 )
-@click.option(
-    "--spark",
-    "spark_mode",
-    type=click.Choice(["connect", "submit"]),
-    default="connect",
-    show_default=True,
-    help="How Spark runs: one warm Spark Connect server for the whole demo (fast), or one "
-    "spark-submit per job (`spark.mode` in the demo's config.yaml).",
-)
 @fails_cleanly
-def demo(work_dir: Path, keep: bool, spark_mode: str) -> None:
+def demo(work_dir: Path, keep: bool) -> None:
     """Run the whole flow on the example project, locally: build prod, open a pull request
     with a breaking and a non-breaking change, approve, merge, promote, query prod.
 
@@ -102,10 +92,9 @@ def demo(work_dir: Path, keep: bool, spark_mode: str) -> None:
     out.print(f"[bold]Sluice demo[/] in {root} ({version})")
     finished = False
     try:
-        _run(root, spark_mode)
+        _run(root)
         finished = True
     finally:
-        connect.stop_all()  # the warm Spark the demo started, if any
         took = _took(time.monotonic() - started)
         if not finished:
             err.print(f"[red]The demo stopped after {took}[/]; its repository is kept in {root}")
@@ -152,15 +141,13 @@ def check_git() -> None:
         )
 
 
-def _run(root: Path, spark_mode: str) -> None:
+def _run(root: Path) -> None:
     state = f"sqlite:///{root / '.sluice' / 'state.db'}"  # where `sluice pr` looks by default
     common = {"repo": root, "state": state, "workdir": None, "project_path": "."}
 
     _step(1, "Making a git repository holding the example project (jaffle_shop)")
-    _make_repo(root, spark_mode)
+    _make_repo(root)
     _say(f"{root}: branch main, gate: one approval by {REVIEWER!r} (sluice.gate in config.yaml)")
-    if spark_mode == "connect":
-        _say("Spark: one warm Spark Connect server on 127.0.0.1 for every step (spark.mode)")
 
     _step(2, f"Building prod on local Spark (the data ends {PROD_END})")
     _say(f"$ sluice apply --project {root} --end {PROD_END}")
@@ -230,7 +217,7 @@ def _run(root: Path, spark_mode: str) -> None:
 # -- the steps ---------------------------------------------------------------------------
 
 
-def _make_repo(root: Path, spark_mode: str) -> None:
+def _make_repo(root: Path) -> None:
     if not EXAMPLE.is_dir():
         raise DemoError(
             f"the example project is not at {EXAMPLE}",
@@ -244,7 +231,6 @@ def _make_repo(root: Path, spark_mode: str) -> None:
     # The PR builds and diffs the whole history (it is small), not the last 30 days only.
     sluice.setdefault("pr", {})["backfill_days"] = None
     sluice["gate"] = {"required_approvers": {"users": [REVIEWER]}}
-    sluice.setdefault("spark", {})["mode"] = spark_mode
     header = "# The jaffle_shop example, as `sluice demo` set it up.\n"
     config_path.write_text(header + dump_yaml(config), encoding="utf-8")
     (root / ".gitignore").write_text(".sluice/\n", encoding="utf-8")

@@ -1,7 +1,6 @@
 """``sluice demo``: the whole flow on the example project, once, on real Spark.
 
-The end-to-end test runs the command as a user would (no runner injected: its default, a
-warm Spark Connect server; `--spark submit` is the lifecycle tests' job),
+The end-to-end test runs the command as a user would (no runner injected: spark-submit),
 in a temporary folder, then reads what the local forge recorded. The fast tests cover
 what happens before Spark: no Java, and a folder the demo did not make.
 """

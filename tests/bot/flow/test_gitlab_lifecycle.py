@@ -152,7 +152,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     body = note["body"]
     assert "jaffle__pr_2.orders" in body  # where to query
     assert "`jaffle.orders`" in body and "**Approval:** ⏳" in body
-    assert "4 only in prod" in body  # the table diff of orders: the returned orders
+    assert "4 rows only in prod" in body  # the table diff of orders: the returned orders
     assert (
         statuses["sluice/tests"]["target_url"]
         == f"{gitlab.web_url}/-/merge_requests/2#note_{note['id']}"

@@ -192,7 +192,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert answer.startswith(
         "@carol `jaffle.orders` in `pr_2` against prod where `status IN ('returned', 'completed')`:"
     ), answer
-    assert "4 only in prod" in answer
+    assert "4 rows only in prod" in answer
     assert {"comment": 502, "content": "+1"} in github.reactions
 
     # bob approves from the check run's button.

@@ -205,7 +205,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     assert "| `jaffle.daily_revenue` | 2018-04-01 .. 2018-04-30 | 30 |" in text  # the last 30 days
     assert "#### Table diffs against prod, biggest change first" in text
     assert "#### `jaffle.orders`: prod → pr_2: 4 rows only in prod" in text
-    assert "| `jaffle.orders` | full refresh | - |" in text  # a FULL model has no date range
+    assert "| `jaffle.orders` | full refresh | \\- |" in text  # a FULL model has no date range
     assert "- added last_name_upper string" in text
     assert "where `order_date >= '2018-04-01' AND order_date < '2018-05-01'`" in text
     assert "| `sluice/tests` | success: 1 unit test passed |" in text

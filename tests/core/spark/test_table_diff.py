@@ -317,7 +317,7 @@ def test_cli_diffs_a_model_between_environments(project: Project) -> None:
     assert "| `amount` | 90.91% | 9 |" in shown.stdout
     tables = project.cli("--tables", "jaffle_td.orders", "jaffle_td__pr_td.orders", "--on", "order_id", "--where", "order_id <= 20")  # fmt: skip
     assert tables.exit_code == 0, tables.output
-    assert "20 rows joined on order_id, 2 differ" in tables.stdout
+    assert "20 rows joined on order_id; 2 differ" in tables.stdout
 
 
 def test_an_unchanged_model_is_identical_without_spark(project: Project) -> None:
