@@ -967,8 +967,9 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         if title == "This PR changes no model":  # a run again that found its own work
             outcome.append(f"sluice/pr-environment says {title!r}")
         bodies = [c["body"] for c in forge["comments"].values() if c["issue"] == n]
-        if not any(f"`pr_{n}` is ready" in b for b in bodies):
-            outcome.append(f"the comment does not say pr_{n} is ready")
+        built = "**This PR built** "  # the verdict's line once the environment is built
+        if not any(built in b and f"`pr_{n}`" in b and "\n### ❌" not in b for b in bodies):
+            outcome.append(f"the comment does not say pr_{n} was built")
         if not outcome:
             world.open_prs.append(n)
     elif trial.scenario == "promote":
