@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
+from sluice.core.plan.build import PlanRequest, build_plan
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.fingerprint import fingerprint_models
 
 BASIC = {
     "config.yaml": """
@@ -43,3 +47,22 @@ def write_project(root: Path, files: dict[str, str]) -> Path:
 def load(root: Path, files: dict[str, str]) -> Project:
     """Write and load a project (no cache, so every call parses)."""
     return load_project(write_project(root, files), use_cache=False)
+
+
+def plan_of(
+    project: Project, base: Plan | None = None, env: str = "prod", *, end: int, **kwargs: Any
+) -> Plan:
+    """The plan of ``project`` for ``env`` on top of ``base`` (another plan's snapshots),
+    built purely, with ``end`` as both the end and the execution time."""
+    return build_plan(
+        PlanRequest(
+            environment=env,
+            models=project.models,
+            fingerprints=fingerprint_models(project.models, project.audits),
+            base={s.name: s for s in base.snapshots} if base else {},
+            base_plan_id=base.plan_id if base and base.environment == env else None,
+            end=end,
+            execution_time=end,
+            **kwargs,
+        )
+    )

@@ -9,11 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from sluice.core.cli.plan import print_plan
-from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.timeutil import to_ms
-from tests.core.helpers import load
+from tests.core.helpers import load, plan_of
 
 END = to_ms("2024-01-03")
 PROJECT = {
@@ -39,18 +37,7 @@ PROJECT = {
 
 
 def _plan(project_files: dict[str, str], root: Path, base: Plan | None = None) -> Plan:
-    project = load(root, project_files)
-    return build_plan(
-        PlanRequest(
-            environment="pr_1" if base else "prod",
-            models=project.models,
-            fingerprints=fingerprint_models(project.models, project.audits),
-            base={s.name: s for s in base.snapshots} if base else {},
-            base_plan_id=None,
-            end=END,
-            execution_time=END,
-        )
-    )
+    return plan_of(load(root, project_files), base, "pr_1" if base else "prod", end=END)
 
 
 def _text(plan: Plan, next_step: str | None = None) -> str:

@@ -1,28 +1,16 @@
 from pathlib import Path
 
 from sluice.core.model.definition import Project
-from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.timeutil import DAY_MS, to_ms
-from tests.core.helpers import BASIC, load
+from tests.core.helpers import BASIC, load, plan_of
 
 END = to_ms("2024-01-11")
 
 
 def plan(project: Project, base: Plan | None = None, env: str = "prod", **kwargs: object) -> Plan:
-    request = PlanRequest(
-        environment=env,
-        models=project.models,
-        fingerprints=fingerprint_models(project.models, project.audits),
-        base={s.name: s for s in base.snapshots} if base else {},
-        base_plan_id=base.plan_id if base and base.environment == env else None,
-        end=END,
-        execution_time=END,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    return build_plan(request)
+    return plan_of(project, base, env, end=END, **kwargs)
 
 
 def test_first_plan_adds_everything_and_backfills_it(tmp_path: Path) -> None:

@@ -5,13 +5,11 @@ from pathlib import Path
 import pytest
 
 from sluice.core.model.definition import Project
-from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.plan.lineage import ColumnImpact, compare_queries, downstream_impact
 from sluice.core.plan.plan import ModelChange, Plan
-from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.timeutil import to_ms
-from tests.core.helpers import load
+from tests.core.helpers import load, plan_of
 
 SCHEMA = {
     "s.orders": ["id", "customer_id", "amount", "status", "ds"],
@@ -252,17 +250,7 @@ PROJECT = {
 
 
 def plan(project: Project, base: Plan | None = None, env: str = "prod") -> Plan:
-    return build_plan(
-        PlanRequest(
-            environment=env,
-            models=project.models,
-            fingerprints=fingerprint_models(project.models, project.audits),
-            base={s.name: s for s in base.snapshots} if base else {},
-            base_plan_id=base.plan_id if base and base.environment == env else None,
-            end=END,
-            execution_time=END,
-        )
-    )
+    return plan_of(project, base, env, end=END)
 
 
 def edited(tmp_path: Path, old: str, new: str) -> Project:
