@@ -117,6 +117,10 @@ class Model:
     optimize_query: bool | None = None
     column_references: tuple[str, ...] = ()  # SQLMesh's `references` (join keys)
     signals: tuple[str, ...] = ()  # each signal call as written
+    python_code: str | None = None
+    """A Python model's code (its function and the project code it uses, no comments)."""
+    python_entry: str | None = None
+    """A Python model's function name in its file (``path``)."""
     seed_hash: str | None = None
     stamp: str | None = None  # changing it forces a new version
     path: str = ""

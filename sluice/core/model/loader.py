@@ -35,6 +35,8 @@ from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, 
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.macros import BUILTIN_VARIABLES
+from sluice.core.model.pycode import macros as pycode_macros
+from sluice.core.model.pycode import models as pycode_models
 from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
 from sluice.core.model.unittests import parse_unit_tests
@@ -54,6 +56,7 @@ def load_project(
     use_cache: bool = True,
     sluice: SluiceSettings | None = None,
     env: Mapping[str, str] | None = None,
+    python: str | None = None,
 ) -> Project:
     """Load and validate the project in ``project_dir``.
 
@@ -64,6 +67,10 @@ def load_project(
     ``env``: the only values Jinja's ``env_var()`` may read, in config.yaml and models
     (none by default: ``env_var('X', 'default')`` renders its default). The process
     environment is never read: it holds the service's secrets.
+
+    ``python``: None to read Python models and run Python macros (in a child process, see
+    :mod:`.pycode`); otherwise the reason this caller runs no project Python, and a project
+    that has some is refused with it.
 
     Raises:
         SluiceError: a single problem, or ProjectErrors listing several.
@@ -98,32 +105,43 @@ def load_project(
 
     inline: list[Audit] = []
     files = sorted((root / "models").rglob("*.sql"))
+    python_files = [p for p in sorted((root / "models").rglob("*.py")) if _has_code(p)]
+    if python is not None and (python_files or pycode_macros.macro_files(root)):
+        first = (python_files or pycode_macros.macro_files(root))[0]
+        raise ModelError(
+            f"this project has Python ({first.relative_to(root)}), which is not run here",
+            path=str(first),
+            line=1,
+            hint=python,
+        )
     rendered = _render_jinja(root, files, config, env, errors)
-    for file in files:
-        if str(file) in rendered.errors:
-            errors.append(rendered.errors[str(file)])
-            continue
-        text = rendered.texts.get(str(file))
-        try:
-            loaded = _load_models(root, file, config, cache, text)
-            if loaded:
-                inline += _inline_audits(file, loaded[0], config, text)
-        except SluiceError as exc:
-            errors.append(exc)
-            continue
-        for model in loaded:
-            add(model)
-            notes.extend(model.warnings)
-            notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
-    for file in sorted((root / "models").rglob("*.py")):
-        notes.append(f"{file}: Python models are not supported yet; this file is ignored")
-    if any(p.name != "__init__.py" for p in (root / "macros").glob("*.py")) or _has_code(
-        root / "macros" / "__init__.py"
-    ):
-        notes.append(f"{root / 'macros'}: Python macros are not run by Sluice")
+    with pycode_macros.active(root, config.variables):
+        for file in files:
+            if str(file) in rendered.errors:
+                errors.append(rendered.errors[str(file)])
+                continue
+            text = rendered.texts.get(str(file))
+            try:
+                loaded = _load_models(root, file, config, cache, text)
+                if loaded:
+                    inline += _inline_audits(file, loaded[0], config, text)
+            except SluiceError as exc:
+                errors.append(exc)
+                continue
+            for model in loaded:
+                add(model)
+                notes.extend(model.warnings)
+                notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
+        for file in python_files:
+            try:
+                for model in pycode_models.read_file(file, root, config.model_defaults):
+                    add(model)
+                    notes.extend(model.warnings)
+            except SluiceError as exc:
+                errors.append(exc)
+        audits = _audits(root, config, errors, inline)
     for external in _externals(root, errors):
         add(external)
-    audits = _audits(root, config, errors, inline)
     notes.extend(
         f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
         "audits after the model they are attached to"
@@ -514,6 +532,14 @@ def _tests(root: Path, models: dict[str, Model], notes: list[str]) -> list[UnitT
     return tests
 
 
+def _texts(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(f"{path}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -536,6 +562,8 @@ class _Cache:
                 # A model cached under a wider allow-list must be checked again.
                 config.sluice.allowed_paths,
                 config.model_naming.infer_names,
+                # A model's expansion depends on the Python macros it calls.
+                _texts(pycode_macros.macro_files(path.parents[2])),
             ],
             sort_keys=True,
             default=str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from sluice.core.model.definition import Model
+from sluice.core.model.pycode.models import all_columns_added
 from sluice.core.snapshot.fingerprint import data_inputs
 
 # Projections that change the number of rows when added: an aggregate turns a plain SELECT
@@ -18,6 +19,8 @@ from sluice.core.snapshot.fingerprint import data_inputs
 
 def categorize_direct(old: Model, new: Model) -> bool:
     """True when changing ``old`` into ``new`` is non-breaking."""
+    if old.python_code is not None or new.python_code is not None:
+        return _python_adds_columns(old, new)
     old_inputs, new_inputs = data_inputs(old), data_inputs(new)
     query_index = 6  # data_inputs()[6] is the query; all else must be equal
     if old_inputs[:query_index] + old_inputs[query_index + 1 :] != (
@@ -27,6 +30,21 @@ def categorize_direct(old: Model, new: Model) -> bool:
     if old.query is None or new.query is None:
         return False
     return only_adds_projections(old.query, new.query)
+
+
+def _python_adds_columns(old: Model, new: Model) -> bool:
+    """A Python model's change is non-breaking only when it adds declared columns and
+    changes nothing else about the table (its code may change: it must, to fill them)."""
+    if old.python_code is None or new.python_code is None:
+        return False
+
+    def rest(model: Model) -> list[object]:
+        inputs = data_inputs(model)  # [..., query (6), columns (7), ..., {present} (11)]
+        present = dict(inputs[11]) if len(inputs) > 11 else {}
+        present.pop("python", None)
+        return [*inputs[:7], *inputs[8:11], present]
+
+    return rest(old) == rest(new) and all_columns_added(dict(old.columns), dict(new.columns))
 
 
 def only_adds_projections(old: exp.Expr, new: exp.Expr) -> bool:

@@ -31,6 +31,8 @@ def model_text(model: Model) -> list[str]:
         lines.append(f"-- seed {model.kind.seed_path} sha256 {model.seed_hash[:12]}")
     if model.stamp:
         lines.append(f"-- stamp {model.stamp}")
+    if model.python_code is not None:
+        return lines + model.python_code.splitlines()
     return lines + pretty_sql(model).splitlines()
 
 

@@ -79,6 +79,7 @@ def data_inputs(model: Model) -> list[Any]:
                 "physical_properties": [list(p) for p in model.physical_properties],
                 "gateway": model.gateway,
                 "optimize_query": model.optimize_query,
+                "python": model.python_code,
             }
         ),
     ]

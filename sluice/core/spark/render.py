@@ -16,6 +16,7 @@ from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
 from sluice.core.model.properties import table_layout
+from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import physical_schema, view_name
@@ -52,7 +53,10 @@ def physical_names(snapshots: Iterable[Snapshot]) -> dict[str, str]:
 def render_query(
     model: Model, tables: Mapping[str, str], own_table: str, start: int, end: int, execution: int
 ) -> str:
-    """The model's query for the interval [start, end), ready for Spark."""
+    """The model's query for the interval [start, end), ready for Spark (a Python
+    model's reads the rows its function returned for the batch)."""
+    if model.python_code is not None:
+        return f"SELECT * FROM {PYTHON_VIEW}"
     assert model.query_sql is not None
     query = sqlglot.parse_one(model.query_sql, read="spark")
     query = resolve_tables(query, tables)
@@ -153,6 +157,14 @@ def build_steps(
                 "path": str(Path(project_dir, model.kind.seed_path).resolve()),
                 "columns": [list(c) for c in model.columns],
                 "csv_settings": [list(c) for c in model.kind.csv_settings],
+            }
+        if model.python_code is not None:
+            step["python"] = {
+                "path": str(Path(model.path).resolve()),
+                "entry": model.python_entry or "execute",
+                "root": str(Path(project_dir).resolve()),
+                "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
+                "columns": [list(c) for c in model.columns],
             }
         if is_view:
             step["view_sql"] = render_query(

@@ -61,6 +61,22 @@ class SeedFile(TypedDict):
     """``[setting, value]`` pairs (delimiter, quotechar, escapechar are used)."""
 
 
+class PythonModelSpec(TypedDict):
+    """A Python model's function and what it may resolve
+    (:func:`sluice.core.model.pycode.run.frame`)."""
+
+    path: str
+    """The model's file (absolute)."""
+    entry: str
+    """The function's name in the file."""
+    root: str
+    """The project folder (on ``sys.path``, for the project's own modules)."""
+    tables: list[list[str]]
+    """``[model, physical table]`` pairs ``context.resolve_table`` answers from."""
+    columns: list[list[str]]
+    """``[name, Spark type]`` pairs: the declared columns, in order."""
+
+
 class BuildStep(StepBase):
     """Create and fill one model version's table, or its view
     (:func:`sluice.core.spark.steps.build.run_build`)."""
@@ -82,6 +98,8 @@ class BuildStep(StepBase):
     batches: list[BuildBatch]
     seed: NotRequired[SeedFile]
     """SEED models only."""
+    python: NotRequired[PythonModelSpec]
+    """Python models only: each batch's query reads the rows the function returns."""
     view_sql: NotRequired[str]
     """Models materialized as a view: the view's query."""
     intervals: NotRequired[list[list[int]]]

@@ -527,7 +527,7 @@ CASES = [
         ModelError,
         "models/c.sql:4",
         "unknown macro @my_macro",
-        "Sluice supports @start_ds/@end_ds, @start_date, @start_ts, @execution_ds (and the other date forms), @this_model and @VAR('name'); Python macros are not run",
+        "Sluice supports @start_ds/@end_ds, @start_date, @start_ts, @execution_ds (and the other date forms), @this_model, @VAR('name') and the config's variables; a @DEF or a Python macro defines a name before it is used",
     ),
     Broken(
         "model_undefined_variable",

@@ -149,7 +149,11 @@ def test_the_example_exercises_every_step_type_and_optional_key(emitted: list[An
     assert {step["type"] for step in steps} == set(step_types())
     builds = [step for step in steps if step["type"] == "build"]
     # A SEED model, a VIEW model and a backfilled one: each optional key of a build.
-    assert {key for step in builds for key in step} >= spec.BuildStep.__optional_keys__ - {"id"}
+    # (``python``: a Python model's, built from examples/python_shop in test_python_models.py)
+    assert {key for step in builds for key in step} >= spec.BuildStep.__optional_keys__ - {
+        "id",
+        "python",
+    }
     assert {"environment", "plan_id", "base_plan_id"} <= emitted[0].keys()
     assert any("id" in step for step in steps)  # the preview names its steps' results
 
@@ -187,6 +191,6 @@ def test_the_check_finds_missing_undeclared_and_mistyped_keys() -> None:
 def test_not_required_keys_are_optional_at_runtime() -> None:
     # spec.py has no `from __future__ import annotations`, which would hide NotRequired
     # from TypedDict on Python 3.11 and make every key required.
-    assert spec.BuildStep.__optional_keys__ == {"id", "seed", "view_sql", "intervals"}
+    assert spec.BuildStep.__optional_keys__ == {"id", "seed", "view_sql", "intervals", "python"}
     assert spec.SqlStep.__optional_keys__ == {"id", "limit"}
     assert spec.JobSpec.__required_keys__ == {"job_id", "kind", "steps"}

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.errors import ModelError
-from sluice.core.model.macro import constant, lexer
+from sluice.core.model.macro import constant, external, lexer
 from sluice.core.model.macro.registry import OPERATORS, MacroError, Result
 from sluice.core.model.scan import LineIndex
 
@@ -254,8 +254,8 @@ class Evaluator:
         return self.fail(
             f"unknown macro @{name}",
             "Sluice supports @start_ds/@end_ds, @start_date, @start_ts, @execution_ds "
-            "(and the other date forms), @this_model and @VAR('name'); Python macros "
-            "are not run",
+            "(and the other date forms), @this_model, @VAR('name') and the config's "
+            "variables; a @DEF or a Python macro defines a name before it is used",
             self._name_site(name),
         )
 
@@ -352,6 +352,9 @@ class Evaluator:
             values = [self._one(self.expand(a), f"an argument of @{name}", site) for a in args]
             return self.apply(bound, values, f"@{name}")
         op = OPERATORS.get(name.upper())
+        python = external.ACTIVE.get()
+        if op is None and python is not None and name.lower() in python.names:
+            return self._external(python, node, name, site)
         if op is None:
             if name.upper() in CLAUSE_OPERATORS:
                 raise MacroError(
@@ -361,11 +364,38 @@ class Evaluator:
             known = ", ".join(f"@{n}" for n in sorted(OPERATORS))
             raise MacroError(
                 f"unknown macro @{name}",
-                "Python macros (macros/*.py) are not run by Sluice; the macros it knows are "
-                f"{known}, @DEF functions and the date variables",
+                f"the macros Sluice knows are {known}, @DEF functions, the date variables "
+                "and the Python macros of macros/*.py (registered with @macro())",
             )
         bound_args, rest = op.bind(args)
         return op.run(self, bound_args, rest)
+
+    def _external(
+        self, python: external.External, node: exp.Anonymous, name: str, site: lexer.Site | None
+    ) -> Result:
+        """A Python macro: its arguments expanded here, sent as SQL, its SQL parsed back."""
+        dialect = self.env.dialect
+        args: list[str] = []
+        kwargs: dict[str, str] = {}
+        for arg in node.expressions:
+            if isinstance(arg, exp.PropertyEQ | exp.Kwarg):
+                value = self._one(self.expand(arg.expression), f"an argument of @{name}", site)
+                kwargs[arg.this.name.lower()] = value.sql(dialect)
+            else:
+                args.append(
+                    self._one(self.expand(arg), f"an argument of @{name}", site).sql(dialect)
+                )
+        out: list[exp.Expr] = []
+        for text in python.call(name, args, kwargs, dialect):
+            try:
+                out.append(sqlglot.parse_one(text, read=dialect))
+            except (ParseError, TokenError) as exc:
+                raise MacroError(
+                    f"@{name} returned SQL that does not parse ({dialect}): {text[:200]!r}: "
+                    f"{str(exc).splitlines()[0]}",
+                    "return a sqlglot expression, or SQL text of one expression",
+                ) from None
+        return out[0] if len(out) == 1 else (out or None)
 
     def _count(self, result: Result, name: str, site: lexer.Site | None) -> None:
         for item in self._as_list(result):

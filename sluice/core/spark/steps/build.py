@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from sluice.core.model.pycode import run as pycode_run
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps.context import StepContext
+from sluice.core.timeutil import to_datetime
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -92,6 +94,8 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
     written = 0
     for batch in step["batches"]:
+        if "python" in step:
+            _python_rows(spark, step, batch)
         if kind == "SEED":
             _write_seed(spark, step)
         elif kind == "INCREMENTAL_BY_TIME_RANGE":
@@ -113,6 +117,14 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     return {"model": name, "version": version, "table": table, "batches": written}
+
+
+def _python_rows(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:
+    """Run a Python model's function for the batch; its rows become the view the batch's
+    query reads."""
+    start, end = to_datetime(batch["start"]), to_datetime(batch["end"] - 1)
+    rows = pycode_run.frame(spark, step["model"], step["python"], start, end, end)
+    rows.createOrReplaceTempView(pycode_run.VIEW)
 
 
 def _batch_sql(step: BuildStep, batch: BuildBatch) -> str:

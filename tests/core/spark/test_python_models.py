@@ -1,0 +1,87 @@
+"""A Python (PySpark) model and a Python macro built on a real Spark: prod of
+examples/python_shop, then a change to the model's helper rebuilt in a PR environment
+while its SQL parent stays prod's table."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.spark.submit import InProcessRunner
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+
+pytestmark = pytest.mark.spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "python_shop"
+NOW = to_ms("2024-02-01")
+
+
+def _apply(root: Path, url: str, spark: SparkSession, env: str) -> workflow.ApplyResult:
+    from sluice.core.spark.session import SparkPaths
+
+    project = load_project(root, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, env, end=NOW, execution_time=NOW)
+        warehouse = Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
+        paths = SparkPaths(root=warehouse.parent, logs=warehouse.parent / "logs")
+        runner = InProcessRunner(project.config.sluice.spark, paths)
+        return workflow.apply_plan(project, store, plan, runner, url=url, now=NOW)
+    finally:
+        store.close()
+
+
+def test_a_pyspark_model_builds_and_a_helper_change_rebuilds_it(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    result = _apply(root, url, local_spark, "prod")
+    assert result.tables_built == 4
+    rows = dict(
+        (r[0], r[1])
+        for r in local_spark.sql(
+            "SELECT customer_id, segment FROM pyshop.customer_segments"
+        ).collect()
+    )
+    # customer 1: 4 orders (loyal); 2: $7 once; 3: $99 once (big spender).
+    assert rows == {1: "loyal", 2: "occasional", 3: "big spender"}
+    assert local_spark.table("pyshop.customer_segments").dtypes == [
+        ("customer_id", "int"),
+        ("number_of_orders", "bigint"),
+        ("lifetime_value", "double"),
+        ("segment", "string"),
+    ]
+    path = root / "models" / "customer_segments.py"
+    path.write_text(path.read_text().replace("LOYAL_ORDERS = 3", "LOYAL_ORDERS = 5"))
+    project = load_project(root, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_1", end=NOW, execution_time=NOW)
+    finally:
+        store.close()
+    built = {b.name for b in plan.backfill}
+    assert built == {"pyshop.customer_segments", "pyshop.segment_counts"}
+    _apply(root, url, local_spark, "pr_1")
+    assert (
+        local_spark.sql(
+            "SELECT segment FROM pyshop__pr_1.customer_segments WHERE customer_id = 1"
+        ).collect()[0][0]
+        == "big spender"  # 4 orders, $50.50: no longer loyal at 5
+    )
+    # prod is untouched, and the PR reads prod's table for the unchanged SQL parent.
+    assert (
+        local_spark.sql(
+            "SELECT segment FROM pyshop.customer_segments WHERE customer_id = 1"
+        ).collect()[0][0]
+        == "loyal"
+    )
