@@ -113,7 +113,7 @@ class World:
             assert record is not None and record.invalidated
         finally:
             store.close()
-        deps = make_deps(forge_for=forge_factory(settings), workdir=self.work, state_url=self.url,
+        deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=self.work, state_url=self.url,
                          spark=settings.spark())  # fmt: skip
         try:
             dispatch.handle(deps, JanitorEvent(forge=forge, repo=repo, installation_id=None))

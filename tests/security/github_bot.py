@@ -70,7 +70,7 @@ class Bot:
         self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
         self.runner = RecordingRunner()
-        self.deps = make_deps(forge_for=self._forge_for, workdir=root / "work",
+        self.deps = make_deps(project_python="on", forge_for=self._forge_for, workdir=root / "work",
                               state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
                               runner_for=self.runner.make)  # fmt: skip
         self.ledger = Ledger(self.url)

@@ -428,7 +428,7 @@ class Bot:
     def __init__(self, root: Path, github: MemoryForge) -> None:
         self.github = github
         url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(forge_for=lambda _event: github, workdir=root / "work",
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: github, workdir=root / "work",
                               state_url=url)  # fmt: skip
 
     def comment(self, user: str, body: str) -> int:
@@ -615,7 +615,7 @@ def _local(tmp_path: Path) -> tuple[LocalForge, Deps]:
     store = forge.store
     (store / "collaborators.json").write_text('{"alice": "write"}')
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    return forge, make_deps(forge_for=lambda _e: forge, workdir=tmp_path / "w",
+    return forge, make_deps(project_python="on", forge_for=lambda _e: forge, workdir=tmp_path / "w",
                                      state_url=url)  # fmt: skip
 
 

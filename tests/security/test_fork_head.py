@@ -75,7 +75,7 @@ class Bot:
     def __init__(self, root: Path, github: MemoryForge) -> None:
         self.github = github
         url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(forge_for=lambda _event: github, workdir=root / "work",
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: github, workdir=root / "work",
                               state_url=url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(url)
 
@@ -289,7 +289,7 @@ def test_through_the_service_a_push_queued_after_the_command_is_not_what_it_buil
                 assert client.post("/webhooks/github", content=body,
                                    headers=headers).status_code == 202  # fmt: skip
         queue = JobQueue(url)
-        deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+        deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=tmp_path / "work",
                          state_url=url)  # fmt: skip
         worker = Worker(queue, **dispatch.bound(deps))
         try:

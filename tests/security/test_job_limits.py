@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _deps(tmp_path: Path, **context: object) -> Deps:
-    return make_deps(forge_for=lambda _e: None, workdir=tmp_path,  # type: ignore[arg-type,return-value]
+    return make_deps(project_python="on", forge_for=lambda _e: None, workdir=tmp_path,  # type: ignore[arg-type,return-value]
                               state_url=f"sqlite:///{tmp_path / 's.db'}", **context)  # type: ignore[arg-type]  # fmt: skip
 
 

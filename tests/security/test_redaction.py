@@ -66,7 +66,7 @@ def test_host_paths_become_placeholders(tmp_path: Path) -> None:
 
 
 def test_the_flow_scrubs_secrets_trees_and_the_workdir(tmp_path: Path) -> None:
-    deps = make_deps(forge_for=lambda _e: None, workdir=tmp_path / "w",  # type: ignore[arg-type,return-value]
+    deps = make_deps(project_python="on", forge_for=lambda _e: None, workdir=tmp_path / "w",  # type: ignore[arg-type,return-value]
                              state_url=f"sqlite:///{tmp_path / 's.db'}", secrets=(SECRET,))  # fmt: skip
     tree = tmp_path / "w" / "trees" / "o_r" / ("a" * 40)
     leaked = base64.b64encode(f"k={SECRET}".encode()).decode()

@@ -89,7 +89,7 @@ class Bot:
         self.root, self.github = root, github
         self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(forge_for=self._forge_for, workdir=root / "work",
+        self.deps = make_deps(project_python="on", forge_for=self._forge_for, workdir=root / "work",
                               state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(self.url)
 
@@ -381,7 +381,7 @@ def test_comment_ids_numbered_per_pr_are_not_replays_of_each_other(tmp_path: Pat
                  ["branch", "one"], ["branch", "two"]):  # fmt: skip
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
     forge = LocalForge(repo)
-    deps = make_deps(forge_for=lambda _event: forge, workdir=tmp_path / "work",
+    deps = make_deps(project_python="on", forge_for=lambda _event: forge, workdir=tmp_path / "work",
                      state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
     try:
         for head in ("one", "two"):
@@ -474,7 +474,7 @@ class Flaky:
 def _worker(tmp_path: Path, github: MemoryForge, lost: int) -> tuple[Worker, JobQueue, Flaky, Deps]:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     runner = Flaky(lost)
-    deps = make_deps(forge_for=lambda _event: github, workdir=tmp_path / "work",
+    deps = make_deps(project_python="on", forge_for=lambda _event: github, workdir=tmp_path / "work",
                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
     queue = JobQueue(url, max_attempts=2)
     return Worker(queue, **dispatch.bound(deps)), queue, runner, deps
@@ -594,7 +594,7 @@ def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Deps, MemoryForge]]:
     gitlab = _memory(PROJECT, name="gitlab")
     gitlab.open_pull(7, head_sha=A, base="main", author="alice")
     gitlab.roles["bob"] = "write"  # a Developer
-    deps = make_deps(forge_for=lambda _event: gitlab, workdir=tmp_path / "work",
+    deps = make_deps(project_python="on", forge_for=lambda _event: gitlab, workdir=tmp_path / "work",
                      state_url=f"sqlite:///{tmp_path / 'state.db'}", clock=lambda: NOW)  # fmt: skip
     yield deps, gitlab
     deps.close()

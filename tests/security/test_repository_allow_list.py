@@ -213,7 +213,7 @@ def worker(tmp_path: Path) -> Iterator[tuple[Worker, JobQueue, MemoryForge, Deps
                          janitor_interval_seconds=60)  # fmt: skip
     github = MemoryForge("mallory/warehouse", name="github")  # the forge of every job
     queue = JobQueue(settings.state_url())
-    deps = make_deps(forge_for=lambda _event: github, workdir=tmp_path / "work",
+    deps = make_deps(project_python="on", forge_for=lambda _event: github, workdir=tmp_path / "work",
                      state_url=settings.state_url())  # fmt: skip
     made = Worker(queue, **dispatch.bound(deps), janitor_seconds=60, serves=settings.serves)
     yield made, queue, github, deps

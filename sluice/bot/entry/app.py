@@ -285,6 +285,7 @@ def create_app(
                 prod_branch=settings.prod_branch,
                 spark=settings.spark(),
                 job_timeout=settings.job_timeout_seconds,
+                project_python=settings.project_python,
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

@@ -162,6 +162,7 @@ def _session(
         state_url=url,
         project_path=project_path,
         runner_for=injected or _runner_for(work, quiet),
+        project_python="on",  # the user's own repository, on the user's own machine
     )
     return _Session(forge, user or _default_user(forge), deps, quiet)
 

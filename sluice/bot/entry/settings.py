@@ -45,6 +45,13 @@ class ServiceSettings(BaseSettings):
     """The branch whose config.yaml holds each repository's trusted settings (the gate,
     deploy, allowed paths, TTLs, Spark tuning); its ``sluice.deploy.prod_branch`` may name
     another branch, read instead."""
+    project_python: Literal["off", "prod", "on"] = "prod"
+    """Which Python of a repository's project runs (``SLUICE_PROJECT_PYTHON``): Python
+    macros and Python models. ``prod`` (the default): only when every Python file of the
+    commit is the prod branch's as it is now (reviewed and merged); a pull request that
+    changes Python is not built, and says so. ``on``: a PR's own Python too (it runs with no
+    credential in its environment, but it holds the job's Spark session: see
+    docs/security.md). ``off``: never."""
     spark_master: str = "local[*]"
     """Where Spark jobs run (``spark-submit --master``); never read from a repository."""
     spark_deploy_mode: Literal["client", "cluster"] | None = None

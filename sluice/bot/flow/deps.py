@@ -52,6 +52,8 @@ class Deps:
     """Where and how Spark runs (``SLUICE_SPARK_*``): never taken from a repository."""
     job_timeout: float | None = JOB_TIMEOUT_S
     """Seconds one Spark job may run (``SLUICE_JOB_TIMEOUT_SECONDS``); None: no limit."""
+    project_python: str = "prod"
+    """Which project Python runs: ``off``, ``prod`` or ``on`` (``SLUICE_PROJECT_PYTHON``)."""
 
     @property
     def config_path(self) -> str:
@@ -82,6 +84,7 @@ def make_deps(
     prod_branch: str = "main",
     spark: SparkSettings | None = None,
     job_timeout: float | None = JOB_TIMEOUT_S,
+    project_python: str = "prod",
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -113,4 +116,5 @@ def make_deps(
         prod_branch=prod_branch,
         spark=spark or SparkSettings(),
         job_timeout=job_timeout,
+        project_python=project_python,
     )

@@ -124,7 +124,7 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         _failed(post, environment, checks.SETTINGS_INVALID, deps.scrub(str(exc)))
         return None
     try:
-        project = trust.load_trusted(deps, tree, settings)
+        project = trust.load_trusted(deps, tree, settings, forge)
         found, text = trust.tree_config(tree, deps.config_path)
         own = trust.parse(text, found)
     except SluiceError as exc:

@@ -165,7 +165,7 @@ def promote(
 
 def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
     tree = deps.checkout.tree(forge, sha)
-    project = trust.load_trusted(deps, tree, settings)
+    project = trust.load_trusted(deps, tree, settings, forge)
     found, text = trust.tree_config(tree, deps.config_path)
     own = trust.parse(text, found)  # the promoted commit's own settings
     repo = repo_key(forge)
@@ -271,7 +271,7 @@ def janitor(deps: Deps, forge: Forge) -> None:
         )
         return
     tree = deps.checkout.tree(forge, sha)
-    project = trust.load_trusted(deps, tree, settings)
+    project = trust.load_trusted(deps, tree, settings, forge)
     store = open_state(deps.state_url)
     try:
         report = run_janitor(

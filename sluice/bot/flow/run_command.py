@@ -134,7 +134,7 @@ def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: s
     environment = pr_environment(pr.number)
     tree = deps.checkout.tree(forge, pr.head_sha)
     try:
-        project = trust.load_trusted(deps, tree, trust.for_repository(deps, forge))
+        project = trust.load_trusted(deps, tree, trust.for_repository(deps, forge), forge)
         settings = project.config.sluice.pr
         options = DiffOptions(
             where=command.where, decimals=settings.decimals, sample=settings.diff_sample

@@ -323,12 +323,46 @@ def for_repository(deps: Deps, forge: Forge) -> Settings:
     )
 
 
-def load_trusted(deps: Deps, tree: Path, settings: Settings) -> Project:
-    """The project in ``tree`` with the trusted ``sluice:`` settings, not its own.
+def load_trusted(deps: Deps, tree: Path, settings: Settings, forge: Forge) -> Project:
+    """The project in ``tree`` with the trusted ``sluice:`` settings, not its own, and
+    its Python only as far as ``SLUICE_PROJECT_PYTHON`` allows (:func:`python_refusal`).
 
     Never through the parse cache: a tree comes from a commit, and a commit can hold a
     forged ``.sluice/cache/models.json`` whose entries would skip every check.
     """
     return load_project(
-        tree / deps.project_path, use_cache=False, sluice=settings.for_project(deps.spark)
+        tree / deps.project_path,
+        use_cache=False,
+        sluice=settings.for_project(deps.spark),
+        python=python_refusal(deps, forge, tree, settings.branch),
     )
+
+
+def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> str | None:
+    """None when the project's Python in ``tree`` may run; otherwise why not and what to
+    do (the loader refuses a project with Python with it)."""
+    if deps.project_python == "on":
+        return None
+    if deps.project_python == "off":
+        return (
+            "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "
+            "the service): ask its operator, or keep the project to SQL"
+        )
+    root = tree / deps.project_path
+    prefix = "" if deps.project_path.strip("/") in ("", ".") else deps.project_path.strip("/") + "/"
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(".sluice/"):
+            continue
+        if forge.read_file(branch, prefix + rel) != path.read_text(
+            encoding="utf-8", errors="replace"
+        ):
+            return (
+                f"this pull request changes Python ({rel}), and this service runs a "
+                f"project's Python only as it is on the prod branch `{branch}` "
+                "(SLUICE_PROJECT_PYTHON=prod, a setting of the service): Python holds the "
+                "job's Spark session, so it runs once reviewed and merged. Change SQL "
+                "models here and Python in a pull request of its own, or ask the service's "
+                "operator about SLUICE_PROJECT_PYTHON=on"
+            )
+    return None

@@ -49,6 +49,7 @@ def _world(tmp_path: Path, prod_files: dict[str, str]) -> tuple[MemoryForge, Dep
     forge.open_pull(7, head_sha=HEAD, base="main", author="alice")
     forge.roles.update({"alice": "write", "bob": "write", "carol": "write"})
     deps = make_deps(
+        project_python="on",
         forge_for=lambda _event: as_forge(forge),
         workdir=tmp_path / "work",
         state_url=f"sqlite:///{tmp_path / 'state.db'}",

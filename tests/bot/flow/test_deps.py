@@ -24,13 +24,16 @@ def _runner(tmp_path: Path, service: ServiceSettings, prod_config: str) -> Runne
     forge = MemoryForge()
     forge.commit("b" * 40, {"config.yaml": prod_config}, branch="main")
     deps = make_deps(
+        project_python="on",
         forge_for=lambda _event: as_forge(forge),
         workdir=tmp_path / "work",
         state_url=f"sqlite:///{tmp_path / 'state.db'}",
         spark=service.spark(),
     )
     try:
-        project = trust.load_trusted(deps, EXAMPLE, trust.for_repository(deps, as_forge(forge)))
+        project = trust.load_trusted(
+            deps, EXAMPLE, trust.for_repository(deps, as_forge(forge)), as_forge(forge)
+        )
         return deps.spark_runner(project, EXAMPLE, lambda _event: None)
     finally:
         deps.close()

@@ -46,7 +46,7 @@ class Bot:
     def __init__(self, root: Path, forge: MemoryForge) -> None:
         self.root, self.forge = root, forge
         self.url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(forge_for=lambda _event: forge, workdir=root / "work",
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge, workdir=root / "work",
                               state_url=self.url, clock=lambda: NOW)  # fmt: skip
         self.ledger = Ledger(self.url)
 

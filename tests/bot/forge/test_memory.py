@@ -203,6 +203,7 @@ def test_a_merge_is_recorded_with_its_head_and_teams_ignore_case() -> None:
 
 def _deps(forge: MemoryForge, tmp_path: Path) -> Deps:
     context = make_deps(
+        project_python="on",
         forge_for=lambda _event: forge,
         workdir=tmp_path / "work",
         state_url=f"sqlite:///{tmp_path / 'state.db'}",

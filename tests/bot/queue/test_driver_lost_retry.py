@@ -93,7 +93,7 @@ def bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Bot]:
         database_url=url, github_request_interval=0, github_write_interval=0,
     )  # type: ignore[arg-type]  # fmt: skip
     runner = Flaky(lost)
-    deps = make_deps(forge_for=forge_factory(settings), workdir=tmp_path / "work",
+    deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=tmp_path / "work",
                      state_url=url, runner_for=runner, clock=lambda: NOW)  # fmt: skip
     queue = JobQueue(url, max_attempts=3)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:

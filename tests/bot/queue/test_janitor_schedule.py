@@ -16,7 +16,7 @@ def _worker(url: str, tmp_path: Path, queue: JobQueue, seconds: float) -> tuple[
     def no_forge(event: object) -> object:
         raise AssertionError("scheduling needs no forge")
 
-    deps = make_deps(forge_for=no_forge, workdir=tmp_path, state_url=url)  # type: ignore[arg-type]
+    deps = make_deps(project_python="on", forge_for=no_forge, workdir=tmp_path, state_url=url)  # type: ignore[arg-type]
     return Worker(queue, **dispatch.bound(deps), janitor_seconds=seconds), deps
 
 

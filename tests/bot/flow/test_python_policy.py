@@ -1,0 +1,63 @@
+"""SLUICE_PROJECT_PYTHON: which project Python the service runs (trust.python_refusal)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sluice.bot.flow import trust
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "python_shop"
+
+
+class Prod:
+    """The prod branch's files, as the forge answers them."""
+
+    def __init__(self, root: Path) -> None:
+        self.files = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*.py")}
+        self.asked: list[tuple[str, str]] = []
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        self.asked.append((ref, path))
+        return self.files.get(path)
+
+
+def _refusal(mode: str, tree: Path, prod: Prod) -> str | None:
+    deps: Any = SimpleNamespace(project_python=mode, project_path=".")
+    return trust.python_refusal(deps, prod, tree, "main")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(EXAMPLE, tmp_path / "tree"))
+
+
+def test_prod_runs_python_that_is_the_prod_branch_s(tree: Path) -> None:
+    prod = Prod(EXAMPLE)
+    assert _refusal("prod", tree, prod) is None
+    assert ("main", "models/customer_segments.py") in prod.asked
+
+
+@pytest.mark.parametrize("change", ["edit", "add"])
+def test_prod_refuses_a_pr_that_changes_python_and_says_why(tree: Path, change: str) -> None:
+    if change == "edit":
+        path = tree / "macros" / "money.py"
+        path.write_text(path.read_text() + "\nimport os\n")
+        expected = "macros/money.py"
+    else:
+        (tree / "models" / "new.py").write_text("x = 1\n")
+        expected = "models/new.py"
+    message = _refusal("prod", tree, Prod(EXAMPLE))
+    assert message is not None
+    assert expected in message and "SLUICE_PROJECT_PYTHON=prod" in message and "`main`" in message
+
+
+def test_off_refuses_and_on_allows(tree: Path) -> None:
+    path = tree / "macros" / "money.py"
+    path.write_text(path.read_text() + "\n# changed\n")
+    assert "SLUICE_PROJECT_PYTHON=off" in (_refusal("off", tree, Prod(EXAMPLE)) or "")
+    assert _refusal("on", tree, Prod(EXAMPLE)) is None
