@@ -2,7 +2,6 @@
 loads the project (see the README's "Python in projects")."""
 
 from sqlglot import exp
-
 from sqlmesh import macro
 
 

@@ -4,8 +4,7 @@ running it when it plans (the decorator's arguments, the parent named in
 `context.resolve_table`, the code below) and runs `execute` in the Spark job."""
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
+from pyspark.sql import functions as F  # noqa: N812 - PySpark's own convention
 from sqlmesh import ExecutionContext, model
 
 LOYAL_ORDERS = 3  # orders that make a customer loyal
