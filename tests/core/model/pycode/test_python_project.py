@@ -157,7 +157,9 @@ def test_python_macro_errors_name_the_file_and_line(project: Path) -> None:
     with pytest.raises(SluiceError) as exc:
         load_project(project, use_cache=False)
     text = str(exc.value)
-    assert "money.py:12" in text and "no money" in text and "payments.sql" in text
+    lines = (project / "macros" / "money.py").read_text().splitlines()
+    raised = lines.index("    raise ValueError('no money')") + 1
+    assert f"money.py:{raised}" in text and "no money" in text and "payments.sql" in text
 
 
 @pytest.mark.parametrize(
