@@ -21,7 +21,14 @@ from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import physical_schema, view_name
 from sluice.core.snapshot.snapshot import Snapshot
-from sluice.core.spark.spec import AuditStep, BuildStep, Step, ViewSpec, ViewsStep
+from sluice.core.spark.spec import (
+    AuditStep,
+    BuildStep,
+    PythonModelSpec,
+    Step,
+    ViewSpec,
+    ViewsStep,
+)
 
 
 def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
@@ -63,6 +70,18 @@ def render_query(
     values: dict[str, exp.Expr | str] = {**macros.time_values(start, end, execution)}
     values["this_model"] = own_table
     return macros.render(query, values).sql("spark")
+
+
+def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> PythonModelSpec:
+    """What the driver needs to run a Python model's function: its file and entry point,
+    and the table ``context.resolve_table`` answers for each parent found in ``tables``."""
+    return {
+        "path": str(Path(model.path).resolve()),
+        "entry": model.python_entry or "execute",
+        "root": str(Path(project_dir).resolve()),
+        "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
+        "columns": [list(c) for c in model.columns],
+    }
 
 
 def output_columns(model: Model) -> list[str] | None:
@@ -159,13 +178,7 @@ def build_steps(
                 "csv_settings": [list(c) for c in model.kind.csv_settings],
             }
         if model.python_code is not None:
-            step["python"] = {
-                "path": str(Path(model.path).resolve()),
-                "entry": model.python_entry or "execute",
-                "root": str(Path(project_dir).resolve()),
-                "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
-                "columns": [list(c) for c in model.columns],
-            }
+            step["python"] = python_spec(model, project_dir, tables)
         if is_view:
             step["view_sql"] = render_query(
                 model, tables, snap.table, plan.end, plan.end, plan.execution_time

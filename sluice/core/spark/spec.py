@@ -174,6 +174,18 @@ class UnitTestCte(TypedDict):
     expected: list[dict[str, Any]]
 
 
+class UnitTestPython(TypedDict):
+    """How a unit test runs a Python model's function: the parents resolve to the test's
+    input views; the interval is the test's (``start`` and ``end`` inclusive, as the
+    function receives them; epoch ms)."""
+
+    model: PythonModelSpec
+    view: str
+    start: int
+    end: int
+    execution: int
+
+
 class UnitTestStep(StepBase):
     """Run one unit test (:func:`sluice.core.spark.steps.unittest.run_unit_test`)."""
 
@@ -189,6 +201,9 @@ class UnitTestStep(StepBase):
     ctes: list[UnitTestCte]
     grain: list[str]
     notes: list[str]
+    python: NotRequired[UnitTestPython]
+    """A Python model's test: its function runs first, its rows become ``view``, and
+    ``query`` reads that view."""
 
 
 class QueryStep(StepBase):

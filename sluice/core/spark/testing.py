@@ -23,7 +23,7 @@ from sluice.core.errors import ModelError, PlanError
 from sluice.core.model import macros
 from sluice.core.model.definition import Model, Project, UnitTest
 from sluice.core.model.fileaccess import CODE_FUNCTIONS, FILE_FORMATS
-from sluice.core.spark.render import resolve_tables
+from sluice.core.spark.render import python_spec, resolve_tables
 from sluice.core.spark.spec import QueryStep, UnitTestCte, UnitTestInput, UnitTestStep
 from sluice.core.timeutil import DAY_MS, to_ms
 
@@ -67,8 +67,6 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> Uni
     def fail(message: str, hint: str | None = None) -> ModelError:
         return ModelError(f"test {test.name}: {message}", path=test.path, line=test.line, hint=hint)
 
-    if model.query is None:
-        raise fail(f"{model.name} is a {model.kind.name} model: it has no query to test")
     prefix = (
         VIEW_PREFIX
         + hashlib.sha1(f"{where} {test.name}".encode(), usedforsecurity=False).hexdigest()[:8]
@@ -77,11 +75,21 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> Uni
     given = dict(test.inputs)
     inputs: list[UnitTestInput] = []
     views: dict[str, str] = {}
-    query: exp.Expr = model.query.copy()
-    read = {_table_key(t) for t in query.find_all(exp.Table)}
-    reads_itself = model.name in read or macros.PREFIX + "this_model" in read
-    # Only the parents the query reads: `depends_on` may name more.
-    tables = [t for t in model.depends_on if t in read] + ([model.name] if reads_itself else [])
+    if model.python_code is not None:
+        if test.ctes:
+            raise fail(f"{model.name} is a Python model: it has no CTEs to test")
+        # The function may resolve any parent it declares.
+        query: exp.Expr = exp.select("*").from_(prefix + "out")
+        tables = list(model.depends_on)
+    elif model.query is None:
+        raise fail(f"{model.name} is a {model.kind.name} model: it has no query to test")
+    else:
+        query = model.query.copy()
+        read = {_table_key(t) for t in query.find_all(exp.Table)}
+        reads_itself = model.name in read or macros.PREFIX + "this_model" in read
+        # Only the parents the query reads: `depends_on` may name more.
+        tables = [t for t in model.depends_on if t in read]
+        tables += [model.name] if reads_itself else []
     for table in tables:
         view = f"{prefix}{len(inputs) + 1}"
         declared = project.models[table].columns if table in project.models else ()
@@ -127,7 +135,7 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> Uni
             notes.append(f"CTE {name} is not checked: only top-level WITH CTEs can be tested")
             continue
         ctes.append({"name": name, "query": sql, "expected": _json_rows(rows)})
-    return {
+    step: UnitTestStep = {
         "type": "unit_test",
         "label": f"test {test.name}",
         "name": test.name,
@@ -141,6 +149,15 @@ def unit_test_step(test: UnitTest, project: Project, execution_time: int) -> Uni
         "grain": list(model.grain),
         "notes": notes,
     }
+    if model.python_code is not None:
+        step["python"] = {
+            "model": python_spec(model, project.path, views),
+            "view": prefix + "out",
+            "start": start,
+            "end": end - 1,
+            "execution": execution,
+        }
+    return step
 
 
 def _own_columns(model: Model, test: UnitTest) -> tuple[tuple[str, str], ...]:

@@ -85,3 +85,71 @@ def test_a_pyspark_model_builds_and_a_helper_change_rebuilds_it(
         ).collect()[0][0]
         == "loyal"
     )
+
+
+def _unit_test(root: Path, spark: SparkSession) -> dict[str, object]:
+    from sluice.core.spark import testing
+    from sluice.core.spark.steps.context import StepContext
+    from sluice.core.spark.steps.unittest import run_unit_test
+
+    (step,) = testing.unit_test_steps(load_project(root, use_cache=False), None, NOW)
+    return run_unit_test(spark, step, StepContext(job={}, emit=lambda event: None))
+
+
+def test_a_yaml_unit_test_runs_the_pyspark_function_on_its_inputs(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
+    assert _unit_test(root, local_spark)["passed"] is True
+    path = root / "models" / "customer_segments.py"
+    path.write_text(path.read_text().replace('"big spender"', '"high value"'))
+    result = _unit_test(root, local_spark)
+    assert result["passed"] is False
+    assert "high value" in str(result["diff"]) and "big spender" in str(result["diff"])
+    views = [t.name for t in local_spark.catalog.listTables() if t.isTemporary]
+    assert not [v for v in views if v.startswith("__sluice_test_")]
+
+
+def test_a_failing_function_fails_its_test_naming_its_line(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
+    path = root / "models" / "customer_segments.py"
+    source = path.read_text().replace(
+        "    return segment(customers)", "    raise ValueError('no customers today')"
+    )
+    path.write_text(source)
+    line = source.splitlines().index("    raise ValueError('no customers today')") + 1
+    result = _unit_test(root, local_spark)
+    assert result["passed"] is False
+    assert "the model's function failed" in str(result["diff"])
+    assert "ValueError: no customers today" in str(result["diff"])
+    assert f"customer_segments.py:{line})" in str(result["diff"])
+
+
+def test_a_pandas_model_is_tested_with_its_declared_types(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
+    (root / "models" / "customer_segments.py").write_text(
+        """import pandas as pd
+from sqlmesh import model
+
+
+@model(
+    "pyshop.customer_segments",
+    kind="FULL",
+    columns={"customer_id": "int", "number_of_orders": "bigint",
+             "lifetime_value": "double", "segment": "string"},
+)
+def execute(context, start, end, execution_time, **kwargs):
+    df = context.fetchdf(f"SELECT * FROM {context.resolve_table('pyshop.customers')}")
+    value = df["customer_lifetime_value"].fillna(0.0)
+    segment = ["new" if n == 0 else "loyal" if n >= 3 else "big spender" if v >= 50
+               else "occasional" for n, v in zip(df["number_of_orders"], value)]
+    return pd.DataFrame({"customer_id": df["customer_id"], "segment": segment,
+                         "number_of_orders": df["number_of_orders"], "lifetime_value": value})
+"""
+    )
+    result = _unit_test(root, local_spark)
+    assert result["passed"] is True, result["diff"]

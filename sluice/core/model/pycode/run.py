@@ -49,6 +49,21 @@ class Context:
         return self.spark.sql(sql).toPandas()
 
 
+class FunctionError(RuntimeError):
+    """A Python model's function raised: the message names the model and the line of its
+    file the error came from (the deepest frame in that file)."""
+
+    def __init__(self, model: str, path: str, exc: Exception) -> None:
+        line = None
+        frame = exc.__traceback__
+        while frame is not None:
+            if frame.tb_frame.f_code.co_filename == path:
+                line = frame.tb_lineno
+            frame = frame.tb_next
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{model}: {type(exc).__name__}: {exc} (at {where})")
+
+
 def _function(path: str, entry: str, root: str, shim: str) -> Any:
     for folder in (root, shim):
         if folder not in sys.path:
@@ -79,9 +94,12 @@ def frame(
 
     function = _function(spec["path"], spec["entry"], spec["root"], PATH)
     context = Context(spark, dict(spec["tables"]), spec.get("variables") or {})
-    result = function(context, start=start, end=end, execution_time=execution)
+    try:
+        results = _results(function(context, start=start, end=end, execution_time=execution))
+    except Exception as exc:
+        raise FunctionError(model, spec["path"], exc) from exc
     columns: Sequence[Sequence[str]] = spec["columns"]
-    frames = [_spark_frame(spark, model, r, columns) for r in _results(result)]
+    frames = [_spark_frame(spark, model, r, columns) for r in results]
     if not frames:
         schema = ", ".join(f"`{c}` {t}" for c, t in columns)
         return spark.createDataFrame([], schema)

@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.spark.spec import UnitTestInput, UnitTestStep
+from sluice.core.model.pycode import run as pycode_run
+from sluice.core.spark.spec import UnitTestInput, UnitTestPython, UnitTestStep
 from sluice.core.spark.steps.context import StepContext, spark_error
 from sluice.core.spark.steps.query import collect_json
+from sluice.core.timeutil import to_datetime
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -45,7 +47,14 @@ def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> 
                 break
             created.append(spec["view"])
         else:
+            if "python" in step:
+                failure = _run_python(spark, step["model"], step["python"])
+                if failure:
+                    lines.append(failure)
+                else:
+                    created.append(step["python"]["view"])
             checks = [("", step["query"], step["expected"])] if step["expected"] is not None else []
+            checks = [] if lines else checks
             checks += [(f"CTE {c['name']}: ", c["query"], c["expected"]) for c in step["ctes"]]
             for prefix, sql, expected in checks:
                 try:
@@ -64,6 +73,24 @@ def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> 
         header = f"{step['name']} ({step['path']}:{step['line']}) FAILED"
         diff = "\n".join([header, *("  " + line for line in "\n".join(lines).splitlines())])
     return {"name": step["name"], "passed": passed, "diff": diff, "notes": step.get("notes", [])}
+
+
+def _run_python(spark: SparkSession, model: str, run: UnitTestPython) -> str | None:
+    """Run a Python model's function on the test's inputs into ``run["view"]``; the
+    first lines of its error when it fails (a broken model fails its test)."""
+    try:
+        rows = pycode_run.frame(
+            spark,
+            model,
+            run["model"],
+            to_datetime(run["start"]),
+            to_datetime(run["end"]),
+            to_datetime(run["execution"]),
+        )
+        rows.createOrReplaceTempView(run["view"])
+    except Exception as exc:
+        return f"the model's function failed: {_first_lines(spark_error(exc))}"
+    return None
 
 
 def _first_lines(text: str, count: int = 6) -> str:

@@ -194,3 +194,24 @@ def test_a_caller_that_runs_no_python_refuses_with_its_reason(project: Path) -> 
     with pytest.raises(ModelError, match="has Python") as exc:
         load_project(project, use_cache=False, python="ask the operator")
     assert exc.value.hint == "ask the operator"
+
+
+def test_a_python_model_s_unit_test_feeds_every_parent_and_refuses_ctes(project: Path) -> None:
+    from sluice.core.spark import testing
+
+    (step,) = testing.unit_test_steps(load_project(project, use_cache=False), None, 0)
+    run = step["python"]
+    assert [i["table"] for i in step["inputs"]] == ["pyshop.customers"]
+    # The function's resolve_table answers the input view, and the query reads its rows.
+    assert run["model"]["tables"] == [["pyshop.customers", step["inputs"][0]["view"]]]
+    assert step["query"] == f"SELECT * FROM {run['view']}"
+    assert (run["start"], run["end"]) == (0, 86_399_999)  # the day, end inclusive
+    _edit(
+        project,
+        "tests/test_customer_segments.yaml",
+        "  outputs:\n",
+        "  outputs:\n    ctes:\n      x:\n        rows:\n          - a: 1\n",
+    )
+    with pytest.raises(ModelError, match="is a Python model: it has no CTEs to test") as err:
+        testing.unit_test_steps(load_project(project, use_cache=False), None, 0)
+    assert err.value.line == 3
