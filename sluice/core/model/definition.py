@@ -121,6 +121,9 @@ class Model:
     """A Python model's code (its function and the project code it uses, no comments)."""
     python_entry: str | None = None
     """A Python model's function name in its file (``path``)."""
+    python_variables: tuple[tuple[str, Any], ...] = ()
+    """The config.yaml variables a Python model's ``context.var`` reads (all of them when
+    a name is not a literal): part of its version, passed to the driver."""
     seed_hash: str | None = None
     stamp: str | None = None  # changing it forces a new version
     path: str = ""

@@ -134,7 +134,9 @@ def load_project(
                 notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
         for file in python_files:
             try:
-                for model in pycode_models.read_file(file, root, config.model_defaults):
+                for model in pycode_models.read_file(
+                    file, root, config.model_defaults, config.variables
+                ):
                     add(model)
                     notes.extend(model.warnings)
             except SluiceError as exc:

@@ -80,6 +80,7 @@ def data_inputs(model: Model) -> list[Any]:
                 "gateway": model.gateway,
                 "optimize_query": model.optimize_query,
                 "python": model.python_code,
+                "python_variables": [list(v) for v in model.python_variables],
             }
         ),
     ]

@@ -81,6 +81,7 @@ def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> Py
         "root": str(Path(project_dir).resolve()),
         "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
         "columns": [list(c) for c in model.columns],
+        "variables": dict(model.python_variables),
     }
 
 

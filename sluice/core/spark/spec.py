@@ -75,6 +75,8 @@ class PythonModelSpec(TypedDict):
     """``[model, physical table]`` pairs ``context.resolve_table`` answers from."""
     columns: list[list[str]]
     """``[name, Spark type]`` pairs: the declared columns, in order."""
+    variables: dict[str, Any]
+    """The config.yaml variables ``context.var`` answers (those the code names)."""
 
 
 class BuildStep(StepBase):

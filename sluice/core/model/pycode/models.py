@@ -171,9 +171,11 @@ def read_text(
     root: str,
     defaults: ModelDefaults | None = None,
     read: Callable[[str], str | None] | None = None,
+    variables: Mapping[str, Any] | None = None,
 ) -> list[Model]:
     """The Python models of one file. ``read``: the text of another project file by path
-    relative to ``root`` (for project-local imports), None when it does not exist.
+    relative to ``root`` (for project-local imports), None when it does not exist;
+    ``variables``: config.yaml's, for ``context.var``.
 
     Raises:
         ModelError: a decorator argument is not a literal, a property is wrong, or the
@@ -187,7 +189,9 @@ def read_text(
         if deco is None:
             continue
         assert isinstance(node, ast.FunctionDef)
-        found.extend(_model(node, deco, module, root, defaults, read or _no_files))
+        found.extend(
+            _model(node, deco, module, root, defaults, read or _no_files, variables or {})
+        )
     return found
 
 
@@ -202,6 +206,7 @@ def _model(
     root: str,
     defaults: ModelDefaults,
     read: Callable[[str], str | None],
+    variables: Mapping[str, Any],
 ) -> list[Model]:
     def fail(message: str, at: ast.AST, hint: str) -> ModelError:
         return ModelError(
@@ -266,7 +271,9 @@ def _model(
                 "use a type of the model's dialect, such as int, bigint, double, string, date",
             ) from None
     kind = _kind(args.get("kind"), defaults, lambda m: fail(m, deco, _KIND_HINT))
-    code, calls = _code(node, module, root, read)
+    code, calls, names = _code(node, module, root, read)
+    known = {str(k).lower(): v for k, v in variables.items()}
+    used = sorted(known) if None in names else sorted({n.lower() for n in names if n} & set(known))
     if "depends_on" in args:
         depends_on = tuple(sorted({str(d).lower() for d in args["depends_on"]}))
     else:
@@ -316,6 +323,7 @@ def _model(
             ),
             python_code=code,
             python_entry=node.name,
+            python_variables=tuple((n, known[n]) for n in used),
             path=module.path,
             line=node.lineno,
             warnings=tuple(notes),
@@ -381,11 +389,13 @@ def _decorator_name(node: ast.expr) -> str | None:
 
 def _code(
     entry: ast.FunctionDef, module: _Module, root: str, read: Callable[[str], str | None]
-) -> tuple[str, list[str | None]]:
-    """The model's code (entry first, then what it uses, by file and name) and the names
-    given to ``context.resolve_table`` / ``context.table`` (None when not a literal)."""
+) -> tuple[str, list[str | None], list[str | None]]:
+    """The model's code (entry first, then what it uses, by file and name), the names
+    given to ``context.resolve_table`` / ``context.table`` and those given to
+    ``context.var`` (None when not a literal)."""
     parts: list[str] = []
     calls: list[str | None] = []
+    names: list[str | None] = []
     seen: set[tuple[str, str]] = set()
     modules: dict[str, _Module | None] = {}
     todo: list[tuple[_Module, str]] = [(module, entry.name)]
@@ -408,11 +418,12 @@ def _code(
         for item in ast.walk(node):
             if isinstance(item, ast.Name) and isinstance(item.ctx, ast.Load):
                 todo.append((where, item.id))
-            elif isinstance(item, ast.Call) and _table_call(item):
+            elif isinstance(item, ast.Call) and (_table_call(item) or _var_call(item)):
                 first = item.args[0]
                 literal = first.value if isinstance(first, ast.Constant) else None
-                calls.append(literal if isinstance(literal, str) else None)
-    return "\n\n".join(parts), calls
+                found = calls if _table_call(item) else names
+                found.append(literal if isinstance(literal, str) else None)
+    return "\n\n".join(parts), calls, names
 
 
 def _table_call(call: ast.Call) -> bool:
@@ -423,6 +434,18 @@ def _table_call(call: ast.Call) -> bool:
     if func.attr == "resolve_table":
         return True
     return func.attr == "table" and isinstance(func.value, ast.Name) and func.value.id in _CONTEXTS
+
+
+def _var_call(call: ast.Call) -> bool:
+    """``context.var(...)``."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "var"
+        and bool(call.args)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in _CONTEXTS
+    )
 
 
 def _load(
@@ -453,11 +476,13 @@ def project_reader(root: Path) -> Callable[[str], str | None]:
     return read
 
 
-def read_file(path: Path, root: Path, defaults: ModelDefaults) -> list[Model]:
+def read_file(
+    path: Path, root: Path, defaults: ModelDefaults, variables: Mapping[str, Any]
+) -> list[Model]:
     text = path.read_text(encoding="utf-8")
     if not has_models(text):
         return []
-    return read_text(text, str(path), str(root), defaults, project_reader(root))
+    return read_text(text, str(path), str(root), defaults, project_reader(root), variables)
 
 
 def all_columns_added(old: Mapping[str, str], new: Mapping[str, str]) -> bool:

@@ -215,3 +215,30 @@ def test_a_python_model_s_unit_test_feeds_every_parent_and_refuses_ctes(project:
     with pytest.raises(ModelError, match="is a Python model: it has no CTEs to test") as err:
         testing.unit_test_steps(load_project(project, use_cache=False), None, 0)
     assert err.value.line == 3
+
+
+def test_context_var_reads_config_variables_that_are_part_of_the_version(project: Path) -> None:
+    from sluice.core.model.pycode.run import Context
+    from sluice.core.spark.render import python_spec
+
+    rel = "models/customer_segments.py"
+    _edit(project, rel, ">= LOYAL_ORDERS", '>= context.var("loyal_orders", LOYAL_ORDERS)')
+    _edit(project, rel, "def segment(customers: DataFrame)", "def segment(context, customers)")
+    _edit(project, rel, "return segment(customers)", "return segment(context, customers)")
+    config = project / "config.yaml"
+    config.write_text(config.read_text() + "variables:\n  loyal_orders: 5\n  other: x\n")
+    model = load_project(project, use_cache=False).models["pyshop.customer_segments"]
+    assert model.python_variables == (("loyal_orders", 5),)  # only what the code reads
+    spec = python_spec(model, str(project), {})
+    assert Context(None, {}, spec["variables"]).var("LOYAL_ORDERS") == 5
+    assert Context(None, {}, spec["variables"]).var("missing", 7) == 7
+    before = _version(project)
+    config.write_text(config.read_text().replace("other: x", "other: y"))
+    assert _version(project) == before
+    config.write_text(config.read_text().replace("loyal_orders: 5", "loyal_orders: 6"))
+    assert _version(project) != before
+    # A name that is not a literal could be any variable: the model depends on them all.
+    _edit(project, rel, 'context.var("loyal_orders"', "context.var(NAME")
+    _edit(project, rel, "LOYAL_ORDERS = 3", 'LOYAL_ORDERS = 3\nNAME = "loyal_orders"')
+    model = load_project(project, use_cache=False).models["pyshop.customer_segments"]
+    assert [n for n, _ in model.python_variables] == ["loyal_orders", "other"]
