@@ -189,9 +189,7 @@ def read_text(
         if deco is None:
             continue
         assert isinstance(node, ast.FunctionDef)
-        found.extend(
-            _model(node, deco, module, root, defaults, read or _no_files, variables or {})
-        )
+        found.extend(_model(node, deco, module, root, defaults, read or _no_files, variables or {}))
     return found
 
 
