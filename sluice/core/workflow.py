@@ -152,12 +152,19 @@ def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[st
     return frozenset(chosen)
 
 
+PLAN_SNAPSHOTS = "snapshots"
+"""The key of a recorded plan's payload holding ``[name, identifier, version]`` of every
+snapshot the plan points its environment at (what a rollback to it restores)."""
+
+
 def record_plan(state: StateWriter, plan: Plan, now: int) -> None:
     """Store the plan and its snapshots (idempotent): the first half of applying it."""
     state.push_snapshots(s.to_stored() for s in plan.snapshots)
-    state.save_plan(
-        PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, plan.to_json())
-    )
+    payload = {
+        **plan.to_json(),
+        PLAN_SNAPSHOTS: [[s.name, s.identifier, s.version] for s in plan.snapshots],
+    }
+    state.save_plan(PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, payload))
 
 
 def commit_plan(

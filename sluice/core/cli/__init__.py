@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from sluice.core.cli import diff, operations, plan
+from sluice.core.cli import diff, environments, operations, plan
 from sluice.core.cli.common import cli
 
 plan.register(cli)
 operations.register(cli)
 diff.register(cli)
+environments.register(cli)
 
 
 def main() -> None:

@@ -186,6 +186,7 @@ class Model:
                 "session_properties": _pairs(data.get("session_properties", ())),
                 "column_references": tuple(data.get("column_references", ())),
                 "signals": tuple(data.get("signals", ())),
+                "python_variables": tuple((str(k), v) for k, v in data.get("python_variables", ())),
                 "warnings": tuple(data.get("warnings", ())),
             }
         )

@@ -1,0 +1,154 @@
+"""``sluice environments`` and ``sluice rollback``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from sluice.core import rollback, workflow
+from sluice.core.cli.common import (
+    err,
+    fails_cleanly,
+    in_process_option,
+    now_ms,
+    out,
+    progress,
+    project_option,
+    state_option,
+)
+from sluice.core.plan.plan import iso
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state.records import EnvironmentRecord
+from sluice.core.words import duration, plural
+
+
+@click.command()
+@project_option
+@state_option
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@fails_cleanly
+def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
+    """List environments: plan, models, last change, expiry."""
+    project = workflow.load_project(project_dir)
+    store = workflow.open_project_state(project, state)
+    try:
+        records = sorted(store.list_environments(), key=lambda e: (e.name != PROD, e.name))
+    finally:
+        store.close()
+    now = now_ms()
+    rows = [_row(e, now) for e in records]
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    if not rows:
+        out.print("no environments yet: `sluice apply` builds prod")
+        return
+    table = Table("environment", "plan", "models", "changed", "expires", "previous plan")
+    for row in rows:
+        expires = row["expires"] or "never"
+        if row["invalidated"]:
+            expires = "invalidated: the next `sluice janitor` removes it"
+        table.add_row(
+            row["name"],
+            row["plan_id"][:12],
+            str(row["models"]),
+            f"{duration(row['age_seconds'])} ago",
+            expires,
+            (row["previous_plan_id"] or "")[:12],
+        )
+    out.print(table)
+
+
+def _row(env: EnvironmentRecord, now: int) -> dict[str, Any]:
+    return {
+        "name": env.name,
+        "plan_id": env.plan_id,
+        "previous_plan_id": env.previous_plan_id,
+        "models": len(env.snapshots),
+        "updated": iso(env.updated_ts),
+        "age_seconds": max(0, now - env.updated_ts) // 1000,
+        "expires": iso(env.expiration_ts) if env.expiration_ts is not None else None,
+        "invalidated": env.invalidated,
+    }
+
+
+@click.command(name="rollback")
+@click.argument("environment", default=PROD)
+@click.option("--to", "to", default=None, help="The plan to go back to (default: the previous).")
+@click.option("--list", "list_only", is_flag=True, help="List the plans it can go back to.")
+@click.option("--dry-run", is_flag=True, help="Say what would change, change nothing.")
+@project_option
+@state_option
+@in_process_option
+@fails_cleanly
+def rollback_command(
+    environment: str,
+    to: str | None,
+    list_only: bool,
+    dry_run: bool,
+    project_dir: Path,
+    state: str | None,
+    in_process: bool,
+) -> None:
+    """Point ENVIRONMENT (default prod) back at an earlier plan's tables: views only."""
+    project = workflow.load_project(project_dir)
+    store = workflow.open_project_state(project, state)
+    try:
+        if list_only:
+            _print_history(rollback.history(store, environment))
+            return
+        back = rollback.plan_rollback(store, environment, to=to, now=now_ms())
+        out.print(
+            f"Rolling {environment} back to plan {back.target.plan_id[:12]} "
+            f"(applied {iso(back.target.created_ts)}): "
+            f"{plural(len(back.changed), 'model')} change tables, no data is computed",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for name, before, after in back.changed:
+            out.print(
+                f"  {name}: {before or '(absent)'} → {after or '(removed)'}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        if dry_run:
+            err.print("[dim]dry run: nothing changed[/]")
+            return
+        runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
+        result = workflow.apply_plan(project, store, back.plan, runner, now=now_ms())
+    finally:
+        store.close()
+    out.print(
+        f"Rolled {environment} back: {plural(result.views_swapped, 'view')} re-pointed, "
+        f"{plural(result.tables_built, 'table')} built"
+    )
+
+
+def _print_history(plans: list[Any]) -> None:
+    if not plans:
+        out.print("no plans: the environment does not exist")
+        return
+    table = Table("plan", "applied", "changes", "")
+    for index, plan in enumerate(plans):
+        payload = plan.payload
+        changed = [c["name"] for c in payload.get("directly_modified", [])]
+        changed += [f"+{n}" for n in payload.get("added", [])]
+        changed += [f"-{n}" for n in payload.get("removed", [])]
+        table.add_row(
+            plan.plan_id[:12],
+            iso(plan.created_ts),
+            ", ".join(changed) or "-",
+            "current" if index == 0 else "",
+        )
+    out.print(table)
+
+
+def register(group: click.Group) -> None:
+    """Add the commands to ``group``."""
+    for command in (environments, rollback_command):
+        group.add_command(command)
