@@ -16,8 +16,10 @@ from typing import Protocol
 class External(Protocol):
     """Macros defined outside the macro language."""
 
-    names: frozenset[str]
-    """Lower-case names of the macros."""
+    @property
+    def names(self) -> frozenset[str]:
+        """Lower-case names of the macros."""
+        ...
 
     def call(
         self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str

@@ -99,6 +99,24 @@ def _sql(result: Any, dialect: str) -> list[str]:
     )
 
 
+_SIGNATURES: dict[Callable[..., Any], tuple[dict[str, Any], list[inspect.Parameter]]] = {}
+
+
+def _signature(
+    function: Callable[..., Any],
+) -> tuple[dict[str, Any], list[inspect.Parameter]]:
+    """The type hints and the parameters after the evaluator, read once per macro."""
+    known = _SIGNATURES.get(function)
+    if known is None:
+        try:
+            hints = typing.get_type_hints(function)
+        except Exception:
+            hints = {}
+        known = (hints, list(inspect.signature(function).parameters.values())[1:])
+        _SIGNATURES[function] = known
+    return known
+
+
 def _call(
     function: Callable[..., Any], request: dict[str, Any], variables: dict[str, Any]
 ) -> list[str]:
@@ -109,11 +127,7 @@ def _call(
     dialect = str(request.get("dialect") or "spark")
     args = [sqlglot.parse_one(a, read=dialect) for a in request.get("args", [])]
     kwargs = {k: sqlglot.parse_one(v, read=dialect) for k, v in request.get("kwargs", {}).items()}
-    try:
-        hints = typing.get_type_hints(function)
-    except Exception:
-        hints = {}
-    parameters = list(inspect.signature(function).parameters.values())[1:]
+    hints, parameters = _signature(function)
     positional = [
         _coerce(a, hints.get(p.name, p.annotation), dialect)
         for a, p in zip(args, parameters, strict=False)

@@ -1,10 +1,17 @@
 """The service's side of Python macros: one child process per project load.
 
-:func:`start` launches :mod:`.child` with an empty environment (no token, key, secret or
+:func:`active` launches :mod:`.child` with an empty environment (no token, key, secret or
 database URL to find), hands it the macro files, and returns a :class:`PythonMacros` the
 macro evaluator calls (through :data:`sluice.core.model.macro.external.ACTIVE`). Each call
 is one JSON line each way; a call that takes more than :data:`CALL_SECONDS`, or a child
 that dies, ends the child and fails the model that called it, never the service.
+
+The child imports the macro files while the loader goes on (its answer is awaited at the
+first Python macro call, or when the load ends, which fails if a file did not import), and
+a call made again with the same arguments during one load is answered from memory: a
+macro is a function of its arguments and the project's variables, as the model cache
+already assumes (:mod:`sluice.core.model.loader` keeps a model's expansion until the
+macro files change).
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ class PythonMacros:
         root = root.resolve()
         self.root = root
         self.calls = 0
+        self._memo: dict[str, list[str]] = {}
+        self._names: frozenset[str] | None = None
+        self._errors: list[SluiceError] = []
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
                 [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
@@ -58,24 +68,60 @@ class PythonMacros:
                 cwd=str(root),
             )
         )
+        assert self._process.stdout is not None
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._process.stdout, selectors.EVENT_READ)
         setup = {
             "root": str(root),
             "files": [str(f.resolve()) for f in files],
             "variables": dict(variables),
         }
-        ready = self._exchange(setup, START_SECONDS, "importing macros/*.py")
-        self.names = frozenset(str(n) for n in ready.get("macros", []))
-        errors = [self._model_error(e, "loading Python macros") for e in ready.get("errors", [])]
-        if errors:
-            self.close()
+        self._started = time.monotonic()
+        self._send(setup)  # the answer is read by _ready(), when it is needed
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Lower-case names of the macros (none if a macro file did not import)."""
+        return self._ready()
+
+    def check(self) -> None:
+        """Raise the errors of the macro files that did not import, if any."""
+        self._ready()
+        if self._errors:
+            errors = self._errors
             raise errors[0] if len(errors) == 1 else ProjectErrors(list(errors))
+
+    def _ready(self) -> frozenset[str]:
+        if self._names is None:
+            deadline = self._started + START_SECONDS
+            try:
+                ready = self._receive(deadline, START_SECONDS, "importing macros/*.py")
+            except ModelError as exc:
+                ready = {}
+                errors: list[SluiceError] = [exc]
+            else:
+                errors = [
+                    self._model_error(e, "loading Python macros") for e in ready.get("errors", [])
+                ]
+            if errors:
+                self._errors = errors
+                self._names = frozenset()
+                self.close()
+            else:
+                self._names = frozenset(str(n) for n in ready.get("macros", []))
+        return self._names
 
     def call(
         self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str
     ) -> list[str]:
         self.calls += 1
         request = {"name": name, "args": list(args), "kwargs": dict(kwargs), "dialect": dialect}
+        key = json.dumps(request, sort_keys=True)
+        known = self._memo.get(key)
+        if known is not None:
+            return list(known)
         try:
+            self._ready()
             answer = self._exchange(request, CALL_SECONDS, f"running @{name}")
         except ModelError as exc:
             raise MacroError(exc.message, exc.hint) from None
@@ -86,7 +132,9 @@ class PythonMacros:
                 f"Python macro @{name} failed{where}: {error.get('message')}",
                 "fix the macro in macros/, or the arguments given to it",
             )
-        return [str(s) for s in answer.get("sql", [])]
+        sql = [str(s) for s in answer.get("sql", [])]
+        self._memo[key] = sql
+        return list(sql)
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -97,16 +145,28 @@ class PythonMacros:
             except (OSError, subprocess.TimeoutExpired):
                 self._process.kill()
                 self._process.wait()
+        self._selector.close()
 
     def _exchange(self, request: dict[str, Any], seconds: float, doing: str) -> dict[str, Any]:
+        self._send(request)
+        return self._receive(time.monotonic() + seconds, seconds, doing)
+
+    def _send(self, request: dict[str, Any]) -> None:
         process = self._process
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None
         try:
             process.stdin.write(json.dumps(request, default=str).encode("utf-8") + b"\n")
             process.stdin.flush()
-        except OSError:
-            pass  # the child ended; reported below
-        line = _readline(process.stdout, time.monotonic() + seconds)
+        except (OSError, ValueError):
+            pass  # the child ended (or was closed); reported by _receive
+
+    def _receive(self, deadline: float, seconds: float, doing: str) -> dict[str, Any]:
+        process = self._process
+        assert process.stdout is not None
+        try:
+            line = _readline(process.stdout, self._selector, deadline)
+        except (OSError, ValueError):  # closed by close()
+            line = None
         if line is None:
             process.kill()
             process.wait()
@@ -129,21 +189,20 @@ class PythonMacros:
         )
 
 
-def _readline(stream: Any, deadline: float) -> bytes | None:
-    """One line from the child's output, or None past ``deadline`` or at its end."""
+def _readline(stream: Any, selector: selectors.BaseSelector, deadline: float) -> bytes | None:
+    """One line from the child's output (``stream``, registered with ``selector``), or
+    None past ``deadline`` or at its end."""
     buffer = b""
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not selector.select(left):
-                return None
-            chunk: bytes = stream.read1(65536)
-            if not chunk:
-                return None
-            buffer += chunk
-            if buffer.endswith(b"\n"):
-                return buffer
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not selector.select(left):
+            return None
+        chunk: bytes = stream.read1(65536)
+        if not chunk:
+            return None
+        buffer += chunk
+        if buffer.endswith(b"\n"):
+            return buffer
 
 
 @contextmanager
@@ -158,6 +217,7 @@ def active(root: Path, variables: Mapping[str, Any]) -> Iterator[PythonMacros | 
     token = external.ACTIVE.set(macros)
     try:
         yield macros
+        macros.check()  # a macro file that did not import fails the load, called or not
     finally:
         external.ACTIVE.reset(token)
         macros.close()
