@@ -22,6 +22,7 @@ from sluice.core.intervals import (
     missing,
 )
 from sluice.core.model.definition import KindName, Model
+from sluice.core.plan import destructive
 from sluice.core.plan.categorize import categorize_direct
 from sluice.core.plan.lineage import Impacts
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
@@ -77,6 +78,7 @@ def build_plan(request: PlanRequest) -> Plan:
     # and those reaching through a model whose data they change (to show).
     reach: dict[str, frozenset[str]] = {}
     shown: dict[str, frozenset[str]] = {}
+    warnings: list[str] = []
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
@@ -101,6 +103,9 @@ def build_plan(request: PlanRequest) -> Plan:
             else:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
+            if category == Category.FORWARD_ONLY:
+                note = destructive.check(old.model, model)
+                warnings += [note] if note else []
             snapshots.append(Snapshot(model, fp, version, category))
             direct.append(
                 ModelChange(
@@ -154,7 +159,6 @@ def build_plan(request: PlanRequest) -> Plan:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
     removed = sorted(set(request.base) - set(request.models))
-    warnings: list[str] = []
     backfill = _backfill(request, snapshots, warnings)
     create_views = _views_to_create(request, snapshots)
     new_environment = request.base_plan_id is None

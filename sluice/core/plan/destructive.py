@@ -1,0 +1,67 @@
+"""Destructive changes: a forward-only change that drops or retypes a column of a table
+that keeps its data (pure).
+
+A forward-only change writes its new rows into the existing table, so a column it no
+longer produces, or produces with another type, is lost or broken for every row already
+there. ``on_destructive_change`` (SQLMesh's property, on the model or in
+``model_defaults``) decides: ``error`` (the default) stops the plan naming the columns and
+the ways forward, ``warn`` plans it with a warning, ``allow`` plans it silently.
+
+Columns are the query's output names and the declared ``columns`` (their types); where
+neither tells (``SELECT *`` without declared columns), nothing is claimed.
+
+>>> # MODEL (name shop.orders, kind INCREMENTAL_BY_TIME_RANGE (time_column ds,
+>>> #   forward_only true));  -- and the new query no longer selects `discount`
+>>> # -> error: "forward-only change to shop.orders drops column discount of its table"
+"""
+
+from __future__ import annotations
+
+from sluice.core.errors import PlanError
+from sluice.core.model.definition import Model
+
+
+def destructive_columns(old: Model, new: Model) -> list[str]:
+    """``"drops column x"`` / ``"changes column y from INT to STRING"`` for each column of
+    ``old`` that ``new`` loses or retypes."""
+    before, after = dict(old.columns), dict(new.columns)
+    old_names, new_names = _output_names(old), _output_names(new)
+    if old_names is None or new_names is None:  # a star: compare the declared columns
+        old_names, new_names = list(before), list(after) or list(before)
+    found = [f"drops column {c}" for c in old_names if c not in new_names]
+    found += [
+        f"changes column {c} from {before[c]} to {after[c]}"
+        for c in before
+        if c in after and before[c].upper() != after[c].upper()
+    ]
+    return found
+
+
+def _output_names(model: Model) -> list[str] | None:
+    """The query's output column names (None: not known without a catalog)."""
+    if model.query is None:
+        return [name for name, _ in model.columns] or None
+    names = [n.lower() for n in model.query.named_selects]
+    return None if not names or "*" in names else names
+
+
+def check(old: Model, new: Model) -> str | None:
+    """The plan warning for a destructive forward-only change of ``new`` (None: none, or
+    allowed).
+
+    Raises:
+        PlanError: at the model's file:line, when its ``on_destructive_change`` is ``error``.
+    """
+    found = destructive_columns(old, new)
+    if not found or new.on_destructive_change == "allow":
+        return None
+    what = f"forward-only change to {new.name} {', '.join(found)} of its table"
+    hint = (
+        "the rows already in the table would lose that data: make the change breaking "
+        "(remove forward_only, or plan without --forward-only) to rebuild the table, keep "
+        "the column, or set on_destructive_change warn or allow on the model"
+    )
+    if new.on_destructive_change == "error":
+        raise PlanError(what, path=new.path or None, line=new.line if new.path else None, hint=hint)
+    where = f"{new.path}:{new.line}: " if new.path else ""
+    return f"{where}{what}\n  hint: {hint}"

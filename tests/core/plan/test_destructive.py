@@ -1,0 +1,75 @@
+"""on_destructive_change: a forward-only change that drops or retypes a column of a table
+that keeps its rows is an error, a warning or allowed, as the model says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.core.errors import PlanError
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.snapshot import Category
+from sluice.core.timeutil import to_ms
+from tests.core.helpers import load, plan_of
+
+END = to_ms("2024-01-05")
+CONFIG = "model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n  cron: '@daily'\n"
+HEADER = "MODEL (name s.orders, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{more}){props});\n"
+QUERY = "SELECT id, ds, amount, discount FROM VALUES (1, DATE '2024-01-01', 2.0, 0.5) AS t(id, ds, amount, discount)\n"
+
+
+def _files(query: str, more: str = ", forward_only true", props: str = "") -> dict[str, str]:
+    return {
+        "config.yaml": CONFIG,
+        "models/orders.sql": HEADER.format(more=more, props=props) + query,
+    }
+
+
+def _plans(tmp_path: Path, query: str, **kwargs: str) -> tuple[Plan, Plan]:
+    prod = plan_of(load(tmp_path / "1", _files(QUERY, **kwargs)), end=END)
+    return prod, plan_of(load(tmp_path / "2", _files(query, **kwargs)), prod, end=END)
+
+
+def test_dropping_a_column_forward_only_is_an_error_naming_it(tmp_path: Path) -> None:
+    dropped = QUERY.replace("SELECT id, ds, amount, discount", "SELECT id, ds, amount")
+    with pytest.raises(
+        PlanError, match=r"forward-only change to s\.orders drops column discount"
+    ) as err:
+        _plans(tmp_path, dropped)
+    assert err.value.path and err.value.path.endswith("orders.sql") and err.value.line == 1
+    assert "remove forward_only" in (err.value.hint or "")
+
+
+def test_warn_plans_it_with_a_warning_and_allow_silently(tmp_path: Path) -> None:
+    dropped = QUERY.replace("SELECT id, ds, amount, discount", "SELECT id, ds, amount")
+    _, warned = _plans(
+        tmp_path / "w", dropped, more=", forward_only true, on_destructive_change warn"
+    )
+    assert warned.directly_modified[0].category == Category.FORWARD_ONLY
+    assert any("drops column discount" in w for w in warned.warnings)
+    _, allowed = _plans(
+        tmp_path / "a", dropped, more=", forward_only true, on_destructive_change allow"
+    )
+    assert not any("discount" in w for w in allowed.warnings)
+
+
+def test_a_retyped_declared_column_is_destructive(tmp_path: Path) -> None:
+    typed = ", columns (id INT, ds DATE, amount DOUBLE, discount DOUBLE)"
+    prod = plan_of(load(tmp_path / "1", _files(QUERY, props=typed)), end=END)
+    retyped = _files(
+        QUERY.replace("0.5)", "'half')"), props=typed.replace("discount DOUBLE", "discount STRING")
+    )
+    with pytest.raises(PlanError, match="changes column discount from DOUBLE to STRING"):
+        plan_of(load(tmp_path / "2", retyped), prod, end=END)
+
+
+def test_adding_a_column_or_a_breaking_change_is_not_destructive(tmp_path: Path) -> None:
+    added = QUERY.replace("amount, discount FROM", "amount, discount, 1 AS extra FROM")
+    _, plan = _plans(tmp_path / "add", added)
+    assert plan.directly_modified[0].category == Category.FORWARD_ONLY
+    assert not plan.warnings
+    # Not forward-only: the table is rebuilt, nothing already there is lost.
+    dropped = QUERY.replace("SELECT id, ds, amount, discount", "SELECT id, ds, amount")
+    _, plan = _plans(tmp_path / "breaking", dropped, more="")
+    assert plan.directly_modified[0].category == Category.BREAKING
