@@ -255,6 +255,9 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         else None,
         "diffs": diffs.strip(),
         "diff_notes": [*diff_notes, *(md.trusted(n) for n in state.notes)],
+        # The plan's own warnings (a long backfill, a destructive change allowed with a
+        # warning): the project's text, escaped as any value is.
+        "warnings": [" ".join(w.split()) for w in plan.warnings] if plan is not None else [],
         "checks": [{"name": n, "status": s} for n, s in state.checks],
         "folded": (_FOLDED[level] or "").format(at=state.details_at) or None,
         "footer": state.footer,

@@ -134,3 +134,27 @@ def test_sections_go_under_the_headline_in_a_fixed_order() -> None:
         "<!-- m -->\n### ✅ Sluice: ready\n\n**Promotion:** done\n\n**Approval:** ok\n\nthe plan\n"
     )
     assert with_sections(body, {}) == body
+
+
+def test_plan_warnings_have_their_own_section_with_the_project_s_text_escaped(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    plan = _plan(_big_project(tmp_path / "p", 1))
+    quiet = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan)  # type: ignore[arg-type]
+    assert "Plan warnings" not in comment(quiet, limit=LIMIT, marker=marker("."))
+    hostile = "models/x.sql:1: forward-only change to s.x drops column <img src=x onerror=alert(1)> | *b*\n  hint: keep it"
+    warned = dataclasses.replace(plan, warnings=(hostile,))  # type: ignore[type-var]
+    text = comment(
+        CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=warned),  # type: ignore[arg-type]
+        limit=LIMIT,
+        marker=marker("."),
+    )
+    assert "#### ⚠️ Plan warnings" in text
+    html = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+    assert "<img" not in html and "<em>b</em>" not in html
+    assert "drops column &lt;img src=x onerror=alert(1)&gt; | *b* hint: keep it" in html
