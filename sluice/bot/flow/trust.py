@@ -55,6 +55,7 @@ from sluice.core.errors import ConfigError
 from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
+from sluice.core.model.pycode import Refusal
 from sluice.core.yamlio import parse_yaml
 
 SETTINGS_ITEM = "config.yaml sluice:"
@@ -338,11 +339,39 @@ def load_trusted(deps: Deps, tree: Path, settings: Settings, forge: Forge) -> Pr
     )
 
 
-def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> str | None:
-    """None when the project's Python in ``tree`` may run; otherwise why not and what to
-    do (the loader refuses a project with Python with it)."""
+def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> Refusal | None:
+    """None when the project's Python in ``tree`` may run; otherwise why not, what to do
+    and, under ``prod``, every Python file that differs from the prod branch's (the loader
+    refuses a project with Python with it)."""
     if deps.project_python == "on":
         return None
+    if deps.project_python == "off":
+        return Refusal(
+            "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "
+            "the service): ask its operator, or keep the project to SQL"
+        )
+    root = tree / deps.project_path
+    prefix = "" if deps.project_path.strip("/") in ("", ".") else deps.project_path.strip("/") + "/"
+    changed = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(".sluice/"):
+            continue
+        if forge.read_file(branch, prefix + rel) != path.read_text(
+            encoding="utf-8", errors="replace"
+        ):
+            changed.append(rel)
+    if not changed:
+        return None
+    return Refusal(
+        f"this pull request changes Python ({', '.join(changed)}), and this service runs a "
+        f"project's Python only as it is on the prod branch `{branch}` "
+        "(SLUICE_PROJECT_PYTHON=prod, a setting of the service): Python holds the job's "
+        "Spark session, so it runs once reviewed and merged. Change SQL models here and "
+        "Python in a pull request of its own, or ask the service's operator about "
+        "SLUICE_PROJECT_PYTHON=on",
+        tuple(changed),
+    )
     if deps.project_python == "off":
         return (
             "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "

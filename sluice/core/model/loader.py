@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, 
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.macros import BUILTIN_VARIABLES
+from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
 from sluice.core.model.scan import find_code
@@ -56,7 +57,7 @@ def load_project(
     use_cache: bool = True,
     sluice: SluiceSettings | None = None,
     env: Mapping[str, str] | None = None,
-    python: str | None = None,
+    python: Refusal | None = None,
 ) -> Project:
     """Load and validate the project in ``project_dir``.
 
@@ -69,8 +70,8 @@ def load_project(
     environment is never read: it holds the service's secrets.
 
     ``python``: None to read Python models and run Python macros (in a child process, see
-    :mod:`.pycode`); otherwise the reason this caller runs no project Python, and a project
-    that has some is refused with it.
+    :mod:`.pycode`); otherwise why this caller runs no project Python, and a project that
+    has some is refused with it, at the first file that decided it.
 
     Raises:
         SluiceError: a single problem, or ProjectErrors listing several.
@@ -107,12 +108,14 @@ def load_project(
     files = sorted((root / "models").rglob("*.sql"))
     python_files = [p for p in sorted((root / "models").rglob("*.py")) if _has_code(p)]
     if python is not None and (python_files or pycode_macros.macro_files(root)):
-        first = (python_files or pycode_macros.macro_files(root))[0]
+        found = [p.relative_to(root).as_posix() for p in python_files]
+        found += [p.relative_to(root).as_posix() for p in pycode_macros.macro_files(root)]
+        named = list(python.files) or found
         raise ModelError(
-            f"this project has Python ({first.relative_to(root)}), which is not run here",
-            path=str(first),
+            f"this project's Python ({_listed(named)}) is not run for this commit",
+            path=str(root / named[0]),
             line=1,
-            hint=python,
+            hint=python.reason,
         )
     rendered = _render_jinja(root, files, config, env, errors)
     with pycode_macros.active(root, config.variables):
@@ -549,6 +552,11 @@ def _read(path: Path) -> str:
         raise ModelError(
             "the file is not UTF-8 text", path=str(path), line=1, hint="save it as UTF-8"
         ) from None
+
+
+def _listed(names: Sequence[str], most: int = 3) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 class _Cache:

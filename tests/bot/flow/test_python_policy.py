@@ -28,7 +28,8 @@ class Prod:
 
 def _refusal(mode: str, tree: Path, prod: Prod) -> str | None:
     deps: Any = SimpleNamespace(project_python=mode, project_path=".")
-    return trust.python_refusal(deps, prod, tree, "main")  # type: ignore[arg-type]
+    refusal = trust.python_refusal(deps, prod, tree, "main")  # type: ignore[arg-type]
+    return refusal.reason if refusal is not None else None
 
 
 @pytest.fixture
@@ -61,3 +62,14 @@ def test_off_refuses_and_on_allows(tree: Path) -> None:
     path.write_text(path.read_text() + "\n# changed\n")
     assert "SLUICE_PROJECT_PYTHON=off" in (_refusal("off", tree, Prod(EXAMPLE)) or "")
     assert _refusal("on", tree, Prod(EXAMPLE)) is None
+
+
+def test_prod_names_every_changed_file(tree: Path) -> None:
+    deps: Any = SimpleNamespace(project_python="prod", project_path=".")
+    for rel in ("macros/money.py", "models/customer_segments.py"):
+        path = tree / rel
+        path.write_text(path.read_text() + "\n# changed\n")
+    refusal = trust.python_refusal(deps, Prod(EXAMPLE), tree, "main")  # type: ignore[arg-type]
+    assert refusal is not None
+    assert refusal.files == ("macros/money.py", "models/customer_segments.py")
+    assert "(macros/money.py, models/customer_segments.py)" in refusal.reason

@@ -16,3 +16,17 @@ Macro and model files import ``from sqlmesh import macro, model``: :mod:`.shim` 
 small compatible ``sqlmesh`` package that only the child and the driver put on their
 ``sys.path`` (it is never installed as a top-level package).
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a caller runs none of a project's Python: ``reason`` says what and what to do;
+    ``files`` are the project files (relative paths) that decided it, when some did (a
+    pull request's changed Python), else the project's Python as a whole is refused."""
+
+    reason: str
+    files: tuple[str, ...] = ()

@@ -191,9 +191,16 @@ def test_a_macro_sees_no_environment(project: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_caller_that_runs_no_python_refuses_with_its_reason(project: Path) -> None:
-    with pytest.raises(ModelError, match="has Python") as exc:
-        load_project(project, use_cache=False, python="ask the operator")
+    from sluice.core.model.pycode import Refusal
+
+    with pytest.raises(ModelError, match=r"Python \(models/customer_segments.py, macros/") as exc:
+        load_project(project, use_cache=False, python=Refusal("ask the operator"))
     assert exc.value.hint == "ask the operator"
+    # The files that decided it are named, and the error points at the first of them.
+    refusal = Refusal("changed", ("macros/money.py",))
+    with pytest.raises(ModelError, match=r"Python \(macros/money.py\) is not run") as exc:
+        load_project(project, use_cache=False, python=refusal)
+    assert str(exc.value.path).endswith("macros/money.py") and exc.value.line == 1
 
 
 def test_a_python_model_s_unit_test_feeds_every_parent_and_refuses_ctes(project: Path) -> None:
