@@ -285,6 +285,37 @@ def apply_plan(
     return ApplyResult(plan, built, views, result)
 
 
+def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:
+    """The plan of a scheduled run: the intervals of ``environment``'s models that are
+    due at ``now`` by each model's cron, and nothing else.
+
+    A run processes what the environment has, so the project must be the one its plan
+    was made from (the prod branch's checkout, for prod); every missed interval is in one
+    plan, so a run after missed schedules catches up once.
+
+    Raises:
+        PlanError: the environment does not exist, or the project differs from it.
+    """
+    record = state.get_environment(check_environment_name(environment))
+    if record is None or record.invalidated:
+        raise PlanError(
+            f"environment '{environment}' does not exist",
+            hint=f"apply a plan to it first (`sluice apply {environment}`)",
+        )
+    plan = plan_environment(project, state, environment, end=now, execution_time=now)
+    if plan.has_changes:
+        changed = [c.name for c in (*plan.directly_modified, *plan.indirectly_modified)]
+        changed += [*plan.added, *plan.removed, *plan.metadata_only]
+        shown = ", ".join(sorted(changed)[:5]) + (" ..." if len(changed) > 5 else "")
+        raise PlanError(
+            f"this checkout is not what {environment} runs: {shown} differ from its plan "
+            f"{record.plan_id}",
+            hint=f"run from the checkout {environment} was applied from (for prod, its "
+            f"branch), or apply this one first (`sluice plan {environment}` shows the changes)",
+        )
+    return plan
+
+
 def _needs_spark(spec: JobSpec) -> bool:
     """Whether a job has work for Spark (else only the environment record changes)."""
     return any(

@@ -277,7 +277,8 @@ def plan_view(
     built them), shown instead of what is left to backfill. A model computed whole (FULL,
     VIEW, SEED) shows "full refresh", not a date range."""
     limited = None
-    if recent_days is not None and plan.environment != "prod":
+    incremental = any(not _full(plan, b.name) for b in plan.backfill)
+    if recent_days is not None and plan.environment != "prod" and incremental:
         limited = (
             f"Incremental models are built for their most recent {recent_days} days only "
             "(`sluice.pr.backfill_days`; ranges above), and the table diff compares those days."

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.core import markdown as md
+from sluice.core.model.definition import Model
 from sluice.core.plan.plan import ModelChange, Plan
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.tablediff.result import TableDiffResult
@@ -58,6 +59,7 @@ class Row:
     diff: TableDiffResult | None
     not_compared: str | None  # why there is no table diff, when known
     upstream: tuple[str, ...] = ()  # changed models it reads (a direct change's data moves too)
+    language: str = "SQL"  # of a direct change's code: SQL, or Python (a Python model)
 
     @property
     def direct(self) -> bool:
@@ -86,12 +88,12 @@ def rows(
     moved = {
         c.name for c in plan.directly_modified if c.category not in (Category.METADATA,)
     } | set(plan.added)
+    # A parent rebuilt because a breaking change reached it moves this model's data too.
+    moved |= {c.name for c in plan.indirectly_modified if c.category == Category.BREAKING}
     for change in plan.directly_modified:
         kind = change.category.value
-        try:
-            parents = plan.snapshot(change.name).model.depends_on
-        except StopIteration:
-            parents = ()
+        model = _model(plan, change.name)
+        parents = model.depends_on if model is not None else ()
         upstream = tuple(p for p in parents if p in moved)
         out.append(
             Row(
@@ -101,6 +103,7 @@ def rows(
                 diffs.get(change.name),
                 why.get(change.name),
                 upstream,
+                _language(model),
             )
         )
     for change in plan.indirectly_modified:
@@ -111,6 +114,17 @@ def rows(
     out += [Row(n, "added", None, diffs.get(n), why.get(n)) for n in plan.added]
     out += [Row(n, "metadata", None, None, None) for n in plan.metadata_only]
     return sorted(out, key=lambda r: (RANK.get(r.kind, 9), -r.moved, r.name))
+
+
+def _model(plan: Plan, name: str) -> Model | None:
+    try:
+        return plan.snapshot(name).model
+    except StopIteration:
+        return None
+
+
+def _language(model: Model | None) -> str:
+    return "Python" if model is not None and model.python_code is not None else "SQL"
 
 
 def _n(value: int | None) -> str:
@@ -174,7 +188,7 @@ def _why(row: Row) -> str:
     if row.kind == "metadata":
         return "settings only, data unchanged"
     if row.direct:
-        text = "its SQL changed"
+        text = f"its {row.language} changed"
         if row.upstream:
             text += f", and it reads {_names(row.upstream)}, changed here too"
     else:
@@ -251,8 +265,9 @@ def sql_diffs(plan: Plan) -> str:
     for change in plan.directly_modified:
         if not change.diff:
             continue
+        language = _language(_model(plan, change.name))
         blocks.append(
-            f"<details><summary>SQL diff of {md.html(change.name, 120)}</summary>\n\n"
+            f"<details><summary>{language} diff of {md.html(change.name, 120)}</summary>\n\n"
             f"{md.fence(_cap_lines(change.diff), 'diff')}\n\n</details>"
         )
     return "\n\n".join(blocks)

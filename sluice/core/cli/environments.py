@@ -1,4 +1,5 @@
-"""``sluice environments`` and ``sluice rollback``."""
+"""``sluice environments``, ``sluice run`` and ``sluice rollback``: an environment's life
+between plans."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from rich.table import Table
 
 from sluice.core import rollback, workflow
 from sluice.core.cli.common import (
+    DateType,
     err,
     fails_cleanly,
     in_process_option,
+    notes,
     now_ms,
     out,
     progress,
@@ -148,7 +151,57 @@ def _print_history(plans: list[Any]) -> None:
     out.print(table)
 
 
+@click.command(name="run")
+@click.argument("environment", default=PROD)
+@click.option(
+    "--at",
+    type=DateType(),
+    default=None,
+    help="Process what is due at this time (default: now).",
+)
+@project_option
+@state_option
+@in_process_option
+@fails_cleanly
+def run_command(
+    environment: str, at: int | None, project_dir: Path, state: str | None, in_process: bool
+) -> None:
+    """Process every interval of ENVIRONMENT's models (default prod) that is due by their
+    cron, in one Spark job; nothing due means no Spark. Run it on a schedule from a
+    checkout of the branch the environment was applied from."""
+    project = workflow.load_project(project_dir)
+    notes(project.notes)
+    now = at if at is not None else now_ms()
+    store = workflow.open_project_state(project, state)
+    try:
+        plan = workflow.plan_run(project, store, environment, now=now)
+        if not plan.backfill:
+            out.print(f"{environment} is up to date: no interval is due", highlight=False)
+            return
+        due = sum(len(b.intervals) for b in plan.backfill)
+        out.print(
+            f"Running {environment}: {plural(due, 'interval')} due in "
+            f"{plural(len(plan.backfill), 'model')}",
+            highlight=False,
+        )
+        for backfill in plan.backfill:
+            out.print(
+                f"  {backfill.name}: {iso(backfill.start)} .. {iso(backfill.end)} "
+                f"({plural(len(backfill.intervals), 'interval')})",
+                highlight=False,
+                markup=False,
+            )
+        runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
+        result = workflow.apply_plan(project, store, plan, runner, now=now)
+    finally:
+        store.close()
+    out.print(
+        f"Ran {environment}: {plural(result.tables_built, 'table')} brought up to date",
+        highlight=False,
+    )
+
+
 def register(group: click.Group) -> None:
     """Add the commands to ``group``."""
-    for command in (environments, rollback_command):
+    for command in (environments, run_command, rollback_command):
         group.add_command(command)

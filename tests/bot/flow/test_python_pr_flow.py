@@ -158,8 +158,9 @@ def test_a_pr_changing_a_pyspark_model_and_a_macro_helper_shows_its_plan_and_dif
     # segment_counts' "reads" names each direct change that reaches it: payments does
     # through customers and customer_segments.
     assert [(n, change, why.split(";")[0], *rest) for n, change, why, *rest in rows] == [
-        ("`pyshop.customer_segments`", "**breaking**", "its SQL changed", "3 → 3, 1 differs",
-         "its rows change", "built"),
+        ("`pyshop.customer_segments`", "**breaking**",
+         "its Python changed, and it reads `pyshop.customers`, changed here too",
+         "3 → 3, 1 differs", "its rows change", "built"),
         ("`pyshop.payments`", "**breaking**", "its SQL changed", "6 → 6, 1 differs",
          "values of `amount`", "built"),
         ("`pyshop.segment_counts`", "breaking, downstream",
@@ -172,7 +173,7 @@ def test_a_pr_changing_a_pyspark_model_and_a_macro_helper_shows_its_plan_and_dif
     payments_diff = _section(text, "SQL diff of pyshop.payments")
     assert "\n-  amount_cents / 100 AS amount\n" in payments_diff
     assert "\n+  ROUND(amount_cents / 100, 0) AS amount\n" in payments_diff
-    segments_diff = _section(text, "SQL diff of pyshop.customer_segments")
+    segments_diff = _section(text, "Python diff of pyshop.customer_segments")
     assert "\n-LOYAL_ORDERS = 3\n+LOYAL_ORDERS = 5\n" in segments_diff
     for name in ("payments", "customers", "customer_segments", "segment_counts"):
         assert f"| `pyshop.{name}` | full refresh | \\- |" in text, name
@@ -210,10 +211,15 @@ def test_with_python_run_as_on_the_prod_branch_the_pr_is_told_which_file_changed
 ) -> None:
     text = _open(trees, 3, REFUSED_SHA, "prod")
     assert "The project does not load" in text.split("\n")[1]
+    # Both changed files are named, and the error points at the first of them.
     assert (
-        "this pull request changes Python (macros/money.py), and this service runs a "
-        "project's Python only as it is on the prod branch `main` (SLUICE_PROJECT_PYTHON=prod"
+        "macros/money.py:1: this project's Python (macros/money.py, models/customer_segments.py) is not run"
         in text
+    )
+    assert (
+        "this pull request changes Python (macros/money.py, models/customer_segments.py), and "
+        "this service runs a project's Python only as it is on the prod branch `main` "
+        "(SLUICE_PROJECT_PYTHON=prod" in text
     )
     assert "SLUICE_PROJECT_PYTHON=on" in text
     checks = trees.forge.checks[REFUSED_SHA]

@@ -118,7 +118,16 @@ def test_the_check_body_holds_everything_and_is_fitted_whole(tmp_path: Path) -> 
 
 
 def test_the_recent_range_is_mentioned_only_when_the_pr_is_limited(tmp_path: Path) -> None:
-    plan = _plan(_big_project(tmp_path / "p", 1))
+    full_only = _plan(_big_project(tmp_path / "full", 1))
+    state = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=full_only,  # type: ignore[arg-type]
+                         recent_days=7)  # fmt: skip
+    assert "most recent" not in comment(state, limit=LIMIT, marker=marker("."))  # none to limit
+    root = _big_project(tmp_path / "p", 1)
+    (root / "models" / "events.sql").write_text(
+        "MODEL (name s.events, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));\n"
+        "SELECT DATE '2024-01-01' AS ds WHERE ds BETWEEN @start_ds AND @end_ds\n"
+    )
+    plan = _plan(root)
     limited = CommentState("demo", "pr_7", "abcdef1234", "running", "building", plan=plan,  # type: ignore[arg-type]
                            recent_days=7)  # fmt: skip
     text = comment(limited, limit=LIMIT, marker=marker("."))

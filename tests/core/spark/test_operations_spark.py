@@ -1,4 +1,5 @@
-"""Rollback on a real Spark: prod's views go back to the previous plan's tables, the
+"""Operations on a real Spark: a scheduled run processes exactly the due intervals and
+then nothing; a rollback points prod's views back at the previous plan's tables, the
 queries answer what they answered then, and no data file is written."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _apply(project: Project, store: SqlStateStore, spark: SparkSession, now: int
 
     warehouse = Path(spark.conf.get("spark.sql.warehouse.dir", "").removeprefix("file:"))
     paths = SparkPaths(root=warehouse.parent, logs=warehouse.parent / "logs")
-    plan = workflow.plan_environment(project, store, "prod", end=NOW, execution_time=now)
+    plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
     runner = InProcessRunner(project.config.sluice.spark, paths)
     workflow.apply_plan(project, store, plan, runner, now=now)
 
@@ -76,4 +77,48 @@ def test_a_rollback_restores_the_previous_answers_without_writing_data(
     assert result.tables_built == 0 and result.views_swapped == 2
     assert total() == 30.0
     assert _files(warehouse) == before  # views only: not one data file written
+    store.close()
+
+
+EVENTS = """
+    MODEL (name opsrun.events, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+    SELECT id, ds FROM VALUES
+      (1, DATE '2024-01-01'), (2, DATE '2024-01-02'), (3, DATE '2024-01-03'),
+      (4, DATE '2024-01-04'), (5, DATE '2024-01-05'), (6, DATE '2024-01-06')
+      AS t(id, ds)
+    WHERE ds BETWEEN @start_ds AND @end_ds
+"""
+
+
+class _NoSpark:
+    def run(self, spec: object) -> object:
+        raise AssertionError("nothing was due, yet a Spark job was started")
+
+
+def test_a_run_processes_the_due_days_once_then_nothing(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    project = load(tmp_path / "p", {"config.yaml": CONFIG, "models/events.sql": EVENTS})
+    day = 86_400_000
+    _apply(project, store, local_spark, to_ms("2024-01-03"))  # prod holds Jan 1-2
+
+    def days() -> list[int]:
+        return [r[0] for r in local_spark.sql("SELECT id FROM opsrun.events ORDER BY id").collect()]
+
+    assert days() == [1, 2]
+    at = to_ms("2024-01-05") + 3_600_000  # Jan 3 and 4 are complete, Jan 5 is not
+    plan = workflow.plan_run(project, store, "prod", now=at)
+    assert [len(b.intervals) for b in plan.backfill] == [2]
+    warehouse = Path(local_spark.conf.get("spark.sql.warehouse.dir", "").removeprefix("file:"))
+    from sluice.core.spark.session import SparkPaths
+
+    paths = SparkPaths(root=warehouse.parent, logs=warehouse.parent / "logs")
+    runner = InProcessRunner(project.config.sluice.spark, paths)
+    workflow.apply_plan(project, store, plan, runner, now=at)
+    assert days() == [1, 2, 3, 4]
+    again = workflow.plan_run(project, store, "prod", now=at + day // 2)
+    assert again.backfill == ()
+    workflow.apply_plan(project, store, again, _NoSpark(), now=at)  # type: ignore[arg-type]
+    assert days() == [1, 2, 3, 4]
     store.close()
