@@ -28,6 +28,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from sluice import __version__
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
@@ -324,7 +325,7 @@ def create_app(
             connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect
             queue.close()
 
-    app = _Service(title="Sluice", version="0.1.0", lifespan=lifespan)
+    app = _Service(title="Sluice", version=__version__, lifespan=lifespan)
 
     @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
     async def github_webhook(request: Request) -> Response:
