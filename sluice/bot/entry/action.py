@@ -59,8 +59,9 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
+from sluice.core import logs
 from sluice.core.config import SparkSettings
-from sluice.core.errors import SluiceError
+from sluice.core.errors import ConfigError, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SparkPaths
@@ -517,10 +518,11 @@ def _one_line(exc: BaseException) -> str:
 
 def main(env: Mapping[str, str] | None = None) -> int:
     """Run the Action; print a failure as one line and return its exit code."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    environment = os.environ if env is None else env
     try:
-        return run(os.environ if env is None else env)
-    except ActionError as exc:
+        logs.setup("INFO", env=environment)
+        return run(environment)
+    except (ActionError, ConfigError) as exc:
         print(f"::error title=Sluice::sluice action: {exc}", file=sys.stderr)
         return 1
 

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from sluice.core import logs
 from sluice.core.errors import ConfigError
 
 
@@ -27,10 +28,8 @@ def register(cli: click.Group) -> None:
         from sluice.bot.entry.app import create_app
         from sluice.bot.entry.settings import ServiceSettings
 
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
         try:
+            logs.setup("INFO", verbose=click.get_current_context().find_root().params["verbose"])
             settings = (
                 ServiceSettings(insecure_no_signature=True) if insecure else ServiceSettings()
             )
@@ -40,4 +39,5 @@ def register(cli: click.Group) -> None:
             logging.getLogger(__name__).warning(
                 "INSECURE: webhook signatures are not checked; never expose this service"
             )
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        # log_config=None: uvicorn's loggers go through the root logger set up above.
+        uvicorn.run(create_app(settings), host=host, port=port, log_config=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import click
 from rich.console import Console
 
 from sluice import __version__
+from sluice.core import logs
 from sluice.core.errors import SluiceError
 from sluice.core.timeutil import DAY_MS, to_ms
 
@@ -27,10 +27,10 @@ err = Console(stderr=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log what Sluice does.")
 def cli(verbose: bool) -> None:
     """Sluice: GitOps deployment for SQL data pipelines on Apache Spark."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        logs.setup("WARNING", verbose=verbose)
+    except SluiceError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def now_ms() -> int:

@@ -1,0 +1,79 @@
+"""One logging setup: level and format from SLUICE_LOG_LEVEL / SLUICE_LOG_FORMAT, a
+timestamp on every line, JSON for log shippers, a clear error for a bad value."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from sluice.core import logs
+from sluice.core.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _restore_root() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
+def test_text_lines_carry_a_timestamp_and_the_level_follows_the_setting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.setup("WARNING", env={})
+    logging.getLogger("sluice.test").info("hidden")
+    logging.getLogger("sluice.test").warning("shown")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING sluice\.test: shown$", lines[0])
+    logs.setup("WARNING", env={"SLUICE_LOG_LEVEL": "debug"})
+    logging.getLogger("sluice.test").debug("now shown")
+    assert "now shown" in capsys.readouterr().err
+    logs.setup("WARNING", verbose=True, env={})
+    assert logging.getLogger().level == logging.INFO
+
+
+def test_json_is_one_object_a_line_with_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("INFO", env={"SLUICE_LOG_FORMAT": "json"})
+    try:
+        raise ValueError("bad value")
+    except ValueError:
+        logging.getLogger("sluice.queue").exception('job "7" failed\nsecond line')
+    (line,) = capsys.readouterr().err.splitlines()
+    document = json.loads(line)
+    assert document["level"] == "ERROR" and document["logger"] == "sluice.queue"
+    assert document["message"] == 'job "7" failed\nsecond line'
+    assert "ValueError: bad value" in document["exception"]
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", document["time"])
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SLUICE_LOG_LEVEL": "loud"}, "SLUICE_LOG_LEVEL is 'LOUD', not a log level"),
+        ({"SLUICE_LOG_FORMAT": "xml"}, "SLUICE_LOG_FORMAT is 'xml', not a log format"),
+    ],
+)
+def test_a_bad_setting_is_a_clear_error(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        logs.setup("INFO", env=env)
+
+
+def test_the_command_says_what_is_wrong_without_a_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sluice", "plan", "--project", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"SLUICE_LOG_LEVEL": "loud", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode != 0
+    assert "SLUICE_LOG_LEVEL is 'LOUD', not a log level" in result.stderr
+    assert "Traceback" not in result.stderr
