@@ -56,7 +56,8 @@ def test_plan_tree_output(example: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "Plan for environment pr_1" in result.output
-    assert "Added (9)" in result.output and "jaffle.daily_revenue" in result.output
+    assert "Added (10)" in result.output and "jaffle.daily_revenue" in result.output
+    assert "jaffle.customer_segments" in result.output  # the Python model
 
 
 def test_modified_model_shows_category_and_diff(tmp_path: Path) -> None:

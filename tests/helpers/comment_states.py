@@ -4,7 +4,8 @@ forge gets it after each event, built the way the flow builds it (the body from 
 forge and a SQLite ledger).
 
 The demo's change: ``jaffle.orders`` drops returned orders (breaking; ``jaffle.daily_revenue``
-reads it), ``jaffle.customers`` gets ``last_name_upper`` (non-breaking). Its table diffs are
+and the Python model ``jaffle.customer_segments`` read it), ``jaffle.customers`` gets
+``last_name_upper`` (non-breaking). Its table diffs are
 made up to match what Spark finds on the example data.
 """
 
@@ -105,14 +106,18 @@ def demo_preview(plan: Plan, *, tests_pass: bool = True) -> PreviewResult:
         samples=Samples(differing=({"customer_id": 3, "number_of_orders": {"source": 3, "target": 2}},)),
     )  # fmt: skip
     revenue = _diff("jaffle.daily_revenue", "ds", (119, 118), 3, {"revenue": 3})
+    segments = _diff(
+        "jaffle.customer_segments", "customer_id", (62, 60), 2,
+        {"number_of_orders": 2, "lifetime_value": 2, "segment": 0},
+    )  # fmt: skip
     tests: tuple[dict[str, object], ...] = (
         {"name": "test_orders", "passed": True},
         {"name": "test_customers", "passed": tests_pass, "diff": ["- 3", "+ 2"]},
     )
     return PreviewResult(
-        plan=plan, tests=tests, built=3, views=9,
+        plan=plan, tests=tests, built=4, views=10,
         diffs={"jaffle.orders": orders, "jaffle.customers": customers,
-               "jaffle.daily_revenue": revenue},
+               "jaffle.daily_revenue": revenue, "jaffle.customer_segments": segments},
         diff_errors={}, skipped_diffs={}, job=None, seconds=41.6,
     )  # fmt: skip
 
@@ -149,7 +154,7 @@ class Story:
         conclusions = (
             (checks.TESTS, "failure: 1 of 2 unit tests failed" if failed else
              "success: 2 unit tests passed"),
-            (checks.ENVIRONMENT, "success: pr_1: 3 tables built, 9 views"),
+            (checks.ENVIRONMENT, "success: pr_1: 4 tables built, 10 views"),
             (checks.PROD_PLAN, "success: Merging is a virtual update: 0 rows written"),
         )  # fmt: skip
         self.body(CommentState(
@@ -168,7 +173,7 @@ class Story:
         self.sticky.publish(self.forge, 1, sections=sections)
 
     def promoted(self) -> None:
-        title, summary = checks.virtual_update(9)
+        title, summary = checks.virtual_update(10)
         self.sticky.publish(self.forge, 1, sections=bot_comment.promotion_sections(
             "ab" * 20, True, title, summary))  # fmt: skip
         self.sticky.publish(self.forge, 1, sections=bot_comment.closed_sections(

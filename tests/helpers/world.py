@@ -75,9 +75,15 @@ class World:
         """Make ``src`` the tree of commit ``sha`` on the fake GitHub."""
         self.trees[sha] = src
         self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-        self.github.files[(sha, "config.yaml")] = (src / "config.yaml").read_text()
+        # The files the service reads by ref: config.yaml, and the project's Python
+        # (SLUICE_PROJECT_PYTHON=prod runs it only as the prod branch holds it).
+        read = [src / "config.yaml", *sorted(src.rglob("*.py"))]
+        for path in read:
+            rel = path.relative_to(src).as_posix()
+            self.github.files[(sha, rel)] = path.read_text()
+            if branch is not None:
+                self.github.files[(branch, rel)] = path.read_text()
         if branch is not None:
-            self.github.files[(branch, "config.yaml")] = (src / "config.yaml").read_text()
             self.github.refs[branch] = sha
             self.github.branch_commits.setdefault(branch, set()).add(sha)
 

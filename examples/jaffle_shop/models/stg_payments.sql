@@ -5,10 +5,10 @@ MODEL (
   audits (assert_positive_amounts),
 );
 
--- Amounts arrive in cents.
+-- Amounts arrive in cents; the macro is Python (macros/money.py).
 SELECT
   id AS payment_id,
   order_id,
   payment_method,
-  amount / 100 AS amount
+  @cents_to_dollars(amount) AS amount
 FROM jaffle.raw_payments

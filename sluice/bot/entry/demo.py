@@ -1,10 +1,11 @@
 """``sluice demo``: the whole flow on the example project, locally, in a few minutes.
 
 It copies ``examples/jaffle_shop`` into a fresh git repository (default ``.sluice-demo/``),
-builds prod on local Spark, commits a change on a branch (one breaking edit, one
-non-breaking), and runs the pull-request flow through the local forge with the very
-commands ``sluice pr`` runs: open (the plan and the table diff are posted), the gate waits
-for an approval, approve, merge, promotion by virtual update. It ends by querying prod.
+builds prod on local Spark (SQL models, a Python macro and a PySpark model), commits a
+change on a branch (one breaking edit, one non-breaking), and runs the pull-request flow
+through the local forge with the very commands ``sluice pr`` runs: open (the plan and the
+table diff are posted), the gate waits for an approval, approve, merge, promotion by
+virtual update. It ends by querying prod, the PySpark model's table too.
 No credentials, no network: Spark runs locally, the forge is the repository on disk.
 """
 
@@ -50,6 +51,10 @@ RETURNED_SQL = "SELECT COUNT(*) AS returned_orders FROM jaffle.orders WHERE stat
 SAMPLE_SQL = (
     "SELECT customer_id, first_name, last_name, last_name_upper, number_of_orders "
     "FROM jaffle.customers ORDER BY customer_id"
+)
+SEGMENTS_SQL = (  # the PySpark model (models/customer_segments.py), rebuilt by the change
+    "SELECT segment, COUNT(*) AS customers FROM jaffle.customer_segments "
+    "GROUP BY segment ORDER BY segment"
 )
 
 
@@ -212,6 +217,7 @@ def _run(root: Path) -> None:
     _step(6, "Querying prod: the change is live")
     _query(root, state, RETURNED_SQL, limit=1)
     _query(root, state, SAMPLE_SQL, limit=5)
+    _query(root, state, SEGMENTS_SQL, limit=5)
 
 
 # -- the steps ---------------------------------------------------------------------------

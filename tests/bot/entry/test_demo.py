@@ -42,11 +42,12 @@ def test_demo_builds_prod_opens_approves_merges_promotes_and_queries(
     positions = [output.index(f"{n}/6 ") for n in range(1, 7)]
     assert positions == sorted(positions), output
     assert re.search(r"Demo finished in (\d+ min )?\d+ s", output), output
-    assert "Applied to prod: 9 tables built" in output
+    assert "Applied to prod: 10 tables built" in output
 
     # the PR comment: the plan and the table diff
     assert "| `jaffle.orders` | **breaking** |" in output
     assert "| `jaffle.customers` | non-breaking |" in output
+    assert "| `jaffle.customer_segments` | breaking, downstream |" in output  # the PySpark model
     assert "`jaffle.orders`: prod → pr_1: 4 rows only in prod" in output
     assert "added last_name_upper" in output
 
@@ -61,6 +62,10 @@ def test_demo_builds_prod_opens_approves_merges_promotes_and_queries(
     # prod, queried at the end: no returned orders, and the new column
     assert re.search(r"returned_orders\s*┃\n┡━+┩\n│ 0\s+│", output), output
     assert re.search(r"│ 1\s+│ Michael\s+│ P\.\s+│ P\.\s+│", output), output
+    # the PySpark model, rebuilt without the returned orders: 60 customers who ordered
+    assert re.search(
+        r"│ big spender\s+│ 3\s+│\n│ loyal\s+│ 6\s+│\n│ occasional\s+│ 51\s+│", output
+    ), output
 
     # what the forge recorded agrees
     data = status(root)

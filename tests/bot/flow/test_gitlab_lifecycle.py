@@ -50,10 +50,13 @@ class GitLabWorld(World):
     def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
         self.trees[sha] = src
         self.gitlab.add_tree(sha, src)
-        config = (src / "config.yaml").read_text()
-        self.gitlab.files[(sha, "config.yaml")] = config
+        # config.yaml and the project's Python, which runs only as the prod branch has it.
+        for path in [src / "config.yaml", *sorted(src.rglob("*.py"))]:
+            rel = path.relative_to(src).as_posix()
+            self.gitlab.files[(sha, rel)] = path.read_text()
+            if branch is not None:
+                self.gitlab.files[(branch, rel)] = path.read_text()
         if branch is not None:
-            self.gitlab.files[(branch, "config.yaml")] = config
             self.gitlab.branches[branch] = sha
             self.gitlab.branch_commits.setdefault(branch, set()).add(sha)
 

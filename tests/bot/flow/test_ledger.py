@@ -188,10 +188,11 @@ def test_a_review_names_direct_changes_owners_and_breaking_reach(
     assert [name for name, _ in review.items] == ["jaffle.customers", "jaffle.orders"]
     assert review.direct_owners == {"jaffle.orders": "finance", "jaffle.customers": "marketing"}
     # orders' change is breaking: it reaches everything downstream of it, including
-    # customers (itself changed, non-breaking) and daily_revenue (unchanged; the default owner).
+    # customers (itself changed, non-breaking), customer_segments (the Python model, unchanged)
+    # and daily_revenue (unchanged; the default owner).
     assert review.breaking_owners == {
         "jaffle.orders": "finance", "jaffle.customers": "marketing",
-        "jaffle.daily_revenue": "analytics",
+        "jaffle.customer_segments": "marketing", "jaffle.daily_revenue": "analytics",
     }  # fmt: skip
     assert _pr_review(root, url) == review  # the same project, the same review
 

@@ -215,7 +215,12 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert "no data was written" in deploy["output"]["summary"]
     assert world.table_files() == files, "promotion wrote table files"
     prod_versions = world.versions("prod")
-    for model in ("jaffle.orders", "jaffle.customers", "jaffle.daily_revenue"):
+    for model in (
+        "jaffle.orders",
+        "jaffle.customers",
+        "jaffle.daily_revenue",
+        "jaffle.customer_segments",
+    ):
         assert prod_versions[model] == pr_versions[model], model
     assert world.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
         [0]

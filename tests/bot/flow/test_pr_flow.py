@@ -151,6 +151,11 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     # settings (30 days of backfill for a PR) are the ones in force, not the PR's.
     github.refs["main"] = BASE_SHA
     github.files[("main", "config.yaml")] = (prod.root / "base" / "config.yaml").read_text()
+    # ... and its Python (macros/, models/customer_segments.py), which the service runs only
+    # as the prod branch has it (SLUICE_PROJECT_PYTHON=prod): the PR leaves it unchanged.
+    for path in sorted((prod.root / "base").rglob("*.py")):
+        rel = path.relative_to(prod.root / "base").as_posix()
+        github.files[("main", rel)] = path.read_text()
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         with TestClient(create_app(settings)) as client:
@@ -170,6 +175,7 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     for line in ("| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |",
                  "| `jaffle.customers` | non-breaking | its SQL changed, and it reads `jaffle.orders`",
                  "| `jaffle.daily_revenue` | breaking, downstream | reads `jaffle.orders`",
+                 "| `jaffle.customer_segments` | breaking, downstream | reads `jaffle.orders` | 62 → 60 (-2), 2 differ |",
                  "#### `jaffle.orders`: prod → pr_2: 4 rows only in prod", "```diff", "```mermaid",
                  "- added last_name_upper string",
                  # What the first run built, still shown and still the range compared.
@@ -194,11 +200,11 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     assert any("Starting Spark" in b for b in progress), comment["bodies"]
     headline = text.split("\n")[1]
     assert headline.startswith("### ") and "`jaffle`: " in headline
-    assert "1 breaking change reaches 1 model" in headline
+    assert "1 breaking change reaches 2 models" in headline  # daily_revenue, customer_segments
     assert "`sluice query pr_2 'SELECT * FROM jaffle__pr_2.orders LIMIT 10'`" in text
     assert (
-        "Views of `pr_2`: `jaffle__pr_2.orders`, `jaffle__pr_2.daily_revenue`, "
-        "`jaffle__pr_2.customers`" in text
+        "Views of `pr_2`: `jaffle__pr_2.orders`, `jaffle__pr_2.customer_segments`, "
+        "`jaffle__pr_2.daily_revenue`, `jaffle__pr_2.customers`" in text
     )
     assert "| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |" in text
     assert "```diff" in text and "+  o.status <> 'returned'" in text

@@ -196,20 +196,27 @@ def test_every_state_renders_as_github_shows_it(name: str, texts: dict[str, str]
 
 def test_opened_says_the_risk_and_what_merging_does(texts: dict[str, str]) -> None:
     tree = structure(texts["opened"])
-    assert headline(tree).endswith("1 breaking change reaches 1 model; checking approvals")
+    assert headline(tree).endswith("1 breaking change reaches 2 models; checking approvals")
     first = tree.root.children[[n.tag for n in tree.root.children].index("h3") + 1 :]
     merging, built = [n.content() for n in first if n.tag == "p"][:2]
     assert merging.startswith("Merging is a virtual update: 0 rows written")
-    assert built == "This PR built 3 tables, 9 views in pr_1 in 42 s of Spark."
+    assert built == "This PR built 4 tables, 10 views in pr_1 in 42 s of Spark."
 
 
 def test_the_impact_table_is_one_table_riskiest_first(texts: dict[str, str]) -> None:
     rows = impact_table(structure(texts["waiting"]))
     assert rows[0][:2] == ["Model", "Change"]
-    assert [r[0] for r in rows[1:]] == ["jaffle.orders", "jaffle.daily_revenue", "jaffle.customers"]
-    orders, revenue, customers = rows[1:]
+    assert [r[0] for r in rows[1:]] == [
+        "jaffle.orders", "jaffle.customer_segments", "jaffle.daily_revenue", "jaffle.customers",
+    ]  # fmt: skip
+    orders, segments, revenue, customers = rows[1:]
     assert orders[1:4] == ["breaking", "its SQL changed", "99 → 95 (-4)"]
     assert revenue[1] == "breaking, downstream" and revenue[2].startswith("reads jaffle.orders")
+    assert segments[1:4] == [
+        "breaking, downstream",
+        "reads jaffle.orders",
+        "62 → 60 (-2), 2 differ",
+    ]
     assert "reads jaffle.orders, changed here too" in customers[2]  # why its data moved
     assert customers[3] == "100 → 100, 4 differ" and "+last_name_upper" in customers[4]
     assert {r[5] for r in rows[1:]} == {"built"}
@@ -227,7 +234,8 @@ def test_table_diffs_biggest_change_first_with_environments(texts: dict[str, str
     heads = [h.content() for h in section(tree, "Table diffs") if h.tag == "h4"]
     heads = [h.content() for h in tree.root.all("h4") if ": prod → pr_1" in h.content()]
     assert heads[0].startswith("jaffle.orders: prod → pr_1: 4 rows only in prod")
-    assert heads[1].startswith("jaffle.daily_revenue")  # breaking before non-breaking
+    assert heads[1].startswith("jaffle.customer_segments")  # breaking before non-breaking
+    assert heads[2].startswith("jaffle.daily_revenue")
     counts = [t for t in tree.root.all("table") if t.all("th")[1].content() == "prod"]
     assert [th.content() for th in counts[0].all("th")] == ["", "prod", "pr_1", "Change"]
     labels = [tr.all("td")[0].content() for tr in counts[0].all("tr")[1:]]
@@ -236,7 +244,7 @@ def test_table_diffs_biggest_change_first_with_environments(texts: dict[str, str
 
 def test_waiting_names_who_must_approve_and_the_next_steps(texts: dict[str, str]) -> None:
     tree = structure(texts["waiting"])
-    assert headline(tree).endswith("1 breaking change reaches 1 model; waiting for @bob or @carol")
+    assert headline(tree).endswith("1 breaking change reaches 2 models; waiting for @bob or @carol")
     [steps] = [n for n in section(tree, "Next steps") if n.tag == "ul"]
     items = [li.content() for li in steps.children if li.tag == "li"]
     assert items[0] == (
@@ -304,7 +312,7 @@ def test_fifty_changed_models_fit_github_and_say_what_they_left_out(
     tree = structure(text)
     assert "left out to fit the comment size" in tree.root.content()
     names = [row[0] for row in impact_table(tree)[1:]]
-    assert len(names) == 51 and names[-1] == "jaffle.daily_revenue"  # every one, riskiest first
+    assert len(names) == 52 and names[-2:] == ["jaffle.customer_segments", "jaffle.daily_revenue"]
 
 
 # -- Mermaid -------------------------------------------------------------------------------

@@ -90,13 +90,19 @@ def prod(tmp_path_factory: pytest.TempPathFactory, local_spark: SparkSession) ->
     root = _copy_example(tmp_path_factory.mktemp("apply") / "jaffle")
     env = Env(root, f"sqlite:///{root / '.sluice' / 'state.db'}", local_spark)
     result = env.apply("prod")
-    assert result.tables_built == 9  # 3 seeds, 3 views, 2 full tables, 1 incremental
+    # 3 seeds, 3 views, 2 full tables, 1 incremental, 1 Python model (customer_segments)
+    assert result.tables_built == 10
     yield env
 
 
 def test_prod_is_built_audited_and_readable(prod: Env) -> None:
     assert prod.rows("SELECT COUNT(*) FROM jaffle.customers") == [(100,)]
     assert prod.rows("SELECT COUNT(*) FROM jaffle.orders") == [(99,)]
+    # The PySpark model: the 62 customers who ordered, segmented (its thresholds and the
+    # stg_payments amounts, in dollars by the Python macro @cents_to_dollars).
+    assert prod.rows(
+        "SELECT segment, COUNT(*) FROM jaffle.customer_segments GROUP BY segment ORDER BY segment"
+    ) == [("big spender", 3), ("loyal", 6), ("occasional", 53)]
     # The incremental model: one row per day with orders, no day twice, Jan..Apr 2018.
     assert (
         prod.rows("SELECT COUNT(*), COUNT(DISTINCT order_date) FROM jaffle.daily_revenue")[0][0]
@@ -173,13 +179,21 @@ def test_pr_environment_then_promotion_by_virtual_update(prod: Env) -> None:
 
 
 def test_breaking_change_rebuilds_descendants_only(prod: Env) -> None:
-    prod.edit("models/stg_payments.sql", "amount / 100 AS amount", "amount / 100.0 * 1.1 AS amount")
+    macro, scaled = (
+        "@cents_to_dollars(amount) AS amount",
+        "@cents_to_dollars(amount) * 1.1 AS amount",
+    )
+    prod.edit("models/stg_payments.sql", macro, scaled)
     result = prod.apply("pr_2")
-    # stg_payments (a view), orders and its children customers and daily_revenue.
-    assert result.tables_built == 4
+    # stg_payments (a view), orders and its children customers, daily_revenue and
+    # customer_segments (the Python model).
+    assert result.tables_built == 5
     assert prod.view_target("jaffle__pr_2.raw_orders") == prod.view_target("jaffle.raw_orders")
     assert prod.view_target("jaffle__pr_2.customers") != prod.view_target("jaffle.customers")
-    prod.edit("models/stg_payments.sql", "amount / 100.0 * 1.1 AS amount", "amount / 100 AS amount")
+    assert prod.view_target("jaffle__pr_2.customer_segments") != prod.view_target(
+        "jaffle.customer_segments"
+    )
+    prod.edit("models/stg_payments.sql", scaled, macro)
 
 
 def _unchanged(prod: Env, env: str, attempt: object) -> ExecutionError:

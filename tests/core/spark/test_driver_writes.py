@@ -34,10 +34,10 @@ END = to_ms("2018-05-01")
 
 
 def _project(dest: Path, schema: str) -> Path:
-    """The example project (models, seeds, audits, a unit test) in its own schema."""
+    """The example project (models, seeds, audits, a unit test, Python) in its own schema."""
     shutil.copytree(REPO / "examples" / "jaffle_shop", dest,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml")]:
+    for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml"), *dest.rglob("*.py")]:
         path.write_text(path.read_text().replace("jaffle.", f"{schema}."))
     return dest
 
@@ -84,7 +84,7 @@ def test_both_runners_apply_the_same_writes_to_state(
     # What was applied: every model version's intervals (views: their marker), every audit
     # and the unit test, and the record the service committed after the job.
     assert submitted["tests"] == [("test_customers_aggregates_orders", True)]
-    assert len(submitted["intervals"]) == 9
+    assert len(submitted["intervals"]) == 10
     kinds = [r[2] for r in submitted["results"]]
     assert kinds.count("unit_test") == 1 and kinds.count("audit") >= 5
     assert all(r[1] == submitted["plan"] for r in submitted["results"])

@@ -29,7 +29,7 @@ def _project(dest: Path, master: str, schema: str) -> Path:
     shutil.copytree(
         REPO / "examples" / "jaffle_shop", dest, ignore=shutil.ignore_patterns(".sluice")
     )
-    for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml")]:
+    for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml"), *dest.rglob("*.py")]:
         path.write_text(path.read_text().replace("jaffle.", f"{schema}."))
     config = dest / "config.yaml"
     config.write_text(
@@ -66,7 +66,7 @@ def _query(project: Path, spark_root: Path, env: str, sql: str) -> list[list[obj
 def test_apply_and_query_through_spark_submit_on_local(tmp_path: Path, spark_dirs: Path) -> None:
     project = _project(tmp_path / "p", "local[*]", "lsub")
     result = _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
-    assert "Applied to prod: 9 tables built" in result.stdout
+    assert "Applied to prod: 10 tables built" in result.stdout
     assert "→ build lsub.orders" in result.stderr  # progress streamed from the driver
     assert _query(project, spark_dirs, "prod", "SELECT COUNT(*) FROM lsub.customers") == [[100]]
     assert list((project / ".sluice" / "logs").glob("*.log"))

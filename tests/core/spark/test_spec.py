@@ -148,12 +148,9 @@ def test_the_example_exercises_every_step_type_and_optional_key(emitted: list[An
     steps = [step for job in emitted for step in job["steps"]]
     assert {step["type"] for step in steps} == set(step_types())
     builds = [step for step in steps if step["type"] == "build"]
-    # A SEED model, a VIEW model and a backfilled one: each optional key of a build.
-    # (``python``: a Python model's, built from examples/python_shop in test_python_models.py)
-    assert {key for step in builds for key in step} >= spec.BuildStep.__optional_keys__ - {
-        "id",
-        "python",
-    }
+    # A SEED model, a VIEW model, a backfilled one and a Python one (customer_segments):
+    # each optional key of a build.
+    assert {key for step in builds for key in step} >= spec.BuildStep.__optional_keys__ - {"id"}
     assert {"environment", "plan_id", "base_plan_id"} <= emitted[0].keys()
     assert any("id" in step for step in steps)  # the preview names its steps' results
 

@@ -270,7 +270,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, local_spark: SparkSession)
     """Prod of the example, and pr_td where 9 of 99 orders changed their amount."""
     root = tmp_path_factory.mktemp("tdiff") / "jaffle"
     shutil.copytree(REPO / "examples" / "jaffle_shop", root, ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    for path in [*root.glob("models/*.sql"), *root.glob("tests/*.yaml")]:
+    for path in [*root.glob("models/*.sql"), *root.glob("models/*.py"), *root.glob("tests/*.yaml")]:
         path.write_text(path.read_text().replace("jaffle.", "jaffle_td."))
     setup = Project(root, f"sqlite:///{root / '.sluice' / 'state.db'}", local_spark)
     setup.apply("prod")

@@ -106,6 +106,10 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             sql = _batch_sql(step, batch)
             _create_if_missing(spark, step, sql)
             spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
+        if "python" in step:
+            # Gone once written: SHOW TABLES IN any schema lists a session's temp views, so
+            # one left behind would keep the janitor from dropping an emptied schema.
+            spark.catalog.dropTempView(pycode_run.VIEW)
         written += 1
         intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
         done = [[s, e] for s, e in intervals if s >= batch["start"] and e <= batch["end"]]

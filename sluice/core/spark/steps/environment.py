@@ -46,7 +46,10 @@ def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> dict[str,
         spark.sql(f"DROP VIEW IF EXISTS {view}")
     dropped_schemas = []
     for schema in step.get("schemas", []):
-        if spark.catalog.databaseExists(schema) and not spark.catalog.listTables(schema):
+        if not spark.catalog.databaseExists(schema):
+            continue
+        # listTables lists the session's temp views too, which belong to no schema.
+        if not [t for t in spark.catalog.listTables(schema) if not t.isTemporary]:
             spark.sql(f"DROP DATABASE IF EXISTS {schema}")
             dropped_schemas.append(schema)
     for table in step.get("tables", []):
