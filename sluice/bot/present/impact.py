@@ -58,7 +58,7 @@ class Row:
     change: ModelChange | None
     diff: TableDiffResult | None
     not_compared: str | None  # why there is no table diff, when known
-    upstream: tuple[str, ...] = ()  # changed models it reads (a direct change's data moves too)
+    upstream: tuple[str, ...] = ()  # its parents that change here (its data moves with them)
     language: str = "SQL"  # of a direct change's code: SQL, or Python (a Python model)
 
     @property
@@ -106,11 +106,17 @@ def rows(
                 _language(model),
             )
         )
+    changed = moved | {c.name for c in plan.indirectly_modified}
     for change in plan.indirectly_modified:
         kind = f"{change.category.value}-indirect"
         if change.category == Category.METADATA:
             kind = "metadata"
-        out.append(Row(change.name, kind, change, diffs.get(change.name), why.get(change.name)))
+        model = _model(plan, change.name)
+        # Its own parents that change here (reached_by also names changes further up).
+        parents = tuple(p for p in (model.depends_on if model else ()) if p in changed)
+        out.append(
+            Row(change.name, kind, change, diffs.get(change.name), why.get(change.name), parents)
+        )
     out += [Row(n, "added", None, diffs.get(n), why.get(n)) for n in plan.added]
     out += [Row(n, "metadata", None, None, None) for n in plan.metadata_only]
     return sorted(out, key=lambda r: (RANK.get(r.kind, 9), -r.moved, r.name))
@@ -192,7 +198,7 @@ def _why(row: Row) -> str:
         if row.upstream:
             text += f", and it reads {_names(row.upstream)}, changed here too"
     else:
-        reached = tuple(getattr(row.change, "reached_by", ()) or ())
+        reached = row.upstream or tuple(getattr(row.change, "reached_by", ()) or ())
         text = f"reads {_names(reached)}" if reached else "an upstream change reaches it"
         # "model.*" (its rows changed) says nothing the upstream name does not
         reads = tuple(r for r in getattr(columns, "reads", ()) or () if not r.endswith(".*"))

@@ -155,8 +155,8 @@ def test_a_pr_changing_a_pyspark_model_and_a_macro_helper_shows_its_plan_and_dif
     rows = [row.strip("| ").split(" | ") for row in table.splitlines()[2:]]
     # Model, change, why (its start: the column-lineage note after it is not asserted),
     # rows, columns, table; the riskiest first, the biggest data change first in a kind.
-    # segment_counts' "reads" names each direct change that reaches it: payments does
-    # through customers and customer_segments.
+    # "reads" names a downstream model's own parents that change (segment_counts reads
+    # customer_segments, not payments, which reaches it through customers).
     assert [(n, change, why.split(";")[0], *rest) for n, change, why, *rest in rows] == [
         ("`pyshop.customer_segments`", "**breaking**",
          "its Python changed, and it reads `pyshop.customers`, changed here too",
@@ -164,7 +164,7 @@ def test_a_pr_changing_a_pyspark_model_and_a_macro_helper_shows_its_plan_and_dif
         ("`pyshop.payments`", "**breaking**", "its SQL changed", "6 → 6, 1 differs",
          "values of `amount`", "built"),
         ("`pyshop.segment_counts`", "breaking, downstream",
-         "reads `pyshop.customer_segments`, `pyshop.payments`", "3 → 2 (-1), 1 differs",
+         "reads `pyshop.customer_segments`", "3 → 2 (-1), 1 differs",
          "values of `customers`", "built"),
         ("`pyshop.customers`", "breaking, downstream", "reads `pyshop.payments`",
          "3 → 3, 1 differs", "values of `customer_lifetime_value`", "built"),
