@@ -5,13 +5,14 @@ Core's commands know nothing of the bot; this module is where the two meet.
 
 from __future__ import annotations
 
-from sluice.bot.entry import action, demo, local_pr, serve
+from sluice.bot.entry import action, demo, jobs, local_pr, serve
 from sluice.core.cli import cli
 
 serve.register(cli)
 local_pr.register(cli)
 action.register(cli)
 demo.register(cli)
+jobs.register(cli)
 
 
 def main() -> None:

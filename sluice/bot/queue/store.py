@@ -548,8 +548,18 @@ class JobQueue(Transactions):
         """Everything stored about one job, or None when there is no such job."""
         with self._reading(f"read job {job_id}") as conn:
             row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
-        if row is None:
-            return None
+        return None if row is None else self._record(row)
+
+    def jobs(self, *, status: JobStatus | None = None, limit: int = 50) -> list[JobRecord]:
+        """The newest ``limit`` jobs (of ``status``, when given), newest first."""
+        query = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
+        if status is not None:
+            query = query.where(jobs.c.status == status.value)
+        with self._reading("list jobs") as conn:
+            rows = conn.execute(query).mappings().all()
+        return [self._record(row) for row in rows]
+
+    def _record(self, row: RowMapping) -> JobRecord:
         return JobRecord(
             job=self._job(row),
             status=JobStatus(row["status"]),
