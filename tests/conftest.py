@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from sluice.core.spark.connect import ConnectServer
 
 _PG_ENV = "SLUICE_TEST_POSTGRES_URL"
+# Services started by tests retry a failed job at once (the queue's own tests and
+# test_retry_backoff_setting check the waits): a test should not sleep through a backoff.
+os.environ.setdefault("SLUICE_RETRY_SECONDS", "0")
 # Fixtures that start Spark (tests/core/spark/conftest.py): a test using one is ``spark``.
 SPARK_FIXTURES = frozenset(
     {"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster", "connect_server"}

@@ -267,6 +267,7 @@ def create_app(
             settings.state_url(),
             max_attempts=settings.max_attempts,
             lease_seconds=settings.job_lease_seconds,
+            retry_seconds=settings.retry_seconds,
         )
         state["queue"] = queue
         # The intake (group commit, a task on this event loop) stores deliveries; stopped

@@ -92,6 +92,9 @@ class ServiceSettings(BaseSettings):
     running after this and the job fails, so a runaway query cannot hold its repository's
     queue, and a worker, for ever (``SLUICE_JOB_TIMEOUT_SECONDS``)."""
     max_attempts: int = Field(default=3, ge=1)
+    retry_seconds: float = Field(default=10.0, ge=0)
+    """How long a failed job waits before its next attempt (``SLUICE_RETRY_SECONDS``):
+    doubled after each further failure, at most 10 minutes, with jitter."""
     workers: int = Field(default=1, ge=1)
     job_lease_seconds: float = Field(default=60.0, gt=0)
     """A running job's lease; a worker that stops renewing it loses the job after this."""

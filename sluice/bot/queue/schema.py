@@ -11,7 +11,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+)
 
 from sluice.bot.queue import pg
 from sluice.core.db.jsontext import JsonText
@@ -60,6 +71,8 @@ jobs = Table(
     Column("lease_until", BigInteger, nullable=True),
     Column("worker", String, nullable=True),
     Column("error", Text, nullable=True),
+    # Migration 3: a retried job waits until then (epoch ms; NULL: ready).
+    Column("not_before", BigInteger, nullable=True),
 )
 Index("ix_sluice_jobs_key", jobs.c.key)
 # claim scans queued jobs oldest first; recover scans running ones.
@@ -95,10 +108,18 @@ def _adopt(conn: Connection) -> int:
     return 1
 
 
+def _not_before(conn: Connection) -> None:
+    # Migration 1 creates sluice_jobs as declared now (with the column): add it only to a
+    # table made before this migration.
+    if "not_before" not in {c["name"] for c in inspect(conn).get_columns("sluice_jobs")}:
+        conn.exec_driver_sql("ALTER TABLE sluice_jobs ADD COLUMN not_before BIGINT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "deliveries, jobs and job keys", create_tables(deliveries, jobs, job_keys)),
     # A new function body is a new migration running this again (CREATE OR REPLACE).
     Migration(2, "batch intake function (PostgreSQL)", _accept_function),
+    Migration(3, "a retried job's earliest next attempt (not_before)", _not_before),
 )
 """Every migration of the queue, oldest first."""
 

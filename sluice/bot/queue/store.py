@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, TypeVar
@@ -38,6 +39,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -100,19 +102,33 @@ class JobQueue(Transactions):
         url: The state database URL, as for :func:`sluice.core.state.sql.open_state`.
         max_attempts: Attempts a job gets (first run included) before it fails for good.
         lease_seconds: How long a claim or heartbeat keeps a job its worker's.
+        retry_seconds: A failed attempt's job waits about this long before its next
+            attempt, twice as long after each further failure (at most
+            :data:`RETRY_CAP_SECONDS`), each wait drawn from half to one and a half times
+            that (jitter), so a forge that is down is not hammered by every job at once.
 
     Raises:
         StateError: The URL is invalid, the database unreachable, or the tables cannot be
             created.
     """
 
-    def __init__(self, url: str, *, max_attempts: int = 3, lease_seconds: float = 900.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_attempts: int = 3,
+        lease_seconds: float = 900.0,
+        retry_seconds: float = 0.0,
+    ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
         if lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
+        if retry_seconds < 0:
+            raise ValueError(f"retry_seconds must not be negative, not {retry_seconds}")
         self.max_attempts = max_attempts
         self.lease_seconds = lease_seconds
+        self.retry_seconds = retry_seconds
         self.bind(create_state_engine(url))
         try:
             migrate(self._engine, [STATE, QUEUE])
@@ -338,11 +354,30 @@ class JobQueue(Transactions):
             "finished_ts": None,
             "lease_until": at + ms(self.lease_seconds),
             "worker": worker,
+            "not_before": None,
         }
+        # Only the oldest queued job of a key may run next, and only once it is due: a
+        # retried job waiting for its next attempt holds the jobs of its key behind it.
+        earlier = jobs.alias("earlier")
+        ahead = (
+            select(earlier.c.id)
+            .where(
+                earlier.c.key == jobs.c.key,
+                earlier.c.status == JobStatus.QUEUED,
+                earlier.c.id < jobs.c.id,
+            )
+            .exists()
+        )
+        due = or_(jobs.c.not_before.is_(None), jobs.c.not_before <= at)
         candidates = (
             select(jobs.c.id, jobs.c.key)
             .select_from(jobs.join(job_keys, job_keys.c.key == jobs.c.key))
-            .where(jobs.c.status == JobStatus.QUEUED, job_keys.c.running_job_id.is_(None))
+            .where(
+                jobs.c.status == JobStatus.QUEUED,
+                job_keys.c.running_job_id.is_(None),
+                due,
+                ~ahead,
+            )
             .order_by(jobs.c.id)
             .limit(_CANDIDATES)
         )
@@ -427,7 +462,8 @@ class JobQueue(Transactions):
     def retry(self, job_id: int, worker: str, error: str, now: float) -> bool:
         """After a failed attempt: back to the queue if attempts remain, else failed.
 
-        The job keeps its place: it is the next of its key to run.
+        The job keeps its place: it is the next of its key to run, once its wait
+        (``retry_seconds``, doubled per further attempt, with jitter) is over.
 
         Returns:
             True when the job was queued again; False when it failed for good (or was no
@@ -444,7 +480,9 @@ class JobQueue(Transactions):
             again = attempts < self.max_attempts
             values: dict[str, Any] = {"lease_until": None, "error": error}
             if again:
-                values.update(status=JobStatus.QUEUED, worker=None)
+                wait = backoff(self.retry_seconds, attempts)
+                due = at + ms(wait) if wait > 0 else None
+                values.update(status=JobStatus.QUEUED, worker=None, not_before=due)
             else:
                 values.update(status=JobStatus.FAILED, finished_ts=at)
             return self._release(conn, job_id, worker, values) and again
@@ -639,6 +677,18 @@ _SUPERSEDE = (
     .where(jobs.c.id == bindparam("b_id"), jobs.c.status == JobStatus.QUEUED)
     .values(status=JobStatus.SUPERSEDED, finished_ts=bindparam("b_at"), error=bindparam("b_error"))
 )
+
+
+RETRY_CAP_SECONDS = 600.0
+"""The longest wait between two attempts of a job, jitter aside."""
+
+
+def backoff(base: float, attempts: int, draw: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after a job's ``attempts``-th failed attempt: ``base`` doubled per
+    attempt after the first, capped at :data:`RETRY_CAP_SECONDS`, times a factor drawn
+    from [0.5, 1.5) (``draw`` gives [0, 1))."""
+    wait = min(base * 2.0 ** max(0, attempts - 1), RETRY_CAP_SECONDS)
+    return wait * (0.5 + draw())
 
 
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:

@@ -282,7 +282,7 @@ def test_processes_starting_together_create_the_tables_once(queue_url: str) -> N
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2]}
+        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2, 3]}
     finally:
         engine.dispose()
 
@@ -309,7 +309,7 @@ def test_queue_tables_made_before_the_migration_runner_are_adopted(queue_url: st
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2]}
+        assert recorded(engine) == {"state": [1, 2], "queue": [1, 2, 3]}
     finally:
         engine.dispose()
 
@@ -495,3 +495,65 @@ def test_purge_forgets_old_finished_work_and_keeps_the_rest(queue: JobQueue) -> 
     assert status(queue, fresh) == JobStatus.QUEUED
     assert not queue.accept("old-queued", "github", "pull_request", pr_job(2, "b"), 5001.0)
     assert queue.purge(now=5000.0, keep_seconds=1000.0) == (0, 0)
+
+
+def test_a_retried_job_waits_with_backoff_and_holds_its_key(open_queue: OpenQueue) -> None:
+    from sluice.bot.queue.store import RETRY_CAP_SECONDS, backoff
+
+    queue = open_queue(max_attempts=4, retry_seconds=10.0)
+    first = add(queue, "d1", pr_job(1, "a"))
+    later = add(queue, "d2", pr_job(1, "b"))  # the same key, behind it
+    other = add(queue, "d3", pr_job(2, "c"))
+    assert claim(queue, now=200.0).id == first
+    assert queue.retry(first, "w1", "GitHub unreachable", 200.0)
+    # Neither the retried job nor the one behind it runs before the wait; another key does.
+    assert claim(queue, now=200.1).id == other
+    assert queue.claim("w2", 204.9) is None  # 10 s x [0.5, 1.5): at least 5 s
+    job = queue.claim("w2", 215.0)  # at most 15 s
+    assert job is not None and job.id == first and job.attempts == 2
+    # The second failure waits twice as long: 20 s x [0.5, 1.5).
+    assert queue.retry(first, "w2", "still down", 215.0)
+    assert queue.claim("w3", 224.9) is None
+    job = queue.claim("w3", 245.0)
+    assert job is not None and job.id == first
+    queue.finish(first, "w3", now=246.0)
+    assert claim(queue, now=246.0).id == later
+    # The wait doubles per attempt up to a cap, and jitter spreads it over [0.5, 1.5).
+    assert backoff(10.0, 1, lambda: 0.5) == 10.0
+    assert backoff(10.0, 3, lambda: 0.5) == 40.0
+    assert backoff(10.0, 30, lambda: 0.0) == RETRY_CAP_SECONDS * 0.5
+    assert backoff(0.0, 3) == 0.0  # retry_seconds 0: at once, as before
+
+
+def test_a_queue_made_before_the_backoff_column_gets_it(queue_url: str) -> None:
+    from sqlalchemy import inspect, text
+
+    queue = JobQueue(queue_url)
+    add(queue, "d1", pr_job(1, "a"))
+    queue.close()
+    engine = create_state_engine(queue_url)
+    try:
+        with engine.begin() as conn:  # as migration 2 left it
+            conn.execute(text("ALTER TABLE sluice_jobs DROP COLUMN not_before"))
+            conn.execute(text("DELETE FROM sluice_migrations WHERE track = 'queue' AND number = 3"))
+        queue = JobQueue(queue_url)
+        try:
+            assert claim(queue).attempts == 1  # the old row is still there and runs
+        finally:
+            queue.close()
+        columns = {c["name"] for c in inspect(engine).get_columns("sluice_jobs")}
+        assert "not_before" in columns
+        assert recorded(engine)["queue"] == [1, 2, 3]
+    finally:
+        engine.dispose()
+
+
+def test_retry_backoff_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from sluice.bot.entry.settings import ServiceSettings
+
+    monkeypatch.delenv("SLUICE_RETRY_SECONDS", raising=False)
+    assert ServiceSettings(workdir=tmp_path, webhook_secret="s").retry_seconds == 10.0
+    monkeypatch.setenv("SLUICE_RETRY_SECONDS", "2.5")
+    assert ServiceSettings(workdir=tmp_path, webhook_secret="s").retry_seconds == 2.5
+    with pytest.raises(ValueError, match="retry_seconds must not be negative"):
+        JobQueue(f"sqlite:///{tmp_path / 'q.db'}", retry_seconds=-1)
