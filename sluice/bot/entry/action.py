@@ -25,9 +25,15 @@ Outputs (to ``$GITHUB_OUTPUT``): ``environment`` (``pr_<n>``, or ``prod`` for a 
 release), and one line per check Sluice set, named without ``sluice/`` and with ``-`` as
 ``_`` (``approval=success``); a check not completed gives its status (``in_progress``).
 
+The job page gets a summary (``$GITHUB_STEP_SUMMARY``: each check's outcome, then the
+verdict and plan) and an ``::error file=...,line=...`` annotation for each project file and
+line a failed check names (a model that does not parse, a failing unit test or audit).
+
 Exit codes: 0 when the event was handled or needs nothing (a pending or failing gate is
 reported on the PR, not as a failed job); 1 when the job itself failed (no token, an
-unreadable or invalid event file, an error the flow could not report).
+unreadable or invalid event file, an error the flow could not report), or when a check
+Sluice owns (tests, pr-environment, prod-plan, deploy) failed, unless
+``INPUT_FAIL_ON_FAILED_CHECK`` is ``false``.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import fnmatch
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,6 +67,7 @@ from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.core import logs
+from sluice.core import markdown as md
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, SluiceError
 from sluice.core.model.definition import Project
@@ -98,6 +106,8 @@ class Inputs:
     prod_branch: str | None  # None: the repository's default branch
     sha: str | None  # GITHUB_SHA
     output: Path | None  # GITHUB_OUTPUT
+    summary: Path | None = None  # GITHUB_STEP_SUMMARY
+    fail_on_failed_check: bool = True  # INPUT_FAIL_ON_FAILED_CHECK
 
     def state_url(self, workdir: Path) -> str:
         return self.database_url or f"sqlite:///{(workdir / 'state.db').resolve()}"
@@ -168,7 +178,18 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         prod_branch=_get(env, "INPUT_PROD_BRANCH"),
         sha=_get(env, "GITHUB_SHA"),
         output=Path(output) if output else None,
+        summary=Path(summary) if (summary := _get(env, "GITHUB_STEP_SUMMARY")) else None,
+        fail_on_failed_check=_flag(env, "INPUT_FAIL_ON_FAILED_CHECK", default=True),
     )
+
+
+def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    value = (_get(env, name) or "").lower()
+    if not value:
+        return default
+    if value not in ("true", "false"):
+        raise ActionError(f"{name} is {value!r}: give true or false")
+    return value == "true"
 
 
 def read_event(path: Path) -> dict[str, Any]:
@@ -501,7 +522,86 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
     if inputs.output is not None and lines:
         with inputs.output.open("a", encoding="utf-8") as out:
             out.write("".join(f"{line}\n" for line in lines))
+    for annotation in error_annotations(checks, inputs.workspace, inputs.project_path):
+        echo(annotation)
+    if inputs.summary is not None and checks:
+        with inputs.summary.open("a", encoding="utf-8") as out:
+            out.write(step_summary(environment_of(event), checks))
+    failed = failed_checks(checks)
+    if failed and inputs.fail_on_failed_check:
+        echo(
+            f"::error title=Sluice::{', '.join(failed)} failed (fail-on-failed-check: false "
+            "keeps the job green)"
+        )
+        return 1
     return 0
+
+
+OWN_CHECKS = ("sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/deploy")
+"""The checks whose failure fails the job: the approval gate waits for people, so a
+pending or refused gate is reported on the PR, not as a failed job."""
+
+_WHERE = re.compile(
+    r"(?m)(?:^|[\s`(])((?:[\w.-]+/)*[\w.-]+\.(?:sql|py|ya?ml|csv)):(\d+)(?::(\d+))?:? ([^\n`]+)"
+)
+
+
+def failed_checks(checks: Mapping[str, Check]) -> list[str]:
+    """The checks Sluice owns that concluded failure."""
+    return [n for n in OWN_CHECKS if n in checks and checks[n].conclusion == "failure"]
+
+
+def error_annotations(checks: Mapping[str, Check], workspace: Path, project_path: str) -> list[str]:
+    """``::error file=...,line=...`` for each ``file:line[:col]: message`` of a failed
+    check that names a file of the repository (given from the repository's root or the
+    project's), with the path from the repository's root as GitHub wants it."""
+    found: dict[tuple[str, int, int | None], str] = {}
+    base = workspace.resolve()
+    for name in failed_checks(checks):
+        check = checks[name]
+        for match in _WHERE.finditer(f"{check.summary}\n{check.text or ''}"):
+            rel, line, col, message = match.group(1), match.group(2), match.group(3), match.group(4)
+            where = _repository_path(base, project_path, rel)
+            if where is not None:
+                found.setdefault((where, int(line), int(col) if col else None), message.strip())
+    out = []
+    for (where, line, col), message in found.items():
+        position = f"file={_escape_property(where)},line={line}" + (f",col={col}" if col else "")
+        out.append(f"::error {position},title=Sluice::{_escape_data(message)}")
+    return out
+
+
+def _repository_path(base: Path, project_path: str, rel: str) -> str | None:
+    for candidate in (base / rel, base / project_path / rel):
+        path = candidate.resolve()
+        if path.is_relative_to(base) and path.is_file():
+            return path.relative_to(base).as_posix()
+    return None
+
+
+def _escape_data(text: str) -> str:
+    """A workflow command's message: GitHub's escapes for %, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value: the message's escapes, and ``:`` and ``,``."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def step_summary(environment: str | None, checks: Mapping[str, Check]) -> str:
+    """The job page's summary: each check's outcome, then the environment check's body
+    (the verdict and plan the PR comment opens with; Sluice's Markdown, user text escaped)."""
+    lines = [f"## Sluice{f': `{environment}`' if environment else ''}", ""]
+    lines += ["| check | outcome | |", "| --- | --- | --- |"]
+    for name, check in checks.items():
+        outcome = check.conclusion or check.status
+        lines.append(f"| `{name}` | {outcome} | {md.text(check.title, 200)} |")
+    body = next(
+        (checks[n].summary for n in ("sluice/pr-environment", "sluice/deploy") if n in checks),
+        "",
+    )
+    return "\n".join([*lines, "", body.strip(), ""]) + "\n"
 
 
 def _interval(env: Mapping[str, str], name: str, default: float) -> float:

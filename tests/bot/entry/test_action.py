@@ -317,3 +317,54 @@ def test_the_command_is_registered() -> None:
 
     result = CliRunner().invoke(cli, ["action", "--help"])
     assert result.exit_code == 0 and "GitHub Action" in result.output
+
+
+def test_a_failed_check_fails_the_job_with_an_annotation_and_a_summary(tmp_path: Path) -> None:
+    payload = _pr_payload()
+    number = payload["pull_request"]["number"]
+    _github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
+    project = _project(tmp_path / "workspace" / "wh")
+    (project / "models" / "broken.sql").write_text(
+        "MODEL (name demo.broken, kind FULL);\n\nSELECT 1 AS id FROM FROM nowhere\n"
+    )
+    summary = tmp_path / "summary.md"
+    env = _job(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
+               GITHUB_STEP_SUMMARY=str(summary))  # fmt: skip
+    done = _run(tmp_path, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _outputs(tmp_path)["pr_environment"] == "failure"
+    errors = [line for line in done.stdout.splitlines() if line.startswith("::error file=")]
+    assert errors and errors[0].startswith("::error file=wh/models/broken.sql,line=3"), errors
+    assert (
+        "::error title=Sluice::sluice/tests, sluice/pr-environment, sluice/prod-plan failed"
+        in done.stdout
+    )
+    text = summary.read_text()
+    assert text.startswith(f"## Sluice: `pr_{number}`")
+    assert "| `sluice/pr-environment` | failure |" in text
+    # Relaxed by the input: the checks say it, the job stays green.
+    (tmp_path / "output.txt").unlink()
+    relaxed = _run(tmp_path, {**env, "INPUT_FAIL_ON_FAILED_CHECK": "false"})
+    assert relaxed.returncode == 0, relaxed.stdout + relaxed.stderr
+    assert "::error file=wh/models/broken.sql,line=3" in relaxed.stdout
+
+
+def test_annotations_name_only_project_files_and_escape_the_message(tmp_path: Path) -> None:
+    from sluice.bot.entry.action import error_annotations
+    from sluice.bot.forge.base import Check
+
+    root = _project(tmp_path / "repo" / "p")
+    (root / "models" / "a.sql").write_text("x")
+    summary = (
+        "```text\nmodels/a.sql:2:7: bad, very: bad 100%\n  hint: fix it\n"
+        "models/ghost.sql:1: no such file\n../../etc/passwd:1: outside\n```"
+    )
+    checks = {
+        "sluice/pr-environment": Check("sluice/pr-environment", "completed", "t", summary, "failure"),
+        "sluice/approval": Check("sluice/approval", "completed", "t", "models/a.sql:9: x", "failure"),
+    }  # fmt: skip
+    expected = ["::error file=p/models/a.sql,line=2,col=7,title=Sluice::bad, very: bad 100%25"]
+    assert error_annotations(checks, tmp_path / "repo", "p") == expected  # project-relative
+    repo_relative = {"sluice/tests": Check("sluice/tests", "completed", "t",
+                                           "p/models/a.sql:2:7: bad, very: bad 100%", "failure")}  # fmt: skip
+    assert error_annotations(repo_relative, tmp_path / "repo", "p") == expected
