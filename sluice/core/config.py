@@ -156,6 +156,9 @@ class SluiceSettings(_Frozen):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     environment_ttl_days: int = Field(default=7, ge=0)
     table_ttl_days: float = Field(default=1, ge=0)
+    keep_prod_plans: int = Field(default=2, ge=0)
+    """The janitor keeps the tables of this many plans prod was at before its current one,
+    however long unused, so `sluice rollback` to them is a view swap."""
     pr: PreviewSettings = Field(default_factory=PreviewSettings)
     allowed_paths: tuple[str, ...] = ()
     """fnmatch globs of the paths queries may read directly, e.g. ``parquet.`/data/x```."""

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 
 from sluice.core.errors import PlanError
 from sluice.core.model.graph import topological_order
-from sluice.core.plan.build import PlanRequest, build_plan, candidate_versions
+from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import check_environment_name
+from sluice.core.snapshot.naming import PROD, check_environment_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state.records import PlanRecord
 from sluice.core.state.store import StateReader
@@ -51,6 +51,17 @@ def history(state: StateReader, environment: str, limit: int = 20) -> list[PlanR
         found.append(plan)
         plan_id = plan.base_plan_id
     return found
+
+
+def kept_tables(state: StateReader, environment: str = PROD, plans: int = 2) -> set[TableKey]:
+    """The ``(model, version)`` tables of the ``plans`` plans ``environment`` was at before
+    its current one: what the janitor keeps so that rolling back stays a view swap."""
+    kept: set[TableKey] = set()
+    for plan in history(state, environment, limit=plans + 1)[1:]:
+        refs = plan.payload.get(PLAN_SNAPSHOTS)
+        if isinstance(refs, list):
+            kept |= {(str(name), str(version)) for name, _, version in refs}
+    return kept
 
 
 def plan_rollback(

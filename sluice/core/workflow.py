@@ -17,7 +17,7 @@ from sluice.core.errors import ConflictError, PlanError
 from sluice.core.model.definition import KindName, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
-from sluice.core.plan.build import PlanRequest, build_plan, candidate_versions
+from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
@@ -344,12 +344,20 @@ class JanitorReport:
 
 
 def run_janitor(
-    state: StateStore, runner: Runner, *, url: str | None = None, now: int, table_ttl_ms: int
+    state: StateStore,
+    runner: Runner,
+    *,
+    url: str | None = None,
+    now: int,
+    table_ttl_ms: int,
+    keep: Iterable[TableKey] = (),
 ) -> JanitorReport:
     """Drop invalidated and expired environments, then tables unreferenced for the TTL.
 
-    The Spark job drops views and tables; their records go from ``state`` here, after it
-    succeeded (``url`` is accepted for older callers and not used).
+    ``keep``: tables to keep however long unused (those of prod's last plans, so that a
+    rollback stays a view swap: :func:`sluice.core.rollback.kept_tables`). The Spark job
+    drops views and tables; their records go from ``state`` here, after it succeeded
+    (``url`` is accepted for older callers and not used).
     """
     envs = state.list_environments()
     expired = [
@@ -359,7 +367,7 @@ def run_janitor(
         and (e.invalidated or (e.expiration_ts is not None and e.expiration_ts <= now))
     ]
     live = [e for e in envs if e not in expired]
-    referenced = {(ref.name, ref.version) for e in live for ref in e.snapshots}
+    referenced = {(ref.name, ref.version) for e in live for ref in e.snapshots} | set(keep)
     since = state.set_orphans(state.list_tables() - referenced, now)
     drop = sorted(key for key, ts in since.items() if now - ts >= table_ttl_ms)
     if not expired and not drop:

@@ -149,3 +149,45 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     refused = CliRunner().invoke(cli, ["rollback", "prod", "--to", "nope", *args])
     assert refused.exit_code == 1
     assert "plan nope is not in prod's history" in refused.output
+
+
+class _Recorder:
+    """A runner that records the janitor's job and reports success (no Spark)."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict[str, object]] = []
+
+    def run(self, spec: dict[str, object]) -> object:
+        from sluice.core.spark.submit import JobResult
+
+        self.specs.append(spec)
+        return JobResult(str(spec["job_id"]), {}, 0.0, None)
+
+
+def test_the_janitor_keeps_the_tables_of_prod_s_last_plans(
+    store: SqlStateStore, tmp_path: Path
+) -> None:
+    _apply(store, tmp_path / "v1", BASIC)
+    v1 = _versions(store)
+    _apply(store, tmp_path / "v2", V2)
+    v2 = _versions(store)
+    v3_files = {
+        **BASIC,
+        "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT 3 AS id, 'z' AS name\n",
+    }
+    _apply(store, tmp_path / "v3", v3_files)
+    # One plan back kept: v2's tables stay, v1's go once unused for the TTL.
+    keep = rollback.kept_tables(store, "prod", plans=1)
+    assert keep == {(name, version) for name, version in v2.items()}
+    runner = _Recorder()
+    report = workflow.run_janitor(store, runner, now=END, table_ttl_ms=0, keep=keep)  # type: ignore[arg-type]
+    dropped = {tuple(t.split("@")) for t in report.tables}
+    assert dropped == {(name, version) for name, version in v1.items()}
+    assert (
+        rollback.plan_rollback(store, "prod", now=END + 2).plan.backfill == ()
+    )  # to v2: views only
+    # Nothing kept: v2's tables go too, and rolling back to it is refused, naming them.
+    report = workflow.run_janitor(store, runner, now=END + 3, table_ttl_ms=0, keep=())  # type: ignore[arg-type]
+    assert {tuple(t.split("@")) for t in report.tables} == set(v2.items())
+    with pytest.raises(PlanError, match="the janitor dropped their tables"):
+        rollback.plan_rollback(store, "prod", now=END + 5)

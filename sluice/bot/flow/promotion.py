@@ -26,6 +26,7 @@ from sluice.bot.forge.base import Forge, repo_key
 from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
+from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS
@@ -280,6 +281,7 @@ def janitor(deps: Deps, forge: Forge) -> None:
             url=deps.state_url,
             now=deps.clock(),
             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
+            keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
         )
     finally:
         store.close()

@@ -21,6 +21,8 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
+from sluice.core.rollback import kept_tables
+from sluice.core.snapshot.naming import PROD
 from sluice.core.words import plural
 
 DAY_MS = 86_400_000
@@ -132,6 +134,7 @@ def janitor(
             url=workflow.state_url(project, state),
             now=now_ms(),
             table_ttl_ms=int(ttl * DAY_MS),
+            keep=kept_tables(store, PROD, project.config.sluice.keep_prod_plans),
         )
     finally:
         store.close()
