@@ -17,7 +17,13 @@ from dataclasses import dataclass
 
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_rules import GateInput, GateResult, evaluate, owners_to_approve
+from sluice.bot.flow.gate_rules import (
+    GateInput,
+    GateResult,
+    budget_to_approve,
+    evaluate,
+    owners_to_approve,
+)
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import Forge, PullRequest, Review, repo_key
 from sluice.bot.present import checks, comment
@@ -54,6 +60,7 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         deps.sticky.publish(forge, pr.number, section=comment.approval_error_section(text))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
+    owners |= budget_to_approve(settings.gate, review.merge_intervals)
     teams = set(settings.gate.required_approvers.teams)
     teams |= {owner for owner in owners.values() if "/" in owner}
     result = evaluate(

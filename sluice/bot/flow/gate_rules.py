@@ -106,6 +106,23 @@ class RequiredApprovers(_Frozen):
         return count
 
 
+class BackfillBudget(_Frozen):
+    """``sluice.gate.backfill``: a merge that would backfill more than ``max_intervals``
+    intervals in prod needs ``approver``'s approval too (a login or ``org/team``)."""
+
+    max_intervals: int = Field(ge=0, strict=True)
+    approver: str
+
+    @field_validator("approver", mode="before")
+    @classmethod
+    def _check_approver(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip().removeprefix("@")
+            if not (re.match(_LOGIN, value) or re.match(_TEAM, value)):
+                raise ValueError(f"'{value}' is not a user login or an org/team")
+        return value
+
+
 class GateSettings(_Frozen):
     """``sluice.gate``: the approvals a pull request needs before it may reach prod."""
 
@@ -113,6 +130,7 @@ class GateSettings(_Frozen):
     owners_must_approve: Literal["never", "direct", "breaking"] = "never"
     """``direct``: the owner of each directly modified model must approve; ``breaking``:
     also the owner of each model a breaking change reaches."""
+    backfill: BackfillBudget | None = None
 
 
 class DeploySettings(_Frozen):
@@ -264,6 +282,16 @@ def owners_to_approve(
         for model, owner in sorted(models.items())
         if owner and owner.strip().removeprefix("@")
     }
+
+
+def budget_to_approve(settings: GateSettings, merge_intervals: int) -> dict[str, str]:
+    """``{what: approver}`` when merging would backfill more intervals in prod than the
+    budget allows (the approver then approves as an owner does), else nothing."""
+    budget = settings.backfill
+    if budget is None or merge_intervals <= budget.max_intervals:
+        return {}
+    what = f"backfill of {merge_intervals:,} intervals (budget {budget.max_intervals:,})"
+    return {what: budget.approver}
 
 
 @dataclass(frozen=True)

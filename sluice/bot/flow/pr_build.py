@@ -195,6 +195,9 @@ def _build(
     # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
     extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
     review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
+    review = dataclasses.replace(
+        review, merge_intervals=sum(len(b.intervals) for b in prod.backfill)
+    )
     deps.ledger.record_plan(repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now)
     _report(post, environment, result, prod)
     return result

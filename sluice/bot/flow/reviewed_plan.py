@@ -38,6 +38,7 @@ class PlanReview:
     items: tuple[Item, ...]
     direct_owners: dict[str, str | None]  # directly modified or added model -> owner
     breaking_owners: dict[str, str | None]  # every model a breaking change reaches -> owner
+    merge_intervals: int = 0  # what merging would backfill in prod (sluice.gate.backfill)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +46,7 @@ class PlanReview:
             "items": [list(item) for item in self.items],
             "direct_owners": self.direct_owners,
             "breaking_owners": self.breaking_owners,
+            "merge_intervals": self.merge_intervals,
         }
 
     @classmethod
@@ -54,6 +56,7 @@ class PlanReview:
             items=tuple((str(n), str(k)) for n, k in data["items"]),
             direct_owners=dict(data["direct_owners"]),
             breaking_owners=dict(data["breaking_owners"]),
+            merge_intervals=int(data.get("merge_intervals", 0)),  # recorded before: none
         )
 
 

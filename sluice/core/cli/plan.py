@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,7 @@ def _run(
             restate=restate,
         )
         notes(tuple(f"warning: {w}" for w in result.warnings))
+        notes(budget_warning(result, project.config.sluice.gate))
         if not apply:
             if as_json:
                 click.echo(json.dumps(result.to_json(), indent=2))
@@ -187,6 +188,23 @@ def apply(
         as_json,
         True,
         in_process,
+    )
+
+
+def budget_warning(plan: Plan, gate: Mapping[Any, Any]) -> tuple[str, ...]:
+    """A warning when ``plan`` backfills more intervals than ``sluice.gate.backfill``'s
+    ``max_intervals`` (the service then asks its ``approver`` to approve the merge too)."""
+    budget = gate.get("backfill") if isinstance(gate, Mapping) else None
+    limit = budget.get("max_intervals") if isinstance(budget, Mapping) else None
+    total = sum(len(b.intervals) for b in plan.backfill)
+    if not isinstance(limit, int) or isinstance(limit, bool) or total <= limit:
+        return ()
+    who = budget.get("approver") if isinstance(budget, Mapping) else None
+    by = f", approved by {who}" if isinstance(who, str) else ""
+    return (
+        f"warning: this plan backfills {total:,} intervals, above the budget of {limit:,} "
+        f"(sluice.gate.backfill.max_intervals): a pull request with it needs that budget's "
+        f"approval{by}",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import count
+from pathlib import Path
 
 import pytest
 
@@ -552,3 +553,60 @@ def test_owners_only_without_required_approvers() -> None:
     result = run(gate_settings, [review("dave")], owners=owners)
     assert result.ok
     assert "Every changed model's owner has approved" in result.summary
+
+
+# --- the backfill budget ----------------------------------------------------------------
+
+
+def test_a_backfill_budget_is_read_and_checked() -> None:
+    gate, _ = gate_config(
+        "sluice:\n  gate:\n    backfill:\n      max_intervals: 365\n      approver: '@org/data-leads'\n"
+    )
+    assert gate.backfill is not None
+    assert (gate.backfill.max_intervals, gate.backfill.approver) == (365, "org/data-leads")
+    for bad, words in [
+        ("max_intervals: -1\n      approver: bob", "max_intervals"),
+        ("max_intervals: 10\n      approver: 'not a login'", "not a user login"),
+        ("max_intervals: 10", "approver"),
+        ("max_intervals: 10\n      approver: bob\n      max_bytes: 5", "max_bytes"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            gate_config(f"sluice:\n  gate:\n    backfill:\n      {bad}\n")
+
+
+def test_six_years_of_daily_backfill_waits_for_the_budget_s_approver(tmp_path: Path) -> None:
+    from sluice.bot.flow.gate_rules import budget_to_approve
+    from sluice.core.timeutil import to_ms
+    from tests.core.helpers import load, plan_of
+
+    project = load(tmp_path, {
+        "config.yaml": "model_defaults:\n  dialect: spark\n  start: '2018-01-01'\n  cron: '@daily'\n",
+        "models/events.sql": "MODEL (name s.events, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));\n"
+                             "SELECT 1 AS id, ds FROM s.raw WHERE ds BETWEEN @start_ds AND @end_ds\n",
+        "models/raw.sql": "MODEL (name s.raw, kind VIEW);\nSELECT DATE '2018-01-01' AS ds\n",
+    })  # fmt: skip
+    plan = plan_of(project, end=to_ms("2024-01-01"))
+    intervals = sum(len(b.intervals) for b in plan.backfill)
+    assert intervals == 2191  # 2018-01-01 .. 2023-12-31, one a day
+    gate = GateSettings.model_validate(
+        {"required_approvers": {"users": ["alice"]},
+         "backfill": {"max_intervals": 365, "approver": "dana"}}
+    )  # fmt: skip
+    owners = budget_to_approve(gate, intervals)
+    assert owners == {"backfill of 2,191 intervals (budget 365)": "dana"}
+    assert budget_to_approve(gate, 365) == {} and budget_to_approve(settings(), 10**6) == {}
+    waiting = run(gate, [review("alice")], owners=owners)
+    assert not waiting.ok and waiting.owners_missing == owners
+    assert "`backfill of 2,191 intervals (budget 365)` (@dana)" in waiting.summary
+    assert run(gate, [review("alice"), review("dana")], owners=owners).ok
+    # A stale approval (given on another plan) does not lift the budget.
+    assert not run(gate, [review("alice"), review("dana", sha=C1)], owners=owners).ok
+
+
+def test_a_recorded_review_from_before_the_budget_reads_as_no_backfill() -> None:
+    from sluice.bot.flow.reviewed_plan import PlanReview
+
+    review_ = PlanReview("f", (("s.a", "k"),), {"s.a": None}, {}, merge_intervals=12)
+    assert PlanReview.from_json(review_.to_json()) == review_
+    old = {k: v for k, v in review_.to_json().items() if k != "merge_intervals"}
+    assert PlanReview.from_json(old).merge_intervals == 0

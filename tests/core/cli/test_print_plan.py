@@ -78,3 +78,28 @@ def test_a_non_breaking_change_lists_the_children_that_read_none_of_it(tmp_path:
     assert "s.orders [non-breaking] (+currency)" in text
     assert "Unaffected (2): they read none of the changed columns" in text
     assert "Indirectly modified" not in text
+
+
+def test_sluice_plan_warns_above_the_backfill_budget(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sluice.core.cli import cli
+
+    config = (
+        "model_defaults:\n  dialect: spark\n  start: '2018-01-01'\n  cron: '@daily'\n"
+        "sluice:\n  gate:\n    backfill:\n      max_intervals: 365\n      approver: dana\n"
+    )
+    root = tmp_path / "p"
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text(config)
+    (root / "models" / "events.sql").write_text(
+        "MODEL (name s.events, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));\n"
+        "SELECT DATE '2018-01-01' AS ds WHERE ds BETWEEN @start_ds AND @end_ds\n"
+    )
+    args = ["plan", "--project", str(root), "--state", f"sqlite:///{tmp_path / 's.db'}"]
+    over = CliRunner().invoke(cli, [*args, "--end", "2023-12-31"])
+    assert over.exit_code == 0, over.output
+    assert "this plan backfills 2,191 intervals, above the budget of 365" in over.output
+    assert "approved by dana" in over.output
+    under = CliRunner().invoke(cli, [*args, "--end", "2018-06-30"])
+    assert under.exit_code == 0 and "above the budget" not in under.output
