@@ -372,26 +372,3 @@ def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> Refusal
         "SLUICE_PROJECT_PYTHON=on",
         tuple(changed),
     )
-    if deps.project_python == "off":
-        return (
-            "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "
-            "the service): ask its operator, or keep the project to SQL"
-        )
-    root = tree / deps.project_path
-    prefix = "" if deps.project_path.strip("/") in ("", ".") else deps.project_path.strip("/") + "/"
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(".sluice/"):
-            continue
-        if forge.read_file(branch, prefix + rel) != path.read_text(
-            encoding="utf-8", errors="replace"
-        ):
-            return (
-                f"this pull request changes Python ({rel}), and this service runs a "
-                f"project's Python only as it is on the prod branch `{branch}` "
-                "(SLUICE_PROJECT_PYTHON=prod, a setting of the service): Python holds the "
-                "job's Spark session, so it runs once reviewed and merged. Change SQL "
-                "models here and Python in a pull request of its own, or ask the service's "
-                "operator about SLUICE_PROJECT_PYTHON=on"
-            )
-    return None
