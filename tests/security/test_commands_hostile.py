@@ -401,9 +401,11 @@ HEAVY = {
 
 @pytest.mark.parametrize("body", HEAVY.values(), ids=HEAVY.keys())
 def test_hostile_comments_are_read_in_bounded_time(body: str) -> None:
+    # A hang guard, not a speed measure: these read in 0.01-0.6 s; anything quadratic in
+    # 16,000-60,000 repetitions takes minutes, far past this bound on any machine.
     started = time.perf_counter()
     assert parse_command(body) == Command("plan")
-    assert time.perf_counter() - started < 3.0  # about 0.01-0.6 s; nothing quadratic
+    assert time.perf_counter() - started < 30.0
 
 
 def test_long_comments_are_read_up_to_the_scan_limit() -> None:
