@@ -328,9 +328,8 @@ class World:
         (self.trees / f"{sha}.tar.gz").write_bytes(_tarball(self.base, f"octo-warehouse-{sha[:7]}"))
         github = FakeGitHub(repo=OWNER, state_file=self.forge_state)
         github.refs["main"] = sha
-        config = (self.base / "config.yaml").read_text()
         for ref in ("main", sha):
-            github.files[(ref, "config.yaml")] = config
+            github.publish(ref, self.base)
         github.save()
 
     def runner(self) -> Any:

@@ -118,6 +118,16 @@ class FakeGitHub:
                 if name in saved:
                     setattr(self, name, saved[name])
 
+    def publish(self, ref: str, root: Path) -> None:
+        """Put ``root``'s config.yaml and Python files on ``ref``, as a prod branch holds
+        them: the settings in force, and the only Python the service runs by default
+        (SLUICE_PROJECT_PYTHON=prod)."""
+        self.files[(ref, "config.yaml")] = (root / "config.yaml").read_text()
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if not rel.startswith(".sluice/"):
+                self.files[(ref, rel)] = path.read_text()
+
     def save(self) -> None:
         if self.state_file is None:
             return

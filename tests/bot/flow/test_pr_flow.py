@@ -150,12 +150,9 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
     # The prod branch holds the project prod was built from: its config.yaml's `sluice:`
     # settings (30 days of backfill for a PR) are the ones in force, not the PR's.
     github.refs["main"] = BASE_SHA
-    github.files[("main", "config.yaml")] = (prod.root / "base" / "config.yaml").read_text()
     # ... and its Python (macros/, models/customer_segments.py), which the service runs only
     # as the prod branch has it (SLUICE_PROJECT_PYTHON=prod): the PR leaves it unchanged.
-    for path in sorted((prod.root / "base").rglob("*.py")):
-        rel = path.relative_to(prod.root / "base").as_posix()
-        github.files[("main", rel)] = path.read_text()
+    github.publish("main", prod.root / "base")
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         with TestClient(create_app(settings)) as client:
@@ -260,6 +257,10 @@ def _github_state(path: Path) -> dict[str, Any]:
 
 def test_a_job_killed_with_its_service_completes_after_restart_exactly_once(prod: Prod) -> None:
     state = prod.root / "github-state.json"
+    github = FakeGitHub(state_file=state)  # the prod branch both service processes read
+    github.refs["main"] = BASE_SHA
+    github.publish("main", prod.root / "base")
+    github.save()
     port = _free_port()
     first = _start(prod, port, state)
     try:
