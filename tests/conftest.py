@@ -18,6 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -32,6 +33,11 @@ _PG_ENV = "SLUICE_TEST_POSTGRES_URL"
 # Services started by tests retry a failed job at once (the queue's own tests and
 # test_retry_backoff_setting check the waits): a test should not sleep through a backoff.
 os.environ.setdefault("SLUICE_RETRY_SECONDS", "0")
+# Spark drivers started by tests (and by the services they start) map one class archive
+# (sluice.core.spark.jvm), written by the first of them, and compile with C1 only: test
+# jobs are short and their data small, and the suite runs two at a time on two cores.
+os.environ.setdefault("SLUICE_JVM_CACHE", str(Path(__file__).parent.parent / ".cache" / "jvm"))
+os.environ.setdefault("SLUICE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 # Fixtures that start Spark (tests/core/spark/conftest.py): a test using one is ``spark``.
 SPARK_FIXTURES = frozenset(
     {"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster", "connect_server"}

@@ -39,6 +39,7 @@ from typing import Any
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
+from sluice.core.spark import jvm
 from sluice.core.spark.session import (
     MetastoreLock,
     SparkPaths,
@@ -423,10 +424,17 @@ class ConnectRunner(SubmitRunner):
             self.server = shared_server(self.settings, self.paths)
         return self.server.endpoint()
 
-    def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
-        """The child's command line: this Python running the driver in Connect mode."""
+    def command(
+        self, spec_path: Path, job_id: str, kind: str, java_flags: list[str] | None = None
+    ) -> list[str]:
+        """The child's command line: this Python running the driver in Connect mode (no
+        JVM: ``java_flags`` are the server's business)."""
         conf = self._conf_path(job_id)
         return [sys.executable, str(DRIVER), "--connect", str(spec_path), str(conf)]
+
+    @contextlib.contextmanager
+    def _class_archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
+        yield jvm.ArchiveUse([])  # the job's child starts no JVM
 
     def _conf_path(self, job_id: str) -> Path:
         return self.paths.logs / f"{_safe(job_id)}.session.json"

@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
+from sluice.core.spark import jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,6 +126,7 @@ def spark_conf(settings: SparkSettings, paths: SparkPaths) -> dict[str, str]:
         # The user's JVM flags (GC, memory) do not mean they want derby.log in the cwd.
         user["spark.driver.extraJavaOptions"] = f"{derby_opts} {java_opts}"
     conf.update(user)
+    jvm.add_options(conf, jvm.operator_options())
     # Spark pastes ${env:X}, ${system:x} and ${spark.*} into SQL text before parsing it
     # (string literals too): a query, a --where or a model would read the driver's
     # environment and settings. Sluice's SQL never uses substitution, so none is allowed.

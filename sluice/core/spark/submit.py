@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
-from sluice.core.spark import events
+from sluice.core.spark import events, jvm
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.session import (
     SparkPaths,
@@ -382,12 +382,17 @@ class _RunnerBase:
 class SubmitRunner(_RunnerBase):
     """Runs jobs with ``spark-submit`` of the driver program, one process per job."""
 
-    def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
-        """The ``spark-submit`` command line for one job."""
+    def command(
+        self, spec_path: Path, job_id: str, kind: str, java_flags: list[str] | None = None
+    ) -> list[str]:
+        """The ``spark-submit`` command line for one job (``java_flags``: the driver
+        JVM's, before the settings' own)."""
         cmd = [str(spark_submit_path()), "--master", self.settings.master]
         if self.settings.deploy_mode:
             cmd += ["--deploy-mode", self.settings.deploy_mode]
-        for key, value in spark_conf(self.settings, self.paths).items():
+        conf = spark_conf(self.settings, self.paths)
+        jvm.add_options(conf, " ".join(java_flags or ()))
+        for key, value in conf.items():
             cmd += ["--conf", f"{key}={value}"]
         cmd += ["--name", f"sluice-{kind}-{job_id}", str(DRIVER), str(spec_path)]
         return cmd
@@ -419,15 +424,16 @@ class SubmitRunner(_RunnerBase):
         spec_path = self.paths.logs / f"{_safe(job_id)}.json"
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
-        cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")))
         seen: list[dict[str, Any]] = []
-        with self._hold(job_id):
+        with self._hold(job_id), self._class_archive(env) as archive:
+            cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")), archive.flags)
             began = time.monotonic()
             home.mkdir(mode=0o700, exist_ok=True)
             code: int | None = None
             timed_out = False
             try:
                 code, tail, timed_out = self._execute(cmd, env, log_path, writes, seen)
+                archive.clean = code == 0 and not timed_out
             finally:
                 try:
                     self._after(job_id, env, seen, code, timed_out)
@@ -445,6 +451,17 @@ class SubmitRunner(_RunnerBase):
             raise job_failure(job_id, seen, exit_code=code, log_path=log_path, output=tail)
         logger.info("job %s done in %.1f s", job_id, seconds)
         return JobResult(job_id, dict(done.get("results") or {}), seconds, log_path, seen)
+
+    @contextlib.contextmanager
+    def _class_archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
+        """The driver's class archive (:mod:`sluice.core.spark.jvm`); none for a driver
+        that runs on the cluster (``deploy_mode: cluster``), whose JVM is not ours."""
+        archive = jvm.ClassArchive.for_spark(spark_submit_path().parent.parent, env)
+        if archive is None or self.settings.deploy_mode == "cluster":
+            yield jvm.ArchiveUse([])
+            return
+        with archive.use(spark_conf(self.settings, self.paths)) as use:
+            yield use
 
     def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
         """Refuse early what would fail slowly: no Java, an unreachable master."""

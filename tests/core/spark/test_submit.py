@@ -18,6 +18,7 @@ import pytest
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
+from sluice.core.spark import jvm
 from sluice.core.spark.failures import error_lines
 from sluice.core.spark.session import (
     SparkPaths,
@@ -100,6 +101,27 @@ def test_submit_local_runs_steps_streams_events_and_writes_log(
     # The table went to the shared warehouse, through the embedded metastore.
     assert any((spark_dirs / "warehouse").glob("t_submit_local.db/numbers/*.parquet"))
     assert (spark_dirs / "metastore_db").is_dir()
+
+
+def test_the_first_driver_writes_a_class_archive_the_next_one_maps(
+    spark_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "jvm"
+    monkeypatch.setenv(jvm.CACHE_ENV, str(cache))
+    runner = SubmitRunner(SparkSettings(master="local[1]"), _paths(spark_dirs, tmp_path))
+    runner.run(_spec("cds-first", "t_cds"))
+    (archive,) = cache.iterdir()  # the archive alone: no claim, no partial dump left
+    assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
+    # The operator's flags reach the driver; the JVM's own record of where each class came
+    # from shows the archive mapped (a class from it is "shared objects file (top)").
+    loads = tmp_path / "classes.txt"
+    monkeypatch.setenv(jvm.OPTIONS_ENV, f"-Xlog:class+load=info:file={loads}")
+    result = runner.run(_spec("cds-second", "t_cds"))
+    assert result.results["1"] == {"rows": [{"n": 3, "s": 6}]}
+    spark_classes = [line for line in loads.read_text().splitlines() if "org.apache.spark." in line]
+    mapped = [line for line in spark_classes if "shared objects file (top)" in line]
+    # (not all: generated code, lambdas and classes of steps the first job did not run)
+    assert len(mapped) > max(1000, len(spark_classes) // 2)
 
 
 def test_submit_to_standalone_cluster(spark_cluster: str, spark_dirs: Path, tmp_path: Path) -> None:
@@ -246,7 +268,10 @@ def test_in_process_runner_same_contract(
     assert "at org.apache" not in str(caught.value)
 
 
-def test_spark_conf_user_settings_win_and_own_metastore_skips_derby(tmp_path: Path) -> None:
+def test_spark_conf_user_settings_win_and_own_metastore_skips_derby(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLUICE_DRIVER_JAVA_OPTIONS", raising=False)
     paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
     conf = spark_conf(
         SparkSettings(

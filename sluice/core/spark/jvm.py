@@ -1,0 +1,185 @@
+"""How a job's driver JVM starts: a class-data-sharing archive, and the operator's flags.
+
+A cold Sluice job spends most of its start-up loading and verifying the classes of Spark,
+Hive and DataNucleus (about 20 s of a 27 s ``count(*)`` on this repository's 2-core CI
+machine). Java can write the classes a JVM loaded into an archive when it exits
+(``-XX:ArchiveClassesAtExit``, JDK 13+) and map that archive into later JVMs
+(``-XX:SharedArchiveFile``): the same job then starts in about half the time.
+:class:`ClassArchive` keeps one archive per Java installation and Spark build in a cache
+folder: the first job of a machine writes it (a few seconds more, once), every later
+``spark-submit`` driver in client mode maps it. The JVM checks an archive against its own
+version and class path and ignores one that does not match (``-Xshare:auto``), so a stale
+archive costs speed, never correctness.
+
+>>> archive = ClassArchive(Path("/tmp/cache"), key="0123abcd")
+>>> archive.path.name
+'spark-0123abcd.jsa'
+
+``$SLUICE_JVM_CACHE`` names the cache folder (default ``~/.cache/sluice/jvm``; ``off``:
+no archive); ``$SLUICE_DRIVER_JAVA_OPTIONS`` adds the operator's JVM flags to every
+driver before the settings' own (e.g. ``-XX:TieredStopAtLevel=1``, which halves the CPU of
+short jobs on small data and slows long ones; the test suite sets it). Both are read by
+the process that starts jobs: a job's own environment never carries them.
+
+Trust: the archive holds the same classes as Spark's jar files and is as trusted as they
+are; it is written only by a job this process started and published by a rename in a
+folder of the service's user. Processes of that user could replace it as they could the
+jars, which is why docs/security.md asks for a separate user for drivers that run a
+PR's Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "SLUICE_JVM_CACHE"
+OPTIONS_ENV = "SLUICE_DRIVER_JAVA_OPTIONS"
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+
+# Unified logging writes CDS notes ("Pre JDK 6 class not supported") to stdout, where the
+# driver's events are: keep the JVM quiet about the archive.
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# A dump that has not finished in this long was abandoned (its JVM killed).
+_DUMP_STALE_S = 30 * 60
+# Flags of the user's that choose class sharing themselves: theirs win.
+_USER_SHARING = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")
+
+
+def operator_options(env: dict[str, str] | None = None) -> str:
+    """The operator's JVM flags for every driver (``$SLUICE_DRIVER_JAVA_OPTIONS``)."""
+    env = dict(os.environ) if env is None else env
+    return " ".join(env.get(OPTIONS_ENV, "").split())
+
+
+def add_options(conf: dict[str, str], flags: str) -> None:
+    """Put ``flags`` before the driver JVM options already in ``conf``."""
+    if not flags:
+        return
+    current = conf.get(DRIVER_OPTIONS, "").strip()
+    conf[DRIVER_OPTIONS] = f"{flags} {current}".strip()
+
+
+@dataclass
+class ArchiveUse:
+    """The flags one job's driver gets, and whether its JVM exited cleanly."""
+
+    flags: list[str]
+    clean: bool = False
+
+
+@dataclass(frozen=True)
+class ClassArchive:
+    """One Java installation's and Spark build's class archive in ``folder``."""
+
+    folder: Path
+    key: str
+
+    @classmethod
+    def for_spark(cls, spark_home: Path, env: dict[str, str]) -> ClassArchive | None:
+        """The archive for the Java that ``env`` starts and the jars under ``spark_home``;
+        None when the cache is off or Java cannot be found."""
+        setting = os.environ.get(CACHE_ENV, "")
+        if setting.strip().lower() == "off":
+            return None
+        java = _java(env)
+        if java is None:
+            return None
+        folder = Path(setting).expanduser() if setting else Path.home() / ".cache/sluice/jvm"
+        return cls(folder, _key(java, spark_home / "jars"))
+
+    @property
+    def path(self) -> Path:
+        return self.folder / f"spark-{self.key}.jsa"
+
+    @property
+    def _claim(self) -> Path:
+        return self.folder / f"spark-{self.key}.dumping"
+
+    @contextlib.contextmanager
+    def use(self, conf: dict[str, str]) -> Iterator[ArchiveUse]:
+        """The driver flags that map the archive, or that write it when there is none yet.
+
+        Yields an :class:`ArchiveUse` (no flags when the user's own options choose class
+        sharing, or another job is writing the archive); the caller sets its ``clean``
+        when the JVM exited by itself with status 0, and only then is a newly written
+        archive published.
+        """
+        if any(word in conf.get(DRIVER_OPTIONS, "") for word in _USER_SHARING):
+            yield ArchiveUse([])
+            return
+        if self.path.is_file():
+            yield ArchiveUse([f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()])
+            return
+        dump = self._start_dump()
+        if dump is None:
+            yield ArchiveUse([])
+            return
+        use = ArchiveUse([f"-XX:ArchiveClassesAtExit={dump}", *_QUIET.split()])
+        try:
+            yield use
+            if use.clean:
+                self._publish(dump)
+        finally:
+            with contextlib.suppress(OSError):
+                dump.unlink()
+            with contextlib.suppress(OSError):
+                self._claim.unlink()
+
+    def _start_dump(self) -> Path | None:
+        """Claim the writing of the archive; None when a live claim is someone else's."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                fd = os.open(self._claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                age = time.time() - self._claim.stat().st_mtime
+                if age < _DUMP_STALE_S:
+                    return None
+                self._claim.unlink()
+                fd = os.open(self._claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+        except OSError as exc:
+            logger.debug("no class archive in %s: %s", self.folder, exc)
+            return None
+        return self.folder / f"spark-{self.key}.{uuid.uuid4().hex}.tmp"
+
+    def _publish(self, dump: Path) -> None:
+        try:
+            if dump.stat().st_size == 0:
+                return
+            dump.chmod(0o444)
+            os.replace(dump, self.path)
+            logger.info("wrote the driver JVM's class archive %s", self.path)
+        except OSError as exc:  # no archive written (a JVM too old, a full disk)
+            logger.debug("no class archive published: %s", exc)
+
+
+def _java(env: dict[str, str]) -> Path | None:
+    home = env.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        return java.resolve() if java.is_file() else None
+    found = shutil.which("java", path=env.get("PATH", os.defpath))
+    return Path(found).resolve() if found else None
+
+
+def _key(java: Path, jars: Path) -> str:
+    """What the archive depends on: the Java binary and Spark's jar files (name, size,
+    time), so a new Java or Spark gets an archive of its own."""
+    digest = hashlib.sha256()
+    for path in [java, *sorted(jars.glob("*.jar"))]:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
