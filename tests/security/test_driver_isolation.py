@@ -359,7 +359,9 @@ class _Forger(SubmitRunner):
 
     forged: dict[str, Any] = {}
 
-    def command(self, spec_path: Path, job_id: str, kind: str) -> list[str]:
+    def command(
+        self, spec_path: Path, job_id: str, kind: str, java_flags: list[str] | None = None
+    ) -> list[str]:
         return [sys.executable, "-c", _FORGER, str(spec_path), json.dumps(self.forged)]
 
 

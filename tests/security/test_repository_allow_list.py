@@ -244,5 +244,5 @@ def test_the_janitor_visits_only_repositories_served(
     ledger = deps.ledger
     ledger.seen("github:mallory/warehouse", None, 1)
     ledger.seen(f"github:{SERVED}", None, 1)
-    assert run.schedule_janitor(time.time()) == 1
+    assert run.schedule(time.time()) == 1
     assert queue.counts()["queued"] == 1

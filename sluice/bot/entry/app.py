@@ -288,6 +288,7 @@ def create_app(
                 spark=settings.spark(),
                 job_timeout=settings.job_timeout_seconds,
                 project_python=settings.project_python,
+                run_report_to=settings.run_report_to,
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]
@@ -299,6 +300,7 @@ def create_app(
                 scrub=scrub,
                 heartbeat_seconds=settings.job_lease_seconds / 4,
                 janitor_seconds=settings.janitor_interval_seconds,
+                run_seconds=settings.run_interval_seconds,
                 serves=settings.serves,
             )
             for flow in flows

@@ -101,6 +101,14 @@ class ServiceSettings(BaseSettings):
     janitor_interval_seconds: float = Field(default=3600.0, ge=0)
     """How often each repository's janitor runs (drops invalidated and expired
     environments and tables unreferenced for the project's TTL); 0 turns it off."""
+    run_interval_seconds: float = Field(default=0.0, ge=0)
+    """How often each repository's prod is run (``sluice run prod``: the intervals due by
+    each model's cron, in one Spark job, nothing when none is due); 0, the default, turns
+    it off (``SLUICE_RUN_INTERVAL_SECONDS``). Runs queue under the repository's prod key:
+    never at the same time as its promotions, tags or janitor."""
+    run_report_to: int | None = Field(default=None, ge=1)
+    """An issue (GitHub) or a pull/merge request that gets a comment when a scheduled run
+    fails for good (``SLUICE_RUN_REPORT_TO``); the log and the job metrics say it always."""
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""

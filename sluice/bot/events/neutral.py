@@ -40,8 +40,8 @@ No key, by design (each delivery runs): a PR opened, pushed to, reopened or mark
 (a new head is a new build; the same head built again is harmless, and the flow
 skips a PR event older than the newest head it recorded for the PR), a re-requested check
 (a re-run asked for on purpose), an edited or deleted comment and a comment without a
-command (they run nothing), and the janitor (idempotent; one per period by its delivery
-id).
+command (they run nothing), and the janitor and the scheduled run (idempotent; one per
+period by its delivery id).
 
 Where the key is recorded, and why there: in the ledger (``sluice_handled_events``), by
 the flow when the event's job is done, and by the worker when the job failed for
@@ -194,10 +194,34 @@ class JanitorEvent(_Base):
     kind: ClassVar[str] = "janitor"
 
 
-Event = PullRequestEvent | CommentEvent | ReviewEvent | CheckRunEvent | TagEvent | JanitorEvent
+@dataclass(frozen=True)
+class ScheduledRunEvent(_Base):
+    """Time to process prod's due intervals (``sluice run prod``) of a repository (the
+    service's schedule makes these; no forge sends them)."""
+
+    kind: ClassVar[str] = "run"
+
+
+Event = (
+    PullRequestEvent
+    | CommentEvent
+    | ReviewEvent
+    | CheckRunEvent
+    | TagEvent
+    | JanitorEvent
+    | ScheduledRunEvent
+)
 _KINDS: dict[str, type[_Base]] = {
     c.kind: c
-    for c in (PullRequestEvent, CommentEvent, ReviewEvent, CheckRunEvent, TagEvent, JanitorEvent)
+    for c in (
+        PullRequestEvent,
+        CommentEvent,
+        ReviewEvent,
+        CheckRunEvent,
+        TagEvent,
+        JanitorEvent,
+        ScheduledRunEvent,
+    )
 }
 
 
@@ -214,11 +238,11 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
 def pr_key(event: Event) -> str:
     """The queue key that serialises work: one pull request, or a repository's prod.
 
-    Everything that may change prod (a tag, a merge, ``/sluice deploy``, the janitor) runs
-    under the repository's prod key, so two of them never run at once.
+    Everything that may change prod (a tag, a merge, ``/sluice deploy``, the janitor, a
+    scheduled run) runs under the repository's prod key, so two of them never run at once.
     """
     prod = f"{event.forge}:{event.repo}:prod"
-    if isinstance(event, TagEvent | JanitorEvent):
+    if isinstance(event, TagEvent | JanitorEvent | ScheduledRunEvent):
         return prod
     if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
         return prod

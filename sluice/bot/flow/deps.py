@@ -54,6 +54,8 @@ class Deps:
     """Seconds one Spark job may run (``SLUICE_JOB_TIMEOUT_SECONDS``); None: no limit."""
     project_python: str = "prod"
     """Which project Python runs: ``off``, ``prod`` or ``on`` (``SLUICE_PROJECT_PYTHON``)."""
+    run_report_to: int | None = None
+    """The issue or pull request told of a scheduled run that failed (``SLUICE_RUN_REPORT_TO``)."""
 
     @property
     def config_path(self) -> str:
@@ -85,6 +87,7 @@ def make_deps(
     spark: SparkSettings | None = None,
     job_timeout: float | None = JOB_TIMEOUT_S,
     project_python: str = "prod",
+    run_report_to: int | None = None,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -117,4 +120,5 @@ def make_deps(
         spark=spark or SparkSettings(),
         job_timeout=job_timeout,
         project_python=project_python,
+        run_report_to=run_report_to,
     )

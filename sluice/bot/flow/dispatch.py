@@ -22,9 +22,10 @@ from sluice.bot.events.neutral import (
     JanitorEvent,
     PullRequestEvent,
     ReviewEvent,
+    ScheduledRunEvent,
     TagEvent,
 )
-from sluice.bot.flow import approval, pr_build, promotion, run_command
+from sluice.bot.flow import approval, pr_build, promotion, run_command, scheduled
 from sluice.bot.flow.deps import Deps
 from sluice.bot.forge.base import Forge, repo_key
 from sluice.bot.present import checks, comment, replies
@@ -59,7 +60,11 @@ def _on_tag(deps: Deps, forge: Forge, event: TagEvent) -> None:
 
 
 def _on_janitor(deps: Deps, forge: Forge, event: JanitorEvent) -> None:
-    promotion.janitor(deps, forge)
+    scheduled.janitor(deps, forge)
+
+
+def _on_scheduled_run(deps: Deps, forge: Forge, event: ScheduledRunEvent) -> None:
+    scheduled.run(deps, forge)
 
 
 HANDLERS: dict[type[Event], Handler] = {
@@ -69,6 +74,7 @@ HANDLERS: dict[type[Event], Handler] = {
     CommentEvent: run_command.on_comment,
     TagEvent: _on_tag,
     JanitorEvent: _on_janitor,
+    ScheduledRunEvent: _on_scheduled_run,
 }
 """Event type -> the handler that does its work."""
 
@@ -164,6 +170,9 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     text = deps.scrub(error)
     if isinstance(event, CommentEvent):
         forge.reply(event.number, replies.command_gave_up(event.author, text))
+        return
+    if isinstance(event, ScheduledRunEvent):
+        scheduled.report_failure(deps, forge, text)
         return
     promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
     if isinstance(event, TagEvent):

@@ -26,11 +26,9 @@ from sluice.bot.forge.base import Forge, repo_key
 from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
-from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
-from sluice.core.timeutil import DAY_MS
-from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment, run_janitor
+from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment
 
 log = logging.getLogger(__name__)
 
@@ -257,37 +255,3 @@ def cleanup(
     commented = deps.ledger.comment(repo_key(forge), number)[0] is not None
     if sections and (existed or commented):  # never a first comment on a PR Sluice left alone
         deps.sticky.publish(forge, number, sections=sections)
-
-
-def janitor(deps: Deps, forge: Forge) -> None:
-    """Run the janitor with the trusted settings (the prod branch's TTLs, the service's
-    Spark), on the prod branch's project: never a pull request's."""
-    if deps.ledger.last_sha(repo_key(forge)) is None:
-        return  # no project was ever loaded for this repository: nothing built to clean
-    settings = trust.for_repository(deps, forge)
-    sha = settings.sha or forge.commit_of(settings.branch)
-    if sha is None:
-        log.warning(
-            "%s: janitor skipped: the prod branch %s has no commit", forge.repo, settings.branch
-        )
-        return
-    tree = deps.checkout.tree(forge, sha)
-    project = trust.load_trusted(deps, tree, settings, forge)
-    store = open_state(deps.state_url)
-    try:
-        report = run_janitor(
-            store,
-            deps.spark_runner(project, tree, lambda _event: None),
-            url=deps.state_url,
-            now=deps.clock(),
-            table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
-            keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
-        )
-    finally:
-        store.close()
-    log.info(
-        "%s: janitor removed %s environment(s), dropped %s table(s)",
-        forge.repo,
-        len(report.environments),
-        len(report.tables),
-    )

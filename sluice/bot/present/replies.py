@@ -135,3 +135,13 @@ def command_gave_up(author: str, error: str) -> str:
         f"{md.mention(author)} Sluice could not run your command: it failed on every "
         f"attempt.\n\n{md.fence(error, 'text')}"
     )
+
+
+def scheduled_run_failed(error: str) -> str:
+    """The comment on ``SLUICE_RUN_REPORT_TO`` when a scheduled run of prod failed."""
+    return (
+        "### ❌ Sluice's scheduled run of prod failed\n\nIt failed on every attempt; prod's views "
+        "were not changed, and the intervals that were written are kept. The next scheduled "
+        "run processes every interval still due, or run it now from a checkout of the prod "
+        f"branch with `sluice run prod`.\n\n{md.fence(error, 'text')}"
+    )

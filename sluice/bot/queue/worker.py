@@ -19,7 +19,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from sluice.bot.events.neutral import Event, JanitorEvent, event_from_json, pr_key
+from sluice.bot.events.neutral import (
+    Event,
+    JanitorEvent,
+    ScheduledRunEvent,
+    event_from_json,
+    pr_key,
+)
 from sluice.bot.present.metrics import Registry
 from sluice.bot.queue.store import Job, JobQueue, NewJob
 
@@ -44,16 +50,21 @@ class Worker:
         poll_seconds: float = 0.5,
         heartbeat_seconds: float = 10.0,
         janitor_seconds: float = 0.0,
+        run_seconds: float = 0.0,
         scrub: Callable[[str], str] = lambda text: text,
         serves: Callable[[str, str], bool] = lambda forge, repo: True,
     ) -> None:
         self.queue, self.metrics = queue, metrics
         # The flow, as callables: run an event; give up on one for good (tell the PR and
-        # record it as handled); the repositories seen (the janitor's schedule).
+        # record it as handled); the repositories seen (the schedules' repositories).
         self.handle, self.abandon, self.repositories = handle, abandon, repositories
         self.serves = serves  # (forge, repository) -> whether the service serves it
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
-        self.janitor_seconds = janitor_seconds
+        # Each repository's janitor and prod run, every this many seconds (0: never).
+        self.every: dict[type[JanitorEvent | ScheduledRunEvent], float] = {
+            JanitorEvent: janitor_seconds,
+            ScheduledRunEvent: run_seconds,
+        }
         self._purged: int | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
@@ -77,7 +88,7 @@ class Worker:
             try:
                 if time.monotonic() - last_recover > self.beat:
                     self.recover()
-                    self.schedule_janitor(time.time())
+                    self.schedule(time.time())
                     last_recover = time.monotonic()
                 if not self.run_once():
                     self._stop.wait(self.poll)
@@ -93,27 +104,32 @@ class Worker:
             )
             self._give_up(job, "the Sluice worker stopped while running this job, on every attempt")
 
-    def schedule_janitor(self, now: float) -> int:
-        """Queue one janitor job per repository and period; returns how many were new.
+    def schedule(self, now: float) -> int:
+        """Queue each repository's janitor and scheduled run of prod, once per period of
+        their settings; returns how many jobs were new.
 
         The delivery id names the period, so every worker of every service process may
-        call this: the queue keeps the first and refuses the rest.
+        call this: the queue keeps the first and refuses the rest. A service that was down
+        for several periods queues one job on its return, not one per missed period (a
+        run processes every interval due since the last one).
         """
-        if self.janitor_seconds <= 0:
-            return 0
-        period = int(now // self.janitor_seconds)
-        if period != self._purged:  # once a period per worker: cheap, and idempotent
-            self._purged = period
-            self.queue.purge(now, KEEP_FINISHED_SECONDS)
         queued = 0
-        for repo, installation in self.repositories():
-            forge, _, name = repo.partition(":")
-            if not self.serves(forge, name):
+        for kind, seconds in self.every.items():
+            if seconds <= 0:
                 continue
-            event = JanitorEvent(forge=forge, repo=name, installation_id=installation)
-            job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
-            if self.queue.accept(f"janitor:{repo}:{period}", forge, "janitor", job, now):
-                queued += 1
+            period = int(now // seconds)
+            if kind is JanitorEvent and period != self._purged:  # once a period per worker
+                self._purged = period
+                self.queue.purge(now, KEEP_FINISHED_SECONDS)
+            for repo, installation in self.repositories():
+                forge, _, name = repo.partition(":")
+                if not self.serves(forge, name):
+                    continue
+                event = kind(forge=forge, repo=name, installation_id=installation)
+                job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
+                delivery = f"{event.kind}:{repo}:{period}"
+                if self.queue.accept(delivery, forge, event.kind, job, now):
+                    queued += 1
         return queued
 
     def run_once(self) -> bool:

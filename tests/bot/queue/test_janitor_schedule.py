@@ -29,9 +29,9 @@ def test_each_repository_gets_one_janitor_job_per_period(tmp_path: Path) -> None
     first_deps.ledger.seen("github:octo/a", 11, 1)
     first_deps.ledger.seen("github:octo/b", None, 1)
     try:
-        assert first.schedule_janitor(7200.0) == 2
-        assert second.schedule_janitor(7300.0) == 0  # the same hour: already queued
-        assert first.schedule_janitor(10900.0) == 2  # the next hour
+        assert first.schedule(7200.0) == 2
+        assert second.schedule(7300.0) == 0  # the same hour: already queued
+        assert first.schedule(10900.0) == 2  # the next hour
         jobs = []
         while (job := queue.claim("w", 11000.0)) is not None:
             jobs.append(job)
@@ -42,7 +42,7 @@ def test_each_repository_gets_one_janitor_job_per_period(tmp_path: Path) -> None
         event = event_from_json(jobs[0].payload)
         assert isinstance(event, JanitorEvent) and event.repo in ("octo/a", "octo/b")
         off, off_deps = _worker(url, tmp_path, queue, 0)
-        assert off.schedule_janitor(20000.0) == 0  # turned off
+        assert off.schedule(20000.0) == 0  # turned off
         off_deps.close()
     finally:
         for deps in (first_deps, second_deps):

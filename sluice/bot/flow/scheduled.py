@@ -1,0 +1,107 @@
+"""The jobs the service's schedule queues for a repository (:meth:`Worker.schedule`): the
+janitor and the scheduled run of prod. Both work on the prod branch's project with the
+trusted settings as in force (never a pull request's), and run under the repository's
+prod queue key, so never at the same time as a promotion, a tag or each other.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sluice.bot.flow import trust
+from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.trust import Settings
+from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.present import replies
+from sluice.core.model.definition import Project
+from sluice.core.rollback import kept_tables
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import open_state
+from sluice.core.timeutil import DAY_MS
+from sluice.core.workflow import apply_plan, plan_run, run_janitor
+
+log = logging.getLogger(__name__)
+
+
+def _prod_project(deps: Deps, forge: Forge, job: str) -> tuple[Settings, Path, Project] | None:
+    """The trusted settings, tree and project prod runs (the commit its settings are
+    pinned at: the last promotion's); None when there is nothing to work on yet."""
+    if deps.ledger.last_sha(repo_key(forge)) is None:
+        return None  # no project was ever loaded for this repository: nothing built
+    settings = trust.for_repository(deps, forge)
+    sha = settings.sha or forge.commit_of(settings.branch)
+    if sha is None:
+        log.warning(
+            "%s: %s skipped: the prod branch %s has no commit", forge.repo, job, settings.branch
+        )
+        return None
+    tree = deps.checkout.tree(forge, sha)
+    return settings, tree, trust.load_trusted(deps, tree, settings, forge)
+
+
+def janitor(deps: Deps, forge: Forge) -> None:
+    """Drop expired environments and unreferenced tables, with the prod branch's TTLs and
+    the service's Spark."""
+    found = _prod_project(deps, forge, "janitor")
+    if found is None:
+        return
+    settings, tree, project = found
+    store = open_state(deps.state_url)
+    try:
+        report = run_janitor(
+            store,
+            deps.spark_runner(project, tree, lambda _event: None),
+            url=deps.state_url,
+            now=deps.clock(),
+            table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
+            keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
+        )
+    finally:
+        store.close()
+    log.info(
+        "%s: janitor removed %s environment(s), dropped %s table(s)",
+        forge.repo,
+        len(report.environments),
+        len(report.tables),
+    )
+
+
+def run(deps: Deps, forge: Forge) -> None:
+    """``sluice run prod``: the intervals due by each model's cron, in one Spark job;
+    no Spark when none is due.
+
+    Raises:
+        SluiceError: prod does not exist, the prod project is not what prod runs, or the
+            job failed: the worker tries again, then :func:`report_failure`.
+    """
+    found = _prod_project(deps, forge, "scheduled run")
+    if found is None:
+        return
+    _settings, tree, project = found
+    now = deps.clock()
+    store = open_state(deps.state_url)
+    try:
+        plan = plan_run(project, store, PROD, now=now)
+        if not plan.backfill:
+            log.info("%s: scheduled run: prod is up to date, no interval is due", forge.repo)
+            return
+        due = sum(len(b.intervals) for b in plan.backfill)
+        log.info(
+            "%s: scheduled run: %s interval(s) due in %s model(s)",
+            forge.repo,
+            due,
+            len(plan.backfill),
+        )
+        runner = deps.spark_runner(project, tree, lambda _event: None)
+        result = apply_plan(project, store, plan, runner, url=deps.state_url, now=now)
+    finally:
+        store.close()
+    log.info("%s: scheduled run: %s table(s) brought up to date", forge.repo, result.tables_built)
+
+
+def report_failure(deps: Deps, forge: Forge, error: str) -> None:
+    """A scheduled run failed for good: the log, and ``SLUICE_RUN_REPORT_TO`` if set."""
+    log.error("%s: scheduled run of prod failed for good: %s", forge.repo, error)
+    if deps.run_report_to is not None:
+        forge.reply(deps.run_report_to, replies.scheduled_run_failed(error))
