@@ -28,12 +28,13 @@ QUOTE_LIMIT = 80
 _NESTING = 32
 """Quotes and list items nested deeper than this hide the rest of a comment."""
 
-CommandName = Literal["plan", "deploy", "diff", "help"]
+CommandName = Literal["plan", "deploy", "diff", "rollback", "help"]
 
 USAGE: dict[str, str] = {
     "plan": "`/sluice plan`",
     "deploy": "`/sluice deploy`",
     "diff": "`/sluice diff schema.table [--where SQL condition]`",
+    "rollback": "`/sluice rollback [plan id]`",
     "help": "`/sluice help`",
 }
 
@@ -52,11 +53,15 @@ a pull request from a fork). |
 | `/sluice diff schema.table [--where SQL condition]` | Compare a model's table in this \
 pull request's environment with prod, optionally only the rows matching the condition, \
 e.g. `/sluice diff sales.orders --where order_date >= '2024-01-01'`. |
+| `/sluice rollback [plan id]` | On a merged pull request: point prod's views back at \
+the tables of its plan before the current one (or of the plan named), by virtual update: \
+no data is computed. Only a required approver of the gate may run it. |
 | `/sluice help` | Show this help. |
 """
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODEL = re.compile(rf"^{_IDENT}\.{_IDENT}$")
+_PLAN_ID = re.compile(r"^[0-9a-fA-F]{7,64}$")
 _WHERE = re.compile(r"(?:^|\s)--where(?:=|\s+|$)")
 
 
@@ -73,7 +78,7 @@ class Command:
     """A parsed ``/sluice`` command.
 
     Attributes:
-        name: ``plan``, ``deploy``, ``diff`` or ``help``.
+        name: ``plan``, ``deploy``, ``diff``, ``rollback`` or ``help``.
         model: ``diff`` only: the model, ``schema.table`` lower-cased.
         where: ``diff`` only: the SQL condition after ``--where``, as written (without
             enclosing quotes); the table diff parses it.
@@ -85,6 +90,8 @@ class Command:
     model: str | None = None
     where: str | None = None
     unknown: str | None = None
+    plan: str | None = None
+    """``rollback`` only: the plan id (or its first 7+ hex digits) to go back to."""
 
 
 def parse_command(body: str) -> Command | None:
@@ -111,6 +118,8 @@ def parse_line(line: str) -> Command:
     name = sub.lower()
     if name == "diff":
         return _diff(args)
+    if name == "rollback":
+        return _rollback(args)
     if name in _PLAIN:
         if args:
             raise CommandError(USAGE[name], hint=f"`/sluice {name}` takes no arguments")
@@ -151,6 +160,20 @@ def _diff(args: str) -> Command:
             "(letters, digits and underscores)",
         )
     return Command("diff", model=model.lower(), where=where)
+
+
+def _rollback(args: str) -> Command:
+    words = args.split()
+    if not words:
+        return Command("rollback")
+    if len(words) > 1 or not _PLAN_ID.match(words[0]):
+        raise CommandError(
+            USAGE["rollback"],
+            hint=f"{md.code(args, QUOTE_LIMIT)} is not a plan id: give the id of one plan (7 "
+            "or more of its hex digits), as the comment's footer or `sluice rollback --list` "
+            "shows it, or nothing for the plan before the current one",
+        )
+    return Command("rollback", plan=words[0].lower())
 
 
 def _unquote(text: str) -> str:

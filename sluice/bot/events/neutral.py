@@ -246,7 +246,7 @@ def pr_key(event: Event) -> str:
         return prod
     if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
         return prod
-    if isinstance(event, CommentEvent) and _deploys(event.body):
+    if isinstance(event, CommentEvent) and _changes_prod(event.body):
         return prod
     if isinstance(event, CheckRunEvent):
         suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
@@ -267,12 +267,13 @@ def supersedes(event: Event) -> bool:
     return isinstance(event, PullRequestEvent) and event.action != "closed" and not event.fork
 
 
-def _deploys(body: str) -> bool:
+def _changes_prod(body: str) -> bool:
+    """Whether a comment's command changes prod (``deploy``, ``rollback``)."""
     try:
         command = parse_command(body)
     except CommandError:
         return False
-    return command is not None and command.name == "deploy"
+    return command is not None and command.name in ("deploy", "rollback")
 
 
 def _addresses_sluice(body: str) -> bool:

@@ -16,14 +16,17 @@ from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.gate_rules import RequiredApprovers
 from sluice.bot.forge.base import Forge, PullRequest, repo_key, writer
 from sluice.bot.present import replies
-from sluice.core.errors import SluiceError
+from sluice.core import rollback
+from sluice.core.errors import PlanError, SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
+from sluice.core.state.records import PlanRecord
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import DiffOptions
-from sluice.core.workflow import table_diff
+from sluice.core.workflow import apply_plan, table_diff
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,9 @@ def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
         forge.reply(event.number, replies.help_text(command.unknown))
         return
     pr = forge.pull_request(event.number)
+    if command.name == "rollback":
+        _rollback(deps, forge, pr, command, event.author)
+        return
     if not pr.open:
         forge.reply(event.number, replies.pr_closed(event.author))
         return
@@ -194,3 +200,67 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
         forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc)))
         return
     forge.reply(pr.number, replies.deployed_and_merged(author, outcome.title, merged))
+
+
+def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
+    """``/sluice rollback [plan]``: prod's views back at an earlier plan's tables.
+
+    On a merged pull request only, by a writer who is also one of the gate's required
+    approvers (any writer when the prod branch requires none): it changes prod without a
+    review of its own. With the prod branch's project and the service's Spark; nothing
+    is computed (:func:`sluice.core.rollback.plan_rollback` refuses what would be).
+    """
+    if not pr.merged:
+        forge.reply(pr.number, replies.rollback_not_merged(author))
+        return
+    found = trust.prod_project(deps, forge, "rollback")
+    if found is None:
+        forge.reply(pr.number, replies.rollback_failed(author, "prod has no plan to go back to"))
+        return
+    settings, tree, project = found
+    approvers = settings.gate.required_approvers
+    if approvers.count and not _approver(forge, approvers, author):
+        forge.reply(
+            pr.number, replies.rollback_not_approver(author, approvers.users, approvers.teams)
+        )
+        return
+    store = open_state(deps.state_url)
+    try:
+        now = deps.clock()
+        target = _plan_id(rollback.history(store, PROD, limit=1_000), command.plan)
+        back = rollback.plan_rollback(store, PROD, to=target, now=now)
+        runner = deps.spark_runner(project, tree, lambda _event: None)
+        result = apply_plan(project, store, back.plan, runner, url=deps.state_url, now=now)
+    except SluiceError as exc:
+        forge.reply(pr.number, replies.rollback_failed(author, deps.scrub(str(exc), tree)))
+        return
+    finally:
+        store.close()
+    log.info("%s: prod rolled back to plan %s by %s", forge.repo, back.target.plan_id, author)
+    reply = replies.rolled_back(author, back.target.plan_id, back.changed, result.views_swapped)
+    forge.reply(pr.number, reply)
+
+
+def _approver(forge: Forge, approvers: RequiredApprovers, login: str) -> bool:
+    """Whether ``login`` is one of the gate's required approvers (a user or a team member)."""
+    wanted = login.casefold()
+    if any(user.casefold() == wanted for user in approvers.users):
+        return True
+    return any(
+        wanted in {m.casefold() for m in forge.team_members(team)} for team in approvers.teams
+    )
+
+
+def _plan_id(plans: list[PlanRecord], prefix: str | None) -> str | None:
+    """The full id of the plan of prod's history ``prefix`` starts (None: the previous)."""
+    if prefix is None:
+        return None
+    found = [p.plan_id for p in plans if p.plan_id.lower().startswith(prefix)]
+    if len(found) != 1:
+        known = ", ".join(p.plan_id[:12] for p in plans[1:6]) or "none"
+        what = "is in no plan" if not found else "starts several plans"
+        raise PlanError(
+            f"{prefix} {what} of prod's history",
+            hint=f"give more of the id of one of prod's earlier plans ({known})",
+        )
+    return found[0]

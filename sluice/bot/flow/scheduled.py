@@ -7,14 +7,11 @@ prod queue key, so never at the same time as a promotion, a tag or each other.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.forge.base import Forge
 from sluice.bot.present import replies
-from sluice.core.model.definition import Project
 from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
@@ -24,26 +21,10 @@ from sluice.core.workflow import apply_plan, plan_run, run_janitor
 log = logging.getLogger(__name__)
 
 
-def _prod_project(deps: Deps, forge: Forge, job: str) -> tuple[Settings, Path, Project] | None:
-    """The trusted settings, tree and project prod runs (the commit its settings are
-    pinned at: the last promotion's); None when there is nothing to work on yet."""
-    if deps.ledger.last_sha(repo_key(forge)) is None:
-        return None  # no project was ever loaded for this repository: nothing built
-    settings = trust.for_repository(deps, forge)
-    sha = settings.sha or forge.commit_of(settings.branch)
-    if sha is None:
-        log.warning(
-            "%s: %s skipped: the prod branch %s has no commit", forge.repo, job, settings.branch
-        )
-        return None
-    tree = deps.checkout.tree(forge, sha)
-    return settings, tree, trust.load_trusted(deps, tree, settings, forge)
-
-
 def janitor(deps: Deps, forge: Forge) -> None:
     """Drop expired environments and unreferenced tables, with the prod branch's TTLs and
     the service's Spark."""
-    found = _prod_project(deps, forge, "janitor")
+    found = trust.prod_project(deps, forge, "janitor")
     if found is None:
         return
     settings, tree, project = found
@@ -75,7 +56,7 @@ def run(deps: Deps, forge: Forge) -> None:
         SluiceError: prod does not exist, the prod project is not what prod runs, or the
             job failed: the worker tries again, then :func:`report_failure`.
     """
-    found = _prod_project(deps, forge, "scheduled run")
+    found = trust.prod_project(deps, forge, "scheduled run")
     if found is None:
         return
     _settings, tree, project = found

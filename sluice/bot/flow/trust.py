@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,8 @@ from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import Refusal
 from sluice.core.yamlio import parse_yaml
+
+log = logging.getLogger(__name__)
 
 SETTINGS_ITEM = "config.yaml sluice:"
 """The review item standing for a change of the ``sluice:`` section (its content: the
@@ -372,3 +375,19 @@ def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> Refusal
         "SLUICE_PROJECT_PYTHON=on",
         tuple(changed),
     )
+
+
+def prod_project(deps: Deps, forge: Forge, job: str) -> tuple[Settings, Path, Project] | None:
+    """The trusted settings, tree and project prod runs (the commit its settings are
+    pinned at: the last promotion's); None when there is nothing to work on yet."""
+    if deps.ledger.last_sha(repo_key(forge)) is None:
+        return None  # no project was ever loaded for this repository: nothing built
+    settings = for_repository(deps, forge)
+    sha = settings.sha or forge.commit_of(settings.branch)
+    if sha is None:
+        log.warning(
+            "%s: %s skipped: the prod branch %s has no commit", forge.repo, job, settings.branch
+        )
+        return None
+    tree = deps.checkout.tree(forge, sha)
+    return settings, tree, load_trusted(deps, tree, settings, forge)

@@ -16,6 +16,7 @@ import re
 
 from sluice.bot.events.commands import HELP, QUOTE_LIMIT
 from sluice.core import markdown as md
+from sluice.core.words import plural
 
 
 def short_sha(sha: str) -> str:
@@ -144,4 +145,42 @@ def scheduled_run_failed(error: str) -> str:
         "were not changed, and the intervals that were written are kept. The next scheduled "
         "run processes every interval still due, or run it now from a checkout of the prod "
         f"branch with `sluice run prod`.\n\n{md.fence(error, 'text')}"
+    )
+
+
+def rollback_not_merged(author: str) -> str:
+    return (
+        f"{md.mention(author)} not rolled back: `/sluice rollback` works on a merged pull "
+        "request (the change whose promotion it undoes); comment on that one."
+    )
+
+
+def rollback_not_approver(author: str, users: tuple[str, ...], teams: tuple[str, ...]) -> str:
+    who = [md.code(user) for user in users] + [md.code(team) for team in teams]
+    return (
+        f"{md.mention(author)} not rolled back: a rollback changes prod, so only a required "
+        f"approver of the gate may run it ({', '.join(who)}, from the prod branch's "
+        "`sluice.gate.required_approvers`). Ask one of them."
+    )
+
+
+def rollback_failed(author: str, error: str) -> str:
+    """``error``: what stopped it (may name models and plan ids): fenced."""
+    return f"{md.mention(author)} not rolled back; prod is unchanged:\n\n{md.fence(error, 'text')}"
+
+
+def rolled_back(
+    author: str, plan_id: str, changed: tuple[tuple[str, str | None, str | None], ...], views: int
+) -> str:
+    """``changed``: (model, version before, version after); model names are the project's."""
+    rows = "\n".join(
+        f"| {md.code(name, table=True)} | {md.code(before or '(absent)', table=True)} | "
+        f"{md.code(after or '(removed)', table=True)} |"
+        for name, before, after in changed
+    )
+    return (
+        f"{md.mention(author)} rolled prod back to plan `{short_sha(plan_id)}` by virtual "
+        f"update: {plural(views, 'view')} re-pointed, no data computed. `/sluice rollback` again "
+        "goes back one more plan; a merge of a fix, or `/sluice deploy`, moves prod forward."
+        f"\n\n| model | version before | version now |\n|---|---|---|\n{rows}"
     )

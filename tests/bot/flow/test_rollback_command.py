@@ -1,0 +1,167 @@
+"""``/sluice rollback [plan id]`` on a merged pull request: prod's views back at the tables
+of an earlier plan, by a required approver of the gate only, nothing computed. No Spark:
+prod's two plans are recorded as built, and the runner records the job it is given."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.commands import CommandError, parse_line
+from sluice.bot.events.neutral import CommentEvent, pr_key
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import Deps, make_deps
+from sluice.bot.forge.memory import MemoryForge, as_forge
+from sluice.core.rollback import history
+from sluice.core.spark.submit import JobResult
+from sluice.core.state import open_state
+from tests.helpers.cases import record_prod
+
+REPO = Path(__file__).resolve().parents[3]
+MAIN = "e" * 40
+NOW = 1_525_046_400_000
+GATE = "\n  gate:\n    required_approvers:\n      users: [bob]\n      teams: [octo/data]\n"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    def __call__(self, *_args: Any) -> Recorder:
+        return self
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        self.jobs.append(spec)
+        return JobResult(spec["job_id"], {}, 0.1, None)
+
+
+@dataclass
+class World:
+    forge: MemoryForge
+    deps: Deps
+    runner: Recorder
+    url: str
+    plans: list[str]  # prod's plans, oldest first
+    comments: int = 0
+
+    def say(self, author: str, body: str, number: int = 7) -> str:
+        comment_id = self.forge.add_comment(number, author, body)
+        event = CommentEvent(
+            forge="memory", repo=self.forge.repo, installation_id=None, action="created",
+            number=number, comment_id=comment_id, author=author, body=body,
+        )  # fmt: skip
+        assert pr_key(event) == f"memory:{self.forge.repo}:prod"  # beside promotions, never at once
+        dispatch.handle(self.deps, event)
+        return self.forge.bot_comments(number)[-1]
+
+    def prod_plan(self) -> str:
+        store = open_state(self.url)
+        try:
+            record = store.get_environment("prod")
+            assert record is not None
+            return record.plan_id
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first = tmp_path / "v1"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", first,
+                    ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
+    with (first / "config.yaml").open("a") as config:
+        config.write(GATE)
+    record_prod(first, url, NOW)
+    second = tmp_path / "v2"
+    shutil.copytree(first, second)
+    customers = second / "models" / "customers.sql"
+    customers.write_text(
+        customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    )
+    record_prod(second, url, NOW + 60_000)
+    forge = MemoryForge()
+    forge.commit_folder(MAIN, second, branch="main")
+    forge.open_pull(7, head_sha=MAIN, base="main", author="alice")
+    forge.close_pull(7, merged=True)
+    forge.open_pull(8, head_sha=MAIN, base="main", author="alice")
+    forge.roles.update({"alice": "write", "bob": "write", "dana": "write", "carol": "read"})
+    forge.teams["octo/data"] = frozenset({"dana"})
+    runner = Recorder()
+    deps = make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
+                     workdir=tmp_path / "work", state_url=url, runner_for=runner,
+                     clock=lambda: NOW + 120_000)  # fmt: skip
+    deps.ledger.seen(f"memory:{forge.repo}", None, NOW, sha=MAIN)
+    store = open_state(url)
+    plans = [p.plan_id for p in reversed(history(store, "prod"))]
+    store.close()
+    assert len(plans) == 2
+    yield World(forge, deps, runner, url, plans)
+    deps.close()
+
+
+def test_an_approver_rolls_prod_back_by_virtual_update(world: World) -> None:
+    reply = world.say("bob", "/sluice rollback")
+    assert reply.startswith(f"@bob rolled prod back to plan `{world.plans[0][:7]}`"), reply
+    assert "no data computed" in reply and "`jaffle.customers`" in reply
+    [job] = world.runner.jobs
+    kinds = {step["type"] for step in job["steps"]}
+    assert "build" not in kinds and "views" in kinds  # views re-pointed, nothing built
+    # Prod's new plan points at exactly the first plan's tables.
+    store = open_state(world.url)
+    try:
+        now, first = store.get_plan(world.prod_plan()), store.get_plan(world.plans[0])
+        assert now is not None and first is not None
+        versions = lambda plan: sorted(tuple(s[:2]) for s in plan.payload["snapshots"])  # noqa: E731
+        assert versions(now) == versions(first)
+    finally:
+        store.close()
+
+
+def test_a_team_member_of_the_gate_may_and_a_named_plan_is_found_by_its_prefix(
+    world: World,
+) -> None:
+    reply = world.say("dana", f"/sluice rollback {world.plans[0][:9].upper()}")
+    assert reply.startswith("@dana rolled prod back"), reply
+
+
+def test_who_may_not_roll_back_and_where_it_does_not_apply(world: World) -> None:
+    before = world.prod_plan()
+    assert "only users with write permission" in world.say("carol", "/sluice rollback")
+    reply = world.say("alice", "/sluice rollback")
+    assert "only a required approver of the gate" in reply
+    assert "`bob`" in reply and "`octo/data`" in reply
+    assert "works on a merged pull request" in world.say("bob", "/sluice rollback", number=8)
+    reply = world.say("bob", "/sluice rollback deadbeef")
+    assert "not rolled back; prod is unchanged" in reply
+    assert "deadbeef is in no plan of prod's history" in reply
+    assert world.prod_plan() == before and world.runner.jobs == []
+
+
+def test_a_rollback_that_would_compute_data_is_refused_naming_the_models(world: World) -> None:
+    store = open_state(world.url)
+    try:  # the janitor dropped the first plan's customers table
+        first = store.get_plan(world.plans[0])
+        assert first is not None
+        [version] = [s[1] for s in first.payload["snapshots"] if s[0] == "jaffle.customers"]
+        store.delete_snapshots([("jaffle.customers", version)])
+    finally:
+        store.close()
+    reply = world.say("bob", "/sluice rollback")
+    assert "not rolled back; prod is unchanged" in reply and "jaffle.customers" in reply
+    assert world.runner.jobs == []
+
+
+@pytest.mark.parametrize("line", ["/sluice rollback abc", "/sluice rollback 1234567 89abcde",
+                                  "/sluice rollback <b>x</b>"])  # fmt: skip
+def test_a_bad_plan_id_is_a_usage_error_quoting_it_as_code(line: str) -> None:
+    with pytest.raises(CommandError) as raised:
+        parse_line(line)
+    assert raised.value.message == "`/sluice rollback [plan id]`"
+    assert "is not a plan id" in (raised.value.hint or "")
+    assert "<b>" not in (raised.value.hint or "").replace("`<b>x</b>`", "")
