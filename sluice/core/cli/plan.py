@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.tree import Tree
 
 from sluice.core import workflow
@@ -25,6 +26,8 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
+from sluice.core.plan.explain import Reason
+from sluice.core.plan.explain import explain as explain_plan
 from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
@@ -78,6 +81,7 @@ def _run(
     as_json: bool,
     apply: bool,
     in_process: bool,
+    explain: bool = False,
 ) -> None:
     check_environment_name(environment)
     project = workflow.load_project(project_dir)
@@ -99,12 +103,20 @@ def _run(
         notes(tuple(f"warning: {w}" for w in result.warnings))
         notes(budget_warning(result, project.config.sluice.gate))
         if not apply:
+            reasons = explain_plan(result) if explain else None
             if as_json:
-                click.echo(json.dumps(result.to_json(), indent=2))
+                document = result.to_json()
+                if reasons is not None:
+                    document["explain"] = [r.to_json() for r in reasons]
+                click.echo(json.dumps(document, indent=2))
             else:
                 command = f"sluice apply {environment} --project {project_dir}"
                 command += " --forward-only" if forward_only else ""
-                print_plan(result, out, next_step=command)
+                print_plan(result, out, next_step=command if reasons is None else None)
+                if reasons is not None:
+                    print_reasons(reasons, out)
+                    if result.has_changes:
+                        out.print(f"Next: [bold]{escape(command)}[/]")
             return
         if not as_json:
             print_plan(result, out)
@@ -132,6 +144,7 @@ def _run(
 @click.command()
 @_plan_options
 @click.option("--apply", "apply", is_flag=True, help="Apply the plan right away.")
+@click.option("--explain", is_flag=True, help="Say, model by model, why each is in the plan.")
 @in_process_option
 @fails_cleanly
 def plan(
@@ -144,6 +157,7 @@ def plan(
     restate: tuple[str, ...],
     as_json: bool,
     apply: bool,
+    explain: bool,
     in_process: bool,
 ) -> None:
     """Show what applying the project to ENVIRONMENT (default: prod) would change."""
@@ -158,6 +172,7 @@ def plan(
         as_json,
         apply,
         in_process,
+        explain,
     )
 
 
@@ -269,6 +284,17 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
     console.print(tree)
     if next_step and plan.has_changes:
         console.print(f"Next: [bold]{escape(next_step)}[/]")
+
+
+def print_reasons(reasons: list[Reason], console: Console) -> None:
+    """``--explain``: a table of why each model is in the plan."""
+    if not reasons:
+        console.print("[dim]No model is in the plan: nothing to explain.[/]")
+        return
+    table = Table("model", "in the plan as", "why", title="Why each model is in the plan")
+    for reason in reasons:
+        table.add_row(escape(reason.model), reason.does, escape(reason.why))
+    console.print(table)
 
 
 def verdict(plan: Plan) -> str:
