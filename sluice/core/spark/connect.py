@@ -234,9 +234,12 @@ class ConnectServer:
             return False
         return health_check(self.url, self.folder / "client-home") is None
 
-    def command(self, port: int) -> list[str]:
-        """The ``spark-submit`` command line of the server."""
+    def command(self, port: int, env: dict[str, str] | None = None) -> list[str]:
+        """The ``spark-submit`` command line of the server (``env``: the one it starts
+        with, whose Java maps the drivers' class archive if there is one)."""
         conf = spark_conf(self.settings, self.paths)
+        if env is not None:
+            jvm.map_existing(conf, env)
         conf["spark.connect.grpc.binding.address"] = BIND_ADDRESS
         conf["spark.connect.grpc.binding.port"] = str(port)
         # A job whose client died leaves its operations detached: stop them soon.
@@ -264,7 +267,7 @@ class ConnectServer:
         self.paths.warehouse.mkdir(parents=True, exist_ok=True)
         try:
             self.port = free_port()
-            cmd = self.command(self.port)
+            cmd = self.command(self.port, env)
             keep_from_children()
             self._proc = self._spawn(cmd, env)
             self.starts += 1

@@ -136,6 +136,16 @@ class ClassArchive:
             with contextlib.suppress(OSError):
                 self._claim.unlink()
 
+    def mapped(self, conf: dict[str, str]) -> list[str]:
+        """The flags that map the archive when there is one, never writing it: for a JVM
+        whose exit this process does not wait on (a Connect server, an in-process
+        session)."""
+        if any(word in conf.get(DRIVER_OPTIONS, "") for word in _USER_SHARING):
+            return []
+        if not self.path.is_file():
+            return []
+        return [f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()]
+
     def _start_dump(self) -> Path | None:
         """Claim the writing of the archive; None when a live claim is someone else's."""
         try:
@@ -163,6 +173,20 @@ class ClassArchive:
             logger.info("wrote the driver JVM's class archive %s", self.path)
         except OSError as exc:  # no archive written (a JVM too old, a full disk)
             logger.debug("no class archive published: %s", exc)
+
+
+def spark_home() -> Path:
+    """The installed PySpark's Spark (``bin/spark-submit``, ``jars/``); no JVM starts."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def map_existing(conf: dict[str, str], env: dict[str, str]) -> None:
+    """Add to ``conf`` the driver flags mapping the archive, if one was written already."""
+    archive = ClassArchive.for_spark(spark_home(), env)
+    if archive is not None:
+        add_options(conf, " ".join(archive.mapped(conf)))
 
 
 def _java(env: dict[str, str]) -> Path | None:

@@ -330,6 +330,7 @@ def local_session(
                 on_wait=on_wait,
             )
         paths.warehouse.mkdir(parents=True, exist_ok=True)
+        jvm.map_existing(conf, dict(os.environ))
         builder = SparkSession.builder.master(master).appName("sluice-in-process")
         for key, value in conf.items():
             builder = builder.config(key, value)

@@ -263,9 +263,7 @@ def check_master(settings: SparkSettings, timeout: float = CONNECT_TIMEOUT) -> N
 
 def spark_submit_path() -> Path:
     """``bin/spark-submit`` of the installed PySpark (importing it starts no JVM)."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    return jvm.spark_home() / "bin" / "spark-submit"
 
 
 class _Log:
@@ -456,7 +454,7 @@ class SubmitRunner(_RunnerBase):
     def _class_archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
         """The driver's class archive (:mod:`sluice.core.spark.jvm`); none for a driver
         that runs on the cluster (``deploy_mode: cluster``), whose JVM is not ours."""
-        archive = jvm.ClassArchive.for_spark(spark_submit_path().parent.parent, env)
+        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env)
         if archive is None or self.settings.deploy_mode == "cluster":
             yield jvm.ArchiveUse([])
             return

@@ -117,3 +117,13 @@ def test_the_operators_flags_go_before_the_settings_own(
     ]
     monkeypatch.delenv(jvm.OPTIONS_ENV)
     assert "TieredStopAtLevel" not in spark_conf(settings, paths)[jvm.DRIVER_OPTIONS]
+
+
+def test_long_lived_jvms_map_an_archive_but_never_write_one(tmp_path: Path) -> None:
+    archive = _archive(tmp_path)
+    assert archive.mapped({}) == []  # none yet: a Connect server does not write it
+    assert not archive.folder.exists()
+    archive.folder.mkdir()
+    archive.path.write_bytes(b"classes")
+    assert archive.mapped({})[0] == f"-XX:SharedArchiveFile={archive.path}"
+    assert archive.mapped({jvm.DRIVER_OPTIONS: "-Xshare:off"}) == []
