@@ -88,7 +88,7 @@ def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dir
     model = project / "models" / "daily_revenue.sql"
     # Without its blocking audit: an audited model's batches are recorded only once its
     # audits passed (tests/security/test_driver_isolation.py), so a kill would lose them.
-    text = model.read_text().replace("batch_size 31", "batch_size 3")
+    text = model.read_text().replace("batch_size 31", "batch_size 6")
     model.write_text(text.replace("  audits (number_of_rows(threshold := 1)),\n", ""))
     assert "audits" not in model.read_text()
     env = {**os.environ, "SLUICE_SPARK_DIR": str(spark_dirs), "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -103,7 +103,7 @@ def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dir
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.3)
         done = _intervals(state, "ksub.daily_revenue")
-        if done >= 10:
+        if done >= 12:
             break
     assert proc.poll() is None, "the apply finished before it could be killed"
     # kill -9 the Spark driver (the JVM spark-submit started for this project's job).
@@ -117,7 +117,7 @@ def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dir
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "Spark job failed" in stderr and "Traceback" not in stderr
-    assert 10 <= done < 120
+    assert 12 <= done < 120
     assert _environment(state, "prod") is None  # nothing was promoted
 
     _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
