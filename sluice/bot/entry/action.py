@@ -20,6 +20,8 @@ Inputs arrive as ``INPUT_*`` environment variables (the composite action sets th
   config.yaml, wherever Sluice reads it (the head commit's and the base branch's):
   mappings are merged key by key, anything else replaces. Either the section's content
   (``gate: ...``) or a document with one top-level ``sluice:`` key.
+- ``INPUT_PROJECT_PYTHON``: ``prod`` (default), ``on`` or ``off``: which Python of the
+  project runs, as the service's ``SLUICE_PROJECT_PYTHON``.
 
 Outputs (to ``$GITHUB_OUTPUT``): ``environment`` (``pr_<n>``, or ``prod`` for a tag or
 release), and one line per check Sluice set, named without ``sluice/`` and with ``-`` as
@@ -107,6 +109,7 @@ class Inputs:
     output: Path | None  # GITHUB_OUTPUT
     summary: Path | None = None  # GITHUB_STEP_SUMMARY
     fail_on_failed_check: bool = True  # INPUT_FAIL_ON_FAILED_CHECK
+    project_python: str = "prod"  # INPUT_PROJECT_PYTHON: off, prod or on
 
     def state_url(self, workdir: Path) -> str:
         return self.database_url or f"sqlite:///{(workdir / 'state.db').resolve()}"
@@ -179,7 +182,16 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         output=Path(output) if output else None,
         summary=Path(summary) if (summary := _get(env, "GITHUB_STEP_SUMMARY")) else None,
         fail_on_failed_check=_flag(env, "INPUT_FAIL_ON_FAILED_CHECK", default=True),
+        project_python=_choice(env, "INPUT_PROJECT_PYTHON", ("prod", "on", "off")),
     )
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """The input's value, one of ``allowed`` (the first when it is empty)."""
+    value = (_get(env, name) or allowed[0]).lower()
+    if value not in allowed:
+        raise ActionError(f"{name} is {value!r}: give one of {', '.join(allowed)}")
+    return value
 
 
 def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
@@ -501,6 +513,7 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
         secrets=secrets,
         spark=spark_of(inputs),
         prod_branch=inputs.prod_branch or default_branch(payload),
+        project_python=inputs.project_python,
     )
     echo(f"sluice action: {inputs.event_name} on {repo} ({type(event).__name__})")
     try:

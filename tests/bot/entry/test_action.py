@@ -112,6 +112,16 @@ def test_spark_conf_lines_or_commas() -> None:
         action.parse_spark_conf("nope")
 
 
+def test_project_python_is_prod_unless_the_workflow_says_on_or_off() -> None:
+    base = {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": "/tmp/event.json"}
+    assert action.read_inputs(base).project_python == "prod"
+    assert action.read_inputs({**base, "INPUT_PROJECT_PYTHON": ""}).project_python == "prod"
+    assert action.read_inputs({**base, "INPUT_PROJECT_PYTHON": " ON "}).project_python == "on"
+    with pytest.raises(action.ActionError, match="INPUT_PROJECT_PYTHON is 'yes': give one of"):
+        action.read_inputs({**base, "INPUT_PROJECT_PYTHON": "yes"})
+    assert _action()["inputs"]["project-python"]["default"] == "prod"
+
+
 def test_config_override_merges_into_the_sluice_section() -> None:
     text = (
         "model_defaults:\n  dialect: duckdb\nsluice:\n  project: demo\n  pr:\n    diff_limit: 4\n"
