@@ -166,8 +166,10 @@ def _job(tmp_path: Path, event: str, payload: dict[str, Any] | None,
     event_path = tmp_path / "event.json"
     if payload is not None:
         event_path.write_text(json.dumps(payload))
+    # The suite's JVM settings (tests/conftest.py) stay: the operator's, not the job's.
+    keep = ("SLUICE_JVM_CACHE", "SLUICE_DRIVER_JAVA_OPTIONS")
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GITHUB_", "INPUT_", "SLUICE_"))}  # fmt: skip
+           if k in keep or not k.startswith(("GITHUB_", "INPUT_", "SLUICE_"))}  # fmt: skip
     env.update(
         GITHUB_ACTIONS="true", GITHUB_EVENT_NAME=event, GITHUB_EVENT_PATH=str(event_path),
         GITHUB_REPOSITORY=REPO, GITHUB_WORKSPACE=str(tmp_path / "workspace"),
