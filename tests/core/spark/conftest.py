@@ -9,6 +9,7 @@ once per test session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -28,11 +29,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _free_ports(count: int) -> list[int]:
+    """``count`` different free ports (held open together while chosen, so the kernel
+    cannot hand the same one out twice: a worker's web UI on the master's port answers
+    the master's ``/json/`` with its own HTML page)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def _spark_class() -> Path:
@@ -64,7 +71,10 @@ def local_spark(inprocess_paths: SparkPaths) -> Iterator[SparkSession]:
 
 def _alive_workers(webui: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as response:
-        state = json.load(response)
+        try:
+            state = json.load(response)
+        except json.JSONDecodeError:  # a page of a UI still starting: not up yet
+            return 0
     return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
 
@@ -83,7 +93,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real standalone master and one 2-core worker on loopback; yields the master URL."""
     base = tmp_path_factory.mktemp("spark-cluster")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    port, webui = _free_port(), _free_port()
+    port, webui, worker_ui = _free_ports(3)
     master_url = f"spark://127.0.0.1:{port}"
     spark_class = str(_spark_class())
     procs: list[subprocess.Popen[bytes]] = []
@@ -107,7 +117,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         worker = start(
             "worker", "org.apache.spark.deploy.worker.Worker", master_url,
             "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-            "--work-dir", str(base / "work"), "--webui-port", str(_free_port()),
+            "--work-dir", str(base / "work"), "--webui-port", str(worker_ui),
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while True:
