@@ -126,6 +126,7 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     first = _apply(store, root, BASIC)
     second = _apply(store, root, V2)
     _apply(store, root, V2, env="pr_4")
+    _apply(store, tmp_path / "older", BASIC, env="pr_5")
     store.close()
     args = ["--project", str(root), "--state", state]
     listed = CliRunner().invoke(cli, ["environments", "--json", *args])
@@ -135,6 +136,12 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     assert rows["prod"]["previous_plan_id"] == first.plan_id
     assert rows["prod"]["models"] == 3 and rows["prod"]["expires"] is None
     assert rows["pr_4"]["expires"] is not None
+    # Size: prod owns every table its views read; a PR environment only the tables prod
+    # does not read (pr_4 is prod's copy; pr_5 changed s.a, whose change reaches more).
+    assert rows["prod"]["own_tables"] == 3 and rows["pr_4"]["own_tables"] == 0
+    assert 1 <= rows["pr_5"]["own_tables"] <= 3
+    table = CliRunner().invoke(cli, ["environments", *args])
+    assert table.exit_code == 0 and "own" in table.output and "pr_5" in table.output
     history = CliRunner().invoke(cli, ["rollback", "--list", *args])
     assert history.exit_code == 0, history.output
     assert second.plan_id[:12] in history.output and first.plan_id[:12] in history.output

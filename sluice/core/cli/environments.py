@@ -35,7 +35,8 @@ from sluice.core.words import duration, plural
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @fails_cleanly
 def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
-    """List environments: plan, models, last change, expiry."""
+    """List environments: plan, models, tables of their own (not prod's), last change,
+    expiry."""
     project = workflow.load_project(project_dir)
     store = workflow.open_project_state(project, state)
     try:
@@ -43,14 +44,18 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
     finally:
         store.close()
     now = now_ms()
-    rows = [_row(e, now) for e in records]
+    prod = next((e for e in records if e.name == PROD), None)
+    shared = {(r.name, r.version) for r in prod.snapshots} if prod is not None else set()
+    rows = [_row(e, now, set() if e.name == PROD else shared) for e in records]
     if as_json:
         click.echo(json.dumps(rows))
         return
     if not rows:
         out.print("no environments yet: `sluice apply` builds prod")
         return
-    table = Table("environment", "plan", "models", "changed", "expires", "previous plan")
+    table = Table(
+        "environment", "plan", "models", "own tables", "changed", "expires", "previous plan"
+    )
     for row in rows:
         expires = row["expires"] or "never"
         if row["invalidated"]:
@@ -59,6 +64,7 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
             row["name"],
             row["plan_id"][:12],
             str(row["models"]),
+            str(row["own_tables"]),
             f"{duration(row['age_seconds'])} ago",
             expires,
             (row["previous_plan_id"] or "")[:12],
@@ -66,12 +72,15 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
     out.print(table)
 
 
-def _row(env: EnvironmentRecord, now: int) -> dict[str, Any]:
+def _row(env: EnvironmentRecord, now: int, prods: set[tuple[str, str]]) -> dict[str, Any]:
+    """One environment; ``prods``: the (model, version) tables prod's views read, which
+    another environment reads too without owning them (its ``own_tables`` leave them out)."""
     return {
         "name": env.name,
         "plan_id": env.plan_id,
         "previous_plan_id": env.previous_plan_id,
         "models": len(env.snapshots),
+        "own_tables": sum(1 for r in env.snapshots if (r.name, r.version) not in prods),
         "updated": iso(env.updated_ts),
         "age_seconds": max(0, now - env.updated_ts) // 1000,
         "expires": iso(env.expiration_ts) if env.expiration_ts is not None else None,
