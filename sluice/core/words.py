@@ -5,6 +5,8 @@ cannot come back in one place while another says "1 row".
 
 from __future__ import annotations
 
+import re
+
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """``"1 model"``, ``"2 models"`` (``many``: an irregular plural).
@@ -27,6 +29,36 @@ def size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4, "pb": 1024**5}
+_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from a size a person wrote: a number of bytes, or a number and a unit
+    (B, KB, MB, GB, TB, PB, each 1024 of the one before, as :func:`size` prints them;
+    KiB ... PiB mean the same).
+
+    >>> parse_size(2048), parse_size("50 GB"), parse_size("1.5tb"), parse_size("10MiB")
+    (2048, 53687091200, 1649267441664, 10485760)
+
+    Raises:
+        ValueError: not a size (the message says what one looks like).
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"{text} is negative; a size is 0 or more bytes")
+        return text
+    found = _SIZE.match(text) if isinstance(text, str) else None
+    unit = _UNITS.get(found.group(2).lower()) if found else None
+    if found is None or unit is None:
+        raise ValueError(
+            f"{text!r} is not a size: write a number of bytes or a number and a unit, "
+            "e.g. 500 MB, 50 GB or 2 TB"
+        )
+    return int(float(found.group(1)) * unit)
 
 
 def duration(seconds: float) -> str:

@@ -6,18 +6,21 @@ nothing below them. Time comes in as an argument, so every operation is reproduc
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sluice.core import jobs
 from sluice.core.errors import ConflictError, PlanError
+from sluice.core.intervals import Interval
 from sluice.core.model.definition import KindName, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
+from sluice.core.plan.cost import estimate_scan
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
@@ -112,7 +115,7 @@ def plan_environment(
     env = read_environment(state, environment)
     base = env if against is None or against == environment else read_environment(state, against)
     intervals = state.get_intervals(candidate_versions(fingerprints, base.snapshots))
-    return build_plan(
+    plan = build_plan(
         PlanRequest(
             environment=environment,
             models=project.models,
@@ -127,6 +130,19 @@ def plan_environment(
             restate=restated,
         )
     )
+    return with_scan_estimate(state, plan, intervals)
+
+
+def with_scan_estimate(
+    state: StateReader, plan: Plan, intervals: Mapping[TableKey, list[Interval]]
+) -> Plan:
+    """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`)."""
+    if not plan.backfill:
+        return plan
+    snapshots = {s.name: s for s in plan.snapshots}
+    sizes = state.get_table_sizes(snapshots)  # external parents are never measured
+    scan = estimate_scan(snapshots, plan.backfill, sizes, intervals)
+    return dataclasses.replace(plan, scan=scan)
 
 
 def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[str]:

@@ -213,7 +213,11 @@ def test_writes_the_spec_asked_for_are_applied(store: StateStore) -> None:
     writes.apply(_write("save_result", kind="unit_test", name="t_a", passed=False, payload={},
                         job_id=SPEC["job_id"], plan_id="plan1"))  # fmt: skip
     writes.apply(_write("save_result", kind="table_diff", name="s.a", passed=True, payload={}))
+    writes.apply(_write("table_size", model="s.a", version="va", bytes=4096))
+    writes.apply(_write("table_size", model="s.a", version="va", bytes=8192))  # the last counts
     assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + 2 * DAY)]}
+    [(key, size)] = store.get_table_sizes(["s.a"]).items()
+    assert key == ("s.a", "va") and size.bytes == 8192
     assert store.get_intervals([("s.v", "vv")]) == {("s.v", "vv"): [VIEW_MARKER]}
     results = store.get_results(job_id=SPEC["job_id"])
     assert [(r.kind, r.name, r.passed, r.plan_id) for r in results] == [
@@ -285,6 +289,13 @@ FORGED = [
      "is not a range this job restates"),
     (_write("remove_intervals", model="s.v", version="vv", start=0, end=1),
      "is not a range this job restates"),
+    (_write("table_size", model="s.other", version="va", bytes=1),
+     "the size of s.other@va: this job builds no such model version"),
+    (_write("table_size", model="s.a", version="prod-version", bytes=1),
+     "the size of s.a@prod-version: this job builds no such model version"),
+    (_write("table_size", model="s.a", version="va", bytes=-1), "is not a number of bytes"),
+    (_write("table_size", model="s.a", version="va", bytes="1 GB"), "is not a number of bytes"),
+    (_write("table_size", model="s.a", version="va", bytes=True), "is not a number of bytes"),
     (_write("update_environment", record=_environment("prod", "evil"), expected_plan_id=None),
      "the driver writes no environment"),
     (_write("commit", record=_environment("pr_1", "plan1"), expected_plan_id=None),
@@ -326,6 +337,7 @@ def test_a_write_outside_the_spec_is_refused_and_changes_nothing(
     assert store.get_intervals([("s.a", "va"), ("s.other", "va"), ("s.a", "prod-version")]) == {}
     assert store.get_results(job_id=SPEC["job_id"]) == []
     assert store.get_results(job_id="promote-prod-1") == []
+    assert store.get_table_sizes(["s.a", "s.other"]) == {}
     [prod] = store.list_environments()
     assert prod.plan_id == "the-approved-plan"
 

@@ -60,7 +60,7 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         deps.sticky.publish(forge, pr.number, section=comment.approval_error_section(text))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
-    owners |= budget_to_approve(settings.gate, review.merge_intervals)
+    owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
     teams |= {owner for owner in owners.values() if "/" in owner}
     result = evaluate(
@@ -106,6 +106,23 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
     )
     deps.sticky.publish(forge, pr.number, sections=sections)
     return Verdict(result, settings)
+
+
+def budget_approved(deps: Deps, forge: Forge, pr: PullRequest, approver: str) -> bool:
+    """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
+    its head, their latest word (a later "changes requested" or a dismissal cancels it);
+    the author's own approval never counts."""
+    members = forge.team_members(approver) if "/" in approver else frozenset({approver})
+    eligible = {m.casefold() for m in members} - {pr.author.casefold()}
+    heads = deps.ledger.review_heads(repo_key(forge), pr.number)
+    latest: dict[str, Review] = {}
+    for review in _bound(forge.reviews(pr.number), heads):
+        if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[review.user.casefold()] = review
+    return any(
+        user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
+        for user, r in latest.items()
+    )
 
 
 def _bound(reviews: list[Review], heads: dict[str, str]) -> list[Review]:

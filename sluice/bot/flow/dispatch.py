@@ -52,7 +52,10 @@ def _on_review(deps: Deps, forge: Forge, event: ReviewEvent) -> None:
         deps.ledger.review_head(
             repo_key(forge), event.number, event.reviewer, event.commit_sha, deps.clock()
         )
-    approval.refresh(deps, forge, forge.pull_request(event.number))
+    pr = forge.pull_request(event.number)
+    if event.state == "APPROVED" and pr_build.on_approved(deps, forge, pr, event.reviewer):
+        return  # a build held for the backfill budget ran, and its gate with it
+    approval.refresh(deps, forge, pr)
 
 
 def _on_tag(deps: Deps, forge: Forge, event: TagEvent) -> None:

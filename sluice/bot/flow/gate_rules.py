@@ -31,6 +31,7 @@ from pydantic import (
 from sluice.bot.forge.base import Review
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
+from sluice.core.words import parse_size, size
 from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
 
 _LOGIN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?:\[bot\])?$"
@@ -108,10 +109,18 @@ class RequiredApprovers(_Frozen):
 
 class BackfillBudget(_Frozen):
     """``sluice.gate.backfill``: a merge that would backfill more than ``max_intervals``
-    intervals in prod needs ``approver``'s approval too (a login or ``org/team``)."""
+    intervals in prod, or read more than ``max_bytes`` (the plan's estimate; a number of
+    bytes or a size such as ``50 GB``), needs ``approver``'s approval too (a login or
+    ``org/team``). At least one of the two limits is set."""
 
-    max_intervals: int = Field(ge=0, strict=True)
+    max_intervals: int | None = Field(default=None, ge=0, strict=True)
+    max_bytes: int | None = None
     approver: str
+
+    @field_validator("max_bytes", mode="before")
+    @classmethod
+    def _check_bytes(cls, value: Any) -> Any:
+        return None if value is None else parse_size(value)
 
     @field_validator("approver", mode="before")
     @classmethod
@@ -121,6 +130,21 @@ class BackfillBudget(_Frozen):
             if not (re.match(_LOGIN, value) or re.match(_TEAM, value)):
                 raise ValueError(f"'{value}' is not a user login or an org/team")
         return value
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> BackfillBudget:
+        if self.max_intervals is None and self.max_bytes is None:
+            raise ValueError("set max_intervals, max_bytes or both: a budget needs a limit")
+        return self
+
+    def exceeded(self, intervals: int, scan_bytes: int | None) -> str | None:
+        """What of a backfill is over this budget, in words (None: within it)."""
+        over = []
+        if self.max_intervals is not None and intervals > self.max_intervals:
+            over.append(f"{intervals:,} intervals (budget {self.max_intervals:,})")
+        if self.max_bytes is not None and scan_bytes is not None and scan_bytes > self.max_bytes:
+            over.append(f"about {size(scan_bytes)} to read (budget {size(self.max_bytes)})")
+        return "backfill of " + " and ".join(over) if over else None
 
 
 class GateSettings(_Frozen):
@@ -284,14 +308,14 @@ def owners_to_approve(
     }
 
 
-def budget_to_approve(settings: GateSettings, merge_intervals: int) -> dict[str, str]:
-    """``{what: approver}`` when merging would backfill more intervals in prod than the
-    budget allows (the approver then approves as an owner does), else nothing."""
+def budget_to_approve(
+    settings: GateSettings, merge_intervals: int, merge_bytes: int | None = None
+) -> dict[str, str]:
+    """``{what: approver}`` when merging would backfill more in prod than the budget
+    allows (the approver then approves as an owner does), else nothing."""
     budget = settings.backfill
-    if budget is None or merge_intervals <= budget.max_intervals:
-        return {}
-    what = f"backfill of {merge_intervals:,} intervals (budget {budget.max_intervals:,})"
-    return {what: budget.approver}
+    what = budget.exceeded(merge_intervals, merge_bytes) if budget is not None else None
+    return {what: budget.approver} if budget is not None and what else {}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from sluice.bot.present import checks, comment
 from sluice.bot.present.comment import CommentState
 from sluice.core.errors import ConfigError, DriverLost, SluiceError
 from sluice.core.model.definition import Project
+from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult, preview_environment
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import StateStore, open_state
@@ -46,10 +48,21 @@ def on_opened(deps: Deps, forge: Forge, event: PullRequestEvent) -> None:
     plan_and_gate(deps, forge, pr)
 
 
+@dataclass(frozen=True)
+class Held:
+    """A build that waits: its backfill is over ``sluice.gate.backfill`` (``what``) and
+    the budget's ``approver`` has not approved the PR's head yet."""
+
+    what: str
+    approver: str
+
+
 def plan_and_gate(deps: Deps, forge: Forge, pr: PullRequest) -> None:
     """Build ``pr``'s environment, then evaluate its gate on the new plan."""
     result = preview(deps, forge, pr)
-    if result is not None:
+    if isinstance(result, Held):
+        forge.set_check(pr.head_sha, checks.approval_held(result.what, result.approver))
+    elif result is not None:
         try:
             approval.refresh(deps, forge, pr)
         except SluiceError as exc:  # the build is done: do not redo it for the gate
@@ -57,6 +70,22 @@ def plan_and_gate(deps: Deps, forge: Forge, pr: PullRequest) -> None:
             forge.set_check(pr.head_sha, checks.gate_not_evaluated(deps.scrub(str(exc))))
     elif not pr.draft and not pr.fork:
         forge.set_check(pr.head_sha, checks.nothing_to_approve())
+
+
+def on_approved(deps: Deps, forge: Forge, pr: PullRequest, reviewer: str) -> bool:
+    """``reviewer`` approved ``pr``'s head: when its build waits for the backfill budget
+    and they are the budget's approver, build it now (True); else nothing (False)."""
+    if not pr.open or deps.ledger.review(repo_key(forge), pr.number, pr.head_sha) is not None:
+        return False  # built (or not held) at this head: the gate takes the approval
+    try:
+        budget = trust.for_repository(deps, forge).gate.backfill
+    except ConfigError:
+        return False  # the gate's refresh says what is wrong with the settings
+    if budget is None or not approval.budget_approved(deps, forge, pr, budget.approver):
+        return False
+    log.info("%s#%s: %s approved the held build", forge.repo, pr.number, reviewer)
+    plan_and_gate(deps, forge, pr)
+    return True
 
 
 def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
@@ -75,8 +104,9 @@ def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
             approval.refresh(deps, forge, pr)
 
 
-def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
-    """Build ``pr``'s environment, diff it, and report; None when nothing was built."""
+def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | Held | None:
+    """Build ``pr``'s environment, diff it, and report; None when nothing was built,
+    :class:`Held` when the build waits for the backfill budget's approval."""
     environment = pr_environment(pr.number)
     post = _Poster(deps, forge, pr, footer(deps, pr.head_sha))
     if pr.draft:
@@ -140,6 +170,19 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | None:
         store.close()
 
 
+def _held(deps: Deps, post: _Poster, settings: trust.Settings, plan: Plan) -> Held | None:
+    """The build's hold when ``plan`` (what building the PR computes) is over the
+    backfill budget and the budget's approver has not approved this head yet."""
+    budget = settings.gate.backfill
+    intervals = sum(len(b.intervals) for b in plan.backfill)
+    what = budget.exceeded(intervals, plan.scan_bytes) if budget is not None else None
+    if budget is None or what is None:
+        return None
+    if approval.budget_approved(deps, post.forge, post.pr, budget.approver):
+        return None
+    return Held(what, budget.approver)
+
+
 def _build(
     deps: Deps,
     post: _Poster,
@@ -149,7 +192,7 @@ def _build(
     tree: Path,
     trusted: trust.Settings,
     own: trust.Parsed,
-) -> PreviewResult | None:
+) -> PreviewResult | Held | None:
     settings = project.config.sluice.pr
     now = deps.clock()
     start = now - settings.backfill_days * DAY_MS if settings.backfill_days is not None else None
@@ -162,6 +205,23 @@ def _build(
     except SluiceError as exc:
         _failed(post, environment, checks.PLAN_FAILED, deps.scrub(str(exc), tree))
         return None
+    held = _held(deps, post, trusted, plan)
+    if held is not None:
+        for name in PR_CHECKS:
+            post.check(checks.build_held(name, held.what, held.approver))
+        text = checks.held_text(held.what, held.approver)
+        post.comment(
+            CommentState(
+                post.project,
+                environment,
+                post.pr.head_sha,
+                "neutral",
+                checks.BUILD_HELD,
+                progress=text,
+                plan=plan,
+            )
+        )
+        return held
     for name in PR_CHECKS:
         post.check(checks.running(name))
     progress = _Progress(post, environment, plan)
@@ -196,7 +256,9 @@ def _build(
     extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
     review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
     review = dataclasses.replace(
-        review, merge_intervals=sum(len(b.intervals) for b in prod.backfill)
+        review,
+        merge_intervals=sum(len(b.intervals) for b in prod.backfill),
+        merge_bytes=prod.scan_bytes,
     )
     deps.ledger.record_plan(repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now)
     _report(post, environment, result, prod)
@@ -213,7 +275,8 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
             environment, plan.changes_models, result.built, result.views, details
         )
     )
-    post.check(checks.merge_result(checks.backfills_of(prod), prod.has_changes))
+    reads = prod.scan.reads() if prod.scan is not None and prod.scan.bytes else ""
+    post.check(checks.merge_result(checks.backfills_of(prod), prod.has_changes, reads))
     failed = not result.tests_passed or bool(result.diff_errors)
     post.comment(
         CommentState(

@@ -39,6 +39,7 @@ class PlanReview:
     direct_owners: dict[str, str | None]  # directly modified or added model -> owner
     breaking_owners: dict[str, str | None]  # every model a breaking change reaches -> owner
     merge_intervals: int = 0  # what merging would backfill in prod (sluice.gate.backfill)
+    merge_bytes: int | None = None  # and about how many bytes that backfill reads
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +48,7 @@ class PlanReview:
             "direct_owners": self.direct_owners,
             "breaking_owners": self.breaking_owners,
             "merge_intervals": self.merge_intervals,
+            "merge_bytes": self.merge_bytes,
         }
 
     @classmethod
@@ -57,6 +59,7 @@ class PlanReview:
             direct_owners=dict(data["direct_owners"]),
             breaking_owners=dict(data["breaking_owners"]),
             merge_intervals=int(data.get("merge_intervals", 0)),  # recorded before: none
+            merge_bytes=data.get("merge_bytes"),
         )
 
 

@@ -45,6 +45,38 @@ def build_failed(name: str, title: str, error: str) -> Check:
     return Check(name, "completed", title, md.fence(error, "text"), conclusion="failure")
 
 
+BUILD_HELD = "Waiting for the backfill budget's approval"
+
+
+def held_text(what: str, approver: str) -> str:
+    """Why a PR's build waits: its backfill is above ``sluice.gate.backfill``."""
+    who = md.mention(approver, team="/" in approver)
+    return (
+        f"Building this PR's environment would compute a {md.text(what)} "
+        f"(`sluice.gate.backfill` on the prod branch). Sluice builds it once {who} approves "
+        "this commit (a review that approves the PR). To build less instead, narrow the "
+        "backfill: a later `start` on the model, or `sluice.pr.backfill_days` on the prod "
+        "branch."
+    )
+
+
+def build_held(name: str, what: str, approver: str) -> Check:
+    return Check(
+        name, "completed", BUILD_HELD, held_text(what, approver), conclusion="action_required"
+    )
+
+
+def approval_held(what: str, approver: str) -> Check:
+    """The gate while the build waits: there is no plan to approve until it is built."""
+    return Check(
+        APPROVAL,
+        "completed",
+        "Waiting for the build",
+        held_text(what, approver),
+        conclusion="failure",
+    )
+
+
 FILES_REFUSED = "The repository's files were refused"
 SETTINGS_INVALID = "The prod branch's settings are invalid"
 PROJECT_DOES_NOT_LOAD = "The project does not load"
@@ -81,9 +113,12 @@ def backfills_of(plan: Any) -> list[tuple[str, int, bool]]:
     return out
 
 
-def merge_result(backfills: Sequence[tuple[str, int, bool]], has_changes: bool) -> Check:
+def merge_result(
+    backfills: Sequence[tuple[str, int, bool]], has_changes: bool, reads: str = ""
+) -> Check:
     """What merging will do to prod: ``backfills`` holds (model, intervals, full refresh)
-    of each table prod would compute, none when every version prod needs is built."""
+    of each table prod would compute, none when every version prod needs is built;
+    ``reads``: what that backfill reads (:meth:`ScanEstimate.reads`)."""
     if backfills:
         title = f"Merging backfills {plural(len(backfills), 'table')} in prod"
         listed = ", ".join(
@@ -91,6 +126,8 @@ def merge_result(backfills: Sequence[tuple[str, int, bool]], has_changes: bool) 
             for name, n, full in backfills
         )
         summary = f"Not every interval was built in this PR: merging computes {listed}."
+        if reads:
+            summary += f" The backfill {md.text(reads)}."
     elif has_changes:
         title = "Merging is a virtual update: 0 rows written"
         summary = "Every version prod needs is built: merging swaps views, no data is written."

@@ -252,7 +252,7 @@ def merge_line(build: BuildFacts) -> md.Markdown | None:
     if ranged:
         intervals = sum(b.intervals for b in ranged)
         parts.append(f"{plural(intervals, 'interval')} of {_names([b.model for b in ranged])}")
-    cost = f", about {size(build.merge_bytes)}" if build.merge_bytes else ""
+    cost = f", reading about {size(build.merge_bytes)}" if build.merge_bytes else ""
     return md.Markdown(f"**Merging** computes {' and '.join(parts)} in prod{cost}.")
 
 

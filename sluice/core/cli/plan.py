@@ -32,7 +32,7 @@ from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
 from sluice.core.timeutil import format_range
-from sluice.core.words import plural
+from sluice.core.words import parse_size, plural, size
 
 
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -207,19 +207,31 @@ def apply(
 
 
 def budget_warning(plan: Plan, gate: Mapping[Any, Any]) -> tuple[str, ...]:
-    """A warning when ``plan`` backfills more intervals than ``sluice.gate.backfill``'s
-    ``max_intervals`` (the service then asks its ``approver`` to approve the merge too)."""
+    """A warning when ``plan`` backfills more intervals, or reads more bytes (its
+    estimate), than ``sluice.gate.backfill`` allows (the service then asks the budget's
+    ``approver`` to approve the merge too)."""
     budget = gate.get("backfill") if isinstance(gate, Mapping) else None
-    limit = budget.get("max_intervals") if isinstance(budget, Mapping) else None
-    total = sum(len(b.intervals) for b in plan.backfill)
-    if not isinstance(limit, int) or isinstance(limit, bool) or total <= limit:
+    if not isinstance(budget, Mapping):
         return ()
-    who = budget.get("approver") if isinstance(budget, Mapping) else None
+    limit = budget.get("max_intervals")
+    total = sum(len(b.intervals) for b in plan.backfill)
+    over = []
+    if isinstance(limit, int) and not isinstance(limit, bool) and total > limit:
+        over.append(f"backfills {total:,} intervals, above the budget of {limit:,} (max_intervals)")
+    try:
+        max_bytes = parse_size(budget["max_bytes"]) if "max_bytes" in budget else None
+    except ValueError:
+        max_bytes = None  # `sluice validate` and the service say what is wrong with it
+    scan = plan.scan_bytes
+    if max_bytes is not None and scan is not None and scan > max_bytes:
+        over.append(f"reads about {size(scan)}, above the budget of {size(max_bytes)} (max_bytes)")
+    if not over:
+        return ()
+    who = budget.get("approver")
     by = f", approved by {who}" if isinstance(who, str) else ""
     return (
-        f"warning: this plan backfills {total:,} intervals, above the budget of {limit:,} "
-        f"(sluice.gate.backfill.max_intervals): a pull request with it needs that budget's "
-        f"approval{by}",
+        f"warning: this plan {' and '.join(over)} of sluice.gate.backfill: a pull request "
+        f"with it needs that budget's approval{by}",
     )
 
 
@@ -278,7 +290,8 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
         for name in names:
             branch.add(name)
     if plan.backfill:
-        branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')})[/]")
+        reads = f", {escape(plan.scan.reads())}" if plan.scan and plan.scan.bytes else ""
+        branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')}{reads})[/]")
         for item in plan.backfill:
             branch.add(f"{item.name}: {_what_builds(plan, item)}")
     console.print(tree)
@@ -326,11 +339,14 @@ def verdict(plan: Plan) -> str:
 def _what_builds(plan: Plan, item: Backfill) -> str:
     kind = plan.snapshot(item.name).model.kind
     if not kind.is_incremental_by_time:
-        return "full refresh"
+        reads = plan.scan.reads(item.name) if plan.scan else ""
+        return "full refresh" + (f" [dim]({escape(reads)})[/]" if reads else "")
     count = len(item.intervals)
     detail = plural(count, "interval")
     if len(item.batches) != count:
         detail += f" in {plural(len(item.batches), 'batch', 'batches')}"
+    if plan.scan is not None and plan.scan.reads(item.name):
+        detail += f"; {escape(plan.scan.reads(item.name))}"
     return f"{format_range(item.start, item.end)} [dim]({detail})[/]"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ from sluice.core.intervals import Interval
 from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.timeutil import DAY_MS, to_ds, to_ts
+from sluice.core.words import size
 
 VIEW_MARKER = (0, 1)
 """The interval a VIEW model's version records once its physical view exists."""
@@ -58,6 +60,55 @@ class Backfill:
 
 
 @dataclass(frozen=True)
+class ScanEstimate:
+    """About how many bytes a plan's backfill reads, before anything runs
+    (:mod:`sluice.core.plan.cost` computes it from the table sizes jobs measured).
+
+    Attributes:
+        bytes: Backfilled model -> the estimated bytes its batches read from the parents
+            whose size is known.
+        unmeasured: Backfilled model -> the parents it reads whose size no job has
+            measured (external tables, models never built): the estimate leaves them out.
+    """
+
+    bytes: Mapping[str, int]
+    unmeasured: Mapping[str, tuple[str, ...]]
+
+    @property
+    def total(self) -> int:
+        """The estimate for the whole backfill."""
+        return sum(self.bytes.values())
+
+    @property
+    def complete(self) -> bool:
+        """Whether every parent read has a measured size."""
+        return not any(self.unmeasured.values())
+
+    def reads(self, model: str | None = None) -> str:
+        """What one backfilled model (None: the whole backfill) reads, in words ("": a
+        model that reads no table).
+
+        >>> scan = ScanEstimate({"a.b": 3 * 1024**3, "a.c": 0}, {"a.b": (), "a.c": ("raw.x",)})
+        >>> scan.reads("a.b"), scan.reads("a.c"), scan.reads()
+        ('reads about 3.0 GB', 'reads raw.x (size not measured yet)', 'reads about 3.0 GB, besides raw.x (size not measured yet)')
+        """
+        if model is not None and model not in self.bytes:
+            return ""
+        total = self.bytes.get(model, 0) if model is not None else self.total
+        names = (
+            self.unmeasured.get(model, ())
+            if model is not None
+            else tuple(sorted({n for names in self.unmeasured.values() for n in names}))
+        )
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        if not names:
+            return f"reads about {size(total)}"
+        if not total:
+            return f"reads {shown} (size not measured yet)"
+        return f"reads about {size(total)}, besides {shown} (size not measured yet)"
+
+
+@dataclass(frozen=True)
 class Plan:
     """The result of comparing a project with an environment. Immutable; built purely."""
 
@@ -83,6 +134,13 @@ class Plan:
     # Models only non-breaking changes reach, reading none of the changed columns: new
     # snapshots (their parents' fingerprints moved), same data; not indirectly modified.
     unaffected: tuple[str, ...] = ()
+    # The bytes the backfill reads: not part of the plan's ids (tables grow between plans).
+    scan: ScanEstimate | None = None
+
+    @property
+    def scan_bytes(self) -> int | None:
+        """The backfill's estimated bytes to scan (None: not estimated)."""
+        return self.scan.total if self.scan is not None else None
 
     @property
     def has_changes(self) -> bool:
@@ -158,12 +216,16 @@ class Plan:
             "backfill": [
                 {
                     "model": b.name,
+                    "version": b.version,
                     "start": iso(b.start),
                     "end": iso(b.end),
                     "table": b.table,
                     "intervals": len(b.intervals),
                     "batches": len(b.batches),
+                    "scan_bytes": self.scan.bytes.get(b.name, 0) if self.scan else None,
+                    "unmeasured": list(self.scan.unmeasured.get(b.name, ())) if self.scan else [],
                 }
                 for b in self.backfill
             ],
+            "scan_bytes": self.scan_bytes,
         }

@@ -8,6 +8,7 @@ table diff's result) it reports as a ``write`` event on its stdout line protocol
     {"event": "write", "op": "add_intervals", "model", "version", "intervals": [[s, e], ...]}
     {"event": "write", "op": "remove_intervals", "model", "version", "start", "end"}
     {"event": "write", "op": "save_result", "kind", "name", "passed", "payload"}
+    {"event": "write", "op": "table_size", "model", "version", "bytes"}
 
 Both runners hand every such event to one :class:`JobWrites`, built from the spec the
 service issued, which applies it to the state store as it arrives (so a batch's interval
@@ -24,6 +25,8 @@ The checks:
 - intervals only of the (model, version) pairs the spec's ``build`` steps build, and only
   within the batches those steps asked for (a view's marker only for a view);
 - interval removals only of the ranges the spec's steps restate;
+- a table size only of a (model, version) the spec's ``build`` steps build, as a
+  non-negative integer of bytes;
 - results only of the spec's audits, unit tests and table diffs, stored under this job's
   id and plan id (a write naming another job or plan is refused, not re-labelled);
 - no environment write at all: the service commits the environment record (a
@@ -42,6 +45,7 @@ from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import BuildStep, JobSpec
 from sluice.core.state.housekeeping import JobResult
+from sluice.core.state.records import TableSize
 from sluice.core.state.store import StateStore
 
 WRITE_EVENT = "write"
@@ -114,6 +118,8 @@ class JobWrites:
             self._remove_intervals(event)
         elif op == "save_result":
             self._save_result(event)
+        elif op == "table_size":
+            self._table_size(event)
         elif isinstance(op, str) and op in _ENVIRONMENT_OPS:
             self._refuse(
                 f"'{op}': the driver writes no environment (the service commits the "
@@ -122,7 +128,7 @@ class JobWrites:
         else:
             self._refuse(f"unknown write {op!r}")
 
-    # --- the three writes ---------------------------------------------------------------
+    # --- the writes ---------------------------------------------------------------
 
     def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, BuildStep]:
         model, version = event.get("model"), event.get("version")
@@ -173,6 +179,14 @@ class JobWrites:
         assert isinstance(start, int) and isinstance(end, int)  # for mypy: checked above
         if self.state is not None:
             self.state.remove_intervals(model, version, start, end)
+
+    def _table_size(self, event: dict[str, Any]) -> None:
+        model, version, _ = self._built(event, "the size")
+        size = event.get("bytes")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            self._refuse(f"the size of {model}@{version}: {size!r} is not a number of bytes")
+        if self.state is not None:
+            self.state.set_table_size(model, version, TableSize(size, self.clock()))
 
     def _save_result(self, event: dict[str, Any]) -> None:
         kind, name, passed = event.get("kind"), event.get("name"), event.get("passed")

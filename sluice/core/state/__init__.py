@@ -14,6 +14,7 @@ from sluice.core.state.records import (
     SnapshotRef,
     StoredSnapshot,
     TableKey,
+    TableSize,
 )
 from sluice.core.state.sql import open_state
 from sluice.core.state.store import StateReader, StateStore, StateWriter
@@ -31,5 +32,6 @@ __all__ = [
     "StateWriter",
     "StoredSnapshot",
     "TableKey",
+    "TableSize",
     "open_state",
 ]

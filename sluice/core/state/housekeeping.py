@@ -56,10 +56,10 @@ class HousekeepingMixin(Transactions):
         return {key: known.get(key, now) for key in wanted}
 
     def forget_tables(self, tables: Iterable[TableKey]) -> None:
-        """Remove every trace of dropped tables: orphan marks, intervals, snapshots."""
+        """Remove every trace of dropped tables: orphan marks, intervals, sizes, snapshots."""
         keys = list(dict.fromkeys(tables))
         with self._writing("forget dropped tables") as conn:
-            for table in (schema.orphans, schema.intervals, schema.snapshots):
+            for table in (schema.orphans, schema.intervals, schema.table_sizes, schema.snapshots):
                 for chunk in _chunks(keys):
                     conn.execute(
                         delete(table).where(tuple_(table.c.name, table.c.version).in_(chunk))

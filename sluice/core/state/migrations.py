@@ -10,7 +10,7 @@ A database from before the runner (``sluice_schema_version`` and no record) is a
 the version that table holds; state tables without it are refused (half-created, or made
 by something else).
 
-Migrations 1 and 2 create the tables as :mod:`sluice.core.state.schema` declares them.
+Migrations 1 to 3 create the tables as :mod:`sluice.core.state.schema` declares them.
 A later migration that changes one of those tables must first give the earlier migration
 a frozen copy of the table's old definition.
 """
@@ -40,6 +40,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         2,
         "track unreferenced tables and job results",
         create_tables(schema.orphans, schema.results),
+    ),
+    Migration(
+        3,
+        "record the size of each physical table a job wrote",
+        create_tables(schema.table_sizes),
     ),
 )
 """Every migration of the state, oldest first."""

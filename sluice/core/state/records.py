@@ -114,6 +114,19 @@ class PlanRecord:
     payload: dict[str, Any] = field(hash=False)
 
 
+@dataclass(frozen=True, slots=True)
+class TableSize:
+    """What a physical table's files held when a job last wrote it.
+
+    Attributes:
+        bytes: The catalog's size statistic of the table (its data files), in bytes.
+        measured_ts: Epoch ms of the measurement.
+    """
+
+    bytes: int
+    measured_ts: int
+
+
 def checked_intervals(intervals: Iterable[Interval]) -> list[Interval]:
     """``intervals`` as a list of int pairs.
 

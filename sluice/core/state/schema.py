@@ -118,3 +118,16 @@ results = Table(
 )
 Index("ix_sluice_results_job", results.c.job_id)
 Index("ix_sluice_results_plan", results.c.plan_id)
+
+# Migration 3 -----------------------------------------------------------------------
+
+table_sizes = Table(
+    "sluice_table_sizes",
+    metadata,
+    # How many bytes of files a physical table held when a job last wrote it (the catalog's
+    # statistics): what a plan's scan estimate and `sluice environments` sizes come from.
+    Column("name", String, primary_key=True),
+    Column("version", String, primary_key=True),
+    Column("bytes", BigInteger, nullable=False),
+    Column("measured_ts", BigInteger, nullable=False),
+)

@@ -51,6 +51,7 @@ from sluice.core.state.records import (
     SnapshotRef,
     StoredSnapshot,
     TableKey,
+    TableSize,
     checked_intervals,
 )
 from sluice.core.state.store import StateStore
@@ -164,7 +165,30 @@ class SqlStateStore(HousekeepingMixin):
             row["plan_id"], row["environment"], row["base_plan_id"], row["created_ts"], document
         )
 
+    def get_table_sizes(self, names: Iterable[str]) -> dict[TableKey, TableSize]:
+        t = schema.table_sizes
+        found: dict[TableKey, TableSize] = {}
+        with self._reading("read table sizes") as conn:
+            for chunk in _chunks(sorted(set(names))):
+                query = select(t.c.name, t.c.version, t.c.bytes, t.c.measured_ts)
+                for name, version, size, ts in conn.execute(query.where(t.c.name.in_(chunk))):
+                    found[(name, version)] = TableSize(int(size), int(ts))
+        return found
+
     # -- writer ---------------------------------------------------------------------------
+
+    def set_table_size(self, name: str, version: str, size: TableSize) -> None:
+        if size.bytes < 0:
+            raise ValueError(f"table size of {name}@{version} is negative ({size.bytes})")
+        t = schema.table_sizes
+        where = (t.c.name == name) & (t.c.version == version)
+        with self._writing(f"record the size of {name}@{version}") as conn:
+            conn.execute(delete(t).where(where))
+            conn.execute(
+                insert(t).values(
+                    name=name, version=version, bytes=size.bytes, measured_ts=size.measured_ts
+                )
+            )
 
     def push_snapshots(self, snapshots: Iterable[StoredSnapshot]) -> None:
         unique = {s.id: s for s in reversed(list(snapshots))}  # first occurrence wins

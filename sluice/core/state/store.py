@@ -21,6 +21,7 @@ from sluice.core.state.records import (
     SnapshotId,
     StoredSnapshot,
     TableKey,
+    TableSize,
 )
 
 
@@ -49,6 +50,11 @@ class StateReader(Protocol):
 
     def get_plan(self, plan_id: str) -> PlanRecord | None:
         """The plan with id ``plan_id``, or None."""
+        ...
+
+    def get_table_sizes(self, names: Iterable[str]) -> dict[TableKey, TableSize]:
+        """The last measured size of every version of the models ``names`` that a job
+        measured; versions never measured are absent."""
         ...
 
 
@@ -106,6 +112,14 @@ class StateWriter(Protocol):
         """Remove an environment. Deleting one that does not exist is a no-op."""
         ...
 
+    def set_table_size(self, name: str, version: str, size: TableSize) -> None:
+        """Record the size of the physical table ``(name, version)``, replacing the last.
+
+        Raises:
+            ValueError: ``size.bytes`` is negative.
+        """
+        ...
+
     def save_plan(self, plan: PlanRecord) -> None:
         """Store a plan; saving a plan id that is already stored is a no-op."""
         ...
@@ -134,7 +148,7 @@ class StateStore(StateReader, StateWriter, Protocol):
         ...
 
     def forget_tables(self, tables: Iterable[TableKey]) -> None:
-        """Drop the orphan marks, intervals and snapshots of dropped tables."""
+        """Drop the orphan marks, intervals, sizes and snapshots of dropped tables."""
         ...
 
     def save_results(self, results: Iterable[JobResult]) -> None:

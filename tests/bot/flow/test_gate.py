@@ -14,6 +14,7 @@ from sluice.bot.flow.gate_rules import (
     GateResult,
     GateSettings,
     RequiredApprovers,
+    budget_to_approve,
     evaluate,
     gate_config,
     owners_to_approve,
@@ -568,14 +569,16 @@ def test_a_backfill_budget_is_read_and_checked() -> None:
         ("max_intervals: -1\n      approver: bob", "max_intervals"),
         ("max_intervals: 10\n      approver: 'not a login'", "not a user login"),
         ("max_intervals: 10", "approver"),
-        ("max_intervals: 10\n      approver: bob\n      max_bytes: 5", "max_bytes"),
+        ("max_bytes: lots\n      approver: bob", "is not a size"),
+        ("max_bytes: -3\n      approver: bob", "negative"),
+        ("approver: bob", "a budget needs a limit"),
+        ("max_intervals: 10\n      approver: bob\n      max_rows: 5", "max_rows"),
     ]:
         with pytest.raises(ConfigError, match=words):
             gate_config(f"sluice:\n  gate:\n    backfill:\n      {bad}\n")
 
 
 def test_six_years_of_daily_backfill_waits_for_the_budget_s_approver(tmp_path: Path) -> None:
-    from sluice.bot.flow.gate_rules import budget_to_approve
     from sluice.core.timeutil import to_ms
     from tests.core.helpers import load, plan_of
 
@@ -603,10 +606,34 @@ def test_six_years_of_daily_backfill_waits_for_the_budget_s_approver(tmp_path: P
     assert not run(gate, [review("alice"), review("dana", sha=C1)], owners=owners).ok
 
 
+def test_a_byte_budget_counts_the_estimate_and_reads_sizes_as_people_write_them() -> None:
+    gate, _ = gate_config(
+        "sluice:\n  gate:\n    backfill:\n      max_bytes: 50 GB\n      approver: dana\n"
+    )
+    assert gate.backfill is not None and gate.backfill.max_bytes == 50 * 1024**3
+    assert gate.backfill.max_intervals is None
+    assert budget_to_approve(gate, 10**6, 50 * 1024**3) == {}  # intervals have no limit here
+    assert budget_to_approve(gate, 1, None) == {}  # nothing measured: no estimate to hold
+    assert budget_to_approve(gate, 1, 60 * 1024**3) == {
+        "backfill of about 60.0 GB to read (budget 50.0 GB)": "dana"
+    }
+    both = GateSettings.model_validate(
+        {"backfill": {"max_intervals": 10, "max_bytes": 1024, "approver": "dana"}}
+    )
+    assert budget_to_approve(both, 11, 2048) == {
+        "backfill of 11 intervals (budget 10) and about 2.0 KB to read (budget 1.0 KB)": "dana"
+    }
+
+
 def test_a_recorded_review_from_before_the_budget_reads_as_no_backfill() -> None:
     from sluice.bot.flow.reviewed_plan import PlanReview
 
-    review_ = PlanReview("f", (("s.a", "k"),), {"s.a": None}, {}, merge_intervals=12)
+    review_ = PlanReview(
+        "f", (("s.a", "k"),), {"s.a": None}, {}, merge_intervals=12, merge_bytes=4096
+    )
     assert PlanReview.from_json(review_.to_json()) == review_
-    old = {k: v for k, v in review_.to_json().items() if k != "merge_intervals"}
+    old = {
+        k: v for k, v in review_.to_json().items() if k not in ("merge_intervals", "merge_bytes")
+    }
     assert PlanReview.from_json(old).merge_intervals == 0
+    assert PlanReview.from_json(old).merge_bytes is None

@@ -4,6 +4,7 @@ and the command that applies it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -103,3 +104,41 @@ def test_sluice_plan_warns_above_the_backfill_budget(tmp_path: Path) -> None:
     assert "approved by dana" in over.output
     under = CliRunner().invoke(cli, [*args, "--end", "2018-06-30"])
     assert under.exit_code == 0 and "above the budget" not in under.output
+
+
+def test_sluice_plan_shows_what_the_backfill_reads_and_warns_above_a_byte_budget(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from sluice.core.cli import cli
+    from sluice.core.state import TableSize, open_state
+
+    config = (
+        "model_defaults:\n  dialect: spark\n  start: '2023-01-01'\n  cron: '@daily'\n"
+        "sluice:\n  gate:\n    backfill:\n      max_bytes: 1 GB\n      approver: dana\n"
+    )
+    root = tmp_path / "p"
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text(config)
+    (root / "models" / "raw.sql").write_text("MODEL (name s.raw, kind FULL);\nSELECT 1 AS id\n")
+    (root / "models" / "daily.sql").write_text(
+        "MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1));\n"
+        "SELECT id, DATE '2023-01-01' AS ds FROM s.raw WHERE ds BETWEEN @start_ds AND @end_ds\n"
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    args = ["plan", "--project", str(root), "--state", url, "--end", "2023-01-10", "--json"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["scan_bytes"] == 0  # nothing measured yet
+    raw = next(b for b in json.loads(first.output)["backfill"] if b["model"] == "s.raw")
+    store = open_state(url)
+    store.set_table_size("s.raw", raw["version"], TableSize(200 * 1024**2, measured_ts=1))
+    store.close()
+    shown = CliRunner().invoke(cli, args[:-1])
+    assert shown.exit_code == 0, shown.output
+    # Ten daily batches, each reading the 200 MB of s.raw.
+    assert "reads about 2.0 GB" in shown.output
+    said = " ".join(shown.output.split())
+    assert "this plan reads about 2.0 GB, above the budget of 1.0 GB (max_bytes)" in said
+    assert "approved by dana" in shown.output

@@ -128,6 +128,22 @@ def test_prod_is_built_audited_and_readable(prod: Env) -> None:
         ]
         audits = {r.name: r.passed for r in store.get_results(plan_id=record.plan_id)}
         assert audits["jaffle.orders:unique_values"] and audits["jaffle.stg_orders:accepted_values"]
+        # Each table it built has its size recorded: the bytes of its data files.
+        sizes = store.get_table_sizes(r.name for r in record.snapshots)
+        for ref in record.snapshots:
+            table = prod.view_target(ref.name)
+            kind = prod.spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+            if any(row["col_name"] == "Type" and row["data_type"] == "VIEW" for row in kind):
+                assert (ref.name, ref.version) not in sizes  # a VIEW model holds no data
+                continue
+            location = next(row["data_type"] for row in kind if row["col_name"] == "Location")
+            files = [
+                f
+                for f in Path(location.removeprefix("file:")).rglob("*")
+                if f.is_file() and not f.name.startswith((".", "_"))
+            ]
+            assert sizes[(ref.name, ref.version)].bytes == sum(f.stat().st_size for f in files)
+            assert sizes[(ref.name, ref.version)].bytes > 0
     finally:
         store.close()
 

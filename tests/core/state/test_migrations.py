@@ -209,7 +209,7 @@ def test_a_version_1_database_is_upgraded_to_the_current_schema(
     # Build what Sluice 0.1 (schema version 1) left behind: its tables only, stamped 1,
     # and no record of migrations (before the runner).
     state_migrate(engine)
-    for table in ("sluice_orphans", "sluice_results", versions.name):
+    for table in ("sluice_orphans", "sluice_results", "sluice_table_sizes", versions.name):
         (versions if table == versions.name else metadata.tables[table]).drop(engine)
     with engine.begin() as conn:
         conn.execute(update(schema_version).values(version=1))
@@ -218,8 +218,9 @@ def test_a_version_1_database_is_upgraded_to_the_current_schema(
     old.push_snapshots([kept])
     upgraded = open_state(state_url)
     try:
-        assert stored_version(engine) == [SCHEMA_VERSION] and SCHEMA_VERSION >= 2
-        assert {"sluice_orphans", "sluice_results"} <= set(inspect(engine).get_table_names())
+        assert stored_version(engine) == [SCHEMA_VERSION] and SCHEMA_VERSION >= 3
+        later = {"sluice_orphans", "sluice_results", "sluice_table_sizes"}
+        assert later <= set(inspect(engine).get_table_names())
         assert upgraded.get_snapshots([kept.id]) == {kept.id: kept}
     finally:
         upgraded.close()

@@ -17,6 +17,7 @@ from sluice.core.state import (
     SnapshotRef,
     StateStore,
     StoredSnapshot,
+    TableSize,
     open_state,
 )
 
@@ -113,6 +114,31 @@ def test_intervals_merge_and_stay_per_table(store: StateStore) -> None:
     # Filling the gap joins everything; re-adding what is there changes nothing.
     store.add_intervals("s.t", "v1", [(30, 40), (0, 50)])
     assert store.get_intervals([("s.t", "v1")]) == {("s.t", "v1"): [(0, 50)]}
+
+
+def test_table_sizes_keep_the_last_measurement_and_go_with_their_table(
+    store: StateStore,
+) -> None:
+    store.set_table_size("s.t", "v1", TableSize(100, measured_ts=1))
+    store.set_table_size("s.t", "v1", TableSize(250, measured_ts=2))
+    store.set_table_size("s.t", "v2", TableSize(0, measured_ts=3))
+    store.set_table_size("s.u", "v1", TableSize(7, measured_ts=4))
+    assert store.get_table_sizes(["s.t", "s.none"]) == {
+        ("s.t", "v1"): TableSize(250, 2),
+        ("s.t", "v2"): TableSize(0, 3),
+    }
+    with pytest.raises(ValueError, match="negative"):
+        store.set_table_size("s.t", "v1", TableSize(-1, measured_ts=5))
+    store.add_intervals("s.t", "v1", [(0, 10)])
+    store.forget_tables([("s.t", "v1")])  # the janitor dropped the table
+    assert store.get_table_sizes(["s.t", "s.u"]) == {
+        ("s.t", "v2"): TableSize(0, 3),
+        ("s.u", "v1"): TableSize(7, 4),
+    }
+    many = [f"s.m{i}" for i in range(1200)]  # more names than one IN list takes
+    for name in many[::300]:
+        store.set_table_size(name, "v1", TableSize(1, measured_ts=6))
+    assert len(store.get_table_sizes(many)) == 4
 
 
 def test_remove_intervals_splits(store: StateStore) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,7 +121,30 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             intervals=done or [[batch["start"], batch["end"]]],
         )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
+    if written:
+        size = table_bytes(spark, table)
+        if size is not None:
+            ctx.write("table_size", model=name, version=version, bytes=size)
     return {"model": name, "version": version, "table": table, "batches": written}
+
+
+_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes\b")
+
+
+def table_bytes(spark: SparkSession, table: str) -> int | None:
+    """The bytes of ``table``'s data files, as the catalog's statistics say once
+    ``ANALYZE ... NOSCAN`` has listed them (no data is read); None when the catalog keeps
+    no such statistic (a measurement never fails a build)."""
+    try:
+        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS NOSCAN")
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+    except Exception:
+        return None
+    for row in rows:
+        if row["col_name"] == "Statistics":
+            found = _STATISTICS.match(str(row["data_type"]))
+            return int(found.group(1)) if found else None
+    return None
 
 
 def _python_rows(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:
