@@ -11,7 +11,7 @@ import pytest
 from sluice.core import rollback, workflow
 from sluice.core.errors import PlanError
 from sluice.core.plan.plan import Plan
-from sluice.core.state import open_state
+from sluice.core.state import TableSize, open_state
 from sluice.core.state.schema import plans
 from sluice.core.state.sql import SqlStateStore
 from sluice.core.timeutil import to_ms
@@ -127,6 +127,10 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     second = _apply(store, root, V2)
     _apply(store, root, V2, env="pr_4")
     _apply(store, tmp_path / "older", BASIC, env="pr_5")
+    prod = store.get_environment("prod")
+    assert prod is not None
+    for ref in prod.snapshots:  # what the jobs that built prod's tables measured
+        store.set_table_size(ref.name, ref.version, TableSize(1000, measured_ts=0))
     store.close()
     args = ["--project", str(root), "--state", state]
     listed = CliRunner().invoke(cli, ["environments", "--json", *args])
@@ -140,8 +144,11 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     # does not read (pr_4 is prod's copy; pr_5 changed s.a, whose change reaches more).
     assert rows["prod"]["own_tables"] == 3 and rows["pr_4"]["own_tables"] == 0
     assert 1 <= rows["pr_5"]["own_tables"] <= 3
+    assert rows["prod"]["own_bytes"] == 3000 and rows["pr_4"]["own_bytes"] is None
+    assert rows["pr_5"]["own_bytes"] is None  # its own tables were never measured
     table = CliRunner().invoke(cli, ["environments", *args])
     assert table.exit_code == 0 and "own" in table.output and "pr_5" in table.output
+    assert "2.9 KB" in table.output
     history = CliRunner().invoke(cli, ["rollback", "--list", *args])
     assert history.exit_code == 0, history.output
     assert second.plan_id[:12] in history.output and first.plan_id[:12] in history.output

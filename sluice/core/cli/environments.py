@@ -26,7 +26,7 @@ from sluice.core.cli.common import (
 from sluice.core.plan.plan import iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state.records import EnvironmentRecord
-from sluice.core.words import duration, plural
+from sluice.core.words import duration, plural, size
 
 
 @click.command()
@@ -35,18 +35,20 @@ from sluice.core.words import duration, plural
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @fails_cleanly
 def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
-    """List environments: plan, models, tables of their own (not prod's), last change,
-    expiry."""
+    """List environments: plan, models, tables of their own (not prod's) and their size,
+    last change, expiry."""
     project = workflow.load_project(project_dir)
     store = workflow.open_project_state(project, state)
     try:
         records = sorted(store.list_environments(), key=lambda e: (e.name != PROD, e.name))
+        sizes = store.get_table_sizes({r.name for e in records for r in e.snapshots})
     finally:
         store.close()
     now = now_ms()
     prod = next((e for e in records if e.name == PROD), None)
     shared = {(r.name, r.version) for r in prod.snapshots} if prod is not None else set()
-    rows = [_row(e, now, set() if e.name == PROD else shared) for e in records]
+    bytes_of = {key: size.bytes for key, size in sizes.items()}
+    rows = [_row(e, now, set() if e.name == PROD else shared, bytes_of) for e in records]
     if as_json:
         click.echo(json.dumps(rows))
         return
@@ -54,7 +56,14 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
         out.print("no environments yet: `sluice apply` builds prod")
         return
     table = Table(
-        "environment", "plan", "models", "own tables", "changed", "expires", "previous plan"
+        "environment",
+        "plan",
+        "models",
+        "own tables",
+        "size",
+        "changed",
+        "expires",
+        "previous plan",
     )
     for row in rows:
         expires = row["expires"] or "never"
@@ -65,6 +74,7 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
             row["plan_id"][:12],
             str(row["models"]),
             str(row["own_tables"]),
+            size(row["own_bytes"]) if row["own_bytes"] is not None else "-",
             f"{duration(row['age_seconds'])} ago",
             expires,
             (row["previous_plan_id"] or "")[:12],
@@ -72,15 +82,25 @@ def environments(project_dir: Path, state: str | None, as_json: bool) -> None:
     out.print(table)
 
 
-def _row(env: EnvironmentRecord, now: int, prods: set[tuple[str, str]]) -> dict[str, Any]:
+def _row(
+    env: EnvironmentRecord,
+    now: int,
+    prods: set[tuple[str, str]],
+    sizes: dict[tuple[str, str], int],
+) -> dict[str, Any]:
     """One environment; ``prods``: the (model, version) tables prod's views read, which
-    another environment reads too without owning them (its ``own_tables`` leave them out)."""
+    another environment reads too without owning them (its ``own_tables`` leave them out);
+    ``sizes``: the measured bytes of tables (``own_bytes``: of its own, None: none
+    measured)."""
+    own = [(r.name, r.version) for r in env.snapshots if (r.name, r.version) not in prods]
+    measured = [sizes[key] for key in set(own) if key in sizes]
     return {
         "name": env.name,
         "plan_id": env.plan_id,
         "previous_plan_id": env.previous_plan_id,
         "models": len(env.snapshots),
-        "own_tables": sum(1 for r in env.snapshots if (r.name, r.version) not in prods),
+        "own_tables": len(own),
+        "own_bytes": sum(measured) if measured else None,
         "updated": iso(env.updated_ts),
         "age_seconds": max(0, now - env.updated_ts) // 1000,
         "expires": iso(env.expiration_ts) if env.expiration_ts is not None else None,

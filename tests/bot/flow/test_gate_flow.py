@@ -454,3 +454,59 @@ def test_a_matching_tag_promotes_and_retires_the_merged_prs_it_carries(bot: Bot)
     finally:
         store.close()
     assert "`pr_7` is removed (promoted to prod by tag `v2.0`)" in bot.replies()[-1]
+
+
+# -- the backfill budget holds a PR's own build ----------------------------------------------
+
+BUDGET_CONFIG = (
+    BASE_CONFIG
+    + "    backfill:\n      max_intervals: 30\n      approver: octo/data-leads\n"
+    + "  pr:\n    backfill_days: null\n"
+)
+DAILY = (
+    "MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2026-01-01');\n"
+    "SELECT 1 AS n, DATE '2026-01-01' AS ds WHERE ds BETWEEN @start_ds AND @end_ds\n"
+)
+
+
+def test_a_pr_build_over_the_budget_waits_and_only_the_budget_s_approver_lifts_it(
+    bot: Bot,
+) -> None:
+    from sluice.bot.flow import approval
+
+    bot.forge.commit(C, {"config.yaml": BUDGET_CONFIG, "models/daily.sql": DAILY}, branch="main")
+    bot.forge.commit(B, {"config.yaml": BUDGET_CONFIG, "models/daily.sql": DAILY}, parents=(C,))
+    bot.forge.teams["octo/data-leads"] = frozenset({"erin", "alice"})
+    bot.forge.roles.update({"erin": "write"})
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _payload("github/pull_request/opened.payload.json", **{
+        "number": 7, "pull_request.number": 7, "pull_request.head.sha": B,
+        "pull_request.user.login": "alice", "pull_request.base.ref": "main",
+    }))  # fmt: skip
+    # 2026-01-01 .. the clock (2027-01-15): a year of days, above the budget of 30.
+    checks = bot.forge.checks[B]
+    assert checks["sluice/pr-environment"].conclusion == "action_required", checks
+    held = checks["sluice/pr-environment"]
+    assert held.title == "Waiting for the backfill budget's approval"
+    assert "intervals (budget 30)" in held.summary and "@octo/data-leads approves" in held.summary
+    assert bot.approval(B).title == "Waiting for the build"
+    store = open_state(bot.url)
+    try:
+        assert store.get_environment("pr_7") is None  # nothing was built
+    finally:
+        store.close()
+    pr = bot.forge.pull_request(7)
+    # The author is in the team, but their own approval never counts; bob is a required
+    # approver, not the budget's; erin approved an older commit, then the head but later
+    # asked for changes.
+    bot.forge.add_review(7, "alice", "APPROVED", B)
+    bot.forge.add_review(7, "bob", "APPROVED", B)
+    bot.forge.add_review(7, "erin", "APPROVED", A)
+    assert not approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+    bot.deliver("pull_request_review", _review("bob", "approved", B, head=B))
+    assert bot.forge.checks[B]["sluice/pr-environment"].conclusion == "action_required"
+    bot.forge.add_review(7, "erin", "APPROVED", B)
+    bot.forge.add_review(7, "erin", "CHANGES_REQUESTED", B)
+    assert not approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+    bot.forge.add_review(7, "erin", "APPROVED", B)
+    assert approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")

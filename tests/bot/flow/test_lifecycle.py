@@ -330,3 +330,65 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     rows = world.query("prod", "SELECT (SELECT COUNT(is_completed) FROM jaffle.orders), "
                        "(SELECT COUNT(first_name_length) FROM jaffle.customers)")  # fmt: skip
     assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers
+
+
+def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    # A PR gives main a budget (more than 100 intervals needs dana's approval); the
+    # settings are in force once that PR is approved and promoted.
+    config_pr = _tree(world, "pr12", github.refs["main"])
+    edit(config_pr / "config.yaml", "  gate:\n", "  gate:\n    backfill:\n"
+         "      max_intervals: 100\n      approver: dana\n")  # fmt: skip
+    world.commit(sha_of(12), config_pr)
+    github.add_pull(12, sha_of(12), author="alice")
+    _deliver(service, "pull_request", _pull(12, sha_of(12), "alice", "opened"))
+    github.add_review(12, "carol", "APPROVED", sha_of(12))
+    _deliver(service, "pull_request_review",
+             _review(12, sha_of(12), "carol", "approved", sha_of(12)))  # fmt: skip
+    assert github.checks_on(sha_of(12))["sluice/approval"]["conclusion"] == "success"
+    world.commit(sha_of(14), config_pr, branch="main")
+    github.pulls[12]["state"], github.pulls[12]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(12, sha_of(12), "alice", "closed", merged=True,
+                                            merge_commit_sha=sha_of(14)))  # fmt: skip
+    assert github.checks_on(sha_of(14))["sluice/deploy"]["conclusion"] == "success"
+    head = sha_of(13)
+    pr = _tree(world, "pr13", sha_of(14))
+    # A breaking change to daily_revenue: its 120 days are computed again.
+    edit(pr / "models" / "daily_revenue.sql", "  COUNT(*) AS orders,", "  COUNT(1) + 0 AS orders,")
+    world.commit(head, pr)
+    github.add_pull(13, head, author="alice")
+    github.permissions.update({"dana": "write"})
+
+    _deliver(service, "pull_request", _pull(13, head, "alice", "opened"))
+    held = github.checks_on(head)
+    assert held["sluice/pr-environment"]["conclusion"] == "action_required"
+    assert held["sluice/pr-environment"]["output"]["title"] == (
+        "Waiting for the backfill budget's approval"
+    )
+    why = held["sluice/pr-environment"]["output"]["summary"]
+    assert "backfill of 120 intervals (budget 100)" in why and "@dana approves" in why
+    assert held["sluice/approval"]["conclusion"] == "failure"
+    store = open_state(world.url)
+    try:
+        assert store.get_environment("pr_13") is None, "a held build ran Spark"
+    finally:
+        store.close()
+    [comment] = github.comments_on(13)
+    assert "@dana" in comment["body"]
+
+    # carol (the required approver) approving does not lift the hold: only dana does.
+    github.add_review(13, "carol", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(13, head, "carol", "approved", head))
+    assert github.checks_on(head)["sluice/pr-environment"]["conclusion"] == "action_required"
+    github.add_review(13, "dana", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(13, head, "dana", "approved", head))
+    built = github.checks_on(head)
+    assert built["sluice/pr-environment"]["conclusion"] == "success", built
+    assert (
+        world.versions("pr_13")["jaffle.daily_revenue"]
+        != world.versions("prod")["jaffle.daily_revenue"]
+    )
+    # Built on dana's word; the gate then needs its own approvers (carol, at this head).
+    assert built["sluice/approval"]["conclusion"] == "success", built["sluice/approval"]
