@@ -253,8 +253,12 @@ def apply_plan(
     *,
     url: str | None = None,
     now: int,
+    keep: bool = False,
 ) -> ApplyResult:
     """Build what ``plan`` needs, audit it, point the environment's views, commit.
+
+    ``keep``: the environment never expires (a promotion tier such as ``staging``);
+    otherwise an environment other than prod expires after ``environment_ttl_days``.
 
     One Spark job builds, audits and points the views; the environment's views change
     only after every table is built and audited, and its record (committed here, by
@@ -287,7 +291,7 @@ def apply_plan(
         before_all=project.before_all,
         after_all=project.after_all,
     )
-    ttl_days = project.config.sluice.environment_ttl_days
+    ttl_days = None if keep else project.config.sluice.environment_ttl_days
     if not _needs_spark(spec):
         # Nothing to build and no view to create or drop (a project without models): the
         # commit alone, without starting Spark for it.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -30,7 +31,8 @@ from pydantic import (
 
 from sluice.bot.forge.base import Review
 from sluice.core import markdown as md
-from sluice.core.errors import ConfigError
+from sluice.core.errors import ConfigError, SluiceError
+from sluice.core.snapshot.naming import PROD, check_environment_name
 from sluice.core.words import parse_size, size
 from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
 
@@ -157,6 +159,61 @@ class GateSettings(_Frozen):
     backfill: BackfillBudget | None = None
 
 
+def _on_key(data: Any) -> Any:
+    # YAML 1.1 reads a bare `on:` key as the boolean true; that key can only mean `on`.
+    if isinstance(data, dict) and True in data:
+        return {("on" if k is True else k): v for k, v in data.items()}
+    return data
+
+
+class Tier(_Frozen):
+    """One environment of ``sluice.deploy.environments``, in promotion order: a merge
+    into the prod branch (``on: merge``) or a tag matching ``tag_pattern`` on it
+    (``on: tag``) promotes the commit into environment ``name``."""
+
+    name: str
+    on: Literal["merge", "tag"]
+    tag_pattern: str = Field(default="v*", min_length=1)
+    released_by: tuple[str, ...] = ()
+    """``on: tag`` only: the logins or ``org/team`` members whose tag (or release)
+    promotes; anyone else's is refused (empty: anyone who may push the tag)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_on(cls, data: Any) -> Any:
+        return _on_key(data)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        try:
+            return check_environment_name(value)
+        except SluiceError as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("released_by", mode="before")
+    @classmethod
+    def _check_released_by(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list | tuple):
+            value = [v.strip().removeprefix("@") if isinstance(v, str) else v for v in value]
+            for v in value:
+                if isinstance(v, str) and not (re.match(_LOGIN, v) or re.match(_TEAM, v)):
+                    raise ValueError(f"'{v}' is not a user login or an org/team")
+        return value
+
+    @model_validator(mode="after")
+    def _released_by_tags(self) -> Tier:
+        if self.released_by and self.on != "tag":
+            raise ValueError("released_by applies to a tier promoted by a tag (on: tag)")
+        return self
+
+    def tag_matches(self, tag: str) -> bool:
+        """Whether a tag name (without ``refs/tags/``) matches :attr:`tag_pattern`."""
+        return fnmatch.fnmatchcase(tag.removeprefix("refs/tags/"), self.tag_pattern)
+
+
 class DeploySettings(_Frozen):
     """``sluice.deploy``: when and how an approved change is promoted to prod."""
 
@@ -169,10 +226,44 @@ class DeploySettings(_Frozen):
     tag name: ``v*`` matches ``v1.2.0``, ``release-[0-9]*`` matches ``release-42``."""
     merge_method: Literal["merge", "squash", "rebase"] | None = None
     """How ``/sluice deploy`` merges the PR after promoting; None: it does not merge."""
+    environments: tuple[Tier, ...] = ()
+    """Promotion tiers in order (e.g. ``staging`` on merge, then ``prod`` on a tag),
+    instead of ``on`` and ``tag_pattern``; one of them is ``prod``."""
+
+    @model_validator(mode="after")
+    def _tiers(self) -> DeploySettings:
+        if not self.environments:
+            return self
+        if {"on", "tag_pattern"} & self.model_fields_set:
+            raise ValueError(
+                "set either on/tag_pattern or environments: with environments, each tier "
+                "says what promotes it"
+            )
+        names = [t.name for t in self.environments]
+        if len(set(names)) != len(names):
+            raise ValueError(f"environments are listed twice: {', '.join(names)}")
+        if PROD not in names:
+            raise ValueError(f"one of the environments must be {PROD} (listed: {', '.join(names)})")
+        return self
+
+    def tiers(self) -> tuple[Tier, ...]:
+        """The promotion tiers: :attr:`environments`, or prod alone by ``on``."""
+        return self.environments or (Tier(name=PROD, on=self.on, tag_pattern=self.tag_pattern),)
+
+    def merge_tiers(self) -> tuple[Tier, ...]:
+        """The tiers a merge into the prod branch promotes, in order."""
+        return tuple(t for t in self.tiers() if t.on == "merge")
+
+    def tag_tiers(self, tag: str) -> tuple[Tier, ...]:
+        """The tiers a tag named ``tag`` promotes, in order."""
+        return tuple(t for t in self.tiers() if t.on == "tag" and t.tag_matches(tag))
+
+    def prod_tier(self) -> Tier:
+        return next(t for t in self.tiers() if t.name == PROD)
 
     def tag_matches(self, tag: str) -> bool:
-        """Whether a tag name (without ``refs/tags/``) matches :attr:`tag_pattern`."""
-        return fnmatch.fnmatchcase(tag.removeprefix("refs/tags/"), self.tag_pattern)
+        """Whether a tag name (without ``refs/tags/``) promotes any tier."""
+        return bool(self.tag_tiers(tag))
 
 
 def gate_config(
@@ -210,9 +301,7 @@ def gate_config(
         )
     gate = _section(doc, sluice, "gate")
     deploy = _section(doc, sluice, "deploy")
-    # YAML 1.1 reads a bare `on:` key as the boolean true; that key can only mean `on`.
-    if True in deploy:
-        deploy = {("on" if k is True else k): v for k, v in deploy.items()}
+    deploy = _on_key(deploy)
     return (
         _validate(GateSettings, gate, doc, "gate"),
         _validate(DeploySettings, deploy, doc, "deploy"),
@@ -270,7 +359,13 @@ def _line(doc: LocatedYaml, key_path: KeyPath) -> int | None:
 def _known_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
     current: type[BaseModel] = model
     for part in loc:
+        if part.isdigit():
+            continue  # an item of a list: the list's item model is already current
         annotation = current.model_fields[part].annotation if part in current.model_fields else None
+        # A list of models (``tuple[Tier, ...]``): its items' fields.
+        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        if len(items) == 1:
+            annotation = items[0]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             current = annotation
         else:

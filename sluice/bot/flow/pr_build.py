@@ -251,7 +251,10 @@ def _build(
             plan,
         )
         return None
-    prod = plan_environment(project, store, PROD, end=now, execution_time=now)
+    # What a merge promotes: prod, or the first tier of sluice.deploy.environments.
+    tiers = trusted.deploy.merge_tiers()
+    reaches = tiers[0].name if tiers else PROD
+    prod = plan_environment(project, store, reaches, end=now, execution_time=now)
     # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
     extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
     review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
@@ -276,7 +279,9 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
         )
     )
     reads = prod.scan.reads() if prod.scan is not None and prod.scan.bytes else ""
-    post.check(checks.merge_result(checks.backfills_of(prod), prod.has_changes, reads))
+    post.check(
+        checks.merge_result(checks.backfills_of(prod), prod.has_changes, reads, prod.environment)
+    )
     failed = not result.tests_passed or bool(result.diff_errors)
     post.comment(
         CommentState(

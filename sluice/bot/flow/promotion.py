@@ -1,5 +1,11 @@
 """Promotion to prod (on merge, on a release tag, or ``/sluice deploy``) and cleanup.
 
+With promotion tiers (``sluice.deploy.environments``, e.g. ``staging`` on merge and
+``prod`` on a release tag) each tier is promoted the same way into its own environment,
+reported on its own check (``sluice/deploy-staging``) and deployment record; a tier's plan
+reuses the versions the tier before it built, so a later tier is a virtual update where
+the earlier one built everything. Only prod's promotion moves the settings in force.
+
 Every job here runs under the repository's prod queue key, so two never overlap. What
 prod is (its branch, merge or tag, the tag pattern) and whether a change needs approval
 are the trusted settings in force (:mod:`sluice.bot.flow.trust`), never the promoted commit's
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.gate_rules import Tier
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import Forge, repo_key
@@ -48,8 +55,9 @@ class Outcome:
 
 
 def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | None:
-    """A PR was merged: promote when ``deploy.on`` is merge and it went into the prod
-    branch; with ``deploy.on: tag``, remember it until a tag promotes it."""
+    """A PR was merged into the prod branch: promote it into each tier a merge promotes
+    (prod alone with ``deploy.on: merge``); when prod is reached by a tag, remember the PR
+    until a tag promotes it."""
     sha = event.merge_sha or event.head_sha
     settings = _settings(deps, forge, sha, event.number)
     if settings is None:
@@ -64,24 +72,37 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
         )
         cleanup(deps, forge, event.number, "merged into another branch than prod", merged=True)
         return None
-    if settings.deploy.on == "tag":
-        review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
-        items = review.items if review is not None else ()
-        deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
-        sections = comment.waiting_for_tag_sections(
-            settings.deploy.tag_pattern, settings.deploy.prod_branch, pr_environment(event.number)
-        )
-        deps.sticky.publish(forge, event.number, sections=sections)
-        return None
-    outcome = promote(deps, forge, sha, settings, label=f"#{event.number}", number=event.number)
-    if outcome.ok:
+    outcome = None
+    tiers = settings.deploy.merge_tiers()
+    for tier in tiers:
+        outcome = promote(
+            deps, forge, sha, settings, label=f"#{event.number}", number=event.number,
+            environment=tier.name,
+        )  # fmt: skip
+        if not outcome.ok:
+            return outcome
+    if any(t.name == PROD for t in tiers):
         cleanup(deps, forge, event.number, "promoted to prod", merged=True, promoted=True)
+        return outcome
+    review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
+    items = review.items if review is not None else ()
+    deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
+    environment = pr_environment(event.number)
+    if tiers:  # its tables now serve the tiers before prod; its own views go
+        reached = ", ".join(md.code(t.name) for t in tiers)
+        cleanup(deps, forge, event.number, f"promoted to {reached}", merged=True)
+    prod = settings.deploy.prod_tier()
+    sections = comment.waiting_for_tag_sections(
+        prod.tag_pattern, settings.deploy.prod_branch, environment
+    )
+    deps.sticky.publish(forge, event.number, sections=sections)
     return outcome
 
 
 def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
-    """A tag was pushed or a release published: promote its commit when the tag matches
-    ``deploy.tag_pattern`` and the commit is on the prod branch; else log and ignore."""
+    """A tag was pushed or a release published: promote its commit into each tier whose
+    ``tag_pattern`` it matches, when the commit is on the prod branch and the tag's author
+    may release that tier; else log (or say on the commit) and stop."""
     sha = event.sha or forge.commit_of(f"tags/{event.tag}")
     if sha is None:
         log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
@@ -89,13 +110,12 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
     settings = _settings(deps, forge, sha, None)
     if settings is None:
         return None
-    deploy = settings.deploy
-    if deploy.on != "tag":
-        log.info("%s: tag %s ignored: deploy.on is %s", forge.repo, event.tag, deploy.on)
-        return None
-    if not deploy.tag_matches(event.tag):
+    tiers = settings.deploy.tag_tiers(event.tag)
+    if not tiers:
         log.info(
-            "%s: tag %s ignored: it does not match %s", forge.repo, event.tag, deploy.tag_pattern
+            "%s: tag %s ignored: no environment is promoted by it (sluice.deploy)",
+            forge.repo,
+            event.tag,
         )
         return None
     if not forge.on_branch(sha, settings.branch):
@@ -107,62 +127,117 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
             settings.branch,
         )
         return None
-    outcome = promote(deps, forge, sha, settings, label=f"tag {event.tag}", number=None)
-    if outcome.ok:
-        repo = repo_key(forge)
-        waiting = deps.ledger.waiting(repo).items()
-        done = [n for n, items in waiting if set(items) <= outcome.live]
-        for number in done:
-            cleanup(
-                deps,
-                forge,
-                number,
-                f"promoted to prod by tag {md.code(event.tag)}",
-                merged=True,
-                promoted=True,
+    outcome = None
+    for tier in tiers:
+        if not _may_release(forge, tier, event.actor):
+            forge.set_check(
+                sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
             )
-            done_sections = comment.promotion_sections(sha, True, outcome.title, outcome.summary)
-            deps.sticky.publish(forge, number, sections=done_sections[1:])
-        deps.ledger.promoted(repo, done)
+            log.warning("%s: tag %s by %s refused for %s", forge.repo, event.tag,
+                        event.actor or "?", tier.name)  # fmt: skip
+            return None
+        outcome = promote(
+            deps, forge, sha, settings, label=f"tag {event.tag}", number=None,
+            environment=tier.name,
+        )  # fmt: skip
+        if not outcome.ok:
+            return outcome
+        if tier.name == PROD:
+            _retire_waiting(deps, forge, sha, event.tag, outcome)
     return outcome
 
 
+def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
+    """Whether ``actor`` is in ``tier.released_by`` (a login, or a member of a team
+    listed there); anyone may when it lists nobody."""
+    if not tier.released_by:
+        return True
+    if not actor:
+        return False
+    who = actor.casefold()
+    for entry in tier.released_by:
+        members = forge.team_members(entry) if "/" in entry else frozenset({entry})
+        if who in {m.casefold() for m in members}:
+            return True
+    return False
+
+
+def _retire_waiting(deps: Deps, forge: Forge, sha: str, tag: str, outcome: Outcome) -> None:
+    """The merged PRs a tag brought to prod: their environments go, their comments say so."""
+    repo = repo_key(forge)
+    waiting = deps.ledger.waiting(repo).items()
+    done = [n for n, items in waiting if set(items) <= outcome.live]
+    for number in done:
+        cleanup(
+            deps,
+            forge,
+            number,
+            f"promoted to prod by tag {md.code(tag)}",
+            merged=True,
+            promoted=True,
+        )
+        done_sections = comment.promotion_sections(sha, True, outcome.title, outcome.summary)
+        deps.sticky.publish(forge, number, sections=done_sections[1:])
+    deps.ledger.promoted(repo, done)
+
+
 def promote(
-    deps: Deps, forge: Forge, sha: str, settings: Settings, *, label: str, number: int | None
+    deps: Deps,
+    forge: Forge,
+    sha: str,
+    settings: Settings,
+    *,
+    label: str,
+    number: int | None,
+    environment: str = PROD,
 ) -> Outcome:
-    """Bring prod to the project at ``sha`` (see the module docstring)."""
-    forge.set_check(sha, checks.promoting(label))
+    """Bring ``environment`` (prod, or another tier of ``sluice.deploy.environments``) to
+    the project at ``sha`` (see the module docstring)."""
+    forge.set_check(sha, checks.promoting(label, environment))
     repo = repo_key(forge)
     # A promotion of this commit cut short (its job is being run again) has a record open.
-    deployment = deps.ledger.deployment(repo, sha, PROD)
+    deployment = deps.ledger.deployment(repo, sha, environment)
     if deployment is None:
-        deployment = forge.start_deployment(sha, PROD, f"Sluice: promote {label}", settings.branch)
+        deployment = forge.start_deployment(
+            sha, environment, f"Sluice: promote {label}", settings.branch
+        )
         if deployment is not None:
-            deps.ledger.deploying(repo, sha, PROD, deployment, deps.clock())
+            deps.ledger.deploying(repo, sha, environment, deployment, deps.clock())
     if deployment is not None:
         forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:
-        outcome = _promote(deps, forge, sha, settings, label)
+        outcome = _promote(deps, forge, sha, settings, label, environment)
     except DriverLost:
         # Prod may be half-way (views partly swapped, the record not yet): the worker runs
         # the promotion again, which re-plans against the unchanged record and finishes it.
         raise
     except SluiceError as exc:
         text = deps.scrub(str(exc))
-        outcome = Outcome(False, *checks.promotion_failed(label, text))
-    forge.set_check(sha, checks.promotion_result(outcome.ok, outcome.title, outcome.summary))
+        outcome = Outcome(False, *checks.promotion_failed(label, text, environment))
+    forge.set_check(
+        sha, checks.promotion_result(outcome.ok, outcome.title, outcome.summary, environment)
+    )
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
         forge.deployment_status(deployment, state, outcome.title[:140])
-        deps.ledger.deployed(repo, sha, PROD)
+        deps.ledger.deployed(repo, sha, environment)
     if number is not None:
         sections = comment.promotion_sections(sha, outcome.ok, outcome.title, outcome.summary)
         deps.sticky.publish(forge, number, sections=sections)
-    log.info("%s: promotion of %s (%s): %s", forge.repo, label, sha[:12], outcome.title)
+    log.info(
+        "%s: promotion of %s (%s) to %s: %s",
+        forge.repo,
+        label,
+        sha[:12],
+        environment,
+        outcome.title,
+    )
     return outcome
 
 
-def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str) -> Outcome:
+def _promote(
+    deps: Deps, forge: Forge, sha: str, settings: Settings, label: str, environment: str
+) -> Outcome:
     tree = deps.checkout.tree(forge, sha)
     project = trust.load_trusted(deps, tree, settings, forge)
     found, text = trust.tree_config(tree, deps.config_path)
@@ -172,7 +247,7 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
     try:
         for attempt in (1, 2):
             now = deps.clock()
-            plan = plan_environment(project, store, PROD, end=now, execution_time=now)
+            plan = plan_environment(project, store, environment, end=now, execution_time=now)
             items = list(review_of(plan, project).items)
             if own.digest != settings.digest:
                 items.append((trust.SETTINGS_ITEM, own.digest))
@@ -183,27 +258,29 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
                         (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)
                         for name, content in missing
                     ]
-                    return Outcome(
-                        False, *checks.unapproved(listed, settings.source, settings.branch)
-                    )
+                    words = checks.unapproved(listed, settings.source, settings.branch, environment)
+                    return Outcome(False, *words)
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
-                trust.pin(deps.ledger, repo, sha, text, found, now)
-                return Outcome(True, *checks.already_promoted(), live=live)
+                if environment == PROD:
+                    trust.pin(deps.ledger, repo, sha, text, found, now)
+                return Outcome(True, *checks.already_promoted(environment), live=live)
             runner = deps.spark_runner(project, tree, lambda _event: None)
             try:
-                result = apply_plan(project, store, plan, runner, url=deps.state_url, now=now)
+                # A tier other than prod is kept until the settings drop it (no expiry).
+                result = apply_plan(project, store, plan, runner, now=now, keep=environment != PROD)
             except ConflictError:
                 if attempt == 2:
                     raise
                 log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
                 continue
-            trust.pin(deps.ledger, repo, sha, text, found, now)
+            if environment == PROD:  # the settings in force are prod's
+                trust.pin(deps.ledger, repo, sha, text, found, now)
             if result.tables_built == 0:
-                words = checks.virtual_update(result.views_swapped)
+                words = checks.virtual_update(result.views_swapped, environment)
                 return Outcome(True, *words, 0, result.views_swapped, live)
             names = [b.name for b in plan.backfill]
-            words = checks.backfilled(result.tables_built, names, result.views_swapped)
+            words = checks.backfilled(result.tables_built, names, result.views_swapped, environment)
             return Outcome(True, *words, result.tables_built, result.views_swapped, live)
     finally:
         store.close()
@@ -211,12 +288,18 @@ def _promote(deps: Deps, forge: Forge, sha: str, settings: Settings, label: str)
 
 
 def abandon(deps: Deps, forge: Forge, sha: str, text: str) -> None:
-    """The promotion of ``sha`` failed on every attempt: close its open deployment record."""
+    """The promotion of ``sha`` failed on every attempt: close its open deployment records
+    (of each tier it may have been promoting into)."""
     repo = repo_key(forge)
-    deployment = deps.ledger.deployment(repo, sha, PROD)
-    if deployment is not None:
-        forge.deployment_status(deployment, "failure", text[:140])
-        deps.ledger.deployed(repo, sha, PROD)
+    try:
+        environments = [t.name for t in trust.for_repository(deps, forge).deploy.tiers()]
+    except ConfigError:
+        environments = [PROD]
+    for environment in environments:
+        deployment = deps.ledger.deployment(repo, sha, environment)
+        if deployment is not None:
+            forge.deployment_status(deployment, "failure", text[:140])
+            deps.ledger.deployed(repo, sha, environment)
 
 
 def _settings(deps: Deps, forge: Forge, sha: str, number: int | None) -> Settings | None:

@@ -184,22 +184,30 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, replies.not_deployed_behind(author, pr.base_ref))
         return
+    # With promotion tiers, the first (e.g. staging): prod follows through its own tier.
+    environment = settings.deploy.tiers()[0].name
     outcome = promotion.promote(
-        deps, forge, pr.head_sha, settings, label=f"#{pr.number}", number=pr.number
+        deps,
+        forge,
+        pr.head_sha,
+        settings,
+        label=f"#{pr.number}",
+        number=pr.number,
+        environment=environment,
     )
     if not outcome.ok:
         forge.reply(pr.number, replies.deploy_failed(author, outcome.title))
         return
     method = settings.deploy.merge_method
     if method is None:
-        forge.reply(pr.number, replies.deployed(author, outcome.title))
+        forge.reply(pr.number, replies.deployed(author, outcome.title, environment))
         return
     try:
         merged = forge.merge(pr.number, method, pr.head_sha)
     except SluiceError as exc:
-        forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc)))
+        forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc), environment))
         return
-    forge.reply(pr.number, replies.deployed_and_merged(author, outcome.title, merged))
+    forge.reply(pr.number, replies.deployed_and_merged(author, outcome.title, merged, environment))
 
 
 def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from sluice.bot.forge.base import Check, CheckAction
 from sluice.core import markdown as md
 from sluice.core.model.definition import KindName
+from sluice.core.snapshot.naming import PROD
 from sluice.core.words import plural
 
 TESTS, ENVIRONMENT, PROD_PLAN = "sluice/tests", "sluice/pr-environment", "sluice/prod-plan"
@@ -114,13 +115,17 @@ def backfills_of(plan: Any) -> list[tuple[str, int, bool]]:
 
 
 def merge_result(
-    backfills: Sequence[tuple[str, int, bool]], has_changes: bool, reads: str = ""
+    backfills: Sequence[tuple[str, int, bool]],
+    has_changes: bool,
+    reads: str = "",
+    environment: str = PROD,
 ) -> Check:
-    """What merging will do to prod: ``backfills`` holds (model, intervals, full refresh)
-    of each table prod would compute, none when every version prod needs is built;
-    ``reads``: what that backfill reads (:meth:`ScanEstimate.reads`)."""
+    """What merging will do to ``environment`` (prod, or the tier of
+    ``sluice.deploy.environments`` a merge promotes): ``backfills`` holds (model,
+    intervals, full refresh) of each table it would compute, none when every version it
+    needs is built; ``reads``: what that backfill reads (:meth:`ScanEstimate.reads`)."""
     if backfills:
-        title = f"Merging backfills {plural(len(backfills), 'table')} in prod"
+        title = f"Merging backfills {plural(len(backfills), 'table')} in {environment}"
         listed = ", ".join(
             f"{md.code(name)} ({'full refresh' if full else plural(n, 'interval')})"
             for name, n, full in backfills
@@ -129,10 +134,22 @@ def merge_result(
         if reads:
             summary += f" The backfill {md.text(reads)}."
     elif has_changes:
-        title = "Merging is a virtual update: 0 rows written"
-        summary = "Every version prod needs is built: merging swaps views, no data is written."
+        title = (
+            "Merging is a virtual update: 0 rows written"
+            if environment == PROD
+            else f"Merging is a virtual update of {environment}: 0 rows written"
+        )
+        summary = (
+            f"Every version {environment} needs is built: merging swaps views, no data is written."
+        )
     else:
-        title, summary = "Merging changes nothing in prod", "Prod already has this state."
+        title = f"Merging changes nothing in {environment}"
+        summary = f"{environment.capitalize()} already has this state."
+    if environment != PROD:
+        summary += (
+            f" A merge promotes to {md.code(environment)} (`sluice.deploy.environments`); "
+            "prod follows with its own tier."
+        )
     return Check(PROD_PLAN, "completed", title, summary, conclusion="success")
 
 
@@ -214,12 +231,29 @@ def approval_result(title: str, summary: str, conclusion: str, ok: bool) -> Chec
 # -- promotion ---------------------------------------------------------------------------
 
 
-def promoting(label: str) -> Check:
-    return Check(DEPLOY, "in_progress", "Promoting to prod", f"Promoting {label}.")
+def deploy_check(environment: str = PROD) -> str:
+    """The check a promotion into ``environment`` reports on: ``sluice/deploy`` for prod,
+    ``sluice/deploy-<tier>`` for another tier of ``sluice.deploy.environments``."""
+    return DEPLOY if environment == PROD else f"{DEPLOY}-{environment}"
 
 
-def promotion_result(ok: bool, title: str, summary: str) -> Check:
-    return Check(DEPLOY, "completed", title, summary, conclusion="success" if ok else "failure")
+def promoting(label: str, environment: str = PROD) -> Check:
+    return Check(
+        deploy_check(environment),
+        "in_progress",
+        f"Promoting to {environment}",
+        f"Promoting {label}.",
+    )
+
+
+def promotion_result(ok: bool, title: str, summary: str, environment: str = PROD) -> Check:
+    return Check(
+        deploy_check(environment),
+        "completed",
+        title,
+        summary,
+        conclusion="success" if ok else "failure",
+    )
 
 
 def deploy_settings_invalid(error: str) -> Check:
@@ -241,37 +275,66 @@ def promotion_gave_up(error: str) -> Check:
     )
 
 
-def promotion_failed(label: str, error: str) -> tuple[str, str]:
+def promotion_failed(label: str, error: str, environment: str = PROD) -> tuple[str, str]:
     """(title, summary) of a promotion that failed with ``error``."""
     return (
-        "Promotion failed; prod is unchanged",
+        f"Promotion failed; {environment} is unchanged",
         f"Promoting {label} failed:\n\n{md.fence(error, 'text')}",
     )
 
 
-def already_promoted() -> tuple[str, str]:
-    return "Prod already has this state", "Nothing to promote."
-
-
-def virtual_update(views: int) -> tuple[str, str]:
-    return (
-        "Promoted by virtual update",
-        f"{plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables the "
-        "PR built; no data was written.",
+def release_refused(environment: str, tag: str, actor: str, released_by: Sequence[str]) -> Check:
+    """A tag that would promote ``environment`` came from someone not in its
+    ``released_by``."""
+    who = ", ".join(md.mention(r, team="/" in r) for r in released_by)
+    by = md.mention(actor) if actor else "someone the forge did not name"
+    return Check(
+        deploy_check(environment),
+        "completed",
+        f"Tag not promoted: {environment} is released by {who} only",
+        f"Tag {md.code(tag)} was pushed by {by}, who is not in `released_by` of the "
+        f"{md.code(environment)} tier in `sluice.deploy.environments` on the prod branch, so "
+        f"{environment} was not touched. Ask one of {who} to push the tag (or publish the "
+        "release) again.",
+        conclusion="failure",
     )
 
 
-def backfilled(tables: int, names: Sequence[str], views: int) -> tuple[str, str]:
+def _into(environment: str) -> str:
+    return "" if environment == PROD else f" to {environment}"
+
+
+def already_promoted(environment: str = PROD) -> tuple[str, str]:
+    return f"{environment.capitalize()} already has this state", "Nothing to promote."
+
+
+def virtual_update(views: int, environment: str = PROD) -> tuple[str, str]:
+    return (
+        f"Promoted{_into(environment)} by virtual update",
+        f"{plural(views, f'{environment} view')} now {'reads' if views == 1 else 'read'} the "
+        "tables already built (by the PR, or the tier before); no data was written."
+        if environment != PROD
+        else f"{plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables "
+        "the PR built; no data was written.",
+    )
+
+
+def backfilled(
+    tables: int, names: Sequence[str], views: int, environment: str = PROD
+) -> tuple[str, str]:
     listed = ", ".join(md.code(name) for name in names)
     return (
-        f"Promoted; {plural(tables, 'table')} backfilled",
-        f"Not every interval prod needs was built in a PR, so the promotion computed "
+        f"Promoted{_into(environment)}; {plural(tables, 'table')} backfilled",
+        f"Not every interval {environment} needs was built before, so the promotion computed "
         f"{listed}; {plural(views, 'view')} swapped.",
     )
 
 
 def unapproved(
-    missing: Sequence[tuple[str | None, bool]], source: str, prod_branch: str
+    missing: Sequence[tuple[str | None, bool]],
+    source: str,
+    prod_branch: str,
+    environment: str = PROD,
 ) -> tuple[str, str]:
     """(title, summary) of a promotion refused for changes no gate approved: ``missing``
     holds (model, removed) pairs, model None for the ``sluice:`` settings."""
@@ -282,10 +345,10 @@ def unapproved(
         for name, removed in missing
     ]
     return (
-        f"{plural(len(missing), 'unapproved change')}: prod is unchanged",
+        f"{plural(len(missing), 'unapproved change')}: {environment} is unchanged",
         "These changes were never approved through the `sluice/approval` gate (for "
         "example a PR merged by an admin past the check, or a tag on unreviewed commits), so "
-        "prod was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
+        f"{environment} was not touched:\n\n" + "\n".join(lines) + "\n\nThe gate in force is "
         f"`sluice.gate` of {source}. Open a PR with these changes into "
         f"{md.code(prod_branch)} and have it approved, then promote again.",
     )

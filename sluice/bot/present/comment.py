@@ -162,6 +162,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         bytes_written=preview.bytes_built if preview is not None else None,
         merge=merge,
         merge_bytes=state.prod_plan.scan_bytes if state.prod_plan is not None else None,
+        merge_into=state.prod_plan.environment if state.prod_plan is not None else "prod",
         merge_changes=state.prod_plan.has_changes if state.prod_plan is not None else True,
         query_views=tuple(views),
         diff_models=tuple(r.name for r in rows if r.kind not in ("added", "removed")),

@@ -116,19 +116,25 @@ def deploy_failed(author: str, outcome: str) -> str:
     return f"{md.mention(author)} deploy failed: {outcome}."
 
 
-def deployed(author: str, outcome: str) -> str:
-    return f"{md.mention(author)} deployed to prod: {outcome}."
+def deployed(author: str, outcome: str, environment: str = "prod") -> str:
+    return f"{md.mention(author)} deployed to {environment}: {outcome}."
 
 
-def deployed_merge_failed(author: str, error: str) -> str:
+def deployed_merge_failed(author: str, error: str, environment: str = "prod") -> str:
     """``error``: the forge's, which may name the PR's own files (a merge conflict): fenced."""
     return (
-        f"{md.mention(author)} deployed to prod, but merging failed:\n\n{md.fence(error, 'text')}"
+        f"{md.mention(author)} deployed to {environment}, but merging failed:\n\n"
+        f"{md.fence(error, 'text')}"
     )
 
 
-def deployed_and_merged(author: str, outcome: str, merge_sha: str) -> str:
-    return f"{md.mention(author)} deployed to prod ({outcome}) and merged as `{merge_sha[:7]}`."
+def deployed_and_merged(
+    author: str, outcome: str, merge_sha: str, environment: str = "prod"
+) -> str:
+    return (
+        f"{md.mention(author)} deployed to {environment} ({outcome}) and merged as "
+        f"`{merge_sha[:7]}`."
+    )
 
 
 def command_gave_up(author: str, error: str) -> str:

@@ -68,6 +68,7 @@ class BuildFacts:
     merge: tuple[Backfill, ...] | None = None  # None: not known (no prod plan)
     merge_changes: bool = True
     merge_bytes: int | None = None
+    merge_into: str = "prod"  # the environment a merge promotes (a tier before prod)
     query_views: tuple[str, ...] = ()
     diff_models: tuple[str, ...] = ()
     checks_url: str | None = None
@@ -234,14 +235,16 @@ def headline(facts: Facts) -> tuple[str, md.Markdown]:
 
 
 def merge_line(build: BuildFacts) -> md.Markdown | None:
-    """What merging does to prod, in numbers."""
+    """What merging does to the environment it promotes (prod, or the first tier of
+    ``sluice.deploy.environments``), in numbers."""
     if build.merge is None:
         return None
     if not build.merge_changes and not build.merge:
-        return md.Markdown("**Merging** changes nothing in prod: prod already has this state.")
+        into = build.merge_into
+        return md.Markdown(f"**Merging** changes nothing in {into}: {into} already has this state.")
     if not build.merge:
         return md.Markdown(
-            "**Merging** is a virtual update: 0 rows written; prod's views switch to the "
+            f"**Merging** is a virtual update: 0 rows written; {build.merge_into}'s views switch to the "
             f"tables built in {md.code(build.environment)}."
         )
     full = [b.model for b in build.merge if b.full]
@@ -253,7 +256,7 @@ def merge_line(build: BuildFacts) -> md.Markdown | None:
         intervals = sum(b.intervals for b in ranged)
         parts.append(f"{plural(intervals, 'interval')} of {_names([b.model for b in ranged])}")
     cost = f", reading about {size(build.merge_bytes)}" if build.merge_bytes else ""
-    return md.Markdown(f"**Merging** computes {' and '.join(parts)} in prod{cost}.")
+    return md.Markdown(f"**Merging** computes {' and '.join(parts)} in {build.merge_into}{cost}.")
 
 
 def built_line(build: BuildFacts) -> md.Markdown | None:

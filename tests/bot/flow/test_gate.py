@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from itertools import count
 from pathlib import Path
@@ -637,3 +638,35 @@ def test_a_recorded_review_from_before_the_budget_reads_as_no_backfill() -> None
     }
     assert PlanReview.from_json(old).merge_intervals == 0
     assert PlanReview.from_json(old).merge_bytes is None
+
+
+# --- promotion tiers ----------------------------------------------------------------------
+
+
+def test_promotion_tiers_are_read_in_order_and_checked() -> None:
+    _, deploy = gate_config(
+        "sluice:\n  deploy:\n    environments:\n"
+        "      - {name: staging, on: merge}\n"
+        "      - {name: prod, on: tag, tag_pattern: 'release-*', released_by: ['@rita', octo/rel]}\n"
+    )
+    assert [t.name for t in deploy.tiers()] == ["staging", "prod"]
+    assert [t.name for t in deploy.merge_tiers()] == ["staging"]
+    assert [t.name for t in deploy.tag_tiers("release-3")] == ["prod"]
+    assert deploy.tag_tiers("v1") == () and not deploy.tag_matches("v1")
+    assert deploy.prod_tier().released_by == ("rita", "octo/rel")
+    # Without tiers: prod alone, promoted as `on` says.
+    _, plain = gate_config("sluice:\n  deploy:\n    on: tag\n")
+    assert [(t.name, t.on, t.tag_pattern) for t in plain.tiers()] == [("prod", "tag", "v*")]
+    assert plain.merge_tiers() == ()
+    for bad, words in [
+        ("environments: [{name: staging, on: merge}]", "one of the environments must be prod"),
+        ("on: tag\n    environments: [{name: prod, on: merge}]", "either on/tag_pattern or"),
+        ("environments: [{name: prod, on: merge, released_by: [a]}]", "on: tag"),
+        ("environments: [{name: 'Bad Name', on: merge}, {name: prod, on: tag}]", "Bad Name"),
+        ("environments: [{name: prod, on: merge}, {name: prod, on: tag}]", "listed twice"),
+        ("environments: [{name: prod, on: merge, bogus: 1}]", "known settings here: name, on"),
+        ("environments: [{name: prod, on: push}]", "environments.0.on"),
+        ("environments: [{name: prod, on: tag, released_by: ['x y']}]", "not a user login"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            gate_config(f"sluice:\n  deploy:\n    {bad}\n")

@@ -510,3 +510,60 @@ def test_a_pr_build_over_the_budget_waits_and_only_the_budget_s_approver_lifts_i
     assert not approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
     bot.forge.add_review(7, "erin", "APPROVED", B)
     assert approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+
+
+# -- promotion tiers ---------------------------------------------------------------------
+
+TIERS_CONFIG = BASE_CONFIG + (
+    "  deploy:\n    environments:\n      - name: staging\n        on: merge\n"
+    "      - name: prod\n        on: tag\n        tag_pattern: 'v*'\n"
+    "        released_by: [octo/release]\n"
+)
+
+
+def test_a_merge_reaches_staging_and_a_release_tag_by_a_releaser_reaches_prod(bot: Bot) -> None:
+    bot.forge.commit(C, {"config.yaml": TIERS_CONFIG, "models/.keep": ""}, branch="main")
+    bot.forge.teams["octo/release"] = frozenset({"rita"})
+    merged = _payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
+        "pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C,
+        "pull_request.head.sha": A, "pull_request.base.ref": "main",
+        "pull_request.user.login": "alice",
+    })  # fmt: skip
+    bot.deliver("pull_request", merged)
+    staging = bot.forge.checks[C]["sluice/deploy-staging"]
+    assert staging.conclusion == "success", staging.summary
+    assert staging.title == "Promoted to staging by virtual update"
+    assert "sluice/deploy" not in bot.forge.checks[C]  # prod waits for its tag
+    assert [d.environment for d in bot.forge.deployments] == ["staging"]
+    store = open_state(bot.url)
+    try:
+        record = store.get_environment("staging")
+        assert record is not None and record.expiration_ts is None  # a tier never expires
+        assert store.get_environment("prod") is None
+    finally:
+        store.close()
+    assert bot.ledger.waiting(f"github:{OWNER}") == {7: []}
+    assert "prod is promoted by the next tag matching `v*` on `main`" in bot.replies()[-1]
+
+    # A matching tag on main, pushed by someone who may not release prod: refused.
+    tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v1.0", after=C)
+    tag["sender"]["login"] = "mallory"
+    bot.deliver("push", tag)
+    refused = bot.forge.checks[C]["sluice/deploy"]
+    assert refused.conclusion == "failure"
+    assert refused.title == "Tag not promoted: prod is released by @octo/release only"
+    assert "@mallory" in refused.summary
+    assert [d.environment for d in bot.forge.deployments] == ["staging"]
+    # The same tag by a member of the release team: prod is promoted, the PR retired.
+    tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v1.1", after=C)
+    tag["sender"]["login"] = "rita"
+    bot.deliver("push", tag)
+    deploy = bot.forge.checks[C]["sluice/deploy"]
+    assert deploy.conclusion == "success", deploy.summary
+    assert [d.environment for d in bot.forge.deployments] == ["staging", "prod"]
+    assert bot.ledger.waiting(f"github:{OWNER}") == {}
+    store = open_state(bot.url)
+    try:
+        assert store.get_environment("prod") is not None
+    finally:
+        store.close()

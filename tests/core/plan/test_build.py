@@ -155,7 +155,9 @@ def test_missing_intervals_honour_batch_size_and_done_work(tmp_path: Path) -> No
     inc = next(b for b in narrowed.backfill if b.name == "s.i")
     assert inc.start == to_ms("2024-01-09") and len(inc.intervals) == 2
     assert narrowed.to_json()["backfill"][-1] == {
-        "model": "s.i", "start": "2024-01-09", "end": "2024-01-11", "table": inc.table, "intervals": 2, "batches": 1,
+        "model": "s.i", "version": inc.version, "start": "2024-01-09", "end": "2024-01-11",
+        "table": inc.table, "intervals": 2, "batches": 1,
+        "scan_bytes": None, "unmeasured": [],  # a pure plan: no sizes, no estimate
     }  # fmt: skip
 
 
