@@ -67,7 +67,8 @@ def kept_tables(state: StateReader, environment: str = PROD, plans: int = 2) -> 
 def plan_rollback(
     state: StateReader, environment: str, *, to: str | None = None, now: int
 ) -> Rollback:
-    """The plan rolling ``environment`` back to plan ``to`` (default: the previous one).
+    """The plan rolling ``environment`` back to plan ``to`` (an id, or the start of one
+    that names one plan of its history; default: the previous one).
 
     Raises:
         PlanError: no such plan in the environment's history, its snapshots were not
@@ -80,23 +81,31 @@ def plan_rollback(
             f"environment '{environment}' does not exist",
             hint="`sluice environments` lists the environments there are",
         )
-    target_id = to or record.previous_plan_id
+    target_id = to.lower() if to else record.previous_plan_id
     if target_id is None:
         raise PlanError(
             f"{environment} has no earlier plan to roll back to",
             hint=f"it has been at plan {record.plan_id} since it was first applied",
         )
-    if target_id == record.plan_id:
-        raise PlanError(f"{environment} is at plan {target_id} already", hint="nothing to do")
     past = history(state, environment, limit=1_000)
-    target = next((p for p in past if p.plan_id == target_id), None)
-    if target is None:
-        known = ", ".join(p.plan_id[:12] for p in past[1:6]) or "none"
+    # `to` may be the start of an id, as `--list` and the PR comment show them.
+    found = [p for p in past if p.plan_id.lower().startswith(target_id)]
+    known = ", ".join(p.plan_id[:12] for p in past[1:6]) or "none"
+    if len(found) > 1:
+        raise PlanError(
+            f"{target_id} starts several plans of {environment}'s history",
+            hint=f"give more of the id of one of its earlier plans ({known})",
+        )
+    if not found:
         raise PlanError(
             f"plan {target_id} is not in {environment}'s history",
             hint=f"roll back to one of its earlier plans ({known}); "
             f"`sluice rollback {environment} --list` shows them",
         )
+    target = found[0]
+    target_id = target.plan_id
+    if target_id == record.plan_id:
+        raise PlanError(f"{environment} is at plan {target_id} already", hint="nothing to do")
     refs = target.payload.get(PLAN_SNAPSHOTS)
     if not isinstance(refs, list):
         raise PlanError(

@@ -163,6 +163,13 @@ def test_the_cli_lists_environments_and_plans_and_says_what_a_rollback_changes(
     refused = CliRunner().invoke(cli, ["rollback", "prod", "--to", "nope", *args])
     assert refused.exit_code == 1
     assert "plan nope is not in prod's history" in refused.output
+    # The start of an id, as --list shows it, names the plan (any case).
+    short = first.plan_id[:8].upper()
+    by_prefix = CliRunner().invoke(cli, ["rollback", "prod", "--to", short, "--dry-run", *args])
+    assert by_prefix.exit_code == 0, by_prefix.output
+    assert f"Rolling prod back to plan {first.plan_id[:12]}" in by_prefix.output
+    current = CliRunner().invoke(cli, ["rollback", "prod", "--to", second.plan_id[:8], *args])
+    assert current.exit_code == 1 and "is at plan" in current.output
 
 
 class _Recorder:

@@ -20,10 +20,9 @@ from sluice.bot.flow.gate_rules import RequiredApprovers
 from sluice.bot.forge.base import Forge, PullRequest, repo_key, writer
 from sluice.bot.present import replies
 from sluice.core import rollback
-from sluice.core.errors import PlanError, SluiceError
+from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
-from sluice.core.state.records import PlanRecord
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import DiffOptions
 from sluice.core.workflow import apply_plan, table_diff
@@ -235,8 +234,7 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
     store = open_state(deps.state_url)
     try:
         now = deps.clock()
-        target = _plan_id(rollback.history(store, PROD, limit=1_000), command.plan)
-        back = rollback.plan_rollback(store, PROD, to=target, now=now)
+        back = rollback.plan_rollback(store, PROD, to=command.plan, now=now)
         runner = deps.spark_runner(project, tree, lambda _event: None)
         result = apply_plan(project, store, back.plan, runner, url=deps.state_url, now=now)
     except SluiceError as exc:
@@ -257,18 +255,3 @@ def _approver(forge: Forge, approvers: RequiredApprovers, login: str) -> bool:
     return any(
         wanted in {m.casefold() for m in forge.team_members(team)} for team in approvers.teams
     )
-
-
-def _plan_id(plans: list[PlanRecord], prefix: str | None) -> str | None:
-    """The full id of the plan of prod's history ``prefix`` starts (None: the previous)."""
-    if prefix is None:
-        return None
-    found = [p.plan_id for p in plans if p.plan_id.lower().startswith(prefix)]
-    if len(found) != 1:
-        known = ", ".join(p.plan_id[:12] for p in plans[1:6]) or "none"
-        what = "is in no plan" if not found else "starts several plans"
-        raise PlanError(
-            f"{prefix} {what} of prod's history",
-            hint=f"give more of the id of one of prod's earlier plans ({known})",
-        )
-    return found[0]

@@ -110,7 +110,12 @@ def _row(
 
 @click.command(name="rollback")
 @click.argument("environment", default=PROD)
-@click.option("--to", "to", default=None, help="The plan to go back to (default: the previous).")
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    help="The plan to go back to, or the start of its id (default: the previous).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the plans it can go back to.")
 @click.option("--dry-run", is_flag=True, help="Say what would change, change nothing.")
 @project_option

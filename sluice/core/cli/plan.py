@@ -355,11 +355,8 @@ def _columns(impact: ColumnImpact | None) -> str:
         return ""
     if impact.unknown:
         return f" [dim](columns: not known: {escape(impact.reason)})[/]" if impact.reason else ""
-    parts = [
-        f"{sign}{escape(', '.join(names))}"
-        for sign, names in (("+", impact.added), ("~", impact.changed), ("-", impact.removed))
-        if names
-    ]
+    signs = {"added": "+", "changed": "~", "removed": "-"}
+    parts = [f"{signs[what]}{escape(', '.join(names))}" for what, names in impact.own_changes()]
     if impact.rows_changed:
         parts.append("rows change")
     return f" [dim]({'; '.join(parts)})[/]" if parts else ""

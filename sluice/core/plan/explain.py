@@ -112,15 +112,8 @@ def _columns(impact: ColumnImpact | None) -> str:
         return ""
     if impact.unknown:
         return f"columns not known: {impact.reason}" if impact.reason else ""
-    parts = [
-        f"{label} {', '.join(names)}"
-        for label, names in (
-            ("adds", impact.added),
-            ("changes", impact.changed),
-            ("removes", impact.removed),
-        )
-        if names
-    ]
+    verbs = {"added": "adds", "changed": "changes", "removed": "removes"}
+    parts = [f"{verbs[what]} {', '.join(names)}" for what, names in impact.own_changes()]
     if impact.rows_changed:
         parts.append("its rows change")
     return "; ".join(parts)

@@ -93,6 +93,17 @@ class ColumnImpact:
     unknown: bool = False
     reason: str = ""
 
+    def own_changes(self) -> list[tuple[str, tuple[str, ...]]]:
+        """``(what, columns)`` for each non-empty kind of change of the model's own columns,
+        ``what`` one of ``added``, ``changed``, ``removed`` (in that order); the caller
+        words them.
+
+        >>> ColumnImpact(added=("a",), removed=("b", "c")).own_changes()
+        [('added', ('a',)), ('removed', ('b', 'c'))]
+        """
+        kinds = (("added", self.added), ("changed", self.changed), ("removed", self.removed))
+        return [(what, names) for what, names in kinds if names]
+
     @property
     def touches_nothing(self) -> bool:
         """Known to leave every column and row as it was."""

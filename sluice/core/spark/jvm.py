@@ -115,11 +115,8 @@ class ClassArchive:
         when the JVM exited by itself with status 0, and only then is a newly written
         archive published.
         """
-        if any(word in conf.get(DRIVER_OPTIONS, "") for word in _USER_SHARING):
-            yield ArchiveUse([])
-            return
-        if self.path.is_file():
-            yield ArchiveUse([f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()])
+        if self._users_own(conf) or self.path.is_file():
+            yield ArchiveUse(self.mapped(conf))
             return
         dump = self._start_dump()
         if dump is None:
@@ -140,11 +137,14 @@ class ClassArchive:
         """The flags that map the archive when there is one, never writing it: for a JVM
         whose exit this process does not wait on (a Connect server, an in-process
         session)."""
-        if any(word in conf.get(DRIVER_OPTIONS, "") for word in _USER_SHARING):
-            return []
-        if not self.path.is_file():
+        if self._users_own(conf) or not self.path.is_file():
             return []
         return [f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()]
+
+    @staticmethod
+    def _users_own(conf: dict[str, str]) -> bool:
+        """Whether the user's own driver options choose class sharing (theirs win)."""
+        return any(word in conf.get(DRIVER_OPTIONS, "") for word in _USER_SHARING)
 
     def _start_dump(self) -> Path | None:
         """Claim the writing of the archive; None when a live claim is someone else's."""

@@ -392,3 +392,69 @@ def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
     )
     # Built on dana's word; the gate then needs its own approvers (carol, at this head).
     assert built["sluice/approval"]["conclusion"] == "success", built["sluice/approval"]
+
+
+def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtual_updates(
+    world: World, service: Service
+) -> None:
+    github = world.github
+    github.permissions.update({"rita": "write"})
+    # An approved PR makes main's deploy a two-tier flow: staging on merge, prod on a tag.
+    config_pr = _tree(world, "pr15", github.refs["main"])
+    edit(config_pr / "config.yaml", "    on: merge\n", "    environments:\n"
+         "      - name: staging\n        on: merge\n      - name: prod\n        on: tag\n"
+         "        released_by: [rita]\n")  # fmt: skip
+    world.commit(sha_of(15), config_pr)
+    github.add_pull(15, sha_of(15), author="alice")
+    _deliver(service, "pull_request", _pull(15, sha_of(15), "alice", "opened"))
+    github.add_review(15, "carol", "APPROVED", sha_of(15))
+    _deliver(service, "pull_request_review",
+             _review(15, sha_of(15), "carol", "approved", sha_of(15)))  # fmt: skip
+    world.commit(sha_of(16), config_pr, branch="main")
+    github.pulls[15]["state"], github.pulls[15]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(15, sha_of(15), "alice", "closed", merged=True,
+                                            merge_commit_sha=sha_of(16)))  # fmt: skip
+    assert github.checks_on(sha_of(16))["sluice/deploy"]["conclusion"] == "success"
+
+    # A model change, built in its PR; the checks say a merge reaches staging.
+    head = sha_of(17)
+    pr = _tree(world, "pr17", sha_of(16))
+    edit(pr / "models" / "customers.sql", "  c.last_name,\n",
+         "  c.last_name,\n  LENGTH(c.last_name) AS last_name_length,\n")  # fmt: skip
+    world.commit(head, pr)
+    github.add_pull(17, head, author="alice")
+    _deliver(service, "pull_request", _pull(17, head, "alice", "opened"))
+    merging = github.checks_on(head)["sluice/prod-plan"]["output"]
+    assert merging["title"] == "Merging is a virtual update of staging: 0 rows written", merging
+    github.add_review(17, "carol", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(17, head, "carol", "approved", head))
+    built = world.versions("pr_17")["jaffle.customers"]
+    prod_before = world.versions("prod")["jaffle.customers"]
+    assert built != prod_before
+
+    # Merge: staging takes the PR's tables; prod is untouched until the release tag.
+    files = world.table_files()
+    world.commit(sha_of(18), pr, branch="main")
+    github.pulls[17]["state"], github.pulls[17]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(17, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=sha_of(18)))  # fmt: skip
+    staging = github.checks_on(sha_of(18))["sluice/deploy-staging"]
+    assert staging["conclusion"] == "success", staging["output"]
+    assert staging["output"]["title"] == "Promoted to staging by virtual update"
+    assert "sluice/deploy" not in github.checks_on(sha_of(18))
+    assert world.versions("staging")["jaffle.customers"] == built
+    assert world.versions("prod")["jaffle.customers"] == prod_before
+    assert world.query("staging", "SELECT MAX(last_name_length) FROM jaffle.customers")[0][0] > 0
+    assert "prod is promoted by the next tag matching `v*`" in github.comments_on(17)[0]["body"]
+
+    # The release tag: prod takes the tables staging reads, by a virtual update too.
+    github.add_tag("v9.0", sha_of(18))
+    tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v9.0",
+                   after=sha_of(18), **{"sender.login": "rita"})  # fmt: skip
+    _deliver(service, "push", tag)
+    deploy = github.checks_on(sha_of(18))["sluice/deploy"]
+    assert deploy["conclusion"] == "success", deploy["output"]
+    assert deploy["output"]["title"] == "Promoted by virtual update"
+    assert world.versions("prod") == world.versions("staging")
+    assert world.table_files() == files, "a promotion wrote table files"
+    assert [d["environment"] for d in github.deployments[-2:]] == ["staging", "prod"]

@@ -139,7 +139,7 @@ def test_who_may_not_roll_back_and_where_it_does_not_apply(world: World) -> None
     assert "works on a merged pull request" in world.say("bob", "/sluice rollback", number=8)
     reply = world.say("bob", "/sluice rollback deadbeef")
     assert "not rolled back; prod is unchanged" in reply
-    assert "deadbeef is in no plan of prod's history" in reply
+    assert "plan deadbeef is not in prod's history" in reply
     assert world.prod_plan() == before and world.runner.jobs == []
 
 
