@@ -234,11 +234,23 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     when the environment has no views yet, so every view is created).
     """
     env = plan.environment
+    # A forward-only change keeps its table (same version) but may change its columns:
+    # its view is made again, since a view keeps the columns it was created with.
+    reshaped = {
+        c.name
+        for c in (*plan.directly_modified, *plan.indirectly_modified)
+        if not c.rebuilds
+        and (c.columns is None or c.columns.unknown or c.columns.added or c.columns.removed)
+    }
     views: list[ViewSpec] = []
     for snap in plan.snapshots:
         if snap.model.kind.name == KindName.EXTERNAL:
             continue
-        if previous is not None and previous.get(snap.name) == snap.version:
+        if (
+            previous is not None
+            and previous.get(snap.name) == snap.version
+            and snap.name not in reshaped
+        ):
             continue
         columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
         select = ", ".join(f"`{c}`" for c in columns) if columns else "*"

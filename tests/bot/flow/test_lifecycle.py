@@ -414,7 +414,10 @@ def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtua
     github.pulls[15]["state"], github.pulls[15]["merged"] = "closed", True
     _deliver(service, "pull_request", _pull(15, sha_of(15), "alice", "closed", merged=True,
                                             merge_commit_sha=sha_of(16)))  # fmt: skip
-    assert github.checks_on(sha_of(16))["sluice/deploy"]["conclusion"] == "success"
+    # Approved, the new settings govern this very merge: it reaches staging only.
+    merged = github.checks_on(sha_of(16))
+    assert merged["sluice/deploy-staging"]["conclusion"] == "success", merged
+    assert "sluice/deploy" not in merged
 
     # A model change, built in its PR; the checks say a merge reaches staging.
     head = sha_of(17)

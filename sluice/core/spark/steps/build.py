@@ -220,8 +220,31 @@ def _insert_by_name(spark: SparkSession, rows: DataFrame, table: str) -> None:
     # Partition columns are stored last, so insert by name, not by position; and overwrite
     # only the partitions the rows fall in.
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
-    order = [f.name for f in spark.table(table).schema.fields]
-    rows.select(*order).write.insertInto(table, overwrite=True)
+    _fit(spark, rows, table).write.insertInto(table, overwrite=True)
+
+
+def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
+    """``rows`` in the columns and order of ``table``, which keeps its rows across a
+    forward-only change: a column the query gained is added to the table first (its
+    older rows read NULL); a column the query lost stays in the table and its new rows
+    are NULL, Spark being unable to drop a column of a Hive or file-source table (the
+    plan allowed the drop: ``on_destructive_change``)."""
+    from pyspark.sql import functions
+
+    have = {f.name.lower() for f in spark.table(table).schema.fields}
+    gained = [f for f in rows.schema.fields if f.name.lower() not in have]
+    if gained:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in gained)
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
+    given = {f.name.lower(): f.name for f in rows.schema.fields}
+    return rows.select(
+        *(
+            functions.col(f"`{given[f.name.lower()]}`")
+            if f.name.lower() in given
+            else functions.lit(None).cast(f.dataType).alias(f.name)
+            for f in spark.table(table).schema.fields
+        )
+    )
 
 
 def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
@@ -240,9 +263,18 @@ def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
         return
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
     on = " AND ".join(f"o.{k} <=> n.{k}" for k in step["unique_key"])
+    # The old rows in the new rows' columns (a forward-only change may have added or
+    # dropped some): the table is rewritten, so it takes the query's columns.
+    kept = {f.name.lower() for f in spark.table(table).schema.fields}
+    old = ", ".join(
+        f"o.`{f.name}`"
+        if f.name.lower() in kept
+        else f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
+        for f in spark.table(fresh).schema.fields
+    )
     spark.sql(
         f"CREATE TABLE {staging}{_table_sql(step)} AS "
-        f"SELECT * FROM {fresh} UNION ALL SELECT o.* FROM {table} AS o LEFT ANTI JOIN {fresh} AS n ON {on}"
+        f"SELECT * FROM {fresh} UNION ALL SELECT {old} FROM {table} AS o LEFT ANTI JOIN {fresh} AS n ON {on}"
     )
     spark.sql(f"DROP TABLE {table}")
     spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
