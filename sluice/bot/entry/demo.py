@@ -24,6 +24,7 @@ from rich.table import Table
 
 from sluice.bot.entry import local_pr
 from sluice.bot.forge.local import LocalForge
+from sluice.bot.present import terminal
 from sluice.core import workflow
 from sluice.core.cli.common import err, fails_cleanly, now_ms, out, progress
 from sluice.core.cli.plan import print_plan
@@ -342,7 +343,8 @@ def _show(forge: LocalForge, number: int) -> None:
     if comments:
         head = comments[0].split("\n#### ", 1)[0].split("\n**Query this PR", 1)[0]
         lines = [line for line in head.splitlines() if line and not line.startswith("<!--")]
-        _say("--- the PR comment, top ---\n" + "\n".join(lines))
+        _say("--- the PR comment, top ---")
+        terminal.show("\n".join(lines))  # rendered on a terminal, Markdown when piped
     record = forge.record(number)
     pull = forge.pull_request(number)
     state = record["state"]

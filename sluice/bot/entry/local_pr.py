@@ -25,6 +25,7 @@ from sluice.bot.flow.approval import APPROVAL
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.base import ForgeError, PullRequest, writer
 from sluice.bot.forge.local import METHODS, LocalForge
+from sluice.bot.present import terminal
 from sluice.core.cli.common import fails_cleanly, progress
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
@@ -47,6 +48,7 @@ class _Session:
     user: str
     deps: Deps
     quiet: bool
+    raw: bool | None = None  # how comments print (terminal.show)
     seen_comments: list[str] = field(default_factory=list)
     seen_replies: int = 0
 
@@ -75,11 +77,15 @@ class _Session:
         forge = self.forge
         pr = forge.pull_request(number)
         for body in forge.replies(number)[self.seen_replies :]:
-            click.echo(f"--- Sluice replied on #{number} ---\n{body.rstrip()}\n")
+            click.echo(f"--- Sluice replied on #{number} ---")
+            terminal.show(body, raw=self.raw)
+            click.echo()
         comments = forge.comments(number)
         if comments != self.seen_comments:
             for body in comments:
-                click.echo(f"--- the PR comment of #{number} ---\n{body.rstrip()}\n")
+                click.echo(f"--- the PR comment of #{number} ---")
+                terminal.show(body, raw=self.raw)
+                click.echo()
         elif comments:
             click.echo(f"(the PR comment of #{number} is unchanged: `sluice pr status {number}`)")
         click.echo(_headline(forge, pr))
@@ -129,6 +135,16 @@ def _options(func: F) -> F:
             is_flag=True,
             help="Print nothing but the PR number (open) or the JSON (status --json).",
         ),
+        click.option(
+            "--format",
+            "comment_format",
+            type=click.Choice(["auto", "rendered", "raw"]),
+            default="auto",
+            show_default=True,
+            help="How the PR comment and replies print: rendered for the terminal, or "
+            "their Markdown as the forge gets it (auto: rendered on a terminal, raw when "
+            "piped).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -142,6 +158,7 @@ def _session(
     workdir: Path | None,
     project_path: str,
     quiet: bool,
+    comment_format: str = "auto",
 ) -> _Session:
     forge = LocalForge(repo)
     project_dir = (forge.root / project_path).resolve()
@@ -164,7 +181,12 @@ def _session(
         runner_for=injected or _runner_for(work, quiet),
         project_python="on",  # the user's own repository, on the user's own machine
     )
-    return _Session(forge, user or _default_user(forge), deps, quiet)
+    return _Session(forge, user or _default_user(forge), deps, quiet, _raw(comment_format))
+
+
+def _raw(comment_format: str) -> bool | None:
+    """``--format`` as :func:`terminal.show` takes it (None: by the output)."""
+    return {"raw": True, "rendered": False}.get(comment_format)
 
 
 def _runner_for(work: Path, quiet: bool) -> RunnerFor:
@@ -477,7 +499,8 @@ def status(number: int, as_json: bool, **common: Any) -> None:
     for check in checks:
         click.echo(_check_line(check))
     for body in comments:
-        click.echo(f"\n{body.rstrip()}")
+        click.echo()
+        terminal.show(body, raw=_raw(common["comment_format"]))
 
 
 @pr.command("list")

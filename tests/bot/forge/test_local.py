@@ -569,6 +569,13 @@ def test_open_reports_a_failed_build_on_the_checks_and_comment(tmp_path: Path) -
     human = sluice(root, "pr", "status", "1")
     assert human.exit_code == 0
     assert "  ✗ sluice/approval" in human.output and "No plan to approve" in human.output
+    # Piped, the comment prints as its Markdown; rendered, as text for a terminal: no
+    # HTML comment, no fold tags, the failure still in it.
+    assert "<!-- sluice:pr-comment -->" in human.output
+    rendered = sluice(root, "pr", "status", "1", "--format", "rendered")
+    assert rendered.exit_code == 0, rendered.output
+    assert "Building the environment failed" in rendered.output
+    assert "<!--" not in rendered.output and "<sub>" not in rendered.output
     listing = sluice(root, "pr", "list")
     assert listing.output.startswith("#1 open   change -> main  Upper last names")
 
