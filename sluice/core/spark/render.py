@@ -20,7 +20,7 @@ from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import physical_schema, view_name
-from sluice.core.snapshot.snapshot import Snapshot
+from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.spark.spec import (
     AuditStep,
     BuildStep,
@@ -236,11 +236,19 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     env = plan.environment
     # A forward-only change keeps its table (same version) but may change its columns:
     # its view is made again, since a view keeps the columns it was created with.
+    # (A child of such a change keeps its columns, unless it reads it through `*`, where
+    # its column impact is not known.)
     reshaped = {
         c.name
-        for c in (*plan.directly_modified, *plan.indirectly_modified)
+        for c in plan.directly_modified
         if not c.rebuilds
         and (c.columns is None or c.columns.unknown or c.columns.added or c.columns.removed)
+    } | {
+        c.name
+        for c in plan.indirectly_modified
+        if not c.rebuilds
+        and c.category == Category.FORWARD_ONLY
+        and (c.columns is None or c.columns.unknown)
     }
     views: list[ViewSpec] = []
     for snap in plan.snapshots:
