@@ -108,6 +108,62 @@ def test_a_prs_sql_finds_no_secret_in_the_drivers_environment(
     assert not Path(home).exists()
 
 
+PROBE_MODEL = """
+import os
+import sys
+from pathlib import Path
+
+from sqlmesh import model
+
+
+@model("probe.env", kind="FULL", columns={"n": "int"})
+def execute(context, start, end, execution_time, **kwargs):
+    # What a PR's Python model body could look for: the environment, the service's home
+    # and working folder, a state database beside them.
+    for name, value in sorted(os.environ.items()):
+        print(f"PROBE env {name}={value}", file=sys.stderr)
+    print(f"PROBE home {Path.home()}", file=sys.stderr)
+    print(f"PROBE cwd {Path.cwd()}", file=sys.stderr)
+    found = sorted(p.name for p in Path.cwd().iterdir())
+    print(f"PROBE databases {found}", file=sys.stderr)
+    return context.spark.createDataFrame([(1,)], "n int")
+"""
+
+
+@pytest.mark.spark
+def test_a_python_model_body_finds_no_secret_and_no_state_in_the_driver(
+    secrets: dict[str, str], spark_root: Path, tmp_path: Path
+) -> None:
+    from sluice.core import workflow
+    from sluice.core.model.loader import load_project
+
+    root = tmp_path / "project"
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text("model_defaults:\n  dialect: spark\n")
+    (root / "models" / "probe.py").write_text(PROBE_MODEL)
+    project = load_project(root, use_cache=False)
+    paths = SparkPaths(root=spark_root, logs=tmp_path / "logs")
+    runner = SubmitRunner(SparkSettings(master="local[1]"), paths)
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        plan = workflow.plan_environment(project, store, "pr_9", end=D0, execution_time=D0)
+        result = workflow.apply_plan(project, store, plan, runner, now=D0)
+    finally:
+        store.close()
+    assert result.tables_built == 1  # the body ran
+    assert result.job is not None and result.job.log_path is not None
+    log = result.job.log_path.read_text()
+    probes = [line for line in log.splitlines() if line.startswith("PROBE ")]
+    env = [line.removeprefix("PROBE env ") for line in probes if line.startswith("PROBE env ")]
+    assert any(line.startswith("PATH=") for line in env), probes  # it saw an environment
+    assert not [line for line in env if line.startswith(("SLUICE_", "GITHUB_"))]
+    assert leaks(log) == []
+    home = next(line.removeprefix("PROBE home ") for line in probes if "PROBE home " in line)
+    assert home != os.environ.get("HOME") and Path(home).is_relative_to(paths.logs)
+    found = next(line for line in probes if line.startswith("PROBE databases "))
+    assert "state.db" not in found  # the state database is nowhere it looks
+
+
 def test_the_child_environment_is_an_allow_list(
     secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
