@@ -289,6 +289,7 @@ def create_app(
                 job_timeout=settings.job_timeout_seconds,
                 project_python=settings.project_python,
                 run_report_to=settings.run_report_to,
+                workdir_keep_days=settings.workdir_keep_days,
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

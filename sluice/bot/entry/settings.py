@@ -109,6 +109,10 @@ class ServiceSettings(BaseSettings):
     run_report_to: int | None = Field(default=None, ge=1)
     """An issue (GitHub) or a pull/merge request that gets a comment when a scheduled run
     fails for good (``SLUICE_RUN_REPORT_TO``); the log and the job metrics say it always."""
+    workdir_keep_days: float = Field(default=7.0, ge=0)
+    """Days a commit's checkout or a job's log stays in the workdir after its last use
+    (``SLUICE_WORKDIR_KEEP_DAYS``); each repository's janitor prunes the older ones. 0
+    keeps them forever."""
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""

@@ -1,4 +1,9 @@
-"""A commit's files on disk, fetched from the forge once and kept (commits do not change).
+"""The service's working folder: a commit's files on disk, fetched from the forge once and
+kept while they are used (commits do not change), and the Spark jobs' logs.
+
+Layout: ``trees/<repository>/<sha>`` (checkouts) and ``logs/`` (each job's log and spec).
+The janitor prunes both (:meth:`Checkout.prune`): a tree or log not used for
+``SLUICE_WORKDIR_KEEP_DAYS`` goes, and a tree is fetched again if it is needed again.
 
 >>> safe_repo_name("octo/ware house")
 'octo_ware_house'
@@ -6,9 +11,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +25,15 @@ from sluice.core.errors import SluiceError
 
 @dataclass(frozen=True)
 class Checkout:
-    """Trees of commits under ``workdir/trees/<repository>/<sha>``."""
+    """Trees of commits under ``workdir/trees/<repository>/<sha>``; job logs under
+    ``workdir/logs``."""
 
     workdir: Path
+
+    @property
+    def logs(self) -> Path:
+        """Where the Spark jobs write their logs and specs."""
+        return self.workdir.resolve() / "logs"
 
     def tree(self, forge: Forge, sha: str) -> Path:
         """The repository at ``sha``; fetched into a partial folder first, so a crash
@@ -29,6 +42,8 @@ class Checkout:
             raise SluiceError(f"'{sha}' is not a commit sha")
         tree = (self.workdir / "trees" / safe_repo_name(forge.repo) / sha).resolve()
         if tree.is_dir():
+            with contextlib.suppress(OSError):
+                os.utime(tree)  # its last use: what pruning goes by
             return tree
         partial = tree.with_name(f"{sha}.partial-{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
@@ -36,6 +51,34 @@ class Checkout:
         forge.fetch_tree(sha, partial)
         partial.rename(tree)
         return tree
+
+    def prune(self, repo: str, keep_days: float, now: float | None = None) -> tuple[int, int]:
+        """Remove ``repo``'s trees, and job logs, last used more than ``keep_days`` ago
+        (0: keep everything); ``(trees, logs)`` removed. A tree in use was touched when
+        its job took it, and a running job's log is being written, so neither goes."""
+        if keep_days <= 0:
+            return 0, 0
+        before = (time.time() if now is None else now) - keep_days * 86_400
+        trees = _remove_older(self.workdir.resolve() / "trees" / safe_repo_name(repo), before)
+        return trees, _remove_older(self.logs, before)
+
+
+def _remove_older(folder: Path, before: float) -> int:
+    """Remove the entries of ``folder`` last modified before ``before``; how many."""
+    removed = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in list(folder.iterdir()):
+            try:
+                if entry.lstat().st_mtime >= before:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed += 1
+            except OSError:
+                continue  # gone meanwhile, or not ours to remove: the next run tries again
+    return removed
 
 
 def safe_repo_name(repo: str) -> str:

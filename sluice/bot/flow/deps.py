@@ -56,6 +56,9 @@ class Deps:
     """Which project Python runs: ``off``, ``prod`` or ``on`` (``SLUICE_PROJECT_PYTHON``)."""
     run_report_to: int | None = None
     """The issue or pull request told of a scheduled run that failed (``SLUICE_RUN_REPORT_TO``)."""
+    workdir_keep_days: float = 7.0
+    """Days a checkout or job log is kept after its last use (``SLUICE_WORKDIR_KEEP_DAYS``;
+    0: kept forever); the janitor prunes them."""
 
     @property
     def config_path(self) -> str:
@@ -88,6 +91,7 @@ def make_deps(
     job_timeout: float | None = JOB_TIMEOUT_S,
     project_python: str = "prod",
     run_report_to: int | None = None,
+    workdir_keep_days: float = 7.0,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -98,8 +102,7 @@ def make_deps(
     ledger = Ledger(state_url)
 
     def submit(project: Project, tree: Path, on_event: OnEvent) -> Runner:
-        root = workdir.resolve()
-        paths = SparkPaths(root=root / "spark", logs=root / "logs")
+        paths = SparkPaths(root=workdir.resolve() / "spark", logs=Checkout(workdir).logs)
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
         return make_runner(
@@ -121,4 +124,5 @@ def make_deps(
         job_timeout=job_timeout,
         project_python=project_python,
         run_report_to=run_report_to,
+        workdir_keep_days=workdir_keep_days,
     )

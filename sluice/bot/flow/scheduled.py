@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 def janitor(deps: Deps, forge: Forge) -> None:
     """Drop expired environments and unreferenced tables, with the prod branch's TTLs and
-    the service's Spark."""
+    the service's Spark; prune the repository's checkouts and the job logs not used for
+    ``SLUICE_WORKDIR_KEEP_DAYS``."""
     found = trust.prod_project(deps, forge, "janitor")
     if found is None:
         return
@@ -40,11 +41,15 @@ def janitor(deps: Deps, forge: Forge) -> None:
         )
     finally:
         store.close()
+    trees, logs = deps.checkout.prune(forge.repo, deps.workdir_keep_days)
     log.info(
-        "%s: janitor removed %s environment(s), dropped %s table(s)",
+        "%s: janitor removed %s environment(s), dropped %s table(s), pruned %s checkout(s) "
+        "and %s job log(s)",
         forge.repo,
         len(report.environments),
         len(report.tables),
+        trees,
+        logs,
     )
 
 
