@@ -276,6 +276,11 @@ def create_app(
         intake = state["intake"] = Intake(queue)
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
+        metrics.gauge(
+            "sluice_queue_oldest_wait_seconds",
+            "How long the oldest job waiting in the queue has waited (0: none waits).",
+            lambda: queue.oldest_wait(time.time()),
+        )
 
         def deps() -> Deps:  # one per worker: its own ledger connections
             return make_deps(

@@ -1,12 +1,15 @@
-"""Prometheus metrics in the text exposition format 0.0.4, without a client library.
+"""The service's Prometheus metrics, with prometheus_client (this module is its only user).
 
-A :class:`Registry` holds counters and histograms (with labels) that the service updates
-as it goes, and gauges whose value a callback reads at scrape time (the queue depth is a
-database query, so it is asked for only when someone looks). :meth:`Registry.render` is the
-body of ``GET /metrics``. Every method is thread-safe.
+A :class:`Registry` is one service's metrics: counters and histograms (with labels) that
+the service updates as it goes, gauges whose value a callback reads at scrape time (the
+queue's depth and the wait of its oldest job are database queries, so they are asked for
+only when someone looks), and the client's process and Python collectors (CPU, memory,
+open files, garbage collections). :meth:`Registry.render` is the body of ``GET /metrics``
+in the text exposition format 0.0.4. Every method is thread-safe.
 
 ``Registry()`` comes with the service's own metrics declared (:data:`SERVICE_METRICS`), so
-callers can ``inc`` and ``observe`` them by name.
+callers can ``inc`` and ``observe`` them by name; ``Registry(service_metrics=False)``
+holds only what is declared on it (no process metrics either).
 """
 
 from __future__ import annotations
@@ -15,12 +18,27 @@ import logging
 import math
 import re
 import threading
-from bisect import bisect_left
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import prometheus_client
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 logger = logging.getLogger(__name__)
+
+# Counters get no `<name>_created` companion series: nothing here reads them.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Content-Type of :meth:`Registry.render`'s output."""
@@ -32,55 +50,53 @@ JOB_BUCKETS: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.
 """A job runs Spark: seconds for a no-op, up to an hour for a backfill."""
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-_LabelValues = tuple[str, ...]
 
 
-@dataclass
-class _Counter:
-    name: str
+@dataclass(frozen=True)
+class _Declared:
+    """What a counter or histogram was declared as (declaring it again must match)."""
+
+    kind: str
     help: str
     labels: tuple[str, ...]
-    values: dict[_LabelValues, float] = field(default_factory=dict)
-    type: str = "counter"
+    buckets: tuple[float, ...] = ()
 
 
-@dataclass
-class _Histogram:
-    name: str
-    help: str
-    labels: tuple[str, ...]
-    buckets: tuple[float, ...]  # upper bounds, ascending, without +Inf
-    # Per label set: per-bucket (non-cumulative) counts, the +Inf overflow last; and sum.
-    counts: dict[_LabelValues, list[int]] = field(default_factory=dict)
-    sums: dict[_LabelValues, float] = field(default_factory=dict)
-    type: str = "histogram"
+class _Gauges(Collector):
+    """The gauges read at scrape time; a callback that raises leaves its gauge out."""
 
+    def __init__(self) -> None:
+        self.read: dict[str, tuple[str, Callable[[], float]]] = {}
 
-@dataclass
-class _Gauge:
-    name: str
-    help: str
-    read: Callable[[], float]
-    type: str = "gauge"
-
-
-_Metric = _Counter | _Histogram | _Gauge
-_M = TypeVar("_M", _Counter, _Histogram)
+    def collect(self) -> Iterator[Metric]:
+        for name, (help_text, read) in list(self.read.items()):
+            try:
+                value = float(read())
+            except Exception as exc:
+                logger.warning("metric %s left out of this scrape: %s", name, exc)
+                continue
+            yield GaugeMetricFamily(name, help_text, value=value)
 
 
 class Registry:
     """Metrics of one service, rendered together.
 
     Args:
-        service_metrics: Declare :data:`SERVICE_METRICS` up front (the default).
+        service_metrics: Declare :data:`SERVICE_METRICS` and the process collectors up
+            front (the default).
     """
 
     def __init__(self, *, service_metrics: bool = True) -> None:
         self._lock = threading.Lock()
-        self._metrics: dict[str, _Metric] = {}
+        self._registry = CollectorRegistry()
+        self._gauges = _Gauges()
+        self._registry.register(self._gauges)
+        self._declared: dict[str, _Declared] = {}
+        self._metrics: dict[str, Counter | Histogram] = {}
         if service_metrics:
+            ProcessCollector(registry=self._registry)
+            PlatformCollector(registry=self._registry)
+            GCCollector(registry=self._registry)
             for declare in SERVICE_METRICS:
                 declare(self)
 
@@ -88,7 +104,8 @@ class Registry:
 
     def counter(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
         """Declare a counter (declaring it again the same way is harmless)."""
-        self._declare(_Counter(name, help, _label_names(labels)))
+        spec = _Declared("counter", help, tuple(labels))
+        self._declare(name, spec, lambda: Counter(name, help, spec.labels, registry=None))
 
     def histogram(
         self, name: str, help: str, labels: Sequence[str] = (), buckets: Sequence[float] = ()
@@ -99,7 +116,10 @@ class Registry:
             raise ValueError(f"histogram {name}: buckets must be ascending and distinct")
         if "le" in labels:
             raise ValueError(f"histogram {name}: 'le' is reserved for buckets")
-        self._declare(_Histogram(name, help, _label_names(labels), bounds))
+        spec = _Declared("histogram", help, tuple(labels), bounds)
+        self._declare(
+            name, spec, lambda: Histogram(name, help, spec.labels, registry=None, buckets=bounds)
+        )
 
     def gauge(self, name: str, help: str, read: Callable[[], float]) -> None:
         """Declare a gauge whose value ``read`` returns at each scrape.
@@ -109,26 +129,24 @@ class Registry:
         """
         _check_name(name)
         with self._lock:
-            existing = self._metrics.get(name)
-            if existing is not None and not isinstance(existing, _Gauge):
-                raise ValueError(f"metric {name} is already declared as a {existing.type}")
-            self._metrics[name] = _Gauge(name, help, read)
+            if name in self._declared:
+                raise ValueError(
+                    f"metric {name} is already declared as a {self._declared[name].kind}"
+                )
+            self._gauges.read[name] = (help, read)
 
-    def _declare(self, metric: _Counter | _Histogram) -> None:
-        _check_name(metric.name)
+    def _declare(self, name: str, spec: _Declared, make: Callable[[], Counter | Histogram]) -> None:
+        _check_name(name)
         with self._lock:
-            existing = self._metrics.get(metric.name)
-            if existing is None:
-                self._metrics[metric.name] = metric
+            existing = self._declared.get(name)
+            if existing is not None or name in self._gauges.read:
+                if existing != spec:
+                    raise ValueError(f"metric {name} is already declared differently")
                 return
-            same = (
-                type(existing) is type(metric)
-                and existing.help == metric.help
-                and getattr(existing, "labels", None) == metric.labels
-                and getattr(existing, "buckets", None) == getattr(metric, "buckets", None)
-            )
-            if not same:
-                raise ValueError(f"metric {metric.name} is already declared differently")
+            metric = make()  # prometheus_client checks the label names
+            self._registry.register(metric)
+            self._declared[name] = spec
+            self._metrics[name] = metric
 
     # -- updating ---------------------------------------------------------------------------
 
@@ -136,141 +154,41 @@ class Registry:
         """Add ``amount`` (not negative) to a counter's series for ``labels``."""
         if amount < 0:
             raise ValueError(f"counter {name} cannot decrease (amount {amount})")
-        with self._lock:
-            metric = self._get(name, _Counter)
-            key = _label_values(metric.name, metric.labels, labels)
-            metric.values[key] = metric.values.get(key, 0.0) + amount
+        counter = self._get(name, "counter")
+        assert isinstance(counter, Counter)
+        self._series(name, counter, labels).inc(amount)
 
     def observe(self, name: str, value: float, **labels: str) -> None:
         """Record one observation in a histogram's series for ``labels``."""
-        with self._lock:
-            metric = self._get(name, _Histogram)
-            key = _label_values(metric.name, metric.labels, labels)
-            counts = metric.counts.get(key)
-            if counts is None:
-                counts = metric.counts[key] = [0] * (len(metric.buckets) + 1)
-            # le is inclusive: a value equal to a bound falls in that bound's bucket.
-            counts[bisect_left(metric.buckets, value)] += 1
-            metric.sums[key] = metric.sums.get(key, 0.0) + value
+        histogram = self._get(name, "histogram")
+        assert isinstance(histogram, Histogram)
+        self._series(name, histogram, labels).observe(value)
 
-    def _get(self, name: str, kind: type[_M]) -> _M:
-        metric = self._metrics.get(name)
-        if metric is None:
+    def _get(self, name: str, kind: str) -> Counter | Histogram:
+        with self._lock:
+            declared, metric = self._declared.get(name), self._metrics.get(name)
+        if declared is None or metric is None:
             raise KeyError(f"metric {name} is not declared")
-        if not isinstance(metric, kind):
-            raise TypeError(f"metric {name} is a {metric.type}, not a {kind.type}")
+        if declared.kind != kind:
+            raise TypeError(f"metric {name} is a {declared.kind}, not a {kind}")
         return metric
+
+    def _series(self, name: str, metric: Counter | Histogram, labels: dict[str, str]) -> Any:
+        declared = self._declared[name].labels
+        if set(labels) != set(declared):
+            raise ValueError(f"metric {name} takes labels {sorted(declared)}, not {sorted(labels)}")
+        return metric.labels(**{k: str(v) for k, v in labels.items()}) if declared else metric
 
     # -- rendering --------------------------------------------------------------------------
 
     def render(self) -> str:
         """Every metric in the text exposition format 0.0.4 (ends with a newline)."""
-        with self._lock:
-            # Copy the series so the (possibly slow) gauge callbacks run outside the lock.
-            snapshot = [_copy(metric) for metric in self._metrics.values()]
-        lines: list[str] = []
-        for metric in snapshot:
-            lines.append(f"# HELP {metric.name} {_escape_help(metric.help)}")
-            lines.append(f"# TYPE {metric.name} {metric.type}")
-            if isinstance(metric, _Counter):
-                lines.extend(_counter_lines(metric))
-            elif isinstance(metric, _Histogram):
-                lines.extend(_histogram_lines(metric))
-            else:
-                lines.extend(_gauge_lines(metric))
-        return "".join(line + "\n" for line in lines)
-
-
-def _copy(metric: _Metric) -> _Metric:
-    if isinstance(metric, _Counter):
-        return replace(metric, values=dict(metric.values))
-    if isinstance(metric, _Histogram):
-        counts = {key: list(per_bucket) for key, per_bucket in metric.counts.items()}
-        return replace(metric, counts=counts, sums=dict(metric.sums))
-    return metric
-
-
-def _counter_lines(metric: _Counter) -> list[str]:
-    series = dict(metric.values)
-    if not metric.labels and not series:
-        series[()] = 0.0  # a label-less counter exists from the start
-    return [
-        f"{metric.name}{_labels(metric.labels, key)} {_number(value)}"
-        for key, value in sorted(series.items())
-    ]
-
-
-def _histogram_lines(metric: _Histogram) -> list[str]:
-    counts = dict(metric.counts)
-    sums = dict(metric.sums)
-    if not metric.labels and not counts:
-        counts[()] = [0] * (len(metric.buckets) + 1)
-        sums[()] = 0.0
-    lines: list[str] = []
-    names = (*metric.labels, "le")
-    for key, per_bucket in sorted(counts.items()):
-        cumulative = 0
-        for bound, count in zip((*metric.buckets, math.inf), per_bucket, strict=True):
-            cumulative += count
-            le = _labels(names, (*key, _number(bound)))
-            lines.append(f"{metric.name}_bucket{le} {cumulative}")
-        lines.append(f"{metric.name}_sum{_labels(metric.labels, key)} {_number(sums[key])}")
-        lines.append(f"{metric.name}_count{_labels(metric.labels, key)} {cumulative}")
-    return lines
-
-
-def _gauge_lines(metric: _Gauge) -> list[str]:
-    try:
-        value = float(metric.read())
-    except Exception as exc:
-        logger.warning("metric %s left out of this scrape: %s", metric.name, exc)
-        return []
-    return [f"{metric.name} {_number(value)}"]
-
-
-def _labels(names: Sequence[str], values: Sequence[str]) -> str:
-    if not names:
-        return ""
-    pairs = ",".join(f'{n}="{_escape_label(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + pairs + "}"
-
-
-def _number(value: float) -> str:
-    """A sample value or bucket bound as Prometheus writes them (Go's float syntax)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")
+        return generate_latest(self._registry).decode()
 
 
 def _check_name(name: str) -> None:
     if not _NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not a valid metric name")
-
-
-def _label_names(labels: Sequence[str]) -> tuple[str, ...]:
-    names = tuple(labels)
-    for label in names:
-        if not _LABEL.fullmatch(label) or label.startswith("__"):
-            raise ValueError(f"{label!r} is not a valid label name")
-    if len(set(names)) != len(names):
-        raise ValueError(f"label names repeat: {names}")
-    return names
-
-
-def _label_values(name: str, declared: tuple[str, ...], given: dict[str, str]) -> _LabelValues:
-    if set(given) != set(declared):
-        raise ValueError(f"metric {name} takes labels {sorted(declared)}, not {sorted(given)}")
-    return tuple(str(given[label]) for label in declared)
 
 
 def _service_deliveries(registry: Registry) -> None:
@@ -303,5 +221,5 @@ SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_ack,
     _service_jobs,
 )
-"""The service's counters and histograms, declared by ``Registry()``. The queue depth
-gauge is declared by the app, which has the queue."""
+"""The service's counters and histograms, declared by ``Registry()``. The queue's gauges
+(depth, oldest wait) are declared by the app, which has the queue."""

@@ -22,6 +22,7 @@ import pytest
 import responses
 from fastapi import FastAPI, Request, Response
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
@@ -414,11 +415,23 @@ def test_health_and_metrics(service: Service, tmp_path: Path) -> None:
     service.deliver("pull_request", b"{", signature="sha256=" + "0" * 64)
     service.idle()
     assert service.client.get("/healthz").json() == {"status": "ok", "queue_depth": 0, "workers": 1}
-    text = service.client.get("/metrics").text
-    assert 'sluice_deliveries_total{event="pull_request",outcome="queued"} 1' in text
-    assert 'sluice_deliveries_total{event="pull_request",outcome="unauthorized"} 1' in text
-    assert "sluice_queue_depth 0" in text
-    assert 'sluice_job_duration_seconds_count{kind="pull_request",outcome="done"} 1' in text
+    response = service.client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+    pr = ("event", "pull_request")
+    assert samples[("sluice_deliveries_total", (pr, ("outcome", "queued")))] == 1
+    assert samples[("sluice_deliveries_total", (pr, ("outcome", "unauthorized")))] == 1
+    assert samples[("sluice_queue_depth", ())] == 0
+    assert samples[("sluice_queue_oldest_wait_seconds", ())] == 0  # nothing waits
+    done = (("kind", "pull_request"), ("outcome", "done"))
+    assert samples[("sluice_job_duration_seconds_count", done)] == 1
+    # The client's process and Python metrics come along.
+    assert samples[("process_resident_memory_bytes", ())] > 0
+    assert any(name == "python_gc_collections_total" for name, _ in samples)
 
 
 def test_secrets_never_reach_github_or_the_logs(
