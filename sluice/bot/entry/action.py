@@ -44,6 +44,7 @@ import fnmatch
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,7 +74,7 @@ from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
-from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.session import SparkPaths, uses_embedded_metastore
 from sluice.core.spark.submit import OnEvent, Runner
 from sluice.core.yamlio import dump_yaml, parse_yaml
 
@@ -441,8 +442,41 @@ def spark_of(inputs: Inputs) -> SparkSettings:
     )
 
 
+_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
+
+
+def check_shared_catalog(database_url: str | None, spark: SparkSettings) -> None:
+    """Refuse a state database that other runners share beside this runner's own catalog.
+
+    State says which tables exist; the metastore and the warehouse hold them. With a
+    shared (non-SQLite) state and a runner-local metastore or warehouse, a table one
+    runner built is missing on the next, which would report environments nobody can
+    query. A SQLite file is taken as the runner's own (or the user's deliberate choice).
+
+    Raises:
+        ActionError: naming what is runner-local and how to share it.
+    """
+    if not database_url or database_url.lower().startswith("sqlite"):
+        return
+    local = []
+    if uses_embedded_metastore(spark):
+        local.append("the metastore is this runner's embedded Derby database")
+    if not spark.conf.get("spark.sql.warehouse.dir"):
+        local.append("the warehouse is a folder of this runner's workspace")
+    if local:
+        raise ActionError(
+            f"database-url is a state database other runners share, but {' and '.join(local)}: "
+            "a table one runner builds would be missing on the others. Give spark-conf a "
+            "shared metastore and warehouse (the README's 'A shared metastore on "
+            "PostgreSQL'), or leave database-url empty (each run then starts from an empty "
+            "prod on its own runner)"
+        )
+
+
 def _secrets(inputs: Inputs) -> tuple[str, ...]:
     out = [inputs.token] if inputs.token else []
+    # A password in spark-conf (the shared metastore's) never reaches a comment or a log.
+    out += [v for k, v in inputs.spark_conf.items() if _SECRET_KEY.search(k) and v]
     url = inputs.database_url or ""
     userinfo = url.split("@", 1)[0].split("//", 1)[-1] if "@" in url else ""
     if ":" in userinfo and userinfo.split(":", 1)[1]:
@@ -476,6 +510,7 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
             f"in {workdir}, which this runner discards after the job, so every run starts "
             "from an empty prod. Give database-url a shared PostgreSQL to keep it."
         )
+    check_shared_catalog(inputs.database_url, spark_of(inputs))
     repo = inputs.repository or event.repo
     head = workspace_head(inputs.workspace, payload, inputs.sha)
     forges: list[WorkspaceForge] = []

@@ -380,3 +380,49 @@ def test_annotations_name_only_project_files_and_escape_the_message(tmp_path: Pa
     repo_relative = {"sluice/tests": Check("sluice/tests", "completed", "t",
                                            "p/models/a.sql:2:7: bad, very: bad 100%", "failure")}  # fmt: skip
     assert error_annotations(repo_relative, tmp_path / "repo", "p") == expected
+
+
+def test_a_shared_state_beside_a_runner_local_catalog_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    _github(tmp_path, 2)
+    _project(tmp_path / "workspace")
+    state = "postgresql://sluice:s3cr3t-pw@db.invalid:5432/sluice"
+    done = _run(tmp_path, _job(tmp_path, "pull_request", _pr_payload(), INPUT_DATABASE_URL=state))
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("::error title=Sluice::sluice action: database-url is a state")
+    assert "the metastore is this runner's embedded Derby database" in last
+    assert "the warehouse is a folder of this runner's workspace" in last
+    assert "s3cr3t-pw" not in done.stdout + done.stderr
+    assert FakeGitHub(state_file=tmp_path / "github.json").requests == []
+
+
+def test_what_counts_as_a_shared_catalog() -> None:
+    from sluice.bot.entry.action import ActionError, check_shared_catalog
+    from sluice.core.config import SparkSettings
+
+    shared = {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore",
+        "spark.sql.warehouse.dir": "s3a://lake/warehouse",
+    }
+    postgres = "postgresql://sluice@db/sluice"
+    check_shared_catalog(postgres, SparkSettings(conf=shared))  # all three shared
+    check_shared_catalog(None, SparkSettings())  # the runner's own SQLite: plan-only
+    check_shared_catalog("sqlite:////mnt/shared/state.db", SparkSettings())  # the user's call
+    thrift = {"spark.hadoop.hive.metastore.uris": "thrift://hms:9083"}
+    with pytest.raises(ActionError, match="warehouse is a folder") as refused:
+        check_shared_catalog(postgres, SparkSettings(conf=thrift))
+    assert "embedded Derby" not in str(refused.value)  # a metastore service is shared
+    with pytest.raises(ActionError, match="embedded Derby"):
+        check_shared_catalog(postgres, SparkSettings(conf={"spark.sql.warehouse.dir": "/nfs/w"}))
+
+
+def test_passwords_given_in_spark_conf_are_scrubbed_like_the_token() -> None:
+    inputs = action.read_inputs({
+        "GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": "/dev/null", "INPUT_TOKEN": "ghs_tok",
+        "INPUT_SPARK_CONF": "spark.hadoop.javax.jdo.option.ConnectionPassword=hive-pw-42\n"
+                            "spark.driver.memory=2g\nfs.s3a.secret.key=AKIAxyz\n",
+        "INPUT_DATABASE_URL": "postgresql://u:db-pw-7@db/s",
+    })  # fmt: skip
+    assert set(action._secrets(inputs)) == {"ghs_tok", "hive-pw-42", "AKIAxyz", "db-pw-7"}
