@@ -343,14 +343,19 @@ def test_a_deleted_tag_is_not_an_event() -> None:
     assert parse_github("push", deleted) is None
 
 
-def test_a_merge_into_another_branch_or_with_on_tag_does_not_promote(bot: Bot) -> None:
-    _project_commit(bot, C, TAG_DEPLOY, on_main=True)
-    merged = _payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
-        "pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C,
-        "pull_request.head.sha": A, "pull_request.base.ref": "main",
+def _merged_into_main(number: int, *, head: str, merge: str) -> dict[str, Any]:
+    """A real "pull request merged" delivery: PR ``number`` of alice's, ``head`` merged
+    into main as ``merge``."""
+    return _payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
+        "pull_request.number": number, "number": number, "pull_request.merge_commit_sha": merge,
+        "pull_request.head.sha": head, "pull_request.base.ref": "main",
         "pull_request.user.login": "alice",
     })  # fmt: skip
-    bot.deliver("pull_request", merged)
+
+
+def test_a_merge_into_another_branch_or_with_on_tag_does_not_promote(bot: Bot) -> None:
+    _project_commit(bot, C, TAG_DEPLOY, on_main=True)
+    bot.deliver("pull_request", _merged_into_main(7, head=A, merge=C))
     assert "sluice/deploy" not in bot.forge.checks.get(C, {})
     assert bot.ledger.waiting(f"github:{OWNER}") == {7: []}
     body = bot.replies()[-1]
@@ -524,12 +529,7 @@ TIERS_CONFIG = BASE_CONFIG + (
 def test_a_merge_reaches_staging_and_a_release_tag_by_a_releaser_reaches_prod(bot: Bot) -> None:
     bot.forge.commit(C, {"config.yaml": TIERS_CONFIG, "models/.keep": ""}, branch="main")
     bot.forge.teams["octo/release"] = frozenset({"rita"})
-    merged = _payload("github/pull_request/woodpecker__HookPullRequestMerged.json", **{
-        "pull_request.number": 7, "number": 7, "pull_request.merge_commit_sha": C,
-        "pull_request.head.sha": A, "pull_request.base.ref": "main",
-        "pull_request.user.login": "alice",
-    })  # fmt: skip
-    bot.deliver("pull_request", merged)
+    bot.deliver("pull_request", _merged_into_main(7, head=A, merge=C))
     staging = bot.forge.checks[C]["sluice/deploy-staging"]
     assert staging.conclusion == "success", staging.summary
     assert staging.title == "Promoted to staging by virtual update"

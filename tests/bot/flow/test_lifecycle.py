@@ -332,27 +332,39 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers
 
 
+def _settings_pr(
+    world: World, service: Service, number: int, merge: int, old: str, new: str
+) -> dict[str, Any]:
+    """PR ``number`` changes main's config.yaml (``old`` -> ``new``); carol, the gate's
+    approver, approves it and it is merged as ``sha_of(merge)``: the merge's checks."""
+    github = world.github
+    head = sha_of(number)
+    tree = _tree(world, f"pr{number}", github.refs["main"])
+    edit(tree / "config.yaml", old, new)
+    world.commit(head, tree)
+    github.add_pull(number, head, author="alice")
+    _deliver(service, "pull_request", _pull(number, head, "alice", "opened"))
+    github.add_review(number, "carol", "APPROVED", head)
+    _deliver(service, "pull_request_review", _review(number, head, "carol", "approved", head))
+    assert github.checks_on(head)["sluice/approval"]["conclusion"] == "success"
+    world.commit(sha_of(merge), tree, branch="main")
+    github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
+    _deliver(service, "pull_request", _pull(number, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=sha_of(merge)))  # fmt: skip
+    checks: dict[str, Any] = github.checks_on(sha_of(merge))
+    return checks
+
+
 def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
     world: World, service: Service
 ) -> None:
     github = world.github
     # A PR gives main a budget (more than 100 intervals needs dana's approval); the
     # settings are in force once that PR is approved and promoted.
-    config_pr = _tree(world, "pr12", github.refs["main"])
-    edit(config_pr / "config.yaml", "  gate:\n", "  gate:\n    backfill:\n"
-         "      max_intervals: 100\n      approver: dana\n")  # fmt: skip
-    world.commit(sha_of(12), config_pr)
-    github.add_pull(12, sha_of(12), author="alice")
-    _deliver(service, "pull_request", _pull(12, sha_of(12), "alice", "opened"))
-    github.add_review(12, "carol", "APPROVED", sha_of(12))
-    _deliver(service, "pull_request_review",
-             _review(12, sha_of(12), "carol", "approved", sha_of(12)))  # fmt: skip
-    assert github.checks_on(sha_of(12))["sluice/approval"]["conclusion"] == "success"
-    world.commit(sha_of(14), config_pr, branch="main")
-    github.pulls[12]["state"], github.pulls[12]["merged"] = "closed", True
-    _deliver(service, "pull_request", _pull(12, sha_of(12), "alice", "closed", merged=True,
-                                            merge_commit_sha=sha_of(14)))  # fmt: skip
-    assert github.checks_on(sha_of(14))["sluice/deploy"]["conclusion"] == "success"
+    merged = _settings_pr(world, service, 12, 14, "  gate:\n",
+                          "  gate:\n    backfill:\n      max_intervals: 100\n"
+                          "      approver: dana\n")  # fmt: skip
+    assert merged["sluice/deploy"]["conclusion"] == "success"
     head = sha_of(13)
     pr = _tree(world, "pr13", sha_of(14))
     # A breaking change to daily_revenue: its 120 days are computed again.
@@ -400,22 +412,10 @@ def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtua
     github = world.github
     github.permissions.update({"rita": "write"})
     # An approved PR makes main's deploy a two-tier flow: staging on merge, prod on a tag.
-    config_pr = _tree(world, "pr15", github.refs["main"])
-    edit(config_pr / "config.yaml", "    on: merge\n", "    environments:\n"
-         "      - name: staging\n        on: merge\n      - name: prod\n        on: tag\n"
-         "        released_by: [rita]\n")  # fmt: skip
-    world.commit(sha_of(15), config_pr)
-    github.add_pull(15, sha_of(15), author="alice")
-    _deliver(service, "pull_request", _pull(15, sha_of(15), "alice", "opened"))
-    github.add_review(15, "carol", "APPROVED", sha_of(15))
-    _deliver(service, "pull_request_review",
-             _review(15, sha_of(15), "carol", "approved", sha_of(15)))  # fmt: skip
-    world.commit(sha_of(16), config_pr, branch="main")
-    github.pulls[15]["state"], github.pulls[15]["merged"] = "closed", True
-    _deliver(service, "pull_request", _pull(15, sha_of(15), "alice", "closed", merged=True,
-                                            merge_commit_sha=sha_of(16)))  # fmt: skip
+    merged = _settings_pr(world, service, 15, 16, "    on: merge\n", "    environments:\n"
+                          "      - name: staging\n        on: merge\n      - name: prod\n"
+                          "        on: tag\n        released_by: [rita]\n")  # fmt: skip
     # Approved, the new settings govern this very merge: it reaches staging only.
-    merged = github.checks_on(sha_of(16))
     assert merged["sluice/deploy-staging"]["conclusion"] == "success", merged
     assert "sluice/deploy" not in merged
 
