@@ -243,7 +243,12 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
         "impact": md.Markdown(
-            impact.table(rows, state.environment, cap=SUMMARY_ROWS if level >= 3 else None)
+            impact.table(
+                rows,
+                state.environment,
+                cap=SUMMARY_ROWS if level >= 3 else None,
+                built=preview is not None,
+            )
         ),
         "graph": md.Markdown(graph),
         "legend": verdict_graph,

@@ -235,18 +235,22 @@ def _columns(row: Row) -> str:
     return ", ".join(parts) or "-"
 
 
-def _table(row: Row) -> str:
+def _table(row: Row, built: bool) -> str:
+    new = "built" if built else "to build"
     if row.kind == "removed":
         return "-"
     if row.kind == "added":
-        return "built"
+        return new
     if row.change is None:
         return "reused"
-    return "built" if row.change.rebuilds else "reused"
+    return new if row.change.rebuilds else "reused"
 
 
-def table(rows_: Sequence[Row], environment: str, *, cap: int | None = None) -> str:
-    """The impact table's Markdown (``cap``: at most that many rows, then "and N more")."""
+def table(
+    rows_: Sequence[Row], environment: str, *, cap: int | None = None, built: bool = True
+) -> str:
+    """The impact table's Markdown (``cap``: at most that many rows, then "and N more";
+    ``built``: the build ran, else its new tables read "to build")."""
     if not rows_:
         return ""
     shown = list(rows_ if cap is None else rows_[:cap])
@@ -257,7 +261,7 @@ def table(rows_: Sequence[Row], environment: str, *, cap: int | None = None) -> 
     for row in shown:
         lines.append(
             f"| {md.code(row.name, 80, table=True)} | {LABELS.get(row.kind, row.kind)} | "
-            f"{_why(row)} | {row_change(row)} | {_columns(row)} | {_table(row)} |"
+            f"{_why(row)} | {row_change(row)} | {_columns(row)} | {_table(row, built)} |"
         )
     if len(rows_) > len(shown):
         lines.append(f"| and {len(rows_) - len(shown)} more | | | | | |")
