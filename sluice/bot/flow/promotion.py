@@ -76,9 +76,14 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
     tiers = settings.deploy.merge_tiers()
     for tier in tiers:
         outcome = promote(
-            deps, forge, sha, settings, label=f"#{event.number}", number=event.number,
+            deps,
+            forge,
+            sha,
+            settings,
+            label=f"#{event.number}",
+            number=event.number,
             environment=tier.name,
-        )  # fmt: skip
+        )
         if not outcome.ok:
             return outcome
     if any(t.name == PROD for t in tiers):
@@ -133,13 +138,18 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
             forge.set_check(
                 sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
             )
-            log.warning("%s: tag %s by %s refused for %s", forge.repo, event.tag,
-                        event.actor or "?", tier.name)  # fmt: skip
+            who = event.actor or "?"
+            log.warning("%s: tag %s by %s refused for %s", forge.repo, event.tag, who, tier.name)
             return None
         outcome = promote(
-            deps, forge, sha, settings, label=f"tag {event.tag}", number=None,
+            deps,
+            forge,
+            sha,
+            settings,
+            label=f"tag {event.tag}",
+            number=None,
             environment=tier.name,
-        )  # fmt: skip
+        )
         if not outcome.ok:
             return outcome
         if tier.name == PROD:

@@ -370,9 +370,8 @@ def details_markdown(result: PreviewResult, prod_plan: Plan | None = None) -> st
     the environment check's body; the forge fits it to the check's limit without breaking a
     block."""
     state = CommentState(
-        None, result.plan.environment, "", "success", "details", preview=result,
-        prod_plan=prod_plan,
-    )  # fmt: skip
+        None, result.plan.environment, "", "success", "details", preview=result, prod_plan=prod_plan
+    )
     view = _view(state, 0)
     view.update(marker="", checks=[], footer="", progress=None, graph="", legend="")
     body = _env().get_template("pr_comment.md.j2").render(**view)

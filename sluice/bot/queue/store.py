@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any, TypeVar
@@ -45,11 +44,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row, RowMapping
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sluice.bot.queue import pg
 from sluice.bot.queue.batch import Batch, ms
+from sluice.bot.queue.retry import TRANSIENT_TRIES, backoff, try_again
 from sluice.bot.queue.schema import (
     QUEUE,
     Delivery,
@@ -86,8 +86,6 @@ class _Again(Enum):
 _CANDIDATES = 8
 _CLAIM_ROUNDS = 20
 # PostgreSQL deadlock / serialization failure: the transaction is safe to run again.
-_TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
-_TRANSIENT_TRIES = 5
 _ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
 
 
@@ -104,7 +102,7 @@ class JobQueue(Transactions):
         lease_seconds: How long a claim or heartbeat keeps a job its worker's.
         retry_seconds: A failed attempt's job waits about this long before its next
             attempt, twice as long after each further failure (at most
-            :data:`RETRY_CAP_SECONDS`), each wait drawn from half to one and a half times
+            :data:`~sluice.bot.queue.retry.RETRY_CAP_SECONDS`), each wait drawn from half to one and a half times
             that (jitter), so a forge that is down is not hammered by every job at once.
 
     Raises:
@@ -239,7 +237,7 @@ class JobQueue(Transactions):
         ready = Batch(batch)
         action = f"store {ready.what}"
         params = {"rows": ready.server_rows()}
-        for attempt in range(1, _TRANSIENT_TRIES + 1):
+        for attempt in range(1, TRANSIENT_TRIES + 1):
             try:
                 with self._errors(action):
                     async with engine.connect() as conn:
@@ -248,7 +246,7 @@ class JobQueue(Transactions):
                 # A dead pooled connection (the server restarted or closed it) is discarded by
                 # SQLAlchemy: try again on a new one. The call is atomic, and a delivery it
                 # stored before the connection died is then answered as a duplicate.
-                _try_again(exc, attempt, action, reconnect=True)
+                try_again(exc, attempt, action, reconnect=True)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
@@ -640,7 +638,7 @@ class JobQueue(Transactions):
         ``autocommit``: ``run`` is one statement, its own transaction (no BEGIN, no COMMIT
         round trips).
         """
-        for attempt in range(1, _TRANSIENT_TRIES + 1):
+        for attempt in range(1, TRANSIENT_TRIES + 1):
             try:
                 if autocommit:
                     with self._errors(action), self._writer.connect() as conn:
@@ -648,7 +646,7 @@ class JobQueue(Transactions):
                 with self._errors(action), self._writer.begin() as conn:
                     return run(conn)
             except StateError as exc:
-                _try_again(exc, attempt, action)
+                try_again(exc, attempt, action)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _job(self, row: RowMapping) -> Job:
@@ -679,38 +677,9 @@ _SUPERSEDE = (
 )
 
 
-RETRY_CAP_SECONDS = 600.0
-"""The longest wait between two attempts of a job, jitter aside."""
-
-
-def backoff(base: float, attempts: int, draw: Callable[[], float] = random.random) -> float:
-    """Seconds to wait after a job's ``attempts``-th failed attempt: ``base`` doubled per
-    attempt after the first, capped at :data:`RETRY_CAP_SECONDS`, times a factor drawn
-    from [0.5, 1.5) (``draw`` gives [0, 1))."""
-    wait = min(base * 2.0 ** max(0, attempts - 1), RETRY_CAP_SECONDS)
-    return wait * (0.5 + draw())
-
-
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
     """The condition: the job is running for this worker."""
     return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.status == JobStatus.RUNNING)
-
-
-def _try_again(exc: StateError, attempt: int, action: str, *, reconnect: bool = False) -> None:
-    """Re-raise ``exc`` unless another attempt may succeed: PostgreSQL chose the transaction
-    as a deadlock victim, or (``reconnect``, for calls safe to repeat) the connection died;
-    attempts are bounded."""
-    lost = reconnect and bool(getattr(exc.__cause__, "connection_invalidated", False))
-    if attempt == _TRANSIENT_TRIES or not (lost or _transient(exc.__cause__)):
-        raise exc
-    reason = "connection lost" if lost else "transient conflict"
-    logger.info("state database: %s: %s, trying again", action, reason)
-
-
-def _transient(exc: BaseException | None) -> bool:
-    if not isinstance(exc, DBAPIError):
-        return False
-    return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
 def _insert_if_absent(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:

@@ -501,7 +501,7 @@ def test_purge_forgets_old_finished_work_and_keeps_the_rest(queue: JobQueue) -> 
 
 
 def test_a_retried_job_waits_with_backoff_and_holds_its_key(open_queue: OpenQueue) -> None:
-    from sluice.bot.queue.store import RETRY_CAP_SECONDS, backoff
+    from sluice.bot.queue.retry import RETRY_CAP_SECONDS, backoff
 
     queue = open_queue(max_attempts=4, retry_seconds=10.0)
     first = add(queue, "d1", pr_job(1, "a"))
