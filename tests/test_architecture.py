@@ -38,3 +38,51 @@ def test_a_module_left_out_is_found(tmp_path: Path) -> None:
     assert _named(ROOT / "sluice" / "core" / "spark" / "steps" / "build.py", layout)
     assert not _named(ROOT / "sluice" / "core" / "config.py", layout)
     assert _named(ROOT / "sluice" / "bot" / "forge" / "base.py", "    forge/base.py   the port\n")
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, round and round (strongly connected
+    components of more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    # Imports under `if TYPE_CHECKING:` are for annotations only and do not count.
+    import grimp
+
+    graph = grimp.build_graph("sluice", exclude_type_checking_imports=True, cache_dir=None)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert len(edges) > 150
+    assert _cycles(edges) == []
+
+
+def test_a_cycle_is_found() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert _cycles(edges) == [["a", "b", "c"]]
