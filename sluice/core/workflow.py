@@ -130,10 +130,10 @@ def plan_environment(
             restate=restated,
         )
     )
-    return with_scan_estimate(state, plan, intervals)
+    return _with_scan_estimate(state, plan, intervals)
 
 
-def with_scan_estimate(
+def _with_scan_estimate(
     state: StateReader, plan: Plan, intervals: Mapping[TableKey, list[Interval]]
 ) -> Plan:
     """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`)."""

@@ -25,7 +25,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
 )
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, PullRequest, Review, repo_key
+from sluice.bot.forge.base import Forge, PullRequest, Review, members, repo_key
 from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
@@ -112,8 +112,7 @@ def budget_approved(deps: Deps, forge: Forge, pr: PullRequest, approver: str) ->
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts."""
-    members = forge.team_members(approver) if "/" in approver else frozenset({approver})
-    eligible = {m.casefold() for m in members} - {pr.author.casefold()}
+    eligible = members(forge, [approver]) - {pr.author.casefold()}
     heads = deps.ledger.review_heads(repo_key(forge), pr.number)
     latest: dict[str, Review] = {}
     for review in _bound(forge.reviews(pr.number), heads):

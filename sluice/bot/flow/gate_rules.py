@@ -109,6 +109,17 @@ class RequiredApprovers(_Frozen):
         return count
 
 
+def _login_or_team(value: Any) -> Any:
+    """A login or an ``org/team``, a leading ``@`` dropped (anything but text is left to
+    the field's type check)."""
+    if not isinstance(value, str):
+        return value
+    value = value.strip().removeprefix("@")
+    if not (re.match(_LOGIN, value) or re.match(_TEAM, value)):
+        raise ValueError(f"'{value}' is not a user login or an org/team")
+    return value
+
+
 class BackfillBudget(_Frozen):
     """``sluice.gate.backfill``: a merge that would backfill more than ``max_intervals``
     intervals in prod, or read more than ``max_bytes`` (the plan's estimate; a number of
@@ -127,11 +138,7 @@ class BackfillBudget(_Frozen):
     @field_validator("approver", mode="before")
     @classmethod
     def _check_approver(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = value.strip().removeprefix("@")
-            if not (re.match(_LOGIN, value) or re.match(_TEAM, value)):
-                raise ValueError(f"'{value}' is not a user login or an org/team")
-        return value
+        return _login_or_team(value)
 
     @model_validator(mode="after")
     def _some_limit(self) -> BackfillBudget:
@@ -194,14 +201,8 @@ class Tier(_Frozen):
     @field_validator("released_by", mode="before")
     @classmethod
     def _check_released_by(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [value]
-        if isinstance(value, list | tuple):
-            value = [v.strip().removeprefix("@") if isinstance(v, str) else v for v in value]
-            for v in value:
-                if isinstance(v, str) and not (re.match(_LOGIN, v) or re.match(_TEAM, v)):
-                    raise ValueError(f"'{v}' is not a user login or an org/team")
-        return value
+        values = [value] if isinstance(value, str) else value
+        return [_login_or_team(v) for v in values] if isinstance(values, list | tuple) else values
 
     @model_validator(mode="after")
     def _released_by_tags(self) -> Tier:

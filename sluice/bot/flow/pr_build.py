@@ -174,8 +174,7 @@ def _held(deps: Deps, post: _Poster, settings: trust.Settings, plan: Plan) -> He
     """The build's hold when ``plan`` (what building the PR computes) is over the
     backfill budget and the budget's approver has not approved this head yet."""
     budget = settings.gate.backfill
-    intervals = sum(len(b.intervals) for b in plan.backfill)
-    what = budget.exceeded(intervals, plan.scan_bytes) if budget is not None else None
+    what = budget.exceeded(plan.backfill_intervals, plan.scan_bytes) if budget else None
     if budget is None or what is None:
         return None
     if approval.budget_approved(deps, post.forge, post.pr, budget.approver):
@@ -260,7 +259,7 @@ def _build(
     review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
     review = dataclasses.replace(
         review,
-        merge_intervals=sum(len(b.intervals) for b in prod.backfill),
+        merge_intervals=prod.backfill_intervals,
         merge_bytes=prod.scan_bytes,
     )
     deps.ledger.record_plan(repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now)

@@ -29,7 +29,7 @@ from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import Tier
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.forge.base import Forge, members, repo_key
 from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
@@ -162,14 +162,7 @@ def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
     listed there); anyone may when it lists nobody."""
     if not tier.released_by:
         return True
-    if not actor:
-        return False
-    who = actor.casefold()
-    for entry in tier.released_by:
-        members = forge.team_members(entry) if "/" in entry else frozenset({entry})
-        if who in {m.casefold() for m in members}:
-            return True
-    return False
+    return bool(actor) and actor.casefold() in members(forge, tier.released_by)
 
 
 def _retire_waiting(deps: Deps, forge: Forge, sha: str, tag: str, outcome: Outcome) -> None:

@@ -17,7 +17,7 @@ from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import RequiredApprovers
-from sluice.bot.forge.base import Forge, PullRequest, repo_key, writer
+from sluice.bot.forge.base import Forge, PullRequest, members, repo_key, writer
 from sluice.bot.present import replies
 from sluice.core import rollback
 from sluice.core.errors import SluiceError
@@ -249,9 +249,4 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
 
 def _approver(forge: Forge, approvers: RequiredApprovers, login: str) -> bool:
     """Whether ``login`` is one of the gate's required approvers (a user or a team member)."""
-    wanted = login.casefold()
-    if any(user.casefold() == wanted for user in approvers.users):
-        return True
-    return any(
-        wanted in {m.casefold() for m in forge.team_members(team)} for team in approvers.teams
-    )
+    return login.casefold() in members(forge, [*approvers.users, *approvers.teams])

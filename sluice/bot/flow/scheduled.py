@@ -72,7 +72,7 @@ def run(deps: Deps, forge: Forge) -> None:
         if not plan.backfill:
             log.info("%s: scheduled run: prod is up to date, no interval is due", forge.repo)
             return
-        due = sum(len(b.intervals) for b in plan.backfill)
+        due = plan.backfill_intervals
         log.info(
             "%s: scheduled run: %s interval(s) due in %s model(s)",
             forge.repo,

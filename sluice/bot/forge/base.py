@@ -7,6 +7,7 @@ fails; the flow never sees an HTTP library.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -166,6 +167,15 @@ class Forge(Protocol):
 def writer(permission: str) -> bool:
     """Whether a permission level may run commands (write or above)."""
     return permission in {"admin", "maintain", "write"}
+
+
+def members(forge: Forge, names: Iterable[str]) -> frozenset[str]:
+    """The people ``names`` stand for, case-folded: a login itself, an ``org/team`` (GitLab:
+    a group's path) its members as the forge lists them."""
+    found: set[str] = set()
+    for name in names:
+        found |= forge.team_members(name) if "/" in name else {name}
+    return frozenset(person.casefold() for person in found)
 
 
 def repo_key(forge: Forge) -> str:

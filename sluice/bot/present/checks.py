@@ -309,13 +309,13 @@ def already_promoted(environment: str = PROD) -> tuple[str, str]:
 
 
 def virtual_update(views: int, environment: str = PROD) -> tuple[str, str]:
+    built = (
+        "the PR built" if environment == PROD else "already built (by the PR, or the tier before)"
+    )
     return (
         f"Promoted{_into(environment)} by virtual update",
         f"{plural(views, f'{environment} view')} now {'reads' if views == 1 else 'read'} the "
-        "tables already built (by the PR, or the tier before); no data was written."
-        if environment != PROD
-        else f"{plural(views, 'prod view')} now {'reads' if views == 1 else 'read'} the tables "
-        "the PR built; no data was written.",
+        f"tables {built}; no data was written.",
     )
 
 

@@ -212,7 +212,7 @@ def run_command(
         if not plan.backfill:
             out.print(f"{environment} is up to date: no interval is due", highlight=False)
             return
-        due = sum(len(b.intervals) for b in plan.backfill)
+        due = plan.backfill_intervals
         out.print(
             f"Running {environment}: {plural(due, 'interval')} due in "
             f"{plural(len(plan.backfill), 'model')}",

@@ -214,7 +214,7 @@ def budget_warning(plan: Plan, gate: Mapping[Any, Any]) -> tuple[str, ...]:
     if not isinstance(budget, Mapping):
         return ()
     limit = budget.get("max_intervals")
-    total = sum(len(b.intervals) for b in plan.backfill)
+    total = plan.backfill_intervals
     over = []
     if isinstance(limit, int) and not isinstance(limit, bool) and total > limit:
         over.append(f"backfills {total:,} intervals, above the budget of {limit:,} (max_intervals)")
@@ -337,16 +337,15 @@ def verdict(plan: Plan) -> str:
 
 
 def _what_builds(plan: Plan, item: Backfill) -> str:
-    kind = plan.snapshot(item.name).model.kind
-    if not kind.is_incremental_by_time:
-        reads = plan.scan.reads(item.name) if plan.scan else ""
-        return "full refresh" + (f" [dim]({escape(reads)})[/]" if reads else "")
+    reads = escape(plan.scan.reads(item.name)) if plan.scan is not None else ""
+    if not plan.snapshot(item.name).model.kind.is_incremental_by_time:
+        return "full refresh" + (f" [dim]({reads})[/]" if reads else "")
     count = len(item.intervals)
     detail = plural(count, "interval")
     if len(item.batches) != count:
         detail += f" in {plural(len(item.batches), 'batch', 'batches')}"
-    if plan.scan is not None and plan.scan.reads(item.name):
-        detail += f"; {escape(plan.scan.reads(item.name))}"
+    if reads:
+        detail += f"; {reads}"
     return f"{format_range(item.start, item.end)} [dim]({detail})[/]"
 
 

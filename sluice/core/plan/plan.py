@@ -138,6 +138,11 @@ class Plan:
     scan: ScanEstimate | None = None
 
     @property
+    def backfill_intervals(self) -> int:
+        """How many intervals the backfill computes, all tables together."""
+        return sum(len(b.intervals) for b in self.backfill)
+
+    @property
     def scan_bytes(self) -> int | None:
         """The backfill's estimated bytes to scan (None: not estimated)."""
         return self.scan.total if self.scan is not None else None

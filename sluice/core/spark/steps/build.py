@@ -231,18 +231,20 @@ def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
     plan allowed the drop: ``on_destructive_change``)."""
     from pyspark.sql import functions
 
-    have = {f.name.lower() for f in spark.table(table).schema.fields}
+    fields = spark.table(table).schema.fields
+    have = {f.name.lower() for f in fields}
     gained = [f for f in rows.schema.fields if f.name.lower() not in have]
     if gained:
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in gained)
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
+        fields = spark.table(table).schema.fields
     given = {f.name.lower(): f.name for f in rows.schema.fields}
     return rows.select(
         *(
             functions.col(f"`{given[f.name.lower()]}`")
             if f.name.lower() in given
             else functions.lit(None).cast(f.dataType).alias(f.name)
-            for f in spark.table(table).schema.fields
+            for f in fields
         )
     )
 
