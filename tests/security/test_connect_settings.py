@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow import trust
-from sluice.bot.flow.gate_rules import DeploySettings, GateSettings
+from sluice.bot.flow.gate_settings import DeploySettings, GateSettings
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
 from sluice.core.config import SluiceSettings, SparkSettings

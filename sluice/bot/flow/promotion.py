@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_rules import Tier
+from sluice.bot.flow.gate_settings import Tier
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import Forge, members, repo_key

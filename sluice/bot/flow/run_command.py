@@ -16,7 +16,7 @@ from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_rules import RequiredApprovers
+from sluice.bot.flow.gate_settings import RequiredApprovers
 from sluice.bot.forge.base import Forge, PullRequest, members, repo_key, writer
 from sluice.bot.present import replies
 from sluice.core import rollback

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_rules import DeploySettings, GateSettings, gate_config
+from sluice.bot.flow.gate_settings import DeploySettings, GateSettings, gate_config
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
 from sluice.bot.forge.base import Forge, repo_key

@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow.gate_rules import (
-    DeploySettings,
     GateInput,
     GateResult,
-    GateSettings,
-    RequiredApprovers,
     budget_to_approve,
     evaluate,
-    gate_config,
     owners_to_approve,
+)
+from sluice.bot.flow.gate_settings import (
+    DeploySettings,
+    GateSettings,
+    RequiredApprovers,
+    gate_config,
 )
 from sluice.bot.forge.base import Review
 from sluice.core.errors import ConfigError
