@@ -1,6 +1,6 @@
 # The webhook service (`sluice serve`) with Spark's Java runtime.
 # Same install steps as CI (Makefile, scripts/ensure-java.sh): openjdk-17-jre-headless from
-# apt, and the package pinned by constraints.txt. Not Alpine: PySpark and its wheels need glibc.
+# apt, and the packages of requirements/runtime.lock. Not Alpine: PySpark and its wheels need glibc.
 # bookworm: the Debian release that still ships openjdk-17 (trixie has 21 and later only).
 FROM python:3.11-slim-bookworm
 
@@ -14,9 +14,13 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/sluice
-COPY pyproject.toml constraints.txt README.md ./
+# Dependencies first, from the hashed lock, in a layer of their own: a change to Sluice's
+# source rebuilds only the last layer below, not pyspark.
+COPY requirements/runtime.lock ./requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/runtime.lock
+COPY pyproject.toml README.md LICENSE ./
 COPY sluice ./sluice
-RUN pip install --no-cache-dir -c constraints.txt . \
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
     && rm -rf /opt/sluice/build
 
 RUN useradd --create-home --uid 10001 --user-group sluice \

@@ -4,13 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck unit bench clean
+.PHONY: demo test test-fast lint typecheck unit bench clean lock
 
-$(STAMP): pyproject.toml constraints.txt
+# Every package from requirements/dev.lock (exact versions, hashes checked), then Sluice itself
+# with no dependencies and the locked build backend: nothing unhashed is installed.
+$(STAMP): pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements/dev.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+## lock: rewrite requirements/dev.lock and runtime.lock from pyproject.toml's ranges (keeps the
+## locked versions that still fit; `make lock UPGRADE=--upgrade` takes the newest that do)
+LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes $(UPGRADE)
+lock: $(STAMP)
+	$(LOCK) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
+	$(LOCK) pyproject.toml requirements/build.in -c requirements/dev.lock -o requirements/runtime.lock
 
 ## demo: the whole flow on the example project (jaffle_shop), locally: build prod on local
 ## Spark, open a PR with a change on the local forge, approve, merge, promote, query prod

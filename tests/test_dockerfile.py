@@ -49,15 +49,6 @@ def _exec_form(args: str) -> list[str]:
     return [str(v) for v in value]
 
 
-def _makefile_lock() -> str:
-    """The constraints file the Makefile's install step (what CI runs) passes to pip."""
-    text = (ROOT / "Makefile").read_text()
-    found = re.findall(r"pip install\b[^\n]*?\s-c\s+(\S+)", text)
-    assert found, "the Makefile does not install with -c <lock>"
-    assert len(set(found)) == 1
-    return found[0]
-
-
 def _served_port() -> int:
     cmd = _exec_form(_one("CMD"))
     assert "--port" in cmd
@@ -80,17 +71,23 @@ def test_installs_a_java_17_runtime_with_apt_and_cleans_up() -> None:
     assert "openjdk-17-jre-headless" in (ROOT / "scripts" / "ensure-java.sh").read_text()
 
 
-def test_installs_from_the_same_lock_as_ci() -> None:
-    lock = _makefile_lock()
-    assert lock == "constraints.txt"
+def test_installs_the_hashed_lock_before_the_source() -> None:
     installs = [r for r in _all("RUN") if "pip install" in r]
-    assert len(installs) == 1
-    words = shlex.split(installs[0].split("&&")[0])
-    assert words[words.index("-c") + 1] == lock
-    assert "--no-cache-dir" in words
-    copied = " ".join(_all("COPY"))
-    for needed in ("pyproject.toml", lock, "sluice", "README.md"):
-        assert needed in copied.split(), f"{needed} is not copied into the image"
+    assert len(installs) == 2
+    deps = shlex.split(installs[0])
+    assert deps[deps.index("-r") + 1] == "requirements/runtime.lock"
+    assert "--require-hashes" in deps and "--no-cache-dir" in deps
+    own = shlex.split(installs[1].split("&&")[0])
+    assert {"--no-deps", "--no-build-isolation", "--no-cache-dir"} <= set(own)
+    # the lock is copied alone before the dependencies' layer; the source only after it
+    steps = [f"{w} {a}" for w, a in _instructions()]
+    lock_copy = next(i for i, s in enumerate(steps) if s.startswith("COPY") and "runtime.lock" in s)
+    deps_run = steps.index(f"RUN {installs[0]}")
+    source_copy = next(
+        i for i, s in enumerate(steps) if s.startswith("COPY") and "sluice" in s.split()
+    )
+    assert lock_copy < deps_run < source_copy
+    assert steps[lock_copy].split()[1:-1] == ["requirements/runtime.lock"]
 
 
 def test_runs_as_a_non_root_user_after_installing() -> None:

@@ -3,6 +3,7 @@ workflow job would run it (a subprocess, GitHub's API faked at the wire)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -71,14 +72,65 @@ def test_the_documented_defaults_and_outputs() -> None:
     assert "actions/setup-java@v4" in uses and "actions/setup-python@v5" in uses
     java = next(s for s in data["runs"]["steps"] if s.get("uses") == "actions/setup-java@v4")
     assert java["with"] == {"distribution": "temurin", "java-version": "17"}
-    install = next(s["run"] for s in data["runs"]["steps"] if "pip install" in s.get("run", ""))
-    assert '-c "$GITHUB_ACTION_PATH/constraints.txt"' in install
     outputs = data["outputs"]
     assert outputs["environment"]["value"] == "${{ steps.sluice.outputs.environment }}"
     assert _run_step()["id"] == "sluice"
     for check in ("tests", "pr-environment", "prod-plan", "approval", "deploy"):
         key = check.replace("-", "_")
         assert outputs[key]["value"] == f"${{{{ steps.sluice.outputs.{key} }}}}"
+
+
+def _step(name: str) -> dict[str, Any]:
+    steps = [s for s in _action()["runs"]["steps"] if s.get("name") == name]
+    assert len(steps) == 1, name
+    step: dict[str, Any] = steps[0]
+    return step
+
+
+def _expand(text: str, outputs: dict[str, str]) -> str:
+    """The `${{ steps.<id>.outputs.<name> }}` expressions of a step, as the runner fills them."""
+    return re.sub(r"\$\{\{\s*steps\.([\w-]+)\.outputs\.([\w-]+)\s*\}\}",
+                  lambda m: outputs[f"{m[1]}.{m[2]}"], text)  # fmt: skip
+
+
+def test_sluice_runs_in_its_own_environment_cached_by_the_lock(tmp_path: Path) -> None:
+    # the naming step, run as the runner runs it: a key of the lock's hash, the runner and
+    # the exact Python; a path in the runner's tool cache named by that key
+    name = _step("Name Sluice's environment")
+    assert name["id"] == "env"
+    output = tmp_path / "output"
+    script = _expand(name["run"], {"python.python-version": "3.11.9"})
+    env = {**os.environ, "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(output),
+           "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", "RUNNER_TOOL_CACHE": str(tmp_path)}  # fmt: skip
+    subprocess.run(["bash", "-e", "-c", script], env=env, check=True)
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    digest = hashlib.sha256((ROOT / "requirements" / "runtime.lock").read_bytes()).hexdigest()
+    assert outputs["key"] == f"sluice-env-Linux-X64-py3.11.9-{digest[:16]}"
+    assert outputs["path"] == f"{tmp_path}/sluice/{outputs['key']}"
+    cache = _step("Restore Sluice's environment")
+    assert cache["uses"] == "actions/cache@v4" and cache["id"] == "cache"
+    assert cache["with"] == {"path": "${{ steps.env.outputs.path }}",
+                             "key": "${{ steps.env.outputs.key }}"}  # fmt: skip
+    # a miss installs every locked package, hashes checked, into that environment only
+    deps = _step("Install Sluice's dependencies (requirements/runtime.lock)")
+    assert deps["if"] == "steps.cache.outputs.cache-hit != 'true'"
+    assert deps["env"]["SLUICE_ENV"] == "${{ steps.env.outputs.path }}"
+    assert 'python -m venv "$SLUICE_ENV"' in deps["run"]
+    assert (
+        '"$SLUICE_ENV/bin/pip" install --quiet --require-hashes -r "$GITHUB_ACTION_PATH/requirements/runtime.lock"'
+        in deps["run"]
+    )
+    # every run: Sluice alone (no dependency resolved), its bin first on the job's PATH
+    own = _step("Install Sluice")
+    assert "if" not in own
+    assert '--no-deps --no-build-isolation "$GITHUB_ACTION_PATH"' in own["run"]
+    assert 'echo "$SLUICE_ENV/bin" >> "$GITHUB_PATH"' in own["run"]
+    # nothing is installed into the job's own Python
+    for step in _action()["runs"]["steps"]:
+        for line in step.get("run", "").splitlines():
+            assert "pip install" not in line or '"$SLUICE_ENV/bin/pip"' in line, line
+    order = [s.get("name") for s in _action()["runs"]["steps"]]
+    assert order.index("Install Sluice") < order.index("Run Sluice")
 
 
 def test_the_example_workflow_is_ready_to_copy() -> None:
