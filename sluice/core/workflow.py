@@ -7,6 +7,7 @@ nothing below them. Time comes in as an argument, so every operation is reproduc
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
-from sluice.core.spark import testing
+from sluice.core.spark import dev_server, testing
 from sluice.core.spark.connect import make_runner as spark_runner
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import JobSpec, TableDiffStep
@@ -48,6 +49,8 @@ from sluice.core.tablediff.result import (
 from sluice.core.tablediff.where import parse_where
 
 STATE_URL_ENV = "SLUICE_DATABASE_URL"
+
+logger = logging.getLogger(__name__)
 
 
 def state_url(project: Project, override: str | None = None) -> str:
@@ -467,6 +470,12 @@ def make_runner(
     settings = project.config.sluice.spark
     if in_process:
         return InProcessRunner(settings, paths, on_event=on_event, timeout=timeout)
+    if settings.mode == "submit":
+        # a developer's `sluice spark start` server for this project, when one runs
+        url = dev_server.running(settings, paths)
+        if url is not None:
+            logger.info("running on the Spark Connect server %s (sluice spark status)", url)
+            settings = settings.model_copy(update={"mode": "connect", "remote": url})
     return spark_runner(settings, paths, on_event=on_event, timeout=timeout)
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from sluice.core.cli import diff, environments, operations, plan
+from sluice.core.cli import diff, environments, operations, plan, spark
 from sluice.core.cli.common import cli
 
 plan.register(cli)
 operations.register(cli)
 diff.register(cli)
 environments.register(cli)
+spark.register(cli)
 
 
 def main() -> None:
