@@ -89,12 +89,15 @@ def status(settings: SparkSettings, paths: SparkPaths) -> Status:
     path = _state_path(paths)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        pid, url, port = int(data["pid"]), str(data["url"]), int(data["port"])
+        pid, port = int(data["pid"]), int(data["port"])
     except FileNotFoundError:
         return Status(False)
     except (OSError, ValueError, KeyError, TypeError):
         return Status(False, problem=f"{path} is unreadable; `sluice spark stop` removes it")
-    if not _alive(pid) or not _listening(BIND_ADDRESS, port):
+    # The URL is made here, never read: a record is a file in the project's folder, and
+    # whatever it says, a command connects to this machine's loopback only.
+    url = f"sc://{BIND_ADDRESS}:{port}"
+    if not _alive(pid) or not 0 < port < 65536 or not _listening(BIND_ADDRESS, port):
         return Status(False, pid=pid, problem="the server recorded there has stopped")
     started = str(data.get("started", ""))
     if data.get("settings") != settings_digest(settings, paths):

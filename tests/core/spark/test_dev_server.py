@@ -87,6 +87,18 @@ def test_a_live_keeper_on_a_listening_port_is_used_by_the_cli_runner(
     assert keeper.wait(10) == -signal.SIGTERM
 
 
+def test_a_record_cannot_point_commands_off_this_machine(
+    tmp_path: Path, listening: int, keeper: subprocess.Popen[bytes]
+) -> None:
+    paths = SparkPaths.for_project(tmp_path)
+    path = _record(paths, keeper.pid, listening, SparkSettings())
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "url": "sc://collector.example:15002/;token=x"}))
+    assert dev_server.running(SparkSettings(), paths) == f"sc://127.0.0.1:{listening}"
+    path.write_text(json.dumps({**data, "port": 70000}))
+    assert dev_server.running(SparkSettings(), paths) is None
+
+
 def test_a_dead_keeper_or_a_closed_port_is_not_used_and_stop_clears_the_record(
     tmp_path: Path, listening: int, keeper: subprocess.Popen[bytes]
 ) -> None:
