@@ -29,8 +29,11 @@ from sluice.core import workflow
 from sluice.core.cli.common import err, fails_cleanly, now_ms, out, progress
 from sluice.core.cli.plan import print_plan
 from sluice.core.errors import SluiceError
+from sluice.core.model.definition import Project
 from sluice.core.snapshot.naming import PROD
-from sluice.core.spark.session import java_problem
+from sluice.core.spark.connect import make_runner, stop_all
+from sluice.core.spark.session import SparkPaths, java_problem
+from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
 from sluice.core.words import plural
@@ -83,8 +86,17 @@ def register(cli: click.Group) -> None:
     help="Keep the demo's repository afterwards, to look around (`sluice pr status "
     "1 --repo DIR`); by default it is removed when the demo succeeds.",
 )
+@click.option(
+    "--spark",
+    "spark_mode",
+    type=click.Choice(["connect", "submit"]),
+    default="connect",
+    show_default=True,
+    help="How the demo's jobs reach Spark: connect, one warm Spark Connect server for the "
+    "whole demo (started once, stopped at the end); submit, one spark-submit per job.",
+)
 @fails_cleanly
-def demo(work_dir: Path, keep: bool) -> None:
+def demo(work_dir: Path, keep: bool, spark_mode: str) -> None:
     """Run the whole flow on the example project, locally: build prod, open a pull request
     with a breaking and a non-breaking change, approve, merge, promote, query prod.
 
@@ -98,9 +110,10 @@ def demo(work_dir: Path, keep: bool) -> None:
     out.print(f"[bold]Sluice demo[/] in {root} ({version})")
     finished = False
     try:
-        _run(root)
+        _run(root, spark_mode)
         finished = True
     finally:
+        stop_all()  # the demo's Spark Connect server, if it started one
         took = _took(time.monotonic() - started)
         if not finished:
             err.print(f"[red]The demo stopped after {took}[/]; its repository is kept in {root}")
@@ -147,9 +160,10 @@ def check_git() -> None:
         )
 
 
-def _run(root: Path) -> None:
+def _run(root: Path, spark_mode: str) -> None:
     state = f"sqlite:///{root / '.sluice' / 'state.db'}"  # where `sluice pr` looks by default
     common = {"repo": root, "state": state, "workdir": None, "project_path": "."}
+    common["spark_mode"] = spark_mode
 
     _step(1, "Making a git repository holding the example project (jaffle_shop)")
     _make_repo(root)
@@ -157,7 +171,7 @@ def _run(root: Path) -> None:
 
     _step(2, f"Building prod on local Spark (the data ends {PROD_END})")
     _say(f"$ sluice apply --project {root} --end {PROD_END}")
-    _build_prod(root, state)
+    _build_prod(root, state, spark_mode)
 
     _step(3, f"Committing a change on branch {BRANCH!r}")
     _make_change(root)
@@ -216,9 +230,9 @@ def _run(root: Path) -> None:
         _say(str(deploy["summary"]).rstrip())
 
     _step(6, "Querying prod: the change is live")
-    _query(root, state, RETURNED_SQL, limit=1)
-    _query(root, state, SAMPLE_SQL, limit=5)
-    _query(root, state, SEGMENTS_SQL, limit=5)
+    _query(root, state, RETURNED_SQL, limit=1, spark_mode=spark_mode)
+    _query(root, state, SAMPLE_SQL, limit=5, spark_mode=spark_mode)
+    _query(root, state, SEGMENTS_SQL, limit=5, spark_mode=spark_mode)
 
 
 # -- the steps ---------------------------------------------------------------------------
@@ -266,7 +280,14 @@ def _clear(root: Path) -> None:
     )
 
 
-def _build_prod(root: Path, state: str) -> None:
+def _runner(project: Project, spark_mode: str) -> Runner:
+    """The demo's runner: every job of one demo on the same Spark (one Connect server per
+    metastore root in this process, as `sluice pr --spark connect` gets it)."""
+    settings = project.config.sluice.spark.model_copy(update={"mode": spark_mode})
+    return make_runner(settings, SparkPaths.for_project(Path(project.path)), on_event=progress)
+
+
+def _build_prod(root: Path, state: str, spark_mode: str) -> None:
     project = workflow.load_project(root)
     now = now_ms()
     store = open_state(state)
@@ -275,7 +296,7 @@ def _build_prod(root: Path, state: str) -> None:
             project, store, PROD, end=to_ms(PROD_END) + DAY_MS, execution_time=now
         )
         print_plan(plan, out)
-        runner = workflow.make_runner(project, on_event=progress)
+        runner = _runner(project, spark_mode)
         applied = workflow.apply_plan(project, store, plan, runner, url=state, now=now)
     finally:
         store.close()
@@ -318,12 +339,12 @@ def _edit(path: Path, pattern: str, replacement: str) -> None:
     path.write_text(changed, encoding="utf-8")
 
 
-def _query(root: Path, state: str, sql: str, *, limit: int) -> None:
+def _query(root: Path, state: str, sql: str, *, limit: int, spark_mode: str) -> None:
     _say(f'$ sluice query prod "{sql}" --limit {limit}')
     project = workflow.load_project(root)
     store = open_state(state)
     try:
-        runner = workflow.make_runner(project, on_event=progress)
+        runner = _runner(project, spark_mode)
         result = workflow.query_environment(project, store, PROD, sql, runner, limit=limit)
     finally:
         store.close()

@@ -136,6 +136,16 @@ def _options(func: F) -> F:
             help="Print nothing but the PR number (open) or the JSON (status --json).",
         ),
         click.option(
+            "--spark",
+            "spark_mode",
+            type=click.Choice(["submit", "connect"]),
+            default=lambda: os.environ.get("SLUICE_SPARK_MODE", "submit"),
+            show_default="$SLUICE_SPARK_MODE, else submit",
+            help="How jobs reach Spark, as the service's SLUICE_SPARK_MODE: submit, one "
+            "spark-submit per job; connect, a Spark Connect server this command starts "
+            "once and stops at its end.",
+        ),
+        click.option(
             "--format",
             "comment_format",
             type=click.Choice(["auto", "rendered", "raw"]),
@@ -159,6 +169,7 @@ def _session(
     project_path: str,
     quiet: bool,
     comment_format: str = "auto",
+    spark_mode: str = "submit",
 ) -> _Session:
     forge = LocalForge(repo)
     project_dir = (forge.root / project_path).resolve()
@@ -178,7 +189,7 @@ def _session(
         workdir=work,
         state_url=url,
         project_path=project_path,
-        runner_for=injected or _runner_for(work, quiet),
+        runner_for=injected or _runner_for(work, quiet, spark_mode),
         project_python="on",  # the user's own repository, on the user's own machine
     )
     return _Session(forge, user or _default_user(forge), deps, quiet, _raw(comment_format))
@@ -189,9 +200,10 @@ def _raw(comment_format: str) -> bool | None:
     return {"raw": True, "rendered": False}.get(comment_format)
 
 
-def _runner_for(work: Path, quiet: bool) -> RunnerFor:
-    """spark-submit, with the warehouse where ``sluice apply`` keeps it ($SLUICE_SPARK_DIR
-    or the workdir), printing the driver's progress on stderr."""
+def _runner_for(work: Path, quiet: bool, mode: str = "submit") -> RunnerFor:
+    """The runner ``mode`` names (the user's choice, as the service's setting would be:
+    never the repository's), with the warehouse where ``sluice apply`` keeps it
+    ($SLUICE_SPARK_DIR or the workdir), printing the driver's progress on stderr."""
     override = os.environ.get(SPARK_DIR_ENV)
     paths = SparkPaths(
         root=Path(override).resolve() if override else work / "spark", logs=work / "logs"
@@ -203,7 +215,8 @@ def _runner_for(work: Path, quiet: bool) -> RunnerFor:
             if not quiet:
                 progress(event)
 
-        return make_runner(project.config.sluice.spark, paths, on_event=both)
+        settings = project.config.sluice.spark.model_copy(update={"mode": mode})
+        return make_runner(settings, paths, on_event=both)
 
     return make
 
