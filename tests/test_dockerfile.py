@@ -55,12 +55,43 @@ def _served_port() -> int:
     return int(cmd[cmd.index("--port") + 1])
 
 
-def test_base_image_is_python_311_slim_not_alpine() -> None:
+def _base_image() -> str:
+    """The FROM image, with a `${NAME}` taken from the default of the ARG before FROM."""
     base = _all("FROM")
     assert len(base) == 1
     image = base[0].split()[0]
+    match = re.fullmatch(r"\$\{?(\w+)\}?", image)
+    if match:
+        steps = _instructions()
+        before = steps[: steps.index(("FROM", base[0]))]
+        defaults = dict(a.partition("=")[::2] for w, a in before if w == "ARG")
+        image = defaults.get(match.group(1), "")
+    return image
+
+
+def test_base_image_is_python_311_slim_not_alpine() -> None:
+    image = _base_image()
     assert image.startswith("python:3.11-slim"), image
     assert "alpine" not in image
+
+
+def test_base_image_is_pinned_by_digest() -> None:
+    # the tag says what it is, the digest fixes which build: a rebuild gets the same base
+    assert re.fullmatch(r"python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", _base_image())
+
+
+def test_tini_is_pid_1_and_runs_the_command() -> None:
+    runs = " ; ".join(_all("RUN"))
+    assert re.search(r"apt-get install\b[^;&]*--no-install-recommends[^;&]*\btini\b", runs)
+    assert _exec_form(_one("ENTRYPOINT")) == ["tini", "--"]
+
+
+def test_the_proxy_ca_is_a_build_secret_not_part_of_the_image() -> None:
+    steps = _instructions()
+    assert ("ARG", "PIP_CERT") in steps  # no default: unset unless --build-arg gives it
+    assert not any("PIP_CERT" in a or "REQUESTS_CA_BUNDLE" in a for w, a in steps if w == "ENV")
+    deps = next(r for r in _all("RUN") if "runtime.lock" in r)
+    assert deps.startswith("--mount=type=secret,id=pip_cert ")
 
 
 def test_installs_a_java_17_runtime_with_apt_and_cleans_up() -> None:
