@@ -22,6 +22,7 @@
 #                 (default /etc/ssl/certs/ca-certificates.crt; CA_BUNDLE= to hand none)
 #   HOST_PORT     host port for the service (default 8000)
 set -euo pipefail
+trap 'echo "docker-verify: stopped by a failed command at line $LINENO" >&2' ERR
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${WORK:-/var/tmp/sluice-docker-verify}"
@@ -34,6 +35,13 @@ NAME="sluice-verify"
 mkdir -p "$WORK"
 
 say() { printf '\n== %s\n' "$*"; }
+# Remove an image this script made earlier once no tag points to it (by id, nothing else).
+drop_image() {
+    [[ -n "$1" ]] || return 0
+    if [[ "$("${DOCKER[@]}" image inspect -f '{{len .RepoTags}}' "$1" 2>/dev/null)" == 0 ]]; then
+        "${DOCKER[@]}" rmi "$1" >/dev/null 2>&1 || true
+    fi
+}
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 [[ "$(id -u)" -eq 0 ]] || { echo "run as root (apt-get, debootstrap, dockerd)" >&2; exit 1; }
@@ -61,7 +69,8 @@ fi
 
 # Start dockerd unless one answers: first with its defaults (overlay2, bridge network,
 # iptables); if it does not come up, again without overlay, iptables and the bridge, and
-# then builds and containers use the host's network.
+# then builds and containers use the host's network. (Where this script was written the
+# defaults worked, so that fallback has not been exercised.)
 NET=()
 start_dockerd() {
     echo "starting: dockerd $*"
@@ -102,6 +111,7 @@ else
     "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11, 4))' \
         || { echo "$PY is older than 3.11.4 (Sluice's floor)" >&2; exit 1; }
     PY_VERSION="$("$PY" -c 'import platform; print(platform.python_version())')"
+    old_base=$("${DOCKER[@]}" image inspect -f '{{.Id}}' "$BASE_TAG" 2>/dev/null || true)
     R="$WORK/rootfs"
     rm -rf "$R"
     debootstrap --variant=minbase bookworm "$R" "$MIRROR" >"$WORK/debootstrap.log" 2>&1
@@ -163,6 +173,7 @@ EOF
         -c 'ENV LANG=C.UTF-8' -c "ENV PYTHON_VERSION=$PY_VERSION" -c 'CMD ["python3"]' \
         -m "stand-in for python:3.11-slim-bookworm: debootstrap minbase + CPython $PY_VERSION" \
         - "$BASE_TAG" >/dev/null
+    drop_image "$old_base"
 fi
 "${DOCKER[@]}" run --rm "$BASE_TAG" python --version
 "${DOCKER[@]}" image ls "$BASE_TAG" --format 'base size {{.Size}}'
@@ -180,20 +191,25 @@ BUILD=("${DOCKER[@]}" build --progress=plain "${NET[@]}" --build-arg "BASE_IMAGE
 if [[ -n "$CA_BUNDLE" ]]; then
     BUILD+=(--secret "id=pip_cert,src=$CA_BUNDLE" --build-arg PIP_CERT=/run/secrets/pip_cert)
 fi
+before=$("${DOCKER[@]}" image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 t0=$(now)
 "${BUILD[@]}" --no-cache "$CTX" >"$WORK/build-first.log" 2>&1 \
     || { tail -n 30 "$WORK/build-first.log"; exit 1; }
 t1=$(now)
 first=$(elapsed "$t0" "$t1")
 echo "first build, no cache: ${first}s (log: $WORK/build-first.log)"
+drop_image "$before"
+before=$("${DOCKER[@]}" image inspect -f '{{.Id}}' "$IMAGE")
 
-echo "# one-line change to measure a rebuild" >>"$CTX/sluice/__init__.py"
+# A line no earlier run added, or the build cache would hold the result already.
+echo "# one-line change to measure a rebuild: $(date +%s%N)" >>"$CTX/sluice/__init__.py"
 t0=$(now)
 "${BUILD[@]}" "$CTX" >"$WORK/build-rebuild.log" 2>&1 \
     || { tail -n 30 "$WORK/build-rebuild.log"; exit 1; }
 t1=$(now)
 rebuild=$(elapsed "$t0" "$t1")
 echo "rebuild after a one-line change in sluice/: ${rebuild}s (log: $WORK/build-rebuild.log)"
+drop_image "$before"
 echo "steps taken from the cache in the rebuild: $(grep -cE '^#[0-9]+ CACHED' "$WORK/build-rebuild.log")"
 
 size=$("${DOCKER[@]}" image ls "$IMAGE" --format '{{.Size}}')
@@ -231,7 +247,7 @@ echo "processes (PID 1 should be tini):"
 "${DOCKER[@]}" exec "$NAME" ps -o pid,ppid,user,comm
 pid1=$("${DOCKER[@]}" exec "$NAME" ps -o comm= -p 1 | tr -d ' ')
 [[ "$pid1" == tini ]] || { echo "PID 1 is $pid1, not tini" >&2; exit 1; }
-"${DOCKER[@]}" exec "$NAME" java -version 2>&1 | head -n 1
+"${DOCKER[@]}" exec "$NAME" java -version 2>&1 | sed -n 1p  # sed reads all: no SIGPIPE
 
 # An orphaned grandchild is reaped by tini; with python itself as PID 1 it stays a zombie.
 ORPHAN='import subprocess, time
