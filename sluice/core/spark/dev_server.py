@@ -122,9 +122,7 @@ def running(settings: SparkSettings, paths: SparkPaths) -> str | None:
     return found.url
 
 
-def serve(
-    settings: SparkSettings, paths: SparkPaths, *, ready: threading.Event | None = None
-) -> None:
+def serve(settings: SparkSettings, paths: SparkPaths) -> None:
     """Be the keeper, in this process, until SIGTERM or SIGINT: start the server, record
     it, restart it when it dies, stop it and remove the record at the end.
 
@@ -147,8 +145,6 @@ def serve(
         url = server.endpoint()
         _write_record(record, settings, paths, server)
         logger.info("Spark Connect server ready on %s (keeper pid %s)", url, os.getpid())
-        if ready is not None:
-            ready.set()
         while not stop.wait(_WATCH_S):
             if not server.running():
                 server.endpoint()  # logs that it died and starts it again

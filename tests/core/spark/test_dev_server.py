@@ -171,7 +171,7 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
     tmp_path: Path,
 ) -> None:
     project = tmp_path / "p"
-    load(project, {"config.yaml": CONFIG, "models/one.sql": ONE})
+    settings = load(project, {"config.yaml": CONFIG, "models/one.sql": ONE}).config.sluice.spark
     paths = SparkPaths.for_project(project)
     started = _sluice("spark", "start", project=project)
     try:
@@ -198,6 +198,21 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
         )
         assert query.returncode == 0, query.stderr
         assert "│ b " in query.stdout
+        # the server's JVM dies: its keeper starts another, and commands find it
+        os.kill(server_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            record = json.loads((paths.root / "connect" / dev_server.STATE_NAME).read_text())
+            if record["server_pid"] != server_pid and dev_server.running(settings, paths):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the keeper did not start the server again within 300 s")
+        restarted = int(record["server_pid"])
+        query = _sluice("query", "prod", "SELECT COUNT(*) AS n FROM devsrv.one", project=project)
+        assert query.returncode == 0, query.stderr
+        assert "│ 2 " in query.stdout
+        server_pid = restarted
     finally:
         stopped = _sluice("spark", "stop", project=project)
     assert stopped.returncode == 0 and "stopped the Spark Connect server" in stopped.stdout
