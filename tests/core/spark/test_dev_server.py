@@ -46,6 +46,11 @@ def keeper() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(120)", "spark", "start", "--foreground"]
     )
+    # until the child has exec'd, its command line is still this test process's
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while b"--foreground" not in cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
