@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 
 
 def child(kind: str, work: Path, views: int, rounds: int, metastore_url: str) -> None:
@@ -36,26 +35,9 @@ def child(kind: str, work: Path, views: int, rounds: int, metastore_url: str) ->
 
     conf: dict[str, str] = {}
     if kind == "postgres":
-        from sqlalchemy.engine import make_url
+        from tests.helpers.hive_metastore import postgres_metastore_conf
 
-        url = make_url(metastore_url)
-        conf = {
-            "spark.driver.extraClassPath": str(JDBC_JAR),
-            "spark.hadoop.javax.jdo.option.ConnectionURL":
-                f"jdbc:postgresql://{url.host}:{url.port}/{url.database}",
-            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
-            "spark.hadoop.javax.jdo.option.ConnectionUserName": url.username or "",
-            "spark.hadoop.javax.jdo.option.ConnectionPassword": url.password or "",
-            # the schema's tables and columns, not its constraints: DataNucleus adding
-            # those while its other connection holds a transaction waits for ever
-            "spark.hadoop.datanucleus.schema.autoCreateAll": "false",
-            "spark.hadoop.datanucleus.schema.autoCreateSchema": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateTables": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateColumns": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
-            "spark.hadoop.hive.metastore.schema.verification": "false",
-            "spark.sql.warehouse.dir": (work / "warehouse").as_uri(),
-        }  # fmt: skip
+        conf = postgres_metastore_conf(metastore_url, work / "warehouse")
     settings = SparkSettings(master="local[2]", conf=conf)
     spark = local_session(settings, SparkPaths(root=work / "spark", logs=work / "logs"))
     spark.sql("CREATE DATABASE IF NOT EXISTS phys")
@@ -97,12 +79,14 @@ def main() -> int:
     parser.add_argument("--metastore-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    sys.path.insert(0, str(ROOT))  # tests.helpers and tests.pgcluster, in both processes
     if args.child:
         child(args.child, args.work, args.views, args.rounds, args.metastore_url)
         return 0
-    if not JDBC_JAR.exists():
-        raise SystemExit(f"{JDBC_JAR} is missing: run scripts/ensure-postgres.sh")
-    sys.path.insert(0, str(ROOT))
+    from tests.helpers.hive_metastore import JAR
+
+    if not JAR.exists():
+        raise SystemExit(f"{JAR} is missing: run scripts/ensure-postgres.sh")
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sluice.core import jobs
 from sluice.core.errors import ConflictError, PlanError
@@ -460,17 +460,20 @@ def make_runner(
     project: Project,
     *,
     in_process: bool = False,
+    mode: Literal["submit", "connect"] | None = None,
     on_event: OnEvent | None = None,
     timeout: float | None = JOB_TIMEOUT_S,
 ) -> Runner:
     """The runner for ``project``'s Spark settings (``spark.mode``: spark-submit, or a warm
-    Spark Connect server), or this process; each job may run ``timeout`` seconds (None: no
-    limit)."""
+    Spark Connect server, or a running ``sluice spark start`` server), or this process, or
+    the ``mode`` the caller chose; each job may run ``timeout`` seconds (None: no limit)."""
     paths = SparkPaths.for_project(Path(project.path))
     settings = project.config.sluice.spark
     if in_process:
         return InProcessRunner(settings, paths, on_event=on_event, timeout=timeout)
-    if settings.mode == "submit":
+    if mode is not None:
+        settings = settings.model_copy(update={"mode": mode})
+    elif settings.mode == "submit":
         # a developer's `sluice spark start` server for this project, when one runs
         url = dev_server.running(settings, paths)
         if url is not None:

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 from rich.table import Table
@@ -29,11 +29,9 @@ from sluice.core import workflow
 from sluice.core.cli.common import err, fails_cleanly, now_ms, out, progress
 from sluice.core.cli.plan import print_plan
 from sluice.core.errors import SluiceError
-from sluice.core.model.definition import Project
 from sluice.core.snapshot.naming import PROD
-from sluice.core.spark.connect import make_runner, stop_all
-from sluice.core.spark.session import SparkPaths, java_problem
-from sluice.core.spark.submit import Runner
+from sluice.core.spark.connect import stop_all
+from sluice.core.spark.session import java_problem
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
 from sluice.core.words import plural
@@ -96,7 +94,7 @@ def register(cli: click.Group) -> None:
     "whole demo (started once, stopped at the end); submit, one spark-submit per job.",
 )
 @fails_cleanly
-def demo(work_dir: Path, keep: bool, spark_mode: str) -> None:
+def demo(work_dir: Path, keep: bool, spark_mode: Literal["connect", "submit"]) -> None:
     """Run the whole flow on the example project, locally: build prod, open a pull request
     with a breaking and a non-breaking change, approve, merge, promote, query prod.
 
@@ -160,10 +158,15 @@ def check_git() -> None:
         )
 
 
-def _run(root: Path, spark_mode: str) -> None:
+def _run(root: Path, spark_mode: Literal["connect", "submit"]) -> None:
     state = f"sqlite:///{root / '.sluice' / 'state.db'}"  # where `sluice pr` looks by default
-    common = {"repo": root, "state": state, "workdir": None, "project_path": "."}
-    common["spark_mode"] = spark_mode
+    common = {
+        "repo": root,
+        "state": state,
+        "workdir": None,
+        "project_path": ".",
+        "spark_mode": spark_mode,
+    }
 
     _step(1, "Making a git repository holding the example project (jaffle_shop)")
     _make_repo(root)
@@ -280,14 +283,7 @@ def _clear(root: Path) -> None:
     )
 
 
-def _runner(project: Project, spark_mode: str) -> Runner:
-    """The demo's runner: every job of one demo on the same Spark (one Connect server per
-    metastore root in this process, as `sluice pr --spark connect` gets it)."""
-    settings = project.config.sluice.spark.model_copy(update={"mode": spark_mode})
-    return make_runner(settings, SparkPaths.for_project(Path(project.path)), on_event=progress)
-
-
-def _build_prod(root: Path, state: str, spark_mode: str) -> None:
+def _build_prod(root: Path, state: str, spark_mode: Literal["connect", "submit"]) -> None:
     project = workflow.load_project(root)
     now = now_ms()
     store = open_state(state)
@@ -296,7 +292,7 @@ def _build_prod(root: Path, state: str, spark_mode: str) -> None:
             project, store, PROD, end=to_ms(PROD_END) + DAY_MS, execution_time=now
         )
         print_plan(plan, out)
-        runner = _runner(project, spark_mode)
+        runner = workflow.make_runner(project, mode=spark_mode, on_event=progress)
         applied = workflow.apply_plan(project, store, plan, runner, url=state, now=now)
     finally:
         store.close()
@@ -339,12 +335,14 @@ def _edit(path: Path, pattern: str, replacement: str) -> None:
     path.write_text(changed, encoding="utf-8")
 
 
-def _query(root: Path, state: str, sql: str, *, limit: int, spark_mode: str) -> None:
+def _query(
+    root: Path, state: str, sql: str, *, limit: int, spark_mode: Literal["connect", "submit"]
+) -> None:
     _say(f'$ sluice query prod "{sql}" --limit {limit}')
     project = workflow.load_project(root)
     store = open_state(state)
     try:
-        runner = _runner(project, spark_mode)
+        runner = workflow.make_runner(project, mode=spark_mode, on_event=progress)
         result = workflow.query_environment(project, store, PROD, sql, runner, limit=limit)
     finally:
         store.close()

@@ -99,7 +99,8 @@ def free_port(host: str = BIND_ADDRESS) -> int:
         return port
 
 
-def _listening(host: str, port: int) -> bool:
+def listening(host: str, port: int) -> bool:
+    """Whether ``host:port`` takes a TCP connection (within a second)."""
     try:
         with socket.create_connection((host, port), timeout=1.0):
             return True
@@ -206,7 +207,7 @@ class ConnectServer:
         proc = self._proc
         if proc is None or proc.poll() is not None or self.port is None:
             return False
-        return _listening(BIND_ADDRESS, self.port)
+        return listening(BIND_ADDRESS, self.port)
 
     def endpoint(self) -> str:
         """The server's URL, starting it first when it is not running (or died).
@@ -327,7 +328,7 @@ class ConnectServer:
     def _await_ready(self) -> None:
         assert self._proc is not None and self.port is not None
         deadline = time.monotonic() + self.start_timeout
-        while not _listening(BIND_ADDRESS, self.port):
+        while not listening(BIND_ADDRESS, self.port):
             if self._proc.poll() is not None:
                 raise self._failed(f"it exited with code {self._proc.returncode}")
             if time.monotonic() > deadline:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
-from sluice.core.spark.connect import BIND_ADDRESS, START_TIMEOUT_S, ConnectServer, _listening
+from sluice.core.spark.connect import BIND_ADDRESS, START_TIMEOUT_S, ConnectServer, listening
 from sluice.core.spark.session import SparkPaths, spark_conf
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def status(settings: SparkSettings, paths: SparkPaths) -> Status:
     # The URL is made here, never read: a record is a file in the project's folder, and
     # whatever it says, a command connects to this machine's loopback only.
     url = f"sc://{BIND_ADDRESS}:{port}"
-    if not _alive(pid) or not 0 < port < 65536 or not _listening(BIND_ADDRESS, port):
+    if not _alive(pid) or not 0 < port < 65536 or not listening(BIND_ADDRESS, port):
         return Status(False, pid=pid, problem="the server recorded there has stopped")
     started = str(data.get("started", ""))
     if data.get("settings") != settings_digest(settings, paths):

@@ -23,35 +23,17 @@ from sluice.core.spark.session import SparkPaths, uses_embedded_metastore
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
+from tests.helpers.hive_metastore import JAR, postgres_metastore_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
-JAR = Path("/usr/share/java/postgresql.jar")
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
 END = to_ms("2018-04-30")
 
 
 def _catalog(metastore_url: str, warehouse: Path) -> SparkSettings:
     """The README's shared metastore settings, for a database of the test server."""
-    url = make_url(metastore_url)
-    jdbc = f"jdbc:postgresql://{url.host}:{url.port}/{url.database}"
-    return SparkSettings(
-        master="local[2]",
-        conf={
-            "spark.driver.extraClassPath": str(JAR),
-            "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc,
-            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
-            "spark.hadoop.javax.jdo.option.ConnectionUserName": url.username or "",
-            "spark.hadoop.javax.jdo.option.ConnectionPassword": url.password or "",
-            "spark.hadoop.datanucleus.schema.autoCreateAll": "false",
-            "spark.hadoop.datanucleus.schema.autoCreateSchema": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateTables": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateColumns": "true",
-            "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
-            "spark.hadoop.hive.metastore.schema.verification": "false",
-            "spark.sql.warehouse.dir": warehouse.as_uri(),
-        },
-    )
+    return SparkSettings(master="local[2]", conf=postgres_metastore_conf(metastore_url, warehouse))
 
 
 @pytest.fixture
