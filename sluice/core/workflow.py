@@ -246,6 +246,28 @@ class ApplyResult:
     tables_built: int
     views_swapped: int
     job: JobResult | None
+    written: Written | None = None  # what the built tables hold (None: nothing built)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the tables a plan builds hold once built, as the jobs measured them (from this
+    job or an earlier one); None where no job measured it."""
+
+    bytes: int | None
+    rows: int | None
+
+
+def written(state: StateReader, plan: Plan) -> Written:
+    """The bytes and rows of the tables ``plan`` builds, summed over those measured."""
+    built = {(b.name, b.version) for b in plan.backfill}
+    sizes = state.get_table_sizes({name for name, _ in built}) if built else {}
+    measured = [sizes[key] for key in built if key in sizes]
+    counted = [m.rows for m in measured if m.rows is not None]
+    return Written(
+        sum(m.bytes for m in measured) if measured else None,
+        sum(counted) if counted else None,
+    )
 
 
 def apply_plan(
@@ -305,7 +327,7 @@ def apply_plan(
     commit_environment(state, plan, now, ttl_days)
     built = sum(1 for s in spec["steps"] if s["type"] == "build")
     views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
-    return ApplyResult(plan, built, views, result)
+    return ApplyResult(plan, built, views, result, written(state, plan) if built else None)
 
 
 def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:

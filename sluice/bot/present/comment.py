@@ -159,6 +159,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         tables_built=preview.built if preview is not None else 0,
         views=preview.views if preview is not None else 0,
         seconds=preview.seconds if preview is not None else 0.0,
+        rows_written=preview.rows_built if preview is not None else None,
         bytes_written=preview.bytes_built if preview is not None else None,
         merge=merge,
         merge_bytes=state.prod_plan.scan_bytes if state.prod_plan is not None else None,

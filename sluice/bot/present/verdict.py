@@ -263,14 +263,13 @@ def built_line(build: BuildFacts) -> md.Markdown | None:
     """What the PR's build wrote, and how long Spark took."""
     if not build.changes_models or (build.failure is not None and not build.tables_built):
         return None
-    parts = [plural(build.tables_built, "table"), plural(build.views, "view")]
-    if build.rows_written is not None:
-        parts.append(plural(build.rows_written, "row") + " written")
-    if build.bytes_written is not None:
-        parts.append(size(build.bytes_written))
+    held = [] if build.rows_written is None else [plural(build.rows_written, "row")]
+    held += [] if build.bytes_written is None else [size(build.bytes_written)]
+    tables = plural(build.tables_built, "table") + (f" ({', '.join(held)})" if held else "")
     took = f" in {duration(build.seconds)} of Spark" if build.seconds else ""
     return md.Markdown(
-        f"**This PR built** {', '.join(parts)} in {md.code(build.environment)}{took}."
+        f"**This PR built** {tables} and {plural(build.views, 'view')} in "
+        f"{md.code(build.environment)}{took}."
     )
 
 

@@ -122,28 +122,34 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     if written:
-        size = table_bytes(spark, table)
-        if size is not None:
-            ctx.write("table_size", model=name, version=version, bytes=size)
+        stats = table_statistics(spark, table)
+        if stats is not None:
+            size, rows = stats
+            ctx.write("table_size", model=name, version=version, bytes=size, rows=rows)
     return {"model": name, "version": version, "table": table, "batches": written}
 
 
-_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes\b")
+_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes(?:,\s*(\d+)\s+rows)?\b")
 
 
-def table_bytes(spark: SparkSession, table: str) -> int | None:
-    """The bytes of ``table``'s data files, as the catalog's statistics say once
-    ``ANALYZE ... NOSCAN`` has listed them (no data is read); None when the catalog keeps
-    no such statistic (a measurement never fails a build)."""
+def table_statistics(spark: SparkSession, table: str) -> tuple[int, int | None] | None:
+    """The bytes of ``table``'s data files and the rows it holds, as the catalog's
+    statistics say once ``ANALYZE ... COMPUTE STATISTICS`` has counted them (a count of
+    rows, which Parquet answers from its files' footers; no column is read); the rows are
+    None when the catalog kept no count, and the whole None when it keeps no statistics (a
+    measurement never fails a build)."""
     try:
-        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS NOSCAN")
+        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
         rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
     except Exception:
         return None
     for row in rows:
         if row["col_name"] == "Statistics":
             found = _STATISTICS.match(str(row["data_type"]))
-            return int(found.group(1)) if found else None
+            if found is None:
+                return None
+            counted = found.group(2)
+            return int(found.group(1)), int(counted) if counted is not None else None
     return None
 
 
