@@ -22,6 +22,7 @@ from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.cost import estimate_scan
+from sluice.core.plan.output import estimate_output
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
@@ -139,13 +140,15 @@ def plan_environment(
 def _with_scan_estimate(
     state: StateReader, plan: Plan, intervals: Mapping[TableKey, list[Interval]]
 ) -> Plan:
-    """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`)."""
+    """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`) and the
+    rows and bytes it writes (:mod:`sluice.core.plan.output`)."""
     if not plan.backfill:
         return plan
     snapshots = {s.name: s for s in plan.snapshots}
     sizes = state.get_table_sizes(snapshots)  # external parents are never measured
     scan = estimate_scan(snapshots, plan.backfill, sizes, intervals)
-    return dataclasses.replace(plan, scan=scan)
+    output = estimate_output(snapshots, plan.backfill, sizes, intervals)
+    return dataclasses.replace(plan, scan=scan, output=output)
 
 
 def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[str]:

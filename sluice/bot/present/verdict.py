@@ -67,7 +67,9 @@ class BuildFacts:
     bytes_written: int | None = None
     merge: tuple[Backfill, ...] | None = None  # None: not known (no prod plan)
     merge_changes: bool = True
-    merge_bytes: int | None = None
+    merge_bytes: int | None = None  # what the merge's backfill reads (estimate)
+    merge_rows: int | None = None  # ... and writes (estimate; None: not measured)
+    merge_written: int | None = None
     merge_into: str = "prod"  # the environment a merge promotes (a tier before prod)
     query_views: tuple[str, ...] = ()
     diff_models: tuple[str, ...] = ()
@@ -255,7 +257,12 @@ def merge_line(build: BuildFacts) -> md.Markdown | None:
     if ranged:
         intervals = sum(b.intervals for b in ranged)
         parts.append(f"{plural(intervals, 'interval')} of {_names([b.model for b in ranged])}")
-    cost = f", reading about {size(build.merge_bytes)}" if build.merge_bytes else ""
+    costs = [f"reading about {size(build.merge_bytes)}"] if build.merge_bytes else []
+    if build.merge_written is not None:
+        rows = "" if build.merge_rows is None else f"{plural(build.merge_rows, 'row')} "
+        written = size(build.merge_written)
+        costs.append(f"writing about {rows}({written})" if rows else f"writing about {written}")
+    cost = f", {' and '.join(costs)}" if costs else ""
     return md.Markdown(f"**Merging** computes {' and '.join(parts)} in {build.merge_into}{cost}.")
 
 

@@ -297,6 +297,8 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
             branch.add(name)
     if plan.backfill:
         reads = f", {escape(plan.scan.reads())}" if plan.scan and plan.scan.bytes else ""
+        writes = plan.output.writes() if plan.output is not None else ""
+        reads += f", {escape(writes)}" if writes else ""
         branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')}{reads})[/]")
         for item in plan.backfill:
             branch.add(f"{item.name}: {_what_builds(plan, item)}")
