@@ -97,7 +97,6 @@ def test_duckdb_dialect_is_read_and_written_as_spark() -> None:
         ("SELECT @VAR('nope') FROM t", "variable 'nope' is not defined"),
         ("SELECT @nope FROM t", "unknown macro @nope"),
         ("SELECT @my_macro(1) FROM t", "unknown macro @my_macro"),
-        ("SELECT @WHERE(TRUE) FROM t", "clause operator @WHERE is not supported"),
         ("SELECT @STAR(s.unknown) FROM t", "needs the columns of s.unknown"),
         ("SELECT @DATE_SPINE('hour', '2024-01-01', '2024-01-02')", "unknown datepart"),
         ("SELECT @DATE_SPINE('day', 'x', '2024-01-02')", "is not a date"),

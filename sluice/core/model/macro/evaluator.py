@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.errors import ModelError
-from sluice.core.model.macro import constant, external, lexer
+from sluice.core.model.macro import clause, constant, external, lexer
 from sluice.core.model.macro.registry import OPERATORS, MacroError, Result
 from sluice.core.model.scan import LineIndex
 
@@ -27,7 +27,6 @@ TIME_VARIABLES = frozenset(
     f"{prefix}_{suffix}" for prefix in ("start", "end", "execution") for suffix in _TIME_SUFFIXES
 )
 RUNTIME_VARIABLES = TIME_VARIABLES | {"this_model"}
-CLAUSE_OPERATORS = frozenset({"WITH", "JOIN", "WHERE", "GROUP_BY", "HAVING", "ORDER_BY", "LIMIT"})
 
 MAX_DEPTH = 40
 """Macro calls nested deeper than this (a @DEF function calling itself) are refused."""
@@ -72,6 +71,9 @@ class Evaluator:
         self._lines = LineIndex(env.source)
         self._variables = {str(k).lower(): v for k, v in env.variables.items()}
         self._site: tuple[int, int] | None = None
+        self.clause_source: lexer.Lexed | None = env.lexed
+        """The text whose clause operators (``Lexed.clauses``) the markers number."""
+        self.clauses_seen: set[int] = set()
 
     # -- errors ----------------------------------------------------------------------
 
@@ -104,6 +106,7 @@ class Evaluator:
                 continue
             result = self.expand(statement)
             out.extend(self._as_list(result))
+        clause.check_all_placed(self)
         return out
 
     def _define(self, node: exp.Expr, index: int) -> None:
@@ -135,6 +138,10 @@ class Evaluator:
 
     def expand(self, node: exp.Expr) -> Result:
         """``node`` with its macros evaluated: one expression, several, or none."""
+        if node.comments:
+            index = clause.marker(node)
+            if index is not None and not clause.kept(self, node, index):
+                return None
         call = self._call_name(node)
         if call is not None and isinstance(node, exp.Anonymous):
             return self.call(node, call[0], call[1])
@@ -356,10 +363,10 @@ class Evaluator:
         if op is None and python is not None and name.lower() in python.names:
             return self._external(python, node, name, site)
         if op is None:
-            if name.upper() in CLAUSE_OPERATORS:
+            if name.upper() in lexer.CLAUSE_KEYWORDS:
                 raise MacroError(
-                    f"the SQL clause operator @{name.upper()} is not supported by Sluice",
-                    "write the clause itself, or @IF(condition, expression) inside it",
+                    f"@{name.upper()}'s parenthesis is never closed",
+                    f"write @{name.upper()}(condition) followed by the clause",
                 )
             known = ", ".join(f"@{n}" for n in sorted(OPERATORS))
             raise MacroError(
@@ -518,9 +525,11 @@ class Evaluator:
                 f"write SQL of the model's dialect ({self.env.dialect})",
             ) from None
         # Calls inside the text have their own numbering: they point at the @SQL call.
-        saved = self.env.lexed
-        self.env.lexed = None
+        saved = self.env.lexed, self.clause_source, self.clauses_seen
+        self.env.lexed, self.clause_source, self.clauses_seen = None, lexed, set()
         try:
-            return self._one(self.expand(parsed), what)
+            result = self._one(self.expand(parsed), what)
+            clause.check_all_placed(self)
+            return result
         finally:
-            self.env.lexed = saved
+            self.env.lexed, self.clause_source, self.clauses_seen = saved
