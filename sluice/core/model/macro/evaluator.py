@@ -34,6 +34,22 @@ MAX_NODES = 200_000
 """A query growing past this many nodes (nested @EACH over long lists) is refused."""
 
 ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
+"""(name, Spark type) columns of a table, or None when unknown; a type may be "" (unknown).
+
+The callable may also have an ``unknown_hint(table) -> str`` method saying why a table's
+columns are unknown and how to make them known (the loader's does)."""
+
+
+class UnknownColumns(ModelError):
+    """@STAR or @UNION named a table whose columns Sluice does not know."""
+
+    table: str = ""
+
+
+class ColumnsUnknown(MacroError):
+    def __init__(self, table: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.table = table
 
 
 @dataclass
@@ -88,6 +104,16 @@ class Evaluator:
         elif self._site is not None:
             line, col = self._site
         return ModelError(message, path=self.env.path, line=line, col=col, hint=hint)
+
+    def _failed(self, exc: MacroError, site: lexer.Site | None) -> ModelError:
+        error = self.fail(exc.message, exc.hint, site)
+        if not isinstance(exc, ColumnsUnknown):
+            return error
+        unknown = UnknownColumns(
+            error.message, path=error.path, line=error.line, col=error.col, hint=error.hint
+        )
+        unknown.table = exc.table
+        return unknown
 
     def _name_site(self, name: str) -> lexer.Site | None:
         if self.env.lexed is None:
@@ -346,7 +372,7 @@ class Evaluator:
             try:
                 result = self._run(node, name, site)
             except MacroError as exc:
-                raise self.fail(exc.message, exc.hint, site) from None
+                raise self._failed(exc, site) from None
             self._count(result, name, site)
             return result
         finally:
@@ -498,18 +524,24 @@ class Evaluator:
             self.depth -= 1
 
     def columns(self, relation: exp.Expr, op: str) -> list[tuple[str, str]]:
-        """The (name, type) columns of a relation, from declared columns."""
+        """The (name, type) columns of a relation, as the loader knows them: a model's
+        declared columns, a seed's, an external table's, or an upstream query's output."""
         name = (
             relation.sql("spark").replace("`", "").lower()
             if not isinstance(relation, exp.Literal)
             else str(relation.this).lower()
         )
-        found = self.env.columns_of(name) if self.env.columns_of is not None else None
+        known = self.env.columns_of
+        found = known(name) if known is not None else None
         if not found:
-            raise MacroError(
+            why = getattr(known, "unknown_hint", None)
+            raise ColumnsUnknown(
+                name,
                 f"@{op} needs the columns of {name}, which Sluice does not know",
-                "Sluice does not yet pass other tables' columns to macros when it loads a "
-                "project; list the columns in the query instead",
+                why(name)
+                if callable(why)
+                else f"declare {name}'s columns: `columns (...)` in its MODEL, or `columns:` "
+                "in external_models.yaml",
             )
         self.used_columns = True
         return [(c.lower(), t) for c, t in found]
