@@ -133,24 +133,29 @@ def test_bad_star_and_union(sql: str, message: str | None) -> None:
 def test_the_fixture_project_loads_with_every_kind_of_known_columns_and_plans() -> None:
     project = load_project(FIXTURE, use_cache=False)
     sql = {n: m.query_sql or "" for n, m in project.models.items()}
-    # The upstream query's output names and casts (stg.orders is read after its child).
-    assert sql["mart.orders_enriched"] == (
+    # The upstream query's output names and casts (shop_stg.orders is read after its child).
+    assert sql["shop_mart.orders_enriched"] == (
         "SELECT CAST(o.id AS INT) AS o_id, o.city AS o_city, CAST(o.amount AS DOUBLE) AS "
-        "o_amount, CAST(c.country AS STRING) AS country, CAST(c.population AS BIGINT) AS "
-        "population FROM stg.orders AS o LEFT JOIN raw.cities AS c ON o.city = c.city "
-        "WHERE o.amount > 0 ORDER BY o.id NULLS LAST"
+        "o_amount, o.written_by AS o_written_by, CAST(c.country AS STRING) AS country, "
+        "CAST(c.population AS BIGINT) AS population FROM shop_stg.orders AS o LEFT JOIN "
+        "shop_raw.cities AS c ON o.city = c.city WHERE o.amount > 0 ORDER BY o.id NULLS LAST"
     )
     # An external table's columns and a model's declared ones: late_by is not shared.
-    assert sql["mart.all_events"] == (
+    assert sql["shop_mart.all_events"] == (
         "SELECT CAST(id AS INT) AS id, CAST(city AS STRING) AS city, CAST(amount AS DOUBLE) AS "
-        "amount FROM raw.events UNION ALL SELECT CAST(id AS INT) AS id, CAST(city AS STRING) "
-        "AS city, CAST(amount AS DOUBLE) AS amount FROM stg.late_events"
+        "amount FROM shop_raw.events UNION ALL SELECT CAST(id AS INT) AS id, CAST(city AS STRING) "
+        "AS city, CAST(amount AS DOUBLE) AS amount FROM shop_stg.late_events"
     )
-    assert sql["stg.orders"].startswith("WITH recent AS (SELECT * FROM raw.events) SELECT")
-    assert "GROUP BY" not in sql["stg.orders"]
-    assert set(project.models["mart.orders_enriched"].depends_on) == {"stg.orders", "raw.cities"}
+    assert sql["shop_stg.orders"].startswith(
+        "WITH recent AS (SELECT * FROM shop_raw.events) SELECT"
+    )
+    assert "GROUP BY" not in sql["shop_stg.orders"]
+    assert set(project.models["shop_mart.orders_enriched"].depends_on) == {
+        "shop_stg.orders",
+        "shop_raw.cities",
+    }
     order = list(project.models)
-    assert order.index("stg.orders") < order.index("mart.orders_enriched")
+    assert order.index("shop_stg.orders") < order.index("shop_mart.orders_enriched")
     end = to_ms("2024-01-03")
     plan = build_plan(
         PlanRequest(
@@ -167,12 +172,12 @@ def test_the_fixture_project_loads_with_every_kind_of_known_columns_and_plans() 
         set(plan.added)
         == set(project.models)
         == {
-            "raw.cities",
-            "raw.events",
-            "stg.orders",
-            "stg.late_events",
-            "mart.orders_enriched",
-            "mart.all_events",
+            "shop_raw.cities",
+            "shop_raw.events",
+            "shop_stg.orders",
+            "shop_stg.late_events",
+            "shop_mart.orders_enriched",
+            "shop_mart.all_events",
         }
     )
 
