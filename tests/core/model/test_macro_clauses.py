@@ -97,6 +97,14 @@ from sluice.core.model.parse import parse_model
             "SELECT @EACH([a, b], c -> MAX(c) AS m_@c) FROM t @GROUP_BY(TRUE) d",
             "SELECT MAX(a) AS m_a, MAX(b) AS m_b FROM t GROUP BY d",
         ),
+        # SQL text given to @SQL has its own clause operators
+        (
+            "SELECT * FROM (@SQL('SELECT a FROM t @WHERE(FALSE) a = 1 @LIMIT(TRUE) 3')) AS s "
+            "@WHERE(TRUE) a > 0",
+            "SELECT * FROM (SELECT a FROM t LIMIT 3) AS s WHERE a > 0",
+        ),
+        # blank lines and comments between the operator and its clause
+        ("SELECT a FROM t\n@WHERE(TRUE)\n\n  -- why\n  a = 1", "SELECT a FROM t WHERE a /* why */ = 1"),
         # a comment in a condition or a string with a parenthesis does not end it early
         ("SELECT a FROM t @WHERE(')' = ')' /* ) */) a = 1", "SELECT a FROM t WHERE a = 1"),
     ],
@@ -140,6 +148,12 @@ def test_bad_conditions_say_what_and_where(sql: str, message: str | None) -> Non
 def test_a_clause_operator_in_the_wrong_place_does_not_parse(sql: str) -> None:
     with pytest.raises((ModelError, ParseError)):
         expand_sql(sql)
+
+
+def test_without_parentheses_the_name_is_a_variable() -> None:
+    with pytest.raises(ModelError, match="unknown macro @where"):
+        expand_sql("SELECT @where FROM t")
+    assert expand_sql("SELECT @where FROM t", variables={"where": 1}) == "SELECT 1 FROM t"
 
 
 def test_forged_marker_comments_are_refused() -> None:
