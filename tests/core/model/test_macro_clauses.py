@@ -104,7 +104,10 @@ from sluice.core.model.parse import parse_model
             "SELECT * FROM (SELECT a FROM t LIMIT 3) AS s WHERE a > 0",
         ),
         # blank lines and comments between the operator and its clause
-        ("SELECT a FROM t\n@WHERE(TRUE)\n\n  -- why\n  a = 1", "SELECT a FROM t WHERE a /* why */ = 1"),
+        (
+            "SELECT a FROM t\n@WHERE(TRUE)\n\n  -- why\n  a = 1",
+            "SELECT a FROM t WHERE a /* why */ = 1",
+        ),
         # a comment in a condition or a string with a parenthesis does not end it early
         ("SELECT a FROM t @WHERE(')' = ')' /* ) */) a = 1", "SELECT a FROM t WHERE a = 1"),
     ],
