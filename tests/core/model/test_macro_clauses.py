@@ -97,6 +97,15 @@ from sluice.core.model.parse import parse_model
             "SELECT @EACH([a, b], c -> MAX(c) AS m_@c) FROM t @GROUP_BY(TRUE) d",
             "SELECT MAX(a) AS m_a, MAX(b) AS m_b FROM t GROUP BY d",
         ),
+        # a clause in an @IF branch: evaluated when the branch is taken, ignored when not
+        (
+            "SELECT @IF(FALSE, (SELECT a FROM t @WHERE(TRUE) a = 1), 2) AS x",
+            "SELECT 2 AS x",
+        ),
+        (
+            "SELECT @IF(TRUE, (SELECT a FROM t @WHERE(FALSE) a = 1), 2) AS x",
+            "SELECT (SELECT a FROM t) AS x",
+        ),
         # SQL text given to @SQL has its own clause operators
         (
             "SELECT * FROM (@SQL('SELECT a FROM t @WHERE(FALSE) a = 1 @LIMIT(TRUE) 3')) AS s "

@@ -18,6 +18,7 @@ before the operator (``LEFT OUTER @JOIN(cond) u ON ...``) belong to the join and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import sqlglot
@@ -125,11 +126,24 @@ def misplaced(ev: Evaluator, clause: lexer.Clause) -> Exception:
     )
 
 
-def check_all_placed(ev: Evaluator) -> None:
-    """Every clause operator of the text met its clause (sqlglot put its comment on it)."""
+def markers(ev: Evaluator, statements: Sequence[exp.Expr]) -> set[int]:
+    """The clause markers of parsed statements, before any macro runs."""
+    if ev.clause_source is None or not ev.clause_source.clauses:
+        return set()
+    return {
+        index
+        for statement in statements
+        for node in statement.walk()
+        if node.comments and (index := marker(node)) is not None
+    }
+
+
+def check_all_placed(ev: Evaluator, written: set[int]) -> None:
+    """Every clause operator of the text met its clause. ``written``: the markers the parsed
+    text held (one a macro discarded, in an @IF branch not taken, was placed)."""
     source = ev.clause_source
     if source is None:
         return
     for index, clause in enumerate(source.clauses):
-        if index not in ev.clauses_seen:
+        if index not in ev.clauses_seen and index not in written:
             raise misplaced(ev, clause)

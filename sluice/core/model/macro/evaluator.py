@@ -40,18 +40,6 @@ The callable may also have an ``unknown_hint(table) -> str`` method saying why a
 columns are unknown and how to make them known (the loader's does)."""
 
 
-class UnknownColumns(ModelError):
-    """@STAR or @UNION named a table whose columns Sluice does not know."""
-
-    table: str = ""
-
-
-class ColumnsUnknown(MacroError):
-    def __init__(self, table: str, message: str, hint: str | None = None) -> None:
-        super().__init__(message, hint)
-        self.table = table
-
-
 @dataclass
 class MacroEnv:
     """What macros may see: the file, its dialect, config variables, known columns."""
@@ -105,16 +93,6 @@ class Evaluator:
             line, col = self._site
         return ModelError(message, path=self.env.path, line=line, col=col, hint=hint)
 
-    def _failed(self, exc: MacroError, site: lexer.Site | None) -> ModelError:
-        error = self.fail(exc.message, exc.hint, site)
-        if not isinstance(exc, ColumnsUnknown):
-            return error
-        unknown = UnknownColumns(
-            error.message, path=error.path, line=error.line, col=error.col, hint=error.hint
-        )
-        unknown.table = exc.table
-        return unknown
-
     def _name_site(self, name: str) -> lexer.Site | None:
         if self.env.lexed is None:
             return None
@@ -125,6 +103,7 @@ class Evaluator:
     def statements(self, statements: Sequence[exp.Expr]) -> list[exp.Expr]:
         """Run ``@DEF`` statements (binding their names) and expand the rest."""
         out: list[exp.Expr] = []
+        written = clause.markers(self, statements)
         for statement in statements:
             call = self._call_name(statement)
             if call is not None and call[1].upper() == "DEF":
@@ -132,7 +111,7 @@ class Evaluator:
                 continue
             result = self.expand(statement)
             out.extend(self._as_list(result))
-        clause.check_all_placed(self)
+        clause.check_all_placed(self, written)
         return out
 
     def _define(self, node: exp.Expr, index: int) -> None:
@@ -372,7 +351,7 @@ class Evaluator:
             try:
                 result = self._run(node, name, site)
             except MacroError as exc:
-                raise self._failed(exc, site) from None
+                raise self.fail(exc.message, exc.hint, site) from None
             self._count(result, name, site)
             return result
         finally:
@@ -535,8 +514,7 @@ class Evaluator:
         found = known(name) if known is not None else None
         if not found:
             why = getattr(known, "unknown_hint", None)
-            raise ColumnsUnknown(
-                name,
+            raise MacroError(
                 f"@{op} needs the columns of {name}, which Sluice does not know",
                 why(name)
                 if callable(why)
@@ -560,8 +538,9 @@ class Evaluator:
         saved = self.env.lexed, self.clause_source, self.clauses_seen
         self.env.lexed, self.clause_source, self.clauses_seen = None, lexed, set()
         try:
+            written = clause.markers(self, [parsed])
             result = self._one(self.expand(parsed), what)
-            clause.check_all_placed(self)
+            clause.check_all_placed(self, written)
             return result
         finally:
             self.env.lexed, self.clause_source, self.clauses_seen = saved
