@@ -6,6 +6,7 @@ from sqlglot.errors import ParseError
 
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError
+from sluice.core.model.audits import parse_audits
 from sluice.core.model.macro import expand_sql
 from sluice.core.model.parse import parse_model
 
@@ -200,3 +201,14 @@ def test_in_a_model_the_dropped_join_is_no_reference_and_lines_stay_right() -> N
         parse_model(bad, "models/t.sql", ModelDefaults(), {})
     assert (info.value.line, info.value.col) == (5, 6)
     assert "@JOIN's condition must be TRUE or FALSE" in info.value.message
+
+
+def test_audits_use_clause_operators_too() -> None:
+    [audit] = parse_audits(
+        "AUDIT (name positive);\nSELECT * FROM @this_model @WHERE(1 < 2) amount <= 0 "
+        "@LIMIT(FALSE) 1\n",
+        "audits/a.sql",
+        "spark",
+        {},
+    )
+    assert audit.query_sql == "SELECT * FROM __sluice_macro__this_model WHERE amount <= 0"
