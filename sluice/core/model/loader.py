@@ -34,6 +34,7 @@ from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
+from sluice.core.model.macro.columns import query_columns
 from sluice.core.model.macros import BUILTIN_VARIABLES
 from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import macros as pycode_macros
@@ -118,34 +119,52 @@ def load_project(
             hint=python.reason,
         )
     rendered = _render_jinja(root, files, config, env, errors)
+    externals = _externals(root, errors)
+    known = _KnownColumns(externals)
     with pycode_macros.active(root, config.variables):
-        for file in files:
-            if str(file) in rendered.errors:
-                errors.append(rendered.errors[str(file)])
-                continue
-            text = rendered.texts.get(str(file))
-            try:
-                loaded = _load_models(root, file, config, cache, text)
-                if loaded:
-                    inline += _inline_audits(file, loaded[0], config, text)
-            except SluiceError as exc:
-                errors.append(exc)
-                continue
-            for model in loaded:
-                add(model)
-                notes.extend(model.warnings)
-                notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
+        python_models: list[Model] = []
         for file in python_files:
             try:
-                for model in pycode_models.read_file(
+                python_models += pycode_models.read_file(
                     file, root, config.model_defaults, config.variables
-                ):
-                    add(model)
-                    notes.extend(model.warnings)
+                )
             except SluiceError as exc:
                 errors.append(exc)
+        known.learn(python_models)
+        # Models are read in passes: a file whose @STAR/@UNION names a model not read yet
+        # waits for the next pass (parents before children); when a pass reads nothing
+        # new, the last one reads the rest with the columns known (a cycle, or a table
+        # whose columns nobody declares, then fails with what to declare).
+        pending = [f for f in files if str(f) not in rendered.errors]
+        errors.extend(rendered.errors[str(f)] for f in files if str(f) in rendered.errors)
+        while pending:
+            waiting: list[Path] = []
+            for file in pending:
+                text = rendered.texts.get(str(file))
+                try:
+                    loaded = _load_models(root, file, config, cache, text, known)
+                    if loaded:
+                        inline += _inline_audits(file, loaded[0], config, text)
+                except _Pending as wait:
+                    waiting.append(file)
+                    known.waits[str(file)] = wait.table
+                    continue
+                except SluiceError as exc:
+                    errors.append(exc)
+                    continue
+                known.learn(loaded)
+                for model in loaded:
+                    add(model)
+                    notes.extend(model.warnings)
+                    notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
+            if len(waiting) == len(pending):
+                known.last_pass(_waiting_names(root, waiting, config, rendered.texts))
+            pending = waiting
+        for model in python_models:
+            add(model)
+            notes.extend(model.warnings)
         audits = _audits(root, config, errors, inline)
-    for external in _externals(root, errors):
+    for external in externals:
         add(external)
     notes.extend(
         f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
@@ -214,14 +233,25 @@ def _render_jinja(
 
 
 def _load_models(
-    root: Path, file: Path, config: ProjectConfig, cache: _Cache | None, text: str | None = None
+    root: Path,
+    file: Path,
+    config: ProjectConfig,
+    cache: _Cache | None,
+    text: str | None = None,
+    known: _KnownColumns | None = None,
 ) -> list[Model]:
     """The models of one file (several with ``blueprints``, none when disabled);
-    ``text``: its contents with Jinja rendered, when it has Jinja."""
+    ``text``: its contents with Jinja rendered, when it has Jinja; ``known``: other
+    tables' columns, for @STAR and @UNION.
+
+    Raises:
+        _Pending: the file's macros need the columns of a model not read yet.
+    """
     display = str(file)
     text = _read(file) if text is None else text
     models = cache.get(display, text) if cache else None
     if models is None:
+        asked = known.asked if known is not None else 0
         models = parse_models(
             text,
             display,
@@ -229,10 +259,126 @@ def _load_models(
             config.variables,
             allowed_paths=config.sluice.allowed_paths,
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
+            columns_of=known,
         )
-        if cache is not None:
+        # A model built from other tables' columns is parsed again on every load: the
+        # cache is keyed by the file's text alone.
+        if cache is not None and (known is None or known.asked == asked):
             cache.put(display, text, models)
     return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
+
+
+class _Pending(Exception):
+    """A file's macros need the columns of ``table``, a model not read yet."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(table)
+        self.table = table
+
+
+class _KnownColumns:
+    """The columns of the tables read so far, for @STAR and @UNION (``ColumnsOf``): a
+    model's declared columns, a seed's, an external table's, or the columns an upstream
+    model's query names."""
+
+    def __init__(self, externals: Sequence[Model]) -> None:
+        self.models: dict[str, Model] = {}
+        self.waits: dict[str, str] = {}
+        """File -> the table it waited for in the last pass it was read."""
+        self.waiting: dict[str, str] = {}
+        """Model (of a file that waited) -> the table it waits for."""
+        self.final = False
+        self.asked = 0
+        self.learn(externals)
+
+    def learn(self, models: Sequence[Model]) -> None:
+        for model in models:
+            self.models.setdefault(model.name, model)
+
+    def last_pass(self, files: Mapping[str, str]) -> None:
+        """Unknown tables are unknown from now on; ``files``: model -> its waiting file."""
+        self.final = True
+        self.waiting = {name: self.waits[file] for name, file in files.items()}
+
+    def __call__(self, table: str) -> list[tuple[str, str]] | None:
+        self.asked += 1
+        model = self.models.get(table)
+        if model is None:
+            if not self.final:
+                raise _Pending(table)
+            return None
+        if model.columns:
+            return list(model.columns)
+        if model.query_sql:
+            return query_columns(model.query_sql)
+        return None
+
+    def unknown_hint(self, table: str) -> str:
+        """Why ``table``'s columns are unknown, and what to declare."""
+        model = self.models.get(table)
+        if model is not None and model.kind.name == KindName.EXTERNAL:
+            return f"list the columns of {table} under `columns:` in {model.path}"
+        if model is not None and model.query_sql:
+            return (
+                f"the query of {table} ({model.path}:{model.line}) does not name every "
+                f"column it returns (SELECT * or an expression without an alias): declare "
+                f"`columns (...)` in its MODEL, or name each column in its query"
+            )
+        if model is not None:
+            return f"declare `columns (...)` in the MODEL of {table} ({model.path}:{model.line})"
+        if table in self.waiting:
+            chain = [table]
+            while chain[-1] in self.waiting and len(chain) <= len(self.waiting):
+                chain.append(self.waiting[chain[-1]])
+                if chain[-1] in chain[:-1]:
+                    cycle = chain[chain.index(chain[-1]) :]
+                    return (
+                        "the models' @STAR/@UNION need each other's columns in a cycle: "
+                        + " -> ".join(cycle)
+                        + "; declare `columns (...)` in one of these MODELs to break it"
+                    )
+            return (
+                f"{table}'s own query needs the columns of {chain[-1]}, which Sluice does "
+                f"not know either (see the error on {chain[-2]})"
+            )
+        return (
+            f"{table} is not a model, seed or external table of this project: declare it "
+            "in external_models.yaml with its `columns:`"
+        )
+
+
+class _Placeholder:
+    """Columns for every table, to learn the model names of files that wait."""
+
+    def __call__(self, table: str) -> list[tuple[str, str]]:
+        return [("__sluice_unknown__", "")]
+
+
+def _waiting_names(
+    root: Path, files: Sequence[Path], config: ProjectConfig, texts: Mapping[str, str]
+) -> dict[str, str]:
+    """Model name -> its file, for the files that wait (those whose models cannot be
+    read even with placeholder columns are left out)."""
+    waits = {}
+    for file in files:
+        text = texts.get(str(file))
+        try:
+            models = parse_models(
+                _read(file) if text is None else text,
+                str(file),
+                config.model_defaults,
+                config.variables,
+                allowed_paths=config.sluice.allowed_paths,
+                inferred_name=_inferred_name(root, file)
+                if config.model_naming.infer_names
+                else None,
+                columns_of=_Placeholder(),
+            )
+        except SluiceError:
+            continue
+        for model in models:
+            waits[model.name] = file
+    return {name: str(file) for name, file in waits.items()}
 
 
 def _inferred_name(root: Path, file: Path) -> str:
