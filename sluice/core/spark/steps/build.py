@@ -105,7 +105,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             _write_time_range(spark, step, batch)
         elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
             _write_unique_key(spark, step, _batch_sql(step, batch))
-        elif "scd" in step:
+        elif kind.startswith("SCD_TYPE_2"):
             scd.write_scd_type_2(
                 spark,
                 step,
