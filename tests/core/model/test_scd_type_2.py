@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from sluice.core import workflow
+from sluice.core.cli.plan import _what_builds
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, PlanError
 from sluice.core.model.definition import KindName, Model, Scd
 from sluice.core.model.parse import parse_model
+from sluice.core.plan import explain
 from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.snapshot.fingerprint import data_inputs, fingerprint_models
 from sluice.core.snapshot.snapshot import Category
@@ -337,6 +339,10 @@ def test_each_run_merges_every_missing_interval_at_once(tmp_path: Path) -> None:
     later = build_plan(_request(project, first, done, end=NOW + 3 * DAY_MS))
     backfill = {b.name: b for b in later.backfill}["s.menu"]
     assert len(backfill.intervals) == 3 and backfill.batches == ((day + DAY_MS, day + 4 * DAY_MS),)
+    assert explain.built(later, backfill) == (
+        "its query's rows now are merged into its history (3 intervals due)"
+    )
+    assert _what_builds(later, backfill).startswith("1 merge into its history")
     # The FULL child is built once, as before: only the SCD model is incremental.
     assert "s.clean" not in {b.name for b in later.backfill}
     # The build step says how to merge, with the plan's execution time.

@@ -27,6 +27,7 @@ import pytest
 
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
+from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import BuildStep, ScdSpec
 from sluice.core.spark.steps import scd
@@ -343,3 +344,44 @@ def test_a_date_typed_history_and_a_column_the_query_gains(
     assert [tuple(r) for r in rows] == [(1, "a", None, "2020-01-01", None)]
     types = {f.name: f.dataType.simpleString() for f in local_spark.table(table).schema}
     assert types["valid_from"] == "date" and types["valid_to"] == "date"
+
+
+def test_the_merge_runs_on_spark_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """The build step in a Spark Connect client (no JVM of its own): the stock model
+    applied and run once, read back through prod's view."""
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    for other in ("menu_days", "menu_by_time", "menu_kept", "menu_by_column"):
+        (root / "models" / f"{other}.sql").unlink()
+    (root / ".sluice").mkdir()
+    project = load_project(root, use_cache=False)
+    paths = SparkPaths(root=connect_server.paths.root, logs=tmp_path / "logs")
+    runner = ConnectRunner(connect_server.settings, paths, server=connect_server)
+    store = open_state(f"sqlite:///{root / '.sluice' / 'state.db'}")
+    try:
+        now = to_ms("2020-01-01 11:00:00")
+        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
+        workflow.apply_plan(project, store, plan, runner, now=now)
+        now = to_ms("2020-01-02 11:00:00")
+        workflow.apply_plan(
+            project, store, workflow.plan_run(project, store, "prod", now=now), runner, now=now
+        )
+        result = workflow.query_environment(
+            project,
+            store,
+            "prod",
+            "SELECT region, sku, qty, note, valid_from, valid_to FROM scd.stock "
+            "ORDER BY region, sku, valid_from",
+            runner,
+            limit=100,
+        )
+    finally:
+        store.close()
+    assert [tuple(r) for r in result["rows"]] == [
+        (None, 2, 1, "z", T1, None),
+        ("eu", 1, 5, None, T1, None),
+        ("eu", 3, None, None, T1, T2),
+        ("eu", 3, None, "n", T2, None),
+        ("us", 1, 5, "x", T1, T2),
+        ("us", 1, 5, None, T2, None),
+    ]
