@@ -411,3 +411,18 @@ def test_a_python_model_of_an_scd_kind_is_refused_not_built_as_full() -> None:
     with pytest.raises(ModelError, match="not a kind a Python model can have") as err:
         list(read_text(src, "models/m.py", "/p"))
     assert err.value.path == "models/m.py"
+
+
+def test_a_forward_only_change_renaming_a_validity_column_is_destructive(tmp_path: Path) -> None:
+    first = build_plan(_request(load(tmp_path / "a", PROJECT)))
+    renamed = {
+        **PROJECT,
+        "models/menu.sql": PROJECT["models/menu.sql"].replace(
+            "columns *)", "columns *, valid_to_name ended_at, time_data_type DATE)"
+        ),
+    }
+    with pytest.raises(PlanError) as err:
+        build_plan(_request(load(tmp_path / "b", renamed), base=first))
+    assert "drops column valid_to" in err.value.message
+    assert "changes column valid_from from TIMESTAMP to DATE" in err.value.message
+    assert err.value.location is not None and err.value.location.endswith("menu.sql:1")
