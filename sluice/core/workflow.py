@@ -17,7 +17,7 @@ from typing import Any, Literal
 from sluice.core import jobs
 from sluice.core.errors import ConflictError, PlanError
 from sluice.core.intervals import Interval
-from sluice.core.model.definition import KindName, Project
+from sluice.core.model.definition import KindName, Model, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
@@ -168,10 +168,31 @@ def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[st
                 hint="name a model, e.g. --restate-model jaffle.orders (or +jaffle.orders "
                 "for it and everything downstream)",
             )
+        _check_restatable(model)
         chosen.add(name)
         if downstream:
-            chosen |= descendants(project.models, [name])
+            # As SQLMesh does: models that keep a history nothing can recompute (SCD type
+            # 2, unless `disable_restatement false`) are left out of a `+name` restatement.
+            chosen |= {
+                d for d in descendants(project.models, [name]) if _restatable(project.models[d])
+            }
     return frozenset(chosen)
+
+
+def _restatable(model: Model) -> bool:
+    return model.kind.scd is None or not model.kind.scd.disable_restatement
+
+
+def _check_restatable(model: Model) -> None:
+    if not _restatable(model):
+        raise PlanError(
+            f"cannot restate '{model.name}': a {model.kind.name} model keeps a history its "
+            "query cannot recompute, so restating it is disabled",
+            path=model.path or None,
+            line=model.line if model.path else None,
+            hint="set `disable_restatement false` in its kind to allow it (a restatement "
+            "then rebuilds the table from the query alone, dropping the history)",
+        )
 
 
 PLAN_SNAPSHOTS = "snapshots"

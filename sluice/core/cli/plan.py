@@ -346,6 +346,9 @@ def verdict(plan: Plan) -> str:
 
 def _what_builds(plan: Plan, item: Backfill) -> str:
     reads = escape(plan.scan.reads(item.name)) if plan.scan is not None else ""
+    if plan.snapshot(item.name).model.kind.is_scd_type_2:
+        merges = plural(len(item.batches), "merge")
+        return f"{merges} into its history" + (f" [dim]({reads})[/]" if reads else "")
     if not plan.snapshot(item.name).model.kind.is_incremental_by_time:
         return "full refresh" + (f" [dim]({reads})[/]" if reads else "")
     count = len(item.intervals)

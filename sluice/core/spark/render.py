@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 import sqlglot
 from sqlglot import exp
@@ -25,6 +26,7 @@ from sluice.core.spark.spec import (
     AuditStep,
     BuildStep,
     PythonModelSpec,
+    ScdSpec,
     Step,
     ViewSpec,
     ViewsStep,
@@ -82,6 +84,29 @@ def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> Py
         "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
         "columns": [list(c) for c in model.columns],
         "variables": dict(model.python_variables),
+    }
+
+
+def scd_spec(model: Model, execution_time: int) -> ScdSpec:
+    """How the driver merges an SCD type 2 model's rows into its history."""
+    scd = model.kind.scd
+    assert scd is not None
+    by_time = model.kind.name == KindName.SCD_TYPE_2_BY_TIME
+    first: Literal["epoch", "updated_at", "execution_time"] = "epoch"
+    if by_time and scd.updated_at_as_valid_from:
+        first = "updated_at"
+    elif not by_time and scd.execution_time_as_valid_from:
+        first = "execution_time"
+    return {
+        "by": "time" if by_time else "column",
+        "updated_at": scd.updated_at_name if by_time else None,
+        "columns": list(scd.columns),
+        "valid_from": scd.valid_from_name,
+        "valid_to": scd.valid_to_name,
+        "invalidate_hard_deletes": scd.invalidate_hard_deletes,
+        "time_type": scd.time_data_type,
+        "first_valid_from": first,
+        "execution_time": execution_time,
     }
 
 
@@ -180,6 +205,8 @@ def build_steps(
             }
         if model.python_code is not None:
             step["python"] = python_spec(model, project_dir, tables)
+        if model.kind.scd is not None:
+            step["scd"] = scd_spec(model, plan.execution_time)
         if is_view:
             step["view_sql"] = render_query(
                 model, tables, snap.table, plan.end, plan.end, plan.execution_time

@@ -4,7 +4,8 @@ Every write is idempotent, so a job killed half-way is finished by running it ag
 FULL and SEED tables are overwritten whole; an INCREMENTAL_BY_TIME_RANGE batch replaces
 exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the table as
 the new rows plus the old rows whose keys are absent, through a staging table that a
-restarted job recovers. A batch's interval is reported (a ``write`` event, recorded by the
+restarted job recovers; the SCD type 2 kinds merge the rows into the history the same way
+(:mod:`sluice.core.spark.steps.scd`). A batch's interval is reported (a ``write`` event, recorded by the
 service) only after its data is written.
 A table is created only after clearing its location of what a killed create left there
 (Spark writes a new table's files before the catalog knows the table).
@@ -27,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from sluice.core.model.pycode import run as pycode_run
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
+from sluice.core.spark.steps import scd
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.timeutil import to_datetime
 
@@ -103,6 +105,14 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             _write_time_range(spark, step, batch)
         elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
             _write_unique_key(spark, step, _batch_sql(step, batch))
+        elif kind.startswith("SCD_TYPE_2"):
+            scd.write_scd_type_2(
+                spark,
+                step,
+                _batch_sql(step, batch),
+                table_sql=_table_sql(step),
+                clear_location=_clear_location,
+            )
         else:
             sql = _batch_sql(step, batch)
             _create_if_missing(spark, step, sql)
