@@ -179,12 +179,13 @@ def _total(counts: Mapping[str, int]) -> int | None:
 
 
 def _full(plan: Plan, name: str) -> bool:
-    """Whether ``name``'s table is computed whole (not by time intervals)."""
+    """Whether ``name``'s table is computed whole (not by time intervals: an SCD type 2
+    model merges its due intervals into its history, so it counts by interval too)."""
     try:
-        kind = plan.snapshot(name).model.kind.name
+        kind = plan.snapshot(name).model.kind
     except StopIteration:
         return False
-    return kind != KindName.INCREMENTAL_BY_TIME_RANGE
+    return kind.name != KindName.INCREMENTAL_BY_TIME_RANGE and not kind.is_scd_type_2
 
 
 _FOLDED = (
