@@ -35,6 +35,7 @@ from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, 
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.macros import BUILTIN_VARIABLES
+from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
@@ -145,7 +146,7 @@ def load_project(
             except SluiceError as exc:
                 errors.append(exc)
         audits = _audits(root, config, errors, inline)
-    for external in _externals(root, errors):
+    for external in _externals(root, errors, config.catalogs):
         add(external)
     notes.extend(
         f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
@@ -229,6 +230,7 @@ def _load_models(
             config.variables,
             allowed_paths=config.sluice.allowed_paths,
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
+            catalogs=config.catalogs,
         )
         if cache is not None:
             cache.put(display, text, models)
@@ -303,7 +305,7 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     )
 
 
-def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
+def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> list[Model]:
     found = []
     folder = root / EXTERNAL_FOLDER
     files = [root / name for name in EXTERNAL_FILES]
@@ -342,13 +344,19 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
                 continue
             table = str(entry["name"]).strip('"`').lower()
             # A path is not a table: Spark would read `parquet./data/x` as files.
-            if table.count(".") != 1 or any(c in table for c in "/\\:"):
+            try:
+                if any(c in table for c in "/\\:"):
+                    raise NameProblem(f"'{table}' must be schema.table or catalog.schema.table", "")
+                table = canonical(split_text(table), catalogs)
+            except NameProblem as exc:
                 errors.append(
                     ModelError(
-                        f"external table '{table}' must be schema.table",
+                        f"external table {exc.message}",
                         path=str(path),
                         line=doc.line_of((index, "name")),
-                        hint="name a table of the catalog, e.g. `- name: raw.events`",
+                        hint=exc.hint
+                        if exc.catalog
+                        else "name a table of the catalog, e.g. `- name: raw.events`",
                     )
                 )
                 continue
@@ -572,6 +580,8 @@ class _Cache:
                 # A model cached under a wider allow-list must be checked again.
                 config.sluice.allowed_paths,
                 config.model_naming.infer_names,
+                # Names are kept in their canonical form for these catalogs.
+                config.catalogs.key(),
                 # A model's expansion depends on the Python macros it calls.
                 _texts(pycode_macros.macro_files(path.parents[2])),
             ],
