@@ -303,8 +303,14 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             "Sluice's own settings go under 'sluice:'"
         )
     _gateway_variables(data, kept)
+    default_catalog = gateway_catalog(data)
+    if default_catalog:
+        notes.append(
+            f"{doc.path}: the project's default catalog is '{default_catalog}' (its default "
+            "gateway's connection): names in it are read as Spark's current catalog"
+        )
     try:
-        return ProjectConfig(**kept, default_catalog=gateway_catalog(data), notes=tuple(notes))
+        return ProjectConfig(**kept, default_catalog=default_catalog, notes=tuple(notes))
     except ValidationError as exc:
         raise _config_error(exc, doc) from None
 

@@ -165,7 +165,7 @@ def load_project(
         raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
-    tests = _tests(root, ordered, notes)
+    tests = _tests(root, ordered, notes, config.catalogs)
     if cache is not None:
         cache.save()
     return Project(
@@ -257,6 +257,7 @@ def _inline_audits(
         model.dialect,
         config.variables,
         allowed_paths=config.sluice.allowed_paths,
+        catalogs=config.catalogs,
     )
 
 
@@ -412,6 +413,7 @@ def _audits(
                 config.model_defaults.dialect,
                 config.variables,
                 allowed_paths=config.sluice.allowed_paths,
+                catalogs=config.catalogs,
             )
         except SluiceError as exc:
             errors.append(exc)
@@ -531,13 +533,15 @@ def _short(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _tests(root: Path, models: dict[str, Model], notes: list[str]) -> list[UnitTest]:
+def _tests(
+    root: Path, models: dict[str, Model], notes: list[str], catalogs: Catalogs
+) -> list[UnitTest]:
     tests: list[UnitTest] = []
     errors: list[SluiceError] = []
     files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
     for file in files:
         try:
-            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes))
+            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes, catalogs))
         except SluiceError as exc:
             errors.append(exc)
     if errors:

@@ -31,7 +31,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
+
+from sqlglot import exp
 
 SESSION_CATALOG = "spark_catalog"
 """Spark's built-in session catalog (the Hive metastore or Spark's in-memory one)."""
@@ -39,6 +41,7 @@ CATALOG_CONF = "spark.sql.catalog."
 DEFAULT_CATALOG_CONF = "spark.sql.defaultCatalog"
 _PART = re.compile(r"^[a-z0-9_]+$")
 _PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+_Expr = TypeVar("_Expr", bound=exp.Expr)
 
 
 class NameProblem(ValueError):
@@ -239,3 +242,19 @@ def sql_name(*parts_or_names: str) -> str:
     """A dotted name for Spark SQL, each part quoted when it is not plain."""
     parts = [p for item in parts_or_names for p in item.split(".")]
     return ".".join(quote_part(p) for p in parts)
+
+
+def drop_default_catalogs(query: _Expr, catalogs: Catalogs) -> _Expr:
+    """``query`` with the default catalogs dropped from its three-part tables (in place):
+    ``local.sch.tbl`` reads as ``sch.tbl``. Other catalogs are left as written.
+
+    >>> import sqlglot
+    >>> q = sqlglot.parse_one("SELECT * FROM LOCAL.s.a JOIN lake.s.b USING (id)")
+    >>> drop_default_catalogs(q, Catalogs("local", configured=("lake",))).sql()
+    'SELECT * FROM s.a JOIN lake.s.b USING (id)'
+    """
+    for table in query.find_all(exp.Table):
+        catalog = table.args.get("catalog")
+        if isinstance(catalog, exp.Identifier) and catalog.name.lower() in catalogs.defaults:
+            table.set("catalog", None)
+    return query

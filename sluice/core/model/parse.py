@@ -560,6 +560,7 @@ def _references(
             # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
             if node.quoted and _PLAIN_NAME.match(node.name.lower()):
                 node.set("quoted", False)
+                node.meta["unquoted"] = True  # where it starts counts its quotes
         elif isinstance(node, exp.Table):
             tables.append(node)
         elif isinstance(node, exp.CTE):
@@ -698,7 +699,7 @@ def _ref_node(table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -
     if first is None:
         line, col = locate(1, 1)
         return Node("word", table.name, line=line, col=col)
-    width = len(first.name) + (2 if first.quoted else 0)
+    width = len(first.name) + (2 if first.quoted or first.meta.get("unquoted") else 0)
     line, col = locate(int(first.meta["line"]), max(int(first.meta.get("col", 1)) - width + 1, 1))
     return Node("word", table.name, line=line, col=col)
 

@@ -179,8 +179,10 @@ def test_a_path_that_gives_no_schema_table_name_is_an_error(
 
 
 def test_a_path_under_the_default_catalog_names_the_model_without_it(tmp_path: Path) -> None:
-    config = INFER + "gateways:\n  local:\n    connection:\n      type: duckdb\n" + (
-        "      database: data/local.duckdb\n"
+    config = (
+        INFER
+        + "gateways:\n  local:\n    connection:\n      type: duckdb\n"
+        + ("      database: data/local.duckdb\n")
     )
     root = write_project(
         tmp_path,
