@@ -448,7 +448,7 @@ def query_environment(
         for s in stored.values()
         if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
     }
-    step = testing.query_step(sql, resolve, limit)
+    step = testing.query_step(sql, resolve, limit, project.config.catalogs)
     job = run_recorded(
         runner, {"job_id": f"query-{environment}", "kind": "query", "steps": [step]}, state=None
     )

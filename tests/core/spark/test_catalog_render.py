@@ -127,3 +127,33 @@ def test_the_janitor_drops_views_schemas_and_tables_in_each_model_s_catalog() ->
     assert drop["schemas"] == ["lake.finance__pr_3", "shop__pr_3"]
     assert drop["tables"] == ["lake.sluice__finance.finance__revenue__v0"]
     assert version["lake.finance.revenue"] != "v0"
+
+
+def test_a_unit_test_reads_its_inputs_for_tables_of_either_catalog() -> None:
+    from sluice.core.spark.testing import unit_test_step
+
+    project = load_project(FIXTURE, use_cache=False)
+    (test,) = [t for t in project.tests if t.name == "test_revenue"]
+    step = unit_test_step(test, project, END)
+    views = {i["table"]: i["view"] for i in step["inputs"]}
+    assert set(views) == {"lake.raw.rates", "shop.customers"}
+    assert step["query"] == (
+        f"SELECT c.customer_id, c.total * r.rate AS total_eur FROM {views['shop.customers']} "
+        f"AS c CROSS JOIN {views['lake.raw.rates']} AS r WHERE r.currency = 'EUR'"
+    )
+
+
+def test_an_ad_hoc_query_may_name_models_with_their_catalog() -> None:
+    from sluice.core.spark.testing import query_step
+
+    project = load_project(FIXTURE, use_cache=False)
+    resolve = {
+        "shop.orders": view_name("shop.orders", "pr_1"),
+        "lake.finance.revenue": view_name("lake.finance.revenue", "pr_1"),
+    }
+    sql = 'SELECT * FROM "local".shop.orders JOIN lake.finance.revenue USING (customer_id)'
+    step = query_step(sql.replace('"', "`"), resolve, 10, project.config.catalogs)
+    assert step["sql"] == (
+        "SELECT * FROM shop__pr_1.orders AS orders JOIN lake.finance__pr_1.revenue AS revenue "
+        "USING (customer_id) LIMIT 10"
+    )

@@ -100,3 +100,21 @@ def test_models_named_with_the_default_catalog_build_and_promote(
     finally:
         for schema in ("catshop", "catshop__pr_1", "sluice__catshop"):
             local_spark.sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_the_fixture_s_unit_tests_pass_with_inputs_named_in_either_form(
+    local_spark: SparkSession,
+) -> None:
+    """The catalog_names fixture's tests name models and inputs with `local.` and `lake.`:
+    each input becomes a temporary view, so no catalog is needed to run them."""
+    from sluice.core.spark import testing
+    from sluice.core.spark.steps.context import StepContext
+    from sluice.core.spark.steps.unittest import run_unit_test
+
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "sqlmesh_projects"
+    project = load_project(fixture / "catalog_names", use_cache=False)
+    steps = testing.unit_test_steps(project, None, NOW)
+    assert [s["model"] for s in steps] == ["shop.customers", "lake.finance.revenue"]
+    ctx = StepContext(job={}, emit=lambda _event: None)
+    results = [run_unit_test(local_spark, step, ctx) for step in steps]
+    assert [r["passed"] for r in results] == [True, True], results
