@@ -214,6 +214,20 @@ def _hint(catalogs: Catalogs, catalog: str) -> str:
     )
 
 
+def lookup_name(written: str, catalogs: Catalogs) -> str:
+    """A name a person gave (a test's model, ``--restate-model``) in its canonical form, to
+    look a model up by; as written (lower case) when it is no name Sluice can place, so
+    that the lookup fails and says so.
+
+    >>> lookup_name("LOCAL.s.t", Catalogs("local")), lookup_name("x.y.s.t", Catalogs())
+    ('s.t', 'x.y.s.t')
+    """
+    try:
+        return canonical(split_text(written), catalogs) if written else ""
+    except NameProblem:
+        return written.lower()
+
+
 def split(name: str) -> tuple[str | None, str, str]:
     """(catalog or None, schema, table) of a canonical name."""
     parts = name.split(".")

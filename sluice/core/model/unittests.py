@@ -8,7 +8,7 @@ from typing import Any
 
 from sluice.core.errors import ModelError
 from sluice.core.model.definition import Model, UnitTest
-from sluice.core.model.names import NO_CATALOGS, Catalogs, NameProblem, canonical, split_text
+from sluice.core.model.names import NO_CATALOGS, Catalogs, lookup_name
 from sluice.core.yamlio import LocatedYaml
 
 _ROWS_KEYS = frozenset({"rows", "columns"})
@@ -64,7 +64,7 @@ def parse_unit_tests(
                 raise fail(
                     f"unknown key '{key}'", key, hint="a test has model, inputs, outputs, vars"
                 )
-        model_name = _canonical(str(body.get("model", "")), catalogs)
+        model_name = lookup_name(str(body.get("model", "")), catalogs)
         if not model_name:
             raise fail("names no model", hint="add `model: schema.table`")
         model = models.get(model_name)
@@ -91,7 +91,7 @@ def parse_unit_tests(
                 hint="write `inputs:` then `schema.table:` with `rows:` under it",
             )
         for table, spec in given.items():
-            table_name = _canonical(str(table), catalogs)
+            table_name = lookup_name(str(table), catalogs)
             if table_name not in model.depends_on:
                 raise fail(
                     f"input '{table}' is not read by {model_name}",
@@ -170,12 +170,3 @@ def _rows(spec: Any, fail: Any, *key_path: str | int) -> tuple[dict[str, Any], .
             hint="write each row as `- column: value` lines",
         )
     return tuple({str(k).lower(): v for k, v in row.items()} for row in rows)
-
-
-def _canonical(written: str, catalogs: Catalogs) -> str:
-    """A name in a test in its canonical form; as written (lower case) when it is not a
-    name Sluice can place (the checks that follow say the model or input is unknown)."""
-    try:
-        return canonical(split_text(written), catalogs) if written else ""
-    except NameProblem:
-        return written.lower()

@@ -441,3 +441,18 @@ def test_the_fixture_loads_the_models_sqlmesh_loads_and_plans() -> None:
         "shop.customers",
         "lake.finance.revenue",
     }
+
+
+def test_a_restatement_names_a_model_in_either_form() -> None:
+    from sluice.core.errors import PlanError
+    from sluice.core.workflow import resolve_restatements
+
+    project = load_project(FIXTURE, use_cache=False)
+    assert resolve_restatements(project, ["+LOCAL.shop.customers"]) == {
+        "shop.customers",
+        "lake.finance.revenue",
+        "shop.report",
+    }
+    assert resolve_restatements(project, ["lake.finance.revenue"]) == {"lake.finance.revenue"}
+    with pytest.raises(PlanError, match=re.escape("cannot restate 'finance.revenue'")):
+        resolve_restatements(project, ["finance.revenue"])  # another model: not in `lake`
