@@ -178,7 +178,7 @@ def canonical(parts: Sequence[str], catalogs: Catalogs) -> str:
     """
     parts = [p.lower() for p in parts]
     written = ".".join(parts)
-    if len(parts) not in (2, 3) or not all(_PART.match(p) for p in parts):
+    if len(parts) not in (2, 3) or not all(_PART.match(p) for p in parts[-2:]):
         raise NameProblem(
             f"'{written}' must be schema.table or catalog.schema.table (letters, digits, "
             "underscores)",
@@ -187,7 +187,7 @@ def canonical(parts: Sequence[str], catalogs: Catalogs) -> str:
     if len(parts) == 2:
         return written
     catalog, schema, table = parts
-    if catalog in catalogs.defaults:
+    if catalog in catalogs.defaults:  # may be any text, e.g. a BigQuery `my-project`
         return f"{schema}.{table}"
     if catalog in catalogs.others:
         return written

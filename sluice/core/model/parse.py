@@ -700,6 +700,10 @@ def _ref_node(table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -
         line, col = locate(1, 1)
         return Node("word", table.name, line=line, col=col)
     width = len(first.name) + (2 if first.quoted or first.meta.get("unquoted") else 0)
+    named = [p for p in parts if isinstance(p, exp.Identifier)]
+    if len(named) > 1 and all(p.meta.get("col") == first.meta.get("col") for p in named):
+        # BigQuery's `project.dataset.table`: one quoted token split into its parts
+        width = len(".".join(p.name for p in named)) + 2
     line, col = locate(int(first.meta["line"]), max(int(first.meta.get("col", 1)) - width + 1, 1))
     return Node("word", table.name, line=line, col=col)
 

@@ -456,3 +456,42 @@ def test_a_restatement_names_a_model_in_either_form() -> None:
     assert resolve_restatements(project, ["lake.finance.revenue"]) == {"lake.finance.revenue"}
     with pytest.raises(PlanError, match=re.escape("cannot restate 'finance.revenue'")):
         resolve_restatements(project, ["finance.revenue"])  # another model: not in `lake`
+
+
+def test_a_bigquery_project_id_is_the_default_catalog(tmp_path: Path) -> None:
+    """A BigQuery project id may have hyphens: it is a default catalog, never kept."""
+    config = """
+        gateways:
+          bq:
+            connection:
+              type: bigquery
+              project: My-Proj
+        model_defaults:
+          dialect: bigquery
+    """
+    project = load(
+        tmp_path,
+        {
+            "config.yaml": config,
+            "models/a.sql": 'MODEL (name "my-proj".shop.orders, kind FULL);\nSELECT 1 AS id',
+            "models/b.sql": "MODEL (name shop.items, kind FULL);\n"
+            "SELECT o.id FROM `my-proj.shop.orders` AS o JOIN `my-proj`.shop.orders AS p "
+            "USING (id)",
+        },
+    )
+    assert set(project.models) == {"shop.orders", "shop.items"}
+    assert project.models["shop.items"].query_sql == (
+        "SELECT o.id FROM shop.orders AS o JOIN shop.orders AS p USING (id)"
+    )
+    with pytest.raises(ModelError) as info:
+        load(
+            tmp_path / "other",
+            {
+                "config.yaml": config,
+                "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT id FROM `x-proj.s.a`",
+            },
+        )
+    assert (
+        info.value.message == "'x-proj.s.a' names the catalog 'x-proj', which Sluice does not know"
+    )
+    assert (info.value.line, info.value.col) == (2, 16)
