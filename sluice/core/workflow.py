@@ -20,6 +20,7 @@ from sluice.core.intervals import Interval
 from sluice.core.model.definition import KindName, Model, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
+from sluice.core.model.names import lookup_name
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.cost import estimate_scan
 from sluice.core.plan.output import estimate_output
@@ -160,7 +161,7 @@ def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[st
     chosen: set[str] = set()
     for raw in names:
         downstream = raw.startswith("+")
-        name = raw.lstrip("+").lower()
+        name = lookup_name(raw.lstrip("+"), project.config.catalogs)  # local.s.t is s.t
         model = project.models.get(name)
         if model is None or model.kind.name == KindName.EXTERNAL:
             raise PlanError(
@@ -494,7 +495,7 @@ def query_environment(
         for s in stored.values()
         if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
     }
-    step = testing.query_step(sql, resolve, limit)
+    step = testing.query_step(sql, resolve, limit, project.config.catalogs)
     job = run_recorded(
         runner, {"job_id": f"query-{environment}", "kind": "query", "steps": [step]}, state=None
     )

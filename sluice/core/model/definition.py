@@ -161,12 +161,17 @@ class Model:
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
+    def catalog(self) -> str | None:
+        """The configured catalog the name carries (None: Spark's current catalog)."""
+        return self.name.split(".")[0] if self.name.count(".") == 2 else None
+
+    @property
     def schema(self) -> str:
-        return self.name.split(".", 1)[0]
+        return self.name.split(".")[-2]
 
     @property
     def table(self) -> str:
-        return self.name.split(".", 1)[1]
+        return self.name.split(".")[-1]
 
     @cached_property
     def query(self) -> exp.Query | None:

@@ -36,6 +36,7 @@ from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.macro.columns import query_columns
 from sluice.core.model.macros import BUILTIN_VARIABLES
+from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
@@ -119,7 +120,7 @@ def load_project(
             hint=python.reason,
         )
     rendered = _render_jinja(root, files, config, env, errors)
-    externals = _externals(root, errors)
+    externals = _externals(root, errors, config.catalogs)
     known = _KnownColumns(externals)
     with pycode_macros.active(root, config.variables):
         python_models: list[Model] = []
@@ -183,7 +184,7 @@ def load_project(
         raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
-    tests = _tests(root, ordered, notes)
+    tests = _tests(root, ordered, notes, config.catalogs)
     if cache is not None:
         cache.save()
     return Project(
@@ -260,6 +261,7 @@ def _load_models(
             allowed_paths=config.sluice.allowed_paths,
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
             columns_of=known,
+            catalogs=config.catalogs,
         )
         # A model built from other tables' columns is parsed again on every load: the
         # cache is keyed by the file's text alone.
@@ -401,6 +403,7 @@ def _inline_audits(
         model.dialect,
         config.variables,
         allowed_paths=config.sluice.allowed_paths,
+        catalogs=config.catalogs,
     )
 
 
@@ -449,7 +452,7 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     )
 
 
-def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
+def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> list[Model]:
     found = []
     folder = root / EXTERNAL_FOLDER
     files = [root / name for name in EXTERNAL_FILES]
@@ -488,13 +491,19 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
                 continue
             table = str(entry["name"]).strip('"`').lower()
             # A path is not a table: Spark would read `parquet./data/x` as files.
-            if table.count(".") != 1 or any(c in table for c in "/\\:"):
+            try:
+                if any(c in table for c in "/\\:"):
+                    raise NameProblem(f"'{table}' must be schema.table or catalog.schema.table", "")
+                table = canonical(split_text(table), catalogs)
+            except NameProblem as exc:
                 errors.append(
                     ModelError(
-                        f"external table '{table}' must be schema.table",
+                        f"external table {exc.message}",
                         path=str(path),
                         line=doc.line_of((index, "name")),
-                        hint="name a table of the catalog, e.g. `- name: raw.events`",
+                        hint=exc.hint
+                        if exc.catalog
+                        else "name a table of the catalog, e.g. `- name: raw.events`",
                     )
                 )
                 continue
@@ -550,6 +559,7 @@ def _audits(
                 config.model_defaults.dialect,
                 config.variables,
                 allowed_paths=config.sluice.allowed_paths,
+                catalogs=config.catalogs,
             )
         except SluiceError as exc:
             errors.append(exc)
@@ -669,13 +679,15 @@ def _short(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _tests(root: Path, models: dict[str, Model], notes: list[str]) -> list[UnitTest]:
+def _tests(
+    root: Path, models: dict[str, Model], notes: list[str], catalogs: Catalogs
+) -> list[UnitTest]:
     tests: list[UnitTest] = []
     errors: list[SluiceError] = []
     files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
     for file in files:
         try:
-            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes))
+            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes, catalogs))
         except SluiceError as exc:
             errors.append(exc)
     if errors:
@@ -718,6 +730,8 @@ class _Cache:
                 # A model cached under a wider allow-list must be checked again.
                 config.sluice.allowed_paths,
                 config.model_naming.infer_names,
+                # Names are kept in their canonical form for these catalogs.
+                config.catalogs.key(),
                 # A model's expansion depends on the Python macros it calls.
                 _texts(pycode_macros.macro_files(path.parents[2])),
             ],

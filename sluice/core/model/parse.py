@@ -20,7 +20,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
-from sluice.core.model import fileaccess, macros, properties
+from sluice.core.model import fileaccess, macros, names, properties
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, Scd, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
@@ -110,6 +110,7 @@ class _Ctx:
     allowed_paths: tuple[str, ...] = ()
     columns_of: macros.ColumnsOf | None = None
     """Known columns of other tables, for macros such as @STAR."""
+    catalogs: names.Catalogs = names.NO_CATALOGS
 
     def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError:
         return ModelError(
@@ -140,6 +141,7 @@ def parse_model(
     allowed_paths: Sequence[str] = (),
     inferred_name: str | None = None,
     columns_of: macros.ColumnsOf | None = None,
+    catalogs: names.Catalogs = names.NO_CATALOGS,
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
 
@@ -151,6 +153,9 @@ def parse_model(
         allowed_paths: Globs of the paths the query may read directly (``sluice.allowed_paths``).
         inferred_name: The name from the file's path (``model_naming.infer_names``): used
             when the header names none, and a file without a header is then a model too.
+        catalogs: The catalogs names may carry (:mod:`.names`): a name in a default
+            catalog is kept as schema.table, one in another configured catalog as
+            catalog.schema.table.
 
     Raises:
         ModelError: with file:line:col and a hint.
@@ -166,7 +171,7 @@ def parse_model(
             line=1,
             hint="start it with MODEL (name schema.table, kind FULL);",
         )
-    ctx = _Ctx(text, path, tuple(allowed_paths), columns_of)
+    ctx = _Ctx(text, path, tuple(allowed_paths), columns_of, catalogs)
     props = header.properties
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
@@ -187,7 +192,7 @@ def parse_model(
         name = _model_name(ctx, props["name"], variables)
     else:
         assert inferred_name is not None
-        name = _inferred_name(path, inferred_name, header.line)
+        name = _inferred_name(ctx, inferred_name, header.line)
     dialect = (
         _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
     )
@@ -244,7 +249,7 @@ def parse_model(
             )
     else:
         query_sql, refs = _query(ctx, body, origin_line, body_line, dialect, variables, name)
-    extra_deps = _names(ctx, props["depends_on"]) if "depends_on" in props else ()
+    extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
     if name in depends and kind.value.name == KindName.FULL:
         own = next((r for r in refs if r.name == name), None)
@@ -322,15 +327,22 @@ def _model_name(ctx: _Ctx, node: Node, variables: Mapping[str, Any] | None = Non
             "the model name must be schema.table", node, "for example `name jaffle.orders`"
         )
     value = macros.resolve_name(node.value, variables or {}, ctx.path, node.line or 1)
-    name = value.strip('"`').lower()
-    parts = [p.strip('"`') for p in name.split(".")]
-    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
-        raise ctx.error(
-            f"model name '{node.value}' must be schema.table (letters, digits, underscores)",
-            node,
-            "for example `name jaffle.orders`; catalogs are not supported on Spark's Hive catalog",
-        )
-    return ".".join(parts)
+    try:
+        return names.canonical(names.split_text(value), ctx.catalogs)
+    except names.NameProblem as exc:
+        raise ctx.error(f"model name {exc.message}", node, exc.hint) from None
+
+
+def _model_names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
+    """Names of models or tables (``depends_on``), in their canonical form."""
+    items = node.items if node.type == "list" else (node,)
+    found = []
+    for item, written in zip(items, _names(ctx, node), strict=True):
+        try:
+            found.append(names.canonical(names.split_text(written), ctx.catalogs))
+        except names.NameProblem as exc:
+            raise ctx.error(f"depends_on {exc.message}", item, exc.hint) from None
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -732,6 +744,7 @@ def _references(
             # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
             if node.quoted and _PLAIN_NAME.match(node.name.lower()):
                 node.set("quoted", False)
+                node.meta["unquoted"] = True  # where it starts counts its quotes
         elif isinstance(node, exp.Table):
             tables.append(node)
         elif isinstance(node, exp.CTE):
@@ -745,11 +758,7 @@ def _references(
         if fileaccess.is_file_table(table):
             continue  # a path sluice.allowed_paths permits (the others were refused)
         if table.args.get("catalog"):
-            raise ctx.error(
-                f"'{table.sql()}' names a catalog; use schema.table",
-                _ref_node(table, locate),
-                "drop the catalog: Sluice reads and writes Spark's session catalog only",
-            )
+            _place(ctx, table, locate)
         if not table.db:
             if table.name.lower() in ctes:
                 continue
@@ -761,11 +770,25 @@ def _references(
                 col=where.col,
                 hint="write schema.table; refer to models and external tables by their full name",
             )
-        ref_name = f"{table.db}.{table.name}".lower()
+        ref_name = ".".join(p.name for p in table.parts).lower()
         if ref_name not in refs:
             where = _ref_node(table, locate)
             refs[ref_name] = TableRef(ref_name, where.line, where.col)
     return tuple(refs.values())
+
+
+def _place(ctx: _Ctx, table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -> None:
+    """A three-part reference: a default catalog is dropped from the query (so writing it
+    changes no fingerprint), a configured one kept, any other refused."""
+    parts = [p.name for p in table.parts]
+    try:
+        canonical = names.canonical(parts, ctx.catalogs)
+    except names.NameProblem as exc:
+        raise ctx.error(exc.message, _ref_node(table, locate), exc.hint) from None
+    if canonical.count(".") == 1:
+        table.set("catalog", None)
+    else:
+        table.set("catalog", exp.to_identifier(parts[0].lower()))
 
 
 def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, Node]]) -> None:
@@ -821,18 +844,22 @@ def _grain(
     return tuple(grain), warnings
 
 
-def _inferred_name(path: str, inferred: str, line: int) -> str:
-    parts = inferred.lower().split(".")
-    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
+def _inferred_name(ctx: _Ctx, inferred: str, line: int) -> str:
+    try:
+        return names.canonical(inferred.lower().split("."), ctx.catalogs)
+    except names.NameProblem as exc:
         raise ModelError(
             f"the model has no name, and the one inferred from its path, '{inferred}', "
-            "is not schema.table",
-            path=path,
+            + (
+                f"names the unknown catalog '{exc.catalog}'"
+                if exc.catalog
+                else "is not schema.table"
+            ),
+            path=ctx.path,
             line=line,
             hint="put the file at models/<schema>/<table>.sql, or add `name schema.table` "
-            "to its MODEL (...)",
-        )
-    return ".".join(parts)
+            "to its MODEL (...)" + (f"; {exc.hint}" if exc.catalog else ""),
+        ) from None
 
 
 def _output_names(query: exp.Expr) -> list[str] | None:
@@ -856,7 +883,11 @@ def _ref_node(table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -
     if first is None:
         line, col = locate(1, 1)
         return Node("word", table.name, line=line, col=col)
-    width = len(first.name) + (2 if first.quoted else 0)
+    width = len(first.name) + (2 if first.quoted or first.meta.get("unquoted") else 0)
+    named = [p for p in parts if isinstance(p, exp.Identifier)]
+    if len(named) > 1 and all(p.meta.get("col") == first.meta.get("col") for p in named):
+        # BigQuery's `project.dataset.table`: one quoted token split into its parts
+        width = len(".".join(p.name for p in named)) + 2
     line, col = locate(int(first.meta["line"]), max(int(first.meta.get("col", 1)) - width + 1, 1))
     return Node("word", table.name, line=line, col=col)
 

@@ -16,6 +16,7 @@ from sqlglot import exp
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
+from sluice.core.model.names import sql_name
 from sluice.core.model.properties import table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
@@ -38,9 +39,9 @@ def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
 
     def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.db:
-            target = tables.get(f"{node.db}.{node.name}".lower())
+            target = tables.get(".".join(p.name for p in node.parts).lower())
             if target is not None:
-                table = exp.to_table(target)
+                table = table_expr(target)
                 if node.args.get("alias"):
                     table.set("alias", node.args["alias"].copy())
                 else:
@@ -50,6 +51,14 @@ def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
         return node
 
     return query.transform(swap)
+
+
+def table_expr(name: str) -> exp.Table:
+    """``[[catalog.]schema.]table`` as a table of a query, each part quoted when it is not
+    a plain name (sqlglot quotes identifiers that need it)."""
+    parts: list[exp.Identifier | None] = [None, None]
+    parts += [exp.to_identifier(p) for p in name.split(".")]
+    return exp.Table(this=parts[-1], db=parts[-2], catalog=parts[-3])
 
 
 def physical_names(snapshots: Iterable[Snapshot]) -> dict[str, str]:
@@ -166,7 +175,7 @@ def build_steps(
             {
                 "type": "sql",
                 "label": "create physical schemas",
-                "statements": [f"CREATE DATABASE IF NOT EXISTS {s}" for s in schemas],
+                "statements": [f"CREATE DATABASE IF NOT EXISTS {sql_name(s)}" for s in schemas],
             }
         )
     backfills = {b.name: b for b in plan.backfill}
@@ -292,7 +301,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         views.append(
             {
                 "view": view_name(snap.name, env),
-                "sql": f"SELECT {select} FROM {snap.table}",
+                "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
                 "properties": [list(p) for p in snap.model.virtual_properties],
             }
         )
@@ -301,7 +310,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     gone = set(plan.removed) | (set(previous or ()) - {s.name for s in plan.snapshots})
     drops = [view_name(name, env) for name in sorted(gone)]
     # Only the schemas of views being created: CREATE DATABASE costs a metastore call each.
-    touched = {v["view"].split(".", 1)[0] for v in views}
+    touched = {v["view"].rsplit(".", 1)[0] for v in views}
     schemas = sorted(touched)
     return {
         "type": "views",

@@ -307,7 +307,7 @@ def _clear_location(spark: SparkSession, table: str) -> None:
     fails (LOCATION_ALREADY_EXISTS). Table names are unique per model version, so files at
     the location of a table that does not exist are such remains.
     """
-    database, name = table.split(".", 1)
+    database, name = table.rsplit(".", 1)  # the database may be catalog.schema
     root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
     location = f"{root}/{name.lower()}"
     where = urlsplit(location)
