@@ -6,15 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.core import workflow
-from sluice.core.model.definition import KindName
+from sluice.core.model.definition import Kind, KindName, Model
 from sluice.core.plan.output import estimate_output
-from sluice.core.plan.plan import OutputEstimate
+from sluice.core.plan.plan import Backfill, OutputEstimate
+from sluice.core.snapshot.fingerprint import Fingerprint
+from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state import TableSize, open_state
-from sluice.core.timeutil import to_ms
+from sluice.core.timeutil import DAY_MS, to_ms
 from tests.core.helpers import load
-from tests.core.plan.test_cost import _backfill, _snap
 
 MB = 1024**2
+D0 = to_ms("2018-01-01")
+
+
+def _snap(name: str, kind: KindName, version: str = "v1") -> Snapshot:
+    return Snapshot(
+        Model(name, Kind(kind), query_sql="SELECT 1"), Fingerprint("d", "m", "p"), version
+    )
+
+
+def _backfill(name: str, version: str, days: int) -> Backfill:
+    intervals = tuple((D0 + i * DAY_MS, D0 + (i + 1) * DAY_MS) for i in range(days))
+    return Backfill(name, version, f"t_{name}", intervals, intervals)
 
 
 def test_a_full_refresh_writes_what_its_last_measured_table_held() -> None:
