@@ -31,6 +31,7 @@ from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceErr
 from sluice.core.model import fileaccess, jinja, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.blueprints import parse_models
+from sluice.core.model.columns import table_columns
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
@@ -117,35 +118,49 @@ def load_project(
             line=1,
             hint=python.reason,
         )
-    rendered = _render_jinja(root, files, config, env, errors)
-    with pycode_macros.active(root, config.variables):
+    raw = _raw_texts(files)
+    rendered = _render_jinja(root, files, raw, config, env, errors)
+    texts = _model_texts(files, rendered, raw)
+    # Files the cache does not answer are parsed last, so that the macro process starts
+    # while the others load; it reads them ahead in that order (see pycode.macros).
+    parsed = [f for f in files if cache is None or not cache.has(str(f), texts.get(str(f)))]
+    parsed_set = set(parsed)
+    order = [f for f in files if f not in parsed_set] + parsed
+    external_errors: list[SluiceError] = []
+    externals = _externals(root, external_errors)
+    python_models: list[Model | SluiceError] = []
+    for file in python_files:
+        try:
+            python_models += pycode_models.read_file(
+                file, root, config.model_defaults, config.variables
+            )
+        except SluiceError as exc:
+            python_models.append(exc)
+    with pycode_macros.active(
+        root, config.variables, read_ahead=parsed, dialect=config.model_defaults.dialect
+    ) as macros:
+        known = externals + [m for m in python_models if isinstance(m, Model)]
+        outcome = _load_files(root, order, texts, rendered, config, cache, macros, known)
         for file in files:
-            if str(file) in rendered.errors:
-                errors.append(rendered.errors[str(file)])
+            result = outcome[str(file)]
+            if isinstance(result, SluiceError):
+                errors.append(result)
                 continue
-            text = rendered.texts.get(str(file))
-            try:
-                loaded = _load_models(root, file, config, cache, text)
-                if loaded:
-                    inline += _inline_audits(file, loaded[0], config, text)
-            except SluiceError as exc:
-                errors.append(exc)
-                continue
+            loaded, audits_of_file = result
+            inline += audits_of_file
             for model in loaded:
                 add(model)
                 notes.extend(model.warnings)
                 notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
-        for file in python_files:
-            try:
-                for model in pycode_models.read_file(
-                    file, root, config.model_defaults, config.variables
-                ):
-                    add(model)
-                    notes.extend(model.warnings)
-            except SluiceError as exc:
-                errors.append(exc)
+        for item in python_models:
+            if isinstance(item, SluiceError):
+                errors.append(item)
+            else:
+                add(item)
+                notes.extend(item.warnings)
         audits = _audits(root, config, errors, inline)
-    for external in _externals(root, errors):
+    errors += external_errors
+    for external in externals:
         add(external)
     notes.extend(
         f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
@@ -183,23 +198,101 @@ def _has_code(path: Path) -> bool:
     return path.exists() and bool(path.read_text(encoding="utf-8").strip())
 
 
+def _model_texts(
+    files: list[Path], rendered: jinja.Rendered, raw: Mapping[str, str]
+) -> dict[str, str]:
+    """Each model file's text (Jinja rendered), for the files that could be read."""
+    texts: dict[str, str] = {}
+    for file in files:
+        key = str(file)
+        text = rendered.texts.get(key)
+        if text is None and key not in rendered.errors:
+            text = raw.get(key)
+        if text is not None:
+            texts[key] = text
+    return texts
+
+
+def _raw_texts(files: list[Path]) -> dict[str, str]:
+    """The files that can be read, by path (an unreadable one is reported when loaded)."""
+    texts: dict[str, str] = {}
+    for file in files:
+        try:
+            texts[str(file)] = _read(file)
+        except SluiceError:
+            continue
+    return texts
+
+
+_Loaded = tuple[list[Model], list[Audit]]
+
+
+def _load_files(
+    root: Path,
+    order: list[Path],
+    texts: Mapping[str, str],
+    rendered: jinja.Rendered,
+    config: ProjectConfig,
+    cache: _Cache | None,
+    python: pycode_macros.PythonMacros | None,
+    known_first: list[Model],
+) -> dict[str, _Loaded | SluiceError]:
+    """The models and inline audits of each SQL model file, or its error, by path.
+
+    A Python macro may ask for a table's columns (``evaluator.columns_to_types``): it gets
+    those of ``known_first`` (external and Python models) and of the models loaded so far
+    (see :mod:`.columns`). A
+    file that fails because a table was not known yet is loaded again after the others,
+    as long as that makes progress, so a model may ask for a parent's columns whatever
+    the order of the files."""
+    known: dict[str, Model] = {}
+    for model in known_first:
+        known.setdefault(model.name, model)
+    if python is not None:
+        python.columns_of = lambda name: table_columns(name, known)
+    outcome: dict[str, _Loaded | SluiceError] = {}
+
+    def load(file: Path) -> bool:
+        """Load ``file`` into ``outcome``; False when it failed for a table not known yet."""
+        unknown = len(python.unknown_tables) if python is not None else 0
+        result: _Loaded | SluiceError
+        if str(file) in rendered.errors:
+            result = rendered.errors[str(file)]
+        else:
+            text = texts.get(str(file))
+            try:
+                loaded = _load_models(root, file, config, cache, text, python)
+                result = (loaded, _inline_audits(file, loaded[0], config, text) if loaded else [])
+            except SluiceError as exc:
+                result = exc
+        outcome[str(file)] = result
+        if isinstance(result, SluiceError):
+            return python is None or len(python.unknown_tables) == unknown
+        for model in result[0]:
+            known.setdefault(model.name, model)
+        return True
+
+    waiting = [file for file in order if not load(file)]
+    while waiting:
+        again = [file for file in waiting if not load(file)]
+        if len(again) == len(waiting):
+            break  # no progress: the errors stand
+        waiting = again
+    return outcome
+
+
 def _render_jinja(
     root: Path,
     files: list[Path],
+    raw: Mapping[str, str],
     config: ProjectConfig,
     env: Mapping[str, str] | None,
     errors: list[SluiceError],
 ) -> jinja.Rendered:
-    """The model files with JINJA blocks, rendered with the ``{% macro %}`` definitions of
-    macros/*.sql (see :mod:`.jinja`); the other files are not in the result."""
-    texts: dict[str, str] = {}
-    for file in files:
-        try:
-            text = _read(file)
-        except SluiceError:
-            continue  # reported when the file is loaded
-        if jinja.has_blocks(text):
-            texts[str(file)] = text
+    """The model files with JINJA blocks (``raw``: each file's text), rendered with the
+    ``{% macro %}`` definitions of macros/*.sql (see :mod:`.jinja`); the other files are
+    not in the result."""
+    texts = {str(f): raw[str(f)] for f in files if str(f) in raw and jinja.has_blocks(raw[str(f)])}
     if not texts:
         return jinja.Rendered({}, {})
     macros: dict[str, str] = {}
@@ -214,14 +307,21 @@ def _render_jinja(
 
 
 def _load_models(
-    root: Path, file: Path, config: ProjectConfig, cache: _Cache | None, text: str | None = None
+    root: Path,
+    file: Path,
+    config: ProjectConfig,
+    cache: _Cache | None,
+    text: str | None = None,
+    python: pycode_macros.PythonMacros | None = None,
 ) -> list[Model]:
     """The models of one file (several with ``blueprints``, none when disabled);
-    ``text``: its contents with Jinja rendered, when it has Jinja."""
+    ``text``: its contents with Jinja rendered, when it has Jinja. Models whose Python
+    macros asked for a table's columns are not cached: they depend on other files."""
     display = str(file)
     text = _read(file) if text is None else text
     models = cache.get(display, text) if cache else None
     if models is None:
+        asked = python.columns_asked if python is not None else 0
         models = parse_models(
             text,
             display,
@@ -230,7 +330,7 @@ def _load_models(
             allowed_paths=config.sluice.allowed_paths,
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
         )
-        if cache is not None:
+        if cache is not None and (python is None or python.columns_asked == asked):
             cache.put(display, text, models)
     return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
 
@@ -587,6 +687,13 @@ class _Cache:
 
     def _key(self, display: str, text: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
+
+    def has(self, display: str, text: str | None) -> bool:
+        """Whether the models of ``display`` with contents ``text`` are cached."""
+        entry = self.entries.get(display)
+        return (
+            text is not None and entry is not None and entry.get("key") == self._key(display, text)
+        )
 
     def get(self, display: str, text: str) -> list[Model] | None:
         entry = self.entries.get(display)
