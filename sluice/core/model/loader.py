@@ -83,6 +83,23 @@ def load_project(
             f"no models/ folder in {root}",
             hint="point --project at the folder that holds config.yaml and models/",
         )
+    # The macro process starts first: its Python and sqlglot load while this reads.
+    spawned = pycode_macros.spawn(root) if python is None else None
+    try:
+        return _load(root, use_cache, sluice, env, python, spawned)
+    finally:
+        if spawned is not None:
+            spawned.close()
+
+
+def _load(
+    root: Path,
+    use_cache: bool,
+    sluice: SluiceSettings | None,
+    env: Mapping[str, str] | None,
+    python: Refusal | None,
+    spawned: pycode_macros.PythonMacros | None,
+) -> Project:
     config = load_config(root, env=env)
     if sluice is not None:
         config = config.model_copy(update={"sluice": sluice})
@@ -137,7 +154,11 @@ def load_project(
         except SluiceError as exc:
             python_models.append(exc)
     with pycode_macros.active(
-        root, config.variables, read_ahead=parsed, dialect=config.model_defaults.dialect
+        root,
+        config.variables,
+        read_ahead=parsed,
+        dialect=config.model_defaults.dialect,
+        spawned=spawned,
     ) as macros:
         known = externals + [m for m in python_models if isinstance(m, Model)]
         outcome = _load_files(root, order, texts, rendered, config, cache, macros, known)

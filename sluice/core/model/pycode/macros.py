@@ -63,15 +63,8 @@ ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
 class PythonMacros:
     """A running child holding a project's Python macros."""
 
-    def __init__(
-        self,
-        root: Path,
-        files: Sequence[Path],
-        variables: Mapping[str, Any],
-        *,
-        read_ahead: Sequence[Path] = (),
-        dialect: str = "spark",
-    ) -> None:
+    def __init__(self, root: Path) -> None:
+        """Start the child (it imports sqlglot, then waits for :meth:`start`)."""
         root = root.resolve()
         self.root = root
         self.calls = 0
@@ -86,6 +79,8 @@ class PythonMacros:
         self._errors: list[SluiceError] = []
         self._buffer = b""
         self._next_id = 0
+        self._closed = False
+        self._started = time.monotonic()
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
                 [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
@@ -99,16 +94,26 @@ class PythonMacros:
         assert self._process.stdout is not None
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._process.stdout, selectors.EVENT_READ)
+
+    def start(
+        self,
+        files: Sequence[Path],
+        variables: Mapping[str, Any],
+        *,
+        read_ahead: Sequence[Path] = (),
+        dialect: str = "spark",
+    ) -> None:
+        """Hand the child the macro files to import, the variables, and the model files
+        to read ahead (in the order they will be parsed)."""
         here = os.getcwd()
         setup = {
-            "root": str(root),
+            "root": str(self.root),
             "files": [str(f.resolve()) for f in files],
             "variables": dict(variables),
             # Absolute, not resolved: the child's guard resolves what it opens.
             "read_ahead": [os.path.join(here, f) for f in read_ahead],
             "dialect": dialect,
         }
-        self._started = time.monotonic()
         self._send(setup)  # the answer is read by _ready(), when it is needed
 
     @property
@@ -212,6 +217,9 @@ class PythonMacros:
             self._split()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._process.poll() is None:
             try:
                 assert self._process.stdin is not None
@@ -280,6 +288,12 @@ class PythonMacros:
         )
 
 
+def spawn(root: Path) -> PythonMacros | None:
+    """Start the project's macro process early (None when it has no Python macros): its
+    start overlaps what the loader reads first; :func:`active` then hands it the work."""
+    return PythonMacros(root) if macro_files(root) else None
+
+
 @contextmanager
 def active(
     root: Path,
@@ -287,15 +301,18 @@ def active(
     *,
     read_ahead: Sequence[Path] = (),
     dialect: str = "spark",
+    spawned: PythonMacros | None = None,
 ) -> Iterator[PythonMacros | None]:
     """The project's Python macros, callable from macro evaluation inside the block (None
     and nothing started when the project has none). ``read_ahead``: the model files about
-    to be parsed, in order, whose calls the child answers before they are asked for."""
+    to be parsed, in order, whose calls the child answers before they are asked for;
+    ``spawned``: the process :func:`spawn` started for this load, if any."""
     files = macro_files(root)
     if not files:
         yield None
         return
-    macros = PythonMacros(root, files, variables, read_ahead=read_ahead, dialect=dialect)
+    macros = spawned or PythonMacros(root)
+    macros.start(files, variables, read_ahead=read_ahead, dialect=dialect)
     token = external.ACTIVE.set(macros)
     try:
         yield macros

@@ -67,7 +67,9 @@ def _project(root: Path, models: dict[str, str], macros: str = MACROS) -> Path:
 
 def _macros(root: Path, ahead: bool) -> PythonMacros:
     files = sorted((root / "models").glob("*.sql")) if ahead else []
-    return PythonMacros(root, [root / "macros" / "m.py"], {}, read_ahead=files)
+    macros = PythonMacros(root)
+    macros.start([root / "macros" / "m.py"], {}, read_ahead=files)
+    return macros
 
 
 def _settle(macros: PythonMacros, seconds: float = 3.0) -> None:
