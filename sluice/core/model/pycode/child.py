@@ -189,7 +189,9 @@ class _Skip(BaseException):
 
 def _calls_in(text: str, names: frozenset[str]) -> list[tuple[str, list[str]]]:
     """The calls ``@name(arg, ...)`` of ``names`` in ``text`` whose arguments hold no
-    macro, each with its arguments' text (strings, quoted names and comments skipped)."""
+    macro, each with its arguments' text (strings, quoted names and comments inside them
+    kept whole). A call written in a comment or a string is found too: its answer is
+    never asked for, so it costs only the call."""
     found: list[tuple[str, list[str]]] = []
     for match in _CALL_START.finditer(text):
         if match.group(1).lower() not in names:
