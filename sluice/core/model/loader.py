@@ -264,8 +264,8 @@ def _load_files(
     those of ``known_first`` (external and Python models) and of the models loaded so far
     (see :mod:`.columns`). A
     file that fails because a table was not known yet is loaded again after the others,
-    as long as that makes progress, so a model may ask for a parent's columns whatever
-    the order of the files."""
+    once that table is known, so a model may ask for a parent's columns whatever the
+    order of the files."""
     known: dict[str, Model] = {}
     for model in known_first:
         known.setdefault(model.name, model)
@@ -273,8 +273,8 @@ def _load_files(
         python.columns_of = lambda name: table_columns(name, known)
     outcome: dict[str, _Loaded | SluiceError] = {}
 
-    def load(file: Path) -> bool:
-        """Load ``file`` into ``outcome``; False when it failed for a table not known yet."""
+    def load(file: Path) -> frozenset[str]:
+        """Load ``file`` into ``outcome``; the tables it failed for, not known yet."""
         unknown = len(python.unknown_tables) if python is not None else 0
         result: _Loaded | SluiceError
         if str(file) in rendered.errors:
@@ -288,17 +288,20 @@ def _load_files(
                 result = exc
         outcome[str(file)] = result
         if isinstance(result, SluiceError):
-            return python is None or len(python.unknown_tables) == unknown
+            asked = python.unknown_tables[unknown:] if python is not None else []
+            return frozenset(t for t in asked if t not in known)  # those may still come
         for model in result[0]:
             known.setdefault(model.name, model)
-        return True
+        return frozenset()
 
-    waiting = [file for file in order if not load(file)]
-    while waiting:
-        again = [file for file in waiting if not load(file)]
-        if len(again) == len(waiting):
-            break  # no progress: the errors stand
-        waiting = again
+    # A file waits for the tables it asked about; it is loaded again once they are known
+    # (each file about once, whatever the order of a chain of such models).
+    waiting = {file: needs for file in order if (needs := load(file))}
+    while ready := [file for file, needs in waiting.items() if needs <= known.keys()]:
+        for file in ready:
+            del waiting[file]
+            if needs := load(file):
+                waiting[file] = needs
     return outcome
 
 

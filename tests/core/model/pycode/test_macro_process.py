@@ -340,3 +340,52 @@ def test_the_reading_ahead_is_off_without_macro_files(tmp_path: Path) -> None:
     (tmp_path / "macros").mkdir()
     with pycode_macros.active(tmp_path, {}, read_ahead=[tmp_path / "x.sql"]) as macros:
         assert macros is None
+
+
+def test_the_process_started_early_ends_when_the_load_fails_before_using_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _project(tmp_path / "p", {"a": "SELECT @cents(a) AS v FROM raw.s"})
+    (root / "config.yaml").write_text("model_defaults: [not, a, mapping\n")
+    started: list[PythonMacros] = []
+    spawn = pycode_macros.spawn
+
+    def recorded(at: Path) -> PythonMacros | None:
+        macros = spawn(at)
+        assert macros is not None
+        started.append(macros)
+        return macros
+
+    monkeypatch.setattr(pycode_macros, "spawn", recorded)
+    with pytest.raises(SluiceError, match=r"config\.yaml"):
+        load_project(root, use_cache=False)
+    assert len(started) == 1 and started[0]._process.poll() is not None
+    # A caller that runs no Python starts nothing.
+    from sluice.core.model.pycode import Refusal
+
+    with pytest.raises(SluiceError):
+        load_project(root, use_cache=False, python=Refusal("no"))
+    assert len(started) == 1
+
+
+def test_a_chain_of_models_asking_columns_loads_in_any_file_order(tmp_path: Path) -> None:
+    # a reads b's columns, b reads c's, c reads d's: the reverse of the files' order.
+    models = {
+        "a": "SELECT @prefixed(shop.b, 'a_') FROM shop.b",
+        "b": "SELECT @prefixed(shop.c, 'b_') FROM shop.c",
+        "c": "SELECT @prefixed(shop.d, 'c_') FROM shop.d",
+        "d": "SELECT 1 AS x, 2 AS y",
+        # A parent known only as SELECT *, after its child in the files' order: an error,
+        # once (the child is not loaded again and again).
+        "e": "SELECT @prefixed(shop.f, 'e_') FROM shop.f",
+        "f": "SELECT * FROM shop.d",
+    }
+    root = _project(tmp_path / "p", models, COLUMNS)
+    with pytest.raises(SluiceError) as exc:
+        load_project(root, use_cache=False)
+    assert "does not know the columns of shop.f" in str(exc.value) and "e.sql" in str(exc.value)
+    (root / "models" / "e.sql").unlink()
+    project = load_project(root, use_cache=False)
+    assert project.models["shop.a"].query_sql == (
+        "SELECT b_c_x AS a_b_c_x, b_c_y AS a_b_c_y FROM shop.b"
+    )
