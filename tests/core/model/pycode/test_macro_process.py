@@ -389,3 +389,18 @@ def test_a_chain_of_models_asking_columns_loads_in_any_file_order(tmp_path: Path
     assert project.models["shop.a"].query_sql == (
         "SELECT b_c_x AS a_b_c_x, b_c_y AS a_b_c_y FROM shop.b"
     )
+
+
+def test_what_the_evaluator_does_not_offer_names_the_member_and_the_macro_line(
+    tmp_path: Path,
+) -> None:
+    source = MACROS + (
+        "\n\n@macro()\ndef adapter(evaluator):\n    return evaluator.engine_adapter.dialect\n"
+    )
+    root = _project(tmp_path / "p", {"a": "SELECT\n  @adapter() AS v FROM raw.s"}, source)
+    with pytest.raises(SluiceError) as exc:
+        load_project(root, use_cache=False)
+    line = source.splitlines().index("    return evaluator.engine_adapter.dialect") + 1
+    text = str(exc.value)
+    assert "engine_adapter is not offered by Sluice" in text, text
+    assert f"m.py:{line}" in text and "a.sql:4" in text, text
