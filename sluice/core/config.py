@@ -19,6 +19,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from sluice.core.errors import ConfigError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
+from sluice.core.model.names import Catalogs, catalogs_of, gateway_catalog
 from sluice.core.timeutil import to_ms
 from sluice.core.yamlio import MAX_CHARS, LocatedYaml, parse_yaml, read_yaml
 
@@ -196,9 +197,20 @@ class ProjectConfig(_Frozen):
     after_all: tuple[str, ...] = ()
     """SQL statements the Spark job runs after its steps (SQLMesh's ``after_all``)."""
     sluice: SluiceSettings = Field(default_factory=SluiceSettings)
+    default_catalog: str | None = None
+    """SQLMesh's default catalog of the project, read from the default gateway's
+    connection (not a section of its own): names in it are Spark's current catalog
+    (sluice.core.model.names)."""
     notes: tuple[str, ...] = ()
 
     _before_all = field_validator("before_all", "after_all")(_check_statements)
+
+    @property
+    def catalogs(self) -> Catalogs:
+        """The catalogs its model names may carry: its default catalog and the catalogs
+        of ``sluice.spark.conf`` (the service's settings when the service loads a pull
+        request's project: the loader is given them in place of the PR's)."""
+        return catalogs_of(self.sluice.spark.conf, self.default_catalog)
 
 
 CONFIG_FILE = "config.yaml"
@@ -267,7 +279,7 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             hint="write `section:` lines such as `model_defaults:` and `sluice:`, each with "
             "its settings indented under it",
         )
-    known = set(ProjectConfig.model_fields) - {"notes"}
+    known = set(ProjectConfig.model_fields) - {"notes", "default_catalog"}
     ignored: list[str] = []
     kept: dict[str, Any] = {}
     for key, value in data.items():
@@ -291,8 +303,14 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             "Sluice's own settings go under 'sluice:'"
         )
     _gateway_variables(data, kept)
+    default_catalog = gateway_catalog(data)
+    if default_catalog:
+        notes.append(
+            f"{doc.path}: the project's default catalog is '{default_catalog}' (its default "
+            "gateway's connection): names in it are read as Spark's current catalog"
+        )
     try:
-        return ProjectConfig(**kept, notes=tuple(notes))
+        return ProjectConfig(**kept, default_catalog=default_catalog, notes=tuple(notes))
     except ValidationError as exc:
         raise _config_error(exc, doc) from None
 

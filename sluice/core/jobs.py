@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from sluice.core.model.definition import Audit, KindName
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import PROD, physical_table, view_name, view_schema
+from sluice.core.snapshot.naming import PROD, model_view_schema, physical_table, view_name
 from sluice.core.spark.render import build_steps, view_steps
 from sluice.core.spark.spec import JobSpec, SqlStep, Step
 from sluice.core.state.records import EnvironmentRecord, StoredSnapshot
@@ -105,7 +105,7 @@ def janitor_job(
             ):
                 continue
             views.append(view_name(ref.name, env.name))
-            schemas.add(view_schema(ref.name.split(".", 1)[0], env.name))
+            schemas.add(model_view_schema(ref.name, env.name))
     steps: list[Step] = [
         {
             "type": "drop",

@@ -57,6 +57,7 @@ class PreviewResult:
     # What each table of the environment's own holds once built (this job or an earlier one)
     held: dict[str, tuple[Interval, ...]] = field(default_factory=dict)
     bytes_built: int | None = None  # the files of the tables the plan builds (None: unmeasured)
+    rows_built: int | None = None  # the rows those tables hold (None: not counted)
 
     @property
     def tests_passed(self) -> bool:
@@ -260,9 +261,9 @@ def preview_environment(
             else:
                 diffs[name] = TableDiffResult.from_json(payload)
     skipped = {t.name: t.skipped for t in targets if t.skipped is not None}
-    built_keys = {(b.name, b.version) for b in plan.backfill}
-    sizes = state.get_table_sizes(b.name for b in plan.backfill) if built_keys else {}
-    measured = [sizes[key].bytes for key in built_keys if key in sizes]
+    from sluice.core.workflow import written
+
+    sizes = written(state, plan)
     return PreviewResult(
         plan=plan,
         tests=tests,
@@ -274,7 +275,8 @@ def preview_environment(
         job=job,
         seconds=job.seconds if job is not None else 0.0,
         held=held,
-        bytes_built=sum(measured) if measured else None,
+        bytes_built=sizes.bytes,
+        rows_built=sizes.rows,
     )
 
 

@@ -17,11 +17,13 @@ from typing import Any, Literal
 from sluice.core import jobs
 from sluice.core.errors import ConflictError, PlanError
 from sluice.core.intervals import Interval
-from sluice.core.model.definition import KindName, Project
+from sluice.core.model.definition import KindName, Model, Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.loader import load_project
+from sluice.core.model.names import lookup_name
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.cost import estimate_scan
+from sluice.core.plan.output import estimate_output
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
@@ -139,13 +141,15 @@ def plan_environment(
 def _with_scan_estimate(
     state: StateReader, plan: Plan, intervals: Mapping[TableKey, list[Interval]]
 ) -> Plan:
-    """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`)."""
+    """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`) and the
+    rows and bytes it writes (:mod:`sluice.core.plan.output`)."""
     if not plan.backfill:
         return plan
     snapshots = {s.name: s for s in plan.snapshots}
     sizes = state.get_table_sizes(snapshots)  # external parents are never measured
     scan = estimate_scan(snapshots, plan.backfill, sizes, intervals)
-    return dataclasses.replace(plan, scan=scan)
+    output = estimate_output(snapshots, plan.backfill, sizes, intervals)
+    return dataclasses.replace(plan, scan=scan, output=output)
 
 
 def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[str]:
@@ -157,7 +161,7 @@ def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[st
     chosen: set[str] = set()
     for raw in names:
         downstream = raw.startswith("+")
-        name = raw.lstrip("+").lower()
+        name = lookup_name(raw.lstrip("+"), project.config.catalogs)  # local.s.t is s.t
         model = project.models.get(name)
         if model is None or model.kind.name == KindName.EXTERNAL:
             raise PlanError(
@@ -165,10 +169,31 @@ def resolve_restatements(project: Project, names: Iterable[str]) -> frozenset[st
                 hint="name a model, e.g. --restate-model jaffle.orders (or +jaffle.orders "
                 "for it and everything downstream)",
             )
+        _check_restatable(model)
         chosen.add(name)
         if downstream:
-            chosen |= descendants(project.models, [name])
+            # As SQLMesh does: models that keep a history nothing can recompute (SCD type
+            # 2, unless `disable_restatement false`) are left out of a `+name` restatement.
+            chosen |= {
+                d for d in descendants(project.models, [name]) if _restatable(project.models[d])
+            }
     return frozenset(chosen)
+
+
+def _restatable(model: Model) -> bool:
+    return model.kind.scd is None or not model.kind.scd.disable_restatement
+
+
+def _check_restatable(model: Model) -> None:
+    if not _restatable(model):
+        raise PlanError(
+            f"cannot restate '{model.name}': a {model.kind.name} model keeps a history its "
+            "query cannot recompute, so restating it is disabled",
+            path=model.path or None,
+            line=model.line if model.path else None,
+            hint="set `disable_restatement false` in its kind to allow it (a restatement "
+            "then rebuilds the table from the query alone, dropping the history)",
+        )
 
 
 PLAN_SNAPSHOTS = "snapshots"
@@ -246,6 +271,28 @@ class ApplyResult:
     tables_built: int
     views_swapped: int
     job: JobResult | None
+    written: Written | None = None  # what the built tables hold (None: nothing built)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the tables a plan builds hold once built, as the jobs measured them (from this
+    job or an earlier one); None where no job measured it."""
+
+    bytes: int | None
+    rows: int | None
+
+
+def written(state: StateReader, plan: Plan) -> Written:
+    """The bytes and rows of the tables ``plan`` builds, summed over those measured."""
+    built = {(b.name, b.version) for b in plan.backfill}
+    sizes = state.get_table_sizes({name for name, _ in built}) if built else {}
+    measured = [sizes[key] for key in built if key in sizes]
+    counted = [m.rows for m in measured if m.rows is not None]
+    return Written(
+        sum(m.bytes for m in measured) if measured else None,
+        sum(counted) if counted else None,
+    )
 
 
 def apply_plan(
@@ -305,7 +352,7 @@ def apply_plan(
     commit_environment(state, plan, now, ttl_days)
     built = sum(1 for s in spec["steps"] if s["type"] == "build")
     views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
-    return ApplyResult(plan, built, views, result)
+    return ApplyResult(plan, built, views, result, written(state, plan) if built else None)
 
 
 def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:
@@ -448,7 +495,7 @@ def query_environment(
         for s in stored.values()
         if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
     }
-    step = testing.query_step(sql, resolve, limit)
+    step = testing.query_step(sql, resolve, limit, project.config.catalogs)
     job = run_recorded(
         runner, {"job_id": f"query-{environment}", "kind": "query", "steps": [step]}, state=None
     )

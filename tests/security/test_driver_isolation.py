@@ -270,10 +270,12 @@ def test_writes_the_spec_asked_for_are_applied(store: StateStore) -> None:
                         job_id=SPEC["job_id"], plan_id="plan1"))  # fmt: skip
     writes.apply(_write("save_result", kind="table_diff", name="s.a", passed=True, payload={}))
     writes.apply(_write("table_size", model="s.a", version="va", bytes=4096))
-    writes.apply(_write("table_size", model="s.a", version="va", bytes=8192))  # the last counts
+    writes.apply(
+        _write("table_size", model="s.a", version="va", bytes=8192, rows=12)
+    )  # the last counts
     assert store.get_intervals([("s.a", "va")]) == {("s.a", "va"): [(D0, D0 + 2 * DAY)]}
     [(key, size)] = store.get_table_sizes(["s.a"]).items()
-    assert key == ("s.a", "va") and size.bytes == 8192
+    assert key == ("s.a", "va") and (size.bytes, size.rows) == (8192, 12)
     assert store.get_intervals([("s.v", "vv")]) == {("s.v", "vv"): [VIEW_MARKER]}
     results = store.get_results(job_id=SPEC["job_id"])
     assert [(r.kind, r.name, r.passed, r.plan_id) for r in results] == [
@@ -352,6 +354,11 @@ FORGED = [
     (_write("table_size", model="s.a", version="va", bytes=-1), "is not a number of bytes"),
     (_write("table_size", model="s.a", version="va", bytes="1 GB"), "is not a number of bytes"),
     (_write("table_size", model="s.a", version="va", bytes=True), "is not a number of bytes"),
+    (_write("table_size", model="s.a", version="va", bytes=1, rows=-3), "is not a number of rows"),
+    (_write("table_size", model="s.a", version="va", bytes=1, rows=2.5), "is not a number of rows"),
+    (_write("table_size", model="s.a", version="va", bytes=1, rows=False), "is not a number of rows"),
+    (_write("table_size", model="s.other", version="va", bytes=1, rows=1),
+     "the size of s.other@va: this job builds no such model version"),
     (_write("update_environment", record=_environment("prod", "evil"), expected_plan_id=None),
      "the driver writes no environment"),
     (_write("commit", record=_environment("pr_1", "plan1"), expected_plan_id=None),

@@ -278,6 +278,8 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
         )
     )
     reads = prod.scan.reads() if prod.scan is not None and prod.scan.bytes else ""
+    writes = prod.output.writes() if prod.output is not None else ""
+    reads = " and ".join(w for w in (reads, writes) if w)
     post.check(
         checks.merge_result(checks.backfills_of(prod), prod.has_changes, reads, prod.environment)
     )

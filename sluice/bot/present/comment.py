@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -146,6 +146,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         if preview is not None
         else []
     )
+    output = state.prod_plan.output if state.prod_plan is not None else None
     return verdict.BuildFacts(
         environment=state.environment,
         project=state.project,
@@ -159,9 +160,12 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         tables_built=preview.built if preview is not None else 0,
         views=preview.views if preview is not None else 0,
         seconds=preview.seconds if preview is not None else 0.0,
+        rows_written=preview.rows_built if preview is not None else None,
         bytes_written=preview.bytes_built if preview is not None else None,
         merge=merge,
         merge_bytes=state.prod_plan.scan_bytes if state.prod_plan is not None else None,
+        merge_rows=_total(output.rows) if output is not None else None,
+        merge_written=_total(output.bytes) if output is not None else None,
         merge_into=state.prod_plan.environment if state.prod_plan is not None else "prod",
         merge_changes=state.prod_plan.has_changes if state.prod_plan is not None else True,
         query_views=tuple(views),
@@ -170,13 +174,18 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
     )
 
 
+def _total(counts: Mapping[str, int]) -> int | None:
+    return sum(counts.values()) if counts else None
+
+
 def _full(plan: Plan, name: str) -> bool:
-    """Whether ``name``'s table is computed whole (not by time intervals)."""
+    """Whether ``name``'s table is computed whole (not by time intervals: an SCD type 2
+    model merges its due intervals into its history, so it counts by interval too)."""
     try:
-        kind = plan.snapshot(name).model.kind.name
+        kind = plan.snapshot(name).model.kind
     except StopIteration:
         return False
-    return kind != KindName.INCREMENTAL_BY_TIME_RANGE
+    return kind.name != KindName.INCREMENTAL_BY_TIME_RANGE and not kind.is_scd_type_2
 
 
 _FOLDED = (

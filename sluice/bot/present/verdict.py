@@ -67,7 +67,9 @@ class BuildFacts:
     bytes_written: int | None = None
     merge: tuple[Backfill, ...] | None = None  # None: not known (no prod plan)
     merge_changes: bool = True
-    merge_bytes: int | None = None
+    merge_bytes: int | None = None  # what the merge's backfill reads (estimate)
+    merge_rows: int | None = None  # ... and writes (estimate; None: not measured)
+    merge_written: int | None = None
     merge_into: str = "prod"  # the environment a merge promotes (a tier before prod)
     query_views: tuple[str, ...] = ()
     diff_models: tuple[str, ...] = ()
@@ -255,7 +257,12 @@ def merge_line(build: BuildFacts) -> md.Markdown | None:
     if ranged:
         intervals = sum(b.intervals for b in ranged)
         parts.append(f"{plural(intervals, 'interval')} of {_names([b.model for b in ranged])}")
-    cost = f", reading about {size(build.merge_bytes)}" if build.merge_bytes else ""
+    costs = [f"reading about {size(build.merge_bytes)}"] if build.merge_bytes else []
+    if build.merge_written is not None:
+        rows = "" if build.merge_rows is None else f"{plural(build.merge_rows, 'row')} "
+        written = size(build.merge_written)
+        costs.append(f"writing about {rows}({written})" if rows else f"writing about {written}")
+    cost = f", {' and '.join(costs)}" if costs else ""
     return md.Markdown(f"**Merging** computes {' and '.join(parts)} in {build.merge_into}{cost}.")
 
 
@@ -263,14 +270,13 @@ def built_line(build: BuildFacts) -> md.Markdown | None:
     """What the PR's build wrote, and how long Spark took."""
     if not build.changes_models or (build.failure is not None and not build.tables_built):
         return None
-    parts = [plural(build.tables_built, "table"), plural(build.views, "view")]
-    if build.rows_written is not None:
-        parts.append(plural(build.rows_written, "row") + " written")
-    if build.bytes_written is not None:
-        parts.append(size(build.bytes_written))
+    held = [] if build.rows_written is None else [plural(build.rows_written, "row")]
+    held += [] if build.bytes_written is None else [size(build.bytes_written)]
+    tables = plural(build.tables_built, "table") + (f" ({', '.join(held)})" if held else "")
     took = f" in {duration(build.seconds)} of Spark" if build.seconds else ""
     return md.Markdown(
-        f"**This PR built** {', '.join(parts)} in {md.code(build.environment)}{took}."
+        f"**This PR built** {tables} and {plural(build.views, 'view')} in "
+        f"{md.code(build.environment)}{took}."
     )
 
 

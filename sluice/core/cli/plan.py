@@ -124,19 +124,25 @@ def _run(
         applied = workflow.apply_plan(project, store, result, runner, url=url, now=now)
     finally:
         store.close()
+    held = applied.written
     summary = {
         "tables_built": applied.tables_built,
         "views_swapped": applied.views_swapped,
         "seconds": applied.job.seconds if applied.job else 0.0,
+        "rows_written": held.rows if held is not None else None,
+        "bytes_written": held.bytes if held is not None else None,
     }
     if as_json:
         click.echo(json.dumps({**result.to_json(), "applied": summary}, indent=2))
     elif applied.job is None:
         out.print(f"[green]{environment} is up to date; nothing to apply.[/]")
     else:
+        holding = [] if held is None or held.rows is None else [plural(held.rows, "row")]
+        holding += [] if held is None or held.bytes is None else [size(held.bytes)]
+        holds = f" ({', '.join(holding)})" if holding else ""
         out.print(
-            f"[green]Applied to {environment}:[/] {plural(applied.tables_built, 'table')} built, "
-            f"{plural(applied.views_swapped, 'view')} pointed at new versions "
+            f"[green]Applied to {environment}:[/] {plural(applied.tables_built, 'table')} built"
+            f"{holds}, {plural(applied.views_swapped, 'view')} pointed at new versions "
             f"({summary['seconds']:.1f} s)."
         )
 
@@ -291,6 +297,8 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
             branch.add(name)
     if plan.backfill:
         reads = f", {escape(plan.scan.reads())}" if plan.scan and plan.scan.bytes else ""
+        writes = plan.output.writes() if plan.output is not None else ""
+        reads += f", {escape(writes)}" if writes else ""
         branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')}{reads})[/]")
         for item in plan.backfill:
             branch.add(f"{item.name}: {_what_builds(plan, item)}")
@@ -338,6 +346,9 @@ def verdict(plan: Plan) -> str:
 
 def _what_builds(plan: Plan, item: Backfill) -> str:
     reads = escape(plan.scan.reads(item.name)) if plan.scan is not None else ""
+    if plan.snapshot(item.name).model.kind.is_scd_type_2:
+        merges = plural(len(item.batches), "merge")
+        return f"{merges} into its history" + (f" [dim]({reads})[/]" if reads else "")
     if not plan.snapshot(item.name).model.kind.is_incremental_by_time:
         return "full refresh" + (f" [dim]({reads})[/]" if reads else "")
     count = len(item.intervals)

@@ -17,6 +17,7 @@ from sluice.core.errors import ModelError
 from sluice.core.model import fileaccess, macros
 from sluice.core.model.definition import Audit, AuditCall, Model
 from sluice.core.model.header import Node, parse_header
+from sluice.core.model.names import NO_CATALOGS, Catalogs, drop_default_catalogs
 from sluice.core.model.nesting import nesting_guard
 from sluice.core.model.parse import inline_audits_start, syntax_error
 from sluice.core.model.scan import LineIndex, statement_starts
@@ -87,13 +88,15 @@ def parse_audits(
     *,
     allowed_paths: Sequence[str] = (),
     start: int = 0,
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> list[Audit]:
     """Parse an audits/*.sql file: one or more ``AUDIT (...)`` headers, each with a query.
 
     Blocks may be separated by comments and empty statements (``;;``). ``start``: where
     the first block begins (the inline audits after a model's query). ``allowed_paths``
     are the globs of paths a query may read directly (``sluice.allowed_paths``); any
-    other file read, Java call or script is refused.
+    other file read, Java call or script is refused. A table named in one of the
+    ``catalogs``' default catalogs is read as ``schema.table`` (:mod:`.names`).
 
     Raises:
         ModelError: with file:line for a bad header or query.
@@ -142,6 +145,7 @@ def parse_audits(
         query, subst = _audit_query(
             name, text, body_start, body_end, path, audit_dialect, variables, allowed_paths
         )
+        query = drop_default_catalogs(query, catalogs)
         subject = f"audit {name}"
         defaults: list[tuple[str, str]] = []
         for item in props["defaults"].items if "defaults" in props else ():
@@ -283,6 +287,7 @@ def parse_inline_audits(
     variables: Mapping[str, Any],
     *,
     allowed_paths: Sequence[str] = (),
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> list[Audit]:
     """The ``AUDIT (...)`` blocks a model file defines after its query (none: [])."""
     header = parse_header(text, path, "MODEL")
@@ -291,7 +296,15 @@ def parse_inline_audits(
     start = inline_audits_start(text, header.body_start)
     if start == len(text):
         return []
-    return parse_audits(text, path, dialect, variables, allowed_paths=allowed_paths, start=start)
+    return parse_audits(
+        text,
+        path,
+        dialect,
+        variables,
+        allowed_paths=allowed_paths,
+        start=start,
+        catalogs=catalogs,
+    )
 
 
 class _AnyName(frozenset[str]):

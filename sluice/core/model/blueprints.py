@@ -16,6 +16,7 @@ from sluice.core.errors import ModelError
 from sluice.core.model import macros
 from sluice.core.model.definition import Model
 from sluice.core.model.header import parse_header
+from sluice.core.model.names import NO_CATALOGS, Catalogs
 from sluice.core.model.parse import parse_model, valid_dialect
 from sluice.core.model.properties import blueprint_variables
 from sluice.core.model.scan import LineIndex
@@ -30,6 +31,7 @@ def parse_models(
     allowed_paths: Sequence[str] = (),
     inferred_name: str | None = None,
     columns_of: macros.ColumnsOf | None = None,
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> list[Model]:
     """The models of one file: none (``enabled false``), one, or one per blueprint.
 
@@ -47,6 +49,7 @@ def parse_models(
             allowed_paths=allowed_paths,
             inferred_name=inferred_name,
             columns_of=columns_of,
+            catalogs=catalogs,
         )
         return [] if model is None else [model]
     assert header is not None
@@ -64,6 +67,7 @@ def parse_models(
             allowed_paths=allowed_paths,
             inferred_name=inferred_name,
             columns_of=columns_of,
+            catalogs=catalogs,
         )
         if model is None:
             continue

@@ -22,6 +22,30 @@ class KindName(StrEnum):
     INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
     SEED = "SEED"
     EXTERNAL = "EXTERNAL"
+    SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"  # `SCD_TYPE_2` is read as this
+    SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+
+
+@dataclass(frozen=True)
+class Scd:
+    """The settings of an SCD type 2 kind (SQLMesh's names and defaults).
+
+    Each run compares the query's rows with the table's current rows (``valid_to`` NULL)
+    by ``unique_key``: a changed row is closed and its new version opened, a new key is
+    opened, and (``invalidate_hard_deletes``) a key gone from the query is closed. By time,
+    a row changed when its ``updated_at`` grew; by column, when one of ``columns`` (``*``:
+    every column but the key) differs, NULL equal to NULL.
+    """
+
+    updated_at_name: str | None = None  # by time
+    columns: tuple[str, ...] = ()  # by column; ("*",) for every column
+    valid_from_name: str = "valid_from"
+    valid_to_name: str = "valid_to"
+    invalidate_hard_deletes: bool = False
+    time_data_type: str = "TIMESTAMP"  # Spark SQL type of the validity columns
+    updated_at_as_valid_from: bool = False
+    execution_time_as_valid_from: bool = False
+    disable_restatement: bool = True  # SQLMesh's default: the history cannot be recomputed
 
 
 @dataclass(frozen=True)
@@ -36,10 +60,15 @@ class Kind:
     lookback: int = 0
     seed_path: str | None = None  # relative to the project directory
     csv_settings: tuple[tuple[str, str], ...] = ()
+    scd: Scd | None = None  # the SCD type 2 kinds only
 
     @property
     def is_incremental_by_time(self) -> bool:
         return self.name == KindName.INCREMENTAL_BY_TIME_RANGE
+
+    @property
+    def is_scd_type_2(self) -> bool:
+        return self.name in (KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN)
 
     @property
     def materialized(self) -> bool:
@@ -132,12 +161,17 @@ class Model:
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
+    def catalog(self) -> str | None:
+        """The configured catalog the name carries (None: Spark's current catalog)."""
+        return self.name.split(".")[0] if self.name.count(".") == 2 else None
+
+    @property
     def schema(self) -> str:
-        return self.name.split(".", 1)[0]
+        return self.name.split(".")[-2]
 
     @property
     def table(self) -> str:
-        return self.name.split(".", 1)[1]
+        return self.name.split(".")[-1]
 
     @cached_property
     def query(self) -> exp.Query | None:
@@ -159,6 +193,8 @@ class Model:
         kind["name"] = KindName(kind["name"])
         kind["unique_key"] = tuple(kind.get("unique_key", ()))
         kind["csv_settings"] = tuple(tuple(p) for p in kind.get("csv_settings", ()))
+        if kind.get("scd") is not None:
+            kind["scd"] = Scd(**{**kind["scd"], "columns": tuple(kind["scd"]["columns"])})
         return cls(
             **{
                 **data,

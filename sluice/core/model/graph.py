@@ -19,7 +19,7 @@ def check_references(models: Mapping[str, Model]) -> None:
     for model in models.values():
         for ref in model.references:
             if ref.name not in models:
-                schema, table = ref.name.split(".", 1)
+                schema, table = ref.name.split(".")[-2:]
                 # Spark reads `parquet.orders` as the files at the relative path `orders`
                 # when the catalog has no such table.
                 files = (

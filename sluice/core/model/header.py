@@ -102,6 +102,9 @@ class _Parser:
             return self.node("bool", token.text.lower(), token, token)
         if kind == TokenType.NULL:
             return self.node("null", "null", token, token)
+        if kind == TokenType.STAR:
+            # `columns *` of SCD_TYPE_2_BY_COLUMN: every column (a word other checks judge).
+            return self.node("word", "*", token, token)
         if kind in (TokenType.L_PAREN, TokenType.L_BRACKET):
             items, last = self.items(
                 TokenType.R_PAREN if kind == TokenType.L_PAREN else TokenType.R_BRACKET

@@ -31,11 +31,12 @@ from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceErr
 from sluice.core.model import fileaccess, jinja, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.blueprints import parse_models
-from sluice.core.model.columns import table_columns
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
+from sluice.core.model.macro.columns import query_columns
 from sluice.core.model.macros import BUILTIN_VARIABLES
+from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
@@ -135,24 +136,11 @@ def _load(
             line=1,
             hint=python.reason,
         )
-    raw = _raw_texts(files)
-    rendered = _render_jinja(root, files, raw, config, env, errors)
-    texts = _model_texts(files, rendered, raw)
-    # Files the cache does not answer are parsed last, so that the macro process starts
-    # while the others load; it reads them ahead in that order (see pycode.macros).
-    parsed = [f for f in files if cache is None or not cache.has(str(f), texts.get(str(f)))]
-    parsed_set = set(parsed)
-    order = [f for f in files if f not in parsed_set] + parsed
-    external_errors: list[SluiceError] = []
-    externals = _externals(root, external_errors)
-    python_models: list[Model | SluiceError] = []
-    for file in python_files:
-        try:
-            python_models += pycode_models.read_file(
-                file, root, config.model_defaults, config.variables
-            )
-        except SluiceError as exc:
-            python_models.append(exc)
+    rendered = _render_jinja(root, files, config, env, errors)
+    externals = _externals(root, errors, config.catalogs)
+    known = _KnownColumns(externals)
+    # The macro process reads ahead the files the cache does not answer (pycode.macros).
+    parsed = [f for f in files if cache is None or not cache.has(f, rendered.texts)]
     with pycode_macros.active(
         root,
         config.variables,
@@ -160,27 +148,50 @@ def _load(
         dialect=config.model_defaults.dialect,
         spawned=spawned,
     ) as macros:
-        known = externals + [m for m in python_models if isinstance(m, Model)]
-        outcome = _load_files(root, order, texts, rendered, config, cache, macros, known)
-        for file in files:
-            result = outcome[str(file)]
-            if isinstance(result, SluiceError):
-                errors.append(result)
-                continue
-            loaded, audits_of_file = result
-            inline += audits_of_file
-            for model in loaded:
-                add(model)
-                notes.extend(model.warnings)
-                notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
-        for item in python_models:
-            if isinstance(item, SluiceError):
-                errors.append(item)
-            else:
-                add(item)
-                notes.extend(item.warnings)
+        if macros is not None:
+            macros.columns_of = known  # evaluator.columns_to_types
+        python_models: list[Model] = []
+        for file in python_files:
+            try:
+                python_models += pycode_models.read_file(
+                    file, root, config.model_defaults, config.variables
+                )
+            except SluiceError as exc:
+                errors.append(exc)
+        known.learn(python_models)
+        # Models are read in passes: a file whose @STAR/@UNION names a model not read yet
+        # waits for the next pass (parents before children); when a pass reads nothing
+        # new, the last one reads the rest with the columns known (a cycle, or a table
+        # whose columns nobody declares, then fails with what to declare).
+        pending = [f for f in files if str(f) not in rendered.errors]
+        errors.extend(rendered.errors[str(f)] for f in files if str(f) in rendered.errors)
+        while pending:
+            waiting: list[Path] = []
+            for file in pending:
+                text = rendered.texts.get(str(file))
+                try:
+                    loaded = _load_models(root, file, config, cache, text, known)
+                    if loaded:
+                        inline += _inline_audits(file, loaded[0], config, text)
+                except _Pending as wait:
+                    waiting.append(file)
+                    known.waits[str(file)] = wait.table
+                    continue
+                except SluiceError as exc:
+                    errors.append(exc)
+                    continue
+                known.learn(loaded)
+                for model in loaded:
+                    add(model)
+                    notes.extend(model.warnings)
+                    notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
+            if len(waiting) == len(pending):
+                known.last_pass(_waiting_names(root, waiting, config, rendered.texts))
+            pending = waiting
+        for model in python_models:
+            add(model)
+            notes.extend(model.warnings)
         audits = _audits(root, config, errors, inline)
-    errors += external_errors
     for external in externals:
         add(external)
     notes.extend(
@@ -200,7 +211,7 @@ def _load(
         raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
-    tests = _tests(root, ordered, notes)
+    tests = _tests(root, ordered, notes, config.catalogs)
     if cache is not None:
         cache.save()
     return Project(
@@ -219,104 +230,23 @@ def _has_code(path: Path) -> bool:
     return path.exists() and bool(path.read_text(encoding="utf-8").strip())
 
 
-def _model_texts(
-    files: list[Path], rendered: jinja.Rendered, raw: Mapping[str, str]
-) -> dict[str, str]:
-    """Each model file's text (Jinja rendered), for the files that could be read."""
-    texts: dict[str, str] = {}
-    for file in files:
-        key = str(file)
-        text = rendered.texts.get(key)
-        if text is None and key not in rendered.errors:
-            text = raw.get(key)
-        if text is not None:
-            texts[key] = text
-    return texts
-
-
-def _raw_texts(files: list[Path]) -> dict[str, str]:
-    """The files that can be read, by path (an unreadable one is reported when loaded)."""
-    texts: dict[str, str] = {}
-    for file in files:
-        try:
-            texts[str(file)] = _read(file)
-        except SluiceError:
-            continue
-    return texts
-
-
-_Loaded = tuple[list[Model], list[Audit]]
-
-
-def _load_files(
-    root: Path,
-    order: list[Path],
-    texts: Mapping[str, str],
-    rendered: jinja.Rendered,
-    config: ProjectConfig,
-    cache: _Cache | None,
-    python: pycode_macros.PythonMacros | None,
-    known_first: list[Model],
-) -> dict[str, _Loaded | SluiceError]:
-    """The models and inline audits of each SQL model file, or its error, by path.
-
-    A Python macro may ask for a table's columns (``evaluator.columns_to_types``): it gets
-    those of ``known_first`` (external and Python models) and of the models loaded so far
-    (see :mod:`.columns`). A
-    file that fails because a table was not known yet is loaded again after the others,
-    once that table is known, so a model may ask for a parent's columns whatever the
-    order of the files."""
-    known: dict[str, Model] = {}
-    for model in known_first:
-        known.setdefault(model.name, model)
-    if python is not None:
-        python.columns_of = lambda name: table_columns(name, known)
-    outcome: dict[str, _Loaded | SluiceError] = {}
-
-    def load(file: Path) -> frozenset[str]:
-        """Load ``file`` into ``outcome``; the tables it failed for, not known yet."""
-        unknown = len(python.unknown_tables) if python is not None else 0
-        result: _Loaded | SluiceError
-        if str(file) in rendered.errors:
-            result = rendered.errors[str(file)]
-        else:
-            text = texts.get(str(file))
-            try:
-                loaded = _load_models(root, file, config, cache, text, python)
-                result = (loaded, _inline_audits(file, loaded[0], config, text) if loaded else [])
-            except SluiceError as exc:
-                result = exc
-        outcome[str(file)] = result
-        if isinstance(result, SluiceError):
-            asked = python.unknown_tables[unknown:] if python is not None else []
-            return frozenset(t for t in asked if t not in known)  # those may still come
-        for model in result[0]:
-            known.setdefault(model.name, model)
-        return frozenset()
-
-    # A file waits for the tables it asked about; it is loaded again once they are known
-    # (each file about once, whatever the order of a chain of such models).
-    waiting = {file: needs for file in order if (needs := load(file))}
-    while ready := [file for file, needs in waiting.items() if needs <= known.keys()]:
-        for file in ready:
-            del waiting[file]
-            if needs := load(file):
-                waiting[file] = needs
-    return outcome
-
-
 def _render_jinja(
     root: Path,
     files: list[Path],
-    raw: Mapping[str, str],
     config: ProjectConfig,
     env: Mapping[str, str] | None,
     errors: list[SluiceError],
 ) -> jinja.Rendered:
-    """The model files with JINJA blocks (``raw``: each file's text), rendered with the
-    ``{% macro %}`` definitions of macros/*.sql (see :mod:`.jinja`); the other files are
-    not in the result."""
-    texts = {str(f): raw[str(f)] for f in files if str(f) in raw and jinja.has_blocks(raw[str(f)])}
+    """The model files with JINJA blocks, rendered with the ``{% macro %}`` definitions of
+    macros/*.sql (see :mod:`.jinja`); the other files are not in the result."""
+    texts: dict[str, str] = {}
+    for file in files:
+        try:
+            text = _read(file)
+        except SluiceError:
+            continue  # reported when the file is loaded
+        if jinja.has_blocks(text):
+            texts[str(file)] = text
     if not texts:
         return jinja.Rendered({}, {})
     macros: dict[str, str] = {}
@@ -336,16 +266,20 @@ def _load_models(
     config: ProjectConfig,
     cache: _Cache | None,
     text: str | None = None,
-    python: pycode_macros.PythonMacros | None = None,
+    known: _KnownColumns | None = None,
 ) -> list[Model]:
     """The models of one file (several with ``blueprints``, none when disabled);
-    ``text``: its contents with Jinja rendered, when it has Jinja. Models whose Python
-    macros asked for a table's columns are not cached: they depend on other files."""
+    ``text``: its contents with Jinja rendered, when it has Jinja; ``known``: other
+    tables' columns, for @STAR and @UNION.
+
+    Raises:
+        _Pending: the file's macros need the columns of a model not read yet.
+    """
     display = str(file)
     text = _read(file) if text is None else text
     models = cache.get(display, text) if cache else None
     if models is None:
-        asked = python.columns_asked if python is not None else 0
+        asked = known.asked if known is not None else 0
         models = parse_models(
             text,
             display,
@@ -353,10 +287,127 @@ def _load_models(
             config.variables,
             allowed_paths=config.sluice.allowed_paths,
             inferred_name=_inferred_name(root, file) if config.model_naming.infer_names else None,
+            columns_of=known,
+            catalogs=config.catalogs,
         )
-        if cache is not None and (python is None or python.columns_asked == asked):
+        # A model built from other tables' columns is parsed again on every load: the
+        # cache is keyed by the file's text alone.
+        if cache is not None and (known is None or known.asked == asked):
             cache.put(display, text, models)
     return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
+
+
+class _Pending(Exception):
+    """A file's macros need the columns of ``table``, a model not read yet."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(table)
+        self.table = table
+
+
+class _KnownColumns:
+    """The columns of the tables read so far, for @STAR and @UNION (``ColumnsOf``): a
+    model's declared columns, a seed's, an external table's, or the columns an upstream
+    model's query names."""
+
+    def __init__(self, externals: Sequence[Model]) -> None:
+        self.models: dict[str, Model] = {}
+        self.waits: dict[str, str] = {}
+        """File -> the table it waited for in the last pass it was read."""
+        self.waiting: dict[str, str] = {}
+        """Model (of a file that waited) -> the table it waits for."""
+        self.final = False
+        self.asked = 0
+        self.learn(externals)
+
+    def learn(self, models: Sequence[Model]) -> None:
+        for model in models:
+            self.models.setdefault(model.name, model)
+
+    def last_pass(self, files: Mapping[str, str]) -> None:
+        """Unknown tables are unknown from now on; ``files``: model -> its waiting file."""
+        self.final = True
+        self.waiting = {name: self.waits[file] for name, file in files.items()}
+
+    def __call__(self, table: str) -> list[tuple[str, str]] | None:
+        self.asked += 1
+        model = self.models.get(table)
+        if model is None:
+            if not self.final:
+                raise _Pending(table)
+            return None
+        if model.columns:
+            return list(model.columns)
+        if model.query_sql:
+            return query_columns(model.query_sql)
+        return None
+
+    def unknown_hint(self, table: str) -> str:
+        """Why ``table``'s columns are unknown, and what to declare."""
+        model = self.models.get(table)
+        if model is not None and model.kind.name == KindName.EXTERNAL:
+            return f"list the columns of {table} under `columns:` in {model.path}"
+        if model is not None and model.query_sql:
+            return (
+                f"the query of {table} ({model.path}:{model.line}) does not name every "
+                f"column it returns (SELECT * or an expression without an alias): declare "
+                f"`columns (...)` in its MODEL, or name each column in its query"
+            )
+        if model is not None:
+            return f"declare `columns (...)` in the MODEL of {table} ({model.path}:{model.line})"
+        if table in self.waiting:
+            chain = [table]
+            while chain[-1] in self.waiting and len(chain) <= len(self.waiting):
+                chain.append(self.waiting[chain[-1]])
+                if chain[-1] in chain[:-1]:
+                    cycle = chain[chain.index(chain[-1]) :]
+                    return (
+                        "the models' @STAR/@UNION need each other's columns in a cycle: "
+                        + " -> ".join(cycle)
+                        + "; declare `columns (...)` in one of these MODELs to break it"
+                    )
+            return (
+                f"{table}'s own query needs the columns of {chain[-1]}, which Sluice does "
+                f"not know either (see the error on {chain[-2]})"
+            )
+        return (
+            f"{table} is not a model, seed or external table of this project: declare it "
+            "in external_models.yaml with its `columns:`"
+        )
+
+
+class _Placeholder:
+    """Columns for every table, to learn the model names of files that wait."""
+
+    def __call__(self, table: str) -> list[tuple[str, str]]:
+        return [("__sluice_unknown__", "")]
+
+
+def _waiting_names(
+    root: Path, files: Sequence[Path], config: ProjectConfig, texts: Mapping[str, str]
+) -> dict[str, str]:
+    """Model name -> its file, for the files that wait (those whose models cannot be
+    read even with placeholder columns are left out)."""
+    waits = {}
+    for file in files:
+        text = texts.get(str(file))
+        try:
+            models = parse_models(
+                _read(file) if text is None else text,
+                str(file),
+                config.model_defaults,
+                config.variables,
+                allowed_paths=config.sluice.allowed_paths,
+                inferred_name=_inferred_name(root, file)
+                if config.model_naming.infer_names
+                else None,
+                columns_of=_Placeholder(),
+            )
+        except (SluiceError, _Pending):  # (a Python macro asking for columns not known)
+            continue
+        for model in models:
+            waits[model.name] = file
+    return {name: str(file) for name, file in waits.items()}
 
 
 def _inferred_name(root: Path, file: Path) -> str:
@@ -379,6 +430,7 @@ def _inline_audits(
         model.dialect,
         config.variables,
         allowed_paths=config.sluice.allowed_paths,
+        catalogs=config.catalogs,
     )
 
 
@@ -427,7 +479,7 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     )
 
 
-def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
+def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> list[Model]:
     found = []
     folder = root / EXTERNAL_FOLDER
     files = [root / name for name in EXTERNAL_FILES]
@@ -466,13 +518,19 @@ def _externals(root: Path, errors: list[SluiceError]) -> list[Model]:
                 continue
             table = str(entry["name"]).strip('"`').lower()
             # A path is not a table: Spark would read `parquet./data/x` as files.
-            if table.count(".") != 1 or any(c in table for c in "/\\:"):
+            try:
+                if any(c in table for c in "/\\:"):
+                    raise NameProblem(f"'{table}' must be schema.table or catalog.schema.table", "")
+                table = canonical(split_text(table), catalogs)
+            except NameProblem as exc:
                 errors.append(
                     ModelError(
-                        f"external table '{table}' must be schema.table",
+                        f"external table {exc.message}",
                         path=str(path),
                         line=doc.line_of((index, "name")),
-                        hint="name a table of the catalog, e.g. `- name: raw.events`",
+                        hint=exc.hint
+                        if exc.catalog
+                        else "name a table of the catalog, e.g. `- name: raw.events`",
                     )
                 )
                 continue
@@ -528,6 +586,7 @@ def _audits(
                 config.model_defaults.dialect,
                 config.variables,
                 allowed_paths=config.sluice.allowed_paths,
+                catalogs=config.catalogs,
             )
         except SluiceError as exc:
             errors.append(exc)
@@ -647,13 +706,15 @@ def _short(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _tests(root: Path, models: dict[str, Model], notes: list[str]) -> list[UnitTest]:
+def _tests(
+    root: Path, models: dict[str, Model], notes: list[str], catalogs: Catalogs
+) -> list[UnitTest]:
     tests: list[UnitTest] = []
     errors: list[SluiceError] = []
     files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
     for file in files:
         try:
-            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes))
+            tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes, catalogs))
         except SluiceError as exc:
             errors.append(exc)
     if errors:
@@ -696,6 +757,8 @@ class _Cache:
                 # A model cached under a wider allow-list must be checked again.
                 config.sluice.allowed_paths,
                 config.model_naming.infer_names,
+                # Names are kept in their canonical form for these catalogs.
+                config.catalogs.key(),
                 # A model's expansion depends on the Python macros it calls.
                 _texts(pycode_macros.macro_files(path.parents[2])),
             ],
@@ -712,12 +775,17 @@ class _Cache:
     def _key(self, display: str, text: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
 
-    def has(self, display: str, text: str | None) -> bool:
-        """Whether the models of ``display`` with contents ``text`` are cached."""
-        entry = self.entries.get(display)
-        return (
-            text is not None and entry is not None and entry.get("key") == self._key(display, text)
-        )
+    def has(self, file: Path, rendered: Mapping[str, str]) -> bool:
+        """Whether the models of ``file`` (its text Jinja ``rendered``, if it has Jinja)
+        are cached as the file is now."""
+        entry = self.entries.get(str(file))
+        if entry is None:
+            return False
+        try:
+            text = rendered.get(str(file)) or _read(file)
+        except (OSError, SluiceError):
+            return False
+        return bool(entry.get("key") == self._key(str(file), text))
 
     def get(self, display: str, text: str) -> list[Model] | None:
         entry = self.entries.get(display)

@@ -181,7 +181,13 @@ def time_values(start: int, end: int, execution: int) -> dict[str, exp.Expr]:
 
 
 def render(query: exp.Expr, values: Mapping[str, exp.Expr | str]) -> exp.Expr:
-    """Replace placeholders in a parsed query: columns by literals, tables by table names."""
+    """Replace placeholders in a parsed query: columns by literals, tables by table names.
+
+    When ``this_model`` is a table name, the parts @RESOLVE_TEMPLATE uses are given too.
+    """
+    own = values.get("this_model")
+    if isinstance(own, str):
+        values = {**this_model_parts(own), **values}
 
     def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name.startswith(PREFIX):
@@ -198,6 +204,17 @@ def render(query: exp.Expr, values: Mapping[str, exp.Expr | str]) -> exp.Expr:
         return node
 
     return query.transform(swap)
+
+
+def this_model_parts(table_name: str) -> dict[str, exp.Expr]:
+    """The catalog, schema and table of the model's own table, as string literals (Spark's
+    ``spark_catalog`` when the name has no catalog)."""
+    table = exp.to_table(table_name)
+    return {
+        "this_model_catalog": exp.Literal.string(table.catalog or "spark_catalog"),
+        "this_model_schema": exp.Literal.string(table.db),
+        "this_model_table": exp.Literal.string(table.name),
+    }
 
 
 def display(sql: str) -> str:

@@ -20,8 +20,8 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
-from sluice.core.model import fileaccess, macros, properties
-from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
+from sluice.core.model import fileaccess, macros, names, properties
+from sluice.core.model.definition import AuditCall, Kind, KindName, Model, Scd, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
 from sluice.core.model.scan import LineIndex, statement_starts, unclosed
@@ -65,6 +65,40 @@ KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
     ),
     KindName.SEED: frozenset({"path", "csv_settings", "batch_size"}),
 }
+# SQLMesh's SCD type 2 kinds (SCD_TYPE_2 is SCD_TYPE_2_BY_TIME): their shared properties,
+# then each one's own.
+_SCD_SHARED = frozenset(
+    {
+        "unique_key",
+        "valid_from_name",
+        "valid_to_name",
+        "invalidate_hard_deletes",
+        "time_data_type",
+        "forward_only",
+        "disable_restatement",
+        "on_destructive_change",
+        "batch_size",
+        "lookback",
+    }
+)
+KIND_PROPERTIES[KindName.SCD_TYPE_2_BY_TIME] = _SCD_SHARED | {
+    "updated_at_name",
+    "updated_at_as_valid_from",
+}
+KIND_PROPERTIES[KindName.SCD_TYPE_2_BY_COLUMN] = _SCD_SHARED | {
+    "columns",
+    "execution_time_as_valid_from",
+}
+KIND_ALIASES = {"SCD_TYPE_2": KindName.SCD_TYPE_2_BY_TIME}
+# The types the validity columns may have (time_data_type), as Spark SQL.
+SCD_TIME_TYPES = {
+    exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
+    exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP",
+    exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP",
+    exp.DataType.Type.DATETIME: "TIMESTAMP",
+    exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP_NTZ",
+    exp.DataType.Type.DATE: "DATE",
+}
 DESTRUCTIVE_CHOICES = ("error", "warn", "allow")
 _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -76,6 +110,7 @@ class _Ctx:
     allowed_paths: tuple[str, ...] = ()
     columns_of: macros.ColumnsOf | None = None
     """Known columns of other tables, for macros such as @STAR."""
+    catalogs: names.Catalogs = names.NO_CATALOGS
 
     def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError:
         return ModelError(
@@ -106,6 +141,7 @@ def parse_model(
     allowed_paths: Sequence[str] = (),
     inferred_name: str | None = None,
     columns_of: macros.ColumnsOf | None = None,
+    catalogs: names.Catalogs = names.NO_CATALOGS,
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
 
@@ -117,6 +153,9 @@ def parse_model(
         allowed_paths: Globs of the paths the query may read directly (``sluice.allowed_paths``).
         inferred_name: The name from the file's path (``model_naming.infer_names``): used
             when the header names none, and a file without a header is then a model too.
+        catalogs: The catalogs names may carry (:mod:`.names`): a name in a default
+            catalog is kept as schema.table, one in another configured catalog as
+            catalog.schema.table.
 
     Raises:
         ModelError: with file:line:col and a hint.
@@ -132,7 +171,7 @@ def parse_model(
             line=1,
             hint="start it with MODEL (name schema.table, kind FULL);",
         )
-    ctx = _Ctx(text, path, tuple(allowed_paths), columns_of)
+    ctx = _Ctx(text, path, tuple(allowed_paths), columns_of, catalogs)
     props = header.properties
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
@@ -153,7 +192,7 @@ def parse_model(
         name = _model_name(ctx, props["name"], variables)
     else:
         assert inferred_name is not None
-        name = _inferred_name(path, inferred_name, header.line)
+        name = _inferred_name(ctx, inferred_name, header.line)
     dialect = (
         _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
     )
@@ -163,8 +202,10 @@ def parse_model(
             props.get("dialect"),
             "use a sqlglot dialect such as spark, duckdb, bigquery, snowflake, postgres",
         )
-    kind = _kind(ctx, props.get("kind"), header)
+    kind = _kind(ctx, props.get("kind"), header, dialect)
     forward_only = _bool(ctx, props.get("forward_only"), defaults.forward_only)
+    if kind.value.is_scd_type_2 and "forward_only" not in props:
+        forward_only = True  # SQLMesh's default for these kinds: their history is kept
     destructive: str = defaults.on_destructive_change
     if "on_destructive_change" in props:
         destructive = _choice(ctx, props["on_destructive_change"], DESTRUCTIVE_CHOICES)
@@ -208,7 +249,7 @@ def parse_model(
             )
     else:
         query_sql, refs = _query(ctx, body, origin_line, body_line, dialect, variables, name)
-    extra_deps = _names(ctx, props["depends_on"]) if "depends_on" in props else ()
+    extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
     if name in depends and kind.value.name == KindName.FULL:
         own = next((r for r in refs if r.name == name), None)
@@ -224,9 +265,13 @@ def parse_model(
         named = [
             ("time column", kind.params.get("time_column")),
             ("unique key", kind.params.get("unique_key")),
+            ("updated_at column", kind.params.get("updated_at_name")),
+            ("compared column", _listed_columns(kind.params.get("columns"))),
             ("partition column", props.get("partitioned_by")),
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
+        if kind.value.scd is not None:
+            _check_scd_outputs(ctx, name, query_sql, kind, header)
     grain, warnings = _grain(ctx, name, grain_node, query_sql)
     fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
     return Model(
@@ -263,9 +308,11 @@ def inline_audits_start(text: str, body_start: int) -> int:
 
 
 def _known_kinds(word: str) -> str:
-    close = did_you_mean(word.upper(), (k.value for k in KindName if k != KindName.EXTERNAL), n=2)
+    kinds = [k.value for k in KindName if k != KindName.EXTERNAL] + list(KIND_ALIASES)
+    close = did_you_mean(word.upper(), kinds, n=2)
     return (f"{close} " if close else "") + (
-        "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED "
+        "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, "
+        "SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN "
         "(external tables go in external_models.yaml)"
     )
 
@@ -280,15 +327,22 @@ def _model_name(ctx: _Ctx, node: Node, variables: Mapping[str, Any] | None = Non
             "the model name must be schema.table", node, "for example `name jaffle.orders`"
         )
     value = macros.resolve_name(node.value, variables or {}, ctx.path, node.line or 1)
-    name = value.strip('"`').lower()
-    parts = [p.strip('"`') for p in name.split(".")]
-    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
-        raise ctx.error(
-            f"model name '{node.value}' must be schema.table (letters, digits, underscores)",
-            node,
-            "for example `name jaffle.orders`; catalogs are not supported on Spark's Hive catalog",
-        )
-    return ".".join(parts)
+    try:
+        return names.canonical(names.split_text(value), ctx.catalogs)
+    except names.NameProblem as exc:
+        raise ctx.error(f"model name {exc.message}", node, exc.hint) from None
+
+
+def _model_names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
+    """Names of models or tables (``depends_on``), in their canonical form."""
+    items = node.items if node.type == "list" else (node,)
+    found = []
+    for item, written in zip(items, _names(ctx, node), strict=True):
+        try:
+            found.append(names.canonical(names.split_text(written), ctx.catalogs))
+        except names.NameProblem as exc:
+            raise ctx.error(f"depends_on {exc.message}", item, exc.hint) from None
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -298,7 +352,7 @@ class _KindResult:
     params: dict[str, Node] = field(default_factory=dict)
 
 
-def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
+def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") -> _KindResult:
     if node is None:
         return _KindResult(Kind(KindName.VIEW), {})
     if node.type not in ("word", "call"):
@@ -308,7 +362,7 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
             "for example `kind FULL` or `kind INCREMENTAL_BY_TIME_RANGE (time_column ds)`",
         )
     try:
-        name = KindName(node.value.upper())
+        name = KIND_ALIASES.get(node.value.upper()) or KindName(node.value.upper())
     except ValueError:
         raise ctx.error(
             f"unknown model kind '{node.value}'",
@@ -390,11 +444,153 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header) -> _KindResult:
                         f"supported: {', '.join(sorted(CSV_OPTIONS))}",
                     )
             kwargs["csv_settings"] = settings
+    if name in (KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN):
+        kwargs["unique_key"], kwargs["scd"] = _scd(ctx, name, node, params, dialect)
     if "batch_size" in params:
         kwargs["batch_size"] = _int(ctx, params["batch_size"])
     if "lookback" in params:
         kwargs["lookback"] = _int(ctx, params["lookback"], minimum=0)
     return _KindResult(Kind(**kwargs), extra, params)
+
+
+def _scd(
+    ctx: _Ctx, name: KindName, node: Node, params: dict[str, Node], dialect: str
+) -> tuple[tuple[str, ...], Scd]:
+    """The unique key and settings of an SCD type 2 kind, checked."""
+    by_column = name == KindName.SCD_TYPE_2_BY_COLUMN
+    if "unique_key" not in params:
+        raise ctx.error(
+            f"{name} needs a unique_key",
+            node,
+            f"write {name} (unique_key id{', columns [name, price]' if by_column else ''})",
+        )
+    if by_column and "columns" not in params:
+        raise ctx.error(
+            "SCD_TYPE_2_BY_COLUMN needs the columns whose changes open a new version",
+            node,
+            "write SCD_TYPE_2_BY_COLUMN (unique_key id, columns [name, price]), or columns * "
+            "for every column",
+        )
+    unique_key = tuple(_identifier(ctx, _unquoted(k)) for k in _items(params["unique_key"]))
+    if not unique_key or "*" in unique_key:
+        raise ctx.error(
+            "unique_key must name the key's columns",
+            params["unique_key"],
+            "write unique_key id, or unique_key (a, b) for a composite key",
+        )
+    settings: dict[str, Any] = {}
+    for key in ("updated_at_name", "valid_from_name", "valid_to_name"):
+        if key in params:
+            settings[key] = _identifier(ctx, _unquoted(params[key]))
+    if not by_column:
+        settings.setdefault("updated_at_name", "updated_at")
+    for key in (
+        "invalidate_hard_deletes",
+        "updated_at_as_valid_from",
+        "execution_time_as_valid_from",
+        "disable_restatement",
+    ):
+        if key in params:
+            settings[key] = _bool(ctx, params[key], False)
+    if by_column:
+        columns = tuple(_identifier(ctx, _unquoted(c)) for c in _items(params["columns"]))
+        if "*" in columns and columns != ("*",):
+            raise ctx.error(
+                "columns is either * (every column) or a list of columns, not both",
+                params["columns"],
+                "write columns * or columns [name, price]",
+            )
+        if not columns:
+            raise ctx.error("columns names no column", params["columns"], "name one, or *")
+        settings["columns"] = columns
+    if "time_data_type" in params:
+        settings["time_data_type"] = _scd_time_type(ctx, params["time_data_type"], dialect)
+    valid_from = settings.get("valid_from_name", "valid_from")
+    valid_to = settings.get("valid_to_name", "valid_to")
+    if valid_from == valid_to:
+        raise ctx.error(
+            f"valid_from_name and valid_to_name are both '{valid_from}'",
+            params.get("valid_to_name") or params.get("valid_from_name"),
+            "give the two validity columns different names",
+        )
+    return unique_key, Scd(**settings)
+
+
+def _items(node: Node) -> tuple[Node, ...]:
+    return tuple(node.items) if node.type == "list" else (node,)
+
+
+def _unquoted(node: Node) -> Node:
+    """A column given as a string (`'name'`, or `'*'`) read as the word it names."""
+    if node.type == "string":
+        return Node("word", node.value, (), node.line, node.col, node.start, node.end)
+    return node
+
+
+def _listed_columns(node: Node | None) -> Node | None:
+    """SCD_TYPE_2_BY_COLUMN's `columns`, for the output check (None for `*`)."""
+    if node is None or any(_unquoted(i).value == "*" for i in _items(node)):
+        return None
+    items = tuple(_unquoted(i) for i in _items(node))
+    return Node("list", "", items, node.line, node.col, node.start, node.end)
+
+
+def _scd_time_type(ctx: _Ctx, node: Node, dialect: str) -> str:
+    text = _word_or_string(ctx, node)
+    try:
+        parsed = exp.DataType.build(text, dialect=dialect)
+    except (ParseError, TokenError, ValueError):
+        parsed = None
+    spark = SCD_TIME_TYPES.get(parsed.this) if parsed is not None else None
+    if spark is None:
+        raise ctx.error(
+            f"time_data_type '{text}' is not a date or timestamp type",
+            node,
+            "write TIMESTAMP (the default), TIMESTAMP_NTZ or DATE",
+        )
+    return spark
+
+
+def _check_scd_outputs(
+    ctx: _Ctx, name: str, query_sql: str, kind: _KindResult, header: Header
+) -> None:
+    """The validity columns are Sluice's to write: the query must not return them."""
+    scd = kind.value.scd
+    assert scd is not None
+    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) or []
+    updated_at = scd.updated_at_name
+    if (
+        outputs
+        and updated_at
+        and "updated_at_name" not in kind.params
+        and (updated_at not in outputs)
+    ):
+        raise ctx.error(
+            f"{name}'s query has no column '{updated_at}', which "
+            f"{kind.value.name} reads to tell when each row last changed",
+            header.properties.get("kind"),
+            f"the query returns: {', '.join(outputs)}; return an updated_at column, or "
+            "name yours with updated_at_name",
+        )
+    for column, key in (
+        (scd.valid_from_name, "valid_from_name"),
+        (scd.valid_to_name, "valid_to_name"),
+    ):
+        if column in outputs:
+            raise ctx.error(
+                f"{name}'s query returns a column '{column}', which its kind "
+                f"{kind.value.name} writes itself (the {key.removesuffix('_name')} column)",
+                kind.params.get(key) or header.properties.get("kind"),
+                f"rename the query's column, or set {key} to another name",
+            )
+    if scd.columns and scd.columns != ("*",):
+        for column in scd.columns:
+            if column in kind.value.unique_key:
+                raise ctx.error(
+                    f"column '{column}' is part of the unique_key: compare the other columns",
+                    kind.params.get("columns"),
+                    "list the columns whose changes open a new version, without the key",
+                )
 
 
 def _query(
@@ -548,6 +744,7 @@ def _references(
             # Spark names are case-insensitive: `Orders`, "orders" and orders are one name.
             if node.quoted and _PLAIN_NAME.match(node.name.lower()):
                 node.set("quoted", False)
+                node.meta["unquoted"] = True  # where it starts counts its quotes
         elif isinstance(node, exp.Table):
             tables.append(node)
         elif isinstance(node, exp.CTE):
@@ -561,11 +758,7 @@ def _references(
         if fileaccess.is_file_table(table):
             continue  # a path sluice.allowed_paths permits (the others were refused)
         if table.args.get("catalog"):
-            raise ctx.error(
-                f"'{table.sql()}' names a catalog; use schema.table",
-                _ref_node(table, locate),
-                "drop the catalog: Sluice reads and writes Spark's session catalog only",
-            )
+            _place(ctx, table, locate)
         if not table.db:
             if table.name.lower() in ctes:
                 continue
@@ -577,11 +770,25 @@ def _references(
                 col=where.col,
                 hint="write schema.table; refer to models and external tables by their full name",
             )
-        ref_name = f"{table.db}.{table.name}".lower()
+        ref_name = ".".join(p.name for p in table.parts).lower()
         if ref_name not in refs:
             where = _ref_node(table, locate)
             refs[ref_name] = TableRef(ref_name, where.line, where.col)
     return tuple(refs.values())
+
+
+def _place(ctx: _Ctx, table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -> None:
+    """A three-part reference: a default catalog is dropped from the query (so writing it
+    changes no fingerprint), a configured one kept, any other refused."""
+    parts = [p.name for p in table.parts]
+    try:
+        canonical = names.canonical(parts, ctx.catalogs)
+    except names.NameProblem as exc:
+        raise ctx.error(exc.message, _ref_node(table, locate), exc.hint) from None
+    if canonical.count(".") == 1:
+        table.set("catalog", None)
+    else:
+        table.set("catalog", exp.to_identifier(parts[0].lower()))
 
 
 def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, Node]]) -> None:
@@ -637,18 +844,22 @@ def _grain(
     return tuple(grain), warnings
 
 
-def _inferred_name(path: str, inferred: str, line: int) -> str:
-    parts = inferred.lower().split(".")
-    if len(parts) != 2 or not all(p.replace("_", "a").isalnum() for p in parts):
+def _inferred_name(ctx: _Ctx, inferred: str, line: int) -> str:
+    try:
+        return names.canonical(inferred.lower().split("."), ctx.catalogs)
+    except names.NameProblem as exc:
         raise ModelError(
             f"the model has no name, and the one inferred from its path, '{inferred}', "
-            "is not schema.table",
-            path=path,
+            + (
+                f"names the unknown catalog '{exc.catalog}'"
+                if exc.catalog
+                else "is not schema.table"
+            ),
+            path=ctx.path,
             line=line,
             hint="put the file at models/<schema>/<table>.sql, or add `name schema.table` "
-            "to its MODEL (...)",
-        )
-    return ".".join(parts)
+            "to its MODEL (...)" + (f"; {exc.hint}" if exc.catalog else ""),
+        ) from None
 
 
 def _output_names(query: exp.Expr) -> list[str] | None:
@@ -672,7 +883,11 @@ def _ref_node(table: exp.Table, locate: Callable[[int, int], tuple[int, int]]) -
     if first is None:
         line, col = locate(1, 1)
         return Node("word", table.name, line=line, col=col)
-    width = len(first.name) + (2 if first.quoted else 0)
+    width = len(first.name) + (2 if first.quoted or first.meta.get("unquoted") else 0)
+    named = [p for p in parts if isinstance(p, exp.Identifier)]
+    if len(named) > 1 and all(p.meta.get("col") == first.meta.get("col") for p in named):
+        # BigQuery's `project.dataset.table`: one quoted token split into its parts
+        width = len(".".join(p.name for p in named)) + 2
     line, col = locate(int(first.meta["line"]), max(int(first.meta.get("col", 1)) - width + 1, 1))
     return Node("word", table.name, line=line, col=col)
 

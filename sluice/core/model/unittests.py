@@ -8,6 +8,7 @@ from typing import Any
 
 from sluice.core.errors import ModelError
 from sluice.core.model.definition import Model, UnitTest
+from sluice.core.model.names import NO_CATALOGS, Catalogs, lookup_name
 from sluice.core.yamlio import LocatedYaml
 
 _ROWS_KEYS = frozenset({"rows", "columns"})
@@ -15,9 +16,15 @@ _TEST_KEYS = frozenset({"model", "inputs", "outputs", "vars", "description", "sc
 
 
 def parse_unit_tests(
-    doc: LocatedYaml, models: Mapping[str, Model], notes: list[str] | None = None
+    doc: LocatedYaml,
+    models: Mapping[str, Model],
+    notes: list[str] | None = None,
+    catalogs: Catalogs = NO_CATALOGS,
 ) -> list[UnitTest]:
     """Validate every test in one YAML file against the project's models.
+
+    Models and inputs may be named with a catalog (``local.sch.tbl``): the name is read
+    as a model's name is (:func:`sluice.core.model.names.canonical` with ``catalogs``).
 
     A test of a model the project does not have is skipped with a warning in ``notes``
     (as SQLMesh loads such a project); without ``notes`` it is an error.
@@ -57,7 +64,7 @@ def parse_unit_tests(
                 raise fail(
                     f"unknown key '{key}'", key, hint="a test has model, inputs, outputs, vars"
                 )
-        model_name = str(body.get("model", "")).lower()
+        model_name = lookup_name(str(body.get("model", "")), catalogs)
         if not model_name:
             raise fail("names no model", hint="add `model: schema.table`")
         model = models.get(model_name)
@@ -84,7 +91,7 @@ def parse_unit_tests(
                 hint="write `inputs:` then `schema.table:` with `rows:` under it",
             )
         for table, spec in given.items():
-            table_name = str(table).lower()
+            table_name = lookup_name(str(table), catalogs)
             if table_name not in model.depends_on:
                 raise fail(
                     f"input '{table}' is not read by {model_name}",

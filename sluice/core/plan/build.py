@@ -267,6 +267,8 @@ def _backfill_one(
             start = max(model.start, end - (request.end - request.start))
         todo = missing(cron_intervals(model.cron, start, end), done)
         chunks = batches(todo, model.kind.batch_size)
+    elif model.kind.is_scd_type_2:
+        todo, chunks = _scd_intervals(model, done, end)
     else:
         if done:
             return None
@@ -281,6 +283,24 @@ def _backfill_one(
     if not todo:
         return None
     return Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks))
+
+
+def _scd_intervals(
+    model: Model, done: list[Interval], end: int
+) -> tuple[list[Interval], list[Interval]]:
+    """An SCD type 2 model's due intervals, and its batches: each batch merges what the
+    query returns then into the history, so every missing interval is one batch unless
+    ``batch_size`` says otherwise. They run from the first interval ever built (from its
+    ``start``, or else the last complete interval when first planned)."""
+    last = interval_floor(model.cron, end)
+    if done:
+        first = done[0][0]
+    elif model.start is not None and model.start < last:
+        first = model.start
+    else:
+        first = interval_floor(model.cron, last - 1)
+    todo = missing(cron_intervals(model.cron, first, last), done) if first < last else []
+    return todo, batches(todo, model.kind.batch_size)
 
 
 def _views_to_create(request: PlanRequest, snapshots: list[Snapshot]) -> tuple[str, ...]:

@@ -34,7 +34,23 @@ def destructive_columns(old: Model, new: Model) -> list[str]:
         for c in before
         if c in after and before[c].upper() != after[c].upper()
     ]
+    # An SCD type 2 table's validity columns (valid_from_name, valid_to_name,
+    # time_data_type) hold its history: renaming or retyping one loses it.
+    old_validity, new_validity = _validity(old), _validity(new)
+    found += [f"drops column {c}" for c in old_validity if c not in new_validity]
+    found += [
+        f"changes column {c} from {kind} to {new_validity[c]}"
+        for c, kind in old_validity.items()
+        if c in new_validity and kind != new_validity[c]
+    ]
     return found
+
+
+def _validity(model: Model) -> dict[str, str]:
+    scd = model.kind.scd
+    if scd is None:
+        return {}
+    return {scd.valid_from_name: scd.time_data_type, scd.valid_to_name: scd.time_data_type}
 
 
 def _output_names(model: Model) -> list[str] | None:

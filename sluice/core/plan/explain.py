@@ -98,6 +98,9 @@ def indirectly(change: ModelChange) -> str:
 def built(plan: Plan, item: Backfill) -> str:
     """What building the model's table computes, and why it must."""
     snapshot = plan.snapshot(item.name)
+    if snapshot.model.kind.is_scd_type_2:
+        due = plural(len(item.intervals), "interval")
+        return f"its query's rows now are merged into its history ({due} due)"
     if not snapshot.model.kind.is_incremental_by_time:
         return "its table is computed in full (a full-refresh model)"
     count = plural(len(item.intervals), "interval")

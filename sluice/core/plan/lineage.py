@@ -185,7 +185,7 @@ def _digest(text: str) -> str:
 
 def _table_name(table: exp.Table) -> str:
     parts = [p.name.lower() for p in table.parts]
-    return ".".join(parts[-2:])
+    return ".".join(parts[-3:] if len(parts) == 3 and parts[0] else parts[-2:])
 
 
 class _Walker:
@@ -444,12 +444,21 @@ def _without_macros(query: exp.Expr) -> exp.Expr:
 
 
 def _schema_dict(schema: Schema) -> dict[str, object]:
+    """sqlglot's nested schema. A table of a configured catalog (``catalog.schema.table``)
+    nests every table three deep: the two-part ones under a catalog named "" (sqlglot
+    finds a table by its last parts, and Spark's current catalog has no name here)."""
+    deep = any(t.count(".") == 2 for t, c in schema.items() if c is not None)
     result: dict[str, Any] = {}
     for table, columns in schema.items():
         if columns is None or "." not in table:
             continue
-        db, name = table.lower().rsplit(".", 1)
-        result.setdefault(db, {})[name] = {c.lower(): "STRING" for c in columns if c}
+        parts = table.lower().split(".")
+        if deep and len(parts) == 2:
+            parts.insert(0, "")
+        level = result
+        for part in parts[:-1]:
+            level = level.setdefault(part, {})
+        level[parts[-1]] = {c.lower(): "STRING" for c in columns if c}
     return result
 
 

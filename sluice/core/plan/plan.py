@@ -10,7 +10,7 @@ from sluice.core.intervals import Interval
 from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.timeutil import DAY_MS, to_ds, to_ts
-from sluice.core.words import size
+from sluice.core.words import plural, size
 
 VIEW_MARKER = (0, 1)
 """The interval a VIEW model's version records once its physical view exists."""
@@ -57,6 +57,40 @@ class Backfill:
     @property
     def end(self) -> int:
         return self.intervals[-1][1]
+
+
+@dataclass(frozen=True)
+class OutputEstimate:
+    """About how many rows and bytes a plan's backfill writes, before anything runs
+    (:mod:`sluice.core.plan.output` computes it from the table sizes jobs measured).
+
+    Attributes:
+        rows: Backfilled model -> the estimated rows it writes (models whose measured
+            table had a row count).
+        bytes: Backfilled model -> the estimated bytes of files it writes.
+        unmeasured: Backfilled models no job has measured yet (new models).
+    """
+
+    rows: Mapping[str, int]
+    bytes: Mapping[str, int]
+    unmeasured: tuple[str, ...]
+
+    def writes(self) -> str:
+        """What the whole backfill writes, in words ("": nothing measured).
+
+        >>> OutputEstimate({"a.b": 1200}, {"a.b": 3 * 1024**2}, ("a.c",)).writes()
+        'writes about 1,200 rows (3.0 MB), besides a.c (not built yet)'
+        """
+        if not self.bytes:
+            return ""
+        data = size(sum(self.bytes.values()))
+        rows = plural(sum(self.rows.values()), "row")
+        total = f"writes about {rows} ({data})" if self.rows else f"writes about {data}"
+        names = self.unmeasured
+        if not names:
+            return total
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"{total}, besides {shown} (not built yet)"
 
 
 @dataclass(frozen=True)
@@ -136,6 +170,7 @@ class Plan:
     unaffected: tuple[str, ...] = ()
     # The bytes the backfill reads: not part of the plan's ids (tables grow between plans).
     scan: ScanEstimate | None = None
+    output: OutputEstimate | None = None
 
     @property
     def backfill_intervals(self) -> int:
@@ -229,8 +264,16 @@ class Plan:
                     "batches": len(b.batches),
                     "scan_bytes": self.scan.bytes.get(b.name, 0) if self.scan else None,
                     "unmeasured": list(self.scan.unmeasured.get(b.name, ())) if self.scan else [],
+                    "write_rows": self.output.rows.get(b.name) if self.output else None,
+                    "write_bytes": self.output.bytes.get(b.name) if self.output else None,
                 }
                 for b in self.backfill
             ],
             "scan_bytes": self.scan_bytes,
+            "write_rows": sum(self.output.rows.values())
+            if self.output and self.output.rows
+            else None,
+            "write_bytes": (
+                sum(self.output.bytes.values()) if self.output and self.output.bytes else None
+            ),
         }

@@ -81,9 +81,27 @@ def data_inputs(model: Model) -> list[Any]:
                 "optimize_query": model.optimize_query,
                 "python": model.python_code,
                 "python_variables": [list(v) for v in model.python_variables],
+                "scd": _scd_data(model),
             }
         ),
     ]
+
+
+def _scd_data(model: Model) -> dict[str, Any] | None:
+    """What an SCD type 2 kind's settings change in its table (None for other kinds)."""
+    scd = model.kind.scd
+    if scd is None:
+        return None
+    return {
+        "updated_at_name": scd.updated_at_name,
+        "columns": list(scd.columns),
+        "valid_from_name": scd.valid_from_name,
+        "valid_to_name": scd.valid_to_name,
+        "invalidate_hard_deletes": scd.invalidate_hard_deletes,
+        "time_data_type": scd.time_data_type,
+        "updated_at_as_valid_from": scd.updated_at_as_valid_from,
+        "execution_time_as_valid_from": scd.execution_time_as_valid_from,
+    }
 
 
 def _present(values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -125,6 +143,10 @@ def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
                 "virtual_properties": [list(p) for p in model.virtual_properties],
                 "references": list(model.column_references),
                 "signals": list(model.signals),
+                # SCD type 2: whether a restatement may recompute (and lose) the history.
+                "disable_restatement": (
+                    model.kind.scd.disable_restatement if model.kind.scd else None
+                ),
             }
         ),
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Literal
 
 import sqlglot
 from sqlglot import exp
@@ -15,6 +16,7 @@ from sqlglot import exp
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
+from sluice.core.model.names import sql_name
 from sluice.core.model.properties import table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
@@ -25,6 +27,7 @@ from sluice.core.spark.spec import (
     AuditStep,
     BuildStep,
     PythonModelSpec,
+    ScdSpec,
     Step,
     ViewSpec,
     ViewsStep,
@@ -36,9 +39,9 @@ def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
 
     def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.db:
-            target = tables.get(f"{node.db}.{node.name}".lower())
+            target = tables.get(".".join(p.name for p in node.parts).lower())
             if target is not None:
-                table = exp.to_table(target)
+                table = table_expr(target)
                 if node.args.get("alias"):
                     table.set("alias", node.args["alias"].copy())
                 else:
@@ -48,6 +51,14 @@ def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
         return node
 
     return query.transform(swap)
+
+
+def table_expr(name: str) -> exp.Table:
+    """``[[catalog.]schema.]table`` as a table of a query, each part quoted when it is not
+    a plain name (sqlglot quotes identifiers that need it)."""
+    parts: list[exp.Identifier | None] = [None, None]
+    parts += [exp.to_identifier(p) for p in name.split(".")]
+    return exp.Table(this=parts[-1], db=parts[-2], catalog=parts[-3])
 
 
 def physical_names(snapshots: Iterable[Snapshot]) -> dict[str, str]:
@@ -82,6 +93,29 @@ def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> Py
         "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
         "columns": [list(c) for c in model.columns],
         "variables": dict(model.python_variables),
+    }
+
+
+def scd_spec(model: Model, execution_time: int) -> ScdSpec:
+    """How the driver merges an SCD type 2 model's rows into its history."""
+    scd = model.kind.scd
+    assert scd is not None
+    by_time = model.kind.name == KindName.SCD_TYPE_2_BY_TIME
+    first: Literal["epoch", "updated_at", "execution_time"] = "epoch"
+    if by_time and scd.updated_at_as_valid_from:
+        first = "updated_at"
+    elif not by_time and scd.execution_time_as_valid_from:
+        first = "execution_time"
+    return {
+        "by": "time" if by_time else "column",
+        "updated_at": scd.updated_at_name if by_time else None,
+        "columns": list(scd.columns),
+        "valid_from": scd.valid_from_name,
+        "valid_to": scd.valid_to_name,
+        "invalidate_hard_deletes": scd.invalidate_hard_deletes,
+        "time_type": scd.time_data_type,
+        "first_valid_from": first,
+        "execution_time": execution_time,
     }
 
 
@@ -141,7 +175,7 @@ def build_steps(
             {
                 "type": "sql",
                 "label": "create physical schemas",
-                "statements": [f"CREATE DATABASE IF NOT EXISTS {s}" for s in schemas],
+                "statements": [f"CREATE DATABASE IF NOT EXISTS {sql_name(s)}" for s in schemas],
             }
         )
     backfills = {b.name: b for b in plan.backfill}
@@ -180,6 +214,8 @@ def build_steps(
             }
         if model.python_code is not None:
             step["python"] = python_spec(model, project_dir, tables)
+        if model.kind.scd is not None:
+            step["scd"] = scd_spec(model, plan.execution_time)
         if is_view:
             step["view_sql"] = render_query(
                 model, tables, snap.table, plan.end, plan.end, plan.execution_time
@@ -265,7 +301,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         views.append(
             {
                 "view": view_name(snap.name, env),
-                "sql": f"SELECT {select} FROM {snap.table}",
+                "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
                 "properties": [list(p) for p in snap.model.virtual_properties],
             }
         )
@@ -274,7 +310,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     gone = set(plan.removed) | (set(previous or ()) - {s.name for s in plan.snapshots})
     drops = [view_name(name, env) for name in sorted(gone)]
     # Only the schemas of views being created: CREATE DATABASE costs a metastore call each.
-    touched = {v["view"].split(".", 1)[0] for v in views}
+    touched = {v["view"].rsplit(".", 1)[0] for v in views}
     schemas = sorted(touched)
     return {
         "type": "views",

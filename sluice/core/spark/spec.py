@@ -79,6 +79,27 @@ class PythonModelSpec(TypedDict):
     """The config.yaml variables ``context.var`` answers (those the code names)."""
 
 
+class ScdSpec(TypedDict):
+    """How an SCD type 2 build merges its query's rows into the history
+    (:mod:`sluice.core.spark.steps.scd`)."""
+
+    by: Literal["time", "column"]
+    updated_at: str | None
+    """By time: the column telling when a row last changed."""
+    columns: list[str]
+    """By column: the compared columns (``["*"]``: every column but the key)."""
+    valid_from: str
+    valid_to: str
+    invalidate_hard_deletes: bool
+    time_type: str
+    """The Spark SQL type of the validity columns (TIMESTAMP, TIMESTAMP_NTZ or DATE)."""
+    first_valid_from: Literal["epoch", "updated_at", "execution_time"]
+    """Where the rows of the first load start, and by time every new key's (SQLMesh:
+    1970-01-01 unless told)."""
+    execution_time: int
+    """The run's time (epoch ms): by column, when a change was seen; a delete's end."""
+
+
 class BuildStep(StepBase):
     """Create and fill one model version's table, or its view
     (:func:`sluice.core.spark.steps.build.run_build`)."""
@@ -112,6 +133,8 @@ class BuildStep(StepBase):
     """``[key, value]`` pairs: the table's ``TBLPROPERTIES`` (``physical_properties``)."""
     session_properties: list[list[str]]
     """``[key, value]`` pairs set (``spark.sql.*``) for this build only."""
+    scd: NotRequired[ScdSpec]
+    """SCD type 2 models only."""
 
 
 class AuditStep(StepBase):

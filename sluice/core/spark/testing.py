@@ -23,6 +23,7 @@ from sluice.core.errors import ModelError, PlanError
 from sluice.core.model import macros
 from sluice.core.model.definition import Model, Project, UnitTest
 from sluice.core.model.fileaccess import CODE_FUNCTIONS, FILE_FORMATS
+from sluice.core.model.names import NO_CATALOGS, Catalogs, drop_default_catalogs
 from sluice.core.spark.render import python_spec, resolve_tables
 from sluice.core.spark.spec import QueryStep, UnitTestCte, UnitTestInput, UnitTestStep
 from sluice.core.timeutil import DAY_MS, to_ms
@@ -171,7 +172,8 @@ def _own_columns(model: Model, test: UnitTest) -> tuple[tuple[str, str], ...]:
 
 
 def _table_key(table: exp.Table) -> str:
-    return f"{table.db}.{table.name}".lower() if table.db else table.name.lower()
+    """The name a query's table has among the models (``[catalog.]schema.table``)."""
+    return ".".join(p.name for p in table.parts).lower() if table.db else table.name.lower()
 
 
 def _times(
@@ -311,11 +313,15 @@ _QUERY_HINT = (
 )
 
 
-def query_step(sql: str, resolve: Mapping[str, str], limit: int) -> QueryStep:
+def query_step(
+    sql: str, resolve: Mapping[str, str], limit: int, catalogs: Catalogs = NO_CATALOGS
+) -> QueryStep:
     """The ``query`` step of a read-only query; model names read ``resolve``'s targets.
 
     Tables ``schema.table`` that are keys of ``resolve`` are rewritten to its values (CTE
     names and other tables are left as written); the result has at most ``limit`` rows.
+    A table named in one of the ``catalogs``' default catalogs (``local.sch.tbl``) is the
+    model ``sch.tbl``, as in the project's files.
 
     Raises:
         PlanError: the text is not one read-only Spark SQL query; the message says why.
@@ -339,6 +345,7 @@ def query_step(sql: str, resolve: Mapping[str, str], limit: int) -> QueryStep:
     query = statements[0]
     if not isinstance(query, exp.Query | exp.Values):
         raise PlanError(f"{_keyword(query)} is not a read-only query", hint=_QUERY_HINT)
+    query = drop_default_catalogs(query, catalogs)
     resolved = {key.lower() for key in resolve}
     for node in query.walk():
         _check_read_only(node, resolved)

@@ -8,7 +8,7 @@ table diff's result) it reports as a ``write`` event on its stdout line protocol
     {"event": "write", "op": "add_intervals", "model", "version", "intervals": [[s, e], ...]}
     {"event": "write", "op": "remove_intervals", "model", "version", "start", "end"}
     {"event": "write", "op": "save_result", "kind", "name", "passed", "payload"}
-    {"event": "write", "op": "table_size", "model", "version", "bytes"}
+    {"event": "write", "op": "table_size", "model", "version", "bytes", "rows"}
 
 Both runners hand every such event to one :class:`JobWrites`, built from the spec the
 service issued, which applies it to the state store as it arrives (so a batch's interval
@@ -26,7 +26,7 @@ The checks:
   within the batches those steps asked for (a view's marker only for a view);
 - interval removals only of the ranges the spec's steps restate;
 - a table size only of a (model, version) the spec's ``build`` steps build, as a
-  non-negative integer of bytes;
+  non-negative integer of bytes and of rows (rows may be absent);
 - results only of the spec's audits, unit tests and table diffs, stored under this job's
   id and plan id (a write naming another job or plan is refused, not re-labelled);
 - no environment write at all: the service commits the environment record (a
@@ -182,11 +182,14 @@ class JobWrites:
 
     def _table_size(self, event: dict[str, Any]) -> None:
         model, version, _ = self._built(event, "the size")
-        size = event.get("bytes")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        size, rows = event.get("bytes"), event.get("rows")
+        if not _count(size):
             self._refuse(f"the size of {model}@{version}: {size!r} is not a number of bytes")
+        if rows is not None and not _count(rows):
+            self._refuse(f"the rows of {model}@{version}: {rows!r} is not a number of rows")
+        assert isinstance(size, int)  # for mypy: checked above
         if self.state is not None:
-            self.state.set_table_size(model, version, TableSize(size, self.clock()))
+            self.state.set_table_size(model, version, TableSize(size, self.clock(), rows))
 
     def _save_result(self, event: dict[str, Any]) -> None:
         kind, name, passed = event.get("kind"), event.get("name"), event.get("passed")
@@ -238,3 +241,8 @@ class JobWrites:
         if self.refused is None:
             self.refused = error
         raise error
+
+
+def _count(value: object) -> bool:
+    """Whether ``value`` is a count: a non-negative integer (JSON's true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -10,9 +10,10 @@ A database from before the runner (``sluice_schema_version`` and no record) is a
 the version that table holds; state tables without it are refused (half-created, or made
 by something else).
 
-Migrations 1 to 3 create the tables as :mod:`sluice.core.state.schema` declares them.
-A later migration that changes one of those tables must first give the earlier migration
-a frozen copy of the table's old definition.
+Migrations 1 to 3 create the tables as :mod:`sluice.core.state.schema` declares them now,
+so a migration that adds a column to one of them (4) adds it only where an older Sluice made
+the table without it. A later migration that changes a table in any other way must first
+give the earlier migration a frozen copy of the table's old definition.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from sluice.core.db.engine import render_url
 from sluice.core.db.migrate import Migration, Track, create_tables
 from sluice.core.errors import StateError
 from sluice.core.state import schema
+
+
+def _table_rows(conn: Connection) -> None:
+    # Migration 3 makes the table as declared now (with the column): add it only to a table
+    # an older Sluice made.
+    table = schema.table_sizes
+    if "row_count" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN row_count BIGINT")
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -46,6 +56,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "record the size of each physical table a job wrote",
         create_tables(schema.table_sizes),
     ),
+    Migration(4, "the rows of each measured table", _table_rows),
 )
 """Every migration of the state, oldest first."""
 

@@ -121,10 +121,12 @@ class TableSize:
     Attributes:
         bytes: The catalog's size statistic of the table (its data files), in bytes.
         measured_ts: Epoch ms of the measurement.
+        rows: The catalog's row count of the table then (None: not counted).
     """
 
     bytes: int
     measured_ts: int
+    rows: int | None = None
 
 
 def checked_intervals(intervals: Iterable[Interval]) -> list[Interval]:

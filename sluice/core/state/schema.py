@@ -130,4 +130,7 @@ table_sizes = Table(
     Column("version", String, primary_key=True),
     Column("bytes", BigInteger, nullable=False),
     Column("measured_ts", BigInteger, nullable=False),
+    # Migration 4: the rows the table held then (NULL: measured before Sluice counted rows,
+    # or the catalog kept no row count).
+    Column("row_count", BigInteger, nullable=True),
 )

@@ -170,23 +170,28 @@ class SqlStateStore(HousekeepingMixin):
         found: dict[TableKey, TableSize] = {}
         with self._reading("read table sizes") as conn:
             for chunk in _chunks(sorted(set(names))):
-                query = select(t.c.name, t.c.version, t.c.bytes, t.c.measured_ts)
-                for name, version, size, ts in conn.execute(query.where(t.c.name.in_(chunk))):
-                    found[(name, version)] = TableSize(int(size), int(ts))
+                query = select(t.c.name, t.c.version, t.c.bytes, t.c.measured_ts, t.c.row_count)
+                for name, version, size, ts, rows in conn.execute(query.where(t.c.name.in_(chunk))):
+                    counted = int(rows) if rows is not None else None
+                    found[(name, version)] = TableSize(int(size), int(ts), counted)
         return found
 
     # -- writer ---------------------------------------------------------------------------
 
     def set_table_size(self, name: str, version: str, size: TableSize) -> None:
-        if size.bytes < 0:
-            raise ValueError(f"table size of {name}@{version} is negative ({size.bytes})")
+        if size.bytes < 0 or (size.rows is not None and size.rows < 0):
+            raise ValueError(f"table size of {name}@{version} is negative ({size})")
         t = schema.table_sizes
         where = (t.c.name == name) & (t.c.version == version)
         with self._writing(f"record the size of {name}@{version}") as conn:
             conn.execute(delete(t).where(where))
             conn.execute(
                 insert(t).values(
-                    name=name, version=version, bytes=size.bytes, measured_ts=size.measured_ts
+                    name=name,
+                    version=version,
+                    bytes=size.bytes,
+                    measured_ts=size.measured_ts,
+                    row_count=size.rows,
                 )
             )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -167,3 +168,29 @@ def test_plan_warnings_have_their_own_section_with_the_project_s_text_escaped(
     html = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
     assert "<img" not in html and "<em>b</em>" not in html
     assert "drops column &lt;img src=x onerror=alert(1)&gt; | *b* hint: keep it" in html
+
+
+def test_the_merge_line_says_what_the_backfill_reads_and_writes() -> None:
+    from sluice.bot.present.verdict import Backfill, BuildFacts, merge_line
+
+    base = BuildFacts(environment="pr_3", project=None, failure=None, changes_models=True)
+    full = (Backfill("jaffle.orders", 1, True),)
+    both = BuildFacts(
+        **{**base.__dict__, "merge": full, "merge_bytes": 2 * 1024**3}
+        | {"merge_rows": 1200, "merge_written": 3 * 1024**2}
+    )
+    assert str(merge_line(both)) == (
+        "**Merging** computes a full refresh of `jaffle.orders` in prod, reading about "
+        "2.0 GB and writing about 1,200 rows (3.0 MB)."
+    )
+    no_rows = BuildFacts(**{**base.__dict__, "merge": full, "merge_written": 10})
+    assert str(merge_line(no_rows)).endswith("in prod, writing about 10 B.")
+    unknown = BuildFacts(**{**base.__dict__, "merge": full})
+    assert str(merge_line(unknown)).endswith("`jaffle.orders` in prod.")
+    virtual = BuildFacts(**{**base.__dict__, "merge": ()})
+    assert "virtual update: 0 rows written" in str(merge_line(virtual))
+    # Facts recorded before the estimate existed still read.
+    recorded = json.loads(both.to_json())
+    old = {k: v for k, v in recorded.items() if k not in ("merge_rows", "merge_written")}
+    read = BuildFacts.from_json(json.dumps(old))
+    assert (read.merge_rows, read.merge_written, read.merge_bytes) == (None, None, 2 * 1024**3)

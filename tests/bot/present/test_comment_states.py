@@ -200,7 +200,10 @@ def test_opened_says_the_risk_and_what_merging_does(texts: dict[str, str]) -> No
     first = tree.root.children[[n.tag for n in tree.root.children].index("h3") + 1 :]
     merging, built = [n.content() for n in first if n.tag == "p"][:2]
     assert merging.startswith("Merging is a virtual update: 0 rows written")
-    assert built == "This PR built 4 tables, 10 views in pr_1 in 42 s of Spark."
+    assert (
+        built
+        == "This PR built 4 tables (12,480 rows, 2.2 MB) and 10 views in pr_1 in 42 s of Spark."
+    )
 
 
 def test_the_impact_table_is_one_table_riskiest_first(texts: dict[str, str]) -> None:

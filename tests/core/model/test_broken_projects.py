@@ -249,11 +249,23 @@ CASES = [
     ),
     Broken(
         "model_bad_name",
+        {"models/c.sql": lines("MODEL (", "  name w.cat.s.c", ");", "SELECT 1 AS id")},
+        ModelError,
+        "models/c.sql:2",
+        "model name 'w.cat.s.c' must be schema.table or catalog.schema.table (letters, "
+        "digits, underscores)",
+        "for example `name jaffle.orders`",
+    ),
+    Broken(
+        "model_unknown_catalog",
         {"models/c.sql": lines("MODEL (", "  name cat.s.c", ");", "SELECT 1 AS id")},
         ModelError,
         "models/c.sql:2",
-        "model name 'cat.s.c' must be schema.table (letters, digits, underscores)",
-        "for example `name jaffle.orders`; catalogs are not supported on Spark's Hive catalog",
+        "model name 'cat.s.c' names the catalog 'cat', which Sluice does not know",
+        "known catalogs: spark_catalog (Spark's current catalog). A catalog is configured in "
+        "the Spark settings Sluice runs with (spark.sql.catalog.cat and its options: "
+        "SLUICE_SPARK_CONF for the service, sluice.spark.conf in config.yaml for a local run); "
+        "the project's default catalog is the one its default gateway connects to",
     ),
     Broken(
         "model_unknown_kind",
@@ -265,7 +277,7 @@ CASES = [
         ModelError,
         "models/c.sql:3",
         "unknown model kind 'INCREMENTAL'",
-        "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED (external tables go in external_models.yaml)",
+        "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN (external tables go in external_models.yaml)",
     ),
     Broken(
         "model_external_kind",
@@ -511,15 +523,14 @@ CASES = [
     ),
     Broken(
         "model_catalog",
-        {
-            "models/c.sql": lines(
-                "MODEL (", "  name s.c", ");", "SELECT id", "FROM spark_catalog.s.a"
-            )
-        },
+        {"models/c.sql": lines("MODEL (", "  name s.c", ");", "SELECT id", "FROM  warehouse.s.a")},
         ModelError,
         "models/c.sql:5",
-        "'spark_catalog.s.a' names a catalog; use schema.table",
-        "drop the catalog: Sluice reads and writes Spark's session catalog only",
+        "'warehouse.s.a' names the catalog 'warehouse', which Sluice does not know",
+        "known catalogs: spark_catalog (Spark's current catalog). A catalog is configured in "
+        "the Spark settings Sluice runs with (spark.sql.catalog.warehouse and its options: "
+        "SLUICE_SPARK_CONF for the service, sluice.spark.conf in config.yaml for a local run); "
+        "the project's default catalog is the one its default gateway connects to",
     ),
     Broken(
         "model_unknown_macro",
@@ -947,7 +958,8 @@ CASES = [
         {"external_models.yaml": "- name: events\n"},
         ModelError,
         "external_models.yaml:1",
-        "external table 'events' must be schema.table",
+        "external table 'events' must be schema.table or catalog.schema.table (letters, digits, "
+        "underscores)",
         "name a table of the catalog, e.g. `- name: raw.events`",
     ),
     Broken(
@@ -955,7 +967,7 @@ CASES = [
         {"external_models.yaml": "- name: parquet./etc/passwd\n"},
         ModelError,
         "external_models.yaml:1",
-        "external table 'parquet./etc/passwd' must be schema.table",
+        "external table 'parquet./etc/passwd' must be schema.table or catalog.schema.table",
         "name a table of the catalog, e.g. `- name: raw.events`",
     ),
     Broken(

@@ -162,19 +162,39 @@ def test_without_infer_names_a_model_needs_its_name(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("file", "inferred"),
-    [("models/top.sql", "top"), ("models/cat/sales/orders.sql", "cat.sales.orders")],
+    [("models/top.sql", "top"), ("models/x/cat/sales/orders.sql", "cat.sales.orders")],
 )
 def test_a_path_that_gives_no_schema_table_name_is_an_error(
     tmp_path: Path, file: str, inferred: str
 ) -> None:
     error = error_of(tmp_path, {"config.yaml": INFER, file: "SELECT 1 AS id"})
     assert isinstance(error, ModelError)
+    problem = "names the unknown catalog 'cat'" if "cat" in inferred else "is not schema.table"
     assert error.message == (
-        f"the model has no name, and the one inferred from its path, '{inferred}', "
-        "is not schema.table"
+        f"the model has no name, and the one inferred from its path, '{inferred}', {problem}"
     )
     assert error.path == str(tmp_path / file) and error.line == 1
     assert error.hint and "models/<schema>/<table>.sql" in error.hint
+    assert ("spark.sql.catalog.cat" in error.hint) == ("cat" in inferred)
+
+
+def test_a_path_under_the_default_catalog_names_the_model_without_it(tmp_path: Path) -> None:
+    config = (
+        INFER
+        + "gateways:\n  local:\n    connection:\n      type: duckdb\n"
+        + ("      database: data/local.duckdb\n")
+    )
+    root = write_project(
+        tmp_path,
+        {
+            "config.yaml": config,
+            "models/local/sales/orders.sql": "SELECT 1 AS id",
+            "models/sales/items.sql": "SELECT id FROM local.sales.orders",
+        },
+    )
+    project = load_project(root)
+    assert set(project.models) == {"sales.orders", "sales.items"}
+    assert project.models["sales.items"].depends_on == ("sales.orders",)
 
 
 def test_turning_inference_on_is_not_served_from_the_cache(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def test_missing_intervals_honour_batch_size_and_done_work(tmp_path: Path) -> No
     assert narrowed.to_json()["backfill"][-1] == {
         "model": "s.i", "version": inc.version, "start": "2024-01-09", "end": "2024-01-11",
         "table": inc.table, "intervals": 2, "batches": 1,
-        "scan_bytes": None, "unmeasured": [],  # a pure plan: no sizes, no estimate
+        "scan_bytes": None, "unmeasured": [], "write_rows": None, "write_bytes": None,  # a pure plan: no sizes, no estimate
     }  # fmt: skip
 
 

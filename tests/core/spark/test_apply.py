@@ -144,6 +144,9 @@ def test_prod_is_built_audited_and_readable(prod: Env) -> None:
             ]
             assert sizes[(ref.name, ref.version)].bytes == sum(f.stat().st_size for f in files)
             assert sizes[(ref.name, ref.version)].bytes > 0
+            # ... and the rows it holds, as a count of the table says.
+            [count] = prod.spark.sql(f"SELECT COUNT(*) AS n FROM {table}").collect()
+            assert sizes[(ref.name, ref.version)].rows == count["n"]
     finally:
         store.close()
 

@@ -25,6 +25,8 @@ from sluice.core.tablediff.result import DiffOptions, TableDiffError
 from sluice.core.timeutil import to_ms
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
+# Its SCD type 2 models: the build step's `scd` key.
+SCD = Path(__file__).resolve().parents[2] / "fixtures" / "sqlmesh_projects" / "scd_type_2"
 END = to_ms("2018-05-01")
 
 
@@ -101,7 +103,8 @@ class _Recorder:
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     """The jobs the producers make for the example project: apply (as apply_plan makes
-    it), unit tests, a query, a preview, a table diff, a janitor run."""
+    it), unit tests, a query, a preview, a table diff, a janitor run; and the apply of
+    the scd_type_2 fixture project."""
     project = load_project(EXAMPLE, use_cache=False)
     runner = _Recorder()
     state = open_state(f"sqlite:///{tmp_path_factory.mktemp('spec') / 'state.db'}")
@@ -136,7 +139,21 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
         state.close()
     janitor = jobs.janitor_job([], {}, [("jaffle.orders", "1234")], END)
     assert [job["kind"] for job in runner.specs] == ["test", "query", "preview", "table_diff"]
-    return [apply, janitor, *runner.specs]
+    scd = load_project(SCD, use_cache=False)
+    scd_state = open_state(f"sqlite:///{tmp_path_factory.mktemp('spec') / 'scd.db'}")
+    try:
+        scd_plan = workflow.plan_environment(scd, scd_state, "prod", end=END, execution_time=END)
+    finally:
+        scd_state.close()
+    scd_apply = jobs.apply_job(
+        scd_plan,
+        audits=scd.audits,
+        project_dir=scd.path,
+        table_format="parquet",
+        previous_versions=None,
+        now=END,
+    )
+    return [apply, janitor, *runner.specs, scd_apply]
 
 
 def test_every_job_and_step_has_the_keys_its_typeddict_declares(emitted: list[Any]) -> None:
@@ -188,6 +205,13 @@ def test_the_check_finds_missing_undeclared_and_mistyped_keys() -> None:
 def test_not_required_keys_are_optional_at_runtime() -> None:
     # spec.py has no `from __future__ import annotations`, which would hide NotRequired
     # from TypedDict on Python 3.11 and make every key required.
-    assert spec.BuildStep.__optional_keys__ == {"id", "seed", "view_sql", "intervals", "python"}
+    assert spec.BuildStep.__optional_keys__ == {
+        "id",
+        "seed",
+        "view_sql",
+        "intervals",
+        "python",
+        "scd",
+    }
     assert spec.SqlStep.__optional_keys__ == {"id", "limit"}
     assert spec.JobSpec.__required_keys__ == {"job_id", "kind", "steps"}

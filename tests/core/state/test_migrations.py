@@ -16,6 +16,7 @@ from sluice.core.db.migrate import Migration, migrate, versions
 from sluice.core.errors import StateError
 from sluice.core.state import SCHEMA_VERSION, StoredSnapshot, open_state
 from sluice.core.state.migrations import MIGRATIONS, STATE
+from sluice.core.state.records import TableSize
 from sluice.core.state.schema import metadata, schema_version
 from sluice.core.state.sql import SqlStateStore
 
@@ -222,5 +223,35 @@ def test_a_version_1_database_is_upgraded_to_the_current_schema(
         later = {"sluice_orphans", "sluice_results", "sluice_table_sizes"}
         assert later <= set(inspect(engine).get_table_names())
         assert upgraded.get_snapshots([kept.id]) == {kept.id: kept}
+    finally:
+        upgraded.close()
+
+
+def test_a_version_3_database_gains_row_counts_and_keeps_its_sizes(
+    state_url: str, engine: Engine
+) -> None:
+    # sluice_table_sizes as migration 3 made it before migration 4 (no row_count).
+    from sqlalchemy import BigInteger, Column, MetaData, String, Table
+
+    old = Table(
+        "sluice_table_sizes",
+        MetaData(),
+        Column("name", String, primary_key=True),
+        Column("version", String, primary_key=True),
+        Column("bytes", BigInteger, nullable=False),
+        Column("measured_ts", BigInteger, nullable=False),
+    )
+    three = Migration(3, MIGRATIONS[2].name, old.create)
+    assert state_migrate(engine, (*MIGRATIONS[:2], three)) == 3
+    with engine.begin() as conn:
+        conn.execute(insert(old).values(name="s.t", version="v1", bytes=100, measured_ts=1))
+    upgraded = open_state(state_url)
+    try:
+        assert stored_version(engine) == [SCHEMA_VERSION] and SCHEMA_VERSION >= 4
+        # The size measured before keeps its bytes and has no row count ...
+        assert upgraded.get_table_sizes(["s.t"]) == {("s.t", "v1"): TableSize(100, 1)}
+        # ... and the next measurement records both.
+        upgraded.set_table_size("s.t", "v1", TableSize(120, 2, rows=7))
+        assert upgraded.get_table_sizes(["s.t"]) == {("s.t", "v1"): TableSize(120, 2, 7)}
     finally:
         upgraded.close()

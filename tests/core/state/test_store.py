@@ -129,6 +129,13 @@ def test_table_sizes_keep_the_last_measurement_and_go_with_their_table(
     }
     with pytest.raises(ValueError, match="negative"):
         store.set_table_size("s.t", "v1", TableSize(-1, measured_ts=5))
+    with pytest.raises(ValueError, match="negative"):
+        store.set_table_size("s.t", "v1", TableSize(1, measured_ts=5, rows=-1))
+    # The rows counted with it are kept with it, and a later count replaces them.
+    store.set_table_size("s.w", "v1", TableSize(64, measured_ts=5, rows=3))
+    assert store.get_table_sizes(["s.w"]) == {("s.w", "v1"): TableSize(64, 5, rows=3)}
+    store.set_table_size("s.w", "v1", TableSize(80, measured_ts=6, rows=4))
+    assert store.get_table_sizes(["s.w"]) == {("s.w", "v1"): TableSize(80, 6, rows=4)}
     store.add_intervals("s.t", "v1", [(0, 10)])
     store.forget_tables([("s.t", "v1")])  # the janitor dropped the table
     assert store.get_table_sizes(["s.t", "s.u"]) == {

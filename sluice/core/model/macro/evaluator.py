@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.errors import ModelError
-from sluice.core.model.macro import constant, external, lexer
+from sluice.core.model.macro import clause, constant, external, lexer
 from sluice.core.model.macro.registry import OPERATORS, MacroError, Result
 from sluice.core.model.scan import LineIndex
 
@@ -27,7 +27,6 @@ TIME_VARIABLES = frozenset(
     f"{prefix}_{suffix}" for prefix in ("start", "end", "execution") for suffix in _TIME_SUFFIXES
 )
 RUNTIME_VARIABLES = TIME_VARIABLES | {"this_model"}
-CLAUSE_OPERATORS = frozenset({"WITH", "JOIN", "WHERE", "GROUP_BY", "HAVING", "ORDER_BY", "LIMIT"})
 
 MAX_DEPTH = 40
 """Macro calls nested deeper than this (a @DEF function calling itself) are refused."""
@@ -35,6 +34,10 @@ MAX_NODES = 200_000
 """A query growing past this many nodes (nested @EACH over long lists) is refused."""
 
 ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
+"""(name, Spark type) columns of a table, or None when unknown; a type may be "" (unknown).
+
+The callable may also have an ``unknown_hint(table) -> str`` method saying why a table's
+columns are unknown and how to make them known (the loader's does)."""
 
 
 @dataclass
@@ -72,6 +75,9 @@ class Evaluator:
         self._lines = LineIndex(env.source)
         self._variables = {str(k).lower(): v for k, v in env.variables.items()}
         self._site: tuple[int, int] | None = None
+        self.clause_source: lexer.Lexed | None = env.lexed
+        """The text whose clause operators (``Lexed.clauses``) the markers number."""
+        self.clauses_seen: set[int] = set()
 
     # -- errors ----------------------------------------------------------------------
 
@@ -97,6 +103,7 @@ class Evaluator:
     def statements(self, statements: Sequence[exp.Expr]) -> list[exp.Expr]:
         """Run ``@DEF`` statements (binding their names) and expand the rest."""
         out: list[exp.Expr] = []
+        written = clause.markers(self, statements)
         for statement in statements:
             call = self._call_name(statement)
             if call is not None and call[1].upper() == "DEF":
@@ -104,6 +111,7 @@ class Evaluator:
                 continue
             result = self.expand(statement)
             out.extend(self._as_list(result))
+        clause.check_all_placed(self, written)
         return out
 
     def _define(self, node: exp.Expr, index: int) -> None:
@@ -135,6 +143,10 @@ class Evaluator:
 
     def expand(self, node: exp.Expr) -> Result:
         """``node`` with its macros evaluated: one expression, several, or none."""
+        if node.comments:
+            index = clause.marker(node)
+            if index is not None and not clause.kept(self, node, index):
+                return None
         call = self._call_name(node)
         if call is not None and isinstance(node, exp.Anonymous):
             return self.call(node, call[0], call[1])
@@ -356,10 +368,10 @@ class Evaluator:
         if op is None and python is not None and name.lower() in python.names:
             return self._external(python, node, name, site)
         if op is None:
-            if name.upper() in CLAUSE_OPERATORS:
+            if name.upper() in lexer.CLAUSE_KEYWORDS:
                 raise MacroError(
-                    f"the SQL clause operator @{name.upper()} is not supported by Sluice",
-                    "write the clause itself, or @IF(condition, expression) inside it",
+                    f"@{name.upper()}'s parenthesis is never closed",
+                    f"write @{name.upper()}(condition) followed by the clause",
                 )
             known = ", ".join(f"@{n}" for n in sorted(OPERATORS))
             raise MacroError(
@@ -491,18 +503,23 @@ class Evaluator:
             self.depth -= 1
 
     def columns(self, relation: exp.Expr, op: str) -> list[tuple[str, str]]:
-        """The (name, type) columns of a relation, from declared columns."""
+        """The (name, type) columns of a relation, as the loader knows them: a model's
+        declared columns, a seed's, an external table's, or an upstream query's output."""
         name = (
             relation.sql("spark").replace("`", "").lower()
             if not isinstance(relation, exp.Literal)
             else str(relation.this).lower()
         )
-        found = self.env.columns_of(name) if self.env.columns_of is not None else None
+        known = self.env.columns_of
+        found = known(name) if known is not None else None
         if not found:
+            why = getattr(known, "unknown_hint", None)
             raise MacroError(
                 f"@{op} needs the columns of {name}, which Sluice does not know",
-                "Sluice does not yet pass other tables' columns to macros when it loads a "
-                "project; list the columns in the query instead",
+                why(name)
+                if callable(why)
+                else f"declare {name}'s columns: `columns (...)` in its MODEL, or `columns:` "
+                "in external_models.yaml",
             )
         self.used_columns = True
         return [(c.lower(), t) for c, t in found]
@@ -518,9 +535,12 @@ class Evaluator:
                 f"write SQL of the model's dialect ({self.env.dialect})",
             ) from None
         # Calls inside the text have their own numbering: they point at the @SQL call.
-        saved = self.env.lexed
-        self.env.lexed = None
+        saved = self.env.lexed, self.clause_source, self.clauses_seen
+        self.env.lexed, self.clause_source, self.clauses_seen = None, lexed, set()
         try:
-            return self._one(self.expand(parsed), what)
+            written = clause.markers(self, [parsed])
+            result = self._one(self.expand(parsed), what)
+            clause.check_all_placed(self, written)
+            return result
         finally:
-            self.env.lexed = saved
+            self.env.lexed, self.clause_source, self.clauses_seen = saved

@@ -4,7 +4,10 @@ Only spelling changes here; nothing is evaluated. ``@name(`` becomes the functio
 ``__sluice_fn_<k>__name(`` (``k`` numbers the calls, so an error can point at its call),
 ``@name`` and ``@{name}`` become the column ``__sluice_macro__name``, and a macro inside a
 name (``col_@x``, ``@{x}_col``, ``"@{x} total"``) becomes the marker
-``__sluiceat_x_taeculs__`` inside that name. The evaluator works on the parsed tree.
+``__sluiceat_x_taeculs__`` inside that name. A clause operator (``@WHERE(cond) a = 1``,
+``LEFT @JOIN(cond) u ON ...``) becomes its SQL keyword followed by the comment
+``/*__sluice_clause_<k>__*/``, which sqlglot keeps on the clause's node; its condition is kept
+aside in :attr:`Lexed.clauses`. The evaluator works on the parsed tree.
 """
 
 from __future__ import annotations
@@ -16,6 +19,19 @@ PREFIX = "__sluice_macro__"
 FN_PREFIX = "__sluice_fn_"
 EMBED_START = "__sluiceat_"
 EMBED_END = "_taeculs__"
+
+CLAUSE_MARK = "__sluice_clause_"
+CLAUSE_KEYWORDS = {
+    "WITH": "WITH",
+    "JOIN": "JOIN",
+    "WHERE": "WHERE",
+    "GROUP_BY": "GROUP BY",
+    "HAVING": "HAVING",
+    "ORDER_BY": "ORDER BY",
+    "LIMIT": "LIMIT",
+}
+"""SQLMesh's clause operators and the SQL keyword each one stands for."""
+CLAUSE_COMMENT = re.compile(rf"^\s*{CLAUSE_MARK}(\d+)__\s*$")
 
 FN_NAME = re.compile(rf"^{FN_PREFIX}(\d+)__(\w+)$", re.I)
 EMBEDDED = re.compile(rf"{EMBED_START}(\w+?){EMBED_END}", re.I)
@@ -52,6 +68,19 @@ class Lexed:
     """Every ``@name`` used as a value (not called), in order."""
     source: str = ""
     """The text the offsets of ``edits`` and the sites refer to."""
+    clauses: tuple[Clause, ...] = ()
+    """Clause operators, by the ``k`` of their ``/*__sluice_clause_<k>__*/`` comment."""
+
+
+@dataclass(frozen=True)
+class Clause:
+    """A clause operator: ``@WHERE(condition)`` written at ``site``."""
+
+    name: str
+    """Upper case, e.g. ``GROUP_BY``."""
+    condition: str
+    """The text between the parentheses."""
+    site: Site
 
 
 def fn_name(index: int, name: str) -> str:
@@ -69,8 +98,10 @@ def lex(text: str) -> Lexed:
     edits: list[tuple[int, int, int, int]] = []
     calls: list[Site] = []
     names: list[Site] = []
+    clauses: list[Clause] = []
     size = 0
     last = 0
+    pos = 0
 
     def emit(replacement: str, start: int, end: int) -> None:
         nonlocal size, last
@@ -81,7 +112,8 @@ def lex(text: str) -> Lexed:
         size += len(replacement)
         last = end
 
-    for match in _SCAN.finditer(text):
+    while (match := _SCAN.search(text, pos)) is not None:
+        pos = max(match.end(), match.start() + 1)
         if match.group("skip") is not None:
             continue
         if match.group("quoted") is not None:
@@ -100,7 +132,20 @@ def lex(text: str) -> Lexed:
         single = _PIECES.fullmatch(word)
         if single is not None:
             name = single.group(1) or single.group(2)
-            if single.group(2) and text.startswith("(", match.end()):
+            close = (
+                closing_paren(text, match.end())
+                if single.group(2) and name.upper() in CLAUSE_KEYWORDS
+                else None
+            )
+            if close is not None:
+                site = Site(name.lower(), match.start(), close + 1)
+                clauses.append(Clause(name.upper(), text[match.end() + 1 : close], site))
+                # Keep the line count: the condition's newlines stay, inside the comment.
+                newlines = "\n" * text.count("\n", match.end(), close)
+                marker = f"{CLAUSE_KEYWORDS[name.upper()]} /*{CLAUSE_MARK}{len(clauses) - 1}__{newlines}*/"
+                emit(marker, match.start(), close + 1)
+                pos = close + 1
+            elif single.group(2) and text.startswith("(", match.end()):
                 calls.append(Site(name, match.start(), match.end()))
                 emit(fn_name(len(calls) - 1, name), match.start(), match.end())
             else:
@@ -115,7 +160,37 @@ def lex(text: str) -> Lexed:
             _PIECES.sub(lambda m: embed(m.group(1) or m.group(2)), word), match.start(), match.end()
         )
     out.append(text[last:])
-    return Lexed("".join(out), tuple(edits), tuple(calls), tuple(names), text)
+    return Lexed("".join(out), tuple(edits), tuple(calls), tuple(names), text, tuple(clauses))
+
+
+def closing_paren(text: str, start: int) -> int | None:
+    """The offset of the ``)`` closing the ``(`` at ``start`` (strings and comments
+    skipped), or None when ``text[start]`` is no ``(`` or it is never closed."""
+    if not text.startswith("(", start):
+        return None
+    depth = 0
+    pos = start
+    while pos < len(text):
+        skipped = _SKIP.match(text, pos)
+        if skipped is not None and skipped.end() > pos:
+            pos = skipped.end()
+            continue
+        char = text[pos]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return pos
+        pos += 1
+    return None
+
+
+_SKIP = re.compile(
+    r"'(?:[^'\\]|\\.|'')*(?:'|\Z)|--[^\n]*|/\*.*?(?:\*/|\Z)"
+    r"|\"(?:[^\"\\]|\\.|\"\")*(?:\"|\Z)|`(?:[^`]|``)*(?:`|\Z)",
+    re.S,
+)
 
 
 ALIAS_FN = "__sluice_as__"

@@ -15,9 +15,10 @@ A call made again with the same arguments during one load is answered from memor
 a macro is a function of its arguments and the project's variables, as the model cache
 already assumes (:mod:`sluice.core.model.loader` keeps a model's expansion until the
 macro files change). Calls whose macro asked for a table's columns
-(``evaluator.columns_to_types``) are the exception: they are asked each time, answered
-with :attr:`PythonMacros.columns_of`, and counted in :attr:`PythonMacros.columns_asked`
-(the loader does not cache the models they expand).
+(``evaluator.columns_to_types``) are the exception: they are asked each time and
+answered with :attr:`PythonMacros.columns_of`, the loader's column source (which also
+keeps the models they expand out of its cache, and may raise to make the file wait for
+a parent not read yet: the call is then answered "unknown" and that is raised again).
 """
 
 from __future__ import annotations
@@ -70,10 +71,6 @@ class PythonMacros:
         self.calls = 0
         self.columns_of: ColumnsOf | None = None
         """Answers ``evaluator.columns_to_types`` (set by the loader; None: nothing known)."""
-        self.columns_asked = 0
-        """How many times a macro asked for a table's columns."""
-        self.unknown_tables: list[str] = []
-        """Tables a macro asked the columns of that :attr:`columns_of` did not know."""
         self._memo: dict[str, dict[str, Any]] = {}
         self._names: frozenset[str] | None = None
         self._errors: list[SluiceError] = []
@@ -187,6 +184,7 @@ class PythonMacros:
         }
         self._send(request)
         asked = False
+        deferred: Exception | None = None
         while True:
             # A call made ahead before this one may still be under way: it has its own limit.
             seconds = CALL_SECONDS + AHEAD_SECONDS
@@ -195,19 +193,21 @@ class PythonMacros:
                 continue  # not for this call (answers made ahead are kept by _receive)
             if "columns" in line:
                 asked = True
-                self._send({"columns": self._columns(str(line["columns"]))})
+                try:
+                    found = self._columns(str(line["columns"]))
+                except Exception as exc:  # the loader's "not read yet": the file waits
+                    deferred, found = exc, None
+                self._send({"columns": found})
                 continue
+            if deferred is not None:
+                raise deferred  # the child has answered: it is ready for the next call
             if not asked:
                 self._memo[key] = line
             return line
 
     def _columns(self, table: str) -> list[list[str]] | None:
-        self.columns_asked += 1
         found = self.columns_of(table.lower()) if self.columns_of is not None else None
-        if found is None:
-            self.unknown_tables.append(table.lower())
-            return None
-        return [[str(n), str(t)] for n, t in found]
+        return [[str(n), str(t)] for n, t in found] if found is not None else None
 
     def _take_ahead(self) -> None:
         """Keep the answers the child has sent ahead so far, without waiting."""

@@ -72,6 +72,8 @@ _KINDS = {k.value for k in KindName} - {
     KindName.EXTERNAL.value,
     KindName.SEED.value,
     KindName.VIEW.value,
+    KindName.SCD_TYPE_2_BY_TIME.value,  # SCD type 2: SQL models only, for now
+    KindName.SCD_TYPE_2_BY_COLUMN.value,
 }
 _CONTEXTS = frozenset({"context", "ctx", "execution_context"})
 """Names the context argument goes by, for ``context.table("...")``."""

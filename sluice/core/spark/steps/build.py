@@ -4,7 +4,8 @@ Every write is idempotent, so a job killed half-way is finished by running it ag
 FULL and SEED tables are overwritten whole; an INCREMENTAL_BY_TIME_RANGE batch replaces
 exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the table as
 the new rows plus the old rows whose keys are absent, through a staging table that a
-restarted job recovers. A batch's interval is reported (a ``write`` event, recorded by the
+restarted job recovers; the SCD type 2 kinds merge the rows into the history the same way
+(:mod:`sluice.core.spark.steps.scd`). A batch's interval is reported (a ``write`` event, recorded by the
 service) only after its data is written.
 A table is created only after clearing its location of what a killed create left there
 (Spark writes a new table's files before the catalog knows the table).
@@ -27,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from sluice.core.model.pycode import run as pycode_run
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
+from sluice.core.spark.steps import scd
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.timeutil import to_datetime
 
@@ -103,6 +105,14 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             _write_time_range(spark, step, batch)
         elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
             _write_unique_key(spark, step, _batch_sql(step, batch))
+        elif kind.startswith("SCD_TYPE_2"):
+            scd.write_scd_type_2(
+                spark,
+                step,
+                _batch_sql(step, batch),
+                table_sql=_table_sql(step),
+                clear_location=_clear_location,
+            )
         else:
             sql = _batch_sql(step, batch)
             _create_if_missing(spark, step, sql)
@@ -122,28 +132,34 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     if written:
-        size = table_bytes(spark, table)
-        if size is not None:
-            ctx.write("table_size", model=name, version=version, bytes=size)
+        stats = table_statistics(spark, table)
+        if stats is not None:
+            size, rows = stats
+            ctx.write("table_size", model=name, version=version, bytes=size, rows=rows)
     return {"model": name, "version": version, "table": table, "batches": written}
 
 
-_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes\b")
+_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes(?:,\s*(\d+)\s+rows)?\b")
 
 
-def table_bytes(spark: SparkSession, table: str) -> int | None:
-    """The bytes of ``table``'s data files, as the catalog's statistics say once
-    ``ANALYZE ... NOSCAN`` has listed them (no data is read); None when the catalog keeps
-    no such statistic (a measurement never fails a build)."""
+def table_statistics(spark: SparkSession, table: str) -> tuple[int, int | None] | None:
+    """The bytes of ``table``'s data files and the rows it holds, as the catalog's
+    statistics say once ``ANALYZE ... COMPUTE STATISTICS`` has counted them (a count of
+    rows, which Parquet answers from its files' footers; no column is read); the rows are
+    None when the catalog kept no count, and the whole None when it keeps no statistics (a
+    measurement never fails a build)."""
     try:
-        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS NOSCAN")
+        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
         rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
     except Exception:
         return None
     for row in rows:
         if row["col_name"] == "Statistics":
             found = _STATISTICS.match(str(row["data_type"]))
-            return int(found.group(1)) if found else None
+            if found is None:
+                return None
+            counted = found.group(2)
+            return int(found.group(1)), int(counted) if counted is not None else None
     return None
 
 
@@ -291,7 +307,7 @@ def _clear_location(spark: SparkSession, table: str) -> None:
     fails (LOCATION_ALREADY_EXISTS). Table names are unique per model version, so files at
     the location of a table that does not exist are such remains.
     """
-    database, name = table.split(".", 1)
+    database, name = table.rsplit(".", 1)  # the database may be catalog.schema
     root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
     location = f"{root}/{name.lower()}"
     where = urlsplit(location)

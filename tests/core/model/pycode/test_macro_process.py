@@ -12,7 +12,6 @@ import pytest
 from sqlglot import exp
 
 from sluice.core.errors import SluiceError
-from sluice.core.model.columns import table_columns
 from sluice.core.model.loader import load_project
 from sluice.core.model.macro.registry import MacroError
 from sluice.core.model.pycode import child
@@ -317,23 +316,6 @@ def test_the_evaluator_shape_and_what_it_does_not_offer() -> None:
         evaluator.columns_to_types("shop.other")
     with pytest.raises(AttributeError, match="get_snapshot is not offered by Sluice"):
         evaluator.get_snapshot("shop.t")
-
-
-def test_table_columns_reads_what_the_loader_knows() -> None:
-    from sluice.core.model.definition import Kind, KindName, Model
-
-    def sql(query: str) -> Model:
-        return Model(name="s.m", kind=Kind(KindName.FULL), query_sql=query)
-
-    assert table_columns("s.m", {"s.m": sql("SELECT a, b + 1 AS c FROM t")}) == [
-        ("a", "UNKNOWN"),
-        ("c", "UNKNOWN"),
-    ]
-    assert table_columns("s.m", {"s.m": sql("SELECT t.*, a FROM t")}) is None
-    assert table_columns("s.m", {"s.m": sql("SELECT a + 1 FROM t")}) is None
-    assert table_columns("s.m", {"s.m": sql("SELECT 1 AS a UNION ALL SELECT 2")}) == [
-        ("a", "UNKNOWN")
-    ]
 
 
 def test_the_reading_ahead_is_off_without_macro_files(tmp_path: Path) -> None:

@@ -66,7 +66,8 @@ class MacroEvaluator:
                 "models whose every output column has a name (no *)"
             )
         return {
-            column: exp.DataType.build(kind, dialect="spark", udt=True) for column, kind in found
+            column: exp.DataType.build(kind or "unknown", dialect="spark", udt=True)
+            for column, kind in found
         }
 
     def var(self, name: str, default: Any = None) -> Any:
