@@ -84,6 +84,23 @@ def load_project(
             f"no models/ folder in {root}",
             hint="point --project at the folder that holds config.yaml and models/",
         )
+    # The macro process starts first: its Python and sqlglot load while this reads.
+    spawned = pycode_macros.spawn(root) if python is None else None
+    try:
+        return _load(root, use_cache, sluice, env, python, spawned)
+    finally:
+        if spawned is not None:
+            spawned.close()
+
+
+def _load(
+    root: Path,
+    use_cache: bool,
+    sluice: SluiceSettings | None,
+    env: Mapping[str, str] | None,
+    python: Refusal | None,
+    spawned: pycode_macros.PythonMacros | None,
+) -> Project:
     config = load_config(root, env=env)
     if sluice is not None:
         config = config.model_copy(update={"sluice": sluice})
@@ -122,7 +139,17 @@ def load_project(
     rendered = _render_jinja(root, files, config, env, errors)
     externals = _externals(root, errors, config.catalogs)
     known = _KnownColumns(externals)
-    with pycode_macros.active(root, config.variables):
+    # The macro process reads ahead the files the cache does not answer (pycode.macros).
+    parsed = [f for f in files if cache is None or not cache.has(f, rendered.texts)]
+    with pycode_macros.active(
+        root,
+        config.variables,
+        read_ahead=parsed,
+        dialect=config.model_defaults.dialect,
+        spawned=spawned,
+    ) as macros:
+        if macros is not None:
+            macros.columns_of = known  # evaluator.columns_to_types
         python_models: list[Model] = []
         for file in python_files:
             try:
@@ -376,7 +403,7 @@ def _waiting_names(
                 else None,
                 columns_of=_Placeholder(),
             )
-        except SluiceError:
+        except (SluiceError, _Pending):  # (a Python macro asking for columns not known)
             continue
         for model in models:
             waits[model.name] = file
@@ -747,6 +774,18 @@ class _Cache:
 
     def _key(self, display: str, text: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
+
+    def has(self, file: Path, rendered: Mapping[str, str]) -> bool:
+        """Whether the models of ``file`` (its text Jinja ``rendered``, if it has Jinja)
+        are cached as the file is now."""
+        entry = self.entries.get(str(file))
+        if entry is None:
+            return False
+        try:
+            text = rendered.get(str(file)) or _read(file)
+        except (OSError, SluiceError):
+            return False
+        return bool(entry.get("key") == self._key(str(file), text))
 
     def get(self, display: str, text: str) -> list[Model] | None:
         entry = self.entries.get(display)

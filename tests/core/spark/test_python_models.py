@@ -153,3 +153,41 @@ def execute(context, start, end, execution_time, **kwargs):
     )
     result = _unit_test(root, local_spark)
     assert result["passed"] is True, result["diff"]
+
+
+def test_sluice_query_reads_a_python_model_s_environment_views(
+    tmp_path: Path, local_spark: SparkSession
+) -> None:
+    """`sluice query ENV` reads a Python model's view like a SQL model's: prod's table
+    through prod's view, and the PR's rebuilt table through the PR environment's view,
+    with the SQL model downstream of it; the project loads with its Python macro."""
+    import json
+
+    from click.testing import CliRunner
+
+    from sluice.core.cli import cli
+
+    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    _apply(root, url, local_spark, "prod")
+    path = root / "models" / "customer_segments.py"
+    path.write_text(path.read_text().replace("LOYAL_ORDERS = 3", "LOYAL_ORDERS = 5"))
+    _apply(root, url, local_spark, "pr_1")
+
+    def query(environment: str, sql: str) -> dict[str, object]:
+        args = ["query", environment, sql, "--project", str(root), "--state", url]
+        result = CliRunner().invoke(cli, [*args, "--json", "--in-process"])
+        assert result.exit_code == 0, result.output
+        answer: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+        return answer
+
+    sql = "SELECT segment, COUNT(*) AS n FROM pyshop.customer_segments GROUP BY 1 ORDER BY 1"
+    assert query("prod", sql)["rows"] == [["big spender", 1], ["loyal", 1], ["occasional", 1]]
+    assert query("pr_1", sql)["rows"] == [["big spender", 2], ["occasional", 1]]
+    joined = query(
+        "pr_1",
+        "SELECT c.segment, s.* FROM pyshop.customer_segments AS c "
+        "JOIN pyshop.segment_counts AS s USING (segment) WHERE c.customer_id = 1",
+    )
+    assert joined["columns"][:2] == ["segment", "segment"]  # type: ignore[index]
+    assert joined["rows"][0][0] == "big spender"  # type: ignore[index]

@@ -1,16 +1,33 @@
 """The process that runs a project's Python macros (started by :mod:`.macros`).
 
-It reads one JSON line (the project root, the macro files, the variables), limits its own
-memory and CPU, installs :mod:`.guard`, imports the macro files, and answers with the
-names of the macros they registered (or the errors, each with file and line). Then it
-answers calls, one JSON line in and one out, until its input ends::
+It limits its own memory and CPU, imports sqlglot, reads one JSON line (the project root,
+the macro files, the variables, and optionally the model files to read ahead), installs
+:mod:`.guard`, imports the macro files, and answers with the names of the macros they
+registered (or the errors, each with file and line). Then it answers calls, one JSON line
+in and one out, until its input ends::
 
-    {"name": "total", "args": ["amount"], "kwargs": {}, "dialect": "spark"}
-    {"sql": ["SUM(amount)"]}                      (or {"error": {...}})
+    {"id": 1, "name": "total", "args": ["amount"], "kwargs": {}, "dialect": "spark"}
+    {"id": 1, "sql": ["SUM(amount)"]}                 (or {"id": 1, "error": {...}})
 
 Arguments arrive as SQL text, are parsed with sqlglot and given to the macro as
 expressions (or converted to ``str``, ``int``, ``float``, ``bool``, ``SQL`` or a list of
 them when the parameter is annotated so); what the macro returns goes back as SQL text.
+A macro that calls ``evaluator.columns_to_types(table)`` asks the loader for the table's
+columns with a line of its own (``{"id": 1, "columns": "schema.table"}``), answered with
+``{"columns": [[name, type], ...]}`` or ``{"columns": null}``.
+
+**Reading ahead.** Waiting for one answer per call costs both processes a wake-up each
+way, which at a thousand models is most of what Python macros add to a plan. So, when the
+setup names ``read_ahead`` files (the model files the loader is about to parse, in its
+order), the child reads them itself while the loader parses, finds the calls of its
+macros whose arguments are plain SQL (no ``@``), and sends what each returns before it is
+asked, one line per file (``{"ahead": [[key, answer], ...]}``; ``key`` as
+:func:`call_key`). An answer is the one an explicit call with the same argument SQL would
+get: the arguments are written as SQL and parsed again from that text, as for a call. A
+call the loader makes with other arguments is asked for as usual, and requests always go
+before the next file read ahead. A read-ahead call that needs the loader
+(``columns_to_types``) or takes longer than :data:`AHEAD_SECONDS` is dropped, and a slow
+one ends the reading ahead: the loader then asks for those calls one by one.
 """
 
 from __future__ import annotations
@@ -18,8 +35,13 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
+import re
 import resource
+import select
+import signal
 import sys
+import time
 import traceback
 import typing
 from collections.abc import Callable
@@ -117,8 +139,20 @@ def _signature(
     return known
 
 
+def call_key(name: str, args: list[str], kwargs: dict[str, str], dialect: str) -> str:
+    """What identifies a call's answer in one load: the macro, its arguments' SQL, the
+    dialect (a macro is a function of these and the project's variables)."""
+    return json.dumps([name.lower(), args, kwargs, dialect], sort_keys=True)
+
+
+Columns = Callable[[str], "list[tuple[str, str]] | None"]
+
+
 def _call(
-    function: Callable[..., Any], request: dict[str, Any], variables: dict[str, Any]
+    function: Callable[..., Any],
+    request: dict[str, Any],
+    variables: dict[str, Any],
+    columns: Columns | None = None,
 ) -> list[str]:
     import sqlglot
 
@@ -136,22 +170,243 @@ def _call(
     named = {
         k: _coerce(v, hints.get(k, inspect.Parameter.empty), dialect) for k, v in kwargs.items()
     }
-    return _sql(function(MacroEvaluator(dialect, variables), *positional, **named), dialect)
+    evaluator = MacroEvaluator(dialect, variables, columns)
+    return _sql(function(evaluator, *positional, **named), dialect)
+
+
+# -- reading ahead -------------------------------------------------------------------
+
+AHEAD_SECONDS = 0.5
+"""Longest a call made ahead may take; a slower one ends the reading ahead."""
+_CALL_START = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+class _Skip(BaseException):
+    """A call made ahead asked for something only the loader knows, or took too long.
+    (A BaseException, so that a macro's ``except Exception`` does not swallow it.)"""
+
+
+def _calls_in(text: str, names: frozenset[str]) -> list[tuple[str, list[str]]]:
+    """The calls ``@name(arg, ...)`` of ``names`` in ``text`` whose arguments hold no
+    macro, each with its arguments' text (strings, quoted names and comments inside them
+    kept whole). A call written in a comment or a string is found too: its answer is
+    never asked for, so it costs only the call."""
+    found: list[tuple[str, list[str]]] = []
+    for match in _CALL_START.finditer(text):
+        if match.group(1).lower() not in names:
+            continue
+        args = _arguments(text, match.end())
+        if args is not None and not any("@" in a for a in args):
+            found.append((match.group(1), args))
+    return found
+
+
+def _arguments(text: str, at: int) -> list[str] | None:
+    """The top-level, comma-separated arguments from ``text[at:]`` to the ``)`` that
+    closes the call (None when it is not closed)."""
+    depth: list[str] = []
+    args: list[str] = []
+    begin = i = at
+    while i < len(text):
+        c = text[i]
+        if c in "'\"`":
+            end = text.find(c, i + 1)
+            while end != -1 and c != "`" and text[end - 1] == "\\":
+                end = text.find(c, end + 1)
+            if end == -1:
+                return None
+            i = end + 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end == -1 else end
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end == -1 else end + 2
+            continue
+        if c in _CLOSERS:
+            depth.append(_CLOSERS[c])
+        elif depth and c == depth[-1]:
+            depth.pop()
+        elif c == ")":
+            args.append(text[begin:i].strip())
+            return [] if args == [""] else args
+        elif c == "," and not depth:
+            args.append(text[begin:i].strip())
+            begin = i + 1
+        i += 1
+    return None
+
+
+def _ahead_request(name: str, texts: list[str], dialect: str) -> dict[str, Any] | None:
+    """The request the loader would send for a call with these arguments, when each
+    parses alone (None when one does not)."""
+    import sqlglot
+    from sqlglot import exp
+
+    args: list[str] = []
+    kwargs: dict[str, str] = {}
+    for text in texts:
+        try:
+            node = sqlglot.parse_one(text, read=dialect)
+        except Exception:
+            return None
+        if isinstance(node, exp.PropertyEQ | exp.Kwarg):
+            kwargs[node.this.name.lower()] = node.expression.sql(dialect)
+        else:
+            args.append(node.sql(dialect))
+    return {"name": name, "args": args, "kwargs": kwargs, "dialect": dialect}
+
+
+class _Ahead:
+    """The model files still to read ahead, one at a time."""
+
+    def __init__(self, files: list[str], dialect: str, variables: dict[str, Any]) -> None:
+        self.files = list(reversed(files))
+        self.dialect = dialect
+        self.variables = variables
+        self.seen: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+    def stop(self) -> None:
+        self.files = []
+
+    def next_file(self, known: set[str]) -> list[list[Any]]:
+        """The answers of the next file's calls (``[key, answer]`` pairs)."""
+        from sluice.core.model.pycode import registry
+
+        path = self.files.pop()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, ValueError):
+            return []
+        answers: list[list[Any]] = []
+        for name, texts in _calls_in(text, frozenset(registry.MACROS)):
+            request = _ahead_request(name, texts, self.dialect)
+            if request is None:
+                continue
+            key = call_key(name, request["args"], request["kwargs"], self.dialect)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            answer = self._answer(registry.MACROS[name.lower()], request, known)
+            if answer is None:
+                continue
+            answers.append([key, answer])
+        return answers
+
+    def _answer(
+        self, function: Callable[..., Any], request: dict[str, Any], known: set[str]
+    ) -> dict[str, Any] | None:
+        asked: list[str] = []
+
+        def columns(table: str) -> list[tuple[str, str]] | None:
+            asked.append(table)
+            raise _Skip
+
+        started = time.monotonic()
+        answer: dict[str, Any] = {}
+        with _time_limit(AHEAD_SECONDS):
+            try:
+                answer = {"sql": _call(function, request, self.variables, columns)}
+            except _Skip:
+                answer = {}
+            except BaseException as exc:
+                answer = {"error": _error(exc, known, None)}
+        if time.monotonic() - started >= AHEAD_SECONDS:
+            self.stop()  # a slow macro: the loader asks for each call itself
+            return None
+        if asked or not answer:
+            return None  # what it returns depends on what only the loader knows
+        return answer
+
+
+class _time_limit:  # noqa: N801  (used as a context manager)
+    """Raise :class:`_Skip` in the code run inside after ``seconds``, and again every
+    quarter second until it ends (a macro's ``except`` cannot keep it running)."""
+
+    armed = False
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        signal.signal(signal.SIGALRM, self._fire)
+        _time_limit.armed = True
+        signal.setitimer(signal.ITIMER_REAL, self.seconds, 0.25)
+
+    def __exit__(self, *exc: object) -> bool:
+        _time_limit.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return isinstance(exc[1], _Skip)  # one fired on the way out: the call is over
+
+    @staticmethod
+    def _fire(signum: int, frame: Any) -> None:
+        if _time_limit.armed:
+            raise _Skip
+
+
+# -- the conversation ----------------------------------------------------------------
+
+
+class _Lines:
+    """Lines of standard input, read without blocking when asked."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.ended = False
+
+    def ready(self) -> bool:
+        """Whether a whole line (or the end of input) can be had without waiting."""
+        while b"\n" not in self.buffer and not self.ended:
+            if not select.select([0], [], [], 0)[0]:
+                return False
+            self._read()
+        return True
+
+    def next(self) -> dict[str, Any] | None:
+        """The next line (waiting for it); None at the end of input."""
+        while b"\n" not in self.buffer and not self.ended:
+            self._read()
+        if b"\n" not in self.buffer:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        value: dict[str, Any] = json.loads(line)
+        return value
+
+    def _read(self) -> None:
+        chunk = os.read(0, 1 << 16)
+        if chunk:
+            self.buffer += chunk
+        else:
+            self.ended = True
+
+
+def _write(out: Any, value: dict[str, Any]) -> None:
+    out.write(json.dumps(value) + "\n")
+    out.flush()
 
 
 def main() -> None:
     _limit()
-    setup = json.loads(sys.stdin.readline())
-    root = str(Path(setup["root"]).resolve())
-    files = [str(Path(f).resolve()) for f in setup["files"]]
-    variables = dict(setup.get("variables") or {})
-
     import sqlglot  # noqa: F401  (imported before the guard: its files are Python's own)
 
     from sluice.core.model.pycode import guard, registry
     from sluice.core.model.pycode.shim import PATH
     from sluice.core.model.pycode.shim.sqlmesh.core import macros  # noqa: F401
 
+    lines = _Lines()
+    setup = lines.next()
+    if setup is None:
+        return
+    root = str(Path(setup["root"]).resolve())
+    files = [str(Path(f).resolve()) for f in setup["files"]]
+    variables = dict(setup.get("variables") or {})
     sys.path[:0] = [PATH, root]
     guard.install([root, PATH])
     out = sys.stdout
@@ -169,19 +424,44 @@ def main() -> None:
             spec.loader.exec_module(loaded)
         except BaseException as exc:
             errors.append(_error(exc, known, file))
-    out.write(json.dumps({"macros": sorted(registry.MACROS), "errors": errors}) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        request = json.loads(line)
-        function = registry.MACROS.get(str(request.get("name", "")).lower())
-        try:
-            if function is None:
-                raise NameError(f"no Python macro {request.get('name')}")
-            answer: dict[str, Any] = {"sql": _call(function, request, variables)}
-        except BaseException as exc:
-            answer = {"error": _error(exc, known, None)}
-        out.write(json.dumps(answer) + "\n")
-        out.flush()
+    _write(out, {"macros": sorted(registry.MACROS), "errors": errors})
+    ahead = _Ahead(
+        [str(f) for f in setup.get("read_ahead") or []] if not errors else [],
+        str(setup.get("dialect") or "spark"),
+        variables,
+    )
+    while True:
+        if ahead and not lines.ready():
+            answers = ahead.next_file(known)
+            if answers:
+                _write(out, {"ahead": answers})
+            continue
+        request = lines.next()
+        if request is None:
+            return
+        _write(out, _answer(request, variables, known, lines, out))
+
+
+def _answer(
+    request: dict[str, Any], variables: dict[str, Any], known: set[str], lines: _Lines, out: Any
+) -> dict[str, Any]:
+    from sluice.core.model.pycode import registry
+
+    ident = request.get("id")
+    function = registry.MACROS.get(str(request.get("name", "")).lower())
+
+    def columns(table: str) -> list[tuple[str, str]] | None:
+        _write(out, {"id": ident, "columns": table})
+        reply = lines.next()
+        found = (reply or {}).get("columns")
+        return [(str(n), str(t)) for n, t in found] if found is not None else None
+
+    try:
+        if function is None:
+            raise NameError(f"no Python macro {request.get('name')}")
+        return {"id": ident, "sql": _call(function, request, variables, columns)}
+    except BaseException as exc:
+        return {"id": ident, "error": _error(exc, known, None)}
 
 
 if __name__ == "__main__":

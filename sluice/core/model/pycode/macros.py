@@ -2,26 +2,34 @@
 
 :func:`active` launches :mod:`.child` with an empty environment (no token, key, secret or
 database URL to find), hands it the macro files, and returns a :class:`PythonMacros` the
-macro evaluator calls (through :data:`sluice.core.model.macro.external.ACTIVE`). Each call
-is one JSON line each way; a call that takes more than :data:`CALL_SECONDS`, or a child
-that dies, ends the child and fails the model that called it, never the service.
+macro evaluator calls (through :data:`sluice.core.model.macro.external.ACTIVE`). A call
+that takes more than :data:`CALL_SECONDS`, or a child that dies, ends the child and fails
+the model that called it, never the service.
 
 The child imports the macro files while the loader goes on (its answer is awaited at the
-first Python macro call, or when the load ends, which fails if a file did not import), and
-a call made again with the same arguments during one load is answered from memory: a
-macro is a function of its arguments and the project's variables, as the model cache
+first Python macro call, or when the load ends, which fails if a file did not import).
+Given the model files the loader is about to parse (``read_ahead``), it reads them too and
+sends the answers of the calls it finds before they are asked for (see :mod:`.child`):
+the loader then takes an answer from memory instead of waiting a round trip for each.
+A call made again with the same arguments during one load is answered from memory too:
+a macro is a function of its arguments and the project's variables, as the model cache
 already assumes (:mod:`sluice.core.model.loader` keeps a model's expansion until the
-macro files change).
+macro files change). Calls whose macro asked for a table's columns
+(``evaluator.columns_to_types``) are the exception: they are asked each time and
+answered with :attr:`PythonMacros.columns_of`, the loader's column source (which also
+keeps the models they expand out of its cache, and may raise to make the file wait for
+a parent not read yet: the call is then answered "unknown" and that is raised again).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +37,7 @@ from typing import Any
 from sluice.core.errors import ModelError, ProjectErrors, SluiceError
 from sluice.core.model.macro import external
 from sluice.core.model.macro.registry import MacroError
+from sluice.core.model.pycode.child import AHEAD_SECONDS, call_key
 
 START_SECONDS = 60.0
 """Longest time the child may take to import the macro files."""
@@ -48,16 +57,27 @@ def macro_files(root: Path) -> list[Path]:
     ]
 
 
+ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
+"""The (name, Spark type) columns of a table by its lower-case name, None when unknown."""
+
+
 class PythonMacros:
     """A running child holding a project's Python macros."""
 
-    def __init__(self, root: Path, files: Sequence[Path], variables: Mapping[str, Any]) -> None:
+    def __init__(self, root: Path) -> None:
+        """Start the child (it imports sqlglot, then waits for :meth:`start`)."""
         root = root.resolve()
         self.root = root
         self.calls = 0
-        self._memo: dict[str, list[str]] = {}
+        self.columns_of: ColumnsOf | None = None
+        """Answers ``evaluator.columns_to_types`` (set by the loader; None: nothing known)."""
+        self._memo: dict[str, dict[str, Any]] = {}
         self._names: frozenset[str] | None = None
         self._errors: list[SluiceError] = []
+        self._buffer = b""
+        self._next_id = 0
+        self._closed = False
+        self._started = time.monotonic()
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
                 [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
@@ -71,12 +91,26 @@ class PythonMacros:
         assert self._process.stdout is not None
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._process.stdout, selectors.EVENT_READ)
+
+    def start(
+        self,
+        files: Sequence[Path],
+        variables: Mapping[str, Any],
+        *,
+        read_ahead: Sequence[Path] = (),
+        dialect: str = "spark",
+    ) -> None:
+        """Hand the child the macro files to import, the variables, and the model files
+        to read ahead (in the order they will be parsed)."""
+        here = os.getcwd()
         setup = {
-            "root": str(root),
+            "root": str(self.root),
             "files": [str(f.resolve()) for f in files],
             "variables": dict(variables),
+            # Absolute, not resolved: the child's guard resolves what it opens.
+            "read_ahead": [os.path.join(here, f) for f in read_ahead],
+            "dialect": dialect,
         }
-        self._started = time.monotonic()
         self._send(setup)  # the answer is read by _ready(), when it is needed
 
     @property
@@ -115,14 +149,15 @@ class PythonMacros:
         self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str
     ) -> list[str]:
         self.calls += 1
-        request = {"name": name, "args": list(args), "kwargs": dict(kwargs), "dialect": dialect}
-        key = json.dumps(request, sort_keys=True)
-        known = self._memo.get(key)
-        if known is not None:
-            return list(known)
+        key = call_key(name, list(args), dict(kwargs), dialect)
+        answer = self._memo.get(key)
         try:
-            self._ready()
-            answer = self._exchange(request, CALL_SECONDS, f"running @{name}")
+            if answer is None:
+                self._ready()
+                self._take_ahead()
+                answer = self._memo.get(key)
+            if answer is None:
+                answer = self._ask(name, args, kwargs, dialect, key)
         except ModelError as exc:
             raise MacroError(exc.message, exc.hint) from None
         if "error" in answer:
@@ -132,11 +167,59 @@ class PythonMacros:
                 f"Python macro @{name} failed{where}: {error.get('message')}",
                 "fix the macro in macros/, or the arguments given to it",
             )
-        sql = [str(s) for s in answer.get("sql", [])]
-        self._memo[key] = sql
-        return list(sql)
+        return [str(s) for s in answer.get("sql", [])]
+
+    def _ask(
+        self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str, key: str
+    ) -> dict[str, Any]:
+        """One call, asked of the child (answering its questions about columns)."""
+        self._next_id += 1
+        ident = self._next_id
+        request = {
+            "id": ident,
+            "name": name,
+            "args": list(args),
+            "kwargs": dict(kwargs),
+            "dialect": dialect,
+        }
+        self._send(request)
+        asked = False
+        deferred: Exception | None = None
+        while True:
+            # A call made ahead before this one may still be under way: it has its own limit.
+            seconds = CALL_SECONDS + AHEAD_SECONDS
+            line = self._receive(time.monotonic() + seconds, seconds, f"running @{name}")
+            if line.get("id") != ident:
+                continue  # not for this call (answers made ahead are kept by _receive)
+            if "columns" in line:
+                asked = True
+                try:
+                    found = self._columns(str(line["columns"]))
+                except Exception as exc:  # the loader's "not read yet": the file waits
+                    deferred, found = exc, None
+                self._send({"columns": found})
+                continue
+            if deferred is not None:
+                raise deferred  # the child has answered: it is ready for the next call
+            if not asked:
+                self._memo[key] = line
+            return line
+
+    def _columns(self, table: str) -> list[list[str]] | None:
+        found = self.columns_of(table.lower()) if self.columns_of is not None else None
+        return [[str(n), str(t)] for n, t in found] if found is not None else None
+
+    def _take_ahead(self) -> None:
+        """Keep the answers the child has sent ahead so far, without waiting."""
+        while self._selector.select(0):
+            if not self._fill():
+                return
+            self._split()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._process.poll() is None:
             try:
                 assert self._process.stdin is not None
@@ -146,10 +229,6 @@ class PythonMacros:
                 self._process.kill()
                 self._process.wait()
         self._selector.close()
-
-    def _exchange(self, request: dict[str, Any], seconds: float, doing: str) -> dict[str, Any]:
-        self._send(request)
-        return self._receive(time.monotonic() + seconds, seconds, doing)
 
     def _send(self, request: dict[str, Any]) -> None:
         process = self._process
@@ -161,23 +240,43 @@ class PythonMacros:
             pass  # the child ended (or was closed); reported by _receive
 
     def _receive(self, deadline: float, seconds: float, doing: str) -> dict[str, Any]:
-        process = self._process
-        assert process.stdout is not None
-        try:
-            line = _readline(process.stdout, self._selector, deadline)
-        except (OSError, ValueError):  # closed by close()
-            line = None
-        if line is None:
-            process.kill()
-            process.wait()
-            raise ModelError(
-                f"{doing} went past the limits of the Python process (more than {seconds:g} s, "
-                "or the memory or CPU it may use), or the process ended",
-                path=str(self.root / "macros"),
-                hint="make the macro faster; a macro must not read input, loop forever or exit",
-            )
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        """The child's next line that is not answers sent ahead (those are kept)."""
+        while True:
+            line = self._split()
+            if line is not None:
+                return line
+            left = deadline - time.monotonic()
+            try:
+                alive = left > 0 and bool(self._selector.select(left)) and self._fill()
+            except (OSError, ValueError):  # closed by close()
+                alive = False
+            if not alive:
+                self._process.kill()
+                self._process.wait()
+                raise ModelError(
+                    f"{doing} went past the limits of the Python process (more than "
+                    f"{seconds:g} s, or the memory or CPU it may use), or the process ended",
+                    path=str(self.root / "macros"),
+                    hint="make the macro faster; a macro must not read input, loop forever or exit",
+                )
+
+    def _fill(self) -> bool:
+        """Read what the child has written (False at its end)."""
+        stream: Any = self._process.stdout  # a BufferedReader: read1 takes what is there
+        chunk: bytes = stream.read1(1 << 16)
+        self._buffer += chunk
+        return bool(chunk)
+
+    def _split(self) -> dict[str, Any] | None:
+        """The first whole line of the buffer that is not answers sent ahead."""
+        while b"\n" in self._buffer:
+            raw, self._buffer = self._buffer.split(b"\n", 1)
+            line: dict[str, Any] = json.loads(raw)
+            if "ahead" not in line:
+                return line
+            for key, answer in line["ahead"]:
+                self._memo.setdefault(str(key), answer)
+        return None
 
     def _model_error(self, data: Mapping[str, Any], doing: str) -> SluiceError:
         return ModelError(
@@ -189,31 +288,31 @@ class PythonMacros:
         )
 
 
-def _readline(stream: Any, selector: selectors.BaseSelector, deadline: float) -> bytes | None:
-    """One line from the child's output (``stream``, registered with ``selector``), or
-    None past ``deadline`` or at its end."""
-    buffer = b""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not selector.select(left):
-            return None
-        chunk: bytes = stream.read1(65536)
-        if not chunk:
-            return None
-        buffer += chunk
-        if buffer.endswith(b"\n"):
-            return buffer
+def spawn(root: Path) -> PythonMacros | None:
+    """Start the project's macro process early (None when it has no Python macros): its
+    start overlaps what the loader reads first; :func:`active` then hands it the work."""
+    return PythonMacros(root) if macro_files(root) else None
 
 
 @contextmanager
-def active(root: Path, variables: Mapping[str, Any]) -> Iterator[PythonMacros | None]:
+def active(
+    root: Path,
+    variables: Mapping[str, Any],
+    *,
+    read_ahead: Sequence[Path] = (),
+    dialect: str = "spark",
+    spawned: PythonMacros | None = None,
+) -> Iterator[PythonMacros | None]:
     """The project's Python macros, callable from macro evaluation inside the block (None
-    and nothing started when the project has none)."""
+    and nothing started when the project has none). ``read_ahead``: the model files about
+    to be parsed, in order, whose calls the child answers before they are asked for;
+    ``spawned``: the process :func:`spawn` started for this load, if any."""
     files = macro_files(root)
     if not files:
         yield None
         return
-    macros = PythonMacros(root, files, variables)
+    macros = spawned or PythonMacros(root)
+    macros.start(files, variables, read_ahead=read_ahead, dialect=dialect)
     token = external.ACTIVE.set(macros)
     try:
         yield macros
