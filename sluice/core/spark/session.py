@@ -114,6 +114,9 @@ def spark_conf(settings: SparkSettings, paths: SparkPaths) -> dict[str, str]:
             "spark.sql.shuffle.partitions": "4",
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
+            # Models of one job build at once (sluice.core.spark.schedule), each thread's
+            # Spark jobs in a pool of its own: a long build does not starve the others.
+            "spark.scheduler.mode": "FAIR",
             # The driver imports sluice, so Python must be this interpreter (and its venv).
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
