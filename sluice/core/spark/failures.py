@@ -85,8 +85,10 @@ def job_failure(
         # The driver died from a signal (kill -9, the OOM killer): say so, and where.
         started = [e for e in seen if e.get("event") == "step_start"]
         finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
-        running = next((e for e in reversed(started) if e.get("index") not in finished), None)
-        at = f" during step '{running.get('label')}'" if running else ""
+        # Builds run at once: every step started and not finished was running.
+        running = [e.get("label") for e in started if e.get("index") not in finished]
+        named = ", ".join(f"'{label}'" for label in running)
+        at = f" during step{'s' if len(running) > 1 else ''} {named}" if running else ""
         return DriverLost(
             f"Spark job failed: the {which} was killed by signal {signum}{at}",
             hint="apply again: finished intervals are kept and the rest is computed; "

@@ -476,3 +476,18 @@ def test_the_job_error_names_the_first_failure_and_the_others() -> None:
     message = str(job_failure("j", seen))
     assert message.startswith("Spark job failed at step 'build s.a': AnalysisException: no x")
     assert "also failed: step 'build s.b': ValueError: bad" in message
+
+
+def test_a_lost_driver_names_every_step_that_was_running() -> None:
+    from sluice.core.errors import DriverLost
+    from sluice.core.spark.failures import job_failure
+
+    seen = [
+        {"event": "step_start", "index": 1, "label": "build s.a"},
+        {"event": "step_start", "index": 2, "label": "build s.b"},
+        {"event": "step_start", "index": 3, "label": "build s.c"},
+        {"event": "step_done", "index": 2, "label": "build s.b"},
+    ]
+    error = job_failure("j", seen, exit_code=137)
+    assert isinstance(error, DriverLost)
+    assert "during steps 'build s.a', 'build s.c'" in str(error)
