@@ -76,6 +76,8 @@ def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
     limit = concurrency(spec)
     builds = sum(1 for unit in units if unit.model is not None)
     sessions = _Sessions(spark, whole) if limit > 1 and builds > 1 else None
+    if sessions is not None and not sessions.usable():
+        sessions = None  # it said why, in a log event: one model at a time
 
     def work(unit: schedule.Unit, slot: int) -> None:
         if sessions is None:
@@ -210,6 +212,24 @@ class _Sessions:
             # A local property of this thread (PySpark pins a JVM thread to it).
             session.sparkContext.setLocalProperty("spark.scheduler.pool", f"sluice-{slot}")
         return session
+
+    def usable(self) -> bool:
+        """Whether this Spark can copy the job's session (a Spark Connect server older
+        than PySpark 4.3's cannot clone sessions); when not, says so in a log event."""
+        try:
+            self._clone()  # released with the others (made before the first steps, so
+            # not a worker's: those are made after them)
+        except Exception as exc:
+            self.emit(
+                {
+                    "event": "log",
+                    "message": "concurrent builds need a copy of the job's Spark session, "
+                    f"which this Spark cannot make ({spark_error(exc).splitlines()[0]}): "
+                    "building one model at a time",
+                }
+            )
+            return False
+        return True
 
     def wrote(self, table: str) -> None:
         """A worker's session wrote ``table``."""

@@ -321,11 +321,17 @@ def diamond(limit: int) -> dict[str, Any]:
 
 
 def run(
-    spec: dict[str, Any], handlers: Handlers, monkeypatch: pytest.MonkeyPatch
+    spec: dict[str, Any],
+    handlers: Handlers,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    cannot_copy: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | BaseException, FakeSpark]:
     spark = FakeSpark()
 
     def clone(self: Any) -> FakeSpark:
+        if cannot_copy:  # a Spark Connect server older than PySpark 4.3's
+            raise RuntimeError("UNSUPPORTED: CloneSession\nmore")
         copy = FakeSpark(spark.sparkContext)
         spark.copies.append(copy)
         return copy
@@ -491,3 +497,19 @@ def test_a_lost_driver_names_every_step_that_was_running() -> None:
     error = job_failure("j", seen, exit_code=137)
     assert isinstance(error, DriverLost)
     assert "during steps 'build s.a', 'build s.c'" in str(error)
+
+
+def test_a_spark_that_cannot_copy_sessions_builds_one_model_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old_events, old_results, _ = run(diamond(4), Handlers(), monkeypatch)
+    events, results, spark = run(diamond(4), Handlers(), monkeypatch, cannot_copy=True)
+    assert spark.copies == []
+    assert results == old_results
+    said = [e["message"] for e in events if e["event"] == "log"]
+    assert said == [
+        "concurrent builds need a copy of the job's Spark session, which this Spark cannot "
+        "make (RuntimeError: UNSUPPORTED: CloneSession): building one model at a time"
+    ]
+    assert not any("worker" in e for e in events)
+    assert writes(events) == writes(old_events)
