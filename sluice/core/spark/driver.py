@@ -244,6 +244,16 @@ class _Sessions:
         session outlives the job)."""
         with self._lock:
             written, self._written = self._written, []
+        if not written:
+            return
+        if not self.connect:
+            try:
+                # One call, no file listing: the job's session forgets every table it
+                # resolved (refreshing each table would list its files: seconds for 50).
+                self.spark._jsparkSession.sessionState().catalog().invalidateAllCachedTables()
+                return
+            except Exception:  # not a JVM session as expected: table by table
+                pass
         for name in dict.fromkeys(written):
             try:
                 self.spark.catalog.refreshTable(name)
