@@ -127,6 +127,11 @@ class SparkSettings(_Frozen):
     mode: Literal["submit", "connect"] = "submit"
     """How jobs reach Spark: ``submit``, one ``spark-submit`` per job; ``connect``, a child
     per job on a warm Spark Connect server (sluice.core.spark.connect). Service-only."""
+    concurrent_tasks: int = Field(default=4, ge=1, le=32)
+    """How many models of one job build at once in its Spark application (each in a Spark
+    session of its own, in a FAIR scheduler pool): independent models build concurrently,
+    a model once its parents are built and audited. 1: one at a time. The service caps it
+    with its own setting (``SLUICE_SPARK_CONCURRENT_TASKS``)."""
     remote: str | None = Field(default=None, pattern=r"^sc://\S+$")
     """With ``mode: connect``, the user's Spark Connect endpoint (``sc://host:port/;...``),
     used as is; None: a server the service starts on 127.0.0.1. Service-only."""

@@ -59,6 +59,9 @@ class ServiceSettings(BaseSettings):
     """How each Spark job runs (``SLUICE_SPARK_MODE``): ``submit``, one ``spark-submit`` per
     job; ``connect``, a short-lived Python child per job on a warm Spark Connect server the
     service starts on 127.0.0.1 (or ``SLUICE_SPARK_REMOTE``'s)."""
+    spark_concurrent_tasks: int = Field(default=4, ge=1, le=32)
+    """The most models of one job that build at once (``SLUICE_SPARK_CONCURRENT_TASKS``): a
+    repository's ``sluice.spark.concurrent_tasks`` is used up to this."""
     spark_remote: str | None = None
     """A Spark Connect endpoint of the user's (``sc://host:port``) for ``connect`` mode;
     unset: the service's own local server."""
@@ -168,6 +171,7 @@ class ServiceSettings(BaseSettings):
             mode=self.spark_mode,
             remote=self.spark_remote,
             conf=dict(self.spark_conf),
+            concurrent_tasks=self.spark_concurrent_tasks,
         )
 
     def serves(self, forge: str, repo: str) -> bool:

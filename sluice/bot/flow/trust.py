@@ -129,7 +129,8 @@ class Settings:
 
     def spark(self, service: SparkSettings) -> SparkSettings:
         """Spark as the service runs it: its master, deploy mode and settings, plus the prod
-        branch's tuning (the service's settings win) and table format."""
+        branch's tuning (the service's settings win), table format and concurrent builds
+        (up to the service's)."""
         tuning, _refused = split_spark_conf(self.sluice.spark.conf)
         return SparkSettings(
             master=service.master,
@@ -138,6 +139,7 @@ class Settings:
             remote=service.remote,
             conf={**tuning, **service.conf},
             table_format=self.sluice.spark.table_format,
+            concurrent_tasks=min(self.sluice.spark.concurrent_tasks, service.concurrent_tasks),
         )
 
     def for_project(self, service: SparkSettings) -> SluiceSettings:

@@ -98,7 +98,10 @@ def progress(event: dict[str, Any]) -> None:
     if kind == "step_start":
         err.print(f"[dim]→ {event.get('label')}[/]", highlight=False)
     elif kind == "step_done" and event.get("seconds", 0) >= 1:
-        err.print(f"[dim]  done in {event['seconds']:.1f} s[/]", highlight=False)
+        # Builds run at once, so a step's end names it.
+        err.print(
+            f"[dim]  {event.get('label')}: done in {event['seconds']:.1f} s[/]", highlight=False
+        )
     elif kind == "log":
         err.print(f"[dim]  {event.get('message')}[/]", highlight=False)
     elif kind == "waiting":

@@ -478,11 +478,15 @@ class ConnectRunner(SubmitRunner):
         if code is not None and code >= 0 and not timed_out:
             return
         # Killed, out of time or stopped by us: the server still runs what the child asked.
-        session = next(
-            (e.get("session_id") for e in seen if e.get("event") == "session_ready"), None
-        )
-        if session:
-            interrupt_session(env[REMOTE_ENV], str(session), Path(env["HOME"]))
+        # The job's session, and those its concurrent builds opened.
+        sessions = [
+            e.get("session_id")
+            for e in seen
+            if e.get("event") in ("session_ready", "session_opened")
+        ]
+        for session in sessions:
+            if session:
+                interrupt_session(env[REMOTE_ENV], str(session), Path(env["HOME"]))
 
 
 def make_runner(settings: SparkSettings, paths: SparkPaths, **kwargs: Any) -> SubmitRunner:

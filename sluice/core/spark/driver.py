@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.spark import events
+from sluice.core.spark import events, schedule
 from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.steps.context import Handler, StepContext, spark_error
 
@@ -50,55 +51,243 @@ def handlers() -> dict[str, Handler]:
 
 
 def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
-    """Run every step of ``spec`` in order; stop at the first failure.
+    """Run the steps of ``spec``: independent models' builds at once (at most
+    ``spec["concurrent_tasks"]``, each in a session of its own: :class:`_Sessions`), every
+    other step alone, in the order :mod:`sluice.core.spark.schedule` gives; stop at the
+    first failure (steps already running finish).
+
+    ``emit`` is called from one thread at a time (each event whole, whatever thread sent
+    it); the results come back in the order of the steps.
 
     Raises:
-        StepFailed: naming the step, after emitting a ``step_failed`` event.
+        StepFailed: naming the first step that failed, after emitting its ``step_failed``
+            event (and any other running step's).
     """
-    ctx = StepContext(job=spec, emit=emit)
+    lock = threading.Lock()
+
+    def whole(event: dict[str, Any]) -> None:
+        with lock:
+            emit(event)
+
+    ctx = StepContext(job=spec, emit=whole)
     table = handlers()
-    for index, step in enumerate(spec["steps"]):
-        label = step.get("label", step["type"])
-        emit({"event": "step_start", "index": index, "type": step["type"], "label": label})
-        began = time.monotonic()
-        try:
-            handler = table.get(step["type"])
-            if handler is None:
-                raise ValueError(f"the driver has no step of type {step['type']!r}")
-            result = handler(spark, step, ctx)
-        except Exception as exc:
-            message = spark_error(exc)
-            emit(
-                {
-                    "event": "step_failed",
-                    "index": index,
-                    "type": step["type"],
-                    "label": label,
-                    "error": message,
-                    "error_class": exc.__class__.__name__,
-                }
-            )
-            raise StepFailed(step, message) from exc
-        if result is not None:
-            ctx.results[step.get("id", str(index))] = result
-            if step["type"] == "unit_test":
-                ctx.write(
-                    "save_result",
-                    kind="unit_test",
-                    name=str(result.get("name")),
-                    passed=bool(result.get("passed")),
-                    payload=result,
-                )
-        emit(
+    steps = spec["steps"]
+    units = schedule.units(steps)
+    limit = concurrency(spec)
+    builds = sum(1 for unit in units if unit.model is not None)
+    sessions = _Sessions(spark, whole) if limit > 1 and builds > 1 else None
+    if sessions is not None and not sessions.usable():
+        sessions = None  # it said why, in a log event: one model at a time
+
+    def work(unit: schedule.Unit, slot: int) -> None:
+        if sessions is None:
+            for index in unit.steps:
+                _run_step(index, steps[index], spark, ctx, table, None)
+        elif unit.model is None:  # a step that runs alone, in the job's session
+            sessions.catch_up()
+            for index in unit.steps:
+                _run_step(index, steps[index], spark, ctx, table, None)
+            sessions.refresh()  # it may have changed the job's session
+        else:
+            session = sessions.worker(slot)
+            try:
+                for index in unit.steps:
+                    _run_step(index, steps[index], session, ctx, table, slot)
+            finally:
+                sessions.wrote(str(dict(steps[unit.steps[0]]).get("table")))
+
+    try:
+        schedule.run(units, work, limit if sessions is not None else 1)
+    finally:
+        if sessions is not None:
+            sessions.close()
+    keys = [step.get("id", str(index)) for index, step in enumerate(steps)]
+    return {key: ctx.results[key] for key in keys if key in ctx.results}
+
+
+def concurrency(spec: JobSpec) -> int:
+    """How many models of ``spec`` may build at once (its ``concurrent_tasks``, bounded)."""
+    asked = spec.get("concurrent_tasks", schedule.DEFAULT_LIMIT)
+    if type(asked) is not int or asked < 1:
+        raise ValueError(
+            f"the job spec's concurrent_tasks is {asked!r}: it must be a whole number from 1 "
+            f"to {schedule.MAX_LIMIT}"
+        )
+    return min(asked, schedule.MAX_LIMIT)
+
+
+def _run_step(
+    index: int,
+    step: Step,
+    spark: SparkSession,
+    ctx: StepContext,
+    table: dict[str, Handler],
+    worker: int | None,
+) -> None:
+    """Run one step, its events around it (``worker``: the concurrent build slot running it)."""
+    label = step.get("label", step["type"])
+    fields: dict[str, Any] = dict(step)
+    about: dict[str, Any] = {}
+    if "model" in fields:  # a build's, an audit's, a unit test's: whose the events are
+        about["model"] = fields["model"]
+    if worker is not None:
+        about["worker"] = worker
+    ctx.emit({"event": "step_start", "index": index, "type": step["type"], "label": label, **about})
+    began = time.monotonic()
+    try:
+        handler = table.get(step["type"])
+        if handler is None:
+            raise ValueError(f"the driver has no step of type {step['type']!r}")
+        result = handler(spark, step, ctx)
+    except Exception as exc:
+        message = spark_error(exc)
+        ctx.emit(
             {
-                "event": "step_done",
+                "event": "step_failed",
                 "index": index,
+                "type": step["type"],
                 "label": label,
-                "seconds": round(time.monotonic() - began, 3),
-                "result": result,
+                "error": message,
+                "error_class": exc.__class__.__name__,
+                **about,
             }
         )
-    return ctx.results
+        raise StepFailed(step, message) from exc
+    if result is not None:
+        ctx.results[step.get("id", str(index))] = result
+        if step["type"] == "unit_test":
+            ctx.write(
+                "save_result",
+                kind="unit_test",
+                name=str(result.get("name")),
+                passed=bool(result.get("passed")),
+                payload=result,
+            )
+    ctx.emit(
+        {
+            "event": "step_done",
+            "index": index,
+            "label": label,
+            "seconds": round(time.monotonic() - began, 3),
+            "result": result,
+            **about,
+        }
+    )
+
+
+class _Sessions:
+    """The Spark sessions of concurrent builds: one per worker slot, each a copy of the
+    job's session (its settings, temporary views and functions, current database) made
+    when the slot first builds, and again after a step that ran alone (``before_all`` may
+    set a setting). A model's ``session_properties`` and temporary views stay in its
+    worker's session, so builds running at once cannot see each other's.
+
+    On classic Spark each slot's builds go to a FAIR scheduler pool of its own
+    (``sluice-<slot>``; ``spark.scheduler.mode`` is ``FAIR``: :func:`sluice.core.spark.
+    session.spark_conf`), so a long build does not hold back the others' tasks. A Spark
+    Connect session is a server-side session of its own (the client reports it with a
+    ``session_opened`` event, so the runner can interrupt it as it does the job's); the
+    server runs each session's operations on threads of its own.
+    """
+
+    def __init__(self, spark: SparkSession, emit: Emit) -> None:
+        self.spark = spark
+        self.emit = emit
+        self.connect = type(spark).__module__.startswith("pyspark.sql.connect")
+        self.generation = 0
+        self._lock = threading.Lock()
+        self._slots: dict[int, tuple[int, SparkSession]] = {}
+        self._opened: list[SparkSession] = []
+        self._written: list[str] = []
+
+    def worker(self, slot: int) -> SparkSession:
+        """The session of worker ``slot`` (called on that worker's thread)."""
+        held = self._slots.get(slot)
+        if held is not None and held[0] == self.generation:
+            session = held[1]
+        else:
+            session = self._clone()
+            self._slots[slot] = (self.generation, session)
+        if not self.connect:
+            # A local property of this thread (PySpark pins a JVM thread to it).
+            session.sparkContext.setLocalProperty("spark.scheduler.pool", f"sluice-{slot}")
+        return session
+
+    def usable(self) -> bool:
+        """Whether this Spark can copy the job's session (a Spark Connect server older
+        than PySpark 4.3's cannot clone sessions); when not, says so in a log event."""
+        try:
+            self._clone()  # released with the others (made before the first steps, so
+            # not a worker's: those are made after them)
+        except Exception as exc:
+            self.emit(
+                {
+                    "event": "log",
+                    "message": "concurrent builds need a copy of the job's Spark session, "
+                    f"which this Spark cannot make ({spark_error(exc).splitlines()[0]}): "
+                    "building one model at a time",
+                }
+            )
+            return False
+        return True
+
+    def wrote(self, table: str) -> None:
+        """A worker's session wrote ``table``."""
+        with self._lock:
+            self._written.append(table)
+
+    def catch_up(self) -> None:
+        """Make the job's session read the tables the workers wrote: a session keeps the
+        file listing of a table it has read, and a write in another session does not
+        update it (a read would then look for the files the write replaced). Done before
+        a step that runs in the job's session, and at the job's end (an in-process
+        session outlives the job)."""
+        with self._lock:
+            written, self._written = self._written, []
+        if not written:
+            return
+        if not self.connect:
+            try:
+                # One call, no file listing: the job's session forgets every table it
+                # resolved (refreshing each table would list its files: seconds for 50).
+                self.spark._jsparkSession.sessionState().catalog().invalidateAllCachedTables()
+                return
+            except Exception:  # not a JVM session as expected: table by table
+                pass
+        for name in dict.fromkeys(written):
+            try:
+                self.spark.catalog.refreshTable(name)
+            except Exception:  # a build that failed before creating its table
+                continue
+
+    def refresh(self) -> None:
+        """The job's session may have changed: copy it again before the next build."""
+        self.generation += 1
+
+    def _clone(self) -> SparkSession:
+        if self.connect:
+            session: SparkSession = self.spark.cloneSession()  # type: ignore[attr-defined]
+            self.emit({"event": "session_opened", "session_id": session.session_id})  # type: ignore[attr-defined]
+        else:
+            from pyspark.sql import SparkSession
+
+            jsession = self.spark._jsparkSession.cloneSession()
+            session = SparkSession(self.spark.sparkContext, jsession)
+        with self._lock:
+            self._opened.append(session)
+        return session
+
+    def close(self) -> None:
+        """Bring the job's session up to date (:meth:`catch_up`); release the Spark Connect
+        sessions (a classic copy holds nothing to release)."""
+        self.catch_up()
+        if not self.connect:
+            return
+        for session in self._opened:
+            try:
+                session.stop()
+            except Exception:  # best effort: the server ends idle sessions itself
+                traceback.print_exc()
 
 
 def _print(event: dict[str, Any]) -> None:

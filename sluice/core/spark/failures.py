@@ -72,7 +72,9 @@ def job_failure(
     if log_path is not None:
         where.append(f"full log: {log_path}")
     tail = f" ({'; '.join(where)})" if where else ""
-    step = next((e for e in reversed(seen) if e.get("event") == "step_failed"), None)
+    # The first failure stopped the job; builds running then may have failed too.
+    failed = [e for e in seen if e.get("event") == "step_failed"]
+    step = failed[0] if failed else None
     reported = step is not None or any(e.get("event") == "job_failed" for e in seen)
     signum = None
     if exit_code is not None and exit_code < 0:
@@ -83,16 +85,23 @@ def job_failure(
         # The driver died from a signal (kill -9, the OOM killer): say so, and where.
         started = [e for e in seen if e.get("event") == "step_start"]
         finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
-        running = next((e for e in reversed(started) if e.get("index") not in finished), None)
-        at = f" during step '{running.get('label')}'" if running else ""
+        # Builds run at once: every step started and not finished was running.
+        running = [e.get("label") for e in started if e.get("index") not in finished]
+        named = ", ".join(f"'{label}'" for label in running)
+        at = f" during step{'s' if len(running) > 1 else ''} {named}" if running else ""
         return DriverLost(
             f"Spark job failed: the {which} was killed by signal {signum}{at}",
             hint="apply again: finished intervals are kept and the rest is computed; "
             f"if it was the OOM killer, give the driver more memory{tail}",
         )
     if step is not None:
+        also = "".join(
+            f"\n  also failed: step '{e.get('label')}': {str(e.get('error')).splitlines()[0]}"
+            for e in failed[1:]
+            if e.get("error")
+        )
         return ExecutionError(
-            f"Spark job failed at step '{step.get('label')}': {step.get('error')}",
+            f"Spark job failed at step '{step.get('label')}': {step.get('error')}{also}",
             hint=f"fix the step's cause and run again{tail}",
         )
     job = next((e for e in reversed(seen) if e.get("event") == "job_failed"), None)

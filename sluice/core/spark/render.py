@@ -179,6 +179,8 @@ def build_steps(
             }
         )
     backfills = {b.name: b for b in plan.backfill}
+    built = {s.name for s in plan.snapshots if s.name in backfills or s.name in create_views}
+    parents = built_parents(plan.snapshots, built)
     for snap in plan.snapshots:
         model = snap.model
         kind = model.kind.name
@@ -204,6 +206,7 @@ def build_steps(
             "clustered_by": list(layout.clustered_by),
             "table_properties": [list(p) for p in layout.properties],
             "session_properties": [list(p) for p in model.session_properties],
+            "parents": parents[snap.name],
         }
         if kind == KindName.SEED:
             assert model.kind.seed_path is not None
@@ -239,6 +242,29 @@ def build_steps(
     if len(steps) == 1 and steps[0]["label"] == "create physical schemas":
         return []  # nothing to build (a virtual update): no schema to create either
     return steps
+
+
+def built_parents(snapshots: Iterable[Snapshot], built: set[str]) -> dict[str, list[str]]:
+    """For each model in ``built``, the models of ``built`` it reads: its parents, and
+    through a parent not in ``built`` (already built, or a view of one), that parent's.
+    A build waits for exactly these (:mod:`sluice.core.spark.schedule`)."""
+    depends = {s.name: s.model.depends_on for s in snapshots}
+    found: dict[str, frozenset[str]] = {}
+
+    def reach(name: str) -> frozenset[str]:
+        # Through the models not built here (memoized; the DAG has no cycle).
+        if name not in found:
+            found[name] = frozenset()  # a guard, should a cycle ever get this far
+            names: set[str] = set()
+            for parent in depends.get(name, ()):
+                if parent in built:
+                    names.add(parent)
+                elif parent in depends:
+                    names |= reach(parent)
+            found[name] = frozenset(names)
+        return found[name]
+
+    return {name: sorted(reach(name)) for name in depends if name in built}
 
 
 def _audit_steps(

@@ -135,6 +135,11 @@ class BuildStep(StepBase):
     """``[key, value]`` pairs set (``spark.sql.*``) for this build only."""
     scd: NotRequired[ScdSpec]
     """SCD type 2 models only."""
+    parents: NotRequired[list[str]]
+    """The models this job builds that this one reads, directly or through models the job
+    does not build: its build starts once theirs are built and audited
+    (:mod:`sluice.core.spark.schedule`). Absent (a hand-written spec): after every build
+    before it in the job."""
 
 
 class AuditStep(StepBase):
@@ -282,6 +287,9 @@ class JobSpec(TypedDict):
     """The environment the job points (apply, and a preview that builds)."""
     base_plan_id: NotRequired[str | None]
     """The plan the environment was at when the job's plan was made (same jobs)."""
+    concurrent_tasks: NotRequired[int]
+    """How many models may build at once (1 to 32; default 4): set by the runner from
+    ``sluice.spark.concurrent_tasks`` (:mod:`sluice.core.spark.submit`)."""
     state_url: NotRequired[None]
     """Never a URL: the runner refuses a spec holding one, and strips the key before the
     driver gets the spec (:mod:`sluice.core.spark.submit`); declared so that mypy refuses

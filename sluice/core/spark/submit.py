@@ -192,8 +192,10 @@ def _refuse_spec(problem: str) -> ExecutionError:
     )
 
 
-def _prepare(spec: JobSpec) -> tuple[JobSpec, JobWrites]:
-    """The spec as the driver gets it (with its job id), and the checker of its writes.
+def _prepare(spec: JobSpec, settings: SparkSettings) -> tuple[JobSpec, JobWrites]:
+    """The spec as the driver gets it (with its job id, and how many models it may build
+    at once: ``settings.concurrent_tasks`` unless the spec says), and the checker of its
+    writes.
 
     Raises:
         ExecutionError: the spec carries a state URL, or a value of a secret setting.
@@ -201,6 +203,7 @@ def _prepare(spec: JobSpec) -> tuple[JobSpec, JobWrites]:
     if spec.get("state_url"):
         raise _refuse_spec("carries a state URL (state_url)")
     spec = {**spec, "job_id": _job_id(spec)}
+    spec.setdefault("concurrent_tasks", settings.concurrent_tasks)
     spec.pop("state_url", None)  # a falsy one (None, ""): not sent either
     text = json.dumps(spec, default=str)
     for name, value in _secret_values():
@@ -413,7 +416,7 @@ class SubmitRunner(_RunnerBase):
                 driver asked for a write its spec does not allow (``WriteRefused``), or the
                 job failed (naming the step and its error).
         """
-        spec, writes = _prepare(spec)
+        spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
         home = self.paths.logs / f"{_safe(job_id)}.home"
         env = self.environment(home)
@@ -578,7 +581,7 @@ class InProcessRunner(_RunnerBase):
         from sluice.core.spark import driver
         from sluice.core.spark.steps.context import spark_error
 
-        spec, writes = _prepare(spec)
+        spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
         seen: list[dict[str, Any]] = []
 
