@@ -27,7 +27,10 @@ skip_tests=True).build()``: loading, rendering, fingerprinting and categorizing,
 apply, no tests, no printing (less than ``sqlmesh plan`` does). "cold" is with both tools'
 caches removed (Sluice's ``.sluice/``, SQLMesh's ``.cache/``); "warm" runs again right
 after, with the cache the cold run left. Time is the process's wall clock and memory its
-peak RSS (``wait4``), both read by this script.
+peak RSS (``wait4``: the largest of the process and its children, not their sum; SQLMesh
+loads models in a pool of worker processes, one per core, so it uses both cores of this
+machine where Sluice uses one, and its memory in all is more than shown), both read by
+this script.
 """
 
 from __future__ import annotations
@@ -302,11 +305,11 @@ def against_sqlmesh(base: Path, python: str, sizes: list[int], reps: list[int]) 
                 for cold in (True, False):
                     result = plan_once(tool, interpreter, root, base / f"{tool}-state.db", cold)
                     runs.setdefault((tool, cold), []).append(result)
-            line = ", ".join(
-                f"{tool} {runs[(tool, True)][-1][0]:.2f}/{runs[(tool, False)][-1][0]:.2f} s"
-                for tool in ("sluice", "sqlmesh")
-            )
-            print(f"  {count} models, rep {rep + 1} (cold/warm): {line}", flush=True)
+                    print(
+                        f"  {count} models, rep {rep + 1}, {tool} {'cold' if cold else 'warm'}: "
+                        f"{result[0]:.2f} s, {result[1]:.0f} MB",
+                        flush=True,
+                    )
         med = {
             key: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
             for key, v in runs.items()
