@@ -26,7 +26,8 @@ same model defaults as the project's config.yaml) and ``plan_builder("prod",
 skip_tests=True).build()``: loading, rendering, fingerprinting and categorizing, with no
 apply, no tests, no printing (less than ``sqlmesh plan`` does). "cold" is with both tools'
 caches removed (Sluice's ``.sluice/``, SQLMesh's ``.cache/``); "warm" runs again right
-after, with the cache the cold run left. Time is the process's wall clock and memory its
+after, with the cache the cold run left. Time is the process's wall clock and its CPU
+(user + system, its children's included: what holds on a loaded machine); memory is its
 peak RSS (``wait4``: the largest of the process and its children, not their sum; SQLMesh
 loads models in a pool of worker processes, one per core, so it uses both cores of this
 machine where Sluice uses one, and its memory in all is more than shown), both read by
@@ -254,8 +255,9 @@ print(len(context.models), len(plan.new_snapshots))
 BYTECODE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(command: list[str]) -> tuple[float, float, str]:
-    """Run ``command``; its wall seconds, its peak RSS in MB and its stdout."""
+def timed(command: list[str]) -> tuple[float, float, float, str]:
+    """Run ``command``; its wall seconds, CPU seconds (user + system, its children's
+    included), peak RSS in MB and its stdout."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=BYTECODE_ENV)
@@ -266,10 +268,13 @@ def timed(command: list[str]) -> tuple[float, float, str]:
         stderr.seek(0)
         if process.returncode != 0:
             raise SystemExit(f"{command[:3]} failed:\n{stderr.read().decode()[-3000:]}")
-        return seconds, usage.ru_maxrss / 1024, stdout.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        return seconds, cpu, usage.ru_maxrss / 1024, stdout.read().decode()
 
 
-def plan_once(tool: str, python: str, root: Path, state: Path, cold: bool) -> tuple[float, float]:
+def plan_once(
+    tool: str, python: str, root: Path, state: Path, cold: bool
+) -> tuple[float, float, float]:
     """One planning process of ``tool`` on ``root`` from the empty state ``state``."""
     if cold:
         shutil.rmtree(root / ".sluice", ignore_errors=True)
@@ -277,16 +282,16 @@ def plan_once(tool: str, python: str, root: Path, state: Path, cold: bool) -> tu
     state.unlink(missing_ok=True)
     if tool == "sluice":
         command = [python, "-m", "sluice", "plan", "prod", "--project", str(root)]
-        seconds, rss, out = timed([*command, "--state", f"sqlite:///{state}"])
+        seconds, cpu, rss, out = timed([*command, "--state", f"sqlite:///{state}"])
         if "nothing to do" in out.lower():
             raise SystemExit(f"Sluice planned nothing for {root}")
     else:
-        seconds, rss, out = timed([python, "-c", SQLMESH_PLAN, str(root), str(state)])
+        seconds, cpu, rss, out = timed([python, "-c", SQLMESH_PLAN, str(root), str(state)])
         models, new = out.split()
         if models != new:
             raise SystemExit(f"SQLMesh planned {new} new of {models} models")
     state.unlink(missing_ok=True)
-    return seconds, rss
+    return seconds, cpu, rss
 
 
 def against_sqlmesh(base: Path, python: str, sizes: list[int], reps: list[int]) -> None:
@@ -297,7 +302,7 @@ def against_sqlmesh(base: Path, python: str, sizes: list[int], reps: list[int]) 
     for count, rep_count in zip(sizes, reps, strict=True):
         root = base / f"project-{count}"
         generate(root, count)
-        runs: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+        runs: dict[tuple[str, bool], list[tuple[float, float, float]]] = {}
         for rep in range(rep_count):
             order = ("sluice", "sqlmesh") if rep % 2 == 0 else ("sqlmesh", "sluice")
             for tool in order:
@@ -307,26 +312,29 @@ def against_sqlmesh(base: Path, python: str, sizes: list[int], reps: list[int]) 
                     runs.setdefault((tool, cold), []).append(result)
                     print(
                         f"  {count} models, rep {rep + 1}, {tool} {'cold' if cold else 'warm'}: "
-                        f"{result[0]:.2f} s, {result[1]:.0f} MB",
+                        f"{result[0]:.2f} s, CPU {result[1]:.2f} s, {result[2]:.0f} MB",
                         flush=True,
                     )
         med = {
-            key: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v))
+            key: tuple(statistics.median(r[i] for r in v) for i in range(3))
             for key, v in runs.items()
         }
         rows.append((count, rep_count, med))
     print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
     print()
     print(
-        "| models | runs | cache | Sluice s | SQLMesh s | SQLMesh / Sluice | Sluice MB | SQLMesh MB |"
+        "| models | runs | cache | Sluice s | SQLMesh s | SQLMesh / Sluice | Sluice CPU s | "
+        "SQLMesh CPU s | CPU ratio | Sluice MB | SQLMesh MB |"
     )
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | --- " + "| ---: " * 8 + "|")
     for count, rep_count, med in rows:
         for cold in (True, False):
-            (s_sec, s_mb), (q_sec, q_mb) = med[("sluice", cold)], med[("sqlmesh", cold)]
+            (s_sec, s_cpu, s_mb) = med[("sluice", cold)]
+            (q_sec, q_cpu, q_mb) = med[("sqlmesh", cold)]
             print(
                 f"| {count:,} | {rep_count} | {'cold' if cold else 'warm'} | {s_sec:.2f} | "
-                f"{q_sec:.2f} | **{q_sec / s_sec:.1f}x** | {s_mb:.0f} | {q_mb:.0f} |"
+                f"{q_sec:.2f} | **{q_sec / s_sec:.1f}x** | {s_cpu:.2f} | {q_cpu:.2f} | "
+                f"**{q_cpu / s_cpu:.1f}x** | {s_mb:.0f} | {q_mb:.0f} |"
             )
 
 
