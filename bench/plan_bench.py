@@ -1,6 +1,7 @@
 """Benchmark: load + plan a generated N-model project, cold and after a one-model change.
 
 Usage: python bench/plan_bench.py [--models 1000] [--keep DIR] [--python-macro [--reps 5]]
+       python bench/plan_bench.py --against-sqlmesh VENV_PYTHON [--sizes 100,1000,5000,10000]
 
 Prints seconds and peak RSS per phase. Each phase runs in its own Python process, so
 "cold" pays for parsing every model with an empty cache, and peak RSS is that phase's.
@@ -12,18 +13,40 @@ Python macro, ``@cents(x)`` = ``(x) * 100``, run in Sluice's macro child process
 every model's ``v1`` column calls it, each with different arguments; it runs both
 (alternating which goes first) and prints the medians and the difference. Aim: under
 0.5 s added at N=1,000.
+
+``--against-sqlmesh PYTHON`` (issue 21) plans the same generated project with Sluice and with
+SQLMesh (PYTHON is the interpreter of a virtualenv where SQLMesh is installed), per size, each
+tool in its own process, alternating which goes first. What is compared is one whole planning
+process from a fresh empty state: the interpreter's start, its imports, loading the project
+(parsing and rendering every model), fingerprinting, categorizing against the empty state,
+and the intervals to backfill up to now. Sluice runs its real command,
+``sluice plan prod --project DIR --state sqlite:///FRESH`` with its printed plan piped to
+nowhere; SQLMesh runs ``Context(...)`` (a DuckDB gateway whose file is the fresh state, the
+same model defaults as the project's config.yaml) and ``plan_builder("prod",
+skip_tests=True).build()``: loading, rendering, fingerprinting and categorizing, with no
+apply, no tests, no printing (less than ``sqlmesh plan`` does). "cold" is with both tools'
+caches removed (Sluice's ``.sluice/``, SQLMesh's ``.cache/``); "warm" runs again right
+after, with the cache the cold run left. Time is the process's wall clock and its CPU
+(user + system, its children's included: what holds on a loaded machine); memory is its
+peak RSS (``wait4``: the largest of the process and its children, not their sum; SQLMesh
+loads models in a pool of worker processes, one per core, so it uses both cores of this
+machine where Sluice uses one, and its memory in all is more than shown), both read by
+this script.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 KINDS = ("FULL", "VIEW", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY")
@@ -212,6 +235,109 @@ def compare(base: Path, count: int, reps: int) -> None:
         )
 
 
+SQLMESH_PLAN = """
+import sys
+from sqlmesh import Context
+from sqlmesh.core.config import Config, DuckDBConnectionConfig, GatewayConfig, ModelDefaultsConfig
+config = Config(
+    gateways={"local": GatewayConfig(connection=DuckDBConnectionConfig(database=sys.argv[2]))},
+    default_gateway="local",
+    model_defaults=ModelDefaultsConfig(dialect="spark", start="2024-01-01", cron="@daily"),
+)
+context = Context(paths=[sys.argv[1]], config=config)
+plan = context.plan_builder("prod", skip_tests=True).build()
+print(len(context.models), len(plan.new_snapshots))
+"""
+
+
+# Both tools import from bytecode as an installed package does (a shell with
+# PYTHONDONTWRITEBYTECODE would recompile Sluice's sources in every process).
+BYTECODE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def timed(command: list[str]) -> tuple[float, float, float, str]:
+    """Run ``command``; its wall seconds, CPU seconds (user + system, its children's
+    included), peak RSS in MB and its stdout."""
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=BYTECODE_ENV)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stdout.seek(0)
+        stderr.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(f"{command[:3]} failed:\n{stderr.read().decode()[-3000:]}")
+        cpu = usage.ru_utime + usage.ru_stime
+        return seconds, cpu, usage.ru_maxrss / 1024, stdout.read().decode()
+
+
+def plan_once(
+    tool: str, python: str, root: Path, state: Path, cold: bool
+) -> tuple[float, float, float]:
+    """One planning process of ``tool`` on ``root`` from the empty state ``state``."""
+    if cold:
+        shutil.rmtree(root / ".sluice", ignore_errors=True)
+        shutil.rmtree(root / ".cache", ignore_errors=True)
+    state.unlink(missing_ok=True)
+    if tool == "sluice":
+        command = [python, "-m", "sluice", "plan", "prod", "--project", str(root)]
+        seconds, cpu, rss, out = timed([*command, "--state", f"sqlite:///{state}"])
+        if "nothing to do" in out.lower():
+            raise SystemExit(f"Sluice planned nothing for {root}")
+    else:
+        seconds, cpu, rss, out = timed([python, "-c", SQLMESH_PLAN, str(root), str(state)])
+        models, new = out.split()
+        if models != new:
+            raise SystemExit(f"SQLMesh planned {new} new of {models} models")
+    state.unlink(missing_ok=True)
+    return seconds, cpu, rss
+
+
+def against_sqlmesh(base: Path, python: str, sizes: list[int], reps: list[int]) -> None:
+    """Sluice and SQLMesh plan the same generated projects; medians per size, and the ratio."""
+    print(f"plan benchmark against SQLMesh ({python}); projects under {base}")
+    print(f"  load before: {os.getloadavg()[0]:.2f} (1 min)")
+    rows = []
+    for count, rep_count in zip(sizes, reps, strict=True):
+        root = base / f"project-{count}"
+        generate(root, count)
+        runs: dict[tuple[str, bool], list[tuple[float, float, float]]] = {}
+        for rep in range(rep_count):
+            order = ("sluice", "sqlmesh") if rep % 2 == 0 else ("sqlmesh", "sluice")
+            for tool in order:
+                interpreter = sys.executable if tool == "sluice" else python
+                for cold in (True, False):
+                    result = plan_once(tool, interpreter, root, base / f"{tool}-state.db", cold)
+                    runs.setdefault((tool, cold), []).append(result)
+                    print(
+                        f"  {count} models, rep {rep + 1}, {tool} {'cold' if cold else 'warm'}: "
+                        f"{result[0]:.2f} s, CPU {result[1]:.2f} s, {result[2]:.0f} MB",
+                        flush=True,
+                    )
+        med = {
+            key: tuple(statistics.median(r[i] for r in v) for i in range(3))
+            for key, v in runs.items()
+        }
+        rows.append((count, rep_count, med))
+    print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
+    print()
+    print(
+        "| models | runs | cache | Sluice s | SQLMesh s | SQLMesh / Sluice | Sluice CPU s | "
+        "SQLMesh CPU s | CPU ratio | Sluice MB | SQLMesh MB |"
+    )
+    print("| ---: | ---: | --- " + "| ---: " * 8 + "|")
+    for count, rep_count, med in rows:
+        for cold in (True, False):
+            (s_sec, s_cpu, s_mb) = med[("sluice", cold)]
+            (q_sec, q_cpu, q_mb) = med[("sqlmesh", cold)]
+            print(
+                f"| {count:,} | {rep_count} | {'cold' if cold else 'warm'} | {s_sec:.2f} | "
+                f"{q_sec:.2f} | **{q_sec / s_sec:.1f}x** | {s_cpu:.2f} | {q_cpu:.2f} | "
+                f"**{q_cpu / s_cpu:.1f}x** | {s_mb:.0f} | {q_mb:.0f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -224,8 +350,31 @@ def main() -> None:
         help="compare the project without and with a Python macro called by every model",
     )
     parser.add_argument("--reps", type=int, default=5, help="repetitions with --python-macro")
+    parser.add_argument(
+        "--against-sqlmesh",
+        metavar="PYTHON",
+        default=None,
+        help="plan with Sluice and with SQLMesh (this interpreter's virtualenv has it)",
+    )
+    parser.add_argument(
+        "--sizes",
+        default="100,1000,5000,10000",
+        help="project sizes with --against-sqlmesh (comma-separated)",
+    )
+    parser.add_argument(
+        "--size-reps",
+        default="3,3,1,1",
+        help="runs per size with --against-sqlmesh (comma-separated, one per size)",
+    )
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="sluice-bench-"))
+    if args.against_sqlmesh:
+        sizes = [int(n) for n in args.sizes.split(",")]
+        reps = [int(n) for n in args.size_reps.split(",")]
+        if len(reps) != len(sizes):
+            parser.error(f"--size-reps needs one count per size ({len(sizes)})")
+        against_sqlmesh(base, args.against_sqlmesh, sizes, reps)
+        return
     if args.python_macro:
         compare(base, args.models, args.reps)
         return

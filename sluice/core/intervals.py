@@ -159,6 +159,8 @@ def merge(intervals: Iterable[Interval]) -> list[Interval]:
 
 def missing(expected: Sequence[Interval], done: Sequence[Interval]) -> list[Interval]:
     """The expected intervals not wholly covered by ``done`` (``done`` merged and sorted)."""
+    if not done:  # a new model: each of its (maybe thousands of) intervals, without a loop
+        return list(expected)
     result = []
     index = 0
     for start, end in expected:

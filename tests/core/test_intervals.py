@@ -86,3 +86,13 @@ def test_missing_merge_and_batches() -> None:
     assert batches(todo, 3) == [(0, 2 * D), (5 * D, 7 * D), (8 * D, 10 * D)]
     assert batches(days, 4) == [(0, 4 * D), (4 * D, 8 * D), (8 * D, 10 * D)]
     assert batches(days, None) == [(0, 10 * D)]
+
+
+def test_missing_with_nothing_done_is_every_interval_as_a_new_list() -> None:
+    days = cron_intervals("@daily", 0, 5 * D)
+    todo = missing(days, [])
+    assert todo == days and todo is not days
+    assert missing([], []) == [] and missing([], [(0, D)]) == []
+    # One interval done anywhere goes back through the loop, and still only drops covered ones.
+    assert missing(days, [(D, 2 * D)]) == [i for i in days if i != (D, 2 * D)]
+    assert missing(days, [(0, 5 * D)]) == []

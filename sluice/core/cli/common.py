@@ -22,7 +22,29 @@ out = Console()
 err = Console(stderr=True)
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A command group whose commands may be registered only when first asked for, so a
+    ``sluice plan`` process never imports the modules (and libraries) of other commands."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, Callable[[click.Group], None]] = {}
+
+    def add_lazy(self, name: str, register: Callable[[click.Group], None]) -> None:
+        """``register(group)`` adds the command ``name`` when it is first looked up."""
+        self.lazy[name] = register
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        register = self.lazy.pop(cmd_name, None)
+        if register is not None:
+            register(self)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="sluice")
 @click.option("-v", "--verbose", is_flag=True, help="Log what Sluice does.")
 def cli(verbose: bool) -> None:

@@ -17,7 +17,6 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
-from sluice.core.tablediff import render
 from sluice.core.tablediff.result import DiffOptions, TableDiffError
 
 _USAGE_HINT = (
@@ -92,6 +91,9 @@ def table_diff(
         )
     finally:
         store.close()
+    # Imported here: its Jinja templates are no cost for the other commands (sluice plan).
+    from sluice.core.tablediff import render
+
     if as_json:
         click.echo(json.dumps(result.to_json(), default=str))
     elif markdown:

@@ -10,7 +10,6 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.tree import Tree
 
@@ -278,6 +277,8 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
                 + _columns(change.columns)
             )
             if change.diff:
+                from rich.syntax import Syntax  # pygments: only when there is a diff to show
+
                 node.add(Syntax(change.diff, "diff", theme="ansi_dark", background_color="default"))
     if plan.indirectly_modified:
         branch = tree.add(f"[yellow]Indirectly modified ({len(plan.indirectly_modified)})[/]")

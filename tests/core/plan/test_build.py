@@ -1,4 +1,7 @@
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
@@ -21,6 +24,15 @@ def test_first_plan_adds_everything_and_backfills_it(tmp_path: Path) -> None:
     again = plan(load(tmp_path, BASIC), base=first)
     assert not again.has_changes
     assert again.plan_id != first.plan_id and again.content_hash == first.content_hash
+
+
+def test_a_snapshot_is_found_by_name_and_a_missing_one_stops_iteration(tmp_path: Path) -> None:
+    first = plan(load(tmp_path, BASIC))
+    for snapshot in first.snapshots:
+        assert first.snapshot(snapshot.name) is snapshot
+    with pytest.raises(StopIteration):  # what callers of Plan.snapshot catch
+        first.snapshot("s.nowhere")
+    assert first == dataclasses.replace(first)  # the index is no field: equality is unchanged
 
 
 def test_breaking_change_rebuilds_children(tmp_path: Path) -> None:

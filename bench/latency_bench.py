@@ -1,0 +1,244 @@
+"""Benchmark: how long a user waits, step by step, on the example project (issue 21).
+
+Usage: python bench/latency_bench.py [--reps 5] [--quick] [--modes submit,connect]
+                                     [--keep DIR]
+
+On ``examples/jaffle_shop`` through the local forge (the flow ``sluice pr`` and ``sluice
+demo`` run, in this one process as the service runs it), per Spark mode (``submit``: a
+``spark-submit`` per job; ``connect``: each job a client of one warm Spark Connect server
+that this process starts once, as the service does with ``SLUICE_SPARK_MODE=connect``):
+
+1. a fresh git repository with the example (the demo's: one approval by ``reviewer``), and
+   prod built on local Spark (not timed: once per mode; in connect mode it starts the
+   server, whose start is in that time);
+2. per repetition, a branch adding one column to ``jaffle.customers`` (a one-model
+   non-breaking change), then, timed:
+   - **PR comment**: ``sluice pr open`` until the PR comment is posted (plan, the PR
+     environment's build of the one model, its audits, the table diff, the comment);
+   - (``sluice pr approve``, not timed)
+   - **promotion**: ``sluice pr merge`` until prod is promoted (a virtual update: the PR's
+     version is already built, so only views move) and ``sluice/deploy`` passed;
+   - **query**: ``sluice query prod`` with one row back (what ``sluice query`` runs);
+3. the yardstick, measured in the same run between the repetitions: a cold PySpark
+   session in a fresh process (a JVM, Hive support on an embedded Derby metastore,
+   ``SELECT 1``).
+
+Prints per step and mode the median seconds, the connect/submit ratio and each median
+against the cold start, with the issue's targets (promotion and query at most half a cold
+start, the PR comment at most three). ``--quick``: 2 repetitions instead of 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+Mode = Literal["submit", "connect"]
+STEPS = ("PR comment", "promotion", "query")
+TARGETS = {"PR comment": 3.0, "promotion": 0.5, "query": 0.5}  # x the cold Spark start
+QUERY = "SELECT COUNT(*) AS customers FROM jaffle.customers"
+COLD_SPARK = """
+import sys
+from pyspark.sql import SparkSession
+spark = (
+    SparkSession.builder.master("local[*]").appName("cold-start")
+    .config("spark.sql.warehouse.dir", sys.argv[1] + "/warehouse")
+    .config("spark.ui.enabled", "false")
+    .enableHiveSupport().getOrCreate()
+)
+assert spark.sql("SELECT 1").collect()[0][0] == 1
+spark.stop()
+"""
+
+
+def cold_spark(work: Path) -> float:
+    """Seconds of a fresh process's cold PySpark session (Hive support, ``SELECT 1``)."""
+    folder = Path(tempfile.mkdtemp(prefix="cold-", dir=work))
+    began = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", COLD_SPARK, str(folder)],
+        cwd=folder,  # Derby's metastore_db and its log
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seconds = time.perf_counter() - began
+    shutil.rmtree(folder, ignore_errors=True)
+    return seconds
+
+
+LOG: list[Path] = []  # where the flow's own output goes (set in main)
+
+
+def timed(step: Callable[[], Any]) -> float:
+    """Seconds of ``step()``; what it prints goes to the log, not to the table."""
+    with (
+        open(LOG[0], "a", encoding="utf-8") as log,
+        contextlib.redirect_stdout(log),
+        contextlib.redirect_stderr(log),
+    ):
+        began = time.perf_counter()
+        step()
+        return time.perf_counter() - began
+
+
+class Flow:
+    """One mode's repository, its prod, and the pull requests of the repetitions."""
+
+    def __init__(self, root: Path, mode: Mode) -> None:
+        from sluice.bot.entry import demo
+
+        self.root = root
+        self.mode = mode
+        self.state = f"sqlite:///{root / '.sluice' / 'state.db'}"
+        self.changes = 0
+        demo._make_repo(root)
+        print(f"[{mode}] building prod in {root} ...", flush=True)
+        seconds = timed(lambda: demo._build_prod(root, self.state, mode))
+        print(f"[{mode}] prod built in {seconds:.1f} s (not timed below)", flush=True)
+
+    def pr(self, *args: str) -> None:
+        """``sluice pr ARGS`` in this process (what the command line runs)."""
+        from sluice.bot.entry import local_pr
+
+        common = ["--repo", str(self.root), "--state", self.state, "--spark", self.mode]
+        local_pr.pr.main([*args, *common, "--quiet"], standalone_mode=False)
+
+    def branch(self) -> str:
+        """A branch adding one column to jaffle.customers (one model, non-breaking)."""
+        self.changes += 1
+        name = f"change-{self.changes}"
+        git = ["git", "-C", str(self.root)]
+        subprocess.run([*git, "checkout", "-q", "-b", name, "main"], check=True)
+        path = self.root / "models" / "customers.sql"
+        text, count = re.subn(
+            r"(\n(\s*)c\.last_name,\n)",
+            f"\\1\\2UPPER(c.last_name) AS last_name_upper_{self.changes},\n",
+            path.read_text(encoding="utf-8"),
+            count=1,
+        )
+        if count != 1:
+            raise SystemExit(f"{path}: the edit does not apply (the example changed?)")
+        path.write_text(text, encoding="utf-8")
+        subprocess.run(
+            [*git, "commit", "-q", "-am", f"customers: column {self.changes}"], check=True
+        )
+        subprocess.run([*git, "checkout", "-q", "main"], check=True)
+        return name
+
+    def one(self) -> dict[str, float]:
+        """One repetition: open (comment), approve, merge (promotion), query."""
+        from sluice.bot.forge.local import LocalForge
+
+        head = self.branch()
+        forge = LocalForge(self.root)
+        seconds = {}
+        seconds["PR comment"] = timed(
+            lambda: self.pr("open", "--base", "main", "--head", head, "--user", "author")
+        )
+        number = max(forge.pull_numbers())
+        comment = forge.comments(number)
+        if not comment or "jaffle.customers" not in comment[0]:
+            raise SystemExit(f"#{number}: no PR comment naming jaffle.customers: {comment}")
+        if "non-breaking" not in comment[0].lower():
+            raise SystemExit(f"#{number}: the change is not planned as non-breaking:\n{comment[0]}")
+        timed(lambda: self.pr("approve", str(number), "--user", "reviewer"))
+        seconds["promotion"] = timed(lambda: self.pr("merge", str(number), "--user", "author"))
+        merged = forge.record(number)
+        deploy = forge.checks(merged["merge_sha"]).get("sluice/deploy") or forge.checks(
+            forge.pull_request(number).head_sha
+        ).get("sluice/deploy")
+        if merged["state"] != "merged" or not deploy or deploy["conclusion"] != "success":
+            raise SystemExit(f"#{number}: not promoted: {merged['state']}, {deploy}")
+        seconds["query"] = timed(self.query)
+        return seconds
+
+    def query(self) -> None:
+        from sluice.core import workflow
+        from sluice.core.state import open_state
+
+        project = workflow.load_project(self.root)
+        store = open_state(self.state)
+        try:
+            runner = workflow.make_runner(project, mode=self.mode)
+            result = workflow.query_environment(project, store, "prod", QUERY, runner, limit=1)
+        finally:
+            store.close()
+        if not result["rows"] or not result["rows"][0][0]:
+            raise SystemExit(f"the query returned {result}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=5, help="repetitions per mode")
+    parser.add_argument("--quick", action="store_true", help="2 repetitions")
+    parser.add_argument("--modes", default="submit,connect")
+    parser.add_argument("--keep", type=Path, default=None, help="work here and keep it")
+    args = parser.parse_args()
+    reps = 2 if args.quick else args.reps
+    modes: list[Mode] = [m for m in ("submit", "connect") if m in args.modes.split(",")]
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    work = (args.keep or Path(tempfile.mkdtemp(prefix="sluice-latency-"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    LOG.append(work / "flow.log")
+    print(f"latency benchmark: {reps} repetitions per mode in {work} (output: {LOG[0]})")
+    print(f"  load before: {os.getloadavg()[0]:.2f} (1 min); {os.cpu_count()} cores")
+
+    from sluice.core.spark.connect import stop_all
+
+    flows = {mode: Flow(work / mode, mode) for mode in modes}
+    results: dict[Mode, list[dict[str, float]]] = {mode: [] for mode in modes}
+    cold: list[float] = []
+    try:
+        for rep in range(reps):
+            cold.append(cold_spark(work))
+            order = modes if rep % 2 == 0 else list(reversed(modes))
+            for mode in order:
+                results[mode].append(flows[mode].one())
+            line = "; ".join(
+                f"{mode} " + ", ".join(f"{s} {results[mode][-1][s]:.1f}" for s in STEPS)
+                for mode in modes
+            )
+            print(f"  rep {rep + 1}: cold Spark {cold[-1]:.1f} s; {line}", flush=True)
+    finally:
+        stop_all()  # the connect mode's server
+    load = os.getloadavg()[0]
+    yardstick = statistics.median(cold)
+    print(f"  load after: {load:.2f} (1 min)")
+    print()
+    print(f"cold PySpark session (Hive, SELECT 1), median of {len(cold)}: {yardstick:.2f} s")
+    print()
+    header = "| step | " + " | ".join(f"{m} s | {m} / cold" for m in modes)
+    if len(modes) == 2:
+        header += " | connect / submit"
+    print(header + " | target |")
+    print("| --- " * (2 + 2 * len(modes) + (len(modes) == 2)) + "|")
+    for step in STEPS:
+        medians = {m: statistics.median(r[step] for r in results[m]) for m in modes}
+        cells = " | ".join(f"{medians[m]:.2f} | {medians[m] / yardstick:.2f}x" for m in modes)
+        if len(modes) == 2:
+            cells += f" | **{medians['connect'] / medians['submit']:.2f}**"
+        target = TARGETS[step]
+        met = {m: medians[m] / yardstick <= target for m in modes}
+        said = ", ".join(f"{m} {'met' if ok else 'missed'}" for m, ok in met.items())
+        print(f"| {step} | {cells} | ≤ {target:g}x cold: {said} |")
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

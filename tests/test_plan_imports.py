@@ -1,0 +1,130 @@
+"""A ``sluice plan`` process imports only what planning needs (issue 21): not the service
+(FastAPI, the forges' clients, the job queue's ORM), not Spark, not the templates of other
+commands. Each case runs the real command in a fresh interpreter and reads its
+``sys.modules`` at exit, so a new top-level import anywhere on the path fails here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+# Packages (or package prefixes) a plan must not import. pydantic stays: config.yaml is
+# validated with it; SQLAlchemy's core stays: the plan reads state.
+FORBIDDEN = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "requests",
+    "github",
+    "gitlab",
+    "pyspark",
+    "py4j",
+    "pandas",
+    "numpy",
+    "psycopg",
+    "jinja2",
+    "pygments",
+    "sluice.bot",
+    "sqlalchemy.orm",
+    "sqlalchemy.ext",
+    "sqlalchemy.dialects.postgresql",
+)
+
+RUN = """
+import json, sys
+from sluice.cli import main
+sys.argv = ["sluice", *sys.argv[2:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+with open(MODULES, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def _project(root: Path) -> Path:
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text("model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n")
+    (root / "external_models.yaml").write_text(
+        "- name: raw.orders\n  columns:\n    id: int\n    amount: int\n    ds: date\n"
+    )
+    (root / "models" / "orders.sql").write_text(
+        textwrap.dedent(
+            """\
+            MODEL (name shop.orders, kind INCREMENTAL_BY_TIME_RANGE (time_column ds));
+            SELECT id, amount, ds FROM raw.orders WHERE ds BETWEEN @start_ds AND @end_ds
+            """
+        )
+    )
+    (root / "models" / "totals.sql").write_text(
+        "MODEL (name shop.totals, kind FULL);\n"
+        "SELECT ds, SUM(amount) AS total FROM shop.orders GROUP BY ds\n"
+    )
+    return root
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[int, list[str], str]:
+    """``sluice ARGS`` in a fresh interpreter: exit code, modules imported, output."""
+    modules = tmp_path / "modules.json"
+    script = RUN.replace("MODULES", repr(str(modules)))
+    done = subprocess.run(
+        [sys.executable, "-c", script, "-", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,  # the exit code is read from the report
+    )
+    report = json.loads(modules.read_text())
+    return report["code"], report["modules"], done.stdout + done.stderr
+
+
+def _forbidden(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)]
+
+
+def test_sluice_plan_imports_nothing_of_the_service_or_spark(tmp_path: Path) -> None:
+    project = _project(tmp_path / "project")
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    code, modules, output = _run(
+        tmp_path, "plan", "prod", "--project", str(project), "--state", state
+    )
+    assert code == 0, output
+    assert "shop.totals" in output and "shop.orders" in output  # it really planned
+    assert "sluice.core.workflow" in modules
+    assert _forbidden(modules) == []
+
+
+def test_sluice_plan_json_imports_nothing_of_the_service_or_spark(tmp_path: Path) -> None:
+    project = _project(tmp_path / "project")
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    args = ("plan", "prod", "--project", str(project), "--state", state, "--json")
+    code, modules, output = _run(tmp_path, *args)
+    assert code == 0, output
+    assert json.loads(output[output.index("{") :])["added"], output
+    assert _forbidden(modules) == []
+
+
+def test_a_service_command_still_loads_its_modules_when_run(tmp_path: Path) -> None:
+    """The other side: ``sluice jobs --help`` registers the bot's command on demand (and
+    this check sees what it imports), and ``sluice --help`` lists every command."""
+    code, modules, output = _run(tmp_path, "jobs", "--help")
+    assert code == 0, output
+    assert "sluice.bot.entry.jobs" in modules
+    assert _forbidden(modules) != []
+    code, _, output = _run(tmp_path, "--help")
+    assert code == 0, output
+    for command in ("plan", "apply", "serve", "pr", "action", "demo", "jobs", "spark"):
+        assert f"  {command} " in output, command
+
+
+def test_an_unknown_command_is_still_refused(tmp_path: Path) -> None:
+    code, modules, output = _run(tmp_path, "plann")
+    assert code == 2 and "No such command 'plann'" in output, output
+    assert _forbidden(modules) == []
