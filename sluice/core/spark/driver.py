@@ -282,6 +282,15 @@ class _Sessions:
         sessions (a classic copy holds nothing to release)."""
         self.catch_up()
         if not self.connect:
+            # A copy's work may have made it the active session, which the next job in this
+            # process (in-process runs) would then take instead of the job's own.
+            from pyspark.sql import SparkSession
+
+            SparkSession._activeSession = self.spark
+            jvm = self.spark._jvm
+            if jvm is not None:
+                jvm.SparkSession.setActiveSession(self.spark._jsparkSession)
+                jvm.SparkSession.setDefaultSession(self.spark._jsparkSession)
             return
         for session in self._opened:
             try:

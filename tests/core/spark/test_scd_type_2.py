@@ -261,7 +261,6 @@ def _write(spark: SparkSession, step: BuildStep, sql: str) -> None:
         step,
         sql,
         table_sql=build._table_sql(step),
-        clear_location=build._clear_location,
     )
 
 

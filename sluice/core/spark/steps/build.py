@@ -16,19 +16,17 @@ from __future__ import annotations
 import csv
 import io
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from sluice.core.model.pycode import run as pycode_run
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
-from sluice.core.spark.steps import scd
+from sluice.core.spark.steps import scd, swap
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.timeutil import to_datetime
 
@@ -111,7 +109,6 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
                 step,
                 _batch_sql(step, batch),
                 table_sql=_table_sql(step),
-                clear_location=_clear_location,
             )
         else:
             sql = _batch_sql(step, batch)
@@ -187,7 +184,7 @@ def _create_if_missing(
 ) -> None:
     if spark.catalog.tableExists(step["table"]):
         return
-    _clear_location(spark, step["table"])
+    swap.clear_location(spark, step["table"])
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {step['table']}{_table_sql(step, partition)} "
         f"AS SELECT * FROM ({sql}) AS __sluice_q WHERE FALSE"
@@ -267,16 +264,9 @@ def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
 
 def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
     table = step["table"]
-    staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
-    # Recover from a job killed between dropping the table and renaming its replacement.
-    if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
-        _clear_location(spark, table)
-        spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
-    for scratch in (staging, fresh):
-        spark.sql(f"DROP TABLE IF EXISTS {scratch}")
-        _clear_location(spark, scratch)
+    staging, fresh = swap.begin(spark, table)
     if not spark.catalog.tableExists(table):
-        _clear_location(spark, table)
+        swap.clear_location(spark, table)
         spark.sql(f"CREATE TABLE {table}{_table_sql(step)} AS {sql}")
         return
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
@@ -297,44 +287,6 @@ def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
     spark.sql(f"DROP TABLE {table}")
     spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
     spark.sql(f"DROP TABLE IF EXISTS {fresh}")
-
-
-def _clear_location(spark: SparkSession, table: str) -> None:
-    """Delete the files at the location of ``table``, which the catalog does not have.
-
-    ``CREATE TABLE ... AS`` writes the table's files before it registers the table, so a
-    driver killed in between leaves files that no table owns, and creating the table again
-    fails (LOCATION_ALREADY_EXISTS). Table names are unique per model version, so files at
-    the location of a table that does not exist are such remains.
-    """
-    database, name = table.rsplit(".", 1)  # the database may be catalog.schema
-    root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
-    location = f"{root}/{name.lower()}"
-    where = urlsplit(location)
-    if where.scheme in ("", "file"):
-        # A local warehouse (the embedded default, in both modes): this process sees the
-        # files the driver or the Spark Connect server wrote.
-        path = Path(unquote(where.path))
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-        return
-    if _is_connect(spark):
-        # A Spark Connect client has no Hadoop FileSystem of the server's: a create that
-        # finds such remains fails with LOCATION_ALREADY_EXISTS, naming the location.
-        return
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(location)
-    files = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if files.exists(hadoop_path):
-        files.delete(hadoop_path, True)
-
-
-def _is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (it has no JVM in this process)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 _CASTS: dict[str, Any] = {

@@ -28,10 +28,10 @@ execution time again changes nothing, so a re-run job writes the same history.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sluice.core.spark.spec import BuildStep, ScdSpec
+from sluice.core.spark.steps import swap
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,33 +49,24 @@ def write_scd_type_2(
     sql: str,
     *,
     table_sql: str,
-    clear_location: Callable[[SparkSession, str], None],
 ) -> None:
     """Merge the rows of ``sql`` into the history in ``step['table']``.
 
     Args:
         table_sql: ``USING ... PARTITIONED BY ... TBLPROPERTIES ...`` of the table.
-        clear_location: Deletes the files at a table's location that no table owns.
     """
     scd = step.get("scd")
     if scd is None:
         raise ValueError(f"{step['model']}: an {step['kind']} build without its settings")
     table = step["table"]
-    staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
-    # Recover from a job killed between dropping the table and renaming its replacement.
-    if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
-        clear_location(spark, table)
-        spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
-    for scratch in (staging, fresh):
-        spark.sql(f"DROP TABLE IF EXISTS {scratch}")
-        clear_location(spark, scratch)
+    staging, fresh = swap.begin(spark, table)
     # The query once (it may read this very table, or not be deterministic).
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
     try:
         source = {f.name: f.dataType.simpleString() for f in spark.table(fresh).schema}
         _check_source(spark, step, scd, fresh, [c.lower() for c in source])
         if not spark.catalog.tableExists(table):
-            clear_location(spark, table)
+            swap.clear_location(spark, table)
             spark.sql(f"CREATE TABLE {table}{table_sql} AS {_first_load(scd, fresh)}")
             return
         if step.get("restate"):

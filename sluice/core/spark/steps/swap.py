@@ -1,0 +1,69 @@
+"""Rewriting a table whole: its replacement is built beside it under a scratch name, then
+swapped in (drop, rename), so a reader sees the old table or the new one. A job killed
+between the drop and the rename leaves only the replacement; the next rewrite finds it and
+finishes the swap before anything else.
+
+Used by the rewrites of models incremental by unique key and of SCD type 2 histories
+(:mod:`sluice.core.spark.steps.build`, :mod:`sluice.core.spark.steps.scd`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def begin(spark: SparkSession, table: str) -> tuple[str, str]:
+    """The names of ``table``'s replacement and of a scratch table (for a query's rows
+    kept once), both dropped; a swap a killed job left half done is finished first."""
+    staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
+    if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
+        clear_location(spark, table)
+        spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
+    for scratch in (staging, fresh):
+        spark.sql(f"DROP TABLE IF EXISTS {scratch}")
+        clear_location(spark, scratch)
+    return staging, fresh
+
+
+def clear_location(spark: SparkSession, table: str) -> None:
+    """Delete the files at the location of ``table``, which the catalog does not have.
+
+    ``CREATE TABLE ... AS`` writes the table's files before it registers the table, so a
+    driver killed in between leaves files that no table owns, and creating the table again
+    fails (LOCATION_ALREADY_EXISTS). Table names are unique per model version, so files at
+    the location of a table that does not exist are such remains.
+    """
+    database, name = table.rsplit(".", 1)  # the database may be catalog.schema
+    root = spark.catalog.getDatabase(database).locationUri.rstrip("/")
+    location = f"{root}/{name.lower()}"
+    where = urlsplit(location)
+    if where.scheme in ("", "file"):
+        # A local warehouse (the embedded default, in both modes): this process sees the
+        # files the driver or the Spark Connect server wrote.
+        path = Path(unquote(where.path))
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        return
+    if is_connect(spark):
+        # A Spark Connect client has no Hadoop FileSystem of the server's: a create that
+        # finds such remains fails with LOCATION_ALREADY_EXISTS, naming the location.
+        return
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(location)
+    files = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if files.exists(hadoop_path):
+        files.delete(hadoop_path, True)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (it has no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
