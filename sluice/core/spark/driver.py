@@ -286,9 +286,9 @@ class _Sessions:
             # process (in-process runs) would then take instead of the job's own.
             from pyspark.sql import SparkSession
 
-            SparkSession._activeSession = self.spark
-            jvm = self.spark._jvm
-            if jvm is not None:
+            jvm = getattr(self.spark, "_jvm", None)
+            if isinstance(self.spark, SparkSession) and jvm is not None:
+                SparkSession._activeSession = self.spark
                 jvm.SparkSession.setActiveSession(self.spark._jsparkSession)
                 jvm.SparkSession.setDefaultSession(self.spark._jsparkSession)
             return
