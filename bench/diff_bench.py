@@ -1,7 +1,7 @@
 """Benchmark: Sluice's table diff against SQLMesh's, datacompy's and a plain scan.
 
 Usage: python bench/diff_bench.py [--rows 10000000] [--side-rows N] [--dir DIR]
-                                  [--venv DIR] [--no-sqlmesh] [--no-datacompy]
+                                  [--venv DIR] [--no-sqlmesh] [--no-datacompy] [--hand-sql]
 
 Generates two parquet tables (12 columns: a composite key of a bigint and a string, three
 ints, three doubles, two strings, two dates) with Spark: the target has 1% of its rows
@@ -11,6 +11,10 @@ Spark settings (local[*], same memory and shuffle partitions), after one warm-up
 
 - the floor: one checksum aggregation over every column of both tables;
 - Sluice: ``sluice.core.tablediff.compute.diff_tables`` (statistics and samples);
+- the hand query: the fastest exact diff written by hand, one Spark SQL query (a
+  null-safe full outer join on the key and one aggregate of per-column mismatch counts,
+  doubles rounded to 3 decimals as Sluice compares them; ``--hand-sql`` prints it). It
+  must report Sluice's counts exactly, or the bench fails;
 - SQLMesh 0.236.4's ``TableDiff`` on its Spark engine, installed with pyspark and
   datacompy into a virtualenv of its own under the bench folder (falls back to its DuckDB
   engine over the same parquet files, and says so, if the Spark engine cannot run);
@@ -37,6 +41,8 @@ SQLMESH = "sqlmesh==0.236.4"
 MEMORY = "6g"
 PARTITIONS = 8
 MARK = "@@bench "
+RUNS = 2  # timed runs of Sluice and of the hand query, best shown
+DECIMALS = 3  # Sluice's default --decimals, the rounding of doubles in the hand query
 
 SESSION = f"""
 import json, sys, time
@@ -99,13 +105,49 @@ COLUMNS = [
     "date_add(DATE'2015-06-01', CAST(id % 333 AS INT)) AS dt2",
 ]  # fmt: skip
 VALUES = ["i1", "i2", "i3", "d1", "d2", "d3", "s1", "s2", "dt1", "dt2"]
+DOUBLES = {"d1", "d2", "d3"}
+
+
+def hand_sql() -> str:
+    """The hand-written diff: one query, Sluice's counts (no samples, no duplicate check).
+
+    A value matches when the two are null-safe equal (``<=>``: NULL matches NULL) or,
+    for doubles, when both rounded to ``DECIMALS`` places are: Sluice's default rule
+    (``round(s, 3) = round(t, 3)``, Spark's ``round``, half up). Equal values skip the
+    rounding, as in Sluice. The key is joined null-safely too, as Sluice does.
+    """
+
+    def equal(c: str) -> str:
+        same = f"s.{c} <=> t.{c}"
+        if c in DOUBLES:
+            same = f"({same} OR round(s.{c}, {DECIMALS}) <=> round(t.{c}, {DECIMALS}))"
+        return f"{same} AS e_{c}"
+
+    every = " AND ".join(f"e_{c}" for c in VALUES)
+    return "\n".join(
+        [
+            "SELECT count_if(b) AS joined,",
+            "       count_if(t_in IS NULL) AS source_only,",
+            "       count_if(s_in IS NULL) AS target_only,",
+            f"       count_if(b AND NOT ({every})) AS differing,",
+            ",\n".join(f"       count_if(b AND NOT e_{c}) AS c_{c}" for c in VALUES),
+            "FROM (",
+            "  SELECT s._in AS s_in, t._in AS t_in, s._in IS NOT NULL AND t._in IS NOT NULL AS b,",
+            ",\n".join(f"         {equal(c)}" for c in VALUES),
+            "  FROM (SELECT *, true AS _in FROM bench_source) s",
+            "  FULL OUTER JOIN (SELECT *, true AS _in FROM bench_target) t",
+            "    ON s.k1 <=> t.k1 AND s.k2 <=> t.k2",
+            ")",
+        ]
+    )
+
 
 SLUICE = """
 sys.path.insert(0, {repo!r})
 from sluice.core.tablediff.compute import diff_tables
 source.createOrReplaceTempView("bench_source"); target.createOrReplaceTempView("bench_target")
 floors, runs = [], []
-for _ in range(2):
+for _ in range({runs}):
     floors.append(scan()[0])
     began = time.monotonic()
     result = diff_tables(spark, "bench_source", "bench_target", keys=["k1", "k2"])
@@ -116,6 +158,18 @@ report(tool="sluice", seconds=min(runs), all=runs, joined=result.joined,
        source_only=result.source_only, target_only=result.target_only,
        differing=result.differing_rows,
        columns={{n: s.differed for n, s in result.columns.items()}})
+"""
+
+HAND = """
+source.createOrReplaceTempView("bench_source"); target.createOrReplaceTempView("bench_target")
+runs = []
+for _ in range({runs}):
+    began = time.monotonic()
+    row = spark.sql({query!r}).collect()[0]
+    runs.append(time.monotonic() - began)
+report(tool="hand", seconds=min(runs), all=runs, joined=row["joined"],
+       source_only=row["source_only"], target_only=row["target_only"],
+       differing=row["differing"], columns={{c: row["c_" + c] for c in {values!r}}})
 """
 
 SQLMESH_RUN = """
@@ -217,7 +271,11 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, default=None, help="an existing side virtualenv")
     parser.add_argument("--no-sqlmesh", action="store_true")
     parser.add_argument("--no-datacompy", action="store_true")
+    parser.add_argument("--hand-sql", action="store_true", help="print the hand query, exit")
     args = parser.parse_args()
+    if args.hand_sql:
+        print(hand_sql())
+        return
     folder = args.dir or Path(tempfile.mkdtemp(prefix="sluice-diff-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     data = str(folder.resolve())
@@ -234,8 +292,12 @@ def main() -> None:
     if installing is not None and installing.wait() != 0:
         print(f"the side virtualenv did not install: see {folder / 'side-venv.log'}")
     results: dict[str, dict[str, Any]] = {}
-    for report in run(sys.executable, SESSION + SLUICE.format(repo=str(REPO)), data, "0"):
+    for report in run(
+        sys.executable, SESSION + SLUICE.format(repo=str(REPO), runs=RUNS), data, "0"
+    ):
         results[report["tool"]] = report
+    hand = HAND.format(runs=RUNS, query=hand_sql(), values=VALUES)
+    results["hand"] = run(sys.executable, SESSION + hand, data, "0")[0]
     side = str(venv / "bin" / "python")
     side_rows = str(args.side_rows) if args.side_rows else "0"
     if not args.no_sqlmesh and Path(side).exists():
@@ -259,6 +321,9 @@ def summary(results: dict[str, dict[str, Any]], rows: int, side_rows: int) -> No
     print(f"  floor (checksum scan of both tables)   {floor['seconds']:8.2f} s")
     print(f"  sluice table diff                      {sluice['seconds']:8.2f} s"
           f"   {sluice['seconds'] / floor['seconds']:.2f}x the floor")  # fmt: skip
+    hand = results["hand"]
+    print(f"  hand query (one Spark SQL diff)        {hand['seconds']:8.2f} s"
+          f"   Sluice {sluice['seconds'] / hand['seconds']:.2f}x its time (target <= 1.25x)")  # fmt: skip
     for tool in ("sqlmesh", "datacompy"):
         if tool not in results:
             continue
@@ -270,7 +335,7 @@ def summary(results: dict[str, dict[str, Any]], rows: int, side_rows: int) -> No
             line += f"   {other['seconds'] / sluice['seconds']:.2f}x Sluice's time"
         print(line)
     print("\ncounts (joined, source only, target only, differing rows, differing per column):")
-    for tool in ("sluice", "sqlmesh", "datacompy"):
+    for tool in ("sluice", "hand", "sqlmesh", "datacompy"):
         if tool in results:
             r = results[tool]
             counts = (r["joined"], r["source_only"], r["target_only"], r["differing"])
@@ -279,7 +344,7 @@ def summary(results: dict[str, dict[str, Any]], rows: int, side_rows: int) -> No
         keys = ("joined", "source_only", "target_only", "differing", "columns")
         same = all(
             {k: results[t][k] for k in keys} == {k: sluice[k] for k in keys}
-            for t in ("sqlmesh", "datacompy")
+            for t in ("hand", "sqlmesh", "datacompy")
             if t in results
         )
         print(f"\ncounts agree: {'yes' if same else 'NO'}")
@@ -288,6 +353,10 @@ def summary(results: dict[str, dict[str, Any]], rows: int, side_rows: int) -> No
         expected: joined {rows - rows // 100_000:,}, source only {rows // 100_000}, target only 100,
         differing {rows // 100:,} rows (each changed column {rows // 100 // 6:,} or so)""")
     )
+    # The hand query always runs on every row: its counts must be Sluice's.
+    keys = ("joined", "source_only", "target_only", "differing", "columns")
+    if {k: hand[k] for k in keys} != {k: sluice[k] for k in keys}:
+        sys.exit("FAILED: the hand query's counts differ from Sluice's (see above)")
 
 
 if __name__ == "__main__":
