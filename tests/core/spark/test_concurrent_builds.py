@@ -5,7 +5,10 @@ one ``threading.Barrier`` of the project's own module: with ``together: 2`` they
 past it if both build at the same time (else the barrier breaks after a minute and the
 build fails), which proves the overlap without a timing threshold. Their child
 ``s.joined`` (audited) reads both; ``s.solo`` is independent. The same project built one
-model at a time (``together: 1``) must leave the same rows, intervals and audit results.
+model at a time (``together: 1``) must leave the same rows, intervals and audit results:
+in process both builds run and each leaves ``EXPECTED``; through Spark Connect only the
+concurrent one runs (one model at a time there is every other Connect test's path) and it
+must leave ``EXPECTED`` too.
 """
 
 from __future__ import annotations
@@ -29,6 +32,18 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 NOW = to_ms("2024-01-03")
+# What the project leaves, built one model at a time or concurrently: each table's rows,
+# its filled intervals, the audit's result.
+EXPECTED_ROWS = {
+    "left": [(i, "left") for i in range(3)],
+    "right": [(i, "right") for i in range(4)],
+    "joined": [(i, "left", "right") for i in range(3)],
+    "solo": [(i, i * 2) for i in range(5)],
+}
+EXPECTED = {
+    "intervals": {f"s.{name}": [(to_ms("2024-01-01"), NOW)] for name in EXPECTED_ROWS},
+    "audits": {"s.joined:not_null": True},
+}
 
 SYNC = '''"""Meet at a barrier: both callers pass only when both wait at the same time."""
 import threading
@@ -112,26 +127,26 @@ def overlapped(events: list[dict[str, Any]], first: str, second: str) -> bool:
     )
 
 
-def check(tmp_path: Path, runner_for: Any, read: Any) -> list[dict[str, Any]]:
-    """Build the project one model at a time, then four at a time; the second's events."""
-    sequential = project(tmp_path / "one", together=1)
-    events_one, left_one = apply(sequential, runner_for, 1)
-    rows_one = read()
-    assert not overlapped(events_one, "s.left", "s.right")
-    assert not any("worker" in e for e in events_one)
+def check(tmp_path: Path, runner_for: Any, read: Any, *, sequential: bool) -> list[dict[str, Any]]:
+    """Build the project one model at a time (if ``sequential``), then four at a time;
+    each must leave ``EXPECTED``. The concurrent build's events."""
+    if sequential:
+        events_one, left_one = apply(project(tmp_path / "one", together=1), runner_for, 1)
+        assert not overlapped(events_one, "s.left", "s.right")
+        assert not any("worker" in e for e in events_one)
+        assert left_one == EXPECTED
+        assert read() == EXPECTED_ROWS
 
     concurrent = project(tmp_path / "four", together=2)
     events_four, left_four = apply(concurrent, runner_for, 4)
-    rows_four = read()
     assert overlapped(events_four, "s.left", "s.right")
     workers = {e["model"]: e["worker"] for e in events_four if e["event"] == "step_start" and e.get("type") == "build"}  # fmt: skip
     assert workers["s.left"] != workers["s.right"]
     at = {(e["event"], e.get("label")): i for i, e in enumerate(events_four)}
     for parent in ("build s.left", "build s.right"):
         assert at[("step_done", parent)] < at[("step_start", "build s.joined")]
-    assert left_one == left_four
-    assert left_four["audits"] == {"s.joined:not_null": True}
-    assert rows_one == rows_four
+    assert left_four == EXPECTED
+    assert read() == EXPECTED_ROWS
     return events_four
 
 
@@ -150,7 +165,7 @@ def test_independent_models_build_at_once_in_process(
             for name in ("left", "right", "joined", "solo")
         }
 
-    check(tmp_path, runner_for, read)
+    check(tmp_path, runner_for, read, sequential=True)
     assert local_spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
 
 
@@ -189,9 +204,9 @@ def test_independent_models_build_at_once_through_spark_connect(
             for name in ("left", "right", "joined", "solo")
         ]  # fmt: skip
         found = runner.run({"job_id": f"read-{len(made)}", "kind": "query", "steps": steps})  # type: ignore[typeddict-item]
-        return {name: sorted(map(repr, found.results[name]["rows"])) for name in found.results}
+        return {name: sorted(map(tuple, found.results[name]["rows"])) for name in found.results}
 
-    events = check(tmp_path, runner_for, read)
+    events = check(tmp_path, runner_for, read, sequential=False)
     # The concurrent builds' sessions were reported (the runner interrupts them too if the
     # child dies), each other than the jobs' own.
     ready = {e["session_id"] for e in events if e["event"] == "session_ready"}

@@ -5,6 +5,7 @@ while its SQL parent stays prod's table."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,27 +41,33 @@ def _apply(root: Path, url: str, spark: SparkSession, env: str) -> workflow.Appl
         store.close()
 
 
-def test_a_pyspark_model_builds_and_a_helper_change_rebuilds_it(
-    tmp_path: Path, local_spark: SparkSession
-) -> None:
-    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    result = _apply(root, url, local_spark, "prod")
-    assert result.tables_built == 4
-    rows = dict(
-        (r[0], r[1])
+@dataclass
+class Shop:
+    """examples/python_shop applied to prod, then to pr_1 with the model's helper changed,
+    and what was seen on the way (prod read before the PR was built)."""
+
+    root: Path
+    url: str
+    prod_built: int
+    prod_segments: dict[int, str]
+    prod_dtypes: list[tuple[str, str]]
+    pr_backfill: set[str]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory, local_spark: SparkSession) -> Shop:
+    """One prod and one PR environment for the module (both tests below read them)."""
+    tmp = tmp_path_factory.mktemp("pyshop")
+    root = Path(shutil.copytree(EXAMPLE, tmp / "shop"))
+    url = f"sqlite:///{tmp / 'state.db'}"
+    built = _apply(root, url, local_spark, "prod").tables_built
+    segments = {
+        r[0]: r[1]
         for r in local_spark.sql(
             "SELECT customer_id, segment FROM pyshop.customer_segments"
         ).collect()
-    )
-    # customer 1: 4 orders (loyal); 2: $7 once; 3: $99 once (big spender).
-    assert rows == {1: "loyal", 2: "occasional", 3: "big spender"}
-    assert local_spark.table("pyshop.customer_segments").dtypes == [
-        ("customer_id", "int"),
-        ("number_of_orders", "bigint"),
-        ("lifetime_value", "double"),
-        ("segment", "string"),
-    ]
+    }
+    dtypes = local_spark.table("pyshop.customer_segments").dtypes
     path = root / "models" / "customer_segments.py"
     path.write_text(path.read_text().replace("LOYAL_ORDERS = 3", "LOYAL_ORDERS = 5"))
     project = load_project(root, use_cache=False)
@@ -69,9 +76,25 @@ def test_a_pyspark_model_builds_and_a_helper_change_rebuilds_it(
         plan = workflow.plan_environment(project, store, "pr_1", end=NOW, execution_time=NOW)
     finally:
         store.close()
-    built = {b.name for b in plan.backfill}
-    assert built == {"pyshop.customer_segments", "pyshop.segment_counts"}
+    backfill = {b.name for b in plan.backfill}
     _apply(root, url, local_spark, "pr_1")
+    return Shop(root, url, built, segments, dtypes, backfill)
+
+
+def test_a_pyspark_model_builds_and_a_helper_change_rebuilds_it(
+    shop: Shop, local_spark: SparkSession
+) -> None:
+    assert shop.prod_built == 4
+    # customer 1: 4 orders (loyal); 2: $7 once; 3: $99 once (big spender).
+    assert shop.prod_segments == {1: "loyal", 2: "occasional", 3: "big spender"}
+    assert shop.prod_dtypes == [
+        ("customer_id", "int"),
+        ("number_of_orders", "bigint"),
+        ("lifetime_value", "double"),
+        ("segment", "string"),
+    ]
+    # LOYAL_ORDERS 3 -> 5 in the model's helper: the model and its child only.
+    assert shop.pr_backfill == {"pyshop.customer_segments", "pyshop.segment_counts"}
     assert (
         local_spark.sql(
             "SELECT segment FROM pyshop__pr_1.customer_segments WHERE customer_id = 1"
@@ -155,9 +178,7 @@ def execute(context, start, end, execution_time, **kwargs):
     assert result["passed"] is True, result["diff"]
 
 
-def test_sluice_query_reads_a_python_model_s_environment_views(
-    tmp_path: Path, local_spark: SparkSession
-) -> None:
+def test_sluice_query_reads_a_python_model_s_environment_views(shop: Shop) -> None:
     """`sluice query ENV` reads a Python model's view like a SQL model's: prod's table
     through prod's view, and the PR's rebuilt table through the PR environment's view,
     with the SQL model downstream of it; the project loads with its Python macro."""
@@ -167,12 +188,7 @@ def test_sluice_query_reads_a_python_model_s_environment_views(
 
     from sluice.core.cli import cli
 
-    root = Path(shutil.copytree(EXAMPLE, tmp_path / "shop"))
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    _apply(root, url, local_spark, "prod")
-    path = root / "models" / "customer_segments.py"
-    path.write_text(path.read_text().replace("LOYAL_ORDERS = 3", "LOYAL_ORDERS = 5"))
-    _apply(root, url, local_spark, "pr_1")
+    root, url = shop.root, shop.url
 
     def query(environment: str, sql: str) -> dict[str, object]:
         args = ["query", environment, sql, "--project", str(root), "--state", url]

@@ -1,4 +1,7 @@
-"""`sluice query`: read-only checks and name rewriting (pure), and a real run on Spark."""
+"""`sluice query`: read-only checks and name rewriting (pure), and a real run on Spark.
+
+Only the tests that run a query use Spark (the ``views`` fixture's ``local_spark`` marks
+them spark, tests/conftest.py); the pure ones run in the fast, non-Spark stage."""
 
 from __future__ import annotations
 
@@ -14,8 +17,6 @@ from sluice.core.errors import PlanError
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.spark.steps.query import run_query
 from sluice.core.spark.testing import query_step
-
-pytestmark = pytest.mark.spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
