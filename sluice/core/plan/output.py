@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 
 from sluice.core.intervals import Interval
 from sluice.core.model.definition import KindName
+from sluice.core.plan.cost import latest_sizes
 from sluice.core.plan.plan import Backfill, OutputEstimate
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state.records import TableSize
@@ -57,9 +58,7 @@ def estimate_output(
         intervals: Filled intervals per physical table (the share a time range is of the
             measured table).
     """
-    latest: dict[str, tuple[str, TableSize]] = {}
-    for (name, version), measured in sorted(sizes.items(), key=lambda item: item[1].measured_ts):
-        latest[name] = (version, measured)
+    latest = latest_sizes(sizes)
     rows: dict[str, int] = {}
     data: dict[str, int] = {}
     unmeasured: list[str] = []
