@@ -18,6 +18,7 @@ from sluice.core import jobs
 from sluice.core.errors import ExecutionError
 from sluice.core.intervals import Interval, merge
 from sluice.core.model.definition import KindName, Project
+from sluice.core.plan.output import written
 from sluice.core.plan.plan import Plan, iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category
@@ -261,8 +262,6 @@ def preview_environment(
             else:
                 diffs[name] = TableDiffResult.from_json(payload)
     skipped = {t.name: t.skipped for t in targets if t.skipped is not None}
-    from sluice.core.workflow import written
-
     sizes = written(state, plan)
     return PreviewResult(
         plan=plan,

@@ -23,7 +23,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.model.names import lookup_name
 from sluice.core.plan.build import PlanRequest, TableKey, build_plan, candidate_versions
 from sluice.core.plan.cost import estimate_scan
-from sluice.core.plan.output import estimate_output
+from sluice.core.plan.output import Written, estimate_output, written
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
@@ -272,27 +272,6 @@ class ApplyResult:
     views_swapped: int
     job: JobResult | None
     written: Written | None = None  # what the built tables hold (None: nothing built)
-
-
-@dataclass(frozen=True)
-class Written:
-    """What the tables a plan builds hold once built, as the jobs measured them (from this
-    job or an earlier one); None where no job measured it."""
-
-    bytes: int | None
-    rows: int | None
-
-
-def written(state: StateReader, plan: Plan) -> Written:
-    """The bytes and rows of the tables ``plan`` builds, summed over those measured."""
-    built = {(b.name, b.version) for b in plan.backfill}
-    sizes = state.get_table_sizes({name for name, _ in built}) if built else {}
-    measured = [sizes[key] for key in built if key in sizes]
-    counted = [m.rows for m in measured if m.rows is not None]
-    return Written(
-        sum(m.bytes for m in measured) if measured else None,
-        sum(counted) if counted else None,
-    )
 
 
 def apply_plan(

@@ -34,7 +34,7 @@ from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
-from sluice.core.model.macro.columns import query_columns
+from sluice.core.model.known_columns import KnownColumns, Pending, Placeholder
 from sluice.core.model.macros import BUILTIN_VARIABLES
 from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
@@ -138,7 +138,7 @@ def _load(
         )
     rendered = _render_jinja(root, files, config, env, errors)
     externals = _externals(root, errors, config.catalogs)
-    known = _KnownColumns(externals)
+    known = KnownColumns(externals)
     # The macro process reads ahead the files the cache does not answer (pycode.macros).
     parsed = [f for f in files if cache is None or not cache.has(f, rendered.texts)]
     with pycode_macros.active(
@@ -173,7 +173,7 @@ def _load(
                     loaded = _load_models(root, file, config, cache, text, known)
                     if loaded:
                         inline += _inline_audits(file, loaded[0], config, text)
-                except _Pending as wait:
+                except Pending as wait:
                     waiting.append(file)
                     known.waits[str(file)] = wait.table
                     continue
@@ -266,14 +266,14 @@ def _load_models(
     config: ProjectConfig,
     cache: _Cache | None,
     text: str | None = None,
-    known: _KnownColumns | None = None,
+    known: KnownColumns | None = None,
 ) -> list[Model]:
     """The models of one file (several with ``blueprints``, none when disabled);
     ``text``: its contents with Jinja rendered, when it has Jinja; ``known``: other
     tables' columns, for @STAR and @UNION.
 
     Raises:
-        _Pending: the file's macros need the columns of a model not read yet.
+        Pending: the file's macros need the columns of a model not read yet.
     """
     display = str(file)
     text = _read(file) if text is None else text
@@ -297,92 +297,6 @@ def _load_models(
     return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
 
 
-class _Pending(Exception):
-    """A file's macros need the columns of ``table``, a model not read yet."""
-
-    def __init__(self, table: str) -> None:
-        super().__init__(table)
-        self.table = table
-
-
-class _KnownColumns:
-    """The columns of the tables read so far, for @STAR and @UNION (``ColumnsOf``): a
-    model's declared columns, a seed's, an external table's, or the columns an upstream
-    model's query names."""
-
-    def __init__(self, externals: Sequence[Model]) -> None:
-        self.models: dict[str, Model] = {}
-        self.waits: dict[str, str] = {}
-        """File -> the table it waited for in the last pass it was read."""
-        self.waiting: dict[str, str] = {}
-        """Model (of a file that waited) -> the table it waits for."""
-        self.final = False
-        self.asked = 0
-        self.learn(externals)
-
-    def learn(self, models: Sequence[Model]) -> None:
-        for model in models:
-            self.models.setdefault(model.name, model)
-
-    def last_pass(self, files: Mapping[str, str]) -> None:
-        """Unknown tables are unknown from now on; ``files``: model -> its waiting file."""
-        self.final = True
-        self.waiting = {name: self.waits[file] for name, file in files.items()}
-
-    def __call__(self, table: str) -> list[tuple[str, str]] | None:
-        self.asked += 1
-        model = self.models.get(table)
-        if model is None:
-            if not self.final:
-                raise _Pending(table)
-            return None
-        if model.columns:
-            return list(model.columns)
-        if model.query_sql:
-            return query_columns(model.query_sql)
-        return None
-
-    def unknown_hint(self, table: str) -> str:
-        """Why ``table``'s columns are unknown, and what to declare."""
-        model = self.models.get(table)
-        if model is not None and model.kind.name == KindName.EXTERNAL:
-            return f"list the columns of {table} under `columns:` in {model.path}"
-        if model is not None and model.query_sql:
-            return (
-                f"the query of {table} ({model.path}:{model.line}) does not name every "
-                f"column it returns (SELECT * or an expression without an alias): declare "
-                f"`columns (...)` in its MODEL, or name each column in its query"
-            )
-        if model is not None:
-            return f"declare `columns (...)` in the MODEL of {table} ({model.path}:{model.line})"
-        if table in self.waiting:
-            chain = [table]
-            while chain[-1] in self.waiting and len(chain) <= len(self.waiting):
-                chain.append(self.waiting[chain[-1]])
-                if chain[-1] in chain[:-1]:
-                    cycle = chain[chain.index(chain[-1]) :]
-                    return (
-                        "the models' @STAR/@UNION need each other's columns in a cycle: "
-                        + " -> ".join(cycle)
-                        + "; declare `columns (...)` in one of these MODELs to break it"
-                    )
-            return (
-                f"{table}'s own query needs the columns of {chain[-1]}, which Sluice does "
-                f"not know either (see the error on {chain[-2]})"
-            )
-        return (
-            f"{table} is not a model, seed or external table of this project: declare it "
-            "in external_models.yaml with its `columns:`"
-        )
-
-
-class _Placeholder:
-    """Columns for every table, to learn the model names of files that wait."""
-
-    def __call__(self, table: str) -> list[tuple[str, str]]:
-        return [("__sluice_unknown__", "")]
-
-
 def _waiting_names(
     root: Path, files: Sequence[Path], config: ProjectConfig, texts: Mapping[str, str]
 ) -> dict[str, str]:
@@ -401,9 +315,9 @@ def _waiting_names(
                 inferred_name=_inferred_name(root, file)
                 if config.model_naming.infer_names
                 else None,
-                columns_of=_Placeholder(),
+                columns_of=Placeholder(),
             )
-        except (SluiceError, _Pending):  # (a Python macro asking for columns not known)
+        except (SluiceError, Pending):  # (a Python macro asking for columns not known)
             continue
         for model in models:
             waits[model.name] = file

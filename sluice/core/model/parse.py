@@ -18,15 +18,33 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice.core.config import ModelDefaults
-from sluice.core.errors import ModelError, PlanError, did_you_mean
-from sluice.core.intervals import check_cron
+from sluice.core.errors import ModelError, did_you_mean
 from sluice.core.model import fileaccess, macros, names, properties
-from sluice.core.model.definition import AuditCall, Kind, KindName, Model, Scd, TableRef
+from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
 from sluice.core.model.scan import LineIndex, statement_starts, unclosed
+from sluice.core.model.scd import (
+    KIND_ALIASES,
+    SCD_KIND_PROPERTIES,
+    check_scd_outputs,
+    listed_columns,
+    read_scd,
+)
 from sluice.core.model.seeds import CSV_OPTIONS
-from sluice.core.timeutil import DAY_MS, to_ms
+from sluice.core.model.values import (
+    read_bool,
+    read_choice,
+    read_cron,
+    read_date,
+    read_identifier,
+    read_int,
+    read_names,
+    read_pairs,
+    read_string,
+    read_word_or_string,
+)
+from sluice.core.timeutil import to_ms
 
 MODEL_PROPERTIES = frozenset(
     {
@@ -65,40 +83,7 @@ KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
     ),
     KindName.SEED: frozenset({"path", "csv_settings", "batch_size"}),
 }
-# SQLMesh's SCD type 2 kinds (SCD_TYPE_2 is SCD_TYPE_2_BY_TIME): their shared properties,
-# then each one's own.
-_SCD_SHARED = frozenset(
-    {
-        "unique_key",
-        "valid_from_name",
-        "valid_to_name",
-        "invalidate_hard_deletes",
-        "time_data_type",
-        "forward_only",
-        "disable_restatement",
-        "on_destructive_change",
-        "batch_size",
-        "lookback",
-    }
-)
-KIND_PROPERTIES[KindName.SCD_TYPE_2_BY_TIME] = _SCD_SHARED | {
-    "updated_at_name",
-    "updated_at_as_valid_from",
-}
-KIND_PROPERTIES[KindName.SCD_TYPE_2_BY_COLUMN] = _SCD_SHARED | {
-    "columns",
-    "execution_time_as_valid_from",
-}
-KIND_ALIASES = {"SCD_TYPE_2": KindName.SCD_TYPE_2_BY_TIME}
-# The types the validity columns may have (time_data_type), as Spark SQL.
-SCD_TIME_TYPES = {
-    exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
-    exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP",
-    exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP",
-    exp.DataType.Type.DATETIME: "TIMESTAMP",
-    exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP_NTZ",
-    exp.DataType.Type.DATE: "DATE",
-}
+KIND_PROPERTIES.update(SCD_KIND_PROPERTIES)
 DESTRUCTIVE_CHOICES = ("error", "warn", "allow")
 _PLAIN_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -186,7 +171,7 @@ def parse_model(
             hint="add `name schema.table` to MODEL (...), or set "
             "`model_naming: {infer_names: true}` in config.yaml to name it after its path",
         )
-    if _bool(ctx, props.get("enabled"), True) is False:
+    if read_bool(ctx, props.get("enabled"), True) is False:
         return None
     if "name" in props:
         name = _model_name(ctx, props["name"], variables)
@@ -194,7 +179,9 @@ def parse_model(
         assert inferred_name is not None
         name = _inferred_name(ctx, inferred_name, header.line)
     dialect = (
-        _word_or_string(ctx, props["dialect"]).lower() if "dialect" in props else defaults.dialect
+        read_word_or_string(ctx, props["dialect"]).lower()
+        if "dialect" in props
+        else defaults.dialect
     )
     if not valid_dialect(dialect):
         raise ctx.error(
@@ -203,25 +190,27 @@ def parse_model(
             "use a sqlglot dialect such as spark, duckdb, bigquery, snowflake, postgres",
         )
     kind = _kind(ctx, props.get("kind"), header, dialect)
-    forward_only = _bool(ctx, props.get("forward_only"), defaults.forward_only)
+    forward_only = read_bool(ctx, props.get("forward_only"), defaults.forward_only)
     if kind.value.is_scd_type_2 and "forward_only" not in props:
         forward_only = True  # SQLMesh's default for these kinds: their history is kept
     destructive: str = defaults.on_destructive_change
     if "on_destructive_change" in props:
-        destructive = _choice(ctx, props["on_destructive_change"], DESTRUCTIVE_CHOICES)
+        destructive = read_choice(ctx, props["on_destructive_change"], DESTRUCTIVE_CHOICES)
     kind_forward = kind.extra.get("forward_only")
     if kind_forward is not None:
         forward_only = kind_forward
     destructive = kind.extra.get("on_destructive_change", destructive)
-    batch_size = _int(ctx, props["batch_size"]) if "batch_size" in props else kind.value.batch_size
+    batch_size = (
+        read_int(ctx, props["batch_size"]) if "batch_size" in props else kind.value.batch_size
+    )
     if batch_size is None:
         batch_size = defaults.batch_size
     start = (
-        _date(ctx, props["start"])
+        read_date(ctx, props["start"])
         if "start" in props
         else (to_ms(defaults.start) if defaults.start else None)
     )
-    end = _date(ctx, props["end"], inclusive_day=True) if "end" in props else None
+    end = read_date(ctx, props["end"], inclusive_day=True) if "end" in props else None
     if kind.value.is_incremental_by_time and start is None:
         raise ModelError(
             f"model {name} is incremental by time but has no start date",
@@ -266,12 +255,13 @@ def parse_model(
             ("time column", kind.params.get("time_column")),
             ("unique key", kind.params.get("unique_key")),
             ("updated_at column", kind.params.get("updated_at_name")),
-            ("compared column", _listed_columns(kind.params.get("columns"))),
+            ("compared column", listed_columns(kind.params.get("columns"))),
             ("partition column", props.get("partitioned_by")),
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
         if kind.value.scd is not None:
-            _check_scd_outputs(ctx, name, query_sql, kind, header)
+            outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) or []
+            check_scd_outputs(ctx, name, outputs, kind, header)
     grain, warnings = _grain(ctx, name, grain_node, query_sql)
     fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
     return Model(
@@ -282,13 +272,13 @@ def parse_model(
         columns=columns,
         depends_on=tuple(d for d in depends if d != name),
         references=refs,
-        cron=_cron(ctx, props["cron"]) if "cron" in props else defaults.cron,
+        cron=read_cron(ctx, props["cron"]) if "cron" in props else defaults.cron,
         start=start,
         end=end,
         grain=grain,
-        owner=_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
-        tags=_names(ctx, props["tags"]) if "tags" in props else (),
-        column_descriptions=_pairs(ctx, props["column_descriptions"])
+        owner=read_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
+        tags=read_names(ctx, props["tags"]) if "tags" in props else (),
+        column_descriptions=read_pairs(ctx, props["column_descriptions"])
         if "column_descriptions" in props
         else (),
         audits=_audits(ctx, props["audits"], dialect) if "audits" in props else (),
@@ -296,7 +286,7 @@ def parse_model(
         on_destructive_change=destructive,
         path=path,
         line=header.line,
-        stamp=_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
+        stamp=read_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
         warnings=(*warnings, *notes),
         **fields,
     )
@@ -337,7 +327,7 @@ def _model_names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
     """Names of models or tables (``depends_on``), in their canonical form."""
     items = node.items if node.type == "list" else (node,)
     found = []
-    for item, written in zip(items, _names(ctx, node), strict=True):
+    for item, written in zip(items, read_names(ctx, node), strict=True):
         try:
             found.append(names.canonical(names.split_text(written), ctx.catalogs))
         except names.NameProblem as exc:
@@ -346,15 +336,15 @@ def _model_names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class _KindResult:
+class KindResult:
     value: Kind
     extra: dict[str, Any]
     params: dict[str, Node] = field(default_factory=dict)
 
 
-def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") -> _KindResult:
+def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") -> KindResult:
     if node is None:
-        return _KindResult(Kind(KindName.VIEW), {})
+        return KindResult(Kind(KindName.VIEW), {})
     if node.type not in ("word", "call"):
         raise ctx.error(
             "kind must be a word such as FULL, optionally with (parameters)",
@@ -394,9 +384,9 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
         params[key] = item.items[0]
     extra: dict[str, Any] = {}
     if "forward_only" in params:
-        extra["forward_only"] = _bool(ctx, params["forward_only"], False)
+        extra["forward_only"] = read_bool(ctx, params["forward_only"], False)
     if "on_destructive_change" in params:
-        extra["on_destructive_change"] = _choice(
+        extra["on_destructive_change"] = read_choice(
             ctx, params["on_destructive_change"], DESTRUCTIVE_CHOICES
         )
     kwargs: dict[str, Any] = {"name": name}
@@ -416,10 +406,10 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                     "for example `time_column (ds, '%Y-%m-%d')`",
                 )
             kwargs["time_column_format"] = (
-                _string(ctx, column.items[1]) if len(column.items) == 2 else None
+                read_string(ctx, column.items[1]) if len(column.items) == 2 else None
             )
             column = column.items[0]
-        kwargs["time_column"] = _identifier(ctx, column)
+        kwargs["time_column"] = read_identifier(ctx, column)
     if name == KindName.INCREMENTAL_BY_UNIQUE_KEY:
         if "unique_key" not in params:
             raise ctx.error(
@@ -427,15 +417,15 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                 node,
                 "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)",
             )
-        kwargs["unique_key"] = _names(ctx, params["unique_key"])
+        kwargs["unique_key"] = read_names(ctx, params["unique_key"])
     if name == KindName.SEED:
         if "path" not in params:
             raise ctx.error(
                 "a SEED model needs a path", node, "write SEED (path '../seeds/file.csv')"
             )
-        kwargs["seed_path"] = _string(ctx, params["path"])
+        kwargs["seed_path"] = read_string(ctx, params["path"])
         if "csv_settings" in params:
-            settings = _pairs(ctx, params["csv_settings"])
+            settings = read_pairs(ctx, params["csv_settings"])
             for item in params["csv_settings"].items:
                 if item.value.lower() not in CSV_OPTIONS:
                     raise ctx.error(
@@ -445,152 +435,12 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                     )
             kwargs["csv_settings"] = settings
     if name in (KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN):
-        kwargs["unique_key"], kwargs["scd"] = _scd(ctx, name, node, params, dialect)
+        kwargs["unique_key"], kwargs["scd"] = read_scd(ctx, name, node, params, dialect)
     if "batch_size" in params:
-        kwargs["batch_size"] = _int(ctx, params["batch_size"])
+        kwargs["batch_size"] = read_int(ctx, params["batch_size"])
     if "lookback" in params:
-        kwargs["lookback"] = _int(ctx, params["lookback"], minimum=0)
-    return _KindResult(Kind(**kwargs), extra, params)
-
-
-def _scd(
-    ctx: _Ctx, name: KindName, node: Node, params: dict[str, Node], dialect: str
-) -> tuple[tuple[str, ...], Scd]:
-    """The unique key and settings of an SCD type 2 kind, checked."""
-    by_column = name == KindName.SCD_TYPE_2_BY_COLUMN
-    if "unique_key" not in params:
-        raise ctx.error(
-            f"{name} needs a unique_key",
-            node,
-            f"write {name} (unique_key id{', columns [name, price]' if by_column else ''})",
-        )
-    if by_column and "columns" not in params:
-        raise ctx.error(
-            "SCD_TYPE_2_BY_COLUMN needs the columns whose changes open a new version",
-            node,
-            "write SCD_TYPE_2_BY_COLUMN (unique_key id, columns [name, price]), or columns * "
-            "for every column",
-        )
-    unique_key = tuple(_identifier(ctx, _unquoted(k)) for k in _items(params["unique_key"]))
-    if not unique_key or "*" in unique_key:
-        raise ctx.error(
-            "unique_key must name the key's columns",
-            params["unique_key"],
-            "write unique_key id, or unique_key (a, b) for a composite key",
-        )
-    settings: dict[str, Any] = {}
-    for key in ("updated_at_name", "valid_from_name", "valid_to_name"):
-        if key in params:
-            settings[key] = _identifier(ctx, _unquoted(params[key]))
-    if not by_column:
-        settings.setdefault("updated_at_name", "updated_at")
-    for key in (
-        "invalidate_hard_deletes",
-        "updated_at_as_valid_from",
-        "execution_time_as_valid_from",
-        "disable_restatement",
-    ):
-        if key in params:
-            settings[key] = _bool(ctx, params[key], False)
-    if by_column:
-        columns = tuple(_identifier(ctx, _unquoted(c)) for c in _items(params["columns"]))
-        if "*" in columns and columns != ("*",):
-            raise ctx.error(
-                "columns is either * (every column) or a list of columns, not both",
-                params["columns"],
-                "write columns * or columns [name, price]",
-            )
-        if not columns:
-            raise ctx.error("columns names no column", params["columns"], "name one, or *")
-        settings["columns"] = columns
-    if "time_data_type" in params:
-        settings["time_data_type"] = _scd_time_type(ctx, params["time_data_type"], dialect)
-    valid_from = settings.get("valid_from_name", "valid_from")
-    valid_to = settings.get("valid_to_name", "valid_to")
-    if valid_from == valid_to:
-        raise ctx.error(
-            f"valid_from_name and valid_to_name are both '{valid_from}'",
-            params.get("valid_to_name") or params.get("valid_from_name"),
-            "give the two validity columns different names",
-        )
-    return unique_key, Scd(**settings)
-
-
-def _items(node: Node) -> tuple[Node, ...]:
-    return tuple(node.items) if node.type == "list" else (node,)
-
-
-def _unquoted(node: Node) -> Node:
-    """A column given as a string (`'name'`, or `'*'`) read as the word it names."""
-    if node.type == "string":
-        return Node("word", node.value, (), node.line, node.col, node.start, node.end)
-    return node
-
-
-def _listed_columns(node: Node | None) -> Node | None:
-    """SCD_TYPE_2_BY_COLUMN's `columns`, for the output check (None for `*`)."""
-    if node is None or any(_unquoted(i).value == "*" for i in _items(node)):
-        return None
-    items = tuple(_unquoted(i) for i in _items(node))
-    return Node("list", "", items, node.line, node.col, node.start, node.end)
-
-
-def _scd_time_type(ctx: _Ctx, node: Node, dialect: str) -> str:
-    text = _word_or_string(ctx, node)
-    try:
-        parsed = exp.DataType.build(text, dialect=dialect)
-    except (ParseError, TokenError, ValueError):
-        parsed = None
-    spark = SCD_TIME_TYPES.get(parsed.this) if parsed is not None else None
-    if spark is None:
-        raise ctx.error(
-            f"time_data_type '{text}' is not a date or timestamp type",
-            node,
-            "write TIMESTAMP (the default), TIMESTAMP_NTZ or DATE",
-        )
-    return spark
-
-
-def _check_scd_outputs(
-    ctx: _Ctx, name: str, query_sql: str, kind: _KindResult, header: Header
-) -> None:
-    """The validity columns are Sluice's to write: the query must not return them."""
-    scd = kind.value.scd
-    assert scd is not None
-    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) or []
-    updated_at = scd.updated_at_name
-    if (
-        outputs
-        and updated_at
-        and "updated_at_name" not in kind.params
-        and (updated_at not in outputs)
-    ):
-        raise ctx.error(
-            f"{name}'s query has no column '{updated_at}', which "
-            f"{kind.value.name} reads to tell when each row last changed",
-            header.properties.get("kind"),
-            f"the query returns: {', '.join(outputs)}; return an updated_at column, or "
-            "name yours with updated_at_name",
-        )
-    for column, key in (
-        (scd.valid_from_name, "valid_from_name"),
-        (scd.valid_to_name, "valid_to_name"),
-    ):
-        if column in outputs:
-            raise ctx.error(
-                f"{name}'s query returns a column '{column}', which its kind "
-                f"{kind.value.name} writes itself (the {key.removesuffix('_name')} column)",
-                kind.params.get(key) or header.properties.get("kind"),
-                f"rename the query's column, or set {key} to another name",
-            )
-    if scd.columns and scd.columns != ("*",):
-        for column in scd.columns:
-            if column in kind.value.unique_key:
-                raise ctx.error(
-                    f"column '{column}' is part of the unique_key: compare the other columns",
-                    kind.params.get("columns"),
-                    "list the columns whose changes open a new version, without the key",
-                )
+        kwargs["lookback"] = read_int(ctx, params["lookback"], minimum=0)
+    return KindResult(Kind(**kwargs), extra, params)
 
 
 def _query(
@@ -948,7 +798,7 @@ def _audits(ctx: _Ctx, node: Node, dialect: str) -> tuple[AuditCall, ...]:
                     f"write {name}(column := value)",
                 )
             if arg.value.lower() == "blocking":
-                blocking = _bool(ctx, arg.items[0], True)
+                blocking = read_bool(ctx, arg.items[0], True)
                 continue
             args.append((arg.value.lower(), _arg_sql(ctx, arg.items[0], dialect)))
         calls.append(AuditCall(name, tuple(args), blocking, item.line, item.col))
@@ -979,110 +829,3 @@ def _arg_sql(ctx: _Ctx, node: Node, dialect: str) -> str:
     found = fileaccess.placed(accesses, node.line, node.col)
     fileaccess.refuse(found, ctx.allowed_paths, f"audit argument '{text}'", ctx.path, node.line)
     return parsed.sql("spark", normalize=True)
-
-
-def _identifier(ctx: _Ctx, node: Node) -> str:
-    if node.type != "word" or "." in node.value:
-        raise ctx.error(
-            f"expected a column name, got '{node.text(ctx.source)}'",
-            node,
-            "name one column of the query, without a table prefix",
-        )
-    return node.value.strip('"`').lower()
-
-
-def _names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
-    items = node.items if node.type == "list" else (node,)
-    out = []
-    for item in items:
-        if item.type not in ("word", "string"):
-            raise ctx.error(
-                f"expected a name, got '{item.text(ctx.source)}'",
-                item,
-                "write a name, or a list of names such as (a, b)",
-            )
-        out.append(item.value.strip('"`').lower() if item.type == "word" else item.value)
-    return tuple(out)
-
-
-def _pairs(ctx: _Ctx, node: Node) -> tuple[tuple[str, str], ...]:
-    if node.type == "call":
-        node = call_as_pair(node, ctx.source).items[0]
-    if node.type != "list" or any(i.type != "pair" for i in node.items):
-        raise ctx.error(
-            "expected a list of `name = 'value'` pairs",
-            node,
-            "for example (delimiter = ';', quotechar = '\"')",
-        )
-    return tuple((i.value.lower(), _word_or_string(ctx, i.items[0])) for i in node.items)
-
-
-def _string(ctx: _Ctx, node: Node) -> str:
-    if node.type != "string":
-        raise ctx.error(
-            f"expected a quoted string, got '{node.text(ctx.source)}'",
-            node,
-            "quote it with single quotes",
-        )
-    return node.value
-
-
-def _word_or_string(ctx: _Ctx, node: Node) -> str:
-    if node.type not in ("word", "string", "number"):
-        raise ctx.error(
-            f"expected a single value, got '{node.text(ctx.source)}'",
-            node,
-            "write one word, number or quoted string",
-        )
-    return node.value
-
-
-def _int(ctx: _Ctx, node: Node, minimum: int = 1) -> int:
-    if node.type != "number" or not node.value.isdigit() or int(node.value) < minimum:
-        raise ctx.error(
-            f"expected a whole number of at least {minimum}, got '{node.text(ctx.source)}'",
-            node,
-            "write the number without quotes",
-        )
-    return int(node.value)
-
-
-def _bool(ctx: _Ctx, node: Node | None, default: bool) -> bool:
-    if node is None:
-        return default
-    if node.type == "bool":
-        return node.value == "true"
-    if node.type in ("word", "string") and node.value.lower() in ("true", "false"):
-        return node.value.lower() == "true"
-    raise ctx.error(
-        f"expected true or false, got '{node.text(ctx.source)}'", node, "write true or false"
-    )
-
-
-def _choice(ctx: _Ctx, node: Node, choices: tuple[str, ...]) -> str:
-    value = _word_or_string(ctx, node).lower()
-    if value not in choices:
-        raise ctx.error(
-            f"'{value}' is not one of {', '.join(choices)}",
-            node,
-            f"write one of {', '.join(choices)}",
-        )
-    return value
-
-
-def _cron(ctx: _Ctx, node: Node) -> str:
-    cron = _word_or_string(ctx, node)
-    try:
-        return check_cron(cron)
-    except PlanError as exc:
-        raise ctx.error(exc.message, node, exc.hint) from None
-
-
-def _date(ctx: _Ctx, node: Node, inclusive_day: bool = False) -> int:
-    """A date property; an ``end`` given as a bare date includes that whole day."""
-    text = _word_or_string(ctx, node)
-    try:
-        ms = to_ms(text)
-    except ValueError as exc:
-        raise ctx.error(str(exc), node, "quote it, for example '2024-01-01'") from None
-    return ms + DAY_MS if inclusive_day and len(text.strip()) == 10 else ms

@@ -58,9 +58,7 @@ def estimate_scan(
             the parents (the last one measured stands in for a version never measured).
         intervals: Filled intervals per physical table (a time-range parent's share).
     """
-    latest: dict[str, int] = {}
-    for (name, _), measured in sorted(sizes.items(), key=lambda item: item[1].measured_ts):
-        latest[name] = measured.bytes
+    latest = latest_sizes(sizes)
     planned = {b.name: b for b in backfill}
     scan: dict[str, int] = {}
     unmeasured: dict[str, tuple[str, ...]] = {}
@@ -75,7 +73,8 @@ def estimate_scan(
         for parent in parents:
             snap = snapshots.get(parent)
             own = sizes.get((parent, snap.version)) if snap is not None else None
-            size = own.bytes if own is not None else latest.get(parent)
+            last = latest.get(parent)
+            size = own.bytes if own is not None else last[1].bytes if last is not None else None
             if snap is None or size is None:
                 missing.append(parent)
                 continue
@@ -89,6 +88,15 @@ def estimate_scan(
         scan[item.name] = total
         unmeasured[item.name] = tuple(sorted(set(missing)))
     return ScanEstimate(scan, unmeasured)
+
+
+def latest_sizes(sizes: Mapping[TableKey, TableSize]) -> dict[str, tuple[str, TableSize]]:
+    """Per model, its last measured version and that version's size (the latest
+    ``measured_ts``), which stands in for a version no job has measured yet."""
+    latest: dict[str, tuple[str, TableSize]] = {}
+    for (name, version), measured in sorted(sizes.items(), key=lambda item: item[1].measured_ts):
+        latest[name] = (version, measured)
+    return latest
 
 
 def _read_tables(snapshots: Mapping[str, Snapshot], parents: Iterable[str]) -> list[str]:

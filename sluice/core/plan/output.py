@@ -11,6 +11,9 @@ last time a job measured it:
 - any other kind writes its whole table (a full refresh, or a rewrite by unique key);
 - a model no job has measured (a new one) is named as unmeasured.
 
+Once the plan is applied, :func:`written` sums what the jobs measured of the tables it
+built (:class:`Written`).
+
 >>> from sluice.core.model.definition import Kind, KindName, Model
 >>> from sluice.core.plan.plan import Backfill
 >>> from sluice.core.snapshot.fingerprint import Fingerprint
@@ -30,12 +33,15 @@ last time a job measured it:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from sluice.core.intervals import Interval
 from sluice.core.model.definition import KindName
-from sluice.core.plan.plan import Backfill, OutputEstimate
+from sluice.core.plan.cost import latest_sizes
+from sluice.core.plan.plan import Backfill, OutputEstimate, Plan
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state.records import TableSize
+from sluice.core.state.store import StateReader
 
 TableKey = tuple[str, str]
 
@@ -57,9 +63,7 @@ def estimate_output(
         intervals: Filled intervals per physical table (the share a time range is of the
             measured table).
     """
-    latest: dict[str, tuple[str, TableSize]] = {}
-    for (name, version), measured in sorted(sizes.items(), key=lambda item: item[1].measured_ts):
-        latest[name] = (version, measured)
+    latest = latest_sizes(sizes)
     rows: dict[str, int] = {}
     data: dict[str, int] = {}
     unmeasured: list[str] = []
@@ -79,6 +83,27 @@ def estimate_output(
         if measured.rows is not None:
             rows[item.name] = measured.rows * share[0] // share[1]
     return OutputEstimate(rows, data, tuple(sorted(unmeasured)))
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the tables a plan builds hold once built, as the jobs measured them (from this
+    job or an earlier one); None where no job measured it."""
+
+    bytes: int | None
+    rows: int | None
+
+
+def written(state: StateReader, plan: Plan) -> Written:
+    """The bytes and rows of the tables ``plan`` builds, summed over those measured."""
+    built = {(b.name, b.version) for b in plan.backfill}
+    sizes = state.get_table_sizes({name for name, _ in built}) if built else {}
+    measured = [sizes[key] for key in built if key in sizes]
+    counted = [m.rows for m in measured if m.rows is not None]
+    return Written(
+        sum(m.bytes for m in measured) if measured else None,
+        sum(counted) if counted else None,
+    )
 
 
 def _span(spans: Iterable[Interval]) -> int:
