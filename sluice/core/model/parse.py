@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import sqlglot
@@ -260,7 +261,7 @@ def parse_model(
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
         if kind.value.scd is not None:
-            outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) or []
+            outputs = list(_query_outputs(query_sql) or ())
             check_scd_outputs(ctx, name, outputs, kind, header)
     grain, warnings = _grain(ctx, name, grain_node, query_sql)
     fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
@@ -645,7 +646,7 @@ def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, 
     """Columns the header names (time column, grain, ...) must be columns the query returns."""
     if not named:
         return
-    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark"))
+    outputs = _query_outputs(query_sql)
     if outputs is None:
         return  # `SELECT *` or an expression without a name: Spark will tell
     for what, node in named:
@@ -671,7 +672,7 @@ def _grain(
     plain columns), one the query does not return is kept (Spark will tell)."""
     if node is None:
         return (), []
-    outputs = _output_names(sqlglot.parse_one(query_sql, read="spark")) if query_sql else None
+    outputs = _query_outputs(query_sql) if query_sql else None
     grain: list[str] = []
     warnings: list[str] = []
     for item in node.items if node.type == "list" else (node,):
@@ -710,6 +711,15 @@ def _inferred_name(ctx: _Ctx, inferred: str, line: int) -> str:
             hint="put the file at models/<schema>/<table>.sql, or add `name schema.table` "
             "to its MODEL (...)" + (f"; {exc.hint}" if exc.catalog else ""),
         ) from None
+
+
+@lru_cache(maxsize=4)
+def _query_outputs(query_sql: str) -> tuple[str, ...] | None:
+    """The names of the columns a model's Spark SQL returns, when it says them all. The
+    header's checks (time column, unique key, grain, SCD columns) each ask: one parse per
+    query, not one per check (a parse is most of a check's cost)."""
+    names = _output_names(sqlglot.parse_one(query_sql, read="spark"))
+    return None if names is None else tuple(names)
 
 
 def _output_names(query: exp.Expr) -> list[str] | None:
