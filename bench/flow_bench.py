@@ -129,7 +129,9 @@ def sluice_flow(source: Path, folder: Path, mode: str) -> tuple[dict[str, float]
                 capture_output=True,
                 text=True,
             ).stdout
-            rows[name] = [[str(v) for v in row] for row in json.loads(out)["rows"]]
+            rows[name] = [
+                [str(v) for v in row] for row in json.loads(out.strip().splitlines()[-1])["rows"]
+            ]
     finally:
         if mode == "connect":
             sluice("spark", "stop")

@@ -262,10 +262,12 @@ def main() -> int:
         venv = sqlmesh_spark.side_venv(work / "sqlmesh-venv", args.sqlmesh_venv)
     flows = {mode: Flow(work / mode, mode) for mode in modes}
     results: dict[Mode, list[dict[str, float]]] = {mode: [] for mode in modes}
-    sqlmesh = None if venv is None else SqlmeshFlow(work / "sqlmesh", venv)
+    sqlmesh = None
     theirs: list[dict[str, float]] = []
     cold: list[float] = []
     try:
+        if venv is not None:  # the connect server is up: stopped below whatever happens
+            sqlmesh = SqlmeshFlow(work / "sqlmesh", venv)
         for rep in range(reps):
             cold.append(cold_spark(work))
             order: list[str] = [*modes, "sqlmesh"] if sqlmesh else list(modes)
