@@ -1,7 +1,7 @@
 """Benchmark: how long a user waits, step by step, on the example project (issue 21).
 
 Usage: python bench/latency_bench.py [--reps 5] [--quick] [--modes submit,connect]
-                                     [--keep DIR]
+                                     [--keep DIR] [--no-sqlmesh] [--sqlmesh-venv DIR]
 
 On ``examples/jaffle_shop`` through the local forge (the flow ``sluice pr`` and ``sluice
 demo`` run, in this one process as the service runs it), per Spark mode (``submit``: a
@@ -21,11 +21,19 @@ that this process starts once, as the service does with ``SLUICE_SPARK_MODE=conn
    - **query**: ``sluice query prod`` with one row back (what ``sluice query`` runs);
 3. the yardstick, measured in the same run between the repetitions: a cold PySpark
    session in a fresh process (a JVM, Hive support on an embedded Derby metastore,
-   ``SELECT 1``).
+   ``SELECT 1``);
+4. unless ``--no-sqlmesh``, SQLMesh 0.236.4 on the same Spark settings
+   (``bench/sqlmesh_spark.py``; its virtualenv from ``--sqlmesh-venv``, else built in the
+   work folder): a copy of the example with prod built (not timed: ``sqlmesh plan prod
+   --end 2018-04-30``), then per repetition the same column added to ``jaffle.customers``
+   and, each a ``sqlmesh plan ENV --auto-apply --no-prompts --skip-tests`` process (audits
+   on), timed: the **environment build** (``pr_N``: the one model) and the **promotion**
+   (that change to prod: a virtual update, checked to write no data file).
 
 Prints per step and mode the median seconds, the connect/submit ratio and each median
 against the cold start, with the issue's targets (promotion and query at most half a cold
-start, the PR comment at most three). ``--quick``: 2 repetitions instead of 5.
+start, the PR comment at most three); then SQLMesh's medians beside Sluice's PR comment
+and promotion, with SQLMesh / Sluice. ``--quick``: 2 repetitions instead of 5.
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sqlmesh_spark
+
+REPO = Path(__file__).resolve().parents[1]
 Mode = Literal["submit", "connect"]
 STEPS = ("PR comment", "promotion", "query")
 TARGETS = {"PR comment": 3.0, "promotion": 0.5, "query": 0.5}  # x the cold Spark start
@@ -93,6 +105,20 @@ def timed(step: Callable[[], Any]) -> float:
         return time.perf_counter() - began
 
 
+def add_column(root: Path, number: int) -> None:
+    """Add column ``number`` to jaffle.customers (one model, a non-breaking change)."""
+    path = root / "models" / "customers.sql"
+    text, count = re.subn(
+        r"(\n(\s*)c\.last_name,\n)",
+        f"\\1\\2UPPER(c.last_name) AS last_name_upper_{number},\n",
+        path.read_text(encoding="utf-8"),
+        count=1,
+    )
+    if count != 1:
+        raise SystemExit(f"{path}: the edit does not apply (the example changed?)")
+    path.write_text(text, encoding="utf-8")
+
+
 class Flow:
     """One mode's repository, its prod, and the pull requests of the repetitions."""
 
@@ -121,16 +147,7 @@ class Flow:
         name = f"change-{self.changes}"
         git = ["git", "-C", str(self.root)]
         subprocess.run([*git, "checkout", "-q", "-b", name, "main"], check=True)
-        path = self.root / "models" / "customers.sql"
-        text, count = re.subn(
-            r"(\n(\s*)c\.last_name,\n)",
-            f"\\1\\2UPPER(c.last_name) AS last_name_upper_{self.changes},\n",
-            path.read_text(encoding="utf-8"),
-            count=1,
-        )
-        if count != 1:
-            raise SystemExit(f"{path}: the edit does not apply (the example changed?)")
-        path.write_text(text, encoding="utf-8")
+        add_column(self.root, self.changes)
         subprocess.run(
             [*git, "commit", "-q", "-am", f"customers: column {self.changes}"], check=True
         )
@@ -179,6 +196,53 @@ class Flow:
             raise SystemExit(f"the query returned {result}")
 
 
+class SqlmeshFlow:
+    """SQLMesh's copy of the example on the same Spark: prod, then one change per rep.
+
+    Every plan runs at the day after the example's data ends (``--execution-time``: a
+    prod plan cannot take ``--end``), so no later interval is ever missing."""
+
+    CLOCK = ("--execution-time", "2018-05-01")
+
+    def __init__(self, root: Path, venv: Path) -> None:
+        self.venv = venv
+        self.root = sqlmesh_spark.prepare(REPO / "examples" / "jaffle_shop", root, venv)
+        self.log = root / "sqlmesh.log"
+        self.changes = 0
+        print(f"[sqlmesh] building prod in {root} ...", flush=True)
+        seconds = sqlmesh_spark.plan(venv, self.root, "prod", self.log, *self.CLOCK)
+        print(f"[sqlmesh] prod built in {seconds:.1f} s (not timed below)", flush=True)
+        self.prod = self.version("prod")
+
+    def plan(self, env: str) -> float:
+        return sqlmesh_spark.plan(self.venv, self.root, env, self.log, *self.CLOCK)
+
+    def version(self, env: str) -> str:
+        """The version of jaffle.customers in ``env`` (from SQLMesh's state)."""
+        models = sqlmesh_spark.environments(self.venv, self.root).get(env, {})
+        found = [v for k, v in models.items() if k.endswith("jaffle.customers")]
+        if not found:
+            raise SystemExit(f"SQLMesh's {env} has no jaffle.customers: see {self.log}")
+        return found[0]
+
+    def one(self) -> dict[str, float]:
+        """One repetition: the change's environment build, then its promotion."""
+        self.changes += 1
+        env = f"pr_{self.changes}"
+        add_column(self.root, self.changes)
+        seconds = {"environment build": self.plan(env)}
+        built, files = self.version(env), sqlmesh_spark.data_files(self.root)
+        if built == self.prod:
+            raise SystemExit(f"SQLMesh's {env} did not build the change: see {self.log}")
+        seconds["promotion"] = self.plan("prod")
+        self.prod = self.version("prod")
+        if self.prod != built:
+            raise SystemExit(f"SQLMesh's prod is not {env}'s version: see {self.log}")
+        if sqlmesh_spark.data_files(self.root) != files:
+            raise SystemExit(f"SQLMesh's promotion wrote data (not a virtual update): {self.log}")
+        return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -187,6 +251,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2 repetitions")
     parser.add_argument("--modes", default="submit,connect")
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep it")
+    parser.add_argument("--no-sqlmesh", action="store_true", help="Sluice only")
+    parser.add_argument("--sqlmesh-venv", type=Path, default=None, help="reuse this venv")
     args = parser.parse_args()
     reps = 2 if args.quick else args.reps
     modes: list[Mode] = [m for m in ("submit", "connect") if m in args.modes.split(",")]
@@ -199,19 +265,31 @@ def main() -> int:
 
     from sluice.core.spark.connect import stop_all
 
+    venv = None
+    if not args.no_sqlmesh:
+        venv = sqlmesh_spark.side_venv(work / "sqlmesh-venv", args.sqlmesh_venv)
     flows = {mode: Flow(work / mode, mode) for mode in modes}
     results: dict[Mode, list[dict[str, float]]] = {mode: [] for mode in modes}
+    sqlmesh = None
+    theirs: list[dict[str, float]] = []
     cold: list[float] = []
     try:
+        if venv is not None:  # the connect server is up: stopped below whatever happens
+            sqlmesh = SqlmeshFlow(work / "sqlmesh", venv)
         for rep in range(reps):
             cold.append(cold_spark(work))
-            order = modes if rep % 2 == 0 else list(reversed(modes))
-            for mode in order:
-                results[mode].append(flows[mode].one())
+            order: list[str] = [*modes, "sqlmesh"] if sqlmesh else list(modes)
+            for mode in order if rep % 2 == 0 else list(reversed(order)):
+                if mode == "sqlmesh" and sqlmesh is not None:
+                    theirs.append(sqlmesh.one())
+                elif mode in flows:
+                    results[mode].append(flows[mode].one())
             line = "; ".join(
                 f"{mode} " + ", ".join(f"{s} {results[mode][-1][s]:.1f}" for s in STEPS)
                 for mode in modes
             )
+            if theirs:
+                line += "; sqlmesh " + ", ".join(f"{s} {v:.1f}" for s, v in theirs[-1].items())
             print(f"  rep {rep + 1}: cold Spark {cold[-1]:.1f} s; {line}", flush=True)
     finally:
         stop_all()  # the connect mode's server
@@ -235,9 +313,29 @@ def main() -> int:
         met = {m: medians[m] / yardstick <= target for m in modes}
         said = ", ".join(f"{m} {'met' if ok else 'missed'}" for m, ok in met.items())
         print(f"| {step} | {cells} | ≤ {target:g}x cold: {said} |")
+    if theirs:
+        sqlmesh_table(results, theirs, modes)
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def sqlmesh_table(
+    results: dict[Mode, list[dict[str, float]]], theirs: list[dict[str, float]], modes: list[Mode]
+) -> None:
+    """SQLMesh's medians beside Sluice's, with SQLMesh / Sluice per mode."""
+    print()
+    print(f"SQLMesh 0.236.4 on the same Spark, medians of {len(theirs)}:")
+    print("| step | SQLMesh s |" + "".join(f" Sluice {m} s | SQLMesh / {m} |" for m in modes))
+    print("| --- " * (2 + 2 * len(modes)) + "|")
+    for mine, step in (("PR comment", "environment build"), ("promotion", "promotion")):
+        base = statistics.median(r[step] for r in theirs)
+        cells = [f"{base:.2f}"]
+        for m in modes:
+            median = statistics.median(r[mine] for r in results[m])
+            cells += [f"{median:.2f}", f"**{base / median:.2f}x**"]
+        label = "environment build (Sluice: PR comment)" if mine == "PR comment" else step
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
