@@ -78,7 +78,7 @@ def runs(
 ) -> Iterator[dict[str, dict[str, History]]]:
     """Day of the run -> model -> its history after that run."""
     root = tmp_path_factory.mktemp("scd") / "project"
-    shutil.copytree(FIXTURE, root)
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns(".sluice"))
     (root / ".sluice").mkdir()
     project = load_project(root, use_cache=False)
     warehouse = Path(local_spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
@@ -349,7 +349,7 @@ def test_the_merge_runs_on_spark_connect(tmp_path: Path, connect_server: Connect
     """The build step in a Spark Connect client (no JVM of its own): the stock model
     applied and run once, read back through prod's view."""
     root = tmp_path / "project"
-    shutil.copytree(FIXTURE, root)
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns(".sluice"))
     for other in ("menu_days", "menu_by_time", "menu_kept", "menu_by_column"):
         (root / "models" / f"{other}.sql").unlink()
     (root / ".sluice").mkdir()
