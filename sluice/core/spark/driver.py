@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events, schedule
 from sluice.core.spark.spec import JobSpec, Step
+from sluice.core.spark.steps import statistics
 from sluice.core.spark.steps.context import Handler, StepContext, spark_error
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
     finally:
         if sessions is not None:
             sessions.close()
+        # Also after a failure: the tables built before it are kept, and reused.
+        statistics.record(spark, ctx)
     keys = [step.get("id", str(index)) for index, step in enumerate(steps)]
     return {key: ctx.results[key] for key in keys if key in ctx.results}
 

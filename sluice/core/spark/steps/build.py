@@ -7,15 +7,16 @@ the new rows plus the old rows whose keys are absent, through a staging table th
 restarted job recovers; the SCD type 2 kinds merge the rows into the history the same way
 (:mod:`sluice.core.spark.steps.scd`). A batch's interval is reported (a ``write`` event, recorded by the
 service) only after its data is written.
-A table is created only after clearing its location of what a killed create left there
-(Spark writes a new table's files before the catalog knows the table).
+A new FULL or SEED table is created by its query; what a killed create left at its
+location is cleared when Spark finds it there (Spark writes a new table's files before
+the catalog knows the table). The size of each table written is measured with the
+others' at the job's end (:mod:`sluice.core.spark.steps.statistics`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -27,7 +28,7 @@ from sluice.core.model.pycode import run as pycode_run
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps import scd, swap
-from sluice.core.spark.steps.context import StepContext
+from sluice.core.spark.steps.context import StepContext, Written
 from sluice.core.timeutil import to_datetime
 
 if TYPE_CHECKING:
@@ -111,9 +112,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
                 table_sql=_table_sql(step),
             )
         else:
-            sql = _batch_sql(step, batch)
-            _create_if_missing(spark, step, sql)
-            spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
+            _write_whole(spark, step, _batch_sql(step, batch))
         if "python" in step:
             # Gone once written: SHOW TABLES IN any schema lists a session's temp views, so
             # one left behind would keep the janitor from dropping an emptied schema.
@@ -129,35 +128,8 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
     if written:
-        stats = table_statistics(spark, table)
-        if stats is not None:
-            size, rows = stats
-            ctx.write("table_size", model=name, version=version, bytes=size, rows=rows)
+        ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
     return {"model": name, "version": version, "table": table, "batches": written}
-
-
-_STATISTICS = re.compile(r"^\s*(\d+)\s+bytes(?:,\s*(\d+)\s+rows)?\b")
-
-
-def table_statistics(spark: SparkSession, table: str) -> tuple[int, int | None] | None:
-    """The bytes of ``table``'s data files and the rows it holds, as the catalog's
-    statistics say once ``ANALYZE ... COMPUTE STATISTICS`` has counted them (a count of
-    rows, which Parquet answers from its files' footers; no column is read); the rows are
-    None when the catalog kept no count, and the whole None when it keeps no statistics (a
-    measurement never fails a build)."""
-    try:
-        spark.sql(f"ANALYZE TABLE {table} COMPUTE STATISTICS")
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    except Exception:
-        return None
-    for row in rows:
-        if row["col_name"] == "Statistics":
-            found = _STATISTICS.match(str(row["data_type"]))
-            if found is None:
-                return None
-            counted = found.group(2)
-            return int(found.group(1)), int(counted) if counted is not None else None
-    return None
 
 
 def _python_rows(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:
@@ -177,6 +149,30 @@ def _batch_sql(step: BuildStep, batch: BuildBatch) -> str:
             f"(kind {step['kind']}: only a SEED build's batches have none)"
         )
     return sql
+
+
+def _write_whole(spark: SparkSession, step: BuildStep, sql: str) -> None:
+    """Write a FULL or SEED table whole: a new table is created by its query (one Spark
+    job), an existing one (a rebuild: a restatement, a run of a FULL model) overwritten.
+    Files a killed create left at a new table's location are cleared, then it is created."""
+    table = step["table"]
+    if spark.catalog.tableExists(table):
+        spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
+        return
+    create = f"CREATE TABLE {table}{_table_sql(step)} AS {sql}"
+    try:
+        spark.sql(create)
+    except Exception as exc:
+        if _condition(exc) != "LOCATION_ALREADY_EXISTS":
+            raise
+        swap.clear_location(spark, table)
+        spark.sql(create)
+
+
+def _condition(exc: Exception) -> str | None:
+    """The Spark error condition of ``exc`` (``LOCATION_ALREADY_EXISTS``, ...), if any."""
+    condition = getattr(exc, "getCondition", None)
+    return condition() if callable(condition) else None
 
 
 def _create_if_missing(
@@ -338,8 +334,7 @@ def _write_seed(spark: SparkSession, step: BuildStep) -> None:
         )
     frame = spark.createDataFrame(rows, schema)
     frame.createOrReplaceTempView("__sluice_seed")
-    _create_if_missing(spark, step, "SELECT * FROM __sluice_seed")
-    spark.sql(f"INSERT OVERWRITE TABLE {step['table']} SELECT * FROM __sluice_seed")
+    _write_whole(spark, step, "SELECT * FROM __sluice_seed")
     spark.catalog.dropTempView("__sluice_seed")
 
 

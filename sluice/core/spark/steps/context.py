@@ -15,6 +15,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+@dataclass(frozen=True)
+class Written:
+    """A table a build wrote, to be measured at the job's end
+    (:mod:`sluice.core.spark.steps.statistics`)."""
+
+    table: str
+    model: str
+    version: str
+    format: str
+
+
 @dataclass
 class StepContext:
     """Shared by the steps of one job.
@@ -27,6 +38,8 @@ class StepContext:
     job: JobSpec
     emit: Callable[[dict[str, Any]], None]
     results: dict[str, Any] = field(default_factory=dict)
+    written_tables: list[Written] = field(default_factory=list)
+    """The tables the job's builds wrote (appended from the builds' threads)."""
 
     def log(self, message: str, **extra: Any) -> None:
         """Report progress to the runner (and through it to the user)."""
@@ -36,6 +49,10 @@ class StepContext:
         """Ask the runner to write ``op`` to state (``add_intervals``, ``remove_intervals``,
         ``save_result``); sent at once, so it is kept even if the job dies right after."""
         self.emit({"event": "write", "op": op, **fields})
+
+    def wrote(self, written: Written) -> None:
+        """Note a table a build wrote: its size is measured with the others' at the end."""
+        self.written_tables.append(written)
 
 
 Handler = Callable[["SparkSession", Any, StepContext], "dict[str, Any] | None"]
