@@ -15,6 +15,7 @@ the PostgreSQL tests are skipped, except under CI (``CI=true``), where they fail
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -69,6 +70,42 @@ LONGEST_FIRST = (
     "tests/core/spark/test_dev_server.py",
     "tests/core/spark/test_connect.py",
 )
+
+
+# Tests leave the source tree as they found it: a `.sluice/` folder a test wrote into a
+# fixture project once made a later test's copy of that fixture fail (CI, 2026-11-27).
+# The run fails if a test session leaves a new one under tests/ or examples/.
+_TREE = Path(__file__).resolve().parent.parent
+_WATCHED = ("tests", "examples")
+_FOLDERS_BEFORE = pytest.StashKey[set[Path]]()
+
+
+def _state_folders() -> set[Path]:
+    return {p for top in _WATCHED for p in (_TREE / top).rglob(".sluice*") if p.is_dir()}
+
+
+def _controller(config: pytest.Config) -> bool:
+    """Whether this is the run's own process, not one of xdist's workers."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controller(session.config):
+        session.config.stash[_FOLDERS_BEFORE] = _state_folders()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _controller(session.config) or _FOLDERS_BEFORE not in session.config.stash:
+        return
+    left = sorted(_state_folders() - session.config.stash[_FOLDERS_BEFORE])
+    if left:
+        names = "\n".join(f"  {p.relative_to(_TREE)}" for p in left)
+        print(
+            "\nA test wrote state into the source tree (copy the project to tmp_path, or "
+            f"load it with use_cache=False), and left:\n{names}",
+            file=sys.stderr,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_configure(config: pytest.Config) -> None:

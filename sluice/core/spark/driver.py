@@ -95,7 +95,8 @@ def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
                 for index in unit.steps:
                     _run_step(index, steps[index], session, ctx, table, slot)
             finally:
-                sessions.wrote(str(dict(steps[unit.steps[0]]).get("table")))
+                name = str(dict(steps[unit.steps[0]]).get("table"))
+                sessions.wrote(name, created=name in ctx.created)
 
     try:
         schedule.run(units, work, limit if sessions is not None else 1)
@@ -234,8 +235,14 @@ class _Sessions:
             return False
         return True
 
-    def wrote(self, table: str) -> None:
-        """A worker's session wrote ``table``."""
+    def wrote(self, table: str, created: bool) -> None:
+        """A worker's session wrote ``table`` (``created``: the table is new, or a view).
+
+        A Spark Connect job's session is the job's own, opened with it: it cannot hold a
+        listing of a table this job created (the builds that create it run in workers), so
+        that table needs no refresh, which on Connect is a call per table."""
+        if created and self.connect:
+            return
         with self._lock:
             self._written.append(table)
 

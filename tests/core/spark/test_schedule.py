@@ -4,6 +4,7 @@ Spark is a fake). Real Spark: tests/core/spark/test_concurrent_builds.py."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
 from typing import Any
@@ -381,6 +382,36 @@ def test_independent_models_build_at_once_in_sessions_and_pools_of_their_own(
     built = ["t_s.raw_a", "t_s.raw_b", "t_s.side", "t_s.mid", "t_s.top"]
     assert sorted(spark.catalog.refreshed) == sorted(built)
     assert all(copy.catalog.refreshed == [] for copy in spark.copies)
+
+
+class FakeConnectSpark(FakeSpark):
+    """Stands for a Spark Connect session (which the driver tells by its module)."""
+
+
+FakeConnectSpark.__module__ = "pyspark.sql.connect.session"
+
+
+@pytest.mark.parametrize("connect", [False, True])
+def test_on_connect_only_tables_that_existed_before_the_job_are_refreshed(
+    monkeypatch: pytest.MonkeyPatch, connect: bool
+) -> None:
+    # raw_a and top are new tables (their builds created them): a Spark Connect job's
+    # session, opened with the job, cannot have read them. A classic session may outlive
+    # the job (in-process runs), so it forgets every table the workers wrote.
+    class Creating(Handlers):
+        def build(self, spark: Any, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+            if step["model"] in ("s.raw_a", "s.top"):
+                ctx.created.add(step["table"])
+            return super().build(spark, step, ctx)
+
+    if connect:
+        monkeypatch.setattr(sys.modules[__name__], "FakeSpark", FakeConnectSpark)
+    _, results, spark = run(diamond(4), Creating(), monkeypatch)
+    assert isinstance(results, dict)
+    assert type(spark).__module__.startswith("pyspark.sql.connect") is connect
+    rewritten = ["t_s.mid", "t_s.raw_b", "t_s.side"]
+    everything = sorted([*rewritten, "t_s.raw_a", "t_s.top"])
+    assert sorted(spark.catalog.refreshed) == (rewritten if connect else everything)
 
 
 def test_events_and_writes_equal_the_sequential_runs(monkeypatch: pytest.MonkeyPatch) -> None:

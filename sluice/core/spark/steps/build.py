@@ -91,6 +91,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
     if step.get("view_sql"):
         props = _properties_sql(step.get("table_properties", []))
         spark.sql(f"CREATE OR REPLACE VIEW {table}{props} AS {step['view_sql']}")
+        ctx.created.add(table)
         ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
     for start, end in step.get("restate", []):
         ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
@@ -99,7 +100,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         if "python" in step:
             _python_rows(spark, step, batch)
         if kind == "SEED":
-            _write_seed(spark, step)
+            _write_seed(spark, step, ctx)
         elif kind == "INCREMENTAL_BY_TIME_RANGE":
             _write_time_range(spark, step, batch)
         elif kind == "INCREMENTAL_BY_UNIQUE_KEY":
@@ -112,7 +113,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
                 table_sql=_table_sql(step),
             )
         else:
-            _write_whole(spark, step, _batch_sql(step, batch))
+            _write_whole(spark, step, _batch_sql(step, batch), ctx)
         if "python" in step:
             # Gone once written: SHOW TABLES IN any schema lists a session's temp views, so
             # one left behind would keep the janitor from dropping an emptied schema.
@@ -151,7 +152,7 @@ def _batch_sql(step: BuildStep, batch: BuildBatch) -> str:
     return sql
 
 
-def _write_whole(spark: SparkSession, step: BuildStep, sql: str) -> None:
+def _write_whole(spark: SparkSession, step: BuildStep, sql: str, ctx: StepContext) -> None:
     """Write a FULL or SEED table whole: a new table is created by its query (one Spark
     job), an existing one (a rebuild: a restatement, a run of a FULL model) overwritten.
     Files a killed create left at a new table's location are cleared, then it is created."""
@@ -167,6 +168,7 @@ def _write_whole(spark: SparkSession, step: BuildStep, sql: str) -> None:
             raise
         swap.clear_location(spark, table)
         spark.sql(create)
+    ctx.created.add(table)
 
 
 def _condition(exc: Exception) -> str | None:
@@ -299,7 +301,7 @@ _CASTS: dict[str, Any] = {
 }
 
 
-def _write_seed(spark: SparkSession, step: BuildStep) -> None:
+def _write_seed(spark: SparkSession, step: BuildStep, ctx: StepContext) -> None:
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     seed = step["seed"]
@@ -334,7 +336,7 @@ def _write_seed(spark: SparkSession, step: BuildStep) -> None:
         )
     frame = spark.createDataFrame(rows, schema)
     frame.createOrReplaceTempView("__sluice_seed")
-    _write_whole(spark, step, "SELECT * FROM __sluice_seed")
+    _write_whole(spark, step, "SELECT * FROM __sluice_seed", ctx)
     spark.catalog.dropTempView("__sluice_seed")
 
 

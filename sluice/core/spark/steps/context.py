@@ -40,6 +40,9 @@ class StepContext:
     results: dict[str, Any] = field(default_factory=dict)
     written_tables: list[Written] = field(default_factory=list)
     """The tables the job's builds wrote (appended from the builds' threads)."""
+    created: set[str] = field(default_factory=set)
+    """The tables the job's builds created, and the views they made: no session of the job
+    can hold an old listing of their files (a view has none), so none needs a refresh."""
 
     def log(self, message: str, **extra: Any) -> None:
         """Report progress to the runner (and through it to the user)."""
