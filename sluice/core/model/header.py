@@ -46,6 +46,11 @@ class Node:
         """The exact source text of this value."""
         return source[self.start : self.end]
 
+    def elements(self) -> tuple[Node, ...]:
+        """A list's items, or this one value: a property that takes a list takes a single
+        value without brackets too (``grain id`` as ``grain (id)``)."""
+        return self.items if self.type == "list" else (self,)
+
 
 @dataclass(frozen=True)
 class Header:

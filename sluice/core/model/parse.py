@@ -261,8 +261,7 @@ def parse_model(
         ]
         _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
         if kind.value.scd is not None:
-            outputs = list(_query_outputs(query_sql) or ())
-            check_scd_outputs(ctx, name, outputs, kind, header)
+            check_scd_outputs(ctx, name, _query_outputs(query_sql) or (), kind, header)
     grain, warnings = _grain(ctx, name, grain_node, query_sql)
     fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
     return Model(
@@ -326,7 +325,7 @@ def _model_name(ctx: _Ctx, node: Node, variables: Mapping[str, Any] | None = Non
 
 def _model_names(ctx: _Ctx, node: Node) -> tuple[str, ...]:
     """Names of models or tables (``depends_on``), in their canonical form."""
-    items = node.items if node.type == "list" else (node,)
+    items = node.elements()
     found = []
     for item, written in zip(items, read_names(ctx, node), strict=True):
         try:
@@ -650,7 +649,7 @@ def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, 
     if outputs is None:
         return  # `SELECT *` or an expression without a name: Spark will tell
     for what, node in named:
-        for item in node.items if node.type == "list" else (node,):
+        for item in node.elements():
             if item.type != "word":
                 continue  # time_column's format string, or a value other checks refuse
             column = item.value.strip('"`').lower()
@@ -675,7 +674,7 @@ def _grain(
     outputs = _query_outputs(query_sql) if query_sql else None
     grain: list[str] = []
     warnings: list[str] = []
-    for item in node.items if node.type == "list" else (node,):
+    for item in node.elements():
         where = f"{ctx.path}:{item.line}:{item.col}"
         if item.type not in ("word", "string"):
             warnings.append(
@@ -786,7 +785,7 @@ def _columns(ctx: _Ctx, node: Node, dialect: str) -> tuple[tuple[str, str], ...]
 
 
 def _audits(ctx: _Ctx, node: Node, dialect: str) -> tuple[AuditCall, ...]:
-    items = node.items if node.type == "list" else (node,)
+    items = node.elements()
     calls = []
     for item in items:
         if item.type not in ("word", "call"):

@@ -129,7 +129,7 @@ def read_properties(
             (k, v) for k, v in session if k.startswith("spark.sql.")
         )
     if "references" in props:
-        fields["column_references"] = tuple(i.text(source) for i in _items(props["references"]))
+        fields["column_references"] = tuple(i.text(source) for i in props["references"].elements())
     if "allow_partials" in props:
         fields["allow_partials"] = _bool(src, props["allow_partials"])
         if fields["allow_partials"]:
@@ -152,7 +152,7 @@ def read_properties(
             )
         )
     if "signals" in props:
-        fields["signals"] = tuple(i.text(source) for i in _items(props["signals"]))
+        fields["signals"] = tuple(i.text(source) for i in props["signals"].elements())
         notes.append(
             src.note(
                 keys["signals"],
@@ -198,15 +198,11 @@ def description(src: _Src, node: Node) -> str:
     )
 
 
-def _items(node: Node) -> tuple[Node, ...]:
-    return node.items if node.type == "list" else (node,)
-
-
 def _expressions(src: _Src, node: Node, dialect: str) -> tuple[str, ...]:
     """Columns (lower case) or Spark SQL expressions: ``ds``, ``(ds, region)``,
     ``DATE(ts)``, ``(DATE(ts), region)``, ``'ds'``."""
     out: list[str] = []
-    for item in _items(node):
+    for item in node.elements():
         if item.type == "string" or (item.type == "word" and "." not in item.value):
             out.append(item.value.strip('"`').lower() if item.type == "word" else item.value)
             continue
@@ -328,12 +324,12 @@ def blueprint_variables(source: str, path: str, node: Node, dialect: str) -> lis
     """
     src = _Src(source, path)
     hint = "write blueprints ((name := value, ...), (name := value, ...))"
-    entries = _items(node)
+    entries = node.elements()
     if not entries or node.type != "list":
         raise src.error("blueprints must be a list of entries", node, hint)
     result: list[dict[str, Any]] = []
     for entry in entries:
-        pairs = entry.items if entry.type == "list" else (entry,)
+        pairs = entry.elements()
         if not pairs or any(p.type != "pair" for p in pairs):
             raise src.error(
                 f"blueprint '{entry.text(source)}' is not a list of `name := value`",

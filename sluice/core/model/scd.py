@@ -24,6 +24,7 @@ sluice.core.errors.ModelError: prices.sql:1:28: s.prices's query returns a colum
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -86,7 +87,7 @@ def read_scd(
             "write SCD_TYPE_2_BY_COLUMN (unique_key id, columns [name, price]), or columns * "
             "for every column",
         )
-    unique_key = tuple(read_identifier(ctx, _unquoted(k)) for k in _items(params["unique_key"]))
+    unique_key = tuple(read_identifier(ctx, _unquoted(k)) for k in params["unique_key"].elements())
     if not unique_key or "*" in unique_key:
         raise ctx.error(
             "unique_key must name the key's columns",
@@ -108,7 +109,7 @@ def read_scd(
         if key in params:
             settings[key] = read_bool(ctx, params[key], False)
     if by_column:
-        columns = tuple(read_identifier(ctx, _unquoted(c)) for c in _items(params["columns"]))
+        columns = tuple(read_identifier(ctx, _unquoted(c)) for c in params["columns"].elements())
         if "*" in columns and columns != ("*",):
             raise ctx.error(
                 "columns is either * (every column) or a list of columns, not both",
@@ -131,10 +132,6 @@ def read_scd(
     return unique_key, Scd(**settings)
 
 
-def _items(node: Node) -> tuple[Node, ...]:
-    return tuple(node.items) if node.type == "list" else (node,)
-
-
 def _unquoted(node: Node) -> Node:
     """A column given as a string (`'name'`, or `'*'`) read as the word it names."""
     if node.type == "string":
@@ -144,9 +141,9 @@ def _unquoted(node: Node) -> Node:
 
 def listed_columns(node: Node | None) -> Node | None:
     """SCD_TYPE_2_BY_COLUMN's `columns`, for the output check (None for `*`)."""
-    if node is None or any(_unquoted(i).value == "*" for i in _items(node)):
+    if node is None or any(_unquoted(i).value == "*" for i in node.elements()):
         return None
-    items = tuple(_unquoted(i) for i in _items(node))
+    items = tuple(_unquoted(i) for i in node.elements())
     return Node("list", "", items, node.line, node.col, node.start, node.end)
 
 
@@ -167,7 +164,7 @@ def _scd_time_type(ctx: Source, node: Node, dialect: str) -> str:
 
 
 def check_scd_outputs(
-    ctx: Source, name: str, outputs: list[str], kind: KindResult, header: Header
+    ctx: Source, name: str, outputs: Sequence[str], kind: KindResult, header: Header
 ) -> None:
     """The validity columns are Sluice's to write: the query, returning ``outputs``, must
     not return them."""

@@ -47,7 +47,7 @@ def read_identifier(ctx: Source, node: Node) -> str:
 
 
 def read_names(ctx: Source, node: Node) -> tuple[str, ...]:
-    items = node.items if node.type == "list" else (node,)
+    items = node.elements()
     out = []
     for item in items:
         if item.type not in ("word", "string"):
