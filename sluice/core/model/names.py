@@ -247,6 +247,15 @@ def table_of(name: str) -> str:
     return name.rsplit(".", 1)[1]
 
 
+def quote_column(name: str) -> str:
+    """A column name for Spark SQL, always in backticks (a plain name may be a keyword).
+
+    >>> quote_column("order"), quote_column("a`b")
+    ('`order`', '`a``b`')
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
 def quote_part(part: str) -> str:
     """One part of a name for Spark SQL: as it is when plain, else in backticks."""
     return part if _PLAIN.match(part) else "`" + part.replace("`", "``") + "`"

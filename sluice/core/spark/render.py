@@ -16,7 +16,7 @@ from sqlglot import exp
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
-from sluice.core.model.names import sql_name
+from sluice.core.model.names import quote_column, sql_name
 from sluice.core.model.properties import table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
@@ -323,7 +323,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         ):
             continue
         columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
-        select = ", ".join(f"`{c}`" for c in columns) if columns else "*"
+        select = ", ".join(quote_column(c) for c in columns) if columns else "*"
         views.append(
             {
                 "view": view_name(snap.name, env),

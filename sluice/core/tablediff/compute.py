@@ -60,6 +60,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
+from sluice.core.model.names import quote_column
 from sluice.core.spark.steps.query import json_safe
 from sluice.core.tablediff.fingerprint import fingerprint
 from sluice.core.tablediff.result import (
@@ -295,7 +296,7 @@ def _default(dtype: st.DataType) -> Column:
 
 
 def _value(fields: dict[str, st.StructField], column: Compared) -> Column:
-    return sf.col(_quoted(fields[column.name].name)).cast(column.dtype)
+    return sf.col(quote_column(fields[column.name].name)).cast(column.dtype)
 
 
 def _key_parts(
@@ -369,10 +370,6 @@ def _semi(
 def _joined(source: DataFrame, target: DataFrame, key_types: Sequence[Compared]) -> DataFrame:
     on = [sf.col(f"s{c}") == sf.col(f"t{c}") for c in _key_columns(key_types)]
     return source.join(target, on, "full_outer")
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _equal(column: Compared, j: int, options: DiffOptions) -> Column:

@@ -1,4 +1,5 @@
-"""A build killed while creating its table is finished by running it again.
+"""A build killed while creating its table is finished by running it again; a table that
+exists is written again.
 
 Found by bench/chaos.py (kill -9 of the service during a PR build): ``CREATE TABLE ... AS``
 writes the new table's files before the catalog registers the table, so a driver killed
@@ -70,3 +71,22 @@ def test_an_upsert_killed_while_creating_its_scratch_table_is_finished(
     _remains(spark, f"{table}__sluice_new")  # killed creating the new rows' table
     run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
     assert spark.sql(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}").collect()[0] == (4, 4)
+
+
+def test_a_full_table_that_exists_is_overwritten_and_not_reported_as_created(
+    local_spark: SparkSession,
+) -> None:
+    spark = local_spark
+    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
+    table = "killed_build.rebuilt"
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    first = StepContext(job={}, emit=lambda _event: None)
+    run_build(spark, _step(table, "FULL"), first)
+    assert first.created == {table}
+    step = _step(table, "FULL")
+    step["batches"][0]["sql"] = SQL.replace("range(4)", "range(10, 12)")
+    again = StepContext(job={}, emit=lambda _event: None)
+    run_build(spark, step, again)  # a run of a FULL model: the same table, new rows
+    assert again.created == set()
+    rows = spark.sql(f"SELECT id FROM {table} ORDER BY id").collect()
+    assert [r["id"] for r in rows] == [10, 11]

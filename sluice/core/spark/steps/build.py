@@ -154,17 +154,19 @@ def _batch_sql(step: BuildStep, batch: BuildBatch) -> str:
 
 def _write_whole(spark: SparkSession, step: BuildStep, sql: str, ctx: StepContext) -> None:
     """Write a FULL or SEED table whole: a new table is created by its query (one Spark
-    job), an existing one (a rebuild: a restatement, a run of a FULL model) overwritten.
-    Files a killed create left at a new table's location are cleared, then it is created."""
+    job); Spark refuses to create one that exists (a rebuild: a restatement, a run of a
+    FULL model) before running the query, and it is overwritten instead. Files a killed
+    create left at a new table's location are cleared, then it is created."""
     table = step["table"]
-    if spark.catalog.tableExists(table):
-        spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
-        return
     create = f"CREATE TABLE {table}{_table_sql(step)} AS {sql}"
     try:
         spark.sql(create)
     except Exception as exc:
-        if _condition(exc) != "LOCATION_ALREADY_EXISTS":
+        condition = _condition(exc)
+        if condition == "TABLE_OR_VIEW_ALREADY_EXISTS":
+            spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
+            return
+        if condition != "LOCATION_ALREADY_EXISTS":
             raise
         swap.clear_location(spark, table)
         spark.sql(create)

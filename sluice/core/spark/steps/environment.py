@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark.spec import DropStep, ViewsStep
+from sluice.core.spark.steps import script
 from sluice.core.spark.steps.context import StepContext
 
 if TYPE_CHECKING:
@@ -19,16 +20,16 @@ if TYPE_CHECKING:
 
 
 def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[str, Any]:
-    """Create or replace the environment's views; drop those of removed models."""
-    for schema in step["schemas"]:
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    """Create or replace the environment's views, drop those of removed models: one SQL
+    script (:func:`sluice.core.spark.steps.script.run_all`)."""
+    statements = [f"CREATE DATABASE IF NOT EXISTS {schema}" for schema in step["schemas"]]
     for view in step["views"]:
         pairs = view.get("properties", [])
         props = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in pairs)
         clause = f" TBLPROPERTIES ({props})" if props else ""
-        spark.sql(f"CREATE OR REPLACE VIEW {view['view']}{clause} AS {view['sql']}")
-    for name in step["drop"]:
-        spark.sql(f"DROP VIEW IF EXISTS {name}")
+        statements.append(f"CREATE OR REPLACE VIEW {view['view']}{clause} AS {view['sql']}")
+    statements += [f"DROP VIEW IF EXISTS {name}" for name in step["drop"]]
+    script.run_all(spark, statements)
     return {
         "environment": step["environment"],
         "swapped": len(step["views"]),

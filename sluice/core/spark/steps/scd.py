@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sluice.core.model.names import quote_column
 from sluice.core.spark.spec import BuildStep, ScdSpec
 from sluice.core.spark.steps import swap
 
@@ -80,11 +81,6 @@ def write_scd_type_2(
         spark.sql(f"DROP TABLE IF EXISTS {fresh}")
 
 
-def quote(name: str) -> str:
-    """A column name as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _time(scd: ScdSpec, ms: int) -> str:
     """An instant as the validity columns' type (independent of the session time zone)."""
     return f"CAST(timestamp_millis({int(ms)}) AS {scd['time_type']})"
@@ -96,7 +92,7 @@ def _null_time(scd: ScdSpec) -> str:
 
 def _updated(scd: ScdSpec, alias: str) -> str:
     assert scd["updated_at"] is not None
-    return f"CAST({alias}.{quote(scd['updated_at'])} AS {scd['time_type']})"
+    return f"CAST({alias}.{quote_column(scd['updated_at'])} AS {scd['time_type']})"
 
 
 def _check_source(
@@ -119,9 +115,9 @@ def _check_source(
                 f"{model}: the query has no column '{column}', which its kind names "
                 f"(the query returns: {', '.join(columns)})"
             )
-    key = ", ".join(quote(k) for k in step["unique_key"])
+    key = ", ".join(quote_column(k) for k in step["unique_key"])
     grouped = f"SELECT {key}, COUNT(*) AS n FROM {fresh} GROUP BY {key} HAVING COUNT(*) > 1"
-    updated = quote(scd["updated_at"]) if scd["updated_at"] else "1"
+    updated = quote_column(scd["updated_at"]) if scd["updated_at"] else "1"
     # One pass for both checks (a job each costs more than the rows, for most models).
     found = spark.sql(
         f"SELECT (SELECT COUNT(*) FROM ({grouped})) AS twice, "
@@ -157,8 +153,8 @@ def _first_valid_from(scd: ScdSpec) -> str:
 def _first_load(scd: ScdSpec, fresh: str) -> str:
     """Every row of the query opened."""
     return (
-        f"SELECT s.*, {_first_valid_from(scd)} AS {quote(scd['valid_from'])}, "
-        f"{_null_time(scd)} AS {quote(scd['valid_to'])} FROM {fresh} AS s"
+        f"SELECT s.*, {_first_valid_from(scd)} AS {quote_column(scd['valid_from'])}, "
+        f"{_null_time(scd)} AS {quote_column(scd['valid_to'])} FROM {fresh} AS s"
     )
 
 
@@ -172,7 +168,7 @@ def _merge(
 ) -> str:
     """The table's new history: its closed rows, its current rows (some now closed), and
     the new versions."""
-    vf, vt = quote(scd["valid_from"]), quote(scd["valid_to"])
+    vf, vt = quote_column(scd["valid_from"]), quote_column(scd["valid_to"])
     old = {f.name.lower(): f.name for f in spark.table(table).schema}
     for own in (scd["valid_from"], scd["valid_to"]):
         if own.lower() not in old:
@@ -185,19 +181,19 @@ def _merge(
     # some): the table is rewritten, so it takes the query's columns.
     names = list(source)
     projected = ", ".join(
-        f"t.{quote(old[c.lower()])} AS {quote(c)}"
+        f"t.{quote_column(old[c.lower()])} AS {quote_column(c)}"
         if c.lower() in old
-        else f"CAST(NULL AS {kind}) AS {quote(c)}"
+        else f"CAST(NULL AS {kind}) AS {quote_column(c)}"
         for c, kind in source.items()
     )
     keys = step["unique_key"]
 
     def on(a: str, b: str) -> str:
-        return " AND ".join(f"{a}.{quote(k)} <=> {b}.{quote(k)}" for k in keys)
+        return " AND ".join(f"{a}.{quote_column(k)} <=> {b}.{quote_column(k)}" for k in keys)
 
     if scd["by"] == "time":
         changed = (
-            f"(c.{quote(scd['updated_at'] or '')} IS NULL OR {_updated(scd, 's')} > "
+            f"(c.{quote_column(scd['updated_at'] or '')} IS NULL OR {_updated(scd, 's')} > "
             f"{_updated(scd, 'c')})"
         )
         change_time = f"GREATEST({_updated(scd, 's')}, c.{vf})"
@@ -207,7 +203,9 @@ def _merge(
         compared = [c for c in scd["columns"] if c != "*"] or [
             c for c in names if c.lower() not in {k.lower() for k in keys}
         ]
-        same = " AND ".join(f"s.{quote(c)} <=> c.{quote(c)}" for c in compared) or "TRUE"
+        same = (
+            " AND ".join(f"s.{quote_column(c)} <=> c.{quote_column(c)}" for c in compared) or "TRUE"
+        )
         changed = f"NOT ({same})"
         now = _time(scd, scd["execution_time"])
         change_time = f"GREATEST({now}, c.{vf})"
@@ -217,9 +215,9 @@ def _merge(
         if scd["invalidate_hard_deletes"]
         else _null_time(scd)
     )
-    data_c = ", ".join(f"c.{quote(c)}" for c in names)
-    data_s = ", ".join(f"s.{quote(c)}" for c in names)
-    key_list = ", ".join(quote(k) for k in keys)
+    data_c = ", ".join(f"c.{quote_column(c)}" for c in names)
+    data_s = ", ".join(f"s.{quote_column(c)}" for c in names)
+    key_list = ", ".join(quote_column(k) for k in keys)
     return f"""
 WITH o AS (SELECT {projected}, t.{vf} AS {vf}, t.{vt} AS {vt} FROM {table} AS t),
 cur AS (SELECT *, TRUE AS {CUR} FROM o WHERE {vt} IS NULL),
