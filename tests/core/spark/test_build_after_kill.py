@@ -35,6 +35,13 @@ def _step(table: str, kind: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _fresh(spark: SparkSession, table: str) -> tuple[str, StepContext]:
+    """``table`` not there (its database is), and a job's context to build it in."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    return table, StepContext(job={}, emit=lambda _event: None)
+
+
 def _remains(spark: SparkSession, table: str) -> None:
     """What a create killed before the catalog registered ``table`` leaves behind."""
     database, name = table.split(".", 1)
@@ -48,13 +55,11 @@ def test_a_table_whose_create_was_killed_is_built_by_running_again(
     local_spark: SparkSession, kind: str
 ) -> None:
     spark = local_spark
-    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
-    table = f"killed_build.t_{kind.lower()}"
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    table, ctx = _fresh(spark, f"killed_build.t_{kind.lower()}")
     _remains(spark, table)
     with pytest.raises(Exception, match="LOCATION_ALREADY_EXISTS"):  # what the retry hit
         spark.sql(f"CREATE TABLE {table} USING parquet AS SELECT 1 AS id")
-    run_build(spark, _step(table, kind), StepContext(job={}, emit=lambda _event: None))
+    run_build(spark, _step(table, kind), ctx)
     rows = spark.sql(f"SELECT id, COUNT(*) FROM {table} GROUP BY id ORDER BY id").collect()
     assert [tuple(r) for r in rows] == [(0, 1), (1, 1), (2, 1), (3, 1)]
 
@@ -63,11 +68,9 @@ def test_an_upsert_killed_while_creating_its_scratch_table_is_finished(
     local_spark: SparkSession,
 ) -> None:
     spark = local_spark
-    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
-    table = "killed_build.upserted"
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    table, ctx = _fresh(spark, "killed_build.upserted")
     step = _step(table, "INCREMENTAL_BY_UNIQUE_KEY")
-    run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
+    run_build(spark, step, ctx)
     _remains(spark, f"{table}__sluice_new")  # killed creating the new rows' table
     run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
     assert spark.sql(f"SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}").collect()[0] == (4, 4)
@@ -77,10 +80,7 @@ def test_a_full_table_that_exists_is_overwritten_and_not_reported_as_created(
     local_spark: SparkSession,
 ) -> None:
     spark = local_spark
-    spark.sql("CREATE DATABASE IF NOT EXISTS killed_build")
-    table = "killed_build.rebuilt"
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
-    first = StepContext(job={}, emit=lambda _event: None)
+    table, first = _fresh(spark, "killed_build.rebuilt")
     run_build(spark, _step(table, "FULL"), first)
     assert first.created == {table}
     step = _step(table, "FULL")

@@ -42,6 +42,7 @@ def record(spark: SparkSession, ctx: StepContext) -> None:
     measurement that fails (Spark may be gone: each further attempt would wait for it)."""
     tables = list({w.table: w for w in ctx.written_tables}.values())
     files = [w for w in tables if w.format.lower() in FILE_FORMATS]
+    others = [w for w in tables if w.format.lower() not in FILE_FORMATS]
     for start in range(0, len(files), PER_QUERY):
         chunk = files[start : start + PER_QUERY]
         measured = _by_query(spark, chunk)
@@ -49,9 +50,7 @@ def record(spark: SparkSession, ctx: StepContext) -> None:
             return
         for written, (size, rows) in zip(chunk, measured, strict=True):
             _report(ctx, written, size, rows)
-    for written in tables:
-        if written.format.lower() in FILE_FORMATS:
-            continue
+    for written in others:
         stats = analyze(spark, written.table)
         if stats is None:
             return
