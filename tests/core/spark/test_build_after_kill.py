@@ -90,3 +90,26 @@ def test_a_full_table_that_exists_is_overwritten_and_not_reported_as_created(
     assert again.created == set()
     rows = spark.sql(f"SELECT id FROM {table} ORDER BY id").collect()
     assert [r["id"] for r in rows] == [10, 11]
+
+
+def test_a_time_range_table_left_without_its_partitions_tracked_is_repaired(
+    local_spark: SparkSession,
+) -> None:
+    # What a driver killed inside the partitioned create leaves (found by
+    # tests/reliability/test_crash.py): the table registered, its partitions not tracked
+    # by the metastore, so SHOW PARTITIONS is refused.
+    spark = local_spark
+    table, ctx = _fresh(spark, "killed_build.untracked")
+    spark.conf.set("spark.sql.hive.manageFilesourcePartitions", "false")
+    try:
+        spark.sql(
+            f"CREATE TABLE {table} USING parquet PARTITIONED BY (day) AS "
+            f"SELECT * FROM ({SQL}) AS q WHERE FALSE"
+        )
+    finally:
+        spark.conf.unset("spark.sql.hive.manageFilesourcePartitions")
+    with pytest.raises(Exception, match="partition metadata is not stored"):
+        spark.sql(f"SHOW PARTITIONS {table}").collect()
+    run_build(spark, _step(table, "INCREMENTAL_BY_TIME_RANGE"), ctx)
+    rows = spark.sql(f"SELECT id FROM {table} ORDER BY id").collect()
+    assert [r["id"] for r in rows] == [0, 1, 2, 3]

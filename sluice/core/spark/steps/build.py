@@ -173,6 +173,20 @@ def _write_whole(spark: SparkSession, step: BuildStep, sql: str, ctx: StepContex
     ctx.created.add(table)
 
 
+def _partitions(spark: SparkSession, table: str) -> list[Any]:
+    """``SHOW PARTITIONS`` of ``table``. A create killed between registering the table and
+    recording that the metastore tracks its partitions leaves a table Spark refuses this
+    for; repairing it (``MSCK REPAIR TABLE``, as Spark's message says) records them."""
+    try:
+        return spark.sql(f"SHOW PARTITIONS {table}").collect()
+    except Exception as exc:
+        untracked = "partition metadata is not stored in the Hive metastore" in str(exc)
+        if _condition(exc) != "_LEGACY_ERROR_TEMP_1251" and not untracked:
+            raise
+    spark.sql(f"MSCK REPAIR TABLE {table}")
+    return spark.sql(f"SHOW PARTITIONS {table}").collect()
+
+
 def _condition(exc: Exception) -> str | None:
     """The Spark error condition of ``exc`` (``LOCATION_ALREADY_EXISTS``, ...), if any."""
     condition = getattr(exc, "getCondition", None)
@@ -200,7 +214,7 @@ def _write_time_range(spark: SparkSession, step: BuildStep, batch: BuildBatch) -
     # Clear the batch's range first: a re-run, or a restatement that now yields no rows for
     # a day, must not leave old rows behind. Partition values come back as escaped strings.
     stale = []
-    for row in spark.sql(f"SHOW PARTITIONS {table}").collect():
+    for row in _partitions(spark, table):
         # `ds=2024-01-01` or, with more partition columns, `ds=2024-01-01/region=eu`.
         spec = [part.partition("=") for part in str(row[0]).split("/")]
         values = {key: unquote(escaped) for key, _, escaped in spec}
