@@ -11,7 +11,6 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.tree import Tree
 
 from sluice.core import workflow
 from sluice.core.cli.common import (
@@ -25,6 +24,7 @@ from sluice.core.cli.common import (
     project_option,
     state_option,
 )
+from sluice.core.cli.tree import Node, print_tree
 from sluice.core.plan.explain import Reason
 from sluice.core.plan.explain import explain as explain_plan
 from sluice.core.plan.lineage import ColumnImpact
@@ -256,7 +256,7 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
             ", starting from prod)" if plan.environment != "prod" else ")"
         )
     console.print(verdict(plan))
-    tree = Tree(title)
+    tree = Node(title)
     if not plan.has_changes and not plan.backfill:
         tree.add("[green]No changes: the environment is up to date.[/]")
     sections: list[tuple[str, list[str]]] = [
@@ -277,9 +277,7 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
                 + _columns(change.columns)
             )
             if change.diff:
-                from rich.syntax import Syntax  # pygments: only when there is a diff to show
-
-                node.add(Syntax(change.diff, "diff", theme="ansi_dark", background_color="default"))
+                node.add(_diff(change.diff))
     if plan.indirectly_modified:
         branch = tree.add(f"[yellow]Indirectly modified ({len(plan.indirectly_modified)})[/]")
         for change in plan.indirectly_modified:
@@ -303,9 +301,21 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
         branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')}{reads})[/]")
         for item in plan.backfill:
             branch.add(f"{item.name}: {_what_builds(plan, item)}")
-    console.print(tree)
+    print_tree(tree, console)
     if next_step and plan.has_changes:
         console.print(f"Next: [bold]{escape(next_step)}[/]")
+
+
+_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def _diff(diff: str) -> str:
+    """A unified diff as markup, one line each: additions green, removals red."""
+    shown = []
+    for line in diff.rstrip("\n").split("\n"):
+        style = next((s for mark, s in _DIFF_STYLES if line.startswith(mark)), None)
+        shown.append(f"[{style}]{escape(line)}[/]" if style else escape(line))
+    return "\n".join(shown)
 
 
 def print_reasons(reasons: list[Reason], console: Console) -> None:

@@ -65,7 +65,7 @@ def estimate_scan(
     for item in planned.values():
         child = snapshots[item.name]
         by_time = child.model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
-        covered = _span(item.intervals)
+        covered: int | None = None  # the span of the item's intervals, summed when needed
         total, missing = 0, []
         parents = _read_tables(snapshots, child.model.depends_on)
         if not parents:
@@ -82,6 +82,7 @@ def estimate_scan(
                 filled = _span(intervals.get((parent, snap.version), []))
                 if parent in planned:
                     filled += _span(planned[parent].intervals)
+                covered = _span(item.intervals) if covered is None else covered
                 total += size if filled <= covered or not filled else size * covered // filled
             else:
                 total += size * len(item.batches)

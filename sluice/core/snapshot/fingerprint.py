@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sluice.core.model.definition import Audit, Model
@@ -32,17 +33,18 @@ class Fingerprint:
     metadata_hash: str
     parent_data_hash: str
 
-    @property
+    @cached_property
     def data(self) -> str:
-        """The data fingerprint: own data plus all ancestors' data."""
+        """The data fingerprint: own data plus all ancestors' data (hashed once, as are
+        the identifier and version: a plan reads them several times per model)."""
         return _sha([self.data_hash, self.parent_data_hash])
 
-    @property
+    @cached_property
     def identifier(self) -> str:
         """Changes with anything: data, metadata or parents."""
         return _sha([self.data_hash, self.metadata_hash, self.parent_data_hash])
 
-    @property
+    @cached_property
     def version(self) -> str:
         """The default physical version: stable across metadata-only changes."""
         return self.data[:VERSION_LENGTH]

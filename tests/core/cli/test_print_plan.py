@@ -4,17 +4,21 @@ and the command that applies it."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 from rich.console import Console
 
 from sluice.core.cli.plan import print_plan
+from sluice.core.cli.tree import Node, print_tree
 from sluice.core.plan.plan import Plan
 from sluice.core.timeutil import to_ms
 from tests.core.helpers import load, plan_of
 
 END = to_ms("2024-01-03")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PROJECT = {
     "config.yaml": """
         model_defaults:
@@ -142,3 +146,62 @@ def test_sluice_plan_shows_what_the_backfill_reads_and_warns_above_a_byte_budget
     said = " ".join(shown.output.split())
     assert "this plan reads about 2.0 GB, above the budget of 1.0 GB (max_bytes)" in said
     assert "approved by dana" in shown.output
+
+
+def _printed(plan: Plan, file: io.TextIOBase, **console: object) -> str:
+    print_plan(plan, Console(file=file, width=40, **console))  # type: ignore[arg-type]
+    file.seek(0)
+    return file.read()
+
+
+def test_piped_output_is_the_same_text_as_a_terminal_shows_and_keeps_long_lines_whole(
+    tmp_path: Path,
+) -> None:
+    prod = _plan(PROJECT, tmp_path / "1")
+    edited = {**PROJECT, "models/orders.sql": PROJECT["models/orders.sql"].replace(
+        "5 AS amount", "7 AS amount")}  # fmt: skip
+    plan = _plan(edited, tmp_path / "2", prod)
+    piped = _printed(plan, io.StringIO(), color_system=None)
+    coloured = _printed(plan, io.StringIO(), color_system="truecolor", force_terminal=True)
+    assert "\x1b[" not in piped and "\x1b[" in coloured
+    assert piped.splitlines() == [_ANSI.sub("", line) for line in coloured.splitlines()]
+    # Lines longer than the console's 40 columns are not wrapped.
+    assert "│   └── s.paid [breaking] via s.orders reads s.orders.amount" in piped.splitlines()
+    # The SQL diff sits under its model, indented past the guides, one line per line.
+    lines = piped.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("│   └── s.orders [breaking]"))
+    diff = lines[at + 1 : at + 1 + 8]
+    assert diff[0].startswith("│       └── ") and all(
+        d.startswith("│           ") for d in diff[1:]
+    )
+    assert any(d.endswith("-  5 AS amount,") for d in diff), diff
+    assert any(d.endswith("+  7 AS amount,") for d in diff), diff
+
+
+def test_a_console_without_box_characters_gets_ascii_guides() -> None:
+    root = Node("plan")
+    added = root.add("Added (2)")
+    added.add("s.a").add("first line\nsecond line")
+    added.add("s.b")
+    root.add("Backfill").add("s.a: full refresh")
+    ascii_file = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    print_tree(root, Console(file=ascii_file, color_system=None))
+    ascii_file.seek(0)
+    assert ascii_file.read().splitlines() == [
+        "plan",
+        "+-- Added (2)",
+        "|   +-- s.a",
+        "|   |   `-- first line",
+        "|   |       second line",
+        "|   `-- s.b",
+        "`-- Backfill",
+        "    `-- s.a: full refresh",
+    ]
+
+
+def test_markup_in_a_name_or_diff_is_shown_as_written(tmp_path: Path) -> None:
+    files = {**PROJECT, "models/ids.sql": "MODEL (name s.ids, kind FULL);\nSELECT id FROM s.orders"}
+    prod = _plan(files, tmp_path / "1")
+    edited = {**files, "models/ids.sql": files["models/ids.sql"] + " WHERE id <> '[red]x[/]'"}
+    text = _printed(_plan(edited, tmp_path / "2", prod), io.StringIO(), color_system=None)
+    assert "'[red]x[/]'" in text
