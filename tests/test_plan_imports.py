@@ -99,6 +99,26 @@ def test_sluice_plan_imports_nothing_of_the_service_or_spark(tmp_path: Path) -> 
     assert "shop.totals" in output and "shop.orders" in output  # it really planned
     assert "sluice.core.workflow" in modules
     assert _forbidden(modules) == []
+    assert "croniter" not in modules  # @daily is arithmetic; croniter is for other crons
+
+
+def test_a_plan_with_a_cron_of_its_own_imports_croniter_and_plans_by_it(tmp_path: Path) -> None:
+    project = _project(tmp_path / "project")
+    totals = project / "models" / "totals.sql"
+    totals.write_text(totals.read_text().replace("kind FULL", "kind FULL, cron '0 6 * * *'"))
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    args = ("plan", "prod", "--project", str(project), "--state", state, "--json")
+    args += ("--start", "2024-01-01", "--end", "2024-01-03")
+    code, modules, output = _run(tmp_path, *args)
+    assert code == 0, output
+    assert "croniter" in modules
+    totals_backfill = next(
+        b
+        for b in json.loads(output[output.index("{") :])["backfill"]
+        if b["model"] == "shop.totals"
+    )
+    # Daily at 06:00: the last whole interval before --end's day is over ends at 06:00.
+    assert totals_backfill["end"] == "2024-01-03 06:00:00", totals_backfill
 
 
 def test_sluice_plan_json_imports_nothing_of_the_service_or_spark(tmp_path: Path) -> None:
