@@ -116,6 +116,8 @@ def expand(
     Raises:
         ModelError: a macro is wrong, with the file and line of its call.
     """
+    if _no_macros(subst):
+        return statements
     env = macro.MacroEnv(
         path=subst.path,
         dialect=dialect,
@@ -126,6 +128,18 @@ def expand(
         keep_unknown=keep_unknown,
     )
     return macro.Evaluator(env).statements(statements)
+
+
+def _no_macros(subst: Substituted) -> bool:
+    """Whether ``subst`` holds nothing to evaluate: its text had no macro for the lexer
+    to spell (no call, ``@name``, clause operator or embedding: no edit), and no name
+    that spells one of the lexer's markers (all start ``__sluice``), which the evaluator
+    would read as macros. Then evaluating changes nothing, and most models of a project
+    skip the walk over their whole tree (a fifth of loading them)."""
+    lexed = subst.lexed
+    if lexed is not None and (lexed.edits or lexed.calls or lexed.names or lexed.clauses):
+        return False
+    return "__sluice" not in subst.text.lower()
 
 
 ColumnsOf = macro.ColumnsOf

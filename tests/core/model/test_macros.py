@@ -184,3 +184,33 @@ def test_variables_project_plans_with_gateway_variables() -> None:
         sql["mart.copy"] == "SELECT id, name AS v2_name, 0 AS fallback FROM staging.src_v2 LIMIT 5"
     )
     assert "ROW_NUMBER() OVER (PARTITION BY id ORDER BY name DESC)" in sql["mart.dedup"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT a, 'x@y.z' AS email FROM s.u",  # an @ in a string: lexed, nothing to do
+        "SELECT a AS b FROM s.u WHERE c IN (SELECT d FROM s.v) -- a comment",
+        "SELECT `a b`, TRANSFORM(xs, x -> x + 1) AS ys FROM s.u",  # a Spark lambda
+        "WITH w AS (SELECT 1 AS a) SELECT * FROM w",
+    ],
+)
+def test_a_query_without_macros_reads_the_same_with_or_without_the_walk(
+    query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = f"MODEL (name s.t, kind FULL);\n{query}\n"
+    quick = parse_model(text, "t.sql", ModelDefaults(), {})
+    from sluice.core.model import macros
+
+    monkeypatch.setattr(macros, "_no_macros", lambda subst: False)  # always walk
+    walked = parse_model(text, "t.sql", ModelDefaults(), {})
+    assert quick is not None and walked is not None
+    assert quick.query_sql == walked.query_sql and quick.depends_on == walked.depends_on
+
+
+def test_a_name_that_spells_a_macro_marker_is_still_read_as_the_macro() -> None:
+    """The lexer's markers are names sqlglot parses; written directly they are evaluated
+    as before (here an unknown variable), not passed through by the macro-free path."""
+    text = "MODEL (name s.t, kind FULL);\nSELECT __sluice_macro__nope AS a FROM s.u\n"
+    with pytest.raises(ModelError, match="nope"):
+        parse_model(text, "t.sql", ModelDefaults(), {})
