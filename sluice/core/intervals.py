@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC
 from functools import cache
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from sluice.core.errors import PlanError
 from sluice.core.timeutil import DAY_MS, to_datetime, to_ts
@@ -45,7 +45,7 @@ _ALIASES = {
 def _croniter() -> type[croniter]:
     from croniter import croniter
 
-    return croniter
+    return cast("type[croniter]", croniter)
 
 
 @cache

@@ -40,7 +40,8 @@ from sluice.core.spark.submit import (
     Runner,
     run_recorded,
 )
-from sluice.core.state import StateReader, StateStore, StateWriter, open_state
+from sluice.core.state import OpenStateReader, StateReader, StateStore, StateWriter, open_state
+from sluice.core.state.readonly import read_state
 from sluice.core.state.records import EnvironmentRecord, PlanRecord
 from sluice.core.tablediff.result import (
     DiffOptions,
@@ -70,6 +71,15 @@ def state_url(project: Project, override: str | None = None) -> str:
 def open_project_state(project: Project, override: str | None = None) -> StateStore:
     """Open (creating and migrating if needed) the state store of ``project``."""
     return open_state(state_url(project, override))
+
+
+def read_project_state(project: Project, override: str | None = None) -> OpenStateReader:
+    """The state of ``project`` to read only: a SQLite file read-only through sqlite3 (an
+    absent one is empty and stays absent); any other, opened as :func:`open_project_state`
+    does."""
+    url = state_url(project, override)
+    reader = read_state(url)
+    return reader if reader is not None else open_state(url)
 
 
 @dataclass(frozen=True)

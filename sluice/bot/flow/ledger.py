@@ -43,8 +43,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from sluice.bot.flow.reviewed_plan import Item, PlanReview
+from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.engine import create_state_engine
-from sluice.core.db.jsontext import JsonText, dump_json, load_json
+from sluice.core.db.jsontext import JsonText
 from sluice.core.db.migrate import Migration, Track, create_missing, create_tables, migrate
 from sluice.core.db.transactions import Transactions
 from sluice.core.state.migrations import STATE

@@ -61,8 +61,8 @@ from sluice.bot.queue.schema import (
     job_keys,
     jobs,
 )
+from sluice.core.db.documents import load_json
 from sluice.core.db.engine import create_state_engine, driver_message, state_connect_args
-from sluice.core.db.jsontext import load_json
 from sluice.core.db.migrate import migrate
 from sluice.core.db.transactions import CONNECT_HINT, Transactions
 from sluice.core.errors import StateError

@@ -30,6 +30,7 @@ from sluice.core.plan.explain import explain as explain_plan
 from sluice.core.plan.lineage import ColumnImpact
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
+from sluice.core.state.store import StateReader
 from sluice.core.timeutil import format_range
 from sluice.core.words import parse_size, plural, size
 
@@ -87,11 +88,11 @@ def _run(
     now = now_ms()
     notes(project.notes)
     url = workflow.state_url(project, state)
-    store = workflow.open_project_state(project, state)
-    try:
+
+    def planned(reader: StateReader) -> Plan:
         result = workflow.plan_environment(
             project,
-            store,
+            reader,
             environment,
             start=start,
             end=end if end is not None else now,
@@ -101,22 +102,32 @@ def _run(
         )
         notes(tuple(f"warning: {w}" for w in result.warnings))
         notes(budget_warning(result, project.config.sluice.gate))
-        if not apply:
-            reasons = explain_plan(result) if explain else None
-            if as_json:
-                document = result.to_json()
-                if reasons is not None:
-                    document["explain"] = [r.to_json() for r in reasons]
-                click.echo(json.dumps(document, indent=2))
-            else:
-                command = f"sluice apply {environment} --project {project_dir}"
-                command += " --forward-only" if forward_only else ""
-                print_plan(result, out, next_step=command if reasons is None else None)
-                if reasons is not None:
-                    print_reasons(reasons, out)
-                    if result.has_changes:
-                        out.print(f"Next: [bold]{escape(command)}[/]")
+        return result
+
+    if not apply:  # a plan only reads state
+        reader = workflow.read_project_state(project, state)
+        try:
+            result = planned(reader)
+        finally:
+            reader.close()
+        reasons = explain_plan(result) if explain else None
+        if as_json:
+            document = result.to_json()
+            if reasons is not None:
+                document["explain"] = [r.to_json() for r in reasons]
+            click.echo(json.dumps(document, indent=2))
             return
+        command = f"sluice apply {environment} --project {project_dir}"
+        command += " --forward-only" if forward_only else ""
+        print_plan(result, out, next_step=command if reasons is None else None)
+        if reasons is not None:
+            print_reasons(reasons, out)
+            if result.has_changes:
+                out.print(f"Next: [bold]{escape(command)}[/]")
+        return
+    store = workflow.open_project_state(project, state)
+    try:
+        result = planned(store)
         if not as_json:
             print_plan(result, out)
         runner = workflow.make_runner(project, in_process=in_process, on_event=progress)

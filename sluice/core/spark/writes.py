@@ -44,8 +44,7 @@ from typing import Any, NoReturn
 from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import BuildStep, JobSpec
-from sluice.core.state.housekeeping import JobResult
-from sluice.core.state.records import TableSize
+from sluice.core.state.records import JobResult, TableSize
 from sluice.core.state.store import StateStore
 
 WRITE_EVENT = "write"

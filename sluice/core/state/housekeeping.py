@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select, tuple_
 
-from sluice.core.db.jsontext import dump_json, load_json
+from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.transactions import Transactions
 from sluice.core.state import schema
-from sluice.core.state.records import TableKey
+from sluice.core.state.records import JobResult, TableKey
 
 _CHUNK = 500
-
-
-@dataclass(frozen=True, slots=True)
-class JobResult:
-    """One outcome a job recorded: an audit or a unit test."""
-
-    job_id: str
-    plan_id: str | None
-    kind: str
-    name: str
-    passed: bool
-    payload: dict[str, Any]
-    created_ts: int
 
 
 class HousekeepingMixin(Transactions):

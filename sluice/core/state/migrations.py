@@ -97,6 +97,3 @@ STATE = Track(
     stamp=_stamp_legacy,
 )
 """The state's track."""
-
-SCHEMA_VERSION = STATE.last
-"""The schema version this Sluice creates and understands."""

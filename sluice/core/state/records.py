@@ -24,6 +24,11 @@ TableKey = tuple[str, str]
 Interval = tuple[int, int]
 """Half-open ``[start_ms, end_ms)`` range of epoch milliseconds."""
 
+SCHEMA_VERSION = 4
+"""The state schema this Sluice creates and understands: the number of the state's last
+migration (:mod:`sluice.core.state.migrations` ends there; a test holds the two equal).
+Here, not there, so a process that only reads state can check it without SQLAlchemy."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoredSnapshot:
@@ -140,3 +145,16 @@ def checked_intervals(intervals: Iterable[Interval]) -> list[Interval]:
         if s >= e:
             raise ValueError(f"interval [{s}, {e}) is empty or reversed")
     return spans
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """One outcome a job recorded: an audit or a unit test."""
+
+    job_id: str
+    plan_id: str | None
+    kind: str
+    name: str
+    passed: bool
+    payload: dict[str, Any]
+    created_ts: int

@@ -30,16 +30,15 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 
+from sluice.core.db.documents import dump_json
 from sluice.core.db.engine import create_state_engine, driver_message, render_url
-from sluice.core.db.jsontext import corrupt, dump_json, load_json
 from sluice.core.db.migrate import migrate
 from sluice.core.db.transactions import CONNECT_HINT
 from sluice.core.errors import ConflictError, StateError
 from sluice.core.intervals import merge as merge_intervals
-from sluice.core.state import schema
+from sluice.core.state import rows, schema
 from sluice.core.state.housekeeping import HousekeepingMixin
 from sluice.core.state.migrations import STATE
 from sluice.core.state.records import (
@@ -47,7 +46,6 @@ from sluice.core.state.records import (
     Interval,
     PlanRecord,
     SnapshotId,
-    SnapshotRef,
     StoredSnapshot,
     TableKey,
     TableSize,
@@ -117,13 +115,13 @@ class SqlStateStore(HousekeepingMixin):
         t = schema.environments
         with self._reading("read environment " + repr(name)) as conn:
             row = conn.execute(select(t).where(t.c.name == name)).mappings().first()
-        return None if row is None else self._environment(row)
+        return None if row is None else rows.environment(row, self._where)
 
     def list_environments(self) -> list[EnvironmentRecord]:
         t = schema.environments
         with self._reading("list environments") as conn:
-            rows = conn.execute(select(t).order_by(t.c.name)).mappings().all()
-        return [self._environment(row) for row in rows]
+            found = conn.execute(select(t).order_by(t.c.name)).mappings().all()
+        return [rows.environment(row, self._where) for row in found]
 
     def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, StoredSnapshot]:
         t = schema.snapshots
@@ -132,11 +130,11 @@ class SqlStateStore(HousekeepingMixin):
             for chunk in _chunks(list(dict.fromkeys(ids))):
                 key = tuple_(t.c.name, t.c.identifier)
                 columns = (t.c.name, t.c.identifier, t.c.version, t.c.payload)
-                rows = conn.execute(select(*columns).where(key.in_(chunk)))
-                for name, identifier, version, payload in rows:
-                    what = f"snapshot {name} ({identifier})"
-                    document = load_json(payload, dict, what, self._where)
-                    found[(name, identifier)] = StoredSnapshot(name, identifier, version, document)
+                stored = conn.execute(select(*columns).where(key.in_(chunk)))
+                for name, identifier, version, payload in stored:
+                    found[(name, identifier)] = rows.snapshot(
+                        name, identifier, version, payload, self._where
+                    )
         return found
 
     def get_intervals(self, tables: Iterable[TableKey]) -> dict[TableKey, list[Interval]]:
@@ -157,12 +155,7 @@ class SqlStateStore(HousekeepingMixin):
         t = schema.plans
         with self._reading(f"read plan {plan_id!r}") as conn:
             row = conn.execute(select(t).where(t.c.plan_id == plan_id)).mappings().first()
-        if row is None:
-            return None
-        document = load_json(row["payload"], dict, f"plan {plan_id}", self._where)
-        return PlanRecord(
-            row["plan_id"], row["environment"], row["base_plan_id"], row["created_ts"], document
-        )
+        return None if row is None else rows.plan(row, self._where)
 
     def get_table_sizes(self, names: Iterable[str]) -> dict[TableKey, TableSize]:
         t = schema.table_sizes
@@ -170,9 +163,10 @@ class SqlStateStore(HousekeepingMixin):
         with self._reading("read table sizes") as conn:
             for chunk in _chunks(sorted(set(names))):
                 query = select(t.c.name, t.c.version, t.c.bytes, t.c.measured_ts, t.c.row_count)
-                for name, version, size, ts, rows in conn.execute(query.where(t.c.name.in_(chunk))):
-                    counted = int(rows) if rows is not None else None
-                    found[(name, version)] = TableSize(int(size), int(ts), counted)
+                for name, version, size, ts, count in conn.execute(
+                    query.where(t.c.name.in_(chunk))
+                ):
+                    found[(name, version)] = rows.table_size(size, ts, count)
         return found
 
     # -- writer ---------------------------------------------------------------------------
@@ -355,25 +349,6 @@ class SqlStateStore(HousekeepingMixin):
         query = select(schema.environments.c.plan_id).where(schema.environments.c.name == name)
         plan: str | None = conn.execute(query).scalar_one_or_none()
         return plan
-
-    def _environment(self, row: RowMapping) -> EnvironmentRecord:
-        what = f"environment {row['name']}"
-        refs = load_json(row["snapshots"], list, what, self._where)
-        try:
-            snapshots = tuple(SnapshotRef(r["name"], r["identifier"], r["version"]) for r in refs)
-        except (KeyError, TypeError) as exc:
-            raise corrupt(what, f"bad snapshot reference ({exc})", self._where) from exc
-        return EnvironmentRecord(
-            name=row["name"],
-            snapshots=snapshots,
-            plan_id=row["plan_id"],
-            previous_plan_id=row["previous_plan_id"],
-            start=row["start_ts"],
-            end=row["end_ts"],
-            expiration_ts=row["expiration_ts"],
-            invalidated=bool(row["invalidated"]),
-            updated_ts=row["updated_ts"],
-        )
 
 
 def _insert_if_absent(conn: Connection, table: Table) -> Insert:

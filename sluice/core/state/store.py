@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from sluice.core.state.housekeeping import JobResult
 from sluice.core.state.records import (
     EnvironmentRecord,
     Interval,
+    JobResult,
     PlanRecord,
     SnapshotId,
     StoredSnapshot,
@@ -129,6 +129,14 @@ class StateWriter(Protocol):
 
         Intervals belong to physical tables, not snapshots, and are left alone.
         """
+        ...
+
+
+class OpenStateReader(StateReader, Protocol):
+    """A state reader that holds a connection until closed."""
+
+    def close(self) -> None:
+        """Release the connection."""
         ...
 
 
