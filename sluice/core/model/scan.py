@@ -59,13 +59,15 @@ def unclosed(text: str) -> int | None:
 def statement_starts(text: str, keyword: str, start: int = 0) -> Iterator[int]:
     """Offsets of ``keyword (`` where it begins a statement: at ``start`` or after a ``;``,
     with only blanks and comments between (``AUDIT (...)`` blocks in a file)."""
-    pattern = rf";|(?i:\b{re.escape(keyword)}\b)\s*\(|\S"
+    # Code other than the keyword is matched a run at a time (not a character at a time:
+    # a body is scanned whole for a following AUDIT), stopping before anything that may
+    # open a literal or comment, which find_code skips whole.
+    pattern = rf";|(?P<keyword>(?i:\b{re.escape(keyword)}\b)\s*\()|[^\s;'\"`/\-]+|[/\-]"
     boundary = True
     for match in find_code(text, pattern, start):
-        hit = match.group("hit")
-        if hit == ";":
+        if match.group("hit") == ";":
             boundary = True
             continue
-        if boundary and len(hit) > 1:
+        if boundary and match.group("keyword") is not None:
             yield match.start()
         boundary = False
