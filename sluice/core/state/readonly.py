@@ -132,27 +132,24 @@ class SqliteStateReader:
                 "`sluice apply` opens it read-write and says more",
             ) from exc
 
+    def _all(self, action: str, query: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """All rows of one query (none from an empty state)."""
+        with self._reading(action) as conn:
+            return [] if conn is None else conn.execute(query, params).fetchall()
+
     def get_environment(self, name: str) -> EnvironmentRecord | None:
-        with self._reading(f"read environment {name!r}") as conn:
-            row = (
-                None
-                if conn is None
-                else conn.execute(
-                    f"SELECT {_ENVIRONMENT_COLUMNS} FROM sluice_environments WHERE name = ?",
-                    (name,),
-                ).fetchone()
-            )
-        return None if row is None else rows.environment(row, self._where)
+        found = self._all(
+            f"read environment {name!r}",
+            f"SELECT {_ENVIRONMENT_COLUMNS} FROM sluice_environments WHERE name = ?",
+            (name,),
+        )
+        return rows.environment(found[0], self._where) if found else None
 
     def list_environments(self) -> list[EnvironmentRecord]:
-        with self._reading("list environments") as conn:
-            found = (
-                []
-                if conn is None
-                else conn.execute(
-                    f"SELECT {_ENVIRONMENT_COLUMNS} FROM sluice_environments ORDER BY name"
-                ).fetchall()
-            )
+        found = self._all(
+            "list environments",
+            f"SELECT {_ENVIRONMENT_COLUMNS} FROM sluice_environments ORDER BY name",
+        )
         return [rows.environment(row, self._where) for row in found]
 
     def get_snapshots(self, ids: Iterable[SnapshotId]) -> dict[SnapshotId, StoredSnapshot]:
@@ -176,17 +173,13 @@ class SqliteStateReader:
         return {key: merge_intervals(spans) for key, spans in raw.items()}
 
     def get_plan(self, plan_id: str) -> PlanRecord | None:
-        with self._reading(f"read plan {plan_id!r}") as conn:
-            row = (
-                None
-                if conn is None
-                else conn.execute(
-                    "SELECT plan_id, environment, base_plan_id, created_ts, payload "
-                    "FROM sluice_plans WHERE plan_id = ?",
-                    (plan_id,),
-                ).fetchone()
-            )
-        return None if row is None else rows.plan(row, self._where)
+        found = self._all(
+            f"read plan {plan_id!r}",
+            "SELECT plan_id, environment, base_plan_id, created_ts, payload "
+            "FROM sluice_plans WHERE plan_id = ?",
+            (plan_id,),
+        )
+        return rows.plan(found[0], self._where) if found else None
 
     def get_table_sizes(self, names: Iterable[str]) -> dict[TableKey, TableSize]:
         found: dict[TableKey, TableSize] = {}
