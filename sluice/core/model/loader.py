@@ -28,7 +28,7 @@ from sluice.core.config import (
     read_config_doc,
 )
 from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceError
-from sluice.core.model import fileaccess, jinja, properties
+from sluice.core.model import fileaccess, jinja, prefetch, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
@@ -165,29 +165,45 @@ def _load(
         # whose columns nobody declares, then fails with what to declare).
         pending = [f for f in files if str(f) not in rendered.errors]
         errors.extend(rendered.errors[str(f)] for f in files if str(f) in rendered.errors)
-        while pending:
-            waiting: list[Path] = []
-            for file in pending:
-                text = rendered.texts.get(str(file))
-                try:
-                    loaded = _load_models(root, file, config, cache, text, known)
-                    if loaded:
-                        inline += _inline_audits(file, loaded[0], config, text)
-                except Pending as wait:
-                    waiting.append(file)
-                    known.waits[str(file)] = wait.table
-                    continue
-                except SluiceError as exc:
-                    errors.append(exc)
-                    continue
-                known.learn(loaded)
-                for model in loaded:
-                    add(model)
-                    notes.extend(model.warnings)
-                    notes.extend(properties.layout_notes(model, config.sluice.spark.table_format))
-            if len(waiting) == len(pending):
-                known.last_pass(_waiting_names(root, waiting, config, rendered.texts))
-            pending = waiting
+        child = None
+        if macros is None and cache is not None:  # a cold load parses on two cores
+            child = prefetch.start(
+                [f for f in parsed if str(f) not in rendered.errors],
+                lambda f: _load_models(root, f, config, cache, rendered.texts.get(str(f)), known),
+                cache.entries,
+            )
+        try:
+            while pending:
+                waiting: list[Path] = []
+                for file in pending:
+                    if child is not None and cache is not None and str(file) in child.files:
+                        cache.take(child)  # the child parsed the rest: they are cache hits now
+                        child = None
+                    text = rendered.texts.get(str(file))
+                    try:
+                        loaded = _load_models(root, file, config, cache, text, known)
+                        if loaded:
+                            inline += _inline_audits(file, loaded[0], config, text)
+                    except Pending as wait:
+                        waiting.append(file)
+                        known.waits[str(file)] = wait.table
+                        continue
+                    except SluiceError as exc:
+                        errors.append(exc)
+                        continue
+                    known.learn(loaded)
+                    for model in loaded:
+                        add(model)
+                        notes.extend(model.warnings)
+                        notes.extend(
+                            properties.layout_notes(model, config.sluice.spark.table_format)
+                        )
+                if len(waiting) == len(pending):
+                    known.last_pass(_waiting_names(root, waiting, config, rendered.texts))
+                pending = waiting
+        finally:
+            if child is not None:  # the load failed before it reached the child's files
+                child.stop()
         for model in python_models:
             add(model)
             notes.extend(model.warnings)
@@ -722,6 +738,11 @@ class _Cache:
             entry["models"] = [m.to_dict() for m in models]
         self.entries[display] = entry
         self.dirty = True
+
+    def take(self, child: prefetch.Child) -> None:
+        """Add the entries a parsing child made (:mod:`sluice.core.model.prefetch`)."""
+        if child.join(self.entries):
+            self.dirty = True
 
     def save(self) -> None:
         if not self.dirty:
