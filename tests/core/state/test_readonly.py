@@ -177,3 +177,12 @@ def test_reading_imports_no_sqlalchemy(tmp_path: Path) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.splitlines() == ["1 prod", "[]"], done.stdout + done.stderr
+
+
+def test_a_path_with_spaces_and_other_letters_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "état d'équipe 1"
+    folder.mkdir()
+    url = _filled(folder / "state db.sqlite")
+    reader = read_state(url)
+    assert reader is not None and reader.get_plan("p1") is not None
+    reader.close()
