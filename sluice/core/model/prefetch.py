@@ -93,7 +93,7 @@ def start(
     those entries back; None where nothing is forked (see the module's docstring)."""
     if len(files) < (MIN_FILES if minimum is None else minimum) or not _may_fork():
         return None
-    half = [f for f in files[len(files) // 2 :]]
+    half = list(files[len(files) // 2 :])
     read, write = os.pipe()
     try:
         pid = os.fork()

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable
 
 from sqlalchemy import delete, insert, select, tuple_
 
 from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.transactions import Transactions
 from sluice.core.state import schema
-from sluice.core.state.records import JobResult, TableKey
+from sluice.core.state.records import JobResult, TableKey, chunks
 
 _CHUNK = 500
 
@@ -34,7 +33,7 @@ class HousekeepingMixin(Transactions):
         with self._writing("record unreferenced tables") as conn:
             known = {(r.name, r.version): int(r.since_ts) for r in conn.execute(select(t))}
             gone = [key for key in known if key not in wanted]
-            for chunk in _chunks(gone):
+            for chunk in chunks(gone, _CHUNK):
                 conn.execute(delete(t).where(tuple_(t.c.name, t.c.version).in_(chunk)))
             fresh = [{"name": n, "version": v, "since_ts": now} for n, v in wanted - set(known)]
             if fresh:
@@ -46,7 +45,7 @@ class HousekeepingMixin(Transactions):
         keys = list(dict.fromkeys(tables))
         with self._writing("forget dropped tables") as conn:
             for table in (schema.orphans, schema.intervals, schema.table_sizes, schema.snapshots):
-                for chunk in _chunks(keys):
+                for chunk in chunks(keys, _CHUNK):
                     conn.execute(
                         delete(table).where(tuple_(table.c.name, table.c.version).in_(chunk))
                     )
@@ -92,8 +91,3 @@ class HousekeepingMixin(Transactions):
                 )
                 for r in conn.execute(query)
             ]
-
-
-def _chunks(items: list[Any]) -> Iterator[list[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]

@@ -22,10 +22,10 @@ True
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from sluice.core.errors import StateError
@@ -40,12 +40,11 @@ from sluice.core.state.records import (
     StoredSnapshot,
     TableKey,
     TableSize,
+    chunks,
 )
 
 if TYPE_CHECKING:
     from sluice.core.state.store import OpenStateReader
-
-_T = TypeVar("_T")
 
 _SCHEMES = ("sqlite:///", "sqlite+pysqlite:///")
 _BATCH = 400  # keys per IN list: two parameters each, under SQLite's 999
@@ -186,7 +185,7 @@ class SqliteStateReader:
         with self._reading("read table sizes") as conn:
             if conn is None:
                 return found
-            for chunk in _chunks(sorted(set(names))):
+            for chunk in chunks(sorted(set(names)), _BATCH):
                 marks = ", ".join("?" * len(chunk))
                 for name, version, size, ts, count in conn.execute(
                     "SELECT name, version, bytes, measured_ts, row_count "
@@ -207,15 +206,10 @@ def _pairs(
     """The rows of ``query`` whose ``(first, second)`` columns are among ``keys``."""
     if conn is None:
         return
-    for chunk in _chunks(list(dict.fromkeys(keys))):
+    for chunk in chunks(list(dict.fromkeys(keys)), _BATCH):
         values = ", ".join("(?, ?)" for _ in chunk)
         params = tuple(part for key in chunk for part in key)
         yield from conn.execute(f"{query}({first}, {second}) IN (VALUES {values})", params)
-
-
-def _chunks(items: Sequence[_T], size: int = _BATCH) -> Iterator[Sequence[_T]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ the same share one physical table and therefore its filled intervals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 SnapshotId = tuple[str, str]
 """``(model name "schema.table", identifier hex)``: the key of a stored snapshot."""
@@ -28,6 +28,15 @@ SCHEMA_VERSION = 4
 """The state schema this Sluice creates and understands: the number of the state's last
 migration (:mod:`sluice.core.state.migrations` ends there; a test holds the two equal).
 Here, not there, so a process that only reads state can check it without SQLAlchemy."""
+
+_T = TypeVar("_T")
+
+
+def chunks(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
+    """``items`` in runs of at most ``size``: the keys of one ``IN (...)`` list each, so a
+    statement stays under the database's limit of bound parameters."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Connection,
@@ -50,12 +50,11 @@ from sluice.core.state.records import (
     TableKey,
     TableSize,
     checked_intervals,
+    chunks,
 )
 from sluice.core.state.store import StateStore
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 # Keys per IN list: keeps every statement well under SQLite's and PostgreSQL's bind
 # parameter limits (two parameters per key) while needing few round trips for 1,000s.
@@ -127,7 +126,7 @@ class SqlStateStore(HousekeepingMixin):
         t = schema.snapshots
         found: dict[SnapshotId, StoredSnapshot] = {}
         with self._reading("read snapshots") as conn:
-            for chunk in _chunks(list(dict.fromkeys(ids))):
+            for chunk in chunks(list(dict.fromkeys(ids)), _BATCH):
                 key = tuple_(t.c.name, t.c.identifier)
                 columns = (t.c.name, t.c.identifier, t.c.version, t.c.payload)
                 stored = conn.execute(select(*columns).where(key.in_(chunk)))
@@ -141,7 +140,7 @@ class SqlStateStore(HousekeepingMixin):
         t = schema.intervals
         raw: dict[TableKey, list[Interval]] = {}
         with self._reading("read intervals") as conn:
-            for chunk in _chunks(list(dict.fromkeys(tables))):
+            for chunk in chunks(list(dict.fromkeys(tables)), _BATCH):
                 query = select(t.c.name, t.c.version, t.c.start_ts, t.c.end_ts).where(
                     tuple_(t.c.name, t.c.version).in_(chunk)
                 )
@@ -161,7 +160,7 @@ class SqlStateStore(HousekeepingMixin):
         t = schema.table_sizes
         found: dict[TableKey, TableSize] = {}
         with self._reading("read table sizes") as conn:
-            for chunk in _chunks(sorted(set(names))):
+            for chunk in chunks(sorted(set(names)), _BATCH):
                 query = select(t.c.name, t.c.version, t.c.bytes, t.c.measured_ts, t.c.row_count)
                 for name, version, size, ts, count in conn.execute(
                     query.where(t.c.name.in_(chunk))
@@ -202,7 +201,7 @@ class SqlStateStore(HousekeepingMixin):
             for s in unique.values()
         ]
         with self._writing("store snapshots") as conn:
-            for chunk in _chunks(rows):
+            for chunk in chunks(rows, _BATCH):
                 conn.execute(_insert_if_absent(conn, schema.snapshots), chunk)
 
     def add_intervals(self, name: str, version: str, intervals: Iterable[Interval]) -> None:
@@ -327,7 +326,7 @@ class SqlStateStore(HousekeepingMixin):
         if not keys:
             return
         with self._writing("delete snapshots") as conn:
-            for chunk in _chunks(keys):
+            for chunk in chunks(keys, _BATCH):
                 conn.execute(delete(t).where(tuple_(t.c.name, t.c.identifier).in_(chunk)))
 
     # -- helpers --------------------------------------------------------------------------
@@ -365,11 +364,6 @@ def _insert_if_absent(conn: Connection, table: Table) -> Insert:
 
 def _interval_rows(name: str, version: str, spans: Sequence[Interval]) -> list[dict[str, Any]]:
     return [{"name": name, "version": version, "start_ts": s, "end_ts": e} for s, e in spans]
-
-
-def _chunks(items: Sequence[_T], size: int = _BATCH) -> Iterator[Sequence[_T]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 if TYPE_CHECKING:
