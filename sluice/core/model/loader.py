@@ -124,7 +124,7 @@ def _load(
             models[model.name] = model
 
     inline: list[Audit] = []
-    files = sorted((root / "models").rglob("*.sql"))
+    files = sorted((root / "models").rglob("*.sql"), key=_path_order)
     python_files = [p for p in sorted((root / "models").rglob("*.py")) if _has_code(p)]
     if python is not None and (python_files or pycode_macros.macro_files(root)):
         found = [p.relative_to(root).as_posix() for p in python_files]
@@ -136,11 +136,14 @@ def _load(
             line=1,
             hint=python.reason,
         )
-    rendered = _render_jinja(root, files, config, env, errors)
+    sources = _sources(files)
+    rendered = _render_jinja(root, sources, config, env, errors)
+    # What each file's models are read from, each file read once: its text, Jinja rendered.
+    texts = {**sources, **rendered.texts}
     externals = _externals(root, errors, config.catalogs)
     known = KnownColumns(externals)
     # The macro process reads ahead the files the cache does not answer (pycode.macros).
-    parsed = [f for f in files if cache is None or not cache.has(f, rendered.texts)]
+    parsed = [f for f in files if cache is None or not cache.has(f, texts)]
     with pycode_macros.active(
         root,
         config.variables,
@@ -169,7 +172,7 @@ def _load(
         if macros is None and cache is not None:  # a cold load parses on two cores
             child = prefetch.start(
                 [f for f in parsed if str(f) not in rendered.errors],
-                lambda f: _load_models(root, f, config, cache, rendered.texts.get(str(f)), known),
+                lambda f: _load_models(root, f, config, cache, texts.get(str(f)), known),
                 cache.entries,
             )
         try:
@@ -179,7 +182,7 @@ def _load(
                     if child is not None and cache is not None and str(file) in child.files:
                         cache.take(child)  # the child parsed the rest: they are cache hits now
                         child = None
-                    text = rendered.texts.get(str(file))
+                    text = texts.get(str(file))
                     try:
                         loaded = _load_models(root, file, config, cache, text, known)
                         if loaded:
@@ -199,7 +202,7 @@ def _load(
                             properties.layout_notes(model, config.sluice.spark.table_format)
                         )
                 if len(waiting) == len(pending):
-                    known.last_pass(_waiting_names(root, waiting, config, rendered.texts))
+                    known.last_pass(_waiting_names(root, waiting, config, texts))
                 pending = waiting
         finally:
             if child is not None:  # the load failed before it reached the child's files
@@ -246,23 +249,34 @@ def _has_code(path: Path) -> bool:
     return path.exists() and bool(path.read_text(encoding="utf-8").strip())
 
 
+def _path_order(path: Path) -> tuple[str, ...]:
+    """The order of ``sorted(paths)`` (folder by folder), its key computed once a path."""
+    return path.parts
+
+
+def _sources(files: list[Path]) -> dict[str, str]:
+    """The text of each file (by its path), read once for the whole load; a file that is
+    not UTF-8 text is left out, and reported when its models are loaded."""
+    texts: dict[str, str] = {}
+    for file in files:
+        try:
+            texts[str(file)] = _read(file)
+        except SluiceError:
+            continue
+    return texts
+
+
 def _render_jinja(
     root: Path,
-    files: list[Path],
+    sources: Mapping[str, str],
     config: ProjectConfig,
     env: Mapping[str, str] | None,
     errors: list[SluiceError],
 ) -> jinja.Rendered:
-    """The model files with JINJA blocks, rendered with the ``{% macro %}`` definitions of
-    macros/*.sql (see :mod:`.jinja`); the other files are not in the result."""
-    texts: dict[str, str] = {}
-    for file in files:
-        try:
-            text = _read(file)
-        except SluiceError:
-            continue  # reported when the file is loaded
-        if jinja.has_blocks(text):
-            texts[str(file)] = text
+    """The model files with JINJA blocks (``sources``: path -> text), rendered with the
+    ``{% macro %}`` definitions of macros/*.sql (see :mod:`.jinja`); the other files are
+    not in the result."""
+    texts = {path: text for path, text in sources.items() if jinja.has_blocks(text)}
     if not texts:
         return jinja.Rendered({}, {})
     macros: dict[str, str] = {}
@@ -705,15 +719,12 @@ class _Cache:
     def _key(self, display: str, text: str) -> str:
         return hashlib.sha256(f"{self.salt}\0{display}\0{text}".encode()).hexdigest()
 
-    def has(self, file: Path, rendered: Mapping[str, str]) -> bool:
-        """Whether the models of ``file`` (its text Jinja ``rendered``, if it has Jinja)
-        are cached as the file is now."""
+    def has(self, file: Path, texts: Mapping[str, str]) -> bool:
+        """Whether the models of ``file`` are cached as the file is now (``texts``: the
+        load's text of each file it could read, Jinja rendered)."""
         entry = self.entries.get(str(file))
-        if entry is None:
-            return False
-        try:
-            text = rendered.get(str(file)) or _read(file)
-        except (OSError, SluiceError):
+        text = texts.get(str(file))
+        if entry is None or text is None:
             return False
         return bool(entry.get("key") == self._key(str(file), text))
 

@@ -225,6 +225,54 @@ def test_cache_reuses_unchanged_files_and_notices_edits(tmp_path: Path) -> None:
     assert edited.models["s.a"] == first.models["s.a"]
 
 
+def test_a_load_reads_each_model_file_once_cold_and_warm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_project(
+        tmp_path,
+        {
+            **BASIC,
+            # Jinja, and inline audits after the query: both once read the file again.
+            "models/j.sql": "MODEL (name s.j, kind FULL);\nJINJA_QUERY_BEGIN;\n"
+            "SELECT {{ 1 + 1 }} AS id\nJINJA_END;",
+            "models/c.sql": "MODEL (name s.c, kind FULL, audits (positive));\n"
+            "SELECT id FROM s.a;\nAUDIT (name positive);\nSELECT * FROM @this_model "
+            "WHERE id < 0",
+        },
+    )
+    reads: dict[str, int] = {}
+    read_text = Path.read_text
+
+    def counting(path: Path, *args: object, **kwargs: object) -> str:
+        if path.suffix == ".sql":
+            reads[path.name] = reads.get(path.name, 0) + 1
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    for cache in ("cold", "warm"):
+        reads.clear()
+        project = load_project(root)
+        assert {"s.a", "s.b", "s.c", "s.j"} <= set(project.models), cache
+        assert reads and set(reads.values()) == {1}, (cache, reads)
+
+
+def test_model_files_load_in_the_order_of_their_folders(tmp_path: Path) -> None:
+    # As sorted paths compare (folder by folder), not as their text does ('-' < '/'): the
+    # file read second is the one a duplicate model is reported in.
+    root = write_project(
+        tmp_path,
+        {
+            f"models/{folder}/x.sql": "MODEL (name s.same, kind VIEW);\nSELECT 1 AS id"
+            for folder in ("a-b", "a")
+        },
+    )
+    with pytest.raises(ModelError) as caught:
+        load_project(root, use_cache=False)
+    assert sorted(root.glob("models/*/x.sql"))[1] == root / "models" / "a-b" / "x.sql"
+    assert caught.value.path == str(root / "models" / "a-b" / "x.sql")
+    assert f"also in {root / 'models' / 'a' / 'x.sql'}:1" in caught.value.message
+
+
 def test_no_models_folder(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no models/ folder"):
         load_project(tmp_path)
