@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 import sqlglot
@@ -229,6 +228,7 @@ def parse_model(
     body_line = lines.position(len(text) - len(code))[0] if code else origin_line + 1
     query_sql: str | None = None
     refs: tuple[TableRef, ...] = ()
+    outputs: tuple[str, ...] | None = None
     if kind.value.name == KindName.SEED:
         if body.strip().strip(";").strip():
             raise ModelError(
@@ -238,7 +238,9 @@ def parse_model(
                 hint="remove the SQL after the MODEL header",
             )
     else:
-        query_sql, refs = _query(ctx, body, origin_line, body_line, dialect, variables, name)
+        query_sql, refs, outputs = _query(
+            ctx, body, origin_line, body_line, dialect, variables, name
+        )
     extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
     if name in depends and kind.value.name == KindName.FULL:
@@ -259,10 +261,10 @@ def parse_model(
             ("compared column", listed_columns(kind.params.get("columns"))),
             ("partition column", props.get("partitioned_by")),
         ]
-        _check_outputs(ctx, name, query_sql, [(what, n) for what, n in named if n is not None])
+        _check_outputs(ctx, name, outputs, [(what, n) for what, n in named if n is not None])
         if kind.value.scd is not None:
-            check_scd_outputs(ctx, name, _query_outputs(query_sql) or (), kind, header)
-    grain, warnings = _grain(ctx, name, grain_node, query_sql)
+            check_scd_outputs(ctx, name, outputs or (), kind, header)
+    grain, warnings = _grain(ctx, name, grain_node, outputs)
     fields, notes = properties.read_properties(text, path, props, header.keys, dialect, name)
     return Model(
         name=name,
@@ -451,7 +453,9 @@ def _query(
     dialect: str,
     variables: Mapping[str, Any],
     name: str,
-) -> tuple[str, tuple[TableRef, ...]]:
+) -> tuple[str, tuple[TableRef, ...], tuple[str, ...] | None]:
+    """The model's query as Spark SQL, the tables it reads, and the names of the columns
+    it returns when it says them all (None: ``SELECT *``, an expression without a name)."""
     if not body.strip().strip(";").strip():
         raise ModelError(
             f"model {name} has no query",
@@ -536,11 +540,15 @@ def _query(
     # (DuckDB's read_parquet('x') becomes parquet.`x`), and Spark replaces any `${...}` in
     # the text, however the dialect wrote it.
     found = fileaccess.find_substitutions(spark_sql)
+    # The tree of what Spark runs: the query's own in Spark's dialect (the text was written
+    # from it), else the generated text read back as Spark SQL.
+    spark_tree = query if dialect == "spark" else sqlglot.parse_one(spark_sql, read="spark")
     if dialect != "spark":
-        found += fileaccess.find_in_tree(sqlglot.parse_one(spark_sql, read="spark"))
+        found += fileaccess.find_in_tree(spark_tree)
     unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
     fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
-    return spark_sql, refs
+    outputs = output_names(spark_tree)
+    return spark_sql, refs, None if outputs is None else tuple(outputs)
 
 
 def syntax_error(exc: ParseError) -> tuple[str, int | None, int | None]:
@@ -641,11 +649,13 @@ def _place(ctx: _Ctx, table: exp.Table, locate: Callable[[int, int], tuple[int, 
         table.set("catalog", exp.to_identifier(parts[0].lower()))
 
 
-def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, Node]]) -> None:
-    """Columns the header names (time column, grain, ...) must be columns the query returns."""
+def _check_outputs(
+    ctx: _Ctx, name: str, outputs: tuple[str, ...] | None, named: list[tuple[str, Node]]
+) -> None:
+    """Columns the header names (time column, grain, ...) must be columns the query returns
+    (``outputs``: see :func:`_query`)."""
     if not named:
         return
-    outputs = _query_outputs(query_sql)
     if outputs is None:
         return  # `SELECT *` or an expression without a name: Spark will tell
     for what, node in named:
@@ -663,7 +673,7 @@ def _check_outputs(ctx: _Ctx, name: str, query_sql: str, named: list[tuple[str, 
 
 
 def _grain(
-    ctx: _Ctx, name: str, node: Node | None, query_sql: str | None
+    ctx: _Ctx, name: str, node: Node | None, outputs: tuple[str, ...] | None
 ) -> tuple[tuple[str, ...], list[str]]:
     """The grain's columns, and warnings for the entries that are not columns the query
     returns by name. SQLMesh does not check a grain, so neither refuses the model: an
@@ -671,7 +681,6 @@ def _grain(
     plain columns), one the query does not return is kept (Spark will tell)."""
     if node is None:
         return (), []
-    outputs = _query_outputs(query_sql) if query_sql else None
     grain: list[str] = []
     warnings: list[str] = []
     for item in node.elements():
@@ -712,17 +721,10 @@ def _inferred_name(ctx: _Ctx, inferred: str, line: int) -> str:
         ) from None
 
 
-@lru_cache(maxsize=4)
-def _query_outputs(query_sql: str) -> tuple[str, ...] | None:
-    """The names of the columns a model's Spark SQL returns, when it says them all. The
-    header's checks (time column, unique key, grain, SCD columns) each ask: one parse per
-    query, not one per check (a parse is most of a check's cost)."""
-    names = _output_names(sqlglot.parse_one(query_sql, read="spark"))
-    return None if names is None else tuple(names)
-
-
-def _output_names(query: exp.Expr) -> list[str] | None:
-    """The names of the columns ``query`` returns, when it says them all."""
+def output_names(query: exp.Expr) -> list[str] | None:
+    """The names of the columns ``query`` returns, lower case, when it says them all. The
+    header's checks (time column, unique key, grain, SCD columns) all read them from the
+    tree the query was parsed into: a parse is most of a check's cost."""
     while isinstance(query, exp.Subquery | exp.SetOperation):
         query = query.this if isinstance(query, exp.Subquery) else query.left
     if not isinstance(query, exp.Select):
