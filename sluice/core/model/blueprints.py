@@ -50,6 +50,7 @@ def parse_models(
             inferred_name=inferred_name,
             columns_of=columns_of,
             catalogs=catalogs,
+            header=header,
         )
         return [] if model is None else [model]
     assert header is not None
@@ -68,6 +69,7 @@ def parse_models(
             inferred_name=inferred_name,
             columns_of=columns_of,
             catalogs=catalogs,
+            header=header,
         )
         if model is None:
             continue

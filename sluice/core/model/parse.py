@@ -127,6 +127,7 @@ def parse_model(
     inferred_name: str | None = None,
     columns_of: macros.ColumnsOf | None = None,
     catalogs: names.Catalogs = names.NO_CATALOGS,
+    header: Header | None = None,
 ) -> Model | None:
     """Parse a model file. Returns None for a model declared ``enabled false``.
 
@@ -141,12 +142,15 @@ def parse_model(
         catalogs: The catalogs names may carry (:mod:`.names`): a name in a default
             catalog is kept as schema.table, one in another configured catalog as
             catalog.schema.table.
+        header: The file's MODEL header, when the caller has read it (``parse_header``
+            gives the same for every blueprint of the file); None: read here.
 
     Raises:
         ModelError: with file:line:col and a hint.
     """
     lines = LineIndex(text)
-    header = parse_header(text, path, "MODEL", lines)
+    if header is None:
+        header = parse_header(text, path, "MODEL", lines)
     if header is None and inferred_name is not None:
         header = Header("MODEL")  # SQLMesh: the whole file is the query
     if header is None:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError
+from sluice.core.model import blueprints, parse
+from sluice.core.model import header as header_module
 from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import Model
 from sluice.core.model.loader import load_project
@@ -272,6 +275,27 @@ def test_blueprints_make_one_model_each_with_their_variables() -> None:
     assert [m.name for m in models] == ["acme.orders_eu", "globex.orders_us"]
     assert models[0].query_sql == "SELECT 'FR' AS country, acme AS customer_column FROM acme.raw"
     assert models[1].depends_on == ("globex.raw",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [BLUEPRINTS, "MODEL (name shop.one, kind FULL);\nSELECT 1 AS id"],
+    ids=["blueprints", "one"],
+)
+def test_a_files_header_is_read_once_for_all_its_models(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    read = header_module.parse_header
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(blueprints, "parse_header", counting)
+    monkeypatch.setattr(parse, "parse_header", counting)
+    models = parse_models(text, PATH, ModelDefaults(), {})
+    assert models and calls == ["MODEL"]
 
 
 def test_blueprints_that_make_the_same_name_are_an_error() -> None:
