@@ -144,6 +144,28 @@ def test_sluice_plan_on_an_existing_state_reads_it_without_sqlalchemy(tmp_path: 
     assert "│   ├── raw.orders\n│   └── shop.totals\n" in output, output
 
 
+def test_a_warm_plan_loads_no_sql_dialect(tmp_path: Path) -> None:
+    """Once the parse cache answers every model, nothing is parsed: config.yaml's dialect
+    is checked against sqlglot's list of dialects without loading one (Spark's is most
+    of sqlglot's dialect code); an unknown one is still refused with its line."""
+    project = _project(tmp_path / "project")
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    args = ("plan", "prod", "--project", str(project), "--state", state)
+    code, cold, output = _run(tmp_path, *args)
+    assert code == 0 and "sqlglot.dialects.spark" in cold, output
+    code, warm, output = _run(tmp_path, *args)
+    assert code == 0 and "shop.totals" in output, output
+    assert [
+        m for m in warm if m.startswith("sqlglot.dialects.") and m != "sqlglot.dialects.dialect"
+    ] == []
+    config = project / "config.yaml"
+    config.write_text(config.read_text().replace("dialect: spark", "dialect: sparkk"))
+    code, _, output = _run(tmp_path, *args)
+    assert code == 1 and "unknown SQL dialect 'sparkk'" in output and "config.yaml" in output, (
+        output
+    )
+
+
 def test_sluice_plan_json_imports_nothing_of_the_service_or_spark(tmp_path: Path) -> None:
     project = _project(tmp_path / "project")
     state = f"sqlite:///{tmp_path / 'state.db'}"

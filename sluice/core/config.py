@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlglot.dialects import DIALECT_MODULE_NAMES
 from sqlglot.dialects.dialect import Dialect
 
 from sluice.core.errors import ConfigError, PlanError, did_you_mean
@@ -75,6 +76,8 @@ def _check_date(value: Any) -> str | None:
 
 
 def _check_dialect(value: str) -> str:
+    if value in DIALECT_MODULE_NAMES:
+        return value  # one of sqlglot's own, known without loading it
     try:
         Dialect.get_or_raise(value)
     except ValueError:
