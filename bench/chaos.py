@@ -8,7 +8,8 @@ Usage: python bench/chaos.py [--trials 20] [--seed 1] [--scenario pr|promote|jan
 One world per run (in --workdir, a fresh temporary directory by default): the example
 project's prod built on Spark, and the real service (``create_app`` on uvicorn, in its own
 process: ``tests/helpers/service_child.py``) with a fake GitHub at the wire whose state lives
-in a file, so it survives the kills. Spark runs through spark-submit as in production.
+in a file, so it survives the kills. Spark runs through spark-submit
+(``SLUICE_SPARK_MODE=submit``).
 
 Scenarios, each on a pull request of its own whose commit adds a column holding the PR's
 number to ``jaffle.customers`` (FULL) and ``jaffle.daily_revenue`` (incremental by time):
@@ -364,8 +365,11 @@ class World:
 
         args = [sys.executable, "-m", "tests.helpers.service_child", str(self.port), str(self.work),
                 self.url, str(self.forge_state), str(self.trees)]  # fmt: skip
-        # JVM options choose what runs: a service setting, never a repository's.
-        env = {**os.environ, "SLUICE_SPARK_CONF": json.dumps(SERVICE_SPARK_CONF)}
+        # JVM options choose what runs: a service setting, never a repository's. Jobs run
+        # through spark-submit, whose driver is the process the driver fault kills (a
+        # Connect job's child and server: tests/core/spark/test_connect.py).
+        env = {**os.environ, "SLUICE_SPARK_CONF": json.dumps(SERVICE_SPARK_CONF),
+               "SLUICE_SPARK_MODE": "submit"}  # fmt: skip
         with open(self.root / "service.log", "ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                          env=env,

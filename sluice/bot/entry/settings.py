@@ -55,10 +55,12 @@ class ServiceSettings(BaseSettings):
     spark_master: str = "local[*]"
     """Where Spark jobs run (``spark-submit --master``); never read from a repository."""
     spark_deploy_mode: Literal["client", "cluster"] | None = None
-    spark_mode: Literal["submit", "connect"] = "submit"
-    """How each Spark job runs (``SLUICE_SPARK_MODE``): ``submit``, one ``spark-submit`` per
-    job; ``connect``, a short-lived Python child per job on a warm Spark Connect server the
-    service starts on 127.0.0.1 (or ``SLUICE_SPARK_REMOTE``'s)."""
+    spark_mode: Literal["submit", "connect"] | None = None
+    """How each Spark job runs (``SLUICE_SPARK_MODE``): ``connect``, a short-lived Python
+    child per job on a warm Spark Connect server the service starts on 127.0.0.1 (or
+    ``SLUICE_SPARK_REMOTE``'s); ``submit``, one ``spark-submit`` per job. Unset: ``connect``,
+    but ``submit`` with the ``cluster`` deploy mode and no endpoint (drivers run on the
+    cluster)."""
     spark_concurrent_tasks: int = Field(default=4, ge=1, le=32)
     """The most models of one job that build at once (``SLUICE_SPARK_CONCURRENT_TASKS``): a
     repository's ``sluice.spark.concurrent_tasks`` is used up to this."""
@@ -146,6 +148,14 @@ class ServiceSettings(BaseSettings):
                 "(a forge without its secret gets 401 on every delivery); for local "
                 "development only, start with `sluice serve --insecure`",
             )
+        if self.spark_mode == "connect" and self._default_spark_mode() == "submit":
+            raise ConfigError(
+                "SLUICE_SPARK_MODE is connect but SLUICE_SPARK_DEPLOY_MODE is cluster: a "
+                "cluster deploy mode runs each job's driver on the cluster, through "
+                "spark-submit, and the service's Spark Connect server runs beside it",
+                hint="set SLUICE_SPARK_MODE=submit, unset SLUICE_SPARK_DEPLOY_MODE, or give "
+                "your cluster's Spark Connect endpoint in SLUICE_SPARK_REMOTE",
+            )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
                 "SLUICE_GITHUB_APP_ID is set but SLUICE_GITHUB_PRIVATE_KEY is not",
@@ -168,11 +178,17 @@ class ServiceSettings(BaseSettings):
         return SparkSettings(
             master=self.spark_master,
             deploy_mode=self.spark_deploy_mode,
-            mode=self.spark_mode,
+            mode=self.spark_mode or self._default_spark_mode(),
             remote=self.spark_remote,
             conf=dict(self.spark_conf),
             concurrent_tasks=self.spark_concurrent_tasks,
         )
+
+    def _default_spark_mode(self) -> Literal["submit", "connect"]:
+        """A warm Spark, unless jobs' drivers run on the cluster and no endpoint is given."""
+        if self.spark_deploy_mode == "cluster" and self.spark_remote is None:
+            return "submit"
+        return "connect"
 
     def serves(self, forge: str, repo: str) -> bool:
         """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are

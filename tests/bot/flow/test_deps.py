@@ -13,6 +13,7 @@ from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.memory import MemoryForge, as_forge
+from sluice.core.errors import ConfigError
 from sluice.core.spark.connect import ConnectRunner
 from sluice.core.spark.submit import Runner
 
@@ -43,9 +44,28 @@ def _service(tmp_path: Path, **settings: object) -> ServiceSettings:
     return ServiceSettings(webhook_secret="s", workdir=tmp_path, **settings)  # type: ignore[arg-type]
 
 
-def test_submit_is_the_default(tmp_path: Path) -> None:
+def test_a_warm_spark_is_the_default(tmp_path: Path) -> None:
     runner = _runner(tmp_path, _service(tmp_path), "sluice: {}\n")
-    assert not isinstance(runner, ConnectRunner)
+    # The service's own server on 127.0.0.1 (not started here: only made on first use).
+    assert isinstance(runner, ConnectRunner) and runner.settings.remote is None
+    assert runner.settings.master == "local[*]"
+
+
+def test_the_cluster_deploy_mode_defaults_to_spark_submit(tmp_path: Path) -> None:
+    service = _service(tmp_path, spark_master="spark://h:7077", spark_deploy_mode="cluster")
+    assert not isinstance(_runner(tmp_path, service, "sluice: {}\n"), ConnectRunner)
+    # ... unless the cluster has a Spark Connect endpoint to use.
+    remote = _service(tmp_path, spark_deploy_mode="cluster", spark_remote="sc://h:15002")
+    assert remote.spark().mode == "connect"
+
+
+def test_connect_with_the_cluster_deploy_mode_and_no_endpoint_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        _service(tmp_path, spark_mode="connect", spark_deploy_mode="cluster")
+    assert "SLUICE_SPARK_DEPLOY_MODE is cluster" in refused.value.message
+    assert refused.value.hint is not None and "SLUICE_SPARK_MODE=submit" in refused.value.hint
+    explicit = _service(tmp_path, spark_mode="submit", spark_deploy_mode="cluster")
+    assert explicit.spark().mode == "submit"
 
 
 def test_connect_mode_gives_a_connect_runner_on_the_service_endpoint(tmp_path: Path) -> None:
@@ -57,7 +77,10 @@ def test_connect_mode_gives_a_connect_runner_on_the_service_endpoint(tmp_path: P
 
 def test_the_prod_branch_cannot_switch_the_mode_or_endpoint(tmp_path: Path) -> None:
     config = "sluice:\n  spark:\n    mode: connect\n    remote: sc://attacker.example:15002\n"
-    assert not isinstance(_runner(tmp_path, _service(tmp_path), config), ConnectRunner)
+    runner = _runner(tmp_path, _service(tmp_path), config)
+    assert isinstance(runner, ConnectRunner) and runner.settings.remote is None
+    submit = _service(tmp_path, spark_mode="submit")
+    assert not isinstance(_runner(tmp_path, submit, config), ConnectRunner)
     service = _service(tmp_path, spark_mode="connect", spark_remote="sc://127.0.0.1:1")
     runner = _runner(tmp_path, service, config)
     assert isinstance(runner, ConnectRunner) and runner.endpoint() == "sc://127.0.0.1:1"
