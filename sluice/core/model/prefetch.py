@@ -56,16 +56,14 @@ class Child:
     def join(self, entries: MutableMapping[str, Any]) -> int:
         """Wait for the child and add its entries to ``entries``; how many it handed back
         (none if it failed: the loader then parses those files itself)."""
-        chunks = []
         with os.fdopen(self.pipe, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
+            data = pipe.read()  # to the end: the child exits once it has written it all
         _, status = os.waitpid(self.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             log.debug("the parsing child exited with %s; parsing its files here", status)
             return 0
         try:
-            made = json.loads(b"".join(chunks))
+            made = json.loads(data)
         except ValueError:
             return 0
         made = {k: v for k, v in made.items() if k in self.files and isinstance(v, dict)}
