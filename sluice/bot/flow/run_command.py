@@ -169,7 +169,30 @@ def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: s
 
 
 def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
+    """``/sluice deploy``: promote the PR's approved head into the first tier a merge into
+    the prod branch would promote, then merge when ``merge_method`` is set.
+
+    A writer's comment reaches exactly what a merge reaches, never more: a tier promoted
+    by a tag (``deploy.on: tag``, or ``on: tag`` in ``deploy.environments``) has its own
+    gate (a tag on the prod branch, by someone in its ``released_by``), which a comment
+    cannot stand in for. When a merge promotes no tier at all, the command is refused,
+    naming the setting.
+    """
     verdict = approval.refresh(deps, forge, pr)
+    if verdict is not None and not verdict.settings.deploy.merge_tiers():
+        settings = verdict.settings
+        tag_tiers = [
+            (t.name, t.tag_pattern, t.released_by) for t in settings.deploy.tiers() if t.on == "tag"
+        ]
+        reply = replies.not_deployed_tag(
+            author,
+            tag_tiers,
+            settings.branch,
+            settings.source,
+            tiers=bool(settings.deploy.environments),
+        )
+        forge.reply(pr.number, reply)
+        return
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
         forge.reply(pr.number, replies.not_deployed_gate(author, why))
@@ -183,8 +206,9 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
     if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
         forge.reply(pr.number, replies.not_deployed_behind(author, pr.base_ref))
         return
-    # With promotion tiers, the first (e.g. staging): prod follows through its own tier.
-    environment = settings.deploy.tiers()[0].name
+    # The first tier a merge promotes (e.g. staging): later tiers follow through their own
+    # merge or tag. Never a tag's tier: that would skip its tag and `released_by`.
+    environment = settings.deploy.merge_tiers()[0].name
     outcome = promotion.promote(
         deps,
         forge,

@@ -13,6 +13,7 @@ only as a mention (:func:`sluice.core.markdown.mention`) or a code span
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from sluice.bot.events.commands import HELP, QUOTE_LIMIT
 from sluice.core import markdown as md
@@ -101,6 +102,33 @@ def not_deployed_base(author: str, base: str, prod_branch: str, source: str) -> 
         f"only pull requests into the prod branch {md.code(prod_branch)} deploy to prod (the "
         f"prod branch is set by the service's SLUICE_PROD_BRANCH and `sluice.deploy` of "
         f"{source}). Open the pull request against {md.code(prod_branch)}."
+    )
+
+
+def not_deployed_tag(
+    author: str,
+    tag_tiers: Sequence[tuple[str, str, Sequence[str]]],
+    prod_branch: str,
+    source: str,
+    *,
+    tiers: bool,
+) -> str:
+    """``/sluice deploy`` where a merge promotes no environment: every tier is promoted by
+    a tag. ``tag_tiers``: (environment, tag pattern, released_by) of each; ``tiers``:
+    whether they come from ``sluice.deploy.environments`` (else ``sluice.deploy.on``)."""
+    parts = []
+    for name, pattern, released_by in tag_tiers:
+        by = ", ".join(md.mention(r, team="/" in r) for r in released_by)
+        who = f", pushed by {by}" if by else ""
+        parts.append(f"{md.code(name)} by a tag matching {md.code(pattern)}{who}")
+    setting = "`sluice.deploy.environments`" if tiers else "`sluice.deploy.on: tag`"
+    return (
+        f"{md.mention(author)} not deployed: `/sluice deploy` promotes only what a merge "
+        f"into the prod branch {md.code(prod_branch)} promotes, and here a merge promotes "
+        f"no environment: {'; '.join(parts)} on {md.code(prod_branch)} ({setting} of "
+        f"{source}). A comment never stands in for the tag and its `released_by`. Merge "
+        "this pull request, then push (or publish a release of) a matching tag on "
+        f"{md.code(prod_branch)}."
     )
 
 
