@@ -9,7 +9,8 @@ Three sources, and nothing else:
   (driver program, JVM options, jars, packages, plugins, extensions, metastore, warehouse).
 - **The prod branch** (the ``sluice:`` section of its config.yaml): the gate, ``deploy``,
   ``allowed_paths``, TTLs, the PR preview settings, the table format, and Spark *tuning*:
-  the settings in :data:`SPARK_TUNING`, which size work but cannot run code.
+  the settings in :data:`sluice.core.spark.tuning.SPARK_TUNING` (also the only
+  ``session_properties`` a model may set), which size work but cannot run code.
 - **The pull request's head**: its models, audits, tests and seeds, and the
   ``model_defaults`` and ``variables`` of its config.yaml (they are part of its models:
   each change to them changes a model and shows in the plan). Its ``sluice:`` section is
@@ -57,6 +58,7 @@ from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import Refusal
+from sluice.core.spark.tuning import split_spark_conf
 from sluice.core.yamlio import parse_yaml
 
 log = logging.getLogger(__name__)
@@ -64,45 +66,6 @@ log = logging.getLogger(__name__)
 SETTINGS_ITEM = "config.yaml sluice:"
 """The review item standing for a change of the ``sluice:`` section (its content: the
 digest of the new settings); approved and checked like a model change."""
-
-# Spark settings the prod branch may set: they size and tune work, none can load a class,
-# a file or a program. Exact keys, or prefixes ending in ".".
-SPARK_TUNING = (
-    "spark.sql.shuffle.partitions",
-    "spark.sql.adaptive.",
-    "spark.sql.autoBroadcastJoinThreshold",
-    "spark.sql.broadcastTimeout",
-    "spark.sql.files.maxPartitionBytes",
-    "spark.sql.files.openCostInBytes",
-    "spark.sql.files.maxRecordsPerFile",
-    "spark.sql.parquet.compression.codec",
-    "spark.sql.orc.compression.codec",
-    "spark.sql.cbo.",
-    "spark.sql.join.preferSortMergeJoin",
-    "spark.sql.ansi.enabled",
-    "spark.sql.session.timeZone",
-    "spark.default.parallelism",
-    "spark.driver.memory",
-    "spark.driver.cores",
-    "spark.driver.maxResultSize",
-    "spark.executor.memory",
-    "spark.executor.cores",
-    "spark.executor.instances",
-    "spark.memory.fraction",
-    "spark.memory.storageFraction",
-)
-
-
-def split_spark_conf(conf: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The tuning settings of ``conf`` (kept), and the keys of the others (refused)."""
-    kept: dict[str, str] = {}
-    refused: list[str] = []
-    for key, value in conf.items():
-        if any(key == t or (t.endswith(".") and key.startswith(t)) for t in SPARK_TUNING):
-            kept[key] = value
-        else:
-            refused.append(key)
-    return kept, refused
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,7 @@ def parse_model(
         )
     ctx = _Ctx(text, path, tuple(allowed_paths), columns_of, catalogs)
     props = header.properties
+    _refuse_substitutions(ctx, header)
     for key, key_node in header.keys.items():
         if key not in MODEL_PROPERTIES:
             raise ctx.error(
@@ -296,6 +297,18 @@ def parse_model(
         warnings=(*warnings, *notes),
         **fields,
     )
+
+
+def _refuse_substitutions(ctx: _Ctx, header: Header) -> None:
+    """No ``${`` in any value of the header. Its values reach Spark SQL (descriptions,
+    column descriptions and comments, table and view properties, session properties,
+    grain, kind parameters), and Spark replaces ``${...}`` in a statement's text (string
+    literals included) with a setting, a system property or an environment variable
+    before it parses it, after Sluice quoted the value."""
+    for key, node in header.properties.items():
+        found = fileaccess.find_substitutions(node.text(ctx.source))
+        where = fileaccess.placed(found, node.line, node.col)
+        fileaccess.refuse(where, (), f"model property '{key}'", ctx.path, node.line)
 
 
 def inline_audits_start(text: str, body_start: int) -> int:

@@ -26,6 +26,7 @@ from sqlglot.errors import ParseError, TokenError
 from sluice.core.errors import ModelError
 from sluice.core.model.definition import KindName, Model
 from sluice.core.model.header import Node, call_as_pair
+from sluice.core.spark.tuning import SPARK_TUNING, is_tuning, spelled
 
 PROPERTIES = frozenset(
     {
@@ -47,6 +48,13 @@ PROPERTIES = frozenset(
     }
 )
 """The properties this module reads, besides ``partitioned_by`` and ``description``."""
+
+MARK_PREFIX = "sluice."
+"""Table properties with this prefix are Sluice's (the mark of a table it created, see
+:mod:`sluice.core.spark.steps.build`): a model may not set them."""
+
+SPARK_SQL_TUNING = tuple(k for k in SPARK_TUNING if k.startswith("spark.sql."))
+"""The tuning keys a model's ``session_properties`` apply (the others size the application)."""
 
 TRANSFORM_FORMATS = frozenset({"iceberg"})
 """Table formats whose Spark tables take partition transforms (``days(ts)``)."""
@@ -113,21 +121,7 @@ def read_properties(
             src, props["virtual_properties"], pairs, name, "views", notes
         )
     if "session_properties" in props:
-        node = props["session_properties"]
-        session = _pairs(src, node, "session_properties")
-        for key, _ in session:
-            if not key.startswith("spark.sql."):
-                notes.append(
-                    src.note(
-                        node,
-                        f"session property '{key}' of {name} is not applied: Sluice sets "
-                        "only Spark SQL settings (spark.sql.*) for a model's build",
-                        "it configures another engine; remove it, or name a spark.sql.* key",
-                    )
-                )
-        fields["session_properties"] = tuple(
-            (k, v) for k, v in session if k.startswith("spark.sql.")
-        )
+        fields["session_properties"] = _session(src, props["session_properties"], name, notes)
     if "references" in props:
         fields["column_references"] = tuple(i.text(source) for i in props["references"].elements())
     if "allow_partials" in props:
@@ -260,8 +254,9 @@ def _bool(src: _Src, node: Node) -> bool:
     )
 
 
-def _pairs(src: _Src, node: Node, key: str) -> tuple[tuple[str, str], ...]:
-    """``(key = value, ...)`` with values as text (strings unquoted)."""
+def _pairs(src: _Src, node: Node, key: str, *, lower: bool = True) -> tuple[tuple[str, str], ...]:
+    """``(key = value, ...)`` with values as text (strings unquoted); keys lower case
+    unless ``lower`` is False."""
     if node.type == "call":
         node = call_as_pair(node, src.source).items[0]
     if node.type != "list" or any(i.type != "pair" for i in node.items):
@@ -281,8 +276,62 @@ def _pairs(src: _Src, node: Node, key: str) -> tuple[tuple[str, str], ...]:
             text = value.value.strip('"`')
         else:
             text = value.text(src.source)
-        out.append((item.value.strip('"`').lower(), text))
+        written = item.value.strip('"`')
+        out.append((written.lower() if lower else written, text))
     return tuple(out)
+
+
+def _session(src: _Src, node: Node, name: str, notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """``session_properties``: the Spark SQL tuning settings a model's build runs with.
+
+    A model may set what the prod branch's ``sluice.spark.conf`` may
+    (:data:`sluice.core.spark.tuning.SPARK_TUNING`): the ``spark.sql.*`` ones are applied
+    around its build; the others size the whole Spark application, so they are noted and
+    not applied. Any other ``spark.*`` key (variable substitution, the parser, catalogs,
+    extensions, the warehouse, ...) is refused: it could change what the job's SQL reads
+    or runs. A key of another engine (no ``spark.`` prefix) is noted and not applied.
+
+    Raises:
+        ModelError: a ``spark.*`` key that is not tuning, naming the pair's line.
+    """
+    pairs = _pairs(src, node, "session_properties", lower=False)
+    items = node.items if node.type == "list" else call_as_pair(node, src.source).items[0].items
+    kept: list[tuple[str, str]] = []
+    for (key, value), item in zip(pairs, items, strict=True):
+        lowered = key.lower()
+        if is_tuning(key):
+            if lowered.startswith("spark.sql."):
+                kept.append((spelled(key), value))
+                continue
+            notes.append(
+                src.note(
+                    item,
+                    f"session property '{key}' of {name} is not applied: it sizes the whole "
+                    "Spark application, not one model's build",
+                    "set it in `sluice.spark.conf` on the prod branch (or the service's "
+                    "SLUICE_SPARK_CONF), and remove it here",
+                )
+            )
+        elif lowered.startswith("spark."):
+            raise src.error(
+                f"session property '{key}' of {name} is not a Spark tuning setting: a model "
+                "may only size its build (shuffle partitions, adaptive execution, broadcast "
+                "joins, file sizes, compression, time zone)",
+                item,
+                "remove it; settings that change how Spark reads SQL, finds tables or loads "
+                "code are the service's (SLUICE_SPARK_CONF); the allowed keys are "
+                + ", ".join(k + ("*" if k.endswith(".") else "") for k in SPARK_SQL_TUNING),
+            )
+        else:
+            notes.append(
+                src.note(
+                    item,
+                    f"session property '{key}' of {name} is not applied: Sluice sets only "
+                    "Spark SQL tuning settings for a model's build",
+                    "it configures another engine; remove it, or name a spark.sql.* tuning key",
+                )
+            )
+    return tuple(kept)
 
 
 def _keep(
@@ -296,6 +345,13 @@ def _keep(
     """The pairs Spark takes as TBLPROPERTIES; a note for each of the others."""
     kept = []
     for key, value in pairs:
+        if key.startswith(MARK_PREFIX):
+            raise src.error(
+                f"property '{key}' of {name} is Sluice's own: tables and views Sluice "
+                f"creates carry {MARK_PREFIX}* properties to tell them from tables it did not",
+                node,
+                f"remove it, or name the property without the '{MARK_PREFIX}' prefix",
+            )
         if key == "creatable_type" or key in _RESERVED:
             notes.append(
                 src.note(
