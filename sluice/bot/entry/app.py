@@ -8,6 +8,13 @@ intake's task, the ones arriving together in one transaction (group commit,
 :mod:`sluice.bot.intake.group_commit`).
 ``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
 text.
+
+Nothing a request sends before its signature or token is verified lasts: it is not
+stored, its event name is a metric label only when it is one of :data:`GITHUB_EVENTS` or
+:data:`GITLAB_EVENTS` (else ``other``), and the warnings about refused deliveries are
+rate-limited (:class:`RefusalLog`: a few a minute for one client address, a few more for
+all of them; the rest are counted in ``sluice_refusals_unlogged_total`` and summed up in
+the next warning logged).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import gc
 import hashlib
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,6 +35,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from sluice import __version__
@@ -47,6 +57,129 @@ from sluice.core.errors import StateError
 from sluice.core.spark import connect
 
 log = logging.getLogger(__name__)
+
+GITHUB_EVENTS = frozenset(
+    {
+        "ping",
+        "pull_request",
+        "pull_request_review",
+        "issue_comment",
+        "check_run",
+        "check_suite",
+        "push",
+        "release",
+        "create",
+        "delete",
+        "installation",
+        "installation_repositories",
+        "status",
+        "workflow_run",
+    }
+)
+"""The ``X-GitHub-Event`` names the delivery metrics are labelled with (the events Sluice
+acts on, and a few GitHub sends an App often); any other name is counted as ``other``."""
+
+GITLAB_EVENTS = frozenset(
+    {
+        "Merge Request Hook",
+        "Note Hook",
+        "Confidential Note Hook",
+        "Tag Push Hook",
+        "Push Hook",
+        "Pipeline Hook",
+        "Job Hook",
+        "Issue Hook",
+        "Confidential Issue Hook",
+        "Release Hook",
+        "Deployment Hook",
+        "System Hook",
+        "Service Hook",
+    }
+)
+"""The ``X-Gitlab-Event`` names the delivery metrics are labelled with; any other is
+``other``."""
+
+
+def event_label(forge: str, event_name: str) -> str:
+    """The ``event`` label of a delivery: its event name when it is a known one of its
+    forge's, ``none`` when it has none, else ``other`` (a header is the sender's text)."""
+    if not event_name:
+        return "none"
+    known = GITHUB_EVENTS if forge == "github" else GITLAB_EVENTS
+    return event_name if event_name in known else "other"
+
+
+class RefusalLog:
+    """Whether to log a warning about a refused request: token buckets, one per client
+    address (``per_source`` warnings, refilled over ``window`` seconds) and one for all
+    (``total``), so a flood of forged deliveries logs a few lines a minute, not one each.
+
+    The addresses tracked are the ``sources`` most recent (older ones are forgotten), so
+    the buckets are bounded too. What is not logged is counted: ``unlogged`` (since the
+    last warning logged, which says how many) and the ``on_unlogged`` callback (a metric).
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        per_source: int = 5,
+        total: int = 30,
+        window: float = 60.0,
+        sources: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+        on_unlogged: Callable[[], None] | None = None,
+    ) -> None:
+        self.per_source, self.total, self.window = per_source, total, window
+        self.sources, self.clock, self.on_unlogged = sources, clock, on_unlogged
+        self._lock = threading.Lock()
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._all = (float(total), clock())
+        self.unlogged = 0
+
+    def _refilled(self, bucket: tuple[float, float], size: int, now: float) -> float:
+        tokens, then = bucket
+        return min(float(size), tokens + max(0.0, now - then) * size / self.window)
+
+    def allow(self, source: str) -> tuple[bool, int]:
+        """Whether to log this one, and how many were not logged since the last that was
+        (0 when not logging)."""
+        key = source[:64]
+        now = self.clock()
+        with self._lock:
+            mine = self._refilled(
+                self._buckets.pop(key, (float(self.per_source), now)), self.per_source, now
+            )
+            everyone = self._refilled(self._all, self.total, now)
+            ok = mine >= 1.0 and everyone >= 1.0
+            if ok:  # a token is spent only on a line logged
+                mine, everyone = mine - 1.0, everyone - 1.0
+            self._buckets[key] = (mine, now)
+            self._all = (everyone, now)
+            while len(self._buckets) > self.sources:
+                self._buckets.popitem(last=False)
+            if ok:
+                skipped, self.unlogged = self.unlogged, 0
+                return True, skipped
+            self.unlogged += 1
+        if self.on_unlogged is not None:
+            self.on_unlogged()
+        return False, 0
+
+    def warn(self, source: str, message: str, *args: object) -> None:
+        """``log.warning(message, *args)`` if the buckets allow it, with how many were not
+        logged before it."""
+        ok, skipped = self.allow(source)
+        if ok:
+            suffix = f" ({skipped} more refused since the last one logged)" if skipped else ""
+            log.warning(message + "%s", *args, suffix)
+
+
+def _source(request: Request) -> str:
+    """The client address a request came from (the proxy's, behind one)."""
+    client = request.client
+    return client.host if client is not None else "unknown"
+
 
 # OpenAPI of the webhook endpoints, which FastAPI cannot infer: they read the raw request,
 # since the signature is checked on the exact bytes before anything is parsed.
@@ -177,12 +310,14 @@ class _Service(FastAPI):
     delivery, a third of what the service spent on one (docs/benchmarks.md). The routes
     stay declared on the app for the OpenAPI schema, and other methods on those paths
     still get FastAPI's answers (405). An endpoint that raises is answered 500 and
-    logged, as FastAPI would.
+    logged, as FastAPI would, but through ``refusals`` (a request that makes it fail
+    again and again logs a few tracebacks a minute, not one each).
     """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.direct: dict[str, Callable[[Request], Awaitable[Response]]] = {}
+        self.refusals = RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = (
@@ -194,10 +329,17 @@ class _Service(FastAPI):
             await super().__call__(scope, receive, send)
             return
         scope["app"] = self
+        request = Request(scope, receive)
         try:
-            response = await endpoint(Request(scope, receive))
+            response = await endpoint(request)
         except Exception:
-            log.exception("the %s endpoint failed", scope["path"])
+            logged, skipped = self.refusals.allow(_source(request))
+            if logged:
+                log.exception(
+                    "the %s endpoint failed%s",
+                    scope["path"],
+                    f" ({skipped} more refused since the last one logged)" if skipped else "",
+                )
             response = _error(500, "internal error")
         await response(scope, receive, send)
 
@@ -273,7 +415,7 @@ def create_app(
         # The intake (group commit, a task on this event loop) stores deliveries; stopped
         # first on the way out, so the requests in flight are answered before the queue
         # closes.
-        intake = state["intake"] = Intake(queue)
+        intake = state["intake"] = Intake(queue, forge_for=forge_for or forge_factory(settings))
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
         metrics.gauge(
@@ -335,6 +477,9 @@ def create_app(
             queue.close()
 
     app = _Service(title="Sluice", version=__version__, lifespan=lifespan)
+    refusals = app.refusals = RefusalLog(
+        on_unlogged=lambda: metrics.inc("sluice_refusals_unlogged_total")
+    )
 
     @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
     async def github_webhook(request: Request) -> Response:
@@ -348,8 +493,13 @@ def create_app(
 
     async def _delivered(request: Request, forge: str, event_name: str) -> Response:
         began = time.perf_counter()
-        outcome, response = await _receive(request, forge, event_name)
-        metrics.inc("sluice_deliveries_total", event=event_name or "none", outcome=outcome)
+        try:
+            outcome, response = await _receive(request, forge, event_name)
+        except ClientDisconnect:  # gone before its body arrived: nobody to answer
+            outcome, response = "disconnected", _error(400, "the client disconnected")
+        metrics.inc(
+            "sluice_deliveries_total", event=event_label(forge, event_name), outcome=outcome
+        )
         metrics.observe("sluice_ack_seconds", time.perf_counter() - began)
         return response
 
@@ -369,8 +519,10 @@ def create_app(
             secret = settings.gitlab_webhook_secret
             expected = secret.get_secret_value() if secret else ""
             if not verify_token(expected, headers.get("x-gitlab-token")):
-                log.warning(
-                    "rejected GitLab delivery (%s): missing or wrong X-Gitlab-Token",
+                refusals.warn(
+                    _source(request),
+                    "rejected GitLab delivery from %s (%r): missing or wrong X-Gitlab-Token",
+                    _source(request)[:64],
                     event_name[:40],
                 )
                 return "unauthorized", _error(401, "missing or wrong X-Gitlab-Token")
@@ -385,9 +537,11 @@ def create_app(
                 secret = settings.webhook_secret
                 key = secret.get_secret_value().encode() if secret else b""
                 if not verify_github(key, bytes(body), headers.get("x-hub-signature-256")):
-                    log.warning(
-                        "rejected delivery %r (%s): missing or wrong signature",
+                    refusals.warn(
+                        _source(request),
+                        "rejected delivery %r from %s (%r): missing or wrong signature",
                         delivery[:64],
+                        _source(request)[:64],
                         event_name[:40],
                     )
                     return "unauthorized", _error(401, "missing or wrong X-Hub-Signature-256")
@@ -449,12 +603,14 @@ def create_app(
         return "queued", JSONResponse({"status": "queued", "delivery": delivery}, status_code=202)
 
     @app.get("/healthz")
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         queue: JobQueue | None = state.get("queue")
         try:
             depth = await run_in_threadpool(queue.depth) if queue is not None else None
         except Exception as exc:  # the database is down: say so, without its URL
-            log.warning("health check: state database error: %s", scrub(str(exc)))
+            refusals.warn(
+                _source(request), "health check: state database error: %s", scrub(str(exc))[:500]
+            )
             return _error(503, "the state database does not answer")
         workers = state.get("workers", [])
         return JSONResponse({"status": "ok", "queue_depth": depth, "workers": len(workers)})

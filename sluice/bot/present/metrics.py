@@ -10,6 +10,12 @@ in the text exposition format 0.0.4. Every method is thread-safe.
 ``Registry()`` comes with the service's own metrics declared (:data:`SERVICE_METRICS`), so
 callers can ``inc`` and ``observe`` them by name; ``Registry(service_metrics=False)``
 holds only what is declared on it (no process metrics either).
+
+Series are bounded: a label declared with its values (``values={"outcome": (...)}``)
+records any other value as ``other``, and a label declared without them keeps its first
+:data:`MAX_LABEL_VALUES` values, recording the rest as ``other``. So no request, signed
+or not, can add series without end (a label value an attacker chooses would otherwise be
+a new series each time, kept until the service restarts).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +58,31 @@ JOB_BUCKETS: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
+OTHER = "other"
+"""The label value recorded for a value outside a label's declared values, or past
+:data:`MAX_LABEL_VALUES`."""
+
+MAX_LABEL_VALUES = 64
+"""The most distinct values a label declared without its values keeps (then ``other``)."""
+
+GAUGE_WARNING_SECONDS = 60.0
+"""A gauge whose callback fails is logged at most once in this many seconds (every scrape
+would log it otherwise, and anyone who can reach ``/metrics`` can scrape)."""
+
+DELIVERY_OUTCOMES: tuple[str, ...] = (
+    "queued",
+    "duplicate",
+    "ping",
+    "ignored",
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "too_large",
+    "disconnected",
+    "unavailable",
+)
+"""What becomes of a webhook delivery (the ``outcome`` label of ``sluice_deliveries_total``)."""
+
 
 @dataclass(frozen=True)
 class _Declared:
@@ -60,6 +92,8 @@ class _Declared:
     help: str
     labels: tuple[str, ...]
     buckets: tuple[float, ...] = ()
+    values: tuple[tuple[str, frozenset[str]], ...] = ()
+    """The values each label named here may take (any other is ``other``)."""
 
 
 class _Gauges(Collector):
@@ -67,13 +101,22 @@ class _Gauges(Collector):
 
     def __init__(self) -> None:
         self.read: dict[str, tuple[str, Callable[[], float]]] = {}
+        self._warned: dict[str, float] = {}  # gauge name -> when its failure was last logged
 
     def collect(self) -> Iterator[Metric]:
         for name, (help_text, read) in list(self.read.items()):
             try:
                 value = float(read())
             except Exception as exc:
-                logger.warning("metric %s left out of this scrape: %s", name, exc)
+                now = time.monotonic()
+                last = self._warned.get(name)
+                if last is None or now - last >= GAUGE_WARNING_SECONDS:
+                    self._warned[name] = now
+                    logger.warning(
+                        "metric %s left out of this scrape (logged at most once a minute): %s",
+                        name,
+                        str(exc)[:500],
+                    )
                 continue
             yield GaugeMetricFamily(name, help_text, value=value)
 
@@ -93,6 +136,7 @@ class Registry:
         self._registry.register(self._gauges)
         self._declared: dict[str, _Declared] = {}
         self._metrics: dict[str, Counter | Histogram] = {}
+        self._seen: dict[tuple[str, str], set[str]] = {}  # (metric, label) -> values kept
         if service_metrics:
             ProcessCollector(registry=self._registry)
             PlatformCollector(registry=self._registry)
@@ -102,13 +146,25 @@ class Registry:
 
     # -- declaring --------------------------------------------------------------------------
 
-    def counter(self, name: str, help: str, labels: Sequence[str] = ()) -> None:
-        """Declare a counter (declaring it again the same way is harmless)."""
-        spec = _Declared("counter", help, tuple(labels))
+    def counter(
+        self,
+        name: str,
+        help: str,
+        labels: Sequence[str] = (),
+        values: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Declare a counter (declaring it again the same way is harmless). ``values``: the
+        values a label may take; any other is recorded as ``other``."""
+        spec = _Declared("counter", help, tuple(labels), values=_values(name, labels, values))
         self._declare(name, spec, lambda: Counter(name, help, spec.labels, registry=None))
 
     def histogram(
-        self, name: str, help: str, labels: Sequence[str] = (), buckets: Sequence[float] = ()
+        self,
+        name: str,
+        help: str,
+        labels: Sequence[str] = (),
+        buckets: Sequence[float] = (),
+        values: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         """Declare a histogram with the given bucket upper bounds (+Inf is implied)."""
         bounds = tuple(float(b) for b in buckets if not math.isinf(b))
@@ -116,7 +172,9 @@ class Registry:
             raise ValueError(f"histogram {name}: buckets must be ascending and distinct")
         if "le" in labels:
             raise ValueError(f"histogram {name}: 'le' is reserved for buckets")
-        spec = _Declared("histogram", help, tuple(labels), bounds)
+        spec = _Declared(
+            "histogram", help, tuple(labels), bounds, values=_values(name, labels, values)
+        )
         self._declare(
             name, spec, lambda: Histogram(name, help, spec.labels, registry=None, buckets=bounds)
         )
@@ -174,10 +232,30 @@ class Registry:
         return metric
 
     def _series(self, name: str, metric: Counter | Histogram, labels: dict[str, str]) -> Any:
-        declared = self._declared[name].labels
+        spec = self._declared[name]
+        declared = spec.labels
         if set(labels) != set(declared):
             raise ValueError(f"metric {name} takes labels {sorted(declared)}, not {sorted(labels)}")
-        return metric.labels(**{k: str(v) for k, v in labels.items()}) if declared else metric
+        if not declared:
+            return metric
+        allowed = dict(spec.values)
+        return metric.labels(
+            **{k: self._bounded(name, k, str(v), allowed.get(k)) for k, v in labels.items()}
+        )
+
+    def _bounded(self, name: str, label: str, value: str, allowed: frozenset[str] | None) -> str:
+        """``value``, or ``other`` when the label may not take it (not among its declared
+        values, or past :data:`MAX_LABEL_VALUES` distinct ones)."""
+        if allowed is not None:
+            return value if value in allowed else OTHER
+        with self._lock:
+            seen = self._seen.setdefault((name, label), set())
+            if value in seen:
+                return value
+            if len(seen) < MAX_LABEL_VALUES:
+                seen.add(value)
+                return value
+        return OTHER
 
     # -- rendering --------------------------------------------------------------------------
 
@@ -191,11 +269,32 @@ def _check_name(name: str) -> None:
         raise ValueError(f"{name!r} is not a valid metric name")
 
 
+def _values(
+    name: str, labels: Sequence[str], values: Mapping[str, Iterable[str]] | None
+) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The declared values of labels, checked against the labels (sorted, comparable)."""
+    out = {label: frozenset(str(v) for v in given) for label, given in (values or {}).items()}
+    unknown = set(out) - set(labels)
+    if unknown:
+        raise ValueError(f"metric {name}: values given for labels it lacks: {sorted(unknown)}")
+    return tuple(sorted(out.items()))
+
+
 def _service_deliveries(registry: Registry) -> None:
     registry.counter(
         "sluice_deliveries_total",
-        "Webhook deliveries received, by event and by what became of them.",
+        "Webhook deliveries received, by event (those Sluice knows; any other is 'other') "
+        "and by what became of them.",
         ("event", "outcome"),
+        values={"outcome": DELIVERY_OUTCOMES},
+    )
+
+
+def _service_unlogged(registry: Registry) -> None:
+    registry.counter(
+        "sluice_refusals_unlogged_total",
+        "Refused requests (a wrong signature or token, a failed endpoint) not logged one by "
+        "one, past the service's limit of warnings a minute.",
     )
 
 
@@ -218,6 +317,7 @@ def _service_jobs(registry: Registry) -> None:
 
 SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_deliveries,
+    _service_unlogged,
     _service_ack,
     _service_jobs,
 )
