@@ -20,6 +20,7 @@ from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
@@ -91,6 +92,8 @@ class Bot:
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
+        parsed = pin_event(parsed, self._forge_for)  # as the service's intake does
+        assert parsed is not None, (event, "a tag that names no commit")
         dispatch.handle(self.deps, parsed)
 
     def say(self, number: int, user: str, body: str, comment_id: int) -> None:

@@ -46,6 +46,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Forge
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
@@ -103,6 +104,8 @@ class Bot:
     def deliver(self, event: str, payload: dict[str, Any]) -> Event:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
+        parsed = pin_event(parsed, self._forge_for)  # as the service's intake does
+        assert parsed is not None, (event, "a tag that names no commit")
         dispatch.handle(self.deps, parsed)
         return parsed
 

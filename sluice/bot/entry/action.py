@@ -49,7 +49,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -391,6 +391,15 @@ def workspace_head(
     return github_sha
 
 
+def pinned(event: Event, github_sha: str | None) -> Event:
+    """A release (which names its tag only) with its commit: ``GITHUB_SHA``, which GitHub
+    settled when the release was published. The flow never resolves a tag's name later,
+    so a tag moved since changes nothing (:mod:`sluice.bot.intake.pin`)."""
+    if isinstance(event, TagEvent) and event.sha is None and github_sha:
+        return replace(event, sha=github_sha)
+    return event
+
+
 def config_path(project_path: str) -> str:
     path = project_path.strip().strip("/")
     return "config.yaml" if path in ("", ".") else f"{path}/config.yaml"
@@ -497,6 +506,7 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
         what = f"{inputs.event_name} ({action})" if isinstance(action, str) else inputs.event_name
         echo(f"sluice action: nothing to do for event {what}")
         return 0
+    event = pinned(event, inputs.sha)
     if not inputs.token:
         raise ActionError(
             "no GitHub token: give the action's token input, or set GITHUB_TOKEN "

@@ -107,10 +107,23 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
 def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
     """A tag was pushed or a release published: promote its commit into each tier whose
     ``tag_pattern`` it matches, when the commit is on the prod branch and the tag's author
-    may release that tier; else log (or say on the commit) and stop."""
-    sha = event.sha or forge.commit_of(f"tags/{event.tag}")
+    may release that tier; else log (or say on the commit) and stop.
+
+    The commit is the one the event was pinned to when it was received (the payload's, or
+    a release's tag resolved at intake: :mod:`sluice.bot.intake.pin`), never the one the
+    tag names now: a tag moved since (a force-push) changes nothing here. An event
+    without its commit (a release queued by a version that did not pin) is not promoted.
+    """
+    sha = event.sha
     if sha is None:
-        log.warning("%s: tag %s points at no commit: ignored", forge.repo, event.tag)
+        log.warning(
+            "%s: %s of tag %s ignored: the commit it named when it was received was not "
+            "recorded, and the tag's name is never resolved later (it may have moved); "
+            "push the tag again or publish a new release to promote it",
+            forge.repo,
+            event.source,
+            event.tag,
+        )
         return None
     settings = _settings(deps, forge, sha, None)
     if settings is None:

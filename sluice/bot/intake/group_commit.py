@@ -23,12 +23,15 @@ only make each wait for the same failure.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
 
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sluice.bot.events.neutral import TagEvent
+from sluice.bot.intake.pin import ForgeFor, pin_job
 from sluice.bot.queue.store import Delivery, JobQueue
 
 log = logging.getLogger(__name__)
@@ -47,13 +50,19 @@ class Intake:
     Args:
         queue: Where deliveries are stored.
         max_batch: Most deliveries stored in one transaction.
+        forge_for: The forge of an event: a release's tag is resolved to its commit with
+            it before the delivery is stored (:mod:`sluice.bot.intake.pin`). Without it, a
+            release is stored without its commit, and the flow does not promote it.
     """
 
-    def __init__(self, queue: JobQueue, *, max_batch: int = 500) -> None:
+    def __init__(
+        self, queue: JobQueue, *, max_batch: int = 500, forge_for: ForgeFor | None = None
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.max_batch = max_batch
         self.queue = queue
+        self.forge_for = forge_for
         self._waiting: deque[_Waiting] = deque()
         self._wake = asyncio.Event()
         self._closed = False
@@ -89,12 +98,22 @@ class Intake:
 
         A request that goes away while it waits still has its delivery stored.
 
+        A tag or release is pinned to the commit its tag names now, before it waits
+        (:func:`~sluice.bot.intake.pin.pin_job`, in a thread: it may ask the forge); a
+        release whose tag names no commit is stored as a delivery without work.
+
         Raises:
-            StateError: The database did not store it.
+            StateError: The database did not store it, or the forge did not say which
+                commit a release's tag names (``TagNotResolved``).
             IntakeClosed: The intake is stopped.
         """
         if self._closed:
             raise IntakeClosed("the service is shutting down")
+        if delivery.job is not None and delivery.job.kind == TagEvent.kind and self.forge_for:
+            job = await asyncio.to_thread(pin_job, delivery.job, self.forge_for)
+            delivery = dataclasses.replace(delivery, job=job)
+            if self._closed:
+                raise IntakeClosed("the service is shutting down")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((delivery, future))
         self._wake.set()

@@ -25,6 +25,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
@@ -53,6 +54,8 @@ class Bot:
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
         parsed = parse_github(event, payload)
         assert parsed is not None, (event, payload.get("action"))
+        parsed = pin_event(parsed, self.deps.forge_for)  # as the service's intake does
+        assert parsed is not None, (event, "a tag that names no commit")
         dispatch.handle(self.deps, parsed)
 
     def plan(
