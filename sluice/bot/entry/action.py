@@ -31,6 +31,15 @@ The job page gets a summary (``$GITHUB_STEP_SUMMARY``: each check's outcome, the
 verdict and plan) and an ``::error file=...,line=...`` annotation for each project file and
 line a failed check names (a model that does not parse, a failing unit test or audit).
 
+Events: those the service handles (``pull_request``, ``pull_request_review``,
+``issue_comment``, ``check_run``, a tag ``push``, ``release``), and ``pull_request_target``,
+read as ``pull_request``: the mode for repositories whose PR authors are not trusted with
+CI, since GitHub then runs the base branch's workflow file, which a PR cannot change. A
+pull request from a fork is never built on its own event (a writer's ``/sluice plan``
+builds it). A ``pull_request`` or ``pull_request_review`` job of a fork PR on a public
+repository gets a read-only token from GitHub, with which Sluice can report nothing: it is
+refused (exit 1) with a message naming ``pull_request_target``.
+
 Exit codes: 0 when the event was handled or needs nothing (a pending or failing gate is
 reported on the PR, not as a failed job); 1 when the job itself failed (no token, an
 unreadable or invalid event file, an error the flow could not report), or when a check
@@ -56,6 +65,7 @@ from typing import Any
 import click
 
 from sluice.bot.events.github import PayloadError, parse_github
+from sluice.bot.events.github import _is_fork as is_fork
 from sluice.bot.events.neutral import (
     CheckRunEvent,
     CommentEvent,
@@ -493,12 +503,49 @@ def _secrets(inputs: Inputs) -> tuple[str, ...]:
     return tuple(out)
 
 
+EVENT_ALIASES = {"pull_request_target": "pull_request"}
+"""Workflow events read as another: ``pull_request_target`` has ``pull_request``'s payload,
+run with the base branch's workflow file and a token that can write."""
+
+_READ_ONLY_ON_FORKS = ("pull_request", "pull_request_review")
+"""Events whose job GitHub gives a read-only token (and no secrets) for a fork's PR."""
+
+
+def refuse_read_only_fork(event_name: str, payload: Mapping[str, Any]) -> None:
+    """Refuse a job that cannot report: a ``pull_request`` or ``pull_request_review`` of a
+    pull request from a fork of a public repository, whose token GitHub makes read-only.
+    (A private repository may send write tokens to fork PRs' workflows: its job runs.)
+
+    Raises:
+        ActionError: naming the event, the reason and the workflow trigger to use.
+    """
+    if event_name not in _READ_ONLY_ON_FORKS or not isinstance(payload.get("pull_request"), dict):
+        return
+    try:
+        fork = is_fork(payload)
+    except PayloadError:
+        return  # the flow reports what the payload lacks
+    repository = payload.get("repository")
+    private = isinstance(repository, dict) and repository.get("private") is True
+    if fork and not private:
+        number = payload["pull_request"].get("number")
+        raise ActionError(
+            f"pull request #{number} comes from a fork, and GitHub gives a {event_name} job "
+            "of a fork's pull request a read-only token and no secrets: Sluice could post "
+            "no check or comment. Run this workflow on pull_request_target instead of "
+            "pull_request (GitHub then runs the base branch's workflow file, with a token "
+            "that can write; Sluice builds a fork's pull request only when a writer "
+            "comments /sluice plan), and let reviews of fork PRs reach the gate through "
+            "that comment or the sluice/approval check's re-run"
+        )
+
+
 def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
     """Handle the workflow's event once; the exit code (see the module's docstring)."""
     inputs = read_inputs(env)
     payload = read_event(inputs.event_path)
     try:
-        event = parse_github(inputs.event_name, payload)
+        event = parse_github(EVENT_ALIASES.get(inputs.event_name, inputs.event_name), payload)
     except PayloadError as exc:
         raise ActionError(f"the {inputs.event_name} event file is not usable: {exc}") from None
     if event is None:
@@ -506,6 +553,7 @@ def run(env: Mapping[str, str], *, echo: Callable[[str], None] = print) -> int:
         what = f"{inputs.event_name} ({action})" if isinstance(action, str) else inputs.event_name
         echo(f"sluice action: nothing to do for event {what}")
         return 0
+    refuse_read_only_fork(inputs.event_name, payload)
     event = pinned(event, inputs.sha)
     if not inputs.token:
         raise ActionError(
