@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sluice.core import sandbox
 from sluice.core.errors import ConfigError, ModelError, SluiceError
 from sluice.core.model.scan import LineIndex, find_code
 
@@ -35,6 +36,8 @@ _BEGIN = r"(?i:\bJINJA_(?P<kind>QUERY|STATEMENT)_BEGIN\s*;)"
 _END = re.compile(r"(?i:\bJINJA_END\s*;)")
 _MARKERS = re.compile(r"\{\{|\{%|\{#")
 _SANDBOX = "sluice.core.model.jinja_sandbox"
+PROFILE = sandbox.Profile("jinja")
+"""The child's sandbox: nothing of the project (its templates arrive on stdin), no network."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,9 @@ def _render(
     code = f"import sys; sys.path.insert(0, sys.argv[1]); from {_SANDBOX} import main; main()"
     payload = json.dumps(request, default=str).encode("utf-8")
     try:
+        launch = sandbox.wrap([sys.executable, "-I", "-c", code, root], PROFILE)
         done = subprocess.run(  # our own interpreter and module, nothing from the project
-            [sys.executable, "-I", "-c", code, root],
+            launch.argv,
             input=payload,
             capture_output=True,
             timeout=CHILD_SECONDS,

@@ -416,11 +416,16 @@ def _as_dict(exc: RenderError) -> dict[str, Any]:
 
 
 def _limit_self() -> None:
+    # Not sluice.core.sandbox: the child imports as little as it can before its limits.
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
         resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        resource.setrlimit(resource.RLIMIT_NPROC, (16, 16))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):  # not Linux: the in-process caps remain
         pass
 

@@ -76,6 +76,14 @@ class ArchiveUse:
 
     flags: list[str]
     clean: bool = False
+    folder: Path | None = None
+    """The archive's folder when the JVM writes the archive (a sandbox shows it writable)."""
+
+    @property
+    def reads(self) -> list[Path]:
+        """The archive file the flags map, if any (a sandbox shows it read-only)."""
+        prefix = "-XX:SharedArchiveFile="
+        return [Path(f[len(prefix) :]) for f in self.flags if f.startswith(prefix)]
 
 
 @dataclass(frozen=True)

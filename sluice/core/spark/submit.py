@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
+from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
 from sluice.core.spark import events, jvm
@@ -139,6 +140,23 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         return runner.run(spec)
     finally:
         _JOB_STATE.reset(token)
+
+
+def spec_files(spec: Any) -> list[Path]:
+    """The files and folders a job spec names for its driver to read (a seed's CSV, a
+    Python model's file and project folder): its ``path`` and ``root`` values."""
+    found: list[Path] = []
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key in ("path", "root") and isinstance(value, str) and os.path.isabs(value):
+                if os.path.exists(value):
+                    found.append(Path(value))
+            else:
+                found += spec_files(value)
+    elif isinstance(spec, list):
+        for item in spec:
+            found += spec_files(item)
+    return found
 
 
 def child_environment(home: Path) -> dict[str, str]:
@@ -426,8 +444,9 @@ class SubmitRunner(_RunnerBase):
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
         seen: list[dict[str, Any]] = []
-        with self._hold(job_id), self._class_archive(env) as archive:
+        with self._hold(job_id), self._class_archive(env, spec) as archive:
             cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")), archive.flags)
+            cmd = sandbox.wrap(cmd, self.profile(spec, spec_path, home, archive)).argv
             began = time.monotonic()
             home.mkdir(mode=0o700, exist_ok=True)
             code: int | None = None
@@ -454,15 +473,43 @@ class SubmitRunner(_RunnerBase):
         return JobResult(job_id, dict(done.get("results") or {}), seconds, log_path, seen)
 
     @contextlib.contextmanager
-    def _class_archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
+    def _class_archive(self, env: dict[str, str], spec: JobSpec) -> Iterator[jvm.ArchiveUse]:
         """The driver's class archive (:mod:`sluice.core.spark.jvm`); none for a driver
-        that runs on the cluster (``deploy_mode: cluster``), whose JVM is not ours."""
+        that runs on the cluster (``deploy_mode: cluster``), whose JVM is not ours. In a
+        sandbox only a job of prod (approved content) may write it; others map it."""
         archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env)
         if archive is None or self.settings.deploy_mode == "cluster":
             yield jvm.ArchiveUse([])
             return
-        with archive.use(spark_conf(self.settings, self.paths)) as use:
+        conf = spark_conf(self.settings, self.paths)
+        if sandbox.isolation() != "none" and spec.get("environment") != "prod":
+            yield jvm.ArchiveUse(archive.mapped(conf))
+            return
+        with archive.use(conf) as use:
+            use.folder = archive.folder
             yield use
+
+    def profile(
+        self, spec: JobSpec, spec_path: Path, home: Path, archive: jvm.ArchiveUse
+    ) -> sandbox.Profile:
+        """What the driver may see: its spec, the project's Python (when the job runs
+        any), Java and Spark read-only; its home, the warehouse and the metastore
+        writable; the class archive's folder only for a job that writes the archive; no
+        network but its own loopback unless the master is remote."""
+        read = [spec_path, *archive.reads, *spec_files(spec)]
+        write = [home, self.paths.root]
+        if archive.folder is not None:
+            write.append(archive.folder)
+        remote = not self.settings.master.startswith("local")
+        return sandbox.Profile(
+            "driver",
+            read=tuple(dict.fromkeys(read)),
+            write=tuple(write),
+            network="host" if remote else "none",
+            java=True,
+            light=False,
+            cwd=home,
+        )
 
     def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
         """Refuse early what would fail slowly: no Java, an unreachable master."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.spark import jvm
@@ -109,14 +110,19 @@ def test_the_first_driver_writes_a_class_archive_the_next_one_maps(
     cache = tmp_path / "jvm"
     monkeypatch.setenv(jvm.CACHE_ENV, str(cache))
     runner = SubmitRunner(SparkSettings(master="local[1]"), _paths(spark_dirs, tmp_path))
-    runner.run(_spec("cds-first", "t_cds"))
+    # A pull request's job never writes the archive in a sandbox (its Python could
+    # replace the dump that later jobs map); a job of prod (approved content) does.
+    runner.run({**_spec("cds-pr", "t_cds"), "environment": "pr_1"})
+    assert sandbox.isolation() == "none" or not cache.exists() or not any(cache.iterdir())
+    runner.run({**_spec("cds-first", "t_cds"), "environment": "prod"})
     (archive,) = cache.iterdir()  # the archive alone: no claim, no partial dump left
     assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
     # The operator's flags reach the driver; the JVM's own record of where each class came
-    # from shows the archive mapped (a class from it is "shared objects file (top)").
-    loads = tmp_path / "classes.txt"
+    # from shows the archive mapped (a class from it is "shared objects file (top)"). The
+    # record goes where the sandboxed driver may write: the Spark root.
+    loads = spark_dirs / "classes.txt"
     monkeypatch.setenv(jvm.OPTIONS_ENV, f"-Xlog:class+load=info:file={loads}")
-    result = runner.run(_spec("cds-second", "t_cds"))
+    result = runner.run({**_spec("cds-second", "t_cds"), "environment": "pr_1"})
     assert result.results["1"] == {"rows": [{"n": 3, "s": 6}]}
     spark_classes = [line for line in loads.read_text().splitlines() if "org.apache.spark." in line]
     mapped = [line for line in spark_classes if "shared objects file (top)" in line]

@@ -1,0 +1,316 @@
+"""One way to start a process that runs or renders what a pull request controls.
+
+Every such process (the Jinja child, the Python macro child, the Spark driver that
+``spark-submit`` starts, the Spark Connect job child and the Connect server) is started
+through :func:`wrap`, with a :class:`Profile` saying what it may see and do. On Linux with
+bubblewrap (``bwrap``) the process gets:
+
+- its own mount namespace holding only the profile's paths (read-only unless the profile
+  writes them), the system's programs and libraries, Python and Java, and a private
+  ``/tmp``: never the state database, the service's workdir, other repositories' trees,
+  the service's configuration or home;
+- its own PID namespace (``/proc`` shows only the sandbox), IPC namespace, a new session;
+- no network (``network="none"``: a namespace holding only its own loopback), or the
+  host's loopback for a Spark job (``network="host"``; the Connect server asks a token);
+- an unprivileged uid without capabilities, ``no_new_privs``, and dies with its parent.
+  When the service runs as root, the process runs as a uid of its own (light children) or
+  in a user namespace (Spark); either way it holds no capability.
+
+Resource limits (memory, CPU, open files, processes, file size) are set by each light
+child's own code before it reads anything a PR wrote (``jinja_sandbox._limit_self``,
+``pycode.child._limit``); a Spark process is bounded by Spark's memory settings, and every
+caller keeps its time limit. Where bubblewrap cannot run (no user namespaces), a root service falls back to a uid
+drop with ``setpriv``; where neither works, :func:`isolation` is ``"none"`` and
+:func:`require_isolation` refuses to run a pull request's Python (fail closed), naming
+``SLUICE_SANDBOX``.
+
+Example (a child that cannot see this file's folder)::
+
+    >>> import subprocess, sys
+    >>> launch = wrap([sys.executable, "-c", "import os; print(os.path.exists('/work'))"],
+    ...               Profile("example"))                                    # doctest: +SKIP
+    >>> subprocess.run(launch.argv, capture_output=True).stdout             # doctest: +SKIP
+    b'False\\n'
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sluice.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+SETTING = "SLUICE_SANDBOX"
+"""``auto`` (default: bubblewrap, else a uid drop, else none), ``bwrap``, ``setpriv`` or
+``off`` (only for a developer's own projects: a pull request's Python is then refused)."""
+
+Isolation = Literal["bwrap", "setpriv", "none"]
+
+LIGHT_UIDS = (200_000, 260_000)
+"""The range a root service picks a light child's uid from (one uid per child, so one
+child's processes count against no other's ``RLIMIT_NPROC``)."""
+SANDBOX_UID = 65534
+"""The uid a process sees for itself inside a user namespace."""
+
+# What every sandbox shows of the system, read-only: programs and libraries, and the
+# few files of /etc that programs, Python and Java read (no keys, no service config).
+_SYSTEM = ("/usr", "/opt/java")
+_ETC = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/mime.types",
+    "/etc/ssl/certs",
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one kind of sandboxed process may see and do.
+
+    Attributes:
+        name: the kind (``jinja``, ``macros``, ``driver``, ``connect-job``,
+            ``connect-server``), for messages.
+        read: paths shown read-only, at the same place.
+        write: paths shown writable, at the same place (created when missing).
+        network: ``none`` (its own loopback only) or ``host`` (the host's network: a
+            Spark job reaching its server or master).
+        java: whether Java is shown (a Spark process).
+        light: a short-lived child that writes nothing but its own ``/tmp``: under a
+            root service it runs as a uid of its own; otherwise as the service's uid
+            mapped into a user namespace.
+        cwd: the working directory inside (default ``/tmp``).
+    """
+
+    name: str
+    read: tuple[Path, ...] = ()
+    write: tuple[Path, ...] = ()
+    network: Literal["none", "host"] = "none"
+    java: bool = False
+    light: bool = True
+    cwd: Path | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The command to start instead of the original one, and what runs it."""
+
+    argv: list[str]
+    isolation: Isolation
+
+
+def _setting() -> str:
+    value = os.environ.get(SETTING, "auto").strip().lower() or "auto"
+    if value not in ("auto", "bwrap", "setpriv", "off"):
+        raise ConfigError(
+            f"{SETTING}={value!r} is not a sandbox Sluice knows",
+            hint=f"set {SETTING} to auto, bwrap, setpriv or off",
+        )
+    return value
+
+
+@functools.cache
+def _bwrap_works() -> bool:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    probe = [bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "--", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _setpriv_works() -> bool:
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+def isolation() -> Isolation:
+    """The isolation this process can give its sandboxed children, by ``SLUICE_SANDBOX``."""
+    wanted = _setting()
+    if wanted == "off":
+        return "none"
+    if wanted in ("auto", "bwrap") and _bwrap_works():
+        return "bwrap"
+    if wanted == "bwrap":
+        raise ConfigError(
+            f"{SETTING}=bwrap, but bubblewrap cannot start a sandbox here (not installed, "
+            "or user namespaces are disabled)",
+            hint="install bubblewrap (scripts/ensure-bwrap.sh) and allow user namespaces, "
+            f"or set {SETTING}=auto",
+        )
+    if _setpriv_works():
+        return "setpriv"
+    if wanted == "setpriv":
+        raise ConfigError(
+            f"{SETTING}=setpriv needs the service to run as root with setpriv installed",
+            hint=f"set {SETTING}=auto",
+        )
+    return "none"
+
+
+def describe() -> str:
+    """One line for start-up logs: what confines a pull request's code here."""
+    found = isolation()
+    if found == "bwrap":
+        return "sandbox: bubblewrap (own mount, PID and network namespaces, no capabilities)"
+    if found == "setpriv":
+        return (
+            "sandbox: bubblewrap cannot run here (no user namespaces); falling back to a "
+            "uid drop with setpriv: a pull request's code sees the host's files as an "
+            "unprivileged user (see docs/security.md, 'The sandbox')"
+        )
+    return (
+        f"sandbox: none ({SETTING}={_setting()}, or neither bubblewrap nor setpriv can run "
+        "here): a pull request's Python is refused"
+    )
+
+
+def require_isolation(what: str) -> None:
+    """Refuse to run a pull request's ``what`` (its Python) without a sandbox.
+
+    Raises:
+        ConfigError: naming the setting and how to get a sandbox.
+    """
+    if isolation() == "none":
+        raise ConfigError(
+            f"{what} cannot run: this service has no sandbox for a pull request's code "
+            f"({SETTING}={_setting()}; bubblewrap and setpriv are unavailable or turned off)",
+            hint="install bubblewrap and allow user namespaces (docs/security.md, "
+            f"'The sandbox'), or set SLUICE_PROJECT_PYTHON=off; {SETTING}=off is for "
+            "running your own project only",
+        )
+
+
+def python_paths() -> list[Path]:
+    """What a Python child needs to start this interpreter and import Sluice's own code
+    and its libraries: the installation, the virtual environment, and Sluice's package
+    folder (never the folder around it: that may be a checkout holding ``.sluice``)."""
+    here = Path(__file__).resolve().parents[1]  # the sluice package
+    found = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), here}
+    found.add(Path(sys.executable).resolve().parent.parent)
+    for entry in sys.path:
+        if entry and "site-packages" in entry and Path(entry).is_dir():
+            found.add(Path(entry).resolve())
+    return sorted(found)
+
+
+def java_paths() -> list[Path]:
+    """Java's installation (``JAVA_HOME``, or the one ``java`` on PATH resolves to)."""
+    found: set[Path] = set()
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        found.add(Path(home).resolve())
+    java = shutil.which("java")
+    if java:
+        found.add(Path(java).resolve().parents[1])
+    for conf in Path("/etc").glob("java*"):
+        found.add(conf)
+    return sorted(found)
+
+
+def _binds(flag: str, paths: Iterable[Path | str]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        out += [flag, str(path), str(path)]
+    return out
+
+
+def _parents(paths: Iterable[Path | str]) -> list[str]:
+    """Folders above the bound paths, made traversable (bubblewrap makes them 0700,
+    which a child under a uid of its own could not cross)."""
+    made: list[str] = []
+    for path in paths:
+        for parent in reversed(Path(path).parents):
+            name = str(parent)
+            if name not in ("/", "/tmp", "/var", "/var/tmp") and name not in made:
+                made.append(name)
+    out: list[str] = []
+    for name in made:
+        out += ["--perms", "0755", "--dir", name]
+    return out
+
+
+def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
+    bwrap = shutil.which("bwrap") or "bwrap"
+    cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+    cmd += ["--unshare-cgroup-try"]
+    if profile.network == "none":
+        cmd.append("--unshare-net")
+    if uid is None:
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    else:
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    existing = [p for p in _SYSTEM if os.path.exists(p)]
+    cmd += _binds("--ro-bind", existing)
+    for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        target = Path("/") / name
+        if target.is_symlink():
+            cmd += ["--symlink", os.readlink(target), str(target)]
+        elif target.is_dir():
+            cmd += ["--ro-bind", str(target), str(target)]
+    cmd += _binds("--ro-bind-try", _ETC)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", "--tmpfs", "/var/tmp"]
+    shown = python_paths() + (java_paths() if profile.java else [])
+    writable = {Path(p).resolve() for p in profile.write}
+    for path in profile.write:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    shown = [p for p in shown if p not in writable and p.exists()]
+    readable = [Path(p).resolve() for p in profile.read]
+    cmd += _parents([*shown, *readable, *writable])
+    cmd += _binds("--ro-bind", shown)
+    cmd += _binds("--ro-bind", readable)
+    cmd += _binds("--bind", sorted(writable))
+    cmd += ["--chdir", str(profile.cwd or "/tmp"), "--setenv", "TMPDIR", "/tmp"]
+    cmd.append("--")
+    if uid is not None:
+        cmd += _drop(uid)
+    return cmd + list(argv)
+
+
+def _drop(uid: int | None) -> list[str]:
+    """setpriv's prefix: no capability, no new privileges, and ``uid`` (if any)."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    ids = [] if uid is None else [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return [setpriv, *ids, "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def _light_uid() -> int:
+    low, high = LIGHT_UIDS
+    return low + secrets.randbelow(high - low)
+
+
+def wrap(argv: Sequence[str], profile: Profile) -> Launch:
+    """The command that runs ``argv`` confined by ``profile`` (``argv`` itself where this
+    machine has no sandbox: the caller has checked :func:`require_isolation` where the
+    process would run a pull request's Python)."""
+    found = isolation()
+    if found == "none":
+        return Launch(list(argv), found)
+    root = os.geteuid() == 0
+    if found == "setpriv":
+        # A Spark process writes the warehouse the service reads and writes: it keeps the
+        # service's uid (no capability, no new privileges); a light child gets its own.
+        return Launch(_drop(_light_uid() if profile.light else None) + list(argv), found)
+    uid = _light_uid() if (root and profile.light) else None
+    return Launch(_bwrap(argv, profile, uid), found)
