@@ -17,15 +17,16 @@ from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_settings import RequiredApprovers
+from sluice.bot.flow.reviewed_plan import own_key, prod_owners
 from sluice.bot.forge.base import Forge, PullRequest, members, repo_key, writer
 from sluice.bot.present import replies
 from sluice.core import rollback
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, pr_environment
-from sluice.core.state import open_state
+from sluice.core.state import StateStore, open_state
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import DiffOptions
-from sluice.core.workflow import apply_plan, table_diff
+from sluice.core.workflow import apply_plan, read_environment, table_diff
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +237,13 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
 def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
     """``/sluice rollback [plan]``: prod's views back at an earlier plan's tables.
 
-    On a merged pull request only, by a writer who is also one of the gate's required
-    approvers (any writer when the prod branch requires none): it changes prod without a
-    review of its own. With the prod branch's project and the service's Spark; nothing
-    is computed (:func:`sluice.core.rollback.plan_rollback` refuses what would be).
+    On a merged pull request only, by a writer the gate would accept for the change the
+    rollback makes (it changes prod without a review of its own): one of the gate's
+    required approvers; under an owners' gate (``owners_must_approve``), also the owner of
+    every model the rollback changes (a model without an owner then needs a required
+    approver, as in a pull request); any writer only when the gate requires nobody at all.
+    With the prod branch's project and the service's Spark; nothing is computed
+    (:func:`sluice.core.rollback.plan_rollback` refuses what would be).
     """
     if not pr.merged:
         forge.reply(pr.number, replies.rollback_not_merged(author))
@@ -249,16 +253,30 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
         forge.reply(pr.number, replies.rollback_failed(author, "prod has no plan to go back to"))
         return
     settings, tree, project = found
-    approvers = settings.gate.required_approvers
-    if approvers.count and not _approver(forge, approvers, author):
-        forge.reply(
-            pr.number, replies.rollback_not_approver(author, approvers.users, approvers.teams)
-        )
+    gate = settings.gate
+    approvers = gate.required_approvers
+    approver = not approvers.count or _approver(forge, approvers, author)
+    owners_gate = gate.owners_must_approve != "never"
+    if not approver and not owners_gate:
+        reply = replies.rollback_not_approver(author, approvers.users, approvers.teams)
+        forge.reply(pr.number, reply)
         return
     store = open_state(deps.state_url)
     try:
         now = deps.clock()
         back = rollback.plan_rollback(store, PROD, to=command.plan, now=now)
+        if owners_gate and not (approvers.count and approver):
+            owners = _rollback_owners(store, back, gate.owners_must_approve)
+            if not _owns_all(forge, owners, author, approvers.count):
+                reply = replies.rollback_not_approver(
+                    author,
+                    approvers.users,
+                    approvers.teams,
+                    owners=sorted(owners.items()),
+                    rule=gate.owners_must_approve,
+                )
+                forge.reply(pr.number, reply)
+                return
         runner = deps.spark_runner(project, tree, lambda _event: None)
         result = apply_plan(project, store, back.plan, runner, url=deps.state_url, now=now)
     except SluiceError as exc:
@@ -269,6 +287,45 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
     log.info("%s: prod rolled back to plan %s by %s", forge.repo, back.target.plan_id, author)
     reply = replies.rolled_back(author, back.target.plan_id, back.changed, result.views_swapped)
     forge.reply(pr.number, reply)
+
+
+def _rollback_owners(
+    store: StateStore, back: rollback.Rollback, rule: str
+) -> dict[str, str | None]:
+    """Model -> owner (None: none) of the models whose owner the gate would ask for, were
+    the rollback a pull request: ``direct``, those whose own content it changes (added,
+    removed, or another query or properties); ``breaking``, every model whose table it
+    changes. The owner is prod's as it is now (a model prod lacks: the target's)."""
+    now = read_environment(store, PROD).snapshots
+    after = {s.name: s for s in back.plan.snapshots}
+    current = prod_owners(store)
+    needed: dict[str, str | None] = {}
+    for name, _, _ in back.changed:
+        before, target = now.get(name), after.get(name)
+        direct = before is None or target is None or own_key(before) != own_key(target)
+        if rule == "breaking" or direct:
+            owner = current.get(name) if name in current else None
+            if owner is None and name not in current and target is not None:
+                owner = target.model.owner
+            owner = (owner or "").strip().removeprefix("@")
+            needed[name] = owner or None
+    return needed
+
+
+def _owns_all(forge: Forge, owners: dict[str, str | None], login: str, required: int) -> bool:
+    """Whether ``login`` owns (as the user, or a member of the team) every model of
+    ``owners``; a model without an owner is anyone's only when the gate requires no
+    approvers (``required`` is 0), and so is a rollback that changes no such model."""
+    if not owners:
+        return not required
+    me = login.casefold()
+    for owner in owners.values():
+        if owner is None:
+            if required:
+                return False
+        elif me not in members(forge, [owner]):
+            return False
+    return True
 
 
 def _approver(forge: Forge, approvers: RequiredApprovers, login: str) -> bool:

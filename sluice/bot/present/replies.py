@@ -189,12 +189,39 @@ def rollback_not_merged(author: str) -> str:
     )
 
 
-def rollback_not_approver(author: str, users: tuple[str, ...], teams: tuple[str, ...]) -> str:
+def rollback_not_approver(
+    author: str,
+    users: tuple[str, ...],
+    teams: tuple[str, ...],
+    *,
+    owners: Sequence[tuple[str, str | None]] = (),
+    rule: str | None = None,
+) -> str:
+    """``owners``: under an owners' gate (``rule``), each model the rollback changes whose
+    owner the gate asks for, with that owner (None: none, so a required approver)."""
     who = [md.code(user) for user in users] + [md.code(team) for team in teams]
+    approvers = (
+        f"a required approver of the gate ({', '.join(who)}, from the prod branch's "
+        "`sluice.gate.required_approvers`)"
+        if who
+        else None
+    )
+    if rule is None:
+        return (
+            f"{md.mention(author)} not rolled back: a rollback changes prod, so only "
+            f"{approvers} may run it. Ask one of them."
+        )
+    listed = ", ".join(
+        f"{md.code(model)} ({md.code(owner) if owner else 'no owner'})" for model, owner in owners
+    )
+    owned = (
+        f"the owner of every model it changes ({listed}; `sluice.gate.owners_must_approve: "
+        f"{rule}` on the prod branch)"
+    )
+    may = f"{approvers} or {owned}" if approvers else owned
     return (
-        f"{md.mention(author)} not rolled back: a rollback changes prod, so only a required "
-        f"approver of the gate may run it ({', '.join(who)}, from the prod branch's "
-        "`sluice.gate.required_approvers`). Ask one of them."
+        f"{md.mention(author)} not rolled back: a rollback changes prod without a review of "
+        f"its own, so only {may} may run it. Ask one of them."
     )
 
 
