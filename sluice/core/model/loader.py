@@ -21,6 +21,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice import __version__
 from sluice.core.config import (
+    CONFIG_FILES,
     ProjectConfig,
     SluiceSettings,
     config_path,
@@ -51,6 +52,37 @@ CACHE_FILE = Path(".sluice") / "cache" / "models.json"
 EXTERNAL_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 EXTERNAL_FOLDER = "external_models"  # any number of YAML files of external models
 ROOT_MARKER = "$root"  # a seed path starting with it is relative to the project
+
+PROJECT_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "config": ("", CONFIG_FILES),
+    "sql_models": ("models", ("*.sql",)),
+    "python_models": ("models", ("*.py",)),
+    "sql_macros": ("macros", ("*.sql",)),
+    "python_macros": ("macros", ("*.py",)),
+    "audits": ("audits", ("*.sql",)),
+    "unit_tests": ("tests", ("*.yaml", "*.yml")),
+    "external_models": ("", EXTERNAL_FILES),
+    "external_models_folder": (EXTERNAL_FOLDER, ("*.yaml", "*.yml")),
+    "seeds": ("", ()),
+    "parse_cache": ("", (CACHE_FILE.as_posix(),)),
+}
+"""Every kind of file a project load reads, by name: (folder, patterns). A folder's files
+are found at any depth (``models/a/b.sql``); a kind with no folder is the named files of
+the project folder itself. ``seeds`` are the CSV files SEED models name (their ``path``,
+inside the project); ``parse_cache`` is Sluice's own, never read for a pull request
+(``use_cache=False``). docs/security.md classifies each kind
+(``tests/security/test_inputs_classified.py``). ``config`` is
+:data:`sluice.core.config.CONFIG_FILES`; ``python_macros`` are found by
+:func:`sluice.core.model.pycode.macros.macro_files`."""
+
+
+def project_files(root: Path, kind: str) -> list[Path]:
+    """The files of ``kind`` (a key of :data:`PROJECT_FILES`) under ``root``, sorted."""
+    folder, patterns = PROJECT_FILES[kind]
+    if not folder:
+        return [root / name for name in patterns]
+    base = root / folder
+    return sorted(path for pattern in patterns for path in base.rglob(pattern))
 
 
 def load_project(
@@ -124,8 +156,8 @@ def _load(
             models[model.name] = model
 
     inline: list[Audit] = []
-    files = sorted((root / "models").rglob("*.sql"), key=_path_order)
-    python_files = [p for p in sorted((root / "models").rglob("*.py")) if _has_code(p)]
+    files = sorted(project_files(root, "sql_models"), key=_path_order)
+    python_files = [p for p in project_files(root, "python_models") if _has_code(p)]
     if python is not None and (python_files or pycode_macros.macro_files(root)):
         found = [p.relative_to(root).as_posix() for p in python_files]
         found += [p.relative_to(root).as_posix() for p in pycode_macros.macro_files(root)]
@@ -280,7 +312,7 @@ def _render_jinja(
     if not texts:
         return jinja.Rendered({}, {})
     macros: dict[str, str] = {}
-    for file in sorted((root / "macros").rglob("*.sql")):
+    for file in project_files(root, "sql_macros"):
         try:
             macros[str(file)] = _read(file)
         except SluiceError as exc:
@@ -425,10 +457,8 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
 
 def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> list[Model]:
     found = []
-    folder = root / EXTERNAL_FOLDER
-    files = [root / name for name in EXTERNAL_FILES]
-    if folder.is_dir():
-        files += sorted([*folder.rglob("*.yaml"), *folder.rglob("*.yml")])
+    files = project_files(root, "external_models")
+    files += project_files(root, "external_models_folder")
     for path in files:
         if not path.is_file():
             continue
@@ -522,7 +552,7 @@ def _audits(
     namespace (the same audit text in two model files is one audit)."""
     audits: dict[str, Audit] = {}
     parsed: list[Audit] = []
-    for file in sorted((root / "audits").rglob("*.sql")):
+    for file in project_files(root, "audits"):
         try:
             parsed += parse_audits(
                 _read(file),
@@ -655,7 +685,7 @@ def _tests(
 ) -> list[UnitTest]:
     tests: list[UnitTest] = []
     errors: list[SluiceError] = []
-    files = sorted([*(root / "tests").rglob("*.yaml"), *(root / "tests").rglob("*.yml")])
+    files = project_files(root, "unit_tests")
     for file in files:
         try:
             tests.extend(parse_unit_tests(read_yaml(file, ModelError), models, notes, catalogs))
