@@ -155,3 +155,73 @@ def test_a_model_cannot_set_sluices_mark(key: str) -> None:
     error = refused(f"{key} (sluice.created_by = 'shop.events@abc')")
     assert "property 'sluice.created_by' of shop.events is Sluice's own" in error.message
     assert (error.path, error.line) == (PATH, 4)
+
+
+# --- where properties become Spark work (whichever way the model was read) ------------------
+
+
+def _plan_of(one: Model):  # type: ignore[no-untyped-def]
+    from sluice.core.plan.build import PlanRequest, build_plan
+    from sluice.core.snapshot.fingerprint import fingerprint_models
+
+    models = {one.name: one}
+    return build_plan(
+        PlanRequest(
+            environment="prod",
+            models=models,
+            fingerprints=fingerprint_models(models, {}),
+            base={},
+            base_plan_id=None,
+            end=86_400_000 * 19_800,
+            execution_time=86_400_000 * 19_800,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "pairs", "says"),
+    [
+        (
+            "session_properties",
+            (("spark.sql.variable.substitute", "true"),),
+            "not a Spark SQL tuning",
+        ),
+        ("session_properties", (("spark.executor.memory", "4g"),), "not a Spark SQL tuning"),
+        ("session_properties", (("spark.sql.session.timeZone", "${env:TZ}"),), "writes '\\$\\{'"),
+        ("physical_properties", (("team", "${env:SLUICE_GITHUB_TOKEN}"),), "writes '\\$\\{'"),
+        ("physical_properties", (("sluice.created_by", "x@1"),), "Sluice's own"),
+        ("virtual_properties", (("a", "${system:user.home}"),), "writes '\\$\\{'"),
+        ("virtual_properties", (("sluice.created_by", "x@1"),), "Sluice's own"),
+    ],
+)
+def test_properties_are_checked_again_where_they_become_statements(
+    field: str, pairs: tuple[tuple[str, str], ...], says: str
+) -> None:
+    # A Python model's decorator, a cache entry: properties that did not come through a
+    # MODEL header's checks are refused when the job is rendered, naming the model's file.
+    import dataclasses
+
+    from sluice.core.spark.render import build_steps, view_steps
+
+    hostile = dataclasses.replace(model("owner bob"), **{field: pairs})
+    plan = _plan_of(hostile)
+    with pytest.raises(ModelError, match=says) as caught:
+        if field == "virtual_properties":
+            view_steps(plan, None)
+        else:
+            build_steps(plan, {}, ".", "parquet")
+    assert (caught.value.path, caught.value.line) == (PATH, 1)
+
+
+def test_tuning_and_plain_properties_render_escaped_once() -> None:
+    from sluice.core.spark.render import build_steps, view_steps
+
+    parsed = model(
+        "physical_properties (team = 'it''s'), virtual_properties (note = 'a\\\\b'), "
+        "session_properties (spark.sql.shuffle.partitions = 3)"
+    )
+    plan = _plan_of(parsed)
+    step = next(s for s in build_steps(plan, {}, ".", "parquet") if s["type"] == "build")
+    assert step["session_properties"] == [["spark.sql.shuffle.partitions", "3"]]
+    assert step["table_properties"] == [["team", "it's"]]  # raw: quoted where the SQL is made
+    assert view_steps(plan, None)["views"][0]["properties"] == [["note", "a\\\\b"]]

@@ -13,11 +13,12 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
+from sluice.core.errors import ModelError
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
 from sluice.core.model.names import quote_column, sql_name
-from sluice.core.model.properties import table_layout
+from sluice.core.model.properties import MARK_PREFIX, table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
@@ -32,6 +33,7 @@ from sluice.core.spark.spec import (
     ViewSpec,
     ViewsStep,
 )
+from sluice.core.spark.tuning import is_tuning
 
 
 def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
@@ -204,8 +206,10 @@ def build_steps(
             "restate": [list(r) for r in (restate or {}).get(snap.name, [])],
             "batches": [],
             "clustered_by": list(layout.clustered_by),
-            "table_properties": [list(p) for p in layout.properties],
-            "session_properties": [list(p) for p in model.session_properties],
+            "table_properties": checked_pairs(model, layout.properties, "physical_properties"),
+            "session_properties": checked_pairs(
+                model, model.session_properties, "session_properties"
+            ),
             "parents": parents[snap.name],
         }
         if kind == KindName.SEED:
@@ -265,6 +269,45 @@ def built_parents(snapshots: Iterable[Snapshot], built: set[str]) -> dict[str, l
         return found[name]
 
     return {name: sorted(reach(name)) for name in depends if name in built}
+
+
+def checked_pairs(model: Model, pairs: Iterable[tuple[str, str]], what: str) -> list[list[str]]:
+    """A model's properties as a step carries them, checked once more where they become
+    Spark work, whichever way the model was read (a MODEL header, a Python model's
+    decorator, a cache): the values are quoted into statements later
+    (``TBLPROPERTIES``) or set in the session, so none may hold ``${`` (Spark's variable
+    substitution rewrites a statement's text after Sluice quoted it), a table or view
+    property may not be Sluice's own (``sluice.*``, the mark of its tables), and a session
+    property must be Spark SQL tuning (:mod:`sluice.core.spark.tuning`).
+
+    Raises:
+        ModelError: naming the model's file and line.
+    """
+    checked: list[list[str]] = []
+    for key, value in pairs:
+        problem = None
+        if "${" in key or "${" in value:
+            problem = (
+                f"{what} '{key}' of {model.name} writes '${{', which Spark replaces with a "
+                "setting, a system property or an environment variable",
+                "write it without '${'",
+            )
+        elif what == "session_properties" and not (
+            is_tuning(key) and key.lower().startswith("spark.sql.")
+        ):
+            problem = (
+                f"session property '{key}' of {model.name} is not a Spark SQL tuning setting",
+                "remove it; a model may only size its build (see sluice/core/spark/tuning.py)",
+            )
+        elif what != "session_properties" and key.lower().startswith(MARK_PREFIX):
+            problem = (
+                f"{what} '{key}' of {model.name} is Sluice's own (the mark of its tables)",
+                f"remove it, or name the property without the '{MARK_PREFIX}' prefix",
+            )
+        if problem is not None:
+            raise ModelError(problem[0], path=model.path, line=model.line, hint=problem[1])
+        checked.append([key, value])
+    return checked
 
 
 def _audit_steps(
@@ -328,7 +371,9 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
             {
                 "view": view_name(snap.name, env),
                 "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
-                "properties": [list(p) for p in snap.model.virtual_properties],
+                "properties": checked_pairs(
+                    snap.model, snap.model.virtual_properties, "virtual_properties"
+                ),
             }
         )
     # Views of models the plan does not hold: those it removes, and (when planned against

@@ -1,5 +1,5 @@
 """A build killed while creating its table is finished by running it again; a table that
-exists is written again.
+exists is written again, when Sluice created it (issue 40: never one made ahead).
 
 Found by bench/chaos.py (kill -9 of the service during a PR build): ``CREATE TABLE ... AS``
 writes the new table's files before the catalog registers the table, so a driver killed
@@ -15,6 +15,7 @@ import pytest
 
 from sluice.core.spark.steps.build import run_build
 from sluice.core.spark.steps.context import StepContext
+from sluice.core.spark.steps.swap import MARK, NotSluices
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,8 +104,8 @@ def test_a_time_range_table_left_without_its_partitions_tracked_is_repaired(
     spark.conf.set("spark.sql.hive.manageFilesourcePartitions", "false")
     try:
         spark.sql(
-            f"CREATE TABLE {table} USING parquet PARTITIONED BY (day) AS "
-            f"SELECT * FROM ({SQL}) AS q WHERE FALSE"
+            f"CREATE TABLE {table} USING parquet PARTITIONED BY (day) "
+            f"TBLPROPERTIES ('{MARK}' = '{table}@v1') AS SELECT * FROM ({SQL}) AS q WHERE FALSE"
         )
     finally:
         spark.conf.unset("spark.sql.hive.manageFilesourcePartitions")
@@ -113,3 +114,40 @@ def test_a_time_range_table_left_without_its_partitions_tracked_is_repaired(
     run_build(spark, _step(table, "INCREMENTAL_BY_TIME_RANGE"), ctx)
     rows = spark.sql(f"SELECT id FROM {table} ORDER BY id").collect()
     assert [r["id"] for r in rows] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "kind", ["FULL", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY", "SCD_TYPE_2"]
+)
+def test_a_table_sluice_did_not_create_is_never_written_into(
+    local_spark: SparkSession, kind: str
+) -> None:
+    # Made ahead under the version's name (a project's statement, a person): the build
+    # neither overwrites, appends to nor rewrites it, and says how to go on.
+    spark = local_spark
+    table, ctx = _fresh(spark, f"killed_build.ahead_{kind.lower()}")
+    spark.sql(f"CREATE TABLE {table} USING parquet AS SELECT * FROM ({SQL}) AS q")
+    step = _step(table, kind)
+    if kind == "SCD_TYPE_2":
+        step["scd"] = {
+            "by": "time", "updated_at": "day", "columns": [], "valid_from": "valid_from",
+            "valid_to": "valid_to", "invalidate_hard_deletes": True, "time_type": "TIMESTAMP",
+            "first_valid_from": "epoch", "execution_time": 1_704_067_200_000,
+        }  # fmt: skip
+    with pytest.raises(NotSluices, match=f"the table {table} exists but Sluice did not create"):
+        run_build(spark, step, ctx)
+    assert spark.sql(f"SELECT COUNT(*) FROM {table}").collect()[0][0] == 4  # untouched
+    # Marked for another version: refused too (this version's mark: see below).
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{MARK}' = '{table}@v0')")
+    with pytest.raises(NotSluices, match=r"is '.*@v0', not '.*@v1'"):
+        run_build(spark, step, ctx)
+
+
+def test_a_table_sluice_creates_carries_its_mark(local_spark: SparkSession) -> None:
+    spark = local_spark
+    table, ctx = _fresh(spark, "killed_build.marked")
+    run_build(spark, _step(table, "INCREMENTAL_BY_UNIQUE_KEY"), ctx)
+    # Written again (the table exists, with this version's mark): rewritten, mark kept.
+    run_build(spark, _step(table, "INCREMENTAL_BY_UNIQUE_KEY"), ctx)
+    found = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    assert found[MARK] == f"{table}@v1"

@@ -81,7 +81,12 @@ def _table_sql(step: BuildStep, partition: str | None = None) -> str:
         sql += f" PARTITIONED BY ({', '.join(parts)})"
     elif step.get("clustered_by"):
         sql += f" CLUSTER BY ({', '.join(step.get('clustered_by', []))})"
-    return sql + _properties_sql(step.get("table_properties", []))
+    return sql + _properties_sql(_marked(step))
+
+
+def _marked(step: BuildStep) -> list[list[str]]:
+    """The table's properties: the model's, and Sluice's mark (:data:`swap.MARK`)."""
+    return [*step.get("table_properties", []), [swap.MARK, swap.mark_of(step)]]
 
 
 def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
@@ -89,7 +94,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
     kind = step["kind"]
     name, version = step["model"], step["version"]
     if step.get("view_sql"):
-        props = _properties_sql(step.get("table_properties", []))
+        props = _properties_sql(_marked(step))
         spark.sql(f"CREATE OR REPLACE VIEW {table}{props} AS {step['view_sql']}")
         ctx.created.add(table)
         ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
@@ -164,6 +169,7 @@ def _write_whole(spark: SparkSession, step: BuildStep, sql: str, ctx: StepContex
     except Exception as exc:
         condition = _condition(exc)
         if condition == "TABLE_OR_VIEW_ALREADY_EXISTS":
+            swap.check_mark(spark, table, step)
             spark.sql(f"INSERT OVERWRITE TABLE {table} {sql}")
             return
         if condition != "LOCATION_ALREADY_EXISTS":
@@ -197,6 +203,7 @@ def _create_if_missing(
     spark: SparkSession, step: BuildStep, sql: str, partition: str | None = None
 ) -> None:
     if spark.catalog.tableExists(step["table"]):
+        swap.check_mark(spark, step["table"], step)
         return
     swap.clear_location(spark, step["table"])
     spark.sql(
@@ -278,11 +285,12 @@ def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
 
 def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
     table = step["table"]
-    staging, fresh = swap.begin(spark, table)
+    staging, fresh = swap.begin(spark, table, step)
     if not spark.catalog.tableExists(table):
         swap.clear_location(spark, table)
         spark.sql(f"CREATE TABLE {table}{_table_sql(step)} AS {sql}")
         return
+    swap.check_mark(spark, table, step)
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
     on = " AND ".join(f"o.{k} <=> n.{k}" for k in step["unique_key"])
     # The old rows in the new rows' columns (a forward-only change may have added or

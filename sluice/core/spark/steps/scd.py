@@ -60,7 +60,9 @@ def write_scd_type_2(
     if scd is None:
         raise ValueError(f"{step['model']}: an {step['kind']} build without its settings")
     table = step["table"]
-    staging, fresh = swap.begin(spark, table)
+    staging, fresh = swap.begin(spark, table, step)
+    if spark.catalog.tableExists(table):
+        swap.check_mark(spark, table, step)  # never merge into a history Sluice did not make
     # The query once (it may read this very table, or not be deterministic).
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
     try:

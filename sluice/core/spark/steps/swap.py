@@ -17,12 +17,57 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sluice.core.spark.spec import BuildStep
 
-def begin(spark: SparkSession, table: str) -> tuple[str, str]:
+
+MARK = "sluice.created_by"
+"""The table property Sluice gives every physical table it creates (``model@version``),
+and looks for before it writes into a table that exists: a table without it (made ahead
+under the same name, by hand or by a project's statement) is never adopted. A model may
+not set ``sluice.*`` properties itself (:mod:`sluice.core.model.properties`)."""
+
+
+class NotSluices(RuntimeError):
+    """A table Sluice would write into exists, and Sluice did not create it."""
+
+
+def mark_of(step: BuildStep) -> str:
+    """The value of :data:`MARK` on the tables of ``step``'s model version."""
+    return f"{step['model']}@{step['version']}"
+
+
+def check_mark(spark: SparkSession, table: str, step: BuildStep) -> None:
+    """Refuse to write into ``table`` (which exists) unless Sluice created it for
+    ``step``'s model version.
+
+    Raises:
+        NotSluices: what was found, where, and how to go on.
+    """
+    rows = spark.sql(f"SHOW TBLPROPERTIES {table}").collect()
+    found = {str(r[0]): str(r[1]) for r in rows if len(r) > 1}
+    want = mark_of(step)
+    if found.get(MARK) == want:
+        return
+    has = found.get(MARK)
+    raise NotSluices(
+        f"{step['model']}: the table {table} exists but Sluice did not create it for this "
+        f"version ({MARK} is "
+        + (f"'{has}', not '{want}'" if has is not None else "not set")
+        + "): it is not written into. hint: if a statement or a person made it ahead, drop "
+        f"it (DROP TABLE {table}) and apply again; if it is a table an earlier Sluice built "
+        f"before tables were marked, mark it: ALTER TABLE {table} SET TBLPROPERTIES "
+        f"('{MARK}' = '{want}')"
+    )
+
+
+def begin(spark: SparkSession, table: str, step: BuildStep | None = None) -> tuple[str, str]:
     """The names of ``table``'s replacement and of a scratch table (for a query's rows
-    kept once), both dropped; a swap a killed job left half done is finished first."""
+    kept once), both dropped; a swap a killed job left half done is finished first (with
+    ``step``, only when the replacement carries the version's :data:`MARK`)."""
     staging, fresh = f"{table}__sluice_next", f"{table}__sluice_new"
     if not spark.catalog.tableExists(table) and spark.catalog.tableExists(staging):
+        if step is not None:
+            check_mark(spark, staging, step)
         clear_location(spark, table)
         spark.sql(f"ALTER TABLE {staging} RENAME TO {table}")
     for scratch in (staging, fresh):
