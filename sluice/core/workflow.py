@@ -511,10 +511,12 @@ def make_runner(
         settings = settings.model_copy(update={"mode": mode})
     elif settings.mode == "submit":
         # a developer's `sluice spark start` server for this project, when one runs
-        url = dev_server.running(settings, paths)
-        if url is not None:
+        found = dev_server.connection(settings, paths)
+        if found is not None:
+            url, token = found  # the token goes to the job's child's environment only
             logger.info("running on the Spark Connect server %s (sluice spark status)", url)
             settings = settings.model_copy(update={"mode": "connect", "remote": url})
+            return spark_runner(settings, paths, on_event=on_event, timeout=timeout, token=token)
     return spark_runner(settings, paths, on_event=on_event, timeout=timeout)
 
 

@@ -10,7 +10,10 @@ The server is either the user's (``spark.remote``: an ``sc://`` endpoint, used a
 on the embedded default, one this module starts with ``spark-submit`` of PySpark's bundled
 ``SparkConnectServer``, with the same :func:`~sluice.core.spark.session.spark_conf` as a
 ``spark-submit`` job, bound to 127.0.0.1 on a free port, health-checked with a
-``SELECT 1`` from a client, restarted when it died, stopped cleanly. Derby admits one
+``SELECT 1`` from a client, restarted when it died, stopped cleanly. It takes only clients
+that send the token it was started with: a new random one per start, handed to the server
+and to each job's child in their environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``), never
+on a command line, in a file or in a log line. Derby admits one
 process at a time: the server's owner holds the metastore lock while the server runs.
 
 Trust (docs/security.md): the pull requests' SQL runs in the server's JVM and their
@@ -27,6 +30,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -64,6 +68,14 @@ logger = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 BIND_ADDRESS = "127.0.0.1"
 REMOTE_ENV = "SPARK_REMOTE"  # how the job's child gets the endpoint (not its command line)
+# The server's token: Spark's server reads it from its environment (or its
+# spark.connect.authenticate.token, which would be on the command line), and PySpark's
+# client sends it as a bearer token when the URL has none.
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+# The host in our servers' URLs. PySpark sends a token without TLS only to the host named
+# "localhost", through gRPC's local credentials, which also refuse a peer that is not a
+# loopback address; to any other host it requires TLS, which the server does not speak.
+CLIENT_HOST = "localhost"
 START_TIMEOUT_S = 300.0
 _HEALTH_TIMEOUT_S = 120.0
 
@@ -108,20 +120,24 @@ def listening(host: str, port: int) -> bool:
         return False
 
 
-def _client_env(url: str, home: Path) -> dict[str, str]:
+def _client_env(url: str, home: Path, token: str | None) -> dict[str, str]:
     env = child_environment(home)
     env[REMOTE_ENV] = url
+    if token is not None:
+        env[TOKEN_ENV] = token
     return env
 
 
-def _client_script(script: str, url: str, home: Path, timeout: float) -> str | None:
+def _client_script(
+    script: str, url: str, home: Path, timeout: float, token: str | None
+) -> str | None:
     """Run a Connect client snippet in a child; None when it worked, else its error."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     keep_from_children()
     try:
         done = subprocess.run(
             [sys.executable, "-c", script],
-            env=_client_env(url, home),
+            env=_client_env(url, home, token),
             cwd=home,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -137,15 +153,20 @@ def _client_script(script: str, url: str, home: Path, timeout: float) -> str | N
     return "\n".join(lines[-5:]) or f"exit code {done.returncode}"
 
 
-def health_check(url: str, home: Path, timeout: float = _HEALTH_TIMEOUT_S) -> str | None:
-    """A client's ``SELECT 1`` on ``url``: None when it answered, else why not."""
-    return _client_script(_HEALTH, url, home, timeout)
+def health_check(
+    url: str, home: Path, timeout: float = _HEALTH_TIMEOUT_S, *, token: str | None = None
+) -> str | None:
+    """A client's ``SELECT 1`` on ``url`` (sending ``token``): None when it answered, else
+    why not."""
+    return _client_script(_HEALTH, url, home, timeout, token)
 
 
-def interrupt_session(url: str, session_id: str, home: Path, timeout: float = 60.0) -> None:
+def interrupt_session(
+    url: str, session_id: str, home: Path, timeout: float = 60.0, *, token: str | None = None
+) -> None:
     """Interrupt every operation of one Connect session, and release it (best effort)."""
     problem = _client_script(
-        _INTERRUPT, f"{url.rstrip('/')}/;session_id={session_id}", home, timeout
+        _INTERRUPT, f"{url.rstrip('/')}/;session_id={session_id}", home, timeout, token
     )
     if problem is not None:
         logger.info("could not interrupt Connect session %s: %s", session_id, problem)
@@ -155,7 +176,8 @@ class ConnectServer:
     """A Spark Connect server on this machine, started and kept running on demand.
 
     :meth:`endpoint` starts it (or starts it again when it died) and returns its
-    ``sc://`` URL; :meth:`stop` ends it. Thread-safe. With the embedded metastore, the
+    ``sc://`` URL (:meth:`connection`: with the token its clients must send); :meth:`stop`
+    ends it. Thread-safe. With the embedded metastore, the
     server's owner (this object, in this process) holds the metastore lock while it runs:
     ``spark-submit`` jobs on the same root wait for it, as they wait for each other.
 
@@ -180,6 +202,7 @@ class ConnectServer:
         self.lock_timeout = lock_timeout
         self.starts = 0  # how many times a server process was started
         self.port: int | None = None
+        self._token: str | None = None  # this start's; a client without it is refused
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock: MetastoreLock | None = None
         self._guard = threading.RLock()
@@ -196,7 +219,14 @@ class ConnectServer:
     def url(self) -> str:
         if self.port is None:
             raise ExecutionError("the Spark Connect server is not running")
-        return f"sc://{BIND_ADDRESS}:{self.port}"
+        return f"sc://{CLIENT_HOST}:{self.port}"
+
+    @property
+    def token(self) -> str:
+        """The token the running server takes (a new one each start; never log it)."""
+        if self._token is None:
+            raise ExecutionError("the Spark Connect server is not running")
+        return self._token
 
     @property
     def pid(self) -> int | None:
@@ -229,11 +259,16 @@ class ConnectServer:
             self._start()
             return self.url
 
+    def connection(self) -> tuple[str, str]:
+        """The server's URL and token, of the same start (starting it as :meth:`endpoint`)."""
+        with self._guard:
+            return self.endpoint(), self.token
+
     def healthy(self) -> bool:
         """A client's ``SELECT 1`` on the server answered."""
         if not self.running():
             return False
-        return health_check(self.url, self.folder / "client-home") is None
+        return health_check(self.url, self.folder / "client-home", token=self._token) is None
 
     def command(self, port: int, env: dict[str, str] | None = None) -> list[str]:
         """The ``spark-submit`` command line of the server (``env``: the one it starts
@@ -245,6 +280,10 @@ class ConnectServer:
         conf["spark.connect.grpc.binding.port"] = str(port)
         # A job whose client died leaves its operations detached: stop them soon.
         conf.setdefault("spark.connect.execute.manager.detachedTimeout", "60s")
+        if self.settings.master.startswith("local"):
+            # The JVM's other ports (its RPC and block transfers, on 127.0.0.1) take only
+            # peers that know the secret Spark makes for a local master at start.
+            conf.setdefault("spark.authenticate", "true")
         # Its log lives as long as the service: start-up at INFO, then warnings only.
         conf.setdefault("spark.log.level", "WARN")
         cmd = [str(spark_submit_path()), "--master", self.settings.master]
@@ -254,10 +293,14 @@ class ConnectServer:
         return cmd
 
     def _start(self) -> None:
+        # The server's log, homes and (sluice spark start's) record are its user's only.
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.folder.chmod(0o700)
         home = self.folder / "home"
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = child_environment(home)
         env["SPARK_LOCAL_IP"] = BIND_ADDRESS
+        self._token = env[TOKEN_ENV] = secrets.token_urlsafe(32)
         problem = java_problem(env)
         if problem is not None:
             raise problem
@@ -335,7 +378,7 @@ class ConnectServer:
                 raise self._failed(f"it did not listen within {self.start_timeout:.0f} s")
             time.sleep(0.25)
         left = max(10.0, deadline - time.monotonic())
-        problem = health_check(self.url, self.folder / "client-home", timeout=left)
+        problem = health_check(self.url, self.folder / "client-home", left, token=self._token)
         if problem is not None:
             raise self._failed(f"a SELECT 1 failed: {problem}")
 
@@ -366,6 +409,7 @@ class ConnectServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         self.port = None
+        self._token = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -405,8 +449,10 @@ class ConnectRunner(SubmitRunner):
 
     Same contract as :class:`~sluice.core.spark.submit.SubmitRunner` (``run(spec)``, the
     same events, writes checked the same way, the time limit, ``DriverLost`` for a child
-    killed by a signal). The endpoint is ``settings.remote`` when set, else ``server``'s
-    (by default this process's :func:`shared_server` for ``paths``).
+    killed by a signal). The endpoint is ``settings.remote`` when set (with ``token``, if
+    given, sent as its token: a developer's server), else ``server``'s with its token (by
+    default this process's :func:`shared_server` for ``paths``). The child gets the token in
+    its environment only.
     """
 
     def __init__(
@@ -415,10 +461,12 @@ class ConnectRunner(SubmitRunner):
         paths: SparkPaths,
         *,
         server: ConnectServer | None = None,
+        token: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(settings, paths, **kwargs)
         self.server = server
+        self._remote_token = token
 
     def endpoint(self) -> str:
         """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
@@ -427,6 +475,14 @@ class ConnectRunner(SubmitRunner):
         if self.server is None:
             self.server = shared_server(self.settings, self.paths)
         return self.server.endpoint()
+
+    def connection(self) -> tuple[str, str | None]:
+        """The endpoint and the token its clients send (None: the URL's own, if any)."""
+        if self.settings.remote:
+            return self.settings.remote, self._remote_token
+        if self.server is None:
+            self.server = shared_server(self.settings, self.paths)
+        return self.server.connection()
 
     def command(
         self, spec_path: Path, job_id: str, kind: str, java_flags: list[str] | None = None
@@ -437,7 +493,9 @@ class ConnectRunner(SubmitRunner):
         return [sys.executable, str(DRIVER), "--connect", str(spec_path), str(conf)]
 
     @contextlib.contextmanager
-    def _class_archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
+    def _class_archive(
+        self, env: dict[str, str], spec: JobSpec | None = None
+    ) -> Iterator[jvm.ArchiveUse]:
         yield jvm.ArchiveUse([])  # the job's child starts no JVM
 
     def _conf_path(self, job_id: str) -> Path:
@@ -450,7 +508,9 @@ class ConnectRunner(SubmitRunner):
         return env
 
     def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
-        env[REMOTE_ENV] = self.endpoint()
+        env[REMOTE_ENV], token = self.connection()
+        if token is not None:
+            env[TOKEN_ENV] = token
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         # The session's SQL settings: the server was started with the service's, and a
         # job sets its project's (tuning included) on its own session.
@@ -486,7 +546,9 @@ class ConnectRunner(SubmitRunner):
         ]
         for session in sessions:
             if session:
-                interrupt_session(env[REMOTE_ENV], str(session), Path(env["HOME"]))
+                interrupt_session(
+                    env[REMOTE_ENV], str(session), Path(env["HOME"]), token=env.get(TOKEN_ENV)
+                )
 
 
 def make_runner(settings: SparkSettings, paths: SparkPaths, **kwargs: Any) -> SubmitRunner:

@@ -8,11 +8,14 @@ the server when it dies and stops it on SIGTERM); every later CLI command on tha
 finds it (:func:`running`) and runs its jobs as Spark Connect clients of it.
 
 The keeper writes ``<spark root>/connect/dev-server.json`` once the server answered a
-``SELECT 1``: the keeper's pid, the ``sc://`` URL, when it started and a digest of the Spark
-settings it was started with. A command uses the server only while that process lives, the
-port answers and the project's Spark settings still have that digest (a server started
-before ``config.yaml``'s ``sluice.spark`` changed is ignored, with a warning saying how to
-restart it). This is a developer's convenience; the service keeps its own server
+``SELECT 1``: the keeper's pid, the ``sc://`` URL, the server's token (a client without it
+is refused), when it started and a digest of the Spark settings it was started with. The
+record is the developer's alone: mode 0600, in a 0700 folder, and a record another user
+could have written or could read is not used. A command uses the server only while that
+process lives, the port answers and the project's Spark settings still have that digest (a
+server started before ``config.yaml``'s ``sluice.spark`` changed is ignored, with a warning
+saying how to restart it). The token goes from the record to the job's child in its
+environment; it is never printed (``sluice spark status --json`` has no token). This is a developer's convenience; the service keeps its own server
 (``SLUICE_SPARK_MODE=connect``) and never looks for this one.
 
 >>> import tempfile
@@ -29,6 +32,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -38,7 +42,13 @@ from pathlib import Path
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
-from sluice.core.spark.connect import BIND_ADDRESS, START_TIMEOUT_S, ConnectServer, listening
+from sluice.core.spark.connect import (
+    BIND_ADDRESS,
+    CLIENT_HOST,
+    START_TIMEOUT_S,
+    ConnectServer,
+    listening,
+)
 from sluice.core.spark.session import SparkPaths, spark_conf
 
 logger = logging.getLogger(__name__)
@@ -86,19 +96,41 @@ def _alive(pid: int) -> bool:
 
 def status(settings: SparkSettings, paths: SparkPaths) -> Status:
     """Whether a developer server runs for ``paths`` and may serve ``settings``' jobs."""
+    return _read(settings, paths)[0]
+
+
+def _private(path: Path) -> str | None:
+    """Why the record at ``path`` is not the user's alone (None: it is ours, 0600-like)."""
+    info = path.stat()
+    if info.st_uid != os.geteuid():
+        return f"{path} belongs to another user"
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return f"{path} is open to other users"
+    return None
+
+
+def _read(settings: SparkSettings, paths: SparkPaths) -> tuple[Status, str | None]:
+    """:func:`status`, and the server's token when it may be used."""
     path = _state_path(paths)
     try:
+        problem = _private(path)
         data = json.loads(path.read_text(encoding="utf-8"))
         pid, port = int(data["pid"]), int(data["port"])
+        token = data["token"]
+        if not isinstance(token, str) or not token:
+            raise TypeError("no token")
     except FileNotFoundError:
-        return Status(False)
+        return Status(False), None
     except (OSError, ValueError, KeyError, TypeError):
-        return Status(False, problem=f"{path} is unreadable; `sluice spark stop` removes it")
+        return Status(False, problem=f"{path} is unreadable; `sluice spark stop` removes it"), None
+    if problem is not None:
+        # Another user could have chosen its port (and read its token): not used.
+        return Status(False, pid=pid, problem=f"{problem}; `sluice spark stop` removes it"), None
     # The URL is made here, never read: a record is a file in the project's folder, and
     # whatever it says, a command connects to this machine's loopback only.
-    url = f"sc://{BIND_ADDRESS}:{port}"
+    url = f"sc://{CLIENT_HOST}:{port}"
     if not _alive(pid) or not 0 < port < 65536 or not listening(BIND_ADDRESS, port):
-        return Status(False, pid=pid, problem="the server recorded there has stopped")
+        return Status(False, pid=pid, problem="the server recorded there has stopped"), None
     started = str(data.get("started", ""))
     if data.get("settings") != settings_digest(settings, paths):
         return Status(
@@ -109,17 +141,25 @@ def status(settings: SparkSettings, paths: SparkPaths) -> Status:
                 "it was started with other Spark settings than config.yaml's sluice.spark "
                 "now has; restart it: sluice spark stop && sluice spark start"
             ),
-        )
-    return Status(True, url=url, pid=pid, started=started)
+        ), None
+    return Status(True, url=url, pid=pid, started=started), token
+
+
+def connection(settings: SparkSettings, paths: SparkPaths) -> tuple[str, str] | None:
+    """The ``sc://`` URL and token of a usable developer server for ``paths``, else None
+    (a server started with other settings is named in a warning and not used)."""
+    found, token = _read(settings, paths)
+    if found.running and found.url is None:
+        logger.warning("not using the Spark Connect server (pid %s): %s", found.pid, found.problem)
+    if found.url is None or token is None:
+        return None
+    return found.url, token
 
 
 def running(settings: SparkSettings, paths: SparkPaths) -> str | None:
-    """The ``sc://`` URL of a usable developer server for ``paths``, else None (a server
-    started with other settings is named in a warning and not used)."""
-    found = status(settings, paths)
-    if found.running and found.url is None:
-        logger.warning("not using the Spark Connect server (pid %s): %s", found.pid, found.problem)
-    return found.url
+    """The ``sc://`` URL of a usable developer server for ``paths``, else None."""
+    found = connection(settings, paths)
+    return None if found is None else found[0]
 
 
 def serve(settings: SparkSettings, paths: SparkPaths) -> None:
@@ -165,12 +205,19 @@ def _write_record(
         "server_pid": server.pid,
         "url": server.url,
         "port": server.port,
+        "token": server.token,
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "settings": settings_digest(settings, paths),
         "log": str(server.log_path),
     }
+    # Readable by this user only, from its first byte (the folder is 0700 too: the
+    # server made it so).
     tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
     tmp.replace(record)  # a reader sees the old record or the new one, never half
 
 
@@ -196,7 +243,8 @@ def start(
             hint="sluice spark stop ends it",
         )
     folder = paths.root / "connect"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
     log_path = folder / KEEPER_LOG
     cmd = [
         sys.executable,

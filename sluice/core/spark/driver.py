@@ -315,7 +315,9 @@ def _print(event: dict[str, Any]) -> None:
 
 def _connect_session(conf_path: str) -> SparkSession:
     """A new Spark Connect session on ``$SPARK_REMOTE`` (one per job: its temporary views
-    and settings end with it), with the job's SQL settings from ``conf_path``."""
+    and settings end with it), with the job's SQL settings from ``conf_path``. The server's
+    token, when the URL has none, is ``$SPARK_CONNECT_AUTHENTICATE_TOKEN`` (the runner puts
+    it in this process's environment only), which PySpark's client sends on every call."""
     from pyspark.sql import SparkSession
 
     with open(conf_path, encoding="utf-8") as handle:

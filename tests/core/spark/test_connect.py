@@ -73,7 +73,7 @@ def _other_address() -> str | None:
 def test_the_server_listens_on_loopback_only(connect_server: ConnectServer) -> None:
     connect_server.endpoint()
     port = connect_server.port
-    assert port is not None and connect_server.url == f"sc://127.0.0.1:{port}"
+    assert port is not None and connect_server.url == f"sc://localhost:{port}"
     # 127.0.0.1 in /proc/net's little-endian hex, as IPv4 or (Java's way) IPv4-mapped
     # IPv6 ::ffff:127.0.0.1; no wildcard socket.
     loopback = {"0100007F", "0000000000000000FFFF00000100007F"}

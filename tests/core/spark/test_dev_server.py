@@ -56,13 +56,17 @@ def keeper() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
+TOKEN = "dev-token-" + "z" * 33
+
+
 def _record(paths: SparkPaths, pid: int, port: int, settings: SparkSettings) -> Path:
     path = paths.root / "connect" / dev_server.STATE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
-        "pid": pid, "url": f"sc://127.0.0.1:{port}", "port": port, "started": "now",
-        "settings": dev_server.settings_digest(settings, paths),
+        "pid": pid, "url": f"sc://localhost:{port}", "port": port, "started": "now",
+        "token": TOKEN, "settings": dev_server.settings_digest(settings, paths),
     }))  # fmt: skip
+    path.chmod(0o600)  # the keeper's mode: a record others may read is not used
     return path
 
 
@@ -80,10 +84,15 @@ def test_a_live_keeper_on_a_listening_port_is_used_by_the_cli_runner(
     paths = SparkPaths.for_project(Path(project.path))
     _record(paths, keeper.pid, listening, settings)
     found = dev_server.status(settings, paths)
-    assert found.running and found.url == f"sc://127.0.0.1:{listening}"
+    assert found.running and found.url == f"sc://localhost:{listening}"
     runner = workflow.make_runner(project)
     assert isinstance(runner, ConnectRunner)
     assert runner.settings.remote == found.url and runner.endpoint() == found.url
+    # the record's token goes to the job's child's environment (and nowhere else)
+    assert runner.connection() == (found.url, TOKEN)
+    env = runner.environment(tmp_path / "home")
+    runner._preflight({"job_id": "j", "steps": []}, env)
+    assert env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == TOKEN and TOKEN not in str(found)
     # --in-process is the user's explicit choice and wins
     assert isinstance(workflow.make_runner(project, in_process=True), InProcessRunner)
     # stop signals the keeper and waits for it
@@ -99,7 +108,7 @@ def test_a_record_cannot_point_commands_off_this_machine(
     path = _record(paths, keeper.pid, listening, SparkSettings())
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "url": "sc://collector.example:15002/;token=x"}))
-    assert dev_server.running(SparkSettings(), paths) == f"sc://127.0.0.1:{listening}"
+    assert dev_server.running(SparkSettings(), paths) == f"sc://localhost:{listening}"
     path.write_text(json.dumps({**data, "port": 70000}))
     assert dev_server.running(SparkSettings(), paths) is None
 
@@ -182,12 +191,21 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
     try:
         assert started.returncode == 0, started.stderr + started.stdout
         url = started.stdout.split("running on ")[1].split()[0]
-        record = json.loads((paths.root / "connect" / dev_server.STATE_NAME).read_text())
-        server_pid = int(record["server_pid"])
+        record_path = paths.root / "connect" / dev_server.STATE_NAME
+        record = json.loads(record_path.read_text())
+        server_pid, token = int(record["server_pid"]), str(record["token"])
+        # the token: in the record, which is the developer's alone, and printed nowhere
+        assert (record_path.stat().st_mode & 0o777, record_path.parent.stat().st_mode & 0o777) == (
+            0o600,
+            0o700,
+        )
+        assert len(token) >= 40 and token not in started.stdout + started.stderr
         again = _sluice("spark", "start", project=project)
         assert again.returncode == 1 and "already runs for this project" in again.stderr
         status = _sluice("spark", "status", "--json", project=project)
-        assert json.loads(status.stdout)["url"] == url
+        assert json.loads(status.stdout)["url"] == url and token not in status.stdout
+        for log in ("keeper.log", "server.log"):
+            assert token not in (paths.root / "connect" / log).read_text(errors="replace")
         # apply and query: jobs of the warm server (the metastore lock is the keeper's, so
         # a spark-submit job could not have run), said in the verbose log
         applied = subprocess.run(
