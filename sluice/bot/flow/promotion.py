@@ -159,7 +159,7 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
             forge,
             sha,
             settings,
-            label=f"tag {event.tag}",
+            label=f"tag {md.code(event.tag)}",  # Markdown: the check's and comment's text
             number=None,
             environment=tier.name,
         )

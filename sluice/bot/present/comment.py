@@ -480,7 +480,8 @@ def waiting_for_tag_section(
 ) -> tuple[str, str]:
     return "promotion", (
         f"**Promotion:** merged; prod is promoted by the next tag matching "
-        f"`{tag_pattern}` on `{prod_branch}`. `{environment}` stays until then."
+        f"{md.code(tag_pattern)} on {md.code(prod_branch)}. {md.code(environment)} stays "
+        "until then."
     )
 
 
@@ -529,14 +530,14 @@ def settings_section(
     lines = []
     if changed:
         lines.append(
-            f"This PR changes the `sluice:` settings in `{config_path}`. Sluice "
+            f"This PR changes the `sluice:` settings in {md.code(config_path)}. Sluice "
             f"builds and gates it with the prod branch's settings ({source}); "
             "the PR's settings take effect once it is approved and promoted."
         )
     if note:
         lines.append(note)
     if ignored_spark:
-        keys = ", ".join(f"`{k}`" for k in ignored_spark)
+        keys = ", ".join(md.code(k) for k in ignored_spark)
         lines.append(
             f"Ignored in `sluice.spark` on {md.code(branch)}: {keys}. Spark's master, "
             "deploy mode and any setting that could load code are the service's "
