@@ -318,9 +318,29 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             "gateway's connection): names in it are read as Spark's current catalog"
         )
     try:
-        return ProjectConfig(**kept, default_catalog=default_catalog, notes=tuple(notes))
+        config = ProjectConfig(**kept, default_catalog=default_catalog, notes=tuple(notes))
     except ValidationError as exc:
         raise _config_error(exc, doc) from None
+    _check_schemas(config, doc)
+    return config
+
+
+def _check_schemas(config: ProjectConfig, doc: LocatedYaml) -> None:
+    """No ``before_all`` / ``after_all`` statement names a schema Sluice manages by its
+    form (``sluice__*``, ``<schema>__<environment>``); the schemas of the models' views
+    are checked when the job is made (:func:`sluice.core.jobs.apply_job`)."""
+    from sluice.core.plan import statements  # sqlglot's dialects load only when needed
+
+    for key in ("before_all", "after_all"):
+        for index, sql in enumerate(getattr(config, key)):
+            problem = statements.refusal(sql, set(), config.model_defaults.dialect)
+            if problem is not None:
+                raise ConfigError(
+                    f"{key} statement {index + 1} {problem}",
+                    path=doc.path,
+                    line=doc.line_of((key, index)),
+                    hint=statements.HINT,
+                )
 
 
 def _gateway_variables(data: dict[Any, Any], kept: dict[str, Any]) -> None:

@@ -9,8 +9,11 @@ environment record (:func:`environment_record`) once the job has succeeded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
+from sluice.core.errors import ConfigError
 from sluice.core.model.definition import Audit, KindName
+from sluice.core.plan import statements
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD, model_view_schema, physical_table, view_name
 from sluice.core.spark.render import build_steps, view_steps
@@ -57,6 +60,7 @@ def apply_job(
     ``after_all`` (the project's, checked Spark SQL) run first and last, as ``sql`` steps
     with those ids (they alone are no reason to start Spark: see ``ALL_STEPS``).
     """
+    check_statements(plan, {"before_all": before_all, "after_all": after_all}, project_dir)
     steps: list[Step] = []
     if before_all:
         steps.append(_statements_step("before_all", before_all))
@@ -72,6 +76,30 @@ def apply_job(
         "base_plan_id": plan.base_plan_id,
         "steps": steps,
     }
+
+
+def check_statements(
+    plan: Plan, given: Mapping[str, Sequence[str]], project_dir: str = "."
+) -> None:
+    """The project's statements name no schema Sluice manages: physical and environment
+    schemas by their form, and the schemas of the views of the plan's models (and of
+    those it removes), which only the plan knows.
+
+    Raises:
+        ConfigError: naming config.yaml, the statement and the schema.
+    """
+    names = [s.name for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL]
+    schemas = statements.model_schemas([*names, *plan.removed])
+    for key, sqls in given.items():
+        for index, sql in enumerate(sqls):
+            problem = statements.refusal(sql, schemas)
+            if problem is not None:
+                raise ConfigError(
+                    f"{key} statement {index + 1} ({sql}) {problem}",
+                    path=str(Path(project_dir, "config.yaml")),
+                    line=None,
+                    hint=statements.HINT,
+                )
 
 
 ALL_STEPS = frozenset({"before_all", "after_all"})

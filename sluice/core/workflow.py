@@ -143,6 +143,8 @@ def plan_environment(
             forward_only=forward_only,
             intervals=intervals,
             restate=restated,
+            before_all=project.before_all,
+            after_all=project.after_all,
         )
     )
     return _with_scan_estimate(state, plan, intervals)

@@ -22,7 +22,7 @@ from sluice.core.intervals import (
     missing,
 )
 from sluice.core.model.definition import KindName, Model
-from sluice.core.plan import destructive
+from sluice.core.plan import destructive, statements
 from sluice.core.plan.categorize import categorize_direct
 from sluice.core.plan.lineage import Impacts
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
@@ -50,6 +50,10 @@ class PlanRequest:
     forward_only: bool = False
     intervals: Mapping[TableKey, list[Interval]] = field(default_factory=dict)
     restate: frozenset[str] = frozenset()  # models whose data in [start, end) is recomputed
+    # config.yaml's before_all / after_all (Spark SQL): the job runs them, so the plan's id
+    # covers them (a project without them keeps the ids it had).
+    before_all: tuple[str, ...] = ()
+    after_all: tuple[str, ...] = ()
 
 
 def candidate_versions(
@@ -177,6 +181,7 @@ def build_plan(request: PlanRequest) -> Plan:
             request.end,
             sorted(request.restate),
             [(b.name, b.version, list(b.intervals)) for b in backfill],
+            *_present(statements.digest(request.before_all, request.after_all)),
         ]
     )[:32]
     starts = [b.start for b in backfill]
@@ -332,6 +337,11 @@ def _without(done: list[Interval], start: int | None, end: int) -> list[Interval
         if e > end:
             kept.append((end, e))
     return kept
+
+
+def _present(value: str | None) -> list[str]:
+    """``[value]``, or nothing for None: an id's inputs grow only when it is given."""
+    return [value] if value is not None else []
 
 
 def _sha(value: object) -> str:
