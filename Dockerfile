@@ -25,7 +25,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # children (spark-submit and its JVMs) that would otherwise stay zombies.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        openjdk-17-jre-headless procps tini \
+        openjdk-17-jre-headless procps tini bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/sluice
@@ -58,5 +58,9 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"]
 
+# The sandbox (bubblewrap, docs/security.md 'The sandbox') needs user namespaces: run with
+#   docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined ...
+# (or a seccomp profile that allows clone/unshare of namespaces). Without them the service
+# says so at start-up and refuses a pull request's Python (SLUICE_SANDBOX).
 ENTRYPOINT ["tini", "--"]
 CMD ["sluice", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -26,6 +26,7 @@ lock: $(STAMP)
 demo: export SPARK_LOCAL_IP = 127.0.0.1
 demo: $(STAMP)
 	bash scripts/ensure-java.sh
+	bash scripts/ensure-bwrap.sh
 	$(BIN)/sluice demo
 
 ## test: lint, type-check and run every test (starts its own PostgreSQL)
@@ -49,6 +50,7 @@ typecheck: $(STAMP)
 # test spends much of its time starting JVMs, waiting on a driver or a killed process.
 unit: $(STAMP)
 	bash scripts/ensure-java.sh
+	bash scripts/ensure-bwrap.sh
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-mermaid.sh
 	$(BIN)/pytest -n auto -m "not spark"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from sluice.core import sandbox
 from sluice.core.cli import cli
 
 
@@ -54,5 +55,6 @@ for _name, _register in (
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: non-dumpable before any child starts."""
+    sandbox.keep_from_children()
     cli()

@@ -314,3 +314,50 @@ def wrap(argv: Sequence[str], profile: Profile) -> Launch:
         return Launch(_drop(_light_uid() if profile.light else None) + list(argv), found)
     uid = _light_uid() if (root and profile.light) else None
     return Launch(_bwrap(argv, profile, uid), found)
+
+
+def keep_from_children() -> None:
+    """Make this process non-dumpable (Linux ``PR_SET_DUMPABLE`` 0), so that a child of
+    the same OS user can neither read this process's ``/proc/<pid>/environ``, ``mem`` or
+    open files nor ptrace it: the service's tokens and keys stay out of reach of its
+    children, sandboxed or not. Every entry point (``serve``, ``action``, ``pr``, ``demo``
+    and each CLI command) calls it before it starts any child; a child regains the
+    default at exec. Idempotent; nothing off Linux."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+
+def confine_fork(memory_bytes: int = 2 * 1024**3, cpu_seconds: int = 120) -> None:
+    """Confine a forked child that parses a project's files (the loader's prefetch child,
+    which runs no project code: it only reads and parses): no new privileges, no
+    network (new user and network namespaces, where the kernel allows), no child
+    processes, no files written, and its memory and CPU limited. Best effort off Linux."""
+    import ctypes
+    import resource
+
+    for which, value in (
+        (resource.RLIMIT_AS, memory_bytes),
+        (resource.RLIMIT_CPU, cpu_seconds),
+        (resource.RLIMIT_FSIZE, 0),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            logger.debug("cannot set resource limit %s", which)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)  # fails harmlessly where not allowed

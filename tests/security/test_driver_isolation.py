@@ -508,7 +508,7 @@ def test_a_job_past_its_limit_is_killed_whole_and_says_so(
 
 _PARENT = """
 import os, subprocess, sys
-from sluice.core.spark.submit import keep_from_children
+from sluice.core.sandbox import keep_from_children
 if sys.argv[1] == "guarded":
     keep_from_children()
 # A driver: same OS user, reading its parent's environment and memory through /proc.

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from sluice.core import logs
+from sluice.core import logs, sandbox
 from sluice.core.errors import ConfigError
 
 
@@ -39,5 +39,11 @@ def register(cli: click.Group) -> None:
             logging.getLogger(__name__).warning(
                 "INSECURE: webhook signatures are not checked; never expose this service"
             )
+        try:
+            found = sandbox.isolation()
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        say = logging.getLogger(__name__)
+        (say.info if found == "bwrap" else say.warning)(sandbox.describe())
         # log_config=None: uvicorn's loggers go through the root logger set up above.
         uvicorn.run(create_app(settings), host=host, port=port, log_config=None)

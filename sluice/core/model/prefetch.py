@@ -34,6 +34,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sluice.core import sandbox
+
 log = logging.getLogger(__name__)
 
 MIN_FILES = 50
@@ -103,6 +105,7 @@ def start(
         code = 1
         try:
             os.close(read)
+            sandbox.confine_fork()
             for file in half:
                 try:
                     parse(file)
