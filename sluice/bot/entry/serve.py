@@ -46,4 +46,6 @@ def register(cli: click.Group) -> None:
         say = logging.getLogger(__name__)
         (say.info if found == "bwrap" else say.warning)(sandbox.describe())
         # log_config=None: uvicorn's loggers go through the root logger set up above.
-        uvicorn.run(create_app(settings), host=host, port=port, log_config=None)
+        # access_log=False: a line per request, with the path a client chose, would let
+        # anyone grow the log without bound; deliveries are logged (rate-limited) by app.py.
+        uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
