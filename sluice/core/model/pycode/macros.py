@@ -34,9 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sluice.core import sandbox
 from sluice.core.errors import ModelError, ProjectErrors, SluiceError
 from sluice.core.model.macro import external
 from sluice.core.model.macro.registry import MacroError
+from sluice.core.model.pycode import files as files_module
 from sluice.core.model.pycode.child import AHEAD_SECONDS, call_key
 
 START_SECONDS = 60.0
@@ -61,6 +63,11 @@ ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
 """The (name, Spark type) columns of a table by its lower-case name, None when unknown."""
 
 
+def profile(root: Path) -> sandbox.Profile:
+    """The child's sandbox: the project read-only, no network."""
+    return sandbox.Profile("macros", read=(root,), cwd=root)
+
+
 class PythonMacros:
     """A running child holding a project's Python macros."""
 
@@ -80,7 +87,10 @@ class PythonMacros:
         self._started = time.monotonic()
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
-                [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
+                sandbox.wrap(
+                    [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
+                    profile(root),
+                ).argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -105,6 +115,9 @@ class PythonMacros:
         here = os.getcwd()
         setup = {
             "root": str(self.root),
+            # The child imports the project's Python from these sources only (a clean
+            # copy, in its memory), never from the project's folder (pycode.files).
+            "python": files_module.encode(files_module.sources(self.root)),
             "files": [str(f.resolve()) for f in files],
             "variables": dict(variables),
             # Absolute, not resolved: the child's guard resolves what it opens.
