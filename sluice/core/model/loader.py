@@ -39,6 +39,7 @@ from sluice.core.model.known_columns import KnownColumns, Pending, Placeholder
 from sluice.core.model.macros import BUILTIN_VARIABLES
 from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
+from sluice.core.model.pycode import files as pycode_files
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
 from sluice.core.model.scan import find_code
@@ -116,6 +117,11 @@ def load_project(
             f"no models/ folder in {root}",
             hint="point --project at the folder that holds config.yaml and models/",
         )
+    # Before anything is read: no link out of the project, nothing Python would import
+    # but reviewed source (pycode.files).
+    refused = pycode_files.check_tree(root)
+    if refused:
+        raise refused[0] if len(refused) == 1 else ProjectErrors(list(refused))
     # The macro process starts first: its Python and sqlglot load while this reads.
     spawned = pycode_macros.spawn(root) if python is None else None
     try:
@@ -418,9 +424,14 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
         seed = root.joinpath(*rest).resolve()
     else:
         seed = (file.parent / model.kind.seed_path).resolve()
-    if not seed.is_relative_to(root.resolve()):
+    if not seed.is_relative_to(root.resolve()) or seed.is_relative_to(
+        root.resolve() / pycode_files.STATE_FOLDER
+    ):
+        where = (
+            "outside the project" if not seed.is_relative_to(root.resolve()) else "into .sluice/"
+        )
         raise ModelError(
-            f"seed {model.name}: path '{model.kind.seed_path}' leads outside the project",
+            f"seed {model.name}: path '{model.kind.seed_path}' leads {where}",
             path=model.path,
             line=model.line,
             hint="keep seed files inside the project, e.g. seeds/",

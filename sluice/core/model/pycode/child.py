@@ -32,7 +32,6 @@ one ends the reading ahead: the loader then asks for those calls one by one.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import os
@@ -58,6 +57,9 @@ def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    resource.setrlimit(resource.RLIMIT_NPROC, (16, 16))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
 
 def _where(exc: BaseException, files: set[str]) -> tuple[str | None, int | None]:
@@ -396,6 +398,7 @@ def main() -> None:
     _limit()
     import sqlglot  # noqa: F401  (imported before the guard: its files are Python's own)
 
+    from sluice.core.model.pycode import files as files_module
     from sluice.core.model.pycode import guard, registry
     from sluice.core.model.pycode.shim import PATH
     from sluice.core.model.pycode.shim.sqlmesh.core import macros  # noqa: F401
@@ -407,21 +410,21 @@ def main() -> None:
     root = str(Path(setup["root"]).resolve())
     files = [str(Path(f).resolve()) for f in setup["files"]]
     variables = dict(setup.get("variables") or {})
-    sys.path[:0] = [PATH, root]
+    # The project's Python is imported from the sources the loader digested, held in
+    # memory (pycode.files): no project folder on sys.path, no bytecode read or written.
+    files_module.no_bytecode()
+    importer = files_module.SourceImporter(root, files_module.decode(setup.get("python") or {}))
+    importer.install()
+    sys.path[:0] = [PATH]
     guard.install([root, PATH])
     out = sys.stdout
     known = set(files)
     errors: list[dict[str, Any]] = []
     for file in files:
-        module = "macros." + Path(file).relative_to(Path(root) / "macros").with_suffix(
-            ""
-        ).as_posix().replace("/", ".")
+        rel = Path(file).relative_to(root)
+        module = "macros." + rel.relative_to("macros").with_suffix("").as_posix().replace("/", ".")
         try:
-            spec = importlib.util.spec_from_file_location(module, file)
-            assert spec is not None and spec.loader is not None
-            loaded = importlib.util.module_from_spec(spec)
-            sys.modules[module] = loaded
-            spec.loader.exec_module(loaded)
+            importer.load(rel.as_posix(), module)
         except BaseException as exc:
             errors.append(_error(exc, known, file))
     _write(out, {"macros": sorted(registry.MACROS), "errors": errors})

@@ -11,11 +11,13 @@ declared columns, in their order.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+from sluice.core.model.pycode import files
 
 VIEW = "__sluice_python_model"
 """The temporary view holding a batch's rows."""
@@ -64,21 +66,48 @@ class FunctionError(RuntimeError):
         super().__init__(f"{model}: {type(exc).__name__}: {exc} (at {where})")
 
 
+_IMPORTERS: dict[str, files.SourceImporter] = {}
+"""The project's folder -> the importer of its Python sources in this process."""
+
+
+def _importer(root: str) -> files.SourceImporter:
+    """The importer of the project's Python (:mod:`.files`: the sources read once, held
+    in memory; no project folder on ``sys.path``, no bytecode read or written for them).
+    A process that builds twice (in-process runs) reads them again: it sees edits."""
+    files.no_bytecode()
+    old = _IMPORTERS.pop(root, None)
+    if old is not None and old in sys.meta_path:
+        sys.meta_path.remove(old)
+    importer = files.SourceImporter(root, files.sources(Path(root)))
+    importer.install()
+    _IMPORTERS[root] = importer
+    return importer
+
+
 def _function(path: str, entry: str, root: str, shim: str) -> Any:
-    for folder in (root, shim):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    importer = _IMPORTERS.get(root) or _importer(root)
+    if shim not in sys.path:
+        sys.path.insert(0, shim)
+    rel = Path(path).relative_to(root).as_posix()
     # Keyed by content: a process that builds twice (in-process runs) sees an edited file.
-    with open(path, "rb") as handle:
-        name = f"__sluice_model_{hashlib.sha256(handle.read()).hexdigest()[:16]}"
+    source = importer.files.get(rel)
+    if source is None or _stale(importer, rel, path):
+        importer = _importer(root)
+        source = importer.files.get(rel, b"")
+    name = f"__sluice_model_{hashlib.sha256(source).hexdigest()[:16]}"
     module = sys.modules.get(name)
     if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        module = importer.load(rel, name)
     return getattr(module, entry)
+
+
+def _stale(importer: files.SourceImporter, rel: str, path: str) -> bool:
+    """Whether the model file changed since the importer read the sources."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read() != importer.files.get(rel)
+    except OSError:
+        return True
 
 
 def frame(
