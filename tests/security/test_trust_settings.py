@@ -16,11 +16,12 @@ import pytest
 
 from sluice.bot.events.neutral import JanitorEvent
 from sluice.bot.flow import dispatch, trust
-from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
+from sluice.bot.flow.reviewed_plan import PYTHON_ITEM, PlanReview, prod_owners, review_of
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
+from sluice.core.model.pycode import files
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
 from tests.security.github_bot import (
@@ -243,9 +244,11 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     trust.for_repository(bot.deps, forge)
     new = GATED.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(new, "config.yaml")
-    # A PR with this change passed the gate: its settings item is approved.
-    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
     src = bot.commit(D, new, parents=(C,))
+    # A PR with this change passed the gate: its settings item (and, as in any approval,
+    # the project's Python, unchanged) is approved.
+    python = (PYTHON_ITEM, files.digest(files.sources(src)) or "")
+    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest), python], ["bob"], NOW)
     bot.github.refs["main"] = D
     assert trust.for_repository(bot.deps, forge).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings

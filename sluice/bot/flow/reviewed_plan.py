@@ -15,16 +15,20 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sluice.core.model.definition import Project
 from sluice.core.model.graph import descendants
+from sluice.core.model.pycode import files
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.state import StateStore
 
 REMOVED = "removed"
+PYTHON_ITEM = "project Python (*.py)"
+"""The review item standing for the project's Python (its content: their digest)."""
 
 Item = tuple[str, str]
 """(model name, key of its own content; :data:`REMOVED` for a removed model)."""
@@ -83,6 +87,9 @@ def review_of(
     ``extra``: one more item to approve with the plan (a change of trusted settings).
     """
     items: list[Item] = [extra] if extra is not None else []
+    python = python_item(project)
+    if python is not None:
+        items.append(python)
     direct: dict[str, str | None] = {}
     breaking: dict[str, str | None] = {}
     categories: dict[str, str] = {}
@@ -118,6 +125,15 @@ def review_of(
         json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()
     ).hexdigest()
     return PlanReview(fingerprint, tuple(items), direct, breaking)
+
+
+def python_item(project: Project) -> Item | None:
+    """The item standing for the project's Python (every file Python could load, see
+    :mod:`sluice.core.model.pycode.files`): approved with the plan, so a push that changes
+    any of it (a helper's module-level code, a new module) needs new approvals, and a
+    promotion finds it approved. None for a project without Python."""
+    found = files.digest(files.sources(Path(project.path)))
+    return (PYTHON_ITEM, found) if found is not None else None
 
 
 def prod_owners(store: StateStore) -> dict[str, str | None]:

@@ -32,6 +32,7 @@ commit's settings, after checking that their change, if any, was approved.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -58,6 +59,7 @@ from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import Refusal
+from sluice.core.model.pycode import files as pycode_files
 from sluice.core.spark.tuning import split_spark_conf
 from sluice.core.yamlio import parse_yaml
 
@@ -80,6 +82,9 @@ class Settings:
     digest: str
     source: str  # where they come from, for messages (Markdown)
     note: str | None = None  # why newer settings on the prod branch are not in force
+    # The commit whose Python a PR's must equal under SLUICE_PROJECT_PYTHON=prod: the one
+    # prod was last promoted with (pinned) while a gate guards it; None: the branch's head.
+    python_ref: str | None = None
 
     @property
     def requires_approval(self) -> bool:
@@ -240,15 +245,17 @@ def settings_for(
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
         ledger.pin_settings(repo, sha or branch, parsed.digest, text or "", now, replace=False)
-        return head
+        return dataclasses.replace(head, python_ref=sha)
     pin_sha, pin_digest, pin_text = pinned
+    # Python runs as prod was last promoted with while a gate guards prod: the branch's
+    # head may hold commits pushed or merged past it.
     if pin_digest == parsed.digest:
-        return head
+        return dataclasses.replace(head, python_ref=pin_sha if head.requires_approval else None)
     old = parse(pin_text or None, f"{pin_sha[:7]}:{path}")
     if not _requires_approval(old.gate):
         return head  # nothing guarded the settings: the newer ones are as good
     if not ledger.unapproved(repo, [head.item]):
-        return head  # a gate approved exactly these settings
+        return dataclasses.replace(head, python_ref=pin_sha)  # a gate approved these settings
     note = (
         f"The `sluice:` settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
         f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
@@ -256,7 +263,7 @@ def settings_for(
         "approved and promoted."
     )
     source = f"the settings prod was last promoted with ({_short(pin_sha)})"
-    return _settings(old, branch, pin_sha, source, note)
+    return dataclasses.replace(_settings(old, branch, pin_sha, source, note), python_ref=pin_sha)
 
 
 def pin(ledger: Ledger, repo: str, sha: str, text: str | None, path: str, now: int) -> None:
@@ -303,14 +310,18 @@ def load_trusted(deps: Deps, tree: Path, settings: Settings, forge: Forge) -> Pr
         tree / deps.project_path,
         use_cache=False,
         sluice=settings.for_project(deps.spark),
-        python=python_refusal(deps, forge, tree, settings.branch),
+        python=python_refusal(deps, forge, tree, settings.branch, settings.python_ref),
     )
 
 
-def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> Refusal | None:
+def python_refusal(
+    deps: Deps, forge: Forge, tree: Path, branch: str, ref: str | None = None
+) -> Refusal | None:
     """None when the project's Python in ``tree`` may run; otherwise why not, what to do
-    and, under ``prod``, every Python file that differs from the prod branch's (the loader
-    refuses a project with Python with it)."""
+    and, under ``prod``, every Python file that differs from prod's (the loader refuses a
+    project with Python with it). Prod's Python is that of commit ``ref`` (the one prod
+    was last promoted with, :attr:`Settings.python_ref`), else the head of ``branch``.
+    "Python" is every file :func:`~sluice.core.model.pycode.files.sources` names."""
     if deps.project_python == "on":
         return None
     if deps.project_python == "off":
@@ -321,19 +332,15 @@ def python_refusal(deps: Deps, forge: Forge, tree: Path, branch: str) -> Refusal
     root = tree / deps.project_path
     prefix = "" if deps.project_path.strip("/") in ("", ".") else deps.project_path.strip("/") + "/"
     changed = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(".sluice/"):
-            continue
-        if forge.read_file(branch, prefix + rel) != path.read_text(
-            encoding="utf-8", errors="replace"
-        ):
+    for rel, data in sorted(pycode_files.sources(root).items()):
+        if forge.read_file(ref or branch, prefix + rel) != data.decode("utf-8", "replace"):
             changed.append(rel)
     if not changed:
         return None
+    where = f"`{ref[:7]}`, the commit prod was last promoted with" if ref else "its head"
     return Refusal(
         f"this pull request changes Python ({', '.join(changed)}), and this service runs a "
-        f"project's Python only as it is on the prod branch `{branch}` "
+        f"project's Python only as it is on the prod branch `{branch}` ({where}) "
         "(SLUICE_PROJECT_PYTHON=prod, a setting of the service): Python holds the job's "
         "Spark session, so it runs once reviewed and merged. Change SQL models here and "
         "Python in a pull request of its own, or ask the service's operator about "
