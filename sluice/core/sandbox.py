@@ -281,7 +281,7 @@ def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
     cmd += _binds("--ro-bind", shown)
     cmd += _binds("--ro-bind", readable)
     cmd += _binds("--bind", sorted(writable))
-    cmd += ["--chdir", str(profile.cwd or "/tmp"), "--setenv", "TMPDIR", "/tmp"]
+    cmd += ["--chdir", str(profile.cwd or "/tmp")]  # bubblewrap sets PWD to it
     cmd.append("--")
     if uid is not None:
         cmd += _drop(uid)

@@ -185,7 +185,8 @@ def test_a_macro_sees_no_environment(project: Path, monkeypatch: pytest.MonkeyPa
         project,
         "macros/money.py",
         "    return exp.Div(",
-        "    import os\n    assert set(os.environ) <= {'LC_CTYPE'}, dict(os.environ)\n    return exp.Div(",
+        # PWD: bubblewrap's, the sandbox's working directory (no secret)
+        "    import os\n    assert set(os.environ) <= {'LC_CTYPE', 'PWD'}, dict(os.environ)\n    return exp.Div(",
     )
     assert load_project(project, use_cache=False).models["pyshop.payments"]
 
