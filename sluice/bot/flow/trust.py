@@ -47,6 +47,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
 from sluice.bot.forge.base import Forge, repo_key
 from sluice.core import markdown as md
+from sluice.core import sandbox
 from sluice.core.config import (
     CONFIG_FILES,
     ProjectConfig,
@@ -323,6 +324,13 @@ def python_refusal(
     was last promoted with, :attr:`Settings.python_ref`), else the head of ``branch``.
     "Python" is every file :func:`~sluice.core.model.pycode.files.sources` names."""
     if deps.project_python == "on":
+        if sandbox.isolation() == "none":  # fail closed: a PR's own Python, unconfined
+            return Refusal(
+                "this service has no sandbox for a pull request's code (SLUICE_SANDBOX, a "
+                "setting of the service; bubblewrap and setpriv are unavailable or turned "
+                "off), so it runs no pull request's own Python (SLUICE_PROJECT_PYTHON=on): "
+                "ask its operator to install bubblewrap (docs/security.md, 'The sandbox')"
+            )
         return None
     if deps.project_python == "off":
         return Refusal(

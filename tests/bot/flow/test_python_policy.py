@@ -73,3 +73,14 @@ def test_prod_names_every_changed_file(tree: Path) -> None:
     assert refusal is not None
     assert refusal.files == ("macros/money.py", "models/customer_segments.py")
     assert "(macros/money.py, models/customer_segments.py)" in refusal.reason
+
+
+def test_on_without_a_sandbox_refuses_a_prs_own_python(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: with no sandbox (SLUICE_SANDBOX=off here), ``on`` runs no PR's Python;
+    prod's own Python (``prod``, unchanged) still runs."""
+    monkeypatch.setenv("SLUICE_SANDBOX", "off")
+    message = _refusal("on", tree, Prod(EXAMPLE))
+    assert message is not None and "SLUICE_SANDBOX" in message and "bubblewrap" in message
+    assert _refusal("prod", tree, Prod(EXAMPLE)) is None
