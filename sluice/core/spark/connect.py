@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.spark import jvm
@@ -59,8 +60,9 @@ from sluice.core.spark.submit import (
     _die_with_parent,
     _safe,
     child_environment,
-    keep_from_children,
+    sandbox_scratch,
     spark_submit_path,
+    spec_files,
 )
 
 logger = logging.getLogger(__name__)
@@ -133,7 +135,7 @@ def _client_script(
 ) -> str | None:
     """Run a Connect client snippet in a child; None when it worked, else its error."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    keep_from_children()
+    sandbox.keep_from_children()
     try:
         done = subprocess.run(
             [sys.executable, "-c", script],
@@ -311,8 +313,8 @@ class ConnectServer:
         self.paths.warehouse.mkdir(parents=True, exist_ok=True)
         try:
             self.port = free_port()
-            cmd = self.command(self.port, env)
-            keep_from_children()
+            cmd = sandbox.wrap(self.command(self.port, env), self.profile(home)).argv
+            sandbox.keep_from_children()
             self._proc = self._spawn(cmd, env)
             self.starts += 1
             logger.info(
@@ -325,6 +327,22 @@ class ConnectServer:
         except BaseException:
             self._end()
             raise
+
+    def profile(self, home: Path) -> sandbox.Profile:
+        """The server's sandbox: Java, Spark and Python read-only (and the class archive
+        it maps); its home, the warehouse and the metastore writable; the host's
+        network, where it listens on loopback and asks every client for its token."""
+        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), dict(os.environ))
+        read = [archive.path] if archive is not None and archive.path.is_file() else []
+        return sandbox.Profile(
+            "connect-server",
+            read=tuple(read),
+            write=(home, self.paths.root, *sandbox_scratch(spark_conf(self.settings, self.paths))),
+            network="host",
+            java=True,
+            light=False,
+            cwd=home,
+        )
 
     def _spawn(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         """Start the server from a thread that lives as long as it does.
@@ -500,6 +518,22 @@ class ConnectRunner(SubmitRunner):
 
     def _conf_path(self, job_id: str) -> Path:
         return self.paths.logs / f"{_safe(job_id)}.session.json"
+
+    def profile(
+        self, spec: JobSpec, spec_path: Path, home: Path, archive: jvm.ArchiveUse
+    ) -> sandbox.Profile:
+        """The job child's sandbox: its spec, session settings and the files the spec
+        names read-only, its home writable, the host's loopback (its server asks the
+        token only the child's environment holds); no warehouse, no metastore."""
+        read = (spec_path, self._conf_path(spec["job_id"]), *spec_files(spec))
+        return sandbox.Profile(
+            "connect-job",
+            read=tuple(dict.fromkeys(read)),
+            write=(home,),
+            network="host",
+            light=False,
+            cwd=home,
+        )
 
     def environment(self, home: Path | None = None) -> dict[str, str]:
         """:func:`~sluice.core.spark.submit.child_environment` (no JVM in this child)."""

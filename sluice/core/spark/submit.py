@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
+from sluice.core.sandbox import keep_from_children
 from sluice.core.spark import events, jvm
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.session import (
@@ -140,6 +141,13 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         return runner.run(spec)
     finally:
         _JOB_STATE.reset(token)
+
+
+def sandbox_scratch(conf: dict[str, str]) -> list[Path]:
+    """The scratch folders the service's Spark settings name (``spark.local.dir``): a
+    sandboxed Spark process writes them."""
+    found = conf.get("spark.local.dir", "")
+    return [Path(p.strip()) for p in found.split(",") if p.strip() and os.path.isabs(p.strip())]
 
 
 def spec_files(spec: Any) -> list[Path]:
@@ -321,17 +329,6 @@ with contextlib.suppress(OSError, AttributeError):
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def keep_from_children() -> None:
-    """Make this process non-dumpable (Linux ``PR_SET_DUMPABLE`` 0), so that a driver,
-    running a pull request's SQL as the same OS user, can neither read this process's
-    ``/proc/<pid>/environ``, ``mem`` or open files (Linux gives them to root) nor ptrace
-    it: the service's tokens and keys stay out of reach of its children. A child regains
-    the default at exec; it holds nothing to protect. Idempotent; nothing off Linux.
-    """
-    if _PRCTL is not None:
-        _PRCTL(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-
-
 def _die_with_parent() -> None:
     """In the child before exec: ask Linux to SIGKILL it when its parent dies."""
     if _PRCTL is not None:
@@ -497,7 +494,7 @@ class SubmitRunner(_RunnerBase):
         writable; the class archive's folder only for a job that writes the archive; no
         network but its own loopback unless the master is remote."""
         read = [spec_path, *archive.reads, *spec_files(spec)]
-        write = [home, self.paths.root]
+        write = [home, self.paths.root, *sandbox_scratch(spark_conf(self.settings, self.paths))]
         if archive.folder is not None:
             write.append(archive.folder)
         remote = not self.settings.master.startswith("local")

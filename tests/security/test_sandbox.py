@@ -1,0 +1,298 @@
+"""Hostile probes inside every sandboxed process kind (``sluice.core.sandbox``).
+
+Each probe is what a pull request's code would try from inside the process that runs or
+renders it: read the state database, another repository's tree, the service's
+``/proc/<pid>/environ`` and home; write outside its own tmp; open a socket; fork without
+end; allocate past its limit. Every probe runs under the very profile the real caller
+uses, after the limits the real child sets itself, and fails; the same probe without the
+sandbox (the control) succeeds, so each assertion can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.core import sandbox
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ConfigError
+from sluice.core.model import jinja
+from sluice.core.model.pycode import macros
+from sluice.core.spark import jvm
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import SubmitRunner
+
+pytestmark = pytest.mark.skipif(
+    sandbox.isolation() != "bwrap", reason="needs bubblewrap (scripts/ensure-bwrap.sh)"
+)
+
+_PROBE = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    targets = json.loads(sys.argv[1])
+    limit = targets.pop("limit")
+    if limit:
+        sys.path.insert(0, targets["sluice_root"])
+        if limit == "jinja":
+            from sluice.core.model.jinja_sandbox import _limit_self
+            _limit_self()
+        else:
+            from sluice.core.model.pycode.child import _limit
+            _limit()
+    out = {}
+    def attempt(name, fn):
+        try:
+            fn()
+            out[name] = True
+        except BaseException as exc:
+            out[name] = False
+    def read(path):
+        with open(path, "rb") as f:
+            f.read(1)
+    attempt("state", lambda: read(targets["state"]))
+    attempt("other_repo", lambda: read(targets["other_repo"]))
+    attempt("environ", lambda: read(f"/proc/{targets['parent']}/environ"))
+    attempt("home", lambda: os.listdir(targets["home"]))
+    def write(path):
+        with open(path, "w") as f:
+            f.write("x")
+    attempt("write_project", lambda: write(os.path.join(targets["project"], "x.txt")))
+    attempt("write_outside", lambda: write(targets["outside"]))
+    def connect():
+        s = socket.create_connection(("127.0.0.1", targets["port"]), timeout=2)
+        s.close()
+    attempt("socket", connect)
+    def fork_bomb():
+        pids = []
+        try:
+            for _ in range(400):
+                pid = os.fork()
+                if pid == 0:
+                    import time
+                    time.sleep(5)
+                    os._exit(0)
+                pids.append(pid)
+        finally:
+            for pid in pids:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+    attempt("fork_bomb", fork_bomb)
+    attempt("allocate", lambda: bytearray(4 * 1024 * 1024 * 1024))
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[dict[str, object]]:
+    """The service's secrets around a project: a state database, another repository,
+    a home, a listening socket."""
+    project = tmp_path / "repo"
+    (project / "models").mkdir(parents=True)
+    state = tmp_path / "workdir" / "state.db"
+    state.parent.mkdir()
+    state.write_bytes(b"SQLite format 3\x00secret")
+    other = tmp_path / "other-repo" / "models" / "secret.sql"
+    other.parent.mkdir(parents=True)
+    other.write_text("SELECT 'secret'")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text("machine forge login bot password secret")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        yield {
+            "state": str(state),
+            "other_repo": str(other),
+            "parent": os.getpid(),
+            "home": str(home),
+            "project": str(project),
+            "outside": str(tmp_path / "written.txt"),
+            "port": listener.getsockname()[1],
+            "sluice_root": str(Path(sandbox.__file__).resolve().parents[2]),
+        }
+    finally:
+        listener.close()
+
+
+def _probe(
+    argv_for: Callable[[list[str]], list[str]], world: dict[str, object], limit: str
+) -> dict[str, bool]:
+    targets = json.dumps({**world, "limit": limit})
+    argv = argv_for([sys.executable, "-I", "-c", _PROBE, targets])
+    done = subprocess.run(argv, capture_output=True, timeout=120, check=False, env={})
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    result: dict[str, bool] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return result
+
+
+def _profiles(world: dict[str, object], tmp_path: Path) -> dict[str, tuple[sandbox.Profile, str]]:
+    """Each process kind's profile as its real caller builds it, and the limits its
+    child sets itself (the Spark processes are limited by Spark's own settings)."""
+    project = Path(str(world["project"]))
+    runner = SubmitRunner(
+        SparkSettings(master="local[1]"),
+        SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs"),
+    )
+    spec_path = tmp_path / "logs" / "job.json"
+    spec_path.parent.mkdir()
+    spec_path.write_text("{}")
+    spec = {"job_id": "j", "kind": "apply", "steps": [{"python": {"root": str(project)}}]}
+    driver = runner.profile(spec, spec_path, tmp_path / "logs" / "job.home", jvm.ArchiveUse([]))  # type: ignore[arg-type]
+    return {
+        "jinja": (jinja.PROFILE, "jinja"),
+        "macros": (macros.profile(project), "macros"),
+        "driver": (driver, ""),
+    }
+
+
+@pytest.mark.parametrize("kind", ["jinja", "macros", "driver"])
+def test_every_probe_fails_inside_the_sandbox_and_works_without(
+    kind: str, world: dict[str, object], tmp_path: Path
+) -> None:
+    profile, limit = _profiles(world, tmp_path)[kind]
+    confined = _probe(lambda argv: sandbox.wrap(argv, profile).argv, world, limit)
+    # A write "works" inside when it lands in the sandbox's own tmp: what counts is the host.
+    confined["write_outside"] = Path(str(world["outside"])).exists()
+    confined["write_project"] = Path(str(world["project"]), "x.txt").exists()
+    escaped = {name for name, worked in confined.items() if worked}
+    assert not escaped - {"fork_bomb", "allocate"}, f"{kind}: {sorted(escaped)} worked"
+    if limit:  # the light children limit their processes and memory themselves
+        assert not escaped, f"{kind}: {sorted(escaped)} worked"
+    control = _probe(lambda argv: argv, world, "")
+    control["write_outside"] = Path(str(world["outside"])).exists()
+    for name in ("state", "other_repo", "environ", "home", "write_outside", "socket"):
+        assert control[name], f"control: {name} should work without the sandbox"
+
+
+def test_the_project_is_read_only_and_the_warehouse_writable(tmp_path: Path) -> None:
+    project = tmp_path / "repo"
+    project.mkdir()
+    (project / "m.sql").write_text("SELECT 1")
+    spark = tmp_path / "spark"
+    profile = sandbox.Profile("driver", read=(project,), write=(spark,), java=True, light=False)
+    script = (
+        "import os,sys; print(open(sys.argv[1]).read());"
+        "open(os.path.join(sys.argv[2], 'w.txt'), 'w').write('ok')"
+    )
+    argv = [sys.executable, "-I", "-c", script, str(project / "m.sql"), str(spark)]
+    done = subprocess.run(sandbox.wrap(argv, profile).argv, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == "SELECT 1"
+    assert (spark / "w.txt").read_text() == "ok"
+
+
+def test_the_sandbox_has_its_own_pid_namespace_and_no_capability() -> None:
+    script = "print(os.getpid(), open('/proc/self/status').read())"
+    argv = [sys.executable, "-I", "-c", "import os;" + script]
+    done = subprocess.run(sandbox.wrap(argv, jinja.PROFILE).argv, capture_output=True, check=True)
+    pid, status = done.stdout.decode().split(" ", 1)
+    assert int(pid) < 10  # pid 1 is bubblewrap's init in the new namespace
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    assert fields["CapEff"].strip() == "0000000000000000"
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert int(fields["Uid"].split()[0]) != 0
+
+
+def test_the_real_macro_child_starts_in_a_pid_namespace_of_its_own(tmp_path: Path) -> None:
+    """Not only the profiles: the real children start in a PID namespace of their own."""
+    (tmp_path / "macros").mkdir()
+    child = macros.PythonMacros(tmp_path)
+    try:
+        pid = child._process.pid
+        assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+        # the process we started is bubblewrap; its sandboxed child is in another one
+        children: list[str] = []
+        deadline = time.monotonic() + 10
+        while not children and time.monotonic() < deadline:  # bubblewrap forks soon after
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            time.sleep(0.05)
+        assert children
+        inner = children[0]
+        assert os.readlink(f"/proc/{inner}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    finally:
+        child.close()
+
+
+def test_no_sandbox_refuses_pull_request_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.SETTING, "off")
+    assert sandbox.isolation() == "none"
+    with pytest.raises(ConfigError, match="SLUICE_SANDBOX"):
+        sandbox.require_isolation("a pull request's Python macros")
+    assert "refused" in sandbox.describe()
+
+
+def test_an_unknown_setting_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.SETTING, "maybe")
+    with pytest.raises(ConfigError, match="auto, bwrap, setpriv or off"):
+        sandbox.isolation()
+
+
+def test_every_cli_command_is_non_dumpable_before_it_starts_a_child() -> None:
+    """``sluice`` (serve, action, pr, demo and every CLI command go through its main)
+    makes itself non-dumpable first; the control: a plain Python process is dumpable."""
+    probe = textwrap.dedent(
+        """
+        import ctypes, sys, click
+        import sluice.cli as entry
+        def dumpable():
+            print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+        entry.cli.add_command(click.Command("probe", callback=dumpable))
+        sys.argv = ["sluice", "probe"]
+        {call}
+        """
+    )
+    for call, expected in (("entry.main()", "0"), ("dumpable()", "1")):
+        done = subprocess.run(
+            [sys.executable, "-c", probe.format(call=call)], capture_output=True, check=True
+        )
+        assert done.stdout.decode().strip() == expected
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the loader forks only on 2+ cores")
+def test_the_loaders_parsing_child_has_no_network_and_writes_no_file(tmp_path: Path) -> None:
+    """The prefetch child runs no project code, but it is still confined: what a parser
+    bug could reach (a socket, a file) is refused; the control in this process works."""
+    from sluice.core.model import prefetch
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    files = [tmp_path / f"m{i}.sql" for i in range(4)]
+
+    def parse(file: Path) -> None:
+        found: dict[str, bool] = {}
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            found["socket"] = True
+        except OSError:
+            found["socket"] = False
+        try:
+            (tmp_path / f"{file.name}.out").write_text("x")
+            found["write"] = True
+        except OSError:
+            found["write"] = False
+        entries[str(file)] = found
+
+    try:
+        entries: dict[str, dict[str, bool]] = {}
+        parse(files[0])  # the control, here
+        assert entries[str(files[0])] == {"socket": True, "write": True}
+        child = prefetch.start(files, parse, entries, minimum=1)
+        assert child is not None
+        made: dict[str, dict[str, bool]] = {}
+        assert child.join(made) == 2
+        assert all(v == {"socket": False, "write": False} for v in made.values()), made
+    finally:
+        listener.close()
