@@ -4,12 +4,20 @@ One command is one job: every table build, audit and view swap of an apply go to
 driver together, so Spark starts once. A spec holds no state URL and no environment
 record: the driver reports its writes as events, and the service commits the
 environment record (:func:`environment_record`) once the job has succeeded.
+
+The one thing a job takes from state besides the plan: which of its physical tables an
+earlier Sluice job built (:func:`recorded_builds`, the versions state records filled
+intervals of). Their build steps say ``adopt_unmarked`` (:func:`adopt_recorded`), so a
+table built before Sluice marked its tables is marked and written into, not refused (the
+rule: :mod:`sluice.core.spark.steps.swap`). The flag comes from state alone, never from
+the project or the plan a pull request computes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sluice.core.errors import ConfigError
 from sluice.core.model.definition import Audit, KindName
@@ -18,7 +26,10 @@ from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD, model_view_schema, physical_table, view_name
 from sluice.core.spark.render import build_steps, view_steps
 from sluice.core.spark.spec import JobSpec, SqlStep, Step
-from sluice.core.state.records import EnvironmentRecord, StoredSnapshot
+from sluice.core.state.records import EnvironmentRecord, StoredSnapshot, TableKey
+
+if TYPE_CHECKING:
+    from sluice.core.state.store import StateReader
 
 DAY_MS = 86_400_000
 
@@ -51,6 +62,7 @@ def apply_job(
     restate_ranges: Mapping[str, list[tuple[int, int]]] | None = None,
     before_all: Sequence[str] = (),
     after_all: Sequence[str] = (),
+    recorded: Collection[TableKey] = (),
 ) -> JobSpec:
     """The job that builds and audits ``plan`` and points its environment's views.
 
@@ -59,12 +71,17 @@ def apply_job(
     environment's record is the caller's, once the job has succeeded. ``before_all`` and
     ``after_all`` (the project's, checked Spark SQL) run first and last, as ``sql`` steps
     with those ids (they alone are no reason to start Spark: see ``ALL_STEPS``).
+    ``recorded``: the physical tables state records a build of (:func:`recorded_builds`);
+    their build steps may adopt the table when it has no mark (:func:`adopt_recorded`).
+    Left out, none may: an unmarked table is refused.
     """
     check_statements(plan, {"before_all": before_all, "after_all": after_all}, project_dir)
     steps: list[Step] = []
     if before_all:
         steps.append(_statements_step("before_all", before_all))
-    steps += build_steps(plan, audits, project_dir, table_format, restate_ranges)
+    steps += adopt_recorded(
+        build_steps(plan, audits, project_dir, table_format, restate_ranges), recorded
+    )
     steps.append(view_steps(plan, previous_versions))
     if after_all:
         steps.append(_statements_step("after_all", after_all))
@@ -76,6 +93,30 @@ def apply_job(
         "base_plan_id": plan.base_plan_id,
         "steps": steps,
     }
+
+
+def recorded_builds(state: StateReader, tables: Iterable[TableKey]) -> frozenset[TableKey]:
+    """Those of ``tables`` (``(model, version)``) that state records a Sluice build of: the
+    versions with recorded intervals. Only a job's build of that very version records
+    them, once its batch is written (and its blocking audits passed): the write checker
+    (:mod:`sluice.core.spark.writes`) takes intervals for no other. A table an earlier
+    Sluice built, before it marked its tables, is one of these; a table made ahead under
+    a version's name, with nothing built, is not.
+
+    For :func:`apply_job`'s ``recorded``; e.g. ``recorded_builds(state, ((s.name,
+    s.version) for s in plan.snapshots))``.
+    """
+    return frozenset(key for key, spans in state.get_intervals(set(tables)).items() if spans)
+
+
+def adopt_recorded(steps: list[Step], recorded: Collection[TableKey]) -> list[Step]:
+    """``steps``, each build step told (``adopt_unmarked``) whether its table is one state
+    records a build of (``recorded``): the only place the flag is set. What the build
+    does with it: :func:`sluice.core.spark.steps.swap.check_mark`."""
+    for step in steps:
+        if step["type"] == "build":
+            step["adopt_unmarked"] = (step["model"], step["version"]) in recorded
+    return steps
 
 
 def check_statements(

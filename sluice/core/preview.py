@@ -192,6 +192,7 @@ def preview_environment(
             now=now,
             before_all=project.before_all,
             after_all=project.after_all,
+            recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
         )
         spec["environment"] = applied["environment"]
         spec["base_plan_id"] = applied["base_plan_id"]

@@ -331,6 +331,7 @@ def apply_plan(
         restate_ranges=restate,
         before_all=project.before_all,
         after_all=project.after_all,
+        recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
     )
     ttl_days = None if keep else project.config.sluice.environment_ttl_days
     if not _needs_spark(spec):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from sluice.core import jobs
+from sluice.core import jobs, workflow
 from sluice.core.model.definition import Project
 from sluice.core.plan.build import PlanRequest, build_plan
 from sluice.core.plan.plan import Plan
+from sluice.core.preview import preview_environment
 from sluice.core.snapshot.fingerprint import fingerprint_models
 from sluice.core.spark.spec import JobSpec
+from sluice.core.spark.submit import JobResult
+from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from sluice.core.workflow import _needs_spark
 from tests.core.helpers import BASIC, load
@@ -82,3 +86,68 @@ def test_the_statements_alone_do_not_start_spark(tmp_path: Path) -> None:
     assert not _needs_spark(spec)
     with_models = load(tmp_path / "2", {**BASIC, "config.yaml": CONFIG})
     assert _needs_spark(job_of(with_models, plan_of(with_models)))
+
+
+class _Recorder:
+    """A runner standing in for Spark: keeps the specs it gets, reports nothing written."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict[str, Any]] = []
+
+    def run(self, spec: dict[str, Any]) -> JobResult:
+        self.specs.append(spec)
+        return JobResult(spec["job_id"], {}, 0.1, None)
+
+
+def _adopt(spec: JobSpec | dict[str, Any]) -> dict[str, bool]:
+    return {s["model"]: s["adopt_unmarked"] for s in spec["steps"] if s["type"] == "build"}
+
+
+def test_only_versions_state_records_a_build_of_may_adopt_an_unmarked_table(
+    tmp_path: Path,
+) -> None:
+    # A table an earlier Sluice built (before it marked its tables) is adopted by the next
+    # build: the service says so in the step, from the intervals state records of that
+    # very version; any other version's build refuses an unmarked table.
+    project = load(tmp_path / "p", BASIC)
+    plan = plan_of(project)
+    versions = {s.name: s.version for s in plan.snapshots}
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        store.add_intervals("s.a", versions["s.a"], [(0, END)])
+        store.add_intervals("s.b", "another-version", [(0, END)])  # not the plan's
+        recorded = jobs.recorded_builds(store, ((s.name, s.version) for s in plan.snapshots))
+        assert recorded == {("s.a", versions["s.a"])}
+        assert _adopt(job_of(project, plan)) == {"s.a": False, "s.b": False, "s.c": False}
+        spec = jobs.apply_job(
+            plan,
+            audits=project.audits,
+            project_dir=project.path,
+            table_format="parquet",
+            previous_versions=None,
+            now=END,
+            recorded=recorded,
+        )
+        assert _adopt(spec) == {"s.a": True, "s.b": False, "s.c": False}
+        # As the service applies a plan: the flag read from state when the job is made.
+        runner = _Recorder()
+        workflow.apply_plan(project, store, plan, runner, now=END)
+        [applied] = runner.specs
+        assert _adopt(applied) == {"s.a": True, "s.b": False, "s.c": False}
+    finally:
+        store.close()
+
+
+def test_a_preview_reads_the_flag_from_state_too(tmp_path: Path) -> None:
+    project = load(tmp_path / "p", BASIC)
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        plan = workflow.plan_environment(project, store, "pr_1", end=END, execution_time=END)
+        version = plan.snapshot("s.b").version
+        store.add_intervals("s.b", version, [(0, END)])
+        runner = _Recorder()
+        preview_environment(project, store, plan, runner, now=END)
+        [spec] = runner.specs
+        assert _adopt(spec) == {"s.a": False, "s.b": True, "s.c": False}
+    finally:
+        store.close()

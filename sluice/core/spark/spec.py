@@ -135,6 +135,12 @@ class BuildStep(StepBase):
     """``[key, value]`` pairs set (``spark.sql.*``) for this build only."""
     scd: NotRequired[ScdSpec]
     """SCD type 2 models only."""
+    adopt_unmarked: NotRequired[bool]
+    """State records a build of this version (an earlier Sluice's, before it marked its
+    tables): a table of this name without Sluice's mark is marked and written into, not
+    refused (:func:`sluice.core.spark.steps.swap.check_mark`). Set from state by the
+    service alone (:func:`sluice.core.jobs.adopt_recorded`); absent (a hand-written spec,
+    :func:`sluice.core.spark.render.build_steps` alone): refused."""
     parents: NotRequired[list[str]]
     """The models this job builds that this one reads, directly or through models the job
     does not build: its build starts once theirs are built and audited

@@ -9,13 +9,16 @@ with LOCATION_ALREADY_EXISTS until someone deleted them by hand.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.core import jobs
 from sluice.core.spark.steps.build import run_build
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.spark.steps.swap import MARK, NotSluices
+from sluice.core.state import open_state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,6 +27,12 @@ pytestmark = pytest.mark.spark
 
 DAY = 86_400_000
 SQL = "SELECT id, DATE_ADD(DATE'2024-01-01', CAST(id AS INT)) AS day FROM range(4)"
+# The settings of an SCD type 2 build by time (its `scd` key).
+SCD = {
+    "by": "time", "updated_at": "day", "columns": [], "valid_from": "valid_from",
+    "valid_to": "valid_to", "invalidate_hard_deletes": True, "time_type": "TIMESTAMP",
+    "first_valid_from": "epoch", "execution_time": 1_704_067_200_000,
+}  # fmt: skip
 
 
 def _step(table: str, kind: str) -> dict[str, Any]:
@@ -120,27 +129,76 @@ def test_a_time_range_table_left_without_its_partitions_tracked_is_repaired(
     "kind", ["FULL", "INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY", "SCD_TYPE_2"]
 )
 def test_a_table_sluice_did_not_create_is_never_written_into(
-    local_spark: SparkSession, kind: str
+    local_spark: SparkSession, kind: str, tmp_path: Path
 ) -> None:
-    # Made ahead under the version's name (a project's statement, a person): the build
-    # neither overwrites, appends to nor rewrites it, and says how to go on.
+    # Made ahead under the version's name (a project's statement, a person), with no build
+    # of the version in state: the build neither overwrites, appends to nor rewrites it,
+    # and says how to go on.
     spark = local_spark
     table, ctx = _fresh(spark, f"killed_build.ahead_{kind.lower()}")
     spark.sql(f"CREATE TABLE {table} USING parquet AS SELECT * FROM ({SQL}) AS q")
     step = _step(table, kind)
     if kind == "SCD_TYPE_2":
-        step["scd"] = {
-            "by": "time", "updated_at": "day", "columns": [], "valid_from": "valid_from",
-            "valid_to": "valid_to", "invalidate_hard_deletes": True, "time_type": "TIMESTAMP",
-            "first_valid_from": "epoch", "execution_time": 1_704_067_200_000,
-        }  # fmt: skip
+        step["scd"] = dict(SCD)
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        store.add_intervals(table, "v0", [(0, DAY)])  # another version's build
+        jobs.adopt_recorded([step], jobs.recorded_builds(store, [(table, "v1")]))
+    finally:
+        store.close()
+    assert step["adopt_unmarked"] is False
     with pytest.raises(NotSluices, match=f"the table {table} exists but Sluice did not create"):
         run_build(spark, step, ctx)
     assert spark.sql(f"SELECT COUNT(*) FROM {table}").collect()[0][0] == 4  # untouched
-    # Marked for another version: refused too (this version's mark: see below).
+    found = {r[0] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    assert MARK not in found  # not marked either
+    # Marked for another version: refused too (this version's mark: see below), even for
+    # a version state records a build of.
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{MARK}' = '{table}@v0')")
+    step["adopt_unmarked"] = True
     with pytest.raises(NotSluices, match=r"is '.*@v0', not '.*@v1'"):
         run_build(spark, step, ctx)
+    assert spark.sql(f"SELECT COUNT(*) FROM {table}").collect()[0][0] == 4
+
+
+@pytest.mark.parametrize(
+    "kind", ["INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY", "SCD_TYPE_2"]
+)
+def test_an_unmarked_table_state_records_as_built_is_adopted_and_marked(
+    local_spark: SparkSession, kind: str, tmp_path: Path
+) -> None:
+    # An earlier Sluice built the table before tables were marked, and state recorded its
+    # intervals: after the upgrade, the next run marks it and appends / rewrites / merges
+    # as before (it is not refused until someone runs ALTER TABLE by hand).
+    spark = local_spark
+    table, ctx = _fresh(spark, f"killed_build.unmarked_{kind.lower()}")
+    first = _step(table, kind)
+    if kind == "SCD_TYPE_2":
+        first["scd"] = dict(SCD)
+    run_build(spark, first, ctx)
+    spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES ('{MARK}')")  # an earlier Sluice's
+    store = open_state(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        batch = first["batches"][0]
+        store.add_intervals(table, "v1", [(batch["start"], batch["end"])])
+        recorded = jobs.recorded_builds(store, [(table, "v1"), (table, "v0")])
+    finally:
+        store.close()
+    assert recorded == {(table, "v1")}
+    step = _step(table, kind)
+    # Two days more (by time range: ids 4 and 5 fall in the batch; the other kinds' query
+    # returns every row now).
+    more = SQL.replace("range(4)", "range(6)")
+    step["batches"] = [{"start": batch["end"], "end": batch["end"] + 2 * DAY, "sql": more}]
+    if kind == "SCD_TYPE_2":
+        step["scd"] = {**SCD, "execution_time": batch["end"]}
+    jobs.adopt_recorded([step], recorded)
+    assert step["adopt_unmarked"] is True
+    run_build(spark, step, StepContext(job={}, emit=lambda _event: None))
+    found = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    assert found[MARK] == f"{table}@v1"
+    rows = spark.sql(f"SELECT id, day FROM {table} ORDER BY id").collect()
+    assert [(r["id"], str(r["day"])) for r in rows] == [(i, f"2024-01-0{i + 1}") for i in range(6)]
 
 
 def test_a_table_sluice_creates_carries_its_mark(local_spark: SparkSession) -> None:

@@ -11,6 +11,9 @@ A new FULL or SEED table is created by its query; what a killed create left at i
 location is cleared when Spark finds it there (Spark writes a new table's files before
 the catalog knows the table). The size of each table written is measured with the
 others' at the job's end (:mod:`sluice.core.spark.steps.statistics`).
+A table that exists is written into only when Sluice created it for the version (its
+mark), or when it has no mark and state records a build of the version (an earlier
+Sluice's; it is marked first): the rule is :mod:`sluice.core.spark.steps.swap`'s.
 """
 
 from __future__ import annotations
@@ -65,8 +68,7 @@ def _properties_sql(pairs: list[list[str]]) -> str:
     return f" TBLPROPERTIES ({body})"
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_literal = swap.sql_string
 
 
 def _table_sql(step: BuildStep, partition: str | None = None) -> str:

@@ -5,6 +5,22 @@ finishes the swap before anything else.
 
 Used by the rewrites of models incremental by unique key and of SCD type 2 histories
 (:mod:`sluice.core.spark.steps.build`, :mod:`sluice.core.spark.steps.scd`).
+
+Which tables a build writes into, the rule (:func:`check_mark`, its one place): every
+physical table Sluice creates carries :data:`MARK` = ``model@version``, and before a build
+overwrites, appends to, rewrites or swaps in a table that exists (or a replacement a
+killed swap left) it reads the mark:
+
+- this version's mark: written into;
+- no mark, and the build step says ``adopt_unmarked``: the table is marked (``ALTER TABLE
+  ... SET TBLPROPERTIES``), then written into. The service sets that flag from state
+  alone, for a version state records a build of (recorded intervals, which only a job's
+  build of that version writes: :func:`sluice.core.jobs.recorded_builds`): a table an
+  earlier Sluice built before it marked its tables, so an upgrade needs no ALTER TABLE by
+  hand;
+- no mark and no recorded build (a table made ahead under the version's name, by a
+  person or a project's statement): refused (:class:`NotSluices`);
+- another mark (another model or version): refused, whatever the step says.
 """
 
 from __future__ import annotations
@@ -38,7 +54,8 @@ def mark_of(step: BuildStep) -> str:
 
 def check_mark(spark: SparkSession, table: str, step: BuildStep) -> None:
     """Refuse to write into ``table`` (which exists) unless Sluice created it for
-    ``step``'s model version.
+    ``step``'s model version; an unmarked table of a version state records a build of
+    (``step["adopt_unmarked"]``) is marked first. The rule: this module's docstring.
 
     Raises:
         NotSluices: what was found, where, and how to go on.
@@ -46,18 +63,28 @@ def check_mark(spark: SparkSession, table: str, step: BuildStep) -> None:
     rows = spark.sql(f"SHOW TBLPROPERTIES {table}").collect()
     found = {str(r[0]): str(r[1]) for r in rows if len(r) > 1}
     want = mark_of(step)
-    if found.get(MARK) == want:
-        return
     has = found.get(MARK)
+    if has == want:
+        return
+    if has is None and step.get("adopt_unmarked") is True:
+        spark.sql(
+            f"ALTER TABLE {table} SET TBLPROPERTIES ({sql_string(MARK)} = {sql_string(want)})"
+        )
+        return
     raise NotSluices(
         f"{step['model']}: the table {table} exists but Sluice did not create it for this "
         f"version ({MARK} is "
         + (f"'{has}', not '{want}'" if has is not None else "not set")
         + "): it is not written into. hint: if a statement or a person made it ahead, drop "
         f"it (DROP TABLE {table}) and apply again; if it is a table an earlier Sluice built "
-        f"before tables were marked, mark it: ALTER TABLE {table} SET TBLPROPERTIES "
-        f"('{MARK}' = '{want}')"
+        "before tables were marked (state records no build of it, or Sluice would have "
+        f"marked it), mark it: ALTER TABLE {table} SET TBLPROPERTIES ('{MARK}' = '{want}')"
     )
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def begin(spark: SparkSession, table: str, step: BuildStep | None = None) -> tuple[str, str]:
