@@ -296,3 +296,43 @@ def test_the_loaders_parsing_child_has_no_network_and_writes_no_file(tmp_path: P
         assert all(v == {"socket": False, "write": False} for v in made.values()), made
     finally:
         listener.close()
+
+
+def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
+    world: dict[str, object], tmp_path: Path
+) -> None:
+    """The warm default's job child (a PR's Python runs there) has no network: the
+    server's port is reachable only through the socket the service relays to it."""
+    from sluice.core.spark.connect import RELAY_ENV, ConnectRunner
+
+    port = int(str(world["port"]))
+
+    class Server:  # the running server's connection, as ConnectServer gives it
+        def connection(self) -> tuple[str, str]:
+            return f"sc://localhost:{port}", "token"
+
+    runner = ConnectRunner(
+        SparkSettings(master="local[1]", mode="connect"),
+        SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs"),
+        server=Server(),  # type: ignore[arg-type]
+    )
+    spec: dict[str, object] = {"job_id": "j1", "kind": "apply", "steps": []}
+    env: dict[str, str] = {}
+    runner._preflight(spec, env)  # type: ignore[arg-type]
+    try:
+        home = tmp_path / "home"
+        profile = runner.profile(spec, tmp_path / "j1.json", home, jvm.ArchiveUse([]))  # type: ignore[arg-type]
+        assert profile.network == "none"
+        (tmp_path / "j1.json").write_text("{}")
+        confined = _probe(lambda argv: sandbox.wrap(argv, profile).argv, world, "")
+        assert not confined["socket"] and not confined["state"] and not confined["environ"]
+        script = (
+            "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
+            "s.sendall(b'hello'); print('relayed')"
+        )
+        argv = [sys.executable, "-I", "-c", script, env[RELAY_ENV]]
+        done = subprocess.run(sandbox.wrap(argv, profile).argv, capture_output=True, check=False)
+        assert done.stdout.decode().strip() == "relayed", done.stderr
+    finally:
+        runner._after("j1", env, [], 0, False)
+    assert not Path(env[RELAY_ENV]).exists()

@@ -31,20 +31,23 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
-from sluice.core.spark import jvm
+from sluice.core.spark import jvm, relay
 from sluice.core.spark.session import (
     MetastoreLock,
     SparkPaths,
@@ -70,6 +73,7 @@ logger = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 BIND_ADDRESS = "127.0.0.1"
 REMOTE_ENV = "SPARK_REMOTE"  # how the job's child gets the endpoint (not its command line)
+RELAY_ENV = "SLUICE_CONNECT_RELAY"  # the socket a sandboxed child reaches its server by
 # The server's token: Spark's server reads it from its environment (or its
 # spark.connect.authenticate.token, which would be on the command line), and PySpark's
 # client sends it as a bearer token when the URL has none.
@@ -485,6 +489,8 @@ class ConnectRunner(SubmitRunner):
         super().__init__(settings, paths, **kwargs)
         self.server = server
         self._remote_token = token
+        self._relays: dict[str, tuple[Path, relay.Relay]] = {}
+        self._relays_lock = threading.Lock()
 
     def endpoint(self) -> str:
         """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
@@ -523,14 +529,20 @@ class ConnectRunner(SubmitRunner):
         self, spec: JobSpec, spec_path: Path, home: Path, archive: jvm.ArchiveUse
     ) -> sandbox.Profile:
         """The job child's sandbox: its spec, session settings and the files the spec
-        names read-only, its home writable, the host's loopback (its server asks the
-        token only the child's environment holds); no warehouse, no metastore."""
-        read = (spec_path, self._conf_path(spec["job_id"]), *spec_files(spec))
+        names read-only, its home writable; no warehouse, no metastore. No network when
+        the server is ours: only the socket :mod:`.relay` forwards to the server's port
+        (which asks the token only the child's environment holds); the host's network
+        for a server of the user's (``spark.remote``)."""
+        read = [spec_path, self._conf_path(spec["job_id"]), *spec_files(spec)]
+        with self._relays_lock:
+            relayed = self._relays.get(spec["job_id"])
+        if relayed is not None:
+            read.append(relayed[0])
         return sandbox.Profile(
             "connect-job",
             read=tuple(dict.fromkeys(read)),
             write=(home,),
-            network="host",
+            network="none" if relayed is not None else "host",
             light=False,
             cwd=home,
         )
@@ -554,6 +566,17 @@ class ConnectRunner(SubmitRunner):
             if key.startswith("spark.sql.")
         }
         self._conf_path(spec["job_id"]).write_text(json.dumps(conf), encoding="utf-8")
+        port = urlsplit(env[REMOTE_ENV]).port
+        if not self.settings.remote and port is not None and sandbox.isolation() == "bwrap":
+            # Our own server: the child gets no network, only a socket relayed to its port.
+            folder = Path(tempfile.mkdtemp(prefix="sluice-relay-"))
+            path = folder / "spark.sock"
+            with self._relays_lock:
+                self._relays[spec["job_id"]] = (
+                    folder,
+                    relay.unix_to_tcp(str(path), (BIND_ADDRESS, port)),
+                )
+            env[RELAY_ENV] = str(path)
 
     @contextlib.contextmanager
     def _hold(self, job_id: str) -> Iterator[None]:
@@ -569,6 +592,11 @@ class ConnectRunner(SubmitRunner):
     ) -> None:
         with contextlib.suppress(OSError):
             self._conf_path(job_id).unlink()
+        with self._relays_lock:
+            relayed = self._relays.pop(job_id, None)
+        if relayed is not None:
+            relayed[1].close()
+            shutil.rmtree(relayed[0], ignore_errors=True)
         if code is not None and code >= 0 and not timed_out:
             return
         # Killed, out of time or stopped by us: the server still runs what the child asked.

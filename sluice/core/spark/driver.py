@@ -313,6 +313,27 @@ def _print(event: dict[str, Any]) -> None:
     print(events.encode(event), flush=True)
 
 
+_RELAYS: list[Any] = []
+
+
+def _reachable(remote: str) -> str:
+    """``remote``, or, in a sandbox without network (``$SLUICE_CONNECT_RELAY`` names the
+    socket the service relays to the server), the same URL on a port of this process's
+    own loopback that relays to that socket (:mod:`sluice.core.spark.relay`)."""
+    socket_path = os.environ.get("SLUICE_CONNECT_RELAY")
+    if not socket_path:
+        return remote
+    from urllib.parse import urlsplit, urlunsplit
+
+    from sluice.core.spark import relay
+
+    inner = relay.tcp_to_unix(socket_path)
+    _RELAYS.append(inner)  # lives as long as this process
+    parts = urlsplit(remote)
+    host = parts.hostname or "localhost"
+    return urlunsplit(parts._replace(netloc=f"{host}:{inner.port}"))
+
+
 def _connect_session(conf_path: str) -> SparkSession:
     """A new Spark Connect session on ``$SPARK_REMOTE`` (one per job: its temporary views
     and settings end with it), with the job's SQL settings from ``conf_path``. The server's
@@ -322,7 +343,7 @@ def _connect_session(conf_path: str) -> SparkSession:
 
     with open(conf_path, encoding="utf-8") as handle:
         conf: dict[str, str] = json.load(handle)
-    spark = SparkSession.builder.remote(os.environ["SPARK_REMOTE"]).create()
+    spark = SparkSession.builder.remote(_reachable(os.environ["SPARK_REMOTE"])).create()
     for key, value in conf.items():
         # The server's static settings (warehouse, catalog) were set when it started.
         if spark.conf.isModifiable(key):
