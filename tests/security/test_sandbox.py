@@ -336,3 +336,34 @@ def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
     finally:
         runner._after("j1", env, [], 0, False)
     assert not Path(env[RELAY_ENV]).exists()
+
+
+def test_only_the_service_s_fields_of_a_spec_are_shown_to_the_driver(tmp_path: Path) -> None:
+    """A seed's CSV and a Python model's file and project are shown; a value a PR chose
+    (a unit test's expected row with a ``root`` or ``path`` column) never is."""
+    from sluice.core.spark.submit import spec_files
+
+    project = tmp_path / "repo"
+    (project / "seeds").mkdir(parents=True)
+    (project / "seeds" / "s.csv").write_text("a\n1\n")
+    (project / "models").mkdir()
+    (project / "models" / "m.py").write_text("")
+    spec = {
+        "job_id": "j",
+        "kind": "apply",
+        "steps": [
+            {"type": "build", "seed": {"path": str(project / "seeds" / "s.csv")}},
+            {
+                "type": "build",
+                "python": {"path": str(project / "models" / "m.py"), "root": str(project)},
+            },
+            {
+                "type": "unit_test",
+                "path": str(project / "tests" / "t.yaml"),
+                "expected": [{"root": "/", "path": "/root"}],
+                "inputs": [{"rows": [{"root": "/", "path": str(tmp_path)}]}],
+            },
+        ],
+    }
+    shown = spec_files(spec)  # type: ignore[arg-type]
+    assert shown == [project / "seeds" / "s.csv", project / "models" / "m.py", project]

@@ -150,21 +150,22 @@ def sandbox_scratch(conf: dict[str, str]) -> list[Path]:
     return [Path(p.strip()) for p in found.split(",") if p.strip() and os.path.isabs(p.strip())]
 
 
-def spec_files(spec: Any) -> list[Path]:
-    """The files and folders a job spec names for its driver to read (a seed's CSV, a
-    Python model's file and project folder): its ``path`` and ``root`` values."""
-    found: list[Path] = []
-    if isinstance(spec, dict):
-        for key, value in spec.items():
-            if key in ("path", "root") and isinstance(value, str) and os.path.isabs(value):
-                if os.path.exists(value):
-                    found.append(Path(value))
-            else:
-                found += spec_files(value)
-    elif isinstance(spec, list):
-        for item in spec:
-            found += spec_files(item)
-    return found
+def spec_files(spec: JobSpec) -> list[Path]:
+    """The files and folders a job's driver reads besides its spec: a SEED model's CSV
+    and a Python model's file and project folder, from those fields only (the service
+    writes them; a value a pull request chose, such as a unit test's row, is never one).
+    A sandbox shows them read-only."""
+    found: list[str] = []
+    for step in spec.get("steps", []):
+        seed = step.get("seed")
+        if isinstance(seed, dict):
+            found.append(str(seed.get("path", "")))
+        python = step.get("python")
+        if isinstance(python, dict):
+            model = python.get("model", python)
+            if isinstance(model, dict):
+                found += [str(model.get("path", "")), str(model.get("root", ""))]
+    return [Path(p) for p in dict.fromkeys(found) if os.path.isabs(p) and os.path.exists(p)]
 
 
 def child_environment(home: Path) -> dict[str, str]:
