@@ -80,6 +80,10 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         deps.ledger.approve(
             repo, pr.number, pr.head_sha, review.items, result.approved_by, deps.clock()
         )
+    elif into_prod:
+        # An approval dismissed, changes requested, a new head: what this PR's gate once
+        # passed is approved no more, so a merge past the check cannot promote it.
+        deps.ledger.withdraw(repo, pr.number)
     summary = result.summary
     if not into_prod:
         summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)

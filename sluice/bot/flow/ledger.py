@@ -338,6 +338,17 @@ class Ledger(Transactions):
             for row in rows:  # two PRs may approve the same content at once
                 _upsert(conn, approved, row, ("repo", "model", "content"))
 
+    def withdraw(self, repo: str, number: int) -> int:
+        """Forget the model contents ``repo``'s PR ``number`` had approved (its gate no
+        longer passes: an approval dismissed, changes requested, a push); how many.
+        Content another PR approved as well is withdrawn too (one row holds one PR): that
+        PR's next gate evaluation records it again."""
+        with self._writing("withdraw approved models") as conn:
+            done = conn.execute(
+                delete(approved).where(approved.c.repo == repo, approved.c.number == number)
+            )
+        return int(done.rowcount or 0)
+
     def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
         """The items no gate has approved in ``repo``, sorted."""
         wanted = sorted(set(items))
