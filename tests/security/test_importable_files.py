@@ -108,7 +108,7 @@ def _review(root: Path, tmp_path: Path) -> Any:
         plan = plan_environment(project, store, "pr_1", end=NOW, execution_time=NOW)
     finally:
         store.close()
-    return review_of(plan, project)
+    return review_of(plan, project, prod_python=None)  # nothing promoted: prod has no Python
 
 
 def test_the_review_covers_python_no_model_shows(shop: Path, tmp_path: Path) -> None:

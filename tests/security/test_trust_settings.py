@@ -16,7 +16,7 @@ import pytest
 
 from sluice.bot.events.neutral import JanitorEvent
 from sluice.bot.flow import dispatch, trust
-from sluice.bot.flow.reviewed_plan import PYTHON_ITEM, PlanReview, prod_owners, review_of
+from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
 from sluice.core import workflow
@@ -245,10 +245,9 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     new = GATED.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(new, "config.yaml")
     src = bot.commit(D, new, parents=(C,))
-    # A PR with this change passed the gate: its settings item (and, as in any approval,
-    # the project's Python, unchanged) is approved.
-    python = (PYTHON_ITEM, files.digest(files.sources(src)) or "")
-    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest), python], ["bob"], NOW)
+    # A PR with this change passed the gate: its settings item is approved (the project's
+    # Python is prod's, so it is no item to approve).
+    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
     bot.github.refs["main"] = D
     assert trust.for_repository(bot.deps, forge).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings
@@ -283,9 +282,12 @@ def test_owners_are_prods_not_the_prs_header(bot: Bot, tmp_path: Path) -> None:
     finally:
         store.close()
     assert owners["jaffle.orders"] == "carol"
-    made = review_of(plan, project, owners=owners)
+    prod_python = files.digest(files.sources(prod_src))
+    made = review_of(plan, project, prod_python=prod_python, owners=owners)
     assert made.direct_owners["jaffle.orders"] == "carol"  # not alice, the PR's own claim
-    assert review_of(plan, project).direct_owners["jaffle.orders"] == "alice"
+    assert (
+        review_of(plan, project, prod_python=prod_python).direct_owners["jaffle.orders"] == "alice"
+    )
 
 
 ESCAPE = """MODEL (name jaffle.leak, kind FULL);

@@ -256,7 +256,11 @@ def _build(
     prod = plan_environment(project, store, reaches, end=now, execution_time=now)
     # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
     extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
-    review = review_of(result.plan, project, owners=prod_owners(store), extra=extra)
+    # The PR's Python is an item when it differs from prod's (the last promoted commit's).
+    prod_python = trust.prod_python_digest(deps, post.forge, tree, trusted)
+    review = review_of(
+        result.plan, project, prod_python=prod_python, owners=prod_owners(store), extra=extra
+    )
     review = dataclasses.replace(
         review,
         merge_intervals=prod.backfill_intervals,

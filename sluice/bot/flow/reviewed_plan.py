@@ -4,8 +4,9 @@ A plan's *review* names the model changes a person has to look at: each added, r
 directly modified or metadata-changed model, keyed by the content of that model alone
 (its own query and properties, not its parents'). Indirect changes follow from those, so
 they need no approval of their own, and two PRs changing different models approve keys
-that stay valid when both are merged. The review's fingerprint is what an approval is
-bound to: a push that leaves it unchanged keeps approvals, one that changes it needs new
+that stay valid when both are merged. The project's Python is an item like a model when
+it differs from prod's (:func:`python_item`). The review's fingerprint is what an approval
+is bound to: a push that leaves it unchanged keeps approvals, one that changes it needs new
 ones.
 """
 
@@ -77,17 +78,21 @@ def review_of(
     plan: Plan,
     project: Project,
     *,
+    prod_python: str | None,
     owners: Mapping[str, str | None] | None = None,
     extra: Item | None = None,
 ) -> PlanReview:
     """The review of ``plan`` (a PR environment's plan, or prod's at promotion).
 
+    ``prod_python``: the digest of prod's Python (None: prod has none; see
+    :func:`sluice.bot.flow.trust.prod_python_digest`), so the project's Python is an item
+    only when it differs.
     ``owners``: model -> owner as prod has it; a model prod has is owned by that owner
     whatever the PR's header says (only a model new to prod takes its header's owner).
     ``extra``: one more item to approve with the plan (a change of trusted settings).
     """
     items: list[Item] = [extra] if extra is not None else []
-    python = python_item(project)
+    python = python_item(project, prod_python)
     if python is not None:
         items.append(python)
     direct: dict[str, str | None] = {}
@@ -127,13 +132,16 @@ def review_of(
     return PlanReview(fingerprint, tuple(items), direct, breaking)
 
 
-def python_item(project: Project) -> Item | None:
+def python_item(project: Project, prod_python: str | None) -> Item | None:
     """The item standing for the project's Python (every file Python could load, see
-    :mod:`sluice.core.model.pycode.files`): approved with the plan, so a push that changes
-    any of it (a helper's module-level code, a new module) needs new approvals, and a
-    promotion finds it approved. None for a project without Python."""
+    :mod:`sluice.core.model.pycode.files`) when it differs from prod's (digest
+    ``prod_python``), its content the project's digest: approved with the plan, so a push
+    that changes any of it (a helper's module-level code, a new module) needs new
+    approvals, and a promotion finds it approved. None when the project's Python is
+    prod's, or it has none: like an unchanged model, nothing to approve (and a push that
+    leaves Python alone leaves the review's fingerprint alone)."""
     found = files.digest(files.sources(Path(project.path)))
-    return (PYTHON_ITEM, found) if found is not None else None
+    return (PYTHON_ITEM, found) if found is not None and found != prod_python else None
 
 
 def prod_owners(store: StateStore) -> dict[str, str | None]:

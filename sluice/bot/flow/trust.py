@@ -337,12 +337,8 @@ def python_refusal(
             "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "
             "the service): ask its operator, or keep the project to SQL"
         )
-    root = tree / deps.project_path
-    prefix = "" if deps.project_path.strip("/") in ("", ".") else deps.project_path.strip("/") + "/"
-    changed = []
-    for rel, data in sorted(pycode_files.sources(root).items()):
-        if forge.read_file(ref or branch, prefix + rel) != data.decode("utf-8", "replace"):
-            changed.append(rel)
+    ours, prods = prod_python(deps, forge, tree, branch, ref)
+    changed = [rel for rel, data in sorted(ours.items()) if prods.get(rel) != data]
     if not changed:
         return None
     where = f"`{ref[:7]}`, the commit prod was last promoted with" if ref else "its head"
@@ -354,6 +350,35 @@ def python_refusal(
         "Python in a pull request of its own, or ask the service's operator about "
         "SLUICE_PROJECT_PYTHON=on",
         tuple(changed),
+    )
+
+
+def prod_python(
+    deps: Deps, forge: Forge, tree: Path, branch: str, ref: str | None = None
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """(the project's Python in ``tree``, prod's version of each of those files): prod's
+    is commit ``ref`` (the one prod was last promoted with, :attr:`Settings.python_ref`),
+    else the head of ``branch``, as :func:`python_refusal` compares them; a file prod
+    does not have is left out. Their :func:`~sluice.core.model.pycode.files.digest` is
+    equal when each of the tree's Python files is prod's (what a plan's review compares).
+    Prod is read one file at a time (the forge lists no tree), so a file only prod has
+    (one the tree deletes) is not seen: a deletion brings no new code."""
+    prefix = deps.project_path.strip("/")
+    prefix = "" if prefix in ("", ".") else prefix + "/"
+    ours = pycode_files.sources(tree / deps.project_path)
+    prods: dict[str, bytes] = {}
+    for rel in sorted(ours):
+        text = forge.read_file(ref or branch, prefix + rel)
+        if text is not None:
+            prods[rel] = text.encode("utf-8")
+    return ours, prods
+
+
+def prod_python_digest(deps: Deps, forge: Forge, tree: Path, settings: Settings) -> str | None:
+    """The digest of prod's Python as :func:`prod_python` reads it for the project in
+    ``tree`` under ``settings`` (None: prod has none of its Python files)."""
+    return pycode_files.digest(
+        prod_python(deps, forge, tree, settings.branch, settings.python_ref)[1]
     )
 
 

@@ -378,8 +378,9 @@ def _prod_at(bot: Bot, sha: str) -> None:
 
 
 def test_deploy_promotes_the_approved_head_then_merges(bot: Bot) -> None:
-    config = _project_commit(bot, A, DEPLOY_MERGE, parents=(C,))  # the PR contains main's head
-    bot.forge.commit(C, {"config.yaml": config}, branch="main")
+    _project_commit(bot, A, DEPLOY_MERGE, parents=(C,))  # the PR contains main's head
+    # main's head C is A's project (prod has it: its Python too).
+    bot.forge.commit_folder(C, bot.root / f"tree-{A[:4]}", branch="main")
     _prod_at(bot, A)  # nothing left to promote: the path without Spark
     bot.plan(7, A, "fp1")
     bot.forge.add_review(7, "bob", "APPROVED", A)

@@ -220,8 +220,8 @@ def test_a_tag_promotes_only_when_it_matches_and_is_on_the_prod_branch(
 def test_deploy_promotes_the_approved_head_then_merges_the_mr(bot: Bot, tmp_path: Path) -> None:
     src = _commit(bot, tmp_path, A, "  gate:\n    required_approvers: {users: [bob]}\n"
                   "  deploy:\n    merge_method: squash\n", parents=(B,))  # fmt: skip
-    # main's head B has A's settings; the MR contains it.
-    bot.forge.commit(B, {"config.yaml": (src / "config.yaml").read_text()}, branch="main")
+    # main's head B is A's project (prod has it: its Python too); the MR contains it.
+    bot.forge.commit_folder(B, src, branch="main")
     bot.forge.roles.update({"carol": "maintain", "dave": "read"})  # Maintainer, Reporter
     record_prod(src, bot.url, NOW)  # nothing left to promote: the path without Spark
     bot.plan(A, "fp1")

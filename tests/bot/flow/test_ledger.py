@@ -16,6 +16,7 @@ from sluice.core import workflow
 from sluice.core.db import migrate as runner
 from sluice.core.db.engine import create_state_engine
 from sluice.core.model.loader import load_project
+from sluice.core.model.pycode import files
 from sluice.core.state import open_state
 from sluice.core.state.migrations import MIGRATIONS as STATE_STEPS
 from sluice.core.state.migrations import STATE
@@ -174,7 +175,8 @@ def _pr_review(root: Path, url: str) -> PlanReview:
         plan = workflow.plan_environment(project, store, "pr_1", end=END, execution_time=END)
     finally:
         store.close()
-    return review_of(plan, project)
+    # Prod (the example fixture's record) has the example's Python.
+    return review_of(plan, project, prod_python=files.digest(files.sources(EXAMPLE)))
 
 
 def test_a_review_names_direct_changes_owners_and_breaking_reach(
