@@ -259,7 +259,12 @@ def _build(
     # The PR's Python is an item when it differs from prod's (the last promoted commit's).
     prod_python = trust.prod_python_digest(deps, post.forge, tree, trusted)
     review = review_of(
-        result.plan, project, prod_python=prod_python, owners=prod_owners(store), extra=extra
+        result.plan,
+        project,
+        prod_python=prod_python,
+        prod_statements=trust.prod_statements_digest(deps, post.forge, trusted),
+        owners=prod_owners(store),
+        extra=extra,
     )
     review = dataclasses.replace(
         review,

@@ -262,12 +262,16 @@ def _promote(
     # Prod's Python: that of the commit prod was last promoted with (as SLUICE_PROJECT_PYTHON
     # compares); the promoted commit's, when it differs, is an item to find approved.
     prod_python = trust.prod_python_digest(deps, forge, tree, settings)
+    prod_statements = trust.prod_statements_digest(deps, forge, settings)
     store = open_state(deps.state_url)
     try:
         for attempt in (1, 2):
             now = deps.clock()
             plan = plan_environment(project, store, environment, end=now, execution_time=now)
-            items = list(review_of(plan, project, prod_python=prod_python).items)
+            review = review_of(
+                plan, project, prod_python=prod_python, prod_statements=prod_statements
+            )
+            items = list(review.items)
             if own.digest != settings.digest:
                 items.append((trust.SETTINGS_ITEM, own.digest))
             if settings.requires_approval:

@@ -22,6 +22,7 @@ from typing import Any
 from sluice.core.model.definition import Project
 from sluice.core.model.graph import descendants
 from sluice.core.model.pycode import files
+from sluice.core.plan import statements
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category, Snapshot
@@ -29,6 +30,9 @@ from sluice.core.state import StateStore
 
 REMOVED = "removed"
 PYTHON_ITEM = "project Python (*.py)"
+STATEMENTS_ITEM = "project statements (before_all, after_all)"
+"""The item standing for config.yaml's ``before_all`` / ``after_all`` when they differ
+from prod's: a job runs them, so an approval covers them."""
 """The review item standing for the project's Python (its content: their digest)."""
 
 Item = tuple[str, str]
@@ -79,6 +83,7 @@ def review_of(
     project: Project,
     *,
     prod_python: str | None,
+    prod_statements: str | None = None,
     owners: Mapping[str, str | None] | None = None,
     extra: Item | None = None,
 ) -> PlanReview:
@@ -87,6 +92,9 @@ def review_of(
     ``prod_python``: the digest of prod's Python (None: prod has none; see
     :func:`sluice.bot.flow.trust.prod_python_digest`), so the project's Python is an item
     only when it differs.
+    ``prod_statements``: the digest of prod's ``before_all`` / ``after_all`` (None: prod
+    has none; :func:`sluice.bot.flow.trust.prod_statements_digest`), so the project's are
+    an item only when they differ.
     ``owners``: model -> owner as prod has it; a model prod has is owned by that owner
     whatever the PR's header says (only a model new to prod takes its header's owner).
     ``extra``: one more item to approve with the plan (a change of trusted settings).
@@ -95,6 +103,9 @@ def review_of(
     python = python_item(project, prod_python)
     if python is not None:
         items.append(python)
+    ours = statements.digest(project.before_all, project.after_all)
+    if ours != prod_statements:  # added, changed or removed: what a job runs changes
+        items.append((STATEMENTS_ITEM, ours or "none"))
     direct: dict[str, str | None] = {}
     breaking: dict[str, str | None] = {}
     categories: dict[str, str] = {}

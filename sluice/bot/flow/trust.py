@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +54,16 @@ from sluice.core.config import (
     ProjectConfig,
     SluiceSettings,
     SparkSettings,
+    load_config,
     parse_config,
 )
-from sluice.core.errors import ConfigError
+from sluice.core.errors import ConfigError, SluiceError
 from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import files as pycode_files
+from sluice.core.plan import statements
 from sluice.core.spark.tuning import split_spark_conf
 from sluice.core.yamlio import parse_yaml
 
@@ -380,6 +383,24 @@ def prod_python_digest(deps: Deps, forge: Forge, tree: Path, settings: Settings)
     return pycode_files.digest(
         prod_python(deps, forge, tree, settings.branch, settings.python_ref)[1]
     )
+
+
+def prod_statements_digest(deps: Deps, forge: Forge, settings: Settings) -> str | None:
+    """The digest of ``before_all`` / ``after_all`` in prod's config.yaml: that of the
+    commit prod was last promoted with (:attr:`Settings.python_ref`), else the prod
+    branch's head (None: prod has none). A config prod cannot read counts as statements
+    no project has, so a project's own are an item to approve."""
+    ref = settings.python_ref or settings.branch
+    found, text = read_config(lambda name: forge.read_file(ref, name), deps.config_path)
+    if text is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="sluice-prod-config-") as folder:
+        Path(folder, Path(found).name).write_text(text, encoding="utf-8")
+        try:
+            config = load_config(Path(folder))
+        except SluiceError:
+            return "unreadable"
+    return statements.digest(config.before_all, config.after_all)
 
 
 def prod_project(deps: Deps, forge: Forge, job: str) -> tuple[Settings, Path, Project] | None:

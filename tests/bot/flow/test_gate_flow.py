@@ -199,9 +199,14 @@ def test_changes_requested_and_dismissals_withdraw_an_approval(bot: Bot) -> None
     carols = bot.forge.add_review(7, "carol", "APPROVED", A)
     bot.deliver("pull_request_review", _review("carol", "approved", A))
     assert bot.approval(A).conclusion == "success"
+    items = [("s.m", "fp1-s.m")]
+    assert bot.ledger.unapproved(f"github:{OWNER}", items) == []
     bot.forge.dismiss_review(7, carols.id)  # GitHub rewrites a dismissed review
     bot.deliver("pull_request_review", _review("carol", "dismissed", A, action="dismissed"))
     assert bot.approval(A).conclusion == "failure"
+    # ... and what the gate had passed is withdrawn: an admin merging past the check now
+    # finds the plan's items unapproved at promotion (red team: approvals outlived them).
+    assert bot.ledger.unapproved(f"github:{OWNER}", items) == items
 
 
 def test_approving_from_the_check_run_follows_the_same_rules(bot: Bot) -> None:
