@@ -18,8 +18,8 @@ import pytest
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge, as_forge
-from tests.bot.flow.test_rollback_command import Recorder
 from tests.helpers.cases import record_prod
+from tests.helpers.rollback import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = "e" * 40

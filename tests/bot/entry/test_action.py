@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,18 @@ import pytest
 import yaml
 
 from sluice.bot.entry import action
+from tests.helpers.action_run import (
+    HEAD,
+    ROOT,
+    TOKEN,
+    fake_github,
+    job_env,
+    make_project,
+    pr_payload,
+    run_action,
+)
 from tests.helpers.cases import load_case
 from tests.helpers.github_wire import FakeGitHub
-
-ROOT = Path(__file__).resolve().parents[3]
-REPO = "octo/warehouse"
-HEAD = "a1" * 20
-BASE = "b2" * 20
-TOKEN = "ghs_actionTestToken123"
 
 
 def _action() -> dict[str, Any]:
@@ -207,73 +210,22 @@ def test_outputs_name_each_check_without_the_prefix() -> None:
 # --- the entry point as a workflow job runs it -------------------------------------------
 
 
-def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
-    (root / "models").mkdir(parents=True, exist_ok=True)
-    (root / "config.yaml").write_text(config)
-    return root
-
-
-def _job(tmp_path: Path, event: str, payload: dict[str, Any] | None,
-         **extra: str) -> dict[str, str]:  # fmt: skip
-    event_path = tmp_path / "event.json"
-    if payload is not None:
-        event_path.write_text(json.dumps(payload))
-    # The suite's JVM settings (tests/conftest.py) stay: the operator's, not the job's.
-    keep = ("SLUICE_JVM_CACHE", "SLUICE_DRIVER_JAVA_OPTIONS")
-    env = {k: v for k, v in os.environ.items()
-           if k in keep or not k.startswith(("GITHUB_", "INPUT_", "SLUICE_"))}  # fmt: skip
-    env.update(
-        GITHUB_ACTIONS="true", GITHUB_EVENT_NAME=event, GITHUB_EVENT_PATH=str(event_path),
-        GITHUB_REPOSITORY=REPO, GITHUB_WORKSPACE=str(tmp_path / "workspace"),
-        GITHUB_API_URL="https://api.github.com", GITHUB_SHA="c3" * 20,
-        GITHUB_OUTPUT=str(tmp_path / "output.txt"), INPUT_TOKEN=TOKEN,
-        INPUT_PROJECT_PATH=".", INPUT_SPARK_MASTER="local[1]", INPUT_SPARK_CONF="",
-        INPUT_DATABASE_URL="", INPUT_CONFIG_OVERRIDE="",
-        SLUICE_GITHUB_WRITE_INTERVAL="0", SPARK_LOCAL_IP="127.0.0.1",
-    )  # fmt: skip
-    env.update(extra)
-    return env
-
-
-def _run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.helpers.action_child", str(tmp_path / "github.json")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-
-
-def _pr_payload() -> dict[str, Any]:
-    payload = load_case("github/pull_request/opened.payload.json")
-    payload["repository"]["full_name"] = REPO
-    payload["pull_request"]["head"]["sha"] = HEAD
-    payload["pull_request"]["base"]["sha"] = BASE
-    return payload
-
-
-def _github(tmp_path: Path, number: int, **files: str) -> FakeGitHub:
-    github = FakeGitHub(repo=REPO, state_file=tmp_path / "github.json")
-    github.add_pull(number, HEAD, author="Codertocat", base="master", head_ref="changes")
-    github.files.update({("master", path): text for path, text in files.items()})
-    github.save()
-    return github
-
-
 def _outputs(tmp_path: Path) -> dict[str, str]:
     lines = (tmp_path / "output.txt").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines)
 
 
 def test_a_pull_request_is_built_from_the_workspace_and_reported(tmp_path: Path) -> None:
-    payload = _pr_payload()
+    payload = pr_payload()
     number = payload["pull_request"]["number"]
     # The prod branch (the repository's default, master) names the project: its `sluice:`
     # settings are the ones used, not the head's.
-    _github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
-    _project(tmp_path / "workspace", "sluice:\n  project: from_the_head\n")
+    fake_github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
+    make_project(tmp_path / "workspace", "sluice:\n  project: from_the_head\n")
     (tmp_path / "workspace" / ".git").mkdir()  # not a repository: the PR's head is used
     (tmp_path / "workspace" / ".git" / "secret").write_text("never copied")
 
-    done = _run(tmp_path, _job(tmp_path, "pull_request", payload))
+    done = run_action(tmp_path, job_env(tmp_path, "pull_request", payload))
     assert done.returncode == 0, done.stderr
     github = FakeGitHub(state_file=tmp_path / "github.json")
     assert not [u for _, u in github.requests if "/tarball/" in u], "the workspace is the head"
@@ -301,16 +253,16 @@ def test_a_pull_request_is_built_from_the_workspace_and_reported(tmp_path: Path)
 
 
 def test_a_pending_gate_is_not_a_failed_job_and_the_override_applies(tmp_path: Path) -> None:
-    payload = _pr_payload()
+    payload = pr_payload()
     number = payload["pull_request"]["number"]
-    _github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
-    _project(tmp_path / "workspace" / "wh")
+    fake_github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
+    make_project(tmp_path / "workspace" / "wh")
     override = "sluice:\n  project: overridden\n  gate:\n    required_approvers:\n      users: [bob]\n"  # fmt: skip
     state = f"sqlite:///{tmp_path / 'shared.db'}"
-    env = _job(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
+    env = job_env(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
                INPUT_CONFIG_OVERRIDE=override, INPUT_DATABASE_URL=state,
                INPUT_SPARK_CONF="spark.sql.shuffle.partitions=2")  # fmt: skip
-    done = _run(tmp_path, env)
+    done = run_action(tmp_path, env)
     assert done.returncode == 0, done.stderr
     github = FakeGitHub(state_file=tmp_path / "github.json")
     checks = github.checks_on(HEAD)
@@ -327,15 +279,15 @@ def test_a_pending_gate_is_not_a_failed_job_and_the_override_applies(tmp_path: P
 
 def test_an_event_sluice_does_not_handle_is_nothing_to_do(tmp_path: Path) -> None:
     payload = load_case("github/installation/created.payload.json")
-    done = _run(tmp_path, _job(tmp_path, "installation", payload, INPUT_TOKEN=""))
+    done = run_action(tmp_path, job_env(tmp_path, "installation", payload, INPUT_TOKEN=""))
     assert done.returncode == 0, done.stderr
     assert "nothing to do for event installation" in done.stdout
     assert not (tmp_path / "output.txt").exists()
 
 
 def test_a_missing_token_fails_the_job_clearly(tmp_path: Path) -> None:
-    _github(tmp_path, 2)
-    done = _run(tmp_path, _job(tmp_path, "pull_request", _pr_payload(), INPUT_TOKEN=""))
+    fake_github(tmp_path, 2)
+    done = run_action(tmp_path, job_env(tmp_path, "pull_request", pr_payload(), INPUT_TOKEN=""))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("::error title=Sluice::sluice action: no GitHub token")
@@ -343,11 +295,11 @@ def test_a_missing_token_fails_the_job_clearly(tmp_path: Path) -> None:
 
 
 def test_the_job_token_is_the_fallback(tmp_path: Path) -> None:
-    payload = _pr_payload()
-    _github(tmp_path, payload["pull_request"]["number"])
-    _project(tmp_path / "workspace")
-    env = _job(tmp_path, "pull_request", payload, INPUT_TOKEN="", GITHUB_TOKEN=TOKEN)
-    assert _run(tmp_path, env).returncode == 0
+    payload = pr_payload()
+    fake_github(tmp_path, payload["pull_request"]["number"])
+    make_project(tmp_path / "workspace")
+    env = job_env(tmp_path, "pull_request", payload, INPUT_TOKEN="", GITHUB_TOKEN=TOKEN)
+    assert run_action(tmp_path, env).returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -358,18 +310,18 @@ def test_the_job_token_is_the_fallback(tmp_path: Path) -> None:
 def test_an_unreadable_event_file_fails_the_job(
     tmp_path: Path, content: str | None, message: str
 ) -> None:
-    env = _job(tmp_path, "pull_request", None)
+    env = job_env(tmp_path, "pull_request", None)
     if content is not None:
         Path(env["GITHUB_EVENT_PATH"]).write_text(content)
-    done = _run(tmp_path, env)
+    done = run_action(tmp_path, env)
     assert done.returncode == 1
     assert message in done.stderr.strip().splitlines()[-1]
 
 
 def test_a_payload_missing_what_sluice_needs_fails_the_job(tmp_path: Path) -> None:
-    payload = _pr_payload()
+    payload = pr_payload()
     del payload["pull_request"]["head"]
-    done = _run(tmp_path, _job(tmp_path, "pull_request", payload))
+    done = run_action(tmp_path, job_env(tmp_path, "pull_request", payload))
     assert done.returncode == 1
     assert "event file is not usable" in done.stderr
 
@@ -384,17 +336,17 @@ def test_the_command_is_registered() -> None:
 
 
 def test_a_failed_check_fails_the_job_with_an_annotation_and_a_summary(tmp_path: Path) -> None:
-    payload = _pr_payload()
+    payload = pr_payload()
     number = payload["pull_request"]["number"]
-    _github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
-    project = _project(tmp_path / "workspace" / "wh")
+    fake_github(tmp_path, number, **{"wh/config.yaml": "sluice:\n  project: demo\n"})
+    project = make_project(tmp_path / "workspace" / "wh")
     (project / "models" / "broken.sql").write_text(
         "MODEL (name demo.broken, kind FULL);\n\nSELECT 1 AS id FROM FROM nowhere\n"
     )
     summary = tmp_path / "summary.md"
-    env = _job(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
+    env = job_env(tmp_path, "pull_request", payload, INPUT_PROJECT_PATH="wh",
                GITHUB_STEP_SUMMARY=str(summary))  # fmt: skip
-    done = _run(tmp_path, env)
+    done = run_action(tmp_path, env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert _outputs(tmp_path)["pr_environment"] == "failure"
     errors = [line for line in done.stdout.splitlines() if line.startswith("::error file=")]
@@ -408,7 +360,7 @@ def test_a_failed_check_fails_the_job_with_an_annotation_and_a_summary(tmp_path:
     assert "| `sluice/pr-environment` | failure |" in text
     # Relaxed by the input: the checks say it, the job stays green.
     (tmp_path / "output.txt").unlink()
-    relaxed = _run(tmp_path, {**env, "INPUT_FAIL_ON_FAILED_CHECK": "false"})
+    relaxed = run_action(tmp_path, {**env, "INPUT_FAIL_ON_FAILED_CHECK": "false"})
     assert relaxed.returncode == 0, relaxed.stdout + relaxed.stderr
     assert "::error file=wh/models/broken.sql,line=3" in relaxed.stdout
 
@@ -417,7 +369,7 @@ def test_annotations_name_only_project_files_and_escape_the_message(tmp_path: Pa
     from sluice.bot.entry.action import error_annotations
     from sluice.bot.forge.base import Check
 
-    root = _project(tmp_path / "repo" / "p")
+    root = make_project(tmp_path / "repo" / "p")
     (root / "models" / "a.sql").write_text("x")
     summary = (
         "```text\nmodels/a.sql:2:7: bad, very: bad 100%\n  hint: fix it\n"
@@ -437,10 +389,12 @@ def test_annotations_name_only_project_files_and_escape_the_message(tmp_path: Pa
 def test_a_shared_state_beside_a_runner_local_catalog_is_refused_before_anything_runs(
     tmp_path: Path,
 ) -> None:
-    _github(tmp_path, 2)
-    _project(tmp_path / "workspace")
+    fake_github(tmp_path, 2)
+    make_project(tmp_path / "workspace")
     state = "postgresql://sluice:s3cr3t-pw@db.invalid:5432/sluice"
-    done = _run(tmp_path, _job(tmp_path, "pull_request", _pr_payload(), INPUT_DATABASE_URL=state))
+    done = run_action(
+        tmp_path, job_env(tmp_path, "pull_request", pr_payload(), INPUT_DATABASE_URL=state)
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("::error title=Sluice::sluice action: database-url is a state")

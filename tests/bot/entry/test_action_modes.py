@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 
 from sluice.bot.entry import action
-from tests.bot.entry.test_action import HEAD, ROOT, _github, _job, _pr_payload, _project, _run
+from tests.helpers.action_run import (
+    HEAD,
+    ROOT,
+    fake_github,
+    job_env,
+    make_project,
+    pr_payload,
+    run_action,
+)
 from tests.helpers.cases import load_case
 from tests.helpers.github_wire import FakeGitHub
 
@@ -33,11 +41,11 @@ def _forked(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_pull_request_target_builds_and_reports_a_pull_request(tmp_path: Path) -> None:
-    payload = _pr_payload()
+    payload = pr_payload()
     number = payload["pull_request"]["number"]
-    _github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
-    _project(tmp_path / "workspace")
-    done = _run(tmp_path, _job(tmp_path, "pull_request_target", payload))
+    fake_github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
+    make_project(tmp_path / "workspace")
+    done = run_action(tmp_path, job_env(tmp_path, "pull_request_target", payload))
     assert done.returncode == 0, done.stderr
     assert "nothing to do" not in done.stdout
     github = FakeGitHub(state_file=tmp_path / "github.json")
@@ -47,13 +55,13 @@ def test_pull_request_target_builds_and_reports_a_pull_request(tmp_path: Path) -
 
 
 def test_pull_request_target_of_a_fork_does_not_build_it(tmp_path: Path) -> None:
-    payload = _forked(_pr_payload())
+    payload = _forked(pr_payload())
     number = payload["pull_request"]["number"]
-    github = _github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
+    github = fake_github(tmp_path, number, **{"config.yaml": "sluice:\n  project: demo\n"})
     github.pulls[number]["fork"] = True
     github.save()
-    _project(tmp_path / "workspace")
-    done = _run(tmp_path, _job(tmp_path, "pull_request_target", payload))
+    make_project(tmp_path / "workspace")
+    done = run_action(tmp_path, job_env(tmp_path, "pull_request_target", payload))
     assert done.returncode == 0, done.stderr
     github = FakeGitHub(state_file=tmp_path / "github.json")
     assert "sluice/pr-environment" not in github.checks_on(HEAD) or (
@@ -68,12 +76,12 @@ def test_a_read_only_fork_job_is_refused_naming_pull_request_target(
     tmp_path: Path, event: str
 ) -> None:
     if event == "pull_request":
-        payload = _forked(_pr_payload())
+        payload = _forked(pr_payload())
     else:
         payload = _forked(load_case("github/pull_request_review/submitted.payload.json"))
-    _github(tmp_path, payload["pull_request"]["number"])
-    _project(tmp_path / "workspace")
-    done = _run(tmp_path, _job(tmp_path, event, payload))
+    fake_github(tmp_path, payload["pull_request"]["number"])
+    make_project(tmp_path / "workspace")
+    done = run_action(tmp_path, job_env(tmp_path, event, payload))
     assert done.returncode == 1, done.stdout + done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("::error title=Sluice::sluice action: pull request #")
@@ -83,7 +91,7 @@ def test_a_read_only_fork_job_is_refused_naming_pull_request_target(
 
 
 def test_the_refusal_is_for_forks_of_public_repositories_only() -> None:
-    same = _pr_payload()
+    same = pr_payload()
     action.refuse_read_only_fork("pull_request", same)  # the same repository: fine
     fork = _forked(same)
     action.refuse_read_only_fork("pull_request_target", fork)  # a token that can write

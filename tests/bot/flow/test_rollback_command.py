@@ -8,7 +8,6 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,26 +17,14 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.rollback import history
-from sluice.core.spark.submit import JobResult
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
+from tests.helpers.rollback import Recorder
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
 NOW = 1_525_046_400_000
 GATE = "\n  gate:\n    required_approvers:\n      users: [bob]\n      teams: [octo/data]\n"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.jobs: list[dict[str, Any]] = []
-
-    def __call__(self, *_args: Any) -> Recorder:
-        return self
-
-    def run(self, spec: dict[str, Any]) -> JobResult:
-        self.jobs.append(spec)
-        return JobResult(spec["job_id"], {}, 0.1, None)
 
 
 @dataclass
