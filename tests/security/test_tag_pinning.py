@@ -12,6 +12,8 @@ the tagged commit's state, or the promoted commit is read from the deployment re
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +31,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import TagNotResolved, pin_event
 from sluice.bot.queue.store import JobQueue
-from tests.helpers.cases import realcase
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, sign
 from tests.security.github_bot import OWNER, PREAMBLE, Bot, C, D, tag
 
@@ -138,3 +140,77 @@ def test_the_action_pins_a_release_to_github_sha() -> None:
     assert isinstance(pinned, TagEvent) and pinned.sha == C
     pushed = parse_github("push", tag("v1.0", D))
     assert pushed is not None and action.pinned(pushed, C) == pushed  # its own commit
+
+
+# --- a release the intake cannot pin (tests/fuzz/test_webhooks_schemathesis.py found it) ---
+
+
+def _stored(db: Path) -> tuple[list[tuple[str, int | None]], int]:
+    """The deliveries stored (id, job id) and the count of jobs queued."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT delivery_id, job_id FROM sluice_deliveries").fetchall()
+        (jobs,) = conn.execute("SELECT COUNT(*) FROM sluice_jobs").fetchone()
+        return [tuple(row) for row in rows], jobs
+
+
+def _post_release(client: TestClient, delivery: str) -> Any:
+    # The fuzzer's exact input: the real payload as captured, signed, delivery id "Q,W".
+    body = json.dumps(load_case("github/release/published.payload.json")).encode()
+    headers = {"X-GitHub-Event": "release", "X-GitHub-Delivery": delivery,
+               "X-Hub-Signature-256": sign(body)}  # fmt: skip
+    return client.post("/webhooks/github", content=body, headers=headers)
+
+
+def test_a_release_to_a_service_without_forge_credentials_is_stored_as_no_work(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No SLUICE_GITHUB_TOKEN nor App: no redelivery can resolve the tag until the operator
+    # sets one, so a 503 ("deliver it again") was a retry loop for nothing, and the fuzzer's
+    # server error. The release is stored without work, the log names the settings.
+    db = tmp_path / "queue.db"
+    settings = ServiceSettings(webhook_secret=SECRET, workdir=tmp_path / "svc",
+                               database_url=f"sqlite:///{db}")  # fmt: skip
+    with TestClient(create_app(settings, start_workers=False)) as client:
+        first = _post_release(client, "Q,W")
+        assert (first.status_code, first.json()) == (202, {"status": "queued", "delivery": "Q,W"})
+        again = _post_release(client, "Q,W")
+        assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    assert _stored(db) == ([("Q,W", None)], 0)  # no job: nothing it could promote
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors and all("tag '0.0.1' not promoted" in error for error in errors), errors
+    assert "no GitHub credentials" in errors[0] and "SLUICE_GITHUB_TOKEN" in errors[0]
+
+
+def test_a_release_the_forge_cannot_resolve_now_is_a_503_that_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "queue.db"
+    settings = ServiceSettings(webhook_secret=SECRET, workdir=tmp_path / "svc",
+                               database_url=f"sqlite:///{db}")  # fmt: skip
+    github = MemoryForge("Codertocat/Hello-World", name="github")
+    github.commit(C, {"README.md": "hello\n"})
+    github.tag("0.0.1", C)
+    answers = iter([RuntimeError("no route to GitHub"), None])
+
+    def forge_for(_event: object) -> MemoryForge:
+        failure = next(answers)
+        if failure is not None:
+            raise failure
+        return github
+
+    with TestClient(create_app(settings, forge_for=forge_for, start_workers=False)) as client:
+        down = _post_release(client, "Q,W")
+        assert down.status_code == 503
+        assert down.json() == {"error": "the forge did not say which commit the release's "
+                               "tag names: deliver it again later"}  # fmt: skip
+        assert _stored(db) == ([], 0)  # nothing stored: the redelivery is fresh
+        back = _post_release(client, "Q,W")
+        assert back.status_code == 202
+    deliveries, jobs = _stored(db)
+    assert [d for d, _ in deliveries] == ["Q,W"] and jobs == 1
+    queue = JobQueue(settings.state_url())
+    try:
+        job = queue.claim("test", 0.0)
+    finally:
+        queue.close()
+    assert job is not None and job.head_sha == C  # pinned on the redelivery

@@ -48,6 +48,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.base import Forge
 from sluice.bot.intake.group_commit import Intake, IntakeClosed
+from sluice.bot.intake.pin import TagNotResolved
 from sluice.bot.intake.verify import verify_github, verify_token
 from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
@@ -255,8 +256,9 @@ _WEBHOOK_BODY_AND_RESPONSES: dict[str, Any] = {
         },
         "413": {"description": "The body is over max_body_bytes.", "content": _ERROR_JSON},
         "503": {
-            "description": "Not stored (the state database failed, or the service is stopping): "
-            "deliver it again later.",
+            "description": "Not stored (the state database failed, the forge did not say "
+            "which commit a release's tag names, or the service is stopping): deliver it again "
+            "later.",
             "content": _ERROR_JSON,
         },
     },
@@ -580,6 +582,13 @@ def create_app(
         intake: Intake = state["intake"]
         try:
             fresh = await intake.accept(Delivery(delivery, forge, event_name, job, time.time()))
+        except TagNotResolved as exc:
+            log.error("delivery %r not stored: %s", delivery[:64], scrub(str(exc)))
+            return "unavailable", _error(
+                503,
+                "the forge did not say which commit the release's tag names: deliver it "
+                "again later",
+            )
         except StateError as exc:
             log.error("delivery %r not stored: %s", delivery[:64], scrub(str(exc)))
             return "unavailable", _error(

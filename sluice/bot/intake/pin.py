@@ -23,7 +23,7 @@ from collections.abc import Callable
 from sluice.bot.events.neutral import Event, TagEvent, event_from_json
 from sluice.bot.forge.base import Forge
 from sluice.bot.queue.store import NewJob
-from sluice.core.errors import SluiceError, StateError
+from sluice.core.errors import ConfigError, SluiceError, StateError
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +38,39 @@ class TagNotResolved(StateError):
 def pin_event(event: Event, forge_for: ForgeFor) -> Event | None:
     """``event`` with the commit its tag names now, when it is a tag event without one
     (a release); other events as they are. None: the tag names no commit now (deleted
-    before the delivery arrived, or it names a tree), so the event has nothing to promote.
+    before the delivery arrived, or it names a tree), or the service has no credentials
+    for the event's forge (``forge_for`` raised ``ConfigError``: a setting, not the
+    forge, is missing, and no redelivery can change that), so the event has nothing to
+    promote.
 
     Raises:
-        TagNotResolved: the forge failed to answer.
+        TagNotResolved: the forge failed to answer (or its client failed otherwise).
     """
     if not isinstance(event, TagEvent) or event.sha is not None:
         return event
     try:
-        sha = forge_for(event).commit_of(f"tags/{event.tag}")
-    except Exception as exc:  # a forge error, or a client that could not be made
-        reason = exc.message if isinstance(exc, SluiceError) else type(exc).__name__
-        raise TagNotResolved(
-            f"the {event.source} of tag {event.tag!r} in {event.repo} was not stored: the "
-            f"forge did not say which commit the tag names ({reason})",
-            hint="the forge's delivery answer is 503: deliver it again once the forge answers",
-        ) from exc
+        forge = forge_for(event)
+    except ConfigError as exc:
+        # This service has no credentials for the event's forge: no redelivery can
+        # resolve the tag until its operator sets them, so a 503 would only be retried
+        # for nothing (GitLab disables a hook that keeps failing). Nothing to promote.
+        log.error(
+            "%s: %s of tag %r not promoted: the service cannot ask %s which commit the "
+            "tag names: %s (%s); once set, push the tag again or publish a new release",
+            event.repo,
+            event.source,
+            event.tag,
+            event.forge,
+            exc.message,
+            exc.hint or "check the service's forge settings",
+        )
+        return None
+    except Exception as exc:  # a client that could not be made
+        raise _not_resolved(event, exc) from exc
+    try:
+        sha = forge.commit_of(f"tags/{event.tag}")
+    except Exception as exc:  # a forge error: it failed, or did not answer
+        raise _not_resolved(event, exc) from exc
     if sha is None:
         log.warning(
             "%s: %s of tag %r ignored: the tag names no commit now (deleted or moved to a "
@@ -64,6 +81,15 @@ def pin_event(event: Event, forge_for: ForgeFor) -> Event | None:
         )
         return None
     return dataclasses.replace(event, sha=sha)
+
+
+def _not_resolved(event: TagEvent, exc: Exception) -> TagNotResolved:
+    reason = exc.message if isinstance(exc, SluiceError) else type(exc).__name__
+    return TagNotResolved(
+        f"the {event.source} of tag {event.tag!r} in {event.repo} was not stored: the "
+        f"forge did not say which commit the tag names ({reason})",
+        hint="the forge's delivery answer is 503: deliver it again once the forge answers",
+    )
 
 
 def pin_job(job: NewJob | None, forge_for: ForgeFor) -> NewJob | None:
