@@ -205,7 +205,7 @@ def resolve_identifiers(tree: _Tree) -> _Tree:
     """
     for table in list(tree.find_all(exp.Table)):
         clause = table.this
-        if not _is_identifier_clause(clause):
+        if not is_identifier_clause(clause):
             continue
         literal = _identifier_literal(clause)
         named = _table_named(literal) if literal is not None else None
@@ -223,7 +223,8 @@ def resolve_identifiers(tree: _Tree) -> _Tree:
     return tree
 
 
-def _is_identifier_clause(node: exp.Expr | None) -> bool:
+def is_identifier_clause(node: exp.Expr | None) -> bool:
+    """Whether ``node`` is ``IDENTIFIER(...)``: a name Spark works out when it runs."""
     return isinstance(node, exp.DynamicIdentifier) or (
         isinstance(node, exp.Anonymous) and node.name.upper() == "IDENTIFIER"
     )
@@ -367,7 +368,7 @@ def _walk(tree: exp.Expr, references_checked: bool = True) -> Iterator[FileAcces
             yield _reads(node.name, f"{node.db}.`{node.name}`", *_schema_start(node))
         elif isinstance(node, exp.Table) and not references_checked and _format_schema(node):
             yield _relative(node, f"{node.db}.{node.name}", _schema_start(node))
-        elif _is_identifier_clause(node):
+        elif is_identifier_clause(node):
             access = _identifier(node)
             if access is not None:
                 yield access

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlglot
-from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice import __version__
@@ -45,6 +44,7 @@ from sluice.core.model.pycode import models as pycode_models
 from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
 from sluice.core.model.unittests import parse_unit_tests
+from sluice.core.plan import statements as project_statements
 from sluice.core.yamlio import read_yaml
 
 log = logging.getLogger(__name__)
@@ -612,10 +612,13 @@ def _statements(
 ) -> tuple[str, ...]:
     """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked.
 
-    They run in every job of the project, a pull request's too, so only statements that
-    create what does not exist yet are taken (``CREATE SCHEMA|TABLE|VIEW IF NOT EXISTS``,
-    no LOCATION): anything that could change or drop existing data, set the session up
-    or reach files is refused, as a model's query would be.
+    They run in every job of the project, a pull request's too, so each statement is
+    allow-listed whole (:mod:`sluice.core.plan.statements`: ``CREATE SCHEMA|TABLE|VIEW
+    ... IF NOT EXISTS`` of a plain name, columns or a query, ``USING`` parquet, orc,
+    delta or iceberg, no OPTIONS, LOCATION, SERDE, ...), and neither its text nor its tree
+    may reach past the catalog, as a model's query may not (files are read only by paths
+    ``sluice.allowed_paths`` allow). What runs is the Spark SQL sqlglot writes of it,
+    without comments, and that is checked again the way the driver checks it.
     """
     given: tuple[str, ...] = getattr(config, key)
     if not given:
@@ -649,24 +652,15 @@ def _statements(
             )
             continue
         statement = parsed[0]
-        kind = str(statement.args.get("kind") or "").upper()
-        if (
-            not isinstance(statement, exp.Create)
-            or kind not in ("SCHEMA", "DATABASE", "TABLE", "VIEW")
-            or not statement.args.get("exists")
-            or statement.args.get("replace")
-            or statement.find(exp.LocationProperty) is not None
-        ):
-            fail(
-                f"Sluice runs only CREATE SCHEMA, TABLE or VIEW ... IF NOT EXISTS here, got "
-                f"'{_short(text)}'",
-                "statements from config.yaml run in every job, a pull request's too, so "
-                "they may only create what does not exist yet (and no LOCATION); do the rest "
-                "outside Sluice",
-            )
+        refused = project_statements.shape(statement)
+        if refused is not None:
+            fail(refused.what, refused.hint)
             continue
         try:
-            found = fileaccess.find_in_tree(statement, references_checked=False)
+            found = [
+                *fileaccess.find_in_text(text),
+                *fileaccess.find_in_tree(statement, references_checked=False),
+            ]
             fileaccess.refuse(
                 # Positions inside one YAML string: the statement's line says where.
                 [replace(a, line=0, col=0) for a in found],
@@ -675,12 +669,17 @@ def _statements(
                 str(path),
                 line,
             )
-            spark_sql = statement.sql("spark", unsupported_level=ErrorLevel.RAISE)
+            spark_sql = statement.sql("spark", unsupported_level=ErrorLevel.RAISE, comments=False)
         except SluiceError as exc:
             errors.append(exc)
             continue
         except UnsupportedError as exc:
             fail(f"cannot be written as Spark SQL: {exc}", "rewrite it with Spark's syntax")
+            continue
+        # What runs is sqlglot's Spark SQL: the driver checks it with the same rule.
+        refused = project_statements.check(spark_sql)
+        if refused is not None:
+            fail(f"as Spark SQL ({_short(spark_sql)}) it {refused.what}", refused.hint)
             continue
         result.append(spark_sql)
     return tuple(result)

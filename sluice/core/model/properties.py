@@ -59,7 +59,12 @@ SPARK_SQL_TUNING = tuple(k for k in SPARK_TUNING if k.startswith("spark.sql."))
 TRANSFORM_FORMATS = frozenset({"iceberg"})
 """Table formats whose Spark tables take partition transforms (``days(ts)``)."""
 
-_FORMAT = re.compile(r"^[a-z][a-z0-9_.]*$")
+FORMATS = ("parquet", "orc", "delta", "iceberg", "hive")
+"""The formats a model's ``table_format`` / ``storage_format`` (and
+``sluice.spark.table_format``) may name: what becomes ``USING`` of its physical table
+(``hive``: Spark's default). Anything else (``jdbc``, ``text``, a class name) is a data
+source that reads or writes past the catalog, so it is refused."""
+_FORMAT_HINT = f"write one of {', '.join(FORMATS)}"
 _RESERVED = frozenset(
     {"location", "path", "provider", "owner", "external", "comment", "is_managed_location"}
 )
@@ -227,11 +232,9 @@ def _is_column(text: str) -> bool:
 
 def _format(src: _Src, node: Node, key: str) -> str:
     value = _word(src, node, key).lower()
-    if not _FORMAT.match(value):
+    if value not in FORMATS:
         raise src.error(
-            f"{key} '{value}' is not a format name",
-            node,
-            "write a name such as parquet, orc, delta or iceberg",
+            f"{key} '{value}' is not a format Sluice creates tables with", node, _FORMAT_HINT
         )
     return value
 
@@ -423,7 +426,24 @@ class TableLayout:
 
 
 def table_layout(model: Model, default_format: str) -> TableLayout:
-    """What Spark gets of the model's partitioning, clustering, formats and properties."""
+    """What Spark gets of the model's partitioning, clustering, formats and properties.
+
+    Raises:
+        ModelError: a format not in :data:`FORMATS` (a Python model's, or
+            ``sluice.spark.table_format``), naming the model's file and line.
+    """
+    for what, value in (
+        ("table_format", model.table_format),
+        ("storage_format", model.storage_format),
+        ("sluice.spark.table_format", default_format),
+    ):
+        if value is not None and str(value).lower() not in FORMATS:
+            raise ModelError(
+                f"{model.name}: {what} '{value}' is not a format Sluice creates tables with",
+                path=model.path,
+                line=model.line,
+                hint=_FORMAT_HINT,
+            )
     notes: list[tuple[str, str]] = []
     table_format = model.table_format if model.table_format != "hive" else None
     provider = (table_format or model.storage_format or default_format).lower()

@@ -1,9 +1,29 @@
-"""A project's own statements (config.yaml's ``before_all`` / ``after_all``): the schemas
-they may not name, and their digest (pure).
+"""A project's own statements (config.yaml's ``before_all`` / ``after_all``): what they
+may be, the schemas they may not name, and their digest (pure).
 
-They run in every job of the project, a pull request's too, outside any model: one that
-named a schema Sluice manages could make a table ahead under a physical table's name, or
-put a table where a prod or pull request view belongs. So none may name
+They run in every job of the project, a pull request's too (its own build, before any
+approval), outside any model. Spark SQL's ``CREATE`` reaches far past the catalog: ``USING
+jdbc OPTIONS (url ..., sessionInitStatement ...)`` runs SQL on any database the driver can
+reach (the Hive metastore's own, say), ``USING csv OPTIONS (path ...)`` or ``LOCATION``
+reads any file, a class name is a provider. So the whole statement is allow-listed on
+sqlglot's tree (:func:`shape`), and anything not listed is refused:
+
+- ``CREATE SCHEMA|DATABASE IF NOT EXISTS name``;
+- ``CREATE TABLE IF NOT EXISTS name (column type [NOT NULL] [COMMENT '...'], ...)``, or
+  ``... AS <query>``, with optional ``USING`` one of :data:`PROVIDERS`, ``PARTITIONED BY
+  (columns)``, ``COMMENT '...'`` and ``TBLPROPERTIES`` whose keys are no path, location,
+  provider, class or Sluice's own (:func:`property_problem`);
+- ``CREATE VIEW IF NOT EXISTS name [(columns)] [COMMENT '...'] [TBLPROPERTIES (...)] AS
+  <query>``.
+
+Names are plain (``[catalog.]schema.table``, letters, digits and ``_``), the query reads
+tables by plain names, and the text rules and tree rules of
+:mod:`sluice.core.model.fileaccess` hold for the whole statement (:func:`check`). The
+loader checks each statement as written and as the Spark SQL it becomes; the driver's sql
+step checks the project's statements once more before it runs them
+(:func:`sluice.core.spark.steps.sql.run_sql`), with the same :func:`check`.
+
+And none may name
 
 - a physical schema (``sluice__<schema>``), nor any schema with ``__`` in its name: that
   is the form of an environment's view schemas (``<schema>__<environment>``);
@@ -19,13 +39,369 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from sluice.core.model import fileaccess
+from sluice.core.model.properties import MARK_PREFIX
 from sluice.core.snapshot.naming import PHYSICAL_PREFIX
+
+STEP_IDS = frozenset({"before_all", "after_all"})
+"""The ids of the job steps that run a project's statements (``jobs.ALL_STEPS``): the
+driver checks those steps' statements with :func:`check` before it runs them."""
+
+PROVIDERS = ("parquet", "orc", "delta", "iceberg")
+"""The ``USING`` a project statement's table may have (or none: Spark's default)."""
+
+SHAPE_HINT = (
+    "config.yaml's statements run in every job, a pull request's too, so Sluice takes only "
+    "CREATE SCHEMA IF NOT EXISTS s; CREATE TABLE IF NOT EXISTS s.t (columns) or ... AS "
+    "SELECT, with optional USING parquet|orc|delta|iceberg, PARTITIONED BY (columns), "
+    "COMMENT and TBLPROPERTIES; and CREATE VIEW IF NOT EXISTS s.v AS SELECT. Do the rest "
+    "outside Sluice (or as a model)"
+)
+_PROPERTY_HINT = (
+    "remove the property: a project statement's table properties may not name a path, a "
+    "location, a provider, a class, options or Sluice's own sluice.* marks"
+)
+_NAME_HINT = "name it [catalog.]schema.name with letters, digits and '_' only, unquoted"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+_PROPERTY_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
+# What a table property's key may not name: where its files are, what reads them, what
+# Spark (or Hive, or a table format) loads as a class, and Spark's reserved keys. Long
+# words anywhere in the key (``write.data.path``, ``dataPath``); short ones as a word of
+# it (``owner``, ``data_owner``, but not ``classification`` or ``security``).
+_PROPERTY_PARTS = (
+    "path",
+    "location",
+    "provider",
+    "handler",
+    "serde",
+    "inputformat",
+    "outputformat",
+    "jdbc",
+    "dbtable",
+    "creatable",
+)
+_PROPERTY_WORDS = frozenset(
+    {
+        "url",
+        "urls",
+        "uri",
+        "uris",
+        "dir",
+        "dirs",
+        "class",
+        "classes",
+        "classname",
+        "impl",
+        "driver",
+        "external",
+        "owner",
+        "option",
+        "options",
+        "managed",
+    }
+)
+_KEY_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_PROPERTY_PREFIXES = (MARK_PREFIX, "spark.", "hive.")
+# sqlglot's arguments of a CREATE that the allow-list takes (any other one set is refused:
+# OR REPLACE, CLONE, a WITH before CREATE, ...).
+_CREATE_ARGS = frozenset({"this", "kind", "exists", "expression", "properties"})
+_WORDS = {
+    "replace": "OR REPLACE",
+    "clone": "CLONE",
+    "with_": "a WITH clause before CREATE",
+    "unique": "UNIQUE",
+    "refresh": "REFRESH",
+    "indexes": "indexes",
+    "no_schema_binding": "WITH NO SCHEMA BINDING",
+    "concurrently": "CONCURRENTLY",
+    "clustered": "CLUSTERED",
+    "begin": "BEGIN",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a project statement is refused.
+
+    Attributes:
+        what: What it does, to follow "before_all statement 2: ".
+        hint: How to fix it.
+    """
+
+    what: str
+    hint: str
+
+
+def check(sql: str, dialect: str = "spark") -> Refusal | None:
+    """The whole check of one project statement's text (None: it may run).
+
+    It is one statement of the allow-listed shape (:func:`shape`), and neither its text
+    nor its tree reaches past the catalog (:func:`sluice.core.model.fileaccess.find_in_text`
+    and :func:`~sluice.core.model.fileaccess.find_in_tree`, comments and literals
+    included): OPTIONS, LOCATION, SET, ADD JAR, CACHE TABLE, ``${``, Java calls, ... A file
+    read by a literal path (``parquet.`/data/x```) is left to the loader, which checks it
+    against ``sluice.allowed_paths`` (the driver does not know them).
+    """
+    try:
+        parsed = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except (ParseError, TokenError) as exc:
+        return Refusal(f"cannot parse it ({dialect}): {str(exc).splitlines()[0]}", SHAPE_HINT)
+    if len(parsed) != 1:
+        return Refusal(
+            f"expected one statement, found {len(parsed)}", "give each statement its own `- ` line"
+        )
+    refusal = shape(parsed[0])
+    if refusal is not None:
+        return refusal
+    found = [
+        *fileaccess.find_in_text(sql),
+        *fileaccess.find_in_tree(parsed[0], references_checked=False),
+    ]
+    for access in found:
+        if access.path is None:  # a literal path: sluice.allowed_paths may allow it
+            return Refusal(access.what, access.hint)
+    return None
+
+
+def shape(statement: exp.Expr) -> Refusal | None:
+    """What of ``statement`` (one parsed statement) the allow-list of project statements
+    does not take (see the module's docstring); None: all of it is taken."""
+    if not isinstance(statement, exp.Create):
+        words = " ".join(statement.sql("spark", comments=False).split()[:3])
+        return Refusal(
+            "Sluice runs only CREATE SCHEMA, TABLE or VIEW ... IF NOT EXISTS here, got "
+            f"'{_short(words)}'",
+            SHAPE_HINT,
+        )
+    kind = str(statement.args.get("kind") or "").upper()
+    if kind not in ("SCHEMA", "DATABASE", "TABLE", "VIEW"):
+        return Refusal(
+            f"Sluice runs only CREATE SCHEMA, TABLE or VIEW ... IF NOT EXISTS here, got "
+            f"CREATE {kind or '?'}",
+            SHAPE_HINT,
+        )
+    for key, value in statement.args.items():
+        if key not in _CREATE_ARGS and value not in (None, False, [], ""):
+            return Refusal(
+                f"uses {_WORDS.get(key, key.upper())}: Sluice runs only CREATE SCHEMA, TABLE "
+                "or VIEW ... IF NOT EXISTS here",
+                SHAPE_HINT,
+            )
+    if not statement.args.get("exists"):
+        return Refusal(
+            f"Sluice runs only CREATE {kind} ... IF NOT EXISTS here (it may only create what "
+            "does not exist yet)",
+            SHAPE_HINT,
+        )
+    if kind in ("SCHEMA", "DATABASE"):
+        return _schema(statement)
+    return _table_or_view(statement, kind)
+
+
+def _schema(statement: exp.Create) -> Refusal | None:
+    name = statement.this
+    if not isinstance(name, exp.Table) or not _plain(name) or statement.expression is not None:
+        return Refusal("names its schema other than by a plain name", _NAME_HINT)
+    return _properties(statement, (exp.SchemaCommentProperty,), "SCHEMA")
+
+
+def _table_or_view(statement: exp.Create, kind: str) -> Refusal | None:
+    target = statement.this
+    columns: list[exp.Expr] = []
+    if isinstance(target, exp.Schema):
+        columns = list(target.expressions)
+        target = target.this
+    if not isinstance(target, exp.Table) or not _plain(target):
+        return Refusal(f"names its {kind.lower()} other than by a plain name", _NAME_HINT)
+    allowed: tuple[type[exp.Expr], ...] = (exp.SchemaCommentProperty, exp.Property)
+    if kind == "TABLE":
+        allowed += (exp.FileFormatProperty, exp.PartitionedByProperty)
+    refusal = _properties(statement, allowed, kind)
+    if refusal is not None:
+        return refusal
+    for column in columns:
+        refusal = _column(column, kind)
+        if refusal is not None:
+            return refusal
+    body = statement.expression
+    if body is not None and not isinstance(body, exp.Query):
+        return Refusal(f"creates its {kind.lower()} from something other than a query", SHAPE_HINT)
+    if kind == "VIEW" and body is None:
+        return Refusal("creates a view without AS SELECT", SHAPE_HINT)
+    if kind == "TABLE" and body is None and not columns:
+        return Refusal("creates a table with neither columns nor AS SELECT", SHAPE_HINT)
+    return _reads(body) if body is not None else None
+
+
+def _column(column: exp.Expr, kind: str) -> Refusal | None:
+    """A column definition: a name, a type (a table's), NOT NULL, COMMENT."""
+    if kind == "VIEW" and isinstance(column, exp.Identifier):
+        return None  # a view's column by name only
+    if not isinstance(column, exp.ColumnDef) or not isinstance(column.this, exp.Identifier):
+        return Refusal(
+            f"defines '{_short(column.sql('spark', comments=False))}' among its columns",
+            "list columns as `name type [NOT NULL] [COMMENT '...']` only",
+        )
+    name = column.name
+    if kind == "TABLE" and not isinstance(column.args.get("kind"), exp.DataType):
+        return Refusal(f"gives column '{name}' no type", "write `name type`")
+    if kind == "VIEW" and column.args.get("kind") is not None:
+        return Refusal(f"gives view column '{name}' a type", "list a view's columns by name")
+    for constraint in column.args.get("constraints") or []:
+        inner = (
+            constraint.args.get("kind") if isinstance(constraint, exp.ColumnConstraint) else None
+        )
+        taken = isinstance(inner, exp.CommentColumnConstraint) or (
+            kind == "TABLE"
+            and isinstance(inner, exp.NotNullColumnConstraint)
+            and not inner.args.get("allow_null")
+        )
+        if not taken:
+            return Refusal(
+                f"gives column '{name}' '{_short(constraint.sql('spark', comments=False))}'",
+                "a project statement's columns take only NOT NULL and COMMENT '...'",
+            )
+    return None
+
+
+def _reads(body: exp.Expr) -> Refusal | None:
+    """The query of a CTAS or view reads tables by plain names (a computed name or a
+    quoted one with dots, a class name as a format, is no table of the catalog), or files
+    as ``format.`path``` of a file format, which the file rules check."""
+    for table in body.find_all(exp.Table):
+        if fileaccess.is_file_table(table) and table.db.lower() in fileaccess.FILE_FORMATS:
+            continue  # format.`path`: a path sluice.allowed_paths may allow (find_in_tree)
+        if isinstance(table.this, exp.Identifier):
+            if not _plain(table, (*_TABLE_READ_ARGS, *_TABLE_NAME_ARGS)):
+                return Refusal(
+                    f"reads '{_short(table.sql('spark', comments=False))}', which is not a "
+                    "plain table name",
+                    _NAME_HINT,
+                )
+        elif fileaccess.is_identifier_clause(table.this):
+            return Refusal("reads a table named by IDENTIFIER()", _NAME_HINT)
+    return None
+
+
+_TABLE_NAME_ARGS = ("this", "db", "catalog")
+# What a table read by a query may have besides its name.
+_TABLE_READ_ARGS = ("alias", "joins", "laterals", "pivots", "hints", "sample", "version")
+
+
+def _plain(table: exp.Table, args: Sequence[str] = _TABLE_NAME_ARGS) -> bool:
+    """``[catalog.]schema.name`` of plain parts (the created schema's name may be in
+    ``this`` or, as sqlglot reads CREATE SCHEMA, in ``db``), and nothing else set."""
+    for key, value in table.args.items():
+        if value in (None, False, [], ""):
+            continue
+        if key not in args:
+            return False
+    parts = [table.args.get(k) for k in _TABLE_NAME_ARGS]
+    named = [p for p in parts if p is not None]
+    return bool(named) and all(
+        isinstance(p, exp.Identifier) and _PLAIN_NAME.fullmatch(p.name) for p in named
+    )
+
+
+def _properties(
+    statement: exp.Create, allowed: tuple[type[exp.Expr], ...], kind: str
+) -> Refusal | None:
+    given = statement.args.get("properties")
+    for prop in given.expressions if isinstance(given, exp.Properties) else []:
+        if type(prop) not in allowed:
+            return Refusal(
+                f"uses {_short(prop.sql('spark', comments=False))}, which Sluice does not take "
+                f"in a project's CREATE {kind}",
+                SHAPE_HINT,
+            )
+        refusal = _property(prop)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+def _property(prop: exp.Expr) -> Refusal | None:
+    if isinstance(prop, exp.FileFormatProperty):
+        name = prop.this.name if isinstance(prop.this, exp.Identifier | exp.Var) else None
+        if prop.args.get("hive_format") or name is None or name.lower() not in PROVIDERS:
+            shown = _short(prop.sql("spark", comments=False))
+            return Refusal(
+                f"uses {shown}: a project statement's table is created USING "
+                f"{', '.join(PROVIDERS)} or Spark's default only",
+                f"write USING one of {', '.join(PROVIDERS)}, or leave USING out",
+            )
+    elif isinstance(prop, exp.PartitionedByProperty):
+        schema = prop.this
+        entries = schema.expressions if isinstance(schema, exp.Schema) else [schema]
+        for entry in entries:
+            if not _partition_column(entry):
+                return Refusal(
+                    f"partitions by '{_short(entry.sql('spark', comments=False))}'",
+                    "write PARTITIONED BY (column, ...)",
+                )
+    elif isinstance(prop, exp.SchemaCommentProperty):
+        if not (isinstance(prop.this, exp.Literal) and prop.this.is_string):
+            return Refusal("gives a COMMENT that is not a string", "write COMMENT '...'")
+    elif isinstance(prop, exp.Property):
+        key = (
+            prop.this.name if isinstance(prop.this, exp.Literal | exp.Var | exp.Identifier) else ""
+        )
+        value = prop.args.get("value")
+        literal = isinstance(value, exp.Boolean | exp.Literal)
+        problem = property_problem(key)
+        if problem is None and not literal:
+            problem = f"table property '{key}' is not set to a literal"
+        if problem is None and "jdbc:" in str(value.this if value else "").lower():
+            problem = f"table property '{key}' holds a JDBC URL"
+        if problem is not None:
+            return Refusal(problem, _PROPERTY_HINT)
+    return None
+
+
+def _partition_column(entry: exp.Expr) -> bool:
+    """A partition column: a name (``b``), or Hive's ``b INT`` (a column of its own)."""
+    if isinstance(entry, exp.Identifier):
+        return True
+    if isinstance(entry, exp.Column):
+        return isinstance(entry.this, exp.Identifier) and not entry.table
+    return (
+        isinstance(entry, exp.ColumnDef)
+        and isinstance(entry.this, exp.Identifier)
+        and isinstance(entry.args.get("kind"), exp.DataType)
+        and not entry.args.get("constraints")
+    )
+
+
+def property_problem(key: str) -> str | None:
+    """Why a project statement's table or view may not have the property ``key`` (None:
+    it may). Keys are plain (letters, digits, ``_ . -``) and name no path, location,
+    provider, class, options, Spark's or Hive's settings, nor Sluice's mark."""
+    lower = key.lower()
+    if not _PROPERTY_KEY.fullmatch(lower):
+        return f"table property '{_short(key)}' is not a plain key"
+    if lower.startswith(_PROPERTY_PREFIXES):
+        return f"table property '{key}' is Spark's, Hive's or Sluice's own"
+    words = [w.lower() for w in _KEY_WORD.findall(key)]
+    named = next((w for w in _PROPERTY_PARTS if w in lower), None) or next(
+        (w for w in words if w in _PROPERTY_WORDS), None
+    )
+    if named is not None:
+        return f"table property '{key}' may point at files, a data source or a class ('{named}')"
+    return None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
 
 HINT = (
     "Sluice creates and drops its physical schemas (sluice__*), the environments' view "

@@ -240,7 +240,7 @@ def test_before_all_and_after_all_are_carried_as_spark_sql(tmp_path: Path) -> No
         ("CREATE TABLE t (x INT)", "IF NOT EXISTS here"),
         ("INSERT INTO s.a SELECT 2, 'y'", "IF NOT EXISTS here"),
         ("SET spark.sql.ansi.enabled = true", "IF NOT EXISTS here"),
-        ("CREATE TABLE IF NOT EXISTS t (x INT) LOCATION '/tmp/x'", "IF NOT EXISTS here"),
+        ("CREATE TABLE IF NOT EXISTS t (x INT) LOCATION '/tmp/x'", "uses LOCATION '/tmp/x'"),
         ("ADD JAR /tmp/evil.jar", "IF NOT EXISTS here"),
         (
             "CREATE VIEW IF NOT EXISTS v AS SELECT reflect('java.lang.System', 'exit', 1) AS x",

@@ -29,13 +29,23 @@ def test_the_statements_run_and_run_again(local_spark: SparkSession, tmp_path: P
         for _ in range(2):  # IF NOT EXISTS: every job runs them, so a second run is a no-op
             run_sql(
                 local_spark,
-                {"type": "sql", "label": "b", "statements": list(project.before_all)},
+                {
+                    "type": "sql",
+                    "id": "before_all",  # the driver checks the project's statements again
+                    "label": "b",
+                    "statements": list(project.before_all),
+                },
                 ctx,
             )
             local_spark.sql("INSERT INTO ops.analytics VALUES ('t', '2024-01-01')")
             run_sql(
                 local_spark,
-                {"type": "sql", "label": "a", "statements": list(project.after_all)},
+                {
+                    "type": "sql",
+                    "id": "after_all",
+                    "label": "a",
+                    "statements": list(project.after_all),
+                },
                 ctx,
             )
         rows = local_spark.sql("SELECT eval_time FROM ops.latest_eval").collect()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.plan import statements as project_statements
 from sluice.core.spark.spec import SqlStep
 from sluice.core.spark.steps.context import StepContext
 
@@ -12,7 +13,22 @@ if TYPE_CHECKING:
 
 
 def run_sql(spark: SparkSession, step: SqlStep, ctx: StepContext) -> dict[str, Any]:
-    """``{"type": "sql", "statements": [...]}``: run each; returns the row count of the last."""
+    """``{"type": "sql", "statements": [...]}``: run each; returns the row count of the last.
+
+    A step that runs the project's own statements (config.yaml's ``before_all`` /
+    ``after_all``, by its id) runs only statements of the allow-list the loader checked
+    them with (:func:`sluice.core.plan.statements.check`), each checked again here before
+    any runs: whatever made the job, no ``USING jdbc``, OPTIONS or LOCATION of a pull
+    request reaches Spark.
+    """
+    if step.get("id") in project_statements.STEP_IDS:
+        for index, statement in enumerate(step["statements"]):
+            refused = project_statements.check(statement)
+            if refused is not None:
+                raise ValueError(
+                    f"{step['id']} statement {index + 1} is not one Sluice runs: it "
+                    f"{refused.what} (hint: {refused.hint})"
+                )
     rows: list[Any] = []
     for statement in step["statements"]:
         rows = spark.sql(statement).collect()
