@@ -225,3 +225,59 @@ def test_tuning_and_plain_properties_render_escaped_once() -> None:
     assert step["session_properties"] == [["spark.sql.shuffle.partitions", "3"]]
     assert step["table_properties"] == [["team", "it's"]]  # raw: quoted where the SQL is made
     assert view_steps(plan, None)["views"][0]["properties"] == [["note", "a\\\\b"]]
+
+
+# --- physical properties that point at files, a data source or a class ------------------
+
+
+REDIRECTING = [
+    "option.path",
+    "write.data.path",
+    "write.metadata.path",
+    "path",
+    "LOCATION",
+    "spark.sql.sources.provider",
+    "hive.metastore.uris",
+    "serialization.class",
+    "delta.logStore.class",
+]
+
+
+def test_reserved_keys_are_left_out_of_the_table_on_load() -> None:
+    kept = model("physical_properties (path = '/tmp/x', \"LOCATION\" = '/tmp/y', team = 1)")
+    assert [k for k, _ in kept.physical_properties] == ["team"]
+
+
+@pytest.mark.parametrize("key", [k for k in REDIRECTING if k.lower() not in ("path", "location")])
+def test_a_physical_property_that_redirects_the_table_is_refused_on_load(key: str) -> None:
+    error = refused(f"physical_properties (\"{key}\" = '/tmp/elsewhere')")
+    assert error.path == PATH and error.line == 4
+    assert "may point at files" in str(error) or "own" in str(error) or "reserved" in str(error)
+
+
+@pytest.mark.parametrize("key", REDIRECTING)
+def test_it_is_refused_again_where_it_becomes_a_statement(key: str) -> None:
+    # A Python model's decorator reaches the render without the header's checks.
+    import dataclasses
+
+    from sluice.core.spark.render import build_steps
+
+    hostile = dataclasses.replace(
+        model("owner bob"), physical_properties=((key, "/tmp/elsewhere"),)
+    )
+    with pytest.raises(ModelError, match="physical_properties") as caught:
+        build_steps(_plan_of(hostile), {}, ".", "parquet")
+    assert (caught.value.path, caught.value.line) == (PATH, 1)
+
+
+def test_table_tuning_properties_still_apply() -> None:
+    kept = model(
+        'physical_properties ("format-version" = 2, "write.parquet.compression-codec" = \'zstd\','
+        " \"delta.appendOnly\" = true, team = 'data')"
+    ).physical_properties
+    assert [k for k, _ in kept] == [
+        "format-version",
+        "write.parquet.compression-codec",
+        "delta.appendonly",
+        "team",
+    ]

@@ -26,6 +26,8 @@ from sqlglot.errors import ParseError, TokenError
 from sluice.core.errors import ModelError
 from sluice.core.model.definition import KindName, Model
 from sluice.core.model.header import Node, call_as_pair
+from sluice.core.plan import statements
+from sluice.core.snapshot.naming import MARK_PREFIX
 from sluice.core.spark.tuning import SPARK_TUNING, is_tuning, spelled
 
 PROPERTIES = frozenset(
@@ -49,9 +51,6 @@ PROPERTIES = frozenset(
 )
 """The properties this module reads, besides ``partitioned_by`` and ``description``."""
 
-MARK_PREFIX = "sluice."
-"""Table properties with this prefix are Sluice's (the mark of a table it created, see
-:mod:`sluice.core.spark.steps.build`): a model may not set them."""
 
 SPARK_SQL_TUNING = tuple(k for k in SPARK_TUNING if k.startswith("spark.sql."))
 """The tuning keys a model's ``session_properties`` apply (the others size the application)."""
@@ -355,6 +354,14 @@ def _keep(
                 node,
                 f"remove it, or name the property without the '{MARK_PREFIX}' prefix",
             )
+        if where == "table" and key != "creatable_type" and key not in _RESERVED:
+            problem = statements.property_problem(key)
+            if problem is not None:
+                raise src.error(
+                    f"{problem} ({name})",
+                    node,
+                    "Sluice decides where and how a model's table is stored; remove it",
+                )
         if key == "creatable_type" or key in _RESERVED:
             notes.append(
                 src.note(

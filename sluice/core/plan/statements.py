@@ -48,8 +48,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.model import fileaccess
-from sluice.core.model.properties import MARK_PREFIX
-from sluice.core.snapshot.naming import PHYSICAL_PREFIX
+from sluice.core.snapshot.naming import MARK_PREFIX, PHYSICAL_PREFIX
 
 STEP_IDS = frozenset({"before_all", "after_all"})
 """The ids of the job steps that run a project's statements (``jobs.ALL_STEPS``): the

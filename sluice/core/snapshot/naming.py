@@ -17,6 +17,10 @@ import re
 from sluice.core.errors import PlanError
 from sluice.core.model.names import split
 
+MARK_PREFIX = "sluice."
+"""Table properties with this prefix are Sluice's (the mark of a table it created, see
+:mod:`sluice.core.spark.steps.build`): a model or a project statement may not set them."""
+
 PROD = "prod"
 PHYSICAL_PREFIX = "sluice__"
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")

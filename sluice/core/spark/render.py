@@ -18,11 +18,12 @@ from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
 from sluice.core.model.names import quote_column, sql_name
-from sluice.core.model.properties import MARK_PREFIX, table_layout
+from sluice.core.model.properties import table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
+from sluice.core.plan import statements
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import physical_schema, view_name
+from sluice.core.snapshot.naming import MARK_PREFIX, physical_schema, view_name
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.spark.spec import (
     AuditStep,
@@ -304,6 +305,13 @@ def checked_pairs(model: Model, pairs: Iterable[tuple[str, str]], what: str) -> 
                 f"{what} '{key}' of {model.name} is Sluice's own (the mark of its tables)",
                 f"remove it, or name the property without the '{MARK_PREFIX}' prefix",
             )
+        elif what == "physical_properties":
+            found = statements.property_problem(key)
+            if found is not None:
+                problem = (
+                    f"{found} (physical_properties of {model.name})",
+                    "Sluice decides where and how a model's table is stored; remove it",
+                )
         if problem is not None:
             raise ModelError(problem[0], path=model.path, line=model.line, hint=problem[1])
         checked.append([key, value])
