@@ -12,25 +12,42 @@ escape would find no secret in it.
 
 A rendered block replaces its markers and text in the file; when it has fewer lines than
 the Jinja it came from, blank lines keep everything after it on its own line number.
+
+What the templates render to is capped per template, per file and per project
+(:data:`.jinja_sandbox.MAX_OUTPUT`, :func:`.jinja_sandbox.file_cap`,
+:data:`.jinja_sandbox.MAX_PROJECT_OUTPUT`): the child stops at the template that goes over,
+and this process checks the totals again and reads at most :data:`MAX_CHILD_BYTES` of the
+child's answers, so a project of many small blocks cannot hand the loader gigabytes of
+SQL to scan.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import selectors
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sluice.core import sandbox
 from sluice.core.errors import ConfigError, ModelError, SluiceError
+from sluice.core.model import jinja_sandbox
 from sluice.core.model.scan import LineIndex, find_code
 
 CHILD_SECONDS = 120
 """Wall-clock limit of the rendering process for a whole project."""
+MAX_CHILD_BYTES = 4 * jinja_sandbox.MAX_PROJECT_OUTPUT + 4 * 1024 * 1024
+"""Most bytes read from the rendering process's answers: the project's cap in UTF-8 (at
+most 4 bytes a character) and room for JSON and error messages. Past it the process is
+killed and the template it was rendering is the error."""
+_READ_CHUNK = 1 << 16
 
 _BEGIN = r"(?i:\bJINJA_(?P<kind>QUERY|STATEMENT)_BEGIN\s*;)"
 _END = re.compile(r"(?i:\bJINJA_END\s*;)")
@@ -136,11 +153,12 @@ def render_models(
     texts: dict[str, str] = {}
     if not split:
         return Rendered(texts, errors)
-    templates = [
-        [path, files[path][b.body_start : b.body_end], b.line]
+    templates: list[tuple[str, str, int]] = [
+        (path, files[path][b.body_start : b.body_end], b.line)
         for path, found in split.items()
         for b in found
     ]
+    caps = _caps({path: len(files[path]) for path in split})
     request = {
         "variables": dict(variables),
         "env": dict(env or {}),
@@ -149,18 +167,36 @@ def render_models(
             [path, text, 1] for path, text in sorted(macros.items()) if _MARKERS.search(text)
         ],
         "templates": templates,
+        "caps": caps,
     }
-    answers = _render(request, [str(t[0]) for t in templates])
+    answers = _render(request, [(path, line) for path, _, line in templates])
+    # The child has kept to the caps; checked again here, before any text is spliced.
+    totals = jinja_sandbox.Totals(caps)
     at = 0
     for path, found in split.items():
         mine = answers[at : at + len(found)]
         at += len(found)
         failed = next((a for a in mine if isinstance(a, SluiceError)), None)
+        for block, answer in zip(found, mine, strict=True):
+            if failed is not None:
+                break
+            over = totals.check(jinja_sandbox.Source(path, "", block.line), str(answer))
+            if over is not None:
+                failed = _error(jinja_sandbox.as_dict(over), ModelError)
         if failed is not None:
             errors[path] = failed
         else:
             texts[path] = splice(files[path], found, [str(a) for a in mine])
     return Rendered(texts, errors)
+
+
+def _caps(sizes: Mapping[str, int]) -> dict[str, Any]:
+    """What the files of ``sizes`` (path -> characters) may render to, for the child and
+    for the check of its answers (see :func:`.jinja_sandbox.render_batch`)."""
+    return {
+        "files": {path: jinja_sandbox.file_cap(size) for path, size in sizes.items()},
+        "project": jinja_sandbox.MAX_PROJECT_OUTPUT,
+    }
 
 
 def render_config(text: str, path: str, env: Mapping[str, str] | None = None) -> str:
@@ -173,55 +209,146 @@ def render_config(text: str, path: str, env: Mapping[str, str] | None = None) ->
     if not _MARKERS.search(text):
         return text
     request = {"env": dict(env or {}), "templates": [[path, text, 1]]}
-    answer = _render(request, [path], ConfigError)[0]
+    answer = _render(request, [(path, 1)], ConfigError)[0]
     if isinstance(answer, SluiceError):
         raise answer
     return answer
 
 
 def _render(
-    request: dict[str, Any], names: list[str], error_type: type[SluiceError] = ModelError
+    request: dict[str, Any],
+    names: list[tuple[str, int]],
+    error_type: type[SluiceError] = ModelError,
 ) -> list[str | SluiceError]:
-    """Run the child; one rendered text or error per template of ``request``."""
+    """Run the child; one rendered text or error per template of ``request`` (``names``:
+    the file and first line of each, for the error of the one the child stopped at)."""
     root = str(Path(__file__).resolve().parents[3])
     code = f"import sys; sys.path.insert(0, sys.argv[1]); from {_SANDBOX} import main; main()"
     payload = json.dumps(request, default=str).encode("utf-8")
-    try:
-        launch = sandbox.wrap([sys.executable, "-I", "-c", code, root], PROFILE)
-        done = subprocess.run(  # our own interpreter and module, nothing from the project
-            launch.argv,
-            input=payload,
-            capture_output=True,
-            timeout=CHILD_SECONDS,
-            env={},
-            check=False,
-        )
-        output, crashed = done.stdout, done.returncode != 0
-    except subprocess.TimeoutExpired as exc:
-        output, crashed = exc.output or b"", True
-    lines = [json.loads(line) for line in output.decode("utf-8").splitlines() if line.strip()]
+    launch = sandbox.wrap([sys.executable, "-I", "-c", code, root], PROFILE)
+    output, stopped = _run_child(launch.argv, payload)
+    lines = _answers(output)
+    if lines is None:  # not the child's own answers: stop at the first line that is not
+        lines, stopped = _answers(output, lenient=True) or [], stopped or "crashed"
     macros_line = lines.pop(0) if lines and "macros_error" in lines[0] else None
     if macros_line is not None:
         error = _error(macros_line["macros_error"], error_type)
         return [error for _ in names]
     answers: list[str | SluiceError] = [
-        _error(line["error"], error_type) if "error" in line else str(line["text"])
-        for line in lines
+        _error(line["error"], error_type) if "error" in line else str(line.get("text"))
+        for line in lines[: len(names)]
     ]
-    if crashed or len(answers) < len(names):
+    if stopped is not None or len(answers) < len(names):
         # The template after the last answer is the one that went past the limits.
-        culprit = names[len(answers)] if len(answers) < len(names) else names[-1]
-        failure = error_type(
-            f"rendering its Jinja went past the limits of the sandbox (more than "
-            f"{CHILD_SECONDS} seconds, or the memory or CPU the rendering process may use)",
-            path=culprit,
-            hint="make the template's loops, recursion and strings smaller",
-        )
+        path, line = names[min(len(answers), len(names) - 1)]
+        if stopped == "output":
+            failure = error_type(
+                f"rendering its Jinja wrote more than {MAX_CHILD_BYTES:,} bytes, the most "
+                "Sluice reads from the rendering process (it was stopped at this block)",
+                path=path,
+                line=line,
+                hint="make the templates render less: fewer or smaller JINJA blocks, "
+                "loops and repeated strings",
+            )
+        else:
+            failure = error_type(
+                f"rendering its Jinja went past the limits of the sandbox (more than "
+                f"{CHILD_SECONDS} seconds, or the memory or CPU the rendering process may use)",
+                path=path,
+                line=line,
+                hint="make the template's loops, recursion and strings smaller",
+            )
         answers += [failure] * (len(names) - len(answers))
     return answers
 
 
-def _error(data: Mapping[str, Any], error_type: type[SluiceError]) -> SluiceError:
+def _run_child(argv: list[str], payload: bytes) -> tuple[bytes, str | None]:
+    """Run the rendering process on ``payload``: what it wrote on stdout (at most
+    :data:`MAX_CHILD_BYTES`, complete lines or not) and why it was stopped: None (it
+    ended by itself, exit code 0), ``"crashed"`` (another exit code, or past
+    :data:`CHILD_SECONDS`) or ``"output"`` (past :data:`MAX_CHILD_BYTES`: killed)."""
+    process = subprocess.Popen(  # our own interpreter and module, nothing from the project
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    feeder = threading.Thread(target=_feed, args=(process.stdin, payload), daemon=True)
+    feeder.start()
+    chunks: list[bytes] = []
+    size = 0
+    stopped: str | None = None
+    deadline = time.monotonic() + CHILD_SECONDS
+    fd = process.stdout.fileno()
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    stopped = "crashed"
+                    break
+                if not selector.select(left):
+                    continue
+                chunk = os.read(fd, _READ_CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_CHILD_BYTES:
+                    stopped = "output"
+                    break
+                chunks.append(chunk)
+    except BaseException:
+        process.kill()
+        raise
+    finally:
+        if stopped is not None:
+            process.kill()
+        try:  # a child that closed its stdout gets the rest of its time to end
+            code = process.wait(timeout=max(deadline - time.monotonic(), 0.0) + 1.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+            stopped = stopped or "crashed"
+        process.stdout.close()
+        feeder.join()
+    if stopped is None and code != 0:
+        stopped = "crashed"
+    return b"".join(chunks), stopped
+
+
+def _feed(stdin: IO[bytes], payload: bytes) -> None:
+    """Write the request to the child (it reads it whole before it answers)."""
+    try:
+        stdin.write(payload)
+        stdin.close()
+    except OSError:  # the child ended first: its exit code says why
+        pass
+
+
+def _answers(output: bytes, *, lenient: bool = False) -> list[dict[str, Any]] | None:
+    """The child's answers, one JSON object a line (a line cut short by a kill is left
+    out). None when a line is not one: a child that lost its sandbox may write anything;
+    ``lenient``: the answers before that line instead."""
+    answers: list[dict[str, Any]] = []
+    for raw in output.split(b"\n")[:-1]:
+        if not raw.strip():
+            continue
+        try:
+            answer = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            return answers if lenient else None
+        answers.append(answer)
+    return answers
+
+
+def _error(data: Any, error_type: type[SluiceError]) -> SluiceError:
+    if not isinstance(data, Mapping):  # not the child's own answer
+        data = {"message": "the rendering process answered something else than an error"}
     return error_type(
         str(data.get("message")),
         path=str(data.get("path")),

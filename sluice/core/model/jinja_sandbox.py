@@ -35,6 +35,15 @@ from jinja2.utils import Namespace
 
 MAX_OUTPUT = 1_000_000
 """Most characters one template (a block, a macros file, config.yaml) may render to."""
+MAX_FILE_OUTPUT = 1_000_000
+"""Most characters the JINJA blocks of one model file may render to all together, unless
+the file is large: then :data:`FILE_OUTPUT_FACTOR` times its size (:func:`file_cap`).
+Every block is its own template, so :data:`MAX_OUTPUT` alone would let a file of 300
+blocks render 300 times as much."""
+FILE_OUTPUT_FACTOR = 4
+"""How many times its own size a large model file's blocks may render to (see above)."""
+MAX_PROJECT_OUTPUT = 20_000_000
+"""Most characters all the JINJA blocks of a project may render to together."""
 MAX_STRING = 1_000_000
 """Longest string an operation or call inside a template may build or receive."""
 MAX_NUMBER_BITS = 256
@@ -60,12 +69,15 @@ _SENTINEL = re.compile(rf"'?{MACRO_VARIABLE}(\w+?)__'?")
 class RenderError(Exception):
     """A template failed: what, on which line of which template, and how to fix it."""
 
-    def __init__(self, message: str, name: str, line: int | None, hint: str) -> None:
+    def __init__(
+        self, message: str, name: str, line: int | None, hint: str, cap: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.name = name
         self.line = line
         self.hint = hint
+        self.cap = cap  # the output cap it went past: Allowance.cap
 
 
 class _Cap(Exception):
@@ -225,6 +237,34 @@ def _checked(function: Callable[..., Any], sized: bool) -> Callable[..., Any]:
     return run
 
 
+def file_cap(size: int) -> int:
+    """Most characters the JINJA blocks of a model file of ``size`` characters may render
+    to all together: :data:`MAX_FILE_OUTPUT`, or :data:`FILE_OUTPUT_FACTOR` times its size.
+
+    >>> file_cap(100), file_cap(1_000_000)
+    (1000000, 4000000)
+    """
+    return max(FILE_OUTPUT_FACTOR * size, MAX_FILE_OUTPUT)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """How many characters one template may still render to, and the error past them."""
+
+    chars: int
+    message: str
+    hint: str
+    cap: str  # whose: "template", "file" or "project"
+
+
+_ONE_TEMPLATE = Allowance(
+    MAX_OUTPUT,
+    f"the template renders to more than {MAX_OUTPUT:,} characters",
+    "render less: a loop or a macro repeats too much",
+    "template",
+)
+
+
 @dataclass(frozen=True)
 class Source:
     """One template: ``name`` for messages (a file), ``first_line`` where it starts."""
@@ -261,13 +301,16 @@ class Renderer:
                 if isinstance(value, Macro):
                     self.registry[key] = value
 
-    def render(self, source: Source) -> str:
-        """``source`` rendered, predefined variables turned into ``@name``.
+    def render(self, source: Source, allowance: Allowance = _ONE_TEMPLATE) -> str:
+        """``source`` rendered, predefined variables turned into ``@name``; rendering
+        stops as soon as it goes past ``allowance`` (at most :data:`MAX_OUTPUT`).
 
         Raises:
             RenderError: naming the template's line.
         """
-        text = str(self._run(source, module=False))
+        if allowance.chars > MAX_OUTPUT:
+            allowance = _ONE_TEMPLATE
+        text = str(self._run(source, module=False, allowance=allowance))
         return _SENTINEL.sub(lambda m: "@" + m.group(1), text)
 
     def _var(self, name: str, default: Any = _NO_DEFAULT) -> Any:
@@ -293,7 +336,7 @@ class Renderer:
             "own environment to a project (see docs/security.md)",
         )
 
-    def _run(self, source: Source, *, module: bool) -> Any:
+    def _run(self, source: Source, *, module: bool, allowance: Allowance = _ONE_TEMPLATE) -> Any:
         budget = self.sandbox.budget = _Budget()
         key = f"{source.name}#jinja{source.first_line}"
         self.sources[key] = source
@@ -313,12 +356,13 @@ class Renderer:
                 chunks: list[str] = []
                 for chunk in template.generate():
                     size += len(chunk)
-                    if size > MAX_OUTPUT:
+                    if size > allowance.chars:
                         raise RenderError(
-                            f"the template renders to more than {MAX_OUTPUT:,} characters",
+                            allowance.message,
                             source.name,
                             source.first_line,
-                            "render less: a loop or a macro repeats too much",
+                            allowance.hint,
+                            allowance.cap,
                         )
                     chunks.append(chunk)
                     budget.tick()
@@ -386,13 +430,106 @@ class _Tracer:
         return self.lines
 
 
+class Totals:
+    """What the templates rendered so far add up to, by file and for the whole batch:
+    the allowance of the next template, and the error of one not rendered after a cap."""
+
+    def __init__(self, caps: Mapping[str, Any]) -> None:
+        self.files: Mapping[str, int] = caps.get("files") or {}
+        self.project = min(int(caps.get("project") or MAX_PROJECT_OUTPUT), MAX_PROJECT_OUTPUT)
+        self.used: dict[str, int] = {}
+        self.total = 0
+        self.full: dict[str, str] = {}  # file -> where its cap was crossed (file:line)
+        self.stopped: str | None = None  # where the project's cap was crossed
+
+    def cap_of(self, name: str) -> int:
+        return min(int(self.files.get(name) or MAX_FILE_OUTPUT), MAX_PROJECT_OUTPUT)
+
+    def allowance(self, name: str) -> Allowance:
+        file_left = self.cap_of(name) - self.used.get(name, 0)
+        project_left = self.project - self.total
+        if min(file_left, project_left) >= MAX_OUTPUT:
+            return _ONE_TEMPLATE
+        if file_left <= project_left:
+            return Allowance(
+                file_left,
+                f"the JINJA blocks of this file render to more than {self.cap_of(name):,} "
+                f"characters all together (a file's cap is {FILE_OUTPUT_FACTOR} times its "
+                f"size, at least {MAX_FILE_OUTPUT:,}); this block went over",
+                "render less: fewer or smaller JINJA blocks, loops and repeated strings",
+                "file",
+            )
+        return Allowance(
+            project_left,
+            f"the JINJA blocks of the project render to more than {self.project:,} "
+            "characters all together; this block went over",
+            "render less: fewer or smaller JINJA blocks, loops and repeated strings "
+            "across the project's models",
+            "project",
+        )
+
+    def add(self, name: str, chars: int) -> None:
+        self.used[name] = self.used.get(name, 0) + chars
+        self.total += chars
+
+    def crossed(self, error: RenderError) -> None:
+        """Note the cap ``error`` reports, so that later templates are not rendered."""
+        where = f"{error.name}:{error.line}"
+        if error.cap == "project":
+            self.stopped = where
+        elif error.cap == "file":
+            self.full[error.name] = where
+
+    def check(self, source: Source, text: str) -> RenderError | None:
+        """Count ``text``, what ``source`` rendered to, or the error of the cap it goes
+        over (for the parent, which checks the child's answers again)."""
+        refused = self.refused(source)
+        if refused is not None:
+            return refused
+        allowance = self.allowance(source.name)
+        if len(text) > allowance.chars:
+            error = RenderError(
+                allowance.message, source.name, source.first_line, allowance.hint, allowance.cap
+            )
+            self.crossed(error)
+            return error
+        self.add(source.name, len(text))
+        return None
+
+    def refused(self, source: Source) -> RenderError | None:
+        """The error of a template left unrendered because a cap was crossed before it."""
+        if self.stopped is not None:
+            return RenderError(
+                f"not rendered: the JINJA blocks of the project rendered more than "
+                f"{self.project:,} characters before this one (the cap was crossed at "
+                f"{self.stopped})",
+                source.name,
+                source.first_line,
+                f"make the templates up to {self.stopped} render less",
+            )
+        if source.name in self.full:
+            return RenderError(
+                "not rendered: an earlier block of this file went over the file's cap "
+                f"(at {self.full[source.name]})",
+                source.name,
+                source.first_line,
+                "make that block render less",
+            )
+        return None
+
+
 def render_batch(request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Render every template of ``request`` (the child's JSON input), one answer each.
 
     ``request``: ``variables``, ``env``, ``macro_variables`` (names), ``macros`` and
-    ``templates`` (lists of ``[name, text, first_line]``). An answer is ``{"text": ...}``
-    or ``{"error": {message, path, line, hint}}``; a broken macros file is one answer
-    ``{"macros_error": ...}`` instead of them all.
+    ``templates`` (lists of ``[name, text, first_line]``), and ``caps``: ``files`` (name
+    -> most characters that file's templates render to together, :func:`file_cap`;
+    :data:`MAX_FILE_OUTPUT` for a name not there) and ``project`` (most characters of all
+    templates, at most :data:`MAX_PROJECT_OUTPUT`). An answer is ``{"text": ...}`` or
+    ``{"error": {message, path, line, hint}}``; a broken macros file is one answer
+    ``{"macros_error": ...}`` instead of them all. The template that goes past a cap
+    stops rendering there and is an error; the templates after it (of its file, or of
+    the project) are errors without being rendered.
     """
     try:
         renderer = Renderer(
@@ -402,16 +539,27 @@ def render_batch(request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             frozenset(request.get("macro_variables") or ()),
         )
     except RenderError as exc:
-        yield {"macros_error": _as_dict(exc)}
+        yield {"macros_error": as_dict(exc)}
         return
+    totals = Totals(request.get("caps") or {})
     for item in request.get("templates") or []:
+        source = Source(*item)
+        refused = totals.refused(source)
+        if refused is not None:
+            yield {"error": as_dict(refused)}
+            continue
         try:
-            yield {"text": renderer.render(Source(*item))}
+            text = renderer.render(source, totals.allowance(source.name))
         except RenderError as exc:
-            yield {"error": _as_dict(exc)}
+            totals.crossed(exc)
+            yield {"error": as_dict(exc)}
+            continue
+        totals.add(source.name, len(text))
+        yield {"text": text}
 
 
-def _as_dict(exc: RenderError) -> dict[str, Any]:
+def as_dict(exc: RenderError) -> dict[str, Any]:
+    """``exc`` as the child answers it (and :mod:`.jinja` reads it back)."""
     return {"message": exc.message, "path": exc.name, "line": exc.line, "hint": exc.hint}
 
 
@@ -437,7 +585,10 @@ def main() -> None:
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     out = sys.stdout.buffer
     for answer in render_batch(request):
-        out.write(json.dumps(answer).encode("utf-8") + b"\n")
+        # UTF-8 (at most 4 bytes a character: the parent reads a bounded number of
+        # bytes); a lone surrogate becomes its JSON escape, \udXXX.
+        line = json.dumps(answer, ensure_ascii=False).encode("utf-8", "backslashreplace")
+        out.write(line + b"\n")
         out.flush()
 
 

@@ -53,6 +53,10 @@ CACHE_FILE = Path(".sluice") / "cache" / "models.json"
 EXTERNAL_FILES = ("external_models.yaml", "external_models.yml", "schema.yaml")
 EXTERNAL_FOLDER = "external_models"  # any number of YAML files of external models
 ROOT_MARKER = "$root"  # a seed path starting with it is relative to the project
+MAX_FILE_BYTES = 4 * 1024 * 1024
+"""Largest model, macro or audit file read (``models/``, ``macros/``, ``audits/``), in
+bytes: a larger one is refused unread. Real models are a few kilobytes; YAML files have
+their own cap, :data:`sluice.core.yamlio.MAX_CHARS`."""
 
 PROJECT_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "config": ("", CONFIG_FILES),
@@ -194,6 +198,7 @@ def _load(
         python_models: list[Model] = []
         for file in python_files:
             try:
+                _check_size(file)
                 python_models += pycode_models.read_file(
                     file, root, config.model_defaults, config.variables
                 )
@@ -284,7 +289,13 @@ def _load(
 
 
 def _has_code(path: Path) -> bool:
-    return path.exists() and bool(path.read_text(encoding="utf-8").strip())
+    """Whether a Python model file holds more than blanks (a file too large to read is
+    kept, and refused by :func:`_check_size` when it is loaded)."""
+    if not path.exists():
+        return False
+    with path.open("rb") as file:
+        head = file.read(MAX_FILE_BYTES + 1)
+    return len(head) > MAX_FILE_BYTES or bool(head.strip())
 
 
 def _path_order(path: Path) -> tuple[str, ...]:
@@ -715,12 +726,38 @@ def _texts(paths: list[Path]) -> str:
 
 
 def _read(path: Path) -> str:
+    """The text of a model, macro or audit file (at most :data:`MAX_FILE_BYTES`).
+
+    Raises:
+        ModelError: the file is larger, or not UTF-8 text.
+    """
+    with path.open("rb") as file:
+        raw = file.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise _too_large(path)
     try:
-        return path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ModelError(
             "the file is not UTF-8 text", path=str(path), line=1, hint="save it as UTF-8"
         ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text() reads it
+
+
+def _check_size(path: Path) -> None:
+    """Refuse a file larger than :data:`MAX_FILE_BYTES` (before another module reads it)."""
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise _too_large(path)
+
+
+def _too_large(path: Path) -> ModelError:
+    return ModelError(
+        f"the file is larger than {MAX_FILE_BYTES:,} bytes, the most Sluice reads as a "
+        "model, macro or audit file",
+        path=str(path),
+        line=1,
+        hint="split it into several files, or keep large data in seeds (CSV)",
+    )
 
 
 def _listed(names: Sequence[str], most: int = 3) -> str:
