@@ -7,6 +7,12 @@ empty environment and limits, and the service keeps its secrets and state elsewh
 (``docs/security.md``). The hook makes the casual and the accidental fail loudly: a macro
 that opens the state database, the App key or ``/proc/self/environ``, spawns a shell or
 opens a socket gets :class:`PermissionError` naming what it tried.
+
+What the hook decides with is bound at :func:`install` into its own closure, immutable
+values only (the module's sets can be rebound, not what the hook holds), and the ways to
+the hook's function object and its cells are refused (``gc.get_objects``,
+``gc.get_referrers``, ``gc.get_referents``): a traceback's frame of the hook shows its
+values, never a function whose cells could be rewritten.
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ _REFUSED_EVENTS = frozenset(
         "sqlite3.connect",
         "pty.spawn",
         "webbrowser.open",
+        # The way to the hook's function, and so its closure's cells, from its code.
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
     }
 )
 _REFUSED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_socket", "_sqlite3"})
@@ -69,38 +79,45 @@ def install(readable: Iterable[str]) -> None:
         for p in {*readable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
         if p and os.path.isabs(p) and p not in ("/",)
     )
+    # Locals, bound now: rebinding the module's names later changes nothing here.
+    refused_events = frozenset(_REFUSED_EVENTS)
+    refused_imports = frozenset(_REFUSED_IMPORTS)
+    write_flags = _WRITE_FLAGS
+    realpath, sep = os.path.realpath, os.sep
 
-    def allowed(path: Any) -> bool:
-        if isinstance(path, int):
-            return True  # an already open descriptor (stdin, stdout)
-        if isinstance(path, bytes):
-            path = path.decode("utf-8", "replace")
-        real = os.path.realpath(str(path))
-        return real in ("/dev/null", "/dev/urandom") or any(
-            real.startswith(r) or real + os.sep == r for r in roots
-        )
-
+    # One function, no helper: a helper would be a closure a frame of the hook shows.
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "open":
-            path, mode, flags = ([*list(args), None, None, None])[:3]
-            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & _WRITE_FLAGS
-            )
-            if writes:
-                raise PermissionError(f"project Python may not write files (it opened {path})")
-            if not allowed(path):
+        if event == "open" or event in ("os.listdir", "os.scandir", "glob.glob"):
+            if event == "open":
+                path, mode, flags = ([*list(args), None, None, None])[:3]
+                if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & write_flags
+                ):
+                    raise PermissionError(f"project Python may not write files (it opened {path})")
+            else:
+                path = args[0] if args else "."
+                if path is None:
+                    return
+                path = path or "."
+            if isinstance(path, int):
+                return  # an already open descriptor (stdin, stdout)
+            if isinstance(path, bytes):
+                path = path.decode("utf-8", "replace")
+            real = realpath(str(path))
+            if real in ("/dev/null", "/dev/urandom") or any(
+                real.startswith(r) or real + sep == r for r in roots
+            ):
+                return
+            if event == "open":
                 raise PermissionError(
                     f"project Python may read only the project's files (it opened {path})"
                 )
-        elif event in ("os.listdir", "os.scandir", "glob.glob"):
-            path = args[0] if args else "."
-            if path is not None and not allowed(path or "."):
-                raise PermissionError(
-                    f"project Python may list only the project's folders (it listed {path})"
-                )
-        elif event in _REFUSED_EVENTS:
+            raise PermissionError(
+                f"project Python may list only the project's folders (it listed {path})"
+            )
+        if event in refused_events:
             raise PermissionError(f"project Python may not do {event}")
-        elif event == "import" and args and str(args[0]).split(".")[0] in _REFUSED_IMPORTS:
+        if event == "import" and args and str(args[0]).split(".")[0] in refused_imports:
             raise PermissionError(f"project Python may not import {args[0]}")
 
     sys.addaudithook(hook)

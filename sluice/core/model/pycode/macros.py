@@ -19,6 +19,15 @@ macro files change). Calls whose macro asked for a table's columns
 answered with :attr:`PythonMacros.columns_of`, the loader's column source (which also
 keeps the models they expand out of its cache, and may raise to make the file wait for
 a parent not read yet: the call is then answered "unknown" and that is raised again).
+
+The child runs the project's code, so what it writes is checked before it is used: each
+line against the shape of its kind of message (:func:`_message`), in the protocol's order
+(the list of macros first, answers only to the call asked, answers made ahead at most one
+line per file read ahead, each for a call of a macro it listed, in the load's dialect), and
+within :data:`LINE_BYTES`, :data:`READ_BYTES`, :data:`AHEAD_ITEMS` and
+:data:`AHEAD_BYTES`. Anything else ends the child and fails the load with a
+:class:`~sluice.core.errors.ModelError` naming the macro files (a macro that writes to
+standard output, by ``print`` or ``os.write(1, ...)``, writes into the protocol).
 """
 
 from __future__ import annotations
@@ -45,6 +54,14 @@ START_SECONDS = 60.0
 """Longest time the child may take to import the macro files."""
 CALL_SECONDS = 10.0
 """Longest time one macro call may take."""
+LINE_BYTES = 4 << 20
+"""Longest line the child may write (one answer, or the answers made ahead for one file)."""
+READ_BYTES = 64 << 20
+"""Most the service reads from one child (one project load)."""
+AHEAD_ITEMS = 250_000
+"""Most answers made ahead one load keeps, each SQL text in an answer counted too."""
+AHEAD_BYTES = 32 << 20
+"""Most bytes of lines of answers made ahead one load reads."""
 _ROOT = str(Path(__file__).resolve().parents[4])
 _MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from sluice.core.model.pycode.child import main; main()"
 
@@ -81,9 +98,19 @@ class PythonMacros:
         self._memo: dict[str, dict[str, Any]] = {}
         self._names: frozenset[str] | None = None
         self._errors: list[SluiceError] = []
-        self._buffer = b""
+        self._buffer = bytearray()
         self._next_id = 0
         self._closed = False
+        # What the protocol allows next (see _expect), and what was read so far.
+        self._files: list[Path] = []
+        self._dialect = "spark"
+        self._ahead_files = 0
+        self._offered: frozenset[str] | None = None
+        self._asking: int | None = None
+        self._doing = "starting"
+        self._read = 0
+        self._ahead = [0, 0, 0]  # lines, items, bytes of answers made ahead
+        self._failure: ModelError | None = None
         self._started = time.monotonic()
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
@@ -113,6 +140,9 @@ class PythonMacros:
         """Hand the child the macro files to import, the variables, and the model files
         to read ahead (in the order they will be parsed)."""
         here = os.getcwd()
+        self._files = [f.resolve() for f in files]
+        self._dialect = dialect
+        self._ahead_files = len(read_ahead)
         setup = {
             "root": str(self.root),
             # The child imports the project's Python from these sources only (a clean
@@ -132,10 +162,11 @@ class PythonMacros:
         return self._ready()
 
     def check(self) -> None:
-        """Raise the errors of the macro files that did not import, if any."""
+        """Raise the errors of the macro files that did not import, if any, or what the
+        child wrote that the protocol does not allow."""
         self._ready()
-        if self._errors:
-            errors = self._errors
+        errors = self._errors or ([self._failure] if self._failure is not None else [])
+        if errors:
             raise errors[0] if len(errors) == 1 else ProjectErrors(list(errors))
 
     def _ready(self) -> frozenset[str]:
@@ -162,6 +193,8 @@ class PythonMacros:
         self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str
     ) -> list[str]:
         self.calls += 1
+        if self._failure is not None:
+            raise MacroError(self._failure.message, self._failure.hint)
         key = call_key(name, list(args), dict(kwargs), dialect)
         answer = self._memo.get(key)
         try:
@@ -195,6 +228,7 @@ class PythonMacros:
             "kwargs": dict(kwargs),
             "dialect": dialect,
         }
+        self._asking = ident  # the only id an answer may have (_expect)
         self._send(request)
         asked = False
         deferred: Exception | None = None
@@ -202,8 +236,6 @@ class PythonMacros:
             # A call made ahead before this one may still be under way: it has its own limit.
             seconds = CALL_SECONDS + AHEAD_SECONDS
             line = self._receive(time.monotonic() + seconds, seconds, f"running @{name}")
-            if line.get("id") != ident:
-                continue  # not for this call (answers made ahead are kept by _receive)
             if "columns" in line:
                 asked = True
                 try:
@@ -224,6 +256,7 @@ class PythonMacros:
 
     def _take_ahead(self) -> None:
         """Keep the answers the child has sent ahead so far, without waiting."""
+        self._doing = "reading the answers made ahead"
         while self._selector.select(0):
             if not self._fill():
                 return
@@ -254,6 +287,7 @@ class PythonMacros:
 
     def _receive(self, deadline: float, seconds: float, doing: str) -> dict[str, Any]:
         """The child's next line that is not answers sent ahead (those are kept)."""
+        self._doing = doing
         while True:
             line = self._split()
             if line is not None:
@@ -277,19 +311,105 @@ class PythonMacros:
         """Read what the child has written (False at its end)."""
         stream: Any = self._process.stdout  # a BufferedReader: read1 takes what is there
         chunk: bytes = stream.read1(1 << 16)
+        self._read += len(chunk)
+        if self._read > READ_BYTES:
+            raise self._fail(_Breach(f"more than {_size(READ_BYTES)} in all", more=True))
         self._buffer += chunk
         return bool(chunk)
 
     def _split(self) -> dict[str, Any] | None:
-        """The first whole line of the buffer that is not answers sent ahead."""
-        while b"\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n", 1)
-            line: dict[str, Any] = json.loads(raw)
-            if "ahead" not in line:
+        """The first whole line of the buffer that is not answers sent ahead (those are
+        kept), checked (:meth:`_fail` ends the child on anything the protocol refuses)."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end > LINE_BYTES or (end < 0 and len(self._buffer) > LINE_BYTES):
+                raise self._fail(_Breach(f"a line longer than {_size(LINE_BYTES)}", more=True))
+            if end < 0:
+                return None
+            raw = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            try:
+                kind, line = _message(raw)
+                self._expect(kind, line, len(raw))
+            except _Breach as exc:
+                raise self._fail(exc) from None
+            if kind != "ahead":
                 return line
             for key, answer in line["ahead"]:
-                self._memo.setdefault(str(key), answer)
-        return None
+                self._memo.setdefault(key, answer)
+
+    def _expect(self, kind: str, line: dict[str, Any], size: int) -> None:
+        """Raise :class:`_Breach` when a line of this kind is not one the protocol allows
+        now: the list of macros comes once and first, an answer is to the call asked, and
+        answers made ahead are one line at most per file read ahead, for calls of listed
+        macros in the load's dialect, within :data:`AHEAD_ITEMS` and :data:`AHEAD_BYTES`."""
+        if self._offered is None:
+            if kind != "ready":
+                raise _Breach("a line before the list of macros")
+            self._offered = frozenset(line["macros"])
+            return
+        if kind == "ready":
+            raise _Breach("a second list of macros")
+        if kind in ("answer", "columns"):
+            if self._asking is None or line["id"] != self._asking:
+                raise _Breach("an answer to a call that was not asked")
+            if kind == "answer":
+                self._asking = None
+            return
+        pairs = line["ahead"]
+        self._ahead[0] += 1
+        self._ahead[1] += sum(1 + len(answer.get("sql", ())) for _, answer in pairs)
+        self._ahead[2] += size
+        lines, items, read = self._ahead
+        if lines > self._ahead_files:
+            raise _Breach("more lines of answers made ahead than files read ahead", more=True)
+        if items > AHEAD_ITEMS or read > AHEAD_BYTES:
+            raise _Breach(
+                f"more than {AHEAD_ITEMS} answers made ahead or {_size(AHEAD_BYTES)} of them",
+                more=True,
+            )
+        if not all(self._expected(key) for key, _ in pairs):
+            raise _Breach("an answer made ahead for a call no model file can make")
+
+    def _expected(self, key: str) -> bool:
+        """Whether ``key`` is the :func:`call_key` of a call of a listed macro in the
+        load's dialect."""
+        try:
+            name, args, kwargs, dialect = json.loads(key)
+        except (ValueError, TypeError, RecursionError):
+            return False
+        return (
+            isinstance(name, str)
+            and name in (self._offered or ())
+            and dialect == self._dialect
+            and _strings(args)
+            and isinstance(kwargs, dict)
+            and _strings(list(kwargs.values()))
+            and call_key(name, args, kwargs, dialect) == key
+        )
+
+    def _fail(self, breach: _Breach) -> ModelError:
+        """End the child for writing what the protocol refuses; the error to raise (and
+        the one every later call and :meth:`check` raise)."""
+        if self._failure is None:
+            self._process.kill()
+            self._process.wait()
+            self._buffer.clear()
+            files = [os.path.relpath(f, self.root) for f in self._files]
+            named = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+            what = (
+                "wrote more than its protocol allows"
+                if breach.more
+                else "wrote something that is not its protocol"
+            )
+            self._failure = ModelError(
+                f"the macro process {what} ({breach.what}) while {self._doing}; "
+                f"the macro file{'s' if len(files) > 1 else ''}: {named or 'macros/'}",
+                path=str(self._files[0] if len(self._files) == 1 else self.root / "macros"),
+                hint="a macro must return SQL, not write to standard output (print, "
+                "sys.stdout, os.write(1, ...)): Sluice reads that output as the macros' answers",
+            )
+        return self._failure
 
     def _model_error(self, data: Mapping[str, Any], doing: str) -> SluiceError:
         return ModelError(
@@ -299,6 +419,73 @@ class PythonMacros:
             hint="fix the macro file; Sluice imports it as SQLMesh would, with `from sqlmesh "
             "import macro` available (see the README's 'Python in projects')",
         )
+
+
+class _Breach(Exception):
+    """A line of the child's the protocol refuses (``more``: too much of it)."""
+
+    def __init__(self, what: str, *, more: bool = False) -> None:
+        super().__init__(what)
+        self.what = what
+        self.more = more
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_error(value: Any) -> bool:
+    """``{"message": str, "path": str | None, "line": int | None}`` (child._error)."""
+    return (
+        isinstance(value, dict)
+        and value.keys() == {"message", "path", "line"}
+        and isinstance(value["message"], str)
+        and (value["path"] is None or isinstance(value["path"], str))
+        and (value["line"] is None or type(value["line"]) is int)
+    )
+
+
+def _is_answer(value: Any) -> bool:
+    """``{"sql": [str, ...]}`` or ``{"error": error}``."""
+    if not isinstance(value, dict):
+        return False
+    if value.keys() == {"sql"}:
+        return _strings(value["sql"])
+    return value.keys() == {"error"} and _is_error(value["error"])
+
+
+def _message(raw: bytes) -> tuple[str, dict[str, Any]]:
+    """The kind (``ready``, ``ahead``, ``answer`` or ``columns``) and value of one line
+    the child wrote, its shape checked (see :mod:`.child`): the one place a line of the
+    child's is read. Raises :class:`_Breach` for anything else."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
+        raise _Breach("a line that is not JSON") from None
+    if not isinstance(value, dict):
+        raise _Breach("a line that is not a JSON object")
+    keys = value.keys()
+    if keys == {"macros", "errors"}:
+        errors = value["errors"]
+        if _strings(value["macros"]) and isinstance(errors, list) and all(map(_is_error, errors)):
+            return "ready", value
+    elif keys == {"ahead"}:
+        pairs = value["ahead"]
+        if isinstance(pairs, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and _is_answer(p[1])
+            for p in pairs
+        ):
+            return "ahead", value
+    elif "id" in keys and type(value["id"]) is int:
+        if keys == {"id", "columns"} and isinstance(value["columns"], str):
+            return "columns", value
+        if _is_answer({k: v for k, v in value.items() if k != "id"}):
+            return "answer", value
+    raise _Breach("a line that is none of its messages")
 
 
 def spawn(root: Path) -> PythonMacros | None:
