@@ -445,6 +445,9 @@ class FakeGitHub:
     def _contents(self, match: Any, body: Any) -> Any:
         path, ref = unquote(match.group(1)), self._query(match).get("ref", "main")
         text = self.files.get((ref, path))
+        if text is None:  # a commit a branch points at serves that branch's files, as on GitHub
+            branch = next((b for b, sha in self.refs.items() if sha == ref), None)
+            text = self.files.get((branch, path)) if branch is not None else None
         if text is None:
             return self._json(NOT_FOUND, 404)
         raw = text.encode()

@@ -376,3 +376,29 @@ def test_only_the_service_s_fields_of_a_spec_are_shown_to_the_driver(tmp_path: P
     }
     shown = spec_files(spec)  # type: ignore[arg-type]
     assert shown == [project / "seeds" / "s.csv", project / "models" / "m.py", project]
+
+
+def test_the_service_s_own_spark_paths_are_shown_to_spark_and_urls_reach_out(
+    tmp_path: Path,
+) -> None:
+    """A warehouse or scratch folder the service's settings name is writable in Spark's
+    sandbox (else Spark would write into the sandbox's own tmp and the data would be
+    lost), a jar readable; a setting with a URL gives the driver the host's network."""
+    from sluice.core.spark.submit import reaches_out, service_paths
+
+    jar = tmp_path / "x.jar"
+    jar.write_bytes(b"PK")
+    conf = {
+        "spark.sql.warehouse.dir": f"file:{tmp_path / 'warehouse'}",
+        "spark.local.dir": f"{tmp_path / 'a'}, {tmp_path / 'b'}",
+        "spark.jars": str(jar),
+        "spark.driver.extraJavaOptions": f"-Dx={tmp_path / 'no'}",
+        "spark.sql.shuffle.partitions": "4",
+    }
+    files, folders = service_paths(conf)
+    assert files == [jar]
+    assert folders == [tmp_path / "warehouse", tmp_path / "a", tmp_path / "b"]
+    local = SparkSettings(master="local[1]")
+    assert not reaches_out(local, conf)
+    assert reaches_out(local, {**conf, "spark.hadoop.fs.s3a.endpoint": "http://minio:9000"})
+    assert reaches_out(SparkSettings(master="spark://host:7077"), conf)

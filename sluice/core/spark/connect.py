@@ -63,7 +63,7 @@ from sluice.core.spark.submit import (
     _die_with_parent,
     _safe,
     child_environment,
-    sandbox_scratch,
+    service_paths,
     spark_submit_path,
     spec_files,
 )
@@ -338,10 +338,11 @@ class ConnectServer:
         network, where it listens on loopback and asks every client for its token."""
         archive = jvm.ClassArchive.for_spark(jvm.spark_home(), dict(os.environ))
         read = [archive.path] if archive is not None and archive.path.is_file() else []
+        files, folders = service_paths(spark_conf(self.settings, self.paths))
         return sandbox.Profile(
             "connect-server",
-            read=tuple(read),
-            write=(home, self.paths.root, *sandbox_scratch(spark_conf(self.settings, self.paths))),
+            read=tuple(read + files),
+            write=(home, self.paths.root, *folders),
             network="host",
             java=True,
             light=False,

@@ -53,6 +53,7 @@ from sluice.core.spark.session import (
     local_session,
     metastore_lock,
     spark_conf,
+    uses_embedded_metastore,
 )
 from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.writes import WRITE_EVENT, JobWrites
@@ -143,11 +144,36 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         _JOB_STATE.reset(token)
 
 
-def sandbox_scratch(conf: dict[str, str]) -> list[Path]:
-    """The scratch folders the service's Spark settings name (``spark.local.dir``): a
-    sandboxed Spark process writes them."""
-    found = conf.get("spark.local.dir", "")
-    return [Path(p.strip()) for p in found.split(",") if p.strip() and os.path.isabs(p.strip())]
+def reaches_out(settings: SparkSettings, conf: dict[str, str]) -> bool:
+    """Whether the service's Spark settings reach past this machine's own Spark: a
+    master that is not ``local``, a metastore of the user's own, or any setting whose
+    value is a URL (an object store, a catalog's service). A sandboxed driver then has
+    the host's network; otherwise only its own loopback."""
+    if not settings.master.startswith("local") or not uses_embedded_metastore(settings):
+        return True
+    return any("://" in value for value in conf.values())
+
+
+def service_paths(conf: dict[str, str]) -> tuple[list[Path], list[Path]]:
+    """The local paths the service's Spark settings name (its own settings, never a
+    repository's): (files a sandboxed Spark process reads, such as jars; folders it
+    writes, such as a warehouse or ``spark.local.dir``, made when missing). A value is a
+    path when it is one whole (``/x``, ``file:/x``, or a comma-separated list of them)."""
+    files: list[Path] = []
+    folders: list[Path] = []
+    for value in conf.values():
+        for part in value.split(","):
+            word = part.strip()
+            if word.startswith("file:"):
+                word = "/" + word[len("file:") :].lstrip("/")
+            if not word.startswith("/") or any(c.isspace() for c in word):
+                continue
+            path = Path(word)
+            if path.is_file():
+                files.append(path)
+            elif not path.exists() or path.is_dir():
+                folders.append(path)
+    return files, folders
 
 
 def spec_files(spec: JobSpec) -> list[Path]:
@@ -495,15 +521,17 @@ class SubmitRunner(_RunnerBase):
         writable; the class archive's folder only for a job that writes the archive; no
         network but its own loopback unless the master is remote."""
         read = [spec_path, *archive.reads, *spec_files(spec)]
-        write = [home, self.paths.root, *sandbox_scratch(spark_conf(self.settings, self.paths))]
+        conf = spark_conf(self.settings, self.paths)
+        files, folders = service_paths(conf)
+        read += files
+        write = [home, self.paths.root, *folders]
         if archive.folder is not None:
             write.append(archive.folder)
-        remote = not self.settings.master.startswith("local")
         return sandbox.Profile(
             "driver",
             read=tuple(dict.fromkeys(read)),
             write=tuple(write),
-            network="host" if remote else "none",
+            network="host" if reaches_out(self.settings, conf) else "none",
             java=True,
             light=False,
             cwd=home,

@@ -219,7 +219,8 @@ def test_with_python_run_as_on_the_prod_branch_the_pr_is_told_which_file_changed
     assert (
         "this pull request changes Python (macros/money.py, models/customer_segments.py), and "
         "this service runs a project's Python only as it is on the prod branch `main` "
-        "(SLUICE_PROJECT_PYTHON=prod" in text
+        # prod's Python is that of the commit prod was last promoted with (its pin)
+        "(`0000000`, the commit prod was last promoted with) (SLUICE_PROJECT_PYTHON=prod" in text
     )
     assert "SLUICE_PROJECT_PYTHON=on" in text
     checks = trees.forge.checks[REFUSED_SHA]
