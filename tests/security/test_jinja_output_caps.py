@@ -186,3 +186,11 @@ def test_a_model_file_at_the_cap_loads(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "models" / "big.sql").write_bytes(model + b"\n")
     with pytest.raises(ModelError, match="larger than 20,000 bytes"):
         loader.load_project(tmp_path, use_cache=False)
+
+
+def test_the_read_limit_follows_the_project_cap() -> None:
+    """``jinja.MAX_CHILD_BYTES`` is written as a number (``sluice plan`` imports no jinja2
+    until a project has Jinja); it stays the project's cap in UTF-8 plus room."""
+    from sluice.core.model import jinja, jinja_sandbox
+
+    assert jinja.MAX_CHILD_BYTES == 4 * jinja_sandbox.MAX_PROJECT_OUTPUT + 4 * 1024 * 1024

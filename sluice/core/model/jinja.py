@@ -38,12 +38,11 @@ from typing import IO, Any
 
 from sluice.core import sandbox
 from sluice.core.errors import ConfigError, ModelError, SluiceError
-from sluice.core.model import jinja_sandbox
 from sluice.core.model.scan import LineIndex, find_code
 
 CHILD_SECONDS = 120
 """Wall-clock limit of the rendering process for a whole project."""
-MAX_CHILD_BYTES = 4 * jinja_sandbox.MAX_PROJECT_OUTPUT + 4 * 1024 * 1024
+MAX_CHILD_BYTES = 4 * 20_000_000 + 4 * 1024 * 1024  # 4 bytes a character of MAX_PROJECT_OUTPUT
 """Most bytes read from the rendering process's answers: the project's cap in UTF-8 (at
 most 4 bytes a character) and room for JSON and error messages. Past it the process is
 killed and the template it was rendering is the error."""
@@ -171,6 +170,8 @@ def render_models(
     }
     answers = _render(request, [(path, line) for path, _, line in templates])
     # The child has kept to the caps; checked again here, before any text is spliced.
+    from sluice.core.model import jinja_sandbox  # jinja2: only when there is Jinja
+
     totals = jinja_sandbox.Totals(caps)
     at = 0
     for path, found in split.items():
@@ -193,6 +194,8 @@ def render_models(
 def _caps(sizes: Mapping[str, int]) -> dict[str, Any]:
     """What the files of ``sizes`` (path -> characters) may render to, for the child and
     for the check of its answers (see :func:`.jinja_sandbox.render_batch`)."""
+    from sluice.core.model import jinja_sandbox  # jinja2: only when there is Jinja
+
     return {
         "files": {path: jinja_sandbox.file_cap(size) for path, size in sizes.items()},
         "project": jinja_sandbox.MAX_PROJECT_OUTPUT,
