@@ -105,7 +105,13 @@ def test_a_line_that_is_not_the_protocol_fails_the_load_naming_the_macro(
     tmp_path: Path, data: bytes, why: str
 ) -> None:
     error = _refused(_project(tmp_path / "p", _writes(data)), NOT_PROTOCOL)
-    assert why in error.message and "while running @bad" in error.message
+    assert why in error.message
+    # The line is written during @bad's call; the service may read it while it drains the
+    # answers made ahead of that call (which comes first is the scheduler's).
+    assert any(
+        where in error.message
+        for where in ("while running @bad", "while reading the answers made ahead")
+    ), error.message
 
 
 def test_a_line_that_never_ends_is_cut_at_the_line_limit(tmp_path: Path) -> None:
