@@ -18,8 +18,12 @@ bubblewrap (``bwrap``) the process gets:
 
 Resource limits (memory, CPU, open files, processes, file size) are set by each light
 child's own code before it reads anything a PR wrote (``jinja_sandbox._limit_self``,
-``pycode.child._limit``); a Spark process is bounded by Spark's memory settings, and every
-caller keeps its time limit. Where bubblewrap cannot run (no user namespaces), a root service falls back to a uid
+``pycode.child._limit``). A Spark process gets its profile's :class:`Limits` before it
+starts: ``RLIMIT_NPROC`` (processes and threads) and ``RLIMIT_DATA`` (private memory)
+through ``prlimit``, a ``/tmp`` tmpfs of half its memory, and, where this process can make
+cgroups (root, whose uid the kernel exempts from ``RLIMIT_NPROC``, or a delegated v2 tree),
+a pids and a memory cgroup of its own (:func:`_cgroups`). Every caller keeps its time
+limit. Where bubblewrap cannot run (no user namespaces), a root service falls back to a uid
 drop with ``setpriv``; where neither works, :func:`isolation` is ``"none"`` and
 :func:`require_isolation` refuses to run a pull request's Python (fail closed), naming
 ``SLUICE_SANDBOX``.
@@ -35,6 +39,7 @@ Example (a child that cannot see this file's folder)::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -63,6 +68,11 @@ child's processes count against no other's ``RLIMIT_NPROC``)."""
 SANDBOX_UID = 65534
 """The uid a process sees for itself inside a user namespace."""
 
+PROCESSES_SETTING = "SLUICE_SANDBOX_PROCESSES"
+"""The most processes and threads one sandboxed Spark process and its children may have
+together (default :data:`PROCESSES`): a JVM's threads count, so it is generous."""
+PROCESSES = 2048
+
 # What every sandbox shows of the system, read-only: programs and libraries, and the
 # few files of /etc that programs, Python and Java read (no keys, no service config).
 _SYSTEM = ("/usr", "/opt/java")
@@ -84,6 +94,29 @@ _ETC = (
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What a sandboxed Spark process may use: its processes and threads together, and
+    the memory each of its processes may write (``RLIMIT_DATA``: heap, stacks, private
+    mappings; a JVM's reserved but untouched address space does not count)."""
+
+    processes: int
+    memory: int
+
+    @classmethod
+    def for_spark(cls, memory: int) -> Limits:
+        """``memory`` bytes a process, and the host's process ceiling
+        (``SLUICE_SANDBOX_PROCESSES``)."""
+        raw = os.environ.get(PROCESSES_SETTING, "").strip() or str(PROCESSES)
+        if not raw.isdigit() or not 64 <= int(raw) <= 1_000_000:
+            raise ConfigError(
+                f"{PROCESSES_SETTING}={raw!r} is not a number of processes Sluice can use",
+                hint=f"set {PROCESSES_SETTING} to a whole number from 64 up "
+                f"(default {PROCESSES}; a Spark driver has a few hundred threads)",
+            )
+        return cls(processes=int(raw), memory=memory)
+
+
+@dataclass(frozen=True)
 class Profile:
     """What one kind of sandboxed process may see and do.
 
@@ -99,6 +132,7 @@ class Profile:
             root service it runs as a uid of its own; otherwise as the service's uid
             mapped into a user namespace.
         cwd: the working directory inside (default ``/tmp``).
+        limits: what a process that does not limit itself may use (a Spark process).
     """
 
     name: str
@@ -108,6 +142,7 @@ class Profile:
     java: bool = False
     light: bool = True
     cwd: Path | None = None
+    limits: Limits | None = None
 
 
 @dataclass(frozen=True)
@@ -269,8 +304,11 @@ def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
         elif target.is_dir():
             cmd += ["--ro-bind", str(target), str(target)]
     cmd += _binds("--ro-bind-try", _ETC)
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-    cmd += ["--perms", "1777", "--tmpfs", "/var/tmp"]
+    # A tmpfs is memory: a Spark process's holds at most half its memory limit (a full
+    # one is then an error in the writer, never the kernel killing the sandbox).
+    size = ["--size", str(profile.limits.memory // 2)] if profile.limits else []
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", *size, "--tmpfs", "/var/tmp"]
     shown = python_paths() + (java_paths() if profile.java else [])
     writable = {Path(p).resolve() for p in profile.write}
     for path in profile.write:
@@ -285,7 +323,7 @@ def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
     cmd.append("--")
     if uid is not None:
         cmd += _drop(uid)
-    return cmd + list(argv)
+    return cmd + _limit(profile.limits) + list(argv)
 
 
 def _drop(uid: int | None) -> list[str]:
@@ -293,6 +331,115 @@ def _drop(uid: int | None) -> list[str]:
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     ids = [] if uid is None else [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return [setpriv, *ids, "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+
+def _limit(limits: Limits | None) -> list[str]:
+    """prlimit's prefix: the processes and the memory of ``limits``, no core dumps."""
+    if limits is None:
+        return []
+    prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
+    n, data = limits.processes, limits.memory
+    return [prlimit, f"--nproc={n}:{n}", f"--data={data}:{data}", "--core=0:0", "--"]
+
+
+CGROUP_PREFIX = "sluice-"
+
+
+def _own_cgroups() -> dict[str, Path]:
+    """This process's own cgroup folder for each controller Sluice bounds (``pids`` and
+    ``memory``): cgroup v1's hierarchy of that controller, else v2's unified tree."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return {}
+    own: dict[str, str] = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else ["unified"]:
+            own[name] = path
+    found: dict[str, Path] = {}
+    for mount in mounts:
+        fields = mount.split()
+        kind = fields[fields.index("-") + 1]
+        options = fields[-1].split(",")
+        for name in ("pids", "memory"):
+            if kind == "cgroup" and name in options and name in own:
+                key = own[name]
+            elif kind == "cgroup2" and "unified" in own:
+                key = own["unified"]
+            else:
+                continue
+            place = Path(fields[4], os.path.relpath(key, fields[3])).resolve()
+            if kind == "cgroup" or name not in found:  # v1's own hierarchy wins
+                found[name] = place
+    return found
+
+
+def _make_cgroup(parent: Path, settings: dict[str, int]) -> Path | None:
+    """A new cgroup under ``parent`` with ``settings`` (file name: value); its
+    ``cgroup.procs``, or None where this process may not make one. Empty ones left by
+    earlier processes are removed first."""
+    if not os.access(parent, os.W_OK):
+        return None
+    for old in parent.glob(CGROUP_PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            old.rmdir()  # refused while any process is in it
+    control = parent / "cgroup.subtree_control"
+    made = parent / f"{CGROUP_PREFIX}{secrets.token_hex(6)}"
+    try:
+        if control.exists():  # v2: the controllers must be on below ``parent``
+            for name in {key.split(".")[0] for key in settings}:
+                with contextlib.suppress(OSError):
+                    control.write_text(f"+{name}")
+        made.mkdir()
+        for name, value in settings.items():
+            (made / name).write_text(str(value))
+    except OSError:
+        with contextlib.suppress(OSError):
+            made.rmdir()
+        return None
+    return made / "cgroup.procs"
+
+
+def _cgroups(limits: Limits) -> list[Path]:
+    """The ``cgroup.procs`` files of new cgroups bounding ``limits.processes`` tasks and
+    ``limits.memory`` bytes of memory in all (private, shared and tmpfs pages alike),
+    where this process can make them (root, or a delegated v2 tree)."""
+    own = _own_cgroups()
+    pids, memory = own.get("pids"), own.get("memory")
+    if pids is not None and pids == memory:  # v2: one tree, one cgroup for both
+        wanted = [(pids, {"pids.max": limits.processes, "memory.max": limits.memory})]
+    else:
+        wanted = [(pids, {"pids.max": limits.processes})] if pids else []
+        wanted += [(memory, {"memory.limit_in_bytes": limits.memory})] if memory else []
+    made = [_make_cgroup(parent, settings) for parent, settings in wanted]
+    return [procs for procs in made if procs is not None]
+
+
+@functools.cache
+def _warn_unbounded() -> None:
+    logger.warning(
+        "sandbox: this service runs as root and cannot make cgroups, so the processes of a "
+        "Spark process are not bounded (the kernel exempts root from RLIMIT_NPROC), nor its "
+        "shared memory: run the service as an ordinary user (docs/security.md, 'The sandbox')"
+    )
+
+
+def _in_cgroup(limits: Limits | None) -> list[str]:
+    """The prefix that starts a Spark process in cgroups of its own, bounding its
+    processes and all its memory (a shell writes its pid into each, then becomes the
+    process). Under a root service, which Linux exempts from ``RLIMIT_NPROC``, a warning
+    where none can be made."""
+    if limits is None:
+        return []
+    procs = _cgroups(limits)
+    if not procs:
+        if os.geteuid() == 0:
+            _warn_unbounded()
+        return []
+    joins = " && ".join(f'echo $$ > "${i}"' for i in range(1, len(procs) + 1))
+    return ["/bin/sh", "-c", f'{joins} && shift {len(procs)} && exec "$@"', "sh", *map(str, procs)]
 
 
 def _light_uid() -> int:
@@ -311,9 +458,32 @@ def wrap(argv: Sequence[str], profile: Profile) -> Launch:
     if found == "setpriv":
         # A Spark process writes the warehouse the service reads and writes: it keeps the
         # service's uid (no capability, no new privileges); a light child gets its own.
-        return Launch(_drop(_light_uid() if profile.light else None) + list(argv), found)
+        uid = _light_uid() if profile.light else None
+        limited = _limit(profile.limits) + list(argv)
+        return Launch(_in_cgroup(profile.limits) + _drop(uid) + limited, found)
     uid = _light_uid() if (root and profile.light) else None
-    return Launch(_bwrap(argv, profile, uid), found)
+    return Launch(_in_cgroup(profile.limits) + _bwrap(argv, profile, uid), found)
+
+
+# One handle on Linux's prctl, loaded at import: :func:`die_with_parent` runs between fork
+# and exec, where loading a library (taking its locks) is unsafe. None off Linux.
+_PRCTL = None
+with contextlib.suppress(OSError, AttributeError):
+    import ctypes
+
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+    _PRCTL = _LIBC.prctl
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec (``preexec_fn``): ask Linux to SIGKILL it when
+    the thread that started it ends."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, 9)  # SIGKILL
 
 
 def keep_from_children() -> None:
@@ -323,13 +493,8 @@ def keep_from_children() -> None:
     children, sandboxed or not. Every entry point (``serve``, ``action``, ``pr``, ``demo``
     and each CLI command) calls it before it starts any child; a child regains the
     default at exec. Idempotent; nothing off Linux."""
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return
-    prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 CLONE_NEWUSER = 0x10000000
@@ -341,7 +506,6 @@ def confine_fork(memory_bytes: int = 2 * 1024**3, cpu_seconds: int = 120) -> Non
     which runs no project code: it only reads and parses): no new privileges, no
     network (new user and network namespaces, where the kernel allows), no child
     processes, no files written, and its memory and CPU limited. Best effort off Linux."""
-    import ctypes
     import resource
 
     for which, value in (
@@ -354,10 +518,8 @@ def confine_fork(memory_bytes: int = 2 * 1024**3, cpu_seconds: int = 120) -> Non
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             logger.debug("cannot set resource limit %s", which)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
+    if _PRCTL is None:
         return
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    libc.unshare(CLONE_NEWUSER | CLONE_NEWNET)  # fails harmlessly where not allowed
+    _PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _LIBC.unshare(CLONE_NEWUSER | CLONE_NEWNET)  # fails harmlessly where not allowed

@@ -26,6 +26,7 @@ from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events import neutral
 from sluice.bot.events.commands import USAGE
 from sluice.bot.flow.gate_settings import DeploySettings, GateSettings
+from sluice.core import sandbox
 from sluice.core.config import SQLMESH_ONLY_KEYS, ProjectConfig
 from sluice.core.model import loader
 from sluice.core.model.parse import KIND_PROPERTIES, MODEL_PROPERTIES
@@ -103,7 +104,8 @@ def inputs() -> dict[str, set[str]]:
         events |= {f"{event_class.kind}.{name}" for name in own - base}
     return {
         "config key": set(config_keys()) | set(SQLMESH_ONLY_KEYS),
-        "service setting": {f"SLUICE_{name.upper()}" for name in ServiceSettings.model_fields},
+        "service setting": {f"SLUICE_{name.upper()}" for name in ServiceSettings.model_fields}
+        | {sandbox.SETTING, sandbox.PROCESSES_SETTING},
         "action input": set(action["inputs"]),
         "model property": set(MODEL_PROPERTIES)
         | {f"kind.{p}" for params in KIND_PROPERTIES.values() for p in params},

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ _PROBE = textwrap.dedent(
     def fork_bomb():
         pids = []
         try:
-            for _ in range(400):
+            for _ in range(targets["forks"]):
                 pid = os.fork()
                 if pid == 0:
                     import time
@@ -86,7 +87,34 @@ _PROBE = textwrap.dedent(
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)
     attempt("fork_bomb", fork_bomb)
-    attempt("allocate", lambda: bytearray(4 * 1024 * 1024 * 1024))
+    def in_child(fn):
+        # Memory is bounded by rlimits (an error) or a cgroup (the kernel kills): the
+        # attempt runs in a child, and works when the child finishes it.
+        def run():
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    fn()
+                    os._exit(0)
+                except BaseException:
+                    os._exit(1)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                raise MemoryError(status)
+        return run
+    size = targets["allocate"]
+    def touch(buffer):
+        for i in range(0, size, 4096):
+            buffer[i] = 1
+    attempt("allocate", in_child(lambda: touch(bytearray(size))))
+    import mmap
+    attempt("shared", in_child(lambda: touch(mmap.mmap(-1, size))))
+    def fill_tmp():
+        with open("/tmp/fill", "wb") as f:
+            for _ in range(size // 2**20 + 1):
+                f.write(b"x" * 2**20)
+    attempt("tmpfs", in_child(fill_tmp))
+    os.path.exists("/tmp/fill") and os.remove("/tmp/fill")
     print(json.dumps(out))
     """
 )
@@ -125,10 +153,22 @@ def world(tmp_path: Path) -> Iterator[dict[str, object]]:
         listener.close()
 
 
+PROCESSES = 256
+"""The process ceiling of the Spark sandboxes here (``SLUICE_SANDBOX_PROCESSES``)."""
+DRIVER_MEMORY = "256m"
+
+
 def _probe(
-    argv_for: Callable[[list[str]], list[str]], world: dict[str, object], limit: str
+    argv_for: Callable[[list[str]], list[str]],
+    world: dict[str, object],
+    limit: str,
+    memory: int,
 ) -> dict[str, bool]:
-    targets = json.dumps({**world, "limit": limit})
+    """The probes' verdicts; ``memory``: the process's memory limit (one more than it
+    is allocated), a fork bomb forks past :data:`PROCESSES` (every child limits itself
+    to fewer)."""
+    forks = PROCESSES + 64
+    targets = json.dumps({**world, "limit": limit, "forks": forks, "allocate": memory + 2**28})
     argv = argv_for([sys.executable, "-I", "-c", _PROBE, targets])
     done = subprocess.run(argv, capture_output=True, timeout=120, check=False, env={})
     assert done.returncode == 0, done.stderr.decode()[-2000:]
@@ -136,52 +176,65 @@ def _probe(
     return result
 
 
-def _profiles(world: dict[str, object], tmp_path: Path) -> dict[str, tuple[sandbox.Profile, str]]:
-    """Each process kind's profile as its real caller builds it, and the limits its
-    child sets itself (the Spark processes are limited by Spark's own settings)."""
+def _profiles(
+    world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, tuple[sandbox.Profile, str, int]]:
+    """Each process kind's profile as its real caller builds it, the limits a light child
+    sets itself, and the memory limit in force (a Spark process's from its profile)."""
+    from sluice.core.model import jinja_sandbox
+    from sluice.core.model.pycode import child
+    from sluice.core.spark.connect import ConnectServer
+
+    monkeypatch.setenv(sandbox.PROCESSES_SETTING, str(PROCESSES))
     project = Path(str(world["project"]))
-    runner = SubmitRunner(
-        SparkSettings(master="local[1]"),
-        SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs"),
-    )
+    conf = {"spark.driver.memory": DRIVER_MEMORY}
+    paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
+    runner = SubmitRunner(SparkSettings(master="local[1]", conf=conf), paths)
     spec_path = tmp_path / "logs" / "job.json"
     spec_path.parent.mkdir()
     spec_path.write_text("{}")
     spec = {"job_id": "j", "kind": "apply", "steps": [{"python": {"root": str(project)}}]}
     driver = runner.profile(spec, spec_path, tmp_path / "logs" / "job.home", jvm.ArchiveUse([]))  # type: ignore[arg-type]
-    from sluice.core.spark.connect import ConnectServer
-
-    server = ConnectServer(
-        SparkSettings(master="local[1]", mode="connect"),
-        SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs"),
-    ).profile(tmp_path / "spark" / "connect" / "home")
-    return {
-        "jinja": (jinja.PROFILE, "jinja"),
-        "macros": (macros.profile(project), "macros"),
-        "driver": (driver, ""),
-        "connect-server": (server, ""),
+    server = ConnectServer(SparkSettings(master="local[1]", mode="connect", conf=conf), paths)
+    served = server.profile(tmp_path / "spark" / "connect" / "home")
+    found = {
+        "jinja": (jinja.PROFILE, "jinja", jinja_sandbox.MEMORY_BYTES),
+        "macros": (macros.profile(project), "macros", child.MEMORY_BYTES),
     }
+    for name, profile in (("driver", driver), ("connect-server", served)):
+        assert profile.limits is not None and profile.limits.processes == PROCESSES
+        found[name] = (profile, "", profile.limits.memory)
+    return found
 
 
-@pytest.mark.parametrize("kind", ["jinja", "macros", "driver", "connect-server"])
-def test_every_probe_fails_inside_the_sandbox_and_works_without(
-    kind: str, world: dict[str, object], tmp_path: Path
-) -> None:
-    profile, limit = _profiles(world, tmp_path)[kind]
-    confined = _probe(lambda argv: sandbox.wrap(argv, profile).argv, world, limit)
+def _escaped(confined: dict[str, bool], world: dict[str, object]) -> set[str]:
     # A write "works" inside when it lands in the sandbox's own tmp: what counts is the host.
     confined["write_outside"] = Path(str(world["outside"])).exists()
     confined["write_project"] = Path(str(world["project"]), "x.txt").exists()
-    escaped = {name for name, worked in confined.items() if worked}
+    return {name for name, worked in confined.items() if worked}
+
+
+@pytest.mark.parametrize("kind", ["jinja", "macros", "driver", "connect-server"])
+def test_every_probe_fails_inside_the_sandbox(
+    kind: str, world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile, limit, memory = _profiles(world, tmp_path, monkeypatch)[kind]
+    confined = _probe(lambda argv: sandbox.wrap(argv, profile).argv, world, limit, memory)
+    escaped = _escaped(confined, world)
     # The Connect server listens on the host's loopback (its clients send its token).
-    expected = {"fork_bomb", "allocate"} | ({"socket"} if profile.network == "host" else set())
-    assert not escaped - expected, f"{kind}: {sorted(escaped)} worked"
-    if limit:  # the light children limit their processes and memory themselves
-        assert not escaped, f"{kind}: {sorted(escaped)} worked"
-    control = _probe(lambda argv: argv, world, "")
-    control["write_outside"] = Path(str(world["outside"])).exists()
-    for name in ("state", "other_repo", "environ", "home", "write_outside", "socket"):
-        assert control[name], f"control: {name} should work without the sandbox"
+    expected = {"socket"} if profile.network == "host" else set()
+    assert escaped == expected, f"{kind}: {sorted(escaped)} worked"
+
+
+def test_every_probe_works_without_the_sandbox(
+    world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: each probe would work, so each assertion above can fail."""
+    memory = max(m for _, _, m in _profiles(world, tmp_path, monkeypatch).values())
+    control = _probe(lambda argv: argv, world, "", memory)
+    escaped = _escaped(control, world)
+    assert escaped >= {"state", "other_repo", "environ", "home", "write_outside", "socket"}
+    assert escaped >= {"fork_bomb", "allocate", "shared", "tmpfs"}
 
 
 def test_the_project_is_read_only_and_the_warehouse_writable(tmp_path: Path) -> None:
@@ -313,7 +366,7 @@ def test_the_loaders_parsing_child_has_no_network_and_writes_no_file(
 
 
 def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
-    world: dict[str, object], tmp_path: Path
+    world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The warm default's job child (a PR's Python runs there) has no network: the
     server's port is reachable only through the socket the service relays to it."""
@@ -326,7 +379,9 @@ def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
             return f"sc://localhost:{port}", "token"
 
     runner = ConnectRunner(
-        SparkSettings(master="local[1]", mode="connect"),
+        SparkSettings(
+            master="local[1]", mode="connect", conf={"spark.driver.memory": DRIVER_MEMORY}
+        ),
         SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs"),
         server=Server(),  # type: ignore[arg-type]
     )
@@ -334,12 +389,17 @@ def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
     env: dict[str, str] = {}
     runner._preflight(spec, env)  # type: ignore[arg-type]
     try:
-        home = tmp_path / "home"
+        home = tmp_path / "logs" / "j1.home"  # the job's own home, not the service's
         profile = runner.profile(spec, tmp_path / "j1.json", home, jvm.ArchiveUse([]))  # type: ignore[arg-type]
         assert profile.network == "none"
         (tmp_path / "j1.json").write_text("{}")
-        confined = _probe(lambda argv: sandbox.wrap(argv, profile).argv, world, "")
-        assert not confined["socket"] and not confined["state"] and not confined["environ"]
+        assert profile.limits is not None
+        monkeypatch.setenv(sandbox.PROCESSES_SETTING, str(PROCESSES))
+        profile = replace(profile, limits=sandbox.Limits.for_spark(profile.limits.memory))
+        confined = _probe(
+            lambda argv: sandbox.wrap(argv, profile).argv, world, "", profile.limits.memory
+        )
+        assert not _escaped(confined, world)
         script = (
             "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
             "s.sendall(b'hello'); print('relayed')"
@@ -355,7 +415,7 @@ def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
 def test_only_the_service_s_fields_of_a_spec_are_shown_to_the_driver(tmp_path: Path) -> None:
     """A seed's CSV and a Python model's file and project are shown; a value a PR chose
     (a unit test's expected row with a ``root`` or ``path`` column) never is."""
-    from sluice.core.spark.submit import spec_files
+    from sluice.core.spark.confine import spec_files
 
     project = tmp_path / "repo"
     (project / "seeds").mkdir(parents=True)
@@ -389,7 +449,7 @@ def test_the_service_s_own_spark_paths_are_shown_to_spark_and_urls_reach_out(
     """A warehouse or scratch folder the service's settings name is writable in Spark's
     sandbox (else Spark would write into the sandbox's own tmp and the data would be
     lost), a jar readable; a setting with a URL gives the driver the host's network."""
-    from sluice.core.spark.submit import reaches_out, service_paths
+    from sluice.core.spark.confine import reaches_out, service_paths
 
     jar = tmp_path / "x.jar"
     jar.write_bytes(b"PK")
@@ -399,11 +459,48 @@ def test_the_service_s_own_spark_paths_are_shown_to_spark_and_urls_reach_out(
         "spark.jars": str(jar),
         "spark.driver.extraJavaOptions": f"-Dx={tmp_path / 'no'}",
         "spark.sql.shuffle.partitions": "4",
+        # Only a setting that names a path for Spark to read or write shows one.
+        "spark.app.name": "/",
+        "spark.sql.some.option": str(tmp_path),
+        "spark.driver.extraClassPath": f"{jar}:{tmp_path / 'lib'}/*",
     }
+    (tmp_path / "lib").mkdir()
     files, folders = service_paths(conf)
-    assert files == [jar]
+    assert files == [jar, jar, tmp_path / "lib"]
     assert folders == [tmp_path / "warehouse", tmp_path / "a", tmp_path / "b"]
     local = SparkSettings(master="local[1]")
     assert not reaches_out(local, conf)
     assert reaches_out(local, {**conf, "spark.hadoop.fs.s3a.endpoint": "http://minio:9000"})
     assert reaches_out(SparkSettings(master="spark://host:7077"), conf)
+
+
+def test_spark_limits_follow_the_driver_s_memory_and_the_host_s_ceiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sluice.core.spark.confine import limits
+
+    monkeypatch.delenv(sandbox.PROCESSES_SETTING, raising=False)
+    assert limits({}) == sandbox.Limits(sandbox.PROCESSES, 4 * 2**30)
+    assert limits({"spark.driver.memory": "3g"}).memory == 8 * 2**30
+    assert limits({"spark.driver.memory": "512"}).memory == 3 * 2**30  # MiB, as Spark reads it
+    with pytest.raises(ConfigError, match=r"spark\.driver\.memory"):
+        limits({"spark.driver.memory": "lots"})
+    monkeypatch.setenv(sandbox.PROCESSES_SETTING, "12")
+    with pytest.raises(ConfigError, match=sandbox.PROCESSES_SETTING):
+        limits({})
+
+
+def test_a_service_that_is_not_root_bounds_spark_processes_by_their_rlimit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ordinary user's service makes no cgroup: the sandbox's processes count against
+    ``RLIMIT_NPROC`` in its own user namespace (the kernel exempts only root's uid), and
+    each may write ``RLIMIT_DATA`` of memory."""
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_cgroups", lambda limits: [])  # none delegated to it
+    profile = sandbox.Profile("driver", light=False, limits=sandbox.Limits(300, 2**31))
+    argv = sandbox.wrap(["java"], profile).argv
+    assert argv[0].endswith("bwrap") and "--unshare-user" in argv
+    tail = argv[argv.index("--", argv.index("--chdir")) + 1 :]
+    assert tail[0].endswith("prlimit") and tail[-2:] == ["--", "java"]
+    assert {"--nproc=300:300", f"--data={2**31}:{2**31}"} <= set(tail)

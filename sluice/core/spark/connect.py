@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
-from sluice.core.spark import jvm, relay
+from sluice.core.spark import confine, jvm, relay
 from sluice.core.spark.session import (
     MetastoreLock,
     SparkPaths,
@@ -60,12 +60,9 @@ from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.submit import (
     DRIVER,
     SubmitRunner,
-    _die_with_parent,
     _safe,
     child_environment,
-    service_paths,
     spark_submit_path,
-    spec_files,
 )
 
 logger = logging.getLogger(__name__)
@@ -338,7 +335,8 @@ class ConnectServer:
         network, where it listens on loopback and asks every client for its token."""
         archive = jvm.ClassArchive.for_spark(jvm.spark_home(), dict(os.environ))
         read = [archive.path] if archive is not None and archive.path.is_file() else []
-        files, folders = service_paths(spark_conf(self.settings, self.paths))
+        conf = spark_conf(self.settings, self.paths)
+        files, folders = confine.service_paths(conf)
         return sandbox.Profile(
             "connect-server",
             read=tuple(read + files),
@@ -347,6 +345,7 @@ class ConnectServer:
             java=True,
             light=False,
             cwd=home,
+            limits=confine.limits(conf),
         )
 
     def _spawn(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -371,7 +370,7 @@ class ConnectServer:
                         env=env,
                         cwd=env["HOME"],
                         start_new_session=True,
-                        preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only
+                        preexec_fn=sandbox.die_with_parent,  # noqa: PLW1509 - prctl only
                     )
             except BaseException as exc:
                 box["error"] = exc
@@ -534,7 +533,7 @@ class ConnectRunner(SubmitRunner):
         the server is ours: only the socket :mod:`.relay` forwards to the server's port
         (which asks the token only the child's environment holds); the host's network
         for a server of the user's (``spark.remote``)."""
-        read = [spec_path, self._conf_path(spec["job_id"]), *spec_files(spec)]
+        read = [spec_path, self._conf_path(spec["job_id"]), *confine.spec_files(spec)]
         with self._relays_lock:
             relayed = self._relays.get(spec["job_id"])
         if relayed is not None:
@@ -546,6 +545,7 @@ class ConnectRunner(SubmitRunner):
             network="none" if relayed is not None else "host",
             light=False,
             cwd=home,
+            limits=confine.limits(spark_conf(self.settings, self.paths)),
         )
 
     def environment(self, home: Path | None = None) -> dict[str, str]:

@@ -20,7 +20,6 @@ stopped) and applies the rest to the store given to :func:`run_recorded`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -45,7 +44,7 @@ from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
 from sluice.core.sandbox import keep_from_children
-from sluice.core.spark import events, jvm
+from sluice.core.spark import confine, events, jvm
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.session import (
     SparkPaths,
@@ -53,7 +52,6 @@ from sluice.core.spark.session import (
     local_session,
     metastore_lock,
     spark_conf,
-    uses_embedded_metastore,
 )
 from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.writes import WRITE_EVENT, JobWrites
@@ -142,56 +140,6 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         return runner.run(spec)
     finally:
         _JOB_STATE.reset(token)
-
-
-def reaches_out(settings: SparkSettings, conf: dict[str, str]) -> bool:
-    """Whether the service's Spark settings reach past this machine's own Spark: a
-    master that is not ``local``, a metastore of the user's own, or any setting whose
-    value is a URL (an object store, a catalog's service). A sandboxed driver then has
-    the host's network; otherwise only its own loopback."""
-    if not settings.master.startswith("local") or not uses_embedded_metastore(settings):
-        return True
-    return any("://" in value for value in conf.values())
-
-
-def service_paths(conf: dict[str, str]) -> tuple[list[Path], list[Path]]:
-    """The local paths the service's Spark settings name (its own settings, never a
-    repository's): (files a sandboxed Spark process reads, such as jars; folders it
-    writes, such as a warehouse or ``spark.local.dir``, made when missing). A value is a
-    path when it is one whole (``/x``, ``file:/x``, or a comma-separated list of them)."""
-    files: list[Path] = []
-    folders: list[Path] = []
-    for value in conf.values():
-        for part in value.split(","):
-            word = part.strip()
-            if word.startswith("file:"):
-                word = "/" + word[len("file:") :].lstrip("/")
-            if not word.startswith("/") or any(c.isspace() for c in word):
-                continue
-            path = Path(word)
-            if path.is_file():
-                files.append(path)
-            elif not path.exists() or path.is_dir():
-                folders.append(path)
-    return files, folders
-
-
-def spec_files(spec: JobSpec) -> list[Path]:
-    """The files and folders a job's driver reads besides its spec: a SEED model's CSV
-    and a Python model's file and project folder, from those fields only (the service
-    writes them; a value a pull request chose, such as a unit test's row, is never one).
-    A sandbox shows them read-only."""
-    found: list[str] = []
-    for step in spec.get("steps", []):
-        seed = step.get("seed")
-        if isinstance(seed, dict):
-            found.append(str(seed.get("path", "")))
-        python = step.get("python")
-        if isinstance(python, dict):
-            model = python.get("model", python)
-            if isinstance(model, dict):
-                found += [str(model.get("path", "")), str(model.get("root", ""))]
-    return [Path(p) for p in dict.fromkeys(found) if os.path.isabs(p) and os.path.exists(p)]
 
 
 def child_environment(home: Path) -> dict[str, str]:
@@ -348,18 +296,6 @@ class _Log:
 def _drain(stream: IO[str], log: _Log) -> None:
     for line in stream:
         log.write(line)
-
-
-_PRCTL: Any = None
-# Not on Linux: no prctl, and the process group still covers Ctrl-C.
-with contextlib.suppress(OSError, AttributeError):
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGKILL it when its parent dies."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class _RunnerBase:
@@ -520,9 +456,9 @@ class SubmitRunner(_RunnerBase):
         any), Java and Spark read-only; its home, the warehouse and the metastore
         writable; the class archive's folder only for a job that writes the archive; no
         network but its own loopback unless the master is remote."""
-        read = [spec_path, *archive.reads, *spec_files(spec)]
+        read = [spec_path, *archive.reads, *confine.spec_files(spec)]
         conf = spark_conf(self.settings, self.paths)
-        files, folders = service_paths(conf)
+        files, folders = confine.service_paths(conf)
         read += files
         write = [home, self.paths.root, *folders]
         if archive.folder is not None:
@@ -531,10 +467,11 @@ class SubmitRunner(_RunnerBase):
             "driver",
             read=tuple(dict.fromkeys(read)),
             write=tuple(write),
-            network="host" if reaches_out(self.settings, conf) else "none",
+            network="host" if confine.reaches_out(self.settings, conf) else "none",
             java=True,
             light=False,
             cwd=home,
+            limits=confine.limits(conf),
         )
 
     def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
@@ -597,7 +534,7 @@ class SubmitRunner(_RunnerBase):
                 # And if this process is killed outright (kill -9), the JVM goes too, so no
                 # orphaned job keeps writing after the metastore lock is released.
                 # It only calls prctl through a libc handle loaded beforehand: no locks.
-                preexec_fn=_die_with_parent,  # noqa: PLW1509
+                preexec_fn=sandbox.die_with_parent,  # noqa: PLW1509
             )
         except OSError as exc:
             log.close()

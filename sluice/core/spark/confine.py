@@ -1,0 +1,120 @@
+"""What a sandboxed Spark process may see and use, from the service's Spark settings.
+
+The Spark driver (``spark-submit``), the Connect server and the Connect job child start
+through :func:`sluice.core.sandbox.wrap`; their profiles take from here the files a job's
+spec names (:func:`spec_files`), the local paths the service's settings name
+(:func:`service_paths`), whether Spark reaches past this machine (:func:`reaches_out`), and
+the processes and memory it may use (:func:`limits`).
+
+Example::
+
+    >>> service_paths({"spark.sql.warehouse.dir": "file:/srv/wh", "spark.app.name": "/x"})
+    ([], [PosixPath('/srv/wh')])
+    >>> limits({"spark.driver.memory": "512m"}).memory // 2**20
+    3072
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sluice.core import sandbox
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ConfigError
+from sluice.core.spark.session import uses_embedded_metastore
+from sluice.core.spark.spec import JobSpec
+
+# Settings whose value is a list of files (or folders) Spark reads.
+_READS = frozenset(
+    {
+        "spark.jars",
+        "spark.files",
+        "spark.archives",
+        "spark.submit.pyFiles",
+        "spark.driver.extraClassPath",
+        "spark.driver.extraLibraryPath",
+        "spark.executor.extraClassPath",
+    }
+)
+# Settings whose value is a folder Spark writes: ``*.dir`` and ``*.dirs`` (the warehouse,
+# ``spark.local.dir``, an event log, a checkpoint folder) and the checkpoint location.
+_WRITES = re.compile(r"(\.dirs?|\.checkpointLocation)$")
+
+
+def reaches_out(settings: SparkSettings, conf: dict[str, str]) -> bool:
+    """Whether the service's Spark settings reach past this machine's own Spark: a
+    master that is not ``local``, a metastore of the user's own, or any setting whose
+    value is a URL (an object store, a catalog's service). A sandboxed driver then has
+    the host's network; otherwise only its own loopback."""
+    if not settings.master.startswith("local") or not uses_embedded_metastore(settings):
+        return True
+    return any("://" in value for value in conf.values())
+
+
+def _local_paths(value: str) -> list[Path]:
+    """The absolute local paths of a comma- or colon-separated list (``/x``, ``file:/x``,
+    a class path's ``/x/*``); URLs and anything else are not paths."""
+    found: list[Path] = []
+    for part in re.split(r",|:(?=/)", value):  # "file:/x" splits into "file" and "/x"
+        word = part.strip().removesuffix("/*")
+        if word.startswith("/") and not any(c.isspace() for c in word) and word != "/":
+            found.append(Path(word))
+    return found
+
+
+def service_paths(conf: dict[str, str]) -> tuple[list[Path], list[Path]]:
+    """The local paths the service's Spark settings name (its own settings, never a
+    repository's), by what the setting is for: (files and folders a sandboxed Spark
+    process reads, from the jar, file and class path settings; folders it writes, from
+    ``*.dir`` settings such as the warehouse or ``spark.local.dir``, made when missing).
+    Any other setting's value is never shown, whatever it looks like."""
+    files: list[Path] = []
+    folders: list[Path] = []
+    for key, value in conf.items():
+        if key in _READS:
+            files += [p for p in _local_paths(value) if p.exists()]
+        elif _WRITES.search(key):
+            folders += [p for p in _local_paths(value) if not p.is_file()]
+    return files, folders
+
+
+def spec_files(spec: JobSpec) -> list[Path]:
+    """The files and folders a job's driver reads besides its spec: a SEED model's CSV
+    and a Python model's file and project folder, from those fields only (the service
+    writes them; a value a pull request chose, such as a unit test's row, is never one).
+    A sandbox shows them read-only."""
+    found: list[str] = []
+    for step in spec.get("steps", []):
+        seed = step.get("seed")
+        if isinstance(seed, dict):
+            found.append(str(seed.get("path", "")))
+        python = step.get("python")
+        if isinstance(python, dict):
+            model = python.get("model", python)
+            if isinstance(model, dict):
+                found += [str(model.get("path", "")), str(model.get("root", ""))]
+    return [Path(p) for p in dict.fromkeys(found) if os.path.isabs(p) and os.path.exists(p)]
+
+
+_UNITS = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def driver_memory(conf: dict[str, str]) -> int:
+    """Bytes of ``spark.driver.memory`` (Spark's default 1g; a bare number is MiB)."""
+    raw = conf.get("spark.driver.memory", "1g").strip().lower()
+    found = re.fullmatch(r"(\d+)\s*([kmgt]?)b?", raw)
+    if found is None:
+        raise ConfigError(
+            f"spark.driver.memory={raw!r} is not a size Spark reads",
+            hint="write it as Spark does: 512m, 2g",
+        )
+    return int(found.group(1)) * _UNITS[found.group(2)]
+
+
+def limits(conf: dict[str, str]) -> sandbox.Limits:
+    """What each process of a sandboxed Spark application may write to memory: twice the
+    driver's heap (``spark.driver.memory``: a JVM's heap, off-heap buffers and stacks stay
+    under it) and 2 GiB for the rest; and the host's process ceiling."""
+    return sandbox.Limits.for_spark(2 * driver_memory(conf) + 2 * 2**30)
