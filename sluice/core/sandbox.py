@@ -44,9 +44,11 @@ import functools
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -376,45 +378,53 @@ def _own_cgroups() -> dict[str, Path]:
     return found
 
 
-def _make_cgroup(parent: Path, settings: dict[str, int]) -> Path | None:
-    """A new cgroup under ``parent`` with ``settings`` (file name: value); its
-    ``cgroup.procs``, or None where this process may not make one. Empty ones left by
-    earlier processes are removed first."""
+CGROUP_STALE_SECONDS = 60.0
+"""An empty cgroup of Sluice's this old is left over (its process ended): removed."""
+
+
+def _usable(parent: Path, controllers: set[str]) -> bool:
+    """Whether this process may make cgroups under ``parent`` with ``controllers`` (on v2
+    they are turned on below it first). Empty cgroups of Sluice's left by earlier
+    processes are removed (never a fresh one: its process may be starting)."""
     if not os.access(parent, os.W_OK):
-        return None
+        return False
+    now = time.time()
     for old in parent.glob(CGROUP_PREFIX + "*"):
         with contextlib.suppress(OSError):
-            old.rmdir()  # refused while any process is in it
+            if now - old.stat().st_ctime > CGROUP_STALE_SECONDS:
+                old.rmdir()  # refused while any process is in it
     control = parent / "cgroup.subtree_control"
-    made = parent / f"{CGROUP_PREFIX}{secrets.token_hex(6)}"
-    try:
-        if control.exists():  # v2: the controllers must be on below ``parent``
-            for name in {key.split(".")[0] for key in settings}:
-                with contextlib.suppress(OSError):
-                    control.write_text(f"+{name}")
-        made.mkdir()
-        for name, value in settings.items():
-            (made / name).write_text(str(value))
-    except OSError:
-        with contextlib.suppress(OSError):
-            made.rmdir()
-        return None
-    return made / "cgroup.procs"
+    if control.exists():
+        for name in controllers:
+            with contextlib.suppress(OSError):
+                control.write_text(f"+{name}")
+        return controllers <= set(control.read_text().split())
+    return True
 
 
-def _cgroups(limits: Limits) -> list[Path]:
-    """The ``cgroup.procs`` files of new cgroups bounding ``limits.processes`` tasks and
-    ``limits.memory`` bytes of memory in all (private, shared and tmpfs pages alike),
-    where this process can make them (root, or a delegated v2 tree)."""
+def _cgroups(limits: Limits) -> list[str]:
+    """Shell lines that make new cgroups bounding ``limits.processes`` tasks and
+    ``limits.memory`` bytes of memory in all (private, shared and tmpfs pages alike) and
+    move the shell into them, where this process can make them (root, or a delegated v2
+    tree); none where it cannot. The process making them is the one that joins them, so
+    no other process's clean-up can remove one before it is used."""
     own = _own_cgroups()
     pids, memory = own.get("pids"), own.get("memory")
+    wanted: list[tuple[Path, dict[str, int]]] = []
     if pids is not None and pids == memory:  # v2: one tree, one cgroup for both
         wanted = [(pids, {"pids.max": limits.processes, "memory.max": limits.memory})]
     else:
-        wanted = [(pids, {"pids.max": limits.processes})] if pids else []
+        wanted += [(pids, {"pids.max": limits.processes})] if pids else []
         wanted += [(memory, {"memory.limit_in_bytes": limits.memory})] if memory else []
-    made = [_make_cgroup(parent, settings) for parent, settings in wanted]
-    return [procs for procs in made if procs is not None]
+    lines: list[str] = []
+    for parent, settings in wanted:
+        if not _usable(parent, {name.split(".")[0] for name in settings}):
+            continue
+        made = parent / f"{CGROUP_PREFIX}{secrets.token_hex(6)}"
+        lines.append(f"mkdir {shlex.quote(str(made))}")
+        lines += [f"echo {int(v)} > {shlex.quote(str(made / k))}" for k, v in settings.items()]
+        lines.append(f"echo $$ > {shlex.quote(str(made / 'cgroup.procs'))}")
+    return lines
 
 
 @functools.cache
@@ -428,18 +438,17 @@ def _warn_unbounded() -> None:
 
 def _in_cgroup(limits: Limits | None) -> list[str]:
     """The prefix that starts a Spark process in cgroups of its own, bounding its
-    processes and all its memory (a shell writes its pid into each, then becomes the
-    process). Under a root service, which Linux exempts from ``RLIMIT_NPROC``, a warning
-    where none can be made."""
+    processes and all its memory: a shell makes them, joins them, then becomes the
+    process (and fails, starting nothing, if it cannot). Under a root service, which Linux
+    exempts from ``RLIMIT_NPROC``, a warning where none can be made."""
     if limits is None:
         return []
-    procs = _cgroups(limits)
-    if not procs:
+    lines = _cgroups(limits)
+    if not lines:
         if os.geteuid() == 0:
             _warn_unbounded()
         return []
-    joins = " && ".join(f'echo $$ > "${i}"' for i in range(1, len(procs) + 1))
-    return ["/bin/sh", "-c", f'{joins} && shift {len(procs)} && exec "$@"', "sh", *map(str, procs)]
+    return ["/bin/sh", "-c", "set -e\n" + "\n".join(lines) + '\nexec "$@"', "sh"]
 
 
 def _light_uid() -> int:

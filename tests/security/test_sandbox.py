@@ -504,3 +504,22 @@ def test_a_service_that_is_not_root_bounds_spark_processes_by_their_rlimit(
     tail = argv[argv.index("--", argv.index("--chdir")) + 1 :]
     assert tail[0].endswith("prlimit") and tail[-2:] == ["--", "java"]
     assert {"--nproc=300:300", f"--data={2**31}:{2**31}"} <= set(tail)
+
+
+def test_only_stale_empty_cgroups_are_cleaned_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup is made by the shell that joins it; clean-up removes an empty one only once
+    it is old, so one being joined by a process starting elsewhere is never taken."""
+    parent = sandbox._own_cgroups().get("pids")
+    if parent is None or not os.access(parent, os.W_OK):
+        pytest.skip("this process cannot make cgroups")
+    fresh = parent / f"{sandbox.CGROUP_PREFIX}test{os.getpid()}"
+    fresh.mkdir()
+    try:
+        assert sandbox._usable(parent, {"pids"})
+        assert fresh.exists()
+        monkeypatch.setattr(sandbox, "CGROUP_STALE_SECONDS", -1.0)
+        assert sandbox._usable(parent, {"pids"})
+        assert not fresh.exists()
+    finally:
+        if fresh.exists():
+            fresh.rmdir()
