@@ -5,10 +5,16 @@ templates get only what is offered: ``var()`` (the project's variables), ``env_v
 (only the values the caller offers, never the process environment), the project's
 ``{% macro %}`` definitions and SQLMesh's predefined variables, which render as the
 ``@name`` macro Sluice fills in at run time. The environment is jinja2's
-``ImmutableSandboxedEnvironment`` (no ``_``-attributes, no mutation of lists and dicts)
-with :class:`StrictUndefined`, and rendering is capped: output size, string and number
-sizes, ``range()`` length, macro nesting, and the template lines run (a line tracer
-counts them, so loops without output are capped too) and the time taken.
+``ImmutableSandboxedEnvironment`` (no ``_``-attributes) with :class:`StrictUndefined`
+and the extensions and filters SQLMesh's own Jinja environment has (``{% do %}``,
+``{% break %}`` and ``{% continue %}``, ``b64encode`` and ``b64decode``). One thing it
+allows that jinja2's immutable sandbox does not, because ``{% do %}`` is for it: a
+template may change the plain lists and dicts it builds (``{% do cols.append(c) %}``).
+Nothing else it reaches is one (``var()`` hands out a copy), so no change outlives the
+template, and a list or dict a change makes too large is an error like any other value.
+Rendering is capped: output size, string and number sizes, ``range()`` length, macro
+nesting, and the template lines run (a line tracer counts them, so loops without output
+are capped too) and the time taken.
 
 :func:`main` is the entry point of the child process :mod:`.jinja` starts: it sets its
 own memory and CPU limits first, so a template that still gets past the caps above ends
@@ -17,6 +23,8 @@ a disposable process, not the service.
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 import re
 import sys
@@ -30,7 +38,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateSyntaxError
 from jinja2.exceptions import SecurityError, UndefinedError
 from jinja2.runtime import Context, Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from jinja2.utils import Namespace
 
 MAX_OUTPUT = 1_000_000
@@ -129,8 +137,35 @@ def _check_size(value: Any) -> None:
         )
 
 
+EXTENSIONS = ("jinja2.ext.do", "jinja2.ext.loopcontrols")
+"""The extensions SQLMesh's Jinja environment enables (``sqlmesh.utils.jinja.environment``):
+``{% do expression %}`` (an expression run for what it does, evaluated by this sandbox like
+any other) and ``{% break %}`` / ``{% continue %}`` in loops."""
+
+_CHANGES: dict[type, frozenset[str]] = {
+    list: frozenset({"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}),
+    dict: frozenset({"update", "setdefault", "pop", "popitem", "clear"}),
+}
+"""The methods a template may call to change a plain list or dict: the ones jinja2's
+immutable sandbox refuses (``jinja2.sandbox._mutable_spec``), allowed on exactly these two
+types, which is what a template's own ``[...]``, ``{...}`` and ``dict()`` build."""
+
+
+def _b64decode(value: str | bytes) -> str:
+    """SQLMesh's ``b64decode`` filter: base64 text decoded, as UTF-8 text."""
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    return base64.b64decode(data).decode("utf-8")
+
+
+def _b64encode(value: str | bytes) -> str:
+    """SQLMesh's ``b64encode`` filter: UTF-8 text base64-encoded."""
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    return base64.b64encode(data).decode("utf-8")
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """jinja2's immutable sandbox with every call and size-changing operator checked."""
+    """jinja2's immutable sandbox with every call and size-changing operator checked, in
+    which a template may change the plain lists and dicts it builds (:data:`_CHANGES`)."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%", "//", "-"})
 
@@ -139,14 +174,29 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             undefined=StrictUndefined,
             autoescape=False,
             keep_trailing_newline=True,
-            extensions=(),
+            extensions=EXTENSIONS,
         )
         self.budget = budget
         self.globals["range"] = self._range
         self.globals["namespace"] = _Namespace
         del self.globals["lipsum"]  # random text of any length: nothing a query needs
+        self.filters["b64decode"] = _b64decode
+        self.filters["b64encode"] = _b64encode
         for name, function in list(self.filters.items()):
             self.filters[name] = _checked(function, name in _SIZED_FILTERS)
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        # jinja2 returns an undefined value that fails only when used; one that is not
+        # used (``{% do x._y %}``, ``{% set z = x._y %}``) would pass unnoticed.
+        raise SecurityError(
+            f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
+        )
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if attr in _CHANGES.get(type(obj), frozenset()):
+            # jinja2's sandbox rules (no _-attribute, ...) without the immutable one.
+            return SandboxedEnvironment.is_safe_attribute(self, obj, attr, value)
+        return super().is_safe_attribute(obj, attr, value)
 
     def _range(self, *args: int) -> range:
         result = range(*args)
@@ -189,7 +239,16 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         for value in (*args, *kwargs.values()):
             _check_size(value)
         if not isinstance(__obj, Macro):
-            return super().call(__context, __obj, *args, **kwargs)
+            changed = getattr(__obj, "__self__", None)
+            if type(changed) not in _CHANGES:
+                return super().call(__context, __obj, *args, **kwargs)
+            key = kwargs.get("key")
+            if key is not None:  # list.sort(key=f): f is called through the sandbox too
+                kwargs["key"] = lambda item: __self.call(__context, key, item)
+            result = super().call(__context, __obj, *args, **kwargs)
+            _check_size(changed)  # a list or dict grown by the call
+            _check_size(result)
+            return result
         budget.depth += 1
         try:
             if budget.depth > MAX_DEPTH:
@@ -316,7 +375,8 @@ class Renderer:
     def _var(self, name: str, default: Any = _NO_DEFAULT) -> Any:
         key = str(name).lower()
         if key in self.variables:
-            return self.variables[key]
+            # A copy: a template may change its own lists and dicts, never the project's.
+            return copy.deepcopy(self.variables[key])
         if default is not _NO_DEFAULT:
             return default
         raise _Cap(
@@ -397,7 +457,8 @@ class Renderer:
             message = f"refused by the sandbox: {message}"
             hint = (
                 "templates may not reach Python internals (attributes starting with _, "
-                "or changing lists and dicts); write the SQL with variables and macros"
+                "or changing anything but the lists and dicts they build); write the SQL "
+                "with variables and macros"
             )
         elif isinstance(exc, UndefinedError):
             hint = (

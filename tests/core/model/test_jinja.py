@@ -94,6 +94,62 @@ def test_a_macro_from_the_macros_folder(tmp_path: Path) -> None:
     )
 
 
+def test_do_and_loop_controls_as_sqlmesh_enables_them(tmp_path: Path) -> None:
+    # SQLMesh's Jinja environment enables jinja2.ext.do and jinja2.ext.loopcontrols;
+    # a macro builds a list with {% do %} (as a real project's safe_hash does).
+    macros = """\
+        {% macro safe_hash(columns) %}
+            {% set coalesced = [] %}
+            {% for column in columns %}
+                {% do coalesced.append("COALESCE(LOWER(" ~ column ~ "), '')") %}
+            {% endfor %}
+            MD5({{ coalesced | join(' || ') }})
+        {% endmacro %}
+        """
+    query = """\
+        {% set seen = {} %}
+        {% do seen.update(first='method') %}
+        SELECT {{ safe_hash(['method', 'CAST(id AS STRING)']) }} AS h,
+          {% for c in ['id', 'skipped', 'amount', 'never'] -%}
+          {%- if c == 'skipped' %}{% continue %}{% endif -%}
+          {%- if c == 'never' %}{% break %}{% endif -%}
+          {{ c }},
+          {% endfor %}
+          {{ seen['first'] }}
+        FROM raw.orders"""
+    loaded = project(
+        tmp_path, {"macros/hash.sql": macros, "models/m.sql": model(textwrap.dedent(query))}
+    )
+    assert loaded.models["mart.m"].query_sql == (
+        "SELECT MD5(COALESCE(LOWER(method), '') || COALESCE(LOWER(CAST(id AS STRING)), '')) "
+        "AS h, id, amount, method FROM raw.orders"
+    )
+
+
+def test_sqlmesh_base64_filters(tmp_path: Path) -> None:
+    query = "SELECT '{{ 'eu' | b64encode }}' AS e, '{{ 'ZXU=' | b64decode }}' AS d FROM raw.orders"
+    loaded = project(tmp_path, {"models/m.sql": model(query)})
+    assert loaded.models["mart.m"].query_sql == "SELECT 'ZXU=' AS e, 'eu' AS d FROM raw.orders"
+
+
+def test_a_template_changes_a_copy_of_a_variable_never_the_project_s(tmp_path: Path) -> None:
+    # A template may change the lists it builds, and what var() hands it is its own copy:
+    # one model's {% do %} does not change what the next model (or macro) reads.
+    config = CONFIG + "  columns: [id]\n"
+    grow = "{% set c = var('columns') %}{% do c.append('amount') %}SELECT {{ c | join(', ') }}"
+    files = {
+        "config.yaml": config,
+        "models/a.sql": model(grow + " FROM raw.orders", name="mart.a"),
+        "models/b.sql": model(grow + " FROM raw.orders", name="mart.b"),
+        "models/c.sql": model("SELECT {{ var('columns') | join(', ') }} FROM raw.orders"),
+    }
+    loaded = project(tmp_path, files)
+    for name in ("mart.a", "mart.b"):
+        assert loaded.models[name].query_sql == "SELECT id, amount FROM raw.orders"
+    assert loaded.models["mart.m"].query_sql == "SELECT id FROM raw.orders"
+    assert loaded.config.variables["columns"] == ["id"]
+
+
 def test_var_with_and_without_default(tmp_path: Path) -> None:
     query = "SELECT '{{ var('region') }}' AS r, {{ var('missing', 7) }} AS d, '{{ var('REGION') }}' AS u"
     loaded = project(tmp_path, {"models/m.sql": model(query + "\nFROM raw.orders")})
@@ -182,7 +238,17 @@ def test_jinja_mixed_with_sqlmesh_macros(tmp_path: Path) -> None:
         "{{ cycler.__init__.__globals__ }}",
         "{{ self._TemplateReference__context }}",
         "{{ range.__self__ }}",
-        "{% set l = [1] %}{{ l.append(2) }}",
+        # {% do %} runs an expression through the same sandbox as {{ }}.
+        "{% do ''.__class__.__mro__ %}",
+        "{% do cycler.__init__.__globals__ %}",
+        "{% do var.__func__.__globals__ %}",
+        "{% do self._TemplateReference__context %}",
+        "{% set c = self._TemplateReference__context %}",
+        "{% set l = [] %}{% do l.append.__self__.__class__ %}",
+        "{% set l = [] %}{% do l.append(l.__class__.__base__.__subclasses__()) %}",
+        "{% set d = {} %}{% do d.update(x=d.__class__) %}",
+        "{% do namespace.__init__.__globals__ %}",
+        "{% do [].sort(key=''.__class__) %}",
     ],
 )
 def test_escapes_from_the_sandbox_are_refused(tmp_path: Path, template: str) -> None:
@@ -208,6 +274,21 @@ def test_escapes_from_the_sandbox_are_refused(tmp_path: Path, template: str) -> 
             "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
             "{% endfor %}",
             "a value of",
+        ),
+        (
+            # A list a template changes is capped like any other value it builds.
+            "{% set l = [1] %}{% for i in range(64) %}{% do l.extend(l) %}{% endfor %}",
+            "a value of",
+        ),
+        (
+            "{% set d = {} %}{% for i in range(2000) %}"
+            "{% do d.update(dict.fromkeys(range(i * 1000, i * 1000 + 1000))) %}{% endfor %}",
+            "a value of",
+        ),
+        (
+            # list.sort's key is called through the sandbox: the macro depth counts.
+            "{% macro k(x) %}{% do [1, 2].sort(key=k) %}{% endmacro %}{{ k(0) }}",
+            "50 levels deep",
         ),
         (
             # Strings the in-process caps let through one by one, kept in a macro's
