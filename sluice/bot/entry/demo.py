@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from sluice.bot.entry import local_pr
@@ -105,7 +106,7 @@ def demo(work_dir: Path, keep: bool, spark_mode: Literal["connect", "submit"]) -
     check_git()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     root = work_dir.resolve()
-    out.print(f"[bold]Sluice demo[/] in {root} ({version})")
+    out.print(f"[bold]Sluice demo[/] in {escape(str(root))} ({escape(version)})")
     finished = False
     try:
         _run(root, spark_mode)
@@ -114,7 +115,10 @@ def demo(work_dir: Path, keep: bool, spark_mode: Literal["connect", "submit"]) -
         stop_all()  # the demo's Spark Connect server, if it started one
         took = _took(time.monotonic() - started)
         if not finished:
-            err.print(f"[red]The demo stopped after {took}[/]; its repository is kept in {root}")
+            err.print(
+                f"[red]The demo stopped after {took}[/]; its repository is kept in "
+                f"{escape(str(root))}"
+            )
         elif keep:
             out.print(
                 f"\n[bold green]Demo finished in {took}.[/] The repository is kept in "

@@ -20,7 +20,7 @@ from sluice.bot.queue.store import JobQueue
 from sluice.core.errors import SluiceError
 from sluice.core.words import duration
 
-_out = Console()
+_out = Console(emoji=False)
 
 database_option = click.option(
     "--database-url",

@@ -47,6 +47,6 @@ def show(markdown: str, *, raw: bool | None = None, file: TextIO | None = None) 
     if raw:
         out.write(markdown.rstrip() + "\n")
         return
-    Console(file=out, force_terminal=None if file is None else False).print(
+    Console(file=out, force_terminal=None if file is None else False, emoji=False).print(
         Markdown(for_terminal(markdown))
     )

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from sluice import __version__
 from sluice.core import logs
@@ -18,8 +19,11 @@ from sluice.core.errors import SluiceError
 from sluice.core.timeutil import DAY_MS, to_ms
 
 F = TypeVar("F", bound=Callable[..., Any])
-out = Console()
-err = Console(stderr=True)
+# Text Sluice prints holds names, paths and messages users and Spark wrote: no Rich emoji
+# codes (a location "file:100:" is not an emoji), and every such value goes through
+# ``escape`` where markup is on (a file named "[red]x.sql" is a name, not a style).
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
 
 
 class LazyGroup(click.Group):
@@ -68,7 +72,7 @@ def fails_cleanly(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except SluiceError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -118,19 +122,20 @@ def progress(event: dict[str, Any]) -> None:
     """Print the driver's progress on stderr (stdout stays clean for --json)."""
     kind = event.get("event")
     if kind == "step_start":
-        err.print(f"[dim]→ {event.get('label')}[/]", highlight=False)
+        err.print(f"[dim]→ {escape(str(event.get('label')))}[/]", highlight=False)
     elif kind == "step_done" and event.get("seconds", 0) >= 1:
         # Builds run at once, so a step's end names it.
         err.print(
-            f"[dim]  {event.get('label')}: done in {event['seconds']:.1f} s[/]", highlight=False
+            f"[dim]  {escape(str(event.get('label')))}: done in {event['seconds']:.1f} s[/]",
+            highlight=False,
         )
     elif kind == "log":
-        err.print(f"[dim]  {event.get('message')}[/]", highlight=False)
+        err.print(f"[dim]  {escape(str(event.get('message')))}[/]", highlight=False)
     elif kind == "waiting":
-        err.print(f"[yellow]{event.get('message')}[/]", highlight=False)
+        err.print(f"[yellow]{escape(str(event.get('message')))}[/]", highlight=False)
 
 
 def notes(items: tuple[str, ...]) -> None:
     """Print load notes on stderr."""
     for note in items:
-        err.print(f"[dim]note: {note}[/]", highlight=False)
+        err.print(f"[dim]note: {escape(note)}[/]", highlight=False)

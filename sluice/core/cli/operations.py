@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from sluice.core import workflow
@@ -46,9 +47,9 @@ def test_command(project_dir: Path, pattern: str | None, in_process: bool) -> No
     failed = [r for r in results if not r.get("passed")]
     for result in results:
         mark = "[green]PASS[/]" if result.get("passed") else "[red]FAIL[/]"
-        out.print(f"{mark} {result.get('name')}", highlight=False)
+        out.print(f"{mark} {escape(str(result.get('name')))}", highlight=False)
         for note in result.get("notes") or []:
-            err.print(f"[dim]  note: {note}[/]", highlight=False)
+            err.print(f"[dim]  note: {escape(str(note))}[/]", highlight=False)
         if not result.get("passed") and result.get("diff"):
             out.print(result["diff"], highlight=False, markup=False)
     out.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
