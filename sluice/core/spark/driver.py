@@ -134,6 +134,8 @@ def _run_step(
     about: dict[str, Any] = {}
     if "model" in fields:  # a build's, an audit's, a unit test's: whose the events are
         about["model"] = fields["model"]
+    if "source" in fields:  # the model's file:line, for a failure's message
+        about["source"] = fields["source"]
     if worker is not None:
         about["worker"] = worker
     ctx.emit({"event": "step_start", "index": index, "type": step["type"], "label": label, **about})

@@ -100,8 +100,11 @@ def job_failure(
             for e in failed[1:]
             if e.get("error")
         )
+        # A build names its model's file:line first, as every error at a file does (the
+        # Action turns it into an annotation on that file).
+        source = f"{step['source']}: " if step.get("source") else ""
         return ExecutionError(
-            f"Spark job failed at step '{step.get('label')}': {step.get('error')}{also}",
+            f"{source}Spark job failed at step '{step.get('label')}': {step.get('error')}{also}",
             hint=f"fix the step's cause and run again{tail}",
         )
     job = next((e for e in reversed(seen) if e.get("event") == "job_failed"), None)

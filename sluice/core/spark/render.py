@@ -86,6 +86,18 @@ def render_query(
     return macros.render(query, values).sql("spark")
 
 
+def source_path(path: str, project_dir: str) -> str:
+    """``path`` relative to the project folder (as its author names it), else as given.
+
+    >>> source_path("/srv/repo/models/orders.sql", "/srv/repo")
+    'models/orders.sql'
+    """
+    try:
+        return Path(path).resolve().relative_to(Path(project_dir).resolve()).as_posix()
+    except ValueError:
+        return path
+
+
 def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> PythonModelSpec:
     """What the driver needs to run a Python model's function: its file and entry point,
     and the table ``context.resolve_table`` answers for each parent found in ``tables``."""
@@ -213,6 +225,8 @@ def build_steps(
             ),
             "parents": parents[snap.name],
         }
+        if model.path:  # where its author finds it, for a failure's message
+            step["source"] = f"{source_path(model.path, project_dir)}:{model.line}"
         if kind == KindName.SEED:
             assert model.kind.seed_path is not None
             step["seed"] = {

@@ -119,6 +119,9 @@ class BuildStep(StepBase):
     restate: list[list[int]]
     """``[start, end]`` ranges whose recorded intervals are removed first."""
     batches: list[BuildBatch]
+    source: NotRequired[str]
+    """The model's file and line in the project (``models/orders.sql:1``): a failed
+    build's message names it."""
     seed: NotRequired[SeedFile]
     """SEED models only."""
     python: NotRequired[PythonModelSpec]

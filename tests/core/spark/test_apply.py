@@ -258,6 +258,14 @@ def test_a_query_spark_cannot_run_names_the_model(prod: Env) -> None:
         assert "build jaffle.bad" in str(error)
         assert "no_such_function" in str(error).lower() or "UNRESOLVED_ROUTINE" in str(error)
         assert not prod.spark.catalog.databaseExists("jaffle__pr_3")
+        # A column the parent lacks: the model's file and line, Spark's error class and
+        # its one-line message with the suggestions; no position in generated SQL, no plan.
+        bad.write_text("MODEL (name jaffle.bad, kind FULL);\nSELECT amout AS x FROM jaffle.orders")
+        message = str(_unchanged(prod, "pr_3", lambda: prod.apply("pr_3"))).splitlines()
+        first = message[0]
+        assert first.startswith("models/bad.sql:1: Spark job failed at step 'build jaffle.bad'")
+        assert "[UNRESOLVED_COLUMN.WITH_SUGGESTION]" in first and "`amount`" in first
+        assert not any(" pos " in line or "Project [" in line for line in message), message
     finally:
         bad.unlink()
 

@@ -66,14 +66,39 @@ each handler's own signature names its step's ``TypedDict`` (:mod:`sluice.core.s
 and the driver hands it only steps of that type (it looks the handler up by ``type``)."""
 
 
+_ERROR_CLASS = re.compile(r"^\[(?P<condition>[A-Z][A-Z0-9_.]*)\]\s*(?P<message>.*)$")
+# What Spark appends to an analysis error's message: its SQLSTATE, then the position in
+# the SQL it was given (Sluice's generated SQL, not the author's file) and a logical plan.
+_SPARK_TAIL = re.compile(r"\s*(SQLSTATE: \w+)?;?\s*(line \d+,? pos \d+)?;?\s*$")
+
+
 def spark_error(exc: BaseException) -> str:
-    """The part of a Spark/Python error a user needs: no JVM stack, at most 15 lines."""
-    text = str(exc) or exc.__class__.__name__
+    r"""The part of a Spark/Python error a user needs, no JVM stack.
+
+    A Spark error with an error class is one line: the exception, its class and Spark's
+    message (with the column and Spark's suggestions), without the SQLSTATE, the
+    position in the generated SQL and the logical plan that follow it. Any other error
+    (a Python model's traceback) keeps at most 15 lines.
+
+    Example::
+
+        >>> class AnalysisException(Exception): ...
+        >>> spark_error(AnalysisException(
+        ...     "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `amout` cannot be "
+        ...     "resolved. Did you mean one of the following? [`amount`, `id`]. SQLSTATE: "
+        ...     "42703; line 1 pos 625;\n'Project ['amout]\n+- SubqueryAlias o"))
+        'AnalysisException [UNRESOLVED_COLUMN.WITH_SUGGESTION]: A column with name `amout` cannot be resolved. Did you mean one of the following? [`amount`, `id`].'
+    """
+    name = exc.__class__.__name__
+    text = str(exc) or name
     text = text.split("JVM stacktrace:", 1)[0]
     lines = [ln for ln in text.splitlines() if not re.match(r"^\s+at [\w$.]+\(", ln)]
     lines = [ln.rstrip() for ln in lines if ln.strip()]
+    classed = _ERROR_CLASS.match(lines[0].strip()) if lines else None
+    if classed is not None:
+        message = _SPARK_TAIL.sub("", classed["message"].split("; line ", 1)[0])
+        return f"{name} [{classed['condition']}]: {message}"
     if len(lines) > 15:
         lines = [*lines[:15], f"... ({len(lines) - 15} more lines in the log)"]
-    name = exc.__class__.__name__
     body = "\n".join(lines)
     return body if body.startswith(name) else f"{name}: {body}"
