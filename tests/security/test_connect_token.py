@@ -205,14 +205,13 @@ def test_a_client_without_the_token_or_with_a_wrong_one_is_refused(
 ) -> None:
     url, token = connect_server.connection()
     assert url.startswith("sc://localhost:") and token not in url
-    home = tmp_path / "client"
     # Control: the same client with the token is answered.
-    assert health_check(url, home, token=token) is None
+    assert health_check(url, token=token) is None
     for wrong in (None, "", token[:-1], token + "x", "x" * len(token)):
-        problem = health_check(url, home, token=wrong or None)
+        problem = health_check(url, token=wrong or None)
         assert problem is not None and "UNAUTHENTICATED" in problem, (wrong, problem)
     # Over 127.0.0.1 (no TLS, no local credentials) a client sends nothing and is refused.
-    problem = health_check(f"sc://{BIND_ADDRESS}:{connect_server.port}", home)
+    problem = health_check(f"sc://{BIND_ADDRESS}:{connect_server.port}")
     assert problem is not None and "UNAUTHENTICATED" in problem
     assert connect_server.healthy()
 

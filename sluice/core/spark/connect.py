@@ -131,25 +131,29 @@ def _client_env(url: str, home: Path, token: str | None) -> dict[str, str]:
     return env
 
 
-def _client_script(
-    script: str, url: str, home: Path, timeout: float, token: str | None
-) -> str | None:
-    """Run a Connect client snippet in a child; None when it worked, else its error."""
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _client_script(script: str, url: str, timeout: float, token: str | None) -> str | None:
+    """Run a Connect client snippet in a child of the service's own; None when it worked,
+    else its error.
+
+    The child is not sandboxed (it holds the server's token), so nothing a sandbox can
+    write reaches it: Python in isolated mode (``-I``: no working folder, ``PYTHON*``
+    variables or user site on ``sys.path``), its working folder and home a fresh private
+    folder of its own, removed after."""
     sandbox.keep_from_children()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=_client_env(url, home, token),
-            cwd=home,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"no answer within {timeout:.0f} s"
+    with tempfile.TemporaryDirectory(prefix="sluice-client-") as private:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", script],
+                env=_client_env(url, Path(private), token),
+                cwd=private,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"no answer within {timeout:.0f} s"
     if done.returncode == 0:
         return None
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
@@ -157,19 +161,19 @@ def _client_script(
 
 
 def health_check(
-    url: str, home: Path, timeout: float = _HEALTH_TIMEOUT_S, *, token: str | None = None
+    url: str, timeout: float = _HEALTH_TIMEOUT_S, *, token: str | None = None
 ) -> str | None:
     """A client's ``SELECT 1`` on ``url`` (sending ``token``): None when it answered, else
     why not."""
-    return _client_script(_HEALTH, url, home, timeout, token)
+    return _client_script(_HEALTH, url, timeout, token)
 
 
 def interrupt_session(
-    url: str, session_id: str, home: Path, timeout: float = 60.0, *, token: str | None = None
+    url: str, session_id: str, timeout: float = 60.0, *, token: str | None = None
 ) -> None:
     """Interrupt every operation of one Connect session, and release it (best effort)."""
     problem = _client_script(
-        _INTERRUPT, f"{url.rstrip('/')}/;session_id={session_id}", home, timeout, token
+        _INTERRUPT, f"{url.rstrip('/')}/;session_id={session_id}", timeout, token
     )
     if problem is not None:
         logger.info("could not interrupt Connect session %s: %s", session_id, problem)
@@ -271,7 +275,7 @@ class ConnectServer:
         """A client's ``SELECT 1`` on the server answered."""
         if not self.running():
             return False
-        return health_check(self.url, self.folder / "client-home", token=self._token) is None
+        return health_check(self.url, token=self._token) is None
 
     def command(self, port: int, env: dict[str, str] | None = None) -> list[str]:
         """The ``spark-submit`` command line of the server (``env``: the one it starts
@@ -400,7 +404,7 @@ class ConnectServer:
                 raise self._failed(f"it did not listen within {self.start_timeout:.0f} s")
             time.sleep(0.25)
         left = max(10.0, deadline - time.monotonic())
-        problem = health_check(self.url, self.folder / "client-home", left, token=self._token)
+        problem = health_check(self.url, left, token=self._token)
         if problem is not None:
             raise self._failed(f"a SELECT 1 failed: {problem}")
 
@@ -609,9 +613,7 @@ class ConnectRunner(SubmitRunner):
         ]
         for session in sessions:
             if session:
-                interrupt_session(
-                    env[REMOTE_ENV], str(session), Path(env["HOME"]), token=env.get(TOKEN_ENV)
-                )
+                interrupt_session(env[REMOTE_ENV], str(session), token=env.get(TOKEN_ENV))
 
 
 def make_runner(settings: SparkSettings, paths: SparkPaths, **kwargs: Any) -> SubmitRunner:
