@@ -21,7 +21,7 @@ from sqlglot.dialects.dialect import Dialect
 from sluice.core.errors import ConfigError, PlanError, did_you_mean
 from sluice.core.intervals import check_cron
 from sluice.core.model.names import Catalogs, catalogs_of, gateway_catalog
-from sluice.core.timeutil import to_ms
+from sluice.core.timeutil import read_start
 from sluice.core.yamlio import MAX_CHARS, LocatedYaml, parse_yaml, read_yaml
 
 # Top-level keys of a SQLMesh config.yaml that configure SQLMesh itself. Sluice runs on
@@ -70,7 +70,7 @@ def _check_date(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, date | datetime | str | int):
-        to_ms(value)  # raises ValueError with the accepted formats
+        read_start(value)  # raises ValueError with the accepted formats
         return value.isoformat() if isinstance(value, date | datetime) else str(value)
     raise ValueError(f"expected a date, got {value!r}")
 

@@ -114,6 +114,23 @@ def test_a_line_that_is_not_the_protocol_fails_the_load_naming_the_macro(
     ), error.message
 
 
+def test_an_answer_of_another_kind_than_the_call_asked_is_refused(tmp_path: Path) -> None:
+    # A Python model's value ({"value": ...}, issue 41) as the answer to a macro call: the
+    # call's argument holds a macro, so it is asked (id 1), never answered ahead.
+    macro = """\
+        import os
+        from sqlmesh import macro
+
+        @macro()
+        def bad(evaluator, x):
+            os.write(1, b'{"id": 1, "value": ["1"]}\\n')
+            return "1"
+        """
+    root = _project(tmp_path / "p", macro, {"a": "SELECT @bad(@VAR('v', 1)) AS x"})
+    error = _refused(root, NOT_PROTOCOL)
+    assert "an answer of another kind than the call asked" in error.message
+
+
 def test_a_line_that_never_ends_is_cut_at_the_line_limit(tmp_path: Path) -> None:
     macro = """\
         import os

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -12,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from sluice.core.config import ProjectConfig
+from sluice.core.timeutil import relative_ms
 
 
 class KindName(StrEnum):
@@ -125,6 +127,9 @@ class Model:
     references: tuple[TableRef, ...] = ()
     cron: str = "@daily"
     start: int | None = None  # epoch ms
+    start_relative: str | None = None
+    """A relative ``start`` as written ("1 week ago"): ``start`` is it as of the load
+    (:func:`fresh_start`), the fingerprint covers this text."""
     end: int | None = None
     grain: tuple[str, ...] = ()
     owner: str | None = None
@@ -287,3 +292,12 @@ class Project:
     # its first step and after its last.
     before_all: tuple[str, ...] = ()
     after_all: tuple[str, ...] = ()
+
+
+def fresh_start(model: Model, now: datetime | None = None) -> Model:
+    """``model`` with a relative start ("1 week ago") counted from ``now`` (a model read
+    from the parse cache keeps the start of the day it was parsed)."""
+    if model.start_relative is None:
+        return model
+    start = relative_ms(model.start_relative, now)
+    return model if start is None or start == model.start else replace(model, start=start)

@@ -31,7 +31,15 @@ from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceErr
 from sluice.core.model import fileaccess, jinja, prefetch, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.blueprints import parse_models
-from sluice.core.model.definition import Audit, Kind, KindName, Model, Project, UnitTest
+from sluice.core.model.definition import (
+    Audit,
+    Kind,
+    KindName,
+    Model,
+    Project,
+    UnitTest,
+    fresh_start,
+)
 from sluice.core.model.fileaccess import FILE_FORMATS
 from sluice.core.model.graph import check_references, topological_order
 from sluice.core.model.known_columns import KnownColumns, Pending, Placeholder
@@ -152,6 +160,7 @@ def _load(
     models: dict[str, Model] = {}
 
     def add(model: Model) -> None:
+        model = fresh_start(model)  # a relative start counts from today, cached or not
         if model.name in models:
             other = models[model.name]
             errors.append(
@@ -196,14 +205,35 @@ def _load(
         if macros is not None:
             macros.columns_of = known  # evaluator.columns_to_types
         python_models: list[Model] = []
-        for file in python_files:
-            try:
-                _check_size(file)
-                python_models += pycode_models.read_file(
-                    file, root, config.model_defaults, config.variables
-                )
-            except SluiceError as exc:
-                errors.append(exc)
+        # What only the project's code gives (a computed constant, an is_sql query) is
+        # evaluated in the macro process, or one like it started at the first need.
+        model_python = pycode_macros.ModelPython(
+            root,
+            config.variables,
+            dialect=config.model_defaults.dialect,
+            macros=macros,
+            columns_of=known,
+        )
+        try:
+            for file in python_files:
+                try:
+                    _check_size(file)
+                    python_models += pycode_models.read_file(
+                        file,
+                        root,
+                        config.model_defaults,
+                        config.variables,
+                        python=model_python,
+                        inferred_name=_inferred_name(root, file)
+                        if config.model_naming.infer_names
+                        else None,
+                        allowed_paths=config.sluice.allowed_paths,
+                        catalogs=config.catalogs,
+                    )
+                except SluiceError as exc:
+                    errors.append(exc)
+        finally:
+            model_python.close()
         known.learn(python_models)
         # Models are read in passes: a file whose @STAR/@UNION names a model not read yet
         # waits for the next pass (parents before children); when a pass reads nothing

@@ -41,10 +41,11 @@ from sluice.core.model.values import (
     read_int,
     read_names,
     read_pairs,
+    read_start_date,
     read_string,
     read_word_or_string,
 )
-from sluice.core.timeutil import to_ms
+from sluice.core.timeutil import read_start
 
 MODEL_PROPERTIES = frozenset(
     {
@@ -210,10 +211,10 @@ def parse_model(
     )
     if batch_size is None:
         batch_size = defaults.batch_size
-    start = (
-        read_date(ctx, props["start"])
+    start, start_relative = (
+        read_start_date(ctx, props["start"])
         if "start" in props
-        else (to_ms(defaults.start) if defaults.start else None)
+        else (read_start(defaults.start) if defaults.start else (None, None))
     )
     end = read_date(ctx, props["end"], inclusive_day=True) if "end" in props else None
     if kind.value.is_incremental_by_time and start is None:
@@ -281,6 +282,7 @@ def parse_model(
         references=refs,
         cron=read_cron(ctx, props["cron"]) if "cron" in props else defaults.cron,
         start=start,
+        start_relative=start_relative,
         end=end,
         grain=grain,
         owner=read_word_or_string(ctx, props["owner"]) if "owner" in props else defaults.owner,
@@ -462,6 +464,25 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
     if "lookback" in params:
         kwargs["lookback"] = read_int(ctx, params["lookback"], minimum=0)
     return KindResult(Kind(**kwargs), extra, params)
+
+
+def read_query(
+    sql: str,
+    path: str,
+    line: int,
+    dialect: str,
+    variables: Mapping[str, Any],
+    name: str,
+    *,
+    allowed_paths: Sequence[str] = (),
+    columns_of: macros.ColumnsOf | None = None,
+    catalogs: names.Catalogs = names.NO_CATALOGS,
+) -> tuple[str, tuple[TableRef, ...], tuple[str, ...] | None]:
+    """A query given as text (an ``is_sql`` Python model's) read as a model file's query
+    is: macros expanded, every check made, as Spark SQL with the tables it reads and its
+    output names. Positions count from ``line`` of ``path``."""
+    ctx = _Ctx(sql, path, tuple(allowed_paths), columns_of, catalogs)
+    return _query(ctx, sql, line, line, dialect, variables, name)
 
 
 def _query(

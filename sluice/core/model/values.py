@@ -24,7 +24,7 @@ from typing import Protocol
 from sluice.core.errors import ModelError, PlanError
 from sluice.core.intervals import check_cron
 from sluice.core.model.header import Node, call_as_pair
-from sluice.core.timeutil import DAY_MS, to_ms
+from sluice.core.timeutil import DAY_MS, read_start, to_ms
 
 
 class Source(Protocol):
@@ -141,3 +141,13 @@ def read_date(ctx: Source, node: Node, inclusive_day: bool = False) -> int:
     except ValueError as exc:
         raise ctx.error(str(exc), node, "quote it, for example '2024-01-01'") from None
     return ms + DAY_MS if inclusive_day and len(text.strip()) == 10 else ms
+
+
+def read_start_date(ctx: Source, node: Node) -> tuple[int, str | None]:
+    """A ``start``: a date, or a relative time such as '1 week ago' (with its text, see
+    :func:`sluice.core.timeutil.read_start`)."""
+    text = read_word_or_string(ctx, node)
+    try:
+        return read_start(text)
+    except ValueError as exc:
+        raise ctx.error(str(exc), node, "quote it, for example '2024-01-01'") from None

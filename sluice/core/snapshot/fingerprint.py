@@ -124,7 +124,8 @@ def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
     ]
     return [
         model.cron,
-        model.start,
+        # A relative start ("1 week ago") moves every day; what was written does not.
+        model.start_relative if model.start_relative is not None else model.start,
         model.end,
         list(model.grain),
         model.owner,

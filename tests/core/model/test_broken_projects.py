@@ -142,7 +142,9 @@ CASES = [
         {"config.yaml": lines("model_defaults:", "  start: someday")},
         ConfigError,
         "config.yaml:2",
-        "invalid setting 'model_defaults.start': 'someday' is not a date; use YYYY-MM-DD or YYYY-MM-DD HH:MM:SS",
+        "invalid setting 'model_defaults.start': 'someday' is not a date; use YYYY-MM-DD, "
+        "YYYY-MM-DD HH:MM:SS or a relative time such as '1 week ago', '3 days ago' or "
+        "'yesterday'",
         README_VALUES,
     ),
     Broken(
@@ -368,12 +370,13 @@ CASES = [
         "model_bad_start",
         {
             "models/c.sql": lines(
-                "MODEL (", "  name s.c,", "  start 'yesterday'", ");", "SELECT 1 AS id"
+                "MODEL (", "  name s.c,", "  start 'someday'", ");", "SELECT 1 AS id"
             )
         },
         ModelError,
         "models/c.sql:3",
-        "'yesterday' is not a date; use YYYY-MM-DD or YYYY-MM-DD HH:MM:SS",
+        "'someday' is not a date; use YYYY-MM-DD, YYYY-MM-DD HH:MM:SS or a relative time "
+        "such as '1 week ago', '3 days ago' or 'yesterday'",
         "quote it, for example '2024-01-01'",
     ),
     Broken(

@@ -16,6 +16,14 @@ A macro that calls ``evaluator.columns_to_types(table)`` asks the loader for the
 columns with a line of its own (``{"id": 1, "columns": "schema.table"}``), answered with
 ``{"columns": [[name, type], ...]}`` or ``{"columns": null}``.
 
+**Python models.** The loader asks two more things for Python models (``pycode.models``):
+``{"id": 2, "evaluate": {"file", "module", "expression", "line"}}``, a decorator value
+only the project's code gives, evaluated after the module statements it needs
+(:func:`_namespace`) and answered ``{"id": 2, "value": <plain JSON data>}`` (:func:`plain`);
+and ``{"id": 3, "query": {"file", "entry", "dialect"}}``, an ``is_sql`` model's function
+called with a macro evaluator (its file imported as SQLMesh imports it), answered with
+``{"id": 3, "sql": [...]}``. Either may answer ``{"id": n, "error": {...}}``.
+
 **Reading ahead.** Waiting for one answer per call costs both processes a wake-up each
 way, which at a thousand models is most of what Python macros add to a plan. So, when the
 setup names ``read_ahead`` files (the model files the loader is about to parse, in its
@@ -442,16 +450,20 @@ def main() -> None:
         request = lines.next()
         if request is None:
             return
-        _write(out, _answer(request, variables, known, lines, out))
+        _write(out, _answer(request, variables, known, lines, out, importer))
 
 
 def _answer(
-    request: dict[str, Any], variables: dict[str, Any], known: set[str], lines: _Lines, out: Any
+    request: dict[str, Any],
+    variables: dict[str, Any],
+    known: set[str],
+    lines: _Lines,
+    out: Any,
+    importer: Any = None,
 ) -> dict[str, Any]:
     from sluice.core.model.pycode import registry
 
     ident = request.get("id")
-    function = registry.MACROS.get(str(request.get("name", "")).lower())
 
     def columns(table: str) -> list[tuple[str, str]] | None:
         _write(out, {"id": ident, "columns": table})
@@ -459,12 +471,197 @@ def _answer(
         found = (reply or {}).get("columns")
         return [(str(n), str(t)) for n, t in found] if found is not None else None
 
+    if "evaluate" in request or "query" in request:
+        # A Python model's value or is_sql query: the project's files are the ones to name.
+        project = {os.path.join(importer.root, rel) for rel in importer.files}
+        try:
+            if "evaluate" in request:
+                return {"id": ident, "value": _evaluate(request["evaluate"], importer)}
+            return {"id": ident, "sql": _query(request["query"], importer, variables, columns)}
+        except BaseException as exc:
+            return {"id": ident, "error": _error(exc, project | known, None)}
+    function = registry.MACROS.get(str(request.get("name", "")).lower())
     try:
         if function is None:
             raise NameError(f"no Python macro {request.get('name')}")
         return {"id": ident, "sql": _call(function, request, variables, columns)}
     except BaseException as exc:
         return {"id": ident, "error": _error(exc, known, None)}
+
+
+# -- Python models ---------------------------------------------------------------------
+
+PLAIN_DEPTH = 32
+"""Deepest nesting of lists and dicts a value evaluated for a Python model may have."""
+
+
+def _evaluate(spec: dict[str, Any], importer: Any) -> Any:
+    """A value of a ``@model(...)`` argument (``pycode.models.Evaluation``): the statements
+    of its module it needs (:func:`_namespace`), then the expression, compiled with the
+    file's name and line."""
+    import ast
+
+    rel = str(spec["file"])
+    path = os.path.join(importer.root, rel)
+    expression = ast.parse(str(spec["expression"]), filename=path, mode="eval")
+    ast.increment_lineno(expression, int(spec["line"]) - 1)
+    namespace = _namespace(importer, rel, str(spec["module"]), _free(expression), set())
+    value = eval(compile(expression, path, "eval", dont_inherit=True), namespace)
+    return plain(value)
+
+
+def _free(node: Any) -> set[str]:
+    from sluice.core.model.pycode import slices
+
+    return slices.free_names(node)
+
+
+def _namespace(
+    importer: Any, rel: str, module: str, names: set[str], open_: set[str]
+) -> dict[str, Any]:
+    """The module ``rel``'s namespace as far as ``names`` need it: the statements that
+    bind them and what those read (:func:`.slices.needed`), run from the project's source
+    one by one (its ``from __future__`` flags kept). A name imported from another project
+    module comes from that module's statements the same way, not from running all of it:
+    ``from models.shared import START`` runs what ``START`` needs, not ``import faker``."""
+    import __future__
+
+    import ast
+
+    from sluice.core.model.pycode import slices
+
+    path = os.path.join(importer.root, rel)
+    if rel not in importer.files:
+        raise FileNotFoundError(f"{path} is not among the project's Python sources")
+    tree = ast.parse(importer.files[rel], filename=path)
+    flags = 0
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                flags |= getattr(__future__, alias.name).compiler_flag
+    package = module if rel.endswith("__init__.py") else module.rpartition(".")[0]
+    namespace: dict[str, Any] = {
+        "__name__": module,
+        "__file__": path,
+        "__package__": package,
+        "__builtins__": __builtins__,
+    }
+    for index, kept in slices.needed(tree, names):
+        node = slices.keep(tree.body[index], kept)
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        target = _project_module(importer, node, package)
+        if target is not None and target[0] not in open_:
+            target_rel, target_module = target
+            assert isinstance(node, ast.ImportFrom)
+            wanted = {a.name for a in node.names}
+            inner = _namespace(importer, target_rel, target_module, wanted, open_ | {rel})
+            for alias in node.names:
+                if alias.name in inner:
+                    namespace[alias.asname or alias.name] = inner[alias.name]
+                else:  # a submodule, or a name bound some other way: import it
+                    code = ast.Module(
+                        body=[ast.ImportFrom(**{**node.__dict__, "names": [alias]})],
+                        type_ignores=[],
+                    )
+                    exec(
+                        compile(
+                            ast.fix_missing_locations(code), path, "exec", flags, dont_inherit=True
+                        ),
+                        namespace,
+                    )
+            continue
+        code = ast.Module(body=[node], type_ignores=[])
+        exec(compile(code, path, "exec", flags, dont_inherit=True), namespace)
+    return namespace
+
+
+def _project_module(importer: Any, node: Any, package: str) -> tuple[str, str] | None:
+    """(path, name) of the project module a ``from X import ...`` imports, when it is
+    one of the project's sources (None: another import)."""
+    import ast
+    import importlib.util
+
+    if not isinstance(node, ast.ImportFrom) or any(a.name == "*" for a in node.names):
+        return None
+    try:
+        name = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    except ImportError:
+        return None
+    base = name.replace(".", "/")
+    for rel in (f"{base}.py", f"{base}/__init__.py"):
+        if rel in importer.files:
+            return rel, name
+    return None
+
+
+def plain(value: Any, dialect: str | None = None, depth: int = 0) -> Any:
+    """``value`` as JSON data: str, numbers, bool, None, lists (from lists, tuples, sets)
+    and dicts with string keys; an enum as its value, a date or datetime as ISO text, a
+    SQLMesh kind or ``TimeColumn`` of the shim as its dict, a sqlglot expression as
+    ``{"__sql__": text}``.
+
+    >>> from datetime import date
+    >>> plain({"start": date(2022, 6, 1), "grain": ("a", "b")})
+    {'start': '2022-06-01', 'grain': ['a', 'b']}
+    """
+    import datetime
+    import enum
+
+    from sqlglot import exp
+
+    if depth > PLAIN_DEPTH:
+        raise ValueError(f"the value nests deeper than {PLAIN_DEPTH} lists or dicts")
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or isinstance(value, bool | int | float | str):
+        return value if type(value) in (bool, int, float, str, type(None)) else _base(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, exp.Expr):
+        return {"__sql__": value.sql(dialect)}
+    to_plain = getattr(type(value), "sluice_plain", None)
+    if callable(to_plain) and type(value).__module__.startswith("sqlmesh."):
+        value = to_plain(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return [plain(v, dialect, depth + 1) for v in items]
+    if isinstance(value, dict):
+        found = {}
+        for key, item in value.items():
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise TypeError(f"a dict key of type {type(key).__name__} is not plain data")
+            found[plain(key, dialect, depth + 1)] = plain(item, dialect, depth + 1)
+        return {str(k): v for k, v in found.items()}
+    raise TypeError(
+        f"the value is a {type(value).__module__}.{type(value).__name__}, not plain data "
+        "(a string, number, list, dict, date, or a SQLMesh kind)"
+    )
+
+
+def _base(value: Any) -> Any:
+    """A subclass of str, int, float or bool as the base type's value."""
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    return value
+
+
+def _query(
+    spec: dict[str, Any], importer: Any, variables: dict[str, Any], columns: Columns
+) -> list[str]:
+    """An ``is_sql`` model's query: its file run as a module (as SQLMesh imports it),
+    its function called with a macro evaluator, as SQLMesh renders ``@entrypoint()``."""
+    import hashlib
+
+    from sluice.core.model.pycode.shim.sqlmesh.core.macros import MacroEvaluator
+
+    rel = str(spec["file"])
+    name = f"__sluice_model_{hashlib.sha256(rel.encode()).hexdigest()[:16]}"
+    module = sys.modules.get(name) or importer.load(rel, name)
+    function = getattr(module, str(spec["entry"]))
+    dialect = str(spec.get("dialect") or "spark")
+    return _sql(function(MacroEvaluator(dialect, variables, columns)), dialect)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ determined author can get around them). The boundary is the process: it starts w
 empty environment and limits, and the service keeps its secrets and state elsewhere
 (``docs/security.md``). The hook makes the casual and the accidental fail loudly: a macro
 that opens the state database, the App key or ``/proc/self/environ``, spawns a shell or
-opens a socket gets :class:`PermissionError` naming what it tried.
+opens a socket gets :class:`PermissionError` naming what it tried (an import it refuses,
+``ctypes`` or ``_socket``, an :class:`ImportError`, as a missing module would).
 
 What the hook decides with is bound at :func:`install` into its own closure, immutable
 values only (the module's sets can be rebound, not what the hook holds), and the ways to
@@ -118,6 +119,8 @@ def install(readable: Iterable[str]) -> None:
         if event in refused_events:
             raise PermissionError(f"project Python may not do {event}")
         if event == "import" and args and str(args[0]).split(".")[0] in refused_imports:
-            raise PermissionError(f"project Python may not import {args[0]}")
+            # An ImportError, as where the module is missing: a library that imports it
+            # only if it can (dateutil's Windows zones, which pandas and ibis load) goes on.
+            raise ImportError(f"project Python may not import {args[0]}", name=str(args[0]))
 
     sys.addaudithook(hook)

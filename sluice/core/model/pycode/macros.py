@@ -49,6 +49,7 @@ from sluice.core.model.macro import external
 from sluice.core.model.macro.registry import MacroError
 from sluice.core.model.pycode import files as files_module
 from sluice.core.model.pycode.child import AHEAD_SECONDS, call_key
+from sluice.core.model.pycode.models import Evaluation, SqlQuery, SqlText
 
 START_SECONDS = 60.0
 """Longest time the child may take to import the macro files."""
@@ -107,6 +108,7 @@ class PythonMacros:
         self._ahead_files = 0
         self._offered: frozenset[str] | None = None
         self._asking: int | None = None
+        self._asking_value = False  # whether the call asked is for a value (evaluate)
         self._doing = "starting"
         self._read = 0
         self._ahead = [0, 0, 0]  # lines, items, bytes of answers made ahead
@@ -215,27 +217,83 @@ class PythonMacros:
             )
         return [str(s) for s in answer.get("sql", [])]
 
+    def evaluate(self, request: Evaluation) -> Any:
+        """A Python model's decorator value (see :class:`.models.Evaluation`), as plain
+        data (a sqlglot expression's SQL as :class:`.models.SqlText`)."""
+        spec = {
+            "file": request.file,
+            "module": request.module,
+            "expression": request.expression,
+            "line": request.line,
+        }
+        what = f"evaluating '{_short(request.expression)}' ({request.file}:{request.line})"
+        answer = self._model_request({"evaluate": spec}, what, request.file, request.line)
+        return _sql_texts(answer["value"])
+
+    def query(self, request: SqlQuery) -> list[str]:
+        """An ``is_sql`` model's query: what its function returns, as SQL statements."""
+        spec = {"file": request.file, "entry": request.entry, "dialect": request.dialect}
+        what = f"running {request.entry}() of {request.file} for its query"
+        answer = self._model_request({"query": spec}, what, request.file, request.line)
+        return [str(s) for s in answer["sql"]]
+
+    def _model_request(
+        self, body: dict[str, Any], doing: str, file: str, line: int
+    ) -> dict[str, Any]:
+        """Ask the child for a Python model's value or query (answered from memory when
+        asked before in this load); raise its error as the model file's."""
+        key = json.dumps(body, sort_keys=True)
+        answer = self._memo.get(key)
+        if answer is None:
+            self._ready()
+            if self._errors:
+                raise ModelError(
+                    f"{doing}: the project's Python process stopped, as a macro file did not "
+                    "import",
+                    path=str(self.root / file),
+                    line=line,
+                    hint="fix the macro file (its error is listed too)",
+                )
+            if self._failure is not None:
+                raise self._failure
+            answer = self._ask_for(body, doing)
+            self._memo[key] = answer
+        if "error" in answer:
+            error = answer["error"]
+            raise ModelError(
+                f"{doing}: {error.get('message')}",
+                path=str(error.get("path") or self.root / file),
+                line=error.get("line") if error.get("path") else line,
+                hint="the project's Python runs here as SQLMesh runs it when it loads the "
+                "project (in Sluice's sandboxed process, with Sluice's Python packages): fix "
+                "the code, or install what it imports where Sluice runs",
+            )
+        return answer
+
     def _ask(
         self, name: str, args: Sequence[str], kwargs: Mapping[str, str], dialect: str, key: str
     ) -> dict[str, Any]:
         """One call, asked of the child (answering its questions about columns)."""
+        request = {"name": name, "args": list(args), "kwargs": dict(kwargs), "dialect": dialect}
+        return self._ask_for(request, f"running @{name}", key)
+
+    def _ask_for(
+        self, request: dict[str, Any], doing: str, key: str | None = None
+    ) -> dict[str, Any]:
+        """One request, asked of the child (answering its questions about columns); an
+        answer that asked none is kept under ``key``."""
         self._next_id += 1
         ident = self._next_id
-        request = {
-            "id": ident,
-            "name": name,
-            "args": list(args),
-            "kwargs": dict(kwargs),
-            "dialect": dialect,
-        }
+        request = {"id": ident, **request}
         self._asking = ident  # the only id an answer may have (_expect)
+        self._asking_value = "evaluate" in request  # and the only kind of answer
         self._send(request)
         asked = False
         deferred: Exception | None = None
         while True:
             # A call made ahead before this one may still be under way: it has its own limit.
             seconds = CALL_SECONDS + AHEAD_SECONDS
-            line = self._receive(time.monotonic() + seconds, seconds, f"running @{name}")
+            line = self._receive(time.monotonic() + seconds, seconds, doing)
             if "columns" in line:
                 asked = True
                 try:
@@ -246,7 +304,7 @@ class PythonMacros:
                 continue
             if deferred is not None:
                 raise deferred  # the child has answered: it is ready for the next call
-            if not asked:
+            if not asked and key is not None:
                 self._memo[key] = line
             return line
 
@@ -353,6 +411,8 @@ class PythonMacros:
         if kind in ("answer", "columns"):
             if self._asking is None or line["id"] != self._asking:
                 raise _Breach("an answer to a call that was not asked")
+            if kind == "answer" and "error" not in line and ("value" in line) != self._asking_value:
+                raise _Breach("an answer of another kind than the call asked")
             if kind == "answer":
                 self._asking = None
             return
@@ -430,6 +490,23 @@ class _Breach(Exception):
         self.more = more
 
 
+def _sql_texts(value: Any) -> Any:
+    """``value`` with each ``{"__sql__": text}`` (a sqlglot expression the project's
+    code gave, :func:`.child.plain`) as :class:`.models.SqlText`."""
+    if isinstance(value, list):
+        return [_sql_texts(v) for v in value]
+    if isinstance(value, dict):
+        if value.keys() == {"__sql__"} and isinstance(value["__sql__"], str):
+            return SqlText(value["__sql__"])
+        return {k: _sql_texts(v) for k, v in value.items()}
+    return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
 
@@ -450,11 +527,14 @@ def _is_error(value: Any) -> bool:
 
 
 def _is_answer(value: Any) -> bool:
-    """``{"sql": [str, ...]}`` or ``{"error": error}``."""
+    """``{"sql": [str, ...]}``, ``{"value": JSON}`` (a Python model's value) or
+    ``{"error": error}``."""
     if not isinstance(value, dict):
         return False
     if value.keys() == {"sql"}:
         return _strings(value["sql"])
+    if value.keys() == {"value"}:
+        return True  # JSON data, within LINE_BYTES
     return value.keys() == {"error"} and _is_error(value["error"])
 
 
@@ -520,3 +600,46 @@ def active(
     finally:
         external.ACTIVE.reset(token)
         macros.close()
+
+
+class ModelPython:
+    """The project's Python as its Python models need it (:class:`.models.ProjectPython`):
+    decorator values only its code gives, and ``is_sql`` queries. They go to the macro
+    process when the project has one; otherwise a process like it (same sandbox, limits
+    and guard, no macro files) is started at the first need and closed by :meth:`close`.
+    The caller decides, as for macros, whether the project's Python may run at all."""
+
+    def __init__(
+        self,
+        root: Path,
+        variables: Mapping[str, Any],
+        *,
+        dialect: str = "spark",
+        macros: PythonMacros | None = None,
+        columns_of: ColumnsOf | None = None,
+    ) -> None:
+        self.root = root
+        self.variables = dict(variables)
+        self.dialect = dialect
+        self.macros = macros
+        self.columns_of = columns_of
+        self._own: PythonMacros | None = None
+
+    def _process(self) -> PythonMacros:
+        if self.macros is not None:
+            return self.macros
+        if self._own is None:
+            self._own = PythonMacros(self.root)
+            self._own.columns_of = self.columns_of
+            self._own.start([], self.variables, dialect=self.dialect)
+        return self._own
+
+    def evaluate(self, request: Evaluation) -> Any:
+        return self._process().evaluate(request)
+
+    def query(self, request: SqlQuery) -> list[str]:
+        return self._process().query(request)
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
