@@ -12,13 +12,15 @@ bubblewrap (``bwrap``) the process gets:
 - its own PID namespace (``/proc`` shows only the sandbox), IPC namespace, a new session;
 - no network (``network="none"``: a namespace holding only its own loopback), or the
   host's loopback for a Spark job (``network="host"``; the Connect server asks a token);
-- an unprivileged uid without capabilities, ``no_new_privs``, and dies with its parent.
-  When the service runs as root, the process runs as a uid of its own (light children) or
-  in a user namespace (Spark); either way it holds no capability.
+- the service's uid mapped into a user namespace of its own, without capabilities, where
+  it cannot make another (``--disable-userns``); ``no_new_privs``; its own root, ``/dev``
+  read-only (only ``/tmp``, ``/var/tmp``, ``/dev/shm`` and the profile's folders take
+  files); it dies with its parent.
 
 Resource limits (memory, CPU, open files, processes, file size) are set by each light
 child's own code before it reads anything a PR wrote (``jinja_sandbox._limit_self``,
-``pycode.child._limit``). A Spark process gets its profile's :class:`Limits` before it
+``pycode.child._limit``); under a root service, whose uid Linux exempts from
+``RLIMIT_NPROC``, it also starts in cgroups of :data:`LIGHT_BOUNDS`. A Spark process gets its profile's :class:`Limits` before it
 starts: ``RLIMIT_NPROC`` (processes and threads) and ``RLIMIT_DATA`` (private memory)
 through ``prlimit``, a ``/tmp`` tmpfs of half its memory, and, where this process can make
 cgroups (root, whose uid the kernel exempts from ``RLIMIT_NPROC``, or a delegated v2 tree),
@@ -118,6 +120,11 @@ class Limits:
         return cls(processes=int(raw), memory=memory)
 
 
+LIGHT_BOUNDS = Limits(processes=32, memory=2 * 1024**3)
+"""The cgroups of a light child under a root service (it limits itself below these:
+16 processes, 1 or 2 GiB of address space)."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """What one kind of sandboxed process may see and do.
@@ -130,9 +137,8 @@ class Profile:
         network: ``none`` (its own loopback only) or ``host`` (the host's network: a
             Spark job reaching its server or master).
         java: whether Java is shown (a Spark process).
-        light: a short-lived child that writes nothing but its own ``/tmp``: under a
-            root service it runs as a uid of its own; otherwise as the service's uid
-            mapped into a user namespace.
+        light: a short-lived child that writes nothing but its own ``/tmp`` and limits
+            itself (under the ``setpriv`` fallback, it runs as a uid of its own).
         cwd: the working directory inside (default ``/tmp``).
         limits: what a process that does not limit itself may use (a Spark process).
     """
@@ -287,16 +293,15 @@ def _parents(paths: Iterable[Path | str]) -> list[str]:
     return out
 
 
-def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
+def _bwrap(argv: Sequence[str], profile: Profile) -> list[str]:
     bwrap = shutil.which("bwrap") or "bwrap"
     cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
     cmd += ["--unshare-cgroup-try"]
     if profile.network == "none":
         cmd.append("--unshare-net")
-    if uid is None:
-        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-    else:
-        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    # No user namespace inside it: the kernel's code behind them stays out of reach.
+    cmd += ["--disable-userns"]
     existing = [p for p in _SYSTEM if os.path.exists(p)]
     cmd += _binds("--ro-bind", existing)
     for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
@@ -321,10 +326,12 @@ def _bwrap(argv: Sequence[str], profile: Profile, uid: int | None) -> list[str]:
     cmd += _binds("--ro-bind", shown)
     cmd += _binds("--ro-bind", readable)
     cmd += _binds("--bind", sorted(writable))
+    # Shared memory sized as /tmp is; then the sandbox's own root and /dev read-only: the
+    # folders bubblewrap made on them would otherwise take files of any size, in memory.
+    cmd += ["--perms", "1777", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    cmd += ["--remount-ro", "/"]
     cmd += ["--chdir", str(profile.cwd or "/tmp")]  # bubblewrap sets PWD to it
     cmd.append("--")
-    if uid is not None:
-        cmd += _drop(uid)
     return cmd + _limit(profile.limits) + list(argv)
 
 
@@ -463,15 +470,18 @@ def wrap(argv: Sequence[str], profile: Profile) -> Launch:
     found = isolation()
     if found == "none":
         return Launch(list(argv), found)
-    root = os.geteuid() == 0
     if found == "setpriv":
         # A Spark process writes the warehouse the service reads and writes: it keeps the
         # service's uid (no capability, no new privileges); a light child gets its own.
         uid = _light_uid() if profile.light else None
         limited = _limit(profile.limits) + list(argv)
         return Launch(_in_cgroup(profile.limits) + _drop(uid) + limited, found)
-    uid = _light_uid() if (root and profile.light) else None
-    return Launch(_in_cgroup(profile.limits) + _bwrap(argv, profile, uid), found)
+    bounds = profile.limits
+    if bounds is None and os.geteuid() == 0:
+        # A light child limits itself, but under a root service its user namespace's
+        # uid is root's, which Linux exempts from RLIMIT_NPROC: cgroups bound it.
+        bounds = LIGHT_BOUNDS
+    return Launch(_in_cgroup(bounds) + _bwrap(argv, profile), found)
 
 
 # One handle on Linux's prctl, loaded at import: :func:`die_with_parent` runs between fork

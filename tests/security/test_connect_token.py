@@ -301,7 +301,7 @@ def test_the_dev_servers_record_is_private_and_a_shared_one_is_not_used(
     paths = SparkPaths.for_project(tmp_path)
     server = ConnectServer(SparkSettings(), paths)
     server.port, server._token = 15002, "t0ken-" + "y" * 37
-    record = paths.root / "connect" / dev_server.STATE_NAME
+    record = paths.connect / dev_server.STATE_NAME
     record.parent.mkdir(parents=True)
     record.parent.chmod(0o700)
     dev_server._write_record(record, SparkSettings(), paths, server)

@@ -25,7 +25,7 @@ import pytest
 
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
-from sluice.core.errors import ConfigError
+from sluice.core.errors import ConfigError, ExecutionError
 from sluice.core.model import jinja
 from sluice.core.model.pycode import macros
 from sluice.core.spark import jvm
@@ -67,6 +67,13 @@ _PROBE = textwrap.dedent(
         with open(path, "w") as f:
             f.write("x")
     attempt("write_project", lambda: write(os.path.join(targets["project"], "x.txt")))
+    def user_namespace():
+        import ctypes
+        def unshare():
+            if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+                raise OSError(ctypes.get_errno(), "unshare")
+        in_child(unshare)()
+    pending = [("userns", user_namespace)]
     attempt("write_outside", lambda: write(targets["outside"]))
     def connect():
         s = socket.create_connection(("127.0.0.1", targets["port"]), timeout=2)
@@ -114,6 +121,8 @@ _PROBE = textwrap.dedent(
             for _ in range(size // 2**20 + 1):
                 f.write(b"x" * 2**20)
     attempt("tmpfs", in_child(fill_tmp))
+    for name, fn in pending:
+        attempt(name, fn)
     os.path.exists("/tmp/fill") and os.remove("/tmp/fill")
     print(json.dumps(out))
     """
@@ -196,7 +205,7 @@ def _profiles(
     spec = {"job_id": "j", "kind": "apply", "steps": [{"python": {"root": str(project)}}]}
     driver = runner.profile(spec, spec_path, tmp_path / "logs" / "job.home", jvm.ArchiveUse([]))  # type: ignore[arg-type]
     server = ConnectServer(SparkSettings(master="local[1]", mode="connect", conf=conf), paths)
-    served = server.profile(tmp_path / "spark" / "connect" / "home")
+    served = server.profile(paths.connect / "home")
     found = {
         "jinja": (jinja.PROFILE, "jinja", jinja_sandbox.MEMORY_BYTES),
         "macros": (macros.profile(project), "macros", child.MEMORY_BYTES),
@@ -234,7 +243,7 @@ def test_every_probe_works_without_the_sandbox(
     control = _probe(lambda argv: argv, world, "", memory)
     escaped = _escaped(control, world)
     assert escaped >= {"state", "other_repo", "environ", "home", "write_outside", "socket"}
-    assert escaped >= {"fork_bomb", "allocate", "shared", "tmpfs"}
+    assert escaped >= {"fork_bomb", "allocate", "shared", "tmpfs", "userns"}
 
 
 def test_the_project_is_read_only_and_the_warehouse_writable(tmp_path: Path) -> None:
@@ -274,14 +283,19 @@ def test_the_real_macro_child_starts_in_a_pid_namespace_of_its_own(tmp_path: Pat
         pid = child._process.pid
         assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
         # the process we started is bubblewrap; its sandboxed child is in another one
-        children: list[str] = []
+        ours = os.readlink("/proc/self/ns/pid")
+        namespaces: set[str] = set()
         deadline = time.monotonic() + 10
-        while not children and time.monotonic() < deadline:  # bubblewrap forks soon after
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        # (first a shell may join cgroups, its commands in our namespace, then it becomes
+        # bubblewrap, which forks the sandbox soon after)
+        while not namespaces - {ours} and time.monotonic() < deadline:
+            for inner in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+                try:  # (a short-lived helper bubblewrap forks first may be gone already)
+                    namespaces.add(os.readlink(f"/proc/{inner}/ns/pid"))
+                except FileNotFoundError:
+                    continue
             time.sleep(0.05)
-        assert children
-        inner = children[0]
-        assert os.readlink(f"/proc/{inner}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        assert namespaces - {ours}
     finally:
         child.close()
 
@@ -523,3 +537,79 @@ def test_only_stale_empty_cgroups_are_cleaned_up(monkeypatch: pytest.MonkeyPatch
     finally:
         if fresh.exists():
             fresh.rmdir()
+
+
+def test_what_the_service_opens_is_beside_the_spark_root_never_in_it(tmp_path: Path) -> None:
+    """A sandboxed Spark process writes the Spark root (warehouse, metastore): the files the
+    service opens for that root (the metastore lock, the Connect server's folder, whose
+    ``home`` it binds into the next server's sandbox) live beside it, where no sandbox
+    writes, so none can leave a link there for the service to follow."""
+    from sluice.core.spark.connect import ConnectServer
+    from sluice.core.spark.session import metastore_lock
+
+    paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
+    runner = SubmitRunner(SparkSettings(master="local[1]"), paths)
+    spec_path = tmp_path / "logs" / "j.json"
+    spec_path.parent.mkdir()
+    spec_path.write_text("{}")
+    home = tmp_path / "logs" / "j.home"
+    driver = runner.profile(
+        {"job_id": "j", "kind": "apply", "steps": []}, spec_path, home, jvm.ArchiveUse([])
+    )  # type: ignore[arg-type]
+    server = ConnectServer(SparkSettings(master="local[1]", mode="connect"), paths)
+    served = server.profile(paths.connect / "home")
+    for profile in (driver, served):
+        for opened in (paths.lock_file, paths.connect):
+            assert not any(opened.is_relative_to(w) for w in profile.write), (opened, profile)
+    # Were a link there all the same (made by hand), the lock does not follow it ...
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    paths.service.mkdir()
+    paths.lock_file.symlink_to(victim)
+    with pytest.raises(OSError), metastore_lock(SparkSettings(), paths, "j", timeout=1):
+        pass
+    assert victim.read_text() == "keep"
+    # ... and the server does not start in a linked folder.
+    paths.connect.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ExecutionError, match="is a link"):
+        server._start()
+
+
+def test_the_sandbox_s_own_root_and_dev_take_no_file(tmp_path: Path) -> None:
+    """Only /tmp, /var/tmp and /dev/shm (sized for a Spark process) and the profile's
+    folders take files: the folders the sandbox makes on its own root (around the bound
+    ones) and /dev are read-only, else they would hold files of any size, in memory."""
+    paths = SparkPaths(root=tmp_path / "spark", logs=tmp_path / "logs")
+    profile = sandbox.Profile(
+        "driver",
+        read=(tmp_path / "spark",),
+        write=(paths.warehouse,),
+        java=True,
+        light=False,
+        limits=sandbox.Limits(256, 2**31),
+    )
+    script = textwrap.dedent(
+        """
+        import os, sys
+        made = []
+        for path in (sys.argv[1], "/x", "/dev/x", "/dev/shm/x", "/tmp/x", sys.argv[2]):
+            try:
+                with open(path, "w") as f:
+                    f.write("x")
+                made.append(path)
+            except OSError:
+                pass
+        print(" ".join(made))
+        """
+    )
+    # Beside Sluice's package (shown read-only): a folder the sandbox made on its own root.
+    around = str(Path(sandbox.__file__).resolve().parents[2] / "around")
+    argv = [sys.executable, "-I", "-c", script, around, str(paths.warehouse / "w")]
+    launch = sandbox.wrap(argv, profile).argv
+    done = subprocess.run(launch, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["/dev/shm/x", "/tmp/x", str(paths.warehouse / "w")]
+    # Control: without the remounts, the sandbox's own root and /dev take files.
+    again = sandbox.wrap(argv, profile).argv  # (a cgroup of its own, as every start)
+    loose = [a for i, a in enumerate(again) if "--remount-ro" not in (a, again[i - 1])]
+    done = subprocess.run(loose, capture_output=True, text=True, check=True)
+    assert {"/x", "/dev/x"} <= set(done.stdout.split())

@@ -60,7 +60,7 @@ class ServiceSettings(BaseSettings):
     child per job on a warm Spark Connect server the service starts on 127.0.0.1 (or
     ``SLUICE_SPARK_REMOTE``'s); ``submit``, one ``spark-submit`` per job. Unset: ``connect``,
     but ``submit`` with the ``cluster`` deploy mode and no endpoint (drivers run on the
-    cluster)."""
+    cluster) or with ``SLUICE_PROJECT_PYTHON=on`` (which refuses ``connect``)."""
     spark_concurrent_tasks: int = Field(default=4, ge=1, le=32)
     """The most models of one job that build at once (``SLUICE_SPARK_CONCURRENT_TASKS``): a
     repository's ``sluice.spark.concurrent_tasks`` is used up to this."""
@@ -148,13 +148,23 @@ class ServiceSettings(BaseSettings):
                 "(a forge without its secret gets 401 on every delivery); for local "
                 "development only, start with `sluice serve --insecure`",
             )
-        if self.spark_mode == "connect" and self._default_spark_mode() == "submit":
+        cluster = self.spark_deploy_mode == "cluster" and self.spark_remote is None
+        if self.spark_mode == "connect" and cluster:
             raise ConfigError(
                 "SLUICE_SPARK_MODE is connect but SLUICE_SPARK_DEPLOY_MODE is cluster: a "
                 "cluster deploy mode runs each job's driver on the cluster, through "
                 "spark-submit, and the service's Spark Connect server runs beside it",
                 hint="set SLUICE_SPARK_MODE=submit, unset SLUICE_SPARK_DEPLOY_MODE, or give "
                 "your cluster's Spark Connect endpoint in SLUICE_SPARK_REMOTE",
+            )
+        if self.spark_mode == "connect" and self.project_python == "on":
+            raise ConfigError(
+                "SLUICE_SPARK_MODE is connect and SLUICE_PROJECT_PYTHON is on: a pull "
+                "request's own Python (its UDFs) would run in the Spark Connect server every "
+                "job shares, prod's included, with that server's network and lifetime",
+                hint="set SLUICE_SPARK_MODE=submit (each job in a sandboxed driver of its "
+                "own, which ends with the job), or SLUICE_PROJECT_PYTHON=prod (only Python "
+                "the prod branch holds runs)",
             )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
@@ -185,8 +195,12 @@ class ServiceSettings(BaseSettings):
         )
 
     def _default_spark_mode(self) -> Literal["submit", "connect"]:
-        """A warm Spark, unless jobs' drivers run on the cluster and no endpoint is given."""
+        """A warm Spark, unless jobs' drivers run on the cluster and no endpoint is given,
+        or a pull request's own Python runs (``SLUICE_PROJECT_PYTHON=on``: each job in a
+        sandbox of its own, never in a server all jobs share)."""
         if self.spark_deploy_mode == "cluster" and self.spark_remote is None:
+            return "submit"
+        if self.project_python == "on":
             return "submit"
         return "connect"
 

@@ -216,7 +216,7 @@ class ConnectServer:
 
     @property
     def folder(self) -> Path:
-        return self.paths.root / "connect"
+        return self.paths.connect
 
     @property
     def log_path(self) -> Path:
@@ -300,7 +300,14 @@ class ConnectServer:
         return cmd
 
     def _start(self) -> None:
-        # The server's log, homes and (sluice spark start's) record are its user's only.
+        # The server's log, homes and (sluice spark start's) record are its user's only,
+        # in a real folder: never through a link, wherever that would lead.
+        if self.folder.is_symlink():
+            raise ExecutionError(
+                f"{self.folder} is a link, not the Spark Connect server's folder",
+                hint="remove the link (Sluice makes the folder itself); no sandboxed process "
+                "can write there, so find out who made it",
+            )
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.folder.chmod(0o700)
         home = self.folder / "home"

@@ -70,7 +70,7 @@ class Status:
 
 
 def _state_path(paths: SparkPaths) -> Path:
-    return paths.root / "connect" / STATE_NAME
+    return paths.connect / STATE_NAME
 
 
 def settings_digest(settings: SparkSettings, paths: SparkPaths) -> str:
@@ -242,7 +242,7 @@ def start(
             f"started {found.started})",
             hint="sluice spark stop ends it",
         )
-    folder = paths.root / "connect"
+    folder = paths.connect
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.chmod(0o700)
     log_path = folder / KEEPER_LOG

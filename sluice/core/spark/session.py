@@ -82,8 +82,20 @@ class SparkPaths:
         return self.root / "metastore_db"
 
     @property
+    def service(self) -> Path:
+        """The service's own files for this root, beside it, never inside it: a sandboxed
+        Spark process writes the root (and could leave a link where the service would
+        follow it): the metastore lock, the Connect server's folder."""
+        return self.root.with_name(f"{self.root.name}.sluice")
+
+    @property
     def lock_file(self) -> Path:
-        return self.root / LOCK_FILE
+        return self.service / LOCK_FILE
+
+    @property
+    def connect(self) -> Path:
+        """The Connect server's folder: its log, homes, ``sluice spark start``'s record."""
+        return self.service / "connect"
 
 
 def uses_embedded_metastore(settings: SparkSettings) -> bool:
@@ -96,7 +108,6 @@ def uses_embedded_metastore(settings: SparkSettings) -> bool:
 
 def spark_conf(settings: SparkSettings, paths: SparkPaths) -> dict[str, str]:
     """The Spark settings of every Sluice job; the user's ``spark.conf`` wins over ours."""
-    root = paths.root.resolve()
     conf = {
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": str(paths.warehouse.resolve()),
@@ -106,7 +117,7 @@ def spark_conf(settings: SparkSettings, paths: SparkPaths) -> dict[str, str]:
             f"jdbc:derby:;databaseName={paths.metastore.resolve()};create=true"
         )
         # Without a system home Derby writes derby.log into whatever the cwd is.
-        conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={root}"
+        conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={paths.root.resolve()}"
     conf.update(
         {
             "spark.sql.sources.partitionOverwriteMode": "dynamic",
@@ -189,7 +200,7 @@ def java_problem(env: dict[str, str] | None = None) -> ExecutionError | None:
 
 
 class MetastoreLock:
-    """An exclusive ``flock`` on ``<root>/sluice-spark.lock``, naming its holder inside."""
+    """An exclusive ``flock`` on ``<root>.sluice/sluice-spark.lock``, naming its holder."""
 
     def __init__(self, path: Path, handle: IO[str]) -> None:
         self.path = path
@@ -233,10 +244,12 @@ def acquire_metastore_lock(
         ExecutionError: the metastore stayed busy, or this very process's in-process
             session holds it (waiting for ourselves would never end).
     """
-    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = paths.lock_file
-    # Not "w": truncating before the lock is ours would erase the holder's name.
-    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - kept open while held
+    # Not "w": truncating before the lock is ours would erase the holder's name. Never
+    # through a link (O_NOFOLLOW): the file is the service's, whoever else writes nearby.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    handle = open(fd, "a+", encoding="utf-8")  # noqa: SIM115 - kept open while held
     deadline = time.monotonic() + timeout
     told = False
     while True:

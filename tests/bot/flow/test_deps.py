@@ -68,6 +68,18 @@ def test_connect_with_the_cluster_deploy_mode_and_no_endpoint_is_refused(tmp_pat
     assert explicit.spark().mode == "submit"
 
 
+def test_a_pull_request_s_own_python_never_runs_in_the_shared_server(tmp_path: Path) -> None:
+    """SLUICE_PROJECT_PYTHON=on runs a PR's Python before any approval: each job gets a
+    sandboxed driver of its own (submit), never the Connect server every job shares."""
+    assert _service(tmp_path).spark().mode == "connect"  # the control: the default
+    assert _service(tmp_path, project_python="on").spark().mode == "submit"
+    with pytest.raises(ConfigError) as refused:
+        _service(tmp_path, project_python="on", spark_mode="connect")
+    assert "SLUICE_PROJECT_PYTHON is on" in refused.value.message
+    assert refused.value.hint is not None and "SLUICE_SPARK_MODE=submit" in refused.value.hint
+    assert _service(tmp_path, project_python="prod", spark_mode="connect").spark().mode == "connect"
+
+
 def test_connect_mode_gives_a_connect_runner_on_the_service_endpoint(tmp_path: Path) -> None:
     service = _service(tmp_path, spark_mode="connect", spark_remote="sc://127.0.0.1:15002")
     runner = _runner(tmp_path, service, "sluice: {}\n")

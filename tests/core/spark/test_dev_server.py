@@ -60,7 +60,7 @@ TOKEN = "dev-token-" + "z" * 33
 
 
 def _record(paths: SparkPaths, pid: int, port: int, settings: SparkSettings) -> Path:
-    path = paths.root / "connect" / dev_server.STATE_NAME
+    path = paths.connect / dev_server.STATE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "pid": pid, "url": f"sc://localhost:{port}", "port": port, "started": "now",
@@ -165,7 +165,7 @@ def test_a_server_started_with_other_spark_settings_is_named_and_not_used(
 
 def test_an_unreadable_record_says_how_to_clear_it(tmp_path: Path) -> None:
     paths = SparkPaths.for_project(tmp_path)
-    path = paths.root / "connect" / dev_server.STATE_NAME
+    path = paths.connect / dev_server.STATE_NAME
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     found = dev_server.status(SparkSettings(), paths)
@@ -191,7 +191,7 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
     try:
         assert started.returncode == 0, started.stderr + started.stdout
         url = started.stdout.split("running on ")[1].split()[0]
-        record_path = paths.root / "connect" / dev_server.STATE_NAME
+        record_path = paths.connect / dev_server.STATE_NAME
         record = json.loads(record_path.read_text())
         server_pid, token = int(record["server_pid"]), str(record["token"])
         # the token: in the record, which is the developer's alone, and printed nowhere
@@ -205,7 +205,7 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
         status = _sluice("spark", "status", "--json", project=project)
         assert json.loads(status.stdout)["url"] == url and token not in status.stdout
         for log in ("keeper.log", "server.log"):
-            assert token not in (paths.root / "connect" / log).read_text(errors="replace")
+            assert token not in (paths.connect / log).read_text(errors="replace")
         # apply and query: jobs of the warm server (the metastore lock is the keeper's, so
         # a spark-submit job could not have run), said in the verbose log
         applied = subprocess.run(
@@ -225,7 +225,7 @@ def test_start_then_apply_and_query_run_on_the_warm_server_and_stop_frees_the_me
         os.kill(server_pid, signal.SIGKILL)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            record = json.loads((paths.root / "connect" / dev_server.STATE_NAME).read_text())
+            record = json.loads((paths.connect / dev_server.STATE_NAME).read_text())
             if record["server_pid"] != server_pid and dev_server.running(settings, paths):
                 break
             time.sleep(1)

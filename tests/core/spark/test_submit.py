@@ -235,7 +235,7 @@ def test_lock_busy_names_the_holder_and_dead_holders_do_not_block(
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
     # The kernel dropped the dead holder's flock; the file still names it, harmlessly.
-    assert "holder-job" in (spark_dirs / "sluice-spark.lock").read_text()
+    assert "holder-job" in _paths(spark_dirs, tmp_path).lock_file.read_text()
     quick = {
         "job_id": "after-kill",
         "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1 AS one"]}],
