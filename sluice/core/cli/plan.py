@@ -283,8 +283,14 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
     if plan.directly_modified:
         branch = tree.add(f"[yellow]Directly modified ({len(plan.directly_modified)})[/]")
         for change in plan.directly_modified:
+            through = (
+                f" [dim]its query reads the changed columns of {', '.join(change.reshaped_by)}[/]"
+                if change.reshaped_by
+                else ""
+            )
             node = branch.add(
                 f"{change.name} [bold]{_category(change.category.value)}[/]"
+                + through
                 + _columns(change.columns)
             )
             if change.diff:

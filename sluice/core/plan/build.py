@@ -25,6 +25,7 @@ from sluice.core.model.definition import KindName, Model
 from sluice.core.plan import destructive, statements
 from sluice.core.plan.categorize import categorize_direct
 from sluice.core.plan.lineage import Impacts
+from sluice.core.plan.narrowing import reshaped_by, reshaped_category, unaffected
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.plan.sqldiff import unified_diff
 from sluice.core.snapshot.fingerprint import Fingerprint
@@ -75,14 +76,16 @@ def build_plan(request: PlanRequest) -> Plan:
     metadata: list[str] = []
     upstream: dict[str, int] = {}  # most conservative change rank among a model's ancestors
     own: dict[str, int] = {}  # rank of each directly modified model's own change
-    unaffected: list[str] = []
+    unaffected_models: list[str] = []
     impacts = Impacts(request.models, {n: s.model for n, s in request.base.items()})
-    categories: dict[str, Category] = {}  # directly modified model -> its category
+    old_columns, new_columns = impacts.outputs[True], impacts.outputs[False]
+    categories: dict[str, Category] = {}  # directly modified (or reshaped) model -> category
     # Changed model -> the direct changes that reach it: all of them (to decide narrowing),
     # and those reaching through a model whose data they change (to show).
     reach: dict[str, frozenset[str]] = {}
     shown: dict[str, frozenset[str]] = {}
     warnings: list[str] = []
+    forward: list[tuple[Model, Model]] = []  # forward-only changes: (before, after)
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
@@ -94,12 +97,28 @@ def build_plan(request: PlanRequest) -> Plan:
         if old is None:
             added.append(name)
             snapshots.append(Snapshot(model, fp, fp.version, None))
-        elif old.fingerprint == fp:
+            continue
+        if old.fingerprint == fp:
             snapshots.append(old)
-        elif old.fingerprint.data_hash != fp.data_hash:
+            continue
+        changed_data = old.fingerprint.data_hash != fp.data_hash
+        # Rule 1 of narrowing.py: a parent's change that reshapes what its query renders
+        # to (a star taking its columns...) makes it directly modified, with a new version.
+        reshaping = (
+            reshaped_by(model, categories, old_columns, new_columns)
+            if changed_data or old.fingerprint.parent_data_hash != fp.parent_data_hash
+            else ()
+        )
+        if changed_data or reshaping:
             impact = impacts.direct(name, old.model, model)
             if forward_only and model.kind.materialized:
                 category = Category.FORWARD_ONLY
+            elif reshaping:
+                category = reshaped_category(
+                    impacts.own[name],
+                    None if changed_data else [categories[p] for p in reshaping],
+                    materialized=model.kind.materialized,
+                )
             elif categorize_direct(old.model, model) or impacts.only_adds_columns(name):
                 # Added projections, or columns added where lineage proves the rows stay
                 # (inside a CTE, under a SELECT * of one): SQLMesh's non-breaking.
@@ -108,17 +127,23 @@ def build_plan(request: PlanRequest) -> Plan:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             if category == Category.FORWARD_ONLY:
-                note = destructive.check(old.model, model)
-                warnings += [note] if note else []
+                forward.append((old.model, model))  # checked once its readers are known
             snapshots.append(Snapshot(model, fp, version, category))
+            # Reported as reshaped only when its own definition is the same (its diff then
+            # shows what its stars take); a reshape besides its own change decides only
+            # its category.
+            shape = () if changed_data else reshaping
             direct.append(
                 ModelChange(
                     name,
                     category,
                     version,
                     old.version,
-                    unified_diff(old.model, model),
+                    unified_diff(
+                        old.model, model, [(p, old_columns(p), new_columns(p)) for p in shape]
+                    ),
                     columns=impact,
+                    reshaped_by=shape,
                 )
             )
             own[name] = RANK[category]
@@ -129,24 +154,18 @@ def build_plan(request: PlanRequest) -> Plan:
             category = _category_of_rank(inherited)
             if forward_only and model.kind.materialized:
                 category = Category.FORWARD_ONLY
-            # A view reads its parents' physical tables, so it is re-pointed (a new,
-            # dataless version) whenever a parent moves; tables keep their data unless
-            # the change upstream is breaking.
+            # Rule 2: its columns are the same. A view reads its parents' physical tables,
+            # so it is re-pointed (a new, dataless version) whenever a parent moves; tables
+            # keep their data unless the change upstream is breaking.
             rebuild = category == Category.BREAKING or not model.kind.materialized
             version = fp.version if rebuild else old.version
             snapshots.append(Snapshot(model, fp, version, category))
             impact = impacts.downstream(name, model)
             reach[name] = frozenset().union(*(reach.get(p, ()) for p in model.depends_on))
-            if (
-                category == Category.NON_BREAKING
-                and reach[name]
-                and all(categories[r] == Category.NON_BREAKING for r in reach[name])
-                and impact.touches_nothing
-            ):
-                # Narrowed: only non-breaking changes reach it and it reads none of what
-                # they change. Its snapshot and version are exactly as above; it is only
-                # not reported as indirectly modified.
-                unaffected.append(name)
+            if unaffected(category, (categories[r] for r in reach[name]), impact):
+                # Rule 3, narrowed: its snapshot and version are exactly as above; it is
+                # only not reported as indirectly modified.
+                unaffected_models.append(name)
                 continue
             shown[name] = frozenset().union(*(shown.get(p, ()) for p in model.depends_on))
             indirect.append(
@@ -162,6 +181,12 @@ def build_plan(request: PlanRequest) -> Plan:
         else:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
+    for before, after in forward:
+        readers = _readers(after.name, [*direct, *indirect])
+        note = destructive.check(
+            before, after, old_columns(after.name), new_columns(after.name), readers
+        )
+        warnings += [note] if note else []
     removed = sorted(set(request.base) - set(request.models))
     backfill = _backfill(request, snapshots, warnings)
     create_views = _views_to_create(request, snapshots)
@@ -205,8 +230,20 @@ def build_plan(request: PlanRequest) -> Plan:
         restated=tuple(b.name for b in backfill if b.name in request.restate),
         create_views=create_views,
         warnings=tuple(warnings),
-        unaffected=tuple(unaffected),
+        unaffected=tuple(unaffected_models),
     )
+
+
+def _readers(name: str, changes: list[ModelChange]) -> dict[str, list[str]]:
+    """Model downstream -> the columns of ``name`` its lineage says it reads."""
+    prefix = f"{name}."
+    found: dict[str, list[str]] = {}
+    for change in changes:
+        reads = change.columns.reads if change.columns is not None else ()
+        columns = [r.removeprefix(prefix) for r in reads if r.startswith(prefix)]
+        if columns and change.name != name:
+            found[change.name] = columns
+    return found
 
 
 def _category_of_rank(rank: int) -> Category:

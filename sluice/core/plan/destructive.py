@@ -7,8 +7,11 @@ there. ``on_destructive_change`` (SQLMesh's property, on the model or in
 ``model_defaults``) decides: ``error`` (the default) stops the plan naming the columns and
 the ways forward, ``warn`` plans it with a warning, ``allow`` plans it silently.
 
-Columns are the query's output names and the declared ``columns`` (their types); where
-neither tells (``SELECT *`` without declared columns), nothing is claimed.
+Columns are the query's output names, every star expanded from the parents' columns as
+the plan resolved them (:mod:`sluice.core.plan.outputs`: a ``SELECT *`` over a CTE or a
+subquery that names its columns, or over a parent whose columns are known), and the
+declared ``columns`` (their types); where neither tells (a star over a table whose
+columns nobody declares), nothing is claimed.
 
 >>> # MODEL (name shop.orders, kind INCREMENTAL_BY_TIME_RANGE (time_column ds,
 >>> #   forward_only true));  -- and the new query no longer selects `discount`
@@ -17,15 +20,25 @@ neither tells (``SELECT *`` without declared columns), nothing is claimed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from sluice.core.errors import PlanError
 from sluice.core.model.definition import Model
+from sluice.core.plan.outputs import query_columns
 
 
-def destructive_columns(old: Model, new: Model) -> list[str]:
+def destructive_columns(
+    old: Model,
+    new: Model,
+    old_output: Sequence[str] | None = None,
+    new_output: Sequence[str] | None = None,
+) -> list[str]:
     """``"drops column x"`` / ``"changes column y from INT to STRING"`` for each column of
-    ``old`` that ``new`` loses or retypes."""
+    ``old`` that ``new`` loses or retypes; ``old_output`` and ``new_output`` are their
+    output columns as resolved (None: from their queries alone)."""
     before, after = dict(old.columns), dict(new.columns)
-    old_names, new_names = _output_names(old), _output_names(new)
+    old_names = list(old_output) if old_output is not None else _output_names(old)
+    new_names = list(new_output) if new_output is not None else _output_names(new)
     if old_names is None or new_names is None:  # a star: compare the declared columns
         old_names, new_names = list(before), list(after) or list(before)
     found = [f"drops column {c}" for c in old_names if c not in new_names]
@@ -57,21 +70,31 @@ def _output_names(model: Model) -> list[str] | None:
     """The query's output column names (None: not known without a catalog)."""
     if model.query is None:
         return [name for name, _ in model.columns] or None
-    names = [n.lower() for n in model.query.named_selects]
-    return None if not names or "*" in names else names
+    return list(query_columns(model.query, {}) or ()) or None
 
 
-def check(old: Model, new: Model) -> str | None:
+def check(
+    old: Model,
+    new: Model,
+    old_output: Sequence[str] | None = None,
+    new_output: Sequence[str] | None = None,
+    readers: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
     """The plan warning for a destructive forward-only change of ``new`` (None: none, or
-    allowed).
+    allowed). ``readers``: model downstream -> the columns of ``new`` it reads, to name
+    the models that read a dropped column.
 
     Raises:
         PlanError: at the model's file:line, when its ``on_destructive_change`` is ``error``.
     """
-    found = destructive_columns(old, new)
+    found = destructive_columns(old, new, old_output, new_output)
     if not found or new.on_destructive_change == "allow":
         return None
     what = f"forward-only change to {new.name} {', '.join(found)} of its table"
+    dropped = {f.removeprefix("drops column ") for f in found if f.startswith("drops column ")}
+    reading = sorted(m for m, columns in (readers or {}).items() if dropped & set(columns))
+    if reading:
+        what += f" ({', '.join(reading)} {'reads' if len(reading) == 1 else 'read'} it)"
     hint = (
         "the rows already in the table would lose that data: make the change breaking "
         "(remove forward_only, or plan without --forward-only) to rebuild the table, keep "

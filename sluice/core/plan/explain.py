@@ -77,9 +77,18 @@ def explain(plan: Plan) -> list[Reason]:
 
 
 def directly(change: ModelChange) -> str:
-    """Why a directly modified model is in the plan, with its category's meaning."""
+    """Why a directly modified model is in the plan, with its category's meaning.
+
+    >>> from sluice.core.plan.plan import Category
+    >>> directly(ModelChange("s.c", Category.NON_BREAKING, "v2", "v1", reshaped_by=("s.p",)))
+    'its query reads the changed columns of s.p; non-breaking: models downstream keep their tables'
+    """
     columns = _columns(change.columns)
-    what = "its definition changed" + (f" ({columns})" if columns else "")
+    what = (
+        f"its query reads the changed columns of {', '.join(change.reshaped_by)}"
+        if change.reshaped_by
+        else "its definition changed"
+    ) + (f" ({columns})" if columns else "")
     return f"{what}; {_CATEGORY.get(change.category.value, change.category.value)}"
 
 

@@ -15,19 +15,14 @@ model reading them. The lineage comes from sqlglot's ``qualify`` and ``scope`` (
 machinery ``sqlglot.lineage`` is built on, followed here into WHERE and JOIN clauses too,
 which ``sqlglot.lineage`` leaves out), with the parents' columns known from the project.
 
-Whatever cannot be followed is *unknown*, never unaffected: ``SELECT *`` over a table,
-columns that cannot be resolved, LATERAL VIEW, queries that do not parse, Python and seed
-models (no query), or more models than the plan's lineage budget.
+Whatever cannot be followed is *unknown*, never unaffected: a star over a table whose
+columns are not known (a star over a parent whose columns the project knows takes them,
+inside an expression too: ``HASH(*)`` reads every column), columns that cannot be
+resolved, LATERAL VIEW, queries that do not parse, Python and seed models (no query), or
+more models than the plan's lineage budget.
 
-Narrowing, and why it changes only what the plan reports: a model's data fingerprint folds
-in its parents' (a Merkle chain, ``snapshot/fingerprint.py``), so every descendant of a
-change gets a new snapshot whatever it reads; what a non-breaking change does to a
-descendant's *version* is already decided by the plan builder: a table keeps its data
-(non-breaking changes only add columns), a view is re-pointed at the parent's new table
-(its old one may be dropped once no environment uses it). Narrowing therefore keeps every
-snapshot and version exactly as before and only moves a descendant that reads none of the
-changed columns of purely non-breaking changes, with fully known lineage, from "indirectly
-modified" to ``Plan.unaffected``. Breaking and forward-only changes stay conservative.
+What the plan does with an impact (which models keep their tables, which are reported
+unaffected) is written once, in :mod:`sluice.core.plan.narrowing`.
 
 >>> from sluice.core.plan.lineage import compare_queries, downstream_impact
 >>> impact = compare_queries(
@@ -60,7 +55,16 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope, walk_in_scope
 
 from sluice.core.model.definition import Model
-from sluice.core.model.macro.lexer import PREFIX
+from sluice.core.plan.outputs import (
+    OutputColumns,
+    Schema,
+    schema_dict,
+    star_nodes,
+    star_sources,
+    table_name,
+    without_macros,
+)
+from sluice.core.plan.outputs import is_star as _is_star
 from sluice.core.snapshot.fingerprint import data_inputs
 
 ROWS = "*"
@@ -171,10 +175,6 @@ class Shape:
         return self.row_deps.union(*self.deps.values())
 
 
-Schema = Mapping[str, Sequence[str] | None]
-"""Table ("schema.name") -> its column names (None: not known)."""
-
-
 class _Unknown(Exception):
     """The lineage cannot be followed."""
 
@@ -183,16 +183,15 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
-def _table_name(table: exp.Table) -> str:
-    parts = [p.name.lower() for p in table.parts]
-    return ".".join(parts[-3:] if len(parts) == 3 and parts[0] else parts[-2:])
+_table_name = table_name
 
 
 class _Walker:
     """Signatures and dependencies of one qualified query's columns and rows."""
 
-    def __init__(self, root: Scope) -> None:
+    def __init__(self, root: Scope, schema: Mapping[str, Sequence[str]]) -> None:
         self.root = root
+        self.schema = schema  # table -> its columns, for stars inside expressions
         self.children: dict[int, Scope] = {}
         for scope in root.traverse():
             if scope.scope_type == ScopeType.UDTF:
@@ -332,6 +331,10 @@ class _Walker:
             text: str | None = None
             if isinstance(original, exp.Column):
                 text = self._resolve(scope, original, deps, aliases=aliases)
+            elif isinstance(original, exp.Star) and not isinstance(
+                original.parent, exp.Count | exp.Column
+            ):
+                text = self._star(scope, "", deps)  # STRUCT(*), HASH(*): every column
             elif original is not node and id(original) in self.children:
                 child = self.children[id(original)]
                 if child.is_derived_table or child.is_cte:
@@ -367,9 +370,28 @@ class _Walker:
         deps.add((name, ROWS))
         return name
 
+    def _star(self, scope: Scope, qualifier: str, deps: set[Dep]) -> str:
+        """A star inside an expression (``STRUCT(*)``, ``HASH(t.*)``): every column of
+        what it reads, in order, so a column added there changes its value."""
+        parts: list[str] = []
+        for source in star_sources(scope, qualifier):
+            if isinstance(source, Scope) and isinstance(source.expression, exp.Query):
+                for name in source.expression.named_selects:
+                    sig, column_deps = self.column(source, name)
+                    deps |= column_deps
+                    parts.append(f"{name}=col<{sig}>")
+            elif isinstance(source, exp.Table) and table_name(source) in self.schema:
+                table = table_name(source)
+                for name in self.schema[table]:
+                    deps.add((table, name))
+                    parts.append(f"{table}.{name}")
+            else:
+                raise _Unknown("a * inside an expression reads a table whose columns are not known")
+        return f"star<{','.join(parts)}>"
+
     def _resolve(self, scope: Scope, column: exp.Column, deps: set[Dep], *, aliases: bool) -> str:
         if isinstance(column.this, exp.Star):
-            raise _Unknown("SELECT t.* over a table whose columns are not known")
+            return self._star(scope, column.table, deps)
         name = column.name.lower()
         table = column.table
         current: Scope | None = scope
@@ -407,12 +429,6 @@ class _Walker:
         raise _Unknown(f"column {column.sql('spark')} cannot be resolved")
 
 
-def _is_star(select: exp.Expr) -> bool:
-    return isinstance(select, exp.Star) or (
-        isinstance(select, exp.Column) and isinstance(select.this, exp.Star)
-    )
-
-
 def _generates(select: exp.Expr) -> bool:
     """Whether a projection multiplies rows (EXPLODE...)."""
     return select.find(exp.Explode, exp.Posexplode, exp.Unnest, exp.Inline) is not None
@@ -432,65 +448,35 @@ def _lambda_parameter(column: exp.Column) -> bool:
     return False
 
 
-def _without_macros(query: exp.Expr) -> exp.Expr:
-    """Macro placeholder columns (``@start_ds``...) become opaque values, not columns."""
-
-    def swap(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and not node.table and node.name.startswith(PREFIX):
-            return exp.Var(this=node.name)
-        return node
-
-    return query.transform(swap)  # a copy: the model's parsed query stays as it is
-
-
-def _schema_dict(schema: Schema) -> dict[str, object]:
-    """sqlglot's nested schema. A table of a configured catalog (``catalog.schema.table``)
-    nests every table three deep: the two-part ones under a catalog named "" (sqlglot
-    finds a table by its last parts, and Spark's current catalog has no name here)."""
-    deep = any(t.count(".") == 2 for t, c in schema.items() if c is not None)
-    result: dict[str, Any] = {}
-    for table, columns in schema.items():
-        if columns is None or "." not in table:
-            continue
-        parts = table.lower().split(".")
-        if deep and len(parts) == 2:
-            parts.insert(0, "")
-        level = result
-        for part in parts[:-1]:
-            level = level.setdefault(part, {})
-        level[parts[-1]] = {c.lower(): "STRING" for c in columns if c}
-    return result
-
-
-def _check_stars(query: exp.Expr) -> None:
-    """``SELECT *`` over a table follows the table's columns: raise _Unknown.
-
-    (Over a CTE or subquery it is expanded from that query's own projections.)
-    """
-    if not any(_is_star(s) for select in query.find_all(exp.Select) for s in select.selects):
+def _check_stars(query: exp.Expr, schema: Mapping[str, Sequence[str]]) -> None:
+    """A star over a table takes the table's columns: raise _Unknown unless ``schema``
+    knows them (over a CTE or subquery it takes that query's own columns)."""
+    if not any(not isinstance(s.parent, exp.Count) for s in query.find_all(exp.Star)):
         return
     root = build_scope(query)
     for scope in root.traverse() if root is not None else ():
-        if not isinstance(scope.expression, exp.Select):
-            continue
-        for select in scope.expression.selects:
-            if not _is_star(select):
-                continue
-            table = select.table if isinstance(select, exp.Column) else ""
-            sources = [scope.sources.get(table)] if table else list(scope.sources.values())
-            if not all(isinstance(source, Scope) for source in sources):
-                raise _Unknown("SELECT * reads a table: its columns follow the table's")
+        for _, qualifier in star_nodes(scope):
+            for source in star_sources(scope, qualifier):
+                if isinstance(source, Scope):
+                    continue
+                if not isinstance(source, exp.Table) or table_name(source) not in schema:
+                    what = table_name(source) if isinstance(source, exp.Table) else "a table"
+                    raise _Unknown(
+                        f"SELECT * reads {what}, whose columns are not known: its "
+                        "columns follow the table's"
+                    )
 
 
 def analyse(query: exp.Expr, schema: Schema) -> Shape:
     """The lineage of ``query`` (a parsed Spark query) reading tables of ``schema``."""
+    known = {t.lower(): [c.lower() for c in cols] for t, cols in schema.items() if cols}
     try:
-        plain = _without_macros(query)
-        _check_stars(plain)
+        plain = without_macros(query)
+        _check_stars(plain, known)
         qualified = qualify(
             plain,
             dialect="spark",
-            schema=_schema_dict(schema),
+            schema=schema_dict(schema),
             validate_qualify_columns=False,
             quote_identifiers=False,
             identify=False,
@@ -498,7 +484,7 @@ def analyse(query: exp.Expr, schema: Schema) -> Shape:
         root = build_scope(qualified)
         if root is None:
             raise _Unknown("not a query")
-        walker = _Walker(root)
+        walker = _Walker(root, known)
         names = tuple(qualified.named_selects) if isinstance(qualified, exp.Query) else ()
         if not names or any(not n for n in names):
             raise _Unknown("an output column has no name")
@@ -516,7 +502,9 @@ def analyse(query: exp.Expr, schema: Schema) -> Shape:
 
 
 def output_columns(model: Model) -> tuple[str, ...] | None:
-    """A model's output column names as its children see them (None: not known)."""
+    """The output column names a model's query names itself, or its declared ones (None:
+    a star, or an unnamed column; :class:`~sluice.core.plan.outputs.OutputColumns`
+    expands stars from the parents)."""
     if model.query_sql is None:
         return tuple(c.lower() for c, _ in model.columns) or None
     try:
@@ -643,23 +631,14 @@ class Impacts:
         self.old = old
         self.budget = budget
         self.exposures: dict[str, Exposure] = {}
-        self._columns: dict[tuple[str, bool], tuple[str, ...] | None] = {}
+        # Each side's output columns, stars expanded: what a child's query reads.
+        self.outputs = {False: OutputColumns(new), True: OutputColumns(old)}
         self._shapes: dict[tuple[str, bool], Shape] = {}
         self.own: dict[str, ColumnImpact] = {}  # a direct change's own impact, unmerged
 
-    def _schema(self, model: Model, models: Mapping[str, Model], old: bool) -> Schema:
-        schema: dict[str, tuple[str, ...] | None] = {}
-        for parent in model.depends_on:
-            key = (parent, old)
-            if key not in self._columns:
-                analysed = self._shapes.get(key)
-                found = models.get(parent)
-                if analysed is not None and not analysed.unknown:
-                    self._columns[key] = analysed.names  # no need to parse it again
-                else:
-                    self._columns[key] = output_columns(found) if found is not None else None
-            schema[parent] = self._columns[key]
-        return schema
+    def _schema(self, model: Model, old: bool) -> Schema:
+        columns = self.outputs[old]
+        return {parent: columns(parent) for parent in model.depends_on}
 
     def _shape(self, model: Model, old: bool) -> Shape:
         key = (model.name, old)
@@ -667,7 +646,7 @@ class Impacts:
             if self.budget <= 0:
                 return Shape(unknown="not analysed: the plan's lineage budget is spent")
             self.budget -= 1
-            schema = self._schema(model, self.old if old else self.new, old)
+            schema = self._schema(model, old)
             self._shapes[key] = model_shape(model, schema)
         return self._shapes[key]
 

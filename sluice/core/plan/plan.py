@@ -34,6 +34,10 @@ class ModelChange:
     # Indirect changes: the directly modified models upstream whose change reaches it.
     reached_by: tuple[str, ...] = ()
     columns: ColumnImpact | None = None  # column-level impact (None: not computed)
+    # Direct changes made by a parent's change (sluice.core.plan.narrowing, rule 1): the
+    # changed parents whose columns its query's stars take (or whose new column one of
+    # its names may now be), in its depends_on order. Empty: its own definition changed.
+    reshaped_by: tuple[str, ...] = ()
 
     @property
     def rebuilds(self) -> bool:
@@ -245,6 +249,7 @@ class Plan:
                     "version": c.version,
                     "previous_version": c.previous_version,
                     "columns": c.columns.to_json() if c.columns else None,
+                    "reshaped_by": list(c.reshaped_by),
                 }
                 for c in self.directly_modified
             ],

@@ -50,11 +50,37 @@ def test_an_added_and_a_removed_column() -> None:
     assert impact.affected == ("ds",)
 
 
-def test_select_star_over_a_table_is_unknown_never_unaffected() -> None:
-    impact = compare_queries("SELECT * FROM s.orders", "SELECT *, 1 AS one FROM s.orders", SCHEMA)
+def test_select_star_over_a_table_of_unknown_columns_is_unknown_never_unaffected() -> None:
+    impact = compare_queries("SELECT * FROM s.events", "SELECT *, 1 AS one FROM s.events", SCHEMA)
     assert impact.unknown and "SELECT *" in impact.reason
-    child = downstream_impact("SELECT * FROM s.orders", {"s.orders": ["amount"]}, SCHEMA)
+    child = downstream_impact("SELECT * FROM s.events", {"s.events": ["amount"]}, SCHEMA)
     assert child.unknown and not child.touches_nothing
+    inside = downstream_impact("SELECT HASH(*) AS h FROM s.events", {"s.events": ["a"]}, SCHEMA)
+    assert inside.unknown and not inside.touches_nothing
+
+
+def test_select_star_over_a_table_of_known_columns_takes_them() -> None:
+    impact = compare_queries("SELECT * FROM s.orders", "SELECT *, 1 AS one FROM s.orders", SCHEMA)
+    assert impact.added == ("one",) and not impact.unknown and not impact.rows_changed
+    child = downstream_impact("SELECT * FROM s.orders", {"s.orders": ["amount"]}, SCHEMA)
+    assert child.reads == ("s.orders.amount",) and child.affected == ("amount",)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, STRUCT(*) AS h FROM s.orders",
+        "SELECT id, HASH(*) AS h FROM s.orders",
+        "SELECT o.id, MD5(TO_JSON(STRUCT(o.*))) AS h FROM s.orders AS o",
+        "WITH c AS (SELECT id, amount FROM s.orders) SELECT id, HASH(*) AS h FROM c",
+    ],
+)
+def test_a_star_inside_an_expression_reads_every_column(query: str) -> None:
+    # Its value changes with any column of what it reads; COUNT(*) reads rows only.
+    child = downstream_impact(query, {"s.orders": ["amount"]}, SCHEMA)
+    assert child.reads == ("s.orders.amount",) and child.affected == ("h",), child
+    count = downstream_impact("SELECT COUNT(*) AS n FROM s.orders", {"s.orders": ["amount"]}, SCHEMA)
+    assert count.touches_nothing
 
 
 def test_select_star_over_a_cte_is_followed() -> None:
@@ -271,12 +297,13 @@ def test_a_non_breaking_change_reaches_only_the_children_that_read_it(tmp_path: 
     direct = result.directly_modified[0]
     assert (direct.name, direct.category) == ("s.orders", Category.NON_BREAKING)
     assert direct.columns is not None and direct.columns.added == ("currency",)
-    # SELECT * follows the new column: kept, with an unknown impact.
-    assert [(c.name, c.category, c.reached_by) for c in result.indirectly_modified] == [
-        ("s.everything", Category.NON_BREAKING, ("s.orders",))
-    ]
-    everything = result.indirectly_modified[0].columns
-    assert everything is not None and everything.unknown
+    # SELECT * takes the new column: its query renders to one more column, so it is
+    # directly modified (as SQLMesh plans it), non-breaking, and rebuilt.
+    assert result.indirectly_modified == ()
+    everything = changes(result)["s.everything"]
+    assert (everything.category, everything.reshaped_by) == (Category.NON_BREAKING, ("s.orders",))
+    assert everything.rebuilds and "+-- columns of s.orders: id, customer_id, amount, status, currency" in everything.diff
+    assert everything.columns is not None and everything.columns.added == ("currency",)
     # The others read none of it (a chain of three included): narrowed out.
     assert set(result.unaffected) == {"s.paid", "s.by_customer", "s.ids", "s.ids_view"}
     # Narrowing changes no version: tables keep prod's, the view is re-pointed at the new
@@ -285,7 +312,7 @@ def test_a_non_breaking_change_reaches_only_the_children_that_read_it(tmp_path: 
         assert result.snapshot(name).version == prod.snapshot(name).version
     assert result.snapshot("s.ids_view").version != prod.snapshot("s.ids_view").version
     assert result.create_views == ("s.ids_view",)
-    assert [b.name for b in result.backfill] == ["s.orders"]
+    assert [b.name for b in result.backfill] == ["s.orders", "s.everything"]
     assert result.to_json()["unaffected"] == list(result.unaffected)
 
 
