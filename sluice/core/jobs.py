@@ -95,6 +95,16 @@ def apply_job(
     }
 
 
+def job_counts(spec: JobSpec) -> tuple[int, int, int]:
+    """What an apply job does, counted as its plan counts it: (tables built, the plan's
+    backfill; physical views made for VIEW models, the plan's model views; views of the
+    environment pointed at their versions)."""
+    builds = [s for s in spec["steps"] if s["type"] == "build"]
+    model_views = sum(1 for s in builds if "view_sql" in s)
+    views = sum(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
+    return len(builds) - model_views, model_views, views
+
+
 def recorded_builds(state: StateReader, tables: Iterable[TableKey]) -> frozenset[TableKey]:
     """Those of ``tables`` (``(model, version)``) that state records a Sluice build of: the
     versions with recorded intervals. Only a job's build of that very version records

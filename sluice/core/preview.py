@@ -196,8 +196,7 @@ def preview_environment(
         )
         spec["environment"] = applied["environment"]
         spec["base_plan_id"] = applied["base_plan_id"]
-        built = sum(1 for s in applied["steps"] if s["type"] == "build")
-        views = next(len(s["views"]) for s in applied["steps"] if s["type"] == "views")
+        built, _, views = jobs.job_counts(applied)
         steps += applied["steps"]
     prod = prod_tables(state)
     held = held_ranges(plan, state, prod)

@@ -280,10 +280,11 @@ class ApplyResult:
     """What applying a plan did."""
 
     plan: Plan
-    tables_built: int
+    tables_built: int  # the plan's backfill: tables (VIEW models' views are not tables)
     views_swapped: int
     job: JobResult | None
     written: Written | None = None  # what the built tables hold (None: nothing built)
+    model_views: int = 0  # physical views made for VIEW models (the plan's create_views)
 
 
 def apply_plan(
@@ -342,9 +343,9 @@ def apply_plan(
     check_base(state, plan)
     result = run_recorded(runner, spec, state=state)
     commit_environment(state, plan, now, ttl_days)
-    built = sum(1 for s in spec["steps"] if s["type"] == "build")
-    views = next(len(s["views"]) for s in spec["steps"] if s["type"] == "views")
-    return ApplyResult(plan, built, views, result, written(state, plan) if built else None)
+    built, model_views, views = jobs.job_counts(spec)
+    held = written(state, plan) if built else None
+    return ApplyResult(plan, built, views, result, held, model_views)
 
 
 def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:

@@ -184,7 +184,7 @@ def test_apply_commits_the_record_itself_once_the_job_succeeded(
         plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
         runner = _Recorder()
         result = workflow.apply_plan(project, store, plan, runner, url=state_url, now=END)
-        assert result.tables_built == 3
+        assert result.tables_built + result.model_views == 3
         [spec] = runner.specs
         # The driver gets no state URL and no environment record to commit.
         assert "state_url" not in spec
@@ -194,6 +194,22 @@ def test_apply_commits_the_record_itself_once_the_job_succeeded(
         record = store.get_environment("prod")
         assert record is not None and record.plan_id == plan.plan_id
         assert [r.name for r in record.snapshots] == ["s.a", "s.b", "s.c"]
+    finally:
+        store.close()
+
+
+def test_the_apply_counts_what_the_plan_counts(tmp_path: Path, state_url: str) -> None:
+    """A VIEW model is made as a view, not built as a table: the apply's tables are the
+    plan's backfill, its model views the plan's views to make (issue 42, point 5)."""
+    files = {**BASIC, "models/v.sql": "MODEL (name s.v, kind VIEW);\nSELECT id FROM s.c\n"}
+    project = load(tmp_path / "p", files)
+    store = open_state(state_url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        assert len(plan.backfill) == 3 and plan.create_views == ("s.v",)
+        result = workflow.apply_plan(project, store, plan, _Recorder(), url=state_url, now=END)
+        assert (result.tables_built, result.model_views) == (3, 1)
+        assert result.views_swapped == 4
     finally:
         store.close()
 

@@ -301,8 +301,9 @@ def _build_prod(root: Path, state: str, spark_mode: Literal["connect", "submit"]
     finally:
         store.close()
     seconds = applied.job.seconds if applied.job else 0.0
+    made = f", {plural(applied.model_views, 'model view')} made" if applied.model_views else ""
     out.print(
-        f"[green]Applied to prod:[/] {plural(applied.tables_built, 'table')} built, "
+        f"[green]Applied to prod:[/] {plural(applied.tables_built, 'table')} built{made}, "
         f"{plural(applied.views_swapped, 'view')} pointed at them ({seconds:.1f} s)."
     )
 

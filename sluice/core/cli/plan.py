@@ -137,6 +137,7 @@ def _run(
     held = applied.written
     summary = {
         "tables_built": applied.tables_built,
+        "model_views": applied.model_views,
         "views_swapped": applied.views_swapped,
         "seconds": applied.job.seconds if applied.job else 0.0,
         "rows_written": held.rows if held is not None else None,
@@ -150,9 +151,10 @@ def _run(
         holding = [] if held is None or held.rows is None else [plural(held.rows, "row")]
         holding += [] if held is None or held.bytes is None else [size(held.bytes)]
         holds = f" ({', '.join(holding)})" if holding else ""
+        made = f", {plural(applied.model_views, 'model view')} made" if applied.model_views else ""
         out.print(
             f"[green]Applied to {environment}:[/] {plural(applied.tables_built, 'table')} built"
-            f"{holds}, {plural(applied.views_swapped, 'view')} pointed at new versions "
+            f"{holds}{made}, {plural(applied.views_swapped, 'view')} pointed at new versions "
             f"({summary['seconds']:.1f} s)."
         )
 
@@ -318,6 +320,10 @@ def print_plan(plan: Plan, console: Console, *, next_step: str | None = None) ->
         branch = tree.add(f"[blue]Backfill ({plural(len(plan.backfill), 'table')}{reads})[/]")
         for item in plan.backfill:
             branch.add(f"{item.name}: {_what_builds(plan, item)}")
+    if plan.create_views:  # VIEW models: no table, no data, but made as the apply says
+        branch = tree.add(f"[blue]Model views to make ({len(plan.create_views)})[/]")
+        for name in plan.create_views:
+            branch.add(name)
     print_tree(tree, console)
     if next_step and plan.has_changes:
         console.print(f"Next: [bold]{escape(next_step)}[/]")

@@ -91,7 +91,7 @@ def prod(tmp_path_factory: pytest.TempPathFactory, local_spark: SparkSession) ->
     env = Env(root, f"sqlite:///{root / '.sluice' / 'state.db'}", local_spark)
     result = env.apply("prod")
     # 3 seeds, 3 views, 2 full tables, 1 incremental, 1 Python model (customer_segments)
-    assert result.tables_built == 10
+    assert result.tables_built + result.model_views == 10
     yield env
 
 
@@ -176,7 +176,7 @@ def test_pr_environment_then_promotion_by_virtual_update(prod: Env) -> None:
 
     built = prod.apply("pr_1")
     # Only the changed model is built: its children's change is non-breaking.
-    assert built.tables_built == 1
+    assert built.tables_built + built.model_views == 1
     pr_orders = prod.view_target("jaffle__pr_1.orders")
     assert pr_orders != prod_orders
     assert prod.view_target("jaffle__pr_1.customers") == prod_customers
@@ -206,7 +206,7 @@ def test_breaking_change_rebuilds_descendants_only(prod: Env) -> None:
     result = prod.apply("pr_2")
     # stg_payments (a view), orders and its children customers, daily_revenue and
     # customer_segments (the Python model).
-    assert result.tables_built == 5
+    assert result.tables_built + result.model_views == 5
     assert prod.view_target("jaffle__pr_2.raw_orders") == prod.view_target("jaffle.raw_orders")
     assert prod.view_target("jaffle__pr_2.customers") != prod.view_target("jaffle.customers")
     assert prod.view_target("jaffle__pr_2.customer_segments") != prod.view_target(
@@ -284,7 +284,7 @@ def test_a_seed_row_that_does_not_fit_names_the_line(prod: Env) -> None:
 def test_restatement_recomputes_without_duplicates(prod: Env) -> None:
     before = prod.rows("SELECT COUNT(*), SUM(orders) FROM jaffle.daily_revenue")
     result = prod.apply("prod", start=to_ms("2018-02-01"), restate=["jaffle.daily_revenue"])
-    assert result.tables_built == 1
+    assert result.tables_built + result.model_views == 1
     assert prod.rows("SELECT COUNT(*), SUM(orders) FROM jaffle.daily_revenue") == before
     assert (
         prod.rows(

@@ -183,7 +183,9 @@ def test_the_example_project_applies_to_prod_as_with_spark_submit(
         plan = workflow.plan_environment(project, store, "prod", end=NOW, execution_time=NOW)
         runner = _runner(connect_server, tmp_path)
         result = workflow.apply_plan(project, store, plan, runner, url=url, now=NOW)
-        assert result.tables_built == 10  # 3 seeds, 3 views, 2 full, 1 incremental, 1 Python
+        assert (
+            result.tables_built + result.model_views == 10
+        )  # 3 seeds, 3 views, 2 full, 1 incremental, 1 Python
         record = store.get_environment("prod")
         assert record is not None
         daily = next(r for r in record.snapshots if r.name == "jaffle.daily_revenue")

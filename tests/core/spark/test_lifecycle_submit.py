@@ -69,7 +69,8 @@ def test_apply_and_query_through_spark_submit_on_local(tmp_path: Path, spark_dir
     result = _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
     # What the tables hold, as the driver measured them (test_apply checks each table's).
     assert re.search(
-        r"Applied to prod: 10 tables built \([1-9][\d,]* rows, [\d.]+ [KM]?B\)", result.stdout
+        r"Applied to prod: 7 tables built \([1-9][\d,]* rows, [\d.]+ [KM]?B\), 3 model views made",
+        result.stdout,
     )
     assert "→ build lsub.orders" in result.stderr  # progress streamed from the driver
     assert _query(project, spark_dirs, "prod", "SELECT COUNT(*) FROM lsub.customers") == [[100]]
