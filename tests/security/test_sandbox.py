@@ -592,7 +592,7 @@ def test_the_sandbox_s_own_root_and_dev_take_no_file(tmp_path: Path) -> None:
         """
         import os, sys
         made = []
-        for path in (sys.argv[1], "/x", "/dev/x", "/dev/shm/x", "/tmp/x", sys.argv[2]):
+        for path in ("/x", "/dev/x", "/dev/shm/x", "/tmp/x", sys.argv[1]):
             try:
                 with open(path, "w") as f:
                     f.write("x")
@@ -602,9 +602,8 @@ def test_the_sandbox_s_own_root_and_dev_take_no_file(tmp_path: Path) -> None:
         print(" ".join(made))
         """
     )
-    # Beside Sluice's package (shown read-only): a folder the sandbox made on its own root.
-    around = str(Path(sandbox.__file__).resolve().parents[2] / "around")
-    argv = [sys.executable, "-I", "-c", script, around, str(paths.warehouse / "w")]
+    # "/x": the sandbox's own root, where it makes the folders around the bound ones.
+    argv = [sys.executable, "-I", "-c", script, str(paths.warehouse / "w")]
     launch = sandbox.wrap(argv, profile).argv
     done = subprocess.run(launch, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["/dev/shm/x", "/tmp/x", str(paths.warehouse / "w")]

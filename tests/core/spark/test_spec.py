@@ -206,7 +206,8 @@ def test_not_required_keys_are_optional_at_runtime() -> None:
     # spec.py has no `from __future__ import annotations`, which would hide NotRequired
     # from TypedDict on Python 3.11 and make every key required.
     assert spec.BuildStep.__optional_keys__ == {
-        "id", "seed", "view_sql", "intervals", "python", "scd", "parents", "adopt_unmarked"
+        "id", "seed", "view_sql", "intervals", "python", "scd", "parents", "adopt_unmarked",
+        "source",
     }  # fmt: skip
     assert spec.SqlStep.__optional_keys__ == {"id", "limit"}
     assert spec.JobSpec.__required_keys__ == {"job_id", "kind", "steps"}
