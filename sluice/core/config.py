@@ -9,6 +9,7 @@ is read; ``env_var`` never reads the process environment (see :func:`read_config
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
@@ -276,9 +277,44 @@ def load_config(project_dir: Path, env: Mapping[str, str] | None = None) -> Proj
     return parse_config(read_config_doc(path, env))
 
 
+UNSET_ENV = "__sluice_unset_env_var__"
+"""What config.yaml's ``{{ env_var('NAME') }}`` renders to, followed by ``NAME__``, when it
+has no default and no value is offered: an error only where Sluice reads it (a section
+Sluice ignores, such as a gateway's connection, may name variables only its own
+deployment sets)."""
+_UNSET = re.compile(re.escape(UNSET_ENV) + r"(.*?)__")
+
+
+def _unset_env_used(doc: LocatedYaml, data: dict[Any, Any]) -> None:
+    """Refuse an ``env_var('NAME')`` with no value in a section Sluice reads."""
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, (*path, index))
+        elif isinstance(value, str) and (found := _UNSET.search(value)):
+            name = found.group(1)
+            raise ConfigError(
+                f"environment variable '{name}' is not available to the project",
+                path=doc.path,
+                line=doc.line_of(path),
+                hint=f"give a default, {{{{ env_var('{name}', 'value') }}}}: Sluice never "
+                "hands its own environment to a project (see docs/security.md)",
+            )
+
+    for key, value in data.items():
+        if key not in SQLMESH_ONLY_KEYS:
+            walk(value, (key,))
+
+
 def parse_config(doc: LocatedYaml) -> ProjectConfig:
     """Validate a parsed config.yaml."""
     data = doc.data if doc.data is not None else {}
+    if isinstance(data, dict):
+        _unset_env_used(doc, data)
     if not isinstance(data, dict):
         raise ConfigError(
             "config.yaml must be a mapping of sections",

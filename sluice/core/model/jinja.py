@@ -204,14 +204,18 @@ def _caps(sizes: Mapping[str, int]) -> dict[str, Any]:
 
 def render_config(text: str, path: str, env: Mapping[str, str] | None = None) -> str:
     """config.yaml's text with its ``{{ env_var(...) }}`` (and any other Jinja) rendered;
-    a text without Jinja tags is returned as it is.
+    a text without Jinja tags is returned as it is. An ``env_var('NAME')`` with no default
+    and no value offered renders to a marker (``sluice.core.config.UNSET_ENV``) that
+    :func:`sluice.core.config.parse_config` refuses where Sluice reads it.
 
     Raises:
         SluiceError: naming the line of config.yaml.
     """
     if not _MARKERS.search(text):
         return text
-    request = {"env": dict(env or {}), "templates": [[path, text, 1]]}
+    from sluice.core.config import UNSET_ENV  # (config imports this module when it renders)
+
+    request = {"env": dict(env or {}), "templates": [[path, text, 1]], "unset_env": UNSET_ENV}
     answer = _render(request, [(path, 1)], ConfigError)[0]
     if isinstance(answer, SluiceError):
         raise answer

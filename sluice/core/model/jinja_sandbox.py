@@ -342,9 +342,13 @@ class Renderer:
         env: Mapping[str, str],
         macros: list[Source] | None = None,
         macro_variables: frozenset[str] = frozenset(),
+        unset_env: str | None = None,
     ) -> None:
         self.variables = {str(k).lower(): v for k, v in variables.items()}
         self.env = dict(env)
+        # config.yaml: ``env_var('NAME')`` with no default renders to ``unset_env`` + NAME
+        # + "__", refused by its reader only where Sluice reads the value.
+        self.unset_env = unset_env
         self.sandbox = _Sandbox(_Budget())
         self.sources: dict[str, Source] = {}
         # One globals dict for every template: macros of one file may call another's.
@@ -390,6 +394,8 @@ class Renderer:
             return self.env[str(name)]
         if default is not _NO_DEFAULT:
             return default
+        if self.unset_env is not None:
+            return f"{self.unset_env}{name}__"
         raise _Cap(
             f"environment variable '{name}' is not available to the project",
             f"give a default, {{{{ env_var('{name}', 'value') }}}}: Sluice never hands its "
@@ -598,6 +604,7 @@ def render_batch(request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             request.get("env") or {},
             [Source(*m) for m in request.get("macros") or []],
             frozenset(request.get("macro_variables") or ()),
+            unset_env=request.get("unset_env"),
         )
     except RenderError as exc:
         yield {"macros_error": as_dict(exc)}

@@ -333,6 +333,22 @@ def test_env_var_never_reads_the_service_environment(
     assert "s3cr3t" not in str(error)
 
 
+def test_env_var_without_a_value_is_an_error_only_where_sluice_reads_it(tmp_path: Path) -> None:
+    """A gateway's connection (a section Sluice ignores) may name variables only its own
+    deployment sets (issue 41): nothing is evaluated there; in a section Sluice reads,
+    the same is an error at its line."""
+    gateway = (
+        "gateways:\n  warehouse:\n    connection:\n      type: postgres\n"
+        "      password: {{ env_var('WAREHOUSE_PASSWORD') }}\n"
+    )
+    loaded = project(tmp_path / "ok", {"config.yaml": CONFIG + gateway})
+    assert "WAREHOUSE_PASSWORD" not in repr(loaded.config)
+    config = CONFIG + "  schema: x{{ env_var('WAREHOUSE_PASSWORD') }}\n" + gateway
+    error = refused(tmp_path / "used", {"config.yaml": config})
+    assert isinstance(error, ConfigError) and error.line == 6
+    assert "'WAREHOUSE_PASSWORD' is not available to the project" in error.message
+
+
 def test_env_var_reads_what_the_caller_offers(tmp_path: Path) -> None:
     config = CONFIG + "  schema: {{ env_var('TARGET_SCHEMA', 'dev') }}\n"
     query = "SELECT '{{ env_var('TARGET_SCHEMA') }}' AS s, '@schema' AS v FROM raw.orders"
