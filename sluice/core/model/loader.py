@@ -286,6 +286,7 @@ def _load(
         audits = _audits(root, config, errors, inline)
     for external in externals:
         add(external)
+        notes.extend(external.warnings)
     notes.extend(
         f"{a.path}:{a.line}: standalone audit {a.name} is loaded but not run: Sluice runs "
         "audits after the model they are attached to"
@@ -592,6 +593,14 @@ def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> lis
                     description=entry.get("description"),
                     path=str(path),
                     line=line or 1,
+                    warnings=(
+                        f"{path}:{doc.line_of((index, 'audits')) or line or 1}: the audits of "
+                        f"external model {table} are not run: Sluice runs a model's audits "
+                        "after it builds it, and an external table is not built\n  hint: "
+                        "audit the data in the first model that reads it",
+                    )
+                    if entry.get("audits")
+                    else (),
                 )
             )
     return found

@@ -336,15 +336,21 @@ def _audit_steps(
     snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int, execution: int
 ) -> list[AuditStep]:
     steps: list[AuditStep] = []
+    uses: dict[str, int] = {}
     for call in snap.model.audits:
         audit = audits.get(call.name)
+        # A model may use one audit several times (accepted_range on two columns): each
+        # use is a result of its own, `name#2` from the second on, so that one passing
+        # cannot stand for another (a model's intervals wait for all its blocking ones).
+        uses[call.name] = uses.get(call.name, 0) + 1
+        name = call.name if uses[call.name] == 1 else f"{call.name}#{uses[call.name]}"
         steps.append(
             {
                 "type": "audit",
-                "label": f"audit {snap.name}: {call.name}",
+                "label": f"audit {snap.name}: {name}",
                 "model": snap.name,
                 "version": snap.version,
-                "audit": call.name,
+                "audit": name,
                 "blocking": call.blocking and (audit.blocking if audit else True),
                 "sql": audit_sql(
                     call.name, dict(call.args), audit, snap.table, start, end, execution

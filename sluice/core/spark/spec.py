@@ -158,6 +158,7 @@ class AuditStep(StepBase):
     model: str
     version: str
     audit: str
+    """The audit's name; ``name#2``, ``name#3``... for a model's further uses of it."""
     blocking: bool
     sql: str
     """The query returning the rows that violate the audit."""

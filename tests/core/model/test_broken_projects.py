@@ -1059,7 +1059,8 @@ CASES = [
         ModelError,
         "models/c.sql:3",
         "model s.c uses unknown audit 'not_negative'",
-        "define it in audits/not_negative.sql or use one of: accepted_values, forall, not_null, number_of_rows, unique_values",
+        "define it in audits/not_negative.sql, or use one of SQLMesh's 29 built-in audits "
+        "(not_null, unique_values, accepted_values, ...: the README lists them)",
     ),
     Broken(
         "audit_builtin_missing_argument",
@@ -1070,8 +1071,8 @@ CASES = [
         },
         ModelError,
         "models/c.sql:3",
-        "audit not_null on s.c needs columns",
-        "write not_null(columns := ...)",
+        "audit not_null on s.c: needs columns (a column name or a list of them)",
+        "write not_null(columns := (id, ds))",
     ),
     Broken(
         "audit_missing_parameter",

@@ -54,7 +54,7 @@ def test_audit_arguments_may_be_given_with_an_equals_sign(tmp_path: Path) -> Non
     ]
     # `[a, b]` is a list of criteria, as `(a, b)` is: each becomes one condition.
     sql = builtin_audit_sql(calls[0], "t")
-    assert sql == "SELECT * FROM t WHERE NOT ((LENGTH(name) > 0) AND (id >= 1))"
+    assert sql == "SELECT * FROM t WHERE (NOT (LENGTH(name) > 0) OR NOT (id >= 1))"
 
 
 def test_equals_and_walrus_give_the_same_arguments() -> None:

@@ -32,6 +32,7 @@ from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps import scd, swap
 from sluice.core.spark.steps.context import StepContext, Written
+from sluice.core.spark.steps.query import json_safe
 from sluice.core.timeutil import to_datetime
 
 if TYPE_CHECKING:
@@ -383,7 +384,8 @@ def _convert(model: str, path: str, line: int, column: str, kind: str, value: st
 def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
     """Run one audit; a blocking one with violating rows fails the job."""
     violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
-    sample = [r.asDict(recursive=True) for r in violations.limit(5).collect()]
+    # JSON as the result is stored: a violating row's dates, decimals... as strings.
+    sample = [json_safe(r) for r in violations.limit(5).collect()]
     count = violations.count() if sample else 0
     result = {
         "model": step["model"],
