@@ -172,6 +172,10 @@ class SluiceSettings(_Frozen):
     pr: PreviewSettings = Field(default_factory=PreviewSettings)
     allowed_paths: tuple[str, ...] = ()
     """fnmatch globs of the paths queries may read directly, e.g. ``parquet.`/data/x```."""
+    require_declared_sources: bool = False
+    """A table a query reads that is neither a model nor in external_models.yaml is an
+    error; false (SQLMesh's way, the default): it is read as an external table of unknown
+    columns, named in the plan's notes."""
     # Later parts of Sluice (gates, deploys) add sections here; they are validated by
     # their own modules, so this one only reserves the names.
     # Keys stay as YAML parsed them: a bare `on:` is the boolean true in YAML 1.1.
@@ -277,16 +281,12 @@ def load_config(project_dir: Path, env: Mapping[str, str] | None = None) -> Proj
     return parse_config(read_config_doc(path, env))
 
 
-UNSET_ENV = "__sluice_unset_env_var__"
-"""What config.yaml's ``{{ env_var('NAME') }}`` renders to, followed by ``NAME__``, when it
-has no default and no value is offered: an error only where Sluice reads it (a section
-Sluice ignores, such as a gateway's connection, may name variables only its own
-deployment sets)."""
-_UNSET = re.compile(re.escape(UNSET_ENV) + r"(.*?)__")
-
-
 def _unset_env_used(doc: LocatedYaml, data: dict[Any, Any]) -> None:
-    """Refuse an ``env_var('NAME')`` with no value in a section Sluice reads."""
+    """Refuse an ``env_var('NAME')`` with no value in a section Sluice reads (its Jinja
+    marker, :data:`sluice.core.model.jinja.UNSET_ENV`)."""
+    from sluice.core.model.jinja import UNSET_ENV  # the model package imports this module
+
+    unset = re.compile(re.escape(UNSET_ENV) + r"(.*?)__")
 
     def walk(value: Any, path: tuple[Any, ...]) -> None:
         if isinstance(value, dict):
@@ -295,7 +295,7 @@ def _unset_env_used(doc: LocatedYaml, data: dict[Any, Any]) -> None:
         elif isinstance(value, list):
             for index, item in enumerate(value):
                 walk(item, (*path, index))
-        elif isinstance(value, str) and (found := _UNSET.search(value)):
+        elif isinstance(value, str) and (found := unset.search(value)):
             name = found.group(1)
             raise ConfigError(
                 f"environment variable '{name}' is not available to the project",

@@ -62,6 +62,8 @@ def test_a_misspelled_model_name(tmp_path: Path) -> None:
     assert error.line == 2 and "'s.bb'" in str(error)
     assert error.hint is not None and error.hint.startswith("did you mean 's.b'? Otherwise add")
     error = _error(
-        tmp_path / "2", **{"models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 1 FROM q.zz\n"}
+        # (in the models' own schema: elsewhere an unknown table is read as an external one)
+        tmp_path / "2",
+        **{"models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT 1 FROM s.qqqqqqq\n"},
     )
     assert error.hint is not None and error.hint.startswith("check the name, add a model")

@@ -50,6 +50,11 @@ _READ_CHUNK = 1 << 16
 
 _BEGIN = r"(?i:\bJINJA_(?P<kind>QUERY|STATEMENT)_BEGIN\s*;)"
 _END = re.compile(r"(?i:\bJINJA_END\s*;)")
+UNSET_ENV = "__sluice_unset_env_var__"
+"""What config.yaml's ``{{ env_var('NAME') }}`` renders to, followed by ``NAME__``, when it
+has no default and no value is offered: an error only where Sluice reads it (a section
+Sluice ignores, such as a gateway's connection, may name variables only its own
+deployment sets)."""
 _MARKERS = re.compile(r"\{\{|\{%|\{#")
 _SANDBOX = "sluice.core.model.jinja_sandbox"
 PROFILE = sandbox.Profile("jinja")
@@ -205,7 +210,7 @@ def _caps(sizes: Mapping[str, int]) -> dict[str, Any]:
 def render_config(text: str, path: str, env: Mapping[str, str] | None = None) -> str:
     """config.yaml's text with its ``{{ env_var(...) }}`` (and any other Jinja) rendered;
     a text without Jinja tags is returned as it is. An ``env_var('NAME')`` with no default
-    and no value offered renders to a marker (``sluice.core.config.UNSET_ENV``) that
+    and no value offered renders to :data:`UNSET_ENV` + NAME + ``__``, which
     :func:`sluice.core.config.parse_config` refuses where Sluice reads it.
 
     Raises:
@@ -213,8 +218,6 @@ def render_config(text: str, path: str, env: Mapping[str, str] | None = None) ->
     """
     if not _MARKERS.search(text):
         return text
-    from sluice.core.config import UNSET_ENV  # (config imports this module when it renders)
-
     request = {"env": dict(env or {}), "templates": [[path, text, 1]], "unset_env": UNSET_ENV}
     answer = _render(request, [(path, 1)], ConfigError)[0]
     if isinstance(answer, SluiceError):

@@ -302,6 +302,10 @@ def _load(
             errors.append(exc)
     if errors:
         raise errors[0] if len(errors) == 1 else ProjectErrors(errors)
+    if not config.sluice.require_declared_sources:
+        for external in _undeclared(models):
+            models[external.name] = external
+            notes.extend(external.warnings)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
     tests = _tests(root, ordered, notes, config.catalogs)
@@ -604,6 +608,37 @@ def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> lis
                 )
             )
     return found
+
+
+def _undeclared(models: Mapping[str, Model]) -> list[Model]:
+    """The tables queries read that are neither a model nor a declared external table,
+    as external tables of unknown columns, each with a note naming it (SQLMesh reads them
+    so too). Never in a schema Sluice manages (its physical schemas, an environment's,
+    the schema of the project's own models, where an unknown name is most likely a
+    model's misspelt) nor one named like a file format: those stay errors, with the
+    closest model's name (``graph.check_references``)."""
+    own = {m.schema for m in models.values() if m.kind.name != KindName.EXTERNAL}
+    found: dict[str, Model] = {}
+    for model in models.values():
+        for ref in model.references:
+            if ref.name in models or ref.name in found:
+                continue
+            schema = ref.name.split(".")[-2]
+            if schema in FILE_FORMATS or project_statements.managed(schema, own):
+                continue
+            found[ref.name] = Model(
+                name=ref.name,
+                kind=Kind(KindName.EXTERNAL),
+                path=model.path,
+                line=ref.line,
+                warnings=(
+                    f"{model.path}:{ref.line}: {model.name} reads {ref.name}, which is neither "
+                    "a model nor declared in external_models.yaml: read as an external table "
+                    "of unknown columns\n  hint: declare it with its columns (columns are then "
+                    "checked), or set sluice.require_declared_sources to refuse it",
+                ),
+            )
+    return sorted(found.values(), key=lambda m: m.name)
 
 
 def _audits(

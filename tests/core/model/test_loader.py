@@ -78,6 +78,41 @@ def test_unknown_table_names_file_and_line(tmp_path: Path) -> None:
     assert "s.nope" in str(error) and "external_models.yaml" in str(error)
 
 
+def test_an_undeclared_source_is_read_as_an_external_table_and_named(tmp_path: Path) -> None:
+    """SQLMesh reads a table that is neither a model nor declared as an external table
+    (issue 41, item 4): so does Sluice, with a note naming it and its file:line."""
+    files = {**BASIC, "models/d.sql": "MODEL (name s.d);\nSELECT *\nFROM raw.events"}
+    project = load(tmp_path / "ok", files)
+    events = project.models["raw.events"]
+    assert events.kind.name == KindName.EXTERNAL and events.columns == ()
+    assert "s.d" in project.models and "raw.events" in project.models["s.d"].depends_on
+    [note] = [n for n in project.notes if "raw.events" in n]
+    assert "models/d.sql:3: s.d reads raw.events" in note
+    assert "sluice.require_declared_sources" in note
+    # Trusted settings may require declarations: then it is the error it was.
+    config = "model_defaults:\n  dialect: spark\nsluice:\n  require_declared_sources: true\n"
+    error = error_of(
+        tmp_path / "strict", {"config.yaml": config, "models/d.sql": files["models/d.sql"]}
+    )
+    assert isinstance(error, GraphError) and "raw.events" in str(error)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "s.nope",  # the schema of the project's own models: a misspelt model, most likely
+        "sluice__s.s__a__0123456789ab",  # a physical table of Sluice's
+        "s__pr_7.a",  # an environment's view
+        "parquet.orders",  # files at a relative path
+    ],
+)
+def test_an_unknown_table_where_sluice_manages_names_stays_an_error(
+    tmp_path: Path, table: str
+) -> None:
+    error = error_of(tmp_path, {"models/d.sql": f"MODEL (name s.d);\nSELECT *\nFROM {table}"})
+    assert isinstance(error, GraphError) and table in str(error)
+
+
 def test_cycle_lists_the_models(tmp_path: Path) -> None:
     error = error_of(
         tmp_path,
