@@ -79,7 +79,9 @@ def test_a_star_inside_an_expression_reads_every_column(query: str) -> None:
     # Its value changes with any column of what it reads; COUNT(*) reads rows only.
     child = downstream_impact(query, {"s.orders": ["amount"]}, SCHEMA)
     assert child.reads == ("s.orders.amount",) and child.affected == ("h",), child
-    count = downstream_impact("SELECT COUNT(*) AS n FROM s.orders", {"s.orders": ["amount"]}, SCHEMA)
+    count = downstream_impact(
+        "SELECT COUNT(*) AS n FROM s.orders", {"s.orders": ["amount"]}, SCHEMA
+    )
     assert count.touches_nothing
 
 
@@ -302,7 +304,10 @@ def test_a_non_breaking_change_reaches_only_the_children_that_read_it(tmp_path: 
     assert result.indirectly_modified == ()
     everything = changes(result)["s.everything"]
     assert (everything.category, everything.reshaped_by) == (Category.NON_BREAKING, ("s.orders",))
-    assert everything.rebuilds and "+-- columns of s.orders: id, customer_id, amount, status, currency" in everything.diff
+    assert (
+        everything.rebuilds
+        and "+-- columns of s.orders: id, customer_id, amount, status, currency" in everything.diff
+    )
     assert everything.columns is not None and everything.columns.added == ("currency",)
     # The others read none of it (a chain of three included): narrowed out.
     assert set(result.unaffected) == {"s.paid", "s.by_customer", "s.ids", "s.ids_view"}
