@@ -10,8 +10,10 @@ and the extensions and filters SQLMesh's own Jinja environment has (``{% do %}``
 ``{% break %}`` and ``{% continue %}``, ``b64encode`` and ``b64decode``). One thing it
 allows that jinja2's immutable sandbox does not, because ``{% do %}`` is for it: a
 template may change the plain lists and dicts it builds (``{% do cols.append(c) %}``).
-Nothing else it reaches is one (``var()`` hands out a copy), so no change outlives the
-template, and a list or dict a change makes too large is an error like any other value.
+Nothing else it reaches is one (``var()`` hands out a copy), so no change reaches the
+project's variables or another load (a list a macros file builds at its top level is
+shared by the templates of one load, all of one project), and a list or dict a change
+makes too large is an error like any other value.
 Rendering is capped: output size, string and number sizes, ``range()`` length, macro
 nesting, and the template lines run (a line tracer counts them, so loops without output
 are capped too) and the time taken.

@@ -35,9 +35,10 @@ from sluice.core.model.seeds import CSV_OPTIONS
 from sluice.core.model.values import (
     read_bool,
     read_choice,
+    read_column,
+    read_columns,
     read_cron,
     read_date,
-    read_identifier,
     read_int,
     read_names,
     read_pairs,
@@ -432,7 +433,7 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                 read_string(ctx, column.items[1]) if len(column.items) == 2 else None
             )
             column = column.items[0]
-        kwargs["time_column"] = read_identifier(ctx, column)
+        kwargs["time_column"] = read_column(ctx, column)
     if name == KindName.INCREMENTAL_BY_UNIQUE_KEY:
         if "unique_key" not in params:
             raise ctx.error(
@@ -440,7 +441,7 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                 node,
                 "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)",
             )
-        kwargs["unique_key"] = read_names(ctx, params["unique_key"])
+        kwargs["unique_key"] = read_columns(ctx, params["unique_key"])
     if name == KindName.SEED:
         if "path" not in params:
             raise ctx.error(

@@ -19,6 +19,7 @@ sluice.core.errors.ModelError: m.sql:1:14: expected true or false, got 'maybe'
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from sluice.core.errors import ModelError, PlanError
@@ -36,6 +37,17 @@ class Source(Protocol):
     def error(self, message: str, node: Node | None, hint: str | None = None) -> ModelError: ...
 
 
+PLAIN_COLUMN = re.compile(r"[a-z_][a-z0-9_]*")
+"""A column name Sluice itself puts into the SQL of a job (a time column, a unique key,
+an SCD column): letters, digits and underscores, so no text of a PR ever becomes SQL
+there (the job quotes it too)."""
+
+
+def plain_column(name: str) -> bool:
+    """Whether ``name`` (lower case) is a :data:`PLAIN_COLUMN`."""
+    return PLAIN_COLUMN.fullmatch(name) is not None
+
+
 def read_identifier(ctx: Source, node: Node) -> str:
     if node.type != "word" or "." in node.value:
         raise ctx.error(
@@ -44,6 +56,24 @@ def read_identifier(ctx: Source, node: Node) -> str:
             "name one column of the query, without a table prefix",
         )
     return node.value.strip('"`').lower()
+
+
+def read_column(ctx: Source, node: Node) -> str:
+    """A :data:`PLAIN_COLUMN` (a time column, a unique key's column)."""
+    name = node.value.strip('"`').lower() if node.type == "word" else ""
+    if node.type != "word" or not plain_column(name):
+        raise ctx.error(
+            f"expected a column name, got '{node.text(ctx.source)}'",
+            node,
+            "name one column of the query, without a table prefix: letters, digits and "
+            "underscores (Sluice writes this name into the job's SQL)",
+        )
+    return name
+
+
+def read_columns(ctx: Source, node: Node) -> tuple[str, ...]:
+    """One column name or a list of them (``id`` or ``(a, b)``), each a plain name."""
+    return tuple(read_column(ctx, item) for item in node.elements())
 
 
 def read_names(ctx: Source, node: Node) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ from sluice.core.model import fileaccess, names
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.parse import read_query
 from sluice.core.model.pycode import slices
+from sluice.core.model.values import plain_column
 from sluice.core.timeutil import read_start, to_ms
 
 SUPPORTED = frozenset(
@@ -780,6 +781,12 @@ def _kind(
         batch_size=batch_size,
         lookback=lookback,
     )
+    for column in (kind.time_column, *kind.unique_key):
+        if column is not None and not plain_column(column):
+            raise fail(
+                f"kind {name}: {column!r} is not a column name Sluice can use (letters, "
+                "digits and underscores: Sluice writes it into the job's SQL)"
+            )
     if kind.name == KindName.INCREMENTAL_BY_TIME_RANGE and not kind.time_column:
         raise fail(
             f"an INCREMENTAL_BY_TIME_RANGE {'' if is_sql else 'Python '}model needs time_column"

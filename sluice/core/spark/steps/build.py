@@ -27,7 +27,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from sluice.core.model.names import quote_column
 from sluice.core.model.pycode import run as pycode_run
+from sluice.core.model.values import plain_column
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps import scd, swap
@@ -72,13 +74,21 @@ def _properties_sql(pairs: list[list[str]]) -> str:
 _literal = swap.sql_string
 
 
+def _column(name: str) -> str:
+    """A column name of the spec (a time column, a unique key) for Spark SQL: a plain
+    name, quoted; anything else is refused, whatever wrote the spec."""
+    if not plain_column(name):
+        raise ValueError(f"{name!r} is not a column name Sluice writes into SQL")
+    return quote_column(name)
+
+
 def _table_sql(step: BuildStep, partition: str | None = None) -> str:
     """``USING``, ``PARTITIONED BY``, ``CLUSTER BY`` and ``TBLPROPERTIES`` of a new table.
 
     An INCREMENTAL_BY_TIME_RANGE table is partitioned by its time column first (its
     batches replace partitions of it), then by the model's other partition columns."""
     extra = [p for p in step.get("partitioned_by") or [] if p != partition]
-    parts = [partition, *extra] if partition else extra
+    parts = [_column(partition), *extra] if partition else extra
     sql = f" USING {step['format']}"
     if parts:
         sql += f" PARTITIONED BY ({', '.join(parts)})"
@@ -233,8 +243,9 @@ def _write_time_range(spark: SparkSession, step: BuildStep, batch: BuildBatch) -
             stale.append(f"PARTITION ({where})")
     if stale:  # one metastore call for the whole batch
         spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {', '.join(stale)}")
+    quoted = _column(column)
     rows = spark.sql(
-        f"SELECT * FROM ({sql}) AS __sluice_q WHERE {column} >= '{low}' AND {column} < '{high}'"
+        f"SELECT * FROM ({sql}) AS __sluice_q WHERE {quoted} >= '{low}' AND {quoted} < '{high}'"
     )
     _insert_by_name(spark, rows, table)
 
@@ -295,7 +306,7 @@ def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
         return
     swap.check_mark(spark, table, step)
     spark.sql(f"CREATE TABLE {fresh} USING {step['format']} AS {sql}")
-    on = " AND ".join(f"o.{k} <=> n.{k}" for k in step["unique_key"])
+    on = " AND ".join(f"o.{_column(k)} <=> n.{_column(k)}" for k in step["unique_key"])
     # The old rows in the new rows' columns (a forward-only change may have added or
     # dropped some): the table is rewritten, so it takes the query's columns.
     kept = {f.name.lower() for f in spark.table(table).schema.fields}
