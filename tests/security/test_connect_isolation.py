@@ -84,7 +84,7 @@ def test_a_prs_sql_finds_no_secret_in_the_connect_servers_environment(
     assert "SLUICE_" not in everything and "GITHUB" not in everything
     # The JVM's home is the server's own folder, not the service's.
     assert rows["3"]["home"] != os.environ.get("HOME")
-    assert Path(rows["3"]["home"]).is_relative_to(connect_server.paths.root)
+    assert Path(rows["3"]["home"]).is_relative_to(connect_server.paths.connect)
     # No substitution on the job's session either.
     assert rows["4"] == {"env_path": "${env:PATH}", "home_prop": "${system:user.home}",
                          "warehouse": "${spark.sql.warehouse.dir}"}  # fmt: skip
