@@ -80,15 +80,21 @@ def _column_problem(tree: exp.Expr) -> str | None:
     return "it is not a column name"
 
 
-def _columns_problem(tree: exp.Expr) -> str | None:
+def _each_problem(tree: exp.Expr, check: Callable[[exp.Expr], str | None]) -> str | None:
+    """What is wrong with a one-or-list argument: empty, or the first item ``check``
+    refuses, named."""
     items = _items(tree)
     if not items:
         return "the list is empty"
     for item in items:
-        problem = _column_problem(item)
+        problem = check(item)
         if problem is not None:
             return f"'{item.sql('spark')}': {problem}"
     return None
+
+
+def _columns_problem(tree: exp.Expr) -> str | None:
+    return _each_problem(tree, _column_problem)
 
 
 def _number(tree: exp.Expr) -> Decimal | None:
@@ -170,14 +176,7 @@ def _condition_problem(tree: exp.Expr) -> str | None:
 
 
 def _criteria_problem(tree: exp.Expr) -> str | None:
-    items = _items(tree)
-    if not items:
-        return "the list is empty"
-    for item in items:
-        problem = _condition_problem(item)
-        if problem is not None:
-            return f"'{item.sql('spark')}': {problem}"
-    return None
+    return _each_problem(tree, _condition_problem)
 
 
 def _partition_problem(tree: exp.Expr) -> str | None:
