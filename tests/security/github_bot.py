@@ -16,7 +16,7 @@ from typing import Any
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import Event, JanitorEvent
 from sluice.bot.flow import dispatch
-from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.deps import RunnerFactory, make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.forge.memory import MemoryForge
@@ -66,14 +66,16 @@ class Bot:
     """A flow on a SQLite state with the service's Spark settings, and its GitHub (in
     memory: ``github`` is repository ``OWNER``; :meth:`repository` adds others)."""
 
-    def __init__(self, root: Path, github: MemoryForge) -> None:
+    def __init__(
+        self, root: Path, github: MemoryForge, *, runner_for: RunnerFactory | None = None
+    ) -> None:
         self.root, self.github = root, github
         self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
         self.runner = RecordingRunner()
         self.deps = make_deps(project_python="on", forge_for=self._forge_for, workdir=root / "work",
                               state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
-                              runner_for=self.runner.make)  # fmt: skip
+                              runner_for=runner_for or self.runner.make)  # fmt: skip
         self.ledger = Ledger(self.url)
 
     def _forge_for(self, event: Event) -> Forge:

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events, schedule
@@ -51,8 +51,17 @@ def handlers() -> dict[str, Handler]:
     return registry.HANDLERS
 
 
-def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
-    """Run the steps of ``spec``: independent models' builds at once (at most
+def run_job(
+    spec: JobSpec,
+    spark: SparkSession,
+    emit: Emit,
+    *,
+    table: Mapping[str, Handler] | None = None,
+    measure: Callable[[SparkSession, StepContext], None] = statistics.record,
+) -> dict[str, Any]:
+    """Run the steps of ``spec`` with the handlers of ``table`` (default: every step type
+    the driver knows), then ``measure`` the tables written (default: their sizes from
+    Spark; :class:`~sluice.core.spark.scripted.ScriptedRunner` gives its own of both): independent models' builds at once (at most
     ``spec["concurrent_tasks"]``, each in a session of its own: :class:`_Sessions`), every
     other step alone, in the order :mod:`sluice.core.spark.schedule` gives; stop at the
     first failure (steps already running finish).
@@ -71,7 +80,7 @@ def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
             emit(event)
 
     ctx = StepContext(job=spec, emit=whole)
-    table = handlers()
+    table = handlers() if table is None else table
     steps = spec["steps"]
     units = schedule.units(steps)
     limit = concurrency(spec)
@@ -104,7 +113,7 @@ def run_job(spec: JobSpec, spark: SparkSession, emit: Emit) -> dict[str, Any]:
         if sessions is not None:
             sessions.close()
         # Also after a failure: the tables built before it are kept, and reused.
-        statistics.record(spark, ctx)
+        measure(spark, ctx)
     keys = [step.get("id", str(index)) for index, step in enumerate(steps)]
     return {key: ctx.results[key] for key in keys if key in ctx.results}
 
@@ -125,7 +134,7 @@ def _run_step(
     step: Step,
     spark: SparkSession,
     ctx: StepContext,
-    table: dict[str, Handler],
+    table: Mapping[str, Handler],
     worker: int | None,
 ) -> None:
     """Run one step, its events around it (``worker``: the concurrent build slot running it)."""

@@ -6,7 +6,9 @@ exactly the partitions of its time range; INCREMENTAL_BY_UNIQUE_KEY rewrites the
 the new rows plus the old rows whose keys are absent, through a staging table that a
 restarted job recovers; the SCD type 2 kinds merge the rows into the history the same way
 (:mod:`sluice.core.spark.steps.scd`). A batch's interval is reported (a ``write`` event, recorded by the
-service) only after its data is written.
+service) only after its data is written and its audits ran (the batch's ``audits``, as
+SQLMesh audits each batch: a backfill killed, or stopped by a blocking audit, keeps the
+batches before it, audited).
 A new FULL or SEED table is created by its query; what a killed create left at its
 location is cleared when Spark finds it there (Spark writes a new table's files before
 the catalog knows the table). The size of each table written is measured with the
@@ -33,9 +35,9 @@ from sluice.core.model.values import plain_column
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps import scd, swap
-from sluice.core.spark.steps.context import StepContext, Written
+from sluice.core.spark.steps.context import StepContext, Written, filled
 from sluice.core.spark.steps.query import json_safe
-from sluice.core.timeutil import to_datetime
+from sluice.core.timeutil import format_range, to_datetime
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,15 +139,12 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
             # one left behind would keep the janitor from dropping an emptied schema.
             spark.catalog.dropTempView(pycode_run.VIEW)
         written += 1
-        intervals = step.get("intervals") or [[batch["start"], batch["end"]]]
-        done = [[s, e] for s, e in intervals if s >= batch["start"] and e <= batch["end"]]
-        ctx.write(
-            "add_intervals",
-            model=name,
-            version=version,
-            intervals=done or [[batch["start"], batch["end"]]],
-        )
         ctx.log(f"{name}: batch {written}/{len(step['batches'])} written", model=name)
+        # Audited before its intervals are reported: a blocking audit that fails stops the
+        # build with this batch unrecorded, the batches before it kept.
+        for audit in batch.get("audits", []):
+            run_audit(spark, audit, ctx)
+        ctx.write("add_intervals", model=name, version=version, intervals=filled(step, batch))
     if written:
         ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
     return {"model": name, "version": version, "table": table, "batches": written}
@@ -393,12 +392,13 @@ def _convert(model: str, path: str, line: int, column: str, kind: str, value: st
 
 
 def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
-    """Run one audit; a blocking one with violating rows fails the job."""
+    """Run one audit (of a build's batch when it names one: its result says which); a
+    blocking one with violating rows fails the job."""
     violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
     # JSON as the result is stored: a violating row's dates, decimals... as strings.
     sample = [json_safe(r) for r in violations.limit(5).collect()]
     count = violations.count() if sample else 0
-    result = {
+    result: dict[str, Any] = {
         "model": step["model"],
         "audit": step["audit"],
         "passed": count == 0,
@@ -406,23 +406,30 @@ def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[st
         "sample": sample,
         "blocking": step["blocking"],
     }
+    scope = {"batch": list(step["batch"])} if "batch" in step else {}
+    result.update(scope)
     ctx.write(
         "save_result",
         kind="audit",
         name=f"{step['model']}:{step['audit']}",
         passed=count == 0,
         payload=result,
+        **scope,
     )
+    what = f"audit {step['audit']} on {step['model']}{audited_batch(step)}"
     if count and step["blocking"]:
-        raise AuditFailed(
-            f"audit {step['audit']} on {step['model']} failed: {count} row(s) violate it; first: {sample[:3]}"
-        )
+        raise AuditFailed(f"{what} failed: {count} row(s) violate it; first: {sample[:3]}")
     if count:
-        ctx.log(
-            f"non-blocking audit {step['audit']} on {step['model']}: {count} row(s) violate it",
-            model=step["model"],
-        )
+        ctx.log(f"non-blocking {what}: {count} row(s) violate it", model=step["model"])
     return result
+
+
+def audited_batch(step: AuditStep) -> str:
+    """`` (batch 2024-01-01 .. 2024-01-07)`` for an audit of a build's batch, else nothing."""
+    if "batch" not in step:
+        return ""
+    start, end = step["batch"]
+    return f" (batch {format_range(start, end)})"
 
 
 class AuditFailed(Exception):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.spark.spec import JobSpec
+from sluice.core.spark.spec import BuildBatch, BuildStep, JobSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +56,21 @@ class StepContext:
     def wrote(self, written: Written) -> None:
         """Note a table a build wrote: its size is measured with the others' at the end."""
         self.written_tables.append(written)
+
+
+def filled(step: BuildStep, batch: BuildBatch) -> list[list[int]]:
+    """The intervals a build's ``batch`` fills, as its ``add_intervals`` write names them:
+    the step's missing intervals inside the batch, or the batch itself.
+
+    Example::
+
+        >>> step = {"intervals": [[0, 10], [10, 20], [20, 30]]}
+        >>> filled(step, {"start": 0, "end": 20, "sql": None})  # type: ignore[arg-type]
+        [[0, 10], [10, 20]]
+    """
+    start, end = batch["start"], batch["end"]
+    intervals = step.get("intervals") or [[start, end]]
+    return [[s, e] for s, e in intervals if s >= start and e <= end] or [[start, end]]
 
 
 Handler = Callable[["SparkSession", Any, StepContext], "dict[str, Any] | None"]

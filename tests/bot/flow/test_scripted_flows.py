@@ -1,0 +1,141 @@
+"""The bot's flows end to end in the fast loop: the real plan, job specs, state, checks
+and comment, on the scripted runner (:mod:`sluice.core.spark.scripted`: no Spark; what
+Spark would compute comes from its script). The same flows on real Spark are the
+lifecycle tests (``tests/bot/flow/test_lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.forge.memory import MemoryForge
+from sluice.core import workflow
+from sluice.core.errors import DriverLost
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD, pr_environment, view_name
+from sluice.core.spark.scripted import Script, Warehouse
+from sluice.core.state import open_state
+from tests.security.github_bot import GATED, NOW, OWNER, Bot, C, merged, opened, review
+
+HEAD = "a1" * 20
+MERGE = "e" * 40
+# The example gated by bob; a PR builds incremental models' whole history, so a merge has
+# nothing left to compute.
+CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+ORDERS = ("  ON o.order_id = p.order_id", "  ON o.order_id = p.order_id\nWHERE o.amount > 0")
+
+
+def _world(tmp_path: Path, script: Script) -> tuple[Bot, Warehouse]:
+    """The bot on an in-memory GitHub, main at ``C`` (the example project, gated by bob),
+    prod built from it on a scripted warehouse (then ``script`` scripts it); PR 7 changes orders.sql's SQL at HEAD."""
+    warehouse = Warehouse()
+    github = MemoryForge(OWNER, name="github")
+    github.roles.update({"alice": "write", "bob": "write"})
+    bot = Bot(tmp_path, github, runner_for=warehouse.runner)
+    bot.prod(C, CONFIG)
+    project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
+    store = open_state(bot.url)
+    try:
+        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
+    finally:
+        store.close()
+    warehouse.script = script  # prod was built as usual; the PR's jobs follow the script
+    src = bot.commit(HEAD, CONFIG, parents=(C,))
+    orders = src / "models" / "orders.sql"
+    orders.write_text(orders.read_text().replace(*ORDERS))
+    github.commit_folder(HEAD, src, parents=(C,))
+    bot.pull(7, HEAD)
+    return bot, warehouse
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
+    bot, warehouse = _world(tmp_path, Script(rows={"jaffle.orders": 99}))
+    yield bot, warehouse
+    bot.close()
+
+
+def _comment(bot: Bot) -> str:
+    [sticky] = bot.github.comments[7]
+    return sticky.body
+
+
+def test_pr_build_makes_a_virtual_environment_and_reports_it(
+    world: tuple[Bot, Warehouse],
+) -> None:
+    bot, warehouse = world
+    prod_built = set(warehouse.built("apply"))
+    bot.deliver("pull_request", opened(7, HEAD))
+    built = warehouse.built("preview")
+    # The changed model and what reads it are built; the rest of the PR's views read prod's.
+    assert "jaffle.orders" in built
+    assert "jaffle.stg_customers" not in built and "jaffle.raw_orders" not in built
+    environment = pr_environment(7)
+    pr_orders = warehouse.reads(view_name("jaffle.orders", environment))
+    prod_orders = warehouse.reads(view_name("jaffle.orders", PROD))
+    assert pr_orders and prod_orders and pr_orders != prod_orders
+    staging = view_name("jaffle.stg_customers", environment)
+    assert warehouse.reads(staging) == warehouse.reads(view_name("jaffle.stg_customers", PROD))
+    assert prod_built >= {"jaffle.stg_customers", "jaffle.orders"}
+    checks = bot.checks_on(HEAD)
+    assert checks["sluice/tests"].conclusion == "success"
+    assert checks["sluice/pr-environment"].conclusion == "success"
+    assert checks["sluice/approval"].conclusion != "success"  # bob has not approved
+    body = _comment(bot)
+    assert "jaffle.orders" in body and "99" in body  # the rows the build reported
+
+
+def test_merge_promotes_by_virtual_update(world: tuple[Bot, Warehouse]) -> None:
+    bot, warehouse = world
+    bot.deliver("pull_request", opened(7, HEAD))
+    pr_orders = warehouse.reads(view_name("jaffle.orders", pr_environment(7)))
+    bot.github.add_review(7, "bob", "APPROVED", HEAD)
+    bot.deliver("pull_request_review", review(7, "bob", HEAD, 1))
+    assert bot.approval(HEAD).conclusion == "success"
+    applies = len([job for job in warehouse.jobs if job["kind"] == "apply"])
+    bot.github.commit(MERGE, dict(bot.github.files[HEAD]), parents=(C, HEAD), branch="main")
+    bot.github.close_pull(7, merged=True)
+    bot.deliver("pull_request", merged(7, HEAD, MERGE))
+    promotion = [job for job in warehouse.jobs if job["kind"] == "apply"][applies:]
+    assert promotion, "no promotion job ran"
+    # Nothing recomputed: prod's view now reads the table the PR built.
+    assert not [s for job in promotion for s in job["steps"] if s["type"] == "build"]
+    assert warehouse.reads(view_name("jaffle.orders", PROD)) == pr_orders
+
+
+def test_a_failed_build_names_the_model_file_and_sparks_one_line(tmp_path: Path) -> None:
+    error = (
+        "AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `amout` "
+        "cannot be resolved. SQLSTATE: 42703; line 1 pos 9;\n'Project ['amout]\n"
+        "+- SubqueryAlias o"
+    )
+    bot, warehouse = _world(tmp_path, Script(fail={"build jaffle.orders": error}))
+    try:
+        bot.deliver("pull_request", opened(7, HEAD))
+        body = _comment(bot)
+        assert "models/orders.sql" in body
+        assert "UNRESOLVED_COLUMN" in body and "amout" in body
+        assert "SubqueryAlias" not in body and "SQLSTATE" not in body
+        assert bot.checks_on(HEAD)["sluice/pr-environment"].conclusion == "failure"
+        store = open_state(bot.url)
+        try:
+            assert store.get_environment(pr_environment(7)) is None  # nothing committed
+        finally:
+            store.close()
+        assert "jaffle.orders" in warehouse.built("preview")
+    finally:
+        bot.close()
+
+
+def test_a_lost_driver_is_retried_not_reported(tmp_path: Path) -> None:
+    bot, _warehouse = _world(tmp_path, Script(lose="build jaffle.orders"))
+    try:
+        with pytest.raises(DriverLost):
+            bot.deliver("pull_request", opened(7, HEAD))
+        assert bot.checks_on(HEAD)["sluice/pr-environment"].conclusion is None  # still running
+    finally:
+        bot.close()
