@@ -27,6 +27,7 @@ from sluice.core.snapshot.naming import MARK_PREFIX, physical_schema, view_name
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.spark.spec import (
     AuditStep,
+    BuildBatch,
     BuildStep,
     PythonModelSpec,
     ScdSpec,
@@ -35,6 +36,7 @@ from sluice.core.spark.spec import (
     ViewsStep,
 )
 from sluice.core.spark.tuning import is_tuning
+from sluice.core.timeutil import to_ts
 
 
 def resolve_tables(query: exp.Expr, tables: Mapping[str, str]) -> exp.Expr:
@@ -177,9 +179,10 @@ def build_steps(
     table_format: str,
     restate: Mapping[str, list[tuple[int, int]]] | None = None,
 ) -> list[Step]:
-    """Create and fill every table the plan needs, each followed by its audits."""
+    """Create and fill every table the plan needs, auditing each batch of a table right
+    after it is written (its build runs the batch's ``audits``); a VIEW model's audits are
+    steps of their own, after its view is made."""
     tables = physical_names(plan.snapshots)
-    base_built = {(b.name, b.version) for b in plan.backfill}
     create_views = set(plan.create_views)
     steps: list[Step] = []
     schemas = sorted(
@@ -243,21 +246,24 @@ def build_steps(
                 model, tables, snap.table, plan.end, plan.end, plan.execution_time
             )
         if backfill is not None:
-            step["batches"] = [
-                {
+            step["batches"] = []
+            for s, e in backfill.batches:
+                batch: BuildBatch = {
                     "start": s,
                     "end": e,
                     "sql": None
                     if kind == KindName.SEED
                     else render_query(model, tables, snap.table, s, e, plan.execution_time),
                 }
-                for s, e in backfill.batches
-            ]
+                # Audited as SQLMesh does: each batch right after it is written.
+                checks = _audit_steps(snap, audits, s, e, plan.execution_time, batch=True)
+                if checks:
+                    batch["audits"] = checks
+                step["batches"].append(batch)
             step["intervals"] = [list(i) for i in backfill.intervals]
         steps.append(step)
-        if (snap.name, snap.version) in base_built or is_view:
-            start = backfill.start if backfill else plan.end
-            steps.extend(_audit_steps(snap, audits, start, plan.end, plan.execution_time))
+        if is_view:  # no batch: its audits are steps of their own, after the view
+            steps.extend(_audit_steps(snap, audits, plan.end, plan.end, plan.execution_time))
     if len(steps) == 1 and steps[0]["label"] == "create physical schemas":
         return []  # nothing to build (a virtual update): no schema to create either
     return steps
@@ -333,8 +339,18 @@ def checked_pairs(model: Model, pairs: Iterable[tuple[str, str]], what: str) -> 
 
 
 def _audit_steps(
-    snap: Snapshot, audits: Mapping[str, Audit], start: int, end: int, execution: int
+    snap: Snapshot,
+    audits: Mapping[str, Audit],
+    start: int,
+    end: int,
+    execution: int,
+    *,
+    batch: bool = False,
 ) -> list[AuditStep]:
+    """The model's audits over [start, end); ``batch``: of the build batch [start, end),
+    which an INCREMENTAL_BY_TIME_RANGE model's audits read alone (:func:`batch_rows`)."""
+    time_column = snap.model.kind.time_column
+    scoped = batch and snap.model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE
     steps: list[AuditStep] = []
     uses: dict[str, int] = {}
     for call in snap.model.audits:
@@ -344,20 +360,57 @@ def _audit_steps(
         # cannot stand for another (a model's intervals wait for all its blocking ones).
         uses[call.name] = uses.get(call.name, 0) + 1
         name = call.name if uses[call.name] == 1 else f"{call.name}#{uses[call.name]}"
-        steps.append(
-            {
-                "type": "audit",
-                "label": f"audit {snap.name}: {name}",
-                "model": snap.name,
-                "version": snap.version,
-                "audit": name,
-                "blocking": call.blocking and (audit.blocking if audit else True),
-                "sql": audit_sql(
-                    call.name, dict(call.args), audit, snap.table, start, end, execution
-                ),
-            }
-        )
+        sql = audit_sql(call.name, dict(call.args), audit, snap.table, start, end, execution)
+        if scoped and time_column is not None:
+            sql = batch_rows(sql, snap.table, time_column, start, end)
+        step: AuditStep = {
+            "type": "audit",
+            "label": f"audit {snap.name}: {name}",
+            "model": snap.name,
+            "version": snap.version,
+            "audit": name,
+            "blocking": call.blocking and (audit.blocking if audit else True),
+            "sql": sql,
+        }
+        if batch:
+            step["batch"] = [start, end]
+        steps.append(step)
     return steps
+
+
+def batch_rows(sql: str, table: str, time_column: str, start: int, end: int) -> str:
+    """An audit's ``sql`` reading, where it reads the model's own ``table``, only the
+    rows of the batch [start, end) (as SQLMesh audits a batch of an
+    INCREMENTAL_BY_TIME_RANGE model): the time column compared as the build compares it
+    when it clears the batch's range, with the bounds as literals.
+
+    >>> batch_rows("SELECT * FROM s.t WHERE x IS NULL", "s.t", "ds", 0, 86_400_000)
+    "SELECT * FROM (SELECT * FROM s.t WHERE `ds` >= '1970-01-01 00:00:00' AND `ds` < '1970-01-02 00:00:00') AS t WHERE x IS NULL"
+    """
+    own = table.lower()
+    low, high = exp.Literal.string(to_ts(start)), exp.Literal.string(to_ts(end))
+
+    def scope(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Table) or ".".join(p.name for p in node.parts).lower() != own:
+            return node
+        column = exp.column(exp.to_identifier(time_column, quoted=True))
+        rows = (
+            exp.select("*")
+            .from_(table_expr(table))
+            .where(
+                exp.and_(
+                    exp.GTE(this=column, expression=low),
+                    exp.LT(this=column.copy(), expression=high),
+                )
+            )
+        )
+        alias = node.args.get("alias")
+        name = (
+            alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(node.name))
+        )
+        return exp.Subquery(this=rows, alias=name)
+
+    return sqlglot.parse_one(sql, read="spark").transform(scope).sql("spark")
 
 
 def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:

@@ -58,6 +58,8 @@ from sluice.core.spark.submit import JobResult, OnEvent, _prepare, _RunnerBase
 from sluice.core.tablediff.result import DiffOptions, TableDiffResult
 
 DEFAULT_ROWS = 10
+NO_SPARK: Any = None
+"""The session the scripted steps are handed: none."""
 
 
 @dataclass(frozen=True)
@@ -167,9 +169,8 @@ class ScriptedRunner(_RunnerBase):
         began = time.monotonic()
         emit({"event": "job_start", "job_id": job_id, "steps": len(spec["steps"])})
         try:
-            no_spark: Any = None  # the scripted steps take no session
             results = driver.run_job(
-                spec, no_spark, emit, table=self._handlers(), measure=self._measure
+                spec, NO_SPARK, emit, table=self._handlers(), measure=self._measure
             )
         except _Lost:
             raise job_failure(job_id, seen, exit_code=-9) from None
@@ -229,7 +230,7 @@ class ScriptedRunner(_RunnerBase):
         for batch in step["batches"]:
             self.warehouse.tables[table] = Table(name, version, self._rows(name))
             for check in batch.get("audits", []):
-                audit(None, check, ctx)
+                audit(NO_SPARK, check, ctx)
             ctx.write("add_intervals", model=name, version=version, intervals=filled(step, batch))
         if step["batches"]:
             ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))

@@ -42,6 +42,26 @@ class SqlStep(StepBase):
     """How many rows of the last statement to return (default 100)."""
 
 
+class AuditStep(StepBase):
+    """Run one audit of a model's table (:func:`sluice.core.spark.steps.build.run_audit`):
+    a step of its own after the model's build (a VIEW model's), or one of a build batch's
+    ``audits``, run by the build right after that batch is written."""
+
+    type: Literal["audit"]
+    model: str
+    version: str
+    audit: str
+    """The audit's name; ``name#2``, ``name#3``... for a model's further uses of it."""
+    blocking: bool
+    sql: str
+    """The query returning the rows that violate the audit."""
+    batch: NotRequired[list[int]]
+    """``[start, end]``: the build batch it audits (rendered with that batch's times; an
+    INCREMENTAL_BY_TIME_RANGE model's ``@this_model`` holds that batch's rows only). Its
+    result names the batch, and only that batch's intervals wait for it. Absent: it
+    audits the whole build, and every interval of the model the job records waits for it."""
+
+
 class BuildBatch(TypedDict):
     """One interval of a build, ``[start, end)`` in epoch ms, and the query filling it."""
 
@@ -49,6 +69,11 @@ class BuildBatch(TypedDict):
     end: int
     sql: str | None
     """None for a SEED model: its rows come from the seed file."""
+    audits: NotRequired[list[AuditStep]]
+    """The model's audits of this batch (each with its ``batch``), run right after the
+    batch is written and before its intervals are reported: the write checker records
+    them once the blocking ones passed (:mod:`sluice.core.spark.writes`), so a backfill
+    killed later keeps the batches already audited."""
 
 
 class SeedFile(TypedDict):
@@ -149,19 +174,6 @@ class BuildStep(StepBase):
     does not build: its build starts once theirs are built and audited
     (:mod:`sluice.core.spark.schedule`). Absent (a hand-written spec): after every build
     before it in the job."""
-
-
-class AuditStep(StepBase):
-    """Run one audit of a model's table (:func:`sluice.core.spark.steps.build.run_audit`)."""
-
-    type: Literal["audit"]
-    model: str
-    version: str
-    audit: str
-    """The audit's name; ``name#2``, ``name#3``... for a model's further uses of it."""
-    blocking: bool
-    sql: str
-    """The query returning the rows that violate the audit."""
 
 
 class ViewSpec(TypedDict):

@@ -13,13 +13,14 @@ table diff's result) it reports as a ``write`` event on its stdout line protocol
 Both runners hand every such event to one :class:`JobWrites`, built from the spec the
 service issued, which applies it to the state store as it arrives (so a batch's interval
 is recorded right after its data is written, and a job killed mid-backfill is finished by
-applying again), after checking it asks for nothing the spec did not. The intervals of a
-model with blocking audits in the job are held back until every one of those audits
-passed: a table whose audit failed (or never ran, the driver having died first) is not
-recorded as filled, so the next run builds and audits it again instead of skipping both.
-(The audits cover the range the job builds, so a model's batches are recorded together
-once audited; a driver killed mid-backfill loses that model's batches of the job, not
-its audits.)
+applying again), after checking it asks for nothing the spec did not. An interval is
+recorded only once the blocking audits it waits for passed in this job: those of its
+batch (a build batch's ``audits``, run right after the batch is written, as SQLMesh
+audits each batch) and those of the whole build (``audit`` steps naming no batch: a VIEW
+model's). Until then it is held back, so a batch whose audit failed (or never ran, the
+driver having died first) is not recorded as filled, and the next run builds and audits
+it again instead of skipping both; a backfill killed after some batches keeps those
+batches, audited, and the next run builds only the rest.
 The checks:
 
 - intervals only of the (model, version) pairs the spec's ``build`` steps build, and only
@@ -28,7 +29,8 @@ The checks:
 - a table size only of a (model, version) the spec's ``build`` steps build, as a
   non-negative integer of bytes and of rows (rows may be absent);
 - results only of the spec's audits, unit tests and table diffs, stored under this job's
-  id and plan id (a write naming another job or plan is refused, not re-labelled);
+  id and plan id (a write naming another job or plan is refused, not re-labelled); an
+  audit's result names the batch it audited exactly when the spec's audit does;
 - no environment write at all: the service commits the environment record (a
   compare-and-swap) itself once the job has succeeded.
 
@@ -43,7 +45,7 @@ from typing import Any, NoReturn
 
 from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import VIEW_MARKER
-from sluice.core.spark.spec import BuildStep, JobSpec
+from sluice.core.spark.spec import AuditStep, BuildStep, JobSpec
 from sluice.core.state.records import JobResult, TableSize
 from sluice.core.state.store import StateStore
 
@@ -56,6 +58,10 @@ _ENVIRONMENT_OPS = {
     "delete_environment",
     "environment",
 }
+
+
+Scope = tuple[int, int] | None
+"""What an audit covers: one build batch ``(start, end)``, or None: the whole build."""
 
 
 class WriteRefused(ExecutionError):
@@ -88,21 +94,33 @@ class JobWrites:
         self.refused: WriteRefused | None = None
         self._builds: dict[tuple[str, str], BuildStep] = {}
         self._results: dict[str, set[str]] = {kind: set() for kind in RESULT_KINDS}
-        # model -> the names of its blocking audits not yet passed; its intervals wait.
-        self._pending: dict[str, set[str]] = {}
+        # An audit's name -> the scopes it runs in: a batch (start, end), or None (the
+        # whole build); a result must name one of them.
+        self._scopes: dict[str, set[Scope]] = {}
+        # (model, scope) -> the names of the blocking audits its intervals wait for.
+        self._blocking: dict[tuple[str, Scope], set[str]] = {}
+        self._passed: set[tuple[str, Scope]] = set()
+        # Intervals waiting for their audits, per (model, version), in arrival order.
         self._held: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for step in spec.get("steps", []):
             if "type" not in step:  # a hand-written spec's: the driver fails on it
                 continue
             if step["type"] == "build":
                 self._builds[(str(step["model"]), str(step["version"]))] = step
+                for batch in step.get("batches", []):
+                    for audit in batch.get("audits", []):
+                        self._audit(audit, (batch["start"], batch["end"]))
             elif step["type"] == "audit":
-                name = f"{step['model']}:{step['audit']}"
-                self._results["audit"].add(name)
-                if step.get("blocking", True):
-                    self._pending.setdefault(str(step["model"]), set()).add(name)
+                self._audit(step, _scope(step.get("batch")))
             elif step["type"] in ("unit_test", "table_diff"):
                 self._results[step["type"]].add(str(step["name"]))
+
+    def _audit(self, step: AuditStep, scope: Scope) -> None:
+        name = f"{step['model']}:{step['audit']}"
+        self._results["audit"].add(name)
+        self._scopes.setdefault(name, set()).add(scope)
+        if step.get("blocking", True):
+            self._blocking.setdefault((str(step["model"]), scope), set()).add(name)
 
     def apply(self, event: dict[str, Any]) -> None:
         """Check one ``write`` event against the spec, then apply it to the store.
@@ -161,10 +179,30 @@ class JobWrites:
                     f"intervals of {model}@{version}: [{start}, {end}) is outside the batches "
                     "this job asked for"
                 )
-        if self._pending.get(model):
-            self._held.setdefault((model, version), []).extend(spans)
-        elif self.state is not None and spans:
-            self.state.add_intervals(model, version, spans)
+        ready = [span for span in spans if self._audited(model, step, span)]
+        held = [span for span in spans if span not in ready]
+        if held:
+            self._held.setdefault((model, version), []).extend(held)
+        if self.state is not None and ready:
+            self.state.add_intervals(model, version, ready)
+
+    def _audited(self, model: str, step: BuildStep, span: tuple[int, int]) -> bool:
+        """Whether every blocking audit ``span`` waits for passed: its batch's and the
+        whole build's."""
+        batch = next(
+            (
+                (b["start"], b["end"])
+                for b in step.get("batches", [])
+                if b["start"] <= span[0] and span[1] <= b["end"]
+            ),
+            None,
+        )
+        scopes: list[Scope] = [None] if batch is None else [None, batch]
+        return all(
+            (name, scope) in self._passed
+            for scope in scopes
+            for name in self._blocking.get((model, scope), ())
+        )
 
     def _remove_intervals(self, event: dict[str, Any]) -> None:
         model, version, step = self._built(event, "removing intervals")
@@ -208,26 +246,48 @@ class JobWrites:
         payload = event.get("payload")
         if not isinstance(payload, dict):
             self._refuse(f"{kind} result {name!r}: its payload is not an object")
+        scope: Scope = None
+        if kind == "audit":
+            scope = self._audit_scope(name, event.get("batch"))
+        elif "batch" in event:
+            self._refuse(f"{kind} result {name!r}: only an audit's result names a batch")
         if self.state is not None:
             record = JobResult(self.job_id, self.plan_id, kind, name, passed, payload, self.clock())
             self.state.save_results([record])
         if kind == "audit" and passed:
-            self._passed(name)
+            self._passed.add((name, scope))
+            self._release(name.split(":", 1)[0])
 
-    def _passed(self, audit: str) -> None:
-        """A blocking audit passed: once its model's last one did, record what was held."""
-        model = audit.split(":", 1)[0]
-        pending = self._pending.get(model)
-        if not pending or audit not in pending:
-            return
-        pending.discard(audit)
-        if pending:
-            return
+    def _audit_scope(self, name: str, batch: object) -> Scope:
+        """The scope an audit's result names (a batch, or None: the whole build), checked
+        against the spec's audits of that name."""
+        scope: Scope = None
+        if batch is not None:
+            pair = batch if isinstance(batch, list) else []
+            if len(pair) != 2 or not all(map(_is_int, pair)):
+                self._refuse(f"audit result {name!r}: batch {batch!r} is not [start, end]")
+            scope = (pair[0], pair[1])
+        if scope not in self._scopes.get(name, set()):
+            where = "the whole build" if scope is None else f"batch [{scope[0]}, {scope[1]})"
+            self._refuse(f"audit result {name!r}: this job runs no such audit of {where}")
+        return scope
+
+    def _release(self, model: str) -> None:
+        """Record the held intervals of ``model`` whose blocking audits have all passed."""
         for (held_model, version), spans in list(self._held.items()):
-            if held_model == model:
-                del self._held[(held_model, version)]
-                if self.state is not None and spans:
-                    self.state.add_intervals(model, version, spans)
+            if held_model != model:
+                continue
+            step = self._builds[(model, version)]
+            ready = [span for span in spans if self._audited(model, step, span)]
+            if not ready:
+                continue
+            left = [span for span in spans if span not in ready]
+            if left:
+                self._held[(model, version)] = left
+            else:
+                del self._held[(model, version)]
+            if self.state is not None:
+                self.state.add_intervals(model, version, ready)
 
     def _refuse(self, problem: str) -> NoReturn:
         error = WriteRefused(
@@ -240,6 +300,10 @@ class JobWrites:
         if self.refused is None:
             self.refused = error
         raise error
+
+
+def _scope(batch: list[int] | None) -> Scope:
+    return None if batch is None else (batch[0], batch[1])
 
 
 def _count(value: object) -> bool:
