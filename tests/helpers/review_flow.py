@@ -22,7 +22,10 @@ from sluice.core.workflow import ApplyResult
 from tests.helpers.cases import record_prod
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened
 
-ORDERS = ("  ON o.order_id = p.order_id", "  ON o.order_id = p.order_id\nWHERE o.amount > 0")
+ORDERS = (
+    "  ON o.order_id = p.order_id",
+    "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
+)
 MERGE = "e" * 40
 
 

@@ -37,12 +37,12 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
-from sluice.core.errors import ConfigError, ExecutionError
+from sluice.core.errors import ConfigError, ExecutionError, SluiceError
 from sluice.core.sandbox import keep_from_children
 from sluice.core.spark import confine, events, jvm
 from sluice.core.spark.failures import job_failure
@@ -55,6 +55,7 @@ from sluice.core.spark.session import (
 )
 from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.writes import WRITE_EVENT, JobWrites
+from sluice.core.state.coalesce import Coalesced
 from sluice.core.state.store import StateStore
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,9 @@ class Runner(Protocol):
 
 def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> JobResult:
     """Run ``spec`` on ``runner``; the writes its driver reports go to ``state`` as they
-    arrive, each checked against ``spec`` (:class:`~sluice.core.spark.writes.JobWrites`).
+    arrive, each checked against ``spec`` (:class:`~sluice.core.spark.writes.JobWrites`),
+    a transaction per second at most (:class:`~sluice.core.state.coalesce.Coalesced`), the
+    last ones before this returns or raises.
 
     The store is the operation's, the runner the project's (the service, the Action, the
     local CLI and tests build runners without one, and ``run(spec)`` stays the one
@@ -135,11 +138,23 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         ExecutionError: as :meth:`Runner.run`; ``WriteRefused`` when the driver asked for
             a write the spec does not allow (the job is stopped).
     """
-    token = _JOB_STATE.set(state)
+    held = Coalesced(state) if state is not None else None
+    # What the checker needs of a store is the four writes a Coalesced offers.
+    token = _JOB_STATE.set(cast(StateStore, held))
     try:
-        return runner.run(spec)
+        result = runner.run(spec)
+    except BaseException:
+        if held is not None:
+            try:
+                held.flush()  # what the job finished before it failed is kept
+            except SluiceError as exc:
+                logger.warning("could not record a failed job's last writes: %s", exc)
+        raise
     finally:
         _JOB_STATE.reset(token)
+    if held is not None:
+        held.flush()
+    return result
 
 
 def child_environment(home: Path) -> dict[str, str]:

@@ -5,12 +5,14 @@ diffing, rendering a plan on a pull request) depends on :class:`StateReader`, an
 code that applies plans or cleans up depends on :class:`StateWriter`. :class:`StateStore`
 is both, plus ``close``.
 
-Every writer method is atomic: it either happens completely or not at all.
+Every writer method is atomic: it either happens completely or not at all; several
+readers' and writers' calls are one transaction inside ``with store.together(...)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from sluice.core.state.records import (
@@ -167,6 +169,11 @@ class StateStore(StateReader, StateWriter, Protocol):
         self, *, job_id: str | None = None, plan_id: str | None = None
     ) -> list[JobResult]:
         """Outcomes of one job, or of every job of one plan."""
+        ...
+
+    def together(self, action: str) -> AbstractContextManager[None]:
+        """The reads and writes of a ``with`` block as one transaction (``action`` names it
+        in errors); keep it short: no Spark job, no forge call inside."""
         ...
 
     def close(self) -> None:

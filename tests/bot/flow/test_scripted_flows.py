@@ -25,7 +25,10 @@ MERGE = "e" * 40
 # The example gated by bob; a PR builds incremental models' whole history, so a merge has
 # nothing left to compute.
 CONFIG = GATED + "  pr:\n    backfill_days: null\n"
-ORDERS = ("  ON o.order_id = p.order_id", "  ON o.order_id = p.order_id\nWHERE o.amount > 0")
+ORDERS = (
+    "  ON o.order_id = p.order_id",
+    "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
+)
 
 
 def _world(tmp_path: Path, script: Script) -> tuple[Bot, Warehouse]:
