@@ -300,9 +300,11 @@ def test_the_pr_comment_shows_hostile_text_literally(tmp_path: Path) -> None:
     md = published(state, 65_536)
     parsed = assert_inert(md, our_comments=1)
     assert parsed.comments == [" sluice:pr-comment "]
+    # The error's first line as text, the rest of it in one folded block.
     shown = visible(html_module.unescape(" ".join(parsed.code_text)))
-    assert "line 1 </details>\n```\n@org/team <img src=x>\n````" in shown  # in one block
+    assert "```\n@org/team <img src=x>\n````" in shown
     text = visible(" ".join(parsed.text))
+    assert "line 1 </details>" in text
     assert "Spark said: </details><img src=x> @org/team ```" in text
     assert "no grain; <!-- [x](http://x)" in text
     assert "`pr_7` is ready" not in text  # Sluice's own Markdown is rendered, not escaped

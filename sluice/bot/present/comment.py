@@ -15,6 +15,7 @@ caller's Markdown, shown as written: any user text in them must be escaped by th
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ RESERVE = 6_000
 sections (approval, promotion...) and the next steps (:func:`with_sections`)."""
 SUMMARY_ROWS = 30
 """Impact-table rows of a comment folded to its summary."""
+BACKFILL_ROWS = 15
+"""Rows of the backfill (or "built in") table before "and N more"."""
 
 
 @cache
@@ -124,7 +127,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         return None
     preview = state.preview
     plan = preview.plan if preview is not None else state.plan
-    failure = state.headline if state.error is not None else None
+    failure = failure_words(state)
     if preview is not None and failure is None:
         if not preview.tests_passed:
             failed = sum(1 for t in preview.tests if not t.get("passed"))
@@ -139,7 +142,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
     if state.prod_plan is not None:
         merge = tuple(
             verdict.Backfill(b.name, len(b.intervals), _full(state.prod_plan, b.name))
-            for b in state.prod_plan.backfill
+            for b in sorted(state.prod_plan.backfill, key=lambda b: impact.natural(b.name))
         )
     views = (
         [view_name(r.name, state.environment) for r in rows if r.kind not in ("removed",)]
@@ -169,7 +172,10 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
         merge_into=state.prod_plan.environment if state.prod_plan is not None else "prod",
         merge_changes=state.prod_plan.has_changes if state.prod_plan is not None else True,
         query_views=tuple(views),
-        diff_models=tuple(r.name for r in rows if r.kind not in ("added", "removed")),
+        # Only a built environment has tables to compare again.
+        diff_models=tuple(r.name for r in rows if r.kind not in ("added", "removed"))
+        if preview is not None
+        else (),
         checks_url=state.checks_url,
     )
 
@@ -198,7 +204,9 @@ _FOLDED = (
 )
 
 
-def _view(state: CommentState, level: int) -> dict[str, Any]:
+def _view(state: CommentState, level: int, *, full: bool = False) -> dict[str, Any]:
+    """What the template shows at ``level``; ``full``: every row of the impact table (the
+    check's body), not the riskiest and a count of the rest."""
     preview = state.preview
     plan = preview.plan if preview is not None else state.plan
     facts = build_facts(state)
@@ -214,7 +222,7 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
     if preview is not None:
         order = {r.name: i for i, r in enumerate(rows)}
         # Riskiest first, the biggest change first: the decisive diff is the first one.
-        names = sorted(preview.diffs, key=lambda n: (order.get(n, len(order)), n))
+        names = sorted(preview.diffs, key=lambda n: (order.get(n, len(order)), impact.natural(n)))
         results = [preview.diffs[name] for name in names]
         if level >= 1:
             results = [dataclasses.replace(r, samples=Samples()) for r in results]
@@ -224,11 +232,11 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
             diffs = diff_render.markdown(results)
         diff_notes += [
             md.Markdown(f"{md.code(n)}: not compared: {md.text(why)}")
-            for n, why in sorted(preview.skipped_diffs.items())
+            for n, why in sorted(preview.skipped_diffs.items(), key=_by_name)
         ]
         diff_notes += [
             md.Markdown(f"{md.code(n)}: the diff failed: {md.text(e)}")
-            for n, e in sorted(preview.diff_errors.items())
+            for n, e in sorted(preview.diff_errors.items(), key=_by_name)
         ]
     if facts is not None:
         icon, headline = verdict.headline(verdict.Facts(build=facts))
@@ -237,7 +245,7 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
     graph = verdict_graph = ""
     if plan is not None and level < 2 and state.state not in ("queued",):
         graph = _graph.mermaid(plan, rows)
-        verdict_graph = _graph.legend(rows) if graph else ""
+        verdict_graph = _graph.legend(plan, rows) if graph else ""
     return {
         "icon": icon,
         "project": state.project,
@@ -248,7 +256,7 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
         "checks_from": verdict.CHECKS_FROM,
         "checks_to": verdict.CHECKS_TO,
         "progress": state.progress,
-        "error": {"title": state.error[0], "text": state.error[1]} if state.error else None,
+        "error": failure(*state.error) if state.error else None,
         "environment": state.environment,
         "short_sha": state.head_sha[:7],
         "impact": md.Markdown(
@@ -257,16 +265,22 @@ def _view(state: CommentState, level: int) -> dict[str, Any]:
                 state.environment,
                 cap=SUMMARY_ROWS if level >= 3 else None,
                 built=preview is not None,
+                short=not full,
+                elsewhere=state.details_at,
             )
         ),
         "graph": md.Markdown(graph),
         "legend": verdict_graph,
-        "sql_diffs": md.Markdown(impact.sql_diffs(plan) if plan is not None and level < 2 else ""),
+        "sql_diffs": md.Markdown(
+            impact.sql_diffs(plan, [r.name for r in rows]) if plan is not None and level < 2 else ""
+        ),
         "plan": plan_view(
             plan,
             level=level,
             recent_days=state.recent_days,
             held=preview.held if preview is not None else None,
+            short=not full,
+            details_at=state.details_at,
         )
         if plan is not None
         else None,
@@ -287,8 +301,11 @@ def plan_view(
     level: int = 0,
     recent_days: int | None = None,
     held: dict[str, tuple[Interval, ...]] | None = None,
+    short: bool = True,
+    details_at: str = "the `sluice/pr-environment` check",
 ) -> dict[str, Any]:
-    """The plan's ranges as the templates show them (none from ``level`` 3);
+    """The plan's ranges as the templates show them (none from ``level`` 3; ``short``:
+    at most :data:`BACKFILL_ROWS` of them, then a count), models in natural order;
     ``recent_days``: the PR builds incremental models for that many recent days only;
     ``held``: once built, what the environment's own tables hold (also when an earlier run
     built them), shown instead of what is left to backfill. A model computed whole (FULL,
@@ -305,16 +322,29 @@ def plan_view(
         if held is not None
         else [_range(plan, b.name, [(b.start, b.end)], len(b.intervals)) for b in plan.backfill]
     )
+    rows.sort(key=lambda r: impact.natural(r["model"]))
+    more = None
+    if short and len(rows) > BACKFILL_ROWS:
+        rest = len(rows) - BACKFILL_ROWS
+        more = f"And {plural(rest, 'more model')}; {details_at} lists every range."
+        rows = rows[:BACKFILL_ROWS]
+    for row in rows:
+        row["cell"] = md.Markdown(impact.name_cell(row["model"]))
     return {
         "empty": not plan.changes_models,
-        "added": list(plan.added),
-        "removed": list(plan.removed),
-        "direct": [{"name": c.name, "category": c.category.value} for c in plan.directly_modified],
-        "indirect": [
-            {"name": c.name, "category": c.category.value} for c in plan.indirectly_modified
+        "added": impact.naturally(plan.added),
+        "removed": impact.naturally(plan.removed),
+        "direct": [
+            {"name": c.name, "category": c.category.value}
+            for c in sorted(plan.directly_modified, key=lambda c: impact.natural(c.name))
         ],
-        "metadata": list(plan.metadata_only),
+        "indirect": [
+            {"name": c.name, "category": c.category.value}
+            for c in sorted(plan.indirectly_modified, key=lambda c: impact.natural(c.name))
+        ],
+        "metadata": impact.naturally(plan.metadata_only),
         "backfill": rows if level < 3 else [],
+        "backfill_more": more if level < 3 else None,
         "backfill_title": f"Built in {plan.environment}" if held is not None else "Backfill",
         "limited": limited,
     }
@@ -353,6 +383,151 @@ def _one_line(result: TableDiffResult) -> md.Markdown:
     )
 
 
+def _by_name(item: tuple[str, Any]) -> Any:
+    return impact.natural(item[0])
+
+
+# -- a failure in the author's terms ------------------------------------------------------
+
+FAILURE_LINE = 600
+"""Characters of Spark's one-line error shown in the comment."""
+DETAIL_LINES = 15
+_WHERE = re.compile(r"^(?P<where>[^\s:]\S*?:\d+(?::\d+)?): (?P<rest>.*)$")
+_STEP = re.compile(r"^Spark job failed at step '(?P<label>[^']*)': ?(?P<error>.*)$")
+_STEP_MODEL = re.compile(r"^(?:build|audit) (?P<model>[^:\s]+)")
+_HINT = re.compile(r"^\s+hint: (?P<hint>.*)$")
+_ALSO = re.compile(r"^\s+also failed: (?P<also>.*)$")
+# A step failure's hint says nothing the comment does not (fix it and push); its log is
+# on the service's disk, which the author cannot read.
+_GENERIC_HINT = re.compile(r"^fix the step's cause and run again\s*(\([^)]*\))?$")
+_LOG_NOTE = re.compile(r"\s*\((?:exit code -?\d+; )?full log: [^)]*\)|\s*\(exit code -?\d+\)")
+_JVM = re.compile(r"\n?\s*JVM stacktrace:.*", re.S)
+_STACK = re.compile(r"^\s*(?:at [\w$./<>-]+\(|\.\.\. \d+ more|Caused by: |Suppressed: )")
+_PLAN_NODE = re.compile(
+    r"^\s*(?:[:|!+]\s*)*(?:[+:]- |'?(?:Project|Filter|Aggregate|Join|SubqueryAlias|Relation|"
+    r"LocalRelation|LogicalRDD|Unresolved\w+|Sort|Window|Union|Generate|Expand|Deduplicate|"
+    r"Distinct|GlobalLimit|LocalLimit|View|WithCTE|CTERelation\w+|\w+Command|HiveTableRelation|"
+    r"Range|OneRowRelation|InsertInto\w+|CreateTable\w*|Repartition\w*|Sample|Except|"
+    r"Intersect|Window\w*|MapPartitions\w*|SerializeFromObject|DeserializeToObject)\b|"
+    r"== .* ==\s*$|\*\(\d+\) )"
+)
+_ATTRIBUTE = re.compile(r"\b\w+#\d+L?\b")
+"""A plan's attribute reference (``amount#13L``): a line holding one is a plan's."""
+_SPARK_TAIL = re.compile(
+    r"(?:\s*SQLSTATE: [0-9A-Z]{5})?;?\s*line \d+,? pos \d+;?.*$|\s*SQLSTATE: [0-9A-Z]{5};?|;\s*$"
+)
+_HOST_PATH = re.compile(
+    r"(?:\b(?:file|hdfs|s3a?|abfss?|gs|dbfs|jar):/+|(?<![\w.~<>/:\\-])/)"
+    r"(?:[\w.@%+=,-]+/)+(?P<last>[\w.@%+=,-]*)"
+)
+
+
+def _short_path(found: re.Match[str]) -> str:
+    return "…/" + found["last"]
+
+
+def condense(text: str) -> str:
+    """``text`` without what only Spark's developers read: a JVM stack, a logical plan,
+    the SQL state and the position in the generated SQL; and without host paths (each
+    becomes ``…/`` and its last part). What is left keeps its order.
+
+    >>> condense("Path does not exist: file:/tmp/w/sluice__s.db/t__1a. SQLSTATE: 42K03")
+    'Path does not exist: …/t__1a.'
+    >>> condense("bad [x]; line 1 pos 9;\\n'Project ['x]\\n+- Relation s.t[a#1L] parquet")
+    'bad [x]'
+    """
+    text = _JVM.sub("", text)
+    kept = []
+    for raw in text.splitlines():
+        if _STACK.match(raw) or _PLAN_NODE.match(raw) or _ATTRIBUTE.search(raw):
+            continue
+        line = _HOST_PATH.sub(_short_path, _SPARK_TAIL.sub("", raw))
+        if line.strip():
+            kept.append(line.rstrip())
+    return "\n".join(kept)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure's message, read in the author's terms (see :func:`read_failure`)."""
+
+    where: str | None  # the model's file:line
+    model: str | None
+    message: str  # one line: Spark's error, or Sluice's
+    details: tuple[str, ...] = ()  # more lines of it (a Python traceback), condensed
+    also: tuple[str, ...] = ()  # other steps that failed at the same time
+    hint: str | None = None
+
+
+def read_failure(text: str) -> Failure:
+    """The parts of a failure's text (``file:line: message``, a failed step's label,
+    ``also failed:`` and ``hint:`` lines), condensed (:func:`condense`)."""
+    lines = condense(_LOG_NOTE.sub("", text)).splitlines() or [""]
+    hint = None
+    also: list[str] = []
+    body: list[str] = []
+    for line in lines:
+        if (h := _HINT.match(line)) is not None:
+            hint = h["hint"].strip()
+        elif (a := _ALSO.match(line)) is not None:
+            also.append(a["also"].strip())
+        else:
+            body.append(line)
+    first = body[0].strip() if body else ""
+    where = model = None
+    if (w := _WHERE.match(first)) is not None:
+        where, first = w["where"], w["rest"]
+        # The location said twice (a step's source, then the model's file again): once.
+        first = first.removeprefix(f"{where}: ")
+    if (step := _STEP.match(first)) is not None:
+        first = step["error"]
+        found = _STEP_MODEL.match(step["label"])
+        model = found["model"] if found is not None else None
+    if hint is not None and _GENERIC_HINT.match(hint):
+        hint = None
+    details = tuple(line for line in body[1:] if line.strip())
+    if len(details) > DETAIL_LINES:
+        left = len(details) - DETAIL_LINES
+        details = (*details[:DETAIL_LINES], f"... ({left} more lines)")
+    return Failure(where, model, first.strip(), details, tuple(also), hint)
+
+
+def failure_words(state: CommentState) -> str | None:
+    """What failed, for the headline: the title, and the model when a step of it failed."""
+    if state.error is None:
+        return None
+    title, text = state.error
+    model = read_failure(text).model
+    return f"{md.text(title)} at {md.code(model)}" if model else md.text(title)
+
+
+def failure(title: str, text: str) -> md.Markdown:
+    """The failure block of the comment: what failed, at which model and file:line, and
+    Spark's one-line error as wrapping text (never a plan, a stack or a host path); a
+    longer error's other lines folded."""
+    found = read_failure(text)
+    at = []
+    if found.model:
+        at.append(f"at {md.code(found.model)}")
+    if found.where:
+        at.append(f"({md.code(found.where)})" if found.model else f"at {md.code(found.where)}")
+    parts = [f"**{md.text(title)}**" + (" " + " ".join(at) if at else "") + ":"]
+    if found.message:
+        parts.append(f"> {md.text(found.message, FAILURE_LINE)}")
+    if found.details:
+        parts.append(
+            "<details><summary>The rest of the error</summary>\n\n"
+            f"{md.fence(chr(10).join(found.details), 'text')}\n\n</details>"
+        )
+    if found.also:
+        parts.append(
+            "Also failed:\n\n" + "\n".join(f"- {md.text(a, FAILURE_LINE)}" for a in found.also)
+        )
+    if found.hint:
+        parts.append(f"Hint: {md.text(found.hint, FAILURE_LINE)}")
+    return md.Markdown("\n\n".join(parts))
+
+
 def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """(title, Markdown body) for the ``sluice/tests`` check."""
     failed = [r for r in results if not r.get("passed")]
@@ -381,7 +556,7 @@ def details_markdown(result: PreviewResult, prod_plan: Plan | None = None) -> st
     state = CommentState(
         None, result.plan.environment, "", "success", "details", preview=result, prod_plan=prod_plan
     )
-    view = _view(state, 0)
+    view = _view(state, 0, full=True)
     view.update(marker="", checks=[], footer="", progress=None, graph="", legend="")
     body = _env().get_template("pr_comment.md.j2").render(**view)
     facts = build_facts(state)

@@ -3,7 +3,9 @@ what merging does, what the PR built, and what a reader can do now.
 
 The comment's main body is written by a build; reviews, merges and closes come later and
 know nothing of it. So the verdict is not written into the body: the body holds two
-placeholders (:data:`VERDICT` under the headline, :data:`NEXT` before the checks) and each
+placeholder (:data:`VERDICT` under the headline: the verdict lines, the sections, then
+the next steps; :data:`NEXT`, where bodies written before them put the next steps, is
+removed) and each
 part of the story is kept as facts (:class:`BuildFacts`, :class:`GateFacts`,
 :class:`LifeFacts`, JSON in the sticky comment's sections, names :data:`FACTS`), from which
 :func:`compose` words the headline, the verdict lines and the next steps after every event.
@@ -27,7 +29,7 @@ from sluice.core.words import duration, plural, size
 VERDICT = "<!-- sluice:verdict -->"
 """Where the verdict lines and the sections go (the line under the headline)."""
 NEXT = "<!-- sluice:next -->"
-"""Where the next steps go."""
+"""Where older bodies put the next steps (now under the verdict)."""
 CHECKS_FROM, CHECKS_TO = "<!-- sluice:checks -->", "<!-- /sluice:checks -->"
 """Around the head's checks table: dropped once the PR is merged or closed."""
 BUILD, GATE, LIFE = "facts.build", "facts.gate", "facts.life"
@@ -157,6 +159,8 @@ class Facts:
 
 
 def _names(names: Sequence[str], limit: int = 3) -> str:
+    """The first ``limit`` of ``names`` (in the order given: riskiest first where the
+    caller has an order, else natural), then how many more."""
     shown = ", ".join(md.code(n) for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
@@ -356,10 +360,12 @@ def compose(body: str, sections: Mapping[str, str], shown: Sequence[str]) -> str
         project = f" · {md.code(facts.build.project)}" if facts.build.project else ""
         lines[at] = f"### {icon} Sluice{project}: {words}"
         lines_text = "\n".join(lines)
-        verdict = "\n\n".join(x for x in [*verdict_lines(facts), *shown] if x)
+        # The next steps right under the verdict and its sections, where a reader looks
+        # first (a body written before they moved has its placeholder at the bottom).
+        steps = next_steps(facts).rstrip("\n")
+        verdict = "\n\n".join(x for x in [*verdict_lines(facts), *shown, steps] if x)
         lines_text = lines_text.replace(VERDICT, verdict, 1)
-        steps = next_steps(facts)
-        lines_text = lines_text.replace(NEXT, steps.rstrip("\n"), 1)
+        lines_text = lines_text.replace(f"\n{NEXT}\n\n", "\n", 1).replace(NEXT, "", 1)
         return _checks(lines_text, keep=facts.life is None)
     if not shown:
         return body
