@@ -194,3 +194,38 @@ def test_the_merge_line_says_what_the_backfill_reads_and_writes() -> None:
     old = {k: v for k, v in recorded.items() if k not in ("merge_rows", "merge_written")}
     read = BuildFacts.from_json(json.dumps(old))
     assert (read.merge_rows, read.merge_written, read.merge_bytes) == (None, None, 2 * 1024**3)
+
+
+def test_a_long_hostile_model_name_is_cut_with_its_whole_name_inert_in_the_title() -> None:
+    import html as html_module
+
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    from sluice.bot.present.impact import NAME_WIDTH, name_cell
+
+    name = 's.very_long_model_name_"><img src=x onerror=alert(1)> @org/team #12 ' + "x" * 40
+    cell = name_cell(name)
+    html = cmarkgfm.github_flavored_markdown_to_html(
+        f"| Model |\n| --- |\n| {cell} |\n", options=Options.CMARK_OPT_UNSAFE
+    )
+    assert "<img" not in html and "onerror=alert(1)>" not in html
+    [title] = re.findall(r'<code title="([^"]*)">([^<]*)</code>', html)
+    assert title[0].count("&quot;") == 1 and "&lt;img" in title[0]  # the whole name, escaped
+    assert len(html_module.unescape(title[1])) == NAME_WIDTH
+    # A name with a | (it would end the cell inside the attribute) is cut without a title.
+    assert "title=" not in name_cell("s." + "a|b" * 30)
+
+
+def test_a_body_from_before_the_next_steps_moved_gets_them_under_the_verdict() -> None:
+    from sluice.bot.present.verdict import BUILD, NEXT, VERDICT, BuildFacts
+
+    facts = BuildFacts(environment="pr_3", project=None, failure=None, changes_models=True,
+                       query_views=("s__pr_3.t",))  # fmt: skip
+    old = f"<!-- m -->\n### x\n\n{VERDICT}\n\n#### Impact\n\nthe table\n\n{NEXT}\n\n#### Checks\n"
+    text = with_sections(old, {BUILD: facts.to_json(), "approval": "**Approval:** ok"})
+    assert NEXT not in text and VERDICT not in text
+    order = [
+        text.index(w) for w in ("**Approval:**", "#### Next steps", "#### Impact", "#### Checks")
+    ]
+    assert order == sorted(order)
