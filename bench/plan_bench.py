@@ -1,6 +1,7 @@
 """Benchmark: load + plan a generated N-model project, cold and after a one-model change.
 
 Usage: python bench/plan_bench.py [--models 1000] [--keep DIR] [--python-macro [--reps 5]]
+       python bench/plan_bench.py --column-check [--models 1000] [--reps 5]
        python bench/plan_bench.py --against-sqlmesh VENV_PYTHON [--sizes 100,1000,5000,10000]
 
 Prints seconds and peak RSS per phase. Each phase runs in its own Python process, so
@@ -13,6 +14,13 @@ Python macro, ``@cents(x)`` = ``(x) * 100``, run in Sluice's macro child process
 every model's ``v1`` column calls it, each with different arguments; it runs both
 (alternating which goes first) and prints the medians and the difference. Aim: under
 0.5 s added at N=1,000.
+
+``--column-check`` (issue 42) measures what the plan-time column check
+(``sluice/core/model/column_check.py``) costs: the same generated project planned cold
+(no parse cache), then warm, in a fresh process each, with the check and without it
+(``column_check.ENABLED`` off: no references read at parse, nothing resolved at load),
+alternating which goes first; it prints the medians of the whole process's wall clock and
+of its load+plan, and their ratio. Aim: at most 10% of a cold plan of 1,000 models.
 
 ``--against-sqlmesh PYTHON`` (issue 21) plans the same generated project with Sluice and with
 SQLMesh (PYTHON is the interpreter of a virtualenv where SQLMesh is installed), per size, each
@@ -150,6 +158,9 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 from sluice.core import workflow
 from sluice.core.state import open_state
+if len(sys.argv) > 4 and sys.argv[4] == "no-column-check":
+    from sluice.core.model import column_check
+    column_check.ENABLED = False
 t1 = time.perf_counter()
 c1 = time.process_time()
 project = workflow.load_project(sys.argv[1])
@@ -176,12 +187,43 @@ print(json.dumps({
 """
 
 
-def phase(project: Path, state: str, commit: bool) -> dict[str, float]:
+def phase(project: Path, state: str, commit: bool, check: bool = True) -> dict[str, float]:
+    """One load + plan in its own process; ``process_s`` is that process's wall clock."""
+    start = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-c", PHASE, str(project), state, "commit" if commit else "-"],
+        [sys.executable, "-c", PHASE, str(project), state, "commit" if commit else "-",
+         "column-check" if check else "no-column-check"],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    result: dict[str, float] = json.loads(out.stdout)
+    result["process_s"] = time.perf_counter() - start
+    return result
+
+
+def column_check_cost(base: Path, count: int, reps: int) -> None:
+    """Cold and warm plans of one project with and without the column check; medians."""
+    root = base / "project"
+    generate(root, count)
+    runs: dict[tuple[bool, bool], list[dict[str, float]]] = {}
+    print(f"plan benchmark: {count} models, with / without the column check, {reps} runs")
+    print(f"  load before: {os.getloadavg()[0]:.2f} (1 min)")
+    for rep in range(reps):
+        for check in (True, False) if rep % 2 == 0 else (False, True):
+            shutil.rmtree(root / ".sluice", ignore_errors=True)
+            for cold in (True, False):
+                state = base / "state.db"
+                state.unlink(missing_ok=True)
+                result = phase(root, f"sqlite:///{state}", commit=False, check=check)
+                runs.setdefault((check, cold), []).append(result)
+    print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
+    for cold in (True, False):
+        label = "cold" if cold else "warm"
+        for key in ("process_s", "load_plan_s", "cpu_s"):
+            on, off = (statistics.median(r[key] for r in runs[(c, cold)]) for c in (True, False))
+            print(
+                f"  {label} {key:12}: with {on:.3f} s, without {off:.3f} s, "
+                f"+{on - off:.3f} s ({(on / off - 1) * 100:+.1f}%)"
+            )
 
 
 def run(root: Path, state: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -354,7 +396,14 @@ def main() -> None:
         action="store_true",
         help="compare the project without and with a Python macro called by every model",
     )
-    parser.add_argument("--reps", type=int, default=5, help="repetitions with --python-macro")
+    parser.add_argument(
+        "--reps", type=int, default=5, help="repetitions with --python-macro, --column-check"
+    )
+    parser.add_argument(
+        "--column-check",
+        action="store_true",
+        help="compare cold and warm plans with and without the plan-time column check",
+    )
     parser.add_argument(
         "--against-sqlmesh",
         metavar="PYTHON",
@@ -382,6 +431,9 @@ def main() -> None:
         return
     if args.python_macro:
         compare(base, args.models, args.reps)
+        return
+    if args.column_check:
+        column_check_cost(base, args.models, args.reps)
         return
     root = base / "project"
     names = generate(root, args.models)

@@ -165,6 +165,9 @@ class Model:
     line: int = 1
     # What the project's notes say about it (file:line: what, hint): not part of the model.
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    column_uses: str | None = field(default=None, compare=False)
+    """The columns its query references, for the plan-time check
+    (:mod:`sluice.core.model.column_check`): derived from the query, not part of it."""
 
     @property
     def catalog(self) -> str | None:

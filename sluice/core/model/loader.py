@@ -28,7 +28,7 @@ from sluice.core.config import (
     read_config_doc,
 )
 from sluice.core.errors import ConfigError, ModelError, ProjectErrors, SluiceError
-from sluice.core.model import fileaccess, jinja, prefetch, properties
+from sluice.core.model import column_check, fileaccess, jinja, prefetch, properties
 from sluice.core.model.audits import check_audit_calls, parse_audits, parse_inline_audits
 from sluice.core.model.blueprints import parse_models
 from sluice.core.model.definition import (
@@ -308,6 +308,10 @@ def _load(
             notes.extend(external.warnings)
     check_references(models)
     ordered = {name: models[name] for name in topological_order(models)}
+    # Every column a query names is one its tables have, as far as they are known.
+    unresolved = column_check.check(ordered, sources).errors
+    if unresolved:
+        raise unresolved[0] if len(unresolved) == 1 else ProjectErrors(list(unresolved))
     tests = _tests(root, ordered, notes, config.catalogs)
     if cache is not None:
         cache.save()
@@ -854,6 +858,8 @@ class _Cache:
                 config.model_naming.infer_names,
                 # Names are kept in their canonical form for these catalogs.
                 config.catalogs.key(),
+                # What a model's query references, as the column check reads it.
+                column_check.FORMAT,
                 # A model's expansion depends on the Python macros it calls.
                 _texts(pycode_macros.macro_files(path.parents[2])),
             ],

@@ -19,7 +19,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, did_you_mean
-from sluice.core.model import fileaccess, macros, names, properties
+from sluice.core.model import column_check, fileaccess, macros, names, properties
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
 from sluice.core.model.header import Header, Node, call_as_pair, parse_header
 from sluice.core.model.nesting import nesting_guard
@@ -236,6 +236,7 @@ def parse_model(
     query_sql: str | None = None
     refs: tuple[TableRef, ...] = ()
     outputs: tuple[str, ...] | None = None
+    column_uses: str | None = None
     if kind.value.name == KindName.SEED:
         if body.strip().strip(";").strip():
             raise ModelError(
@@ -245,7 +246,7 @@ def parse_model(
                 hint="remove the SQL after the MODEL header",
             )
     else:
-        query_sql, refs, outputs = _query(
+        query_sql, refs, outputs, column_uses = _query(
             ctx, body, origin_line, body_line, dialect, variables, name
         )
     extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
@@ -298,6 +299,7 @@ def parse_model(
         line=header.line,
         stamp=read_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
         warnings=(*warnings, *notes),
+        column_uses=column_uses,
         **fields,
     )
 
@@ -483,7 +485,7 @@ def read_query(
     is: macros expanded, every check made, as Spark SQL with the tables it reads and its
     output names. Positions count from ``line`` of ``path``."""
     ctx = _Ctx(sql, path, tuple(allowed_paths), columns_of, catalogs)
-    return _query(ctx, sql, line, line, dialect, variables, name)
+    return _query(ctx, sql, line, line, dialect, variables, name)[:3]
 
 
 def _query(
@@ -494,9 +496,10 @@ def _query(
     dialect: str,
     variables: Mapping[str, Any],
     name: str,
-) -> tuple[str, tuple[TableRef, ...], tuple[str, ...] | None]:
-    """The model's query as Spark SQL, the tables it reads, and the names of the columns
-    it returns when it says them all (None: ``SELECT *``, an expression without a name)."""
+) -> tuple[str, tuple[TableRef, ...], tuple[str, ...] | None, str | None]:
+    """The model's query as Spark SQL, the tables it reads, the names of the columns it
+    returns when it says them all (None: ``SELECT *``, an expression without a name), and
+    the columns it references (:func:`.column_check.extract`)."""
     if not body.strip().strip(";").strip():
         raise ModelError(
             f"model {name} has no query",
@@ -589,7 +592,9 @@ def _query(
     unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
     fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
     outputs = output_names(spark_tree)
-    return spark_sql, refs, None if outputs is None else tuple(outputs)
+    index = LineIndex(subst.text)
+    uses = column_check.extract(spark_tree, query, lambda at: locate(*index.position(at)))
+    return spark_sql, refs, None if outputs is None else tuple(outputs), uses
 
 
 def syntax_error(exc: ParseError) -> tuple[str, int | None, int | None]:
