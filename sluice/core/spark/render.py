@@ -23,7 +23,7 @@ from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan import statements
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import MARK_PREFIX, physical_schema, view_name
+from sluice.core.snapshot.naming import MARK_PREFIX, PROD, physical_schema, view_name
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.spark.spec import (
     AuditStep,
@@ -413,6 +413,13 @@ def batch_rows(sql: str, table: str, time_column: str, start: int, end: int) -> 
     return sqlglot.parse_one(sql, read="spark").transform(scope).sql("spark")
 
 
+def _keeps_table(model: Model) -> bool:
+    """Whether a forward-only change of ``model`` keeps a table of its rows that a view
+    reads by the query's columns: a materialized SQL model (a Python model's query reads
+    rows its function returns in a build; a VIEW model's view is made again)."""
+    return model.kind.materialized and model.python_code is None and model.query_sql is not None
+
+
 def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     """Point the environment's views at the plan's versions.
 
@@ -420,6 +427,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     when the environment has no views yet, so every view is created).
     """
     env = plan.environment
+    tables = physical_names(plan.snapshots)
     # A forward-only change keeps its table (same version) but may change its columns:
     # its view is made again, since a view keeps the columns it was created with.
     # (A child of such a change keeps its columns, unless it reads it through `*`, where
@@ -448,15 +456,25 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
             continue
         columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
         select = ", ".join(quote_column(c) for c in columns) if columns else "*"
-        views.append(
-            {
-                "view": view_name(snap.name, env),
-                "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
-                "properties": checked_pairs(
-                    snap.model, snap.model.virtual_properties, "virtual_properties"
+        view: ViewSpec = {
+            "view": view_name(snap.name, env),
+            "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
+            "properties": checked_pairs(
+                snap.model, snap.model.virtual_properties, "virtual_properties"
+            ),
+        }
+        if snap.name in reshaped and _keeps_table(snap.model):
+            # Its kept table lacks the columns the change added until a batch writes
+            # them: prod adds them to it, any other environment reads them as NULLs.
+            view["fill"] = {
+                "table": snap.table,
+                "query": render_query(
+                    snap.model, tables, snap.table, plan.end, plan.end, plan.execution_time
                 ),
+                "columns": columns or None,
+                "alter": env == PROD,
             }
-        )
+        views.append(view)
     # Views of models the plan does not hold: those it removes, and (when planned against
     # another environment) those the environment has that the plan no longer knows.
     gone = set(plan.removed) | (set(previous or ()) - {s.name for s in plan.snapshots})

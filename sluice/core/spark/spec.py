@@ -176,6 +176,25 @@ class BuildStep(StepBase):
     before it in the job."""
 
 
+class ViewFill(TypedDict):
+    """The columns of a view over a kept table (a forward-only change) that the table may
+    lack, no batch having written the new ones into it yet
+    (:func:`sluice.core.spark.steps.environment.run_views`)."""
+
+    table: str
+    """The physical table the view reads."""
+    query: str
+    """The model's query, read for its columns and their types only (never run)."""
+    columns: list[str] | None
+    """The view's columns in order, as ``sql`` names them (None: ``*``, the table's)."""
+    alter: bool
+    """The environment owns the table (prod): a column the table lacks is added to it
+    (``ALTER TABLE ... ADD COLUMNS``) before the view is pointed, as a batch writing into
+    it would. False (any other environment, which reads prod's table and may not change
+    it), or a table Spark cannot add a column to: the view reads the column as NULL of
+    the query's type."""
+
+
 class ViewSpec(TypedDict):
     """One environment view and the query it is."""
 
@@ -183,6 +202,9 @@ class ViewSpec(TypedDict):
     sql: str
     properties: list[list[str]]
     """``[key, value]`` pairs: the view's ``TBLPROPERTIES`` (``virtual_properties``)."""
+    fill: NotRequired[ViewFill]
+    """Set for a view over a table a forward-only change keeps, whose columns changed:
+    ``sql`` is used as it is once the table has every column the query has."""
 
 
 class ViewsStep(StepBase):

@@ -41,6 +41,7 @@ from sluice.core.timeutil import format_range, to_datetime
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructField
 
 
 def run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
@@ -282,8 +283,7 @@ def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
     have = {f.name.lower() for f in fields}
     gained = [f for f in rows.schema.fields if f.name.lower() not in have]
     if gained:
-        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in gained)
-        spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
+        add_columns(spark, table, gained)
         fields = spark.table(table).schema.fields
     given = {f.name.lower(): f.name for f in rows.schema.fields}
     return rows.select(
@@ -294,6 +294,34 @@ def _fit(spark: SparkSession, rows: DataFrame, table: str) -> DataFrame:
             for f in fields
         )
     )
+
+
+def add_columns(spark: SparkSession, table: str, fields: list[StructField]) -> None:
+    """``ALTER TABLE table ADD COLUMNS`` of ``fields`` (a query's: their names are the
+    pull request's), each name quoted and each type written by :func:`type_sql`."""
+    columns = ", ".join(f"{quote_column(f.name)} {type_sql(f.dataType)}" for f in fields)
+    spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
+
+
+def type_sql(kind: DataType) -> str:
+    """A Spark type as Spark SQL, every name inside it quoted (a struct's field names come
+    from a query, so from the pull request); other types are Spark's own words
+    (``bigint``, ``decimal(10,2)``, ``timestamp``), never text of the query's.
+
+    A struct ``a`` holding ``x y`` (an int) and a map of strings to arrays of dates::
+
+        struct<`x y`: int>  map<string, array<date>>
+    """
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(kind, StructType):
+        inner = ", ".join(f"{quote_column(f.name)}: {type_sql(f.dataType)}" for f in kind.fields)
+        return f"struct<{inner}>"
+    if isinstance(kind, ArrayType):
+        return f"array<{type_sql(kind.elementType)}>"
+    if isinstance(kind, MapType):
+        return f"map<{type_sql(kind.keyType)}, {type_sql(kind.valueType)}>"
+    return kind.simpleString()
 
 
 def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
@@ -310,9 +338,9 @@ def _write_unique_key(spark: SparkSession, step: BuildStep, sql: str) -> None:
     # dropped some): the table is rewritten, so it takes the query's columns.
     kept = {f.name.lower() for f in spark.table(table).schema.fields}
     old = ", ".join(
-        f"o.`{f.name}`"
+        f"o.{quote_column(f.name)}"
         if f.name.lower() in kept
-        else f"CAST(NULL AS {f.dataType.simpleString()}) AS `{f.name}`"
+        else f"CAST(NULL AS {type_sql(f.dataType)}) AS {quote_column(f.name)}"
         for f in spark.table(fresh).schema.fields
     )
     spark.sql(
