@@ -20,6 +20,7 @@ from sqlglot.dialects import DIALECT_MODULE_NAMES
 from sqlglot.dialects.dialect import Dialect
 
 from sluice.core.errors import ConfigError, PlanError, did_you_mean
+from sluice.core.gate_settings import DeploySettings, GateSettings
 from sluice.core.intervals import check_cron
 from sluice.core.model.names import Catalogs, catalogs_of, gateway_catalog
 from sluice.core.timeutil import read_start
@@ -158,6 +159,11 @@ class PreviewSettings(_Frozen):
     decimals: int = Field(default=3, ge=0)
 
 
+def _empty_is_default(value: Any) -> Any:
+    """A section written with nothing under it (``gate:``) has its defaults."""
+    return {} if value is None else value
+
+
 class SluiceSettings(_Frozen):
     """Sluice's own section of config.yaml."""
 
@@ -176,13 +182,14 @@ class SluiceSettings(_Frozen):
     """A table a query reads that is neither a model nor in external_models.yaml is an
     error; false (SQLMesh's way, the default): it is read as an external table of unknown
     columns, named in the plan's notes."""
-    # Later parts of Sluice (gates, deploys) add sections here; they are validated by
-    # their own modules, so this one only reserves the names.
-    # Keys stay as YAML parsed them: a bare `on:` is the boolean true in YAML 1.1.
-    gate: dict[Any, Any] = Field(default_factory=dict)
-    deploy: dict[Any, Any] = Field(default_factory=dict)
+    gate: GateSettings = Field(default_factory=GateSettings)
+    """Who approves a pull request's plan (:mod:`sluice.core.gate_settings`); in force as
+    the prod branch has it (:mod:`sluice.bot.flow.trust`), never as a pull request does."""
+    deploy: DeploySettings = Field(default_factory=DeploySettings)
+    """What a merge or a tag promotes, and where (tiers); in force as the prod branch has it."""
 
     _allowed_paths = field_validator("allowed_paths")(_check_globs)
+    _empty_sections = field_validator("gate", "deploy", mode="before")(_empty_is_default)
 
 
 class ModelNaming(_Frozen):
@@ -210,6 +217,7 @@ class ProjectConfig(_Frozen):
     after_all: tuple[str, ...] = ()
     """SQL statements the Spark job runs after its steps (SQLMesh's ``after_all``)."""
     sluice: SluiceSettings = Field(default_factory=SluiceSettings)
+    _empty_sluice = field_validator("sluice", mode="before")(_empty_is_default)
     default_catalog: str | None = None
     """SQLMesh's default catalog of the project, read from the default gateway's
     connection (not a section of its own): names in it are Spark's current catalog
@@ -418,6 +426,8 @@ def _settings_at(loc: tuple[str, ...]) -> tuple[str, ...]:
     """The setting names a config section at ``loc`` (a validation error's path) accepts."""
     model: type[BaseModel] = ProjectConfig
     for part in loc:
+        if part.isdigit():
+            continue  # an item of a list: its model is the current one
         field = model.model_fields.get(part)
         if field is None:
             return ()  # under a mapping key (e.g. a gateway name): no list to suggest from
@@ -438,13 +448,16 @@ def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
     first = exc.errors()[0]
     loc = tuple(str(p) for p in first["loc"])
     dotted = ".".join(loc)
+    line = _line(doc, loc)
     if first["type"] == "extra_forbidden":
-        close = did_you_mean(loc[-1], _settings_at(loc[:-1]))
+        known = _settings_at(loc[:-1])
+        close = did_you_mean(loc[-1], known)
+        listed = f"known settings here: {', '.join(sorted(known))}" if known else ""
         return ConfigError(
             f"unknown setting '{dotted}'",
             path=doc.path,
-            line=doc.line_of(loc),
-            hint=close
+            line=line,
+            hint="; ".join(h for h in (close, listed) if h)
             or "remove it or check its spelling against the README's configuration table",
         )
     context = first.get("ctx") or {}
@@ -462,6 +475,17 @@ def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
     return ConfigError(
         f"invalid setting '{dotted}': {message}",
         path=doc.path,
-        line=doc.line_of(loc),
+        line=line,
         hint="see the README's configuration table for the accepted values",
     )
+
+
+def _line(doc: LocatedYaml, loc: tuple[str, ...]) -> int | None:
+    """The line of the value at ``loc``: YAML 1.1 reads a bare ``on:`` key as the boolean
+    true, so ``sluice.deploy.on`` (and a tier's) was stored under ``True``."""
+    if loc not in doc.lines and "on" in loc:
+        alias = tuple("True" if part == "on" else part for part in loc)
+        for end in range(len(alias), 0, -1):
+            if alias[:end] in doc.lines:
+                return doc.line_of(alias[:end])
+    return doc.line_of(loc)

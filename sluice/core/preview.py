@@ -171,86 +171,87 @@ def preview_environment(
         "plan_id": plan.plan_id,
         "steps": [],  # set below, once there are any
     }
-    record = state.get_environment(plan.environment)
-    previous = None
-    if record is not None and not record.invalidated:
-        previous = {ref.name: ref.version for ref in record.snapshots}
-    # A copy of prod with no model changed has nothing to review: it is not built, unless
-    # the environment exists and reads other versions (an earlier commit's changes).
-    stale = previous is not None and previous != {s.name: s.version for s in plan.snapshots}
-    applies = bool(plan.changes_models or plan.backfill or plan.restated or stale)
-    if applies:
-        from sluice.core.workflow import record_plan
+    # What the job needs from state is read, and its plan recorded, in one transaction;
+    # what it did is committed in another once it succeeded.
+    with state.together(f"prepare the preview of {plan.environment}"):
+        record = state.get_environment(plan.environment)
+        previous = None
+        if record is not None and not record.invalidated:
+            previous = {ref.name: ref.version for ref in record.snapshots}
+        # A copy of prod with no model changed has nothing to review: it is not built, unless
+        # the environment exists and reads other versions (an earlier commit's changes).
+        stale = previous is not None and previous != {s.name: s.version for s in plan.snapshots}
+        applies = bool(plan.changes_models or plan.backfill or plan.restated or stale)
+        if applies:
+            from sluice.core.workflow import record_plan
 
-        record_plan(state, plan, now)
-        applied = jobs.apply_job(
-            plan,
-            audits=project.audits,
-            project_dir=project.path,
-            table_format=project.config.sluice.spark.table_format,
-            previous_versions=previous,
-            now=now,
-            before_all=project.before_all,
-            after_all=project.after_all,
-            recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
-        )
-        spec["environment"] = applied["environment"]
-        spec["base_plan_id"] = applied["base_plan_id"]
-        built, _, views = jobs.job_counts(applied)
-        steps += applied["steps"]
-    prod = prod_tables(state)
-    held = held_ranges(plan, state, prod)
-    targets = diff_targets(plan, prod, cap=diff_cap, held=held)
-    diffs: dict[str, TableDiffResult] = {}
-    for target in targets:
-        if target.skipped is not None or target.source_table is None:
-            continue
-        compare = DiffOptions(
-            on=(),
-            skip=options.skip,
-            where=target.where,
-            decimals=options.decimals,
-            tolerance=options.tolerance,
-            sample=options.sample,
-        )
-        if target.source_table == target.target_table:
-            diffs[target.name] = same_table_result(
-                target.name,
-                PROD,
-                plan.environment,
-                target.target_table,
-                target.keys,
-                compare,
-                target.where,
+            record_plan(state, plan, now)
+            applied = jobs.apply_job(
+                plan,
+                audits=project.audits,
+                project_dir=project.path,
+                table_format=project.config.sluice.spark.table_format,
+                previous_versions=previous,
+                now=now,
+                before_all=project.before_all,
+                after_all=project.after_all,
+                recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
             )
-            continue
-        steps.append(
-            {
-                "type": "table_diff",
-                "id": f"diff:{target.name}",
-                "label": f"table diff {target.name}",
-                "name": target.name,
-                "source": target.source_table,
-                "target": target.target_table,
-                "source_label": PROD,
-                "target_label": plan.environment,
-                "keys": list(target.keys),
-                "options": compare.to_json(),
-            }
-        )
+            spec["environment"] = applied["environment"]
+            spec["base_plan_id"] = applied["base_plan_id"]
+            built, _, views = jobs.job_counts(applied)
+            steps += applied["steps"]
+        prod = prod_tables(state)
+        held = held_ranges(plan, state, prod)
+        targets = diff_targets(plan, prod, cap=diff_cap, held=held)
+        diffs: dict[str, TableDiffResult] = {}
+        for target in targets:
+            if target.skipped is not None or target.source_table is None:
+                continue
+            compare = DiffOptions(
+                on=(),
+                skip=options.skip,
+                where=target.where,
+                decimals=options.decimals,
+                tolerance=options.tolerance,
+                sample=options.sample,
+            )
+            if target.source_table == target.target_table:
+                diffs[target.name] = same_table_result(
+                    target.name,
+                    PROD,
+                    plan.environment,
+                    target.target_table,
+                    target.keys,
+                    compare,
+                    target.where,
+                )
+                continue
+            steps.append(
+                {
+                    "type": "table_diff",
+                    "id": f"diff:{target.name}",
+                    "label": f"table diff {target.name}",
+                    "name": target.name,
+                    "source": target.source_table,
+                    "target": target.target_table,
+                    "source_label": PROD,
+                    "target_label": plan.environment,
+                    "keys": list(target.keys),
+                    "options": compare.to_json(),
+                }
+            )
+        if steps and applies:
+            from sluice.core.workflow import check_base
+
+            check_base(state, plan)
     job = None
     if steps:
-        from sluice.core.workflow import check_base, commit_environment
-
         spec["steps"] = steps
-        if applies:
-            check_base(state, plan)
         try:
             job = run_recorded(runner, spec, state=state)
         except ExecutionError as exc:
             raise locate_failure(project, exc) from exc
-        if applies:
-            commit_environment(state, plan, now, project.config.sluice.environment_ttl_days)
     results = job.results if job is not None else {}
     tests = tuple(results[k] for k in results if k.startswith("test:"))
     errors: dict[str, str] = {}
@@ -262,7 +263,12 @@ def preview_environment(
             else:
                 diffs[name] = TableDiffResult.from_json(payload)
     skipped = {t.name: t.skipped for t in targets if t.skipped is not None}
-    sizes = written(state, plan)
+    with state.together(f"record the preview of {plan.environment}"):
+        if job is not None and applies:
+            from sluice.core.workflow import commit_environment
+
+            commit_environment(state, plan, now, project.config.sluice.environment_ttl_days)
+        sizes = written(state, plan)
     return PreviewResult(
         plan=plan,
         tests=tests,

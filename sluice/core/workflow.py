@@ -314,37 +314,46 @@ def apply_plan(
         ExecutionError: a query, an audit or Spark failed; the environment is unchanged.
         ConflictError: the environment moved on since the plan was computed.
     """
-    record = state.get_environment(plan.environment)
-    if record is not None and not record.invalidated and not plan.has_changes and not plan.backfill:
-        return ApplyResult(plan, 0, 0, None)
-    record_plan(state, plan, now)
-    previous = None
-    if record is not None and not record.invalidated:
-        previous = {ref.name: ref.version for ref in record.snapshots}
-    restate = {name: [(plan.start or 0, plan.end)] for name in plan.restated}
-    spec = jobs.apply_job(
-        plan,
-        audits=project.audits,
-        project_dir=project.path,
-        table_format=project.config.sluice.spark.table_format,
-        previous_versions=previous,
-        now=now,
-        restate_ranges=restate,
-        before_all=project.before_all,
-        after_all=project.after_all,
-        recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
-    )
     ttl_days = None if keep else project.config.sluice.environment_ttl_days
-    if not _needs_spark(spec):
-        # Nothing to build and no view to create or drop (a project without models): the
-        # commit alone, without starting Spark for it.
-        commit_environment(state, plan, now, ttl_days)
-        return ApplyResult(plan, 0, 0, None)
-    check_base(state, plan)
+    # What the job needs from state is read, and its plan recorded, in one transaction;
+    # what it did is committed in another once it succeeded.
+    with state.together(f"prepare applying a plan to {plan.environment}"):
+        record = state.get_environment(plan.environment)
+        if (
+            record is not None
+            and not record.invalidated
+            and not plan.has_changes
+            and not plan.backfill
+        ):
+            return ApplyResult(plan, 0, 0, None)
+        record_plan(state, plan, now)
+        previous = None
+        if record is not None and not record.invalidated:
+            previous = {ref.name: ref.version for ref in record.snapshots}
+        restate = {name: [(plan.start or 0, plan.end)] for name in plan.restated}
+        spec = jobs.apply_job(
+            plan,
+            audits=project.audits,
+            project_dir=project.path,
+            table_format=project.config.sluice.spark.table_format,
+            previous_versions=previous,
+            now=now,
+            restate_ranges=restate,
+            before_all=project.before_all,
+            after_all=project.after_all,
+            recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
+        )
+        if not _needs_spark(spec):
+            # Nothing to build and no view to create or drop (a project without models):
+            # the commit alone, without starting Spark for it.
+            commit_environment(state, plan, now, ttl_days)
+            return ApplyResult(plan, 0, 0, None)
+        check_base(state, plan)
     result = run_recorded(runner, spec, state=state)
-    commit_environment(state, plan, now, ttl_days)
     built, model_views, views = jobs.job_counts(spec)
-    held = written(state, plan) if built else None
+    with state.together(f"commit {plan.environment}"):
+        commit_environment(state, plan, now, ttl_days)
+        held = written(state, plan) if built else None
     return ApplyResult(plan, built, views, result, held, model_views)
 
 

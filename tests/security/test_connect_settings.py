@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow import trust
-from sluice.bot.flow.gate_settings import DeploySettings, GateSettings
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
 from sluice.core.config import SluiceSettings, SparkSettings
+from sluice.core.gate_settings import DeploySettings, GateSettings
 from sluice.core.spark.connect import ConnectRunner, make_runner
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import SubmitRunner

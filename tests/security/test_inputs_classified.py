@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events import neutral
 from sluice.bot.events.commands import USAGE
-from sluice.bot.flow.gate_settings import DeploySettings, GateSettings
 from sluice.core import sandbox
 from sluice.core.config import SQLMESH_ONLY_KEYS, ProjectConfig
+from sluice.core.gate_settings import DeploySettings, GateSettings
 from sluice.core.model import loader
 from sluice.core.model.parse import KIND_PROPERTIES, MODEL_PROPERTIES
 from sluice.core.model.pycode.macros import macro_files

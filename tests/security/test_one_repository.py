@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow import trust
+from sluice.bot.flow.job import Job
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment
 from tests.security.github_bot import GATED, KEY, OWNER, A, B, Bot, C, merged, opened
@@ -60,7 +61,7 @@ def test_a_second_repository_is_refused_and_told_without_naming_the_first(bot: B
 
 
 def test_a_merge_in_a_second_repository_never_promotes(bot: Bot) -> None:
-    trust.for_repository(bot.deps, bot.forge())
+    trust.for_repository(Job.start(bot.deps, bot.forge()))
     bot.ledger.belongs_to(f"{KEY}#.", 1)
     other = _other(bot)
     bot.commit(B, GATED, forge=other)

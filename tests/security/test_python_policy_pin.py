@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sluice.bot.flow import trust
+from sluice.bot.flow.job import Job
 
 GATED = "sluice:\n  gate:\n    required_approvers:\n      users: [bob]\n"
 PINNED, HEAD = "p" * 40, "h" * 40
@@ -66,11 +67,13 @@ def test_a_pr_with_the_python_pushed_past_the_gate_is_refused(tmp_path: Path) ->
     (tmp_path / "models").mkdir()
     (tmp_path / "helpers.py").write_text(forge.trees[HEAD]["helpers.py"])  # as on the head
     deps: Any = SimpleNamespace(project_python="prod", project_path=".")
-    refusal = trust.python_refusal(deps, forge, tmp_path, settings.branch, settings.python_ref)  # type: ignore[arg-type]
+    refusal = trust.python_refusal(
+        Job(deps, forge, 0), tmp_path, settings.branch, settings.python_ref
+    )  # type: ignore[arg-type]
     assert refusal is not None and refusal.files == ("helpers.py",)
     assert PINNED[:7] in refusal.reason and "last promoted" in refusal.reason
     (tmp_path / "helpers.py").write_text(forge.trees[PINNED]["helpers.py"])  # as promoted
-    assert trust.python_refusal(deps, forge, tmp_path, "main", settings.python_ref) is None  # type: ignore[arg-type]
+    assert trust.python_refusal(Job(deps, forge, 0), tmp_path, "main", settings.python_ref) is None  # type: ignore[arg-type]
 
 
 def test_without_a_gate_the_head_is_as_good(tmp_path: Path) -> None:

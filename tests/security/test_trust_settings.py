@@ -16,6 +16,7 @@ import pytest
 
 from sluice.bot.events.neutral import JanitorEvent
 from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import comment as sticky_comment
@@ -190,7 +191,9 @@ def test_a_tag_on_a_side_branch_commit_naming_itself_prod_does_not_promote(bot: 
 
 
 def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
-    trust.for_repository(bot.deps, bot.forge())  # the service reads main: its gate is pinned
+    trust.for_repository(
+        Job.start(bot.deps, bot.forge())
+    )  # the service reads main: its gate is pinned
     ungated = PREAMBLE + "sluice:\n  project: jaffle\n"
     bot.commit(D, ungated, parents=(C,))
     bot.github.refs["main"] = D  # main after the admin's merge
@@ -211,7 +214,7 @@ def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
 def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -> None:
     tagged = PREAMBLE + "sluice:\n  project: jaffle\n  deploy:\n    on: tag\n"
     bot.prod(C, GATED + "  deploy:\n    on: tag\n")
-    trust.for_repository(bot.deps, bot.forge())  # pinned: gated, on tag
+    trust.for_repository(Job.start(bot.deps, bot.forge()))  # pinned: gated, on tag
     bot.commit(D, tagged, parents=(C,))
     bot.github.refs["main"] = D  # pushed straight to main
     bot.deliver("push", tag("v2.0", D))
@@ -221,7 +224,7 @@ def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -
 
 
 def test_an_unapproved_gate_change_on_main_does_not_gate_prs(bot: Bot) -> None:
-    trust.for_repository(bot.deps, bot.forge())  # pinned: bob must approve
+    trust.for_repository(Job.start(bot.deps, bot.forge()))  # pinned: bob must approve
     bot.github.write_file(
         "main",
         "config.yaml",
@@ -241,7 +244,7 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     bot: Bot, tmp_path: Path
 ) -> None:
     forge = bot.forge()
-    trust.for_repository(bot.deps, forge)
+    trust.for_repository(Job.start(bot.deps, forge))
     new = GATED.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(new, "config.yaml")
     src = bot.commit(D, new, parents=(C,))
@@ -249,7 +252,7 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     # Python is prod's, so it is no item to approve).
     bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
     bot.github.refs["main"] = D
-    assert trust.for_repository(bot.deps, forge).digest == parsed.digest
+    assert trust.for_repository(Job.start(bot.deps, forge)).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings
     bot.pull(8, B)
     bot.github.close_pull(8, merged=True)

@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass
 
 from sluice.bot.flow import trust
-from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.gate_rules import (
     GateInput,
     GateResult,
@@ -24,8 +23,9 @@ from sluice.bot.flow.gate_rules import (
     evaluate,
     owners_to_approve,
 )
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, PullRequest, Review, members, repo_key
+from sluice.bot.forge.base import PullRequest, Review, members
 from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
@@ -42,22 +42,27 @@ class Verdict:
     settings: Settings
 
 
-def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
+def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     """Evaluate the gate of ``pr`` at its head and set ``sluice/approval``; None when the
     head has no plan yet or the gate settings are invalid (the check says so)."""
     if not pr.open:
         return None
-    repo = repo_key(forge)
-    review = deps.ledger.review(repo, pr.number, pr.head_sha)
+    repo, ledger = job.repo, job.ledger
+    with ledger.together("read the PR's plans and approvals"):  # as of one moment
+        review = ledger.review(repo, pr.number, pr.head_sha)
+        heads = ledger.review_heads(repo, pr.number)
+        plans = ledger.plans(repo, pr.number)
+        clicks = ledger.clicks(repo, pr.number)
+        approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
-        forge.set_check(pr.head_sha, checks.waiting_for_plan())
+        job.forge.set_check(pr.head_sha, checks.waiting_for_plan())
         return None
     try:
-        settings = trust.for_repository(deps, forge)
+        settings = trust.for_repository(job)
     except ConfigError as exc:
-        check, text = checks.gate_settings_invalid(deps.scrub(str(exc)))
-        forge.set_check(pr.head_sha, check)
-        deps.sticky.publish(forge, pr.number, section=comment.approval_error_section(text))
+        check, text = checks.gate_settings_invalid(job.scrub(str(exc)))
+        job.forge.set_check(pr.head_sha, check)
+        job.publish(pr.number, section=comment.approval_error_section(text))
         return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
@@ -67,23 +72,21 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         settings.gate,
         GateInput(
             author=pr.author,
-            reviews=_bound(forge.reviews(pr.number), deps.ledger.review_heads(repo, pr.number)),
-            plans=deps.ledger.plans(repo, pr.number),
+            reviews=_bound(job.forge.reviews(pr.number), heads),
+            plans=plans,
             current_plan=review.fingerprint,
-            team_members={team: forge.team_members(team) for team in sorted(teams)},
+            team_members={team: job.forge.team_members(team) for team in sorted(teams)},
             owners=owners,
-            action_approvals=deps.ledger.clicks(repo, pr.number),
+            action_approvals=clicks,
         ),
     )
     into_prod = pr.base_ref == settings.branch
     if result.ok and into_prod:
-        deps.ledger.approve(
-            repo, pr.number, pr.head_sha, review.items, result.approved_by, deps.clock()
-        )
-    elif into_prod:
+        job.ledger.approve(repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now)
+    elif into_prod and approved:
         # An approval dismissed, changes requested, a new head: what this PR's gate once
         # passed is approved no more, so a merge past the check cannot promote it.
-        deps.ledger.withdraw(repo, pr.number)
+        job.ledger.withdraw(repo, pr.number)
     summary = result.summary
     if not into_prod:
         summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
@@ -94,7 +97,7 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         len(result.owners_missing),
         bool(result.stale),
     )
-    forge.set_check(
+    job.forge.set_check(
         pr.head_sha, checks.approval_result(title, summary, result.conclusion, result.ok)
     )
     sections = comment.approval_sections(
@@ -108,18 +111,18 @@ def refresh(deps: Deps, forge: Forge, pr: PullRequest) -> Verdict | None:
         stale=bool(result.stale),
         into_prod=into_prod,
     )
-    deps.sticky.publish(forge, pr.number, sections=sections)
+    job.publish(pr.number, sections=sections)
     return Verdict(result, settings)
 
 
-def budget_approved(deps: Deps, forge: Forge, pr: PullRequest, approver: str) -> bool:
+def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts."""
-    eligible = members(forge, [approver]) - {pr.author.casefold()}
-    heads = deps.ledger.review_heads(repo_key(forge), pr.number)
+    eligible = members(job.forge, [approver]) - {pr.author.casefold()}
+    heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
-    for review in _bound(forge.reviews(pr.number), heads):
+    for review in _bound(job.forge.reviews(pr.number), heads):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             latest[review.user.casefold()] = review
     return any(

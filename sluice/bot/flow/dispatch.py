@@ -27,47 +27,45 @@ from sluice.bot.events.neutral import (
 )
 from sluice.bot.flow import approval, pr_build, promotion, run_command, scheduled
 from sluice.bot.flow.deps import Deps
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, comment, replies
 from sluice.bot.present.comment import CommentState
 from sluice.core.snapshot.naming import pr_environment
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Deps, Forge, Any], None]
+Handler = Callable[[Job, Any], None]
 
 
-def _on_pull_request(deps: Deps, forge: Forge, event: PullRequestEvent) -> None:
+def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
     if event.action == "closed":
         if event.merged:
-            promotion.on_merge(deps, forge, event)
+            promotion.on_merge(job, event)
         else:
-            promotion.cleanup(deps, forge, event.number, "the PR was closed")
+            promotion.cleanup(job, event.number, "the PR was closed")
     elif event.action in pr_build.PREVIEW_ACTIONS:
-        pr_build.on_opened(deps, forge, event)
+        pr_build.on_opened(job, event)
 
 
-def _on_review(deps: Deps, forge: Forge, event: ReviewEvent) -> None:
+def _on_review(job: Job, event: ReviewEvent) -> None:
     if event.state == "APPROVED" and event.commit_sha:
-        deps.ledger.review_head(
-            repo_key(forge), event.number, event.reviewer, event.commit_sha, deps.clock()
-        )
-    pr = forge.pull_request(event.number)
-    if event.state == "APPROVED" and pr_build.on_approved(deps, forge, pr, event.reviewer):
+        job.ledger.review_head(job.repo, event.number, event.reviewer, event.commit_sha, job.now)
+    pr = job.forge.pull_request(event.number)
+    if event.state == "APPROVED" and pr_build.on_approved(job, pr, event.reviewer):
         return  # a build held for the backfill budget ran, and its gate with it
-    approval.refresh(deps, forge, pr)
+    approval.refresh(job, pr)
 
 
-def _on_tag(deps: Deps, forge: Forge, event: TagEvent) -> None:
-    promotion.on_tag(deps, forge, event)
+def _on_tag(job: Job, event: TagEvent) -> None:
+    promotion.on_tag(job, event)
 
 
-def _on_janitor(deps: Deps, forge: Forge, event: JanitorEvent) -> None:
-    scheduled.janitor(deps, forge)
+def _on_janitor(job: Job, event: JanitorEvent) -> None:
+    scheduled.janitor(job)
 
 
-def _on_scheduled_run(deps: Deps, forge: Forge, event: ScheduledRunEvent) -> None:
-    scheduled.run(deps, forge)
+def _on_scheduled_run(job: Job, event: ScheduledRunEvent) -> None:
+    scheduled.run(job)
 
 
 HANDLERS: dict[type[Event], Handler] = {
@@ -83,8 +81,9 @@ HANDLERS: dict[type[Event], Handler] = {
 
 
 def handle(deps: Deps, event: Event) -> None:
-    """Do what ``event`` asks. Forge and engine errors are reported on the PR, not raised,
-    unless reporting itself fails (then the worker retries the job).
+    """Do what ``event`` asks, as one :class:`~sluice.bot.flow.job.Job` (made here, closed
+    when it ends). Forge and engine errors are reported on the PR, not raised, unless
+    reporting itself fails (then the worker retries the job).
 
     An event that changes state runs once by its content (``event.content_key()``, see
     :mod:`sluice.bot.events.neutral`): one whose key the ledger has recorded for the
@@ -92,38 +91,60 @@ def handle(deps: Deps, event: Event) -> None:
     INFO line, and nothing is posted. The key is recorded once the event was handled, not
     before: a job cut short by a crash and run again still runs. A PR event records the
     PR's head (what a writer's ``/sluice plan`` on a fork PR builds); one older than the
-    head recorded (a late or replayed delivery) builds nothing.
+    head recorded (a late or replayed delivery) builds nothing. These checks are one
+    transaction.
     """
-    forge = deps.forge_for(event)
-    repo = repo_key(forge)
-    owner = deps.ledger.belongs_to(f"{repo}#{deps.project_path}", deps.clock())
-    if owner != f"{repo}#{deps.project_path}":
-        _refuse_repository(deps, forge, event, owner)
-        return
-    deps.ledger.seen(repo, event.installation_id, deps.clock())
-    key = event.content_key()
-    if key is not None:
-        before = deps.ledger.handled(repo, key)
-        if before is not None:
-            outcome, at = before
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
-            log.info(
-                "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
-                "a delivery sent again under a new delivery id does not run again",
-                repo,
-                event.kind,
-                key,
-                when,
-                outcome,
+    job = Job.start(deps, deps.forge_for(event))
+    try:
+        if _admitted(job, event):
+            HANDLERS[type(event)](job, event)
+            key = event.content_key()
+            if key is not None:
+                job.ledger.record_handled(job.repo, key, event.kind, "done", job.now)
+    finally:
+        job.close()
+
+
+def _admitted(job: Job, event: Event) -> bool:
+    """Whether ``event`` is to be handled (see :func:`handle`); the repository's records
+    (its owner, that it was seen, the PR's head) made on the way, in one transaction."""
+    repo, ledger = job.repo, job.ledger
+    with ledger.together("admit an event"):
+        owner = ledger.belongs_to(f"{repo}#{job.deps.project_path}", job.now)
+        if owner != f"{repo}#{job.deps.project_path}":
+            refused = True
+        else:
+            refused = False
+            ledger.seen(repo, event.installation_id, job.now)
+            key = event.content_key()
+            before = ledger.handled(repo, key) if key is not None else None
+            newer = (
+                isinstance(event, PullRequestEvent)
+                and event.action in pr_build.PREVIEW_ACTIONS
+                and not ledger.record_pr_head(
+                    repo, event.number, event.head_sha, event.updated_ms, job.now
+                )
             )
-            return
-    if (
-        isinstance(event, PullRequestEvent)
-        and event.action in pr_build.PREVIEW_ACTIONS
-        and not deps.ledger.record_pr_head(
-            repo, event.number, event.head_sha, event.updated_ms, deps.clock()
+            if isinstance(event, PullRequestEvent | ReviewEvent | CommentEvent):
+                job.known_comment(event.number)  # the PR's comment, read in this transaction
+    if refused:
+        _refuse_repository(job, event, owner)
+        return False
+    if before is not None:
+        outcome, at = before
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
+        log.info(
+            "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
+            "a delivery sent again under a new delivery id does not run again",
+            repo,
+            event.kind,
+            key,
+            when,
+            outcome,
         )
-    ):
+        return False
+    if newer:
+        assert isinstance(event, PullRequestEvent)
         log.info(
             "%s#%s: %s of %s skipped: a newer event of the PR was handled (a late "
             "or replayed delivery)",
@@ -132,31 +153,28 @@ def handle(deps: Deps, event: Event) -> None:
             event.action,
             event.head_sha[:12],
         )
-        return
-    HANDLERS[type(event)](deps, forge, event)
-    if key is not None:
-        deps.ledger.record_handled(repo, key, event.kind, "done", deps.clock())
+        return False
+    return True
 
 
-def _refuse_repository(deps: Deps, forge: Forge, event: Event, owner: str) -> None:
+def _refuse_repository(job: Job, event: Event, owner: str) -> None:
     """One state database holds one repository's prod: refuse a second one (a shared
     prod would let either repository's merges replace the other's)."""
     log.error(
         "%s: %s event refused: this service's state database and warehouse "
         "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
         "for each repository",
-        repo_key(forge),
+        job.repo,
         event.kind,
         owner,
     )
     number = event.number if isinstance(event, PullRequestEvent | CommentEvent) else None
     if number is None or (isinstance(event, PullRequestEvent) and event.action == "closed"):
         return
-    deps.sticky.publish(
-        forge,
+    job.publish(
         number,
         body=(
-            f"{deps.sticky.marker}\n### ❌ Sluice refused this repository\n\n"
+            f"{job.deps.sticky.marker}\n### ❌ Sluice refused this repository\n\n"
             "This Sluice service already keeps another repository's prod and environments "
             "in its state database and Spark warehouse, and one service keeps one "
             "repository's apart from nothing else: serving this one too would let the "
@@ -169,20 +187,28 @@ def _refuse_repository(deps: Deps, forge: Forge, event: Event, owner: str) -> No
 
 def give_up(deps: Deps, event: Event, error: str) -> None:
     """The job failed for good: say so where the people it concerns will look."""
-    forge = deps.forge_for(event)
-    text = deps.scrub(error)
+    job = Job.start(deps, deps.forge_for(event))
+    try:
+        _give_up(job, event, error)
+    finally:
+        job.close()
+
+
+def _give_up(job: Job, event: Event, error: str) -> None:
+    forge = job.forge
+    text = job.scrub(error)
     if isinstance(event, CommentEvent):
         forge.reply(event.number, replies.command_gave_up(event.author, text))
         return
     if isinstance(event, ScheduledRunEvent):
-        scheduled.report_failure(deps, forge, text)
+        scheduled.report_failure(job, text)
         return
     promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
     if isinstance(event, TagEvent):
         promoted = event.sha
     if promoted:
         forge.set_check(promoted, checks.promotion_gave_up(text))
-        promotion.abandon(deps, forge, promoted, checks.PROMOTION_GAVE_UP)
+        promotion.abandon(job, promoted, checks.PROMOTION_GAVE_UP)
     if not isinstance(event, PullRequestEvent) or event.action == "closed":
         return
     for name in checks.PR_CHECKS:
@@ -194,10 +220,10 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
         "failure",
         "the job failed after every retry",
         error=("Error", text),
-        footer=pr_build.footer(deps, event.head_sha),
+        footer=pr_build.footer(job, event.head_sha),
     )
-    body = comment.comment(state, limit=forge.comment_limit, marker=deps.sticky.marker)
-    deps.sticky.publish(forge, event.number, body=body, sections=[comment.facts_section(state)])
+    body = comment.comment(state, limit=forge.comment_limit, marker=job.deps.sticky.marker)
+    job.publish(event.number, body=body, sections=[comment.facts_section(state)])
 
 
 def abandon(deps: Deps, event: Event, error: str) -> None:

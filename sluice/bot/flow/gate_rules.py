@@ -1,6 +1,6 @@
 """Who must approve a pull request's plan, and whether it has happened (pure).
 
-The settings are :mod:`sluice.bot.flow.gate_settings`' (``sluice.gate`` of the prod
+The settings are :mod:`sluice.core.gate_settings`' (``sluice.gate`` of the prod
 branch: a pull request cannot edit its own approvers, nor pick a base branch whose
 settings suit it).
 :func:`evaluate` turns the reviews (and the check run's "Approve this plan" clicks) into
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sluice.bot.flow.gate_settings import GateSettings
 from sluice.bot.forge.base import Review
 from sluice.core import markdown as md
+from sluice.core.gate_settings import GateSettings
 
 
 def owners_to_approve(

@@ -349,6 +349,12 @@ class Ledger(Transactions):
             )
         return int(done.rowcount or 0)
 
+    def approved_by_pr(self, repo: str, number: int) -> int:
+        """How many model contents ``repo``'s PR ``number`` has approved now."""
+        query = select(func.count()).where(approved.c.repo == repo, approved.c.number == number)
+        with self._reading("count approved models") as conn:
+            return int(conn.execute(query).scalar_one())
+
     def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
         """The items no gate has approved in ``repo``, sorted."""
         wanted = sorted(set(items))

@@ -18,9 +18,9 @@ from typing import Any
 
 from sluice.bot.events.neutral import CheckRunEvent, PullRequestEvent
 from sluice.bot.flow import approval, trust
-from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners, review_of
-from sluice.bot.forge.base import Check, Forge, PullRequest, UnusableTree, repo_key
+from sluice.bot.forge.base import Check, PullRequest, UnusableTree
 from sluice.bot.present import checks, comment
 from sluice.bot.present.comment import CommentState
 from sluice.core.errors import ConfigError, DriverLost, SluiceError
@@ -28,7 +28,6 @@ from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult, preview_environment
 from sluice.core.snapshot.naming import PROD, pr_environment
-from sluice.core.state import StateStore, open_state
 from sluice.core.tablediff.result import DiffOptions
 from sluice.core.timeutil import DAY_MS
 from sluice.core.workflow import plan_environment
@@ -40,12 +39,12 @@ PREVIEW_ACTIONS = frozenset({"opened", "synchronize", "reopened", "ready_for_rev
 PROGRESS_EVERY_S = 10.0
 
 
-def on_opened(deps: Deps, forge: Forge, event: PullRequestEvent) -> None:
+def on_opened(job: Job, event: PullRequestEvent) -> None:
     """A PR opened, pushed to, reopened or made ready: build it and evaluate its gate."""
     pr = _pull(event)
     if not pr.author:  # the payload did not say (GitLab: someone else pushed)
-        pr = dataclasses.replace(pr, author=forge.pull_request(pr.number).author)
-    plan_and_gate(deps, forge, pr)
+        pr = dataclasses.replace(pr, author=job.forge.pull_request(pr.number).author)
+    plan_and_gate(job, pr)
 
 
 @dataclass(frozen=True)
@@ -57,58 +56,56 @@ class Held:
     approver: str
 
 
-def plan_and_gate(deps: Deps, forge: Forge, pr: PullRequest) -> None:
+def plan_and_gate(job: Job, pr: PullRequest) -> None:
     """Build ``pr``'s environment, then evaluate its gate on the new plan."""
-    result = preview(deps, forge, pr)
+    result = preview(job, pr)
     if isinstance(result, Held):
-        forge.set_check(pr.head_sha, checks.approval_held(result.what, result.approver))
+        job.forge.set_check(pr.head_sha, checks.approval_held(result.what, result.approver))
     elif result is not None:
         try:
-            approval.refresh(deps, forge, pr)
+            approval.refresh(job, pr)
         except SluiceError as exc:  # the build is done: do not redo it for the gate
-            log.warning("%s#%s: gate not evaluated: %s", forge.repo, pr.number, exc)
-            forge.set_check(pr.head_sha, checks.gate_not_evaluated(deps.scrub(str(exc))))
+            log.warning("%s#%s: gate not evaluated: %s", job.forge.repo, pr.number, exc)
+            job.forge.set_check(pr.head_sha, checks.gate_not_evaluated(job.scrub(str(exc))))
     elif not pr.draft and not pr.fork:
-        forge.set_check(pr.head_sha, checks.nothing_to_approve())
+        job.forge.set_check(pr.head_sha, checks.nothing_to_approve())
 
 
-def on_approved(deps: Deps, forge: Forge, pr: PullRequest, reviewer: str) -> bool:
+def on_approved(job: Job, pr: PullRequest, reviewer: str) -> bool:
     """``reviewer`` approved ``pr``'s head: when its build waits for the backfill budget
     and they are the budget's approver, build it now (True); else nothing (False)."""
-    if not pr.open or deps.ledger.review(repo_key(forge), pr.number, pr.head_sha) is not None:
+    if not pr.open or job.ledger.review(job.repo, pr.number, pr.head_sha) is not None:
         return False  # built (or not held) at this head: the gate takes the approval
     try:
-        budget = trust.for_repository(deps, forge).gate.backfill
+        budget = trust.for_repository(job).gate.backfill
     except ConfigError:
         return False  # the gate's refresh says what is wrong with the settings
-    if budget is None or not approval.budget_approved(deps, forge, pr, budget.approver):
+    if budget is None or not approval.budget_approved(job, pr, budget.approver):
         return False
-    log.info("%s#%s: %s approved the held build", forge.repo, pr.number, reviewer)
-    plan_and_gate(deps, forge, pr)
+    log.info("%s#%s: %s approved the held build", job.forge.repo, pr.number, reviewer)
+    plan_and_gate(job, pr)
     return True
 
 
-def on_check_run(deps: Deps, forge: Forge, event: CheckRunEvent) -> None:
+def on_check_run(job: Job, event: CheckRunEvent) -> None:
     for number in event.numbers:
-        pr = forge.pull_request(number)
+        pr = job.forge.pull_request(number)
         if not pr.open or pr.head_sha != event.head_sha:
             continue  # an older commit's check: its plan is not the one to act on
         if event.action == "rerequested" and event.check_name in (*PR_CHECKS, ""):
-            plan_and_gate(deps, forge, pr)
+            plan_and_gate(job, pr)
         elif event.action == "rerequested" and event.check_name == checks.APPROVAL:
-            approval.refresh(deps, forge, pr)
+            approval.refresh(job, pr)
         elif event.action == "requested_action" and event.identifier == "approve":
-            deps.ledger.click(
-                repo_key(forge), number, event.requester, event.head_sha, deps.clock()
-            )
-            approval.refresh(deps, forge, pr)
+            job.ledger.click(job.repo, number, event.requester, event.head_sha, job.now)
+            approval.refresh(job, pr)
 
 
-def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | Held | None:
+def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:
     """Build ``pr``'s environment, diff it, and report; None when nothing was built,
     :class:`Held` when the build waits for the backfill budget's approval."""
     environment = pr_environment(pr.number)
-    post = _Poster(deps, forge, pr, footer(deps, pr.head_sha))
+    post = _Poster(job, pr, footer(job, pr.head_sha))
     if pr.draft:
         post.comment(
             CommentState(
@@ -143,68 +140,66 @@ def preview(deps: Deps, forge: Forge, pr: PullRequest) -> PreviewResult | Held |
         reset=True,
     )
     try:
-        tree = deps.checkout.tree(forge, pr.head_sha)
+        tree = job.deps.checkout.tree(job.forge, pr.head_sha)
     except UnusableTree as exc:  # permanent: tell the PR now rather than retry
         _failed(post, environment, checks.FILES_REFUSED, str(exc))
         return None
-    deps.ledger.seen(repo_key(forge), None, deps.clock(), sha=pr.head_sha)
+    job.ledger.seen(job.repo, None, job.now, sha=pr.head_sha)
     try:
-        settings = trust.for_repository(deps, forge)
+        settings = trust.for_repository(job)
     except ConfigError as exc:
-        _failed(post, environment, checks.SETTINGS_INVALID, deps.scrub(str(exc)))
+        _failed(post, environment, checks.SETTINGS_INVALID, job.scrub(str(exc)))
         return None
     try:
-        project = trust.load_trusted(deps, tree, settings, forge)
-        found, text = trust.tree_config(tree, deps.config_path)
+        project = trust.load_trusted(job, tree, settings)
+        found, text = trust.tree_config(tree, job.deps.config_path)
         own = trust.parse(text, found)
     except SluiceError as exc:
-        _failed(post, environment, checks.PROJECT_DOES_NOT_LOAD, deps.scrub(str(exc), tree))
+        _failed(post, environment, checks.PROJECT_DOES_NOT_LOAD, job.scrub(str(exc), tree))
         return None
-    _settings_notice(deps, forge, pr.number, settings, own)
+    post.pending.append(_settings_notice(job, settings, own))  # with the next publication
     post.project = project.config.sluice.project  # one project per repository: pr_<n>
     post.recent_days = project.config.sluice.pr.backfill_days
-    store = open_state(deps.state_url)
-    try:
-        return _build(deps, post, project, store, environment, tree, settings, own)
-    finally:
-        store.close()
+    return _build(job, post, project, environment, tree, settings, own)
 
 
-def _held(deps: Deps, post: _Poster, settings: trust.Settings, plan: Plan) -> Held | None:
+def _held(job: Job, post: _Poster, settings: trust.Settings, plan: Plan) -> Held | None:
     """The build's hold when ``plan`` (what building the PR computes) is over the
     backfill budget and the budget's approver has not approved this head yet."""
     budget = settings.gate.backfill
     what = budget.exceeded(plan.backfill_intervals, plan.scan_bytes) if budget else None
     if budget is None or what is None:
         return None
-    if approval.budget_approved(deps, post.forge, post.pr, budget.approver):
+    if approval.budget_approved(job, post.pr, budget.approver):
         return None
     return Held(what, budget.approver)
 
 
 def _build(
-    deps: Deps,
+    job: Job,
     post: _Poster,
     project: Project,
-    store: StateStore,
     environment: str,
     tree: Path,
     trusted: trust.Settings,
     own: trust.Parsed,
 ) -> PreviewResult | Held | None:
     settings = project.config.sluice.pr
-    now = deps.clock()
+    now = job.now
+    store = job.state()
     start = now - settings.backfill_days * DAY_MS if settings.backfill_days is not None else None
     try:
         # Against prod: the plan says what the PR changes, also when its environment
         # already holds this commit (a re-run, a push that only edits other files).
-        plan = plan_environment(
-            project, store, environment, start=start, end=now, execution_time=now, against=PROD
-        )
+        with store.together(f"plan {environment}"):
+            plan = plan_environment(
+                project, store, environment, start=start, end=now, execution_time=now,
+                against=PROD,
+            )  # fmt: skip
     except SluiceError as exc:
-        _failed(post, environment, checks.PLAN_FAILED, deps.scrub(str(exc), tree))
+        _failed(post, environment, checks.PLAN_FAILED, job.scrub(str(exc), tree))
         return None
-    held = _held(deps, post, trusted, plan)
+    held = _held(job, post, trusted, plan)
     if held is not None:
         for name in PR_CHECKS:
             post.check(checks.build_held(name, held.what, held.approver))
@@ -224,15 +219,14 @@ def _build(
     for name in PR_CHECKS:
         post.check(checks.running(name))
     progress = _Progress(post, environment, plan)
-    post.comment(progress.state("Starting Spark"))
-    runner = deps.spark_runner(project, tree, progress.on_event)
+    runner = job.deps.spark_runner(project, tree, progress.on_event)
     try:
         result = preview_environment(
             project,
             store,
             plan,
             runner,
-            url=deps.state_url,
+            url=job.deps.state_url,
             now=now,
             diff_cap=settings.diff_limit,
             diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),
@@ -246,24 +240,26 @@ def _build(
             post,
             environment,
             checks.BUILD_FAILED,
-            deps.scrub(str(exc), tree),
+            job.scrub(str(exc), tree),
             plan,
         )
         return None
     # What a merge promotes: prod, or the first tier of sluice.deploy.environments.
     tiers = trusted.deploy.merge_tiers()
     reaches = tiers[0].name if tiers else PROD
-    prod = plan_environment(project, store, reaches, end=now, execution_time=now)
-    # Owners as prod has them (a PR cannot name its own owner), the settings change if any.
+    with store.together(f"plan {reaches}"):
+        prod = plan_environment(project, store, reaches, end=now, execution_time=now)
+        # Owners as prod has them (a PR cannot name its own owner).
+        owners = prod_owners(store)
+    # The settings change if any; the PR's Python is an item when it differs from prod's
+    # (the last promoted commit's).
     extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
-    # The PR's Python is an item when it differs from prod's (the last promoted commit's).
-    prod_python = trust.prod_python_digest(deps, post.forge, tree, trusted)
     review = review_of(
         result.plan,
         project,
-        prod_python=prod_python,
-        prod_statements=trust.prod_statements_digest(deps, post.forge, trusted),
-        owners=prod_owners(store),
+        prod_python=trust.prod_python_digest(job, tree, trusted),
+        prod_statements=trust.prod_statements_digest(job, trusted),
+        owners=owners,
         extra=extra,
     )
     review = dataclasses.replace(
@@ -271,7 +267,7 @@ def _build(
         merge_intervals=prod.backfill_intervals,
         merge_bytes=prod.scan_bytes,
     )
-    deps.ledger.record_plan(repo_key(post.forge), post.pr.number, post.pr.head_sha, review, now)
+    job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, now)
     _report(post, environment, result, prod)
     return result
 
@@ -325,25 +321,24 @@ def _failed(post: _Poster, environment: str, title: str, text: str, plan: Any = 
 
 
 def _settings_notice(
-    deps: Deps, forge: Forge, number: int, settings: trust.Settings, own: trust.Parsed
-) -> None:
-    """Tell the PR when its own ``sluice:`` settings, or newer ones on the prod branch,
-    are not the ones its build used."""
-    section = comment.settings_section(
-        deps.config_path,
+    job: Job, settings: trust.Settings, own: trust.Parsed
+) -> tuple[str, str | None]:
+    """The comment's section telling the PR when its own ``sluice:`` settings, or newer
+    ones on the prod branch, are not the ones its build used (none: removes it)."""
+    return comment.settings_section(
+        job.deps.config_path,
         own.digest != settings.digest,
         settings.source,
         settings.note,
         settings.branch,
         settings.ignored_spark(),
     )
-    deps.sticky.publish(forge, number, section=section)
 
 
-def footer(deps: Deps, sha: str) -> str:
+def footer(job: Job, sha: str) -> str:
     """The comment's last line: the commit, when, and the limits its Spark job ran under."""
-    memory = deps.spark.conf.get("spark.driver.memory", "1g")
-    return comment.footer(sha, deps.clock(), deps.job_timeout, memory)
+    memory = job.deps.spark.conf.get("spark.driver.memory", "1g")
+    return comment.footer(sha, job.now, job.deps.job_timeout, memory)
 
 
 def _pull(event: PullRequestEvent) -> PullRequest:
@@ -363,13 +358,15 @@ def _pull(event: PullRequestEvent) -> PullRequest:
 
 
 class _Poster:
-    """Posts to one PR, remembering each check's last state for the comment's table."""
+    """Posts to one PR, remembering each check's last state for the comment's table; the
+    comment's sections found on the way (``pending``) go with its next publication."""
 
-    def __init__(self, deps: Deps, forge: Forge, pr: PullRequest, footer: str) -> None:
-        self.deps, self.forge, self.pr, self.footer = deps, forge, pr, footer
+    def __init__(self, job: Job, pr: PullRequest, footer: str) -> None:
+        self.job, self.forge, self.pr, self.footer = job, job.forge, pr, footer
         self.project: str | None = None
         self.recent_days: int | None = None
         self.conclusions: dict[str, str] = {}
+        self.pending: list[tuple[str, str | None]] = []
 
     def check(self, check: Check) -> None:
         self.forge.set_check(self.pr.head_sha, check)
@@ -381,10 +378,12 @@ class _Poster:
         a new build starts, so what became of an earlier one (closed) no longer holds."""
         state = _with(state, project=self.project, footer=self.footer, recent_days=self.recent_days)
         body = comment.comment(
-            state, limit=self.forge.comment_limit, marker=self.deps.sticky.marker
+            state, limit=self.forge.comment_limit, marker=self.job.deps.sticky.marker
         )
         sections = [comment.facts_section(state), *(comment.reset_sections() if reset else [])]
-        self.deps.sticky.publish(self.forge, self.pr.number, body=body, sections=sections)
+        sections += self.pending
+        self.job.publish(self.pr.number, body=body, sections=sections)
+        self.pending = []
 
 
 def _with(state: CommentState, **changes: Any) -> CommentState:
@@ -392,13 +391,15 @@ def _with(state: CommentState, **changes: Any) -> CommentState:
 
 
 class _Progress:
-    """Turns the Spark job's events into "building 3 of 7 models" on the comment."""
+    """Turns the Spark job's events into "building 3 of 7 models" on the comment, at most
+    once every :data:`PROGRESS_EVERY_S`."""
 
     def __init__(self, post: _Poster, environment: str, plan: Any) -> None:
         self.post, self.environment, self.plan = post, environment, plan
         self.builds = 0
         self.total = len(plan.backfill) + len(plan.create_views)
-        self.last = 0.0
+        # The first word after PROGRESS_EVERY_S: a quick build publishes only its result.
+        self.last = time.monotonic()
 
     def state(self, text: str) -> CommentState:
         return CommentState(

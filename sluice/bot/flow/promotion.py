@@ -25,14 +25,14 @@ from dataclasses import dataclass
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
 from sluice.bot.flow import trust
-from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_settings import Tier
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, members, repo_key
+from sluice.bot.forge.base import Forge, members
 from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
+from sluice.core.gate_settings import Tier
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment
@@ -54,30 +54,29 @@ class Outcome:
     live: frozenset[Item] = frozenset()  # prod's model contents once promoted (when ok)
 
 
-def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | None:
+def on_merge(job: Job, event: PullRequestEvent) -> Outcome | None:
     """A PR was merged into the prod branch: promote it into each tier a merge promotes
     (prod alone with ``deploy.on: merge``); when prod is reached by a tag, remember the PR
     until a tag promotes it."""
     sha = event.merge_sha or event.head_sha
-    settings = _settings(deps, forge, sha, event.number)
+    settings = _settings(job, sha, event.number)
     if settings is None:
         return None
     if event.base_ref != settings.branch:
         log.info(
             "%s#%s merged into %s, not the prod branch %s: not promoted",
-            forge.repo,
+            job.forge.repo,
             event.number,
             event.base_ref,
             settings.branch,
         )
-        cleanup(deps, forge, event.number, "merged into another branch than prod", merged=True)
+        cleanup(job, event.number, "merged into another branch than prod", merged=True)
         return None
     outcome = None
     tiers = settings.deploy.merge_tiers()
     for tier in tiers:
         outcome = promote(
-            deps,
-            forge,
+            job,
             sha,
             settings,
             label=f"#{event.number}",
@@ -87,24 +86,24 @@ def on_merge(deps: Deps, forge: Forge, event: PullRequestEvent) -> Outcome | Non
         if not outcome.ok:
             return outcome
     if any(t.name == PROD for t in tiers):
-        cleanup(deps, forge, event.number, "promoted to prod", merged=True, promoted=True)
+        cleanup(job, event.number, "promoted to prod", merged=True, promoted=True)
         return outcome
-    review = deps.ledger.review(repo_key(forge), event.number, event.head_sha)
+    review = job.ledger.review(job.repo, event.number, event.head_sha)
     items = review.items if review is not None else ()
-    deps.ledger.merged(repo_key(forge), event.number, items, deps.clock())
+    job.ledger.merged(job.repo, event.number, items, job.now)
     environment = pr_environment(event.number)
     if tiers:  # its tables now serve the tiers before prod; its own views go
         reached = ", ".join(md.code(t.name) for t in tiers)
-        cleanup(deps, forge, event.number, f"promoted to {reached}", merged=True)
+        cleanup(job, event.number, f"promoted to {reached}", merged=True)
     prod = settings.deploy.prod_tier()
     sections = comment.waiting_for_tag_sections(
         prod.tag_pattern, settings.deploy.prod_branch, environment
     )
-    deps.sticky.publish(forge, event.number, sections=sections)
+    job.publish(event.number, sections=sections)
     return outcome
 
 
-def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
+def on_tag(job: Job, event: TagEvent) -> Outcome | None:
     """A tag was pushed or a release published: promote its commit into each tier whose
     ``tag_pattern`` it matches, when the commit is on the prod branch and the tag's author
     may release that tier; else log (or say on the commit) and stop.
@@ -120,26 +119,26 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
             "%s: %s of tag %s ignored: the commit it named when it was received was not "
             "recorded, and the tag's name is never resolved later (it may have moved); "
             "push the tag again or publish a new release to promote it",
-            forge.repo,
+            job.forge.repo,
             event.source,
             event.tag,
         )
         return None
-    settings = _settings(deps, forge, sha, None)
+    settings = _settings(job, sha, None)
     if settings is None:
         return None
     tiers = settings.deploy.tag_tiers(event.tag)
     if not tiers:
         log.info(
             "%s: tag %s ignored: no environment is promoted by it (sluice.deploy)",
-            forge.repo,
+            job.forge.repo,
             event.tag,
         )
         return None
-    if not forge.on_branch(sha, settings.branch):
+    if not job.forge.on_branch(sha, settings.branch):
         log.warning(
             "%s: tag %s ignored: %s is not on the prod branch %s",
-            forge.repo,
+            job.forge.repo,
             event.tag,
             sha[:12],
             settings.branch,
@@ -147,16 +146,17 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
         return None
     outcome = None
     for tier in tiers:
-        if not _may_release(forge, tier, event.actor):
-            forge.set_check(
+        if not _may_release(job.forge, tier, event.actor):
+            job.forge.set_check(
                 sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
             )
             who = event.actor or "?"
-            log.warning("%s: tag %s by %s refused for %s", forge.repo, event.tag, who, tier.name)
+            log.warning(
+                "%s: tag %s by %s refused for %s", job.forge.repo, event.tag, who, tier.name
+            )
             return None
         outcome = promote(
-            deps,
-            forge,
+            job,
             sha,
             settings,
             label=f"tag {md.code(event.tag)}",  # Markdown: the check's and comment's text
@@ -166,7 +166,7 @@ def on_tag(deps: Deps, forge: Forge, event: TagEvent) -> Outcome | None:
         if not outcome.ok:
             return outcome
         if tier.name == PROD:
-            _retire_waiting(deps, forge, sha, event.tag, outcome)
+            _retire_waiting(job, sha, event.tag, outcome)
     return outcome
 
 
@@ -178,28 +178,26 @@ def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
     return bool(actor) and actor.casefold() in members(forge, tier.released_by)
 
 
-def _retire_waiting(deps: Deps, forge: Forge, sha: str, tag: str, outcome: Outcome) -> None:
+def _retire_waiting(job: Job, sha: str, tag: str, outcome: Outcome) -> None:
     """The merged PRs a tag brought to prod: their environments go, their comments say so."""
-    repo = repo_key(forge)
-    waiting = deps.ledger.waiting(repo).items()
+    repo = job.repo
+    waiting = job.ledger.waiting(repo).items()
     done = [n for n, items in waiting if set(items) <= outcome.live]
     for number in done:
         cleanup(
-            deps,
-            forge,
+            job,
             number,
             f"promoted to prod by tag {md.code(tag)}",
             merged=True,
             promoted=True,
         )
         done_sections = comment.promotion_sections(sha, True, outcome.title, outcome.summary)
-        deps.sticky.publish(forge, number, sections=done_sections[1:])
-    deps.ledger.promoted(repo, done)
+        job.publish(number, sections=done_sections[1:])
+    job.ledger.promoted(repo, done)
 
 
 def promote(
-    deps: Deps,
-    forge: Forge,
+    job: Job,
     sha: str,
     settings: Settings,
     *,
@@ -209,40 +207,40 @@ def promote(
 ) -> Outcome:
     """Bring ``environment`` (prod, or another tier of ``sluice.deploy.environments``) to
     the project at ``sha`` (see the module docstring)."""
-    forge.set_check(sha, checks.promoting(label, environment))
-    repo = repo_key(forge)
+    job.forge.set_check(sha, checks.promoting(label, environment))
+    repo = job.repo
     # A promotion of this commit cut short (its job is being run again) has a record open.
-    deployment = deps.ledger.deployment(repo, sha, environment)
+    deployment = job.ledger.deployment(repo, sha, environment)
     if deployment is None:
-        deployment = forge.start_deployment(
+        deployment = job.forge.start_deployment(
             sha, environment, f"Sluice: promote {label}", settings.branch
         )
         if deployment is not None:
-            deps.ledger.deploying(repo, sha, environment, deployment, deps.clock())
+            job.ledger.deploying(repo, sha, environment, deployment, job.now)
     if deployment is not None:
-        forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
+        job.forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:
-        outcome = _promote(deps, forge, sha, settings, label, environment)
+        outcome = _promote(job, sha, settings, label, environment)
     except DriverLost:
         # Prod may be half-way (views partly swapped, the record not yet): the worker runs
         # the promotion again, which re-plans against the unchanged record and finishes it.
         raise
     except SluiceError as exc:
-        text = deps.scrub(str(exc))
+        text = job.scrub(str(exc))
         outcome = Outcome(False, *checks.promotion_failed(label, text, environment))
-    forge.set_check(
+    job.forge.set_check(
         sha, checks.promotion_result(outcome.ok, outcome.title, outcome.summary, environment)
     )
     if deployment is not None:
         state = "success" if outcome.ok else "failure"
-        forge.deployment_status(deployment, state, outcome.title[:140])
-        deps.ledger.deployed(repo, sha, environment)
+        job.forge.deployment_status(deployment, state, outcome.title[:140])
+        job.ledger.deployed(repo, sha, environment)
     if number is not None:
         sections = comment.promotion_sections(sha, outcome.ok, outcome.title, outcome.summary)
-        deps.sticky.publish(forge, number, sections=sections)
+        job.publish(number, sections=sections)
     log.info(
         "%s: promotion of %s (%s) to %s: %s",
-        forge.repo,
+        job.forge.repo,
         label,
         sha[:12],
         environment,
@@ -251,22 +249,20 @@ def promote(
     return outcome
 
 
-def _promote(
-    deps: Deps, forge: Forge, sha: str, settings: Settings, label: str, environment: str
-) -> Outcome:
-    tree = deps.checkout.tree(forge, sha)
-    project = trust.load_trusted(deps, tree, settings, forge)
-    found, text = trust.tree_config(tree, deps.config_path)
+def _promote(job: Job, sha: str, settings: Settings, label: str, environment: str) -> Outcome:
+    tree = job.deps.checkout.tree(job.forge, sha)
+    project = trust.load_trusted(job, tree, settings)
+    found, text = trust.tree_config(tree, job.deps.config_path)
     own = trust.parse(text, found)  # the promoted commit's own settings
-    repo = repo_key(forge)
+    repo = job.repo
     # Prod's Python: that of the commit prod was last promoted with (as SLUICE_PROJECT_PYTHON
     # compares); the promoted commit's, when it differs, is an item to find approved.
-    prod_python = trust.prod_python_digest(deps, forge, tree, settings)
-    prod_statements = trust.prod_statements_digest(deps, forge, settings)
-    store = open_state(deps.state_url)
+    prod_python = trust.prod_python_digest(job, tree, settings)
+    prod_statements = trust.prod_statements_digest(job, settings)
+    store = open_state(job.deps.state_url)
     try:
         for attempt in (1, 2):
-            now = deps.clock()
+            now = job.now
             plan = plan_environment(project, store, environment, end=now, execution_time=now)
             review = review_of(
                 plan, project, prod_python=prod_python, prod_statements=prod_statements
@@ -275,7 +271,7 @@ def _promote(
             if own.digest != settings.digest:
                 items.append((trust.SETTINGS_ITEM, own.digest))
             if settings.requires_approval:
-                missing = deps.ledger.unapproved(repo, items)
+                missing = job.ledger.unapproved(repo, items)
                 if missing:
                     listed = [
                         (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)
@@ -286,19 +282,19 @@ def _promote(
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:
-                    trust.pin(deps.ledger, repo, sha, text, found, now)
+                    trust.pin(job.ledger, repo, sha, text, found, now)
                 return Outcome(True, *checks.already_promoted(environment), live=live)
-            runner = deps.spark_runner(project, tree, lambda _event: None)
+            runner = job.deps.spark_runner(project, tree, lambda _event: None)
             try:
                 # A tier other than prod is kept until the settings drop it (no expiry).
                 result = apply_plan(project, store, plan, runner, now=now, keep=environment != PROD)
             except ConflictError:
                 if attempt == 2:
                     raise
-                log.info("%s: prod moved while promoting %s; planning again", forge.repo, label)
+                log.info("%s: prod moved while promoting %s; planning again", job.forge.repo, label)
                 continue
             if environment == PROD:  # the settings in force are prod's
-                trust.pin(deps.ledger, repo, sha, text, found, now)
+                trust.pin(job.ledger, repo, sha, text, found, now)
             if result.tables_built == 0:
                 words = checks.virtual_update(result.views_swapped, environment)
                 return Outcome(True, *words, 0, result.views_swapped, live)
@@ -310,35 +306,34 @@ def _promote(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def abandon(deps: Deps, forge: Forge, sha: str, text: str) -> None:
+def abandon(job: Job, sha: str, text: str) -> None:
     """The promotion of ``sha`` failed on every attempt: close its open deployment records
     (of each tier it may have been promoting into)."""
-    repo = repo_key(forge)
+    repo = job.repo
     try:
-        environments = [t.name for t in trust.for_repository(deps, forge).deploy.tiers()]
+        environments = [t.name for t in trust.for_repository(job).deploy.tiers()]
     except ConfigError:
         environments = [PROD]
     for environment in environments:
-        deployment = deps.ledger.deployment(repo, sha, environment)
+        deployment = job.ledger.deployment(repo, sha, environment)
         if deployment is not None:
-            forge.deployment_status(deployment, "failure", text[:140])
-            deps.ledger.deployed(repo, sha, environment)
+            job.forge.deployment_status(deployment, "failure", text[:140])
+            job.ledger.deployed(repo, sha, environment)
 
 
-def _settings(deps: Deps, forge: Forge, sha: str, number: int | None) -> Settings | None:
+def _settings(job: Job, sha: str, number: int | None) -> Settings | None:
     try:
-        return trust.for_repository(deps, forge)
+        return trust.for_repository(job)
     except ConfigError as exc:
-        text = deps.scrub(str(exc))
-        forge.set_check(sha, checks.deploy_settings_invalid(text))
+        text = job.scrub(str(exc))
+        job.forge.set_check(sha, checks.deploy_settings_invalid(text))
         if number is not None:
-            deps.sticky.publish(forge, number, section=comment.promotion_error_section(text))
+            job.publish(number, section=comment.promotion_error_section(text))
         return None
 
 
 def cleanup(
-    deps: Deps,
-    forge: Forge,
+    job: Job,
     number: int,
     why: str,
     *,
@@ -348,7 +343,7 @@ def cleanup(
     """Invalidate the PR's environment now; the janitor drops its views later. The comment
     says so, and what became of the PR (closed, ``merged``, ``promoted``)."""
     environment = pr_environment(number)
-    store = open_state(deps.state_url)
+    store = open_state(job.deps.state_url)
     try:
         existed = store.get_environment(environment) is not None
         if existed:
@@ -358,6 +353,6 @@ def cleanup(
     sections = comment.closed_sections(
         environment, why, merged=merged, removed=existed, promoted=promoted
     )
-    commented = deps.ledger.comment(repo_key(forge), number)[0] is not None
+    commented = job.ledger.comment(job.repo, number)[0] is not None
     if sections and (existed or commented):  # never a first comment on a PR Sluice left alone
-        deps.sticky.publish(forge, number, sections=sections)
+        job.publish(number, sections=sections)

@@ -15,13 +15,13 @@ from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, pr_build, promotion, trust
-from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_settings import RequiredApprovers
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
-from sluice.bot.forge.base import Forge, PullRequest, members, repo_key, writer
+from sluice.bot.forge.base import Forge, PullRequest, members, writer
 from sluice.bot.present import replies
 from sluice.core import rollback
 from sluice.core.errors import SluiceError
+from sluice.core.gate_settings import RequiredApprovers
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import StateStore, open_state
 from sluice.core.tablediff import render as diff_render
@@ -34,7 +34,7 @@ ACCEPTED = "+1"
 REFUSED = "confused"
 
 
-def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
+def on_comment(job: Job, event: CommentEvent) -> None:
     """Run the command in ``event``'s comment, if it holds one.
 
     Permission first: only the command line is looked for before the author's permission
@@ -48,50 +48,52 @@ def on_comment(deps: Deps, forge: Forge, event: CommentEvent) -> None:
     line = command_line(event.body)
     if line is None:
         return
-    permission = forge.permission(event.author)
+    permission = job.forge.permission(event.author)
     if not writer(permission):
-        forge.reply(event.number, replies.not_a_writer(event.author, permission, forge.name))
+        job.forge.reply(
+            event.number, replies.not_a_writer(event.author, permission, job.forge.name)
+        )
         return
     try:
         command = parse_line(line)
     except CommandError as exc:
-        if _still_there(forge, event, REFUSED):
-            forge.reply(
+        if _still_there(job.forge, event, REFUSED):
+            job.forge.reply(
                 event.number, replies.usage_error(event.author, exc.hint, line, exc.message)
             )
         return
-    if not _still_there(forge, event, ACCEPTED):
+    if not _still_there(job.forge, event, ACCEPTED):
         return
     if command.name == "help":
-        forge.reply(event.number, replies.help_text(command.unknown))
+        job.forge.reply(event.number, replies.help_text(command.unknown))
         return
-    pr = forge.pull_request(event.number)
+    pr = job.forge.pull_request(event.number)
     if command.name == "rollback":
-        _rollback(deps, forge, pr, command, event.author)
+        _rollback(job, pr, command, event.author)
         return
     if not pr.open:
-        forge.reply(event.number, replies.pr_closed(event.author))
+        job.forge.reply(event.number, replies.pr_closed(event.author))
         return
     if command.name == "plan":
         # A fork's author may push between the writer's review and the build: a fork PR
         # is built at the head it had when the writer commented, not at the head it has
         # when the job runs.
-        seen = _head_when_commented(deps, forge, pr, event) if pr.fork else pr
+        seen = _head_when_commented(job, pr, event) if pr.fork else pr
         if seen is None:
             return
-        pr_build.preview(deps, forge, dataclasses.replace(seen, fork=False))
+        pr_build.preview(job, dataclasses.replace(seen, fork=False))
         if pr.fork:
-            forge.reply(event.number, replies.fork_built(event.author, seen.head_sha, pr.head_sha))
-        approval.refresh(deps, forge, forge.pull_request(event.number))
+            job.forge.reply(
+                event.number, replies.fork_built(event.author, seen.head_sha, pr.head_sha)
+            )
+        approval.refresh(job, job.forge.pull_request(event.number))
     elif command.name == "diff":
-        _diff(deps, forge, pr, command, event.author)
+        _diff(job, pr, command, event.author)
     elif command.name == "deploy":
-        _deploy(deps, forge, pr, event.author)
+        _deploy(job, pr, event.author)
 
 
-def _head_when_commented(
-    deps: Deps, forge: Forge, pr: PullRequest, event: CommentEvent
-) -> PullRequest | None:
+def _head_when_commented(job: Job, pr: PullRequest, event: CommentEvent) -> PullRequest | None:
     """``pr`` (a fork PR) at the head it had when ``event``'s writer commented; None, with
     a reply saying why, when that head is not known for sure.
 
@@ -100,23 +102,23 @@ def _head_when_commented(
     PR's queue key and run in the order they arrived, fork PR events superseding none
     (``events.supersedes``), so the record is the head as of the comment. Refused:
 
-    - a head recorded from an event the forge stamped at or after the comment's time (a
+    - a head recorded from an event the job.forge stamped at or after the comment's time (a
       push made after the command, delivered before it);
     - no head recorded at all (a PR opened before Sluice kept them, or whose events it did
-      not receive). Building the forge's head then would be unsafe: its commit date is
+      not receive). Building the job.forge's head then would be unsafe: its commit date is
       whatever its author wrote, so "not newer than the comment" cannot be checked. The
       head is recorded now instead and named in the reply: the writer reviews that commit
       and comments again, and that comment builds it (unless the PR moves meanwhile).
     """
-    repo = repo_key(forge)
-    recorded = deps.ledger.pr_head(repo, pr.number)
+    repo = job.repo
+    recorded = job.ledger.pr_head(repo, pr.number)
     if recorded is None:
-        deps.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, deps.clock())
-        forge.reply(pr.number, replies.fork_head_unknown(event.author, pr.head_sha))
+        job.ledger.record_pr_head(repo, pr.number, pr.head_sha, event.created_ms, job.now)
+        job.forge.reply(pr.number, replies.fork_head_unknown(event.author, pr.head_sha))
         return None
     sha, at = recorded
     if at is not None and event.created_ms is not None and at >= event.created_ms:
-        forge.reply(pr.number, replies.fork_head_moved(event.author, sha))
+        job.forge.reply(pr.number, replies.fork_head_moved(event.author, sha))
         return None
     return dataclasses.replace(pr, head_sha=sha)
 
@@ -135,41 +137,41 @@ def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
     return False
 
 
-def _diff(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
+def _diff(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     assert command.model is not None
     environment = pr_environment(pr.number)
-    tree = deps.checkout.tree(forge, pr.head_sha)
+    tree = job.deps.checkout.tree(job.forge, pr.head_sha)
     try:
-        project = trust.load_trusted(deps, tree, trust.for_repository(deps, forge), forge)
+        project = trust.load_trusted(job, tree, trust.for_repository(job))
         settings = project.config.sluice.pr
         options = DiffOptions(
             where=command.where, decimals=settings.decimals, sample=settings.diff_sample
         )
-        store = open_state(deps.state_url)
+        store = open_state(job.deps.state_url)
         try:
             result = table_diff(
                 store,
-                deps.spark_runner(project, tree, lambda _event: None),
+                job.deps.spark_runner(project, tree, lambda _event: None),
                 source=PROD,
                 target=environment,
                 model=command.model,
                 options=options,
-                url=deps.state_url,
-                now=deps.clock(),
+                url=job.deps.state_url,
+                now=job.now,
             )
         finally:
             store.close()
     except SluiceError as exc:
-        text = deps.scrub(str(exc), tree)
-        forge.reply(pr.number, replies.diff_failed(author, command.model, text))
+        text = job.scrub(str(exc), tree)
+        job.forge.reply(pr.number, replies.diff_failed(author, command.model, text))
         return
     body = diff_render.markdown([result])
-    forge.reply(
+    job.forge.reply(
         pr.number, replies.diff_result(author, command.model, environment, command.where, body)
     )
 
 
-def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
+def _deploy(job: Job, pr: PullRequest, author: str) -> None:
     """``/sluice deploy``: promote the PR's approved head into the first tier a merge into
     the prod branch would promote, then merge when ``merge_method`` is set.
 
@@ -179,7 +181,7 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
     cannot stand in for. When a merge promotes no tier at all, the command is refused,
     naming the setting.
     """
-    verdict = approval.refresh(deps, forge, pr)
+    verdict = approval.refresh(job, pr)
     if verdict is not None and not verdict.settings.deploy.merge_tiers():
         settings = verdict.settings
         tag_tiers = [
@@ -192,27 +194,26 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
             settings.source,
             tiers=bool(settings.deploy.environments),
         )
-        forge.reply(pr.number, reply)
+        job.forge.reply(pr.number, reply)
         return
     if verdict is None or not verdict.result.ok:
         why = verdict.result.summary if verdict is not None else "this commit has no plan yet"
-        forge.reply(pr.number, replies.not_deployed_gate(author, why))
+        job.forge.reply(pr.number, replies.not_deployed_gate(author, why))
         return
     settings = verdict.settings
     if pr.base_ref != settings.branch:
         reply = replies.not_deployed_base(author, pr.base_ref, settings.branch, settings.source)
-        forge.reply(pr.number, reply)
+        job.forge.reply(pr.number, reply)
         return
-    base_head = forge.commit_of(pr.base_ref)
-    if base_head is not None and not forge.on_branch(base_head, pr.head_sha):
-        forge.reply(pr.number, replies.not_deployed_behind(author, pr.base_ref))
+    base_head = job.forge.commit_of(pr.base_ref)
+    if base_head is not None and not job.forge.on_branch(base_head, pr.head_sha):
+        job.forge.reply(pr.number, replies.not_deployed_behind(author, pr.base_ref))
         return
     # The first tier a merge promotes (e.g. staging): later tiers follow through their own
     # merge or tag. Never a tag's tier: that would skip its tag and `released_by`.
     environment = settings.deploy.merge_tiers()[0].name
     outcome = promotion.promote(
-        deps,
-        forge,
+        job,
         pr.head_sha,
         settings,
         label=f"#{pr.number}",
@@ -220,21 +221,23 @@ def _deploy(deps: Deps, forge: Forge, pr: PullRequest, author: str) -> None:
         environment=environment,
     )
     if not outcome.ok:
-        forge.reply(pr.number, replies.deploy_failed(author, outcome.title))
+        job.forge.reply(pr.number, replies.deploy_failed(author, outcome.title))
         return
     method = settings.deploy.merge_method
     if method is None:
-        forge.reply(pr.number, replies.deployed(author, outcome.title, environment))
+        job.forge.reply(pr.number, replies.deployed(author, outcome.title, environment))
         return
     try:
-        merged = forge.merge(pr.number, method, pr.head_sha)
+        merged = job.forge.merge(pr.number, method, pr.head_sha)
     except SluiceError as exc:
-        forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc), environment))
+        job.forge.reply(pr.number, replies.deployed_merge_failed(author, str(exc), environment))
         return
-    forge.reply(pr.number, replies.deployed_and_merged(author, outcome.title, merged, environment))
+    job.forge.reply(
+        pr.number, replies.deployed_and_merged(author, outcome.title, merged, environment)
+    )
 
 
-def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, author: str) -> None:
+def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     """``/sluice rollback [plan]``: prod's views back at an earlier plan's tables.
 
     On a merged pull request only, by a writer the gate would accept for the change the
@@ -246,28 +249,30 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
     (:func:`sluice.core.rollback.plan_rollback` refuses what would be).
     """
     if not pr.merged:
-        forge.reply(pr.number, replies.rollback_not_merged(author))
+        job.forge.reply(pr.number, replies.rollback_not_merged(author))
         return
-    found = trust.prod_project(deps, forge, "rollback")
+    found = trust.prod_project(job, "rollback")
     if found is None:
-        forge.reply(pr.number, replies.rollback_failed(author, "prod has no plan to go back to"))
+        job.forge.reply(
+            pr.number, replies.rollback_failed(author, "prod has no plan to go back to")
+        )
         return
     settings, tree, project = found
     gate = settings.gate
     approvers = gate.required_approvers
-    approver = not approvers.count or _approver(forge, approvers, author)
+    approver = not approvers.count or _approver(job.forge, approvers, author)
     owners_gate = gate.owners_must_approve != "never"
     if not approver and not owners_gate:
         reply = replies.rollback_not_approver(author, approvers.users, approvers.teams)
-        forge.reply(pr.number, reply)
+        job.forge.reply(pr.number, reply)
         return
-    store = open_state(deps.state_url)
+    store = open_state(job.deps.state_url)
     try:
-        now = deps.clock()
+        now = job.now
         back = rollback.plan_rollback(store, PROD, to=command.plan, now=now)
         if owners_gate and not (approvers.count and approver):
             owners = _rollback_owners(store, back, gate.owners_must_approve)
-            if not _owns_all(forge, owners, author, approvers.count):
+            if not _owns_all(job.forge, owners, author, approvers.count):
                 reply = replies.rollback_not_approver(
                     author,
                     approvers.users,
@@ -275,18 +280,18 @@ def _rollback(deps: Deps, forge: Forge, pr: PullRequest, command: Command, autho
                     owners=sorted(owners.items()),
                     rule=gate.owners_must_approve,
                 )
-                forge.reply(pr.number, reply)
+                job.forge.reply(pr.number, reply)
                 return
-        runner = deps.spark_runner(project, tree, lambda _event: None)
-        result = apply_plan(project, store, back.plan, runner, url=deps.state_url, now=now)
+        runner = job.deps.spark_runner(project, tree, lambda _event: None)
+        result = apply_plan(project, store, back.plan, runner, url=job.deps.state_url, now=now)
     except SluiceError as exc:
-        forge.reply(pr.number, replies.rollback_failed(author, deps.scrub(str(exc), tree)))
+        job.forge.reply(pr.number, replies.rollback_failed(author, job.scrub(str(exc), tree)))
         return
     finally:
         store.close()
-    log.info("%s: prod rolled back to plan %s by %s", forge.repo, back.target.plan_id, author)
+    log.info("%s: prod rolled back to plan %s by %s", job.forge.repo, back.target.plan_id, author)
     reply = replies.rolled_back(author, back.target.plan_id, back.changed, result.views_swapped)
-    forge.reply(pr.number, reply)
+    job.forge.reply(pr.number, reply)
 
 
 def _rollback_owners(

@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 
 from sluice.bot.flow import trust
-from sluice.bot.flow.deps import Deps
-from sluice.bot.forge.base import Forge
+from sluice.bot.flow.job import Job
 from sluice.bot.present import replies
 from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD
@@ -21,31 +20,31 @@ from sluice.core.workflow import apply_plan, plan_run, run_janitor
 log = logging.getLogger(__name__)
 
 
-def janitor(deps: Deps, forge: Forge) -> None:
+def janitor(job: Job) -> None:
     """Drop expired environments and unreferenced tables, with the prod branch's TTLs and
     the service's Spark; prune the repository's checkouts and the job logs not used for
     ``SLUICE_WORKDIR_KEEP_DAYS``."""
-    found = trust.prod_project(deps, forge, "janitor")
+    found = trust.prod_project(job, "janitor")
     if found is None:
         return
     settings, tree, project = found
-    store = open_state(deps.state_url)
+    store = open_state(job.deps.state_url)
     try:
         report = run_janitor(
             store,
-            deps.spark_runner(project, tree, lambda _event: None),
-            url=deps.state_url,
-            now=deps.clock(),
+            job.deps.spark_runner(project, tree, lambda _event: None),
+            url=job.deps.state_url,
+            now=job.now,
             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
             keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
         )
     finally:
         store.close()
-    trees, logs = deps.checkout.prune(forge.repo, deps.workdir_keep_days)
+    trees, logs = job.deps.checkout.prune(job.forge.repo, job.deps.workdir_keep_days)
     log.info(
         "%s: janitor removed %s environment(s), dropped %s table(s), pruned %s checkout(s) "
         "and %s job log(s)",
-        forge.repo,
+        job.forge.repo,
         len(report.environments),
         len(report.tables),
         trees,
@@ -53,7 +52,7 @@ def janitor(deps: Deps, forge: Forge) -> None:
     )
 
 
-def run(deps: Deps, forge: Forge) -> None:
+def run(job: Job) -> None:
     """``sluice run prod``: the intervals due by each model's cron, in one Spark job;
     no Spark when none is due.
 
@@ -61,33 +60,35 @@ def run(deps: Deps, forge: Forge) -> None:
         SluiceError: prod does not exist, the prod project is not what prod runs, or the
             job failed: the worker tries again, then :func:`report_failure`.
     """
-    found = trust.prod_project(deps, forge, "scheduled run")
+    found = trust.prod_project(job, "scheduled run")
     if found is None:
         return
     _settings, tree, project = found
-    now = deps.clock()
-    store = open_state(deps.state_url)
+    now = job.now
+    store = open_state(job.deps.state_url)
     try:
         plan = plan_run(project, store, PROD, now=now)
         if not plan.backfill:
-            log.info("%s: scheduled run: prod is up to date, no interval is due", forge.repo)
+            log.info("%s: scheduled run: prod is up to date, no interval is due", job.forge.repo)
             return
         due = plan.backfill_intervals
         log.info(
             "%s: scheduled run: %s interval(s) due in %s model(s)",
-            forge.repo,
+            job.forge.repo,
             due,
             len(plan.backfill),
         )
-        runner = deps.spark_runner(project, tree, lambda _event: None)
-        result = apply_plan(project, store, plan, runner, url=deps.state_url, now=now)
+        runner = job.deps.spark_runner(project, tree, lambda _event: None)
+        result = apply_plan(project, store, plan, runner, url=job.deps.state_url, now=now)
     finally:
         store.close()
-    log.info("%s: scheduled run: %s table(s) brought up to date", forge.repo, result.tables_built)
+    log.info(
+        "%s: scheduled run: %s table(s) brought up to date", job.forge.repo, result.tables_built
+    )
 
 
-def report_failure(deps: Deps, forge: Forge, error: str) -> None:
+def report_failure(job: Job, error: str) -> None:
     """A scheduled run failed for good: the log, and ``SLUICE_RUN_REPORT_TO`` if set."""
-    log.error("%s: scheduled run of prod failed for good: %s", forge.repo, error)
-    if deps.run_report_to is not None:
-        forge.reply(deps.run_report_to, replies.scheduled_run_failed(error))
+    log.error("%s: scheduled run of prod failed for good: %s", job.forge.repo, error)
+    if job.deps.run_report_to is not None:
+        job.forge.reply(job.deps.run_report_to, replies.scheduled_run_failed(error))

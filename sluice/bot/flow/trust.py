@@ -42,11 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.gate_settings import DeploySettings, GateSettings, gate_config
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.forge.base import Forge
 from sluice.core import markdown as md
 from sluice.core import sandbox
 from sluice.core.config import (
@@ -58,6 +57,7 @@ from sluice.core.config import (
     parse_config,
 )
 from sluice.core.errors import ConfigError, SluiceError
+from sluice.core.gate_settings import DeploySettings, GateSettings
 from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
@@ -152,13 +152,11 @@ def parse(text: str | None, path: str) -> Parsed:
     """
     if text is None:
         config = ProjectConfig()
-        gate, deploy = GateSettings(), DeploySettings()
-        named = False
     else:
         text = jinja.render_config(text, path)  # SQLMesh's {{ env_var() }}: see its rules
         config = parse_config(parse_yaml(text, path))
-        gate, deploy = gate_config(text, path)
-        named = "prod_branch" in config.sluice.deploy
+    gate, deploy = config.sluice.gate, config.sluice.deploy
+    named = "prod_branch" in deploy.model_fields_set
     return Parsed(config.sluice, gate, deploy, digest(config.sluice, gate, deploy), named)
 
 
@@ -211,18 +209,23 @@ def tree_config(tree: Path, path: str) -> tuple[str, str | None]:
     return read_config(read, path)
 
 
-def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | None, str | None]:
+def read_prod(
+    forge: Forge, branch: str, path: str, read: Callable[[str, str], str | None] | None = None
+) -> tuple[Parsed, str, str | None, str | None]:
     """The settings on the prod branch now: (parsed, branch, head sha, config text).
 
     ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config names another
     ``deploy.prod_branch``, that branch is read instead (once: it must name itself).
     ``path`` names the project's config.yaml; a config.yml is read when that is absent.
+    ``read`` (ref, path) reads a file (default: ``forge.read_file``; a job's, fetching each
+    once: :meth:`~sluice.bot.flow.job.Job.read_file`).
     """
-    found, text = read_config(lambda name: forge.read_file(branch, name), path)
+    read = read or forge.read_file
+    found, text = read_config(lambda name: read(branch, name), path)
     parsed = parse(text, f"{branch}:{found}")
     if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
         named = parsed.deploy.prod_branch
-        found, text = read_config(lambda name: forge.read_file(named, name), path)
+        found, text = read_config(lambda name: read(named, name), path)
         again = parse(text, f"{named}:{found}")
         if again.names_prod_branch and again.deploy.prod_branch != named:
             raise ConfigError(
@@ -237,14 +240,21 @@ def read_prod(forge: Forge, branch: str, path: str) -> tuple[Parsed, str, str | 
 
 
 def settings_for(
-    forge: Forge, ledger: Ledger, repo: str, *, branch: str, path: str, now: int
+    forge: Forge,
+    ledger: Ledger,
+    repo: str,
+    *,
+    branch: str,
+    path: str,
+    now: int,
+    read: Callable[[str, str], str | None] | None = None,
 ) -> Settings:
     """The settings in force for ``repo`` (see the module docstring).
 
     Raises:
         ConfigError: the prod branch's (or the pinned) settings are invalid.
     """
-    parsed, branch, sha, text = read_prod(forge, branch, path)
+    parsed, branch, sha, text = read_prod(forge, branch, path, read)
     head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
@@ -287,23 +297,28 @@ def _settings(
     return Settings(branch, sha, parsed.sluice, parsed.gate, deploy, parsed.digest, source, note)
 
 
-def for_repository(deps: Deps, forge: Forge) -> Settings:
-    """The trusted settings of ``forge``'s repository: the prod branch's as in force.
+def for_repository(job: Job) -> Settings:
+    """The trusted settings of ``job.forge``'s repository: the prod branch's as in force,
+    resolved once per job (kept in ``job.trusted``: a promotion's new settings govern the
+    jobs after it).
 
     Raises:
         ConfigError: the prod branch's settings are invalid.
     """
-    return settings_for(
-        forge,
-        deps.ledger,
-        repo_key(forge),
-        branch=deps.prod_branch,
-        path=deps.config_path,
-        now=deps.clock(),
-    )
+    if job.trusted is None:
+        job.trusted = settings_for(
+            job.forge,
+            job.ledger,
+            job.repo,
+            branch=job.deps.prod_branch,
+            path=job.deps.config_path,
+            now=job.now,
+            read=job.read_file,
+        )
+    return job.trusted
 
 
-def load_trusted(deps: Deps, tree: Path, settings: Settings, forge: Forge) -> Project:
+def load_trusted(job: Job, tree: Path, settings: Settings) -> Project:
     """The project in ``tree`` with the trusted ``sluice:`` settings, not its own, and
     its Python only as far as ``SLUICE_PROJECT_PYTHON`` allows (:func:`python_refusal`).
 
@@ -311,22 +326,20 @@ def load_trusted(deps: Deps, tree: Path, settings: Settings, forge: Forge) -> Pr
     forged ``.sluice/cache/models.json`` whose entries would skip every check.
     """
     return load_project(
-        tree / deps.project_path,
+        tree / job.deps.project_path,
         use_cache=False,
-        sluice=settings.for_project(deps.spark),
-        python=python_refusal(deps, forge, tree, settings.branch, settings.python_ref),
+        sluice=settings.for_project(job.deps.spark),
+        python=python_refusal(job, tree, settings.branch, settings.python_ref),
     )
 
 
-def python_refusal(
-    deps: Deps, forge: Forge, tree: Path, branch: str, ref: str | None = None
-) -> Refusal | None:
+def python_refusal(job: Job, tree: Path, branch: str, ref: str | None = None) -> Refusal | None:
     """None when the project's Python in ``tree`` may run; otherwise why not, what to do
     and, under ``prod``, every Python file that differs from prod's (the loader refuses a
     project with Python with it). Prod's Python is that of commit ``ref`` (the one prod
     was last promoted with, :attr:`Settings.python_ref`), else the head of ``branch``.
     "Python" is every file :func:`~sluice.core.model.pycode.files.sources` names."""
-    if deps.project_python == "on":
+    if job.deps.project_python == "on":
         if sandbox.isolation() == "none":  # fail closed: a PR's own Python, unconfined
             return Refusal(
                 "this service has no sandbox for a pull request's code (SLUICE_SANDBOX, a "
@@ -335,12 +348,12 @@ def python_refusal(
                 "ask its operator to install bubblewrap (docs/security.md, 'The sandbox')"
             )
         return None
-    if deps.project_python == "off":
+    if job.deps.project_python == "off":
         return Refusal(
             "this service runs no project Python (SLUICE_PROJECT_PYTHON=off, a setting of "
             "the service): ask its operator, or keep the project to SQL"
         )
-    ours, prods = prod_python(deps, forge, tree, branch, ref)
+    ours, prods = prod_python(job, tree, branch, ref)
     changed = [rel for rel, data in sorted(ours.items()) if prods.get(rel) != data]
     if not changed:
         return None
@@ -357,41 +370,39 @@ def python_refusal(
 
 
 def prod_python(
-    deps: Deps, forge: Forge, tree: Path, branch: str, ref: str | None = None
+    job: Job, tree: Path, branch: str, ref: str | None = None
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """(the project's Python in ``tree``, prod's version of each of those files): prod's
     is commit ``ref`` (the one prod was last promoted with, :attr:`Settings.python_ref`),
     else the head of ``branch``, as :func:`python_refusal` compares them; a file prod
     does not have is left out. Their :func:`~sluice.core.model.pycode.files.digest` is
     equal when each of the tree's Python files is prod's (what a plan's review compares).
-    Prod is read one file at a time (the forge lists no tree), so a file only prod has
+    Prod is read one file at a time (the job.forge lists no tree), so a file only prod has
     (one the tree deletes) is not seen: a deletion brings no new code."""
-    prefix = deps.project_path.strip("/")
+    prefix = job.deps.project_path.strip("/")
     prefix = "" if prefix in ("", ".") else prefix + "/"
-    ours = pycode_files.sources(tree / deps.project_path)
+    ours = pycode_files.sources(tree / job.deps.project_path)
     prods: dict[str, bytes] = {}
     for rel in sorted(ours):
-        text = forge.read_file(ref or branch, prefix + rel)
+        text = job.read_file(ref or branch, prefix + rel)
         if text is not None:
             prods[rel] = text.encode("utf-8")
     return ours, prods
 
 
-def prod_python_digest(deps: Deps, forge: Forge, tree: Path, settings: Settings) -> str | None:
+def prod_python_digest(job: Job, tree: Path, settings: Settings) -> str | None:
     """The digest of prod's Python as :func:`prod_python` reads it for the project in
     ``tree`` under ``settings`` (None: prod has none of its Python files)."""
-    return pycode_files.digest(
-        prod_python(deps, forge, tree, settings.branch, settings.python_ref)[1]
-    )
+    return pycode_files.digest(prod_python(job, tree, settings.branch, settings.python_ref)[1])
 
 
-def prod_statements_digest(deps: Deps, forge: Forge, settings: Settings) -> str | None:
+def prod_statements_digest(job: Job, settings: Settings) -> str | None:
     """The digest of ``before_all`` / ``after_all`` in prod's config.yaml: that of the
     commit prod was last promoted with (:attr:`Settings.python_ref`), else the prod
     branch's head (None: prod has none). A config prod cannot read counts as statements
     no project has, so a project's own are an item to approve."""
     ref = settings.python_ref or settings.branch
-    found, text = read_config(lambda name: forge.read_file(ref, name), deps.config_path)
+    found, text = read_config(lambda name: job.read_file(ref, name), job.deps.config_path)
     if text is None:
         return None
     with tempfile.TemporaryDirectory(prefix="sluice-prod-config-") as folder:
@@ -403,17 +414,20 @@ def prod_statements_digest(deps: Deps, forge: Forge, settings: Settings) -> str 
     return statements.digest(config.before_all, config.after_all)
 
 
-def prod_project(deps: Deps, forge: Forge, job: str) -> tuple[Settings, Path, Project] | None:
+def prod_project(job: Job, what: str) -> tuple[Settings, Path, Project] | None:
     """The trusted settings, tree and project prod runs (the commit its settings are
     pinned at: the last promotion's); None when there is nothing to work on yet."""
-    if deps.ledger.last_sha(repo_key(forge)) is None:
+    if job.ledger.last_sha(job.repo) is None:
         return None  # no project was ever loaded for this repository: nothing built
-    settings = for_repository(deps, forge)
-    sha = settings.sha or forge.commit_of(settings.branch)
+    settings = for_repository(job)
+    sha = settings.sha or job.forge.commit_of(settings.branch)
     if sha is None:
         log.warning(
-            "%s: %s skipped: the prod branch %s has no commit", forge.repo, job, settings.branch
+            "%s: %s skipped: the prod branch %s has no commit",
+            job.forge.repo,
+            what,
+            settings.branch,
         )
         return None
-    tree = deps.checkout.tree(forge, sha)
-    return settings, tree, load_trusted(deps, tree, settings, forge)
+    tree = job.deps.checkout.tree(job.forge, sha)
+    return settings, tree, load_trusted(job, tree, settings)

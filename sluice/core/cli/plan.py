@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from sluice.core.cli.common import (
     state_option,
 )
 from sluice.core.cli.tree import Node, print_tree
+from sluice.core.gate_settings import GateSettings
 from sluice.core.plan.explain import Reason
 from sluice.core.plan.explain import explain as explain_plan
 from sluice.core.plan.lineage import ColumnImpact
@@ -32,7 +33,7 @@ from sluice.core.plan.plan import Backfill, ModelChange, Plan
 from sluice.core.snapshot.naming import check_environment_name
 from sluice.core.state.store import StateReader
 from sluice.core.timeutil import format_range
-from sluice.core.words import parse_size, plural, size
+from sluice.core.words import plural, size
 
 
 def _plan_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -224,32 +225,18 @@ def apply(
     )
 
 
-def budget_warning(plan: Plan, gate: Mapping[Any, Any]) -> tuple[str, ...]:
+def budget_warning(plan: Plan, gate: GateSettings) -> tuple[str, ...]:
     """A warning when ``plan`` backfills more intervals, or reads more bytes (its
     estimate), than ``sluice.gate.backfill`` allows (the service then asks the budget's
-    ``approver`` to approve the merge too)."""
-    budget = gate.get("backfill") if isinstance(gate, Mapping) else None
-    if not isinstance(budget, Mapping):
+    ``approver`` to approve the merge too): the budget's own rule
+    (:meth:`~sluice.core.gate_settings.BackfillBudget.exceeded`)."""
+    budget = gate.backfill
+    what = budget.exceeded(plan.backfill_intervals, plan.scan_bytes) if budget else None
+    if budget is None or what is None:
         return ()
-    limit = budget.get("max_intervals")
-    total = plan.backfill_intervals
-    over = []
-    if isinstance(limit, int) and not isinstance(limit, bool) and total > limit:
-        over.append(f"backfills {total:,} intervals, above the budget of {limit:,} (max_intervals)")
-    try:
-        max_bytes = parse_size(budget["max_bytes"]) if "max_bytes" in budget else None
-    except ValueError:
-        max_bytes = None  # `sluice validate` and the service say what is wrong with it
-    scan = plan.scan_bytes
-    if max_bytes is not None and scan is not None and scan > max_bytes:
-        over.append(f"reads about {size(scan)}, above the budget of {size(max_bytes)} (max_bytes)")
-    if not over:
-        return ()
-    who = budget.get("approver")
-    by = f", approved by {who}" if isinstance(who, str) else ""
     return (
-        f"warning: this plan {' and '.join(over)} of sluice.gate.backfill: a pull request "
-        f"with it needs that budget's approval{by}",
+        f"warning: this plan's {what} is over sluice.gate.backfill: a pull request with it "
+        f"needs the approval of the budget's approver, {budget.approver}, as well",
     )
 
 

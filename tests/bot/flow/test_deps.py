@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.flow import trust
 from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.job import Job
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.errors import ConfigError
 from sluice.core.spark.connect import ConnectRunner
@@ -32,9 +33,8 @@ def _runner(tmp_path: Path, service: ServiceSettings, prod_config: str) -> Runne
         spark=service.spark(),
     )
     try:
-        project = trust.load_trusted(
-            deps, EXAMPLE, trust.for_repository(deps, as_forge(forge)), as_forge(forge)
-        )
+        job = Job.start(deps, as_forge(forge))
+        project = trust.load_trusted(job, EXAMPLE, trust.for_repository(job))
         return deps.spark_runner(project, EXAMPLE, lambda _event: None)
     finally:
         deps.close()

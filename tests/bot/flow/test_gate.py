@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.bot.flow import trust
 from sluice.bot.flow.gate_rules import (
     GateInput,
     GateResult,
@@ -16,14 +17,17 @@ from sluice.bot.flow.gate_rules import (
     evaluate,
     owners_to_approve,
 )
-from sluice.bot.flow.gate_settings import (
-    DeploySettings,
-    GateSettings,
-    RequiredApprovers,
-    gate_config,
-)
 from sluice.bot.forge.base import Review
 from sluice.core.errors import ConfigError
+from sluice.core.gate_settings import DeploySettings, GateSettings, RequiredApprovers
+
+
+def gate_config(text: str | None, path: str = "config.yaml") -> tuple[GateSettings, DeploySettings]:
+    """The gate and deploy settings of a config.yaml's text, as the service reads them
+    (one parse of the whole file: :func:`sluice.bot.flow.trust.parse`)."""
+    parsed = trust.parse(text, path)
+    return parsed.gate, parsed.deploy
+
 
 # Two pushes: c1 and c2 carry plan P1 (c2 changed only a comment), c3 carries plan P2.
 PLANS = {"c1" * 20: "P1", "c2" * 20: "P1", "c3" * 20: "P2"}
@@ -133,10 +137,12 @@ sluice:
     assert not deploy.tag_matches("Release-42")  # fnmatch, case-sensitive
 
 
-def test_other_sections_are_not_this_modules_business() -> None:
-    # A typo elsewhere is the project loader's error, not the gate's.
-    gate, _ = gate_config("sluice:\n  sparkk: {}\n  gate:\n    owners_must_approve: direct\n")
-    assert gate.owners_must_approve == "direct"
+def test_the_whole_sluice_section_is_read_once_with_one_translator() -> None:
+    # A typo beside the gate is an error of the same file, found by the same parse.
+    with pytest.raises(ConfigError) as info:
+        gate_config("sluice:\n  sparkk: {}\n  gate:\n    owners_must_approve: direct\n")
+    assert info.value.line == 2 and "'sluice.sparkk'" in str(info.value)
+    assert info.value.hint is not None and "did you mean 'spark'" in info.value.hint
 
 
 @pytest.mark.parametrize(
@@ -160,7 +166,7 @@ def test_other_sections_are_not_this_modules_business() -> None:
         (
             "sluice:\n  gate:\n    required_approvers:\n      users: [a]\n      count: '2'\n",
             5,
-            "valid integer",
+            "expected a whole number, got '2'",
         ),
         (
             "sluice:\n  gate:\n    required_approvers:\n      users: [a, b]\n      count: 3\n",
@@ -197,8 +203,8 @@ def test_other_sections_are_not_this_modules_business() -> None:
             3,
             "'sluice.deploy.merge_method'",
         ),
-        ("sluice:\n  gate: [alice]\n", 2, "'sluice.gate' must be a mapping"),
-        ("sluice: yes\n", 1, "'sluice' must be a mapping"),
+        ("sluice:\n  gate: [alice]\n", 2, "'sluice.gate': expected a mapping"),
+        ("sluice: yes\n", 1, "'sluice': expected a mapping"),
         ("- a\n- b\n", 1, "must be a mapping of sections"),
         ("sluice:\n  gate:\n    x: [\n", 4, "invalid YAML"),
         ("sluice:\n  gate: {}\n  gate: {}\n", 3, "duplicate key 'gate'"),

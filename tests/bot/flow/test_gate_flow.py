@@ -21,6 +21,7 @@ from sluice.bot.events.commands import HELP
 from sluice.bot.events.github import parse_github
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
@@ -516,14 +517,14 @@ def test_a_pr_build_over_the_budget_waits_and_only_the_budget_s_approver_lifts_i
     bot.forge.add_review(7, "alice", "APPROVED", B)
     bot.forge.add_review(7, "bob", "APPROVED", B)
     bot.forge.add_review(7, "erin", "APPROVED", A)
-    assert not approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+    assert not approval.budget_approved(Job.start(bot.deps, bot.forge), pr, "octo/data-leads")
     bot.deliver("pull_request_review", _review("bob", "approved", B, head=B))
     assert bot.forge.checks[B]["sluice/pr-environment"].conclusion == "action_required"
     bot.forge.add_review(7, "erin", "APPROVED", B)
     bot.forge.add_review(7, "erin", "CHANGES_REQUESTED", B)
-    assert not approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+    assert not approval.budget_approved(Job.start(bot.deps, bot.forge), pr, "octo/data-leads")
     bot.forge.add_review(7, "erin", "APPROVED", B)
-    assert approval.budget_approved(bot.deps, bot.forge, pr, "octo/data-leads")
+    assert approval.budget_approved(Job.start(bot.deps, bot.forge), pr, "octo/data-leads")
 
 
 # -- promotion tiers ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from sluice.bot.flow import trust
+from sluice.bot.flow.job import Job
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "python_shop"
 
@@ -28,7 +29,7 @@ class Prod:
 
 def _refusal(mode: str, tree: Path, prod: Prod) -> str | None:
     deps: Any = SimpleNamespace(project_python=mode, project_path=".")
-    refusal = trust.python_refusal(deps, prod, tree, "main")  # type: ignore[arg-type]
+    refusal = trust.python_refusal(Job(deps, prod, 0), tree, "main")  # type: ignore[arg-type]
     return refusal.reason if refusal is not None else None
 
 
@@ -69,7 +70,7 @@ def test_prod_names_every_changed_file(tree: Path) -> None:
     for rel in ("macros/money.py", "models/customer_segments.py"):
         path = tree / rel
         path.write_text(path.read_text() + "\n# changed\n")
-    refusal = trust.python_refusal(deps, Prod(EXAMPLE), tree, "main")  # type: ignore[arg-type]
+    refusal = trust.python_refusal(Job(deps, Prod(EXAMPLE), 0), tree, "main")  # type: ignore[arg-type]
     assert refusal is not None
     assert refusal.files == ("macros/money.py", "models/customer_segments.py")
     assert "(macros/money.py, models/customer_segments.py)" in refusal.reason

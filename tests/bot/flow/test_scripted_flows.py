@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core import workflow
@@ -29,6 +31,25 @@ ORDERS = (
     "  ON o.order_id = p.order_id",
     "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
 )
+
+
+class Transactions:
+    """Counts state transactions: every engine's ``begin``, the ledger's and the queue's
+    as well as the state store's."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, *_args: object) -> None:
+        self.count += 1
+
+
+@pytest.fixture
+def transactions() -> Iterator[Transactions]:
+    made = Transactions()
+    event.listen(Engine, "begin", made)
+    yield made
+    event.remove(Engine, "begin", made)
 
 
 def _world(tmp_path: Path, script: Script) -> tuple[Bot, Warehouse]:
@@ -67,6 +88,10 @@ def _comment(bot: Bot) -> str:
     return sticky.body
 
 
+def _publications(bot: Bot, since: int) -> int:
+    return sum(1 for name, _ in bot.github.calls[since:] if name == "upsert_comment")
+
+
 def test_pr_build_makes_a_virtual_environment_and_reports_it(
     world: tuple[Bot, Warehouse],
 ) -> None:
@@ -90,6 +115,19 @@ def test_pr_build_makes_a_virtual_environment_and_reports_it(
     assert checks["sluice/approval"].conclusion != "success"  # bob has not approved
     body = _comment(bot)
     assert "jaffle.orders" in body and "99" in body  # the rows the build reported
+
+
+def test_a_pr_build_is_one_unit_of_work(
+    world: tuple[Bot, Warehouse], transactions: Transactions
+) -> None:
+    """A PR build opens at most 15 state transactions and publishes the comment at most
+    three times (queued, built, final)."""
+    bot, _warehouse = world
+    since = len(bot.github.calls)
+    transactions.count = 0
+    bot.deliver("pull_request", opened(7, HEAD))
+    assert _publications(bot, since) <= 3, bot.github.calls[since:]
+    assert transactions.count <= 15
 
 
 def test_merge_promotes_by_virtual_update(world: tuple[Bot, Warehouse]) -> None:

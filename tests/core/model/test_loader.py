@@ -329,7 +329,7 @@ def test_fixture_copy_is_pristine(tmp_path: Path) -> None:
 
 
 def test_gate_and_deploy_sections_load_even_with_a_bare_on_key(tmp_path: Path) -> None:
-    # YAML 1.1 reads `on:` as the boolean true; the bot's gate module gives it its meaning.
+    # YAML 1.1 reads `on:` as the boolean true; the deploy settings give it its meaning.
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 1 AS x")
     (tmp_path / "config.yaml").write_text(
@@ -337,8 +337,14 @@ def test_gate_and_deploy_sections_load_even_with_a_bare_on_key(tmp_path: Path) -
         "  deploy:\n    on: tag\n    tag_pattern: 'v*'\n"
     )
     project = load_project(tmp_path, use_cache=False)
-    assert project.config.sluice.deploy == {True: "tag", "tag_pattern": "v*"}
-    assert project.config.sluice.gate == {"required_approvers": {"users": ["bob"]}}
+    deploy = project.config.sluice.deploy
+    assert (deploy.on, deploy.tag_pattern) == ("tag", "v*")
+    assert project.config.sluice.gate.required_approvers.users == ("bob",)
+    # A bad value there names its line, `on:` included.
+    (tmp_path / "config.yaml").write_text("sluice:\n  deploy:\n    on: push\n")
+    with pytest.raises(ConfigError) as info:
+        load_project(tmp_path, use_cache=False)
+    assert info.value.line == 3 and "'sluice.deploy.on'" in str(info.value)
 
 
 def test_files_nested_too_deeply_are_errors_not_crashes(tmp_path: Path) -> None:

@@ -1,37 +1,34 @@
 """``sluice.gate`` and ``sluice.deploy``: the settings that decide who approves a pull
-request's plan and what a merge or a tag promotes, read from the config.yaml of the prod
-branch (:mod:`sluice.bot.flow.trust` decides which commit's): frozen pydantic models, and
-:func:`gate_config`, whose errors name ``file:line``. What the gate then makes of the
-reviews is :mod:`sluice.bot.flow.gate_rules`.
+request's plan and what a merge or a tag promotes (the backfill budget and promotion tiers
+among them), as frozen pydantic models: the ``gate`` and ``deploy`` fields of
+:class:`~sluice.core.config.SluiceSettings`, so a config.yaml is parsed once and its errors
+(``file:line``) translated by one function (:mod:`sluice.core.config`). Which commit's
+config.yaml governs a repository is :mod:`sluice.bot.flow.trust`'s call; what the gate
+makes of the reviews, :mod:`sluice.bot.flow.gate_rules`.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-import typing
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from sluice.core.errors import ConfigError, SluiceError
+from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD, check_environment_name
 from sluice.core.words import parse_size, size
-from sluice.core.yamlio import KeyPath, LocatedYaml, parse_yaml
 
 _LOGIN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?(?:\[bot\])?$"
 # GitHub: org/team-slug; GitLab: a group path with at least one subgroup level.
 _TEAM = r"^[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)+$"
-
-_M = TypeVar("_M", bound=BaseModel)
 
 
 class _Frozen(BaseModel):
@@ -209,6 +206,11 @@ class Tier(_Frozen):
 class DeploySettings(_Frozen):
     """``sluice.deploy``: when and how an approved change is promoted to prod."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_on(cls, data: Any) -> Any:
+        return _on_key(data)
+
     prod_branch: str = Field(default="main", min_length=1)
     on: Literal["merge", "tag"] = "merge"
     """``merge``: promote when a PR is merged into ``prod_branch``; ``tag``: when a tag
@@ -256,110 +258,3 @@ class DeploySettings(_Frozen):
     def tag_matches(self, tag: str) -> bool:
         """Whether a tag name (without ``refs/tags/``) promotes any tier."""
         return bool(self.tag_tiers(tag))
-
-
-def gate_config(
-    config_text: str | None, path: str = "config.yaml"
-) -> tuple[GateSettings, DeploySettings]:
-    """The gate and deploy settings from the text of the prod branch's config.yaml.
-
-    Only ``sluice.gate`` and ``sluice.deploy`` are read; the rest of the file is the
-    project loader's business. ``None`` (no file), an empty file and missing sections
-    give the defaults.
-
-    Raises:
-        ConfigError: naming ``path:line`` of the bad value and how to fix it.
-    """
-    if config_text is None:
-        return GateSettings(), DeploySettings()
-    doc = parse_yaml(config_text, path)
-    data = doc.data if doc.data is not None else {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            "config.yaml must be a mapping of sections",
-            path=path,
-            line=doc.line_of(()),
-            hint="start each section at the left margin, e.g. `sluice:` then indented settings",
-        )
-    sluice = data.get("sluice")
-    if sluice is None:
-        return GateSettings(), DeploySettings()
-    if not isinstance(sluice, dict):
-        raise ConfigError(
-            "'sluice' must be a mapping of settings",
-            path=path,
-            line=doc.line_of(("sluice",)),
-            hint="indent Sluice's settings under `sluice:` (gate:, deploy:, ...)",
-        )
-    gate = _section(doc, sluice, "gate")
-    deploy = _section(doc, sluice, "deploy")
-    deploy = _on_key(deploy)
-    return (
-        _validate(GateSettings, gate, doc, "gate"),
-        _validate(DeploySettings, deploy, doc, "deploy"),
-    )
-
-
-def _section(doc: LocatedYaml, sluice: dict[Any, Any], name: str) -> dict[Any, Any]:
-    value = sluice.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(
-            f"'sluice.{name}' must be a mapping of settings",
-            path=doc.path,
-            line=doc.line_of(("sluice", name)),
-            hint="see the README's configuration table for the accepted values",
-        )
-    return value
-
-
-def _validate(model: type[_M], data: dict[Any, Any], doc: LocatedYaml, section: str) -> _M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = tuple(str(p) for p in first["loc"])
-        dotted = ".".join(("sluice", section, *loc))
-        line = _line(doc, ("sluice", section, *loc))
-        if first["type"] == "extra_forbidden":
-            known = ", ".join(_known_keys(model, loc[:-1]))
-            raise ConfigError(
-                f"unknown setting '{dotted}'",
-                path=doc.path,
-                line=line,
-                hint=f"known settings here: {known}",
-            ) from None
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(
-            f"invalid setting '{dotted}': {message}",
-            path=doc.path,
-            line=line,
-            hint="see the README's configuration table for the accepted values",
-        ) from None
-
-
-def _line(doc: LocatedYaml, key_path: KeyPath) -> int | None:
-    # A bare `on:` key was stored under the path of the boolean key it parsed to.
-    if key_path[:3] == ("sluice", "deploy", "on") and key_path not in doc.lines:
-        alias = ("sluice", "deploy", "True", *key_path[3:])
-        if alias[:3] in doc.lines:
-            return doc.line_of(alias)
-    return doc.line_of(key_path)
-
-
-def _known_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
-    current: type[BaseModel] = model
-    for part in loc:
-        if part.isdigit():
-            continue  # an item of a list: the list's item model is already current
-        annotation = current.model_fields[part].annotation if part in current.model_fields else None
-        # A list of models (``tuple[Tier, ...]``): its items' fields.
-        items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        if len(items) == 1:
-            annotation = items[0]
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            current = annotation
-        else:
-            break
-    return sorted(current.model_fields)

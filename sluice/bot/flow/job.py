@@ -1,0 +1,98 @@
+"""One event's unit of work: what every handler of it shares, made and closed by the
+dispatcher (:func:`sluice.bot.flow.dispatch.handle`).
+
+A :class:`Job` holds the forge of the event's repository, the clock read once when the job
+started, the trusted settings once resolved (:func:`sluice.bot.flow.trust.for_repository`
+keeps them here), one state store, the files read from the prod branch (each fetched once)
+and the sticky comment as this job last published it (so each publication is one edit and
+one write, not a read of the ledger first). Handlers take ``(job, event)`` and pass the job
+on; nothing in here decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sluice.bot.flow.deps import Deps
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.sticky import Published
+from sluice.bot.forge.base import Forge, repo_key
+from sluice.core.state import StateStore, open_state
+
+if TYPE_CHECKING:
+    from sluice.bot.flow.trust import Settings
+
+
+@dataclass
+class Job:
+    """One event's work: its forge, its clock reading, its settings, state and comment."""
+
+    deps: Deps
+    forge: Forge
+    now: int
+    """The clock, read once when the job started (epoch ms)."""
+    trusted: Settings | None = None
+    """The trusted settings, once :func:`~sluice.bot.flow.trust.for_repository` resolved
+    them for this job."""
+    _state: StateStore | None = None
+    _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    _comments: dict[int, Published] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, deps: Deps, forge: Forge) -> Job:
+        return cls(deps, forge, deps.clock())
+
+    @property
+    def repo(self) -> str:
+        """The repository's key (``forge:owner/name``)."""
+        return repo_key(self.forge)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.deps.ledger
+
+    def state(self) -> StateStore:
+        """The state store, opened on first use and closed with the job."""
+        if self._state is None:
+            self._state = open_state(self.deps.state_url)
+        return self._state
+
+    def read_file(self, ref: str, path: str) -> str | None:
+        """``path`` at ``ref`` on the forge (None: absent), fetched once per job."""
+        key = (ref, path)
+        if key not in self._files:
+            self._files[key] = self.forge.read_file(ref, path)
+        return self._files[key]
+
+    def publish(
+        self,
+        number: int,
+        *,
+        body: str | None = None,
+        section: tuple[str, str | None] | None = None,
+        sections: Sequence[tuple[str, str | None]] = (),
+    ) -> None:
+        """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`), from what
+        this job last published on it."""
+        self.deps.sticky.publish(
+            self.forge, number, body=body, section=section, sections=sections,
+            known=self._comments,
+        )  # fmt: skip
+
+    def known_comment(self, number: int) -> Published:
+        """PR ``number``'s sticky comment as last published (read from the ledger once)."""
+        if number not in self._comments:
+            self._comments[number] = Published(*self.ledger.comment(self.repo, number))
+        return self._comments[number]
+
+    def scrub(self, text: str, tree: Path | None = None) -> str:
+        """``text`` fit to leave the service (:meth:`Deps.scrub`)."""
+        return self.deps.scrub(text, tree)
+
+    def close(self) -> None:
+        if self._state is not None:
+            self._state.close()
+            self._state = None
