@@ -6,8 +6,14 @@ that is set, stores the delivery and its job and answers 202 once they are commi
 worker threads do the work, the same for both forges. Deliveries are stored by the
 intake's task, the ones arriving together in one transaction (group commit,
 :mod:`sluice.bot.intake.group_commit`).
-``GET /healthz`` says whether the state database answers; ``GET /metrics`` is Prometheus
-text.
+``GET /healthz`` says whether the state database answers (503 when not), the version, and
+Spark's health (:mod:`sluice.bot.entry.health`); ``GET /metrics`` is Prometheus text.
+
+Each request answered is logged by :class:`AccessLog` (uvicorn's own access log is off):
+``/healthz`` and ``/metrics`` polls at DEBUG, a delivery answered below 400 (so verified) at
+INFO, and any other request (a refused delivery, an unknown path, the API docs) at INFO but
+rate-limited as refusals are, its path cut short and its control characters escaped: no
+client that cannot sign a delivery can grow the log without bound.
 
 Nothing a request sends before its signature or token is verified lasts: it is not
 stored, its event name is a metric label only when it is one of :data:`GITHUB_EVENTS` or
@@ -36,9 +42,10 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from sluice import __version__
+from sluice.bot.entry.health import SparkHealth
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
@@ -182,6 +189,56 @@ def _source(request: Request) -> str:
     return client.host if client is not None else "unknown"
 
 
+access_log = logging.getLogger(f"{__name__}.access")
+
+QUIET_PATHS = frozenset({"/healthz", "/metrics"})
+"""Paths polled by monitors: their GETs are logged at DEBUG only."""
+
+
+def _printable(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, its control characters escaped (a path is the
+    client's: a newline in it must not start a forged log line)."""
+    cut = text[:limit]
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    return shown + ("..." if len(text) > limit else "")
+
+
+class AccessLog:
+    """One line per request answered (``client "METHOD path" status ms``): a ``GET`` of
+    :data:`QUIET_PATHS` at DEBUG, an answer below 400 on one of ``webhooks`` (a verified
+    delivery) at INFO, any other at INFO too but through its own :class:`RefusalLog` (a few
+    a minute per client): a flood of refused or unknown requests logs a few lines, not one
+    each."""
+
+    def __init__(self, webhooks: frozenset[str], limit: RefusalLog | None = None) -> None:
+        self.webhooks = webhooks
+        self.limit = limit or RefusalLog()
+
+    def __call__(self, client: str, method: str, path: str, status: int, seconds: float) -> None:
+        line = '%s "%s %s" %d %.1f ms%s'
+        if method == "GET" and path in QUIET_PATHS:
+            if access_log.isEnabledFor(logging.DEBUG):
+                access_log.debug(line, client, method, path, status, seconds * 1000, "")
+            return
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        if status < 400 and path in self.webhooks:
+            access_log.info(line, client, method, path, status, seconds * 1000, "")
+            return
+        ok, skipped = self.limit.allow(client)
+        if ok:
+            suffix = f" ({skipped} more not logged since the last one)" if skipped else ""
+            access_log.info(
+                line,
+                client[:64],
+                _printable(method, 16),
+                _printable(path, 200),
+                status,
+                seconds * 1000,
+                suffix,
+            )
+
+
 # OpenAPI of the webhook endpoints, which FastAPI cannot infer: they read the raw request,
 # since the signature is checked on the exact bytes before anything is parsed.
 _ERROR_JSON: dict[str, Any] = {
@@ -320,15 +377,26 @@ class _Service(FastAPI):
         super().__init__(**kwargs)
         self.direct: dict[str, Callable[[Request], Awaitable[Response]]] = {}
         self.refusals = RefusalLog()
+        self.access: AccessLog | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = (
-            self.direct.get(scope["path"])
-            if scope["type"] == "http" and scope["method"] == "POST"
-            else None
-        )
-        if endpoint is None:
+        if scope["type"] != "http":
             await super().__call__(scope, receive, send)
+            return
+        began = time.perf_counter()
+        endpoint = self.direct.get(scope["path"]) if scope["method"] == "POST" else None
+        if endpoint is None:
+            answered: list[int] = []
+
+            async def sent(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    answered.append(message["status"])
+                await send(message)
+
+            try:
+                await super().__call__(scope, receive, sent)
+            finally:
+                self._logged(scope, answered[0] if answered else 500, began)
             return
         scope["app"] = self
         request = Request(scope, receive)
@@ -344,6 +412,19 @@ class _Service(FastAPI):
                 )
             response = _error(500, "internal error")
         await response(scope, receive, send)
+        self._logged(scope, response.status_code, began)
+
+    def _logged(self, scope: Scope, status: int, began: float) -> None:
+        if self.access is None:
+            return
+        client = scope.get("client")
+        self.access(
+            client[0] if client else "unknown",
+            scope["method"],
+            scope["path"],
+            status,
+            time.perf_counter() - began,
+        )
 
 
 def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
@@ -394,11 +475,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if settings.repositories:
-            log.info(
-                "serving deliveries of %s (SLUICE_REPOSITORIES)", ", ".join(settings.repositories)
-            )
-        else:
+        if not settings.repositories:  # `sluice serve`'s summary names them when set
             log.warning(
                 "SLUICE_REPOSITORIES is not set: this service accepts deliveries of any "
                 "repository that can sign them with its webhook secret (its state then "
@@ -482,6 +559,9 @@ def create_app(
     refusals = app.refusals = RefusalLog(
         on_unlogged=lambda: metrics.inc("sluice_refusals_unlogged_total")
     )
+    # The service's jobs' Spark (the prod branch's tuning aside, which says nothing of
+    # where Spark runs), as /healthz reports it.
+    spark = SparkHealth(settings.spark(), settings.workdir / "spark")
 
     @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
     async def github_webhook(request: Request) -> Response:
@@ -622,13 +702,23 @@ def create_app(
             )
             return _error(503, "the state database does not answer")
         workers = state.get("workers", [])
-        return JSONResponse({"status": "ok", "queue_depth": depth, "workers": len(workers)})
+        spark_health = await run_in_threadpool(spark.check)
+        return JSONResponse(
+            {
+                "status": "ok" if spark_health["ok"] else "degraded",
+                "version": __version__,
+                "queue_depth": depth,
+                "workers": len(workers),
+                "spark": spark_health,
+            }
+        )
 
     @app.get("/metrics")
     async def prometheus() -> Response:
         text = await run_in_threadpool(metrics.render)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
+    app.access = AccessLog(frozenset(app.direct))
     return app
 
 

@@ -1,20 +1,28 @@
 """``sluice jobs list|show``: what the service's queue is doing, for its operators.
 
-Reads the queue in the service's database (``--database-url``, else
-``SLUICE_DATABASE_URL``); never writes it.
+Reads the queue in the service's database: ``--database-url``, else the one ``sluice
+serve`` uses (``SLUICE_DATABASE_URL``, else ``state.db`` in ``SLUICE_WORKDIR``, by default
+``.sluice-service`` in the current folder). A SQLite file that does not exist is refused,
+not made; jobs are never changed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
+from sluice.bot.entry.settings import StateSettings
 from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
 from sluice.core.errors import SluiceError
@@ -24,9 +32,9 @@ _out = Console(emoji=False)
 
 database_option = click.option(
     "--database-url",
-    envvar="SLUICE_DATABASE_URL",
-    required=True,
-    help="The service's database (default: SLUICE_DATABASE_URL).",
+    default=None,
+    help="The service's database (default: the one `sluice serve` uses here: "
+    "SLUICE_DATABASE_URL, else state.db in SLUICE_WORKDIR, by default .sluice-service).",
 )
 
 
@@ -56,11 +64,38 @@ def as_dict(record: JobRecord) -> dict[str, Any]:
     }
 
 
-def _open(url: str) -> JobQueue:
+def _open(url: str | None) -> JobQueue:
+    """The queue at ``url``, else at the service's default state."""
+    given = bool(url)
+    if not url:
+        try:
+            url = StateSettings().state_url()
+        except ValidationError as exc:
+            raise click.ClickException(f"the state settings are invalid: {exc}") from None
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        parsed = None
+    if parsed is not None and parsed.get_backend_name() == "sqlite":
+        path = parsed.database
+        if path and path != ":memory:" and not Path(path).is_file():
+            where = "--database-url" if given else _default_source()
+            raise click.ClickException(
+                f"no Sluice state at {path} ({where}): no service has run with it"
+                "\n  hint: run this where `sluice serve` runs, with its SLUICE_WORKDIR or "
+                "SLUICE_DATABASE_URL, or pass --database-url"
+            )
     try:
         return JobQueue(url)
     except SluiceError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _default_source() -> str:
+    """Which setting named the default state, as `sluice serve` resolves it."""
+    if os.environ.get("SLUICE_WORKDIR"):
+        return "SLUICE_WORKDIR's state.db; SLUICE_DATABASE_URL is not set"
+    return "the default SLUICE_WORKDIR, .sluice-service, here; SLUICE_DATABASE_URL is not set"
 
 
 def register(cli: click.Group) -> None:
@@ -80,7 +115,7 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--limit", default=50, show_default=True, help="At most this many, newest first.")
     @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
-    def list_jobs(database_url: str, status: str | None, limit: int, as_json: bool) -> None:
+    def list_jobs(database_url: str | None, status: str | None, limit: int, as_json: bool) -> None:
         """The newest jobs: status, attempts, age, last error."""
         queue = _open(database_url)
         try:
@@ -114,7 +149,7 @@ def register(cli: click.Group) -> None:
     @click.argument("job_id", type=int)
     @database_option
     @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
-    def show_job(job_id: int, database_url: str, as_json: bool) -> None:
+    def show_job(job_id: int, database_url: str | None, as_json: bool) -> None:
         """Everything stored about job JOB_ID (its event payload with --json)."""
         queue = _open(database_url)
         try:

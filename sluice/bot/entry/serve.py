@@ -35,17 +35,27 @@ def register(cli: click.Group) -> None:
             )
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        problem = settings.forge_problem()
+        if problem is not None:
+            raise click.ClickException(str(problem))
+        say = logging.getLogger(__name__)
         if settings.insecure_no_signature:
-            logging.getLogger(__name__).warning(
-                "INSECURE: webhook signatures are not checked; never expose this service"
-            )
+            say.warning("INSECURE: webhook signatures are not checked; never expose this service")
         try:
             found = sandbox.isolation()
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-        say = logging.getLogger(__name__)
-        (say.info if found == "bwrap" else say.warning)(sandbox.describe())
+        # One block says what starts: version, forges, repositories, Spark, workers, state
+        # (its password hidden), sandbox; a sandbox-less start is a warning.
+        (say.info if found == "bwrap" else say.warning)(
+            "%s\n  listening:    http://%s:%s",
+            settings.summary(sandbox.describe()),
+            host,
+            port,
+        )
         # log_config=None: uvicorn's loggers go through the root logger set up above.
         # access_log=False: a line per request, with the path a client chose, would let
-        # anyone grow the log without bound; deliveries are logged (rate-limited) by app.py.
+        # anyone grow the log without bound; the app logs its own lines (app.AccessLog:
+        # verified deliveries at INFO, /healthz and /metrics polls at DEBUG, the rest
+        # rate-limited).
         uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)

@@ -18,10 +18,24 @@ from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 
 
-class ServiceSettings(BaseSettings):
-    """Everything ``sluice serve`` needs; each field is ``SLUICE_<NAME>``."""
+class StateSettings(BaseSettings):
+    """Where the service keeps its state (``SLUICE_DATABASE_URL``, ``SLUICE_WORKDIR``): what
+    ``sluice serve`` and ``sluice jobs`` both read, so they find the same database."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
+
+    database_url: SecretStr | None = None
+    workdir: Path = Path(".sluice-service")
+
+    def state_url(self) -> str:
+        """The state database: SLUICE_DATABASE_URL, else SQLite in the work directory."""
+        if self.database_url is not None and self.database_url.get_secret_value():
+            return self.database_url.get_secret_value()
+        return f"sqlite:///{(self.workdir / 'state.db').resolve()}"
+
+
+class ServiceSettings(StateSettings):
+    """Everything ``sluice serve`` needs; each field is ``SLUICE_<NAME>``."""
 
     github_app_id: str | None = None
     github_private_key: SecretStr | None = None
@@ -37,8 +51,13 @@ class ServiceSettings(BaseSettings):
     """A GitLab access token with the ``api`` scope (project, group or personal)."""
     gitlab_webhook_secret: SecretStr | None = None
     """GitLab's webhook secret token (``X-Gitlab-Token``)."""
-    database_url: SecretStr | None = None
-    workdir: Path = Path(".sluice-service")
+    no_forge: bool = False
+    """Start with no forge credentials (``SLUICE_NO_FORGE=1``): for trying the service out,
+    or a forge faked in tests. Without it, ``sluice serve`` refuses to start when a forge it
+    takes deliveries from (GitHub: ``SLUICE_WEBHOOK_SECRET``; GitLab:
+    ``SLUICE_GITLAB_WEBHOOK_SECRET``) has no credentials, or, under ``--insecure``, when no
+    forge has any: deliveries would be queued and every job would fail on its first call
+    to the forge."""
     project_path: str = "."
     """Where the Sluice project is inside each repository."""
     prod_branch: str = Field(default="main", min_length=1)
@@ -216,11 +235,119 @@ class ServiceSettings(BaseSettings):
                 return True
         return False
 
-    def state_url(self) -> str:
-        """The state database: SLUICE_DATABASE_URL, else SQLite in the work directory."""
-        if self.database_url is not None and self.database_url.get_secret_value():
-            return self.database_url.get_secret_value()
-        return f"sqlite:///{(self.workdir / 'state.db').resolve()}"
+    def forges(self) -> tuple[str, ...]:
+        """The forges this service acts for: each whose webhook secret is set (its deliveries
+        are verified), and under ``--insecure`` (none is), each with credentials."""
+        secret = {"github": self.webhook_secret, "gitlab": self.gitlab_webhook_secret}
+        credentials = self._credentials()
+        return tuple(
+            forge
+            for forge in _FORGES
+            if _given(secret[forge]) or (self.insecure_no_signature and credentials[forge])
+        )
+
+    def _credentials(self) -> dict[str, str | None]:
+        """How the service authenticates to each forge (None: it has no credentials)."""
+        github = None
+        if _given(self.github_token):
+            github = "token"
+        elif self.github_app_id and _given(self.github_private_key):
+            github = f"App {self.github_app_id}"
+        return {"github": github, "gitlab": "token" if _given(self.gitlab_token) else None}
+
+    def forge_problem(self) -> ConfigError | None:
+        """Why ``sluice serve`` should not start for want of forge credentials, or None
+        (``SLUICE_NO_FORGE`` says to start without them)."""
+        if self.no_forge:
+            return None
+        credentials = self._credentials()
+        without = (
+            "; to start without a forge anyway (trying the service out: jobs then fail on "
+            "their first call to it), set SLUICE_NO_FORGE=1"
+        )
+        github_fix = (
+            "set SLUICE_GITHUB_TOKEN to a token, or SLUICE_GITHUB_APP_ID and "
+            "SLUICE_GITHUB_PRIVATE_KEY (PEM text) to a GitHub App's"
+        )
+        gitlab_fix = "set SLUICE_GITLAB_TOKEN to an access token with the api scope"
+        forges = self.forges()
+        if not forges:
+            return ConfigError(
+                "no forge credentials: neither SLUICE_GITHUB_TOKEN, SLUICE_GITHUB_APP_ID with "
+                "SLUICE_GITHUB_PRIVATE_KEY, nor SLUICE_GITLAB_TOKEN is set, so no job could "
+                "read a repository or report on a pull request",
+                hint=f"for GitHub, {github_fix}; for GitLab, {gitlab_fix}{without}",
+            )
+        missing = [forge for forge in forges if credentials[forge] is None]
+        if not missing:
+            return None
+        if missing == ["github"]:
+            message = (
+                "SLUICE_WEBHOOK_SECRET is set, so this service takes GitHub deliveries, but "
+                "it has no GitHub credentials to act on them: neither SLUICE_GITHUB_TOKEN "
+                "nor SLUICE_GITHUB_APP_ID with SLUICE_GITHUB_PRIVATE_KEY is set"
+            )
+            hint = github_fix
+        elif missing == ["gitlab"]:
+            message = (
+                "SLUICE_GITLAB_WEBHOOK_SECRET is set, so this service takes GitLab "
+                "deliveries, but it has no GitLab credentials to act on them: "
+                "SLUICE_GITLAB_TOKEN is not set"
+            )
+            hint = gitlab_fix
+        else:
+            message = (
+                "this service takes GitHub and GitLab deliveries but has no credentials for "
+                "either: neither SLUICE_GITHUB_TOKEN (or SLUICE_GITHUB_APP_ID with "
+                "SLUICE_GITHUB_PRIVATE_KEY) nor SLUICE_GITLAB_TOKEN is set"
+            )
+            hint = f"for GitHub, {github_fix}; for GitLab, {gitlab_fix}"
+        return ConfigError(message, hint=hint + without)
+
+    def summary(self, sandbox: str = "") -> str:
+        """What ``sluice serve`` starts as, for its first log line: version, forges,
+        repositories, Spark, workers, state (its password hidden), sandbox. No secret."""
+        from sluice import __version__
+
+        credentials = self._credentials()
+        forges = [
+            f"{forge} ({credentials[forge] or 'no credentials'}, "
+            f"{self.github_api_url if forge == 'github' else self.gitlab_url})"
+            for forge in self.forges()
+        ]
+        if self.no_forge and not all(credentials[f] for f in self.forges()):
+            forges = ["none (SLUICE_NO_FORGE: jobs fail on their first call to a forge)"]
+        if self.insecure_no_signature:
+            forges.append("webhook signatures NOT checked (--insecure)")
+        spark = self.spark()
+        if spark.mode == "connect":
+            where = (
+                f"the Spark Connect server at {redacted_spark_remote(spark.remote)}"
+                if spark.remote
+                else f"the service's own Spark Connect server on 127.0.0.1 (started by the "
+                f"first job), master {spark.master}"
+            )
+        else:
+            where = f"one spark-submit per job, master {spark.master}"
+            if spark.deploy_mode:
+                where += f", deploy mode {spark.deploy_mode}"
+        lines = [
+            f"Sluice {__version__} starting",
+            f"  forge:        {', '.join(forges) or 'none'}",
+            "  repositories: "
+            + (
+                ", ".join(self.repositories)
+                if self.repositories
+                else "any (SLUICE_REPOSITORIES is not set)"
+            ),
+            f"  spark:        {spark.mode}: {where}",
+            f"  workers:      {self.workers}",
+            f"  state:        {redacted_url(self.state_url())}",
+            f"  workdir:      {self.workdir.resolve()}",
+        ]
+        if sandbox:
+            lines.append(f"  sandbox:      {sandbox.removeprefix('sandbox: ')}")
+        return "\n".join(lines)
 
     def secrets(self) -> list[str]:
         """Every secret value, for scrubbing text that leaves the service."""
@@ -239,6 +366,46 @@ class ServiceSettings(BaseSettings):
 
 
 _FORGES = ("github", "gitlab")
+
+
+def _given(secret: SecretStr | None) -> bool:
+    return secret is not None and bool(secret.get_secret_value())
+
+
+_SECRET_KEYS = ("password", "secret", "token", "key")
+
+
+def redacted_url(url: str) -> str:
+    """``url`` (a database URL) fit for a log line: its password, and any query parameter
+    whose name says it is a secret (``password``, ``sslkey``, ...), shown as ``***``; a URL
+    that does not parse is shown as its scheme only."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return url.split(":", 1)[0] + ":***" if ":" in url else "***"
+    hidden = {
+        name: "***" for name in parsed.query if any(word in name.lower() for word in _SECRET_KEYS)
+    }
+    if hidden:
+        parsed = parsed.update_query_dict(hidden)
+    return parsed.render_as_string(hide_password=True)
+
+
+def redacted_spark_remote(remote: str) -> str:
+    """A Spark Connect URL (``sc://host:port/;token=...``) fit for a log line: its
+    parameters' values that may be secrets (``token``) shown as ``***``."""
+    head, _, params = remote.partition(";")
+    if not params:
+        return remote
+    kept = []
+    for param in params.split(";"):
+        name, eq, _ = param.partition("=")
+        secret = eq and any(word in name.lower() for word in _SECRET_KEYS)
+        kept.append(f"{name}=***" if secret else param)
+    return head + ";" + ";".join(kept)
 
 
 def _repository_entry(entry: str) -> str:

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import prometheus_client
 from prometheus_client import (
@@ -41,6 +41,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from sluice.bot.events.neutral import Event
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,9 @@ DELIVERY_OUTCOMES: tuple[str, ...] = (
     "unavailable",
 )
 """What becomes of a webhook delivery (the ``outcome`` label of ``sluice_deliveries_total``)."""
+
+JOB_KINDS: tuple[str, ...] = tuple(sorted(kind.kind for kind in get_args(Event)))
+"""The kinds of job (their events' kinds): the ``kind`` label of ``sluice_job_retries_total``."""
 
 
 @dataclass(frozen=True)
@@ -315,11 +320,22 @@ def _service_jobs(registry: Registry) -> None:
     )
 
 
+def _service_retries(registry: Registry) -> None:
+    registry.counter(
+        "sluice_job_retries_total",
+        "Failed job attempts put back in the queue to be tried again (after a backoff), by "
+        "job kind; an attempt that was the job's last is not counted.",
+        ("kind",),
+        values={"kind": JOB_KINDS},
+    )
+
+
 SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_deliveries,
     _service_unlogged,
     _service_ack,
     _service_jobs,
+    _service_retries,
 )
 """The service's counters and histograms, declared by ``Registry()``. The queue's gauges
 (depth, oldest wait) are declared by the app, which has the queue."""

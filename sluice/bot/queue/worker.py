@@ -165,7 +165,10 @@ class Worker:
         except Exception as exc:
             message = self.scrub(str(exc) or exc.__class__.__name__)
             log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
-            if not self.queue.retry(job.id, self.name, message, time.time()):
+            if self.queue.retry(job.id, self.name, message, time.time()):
+                if self.metrics is not None:
+                    self.metrics.inc("sluice_job_retries_total", kind=job.kind)
+            else:
                 self._give_up(job, message)
             outcome = "error"
         else:

@@ -5,15 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from sluice.bot.entry.settings import ServiceSettings, StateSettings
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.cli import cli
 
 
-def _queue(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'service.db'}"
+def _queue(tmp_path: Path, name: str = "service.db", jobs: int = 3) -> str:
+    url = f"sqlite:///{tmp_path / name}"
     queue = JobQueue(url, max_attempts=3)
+    if jobs < 3:
+        job = NewJob(key="github:o/r#9", kind="pull_request", payload={"number": 9})
+        assert queue.accept("d9", "github", "pull_request", job, 100.0)
+        queue.close()
+        return url
     for number in (1, 2, 3):
         job = NewJob(key=f"github:o/r#{number}", kind="pull_request",
                      payload={"number": number, "token": "x"}, head_sha=f"{number}" * 40)  # fmt: skip
@@ -60,5 +67,58 @@ def test_show_prints_one_job_and_refuses_an_unknown_id(tmp_path: Path) -> None:
     assert json.loads(as_json.output)["payload"]["number"] == 2
     missing = CliRunner().invoke(cli, ["jobs", "show", "99", "--database-url", url])
     assert missing.exit_code == 1 and "there is no job 99" in missing.output
-    unset = CliRunner().invoke(cli, ["jobs", "list"], env={"SLUICE_DATABASE_URL": ""})
-    assert unset.exit_code == 2 and "--database-url" in unset.output
+
+
+def _no_state_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLUICE_DATABASE_URL", raising=False)
+    monkeypatch.delenv("SLUICE_WORKDIR", raising=False)
+
+
+def test_without_a_url_it_reads_the_state_sluice_serve_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_state_settings(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    # `sluice serve`'s default: state.db in the default workdir, in the current folder.
+    default = ServiceSettings(webhook_secret="s")  # type: ignore[arg-type]
+    assert default.state_url() == StateSettings().state_url()
+    (tmp_path / ".sluice-service").mkdir()
+    _queue(tmp_path / ".sluice-service", "state.db")
+    listed = CliRunner().invoke(cli, ["jobs", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert sorted(j["id"] for j in json.loads(listed.output)) == [1, 2, 3]
+    shown = CliRunner().invoke(cli, ["jobs", "show", "2"])
+    assert shown.exit_code == 0 and "status: queued" in shown.output, shown.output
+    # SLUICE_WORKDIR moves it, as it moves the service's.
+    elsewhere = tmp_path / "srv"
+    elsewhere.mkdir()
+    _queue(elsewhere, "state.db", jobs=1)
+    monkeypatch.setenv("SLUICE_WORKDIR", str(elsewhere))
+    moved = CliRunner().invoke(cli, ["jobs", "list", "--json"])
+    assert [j["id"] for j in json.loads(moved.output)] == [1], moved.output
+    # SLUICE_DATABASE_URL wins over both; an empty one is unset (as for the service).
+    monkeypatch.setenv(
+        "SLUICE_DATABASE_URL", f"sqlite:///{tmp_path / '.sluice-service' / 'state.db'}"
+    )
+    chosen = CliRunner().invoke(cli, ["jobs", "list", "--json"])
+    assert len(json.loads(chosen.output)) == 3, chosen.output
+    monkeypatch.setenv("SLUICE_DATABASE_URL", "")
+    empty = CliRunner().invoke(cli, ["jobs", "list", "--json"])
+    assert len(json.loads(empty.output)) == 1, empty.output
+
+
+def test_no_state_where_it_looks_is_refused_and_none_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_state_settings(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    missing = CliRunner().invoke(cli, ["jobs", "list"])
+    assert missing.exit_code == 1, missing.output
+    state = tmp_path / ".sluice-service" / "state.db"
+    assert f"no Sluice state at {state}" in missing.output
+    assert "SLUICE_WORKDIR" in missing.output and "--database-url" in missing.output
+    assert "Traceback" not in missing.output
+    given = CliRunner().invoke(cli, ["jobs", "show", "1", "--database-url",
+                                     f"sqlite:///{tmp_path / 'typo.db'}"])  # fmt: skip
+    assert given.exit_code == 1 and "(--database-url)" in given.output, given.output
+    assert not state.exists() and not (tmp_path / "typo.db").exists()

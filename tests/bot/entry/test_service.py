@@ -24,6 +24,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice import __version__
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.queue.store import JobQueue
@@ -414,7 +415,10 @@ def test_health_and_metrics(service: Service, tmp_path: Path) -> None:
     service.deliver("pull_request", _pr_payload("github/pull_request/opened.payload.json", SHA))
     service.deliver("pull_request", b"{", signature="sha256=" + "0" * 64)
     service.idle()
-    assert service.client.get("/healthz").json() == {"status": "ok", "queue_depth": 0, "workers": 1}
+    health = service.client.get("/healthz").json()
+    assert (health["queue_depth"], health["workers"], health["version"]) == (0, 1, __version__)
+    assert health["spark"]["mode"] == "connect"  # its checks: test_health_and_access_log.py
+    assert health["status"] == ("ok" if health["spark"]["ok"] else "degraded")
     response = service.client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     samples = {
@@ -497,6 +501,9 @@ def test_a_job_that_keeps_failing_is_reported_on_the_pr_after_the_last_attempt(
     assert "archive" in checks["sluice/tests"]["output"]["summary"]
     [comment] = service.github.comments_on(2)
     assert "the job failed after every retry" in comment["body"]
+    # Each failed attempt but the last was a retry, counted by the job's kind.
+    retries = 'sluice_job_retries_total{kind="pull_request"} 2.0'
+    assert retries in service.client.get("/metrics").text
 
 
 def test_an_unsafe_archive_is_refused_and_reported_at_once(service: Service) -> None:
