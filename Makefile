@@ -22,12 +22,13 @@ lock: $(STAMP)
 	$(LOCK) pyproject.toml requirements/build.in -c requirements/dev.lock -o requirements/runtime.lock
 
 ## demo: the whole flow on the example project (jaffle_shop), locally: build prod on local
-## Spark, open a PR with a change on the local forge, approve, merge, promote, query prod
+## Spark, open a PR with a change on the local forge, approve, merge, promote, query prod;
+## `make demo KEEP=1` keeps its repository (.sluice-demo/) and the PR comment to look at
 demo: export SPARK_LOCAL_IP = 127.0.0.1
 demo: $(STAMP)
 	bash scripts/ensure-java.sh
 	bash scripts/ensure-bwrap.sh
-	$(BIN)/sluice demo
+	$(BIN)/sluice demo$(if $(filter 1 yes true,$(KEEP)), --keep)
 
 ## test: lint, type-check and run every test (starts its own PostgreSQL)
 test: lint typecheck unit

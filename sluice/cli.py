@@ -3,10 +3,13 @@
 Core's commands know nothing of the bot; this module is where the two meet. The service's
 commands are registered lazily: their modules (and FastAPI, the forges' clients, the job
 queue's SQLAlchemy ORM) are imported only when one of them runs, so ``sluice plan`` pays for
-none of it (``tests/test_plan_imports.py``).
+none of it (``tests/test_plan_imports.py``), nor ``sluice --help``, which lists them by
+the one-line help given here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import click
 
@@ -44,14 +47,35 @@ def _jobs(group: click.Group) -> None:
     jobs.register(group)
 
 
-for _name, _register in (
-    ("serve", _serve),
-    ("pr", _pr),
-    ("action", _action),
-    ("demo", _demo),
-    ("jobs", _jobs),
-):
-    cli.add_lazy(_name, _register)
+# The service's commands: name, registration, one-line help (the command's own, as
+# ``one_line`` reads it: tests/core/cli/test_help.py checks they agree), so ``sluice
+# --help`` lists them without importing them, and the section of ``sluice --help``.
+LAZY_COMMANDS: tuple[tuple[str, Callable[[click.Group], None], str, str], ...] = (
+    (
+        "demo",
+        _demo,
+        "Run the whole flow on the example project, locally, on Spark: build prod, then a "
+        "pull request's build, gate, merge and promotion.",
+        "Develop",
+    ),
+    ("pr", _pr, "The pull-request flow on a git repository on disk (no GitHub).", "Develop"),
+    (
+        "serve",
+        _serve,
+        "Run the webhook service (settings from SLUICE_* environment variables).",
+        "Service",
+    ),
+    ("jobs", _jobs, "The service's job queue: list jobs, show one.", "Service"),
+    (
+        "action",
+        _action,
+        "Run as a GitHub Action: handle this job's event (settings from GITHUB_* and "
+        "INPUT_* environment variables; see action.yml).",
+        "Service",
+    ),
+)
+for _name, _register, _help, _section in LAZY_COMMANDS:
+    cli.add_lazy(_name, _register, help=_help, section=_section)
 
 
 def main() -> None:

@@ -7,8 +7,13 @@ Every error Sluice raises on purpose derives from :class:`SluiceError`. The CLI 
 from __future__ import annotations
 
 import difflib
+import itertools
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+EXCERPT_WIDTH = 100  # at most this many characters of a source line are shown
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str | None:
@@ -118,3 +123,85 @@ class ProjectErrors(SluiceError):
 
     def __str__(self) -> str:
         return "\n".join(str(e) for e in self.errors)
+
+
+# -- how an error is shown ---------------------------------------------------------------
+
+
+def _cells(text: str) -> int:
+    """Terminal columns ``text`` takes (East Asian wide characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _printable(text: str) -> str:
+    """``text`` with tabs as spaces and any other control character as ``?`` (a source
+    line is shown as text, never as terminal codes)."""
+    text = text.expandtabs(4)
+    return "".join("?" if ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 else ch for ch in text)
+
+
+def excerpt(
+    error: SluiceError, *, base: Path | None = None, width: int = EXCERPT_WIDTH
+) -> list[str]:
+    """The source line ``error`` points at, numbered, with a caret under its column: the
+    lines to print under the error (none when it names no file and line, or the file or
+    the line cannot be read). A relative path is read from the working folder, else from
+    ``base`` (the project folder). A line longer than ``width`` is cut around the column.
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+    ...     _ = f.write("MODEL (name s.a);\\nSELECT a, FROM t\\n")
+    >>> print("\\n".join(excerpt(ModelError("bad", path=f.name, line=2, col=11))))
+       2 | SELECT a, FROM t
+         |           ^
+    >>> excerpt(ModelError("bad", path=f.name, line=9)), excerpt(ModelError("no file"))
+    ([], [])
+    >>> os.unlink(f.name)
+    """
+    if error.path is None or error.line is None or error.line < 1:
+        return []
+    path = Path(error.path)
+    if not path.is_file() and base is not None and not path.is_absolute():
+        path = base / path
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            found = next(itertools.islice(handle, error.line - 1, None), None)
+    except OSError:
+        return []
+    if found is None:
+        return []
+    raw = found.rstrip("\r\n")
+    col = error.col if error.col is not None and 1 <= error.col <= len(raw) + 1 else None
+    start = 0
+    if len(raw) > width:  # a window around the column (the start when there is none)
+        start = max(0, min((col or 1) - 1 - width // 2, len(raw) - width))
+    shown = raw[start : start + width]
+    before = "…" if start > 0 else ""
+    after = "…" if start + width < len(raw) else ""
+    number = f"{error.line:>4}"
+    lines = [f"{number} | {before}{_printable(shown)}{after}"]
+    if col is not None:
+        # As the line is shown: tabs expanded from the shown part's start, wide characters.
+        pad = _cells(before + _printable(raw[start : col - 1]))
+        lines.append(f"{' ' * len(number)} | {' ' * pad}^")
+    return lines
+
+
+def to_json(error: SluiceError) -> dict[str, Any]:
+    """``error`` as the JSON a ``--json`` command prints: ``error`` (what is wrong),
+    ``file``, ``line``, ``col``, ``hint`` (None when unknown); a :class:`ProjectErrors`
+    also has ``errors``, each problem as such an object.
+
+    >>> to_json(ModelError("unknown kind", path="m.sql", line=1, col=3, hint="use FULL"))
+    {'error': 'unknown kind', 'file': 'm.sql', 'line': 1, 'col': 3, 'hint': 'use FULL'}
+    """
+    document: dict[str, Any] = {
+        "error": error.message,
+        "file": error.path,
+        "line": error.line,
+        "col": error.col,
+        "hint": error.hint,
+    }
+    if isinstance(error, ProjectErrors):
+        document["errors"] = [to_json(e) for e in error.errors]
+    return document

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +40,9 @@ from sluice.core.timeutil import DAY_MS, to_ms
 from sluice.core.words import plural
 from sluice.core.yamlio import dump_yaml, read_yaml
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jaffle_shop"
+CHECKOUT = Path(__file__).resolve().parents[3]  # the Sluice checkout the demo runs from
+EXAMPLE = CHECKOUT / "examples" / "jaffle_shop"
+SCREENSHOT = CHECKOUT / "scripts" / "comment_screenshot.py"  # Markdown + Mermaid -> PNG
 PROD_END = "2018-04-30"  # the example's data ends that day
 BRANCH = "demo-change"
 AUTHOR = "author"
@@ -70,7 +74,10 @@ def register(cli: click.Group) -> None:
     cli.add_command(demo)
 
 
-@click.command()
+@click.command(
+    short_help="Run the whole flow on the example project, locally, on Spark: build prod, then "
+    "a pull request's build, gate, merge and promotion."
+)
 @click.option(
     "--dir",
     "work_dir",
@@ -83,7 +90,8 @@ def register(cli: click.Group) -> None:
     "--keep",
     is_flag=True,
     help="Keep the demo's repository afterwards, to look around (`sluice pr status "
-    "1 --repo DIR`); by default it is removed when the demo succeeds.",
+    "1 --repo DIR`, the PR comment with its impact graph under DIR/.sluice/forge/); by "
+    "default it is removed when the demo succeeds (`make demo KEEP=1` passes --keep).",
 )
 @click.option(
     "--spark",
@@ -108,8 +116,9 @@ def demo(work_dir: Path, keep: bool, spark_mode: Literal["connect", "submit"]) -
     root = work_dir.resolve()
     out.print(f"[bold]Sluice demo[/] in {escape(str(root))} ({escape(version)})")
     finished = False
+    pull_number = None
     try:
-        _run(root, spark_mode)
+        pull_number = _run(root, spark_mode)
         finished = True
     finally:
         stop_all()  # the demo's Spark Connect server, if it started one
@@ -119,17 +128,47 @@ def demo(work_dir: Path, keep: bool, spark_mode: Literal["connect", "submit"]) -
                 f"[red]The demo stopped after {took}[/]; its repository is kept in "
                 f"{escape(str(root))}"
             )
-        elif keep:
-            out.print(
-                f"\n[bold green]Demo finished in {took}.[/] The repository is kept in "
-                f"{root}: try `sluice pr status 1 --repo {work_dir}`."
-            )
         else:
-            shutil.rmtree(root, ignore_errors=True)
-            out.print(
-                f"\n[bold green]Demo finished in {took}.[/] (run with --keep to keep "
-                f"its repository)"
+            if not keep:
+                shutil.rmtree(root, ignore_errors=True)
+            out.print(f"\n[bold green]Demo finished in {took}.[/]")
+            for line in ending(root, work_dir, pull_number, kept=keep):
+                # whole lines (paths and commands to copy), the terminal wraps them
+                out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def ending(root: Path, work_dir: Path, number: int | None, *, kept: bool) -> list[str]:
+    """What the demo says last: where its repository is and where the PR comment with its
+    impact graph (a Mermaid block, which a terminal cannot draw) is to be seen; or, when
+    the repository was removed, how to keep it."""
+    comment = root / ".sluice" / "forge" / "prs" / str(number or 1) / "comment.md"
+    if not kept:
+        return [
+            "Its repository was removed: `sluice demo --keep` (`make demo KEEP=1`) keeps it, "
+            f"and the PR comment with its impact graph ({comment.relative_to(root)})."
+        ]
+    lines = [
+        f"The repository is kept in {root}: try `sluice pr status {number or 1} --repo {work_dir}`."
+    ]
+    if comment.is_file():
+        lines.append(
+            f"The PR comment as Sluice posted it, impact graph included (Markdown with a "
+            f"Mermaid block, drawn by GitHub or any Markdown preview with Mermaid): {comment}"
+        )
+        if SCREENSHOT.is_file():
+            lines.append(
+                "To see it as GitHub shows it, as a PNG (Mermaid's CLI and Chromium: "
+                f"`bash {SCREENSHOT.parent / 'ensure-mermaid.sh'}`): "
+                + shlex.join(
+                    [
+                        sys.executable,
+                        str(SCREENSHOT),
+                        str(comment),
+                        str(comment.with_suffix(".png")),
+                    ]
+                )
             )
+    return lines
 
 
 def check_java() -> str:
@@ -162,7 +201,8 @@ def check_git() -> None:
         )
 
 
-def _run(root: Path, spark_mode: Literal["connect", "submit"]) -> None:
+def _run(root: Path, spark_mode: Literal["connect", "submit"]) -> int:
+    """The demo's six steps in ``root``; the pull request's number."""
     state = f"sqlite:///{root / '.sluice' / 'state.db'}"  # where `sluice pr` looks by default
     common = {
         "repo": root,
@@ -240,6 +280,7 @@ def _run(root: Path, spark_mode: Literal["connect", "submit"]) -> None:
     _query(root, state, RETURNED_SQL, limit=1, spark_mode=spark_mode)
     _query(root, state, SAMPLE_SQL, limit=5, spark_mode=spark_mode)
     _query(root, state, SEGMENTS_SQL, limit=5, spark_mode=spark_mode)
+    return pull_number
 
 
 # -- the steps ---------------------------------------------------------------------------

@@ -10,6 +10,10 @@ operations.register(cli)
 diff.register(cli)
 environments.register(cli)
 spark.register(cli)
+cli.place("Plan and review", "plan", "table-diff", "query", "test")
+cli.place("Run and deploy", "apply", "run", "rollback")
+cli.place("Environments", "environments", "invalidate", "janitor")
+cli.place("Develop", "spark")
 
 
 def main() -> None:

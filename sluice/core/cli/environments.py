@@ -185,7 +185,11 @@ def _print_history(plans: list[Any]) -> None:
     out.print(table)
 
 
-@click.command(name="run")
+@click.command(
+    name="run",
+    short_help="Process the intervals of ENVIRONMENT's models due by their cron (a schedule's "
+    "command).",
+)
 @click.argument("environment", default=PROD)
 @click.option(
     "--at",

@@ -29,10 +29,13 @@ def test_an_error_at_line_100_is_printed_as_a_location(tmp_path: Path) -> None:
 
 
 def test_names_and_messages_are_not_read_as_markup(capsys: object) -> None:
-    progress({"event": "step_start", "label": "build s.[red]m[/red] :100:"})
+    label = "build s.[red]m[/red] :100:"
+    progress({"event": "job_start", "steps": 1})
+    progress({"event": "step_start", "index": 0, "label": label})
+    progress({"event": "step_done", "index": 0, "label": label, "seconds": 1.0})
     progress({"event": "log", "message": "[bold]x[/bold] at file:100:"})
     notes(("models/[red]x[/red].sql:100: a note",))
     err = capsys.readouterr().err  # type: ignore[attr-defined]
-    assert "build s.[red]m[/red] :100:" in err
+    assert "[1/1] build s.[red]m[/red] :100:: done in 1.0 s" in err
     assert "[bold]x[/bold] at file:100:" in err
     assert "models/[red]x[/red].sql:100: a note" in err
