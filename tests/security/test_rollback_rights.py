@@ -4,7 +4,7 @@ gate would accept for that change: a required approver, or under an owners' gate
 of every model it changes; any writer only when the gate requires nobody.
 
 Prod has two plans (``jaffle.customers`` changed in the second; its owner is
-``marketing``); the rollback goes back to the first. No Spark: the runner records the job.
+``marketing``); the rollback goes back to the first. No Spark: the scripted runner runs the job.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import pytest
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge, as_forge
+from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import record_prod
-from tests.helpers.rollback import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = "e" * 40
 NOW = 1_525_046_400_000
 
-World = Callable[[str], tuple[Callable[[str], str], Recorder]]
+World = Callable[[str], tuple[Callable[[str], str], Warehouse]]
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
     made = []
 
-    def make(gate: str) -> tuple[Callable[[str], str], Recorder]:
+    def make(gate: str) -> tuple[Callable[[str], str], Warehouse]:
         url = f"sqlite:///{tmp_path / 'state.db'}"
         first = tmp_path / "v1"
         shutil.copytree(REPO / "examples" / "jaffle_shop", first,
@@ -59,9 +59,9 @@ def world(tmp_path: Path) -> Iterator[World]:
         forge.roles.update({"alice": "write", "bob": "write", "marketing": "write",
                             "mia": "write"})  # fmt: skip
         forge.teams["octo/marketing"] = frozenset({"mia"})
-        runner = Recorder()
+        runner = Warehouse()
         deps = make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
-                         workdir=tmp_path / "work", state_url=url, runner_for=runner,
+                         workdir=tmp_path / "work", state_url=url, runner_for=runner.runner,
                          clock=lambda: NOW + 120_000)  # fmt: skip
         deps.ledger.seen(f"memory:{forge.repo}", None, NOW, sha=MAIN)
         made.append(deps)

@@ -1,6 +1,6 @@
 """``/sluice rollback [plan id]`` on a merged pull request: prod's views back at the tables
 of an earlier plan, by a required approver of the gate only, nothing computed. No Spark:
-prod's two plans are recorded as built, and the runner records the job it is given."""
+prod's two plans are recorded as built, and the scripted runner runs the job it is given (no Spark)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.rollback import history
+from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
-from tests.helpers.rollback import Recorder
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
@@ -31,7 +31,7 @@ GATE = "\n  gate:\n    required_approvers:\n      users: [bob]\n      teams: [oc
 class World:
     forge: MemoryForge
     deps: Deps
-    runner: Recorder
+    runner: Warehouse
     url: str
     plans: list[str]  # prod's plans, oldest first
     comments: int = 0
@@ -79,9 +79,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     forge.open_pull(8, head_sha=MAIN, base="main", author="alice")
     forge.roles.update({"alice": "write", "bob": "write", "dana": "write", "carol": "read"})
     forge.teams["octo/data"] = frozenset({"dana"})
-    runner = Recorder()
+    runner = Warehouse()
     deps = make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
-                     workdir=tmp_path / "work", state_url=url, runner_for=runner,
+                     workdir=tmp_path / "work", state_url=url, runner_for=runner.runner,
                      clock=lambda: NOW + 120_000)  # fmt: skip
     deps.ledger.seen(f"memory:{forge.repo}", None, NOW, sha=MAIN)
     store = open_state(url)

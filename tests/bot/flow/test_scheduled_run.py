@@ -1,7 +1,8 @@
 """The service's scheduled run of prod (SLUICE_RUN_INTERVAL_SECONDS): queued once per
 period under the repository's prod key (so never beside a promotion), it processes exactly
-the intervals due, nothing when none is, and a failure is reported. No Spark: the runner
-records each job and writes the intervals its build steps cover, as a driver would."""
+the intervals due, nothing when none is, and a failure is reported. No Spark: the scripted
+runner (sluice.core.spark.scripted) runs each job, its driver's writes checked and applied
+as a real job's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import responses
@@ -22,9 +22,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
-from sluice.core.errors import ExecutionError
-from sluice.core.spark.submit import JobResult
-from sluice.core.state import open_state
+from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.timeutil import DAY_MS
 from tests.helpers.cases import record_prod
 from tests.helpers.github_wire import FakeGitHub, tarball
@@ -36,41 +34,17 @@ NOW = 1_525_046_400_000  # 2018-04-30, where prod was built
 REPORT_TO = 42
 
 
-class Recorder:
-    """A runner that records each job and writes the intervals of its build steps (what
-    the driver's events do); ``fail`` makes every job fail instead."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.jobs, self.fail = url, [], False
-        self.jobs: list[dict[str, Any]]
-
-    def __call__(self, *_args: Any) -> Recorder:
-        return self
-
-    def run(self, spec: dict[str, Any]) -> JobResult:
-        self.jobs.append(spec)
-        if self.fail:
-            raise ExecutionError("Spark job failed at step 'build jaffle.daily_revenue': <b>x</b>")
-        store = open_state(self.url)
-        try:
-            for step in spec["steps"]:
-                if step["type"] == "build" and step.get("intervals"):
-                    intervals = [tuple(i) for i in step["intervals"]]
-                    store.add_intervals(step["model"], step["version"], intervals)
-        finally:
-            store.close()
-        return JobResult(spec["job_id"], {}, 0.1, None)
-
-    def built(self, job: int) -> dict[str, list[list[int]]]:
-        steps = self.jobs[job]["steps"]
-        return {s["model"]: s.get("intervals") for s in steps if s["type"] == "build"}
+def built_by(warehouse: Warehouse, job: int) -> dict[str, list[list[int]]]:
+    """Model -> the intervals job ``job`` of ``warehouse`` built."""
+    steps = warehouse.jobs[job]["steps"]
+    return {s["model"]: s.get("intervals", []) for s in steps if s["type"] == "build"}
 
 
 @dataclass
 class Service:
     github: FakeGitHub
     queue: JobQueue
-    runner: Recorder
+    runner: Warehouse
     deps: Deps
     clock: list[int]
 
@@ -96,10 +70,10 @@ def service(tmp_path: Path) -> Iterator[Service]:
         webhook_secret="s", github_token="ghp_runToken", workdir=tmp_path / "work",
         database_url=url, github_request_interval=0, github_write_interval=0,
     )  # type: ignore[arg-type]  # fmt: skip
-    runner = Recorder(url)
+    runner = Warehouse()  # the driver's writes reach state as a real job's do
     clock = [NOW + 3 * DAY_MS + 3_600_000]  # three days later
     deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=tmp_path / "work",
-                     state_url=url, runner_for=runner, clock=lambda: clock[0],
+                     state_url=url, runner_for=runner.runner, clock=lambda: clock[0],
                      run_report_to=REPORT_TO)  # fmt: skip
     deps.ledger.seen(f"github:{OWNER}", None, NOW, sha=MAIN)
     queue = JobQueue(url, max_attempts=2)
@@ -116,7 +90,7 @@ def test_a_run_processes_the_due_intervals_once_and_then_nothing(service: Servic
     assert worker.schedule(time.time()) == 0  # one a period, however many workers ask
     assert worker.run_once()
     [job] = service.runner.jobs
-    built = service.runner.built(0)
+    built = built_by(service.runner, 0)
     day = DAY_MS
     # The incremental model gets the three complete days since prod was built, nothing
     # before; the whole job is one Spark job.
@@ -131,11 +105,11 @@ def test_a_run_processes_the_due_intervals_once_and_then_nothing(service: Servic
     service.clock[0] += 7 * DAY_MS
     dispatch.handle(service.deps, ScheduledRunEvent("github", OWNER, None))
     assert len(service.runner.jobs) == 2
-    assert len(service.runner.built(1)["jaffle.daily_revenue"]) == 7
+    assert len(built_by(service.runner, 1)["jaffle.daily_revenue"]) == 7
 
 
 def test_a_failed_run_is_tried_again_then_reported_escaped(service: Service) -> None:
-    service.runner.fail = True
+    service.runner.script = Script(fail={"build *": "AnalysisException: <b>x</b>"})
     worker = service.worker()
     assert worker.schedule(time.time()) == 1
     assert worker.run_once()  # attempt 1: back in the queue
