@@ -493,12 +493,12 @@ def read_failure(text: str) -> Failure:
 
 
 def failure_words(state: CommentState) -> str | None:
-    """What failed, for the headline: the title, and the model when a step of it failed."""
+    """What failed, for the headline: the state's headline (the caller's Markdown, as
+    before a build finished), and the model when a step of it failed."""
     if state.error is None:
         return None
-    title, text = state.error
-    model = read_failure(text).model
-    return f"{md.text(title)} at {md.code(model)}" if model else md.text(title)
+    model = read_failure(state.error[1]).model
+    return f"{state.headline} at {md.code(model)}" if model else state.headline
 
 
 def failure(title: str, text: str) -> md.Markdown:
