@@ -72,7 +72,7 @@ def test_apply_and_query_through_spark_submit_on_local(tmp_path: Path, spark_dir
         r"Applied to prod: 7 tables built \([1-9][\d,]* rows, [\d.]+ [KM]?B\), 3 model views made",
         result.stdout,
     )
-    assert "→ build lsub.orders" in result.stderr  # progress streamed from the driver
+    assert "build lsub.orders: done in" in result.stderr  # progress streamed from the driver
     assert _query(project, spark_dirs, "prod", "SELECT COUNT(*) FROM lsub.customers") == [[100]]
     assert list((project / ".sluice" / "logs").glob("*.log"))
 
