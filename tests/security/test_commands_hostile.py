@@ -38,6 +38,7 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import Deps, make_deps
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.run_command import on_comment
 from sluice.bot.forge.github.client import github_client
 from sluice.bot.forge.github.forge import GitHubForge
@@ -632,7 +633,7 @@ def test_the_local_forge_quotes_a_user_name_that_is_no_login(
     try:
         body = "/sluice diff `x`<img src=z>"
         comment_id = forge.add_comment(1, user, body)
-        on_comment(deps, forge, CommentEvent(
+        on_comment(Job.start(deps, forge), CommentEvent(
             forge="local", repo=forge.repo, installation_id=None, action="created", number=1,
             comment_id=comment_id, author=user, body=body,
         ))  # fmt: skip

@@ -220,7 +220,7 @@ def _give_up(job: Job, event: Event, error: str) -> None:
         "failure",
         "the job failed after every retry",
         error=("Error", text),
-        footer=pr_build.footer(job, event.head_sha),
+        footer=pr_build.footer(job.deps, event.head_sha),
     )
     body = comment.comment(state, limit=forge.comment_limit, marker=job.deps.sticky.marker)
     job.publish(event.number, body=body, sections=[comment.facts_section(state)])

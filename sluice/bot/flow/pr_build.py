@@ -18,6 +18,7 @@ from typing import Any
 
 from sluice.bot.events.neutral import CheckRunEvent, PullRequestEvent
 from sluice.bot.flow import approval, trust
+from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners, review_of
 from sluice.bot.forge.base import Check, PullRequest, UnusableTree
@@ -105,7 +106,7 @@ def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:
     """Build ``pr``'s environment, diff it, and report; None when nothing was built,
     :class:`Held` when the build waits for the backfill budget's approval."""
     environment = pr_environment(pr.number)
-    post = _Poster(job, pr, footer(job, pr.head_sha))
+    post = _Poster(job, pr, footer(job.deps, pr.head_sha))
     if pr.draft:
         post.comment(
             CommentState(
@@ -335,10 +336,10 @@ def _settings_notice(
     )
 
 
-def footer(job: Job, sha: str) -> str:
+def footer(deps: Deps, sha: str) -> str:
     """The comment's last line: the commit, when, and the limits its Spark job ran under."""
-    memory = job.deps.spark.conf.get("spark.driver.memory", "1g")
-    return comment.footer(sha, job.now, job.deps.job_timeout, memory)
+    memory = deps.spark.conf.get("spark.driver.memory", "1g")
+    return comment.footer(sha, deps.clock(), deps.job_timeout, memory)
 
 
 def _pull(event: PullRequestEvent) -> PullRequest:
