@@ -295,6 +295,7 @@ def prod_tables(state: StateStore) -> dict[str, tuple[str, str]]:
 
 
 _STEP = re.compile(r"at step '(?:build|audit) ([\w.]+)")
+_SOURCE = re.compile(r"^\S+:\d+: (?=Spark job failed)")
 
 
 def locate_failure(project: Project, error: ExecutionError) -> ExecutionError:
@@ -303,5 +304,7 @@ def locate_failure(project: Project, error: ExecutionError) -> ExecutionError:
     model = project.models.get(found.group(1).rstrip(":")) if found else None
     if model is None or error.path is not None:
         return error
-    # The same class: a DriverLost stays one (the caller retries those).
-    return type(error)(error.message, path=model.path, line=model.line, hint=error.hint)
+    # The step's file:line leads the message (the runner's words); the error carries it
+    # once, as its location. The same class: a DriverLost stays one (callers retry those).
+    message = _SOURCE.sub("", error.message, count=1)
+    return type(error)(message, path=model.path, line=model.line, hint=error.hint)

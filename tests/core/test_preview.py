@@ -61,7 +61,12 @@ def test_a_first_run_holds_what_it_backfills(
     [target] = diff_targets(plan, prods, cap=5, held=held)
     assert target.where == "ds >= '2024-01-20' AND ds < '2024-02-01'"
     [row] = plan_view(plan, held=held)["backfill"]
-    assert row == {"model": "s.daily", "range": "2024-01-20 .. 2024-01-31", "intervals": 12}
+    assert row == {
+        "model": "s.daily",
+        "cell": "`s.daily`",  # the name as the comment's table shows it
+        "range": "2024-01-20 .. 2024-01-31",
+        "intervals": 12,
+    }
 
 
 def test_a_re_run_still_holds_and_compares_what_was_built(

@@ -161,7 +161,10 @@ def test_a_failed_build_names_the_model_file_and_sparks_one_line(tmp_path: Path)
         assert "models/orders.sql" in body
         assert "UNRESOLVED_COLUMN" in body and "amout" in body
         assert "SubqueryAlias" not in body and "SQLSTATE" not in body
-        assert bot.checks_on(HEAD)["sluice/pr-environment"].conclusion == "failure"
+        check = bot.checks_on(HEAD)["sluice/pr-environment"]
+        assert check.conclusion == "failure"
+        said = f"{check.summary}\n{check.text or ''}"
+        assert said.count("models/orders.sql:1") == 1, said  # the location once
         store = open_state(bot.url)
         try:
             assert store.get_environment(pr_environment(7)) is None  # nothing committed
