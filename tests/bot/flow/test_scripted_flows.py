@@ -117,6 +117,27 @@ def test_pr_build_makes_a_virtual_environment_and_reports_it(
     assert "jaffle.orders" in body and "99" in body  # the rows the build reported
 
 
+def test_a_push_that_changes_no_model_builds_nothing_and_keeps_the_plan(
+    world: tuple[Bot, Warehouse],
+) -> None:
+    bot, warehouse = world
+    bot.deliver("pull_request", opened(7, HEAD))
+    before = len(warehouse.jobs)
+    # The same tree at another commit: its environment already holds these versions.
+    push = "b2" * 20
+    bot.github.commit(push, dict(bot.github.files[HEAD]), parents=(HEAD,))
+    bot.github.push(7, push)
+    bot.deliver("pull_request", {**opened(7, push), "action": "synchronize"})
+    [job] = warehouse.jobs[before:]  # the table diffs again, nothing built
+    assert not [step for step in job["steps"] if step["type"] == "build"]
+    environment = bot.checks_on(push)["sluice/pr-environment"]
+    assert environment.conclusion == "success"
+    assert environment.title == "pr_7: 0 tables built, 0 views"
+    body = _comment(bot)  # still what the PR changes, against prod
+    assert "jaffle.orders" in body and "breaking" in body
+    assert "changes no model" not in body and "no model changed" not in body
+
+
 def test_a_pr_build_is_one_unit_of_work(
     world: tuple[Bot, Warehouse], transactions: Transactions
 ) -> None:
