@@ -27,7 +27,7 @@ from sluice.core.spark.session import (
     spark_conf,
     uses_embedded_metastore,
 )
-from sluice.core.spark.submit import InProcessRunner, SubmitRunner
+from sluice.core.spark.submit import InProcessRunner, SubmitRunner, child_environment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,9 +111,14 @@ def test_the_first_driver_writes_a_class_archive_the_next_one_maps(
     monkeypatch.setenv(jvm.CACHE_ENV, str(cache))
     runner = SubmitRunner(SparkSettings(master="local[1]"), _paths(spark_dirs, tmp_path))
     # A pull request's job never writes the archive in a sandbox (its Python could
-    # replace the dump that later jobs map); a job of prod (approved content) does.
-    runner.run({**_spec("cds-pr", "t_cds"), "environment": "pr_1"})
-    assert sandbox.isolation() == "none" or not cache.exists() or not any(cache.iterdir())
+    # replace the dump that later jobs map): its driver gets no flag that writes one, nor
+    # the archive's folder (no JVM needed to see it); a job of prod (approved content) does.
+    pr_job = {**_spec("cds-pr", "t_cds"), "environment": "pr_1"}
+    with runner._class_archive(child_environment(tmp_path / "home"), pr_job) as use:
+        if sandbox.isolation() != "none":
+            assert use.folder is None
+            assert not [flag for flag in use.flags if "ArchiveClassesAtExit" in flag]
+    assert not cache.exists() or not any(cache.iterdir())
     runner.run({**_spec("cds-first", "t_cds"), "environment": "prod"})
     (archive,) = cache.iterdir()  # the archive alone: no claim, no partial dump left
     assert archive.suffix == ".jsa" and archive.stat().st_size > 10_000_000
