@@ -32,7 +32,7 @@ hostile query costs little beside its parse; past a bound the model is not check
 >>> import sqlglot
 >>> from sluice.core.model.definition import Kind, KindName, Model
 >>> sql = "SELECT o.id, o.amout FROM s.orders AS o"
->>> uses = extract(sqlglot.parse_one(sql, read="spark"), position=LineIndex(sql).position)
+>>> uses = extract(sqlglot.parse_one(sql, read="spark"), position=lambda line, col: (line, col))
 >>> orders = Model("s.orders", Kind(KindName.EXTERNAL), columns=(("id", "INT"), ("amount", "INT")))
 >>> child = Model("s.c", Kind(KindName.FULL), query_sql=sql, column_uses=uses, path="c.sql")
 >>> report = check({"s.orders": orders, "s.c": child})
@@ -75,6 +75,8 @@ MAX_COLUMNS = 5_000
 """Columns one scope may return (a star over a star... doubles them): past it, unknown."""
 MAX_ERRORS = 10
 """Errors reported per model (the rest are the same mistake, most of the time)."""
+MAX_TEXT = 1_000
+"""Characters of an error's message, and of its hint, at most (names are cut to 80)."""
 
 # Columns a table format adds beside a table's own (Spark's file metadata, Iceberg's and
 # Delta's change data): never declared, so never refused.
@@ -83,8 +85,8 @@ HIDDEN = frozenset(
      "_commit_version", "_commit_timestamp", "_row_id", "_commit_snapshot_id"}
 )  # fmt: skip
 
-Position = Callable[[int], tuple[int, int]]
-"""A character offset of the parsed text -> (line, col) in the model's file."""
+Position = Callable[[int, int], tuple[int, int]]
+"""A (line, col) of the parsed text -> (line, col) in the model's file."""
 
 
 # -- step 1: what a query references (at parse time) -------------------------------------
@@ -96,8 +98,8 @@ def extract(
     """What ``tree`` (a query as Spark runs it) references, as JSON text for
     :func:`check` (None: the query is not checked).
 
-    ``position`` maps a character offset of the text ``located`` was parsed from to the
-    model file's (line, col); ``located`` is ``tree`` itself (a Spark model) or the
+    ``position`` maps a (line, col) of the text ``located`` was parsed from to the model
+    file's; ``located`` is ``tree`` itself (a Spark model) or the
     tree of the model's own dialect (the Spark tree was generated from it, so its nodes
     have no place in the file: a column is placed where that tree has the same name)."""
     if not ENABLED or not isinstance(tree, exp.Query):
@@ -117,12 +119,11 @@ def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None
         return None
     index = {id(s): i for i, s in enumerate(scopes)}
     own = located is None or located is tree
-    places = _places(tree if own or located is None else located, position, own=own)
-    lambdas = {p.name.lower() for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
+    places = _places(located, position) if position and located is not None and not own else {}
     records: list[dict[str, Any]] = []
     total = work = 0
     for scope in scopes:
-        record = _scope_record(scope, index, places, lambdas)
+        record = _scope_record(scope, index, places if not own else None, position)
         total += len(record["r"])
         # Each reference may be looked up in every enclosing scope.
         work += len(record["r"]) * (1 + sum(1 for _ in _enclosing(scope)))
@@ -132,32 +133,44 @@ def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None
     return json.dumps({"f": FORMAT, "root": index[id(root)], "s": records}, separators=(",", ":"))
 
 
-def _places(tree: exp.Expr, position: Position | None, *, own: bool) -> dict[Any, tuple[int, int]]:
-    """Where each column stands in the file: by node (``own``: the checked tree is the
-    located one) or by (qualifier, name), the first of that spelling."""
-    if position is None:
-        return {}
+def _places(located: exp.Expr, position: Position) -> dict[Any, tuple[int, int]]:
+    """Where each (qualifier, name) of ``located``'s columns is first written."""
     places: dict[Any, tuple[int, int]] = {}
-    for column in tree.find_all(exp.Column):
-        first = next((p for p in column.parts if p.meta.get("start") is not None), None)
-        if first is None:
-            continue
-        where = position(first.meta["start"])
-        if own:
-            places[id(column)] = where
-        else:
+    for column in located.find_all(exp.Column):
+        where = _place(column, position)
+        if where is not None:
             places.setdefault((column.table.lower(), column.name.lower()), where)
             places.setdefault(("", column.name.lower()), where)
-    if not own:
-        places["by name"] = (0, 0)
     return places
+
+
+def _place(column: exp.Column, position: Position) -> tuple[int, int] | None:
+    """Where ``column`` starts in the file: its first part's token (sqlglot keeps the
+    line and the column of a token's last character, and its offsets)."""
+    for part in column.parts:
+        meta = part.meta
+        if meta.get("line") is not None and meta.get("col") is not None:
+            width = meta["end"] - meta["start"] if meta.get("start") is not None else 0
+            return position(meta["line"], max(meta["col"] - width, 1))
+    return None
+
+
+def _in_lambda(column: exp.Column) -> bool:
+    """Whether ``column`` names a variable of a lambda around it (``x -> x + 1``)."""
+    name = column.name.lower()
+    node = column.find_ancestor(exp.Lambda)
+    while node is not None:
+        if any(p.name.lower() == name for p in node.expressions):
+            return True
+        node = node.find_ancestor(exp.Lambda)
+    return False
 
 
 def _scope_record(
     scope: Scope,
     index: Mapping[int, int],
-    places: Mapping[Any, tuple[int, int]],
-    lambdas: set[str],
+    places: Mapping[Any, tuple[int, int]] | None,
+    position: Position | None,
 ) -> dict[str, Any]:
     expression = scope.expression
     semi = {n.lower() for n in scope.semi_or_anti_join_tables}
@@ -193,7 +206,6 @@ def _scope_record(
         record["x"] = 1  # PIVOT / UNPIVOT reshape their source: not modelled
         record["o"] = None
         return record
-    by_name = "by name" in places
     visible = _visible(scope)
     seen: set[int] = set()
     for column in _own_columns(scope):
@@ -203,12 +215,12 @@ def _scope_record(
         ref = _reference(column, visible)
         if ref is None or ref[1].startswith(PREFIX):
             continue
-        if not ref[0] and ref[1] in lambdas and column.find_ancestor(exp.Lambda) is not None:
+        if not ref[0] and _in_lambda(column):
             continue  # a lambda's variable: transform(xs, x -> x + 1)
-        if by_name:
+        if places is not None:
             line, col = places.get((column.table.lower(), column.name.lower()), (0, 0))
         else:
-            line, col = places.get(id(column), (0, 0))
+            line, col = (position and _place(column, position)) or (0, 0)
         record["r"].append([*ref, line, col])
     return record
 
@@ -278,9 +290,9 @@ def _reference(column: exp.Column, names: set[str]) -> tuple[str, str, int] | No
     """(qualifier, column, strict) of a column reference; strict 0: the qualifier is no
     source, so the first part is read as a struct column (``s.field``) and only checked
     when the sources clearly have or lack it."""
+    if not column.args.get("table"):
+        return ("", column.name.lower(), 1)
     parts = [p.name.lower() for p in column.parts]
-    if len(parts) == 1:
-        return ("", parts[0], 1)
     for i in range(len(parts) - 2, -1, -1):
         if parts[i] in names:
             return (parts[i], parts[i + 1], 1)
@@ -555,10 +567,14 @@ class _Resolver:
         if not strict:
             self.unresolved = True  # a qualifier that is no source and no column
             return None
+        # Named: the tables of the innermost query that reads any (a correlated name's
+        # outer tables are looked in too, but are seldom what was meant).
+        nearest: dict[str, list[Any]] = next(
+            (scope["s"] for scope in self._chain(index) if scope["s"]), {}
+        )
         sources = [
             (alias, self._describe(alias, spec), columns.names)
-            for scope in self._chain(index)
-            for alias, spec in scope["s"].items()
+            for alias, spec in nearest.items()
             if (columns := self.source_columns(spec)) is not None
         ]
         if not sources:
@@ -575,10 +591,8 @@ class _Resolver:
 
 
 def _error(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> ModelError:
-    line, col = problem.line, problem.col
-    if not line:
-        line, col = _search(model, problem, texts)
-    shown = f"{problem.qualifier}.{problem.column}" if problem.qualifier else problem.column
+    line, col = _where(model, problem, texts)
+    shown = _short(f"{problem.qualifier}.{problem.column}" if problem.qualifier else problem.column)
     if problem.what == "ambiguous":
         names = " and ".join(d for _, d, _ in problem.sources)
         return ModelError(
@@ -586,8 +600,11 @@ def _error(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> 
             path=model.path,
             line=line or model.line,
             col=col or None,
-            hint="qualify it: "
-            + " or ".join(f"{a}.{problem.column}" for a, _, _ in problem.sources if a),
+            hint=_short(
+                "qualify it: "
+                + " or ".join(f"{a}.{problem.column}" for a, _, _ in problem.sources if a),
+                MAX_TEXT,
+            ),
         )
     choices = [c for _, _, cols in problem.sources for c in cols]
     close = did_you_mean(problem.column, choices, n=3)
@@ -600,29 +617,44 @@ def _error(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> 
             what = f"model {model.name} reads column '{shown}', which {named} does not have"
     hint = "; ".join(f"{d} has: {_listed(cols)}" for _, d, cols in problem.sources[:3] if cols)
     return ModelError(
-        what + (f"; {close}" if close else ""),
+        _short(what + (f"; {close}" if close else ""), MAX_TEXT),
         path=model.path,
         line=line or model.line,
         col=col or None,
-        hint=hint or None,
+        hint=_short(hint, MAX_TEXT) or None,
     )
 
 
+def _short(text: str, most: int = 80) -> str:
+    """``text`` cut to ``most`` characters (a name a query spells may be of any length)."""
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _listed(columns: tuple[str, ...], most: int = 12) -> str:
-    shown = ", ".join(columns[:most])
+    shown = ", ".join(_short(c) for c in columns[:most])
     return shown + (f" and {len(columns) - most} more" if len(columns) > most else "")
 
 
-def _search(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> tuple[int, int]:
-    """Where the column is written in the model's file, found by its spelling after the
-    MODEL header (the parse could not place it); (0, 0) when it is not found."""
+def _where(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> tuple[int, int]:
+    """Where the column is written in the model's file. The parse kept the line and column
+    of the text it read, the file's but for macros (``@start_ds`` is read as a longer
+    name): the column's spelling in the file on that line (the nearest), else the first
+    after the MODEL header; else what the parse kept; (0, 0): nowhere known."""
     text = (texts or {}).get(model.path)
     if not text:
-        return 0, 0
+        return problem.line, problem.col
     lines = LineIndex(text)
     start = sum(len(t) + 1 for t in text.split("\n")[: max(model.line - 1, 0)])
     parts = [problem.qualifier, problem.column] if problem.qualifier else [problem.column]
     spelled = r"\s*\.\s*".join(re.escape(p) for p in parts)
-    for match in find_code(text, rf"(?<![\w.])(?i:{spelled})(?!\w)", start):
-        return lines.position(match.start("hit"))
-    return 0, 0
+    found = [
+        lines.position(m.start("hit"))
+        for m in find_code(text, rf"(?<![\w.])(?i:{spelled})(?!\w)", start)
+        if not re.search(r"(?i)\bAS\s*$", text[max(0, m.start("hit") - 8) : m.start("hit")])
+    ]
+    if not found:
+        return problem.line, problem.col
+    same = [f for f in found if f[0] == problem.line]
+    if same:
+        return min(same, key=lambda f: abs(f[1] - problem.col))
+    return found[0]

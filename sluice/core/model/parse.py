@@ -592,8 +592,9 @@ def _query(
     unplaced = [replace(a, line=0, col=0) for a in found]  # lines of generated SQL
     fileaccess.refuse(unplaced, ctx.allowed_paths, subject, ctx.path, body_line)
     outputs = output_names(spark_tree)
-    index = LineIndex(subst.text)
-    uses = column_check.extract(spark_tree, query, lambda at: locate(*index.position(at)))
+    # Lines as the file's (the body's own offset); columns as the text read, whose macros
+    # are longer names: the check finds a column's place in the file when it reports one.
+    uses = column_check.extract(spark_tree, query, lambda line, col: (line + origin_line - 1, col))
     return spark_sql, refs, None if outputs is None else tuple(outputs), uses
 
 

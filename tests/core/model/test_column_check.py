@@ -278,3 +278,30 @@ def test_a_query_past_the_bounds_is_not_checked() -> None:
 def test_errors_per_model_are_capped() -> None:
     sql = "SELECT " + ", ".join(f"nope{i}" for i in range(50)) + " FROM raw.orders"
     assert len(_checked(sql).errors) == column_check.MAX_ERRORS
+
+
+def test_a_long_name_is_cut_in_the_message() -> None:
+    name = "x" * 5000
+    (error,) = _checked(f"SELECT {name} FROM raw.orders").errors
+    assert len(error.message) <= column_check.MAX_TEXT and "xxx..." in error.message
+
+
+def test_a_column_after_a_macro_is_placed_in_the_file(tmp_path: Path) -> None:
+    query = "SELECT id FROM raw.orders WHERE ds BETWEEN @start_ds AND @end_ds AND amout > 0"
+    (error,) = errors_of(tmp_path, project(tmp_path, query))
+    assert (error.line, error.col) == (3, query.index("amout") + 1)
+
+
+def test_a_forward_only_parent_may_keep_a_column_its_query_dropped(tmp_path: Path) -> None:
+    # Its table keeps the column (on_destructive_change decides), so a child reading it
+    # is left to the destructive-change check and to Spark, never refused here.
+    for header in ("forward_only true", "on_destructive_change warn"):
+        parent = (
+            f"MODEL (name s.p, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, {header}));\n"
+            "SELECT id, ds FROM raw.orders WHERE ds BETWEEN @start_ds AND @end_ds"
+        )
+        files = project(tmp_path, "SELECT id, amount FROM s.p", p=parent)
+        assert errors_of(tmp_path, files) == [], header
+    parent = "MODEL (name s.p, kind FULL);\nSELECT id, ds FROM raw.orders"
+    (error,) = errors_of(tmp_path, project(tmp_path, "SELECT id, amount FROM s.p", p=parent))
+    assert "'amount'" in error.message and "s.p" in error.message
