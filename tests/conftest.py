@@ -62,6 +62,7 @@ LONGEST_FIRST = (
     "tests/bot/flow/test_gitlab_lifecycle.py",
     "tests/bot/entry/test_demo.py",
     "tests/core/spark/test_concurrent_builds.py",
+    "tests/core/spark/test_connect_lost.py",
     "tests/core/spark/test_shared_catalog.py",
     "tests/core/spark/test_driver_writes.py",
     "tests/core/spark/test_table_diff.py",

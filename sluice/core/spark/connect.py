@@ -39,15 +39,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
-from sluice.core.errors import ExecutionError
+from sluice.core.errors import DriverLost, ExecutionError
 from sluice.core.spark import confine, jvm, relay
+from sluice.core.spark.failures import server_lost
 from sluice.core.spark.session import (
     MetastoreLock,
     SparkPaths,
@@ -59,7 +60,9 @@ from sluice.core.spark.session import (
 from sluice.core.spark.spec import JobSpec
 from sluice.core.spark.submit import (
     DRIVER,
+    JobResult,
     SubmitRunner,
+    _job_id,
     _safe,
     child_environment,
     spark_submit_path,
@@ -81,6 +84,16 @@ TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 CLIENT_HOST = "localhost"
 START_TIMEOUT_S = 300.0
 _HEALTH_TIMEOUT_S = 120.0
+# A job's server that takes connections and answers none (a stopped or hung JVM) for this
+# long fails the job as DriverLost (and ours is killed, to start again for the next job). A
+# server that is gone (its process exited, its port closed) fails it within seconds.
+UNRESPONSIVE_S = 30.0
+WATCH_EVERY_S = 1.0  # how often a job's runner looks at its server
+_PROBE_EVERY_S = 3.0  # how often it asks the server to answer (an HTTP/2 handshake)
+_PROBE_TIMEOUT_S = 5.0
+# The start of an HTTP/2 connection (RFC 9113, 3.4): the client's preface and an empty
+# SETTINGS frame, which a gRPC server (Netty, in its own threads) answers with its SETTINGS.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 # A client's SELECT 1, in a child process: the Connect client switches PySpark in its
 # process to Connect mode for good (an environment variable), and the service process
@@ -121,6 +134,37 @@ def listening(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+Answer = Literal["answers", "refused", "silent"]
+
+
+def probe(host: str, port: int, timeout: float = _PROBE_TIMEOUT_S, *, tls: bool = False) -> Answer:
+    """Whether a Spark Connect server at ``host:port`` answers, without a client or a
+    token: "answers" (its gRPC server replied to an HTTP/2 connection's start), "refused"
+    (nothing listens: the server is gone) or "silent" (the connection was taken, or not,
+    but nothing answered within ``timeout``: a stopped or hung JVM, whose kernel still
+    queues connections). ``tls``: a server behind TLS, where a taken connection is all
+    that is asked. Cheap (no Python child, no session): a runner asks it every few seconds
+    while a job runs."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError:
+        return "silent"
+    with sock:
+        if tls:
+            return "answers"
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(_H2_PREFACE)
+            reply = sock.recv(9)  # the server's first frame header
+        except ConnectionResetError:
+            return "refused"
+        except OSError:
+            return "silent"
+    return "answers" if reply else "refused"
 
 
 def _client_env(url: str, home: Path, token: str | None) -> dict[str, str]:
@@ -238,6 +282,37 @@ class ConnectServer:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def gone(self, pid: int) -> str | None:
+        """Why the server started as ``pid`` is no longer running (None: it is): it
+        exited (how), or was stopped or replaced by a start since."""
+        proc = self._proc
+        if proc is None or proc.pid != pid:
+            return f"(pid {pid}) was stopped, and another started since"
+        code = proc.poll()
+        if code is None:
+            return None
+        # The server runs in a sandbox (bubblewrap) that exits as its JVM does: 128 + N
+        # when a signal N killed the JVM, as a shell reports it.
+        if code < 0:
+            return f"died (pid {pid}: killed by signal {-code})"
+        if 128 < code < 128 + 65:
+            return f"died (pid {pid}: killed by signal {code - 128})"
+        return f"died (pid {pid}: exit code {code})"
+
+    def kill(self, pid: int) -> None:
+        """Kill the server started as ``pid`` (SIGKILL to its process group: the JVM and
+        its sandbox), if it is still this server's; the next :meth:`endpoint` starts a new
+        one. For a server that stopped answering: a stopped JVM takes no SIGTERM."""
+        proc = self._proc
+        if proc is not None and proc.pid == pid and proc.poll() is None:
+            logger.warning(
+                "killing the Spark Connect server (pid %s): it stopped answering; log: %s",
+                pid,
+                self.log_path,
+            )
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     def running(self) -> bool:
         """Whether the server process is alive and its port takes connections."""
@@ -474,6 +549,122 @@ def stop_all() -> None:
         server.stop()
 
 
+# --- watching a job's server ------------------------------------------------------------
+
+
+class ServerWatch:
+    """Whether the server a job runs on is still the one it started on, and answers.
+
+    A Connect client whose server died does not fail: it retries for about ten minutes
+    (PySpark's default retry policy), and a stopped server keeps it waiting for good. So
+    the runner asks this, every :data:`WATCH_EVERY_S`, while the job's child runs:
+    :meth:`check` returns why the job must stop, or None. Our own server (``server`` and
+    the ``pid`` the job started on): gone when its process exited or was replaced. Any
+    server: gone when its port refuses connections twice running (a developer's server
+    restarted by its keeper listens on another port); stopped answering when :func:`probe`
+    got no answer for ``bound`` seconds, and then, when it is ours, it is killed so that
+    the next job starts a new one.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        server: ConnectServer | None = None,
+        pid: int | None = None,
+        bound: float = UNRESPONSIVE_S,
+        probe_every: float = _PROBE_EVERY_S,
+        probe_timeout: float = _PROBE_TIMEOUT_S,
+    ) -> None:
+        parts = urlsplit(url)
+        self.host = BIND_ADDRESS if parts.hostname in (None, CLIENT_HOST) else parts.hostname
+        self.port = parts.port or 15002  # Spark Connect's default port
+        self.tls = "use_ssl=true" in parts.path.lower()
+        self.server = server
+        self.pid = pid
+        self.bound = bound
+        self.probe_every = probe_every
+        self.probe_timeout = min(probe_timeout, bound)
+        self._next_probe = time.monotonic() + probe_every
+        self._silent_since: float | None = None
+        self._refused = 0
+
+    @property
+    def ours(self) -> bool:
+        return self.server is not None and self.pid is not None
+
+    def check(self) -> str | None:
+        """Why the job cannot go on ("died (...)", "stopped answering (...)"), or None."""
+        if self.server is not None and self.pid is not None:
+            gone = self.server.gone(self.pid)
+            if gone is not None:
+                return gone
+        now = time.monotonic()
+        if now < self._next_probe:
+            return None
+        self._next_probe = now + self.probe_every
+        answer = probe(self.host, self.port, self.probe_timeout, tls=self.tls)
+        if answer == "answers":
+            self._silent_since, self._refused = None, 0
+            return None
+        if answer == "refused":
+            self._refused += 1
+            if self._refused >= 2:
+                return f"died ({self.host}:{self.port} takes no connections)"
+            self._next_probe = time.monotonic() + WATCH_EVERY_S  # look again soon
+            return None
+        self._refused = 0
+        if self._silent_since is None:
+            self._silent_since = now
+        silent = time.monotonic() - self._silent_since
+        if silent < self.bound:
+            return None
+        if self.server is not None and self.pid is not None:
+            self.server.kill(self.pid)
+        return f"stopped answering (no answer for {silent:.0f} s, its limit {self.bound:g} s)"
+
+    def gone_now(self) -> str | None:
+        """For a job that failed on its own: whether its server had died under it (its
+        process exited, or its port refuses), asked once, now."""
+        if self.server is not None and self.pid is not None:
+            gone = self.server.gone(self.pid)
+            if gone is not None:
+                return gone
+        if probe(self.host, self.port, self.probe_timeout, tls=self.tls) == "refused":
+            return f"died ({self.host}:{self.port} takes no connections)"
+        return None
+
+
+class _Watched(threading.Timer):
+    """The job's time limit and its server's watch, on one thread: ``expire`` (which kills
+    the job's child) when the limit passes or ``watch`` finds the server lost (``lost``
+    then says why). Started and cancelled where the runner starts and cancels its timer."""
+
+    def __init__(self, limit: float | None, expire: Callable[[], None], watch: ServerWatch) -> None:
+        super().__init__(limit or 0.0, expire)
+        self.daemon = True
+        self.limit = limit
+        self.watch = watch
+        self.lost: str | None = None
+
+    def run(self) -> None:
+        began = time.monotonic()
+        while not self.finished.wait(WATCH_EVERY_S):
+            if self.limit is not None and time.monotonic() - began >= self.limit:
+                break
+            try:
+                lost = self.watch.check()
+            except Exception:  # a bug here must not stop the job's time limit
+                logger.exception("watching the Spark Connect server failed")
+                continue
+            if lost is not None and not self.finished.is_set():
+                self.lost = lost
+                logger.warning("the Spark Connect server %s: stopping its job", lost)
+                break
+        if not self.finished.is_set():
+            self.function()
+
+
 # --- the runner --------------------------------------------------------------------------
 
 
@@ -495,13 +686,71 @@ class ConnectRunner(SubmitRunner):
         *,
         server: ConnectServer | None = None,
         token: str | None = None,
+        unresponsive_after: float = UNRESPONSIVE_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(settings, paths, **kwargs)
+        if not unresponsive_after > 0:
+            raise ValueError(
+                f"unresponsive_after must be positive seconds, not {unresponsive_after}"
+            )
         self.server = server
+        self.unresponsive_after = unresponsive_after
         self._remote_token = token
         self._relays: dict[str, tuple[Path, relay.Relay]] = {}
         self._relays_lock = threading.Lock()
+        # The job this thread runs: its server's watch, and what it was stopped for (a
+        # runner may run jobs on several threads at once).
+        self._job = threading.local()
+
+    def run(self, spec: JobSpec) -> JobResult:
+        """As :meth:`SubmitRunner.run`, and ``DriverLost`` within seconds when the server
+        dies under the job (within :attr:`unresponsive_after` seconds when it stops
+        answering), saying so, never a wait for the time limit."""
+        self._job.watch = self._job.timer = self._job.seen = None
+        spec = {**spec, "job_id": _job_id(spec)}
+        try:
+            return super().run(spec)
+        except DriverLost:
+            raise
+        except ExecutionError as exc:
+            # A child that failed on its own because its server died (a call the client
+            # does not retry): the job is as lost as if the watch had stopped it.
+            watch: ServerWatch | None = self._job.watch
+            gone = watch.gone_now() if watch is not None else None
+            if gone is None:
+                raise
+            raise self._lost(gone, self.paths.logs / f"{_safe(spec['job_id'])}.log") from exc
+        finally:
+            self._job.watch = self._job.timer = self._job.seen = None
+
+    def _lost(self, why: str, log_path: Path | None) -> DriverLost:
+        watch: ServerWatch | None = self._job.watch
+        ours = watch is not None and watch.ours
+        return server_lost(
+            why,
+            list(self._job.seen or []),
+            restarted=ours,
+            server_log=self.server.log_path if ours and self.server is not None else None,
+            log_path=log_path,
+        )
+
+    def _timer(self, expire: Callable[[], None]) -> threading.Timer | None:
+        # The time limit's timer is the one place the runner hands out the callback that
+        # kills the job's child: the server's watch rides on it.
+        watch: ServerWatch | None = self._job.watch
+        if watch is None:
+            return super()._timer(expire)
+        timer = _Watched(self.timeout, expire, watch)
+        self._job.timer = timer
+        timer.start()
+        return timer
+
+    def _timed_out(self, log_path: Path | None) -> ExecutionError:
+        timer: _Watched | None = self._job.timer
+        if timer is not None and timer.lost is not None:
+            return self._lost(timer.lost, log_path)
+        return super()._timed_out(log_path)
 
     def endpoint(self) -> str:
         """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
@@ -569,6 +818,13 @@ class ConnectRunner(SubmitRunner):
         env[REMOTE_ENV], token = self.connection()
         if token is not None:
             env[TOKEN_ENV] = token
+        ours = self.server if not self.settings.remote else None
+        self._job.watch = ServerWatch(
+            env[REMOTE_ENV],
+            server=ours,
+            pid=ours.pid if ours is not None else None,
+            bound=self.unresponsive_after,
+        )
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         # The session's SQL settings: the server was started with the service's, and a
         # job sets its project's (tuning included) on its own session.
@@ -609,8 +865,12 @@ class ConnectRunner(SubmitRunner):
         if relayed is not None:
             relayed[1].close()
             shutil.rmtree(relayed[0], ignore_errors=True)
+        self._job.seen = seen
         if code is not None and code >= 0 and not timed_out:
             return
+        timer: _Watched | None = self._job.timer
+        if timer is not None and timer.lost is not None:
+            return  # the server is gone (or killed): nothing of the job's runs there
         # Killed, out of time or stopped by us: the server still runs what the child asked.
         # The job's session, and those its concurrent builds opened.
         sessions = [

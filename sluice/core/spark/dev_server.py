@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +47,10 @@ from sluice.core.spark.connect import (
     BIND_ADDRESS,
     CLIENT_HOST,
     START_TIMEOUT_S,
+    UNRESPONSIVE_S,
     ConnectServer,
     listening,
+    probe,
 )
 from sluice.core.spark.session import SparkPaths, spark_conf
 
@@ -185,16 +188,43 @@ def serve(settings: SparkSettings, paths: SparkPaths) -> None:
         url = server.endpoint()
         _write_record(record, settings, paths, server)
         logger.info("Spark Connect server ready on %s (keeper pid %s)", url, os.getpid())
-        while not stop.wait(_WATCH_S):
-            if not server.running():
-                server.endpoint()  # logs that it died and starts it again
-                _write_record(record, settings, paths, server)
+        keep(server, stop, lambda: _write_record(record, settings, paths, server))
     finally:
         with contextlib.suppress(FileNotFoundError):
             record.unlink()
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def keep(
+    server: ConnectServer,
+    stop: threading.Event,
+    restarted: Callable[[], None],
+    *,
+    every: float = _WATCH_S,
+    bound: float = UNRESPONSIVE_S,
+) -> None:
+    """Until ``stop``: every ``every`` seconds, start ``server`` again when it died, or when
+    it stopped answering (:func:`~sluice.core.spark.connect.probe`) for ``bound`` seconds (a
+    stopped or hung JVM: killed first); ``restarted`` after each start."""
+    silent_since: float | None = None
+    while not stop.wait(every):
+        if server.running() and server.port is not None:
+            if probe(BIND_ADDRESS, server.port, min(5.0, bound)) != "silent":
+                silent_since = None
+                continue
+            now = time.monotonic()
+            silent_since = silent_since if silent_since is not None else now
+            if now - silent_since < bound or server.pid is None:
+                continue
+            server.kill(server.pid)
+            deadline = time.monotonic() + 10
+            while server.running() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        silent_since = None
+        server.endpoint()  # logs that it died and starts it again
+        restarted()
 
 
 def _write_record(

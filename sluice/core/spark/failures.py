@@ -53,6 +53,54 @@ def error_lines(output: Iterable[str], limit: int = _SHOWN_LINES) -> list[str]:
     return (errors or readable)[-limit:]
 
 
+def during(seen: list[dict[str, Any]]) -> str:
+    """`` during step 'x'`` (or ``steps 'x', 'y'``: builds run at once) for the steps a
+    job's events show started and not finished; "" when none was running."""
+    started = [e for e in seen if e.get("event") == "step_start"]
+    finished = {e.get("index") for e in seen if e.get("event") in ("step_done", "step_failed")}
+    running = [e.get("label") for e in started if e.get("index") not in finished]
+    named = ", ".join(f"'{label}'" for label in running)
+    return f" during step{'s' if len(running) > 1 else ''} {named}" if running else ""
+
+
+def server_lost(
+    why: str,
+    seen: list[dict[str, Any]],
+    *,
+    restarted: bool,
+    server_log: Path | None = None,
+    log_path: Path | None = None,
+) -> DriverLost:
+    """The error for a Connect job whose server died or stopped answering mid-job (``why``:
+    "died (...)", "stopped answering (...)"): :class:`~sluice.core.errors.DriverLost`,
+    since the job did not fail on its own and running it again finishes it.
+    ``restarted``: the server is ours, started again for the next job."""
+    total = next((e.get("steps") for e in seen if e.get("event") == "job_start"), None)
+    done = sum(1 for e in seen if e.get("event") == "step_done")
+    recorded = sum(1 for e in seen if e.get("event") == "write")
+    of = f" of {total}" if isinstance(total, int) else ""
+    kept = (
+        f"what it finished is kept ({done}{of} steps done, {recorded} results recorded), "
+        "so running it again finishes it: the service runs it again by itself; on the "
+        "command line, run the command again"
+    )
+    then = (
+        "; the server is started again for the next job"
+        if restarted
+        else "; the server is not Sluice's (spark.remote): ask its operator"
+    )
+    where = []
+    if server_log is not None:
+        where.append(f"the server's log: {server_log}")
+    if log_path is not None:
+        where.append(f"the job's log: {log_path}")
+    tail = f" ({'; '.join(where)})" if where else ""
+    return DriverLost(
+        f"Spark job failed: the Spark Connect server {why}{during(seen)}; the job was stopped",
+        hint=f"{kept}{then}{tail}",
+    )
+
+
 def job_failure(
     job_id: str,
     seen: list[dict[str, Any]],
@@ -83,14 +131,8 @@ def job_failure(
         signum, which = exit_code - 128, "Python driver"  # the process the JVM runs
     if signum is not None:
         # The driver died from a signal (kill -9, the OOM killer): say so, and where.
-        started = [e for e in seen if e.get("event") == "step_start"]
-        finished = {e.get("index") for e in seen if e.get("event") == "step_done"}
-        # Builds run at once: every step started and not finished was running.
-        running = [e.get("label") for e in started if e.get("index") not in finished]
-        named = ", ".join(f"'{label}'" for label in running)
-        at = f" during step{'s' if len(running) > 1 else ''} {named}" if running else ""
         return DriverLost(
-            f"Spark job failed: the {which} was killed by signal {signum}{at}",
+            f"Spark job failed: the {which} was killed by signal {signum}{during(seen)}",
             hint="apply again: finished intervals are kept and the rest is computed; "
             f"if it was the OOM killer, give the driver more memory{tail}",
         )
