@@ -213,18 +213,22 @@ def test_with_python_run_as_on_the_prod_branch_the_pr_is_told_which_file_changed
     text = _open(trees, 3, REFUSED_SHA, "prod")
     assert "The project does not load" in text.split("\n")[1]
     # Both changed files are named, and the error points at the first of them.
+    # (The comment gives the location, then the error as quoted text, its backticks
+    # escaped: the author's words, never markup.)
+    assert "at `macros/money.py:1`" in text, text
     assert (
-        "macros/money.py:1: this project's Python (macros/money.py, models/customer_segments.py) is not run"
+        "> this project's Python (macros/money.py, models/customer_segments.py) is not run"
         in text
     )
     assert (
         "this pull request changes Python (macros/money.py, models/customer_segments.py), and "
-        "this service runs a project's Python only as it is on the prod branch `main` (" in text
+        "this service runs a project's Python only as it is on the prod branch \\`main\\` ("
+        in text
     )
     # ... which commit of it: the one prod was last promoted with while a gate guards prod
     # (its pin), else its head (what the earlier tests of this module left decides)
     assert re.search(
-        r"`main` \((`0{7}`, the commit prod was last promoted with|its head)\) "
+        r"\\`main\\` \((\\`0{7}\\`, the commit prod was last promoted with|its head)\) "
         r"\(SLUICE_PROJECT_PYTHON=prod",
         text,
     ), text
