@@ -66,6 +66,15 @@ def _jvm(server: ConnectServer) -> int:
     return jvm
 
 
+def _exists(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def test_a_server_killed_mid_build_fails_the_job_at_once_and_applying_again_finishes_it(
     connect_server: ConnectServer, tmp_path: Path
 ) -> None:
@@ -149,6 +158,11 @@ def test_a_stopped_server_fails_the_job_within_the_bound_and_the_next_job_gets_a
         "Spark job failed: the Spark Connect server stopped answering (no answer for "
     )
     assert "during step 'wait'" in caught.value.message
+    # It was killed, not left stopped: no JVM of it remains to be woken.
+    deadline = time.monotonic() + 30
+    while _exists(jvm) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _exists(jvm)
     # The stopped server was killed: the next job starts a new one and runs on it.
     after = _runner(connect_server, tmp_path).run(
         {"job_id": "after-stopped", "kind": "test",
