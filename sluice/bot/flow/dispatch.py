@@ -125,8 +125,6 @@ def _admitted(job: Job, event: Event) -> bool:
                     repo, event.number, event.head_sha, event.updated_ms, job.now
                 )
             )
-            if isinstance(event, PullRequestEvent | ReviewEvent | CommentEvent):
-                job.known_comment(event.number)  # the PR's comment, read in this transaction
     if refused:
         _refuse_repository(job, event, owner)
         return False

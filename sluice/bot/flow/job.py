@@ -3,10 +3,10 @@ dispatcher (:func:`sluice.bot.flow.dispatch.handle`).
 
 A :class:`Job` holds the forge of the event's repository, the clock read once when the job
 started, the trusted settings once resolved (:func:`sluice.bot.flow.trust.for_repository`
-keeps them here), one state store, the files read from the prod branch (each fetched once)
-and the sticky comment as this job last published it (so each publication is one edit and
-one write, not a read of the ledger first). Handlers take ``(job, event)`` and pass the job
-on; nothing in here decides anything.
+keeps them here), one state store and the files read from the prod branch (each fetched
+once). Handlers take ``(job, event)`` and pass the job on; nothing in here decides
+anything. The sticky comment is not kept here: each publication reads and writes the
+ledger's record in one transaction, so another job's sections are never overwritten.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
-from sluice.bot.flow.sticky import Published
 from sluice.bot.forge.base import Forge, repo_key
 from sluice.core.state import StateStore, open_state
 
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Job:
-    """One event's work: its forge, its clock reading, its settings, state and comment."""
+    """One event's work: its forge, its clock reading, its settings, state and prod files."""
 
     deps: Deps
     forge: Forge
@@ -39,7 +38,6 @@ class Job:
     them for this job."""
     _state: StateStore | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
-    _comments: dict[int, Published] = field(default_factory=dict)
 
     @classmethod
     def start(cls, deps: Deps, forge: Forge) -> Job:
@@ -75,18 +73,8 @@ class Job:
         section: tuple[str, str | None] | None = None,
         sections: Sequence[tuple[str, str | None]] = (),
     ) -> None:
-        """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`), from what
-        this job last published on it."""
-        self.deps.sticky.publish(
-            self.forge, number, body=body, section=section, sections=sections,
-            known=self._comments,
-        )  # fmt: skip
-
-    def known_comment(self, number: int) -> Published:
-        """PR ``number``'s sticky comment as last published (read from the ledger once)."""
-        if number not in self._comments:
-            self._comments[number] = Published(*self.ledger.comment(self.repo, number))
-        return self._comments[number]
+        """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`)."""
+        self.deps.sticky.publish(self.forge, number, body=body, section=section, sections=sections)
 
     def scrub(self, text: str, tree: Path | None = None) -> str:
         """``text`` fit to leave the service (:meth:`Deps.scrub`)."""

@@ -6,8 +6,10 @@ lifecycle tests (``tests/bot/flow/test_lifecycle.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event
@@ -19,8 +21,9 @@ from sluice.core.errors import DriverLost
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment, view_name
 from sluice.core.spark.scripted import Script, Warehouse
+from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
-from tests.security.github_bot import GATED, NOW, OWNER, Bot, C, merged, opened, review
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
 
 HEAD = "a1" * 20
 MERGE = "e" * 40
@@ -136,6 +139,26 @@ def test_a_push_that_changes_no_model_builds_nothing_and_keeps_the_plan(
     body = _comment(bot)  # still what the PR changes, against prod
     assert "jaffle.orders" in body and "breaking" in body
     assert "changes no model" not in body and "no model changed" not in body
+
+
+def test_a_section_another_job_writes_during_a_build_is_kept(tmp_path: Path) -> None:
+    """A promotion runs under the repository's prod key while a PR's build runs under the
+    PR's: its section of the PR's comment, written mid-build, survives the build's
+    publications (red team: a job's cached copy of the comment overwrote it)."""
+    bot, warehouse = _world(tmp_path, Script())
+    other = ("promotion", "**Promotion:** refused: a change was not approved")
+
+    def runner(*args: Any) -> Runner:
+        bot.deps.sticky.publish(bot.forge(), 7, section=other)  # another job, meanwhile
+        return warehouse.runner(*args)
+
+    bot.deps = dataclasses.replace(bot.deps, spark_runner=runner)
+    try:
+        bot.deliver("pull_request", opened(7, HEAD))
+        assert "refused: a change was not approved" in _comment(bot)
+        assert bot.ledger.comment(KEY, 7)[1]["promotion"] == other[1]
+    finally:
+        bot.close()
 
 
 def test_a_pr_build_is_one_unit_of_work(
