@@ -173,7 +173,8 @@ def _scope_record(
     position: Position | None,
 ) -> dict[str, Any]:
     expression = scope.expression
-    semi = {n.lower() for n in scope.semi_or_anti_join_tables}
+    joined = isinstance(expression, exp.Select) and expression.args.get("joins")
+    semi = {n.lower() for n in scope.semi_or_anti_join_tables} if joined else set()
     sources: dict[str, list[Any]] = {}
     # What FROM, JOIN and LATERAL VIEW name (a CTE the query does not select from is
     # among sqlglot's sources too, but no column is resolved in it).
@@ -206,13 +207,15 @@ def _scope_record(
         record["x"] = 1  # PIVOT / UNPIVOT reshape their source: not modelled
         record["o"] = None
         return record
-    visible = _visible(scope)
+    visible: set[str] | None = None  # computed for the first qualified column
     seen: set[int] = set()
     for column in _own_columns(scope):
         if id(column) in seen or isinstance(column.this, exp.Star):
             continue
         seen.add(id(column))
-        ref = _reference(column, visible)
+        if visible is None and column.args.get("table"):
+            visible = _visible(scope)
+        ref = _reference(column, visible or set())
         if ref is None or ref[1].startswith(PREFIX):
             continue
         if not ref[0] and _in_lambda(column):
