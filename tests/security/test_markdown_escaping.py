@@ -420,3 +420,19 @@ def test_whom_the_verdict_waits_for_is_a_login_or_code() -> None:
     _icon, words = verdict.headline(verdict.Facts(build, gate))
     assert "@bob" in words and "`x](http://e.vil)`" in words and "`@everyone`" in words
     assert_inert(f"### {words.replace('@bob', 'bob')}")
+
+
+def test_a_huge_failure_text_is_read_in_linear_time_and_cut() -> None:
+    """A failure's text is the PR's to shape (``raise_error(repeat(' ', n))``, a Python
+    model's own error): runs of blanks once made the comment's reading of it quadratic
+    (a JVM-stack pattern and two leading \\s* patterns tried at every blank; red team).
+    Read now in one pass, and only its first MAX_FAILURE_CHARS."""
+    from sluice.bot.present.comment import MAX_FAILURE_CHARS, CommentState, comment
+
+    text = ("models/a.sql:1: boom" + " \t" * 60_000 + "SQLSTATE: 42703; line 1 pos 9;"
+            + "x" * MAX_FAILURE_CHARS + "TAIL-MARK (exit code 3; full log: /tmp/l)"
+            + "\n  JVM stacktrace:\nat x.y(Z.java:1)")  # fmt: skip
+    state = CommentState(None, "pr_3", "d" * 40, "failure", "Building the environment failed",
+                         error=("Building the environment failed", text))  # fmt: skip
+    body = comment(state, limit=65536, marker="<!-- m -->")
+    assert "boom" in body and "TAIL-MARK" not in body and "JVM stacktrace" not in body

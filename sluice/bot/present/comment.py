@@ -400,8 +400,12 @@ _ALSO = re.compile(r"^\s+also failed: (?P<also>.*)$")
 # A step failure's hint says nothing the comment does not (fix it and push); its log is
 # on the service's disk, which the author cannot read.
 _GENERIC_HINT = re.compile(r"^fix the step's cause and run again\s*(\([^)]*\))?$")
-_LOG_NOTE = re.compile(r"\s*\((?:exit code -?\d+; )?full log: [^)]*\)|\s*\(exit code -?\d+\)")
-_JVM = re.compile(r"\n?\s*JVM stacktrace:.*", re.S)
+# Each match starts where a run of blanks starts ((?<!\s)): tried at every blank of a long
+# run, a leading \s* makes a failure's text of n blanks cost n² (red team).
+_LOG_NOTE = re.compile(
+    r"(?<!\s)\s*\((?:exit code -?\d+; )?full log: [^)]*\)|(?<!\s)\s*\(exit code -?\d+\)"
+)
+_JVM = "JVM stacktrace:"
 _STACK = re.compile(r"^\s*(?:at [\w$./<>-]+\(|\.\.\. \d+ more|Caused by: |Suppressed: )")
 _PLAN_NODE = re.compile(
     r"^\s*(?:[:|!+]\s*)*(?:[+:]- |'?(?:Project|Filter|Aggregate|Join|SubqueryAlias|Relation|"
@@ -414,8 +418,11 @@ _PLAN_NODE = re.compile(
 _ATTRIBUTE = re.compile(r"\b\w+#\d+L?\b")
 """A plan's attribute reference (``amount#13L``): a line holding one is a plan's."""
 _SPARK_TAIL = re.compile(
-    r"(?:\s*SQLSTATE: [0-9A-Z]{5})?;?\s*line \d+,? pos \d+;?.*$|\s*SQLSTATE: [0-9A-Z]{5};?|;\s*$"
+    r"(?<!\s)(?:\s*SQLSTATE: [0-9A-Z]{5})?;?\s*line \d+,? pos \d+;?.*$"
+    r"|(?<!\s)\s*SQLSTATE: [0-9A-Z]{5};?|;\s*$"
 )
+MAX_FAILURE_CHARS = 20_000
+"""A failure's text is read this far (the comment shows its first line and folds the rest)."""
 _HOST_PATH = re.compile(
     r"(?:\b(?:file|hdfs|s3a?|abfss?|gs|dbfs|jar):/+|(?<![\w.~<>/:\\-])/)"
     r"(?:[\w.@%+=,-]+/)+(?P<last>[\w.@%+=,-]*)"
@@ -436,7 +443,9 @@ def condense(text: str) -> str:
     >>> condense("bad [x]; line 1 pos 9;\\n'Project ['x]\\n+- Relation s.t[a#1L] parquet")
     'bad [x]'
     """
-    text = _JVM.sub("", text)
+    text = text[:MAX_FAILURE_CHARS]
+    if (jvm := text.find(_JVM)) >= 0:  # the JVM's stack, and the blanks before it, go
+        text = text[:jvm].rstrip()
     kept = []
     for raw in text.splitlines():
         if _STACK.match(raw) or _PLAN_NODE.match(raw) or _ATTRIBUTE.search(raw):
@@ -462,7 +471,7 @@ class Failure:
 def read_failure(text: str) -> Failure:
     """The parts of a failure's text (``file:line: message``, a failed step's label,
     ``also failed:`` and ``hint:`` lines), condensed (:func:`condense`)."""
-    lines = condense(_LOG_NOTE.sub("", text)).splitlines() or [""]
+    lines = condense(_LOG_NOTE.sub("", text[:MAX_FAILURE_CHARS])).splitlines() or [""]
     hint = None
     also: list[str] = []
     body: list[str] = []
