@@ -452,13 +452,14 @@ def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
     if first["type"] == "extra_forbidden":
         known = _settings_at(loc[:-1])
         close = did_you_mean(loc[-1], known)
-        listed = f"known settings here: {', '.join(sorted(known))}" if known else ""
+        listed = f"known settings here: {', '.join(sorted(known))}; " if known else ""
         return ConfigError(
             f"unknown setting '{dotted}'",
             path=doc.path,
             line=line,
-            hint="; ".join(h for h in (close, listed) if h)
-            or "remove it or check its spelling against the README's configuration table",
+            hint=close
+            or f"{listed}remove it or check its spelling against the README's configuration "
+            "table",
         )
     context = first.get("ctx") or {}
     expected = _EXPECTED_AT.get(dotted) or _EXPECTED.get(first["type"])

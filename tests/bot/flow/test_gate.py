@@ -223,7 +223,7 @@ def test_bad_settings_name_file_and_line(text: str, line: int, words: str) -> No
 
 def test_unknown_setting_hint_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as info:
-        gate_config("sluice:\n  deploy:\n    branch: main\n")
+        gate_config("sluice:\n  deploy:\n    brunch: main\n")
     assert info.value.hint is not None
     assert "prod_branch" in info.value.hint
     assert "tag_pattern" in info.value.hint
