@@ -305,3 +305,11 @@ def test_a_forward_only_parent_may_keep_a_column_its_query_dropped(tmp_path: Pat
     parent = "MODEL (name s.p, kind FULL);\nSELECT id, ds FROM raw.orders"
     (error,) = errors_of(tmp_path, project(tmp_path, "SELECT id, amount FROM s.p", p=parent))
     assert "'amount'" in error.message and "s.p" in error.message
+
+
+def test_references_it_cannot_read_leave_the_model_unchecked() -> None:
+    orders = Model("raw.orders", Kind(KindName.EXTERNAL), columns=(("id", "INT"),))
+    for uses in ('{"f": 1, "root": 0, "s": [{"p": "x"}]}', "not json", '{"f": 999}'):
+        model = Model("s.c", Kind(KindName.FULL), query_sql="SELECT 1 AS a", column_uses=uses)
+        report = column_check.check({"raw.orders": orders, "s.c": model})
+        assert report.errors == () and report.skipped == ("s.c",), uses
