@@ -18,6 +18,13 @@ CONNECT_HINT = (
 )
 
 
+LOCKED_HINT = (
+    "SQLite lets one writer in at a time, and this one waited 30 s for the others: run again, "
+    "and for many workers or services at once use PostgreSQL (SLUICE_DATABASE_URL="
+    "postgresql://user:password@host:5432/db)"
+)
+
+
 class Transactions:
     """Read and write transactions on one state engine, with every SQLAlchemy error turned
     into a :class:`StateError` that says what was being done, where, and how to fix it.
@@ -84,8 +91,8 @@ class Transactions:
         try:
             yield
         except SQLAlchemyError as exc:
+            message = driver_message(exc, self._engine.url)
             raise StateError(
-                f"state database {self._where}: cannot {action}: "
-                f"{driver_message(exc, self._engine.url)}",
-                hint=CONNECT_HINT,
+                f"state database {self._where}: cannot {action}: {message}",
+                hint=LOCKED_HINT if "database is locked" in message else CONNECT_HINT,
             ) from exc
