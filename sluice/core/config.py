@@ -458,8 +458,7 @@ def _config_error(exc: ValidationError, doc: LocatedYaml) -> ConfigError:
             path=doc.path,
             line=line,
             hint=close
-            or f"{listed}remove it or check its spelling against the README's configuration "
-            "table",
+            or f"{listed}remove it or check its spelling against the README's configuration table",
         )
     context = first.get("ctx") or {}
     expected = _EXPECTED_AT.get(dotted) or _EXPECTED.get(first["type"])

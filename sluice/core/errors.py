@@ -133,6 +133,24 @@ def _cells(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def terminal_text(text: str) -> str:
+    r"""``text`` fit for a terminal: every control character but a newline or a tab (ESC,
+    C1 codes) and every bidirectional override shown as ``?``, so text from a project's
+    files (a column's or a file's name in an error, a driver's log line) can neither
+    restyle, retitle nor hide what the terminal shows.
+
+    >>> terminal_text("x\x1b[8m hidden\u202e\nnext")
+    'x?[8m hidden?\nnext'
+    """
+    return "".join(
+        "?" if (ord(ch) < 32 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0 or ch in _BIDI else ch
+        for ch in text
+    )
+
+
 def _printable(text: str) -> str:
     """``text`` with tabs as spaces and any other control character as ``?`` (a source
     line is shown as text, never as terminal codes)."""

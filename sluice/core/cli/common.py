@@ -170,17 +170,20 @@ def print_error(
 ) -> None:
     """``error`` on stderr: ``error: file:line:col: what``, the source line with a caret
     under the column, then the hint; each problem so for several. Every piece of user text
-    is escaped (a message naming ``[red]x.sql`` prints it, not a style)."""
+    is escaped (a message naming ``[red]x.sql`` prints it, not a style) and its terminal
+    codes shown as ``?`` (:func:`~sluice.core.errors.terminal_text`)."""
     console = console or err
     problems = error.errors if isinstance(error, errors.ProjectErrors) else [error]
     for index, problem in enumerate(problems):
         head = "[bold red]error:[/] " if index == 0 else ""
         where = f"{problem.location}: " if problem.location else ""
-        console.print(f"{head}{escape(where + problem.message)}", highlight=False, soft_wrap=True)
+        said = escape(errors.terminal_text(where + problem.message))
+        console.print(f"{head}{said}", highlight=False, soft_wrap=True)
         for line in errors.excerpt(problem, base=base):
             console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
         if problem.hint:
-            console.print(f"  hint: {escape(problem.hint)}", highlight=False, soft_wrap=True)
+            hint = escape(errors.terminal_text(problem.hint))
+            console.print(f"  hint: {hint}", highlight=False, soft_wrap=True)
 
 
 class DateType(click.ParamType):  # type: ignore[type-arg]
@@ -226,4 +229,4 @@ in_process_option = click.option(
 def notes(items: tuple[str, ...]) -> None:
     """Print load notes on stderr."""
     for note in items:
-        err.print(f"[dim]note: {escape(note)}[/]", highlight=False)
+        err.print(f"[dim]note: {escape(errors.terminal_text(note))}[/]", highlight=False)

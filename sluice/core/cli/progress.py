@@ -54,6 +54,7 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
+from sluice.core.errors import terminal_text
 from sluice.core.words import duration
 
 Clock = Callable[[], float]
@@ -238,6 +239,7 @@ class JobProgress:
     # -- drawing -------------------------------------------------------------------------
 
     def _plain(self, text: str, *, style: str | None = None) -> None:
+        text = terminal_text(text)  # a driver's log line may hold a project's text
         shown = escape(text) if style is None else f"[{style}]{escape(text)}[/]"
         # Above the live bar when there is one: the same console.
         self.console.print(shown, highlight=False, soft_wrap=True)

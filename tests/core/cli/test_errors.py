@@ -220,3 +220,29 @@ def test_without_json_a_usage_error_is_clicks_as_before() -> None:
     assert result.stdout == "" and "Invalid value for '--start'" in result.stderr
     bad = CliRunner().invoke(cli, ["plan", "--start", "soon", "--json"])
     assert bad.exit_code == 2 and json.loads(bad.stdout)["error"].startswith("Invalid value")
+
+
+def test_terminal_codes_from_a_project_never_reach_the_terminal(tmp_path: Path) -> None:
+    """A column's or a file's name, or a driver's log line, is the project's text: its ESC
+    sequences (a hidden rest of line, a new window title, a link) and bidirectional
+    overrides are printed as ``?`` (red team)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from sluice.core.cli.common import print_error
+    from sluice.core.cli.progress import JobProgress
+    from sluice.core.errors import ConfigError
+
+    out = StringIO()
+    hostile = "x\x1b[8m\x1b]0;pwned\x07\x1b]8;;http://evil/\x1b\\\u202e"
+    error = ConfigError(f"unknown column {hostile}", path=f"models/{hostile}.sql", line=1,
+                        hint=f"did you mean {hostile}?")  # fmt: skip
+    print_error(error, console=Console(file=out, force_terminal=False, width=200))
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert "x?[8m" in shown and "pwned" in shown  # said, as text
+    lines = StringIO()
+    progress = JobProgress(Console(file=lines, force_terminal=False, width=200), live=False)
+    progress({"event": "log", "message": f"model says {hostile}"})
+    assert "\x1b" not in lines.getvalue()
