@@ -77,6 +77,13 @@ MAX_ERRORS = 10
 """Errors reported per model (the rest are the same mistake, most of the time)."""
 MAX_TEXT = 1_000
 """Characters of an error's message, and of its hint, at most (names are cut to 80)."""
+MAX_NODES = 50_000
+"""Nodes of one query's tree that are checked at most (counted before scoping it)."""
+MAX_ANCESTRY = 1_000_000
+"""The depths of one query's columns, summed, at most: sqlglot's scoping walks each
+column's ancestors, so a deep tree (``a + a + ... + a``) costs its depth times its
+columns (a 100 KB hostile model took minutes: red team); past it, the query is left to
+Spark (a model 360 levels deep sums about 65,000)."""
 
 # Columns a table format adds beside a table's own (Spark's file metadata, Iceberg's and
 # Delta's change data): never declared, so never refused.
@@ -110,7 +117,25 @@ def extract(
         return None
 
 
+def _bounded(tree: exp.Expr) -> bool:
+    """Whether ``tree`` has at most :data:`MAX_NODES` nodes and its columns' depths sum
+    to at most :data:`MAX_ANCESTRY` (one pass, stopped at the first bound crossed)."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 0)]
+    nodes = ancestry = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if isinstance(node, exp.Column):
+            ancestry += depth
+        if nodes > MAX_NODES or ancestry > MAX_ANCESTRY:
+            return False
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return True
+
+
 def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None) -> str | None:
+    if not _bounded(tree):
+        return None
     root = build_scope(tree)
     if root is None:
         return None
@@ -597,9 +622,14 @@ def _error(model: Model, problem: _Problem, texts: Mapping[str, str] | None) -> 
     line, col = _where(model, problem, texts)
     shown = _short(f"{problem.qualifier}.{problem.column}" if problem.qualifier else problem.column)
     if problem.what == "ambiguous":
-        names = " and ".join(d for _, d, _ in problem.sources)
+        names = " and ".join(_short(d) for _, d, _ in problem.sources[:4])
+        more = f" (and {len(problem.sources) - 4} more)" if len(problem.sources) > 4 else ""
         return ModelError(
-            f"model {model.name} reads column '{shown}', which is ambiguous: {names} both have it",
+            _short(
+                f"model {model.name} reads column '{shown}', which is ambiguous: {names}{more} "
+                "both have it",
+                MAX_TEXT,
+            ),
             path=model.path,
             line=line or model.line,
             col=col or None,

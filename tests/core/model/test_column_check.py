@@ -313,3 +313,20 @@ def test_references_it_cannot_read_leave_the_model_unchecked() -> None:
         model = Model("s.c", Kind(KindName.FULL), query_sql="SELECT 1 AS a", column_uses=uses)
         report = column_check.check({"raw.orders": orders, "s.c": model})
         assert report.errors == () and report.skipped == ("s.c",), uses
+
+
+def test_a_deep_chain_of_columns_is_left_to_spark_not_checked_for_minutes() -> None:
+    # sqlglot's scoping walks each column's ancestors: 8,000 terms of `a + a + ...` (16 KB)
+    # took 36 s (red team). Past MAX_ANCESTRY the query is not checked; below it, it is.
+    deep = "SELECT " + " + ".join(["nope"] * 8_000) + " AS x FROM raw.orders"
+    assert column_check.extract(sqlglot.parse_one(deep, read="spark")) is None
+    assert _checked(deep).skipped == ("s.c",)
+    shallow = "SELECT " + " + ".join(["nope"] * 100) + " AS x FROM raw.orders"
+    assert _checked(shallow).errors  # still an unknown column, when checked
+
+
+def test_an_ambiguous_column_s_message_is_cut_too() -> None:
+    long = "a" * 50_000
+    sql = f"SELECT id FROM raw.orders AS `{long}` CROSS JOIN raw.orders AS `b{long}`"
+    (error,) = _checked(sql).errors
+    assert "ambiguous" in error.message and len(error.message) <= column_check.MAX_TEXT
