@@ -45,8 +45,8 @@ def _tools() -> str | None:
             return "spark-submit not found (is PySpark installed?)"
     except ImportError:
         return "PySpark is not installed, so there is no spark-submit"
-    problem = java_problem()
-    return problem.message if problem is not None else None
+    # Unauthenticated: say what is missing, not where this machine keeps it (no path).
+    return "Java not found (set JAVA_HOME or install a JDK)" if java_problem() else None
 
 
 def _listening(address: tuple[str, int]) -> bool:

@@ -312,7 +312,7 @@ class ServiceSettings(StateSettings):
         credentials = self._credentials()
         forges = [
             f"{forge} ({credentials[forge] or 'no credentials'}, "
-            f"{self.github_api_url if forge == 'github' else self.gitlab_url})"
+            f"{_without_userinfo(self.github_api_url if forge == 'github' else self.gitlab_url)})"
             for forge in self.forges()
         ]
         if self.no_forge and not all(credentials[f] for f in self.forges()):
@@ -435,3 +435,15 @@ def _repository_entry(entry: str) -> str:
             hint="group/subgroup/name paths are GitLab's: prefix them gitlab:",
         )
     return f"{forge}:{path}" if forge else path
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without a user and password in it (``https://u:p@host`` -> ``https://***@host``).
+
+    >>> _without_userinfo("https://bot:s3cret@gitlab.example.com/api")
+    'https://***@gitlab.example.com/api'
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"

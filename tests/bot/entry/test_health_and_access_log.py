@@ -52,7 +52,9 @@ def test_submit_mode_is_healthy_when_spark_submit_and_java_are_found(tmp_path: P
 def test_the_real_tool_check_finds_what_this_machine_has(monkeypatch: pytest.MonkeyPatch) -> None:
     # No JVM starts: a file test and a PATH lookup.
     monkeypatch.setenv("JAVA_HOME", "/nonexistent/java")
-    assert "Java not found" in (health._tools() or "")
+    said = health._tools() or ""
+    # Unauthenticated callers read it: what is missing, never where (red team).
+    assert "Java not found" in said and "/nonexistent" not in said
 
 
 def test_an_answer_is_reused_for_a_few_seconds(tmp_path: Path) -> None:

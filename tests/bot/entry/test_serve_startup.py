@@ -117,6 +117,13 @@ def test_a_remote_connect_endpoints_token_and_a_urls_secrets_are_hidden() -> Non
     assert redacted_url(f"mysql://root:{PASSWORD}@x/y") == "mysql://root:***@x/y"
     assert PASSWORD not in redacted_url(f"not a url://a:{PASSWORD}@b")
     assert redacted_spark_remote("sc://h:1") == "sc://h:1"
+    # A forge URL with a user and password (or a token as its user) in it: neither shown.
+    gitlab = ServiceSettings(
+        webhook_secret="s", gitlab_webhook_secret="g", gitlab_token="glpat-x",
+        gitlab_url=f"https://oauth2:{PASSWORD}@gitlab.example.com",
+    )  # type: ignore[arg-type]  # fmt: skip
+    assert "https://***@gitlab.example.com" in gitlab.summary("")
+    assert PASSWORD not in gitlab.summary("")
 
 
 @pytest.mark.parametrize(
