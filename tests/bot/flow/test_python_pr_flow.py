@@ -217,13 +217,11 @@ def test_with_python_run_as_on_the_prod_branch_the_pr_is_told_which_file_changed
     # escaped: the author's words, never markup.)
     assert "at `macros/money.py:1`" in text, text
     assert (
-        "> this project's Python (macros/money.py, models/customer_segments.py) is not run"
-        in text
+        "> this project's Python (macros/money.py, models/customer_segments.py) is not run" in text
     )
     assert (
         "this pull request changes Python (macros/money.py, models/customer_segments.py), and "
-        "this service runs a project's Python only as it is on the prod branch \\`main\\` ("
-        in text
+        "this service runs a project's Python only as it is on the prod branch \\`main\\` (" in text
     )
     # ... which commit of it: the one prod was last promoted with while a gate guards prod
     # (its pin), else its head (what the earlier tests of this module left decides)
