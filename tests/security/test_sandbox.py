@@ -389,6 +389,8 @@ def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
     port = int(str(world["port"]))
 
     class Server:  # the running server's connection, as ConnectServer gives it
+        pid = None  # no JVM of ours to watch: the job is not stopped for its death
+
         def connection(self) -> tuple[str, str]:
             return f"sc://localhost:{port}", "token"
 

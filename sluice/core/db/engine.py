@@ -28,9 +28,9 @@ front (waiting up to the busy timeout) instead of failing when a read turns into
 while another connection holds the lock. Migrations rely on it to run one at a time.
 """
 
-# How long a SQLite writer waits for the lock: under many workers and a loaded machine
-# (load 15-20 on 2 cores) 5 s was not enough for the ledger's and queue's short writes.
-_SQLITE_BUSY_TIMEOUT_MS = 30_000
+# How long a SQLite writer waits for the lock. Not longer: the webhook's intake writes
+# through it too, and a forge gives up on a delivery not answered within 10 s.
+_SQLITE_BUSY_TIMEOUT_MS = 5000
 _PG_CONNECT_TIMEOUT_S = 10  # fail fast on an unreachable server
 _URL_HINT = "use sqlite:///path/to/state.db or postgresql+psycopg://user:pw@host:5432/db"
 

@@ -19,7 +19,7 @@ CONNECT_HINT = (
 
 
 LOCKED_HINT = (
-    "SQLite lets one writer in at a time, and this one waited 30 s for the others: run again, "
+    "SQLite lets one writer in at a time, and this one waited 5 s for the others: run again, "
     "and for many workers or services at once use PostgreSQL (SLUICE_DATABASE_URL="
     "postgresql://user:password@host:5432/db)"
 )
