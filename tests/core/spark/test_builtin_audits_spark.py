@@ -318,6 +318,16 @@ def _view(spark: SparkSession, name: str, c: Case) -> None:
         spark.createDataFrame([], types).createOrReplaceTempView(name)
 
 
+@pytest.fixture(autouse=True)
+def _drop_views(local_spark: SparkSession) -> Iterator[None]:
+    """The worker's Spark session is shared with other modules' tests, which count what
+    it holds: the temporary views these tests make go with each test."""
+    yield
+    for table in local_spark.catalog.listTables():
+        if table.isTemporary and table.name.startswith("audited_"):
+            local_spark.catalog.dropTempView(table.name)
+
+
 @pytest.mark.parametrize(
     "c", CASES, ids=[f"{c.audit}-{i}-{c.violations}" for i, c in enumerate(CASES)]
 )
