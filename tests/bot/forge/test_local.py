@@ -28,6 +28,7 @@ from sluice.bot.forge.base import Check, CheckAction, ForgeError
 from sluice.bot.forge.local import LocalForge, _checked
 from sluice.cli import cli
 from sluice.core.errors import ExecutionError
+from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import record_prod
 
 REPO = Path(__file__).resolve().parents[3]
@@ -715,18 +716,16 @@ def test_the_default_user_is_git_s_user_name(tmp_path: Path) -> None:
     assert status(root)["author"] == "alice"  # from git config user.name
 
 
-# -- the whole flow on Spark -----------------------------------------------------------
+# -- the whole flow, Spark scripted -------------------------------------------------------
+# (`sluice demo`, tests/bot/entry/test_demo.py, runs the same commands on real Spark.)
 
 
-@pytest.mark.spark
-def test_open_approve_merge_promote_on_spark(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+def test_open_approve_merge_promote_on_the_scripted_runner(tmp_path: Path) -> None:
     root = shop(tmp_path)
+    warehouse = Warehouse()
     head = customers_change(root)
     opened = sluice(root, "pr", "open", "--base", "main", "--head", "change", "--user", "alice",
-                    runner_for=None)  # fmt: skip
+                    runner_for=warehouse.runner)  # fmt: skip
     assert opened.exit_code == 0, opened.output
     data = status(root)
     assert conclusions(data) == {
@@ -735,9 +734,9 @@ def test_open_approve_merge_promote_on_spark(
     }, data["checks"]  # fmt: skip
     assert "; waiting for @bob" in data["comment"].split("\n")[1]  # the verdict's headline
     assert "`sluice query pr_1 " in data["comment"]
-    approved = sluice(root, "pr", "approve", "1", "--user", "bob", runner_for=None)
+    approved = sluice(root, "pr", "approve", "1", "--user", "bob", runner_for=warehouse.runner)
     assert conclusions(status(root))["sluice/approval"] == "success", approved.output
-    merged = sluice(root, "pr", "merge", "1", runner_for=None)
+    merged = sluice(root, "pr", "merge", "1", runner_for=warehouse.runner)
     assert merged.exit_code == 0, merged.output
     data = status(root)
     assert data["state"] == "merged"
@@ -746,3 +745,8 @@ def test_open_approve_merge_promote_on_spark(
     assert deploy["conclusion"] == "success", deploy
     assert deploy["title"] == "Promoted by virtual update"
     assert "`pr_1` is removed (promoted to prod)" in data["comment"]
+    # The build computed the PR's tables once; the merge only pointed prod's views at them.
+    assert warehouse.built("preview").count("jaffle.customers") == 1
+    kinds = {job["kind"] for job in warehouse.jobs} - {"preview"}
+    assert kinds and not any(warehouse.built(kind) for kind in kinds), kinds
+    assert warehouse.reads("jaffle.customers") == warehouse.reads("jaffle__pr_1.customers")
