@@ -20,6 +20,7 @@ from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark import connect
 from sluice.core.spark.connect import make_runner
+from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
@@ -58,6 +59,8 @@ class World:
     spark_mode: Literal["submit", "connect"] = "submit"
     """``connect``: every job of the world, the service's included, runs on one warm Spark
     Connect server of the world's warehouse (started on first use; :meth:`close` stops it)."""
+    warehouse: Warehouse | None = None
+    """Set: no Spark; every job, the service's too, runs on this scripted warehouse."""
 
     def settings(self) -> ServiceSettings:
         return ServiceSettings(
@@ -88,11 +91,23 @@ class World:
             self.github.branch_commits.setdefault(branch, set()).add(sha)
 
     def runner(self, project: Any) -> Runner:
+        if self.warehouse is not None:
+            return self.warehouse.runner(project)
         paths = SparkPaths(
             root=(self.work / "spark").resolve(), logs=(self.work / "logs").resolve()
         )
         spark = project.config.sluice.spark.model_copy(update={"mode": self.spark_mode})
         return make_runner(spark, paths)
+
+    @property
+    def runner_for(self) -> Any:
+        """The service's runner factory: the scripted warehouse's, or None (the settings')."""
+        return self.warehouse and self.warehouse.runner
+
+    @property
+    def scripted(self) -> Warehouse:
+        assert self.warehouse is not None, "not a scripted world"
+        return self.warehouse
 
     def close(self) -> None:
         """Stop the world's Spark Connect server, if it started one."""
@@ -120,7 +135,7 @@ class World:
         finally:
             store.close()
         deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=self.work, state_url=self.url,
-                         spark=settings.spark())  # fmt: skip
+                         spark=settings.spark(), runner_for=self.warehouse and self.warehouse.runner)  # fmt: skip
         try:
             dispatch.handle(deps, JanitorEvent(forge=forge, repo=repo, installation_id=None))
         finally:
@@ -133,9 +148,9 @@ class World:
 
     def assert_secrets_absent(self, produced: str, *secrets: str) -> None:
         """None of ``secrets`` is in ``produced`` (what went to the forge, the log) or in
-        any job log."""
+        any job log (a scripted world's jobs write none)."""
         logs = [p for p in (self.work / "logs").rglob("*") if p.is_file()]
-        assert logs, "no job log to search"
+        assert logs or self.warehouse is not None, "no job log to search"
         produced += "".join(p.read_text(errors="replace") for p in logs)
         for secret in secrets:
             assert secret not in produced

@@ -52,7 +52,7 @@ from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import Event, pr_key, supersedes
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
-from sluice.bot.flow.deps import Deps, make_deps
+from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
 from sluice.bot.forge.base import Forge
 from sluice.bot.intake.group_commit import Intake, IntakeClosed
 from sluice.bot.intake.pin import TagNotResolved
@@ -463,10 +463,12 @@ def create_app(
     settings: ServiceSettings | None = None,
     *,
     forge_for: Callable[[Event], Forge] | None = None,
+    runner_for: RunnerFactory | None = None,
     start_workers: bool = True,
 ) -> FastAPI:
     """The service. ``settings`` default to the environment; ``forge_for`` to the forges
-    the settings name."""
+    the settings name; ``runner_for`` to the Spark runner the settings' mode names (the
+    scripted runner, :mod:`sluice.core.spark.scripted`, runs the service without Spark)."""
     settings = settings or ServiceSettings()
     metrics = Registry()
     state: dict[str, Any] = {}
@@ -506,6 +508,7 @@ def create_app(
         def deps() -> Deps:  # one per worker: its own ledger connections
             return make_deps(
                 forge_for=forge_for or forge_factory(settings),
+                runner_for=runner_for,
                 workdir=settings.workdir,
                 state_url=settings.state_url(),
                 project_path=settings.project_path,

@@ -310,8 +310,12 @@ class ScriptedRunner(_RunnerBase):
 
     def _table_diff(self, step: TableDiffStep, ctx: StepContext) -> dict[str, Any]:
         options = DiffOptions.from_json(step.get("options", {}))
-        rows = self._rows(step["name"])
-        differing = min(self.script.differ.get(step["name"], 0), rows)
+        # Each side holds what its build wrote; the smaller side's rows are the larger's
+        # less those only in it, and ``differ`` of the rows both hold differ.
+        source = self._held(step["source"], step["name"])
+        target = self._held(step["target"], step["name"])
+        joined = min(source, target)
+        differing = min(self.script.differ.get(step["name"], 0), joined)
         result = TableDiffResult(
             name=step["name"],
             source=step["source_label"],
@@ -323,20 +327,22 @@ class ScriptedRunner(_RunnerBase):
             tolerance=options.tolerance,
             where=options.where,
             skipped=options.skip,
-            identical=differing == 0,
-            source_rows=rows,
-            target_rows=rows,
-            joined=rows,
-            source_only=0,
-            target_only=0,
+            identical=differing == 0 and source == target,
+            source_rows=source,
+            target_rows=target,
+            joined=joined,
+            source_only=source - joined,
+            target_only=target - joined,
             differing_rows=differing,
         )
         payload = result.to_json()
-        ctx.write(
-            "save_result", kind="table_diff", name=result.name, passed=result.identical,
-            payload=payload,
-        )  # fmt: skip
+        ctx.save_result("table_diff", result.name, result.identical, payload)
         return payload
+
+    def _held(self, table: str, model: str) -> int:
+        """The rows ``table`` (a physical table, or a view of one) holds."""
+        built = self.warehouse.tables.get(self.warehouse.reads(table) or table)
+        return built.rows if built is not None else self._rows(model)
 
 
 def _error(text: str) -> Exception:
