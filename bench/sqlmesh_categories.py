@@ -1,0 +1,150 @@
+"""How SQLMesh categorises a change, as JSON: run by SQLMesh's own python (its side
+virtualenv, see ``sqlmesh_spark.side_venv``), never by Sluice's. Used by
+``sqlmesh_diff.py`` (issue 42, point 6).
+
+``python sqlmesh_categories.py PAIRS.json`` reads a list of ``{"id", "before", "after"}``
+(two folders of one project, before and after an edit) and prints one line of JSON: a
+list of ``{"id", "models": {name: facts}, "refused": str|None, "error": str|None}``.
+
+For each pair, offline (an in-memory DuckDB state, nothing is run): the *before* project
+is loaded with ``sqlmesh.Context`` and its snapshots are recorded in the state as the
+``prod`` environment, each categorised as SQLMesh categorises a new model (breaking, its
+own version), as if a first plan had been applied. The *after* project is then loaded in
+a context on that state and planned against ``prod`` with the plan builder SQLMesh's
+``plan`` uses (``Context.plan_builder``: automatic categorisation, ``full`` mode for
+every kind of model, so that every change gets a category rather than a question). A
+model's facts: ``direct`` (directly modified or added), ``category`` (SQLMesh's
+``SnapshotChangeCategory`` name, or ``ADDED``/``REMOVED``), ``forward_only``,
+``rebuilt`` (its version differs from prod's: a new table), ``kind``. A plan SQLMesh
+refuses (``PlanError``: a destructive change to a forward-only model...) is reported in
+``refused``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from typing import Any
+
+
+def _name(fqn: str, default_catalog: str | None) -> str:
+    from sqlglot import exp
+
+    table = exp.to_table(fqn)
+    parts = [p.name for p in table.parts]
+    if len(parts) == 3 and default_catalog and parts[0].lower() == default_catalog.lower():
+        parts = parts[1:]
+    return ".".join(parts).lower()
+
+
+def _context(folder: str, state: Any = None) -> Any:
+    from sqlmesh import Context
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from sqlmesh_facts import _stand_ins
+
+    _stand_ins(folder)
+    context = Context(paths=[folder])
+    if state is not None:
+        context._state_sync = state  # one state for both sides of the pair
+    return context
+
+
+def categorise(before: str, after: str) -> dict[str, Any]:
+    from sqlmesh.core.config import CategorizerConfig
+    from sqlmesh.core.environment import Environment
+    from sqlmesh.core.snapshot import SnapshotChangeCategory
+    from sqlmesh.utils.date import now_timestamp
+    from sqlmesh.utils.errors import PlanError
+
+    old_context = _context(before)
+    state = old_context.state_sync
+    old = {s.name: s for s in old_context.snapshots.values()}
+    for snapshot in old.values():
+        snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
+    state.push_snapshots(old.values())
+    state.promote(
+        Environment(
+            name="prod",
+            snapshots=[s.table_info for s in old.values()],
+            start_at="2024-01-01",
+            end_at="2024-01-02",
+            plan_id="before",
+            finalized_ts=now_timestamp(),
+        )
+    )
+    new_context = _context(after, state)
+    catalog = new_context.default_catalog
+    refused = None
+    try:
+        builder = new_context.plan_builder(
+            "dev",
+            create_from="prod",
+            start="2024-01-01",
+            end="2024-01-02",
+            execution_time="2024-01-02",
+            skip_tests=True,
+            skip_linter=True,
+            categorizer_config=CategorizerConfig.all_full(),
+        )
+        plan = builder.build()
+    except PlanError as exc:
+        refused = str(exc)
+        return {"models": {}, "refused": refused, "error": None}
+    diff = plan.context_diff
+    models: dict[str, Any] = {}
+    direct = {s_id.name for s_id in plan.directly_modified}
+    for name, (new, previous) in diff.modified_snapshots.items():
+        category = new.change_category
+        models[_name(name, catalog)] = {
+            "direct": name in direct,
+            "category": category.name if category is not None else None,
+            "forward_only": bool(new.is_forward_only),
+            "rebuilt": new.version != previous.version,
+            "kind": str(getattr(new.model.kind.name, "value", new.model.kind.name))
+            if new.is_model
+            else "",
+        }
+    for s_id in diff.added:
+        models[_name(s_id.name, catalog)] = {
+            "direct": True,
+            "category": "ADDED",
+            "forward_only": False,
+            "rebuilt": True,
+            "kind": "",
+        }
+    for s_id in diff.removed_snapshots:
+        models[_name(s_id.name, catalog)] = {
+            "direct": True,
+            "category": "REMOVED",
+            "forward_only": False,
+            "rebuilt": False,
+            "kind": "",
+        }
+    return {"models": models, "refused": refused, "error": None}
+
+
+def main() -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    pairs = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    results = []
+    for pair in pairs:
+        try:
+            result = categorise(pair["before"], pair["after"])
+        except Exception as exc:
+            lines = traceback.format_exc().strip().splitlines()
+            result = {
+                "models": {},
+                "refused": None,
+                "error": (f"{type(exc).__name__}: {exc}".strip() or lines[-1])[:600],
+            }
+        result["id"] = pair["id"]
+        results.append(result)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
