@@ -10,7 +10,7 @@ is read; ``env_var`` never reads the process environment (see :func:`read_config
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
@@ -237,6 +237,9 @@ class ProjectConfig(_Frozen):
 CONFIG_FILE = "config.yaml"
 CONFIG_FILES = ("config.yaml", "config.yml")
 """The names SQLMesh reads a YAML project config from; a project has one of them."""
+PYTHON_CONFIG = "config.py"
+"""SQLMesh's Python config: the project's code, run only in the sandboxed process
+(:mod:`sluice.core.model.pycode.config_file`); a project has it or a YAML one, not both."""
 
 
 def config_path(project_dir: Path) -> Path | None:
@@ -252,6 +255,15 @@ def config_path(project_dir: Path) -> Path | None:
             path=found[1],
             line=1,
             hint=f"keep one: merge {found[1].name} into {found[0].name} and delete it",
+        )
+    python = project_dir / PYTHON_CONFIG
+    if found and python.is_file():
+        raise ConfigError(
+            f"the project has both {found[0].name} and {PYTHON_CONFIG}",
+            path=python,
+            line=1,
+            hint=f"keep one (SQLMesh refuses a folder with both): move {found[0].name}'s "
+            f"settings into {PYTHON_CONFIG}'s Config, or the other way round",
         )
     return found[0] if found else None
 
@@ -273,18 +285,29 @@ def read_config_doc(path: Path, env: Mapping[str, str] | None = None) -> Located
     return parse_yaml(jinja.render_config(text, str(path), env), str(path))
 
 
-def load_config(project_dir: Path, env: Mapping[str, str] | None = None) -> ProjectConfig:
+def load_config(
+    project_dir: Path,
+    env: Mapping[str, str] | None = None,
+    python: Callable[[Path], LocatedYaml] | None = None,
+) -> ProjectConfig:
     """Read ``config.yaml`` (or ``config.yml``) from ``project_dir`` (an absent file means
-    all defaults); ``env``: see :func:`read_config_doc`."""
+    all defaults); ``env``: see :func:`read_config_doc`. A project configured in
+    config.py is read with ``python`` (the loader's: it runs config.py in the sandboxed
+    process and gives its data and lines, :mod:`sluice.core.model.pycode.config_file`),
+    and validated as a config.yaml's data is; without it, such a project is an error."""
     path = config_path(project_dir)
     if path is None:
-        if (project_dir / "config.py").exists():
-            raise ConfigError(
-                "this project is configured in config.py, which Sluice does not execute",
-                path=project_dir / "config.py",
-                line=1,
-                hint="write the same settings as config.yaml (model_defaults, variables)",
-            )
+        if (project_dir / PYTHON_CONFIG).is_file():
+            if python is None:
+                raise ConfigError(
+                    "this project is configured in config.py, which is the project's Python: "
+                    "Sluice runs it only where it loads the project with its Python",
+                    path=project_dir / PYTHON_CONFIG,
+                    line=1,
+                    hint="load the project (sluice plan), or write the same settings as "
+                    "config.yaml (model_defaults, variables)",
+                )
+            return parse_config(python(project_dir))
         return ProjectConfig()
     return parse_config(read_config_doc(path, env))
 
@@ -351,8 +374,12 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
     if ignored:
         notes.append(
             f"{doc.path}: ignored {', '.join(ignored)}: "
-            f"{'it configures' if len(ignored) == 1 else 'they configure'} SQLMesh itself; "
-            "Sluice's own settings go under 'sluice:'"
+            f"{'it configures' if len(ignored) == 1 else 'they configure'} SQLMesh itself"
+            + (
+                ""
+                if doc.path.endswith(PYTHON_CONFIG)
+                else "; Sluice's own settings go under 'sluice:'"
+            )
         )
     _gateway_variables(data, kept)
     default_catalog = gateway_catalog(data)

@@ -21,6 +21,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sluice import __version__
 from sluice.core.config import (
     CONFIG_FILES,
+    PYTHON_CONFIG,
     ProjectConfig,
     SluiceSettings,
     config_path,
@@ -46,6 +47,7 @@ from sluice.core.model.known_columns import KnownColumns, Pending, Placeholder
 from sluice.core.model.macros import BUILTIN_VARIABLES
 from sluice.core.model.names import Catalogs, NameProblem, canonical, split_text
 from sluice.core.model.pycode import Refusal
+from sluice.core.model.pycode import config_file as pycode_config
 from sluice.core.model.pycode import files as pycode_files
 from sluice.core.model.pycode import macros as pycode_macros
 from sluice.core.model.pycode import models as pycode_models
@@ -53,7 +55,7 @@ from sluice.core.model.scan import find_code
 from sluice.core.model.seeds import seed_columns
 from sluice.core.model.unittests import parse_unit_tests
 from sluice.core.plan import statements as project_statements
-from sluice.core.yamlio import read_yaml
+from sluice.core.yamlio import LocatedYaml, read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ their own cap, :data:`sluice.core.yamlio.MAX_CHARS`."""
 
 PROJECT_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "config": ("", CONFIG_FILES),
+    "python_config": ("", (PYTHON_CONFIG,)),
     "sql_models": ("models", ("*.sql",)),
     "python_models": ("models", ("*.py",)),
     "sql_macros": ("macros", ("*.sql",)),
@@ -85,7 +88,8 @@ the project folder itself. ``seeds`` are the CSV files SEED models name (their `
 inside the project); ``parse_cache`` is Sluice's own, never read for a pull request
 (``use_cache=False``). docs/security.md classifies each kind
 (``tests/security/test_inputs_classified.py``). ``config`` is
-:data:`sluice.core.config.CONFIG_FILES`; ``python_macros`` are found by
+:data:`sluice.core.config.CONFIG_FILES`; ``python_config`` (SQLMesh's config.py) is run in
+the sandboxed process (:mod:`.pycode.config_file`); ``python_macros`` are found by
 :func:`sluice.core.model.pycode.macros.macro_files`."""
 
 
@@ -151,7 +155,7 @@ def _load(
     python: Refusal | None,
     spawned: pycode_macros.PythonMacros | None,
 ) -> Project:
-    config = load_config(root, env=env)
+    config, config_doc = _config(root, env, python)
     if sluice is not None:
         config = config.model_copy(update={"sluice": sluice})
     notes = list(config.notes)
@@ -293,8 +297,8 @@ def _load(
         for a in audits.values()
         if a.standalone
     )
-    before_all = _statements(root, config, "before_all", errors, env)
-    after_all = _statements(root, config, "after_all", errors, env)
+    before_all = _statements(root, config, "before_all", errors, env, config_doc)
+    after_all = _statements(root, config, "after_all", errors, env, config_doc)
     for model in models.values():
         try:
             check_audit_calls(model, audits)
@@ -325,6 +329,33 @@ def _load(
         before_all=before_all,
         after_all=after_all,
     )
+
+
+def _config(
+    root: Path, env: Mapping[str, str] | None, python: Refusal | None
+) -> tuple[ProjectConfig, LocatedYaml | None]:
+    """The project's config, and config.py's located data when it is configured there
+    (None for config.yaml). config.py is the project's Python: it runs in the sandboxed
+    process (:mod:`.pycode.config_file`) only where the caller lets the project's Python
+    run (``python`` None), and is refused with the caller's reason otherwise."""
+    read: list[LocatedYaml] = []
+
+    def run(folder: Path) -> LocatedYaml:
+        if python is not None:
+            named = list(python.files) or [PYTHON_CONFIG]
+            raise ConfigError(
+                f"this project's Python ({_listed(named)}) is not run for this commit, and "
+                "its configuration is config.py",
+                path=str(folder / PYTHON_CONFIG),
+                line=1,
+                hint=python.reason,
+            )
+        doc = pycode_config.read(folder)
+        read.append(doc)
+        return doc
+
+    config = load_config(root, env=env, python=run)
+    return config, (read[0] if read else None)
 
 
 def _has_code(path: Path) -> bool:
@@ -698,8 +729,10 @@ def _statements(
     key: str,
     errors: list[SluiceError],
     env: Mapping[str, str] | None = None,
+    python_doc: LocatedYaml | None = None,
 ) -> tuple[str, ...]:
-    """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked.
+    """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked
+    (``python_doc``: config.py's located data, when the project is configured there).
 
     They run in every job of the project, a pull request's too, so each statement is
     allow-listed whole (:mod:`sluice.core.plan.statements`: ``CREATE SCHEMA|TABLE|VIEW
@@ -712,8 +745,9 @@ def _statements(
     given: tuple[str, ...] = getattr(config, key)
     if not given:
         return ()
-    path = config_path(root)
-    doc = read_config_doc(path, env) if path is not None else None
+    yaml_path = config_path(root)
+    doc = read_config_doc(yaml_path, env) if yaml_path is not None else python_doc
+    path = yaml_path if yaml_path is not None or python_doc is None else Path(python_doc.path)
     result: list[str] = []
     for index, text in enumerate(given):
         line = (doc.line_of((key, index)) if doc else None) or 1

@@ -24,6 +24,10 @@ and ``{"id": 3, "query": {"file", "entry", "dialect"}}``, an ``is_sql`` model's 
 called with a macro evaluator (its file imported as SQLMesh imports it), answered with
 ``{"id": 3, "sql": [...]}``. Either may answer ``{"id": n, "error": {...}}``.
 
+**config.py.** ``{"id": 4, "config": {"file": "config.py", "name": "config"}}`` runs the
+project's config.py and answers ``{"id": 4, "value": {"data": ..., "lines": ...}}``, its
+chosen ``Config`` as plain data (:mod:`.config_eval`), or an error.
+
 **Reading ahead.** Waiting for one answer per call costs both processes a wake-up each
 way, which at a thousand models is most of what Python macros add to a plan. So, when the
 setup names ``read_ahead`` files (the model files the loader is about to parse, in its
@@ -471,6 +475,18 @@ def _answer(
         found = (reply or {}).get("columns")
         return [(str(n), str(t)) for n, t in found] if found is not None else None
 
+    if "config" in request:
+        # The project's config.py, run for its Config (.config_eval).
+        from sluice.core.model.pycode import config_eval
+
+        project = {os.path.join(importer.root, rel) for rel in importer.files}
+        try:
+            return {"id": ident, "value": config_eval.evaluate(request["config"], importer)}
+        except config_eval.Unsupported as exc:
+            where = os.path.join(importer.root, str(request["config"].get("file") or ""))
+            return {"id": ident, "error": {"message": str(exc), "path": where, "line": exc.line}}
+        except BaseException as exc:
+            return {"id": ident, "error": _error(exc, project | known, None)}
     if "evaluate" in request or "query" in request:
         # A Python model's value or is_sql query: the project's files are the ones to name.
         project = {os.path.join(importer.root, rel) for rel in importer.files}

@@ -230,6 +230,19 @@ class PythonMacros:
         answer = self._model_request({"evaluate": spec}, what, request.file, request.line)
         return _sql_texts(answer["value"])
 
+    def config(self, name: str, seconds: float = CALL_SECONDS) -> dict[str, Any]:
+        """Run the project's config.py for its Config named ``name``: the child's answer,
+        ``{"value": ...}`` (see :mod:`.config_eval`) or ``{"error": ...}``, unchecked.
+        The child may take ``seconds`` (then it is ended: :class:`ModelError`)."""
+        self._ready()
+        if self._failure is not None:
+            raise self._failure
+        self._next_id += 1
+        ident = self._next_id
+        self._asking, self._asking_value = ident, True
+        self._send({"id": ident, "config": {"file": "config.py", "name": name}})
+        return self._receive(time.monotonic() + seconds, seconds, "running config.py")
+
     def query(self, request: SqlQuery) -> list[str]:
         """An ``is_sql`` model's query: what its function returns, as SQL statements."""
         spec = {"file": request.file, "entry": request.entry, "dialect": request.dialect}
@@ -286,7 +299,8 @@ class PythonMacros:
         ident = self._next_id
         request = {"id": ident, **request}
         self._asking = ident  # the only id an answer may have (_expect)
-        self._asking_value = "evaluate" in request  # and the only kind of answer
+        # and the only kind of answer: a value for a model's or config.py's
+        self._asking_value = "evaluate" in request or "config" in request
         self._send(request)
         asked = False
         deferred: Exception | None = None
