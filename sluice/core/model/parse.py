@@ -368,6 +368,23 @@ class KindResult:
     params: dict[str, Node] = field(default_factory=dict)
 
 
+def _refuse_custom(ctx: _Ctx, node: Node) -> None:
+    """SQLMesh's ``kind CUSTOM (materialization 'name', ...)`` names a Python class of the
+    project's that writes the table itself through SQLMesh's engine adapter; Spark has no
+    such adapter, so Sluice refuses it, naming the materialization."""
+    named = ""
+    for item in (call_as_pair(i, ctx.source) for i in node.items):
+        if item.type == "pair" and item.value.lower() == "materialization" and item.items:
+            named = f" (materialization {item.items[0].text(ctx.source)})"
+    raise ctx.error(
+        f"kind CUSTOM{named} is a SQLMesh custom materialization: a Python class that writes "
+        "the table through SQLMesh's engine adapter, which Sluice does not run on Spark",
+        node,
+        "give the model a kind Sluice builds with the same effect (a custom full refresh is "
+        "kind FULL; the README's project format lists the kinds)",
+    )
+
+
 def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") -> KindResult:
     if node is None:
         return KindResult(Kind(KindName.VIEW), {})
@@ -377,6 +394,8 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
             node,
             "for example `kind FULL` or `kind INCREMENTAL_BY_TIME_RANGE (time_column ds)`",
         )
+    if node.value.upper() == "CUSTOM":
+        _refuse_custom(ctx, node)
     try:
         name = KIND_ALIASES.get(node.value.upper()) or KindName(node.value.upper())
     except ValueError:

@@ -184,8 +184,11 @@ CASES = [
         {"config.yaml": None, "config.py": "config = {}\n"},
         ConfigError,
         "config.py:1",
-        "this project is configured in config.py, which Sluice does not execute",
-        "write the same settings as config.yaml (model_defaults, variables)",
+        "running config.py: 'config' in config.py is a dict, not a Config "
+        "(sqlmesh.core.config.Config), which SQLMesh requires",
+        "config.py runs as SQLMesh runs it (in Sluice's sandboxed process: the project's "
+        "files only, no network, no environment variables, with stand-ins for "
+        "sqlmesh.core.config's classes): fix the code, or write the settings in config.yaml",
     ),
     # --- MODEL header and query ---
     Broken(
@@ -280,6 +283,25 @@ CASES = [
         "models/c.sql:3",
         "unknown model kind 'INCREMENTAL'",
         "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN (external tables go in external_models.yaml)",
+    ),
+    Broken(
+        "model_custom_kind",
+        {
+            "models/c.sql": lines(
+                "MODEL (",
+                "  name s.c,",
+                "  kind CUSTOM (materialization 'custom_full'),",
+                ");",
+                "SELECT 1 AS id",
+            )
+        },
+        ModelError,
+        "models/c.sql:3",
+        "kind CUSTOM (materialization 'custom_full') is a SQLMesh custom materialization: a "
+        "Python class that writes the table through SQLMesh's engine adapter, which Sluice "
+        "does not run on Spark",
+        "give the model a kind Sluice builds with the same effect (a custom full refresh is "
+        "kind FULL; the README's project format lists the kinds)",
     ),
     Broken(
         "model_external_kind",
