@@ -29,6 +29,7 @@ from sluice.bot.present import terminal
 from sluice.core.cli.common import fails_cleanly, progress
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
+from sluice.core.spark import events
 from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SPARK_DIR_ENV, SparkPaths
 from sluice.core.spark.submit import OnEvent, Runner
@@ -210,7 +211,7 @@ def _runner_for(work: Path, quiet: bool, mode: str = "submit") -> RunnerFor:
     )
 
     def make(project: Project, _tree: Path, on_event: OnEvent) -> Runner:
-        def both(event: dict[str, Any]) -> None:
+        def both(event: events.Event) -> None:
             on_event(event)
             if not quiet:
                 progress(event)

@@ -29,6 +29,7 @@ from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult, preview_environment
 from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.spark.events import Event
 from sluice.core.tablediff.result import DiffOptions
 from sluice.core.timeutil import DAY_MS
 from sluice.core.workflow import plan_environment
@@ -413,8 +414,8 @@ class _Progress:
             plan=self.plan,
         )
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        if event.get("event") != "step_start":
+    def on_event(self, event: Event) -> None:
+        if event["event"] != "step_start":
             return
         kind = event.get("type")
         if kind == "build":

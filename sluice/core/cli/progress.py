@@ -1,10 +1,10 @@
 """A Spark job's progress, from the driver's events, as a command runs it.
 
 The runners pass every event of a job to an ``on_event`` callback
-(:data:`sluice.core.spark.submit.OnEvent`): ``job_start`` (``steps``: how many), then
+(:data:`sluice.core.spark.events.OnEvent`): ``job_start`` (``steps``: how many), then
 ``step_start`` / ``step_done`` / ``step_failed`` for each step (``index``, ``label``: e.g.
-``build jaffle.orders``; builds run at once, so several may be running), ``log`` and
-``waiting`` messages, and ``job_done`` or ``job_failed``. :class:`JobProgress` is that
+``build jaffle.orders``; builds run at once, so several may be running), ``log``
+messages, and ``job_done`` or ``job_failed``. :class:`JobProgress` is that
 callback. It shows the steps done of the total, the steps running, the time since the
 job started and an estimate of the time left:
 
@@ -55,6 +55,7 @@ from rich.table import Column
 from rich.text import Text
 
 from sluice.core.errors import terminal_text
+from sluice.core.spark.events import Event
 from sluice.core.words import duration
 
 Clock = Callable[[], float]
@@ -67,7 +68,6 @@ _SHOWN = frozenset(
         "job_done",
         "job_failed",
         "log",
-        "waiting",
     )
 )
 
@@ -86,6 +86,11 @@ def remaining(done: int, total: int, first_start: float, last_done: float, now: 
         return 0.0
     pace = (last_done - first_start) / done
     return max(0.0, pace * (total - done) - (now - last_done))
+
+
+def _label(label: str | None, kind: str | None = None) -> str:
+    """What a step is called in a line: its label, else its type."""
+    return str(label or kind or "step")
 
 
 def wants_live(console: Console) -> bool:
@@ -176,28 +181,28 @@ class JobProgress:
 
     # -- the callback --------------------------------------------------------------------
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         with self._lock:
             self._handle(event)
 
-    def _handle(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind not in _SHOWN:
+    def _handle(self, event: Event) -> None:
+        if event["event"] not in _SHOWN:
             return  # writes, session_ready, ...: nothing to show
-        label = str(event.get("label") or event.get("type") or "step")
         now = self.clock()
-        if kind == "job_start":
+        if event["event"] == "job_start":
             self._stop()
             steps = event.get("steps")
             self._reset(steps if isinstance(steps, int) and steps >= 0 else 0, now)
             if self.live if self.live is not None else wants_live(self.console):
                 self._start_bar()
-        elif kind == "step_start":
+        elif event["event"] == "step_start":
+            label = _label(event.get("label"), event.get("type"))
             if self.first_start is None:
                 self.first_start = now
             self.running[event.get("index")] = (label, now)
             self._update()
-        elif kind == "step_done":
+        elif event["event"] == "step_done":
+            label = _label(event.get("label"))
             self.running.pop(event.get("index"), None)
             self.done += 1
             self.last_done = now
@@ -207,17 +212,16 @@ class JobProgress:
             if self._bar is None:
                 self._plain(self._line(label, took, now))
             self._update()
-        elif kind == "step_failed":
+        elif event["event"] == "step_failed":
+            label = _label(event.get("label"), event.get("type"))
             _, began = self.running.pop(event.get("index"), (label, now))
             line = self._line(label, f"failed after {now - began:.1f} s", now, estimate=False)
             self._stop()
             self._plain(line, style="red")
-        elif kind in ("job_done", "job_failed"):
+        elif event["event"] == "job_done" or event["event"] == "job_failed":
             self._stop()
-        elif kind == "log":
+        elif event["event"] == "log":
             self._plain(f"  {event.get('message')}", style="dim")
-        elif kind == "waiting":
-            self._plain(str(event.get("message")), style="yellow")
 
     @property
     def drawing(self) -> bool:

@@ -48,6 +48,7 @@ from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import DriverLost, ExecutionError
 from sluice.core.spark import confine, jvm, relay
+from sluice.core.spark.events import Event
 from sluice.core.spark.failures import server_lost
 from sluice.core.spark.session import (
     MetastoreLock,
@@ -854,7 +855,7 @@ class ConnectRunner(SubmitRunner):
         self,
         job_id: str,
         env: dict[str, str],
-        seen: list[dict[str, Any]],
+        seen: list[Event],
         code: int | None,
         timed_out: bool,
     ) -> None:
@@ -876,11 +877,11 @@ class ConnectRunner(SubmitRunner):
         sessions = [
             e.get("session_id")
             for e in seen
-            if e.get("event") in ("session_ready", "session_opened")
+            if e["event"] == "session_ready" or e["event"] == "session_opened"
         ]
         for session in sessions:
             if session:
-                interrupt_session(env[REMOTE_ENV], str(session), token=env.get(TOKEN_ENV))
+                interrupt_session(env[REMOTE_ENV], session, token=env.get(TOKEN_ENV))
 
 
 def make_runner(settings: SparkSettings, paths: SparkPaths, **kwargs: Any) -> SubmitRunner:

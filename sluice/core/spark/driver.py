@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events, schedule
+from sluice.core.spark.events import About, Event, StepResult
 from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.steps import statistics
 from sluice.core.spark.steps.context import Handler, StepContext, spark_error
@@ -32,7 +33,7 @@ from sluice.core.spark.steps.context import Handler, StepContext, spark_error
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[Event], None]
 
 
 class StepFailed(Exception):
@@ -58,7 +59,7 @@ def run_job(
     *,
     table: Mapping[str, Handler] | None = None,
     measure: Callable[[SparkSession, StepContext], None] = statistics.record,
-) -> dict[str, Any]:
+) -> dict[str, StepResult]:
     """Run the steps of ``spec`` with the handlers of ``table`` (default: every step type
     the driver knows), then ``measure`` the tables written (default: their sizes from
     Spark; :class:`~sluice.core.spark.scripted.ScriptedRunner` gives its own of both): independent models' builds at once (at most
@@ -75,7 +76,7 @@ def run_job(
     """
     lock = threading.Lock()
 
-    def whole(event: dict[str, Any]) -> None:
+    def whole(event: Event) -> None:
         with lock:
             emit(event)
 
@@ -140,11 +141,11 @@ def _run_step(
     """Run one step, its events around it (``worker``: the concurrent build slot running it)."""
     label = step.get("label", step["type"])
     fields: dict[str, Any] = dict(step)
-    about: dict[str, Any] = {}
+    about: About = {}
     if "model" in fields:  # a build's, an audit's, a unit test's: whose the events are
-        about["model"] = fields["model"]
+        about["model"] = str(fields["model"])
     if "source" in fields:  # the model's file:line, for a failure's message
-        about["source"] = fields["source"]
+        about["source"] = str(fields["source"])
     if worker is not None:
         about["worker"] = worker
     ctx.emit({"event": "step_start", "index": index, "type": step["type"], "label": label, **about})
@@ -171,12 +172,8 @@ def _run_step(
     if result is not None:
         ctx.results[step.get("id", str(index))] = result
         if step["type"] == "unit_test":
-            ctx.write(
-                "save_result",
-                kind="unit_test",
-                name=str(result.get("name")),
-                passed=bool(result.get("passed")),
-                payload=result,
+            ctx.save_result(
+                "unit_test", str(result.get("name")), bool(result.get("passed")), result
             )
     ctx.emit(
         {
@@ -288,7 +285,8 @@ class _Sessions:
     def _clone(self) -> SparkSession:
         if self.connect:
             session: SparkSession = self.spark.cloneSession()  # type: ignore[attr-defined]
-            self.emit({"event": "session_opened", "session_id": session.session_id})  # type: ignore[attr-defined]
+            opened: str = session.session_id  # type: ignore[attr-defined]
+            self.emit({"event": "session_opened", "session_id": opened})
         else:
             from pyspark.sql import SparkSession
 
@@ -320,7 +318,7 @@ class _Sessions:
                 traceback.print_exc()
 
 
-def _print(event: dict[str, Any]) -> None:
+def _print(event: Event) -> None:
     print(events.encode(event), flush=True)
 
 
@@ -377,7 +375,7 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     _print({"event": "job_start", "job_id": spec.get("job_id"), "steps": len(spec["steps"])})
-    ready: dict[str, Any] = {"event": "session_ready"}
+    ready: events.SessionReady = {"event": "session_ready"}
     if connect:
         try:
             spark = _connect_session(args[1])

@@ -11,9 +11,9 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from sluice.core.errors import DriverLost, ExecutionError
+from sluice.core.spark.events import Event, JobFailure, StepFailure, StepStart
 
 _SHOWN_LINES = 15
 # spark-submit exits with its Python driver's status, which is 128 + N when a signal N
@@ -53,19 +53,24 @@ def error_lines(output: Iterable[str], limit: int = _SHOWN_LINES) -> list[str]:
     return (errors or readable)[-limit:]
 
 
-def during(seen: list[dict[str, Any]]) -> str:
+def during(seen: list[Event]) -> str:
     """`` during step 'x'`` (or ``steps 'x', 'y'``: builds run at once) for the steps a
     job's events show started and not finished; "" when none was running."""
-    started = [e for e in seen if e.get("event") == "step_start"]
-    finished = {e.get("index") for e in seen if e.get("event") in ("step_done", "step_failed")}
-    running = [e.get("label") for e in started if e.get("index") not in finished]
+    started: list[StepStart] = []
+    finished: set[int | None] = set()
+    for e in seen:
+        if e["event"] == "step_start":
+            started.append(e)
+        elif e["event"] == "step_done" or e["event"] == "step_failed":
+            finished.add(e.get("index"))
+    running = [e["label"] for e in started if e.get("index") not in finished]
     named = ", ".join(f"'{label}'" for label in running)
     return f" during step{'s' if len(running) > 1 else ''} {named}" if running else ""
 
 
 def server_lost(
     why: str,
-    seen: list[dict[str, Any]],
+    seen: list[Event],
     *,
     restarted: bool,
     server_log: Path | None = None,
@@ -75,10 +80,10 @@ def server_lost(
     "died (...)", "stopped answering (...)"): :class:`~sluice.core.errors.DriverLost`,
     since the job did not fail on its own and running it again finishes it.
     ``restarted``: the server is ours, started again for the next job."""
-    total = next((e.get("steps") for e in seen if e.get("event") == "job_start"), None)
-    done = sum(1 for e in seen if e.get("event") == "step_done")
-    recorded = sum(1 for e in seen if e.get("event") == "write")
-    of = f" of {total}" if isinstance(total, int) else ""
+    total = next((e["steps"] for e in seen if e["event"] == "job_start"), None)
+    done = sum(1 for e in seen if e["event"] == "step_done")
+    recorded = sum(1 for e in seen if e["event"] == "write")
+    of = f" of {total}" if total is not None else ""
     kept = (
         f"what it finished is kept ({done}{of} steps done, {recorded} results recorded), "
         "so running it again finishes it: the service runs it again by itself; on the "
@@ -103,7 +108,7 @@ def server_lost(
 
 def job_failure(
     job_id: str,
-    seen: list[dict[str, Any]],
+    seen: list[Event],
     *,
     exit_code: int | None = None,
     log_path: Path | None = None,
@@ -121,9 +126,15 @@ def job_failure(
         where.append(f"full log: {log_path}")
     tail = f" ({'; '.join(where)})" if where else ""
     # The first failure stopped the job; builds running then may have failed too.
-    failed = [e for e in seen if e.get("event") == "step_failed"]
+    failed: list[StepFailure] = []
+    job: JobFailure | None = None  # the last one
+    for e in seen:
+        if e["event"] == "step_failed":
+            failed.append(e)
+        elif e["event"] == "job_failed":
+            job = e
     step = failed[0] if failed else None
-    reported = step is not None or any(e.get("event") == "job_failed" for e in seen)
+    reported = step is not None or job is not None
     signum = None
     if exit_code is not None and exit_code < 0:
         signum, which = -exit_code, "driver"  # the JVM spark-submit started
@@ -138,21 +149,20 @@ def job_failure(
         )
     if step is not None:
         also = "".join(
-            f"\n  also failed: step '{e.get('label')}': {str(e.get('error')).splitlines()[0]}"
+            f"\n  also failed: step '{e['label']}': {e['error'].splitlines()[0]}"
             for e in failed[1:]
-            if e.get("error")
+            if e["error"]
         )
         # A build names its model's file:line first, as every error at a file does (the
         # Action turns it into an annotation on that file).
         source = f"{step['source']}: " if step.get("source") else ""
         return ExecutionError(
-            f"{source}Spark job failed at step '{step.get('label')}': {step.get('error')}{also}",
+            f"{source}Spark job failed at step '{step['label']}': {step['error']}{also}",
             hint=f"fix the step's cause and run again{tail}",
         )
-    job = next((e for e in reversed(seen) if e.get("event") == "job_failed"), None)
     if job is not None:
         return ExecutionError(
-            f"Spark job {job_id} failed: {job.get('error')}",
+            f"Spark job {job_id} failed: {job['error']}",
             hint="the error is outside any step: check the Spark setup (sluice.spark in "
             f"config.yaml) and the environment{tail}",
         )

@@ -39,7 +39,8 @@ from typing import Any
 
 from sluice.core.config import SparkSettings
 from sluice.core.plan.plan import VIEW_MARKER
-from sluice.core.spark import driver
+from sluice.core.spark import driver, events
+from sluice.core.spark.events import Event
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import (
@@ -161,10 +162,14 @@ class ScriptedRunner(_RunnerBase):
         spec = {**spec, "concurrent_tasks": 1}
         self.warehouse.jobs.append(spec)
         job_id = spec["job_id"]
-        seen: list[dict[str, Any]] = []
+        seen: list[Event] = []
 
-        def emit(event: dict[str, Any]) -> None:
-            self._receive(event, writes, seen)
+        def emit(event: Event) -> None:
+            # As a real driver's would be: a line, read back as the runner reads it (an
+            # event the protocol does not define fails the job's caller: BadEvent).
+            wired = events.decode(events.encode(event))
+            assert wired is not None
+            self._receive(wired, writes, seen)
 
         began = time.monotonic()
         emit({"event": "job_start", "job_id": job_id, "steps": len(spec["steps"])})
@@ -223,15 +228,15 @@ class ScriptedRunner(_RunnerBase):
         if step.get("view_sql"):
             self.warehouse.tables[table] = Table(name, version, 0)
             ctx.created.add(table)
-            ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
+            ctx.add_intervals(name, version, [list(VIEW_MARKER)])
         for start, end in step.get("restate", []):
-            ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
+            ctx.remove_intervals(name, version, start, end)
         audit = self._scripted(self._audit)  # a batch's audits fail or lose as scripted too
         for batch in step["batches"]:
             self.warehouse.tables[table] = Table(name, version, self._rows(name))
             for check in batch.get("audits", []):
                 audit(NO_SPARK, check, ctx)
-            ctx.write("add_intervals", model=name, version=version, intervals=filled(step, batch))
+            ctx.add_intervals(name, version, filled(step, batch))
         if step["batches"]:
             ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
         return {"model": name, "version": version, "table": table, "batches": len(step["batches"])}
@@ -241,10 +246,7 @@ class ScriptedRunner(_RunnerBase):
             return
         for written in {w.table: w for w in ctx.written_tables}.values():
             rows = self._rows(written.model)
-            ctx.write(
-                "table_size", model=written.model, version=written.version,
-                bytes=rows * 100, rows=rows,
-            )  # fmt: skip
+            ctx.table_size(written.model, written.version, rows * 100, rows)
 
     def _audit(self, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
         name = f"{step['model']}:{step['audit']}"
@@ -257,11 +259,10 @@ class ScriptedRunner(_RunnerBase):
             "sample": [],
             "blocking": step["blocking"],
         }
-        scope = {"batch": list(step["batch"])} if "batch" in step else {}
-        result.update(scope)
-        ctx.write(
-            "save_result", kind="audit", name=name, passed=count == 0, payload=result, **scope
-        )
+        batch = list(step["batch"]) if "batch" in step else None
+        if batch is not None:
+            result["batch"] = batch
+        ctx.save_result("audit", name, count == 0, result, batch=batch)
         if count and step["blocking"]:
             raise _error(
                 f"AuditFailed: audit {step['audit']} on {step['model']} failed: "

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol, cast
+from typing import IO, Protocol, cast
 from urllib.parse import urlsplit
 
 from sluice.core import sandbox
@@ -45,6 +45,7 @@ from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError, SluiceError
 from sluice.core.sandbox import keep_from_children
 from sluice.core.spark import confine, events, jvm
+from sluice.core.spark.events import Event, JobDone, StepResult
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.session import (
     SparkPaths,
@@ -60,11 +61,15 @@ from sluice.core.state.store import StateStore
 
 logger = logging.getLogger(__name__)
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = events.OnEvent
 
 DRIVER = Path(__file__).with_name("driver.py")
 CONNECT_TIMEOUT = 3.0
 _TAIL_LINES = 400
+_TAIL_CHARS = 4000  # of each line kept for the error message (the log keeps more)
+_LINE_CHARS = 1024 * 1024  # the longest line of Spark's own output kept (stderr)
+_SKIP_CHARS = 64 * 1024
+_WRITE_LINE = events.PREFIX + '{"event":"' + events.WRITE + '"'
 
 # A job's time limit when the service sets none (seconds; a runner's ``timeout=None``
 # means no limit). The service's setting is named in the error a user sees.
@@ -108,10 +113,12 @@ class JobResult:
     """What a finished job reported."""
 
     job_id: str
-    results: dict[str, Any]
+    results: dict[str, StepResult]
+    """Each step's result by its id (its index, as text, unless the step names one)."""
     seconds: float
     log_path: Path | None
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    """Every event of the job, in the order received."""
 
 
 class Runner(Protocol):
@@ -302,15 +309,40 @@ class _Log:
     def write(self, line: str) -> None:
         with self._lock:
             self._file.write(line if line.endswith("\n") else line + "\n")
-            self.tail.append(line)
+            self.tail.append(line[:_TAIL_CHARS])
 
     def close(self) -> None:
         self._file.close()
 
 
 def _drain(stream: IO[str], log: _Log) -> None:
-    for line in stream:
+    for line, _ in _lines(stream, _LINE_CHARS):
         log.write(line)
+
+
+def _lines(stream: IO[str], limit: int) -> Iterator[tuple[str, bool]]:
+    """The lines of ``stream``, each with whether it is whole: a line longer than
+    ``limit`` characters (its newline not counted) is cut there, and the rest of it
+    skipped (a driver printing one endless line cannot fill this process's memory)."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if line.endswith("\n") or len(line) <= limit:
+            yield line, True
+            continue
+        rest = line
+        while rest and not rest.endswith("\n"):  # skip the rest of the line
+            rest = stream.readline(_SKIP_CHARS)
+        yield line[:limit] + "\n", False
+
+
+def _last_done(seen: list[Event]) -> JobDone | None:
+    """The job's ``job_done`` event, if it reported one."""
+    for event in seen[::-1]:
+        if event["event"] == "job_done":
+            return event
+    return None
 
 
 class _RunnerBase:
@@ -339,18 +371,31 @@ class _RunnerBase:
         self.lock_timeout = lock_timeout
         self.timeout = timeout
 
-    def _emit(self, event: dict[str, Any]) -> None:
+    def _emit(self, event: Event) -> None:
         if self.on_event is not None:
             self.on_event(event)
 
-    def _receive(
-        self, event: dict[str, Any], writes: JobWrites, seen: list[dict[str, Any]]
-    ) -> None:
+    def _receive(self, event: Event, writes: JobWrites, seen: list[Event]) -> None:
         """One event from the driver: kept, a write checked and applied, then passed on."""
         seen.append(event)
-        if event.get("event") == WRITE_EVENT:
+        if event["event"] == "write":
             writes.apply(event)
         self._emit(event)
+
+    def _refused(self, line: str, problem: events.BadEvent, writes: JobWrites, log: _Log) -> None:
+        """An event line of the driver's that is not one (:func:`events.decode` said why):
+        noted in the job's log and ours, and otherwise ignored (a pull request's code can
+        print to the driver's stdout too), but for a ``write``: the job is stopped, as for
+        any write its spec does not allow.
+
+        Raises:
+            WriteRefused: the line was a ``write`` event.
+        """
+        if problem.kind == WRITE_EVENT:
+            writes.refuse(f"a write event the runner cannot read: {problem}")
+        note = f"sluice: refused an event line of the Spark driver: {problem}"
+        log.write(note)
+        logger.warning("job %s: %s (%d characters)", writes.job_id, note, len(line))
 
     def _timer(self, expire: Callable[[], None]) -> threading.Timer | None:
         if self.timeout is None:
@@ -418,7 +463,7 @@ class SubmitRunner(_RunnerBase):
         spec_path = self.paths.logs / f"{_safe(job_id)}.json"
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
-        seen: list[dict[str, Any]] = []
+        seen: list[Event] = []
         with self._hold(job_id), self._class_archive(env, spec) as archive:
             cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")), archive.flags)
             cmd = sandbox.wrap(cmd, self.profile(spec, spec_path, home, archive)).argv
@@ -440,12 +485,12 @@ class SubmitRunner(_RunnerBase):
                 "job %s ran past its limit of %s s; log: %s", job_id, self.timeout, log_path
             )
             raise self._timed_out(log_path)
-        done = next((e for e in reversed(seen) if e.get("event") == "job_done"), None)
+        done = _last_done(seen)
         if code != 0 or done is None:
             logger.info("job %s failed with exit code %s; log: %s", job_id, code, log_path)
             raise job_failure(job_id, seen, exit_code=code, log_path=log_path, output=tail)
         logger.info("job %s done in %.1f s", job_id, seconds)
-        return JobResult(job_id, dict(done.get("results") or {}), seconds, log_path, seen)
+        return JobResult(job_id, dict(done["results"]), seconds, log_path, seen)
 
     @contextlib.contextmanager
     def _class_archive(self, env: dict[str, str], spec: JobSpec) -> Iterator[jvm.ArchiveUse]:
@@ -512,7 +557,7 @@ class SubmitRunner(_RunnerBase):
         self,
         job_id: str,
         env: dict[str, str],
-        seen: list[dict[str, Any]],
+        seen: list[Event],
         code: int | None,
         timed_out: bool,
     ) -> None:
@@ -524,7 +569,7 @@ class SubmitRunner(_RunnerBase):
         env: dict[str, str],
         log_path: Path,
         writes: JobWrites,
-        seen: list[dict[str, Any]],
+        seen: list[Event],
     ) -> tuple[int, list[str], bool]:
         """Run ``cmd``, its events into ``seen``; (exit code, the output's last lines,
         whether it timed out)."""
@@ -574,9 +619,18 @@ class SubmitRunner(_RunnerBase):
         reader = threading.Thread(target=_drain, args=(proc.stderr, log), daemon=True)
         reader.start()
         try:
-            for line in proc.stdout:
+            for line, whole in _lines(proc.stdout, events.MAX_LINE_CHARS + len(events.PREFIX)):
                 log.write(line)
-                event = events.decode(line.rstrip("\n"))
+                try:
+                    if not whole and line.startswith(events.PREFIX):
+                        raise events.BadEvent(
+                            f"an event line longer than {events.MAX_LINE_CHARS} characters",
+                            events.WRITE if line.startswith(_WRITE_LINE) else None,
+                        )
+                    event = events.decode(line.rstrip("\n"))
+                except events.BadEvent as problem:
+                    self._refused(line, problem, writes, log)
+                    continue
                 if event is not None:
                     self._receive(event, writes, seen)
             code = proc.wait()
@@ -608,9 +662,9 @@ class InProcessRunner(_RunnerBase):
 
         spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
-        seen: list[dict[str, Any]] = []
+        seen: list[Event] = []
 
-        def emit(event: dict[str, Any]) -> None:
+        def emit(event: Event) -> None:
             self._receive(event, writes, seen)
 
         # The session holds the embedded metastore (its lock) until this process exits.

@@ -45,19 +45,22 @@ from typing import Any, NoReturn
 
 from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.spark.events import (
+    ENVIRONMENT_OPS,
+    WRITE,
+    WRITE_OPS,
+    AddIntervals,
+    RemoveIntervals,
+    SaveResult,
+    TableSizeWrite,
+    WriteEvent,
+)
 from sluice.core.spark.spec import AuditStep, BuildStep, JobSpec
 from sluice.core.state.records import JobResult, TableSize
 from sluice.core.state.store import StateStore
 
-WRITE_EVENT = "write"
+WRITE_EVENT = WRITE
 RESULT_KINDS = {"audit": "audit", "unit_test": "unit test", "table_diff": "table diff"}
-_ENVIRONMENT_OPS = {
-    "commit",
-    "update_environment",
-    "invalidate_environment",
-    "delete_environment",
-    "environment",
-}
 
 
 Scope = tuple[int, int] | None
@@ -122,32 +125,47 @@ class JobWrites:
         if step.get("blocking", True):
             self._blocking.setdefault((str(step["model"]), scope), set()).add(name)
 
-    def apply(self, event: dict[str, Any]) -> None:
+    def apply(self, event: WriteEvent) -> None:
         """Check one ``write`` event against the spec, then apply it to the store.
+
+        The event's keys are of their types when it was read from the driver's output
+        (:func:`~sluice.core.spark.events.decode`); they are checked again here all the
+        same, since an in-process driver's events are not read from a line.
 
         Raises:
             WriteRefused: the write is not one the spec asked for; nothing was written.
         """
-        op = event.get("op")
-        if op == "add_intervals":
-            self._add_intervals(event)
-        elif op == "remove_intervals":
-            self._remove_intervals(event)
-        elif op == "save_result":
-            self._save_result(event)
-        elif op == "table_size":
-            self._table_size(event)
-        elif isinstance(op, str) and op in _ENVIRONMENT_OPS:
-            self._refuse(
-                f"'{op}': the driver writes no environment (the service commits the "
-                "environment record itself once the job has succeeded)"
-            )
-        else:
+        op: object = event.get("op")
+        if not isinstance(op, str) or op not in WRITE_OPS:
+            if isinstance(op, str) and op in ENVIRONMENT_OPS:
+                self._refuse(
+                    f"'{op}': the driver writes no environment (the service commits the "
+                    "environment record itself once the job has succeeded)"
+                )
             self._refuse(f"unknown write {op!r}")
+        elif event["op"] == "add_intervals":
+            self._add_intervals(event)
+        elif event["op"] == "remove_intervals":
+            self._remove_intervals(event)
+        elif event["op"] == "save_result":
+            self._save_result(event)
+        else:
+            self._table_size(event)
+
+    def refuse(self, problem: str) -> NoReturn:
+        """Refuse a write the runner could not even read (``problem``: why); the job is
+        then stopped, as for any other refused write.
+
+        Raises:
+            WriteRefused: always.
+        """
+        self._refuse(problem)
 
     # --- the writes ---------------------------------------------------------------
 
-    def _built(self, event: dict[str, Any], what: str) -> tuple[str, str, BuildStep]:
+    def _built(
+        self, event: AddIntervals | RemoveIntervals | TableSizeWrite, what: str
+    ) -> tuple[str, str, BuildStep]:
         model, version = event.get("model"), event.get("version")
         step = (
             self._builds.get((model, version))
@@ -158,9 +176,9 @@ class JobWrites:
             self._refuse(f"{what} of {model}@{version}: this job builds no such model version")
         return str(model), str(version), step
 
-    def _add_intervals(self, event: dict[str, Any]) -> None:
+    def _add_intervals(self, event: AddIntervals) -> None:
         model, version, step = self._built(event, "intervals")
-        raw = event.get("intervals")
+        raw: object = event.get("intervals")
         spans: list[tuple[int, int]] = []
         for item in raw if isinstance(raw, list) else [raw]:
             pair = item if isinstance(item, list | tuple) else ()
@@ -204,7 +222,7 @@ class JobWrites:
             for name in self._blocking.get((model, scope), ())
         )
 
-    def _remove_intervals(self, event: dict[str, Any]) -> None:
+    def _remove_intervals(self, event: RemoveIntervals) -> None:
         model, version, step = self._built(event, "removing intervals")
         start, end = event.get("start"), event.get("end")
         restated = [tuple(r) for r in step.get("restate", [])]
@@ -217,7 +235,7 @@ class JobWrites:
         if self.state is not None:
             self.state.remove_intervals(model, version, start, end)
 
-    def _table_size(self, event: dict[str, Any]) -> None:
+    def _table_size(self, event: TableSizeWrite) -> None:
         model, version, _ = self._built(event, "the size")
         size, rows = event.get("bytes"), event.get("rows")
         if not _count(size):
@@ -228,7 +246,7 @@ class JobWrites:
         if self.state is not None:
             self.state.set_table_size(model, version, TableSize(size, self.clock(), rows))
 
-    def _save_result(self, event: dict[str, Any]) -> None:
+    def _save_result(self, event: SaveResult) -> None:
         kind, name, passed = event.get("kind"), event.get("name"), event.get("passed")
         job_id, plan_id = event.get("job_id", self.job_id), event.get("plan_id", self.plan_id)
         if job_id != self.job_id:

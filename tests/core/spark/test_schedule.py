@@ -278,23 +278,12 @@ class Handlers:
             assert self.barrier is not None
             self.barrier.wait()
         for batch in step["batches"]:
-            ctx.write(
-                "add_intervals",
-                model=step["model"],
-                version=step["version"],
-                intervals=[[batch["start"], batch["end"]]],
-            )
+            ctx.add_intervals(step["model"], step["version"], [[batch["start"], batch["end"]]])
         return {"model": step["model"], "batches": len(step["batches"])}
 
     def audit(self, spark: Any, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
         passed = step["model"] not in self.failing
-        ctx.write(
-            "save_result",
-            kind="audit",
-            name=f"{step['model']}:{step['audit']}",
-            passed=passed,
-            payload={},
-        )
+        ctx.save_result("audit", f"{step['model']}:{step['audit']}", passed, {})
         if not passed:
             raise RuntimeError(f"audit {step['audit']} on {step['model']} failed")
         return {"passed": True}

@@ -113,9 +113,9 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         props = _properties_sql(_marked(step))
         spark.sql(f"CREATE OR REPLACE VIEW {table}{props} AS {step['view_sql']}")
         ctx.created.add(table)
-        ctx.write("add_intervals", model=name, version=version, intervals=[list(VIEW_MARKER)])
+        ctx.add_intervals(name, version, [list(VIEW_MARKER)])
     for start, end in step.get("restate", []):
-        ctx.write("remove_intervals", model=name, version=version, start=start, end=end)
+        ctx.remove_intervals(name, version, start, end)
     written = 0
     for batch in step["batches"]:
         if "python" in step:
@@ -145,7 +145,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         # build with this batch unrecorded, the batches before it kept.
         for audit in batch.get("audits", []):
             run_audit(spark, audit, ctx)
-        ctx.write("add_intervals", model=name, version=version, intervals=filled(step, batch))
+        ctx.add_intervals(name, version, filled(step, batch))
     if written:
         ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
     return {"model": name, "version": version, "table": table, "batches": written}
@@ -434,16 +434,10 @@ def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[st
         "sample": sample,
         "blocking": step["blocking"],
     }
-    scope = {"batch": list(step["batch"])} if "batch" in step else {}
-    result.update(scope)
-    ctx.write(
-        "save_result",
-        kind="audit",
-        name=f"{step['model']}:{step['audit']}",
-        passed=count == 0,
-        payload=result,
-        **scope,
-    )
+    batch = list(step["batch"]) if "batch" in step else None
+    if batch is not None:
+        result["batch"] = batch
+    ctx.save_result("audit", f"{step['model']}:{step['audit']}", count == 0, result, batch=batch)
     what = f"audit {step['audit']} on {step['model']}{audited_batch(step)}"
     if count and step["blocking"]:
         raise AuditFailed(f"{what} failed: {count} row(s) violate it; first: {sample[:3]}")

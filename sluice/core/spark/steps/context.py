@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.events import Event, SaveResult, StepResult, WriteEvent
 from sluice.core.spark.spec import BuildBatch, BuildStep, JobSpec
 
 if TYPE_CHECKING:
@@ -36,22 +37,88 @@ class StepContext:
     """
 
     job: JobSpec
-    emit: Callable[[dict[str, Any]], None]
-    results: dict[str, Any] = field(default_factory=dict)
+    emit: Callable[[Event], None]
+    results: dict[str, StepResult] = field(default_factory=dict)
     written_tables: list[Written] = field(default_factory=list)
     """The tables the job's builds wrote (appended from the builds' threads)."""
     created: set[str] = field(default_factory=set)
     """The tables the job's builds created, and the views they made: no session of the job
     can hold an old listing of their files (a view has none), so none needs a refresh."""
 
-    def log(self, message: str, **extra: Any) -> None:
-        """Report progress to the runner (and through it to the user)."""
-        self.emit({"event": "log", "message": message, **extra})
+    def log(self, message: str, *, model: str | None = None) -> None:
+        """Report progress to the runner (and through it to the user); ``model``: the
+        model it is about."""
+        if model is None:
+            self.emit({"event": "log", "message": message})
+        else:
+            self.emit({"event": "log", "message": message, "model": model})
 
-    def write(self, op: str, **fields: Any) -> None:
-        """Ask the runner to write ``op`` to state (``add_intervals``, ``remove_intervals``,
-        ``save_result``); sent at once, so it is kept even if the job dies right after."""
-        self.emit({"event": "write", "op": op, **fields})
+    def write(self, event: WriteEvent) -> None:
+        """Ask the runner to write to state; sent at once, so it is kept even if the job
+        dies right after. The helpers below build each kind of write."""
+        self.emit(event)
+
+    def add_intervals(self, model: str, version: str, intervals: list[list[int]]) -> None:
+        """Record ``intervals`` of ``model``'s ``version`` as filled (once their blocking
+        audits passed: the runner holds them back until then)."""
+        self.write(
+            {
+                "event": "write",
+                "op": "add_intervals",
+                "model": model,
+                "version": version,
+                "intervals": intervals,
+            }
+        )
+
+    def remove_intervals(self, model: str, version: str, start: int, end: int) -> None:
+        """Forget ``[start, end)`` of ``model``'s ``version`` (a restatement)."""
+        self.write(
+            {
+                "event": "write",
+                "op": "remove_intervals",
+                "model": model,
+                "version": version,
+                "start": start,
+                "end": end,
+            }
+        )
+
+    def save_result(
+        self,
+        kind: str,
+        name: str,
+        passed: bool,
+        payload: dict[str, Any],
+        *,
+        batch: list[int] | None = None,
+    ) -> None:
+        """Keep an audit's (of ``batch``, when it audits one), a unit test's or a table
+        diff's result."""
+        event: SaveResult = {
+            "event": "write",
+            "op": "save_result",
+            "kind": kind,
+            "name": name,
+            "passed": passed,
+            "payload": payload,
+        }
+        if batch is not None:
+            event["batch"] = batch
+        self.write(event)
+
+    def table_size(self, model: str, version: str, size: int, rows: int | None) -> None:
+        """The size (``size`` bytes, ``rows`` when known) ``model``'s ``version`` was left at."""
+        self.write(
+            {
+                "event": "write",
+                "op": "table_size",
+                "model": model,
+                "version": version,
+                "bytes": size,
+                "rows": rows,
+            }
+        )
 
     def wrote(self, written: Written) -> None:
         """Note a table a build wrote: its size is measured with the others' at the end."""
@@ -73,7 +140,7 @@ def filled(step: BuildStep, batch: BuildBatch) -> list[list[int]]:
     return [[s, e] for s, e in intervals if s >= start and e <= end] or [[start, end]]
 
 
-Handler = Callable[["SparkSession", Any, StepContext], "dict[str, Any] | None"]
+Handler = Callable[["SparkSession", Any, StepContext], "StepResult | None"]
 """A step type's handler: Spark, the step, the job's context -> the step's result.
 
 The step is ``Any`` here because one registry holds handlers of different step types;

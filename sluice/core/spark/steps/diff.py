@@ -46,9 +46,7 @@ def run_table_diff(spark: SparkSession, step: TableDiffStep, ctx: StepContext) -
     except TableDiffError as exc:
         return {"error": {"message": exc.message, "hint": exc.hint}}
     payload = result.to_json()
-    ctx.write(
-        "save_result", kind="table_diff", name=result.name, passed=result.identical, payload=payload
-    )
+    ctx.save_result("table_diff", result.name, result.identical, payload)
     ctx.log(
         f"{result.name}: {'identical' if result.identical else f'{result.differing_rows} rows differ'}",
         model=result.name,

@@ -58,7 +58,7 @@ def record(spark: SparkSession, ctx: StepContext) -> None:
 
 
 def _report(ctx: StepContext, written: Written, size: int, rows: int | None) -> None:
-    ctx.write("table_size", model=written.model, version=written.version, bytes=size, rows=rows)
+    ctx.table_size(written.model, written.version, size, rows)
 
 
 def _by_query(spark: SparkSession, tables: list[Written]) -> list[tuple[int, int]] | None:
