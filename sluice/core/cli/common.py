@@ -129,8 +129,19 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="sluice")
 @click.option("-v", "--verbose", is_flag=True, help="Log what Sluice does.")
-def cli(verbose: bool) -> None:
+@click.option(
+    "--config",
+    "config_name",
+    default=None,
+    metavar="NAME",
+    help="Which Config of a project's config.py to read, as SQLMesh's --config (default: config).",
+)
+def cli(verbose: bool, config_name: str | None) -> None:
     """Sluice: GitOps deployment for SQL data pipelines on Apache Spark."""
+    if config_name:
+        from sluice.core.model.pycode import config_file  # loaded only when asked for
+
+        config_file.NAME.set(config_name)
     try:
         logs.setup("WARNING", verbose=verbose)
     except SluiceError as exc:

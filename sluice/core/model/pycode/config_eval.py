@@ -124,13 +124,36 @@ class _Walk:
         # (line, column) of each call in config.py -> {keyword: line}
         self.calls: dict[tuple[int, int], dict[str, int]] = {}
         self.by_line: dict[int, dict[str, int]] = {}
+        # (line, column) of each call -> {keyword: the lines of its list's items}, for a
+        # list written in the call or in a top-level assignment of the name it gives
+        self.items: dict[tuple[int, int], dict[str, list[int]]] = {}
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
             return
+        assigned: dict[str, list[tuple[int, list[int]]]] = {}
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and isinstance(
+                statement.value, ast.List | ast.Tuple
+            ):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        elements = [e.lineno for e in statement.value.elts]
+                        assigned.setdefault(target.id, []).append((statement.lineno, elements))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
+            listed: dict[str, list[int]] = {}
+            for keyword in node.keywords:
+                if keyword.arg is None:
+                    continue
+                if isinstance(keyword.value, ast.List | ast.Tuple):
+                    listed[keyword.arg] = [e.lineno for e in keyword.value.elts]
+                elif isinstance(keyword.value, ast.Name):
+                    before = [e for at, e in assigned.get(keyword.value.id, []) if at < node.lineno]
+                    if before:
+                        listed[keyword.arg] = before[-1]
+            self.items[(node.lineno, node.col_offset)] = listed
             keywords = {k.arg: k.lineno for k in node.keywords if k.arg is not None}
             for keyword in node.keywords:
                 if keyword.arg == "update" and isinstance(keyword.value, ast.Dict):
@@ -163,8 +186,25 @@ class _Walk:
         keywords = self.calls.get(here) or self.by_line.get(here[0], {})
         return keywords.get(key, here[0])
 
+    def item_lines(self, value: Any, key: str) -> list[int]:
+        """The lines of the items of the list config.py gives ``key`` of a config object,
+        where it writes them out (else none)."""
+        if key in value.sluice_updated:
+            return []
+        origin = value.__dict__.get("sluice_origin")
+        if origin is not None:
+            return self.item_lines(origin, key)
+        here = self._here(value.sluice_where)
+        return self.items.get(here, {}).get(key, []) if here else []
+
     def convert(
-        self, value: Any, key: tuple[Any, ...], line: int, lines: list[list[Any]], depth: int
+        self,
+        value: Any,
+        key: tuple[Any, ...],
+        line: int,
+        lines: list[list[Any]],
+        depth: int,
+        item_lines: list[int] | None = None,
     ) -> Any:
         Recorded = importlib.import_module("sqlmesh.core.config.recorded").Recorded  # noqa: N806
 
@@ -189,14 +229,19 @@ class _Walk:
             for name, item in value.sluice_values.items():
                 at = self.key_line(value, name) or line
                 lines.append([[*key, name], at])
-                found[name] = self.convert(item, (*key, name), at, lines, depth + 1)
+                listed = self.item_lines(value, name)
+                found[name] = self.convert(item, (*key, name), at, lines, depth + 1, listed)
             return found
         if isinstance(value, list | tuple | set | frozenset):
             items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
-            return [
-                self.convert(item, (*key, index), line, lines, depth + 1)
-                for index, item in enumerate(items)
-            ]
+            known = item_lines if item_lines and len(item_lines) == len(items) else None
+            converted = []
+            for index, item in enumerate(items):
+                at = known[index] if known else line
+                if known:
+                    lines.append([[*key, index], at])
+                converted.append(self.convert(item, (*key, index), at, lines, depth + 1))
+            return converted
         if isinstance(value, dict):
             mapping: dict[str, Any] = {}
             for written, item in value.items():

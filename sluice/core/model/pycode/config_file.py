@@ -18,6 +18,7 @@ located values.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ from sluice.core.model.pycode.macros import PythonMacros
 from sluice.core.yamlio import KeyPath, LocatedYaml
 
 FILE = "config.py"
+NAME: ContextVar[str] = ContextVar("sluice_config_py_name", default="config")
+"""Which Config of config.py a load reads when none is named: SQLMesh's default,
+``config``, unless the CLI's ``sluice --config NAME`` (SQLMesh's ``--config``) set
+another. The service never sets it."""
 SECONDS = 10.0
 """Longest config.py may take to run."""
 MAX_LINES = 100_000
@@ -41,15 +46,16 @@ HINT = (
 )
 
 
-def read(root: Path, name: str = "config") -> LocatedYaml:
-    """The data of ``root``/config.py's Config ``name`` (SQLMesh's default: ``config``),
-    with config.py's lines.
+def read(root: Path, name: str | None = None) -> LocatedYaml:
+    """The data of ``root``/config.py's Config ``name`` (None: :data:`NAME`'s, SQLMesh's
+    ``config`` by default), with config.py's lines.
 
     Raises:
         ConfigError: config.py failed, timed out, wrote past its bounds, gave something
             that is not configuration, or set what it may not; naming config.py:line.
     """
     path = root / FILE
+    name = name or NAME.get()
     process = PythonMacros(root)
     try:
         process.start([], {})

@@ -74,6 +74,8 @@ def test_sushi_config_is_the_data_its_yaml_would_be(tmp_path: Path) -> None:
     assert doc.line_of(("gateways", "duckdb_persistent", "connection", "database")) == (
         _line_of(root, "DuckDBConnectionConfig(database=")
     )
+    # A list given by name: each item at the line the list writes it on.
+    assert doc.line_of(("before_all", 1)) == _line_of(root, '"DROP VIEW IF EXISTS')
     config = parse_config(doc)
     assert config.model_defaults.dialect == "duckdb"
     assert config.default_catalog == "memory"  # the default gateway's in-memory DuckDB
@@ -429,3 +431,30 @@ def test_without_the_sandboxed_reader_config_py_is_an_error(tmp_path: Path) -> N
     root = _project(tmp_path, "config = None\n")
     with pytest.raises(ConfigError, match="which is the project's Python"):
         load_config(root)
+
+
+def test_the_cli_reads_the_config_it_names(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sluice.core.cli import cli
+    from sluice.core.model.pycode.config_file import NAME
+
+    root = _project(
+        tmp_path,
+        """\
+        from sqlmesh.core.config import Config, ModelDefaultsConfig
+        config = Config(model_defaults=ModelDefaultsConfig(dialect="nosuchsql"))
+        spark = Config(model_defaults=ModelDefaultsConfig(dialect="spark"))
+        """,
+    )
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    plan = ["plan", "--project", str(root), "--state", state]
+    default = CliRunner().invoke(cli, plan)
+    token = NAME.set(NAME.get())  # the option sets it for the rest of this context
+    try:
+        named = CliRunner().invoke(cli, ["--config", "spark", *plan])
+    finally:
+        NAME.reset(token)
+    assert default.exit_code == 1
+    assert "unknown SQL dialect 'nosuchsql'" in default.output
+    assert named.exit_code == 0, named.output
