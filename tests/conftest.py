@@ -49,27 +49,27 @@ SPARK_FIXTURES = frozenset(
 # workers in collection order, so the longest modules are collected first and the short
 # ones fill the end: both workers then finish together. (xdist's own order, most tests
 # first, left the long flow modules of one to five tests to the end, one worker running
-# them while the other had nothing left.) Longest first, as measured with --durations on
-# 2026-11-27; a module not listed comes after these, in its usual order. Add a new Spark
+# them while the other had nothing left.) Longest first, as measured with --durations in CI
+# (2026-11-29); a module not listed comes after these, in its usual order. Add a new Spark
 # module here when it takes more than about a minute.
 LONGEST_FIRST = (
-    "tests/bot/flow/test_lifecycle.py",
-    "tests/core/spark/test_scd_type_2.py",
-    "tests/core/spark/test_lifecycle_submit.py",
     "tests/reliability/test_crash.py",
+    "tests/bot/flow/test_lifecycle.py",
     "tests/bot/flow/test_pr_flow.py",
+    "tests/core/spark/test_lifecycle_submit.py",
     "tests/core/spark/test_submit.py",
-    "tests/bot/flow/test_gitlab_lifecycle.py",
+    "tests/core/spark/test_scd_type_2.py",
     "tests/bot/entry/test_demo.py",
-    "tests/core/spark/test_concurrent_builds.py",
-    "tests/core/spark/test_connect_lost.py",
     "tests/core/spark/test_shared_catalog.py",
-    "tests/core/spark/test_driver_writes.py",
+    "tests/core/spark/test_connect.py",
+    "tests/core/spark/test_connect_lost.py",
+    "tests/core/spark/test_apply.py",
     "tests/core/spark/test_table_diff.py",
-    "tests/bot/forge/test_local.py",
+    "tests/core/spark/test_driver_writes.py",
     "tests/bot/flow/test_python_pr_flow.py",
     "tests/core/spark/test_dev_server.py",
-    "tests/core/spark/test_connect.py",
+    "tests/security/test_connect_token.py",
+    "tests/core/spark/test_concurrent_builds.py",
 )
 
 

@@ -5,21 +5,22 @@ the author) -> an approval by an eligible reviewer from the check's button -> me
 prod promoted by virtual update (prod's views read the PR's tables, no table written) ->
 the PR environment invalidated, then gone after the janitor. Then an admin-merged,
 unapproved change that must not reach prod, and two PRs touching the same models merged
-back to back: both end up in prod, the second re-planned against the first.
+back to back: both end up in prod, the second re-planned against the first. (The release
+side, a backfill budget and promotion tiers, is ``test_release_lifecycle.py``'s, on the
+scripted runner.)
 
-Spark runs through spark-submit as in production; PyGithub really runs against
-``FakeGitHub``. Slow by nature (about a dozen Spark jobs), so one module-scoped prod.
+Every job, the service's too, runs on one warm Spark Connect server (the default; the PR
+flow and the crash trials run spark-submit); PyGithub really runs against ``FakeGitHub``.
+Slow by nature (about a dozen Spark jobs), so one module-scoped prod.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import responses
@@ -31,7 +32,7 @@ from sluice.core.errors import SluiceError
 from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
-from tests.helpers.cases import realcase
+from tests.helpers import github_lifecycle as gl
 from tests.helpers.github_service import SECRET, Service
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.world import GATE, World, edit, sha_of
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[3]
 END = to_ms("2018-04-30")
-OWNER = "octo/warehouse"
+OWNER = gl.OWNER
 
 
 @pytest.fixture(scope="module")
@@ -68,60 +69,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     env.close()
 
 
-def _tree(world: World, name: str, base: str) -> Path:
-    src = world.root / name
-    shutil.copytree(world.trees[base], src)
-    return src
-
-
-def _payload(case: str, **changes: Any) -> dict[str, Any]:
-    return realcase(case, OWNER, **changes)
-
-
-def _pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:
-    case = "github/pull_request/opened.payload.json"
-    payload = _payload(case, action=action, number=number, **{
-        "pull_request.number": number, "pull_request.head.sha": head,
-        "pull_request.user.login": author, "pull_request.base.ref": "main",
-        "pull_request.head.ref": f"feature-{number}",
-    })  # fmt: skip
-    for key, value in more.items():
-        payload["pull_request"][key] = value
-    return payload
-
-
-def _review(number: int, head: str, user: str, state: str, commit: str) -> dict[str, Any]:
-    # Each review has its own id, as on GitHub: the same id twice is the same review (a
-    # replayed delivery), which Sluice handles once.
-    review_id = int(hashlib.sha256(f"{number}:{head}:{user}:{state}".encode()).hexdigest()[:8], 16)
-    return _payload("github/pull_request_review/submitted.payload.json", **{
-        "pull_request.number": number, "pull_request.head.sha": head,
-        "review.user.login": user, "review.state": state.lower(), "review.commit_id": commit,
-        "review.id": review_id,
-    })  # fmt: skip
-
-
-def _click(number: int, head: str, user: str) -> dict[str, Any]:
-    payload = _payload("github/check_run/requested_action.payload.json", **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": head,
-        "requested_action.identifier": "approve", "sender.login": user,
-    })  # fmt: skip
-    payload["check_run"]["pull_requests"] = [{"number": number, "id": number}]
-    payload.pop("organization", None)
-    return payload
-
-
-def _comment(number: int, user: str, body: str, comment_id: int) -> dict[str, Any]:
-    payload = _payload("github/issue_comment/created.payload.json", **{
-        "issue.number": number, "comment.user.login": user, "comment.body": body,
-        "comment.id": comment_id,
-    })  # fmt: skip
-    payload["issue"]["pull_request"] = {
-        "url": f"https://api.github.com/repos/{OWNER}/pulls/{number}"
-    }
-    return payload
-
-
 @pytest.fixture
 def service(world: World) -> Iterator[Service]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
@@ -130,19 +77,13 @@ def service(world: World) -> Iterator[Service]:
             yield Service(client, world.github, world.settings())
 
 
-def _deliver(service: Service, event: str, payload: dict[str, Any]) -> None:
-    response = service.deliver(event, payload)
-    assert response.status_code == 202, response.text
-    service.idle(timeout=900)
-
-
 def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     world: World, service: Service, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     github = world.github
     head = sha_of(2)
-    pr = _tree(world, "pr2", sha_of(1))
+    pr = gl.tree(world, "pr2", sha_of(1))
     edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
     edit(pr / "models" / "customers.sql", "  c.last_name,\n",
@@ -153,7 +94,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     github.add_pull(2, head, author="alice")
     github.permissions.update({"alice": "write", "bob": "write", "carol": "write", "dave": "read"})
 
-    _deliver(service, "pull_request", _pull(2, head, "alice", "opened"))
+    gl.deliver(service, "pull_request", gl.pull(2, head, "alice", "opened"))
     checks = github.checks_on(head)
     assert {n: c["conclusion"] for n, c in checks.items()} == {
         "sluice/tests": "success", "sluice/pr-environment": "success",
@@ -172,22 +113,22 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
 
     # carol is an approver only in the PR's own config; alice is the author.
     github.add_review(2, "carol", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(2, head, "carol", "approved", head))
+    gl.deliver(service, "pull_request_review", gl.review(2, head, "carol", "approved", head))
     github.add_review(2, "alice", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(2, head, "alice", "approved", head))
+    gl.deliver(service, "pull_request_review", gl.review(2, head, "alice", "approved", head))
     summary = github.checks_on(head)["sluice/approval"]["output"]["summary"]
     assert github.checks_on(head)["sluice/approval"]["conclusion"] == "failure"
     assert "Not counted: @carol (not a required approver or owner)." in summary
     assert "@alice's own approval does not count (PR author)." in summary
 
     # dave may read but not write: his command is refused with a reason.
-    _deliver(service, "issue_comment", _comment(2, "dave", "/sluice deploy", 501))
+    gl.deliver(service, "issue_comment", gl.comment(2, "dave", "/sluice deploy", 501))
     assert "only users with write permission" in github.comments_on(2)[-1]["body"]
     assert github.merges == [] and github.deployments == []
 
     # A writer asks for a table diff restricted by a condition: answered in a new comment.
     where = "/sluice diff jaffle.orders --where \"status IN ('returned', 'completed')\""
-    _deliver(service, "issue_comment", _comment(2, "carol", where, 502))
+    gl.deliver(service, "issue_comment", gl.comment(2, "carol", where, 502))
     answer = github.comments_on(2)[-1]["body"]
     assert answer.startswith(
         "@carol `jaffle.orders` in `pr_2` against prod where `status IN ('returned', 'completed')`:"
@@ -196,7 +137,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert {"comment": 502, "content": "+1"} in github.reactions
 
     # bob approves from the check run's button.
-    _deliver(service, "check_run", _click(2, head, "bob"))
+    gl.deliver(service, "check_run", gl.click(2, head, "bob"))
     gate = github.checks_on(head)["sluice/approval"]
     assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
     assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]
@@ -207,7 +148,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     merge = sha_of(3)
     world.commit(merge, pr, branch="main")
     github.pulls[2]["state"], github.pulls[2]["merged"] = "closed", True
-    _deliver(service, "pull_request", _pull(2, head, "alice", "closed", merged=True,
+    gl.deliver(service, "pull_request", gl.pull(2, head, "alice", "closed", merged=True,
                                             merge_commit_sha=merge))  # fmt: skip
     deploy = github.checks_on(merge)["sluice/deploy"]
     assert deploy["conclusion"] == "success", deploy["output"]
@@ -249,13 +190,13 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
     github = world.github
     before = world.versions("prod")
     head, merge = sha_of(4), sha_of(5)
-    change = _tree(world, "pr4", world.github.refs["main"])
+    change = gl.tree(world, "pr4", world.github.refs["main"])
     edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
     world.commit(head, change)
     world.commit(merge, change, branch="main")
     github.add_pull(4, head, author="alice")
     # Merged by an admin past the gate: Sluice never built or approved it.
-    _deliver(service, "pull_request", _pull(4, head, "alice", "closed", merged=True,
+    gl.deliver(service, "pull_request", gl.pull(4, head, "alice", "closed", merged=True,
                                             merge_commit_sha=merge))  # fmt: skip
     deploy = github.checks_on(merge)["sluice/deploy"]
     assert deploy["conclusion"] == "failure"
@@ -274,13 +215,13 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
     # change what customers holds, and PR 9 was planned before PR 8 reached prod.
     first, second = sha_of(8), sha_of(9)
-    pr8 = _tree(world, "pr8", github.refs["main"])
+    pr8 = gl.tree(world, "pr8", github.refs["main"])
     edit(
         pr8 / "models" / "orders.sql",
         "  o.status,\n",
         "  o.status,\n  o.status = 'completed' AS is_completed,\n",
     )
-    pr9 = _tree(world, "pr9", github.refs["main"])
+    pr9 = gl.tree(world, "pr9", github.refs["main"])
     edit(
         pr9 / "models" / "customers.sql",
         "  c.first_name,\n",
@@ -290,24 +231,26 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     world.commit(second, pr9)
     for number, head in ((8, first), (9, second)):
         github.add_pull(number, head, author="alice")
-        service.deliver("pull_request", _pull(number, head, "alice", "opened"))
+        service.deliver("pull_request", gl.pull(number, head, "alice", "opened"))
     service.idle(timeout=900)
     # PR 2's merge made carol the approver on main.
     for number, head in ((8, first), (9, second)):
         github.add_review(number, "carol", "APPROVED", head)
-        _deliver(service, "pull_request_review", _review(number, head, "carol", "approved", head))
+        gl.deliver(
+            service, "pull_request_review", gl.review(number, head, "carol", "approved", head)
+        )
         gate = github.checks_on(head)["sluice/approval"]
         assert gate["conclusion"] == "success", gate["output"]
 
     # Both merged, the deliveries arriving back to back.
-    both = _tree(world, "both", github.refs["main"])
+    both = gl.tree(world, "both", github.refs["main"])
     shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
     world.commit(sha_of(10), pr8, branch="main")
     shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
     world.commit(sha_of(11), both, branch="main")
     for number, head, merge in ((8, first, sha_of(10)), (9, second, sha_of(11))):
         github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
-        response = service.deliver("pull_request", _pull(number, head, "alice", "closed",
+        response = service.deliver("pull_request", gl.pull(number, head, "alice", "closed",
                                                          merged=True, merge_commit_sha=merge))  # fmt: skip
         assert response.status_code == 202
     service.idle(timeout=900)
@@ -330,134 +273,3 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     rows = world.query("prod", "SELECT (SELECT COUNT(is_completed) FROM jaffle.orders), "
                        "(SELECT COUNT(first_name_length) FROM jaffle.customers)")  # fmt: skip
     assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers
-
-
-def _settings_pr(
-    world: World, service: Service, number: int, merge: int, old: str, new: str
-) -> dict[str, Any]:
-    """PR ``number`` changes main's config.yaml (``old`` -> ``new``); carol, the gate's
-    approver, approves it and it is merged as ``sha_of(merge)``: the merge's checks."""
-    github = world.github
-    head = sha_of(number)
-    tree = _tree(world, f"pr{number}", github.refs["main"])
-    edit(tree / "config.yaml", old, new)
-    world.commit(head, tree)
-    github.add_pull(number, head, author="alice")
-    _deliver(service, "pull_request", _pull(number, head, "alice", "opened"))
-    github.add_review(number, "carol", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(number, head, "carol", "approved", head))
-    assert github.checks_on(head)["sluice/approval"]["conclusion"] == "success"
-    world.commit(sha_of(merge), tree, branch="main")
-    github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
-    _deliver(service, "pull_request", _pull(number, head, "alice", "closed", merged=True,
-                                            merge_commit_sha=sha_of(merge)))  # fmt: skip
-    checks: dict[str, Any] = github.checks_on(sha_of(merge))
-    return checks
-
-
-def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
-    world: World, service: Service
-) -> None:
-    github = world.github
-    # A PR gives main a budget (more than 100 intervals needs dana's approval); the
-    # settings are in force once that PR is approved and promoted.
-    merged = _settings_pr(world, service, 12, 14, "  gate:\n",
-                          "  gate:\n    backfill:\n      max_intervals: 100\n"
-                          "      approver: dana\n")  # fmt: skip
-    assert merged["sluice/deploy"]["conclusion"] == "success"
-    head = sha_of(13)
-    pr = _tree(world, "pr13", sha_of(14))
-    # A breaking change to daily_revenue: its 120 days are computed again.
-    edit(pr / "models" / "daily_revenue.sql", "  COUNT(*) AS orders,", "  COUNT(1) + 0 AS orders,")
-    world.commit(head, pr)
-    github.add_pull(13, head, author="alice")
-    github.permissions.update({"dana": "write"})
-
-    _deliver(service, "pull_request", _pull(13, head, "alice", "opened"))
-    held = github.checks_on(head)
-    assert held["sluice/pr-environment"]["conclusion"] == "action_required"
-    assert held["sluice/pr-environment"]["output"]["title"] == (
-        "Waiting for the backfill budget's approval"
-    )
-    why = held["sluice/pr-environment"]["output"]["summary"]
-    assert "backfill of 120 intervals (budget 100)" in why and "@dana approves" in why
-    assert held["sluice/approval"]["conclusion"] == "failure"
-    store = open_state(world.url)
-    try:
-        assert store.get_environment("pr_13") is None, "a held build ran Spark"
-    finally:
-        store.close()
-    [comment] = github.comments_on(13)
-    assert "@dana" in comment["body"]
-
-    # carol (the required approver) approving does not lift the hold: only dana does.
-    github.add_review(13, "carol", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(13, head, "carol", "approved", head))
-    assert github.checks_on(head)["sluice/pr-environment"]["conclusion"] == "action_required"
-    github.add_review(13, "dana", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(13, head, "dana", "approved", head))
-    built = github.checks_on(head)
-    assert built["sluice/pr-environment"]["conclusion"] == "success", built
-    assert (
-        world.versions("pr_13")["jaffle.daily_revenue"]
-        != world.versions("prod")["jaffle.daily_revenue"]
-    )
-    # Built on dana's word; the gate then needs its own approvers (carol, at this head).
-    assert built["sluice/approval"]["conclusion"] == "success", built["sluice/approval"]
-
-
-def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtual_updates(
-    world: World, service: Service
-) -> None:
-    github = world.github
-    github.permissions.update({"rita": "write"})
-    # An approved PR makes main's deploy a two-tier flow: staging on merge, prod on a tag.
-    merged = _settings_pr(world, service, 15, 16, "    on: merge\n", "    environments:\n"
-                          "      - name: staging\n        on: merge\n      - name: prod\n"
-                          "        on: tag\n        released_by: [rita]\n")  # fmt: skip
-    # Approved, the new settings govern this very merge: it reaches staging only.
-    assert merged["sluice/deploy-staging"]["conclusion"] == "success", merged
-    assert "sluice/deploy" not in merged
-
-    # A model change, built in its PR; the checks say a merge reaches staging.
-    head = sha_of(17)
-    pr = _tree(world, "pr17", sha_of(16))
-    edit(pr / "models" / "customers.sql", "  c.last_name,\n",
-         "  c.last_name,\n  LENGTH(c.last_name) AS last_name_length,\n")  # fmt: skip
-    world.commit(head, pr)
-    github.add_pull(17, head, author="alice")
-    _deliver(service, "pull_request", _pull(17, head, "alice", "opened"))
-    merging = github.checks_on(head)["sluice/prod-plan"]["output"]
-    assert merging["title"] == "Merging is a virtual update of staging: 0 rows written", merging
-    github.add_review(17, "carol", "APPROVED", head)
-    _deliver(service, "pull_request_review", _review(17, head, "carol", "approved", head))
-    built = world.versions("pr_17")["jaffle.customers"]
-    prod_before = world.versions("prod")["jaffle.customers"]
-    assert built != prod_before
-
-    # Merge: staging takes the PR's tables; prod is untouched until the release tag.
-    files = world.table_files()
-    world.commit(sha_of(18), pr, branch="main")
-    github.pulls[17]["state"], github.pulls[17]["merged"] = "closed", True
-    _deliver(service, "pull_request", _pull(17, head, "alice", "closed", merged=True,
-                                            merge_commit_sha=sha_of(18)))  # fmt: skip
-    staging = github.checks_on(sha_of(18))["sluice/deploy-staging"]
-    assert staging["conclusion"] == "success", staging["output"]
-    assert staging["output"]["title"] == "Promoted to staging by virtual update"
-    assert "sluice/deploy" not in github.checks_on(sha_of(18))
-    assert world.versions("staging")["jaffle.customers"] == built
-    assert world.versions("prod")["jaffle.customers"] == prod_before
-    assert world.query("staging", "SELECT MAX(last_name_length) FROM jaffle.customers")[0][0] > 0
-    assert "prod is promoted by the next tag matching `v*`" in github.comments_on(17)[0]["body"]
-
-    # The release tag: prod takes the tables staging reads, by a virtual update too.
-    github.add_tag("v9.0", sha_of(18))
-    tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v9.0",
-                   after=sha_of(18), **{"sender.login": "rita"})  # fmt: skip
-    _deliver(service, "push", tag)
-    deploy = github.checks_on(sha_of(18))["sluice/deploy"]
-    assert deploy["conclusion"] == "success", deploy["output"]
-    assert deploy["output"]["title"] == "Promoted by virtual update"
-    assert world.versions("prod") == world.versions("staging")
-    assert world.table_files() == files, "a promotion wrote table files"
-    assert [d["environment"] for d in github.deployments[-2:]] == ["staging", "prod"]

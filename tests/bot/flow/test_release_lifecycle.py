@@ -1,0 +1,180 @@
+"""The release side of the GitHub lifecycle, through the service and GitHub at the wire,
+Spark scripted (:mod:`sluice.core.spark.scripted`): a backfill budget that holds a PR's
+build until its approver approves, and promotion tiers (a merge reaches staging, a release
+tag by a releaser reaches prod), both by settings that an approved PR brought to main. The
+gate, the hold and the virtual updates are the flow's and the plan's; what Spark does for
+them is the lifecycle's on real Spark (``test_lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.spark.scripted import Warehouse
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+from tests.helpers import github_lifecycle as gl
+from tests.helpers.github_service import Service
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.world import GATE, World, edit, sha_of
+
+REPO = Path(__file__).resolve().parents[3]
+END = to_ms("2018-04-30")
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    """Prod built on a scripted warehouse from main, the example project gated by carol:
+    its 120 days up to 2018-04-30, or (parametrized ``"now"``) up to now, so that a
+    promotion has no interval left to compute."""
+    env = World(tmp_path, tmp_path / "work", f"sqlite:///{tmp_path / 'state.db'}",
+                FakeGitHub(repo=gl.OWNER), {}, warehouse=Warehouse())  # fmt: skip
+    main = tmp_path / "main"
+    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
+    (main / "config.yaml").write_text(head + GATE.lstrip("\n").replace("[bob]", "[carol]"))
+    project = load_project(main, use_cache=False)
+    store = open_state(env.url)
+    try:
+        now = int(time.time() * 1000) if getattr(request, "param", None) == "now" else END
+        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
+        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=now)
+    finally:
+        store.close()
+    env.commit(sha_of(1), main, branch="main")
+    env.github.permissions.update({"alice": "write", "carol": "write"})
+    return env
+
+
+@pytest.fixture
+def service(world: World) -> Iterator[Service]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        world.github.install(mock)
+        app = create_app(world.settings(), runner_for=world.runner_for)
+        with TestClient(app) as client:
+            yield Service(client, world.github, world.settings())
+
+
+def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
+    world: World, service: Service
+) -> None:
+    github, warehouse = world.github, world.scripted
+    # A PR gives main a budget (more than 100 intervals needs dana's approval); the
+    # settings are in force once that PR is approved and promoted.
+    merged = gl.settings_pr(world, service, 12, 14, "  gate:\n",
+                          "  gate:\n    backfill:\n      max_intervals: 100\n"
+                          "      approver: dana\n")  # fmt: skip
+    assert merged["sluice/deploy"]["conclusion"] == "success"
+    head = sha_of(13)
+    pr = gl.tree(world, "pr13", sha_of(14))
+    # A breaking change to daily_revenue: its 120 days are computed again.
+    edit(pr / "models" / "daily_revenue.sql", "  COUNT(*) AS orders,", "  COUNT(1) + 0 AS orders,")
+    world.commit(head, pr)
+    github.add_pull(13, head, author="alice")
+    github.permissions.update({"dana": "write"})
+
+    jobs = len(warehouse.jobs)
+    gl.deliver(service, "pull_request", gl.pull(13, head, "alice", "opened"))
+    assert warehouse.jobs[jobs:] == [], "a held build ran Spark"
+    held = github.checks_on(head)
+    assert held["sluice/pr-environment"]["conclusion"] == "action_required"
+    assert held["sluice/pr-environment"]["output"]["title"] == (
+        "Waiting for the backfill budget's approval"
+    )
+    why = held["sluice/pr-environment"]["output"]["summary"]
+    assert "backfill of 120 intervals (budget 100)" in why and "@dana approves" in why
+    assert held["sluice/approval"]["conclusion"] == "failure"
+    store = open_state(world.url)
+    try:
+        assert store.get_environment("pr_13") is None, "a held build ran Spark"
+    finally:
+        store.close()
+    [comment] = github.comments_on(13)
+    assert "@dana" in comment["body"]
+
+    # carol (the required approver) approving does not lift the hold: only dana does.
+    github.add_review(13, "carol", "APPROVED", head)
+    gl.deliver(service, "pull_request_review", gl.review(13, head, "carol", "approved", head))
+    assert github.checks_on(head)["sluice/pr-environment"]["conclusion"] == "action_required"
+    github.add_review(13, "dana", "APPROVED", head)
+    gl.deliver(service, "pull_request_review", gl.review(13, head, "dana", "approved", head))
+    built = github.checks_on(head)
+    assert built["sluice/pr-environment"]["conclusion"] == "success", built
+    assert (
+        world.versions("pr_13")["jaffle.daily_revenue"]
+        != world.versions("prod")["jaffle.daily_revenue"]
+    )
+    # Built on dana's word; the gate then needs its own approvers (carol, at this head).
+    assert built["sluice/approval"]["conclusion"] == "success", built["sluice/approval"]
+
+
+@pytest.mark.parametrize("world", ["now"], indirect=True)
+def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtual_updates(
+    world: World, service: Service
+) -> None:
+    github, warehouse = world.github, world.scripted
+    github.permissions.update({"rita": "write"})
+    # An approved PR makes main's deploy a two-tier flow: staging on merge, prod on a tag.
+    merged = gl.settings_pr(world, service, 15, 16, "    on: merge\n", "    environments:\n"
+                          "      - name: staging\n        on: merge\n      - name: prod\n"
+                          "        on: tag\n        released_by: [rita]\n")  # fmt: skip
+    # Approved, the new settings govern this very merge: it reaches staging only.
+    assert merged["sluice/deploy-staging"]["conclusion"] == "success", merged
+    assert "sluice/deploy" not in merged
+
+    # A model change, built in its PR; the checks say a merge reaches staging.
+    head = sha_of(17)
+    pr = gl.tree(world, "pr17", sha_of(16))
+    edit(pr / "models" / "customers.sql", "  c.last_name,\n",
+         "  c.last_name,\n  LENGTH(c.last_name) AS last_name_length,\n")  # fmt: skip
+    world.commit(head, pr)
+    github.add_pull(17, head, author="alice")
+    gl.deliver(service, "pull_request", gl.pull(17, head, "alice", "opened"))
+    merging = github.checks_on(head)["sluice/prod-plan"]["output"]
+    assert merging["title"] == "Merging is a virtual update of staging: 0 rows written", merging
+    github.add_review(17, "carol", "APPROVED", head)
+    gl.deliver(service, "pull_request_review", gl.review(17, head, "carol", "approved", head))
+    built = world.versions("pr_17")["jaffle.customers"]
+    pr_table = warehouse.reads("jaffle__pr_17.customers")
+    prod_before = world.versions("prod")["jaffle.customers"]
+    assert built != prod_before
+
+    # Merge: staging takes the PR's tables; prod is untouched until the release tag.
+    jobs = len(warehouse.jobs)
+    world.commit(sha_of(18), pr, branch="main")
+    github.pulls[17]["state"], github.pulls[17]["merged"] = "closed", True
+    gl.deliver(service, "pull_request", gl.pull(17, head, "alice", "closed", merged=True,
+                                            merge_commit_sha=sha_of(18)))  # fmt: skip
+    staging = github.checks_on(sha_of(18))["sluice/deploy-staging"]
+    assert staging["conclusion"] == "success", staging["output"]
+    assert staging["output"]["title"] == "Promoted to staging by virtual update"
+    assert "sluice/deploy" not in github.checks_on(sha_of(18))
+    assert world.versions("staging")["jaffle.customers"] == built
+    assert world.versions("prod")["jaffle.customers"] == prod_before
+    assert warehouse.reads("jaffle__staging.customers") == pr_table
+    assert "prod is promoted by the next tag matching `v*`" in github.comments_on(17)[0]["body"]
+
+    # The release tag: prod takes the tables staging reads, by a virtual update too.
+    github.add_tag("v9.0", sha_of(18))
+    tag = gl.payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v9.0",
+                   after=sha_of(18), **{"sender.login": "rita"})  # fmt: skip
+    gl.deliver(service, "push", tag)
+    deploy = github.checks_on(sha_of(18))["sluice/deploy"]
+    assert deploy["conclusion"] == "success", deploy["output"]
+    assert deploy["output"]["title"] == "Promoted by virtual update", deploy["output"]
+    assert world.versions("prod") == world.versions("staging")
+    assert warehouse.reads("jaffle.customers") == pr_table
+    steps = [step["type"] for job in warehouse.jobs[jobs:] for step in job["steps"]]
+    assert "views" in steps and "build" not in steps, steps  # views swapped, nothing built
+    assert [d["environment"] for d in github.deployments[-2:]] == ["staging", "prod"]
