@@ -1,10 +1,9 @@
 """Crash faults, one trial per scenario: kill -9 the Spark driver during a PR environment
-build and during a promotion's views swap, and the service process during the janitor;
-after the worker's retry (or the restart) nothing is lost, nothing is done twice, the
-state store and the Spark catalog agree, prod reads the promoted versions, and no
-incremental table holds a row twice. The trials are ``bench/chaos.py``'s, which runs every
-scenario with both faults many times (docs/reliability.md); the service killed during a
-PR build is also ``tests/bot/flow/test_pr_flow.py``'s restart test. Three trials keep CI short.
+build and during a promotion's views swap, and the service process during a PR build and
+during the janitor; after the worker's retry (or the restart) nothing is lost, nothing is
+done twice, the state store and the Spark catalog agree, prod reads the promoted versions,
+and no incremental table holds a row twice. The trials are ``bench/chaos.py``'s, which runs every
+scenario with both faults many times (docs/reliability.md). Four trials keep CI short.
 
 Real everything: the service on uvicorn in its own process (``tests/helpers/service_child``,
 GitHub faked at the wire with its state in a file), Spark through spark-submit. One world
@@ -68,6 +67,13 @@ def _trial(world: World, scenario: str, fault: str, at_step: str | None = None) 
 def test_a_pr_build_survives_its_driver_killed(world: World) -> None:
     record = _trial(world, "pr", "driver")
     assert record["fault_detail"]["target"] in ("jvm", "python")
+
+
+def test_a_pr_build_survives_its_service_killed(world: World) -> None:
+    # The service dies while the build's spark-submit runs: the restarted service runs the
+    # job again, once; one sticky comment and one check run of each name (the trial counts
+    # them), and the environment holds the PR's tables.
+    _trial(world, "pr", "service")
 
 
 def test_the_janitor_survives_its_service_killed(world: World) -> None:

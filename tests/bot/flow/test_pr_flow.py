@@ -1,40 +1,30 @@
 """The PR flow end to end on real Spark: prod built, a PR opened, its environment built,
-diffed and reported; and a service killed mid-job that finishes the job after restart.
+diffed and reported (a service killed mid-build is ``tests/reliability/test_crash.py``'s).
 
-Spark runs through spark-submit exactly as in production (one job per event); GitHub is
-the fake at the wire (PyGithub runs for real). Slow by nature (several Spark jobs), so
-one module-scoped prod serves both tests.
+Spark runs through spark-submit, one job per event; GitHub is the fake at the wire
+(PyGithub runs for real).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
-from sluice.bot.queue.store import JobQueue
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
-from tests.helpers import service_child
 from tests.helpers.cases import load_case
 from tests.helpers.github_service import Service, sign
 from tests.helpers.github_wire import FakeGitHub, tarball
@@ -208,97 +198,3 @@ def test_a_pull_request_gets_its_environment_diff_comment_and_checks(prod: Prod)
         "pr_2", "SELECT last_name, last_name_upper FROM jaffle.customers WHERE customer_id = 1"
     )
     assert names == [["P.", "P."]]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(prod: Prod, port: int, state: Path) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "tests.helpers.service_child", str(port), str(prod.work), prod.url,
-            str(state), str(prod.trees)]  # fmt: skip
-    log = open(prod.root / f"child-{port}.log", "ab")  # noqa: SIM115
-    proc = subprocess.Popen(
-        args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ}
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError((prod.root / f"child-{port}.log").read_text())
-
-
-def _github_state(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.exists() else {"check_runs": {}, "comments": {}}
-
-
-def test_a_job_killed_with_its_service_completes_after_restart_exactly_once(prod: Prod) -> None:
-    state = prod.root / "github-state.json"
-    github = FakeGitHub(state_file=state)  # the prod branch both service processes read
-    github.refs["main"] = BASE_SHA
-    github.publish("main", prod.root / "base")
-    github.save()
-    port = _free_port()
-    first = _start(prod, port, state)
-    try:
-        body = json.dumps(_opened(3)).encode()
-        headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "restart-1",
-                   "X-Hub-Signature-256": sign(body, service_child.SECRET)}  # fmt: skip
-        assert (
-            httpx.post(
-                f"http://127.0.0.1:{port}/webhooks/github", content=body, headers=headers
-            ).status_code
-            == 202
-        )
-
-        def building() -> bool:
-            runs = _github_state(state)["check_runs"].values()
-            return any(
-                r["name"] == "sluice/pr-environment" and r["status"] == "in_progress" for r in runs
-            )
-
-        deadline = time.monotonic() + 300
-        while not building():
-            assert time.monotonic() < deadline, "the job never started building"
-            time.sleep(0.2)
-        time.sleep(3)  # spark-submit is running
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
-    killed = _github_state(state)
-    assert not any(r["status"] == "completed" for r in killed["check_runs"].values())
-
-    second = _start(prod, port, state)
-    try:
-        queue = JobQueue(prod.url)
-        job_id = queue.delivery_job("restart-1")
-        assert job_id is not None
-        deadline = time.monotonic() + 900
-        while (record := queue.job(job_id)) is not None and record.status not in ("done", "failed"):
-            assert time.monotonic() < deadline, "the job was not finished after the restart"
-            time.sleep(0.5)
-        assert record is not None and record.status == "done" and record.job.attempts == 2
-        queue.close()
-    finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(timeout=30)
-    final = _github_state(state)
-    comments = [c for c in final["comments"].values() if c["issue"] == 3]
-    assert len(comments) == 1, "one sticky comment, however many attempts"
-    runs = [r for r in final["check_runs"].values() if r["head_sha"] == PR_SHA]
-    assert sorted(r["name"] for r in runs) == [
-        "sluice/approval",
-        "sluice/pr-environment",
-        "sluice/prod-plan",
-        "sluice/tests",
-    ]
-    assert {r["conclusion"] for r in runs} == {"success"}
-    assert prod.query("pr_3", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
-        [0]
-    ]

@@ -1,8 +1,8 @@
 """The default path: the `sluice` command running the driver through spark-submit.
 
-A real standalone master + worker; on local[2], a driver killed with SIGKILL in the middle
-of a backfill, then the same apply run again (its output, progress and log read as a
-user would).
+On local[2], a driver killed with SIGKILL in the middle of a backfill, then the same apply
+run again (its output, progress and log read as a user would); a master that cannot be
+reached. (A job on a real standalone master and worker is test_submit.py's.)
 """
 
 from __future__ import annotations
@@ -63,18 +63,6 @@ def _query(project: Path, spark_root: Path, env: str, sql: str) -> list[list[obj
     out = _sluice(project, spark_root, "query", env, sql, "--json").stdout
     rows: list[list[object]] = json.loads(out)["rows"]
     return rows
-
-
-def test_apply_on_a_standalone_cluster(
-    tmp_path: Path, spark_dirs: Path, spark_cluster: str
-) -> None:
-    project = _project(tmp_path / "p", spark_cluster, "csub")
-    result = _sluice(project, spark_dirs, "apply", "--end", "2018-04-30")
-    assert "Applied to prod: 7 tables built (" in result.stdout, result.stdout
-    assert "3 model views made" in result.stdout
-    assert _query(
-        project, spark_dirs, "prod", "SELECT COUNT(*), SUM(number_of_orders) FROM csub.customers"
-    ) == [[100, 99]]
 
 
 def test_a_killed_driver_is_finished_by_applying_again(tmp_path: Path, spark_dirs: Path) -> None:
