@@ -9,8 +9,8 @@ walks it into the mapping a config.yaml parses into: a config object's keyword a
 are its keys, a connection or notification target gains its ``type``, an enumeration is its
 value, a date its ISO text, tuples and sets are lists. Anything else (a function, a class,
 an object of another library) is an :class:`Unsupported` error naming the setting and its
-line. What config.py prints goes to a sink that keeps nothing past :data:`PRINT_BYTES`
-(SQLMesh would show it on the terminal; here standard output is the protocol).
+line. What config.py prints is dropped (SQLMesh would show it on the terminal; here
+standard output is the protocol), and it reads an empty standard input.
 
 The answer is ``{"data": {...}, "lines": [[key path, line], ...]}``; the service checks
 its shape and validates the data (:mod:`.config_file`).
@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import enum
 import importlib
+import importlib.abc
 import io
 import os
 import pathlib
@@ -30,8 +31,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-PRINT_BYTES = 64 * 1024
-"""Most of what config.py prints that is kept (then dropped: nothing reads it)."""
 DEPTH = 32
 """Deepest nesting of config objects, lists and dicts in a config."""
 MODULE = "config"
@@ -47,27 +46,70 @@ class Unsupported(Exception):
 
 
 class _Sink(io.TextIOBase):
-    """A standard output that keeps the first :data:`PRINT_BYTES` characters."""
-
-    def __init__(self) -> None:
-        self.kept = 0
+    """A standard output that drops what is written to it."""
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self.kept = min(PRINT_BYTES, self.kept + len(text))
         return len(text)
 
 
+SUBMODULES = (
+    "categorizer",
+    "connection",
+    "gateway",
+    "janitor",
+    "migration",
+    "model",
+    "naming",
+    "plan",
+    "root",
+    "run",
+    "scheduler",
+    "format",
+    "ui",
+)
+"""Modules of ``sqlmesh.core.config`` that config files import classes from by their own
+path (``from sqlmesh.core.config.connection import DuckDBConnectionConfig``): each is the
+stand-in package itself, so a class it lacks is the same clear ImportError."""
+ALLOWED = (
+    "sqlmesh.core.config (and its modules), sqlmesh.core.user, "
+    "sqlmesh.core.notification_target, sqlmesh.integrations.github.cicd.config"
+)
+
+
+class _Missing(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path`` while config.py runs: a ``sqlmesh`` module the stand-in
+    lacks is an ImportError saying so (not Python's bare "No module named")."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname == "sqlmesh" or fullname.startswith("sqlmesh."):
+            raise ModuleNotFoundError(
+                f"Sluice's stand-in for SQLMesh has no module {fullname}: config.py may "
+                f"import {ALLOWED}",
+                name=fullname,
+            )
+
+
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    saved = sys.stdout
-    sys.stdout = _Sink()
+def _alone() -> Iterator[None]:
+    """config.py runs with a standard output that drops what it prints, an empty standard
+    input (``input()`` gets EOFError at once: the real one carries the protocol), the
+    stand-in's modules by their own paths, and :class:`_Missing` for the others."""
+    package = importlib.import_module("sqlmesh.core.config")
+    for name in SUBMODULES:
+        sys.modules.setdefault(f"{package.__name__}.{name}", package)
+    saved = sys.stdout, sys.stdin
+    sys.stdout, sys.stdin = _Sink(), io.StringIO("")
+    missing = _Missing()
+    sys.meta_path.append(missing)
     try:
         yield
     finally:
-        sys.stdout = saved
+        sys.stdout, sys.stdin = saved
+        if missing in sys.meta_path:
+            sys.meta_path.remove(missing)
 
 
 def evaluate(spec: dict[str, Any], importer: Any) -> dict[str, Any]:
@@ -79,7 +121,7 @@ def evaluate(spec: dict[str, Any], importer: Any) -> dict[str, Any]:
     rel = str(spec.get("file") or "config.py")
     name = str(spec.get("name") or "config")
     path = os.path.join(importer.root, rel)
-    with _quiet():
+    with _alone():
         module = sys.modules.get(MODULE) or importer.load(rel, MODULE)
     configs = sorted(k for k, v in vars(module).items() if isinstance(v, Config))
     if not hasattr(module, name):

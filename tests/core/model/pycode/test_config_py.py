@@ -172,6 +172,26 @@ def test_a_project_loads_with_its_config_py(tmp_path: Path) -> None:
     assert list(project.models) == ["s.a"]
 
 
+def test_classes_by_their_modules_and_the_github_bot(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path,
+        """\
+        from sqlmesh.core.config import Config
+        from sqlmesh.core.config.connection import SnowflakeConnectionConfig
+        from sqlmesh.core.config.gateway import GatewayConfig
+        from sqlmesh.integrations.github.cicd.config import GithubCICDBotConfig, MergeMethod
+
+        config = Config(
+            gateways={"sf": GatewayConfig(connection=SnowflakeConnectionConfig(account="a"))},
+            cicd_bot=GithubCICDBotConfig(merge_method=MergeMethod.SQUASH),
+        )
+        """,
+    )
+    data = config_file.read(root).data
+    assert data["gateways"] == {"sf": {"connection": {"type": "snowflake", "account": "a"}}}
+    assert data["cicd_bot"] == {"type": "github", "merge_method": "squash"}
+
+
 def test_an_invalid_value_is_named_at_its_line(tmp_path: Path) -> None:
     root = _project(
         tmp_path,
@@ -260,6 +280,17 @@ def test_a_before_all_statement_is_checked_at_config_py(tmp_path: Path) -> None:
             1,
             "config.py defines no config named 'config'; its Config objects: prod",
         ),
+        (
+            "from sqlmesh.dbt.loader import sqlmesh_config\nconfig = sqlmesh_config('.')\n",
+            1,
+            "Sluice's stand-in for SQLMesh has no module sqlmesh.dbt",
+        ),
+        (
+            "from sqlmesh.core.config.connection import NoSuchConnectionConfig\n",
+            1,
+            "Sluice's stand-in for sqlmesh.core.config has no NoSuchConnectionConfig",
+        ),
+        ("import os\nname = os.getenv('ENV') or input('env? ')\n", 2, "EOFError"),
         ("x = 1\nraise RuntimeError('boom')\n", 2, "RuntimeError: boom"),
         ("import sys\nsys.exit(3)\n", 2, "SystemExit: 3"),
     ],

@@ -1,0 +1,1 @@
+"""``sqlmesh.integrations``: only what config files import (the GitHub bot's config)."""

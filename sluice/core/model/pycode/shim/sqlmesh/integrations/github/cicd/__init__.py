@@ -1,0 +1,1 @@
+"""``sqlmesh.integrations.github.cicd``."""
