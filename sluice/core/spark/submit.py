@@ -337,6 +337,11 @@ def _lines(stream: IO[str], limit: int) -> Iterator[tuple[str, bool]]:
         yield line[:limit] + "\n", False
 
 
+MAX_KEPT_EVENTS = 20_000
+"""A job's events kept for its result and its failure's report (its outcome always is)."""
+_OUTCOMES = frozenset({"step_failed", "job_done", "job_failed"})
+
+
 def _last_done(seen: list[Event]) -> JobDone | None:
     """The job's ``job_done`` event, if it reported one."""
     for event in seen[::-1]:
@@ -376,8 +381,11 @@ class _RunnerBase:
             self.on_event(event)
 
     def _receive(self, event: Event, writes: JobWrites, seen: list[Event]) -> None:
-        """One event from the driver: kept, a write checked and applied, then passed on."""
-        seen.append(event)
+        """One event from the driver: kept (a job's first :data:`MAX_KEPT_EVENTS`, and its
+        outcome however many came before: a PR's code can print event lines without end),
+        a write checked and applied, then passed on."""
+        if len(seen) < MAX_KEPT_EVENTS or event["event"] in _OUTCOMES:
+            seen.append(event)
         if event["event"] == "write":
             writes.apply(event)
         self._emit(event)

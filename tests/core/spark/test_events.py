@@ -16,7 +16,7 @@ import pytest
 
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
-from sluice.core.spark import events
+from sluice.core.spark import events, submit
 from sluice.core.spark.events import BadEvent, decode, encode, parse
 from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.spark.session import SparkPaths
@@ -335,3 +335,17 @@ def test_a_driver_printing_a_malformed_write_is_stopped_as_for_a_forged_one(
         run_recorded(runner, SPEC, state=None)  # type: ignore[arg-type]
     assert "refused a write from the Spark driver of job hostile-1" in str(caught.value)
     assert "bytes is a list, not an integer" in str(caught.value)
+
+
+def test_a_driver_printing_events_without_end_keeps_a_bounded_number_and_its_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit, "MAX_KEPT_EVENTS", 50)
+    log = events.PREFIX + json.dumps({"event": "log", "message": "again"})
+    seen: list[Any] = []
+    runner = _runner(tmp_path, [log] * 500)
+    runner.on_event = seen.append
+    result = run_recorded(runner, SPEC, state=None)  # type: ignore[arg-type]
+    assert len(seen) == 502  # every event is still passed on as it comes
+    assert len(result.events) == 51 and result.events[-1]["event"] == "job_done"
+    assert result.results == {"0": {"rows": []}}
