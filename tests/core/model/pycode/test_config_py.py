@@ -192,6 +192,40 @@ def test_classes_by_their_modules_and_the_github_bot(tmp_path: Path) -> None:
     assert data["cicd_bot"] == {"type": "github", "merge_method": "squash"}
 
 
+def test_attached_duckdb_catalogs_and_a_config_from_a_mapping(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path,
+        """\
+        from sqlmesh.core.config import Config, GatewayConfig, LinterConfig
+        from sqlmesh.core.config.connection import DuckDBAttachOptions, DuckDBConnectionConfig
+
+        lake = DuckDBAttachOptions(type="ducklake", path="lake/catalog.db", data_path="lake/data")
+        config = Config.parse_obj(
+            {
+                "gateways": {
+                    "main": GatewayConfig(
+                        connection=DuckDBConnectionConfig(catalogs={"Lake": lake}),
+                    )
+                },
+                "linter": LinterConfig(enabled=True, rules={"noselectstar", "ambiguousorinvalidcolumn"}),
+                "variables": {"n": 1},
+            }
+        )
+        """,
+    )
+    doc = config_file.read(root)
+    catalogs = doc.data["gateways"]["main"]["connection"]["catalogs"]
+    assert catalogs == {
+        "Lake": {"type": "ducklake", "path": "lake/catalog.db", "data_path": "lake/data"}
+    }
+    assert doc.data["linter"]["rules"] == [
+        "ambiguousorinvalidcolumn",
+        "noselectstar",
+    ]  # a set, sorted
+    config = parse_config(doc)
+    assert (config.default_catalog, config.variables) == ("lake", {"n": 1})
+
+
 def test_an_invalid_value_is_named_at_its_line(tmp_path: Path) -> None:
     root = _project(
         tmp_path,

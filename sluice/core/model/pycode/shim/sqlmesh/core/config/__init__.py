@@ -96,6 +96,10 @@ class ConnectionConfig(Recorded):
     """A connection; each engine's class sets its ``type``."""
 
 
+class DuckDBAttachOptions(Recorded):
+    """A DuckDB connection's attached catalog (``catalogs: {name: {type, path, ...}}``)."""
+
+
 def _connection(name: str, type_name: str) -> type[ConnectionConfig]:
     return type(name, (ConnectionConfig,), {"type_name": type_name, "__module__": __name__})
 
@@ -155,6 +159,7 @@ __all__ = [
     "ConnectionConfig",
     "DatabricksConnectionConfig",
     "DbtConfig",
+    "DuckDBAttachOptions",
     "DuckDBConnectionConfig",
     "EnvironmentSuffixTarget",
     "FabricConnectionConfig",

@@ -91,6 +91,15 @@ class Recorded:
 
     model_copy = copy
 
+    @classmethod
+    def parse_obj(cls, data: Any) -> Any:
+        """An object made from a mapping of its fields (pydantic's ``parse_obj``)."""
+        if not isinstance(data, dict):
+            raise TypeError(f"{cls.__name__}.parse_obj() takes a dict of field names and values")
+        return cls(**data)
+
+    model_validate = parse_obj
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.sluice_values.items())
         return f"{type(self).__name__}({args})"
