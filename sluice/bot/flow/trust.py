@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from sluice.core import markdown as md
 from sluice.core import sandbox
 from sluice.core.config import (
     CONFIG_FILES,
+    PYTHON_CONFIG,
     ProjectConfig,
     SluiceSettings,
     SparkSettings,
@@ -62,6 +64,7 @@ from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import Refusal
+from sluice.core.model.pycode import config_file as pycode_config
 from sluice.core.model.pycode import files as pycode_files
 from sluice.core.plan import statements
 from sluice.core.spark.tuning import split_spark_conf
@@ -397,20 +400,41 @@ def prod_python_digest(job: Job, tree: Path, settings: Settings) -> str | None:
 
 
 def prod_statements_digest(job: Job, settings: Settings) -> str | None:
-    """The digest of ``before_all`` / ``after_all`` in prod's config.yaml: that of the
-    commit prod was last promoted with (:attr:`Settings.python_ref`), else the prod
-    branch's head (None: prod has none). A config prod cannot read counts as statements
-    no project has, so a project's own are an item to approve."""
+    """The digest of ``before_all`` / ``after_all`` in prod's config.yaml (or config.py:
+    :func:`_python_statements`): that of the commit prod was last promoted with
+    (:attr:`Settings.python_ref`), else the prod branch's head (None: prod has none). A
+    config prod cannot read counts as statements no project has, so a project's own are
+    an item to approve."""
     ref = settings.python_ref or settings.branch
     found, text = read_config(lambda name: job.read_file(ref, name), job.deps.config_path)
     if text is None:
-        return None
+        python = job.deps.config_path[: -len(CONFIG_FILES[0])] + PYTHON_CONFIG
+        return _python_statements(job, ref) if job.read_file(ref, python) is not None else None
     with tempfile.TemporaryDirectory(prefix="sluice-prod-config-") as folder:
         Path(folder, Path(found).name).write_text(text, encoding="utf-8")
         try:
             config = load_config(Path(folder))
         except SluiceError:
             return "unreadable"
+    return statements.digest(config.before_all, config.after_all)
+
+
+def _python_statements(job: Job, ref: str) -> str | None:
+    """The digest of ``before_all`` / ``after_all`` of prod's config.py at ``ref`` (a
+    project configured in Python): its tree's config.py run as the loader runs it, in the
+    sandboxed process (:mod:`sluice.core.model.pycode.config_file`); it is prod's Python,
+    which ``SLUICE_PROJECT_PYTHON`` prod and on run. ``"unreadable"`` (a digest no project
+    has, so the project's statements are an item) when it may not or cannot be run."""
+    if job.deps.project_python == "off":
+        return "unreadable"
+    sha = ref if re.fullmatch(r"[0-9a-fA-F]{40}", ref) else job.forge.commit_of(ref)
+    if sha is None:
+        return "unreadable"
+    try:
+        tree = job.deps.checkout.tree(job.forge, sha)
+        config = load_config(tree / job.deps.project_path, python=pycode_config.read)
+    except SluiceError:
+        return "unreadable"
     return statements.digest(config.before_all, config.after_all)
 
 

@@ -14,6 +14,7 @@ from sluice.bot.flow import trust
 from sluice.bot.flow.job import Job
 from sluice.core.errors import ConfigError
 from sluice.core.model.loader import load_project
+from sluice.core.plan import statements
 
 CONFIG = (
     "from sqlmesh.core.config import Config, ModelDefaultsConfig\n"
@@ -30,6 +31,9 @@ class Prod:
 
     def read_file(self, ref: str, path: str) -> str | None:
         return self.files.get(path)
+
+    def commit_of(self, branch: str) -> str:
+        return "a" * 40
 
 
 def _tree(tmp_path: Path, config: str) -> Path:
@@ -68,3 +72,50 @@ def test_prods_settings_are_never_read_from_config_py() -> None:
     found, text = trust.read_config({"config.py": CONFIG}.get, "config.yaml")
     assert (found, text) == ("config.yaml", None)
     assert trust.parse(text, found).digest == trust.parse(None, "config.yaml").digest
+
+
+STATEMENTS = (
+    "from sqlmesh.core.config import Config\n"
+    "config = Config(before_all=['CREATE SCHEMA IF NOT EXISTS raw'])\n"
+)
+
+
+class Checkout:
+    """Prod's tree at a commit, as the service's checkout gives it."""
+
+    def __init__(self, tree: Path) -> None:
+        self.tree_path = tree
+        self.asked: list[str] = []
+
+    def tree(self, forge: Any, sha: str) -> Path:
+        self.asked.append(sha)
+        return self.tree_path
+
+
+def _prod_statements(tmp_path: Path, mode: str, config: str) -> tuple[str | None, list[str]]:
+    tree = _tree(tmp_path, config)
+    checkout = Checkout(tree)
+    deps: Any = SimpleNamespace(
+        project_python=mode, project_path=".", config_path="config.yaml", checkout=checkout
+    )
+    job = Job(deps, Prod({"config.py": config}), 0)  # type: ignore[arg-type]
+    settings: Any = SimpleNamespace(python_ref=None, branch="main")
+    return trust.prod_statements_digest(job, settings), checkout.asked
+
+
+def test_prods_statements_are_read_from_its_config_py(tmp_path: Path) -> None:
+    # So a pull request whose config.py gives the same statements has no item for them.
+    digest, asked = _prod_statements(tmp_path, "prod", STATEMENTS)
+    project = load_project(tmp_path / "tree", use_cache=False)
+    assert digest is not None
+    assert digest == statements.digest(("CREATE SCHEMA IF NOT EXISTS raw",), ())
+    assert digest == statements.digest(project.before_all, project.after_all)
+    assert asked == ["a" * 40]  # prod's head, as a commit
+
+
+@pytest.mark.parametrize(("mode", "config"), [("off", STATEMENTS), ("prod", CHANGED)])
+def test_prods_config_py_unrun_or_failing_is_unreadable(
+    tmp_path: Path, mode: str, config: str
+) -> None:
+    # A digest no project has: the project's statements are an item to approve.
+    assert _prod_statements(tmp_path, mode, config)[0] == "unreadable"
