@@ -68,9 +68,11 @@ def read(root: Path, name: str | None = None) -> LocatedYaml:
         process.close()
     if "error" in answer:
         error = answer["error"]
-        line = error.get("line") if error.get("path") == str(path.resolve()) else None
         where = error.get("path")
-        other = f" (in {_relative(root, where)}:{error.get('line')})" if where and not line else ""
+        here = where == str(path.resolve())
+        line = error.get("line") if here else None
+        at = f":{error['line']}" if error.get("line") else ""
+        other = f" (in {_relative(root, where)}{at})" if where and not here else ""
         raise ConfigError(
             f"running config.py: {error.get('message')}{other}",
             path=str(path),

@@ -226,6 +226,18 @@ def test_attached_duckdb_catalogs_and_a_config_from_a_mapping(tmp_path: Path) ->
     assert (config.default_catalog, config.variables) == ("lake", {"n": 1})
 
 
+def test_an_error_in_a_module_config_py_imports_names_both(tmp_path: Path) -> None:
+    root = _project(tmp_path, "from settings import START\n")
+    (root / "settings.py").write_text("X = 1\nSTART = 1 / 0\n")
+    error = _error(root)
+    assert (error.line, error.message) == (
+        1,
+        "running config.py: ZeroDivisionError: division by zero (in settings.py:2)",
+    )
+    error = _error(_project(tmp_path, "from sqlmesh.core.config import Config\n", "q"))
+    assert error.message == "running config.py: config.py defines no config named 'config'"
+
+
 def test_an_invalid_value_is_named_at_its_line(tmp_path: Path) -> None:
     root = _project(
         tmp_path,
