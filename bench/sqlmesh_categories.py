@@ -38,8 +38,23 @@ def _name(fqn: str, default_catalog: str | None) -> str:
     return ".".join(parts).lower()
 
 
+def _forget_project_modules() -> None:
+    """Drop the modules a project's Python imported (``models.src.shared``...): the next
+    context imports its own copy's, not the previous pair's."""
+    import sysconfig
+
+    kept = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    here = str(__import__("pathlib").Path(__file__).parent)
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if path and not path.startswith((*kept, here, sys.base_prefix, sys.prefix)):
+            del sys.modules[name]
+
+
 def _context(folder: str, state: Any = None) -> Any:
     from sqlmesh import Context
+
+    _forget_project_modules()
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from sqlmesh_facts import _stand_ins
@@ -58,8 +73,16 @@ def categorise(before: str, after: str) -> dict[str, Any]:
     from sqlmesh.utils.date import now_timestamp
     from sqlmesh.utils.errors import PlanError
 
+    import os
+
+    os.chdir(after)  # a gateway's relative database (state too) is a file of this pair's
     old_context = _context(before)
     state = old_context.state_sync
+    # A gateway's database may be shared by the pairs (SQLMesh keeps DuckDB connections):
+    # each pair starts from an empty state.
+    getattr(state, "state_sync", state).reset(default_catalog=old_context.default_catalog)
+    if hasattr(state, "clear_cache"):
+        state.clear_cache()
     old = {s.name: s for s in old_context.snapshots.values()}
     for snapshot in old.values():
         snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
@@ -96,6 +119,8 @@ def categorise(before: str, after: str) -> dict[str, Any]:
     models: dict[str, Any] = {}
     direct = {s_id.name for s_id in plan.directly_modified}
     for name, (new, previous) in diff.modified_snapshots.items():
+        if not new.is_model:  # a standalone audit: no table (Sluice runs audits by model)
+            continue
         category = new.change_category
         models[_name(name, catalog)] = {
             "direct": name in direct,
@@ -107,6 +132,8 @@ def categorise(before: str, after: str) -> dict[str, Any]:
             else "",
         }
     for s_id in diff.added:
+        if not diff.snapshots[s_id].is_model:
+            continue
         models[_name(s_id.name, catalog)] = {
             "direct": True,
             "category": "ADDED",

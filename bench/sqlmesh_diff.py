@@ -38,7 +38,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ KINDS = (
     "kind_change",
 )
 STAR_CHILD = "sluice_diff_star_child"
+SAME_OUTPUT = "what it returns is the same"
 
 
 # --- the edits (pure but for files: tests/test_sqlmesh_diff.py) ------------------------------
@@ -217,6 +217,14 @@ def _projections(select: Any) -> list[Any]:
     ]
 
 
+def _inside(node: Any, ancestor: Any) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
 def _has_star(select: Any) -> bool:
     from sqlglot import exp
 
@@ -227,7 +235,8 @@ def _has_star(select: Any) -> bool:
 
 
 def _referenced(root: Path, files: Mapping[str, str], column: str, children: Sequence[str]) -> bool:
-    """Whether a child's file names ``column`` (a word) or takes its parent with a star."""
+    """Whether a child's file names ``column`` (a word) or takes its parent with a star
+    (the model's own MODEL block is one of ``children``: its time column, grain...)."""
     for child in children:
         text = files.get(child, "")
         if re.search(rf"(?i)\b{re.escape(column)}\b", text) or "*" in text:
@@ -296,11 +305,21 @@ def generate_edits(root: Path, *, seed: int = 42, limit: int = 12) -> list[Edit]
         select.select(exp.alias_(first.unalias().copy(), alias), copy=False)
         return f"adds column {alias} (a copy of {first.alias_or_name})"
 
+    def elsewhere(select: Any, projection: Any) -> bool:
+        """Whether the query names the projection's alias outside it (ORDER BY...)."""
+        name = projection.alias_or_name.lower()
+        return any(
+            c.name.lower() == name and not _inside(c, projection)
+            for c in select.find_all(exp.Column)
+        )
+
     def unread(sql: _Sql, select: Any) -> list[Any]:
         return [
             p
             for p in _projections(select)
+            if not elsewhere(select, p)
             if not _referenced(root, child_files, p.alias_or_name, sql.children)
+            and not re.search(rf"(?i)\b{re.escape(p.alias_or_name)}\b", sql.header)
         ]
 
     def drop_column(sql: _Sql, query: Any) -> str | None:
@@ -499,7 +518,7 @@ def _macro_change(text: str, at: int) -> tuple[str | None, str]:
     where = at + skip
     return (
         text[:where] + f"{indent.group(1)}sluice_diff_edit = 1  # noqa\n" + text[where:],
-        "a statement added to its body (what it returns is the same)",
+        f"a statement added to its body ({SAME_OUTPUT})",
     )
 
 
@@ -545,6 +564,8 @@ def _kind_edits(
         kind = str(model.kind.name)
         if kind in ("SEED", "EXTERNAL") or kind.startswith("SCD"):
             continue
+        if re.search(r"(?i)@\{?(start|end|execution)_", text):
+            continue  # SQLMesh refuses an interval's macros in a FULL or VIEW model
         end = _model_block_end(text)
         match = _KIND.search(text, 0, end or 0)
         if match is None:
@@ -674,6 +695,7 @@ def sqlmesh_start(python: Path, pairs: Sequence[tuple[str, Path, Path]], work: P
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=work,
         # One process: SQLMesh's loading pool of forks breaks after a few contexts.
         env={**os.environ, "MAX_FORK_WORKERS": "1"},
     )
@@ -763,6 +785,7 @@ def classify(
     theirs: Mapping[str, Any] | None,
     ours: Mapping[str, Any] | None,
     kind: str = "",
+    edit: str = "",
 ) -> Difference | None:
     """How Sluice's plan of one model differs from SQLMesh's (None: it does not)."""
     a, b = sqlmesh_level(theirs), sluice_level(ours)
@@ -783,13 +806,13 @@ def classify(
         strict.append(
             "a VIEW is re-pointed whenever a parent moves (a new version holds no data)"
             if view
-            else _stricter_rebuild(a, b, ours)
+            else _stricter_rebuild(a, b, ours, edit)
         )
     if LEVEL.get(a, 4) > LEVEL.get(b, 4):
         if not (a == "non-breaking" and b == "forward-only" and not a_built):
             less.append(f"Sluice says {b} where SQLMesh says {a}")
     elif LEVEL.get(b, 4) > LEVEL.get(a, 4) and not strict:
-        strict.append(_stricter_category(a, b, ours, view))
+        strict.append(_stricter_category(a, b, ours, view, edit))
     if less:
         return Difference(name, "less safe", *said, "; ".join(less))
     if strict:
@@ -801,7 +824,17 @@ def classify(
     return None
 
 
-def _stricter_rebuild(a: str, b: str, ours: Mapping[str, Any] | None) -> str:
+CTE_REASON = (
+    "a column added inside a CTE and not passed out: Sluice proves a change non-breaking"
+    " only for projections added to the outer SELECT (or passed out by a SELECT * of the"
+    " CTE), so it calls it breaking and rebuilds what reads the model; SQLMesh compares"
+    " every SELECT of the query"
+)
+
+
+def _stricter_rebuild(a: str, b: str, ours: Mapping[str, Any] | None, edit: str = "") -> str:
+    if edit == "cte_edit" and b == "breaking":
+        return CTE_REASON
     if ours and ours.get("reshaped_by"):
         return (
             "its query's star takes a changed parent's columns: rebuilt so its columns"
@@ -812,12 +845,35 @@ def _stricter_rebuild(a: str, b: str, ours: Mapping[str, Any] | None) -> str:
     return "Sluice rebuilds a table SQLMesh keeps"
 
 
-def _stricter_category(a: str, b: str, ours: Mapping[str, Any] | None, view: bool) -> str:
+def _stricter_category(
+    a: str, b: str, ours: Mapping[str, Any] | None, view: bool, edit: str = ""
+) -> str:
+    if edit == "cte_edit" and b == "breaking":
+        return CTE_REASON
     if a == "unchanged":
         return f"Sluice sees a change ({b}) where SQLMesh sees none"
     if view and b == "breaking":
         return "a VIEW downstream of a changed parent is re-pointed and reported breaking"
     return f"Sluice says {b} where SQLMesh says {a} (it cannot prove the rows are kept)"
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return re.sub(r"/\S*/(sluice|sqlmesh)/(before|after)/", "", line)[:300]
+
+
+def _refusal_reason(message: str) -> str:
+    if "forward-only" in message and "drops column" in message:
+        return (
+            "a forward-only change that drops a column is refused (on_destructive_change"
+            " error); SQLMesh checks only when it knows every column's type, and plans it"
+        )
+    if "does not have" in message or "unknown column" in message.lower():
+        return (
+            "the edited query names a column its sources lack: Sluice refuses it at plan"
+            " time, SQLMesh plans it and the query fails in the engine"
+        )
+    return "Sluice refuses the plan at plan time, SQLMesh plans it"
 
 
 def compare_edit(
@@ -850,8 +906,8 @@ def compare_edit(
                     edit.model,
                     "stricter",
                     "planned",
-                    f"refused: {ours['refused'].splitlines()[0][:200]}",
-                    "Sluice refuses the plan at plan time (SQLMesh finds out in the engine)",
+                    f"refused: {_first_line(ours['refused'])}",
+                    _refusal_reason(ours["refused"]),
                 )
             )
         return outcome
@@ -859,7 +915,19 @@ def compare_edit(
     outcome.models = len(set(a) | set(b))
     for name in sorted(set(a) | set(b)):
         kind = (b.get(name) or a.get(name) or {}).get("kind", "")
-        difference = classify(name, a.get(name), b.get(name), kind)
+        difference = classify(name, a.get(name), b.get(name), kind, edit.kind)
+        if (
+            difference is not None
+            and edit.kind == "macro_edit"
+            and SAME_OUTPUT in edit.what
+            and difference.sluice == "unchanged"
+        ):
+            difference.verdict = "SQLMesh stricter"
+            difference.reason = (
+                "the macro's code changed, not what it returns: Sluice expands Python macros"
+                " when it loads the project, so the query it runs and fingerprints is the"
+                " same; SQLMesh versions the macro's code"
+            )
         if difference is not None:
             outcome.differences.append(difference)
     return outcome
@@ -944,23 +1012,32 @@ def report(outcomes: Sequence[Outcome], projects: Sequence[str], command: str, s
                         f"  - {d.model}: SQLMesh {d.sqlmesh}; Sluice {d.sluice} ({d.verdict}: {d.reason})"
                     )
         lines.append("")
-    same = [
-        (o, d) for o in outcomes if o.verdict == "agree" for d in o.differences
-    ]
+    same = [(o, d) for o in outcomes if o.verdict == "agree" for d in o.differences]
     if same:
-        lines += ["## Agreeing edits whose labels differ", ""]
+        lines += [
+            "## Agreeing edits with a difference that changes nothing Sluice builds",
+            "",
+            "*same effect*: the same table kept or rebuilt and the same category, labelled"
+            " directly or indirectly modified otherwise; *SQLMesh stricter*: SQLMesh"
+            " rebuilds what provably cannot change (the reason is given).",
+            "",
+        ]
         for o, d in same:
             lines.append(
-                f"- {o.project}, {o.edit.kind} on {o.edit.model}: {d.model}: SQLMesh {d.sqlmesh}; Sluice {d.sluice}"
+                f"- {o.project}, {o.edit.kind} on {o.edit.model}: {d.model}: SQLMesh"
+                f" {d.sqlmesh}; Sluice {d.sluice} ({d.verdict}: {d.reason})"
             )
         lines.append("")
     lines += ["## Errors", ""]
     if not errors:
         lines += ["None.", ""]
+    grouped: dict[tuple[str, str], list[Outcome]] = {}
     for o in errors:
-        lines.append(
-            f"- {o.project}, {o.edit.kind} on {o.edit.model}: {sqlmesh_compat._cell(o.error or '', 300)}"
-        )
+        text = re.sub(r"(/tmp|/var)/\S*?/(edit\d+/)?(sluice|sqlmesh|source)/((before|after)/)?", "", o.error or "")
+        grouped.setdefault((o.project, sqlmesh_compat._cell(text, 300)), []).append(o)
+    for (project, text), group in grouped.items():
+        edits = ", ".join(f"{o.edit.kind} on {o.edit.model}" for o in group)
+        lines.append(f"- {project} ({len(group)}: {edits}): {text}")
     lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -968,29 +1045,114 @@ def report(outcomes: Sequence[Outcome], projects: Sequence[str], command: str, s
 # --- the command --------------------------------------------------------------------------------
 
 
-def run_project(
-    name: str, folder: Path, work: Path, python: Path, *, seed: int, limit: int
-) -> list[Outcome]:
-    """Every edit of one project, both sides."""
+@dataclass
+class Prepared:
+    """One project's edits, written, with Sluice's plans of them; SQLMesh's pairs to run."""
+
+    name: str
+    edits: list[Edit]
+    ours: dict[str, Any]
+    pairs: list[tuple[str, Path, Path]]
+    error: str | None = None
+
+
+def prepare(name: str, folder: Path, work: Path, *, seed: int, limit: int) -> Prepared:
+    """Generate one project's edits, write both sides' copies, plan each with Sluice."""
     base = work / "source"
     sqlmesh_compat.sluice_copy(folder, base)  # the shared projects are read-only: a copy
     try:
         edits = generate_edits(base, seed=seed, limit=limit)
     except Exception as exc:
-        return [Outcome(name, Edit("load", "-", "the project"), error=f"Sluice: {type(exc).__name__}: {exc}"[:400])]
-    pairs, sluice_pairs = [], []
+        return Prepared(name, [], {}, [], f"Sluice: {type(exc).__name__}: {exc}"[:400])
+    pairs, ours = [], {}
     for index, edit in enumerate(edits):
         folder_ = work / f"edit{index}"
         before, after = write_pair(base, edit, folder_ / "sluice")
-        sluice_pairs.append((before, after))
+        ours[edit.id] = sluice_changes(before, after)
         sm_before, sm_after = folder_ / "sqlmesh" / "before", folder_ / "sqlmesh" / "after"
-        sqlmesh_compat.sqlmesh_copy(before, sm_before)
-        sqlmesh_compat.sqlmesh_copy(after, sm_after)
-        pairs.append((edit.id, sm_before, sm_after))
-    proc = sqlmesh_start(python, pairs, work) if pairs else None
-    ours = {e.id: sluice_changes(b, a) for e, (b, a) in zip(edits, sluice_pairs, strict=True)}
-    theirs = sqlmesh_finish(proc, [e.id for e in edits]) if proc else {}
-    return [compare_edit(name, e, theirs.get(e.id, {"error": "no answer"}), ours[e.id]) for e in edits]
+        for sluice_side, sqlmesh_side in ((before, sm_before), (after, sm_after)):
+            sqlmesh_compat.sqlmesh_copy(sluice_side, sqlmesh_side)
+            _database_folders(sqlmesh_side)
+        pairs.append((f"{name}|{edit.id}", sm_before, sm_after))
+    return Prepared(name, edits, ours, pairs)
+
+
+def _database_folders(project: Path) -> None:
+    """Make the folders of the DuckDB files a SQLMesh config names (``db/x.db``): the
+    copies leave out what the project's own runs made; SQLMesh opens them, relative to
+    the pair's folder, even to plan."""
+    import yaml
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str) and key in ("database", "path") or (
+            isinstance(node, str) and node.endswith((".db", ".duckdb"))
+        ):
+            if "/" in node and not node.startswith((":", "md:")) and not Path(node).is_absolute():
+                (project / node).parent.mkdir(parents=True, exist_ok=True)
+
+    for name in ("config.yaml", "config.yml"):
+        if (project / name).is_file():
+            try:
+                walk(yaml.safe_load((project / name).read_text(encoding="utf-8")))
+            except yaml.YAMLError:
+                pass
+
+
+def outcomes_of(prepared: Prepared, theirs: Mapping[str, Any]) -> list[Outcome]:
+    if prepared.error:
+        return [Outcome(prepared.name, Edit("load", "-", "the project"), error=prepared.error)]
+    return [
+        compare_edit(
+            prepared.name,
+            e,
+            theirs.get(f"{prepared.name}|{e.id}", {"error": "no answer"}),
+            prepared.ours[e.id],
+        )
+        for e in prepared.edits
+    ]
+
+
+def run_projects(
+    projects: Sequence[tuple[str, Path]],
+    work: Path,
+    python: Path,
+    *,
+    seed: int,
+    limit: int,
+    jobs: int = 2,
+) -> list[Outcome]:
+    """Every edit of every project, both sides: Sluice's here, SQLMesh's in ``jobs``
+    processes (each imports SQLMesh once), started as soon as a share is written."""
+    prepared: list[Prepared] = []
+    procs = []
+    shares: list[list[tuple[str, Path, Path]]] = [[] for _ in range(max(1, jobs))]
+    for name, folder in projects:
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        one = prepare(name, folder, work / name.replace("/", "__"), seed=seed, limit=limit)
+        prepared.append(one)
+        min(shares, key=len).extend(one.pairs)
+    for index, share in enumerate(shares):
+        if share:
+            folder = work / f"sqlmesh{index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            procs.append((sqlmesh_start(python, share, folder), [i for i, _, _ in share]))
+    theirs: dict[str, Any] = {}
+    for proc, ids in procs:
+        theirs.update(sqlmesh_finish(proc, ids))
+    return [o for one in prepared for o in outcomes_of(one, theirs)]
+
+
+def run_project(
+    name: str, folder: Path, work: Path, python: Path, *, seed: int, limit: int
+) -> list[Outcome]:
+    """Every edit of one project, both sides."""
+    return run_projects([(name, folder)], work, python, seed=seed, limit=limit, jobs=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -999,7 +1161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="these projects only (as listed)")
     parser.add_argument("--edits", type=int, default=12, help="at most this many per project")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--jobs", type=int, default=2, help="projects at once")
+    parser.add_argument("--jobs", type=int, default=2, help="SQLMesh processes at once")
     parser.add_argument("--write", type=Path, help="write the report there (else print it)")
     parser.add_argument("--json", type=Path, help="also write every outcome as JSON")
     args = parser.parse_args(argv)
@@ -1012,20 +1174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.perf_counter()
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="sluice-diff-") as tmp:
-
-        def one(item: tuple[str, Path]) -> list[Outcome]:
-            name, folder = item
-            found = run_project(
-                name, folder, Path(tmp) / name.replace("/", "__"), python,
-                seed=args.seed, limit=args.edits,
-            )
-            counts = {v: sum(1 for o in found if o.verdict == v) for v in ("agree", "stricter", "less safe", "error")}
-            print(f"{name}: {len(found)} edits, {counts}", file=sys.stderr, flush=True)
-            return found
-
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for found in pool.map(one, chosen):
-                outcomes += found
+        outcomes = run_projects(
+            chosen, Path(tmp), python, seed=args.seed, limit=args.edits, jobs=args.jobs
+        )
     seconds = time.perf_counter() - began
     command = ".venv/bin/python bench/sqlmesh_diff.py" + (
         f" --write {args.write}" if args.write else ""
