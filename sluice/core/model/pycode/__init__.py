@@ -11,10 +11,14 @@ Project Python is the PR author's code, so the service process never runs it:
   ``macros/*.py`` and answers each ``@name(...)`` call with SQL text.
 - A Python model's body runs only in the Spark driver (:mod:`.run`), like a SQL model's
   query, with no credential in its environment.
+- SQLMesh's config.py runs in a child like the macros' one (:mod:`.config_file`, the
+  service's side; :mod:`.config_eval`, the child's), which gives back its ``Config`` as
+  plain data for :mod:`sluice.core.config` to validate.
 
-Macro and model files import ``from sqlmesh import macro, model``: :mod:`.shim` holds a
-small compatible ``sqlmesh`` package that only the child and the driver put on their
-``sys.path`` (it is never installed as a top-level package).
+Macro and model files import ``from sqlmesh import macro, model`` (config.py,
+``sqlmesh.core.config``'s classes): :mod:`.shim` holds a small compatible ``sqlmesh``
+package that only the child and the driver put on their ``sys.path`` (it is never
+installed as a top-level package).
 """
 
 from __future__ import annotations
