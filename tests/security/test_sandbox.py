@@ -116,14 +116,15 @@ _PROBE = textwrap.dedent(
     attempt("allocate", in_child(lambda: touch(bytearray(size))))
     import mmap
     attempt("shared", in_child(lambda: touch(mmap.mmap(-1, size))))
+    fill = os.path.join(targets["tmp"], "fill")
     def fill_tmp():
-        with open("/tmp/fill", "wb") as f:
+        with open(fill, "wb") as f:
             for _ in range(size // 2**20 + 1):
                 f.write(b"x" * 2**20)
     attempt("tmpfs", in_child(fill_tmp))
     for name, fn in pending:
         attempt(name, fn)
-    os.path.exists("/tmp/fill") and os.remove("/tmp/fill")
+    os.path.exists(fill) and os.remove(fill)
     print(json.dumps(out))
     """
 )
@@ -172,12 +173,14 @@ def _probe(
     world: dict[str, object],
     limit: str,
     memory: int,
+    tmp: str = "/tmp",
 ) -> dict[str, bool]:
     """The probes' verdicts; ``memory``: the process's memory limit (one more than it
     is allocated), a fork bomb forks past :data:`PROCESSES` (every child limits itself
-    to fewer)."""
+    to fewer); ``tmp``: the folder the tmpfs probe fills (the sandbox's own ``/tmp``)."""
     forks = PROCESSES + 64
-    targets = json.dumps({**world, "limit": limit, "forks": forks, "allocate": memory + 2**28})
+    targets = json.dumps({**world, "limit": limit, "forks": forks, "allocate": memory + 2**28,
+                          "tmp": tmp})  # fmt: skip
     argv = argv_for([sys.executable, "-I", "-c", _PROBE, targets])
     done = subprocess.run(argv, capture_output=True, timeout=120, check=False, env={})
     assert done.returncode == 0, done.stderr.decode()[-2000:]
@@ -240,7 +243,9 @@ def test_every_probe_works_without_the_sandbox(
 ) -> None:
     """The control: each probe would work, so each assertion above can fail."""
     memory = max(m for _, _, m in _profiles(world, tmp_path, monkeypatch).values())
-    control = _probe(lambda argv: argv, world, "", memory)
+    # The host's tmpfs, as the sandbox's /tmp is one (the host's /tmp may be a disk).
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else str(tmp_path)
+    control = _probe(lambda argv: argv, world, "", memory, tmp=shm)
     escaped = _escaped(control, world)
     assert escaped >= {"state", "other_repo", "environ", "home", "write_outside", "socket"}
     assert escaped >= {"fork_bomb", "allocate", "shared", "tmpfs", "userns"}
