@@ -459,6 +459,45 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
     return forge_for
 
 
+DRAINED = (
+    "the service stopped (SIGTERM) before this job finished, within SLUICE_DRAIN_SECONDS; "
+    "it was put back in the queue and runs again"
+)
+
+
+def drain(workers: list[Worker], seconds: float) -> list[int]:
+    """Stop ``workers``: none takes a new job; each running job gets up to ``seconds``
+    (together) to finish; the jobs still running then are put back in the queue (their
+    attempt not counted), to run on the next start or on another service process. The
+    ids of the jobs put back."""
+    for worker in workers:
+        worker.stopping()
+    running = [w.running for w in workers if w.running is not None]
+    if running:
+        log.info(
+            "stopping: waiting up to %.0f s (SLUICE_DRAIN_SECONDS) for %d running job(s) to "
+            "finish: %s",
+            seconds,
+            len(running),
+            ", ".join(f"{job.id} ({job.key})" for job in running),
+        )
+    deadline = time.monotonic() + seconds
+    late = [w for w in workers if not w.stop(timeout=max(0.0, deadline - time.monotonic()))]
+    put_back = []
+    for worker in late:
+        job = worker.release(DRAINED)
+        if job is not None:
+            log.warning(
+                "job %s (%s) was still running after %.0f s (SLUICE_DRAIN_SECONDS): put back "
+                "in the queue, it runs again on the next start",
+                job.id,
+                job.key,
+                seconds,
+            )
+            put_back.append(job.id)
+    return put_back
+
+
 def create_app(
     settings: ServiceSettings | None = None,
     *,
@@ -551,8 +590,7 @@ def create_app(
             except TimeoutError:
                 log.error("the intake did not finish storing deliveries within 30 s")
             gc.unfreeze()  # collectable again (an app started again in the same process)
-            for worker in workers:
-                worker.stop(timeout=5)
+            await run_in_threadpool(drain, workers, settings.drain_seconds)
             for flow in flows:
                 flow.close()
             connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect

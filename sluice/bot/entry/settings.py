@@ -122,6 +122,13 @@ class ServiceSettings(StateSettings):
     workers: int = Field(default=1, ge=1)
     job_lease_seconds: float = Field(default=60.0, gt=0)
     """A running job's lease; a worker that stops renewing it loses the job after this."""
+    drain_seconds: float = Field(default=25.0, ge=0)
+    """On SIGTERM (or Ctrl-C), how long the service waits for its running jobs to finish
+    before it stops (``SLUICE_DRAIN_SECONDS``); it takes no new job meanwhile. A job still
+    running then is put back in the queue (its attempt not counted) and runs again on the
+    next start, or on another service process at once; its Spark work stops with the
+    service. Keep it below what the service manager waits before SIGKILL (Kubernetes'
+    ``terminationGracePeriodSeconds``, 30 s by default; ``docker stop -t``, 10 s)."""
     janitor_interval_seconds: float = Field(default=3600.0, ge=0)
     """How often each repository's janitor runs (drops invalidated and expired
     environments and tables unreferenced for the project's TTL); 0 turns it off."""

@@ -487,6 +487,27 @@ class JobQueue(Transactions):
 
         return self._write(f"retry job {job_id}", run)
 
+    def release(self, job_id: int, worker: str, reason: str) -> bool:
+        """Put a job ``worker`` is running back in the queue, keeping its place, ready at
+        once and without counting the attempt: its service is stopping before the job
+        could finish (the drain ran out), so the job runs again on the next start, or on
+        another service process.
+
+        Returns:
+            False (changing nothing) when the job is no longer running for ``worker``.
+        """
+        values = {
+            "status": JobStatus.QUEUED,
+            "attempts": jobs.c.attempts - 1,
+            "worker": None,
+            "lease_until": None,
+            "not_before": None,
+            "error": reason,
+        }
+        return self._write(
+            f"release job {job_id}", lambda conn: self._release(conn, job_id, worker, values)
+        )
+
     def recover(self, now: float) -> list[Job]:
         """Put back running jobs whose lease ran out (their worker died).
 

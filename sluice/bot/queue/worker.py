@@ -69,6 +69,8 @@ class Worker:
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._current: Job | None = None  # the job this worker is running, if any
+        self._let_go: int | None = None  # the job put back by release(): not to retry
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -76,10 +78,35 @@ class Worker:
         )
         self._thread.start()
 
-    def stop(self, timeout: float | None = None) -> None:
-        self._stop.set()
+    def stop(self, timeout: float | None = None) -> bool:
+        """Take no more jobs, and wait up to ``timeout`` seconds for the running one to
+        end; whether the worker's thread ended (False: a job is still running)."""
+        self.stopping()
         if self._thread is not None:
             self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def stopping(self) -> None:
+        """Take no more jobs (the running one goes on)."""
+        self._stop.set()
+
+    @property
+    def running(self) -> Job | None:
+        """The job this worker is running now, if any."""
+        return self._current
+
+    def release(self, reason: str) -> Job | None:
+        """Put the job still running back in the queue, as it was before this attempt
+        (its service stops before it could finish: see :meth:`JobQueue.release`); the job
+        put back, or None when there was none (or it had just ended)."""
+        job = self._current
+        if job is None:
+            return None
+        self._let_go = job.id  # its attempt, if it now fails, is neither retried nor given up
+        if not self.queue.release(job.id, self.name, reason):
+            return None
+        return job
 
     def run(self) -> None:
         """Process jobs until stopped; recover abandoned jobs now and then."""
@@ -160,21 +187,21 @@ class Worker:
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
         beat.start()
+        self._current = job
         try:
             self.handle(event)
         except Exception as exc:
             message = self.scrub(str(exc) or exc.__class__.__name__)
-            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
-            if self.queue.retry(job.id, self.name, message, time.time()):
-                if self.metrics is not None:
-                    self.metrics.inc("sluice_job_retries_total", kind=job.kind)
+            if self._let_go == job.id:  # put back by release(): its next run is its attempt
+                log.info("job %s (%s) stopped after it was put back: %s", job.id, job.key, message)
+                outcome = "released"
             else:
-                self._give_up(job, message)
-            outcome = "error"
+                outcome = self._failed(job, message)
         else:
             self.queue.finish(job.id, self.name, now=time.time())
             outcome = "done"
         finally:
+            self._current = None
             done.set()
             beat.join()
         if self.metrics is not None:
@@ -185,6 +212,16 @@ class Worker:
                 outcome=outcome,
             )
         return True
+
+    def _failed(self, job: Job, message: str) -> str:
+        """After a failed attempt: retry the job or give up on it."""
+        log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
+        if self.queue.retry(job.id, self.name, message, time.time()):
+            if self.metrics is not None:
+                self.metrics.inc("sluice_job_retries_total", kind=job.kind)
+        else:
+            self._give_up(job, message)
+        return "error"
 
     def _heartbeat(self, job: Job, done: threading.Event) -> None:
         while not done.wait(self.beat):
