@@ -197,3 +197,50 @@ def test_a_job_still_running_past_the_drain_is_put_back_and_runs_on_the_next_sta
     wait_for(lambda: all_done(url, 2), "every job to be done")
     assert service.terminate() == 0
     assert runs(record) == {"pr_1": 1, "pr_2": 1}
+
+
+def running_in(path: Path, name: str) -> bool:
+    """Whether process ``name`` has a Spark job started and not ended."""
+    open_runs: Counter[str] = Counter()
+    for r in records(path):
+        if r["proc"] == name and r["t"] in ("start", "end"):
+            open_runs[r["env"]] += 1 if r["t"] == "start" else -1
+    return any(open_runs.values())
+
+
+@pytest.mark.postgres
+def test_a_rolling_restart_of_two_replicas_on_postgres_loses_nothing(
+    fresh_postgres_url: str, tmp_path: Path, replicas: list[Replica]
+) -> None:
+    url, record = fresh_postgres_url, tmp_path / "record.jsonl"
+    prs = list(range(1, 9))
+    a = Replica("svc-a", tmp_path, url, record, prs=prs)
+    b = Replica("svc-b", tmp_path, url, record, prs=prs)
+    replicas.extend([a, b])
+    for replica in (a, b):
+        replica.start(job_seconds=1.2, drain_seconds=60)
+    for number in prs:  # spread over both
+        (a if number % 2 else b).deliver(number)
+
+    # A stops while it builds, and starts again; then B, the same.
+    for stopping in (a, b):
+        name = stopping.name
+        wait_for(lambda name=name: running_in(record, name), f"{name} to be building")
+        assert stopping.terminate() == 0
+        assert not running_in(record, name), "a build left unfinished"
+        assert [r["t"] for r in records(record) if r["proc"] == name][-1] == "exit"
+        stopping.start(job_seconds=1.2, drain_seconds=60)
+
+    wait_for(lambda: all_done(url, len(prs)), "every job to be done")
+    for replica in (a, b):
+        assert replica.terminate() == 0
+    final = jobs(url)
+    assert set(final) == {f"delivery-{n}" for n in prs}
+    assert {r.status for r in final.values()} == {JobStatus.DONE}
+    assert {r.job.attempts for r in final.values()} == {1}  # each ran once
+    assert runs(record) == {f"pr_{n}": 1 for n in prs}  # each PR built once
+    # Both processes worked, and each of them stopped with a build running.
+    by_process = Counter(r["proc"] for r in records(record) if r["t"] == "end")
+    assert set(by_process) == {"svc-a", "svc-b"}
+    signals = [r["proc"] for r in records(record) if r["t"] == "signal"]
+    assert signals[:2] == ["svc-a", "svc-b"]
