@@ -119,7 +119,7 @@ def main(config: dict[str, Any]) -> None:
         database_url=config["url"], github_request_interval=0, github_write_interval=0,
         janitor_interval_seconds=0, drain_seconds=float(config["drain_seconds"]),
         repositories=(OWNER,), spark_mode="submit",
-    )  # type: ignore[arg-type]  # fmt: skip
+    )  # fmt: skip
     app = create_app(settings, forge_for=forge_for, runner_for=runner_for)
     # uvicorn's own handler stops the server (then the app's lifespan drains the workers);
     # this one, chained before it, notes when the signal came.
@@ -132,7 +132,7 @@ def main(config: dict[str, Any]) -> None:
         record.write(t="signal", signal=signum)
         handle_exit(signum, frame)
 
-    server.handle_exit = noted  # type: ignore[method-assign]
+    server.handle_exit = noted  # type: ignore[method-assign,assignment]
     # uvicorn raises the signal again once it has stopped, under the handler it found:
     # this one, so that the process still gets to say it exited.
     signal.signal(signal.SIGTERM, lambda *_: None)
