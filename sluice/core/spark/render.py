@@ -17,6 +17,7 @@ from sluice.core.errors import ModelError
 from sluice.core.model import macros
 from sluice.core.model.audits import builtin_audit_sql
 from sluice.core.model.definition import Audit, KindName, Model
+from sluice.core.model.graph import topological_order
 from sluice.core.model.names import quote_column, sql_name
 from sluice.core.model.properties import table_layout
 from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
@@ -420,8 +421,24 @@ def _keeps_table(model: Model) -> bool:
     return model.kind.materialized and model.python_code is None and model.query_sql is not None
 
 
+def parents_first(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
+    """``snapshots`` in the order their environment's views are swapped: each after every
+    model of the plan it reads (topological, ties by name).
+
+    The swap is one statement per view, so a reader between two statements sees some
+    views old and some new. Parents first, the views already swapped at any moment are
+    closed under parents: a reader never sees a model's new view beside an older parent
+    than its definition expects (a new column of the parent, its new rows). What remains
+    is the reverse, between the swaps of a parent and its child: a new parent beside its
+    old child (docs/reliability.md, the promotion window).
+    """
+    by_name = {s.name: s for s in snapshots}
+    return [by_name[name] for name in topological_order({n: s.model for n, s in by_name.items()})]
+
+
 def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
-    """Point the environment's views at the plan's versions.
+    """Point the environment's views at the plan's versions, parents first
+    (:func:`parents_first`).
 
     ``previous`` maps model name -> version the environment's views point at now (None
     when the environment has no views yet, so every view is created).
@@ -445,7 +462,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         and (c.columns is None or c.columns.unknown)
     }
     views: list[ViewSpec] = []
-    for snap in plan.snapshots:
+    for snap in parents_first(plan.snapshots):
         if snap.model.kind.name == KindName.EXTERNAL:
             continue
         if (
