@@ -859,10 +859,39 @@ def _code(
                 todo.append((where, item.id))
             elif isinstance(item, ast.Call) and (_table_call(item) or _var_call(item)):
                 first = item.args[0]
-                literal = first.value if isinstance(first, ast.Constant) else None
-                found = calls if _table_call(item) else names
-                found.append(literal if isinstance(literal, str) else None)
+                if _table_call(item):
+                    calls.append(_text(first, where, node))
+                else:
+                    literal = first.value if isinstance(first, ast.Constant) else None
+                    names.append(literal if isinstance(literal, str) else None)
     return "\n\n".join(parts), calls, names
+
+
+def _text(value: ast.expr, module: _Module, scope: ast.stmt) -> str | None:
+    """The text ``value`` names: a string literal, or a name of ``module`` bound once, at
+    its top level, to a string literal (``ITEMS = "sushi.items"``; SQLMesh's sushi example
+    names a parent so) and bound nowhere else: not in ``scope`` (the function reading it)
+    nor through ``global``. None: anything else."""
+    if isinstance(value, ast.Constant):
+        return value.value if isinstance(value.value, str) else None
+    if not isinstance(value, ast.Name) or len(module.bindings.get(value.id, ())) != 1:
+        return None
+    bound = module.defs.get(value.id)
+    given = bound.value if isinstance(bound, ast.Assign | ast.AnnAssign) else None
+    if not (isinstance(given, ast.Constant) and isinstance(given.value, str)):
+        return None
+    stored = {
+        n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    stored |= {n.arg for n in ast.walk(scope) if isinstance(n, ast.arg)}
+    if value.id in stored:
+        return None
+    if any(
+        isinstance(node, ast.Global | ast.Nonlocal) and value.id in node.names
+        for node in ast.walk(module.tree)
+    ):
+        return None
+    return given.value
 
 
 def _table_call(call: ast.Call) -> bool:

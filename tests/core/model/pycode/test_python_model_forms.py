@@ -85,6 +85,54 @@ def _sql_kind(header_kind: str) -> Kind:
     return model.kind
 
 
+def test_a_parent_named_by_a_module_constant_is_read() -> None:
+    # SQLMesh's sushi example: ITEMS = "sushi.items", read by a helper of the module.
+    (model,) = _read(
+        """
+        from sqlmesh import model
+        ITEMS = "sushi.items"
+        def items_table(context):
+            return context.resolve_table(ITEMS)
+        @model("sushi.order_items", columns={"id": "int"})
+        def execute(context, **kwargs):
+            context.resolve_table("sushi.orders")
+            return items_table(context)
+        """
+    )
+    assert model.depends_on == ("sushi.items", "sushi.orders")
+    assert "ITEMS = 'sushi.items'" in (model.python_code or "")  # a change of it is one
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        'ITEMS = "a.b"\nITEMS = "c.d"',  # bound twice
+        "ITEMS = 'a.' + 'b'",  # not a literal
+        'ITEMS = "a.b"\ndef rebind():\n    global ITEMS\n    ITEMS = "c.d"',
+    ],
+)
+def test_a_module_name_that_may_name_another_table_is_not_read(binding: str) -> None:
+    source = (
+        f"from sqlmesh import model\n{binding}\n"
+        '@model("s.m", columns={"id": "int"})\n'
+        "def execute(context, **kwargs):\n"
+        "    return context.resolve_table(ITEMS)\n"
+    )
+    with pytest.raises(ModelError, match="not a string literal"):
+        read_text(source, "models/m.py", "/p")
+
+
+def test_a_local_name_shadowing_the_constant_is_not_read() -> None:
+    source = (
+        'from sqlmesh import model\nITEMS = "a.b"\n'
+        '@model("s.m", columns={"id": "int"})\n'
+        "def execute(context, ITEMS=None, **kwargs):\n"
+        "    return context.resolve_table(ITEMS)\n"
+    )
+    with pytest.raises(ModelError, match="not a string literal"):
+        read_text(source, "models/m.py", "/p")
+
+
 @pytest.mark.parametrize(
     ("python_kind", "header_kind"),
     [
