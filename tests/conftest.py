@@ -55,7 +55,6 @@ SPARK_FIXTURES = frozenset(
 LONGEST_FIRST = (
     "tests/reliability/test_crash.py",
     "tests/bot/flow/test_lifecycle.py",
-    "tests/bot/flow/test_pr_flow.py",
     "tests/core/spark/test_lifecycle_submit.py",
     "tests/core/spark/test_submit.py",
     "tests/core/spark/test_scd_type_2.py",

@@ -3,7 +3,7 @@
 The app runs for real (FastAPI's TestClient with its lifespan, so the worker thread runs);
 GitHub's REST API is the stateful fake in ``github_wire.py`` at the wire, so PyGithub
 really runs. Projects here have no models, so no Spark is needed; the end-to-end test
-with Spark is in ``test_pr_flow.py``.
+with Spark is ``tests/bot/flow/test_lifecycle.py``.
 """
 
 from __future__ import annotations

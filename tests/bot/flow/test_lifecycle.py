@@ -4,10 +4,8 @@ open -> comment and checks -> approvals that must not count (the PR's own approv
 the author) -> an approval by an eligible reviewer from the check's button -> merge ->
 prod promoted by virtual update (prod's views read the PR's tables, no table written) ->
 the PR environment invalidated, then gone after the janitor. Then an admin-merged,
-unapproved change that must not reach prod, and two PRs touching the same models merged
-back to back: both end up in prod, the second re-planned against the first. (The release
-side, a backfill budget and promotion tiers, is ``test_release_lifecycle.py``'s, on the
-scripted runner.)
+unapproved change that must not reach prod. (Two PRs merged back to back, a backfill
+budget and promotion tiers are ``test_release_lifecycle.py``'s, on the scripted runner.)
 
 Every job, the service's too, runs on one warm Spark Connect server (the default; the PR
 flow and the crash trials run spark-submit); PyGithub really runs against ``FakeGitHub``.
@@ -49,7 +47,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("lifecycle")
     github = FakeGitHub(repo=OWNER)
     # A warm Spark for the whole module: every job, the service's too, on one Spark
-    # Connect server (test_pr_flow and the demo run the same flow through spark-submit).
+    # Connect server (the crash trials run the service's jobs through spark-submit).
     env = World(root, root / "work", f"sqlite:///{root / 'state.db'}", github, {}, "connect")
     main = root / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
@@ -75,6 +73,29 @@ def service(world: World) -> Iterator[Service]:
         world.github.install(mock)
         with TestClient(create_app(world.settings())) as client:
             yield Service(client, world.github, world.settings())
+
+
+def test_prod_is_built_on_the_warm_server_as_with_spark_submit(world: World) -> None:
+    """What the module's prod build (Spark Connect, the default) recorded and wrote: every
+    model, the incremental one's whole range, its audits; the tables read as the
+    spark-submit and in-process builds' do (test_lifecycle_submit.py, test_apply.py)."""
+    store = open_state(world.url)
+    try:
+        record = store.get_environment("prod")
+        assert record is not None and len(record.snapshots) == 10
+        daily = next(r for r in record.snapshots if r.name == "jaffle.daily_revenue")
+        key = (daily.name, daily.version)
+        assert store.get_intervals([key])[key] == [(to_ms("2018-01-01"), END)]
+        audits = {r.name: r.passed for r in store.get_results(plan_id=record.plan_id)}
+        assert audits["jaffle.orders:unique_values"]
+        assert audits["jaffle.stg_orders:accepted_values"]
+    finally:
+        store.close()
+    counts = world.query("prod", "SELECT (SELECT COUNT(*) FROM jaffle.orders), "
+                         "(SELECT SUM(number_of_orders) FROM jaffle.customers), "
+                         "(SELECT COUNT(*) - COUNT(DISTINCT order_date) FROM jaffle.daily_revenue), "
+                         "(SELECT SUM(orders) FROM jaffle.daily_revenue)")  # fmt: skip
+    assert counts == [[99, 99, 0, 99]]
 
 
 def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
@@ -109,7 +130,29 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert "1 more approval needed from @bob." in gate["output"]["summary"]
     assert [a["identifier"] for a in gate["actions"]] == ["approve"]
     [comment] = github.comments_on(2)
-    assert "**Approval:** ⏳ Waiting for approval." in comment["body"]
+    text = comment["body"]
+    (world.root / "comment.md").write_text(text)  # to read when an assertion fails
+    assert "**Approval:** ⏳ Waiting for approval." in text
+    # The plan and the table diffs, as the data says: the PR drops prod's 4 returned orders.
+    for line in ("| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |",
+                 "| `jaffle.customers` | non-breaking | its SQL changed, and it reads `jaffle.orders`",
+                 "| `jaffle.daily_revenue` | breaking, downstream | reads `jaffle.orders`",
+                 "| `jaffle.customer_segments` | breaking, downstream | reads `jaffle.orders` | 62 → 60 (-2), 2 differ |",
+                 "#### Table diffs against prod, biggest change first",
+                 "#### `jaffle.orders`: prod → pr_2: 4 rows only in prod",
+                 "| only in this side | 4 | 0 |  |", "```diff", "+  o.status <> 'returned'",
+                 "```mermaid", "- added last_name_upper string",
+                 "| `jaffle.orders` | full refresh | \\- |",  # a FULL model has no date range
+                 "`sluice query pr_2 'SELECT * FROM jaffle__pr_2.orders LIMIT 10'`",
+                 "| `sluice/tests` | success: 1 unit test passed |"):  # fmt: skip
+        assert line in text, line
+    headline = text.split("\n")[1]
+    assert headline.startswith("### ") and "`jaffle`: " in headline
+    assert "1 breaking change reaches 2 models" in headline  # daily_revenue, customer_segments
+    assert checks["sluice/tests"]["output"]["title"] == "1 unit test passed"
+    assert checks["sluice/pr-environment"]["history"] == ["queued", "in_progress", "completed"]
+    assert world.query("pr_2", "SELECT last_name, last_name_upper FROM jaffle.customers "
+                       "WHERE customer_id = 1") == [["P.", "P."]]  # fmt: skip
 
     # carol is an approver only in the PR's own config; alice is the author.
     github.add_review(2, "carol", "APPROVED", head)
@@ -206,70 +249,3 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
     assert github.deployments[-1]["statuses"][-1]["state"] == "failure"
     # Put main back where prod is, for the next test.
     world.commit(sha_of(6), world.trees[sha_of(3)], branch="main")
-
-
-def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
-    world: World, service: Service
-) -> None:
-    github = world.github
-    # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
-    # change what customers holds, and PR 9 was planned before PR 8 reached prod.
-    first, second = sha_of(8), sha_of(9)
-    pr8 = gl.tree(world, "pr8", github.refs["main"])
-    edit(
-        pr8 / "models" / "orders.sql",
-        "  o.status,\n",
-        "  o.status,\n  o.status = 'completed' AS is_completed,\n",
-    )
-    pr9 = gl.tree(world, "pr9", github.refs["main"])
-    edit(
-        pr9 / "models" / "customers.sql",
-        "  c.first_name,\n",
-        "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n",
-    )
-    world.commit(first, pr8)
-    world.commit(second, pr9)
-    for number, head in ((8, first), (9, second)):
-        github.add_pull(number, head, author="alice")
-        service.deliver("pull_request", gl.pull(number, head, "alice", "opened"))
-    service.idle(timeout=900)
-    # PR 2's merge made carol the approver on main.
-    for number, head in ((8, first), (9, second)):
-        github.add_review(number, "carol", "APPROVED", head)
-        gl.deliver(
-            service, "pull_request_review", gl.review(number, head, "carol", "approved", head)
-        )
-        gate = github.checks_on(head)["sluice/approval"]
-        assert gate["conclusion"] == "success", gate["output"]
-
-    # Both merged, the deliveries arriving back to back.
-    both = gl.tree(world, "both", github.refs["main"])
-    shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
-    world.commit(sha_of(10), pr8, branch="main")
-    shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
-    world.commit(sha_of(11), both, branch="main")
-    for number, head, merge in ((8, first, sha_of(10)), (9, second, sha_of(11))):
-        github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
-        response = service.deliver("pull_request", gl.pull(number, head, "alice", "closed",
-                                                         merged=True, merge_commit_sha=merge))  # fmt: skip
-        assert response.status_code == 202
-    service.idle(timeout=900)
-
-    first_deploy = github.checks_on(sha_of(10))["sluice/deploy"]
-    assert first_deploy["output"]["title"] == "Promoted by virtual update", first_deploy["output"]
-    second_deploy = github.checks_on(sha_of(11))["sluice/deploy"]
-    assert second_deploy["conclusion"] == "success", second_deploy["output"]
-    # customers was built by PR 9 on top of the old orders; against the new prod it is a
-    # new version, so the second promotion computed it rather than losing PR 8's change.
-    assert second_deploy["output"]["title"] == "Promoted; 1 table backfilled"
-    assert "`jaffle.customers`" in second_deploy["output"]["summary"]
-    project = load_project(both, use_cache=False)
-    store = open_state(world.url)
-    try:
-        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
-    finally:
-        store.close()
-    assert not plan.has_changes and not plan.backfill, "prod is exactly the merged main"
-    rows = world.query("prod", "SELECT (SELECT COUNT(is_completed) FROM jaffle.orders), "
-                       "(SELECT COUNT(first_name_length) FROM jaffle.customers)")  # fmt: skip
-    assert rows == [[95, 100]]  # 99 orders less the 4 returned ones PR 2 dropped; 100 customers

@@ -1,7 +1,8 @@
 """The release side of the GitHub lifecycle, through the service and GitHub at the wire,
 Spark scripted (:mod:`sluice.core.spark.scripted`): a backfill budget that holds a PR's
-build until its approver approves, and promotion tiers (a merge reaches staging, a release
-tag by a releaser reaches prod), both by settings that an approved PR brought to main. The
+build until its approver approves, promotion tiers (a merge reaches staging, a release
+tag by a releaser reaches prod), both by settings that an approved PR brought to main, and
+two PRs merged back to back (the second re-planned against the first). The
 gate, the hold and the virtual updates are the flow's and the plan's; what Spark does for
 them is the lifecycle's on real Spark (``test_lifecycle.py``).
 """
@@ -178,3 +179,74 @@ def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtua
     steps = [step["type"] for job in warehouse.jobs[jobs:] for step in job["steps"]]
     assert "views" in steps and "build" not in steps, steps  # views swapped, nothing built
     assert [d["environment"] for d in github.deployments[-2:]] == ["staging", "prod"]
+
+
+@pytest.mark.parametrize("world", ["now"], indirect=True)
+def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
+    world: World, service: Service
+) -> None:
+    github, warehouse = world.github, world.scripted
+    # PR 8 adds a column to orders; PR 9 adds one to customers, which reads orders: both
+    # change what customers holds, and PR 9 was planned before PR 8 reached prod.
+    first, second = sha_of(8), sha_of(9)
+    pr8 = gl.tree(world, "pr8", github.refs["main"])
+    edit(
+        pr8 / "models" / "orders.sql",
+        "  o.status,\n",
+        "  o.status,\n  o.status = 'completed' AS is_completed,\n",
+    )
+    pr9 = gl.tree(world, "pr9", github.refs["main"])
+    edit(
+        pr9 / "models" / "customers.sql",
+        "  c.first_name,\n",
+        "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n",
+    )
+    world.commit(first, pr8)
+    world.commit(second, pr9)
+    for number, head in ((8, first), (9, second)):
+        github.add_pull(number, head, author="alice")
+        service.deliver("pull_request", gl.pull(number, head, "alice", "opened"))
+    service.idle(timeout=900)
+    for number, head in ((8, first), (9, second)):
+        github.add_review(number, "carol", "APPROVED", head)
+        gl.deliver(
+            service, "pull_request_review", gl.review(number, head, "carol", "approved", head)
+        )
+        gate = github.checks_on(head)["sluice/approval"]
+        assert gate["conclusion"] == "success", gate["output"]
+
+    # Both merged, the deliveries arriving back to back.
+    jobs = len(warehouse.jobs)
+    pr9_customers = warehouse.reads("jaffle__pr_9.customers")
+    both = gl.tree(world, "both", github.refs["main"])
+    shutil.copy(pr8 / "models" / "orders.sql", both / "models" / "orders.sql")
+    world.commit(sha_of(10), pr8, branch="main")
+    shutil.copy(pr9 / "models" / "customers.sql", both / "models" / "customers.sql")
+    world.commit(sha_of(11), both, branch="main")
+    for number, head, merge in ((8, first, sha_of(10)), (9, second, sha_of(11))):
+        github.pulls[number]["state"], github.pulls[number]["merged"] = "closed", True
+        response = service.deliver("pull_request", gl.pull(number, head, "alice", "closed",
+                                                         merged=True, merge_commit_sha=merge))  # fmt: skip
+        assert response.status_code == 202
+    service.idle(timeout=900)
+
+    first_deploy = github.checks_on(sha_of(10))["sluice/deploy"]
+    assert first_deploy["output"]["title"] == "Promoted by virtual update", first_deploy["output"]
+    second_deploy = github.checks_on(sha_of(11))["sluice/deploy"]
+    assert second_deploy["conclusion"] == "success", second_deploy["output"]
+    # customers was built by PR 9 on top of the old orders; against the new prod it is a
+    # new version, so the second promotion computed it rather than losing PR 8's change.
+    assert second_deploy["output"]["title"] == "Promoted; 1 table backfilled"
+    assert "`jaffle.customers`" in second_deploy["output"]["summary"]
+    project = load_project(both, use_cache=False)
+    store = open_state(world.url)
+    try:
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+    finally:
+        store.close()
+    assert not plan.has_changes and not plan.backfill, "prod is exactly the merged main"
+    # The promotions built customers once, against PR 8's orders, and prod reads that table.
+    built = [step["model"] for job in warehouse.jobs[jobs:] for step in job["steps"]
+             if step["type"] == "build"]  # fmt: skip
+    assert built == ["jaffle.customers"], built
+    assert warehouse.reads("jaffle.customers") not in (None, pr9_customers)

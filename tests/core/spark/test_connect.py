@@ -8,7 +8,6 @@ last and leaves it restarted.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -19,12 +18,9 @@ from typing import Any
 
 import pytest
 
-from sluice.core import workflow
 from sluice.core.errors import DriverLost, ExecutionError
-from sluice.core.model.loader import load_project
 from sluice.core.spark.connect import BIND_ADDRESS, ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
-from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 
 pytestmark = pytest.mark.spark
@@ -167,52 +163,6 @@ def test_a_job_past_its_limit_is_stopped_and_says_so(
         runner.run(spec)
     assert time.monotonic() - began < 120
     assert connect_server.running()
-
-
-def test_the_example_project_applies_to_prod_as_with_spark_submit(
-    connect_server: ConnectServer, tmp_path: Path
-) -> None:
-    root = tmp_path / "jaffle"
-    shutil.copytree(
-        REPO / "examples" / "jaffle_shop", root, ignore=shutil.ignore_patterns(".sluice")
-    )
-    url = f"sqlite:///{root / '.sluice' / 'state.db'}"
-    project = load_project(root, use_cache=False)
-    store = open_state(url)
-    try:
-        plan = workflow.plan_environment(project, store, "prod", end=NOW, execution_time=NOW)
-        runner = _runner(connect_server, tmp_path)
-        result = workflow.apply_plan(project, store, plan, runner, url=url, now=NOW)
-        assert (
-            result.tables_built + result.model_views == 10
-        )  # 3 seeds, 3 views, 2 full, 1 incremental, 1 Python
-        record = store.get_environment("prod")
-        assert record is not None
-        daily = next(r for r in record.snapshots if r.name == "jaffle.daily_revenue")
-        key = (daily.name, daily.version)
-        assert store.get_intervals([key])[key] == [(to_ms("2018-01-01"), NOW)]
-        audits = {r.name: r.passed for r in store.get_results(plan_id=record.plan_id)}
-        assert audits["jaffle.orders:unique_values"]
-        assert audits["jaffle.stg_orders:accepted_values"]
-    finally:
-        store.close()
-    # What test_lifecycle_submit and test_apply read back from the same project.
-    counts = runner.run(
-        _sql(
-            "jaffle-counts",
-            "SELECT COUNT(*) AS n FROM jaffle.customers",
-            "SELECT COUNT(*) AS n FROM jaffle.orders",
-            "SELECT COUNT(*) AS n, SUM(number_of_orders) AS s FROM jaffle.customers",
-            "SELECT COUNT(*) - COUNT(DISTINCT order_date) AS twice, SUM(orders) AS s "
-            "FROM jaffle.daily_revenue",
-        )
-    )
-    assert [counts.results[str(i)]["rows"] for i in range(4)] == [
-        [{"n": 100}],
-        [{"n": 99}],
-        [{"n": 100, "s": 99}],
-        [{"twice": 0, "s": 99}],
-    ]
 
 
 def test_a_server_killed_with_sigkill_is_started_again(
