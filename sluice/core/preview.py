@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from sluice.core import jobs
 from sluice.core.errors import ExecutionError
@@ -23,6 +22,7 @@ from sluice.core.plan.plan import Plan, iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.snapshot.snapshot import Category
 from sluice.core.spark import testing
+from sluice.core.spark.results import UnitTestResult, result_of
 from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.submit import JobResult, Runner, run_recorded
 from sluice.core.state import StateStore
@@ -46,7 +46,7 @@ class PreviewResult:
     """What a preview did: test results, the build, and one diff per compared model."""
 
     plan: Plan
-    tests: tuple[dict[str, Any], ...]
+    tests: tuple[UnitTestResult, ...]
     built: int
     views: int
     diffs: dict[str, TableDiffResult]
@@ -62,7 +62,7 @@ class PreviewResult:
 
     @property
     def tests_passed(self) -> bool:
-        return all(t.get("passed") for t in self.tests)
+        return all(t["passed"] for t in self.tests)
 
 
 def held_ranges(
@@ -253,11 +253,12 @@ def preview_environment(
         except ExecutionError as exc:
             raise locate_failure(project, exc) from exc
     results = job.results if job is not None else {}
-    tests = tuple(results[k] for k in results if k.startswith("test:"))
+    tests = tuple(result_of(results, k, "unit_test") for k in results if k.startswith("test:"))
     errors: dict[str, str] = {}
-    for key, payload in results.items():
+    for key in results:
         if key.startswith("diff:"):
             name = key.removeprefix("diff:")
+            payload = result_of(results, key, "table_diff")
             if "error" in payload:
                 errors[name] = payload["error"]["message"]
             else:

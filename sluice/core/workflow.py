@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from sluice.core import jobs
 from sluice.core.errors import ConflictError, PlanError
@@ -30,6 +30,7 @@ from sluice.core.snapshot.naming import PROD, check_environment_name, view_name
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.spark import dev_server, testing
 from sluice.core.spark.connect import make_runner as spark_runner
+from sluice.core.spark.results import QueryResult, UnitTestResult, result_key, result_of
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import JobSpec, TableDiffStep
 from sluice.core.spark.submit import (
@@ -458,7 +459,7 @@ def run_janitor(
 
 def run_unit_tests(
     project: Project, runner: Runner, *, pattern: str | None, now: int, url: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[UnitTestResult]:
     """Run the project's unit tests (those matching ``pattern``) on Spark; one result each.
 
     With ``url``, the results are also stored in that state database (opened here: the
@@ -476,12 +477,13 @@ def run_unit_tests(
             job = run_recorded(runner, spec, state=store)
         finally:
             store.close()
-    return [job.results[key] for key in sorted(job.results, key=int)]
+    keys = [result_key(index, step) for index, step in enumerate(spec["steps"])]
+    return [result_of(job.results, key, "unit_test") for key in keys]
 
 
 def query_environment(
     project: Project, state: StateReader, environment: str, sql: str, runner: Runner, *, limit: int
-) -> dict[str, Any]:
+) -> QueryResult:
     """Run a read-only query with model names resolved to ``environment``'s views."""
     check_environment_name(environment)
     record = state.get_environment(environment)
@@ -501,8 +503,7 @@ def query_environment(
     job = run_recorded(
         runner, {"job_id": f"query-{environment}", "kind": "query", "steps": [step]}, state=None
     )
-    result: dict[str, Any] = job.results["0"]
-    return result
+    return result_of(job.results, "0", "query")
 
 
 def make_runner(
@@ -584,7 +585,13 @@ def table_diff(
         state.save_results(
             [
                 StoredResult(
-                    f"table-diff-{now}", plan_id, "table_diff", name, True, result.to_json(), now
+                    f"table-diff-{now}",
+                    plan_id,
+                    "table_diff",
+                    name,
+                    True,
+                    dict(result.to_json()),
+                    now,
                 )
             ]
         )
@@ -607,9 +614,9 @@ def table_diff(
         "steps": [step],
     }
     job = run_recorded(runner, spec, state=state)
-    payload: dict[str, Any] = job.results["0"]
+    payload = result_of(job.results, "0", "table_diff")
     if "error" in payload:
-        raise TableDiffError(payload["error"]["message"], hint=payload["error"].get("hint"))
+        raise TableDiffError(payload["error"]["message"], hint=payload["error"]["hint"])
     return TableDiffResult.from_json(payload)
 
 

@@ -42,6 +42,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult, preview_environment
 from sluice.core.spark.failures import job_failure
+from sluice.core.spark.results import check_all, parse_result, table_diff_result
 from sluice.core.spark.steps.context import spark_error
 from sluice.core.spark.submit import JobResult
 from sluice.core.state import open_state
@@ -122,10 +123,13 @@ class FakeSpark:
                                          table_size(rows * 185, NOW, rows))  # fmt: skip
                 elif step["type"] == "unit_test":
                     passed = step["name"] not in self.failing
-                    results[step["id"]] = {"name": step["name"], "passed": passed,
-                                           **({} if passed else {"diff": ["- 3", "+ 2"]})}  # fmt: skip
+                    results[step["id"]] = parse_result(
+                        {"step": "unit_test", "name": step["name"], "passed": passed,
+                         "diff": "" if passed else "- 3\n+ 2", "notes": step["notes"]}
+                    )  # fmt: skip
                 elif step["type"] == "table_diff":
-                    results[step["id"]] = self.diffs(step["name"]).to_json()
+                    results[step["id"]] = table_diff_result(self.diffs(step["name"]).to_json())
+            check_all(results, steps)  # each result is its step's, as a runner checks
         finally:
             store.close()
         return JobResult(str(spec["job_id"]), results, 41.6, None)

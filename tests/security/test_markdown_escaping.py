@@ -325,10 +325,11 @@ def test_the_check_body_and_a_folded_comment_show_it_literally_too(tmp_path: Pat
 
 
 def test_the_tests_summary_shows_names_and_diffs_literally() -> None:
-    results: list[dict[str, Any]] = [
-        {"name": "t|one @org/team", "passed": True},
-        {"name": "</details><img src=x>", "passed": False, "diff": ["- ```", "+ <b>x</b>"]},
-    ]
+    results: list[Any] = [
+        {"step": "unit_test", "name": "t|one @org/team", "passed": True, "diff": "", "notes": []},
+        {"step": "unit_test", "name": "</details><img src=x>", "passed": False,
+         "diff": "- ```\n+ <b>x</b>", "notes": []},
+    ]  # fmt: skip
     title, body = bot_comment.tests_summary(results)
     assert title == "1 of 2 unit tests failed"
     parsed = assert_inert(body)

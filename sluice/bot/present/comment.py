@@ -32,6 +32,7 @@ from sluice.core.model.definition import KindName
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult
 from sluice.core.snapshot.naming import view_name
+from sluice.core.spark.results import UnitTestResult
 from sluice.core.tablediff import render as diff_render
 from sluice.core.tablediff.result import Samples, TableDiffResult
 from sluice.core.timeutil import format_range
@@ -130,7 +131,7 @@ def build_facts(state: CommentState) -> verdict.BuildFacts | None:
     failure = failure_words(state)
     if preview is not None and failure is None:
         if not preview.tests_passed:
-            failed = sum(1 for t in preview.tests if not t.get("passed"))
+            failed = sum(1 for t in preview.tests if not t["passed"])
             failure = f"{plural(failed, 'unit test')} failed"
         elif preview.diff_errors:
             failure = f"{plural(len(preview.diff_errors), 'table diff')} failed"
@@ -537,9 +538,10 @@ def failure(title: str, text: str) -> md.Markdown:
     return md.Markdown("\n\n".join(parts))
 
 
-def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
-    """(title, Markdown body) for the ``sluice/tests`` check."""
-    failed = [r for r in results if not r.get("passed")]
+def tests_summary(results: Sequence[UnitTestResult]) -> tuple[str, str]:
+    """(title, Markdown body) for the ``sluice/tests`` check: each test's name and outcome,
+    a failed one's diff."""
+    failed = [r for r in results if not r["passed"]]
     if not results:
         return "No unit tests", "The project has no unit tests (`tests/*.yaml`)."
     title = (
@@ -549,12 +551,11 @@ def tests_summary(results: Sequence[dict[str, Any]]) -> tuple[str, str]:
     )
     lines = [f"| Test | Result |", "| --- | --- |"]  # noqa: F541
     lines += [
-        f"| {md.code(r.get('name'), table=True)} | {'passed' if r.get('passed') else 'failed'} |"
+        f"| {md.code(r['name'], table=True)} | {'passed' if r['passed'] else 'failed'} |"
         for r in results
     ]
     for r in failed:
-        diff = "\n".join(str(line) for line in r.get("diff", []))
-        lines += ["", f"**{md.text(r.get('name'))}**", "", md.fence(diff, "text")]
+        lines += ["", f"**{md.text(r['name'])}**", "", md.fence(r["diff"], "text")]
     return title, "\n".join(lines)
 
 

@@ -44,13 +44,13 @@ def test_command(project_dir: Path, pattern: str | None, in_process: bool) -> No
     if not results:
         out.print("[yellow]no unit tests matched[/]")
         return
-    failed = [r for r in results if not r.get("passed")]
+    failed = [r for r in results if not r["passed"]]
     for result in results:
-        mark = "[green]PASS[/]" if result.get("passed") else "[red]FAIL[/]"
-        out.print(f"{mark} {escape(str(result.get('name')))}", highlight=False)
-        for note in result.get("notes") or []:
-            err.print(f"[dim]  note: {escape(str(note))}[/]", highlight=False)
-        if not result.get("passed") and result.get("diff"):
+        mark = "[green]PASS[/]" if result["passed"] else "[red]FAIL[/]"
+        out.print(f"{mark} {escape(result['name'])}", highlight=False)
+        for note in result["notes"]:
+            err.print(f"[dim]  note: {escape(note)}[/]", highlight=False)
+        if not result["passed"] and result["diff"]:
             out.print(result["diff"], highlight=False, markup=False)
     out.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     if failed:
@@ -84,7 +84,8 @@ def query(
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps(result, default=str))
+        shown = {"columns": result["columns"], "types": result["types"], "rows": result["rows"]}
+        click.echo(json.dumps(shown, default=str))
         return
     table = Table(*result["columns"])
     for row in result["rows"]:

@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.spark import events, schedule
-from sluice.core.spark.events import About, Event, StepResult
+from sluice.core.spark.events import About, Event
+from sluice.core.spark.results import StepResult, result_key
 from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.steps import statistics
 from sluice.core.spark.steps.context import Handler, StepContext, spark_error
@@ -115,7 +116,7 @@ def run_job(
             sessions.close()
         # Also after a failure: the tables built before it are kept, and reused.
         measure(spark, ctx)
-    keys = [step.get("id", str(index)) for index, step in enumerate(steps)]
+    keys = [result_key(index, step) for index, step in enumerate(steps)]
     return {key: ctx.results[key] for key in keys if key in ctx.results}
 
 
@@ -170,11 +171,9 @@ def _run_step(
         )
         raise StepFailed(step, message) from exc
     if result is not None:
-        ctx.results[step.get("id", str(index))] = result
-        if step["type"] == "unit_test":
-            ctx.save_result(
-                "unit_test", str(result.get("name")), bool(result.get("passed")), result
-            )
+        ctx.results[result_key(index, step)] = result
+        if result["step"] == "unit_test":
+            ctx.save_result("unit_test", result["name"], result["passed"], result)
     ctx.emit(
         {
             "event": "step_done",

@@ -17,8 +17,12 @@ line read from it is untrusted: :func:`decode` (:func:`parse` for a JSON value) 
 only the kinds and keys below, each of its type, names and ids of at most
 :data:`MAX_NAME_CHARS` characters, results nested at most :data:`MAX_DEPTH` deep, lines of
 at most :data:`MAX_LINE_CHARS`; a message or an error longer than :data:`MAX_TEXT_CHARS`
-is cut (it is only shown). Anything else is refused with :class:`BadEvent`, which says
-what was wrong. Nothing of a line is ever evaluated: it is JSON, read by ``json.loads``.
+is cut (it is only shown). A step's result (a ``step_done`` event's, each of a
+``job_done`` event's) is read by :mod:`sluice.core.spark.results` as the kind of result it
+claims; given the job's steps (the runner gives them), also as a result of the step it is
+for (:func:`sluice.core.spark.results.check`). Anything else is refused with
+:class:`BadEvent`, which says what was wrong. Nothing of a line is ever evaluated: it is
+JSON, read by ``json.loads``.
 
 No ``from __future__ import annotations`` here: on Python 3.11 a ``NotRequired`` inside a
 string annotation is not seen by ``TypedDict`` (see :mod:`sluice.core.spark.spec`).
@@ -26,8 +30,12 @@ string annotation is not seen by ``TypedDict`` (see :mod:`sluice.core.spark.spec
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
+
+from sluice.core.spark import results as step_results
+from sluice.core.spark.results import MAX_DEPTH, MAX_NAME_CHARS, MAX_TEXT_CHARS, StepResult
+from sluice.core.spark.spec import Step
 
 PREFIX = "@@sluice "
 
@@ -38,15 +46,6 @@ BAD_SPEC = 4
 
 MAX_LINE_CHARS = 32 * 1024 * 1024
 """The longest event line read (a ``job_done`` carries every step's result)."""
-MAX_NAME_CHARS = 4096
-"""The longest name or id in an event (a label, a model, a step type, a session id)."""
-MAX_TEXT_CHARS = 64 * 1024
-"""The longest message or error kept whole; a longer one is cut, saying by how much."""
-MAX_DEPTH = 64
-"""How deep a result's JSON may nest (a query's rows of structs of arrays...)."""
-
-StepResult: TypeAlias = dict[str, Any]
-"""A step's result: the JSON object its handler returned (its step type says its keys)."""
 
 
 # --- progress -----------------------------------------------------------------------------
@@ -222,8 +221,9 @@ def encode(event: Event) -> str:
     return PREFIX + json.dumps(event, separators=(",", ":"), default=str)
 
 
-def decode(line: str) -> Event | None:
-    """The event in ``line``, or None when the line is ordinary output.
+def decode(line: str, steps: Sequence[Step] | None = None) -> Event | None:
+    """The event in ``line``, or None when the line is ordinary output; ``steps``: the
+    job's (its spec's), which the results it reports must be of (:func:`parse`).
 
     Raises:
         BadEvent: the line is an event line (it starts with :data:`PREFIX`) that is not
@@ -240,15 +240,17 @@ def decode(line: str) -> Event | None:
         raise BadEvent(f"an event line nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
         raise BadEvent(f"an event line that is not JSON ({exc})") from None
-    return parse(raw)
+    return parse(raw, steps)
 
 
-def parse(raw: object) -> Event:
-    """``raw`` (a decoded JSON value) as the event it is.
+def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:
+    """``raw`` (a decoded JSON value) as the event it is; with the job's ``steps``, its
+    results also as results of those steps (:func:`sluice.core.spark.results.check`).
 
     Raises:
         BadEvent: ``raw`` is not an object, its ``event`` is not a known kind, a key is
-            missing, unknown or of the wrong type, or a value is out of bounds.
+            missing, unknown or of the wrong type, or a value is out of bounds; or a
+            result is for a step ``steps`` does not have, or not of that step.
     """
     if not isinstance(raw, dict):
         raise BadEvent(f"an event that is not a JSON object but {_kind_of(raw)}")
@@ -278,10 +280,19 @@ def parse(raw: object) -> Event:
         try:
             event[key] = check(value)
         except BadEvent as exc:
-            raise BadEvent(f"{what}: {key} {exc}", kind) from None
+            raise BadEvent(f"{what}: {step_results.joined(key, str(exc))}", kind) from None
     missing = [key for key in required if key not in event]
     if missing:
         raise BadEvent(f"{what} without {', '.join(missing)}", kind)
+    if steps is not None:
+        try:
+            if kind == "step_done" and event["result"] is not None:
+                step_results.check(event["result"], event["index"], steps)
+            elif kind == "job_done":
+                step_results.check_all(event["results"], steps)
+        except step_results.BadResult as exc:
+            key = "result" if kind == "step_done" else "results"
+            raise BadEvent(f"{what}: {step_results.joined(key, str(exc))}", kind) from None
     return cast(Event, event)
 
 
@@ -375,20 +386,20 @@ def _object(value: Any) -> dict[str, Any]:
     return value
 
 
-def _maybe_object(value: Any) -> dict[str, Any] | None:
-    return None if value is None else _object(value)
+def _maybe_result(value: Any) -> StepResult | None:
+    if value is None:
+        return None
+    try:
+        return step_results.parse_result(value)
+    except step_results.BadResult as exc:
+        raise BadEvent(str(exc)) from None
 
 
 def _results(value: Any) -> dict[str, StepResult]:
-    if not isinstance(value, dict):
-        raise BadEvent(f"is {_kind_of(value)}, not an object")
-    for key, result in value.items():
-        try:
-            _name(key)
-            _object(result)
-        except BadEvent as exc:
-            raise BadEvent(f"of step {_shown(key)} {exc}") from None
-    return value
+    try:
+        return step_results.parse_results(value)
+    except step_results.BadResult as exc:
+        raise BadEvent(str(exc)) from None
 
 
 def _pair(value: Any) -> list[int]:
@@ -423,7 +434,7 @@ FIELDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
             "index": _count,
             "label": _name,
             "seconds": _seconds,
-            "result": _maybe_object,
+            "result": _maybe_result,
         },
         _ABOUT,
     ),

@@ -18,7 +18,7 @@ Example::
     >>> result = runner.run({"job_id": "j1", "kind": "query", "steps": [
     ...     {"type": "query", "label": "query", "sql": "SELECT 1", "limit": 10}]})
     >>> result.results["0"]
-    {'columns': [], 'types': [], 'rows': []}
+    {'step': 'query', 'columns': [], 'types': [], 'rows': []}
     >>> warehouse.jobs[0]["kind"]
     'query'
 
@@ -42,6 +42,19 @@ from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark import driver, events
 from sluice.core.spark.events import Event
 from sluice.core.spark.failures import job_failure
+from sluice.core.spark.results import (
+    AuditResult,
+    BuildResult,
+    DropResult,
+    QueryResult,
+    SqlResult,
+    StepResult,
+    TableDiffDone,
+    UnitTestResult,
+    ViewsResult,
+    parse_result,
+    table_diff_result,
+)
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.spec import (
     AuditStep,
@@ -76,7 +89,9 @@ class Script:
             each batch it audits.
         differ: Model -> the rows its table diff finds differing (default none).
         results: A step label's pattern -> the result the step returns (a ``query`` or
-            ``sql`` step's rows), instead of the default.
+            ``sql`` step's rows), instead of the default: the result's keys but its
+            ``step`` tag (the step's type, added), read as a driver's result is (one of
+            the wrong shape fails the step).
     """
 
     rows: Mapping[str, int] = field(default_factory=dict)
@@ -84,7 +99,7 @@ class Script:
     lose: str | None = None
     violations: Mapping[str, int] = field(default_factory=dict)
     differ: Mapping[str, int] = field(default_factory=dict)
-    results: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,7 +182,7 @@ class ScriptedRunner(_RunnerBase):
         def emit(event: Event) -> None:
             # As a real driver's would be: a line, read back as the runner reads it (an
             # event the protocol does not define fails the job's caller: BadEvent).
-            wired = events.decode(events.encode(event))
+            wired = events.decode(events.encode(event), spec["steps"])
             assert wired is not None
             self._receive(wired, writes, seen)
 
@@ -204,7 +219,7 @@ class ScriptedRunner(_RunnerBase):
         return {kind: self._scripted(handler) for kind, handler in steps.items()}
 
     def _scripted(self, handler: Any) -> Handler:
-        def run(_spark: Any, step: Any, ctx: StepContext) -> dict[str, Any] | None:
+        def run(_spark: Any, step: Any, ctx: StepContext) -> StepResult | None:
             label = str(step.get("label", step["type"]))
             if self.script.lose is not None and fnmatch.fnmatchcase(label, self.script.lose):
                 self._lost = True
@@ -212,18 +227,18 @@ class ScriptedRunner(_RunnerBase):
             for pattern, error in self.script.fail.items():
                 if fnmatch.fnmatchcase(label, pattern):
                     raise _error(error)
-            result = handler(step, ctx)
+            result: StepResult = handler(step, ctx)
             for pattern, answer in self.script.results.items():
                 if fnmatch.fnmatchcase(label, pattern):
-                    return dict(answer)
-            return result  # type: ignore[no-any-return]
+                    return parse_result({**answer, "step": step["type"]})
+            return result
 
         return run
 
     def _rows(self, model: str) -> int:
         return self.script.rows.get(model, DEFAULT_ROWS)
 
-    def _build(self, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
+    def _build(self, step: BuildStep, ctx: StepContext) -> BuildResult:
         name, version, table = step["model"], step["version"], step["table"]
         if step.get("view_sql"):
             self.warehouse.tables[table] = Table(name, version, 0)
@@ -239,7 +254,13 @@ class ScriptedRunner(_RunnerBase):
             ctx.add_intervals(name, version, filled(step, batch))
         if step["batches"]:
             ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
-        return {"model": name, "version": version, "table": table, "batches": len(step["batches"])}
+        return {
+            "step": "build",
+            "model": name,
+            "version": version,
+            "table": table,
+            "batches": len(step["batches"]),
+        }
 
     def _measure(self, _spark: Any, ctx: StepContext) -> None:
         if self._lost:  # a dead driver measures nothing
@@ -248,10 +269,11 @@ class ScriptedRunner(_RunnerBase):
             rows = self._rows(written.model)
             ctx.table_size(written.model, written.version, rows * 100, rows)
 
-    def _audit(self, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
+    def _audit(self, step: AuditStep, ctx: StepContext) -> AuditResult:
         name = f"{step['model']}:{step['audit']}"
         count = self.script.violations.get(name, 0)
-        result = {
+        result: AuditResult = {
+            "step": "audit",
             "model": step["model"],
             "audit": step["audit"],
             "passed": count == 0,
@@ -270,19 +292,20 @@ class ScriptedRunner(_RunnerBase):
             )
         return result
 
-    def _views(self, step: ViewsStep, _ctx: StepContext) -> dict[str, Any]:
+    def _views(self, step: ViewsStep, _ctx: StepContext) -> ViewsResult:
         self.warehouse.schemas.update(step["schemas"])
         for view in step["views"]:
             self.warehouse.views[view["view"]] = view["sql"]
         for name in step["drop"]:
             self.warehouse.views.pop(name, None)
         return {
+            "step": "views",
             "environment": step["environment"],
             "swapped": len(step["views"]),
             "dropped": len(step["drop"]),
         }
 
-    def _drop(self, step: DropStep, _ctx: StepContext) -> dict[str, Any]:
+    def _drop(self, step: DropStep, _ctx: StepContext) -> DropResult:
         for view in step.get("views", []):
             self.warehouse.views.pop(view, None)
         dropped = []
@@ -295,21 +318,28 @@ class ScriptedRunner(_RunnerBase):
         for table in step.get("tables", []):
             self.warehouse.tables.pop(table, None)
         return {
+            "step": "drop",
             "views": len(step.get("views", [])),
             "schemas": dropped,
             "tables": len(step.get("tables", [])),
         }
 
-    def _unit_test(self, step: UnitTestStep, _ctx: StepContext) -> dict[str, Any]:
-        return {"name": step["name"], "passed": True, "diff": None, "notes": step.get("notes", [])}
+    def _unit_test(self, step: UnitTestStep, _ctx: StepContext) -> UnitTestResult:
+        return {
+            "step": "unit_test",
+            "name": step["name"],
+            "passed": True,
+            "diff": "",
+            "notes": step.get("notes", []),
+        }
 
-    def _sql(self, _step: SqlStep, _ctx: StepContext) -> dict[str, Any]:
-        return {"rows": []}
+    def _sql(self, _step: SqlStep, _ctx: StepContext) -> SqlResult:
+        return {"step": "sql", "rows": []}
 
-    def _query(self, _step: QueryStep, _ctx: StepContext) -> dict[str, Any]:
-        return {"columns": [], "types": [], "rows": []}
+    def _query(self, _step: QueryStep, _ctx: StepContext) -> QueryResult:
+        return {"step": "query", "columns": [], "types": [], "rows": []}
 
-    def _table_diff(self, step: TableDiffStep, ctx: StepContext) -> dict[str, Any]:
+    def _table_diff(self, step: TableDiffStep, ctx: StepContext) -> TableDiffDone:
         options = DiffOptions.from_json(step.get("options", {}))
         # Each side holds what its build wrote; the smaller side's rows are the larger's
         # less those only in it, and ``differ`` of the rows both hold differ.
@@ -338,7 +368,7 @@ class ScriptedRunner(_RunnerBase):
         )
         payload = result.to_json()
         ctx.save_result("table_diff", result.name, result.identical, payload)
-        return payload
+        return table_diff_result(payload)
 
     def _held(self, table: str, model: str) -> int:
         """The rows ``table`` (a physical table, or a view of one) holds."""

@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +45,9 @@ from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError, SluiceError
 from sluice.core.sandbox import keep_from_children
 from sluice.core.spark import confine, events, jvm
-from sluice.core.spark.events import Event, JobDone, StepResult
+from sluice.core.spark.events import Event, JobDone
 from sluice.core.spark.failures import job_failure
+from sluice.core.spark.results import StepResult
 from sluice.core.spark.session import (
     SparkPaths,
     java_problem,
@@ -54,7 +55,7 @@ from sluice.core.spark.session import (
     metastore_lock,
     spark_conf,
 )
-from sluice.core.spark.spec import JobSpec
+from sluice.core.spark.spec import JobSpec, Step
 from sluice.core.spark.writes import WRITE_EVENT, JobWrites
 from sluice.core.state.coalesce import Coalesced
 from sluice.core.state.store import StateStore
@@ -480,7 +481,9 @@ class SubmitRunner(_RunnerBase):
             code: int | None = None
             timed_out = False
             try:
-                code, tail, timed_out = self._execute(cmd, env, log_path, writes, seen)
+                code, tail, timed_out = self._execute(
+                    cmd, env, log_path, writes, seen, spec["steps"]
+                )
                 archive.clean = code == 0 and not timed_out
             finally:
                 try:
@@ -578,9 +581,10 @@ class SubmitRunner(_RunnerBase):
         log_path: Path,
         writes: JobWrites,
         seen: list[Event],
+        steps: Sequence[Step],
     ) -> tuple[int, list[str], bool]:
-        """Run ``cmd``, its events into ``seen``; (exit code, the output's last lines,
-        whether it timed out)."""
+        """Run ``cmd``, its events into ``seen`` (the results they report checked against
+        the job's ``steps``); (exit code, the output's last lines, whether it timed out)."""
         logger.debug("running %s", " ".join(cmd))
         keep_from_children()
         log = _Log(log_path)
@@ -635,7 +639,7 @@ class SubmitRunner(_RunnerBase):
                             f"an event line longer than {events.MAX_LINE_CHARS} characters",
                             events.WRITE if line.startswith(_WRITE_LINE) else None,
                         )
-                    event = events.decode(line.rstrip("\n"))
+                    event = events.decode(line.rstrip("\n"), steps)
                 except events.BadEvent as problem:
                     self._refused(line, problem, writes, log)
                     continue

@@ -19,11 +19,90 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from sluice.core.errors import SluiceError
 
 JsonRow = Mapping[str, Any]
+
+
+class SidesJson(TypedDict):
+    """:meth:`Sides.to_json`."""
+
+    source: int | None
+    target: int | None
+
+
+class ColumnJson(TypedDict):
+    """A column only one side has."""
+
+    name: str
+    type: str
+
+
+class TypeChangeJson(TypedDict):
+    """:class:`TypeChange`, as JSON."""
+
+    name: str
+    source_type: str
+    target_type: str
+
+
+class SchemaJson(TypedDict):
+    """:meth:`SchemaDiff.to_json`."""
+
+    added: list[ColumnJson]
+    removed: list[ColumnJson]
+    changed: list[TypeChangeJson]
+
+
+class ColumnStatsJson(TypedDict):
+    """:class:`ColumnStats`, as JSON (``match_rate`` derived)."""
+
+    matched: int
+    differed: int
+    match_rate: float | None
+
+
+class SamplesJson(TypedDict):
+    """:meth:`Samples.to_json`: rows of JSON values."""
+
+    source_only: list[dict[str, Any]]
+    target_only: list[dict[str, Any]]
+    differing: list[dict[str, Any]]
+
+
+class TableDiffJson(TypedDict):
+    """:meth:`TableDiffResult.to_json`: the keys of ``sluice table-diff --json``, of a
+    stored result, and of a ``table_diff`` step's result
+    (:class:`sluice.core.spark.results.TableDiffDone`)."""
+
+    name: str
+    source: str
+    target: str
+    source_table: str
+    target_table: str
+    keys: list[str]
+    decimals: int
+    tolerance: float | None
+    where: str | None
+    skipped: list[str]
+    same_table: bool
+    identical: bool
+    source_rows: int | None
+    target_rows: int | None
+    row_change_pct: float | None
+    joined: int | None
+    source_only: int | None
+    target_only: int | None
+    differing_rows: int | None
+    null_keys: SidesJson
+    duplicate_keys: SidesJson
+    duplicate_rows: SidesJson
+    schema: SchemaJson
+    columns: dict[str, ColumnStatsJson]
+    samples: SamplesJson
+    note: str | None
 
 
 class TableDiffError(SluiceError):
@@ -97,7 +176,7 @@ class Sides:
     source: int | None = None
     target: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SidesJson:
         return {"source": self.source, "target": self.target}
 
     @classmethod
@@ -126,7 +205,7 @@ class SchemaDiff:
     def has_changes(self) -> bool:
         return bool(self.added or self.removed or self.changed)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SchemaJson:
         return {
             "added": [{"name": n, "type": t} for n, t in self.added],
             "removed": [{"name": n, "type": t} for n, t in self.removed],
@@ -174,7 +253,7 @@ class Samples:
     target_only: tuple[JsonRow, ...] = ()
     differing: tuple[JsonRow, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SamplesJson:
         return {
             "source_only": [dict(r) for r in self.source_only],
             "target_only": [dict(r) for r in self.target_only],
@@ -245,7 +324,7 @@ class TableDiffResult:
         """Compared columns with at least one differing row, in column order."""
         return tuple(name for name, stats in self.columns.items() if stats.differed)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TableDiffJson:
         """One JSON object; the keys of ``sluice table-diff --json``."""
         return {
             "name": self.name,
@@ -280,7 +359,7 @@ class TableDiffResult:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TableDiffResult:
+    def from_json(cls, data: TableDiffJson) -> TableDiffResult:
         """The result :meth:`to_json` gave (``row_change_pct`` and rates are derived)."""
         return cls(
             name=data["name"],

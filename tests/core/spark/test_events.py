@@ -33,7 +33,9 @@ FULL: list[dict[str, Any]] = [
     {"event": "step_start", "index": 0, "type": "build", "label": "build s.a", "model": "s.a",
      "source": "models/a.sql:1", "worker": 2},
     {"event": "step_done", "index": 0, "label": "build s.a", "seconds": 1.25,
-     "result": {"model": "s.a", "rows": [[1, "x", None, {"k": [1.5, True]}]]},
+     "result": {"step": "query", "columns": ["i", "s", "n", "m"],
+                "types": ["int", "string", "int", "map<string,array<double>>"],
+                "rows": [[1, "x", None, {"k": [1.5, True]}]]},
      "model": "s.a", "source": "models/a.sql:1", "worker": 2},
     {"event": "step_failed", "index": 1, "type": "audit", "label": "audit s.a: not_null",
      "error": "AuditFailed: 3 row(s)", "error_class": "AuditFailed", "model": "s.a",
@@ -48,7 +50,9 @@ FULL: list[dict[str, Any]] = [
      "plan_id": "p1"},
     {"event": "write", "op": "table_size", "model": "s.a", "version": "v1", "bytes": 4096,
      "rows": 12},
-    {"event": "job_done", "job_id": "j1", "results": {"0": {"model": "s.a"}, "test:t": {}}},
+    {"event": "job_done", "job_id": "j1", "results": {
+        "0": {"step": "build", "model": "s.a", "version": "v1", "table": "t_a", "batches": 2},
+        "test:t": {"step": "unit_test", "name": "t", "passed": True, "diff": "", "notes": []}}},
     {"event": "job_failed", "error": "cannot read the job spec"},
 ]  # fmt: skip
 
@@ -135,7 +139,8 @@ HOSTILE: list[tuple[str, str]] = [
     (json.dumps({"event": "job_done", "job_id": "j", "results": {"0": "passed"}}),
      "results of step '0' is a string, not an object"),
     (json.dumps({"event": "job_done", "job_id": "j",
-                 "results": {"0": {"rows": _nested(events.MAX_DEPTH + 5)}}}),
+                 "results": {"0": {"step": "query", "columns": ["a"], "types": ["x"],
+                                   "rows": [[_nested(events.MAX_DEPTH + 5)]]}}}),
      f"nests deeper than {events.MAX_DEPTH} levels"),
     ('{"event": "log", "message": ' + "[" * 100_000 + "]" * 100_000 + "}", "deeper than"),
     (json.dumps({"event": "session_opened", "session_id": {"$(id)": 1}}),
@@ -271,10 +276,11 @@ def say(line):
 say("@@sluice " + json.dumps({"event": "job_start", "job_id": spec["job_id"], "steps": 1}))
 for line in json.loads(sys.argv[2]):
     say(line)
-say("@@sluice " + json.dumps({"event": "job_done", "job_id": spec["job_id"],
-                              "results": {"0": {"rows": []}}}))
+say("@@sluice " + json.dumps({"event": "job_done", "job_id": spec["job_id"], "results": {
+    "0": {"step": "query", "columns": ["1"], "types": ["int"], "rows": [[1]]}}}))
 """
 
+QUERY_RESULT = {"step": "query", "columns": ["1"], "types": ["int"], "rows": [[1]]}
 SPEC = {"job_id": "hostile-1", "kind": "query",
         "steps": [{"type": "query", "label": "query", "sql": "SELECT 1", "limit": 1}]}  # fmt: skip
 
@@ -308,21 +314,34 @@ def test_a_driver_printing_hostile_event_lines_is_not_believed_and_the_job_goes_
         events.PREFIX + json.dumps({"event": "oom_killer", "pid": 1}),
         events.PREFIX + json.dumps({"event": "log", "message": "z" * 5000}),  # past the line limit
         "ordinary output " + "w" * 5000,
-    ]
+        # Results the job's spec (one query step, limit 1) does not allow:
+        events.PREFIX + json.dumps({"event": "job_done", "job_id": "x",
+                                    "results": {"7": QUERY_RESULT}}),
+        events.PREFIX + json.dumps({"event": "job_done", "job_id": "x", "results": {"0": {
+            "step": "build", "model": "s.a", "version": "v", "table": "t", "batches": 0}}}),
+        events.PREFIX + json.dumps({"event": "job_done", "job_id": "x", "results": {
+            "0": {**QUERY_RESULT, "rows": [[1], [2]]}}}),
+        events.PREFIX + json.dumps({"event": "step_done", "index": 3, "label": "x",
+                                    "seconds": 1, "result": QUERY_RESULT}),
+    ]  # fmt: skip
     seen: list[Any] = []
     runner = _runner(tmp_path, lines)
     runner.on_event = seen.append
     result = run_recorded(runner, SPEC, state=None)  # type: ignore[arg-type]
-    assert result.results == {"0": {"rows": []}}
+    assert result.results == {"0": QUERY_RESULT}
     assert [e["event"] for e in seen] == ["job_start", "job_done"]
     assert result.events == seen
     log = (tmp_path / "logs" / "hostile-1.log").read_text()
     refusals = [ln for ln in log.splitlines() if ln.startswith("sluice: refused an event line")]
-    assert len(refusals) == 4
+    assert len(refusals) == 8
     assert "results is a string, not an object" in refusals[0]
     assert "not JSON" in refusals[1]
     assert "unknown kind 'oom_killer'" in refusals[2]
     assert "longer than 2000 characters" in refusals[3]
+    assert "results of step '7': the job has no step of that id" in refusals[4]
+    assert "is a build step's result, but step 0 ('query') is a query step" in refusals[5]
+    assert "holds 2 rows, but step 0 ('query') asked for at most 1" in refusals[6]
+    assert "result is for step 3, which the job does not have (it has 1 step)" in refusals[7]
     assert max(len(ln) for ln in log.splitlines()) <= 2000 + len(events.PREFIX)
 
 
@@ -348,4 +367,4 @@ def test_a_driver_printing_events_without_end_keeps_a_bounded_number_and_its_out
     result = run_recorded(runner, SPEC, state=None)  # type: ignore[arg-type]
     assert len(seen) == 502  # every event is still passed on as it comes
     assert len(result.events) == 51 and result.events[-1]["event"] == "job_done"
-    assert result.results == {"0": {"rows": []}}
+    assert result.results == {"0": QUERY_RESULT}

@@ -279,14 +279,16 @@ class Handlers:
             self.barrier.wait()
         for batch in step["batches"]:
             ctx.add_intervals(step["model"], step["version"], [[batch["start"], batch["end"]]])
-        return {"model": step["model"], "batches": len(step["batches"])}
+        return {"step": "build", "model": step["model"], "version": step["version"],
+                "table": step["table"], "batches": len(step["batches"])}  # fmt: skip
 
     def audit(self, spark: Any, step: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
         passed = step["model"] not in self.failing
         ctx.save_result("audit", f"{step['model']}:{step['audit']}", passed, {})
         if not passed:
             raise RuntimeError(f"audit {step['audit']} on {step['model']} failed")
-        return {"passed": True}
+        return {"step": "audit", "model": step["model"], "audit": step["audit"], "passed": True,
+                "violations": 0, "sample": [], "blocking": step["blocking"]}  # fmt: skip
 
 
 def diamond(limit: int) -> dict[str, Any]:

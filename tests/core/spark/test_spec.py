@@ -90,14 +90,27 @@ def problems(value: Any, hint: Any, where: str) -> list[str]:
 
 
 class _Recorder:
-    """A runner that keeps each spec and answers as if the driver had refused the work."""
+    """A runner that keeps each spec and answers as if the driver had refused the work: a
+    table diff refused, unit tests passed, a query without rows."""
 
     def __init__(self) -> None:
         self.specs: list[Any] = []
 
     def run(self, job: Any) -> JobResult:
         self.specs.append(job)
-        return JobResult(job["job_id"], {"0": {"error": {"message": "stand-in"}}}, 0.0, None)
+        answers: dict[str, Any] = {
+            "table_diff": {"step": "table_diff", "error": {"message": "stand-in", "hint": None}},
+            "query": {"step": "query", "columns": [], "types": [], "rows": []},
+        }
+        results = {}
+        for index, step in enumerate(job["steps"]):
+            answer = answers.get(step["type"])
+            if step["type"] == "unit_test":
+                answer = {"step": "unit_test", "name": step["name"], "passed": True,
+                          "diff": "", "notes": []}  # fmt: skip
+            if answer is not None:
+                results[step.get("id", str(index))] = answer
+        return JobResult(job["job_id"], results, 0.0, None)
 
 
 @pytest.fixture(scope="module")

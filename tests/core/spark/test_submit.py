@@ -64,7 +64,7 @@ def _paths(spark_dirs: Path, tmp_path: Path) -> SparkPaths:
 
 
 def _check_ok(result: Any, seen: list[dict[str, Any]]) -> None:
-    assert result.results["1"] == {"rows": [{"n": 3, "s": 6}]}
+    assert result.results["1"] == {"step": "sql", "rows": [{"n": 3, "s": 6}]}
     # The in-process runner has its session before the job starts: no session_ready.
     kinds = [e["event"] for e in seen if e["event"] != "session_ready"]
     assert kinds == [
@@ -128,7 +128,7 @@ def test_the_first_driver_writes_a_class_archive_the_next_one_maps(
     loads = spark_dirs / "classes.txt"
     monkeypatch.setenv(jvm.OPTIONS_ENV, f"-Xlog:class+load=info:file={loads}")
     result = runner.run({**_spec("cds-second", "t_cds"), "environment": "pr_1"})
-    assert result.results["1"] == {"rows": [{"n": 3, "s": 6}]}
+    assert result.results["1"] == {"step": "sql", "rows": [{"n": 3, "s": 6}]}
     spark_classes = [line for line in loads.read_text().splitlines() if "org.apache.spark." in line]
     mapped = [line for line in spark_classes if "shared objects file (top)" in line]
     # (not all: generated code, lambdas and classes of steps the first job did not run)
@@ -246,7 +246,7 @@ def test_lock_busy_names_the_holder_and_dead_holders_do_not_block(
         "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1 AS one"]}],
     }
     result = runner.run(quick)
-    assert result.results == {"0": {"rows": [{"one": 1}]}}
+    assert result.results == {"0": {"step": "sql", "rows": [{"one": 1}]}}
 
 
 def test_in_process_runner_same_contract(

@@ -33,6 +33,7 @@ from sluice.core.model.names import quote_column
 from sluice.core.model.pycode import run as pycode_run
 from sluice.core.model.values import plain_column
 from sluice.core.plan.plan import VIEW_MARKER
+from sluice.core.spark.results import AUDIT_SAMPLE, AuditResult, BuildResult
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
 from sluice.core.spark.steps import scd, swap
 from sluice.core.spark.steps.context import StepContext, Written, filled
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructField
 
 
-def run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
+def run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildResult:
     """Create the table (or view) of a model version and fill its missing batches."""
     with _session_properties(spark, step.get("session_properties", [])):
         return _run_build(spark, step, ctx)
@@ -105,7 +106,7 @@ def _marked(step: BuildStep) -> list[list[str]]:
     return [*step.get("table_properties", []), [swap.MARK, swap.mark_of(step)]]
 
 
-def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[str, Any]:
+def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildResult:
     table = step["table"]
     kind = step["kind"]
     name, version = step["model"], step["version"]
@@ -148,7 +149,7 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> dict[s
         ctx.add_intervals(name, version, filled(step, batch))
     if written:
         ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
-    return {"model": name, "version": version, "table": table, "batches": written}
+    return {"step": "build", "model": name, "version": version, "table": table, "batches": written}
 
 
 def _python_rows(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:
@@ -419,14 +420,15 @@ def _convert(model: str, path: str, line: int, column: str, kind: str, value: st
         ) from None
 
 
-def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> dict[str, Any]:
+def run_audit(spark: SparkSession, step: AuditStep, ctx: StepContext) -> AuditResult:
     """Run one audit (of a build's batch when it names one: its result says which); a
     blocking one with violating rows fails the job."""
     violations = spark.sql(f"SELECT * FROM ({step['sql']}) AS __sluice_audit")
     # JSON as the result is stored: a violating row's dates, decimals... as strings.
-    sample = [json_safe(r) for r in violations.limit(5).collect()]
+    sample = [json_safe(r) for r in violations.limit(AUDIT_SAMPLE).collect()]
     count = violations.count() if sample else 0
-    result: dict[str, Any] = {
+    result: AuditResult = {
+        "step": "audit",
         "model": step["model"],
         "audit": step["audit"],
         "passed": count == 0,

@@ -5,11 +5,12 @@ this module, and it imports none of them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.core.spark.events import Event, SaveResult, StepResult, WriteEvent
+from sluice.core.spark.events import Event, SaveResult, WriteEvent
+from sluice.core.spark.results import StepResult
 from sluice.core.spark.spec import BuildBatch, BuildStep, JobSpec
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class StepContext:
         kind: str,
         name: str,
         passed: bool,
-        payload: dict[str, Any],
+        payload: Mapping[str, Any],
         *,
         batch: list[int] | None = None,
     ) -> None:
@@ -101,7 +102,7 @@ class StepContext:
             "kind": kind,
             "name": name,
             "passed": passed,
-            "payload": payload,
+            "payload": dict(payload),
         }
         if batch is not None:
             event["batch"] = batch

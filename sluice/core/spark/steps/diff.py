@@ -13,8 +13,9 @@ is stored. Anything else that goes wrong fails the step as usual.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from sluice.core.spark.results import TableDiffOutcome, table_diff_result
 from sluice.core.spark.spec import TableDiffStep
 from sluice.core.spark.steps.context import StepContext
 
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_table_diff(spark: SparkSession, step: TableDiffStep, ctx: StepContext) -> dict[str, Any]:
+def run_table_diff(spark: SparkSession, step: TableDiffStep, ctx: StepContext) -> TableDiffOutcome:
     """Run the diff; report the result for state as a ``table_diff`` job result.
 
     Returns:
-        The result's JSON (:meth:`TableDiffResult.to_json`), or ``{"error": ...}``.
+        The result's JSON (:meth:`TableDiffResult.to_json`), or ``{"error": ...}``; both
+        tagged as a ``table_diff`` step's result.
     """
     from sluice.core.tablediff.compute import diff_tables
     from sluice.core.tablediff.result import DiffOptions, TableDiffError
@@ -44,11 +46,11 @@ def run_table_diff(spark: SparkSession, step: TableDiffStep, ctx: StepContext) -
             target_label=step.get("target_label"),
         )
     except TableDiffError as exc:
-        return {"error": {"message": exc.message, "hint": exc.hint}}
+        return {"step": "table_diff", "error": {"message": exc.message, "hint": exc.hint}}
     payload = result.to_json()
     ctx.save_result("table_diff", result.name, result.identical, payload)
     ctx.log(
         f"{result.name}: {'identical' if result.identical else f'{result.differing_rows} rows differ'}",
         model=result.name,
     )
-    return payload
+    return table_diff_result(payload)

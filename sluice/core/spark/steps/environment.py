@@ -9,9 +9,10 @@ compare-and-swap on that base, which still guards it) once the job has succeeded
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sluice.core.model.names import quote_column, sql_name
+from sluice.core.spark.results import DropResult, ViewsResult
 from sluice.core.spark.spec import DropStep, ViewFill, ViewsStep
 from sluice.core.spark.steps import build, script
 from sluice.core.spark.steps.context import StepContext, spark_error
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[str, Any]:
+def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> ViewsResult:
     """Create or replace the environment's views, drop those of removed models: one SQL
     script (:func:`sluice.core.spark.steps.script.run_all`). A view over a table a
     forward-only change kept (its ``fill``) first gets the columns the table lacks:
@@ -35,6 +36,7 @@ def run_views(spark: SparkSession, step: ViewsStep, ctx: StepContext) -> dict[st
     statements += [f"DROP VIEW IF EXISTS {name}" for name in step["drop"]]
     script.run_all(spark, statements)
     return {
+        "step": "views",
         "environment": step["environment"],
         "swapped": len(step["views"]),
         "dropped": len(step["drop"]),
@@ -87,7 +89,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> dict[str, Any]:
+def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> DropResult:
     """Drop views, empty environment schemas and physical tables (the janitor's work)."""
     for view in step.get("views", []):
         spark.sql(f"DROP VIEW IF EXISTS {view}")
@@ -108,6 +110,7 @@ def run_drop(spark: SparkSession, step: DropStep, ctx: StepContext) -> dict[str,
             is_view = bool(kind) and str(kind[0]["data_type"]).upper() == "VIEW"
             spark.sql(f"DROP {'VIEW' if is_view else 'TABLE'} IF EXISTS {table}")
     return {
+        "step": "drop",
         "views": len(step.get("views", [])),
         "schemas": dropped_schemas,
         "tables": len(step.get("tables", [])),

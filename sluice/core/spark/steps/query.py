@@ -13,6 +13,7 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from sluice.core.spark.results import QueryResult
 from sluice.core.spark.spec import QueryStep
 from sluice.core.spark.steps.context import StepContext
 
@@ -21,15 +22,15 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 
-def run_query(spark: SparkSession, step: QueryStep, ctx: StepContext) -> dict[str, Any]:
+def run_query(spark: SparkSession, step: QueryStep, ctx: StepContext) -> QueryResult:
     """``{"type": "query", "sql", "limit"}`` (from :func:`sluice.core.spark.testing.query_step`).
 
     Returns:
-        ``{"columns": [names], "types": [Spark types], "rows": [[values], ...]}``, with
-        dates, timestamps and decimals as strings.
+        Its column names, Spark types and rows, with dates, timestamps and decimals as
+        strings.
     """
     columns, types, rows = collect_json(spark.sql(step["sql"]), limit=int(step["limit"]))
-    return {"columns": columns, "types": types, "rows": rows}
+    return {"step": "query", "columns": columns, "types": types, "rows": rows}
 
 
 def collect_json(

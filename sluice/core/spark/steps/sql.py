@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.plan import statements as project_statements
+from sluice.core.spark.results import SQL_LIMIT, SqlResult
 from sluice.core.spark.spec import SqlStep
 from sluice.core.spark.steps.context import StepContext
 
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def run_sql(spark: SparkSession, step: SqlStep, ctx: StepContext) -> dict[str, Any]:
+def run_sql(spark: SparkSession, step: SqlStep, ctx: StepContext) -> SqlResult:
     """``{"type": "sql", "statements": [...]}``: run each; returns the row count of the last.
 
     A step that runs the project's own statements (config.yaml's ``before_all`` /
@@ -32,4 +33,5 @@ def run_sql(spark: SparkSession, step: SqlStep, ctx: StepContext) -> dict[str, A
     rows: list[Any] = []
     for statement in step["statements"]:
         rows = spark.sql(statement).collect()
-    return {"rows": [r.asDict(recursive=True) for r in rows[: step.get("limit", 100)]]}
+    kept = rows[: step.get("limit", SQL_LIMIT)]
+    return {"step": "sql", "rows": [r.asDict(recursive=True) for r in kept]}

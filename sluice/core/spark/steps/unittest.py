@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from sluice.core.model.pycode import run as pycode_run
+from sluice.core.spark.results import UnitTestResult
 from sluice.core.spark.spec import UnitTestInput, UnitTestPython, UnitTestStep
 from sluice.core.spark.steps.context import StepContext, spark_error
 from sluice.core.spark.steps.query import collect_json
@@ -30,11 +31,11 @@ MAX_TABLE = 30  # rows beyond which the side-by-side table is left out
 _NUMERIC = re.compile(r"^(tinyint|smallint|int|bigint|float|double|decimal.*)$")
 
 
-def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> dict[str, Any]:
+def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> UnitTestResult:
     """Run one test rendered by :func:`sluice.core.spark.testing.unit_test_step`.
 
     Returns:
-        ``{"name", "passed", "diff", "notes"}``; ``diff`` is empty when the test passed.
+        Its name, whether it passed, the diff (empty when it passed), its notes.
     """
     lines: list[str] = []
     created: list[str] = []
@@ -72,7 +73,13 @@ def run_unit_test(spark: SparkSession, step: UnitTestStep, ctx: StepContext) -> 
     if not passed:
         header = f"{step['name']} ({step['path']}:{step['line']}) FAILED"
         diff = "\n".join([header, *("  " + line for line in "\n".join(lines).splitlines())])
-    return {"name": step["name"], "passed": passed, "diff": diff, "notes": step.get("notes", [])}
+    return {
+        "step": "unit_test",
+        "name": step["name"],
+        "passed": passed,
+        "diff": diff,
+        "notes": step.get("notes", []),
+    }
 
 
 def _run_python(spark: SparkSession, model: str, run: UnitTestPython) -> str | None:
