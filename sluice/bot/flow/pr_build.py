@@ -90,7 +90,12 @@ def on_approved(job: Job, pr: PullRequest, reviewer: str) -> bool:
 
 
 def on_check_run(job: Job, event: CheckRunEvent) -> None:
-    for number in event.numbers:
+    """A check's button or re-run, for the pull request the event is queued under: the
+    first it names (``neutral.pr_key``), so that it never runs beside that PR's own jobs.
+    GitHub names every open PR whose head is the commit; the check run is the commit's
+    and so the same on each of them, and another PR's jobs run under another key, which
+    this job must not act for (two builds of one environment at once)."""
+    for number in event.numbers[:1]:
         pr = job.forge.pull_request(number)
         if not pr.open or pr.head_sha != event.head_sha:
             continue  # an older commit's check: its plan is not the one to act on

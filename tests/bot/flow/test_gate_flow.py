@@ -19,6 +19,7 @@ import pytest
 
 from sluice.bot.events.commands import HELP
 from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import pr_key
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
@@ -221,6 +222,25 @@ def test_approving_from_the_check_run_follows_the_same_rules(bot: Bot) -> None:
     check = bot.approval(A)
     assert check.conclusion == "success", check.summary
     assert "Approved by @carol" in check.summary
+
+
+def test_a_check_run_naming_two_prs_acts_only_for_the_one_its_job_is_queued_under(
+    bot: Bot,
+) -> None:
+    # PR 8 has PR 7's head: GitHub names both on the check's events, and the job is
+    # queued under PR 7 only (neutral.pr_key), so it must not approve, plan or build PR 8
+    # beside PR 8's own jobs.
+    bot.forge.open_pull(8, head_sha=A, base="main", author="alice")
+    bot.plan(7, A, "fp1")
+    payload = _click("carol")
+    payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}, {"number": 8, "id": 8}]
+    event = parse_github("check_run", payload)
+    assert event is not None and pr_key(event) == f"github:{OWNER}#7"
+    bot.deliver("check_run", payload)
+    assert bot.approval(A).conclusion == "success"
+    assert bot.ledger.clicks(f"github:{OWNER}", 7) == [("carol", A)]
+    assert bot.ledger.clicks(f"github:{OWNER}", 8) == [], "PR 8 was acted for"
+    assert ("pull_request", (8,)) not in bot.forge.calls
 
 
 def test_team_members_and_model_owners(bot: Bot) -> None:
