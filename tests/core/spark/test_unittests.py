@@ -98,6 +98,7 @@ def test_the_example_test_renders_with_temp_views_and_inferred_types() -> None:
 def test_the_example_test_passes_on_spark(local_spark: SparkSession) -> None:
     (result,) = _run(local_spark, load_project(JAFFLE, use_cache=False))
     assert result == {
+        "step": "unit_test",
         "name": "test_customers_aggregates_orders",
         "passed": True,
         "diff": "",
