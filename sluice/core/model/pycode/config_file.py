@@ -35,6 +35,8 @@ SECONDS = 10.0
 """Longest config.py may take to run."""
 MAX_LINES = 100_000
 """Most located values an answer may carry."""
+MESSAGE_CHARS = 2_000
+"""Longest error message of config.py's that is shown (the rest is cut)."""
 NOT_FROM_PYTHON = frozenset({"sluice", "notes", "default_catalog"})
 """Keys the data may not hold: Sluice's own settings are never the project's code's to
 give (a pull request's config.yaml ``sluice:`` section is not used for its build either),
@@ -73,8 +75,10 @@ def read(root: Path, name: str | None = None) -> LocatedYaml:
         line = error.get("line") if here else None
         at = f":{error['line']}" if error.get("line") else ""
         other = f" (in {_relative(root, where)}{at})" if where and not here else ""
+        said = str(error.get("message"))
+        said = said if len(said) <= MESSAGE_CHARS else said[: MESSAGE_CHARS - 1] + "…"
         raise ConfigError(
-            f"running config.py: {error.get('message')}{other}",
+            f"running config.py: {said}{other}",
             path=str(path),
             line=line or 1,
             hint=HINT,

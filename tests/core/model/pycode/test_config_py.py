@@ -437,6 +437,14 @@ def test_writing_past_print_is_bounded(tmp_path: Path) -> None:
     assert len(str(error)) < 2_000
 
 
+def test_a_huge_error_message_is_cut(tmp_path: Path) -> None:
+    error = _error(_project(tmp_path, "raise RuntimeError('x' * 1_000_000)\n"))
+    assert error.line == 1
+    assert error.message.startswith("running config.py: RuntimeError: xxx")
+    assert error.message.endswith("…")
+    assert len(error.message) <= len("running config.py: ") + config_file.MESSAGE_CHARS
+
+
 def test_an_answer_of_another_shape_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.py"
     for value in ({"data": [], "lines": []}, {"data": {}}, "config", None):
