@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sluice.core.errors import PlanError
+from sluice.core.spark import results
 from sluice.core.spark.steps.context import StepContext
 from sluice.core.spark.steps.query import run_query
 from sluice.core.spark.testing import query_step
@@ -141,8 +142,11 @@ def test_a_query_runs_against_the_resolved_views(views: SparkSession) -> None:
         ORDER BY o.id
     """
     ctx = StepContext(job={}, emit=lambda event: None)
-    result = run_query(views, query_step(sql, resolve, 2), ctx)
-    json.dumps(result)  # JSON-safe as it is
+    step = query_step(sql, resolve, 2)
+    result = run_query(views, step, ctx)
+    wired = json.loads(json.dumps(result))  # JSON-safe as it is
+    assert results.parse_result(wired) == result  # a typed query result, as the runner reads it
+    results.check(result, 0, [step])  # of its step: at most the 2 rows it asked for
     assert result["columns"] == [
         "id",
         "name",
@@ -172,6 +176,7 @@ def test_a_query_with_no_rows_still_has_its_columns(views: SparkSession) -> None
         "SELECT id, id FROM jaffle.orders WHERE id < 0", {"jaffle.orders": "v_orders"}, 5
     )
     assert run_query(views, step, ctx) == {
+        "step": "query",
         "columns": ["id", "id"],
         "types": ["int", "int"],
         "rows": [],
