@@ -31,6 +31,9 @@ from tests.pgcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
+# Service processes started and stopped several times each: 20-40 s a test.
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class Replica:
