@@ -437,3 +437,18 @@ def test_a_huge_failure_text_is_read_in_linear_time_and_cut() -> None:
                          error=("Building the environment failed", text))  # fmt: skip
     body = comment(state, limit=65536, marker="<!-- m -->")
     assert "boom" in body and "TAIL-MARK" not in body and "JVM stacktrace" not in body
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+@pytest.mark.parametrize("kind", ["build", "table_diff"])
+def test_a_step_label_in_the_progress_line_is_code(hostile: str, kind: str) -> None:
+    # The label comes from the driver's step_start event, which a PR's code in the driver
+    # can print (red team, round 3: headings, images and links in the bot's own comment).
+    line = bot_comment.progress(kind, 1, 3, hostile)
+    assert line is not None
+    parsed = assert_inert(f"> ⏳ {line}\n")
+    shown, label = visible("".join(parsed.code_text)), flat(hostile)
+    if len(label) <= bot_comment.PROGRESS_LABEL_CHARS:
+        assert shown == label
+    else:  # cut, saying so
+        assert shown.endswith("…") and label.startswith(shown[:-1])

@@ -753,12 +753,24 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
+PROGRESS_LABEL_CHARS = 120
+"""A step's label in the progress line is cut to this many characters."""
+
+
 def progress(kind: object, builds: int, total: int, label: object) -> str | None:
-    """The comment's progress line for a Spark step starting; None: not worth a line."""
+    """The comment's progress line for a Spark step starting; None: not worth a line.
+
+    The step's label comes from the driver's event, which a PR's code in the driver can
+    print: it is shown as code, cut, never as Markdown.
+
+    >>> progress("build", 1, 3, "build s.a ![x](http://x/i.png)")
+    'Building 1 of 3 models (`build s.a ![x](http://x/i.png)`)'
+    """
+    shown = md.code(label, PROGRESS_LABEL_CHARS)
     if kind == "build":
-        return f"Building {builds} of {max(total, builds)} models ({label})"
+        return f"Building {builds} of {max(total, builds)} models ({shown})"
     if kind == "table_diff":
-        return f"Comparing with prod ({label})"
+        return f"Comparing with prod ({shown})"
     if kind == "unit_test":
         return "Running unit tests"
     return None
