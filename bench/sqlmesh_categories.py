@@ -4,7 +4,9 @@ virtualenv, see ``sqlmesh_spark.side_venv``), never by Sluice's. Used by
 
 ``python sqlmesh_categories.py PAIRS.json`` reads a list of ``{"id", "before", "after"}``
 (two folders of one project, before and after an edit) and prints one line of JSON: a
-list of ``{"id", "models": {name: facts}, "refused": str|None, "error": str|None}``.
+list of ``{"id", "models": {name: facts}, "refused": str|None, "error": str|None}``;
+``python sqlmesh_categories.py -`` reads one pair per line of its input and answers each
+on a line of its own, as they come.
 
 For each pair, offline (an in-memory DuckDB state, nothing is run): the *before* project
 is loaded with ``sqlmesh.Context`` and its snapshots are recorded in the state as the
@@ -51,9 +53,22 @@ def _forget_project_modules() -> None:
             del sys.modules[name]
 
 
+_WARM: dict[str, str] = {}  # project's work folder -> a .cache SQLMesh filled for it
+
+
 def _context(folder: str, state: Any = None) -> Any:
+    """A context of ``folder``, starting from the cache SQLMesh made for an earlier copy
+    of the same project (its entries are per file and its mtimes, which the copies keep:
+    only the edited files are parsed again)."""
+    import shutil
+    from pathlib import Path
+
     from sqlmesh import Context
 
+    project = str(Path(folder).parents[2])
+    warm = _WARM.get(project)
+    if warm and not (Path(folder) / ".cache").exists():
+        shutil.copytree(warm, Path(folder) / ".cache")
     _forget_project_modules()
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
@@ -61,9 +76,43 @@ def _context(folder: str, state: Any = None) -> Any:
 
     _stand_ins(folder)
     context = Context(paths=[folder])
+    if warm is None and (Path(folder) / ".cache").is_dir():
+        _WARM.clear()
+        _WARM[project] = str(Path(folder) / ".cache")
     if state is not None:
         context._state_sync = state  # one state for both sides of the pair
     return context
+
+
+_BEFORE: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+
+def _digest(folder: str) -> str:
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file() and ".cache" not in path.parts and not path.name.endswith((".db", ".wal")):
+            digest.update(path.relative_to(folder).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _before(folder: str) -> tuple[Any, dict[str, Any]]:
+    """The context of a *before* copy and its snapshots, categorised as a first plan
+    does: loaded once for every pair whose before copy has the same files."""
+    from sqlmesh.core.snapshot import SnapshotChangeCategory
+
+    key = _digest(folder)
+    if key not in _BEFORE:
+        context = _context(folder)
+        old = {s.name: s for s in context.snapshots.values()}
+        for snapshot in old.values():
+            snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
+        _BEFORE.clear()  # one project at a time: keep one
+        _BEFORE[key] = (context, old)
+    return _BEFORE[key]
 
 
 def categorise(before: str, after: str) -> dict[str, Any]:
@@ -76,16 +125,13 @@ def categorise(before: str, after: str) -> dict[str, Any]:
     import os
 
     os.chdir(after)  # a gateway's relative database (state too) is a file of this pair's
-    old_context = _context(before)
+    old_context, old = _before(before)
     state = old_context.state_sync
     # A gateway's database may be shared by the pairs (SQLMesh keeps DuckDB connections):
     # each pair starts from an empty state.
     getattr(state, "state_sync", state).reset(default_catalog=old_context.default_catalog)
     if hasattr(state, "clear_cache"):
         state.clear_cache()
-    old = {s.name: s for s in old_context.snapshots.values()}
-    for snapshot in old.values():
-        snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
     state.push_snapshots(old.values())
     state.promote(
         Environment(
@@ -152,25 +198,31 @@ def categorise(before: str, after: str) -> dict[str, Any]:
     return {"models": models, "refused": refused, "error": None}
 
 
+def _answer(pair: dict[str, str]) -> dict[str, Any]:
+    try:
+        result = categorise(pair["before"], pair["after"])
+    except Exception as exc:
+        lines = traceback.format_exc().strip().splitlines()
+        result = {
+            "models": {},
+            "refused": None,
+            "error": (f"{type(exc).__name__}: {exc}".strip() or lines[-1])[:600],
+        }
+    result["id"] = pair["id"]
+    return result
+
+
 def main() -> None:
     import logging
 
     logging.disable(logging.WARNING)
+    if sys.argv[1] == "-":  # a pair per line in, an answer per line out, as they come
+        for line in sys.stdin:
+            if line.strip():
+                print(json.dumps(_answer(json.loads(line))), flush=True)
+        return
     pairs = json.loads(open(sys.argv[1], encoding="utf-8").read())
-    results = []
-    for pair in pairs:
-        try:
-            result = categorise(pair["before"], pair["after"])
-        except Exception as exc:
-            lines = traceback.format_exc().strip().splitlines()
-            result = {
-                "models": {},
-                "refused": None,
-                "error": (f"{type(exc).__name__}: {exc}".strip() or lines[-1])[:600],
-            }
-        result["id"] = pair["id"]
-        results.append(result)
-    print(json.dumps(results))
+    print(json.dumps([_answer(pair) for pair in pairs]))
 
 
 if __name__ == "__main__":

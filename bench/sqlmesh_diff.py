@@ -65,6 +65,10 @@ KINDS = (
 )
 STAR_CHILD = "sluice_diff_star_child"
 SAME_OUTPUT = "what it returns is the same"
+LARGE, LARGE_EDITS = 30, 4
+"""A project of more than LARGE models gets fewer edits (``limit * LARGE / models``, at
+least LARGE_EDITS): SQLMesh parses the whole project twice per edit (40 s for 114 models
+here), and the harness must stay a matter of minutes."""
 
 
 # --- the edits (pure but for files: tests/test_sqlmesh_diff.py) ------------------------------
@@ -247,13 +251,14 @@ def _referenced(root: Path, files: Mapping[str, str], column: str, children: Seq
 def generate_edits(root: Path, *, seed: int = 42, limit: int = 12) -> list[Edit]:
     """Edits of the project at ``root`` (Sluice loads it), chosen from its own models with
     ``random.Random(seed)``: at most one of each kind per round, models with parents and
-    children first, until ``limit``."""
+    children first, until ``limit`` (fewer for a large project: :data:`LARGE`)."""
     from sqlglot import exp
 
     from sluice.core.model.loader import load_project
 
     project = load_project(root, use_cache=False)
     models = project.models
+    limit = min(limit, max(LARGE_EDITS, limit * LARGE // max(1, len(models))))
     children: dict[str, list[str]] = {n: [] for n in models}
     for name, model in models.items():
         for parent in model.depends_on:
@@ -682,32 +687,49 @@ def sluice_changes(before: Path, after: Path) -> dict[str, Any]:
     return {"models": models, "warnings": list(result.warnings), "error": None, "refused": None}
 
 
-def sqlmesh_start(python: Path, pairs: Sequence[tuple[str, Path, Path]], work: Path) -> Any:
-    """Start SQLMesh's categorisation of each (id, before, after) pair of SQLMesh copies
-    (a process of its own: :func:`sqlmesh_finish` reads its answer)."""
-    listing = work / "pairs.json"
-    listing.write_text(
-        json.dumps([{"id": i, "before": str(b), "after": str(a)} for i, b, a in pairs]),
-        encoding="utf-8",
-    )
-    return subprocess.Popen(
-        [str(python), str(CATEGORIES), str(listing)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=work,
-        # One process: SQLMesh's loading pool of forks breaks after a few contexts.
-        env={**os.environ, "MAX_FORK_WORKERS": "1"},
-    )
+class SQLMeshWorker:
+    """One SQLMesh process (``sqlmesh_categories.py -``, in its virtualenv) categorising
+    the (id, before, after) pairs of SQLMesh copies written to it, one JSON line each, as
+    they come: SQLMesh is imported once, and works while Sluice plans the next project."""
 
+    def __init__(self, python: Path, work: Path) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+        self.log = work / "sqlmesh.log"
+        self.ids: list[str] = []
+        self.proc = subprocess.Popen(
+            [str(python), str(CATEGORIES), "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log, "w", encoding="utf-8"),  # noqa: SIM115
+            text=True,
+            cwd=work,
+            # One process: SQLMesh's loading pool of forks breaks after a few contexts.
+            env={**os.environ, "MAX_FORK_WORKERS": "1"},
+        )
 
-def sqlmesh_finish(proc: Any, ids: Sequence[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=1800)
-    lines = out.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = (err.strip().splitlines() or ["no output"])[-1]
-        return {i: {"models": {}, "error": f"sqlmesh_categories.py failed: {tail}"} for i in ids}
-    return {r["id"]: r for r in json.loads(lines[-1])}
+    def send(self, pair: tuple[str, Path, Path]) -> None:
+        assert self.proc.stdin is not None
+        ident, before, after = pair
+        self.ids.append(ident)
+        self.proc.stdin.write(
+            json.dumps({"id": ident, "before": str(before), "after": str(after)}) + "\n"
+        )
+        self.proc.stdin.flush()
+
+    def finish(self) -> dict[str, Any]:
+        out, _ = self.proc.communicate(timeout=1800)
+        found = {}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                answer = json.loads(line)
+                found[answer["id"]] = answer
+        if len(found) < len(self.ids):
+            tail = (self.log.read_text(encoding="utf-8").strip().splitlines() or ["no output"])
+            for ident in self.ids:
+                found.setdefault(
+                    ident, {"models": {}, "error": f"sqlmesh_categories.py failed: {tail[-1]}"}
+                )
+        return found
 
 
 # --- the comparison (pure) --------------------------------------------------------------------
@@ -971,7 +993,13 @@ def report(outcomes: Sequence[Outcome], projects: Sequence[str], command: str, s
         " a virtualenv of its own, records the unedited copy as prod and builds its plan"
         " of the edited one with automatic categorisation (`full` for every kind of model)."
         " Per model, the category (breaking, non-breaking, forward-only, metadata,"
-        " unchanged) and whether a new table is built are compared.",
+        " unchanged) and whether a new table is built are compared. At most 12 edits a"
+        " project, fewer for a project of more than 30 models (`LARGE`: SQLMesh parses the"
+        " whole project twice per edit); the SQLMesh copies are changed as"
+        " `sqlmesh_compat.py` changes them ([compatibility.md](compatibility.md)), and"
+        " the folders of their DuckDB files are made. Not done: applying a sample of the"
+        " edits with both on the same Spark (`bench/sqlmesh_spark.py`) to compare the"
+        " environments' schemas and row counts.",
         "",
         "An edit *agrees* when every model is planned alike (or only labelled otherwise:"
         " direct / indirect, with the same table and category); *Sluice stricter* when"
@@ -1073,6 +1101,9 @@ def prepare(name: str, folder: Path, work: Path, *, seed: int, limit: int) -> Pr
         for sluice_side, sqlmesh_side in ((before, sm_before), (after, sm_after)):
             sqlmesh_compat.sqlmesh_copy(sluice_side, sqlmesh_side)
             _database_folders(sqlmesh_side)
+            for config in sqlmesh_compat.CONFIGS:  # rewritten: one mtime for SQLMesh's cache
+                if (sqlmesh_side / config).is_file():
+                    os.utime(sqlmesh_side / config, (1_700_000_000, 1_700_000_000))
         pairs.append((f"{name}|{edit.id}", sm_before, sm_after))
     return Prepared(name, edits, ours, pairs)
 
@@ -1125,26 +1156,21 @@ def run_projects(
     *,
     seed: int,
     limit: int,
-    jobs: int = 2,
+    jobs: int = 1,
 ) -> list[Outcome]:
     """Every edit of every project, both sides: Sluice's here, SQLMesh's in ``jobs``
-    processes (each imports SQLMesh once), started as soon as a share is written."""
+    processes fed each project's pairs as soon as they are written."""
+    workers = [SQLMeshWorker(python, work / f"sqlmesh{i}") for i in range(max(1, jobs))]
     prepared: list[Prepared] = []
-    procs = []
-    shares: list[list[tuple[str, Path, Path]]] = [[] for _ in range(max(1, jobs))]
     for name, folder in projects:
         print(f"{name} ...", file=sys.stderr, flush=True)
         one = prepare(name, folder, work / name.replace("/", "__"), seed=seed, limit=limit)
         prepared.append(one)
-        min(shares, key=len).extend(one.pairs)
-    for index, share in enumerate(shares):
-        if share:
-            folder = work / f"sqlmesh{index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            procs.append((sqlmesh_start(python, share, folder), [i for i, _, _ in share]))
+        for pair in one.pairs:
+            min(workers, key=lambda w: len(w.ids)).send(pair)
     theirs: dict[str, Any] = {}
-    for proc, ids in procs:
-        theirs.update(sqlmesh_finish(proc, ids))
+    for worker in workers:
+        theirs.update(worker.finish())
     return [o for one in prepared for o in outcomes_of(one, theirs)]
 
 
