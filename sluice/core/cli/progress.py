@@ -89,8 +89,14 @@ def remaining(done: int, total: int, first_start: float, last_done: float, now: 
 
 
 def _label(label: str | None, kind: str | None = None) -> str:
-    """What a step is called in a line: its label, else its type."""
-    return str(label or kind or "step")
+    """What a step is called in a line: its label, else its type, with no control
+    character (the label comes from the driver's event, which a PR's code in the driver
+    can print; the live bar shows it as written, so escape sequences are taken out here).
+
+    >>> _label("build s.a\x1b]52;c;ZWNobw==\x07")
+    'build s.a?]52;c;ZWNobw==?'
+    """
+    return terminal_text(str(label or kind or "step"))
 
 
 def wants_live(console: Console) -> bool:

@@ -241,3 +241,22 @@ def test_the_commands_renderer_draws_a_bar_on_a_terminal() -> None:
     last = [frame for frame in text.split("\r") if "steps" in frame][-1]
     assert "2/2 steps" in last and "left" not in last and "almost" not in last, last
     assert "[1/2]" not in text, json.dumps(text)
+
+
+def test_a_step_label_s_escape_sequences_never_reach_the_terminal() -> None:
+    # The label comes from the driver's event, which a PR's code in the driver can print:
+    # OSC 52 would set the developer's clipboard (red team, round 3).
+    clock = Clock()
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, color_system=None, width=120)
+    show = JobProgress(console, live=True, clock=clock)
+    show({"event": "job_start", "job_id": "j1", "steps": 1})
+    hostile = "build s.a\x1b]52;c;ZWNobw==\x07\x1b[2J"
+    show({"event": "step_start", "index": 0, "type": "build", "label": hostile})
+    assert "\x1b]52" not in show.running_text() and "\x07" not in show.running_text()
+    clock.now += 1
+    show.refresh()
+    show({"event": "step_done", "index": 0, "label": hostile, "seconds": 1.0})
+    show({"event": "job_done", "job_id": "j1", "results": {}})
+    drawn = buffer.getvalue()
+    assert "\x1b]52" not in drawn and "\x07" not in drawn and "\x1b[2J" not in drawn
