@@ -93,7 +93,11 @@ def _digest(folder: str) -> str:
 
     digest = hashlib.sha256()
     for path in sorted(Path(folder).rglob("*")):
-        if path.is_file() and ".cache" not in path.parts and not path.name.endswith((".db", ".wal")):
+        if (
+            path.is_file()
+            and ".cache" not in path.parts
+            and not path.name.endswith((".db", ".wal"))
+        ):
             digest.update(path.relative_to(folder).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -116,13 +120,12 @@ def _before(folder: str) -> tuple[Any, dict[str, Any]]:
 
 
 def categorise(before: str, after: str) -> dict[str, Any]:
+    import os
+
     from sqlmesh.core.config import CategorizerConfig
     from sqlmesh.core.environment import Environment
-    from sqlmesh.core.snapshot import SnapshotChangeCategory
     from sqlmesh.utils.date import now_timestamp
     from sqlmesh.utils.errors import PlanError
-
-    import os
 
     os.chdir(after)  # a gateway's relative database (state too) is a file of this pair's
     old_context, old = _before(before)
@@ -221,7 +224,8 @@ def main() -> None:
             if line.strip():
                 print(json.dumps(_answer(json.loads(line))), flush=True)
         return
-    pairs = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    with open(sys.argv[1], encoding="utf-8") as listing:
+        pairs = json.load(listing)
     print(json.dumps([_answer(pair) for pair in pairs]))
 
 

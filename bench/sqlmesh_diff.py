@@ -28,11 +28,11 @@ no change where SQLMesh sees one, or plans what SQLMesh refuses without a warnin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +65,7 @@ KINDS = (
 )
 STAR_CHILD = "sluice_diff_star_child"
 SAME_OUTPUT = "what it returns is the same"
+DISTINCT = "under SELECT DISTINCT"
 LARGE, LARGE_EDITS = 30, 4
 """A project of more than LARGE models gets fewer edits (``limit * LARGE / models``, at
 least LARGE_EDITS): SQLMesh parses the whole project twice per edit (40 s for 114 models
@@ -270,9 +271,7 @@ def generate_edits(root: Path, *, seed: int = 42, limit: int = 12) -> list[Edit]
         if m.path and (root / _relative(root, m.path)).is_file()
     }
     sqls = {
-        n: s
-        for n, m in models.items()
-        if (s := read_sql_model(root, m, children[n])) is not None
+        n: s for n, m in models.items() if (s := read_sql_model(root, m, children[n])) is not None
     }
     rng = random.Random(f"{seed}:{root.name}")
 
@@ -308,7 +307,8 @@ def generate_edits(root: Path, *, seed: int = 42, limit: int = 12) -> list[Edit]
         first = _projections(select)[0]
         alias = f"{first.alias_or_name}_added"
         select.select(exp.alias_(first.unalias().copy(), alias), copy=False)
-        return f"adds column {alias} (a copy of {first.alias_or_name})"
+        under = f" {DISTINCT}" if select.args.get("distinct") else ""
+        return f"adds column {alias} (a copy of {first.alias_or_name}){under}"
 
     def elsewhere(select: Any, projection: Any) -> bool:
         """Whether the query names the projection's alias outside it (ORDER BY...)."""
@@ -452,10 +452,13 @@ def generate_edits(root: Path, *, seed: int = 42, limit: int = 12) -> list[Edit]
         added = False
         for kind in KINDS:
             options = edits.get(kind) or []
-            if round_ < len(options) and len(chosen) < limit:
-                if all(e.id != options[round_].id for e in chosen):
-                    chosen.append(options[round_])
-                    added = True
+            if (
+                round_ < len(options)
+                and len(chosen) < limit
+                and all(e.id != options[round_].id for e in chosen)
+            ):
+                chosen.append(options[round_])
+                added = True
         if not added:
             break
         round_ += 1
@@ -469,11 +472,11 @@ def _macro_edits(
     found: list[Edit] = []
     for path in sorted(root.glob("macros/**/*.py")):
         text = path.read_text(encoding="utf-8")
-        for match in re.finditer(r"(?m)^def ([A-Za-z_][A-Za-z_0-9]*)\(.*?\).*?:[ \t]*\n", text, re.S):
+        for match in re.finditer(
+            r"(?m)^def ([A-Za-z_][A-Za-z_0-9]*)\(.*?\).*?:[ \t]*\n", text, re.S
+        ):
             name = match.group(1)
-            callers = [
-                n for n, t in texts.items() if re.search(rf"(?i)@{re.escape(name)}\s*\(", t)
-            ]
+            callers = [n for n, t in texts.items() if re.search(rf"(?i)@{re.escape(name)}\s*\(", t)]
             if not callers:
                 continue
             after, how = _macro_change(text, match.end())
@@ -500,7 +503,7 @@ def _macro_change(text: str, at: int) -> tuple[str | None, str]:
     body_end = re.search(r"(?m)^\S", text[at:])
     stop = at + body_end.start() if body_end else len(text)
     body = text[at:stop]
-    doc = re.match(r'\s*(\"\"\"|\'\'\').*?\1[ \t]*\n', body, re.S)
+    doc = re.match(r"\s*(\"\"\"|\'\'\').*?\1[ \t]*\n", body, re.S)
     skip = doc.end() if doc else 0
     number = re.search(r"(?<![\w.])(\d+)(?![\w.])", body[skip:])
     if number is not None:
@@ -548,7 +551,9 @@ def _seed_edits(
             continue
         relative = path.relative_to(root.resolve()).as_posix()
         after = "\n".join([*lines, lines[-1]]) + "\n"
-        found.append(Edit("seed_edit", name, f"{relative}: its last row twice", {}, {relative: after}))
+        found.append(
+            Edit("seed_edit", name, f"{relative}: its last row twice", {}, {relative: after})
+        )
     return found
 
 
@@ -724,7 +729,7 @@ class SQLMeshWorker:
                 answer = json.loads(line)
                 found[answer["id"]] = answer
         if len(found) < len(self.ids):
-            tail = (self.log.read_text(encoding="utf-8").strip().splitlines() or ["no output"])
+            tail = self.log.read_text(encoding="utf-8").strip().splitlines() or ["no output"]
             for ident in self.ids:
                 found.setdefault(
                     ident, {"models": {}, "error": f"sqlmesh_categories.py failed: {tail[-1]}"}
@@ -874,7 +879,7 @@ def _stricter_category(
         return CTE_REASON
     if a == "unchanged":
         return f"Sluice sees a change ({b}) where SQLMesh sees none"
-    if view and b == "breaking":
+    if view and b == "breaking" and not (ours or {}).get("direct"):
         return "a VIEW downstream of a changed parent is re-pointed and reported breaking"
     return f"Sluice says {b} where SQLMesh says {a} (it cannot prove the rows are kept)"
 
@@ -950,6 +955,17 @@ def compare_edit(
                 " when it loads the project, so the query it runs and fingerprints is the"
                 " same; SQLMesh versions the macro's code"
             )
+        if (
+            difference is not None
+            and difference.verdict == "stricter"
+            and name == edit.model
+            and DISTINCT in edit.what
+        ):
+            difference.reason = (
+                "a column added under SELECT DISTINCT can split rows that were one: Sluice"
+                " calls it breaking (categorize.py); SQLMesh calls it non-breaking, and"
+                " keeps what reads the model though its rows may have changed"
+            )
         if difference is not None:
             outcome.differences.append(difference)
     return outcome
@@ -968,7 +984,10 @@ def table(outcomes: Sequence[Outcome], projects: Sequence[str]) -> list[str]:
         mine = [o for o in outcomes if o.project == project]
         counts = [
             len(mine),
-            *(sum(1 for o in mine if o.verdict == v) for v in ("agree", "stricter", "less safe", "error")),
+            *(
+                sum(1 for o in mine if o.verdict == v)
+                for v in ("agree", "stricter", "less safe", "error")
+            ),
         ]
         totals = [t + c for t, c in zip(totals, counts, strict=True)]
         cells = [str(c) for c in counts]
@@ -979,7 +998,9 @@ def table(outcomes: Sequence[Outcome], projects: Sequence[str]) -> list[str]:
     return lines
 
 
-def report(outcomes: Sequence[Outcome], projects: Sequence[str], command: str, seconds: float) -> str:
+def report(
+    outcomes: Sequence[Outcome], projects: Sequence[str], command: str, seconds: float
+) -> str:
     lines = [
         "# SQLMesh as the oracle of the plan",
         "",
@@ -1061,7 +1082,11 @@ def report(outcomes: Sequence[Outcome], projects: Sequence[str], command: str, s
         lines += ["None.", ""]
     grouped: dict[tuple[str, str], list[Outcome]] = {}
     for o in errors:
-        text = re.sub(r"(/tmp|/var)/\S*?/(edit\d+/)?(sluice|sqlmesh|source)/((before|after)/)?", "", o.error or "")
+        text = re.sub(
+            r"(/tmp|/var)/\S*?/(edit\d+/)?(sluice|sqlmesh|source)/((before|after)/)?",
+            "",
+            o.error or "",
+        )
         grouped.setdefault((o.project, sqlmesh_compat._cell(text, 300)), []).append(o)
     for (project, text), group in grouped.items():
         edits = ", ".join(f"{o.edit.kind} on {o.edit.model}" for o in group)
@@ -1121,18 +1146,19 @@ def _database_folders(project: Path) -> None:
         elif isinstance(node, list):
             for v in node:
                 walk(v, key)
-        elif isinstance(node, str) and key in ("database", "path") or (
-            isinstance(node, str) and node.endswith((".db", ".duckdb"))
+        elif (
+            isinstance(node, str)
+            and (key in ("database", "path") or node.endswith((".db", ".duckdb")))
+            and "/" in node
+            and not node.startswith((":", "md:"))
+            and not Path(node).is_absolute()
         ):
-            if "/" in node and not node.startswith((":", "md:")) and not Path(node).is_absolute():
-                (project / node).parent.mkdir(parents=True, exist_ok=True)
+            (project / node).parent.mkdir(parents=True, exist_ok=True)
 
     for name in ("config.yaml", "config.yml"):
         if (project / name).is_file():
-            try:
+            with contextlib.suppress(yaml.YAMLError):
                 walk(yaml.safe_load((project / name).read_text(encoding="utf-8")))
-            except yaml.YAMLError:
-                pass
 
 
 def outcomes_of(prepared: Prepared, theirs: Mapping[str, Any]) -> list[Outcome]:

@@ -108,7 +108,7 @@ def test_column_edits_change_the_columns(pairs: dict[str, tuple[Edit, Path, Path
     assert len(lost) == 1 and lost.pop() in edit.what
     edit, before, after = pairs["rename_column"]
     old, new = _columns(before, edit.model), _columns(after, edit.model)
-    assert len(old) == len(new) and [c for c in new if c not in old][0].endswith("_renamed")
+    assert len(old) == len(new) and next(c for c in new if c not in old).endswith("_renamed")
 
 
 def test_query_edits_change_what_they_say(pairs: dict[str, tuple[Edit, Path, Path]]) -> None:
@@ -121,11 +121,13 @@ def test_query_edits_change_what_they_say(pairs: dict[str, tuple[Edit, Path, Pat
     assert where is not None and where.find(exp.Is) is not None
     edit, before, after = pairs["change_join"]
     sides = [
-        (j.side or "").upper() for q in (before, after) for j in _query(q, edit.model).find_all(exp.Join)
+        (j.side or "").upper()
+        for q in (before, after)
+        for j in _query(q, edit.model).find_all(exp.Join)
     ]
     assert edit.model == "s.enriched" and sides == ["LEFT", ""]
     edit, before, after = pairs["cte_edit"]
-    ctes = [list(_query(q, edit.model).find_all(exp.CTE))[0].this for q in (before, after)]
+    ctes = [next(iter(_query(q, edit.model).find_all(exp.CTE))).this for q in (before, after)]
     assert len(ctes[1].expressions) == len(ctes[0].expressions) + 1
 
 
@@ -145,10 +147,14 @@ def test_macro_seed_and_kind_edits(pairs: dict[str, tuple[Edit, Path, Path]]) ->
     assert "number(3)" in (after / "macros/double.py").read_text()
     assert "* 3" in load_project(after, use_cache=False).models[edit.model].query_sql  # type: ignore[operator]
     edit, before, after = pairs["seed_edit"]
-    rows = [list(csv.reader(io.StringIO((r / "seeds/items.csv").read_text()))) for r in (before, after)]
+    rows = [
+        list(csv.reader(io.StringIO((r / "seeds/items.csv").read_text()))) for r in (before, after)
+    ]
     assert rows[1] == [*rows[0], rows[0][-1]]
     edit, before, after = pairs["kind_change"]
-    kinds = [str(load_project(r, use_cache=False).models[edit.model].kind.name) for r in (before, after)]
+    kinds = [
+        str(load_project(r, use_cache=False).models[edit.model].kind.name) for r in (before, after)
+    ]
     assert kinds[0] != kinds[1] and kinds[1] in ("FULL", "VIEW")
 
 
@@ -166,7 +172,12 @@ def test_the_unedited_copy_differs_from_the_project_in_form_only(
 
 
 def _sm(category: str, rebuilt: bool, direct: bool = True, forward_only: bool = False) -> dict:
-    return {"category": category, "rebuilt": rebuilt, "direct": direct, "forward_only": forward_only}
+    return {
+        "category": category,
+        "rebuilt": rebuilt,
+        "direct": direct,
+        "forward_only": forward_only,
+    }
 
 
 def _sl(category: str, rebuilt: bool, direct: bool = True) -> dict:
@@ -176,21 +187,29 @@ def _sl(category: str, rebuilt: bool, direct: bool = True) -> dict:
 def test_keeping_a_table_sqlmesh_rebuilds_is_less_safe() -> None:
     found = classify("s.c", _sm("NON_BREAKING", True), _sl("non-breaking", False, False))
     assert found is not None and found.verdict == "less safe"
-    found = classify("s.c", _sm("INDIRECT_BREAKING", True, False), _sl("non-breaking", False, False))
+    found = classify(
+        "s.c", _sm("INDIRECT_BREAKING", True, False), _sl("non-breaking", False, False)
+    )
     assert found is not None and found.verdict == "less safe"
     found = classify("s.c", _sm("BREAKING", True), None)
     assert found is not None and found.verdict == "less safe"
 
 
 def test_rebuilding_what_sqlmesh_keeps_is_stricter_and_a_label_is_no_difference() -> None:
-    found = classify("s.c", _sm("INDIRECT_NON_BREAKING", False, False), _sl("breaking", True, False))
+    found = classify(
+        "s.c", _sm("INDIRECT_NON_BREAKING", False, False), _sl("breaking", True, False)
+    )
     assert found is not None and found.verdict == "stricter"
-    found = classify("s.v", _sm("INDIRECT_NON_BREAKING", False, False), _sl("non-breaking", True, False), "VIEW")
+    found = classify(
+        "s.v", _sm("INDIRECT_NON_BREAKING", False, False), _sl("non-breaking", True, False), "VIEW"
+    )
     assert found is not None and found.verdict == "stricter" and "VIEW" in found.reason
     assert classify("s.c", _sm("BREAKING", True), _sl("breaking", True)) is None
     same = classify("s.c", _sm("BREAKING", True, False), _sl("breaking", True, True))
     assert same is not None and same.verdict == "same effect"
-    kept = classify("s.c", _sm("BREAKING", False, True, forward_only=True), _sl("forward-only", False))
+    kept = classify(
+        "s.c", _sm("BREAKING", False, True, forward_only=True), _sl("forward-only", False)
+    )
     assert kept is None
 
 
@@ -201,7 +220,10 @@ def test_a_plan_sqlmesh_refuses_must_be_refused_or_warned() -> None:
     warned = {**planned, "warnings": ["models/c.sql:1: destructive change to s.c"]}
     assert compare_edit("p", edit, refused, planned).verdict == "less safe"
     assert compare_edit("p", edit, refused, warned).verdict == "agree"
-    assert compare_edit("p", edit, planned, {**refused, "refused": "unknown column"}).verdict == "stricter"
+    assert (
+        compare_edit("p", edit, planned, {**refused, "refused": "unknown column"}).verdict
+        == "stricter"
+    )
 
 
 # --- the whole harness, with SQLMesh -------------------------------------------------------
