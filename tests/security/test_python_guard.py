@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = str(Path(__file__).resolve().parents[2])
 
 PROBE = """\
@@ -66,3 +68,42 @@ def test_the_hook_holds_its_refusals_and_cannot_be_reached_to_rewrite(tmp_path: 
         "read": "refused",
         "functions with cells": [],
     }
+
+
+_DIR_FD = textwrap.dedent("""
+    import os
+    here = os.getcwd()
+    root = os.open(here, os.O_RDONLY)
+    up = "../" * len([p for p in here.split("/") if p])
+    try:
+        os.chdir(os.path.join(here, *["d"] * 12))
+        moved = "moved"
+    except PermissionError as exc:
+        moved = str(exc)
+    try:
+        fd = os.open(up + "etc/passwd", os.O_RDONLY, dir_fd=root)
+        read = os.read(fd, 5).decode()
+    except PermissionError as exc:
+        read = str(exc)
+    raise ValueError(moved + " | " + read)
+""")
+
+
+def test_a_path_relative_to_an_open_folder_cannot_leave_the_project(tmp_path: Path) -> None:
+    # Red team, round 3: the hook resolves a path against the current folder, os.open's
+    # dir_fd reads relative to another: config.py moved deep into the project and read
+    # '../'*n + 'etc/passwd' relative to the project's root, whose text came back in its
+    # error (the PR's comment). Moving is refused, and so is '..' in a relative path.
+    from sluice.core.errors import ConfigError
+    from sluice.core.model.pycode import config_file
+
+    root = tmp_path / "p"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT 1 AS id\n")
+    root.joinpath(*["d"] * 12).mkdir(parents=True)
+    (root / "config.py").write_text(_DIR_FD)
+    with pytest.raises(ConfigError) as caught:
+        config_file.read(root)
+    text = str(caught.value)
+    assert "may not do os.chdir" in text and "(a path with ..)" in text, text
+    assert "root:" not in text

@@ -55,6 +55,9 @@ _REFUSED_EVENTS = frozenset(
         "os.chown",
         "os.putenv",
         "os.unsetenv",
+        # The folder a relative path is read from stays the project's: with another one,
+        # a path relative to an open folder (dir_fd) reads elsewhere than the hook checks.
+        "os.chdir",
         "sys.settrace",
         "sys.setprofile",
         "sys._current_frames",
@@ -84,7 +87,7 @@ def install(readable: Iterable[str]) -> None:
     refused_events = frozenset(_REFUSED_EVENTS)
     refused_imports = frozenset(_REFUSED_IMPORTS)
     write_flags = _WRITE_FLAGS
-    realpath, sep = os.path.realpath, os.sep
+    realpath, isabs, sep = os.path.realpath, os.path.isabs, os.sep
 
     # One function, no helper: a helper would be a closure a frame of the hook shows.
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -104,7 +107,12 @@ def install(readable: Iterable[str]) -> None:
                 return  # an already open descriptor (stdin, stdout)
             if isinstance(path, bytes):
                 path = path.decode("utf-8", "replace")
-            real = realpath(str(path))
+            path = str(path)
+            if not isabs(path) and (sep + ".." + sep) in (sep + path + sep):
+                # ``..`` in a relative path: relative to an open folder (``dir_fd``), it
+                # leaves what the hook resolves against (the current folder).
+                raise PermissionError(f"project Python may not open {path} (a path with ..)")
+            real = realpath(path)
             if real in ("/dev/null", "/dev/urandom") or any(
                 real.startswith(r) or real + sep == r for r in roots
             ):
