@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from sluice.core import yamlio
 from sluice.core.errors import ConfigError, ModelError
 from sluice.core.model.pycode.macros import PythonMacros
 from sluice.core.yamlio import KeyPath, LocatedYaml
@@ -130,6 +131,14 @@ def located(path: Path, value: Any) -> LocatedYaml:
             line=1,
             hint=HINT,
         )
+    # The answer is the child's, and config.py runs in the child: it could write one of its
+    # own. Held to config.yaml's bounds (yamlio), and to lines config.py has.
+    problem = _beyond_bounds(value["data"])
+    if problem is not None:
+        raise ConfigError(
+            f"running config.py: its config {problem}", path=str(path), line=1, hint=HINT
+        )
+    last = _line_count(path)
     lines: dict[KeyPath, int] = {}
     for item in value["lines"]:
         if (
@@ -138,7 +147,7 @@ def located(path: Path, value: Any) -> LocatedYaml:
             and isinstance(item[0], list)
             and all(type(k) in (str, int) for k in item[0])
             and type(item[1]) is int
-            and item[1] > 0
+            and 0 < item[1] <= last
         ):
             lines.setdefault(tuple(item[0]), item[1])
     doc = LocatedYaml(str(path), value["data"], lines)
@@ -152,3 +161,37 @@ def located(path: Path, value: Any) -> LocatedYaml:
                 "has no such field either); remove it",
             )
     return doc
+
+
+def _line_count(path: Path) -> int:
+    try:
+        return max(1, len(path.read_bytes().splitlines()))
+    except OSError:
+        return 1
+
+
+def _beyond_bounds(data: Any) -> str | None:
+    """What of ``data`` is past config.yaml's bounds (nesting, values), or None.
+
+    >>> _beyond_bounds({"variables": {"x": [[[1]]]}}) is None
+    True
+    >>> deep: Any = 1
+    >>> for _ in range(200):
+    ...     deep = [deep]
+    >>> _beyond_bounds({"variables": {"x": deep}})
+    'nests values more than 100 deep'
+    """
+    count = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if depth > yamlio.MAX_DEPTH:
+            return f"nests values more than {yamlio.MAX_DEPTH} deep"
+        if count > yamlio.MAX_VALUES:
+            return f"holds more than {yamlio.MAX_VALUES:,} values"
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return None

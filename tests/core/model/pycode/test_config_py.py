@@ -543,3 +543,27 @@ def test_the_cli_reads_the_config_it_names(tmp_path: Path) -> None:
     assert default.exit_code == 1
     assert "unknown SQL dialect 'nosuchsql'" in default.output
     assert named.exit_code == 0, named.output
+
+
+_OWN_ANSWER = """\
+import os
+deep = "[" * 900 + "]" * 900
+os.write(1, ('{"id": 1, "value": {"data": {"variables": {"x": ' + deep + '}, '
+             '"model_defaults": {"dialect": "spark"}}, '
+             '"lines": [[["model_defaults"], 424242]]}}\\n').encode())
+os._exit(0)
+"""
+
+
+def test_an_answer_config_py_writes_itself_is_held_to_config_yaml_s_bounds(
+    tmp_path: Path,
+) -> None:
+    # Red team, round 3: config.py runs in the process that answers, so it can write an
+    # answer of its own past the child's checks (900 levels deep, made-up lines).
+    root = _project(tmp_path, _OWN_ANSWER)
+    with pytest.raises(ConfigError) as caught:
+        config_file.read(root)
+    assert "nests values more than 100 deep" in str(caught.value)
+    shallow = _OWN_ANSWER.replace("900", "3")
+    doc = config_file.read(_project(tmp_path, shallow, name="q"))
+    assert doc.line_of(("model_defaults",)) is None  # config.py has no line 424242
