@@ -16,8 +16,9 @@ The driver runs a pull request's SQL and Python, which can print to the same std
 line read from it is untrusted: :func:`decode` (:func:`parse` for a JSON value) accepts
 only the kinds and keys below, each of its type, names and ids of at most
 :data:`MAX_NAME_CHARS` characters, results nested at most :data:`MAX_DEPTH` deep, lines of
-at most :data:`MAX_LINE_CHARS`; a message or an error longer than :data:`MAX_TEXT_CHARS`
-is cut (it is only shown). A step's result (a ``step_done`` event's, each of a
+at most :data:`MAX_LINE_CHARS` for the two kinds that carry results (``step_done``,
+``job_done``) and :data:`MAX_EVENT_CHARS` for any other (:func:`line_limit`); a message or
+an error longer than :data:`MAX_TEXT_CHARS` is cut (it is only shown). A step's result (a ``step_done`` event's, each of a
 ``job_done`` event's) is read by :mod:`sluice.core.spark.results` as the kind of result it
 claims; given the job's steps (the runner gives them), also as a result of the step it is
 for (:func:`sluice.core.spark.results.check`). Anything else is refused with
@@ -30,6 +31,7 @@ string annotation is not seen by ``TypedDict`` (see :mod:`sluice.core.spark.spec
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
@@ -45,7 +47,17 @@ STEP_FAILED = 3
 BAD_SPEC = 4
 
 MAX_LINE_CHARS = 32 * 1024 * 1024
-"""The longest event line read (a ``job_done`` carries every step's result)."""
+"""The longest event line read: a ``step_done``'s or a ``job_done``'s (which carries every
+step's result); any other is held to :data:`MAX_EVENT_CHARS`."""
+MAX_EVENT_CHARS = 2 * 1024 * 1024
+"""The longest line of an event that carries no step result (room for a ``write``'s
+payload of at most 1 MiB, :data:`sluice.core.spark.writes.MAX_PAYLOAD_CHARS`, and its
+names)."""
+# How such a line begins (the event's kind first, as the driver's encode() writes it; a
+# line that names its kind later is held to the shorter limit). Read before json.loads,
+# so a long line of another kind is refused unparsed.
+_RESULT_LINE = re.compile(r'\{\s*"event"\s*:\s*"(?:step_done|job_done)"')
+_WRITE_LINE = re.compile(r'\{\s*"event"\s*:\s*"write"')
 
 
 # --- progress -----------------------------------------------------------------------------
@@ -232,8 +244,9 @@ def decode(line: str, steps: Sequence[Step] | None = None) -> Event | None:
     if not line.startswith(PREFIX):
         return None
     text = line[len(PREFIX) :]
-    if len(text) > MAX_LINE_CHARS:
-        raise BadEvent(f"an event line longer than {MAX_LINE_CHARS} characters")
+    limit = line_limit(text)
+    if len(text) > limit:
+        raise too_long(text, limit)
     try:
         raw = json.loads(text)
     except RecursionError:
@@ -241,6 +254,27 @@ def decode(line: str, steps: Sequence[Step] | None = None) -> Event | None:
     except ValueError as exc:
         raise BadEvent(f"an event line that is not JSON ({exc})") from None
     return parse(raw, steps)
+
+
+def line_limit(text: str) -> int:
+    """The most characters ``text`` (an event line, its prefix removed) may have:
+    :data:`MAX_LINE_CHARS` for a ``step_done`` or a ``job_done`` line (by how it begins),
+    :data:`MAX_EVENT_CHARS` (no more than :data:`MAX_LINE_CHARS`) for any other."""
+    if _RESULT_LINE.match(text):
+        return MAX_LINE_CHARS
+    return min(MAX_EVENT_CHARS, MAX_LINE_CHARS)
+
+
+def too_long(text: str, limit: int) -> BadEvent:
+    """The refusal of an event line (``text``: without its prefix; maybe cut) longer than
+    ``limit``; a ``write``'s is tagged as one, so that the runner stops the job."""
+    kind = WRITE if _WRITE_LINE.match(text) else None
+    only = (
+        f" (only a step_done or a job_done line may be longer, up to {MAX_LINE_CHARS})"
+        if limit < MAX_LINE_CHARS
+        else ""
+    )
+    return BadEvent(f"an event line longer than {limit} characters{only}", kind)
 
 
 def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:

@@ -14,16 +14,19 @@ A result is tied to its step in two places, each checking what it can know:
   kind's keys, each of its type, names of at most :data:`MAX_NAME_CHARS` characters, at
   most :data:`MAX_ROWS` rows of at most :data:`MAX_COLUMNS` values, JSON nested at most
   :data:`MAX_DEPTH` deep; a text longer than :data:`MAX_TEXT_CHARS` (a unit test's diff,
-  a note) is cut, as it is only shown. It needs no job, so a line parses the same
-  wherever it is read.
+  a note) is cut, as it is only shown, and so is a text value in rows (a query's, a
+  ``sql`` step's, a sample's) longer than :data:`MAX_VALUE_CHARS`. It needs no job, so a
+  line parses the same wherever it is read.
 - The runner then checks the claim against the job's spec, which it wrote and the
   driver's output cannot change: it hands the spec's steps to the event parser
   (:func:`sluice.core.spark.events.decode`), which calls :func:`check` on a
   ``step_done`` event's result (its step by index) and :func:`check_all` on a
   ``job_done`` event's (by id). A result for a step the job does not have, of another
   kind than its step, naming another model, version, table, audit, test or environment
-  than its step, or with more rows than its step asked for is refused as any malformed
-  event line is: noted in the job's log, not believed.
+  than its step (a table diff: other tables, labels or keys), or with more rows than its
+  step asked for is refused as any malformed event line is: noted in the job's log, not
+  believed; so is a ``job_done`` event that lacks the result of one of the job's steps
+  (the driver reports it only once every step ran, and every step returns one).
 
 The kind is written in the result, not only looked up in the spec, because a result is
 read far from its job (from a :class:`~sluice.core.spark.submit.JobResult`, by the
@@ -57,6 +60,9 @@ MAX_ROWS = 100_000
 spec known, a query's and a ``sql`` step's also at most their step's ``limit``."""
 MAX_COLUMNS = 10_000
 """The most columns a result's rows have (and names in any list of a result)."""
+MAX_VALUE_CHARS = 1024 * 1024
+"""The longest text value in a result's rows kept whole; a longer one is cut, saying by
+how much (a row is only shown)."""
 SQL_LIMIT = 100
 """The rows of its last statement a ``sql`` step returns unless its ``limit`` says."""
 AUDIT_SAMPLE = 5
@@ -320,16 +326,28 @@ def _pair(value: Any) -> list[int]:
     return [_integer(value[0]), _integer(value[1])]
 
 
-def json_depth(value: Any, depth: int = 0) -> None:
-    """Refuse JSON nested deeper than :data:`MAX_DEPTH` (json.loads gives JSON values only)."""
+def values(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON values: json.loads gives no other) with each text longer than
+    :data:`MAX_VALUE_CHARS` cut, saying by how much.
+
+    Raises:
+        BadResult: it nests deeper than :data:`MAX_DEPTH`, or an object's key is longer
+            than :data:`MAX_NAME_CHARS`.
+    """
     if depth > MAX_DEPTH:
         raise BadResult(f"nests deeper than {MAX_DEPTH} levels")
+    if isinstance(value, str):
+        if len(value) <= MAX_VALUE_CHARS:
+            return value
+        return value[:MAX_VALUE_CHARS] + f"... ({len(value) - MAX_VALUE_CHARS} more characters)"
     if isinstance(value, dict):
-        for item in value.values():
-            json_depth(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            json_depth(item, depth + 1)
+        for key in value:
+            if len(key) > MAX_NAME_CHARS:
+                raise BadResult(f"holds a key longer than {MAX_NAME_CHARS} characters")
+        return {key: values(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [values(item, depth + 1) for item in value]
+    return value
 
 
 def _row_object(value: Any) -> dict[str, Any]:
@@ -340,8 +358,7 @@ def _row_object(value: Any) -> dict[str, Any]:
         raise BadResult(f"holds a row of {len(value)} columns, more than {MAX_COLUMNS}")
     for key in value:
         _name(key)
-    json_depth(value, 1)
-    return value
+    return cast(dict[str, Any], values(value, 1))
 
 
 def _object_rows(value: Any) -> list[dict[str, Any]]:
@@ -350,9 +367,7 @@ def _object_rows(value: Any) -> list[dict[str, Any]]:
 
 def _sample(value: Any) -> list[Any]:
     """An audit's violating rows (JSON values: objects from Spark's rows)."""
-    rows = _list(value, MAX_ROWS, "rows")
-    json_depth(rows)
-    return rows
+    return cast(list[Any], values(_list(value, MAX_ROWS, "rows")))
 
 
 def joined(subject: str, problem: str) -> str:
@@ -433,8 +448,7 @@ def _query_rows(value: Any) -> list[list[Any]]:
             raise BadResult(f"holds a row that is {kind_of(row)}, not a list")
         if len(row) > MAX_COLUMNS:
             raise BadResult(f"holds a row of {len(row)} values, more than {MAX_COLUMNS}")
-    json_depth(rows)
-    return rows
+    return cast(list[list[Any]], values(rows))
 
 
 KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
@@ -609,7 +623,7 @@ def check(result: StepResult, index: int, steps: Sequence[Step]) -> None:
 
 def check_all(results: Mapping[str, StepResult], steps: Sequence[Step]) -> None:
     """Refuse ``results`` (a ``job_done`` event's) unless each is for a step of ``steps``
-    (by its id, or its index as text) and :func:`check` passes.
+    (by its id, or its index as text), :func:`check` passes, and every step has one.
 
     Raises:
         BadResult: naming the step, and what does not match.
@@ -622,6 +636,13 @@ def check_all(results: Mapping[str, StepResult], steps: Sequence[Step]) -> None:
             check(result, index[key], steps)
         except BadResult as exc:
             raise BadResult(joined(f"of step {shown(key)}", str(exc))) from None
+    missing = [key for key in index if key not in results]
+    if missing:
+        more = f" (and {plural(len(missing) - 1, 'other step')})" if len(missing) > 1 else ""
+        raise BadResult(
+            f"without a result of step {shown(missing[0])}{more}: a job that ran to its end "
+            "reports a result of every step"
+        )
 
 
 def _claims(result: StepResult, step: Any) -> list[tuple[str, object, object]]:
@@ -654,8 +675,20 @@ def _claims(result: StepResult, step: Any) -> list[tuple[str, object, object]]:
             ("tables", result["tables"], len(fields.get("tables", ()))),
             ("schemas", result["schemas"], [s for s in result["schemas"] if s in asked]),
         ]
-    if result["step"] == "unit_test" or (result["step"] == "table_diff" and "name" in result):
+    if result["step"] == "unit_test":
         return [("name", result["name"], fields.get("name"))]
+    if result["step"] == "table_diff" and "name" in result:
+        # As the diff names them: its labels default to the tables, its keys are the
+        # step's, each once, in lower case.
+        keys = [str(k).lower() for k in fields.get("keys", ())]
+        return [
+            ("name", result["name"], fields.get("name")),
+            ("source_table", result["source_table"], fields.get("source")),
+            ("target_table", result["target_table"], fields.get("target")),
+            ("source", result["source"], fields.get("source_label") or fields.get("source")),
+            ("target", result["target"], fields.get("target_label") or fields.get("target")),
+            ("keys", [k.lower() for k in result["keys"]], list(dict.fromkeys(keys))),
+        ]
     return []
 
 

@@ -174,9 +174,29 @@ def test_a_malformed_or_hostile_event_is_refused_saying_why(body: str, problem: 
 
 
 def test_an_event_line_past_the_limit_is_refused_unread() -> None:
-    line = encode({"event": "log", "message": "x" * events.MAX_LINE_CHARS})
+    line = encode({"event": "job_done", "job_id": "j", "results": {
+        "0": {"step": "sql", "rows": [{"a": "x" * events.MAX_LINE_CHARS}]}}})  # fmt: skip
     with pytest.raises(BadEvent, match=f"longer than {events.MAX_LINE_CHARS} characters"):
         decode(line)
+
+
+def test_only_a_line_carrying_results_may_be_longer_than_the_shorter_limit() -> None:
+    text = "x" * events.MAX_EVENT_CHARS
+    long_log = encode({"event": "log", "message": text})
+    with pytest.raises(BadEvent, match=f"longer than {events.MAX_EVENT_CHARS} characters"):
+        decode(long_log)
+    # Spaced as json.dumps spaces by default: still known by how it begins.
+    chunk = "y" * (events.MAX_EVENT_CHARS // 2)  # each value kept whole, the line longer
+    row = {"step": "query", "columns": ["a", "b", "c"], "types": ["string"] * 3,
+           "rows": [[chunk, chunk, chunk]]}  # fmt: skip
+    for event in ({"event": "step_done", "index": 0, "label": "q", "seconds": 1, "result": row},
+                  {"event": "job_done", "job_id": "j", "results": {"0": row}}):  # fmt: skip
+        assert decode(events.PREFIX + json.dumps(event)) == event
+    write = {"event": "write", "op": "save_result", "kind": "audit", "name": "a",
+             "passed": True, "payload": {"pad": text}}  # fmt: skip
+    with pytest.raises(BadEvent, match="only a step_done or a job_done line") as caught:
+        decode(events.PREFIX + json.dumps(write))
+    assert caught.value.kind == events.WRITE  # the runner stops the job for these
 
 
 def test_a_huge_message_or_error_is_cut_saying_how_much() -> None:

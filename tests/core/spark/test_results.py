@@ -89,7 +89,9 @@ def _index(key: str) -> int:
 
 
 def _done(found: dict[str, Any]) -> dict[str, Any]:
-    return {"event": "job_done", "job_id": "j", "results": found}
+    """A job_done with ``found`` and, for the other steps, their sample results (a job
+    that ran to its end reports every step's)."""
+    return {"event": "job_done", "job_id": "j", "results": {**SAMPLES, **found}}
 
 
 def _step_done(index: int, result: Any) -> dict[str, Any]:
@@ -201,6 +203,14 @@ HOSTILE: list[tuple[str, dict[str, Any], str]] = [
      "names schemas ['prod_schema']"),
     ("more rows than asked", {"0": {"step": "sql", "rows": [{"a": 1}] * 3}},
      "holds 3 rows, but step 0 ('sql') asked for at most 2"),
+    ("a diff of other tables", {"diff:s.a": {**DIFF_JSON, "target_table": "t_prod"}},
+     "names target_table 't_prod', but step 7 ('table diff s.a') has 't_a'"),
+    ("a diff of another source", {"diff:s.a": {**DIFF_JSON, "source_table": "t_a"}},
+     "names source_table 't_a', but step 7 ('table diff s.a') has 't_old'"),
+    ("a diff of other labels", {"diff:s.a": {**DIFF_JSON, "source": "pr_1", "target": "prod"}},
+     "names source 'pr_1', but step 7 ('table diff s.a') has 'prod'"),
+    ("a diff on other keys", {"diff:s.a": {**DIFF_JSON, "keys": ["id", "b"]}},
+     "names keys ['id', 'b'], but step 7 ('table diff s.a') has ['id']"),
 ]  # fmt: skip
 
 
@@ -231,6 +241,42 @@ def test_a_hostile_step_done_result_is_refused_saying_why(
     with pytest.raises(BadEvent, match="a 'step_done' event: result") as caught:
         decode(encode(_step_done(index, result)), SPEC_STEPS)  # type: ignore[arg-type]
     assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("key", list(SAMPLES))
+def test_a_job_done_without_the_result_of_one_of_its_steps_is_refused(key: str) -> None:
+    # The driver reports its end once every step ran, each with a result: a report leaving
+    # one out (a failed unit test, say) is not the driver's.
+    found = {k: v for k, v in SAMPLES.items() if k != key}
+    event = {"event": "job_done", "job_id": "j", "results": found}
+    with pytest.raises(BadEvent) as caught:
+        decode(encode(event), SPEC_STEPS)  # type: ignore[arg-type]
+    assert f"results without a result of step {key!r}" in str(caught.value)
+    assert caught.value.kind == "job_done"
+    assert decode(encode(event)) == event  # without the spec, nothing to hold it to
+
+
+def test_a_table_diff_s_result_names_its_step_s_keys_as_the_diff_does() -> None:
+    # The diff lower-cases its keys and names each once; its labels default to the tables.
+    steps = [{**STEPS[7], "keys": ["ID", "id"], "source_label": "", "target_label": ""}]
+    found = {**DIFF_JSON, "source": "t_old", "target": "t_a"}
+    event = {"event": "job_done", "job_id": "j", "results": {"diff:s.a": found}}
+    assert decode(encode(event), typing.cast(list[Step], steps)) == event  # type: ignore[arg-type]
+
+
+def test_a_huge_value_in_a_row_is_cut_saying_how_much() -> None:
+    extra = 77
+    big = "v" * (results.MAX_VALUE_CHARS + extra)
+    found = {"6": {**QUERY, "rows": [[1, big]]},
+             "0": {"step": "sql", "rows": [{"a": {"k": [big]}}]},
+             "2": {**SAMPLES["2"], "sample": [{"id": big}]}}  # fmt: skip
+    event = decode(encode(_done(found)), SPEC_STEPS)  # type: ignore[arg-type]
+    assert event is not None and event["event"] == "job_done"
+    read: Any = event["results"]
+    cut = [read["6"]["rows"][0][1], read["0"]["rows"][0]["a"]["k"][0], read["2"]["sample"][0]["id"]]
+    for value in cut:
+        assert value == "v" * results.MAX_VALUE_CHARS + f"... ({extra} more characters)"
+    assert read["6"]["rows"][0][0] == 1
 
 
 def test_without_the_spec_a_result_is_read_as_the_kind_it_claims_only() -> None:
