@@ -30,7 +30,11 @@ The checks:
   non-negative integer of bytes and of rows (rows may be absent);
 - results only of the spec's audits, unit tests and table diffs, stored under this job's
   id and plan id (a write naming another job or plan is refused, not re-labelled); an
-  audit's result names the batch it audited exactly when the spec's audit does;
+  audit's result names the batch it audited exactly when the spec's audit does; one
+  result per (kind, name, batch) in a job: the first stands, a second is refused (a
+  failed audit's result cannot be overridden by a later "passed", nor the state database
+  filled by repeating one); a payload of at most :data:`MAX_PAYLOAD_CHARS` characters of
+  JSON;
 - no environment write at all: the service commits the environment record (a
   compare-and-swap) itself once the job has succeeded.
 
@@ -39,6 +43,7 @@ Anything else is refused with :class:`WriteRefused`; the runner then stops the j
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -62,6 +67,9 @@ from sluice.core.state.store import StateStore
 WRITE_EVENT = WRITE
 RESULT_KINDS = {"audit": "audit", "unit_test": "unit test", "table_diff": "table diff"}
 
+
+MAX_PAYLOAD_CHARS = 1024 * 1024
+"""The most characters a result's payload may have, as JSON."""
 
 Scope = tuple[int, int] | None
 """What an audit covers: one build batch ``(start, end)``, or None: the whole build."""
@@ -103,6 +111,8 @@ class JobWrites:
         # (model, scope) -> the names of the blocking audits its intervals wait for.
         self._blocking: dict[tuple[str, Scope], set[str]] = {}
         self._passed: set[tuple[str, Scope]] = set()
+        # The results this job saved, by (kind, name, scope): one each.
+        self._saved: set[tuple[str, str, Scope]] = set()
         # Intervals waiting for their audits, per (model, version), in arrival order.
         self._held: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for step in spec.get("steps", []):
@@ -269,6 +279,19 @@ class JobWrites:
             scope = self._audit_scope(name, event.get("batch"))
         elif "batch" in event:
             self._refuse(f"{kind} result {name!r}: only an audit's result names a batch")
+        if (kind, name, scope) in self._saved:
+            where = "" if scope is None else f" of batch [{scope[0]}, {scope[1]})"
+            self._refuse(
+                f"{kind} result {name!r}{where} again: a job saves one result of each, and "
+                "the first stands"
+            )
+        size = len(json.dumps(payload, separators=(",", ":"), default=str))
+        if size > MAX_PAYLOAD_CHARS:
+            self._refuse(
+                f"{kind} result {name!r}: its payload is {size} characters of JSON, more than "
+                f"the {MAX_PAYLOAD_CHARS} a result may keep"
+            )
+        self._saved.add((kind, name, scope))
         if self.state is not None:
             record = JobResult(self.job_id, self.plan_id, kind, name, passed, payload, self.clock())
             self.state.save_results([record])
