@@ -59,10 +59,14 @@ class PreviewResult:
     held: dict[str, tuple[Interval, ...]] = field(default_factory=dict)
     bytes_built: int | None = None  # the files of the tables the plan builds (None: unmeasured)
     rows_built: int | None = None  # the rows those tables hold (None: not counted)
+    # The unit tests the job ran but reported no result of (a runner that checks its
+    # results against the spec fails such a job: this is the preview's own check).
+    untested: tuple[str, ...] = ()
 
     @property
     def tests_passed(self) -> bool:
-        return all(t["passed"] for t in self.tests)
+        """Every unit test the job ran reported a result, and each passed."""
+        return not self.untested and all(t["passed"] for t in self.tests)
 
 
 def held_ranges(
@@ -254,6 +258,11 @@ def preview_environment(
             raise locate_failure(project, exc) from exc
     results = job.results if job is not None else {}
     tests = tuple(result_of(results, k, "unit_test") for k in results if k.startswith("test:"))
+    untested = tuple(
+        str(step["name"])
+        for step in spec["steps"]
+        if step["type"] == "unit_test" and step.get("id") not in results
+    )
     errors: dict[str, str] = {}
     for key in results:
         if key.startswith("diff:"):
@@ -283,6 +292,7 @@ def preview_environment(
         held=held,
         bytes_built=sizes.bytes,
         rows_built=sizes.rows,
+        untested=untested,
     )
 
 

@@ -68,7 +68,7 @@ from sluice.core.spark.spec import (
     ViewsStep,
 )
 from sluice.core.spark.steps.context import Handler, StepContext, Written, filled
-from sluice.core.spark.submit import JobResult, OnEvent, _prepare, _RunnerBase
+from sluice.core.spark.submit import JobResult, OnEvent, Received, _prepare, _RunnerBase
 from sluice.core.tablediff.result import DiffOptions, TableDiffResult
 
 DEFAULT_ROWS = 10
@@ -177,14 +177,15 @@ class ScriptedRunner(_RunnerBase):
         spec = {**spec, "concurrent_tasks": 1}
         self.warehouse.jobs.append(spec)
         job_id = spec["job_id"]
-        seen: list[Event] = []
+        got = Received(writes)
 
         def emit(event: Event) -> None:
             # As a real driver's would be: a line, read back as the runner reads it (an
             # event the protocol does not define fails the job's caller: BadEvent).
-            wired = events.decode(events.encode(event), spec["steps"])
+            line = events.encode(event)
+            wired = events.decode(line, spec["steps"])
             assert wired is not None
-            self._receive(wired, writes, seen)
+            self._receive(wired, got, len(line))
 
         began = time.monotonic()
         emit({"event": "job_start", "job_id": job_id, "steps": len(spec["steps"])})
@@ -193,15 +194,15 @@ class ScriptedRunner(_RunnerBase):
                 spec, NO_SPARK, emit, table=self._handlers(), measure=self._measure
             )
         except _Lost:
-            raise job_failure(job_id, seen, exit_code=-9) from None
+            raise job_failure(job_id, got.events, exit_code=-9) from None
         except driver.StepFailed:
             if writes.refused is not None:
                 raise writes.refused from None
-            raise job_failure(job_id, seen) from None
+            raise job_failure(job_id, got.events) from None
         if writes.refused is not None:
             raise writes.refused
         emit({"event": "job_done", "job_id": job_id, "results": results})
-        return JobResult(job_id, results, time.monotonic() - began, None, seen)
+        return JobResult(job_id, results, time.monotonic() - began, None, got.events)
 
     # --- the steps ------------------------------------------------------------------------
 

@@ -15,6 +15,13 @@ killed past it). What the driver wants kept in state arrives as ``write`` events
 both runners hand, as they arrive, to one :class:`~sluice.core.spark.writes.JobWrites`
 built from the spec: it refuses any write the spec did not ask for (and the job is
 stopped) and applies the rest to the store given to :func:`run_recorded`.
+
+A pull request's code runs in the driver and can print event lines too, so what a runner
+believes and keeps of them is bounded (:class:`Received`): one ``job_done``, the last event
+(one after it fails the job), with a result of every step; the first of each other outcome;
+at most :data:`MAX_KEPT_EVENTS` events of :data:`MAX_KEPT_CHARS` characters besides; the
+job stopped past :data:`MAX_REFUSED_LINES` lines refused or not needed; a log of at most
+:data:`MAX_LOG_BYTES`.
 """
 
 from __future__ import annotations
@@ -70,7 +77,6 @@ _TAIL_LINES = 400
 _TAIL_CHARS = 4000  # of each line kept for the error message (the log keeps more)
 _LINE_CHARS = 1024 * 1024  # the longest line of Spark's own output kept (stderr)
 _SKIP_CHARS = 64 * 1024
-_WRITE_LINE = events.PREFIX + '{"event":"' + events.WRITE + '"'
 
 # A job's time limit when the service sets none (seconds; a runner's ``timeout=None``
 # means no limit). The service's setting is named in the error a user sees.
@@ -293,27 +299,55 @@ def spark_submit_path() -> Path:
     return jvm.spark_home() / "bin" / "spark-submit"
 
 
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""The most a job's log file keeps of its output (then one line saying what was dropped)."""
+
+
 class _Log:
     """The job's log file, written from two reader threads.
 
     Line-buffered: the file shows the job as it runs (to whoever follows it), and a process
     killed mid-job (kill -9, the OOM killer) leaves every line it had read, not an empty
     file with the end of the story lost in a buffer.
+
+    At most ``limit`` bytes (:data:`MAX_LOG_BYTES`): a driver printing without end cannot
+    fill the service's disk. The first line that does not fit ends the file; when it is
+    closed, one more line says how much was dropped. The last lines (:attr:`tail`, for a
+    failure's message) are kept all the same.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = path
         self.tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        self.limit = limit = MAX_LOG_BYTES if limit is None else limit
+        self._left = limit
+        self._dropped = [0, 0]  # lines, bytes
         self._lock = threading.Lock()
         self._file = open(path, "w", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed in close()
 
     def write(self, line: str) -> None:
+        text = line if line.endswith("\n") else line + "\n"
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
         with self._lock:
-            self._file.write(line if line.endswith("\n") else line + "\n")
             self.tail.append(line[:_TAIL_CHARS])
+            if size <= self._left:
+                self._file.write(text)
+                self._left -= size
+                return
+            self._left = 0  # nothing after a gap: the file ends where the cut is
+            self._dropped[0] += 1
+            self._dropped[1] += size
 
     def close(self) -> None:
-        self._file.close()
+        with self._lock:
+            lines, size = self._dropped
+            if lines:
+                self._file.write(
+                    f"sluice: the job's log was cut here, at its limit of {self.limit} bytes: "
+                    f"{lines} more line{'s' if lines != 1 else ''} ({size} bytes) of the job's "
+                    "output were not kept\n"
+                )
+            self._file.close()
 
 
 def _drain(stream: IO[str], log: _Log) -> None:
@@ -340,15 +374,102 @@ def _lines(stream: IO[str], limit: int) -> Iterator[tuple[str, bool]]:
 
 MAX_KEPT_EVENTS = 20_000
 """A job's events kept for its result and its failure's report (its outcome always is)."""
+MAX_KEPT_CHARS = 64 * 1024 * 1024
+"""The most characters of event lines a job keeps (its outcome besides)."""
+MAX_REFUSED_LINES = 10_000
+"""The event lines a job's driver may print that are refused or not needed (a failure
+reported again) before the job is stopped."""
+_LOGGED_REFUSALS = 20  # of a job's refused lines, noted in the service's log too
 _OUTCOMES = frozenset({"step_failed", "job_done", "job_failed"})
 
 
-def _last_done(seen: list[Event]) -> JobDone | None:
-    """The job's ``job_done`` event, if it reported one."""
-    for event in seen[::-1]:
-        if event["event"] == "job_done":
-            return event
-    return None
+class Received:
+    """One job's events as its runner receives them from the driver.
+
+    A pull request's code runs in the driver and may print event lines of its own, without
+    end: what is kept of them is bounded. :attr:`events` holds the first
+    :data:`MAX_KEPT_EVENTS` events whose lines add up to at most :data:`MAX_KEPT_CHARS`
+    characters, and besides, however many came before, the first ``step_failed`` and
+    ``job_failed`` and the job's one ``job_done`` (:attr:`done`; an event after it fails
+    the job). Past :data:`MAX_REFUSED_LINES` lines refused or not needed, the job is
+    stopped.
+
+    Attributes:
+        events: The events kept, in the order received.
+        done: The job's ``job_done``, once the driver reported it.
+        refused_done: Why the last ``job_done`` line refused was (None: none was).
+    """
+
+    def __init__(self, writes: JobWrites, log: _Log | None = None) -> None:
+        self.writes = writes
+        self.log = log
+        self.events: list[Event] = []
+        self.done: JobDone | None = None
+        self.refused_done: str | None = None
+        self._chars = 0
+        self._outcomes: set[str] = set()
+        self._refused = 0
+
+    @property
+    def job_id(self) -> str:
+        return self.writes.job_id
+
+    def keep(self, event: Event, chars: int) -> None:
+        """Keep ``event`` (its line ``chars`` long) while within the bounds; an outcome
+        of a kind not received yet in any case."""
+        kind = event["event"]
+        first = kind in _OUTCOMES and kind not in self._outcomes
+        if kind in _OUTCOMES:
+            self._outcomes.add(kind)
+        within = len(self.events) < MAX_KEPT_EVENTS and self._chars + chars <= MAX_KEPT_CHARS
+        if first or within:
+            self.events.append(event)
+            self._chars += chars
+
+    def repeated(self, event: Event) -> bool:
+        """Whether ``event`` is an outcome of a kind already received (a ``step_failed``
+        again: builds running at once may fail together, a few)."""
+        return event["event"] in _OUTCOMES and event["event"] in self._outcomes
+
+    def note(self, text: str, chars: int) -> None:
+        """``text`` into the job's log, and (the first few) into the service's."""
+        if self.log is not None:
+            self.log.write(text)
+        if self._refused < _LOGGED_REFUSALS:
+            logger.warning("job %s: %s (%d characters)", self.job_id, text, chars)
+        elif self._refused == _LOGGED_REFUSALS:
+            logger.warning("job %s: more refused event lines: only in the job's log", self.job_id)
+
+    def count(self, what: str) -> None:
+        """One more line refused or not needed (``what``: the last one, for the error).
+
+        Raises:
+            ExecutionError: past :data:`MAX_REFUSED_LINES` of them (the job is stopped).
+        """
+        self._refused += 1
+        if self._refused <= MAX_REFUSED_LINES:
+            return
+        raise ExecutionError(
+            f"Spark job {self.job_id} was stopped: its driver printed more than "
+            f"{MAX_REFUSED_LINES} event lines the runner refused or did not need (the last: "
+            f"{what})",
+            hint="code the job runs (a pull request's SQL or Python) prints lines that look "
+            "like Sluice's events (@@sluice ...); they are not believed. Remove that output "
+            "and run again; the job's log names the lines refused",
+        )
+
+
+def _unbelieved(job_id: str, problem: str, log_path: Path | None) -> ExecutionError:
+    """The error for a job whose driver ended well but whose report of its results (its
+    ``job_done``) the runner refused (``problem``: why)."""
+    where = f"; full log: {log_path}" if log_path is not None else ""
+    return ExecutionError(
+        f"Spark job {job_id} failed: the runner refused its driver's report of the job's "
+        f"results: {problem}",
+        hint="a driver that ran every step reports, last, one result of each, as its step "
+        "asked; this report was not that (code the job runs may have printed one of its own; "
+        f"else it is a bug in Sluice: report it with the job's log){where}",
+    )
 
 
 class _RunnerBase:
@@ -381,17 +502,30 @@ class _RunnerBase:
         if self.on_event is not None:
             self.on_event(event)
 
-    def _receive(self, event: Event, writes: JobWrites, seen: list[Event]) -> None:
-        """One event from the driver: kept (a job's first :data:`MAX_KEPT_EVENTS`, and its
-        outcome however many came before: a PR's code can print event lines without end),
-        a write checked and applied, then passed on."""
-        if len(seen) < MAX_KEPT_EVENTS or event["event"] in _OUTCOMES:
-            seen.append(event)
+    def _receive(self, event: Event, got: Received, chars: int = 0) -> None:
+        """One event from the driver (``chars``: its line's length): kept as
+        :class:`Received` bounds it (a PR's code can print event lines without end), a
+        write checked and applied, then passed on; refused, failing the job, when the job
+        already reported its end.
+
+        Raises:
+            ExecutionError: the event came after the job's ``job_done``, or was an outcome
+                reported again once too often (:meth:`Received.count`); ``WriteRefused``:
+                a write the spec does not allow (the job is stopped).
+        """
+        kind = event["event"]
+        if got.done is not None:
+            raise self._after_end(f"a {kind!r} event", got, chars)
+        if got.repeated(event):
+            got.count(f"a {kind!r} event again")
+        got.keep(event, chars)
         if event["event"] == "write":
-            writes.apply(event)
+            got.writes.apply(event)
+        elif event["event"] == "job_done":
+            got.done = event
         self._emit(event)
 
-    def _refused(self, line: str, problem: events.BadEvent, writes: JobWrites, log: _Log) -> None:
+    def _refused(self, line: str, problem: events.BadEvent, got: Received) -> None:
         """An event line of the driver's that is not one (:func:`events.decode` said why):
         noted in the job's log and ours, and otherwise ignored (a pull request's code can
         print to the driver's stdout too), but for a ``write``: the job is stopped, as for
@@ -399,12 +533,32 @@ class _RunnerBase:
 
         Raises:
             WriteRefused: the line was a ``write`` event.
+            ExecutionError: one refused line too many (:meth:`Received.count`).
         """
         if problem.kind == WRITE_EVENT:
-            writes.refuse(f"a write event the runner cannot read: {problem}")
-        note = f"sluice: refused an event line of the Spark driver: {problem}"
-        log.write(note)
-        logger.warning("job %s: %s (%d characters)", writes.job_id, note, len(line))
+            got.writes.refuse(f"a write event the runner cannot read: {problem}")
+        if problem.kind == "job_done":
+            got.refused_done = str(problem)
+        got.note(f"sluice: refused an event line of the Spark driver: {problem}", len(line))
+        got.count(str(problem))
+
+    def _after_end(self, what: str, got: Received, chars: int) -> ExecutionError:
+        """The error for ``what`` (an event line) received after the job's ``job_done``,
+        noted in the job's log: the driver reports its end once, last, so whatever prints
+        after it (an ``atexit`` hook, a thread of a pull request's code) is not the
+        driver, and the results it would replace are not believed either."""
+        got.note(
+            f"sluice: refused an event line of the Spark driver: {what} after the job's end "
+            "(job_done); the job is failed",
+            chars,
+        )
+        return ExecutionError(
+            f"Spark job {got.job_id} failed: its driver printed {what} after reporting the "
+            "job's end (job_done); the runner believes neither",
+            hint="the driver reports its end once, as its last event: a line after it was "
+            "printed by code the job runs (a pull request's Python: an atexit hook, a thread "
+            "left running). Remove that output and run again",
+        )
 
     def _timer(self, expire: Callable[[], None]) -> threading.Timer | None:
         if self.timeout is None:
@@ -472,7 +626,7 @@ class SubmitRunner(_RunnerBase):
         spec_path = self.paths.logs / f"{_safe(job_id)}.json"
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
-        seen: list[Event] = []
+        got = Received(writes)
         with self._hold(job_id), self._class_archive(env, spec) as archive:
             cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")), archive.flags)
             cmd = sandbox.wrap(cmd, self.profile(spec, spec_path, home, archive)).argv
@@ -481,13 +635,11 @@ class SubmitRunner(_RunnerBase):
             code: int | None = None
             timed_out = False
             try:
-                code, tail, timed_out = self._execute(
-                    cmd, env, log_path, writes, seen, spec["steps"]
-                )
+                code, tail, timed_out = self._execute(cmd, env, log_path, got, spec["steps"])
                 archive.clean = code == 0 and not timed_out
             finally:
                 try:
-                    self._after(job_id, env, seen, code, timed_out)
+                    self._after(job_id, env, got.events, code, timed_out)
                 finally:
                     shutil.rmtree(home, ignore_errors=True)
             seconds = time.monotonic() - began
@@ -496,12 +648,14 @@ class SubmitRunner(_RunnerBase):
                 "job %s ran past its limit of %s s; log: %s", job_id, self.timeout, log_path
             )
             raise self._timed_out(log_path)
-        done = _last_done(seen)
+        done = got.done
         if code != 0 or done is None:
             logger.info("job %s failed with exit code %s; log: %s", job_id, code, log_path)
-            raise job_failure(job_id, seen, exit_code=code, log_path=log_path, output=tail)
+            if code == 0 and got.refused_done is not None:
+                raise _unbelieved(job_id, got.refused_done, log_path)
+            raise job_failure(job_id, got.events, exit_code=code, log_path=log_path, output=tail)
         logger.info("job %s done in %.1f s", job_id, seconds)
-        return JobResult(job_id, dict(done["results"]), seconds, log_path, seen)
+        return JobResult(job_id, dict(done["results"]), seconds, log_path, got.events)
 
     @contextlib.contextmanager
     def _class_archive(self, env: dict[str, str], spec: JobSpec) -> Iterator[jvm.ArchiveUse]:
@@ -579,15 +733,15 @@ class SubmitRunner(_RunnerBase):
         cmd: list[str],
         env: dict[str, str],
         log_path: Path,
-        writes: JobWrites,
-        seen: list[Event],
+        got: Received,
         steps: Sequence[Step],
     ) -> tuple[int, list[str], bool]:
-        """Run ``cmd``, its events into ``seen`` (the results they report checked against
+        """Run ``cmd``, its events into ``got`` (the results they report checked against
         the job's ``steps``); (exit code, the output's last lines, whether it timed out)."""
         logger.debug("running %s", " ".join(cmd))
         keep_from_children()
         log = _Log(log_path)
+        got.log = log
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -633,18 +787,18 @@ class SubmitRunner(_RunnerBase):
         try:
             for line, whole in _lines(proc.stdout, events.MAX_LINE_CHARS + len(events.PREFIX)):
                 log.write(line)
+                if got.done is not None and line.startswith(events.PREFIX):
+                    raise self._after_end("an event line", got, len(line))
                 try:
                     if not whole and line.startswith(events.PREFIX):
-                        raise events.BadEvent(
-                            f"an event line longer than {events.MAX_LINE_CHARS} characters",
-                            events.WRITE if line.startswith(_WRITE_LINE) else None,
-                        )
+                        text = line[len(events.PREFIX) :]
+                        raise events.too_long(text, events.MAX_LINE_CHARS)
                     event = events.decode(line.rstrip("\n"), steps)
                 except events.BadEvent as problem:
-                    self._refused(line, problem, writes, log)
+                    self._refused(line, problem, got)
                     continue
                 if event is not None:
-                    self._receive(event, writes, seen)
+                    self._receive(event, got, len(line))
             code = proc.wait()
             reader.join()
         except BaseException:
@@ -674,10 +828,10 @@ class InProcessRunner(_RunnerBase):
 
         spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
-        seen: list[Event] = []
+        got = Received(writes)
 
         def emit(event: Event) -> None:
-            self._receive(event, writes, seen)
+            self._receive(event, got)
 
         # The session holds the embedded metastore (its lock) until this process exits.
         spark = local_session(
@@ -703,10 +857,10 @@ class InProcessRunner(_RunnerBase):
             if expired.is_set():
                 raise self._timed_out(None) from None
             if isinstance(exc, driver.StepFailed):
-                raise job_failure(job_id, seen) from None
+                raise job_failure(job_id, got.events) from None
             # As the driver does: an error outside any step.
             emit({"event": "job_failed", "error": spark_error(exc)})
-            raise job_failure(job_id, seen) from exc
+            raise job_failure(job_id, got.events) from exc
         finally:
             if timer is not None:
                 timer.cancel()
@@ -715,4 +869,4 @@ class InProcessRunner(_RunnerBase):
         if expired.is_set():
             raise self._timed_out(None)
         emit({"event": "job_done", "job_id": job_id, "results": results})
-        return JobResult(job_id, results, time.monotonic() - began, None, seen)
+        return JobResult(job_id, results, time.monotonic() - began, None, got.events)
