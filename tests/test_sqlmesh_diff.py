@@ -10,6 +10,7 @@ safe than SQLMesh.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sqlglot import exp
 
 from bench import sqlmesh_diff
 from bench.sqlmesh_diff import Edit, classify, compare_edit, generate_edits, write_pair
+from sluice.core.model.definition import Project
 from sluice.core.model.loader import load_project
 from tests.core.helpers import write_project
 
@@ -73,8 +75,14 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Edit, Pat
     return found
 
 
+@functools.cache
+def _load(root: Path) -> Project:
+    """Each copy loaded once (a load runs the macro's Python in a process of its own)."""
+    return load_project(root, use_cache=False)
+
+
 def _query(root: Path, name: str) -> exp.Expr:
-    model = load_project(root, use_cache=False).models[name]
+    model = _load(root).models[name]
     assert model.query_sql is not None
     return sqlglot.parse_one(model.query_sql, read="spark")
 
@@ -94,7 +102,7 @@ def test_an_edit_leaves_a_project_sluice_loads(
     kind: str, pairs: dict[str, tuple[Edit, Path, Path]]
 ) -> None:
     edit, before, after = pairs[kind]
-    old, new = load_project(before, use_cache=False), load_project(after, use_cache=False)
+    old, new = _load(before), _load(after)
     assert edit.model in old.models and edit.model in new.models
     assert set(old.models) == set(new.models)  # an edit adds no model but in both copies
 
@@ -145,16 +153,14 @@ def test_macro_seed_and_kind_edits(pairs: dict[str, tuple[Edit, Path, Path]]) ->
     edit, before, after = pairs["macro_edit"]
     assert edit.model == "s.enriched"
     assert "number(3)" in (after / "macros/double.py").read_text()
-    assert "* 3" in load_project(after, use_cache=False).models[edit.model].query_sql  # type: ignore[operator]
+    assert "* 3" in _load(after).models[edit.model].query_sql  # type: ignore[operator]
     edit, before, after = pairs["seed_edit"]
     rows = [
         list(csv.reader(io.StringIO((r / "seeds/items.csv").read_text()))) for r in (before, after)
     ]
     assert rows[1] == [*rows[0], rows[0][-1]]
     edit, before, after = pairs["kind_change"]
-    kinds = [
-        str(load_project(r, use_cache=False).models[edit.model].kind.name) for r in (before, after)
-    ]
+    kinds = [str(_load(r).models[edit.model].kind.name) for r in (before, after)]
     assert kinds[0] != kinds[1] and kinds[1] in ("FULL", "VIEW")
 
 
@@ -164,7 +170,7 @@ def test_the_unedited_copy_differs_from_the_project_in_form_only(
     source = write_project(tmp_path / "source", FILES)
     edit, before, _ = pairs["add_column"]
     original = load_project(source, use_cache=False).models[edit.model]
-    rewritten = load_project(before, use_cache=False).models[edit.model]
+    rewritten = _load(before).models[edit.model]
     assert original.query_sql == rewritten.query_sql
 
 
@@ -241,3 +247,14 @@ def test_sluice_is_never_less_safe_than_sqlmesh_on_a_project(tmp_path: Path) -> 
     assert len(outcomes) >= 5
     assert [o for o in outcomes if o.verdict == "error"] == []
     assert [(o.edit.id, o.differences) for o in outcomes if o.verdict == "less safe"] == []
+
+
+def test_a_macro_edit_that_changes_no_query_is_sqlmesh_being_stricter() -> None:
+    theirs = {"models": {"s.c": _sm("NON_BREAKING", True)}, "refused": None, "error": None}
+    ours = {"models": {}, "warnings": [], "refused": None, "error": None}
+    same = Edit("macro_edit", "s.c", f"macro m: a statement ({sqlmesh_diff.SAME_OUTPUT})")
+    outcome = compare_edit("p", same, theirs, ours)
+    assert outcome.verdict == "agree"
+    assert [d.verdict for d in outcome.differences] == ["SQLMesh stricter"]
+    changed = Edit("macro_edit", "s.c", "macro m: a number in its body, 2 -> 3")
+    assert compare_edit("p", changed, theirs, ours).verdict == "less safe"
