@@ -162,6 +162,8 @@ def categorise(before: str, after: str) -> dict[str, Any]:
         )
         plan = builder.build()
     except PlanError as exc:
+        if "requires a change" in str(exc):  # nothing changed for SQLMesh: no plan
+            return {"models": {}, "refused": None, "error": None}
         refused = str(exc)
         return {"models": {}, "refused": refused, "error": None}
     diff = plan.context_diff
