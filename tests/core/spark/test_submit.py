@@ -377,5 +377,5 @@ def test_in_process_job_past_its_limit_is_cancelled_and_says_so(
     quick = {"job_id": "inproc-after", "steps": [{"type": "sql", "label": "one",
              "statements": ["SELECT 1 AS one"]}]}  # fmt: skip
     assert InProcessRunner(SparkSettings(), inprocess_paths).run(quick).results == {
-        "0": {"rows": [{"one": 1}]}
+        "0": {"step": "sql", "rows": [{"one": 1}]}
     }
