@@ -153,6 +153,19 @@ class GateSettings(_Frozen):
     also the owner of each model a breaking change reaches."""
     backfill: BackfillBudget | None = None
 
+    def asks_approval(self) -> bool:
+        """Whether a pull request needs anybody's approval under this gate.
+
+        >>> GateSettings().asks_approval()
+        False
+        >>> GateSettings(required_approvers=RequiredApprovers(users=("bob",))).asks_approval()
+        True
+        """
+        required = self.required_approvers
+        return bool(required.users or required.teams or required.count) or (
+            self.owners_must_approve != "never"
+        )
+
 
 def _on_key(data: Any) -> Any:
     # YAML 1.1 reads a bare `on:` key as the boolean true; that key can only mean `on`.

@@ -100,6 +100,27 @@ def test_a_prs_spark_settings_are_never_used_and_the_pr_is_told(bot: Bot) -> Non
     assert "`main` at `ccccccc`" in body
 
 
+@pytest.mark.parametrize(
+    ("config", "warned"),
+    [
+        (PREAMBLE + "sluice:\n  project: jaffle\n", True),  # the gate removed
+        (PREAMBLE, True),  # no sluice: section at all (as a config.py project has)
+        (GATED + "  pr:\n    backfill_days: 3\n", False),  # another setting, gate kept
+    ],
+)
+def test_settings_that_leave_prod_unguarded_are_said_to_loudly(
+    bot: Bot, config: str, warned: bool
+) -> None:
+    # Red team, round 3: moving to config.py (which holds no sluice: section) or dropping
+    # the gate read as any settings change; once promoted, merges need nobody's approval.
+    bot.commit(A, config)
+    bot.pull(7, A)
+    bot.deliver("pull_request", opened(7, A))
+    body = _sticky(bot, 7)
+    assert "This PR changes the `sluice:` settings in `config.yaml`" in body
+    assert ("Its settings ask for no approval" in body) is warned
+
+
 def test_the_prod_branchs_spark_settings_are_tuning_only(bot: Bot) -> None:
     prod = HOSTILE_SPARK + "  gate:\n    required_approvers:\n      users: [bob]\n"
     bot.prod(C, prod)

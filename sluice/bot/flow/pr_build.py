@@ -339,6 +339,7 @@ def _settings_notice(
         settings.note,
         settings.branch,
         settings.ignored_spark(),
+        drops_gate=settings.gate.asks_approval() and not own.gate.asks_approval(),
     )
 
 
