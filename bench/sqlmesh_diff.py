@@ -1018,9 +1018,10 @@ def report(
         " project, fewer for a project of more than 30 models (`LARGE`: SQLMesh parses the"
         " whole project twice per edit); the SQLMesh copies are changed as"
         " `sqlmesh_compat.py` changes them ([compatibility.md](compatibility.md)), and"
-        " the folders of their DuckDB files are made. Not done: applying a sample of the"
-        " edits with both on the same Spark (`bench/sqlmesh_spark.py`) to compare the"
-        " environments' schemas and row counts.",
+        " the folders of their DuckDB files are made. A sample of the edits is applied by"
+        " both on the same Spark by `bench/sqlmesh_apply_sample.py`: its section, the last"
+        " one, compares the environments' schemas and row counts (kept when this report"
+        " is written again).",
         "",
         "An edit *agrees* when every model is planned alike (or only labelled otherwise:"
         " direct / indirect, with the same table and category); *Sluice stricter* when"
@@ -1256,6 +1257,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             encoding="utf-8",
         )
     if args.write:
+        import sqlmesh_apply_sample
+
+        old = args.write.read_text(encoding="utf-8") if args.write.exists() else ""
+        applied = old.partition(f"\n{sqlmesh_apply_sample.SECTION}\n")
+        if applied[1]:  # the sample applied on Spark is written by its own script
+            text = f"{text.rstrip()}\n{applied[1]}{applied[2]}"
         args.write.write_text(text, encoding="utf-8")
         print(f"wrote {args.write}", file=sys.stderr)
     less = sum(1 for o in outcomes if o.verdict == "less safe")
