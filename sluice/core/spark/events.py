@@ -36,7 +36,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 from sluice.core.spark import results as step_results
-from sluice.core.spark.results import MAX_DEPTH, MAX_NAME_CHARS, MAX_TEXT_CHARS, StepResult
+from sluice.core.spark.results import (
+    MAX_DEPTH,
+    MAX_NAME_CHARS,
+    MAX_TEXT_CHARS,
+    Check,
+    StepResult,
+    kind_of,
+    shown,
+)
 from sluice.core.spark.spec import Step
 
 PREFIX = "@@sluice "
@@ -287,10 +295,10 @@ def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:
             result is for a step ``steps`` does not have, or not of that step.
     """
     if not isinstance(raw, dict):
-        raise BadEvent(f"an event that is not a JSON object but {_kind_of(raw)}")
+        raise BadEvent(f"an event that is not a JSON object but {kind_of(raw)}")
     kind = raw.get("event")
     if not isinstance(kind, str) or kind not in FIELDS:
-        raise BadEvent(f"an event of unknown kind {_shown(kind)}")
+        raise BadEvent(f"an event of unknown kind {shown(kind)}")
     if kind == WRITE:
         op = raw.get("op")
         if not isinstance(op, str) or op not in WRITE_FIELDS:
@@ -300,7 +308,7 @@ def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:
                     "environment record itself once the job has succeeded)",
                     kind,
                 )
-            raise BadEvent(f"unknown write {_shown(op)}", kind)
+            raise BadEvent(f"unknown write {shown(op)}", kind)
         required, optional = WRITE_FIELDS[op]
         what = f"a write {op!r}"
     else:
@@ -310,7 +318,7 @@ def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:
     for key, value in raw.items():
         check = required.get(key) or optional.get(key)
         if check is None:
-            raise BadEvent(f"{what} with an unknown key {_shown(key)}", kind)
+            raise BadEvent(f"{what} with an unknown key {shown(key)}", kind)
         try:
             event[key] = check(value)
         except BadEvent as exc:
@@ -332,25 +340,11 @@ def parse(raw: object, steps: Sequence[Step] | None = None) -> Event:
 
 # --- the checks of each key ---------------------------------------------------------------
 
-Check = Callable[[Any], Any]
-
-
-def _kind_of(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), "null" if value is None else "a number"
-    )
-
-
-def _shown(value: object) -> str:
-    """``value`` for a message: short, whatever it is."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
 
 def _tag(name: str) -> Check:
     def check(value: Any) -> str:
         if value != name:
-            raise BadEvent(f"is {_shown(value)}, not {name!r}")
+            raise BadEvent(f"is {shown(value)}, not {name!r}")
         return name
 
     return check
@@ -358,7 +352,7 @@ def _tag(name: str) -> Check:
 
 def _name(value: Any) -> str:
     if not isinstance(value, str):
-        raise BadEvent(f"is {_kind_of(value)}, not a string")
+        raise BadEvent(f"is {kind_of(value)}, not a string")
     if len(value) > MAX_NAME_CHARS:
         raise BadEvent(f"is longer than {MAX_NAME_CHARS} characters")
     return value
@@ -371,7 +365,7 @@ def _maybe_name(value: Any) -> str | None:
 def _text(value: Any) -> str:
     """A message or an error: any length, cut to :data:`MAX_TEXT_CHARS`."""
     if not isinstance(value, str):
-        raise BadEvent(f"is {_kind_of(value)}, not a string")
+        raise BadEvent(f"is {kind_of(value)}, not a string")
     if len(value) <= MAX_TEXT_CHARS:
         return value
     return value[:MAX_TEXT_CHARS] + f"... ({len(value) - MAX_TEXT_CHARS} more characters)"
@@ -379,7 +373,7 @@ def _text(value: Any) -> str:
 
 def _integer(value: Any) -> int:
     if type(value) is not int:  # JSON's true is not a number
-        raise BadEvent(f"is {_kind_of(value)}, not an integer")
+        raise BadEvent(f"is {kind_of(value)}, not an integer")
     return value
 
 
@@ -391,13 +385,13 @@ def _count(value: Any) -> int:
 
 def _seconds(value: Any) -> float:
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
-        raise BadEvent(f"is {_shown(value)}, not a number of seconds")
+        raise BadEvent(f"is {shown(value)}, not a number of seconds")
     return cast(float, value)
 
 
 def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise BadEvent(f"is {_kind_of(value)}, not true or false")
+        raise BadEvent(f"is {kind_of(value)}, not true or false")
     return value
 
 
@@ -415,7 +409,7 @@ def _json(value: Any, depth: int = 0) -> None:
 
 def _object(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise BadEvent(f"is {_kind_of(value)}, not an object")
+        raise BadEvent(f"is {kind_of(value)}, not an object")
     _json(value)
     return value
 
@@ -438,13 +432,13 @@ def _results(value: Any) -> dict[str, StepResult]:
 
 def _pair(value: Any) -> list[int]:
     if not isinstance(value, list) or len(value) != 2:
-        raise BadEvent(f"holds {_shown(value)}, not a [start, end] pair")
+        raise BadEvent(f"holds {shown(value)}, not a [start, end] pair")
     return [_integer(value[0]), _integer(value[1])]
 
 
 def _pairs(value: Any) -> list[list[int]]:
     if not isinstance(value, list):
-        raise BadEvent(f"is {_kind_of(value)}, not a list of [start, end] pairs")
+        raise BadEvent(f"is {kind_of(value)}, not a list of [start, end] pairs")
     return [_pair(item) for item in value]
 
 
