@@ -127,6 +127,9 @@ class JobQueue(Transactions):
         self.max_attempts = max_attempts
         self.lease_seconds = lease_seconds
         self.retry_seconds = retry_seconds
+        # Called after a commit that queued work (see on_work): this process's idle
+        # workers start it at once instead of at their next poll.
+        self._listeners: list[Callable[[], None]] = []
         self.bind(create_state_engine(url))
         try:
             migrate(self._engine, [STATE, QUEUE])
@@ -143,6 +146,19 @@ class JobQueue(Transactions):
     def close(self) -> None:
         """Close the queue's database connections."""
         self._engine.dispose()
+
+    def on_work(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (from any thread; it must not block) after each commit of this
+        object that queued a job; the function that stops it. Workers of other processes
+        sharing the database still find the job at their next poll."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _queued(self, outcome: list[bool]) -> list[bool]:
+        if any(outcome):
+            for listener in list(self._listeners):
+                listener()
+        return outcome
 
     # -- producer ---------------------------------------------------------------------------
 
@@ -201,8 +217,11 @@ class JobQueue(Transactions):
             def call(conn: Connection) -> list[Row[Any]]:
                 return list(conn.execute(pg.CALL, params))
 
-            return ready.outcome(self._write(f"store {ready.what}", call, autocommit=True))
-        return ready.outcome({(d, None, 0) for d in self._write(f"store {ready.what}", run)})
+            return self._queued(
+                ready.outcome(self._write(f"store {ready.what}", call, autocommit=True))
+            )
+        stored = self._write(f"store {ready.what}", run)
+        return self._queued(ready.outcome({(d, None, 0) for d in stored}))
 
     def async_engine(self) -> AsyncEngine | None:
         """An engine for :meth:`accept_many_async` on the running event loop (PostgreSQL;
@@ -241,7 +260,8 @@ class JobQueue(Transactions):
             try:
                 with self._errors(action):
                     async with engine.connect() as conn:
-                        return ready.outcome(list(await conn.execute(pg.CALL, params)))
+                        found = list(await conn.execute(pg.CALL, params))
+                    return self._queued(ready.outcome(found))
             except StateError as exc:
                 # A dead pooled connection (the server restarted or closed it) is discarded by
                 # SQLAlchemy: try again on a new one. The call is atomic, and a delivery it

@@ -68,6 +68,7 @@ class Worker:
         self._purged: int | None = None
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
+        self._nudge = threading.Event()  # set when this process queued work, or on stop
         self._thread: threading.Thread | None = None
         self._current: Job | None = None  # the job this worker is running, if any
         self._let_go: int | None = None  # the job put back by release(): not to retry
@@ -90,6 +91,7 @@ class Worker:
     def stopping(self) -> None:
         """Take no more jobs (the running one goes on)."""
         self._stop.set()
+        self._nudge.set()
 
     @property
     def running(self) -> Job | None:
@@ -109,19 +111,25 @@ class Worker:
         return job
 
     def run(self) -> None:
-        """Process jobs until stopped; recover abandoned jobs now and then."""
+        """Process jobs until stopped; recover abandoned jobs now and then. Idle, it looks
+        again every ``poll_seconds``, and at once when this process queues a job."""
         last_recover = 0.0
-        while not self._stop.is_set():
-            try:
-                if time.monotonic() - last_recover > self.beat:
-                    self.recover()
-                    self.schedule(time.time())
-                    last_recover = time.monotonic()
-                if not self.run_once():
+        forget = self.queue.on_work(self._nudge.set)
+        try:
+            while not self._stop.is_set():
+                try:
+                    if time.monotonic() - last_recover > self.beat:
+                        self.recover()
+                        self.schedule(time.time())
+                        last_recover = time.monotonic()
+                    self._nudge.clear()  # before looking: a job queued from now on wakes it
+                    if not self.run_once():
+                        self._nudge.wait(self.poll)
+                except Exception:  # the loop must survive a database hiccup
+                    log.exception("worker loop error; retrying")
                     self._stop.wait(self.poll)
-            except Exception:  # the loop must survive a database hiccup
-                log.exception("worker loop error; retrying")
-                self._stop.wait(self.poll)
+        finally:
+            forget()
 
     def recover(self) -> None:
         """Put back jobs whose worker died; report the ones out of attempts."""
