@@ -25,9 +25,14 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield marker
 
 
+# A parameter without a value: the installed pyspark refuses it at once (no connection
+# retried until the timeout), and its error shows it was the real package that ran.
+_REFUSED_URL = "sc://localhost:1/;user_id"
+
+
 def test_a_health_check_imports_nothing_from_a_folder_a_sandbox_writes(planted: Path) -> None:
-    problem = connect.health_check("sc://localhost:1", timeout=8)
-    assert problem is not None  # nothing listens there: the client ran and failed
+    problem = connect.health_check(_REFUSED_URL, timeout=30)
+    assert problem is not None and "INVALID_CONNECT_URL" in problem, problem
     assert not planted.exists(), "the client imported the planted package"
 
 
@@ -35,7 +40,7 @@ def test_an_interrupt_imports_nothing_from_a_folder_a_sandbox_writes(
     planted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(planted.parent))  # not the child's either
-    connect.interrupt_session("sc://localhost:1", "00000000-0000-0000-0000-000000000000", 8)
+    connect.interrupt_session(_REFUSED_URL, "00000000-0000-0000-0000-000000000000", 30)
     assert not planted.exists(), "the client imported the planted package"
 
 
