@@ -1,7 +1,7 @@
 """Benchmark: load + plan a generated N-model project, cold and after a one-model change.
 
 Usage: python bench/plan_bench.py [--models 1000] [--keep DIR] [--python-macro [--reps 5]]
-       python bench/plan_bench.py --column-check [--models 1000] [--reps 5]
+       python bench/plan_bench.py --column-check [--models 1000] [--reps 5] [--warm]
        python bench/plan_bench.py --against-sqlmesh VENV_PYTHON [--sizes 100,1000,5000,10000]
 
 Prints seconds and peak RSS per phase. Each phase runs in its own Python process, so
@@ -17,11 +17,16 @@ every model's ``v1`` column calls it, each with different arguments; it runs bot
 
 ``--column-check`` (issue 42) measures what the plan-time column check
 (``sluice/core/model/column_check.py``) costs: the same generated project planned cold
-(no parse cache), then warm, in a fresh process each, with the check and without it
-(``column_check.ENABLED`` off: no references read at parse, nothing resolved at load),
-alternating which goes first; it prints the medians of the whole process's wall clock and
-CPU (children included), of its load+plan and of the planning process's own CPU, and
-their ratio (on a loaded machine the CPU figures are the ones to read). Aim: at most 10% of a cold plan of 1,000 models.
+(no parse cache, empty state) in a fresh process, with the check and without it
+(``column_check.ENABLED`` off, a switch of this benchmark only: no references read at
+parse, nothing resolved at load), ``--reps`` pairs run back to back, the order
+alternating (on-off, off-on, ...), so each pair sees about the same load. Per pair it
+prints the ratio with / without of the whole process's wall clock and CPU (user +
+system, its children's included: the cold load's forked parser) and of its load+plan's
+wall clock and CPU (``time.process_time()`` and the children's); then each ratio's
+median, quartiles and range over the pairs. On a shared machine the CPU ratios are the
+ones to read. ``--warm`` pairs a warm plan after each cold one too. Aim: at most 10% of
+a cold plan of 1,000 models.
 
 ``--against-sqlmesh PYTHON`` (issue 21) plans the same generated project with Sluice and with
 SQLMesh (PYTHON is the interpreter of a virtualenv where SQLMesh is installed), per size, each
@@ -199,30 +204,69 @@ def phase(project: Path, state: str, commit: bool, check: bool = True) -> dict[s
     return result
 
 
-def column_check_cost(base: Path, count: int, reps: int) -> None:
-    """Cold and warm plans of one project with and without the column check; medians."""
+def _spread(values: list[float]) -> str:
+    """Median, quartiles and extremes of ``values`` (ratios) as percentages added."""
+    ordered = sorted(values)
+    quartiles = (
+        statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else ordered * 3
+    )
+    return (
+        f"median {(statistics.median(ordered) - 1) * 100:+.1f}% "
+        f"(quartiles {(quartiles[0] - 1) * 100:+.1f}% .. {(quartiles[2] - 1) * 100:+.1f}%, "
+        f"range {(ordered[0] - 1) * 100:+.1f}% .. {(ordered[-1] - 1) * 100:+.1f}%)"
+    )
+
+
+COLUMN_CHECK_KEYS = {
+    "process_s": "whole process, wall",
+    "process_cpu_s": "whole process, CPU (children incl.)",
+    "load_plan_s": "load+plan, wall",
+    "load_plan_cpu_s": "load+plan, CPU (children incl.)",
+}
+
+
+def column_check_cost(base: Path, count: int, reps: int, warm: bool) -> None:
+    """``reps`` pairs of cold plans of one project, with and without the column check,
+    run back to back (the order alternating: on-off, off-on, ...); per pair the ratio
+    with / without of each measure, and their median, quartiles and range. With ``warm``,
+    each plan is followed by a warm one (the cache the cold one left), paired the same way."""
     root = base / "project"
     generate(root, count)
-    runs: dict[tuple[bool, bool], list[dict[str, float]]] = {}
-    print(f"plan benchmark: {count} models, with / without the column check, {reps} runs")
+    pairs: dict[bool, list[dict[bool, dict[str, float]]]] = {True: [], False: []}
+    print(f"plan benchmark: {count} models, {reps} pairs of plans with / without the column check")
     print(f"  load before: {os.getloadavg()[0]:.2f} (1 min)")
     for rep in range(reps):
-        for check in (True, False) if rep % 2 == 0 else (False, True):
+        runs: dict[bool, dict[bool, dict[str, float]]] = {True: {}, False: {}}
+        order = (True, False) if rep % 2 == 0 else (False, True)
+        for check in order:
             shutil.rmtree(root / ".sluice", ignore_errors=True)
-            for cold in (True, False):
+            for cold in (True, False) if warm else (True,):
                 state = base / "state.db"
                 state.unlink(missing_ok=True)
                 result = phase(root, f"sqlite:///{state}", commit=False, check=check)
-                runs.setdefault((check, cold), []).append(result)
-    print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
-    for cold in (True, False):
-        label = "cold" if cold else "warm"
-        for key in ("process_s", "process_cpu_s", "load_plan_s", "cpu_s"):
-            on, off = (statistics.median(r[key] for r in runs[(c, cold)]) for c in (True, False))
+                result["load_plan_cpu_s"] = result["cpu_s"] + result["child_cpu_s"]
+                runs[cold][check] = result
+        for cold in (True, False) if warm else (True,):
+            pairs[cold].append(runs[cold])
+            on, off = runs[cold][True], runs[cold][False]
             print(
-                f"  {label} {key:12}: with {on:.3f} s, without {off:.3f} s, "
-                f"+{on - off:.3f} s ({(on / off - 1) * 100:+.1f}%)"
+                f"  pair {rep + 1} ({'on-off' if order[0] else 'off-on'}) "
+                f"{'cold' if cold else 'warm'}: process wall {on['process_s']:.2f} / "
+                f"{off['process_s']:.2f} s ({on['process_s'] / off['process_s']:.3f}), "
+                f"CPU {on['process_cpu_s']:.2f} / {off['process_cpu_s']:.2f} s "
+                f"({on['process_cpu_s'] / off['process_cpu_s']:.3f}); load+plan wall "
+                f"{on['load_plan_s']:.2f} / {off['load_plan_s']:.2f} s, CPU "
+                f"{on['load_plan_cpu_s']:.2f} / {off['load_plan_cpu_s']:.2f} s",
+                flush=True,
             )
+    print(f"  load after: {os.getloadavg()[0]:.2f} (1 min)")
+    for cold in (True, False) if warm else (True,):
+        label = "cold" if cold else "warm"
+        print(f"  {label}, with / without, over {reps} pairs:")
+        for key, what in COLUMN_CHECK_KEYS.items():
+            on, off = (statistics.median(p[c][key] for p in pairs[cold]) for c in (True, False))
+            ratios = [p[True][key] / p[False][key] for p in pairs[cold]]
+            print(f"    {what:36}: medians {on:.3f} / {off:.3f} s; paired ratio {_spread(ratios)}")
 
 
 def run(root: Path, state: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -396,12 +440,20 @@ def main() -> None:
         help="compare the project without and with a Python macro called by every model",
     )
     parser.add_argument(
-        "--reps", type=int, default=5, help="repetitions with --python-macro, --column-check"
+        "--reps",
+        type=int,
+        default=5,
+        help="repetitions with --python-macro, pairs with --column-check",
     )
     parser.add_argument(
         "--column-check",
         action="store_true",
         help="compare cold and warm plans with and without the plan-time column check",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="with --column-check, pair warm plans (after each cold one) too",
     )
     parser.add_argument(
         "--against-sqlmesh",
@@ -432,7 +484,7 @@ def main() -> None:
         compare(base, args.models, args.reps)
         return
     if args.column_check:
-        column_check_cost(base, args.models, args.reps)
+        column_check_cost(base, args.models, args.reps, args.warm)
         return
     root = base / "project"
     names = generate(root, args.models)
