@@ -153,6 +153,9 @@ def check_statements(
                 )
 
 
+_NO_VIEWS = frozenset({KindName.EXTERNAL.value, KindName.EMBEDDED.value})
+"""The kinds of models without environment views (``Kind.has_views``)."""
+
 ALL_STEPS = frozenset({"before_all", "after_all"})
 """The ids of the steps that run config.yaml's before_all / after_all statements."""
 
@@ -178,10 +181,7 @@ def janitor_job(
     for env in environments:
         for ref in env.snapshots:
             stored = snapshots.get((ref.name, ref.identifier))
-            if (
-                stored is not None
-                and stored.payload["model"]["kind"]["name"] == KindName.EXTERNAL.value
-            ):
+            if stored is not None and stored.payload["model"]["kind"]["name"] in _NO_VIEWS:
                 continue
             views.append(view_name(ref.name, env.name))
             schemas.add(model_view_schema(ref.name, env.name))

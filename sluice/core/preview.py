@@ -114,7 +114,7 @@ def diff_targets(
     for name in dict.fromkeys(direct + indirect):
         snapshot = plan.snapshot(name)
         model = snapshot.model
-        if model.kind.name == KindName.EXTERNAL:
+        if not model.kind.has_views:
             continue
         source = prod.get(name)
         keys = tuple(g.lower() for g in model.grain)

@@ -497,7 +497,8 @@ def query_environment(
     resolve = {
         s.name: view_name(s.name, environment)
         for s in stored.values()
-        if s.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value
+        if s.payload["model"]["kind"]["name"]
+        not in (KindName.EXTERNAL.value, KindName.EMBEDDED.value)
     }
     step = testing.query_step(sql, resolve, limit, project.config.catalogs)
     job = run_recorded(

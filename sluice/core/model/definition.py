@@ -27,6 +27,9 @@ class KindName(StrEnum):
     EXTERNAL = "EXTERNAL"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"  # `SCD_TYPE_2` is read as this
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+    EMBEDDED = "EMBEDDED"
+    """No table and no view: its query is inlined into each model reading it, as a
+    subquery (SQLMesh's EMBEDDED)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,13 @@ class Kind:
     @property
     def materialized(self) -> bool:
         """Whether the kind stores data in a physical table Sluice writes."""
-        return self.name not in (KindName.VIEW, KindName.EXTERNAL)
+        return self.name not in (KindName.VIEW, KindName.EXTERNAL, KindName.EMBEDDED)
+
+    @property
+    def has_views(self) -> bool:
+        """Whether the model has a physical table or view and environment views (an
+        external table is read as it is; an embedded model's query is inlined)."""
+        return self.name not in (KindName.EXTERNAL, KindName.EMBEDDED)
 
 
 @dataclass(frozen=True)

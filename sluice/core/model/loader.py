@@ -218,27 +218,47 @@ def _load(
             macros=macros,
             columns_of=known,
         )
+
+        def read_python(files: Sequence[Path]) -> list[Path]:
+            """Read Python model files in passes (an is_sql model's function may ask for
+            another model's columns); the files still waiting for a model not read."""
+            pending = list(files)
+            while pending:
+                waiting: list[Path] = []
+                for file in pending:
+                    try:
+                        _check_size(file)
+                        found = pycode_models.read_file(
+                            file,
+                            root,
+                            config.model_defaults,
+                            config.variables,
+                            python=model_python,
+                            inferred_name=_inferred_name(root, file)
+                            if config.model_naming.infer_names
+                            else None,
+                            allowed_paths=config.sluice.allowed_paths,
+                            catalogs=config.catalogs,
+                        )
+                    except Pending as wait:
+                        waiting.append(file)
+                        known.waits[str(file)] = wait.table
+                        continue
+                    except SluiceError as exc:
+                        errors.append(exc)
+                        continue
+                    known.learn(found)
+                    python_models.extend(found)
+                if len(waiting) == len(pending):
+                    return waiting
+                pending = waiting
+            return []
+
         try:
-            for file in python_files:
-                try:
-                    _check_size(file)
-                    python_models += pycode_models.read_file(
-                        file,
-                        root,
-                        config.model_defaults,
-                        config.variables,
-                        python=model_python,
-                        inferred_name=_inferred_name(root, file)
-                        if config.model_naming.infer_names
-                        else None,
-                        allowed_paths=config.sluice.allowed_paths,
-                        catalogs=config.catalogs,
-                    )
-                except SluiceError as exc:
-                    errors.append(exc)
-        finally:
+            python_waiting = read_python(python_files)
+        except BaseException:
             model_python.close()
-        known.learn(python_models)
+            raise
         # Models are read in passes: a file whose @STAR/@UNION names a model not read yet
         # waits for the next pass (parents before children); when a pass reads nothing
         # new, the last one reads the rest with the columns known (a cycle, or a table
@@ -284,6 +304,13 @@ def _load(
         finally:
             if child is not None:  # the load failed before it reached the child's files
                 child.stop()
+            try:
+                if python_waiting:  # waiting for a SQL model's columns: read them now
+                    if not known.final:
+                        known.last_pass({})
+                    read_python(python_waiting)
+            finally:
+                model_python.close()
         for model in python_models:
             add(model)
             notes.extend(model.warnings)

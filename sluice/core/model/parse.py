@@ -84,6 +84,7 @@ KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
         {"unique_key", "batch_size", "lookback", "forward_only", "on_destructive_change"}
     ),
     KindName.SEED: frozenset({"path", "csv_settings", "batch_size"}),
+    KindName.EMBEDDED: frozenset(),
 }
 KIND_PROPERTIES.update(SCD_KIND_PROPERTIES)
 DESTRUCTIVE_CHOICES = ("error", "warn", "allow")
@@ -328,7 +329,7 @@ def _known_kinds(word: str) -> str:
     close = did_you_mean(word.upper(), kinds, n=2)
     return (f"{close} " if close else "") + (
         "use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, "
-        "SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN "
+        "SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN, EMBEDDED "
         "(external tables go in external_models.yaml)"
     )
 

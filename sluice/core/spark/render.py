@@ -68,21 +68,63 @@ def table_expr(name: str) -> exp.Table:
 
 
 def physical_names(snapshots: Iterable[Snapshot]) -> dict[str, str]:
-    """Model name -> the table a query reads for it (externals are read as they are)."""
+    """Model name -> the table a query reads for it (externals are read as they are;
+    an embedded model has none: :func:`embedded_queries`)."""
     return {
-        s.name: s.name if s.model.kind.name == KindName.EXTERNAL else s.table for s in snapshots
+        s.name: s.name if s.model.kind.name == KindName.EXTERNAL else s.table
+        for s in snapshots
+        if s.model.kind.name != KindName.EMBEDDED
     }
 
 
+def embedded_queries(snapshots: Iterable[Snapshot]) -> dict[str, str]:
+    """Embedded model name -> its query (Spark SQL with placeholders), which
+    :func:`render_query` inlines where another model reads it."""
+    return {
+        s.name: s.model.query_sql
+        for s in snapshots
+        if s.model.kind.name == KindName.EMBEDDED and s.model.query_sql is not None
+    }
+
+
+def inline_embedded(query: exp.Expr, embedded: Mapping[str, str]) -> exp.Expr:
+    """``query`` with each read of an embedded model replaced by that model's query as
+    a subquery under the name the query reads it by (SQLMesh's EMBEDDED), embedded
+    models that read embedded models inlined in turn (the models form no cycle)."""
+    if not embedded:
+        return query
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Table) or not node.db:
+            return node
+        sql = embedded.get(".".join(p.name for p in node.parts).lower())
+        if sql is None:
+            return node
+        inner = inline_embedded(sqlglot.parse_one(sql, read="spark"), embedded)
+        alias = node.args.get("alias")
+        name = alias.copy() if alias else exp.TableAlias(this=exp.to_identifier(node.name))
+        return exp.Subquery(this=inner, alias=name)
+
+    return query.transform(swap)
+
+
 def render_query(
-    model: Model, tables: Mapping[str, str], own_table: str, start: int, end: int, execution: int
+    model: Model,
+    tables: Mapping[str, str],
+    own_table: str,
+    start: int,
+    end: int,
+    execution: int,
+    embedded: Mapping[str, str] | None = None,
 ) -> str:
     """The model's query for the interval [start, end), ready for Spark (a Python
-    model's reads the rows its function returned for the batch)."""
+    model's reads the rows its function returned for the batch); ``embedded``: the
+    queries of the embedded models it may read (:func:`embedded_queries`)."""
     if model.python_code is not None:
         return f"SELECT * FROM {PYTHON_VIEW}"
     assert model.query_sql is not None
     query = sqlglot.parse_one(model.query_sql, read="spark")
+    query = inline_embedded(query, embedded or {})
     query = resolve_tables(query, tables)
     values: dict[str, exp.Expr | str] = {**macros.time_values(start, end, execution)}
     values["this_model"] = own_table
@@ -184,11 +226,10 @@ def build_steps(
     after it is written (its build runs the batch's ``audits``); a VIEW model's audits are
     steps of their own, after its view is made."""
     tables = physical_names(plan.snapshots)
+    embedded = embedded_queries(plan.snapshots)
     create_views = set(plan.create_views)
     steps: list[Step] = []
-    schemas = sorted(
-        {physical_schema(s.name) for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL}
-    )
+    schemas = sorted({physical_schema(s.name) for s in plan.snapshots if s.model.kind.has_views})
     if schemas:
         steps.append(
             {
@@ -244,7 +285,7 @@ def build_steps(
             step["scd"] = scd_spec(model, plan.execution_time)
         if is_view:
             step["view_sql"] = render_query(
-                model, tables, snap.table, plan.end, plan.end, plan.execution_time
+                model, tables, snap.table, plan.end, plan.end, plan.execution_time, embedded
             )
         if backfill is not None:
             step["batches"] = []
@@ -254,7 +295,9 @@ def build_steps(
                     "end": e,
                     "sql": None
                     if kind == KindName.SEED
-                    else render_query(model, tables, snap.table, s, e, plan.execution_time),
+                    else render_query(
+                        model, tables, snap.table, s, e, plan.execution_time, embedded
+                    ),
                 }
                 # Audited as SQLMesh does: each batch right after it is written.
                 checks = _audit_steps(snap, audits, s, e, plan.execution_time, batch=True)
@@ -445,6 +488,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     """
     env = plan.environment
     tables = physical_names(plan.snapshots)
+    embedded = embedded_queries(plan.snapshots)
     # A forward-only change keeps its table (same version) but may change its columns:
     # its view is made again, since a view keeps the columns it was created with.
     # (A child of such a change keeps its columns, unless it reads it through `*`, where
@@ -463,7 +507,7 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     }
     views: list[ViewSpec] = []
     for snap in parents_first(plan.snapshots):
-        if snap.model.kind.name == KindName.EXTERNAL:
+        if not snap.model.kind.has_views:
             continue
         if (
             previous is not None
@@ -486,7 +530,13 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
             view["fill"] = {
                 "table": snap.table,
                 "query": render_query(
-                    snap.model, tables, snap.table, plan.end, plan.end, plan.execution_time
+                    snap.model,
+                    tables,
+                    snap.table,
+                    plan.end,
+                    plan.end,
+                    plan.execution_time,
+                    embedded,
                 ),
                 "columns": columns or None,
                 "alter": env == PROD,

@@ -282,7 +282,7 @@ CASES = [
         ModelError,
         "models/c.sql:3",
         "unknown model kind 'INCREMENTAL'",
-        "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN (external tables go in external_models.yaml)",
+        "did you mean 'INCREMENTAL_BY_UNIQUE_KEY' or 'INCREMENTAL_BY_TIME_RANGE'? use one of FULL, VIEW, INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, SEED, SCD_TYPE_2, SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN, EMBEDDED (external tables go in external_models.yaml)",
     ),
     Broken(
         "model_custom_kind",

@@ -90,8 +90,9 @@ _PYTHON_KINDS = frozenset(
     {KindName.FULL, KindName.INCREMENTAL_BY_TIME_RANGE, KindName.INCREMENTAL_BY_UNIQUE_KEY}
 )
 """Kinds a Python model can have (SCD type 2: SQL models only, for now)."""
-_SQL_KINDS = _PYTHON_KINDS | {KindName.VIEW}
-"""Kinds an ``is_sql`` model can have (a SQL model: SQLMesh's default is VIEW)."""
+_SQL_KINDS = _PYTHON_KINDS | {KindName.VIEW, KindName.EMBEDDED}
+"""Kinds an ``is_sql`` model can have (a SQL model: SQLMesh's default is VIEW; EMBEDDED
+as a MODEL header's, its query inlined into its children)."""
 _CONTEXTS = frozenset({"context", "ctx", "execution_context"})
 """Names the context argument goes by, for ``context.table("...")``."""
 KIND_CLASSES: dict[str, str] = {

@@ -12,6 +12,7 @@ import pytest
 from sqlglot import exp
 
 from sluice.core.errors import SluiceError
+from sluice.core.model import macros
 from sluice.core.model.loader import load_project
 from sluice.core.model.macro.registry import MacroError
 from sluice.core.model.pycode import child
@@ -311,7 +312,10 @@ def test_the_evaluator_shape_and_what_it_does_not_offer() -> None:
         columns = evaluator.columns_to_types(given)
         assert list(columns) == ["id", "tags"]
         assert columns["tags"] == exp.DataType.build("array<string>")
-    assert evaluator.var("region") == "eu" and evaluator.locals == {"region": "eu"}
+    assert evaluator.var("region") == "eu" and evaluator.locals["region"] == "eu"
+    # SQLMesh's time variables, as placeholders the model's build fills in (issue 41).
+    assert evaluator.locals["start_date"] == exp.column("__sluice_macro__start_date")
+    assert {k for k in evaluator.locals if k != "region"} == macros.TIME_VARIABLES
     with pytest.raises(LookupError, match=r"columns of shop\.other"):
         evaluator.columns_to_types("shop.other")
     with pytest.raises(AttributeError, match="get_snapshot is not offered by Sluice"):

@@ -1,7 +1,8 @@
 """``macro`` and ``MacroEvaluator`` as macro files use them.
 
 What the evaluator offers: ``dialect``, ``var(name, default=None)``, ``locals`` (the
-project's variables), ``runtime_stage`` (always ``"loading"``: Sluice expands macros when
+project's variables, and SQLMesh's time variables ``start_date``, ``end_ds``... as
+placeholders the model's build fills with its interval's values), ``runtime_stage`` (always ``"loading"``: Sluice expands macros when
 it loads a model), ``parse_one(sql)``, ``this_model`` (a placeholder filled in when the
 model runs) and ``columns_to_types(table)`` (the columns the loader knows, as SQLMesh's
 ``{name: sqlglot DataType}``). Anything else (``engine_adapter``, ``get_snapshot``, ...)
@@ -22,6 +23,13 @@ SQL = NewType("SQL", str)
 """An argument annotated ``SQL`` receives the argument's SQL text."""
 
 THIS_MODEL = "__sluice_macro__this_model"
+_TIME_LOCALS = tuple(
+    f"{prefix}_{suffix}"
+    for prefix in ("start", "end", "execution")
+    for suffix in ("ds", "ts", "tstz", "date", "dt", "dtntz", "epoch", "millis", "hour")
+)
+"""SQLMesh's time variables (``sluice.core.model.macros.TIME_VARIABLES``), which its
+evaluator's ``locals`` hold: here placeholder columns, filled in when the model runs."""
 
 
 class NotSupported(AttributeError):
@@ -43,7 +51,10 @@ class MacroEvaluator:
         self, dialect: str, variables: Mapping[str, Any], columns: Columns | None = None
     ) -> None:
         self.dialect = dialect
-        self.locals: dict[str, Any] = {str(k).lower(): v for k, v in variables.items()}
+        self.locals: dict[str, Any] = {
+            **{name: exp.column(f"__sluice_macro__{name}") for name in _TIME_LOCALS},
+            **{str(k).lower(): v for k, v in variables.items()},
+        }
         self.runtime_stage = "loading"
         self._columns = columns
 
