@@ -219,13 +219,11 @@ def parse_model(
         else (read_start(defaults.start) if defaults.start else (None, None))
     )
     end = read_date(ctx, props["end"], inclusive_day=True) if "end" in props else None
-    if kind.value.is_incremental_by_time and start is None:
-        raise ModelError(
-            f"model {name} is incremental by time but has no start date",
-            path=path,
-            line=header.line,
-            hint="set `start '2024-01-01'` in MODEL (...) or model_defaults.start in config.yaml",
-        )
+    start_notes = (
+        [no_start_note(name, path, header.line)]
+        if kind.value.is_incremental_by_time and start is None
+        else []
+    )
     columns = _columns(ctx, props["columns"], dialect) if "columns" in props else ()
 
     # SQLMesh lets a model file define audits after its query: `AUDIT (...); SELECT ...`.
@@ -299,9 +297,22 @@ def parse_model(
         path=path,
         line=header.line,
         stamp=read_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
-        warnings=(*warnings, *notes),
+        warnings=(*start_notes, *warnings, *notes),
         column_uses=column_uses,
         **fields,
+    )
+
+
+def no_start_note(name: str, path: str, line: int) -> str:
+    """The warning of an incremental-by-time model without ``start``: SQLMesh accepts it
+    and so does Sluice, inferring where its backfill begins as SQLMesh does
+    (:func:`sluice.core.plan.build.inferred_start`)."""
+    return (
+        f"{path}:{line}: model {name} is incremental by time but has no start date: its "
+        "backfill begins where its parents' does, or (no parent) at its last complete cron "
+        "interval, as in SQLMesh; earlier data is never built\n"
+        "  hint: set `start '2024-01-01'` in MODEL (...) or model_defaults.start in "
+        "config.yaml to backfill from that date"
     )
 
 

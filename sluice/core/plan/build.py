@@ -301,12 +301,16 @@ def _backfill_one(
     if snap.name in request.restate:
         done = _without(done, request.start if request.start is not None else model.start, end)
     if model.kind.name == KindName.INCREMENTAL_BY_TIME_RANGE:
-        assert model.start is not None
-        start = max(model.start, request.start) if request.start is not None else model.start
+        first = (
+            model.start
+            if model.start is not None
+            else inferred_start(snap.name, request.models, request.end)
+        )
+        start = max(first, request.start) if request.start is not None else first
         if request.start is not None and request.environment != PROD and start >= end:
             # The recent window lies past the model's end: a virtual environment gets
             # the model's last window of that length instead of an empty version.
-            start = max(model.start, end - (request.end - request.start))
+            start = max(first, end - (request.end - request.start))
         todo = missing(cron_intervals(model.cron, start, end), done)
         chunks = batches(todo, model.kind.batch_size)
     elif model.kind.is_scd_type_2:
@@ -325,6 +329,30 @@ def _backfill_one(
     if not todo:
         return None
     return Backfill(snap.name, snap.version, snap.table, tuple(todo), tuple(chunks))
+
+
+def inferred_start(
+    name: str, models: Mapping[str, Model], now: int, cache: dict[str, int] | None = None
+) -> int:
+    """Where the backfill of a model without ``start`` begins, as SQLMesh 0.236.4 infers
+    it (``snapshot.definition.start_date``): its own start if set, else the earliest of
+    its parents' (inferred the same way), else (no parent) the start of its cron's last
+    complete interval before ``now``."""
+    cache = {} if cache is None else cache
+    if name in cache:
+        return cache[name]
+    model = models[name]
+    if model.start is not None:
+        found = model.start
+    else:
+        parents = [inferred_start(p, models, now, cache) for p in model.depends_on if p in models]
+        found = (
+            min(parents)
+            if parents
+            else interval_floor(model.cron, interval_floor(model.cron, now) - 1)
+        )
+    cache[name] = found
+    return found
 
 
 def _scd_intervals(

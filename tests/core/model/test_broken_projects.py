@@ -372,23 +372,6 @@ CASES = [
         "write INCREMENTAL_BY_UNIQUE_KEY (unique_key id)",
     ),
     Broken(
-        "model_no_start",
-        {
-            "config.yaml": lines("model_defaults:", "  dialect: spark"),
-            "models/c.sql": lines(
-                "MODEL (",
-                "  name s.c,",
-                "  kind INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-                ");",
-                "SELECT CURRENT_DATE AS ds",
-            ),
-        },
-        ModelError,
-        "models/c.sql:1",
-        "model s.c is incremental by time but has no start date",
-        "set `start '2024-01-01'` in MODEL (...) or model_defaults.start in config.yaml",
-    ),
-    Broken(
         "model_bad_start",
         {
             "models/c.sql": lines(

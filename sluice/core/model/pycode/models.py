@@ -53,7 +53,7 @@ from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError
 from sluice.core.model import fileaccess, names
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
-from sluice.core.model.parse import read_query
+from sluice.core.model.parse import no_start_note, read_query
 from sluice.core.model.pycode import slices
 from sluice.core.model.values import plain_column
 from sluice.core.timeutil import read_start, to_ms
@@ -551,6 +551,8 @@ def _model(
     except ValueError as exc:
         at = keywords.get("start" if "end" not in str(exc) else "end", deco)
         raise fail(f"@model {name}: {exc}", at, 'e.g. start="2024-01-01"') from None
+    if kind.is_incremental_by_time and start is None:
+        notes.insert(0, no_start_note(name.lower(), module.path, node.lineno))
     audits = _audit_calls(args.get("audits", ()), dialect, file, keywords.get("audits", deco))
     if is_sql:
         code: str | None = None
