@@ -164,6 +164,11 @@ def _empty_is_default(value: Any) -> Any:
     return {} if value is None else value
 
 
+def _lower_keys(value: dict[str, str]) -> dict[str, str]:
+    """Names as SQLMesh matches them (case-insensitively), lower case."""
+    return {k.lower(): v for k, v in value.items()}
+
+
 class SluiceSettings(_Frozen):
     """Sluice's own section of config.yaml."""
 
@@ -182,6 +187,11 @@ class SluiceSettings(_Frozen):
     """A table a query reads that is neither a model nor in external_models.yaml is an
     error; false (SQLMesh's way, the default): it is read as an external table of unknown
     columns, named in the plan's notes."""
+    materializations: dict[str, Literal["FULL", "VIEW"]] = Field(default_factory=dict)
+    """SQLMesh custom materializations (``kind CUSTOM (materialization 'name')``, a Python
+    class Sluice does not run) by name, each with the built-in kind Sluice builds it as
+    (``custom_full: FULL``). A model whose materialization is not here is planned and its
+    build refused. In force as the prod branch has it, never as a pull request does."""
     gate: GateSettings = Field(default_factory=GateSettings)
     """Who approves a pull request's plan (:mod:`sluice.core.gate_settings`); in force as
     the prod branch has it (:mod:`sluice.bot.flow.trust`), never as a pull request does."""
@@ -189,6 +199,7 @@ class SluiceSettings(_Frozen):
     """What a merge or a tag promotes, and where (tiers); in force as the prod branch has it."""
 
     _allowed_paths = field_validator("allowed_paths")(_check_globs)
+    _materializations = field_validator("materializations")(_lower_keys)
     _empty_sections = field_validator("gate", "deploy", mode="before")(_empty_is_default)
 
 

@@ -27,6 +27,10 @@ class KindName(StrEnum):
     EXTERNAL = "EXTERNAL"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"  # `SCD_TYPE_2` is read as this
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+    CUSTOM = "CUSTOM"
+    """SQLMesh's custom materialization (a Python class Sluice does not run): planned,
+    its build refused unless the trusted ``sluice.materializations`` maps it to a
+    built-in kind (then the model has that kind)."""
     EMBEDDED = "EMBEDDED"
     """No table and no view: its query is inlined into each model reading it, as a
     subquery (SQLMesh's EMBEDDED)."""
@@ -67,6 +71,7 @@ class Kind:
     seed_path: str | None = None  # relative to the project directory
     csv_settings: tuple[tuple[str, str], ...] = ()
     scd: Scd | None = None  # the SCD type 2 kinds only
+    materialization: str | None = None  # CUSTOM's, kept when mapped to a built-in kind
 
     @property
     def is_incremental_by_time(self) -> bool:

@@ -470,7 +470,40 @@ def _load_models(
         # cache is keyed by the file's text alone.
         if cache is not None and (known is None or known.asked == asked):
             cache.put(display, text, models)
-    return [m if m.kind.name != KindName.SEED else _with_seed(root, file, m) for m in models]
+    return [
+        _with_seed(root, file, m)
+        if m.kind.name == KindName.SEED
+        else _custom(m, config.sluice.materializations)
+        if m.kind.name == KindName.CUSTOM
+        else m
+        for m in models
+    ]
+
+
+def _custom(model: Model, materializations: Mapping[str, str]) -> Model:
+    """A model of a SQLMesh custom materialization (``kind CUSTOM``): of the built-in
+    kind the trusted ``sluice.materializations`` maps it to, else kept as CUSTOM (planned,
+    its build refused: :func:`sluice.core.spark.render.build_steps`), with a note."""
+    name = model.kind.materialization or ""
+    where = f"{model.path}:{model.line}"
+    mapped = materializations.get(name.lower())
+    if mapped is not None:
+        kind = replace(model.kind, name=KindName(mapped))
+        note = (
+            f"{where}: model {model.name}: custom materialization '{name}' is built as "
+            f"kind {mapped}, as the trusted sluice.materializations says"
+        )
+        return replace(model, kind=kind, warnings=(*model.warnings, note))
+    note = (
+        f"{where}: model {model.name} has kind CUSTOM (materialization '{name}'): a SQLMesh "
+        "custom materialization is a Python class that writes the table through SQLMesh's "
+        "engine adapter, which Sluice does not run on Spark, so the model is planned but "
+        "its build is refused\n"
+        f"  hint: if it builds what a built-in kind builds, map it in the prod branch's "
+        f"config.yaml: `sluice: {{materializations: {{{name}: "
+        "FULL}}}}` (or VIEW); else give the model a built-in kind"
+    )
+    return replace(model, warnings=(*model.warnings, note))
 
 
 def _waiting_names(

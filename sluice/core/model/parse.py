@@ -85,6 +85,16 @@ KIND_PROPERTIES: dict[KindName, frozenset[str]] = {
     ),
     KindName.SEED: frozenset({"path", "csv_settings", "batch_size"}),
     KindName.EMBEDDED: frozenset(),
+    KindName.CUSTOM: frozenset(
+        {
+            "materialization",
+            "materialization_properties",
+            "batch_size",
+            "lookback",
+            "forward_only",
+            "on_destructive_change",
+        }
+    ),
 }
 KIND_PROPERTIES.update(SCD_KIND_PROPERTIES)
 DESTRUCTIVE_CHOICES = ("error", "warn", "allow")
@@ -297,7 +307,7 @@ def parse_model(
         path=path,
         line=header.line,
         stamp=read_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
-        warnings=(*start_notes, *warnings, *notes),
+        warnings=(*start_notes, *kind.notes, *warnings, *notes),
         column_uses=column_uses,
         **fields,
     )
@@ -378,23 +388,7 @@ class KindResult:
     value: Kind
     extra: dict[str, Any]
     params: dict[str, Node] = field(default_factory=dict)
-
-
-def _refuse_custom(ctx: _Ctx, node: Node) -> None:
-    """SQLMesh's ``kind CUSTOM (materialization 'name', ...)`` names a Python class of the
-    project's that writes the table itself through SQLMesh's engine adapter; Spark has no
-    such adapter, so Sluice refuses it, naming the materialization."""
-    named = ""
-    for item in (call_as_pair(i, ctx.source) for i in node.items):
-        if item.type == "pair" and item.value.lower() == "materialization" and item.items:
-            named = f" (materialization {item.items[0].text(ctx.source)})"
-    raise ctx.error(
-        f"kind CUSTOM{named} is a SQLMesh custom materialization: a Python class that writes "
-        "the table through SQLMesh's engine adapter, which Sluice does not run on Spark",
-        node,
-        "give the model a kind Sluice builds with the same effect (a custom full refresh is "
-        "kind FULL; the README's project format lists the kinds)",
-    )
+    notes: tuple[str, ...] = ()
 
 
 def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") -> KindResult:
@@ -406,8 +400,6 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
             node,
             "for example `kind FULL` or `kind INCREMENTAL_BY_TIME_RANGE (time_column ds)`",
         )
-    if node.value.upper() == "CUSTOM":
-        _refuse_custom(ctx, node)
     try:
         name = KIND_ALIASES.get(node.value.upper()) or KindName(node.value.upper())
     except ValueError:
@@ -491,13 +483,28 @@ def _kind(ctx: _Ctx, node: Node | None, header: Header, dialect: str = "spark") 
                         f"supported: {', '.join(sorted(CSV_OPTIONS))}",
                     )
             kwargs["csv_settings"] = settings
+    notes: list[str] = []
+    if name == KindName.CUSTOM:
+        if "materialization" not in params:
+            raise ctx.error(
+                "kind CUSTOM needs a materialization",
+                node,
+                "write CUSTOM (materialization 'name'), naming the custom materialization",
+            )
+        kwargs["materialization"] = read_string(ctx, params["materialization"])
+        if "materialization_properties" in params:
+            at = params["materialization_properties"]
+            notes.append(
+                f"{ctx.path}:{at.line}: materialization_properties are the settings of "
+                "SQLMesh's custom materialization class, which Sluice does not run: not used"
+            )
     if name in (KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN):
         kwargs["unique_key"], kwargs["scd"] = read_scd(ctx, name, node, params, dialect)
     if "batch_size" in params:
         kwargs["batch_size"] = read_int(ctx, params["batch_size"])
     if "lookback" in params:
         kwargs["lookback"] = read_int(ctx, params["lookback"], minimum=0)
-    return KindResult(Kind(**kwargs), extra, params)
+    return KindResult(Kind(**kwargs), extra, params, tuple(notes))
 
 
 def read_query(

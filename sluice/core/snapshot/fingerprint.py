@@ -84,6 +84,8 @@ def data_inputs(model: Model) -> list[Any]:
                 "python": model.python_code,
                 "python_variables": [list(v) for v in model.python_variables],
                 "scd": _scd_data(model),
+                # A custom materialization (and the built-in kind it is mapped to).
+                "materialization": model.kind.materialization,
             }
         ),
     ]

@@ -248,6 +248,19 @@ def build_steps(
         backfill = backfills.get(snap.name)
         if backfill is None and not is_view:
             continue
+        if kind == KindName.CUSTOM:
+            raise ModelError(
+                f"model {snap.name} is not built: its kind CUSTOM (materialization "
+                f"'{model.kind.materialization}') is a SQLMesh custom materialization, a "
+                "Python class Sluice does not run on Spark, and the trusted settings map it "
+                "to no built-in kind",
+                path=model.path or None,
+                line=model.line if model.path else None,
+                hint="if it builds what a built-in kind builds, map it in the prod branch's "
+                f"config.yaml: `sluice: {{materializations: "
+                f"{{{model.kind.materialization}: FULL}}}}` (or VIEW); else give the model "
+                "a built-in kind",
+            )
         layout = table_layout(model, table_format)
         step: BuildStep = {
             "type": "build",

@@ -290,18 +290,15 @@ CASES = [
             "models/c.sql": lines(
                 "MODEL (",
                 "  name s.c,",
-                "  kind CUSTOM (materialization 'custom_full'),",
+                "  kind CUSTOM (materialization_properties (a = 1)),",
                 ");",
                 "SELECT 1 AS id",
             )
         },
         ModelError,
         "models/c.sql:3",
-        "kind CUSTOM (materialization 'custom_full') is a SQLMesh custom materialization: a "
-        "Python class that writes the table through SQLMesh's engine adapter, which Sluice "
-        "does not run on Spark",
-        "give the model a kind Sluice builds with the same effect (a custom full refresh is "
-        "kind FULL; the README's project format lists the kinds)",
+        "kind CUSTOM needs a materialization",
+        "write CUSTOM (materialization 'name'), naming the custom materialization",
     ),
     Broken(
         "model_external_kind",
