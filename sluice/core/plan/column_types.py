@@ -1,0 +1,225 @@
+"""A model's columns with their types, inferred as SQLMesh infers them (pure).
+
+A model that declares ``columns`` has those types (a seed's are inferred from its CSV by
+:mod:`sluice.core.model.seeds`, a Python model's and an external table's are declared).
+A SQL model's types are what sqlglot's optimizer annotates on its query, as SQLMesh's
+``columns_to_types`` does: when every parent's columns are known, the query (its macros
+rendered for one day) is qualified against the parents' columns and types, and
+``annotate_types`` gives each projection a type; when a parent's columns are not known,
+each projection is annotated alone (a cast or a literal has a type, a column has none).
+A projection whose type sqlglot cannot tell has "" (unknown), as SQLMesh's ``UNKNOWN``.
+Types are spelt as Spark spells them. An SCD type 2 table has its validity columns
+after the query's (SQLMesh's managed columns).
+
+Types are resolved on demand, parents before children, and cached on the query and its
+parents' types: a plan asks only for the models whose types it uses (a forward-only
+change's, :mod:`sluice.core.plan.destructive`). They describe what the table will
+hold; the build still lets Spark decide the types of what it writes.
+
+>>> from sluice.core.model.definition import Kind, KindName, Model
+>>> raw = Model("raw.o", Kind(KindName.EXTERNAL), columns=(("id", "INT"), ("amount", "DOUBLE")))
+>>> daily = Model("mart.d", Kind(KindName.FULL), depends_on=("raw.o",),
+...               query_sql="SELECT id, SUM(amount) AS total, COUNT(*) AS n FROM raw.o GROUP BY id")
+>>> ColumnTypes({"raw.o": raw, "mart.d": daily})("mart.d")
+(('id', 'INT'), ('total', 'DOUBLE'), ('n', 'BIGINT'))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from sluice.core.model import macros
+from sluice.core.model.definition import KindName, Model
+from sluice.core.plan.outputs import is_star
+
+Typed = tuple[tuple[str, str], ...]
+"""(column, Spark type or "" when not known), in the table's order."""
+
+_DAY = 86_400_000
+# The macros' values when types are inferred: one day (SQLMesh renders its defaults).
+_VALUES = macros.time_values(0, _DAY, _DAY)
+_UNKNOWN = (exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)
+
+
+def spark_type(data_type: exp.DataType | None) -> str:
+    """A sqlglot type as Spark spells it ("" when not known)."""
+    if data_type is None or data_type.is_type(*_UNKNOWN):
+        return ""
+    return str(data_type.sql("spark"))
+
+
+def _spelt(type_sql: str, dialect: str) -> str:
+    """A declared type as Spark spells it (as written when sqlglot cannot read it)."""
+    if not type_sql:
+        return ""
+    try:
+        return spark_type(exp.DataType.build(type_sql, dialect=dialect))
+    except (SqlglotError, ValueError):
+        return type_sql.upper()
+
+
+def _schema(parents: Mapping[str, Typed]) -> dict[str, Any]:
+    """sqlglot's nested schema of the parents (one depth: a three-part name nests every
+    two-part one under a catalog named "", as :func:`~sluice.core.plan.outputs.schema_dict`)."""
+    deep = any(name.count(".") == 2 for name in parents)
+    result: dict[str, Any] = {}
+    for name, columns in parents.items():
+        parts = name.lower().split(".")
+        if deep and len(parts) == 2:
+            parts.insert(0, "")
+        level = result
+        for part in parts[:-1]:
+            level = level.setdefault(part, {})
+        level[parts[-1]] = {c: (t or "UNKNOWN") for c, t in columns}
+    return result
+
+
+def infer(
+    query: exp.Query, parents: Mapping[str, Typed] | None, dialect: str = "spark"
+) -> Typed | None:
+    """The columns and types of ``query`` (Spark SQL, macros rendered) reading tables of
+    ``parents``; None for ``parents`` when some parent's columns are not known. None
+    when a projection has no name, a name twice, or is a star left unexpanded.
+    ``dialect``: the model's, in which a projection Spark's annotation leaves unknown is
+    annotated again (sqlglot reads some functions only in their own dialect, such as
+    BigQuery's ``TIMESTAMP_MICROS``, and SQLMesh annotates in the model's dialect)."""
+    if any(not s.output_name and not is_star(s) for s in query.selects):
+        return None  # Spark names it after its text, sqlglot's qualify _col_0: unknown
+    annotated: exp.Expr | None = None
+    if parents is not None:
+        try:
+            schema = _schema(parents)
+            annotated = annotate_types(
+                qualify(
+                    query.copy(),
+                    dialect="spark",
+                    schema=schema,
+                    quote_identifiers=False,
+                    identify=False,
+                ),
+                schema=schema,
+                dialect="spark",
+            )
+        except SqlglotError:  # an unknown or ambiguous column: as SQLMesh, annotate alone
+            annotated = None
+    if not isinstance(annotated, exp.Query):
+        annotated = query.copy()
+        for select in annotated.selects:
+            annotate_types(select, dialect="spark")
+    found: dict[str, str] = {}
+    for select in annotated.selects:
+        name = select.output_name.lower()
+        if not name or name in found or name == "*":
+            return None
+        found[name] = spark_type(select.type) or _in_dialect(select, dialect)
+    return tuple(found.items())
+
+
+def _in_dialect(select: exp.Expr, dialect: str) -> str:
+    """The type of one projection annotated alone in ``dialect`` ("" when not known)."""
+    if dialect == "spark":
+        return ""
+    try:
+        again = sqlglot.parse_one(select.sql(dialect), read=dialect)
+        return spark_type(annotate_types(again, dialect=dialect).type)
+    except (SqlglotError, ValueError):
+        return ""
+
+
+def _managed(model: Model) -> Typed:
+    """An SCD type 2 table's validity columns, after the query's."""
+    scd = model.kind.scd
+    if scd is None:
+        return ()
+    kind = spark_type(exp.DataType.build(scd.time_data_type, dialect="spark"))
+    return ((scd.valid_from_name, kind), (scd.valid_to_name, kind))
+
+
+_Key = tuple[str, str, str, tuple[tuple[str, Typed | None], ...]]
+_CACHE: OrderedDict[_Key, Typed | None] = OrderedDict()
+_CACHE_SIZE = 4096
+_LOCK = threading.Lock()  # the service plans in several threads
+
+
+class ColumnTypes:
+    """Each model's columns and types (None: its columns are not known), resolved on
+    demand over one set of models (the project's, or an environment's)."""
+
+    def __init__(self, models: Mapping[str, Model], dialect: str = "spark") -> None:
+        self.models = models
+        self.dialect = dialect
+        """The project's dialect: an external table's columns are declared in it."""
+        self.known: dict[str, Typed | None] = {}
+
+    def __call__(self, name: str) -> Typed | None:
+        if name in self.known:
+            return self.known[name]
+        stack = [name]
+        open_: set[str] = set()
+        while stack:
+            top = stack[-1]
+            if top in self.known:
+                stack.pop()
+                continue
+            waiting = [p for p in self._needs(top) if p not in self.known and p not in open_]
+            if waiting and top not in open_:
+                open_.add(top)
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            self.known[top] = self._resolve(top)  # a parent still open (a cycle): unknown
+        return self.known[name]
+
+    def _needs(self, name: str) -> list[str]:
+        model = self.models.get(name)
+        if model is None or model.columns or model.query_sql is None:
+            return []
+        return [p for p in model.depends_on if p in self.models and p != name]
+
+    def _resolve(self, name: str) -> Typed | None:
+        model = self.models.get(name)
+        if model is None:
+            return None
+        if model.columns:
+            # A model's declared types are Spark's already; an external table's as written.
+            external = model.kind.name == KindName.EXTERNAL
+            dialect = self.dialect if external else "spark"
+            return tuple((c.lower(), _spelt(t, dialect)) for c, t in model.columns) + _managed(
+                model
+            )
+        if model.query_sql is None:
+            return None
+        typed = {p: self.known.get(p) for p in model.depends_on if p != name}
+        # A parent whose columns nobody knows (a star, an undeclared table): no schema.
+        parents = {p: c for p, c in typed.items() if c} if all(typed.values()) else None
+        schema = (("", None),) if parents is None else tuple(sorted(parents.items()))
+        key = (name, model.dialect, model.query_sql, schema)
+        with _LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                found = _CACHE[key]
+                return None if found is None else found + _managed(model)
+        found = None
+        try:
+            query = model.query
+            if query is not None:
+                values: dict[str, exp.Expr | str] = {**_VALUES, "this_model": name}
+                rendered = macros.render(query, values)
+                if isinstance(rendered, exp.Query):
+                    found = infer(rendered, parents, model.dialect)
+        except Exception:  # a query sqlglot cannot read: its types are unknown
+            found = None
+        with _LOCK:
+            _CACHE[key] = found
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        return None if found is None else found + _managed(model)
