@@ -24,6 +24,7 @@ from sluice.core.intervals import (
 from sluice.core.model.definition import KindName, Model
 from sluice.core.plan import destructive, statements
 from sluice.core.plan.categorize import categorize_direct
+from sluice.core.plan.column_types import ColumnTypes
 from sluice.core.plan.lineage import Impacts
 from sluice.core.plan.narrowing import reshaped_by, reshaped_category, unaffected
 from sluice.core.plan.plan import Backfill, ModelChange, Plan
@@ -181,10 +182,20 @@ def build_plan(request: PlanRequest) -> Plan:
         else:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
+    # Types are inferred on demand: only a forward-only change's check asks (for its
+    # model and, through them, its ancestors); a cold plan asks for none.
+    old_types = ColumnTypes({n: s.model for n, s in request.base.items()})
+    new_types = ColumnTypes(request.models)
     for before, after in forward:
         readers = _readers(after.name, [*direct, *indirect])
         note = destructive.check(
-            before, after, old_columns(after.name), new_columns(after.name), readers
+            before,
+            after,
+            old_columns(after.name),
+            new_columns(after.name),
+            readers,
+            old_types(after.name),
+            new_types(after.name),
         )
         warnings += [note] if note else []
     removed = sorted(set(request.base) - set(request.models))

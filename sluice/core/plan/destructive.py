@@ -11,7 +11,12 @@ Columns are the query's output names, every star expanded from the parents' colu
 the plan resolved them (:mod:`sluice.core.plan.outputs`: a ``SELECT *`` over a CTE or a
 subquery that names its columns, or over a parent whose columns are known), and the
 declared ``columns`` (their types); where neither tells (a star over a table whose
-columns nobody declares), nothing is claimed.
+columns nobody declares), nothing is claimed. Types not declared are inferred as SQLMesh
+infers them (:mod:`sluice.core.plan.column_types`, the old query against the old parents,
+the new against the new): a column whose inferred type changes is retyped too, named as
+inferred. Inferred types only add findings, never take one away (SQLMesh compares them
+only when every type of both is known; a column either side cannot type is left to the
+declared types and the names).
 
 >>> # MODEL (name shop.orders, kind INCREMENTAL_BY_TIME_RANGE (time_column ds,
 >>> #   forward_only true));  -- and the new query no longer selects `discount`
@@ -24,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from sluice.core.errors import PlanError
 from sluice.core.model.definition import Model
+from sluice.core.plan.column_types import Typed
 from sluice.core.plan.outputs import query_columns
 
 
@@ -32,10 +38,13 @@ def destructive_columns(
     new: Model,
     old_output: Sequence[str] | None = None,
     new_output: Sequence[str] | None = None,
+    old_types: Typed | None = None,
+    new_types: Typed | None = None,
 ) -> list[str]:
     """``"drops column x"`` / ``"changes column y from INT to STRING"`` for each column of
     ``old`` that ``new`` loses or retypes; ``old_output`` and ``new_output`` are their
-    output columns as resolved (None: from their queries alone)."""
+    output columns as resolved (None: from their queries alone), ``old_types`` and
+    ``new_types`` their columns' types as inferred (None: not known)."""
     before, after = dict(old.columns), dict(new.columns)
     old_names = list(old_output) if old_output is not None else _output_names(old)
     new_names = list(new_output) if new_output is not None else _output_names(new)
@@ -46,6 +55,16 @@ def destructive_columns(
         f"changes column {c} from {before[c]} to {after[c]}"
         for c in before
         if c in after and before[c].upper() != after[c].upper()
+    ]
+    inferred_before, inferred_after = dict(old_types or ()), dict(new_types or ())
+    found += [
+        f"changes column {c} from {kind} to {inferred_after[c]} (inferred)"
+        for c, kind in inferred_before.items()
+        if kind
+        and inferred_after.get(c)
+        and kind.upper() != inferred_after[c].upper()
+        and not (c in before and c in after)  # declared on both sides: compared above
+        and c not in _validity(old)
     ]
     # An SCD type 2 table's validity columns (valid_from_name, valid_to_name,
     # time_data_type) hold its history: renaming or retyping one loses it.
@@ -79,6 +98,8 @@ def check(
     old_output: Sequence[str] | None = None,
     new_output: Sequence[str] | None = None,
     readers: Mapping[str, Sequence[str]] | None = None,
+    old_types: Typed | None = None,
+    new_types: Typed | None = None,
 ) -> str | None:
     """The plan warning for a destructive forward-only change of ``new`` (None: none, or
     allowed). ``readers``: model downstream -> the columns of ``new`` it reads, to name
@@ -87,7 +108,7 @@ def check(
     Raises:
         PlanError: at the model's file:line, when its ``on_destructive_change`` is ``error``.
     """
-    found = destructive_columns(old, new, old_output, new_output)
+    found = destructive_columns(old, new, old_output, new_output, old_types, new_types)
     if not found or new.on_destructive_change == "allow":
         return None
     what = f"forward-only change to {new.name} {', '.join(found)} of its table"

@@ -73,3 +73,57 @@ def test_adding_a_column_or_a_breaking_change_is_not_destructive(tmp_path: Path)
     dropped = QUERY.replace("SELECT id, ds, amount, discount", "SELECT id, ds, amount")
     _, plan = _plans(tmp_path / "breaking", dropped, more="")
     assert plan.directly_modified[0].category == Category.BREAKING
+
+
+# -- inferred types (issue 41): SQLMesh compares the types it infers; Sluice does too --------
+
+SOURCES = "- name: raw.o\n  columns:\n    id: INT\n    ds: DATE\n    amount: DOUBLE\n"
+FROM_SOURCE = "SELECT id, ds, {amount} FROM raw.o\n"
+
+
+def _sourced(amount: str, sources: str = SOURCES) -> dict[str, str]:
+    files = _files(FROM_SOURCE.format(amount=amount))
+    return {**files, "external_models.yaml": sources} if sources else files
+
+
+def test_a_column_its_query_retypes_is_destructive_without_declared_columns(
+    tmp_path: Path,
+) -> None:
+    # amount is a DOUBLE (raw.o declares it), then an INT: nothing declares the model's
+    # columns, so only the inferred types tell.
+    prod = plan_of(load(tmp_path / "1", _sourced("amount")), end=END)
+    retyped = load(tmp_path / "2", _sourced("CAST(amount AS INT) AS amount"))
+    with pytest.raises(PlanError, match=r"changes column amount from DOUBLE to INT \(inferred\)"):
+        plan_of(retyped, prod, end=END)
+    # The same change with a parent whose columns nobody declares: no type is known,
+    # nothing is claimed (and nothing is dropped).
+    prod = plan_of(load(tmp_path / "3", _sourced("amount", sources="")), end=END)
+    unknown = load(tmp_path / "4", _sourced("amount + 0 AS amount", sources=""))
+    plan = plan_of(unknown, prod, end=END)
+    assert plan.directly_modified[0].category == Category.FORWARD_ONLY
+    assert not plan.warnings
+
+
+def test_an_inferred_type_never_hides_a_declared_retype_or_a_drop() -> None:
+    from sluice.core.model.definition import Kind, KindName, Model
+    from sluice.core.plan.destructive import destructive_columns
+
+    kind = Kind(KindName.FULL)
+    old = Model("s.t", kind, columns=(("id", "INT"), ("v", "DOUBLE"), ("gone", "INT")))
+    new = Model("s.t", kind, columns=(("id", "INT"), ("v", "STRING")))
+    # Inferred types that agree (or are unknown) change nothing of what the declared
+    # columns and the names say.
+    same = (("id", "INT"), ("v", "DOUBLE"), ("gone", "INT"))
+    for old_types, new_types in ((same, same), (same, (("id", ""), ("v", ""))), (None, None)):
+        found = destructive_columns(old, new, None, None, old_types, new_types)
+        assert found == ["drops column gone", "changes column v from DOUBLE to STRING"]
+    # An inferred change of a column the declared types do not cover is added, once.
+    found = destructive_columns(
+        Model("s.t", kind, query_sql="SELECT 1 AS id"),
+        Model("s.t", kind, query_sql="SELECT 'x' AS id"),
+        None,
+        None,
+        (("id", "INT"),),
+        (("id", "STRING"),),
+    )
+    assert found == ["changes column id from INT to STRING (inferred)"]
