@@ -253,9 +253,8 @@ def compare(sqlmesh: Mapping[str, Any], sluice: Mapping[str, Any]) -> Comparison
             names = None
             diff.columns = f"Sluice does not know them (SQLMesh: {len(their_columns)})"
         else:
-            our_columns = [
-                (c.lower(), normalise_type(t, us.get("dialect", "spark"))) for c, t in us["columns"]
-            ]
+            # Sluice keeps every type in Spark's spelling, whatever the model's dialect.
+            our_columns = [(c.lower(), normalise_type(t)) for c, t in us["columns"]]
             names = [c for c, _ in our_columns]
             if [c for c, _ in their_columns] != names:
                 diff.columns = (
@@ -374,7 +373,7 @@ def sluice_facts(project: Path) -> dict[str, Any]:
     """What Sluice loads from ``project``, as ``sluice plan`` loads it, in this process."""
     from sluice.core import workflow
     from sluice.core.errors import ProjectErrors, SluiceError
-    from sluice.core.model.macro.columns import query_columns
+    from sluice.core.plan.column_types import ColumnTypes
     from sluice.core.spark.render import render_query
     from sluice.core.timeutil import to_ms
 
@@ -388,10 +387,11 @@ def sluice_facts(project: Path) -> dict[str, Any]:
         return {"models": {}, "error": f"crash: {type(exc).__name__}: {exc}"}
     start, end, execution = (to_ms(v) for v in SLUICE_INTERVAL)
     models: dict[str, Any] = {}
+    # Declared, or inferred as SQLMesh infers them (external tables' in the project's dialect)
+    types = ColumnTypes(loaded.models, loaded.config.model_defaults.dialect or "spark")
     for model in loaded.models.values():
-        columns: list[tuple[str, str]] | None = list(model.columns)
-        if not columns and model.query_sql is not None:
-            columns = query_columns(model.query_sql)
+        typed = types(model.name)
+        columns = list(typed) if typed is not None else None if model.query_sql else []
         query = None
         if model.query_sql is not None and model.python_code is None:
             query = render_query(model, {}, model.name, start, end, execution)
@@ -571,8 +571,9 @@ def report(
         "",
         f"{len(matched)} of {len(rows)} projects load in Sluice with every model SQLMesh loads"
         f" and no difference; {len(untyped)} more differ only in column types Sluice does"
-        " not know (it knows a column's type when the model declares it or its query casts"
-        " it; SQLMesh infers the rest).",
+        " not know. Sluice infers a type as SQLMesh does (`sluice/core/plan/column_types.py`):"
+        " declared (a seed's from its CSV, an external table's in the project's dialect),"
+        " else sqlglot's annotation of the query against its parents' types.",
         "",
         *table(rows),
         "",

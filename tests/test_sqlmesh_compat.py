@@ -178,3 +178,15 @@ def test_normalisation_keeps_what_a_query_means() -> None:
     assert normalise_query("SELECT 'A' AS x", "spark") != normalise_query(
         "SELECT 'a' AS x", "spark"
     )
+
+
+def test_sluice_s_types_are_read_as_spark_spells_them_whatever_the_model_s_dialect() -> None:
+    # Sluice keeps a DuckDB model's declared TIME as Spark's TIMESTAMP: read as DuckDB,
+    # TIMESTAMP would be a TIMESTAMP_NTZ, a difference that is not there.
+    columns = [*SQLMESH["models"]["raw.orders"]["columns"], ["at", "TIMESTAMP"]]
+    theirs = _changed(SQLMESH, "raw.orders", "columns", columns)
+    ours = _changed(SLUICE, "raw.orders", "columns", columns)
+    result = compare(theirs, ours)
+    assert result.matches, [d.problems() for d in result.diffs]
+    ours = _changed(SLUICE, "raw.orders", "columns", [*columns[:-1], ["at", "TIMESTAMP_NTZ"]])
+    assert "at TIMESTAMP / TIMESTAMP_NTZ" in (compare(theirs, ours).diffs[0].types or "")
