@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python's bytecode cache is written (gitignored __pycache__/) even where the environment
+# turns it off: without it every test worker and every sandboxed child compiles Sluice's
+# modules again, which took a test worker's collection from 6 s to 16-18 s of CPU.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint typecheck unit bench clean lock
 
