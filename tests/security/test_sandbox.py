@@ -226,7 +226,12 @@ def _escaped(confined: dict[str, bool], world: dict[str, object]) -> set[str]:
     return {name for name, worked in confined.items() if worked}
 
 
-@pytest.mark.parametrize("kind", ["jinja", "macros", "driver", "connect-server"])
+# A Spark process's probes fork hundreds of processes and fill gigabytes of memory: `slow`,
+# out of the editing loop (`make test` runs them, and the control below).
+_SPARK_KINDS = [pytest.param(k, marks=pytest.mark.slow) for k in ("driver", "connect-server")]
+
+
+@pytest.mark.parametrize("kind", ["jinja", "macros", *_SPARK_KINDS])
 def test_every_probe_fails_inside_the_sandbox(
     kind: str, world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +243,7 @@ def test_every_probe_fails_inside_the_sandbox(
     assert escaped == expected, f"{kind}: {sorted(escaped)} worked"
 
 
+@pytest.mark.slow
 def test_every_probe_works_without_the_sandbox(
     world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -384,6 +390,7 @@ def test_the_loaders_parsing_child_has_no_network_and_writes_no_file(
         listener.close()
 
 
+@pytest.mark.slow  # a Connect server's relay and a child that probes it
 def test_the_connect_job_child_reaches_only_its_server_through_the_relay(
     world: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

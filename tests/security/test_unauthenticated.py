@@ -116,6 +116,7 @@ def _hostile_requests(client: TestClient, rng: random.Random, count: int) -> Non
         assert response.status_code == 401, (kind, response.status_code, response.text)
 
 
+@pytest.mark.slow  # 2,100 requests
 def test_a_flood_of_unsigned_deliveries_stores_nothing_and_adds_no_series(
     app_state: tuple[TestClient, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
