@@ -36,6 +36,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.schema import MappingSchema
 
 from sluice.core.model import macros
 from sluice.core.model.definition import KindName, Model
@@ -50,11 +51,33 @@ _VALUES = macros.time_values(0, _DAY, _DAY)
 _UNKNOWN = (exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)
 
 
+_SIMPLE: dict[Any, str] = {}
+"""A type without parameters (INT, STRING...) -> its Spark spelling, written once."""
+_BUILT: dict[str, exp.DataType] = {}
+"""A parent's type as Spark spells it -> sqlglot's, read once (never modified: schemas
+hand it to the annotation as it is)."""
+_BUILT_SIZE = 4096
+
+
 def spark_type(data_type: exp.DataType | None) -> str:
     """A sqlglot type as Spark spells it ("" when not known)."""
     if data_type is None or data_type.is_type(*_UNKNOWN):
         return ""
+    if len(data_type.args) == 1 or not any(v for k, v in data_type.args.items() if k != "this"):
+        simple = _SIMPLE.get(data_type.this)
+        if simple is None:
+            simple = _SIMPLE[data_type.this] = str(data_type.sql("spark"))
+        return simple
     return str(data_type.sql("spark"))
+
+
+def _built(type_sql: str) -> exp.DataType:
+    found = _BUILT.get(type_sql)
+    if found is None:
+        found = exp.DataType.build(type_sql or "UNKNOWN", dialect="spark")
+        if len(_BUILT) < _BUILT_SIZE:
+            _BUILT[type_sql] = found
+    return found
 
 
 def _spelt(type_sql: str, dialect: str) -> str:
@@ -67,9 +90,10 @@ def _spelt(type_sql: str, dialect: str) -> str:
         return type_sql.upper()
 
 
-def _schema(parents: Mapping[str, Typed]) -> dict[str, Any]:
-    """sqlglot's nested schema of the parents (one depth: a three-part name nests every
-    two-part one under a catalog named "", as :func:`~sluice.core.plan.outputs.schema_dict`)."""
+def _schema(parents: Mapping[str, Typed]) -> MappingSchema:
+    """sqlglot's schema of the parents (one depth: a three-part name nests every two-part
+    one under a catalog named "", as :func:`~sluice.core.plan.outputs.schema_dict`).
+    Names are lower case already (Spark's), so sqlglot need not normalise them."""
     deep = any(name.count(".") == 2 for name in parents)
     result: dict[str, Any] = {}
     for name, columns in parents.items():
@@ -79,8 +103,8 @@ def _schema(parents: Mapping[str, Typed]) -> dict[str, Any]:
         level = result
         for part in parts[:-1]:
             level = level.setdefault(part, {})
-        level[parts[-1]] = {c: (t or "UNKNOWN") for c, t in columns}
-    return result
+        level[parts[-1]] = {c: _built(t) for c, t in columns}
+    return MappingSchema(result, dialect="spark", normalize=False)
 
 
 def infer(
@@ -100,7 +124,7 @@ def infer(
             schema = _schema(parents)
             annotated = annotate_types(
                 qualify(
-                    query.copy(),
+                    query.copy(),  # the one copy: ``query`` is left as it is
                     dialect="spark",
                     schema=schema,
                     quote_identifiers=False,
@@ -111,12 +135,12 @@ def infer(
             )
         except SqlglotError:  # an unknown or ambiguous column: as SQLMesh, annotate alone
             annotated = None
-    if not isinstance(annotated, exp.Query):
-        annotated = query.copy()
-        for select in annotated.selects:
-            annotate_types(select, dialect="spark")
+    if isinstance(annotated, exp.Query):
+        selects = annotated.selects
+    else:
+        selects = [annotate_types(s.copy(), dialect="spark") for s in query.selects]
     found: dict[str, str] = {}
-    for select in annotated.selects:
+    for select in selects:
         name = select.output_name.lower()
         if not name or name in found or name == "*":
             return None
@@ -210,12 +234,12 @@ class ColumnTypes:
                 return None if found is None else found + _managed(model)
         found = None
         try:
-            query = model.query
-            if query is not None:
+            query: exp.Expr | None = model.query
+            if query is not None and macros.PREFIX in model.query_sql:
                 values: dict[str, exp.Expr | str] = {**_VALUES, "this_model": name}
-                rendered = macros.render(query, values)
-                if isinstance(rendered, exp.Query):
-                    found = infer(rendered, parents, model.dialect)
+                query = macros.render(query, values)
+            if isinstance(query, exp.Query):
+                found = infer(query, parents, model.dialect)
         except Exception:  # a query sqlglot cannot read: its types are unknown
             found = None
         with _LOCK:
