@@ -2,17 +2,26 @@
 (``tests/helpers/action_child.py``) with the job's environment, its event file, a
 workspace, and GitHub's API faked at the wire (:class:`~tests.helpers.github_wire.FakeGitHub`,
 kept in ``github.json``). Shared by ``tests/bot/entry/test_action.py`` and
-``test_action_modes.py``."""
+``test_action_modes.py``.
+
+:func:`refused_here` calls the same entry point in the test's own process, for the jobs
+refused before any work: a process of their own would only add a second of start-up."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import responses
+
+from sluice.bot.entry.action import main as action_main
 from tests.helpers.cases import load_case
 from tests.helpers.github_wire import FakeGitHub
 
@@ -61,6 +70,26 @@ def run_action(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProce
         [sys.executable, "-m", "tests.helpers.action_child", str(tmp_path / "github.json")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
+
+
+def refused_here(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """:func:`run_action`'s result, the entry point called in this process with ``env``
+    (its printed output and log captured; the root logger, which it sets up, restored)."""
+    github = FakeGitHub(state_file=tmp_path / "github.json")
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            responses.RequestsMock(assert_all_requests_are_fired=False) as mock,
+        ):
+            github.install(mock)
+            code = action_main(env)
+    finally:
+        root.handlers[:], root.level = handlers, level
+    return subprocess.CompletedProcess(["sluice", "action"], code, out.getvalue(), err.getvalue())
 
 
 def pr_payload() -> dict[str, Any]:

@@ -23,6 +23,7 @@ from tests.helpers.action_run import (
     job_env,
     make_project,
     pr_payload,
+    refused_here,
     run_action,
 )
 from tests.helpers.cases import load_case
@@ -279,7 +280,7 @@ def test_a_pending_gate_is_not_a_failed_job_and_the_override_applies(tmp_path: P
 
 def test_an_event_sluice_does_not_handle_is_nothing_to_do(tmp_path: Path) -> None:
     payload = load_case("github/installation/created.payload.json")
-    done = run_action(tmp_path, job_env(tmp_path, "installation", payload, INPUT_TOKEN=""))
+    done = refused_here(tmp_path, job_env(tmp_path, "installation", payload, INPUT_TOKEN=""))
     assert done.returncode == 0, done.stderr
     assert "nothing to do for event installation" in done.stdout
     assert not (tmp_path / "output.txt").exists()
@@ -287,7 +288,7 @@ def test_an_event_sluice_does_not_handle_is_nothing_to_do(tmp_path: Path) -> Non
 
 def test_a_missing_token_fails_the_job_clearly(tmp_path: Path) -> None:
     fake_github(tmp_path, 2)
-    done = run_action(tmp_path, job_env(tmp_path, "pull_request", pr_payload(), INPUT_TOKEN=""))
+    done = refused_here(tmp_path, job_env(tmp_path, "pull_request", pr_payload(), INPUT_TOKEN=""))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("::error title=Sluice::sluice action: no GitHub token")
@@ -313,7 +314,7 @@ def test_an_unreadable_event_file_fails_the_job(
     env = job_env(tmp_path, "pull_request", None)
     if content is not None:
         Path(env["GITHUB_EVENT_PATH"]).write_text(content)
-    done = run_action(tmp_path, env)
+    done = refused_here(tmp_path, env)
     assert done.returncode == 1
     assert message in done.stderr.strip().splitlines()[-1]
 
@@ -321,7 +322,7 @@ def test_an_unreadable_event_file_fails_the_job(
 def test_a_payload_missing_what_sluice_needs_fails_the_job(tmp_path: Path) -> None:
     payload = pr_payload()
     del payload["pull_request"]["head"]
-    done = run_action(tmp_path, job_env(tmp_path, "pull_request", payload))
+    done = refused_here(tmp_path, job_env(tmp_path, "pull_request", payload))
     assert done.returncode == 1
     assert "event file is not usable" in done.stderr
 
@@ -392,7 +393,7 @@ def test_a_shared_state_beside_a_runner_local_catalog_is_refused_before_anything
     fake_github(tmp_path, 2)
     make_project(tmp_path / "workspace")
     state = "postgresql://sluice:s3cr3t-pw@db.invalid:5432/sluice"
-    done = run_action(
+    done = refused_here(
         tmp_path, job_env(tmp_path, "pull_request", pr_payload(), INPUT_DATABASE_URL=state)
     )
     assert done.returncode == 1

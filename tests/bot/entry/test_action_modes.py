@@ -26,6 +26,7 @@ from tests.helpers.action_run import (
     job_env,
     make_project,
     pr_payload,
+    refused_here,
     run_action,
 )
 from tests.helpers.cases import load_case
@@ -81,7 +82,7 @@ def test_a_read_only_fork_job_is_refused_naming_pull_request_target(
         payload = _forked(load_case("github/pull_request_review/submitted.payload.json"))
     fake_github(tmp_path, payload["pull_request"]["number"])
     make_project(tmp_path / "workspace")
-    done = run_action(tmp_path, job_env(tmp_path, event, payload))
+    done = refused_here(tmp_path, job_env(tmp_path, event, payload))
     assert done.returncode == 1, done.stdout + done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("::error title=Sluice::sluice action: pull request #")
