@@ -683,12 +683,15 @@ def overflows(browser: Any, markdown: str) -> list[str]:
         view.close()
 
 
+# The layout checks start Chromium: slow, out of the editing loop (`make test` runs them).
+@pytest.mark.slow
 def test_the_check_finds_what_overflows(browser: Any) -> None:
     wide = "| Model | Rows |\n| --- | ---: |\n| `" + "very_long_model_name_" * 12 + "` | 1 |\n"
     assert any(o.startswith("TABLE ") for o in overflows(browser, wide))
     assert overflows(browser, "| Model | Rows |\n| --- | ---: |\n| `s.mart_2` | 1 |\n") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_no_comment_overflows_at_1280_px(name: str, texts: dict[str, str], browser: Any) -> None:
     assert overflows(browser, texts[name]) == []
