@@ -141,13 +141,25 @@ def check_statements(
     """
     names = [s.name for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL]
     schemas = statements.model_schemas([*names, *plan.removed])
+    config = Path(project_dir, "config.yaml")
+    if not config.exists() and Path(project_dir, "config.py").exists():
+        config = Path(project_dir, "config.py")
     for key, sqls in given.items():
         for index, sql in enumerate(sqls):
+            shaped = statements.check(sql)
+            if shaped is not None:  # the loader named it (file:line) in the plan's notes
+                raise ConfigError(
+                    f"{key} statement {index + 1} ({sql}) is not one Sluice runs: it "
+                    f"{shaped.what}; no job of the project runs until it is rewritten",
+                    path=str(config),
+                    line=None,
+                    hint=shaped.hint,
+                )
             problem = statements.refusal(sql, schemas)
             if problem is not None:
                 raise ConfigError(
                     f"{key} statement {index + 1} ({sql}) {problem}",
-                    path=str(Path(project_dir, "config.yaml")),
+                    path=str(config),
                     line=None,
                     hint=statements.HINT,
                 )

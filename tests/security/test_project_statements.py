@@ -239,7 +239,6 @@ HOSTILE: list[tuple[str, str]] = [
     (f"CREATE TEMPORARY VIEW IF NOT EXISTS v USING jdbc {_JDBC}", ""),
     (f"CREATE GLOBAL TEMPORARY VIEW v USING jdbc {_JDBC}", ""),
     (f"CREATE TEMPORARY TABLE IF NOT EXISTS t USING jdbc {_JDBC}", ""),
-    ("CREATE OR REPLACE VIEW raw.v AS SELECT 1 AS a", "OR REPLACE"),
     ("CREATE FUNCTION IF NOT EXISTS f AS 'x.Y' USING JAR '/tmp/x.jar'", "CREATE FUNCTION"),
     ("CREATE TEMPORARY FUNCTION f AS 'x.Y'", ""),
     ("ADD JAR /tmp/x.jar", ""),

@@ -175,6 +175,13 @@ class Model:
     a name is not a literal): part of its version, passed to the driver."""
     seed_hash: str | None = None
     stamp: str | None = None  # changing it forces a new version
+    pre_statements: tuple[str, ...] = ()
+    """SQLMesh's pre-statements (Spark SQL), run in the model's build before its query."""
+    post_statements: tuple[str, ...] = ()
+    """Its post-statements, run in its build after the query (and its audits)."""
+    statement_refusals: tuple[tuple[int, str, str], ...] = ()
+    """(line, what, hint) of each pre- or post-statement Sluice does not run (outside the
+    allow-list of :mod:`sluice.core.plan.statements`): the model's build is refused."""
     path: str = ""
     line: int = 1
     # What the project's notes say about it (file:line: what, hint): not part of the model.
@@ -250,6 +257,12 @@ class Model:
                 "signals": tuple(data.get("signals", ())),
                 "python_variables": tuple((str(k), v) for k, v in data.get("python_variables", ())),
                 "warnings": tuple(data.get("warnings", ())),
+                "pre_statements": tuple(data.get("pre_statements", ())),
+                "post_statements": tuple(data.get("post_statements", ())),
+                "statement_refusals": tuple(
+                    (int(line), str(what), str(hint))
+                    for line, what, hint in data.get("statement_refusals", ())
+                ),
             }
         )
 

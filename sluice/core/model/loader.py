@@ -324,8 +324,8 @@ def _load(
         for a in audits.values()
         if a.standalone
     )
-    before_all = _statements(root, config, "before_all", errors, env, config_doc)
-    after_all = _statements(root, config, "after_all", errors, env, config_doc)
+    before_all = _statements(root, config, "before_all", errors, env, config_doc, notes)
+    after_all = _statements(root, config, "after_all", errors, env, config_doc, notes)
     for model in models.values():
         try:
             check_audit_calls(model, audits)
@@ -501,7 +501,7 @@ def _custom(model: Model, materializations: Mapping[str, str]) -> Model:
         "its build is refused\n"
         f"  hint: if it builds what a built-in kind builds, map it in the prod branch's "
         f"config.yaml: `sluice: {{materializations: {{{name}: "
-        "FULL}}}}` (or VIEW); else give the model a built-in kind"
+        "FULL}}` (or VIEW); else give the model a built-in kind"
     )
     return replace(model, warnings=(*model.warnings, note))
 
@@ -790,9 +790,16 @@ def _statements(
     errors: list[SluiceError],
     env: Mapping[str, str] | None = None,
     python_doc: LocatedYaml | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[str, ...]:
     """config.yaml's ``before_all`` or ``after_all`` as Spark SQL, each statement checked
     (``python_doc``: config.py's located data, when the project is configured there).
+
+    A statement of a shape outside the allow-list (``DROP VIEW``, a ``CREATE`` without
+    ``IF NOT EXISTS``) is kept (it is part of the plan's id and of what an approval
+    covers) and named in ``notes`` with its file:line: no job of the project runs until
+    it is rewritten (:func:`sluice.core.jobs.check_statements` refuses the job). Anything
+    that reaches past the catalog (files, Java, ...) is an error, as in a model.
 
     They run in every job of the project, a pull request's too, so each statement is
     allow-listed whole (:mod:`sluice.core.plan.statements`: ``CREATE SCHEMA|TABLE|VIEW
@@ -835,10 +842,20 @@ def _statements(
             )
             continue
         statement = parsed[0]
+
+        def later(what: str, hint: str, subject: str = subject, line: int = line) -> None:
+            if notes is not None:
+                notes.append(
+                    f"{path}:{line}: {subject}: {what}; Sluice does not run it and refuses "
+                    f"every job of the project until it is rewritten\n  hint: {hint}"
+                )
+
         refused = project_statements.shape(statement)
         if refused is not None:
-            fail(refused.what, refused.hint)
-            continue
+            if not project_statements.changes_existing(statement):
+                fail(refused.what, refused.hint)
+                continue
+            later(refused.what, refused.hint)
         try:
             found = [
                 *fileaccess.find_in_text(text),
@@ -860,9 +877,9 @@ def _statements(
             fail(f"cannot be written as Spark SQL: {exc}", "rewrite it with Spark's syntax")
             continue
         # What runs is sqlglot's Spark SQL: the driver checks it with the same rule.
-        refused = project_statements.check(spark_sql)
-        if refused is not None:
-            fail(f"as Spark SQL ({_short(spark_sql)}) it {refused.what}", refused.hint)
+        again = project_statements.check(spark_sql) if refused is None else None
+        if again is not None:
+            fail(f"as Spark SQL ({_short(spark_sql)}) it {again.what}", again.hint)
             continue
         result.append(spark_sql)
     return tuple(result)

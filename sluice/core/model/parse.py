@@ -16,6 +16,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+from sqlglot.tokenizer_core import TokenType
 
 from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError, did_you_mean
@@ -46,6 +47,7 @@ from sluice.core.model.values import (
     read_string,
     read_word_or_string,
 )
+from sluice.core.plan import statements as project_statements
 from sluice.core.timeutil import read_start
 
 MODEL_PROPERTIES = frozenset(
@@ -246,6 +248,7 @@ def parse_model(
     refs: tuple[TableRef, ...] = ()
     outputs: tuple[str, ...] | None = None
     column_uses: str | None = None
+    around = Statements(name)
     if kind.value.name == KindName.SEED:
         if body.strip().strip(";").strip():
             raise ModelError(
@@ -256,7 +259,7 @@ def parse_model(
             )
     else:
         query_sql, refs, outputs, column_uses = _query(
-            ctx, body, origin_line, body_line, dialect, variables, name
+            ctx, body, origin_line, body_line, dialect, variables, name, around
         )
     extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
@@ -307,7 +310,16 @@ def parse_model(
         path=path,
         line=header.line,
         stamp=read_word_or_string(ctx, props["stamp"]) if "stamp" in props else None,
-        warnings=(*start_notes, *kind.notes, *warnings, *notes),
+        warnings=(
+            *start_notes,
+            *kind.notes,
+            *around.notes(path, name, kind.value.name, header.line),
+            *warnings,
+            *notes,
+        ),
+        pre_statements=tuple(around.pre),
+        post_statements=tuple(around.post),
+        statement_refusals=tuple(around.refused),
         column_uses=column_uses,
         **fields,
     )
@@ -534,10 +546,13 @@ def _query(
     dialect: str,
     variables: Mapping[str, Any],
     name: str,
+    around: Statements | None = None,
 ) -> tuple[str, tuple[TableRef, ...], tuple[str, ...] | None, str | None]:
     """The model's query as Spark SQL, the tables it reads, the names of the columns it
     returns when it says them all (None: ``SELECT *``, an expression without a name), and
-    the columns it references (:func:`.column_check.extract`)."""
+    the columns it references (:func:`.column_check.extract`). ``around``: where the
+    statements before and after the query go (pre- and post-statements); None: the body
+    holds the query alone."""
     if not body.strip().strip(";").strip():
         raise ModelError(
             f"model {name} has no query",
@@ -564,11 +579,9 @@ def _query(
 
     try:
         # Empty statements (`;;`) and a comment after the last `;` are no statements.
-        statements = [
-            s
-            for s in sqlglot.parse(subst.text, read=dialect)
-            if s is not None and not isinstance(s, exp.Semicolon)
-        ]
+        parsed = sqlglot.parse(subst.text, read=dialect)
+        _mark_lines(parsed, subst.text, dialect)
+        statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
     except ParseError as exc:
         refuse_text()
         description, line, col = syntax_error(exc)
@@ -584,6 +597,15 @@ def _query(
         refuse_text()
         raise _unreadable(ctx, f"the query of {name}", body, origin_line, body_line) from None
     statements = macros.expand(statements, subst, variables, dialect, columns_of=ctx.columns_of)
+    queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
+    if around is not None and len(queries) == 1 and len(statements) > 1:
+        # SQLMesh's pre-statements (before the query) and post-statements (after it).
+        at = queries[0]
+        for index, statement in enumerate(statements):
+            if index != at:
+                line = locate(statement.meta.get(_LINE, 1), 1)[0]
+                around.add(ctx, statement, line, dialect, post=index > at)
+        statements = [statements[at]]
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         refuse_text()
         what = (
@@ -597,7 +619,7 @@ def _query(
             f"model {name} must hold exactly one SELECT query, found {what}",
             path=ctx.path,
             line=body_line,
-            hint="keep only the query; pre- and post-statements are not supported",
+            hint="a model holds one query; pre- and post-statements go before and after it",
         )
     query = fileaccess.resolve_identifiers(statements[0])
     refuse(fileaccess.find_in_tree(query))
@@ -634,6 +656,129 @@ def _query(
     # are longer names: the check finds a column's place in the file when it reports one.
     uses = column_check.extract(spark_tree, query, lambda line, col: (line + origin_line - 1, col))
     return spark_sql, refs, None if outputs is None else tuple(outputs), uses
+
+
+_LINE = "sluice_line"
+"""The key of a parsed statement's ``meta`` holding its first line in the parsed text."""
+
+
+def _mark_lines(parsed: Sequence[exp.Expr | None], text: str, dialect: str) -> None:
+    """Put in each statement's ``meta`` the line it starts on (``_LINE``), splitting the
+    tokens on semicolons as sqlglot's parser does (a statement a macro makes anew has
+    none: the body's first line stands for it)."""
+    tokens = Dialect.get_or_raise(dialect).tokenize(text)
+    chunks: list[list[Any]] = [[]]
+    for i, token in enumerate(tokens):
+        if token.token_type == TokenType.SEMICOLON:
+            if token.comments:
+                chunks.append([token])
+            if i < len(tokens) - 1:
+                chunks.append([])
+        else:
+            chunks[-1].append(token)
+    if len(chunks) != len(parsed):
+        return
+    for statement, chunk in zip(parsed, chunks, strict=True):
+        if statement is not None and chunk:
+            statement.meta[_LINE] = chunk[0].line
+
+
+MODEL_STATEMENT_HINT = (
+    "a model's pre- and post-statements run in its build, a pull request's too, before "
+    "anyone approved it, so Sluice runs only CREATE SCHEMA, TABLE or VIEW ... IF NOT EXISTS "
+    "and queries there (e.g. `CREATE VIEW IF NOT EXISTS s.v AS SELECT ...` for `DROP VIEW "
+    "s.v; CREATE VIEW s.v AS ...`); do the rest outside Sluice"
+)
+
+
+@dataclass
+class Statements:
+    """A model's pre- and post-statements as Spark SQL, and why any of them is not one
+    Sluice runs: ``refused`` holds (line, what, hint). Each is checked as config.yaml's
+    ``before_all`` are (:func:`sluice.core.plan.statements.check`): a statement outside
+    that allow-list is kept (it is part of the model's version) and named, and the
+    model's build is refused (:func:`sluice.core.spark.render.build_steps`)."""
+
+    name: str = ""
+    pre: list[str] = field(default_factory=list)
+    post: list[str] = field(default_factory=list)
+    refused: list[tuple[int, str, str]] = field(default_factory=list)
+
+    def add(self, ctx: _Ctx, statement: exp.Expr, line: int, dialect: str, *, post: bool) -> None:
+        which = self.post if post else self.pre
+        subject = f"{'post' if post else 'pre'}-statement {len(which) + 1}"
+        found = [
+            *fileaccess.find_in_text(statement.sql(dialect, comments=False)),
+            *fileaccess.find_in_tree(statement, references_checked=False),
+        ]
+        unplaced = [replace(a, line=0, col=0) for a in found]
+        fileaccess.refuse(
+            unplaced, ctx.allowed_paths, f"model {self.name} {subject}", ctx.path, line
+        )
+        try:
+            spark_sql = statement.sql(
+                "spark", unsupported_level=ErrorLevel.RAISE, comments=False, normalize=True
+            )
+        except UnsupportedError as exc:
+            raise ModelError(
+                f"{subject} cannot be written as Spark SQL: {exc}",
+                path=ctx.path,
+                line=line,
+                hint="rewrite it with Spark's syntax",
+            ) from None
+        which.append(spark_sql)
+        refused = project_statements.check(spark_sql, queries=True)
+        if refused is not None:
+            shown = " ".join(spark_sql.split())
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            what = f"{subject} ({shown}): {refused.what}"
+            if not project_statements.changes_existing(sqlglot.parse_one(spark_sql, "spark")):
+                raise ModelError(what, path=ctx.path, line=line, hint=MODEL_STATEMENT_HINT)
+            self.refused.append((line, what, MODEL_STATEMENT_HINT))
+
+    def notes(self, path: str, name: str, kind: KindName, line: int) -> list[str]:
+        """The plan's notes of the refused statements (file:line, what, what to do)."""
+        if kind == KindName.EMBEDDED and (self.pre or self.post):
+            return [
+                f"{path}:{line}: model {name} is EMBEDDED: never built, so its pre- and "
+                "post-statements never run (as in SQLMesh)"
+            ]
+        return [
+            f"{path}:{line}: model {name}: {what}; Sluice does not run it and refuses the "
+            f"model's build\n  hint: {MODEL_STATEMENT_HINT}"
+            for line, what, _ in self.refused
+        ]
+
+
+def read_statements(
+    texts: Sequence[str],
+    path: str,
+    line: int,
+    dialect: str,
+    variables: Mapping[str, Any],
+    around: Statements,
+    *,
+    post: bool,
+    allowed_paths: Sequence[str] = (),
+    catalogs: names.Catalogs = names.NO_CATALOGS,
+) -> None:
+    """A Python model's ``pre_statements`` / ``post_statements`` (SQL strings, macros
+    evaluated) read into ``around`` as a SQL model's are; ``line``: the argument's."""
+    for text in texts:
+        ctx = _Ctx(text, path, tuple(allowed_paths), None, catalogs)
+        subst = macros.substitute(text, variables, path, line_offset=line - 1)
+        try:
+            parsed = [s for s in sqlglot.parse(subst.text, read=dialect) if s is not None]
+        except (ParseError, TokenError) as exc:
+            raise ModelError(
+                f"cannot parse the statement {text!r} ({dialect}): {str(exc).splitlines()[0]}",
+                path=path,
+                line=line,
+                hint="check the SQL",
+            ) from None
+        parsed = [s for s in parsed if not isinstance(s, exp.Semicolon)]
+        for statement in macros.expand(parsed, subst, variables, dialect):
+            around.add(ctx, statement, line, dialect, post=post)
 
 
 def syntax_error(exc: ParseError) -> tuple[str, int | None, int | None]:

@@ -1,8 +1,9 @@
-"""A project's own statements (config.yaml's ``before_all`` / ``after_all``): what they
-may be, the schemas they may not name, and their digest (pure).
+"""A project's own statements (config.yaml's ``before_all`` / ``after_all``, and a model's
+pre- and post-statements): what they may be, the schemas they may not name, and their
+digest (pure).
 
 They run in every job of the project, a pull request's too (its own build, before any
-approval), outside any model. Spark SQL's ``CREATE`` reaches far past the catalog: ``USING
+approval), outside any model (a model's: in its build, before its query and after it). Spark SQL's ``CREATE`` reaches far past the catalog: ``USING
 jdbc OPTIONS (url ..., sessionInitStatement ...)`` runs SQL on any database the driver can
 reach (the Hive metastore's own, say), ``USING csv OPTIONS (path ...)`` or ``LOCATION``
 reads any file, a class name is a provider. So the whole statement is allow-listed on
@@ -15,6 +16,17 @@ sqlglot's tree (:func:`shape`), and anything not listed is refused:
   provider, class or Sluice's own (:func:`property_problem`);
 - ``CREATE VIEW IF NOT EXISTS name [(columns)] [COMMENT '...'] [TBLPROPERTIES (...)] AS
   <query>``.
+
+A model's statements may also be a query (it changes nothing).
+
+What is refused is an error of the load, except a statement of that shape but for
+changing what may exist already (:func:`changes_existing`: ``DROP TABLE|VIEW``, a
+``CREATE`` without ``IF NOT EXISTS`` or with ``OR REPLACE``, as SQLMesh projects write):
+run by a pull request's build it would change objects outside the PR's environment
+before anyone approved it, so it is never run, but the project loads and plans with it
+(in the model's version, the plan's id and its review), named in the plan's notes with
+its file:line, and the build that would run it is refused before the job starts (the
+model's; for ``before_all`` / ``after_all``, every job of the project).
 
 Names are plain (``[catalog.]schema.table``, letters, digits and ``_``), the query reads
 tables by plain names, and the text rules and tree rules of
@@ -53,6 +65,20 @@ from sluice.core.snapshot.naming import MARK_PREFIX, PHYSICAL_PREFIX
 STEP_IDS = frozenset({"before_all", "after_all"})
 """The ids of the job steps that run a project's statements (``jobs.ALL_STEPS``): the
 driver checks those steps' statements with :func:`check` before it runs them."""
+MODEL_STEP_PREFIXES = ("pre_statements ", "post_statements ")
+"""How the ids of the steps running a model's pre- and post-statements begin (the model's
+name follows): the driver checks them as :data:`STEP_IDS`' (queries taken too)."""
+
+
+def checked_step(step_id: str | None) -> bool | None:
+    """Whether a ``sql`` step of this id runs a project's statements (None: it does not;
+    True: a model's, which may hold queries too; False: ``before_all`` / ``after_all``)."""
+    if step_id in STEP_IDS:
+        return False
+    if step_id is not None and step_id.startswith(MODEL_STEP_PREFIXES):
+        return True
+    return None
+
 
 PROVIDERS = ("parquet", "orc", "delta", "iceberg")
 """The ``USING`` a project statement's table may have (or none: Spark's default)."""
@@ -139,7 +165,7 @@ class Refusal:
     hint: str
 
 
-def check(sql: str, dialect: str = "spark") -> Refusal | None:
+def check(sql: str, dialect: str = "spark", *, queries: bool = False) -> Refusal | None:
     """The whole check of one project statement's text (None: it may run).
 
     It is one statement of the allow-listed shape (:func:`shape`), and neither its text
@@ -157,7 +183,7 @@ def check(sql: str, dialect: str = "spark") -> Refusal | None:
         return Refusal(
             f"expected one statement, found {len(parsed)}", "give each statement its own `- ` line"
         )
-    refusal = shape(parsed[0])
+    refusal = shape(parsed[0], queries=queries)
     if refusal is not None:
         return refusal
     found = [
@@ -170,9 +196,13 @@ def check(sql: str, dialect: str = "spark") -> Refusal | None:
     return None
 
 
-def shape(statement: exp.Expr) -> Refusal | None:
+def shape(statement: exp.Expr, *, queries: bool = False) -> Refusal | None:
     """What of ``statement`` (one parsed statement) the allow-list of project statements
-    does not take (see the module's docstring); None: all of it is taken."""
+    does not take (see the module's docstring); None: all of it is taken. ``queries``: a
+    query reading tables by plain names is taken too (a model's pre- or post-statement
+    may be one: it changes nothing)."""
+    if queries and isinstance(statement, exp.Query):
+        return _reads(statement)
     if not isinstance(statement, exp.Create):
         words = " ".join(statement.sql("spark", comments=False).split()[:3])
         return Refusal(
@@ -203,6 +233,31 @@ def shape(statement: exp.Expr) -> Refusal | None:
     if kind in ("SCHEMA", "DATABASE"):
         return _schema(statement)
     return _table_or_view(statement, kind)
+
+
+def changes_existing(statement: exp.Expr) -> bool:
+    """Whether ``statement``, refused by :func:`shape`, is of the allow-list's shape but
+    for changing what may exist already: ``DROP TABLE|VIEW`` of a plain name, or a
+    ``CREATE`` that would be taken with ``IF NOT EXISTS`` and without ``OR REPLACE``.
+    SQLMesh projects write these (``DROP VIEW IF EXISTS raw.x; CREATE VIEW raw.x AS
+    ...``); run by a pull request's build they would change objects outside its
+    environment before anyone approved it, so Sluice never runs them, but the project
+    still loads: the plan names them, and the build that would run them is refused.
+    Anything else :func:`shape` refuses stays an error."""
+    if isinstance(statement, exp.Drop):
+        kind = str(statement.args.get("kind") or "").upper()
+        targets = statement.args.get("tables") or [statement.this]
+        return (
+            kind in ("TABLE", "VIEW")
+            and not statement.args.get("temporary")
+            and all(isinstance(t, exp.Table) and _plain(t) for t in targets)
+        )
+    if isinstance(statement, exp.Create):
+        taken = statement.copy()
+        taken.set("exists", True)
+        taken.set("replace", False)
+        return shape(taken) is None
+    return False
 
 
 def _schema(statement: exp.Create) -> Refusal | None:

@@ -86,6 +86,10 @@ def data_inputs(model: Model) -> list[Any]:
                 "scd": _scd_data(model),
                 # A custom materialization (and the built-in kind it is mapped to).
                 "materialization": model.kind.materialization,
+                # Pre- and post-statements run in its build (those refused too: an edit
+                # of one is a change, reviewed and approved).
+                "pre_statements": list(model.pre_statements),
+                "post_statements": list(model.post_statements),
             }
         ),
     ]

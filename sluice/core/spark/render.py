@@ -150,7 +150,8 @@ def python_spec(model: Model, project_dir: str, tables: Mapping[str, str]) -> Py
         "path": str(Path(model.path).resolve()),
         "entry": model.python_entry or "execute",
         "root": str(Path(project_dir).resolve()),
-        "tables": [[d, tables[d]] for d in model.depends_on if d in tables],
+        # Its parents, and its own table (a model may read what it built before).
+        "tables": [[d, tables[d]] for d in (*model.depends_on, model.name) if d in tables],
         "columns": [list(c) for c in model.columns],
         "variables": dict(model.python_variables),
     }
@@ -239,6 +240,9 @@ def build_steps(
             }
         )
     backfills = {b.name: b for b in plan.backfill}
+    schemas_of_views = statements.model_schemas(
+        [*(s.name for s in plan.snapshots if s.model.kind.has_views), *plan.removed]
+    )
     built = {s.name for s in plan.snapshots if s.name in backfills or s.name in create_views}
     parents = built_parents(plan.snapshots, built)
     for snap in plan.snapshots:
@@ -260,6 +264,14 @@ def build_steps(
                 f"config.yaml: `sluice: {{materializations: "
                 f"{{{model.kind.materialization}: FULL}}}}` (or VIEW); else give the model "
                 "a built-in kind",
+            )
+        if model.statement_refusals:
+            line, what, hint = model.statement_refusals[0]
+            raise ModelError(
+                f"model {snap.name} is not built: its {what}",
+                path=model.path or None,
+                line=line if model.path else None,
+                hint=hint,
             )
         layout = table_layout(model, table_format)
         step: BuildStep = {
@@ -318,12 +330,47 @@ def build_steps(
                     batch["audits"] = checks
                 step["batches"].append(batch)
             step["intervals"] = [list(i) for i in backfill.intervals]
+        steps += _model_statements(snap, "pre_statements", schemas_of_views)
         steps.append(step)
         if is_view:  # no batch: its audits are steps of their own, after the view
             steps.extend(_audit_steps(snap, audits, plan.end, plan.end, plan.execution_time))
+        steps += _model_statements(snap, "post_statements", schemas_of_views)
     if len(steps) == 1 and steps[0]["label"] == "create physical schemas":
         return []  # nothing to build (a virtual update): no schema to create either
     return steps
+
+
+def _model_statements(snap: Snapshot, key: str, schemas: set[str]) -> list[Step]:
+    """The ``sql`` step running a model's pre- or post-statements (``key``) around its
+    build, once per build (they are idempotent: ``CREATE ... IF NOT EXISTS`` or a query):
+    its id tells the driver to check them again (:func:`statements.checked_step`); none
+    may name a schema Sluice manages (:func:`statements.refusal`).
+
+    Raises:
+        ModelError: a statement names such a schema, with the model's file and line.
+    """
+    model = snap.model
+    given: tuple[str, ...] = getattr(model, key)
+    for sql in given:
+        problem = statements.refusal(sql, schemas)
+        if problem is not None:
+            raise ModelError(
+                f"{key.replace('_', '-')[:-1]} of {snap.name} ({sql}) {problem}",
+                path=model.path or None,
+                line=model.line if model.path else None,
+                hint=statements.HINT,
+            )
+    if not given:
+        return []
+    prefix = statements.MODEL_STEP_PREFIXES[0 if key == "pre_statements" else 1]
+    return [
+        {
+            "type": "sql",
+            "id": f"{prefix}{snap.name}",
+            "label": f"run the {key.replace('_', '-')} of {snap.name}",
+            "statements": list(given),
+        }
+    ]
 
 
 def built_parents(snapshots: Iterable[Snapshot], built: set[str]) -> dict[str, list[str]]:

@@ -508,7 +508,7 @@ CASES = [
         ModelError,
         "models/c.sql:4",
         "model s.c must hold exactly one SELECT query, found 2 statements",
-        "keep only the query; pre- and post-statements are not supported",
+        "a model holds one query; pre- and post-statements go before and after it",
     ),
     Broken(
         "model_not_a_select",
@@ -516,7 +516,7 @@ CASES = [
         ModelError,
         "models/c.sql:4",
         "model s.c must hold exactly one SELECT query, found a DELETE statement",
-        "keep only the query; pre- and post-statements are not supported",
+        "a model holds one query; pre- and post-statements go before and after it",
     ),
     Broken(
         "model_table_without_schema",
@@ -715,7 +715,7 @@ CASES = [
         },
         ModelError,
         "models/c.sql:5",
-        "model s.c uses ADD JAR, which reaches the file system",
+        "model s.c post-statement 1 uses ADD JAR, which reaches the file system",
         ONE_QUERY,
     ),
     Broken(

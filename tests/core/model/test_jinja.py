@@ -206,13 +206,14 @@ def test_statement_blocks(tmp_path: Path) -> None:
     )
     loaded = project(tmp_path, {"models/m.sql": text})
     assert loaded.models["mart.m"].query_sql == "SELECT 42 AS answer FROM raw.orders"
-    # One that renders to SQL is a pre-statement, which Sluice does not run: refused
-    # (as the same statement written without Jinja), never dropped.
-    statement = "JINJA_STATEMENT_BEGIN;\nSELECT {{ 1 }} AS warm_up;\nJINJA_END;\n"
-    error = refused(
-        tmp_path / "pre", {"models/m.sql": text.replace("{% set unused = 1 %}", "") + statement}
-    )
-    assert "pre- and post-statements are not supported" in str(error)
+    # One that renders to SQL is a post-statement, checked as the same statement written
+    # without Jinja (tests/security/test_model_statements.py), never dropped.
+    statement = "JINJA_STATEMENT_BEGIN;\nCREATE SCHEMA IF NOT EXISTS {{ 'raw' }};\nJINJA_END;\n"
+    post = project(tmp_path / "post", {"models/m.sql": text + statement})
+    assert post.models["mart.m"].post_statements == ("CREATE SCHEMA IF NOT EXISTS raw",)
+    statement = "JINJA_STATEMENT_BEGIN;\nCACHE TABLE {{ 'x' }} AS SELECT 1;\nJINJA_END;\n"
+    error = refused(tmp_path / "pre", {"models/m.sql": text + statement})
+    assert "post-statement 1" in str(error)
     assert error.path is not None and error.path.endswith("models/m.sql")
 
 

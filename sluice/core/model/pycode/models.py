@@ -53,7 +53,7 @@ from sluice.core.config import ModelDefaults
 from sluice.core.errors import ModelError
 from sluice.core.model import fileaccess, names
 from sluice.core.model.definition import AuditCall, Kind, KindName, Model, TableRef
-from sluice.core.model.parse import no_start_note, read_query
+from sluice.core.model.parse import Statements, no_start_note, read_query, read_statements
 from sluice.core.model.pycode import slices
 from sluice.core.model.values import plain_column
 from sluice.core.timeutil import read_start, to_ms
@@ -83,6 +83,8 @@ SUPPORTED = frozenset(
         "storage_format",
         "physical_properties",
         "virtual_properties",
+        "pre_statements",
+        "post_statements",
     }
 )
 """``@model(...)`` arguments Sluice reads; others are noted and ignored."""
@@ -580,7 +582,25 @@ def _model(
                     node,
                     'write the name as a literal, or give depends_on=["schema.model", ...]',
                 )
-            depends_on = tuple(sorted({c.lower() for c in calls if c}))
+            # Its own table read (a model reading what it built before) is no parent.
+            depends_on = tuple(sorted({c.lower() for c in calls if c} - {name.lower()}))
+    around = Statements(name.lower())
+    for key in ("pre_statements", "post_statements"):
+        given = args.get(key) or ()
+        if not isinstance(given, list | tuple) or not all(isinstance(t, str) for t in given):
+            raise fail(f"@model {key} must be a list of SQL strings", keywords[key], 'e.g. ["..."]')
+        read_statements(
+            given,
+            module.path,
+            keywords[key].lineno if key in keywords else node.lineno,
+            dialect,
+            file.variables,
+            around,
+            post=key == "post_statements",
+            allowed_paths=file.allowed_paths,
+            catalogs=file.catalogs,
+        )
+    notes += around.notes(module.path, name.lower(), kind.name, node.lineno)
     known_vars = {str(k).lower(): v for k, v in file.variables.items()}
     grain = args.get("grain", args.get("grains", ()))
     return [
@@ -626,6 +646,9 @@ def _model(
             python_code=code,
             python_entry=entry,
             python_variables=tuple((n, known_vars[n]) for n in used),
+            pre_statements=tuple(around.pre),
+            post_statements=tuple(around.post),
+            statement_refusals=tuple(around.refused),
             path=module.path,
             line=node.lineno,
             warnings=tuple(notes),

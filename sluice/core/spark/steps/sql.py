@@ -17,14 +17,15 @@ def run_sql(spark: SparkSession, step: SqlStep, ctx: StepContext) -> SqlResult:
     """``{"type": "sql", "statements": [...]}``: run each; returns the row count of the last.
 
     A step that runs the project's own statements (config.yaml's ``before_all`` /
-    ``after_all``, by its id) runs only statements of the allow-list the loader checked
+    ``after_all``, a model's pre- and post-statements, by its id) runs only statements of the allow-list the loader checked
     them with (:func:`sluice.core.plan.statements.check`), each checked again here before
     any runs: whatever made the job, no ``USING jdbc``, OPTIONS or LOCATION of a pull
     request reaches Spark.
     """
-    if step.get("id") in project_statements.STEP_IDS:
+    queries = project_statements.checked_step(step.get("id"))
+    if queries is not None:
         for index, statement in enumerate(step["statements"]):
-            refused = project_statements.check(statement)
+            refused = project_statements.check(statement, queries=queries)
             if refused is not None:
                 raise ValueError(
                     f"{step['id']} statement {index + 1} is not one Sluice runs: it "

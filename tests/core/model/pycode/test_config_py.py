@@ -282,13 +282,21 @@ def test_a_before_all_statement_is_checked_at_config_py(tmp_path: Path) -> None:
         from sqlmesh.core.config import Config
 
         config = Config(
-            before_all=["DROP TABLE s.a"],
+            before_all=["ADD JAR /tmp/x.jar"],
         )
         """,
     )
     with pytest.raises(SluiceError) as caught:
         load_project(root, use_cache=False)
     assert f"{root / 'config.py'}:4: before_all statement 1" in str(caught.value)
+    # A DROP loads, named at its line: no job runs it (tests/security/test_model_statements.py).
+    (root / "config.py").write_text(
+        (root / "config.py").read_text().replace("ADD JAR /tmp/x.jar", "DROP TABLE s.a")
+    )
+    project = load_project(root, use_cache=False)
+    assert any(
+        n.startswith(f"{root / 'config.py'}:4: before_all statement 1") for n in project.notes
+    )
 
 
 # --- what config.py may not use -----------------------------------------------------------
