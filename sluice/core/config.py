@@ -233,6 +233,10 @@ class ProjectConfig(_Frozen):
     """SQLMesh's default catalog of the project, read from the default gateway's
     connection (not a section of its own): names in it are Spark's current catalog
     (sluice.core.model.names)."""
+    default_gateway: str | None = None
+    """The name of SQLMesh's gateway the project runs on (``default_gateway``, else its
+    first gateway; not a section of its own): an external model declared for another
+    gateway (``gateway: prod``) is not loaded, as in SQLMesh."""
     notes: tuple[str, ...] = ()
 
     _before_all = field_validator("before_all", "after_all")(_check_statements)
@@ -365,7 +369,7 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             hint="write `section:` lines such as `model_defaults:` and `sluice:`, each with "
             "its settings indented under it",
         )
-    known = set(ProjectConfig.model_fields) - {"notes", "default_catalog"}
+    known = set(ProjectConfig.model_fields) - {"notes", "default_catalog", "default_gateway"}
     ignored: list[str] = []
     kept: dict[str, Any] = {}
     for key, value in data.items():
@@ -400,7 +404,12 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             "gateway's connection): names in it are read as Spark's current catalog"
         )
     try:
-        config = ProjectConfig(**kept, default_catalog=default_catalog, notes=tuple(notes))
+        config = ProjectConfig(
+            **kept,
+            default_catalog=default_catalog,
+            default_gateway=_gateway_name(data),
+            notes=tuple(notes),
+        )
     except ValidationError as exc:
         raise _config_error(exc, doc) from None
     _check_schemas(config, doc)
@@ -423,6 +432,18 @@ def _check_schemas(config: ProjectConfig, doc: LocatedYaml) -> None:
                     line=doc.line_of((key, index)),
                     hint=statements.HINT,
                 )
+
+
+def _gateway_name(data: dict[Any, Any]) -> str | None:
+    """SQLMesh's gateway of the project: ``default_gateway``, else the first of
+    ``gateways`` (None: no gateway is configured)."""
+    gateways = data.get("gateways")
+    given = data.get("default_gateway")
+    if isinstance(given, str) and given:
+        return given.lower()
+    if isinstance(gateways, dict) and gateways:
+        return str(next(iter(gateways))).lower()
+    return None
 
 
 def _gateway_variables(data: dict[Any, Any], kept: dict[str, Any]) -> None:

@@ -195,7 +195,7 @@ def _load(
     rendered = _render_jinja(root, sources, config, env, errors)
     # What each file's models are read from, each file read once: its text, Jinja rendered.
     texts = {**sources, **rendered.texts}
-    externals = _externals(root, errors, config.catalogs)
+    externals = _externals(root, errors, config.catalogs, config.default_gateway, notes)
     known = KnownColumns(externals)
     # The macro process reads ahead the files the cache does not answer (pycode.macros).
     parsed = [f for f in files if cache is None or not cache.has(f, texts)]
@@ -607,7 +607,16 @@ def _with_seed(root: Path, file: Path, model: Model) -> Model:
     )
 
 
-def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> list[Model]:
+def _externals(
+    root: Path,
+    errors: list[SluiceError],
+    catalogs: Catalogs,
+    gateway: str | None = None,
+    notes: list[str] | None = None,
+) -> list[Model]:
+    """The external models (``external_models.yaml``, ``external_models/``); one declared
+    for a gateway (``gateway: prod``) other than the project's (``gateway``) is left out
+    with a note, as SQLMesh leaves it out."""
     found = []
     files = project_files(root, "external_models")
     files += project_files(root, "external_models_folder")
@@ -643,6 +652,15 @@ def _externals(root: Path, errors: list[SluiceError], catalogs: Catalogs) -> lis
                 )
                 continue
             table = str(entry["name"]).strip('"`').lower()
+            scoped = entry.get("gateway")
+            if scoped is not None and str(scoped).lower() != (gateway or ""):
+                if notes is not None:
+                    notes.append(
+                        f"{path}:{line or 1}: external model {table} is declared for gateway "
+                        f"'{scoped}', not the project's ({gateway or 'none'}): not loaded, as "
+                        "in SQLMesh"
+                    )
+                continue
             # A path is not a table: Spark would read `parquet./data/x` as files.
             try:
                 if any(c in table for c in "/\\:"):
