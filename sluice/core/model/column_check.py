@@ -60,7 +60,7 @@ from sluice.core.model.macro.lexer import PREFIX
 from sluice.core.model.scan import LineIndex, find_code
 
 ENABLED = True
-"""Off only to measure what the check costs (``bench/plan_bench.py --no-column-check``)."""
+"""Off only to measure what the check costs (``bench/plan_bench.py --column-check``)."""
 
 FORMAT = 1
 """The version of :func:`extract`'s JSON: part of the parse cache's key."""
@@ -95,6 +95,8 @@ HIDDEN = frozenset(
 Position = Callable[[int, int], tuple[int, int]]
 """A (line, col) of the parsed text -> (line, col) in the model's file."""
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one a query
+
 
 # -- step 1: what a query references (at parse time) -------------------------------------
 
@@ -117,24 +119,41 @@ def extract(
         return None
 
 
-def _bounded(tree: exp.Expr) -> bool:
-    """Whether ``tree`` has at most :data:`MAX_NODES` nodes and its columns' depths sum
-    to at most :data:`MAX_ANCESTRY` (one pass, stopped at the first bound crossed)."""
-    stack: list[tuple[exp.Expr, int]] = [(tree, 0)]
-    nodes = ancestry = 0
-    while stack:
-        node, depth = stack.pop()
-        nodes += 1
-        if isinstance(node, exp.Column):
-            ancestry += depth
-        if nodes > MAX_NODES or ancestry > MAX_ANCESTRY:
-            return False
-        stack.extend((child, depth + 1) for child in node.iter_expressions())
-    return True
+def _bounded(tree: exp.Expr) -> bool | None:
+    """Whether ``tree`` has a lambda (``x -> x + 1``), if it has at most
+    :data:`MAX_NODES` nodes and its columns' depths sum to at most :data:`MAX_ANCESTRY`;
+    None if not. One pass, a level of the tree at a time, stopped at the first level past
+    a bound (a level's nodes are counted before they are read). A primitive node (a name,
+    a literal: sqlglot's ``is_primitive``, whose arguments are plain values) is counted
+    and not looked into: nearly half the nodes of a query, and no children."""
+    level: list[exp.Expr] = [tree]
+    nodes = ancestry = depth = 0
+    lambdas = False
+    column, lambda_ = exp.Column, exp.Lambda
+    while level:
+        nodes += len(level)
+        if nodes > MAX_NODES:
+            return None
+        below: list[exp.Expr] = []
+        extend = below.extend
+        for node in level:
+            if node.is_primitive:
+                continue
+            if isinstance(node, column):
+                ancestry += depth
+            elif isinstance(node, lambda_):
+                lambdas = True
+            extend(node.iter_expressions())
+        if ancestry > MAX_ANCESTRY:
+            return None
+        level = below
+        depth += 1
+    return lambdas
 
 
 def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None) -> str | None:
-    if not _bounded(tree):
+    lambdas = _bounded(tree)
+    if lambdas is None:
         return None
     root = build_scope(tree)
     if root is None:
@@ -148,14 +167,14 @@ def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None
     records: list[dict[str, Any]] = []
     total = work = 0
     for scope in scopes:
-        record = _scope_record(scope, index, places if not own else None, position)
+        record = _scope_record(scope, index, places if not own else None, position, lambdas)
         total += len(record["r"])
         # Each reference may be looked up in every enclosing scope.
         work += len(record["r"]) * (1 + sum(1 for _ in _enclosing(scope)))
         if total > MAX_REFERENCES or work > MAX_WORK:
             return None
         records.append(record)
-    return json.dumps({"f": FORMAT, "root": index[id(root)], "s": records}, separators=(",", ":"))
+    return _encode({"f": FORMAT, "root": index[id(root)], "s": records})
 
 
 def _places(located: exp.Expr, position: Position) -> dict[Any, tuple[int, int]]:
@@ -169,14 +188,18 @@ def _places(located: exp.Expr, position: Position) -> dict[Any, tuple[int, int]]
     return places
 
 
-def _place(column: exp.Column, position: Position) -> tuple[int, int] | None:
+def _place(
+    column: exp.Column, position: Position, parts: list[exp.Expr] | None = None
+) -> tuple[int, int] | None:
     """Where ``column`` starts in the file: its first part's token (sqlglot keeps the
-    line and the column of a token's last character, and its offsets)."""
-    for part in column.parts:
+    line and the column of a token's last character, and its offsets); ``parts``: its
+    parts, when the caller has them."""
+    for part in column.parts if parts is None else parts:
         meta = part.meta
-        if meta.get("line") is not None and meta.get("col") is not None:
-            width = meta["end"] - meta["start"] if meta.get("start") is not None else 0
-            return position(meta["line"], max(meta["col"] - width, 1))
+        line, col, start = meta.get("line"), meta.get("col"), meta.get("start")
+        if line is not None and col is not None:
+            width = meta["end"] - start if start is not None else 0
+            return position(line, max(col - width, 1))
     return None
 
 
@@ -196,7 +219,10 @@ def _scope_record(
     index: Mapping[int, int],
     places: Mapping[Any, tuple[int, int]] | None,
     position: Position | None,
+    lambdas: bool = True,
 ) -> dict[str, Any]:
+    """One scope as :func:`check` reads it (``lambdas``: whether the query has any, so
+    whether a column may be a lambda's variable)."""
     expression = scope.expression
     joined = isinstance(expression, exp.Select) and expression.args.get("joins")
     semi = {n.lower() for n in scope.semi_or_anti_join_tables} if joined else set()
@@ -234,22 +260,31 @@ def _scope_record(
         return record
     visible: set[str] | None = None  # computed for the first qualified column
     seen: set[int] = set()
+    references = record["r"]
+    star = exp.Star
     for column in _own_columns(scope):
-        if id(column) in seen or isinstance(column.this, exp.Star):
+        key = id(column)
+        args = column.args
+        if key in seen or isinstance(args.get("this"), star):
             continue
-        seen.add(id(column))
-        if visible is None and column.args.get("table"):
-            visible = _visible(scope)
-        ref = _reference(column, visible or set())
-        if ref is None or ref[1].startswith(PREFIX):
+        seen.add(key)
+        if args.get("table"):
+            if visible is None:
+                visible = _visible(scope)
+            parts = column.parts
+            ref = _qualified(parts, visible)
+        else:
+            parts = None
+            ref = ("", column.name.lower(), 1)
+        if ref[1].startswith(PREFIX):
             continue
-        if not ref[0] and _in_lambda(column):
+        if lambdas and not ref[0] and _in_lambda(column):
             continue  # a lambda's variable: transform(xs, x -> x + 1)
         if places is not None:
             line, col = places.get((column.table.lower(), column.name.lower()), (0, 0))
         else:
-            line, col = (position and _place(column, position)) or (0, 0)
-        record["r"].append([*ref, line, col])
+            line, col = (position and _place(column, position, parts)) or (0, 0)
+        references.append([ref[0], ref[1], ref[2], line, col])
     return record
 
 
@@ -314,13 +349,12 @@ def _outputs(select: exp.Select) -> list[Any] | None:
     return found
 
 
-def _reference(column: exp.Column, names: set[str]) -> tuple[str, str, int] | None:
-    """(qualifier, column, strict) of a column reference; strict 0: the qualifier is no
-    source, so the first part is read as a struct column (``s.field``) and only checked
-    when the sources clearly have or lack it."""
-    if not column.args.get("table"):
-        return ("", column.name.lower(), 1)
-    parts = [p.name.lower() for p in column.parts]
+def _qualified(column_parts: list[exp.Expr], names: set[str]) -> tuple[str, str, int]:
+    """(qualifier, column, strict) of a qualified column reference (its parts: an
+    unqualified one is ``("", name, 1)``); strict 0: the qualifier is no source, so the
+    first part is read as a struct column (``s.field``) and only checked when the sources
+    clearly have or lack it."""
+    parts = [p.name.lower() for p in column_parts]
     for i in range(len(parts) - 2, -1, -1):
         if parts[i] in names:
             return (parts[i], parts[i + 1], 1)
@@ -542,10 +576,13 @@ class _Resolver:
     def _resolve(
         self, index: int, qualifier: str, column: str, strict: bool, line: int, col: int
     ) -> _Problem | None:
-        if qualifier:
-            for scope in self._chain(index):
-                spec = scope["s"].get(qualifier)
+        if qualifier:  # the innermost scope around that names it (as _chain, inline)
+            scopes, seen = self.scopes, 0
+            while 0 <= index < len(scopes) and seen <= len(scopes):
+                spec = scopes[index]["s"].get(qualifier)
                 if spec is None:
+                    index = scopes[index]["p"]
+                    seen += 1
                     continue
                 columns = self.source_columns(spec)
                 if columns is None:
