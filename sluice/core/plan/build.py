@@ -86,7 +86,8 @@ def build_plan(request: PlanRequest) -> Plan:
     reach: dict[str, frozenset[str]] = {}
     shown: dict[str, frozenset[str]] = {}
     warnings: list[str] = []
-    forward: list[tuple[Model, Model]] = []  # forward-only changes: (before, after)
+    # Forward-only changes: (before, after, whether a parent changed too).
+    forward: list[tuple[Model, Model, bool]] = []
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
@@ -128,7 +129,9 @@ def build_plan(request: PlanRequest) -> Plan:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             if category == Category.FORWARD_ONLY:
-                forward.append((old.model, model))  # checked once its readers are known
+                # Checked once its readers are known.
+                parents_changed = old.fingerprint.parent_data_hash != fp.parent_data_hash
+                forward.append((old.model, model, parents_changed))
             snapshots.append(Snapshot(model, fp, version, category))
             # Reported as reshaped only when its own definition is the same (its diff then
             # shows what its stars take); a reshape besides its own change decides only
@@ -183,19 +186,21 @@ def build_plan(request: PlanRequest) -> Plan:
             metadata.append(name)
             snapshots.append(Snapshot(model, fp, old.version, Category.METADATA))
     # Types are inferred on demand: only a forward-only change's check asks (for its
-    # model and, through them, its ancestors); a cold plan asks for none.
+    # model and, through them, its ancestors), and only when they may differ; a cold
+    # plan asks for none.
     old_types = ColumnTypes({n: s.model for n, s in request.base.items()})
     new_types = ColumnTypes(request.models)
-    for before, after in forward:
+    for before, after, parents_changed in forward:
         readers = _readers(after.name, [*direct, *indirect])
+        typed = destructive.types_may_differ(before, after, parents_changed)
         note = destructive.check(
             before,
             after,
             old_columns(after.name),
             new_columns(after.name),
             readers,
-            old_types(after.name),
-            new_types(after.name),
+            old_types(after.name) if typed else None,
+            new_types(after.name) if typed else None,
         )
         warnings += [note] if note else []
     removed = sorted(set(request.base) - set(request.models))

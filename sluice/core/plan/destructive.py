@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sqlglot import exp
+
 from sluice.core.errors import PlanError
 from sluice.core.model.definition import Model
 from sluice.core.plan.column_types import Typed
-from sluice.core.plan.outputs import query_columns
+from sluice.core.plan.outputs import is_star, query_columns
 
 
 def destructive_columns(
@@ -76,6 +78,41 @@ def destructive_columns(
         if c in new_validity and kind != new_validity[c]
     ]
     return found
+
+
+# What a query says besides its projections that cannot change their types (which rows,
+# in what order, how many): a change there alone leaves every column's type as it was.
+_NOT_TYPES = ("expressions", "where", "group", "having", "qualify", "order", "limit", "offset")
+
+
+def types_may_differ(old: Model, new: Model, parents_changed: bool) -> bool:
+    """Whether the inferred types of a column both ``old`` and ``new`` have may differ,
+    so that they are worth inferring (about 2 ms a model, for the model and each of its
+    ancestors). They cannot when no parent changed (their data fingerprints, which cover
+    every ancestor's definition, are the same) and the two queries differ only in
+    projections one of them lacks and in clauses that choose rows (WHERE, GROUP BY,
+    HAVING, QUALIFY, ORDER BY, LIMIT): each column both have is then the same expression
+    over the same tables. Anything else (a star, another shape of query) may."""
+    if parents_changed:
+        return True
+    before, after = old.query, new.query
+    if not isinstance(before, exp.Select) or not isinstance(after, exp.Select):
+        return before is not None or after is not None  # a Python model's are declared
+    projections = []
+    for query in (before, after):
+        if any(is_star(s) or not s.alias_or_name for s in query.selects):
+            return True
+        projections.append({s.alias_or_name.lower(): s.sql("spark") for s in query.selects})
+    common = projections[0].keys() & projections[1].keys()
+    if any(projections[0][c] != projections[1][c] for c in common):
+        return True
+    rest = []
+    for query in (before, after):
+        kept = query.copy()  # the model's parsed query is shared: left as it is
+        for key in _NOT_TYPES:
+            kept.set(key, None)
+        rest.append(kept.sql("spark"))
+    return rest[0] != rest[1]
 
 
 def _validity(model: Model) -> dict[str, str]:

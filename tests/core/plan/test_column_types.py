@@ -229,3 +229,32 @@ def test_omop_types_are_sqlmesh_s(tmp_path: Path) -> None:
     assert len(visits) == 17 and all(visits.values())
     # Declared TIME: Spark has none, SQLMesh spells it TIMESTAMP for Spark too.
     assert dict(types("int.measurement_observations") or ())["measurement_time"] == "TIMESTAMP"
+
+
+def test_a_plan_infers_types_only_for_a_forward_only_change_that_may_retype(
+    tmp_path: Path,
+) -> None:
+    from sluice.core.plan import column_types
+    from sluice.core.timeutil import to_ms
+    from tests.core.helpers import plan_of
+
+    def project(amount: str) -> dict[str, str]:
+        header = "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column at, forward_only true));\n"
+        return {
+            "config.yaml": CONFIG.format(dialect="spark"),
+            "external_models.yaml": EXTERNALS,
+            "models/m.sql": header + f"SELECT id, at, {amount} AS amount FROM raw.orders\n",
+        }
+
+    end = to_ms("2024-01-03")
+    column_types._CACHE.clear()
+    prod = plan_of(load(tmp_path / "1", project("amount")), end=end)  # a cold plan
+    assert not column_types._CACHE
+    # A column added: no type of a column both have can change, none is inferred.
+    same = project("amount").copy()
+    same["models/m.sql"] = same["models/m.sql"].replace(" FROM", ", 1 AS one FROM")
+    plan_of(load(tmp_path / "2", same), prod, end=end)
+    assert not column_types._CACHE
+    # A column's expression changed: its type is inferred, old and new.
+    plan_of(load(tmp_path / "3", project("amount * 2")), prod, end=end)
+    assert {key[0] for key in column_types._CACHE} == {"s.m"}

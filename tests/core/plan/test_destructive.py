@@ -127,3 +127,33 @@ def test_an_inferred_type_never_hides_a_declared_retype_or_a_drop() -> None:
         (("id", "STRING"),),
     )
     assert found == ["changes column id from INT to STRING (inferred)"]
+
+
+def test_types_are_inferred_only_where_they_may_differ() -> None:
+    from sluice.core.model.definition import Kind, KindName, Model
+    from sluice.core.plan.destructive import types_may_differ
+
+    def model(sql: str) -> Model:
+        return Model("s.t", Kind(KindName.FULL), query_sql=sql, depends_on=("s.p",))
+
+    base = model("SELECT a, b + 1 AS b FROM s.p WHERE a > 0")
+    same_types = [
+        "SELECT a, b + 1 AS b, 'x' AS c FROM s.p WHERE a > 0",  # a column added
+        "SELECT a FROM s.p WHERE a > 0",  # one dropped (the names say so)
+        "SELECT b + 1 AS b, a FROM s.p WHERE a > 1 ORDER BY a LIMIT 5",  # other rows
+        "SELECT a, b + 1 AS b FROM s.p WHERE a > 0 GROUP BY a, b",
+    ]
+    for sql in same_types:
+        assert not types_may_differ(base, model(sql), parents_changed=False), sql
+        assert types_may_differ(base, model(sql), parents_changed=True), sql
+    may_differ = [
+        "SELECT a, b + 1.5 AS b FROM s.p WHERE a > 0",  # a column's expression
+        "SELECT a, b + 1 AS b FROM s.q AS p WHERE a > 0",  # another table
+        "SELECT a, b + 1 AS b FROM s.p JOIN s.r USING (a) WHERE a > 0",
+        "SELECT *, b + 1 AS b2 FROM s.p WHERE a > 0",  # a star
+        "WITH p AS (SELECT 1 AS a, 2 AS b) SELECT a, b + 1 AS b FROM p WHERE a > 0",
+    ]
+    for sql in may_differ:
+        assert types_may_differ(base, model(sql), parents_changed=False), sql
+    # The shared parsed queries are left as they were.
+    assert base.query is not None and base.query.sql("spark") == base.query_sql
