@@ -52,6 +52,7 @@ from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import Event, pr_key, supersedes
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
+from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
 from sluice.bot.forge.base import Forge
 from sluice.bot.intake.group_commit import Intake, IntakeClosed
@@ -61,6 +62,10 @@ from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
+from sluice.bot.web.access import Everyone, NoOne
+from sluice.bot.web.reader import Reader
+from sluice.bot.web.routes import mount
+from sluice.bot.web.site import Site, StateOwner
 from sluice.core.errors import StateError
 from sluice.core.spark import connect
 
@@ -513,6 +518,14 @@ def create_app(
     state: dict[str, Any] = {}
 
     scrub = Redactor(settings.secrets(), paths=[settings.workdir])
+    # The web UI and /api/v1 (read only): the state's repository, to everyone only when
+    # SLUICE_UI_PUBLIC says so (sign-in comes later, in bot/web/access.py).
+    logs = Checkout(settings.workdir).logs  # where the jobs write their logs
+    site = Site(
+        StateOwner(settings.state_url()),
+        lambda repo: Reader(repo, settings.state_url(), logs=logs),
+        Everyone() if settings.ui_public else NoOne(),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -595,6 +608,7 @@ def create_app(
                 flow.close()
             connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect
             queue.close()
+            site.close()
 
     app = _Service(title="Sluice", version=__version__, lifespan=lifespan)
     refusals = app.refusals = RefusalLog(
@@ -759,6 +773,7 @@ def create_app(
         text = await run_in_threadpool(metrics.render)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
+    mount(app, site)
     app.access = AccessLog(frozenset(app.direct))
     return app
 

@@ -147,6 +147,10 @@ class ServiceSettings(StateSettings):
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""
+    ui_public: bool = False
+    """Show the web UI's pages and ``/api/v1`` (read-only: environments, plans, SQL, jobs'
+    logs) to anyone who can reach the service. Off by default: until sign-in with the
+    forge exists (issue 44), they answer 403."""
 
     @field_validator("repositories", mode="before")
     @classmethod

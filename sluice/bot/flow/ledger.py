@@ -274,6 +274,20 @@ class Ledger(Transactions):
             return None
         return PlanReview.from_json(load_json(text, dict, f"plan of {repo}#{number}", self._where))
 
+    def builds(self, repo: str) -> dict[int, list[tuple[str, str, int]]]:
+        """Every planned pull request of ``repo``: number -> (head sha, plan fingerprint,
+        when planned) of each head planned, oldest first (the web UI's build history)."""
+        query = (
+            select(pr_plans.c.number, pr_plans.c.sha, pr_plans.c.fingerprint, pr_plans.c.created_ts)
+            .where(pr_plans.c.repo == repo)
+            .order_by(pr_plans.c.number, pr_plans.c.created_ts)
+        )
+        found: dict[int, list[tuple[str, str, int]]] = {}
+        with self._reading("read plans") as conn:
+            for row in conn.execute(query):
+                found.setdefault(row.number, []).append((row.sha, row.fingerprint, row.created_ts))
+        return found
+
     def click(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
         """Record a click on "Approve this plan" by ``user`` on ``sha``."""
         row = {"repo": repo, "number": number, "user": user, "sha": sha.lower(), "clicked_ts": now}
@@ -440,6 +454,16 @@ class Ledger(Transactions):
             conn.execute(dialect.insert(state_owner).values(row).on_conflict_do_nothing())
             owner = conn.execute(select(state_owner.c.repo)).scalar_one()
         return str(owner)
+
+    def owner(self) -> tuple[str, str] | None:
+        """(repository, project path) this database's engine state belongs to (as
+        :meth:`belongs_to` bound it: ``repo#path``); None before the first job."""
+        with self._reading("read the state's repository") as conn:
+            bound = conn.execute(select(state_owner.c.repo)).scalar_one_or_none()
+        if bound is None:
+            return None
+        repo, _, path = str(bound).rpartition("#")
+        return repo, path
 
     # -- the settings in force ------------------------------------------------------------
 

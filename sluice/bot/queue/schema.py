@@ -188,3 +188,4 @@ class JobRecord:
     started_ts: float | None
     finished_ts: float | None
     lease_until: float | None
+    not_before: float | None = None  # a retried job's next try

@@ -645,7 +645,18 @@ class JobQueue(Transactions):
             started_ts=_seconds(row["started_ts"]),
             finished_ts=_seconds(row["finished_ts"]),
             lease_until=_seconds(row["lease_until"]),
+            not_before=_seconds(row["not_before"]),
         )
+
+    def page(self, key_prefix: str, *, offset: int, limit: int) -> tuple[list[JobRecord], int]:
+        """The jobs whose key starts with ``key_prefix`` (one repository's), newest first:
+        ``limit`` of them from ``offset``, and how many there are (the web UI's list)."""
+        mine = jobs.c.key.startswith(key_prefix, autoescape=True)
+        query = select(jobs).where(mine).order_by(jobs.c.id.desc()).offset(offset).limit(limit)
+        with self._reading("list jobs") as conn:
+            rows = conn.execute(query).mappings().all()
+            total = conn.execute(select(func.count()).select_from(jobs).where(mine)).scalar_one()
+        return [self._record(row) for row in rows], int(total)
 
     def delivery_job(self, delivery_id: str) -> int | None:
         """The id of the job a stored delivery asked for (None: no job, or no delivery)."""

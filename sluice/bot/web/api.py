@@ -1,0 +1,125 @@
+"""``/api/v1``: the UI's data as JSON, read only (GET; any other method is 405). Every
+answer is one repository's (``repo``, default the first the request may see), through
+:meth:`sluice.bot.web.site.Site.open`; an id of another repository is not found."""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import StreamingResponse
+
+from sluice.bot.web import schema as s
+from sluice.bot.web.logs import follow
+from sluice.bot.web.site import Site
+
+Repo = Annotated[str | None, Query(max_length=300, description="The repository, forge:owner/name.")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+Limit = Annotated[int, Query(ge=1, le=200)]
+Name = Annotated[str, Path(max_length=300)]
+Status = Annotated[str | None, Query(pattern="^(active|expired|invalidated)$")]
+Search = Annotated[str | None, Query(max_length=200)]
+T = TypeVar("T")
+
+
+def _found(value: T | None, what: str) -> T:
+    if value is None:
+        raise HTTPException(404, f"no such {what} in this repository")
+    return value
+
+
+def router(site: Site) -> APIRouter:
+    api = APIRouter(prefix="/api/v1", tags=["ui"])
+
+    @api.get("/repositories")
+    def repositories(request: Request) -> list[s.Repository]:
+        """The repositories this Sluice shows the request."""
+        return [s.Repository(key=r) for r in site.visible(request)]
+
+    @api.get("/environments")
+    def environments(
+        request: Request,
+        repo: Repo = None,
+        status: Status = None,
+        offset: Offset = 0,
+        limit: Limit = 50,
+    ) -> s.Page[s.Environment]:
+        """Prod, the promotion tiers and every PR environment (filter: ``status``)."""
+        return site.open(request, repo).environments(status=status, offset=offset, limit=limit)
+
+    @api.get("/environments/{name}")
+    def environment(request: Request, name: Name, repo: Repo = None) -> s.Environment:
+        """One environment, with every model's version."""
+        return _found(site.open(request, repo).environment(name), "environment")
+
+    @api.get("/plans/{plan_id}")
+    def plan(request: Request, plan_id: Name, repo: Repo = None) -> s.PlanView:
+        """A recorded plan: categories and why, SQL diffs, backfill ranges."""
+        return _found(site.open(request, repo).plan(plan_id), "plan")
+
+    @api.get("/pulls")
+    def pulls(
+        request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50
+    ) -> s.Page[s.PullSummary]:
+        """The pull requests Sluice planned, newest first."""
+        return site.open(request, repo).pulls_page(offset=offset, limit=limit)
+
+    @api.get("/pulls/{number}")
+    def pull(
+        request: Request, number: Annotated[int, Path(ge=1, le=10**9)], repo: Repo = None
+    ) -> s.PullRequestView:
+        """A pull request's plan, checks, approvals and builds."""
+        return _found(site.open(request, repo).pull(number), "pull request")
+
+    @api.get("/jobs")
+    def jobs(request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50) -> s.Jobs:
+        """The queue's jobs (waiting, running, retrying with reason and next try) and the
+        Spark jobs' logs, newest first."""
+        return site.open(request, repo).jobs(offset=offset, limit=limit)
+
+    @api.get("/jobs/queue/{job_id}")
+    def queue_job(
+        request: Request, job_id: Annotated[int, Path(ge=1, le=2**62)], repo: Repo = None
+    ) -> s.QueueJob:
+        """One job of the queue."""
+        return _found(site.open(request, repo).queue_job(job_id), "job")
+
+    @api.get(
+        "/jobs/{job_id}/log",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "The log."}},
+    )
+    def job_log(request: Request, job_id: Name, repo: Repo = None) -> StreamingResponse:
+        """A Spark job's log as server-sent events: every line, then the new ones as they
+        are written, then an ``end`` event."""
+        path = _found(site.open(request, repo).log_path(job_id), "job log")
+        return StreamingResponse(
+            follow(path),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @api.get("/history")
+    def prod_history(
+        request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50
+    ) -> s.Page[s.HistoryEntry]:
+        """Prod's promotions and rollbacks, newest first."""
+        return site.open(request, repo).history(offset=offset, limit=limit)
+
+    @api.get("/models")
+    def models(
+        request: Request,
+        repo: Repo = None,
+        q: Search = None,
+        offset: Offset = 0,
+        limit: Limit = 50,
+    ) -> s.Page[s.ModelView]:
+        """Prod's models (``q``: whose name holds it)."""
+        return site.open(request, repo).models(search=q, offset=offset, limit=limit)
+
+    @api.get("/models/{name}")
+    def model(request: Request, name: Name, repo: Repo = None) -> s.ModelView:
+        """One of prod's models."""
+        return _found(site.open(request, repo).model(name), "model")
+
+    return api

@@ -1,0 +1,394 @@
+"""What the UI shows, read from the state database through its owners' modules: the
+state store (environments, plans, snapshots), the ledger (plans reviewed on each head,
+approvals, the state's repository) and the job queue; and from the forge, through
+:class:`PullSource`, a pull request's title and checks. Read only: nothing here writes.
+
+A plan is shown from the JSON its :class:`~sluice.core.plan.plan.Plan` recorded
+(``to_json``, the form the CLI prints): categories, versions, diffs and backfill ranges are
+the planner's, not decided again here.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check, PullRequest
+from sluice.bot.queue.schema import JobRecord, JobStatus
+from sluice.bot.queue.store import JobQueue
+from sluice.bot.web import schema as s
+from sluice.core.rollback import history
+from sluice.core.snapshot.naming import PROD, pr_environment
+from sluice.core.snapshot.snapshot import Snapshot
+from sluice.core.state import EnvironmentRecord, PlanRecord, open_state
+from sluice.core.workflow import PLAN_SNAPSHOTS
+
+_PR_ENV = re.compile(r"^(?:[a-z0-9_]+_)?pr_([0-9]{1,9})$")
+LOG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+"""A job's id as its log file is named (``submit._safe``: word characters, dots, dashes)."""
+HISTORY_LIMIT = 1000
+APPROVAL = "sluice/approval"
+
+
+class PullSource(Protocol):
+    """What the forge says of a pull request: itself (None: no such PR) and a commit's
+    checks."""
+
+    def pull(self, number: int) -> PullRequest | None: ...
+
+    def checks(self, sha: str) -> list[Check]: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Reader:
+    """One repository's records in the state database at ``url``; ``logs``: the folder its
+    jobs' logs are written to; ``queue``: whether the database holds the service's queue."""
+
+    def __init__(
+        self,
+        repo: str,
+        url: str,
+        *,
+        logs: Path | None = None,
+        pulls: PullSource | None = None,
+        queue: bool = True,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.repo, self.logs, self.pulls, self.clock = repo, logs, pulls, clock
+        self.state = open_state(url)
+        self.ledger = Ledger(url)
+        self.queue = JobQueue(url) if queue else None
+
+    def close(self) -> None:
+        self.state.close()
+        self.ledger.close()
+        if self.queue is not None:
+            self.queue.close()
+
+    # -- environments ---------------------------------------------------------------------
+
+    def _environment(self, record: EnvironmentRecord, *, versions: bool) -> s.Environment:
+        found = _PR_ENV.match(record.name)
+        kind = "prod" if record.name == PROD else ("pr" if found else "tier")
+        if record.invalidated:
+            status = "invalidated"
+        elif record.expiration_ts is not None and record.expiration_ts <= self.clock():
+            status = "expired"
+        else:
+            status = "active"
+        plan = self.state.get_plan(record.plan_id)
+        return s.Environment(
+            name=record.name,
+            kind=kind,
+            status=status,
+            plan_id=record.plan_id,
+            previous_plan_id=record.previous_plan_id,
+            pull_request=int(found.group(1)) if found else None,
+            created=plan.created_ts if plan is not None else None,
+            updated=record.updated_ts,
+            expires=record.expiration_ts,
+            models=len(record.snapshots),
+            versions=[
+                s.ModelVersion(name=r.name, version=r.version, identifier=r.identifier)
+                for r in sorted(record.snapshots, key=lambda r: r.name)
+            ]
+            if versions
+            else [],
+        )
+
+    def environments(self, *, status: str | None, offset: int, limit: int) -> s.Page[s.Environment]:
+        listed = [self._environment(r, versions=False) for r in self.state.list_environments()]
+        order = {"prod": 0, "tier": 1, "pr": 2}
+        listed.sort(key=lambda e: (order[e.kind], e.pull_request or 0, e.name))
+        if status is not None:
+            listed = [e for e in listed if e.status == status]
+        return s.Page(
+            items=listed[offset : offset + limit], total=len(listed), offset=offset, limit=limit
+        )
+
+    def environment(self, name: str) -> s.Environment | None:
+        record = self.state.get_environment(name)
+        return None if record is None else self._environment(record, versions=True)
+
+    # -- plans and pull requests ----------------------------------------------------------
+
+    def plan(self, plan_id: str) -> s.PlanView | None:
+        record = self.state.get_plan(plan_id)
+        return None if record is None else _plan_view(record)
+
+    def pull_numbers(self) -> list[int]:
+        numbers = set(self.ledger.builds(self.repo))
+        for record in self.state.list_environments():
+            found = _PR_ENV.match(record.name)
+            if found:
+                numbers.add(int(found.group(1)))
+        return sorted(numbers, reverse=True)
+
+    def pulls_page(self, *, offset: int, limit: int) -> s.Page[s.PullSummary]:
+        numbers = self.pull_numbers()
+        items = []
+        for number in numbers[offset : offset + limit]:
+            pr = self.pulls.pull(number) if self.pulls is not None else None
+            record = self.state.get_environment(pr_environment(number))
+            items.append(
+                s.PullSummary(
+                    number=number,
+                    title=pr.title if pr is not None else "",
+                    environment=pr_environment(number),
+                    plan_id=record.plan_id if record is not None else None,
+                    head_sha=pr.head_sha if pr is not None else None,
+                )
+            )
+        return s.Page(items=items, total=len(numbers), offset=offset, limit=limit)
+
+    def pull(self, number: int) -> s.PullRequestView | None:
+        builds = self.ledger.builds(self.repo).get(number, [])
+        environment = pr_environment(number)
+        record = self.state.get_environment(environment)
+        pr = self.pulls.pull(number) if self.pulls is not None else None
+        if not builds and record is None:
+            return None  # not a pull request of this repository that Sluice planned
+        plan = self.state.get_plan(record.plan_id) if record is not None else None
+        head = pr.head_sha if pr is not None else (builds[-1][0] if builds else None)
+        checks = (
+            [_check(c) for c in self.pulls.checks(head)] if self.pulls is not None and head else []
+        )
+        approvals = None
+        review: PlanReview | None = self.ledger.review(self.repo, number, head) if head else None
+        if review is not None:
+            approvals = s.Approvals(
+                clicks=[user for user, sha in self.ledger.clicks(self.repo, number) if sha == head],
+                owners_of_changes=dict(review.direct_owners),
+                breaking_owners=dict(review.breaking_owners),
+                merge_intervals=review.merge_intervals,
+                check=next((c for c in checks if c.name == APPROVAL), None),
+            )
+        return s.PullRequestView(
+            repository=self.repo,
+            number=number,
+            title=pr.title if pr is not None else "",
+            author=pr.author if pr is not None else None,
+            head_sha=head,
+            open=pr.open if pr is not None else None,
+            environment=environment,
+            plan=_plan_view(plan) if plan is not None else None,
+            checks=checks,
+            approvals=approvals,
+            builds=[s.Build(sha=sha, fingerprint=fp, created=at) for sha, fp, at in builds],
+        )
+
+    # -- queue and jobs -------------------------------------------------------------------
+
+    def jobs(self, *, offset: int, limit: int) -> s.Jobs:
+        if self.queue is not None:
+            records, total = self.queue.page(f"{self.repo}", offset=offset, limit=limit)
+            mine = [r for r in records if _of_repo(r.job.key, self.repo)]
+            queue = s.Page[s.QueueJob](
+                items=[_queue_job(r) for r in mine], total=total, offset=offset, limit=limit
+            )
+        else:
+            queue = s.Page[s.QueueJob](items=[], total=0, offset=offset, limit=limit)
+        logs = self._logs()
+        return s.Jobs(
+            queue=queue,
+            logs=s.Page(
+                items=logs[offset : offset + limit], total=len(logs), offset=offset, limit=limit
+            ),
+        )
+
+    def queue_job(self, job_id: int) -> s.QueueJob | None:
+        record = self.queue.job(job_id) if self.queue is not None else None
+        if record is None or not _of_repo(record.job.key, self.repo):
+            return None  # another repository's job is not found here
+        return _queue_job(record)
+
+    def _logs(self) -> list[s.JobLog]:
+        if self.logs is None or not self.logs.is_dir():
+            return []
+        found = []
+        for path in self.logs.glob("*.log"):
+            job_id = path.name[: -len(".log")]
+            if LOG_ID.match(job_id) and path.is_file():
+                info = path.stat()
+                found.append(s.JobLog(job_id=job_id, size=info.st_size, modified=info.st_mtime))
+        found.sort(key=lambda j: (-j.modified, j.job_id))
+        return found
+
+    def log_path(self, job_id: str) -> Path | None:
+        """The log of job ``job_id``; None when its id is not a job's or it has none."""
+        if self.logs is None or not LOG_ID.match(job_id):
+            return None
+        path = self.logs / f"{job_id}.log"
+        return path if path.is_file() else None
+
+    # -- prod's history -------------------------------------------------------------------
+
+    def history(self, *, offset: int, limit: int) -> s.Page[s.HistoryEntry]:
+        plans = history(self.state, PROD, limit=HISTORY_LIMIT)
+        seen: list[frozenset[tuple[str, str]]] = [_refs(p) for p in plans]
+        items = []
+        for index, plan in enumerate(plans[offset : offset + limit], start=offset):
+            payload = plan.payload
+            earlier = seen[index + 2 :]  # a plan pointing prod back at an older one's tables
+            rollback = bool(seen[index]) and seen[index] in earlier
+            changed = [str(c["name"]) for c in _list(payload, "directly_modified")] + [
+                str(c["name"]) for c in _list(payload, "indirectly_modified")
+            ]
+            items.append(
+                s.HistoryEntry(
+                    plan_id=plan.plan_id,
+                    environment=plan.environment,
+                    created=plan.created_ts,
+                    kind="rollback" if rollback else "promotion",
+                    source=None,
+                    by=None,
+                    added=[str(n) for n in payload.get("added", [])],
+                    removed=[str(n) for n in payload.get("removed", [])],
+                    changed=changed,
+                )
+            )
+        return s.Page(items=items, total=len(plans), offset=offset, limit=limit)
+
+    # -- models ---------------------------------------------------------------------------
+
+    def _prod_snapshots(self) -> list[Snapshot]:
+        record = self.state.get_environment(PROD)
+        if record is None:
+            return []
+        stored = self.state.get_snapshots(r.id for r in record.snapshots)
+        return sorted((Snapshot.from_stored(v) for v in stored.values()), key=lambda n: n.name)
+
+    def models(self, *, search: str | None, offset: int, limit: int) -> s.Page[s.ModelView]:
+        views = [_model(snap) for snap in self._prod_snapshots()]
+        if search:
+            views = [v for v in views if search.casefold() in v.name.casefold()]
+        return s.Page(
+            items=views[offset : offset + limit], total=len(views), offset=offset, limit=limit
+        )
+
+    def model(self, name: str) -> s.ModelView | None:
+        return next((_model(n) for n in self._prod_snapshots() if n.name == name), None)
+
+
+def _of_repo(key: str, repo: str) -> bool:
+    """Whether queue key ``key`` (``forge:owner/name#7``, ``...:prod``, ``...@sha``) is
+    ``repo``'s (not merely one whose name starts the same)."""
+    return key.startswith(repo) and key[len(repo) : len(repo) + 1] in ("#", ":", "@")
+
+
+def _queue_job(record: JobRecord) -> s.QueueJob:
+    job = record.job
+    retrying = record.status == JobStatus.QUEUED and job.attempts > 0 and record.error
+    return s.QueueJob(
+        id=job.id,
+        key=job.key,
+        kind=job.kind,
+        status="retrying" if retrying else record.status.value,
+        attempts=job.attempts,
+        head_sha=job.head_sha,
+        created=job.created_ts,
+        started=record.started_ts,
+        finished=record.finished_ts,
+        error=record.error,
+        next_try=record.not_before if retrying else None,
+    )
+
+
+def _check(check: Check) -> s.CheckView:
+    return s.CheckView(
+        name=check.name,
+        status=check.status,
+        conclusion=check.conclusion,
+        title=check.title,
+        summary=check.summary,
+    )
+
+
+def _list(payload: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = payload.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _refs(plan: PlanRecord) -> frozenset[tuple[str, str]]:
+    refs = plan.payload.get(PLAN_SNAPSHOTS)
+    if not isinstance(refs, list):
+        return frozenset()
+    return frozenset((str(r[0]), str(r[2])) for r in refs if isinstance(r, list) and len(r) == 3)
+
+
+def _change(data: dict[str, Any]) -> s.Change:
+    return s.Change(
+        name=str(data.get("name", "")),
+        category=str(data.get("category", "")),
+        version=str(data.get("version", "")),
+        previous_version=str(data.get("previous_version", "")),
+        why=[str(n) for n in (data.get("reached_by") or data.get("reshaped_by") or [])],
+        diff=str(data.get("diff") or ""),
+    )
+
+
+def _plan_view(record: PlanRecord) -> s.PlanView:
+    payload = record.payload
+    return s.PlanView(
+        plan_id=record.plan_id,
+        environment=record.environment,
+        base_plan_id=record.base_plan_id,
+        created=record.created_ts,
+        added=[str(n) for n in payload.get("added", [])],
+        removed=[str(n) for n in payload.get("removed", [])],
+        directly_modified=[_change(c) for c in _list(payload, "directly_modified")],
+        indirectly_modified=[_change(c) for c in _list(payload, "indirectly_modified")],
+        metadata_only=[str(n) for n in payload.get("metadata_only", [])],
+        unaffected=[str(n) for n in payload.get("unaffected", [])],
+        backfill=[
+            s.BackfillRange(
+                model=str(b.get("model", "")),
+                version=str(b.get("version", "")),
+                start=str(b.get("start", "")),
+                end=str(b.get("end", "")),
+                intervals=int(b.get("intervals", 0)),
+                batches=int(b.get("batches", 0)),
+            )
+            for b in _list(payload, "backfill")
+        ],
+        warnings=[str(w) for w in payload.get("warnings", [])],
+    )
+
+
+_PROJECT_FOLDERS = ("models", "seeds", "audits", "macros")
+
+
+def _in_project(path: str) -> str:
+    """A model file's path from its project's folders (``models/orders.sql``), never the
+    host's path to the checkout it was loaded from."""
+    parts = Path(path).parts
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] in _PROJECT_FOLDERS:
+            return "/".join(parts[index:])
+    return Path(path).name
+
+
+def _model(snapshot: Snapshot) -> s.ModelView:
+    model = snapshot.model
+    described = dict(model.column_descriptions)
+    return s.ModelView(
+        name=model.name,
+        kind=model.kind.name.value,
+        owner=model.owner,
+        description=model.description,
+        version=snapshot.version,
+        columns=[s.Column(name=n, type=t, description=described.get(n)) for n, t in model.columns],
+        audits=[a.name for a in model.audits],
+        cron=model.cron,
+        depends_on=list(model.depends_on),
+        path=_in_project(model.path),
+        query=model.query_sql,
+    )

@@ -1,0 +1,182 @@
+"""The API's answers as pydantic models (the OpenAPI schema of ``/api/v1`` is made of
+them). Times are epoch milliseconds; ``None`` means "not recorded"."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list that grows: ``items`` from ``offset``, ``total`` in all."""
+
+    items: list[T]
+    total: int
+    offset: int
+    limit: int
+
+
+class Repository(BaseModel):
+    key: str = Field(description="forge:owner/name")
+
+
+class ModelVersion(BaseModel):
+    name: str
+    version: str
+    identifier: str
+
+
+class Environment(BaseModel):
+    name: str
+    kind: str = Field(description="prod, tier or pr")
+    status: str = Field(description="active, expired or invalidated")
+    plan_id: str
+    previous_plan_id: str | None
+    pull_request: int | None
+    created: int | None = Field(description="when its current plan was made")
+    updated: int
+    expires: int | None
+    models: int
+    versions: list[ModelVersion] = Field(default_factory=list)
+
+
+class Change(BaseModel):
+    name: str
+    category: str
+    version: str
+    previous_version: str
+    why: list[str] = Field(
+        description="the changed parents that reach it (indirect), or "
+        "whose columns its stars take (directly modified, reshaped)"
+    )
+    diff: str = ""
+
+
+class BackfillRange(BaseModel):
+    model: str
+    version: str
+    start: str
+    end: str
+    intervals: int
+    batches: int
+
+
+class PlanView(BaseModel):
+    plan_id: str
+    environment: str
+    base_plan_id: str | None
+    created: int
+    added: list[str]
+    removed: list[str]
+    directly_modified: list[Change]
+    indirectly_modified: list[Change]
+    metadata_only: list[str]
+    unaffected: list[str]
+    backfill: list[BackfillRange]
+    warnings: list[str]
+
+
+class CheckView(BaseModel):
+    name: str
+    status: str
+    conclusion: str | None
+    title: str
+    summary: str
+
+
+class Build(BaseModel):
+    sha: str
+    fingerprint: str
+    created: int
+
+
+class Approvals(BaseModel):
+    clicks: list[str] = Field(description="who clicked Approve this plan, on the head")
+    owners_of_changes: dict[str, str | None] = Field(
+        description="directly modified or added model -> its owner (who must approve it)"
+    )
+    breaking_owners: dict[str, str | None]
+    merge_intervals: int
+    check: CheckView | None = Field(description="the sluice/approval check: given and needed")
+
+
+class PullRequestView(BaseModel):
+    repository: str
+    number: int
+    title: str
+    author: str | None
+    head_sha: str | None
+    open: bool | None
+    environment: str
+    plan: PlanView | None
+    checks: list[CheckView]
+    approvals: Approvals | None
+    builds: list[Build]
+
+
+class PullSummary(BaseModel):
+    number: int
+    title: str
+    environment: str
+    plan_id: str | None
+    head_sha: str | None
+
+
+class QueueJob(BaseModel):
+    id: int
+    key: str
+    kind: str
+    status: str
+    attempts: int
+    head_sha: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    error: str | None = Field(description="why it failed, or why it is retried")
+    next_try: float | None = Field(description="when a retried job runs again")
+
+
+class JobLog(BaseModel):
+    job_id: str
+    size: int
+    modified: float
+
+
+class Jobs(BaseModel):
+    queue: Page[QueueJob]
+    logs: Page[JobLog]
+
+
+class HistoryEntry(BaseModel):
+    plan_id: str
+    environment: str
+    created: int
+    kind: str = Field(description="promotion or rollback")
+    source: str | None = Field(description="the PR or tag it came from, when recorded")
+    by: str | None = Field(description="who, when recorded")
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+
+
+class Column(BaseModel):
+    name: str
+    type: str
+    description: str | None = None
+
+
+class ModelView(BaseModel):
+    name: str
+    kind: str
+    owner: str | None
+    description: str | None
+    version: str
+    columns: list[Column]
+    audits: list[str]
+    cron: str
+    depends_on: list[str]
+    path: str
+    query: str | None

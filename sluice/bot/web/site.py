@@ -1,0 +1,82 @@
+"""The web UI's one door: :meth:`Site.open` is where every page and every API answer
+gets the repository it shows, and the only place that decides whether the request may see
+it (:mod:`sluice.bot.web.access`). A repository the site does not serve, or one the
+request may not read, is not found (404), so another repository's ids say nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from fastapi import HTTPException, Request
+
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.web.access import Access
+from sluice.bot.web.reader import Reader
+
+
+class Site:
+    """The repositories shown (``repos``: how to list them), a reader for each (made by
+    ``reader_for`` on first use, kept until :meth:`close`), and who may see them."""
+
+    def __init__(
+        self,
+        repos: Callable[[], Sequence[str]],
+        reader_for: Callable[[str], Reader],
+        access: Access,
+    ) -> None:
+        self._repos, self._reader_for, self.access = repos, reader_for, access
+        self._readers: dict[str, Reader] = {}
+        self._lock = threading.Lock()
+
+    def visible(self, request: Request) -> list[str]:
+        """The repositories the request may see."""
+        return [r for r in self._repos() if self.access.may_read(request, r)]
+
+    def open(self, request: Request, repo: str | None) -> Reader:
+        """The reader of ``repo`` (None: the first the request may see).
+
+        Raises:
+            HTTPException: 403 when the request may see nothing at all (no sign-in yet),
+                404 when the site does not serve ``repo`` or the request may not read it.
+        """
+        served = list(self._repos())
+        if not any(self.access.may_read(request, r) for r in served) and self.access.refusal:
+            raise HTTPException(403, self.access.refusal)
+        if repo is None:
+            repo = next((r for r in served if self.access.may_read(request, r)), None)
+        if repo is None or repo not in served or not self.access.may_read(request, repo):
+            raise HTTPException(404, "no such repository here")
+        with self._lock:
+            reader = self._readers.get(repo)
+            if reader is None:
+                reader = self._readers[repo] = self._reader_for(repo)
+        return reader
+
+    def close(self) -> None:
+        with self._lock:
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()
+
+
+class StateOwner:
+    """The repository a state database belongs to (the ledger's record, bound by the first
+    job), read until known, then kept: the service shows that one repository."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._owner: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> list[str]:
+        with self._lock:
+            if self._owner is None:
+                ledger = Ledger(self.url)
+                try:
+                    owner = ledger.owner()
+                    self._owner = owner[0] if owner is not None else None
+                finally:
+                    ledger.close()
+        return [self._owner] if self._owner is not None else []

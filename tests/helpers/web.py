@@ -1,0 +1,109 @@
+"""A repository for the web UI's tests: prod built from the example project on the
+scripted warehouse (no Spark), pull request 7 opened and built by the real flow on an
+in-memory GitHub (as tests/bot/flow/test_scripted_flows.py does), and the UI's sites
+over its state: the service's (``create_app``) and ``sluice ui``'s (:func:`ui_site`).
+
+Hostile text rides along: the PR's title, a model's owner and description, and a string
+literal in the PR's SQL (so in its diff) are ``<script>`` tags, which every page must
+show escaped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluice.bot.entry.app import create_app
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.web.access import Everyone
+from sluice.bot.web.pulls import MemoryPulls
+from sluice.bot.web.reader import Reader
+from sluice.bot.web.site import Site
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD
+from sluice.core.spark.scripted import Script, Warehouse
+from sluice.core.state import open_state
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
+
+HEAD = "a1" * 20
+CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+TITLE = '<script>alert("title")</script> Drop returned orders'
+SQL_MARK = "<script>alert(2)</script>"
+OWNER_MARK = "<script>alert(1)</script>"
+HOSTILE_MODEL = (
+    "MODEL (\n  name jaffle.hostile,\n  kind FULL,\n"
+    f"  description '{OWNER_MARK} described'\n);\n"
+    f"SELECT '{OWNER_MARK}' AS marker\n"
+)
+MARKS = ("<script>",)
+ORDERS = (
+    "  ON o.order_id = p.order_id",
+    f"  ON o.order_id = p.order_id\nWHERE o.status <> '{SQL_MARK}'",
+)
+
+
+@dataclass
+class WebWorld:
+    bot: Bot
+    warehouse: Warehouse
+    github: MemoryForge
+    root: Path
+
+    @property
+    def logs(self) -> Path:
+        """Where the service's jobs write their logs (flow/checkout.py's folder)."""
+        return (self.root / "work" / "logs").resolve()
+
+    def settings(self) -> ServiceSettings:
+        return ServiceSettings(
+            webhook_secret="s3cret",
+            github_token="ghp_webToken",
+            workdir=self.root / "work",
+            database_url=self.bot.url,
+            ui_public=True,
+        )  # type: ignore[arg-type]
+
+    def service(self, *, public: bool = True):  # type: ignore[no-untyped-def]
+        settings = self.settings().model_copy(update={"ui_public": public})
+        return create_app(settings, start_workers=False)
+
+    def ui_site(self) -> Site:
+        """``sluice ui``'s site over this state: titles and checks from the forge."""
+        pulls = MemoryPulls(self.github)
+        return Site(
+            lambda: [KEY],
+            lambda repo: Reader(
+                repo, self.bot.url, logs=self.logs, pulls=pulls, queue=False, clock=lambda: NOW
+            ),
+            Everyone(),
+        )
+
+    def close(self) -> None:
+        self.bot.close()
+
+
+def web_world(root: Path) -> WebWorld:
+    """Prod built at ``C`` (with ``jaffle.hostile``), PR 7 (``TITLE``) built at ``HEAD``."""
+    warehouse = Warehouse()
+    github = MemoryForge(OWNER, name="github")
+    github.roles.update({"alice": "write", "bob": "write"})
+    bot = Bot(root, github, runner_for=warehouse.runner)
+    bot.commit(C, CONFIG, models={"hostile.sql": HOSTILE_MODEL})
+    github.refs["main"] = C
+    project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
+    store = open_state(bot.url)
+    try:
+        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
+    finally:
+        store.close()
+    warehouse.script = Script(rows={"jaffle.orders": 99})
+    src = bot.commit(HEAD, CONFIG, models={"hostile.sql": HOSTILE_MODEL}, parents=(C,))
+    orders = src / "models" / "orders.sql"
+    orders.write_text(orders.read_text().replace(*ORDERS))
+    github.commit_folder(HEAD, src, parents=(C,))
+    github.open_pull(7, head_sha=HEAD, base="main", author="alice", title=TITLE)
+    bot.deliver("pull_request", opened(7, HEAD))
+    return WebWorld(bot, warehouse, github, root)
