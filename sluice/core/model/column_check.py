@@ -272,7 +272,11 @@ def _scope_record(
             if visible is None:
                 visible = _visible(scope)
             parts = column.parts
-            ref = _qualified(parts, visible)
+            if len(parts) == 2:  # table.column: _qualified's reading, inline
+                first = parts[0].name.lower()
+                ref = (first, parts[1].name.lower(), 1) if first in visible else ("", first, 0)
+            else:
+                ref = _qualified(parts, visible)
         else:
             parts = None
             ref = ("", column.name.lower(), 1)
@@ -332,20 +336,26 @@ def _alias_columns(expression: exp.Expr) -> list[str]:
     return []
 
 
+_NAMED = (exp.Alias, exp.Column, exp.Dot)
+"""The projections whose name is the output's (any other is named by Spark)."""
+
+
 def _outputs(select: exp.Select) -> list[Any] | None:
     """A SELECT's output columns: names, and ``["*", qualifier, excepted]`` for a star
     (None: a column whose name Spark makes up, e.g. ``a + 1``)."""
     found: list[Any] = []
     for projection in select.expressions:
-        star = projection.this if isinstance(projection, exp.Column) else projection
+        column = isinstance(projection, exp.Column)
+        star = projection.this if column else projection
         if isinstance(star, exp.Star):
-            qualifier = projection.table.lower() if isinstance(projection, exp.Column) else ""
+            qualifier = projection.table.lower() if column else ""
             excepted = [c.name.lower() for c in star.args.get("except_") or []]
             found.append(["*", qualifier, excepted])
-        elif isinstance(projection, exp.Alias | exp.Column | exp.Dot) and projection.output_name:
-            found.append(projection.output_name.lower())
-        else:
+            continue
+        name = projection.output_name if column or isinstance(projection, _NAMED) else ""
+        if not name:
             return None
+        found.append(name.lower())
     return found
 
 
