@@ -1,0 +1,155 @@
+"""``/ui``: the pages, rendered on the server from the same values the API answers with
+(:mod:`sluice.bot.web.reader`), one Jinja2 template a page over one layout. Autoescaped:
+every text a person wrote (a PR's title, a model's name, SQL) is escaped where it is
+shown, and the pages' Content-Security-Policy lets only Sluice's own files run or style
+them (no CDN, no inline script)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from sluice import __version__
+from sluice.bot.web.reader import Reader
+from sluice.bot.web.site import Site
+
+TEMPLATES = FilePath(__file__).parent / "templates"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+Repo = Annotated[str | None, Query(max_length=300)]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+Name = Annotated[str, Path(max_length=300)]
+PER_PAGE = 50
+
+
+def _when(ms: float | None, *, seconds: bool = False) -> str:
+    if ms is None:
+        return "-"
+    value = ms if seconds else ms / 1000
+    return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,  # every template is HTML
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["when"] = _when
+    env.filters["when_s"] = lambda v: _when(v, seconds=True)
+    return env
+
+
+def router(site: Site) -> APIRouter:
+    pages = APIRouter(prefix="/ui", include_in_schema=False)
+    env = _environment()
+
+    def render(request: Request, template: str, repo: Reader, **values: Any) -> HTMLResponse:
+        def link(path: str, **query: Any) -> str:
+            params = {"repo": repo.repo, **{k: v for k, v in query.items() if v is not None}}
+            return f"/ui{path}?{urlencode(params)}"
+
+        html = env.get_template(template).render(
+            repo=repo.repo,
+            repos=site.visible(request),
+            link=link,
+            version=__version__,
+            page=template.removesuffix(".html.j2"),
+            **values,
+        )
+        return HTMLResponse(html, headers={"Content-Security-Policy": CSP})
+
+    def found(value: Any, what: str) -> Any:
+        if value is None:
+            raise HTTPException(404, f"no such {what} in this repository")
+        return value
+
+    @pages.get("")
+    @pages.get("/")
+    def index(request: Request, repo: Repo = None) -> RedirectResponse:
+        reader = site.open(request, repo)
+        return RedirectResponse(f"/ui/environments?{urlencode({'repo': reader.repo})}", 303)
+
+    @pages.get("/environments")
+    def environments(
+        request: Request, repo: Repo = None, status: str | None = None, offset: Offset = 0
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        chosen = status if status in ("active", "expired", "invalidated") else None
+        listed = reader.environments(status=chosen, offset=offset, limit=PER_PAGE)
+        titles = {p.number: p.title for p in reader.pulls_page(offset=0, limit=200).items}
+        return render(
+            request, "environments.html.j2", reader, listed=listed, status=chosen, titles=titles
+        )
+
+    @pages.get("/environments/{name}")
+    def environment(request: Request, name: Name, repo: Repo = None) -> HTMLResponse:
+        reader = site.open(request, repo)
+        env_ = found(reader.environment(name), "environment")
+        return render(request, "environment.html.j2", reader, env=env_)
+
+    @pages.get("/pulls")
+    def pulls(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
+        reader = site.open(request, repo)
+        listed = reader.pulls_page(offset=offset, limit=PER_PAGE)
+        return render(request, "pulls.html.j2", reader, listed=listed)
+
+    @pages.get("/pulls/{number}")
+    def pull(
+        request: Request, number: Annotated[int, Path(ge=1, le=10**9)], repo: Repo = None
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        view = found(reader.pull(number), "pull request")
+        return render(request, "pull.html.j2", reader, pr=view, plan=view.plan)
+
+    @pages.get("/plans/{plan_id}")
+    def plan(request: Request, plan_id: Name, repo: Repo = None) -> HTMLResponse:
+        reader = site.open(request, repo)
+        return render(request, "plan.html.j2", reader, plan=found(reader.plan(plan_id), "plan"))
+
+    @pages.get("/jobs")
+    def jobs(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
+        reader = site.open(request, repo)
+        listed = reader.jobs(offset=offset, limit=PER_PAGE)
+        return render(request, "jobs.html.j2", reader, listed=listed)
+
+    @pages.get("/jobs/{job_id}")
+    def job(request: Request, job_id: Name, repo: Repo = None) -> HTMLResponse:
+        reader = site.open(request, repo)
+        found(reader.log_path(job_id), "job log")
+        stream = f"/api/v1/jobs/{job_id}/log?{urlencode({'repo': reader.repo})}"
+        return render(request, "job.html.j2", reader, job_id=job_id, stream=stream)
+
+    @pages.get("/history")
+    def history(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
+        reader = site.open(request, repo)
+        listed = reader.history(offset=offset, limit=PER_PAGE)
+        return render(request, "history.html.j2", reader, listed=listed)
+
+    @pages.get("/models")
+    def models(
+        request: Request,
+        repo: Repo = None,
+        q: Annotated[str | None, Query(max_length=200)] = None,
+        offset: Offset = 0,
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        listed = reader.models(search=q, offset=offset, limit=PER_PAGE)
+        return render(request, "models.html.j2", reader, listed=listed, q=q or "")
+
+    @pages.get("/models/{name}")
+    def model(request: Request, name: Name, repo: Repo = None) -> HTMLResponse:
+        reader = site.open(request, repo)
+        return render(request, "model.html.j2", reader, model=found(reader.model(name), "model"))
+
+    return pages

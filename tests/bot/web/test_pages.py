@@ -1,0 +1,82 @@
+"""The UI's pages on ``sluice ui``'s app (the forge's titles and checks shown), over a
+state with prod built and pull request 7 built by the real flow: each page renders what
+the API says, through one layout, with Sluice's own files only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sluice.bot.web.standalone import ui_app
+from tests.helpers.web import KEY, WebWorld, web_world
+
+PAGES = (
+    "/ui/environments",
+    "/ui/environments/pr_7",
+    "/ui/pulls",
+    "/ui/pulls/7",
+    "/ui/jobs",
+    "/ui/history",
+    "/ui/models",
+    "/ui/models/jaffle.orders",
+)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
+    made = web_world(tmp_path_factory.mktemp("pages"))
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def ui(world: WebWorld) -> Iterator[TestClient]:
+    with TestClient(ui_app(world.ui_site())) as client:
+        yield client
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_each_page_renders_in_the_layout_with_only_sluices_own_files(
+    ui: TestClient, path: str
+) -> None:
+    page = ui.get(path)
+    assert page.status_code == 200, page.text
+    assert page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp
+    assert '<link rel="stylesheet" href="/ui/static/ui.css">' in page.text
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN, no outside
+    assert ui.get("/ui/static/ui.css").status_code == 200
+
+
+def test_the_index_leads_to_the_environments(ui: TestClient) -> None:
+    answer = ui.get("/", follow_redirects=True)
+    assert answer.url.path == "/ui/environments"
+    assert "pr_7" in answer.text and "prod" in answer.text
+
+
+def test_the_pull_requests_page_shows_its_plan_checks_and_builds(ui: TestClient) -> None:
+    page = ui.get("/ui/pulls/7", params={"repo": KEY}).text
+    assert "breaking (direct)" in page and "reached by <code>jaffle.orders</code>" in page
+    assert '<span class="add">+WHERE' in page  # the SQL diff, line by line
+    assert "sluice/pr-environment" in page and "sluice/approval" in page
+    assert "a1a1a1a1a1a1" in page  # the build on its head
+
+
+def test_the_environment_filter_and_the_model_search(ui: TestClient) -> None:
+    expired = ui.get("/ui/environments", params={"status": "expired"}).text
+    assert "No environment is expired." in expired
+    found = ui.get("/ui/models", params={"q": "segments"}).text
+    assert "jaffle.customer_segments" in found and "jaffle.orders" not in found
+
+
+def test_a_jobs_page_follows_its_log_by_its_stream(world: WebWorld, ui: TestClient) -> None:
+    world.logs.mkdir(parents=True, exist_ok=True)
+    (world.logs / "apply-prod-1.log").write_text("one line\n")
+    page = ui.get("/ui/jobs/apply-prod-1").text
+    assert 'data-stream="/api/v1/jobs/apply-prod-1/log?repo=github%3Aocto%2Fwarehouse"' in page
+    assert '<script src="/ui/static/log.js"></script>' in page
+    assert "apply-prod-1" in ui.get("/ui/jobs").text
+    assert ui.get("/ui/jobs/nothing").status_code == 404
