@@ -167,6 +167,7 @@ class Comparison:
     sqlmesh_error: str | None = None
     sluice_error: str | None = None
     expected: int | None = None  # what MANIFEST.tsv says SQLMesh loads (shared projects)
+    not_run: list[str] = field(default_factory=list)  # loaded and planned, never run
 
     @property
     def common(self) -> int:
@@ -402,7 +403,36 @@ def sluice_facts(project: Path) -> dict[str, Any]:
             "dialect": model.dialect,
             "query": query,
         }
-    return {"models": models, "error": None}
+    return {"models": models, "error": None, "not_run": _not_run(loaded, project)}
+
+
+def _not_run(loaded: Any, project: Path) -> list[str]:
+    """What Sluice loads and plans but will not run (issue 41): a custom materialization
+    the settings map to no kind, a model statement or project statement that would change
+    what exists already; each as its file:line and what it is."""
+    from sluice.core.model.definition import KindName
+    from sluice.core.plan import statements
+
+    found = []
+    for model in loaded.models.values():
+        where = _relative(f"{model.path}:{model.line}", project)
+        if model.kind.name == KindName.CUSTOM:
+            found.append(
+                f"{where}: {model.name}: kind CUSTOM (materialization"
+                f" '{model.kind.materialization}'): planned, its build refused until"
+                " sluice.materializations maps it to a built-in kind"
+            )
+        for line, what, _ in model.statement_refusals:
+            where = _relative(f"{model.path}:{line}", project)
+            found.append(f"{where}: {model.name}: {what}: planned, its build refused")
+    for key in ("before_all", "after_all"):
+        for index, sql in enumerate(getattr(loaded, key)):
+            refused = statements.check(sql)
+            if refused is not None:
+                found.append(
+                    f"{key} statement {index + 1} ({sql}): {refused.what}: every job refused"
+                )
+    return found
 
 
 def _relative(text: str, root: Path) -> str:
@@ -585,6 +615,16 @@ def report(
         lines.append("")
     lines += ["## Supported and unsupported parts of the format", ""]
     lines += _features(rows, folders)
+    not_run = [(name, c.not_run) for name, c in rows if c.not_run]
+    if not_run:
+        lines += [
+            "Loaded and planned, not run: what Sluice's plan names (file:line, what to do)"
+            " and refuses to build (README, project format: `kind CUSTOM`, pre- and"
+            " post-statements, `before_all`):",
+            "",
+        ]
+        lines += [f"- ({name}) `{item}`" for name, items in not_run for item in items]
+        lines.append("")
     lines += ["## Differences", ""]
     body = [line for name, c in rows for line in details(name, c)]
     lines += body or ["None.", ""]
@@ -714,7 +754,9 @@ def main() -> int:
                     f"SQLMesh is given do-nothing custom materializations named {listed}"
                     " (the models name them; nothing defines them)"
                 )
-            result = compare(theirs, sluice_facts(work / "sluice"))
+            ours = sluice_facts(work / "sluice")
+            result = compare(theirs, ours)
+            result.not_run = list(ours.get("not_run") or [])
             if name.startswith("shared/"):
                 result.expected = expected.get(name.removeprefix("shared/"))
             rows.append((name, result))

@@ -190,3 +190,31 @@ def test_sluice_s_types_are_read_as_spark_spells_them_whatever_the_model_s_diale
     assert result.matches, [d.problems() for d in result.diffs]
     ours = _changed(SLUICE, "raw.orders", "columns", [*columns[:-1], ["at", "TIMESTAMP_NTZ"]])
     assert "at TIMESTAMP / TIMESTAMP_NTZ" in (compare(theirs, ours).diffs[0].types or "")
+
+
+def test_what_sluice_loads_but_will_not_run_is_listed(tmp_path: Any) -> None:
+    # sqlmesh_sushi's custom materializations and DROP statements load and plan; the
+    # report names each with its file:line, under the supported and unsupported parts.
+    from pathlib import Path
+
+    from bench.sqlmesh_compat import _not_run, report
+    from sluice.core.model.loader import load_project
+    from tests.core.helpers import write_project
+
+    root = write_project(
+        Path(tmp_path),
+        {
+            "config.yaml": "model_defaults: {dialect: duckdb, start: '2024-01-01'}\n"
+            "before_all:\n  - DROP VIEW IF EXISTS raw.x\n",
+            "models/c.sql": "MODEL (name s.c, kind CUSTOM (materialization 'custom_full'));\n"
+            "SELECT 1 AS id\n",
+        },
+    )
+    found = _not_run(load_project(root, use_cache=False), root)
+    assert found[0].startswith("models/c.sql:1: s.c: kind CUSTOM (materialization 'custom_full')")
+    assert found[1].startswith("before_all statement 1 (DROP VIEW IF EXISTS raw.x)")
+    result = compare(SQLMESH, SLUICE)
+    result.not_run = found
+    text = report([("p", result)], {}, {"p": root})
+    assert "Loaded and planned, not run" in text
+    assert f"- (p) `{found[0]}`" in text
