@@ -338,6 +338,7 @@ def _load(
             models[external.name] = external
             notes.extend(external.warnings)
     check_references(models)
+    _check_embedded_readers(models)
     ordered = {name: models[name] for name in topological_order(models)}
     # Every column a query names is one its tables have, as far as they are known.
     unresolved = column_check.check(ordered, sources).errors
@@ -478,6 +479,29 @@ def _load_models(
         else m
         for m in models
     ]
+
+
+def _check_embedded_readers(models: Mapping[str, Model]) -> None:
+    """A Python model's function reads its parents' tables (``context.resolve_table``):
+    an EMBEDDED model has none (its query is inlined into SQL readers only).
+
+    Raises:
+        ModelError: naming the Python model's file and line and the embedded parent.
+    """
+    for model in models.values():
+        if model.python_code is None:
+            continue
+        for parent in model.depends_on:
+            found = models.get(parent)
+            if found is not None and found.kind.name == KindName.EMBEDDED:
+                raise ModelError(
+                    f"Python model {model.name} reads {parent}, an EMBEDDED model, which has "
+                    "no table: its query is inlined into the SQL models that read it",
+                    path=model.path,
+                    line=model.line,
+                    hint=f"give {parent} a kind with a table or a view (VIEW, FULL), or read "
+                    "its parents instead",
+                )
 
 
 def _custom(model: Model, materializations: Mapping[str, str]) -> Model:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from sluice.core.errors import ModelError
 from sluice.core.model.definition import KindName
 from sluice.core.spark.render import build_steps, view_steps
 from sluice.core.timeutil import to_ms
@@ -107,3 +110,20 @@ def test_an_edit_of_an_embedded_model_reaches_its_readers(tmp_path: Path) -> Non
     assert plan.snapshot("s.by_waiter").version != base.snapshot("s.by_waiter").version
     assert "s.by_waiter" in {b.name for b in plan.backfill}
     assert "s.recent" not in {b.name for b in plan.backfill}
+
+
+def test_a_python_model_may_not_read_an_embedded_model(tmp_path: Path) -> None:
+    files = {
+        **FILES,
+        "models/reader.py": """
+            from sqlmesh import model
+
+            @model("s.reader", columns={"id": "int"})
+            def execute(context, **kwargs):
+                return context.spark.table(context.resolve_table("s.recent"))
+        """,
+    }
+    with pytest.raises(ModelError, match=r"reads s\.recent, an EMBEDDED model") as exc:
+        load(tmp_path, files)
+    assert exc.value.path is not None and exc.value.path.endswith("models/reader.py")
+    assert exc.value.line == 4
