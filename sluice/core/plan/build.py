@@ -86,8 +86,7 @@ def build_plan(request: PlanRequest) -> Plan:
     reach: dict[str, frozenset[str]] = {}
     shown: dict[str, frozenset[str]] = {}
     warnings: list[str] = []
-    # Forward-only changes: (before, after, whether a parent changed too).
-    forward: list[tuple[Model, Model, bool]] = []
+    forward: list[tuple[Model, Model]] = []  # forward-only changes: (before, after)
     for name, model in request.models.items():
         fp = request.fingerprints[name]
         old = request.base.get(name)
@@ -129,9 +128,7 @@ def build_plan(request: PlanRequest) -> Plan:
                 category = Category.BREAKING
             version = old.version if category == Category.FORWARD_ONLY else fp.version
             if category == Category.FORWARD_ONLY:
-                # Checked once its readers are known.
-                parents_changed = old.fingerprint.parent_data_hash != fp.parent_data_hash
-                forward.append((old.model, model, parents_changed))
+                forward.append((old.model, model))  # checked once its readers are known
             snapshots.append(Snapshot(model, fp, version, category))
             # Reported as reshaped only when its own definition is the same (its diff then
             # shows what its stars take); a reshape besides its own change decides only
@@ -190,9 +187,10 @@ def build_plan(request: PlanRequest) -> Plan:
     # plan asks for none.
     old_types = ColumnTypes({n: s.model for n, s in request.base.items()})
     new_types = ColumnTypes(request.models)
-    for before, after, parents_changed in forward:
+    retyping = destructive.Retyping(request.models, request.fingerprints, request.base)
+    for before, after in forward:
         readers = _readers(after.name, [*direct, *indirect])
-        typed = destructive.types_may_differ(before, after, parents_changed)
+        typed = retyping(after.name)
         note = destructive.check(
             before,
             after,

@@ -33,6 +33,8 @@ from sluice.core.errors import PlanError
 from sluice.core.model.definition import Model
 from sluice.core.plan.column_types import Typed
 from sluice.core.plan.outputs import is_star, query_columns
+from sluice.core.snapshot.fingerprint import Fingerprint
+from sluice.core.snapshot.snapshot import Snapshot
 
 
 def destructive_columns(
@@ -85,19 +87,19 @@ def destructive_columns(
 _NOT_TYPES = ("expressions", "where", "group", "having", "qualify", "order", "limit", "offset")
 
 
-def types_may_differ(old: Model, new: Model, parents_changed: bool) -> bool:
+def types_may_differ(old: Model, new: Model, parents_may: bool) -> bool:
     """Whether the inferred types of a column both ``old`` and ``new`` have may differ,
     so that they are worth inferring (about 2 ms a model, for the model and each of its
-    ancestors). They cannot when no parent changed (their data fingerprints, which cover
-    every ancestor's definition, are the same) and the two queries differ only in
-    projections one of them lacks and in clauses that choose rows (WHERE, GROUP BY,
-    HAVING, QUALIFY, ORDER BY, LIMIT): each column both have is then the same expression
-    over the same tables. Anything else (a star, another shape of query) may."""
-    if parents_changed:
+    ancestors). ``parents_may``: whether a parent's may (:class:`Retyping`). They cannot
+    when no parent's may, the kind and declared columns are the same, and the two
+    queries differ only in projections one of them lacks and in clauses that choose rows
+    (WHERE, GROUP BY, HAVING, QUALIFY, ORDER BY, LIMIT): each column both have is then the
+    same expression over the same tables. Anything else (a star, another shape) may."""
+    if parents_may or old.kind != new.kind or old.columns != new.columns:
         return True
     before, after = old.query, new.query
     if not isinstance(before, exp.Select) or not isinstance(after, exp.Select):
-        return before is not None or after is not None  # a Python model's are declared
+        return before is not None or after is not None  # no query: the declared types
     projections = []
     for query in (before, after):
         if any(is_star(s) or not s.alias_or_name for s in query.selects):
@@ -106,13 +108,66 @@ def types_may_differ(old: Model, new: Model, parents_changed: bool) -> bool:
     common = projections[0].keys() & projections[1].keys()
     if any(projections[0][c] != projections[1][c] for c in common):
         return True
-    rest = []
-    for query in (before, after):
-        kept = query.copy()  # the model's parsed query is shared: left as it is
-        for key in _NOT_TYPES:
-            kept.set(key, None)
-        rest.append(kept.sql("spark"))
-    return rest[0] != rest[1]
+    return _rest(before) != _rest(after)
+
+
+def _rest(query: exp.Select) -> list[tuple[str, object]]:
+    """What a query says besides its projections and the clauses choosing its rows."""
+    return [
+        (
+            key,
+            value.sql("spark") if isinstance(value, exp.Expr) else [v.sql("spark") for v in value],
+        )
+        if isinstance(value, exp.Expr | list)
+        else (key, value)
+        for key, value in sorted(query.args.items())
+        if key not in _NOT_TYPES and value
+    ]
+
+
+class Retyping:
+    """Which models of a plan may have a column whose inferred type changed, on demand:
+    a model added, one whose own change may retype (:func:`types_may_differ`), or one
+    with a parent that may. A model whose data fingerprint is the same and whose parents'
+    are too has the types it had."""
+
+    def __init__(
+        self,
+        models: Mapping[str, Model],
+        fingerprints: Mapping[str, Fingerprint],
+        base: Mapping[str, Snapshot],
+    ) -> None:
+        self.models, self.fingerprints, self.base = models, fingerprints, base
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        stack = [name]
+        while stack:
+            top = stack[-1]
+            if top in self.known:
+                stack.pop()
+                continue
+            model, old = self.models.get(top), self.base.get(top)
+            if model is None or old is None:
+                self.known[top] = model is not None  # added: no old types to compare
+                stack.pop()
+                continue
+            fingerprint = self.fingerprints[top]
+            if old.fingerprint.parent_data_hash == fingerprint.parent_data_hash:
+                parents = []  # every ancestor as it was
+            else:
+                parents = [p for p in model.depends_on if p != top]
+            waiting = [p for p in parents if p not in self.known]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            parents_may = any(self.known[p] for p in parents)
+            if old.fingerprint.data_hash == fingerprint.data_hash:
+                self.known[top] = parents_may
+            else:
+                self.known[top] = types_may_differ(old.model, model, parents_may)
+        return self.known[name]
 
 
 def _validity(model: Model) -> dict[str, str]:

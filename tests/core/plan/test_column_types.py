@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.core.errors import PlanError
 from sluice.core.model.definition import Kind, KindName, Model
 from sluice.core.model.loader import load_project
 from sluice.core.plan.column_types import ColumnTypes
@@ -258,3 +259,33 @@ def test_a_plan_infers_types_only_for_a_forward_only_change_that_may_retype(
     # A column's expression changed: its type is inferred, old and new.
     plan_of(load(tmp_path / "3", project("amount * 2")), prod, end=end)
     assert {key[0] for key in column_types._CACHE} == {"s.m"}
+
+
+def test_a_parent_s_change_asks_for_types_only_when_it_may_retype(tmp_path: Path) -> None:
+    from sluice.core.plan import column_types
+    from sluice.core.timeutil import to_ms
+    from tests.core.helpers import plan_of
+
+    def project(parent: str) -> dict[str, str]:
+        child = "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column at, forward_only true));\n"
+        return {
+            "config.yaml": CONFIG.format(dialect="spark"),
+            "external_models.yaml": EXTERNALS,
+            "models/p.sql": f"MODEL (name s.p, kind FULL);\nSELECT id, at, {parent} FROM raw.orders\n",
+            "models/m.sql": child + "SELECT id, at, amount, 1 AS one FROM s.p\n",
+        }
+
+    end = to_ms("2024-01-03")
+    before = project("amount")
+    before["models/m.sql"] = before["models/m.sql"].replace(", 1 AS one", "")
+    prod = plan_of(load(tmp_path / "1", before), end=end)
+    column_types._CACHE.clear()
+    # The parent adds a column, the child too: no column of theirs can change type.
+    plan_of(load(tmp_path / "2", project("amount, 2 AS two")), prod, end=end)
+    assert not column_types._CACHE
+    # The parent's amount is another expression: the child's amount may change type,
+    # and does (the child's own query names it as before).
+    retyped = load(tmp_path / "3", project("CAST(amount AS INT) AS amount"))
+    with pytest.raises(PlanError, match=r"changes column amount from DOUBLE to INT \(inferred\)"):
+        plan_of(retyped, prod, end=end)
+    assert {key[0] for key in column_types._CACHE} == {"s.m", "s.p"}

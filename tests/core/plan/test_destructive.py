@@ -144,8 +144,8 @@ def test_types_are_inferred_only_where_they_may_differ() -> None:
         "SELECT a, b + 1 AS b FROM s.p WHERE a > 0 GROUP BY a, b",
     ]
     for sql in same_types:
-        assert not types_may_differ(base, model(sql), parents_changed=False), sql
-        assert types_may_differ(base, model(sql), parents_changed=True), sql
+        assert not types_may_differ(base, model(sql), parents_may=False), sql
+        assert types_may_differ(base, model(sql), parents_may=True), sql
     may_differ = [
         "SELECT a, b + 1.5 AS b FROM s.p WHERE a > 0",  # a column's expression
         "SELECT a, b + 1 AS b FROM s.q AS p WHERE a > 0",  # another table
@@ -154,6 +154,6 @@ def test_types_are_inferred_only_where_they_may_differ() -> None:
         "WITH p AS (SELECT 1 AS a, 2 AS b) SELECT a, b + 1 AS b FROM p WHERE a > 0",
     ]
     for sql in may_differ:
-        assert types_may_differ(base, model(sql), parents_changed=False), sql
+        assert types_may_differ(base, model(sql), parents_may=False), sql
     # The shared parsed queries are left as they were.
     assert base.query is not None and base.query.sql("spark") == base.query_sql
