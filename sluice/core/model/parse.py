@@ -580,8 +580,9 @@ def _query(
     try:
         # Empty statements (`;;`) and a comment after the last `;` are no statements.
         parsed = sqlglot.parse(subst.text, read=dialect)
-        _mark_lines(parsed, subst.text, dialect)
         statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
+        if len(statements) > 1 and around is not None:  # where each statement starts
+            _mark_lines(parsed, subst.text, dialect)
     except ParseError as exc:
         refuse_text()
         description, line, col = syntax_error(exc)
