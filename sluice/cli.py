@@ -41,6 +41,12 @@ def _demo(group: click.Group) -> None:
     demo.register(group)
 
 
+def _ui(group: click.Group) -> None:
+    from sluice.bot.entry import ui
+
+    ui.register(group)
+
+
 def _jobs(group: click.Group) -> None:
     from sluice.bot.entry import jobs
 
@@ -59,6 +65,7 @@ LAZY_COMMANDS: tuple[tuple[str, Callable[[click.Group], None], str, str], ...] =
         "Develop",
     ),
     ("pr", _pr, "The pull-request flow on a git repository on disk (no GitHub).", "Develop"),
+    ("ui", _ui, "Serve the web UI of a local project on 127.0.0.1 (no sign-in).", "Develop"),
     (
         "serve",
         _serve,

@@ -53,7 +53,7 @@ def test_the_commands_are_listed_by_task_each_with_its_whole_help() -> None:
     assert list(sections["Plan and review"]) == ["plan", "table-diff", "query", "test"]
     assert list(sections["Run and deploy"]) == ["apply", "run", "rollback"]
     assert list(sections["Environments"]) == ["environments", "invalidate", "janitor"]
-    assert set(sections["Develop"]) == {"spark", "demo", "pr"}
+    assert set(sections["Develop"]) == {"spark", "demo", "pr", "ui"}
     assert set(sections["Service"]) == {"serve", "jobs", "action"}
     listed = {name: text for rows in sections.values() for name, text in rows.items()}
     assert set(listed) == set(cli.list_commands(click.Context(cli)))
