@@ -10,8 +10,17 @@ show escaped.
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
@@ -107,3 +116,47 @@ def web_world(root: Path) -> WebWorld:
     github.open_pull(7, head_sha=HEAD, base="main", author="alice", title=TITLE)
     bot.deliver("pull_request", opened(7, HEAD))
     return WebWorld(bot, warehouse, github, root)
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium driven by Playwright (no browser download: installed as
+    scripts/ensure-mermaid.sh does). Skipped without them locally, never under CI."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - the dev lock installs it
+        if os.environ.get("CI") == "true":
+            pytest.fail("playwright is not installed: install requirements/dev.lock")
+        pytest.skip("playwright is not installed")
+    if not Path(CHROMIUM).is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed: run scripts/ensure-mermaid.sh")
+        pytest.skip("chromium is not installed: run scripts/ensure-mermaid.sh")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` served by a real uvicorn on 127.0.0.1 (a free port, in a thread): its origin."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
