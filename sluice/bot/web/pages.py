@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from sluice import __version__
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.site import Site
+from sluice.core.words import size
 
 TEMPLATES = FilePath(__file__).parent / "templates"
 CSP = (
@@ -47,6 +48,7 @@ def _environment() -> Environment:
     )
     env.filters["when"] = _when
     env.filters["when_s"] = lambda v: _when(v, seconds=True)
+    env.filters["size"] = lambda n: "-" if n is None else size(n)
     return env
 
 

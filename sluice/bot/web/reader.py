@@ -25,7 +25,8 @@ from sluice.bot.web import schema as s
 from sluice.core.rollback import history
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.snapshot.snapshot import Snapshot
-from sluice.core.state import EnvironmentRecord, PlanRecord, open_state
+from sluice.core.state import EnvironmentRecord, JobResult, PlanRecord, open_state
+from sluice.core.tablediff.result import TableDiffResult
 from sluice.core.workflow import PLAN_SNAPSHOTS
 
 _PR_ENV = re.compile(r"^(?:[a-z0-9_]+_)?pr_([0-9]{1,9})$")
@@ -33,6 +34,7 @@ LOG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """A job's id as its log file is named (``submit._safe``: word characters, dots, dashes)."""
 HISTORY_LIMIT = 1000
 APPROVAL = "sluice/approval"
+TABLE_DIFF, AUDIT = "table_diff", "audit"  # the kinds of results a build records
 
 
 class PullSource(Protocol):
@@ -115,8 +117,24 @@ class Reader:
         )
 
     def environment(self, name: str) -> s.Environment | None:
+        """One environment with its models' versions, which of them are its own (not
+        prod's) and their tables' measured sizes."""
         record = self.state.get_environment(name)
-        return None if record is None else self._environment(record, versions=True)
+        if record is None:
+            return None
+        view = self._environment(record, versions=True)
+        prod = self.state.get_environment(PROD) if name != PROD else None
+        shared = {(r.name, r.version) for r in prod.snapshots} if prod is not None else set()
+        sizes = self.state.get_table_sizes(v.name for v in view.versions)
+        own = 0
+        for version in view.versions:
+            size = sizes.get((version.name, version.version))
+            version.own = name != PROD and (version.name, version.version) not in shared
+            if size is not None:
+                version.bytes, version.rows = size.bytes, size.rows
+                own += size.bytes if version.own else 0
+        view.own_bytes = own if name != PROD else None
+        return view
 
     # -- plans and pull requests ----------------------------------------------------------
 
@@ -171,6 +189,7 @@ class Reader:
                 merge_intervals=review.merge_intervals,
                 check=next((c for c in checks if c.name == APPROVAL), None),
             )
+        results = self.state.get_results(plan_id=plan.plan_id) if plan is not None else []
         return s.PullRequestView(
             repository=self.repo,
             number=number,
@@ -183,6 +202,16 @@ class Reader:
             checks=checks,
             approvals=approvals,
             builds=[s.Build(sha=sha, fingerprint=fp, created=at) for sha, fp, at in builds],
+            table_diffs=[_table_diff(r) for r in results if r.kind == TABLE_DIFF],
+            audits=[
+                s.AuditOutcome(
+                    name=r.name,
+                    passed=r.passed,
+                    violations=_int(r.payload.get("violations")),
+                )
+                for r in results
+                if r.kind == AUDIT
+            ],
         )
 
     # -- queue and jobs -------------------------------------------------------------------
@@ -302,6 +331,29 @@ def _queue_job(record: JobRecord) -> s.QueueJob:
     )
 
 
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _table_diff(result: JobResult) -> s.TableDiff:
+    """A PR table's comparison with prod's, as the job recorded it (core's own reading of
+    the record: the same the comment's table diff is rendered from)."""
+    diff = TableDiffResult.from_json(result.payload)  # type: ignore[arg-type]
+    return s.TableDiff(
+        name=diff.name,
+        source=diff.source,
+        target=diff.target,
+        identical=diff.identical,
+        source_rows=diff.source_rows,
+        target_rows=diff.target_rows,
+        source_only=diff.source_only,
+        target_only=diff.target_only,
+        differing_rows=diff.differing_rows,
+        changed_columns=list(diff.changed_columns),
+        note=diff.note,
+    )
+
+
 def _check(check: Check) -> s.CheckView:
     return s.CheckView(
         name=check.name,
@@ -360,6 +412,9 @@ def _plan_view(record: PlanRecord) -> s.PlanView:
             for b in _list(payload, "backfill")
         ],
         warnings=[str(w) for w in payload.get("warnings", [])],
+        scan_bytes=_int(payload.get("scan_bytes")),
+        write_rows=_int(payload.get("write_rows")),
+        write_bytes=_int(payload.get("write_bytes")),
     )
 
 

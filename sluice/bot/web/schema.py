@@ -27,6 +27,9 @@ class ModelVersion(BaseModel):
     name: str
     version: str
     identifier: str
+    own: bool = Field(default=False, description="its table is not prod's (built for it)")
+    bytes: int | None = Field(default=None, description="its table's size when last measured")
+    rows: int | None = None
 
 
 class Environment(BaseModel):
@@ -41,6 +44,9 @@ class Environment(BaseModel):
     expires: int | None
     models: int
     versions: list[ModelVersion] = Field(default_factory=list)
+    own_bytes: int | None = Field(
+        default=None, description="the measured size of the tables it does not share with prod"
+    )
 
 
 class Change(BaseModel):
@@ -77,6 +83,29 @@ class PlanView(BaseModel):
     unaffected: list[str]
     backfill: list[BackfillRange]
     warnings: list[str]
+    scan_bytes: int | None = Field(description="what the backfill reads, estimated")
+    write_rows: int | None = Field(description="what the backfill writes, estimated")
+    write_bytes: int | None
+
+
+class TableDiff(BaseModel):
+    name: str
+    source: str
+    target: str
+    identical: bool
+    source_rows: int | None
+    target_rows: int | None
+    source_only: int | None
+    target_only: int | None
+    differing_rows: int | None
+    changed_columns: list[str]
+    note: str | None
+
+
+class AuditOutcome(BaseModel):
+    name: str
+    passed: bool
+    violations: int | None
 
 
 class CheckView(BaseModel):
@@ -115,6 +144,8 @@ class PullRequestView(BaseModel):
     checks: list[CheckView]
     approvals: Approvals | None
     builds: list[Build]
+    table_diffs: list[TableDiff] = Field(description="the PR's tables against prod's")
+    audits: list[AuditOutcome] = Field(description="the audits its build ran")
 
 
 class PullSummary(BaseModel):

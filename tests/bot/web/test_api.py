@@ -68,6 +68,10 @@ def test_environments_list_prod_and_the_pull_requests(api: TestClient) -> None:
     }
     assert versions["jaffle.orders"] != prod["jaffle.orders"]  # the PR's change
     assert versions["jaffle.stg_orders"] == prod["jaffle.stg_orders"]
+    own = {v["name"]: v for v in one["versions"] if v["own"]}
+    assert "jaffle.orders" in own and "jaffle.stg_orders" not in own
+    assert own["jaffle.orders"]["rows"] == 99  # the table the PR's job measured
+    assert one["own_bytes"] == sum(v["bytes"] or 0 for v in own.values()) > 0
     # filters: by state, by repository
     assert api.get("/api/v1/environments", params={"status": "expired"}).json()["total"] == 0
     assert api.get("/api/v1/environments", params={"repo": KEY}).json()["total"] == 2
@@ -104,6 +108,10 @@ def test_a_pull_requests_plan_says_what_changed_and_why(api: TestClient) -> None
     approvals = pr["approvals"]
     assert approvals["owners_of_changes"] == {"jaffle.orders": "finance"}
     assert approvals["clicks"] == []
+    diffs = {d["name"]: d for d in pr["table_diffs"]}
+    assert diffs["jaffle.orders"]["identical"] is False
+    assert diffs["jaffle.customers"]["identical"] is True
+    assert pr["audits"] and all(a["passed"] for a in pr["audits"])
     # the same plan by its id
     assert api.get(f"/api/v1/plans/{plan['plan_id']}").json() == plan
 

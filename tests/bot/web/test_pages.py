@@ -63,6 +63,15 @@ def test_the_pull_requests_page_shows_its_plan_checks_and_builds(ui: TestClient)
     assert '<span class="add">+WHERE' in page  # the SQL diff, line by line
     assert "sluice/pr-environment" in page and "sluice/approval" in page
     assert "a1a1a1a1a1a1" in page  # the build on its head
+    assert 'data-testid="table-diffs"' in page and '<td colspan="5">identical</td>' in page
+    assert 'data-testid="audits"' in page
+
+
+def test_an_environment_page_says_which_tables_are_its_own_and_their_size(
+    ui: TestClient,
+) -> None:
+    page = ui.get("/ui/environments/pr_7").text
+    assert "Its own tables:" in page and "its own" in page and "prod&#39;s" in page
 
 
 def test_the_environment_filter_and_the_model_search(ui: TestClient) -> None:
