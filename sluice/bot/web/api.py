@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from sluice.bot.web import schema as s
-from sluice.bot.web.logs import follow
+from sluice.bot.web.logs import follow, start_of
 from sluice.bot.web.site import Site
 
 Repo = Annotated[str | None, Query(max_length=300, description="The repository, forge:owner/name.")]
@@ -89,12 +89,18 @@ def router(site: Site) -> APIRouter:
         response_class=StreamingResponse,
         responses={200: {"content": {"text/event-stream": {}}, "description": "The log."}},
     )
-    def job_log(request: Request, job_id: Name, repo: Repo = None) -> StreamingResponse:
-        """A Spark job's log as server-sent events: every line, then the new ones as they
-        are written, then an ``end`` event."""
+    def job_log(
+        request: Request,
+        job_id: Name,
+        repo: Repo = None,
+        last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+    ) -> StreamingResponse:
+        """A Spark job's log as server-sent events: every line (from ``Last-Event-ID``, the
+        byte offset a reconnecting browser had reached), then the new ones as they are
+        written, then an ``end`` event."""
         path = _found(site.open(request, repo).log_path(job_id), "job log")
         return StreamingResponse(
-            follow(path),
+            follow(path, start=start_of(last_event_id, path)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )

@@ -173,12 +173,20 @@ def test_a_jobs_log_streams_its_lines_and_ends(world: WebWorld, api: TestClient)
     with api.stream("GET", "/api/v1/jobs/preview-pr_7-abc-1/log") as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         body = "".join(response.iter_text())
-    assert body.split("\n\n")[:3] == [
-        "data: starting",
-        "data: <b>not html</b>",
-        'data: @@sluice {"event": "job_done", "job_id": "preview-pr_7-abc-1", "results": {}}',
+    events = body.split("\n\n")
+    assert events[:4] == [
+        "retry: 500",
+        "id: 9\ndata: starting",
+        "id: 25\ndata: <b>not html</b>",
+        'id: 103\ndata: @@sluice {"event": "job_done", "job_id": "preview-pr_7-abc-1", '
+        '"results": {}}',
     ]
-    assert "event: end" in body and "after the end" not in body
+    assert events[4].startswith("event: end\n") and "after the end" not in body
+    # a browser reconnecting goes on from the last line it had
+    headers = {"Last-Event-ID": "9"}
+    with api.stream("GET", "/api/v1/jobs/preview-pr_7-abc-1/log", headers=headers) as again:
+        resumed = "".join(again.iter_text()).split("\n\n")
+    assert resumed[1] == "id: 25\ndata: <b>not html</b>"
     assert api.get("/api/v1/jobs/..%2Fstate.db/log").status_code == 404
     assert api.get("/api/v1/jobs/nothing/log").status_code == 404
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sluice.bot.web import logs
 from sluice.bot.web.standalone import ui_app
 from tests.helpers.web import TITLE, WebWorld, chromium, served, web_world
 
@@ -107,24 +108,33 @@ def test_every_page_opens_without_a_console_error_or_a_script_of_the_users(
     assert watched.problems == []
 
 
-def test_a_jobs_log_is_followed_live_to_its_end(browser: Any, origin: str, world: WebWorld) -> None:
+def test_a_jobs_log_is_followed_live_to_its_end(
+    browser: Any, origin: str, world: WebWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each response follows a moment only: the page goes on through reconnections
+    monkeypatch.setattr(logs, "SPAN", 0.3)
     world.logs.mkdir(parents=True, exist_ok=True)
     log = world.logs / f"{JOB}.log"
     log.write_text("the job started\n")
     watched = Watched(browser)
     page = watched.page
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/log?" in r.url else None)
     try:
         page.goto(f"{origin}/ui/jobs")
         page.click(f"text={JOB}")
         shown = page.locator("[data-testid=log]")
         shown.get_by_text("the job started").wait_for()
         assert page.locator("[data-testid=log-state]").inner_text() == "following…"
+        while len(streams) < 3:  # it reconnected, twice, before the job writes again
+            page.wait_for_event("request")
         # the job goes on writing while the page is open
         with log.open("a") as file:
             file.write("building jaffle.orders <b>bold?</b>\n")
             file.write(f'@@sluice {{"event": "job_done", "job_id": "{JOB}", "results": {{}}}}\n')
         page.wait_for_selector("[data-testid=log-state][data-ended=true]")
         lines = shown.inner_text().splitlines()
+        assert len(lines) == 3  # each line once, across the reconnections
         assert lines[0] == "the job started"
         assert lines[1] == "building jaffle.orders <b>bold?</b>"  # text, not markup
         assert lines[2].startswith('@@sluice {"event": "job_done"')

@@ -1,5 +1,7 @@
 // The job page's live log: the server-sent events of /api/v1/jobs/<id>/log, each line
-// appended as text (never as HTML), until the stream's "end" event.
+// appended as text (never as HTML), until the stream's "end" event. A response ends
+// every few seconds without it: the EventSource reconnects by itself and the server goes
+// on from the last line's id.
 "use strict";
 (function () {
   const log = document.getElementById("log");
@@ -17,8 +19,7 @@
     state.dataset.ended = "true";
   });
   source.onerror = function () {
-    if (state.dataset.ended) return;
-    source.close();
+    if (state.dataset.ended || source.readyState !== EventSource.CLOSED) return;
     state.textContent = "the connection was lost; reload to follow it again";
   };
 })();
