@@ -15,6 +15,11 @@ class Access(Protocol):
 
     def may_read(self, request: Request, repo: str) -> bool: ...
 
+    def may_enter(self, request: Request) -> bool:
+        """Whether the request may read anything at all (False: 403, :attr:`refusal`),
+        asked before the site looks up what it serves."""
+        ...
+
     @property
     def refusal(self) -> str:
         """Why a refused request is refused (403's message)."""
@@ -29,6 +34,9 @@ class Everyone:
     def may_read(self, request: Request, repo: str) -> bool:
         return True
 
+    def may_enter(self, request: Request) -> bool:
+        return True
+
 
 class NoOne:
     """No request may read anything: the service's default until sign-in exists."""
@@ -39,4 +47,7 @@ class NoOne:
     )
 
     def may_read(self, request: Request, repo: str) -> bool:
+        return False
+
+    def may_enter(self, request: Request) -> bool:
         return False

@@ -32,6 +32,8 @@ class Site:
 
     def visible(self, request: Request) -> list[str]:
         """The repositories the request may see."""
+        if not self.access.may_enter(request):
+            return []
         return [r for r in self._repos() if self.access.may_read(request, r)]
 
     def open(self, request: Request, repo: str | None) -> Reader:
@@ -41,9 +43,9 @@ class Site:
             HTTPException: 403 when the request may see nothing at all (no sign-in yet),
                 404 when the site does not serve ``repo`` or the request may not read it.
         """
-        served = list(self._repos())
-        if not any(self.access.may_read(request, r) for r in served) and self.access.refusal:
+        if not self.access.may_enter(request):
             raise HTTPException(403, self.access.refusal)
+        served = list(self._repos())
         if repo is None:
             repo = next((r for r in served if self.access.may_read(request, r)), None)
         if repo is None or repo not in served or not self.access.may_read(request, repo):
