@@ -40,6 +40,7 @@ from sqlglot.schema import MappingSchema
 
 from sluice.core.model import macros
 from sluice.core.model.definition import KindName, Model
+from sluice.core.plan.alias_expansion import within
 from sluice.core.plan.outputs import is_star
 
 Typed = tuple[tuple[str, str], ...]
@@ -119,7 +120,7 @@ def infer(
     if any(not s.output_name and not is_star(s) for s in query.selects):
         return None  # Spark names it after its text, sqlglot's qualify _col_0: unknown
     annotated: exp.Expr | None = None
-    if parents is not None:
+    if parents is not None and within(query):  # else a hostile alias chain: see there
         try:
             schema = _schema(parents)
             annotated = annotate_types(

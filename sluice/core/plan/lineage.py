@@ -55,6 +55,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope, walk_in_scope
 
 from sluice.core.model.definition import Model
+from sluice.core.plan.alias_expansion import MAX_EXPANDED, within
 from sluice.core.plan.outputs import (
     OutputColumns,
     Schema,
@@ -473,6 +474,11 @@ def analyse(query: exp.Expr, schema: Schema) -> Shape:
     try:
         plain = without_macros(query)
         _check_stars(plain, known)
+        if not within(plain):
+            raise _Unknown(
+                "its columns name other columns' aliases so often that reading them "
+                f"would build more than {MAX_EXPANDED:,} nodes"
+            )
         qualified = qualify(
             plain,
             dialect="spark",

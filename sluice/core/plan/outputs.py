@@ -38,6 +38,7 @@ from sqlglot.optimizer.scope import Scope, build_scope, walk_in_scope
 
 from sluice.core.model.definition import Model
 from sluice.core.model.macro.lexer import PREFIX
+from sluice.core.plan.alias_expansion import within
 
 Columns = tuple[str, ...]
 Schema = Mapping[str, Sequence[str] | None]
@@ -199,6 +200,8 @@ def query_columns(query: exp.Expr, schema: Schema) -> Columns | None:
         return None
     names = [n.lower() for n in query.named_selects]
     if "*" in names:
+        if not within(query):
+            return None  # a hostile alias chain (alias_expansion): not known
         try:
             qualified = qualify(
                 without_macros(query),
