@@ -384,6 +384,24 @@ class Ledger(Transactions):
                 found |= {(row.model, row.content) for row in conn.execute(query)}
         return [item for item in wanted if item not in found]
 
+    def approvals(self, repo: str, items: Iterable[Item]) -> dict[Item, tuple[int, list[str]]]:
+        """Of ``items``, those a gate approved in ``repo``: the PR that approved each and
+        who approved it (the web UI's prod history says where a promotion came from)."""
+        wanted = sorted(set(items))
+        found: dict[Item, tuple[int, list[str]]] = {}
+        with self._reading("read approved models") as conn:
+            for chunk in _chunks(wanted, 200):
+                query = select(
+                    approved.c.model, approved.c.content, approved.c.number, approved.c.approvers
+                ).where(
+                    approved.c.repo == repo,
+                    or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
+                )
+                for row in conn.execute(query):
+                    users = [u for u in str(row.approvers).split(",") if u]
+                    found[(row.model, row.content)] = (int(row.number), users)
+        return found
+
     # -- the sticky comment -----------------------------------------------------------
 
     def comment(self, repo: str, number: int) -> tuple[str | None, dict[str, str]]:

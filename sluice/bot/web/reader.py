@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sluice.bot.flow.ledger import Ledger
-from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.flow.reviewed_plan import PlanReview, own_key
 from sluice.bot.forge.base import Check, PullRequest
 from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
@@ -268,6 +268,7 @@ class Reader:
             payload = plan.payload
             earlier = seen[index + 2 :]  # a plan pointing prod back at an older one's tables
             rollback = bool(seen[index]) and seen[index] in earlier
+            source, by = (None, None) if rollback else self._approved_by(plan)
             changed = [str(c["name"]) for c in _list(payload, "directly_modified")] + [
                 str(c["name"]) for c in _list(payload, "indirectly_modified")
             ]
@@ -277,14 +278,39 @@ class Reader:
                     environment=plan.environment,
                     created=plan.created_ts,
                     kind="rollback" if rollback else "promotion",
-                    source=None,
-                    by=None,
+                    source=source,
+                    by=by,
                     added=[str(n) for n in payload.get("added", [])],
                     removed=[str(n) for n in payload.get("removed", [])],
                     changed=changed,
                 )
             )
         return s.Page(items=items, total=len(plans), offset=offset, limit=limit)
+
+    def _approved_by(self, plan: PlanRecord) -> tuple[str | None, str | None]:
+        """The pull requests whose gate approved what ``plan`` changed, and who approved
+        it (the ledger's approved contents: :func:`reviewed_plan.own_key` of each
+        changed model's snapshot); (None, None) when no gate did (a plan applied with the
+        CLI, a rollback)."""
+        changed = {str(c["name"]) for c in _list(plan.payload, "directly_modified")}
+        changed |= {str(n) for n in plan.payload.get("added", [])}
+        refs = plan.payload.get(PLAN_SNAPSHOTS)
+        if not changed or not isinstance(refs, list):
+            return None, None
+        ids = [
+            (str(r[0]), str(r[1]))
+            for r in refs
+            if isinstance(r, list) and len(r) == 3 and r[0] in changed
+        ]
+        stored = self.state.get_snapshots(ids)
+        keys = [(name, own_key(Snapshot.from_stored(snap))) for (name, _), snap in stored.items()]
+        found = self.ledger.approvals(self.repo, keys)
+        if not found:
+            return None, None
+        numbers = sorted({number for number, _ in found.values()})
+        users = sorted({user for _, approvers in found.values() for user in approvers})
+        prs = ", ".join(f"#{n}" for n in numbers)
+        return f"pull request {prs}", ", ".join(users) or None
 
     # -- models ---------------------------------------------------------------------------
 

@@ -186,8 +186,10 @@ class HistoryEntry(BaseModel):
     environment: str
     created: int
     kind: str = Field(description="promotion or rollback")
-    source: str | None = Field(description="the PR or tag it came from, when recorded")
-    by: str | None = Field(description="who, when recorded")
+    source: str | None = Field(
+        description="the pull requests whose gate approved what it changed, when one did"
+    )
+    by: str | None = Field(description="who approved it there")
     added: list[str]
     removed: list[str]
     changed: list[str]

@@ -14,6 +14,9 @@ from sluice.bot.queue.schema import NewJob
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web.standalone import ui_app
 from tests.helpers.web import HEAD, KEY, NOW, SQL_MARK, TITLE, WebWorld, web_world
+from tests.security.github_bot import C, merged, review
+
+MERGE = "e" * 40
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +201,24 @@ def test_a_service_without_ui_public_shows_nothing(world: WebWorld, tmp_path: Pa
             assert answer.status_code == 403, path
             assert "SLUICE_UI_PUBLIC" in answer.text
         assert client.get("/api/v1/repositories").json() == []
+
+
+def test_prod_history_says_which_pull_request_a_promotion_came_from_and_who_approved(
+    tmp_path: Path,
+) -> None:
+    world = web_world(tmp_path)
+    try:
+        bot, github = world.bot, world.github
+        github.add_review(7, "bob", "APPROVED", HEAD)
+        bot.deliver("pull_request_review", review(7, "bob", HEAD, 1))
+        github.commit(MERGE, dict(github.files[HEAD]), parents=(C, HEAD), branch="main")
+        github.close_pull(7, merged=True)
+        bot.deliver("pull_request", merged(7, HEAD, MERGE))
+        with TestClient(world.service()) as client:
+            history = client.get("/api/v1/history").json()["items"]
+    finally:
+        world.close()
+    promoted, built = history
+    assert promoted["kind"] == "promotion" and "jaffle.orders" in promoted["changed"]
+    assert promoted["source"] == "pull request #7" and promoted["by"] == "bob"
+    assert built["source"] is None and built["by"] is None  # applied with the CLI
