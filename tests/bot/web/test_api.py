@@ -13,6 +13,10 @@ from fastapi.testclient import TestClient
 from sluice.bot.queue.schema import NewJob
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web.standalone import ui_app
+from sluice.core import rollback, workflow
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import open_state
 from tests.helpers.web import HEAD, KEY, NOW, SQL_MARK, TITLE, WebWorld, web_world
 from tests.security.github_bot import C, merged, review
 
@@ -216,9 +220,22 @@ def test_prod_history_says_which_pull_request_a_promotion_came_from_and_who_appr
         bot.deliver("pull_request", merged(7, HEAD, MERGE))
         with TestClient(world.service()) as client:
             history = client.get("/api/v1/history").json()["items"]
+            # then `sluice rollback prod`: back to the plan before the promotion
+            project = load_project(bot.root / f"tree-{HEAD[:6]}", use_cache=False)
+            store = open_state(bot.url)
+            try:
+                back = rollback.plan_rollback(store, PROD, now=NOW + 1)
+                workflow.apply_plan(
+                    project, store, back.plan, world.warehouse.runner(), now=NOW + 1
+                )
+            finally:
+                store.close()
+            after = client.get("/api/v1/history").json()["items"]
     finally:
         world.close()
     promoted, built = history
     assert promoted["kind"] == "promotion" and "jaffle.orders" in promoted["changed"]
     assert promoted["source"] == "pull request #7" and promoted["by"] == "bob"
     assert built["source"] is None and built["by"] is None  # applied with the CLI
+    assert [h["kind"] for h in after] == ["rollback", "promotion", "promotion"]
+    assert after[0]["source"] is None and after[0]["created"] == NOW + 1
