@@ -27,7 +27,10 @@ def main(url: str, marker: Path) -> None:
 
     def up_then_wait(conn: Connection) -> None:
         last.up(conn)
-        marker.write_text(str(last.number))
+        # Written whole, then renamed: the test never reads a marker that is still empty.
+        partial = marker.with_suffix(".partial")
+        partial.write_text(str(last.number))
+        partial.replace(marker)
         time.sleep(120)  # killed here, mid-transaction
 
     paused = dataclasses.replace(
