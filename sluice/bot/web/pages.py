@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sluice import __version__
 from sluice.bot.web.reader import Reader
+from sluice.bot.web.sidebyside import side_by_side
 from sluice.bot.web.site import Site
 from sluice.core.words import size
 
@@ -49,6 +50,7 @@ def _environment() -> Environment:
     env.filters["when"] = _when
     env.filters["when_s"] = lambda v: _when(v, seconds=True)
     env.filters["size"] = lambda n: "-" if n is None else size(n)
+    env.filters["side_by_side"] = side_by_side
     return env
 
 

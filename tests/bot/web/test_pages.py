@@ -60,7 +60,9 @@ def test_the_index_leads_to_the_environments(ui: TestClient) -> None:
 def test_the_pull_requests_page_shows_its_plan_checks_and_builds(ui: TestClient) -> None:
     page = ui.get("/ui/pulls/7", params={"repo": KEY}).text
     assert "breaking (direct)" in page and "reached by <code>jaffle.orders</code>" in page
-    assert '<span class="add">+WHERE' in page  # the SQL diff, line by line
+    # the SQL diff side by side: the new line on the right, nothing beside it on the left
+    assert '<td class="gap"><pre></pre></td>' in page
+    assert '<td class="add"><pre>WHERE' in page
     assert "sluice/pr-environment" in page and "sluice/approval" in page
     assert "a1a1a1a1a1a1" in page  # the build on its head
     assert 'data-testid="table-diffs"' in page and '<td colspan="5">identical</td>' in page
