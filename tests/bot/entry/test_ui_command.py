@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -15,7 +16,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
+from sluice.bot.entry.ui import site_of
+from sluice.bot.web.standalone import ui_app
 from sluice.cli import cli
 from sluice.core import workflow
 from sluice.core.snapshot.naming import PROD
@@ -24,6 +28,7 @@ from sluice.core.state import open_state
 from tests.core.helpers import load
 
 NOW = 1_800_000_000_000
+REPO = Path(__file__).resolve().parents[3]
 CONFIG = "model_defaults:\n  dialect: spark\n"
 ONE = "MODEL (name s.one, kind FULL, owner 'ana');\nSELECT 1 AS id\n"
 
@@ -94,3 +99,56 @@ def test_a_project_without_state_is_refused_naming_what_to_run(tmp_path: Path) -
 def test_a_folder_outside_git_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["ui", "--project", str(tmp_path)])
     assert result.exit_code != 0 and "is not in a git repository" in result.output
+
+
+def _git(root: Path, *args: str) -> None:
+    identity = ["-c", "user.name=Ana", "-c", "user.email=ana@example.com"]
+    subprocess.run(["git", *identity, *args], cwd=root, check=True, capture_output=True)
+
+
+def test_the_site_shows_a_local_pull_request_that_sluice_pr_built(tmp_path: Path) -> None:
+    """``sluice pr open`` (the scripted runner, no Spark) then ``sluice ui``'s site on the
+    same repository: the PR's title and checks from the local forge, its plan and build
+    from the state and ledger under the key ``sluice pr`` gave them."""
+    root = tmp_path / "shop"
+    shutil.copytree(
+        REPO / "examples" / "jaffle_shop", root, ignore=shutil.ignore_patterns(".sluice")
+    )
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "shop")
+    _git(root, "checkout", "-q", "-b", "change")
+    orders = root / "models" / "orders.sql"
+    orders.write_text(orders.read_text() + "\n-- <script>x</script> a comment\nLIMIT 1000\n")
+    _git(root, "commit", "-q", "-am", "orders: at most 1000")
+    _git(root, "checkout", "-q", "main")
+    warehouse = Warehouse()
+    opened = CliRunner().invoke(
+        cli,
+        [
+            "pr",
+            "open",
+            "--repo",
+            str(root),
+            "--base",
+            "main",
+            "--head",
+            "change",
+            "--title",
+            "<i>Cap</i> orders",
+            "--user",
+            "ana",
+            "-q",
+        ],
+        obj={"runner_for": warehouse.runner},
+    )
+    assert opened.exit_code == 0, opened.output
+    site, repo = site_of(root)
+    assert repo == "local:shop"
+    with TestClient(ui_app(site)) as client:
+        [listed] = client.get("/api/v1/pulls").json()["items"]
+        pr = client.get("/api/v1/pulls/1").json()
+    assert (listed["number"], listed["title"]) == (1, "<i>Cap</i> orders")
+    assert pr["plan"] and pr["builds"]
+    assert "jaffle.orders" in pr["plan"]["added"]  # no prod yet: every model is new
+    assert {c["name"] for c in pr["checks"]} >= {"sluice/pr-environment", "sluice/approval"}
