@@ -107,14 +107,32 @@ class Reader:
         )
 
     def environments(self, *, status: str | None, offset: int, limit: int) -> s.Page[s.Environment]:
-        listed = [self._environment(r, versions=False) for r in self.state.list_environments()]
+        records = {r.name: r for r in self.state.list_environments()}
+        listed = [self._environment(r, versions=False) for r in records.values()]
         order = {"prod": 0, "tier": 1, "pr": 2}
         listed.sort(key=lambda e: (order[e.kind], e.pull_request or 0, e.name))
         if status is not None:
             listed = [e for e in listed if e.status == status]
-        return s.Page(
-            items=listed[offset : offset + limit], total=len(listed), offset=offset, limit=limit
-        )
+        page = listed[offset : offset + limit]
+        self._own_sizes(page, records)
+        return s.Page(items=page, total=len(listed), offset=offset, limit=limit)
+
+    def _own_sizes(self, page: list[s.Environment], records: dict[str, EnvironmentRecord]) -> None:
+        """Each environment's ``own_bytes``: the measured size of its tables that are not
+        prod's (one read of the sizes for the whole page)."""
+        prod = records.get(PROD)
+        shared = {(r.name, r.version) for r in prod.snapshots} if prod is not None else set()
+        own = {
+            e.name: {(r.name, r.version) for r in records[e.name].snapshots} - shared
+            for e in page
+            if e.kind != "prod"
+        }
+        sizes = self.state.get_table_sizes({name for keys in own.values() for name, _ in keys})
+        for environment in page:
+            if environment.name in own:
+                environment.own_bytes = sum(
+                    sizes[key].bytes for key in own[environment.name] if key in sizes
+                )
 
     def environment(self, name: str) -> s.Environment | None:
         """One environment with its models' versions, which of them are its own (not

@@ -68,6 +68,7 @@ def test_environments_list_prod_and_the_pull_requests(api: TestClient) -> None:
     assert page["total"] == 2
     pr = page["items"][1]
     assert pr["status"] == "active" and pr["expires"] > NOW and pr["created"] == NOW
+    assert page["items"][0]["own_bytes"] is None  # prod shares with nobody it is compared to
     one = api.get("/api/v1/environments/pr_7").json()
     versions = {v["name"]: v["version"] for v in one["versions"]}
     prod = {
@@ -79,6 +80,7 @@ def test_environments_list_prod_and_the_pull_requests(api: TestClient) -> None:
     assert "jaffle.orders" in own and "jaffle.stg_orders" not in own
     assert own["jaffle.orders"]["rows"] == 99  # the table the PR's job measured
     assert one["own_bytes"] == sum(v["bytes"] or 0 for v in own.values()) > 0
+    assert one["own_bytes"] == pr["own_bytes"]  # the list says as much
     # filters: by state, by repository
     assert api.get("/api/v1/environments", params={"status": "expired"}).json()["total"] == 0
     assert api.get("/api/v1/environments", params={"repo": KEY}).json()["total"] == 2
