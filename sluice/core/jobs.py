@@ -23,8 +23,14 @@ from sluice.core.errors import ConfigError
 from sluice.core.model.definition import Audit, KindName
 from sluice.core.plan import statements
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import PROD, model_view_schema, physical_table, view_name
-from sluice.core.spark.render import build_steps, view_steps
+from sluice.core.snapshot.naming import (
+    PHYSICAL_PREFIX,
+    PROD,
+    model_view_schema,
+    physical_table,
+    view_name,
+)
+from sluice.core.spark.render import build_steps, managed_schemas, view_steps
 from sluice.core.spark.spec import JobSpec, SqlStep, Step
 from sluice.core.state.records import EnvironmentRecord, StoredSnapshot, TableKey
 
@@ -63,6 +69,7 @@ def apply_job(
     before_all: Sequence[str] = (),
     after_all: Sequence[str] = (),
     recorded: Collection[TableKey] = (),
+    prod_schemas: Collection[str] = (),
 ) -> JobSpec:
     """The job that builds and audits ``plan`` and points its environment's views.
 
@@ -74,13 +81,18 @@ def apply_job(
     ``recorded``: the physical tables state records a build of (:func:`recorded_builds`);
     their build steps may adopt the table when it has no mark (:func:`adopt_recorded`).
     Left out, none may: an unmarked table is refused.
+    ``prod_schemas``: the schemas of prod's environment as in force (:func:`prod_schemas`,
+    from state), which no statement of the project or of a model may name, whatever the
+    plan's own models are (a pull request may turn prod's model into an external one).
     """
-    check_statements(plan, {"before_all": before_all, "after_all": after_all}, project_dir)
+    given = {"before_all": before_all, "after_all": after_all}
+    check_statements(plan, given, project_dir, prod_schemas)
     steps: list[Step] = []
     if before_all:
         steps.append(_statements_step("before_all", before_all))
     steps += adopt_recorded(
-        build_steps(plan, audits, project_dir, table_format, restate_ranges), recorded
+        build_steps(plan, audits, project_dir, table_format, restate_ranges, prod_schemas),
+        recorded,
     )
     steps.append(view_steps(plan, previous_versions))
     if after_all:
@@ -119,6 +131,29 @@ def recorded_builds(state: StateReader, tables: Iterable[TableKey]) -> frozenset
     return frozenset(key for key, spans in state.get_intervals(set(tables)).items() if spans)
 
 
+def prod_schemas(state: StateReader) -> frozenset[str]:
+    """The schemas of prod's environment as state records it now (lower case, without a
+    catalog): of its models' views and of their physical tables, its external models'
+    left out (Sluice makes nothing there). Empty before prod's first apply.
+
+    For :func:`apply_job`'s ``prod_schemas``: what prod is comes from state, never from
+    the plan a pull request computes (which may have turned prod's model into an
+    external or embedded one, or dropped it).
+    """
+    record = state.get_environment(PROD)
+    if record is None:
+        return frozenset()
+    stored = state.get_snapshots(ref.id for ref in record.snapshots)
+    names = []
+    for ref in record.snapshots:
+        snap = stored.get(ref.id)
+        # A snapshot state no longer holds counts: its schema is managed all the same.
+        if snap is None or snap.payload["model"]["kind"]["name"] != KindName.EXTERNAL.value:
+            names.append(ref.name)
+    views = statements.model_schemas(names)
+    return frozenset(views | {PHYSICAL_PREFIX + schema for schema in views})
+
+
 def adopt_recorded(steps: list[Step], recorded: Collection[TableKey]) -> list[Step]:
     """``steps``, each build step told (``adopt_unmarked``) whether its table is one state
     records a build of (``recorded``): the only place the flag is set. What the build
@@ -130,17 +165,20 @@ def adopt_recorded(steps: list[Step], recorded: Collection[TableKey]) -> list[St
 
 
 def check_statements(
-    plan: Plan, given: Mapping[str, Sequence[str]], project_dir: str = "."
+    plan: Plan,
+    given: Mapping[str, Sequence[str]],
+    project_dir: str = ".",
+    prod_schemas: Collection[str] = (),
 ) -> None:
     """The project's statements name no schema Sluice manages: physical and environment
-    schemas by their form, and the schemas of the views of the plan's models (and of
-    those it removes), which only the plan knows.
+    schemas by their form, the schemas of prod's environment as in force
+    (``prod_schemas``, :func:`prod_schemas`), and those of the plan's models of every
+    kind but external (and of those it removes).
 
     Raises:
         ConfigError: naming config.yaml, the statement and the schema.
     """
-    names = [s.name for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL]
-    schemas = statements.model_schemas([*names, *plan.removed])
+    schemas = managed_schemas(plan, prod_schemas)
     config = Path(project_dir, "config.yaml")
     if not config.exists() and Path(project_dir, "config.py").exists():
         config = Path(project_dir, "config.py")

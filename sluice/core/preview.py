@@ -200,6 +200,7 @@ def preview_environment(
                 before_all=project.before_all,
                 after_all=project.after_all,
                 recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
+                prod_schemas=jobs.prod_schemas(state),
             )
             spec["environment"] = applied["environment"]
             spec["base_plan_id"] = applied["base_plan_id"]

@@ -343,6 +343,7 @@ def apply_plan(
             before_all=project.before_all,
             after_all=project.after_all,
             recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
+            prod_schemas=jobs.prod_schemas(state),
         )
         if not _needs_spark(spec):
             # Nothing to build and no view to create or drop (a project without models):

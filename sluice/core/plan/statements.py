@@ -39,7 +39,13 @@ And none may name
 
 - a physical schema (``sluice__<schema>``), nor any schema with ``__`` in its name: that
   is the form of an environment's view schemas (``<schema>__<environment>``);
-- the schema of a model of the plan (where prod's views are), or of a model it removes.
+- a schema of prod's environment as in force (its models' views and tables, from state:
+  a pull request may have turned prod's model into an external one), of a model of the
+  plan of any kind but external, or of a model it removes.
+
+And every table or view a statement creates or reads is named with its schema
+(:func:`unqualified`): Spark puts a name without one in its current database
+(``default``), which may be prod's.
 
 >>> sorted(named_schemas("CREATE TABLE IF NOT EXISTS raw.x AS SELECT * FROM sluice__shop.t"))
 ['raw', 'sluice__shop']
@@ -95,6 +101,10 @@ _PROPERTY_HINT = (
     "location, a provider, a class, options or Sluice's own sluice.* marks"
 )
 _NAME_HINT = "name it [catalog.]schema.name with letters, digits and '_' only, unquoted"
+_SCHEMA_HINT = (
+    "write schema.name (e.g. raw.revenue): a name without its schema is a table of Spark's "
+    "current database (default), which may be where prod's views are"
+)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
 _PROPERTY_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
 # What a table property's key may not name: where its files are, what reads them, what
@@ -193,6 +203,32 @@ def check(sql: str, dialect: str = "spark", *, queries: bool = False) -> Refusal
     for access in found:
         if access.path is None:  # a literal path: sluice.allowed_paths may allow it
             return Refusal(access.what, access.hint)
+    return unqualified(parsed[0])
+
+
+def unqualified(statement: exp.Expr) -> Refusal | None:
+    """The table or view ``statement`` (of the allow-list's shape) creates or reads
+    without its schema (None: it names every one with its schema, or reads a CTE). Spark
+    puts such a name in its current database (``default``), which may be where prod's
+    views are: the schemas a statement may not name (:func:`managed`) are known only
+    from the names it spells."""
+    if not isinstance(statement, exp.Create) or str(statement.args.get("kind")).upper() in (
+        "SCHEMA",
+        "DATABASE",
+    ):
+        target = None
+    else:
+        target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+    if isinstance(target, exp.Table) and not target.db:
+        kind = str(statement.args.get("kind") or "table").lower()
+        return Refusal(_unqualified(f"names its {kind}", target.name), _SCHEMA_HINT)
+    ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
+    for table in statement.find_all(exp.Table):
+        if table is target or fileaccess.is_file_table(table):
+            continue
+        named = isinstance(table.this, exp.Identifier)
+        if named and not table.db and table.name.lower() not in ctes:
+            return Refusal(_unqualified("reads", table.name), _SCHEMA_HINT)
     return None
 
 
@@ -256,7 +292,7 @@ def changes_existing(statement: exp.Expr) -> bool:
         taken = statement.copy()
         taken.set("exists", True)
         taken.set("replace", False)
-        return shape(taken) is None
+        return shape(taken) is None and unqualified(taken) is None
     return False
 
 
@@ -343,6 +379,13 @@ def _reads(body: exp.Expr) -> Refusal | None:
         elif fileaccess.is_identifier_clause(table.this):
             return Refusal("reads a table named by IDENTIFIER()", _NAME_HINT)
     return None
+
+
+def _unqualified(does: str, name: str) -> str:
+    return (
+        f"{does} '{name}' without its schema, which is Spark's current database (default): "
+        f"write schema.{name} (e.g. raw.{name})"
+    )
 
 
 _TABLE_NAME_ARGS = ("this", "db", "catalog")

@@ -6,7 +6,7 @@ what a model computes depends only on the versions its snapshot was planned with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -216,16 +216,30 @@ def audit_sql(
     return macros.render(sqlglot.parse_one(audit.query_sql, read="spark"), values).sql("spark")
 
 
+def managed_schemas(plan: Plan, prod_schemas: Collection[str] = ()) -> set[str]:
+    """The schemas (lower case) no statement of the project or of a model may name besides
+    those :func:`sluice.core.plan.statements.managed` knows by their form: prod's as in
+    force (``prod_schemas``: its views' and tables', from state, never from the plan a
+    pull request computes) and those of the plan's models of every kind but external
+    (embedded too: a schema the project keeps models in) and of the models it removes."""
+    names = [s.name for s in plan.snapshots if s.model.kind.name != KindName.EXTERNAL]
+    return statements.model_schemas([*names, *plan.removed]) | {
+        schema.lower() for schema in prod_schemas
+    }
+
+
 def build_steps(
     plan: Plan,
     audits: Mapping[str, Audit],
     project_dir: str,
     table_format: str,
     restate: Mapping[str, list[tuple[int, int]]] | None = None,
+    prod_schemas: Collection[str] = (),
 ) -> list[Step]:
     """Create and fill every table the plan needs, auditing each batch of a table right
     after it is written (its build runs the batch's ``audits``); a VIEW model's audits are
-    steps of their own, after its view is made."""
+    steps of their own, after its view is made. A model's statements may name none of
+    :func:`managed_schemas` (``prod_schemas``: prod's as in force, from state)."""
     tables = physical_names(plan.snapshots)
     embedded = embedded_queries(plan.snapshots)
     create_views = set(plan.create_views)
@@ -240,9 +254,7 @@ def build_steps(
             }
         )
     backfills = {b.name: b for b in plan.backfill}
-    schemas_of_views = statements.model_schemas(
-        [*(s.name for s in plan.snapshots if s.model.kind.has_views), *plan.removed]
-    )
+    schemas_of_views = managed_schemas(plan, prod_schemas)
     built = {s.name for s in plan.snapshots if s.name in backfills or s.name in create_views}
     parents = built_parents(plan.snapshots, built)
     for snap in plan.snapshots:

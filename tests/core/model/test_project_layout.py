@@ -218,14 +218,14 @@ def test_before_all_and_after_all_are_carried_as_spark_sql(tmp_path: Path) -> No
             "config.yaml": "model_defaults:\n  dialect: duckdb\n"
             "before_all:\n"
             "  - CREATE SCHEMA IF NOT EXISTS audit_log\n"
-            "  - CREATE TABLE IF NOT EXISTS analytics (tbl VARCHAR, eval_time VARCHAR)\n"
+            "  - CREATE TABLE IF NOT EXISTS audit_log.analytics (tbl VARCHAR, eval_time VARCHAR)\n"
             "after_all:\n"
             "  - CREATE VIEW IF NOT EXISTS audit_log.latest AS SELECT 1 AS x\n",
         },
     )
     assert project.before_all == (
         "CREATE SCHEMA IF NOT EXISTS audit_log",
-        "CREATE TABLE IF NOT EXISTS analytics (tbl STRING, eval_time STRING)",
+        "CREATE TABLE IF NOT EXISTS audit_log.analytics (tbl STRING, eval_time STRING)",
     )
     assert project.after_all == ("CREATE VIEW IF NOT EXISTS audit_log.latest AS SELECT 1 AS x",)
     # No longer dropped with a note saying they configure SQLMesh.
