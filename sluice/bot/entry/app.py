@@ -521,8 +521,9 @@ def create_app(
     # The web UI and /api/v1 (read only): the state's repository, to everyone only when
     # SLUICE_UI_PUBLIC says so (sign-in comes later, in bot/web/access.py).
     logs = Checkout(settings.workdir).logs  # where the jobs write their logs
+    owner = StateOwner(settings.state_url())
     site = Site(
-        StateOwner(settings.state_url()),
+        owner,
         lambda repo: Reader(repo, settings.state_url(), logs=logs),
         Everyone() if settings.ui_public else NoOne(),
     )
@@ -609,6 +610,7 @@ def create_app(
             connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect
             queue.close()
             site.close()
+            owner.close()
 
     app = _Service(title="Sluice", version=__version__, lifespan=lifespan)
     refusals = app.refusals = RefusalLog(

@@ -65,20 +65,26 @@ class Site:
 
 class StateOwner:
     """The repository a state database belongs to (the ledger's record, bound by the first
-    job), read until known, then kept: the service shows that one repository."""
+    job), read until known, then kept: the service shows that one repository. Its ledger
+    is opened once (opening migrates, under the database's write lock), on first use."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._owner: str | None = None
+        self._ledger: Ledger | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> list[str]:
         with self._lock:
             if self._owner is None:
-                ledger = Ledger(self.url)
-                try:
-                    owner = ledger.owner()
-                    self._owner = owner[0] if owner is not None else None
-                finally:
-                    ledger.close()
+                if self._ledger is None:
+                    self._ledger = Ledger(self.url)
+                owner = self._ledger.owner()
+                self._owner = owner[0] if owner is not None else None
         return [self._owner] if self._owner is not None else []
+
+    def close(self) -> None:
+        with self._lock:
+            ledger, self._ledger = self._ledger, None
+        if ledger is not None:
+            ledger.close()
