@@ -272,13 +272,14 @@ def _backfill(
     request: PlanRequest, snapshots: list[Snapshot], warnings: list[str]
 ) -> tuple[Backfill, ...]:
     base_versions = {(s.name, s.version) for s in request.base.values()}
+    starts: dict[str, int] = {}  # inferred starts (inferred_start), one cache for all
     result = []
     for snap in snapshots:
         model = snap.model
         if not model.kind.materialized:
             continue
         try:
-            backfill = _backfill_one(request, snap, base_versions)
+            backfill = _backfill_one(request, snap, base_versions, starts)
         except PlanError as exc:
             raise PlanError(
                 f"model {snap.name}: {exc.message}",
@@ -301,7 +302,10 @@ def _backfill(
 
 
 def _backfill_one(
-    request: PlanRequest, snap: Snapshot, base_versions: set[tuple[str, str]]
+    request: PlanRequest,
+    snap: Snapshot,
+    base_versions: set[tuple[str, str]],
+    starts: dict[str, int],
 ) -> Backfill | None:
     """What one materialized model needs filled (None: nothing)."""
     model = snap.model
@@ -318,7 +322,7 @@ def _backfill_one(
         first = (
             model.start
             if model.start is not None
-            else inferred_start(snap.name, request.models, request.end)
+            else inferred_start(snap.name, request.models, request.end, starts)
         )
         start = max(first, request.start) if request.start is not None else first
         if request.start is not None and request.environment != PROD and start >= end:
@@ -351,22 +355,40 @@ def inferred_start(
     """Where the backfill of a model without ``start`` begins, as SQLMesh 0.236.4 infers
     it (``snapshot.definition.start_date``): its own start if set, else the earliest of
     its parents' (inferred the same way), else (no parent) the start of its cron's last
-    complete interval before ``now``."""
+    complete interval before ``now``.
+
+    Without recursion (a chain of thousands of models is a plan like any other): the
+    ancestors are inferred parents first, each once, into ``cache`` (give one cache for
+    every model of a plan). A model met again before its parents are inferred (a cycle,
+    which the loader refuses) takes the earliest of those that are.
+    """
     cache = {} if cache is None else cache
-    if name in cache:
-        return cache[name]
-    model = models[name]
-    if model.start is not None:
-        found = model.start
-    else:
-        parents = [inferred_start(p, models, now, cache) for p in model.depends_on if p in models]
-        found = (
-            min(parents)
-            if parents
+    stack = [name]
+    expanded: set[str] = set()
+    while stack:
+        current = stack[-1]
+        if current in cache:
+            stack.pop()
+            continue
+        model = models[current]
+        if model.start is not None:
+            cache[current] = model.start
+            stack.pop()
+            continue
+        parents = [p for p in model.depends_on if p in models]
+        waiting = [p for p in parents if p not in cache]
+        if waiting and current not in expanded:
+            expanded.add(current)
+            stack.extend(waiting)
+            continue
+        starts = [cache[p] for p in parents if p in cache]
+        cache[current] = (
+            min(starts)
+            if starts
             else interval_floor(model.cron, interval_floor(model.cron, now) - 1)
         )
-    cache[name] = found
-    return found
+        stack.pop()
+    return cache[name]
 
 
 def _scd_intervals(
