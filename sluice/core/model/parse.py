@@ -263,14 +263,20 @@ def parse_model(
         )
     extra_deps = _model_names(ctx, props["depends_on"]) if "depends_on" in props else ()
     depends = sorted({r.name for r in refs} | set(extra_deps))
-    if name in depends and kind.value.name == KindName.FULL:
+    if name in depends and kind.value.name in (KindName.FULL, KindName.EMBEDDED):
         own = next((r for r in refs if r.name == name), None)
+        embedded = kind.value.name == KindName.EMBEDDED
         raise ModelError(
-            f"model {name} reads itself",
+            f"model {name} reads itself"
+            + (": an embedded model cannot read itself (it has no table)" if embedded else ""),
             path=path,
             line=own.line if own else header.line,
             col=own.col if own else None,
-            hint="only incremental models may read their own table, via @this_model",
+            hint="an EMBEDDED model's query is inlined where another model reads it: read "
+            "another model, or make it an incremental model reading its own table via "
+            "@this_model"
+            if embedded
+            else "only incremental models may read their own table, via @this_model",
         )
     grain_node = props.get("grain") or props.get("grains")
     if query_sql is not None:

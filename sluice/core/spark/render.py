@@ -87,20 +87,36 @@ def embedded_queries(snapshots: Iterable[Snapshot]) -> dict[str, str]:
     }
 
 
-def inline_embedded(query: exp.Expr, embedded: Mapping[str, str]) -> exp.Expr:
+def inline_embedded(
+    query: exp.Expr, embedded: Mapping[str, str], within: tuple[str, ...] = ()
+) -> exp.Expr:
     """``query`` with each read of an embedded model replaced by that model's query as
     a subquery under the name the query reads it by (SQLMesh's EMBEDDED), embedded
-    models that read embedded models inlined in turn (the models form no cycle)."""
+    models that read embedded models inlined in turn. ``within``: the embedded models
+    ``query`` is inlined into (innermost last); one reading a model it is within (a
+    cycle, which the loader refuses) is an error naming them.
+
+    Raises:
+        ModelError: the embedded models read each other in a cycle.
+    """
     if not embedded:
         return query
 
     def swap(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Table) or not node.db:
             return node
-        sql = embedded.get(".".join(p.name for p in node.parts).lower())
+        read = ".".join(p.name for p in node.parts).lower()
+        sql = embedded.get(read)
         if sql is None:
             return node
-        inner = inline_embedded(sqlglot.parse_one(sql, read="spark"), embedded)
+        if read in within:
+            cycle = " -> ".join((*within[within.index(read) :], read))
+            raise ModelError(
+                f"embedded models read each other in a cycle ({cycle}): an embedded model "
+                "is inlined where it is read, so none can read itself",
+                hint="make one of them a FULL or VIEW model, or remove the read",
+            )
+        inner = inline_embedded(sqlglot.parse_one(sql, read="spark"), embedded, (*within, read))
         alias = node.args.get("alias")
         name = alias.copy() if alias else exp.TableAlias(this=exp.to_identifier(node.name))
         return exp.Subquery(this=inner, alias=name)
