@@ -158,6 +158,11 @@ def test_a_statement_names_its_tables_with_their_schema(tmp_path: Path, statemen
     assert statements.check(statement) is not None  # and the driver's check refuses it
 
 
+@pytest.mark.parametrize("kind", ["SCHEMA", "DATABASE"])
+def test_a_schema_is_named_by_its_name(kind: str) -> None:
+    assert statements.check(f"CREATE {kind} IF NOT EXISTS raw") is None
+
+
 def test_a_cte_is_no_unqualified_table(tmp_path: Path) -> None:
     statement = "CREATE TABLE IF NOT EXISTS raw.r AS WITH c AS (SELECT 1 AS id) SELECT id FROM c"
     model = f"MODEL (name x.t, kind FULL);\n{statement};\nSELECT 1 AS id\n"

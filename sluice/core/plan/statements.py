@@ -212,15 +212,12 @@ def unqualified(statement: exp.Expr) -> Refusal | None:
     puts such a name in its current database (``default``), which may be where prod's
     views are: the schemas a statement may not name (:func:`managed`) are known only
     from the names it spells."""
-    if not isinstance(statement, exp.Create) or str(statement.args.get("kind")).upper() in (
-        "SCHEMA",
-        "DATABASE",
-    ):
-        target = None
-    else:
-        target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
-    if isinstance(target, exp.Table) and not target.db:
-        kind = str(statement.args.get("kind") or "table").lower()
+    target = statement.this if isinstance(statement, exp.Create) else None
+    target = target.this if isinstance(target, exp.Schema) else target
+    kind = str(statement.args.get("kind") or "table").lower()
+    if kind in ("schema", "database"):
+        pass  # a schema's name is the schema (sqlglot reads it as a table's name or schema)
+    elif isinstance(target, exp.Table) and not target.db:
         return Refusal(_unqualified(f"names its {kind}", target.name), _SCHEMA_HINT)
     ctes = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
     for table in statement.find_all(exp.Table):
