@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from sluice.bot.flow import trust
+from sluice.bot.flow import audit, trust
 from sluice.bot.flow.gate_rules import (
     GateInput,
     GateResult,
@@ -81,15 +81,6 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         ),
     )
     into_prod = pr.base_ref == settings.branch
-    if result.ok and into_prod:
-        job.ledger.approve(repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now)
-    elif into_prod and approved:
-        # An approval dismissed, changes requested, a new head: what this PR's gate once
-        # passed is approved no more, so a merge past the check cannot promote it.
-        job.ledger.withdraw(repo, pr.number)
-    summary = result.summary
-    if not into_prod:
-        summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
     title = checks.approval_title(
         result.ok,
         settings.requires_approval,
@@ -97,6 +88,28 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         len(result.owners_missing),
         bool(result.stale),
     )
+    # The decision and its audit row: one transaction (both, or neither and a retry).
+    with job.ledger.together("record the gate's decision"):
+        if result.ok and into_prod:
+            job.ledger.approve(
+                repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now
+            )
+        elif into_prod and approved:
+            # An approval dismissed, changes requested, a new head: what this PR's gate once
+            # passed is approved no more, so a merge past the check cannot promote it.
+            job.ledger.withdraw(repo, pr.number)
+        audit.record(
+            job,
+            audit.APPROVAL,
+            "passed" if result.ok else "not passed",
+            ref=f"#{pr.number}",
+            plan_id=review.fingerprint,
+            detail=f"{title}; approved by {', '.join(result.approved_by) or 'nobody'}; "
+            f"at {pr.head_sha[:12]} into {pr.base_ref}",
+        )
+    summary = result.summary
+    if not into_prod:
+        summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
     job.forge.set_check(
         pr.head_sha, checks.approval_result(title, summary, result.conclusion, result.ok)
     )

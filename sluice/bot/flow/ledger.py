@@ -42,12 +42,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from sluice.bot.flow.audit import AUDIT, AuditLog
 from sluice.bot.flow.reviewed_plan import Item, PlanReview
 from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.engine import create_state_engine
 from sluice.core.db.jsontext import JsonText
 from sluice.core.db.migrate import Migration, Track, create_missing, create_tables, migrate
-from sluice.core.db.transactions import Transactions
 from sluice.core.state.migrations import STATE
 
 # The ledger's tables, as its migrations (LEDGER, below the tables) leave them: a new table
@@ -223,16 +223,17 @@ LEDGER = Track(
 """The ledger's track of migrations (after the state's)."""
 
 
-class Ledger(Transactions):
-    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL).
+class Ledger(AuditLog):
+    """The bot's records on the state database at ``url`` (SQLite or PostgreSQL), and the
+    audit log (:mod:`sluice.bot.flow.audit`, whose rows join the ledger's transactions).
 
-    Migrates the state's and the ledger's tables (:data:`LEDGER`) first."""
+    Migrates the state's, the ledger's (:data:`LEDGER`) and the audit log's tables first."""
 
     def __init__(self, url: str) -> None:
         self.bind(create_state_engine(url))
         try:
             with self._errors("migrate the bot's tables"):
-                migrate(self._engine, [STATE, LEDGER])
+                migrate(self._engine, [STATE, LEDGER, AUDIT])
         except BaseException:
             self._engine.dispose()
             raise

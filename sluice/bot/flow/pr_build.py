@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.events.neutral import CheckRunEvent, PullRequestEvent
-from sluice.bot.flow import approval, trust
+from sluice.bot.flow import approval, audit, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners, review_of
@@ -85,6 +85,14 @@ def on_approved(job: Job, pr: PullRequest, reviewer: str) -> bool:
     if budget is None or not approval.budget_approved(job, pr, budget.approver):
         return False
     log.info("%s#%s: %s approved the held build", job.forge.repo, pr.number, reviewer)
+    audit.record(
+        job,
+        audit.OVERRIDE,
+        "held build released",
+        actor=reviewer,
+        ref=f"#{pr.number}",
+        detail=f"backfill budget's approver, at {pr.head_sha[:12]}",
+    )
     plan_and_gate(job, pr)
     return True
 

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
-from sluice.bot.flow import trust
+from sluice.bot.flow import audit, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
@@ -150,6 +150,14 @@ def on_tag(job: Job, event: TagEvent) -> Outcome | None:
             job.forge.set_check(
                 sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
             )
+            audit.record(
+                job,
+                audit.REFUSAL,
+                "release refused",
+                actor=event.actor or "?",
+                ref=f"tag {event.tag}",
+                detail=f"{tier.name} at {sha[:12]}: not in released_by",
+            )
             who = event.actor or "?"
             log.warning(
                 "%s: tag %s by %s refused for %s", job.forge.repo, event.tag, who, tier.name
@@ -162,6 +170,7 @@ def on_tag(job: Job, event: TagEvent) -> Outcome | None:
             label=f"tag {md.code(event.tag)}",  # Markdown: the check's and comment's text
             number=None,
             environment=tier.name,
+            actor=event.actor or audit.SERVICE,
         )
         if not outcome.ok:
             return outcome
@@ -204,9 +213,11 @@ def promote(
     label: str,
     number: int | None,
     environment: str = PROD,
+    actor: str = audit.SERVICE,
 ) -> Outcome:
     """Bring ``environment`` (prod, or another tier of ``sluice.deploy.environments``) to
-    the project at ``sha`` (see the module docstring)."""
+    the project at ``sha`` (see the module docstring); ``actor`` asked for it (the tag's
+    author, the writer of ``/sluice deploy``; a merge's: the service)."""
     job.forge.set_check(sha, checks.promoting(label, environment))
     repo = job.repo
     # A promotion of this commit cut short (its job is being run again) has a record open.
@@ -230,6 +241,14 @@ def promote(
         outcome = Outcome(False, *checks.promotion_failed(label, text, environment))
     job.forge.set_check(
         sha, checks.promotion_result(outcome.ok, outcome.title, outcome.summary, environment)
+    )
+    audit.record(
+        job,
+        audit.PROMOTION,
+        "promoted" if outcome.ok else "not promoted",
+        actor=actor,
+        ref=label.replace("`", ""),
+        detail=f"{environment} at {sha[:12]}: {outcome.title}",
     )
     if deployment is not None:
         state = "success" if outcome.ok else "failure"

@@ -14,7 +14,7 @@ import logging
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow import approval, pr_build, promotion, trust
+from sluice.bot.flow import approval, audit, pr_build, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
 from sluice.bot.forge.base import Forge, PullRequest, members, writer
@@ -52,6 +52,14 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     if not writer(permission):
         job.forge.reply(
             event.number, replies.not_a_writer(event.author, permission, job.forge.name)
+        )
+        audit.record(
+            job,
+            audit.REFUSAL,
+            "not a writer",
+            actor=event.author,
+            ref=f"#{event.number}",
+            detail=f"{permission or 'no'} permission: {line}",
         )
         return
     try:
@@ -181,6 +189,14 @@ def _deploy(job: Job, pr: PullRequest, author: str) -> None:
     cannot stand in for. When a merge promotes no tier at all, the command is refused,
     naming the setting.
     """
+    audit.record(
+        job,
+        audit.DEPLOY,
+        "asked",
+        actor=author,
+        ref=f"#{pr.number}",
+        detail=f"at {pr.head_sha[:12]}",
+    )
     verdict = approval.refresh(job, pr)
     if verdict is not None and not verdict.settings.deploy.merge_tiers():
         settings = verdict.settings
@@ -219,6 +235,7 @@ def _deploy(job: Job, pr: PullRequest, author: str) -> None:
         label=f"#{pr.number}",
         number=pr.number,
         environment=environment,
+        actor=author,
     )
     if not outcome.ok:
         job.forge.reply(pr.number, replies.deploy_failed(author, outcome.title))
@@ -265,6 +282,14 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     if not approver and not owners_gate:
         reply = replies.rollback_not_approver(author, approvers.users, approvers.teams)
         job.forge.reply(pr.number, reply)
+        audit.record(
+            job,
+            audit.REFUSAL,
+            "rollback refused",
+            actor=author,
+            ref=f"#{pr.number}",
+            detail="not a required approver",
+        )
         return
     store = open_state(job.deps.state_url)
     try:
@@ -281,6 +306,15 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
                     rule=gate.owners_must_approve,
                 )
                 job.forge.reply(pr.number, reply)
+                audit.record(
+                    job,
+                    audit.REFUSAL,
+                    "rollback refused",
+                    actor=author,
+                    ref=f"#{pr.number}",
+                    plan_id=back.target.plan_id,
+                    detail="not the owner of every model it changes",
+                )
                 return
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
         result = apply_plan(project, store, back.plan, runner, url=job.deps.state_url, now=now)
@@ -292,6 +326,16 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     log.info("%s: prod rolled back to plan %s by %s", job.forge.repo, back.target.plan_id, author)
     reply = replies.rolled_back(author, back.target.plan_id, back.changed, result.views_swapped)
     job.forge.reply(pr.number, reply)
+    audit.record(
+        job,
+        audit.ROLLBACK,
+        "rolled back",
+        actor=author,
+        ref=f"#{pr.number}",
+        plan_id=back.target.plan_id,
+        detail=f"prod back at plan {back.target.plan_id}: {len(back.changed)} "
+        f"models changed, {result.views_swapped} views swapped",
+    )
 
 
 def _rollback_owners(

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sluice.bot.flow import audit
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import Item
@@ -284,9 +285,25 @@ def settings_for(
 
 
 def pin(ledger: Ledger, repo: str, sha: str, text: str | None, path: str, now: int) -> None:
-    """Prod was promoted to ``sha``: its settings are now the ones in force."""
+    """Prod was promoted to ``sha``: its settings are now the ones in force (a change of
+    them is recorded in the audit log, in the same transaction)."""
     parsed = parse(text, f"{sha[:7]}:{path}")
-    ledger.pin_settings(repo, sha, parsed.digest, text or "", now, replace=True)
+    with ledger.together("move the settings in force"):
+        before = ledger.settings_in_force(repo)
+        ledger.pin_settings(repo, sha, parsed.digest, text or "", now, replace=True)
+        if before is not None and before[1] != parsed.digest:
+            ledger.append(
+                audit.Entry(
+                    now,
+                    repo,
+                    audit.SETTINGS,
+                    audit.SERVICE,
+                    "in force",
+                    ref=sha[:12],
+                    detail=f"sluice: settings of {sha[:12]} "
+                    f"(were {before[0][:12]}'s), promoted to prod",
+                )
+            )
 
 
 def _requires_approval(gate: GateSettings) -> bool:

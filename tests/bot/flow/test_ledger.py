@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.bot.flow.audit import AUDIT
 from sluice.bot.flow.ledger import LEDGER, Ledger
 from sluice.bot.flow.reviewed_plan import REMOVED, PlanReview, review_of
 from sluice.core import workflow
@@ -258,9 +259,9 @@ def test_concurrent_pr_heads_keep_the_newest(ledger: Ledger) -> None:
 def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     engine = ledger._engine
     assert inspected(engine) == declared(
-        engine.dialect, STATE.tables, LEDGER.tables, runner.metadata
+        engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
     )
-    assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1]}
+    assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1], "audit": [1]}
 
 
 def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Path) -> None:
@@ -284,8 +285,8 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         finally:
             ledger.close()
         assert inspected(engine) == declared(
-            engine.dialect, STATE.tables, LEDGER.tables, runner.metadata
+            engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1]}
+        assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1], "audit": [1]}
     finally:
         engine.dispose()

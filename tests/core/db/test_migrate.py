@@ -37,7 +37,7 @@ def engine(state_url: str) -> Iterator[Engine]:
 
 
 def test_an_empty_database_gets_exactly_the_declared_tables(engine: Engine) -> None:
-    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1}
+    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1, "audit": 1}
     assert inspected(engine) == declared(engine.dialect)
     assert recorded(engine) == EVERY
 
@@ -66,7 +66,7 @@ def test_migrating_again_writes_nothing(engine: Engine) -> None:
     migrate(engine, TRACKS)
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1}
+    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1, "audit": 1}
     assert not [s for s in statements if s.lstrip().upper().startswith(WRITES)]
 
 
@@ -102,9 +102,11 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
 
     after = inspected(engine)
     assert after == declared(engine.dialect)
-    # Nothing lost; added since: queue migration 3's column, state migration 3's table.
-    grown = {k: v for k, v in after.items() if k not in (versions.name, "sluice_table_sizes")}
-    assert "sluice_table_sizes" in after
+    # Nothing lost; added since: queue migration 3's column, state migration 3's table,
+    # the audit log's.
+    since = (versions.name, "sluice_table_sizes", "sluice_audit")
+    grown = {k: v for k, v in after.items() if k not in since}
+    assert "sluice_table_sizes" in after and "sluice_audit" in after
     added = grown["sluice_jobs"]["columns"].pop("not_before")
     assert added[1] is True  # nullable: the rows from before are ready to run
     assert grown == before

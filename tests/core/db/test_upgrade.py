@@ -29,14 +29,14 @@ import pytest
 from sqlalchemy import Engine, create_engine, insert, inspect, select
 
 from sluice.bot.events.neutral import PullRequestEvent, event_from_json
-from sluice.bot.flow.ledger import LEDGER, Ledger
-from sluice.bot.queue.schema import QUEUE
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.queue.store import JobQueue, JobStatus
 from sluice.core.db.engine import create_state_engine
 from sluice.core.db.migrate import versions
 from sluice.core.errors import StateError
 from sluice.core.state import open_state
 from sluice.core.state.migrations import STATE
+from tests.helpers.dbshape import TRACKS
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "upgrade"
 PREVIOUS = "362a977"
@@ -144,7 +144,7 @@ def check_upgrade(url: str) -> None:
         got = read_all(url)
         assert got == said()
         assert got["environments"].keys() == {"prod", "pr_7"} and len(got["intervals"]) > 0
-        numbers = {t.name: list(range(1, t.last + 1)) for t in (STATE, QUEUE, LEDGER)}
+        numbers = {t.name: list(range(1, t.last + 1)) for t in TRACKS}
         assert recorded(engine) == numbers  # state 4 ran, once
         assert "row_count" in columns(engine, "sluice_table_sizes")
     finally:
@@ -212,9 +212,7 @@ def check_killed_migration(url: str, tmp_path: Path) -> None:
         assert "row_count" not in columns(engine, "sluice_table_sizes")
         # ... and the state migrates again, keeping every row.
         assert read_all(url) == said()
-        assert recorded(engine) == {
-            t.name: list(range(1, t.last + 1)) for t in (STATE, QUEUE, LEDGER)
-        }
+        assert recorded(engine) == {t.name: list(range(1, t.last + 1)) for t in TRACKS}
     finally:
         engine.dispose()
 
