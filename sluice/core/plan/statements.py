@@ -66,6 +66,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from sluice.core.model import fileaccess
+from sluice.core.model.macros import PREFIX as MACRO_PREFIX
 from sluice.core.snapshot.naming import MARK_PREFIX, PHYSICAL_PREFIX
 
 STEP_IDS = frozenset({"before_all", "after_all"})
@@ -106,6 +107,7 @@ _SCHEMA_HINT = (
     "current database (default), which may be where prod's views are"
 )
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")
+_PLACEHOLDER = re.compile(re.escape(MACRO_PREFIX) + r"([A-Za-z0-9_]+)", re.IGNORECASE)
 _PROPERTY_KEY = re.compile(r"[a-z0-9_][a-z0-9_.\-]*")
 # What a table property's key may not name: where its files are, what reads them, what
 # Spark (or Hive, or a table format) loads as a class, and Spark's reserved keys. Long
@@ -193,7 +195,7 @@ def check(sql: str, dialect: str = "spark", *, queries: bool = False) -> Refusal
         return Refusal(
             f"expected one statement, found {len(parsed)}", "give each statement its own `- ` line"
         )
-    refusal = shape(parsed[0], queries=queries)
+    refusal = _runtime_macros(sql) or shape(parsed[0], queries=queries)
     if refusal is not None:
         return refusal
     found = [
@@ -204,6 +206,22 @@ def check(sql: str, dialect: str = "spark", *, queries: bool = False) -> Refusal
         if access.path is None:  # a literal path: sluice.allowed_paths may allow it
             return Refusal(access.what, access.hint)
     return unqualified(parsed[0])
+
+
+def _runtime_macros(sql: str) -> Refusal | None:
+    """A macro Sluice renders in a model's query at run time (``@start_ds``,
+    ``@this_model``, ...), left in a statement as its placeholder: Sluice does not render
+    them in statements (Spark would read the placeholder as a name)."""
+    found = sorted(set(_PLACEHOLDER.findall(sql)))
+    if not found:
+        return None
+    named = ", ".join(f"@{name}" for name in found)
+    return Refusal(
+        f"uses the macro {named}, which Sluice renders in a model's query only, not in "
+        "its statements",
+        "write the value itself (a statement runs once per build, not per interval), or "
+        "do it in the model's query",
+    )
 
 
 def unqualified(statement: exp.Expr) -> Refusal | None:
@@ -289,7 +307,11 @@ def changes_existing(statement: exp.Expr) -> bool:
         taken = statement.copy()
         taken.set("exists", True)
         taken.set("replace", False)
-        return shape(taken) is None and unqualified(taken) is None
+        return (
+            shape(taken) is None
+            and unqualified(taken) is None
+            and _runtime_macros(statement.sql("spark")) is None
+        )
     return False
 
 
