@@ -69,7 +69,7 @@ def apply_job(
     before_all: Sequence[str] = (),
     after_all: Sequence[str] = (),
     recorded: Collection[TableKey] = (),
-    prod_schemas: Collection[str] = (),
+    prod_schemas: Collection[str],
 ) -> JobSpec:
     """The job that builds and audits ``plan`` and points its environment's views.
 
@@ -83,7 +83,8 @@ def apply_job(
     Left out, none may: an unmarked table is refused.
     ``prod_schemas``: the schemas of prod's environment as in force (:func:`prod_schemas`,
     from state), which no statement of the project or of a model may name, whatever the
-    plan's own models are (a pull request may turn prod's model into an external one).
+    plan's own models are (a pull request may turn prod's model into an external one);
+    required, so no caller forgets prod (empty only where prod does not exist yet).
     """
     given = {"before_all": before_all, "after_all": after_all}
     check_statements(plan, given, project_dir, prod_schemas)

@@ -49,6 +49,7 @@ def job_of(project: Project, plan: Plan) -> JobSpec:
         table_format="parquet",
         previous_versions=None,
         now=END,
+        prod_schemas=frozenset(),
         before_all=project.before_all,
         after_all=project.after_all,
     )
@@ -126,6 +127,7 @@ def test_only_versions_state_records_a_build_of_may_adopt_an_unmarked_table(
             table_format="parquet",
             previous_versions=None,
             now=END,
+            prod_schemas=frozenset(),
             recorded=recorded,
         )
         assert _adopt(spec) == {"s.a": True, "s.b": False, "s.c": False}

@@ -157,6 +157,7 @@ def test_project_statements_that_change_what_exists_load_and_refuse_every_job(
             table_format="parquet",
             previous_versions=None,
             now=END,
+            prod_schemas=frozenset(),
             before_all=project.before_all,
         )
 

@@ -111,6 +111,7 @@ def test_a_statement_naming_the_schema_of_a_models_views_is_refused_in_the_job(s
             table_format="parquet",
             previous_versions=None,
             now=1,
+            prod_schemas=frozenset(),
             after_all=["CREATE SCHEMA IF NOT EXISTS raw", sql],
         )
     error = caught.value

@@ -67,6 +67,7 @@ def _job(tmp_path: Path) -> tuple[Project, JobSpec]:
         table_format="parquet",
         previous_versions=None,
         now=END,
+        prod_schemas=frozenset(),
     )
     return project, spec
 

@@ -86,6 +86,7 @@ def test_a_backfill_killed_after_three_batches_builds_only_the_other_three(
             table_format="parquet",
             previous_versions=None,
             now=END,
+            prod_schemas=frozenset(),
         )
         events = next(s for s in spec["steps"] if s["type"] == "build" and s["model"] == EVENTS)
         key = (EVENTS, events["version"])

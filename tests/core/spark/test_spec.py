@@ -131,6 +131,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
             table_format=project.config.sluice.spark.table_format,
             previous_versions=None,
             now=END,
+            prod_schemas=frozenset(),
             restate_ranges=restate,
         )
         workflow.commit_plan(state, plan, now=END)  # prod exists: it can be queried
@@ -165,6 +166,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
         table_format="parquet",
         previous_versions=None,
         now=END,
+        prod_schemas=frozenset(),
     )
     return [apply, janitor, *runner.specs, scd_apply]
 
