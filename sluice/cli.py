@@ -53,6 +53,12 @@ def _jobs(group: click.Group) -> None:
     jobs.register(group)
 
 
+def _audit(group: click.Group) -> None:
+    from sluice.bot.entry import audit
+
+    audit.register(group)
+
+
 # The service's commands: name, registration, one-line help (the command's own, as
 # ``one_line`` reads it: tests/core/cli/test_help.py checks they agree), so ``sluice
 # --help`` lists them without importing them, and the section of ``sluice --help``.
@@ -73,6 +79,12 @@ LAZY_COMMANDS: tuple[tuple[str, Callable[[click.Group], None], str, str], ...] =
         "Service",
     ),
     ("jobs", _jobs, "The service's job queue: list jobs, show one.", "Service"),
+    (
+        "audit",
+        _audit,
+        "The audit log: every gate decision and action, oldest first.",
+        "Service",
+    ),
     (
         "action",
         _action,

@@ -66,6 +66,15 @@ def as_dict(record: JobRecord) -> dict[str, Any]:
 
 def _open(url: str | None) -> JobQueue:
     """The queue at ``url``, else at the service's default state."""
+    try:
+        return JobQueue(state_url(url))
+    except SluiceError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def state_url(url: str | None) -> str:
+    """``url``, else the service's default state (as ``sluice serve`` resolves it);
+    refused when it names a SQLite file that does not exist (no service has run with it)."""
     given = bool(url)
     if not url:
         try:
@@ -85,10 +94,7 @@ def _open(url: str | None) -> JobQueue:
                 "\n  hint: run this where `sluice serve` runs, with its SLUICE_WORKDIR or "
                 "SLUICE_DATABASE_URL, or pass --database-url"
             )
-    try:
-        return JobQueue(url)
-    except SluiceError as exc:
-        raise click.ClickException(str(exc)) from None
+    return url
 
 
 def _default_source() -> str:
