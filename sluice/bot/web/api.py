@@ -112,6 +112,13 @@ def router(site: Site) -> APIRouter:
         """Prod's promotions and rollbacks, newest first."""
         return site.open(request, repo).history(offset=offset, limit=limit)
 
+    @api.get("/audit")
+    def audit(
+        request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50
+    ) -> s.Page[s.AuditRow]:
+        """The audit log: every gate decision and action, newest first."""
+        return site.open(request, repo).audit(offset=offset, limit=limit)
+
     @api.get("/models")
     def models(
         request: Request,

@@ -140,6 +140,12 @@ def router(site: Site) -> APIRouter:
         listed = reader.history(offset=offset, limit=PER_PAGE)
         return render(request, "history.html.j2", reader, listed=listed)
 
+    @pages.get("/audit")
+    def audit(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
+        reader = site.open(request, repo)
+        listed = reader.audit(offset=offset, limit=PER_PAGE)
+        return render(request, "audit.html.j2", reader, listed=listed)
+
     @pages.get("/models")
     def models(
         request: Request,

@@ -305,6 +305,27 @@ class Reader:
             )
         return s.Page(items=items, total=len(plans), offset=offset, limit=limit)
 
+    # -- the audit log ----------------------------------------------------------------------
+
+    def audit(self, *, offset: int, limit: int) -> s.Page[s.AuditRow]:
+        """This repository's audit log, newest first."""
+        rows = self.ledger.entries(repo=self.repo, offset=offset, limit=limit, newest_first=True)
+        items = [
+            s.AuditRow(
+                id=r.id or 0,
+                at=r.at,
+                kind=r.kind,
+                actor=r.actor,
+                ref=r.ref,
+                plan_id=r.plan_id,
+                outcome=r.outcome,
+                detail=r.detail,
+            )
+            for r in rows
+        ]
+        total = self.ledger.audit_count(self.repo)
+        return s.Page(items=items, total=total, offset=offset, limit=limit)
+
     def _approved_by(self, plan: PlanRecord) -> tuple[str | None, str | None]:
         """The pull requests whose gate approved what ``plan`` changed, and who approved
         it (the ledger's approved contents: :func:`reviewed_plan.own_key` of each

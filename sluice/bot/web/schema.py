@@ -195,6 +195,19 @@ class HistoryEntry(BaseModel):
     changed: list[str]
 
 
+class AuditRow(BaseModel):
+    """One row of the audit log (:mod:`sluice.bot.flow.audit`): bounded, scrubbed text."""
+
+    id: int
+    at: int
+    kind: str = Field(description="approval, refusal, promotion, rollback, override, ...")
+    actor: str = Field(description="a forge login, or sluice for the service itself")
+    ref: str | None = Field(description="the pull request (#7) or tag it was about")
+    plan_id: str | None
+    outcome: str
+    detail: str
+
+
 class Column(BaseModel):
     name: str
     type: str

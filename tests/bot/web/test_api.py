@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.bot.flow.audit import Entry
 from sluice.bot.queue.schema import NewJob
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web.standalone import ui_app
@@ -46,6 +47,7 @@ def test_the_schema_lists_every_endpoint_and_its_models(api: TestClient) -> None
         "/api/v1/history",
         "/api/v1/models/{name}",
         "/api/v1/jobs/{job_id}/log",
+        "/api/v1/audit",
     ):
         assert set(paths[path]) == {"get"}, path
     assert {
@@ -55,6 +57,7 @@ def test_the_schema_lists_every_endpoint_and_its_models(api: TestClient) -> None
         "QueueJob",
         "HistoryEntry",
         "ModelView",
+        "AuditRow",
     } <= set(schema["components"]["schemas"])
     assert not any(p.startswith("/ui") for p in paths)  # pages are not API
 
@@ -241,3 +244,21 @@ def test_prod_history_says_which_pull_request_a_promotion_came_from_and_who_appr
     assert built["source"] is None and built["by"] is None  # applied with the CLI
     assert [h["kind"] for h in after] == ["rollback", "promotion", "promotion"]
     assert after[0]["source"] is None and after[0]["created"] == NOW + 1
+
+
+def test_the_audit_log_is_the_repositorys_newest_first_and_paginated(
+    world: WebWorld, api: TestClient
+) -> None:
+    ledger = world.bot.ledger
+    ledger.append(Entry(NOW + 1, KEY, "refusal", "eve", "not a writer", "#7", detail="x"))
+    ledger.append(Entry(NOW + 2, "github:some/other", "rollback", "bob", "rolled back", "#1"))
+    answer = api.get("/api/v1/audit", params={"limit": 1}).json()
+    # PR 7's build evaluated the gate (one row), then the refusal; not the other repository's.
+    assert answer["total"] == 2 and answer["limit"] == 1
+    [newest] = answer["items"]
+    assert (newest["kind"], newest["actor"], newest["ref"]) == ("refusal", "eve", "#7")
+    [gate] = api.get("/api/v1/audit", params={"offset": 1, "limit": 1}).json()["items"]
+    assert (gate["kind"], gate["actor"], gate["outcome"]) == ("approval", "sluice", "not passed")
+    assert gate["plan_id"] == world.bot.ledger.plans(KEY, 7)[HEAD]
+    assert api.get("/api/v1/audit", params={"repo": "github:some/other"}).status_code == 404
+    assert api.get("/api/v1/audit", params={"limit": 201}).status_code == 422

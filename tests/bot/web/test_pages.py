@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.bot.flow.audit import Entry
 from sluice.bot.web.standalone import ui_app
-from tests.helpers.web import KEY, WebWorld, web_world
+from tests.helpers.web import KEY, NOW, WebWorld, web_world
 
 PAGES = (
     "/ui/environments",
@@ -21,6 +22,7 @@ PAGES = (
     "/ui/history",
     "/ui/models",
     "/ui/models/jaffle.orders",
+    "/ui/audit",
 )
 
 
@@ -91,3 +93,14 @@ def test_a_jobs_page_follows_its_log_by_its_stream(world: WebWorld, ui: TestClie
     assert '<script src="/ui/static/log.js"></script>' in page
     assert "apply-prod-1" in ui.get("/ui/jobs").text
     assert ui.get("/ui/jobs/nothing").status_code == 404
+
+
+def test_the_audit_page_shows_stored_text_escaped(world: WebWorld, ui: TestClient) -> None:
+    hostile = '<script>alert("audit")</script> & <b>bold</b>'
+    world.bot.ledger.append(Entry(NOW + 9, KEY, "refusal", "<i>eve</i>", "not a writer", "#7",
+                                  detail=hostile))  # fmt: skip
+    page = ui.get("/ui/audit", params={"repo": KEY}).text
+    assert "&lt;script&gt;alert(&#34;audit&#34;)&lt;/script&gt; &amp; &lt;b&gt;bold" in page
+    assert "&lt;i&gt;eve&lt;/i&gt;" in page
+    assert "<script>alert" not in page and "<i>eve" not in page
+    assert 'data-testid="audit"' in page and "not passed" in page  # the build's gate too
