@@ -278,6 +278,15 @@ def parse_model(
             if embedded
             else "only incremental models may read their own table, via @this_model",
         )
+    this_model = macros.PREFIX + "this_model"
+    if kind.value.name == KindName.EMBEDDED and this_model in (query_sql or "").lower():
+        raise ModelError(
+            f"model {name} reads @this_model: an embedded model has no table (its query is "
+            "inlined where another model reads it, where @this_model is that model's table)",
+            path=path,
+            line=body_line,
+            hint="read the model's parents by name, or make it an incremental model",
+        )
     grain_node = props.get("grain") or props.get("grains")
     if query_sql is not None:
         named = [

@@ -65,3 +65,17 @@ def test_inlining_an_embedded_cycle_is_an_error_naming_it(embedded: dict[str, st
     with pytest.raises(SluiceError) as exc:
         inline_embedded(query, embedded)
     assert "s.a" in exc.value.message and "cycle" in exc.value.message
+
+
+def test_an_embedded_model_reading_this_model_is_refused_at_load(tmp_path: Path) -> None:
+    # Inlined into its reader, @this_model would be the reader's own table: a FULL model
+    # reading itself through it, which parse refuses when written in the reader.
+    files = {
+        "config.yaml": CONFIG,
+        "models/emb.sql": "MODEL (name s.emb, kind EMBEDDED);\nSELECT * FROM @this_model\n",
+        "models/t.sql": "MODEL (name x.t, kind FULL);\nSELECT id FROM s.emb\n",
+    }
+    with pytest.raises(ModelError) as exc:
+        load(tmp_path, files)
+    assert exc.value.path == str(tmp_path / "models" / "emb.sql") and exc.value.line == 2
+    assert "@this_model" in exc.value.message
