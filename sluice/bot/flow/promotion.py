@@ -52,6 +52,7 @@ class Outcome:
     tables_built: int = 0
     views_swapped: int = 0
     live: frozenset[Item] = frozenset()  # prod's model contents once promoted (when ok)
+    plan_id: str | None = None  # the plan it applied or refused (None: none was made)
 
 
 def on_merge(job: Job, event: PullRequestEvent) -> Outcome | None:
@@ -248,6 +249,7 @@ def promote(
         "promoted" if outcome.ok else "not promoted",
         actor=actor,
         ref=label.replace("`", ""),
+        plan_id=outcome.plan_id,
         detail=f"{environment} at {sha[:12]}: {outcome.title}",
     )
     if deployment is not None:
@@ -297,12 +299,13 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                         for name, content in missing
                     ]
                     words = checks.unapproved(listed, settings.source, settings.branch, environment)
-                    return Outcome(False, *words)
+                    return Outcome(False, *words, plan_id=plan.plan_id)
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:
                     trust.pin(job.ledger, repo, sha, text, found, now)
-                return Outcome(True, *checks.already_promoted(environment), live=live)
+                words = checks.already_promoted(environment)
+                return Outcome(True, *words, live=live, plan_id=plan.plan_id)
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
             try:
                 # A tier other than prod is kept until the settings drop it (no expiry).
@@ -316,10 +319,11 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                 trust.pin(job.ledger, repo, sha, text, found, now)
             if result.tables_built == 0:
                 words = checks.virtual_update(result.views_swapped, environment)
-                return Outcome(True, *words, 0, result.views_swapped, live)
+                return Outcome(True, *words, 0, result.views_swapped, live, plan.plan_id)
             names = [b.name for b in plan.backfill]
             words = checks.backfilled(result.tables_built, names, result.views_swapped, environment)
-            return Outcome(True, *words, result.tables_built, result.views_swapped, live)
+            built = result.tables_built
+            return Outcome(True, *words, built, result.views_swapped, live, plan.plan_id)
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover

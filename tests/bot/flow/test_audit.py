@@ -96,6 +96,12 @@ def test_approve_promote_refuse_and_roll_back_are_each_one_row(bot: Bot) -> None
         "promotion", "sluice", "#7", "promoted",
     )  # fmt: skip
     assert promoted.detail.startswith(f"prod at {MERGE[:12]}: ")
+    store = open_state(bot.url)
+    try:
+        prod_now = store.get_environment(PROD)
+    finally:
+        store.close()
+    assert prod_now is not None and promoted.plan_id == prod_now.plan_id
 
     first = rows(bot)
     before = len(first)

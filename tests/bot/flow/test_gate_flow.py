@@ -584,6 +584,11 @@ def test_a_merge_reaches_staging_and_a_release_tag_by_a_releaser_reaches_prod(bo
     assert refused.title == "Tag not promoted: prod is released by @octo/release only"
     assert "@mallory" in refused.summary
     assert [d.environment for d in bot.forge.deployments] == ["staging"]
+    audited = [(r.kind, r.actor, r.ref, r.outcome) for r in bot.ledger.entries()]
+    assert audited == [
+        ("promotion", "sluice", "#7", "promoted"),  # into staging, by the merge
+        ("refusal", "mallory", "tag v1.0", "release refused"),
+    ]
     # The same tag by a member of the release team: prod is promoted, the PR retired.
     tag = _payload("github/push/woodpecker__HookTag.json", ref="refs/tags/v1.1", after=C)
     tag["sender"]["login"] = "rita"
@@ -592,6 +597,9 @@ def test_a_merge_reaches_staging_and_a_release_tag_by_a_releaser_reaches_prod(bo
     assert deploy.conclusion == "success", deploy.summary
     assert [d.environment for d in bot.forge.deployments] == ["staging", "prod"]
     assert bot.ledger.waiting(f"github:{OWNER}") == {}
+    released = bot.ledger.entries()[-1]
+    assert (released.kind, released.actor, released.ref) == ("promotion", "rita", "tag v1.1")
+    assert released.detail.startswith(f"prod at {C[:12]}: Promoted")
     store = open_state(bot.url)
     try:
         assert store.get_environment("prod") is not None
