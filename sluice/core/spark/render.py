@@ -87,6 +87,10 @@ def embedded_queries(snapshots: Iterable[Snapshot]) -> dict[str, str]:
     }
 
 
+EMBEDDED_DEPTH = 64
+"""How many embedded models :func:`inline_embedded` inlines one inside another, at most."""
+
+
 def inline_embedded(
     query: exp.Expr, embedded: Mapping[str, str], within: tuple[str, ...] = ()
 ) -> exp.Expr:
@@ -94,10 +98,12 @@ def inline_embedded(
     a subquery under the name the query reads it by (SQLMesh's EMBEDDED), embedded
     models that read embedded models inlined in turn. ``within``: the embedded models
     ``query`` is inlined into (innermost last); one reading a model it is within (a
-    cycle, which the loader refuses) is an error naming them.
+    cycle, which the loader refuses) is an error naming them, and so are more than
+    :data:`EMBEDDED_DEPTH` inlined one inside another (a query Spark and sqlglot would
+    parse and write only by recursing as deep).
 
     Raises:
-        ModelError: the embedded models read each other in a cycle.
+        ModelError: the embedded models read each other in a cycle, or nest too deep.
     """
     if not embedded:
         return query
@@ -109,6 +115,12 @@ def inline_embedded(
         sql = embedded.get(read)
         if sql is None:
             return node
+        if len(within) >= EMBEDDED_DEPTH:
+            raise ModelError(
+                f"embedded models nest more than {EMBEDDED_DEPTH} deep ({within[0]} -> ... "
+                f"-> {read}): each is inlined as a subquery where it is read",
+                hint="make one of them a FULL or VIEW model (it is built once, then read)",
+            )
         if read in within:
             cycle = " -> ".join((*within[within.index(read) :], read))
             raise ModelError(

@@ -79,3 +79,14 @@ def test_an_embedded_model_reading_this_model_is_refused_at_load(tmp_path: Path)
         load(tmp_path, files)
     assert exc.value.path == str(tmp_path / "models" / "emb.sql") and exc.value.line == 2
     assert "@this_model" in exc.value.message
+
+
+def test_embedded_models_nested_too_deep_are_an_error_not_a_recursion_error() -> None:
+    # 400 deep raised RecursionError in build_steps (no SluiceError: the bot retries).
+    embedded = {f"s.e{i}": f"SELECT id FROM s.e{i - 1}" for i in range(1, 400)}
+    embedded["s.e0"] = "SELECT 1 AS id"
+    query = sqlglot.parse_one("SELECT id FROM s.e399", read="spark")
+    with pytest.raises(ModelError, match=r"nest more than 64 deep \(s\.e399 -> "):
+        inline_embedded(query, embedded)
+    shallow = sqlglot.parse_one("SELECT id FROM s.e63", read="spark")
+    assert "SELECT 1 AS id" in inline_embedded(shallow, embedded).sql("spark")
