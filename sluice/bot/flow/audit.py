@@ -20,8 +20,9 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
 - ``override`` (the backfill budget's approver released a held build):
   :func:`sluice.bot.flow.pr_build.on_approved`;
 - ``deploy command`` (``/sluice deploy`` refused before any promotion): ``run_command._deploy``;
-- ``settings change`` (the settings in force moved by a promotion):
-  :func:`sluice.bot.flow.trust.pin`.
+- ``settings change`` (the settings in force moved by a promotion, in its transaction):
+  :func:`sluice.bot.flow.trust.pin`; settings on the prod branch no gate approved, kept
+  out of force (told once per commit): :func:`sluice.bot.flow.trust.settings_for`.
 
 Text is bounded and made safe before it is stored: the service's secrets (in any printed
 encoding) and host paths are replaced by the job's scrubber (:mod:`sluice.bot.present.redact`),
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     Index,
     Integer,
     MetaData,
@@ -189,9 +191,11 @@ class AuditLog(Transactions):
     """Appends to and reads the audit log on a bound state engine (the ledger's: see
     :class:`~sluice.bot.flow.ledger.Ledger`, which migrates :data:`AUDIT`)."""
 
-    def append(self, entry: Entry) -> bool:
-        """Append ``entry`` (bounded here); whether it was written. See the module
-        docstring for what a failure does.
+    def append(self, entry: Entry, *, once: bool = False) -> bool:
+        """Append ``entry`` (bounded here); whether it was written. ``once``: not when a
+        row of the repository with its kind, reference and outcome is there already (a
+        decision every job takes again, told once). See the module docstring for what a
+        failure does.
 
         Raises:
             StateError: only inside a transaction the caller opened (``together``).
@@ -209,6 +213,8 @@ class AuditLog(Transactions):
         inside = getattr(self._shared, "conn", None) is not None
         try:
             with self._writing("append to the audit log") as conn:
+                if once and _found(conn, row):
+                    return False
                 conn.execute(insert(entries_table).values(row))
         except StateError as exc:
             if inside:
@@ -268,6 +274,15 @@ class AuditLog(Transactions):
             query = query.where(entries_table.c.repo == repo)
         with self._reading("count the audit log") as conn:
             return int(conn.execute(query).scalar_one())
+
+
+def _found(conn: Connection, row: dict[str, Any]) -> bool:
+    t = entries_table
+    ref = t.c.ref.is_(None) if row["ref"] is None else t.c.ref == row["ref"]
+    query = select(t.c.id).where(
+        t.c.repo == row["repo"], t.c.kind == row["kind"], t.c.outcome == row["outcome"], ref
+    )
+    return conn.execute(query.limit(1)).first() is not None
 
 
 def record(

@@ -281,6 +281,19 @@ def settings_for(
         "approved and promoted."
     )
     source = f"the settings prod was last promoted with ({_short(pin_sha)})"
+    ledger.append(
+        audit.Entry(
+            now,
+            repo,
+            audit.SETTINGS,
+            audit.SERVICE,
+            "not approved: not in force",
+            ref=(sha or branch)[:12],
+            detail=f"sluice: settings on {branch} changed past the gate; those of "
+            f"{pin_sha[:12]} stay in force",
+        ),
+        once=True,
+    )
     return dataclasses.replace(_settings(old, branch, pin_sha, source, note), python_ref=pin_sha)
 
 

@@ -184,6 +184,25 @@ def test_a_change_of_the_settings_in_force_is_a_row_in_its_transaction(bot: Bot)
     assert MERGE[:12] in row.detail
 
 
+def test_settings_pushed_past_the_gate_are_told_once_per_commit(bot: Bot) -> None:
+    def resolve() -> trust.Settings:
+        return trust.settings_for(
+            bot.github, bot.ledger, KEY, branch="main", path="config.yaml", now=NOW
+        )
+
+    assert resolve().sha == C  # pinned: the gate requires bob
+    pushed = CONFIG.replace("users: [bob]", "users: [mallory]")
+    bot.commit(MERGE, pushed, parents=(C,))
+    bot.github.refs["main"] = MERGE  # pushed to main, no PR, no gate
+    assert resolve().gate.required_approvers.users == ("bob",)  # kept out of force
+    assert resolve().gate.required_approvers.users == ("bob",)  # every job, one row
+    [row] = rows(bot)
+    assert (row.kind, row.outcome, row.ref) == (
+        "settings change", "not approved: not in force", MERGE[:12],
+    )  # fmt: skip
+    assert f"those of {C[:12]} stay in force" in row.detail
+
+
 def test_a_lost_row_is_logged_and_the_flow_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
