@@ -9,6 +9,7 @@ these paths runs Spark: plans are recorded in the ledger as a PR build would rec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -29,7 +30,9 @@ from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
 from sluice.core import workflow
+from sluice.core.errors import ExecutionError
 from sluice.core.model.loader import load_project
+from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
 from tests.helpers.cases import realcase, record_prod
 
@@ -545,6 +548,18 @@ def test_a_pr_build_over_the_budget_waits_and_only_the_budget_s_approver_lifts_i
     assert not approval.budget_approved(Job.start(bot.deps, bot.forge), pr, "octo/data-leads")
     bot.forge.add_review(7, "erin", "APPROVED", B)
     assert approval.budget_approved(Job.start(bot.deps, bot.forge), pr, "octo/data-leads")
+    # Her approval's webhook releases the build (no Spark here: it fails), an override,
+    # recorded before the build starts.
+    bot.deps = dataclasses.replace(bot.deps, spark_runner=_no_spark)
+    with pytest.raises(ExecutionError, match="no Spark"):
+        bot.deliver("pull_request_review", _review("erin", "approved", B, head=B))
+    [override] = [r for r in bot.ledger.entries() if r.kind == "override"]
+    assert (override.actor, override.ref, override.outcome) == ("erin", "#7", "held build released")
+    assert override.detail == f"backfill budget's approver, at {B[:12]}"
+
+
+def _no_spark(*_args: Any) -> Runner:
+    raise ExecutionError("no Spark in this test")
 
 
 # -- promotion tiers ---------------------------------------------------------------------
