@@ -19,7 +19,8 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
   not in ``released_by``): ``run_command.on_comment`` and ``promotion.on_tag``;
 - ``override`` (the backfill budget's approver released a held build):
   :func:`sluice.bot.flow.pr_build.on_approved`;
-- ``deploy command`` (``/sluice deploy`` refused before any promotion): ``run_command._deploy``;
+- ``deploy command`` (a writer asked for ``/sluice deploy``): ``run_command._deploy``; the
+  gate's row and, when it passes, the promotion's follow it;
 - ``settings change`` (the settings in force moved by a promotion, in its transaction):
   :func:`sluice.bot.flow.trust.pin`; settings on the prod branch no gate approved, kept
   out of force (told once per commit): :func:`sluice.bot.flow.trust.settings_for`.
