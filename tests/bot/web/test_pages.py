@@ -9,9 +9,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from sluice.bot.flow.audit import Entry
 from sluice.bot.web.standalone import ui_app
-from tests.helpers.web import KEY, NOW, WebWorld, web_world
+from tests.helpers.web import KEY, WebWorld, web_world
 
 PAGES = (
     "/ui/environments",
@@ -96,11 +95,14 @@ def test_a_jobs_page_follows_its_log_by_its_stream(world: WebWorld, ui: TestClie
 
 
 def test_the_audit_page_shows_stored_text_escaped(world: WebWorld, ui: TestClient) -> None:
-    hostile = '<script>alert("audit")</script> & <b>bold</b>'
-    world.bot.ledger.append(Entry(NOW + 9, KEY, "refusal", "<i>eve</i>", "not a writer", "#7",
-                                  detail=hostile))  # fmt: skip
+    # Someone without write permission comments a command: the refusal's row holds their
+    # login and command line, which the page shows as text.
+    token = "ghp_" + "Q" * 36
+    body = f'/sluice deploy <script>alert("audit")</script> & <b>bold</b>\x1b[31m {token}'
+    world.bot.say(7, "<i>eve</i>", body, 901)
     page = ui.get("/ui/audit", params={"repo": KEY}).text
     assert "&lt;script&gt;alert(&#34;audit&#34;)&lt;/script&gt; &amp; &lt;b&gt;bold" in page
-    assert "&lt;i&gt;eve&lt;/i&gt;" in page
+    assert "&lt;i&gt;eve&lt;/i&gt;" in page and "not a writer" in page
     assert "<script>alert" not in page and "<i>eve" not in page
+    assert token not in page and "\x1b" not in page and "[31m ***" in page
     assert 'data-testid="audit"' in page and "not passed" in page  # the build's gate too
