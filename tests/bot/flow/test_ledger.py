@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bot.flow.audit import AUDIT
+from sluice.bot.flow.audit import AUDIT, Entry
 from sluice.bot.flow.ledger import LEDGER, Ledger
 from sluice.bot.flow.reviewed_plan import REMOVED, PlanReview, review_of
 from sluice.core import workflow
@@ -290,3 +290,28 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1], "audit": [1]}
     finally:
         engine.dispose()
+
+
+def test_the_audit_log_appends_and_reads_by_repository_time_and_page(ledger: Ledger) -> None:
+    for at, repo, kind in ((1, "github:o/r", "approval"), (5, "github:o/x", "rollback"),
+                           (9, "github:o/r", "promotion"), (12, "github:o/r", "refusal")):  # fmt: skip
+        assert ledger.append(Entry(at, repo, kind, "bob", "done", "#7"))
+    assert [e.kind for e in ledger.entries(repo="github:o/r")] == [
+        "approval",
+        "promotion",
+        "refusal",
+    ]
+    assert [e.at for e in ledger.entries(since=5)] == [5, 9, 12]
+    newest = ledger.entries(repo="github:o/r", newest_first=True, offset=1, limit=1)
+    assert [e.kind for e in newest] == ["promotion"]
+    assert ledger.audit_count("github:o/r") == 3 and ledger.audit_count() == 4
+    ids = [e.id for e in ledger.entries()]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    # ``once``: a decision taken again (same repository, kind, reference, outcome) is told once.
+    told = Entry(20, "github:o/r", "settings change", "sluice", "not in force", "abc")
+    assert ledger.append(told, once=True)
+    assert not ledger.append(told, once=True)
+    assert ledger.append(
+        Entry(21, "github:o/r", "settings change", "sluice", "not in force", "def"), once=True
+    )
+    assert ledger.audit_count("github:o/r") == 5
