@@ -88,25 +88,30 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         len(result.owners_missing),
         bool(result.stale),
     )
-    # The decision and its audit row: one transaction (both, or neither and a retry).
-    with job.ledger.together("record the gate's decision"):
-        if result.ok and into_prod:
-            job.ledger.approve(
-                repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now
+    # A decision that changes what is approved for prod, and its audit row: one transaction
+    # (both, or neither and a retry). A gate still waiting changes nothing: no row (and a
+    # PR's build stays within its transactions, docs/architecture.md).
+    approving = result.ok and into_prod
+    # An approval dismissed, changes requested, a new head: what this PR's gate once passed
+    # is approved no more, so a merge past the check cannot promote it.
+    withdrawing = not approving and into_prod and bool(approved)
+    if approving or withdrawing:
+        with job.ledger.together("record the gate's decision"):
+            if approving:
+                job.ledger.approve(
+                    repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now
+                )
+            else:
+                job.ledger.withdraw(repo, pr.number)
+            audit.record(
+                job,
+                audit.APPROVAL,
+                "passed" if approving else "withdrawn",
+                ref=f"#{pr.number}",
+                plan_id=review.fingerprint,
+                detail=f"{title}; approved by {', '.join(result.approved_by) or 'nobody'}; "
+                f"at {pr.head_sha[:12]} into {pr.base_ref}",
             )
-        elif into_prod and approved:
-            # An approval dismissed, changes requested, a new head: what this PR's gate once
-            # passed is approved no more, so a merge past the check cannot promote it.
-            job.ledger.withdraw(repo, pr.number)
-        audit.record(
-            job,
-            audit.APPROVAL,
-            "passed" if result.ok else "not passed",
-            ref=f"#{pr.number}",
-            plan_id=review.fingerprint,
-            detail=f"{title}; approved by {', '.join(result.approved_by) or 'nobody'}; "
-            f"at {pr.head_sha[:12]} into {pr.base_ref}",
-        )
     summary = result.summary
     if not into_prod:
         summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)

@@ -164,14 +164,14 @@ def test_a_section_another_job_writes_during_a_build_is_kept(tmp_path: Path) -> 
 def test_a_pr_build_is_one_unit_of_work(
     world: tuple[Bot, Warehouse], transactions: Transactions
 ) -> None:
-    """A PR build opens at most 16 state transactions (15, and the gate's decision with its
-    audit row) and publishes the comment at most three times (queued, built, final)."""
+    """A PR build opens at most 15 state transactions and publishes the comment at most
+    three times (queued, built, final)."""
     bot, _warehouse = world
     since = len(bot.github.calls)
     transactions.count = 0
     bot.deliver("pull_request", opened(7, HEAD))
     assert _publications(bot, since) <= 3, bot.github.calls[since:]
-    assert transactions.count <= 16
+    assert transactions.count <= 15
 
 
 def test_merge_promotes_by_virtual_update(world: tuple[Bot, Warehouse]) -> None:

@@ -250,15 +250,18 @@ def test_the_audit_log_is_the_repositorys_newest_first_and_paginated(
     world: WebWorld, api: TestClient
 ) -> None:
     ledger = world.bot.ledger
+    plan = world.bot.ledger.plans(KEY, 7)[HEAD]
+    ledger.append(Entry(NOW, KEY, "approval", "sluice", "passed", "#7", plan, detail="by bob"))
     ledger.append(Entry(NOW + 1, KEY, "refusal", "eve", "not a writer", "#7", detail="x"))
     ledger.append(Entry(NOW + 2, "github:some/other", "rollback", "bob", "rolled back", "#1"))
     answer = api.get("/api/v1/audit", params={"limit": 1}).json()
-    # PR 7's build evaluated the gate (one row), then the refusal; not the other repository's.
+    # PR 7's build left its gate waiting (no row); the approval, then the refusal; not the
+    # other repository's.
     assert answer["total"] == 2 and answer["limit"] == 1
     [newest] = answer["items"]
     assert (newest["kind"], newest["actor"], newest["ref"]) == ("refusal", "eve", "#7")
     [gate] = api.get("/api/v1/audit", params={"offset": 1, "limit": 1}).json()["items"]
-    assert (gate["kind"], gate["actor"], gate["outcome"]) == ("approval", "sluice", "not passed")
-    assert gate["plan_id"] == world.bot.ledger.plans(KEY, 7)[HEAD]
+    assert (gate["kind"], gate["actor"], gate["outcome"]) == ("approval", "sluice", "passed")
+    assert gate["plan_id"] == plan
     assert api.get("/api/v1/audit", params={"repo": "github:some/other"}).status_code == 404
     assert api.get("/api/v1/audit", params={"limit": 201}).status_code == 422

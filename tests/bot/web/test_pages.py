@@ -105,4 +105,4 @@ def test_the_audit_page_shows_stored_text_escaped(world: WebWorld, ui: TestClien
     assert "&lt;i&gt;eve&lt;/i&gt;" in page and "not a writer" in page
     assert "<script>alert" not in page and "<i>eve" not in page
     assert token not in page and "\x1b" not in page and "[31m ***" in page
-    assert 'data-testid="audit"' in page and "not passed" in page  # the build's gate too
+    assert 'data-testid="audit"' in page
