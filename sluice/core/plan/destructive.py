@@ -67,6 +67,7 @@ def destructive_columns(
         if kind
         and inferred_after.get(c)
         and kind.upper() != inferred_after[c].upper()
+        and not widens(kind, inferred_after[c])
         and not (c in before and c in after)  # declared on both sides: compared above
         and c not in _validity(old)
     ]
@@ -80,6 +81,27 @@ def destructive_columns(
         if c in new_validity and kind != new_validity[c]
     ]
     return found
+
+
+_WIDER = (("TINYINT", "SMALLINT", "INT", "BIGINT"), ("FLOAT", "DOUBLE"))
+"""Types in order of width: a value of one fits every later one of its line."""
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether an inferred change from ``old`` to ``new`` only widens a number: sqlglot's
+    rules promote where Spark's do not (``COALESCE(id, id)`` of an INT is a BIGINT to
+    sqlglot, an INT to Spark), and a wider value of the same kind loses nothing, so such a
+    change is not called destructive (a declared one still is).
+
+    >>> widens("INT", "BIGINT"), widens("FLOAT", "DOUBLE"), widens("BIGINT", "INT")
+    (True, True, False)
+    >>> widens("INT", "DOUBLE")
+    False
+    """
+    for line in _WIDER:
+        if old.upper() in line and new.upper() in line:
+            return line.index(old.upper()) < line.index(new.upper())
+    return False
 
 
 # What a query says besides its projections that cannot change their types (which rows,

@@ -104,6 +104,27 @@ def test_a_column_its_query_retypes_is_destructive_without_declared_columns(
     assert not plan.warnings
 
 
+def test_an_inferred_widening_of_a_number_is_not_destructive(tmp_path: Path) -> None:
+    # sqlglot promotes COALESCE of an INT to a BIGINT (Spark keeps an INT): a false refusal
+    # the oracle found (scd_type_2). A wider number of its kind loses nothing.
+    prod = plan_of(load(tmp_path / "1", _sourced("amount")), end=END)
+    widened = load(tmp_path / "2", _sourced("amount, COALESCE(id, id) AS id2"))
+    plan_of(widened, prod, end=END)  # an added column: planned
+    coalesced = _sourced("amount").copy()
+    coalesced["models/orders.sql"] = coalesced["models/orders.sql"].replace(
+        "SELECT id,", "SELECT COALESCE(id, id) AS id,"
+    )
+    plan = plan_of(load(tmp_path / "3", coalesced), prod, end=END)
+    assert plan.directly_modified[0].category == Category.FORWARD_ONLY
+    # Narrowed, it is refused as before.
+    narrowed = _sourced("amount").copy()
+    narrowed["models/orders.sql"] = narrowed["models/orders.sql"].replace(
+        "SELECT id,", "SELECT CAST(id AS SMALLINT) AS id,"
+    )
+    with pytest.raises(PlanError, match=r"changes column id from INT to SMALLINT \(inferred\)"):
+        plan_of(load(tmp_path / "4", narrowed), prod, end=END)
+
+
 def test_an_inferred_type_never_hides_a_declared_retype_or_a_drop() -> None:
     from sluice.core.model.definition import Kind, KindName, Model
     from sluice.core.plan.destructive import destructive_columns
