@@ -600,8 +600,13 @@ def report(
         " under *Differences*.",
         "",
         f"{len(matched)} of {len(rows)} projects load in Sluice with every model SQLMesh loads"
-        f" and no difference; {len(untyped)} more differ only in column types Sluice does"
-        " not know. Sluice infers a type as SQLMesh does (`sluice/core/plan/column_types.py`):"
+        " and no difference"
+        + (
+            f"; {len(untyped)} more differ only in column types Sluice does not know."
+            if untyped
+            else "; none differs in column types."
+        )
+        + " Sluice infers a type as SQLMesh does (`sluice/core/plan/column_types.py`):"
         " declared (a seed's from its CSV, an external table's in the project's dialect),"
         " else sqlglot's annotation of the query against its parents' types.",
         "",
