@@ -20,8 +20,6 @@ from sluice.bot.entry.jobs import database_option, state_url
 from sluice.bot.flow.ledger import Ledger
 from sluice.core.errors import SluiceError
 
-_out = Console(emoji=False)
-
 
 def since_ms(text: str | None) -> int | None:
     """``--since`` (an ISO 8601 date or time; UTC when it names no zone) in epoch ms.
@@ -87,5 +85,6 @@ def register(cli: click.Group) -> None:
                 row.detail,
             )
             table.add_row(*(Text(cell) for cell in cells))  # text, never Rich markup
-        _out.print(table)
-        _out.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}", highlight=False)
+        out = Console(emoji=False)  # made now: the terminal's width (COLUMNS) as it is now
+        out.print(table)
+        out.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}", highlight=False)

@@ -159,7 +159,7 @@ def _json_commands() -> list[list[str]]:
 
 def test_the_commands_taking_json_are_all_covered_below() -> None:
     assert sorted(" ".join(c) for c in _json_commands()) == sorted(
-        [*SLUICE_ERRORS, "jobs list", "jobs show", "pr status"]
+        [*SLUICE_ERRORS, "audit", "jobs list", "jobs show", "pr status"]
     )
 
 
@@ -190,8 +190,9 @@ def test_every_core_json_command_prints_its_error_as_json(tmp_path: Path, args: 
         ["pr", "status", "1", "--repo", "{tmp}/nowhere"],
         ["jobs", "show", "1", "--database-url", "sqlite:///{tmp}/nowhere/state.db"],
         ["jobs", "list", "--database-url", "sqlite:///{tmp}/nowhere/state.db"],
+        ["audit", "--database-url", "sqlite:///{tmp}/nowhere/state.db"],
     ],
-    ids=["pr status", "jobs show", "jobs list"],
+    ids=["pr status", "jobs show", "jobs list", "audit"],
 )
 def test_the_service_json_commands_print_their_errors_as_json(
     tmp_path: Path, args: list[str]
