@@ -210,8 +210,9 @@ def test_a_plain_project_load_asks_almost_nothing(
     project = load_project(root, use_cache=False)
     assert project.models["shop.m07"].query_sql == "SELECT (p.v + 7) * 100 AS v FROM raw.p AS p"
     assert project.models["shop.odd"].query_sql == "SELECT (7) * 100 AS v FROM raw.p"
-    # The first files may be asked for while the child is starting; @cents(@n) always is.
-    assert len(asked) < 10 and "cents" in asked
+    # The first files may be asked for while the child is starting (more of them on a busy
+    # machine: 12 of 41 once); without reading ahead all 41 would be. @cents(@n) always is.
+    assert len(asked) <= len(models) // 2 and "cents" in asked
 
 
 # -- columns_to_types -----------------------------------------------------------------
