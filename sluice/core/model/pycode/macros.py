@@ -67,6 +67,19 @@ _ROOT = str(Path(__file__).resolve().parents[4])
 _MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from sluice.core.model.pycode.child import main; main()"
 
 
+_RUN_HINT = (
+    "the project's Python runs here as SQLMesh runs it when it loads the project (in "
+    "Sluice's sandboxed process, with Sluice's Python packages): fix the code, or install "
+    "what it imports where Sluice runs"
+)
+_REFUSED_HINT = (
+    "Sluice's sandboxed process refuses what starts processes, opens sockets, loads C "
+    "code or writes files (subprocess, socket, ctypes, sqlite3), also when a library "
+    "imports it: compute the query without that library (SQL, or sqlglot), or keep the "
+    "model out of Sluice (docs/security.md, 'Python from a project')"
+)
+
+
 def macro_files(root: Path) -> list[Path]:
     """The project's Python macro files (an empty ``__init__.py`` is not one)."""
     folder = root / "macros"
@@ -273,13 +286,12 @@ class PythonMacros:
             self._memo[key] = answer
         if "error" in answer:
             error = answer["error"]
+            message = str(error.get("message"))
             raise ModelError(
-                f"{doing}: {error.get('message')}",
+                f"{doing}: {message}",
                 path=str(error.get("path") or self.root / file),
                 line=error.get("line") if error.get("path") else line,
-                hint="the project's Python runs here as SQLMesh runs it when it loads the "
-                "project (in Sluice's sandboxed process, with Sluice's Python packages): fix "
-                "the code, or install what it imports where Sluice runs",
+                hint=_REFUSED_HINT if "project Python may not" in message else _RUN_HINT,
             )
         return answer
 

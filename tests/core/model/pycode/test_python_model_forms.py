@@ -686,3 +686,28 @@ def test_sqlmesh_s_ibis_example_reads_its_is_sql_model_by_running_it(tmp_path: P
         raise AssertionError(str(exc)) from None
     sql = project.models["ibis.ibis_full_model_sql"]
     assert sql.kind.name == KindName.FULL and sql.depends_on == ("ibis.incremental_model",)
+
+
+def test_a_library_the_sandbox_refuses_is_named_with_what_to_do(tmp_path: Path) -> None:
+    # sqlmesh_ibis' model imports ibis, which imports subprocess, socket and ctypes when
+    # it is imported: the guard refuses them also for a library. The hint says so, not
+    # "install it" (a missing module's hint, the control below).
+    def files(imported: str) -> dict[str, str]:
+        return {
+            "config.yaml": CONFIG,
+            "models/q.py": f"""
+                from sqlmesh import model
+
+                @model("s.q", is_sql=True)
+                def entrypoint(evaluator):
+                    import {imported}
+                    return "SELECT 1 AS x"
+            """,
+        }
+
+    with pytest.raises(ModelError, match="may not import") as refused:
+        load(tmp_path / "a", files("ctypes"))
+    assert "refuses what starts processes, opens sockets, loads C" in (refused.value.hint or "")
+    with pytest.raises(ModelError, match="No module named") as missing:
+        load(tmp_path / "b", files("no_such_library_here"))
+    assert "install what it imports" in (missing.value.hint or "")
