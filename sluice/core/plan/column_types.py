@@ -41,7 +41,7 @@ from sqlglot.schema import MappingSchema
 from sluice.core.model import macros
 from sluice.core.model.definition import KindName, Model
 from sluice.core.plan.alias_expansion import within
-from sluice.core.plan.outputs import is_star
+from sluice.core.plan.outputs import OnDemand, is_star
 
 Typed = tuple[tuple[str, str], ...]
 """(column, Spark type or "" when not known), in the table's order."""
@@ -175,7 +175,7 @@ _CACHE_SIZE = 4096
 _LOCK = threading.Lock()  # the service plans in several threads
 
 
-class ColumnTypes:
+class ColumnTypes(OnDemand[Typed]):
     """Each model's columns and types (None: its columns are not known), resolved on
     demand over one set of models (the project's, or an environment's)."""
 
@@ -184,25 +184,6 @@ class ColumnTypes:
         self.dialect = dialect
         """The project's dialect: an external table's columns are declared in it."""
         self.known: dict[str, Typed | None] = {}
-
-    def __call__(self, name: str) -> Typed | None:
-        if name in self.known:
-            return self.known[name]
-        stack = [name]
-        open_: set[str] = set()
-        while stack:
-            top = stack[-1]
-            if top in self.known:
-                stack.pop()
-                continue
-            waiting = [p for p in self._needs(top) if p not in self.known and p not in open_]
-            if waiting and top not in open_:
-                open_.add(top)
-                stack.extend(waiting)
-                continue
-            stack.pop()
-            self.known[top] = self._resolve(top)  # a parent still open (a cycle): unknown
-        return self.known[name]
 
     def _needs(self, name: str) -> list[str]:
         model = self.models.get(name)

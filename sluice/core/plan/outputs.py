@@ -30,7 +30,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
@@ -226,20 +226,18 @@ _RESOLVED: OrderedDict[tuple[str, tuple[tuple[str, Columns | None], ...]], Colum
 )
 
 
-class OutputColumns:
-    """Each model's output column names (None: not known), resolved on demand over one
-    set of models (the project's, or an environment's), parents before children.
+_T = TypeVar("_T")
 
-    A Python model, a seed and an external table have their declared columns; a SQL
-    model the names its query gives, with every star expanded from its parents' resolved
-    columns (its declared columns where that is not possible).
-    """
 
-    def __init__(self, models: Mapping[str, Model]) -> None:
-        self.models = models
-        self.known: dict[str, Columns | None] = {}
+class OnDemand(Generic[_T]):
+    """A value per model, resolved when first asked for, its parents' first (without
+    recursion: a chain of thousands of models is a loop); a parent still being resolved
+    (a cycle) is not known to its child. Subclasses say what a model needs
+    (:meth:`_needs`) and how its value follows from theirs (:meth:`_resolve`)."""
 
-    def __call__(self, name: str) -> Columns | None:
+    known: dict[str, _T | None]
+
+    def __call__(self, name: str) -> _T | None:
         if name in self.known:
             return self.known[name]
         stack = [name]
@@ -257,6 +255,26 @@ class OutputColumns:
             stack.pop()
             self.known[top] = self._resolve(top)  # a parent still open (a cycle): unknown
         return self.known[name]
+
+    def _needs(self, name: str) -> list[str]:
+        raise NotImplementedError
+
+    def _resolve(self, name: str) -> _T | None:
+        raise NotImplementedError
+
+
+class OutputColumns(OnDemand[Columns]):
+    """Each model's output column names (None: not known), resolved on demand over one
+    set of models (the project's, or an environment's), parents before children.
+
+    A Python model, a seed and an external table have their declared columns; a SQL
+    model the names its query gives, with every star expanded from its parents' resolved
+    columns (its declared columns where that is not possible).
+    """
+
+    def __init__(self, models: Mapping[str, Model]) -> None:
+        self.models = models
+        self.known: dict[str, Columns | None] = {}
 
     def _needs(self, name: str) -> list[str]:
         model = self.models.get(name)
