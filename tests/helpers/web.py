@@ -25,7 +25,7 @@ import pytest
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.forge.memory import MemoryForge
-from sluice.bot.web.access import Everyone
+from sluice.bot.web.access import Access, Everyone
 from sluice.bot.web.pulls import MemoryPulls
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.site import Site
@@ -78,15 +78,16 @@ class WebWorld:
         settings = self.settings().model_copy(update={"ui_public": public})
         return create_app(settings, start_workers=False)
 
-    def ui_site(self) -> Site:
-        """``sluice ui``'s site over this state: titles and checks from the forge."""
+    def ui_site(self, access: Access | None = None) -> Site:
+        """``sluice ui``'s site over this state: titles and checks from the forge; seen
+        by everyone, or as ``access`` says."""
         pulls = MemoryPulls(self.github)
         return Site(
             lambda: [KEY],
             lambda repo: Reader(
                 repo, self.bot.url, logs=self.logs, pulls=pulls, queue=False, clock=lambda: NOW
             ),
-            Everyone(),
+            access if access is not None else Everyone(),
         )
 
     def close(self) -> None:

@@ -55,6 +55,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
 from sluice.bot.forge.base import Forge
+from sluice.bot.forge.signin import SignIn, github_web_url
 from sluice.bot.intake.group_commit import Intake, IntakeClosed
 from sluice.bot.intake.pin import TagNotResolved
 from sluice.bot.intake.verify import verify_github, verify_token
@@ -62,9 +63,10 @@ from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
-from sluice.bot.web.access import Everyone, NoOne
+from sluice.bot.web.access import Access, Everyone, NoOne, SignedIn
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.routes import mount
+from sluice.bot.web.session import Sessions
 from sluice.bot.web.site import Site, StateOwner
 from sluice.core.errors import StateError
 from sluice.core.spark import connect
@@ -470,6 +472,41 @@ DRAINED = (
 )
 
 
+def ui_access(settings: ServiceSettings) -> Access:
+    """Who sees the web UI: with a forge's OAuth credentials, whoever signs in with it
+    (each the repositories the forge says they can read; SLUICE_UI_PUBLIC then unused),
+    else everyone with SLUICE_UI_PUBLIC, else no one (403, saying what to set)."""
+    sign_ins: dict[str, SignIn] = {}
+    github_id, github_secret = settings.github_oauth_client_id, settings.github_oauth_client_secret
+    if github_id and github_secret is not None:
+        sign_ins["github"] = SignIn(
+            "github",
+            web=github_web_url(settings.github_api_url),
+            api=settings.github_api_url,
+            client_id=github_id,
+            client_secret=github_secret.get_secret_value(),
+        )
+    gitlab_id, gitlab_secret = settings.gitlab_oauth_client_id, settings.gitlab_oauth_client_secret
+    if gitlab_id and gitlab_secret is not None:
+        sign_ins["gitlab"] = SignIn(
+            "gitlab",
+            web=settings.gitlab_url,
+            api=f"{settings.gitlab_url.rstrip('/')}/api/v4",
+            client_id=gitlab_id,
+            client_secret=gitlab_secret.get_secret_value(),
+        )
+    if not sign_ins:
+        return Everyone() if settings.ui_public else NoOne()
+    if settings.ui_public:
+        log.warning(
+            "SLUICE_UI_PUBLIC is set but sign-in is configured: the web UI shows each "
+            "signed-in person the repositories their forge says they can read, no one else"
+        )
+    key = settings.ui_session_key.get_secret_value().encode() if settings.ui_session_key else None
+    secure = None if settings.ui_url is None else settings.ui_url.startswith("https://")
+    return SignedIn(Sessions(key, secure=secure), sign_ins)
+
+
 def drain(workers: list[Worker], seconds: float) -> list[int]:
     """Stop ``workers``: none takes a new job; each running job gets up to ``seconds``
     (together) to finish; the jobs still running then are put back in the queue (their
@@ -518,14 +555,12 @@ def create_app(
     state: dict[str, Any] = {}
 
     scrub = Redactor(settings.secrets(), paths=[settings.workdir])
-    # The web UI and /api/v1 (read only): the state's repository, to everyone only when
-    # SLUICE_UI_PUBLIC says so (sign-in comes later, in bot/web/access.py).
+    # The web UI and /api/v1 (read only): the state's repository, to whoever signs in with
+    # a forge that says they can read it, else to everyone only when SLUICE_UI_PUBLIC says so.
     logs = Checkout(settings.workdir).logs  # where the jobs write their logs
     owner = StateOwner(settings.state_url())
     site = Site(
-        owner,
-        lambda repo: Reader(repo, settings.state_url(), logs=logs),
-        Everyone() if settings.ui_public else NoOne(),
+        owner, lambda repo: Reader(repo, settings.state_url(), logs=logs), ui_access(settings)
     )
 
     @asynccontextmanager
@@ -775,7 +810,7 @@ def create_app(
         text = await run_in_threadpool(metrics.render)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    mount(app, site)
+    mount(app, site, ui_url=settings.ui_url)
     app.access = AccessLog(frozenset(app.direct))
     return app
 

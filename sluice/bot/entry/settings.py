@@ -149,8 +149,28 @@ class ServiceSettings(StateSettings):
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""
     ui_public: bool = False
     """Show the web UI's pages and ``/api/v1`` (read-only: environments, plans, SQL, jobs'
-    logs) to anyone who can reach the service. Off by default: until sign-in with the
-    forge exists (issue 44), they answer 403."""
+    logs) to anyone who can reach the service. Off by default; unused when sign-in is
+    configured (``SLUICE_GITHUB_OAUTH_CLIENT_ID`` or ``SLUICE_GITLAB_OAUTH_CLIENT_ID``);
+    with neither, the pages answer 403 saying what to set."""
+    github_oauth_client_id: str | None = None
+    github_oauth_client_secret: SecretStr | None = None
+    """The GitHub App's OAuth client id and secret (its settings page): sign-in to the web
+    UI with GitHub (``SLUICE_GITHUB_OAUTH_CLIENT_ID``, ``SLUICE_GITHUB_OAUTH_CLIENT_SECRET``).
+    The App's callback URL is ``<SLUICE_UI_URL>/ui/auth/github/callback``."""
+    gitlab_oauth_client_id: str | None = None
+    gitlab_oauth_client_secret: SecretStr | None = None
+    """A GitLab application's id and secret (scope ``read_api``): sign-in with GitLab
+    (``SLUICE_GITLAB_OAUTH_CLIENT_ID``, ``SLUICE_GITLAB_OAUTH_CLIENT_SECRET``); its redirect
+    URI is ``<SLUICE_UI_URL>/ui/auth/gitlab/callback``."""
+    ui_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+(/[^?#\s]*)?$")
+    """The address people open the service at (``SLUICE_UI_URL``, e.g.
+    ``https://sluice.example.com``): the OAuth callbacks are built from it, and an
+    ``https`` one marks the session cookie Secure. Unset: the request's own address."""
+    ui_session_key: SecretStr | None = None
+    """The key that signs the web UI's session and sign-in cookies (HMAC-SHA256;
+    ``SLUICE_UI_SESSION_KEY``, at least 32 characters). Unset: a random key made when the
+    service starts (a restart signs everyone out, as it does anyway: sessions live in the
+    service's memory)."""
 
     @field_validator("repositories", mode="before")
     @classmethod
@@ -195,6 +215,25 @@ class ServiceSettings(StateSettings):
                 hint="set SLUICE_SPARK_MODE=submit (each job in a sandboxed driver of its "
                 "own, which ends with the job), or SLUICE_PROJECT_PYTHON=prod (only Python "
                 "the prod branch holds runs)",
+            )
+        for forge in _FORGES:
+            client_id = getattr(self, f"{forge}_oauth_client_id")
+            secret = getattr(self, f"{forge}_oauth_client_secret")
+            if bool(client_id) != _given(secret):
+                name = f"SLUICE_{forge.upper()}_OAUTH_CLIENT"
+                raise ConfigError(
+                    f"only one of {name}_ID and {name}_SECRET is set: sign-in with "
+                    f"{forge} needs both",
+                    hint=f"set both to the {forge} OAuth application's client id and secret, "
+                    "or neither",
+                )
+        key = self.ui_session_key.get_secret_value() if self.ui_session_key else ""
+        if key and len(key) < 32:
+            raise ConfigError(
+                f"SLUICE_UI_SESSION_KEY is {len(key)} characters long: a session key needs "
+                "at least 32",
+                hint="set it to a random string, e.g. `python -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))'`, or unset it for a key made at start",
             )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
@@ -368,6 +407,9 @@ class ServiceSettings(StateSettings):
             self.webhook_secret,
             self.gitlab_token,
             self.gitlab_webhook_secret,
+            self.github_oauth_client_secret,
+            self.gitlab_oauth_client_secret,
+            self.ui_session_key,
         ]
         out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
         url = self.database_url.get_secret_value() if self.database_url else ""

@@ -1,13 +1,38 @@
 """Who may see a repository: the one place every page and API answer asks
-(:meth:`sluice.bot.web.site.Site.open`). Today: everyone (``sluice ui`` on loopback, or a
-service with ``SLUICE_UI_PUBLIC``) or no one; sign-in with the forge will add a policy
-that asks the forge whether the signed-in user can read the repository."""
+(:meth:`sluice.bot.web.site.Site.open`). Everyone (``sluice ui`` on loopback, or a service
+with ``SLUICE_UI_PUBLIC``), no one (a service with neither sign-in nor that setting), or
+:class:`SignedIn`: a person signed in with a forge sees the repositories that forge says
+they can read, asked with their own token and kept for :data:`ACCESS_SECONDS` per
+session."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
+from fastapi import HTTPException
 from starlette.requests import Request
+
+from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.signin import SignIn
+from sluice.bot.web.session import Sessions
+
+ACCESS_SECONDS = 120.0  # how long a forge's "may read" answer is kept, per session
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is signed in, for the pages: forge, login and the session's CSRF token."""
+
+    forge: str
+    login: str
+    csrf: str
+
+
+class SignInRequired(HTTPException):
+    """No session: a page sends the browser to sign in, the API answers 401."""
 
 
 class Access(Protocol):
@@ -16,20 +41,21 @@ class Access(Protocol):
     def may_read(self, request: Request, repo: str) -> bool: ...
 
     def may_enter(self, request: Request) -> bool:
-        """Whether the request may read anything at all (False: 403, :attr:`refusal`),
-        asked before the site looks up what it serves."""
+        """Whether the request may read anything at all (False: :meth:`refused`), asked
+        before the site looks up what it serves."""
         ...
 
-    @property
-    def refusal(self) -> str:
-        """Why a refused request is refused (403's message)."""
+    def refused(self) -> HTTPException:
+        """What a request that may not enter is answered."""
+        ...
+
+    def viewer(self, request: Request) -> Viewer | None:
+        """Who is signed in (None: nobody, or no sign-in here)."""
         ...
 
 
 class Everyone:
     """Every request may read every repository the site serves."""
-
-    refusal = ""
 
     def may_read(self, request: Request, repo: str) -> bool:
         return True
@@ -37,13 +63,23 @@ class Everyone:
     def may_enter(self, request: Request) -> bool:
         return True
 
+    def refused(self) -> HTTPException:  # pragma: no cover - never refuses
+        return HTTPException(403)
+
+    def viewer(self, request: Request) -> Viewer | None:
+        return None
+
 
 class NoOne:
-    """No request may read anything: the service's default until sign-in exists."""
+    """No request may read anything: a service with neither sign-in nor SLUICE_UI_PUBLIC."""
 
     refusal = (
-        "the web UI needs sign-in, which this Sluice does not have yet: set "
-        "SLUICE_UI_PUBLIC=true to show it to anyone who can reach this service"
+        "the web UI needs sign-in, which is not configured: set "
+        "SLUICE_GITHUB_OAUTH_CLIENT_ID and SLUICE_GITHUB_OAUTH_CLIENT_SECRET (the GitHub "
+        "App's OAuth credentials) or SLUICE_GITLAB_OAUTH_CLIENT_ID and "
+        "SLUICE_GITLAB_OAUTH_CLIENT_SECRET (a GitLab application's) so people sign in and "
+        "see the repositories they can read, or SLUICE_UI_PUBLIC=true to show it to anyone "
+        "who can reach this service"
     )
 
     def may_read(self, request: Request, repo: str) -> bool:
@@ -51,3 +87,56 @@ class NoOne:
 
     def may_enter(self, request: Request) -> bool:
         return False
+
+    def refused(self) -> HTTPException:
+        return HTTPException(403, self.refusal)
+
+    def viewer(self, request: Request) -> Viewer | None:
+        return None
+
+
+class SignedIn:
+    """A signed-in person (``sessions``) reads a repository of their own forge when that
+    forge (``sign_ins``, by name) says their token can read it."""
+
+    def __init__(
+        self,
+        sessions: Sessions,
+        sign_ins: Mapping[str, SignIn],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sessions, self.sign_ins, self._clock = sessions, sign_ins, clock
+
+    def may_enter(self, request: Request) -> bool:
+        return self.sessions.current(request) is not None
+
+    def refused(self) -> HTTPException:
+        return SignInRequired(401, "sign in to see this: open /ui/login")
+
+    def viewer(self, request: Request) -> Viewer | None:
+        session = self.sessions.current(request)
+        if session is None:
+            return None
+        return Viewer(self.sign_ins[session.forge].label, session.login, session.csrf)
+
+    def may_read(self, request: Request, repo: str) -> bool:
+        """The forge's answer for the session's user, kept :data:`ACCESS_SECONDS`.
+
+        Raises:
+            HTTPException: 502 when the forge could not be asked (not kept: asked again).
+        """
+        session = self.sessions.current(request)
+        forge, _, name = repo.partition(":")
+        if session is None or forge != session.forge or forge not in self.sign_ins:
+            return False
+        now = self._clock()
+        known = session.readable.get(repo)
+        if known is not None and now - known[1] < ACCESS_SECONDS:
+            return known[0]
+        try:
+            answer = self.sign_ins[forge].can_read(session.token, name)
+        except ForgeError as error:
+            raise HTTPException(502, f"{error.message}; try again shortly") from None
+        session.readable[repo] = (answer, now)
+        return answer

@@ -39,7 +39,8 @@ def _when(ms: float | None, *, seconds: bool = False) -> str:
     return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _environment() -> Environment:
+def templates() -> Environment:
+    """The pages' Jinja2 environment (autoescaped, strict), with their filters."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=True,  # every template is HTML
@@ -56,7 +57,7 @@ def _environment() -> Environment:
 
 def router(site: Site) -> APIRouter:
     pages = APIRouter(prefix="/ui", include_in_schema=False)
-    env = _environment()
+    env = templates()
 
     def render(request: Request, template: str, repo: Reader, **values: Any) -> HTMLResponse:
         def link(path: str, **query: Any) -> str:
@@ -69,6 +70,7 @@ def router(site: Site) -> APIRouter:
             link=link,
             version=__version__,
             page=template.removesuffix(".html.j2"),
+            viewer=site.access.viewer(request),
             **values,
         )
         return HTMLResponse(html, headers={"Content-Security-Policy": CSP})

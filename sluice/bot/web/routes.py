@@ -1,7 +1,8 @@
 """What the UI adds to an app (the service's, :mod:`sluice.bot.entry.app`, or ``sluice
 ui``'s, :mod:`sluice.bot.web.standalone`): the API under ``/api/v1``, the pages under
 ``/ui`` and their files (stylesheet, script, icon: Sluice's own, no CDN) under
-``/ui/static``."""
+``/ui/static``; with sign-in (:class:`~sluice.bot.web.access.SignedIn`), its pages
+(:mod:`sluice.bot.web.signin`) and the answer to a request without a session."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from sluice.bot.web import api, pages
+from sluice.bot.web import api, pages, signin
+from sluice.bot.web.access import SignedIn, SignInRequired
 from sluice.bot.web.site import Site
 
 STATIC = Path(__file__).parent / "static"
 
 
-def mount(app: FastAPI, site: Site) -> None:
-    """Serve ``site`` on ``app``."""
+def mount(app: FastAPI, site: Site, *, ui_url: str | None = None) -> None:
+    """Serve ``site`` on ``app``; ``ui_url`` is where people open it (sign-in's
+    callbacks), else each request's own address."""
     app.include_router(api.router(site))
+    if isinstance(site.access, SignedIn):
+        app.include_router(signin.router(site.access, ui_url=ui_url))
+        app.add_exception_handler(SignInRequired, signin.sign_in_required)
     app.include_router(pages.router(site))
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")

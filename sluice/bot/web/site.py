@@ -40,11 +40,12 @@ class Site:
         """The reader of ``repo`` (None: the first the request may see).
 
         Raises:
-            HTTPException: 403 when the request may see nothing at all (no sign-in yet),
-                404 when the site does not serve ``repo`` or the request may not read it.
+            HTTPException: the access's refusal when the request may see nothing at all
+                (no session: 401; no sign-in configured: 403), 404 when the site does
+                not serve ``repo`` or the request may not read it.
         """
         if not self.access.may_enter(request):
-            raise HTTPException(403, self.access.refusal)
+            raise self.access.refused()
         served = list(self._repos())
         if repo is None:
             repo = next((r for r in served if self.access.may_read(request, r)), None)
