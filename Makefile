@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml requirements/dev.lock
 ## locked versions that still fit; `make lock UPGRADE=--upgrade` takes the newest that do)
 LOCK := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes $(UPGRADE)
 lock: $(STAMP)
-	$(LOCK) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
-	$(LOCK) pyproject.toml requirements/build.in -c requirements/dev.lock -o requirements/runtime.lock
+	$(LOCK) pyproject.toml requirements/build.in --extra dev --extra projects -o requirements/dev.lock
+	$(LOCK) pyproject.toml requirements/build.in --extra projects -c requirements/dev.lock -o requirements/runtime.lock
 
 ## demo: the whole flow on the example project (jaffle_shop), locally: build prod on local
 ## Spark, open a PR with a change on the local forge, approve, merge, promote, query prod;

@@ -7,7 +7,9 @@ empty environment and limits, and the service keeps its secrets and state elsewh
 (``docs/security.md``). The hook makes the casual and the accidental fail loudly: a macro
 that opens the state database, the App key or ``/proc/self/environ``, spawns a shell or
 opens a socket gets :class:`PermissionError` naming what it tried (an import it refuses,
-``ctypes`` or ``_socket``, an :class:`ImportError`, as a missing module would).
+``ctypes`` or ``_sqlite3``, an :class:`ImportError`, as a missing module would). Libraries
+may import ``subprocess`` and ``socket`` (they are imported before the hook, the one way
+to start a process that raises no event taken away); using them stays refused.
 
 What the hook decides with is bound at :func:`install` into its own closure, immutable
 values only (the module's sets can be rebound, not what the hook holds), and the ways to
@@ -66,18 +68,55 @@ _REFUSED_EVENTS = frozenset(
         "sqlite3.connect",
         "pty.spawn",
         "webbrowser.open",
+        # A new interpreter starts without this hook (hooks are per interpreter).
+        "cpython.PyInterpreterState_New",
         # The way to the hook's function, and so its closure's cells, from its code.
         "gc.get_objects",
         "gc.get_referrers",
         "gc.get_referents",
     }
 )
-_REFUSED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_socket", "_sqlite3"})
+_REFUSED_IMPORTS = frozenset(
+    {
+        "ctypes",
+        "_ctypes",
+        "_posixsubprocess",
+        "_socket",
+        "_sqlite3",
+        "_xxsubinterpreters",
+        "_testcapi",
+        "_testinternalcapi",
+    }
+)
+_PRELOADED = ("subprocess", "socket")
+"""Imported before the hook: libraries import them when they are imported (ibis does,
+through ``webbrowser`` and ``email.utils``), and what they do is refused by its events."""
+
+
+def _refused_fork_exec(*args: object, **kwargs: object) -> None:
+    raise PermissionError("project Python may not do subprocess.Popen")
+
+
+def _preload() -> None:
+    """Import :data:`_PRELOADED` now, and take away ``_posixsubprocess.fork_exec``, the one
+    way to start a process that raises no audit event of its own: from then on the module
+    held in ``sys.modules`` has a refusal in its place, and making the module again is an
+    import the hook refuses."""
+    import importlib
+
+    for name in _PRELOADED:
+        importlib.import_module(name)
+    import _posixsubprocess
+    import subprocess
+
+    _posixsubprocess.fork_exec = _refused_fork_exec  # type: ignore[assignment]
+    subprocess._fork_exec = _refused_fork_exec  # type: ignore[attr-defined]
 
 
 def install(readable: Iterable[str]) -> None:
     """From now on, this process may read only under ``readable`` (and Python's own
     install), and may not do any of the refused events. Cannot be undone."""
+    _preload()
     roots = tuple(
         os.path.realpath(p) + os.sep
         for p in {*readable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}

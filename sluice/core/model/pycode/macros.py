@@ -73,10 +73,10 @@ _RUN_HINT = (
     "what it imports where Sluice runs"
 )
 _REFUSED_HINT = (
-    "Sluice's sandboxed process refuses what starts processes, opens sockets, loads C "
-    "code or writes files (subprocess, socket, ctypes, sqlite3), also when a library "
-    "imports it: compute the query without that library (SQL, or sqlglot), or keep the "
-    "model out of Sluice (docs/security.md, 'Python from a project')"
+    "Sluice's sandboxed process refuses starting processes, opening sockets, writing files "
+    "and loading C code (ctypes, sqlite3: refused also when a library imports them): compute "
+    "the query without it (SQL, or sqlglot), or keep the model out of Sluice "
+    "(docs/security.md, 'Python from a project')"
 )
 
 

@@ -170,6 +170,20 @@ def test_python_macro_errors_name_the_file_and_line(project: Path) -> None:
         ("__import__('subprocess').run(['true'])", "may not"),
         ("__import__('socket').create_connection(('127.0.0.1', 5432))", "may not"),
         ("__import__('ctypes')", "may not import ctypes"),
+        # subprocess is imported before the guard (libraries import it): its one way to
+        # start a process without an audit event is a refusal, also after a reload.
+        ("__import__('subprocess')._fork_exec()", "may not do subprocess.Popen"),
+        ("__import__('_posixsubprocess').fork_exec()", "may not do subprocess.Popen"),
+        (
+            "import importlib; importlib.reload(__import__('subprocess'))._fork_exec()",
+            "may not do subprocess.Popen",
+        ),
+        (
+            "import _imp, importlib.util; _imp.create_dynamic(importlib.util.find_spec('_posixsubprocess'))",
+            "may not import _posixsubprocess",
+        ),
+        # A new interpreter would start without the guard (hooks are per interpreter).
+        ("__import__('_xxsubinterpreters').create()", "may not import _xxsubinterpreters"),
     ],
 )
 def test_a_macro_finds_nothing_to_use(project: Path, body: str, refused: str) -> None:
