@@ -579,6 +579,7 @@ def create_app(
             max_attempts=settings.max_attempts,
             lease_seconds=settings.job_lease_seconds,
             retry_seconds=settings.retry_seconds,
+            caps=settings.queue_caps(),
         )
         state["queue"] = queue
         # The intake (group commit, a task on this event loop) stores deliveries; stopped

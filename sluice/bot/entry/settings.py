@@ -10,10 +10,11 @@ import fnmatch
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits
+from sluice.bot.queue.fairness import Caps
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 
@@ -120,6 +121,17 @@ class ServiceSettings(StateSettings):
     """How long a failed job waits before its next attempt (``SLUICE_RETRY_SECONDS``):
     doubled after each further failure, at most 10 minutes, with jitter."""
     workers: int = Field(default=1, ge=1)
+    queue_max_running: int | None = None
+    """The most jobs running at once, counted over every service process sharing the state
+    database (``SLUICE_QUEUE_MAX_RUNNING``; unset: no cap but the workers). From 2 up, one
+    of them is kept for promotions (merges, tags, ``/sluice deploy``, ``/sluice
+    rollback``): builds and scheduled runs hold at most one less, so a promotion starts
+    without waiting for a build (:mod:`sluice.bot.queue.fairness`). Set it to the workers
+    of all the processes together (``SLUICE_WORKERS`` times the processes)."""
+    queue_max_running_per_repository: int | None = None
+    """The most jobs of one repository running at once, promotions aside
+    (``SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY``; unset: no cap of its own); at most
+    ``SLUICE_QUEUE_MAX_RUNNING``."""
     job_lease_seconds: float = Field(default=60.0, gt=0)
     """A running job's lease; a worker that stops renewing it loses the job after this."""
     drain_seconds: float = Field(default=25.0, ge=0)
@@ -183,6 +195,52 @@ class ServiceSettings(StateSettings):
                 hint="e.g. SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'",
             )
         return tuple(_repository_entry(str(entry)) for entry in value if str(entry).strip())
+
+    @field_validator("queue_max_running", "queue_max_running_per_repository", mode="before")
+    @classmethod
+    def _cap(cls, value: Any, info: ValidationInfo) -> int | None:
+        name = f"SLUICE_{str(info.field_name).upper()}"
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            number = int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            number = None
+        if isinstance(value, bool) or number is None or number < 1:
+            raise ConfigError(
+                f"{name} is {str(value)[:40]!r}: it should be a whole number of jobs, 1 or more",
+                hint=f"e.g. {name}=4, or unset it for no cap",
+            )
+        return number
+
+    @model_validator(mode="after")
+    def _caps(self) -> ServiceSettings:
+        most, each = self.queue_max_running, self.queue_max_running_per_repository
+        if most is not None and each is not None and each > most:
+            raise ConfigError(
+                f"SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY ({each}) is more than "
+                f"SLUICE_QUEUE_MAX_RUNNING ({most}): a repository can never run more jobs "
+                "than all of them together",
+                hint=f"lower SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY to {most} or less, or "
+                "raise SLUICE_QUEUE_MAX_RUNNING",
+            )
+        return self
+
+    def _caps_summary(self) -> str:
+        most, each = self.queue_max_running, self.queue_max_running_per_repository
+        if most is None and each is None:
+            return ""
+        parts = [f"at most {most} running" if most is not None else "no overall cap"]
+        if each is not None:
+            parts.append(f"{each} per repository")
+        return f" (queue: {', '.join(parts)})"
+
+    def queue_caps(self) -> Caps:
+        """The queue's caps (:class:`~sluice.bot.queue.fairness.Caps`)."""
+        return Caps(
+            max_running=self.queue_max_running,
+            per_repository=self.queue_max_running_per_repository,
+        )
 
     @model_validator(mode="after")
     def _secured(self) -> ServiceSettings:
@@ -391,7 +449,7 @@ class ServiceSettings(StateSettings):
                 else "any (SLUICE_REPOSITORIES is not set)"
             ),
             f"  spark:        {spark.mode}: {where}",
-            f"  workers:      {self.workers}",
+            f"  workers:      {self.workers}{self._caps_summary()}",
             f"  state:        {redacted_url(self.state_url())}",
             f"  workdir:      {self.workdir.resolve()}",
         ]

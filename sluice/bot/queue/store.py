@@ -6,8 +6,8 @@ can answer at once and a restart loses nothing; a delivery id seen before is ref
 PostgreSQL state, take jobs with :meth:`JobQueue.claim`.
 
 Ordering and exclusion: jobs of one *key* (one pull request, or a repository's prod; see
-:func:`sluice.bot.events.neutral.pr_key`) run one at a time, oldest first; across keys the oldest
-waiting job goes first. The exclusion does not rely on isolation levels: every key has a
+:func:`sluice.bot.events.neutral.pr_key`) run one at a time, oldest first; across keys the
+fairness rule (:mod:`sluice.bot.queue.fairness`) picks which ready job goes first. The exclusion does not rely on isolation levels: every key has a
 row in ``sluice_job_keys`` naming the job running for it, and a claim takes the key with a
 conditional ``UPDATE ... WHERE running_job_id IS NULL`` whose row count says whether it
 won. A job is running exactly while its key row names it.
@@ -47,7 +47,7 @@ from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from sluice.bot.queue import pg
+from sluice.bot.queue import fairness, pg
 from sluice.bot.queue.batch import Batch, ms
 from sluice.bot.queue.retry import TRANSIENT_TRIES, backoff, try_again
 from sluice.bot.queue.schema import (
@@ -81,9 +81,15 @@ class _Again(Enum):
     AGAIN = 0
 
 
-# Queued jobs a claim looks at per round: a few, so that losing the race for the oldest
+# Jobs a claim tries per round, best first: a few, so that losing the race for the best
 # one to another claimer can fall through to the next without a new round trip.
 _CANDIDATES = 8
+# Ready jobs (one per key) the fairness rule chooses among, oldest first: with more keys
+# waiting than this, the newest wait for a later claim.
+_READY = 256
+# PostgreSQL: claims serialise on this transaction lock (arbitrary, fixed; not the
+# migration runner's).
+_PG_CLAIM_LOCK = int.from_bytes(b"sluiceCL", "big")
 _CLAIM_ROUNDS = 20
 # PostgreSQL deadlock / serialization failure: the transaction is safe to run again.
 _ABANDONED = "the worker stopped renewing the job's lease (it probably died)"
@@ -104,6 +110,9 @@ class JobQueue(Transactions):
             attempt, twice as long after each further failure (at most
             :data:`~sluice.bot.queue.retry.RETRY_CAP_SECONDS`), each wait drawn from half to one and a half times
             that (jitter), so a forge that is down is not hammered by every job at once.
+        caps: How many jobs may run at once, in all and per repository
+            (:class:`~sluice.bot.queue.fairness.Caps`; the service's
+            ``SLUICE_QUEUE_MAX_RUNNING`` and ``SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY``).
 
     Raises:
         StateError: The URL is invalid, the database unreachable, or the tables cannot be
@@ -117,6 +126,7 @@ class JobQueue(Transactions):
         max_attempts: int = 3,
         lease_seconds: float = 900.0,
         retry_seconds: float = 0.0,
+        caps: fairness.Caps | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
@@ -127,6 +137,7 @@ class JobQueue(Transactions):
         self.max_attempts = max_attempts
         self.lease_seconds = lease_seconds
         self.retry_seconds = retry_seconds
+        self.caps = caps or fairness.Caps()
         # Called after a commit that queued work (see on_work): this process's idle
         # workers start it at once instead of at their next poll.
         self._listeners: list[Callable[[], None]] = []
@@ -355,14 +366,18 @@ class JobQueue(Transactions):
     # -- consumer ---------------------------------------------------------------------------
 
     def claim(self, worker: str, now: float) -> Job | None:
-        """Take the oldest queued job whose key has no running job, for ``worker``.
+        """Take the next ready job for ``worker``, by the fairness rule
+        (:mod:`sluice.bot.queue.fairness`: promotions first, round-robin across
+        repositories, the caps, a slot kept for promotions, one background job at a time).
 
-        The job becomes running with a lease of ``lease_seconds`` from ``now``, and its
-        attempt count goes up by one. Concurrent claimers (threads or processes) never get
-        the same job, nor two jobs of one key.
+        A job is ready when it is the oldest queued job of its key, its key runs nothing,
+        and it is due. The job becomes running with a lease of ``lease_seconds`` from
+        ``now``, and its attempt count goes up by one. Concurrent claimers (threads or
+        processes) never get the same job, nor two jobs of one key; on PostgreSQL claims
+        take turns (a transaction lock), so the caps hold across service processes too.
 
         Returns:
-            The job, or None when no job is ready.
+            The job, or None when no job may start.
         """
         at = ms(now)
         values = {
@@ -388,7 +403,7 @@ class JobQueue(Transactions):
         )
         due = or_(jobs.c.not_before.is_(None), jobs.c.not_before <= at)
         candidates = (
-            select(jobs.c.id, jobs.c.key)
+            select(jobs.c.id, jobs.c.key, jobs.c.kind)
             .select_from(jobs.join(job_keys, job_keys.c.key == jobs.c.key))
             .where(
                 jobs.c.status == JobStatus.QUEUED,
@@ -397,16 +412,25 @@ class JobQueue(Transactions):
                 ~ahead,
             )
             .order_by(jobs.c.id)
-            .limit(_CANDIDATES)
+            .limit(_READY)
         )
+        running = select(jobs.c.key, jobs.c.kind).where(jobs.c.status == JobStatus.RUNNING)
+        caps = self.caps
 
         def run(conn: Connection) -> Job | _Again | None:
-            """The claimed job; None when nothing is ready; AGAIN to look again."""
-            rows = conn.execute(candidates).all()
-            if not rows:
+            """The claimed job; None when nothing may start; AGAIN to look again."""
+            if conn.dialect.name == "postgresql":
+                # Claims take turns, so two processes never both see a slot free.
+                conn.execute(select(func.pg_advisory_xact_lock(_PG_CLAIM_LOCK)))
+            ready = [fairness.Ready(int(i), k, kind) for i, k, kind in conn.execute(candidates)]
+            if not ready:
+                return None
+            now_running = [fairness.Running(k, kind) for k, kind in conn.execute(running)]
+            order = fairness.startable(ready, now_running, caps)
+            if not order:
                 return None
             lost: set[str] = set()
-            for job_id, key in rows:
+            for job_id, key in ((r.id, r.key) for r in order[:_CANDIDATES]):
                 if key in lost:
                     continue
                 # Take the key: fails when another claimer got it since the select.
