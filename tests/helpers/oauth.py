@@ -5,6 +5,7 @@ its redirect back is followed by hand)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, urlsplit
@@ -58,7 +59,7 @@ def fake_github(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
         found = by_token.get(request.headers.get("Authorization", ""))
         if found is None:
             return 401, {}, '{"message": "Bad credentials"}'
-        return 200, {}, f'{{"login": "{found.login}", "id": 1}}'
+        return 200, {}, json.dumps({"login": found.login, "id": 1})
 
     def repo(name: str):  # type: ignore[no-untyped-def]
         def answer(request):  # type: ignore[no-untyped-def]
@@ -95,7 +96,7 @@ def fake_gitlab(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
         found = by_token.get(request.headers.get("Authorization", ""))
         if found is None:
             return 401, {}, '{"message": "401 Unauthorized"}'
-        return 200, {}, f'{{"username": "{found.login}", "id": 2}}'
+        return 200, {}, json.dumps({"username": found.login, "id": 2})
 
     def project(name: str):  # type: ignore[no-untyped-def]
         def answer(request):  # type: ignore[no-untyped-def]
