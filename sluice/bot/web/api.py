@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from sluice.bot.web import schema as s
@@ -28,8 +28,13 @@ def _found(value: T | None, what: str) -> T:
     return value
 
 
+def _no_store(response: Response) -> None:
+    """An answer is one person's view (what they may read): no cache keeps it."""
+    response.headers["Cache-Control"] = "no-store"
+
+
 def router(site: Site) -> APIRouter:
-    api = APIRouter(prefix="/api/v1", tags=["ui"])
+    api = APIRouter(prefix="/api/v1", tags=["ui"], dependencies=[Depends(_no_store)])
 
     @api.get("/repositories")
     def repositories(request: Request) -> list[s.Repository]:

@@ -73,7 +73,10 @@ def router(site: Site) -> APIRouter:
             viewer=site.access.viewer(request),
             **values,
         )
-        return HTMLResponse(html, headers={"Content-Security-Policy": CSP})
+        # a page is one person's view (what they may read, their CSRF token): no cache keeps it
+        return HTMLResponse(
+            html, headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"}
+        )
 
     def found(value: Any, what: str) -> Any:
         if value is None:

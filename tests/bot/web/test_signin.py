@@ -242,3 +242,14 @@ def test_sign_in_settings_come_in_pairs_and_the_key_is_long_enough(world: WebWor
 def test_github_enterprise_signs_in_on_its_own_host() -> None:
     assert github_web_url("https://api.github.com") == "https://github.com"
     assert github_web_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com"
+
+
+def test_a_signed_in_persons_pages_and_answers_are_not_cached(
+    world: WebWorld, github: responses.RequestsMock
+) -> None:
+    with _service(world) as client:
+        sign_in(client, ALICE)
+        for path in ("/ui/environments", "/api/v1/environments", "/api/v1/pulls/7"):
+            answer = client.get(path)
+            assert answer.status_code == 200, path
+            assert answer.headers["cache-control"] == "no-store", path
