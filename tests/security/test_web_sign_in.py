@@ -247,3 +247,15 @@ def test_after_sign_in_the_browser_stays_on_this_site(ui: TestClient) -> None:
     ):
         assert sign_in(ui, ALICE, then=then) == "/ui/", then
     assert sign_in(ui, ALICE, then="/ui/pulls/7?repo=x") == "/ui/pulls/7?repo=x"
+
+
+def test_a_new_sign_in_replaces_the_browsers_session(ui: TestClient) -> None:
+    sign_in(ui, ALICE)
+    first = str(ui.cookies.get(COOKIE))
+    sign_in(ui, ALICE)
+    second = str(ui.cookies.get(COOKIE))
+    assert _payload(first)["sid"] != _payload(second)["sid"]  # never the same id again
+    assert ui.get("/api/v1/environments").status_code == 200
+    ui.cookies.clear()
+    ui.cookies.set(COOKIE, first)
+    _refused(ui)

@@ -92,7 +92,6 @@ class SignIn:
         self.forge = FORGES[forge]
         self.web, self.api = web.rstrip("/"), api.rstrip("/")
         self._client_id, self._client_secret = client_id, client_secret
-        self._http = requests.Session()
 
     @property
     def name(self) -> str:
@@ -197,7 +196,8 @@ class SignIn:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         try:
-            response = self._http.request(
+            # a new connection a call (requests' Session is not for threads; these are rare)
+            response = requests.request(
                 method, url, headers=headers, data=data, timeout=TIMEOUT, allow_redirects=False
             )
         except requests.RequestException as error:

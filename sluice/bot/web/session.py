@@ -125,14 +125,23 @@ class Sessions:
     def start(
         self, request: Request, response: Response, *, forge: str, login: str, token: str
     ) -> Session:
-        """A new session for ``login`` on ``forge``, its cookie set on ``response``."""
+        """A new session for ``login`` on ``forge``, its cookie set on ``response``: a new
+        id always, the browser's previous session (if any) signed out."""
+        previous = self.current(request)
         sid = secrets.token_urlsafe(32)
-        expires = self._clock() + self._seconds
+        now = self._clock()
+        expires = now + self._seconds
         session = Session(sid, forge, login, token, expires, csrf=self._signer.mac("csrf", sid))
         with self._lock:
-            self._sessions[sid] = session
-            while len(self._sessions) > MAX_SESSIONS:
+            if previous is not None:
+                self._sessions.pop(previous.sid, None)
+            # oldest first: the expired ones, then any past the cap, are forgotten
+            while self._sessions and (
+                len(self._sessions) >= MAX_SESSIONS
+                or next(iter(self._sessions.values())).expires <= now
+            ):
                 self._sessions.popitem(last=False)
+            self._sessions[sid] = session
         payload = {"sid": sid, "forge": forge, "login": login, "exp": int(expires)}
         self._set(request, response, COOKIE, self._signer.sign("session", payload), "/")
         return session
