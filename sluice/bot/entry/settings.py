@@ -452,10 +452,24 @@ class ServiceSettings(StateSettings):
             f"  workers:      {self.workers}{self._caps_summary()}",
             f"  state:        {redacted_url(self.state_url())}",
             f"  workdir:      {self.workdir.resolve()}",
+            f"  web UI:       {self._ui_summary()}",
         ]
         if sandbox:
             lines.append(f"  sandbox:      {sandbox.removeprefix('sandbox: ')}")
         return "\n".join(lines)
+
+    def _ui_summary(self) -> str:
+        """Who sees the web UI: sign-in (which forges, where), everyone, or no one."""
+        sign_ins = [forge for forge in _FORGES if getattr(self, f"{forge}_oauth_client_id")]
+        if sign_ins:
+            where = f" at {_without_userinfo(self.ui_url)}" if self.ui_url else ""
+            return f"sign-in with {', '.join(sign_ins)}{where}"
+        if self.ui_public:
+            return "public (SLUICE_UI_PUBLIC: anyone who can reach the service, no sign-in)"
+        return (
+            "off (no sign-in: set SLUICE_GITHUB_OAUTH_CLIENT_ID and _SECRET, or GitLab's, "
+            "or SLUICE_UI_PUBLIC=true)"
+        )
 
     def secrets(self) -> list[str]:
         """Every secret value, for scrubbing text that leaves the service."""

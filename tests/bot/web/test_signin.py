@@ -253,3 +253,20 @@ def test_a_signed_in_persons_pages_and_answers_are_not_cached(
             answer = client.get(path)
             assert answer.status_code == 200, path
             assert answer.headers["cache-control"] == "no-store", path
+
+
+def test_serve_says_who_sees_the_web_ui(world: WebWorld) -> None:
+    base = {"webhook_secret": "s", "workdir": world.root / "work"}
+    off = ServiceSettings(**base)  # type: ignore[arg-type]
+    assert "web UI:       off (no sign-in: set SLUICE_GITHUB_OAUTH_CLIENT_ID" in off.summary()
+    public = ServiceSettings(**base, ui_public=True)  # type: ignore[arg-type]
+    assert "web UI:       public (SLUICE_UI_PUBLIC" in public.summary()
+    signed = ServiceSettings(
+        **base,  # type: ignore[arg-type]
+        github_oauth_client_id=CLIENT_ID,
+        github_oauth_client_secret=CLIENT_SECRET,
+        ui_url="https://u:pw@sluice.example.com",
+    )
+    text = signed.summary()
+    assert "web UI:       sign-in with github at https://***@sluice.example.com" in text
+    assert CLIENT_SECRET not in text and "pw@" not in text
