@@ -111,6 +111,12 @@ class DriverLost(ExecutionError):
     environment's record change last), so a caller that can retry should."""
 
 
+class JobCancelled(ExecutionError):
+    """The job was stopped on purpose before it finished (a newer head superseded it:
+    :mod:`sluice.core.spark.cancel`): not a failure of its own and not to be run again.
+    What it finished is kept, as for any stopped job; its environment was not changed."""
+
+
 class ProjectErrors(SluiceError):
     """Several independent problems found while loading one project.
 

@@ -24,7 +24,7 @@ from sluice.bot.flow.reviewed_plan import prod_owners, review_of
 from sluice.bot.forge.base import Check, PullRequest, UnusableTree
 from sluice.bot.present import checks, comment
 from sluice.bot.present.comment import CommentState
-from sluice.core.errors import ConfigError, DriverLost, SluiceError
+from sluice.core.errors import ConfigError, DriverLost, JobCancelled, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
 from sluice.core.preview import PreviewResult, preview_environment
@@ -249,6 +249,25 @@ def _build(
     except DriverLost:
         # Not this commit's fault: the worker runs the job again (and reports on the PR
         # only after its last attempt). The checks stay in progress meanwhile.
+        raise
+    except JobCancelled as exc:
+        # A newer head superseded this one (the worker stopped the job): say so on this
+        # head's checks and the comment; the worker ends the job, and the newer head's
+        # build publishes the comment again.
+        reason = exc.message.removeprefix("the job was stopped: ")
+        for name in PR_CHECKS:
+            post.check(checks.build_superseded(name, reason))
+        post.comment(
+            CommentState(
+                post.project,
+                environment,
+                post.pr.head_sha,
+                "neutral",
+                checks.BUILD_SUPERSEDED,
+                progress=checks.superseded_text(reason),
+                plan=plan,
+            )
+        )
         raise
     except SluiceError as exc:
         _failed(

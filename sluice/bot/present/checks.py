@@ -78,6 +78,24 @@ def approval_held(what: str, approver: str) -> Check:
     )
 
 
+BUILD_SUPERSEDED = "Stopped: a newer commit was pushed"
+
+
+def superseded_text(reason: str) -> str:
+    """What a build stopped for a newer head says (``reason``: which job, which head)."""
+    return (
+        f"Sluice stopped building this commit ({reason}) and builds the newer one instead. "
+        "Nothing of this commit's environment was changed: its tables were not marked "
+        "built and its views not switched."
+    )
+
+
+def build_superseded(name: str, reason: str) -> Check:
+    return Check(
+        name, "completed", BUILD_SUPERSEDED, superseded_text(reason), conclusion="cancelled"
+    )
+
+
 FILES_REFUSED = "The repository's files were refused"
 SETTINGS_INVALID = "The prod branch's settings are invalid"
 PROJECT_DOES_NOT_LOAD = "The project does not load"

@@ -472,6 +472,30 @@ class JobQueue(Transactions):
         # Others keep winning: they are making progress, and this worker polls again.
         return None
 
+    def newer_heads(self, job: Job) -> list[tuple[int, str | None, dict[str, Any]]]:
+        """The queued jobs of ``job``'s key and kind that came after it for another head
+        commit, oldest first, at most a few: (id, head, payload). A running build one of
+        them supersedes (:func:`sluice.bot.events.neutral.supersedes` of its event) is
+        stopped by its worker (:mod:`sluice.bot.queue.worker`)."""
+        query = (
+            select(jobs.c.id, jobs.c.head_sha, jobs.c.payload)
+            .where(
+                jobs.c.key == job.key,
+                jobs.c.kind == job.kind,
+                jobs.c.status == JobStatus.QUEUED,
+                jobs.c.id > job.id,
+            )
+            .order_by(jobs.c.id)
+            .limit(_CANDIDATES)
+        )
+        with self._reading(f"read the jobs after job {job.id}") as conn:
+            rows = conn.execute(query).all()
+        return [
+            (int(i), head, load_json(payload, dict, f"job {i}", self._where))
+            for i, head, payload in rows
+            if head != job.head_sha
+        ]
+
     def heartbeat(self, job_id: int, worker: str, now: float) -> bool:
         """Extend the job's lease to ``lease_seconds`` from ``now``.
 
@@ -489,13 +513,24 @@ class JobQueue(Transactions):
 
         return self._write(f"renew the lease of job {job_id}", run)
 
-    def finish(self, job_id: int, worker: str, *, error: str | None = None, now: float) -> bool:
-        """End a running job: done when ``error`` is None, else failed; frees its key.
+    def finish(
+        self,
+        job_id: int,
+        worker: str,
+        *,
+        error: str | None = None,
+        now: float,
+        superseded: bool = False,
+    ) -> bool:
+        """End a running job: done when ``error`` is None, else failed, or superseded (it
+        was stopped for a newer head; ``error`` says which); frees its key.
 
         Returns:
             False (changing nothing) when the job is no longer running for ``worker``.
         """
         status = JobStatus.DONE if error is None else JobStatus.FAILED
+        if superseded:
+            status = JobStatus.SUPERSEDED
         values = {"status": status, "finished_ts": ms(now), "lease_until": None, "error": error}
         return self._write(
             f"finish job {job_id}", lambda conn: self._release(conn, job_id, worker, values)

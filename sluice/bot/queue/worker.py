@@ -7,6 +7,14 @@ puts the job back, up to the queue's attempt limit, after which the PR is told, 
 event's content key is recorded as handled (failed): a replay of it does not run either
 (see :mod:`sluice.bot.events.neutral`). Jobs of a repository the service does not serve
 (``SLUICE_REPOSITORIES``, set after they were queued) fail without running.
+
+A running build that a newer head supersedes is stopped (supersede-cancel): while a job
+whose event supersedes (:func:`~sluice.bot.events.neutral.supersedes`: a PR's new head)
+runs, the worker looks for a queued job of its key and kind for another head whose event
+supersedes too, at once when this process queues work and every ``cancel_poll_seconds``
+(another process's delivery); found, it stops the job (:mod:`sluice.core.spark.cancel`:
+its Spark work killed or interrupted, the flow tells the PR) and ends it superseded,
+neither retried nor given up, so the newer head's build starts.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ from sluice.bot.events.neutral import (
     ScheduledRunEvent,
     event_from_json,
     pr_key,
+    supersedes,
 )
 from sluice.bot.present.metrics import Registry
 from sluice.bot.queue.store import Job, JobQueue, NewJob
+from sluice.core.errors import StateError
+from sluice.core.spark import cancel
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,7 @@ class Worker:
         run_seconds: float = 0.0,
         scrub: Callable[[str], str] = lambda text: text,
         serves: Callable[[str, str], bool] = lambda forge, repo: True,
+        cancel_poll_seconds: float = 1.0,
     ) -> None:
         self.queue, self.metrics = queue, metrics
         # The flow, as callables: run an event; give up on one for good (tell the PR and
@@ -60,6 +72,9 @@ class Worker:
         self.handle, self.abandon, self.repositories = handle, abandon, repositories
         self.serves = serves  # (forge, repository) -> whether the service serves it
         self.poll, self.beat, self.scrub = poll_seconds, heartbeat_seconds, scrub
+        # How often a running build looks for a newer head (this process's deliveries
+        # wake it at once).
+        self.cancel_poll = cancel_poll_seconds
         # Each repository's janitor and prod run, every this many seconds (0: never).
         self.every: dict[type[JanitorEvent | ScheduledRunEvent], float] = {
             JanitorEvent: janitor_seconds,
@@ -195,14 +210,27 @@ class Worker:
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)
         beat.start()
+        stop = cancel.Cancel()
+        wake = threading.Event()  # the watch's: work queued in this process, or the end
+        watch = None
+        if supersedes(event):
+            watch = threading.Thread(target=self._watch, args=(job, stop, done, wake), daemon=True)
+            watch.start()
         self._current = job
         try:
-            self.handle(event)
+            with cancel.scope(stop):
+                self.handle(event)
         except Exception as exc:
             message = self.scrub(str(exc) or exc.__class__.__name__)
             if self._let_go == job.id:  # put back by release(): its next run is its attempt
                 log.info("job %s (%s) stopped after it was put back: %s", job.id, job.key, message)
                 outcome = "released"
+            elif stop.reason is not None:  # stopped for a newer head: it takes its place
+                log.info("job %s (%s) stopped: %s", job.id, job.key, stop.reason)
+                self.queue.finish(
+                    job.id, self.name, error=stop.reason, now=time.time(), superseded=True
+                )
+                outcome = "superseded"
             else:
                 outcome = self._failed(job, message)
         else:
@@ -211,7 +239,10 @@ class Worker:
         finally:
             self._current = None
             done.set()
+            wake.set()
             beat.join()
+            if watch is not None:
+                watch.join()
         if self.metrics is not None:
             self.metrics.observe(
                 "sluice_job_duration_seconds",
@@ -230,6 +261,27 @@ class Worker:
         else:
             self._give_up(job, message)
         return "error"
+
+    def _watch(
+        self, job: Job, stop: cancel.Cancel, done: threading.Event, wake: threading.Event
+    ) -> None:
+        """Stop ``job`` once a newer head supersedes it (see the module docstring)."""
+        forget = self.queue.on_work(wake.set)
+        try:
+            while not done.is_set():
+                wake.clear()
+                try:
+                    newer = self.queue.newer_heads(job)
+                except StateError:
+                    log.warning("job %s: could not look for a newer head", job.id, exc_info=True)
+                    newer = []
+                for new_id, head, payload in newer:
+                    if supersedes(event_from_json(payload)):
+                        stop.cancel(f"superseded by job {new_id} (head {head})")
+                        return
+                wake.wait(self.cancel_poll)
+        finally:
+            forget()
 
     def _heartbeat(self, job: Job, done: threading.Event) -> None:
         while not done.wait(self.beat):

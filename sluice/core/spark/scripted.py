@@ -23,14 +23,18 @@ Example::
     'query'
 
 A step fails as scripted (``fail``: a step label's pattern -> ``"ExceptionName: message"``,
-reported as Spark's error would be), and the driver can be lost mid-job (``lose``: the
+reported as Spark's error would be), the driver can be lost mid-job (``lose``: the
 runner raises :class:`~sluice.core.errors.DriverLost`, as when a signal killed
-``spark-submit``).
+``spark-submit``), and a step can run until its job is stopped (``hold``: the step waits,
+:attr:`Warehouse.holding` set, until :mod:`~sluice.core.spark.cancel` stops the job, which
+then ends as :class:`~sluice.core.errors.JobCancelled`, as a real runner's does once it
+killed its driver).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,7 +43,7 @@ from typing import Any
 
 from sluice.core.config import SparkSettings
 from sluice.core.plan.plan import VIEW_MARKER
-from sluice.core.spark import driver, events
+from sluice.core.spark import cancel, driver, events
 from sluice.core.spark.events import Event
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.results import (
@@ -72,6 +76,8 @@ from sluice.core.spark.submit import JobResult, OnEvent, Received, _prepare, _Ru
 from sluice.core.tablediff.result import DiffOptions, TableDiffResult
 
 DEFAULT_ROWS = 10
+HOLD_LIMIT_S = 300.0
+"""A held step that nobody stops fails after this (a test's safety net, not a timing)."""
 NO_SPARK: Any = None
 """The session the scripted steps are handed: none."""
 
@@ -92,6 +98,7 @@ class Script:
             ``sql`` step's rows), instead of the default: the result's keys but its
             ``step`` tag (the step's type, added), read as a driver's result is (one of
             the wrong shape fails the step).
+        hold: A step label's pattern: the step runs until its job is stopped.
     """
 
     rows: Mapping[str, int] = field(default_factory=dict)
@@ -100,6 +107,7 @@ class Script:
     violations: Mapping[str, int] = field(default_factory=dict)
     differ: Mapping[str, int] = field(default_factory=dict)
     results: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    hold: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,8 @@ class Warehouse:
     """Environment view -> the SQL it is."""
     schemas: set[str] = field(default_factory=set)
     jobs: list[JobSpec] = field(default_factory=list)
+    holding: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    """Set when a step of :attr:`Script.hold` starts to hold."""
 
     def runner(
         self,
@@ -154,6 +164,10 @@ class Warehouse:
 
 class _Lost(BaseException):
     """The scripted driver died (a ``BaseException``: no step's handling catches it)."""
+
+
+class _Stopped(BaseException):
+    """The job was stopped (:mod:`~sluice.core.spark.cancel`): its driver killed."""
 
 
 class ScriptedRunner(_RunnerBase):
@@ -195,6 +209,8 @@ class ScriptedRunner(_RunnerBase):
             )
         except _Lost:
             raise job_failure(job_id, got.events, exit_code=-9) from None
+        except _Stopped:
+            raise cancel.stopped() from None
         except driver.StepFailed:
             if writes.refused is not None:
                 raise writes.refused from None
@@ -222,6 +238,10 @@ class ScriptedRunner(_RunnerBase):
     def _scripted(self, handler: Any) -> Handler:
         def run(_spark: Any, step: Any, ctx: StepContext) -> StepResult | None:
             label = str(step.get("label", step["type"]))
+            if self.script.hold is not None and fnmatch.fnmatchcase(label, self.script.hold):
+                self._hold(label)
+            if cancel.reason() is not None:
+                raise _Stopped(label)
             if self.script.lose is not None and fnmatch.fnmatchcase(label, self.script.lose):
                 self._lost = True
                 raise _Lost(label)
@@ -235,6 +255,17 @@ class ScriptedRunner(_RunnerBase):
             return result
 
         return run
+
+    def _hold(self, label: str) -> None:
+        """Run until the job is stopped (or :data:`HOLD_LIMIT_S` passed: a failure)."""
+        released = threading.Event()
+        forget = cancel.on_cancel(released.set)
+        self.warehouse.holding.set()
+        try:
+            if not released.wait(HOLD_LIMIT_S):
+                raise _error(f"HeldTooLong: step {label} held for {HOLD_LIMIT_S} s, never stopped")
+        finally:
+            forget()
 
     def _rows(self, model: str) -> int:
         return self.script.rows.get(model, DEFAULT_ROWS)

@@ -51,7 +51,7 @@ from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError, SluiceError
 from sluice.core.sandbox import keep_from_children
-from sluice.core.spark import confine, events, jvm
+from sluice.core.spark import cancel, confine, events, jvm
 from sluice.core.spark.events import Event, JobDone
 from sluice.core.spark.failures import job_failure
 from sluice.core.spark.results import StepResult
@@ -152,6 +152,7 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
         ExecutionError: as :meth:`Runner.run`; ``WriteRefused`` when the driver asked for
             a write the spec does not allow (the job is stopped).
     """
+    cancel.check()  # stopped before its Spark work began: start none
     held = Coalesced(state) if state is not None else None
     # What the checker needs of a store is the four writes a Coalesced offers.
     token = _JOB_STATE.set(cast(StateStore, held))
@@ -569,6 +570,8 @@ class _RunnerBase:
         return timer
 
     def _timed_out(self, log_path: Path | None) -> ExecutionError:
+        if cancel.reason() is not None:  # stopped on purpose, by the same kill
+            return cancel.stopped()
         assert self.timeout is not None
         limit = int(self.timeout) if float(self.timeout).is_integer() else self.timeout
         where = f"; full log: {log_path}" if log_path is not None else ""
@@ -645,7 +648,10 @@ class SubmitRunner(_RunnerBase):
             seconds = time.monotonic() - began
         if timed_out:
             logger.info(
-                "job %s ran past its limit of %s s; log: %s", job_id, self.timeout, log_path
+                "job %s stopped (%s); log: %s",
+                job_id,
+                cancel.reason() or f"past its limit of {self.timeout} s",
+                log_path,
             )
             raise self._timed_out(log_path)
         done = got.done
@@ -780,6 +786,7 @@ class SubmitRunner(_RunnerBase):
             kill()
 
         timer = self._timer(expire)
+        forget = cancel.on_cancel(expire)  # a job stopped on purpose ends the same way
         # stderr carries ~170 JVM log lines per job: read it on its own thread so neither
         # pipe fills up and stalls the child.
         reader = threading.Thread(target=_drain, args=(proc.stderr, log), daemon=True)
@@ -808,6 +815,7 @@ class SubmitRunner(_RunnerBase):
             proc.wait()
             raise
         finally:
+            forget()
             if timer is not None:
                 timer.cancel()
             log.close()
@@ -849,6 +857,7 @@ class InProcessRunner(_RunnerBase):
 
         emit({"event": "job_start", "job_id": job_id, "steps": len(spec["steps"])})
         timer = self._timer(expire)
+        forget = cancel.on_cancel(expire)
         try:
             results = driver.run_job(spec, spark, emit)
         except Exception as exc:
@@ -862,6 +871,7 @@ class InProcessRunner(_RunnerBase):
             emit({"event": "job_failed", "error": spark_error(exc)})
             raise job_failure(job_id, got.events) from exc
         finally:
+            forget()
             if timer is not None:
                 timer.cancel()
         if writes.refused is not None:  # swallowed by a step's own error handling
