@@ -19,7 +19,8 @@ promotion and small PR how many running jobs it waited behind (ended between its
 and its start) and how many jobs accepted after it started before it; supersede-cancel's
 latency (push accepted -> old job ended); the service's RSS (sampled from /proc every
 0.2 s) against ``--rss-bound``. The Spark server's heap is not measured here: the runner
-double starts no JVM (say so; ``--real-spark`` is not implemented yet).
+double starts no JVM; ``--real-spark`` runs the same on the service's own Spark Connect
+server (its JVM's RSS sampled, against ``--jvm-bound``).
 
     .venv/bin/python bench/load_bench.py --prs 20 --big 4 --workers 3 --max-running 3
 """
@@ -120,14 +121,19 @@ def serve(config: dict[str, Any]) -> None:
     def runner_for(project: Any, tree: Path, on_event: Any) -> Any:
         return Slow(warehouse.runner(project, tree, on_event))
 
+    real = bool(config.get("real"))
+
     settings = ServiceSettings(
         webhook_secret=SECRET, github_token="ghp_loadBenchToken", workdir=workdir / "work",
         database_url=config["url"], github_request_interval=0, github_write_interval=0,
-        janitor_interval_seconds=0, repositories=(OWNER,), spark_mode="submit",
+        janitor_interval_seconds=0, repositories=(OWNER,),
+        spark_mode="connect" if real else "submit",
         workers=config["workers"], queue_max_running=config["max_running"],
-        project_python="on",
+        project_python="prod" if real else "on",
     )  # fmt: skip
-    app = create_app(settings, forge_for=lambda _event: github, runner_for=runner_for)
+    app = create_app(
+        settings, forge_for=lambda _event: github, runner_for=None if real else runner_for
+    )
     uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=config["port"], log_level="warning")
     ).run()
@@ -176,6 +182,29 @@ def _rss_kib(pid: int) -> int | None:
     return None
 
 
+def _java_under(root: int) -> list[int]:
+    """The Java processes descending from ``root`` (the service's Spark Connect server)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found = []
+    for pid in parents:
+        up, seen = pid, 0
+        while up in parents and up != root and seen < 64:
+            up, seen = parents[up], seen + 1
+        if up == root and pid != root:
+            try:
+                if Path(f"/proc/{pid}/exe").resolve().name == "java":
+                    found.append(pid)
+            except OSError:
+                continue
+    return found
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
@@ -196,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         "port": port, "workdir": str(tmp), "url": url, "prs": args.prs, "big": big,
         "pushed": pushed, "merged": merged, "workers": args.workers,
         "max_running": args.max_running, "small_seconds": args.small_seconds,
-        "big_seconds": args.big_seconds,
+        "big_seconds": args.big_seconds, "real": args.real_spark,
     }  # fmt: skip
     child = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--serve", json.dumps(config)],
@@ -204,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     rss: list[int] = []
+    jvm: list[int] = []
     sampling = threading.Event()
 
     def sample() -> None:
@@ -211,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
             kib = _rss_kib(child.pid)
             if kib is not None:
                 rss.append(kib)
+            if args.real_spark:
+                jvm.append(sum(_rss_kib(p) or 0 for p in _java_under(child.pid)))
 
     deadline = time.monotonic() + args.limit
     try:
@@ -273,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
             child.wait(60)
         except subprocess.TimeoutExpired:
             child.kill()
-    return report(args, records, pushed_at, rss, idle, wall, big, job_class)
+    return report(args, records, pushed_at, rss, idle, wall, big, job_class, jvm)
 
 
 def report(
@@ -285,6 +317,7 @@ def report(
     wall: float,
     big: list[int],
     job_class: Any,
+    jvm: list[int],
 ) -> int:
     from sluice.bot.queue.store import JobStatus
 
@@ -339,8 +372,12 @@ def report(
         f"load benchmark: {args.prs} PRs at once ({args.big} big: {args.big_seconds} s of "
         f"Spark, the rest {args.small_seconds} s), 1 merge, {args.pushes} pushes mid-build; "
         f"{args.workers} workers, SLUICE_QUEUE_MAX_RUNNING={args.max_running}; state "
-        f"{'PostgreSQL' if args.database_url else 'SQLite'}; Spark: the scripted runner "
-        "(no JVM)"
+        f"{'PostgreSQL' if args.database_url else 'SQLite'}; Spark: "
+        + (
+            "the service's Spark Connect server"
+            if args.real_spark
+            else "the scripted runner (no JVM)"
+        )
     )
     print(f"  jobs:                {dict(sorted(by_status.items()))}; bad {bad}; wall {wall:.1f} s")
     for cls in sorted(waits):
@@ -361,7 +398,17 @@ def report(
         f"end {(rss[-1] if rss else 0) / 1024:.0f} MiB (bound {args.rss_bound} MiB: "
         f"{'within' if within else 'OVER'})"
     )
-    print("  Spark server heap:   not measured (the runner double starts no JVM)")
+    if args.real_spark:
+        top = max(jvm) if jvm else 0
+        jvm_within = top <= args.jvm_bound * 1024
+        print(
+            f"  Spark server (JVM):  RSS peak {top / 1024:.0f} MiB, end "
+            f"{(jvm[-1] if jvm else 0) / 1024:.0f} MiB (bound {args.jvm_bound} MiB: "
+            f"{'within' if jvm_within else 'OVER'}; its heap is capped by spark.driver.memory)"
+        )
+        within = within and jvm_within
+    else:
+        print("  Spark server heap:   not measured (the runner double starts no JVM)")
     return 0 if bad == 0 and within else 1
 
 
@@ -378,6 +425,13 @@ def main() -> None:
     parser.add_argument("--rss-bound", type=int, default=400, help="MiB")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds, at most")
     parser.add_argument("--database-url", help="a PostgreSQL state (default: SQLite)")
+    parser.add_argument(
+        "--real-spark",
+        action="store_true",
+        help="the service's own Spark Connect server instead of the runner double "
+        "(--big-seconds, --small-seconds unused)",
+    )
+    parser.add_argument("--jvm-bound", type=int, default=2048, help="MiB, with --real-spark")
     args = parser.parse_args()
     if args.serve:
         serve(json.loads(args.serve))
