@@ -1,0 +1,103 @@
+"""A Connect job stopped on purpose (a newer head superseded it, issue 45, point 2) ends
+as ``JobCancelled`` mid-backfill, keeps what it finished and marks nothing else built;
+applying again finishes it on the same server.
+
+Real Spark (the session's Connect server): the stop comes from the job's own events,
+after its second batch is written, so the order is fixed without a clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.core import workflow
+from sluice.core.errors import JobCancelled
+from sluice.core.model.loader import load_project
+from sluice.core.spark import cancel
+from sluice.core.spark.connect import ConnectRunner, ConnectServer
+from sluice.core.spark.session import SparkPaths
+from sluice.core.state import open_state
+from sluice.core.timeutil import to_ms
+
+pytestmark = pytest.mark.spark
+
+DAY = 86_400_000
+START, END = to_ms("2024-01-01"), to_ms("2024-01-07")  # six daily batches
+EVENTS = "stopped.events"
+
+
+def _project(root: Path) -> Path:
+    (root / "models").mkdir(parents=True)
+    (root / "config.yaml").write_text(
+        "model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n  cron: '@daily'\n"
+    )
+    (root / "models" / "raw.sql").write_text(
+        "MODEL (name stopped.raw, kind FULL);\n"
+        "SELECT CAST(id AS INT) AS id, DATE_ADD(DATE'2024-01-01', CAST(id % 6 AS INT)) AS ds "
+        "FROM range(60)"
+    )
+    (root / "models" / "events.sql").write_text(
+        f"MODEL (\n  name {EVENTS},\n"
+        "  kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1),\n"
+        "  grain (id)\n);\n"
+        "SELECT id, ds FROM stopped.raw WHERE ds BETWEEN @start_ds AND @end_ds"
+    )
+    return root
+
+
+def test_a_stopped_connect_job_keeps_what_it_finished_and_marks_nothing_else_built(
+    connect_server: ConnectServer, tmp_path: Path
+) -> None:
+    connect_server.endpoint()
+    server_pid = connect_server.pid
+    root = _project(tmp_path / "project")
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    store = open_state(url)
+    stop = cancel.Cancel()
+
+    def stop_after_batch_two(event: dict[str, Any]) -> None:
+        if event.get("message") == f"{EVENTS}: batch 2/6 written":
+            stop.cancel("superseded by job 2 (head bbb)")
+
+    paths = SparkPaths(root=connect_server.paths.root, logs=tmp_path / "logs")
+    try:
+        project = load_project(root, use_cache=False)
+        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
+        runner = ConnectRunner(
+            connect_server.settings, paths, server=connect_server, timeout=3600.0,
+            on_event=stop_after_batch_two,
+        )  # fmt: skip
+        with cancel.scope(stop), pytest.raises(JobCancelled) as caught:
+            workflow.apply_plan(project, store, plan, runner, url=url, now=END)
+        assert stop.reason is not None, "the build never wrote its second batch"
+        assert caught.value.message == "the job was stopped: superseded by job 2 (head bbb)"
+        # Batches written before the stop are kept; not all six; prod not pointed anywhere.
+        version = next(s.version for s in plan.snapshots if s.name == EVENTS)
+        key = (EVENTS, version)
+        [(first, last)] = store.get_intervals([key])[key]
+        assert first == START and START + 2 * DAY <= last < END
+        assert store.get_environment("prod") is None
+        # The server was not touched (the job's session interrupted, the JVM kept).
+        assert connect_server.pid == server_pid
+
+        # Applying again, on the same server: the missing batches only, no day twice.
+        again = workflow.plan_environment(
+            load_project(root, use_cache=False), store, "prod", end=END, execution_time=END
+        )
+        [backfill] = [b for b in again.backfill if b.name == EVENTS]
+        assert backfill.batches[0][0] == last
+        rerun = ConnectRunner(connect_server.settings, paths, server=connect_server)
+        workflow.apply_plan(project, store, again, rerun, url=url, now=END + 1)
+        assert store.get_intervals([key])[key] == [(START, END)]
+        assert connect_server.pid == server_pid
+    finally:
+        store.close()
+    count = (
+        f"SELECT ds, COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM {EVENTS} GROUP BY ds ORDER BY ds"
+    )
+    step: Any = {"type": "sql", "label": "counts", "statements": [count]}
+    counts = rerun.run({"job_id": "stopped-counts", "kind": "test", "steps": [step]})
+    rows: Any = counts.results["0"]["rows"]  # type: ignore[typeddict-item]
+    assert [(r["n"], r["ids"]) for r in rows] == [(10, 10)] * 6
