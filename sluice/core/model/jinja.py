@@ -28,12 +28,10 @@ import os
 import re
 import selectors
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from sluice.core import sandbox
@@ -232,10 +230,8 @@ def _render(
 ) -> list[str | SluiceError]:
     """Run the child; one rendered text or error per template of ``request`` (``names``:
     the file and first line of each, for the error of the one the child stopped at)."""
-    root = str(Path(__file__).resolve().parents[3])
-    code = f"import sys; sys.path.insert(0, sys.argv[1]); from {_SANDBOX} import main; main()"
     payload = json.dumps(request, default=str).encode("utf-8")
-    launch = sandbox.wrap([sys.executable, "-I", "-c", code, root], PROFILE)
+    launch = sandbox.wrap(sandbox.python_child(_SANDBOX), PROFILE)
     output, stopped = _run_child(launch.argv, payload)
     lines = _answers(output)
     if lines is None:  # not the child's own answers: stop at the first line that is not

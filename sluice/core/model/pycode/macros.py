@@ -36,7 +36,6 @@ import json
 import os
 import selectors
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -63,8 +62,6 @@ AHEAD_ITEMS = 250_000
 """Most answers made ahead one load keeps, each SQL text in an answer counted too."""
 AHEAD_BYTES = 32 << 20
 """Most bytes of lines of answers made ahead one load reads."""
-_ROOT = str(Path(__file__).resolve().parents[4])
-_MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from sluice.core.model.pycode.child import main; main()"
 
 
 _RUN_HINT = (
@@ -130,7 +127,7 @@ class PythonMacros:
         self._process = (
             subprocess.Popen(  # our interpreter and module; the project's files are data
                 sandbox.wrap(
-                    [sys.executable, "-I", "-X", "utf8", "-c", _MAIN, _ROOT],
+                    sandbox.python_child("sluice.core.model.pycode.child"),
                     profile(root),
                 ).argv,
                 stdin=subprocess.PIPE,
