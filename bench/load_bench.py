@@ -409,6 +409,20 @@ def report(
         within = within and jvm_within
     else:
         print("  Spark server heap:   not measured (the runner double starts no JVM)")
+    if args.json:
+        summary = {
+            "bad": bad,
+            "statuses": by_status,
+            "waits": {
+                c: {"n": len(w), "p50": _pct(w, 0.5), "max": max(w)} for c, w in waits.items()
+            },
+            "behind_max": {c: max(v) for c, v in behind.items()},
+            "overtaken_max": {c: max(v) for c, v in jumped.items()},
+            "cancelled": len(cancel_latency),
+            "rss_peak_kib": peak,
+            "rss_within": within,
+        }
+        Path(args.json).write_text(json.dumps(summary, indent=1))
     return 0 if bad == 0 and within else 1
 
 
@@ -425,6 +439,7 @@ def main() -> None:
     parser.add_argument("--rss-bound", type=int, default=400, help="MiB")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds, at most")
     parser.add_argument("--database-url", help="a PostgreSQL state (default: SQLite)")
+    parser.add_argument("--json", help="also write the figures to this file, as JSON")
     parser.add_argument(
         "--real-spark",
         action="store_true",
