@@ -56,6 +56,9 @@ ACK_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 """Webhook acknowledgement: milliseconds are normal, a second is already slow."""
 
 JOB_BUCKETS: tuple[float, ...] = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+WAIT_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
+JOB_CLASSES: tuple[str, ...] = ("promotion", "build", "background")
+"""The queue's job classes (``sluice.bot.queue.fairness.JobClass``; a test keeps them equal)."""
 """A job runs Spark: seconds for a no-op, up to an hour for a backfill."""
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -320,6 +323,17 @@ def _service_jobs(registry: Registry) -> None:
     )
 
 
+def _service_waits(registry: Registry) -> None:
+    registry.histogram(
+        "sluice_queue_wait_seconds",
+        "Time a job waited in the queue, from its delivery to its first start, by class "
+        "(promotion, build, background: the queue's fairness rule).",
+        ("class",),
+        WAIT_BUCKETS,
+        values={"class": JOB_CLASSES},
+    )
+
+
 def _service_retries(registry: Registry) -> None:
     registry.counter(
         "sluice_job_retries_total",
@@ -335,6 +349,7 @@ SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_unlogged,
     _service_ack,
     _service_jobs,
+    _service_waits,
     _service_retries,
 )
 """The service's counters and histograms, declared by ``Registry()``. The queue's gauges

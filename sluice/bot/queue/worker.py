@@ -36,6 +36,7 @@ from sluice.bot.events.neutral import (
     supersedes,
 )
 from sluice.bot.present.metrics import Registry
+from sluice.bot.queue import fairness
 from sluice.bot.queue.store import Job, JobQueue, NewJob
 from sluice.core.errors import StateError
 from sluice.core.spark import cancel
@@ -206,6 +207,10 @@ class Worker:
                 ),
             )
             return True
+        if self.metrics is not None and job.attempts == 1:
+            cls = fairness.job_class(job.key, job.kind).label
+            wait = max(0.0, time.time() - job.created_ts)
+            self.metrics.observe("sluice_queue_wait_seconds", wait, **{"class": cls})
         began = time.monotonic()
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(job, done), daemon=True)

@@ -12,10 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import Event, ScheduledRunEvent, TagEvent, pr_key
+from sluice.bot.present.metrics import JOB_CLASSES, Registry
 from sluice.bot.queue.fairness import Caps, JobClass, Ready, Running, job_class, startable
 from sluice.bot.queue.store import Job, JobQueue, NewJob
+from sluice.bot.queue.worker import Worker
 from sluice.core.errors import ConfigError
 
 A, B = "github:acme/big", "github:acme/small"
@@ -214,3 +218,29 @@ def test_the_environment_names_the_caps(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY", "1")
     caps = ServiceSettings(insecure_no_signature=True).queue_caps()
     assert caps == Caps(max_running=3, per_repository=1)
+
+
+def test_each_class_s_wait_is_a_metric(tmp_path: Path) -> None:
+    queue = JobQueue(f"sqlite:///{tmp_path / 'state.db'}")
+    metrics = Registry()
+    worker = Worker(queue, handle=lambda _event: None, abandon=lambda *_: None, metrics=metrics)
+    try:
+        events: list[tuple[str, Event]] = [
+            ("tag", TagEvent(forge="github", repo="acme/big", installation_id=None,
+                               tag="v1", sha="a" * 40, source="push")),
+            ("run", ScheduledRunEvent(forge="github", repo="acme/big", installation_id=None)),
+        ]  # fmt: skip
+        for name, event in events:
+            job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
+            assert queue.accept(name, "github", event.kind, job, 1.0)  # long ago
+        assert worker.run_once() and worker.run_once()
+    finally:
+        queue.close()
+    counts = {
+        s.labels["class"]: s.value
+        for family in text_string_to_metric_families(metrics.render())
+        for s in family.samples
+        if s.name == "sluice_queue_wait_seconds_count"
+    }
+    assert counts == {"promotion": 1.0, "background": 1.0}
+    assert {c.label for c in JobClass} == set(JOB_CLASSES)
