@@ -211,12 +211,21 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    tmp = Path(tempfile.mkdtemp(prefix="sluice-load-"))
+    if args.postgres:
+        from tests.pgcluster import throwaway_postgres
+
+        with throwaway_postgres(prefix="sluice-load-pg-") as pg_url:
+            args.database_url = pg_url
+            return _run(args, tmp, pg_url)
+    return _run(args, tmp, args.database_url or f"sqlite:///{tmp / 'state.db'}")
+
+
+def _run(args: argparse.Namespace, tmp: Path, url: str) -> int:
     from sluice.bot.queue.fairness import job_class
     from sluice.bot.queue.store import JobQueue, JobStatus
     from tests.pgcluster import free_port
 
-    tmp = Path(tempfile.mkdtemp(prefix="sluice-load-"))
-    url = args.database_url or f"sqlite:///{tmp / 'state.db'}"
     big = list(range(1, args.big + 1))
     pushed = list(range(args.prs - args.pushes + 1, args.prs + 1))
     merged = args.big + 1 if args.big + 1 <= args.prs else 1
@@ -439,6 +448,9 @@ def main() -> None:
     parser.add_argument("--rss-bound", type=int, default=400, help="MiB")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds, at most")
     parser.add_argument("--database-url", help="a PostgreSQL state (default: SQLite)")
+    parser.add_argument(
+        "--postgres", action="store_true", help="the state on a throwaway PostgreSQL cluster"
+    )
     parser.add_argument("--json", help="also write the figures to this file, as JSON")
     parser.add_argument(
         "--real-spark",
