@@ -61,6 +61,15 @@ from typing import Any, ClassVar
 
 from sluice.bot.events.commands import CommandError, parse_command
 
+FORGE = "forge"
+WEB = "web"
+"""Where a command or an approval click came from (``origin``): the forge (a comment, the
+check's button), or the service's web UI (:mod:`sluice.bot.web.actions`), which makes the
+same event, the signed-in forge user as its author or requester, and queues it as a
+delivery is: every check the flow makes of a comment or a click runs unchanged. Only what
+the flow does with the comment itself differs: a web action has none to react to (nor to
+delete to withdraw it). No forge parser sets it (their events are ``FORGE``)."""
+
 
 @dataclass(frozen=True)
 class _Base:
@@ -120,6 +129,7 @@ class CommentEvent(_Base):
     author: str
     body: str
     created_ms: int | None = None  # when the comment was written (epoch ms)
+    origin: str = FORGE  # FORGE: a comment on the forge; WEB: the web UI's form, no comment
 
     def content_key(self) -> str | None:
         if self.action != "created" or not _addresses_sluice(self.body):
@@ -162,6 +172,7 @@ class CheckRunEvent(_Base):
     requester: str
     identifier: str | None = None  # requested_action.identifier
     check_run_id: int | None = None
+    origin: str = FORGE  # FORGE: the check's button; WEB: the web UI's "Approve this plan"
 
     def content_key(self) -> str | None:
         if self.action != "requested_action" or self.check_run_id is None:

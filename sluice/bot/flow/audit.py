@@ -12,6 +12,9 @@ transaction. ``sluice audit`` and the web UI read it.
 Each decision is recorded by one call of :func:`record` in the one place it is made:
 
 - ``approval`` (the gate's outcome on a PR's plan): :func:`sluice.bot.flow.approval.refresh`;
+  an "Approve this plan" click (the check's button or the web UI's form, outcome
+  ``given``, the clicker the actor; the gate's row says whether it counted):
+  :func:`sluice.bot.flow.pr_build.on_check_run`;
 - ``promotion`` (merge, tag, ``/sluice deploy``) and its refusal:
   :func:`sluice.bot.flow.promotion.promote`;
 - ``rollback``: ``run_command._rollback``;
@@ -20,7 +23,8 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
 - ``override`` (the backfill budget's approver released a held build):
   :func:`sluice.bot.flow.pr_build.on_approved`;
 - ``deploy command`` (a writer asked for ``/sluice deploy``): ``run_command._deploy``; the
-  gate's row and, when it passes, the promotion's follow it;
+  gate's row and, when it passes, the promotion's follow it; a command from the web UI
+  says so in its rows' detail;
 - ``settings change`` (the settings in force moved by a promotion, in its transaction):
   :func:`sluice.bot.flow.trust.pin`; settings on the prod branch no gate approved, kept
   out of force (told once per commit): :func:`sluice.bot.flow.trust.settings_for`.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.events.neutral import CheckRunEvent, PullRequestEvent
+from sluice.bot.events.neutral import WEB, CheckRunEvent, PullRequestEvent
 from sluice.bot.flow import approval, audit, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
@@ -112,8 +112,27 @@ def on_check_run(job: Job, event: CheckRunEvent) -> None:
         elif event.action == "rerequested" and event.check_name == checks.APPROVAL:
             approval.refresh(job, pr)
         elif event.action == "requested_action" and event.identifier == "approve":
-            job.ledger.click(job.repo, number, event.requester, event.head_sha, job.now)
+            _click(job, event, number)
             approval.refresh(job, pr)
+
+
+def _click(job: Job, event: CheckRunEvent, number: int) -> None:
+    """Record ``event``'s "Approve this plan" (the check's button, or the web UI's form: the
+    same event) on its head, and its audit row with who clicked, in one transaction; the
+    gate, evaluated next, decides whether it counts (never the author's own)."""
+    review = job.ledger.review(job.repo, number, event.head_sha)
+    where = "the web UI's" if event.origin == WEB else "the check's"
+    with job.ledger.together("record an approval click"):
+        job.ledger.click(job.repo, number, event.requester, event.head_sha, job.now)
+        audit.record(
+            job,
+            audit.APPROVAL,
+            "given",
+            actor=event.requester,
+            ref=f"#{number}",
+            plan_id=review.fingerprint if review is not None else None,
+            detail=f"{where} Approve this plan at {event.head_sha[:12]}",
+        )
 
 
 def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:

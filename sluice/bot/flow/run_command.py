@@ -13,7 +13,7 @@ import logging
 
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
-from sluice.bot.events.neutral import CommentEvent
+from sluice.bot.events.neutral import WEB, CommentEvent
 from sluice.bot.flow import approval, audit, pr_build, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
@@ -42,6 +42,9 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     theirs but their login (a mention only when it is a well-formed login); only a
     writer's arguments are read, and a writer's usage error quotes what they wrote as a
     code span (cut to ``QUOTE_LIMIT`` characters).
+
+    A command from the web UI (``origin`` WEB: its signed-in user the author) runs the
+    same way; it has no comment to react to, and its audit rows say where it came from.
     """
     if event.action != "created":
         return
@@ -59,7 +62,7 @@ def on_comment(job: Job, event: CommentEvent) -> None:
             "not a writer",
             actor=event.author,
             ref=f"#{event.number}",
-            detail=f"{permission or 'no'} permission: {line}",
+            detail=f"{permission or 'no'} permission: {line}{_via(event)}",
         )
         return
     try:
@@ -77,7 +80,7 @@ def on_comment(job: Job, event: CommentEvent) -> None:
         return
     pr = job.forge.pull_request(event.number)
     if command.name == "rollback":
-        _rollback(job, pr, command, event.author)
+        _rollback(job, pr, command, event.author, via=_via(event))
         return
     if not pr.open:
         job.forge.reply(event.number, replies.pr_closed(event.author))
@@ -98,7 +101,12 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     elif command.name == "diff":
         _diff(job, pr, command, event.author)
     elif command.name == "deploy":
-        _deploy(job, pr, event.author)
+        _deploy(job, pr, event.author, via=_via(event))
+
+
+def _via(event: CommentEvent) -> str:
+    """What an audit row's detail adds for a command from the web UI."""
+    return " (from the web UI)" if event.origin == WEB else ""
 
 
 def _head_when_commented(job: Job, pr: PullRequest, event: CommentEvent) -> PullRequest | None:
@@ -133,7 +141,10 @@ def _head_when_commented(job: Job, pr: PullRequest, event: CommentEvent) -> Pull
 
 def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
     """React to the command's comment; False (and logged) when it was deleted meanwhile:
-    deleting a command's comment before it runs withdraws the command."""
+    deleting a command's comment before it runs withdraws the command. A command from the
+    web UI has no comment: nothing to react to, nothing to withdraw."""
+    if event.origin == WEB:
+        return True
     if forge.react(event.number, event.comment_id, reaction):
         return True
     log.info(
@@ -179,7 +190,7 @@ def _diff(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     )
 
 
-def _deploy(job: Job, pr: PullRequest, author: str) -> None:
+def _deploy(job: Job, pr: PullRequest, author: str, *, via: str = "") -> None:
     """``/sluice deploy``: promote the PR's approved head into the first tier a merge into
     the prod branch would promote, then merge when ``merge_method`` is set.
 
@@ -195,7 +206,7 @@ def _deploy(job: Job, pr: PullRequest, author: str) -> None:
         "asked",
         actor=author,
         ref=f"#{pr.number}",
-        detail=f"at {pr.head_sha[:12]}",
+        detail=f"at {pr.head_sha[:12]}{via}",
     )
     verdict = approval.refresh(job, pr)
     if verdict is not None and not verdict.settings.deploy.merge_tiers():
@@ -254,7 +265,7 @@ def _deploy(job: Job, pr: PullRequest, author: str) -> None:
     )
 
 
-def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
+def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: str = "") -> None:
     """``/sluice rollback [plan]``: prod's views back at an earlier plan's tables.
 
     On a merged pull request only, by a writer the gate would accept for the change the
@@ -288,7 +299,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
             "rollback refused",
             actor=author,
             ref=f"#{pr.number}",
-            detail="not a required approver",
+            detail=f"not a required approver{via}",
         )
         return
     store = open_state(job.deps.state_url)
@@ -313,7 +324,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
                     actor=author,
                     ref=f"#{pr.number}",
                     plan_id=back.target.plan_id,
-                    detail="not the owner of every model it changes",
+                    detail=f"not the owner of every model it changes{via}",
                 )
                 return
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
@@ -334,7 +345,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str) -> None:
         ref=f"#{pr.number}",
         plan_id=back.target.plan_id,
         detail=f"prod back at plan {back.target.plan_id}: {len(back.changed)} "
-        f"models changed, {result.views_swapped} views swapped",
+        f"models changed, {result.views_swapped} views swapped{via}",
     )
 
 

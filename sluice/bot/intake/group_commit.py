@@ -30,13 +30,25 @@ from collections import deque
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sluice.bot.events.neutral import TagEvent
+from sluice.bot.events.neutral import Event, TagEvent, pr_key, supersedes
 from sluice.bot.intake.pin import ForgeFor, pin_job
-from sluice.bot.queue.store import Delivery, JobQueue
+from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 
 log = logging.getLogger(__name__)
 
 _Waiting = tuple[Delivery, "asyncio.Future[bool]"]
+
+
+def job_of(event: Event) -> NewJob:
+    """The job ``event`` asks for: queued under its key (``pr_key``), superseding what it
+    makes moot. A webhook's event and a web UI action's are queued alike."""
+    return NewJob(
+        key=pr_key(event),
+        kind=event.kind,
+        payload=event.to_json(),
+        head_sha=getattr(event, "head_sha", None),
+        supersede=supersedes(event),
+    )
 
 
 class IntakeClosed(RuntimeError):
