@@ -49,14 +49,14 @@ from sluice.bot.entry.health import SparkHealth
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.events.neutral import Event, pr_key, supersedes
+from sluice.bot.events.neutral import Event
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
 from sluice.bot.forge.base import Forge
 from sluice.bot.forge.signin import SignIn, github_web_url
-from sluice.bot.intake.group_commit import Intake, IntakeClosed
+from sluice.bot.intake.group_commit import Intake, IntakeClosed, job_of
 from sluice.bot.intake.pin import TagNotResolved
 from sluice.bot.intake.verify import verify_github, verify_token
 from sluice.bot.present.metrics import Registry
@@ -811,7 +811,14 @@ def create_app(
         text = await run_in_threadpool(metrics.render)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    mount(app, site, ui_url=settings.ui_url)
+    async def submit(delivery: Delivery) -> bool:
+        """A web UI action's delivery, stored by the intake as a webhook's is."""
+        intake: Intake | None = state.get("intake")
+        if intake is None:
+            raise IntakeClosed("the service is not started")
+        return await intake.accept(delivery)
+
+    mount(app, site, ui_url=settings.ui_url, submit=submit)
     app.access = AccessLog(frozenset(app.direct))
     return app
 
@@ -836,13 +843,7 @@ def _job_of(forge: str, event_name: str, body: bytearray) -> NewJob | tuple[str,
         return "bad_request", _error(400, exc.message)
     if event is None:
         return "ignored", Response(status_code=204)
-    return NewJob(
-        key=pr_key(event),
-        kind=event.kind,
-        payload=event.to_json(),
-        head_sha=getattr(event, "head_sha", None),
-        supersede=supersedes(event),
-    )
+    return job_of(event)
 
 
 def _decode(body: bytearray) -> Any:

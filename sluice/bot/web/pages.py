@@ -6,6 +6,7 @@ them (no CDN, no inline script)."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from pathlib import Path as FilePath
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sluice import __version__
+from sluice.bot.web.access import SignedIn
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.sidebyside import side_by_side
 from sluice.bot.web.site import Site
@@ -55,7 +57,9 @@ def templates() -> Environment:
     return env
 
 
-def router(site: Site) -> APIRouter:
+def router(site: Site, *, actions: bool = False) -> APIRouter:
+    """The pages of ``site``; with ``actions`` (the service's web UI actions are mounted,
+    :mod:`sluice.bot.web.actions`), a signed-in person's pull request page has their forms."""
     pages = APIRouter(prefix="/ui", include_in_schema=False)
     env = templates()
 
@@ -64,13 +68,20 @@ def router(site: Site) -> APIRouter:
             params = {"repo": repo.repo, **{k: v for k, v in query.items() if v is not None}}
             return f"/ui{path}?{urlencode(params)}"
 
+        access = site.access
+        viewer = access.viewer(request)
+        signed_in = isinstance(access, SignedIn)
         html = env.get_template(template).render(
             repo=repo.repo,
             repos=site.visible(request),
             link=link,
             version=__version__,
             page=template.removesuffix(".html.j2"),
-            viewer=site.access.viewer(request),
+            viewer=viewer,
+            # an action's outcome, once; the forms only for a signed-in person
+            flashes=access.sessions.take_flashes(request) if isinstance(access, SignedIn) else [],
+            acts=actions and signed_in and viewer is not None,
+            nonce=secrets.token_urlsafe(16),
             **values,
         )
         # a page is one person's view (what they may read, their CSRF token): no cache keeps it

@@ -47,6 +47,7 @@ MAX_COOKIE = 4096
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-Sluice-CSRF"
 MAX_FORM = 64 * 1024
+MAX_FLASHES = 5  # a session's messages waiting for its next page, at most
 
 
 class SignInFailed(Exception):
@@ -65,6 +66,19 @@ class Session:
     expires: float
     csrf: str = field(repr=False)
     readable: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    flashes: list[Flash] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Flash:
+    """What the next page a session opens says first: an action's outcome (``kind``
+    ``queued`` or ``refused``), its ``text`` (escaped where shown) and a ``link`` (the
+    job's; empty: none). Kept in the process's memory with the session, never in a URL,
+    so no link can make a page claim an action it did not take."""
+
+    kind: str
+    text: str
+    link: str = ""
 
 
 def _b64(data: bytes) -> str:
@@ -174,6 +188,22 @@ class Sessions:
             with self._lock:
                 self._sessions.pop(session.sid, None)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="lax")
+
+    def flash(self, session: Session, flash: Flash) -> None:
+        """Show ``flash`` on ``session``'s next page (the oldest dropped past
+        :data:`MAX_FLASHES`)."""
+        with self._lock:
+            session.flashes.append(flash)
+            del session.flashes[:-MAX_FLASHES]
+
+    def take_flashes(self, request: Request) -> list[Flash]:
+        """The messages waiting for the request's session, now shown (so forgotten)."""
+        session = self.current(request)
+        if session is None:
+            return []
+        with self._lock:
+            taken, session.flashes = session.flashes, []
+        return taken
 
     def csrf_ok(self, request: Request, session: Session | None, token: str | None) -> bool:
         """Whether ``token`` is ``session``'s CSRF token (False without a session)."""
