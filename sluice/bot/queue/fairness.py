@@ -18,10 +18,12 @@ of its key, its key not running, due) and the jobs running now:
    jobs together hold at most ``max_running - 1`` slots, so a promotion finds a slot free
    and waits behind no running build; with ``max_running`` 1 it waits behind at most the
    one running job.
-3. **A long job never holds the last build slot.** At most one background job runs at
-   once; and under a cap, one starts only while it leaves a slot free for builds, or when
-   no build waits. A small pull request never queues behind a scheduled backfill: with
-   ``max_running`` of 3 or more it finds a slot; with 2, at most that one job runs before it.
+3. **A long job never holds the last build slot for long.** At most one background job
+   runs at once; under a cap, one starts while it leaves a slot free for builds, or once no
+   build accepted before it still waits (so a stream of pull requests cannot hold a
+   scheduled run off for ever). A small pull request never queues behind a scheduled
+   backfill: with ``max_running`` of 3 or more it has a build slot beside it; with 2, at
+   most that one job runs before it.
 4. **Order.** Promotions first; then builds and background jobs: the repository running
    the fewest jobs first (round-robin: a repository with twenty pull requests waiting
    takes turns with one that has one; promotions are not counted), then the oldest job.
@@ -50,7 +52,7 @@ alone may start:
 
 Once one build ended, builds may start again: ``b/small``'s first (its repository runs
 nothing, ``a/big`` one), then ``a/big``'s; the scheduled run would take the last build slot
-while builds wait, so it does not start:
+while builds accepted before it wait, so it does not start:
 
 >>> [job.id for job in startable(ready[:3], running[:1], caps)]
 [6, 5]
@@ -59,6 +61,11 @@ With five slots it may, and it comes before ``a/big``'s build (``b/small`` runs 
 
 >>> [job.id for job in startable(ready[:3], running[:1], Caps(max_running=5))]
 [6, 7, 5]
+
+Once the builds accepted before it have started, it takes the last build slot in its turn:
+
+>>> [job.id for job in startable([ready[2]], running[:1], caps)]
+[7]
 """
 
 from __future__ import annotations
@@ -161,7 +168,7 @@ def startable(ready: Iterable[Ready], running: Sequence[Running], caps: Caps) ->
     per_repo = Counter(
         repository(r.key) for r in running if job_class(r.key, r.kind) is not JobClass.PROMOTION
     )
-    builds_wait = any(job_class(j.key, j.kind) is JobClass.BUILD for j in ready)
+    builds = [j.id for j in ready if job_class(j.key, j.kind) is JobClass.BUILD]
     allowed = []
     for job in ready:
         cls = job_class(job.key, job.kind)
@@ -175,7 +182,8 @@ def startable(ready: Iterable[Ready], running: Sequence[Running], caps: Caps) ->
         if cls is JobClass.BACKGROUND:
             if background >= BACKGROUND_AT_ONCE:
                 continue
-            if others_limit is not None and builds_wait and others + 1 >= others_limit:
+            older_builds_wait = any(b < job.id for b in builds)
+            if others_limit is not None and older_builds_wait and others + 1 >= others_limit:
                 continue
         allowed.append(job)
     return sorted(

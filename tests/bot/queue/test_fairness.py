@@ -123,6 +123,22 @@ def test_a_promotion_and_a_small_pr_are_never_behind_a_flood_or_a_backfill(world
     assert world.started.index(small) < world.started.index(flood[1])
 
 
+def test_a_stream_of_prs_cannot_hold_the_scheduled_run_off(world: World) -> None:
+    first = [world.add(f"big-{n}", f"{A}#{n}") for n in (1, 2)]
+    assert world.claim_all() == first  # both build slots taken
+    backfill = world.add("run", f"{A}:prod", "run")
+    later = [world.add(f"big-{n}", f"{A}#{n}") for n in range(3, 9)]
+    # Builds accepted after it keep coming; the first slot that frees goes to the run,
+    # since no build accepted before it waits; then builds take turns in the other slot.
+    _finish(world, first[0])
+    assert world.claim_all() == [backfill]
+    _finish(world, first[1])
+    assert world.claim_all() == [later[0]]
+    _finish(world, later[0])
+    assert world.claim_all() == [later[1]]
+    assert backfill in world.running  # a long job: one slot, the other builds on
+
+
 def test_repositories_take_turns(world: World) -> None:
     bigs = [world.add(f"big-{n}", f"{A}#{n}") for n in range(1, 6)]
     smalls = [world.add(f"small-{n}", f"{B}#{n}") for n in range(1, 3)]
