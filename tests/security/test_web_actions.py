@@ -2,9 +2,9 @@
 with another session's, another repository's ids, a pull request Sluice never planned, a
 repository the person cannot read, a form from a page older than the plan (a stale plan
 id or head), malformed fields, a viewer of a public service, ``sluice ui``'s local site,
-a form sent twice. Each is refused before anything is queued (the queue is counted), but
-the form sent twice, which is one delivery. The service is the real app, GitHub faked at
-the HTTP wire; the state built by the real flow."""
+a form sent twice, an expired or signed-out session. Each is refused before anything is
+queued (the queue is counted), but the form sent twice, which is one delivery. The
+service is the real app, GitHub faked at the HTTP wire; the state built by the real flow."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ from collections.abc import Iterator
 
 import pytest
 import responses
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from sluice.bot.web.session import COOKIE
+from sluice.bot.web.access import SignedIn
+from sluice.bot.web.routes import mount
+from sluice.bot.web.session import COOKIE, SESSION_SECONDS, Sessions
 from sluice.bot.web.standalone import ui_app
-from tests.helpers.oauth import FakeUser, fake_github, sign_in
+from tests.helpers.oauth import FakeUser, fake_github, github_sign_in, sign_in
 from tests.helpers.web import HEAD, OWNER, WebWorld, web_world
 from tests.helpers.web_actions import forms, jobs, service
 from tests.security.github_bot import C
@@ -213,3 +216,46 @@ def test_a_public_viewer_and_sluice_ui_have_no_actions(world: WebWorld) -> None:
         answer = local.post(APPROVE, params={"repo": REPO}, data={"plan": "x"})
         assert answer.status_code in (404, 405)  # no such route: sluice ui has no queue
     assert len(jobs(world)) == before
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_expired_or_signed_out_session_acts_no_more(
+    world: WebWorld, github: responses.RequestsMock
+) -> None:
+    """The session's own clock moved past its 8 hours, or its person signed out: the form
+    the page held is refused, and nothing reaches the intake."""
+    clock = _Clock()
+    reached: list[object] = []
+
+    async def submit(delivery: object) -> bool:
+        reached.append(delivery)
+        return True
+
+    access = SignedIn(Sessions(SESSION_KEY.encode(), clock=clock), {"github": github_sign_in()})
+    app = FastAPI()
+    mount(app, world.ui_site(access), submit=submit)
+    with TestClient(app) as client:
+        sign_in(client, BOB)
+        action, fields = _form(client)
+        clock.now += SESSION_SECONDS + 1
+        assert client.post(action, data=fields, follow_redirects=False).status_code == 401
+        clock.now -= SESSION_SECONDS + 1
+        sign_in(client, BOB)
+        action, fields = _form(client)
+        kept = str(client.cookies.get(COOKIE))
+        client.cookies.clear()
+        client.cookies.set(COOKIE, kept)  # as the browser sends it: still a session
+        assert client.get(PAGE, params={"repo": REPO}, follow_redirects=False).status_code == 200
+        out = client.post("/ui/logout", data={"csrf": fields["csrf"]}, follow_redirects=False)
+        assert out.status_code == 303
+        client.cookies.clear()
+        client.cookies.set(COOKIE, kept)  # the signed-out cookie, sent again
+        assert client.post(action, data=fields, follow_redirects=False).status_code == 401
+    assert reached == []
