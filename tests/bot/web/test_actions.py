@@ -4,8 +4,9 @@ GitHub and the scripted warehouse: the same events as the check's button and the
 ``/sluice`` commands, so the same gate. The gate's approver approves from the page and the
 check passes on the forge; the author's own approval does not count, in the very words a
 click on the forge gets; a reader without write permission cannot deploy nor roll back; a
-writer who is not the gate's approver cannot roll back, the approver can. Each is in the
-audit log with the person as its actor."""
+writer who is not the gate's approver cannot roll back, the approver can; a writer's deploy
+waits for the gate, then promotes. Each is in the audit log with the person as its
+actor."""
 
 from __future__ import annotations
 
@@ -191,3 +192,37 @@ def test_a_writer_not_the_gates_approver_cannot_roll_back_the_approver_can(
     assert ("refusal", "alice", "rollback refused") in [r[:3] for r in rows]
     assert rows[-1][:3] == ("rollback", "bob", "rolled back")
     assert rows[-1][3].endswith("(from the web UI)")
+
+
+def test_a_writer_deploys_from_the_page_only_once_the_gate_passed(
+    world: WebWorld, github: responses.RequestsMock
+) -> None:
+    prod = _prod_plan(world)
+    replies = len(world.github.comments.get(7, []))
+    with service(world) as client:
+        sign_in(client, ALICE)  # a writer: the author, whose own approval never counts
+        _send(client, "approve")
+        assert run_queued(world) == 1
+        _send(client, "deploy")
+        assert run_queued(world) == 1
+        assert _prod_plan(world) == prod
+        said = [c.body for c in world.github.comments[7][replies:]]
+        assert said == [
+            "@alice not deployed: the `sluice/approval` gate has not passed. "
+            + world.bot.approval(HEAD).summary
+        ], said
+        sign_in(client, BOB)
+        _send(client, "approve")
+        run_queued(world)
+        sign_in(client, ALICE)
+        _send(client, "deploy")
+        run_queued(world)
+    assert _prod_plan(world) != prod
+    assert world.github.comments[7][-1].body.startswith("@alice deployed to prod: ")
+    rows = [row[:3] for row in _audit(world)]
+    first, second = [i for i, r in enumerate(rows) if r == ("deploy command", "alice", "asked")]
+    assert ("promotion", "alice", "promoted") not in rows[first:second]  # refused: no promotion
+    assert ("promotion", "alice", "promoted") in rows[second:]
+    assert [r[3] for r in _audit(world) if r[0] == "deploy command"] == [
+        f"at {HEAD[:12]} (from the web UI)"
+    ] * 2
