@@ -94,13 +94,14 @@ class WebWorld:
         self.bot.close()
 
 
-def web_world(root: Path) -> WebWorld:
-    """Prod built at ``C`` (with ``jaffle.hostile``), PR 7 (``TITLE``) built at ``HEAD``."""
+def web_world(root: Path, *, config: str = CONFIG) -> WebWorld:
+    """Prod built at ``C`` (with ``jaffle.hostile``), PR 7 (``TITLE``) built at ``HEAD``;
+    ``config`` the config.yaml of both (the prod branch's: its ``sluice:`` is in force)."""
     warehouse = Warehouse()
     github = MemoryForge(OWNER, name="github")
     github.roles.update({"alice": "write", "bob": "write"})
     bot = Bot(root, github, runner_for=warehouse.runner)
-    bot.commit(C, CONFIG, models={"hostile.sql": HOSTILE_MODEL})
+    bot.commit(C, config, models={"hostile.sql": HOSTILE_MODEL})
     github.refs["main"] = C
     project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
     store = open_state(bot.url)
@@ -110,7 +111,7 @@ def web_world(root: Path) -> WebWorld:
     finally:
         store.close()
     warehouse.script = Script(rows={"jaffle.orders": 99})
-    src = bot.commit(HEAD, CONFIG, models={"hostile.sql": HOSTILE_MODEL}, parents=(C,))
+    src = bot.commit(HEAD, config, models={"hostile.sql": HOSTILE_MODEL}, parents=(C,))
     orders = src / "models" / "orders.sql"
     orders.write_text(orders.read_text().replace(*ORDERS))
     github.commit_folder(HEAD, src, parents=(C,))

@@ -5,8 +5,8 @@ GitHub and the scripted warehouse: the same events as the check's button and the
 check passes on the forge; the author's own approval does not count, in the very words a
 click on the forge gets; a reader without write permission cannot deploy nor roll back; a
 writer who is not the gate's approver cannot roll back, the approver can; a writer's deploy
-waits for the gate, then promotes. Each is in the audit log with the person as its
-actor."""
+waits for the gate, then promotes, and never stands in for a tag tier's releaser. Each is
+in the audit log with the person as its actor."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
-from tests.helpers.web import HEAD, OWNER, WebWorld, web_world
+from tests.helpers.web import CONFIG, HEAD, OWNER, WebWorld, web_world
 from tests.helpers.web_actions import forms, jobs, run_queued, service
 from tests.security.github_bot import C, merged, payload
 
@@ -226,3 +226,32 @@ def test_a_writer_deploys_from_the_page_only_once_the_gate_passed(
     assert [r[3] for r in _audit(world) if r[0] == "deploy command"] == [
         f"at {HEAD[:12]} (from the web UI)"
     ] * 2
+
+
+def test_deploy_from_the_page_never_stands_in_for_a_releasers_tag(tmp_path: Path) -> None:
+    """Prod promoted only by a tag that carol pushes: a writer's deploy from the page, the
+    gate passed, is refused as the forge's command is, naming the tag and who releases."""
+    tagged = CONFIG + (
+        "  deploy:\n    environments:\n      - name: prod\n        on: tag\n"
+        "        tag_pattern: 'v*'\n        released_by: [carol]\n"
+    )
+    made = web_world(tmp_path, config=tagged)
+    try:
+        prod = _prod_plan(made)
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+            fake_github(rsps, BOB, ALICE, served=[OWNER])
+            with service(made) as client:
+                sign_in(client, BOB)
+                _send(client, "approve")
+                run_queued(made)
+                assert made.bot.approval(HEAD).conclusion == "success"
+                sign_in(client, ALICE)
+                _send(client, "deploy")
+                run_queued(made)
+        assert _prod_plan(made) == prod
+        said = made.github.comments[7][-1].body
+        assert said.startswith("@alice not deployed: `/sluice deploy` promotes only what a merge")
+        assert "pushed by @carol" in said
+        assert "A comment never stands in for the tag and its `released_by`." in said
+    finally:
+        made.close()
