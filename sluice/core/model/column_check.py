@@ -119,42 +119,146 @@ def extract(
         return None
 
 
-def _bounded(tree: exp.Expr) -> bool | None:
-    """Whether ``tree`` has a lambda (``x -> x + 1``), if it has at most
-    :data:`MAX_NODES` nodes and its columns' depths sum to at most :data:`MAX_ANCESTRY`;
-    None if not. One pass, a level of the tree at a time, stopped at the first level past
-    a bound (a level's nodes are counted before they are read). A primitive node (a name,
-    a literal: sqlglot's ``is_primitive``, whose arguments are plain values) is counted
-    and not looked into: nearly half the nodes of a query, and no children."""
-    level: list[exp.Expr] = [tree]
-    nodes = ancestry = depth = 0
+# The kinds of node :func:`_walk` tells apart, found once per class (a dialect may define
+# its own classes, so the table is filled as classes are met, with isinstance).
+_PLAIN, _COLUMN, _COLUMN_LIKE, _PRIMITIVE, _TABLE, _LAMBDA, _SCOPING = range(7)
+_SCOPING_TYPES = (
+    exp.Query, exp.CTE, exp.With, exp.UDTF, exp.Pivot, exp.JoinHint, exp.TableColumn,
+    exp.Comprehension, exp.Final, exp.DDL, exp.DML,
+)  # fmt: skip
+"""Nodes that open a scope of their own (a subquery, a CTE, a derived table, a set
+operation, a table function, LATERAL VIEW), or that sqlglot's scoping reads in a way of
+its own (PIVOT, join hints...): a query holding any, besides itself, is scoped by sqlglot."""
+_KINDS: dict[type, int] = {}
+
+
+def _kind(cls: type) -> int:
+    if getattr(cls, "is_primitive", False):
+        kind = _PRIMITIVE
+    elif cls is exp.Column:
+        kind = _COLUMN
+    elif issubclass(cls, exp.Column):
+        kind = _COLUMN_LIKE  # Pseudocolumn: a column for the bound, not for the scope
+    elif issubclass(cls, exp.Table):
+        kind = _TABLE
+    elif issubclass(cls, exp.Lambda):
+        kind = _LAMBDA
+    elif issubclass(cls, _SCOPING_TYPES):
+        kind = _SCOPING
+    else:
+        kind = _PLAIN
+    _KINDS[cls] = kind
+    return kind
+
+
+_FROM_OR_JOIN = (exp.From, exp.Join)
+
+
+@dataclass
+class _Walked:
+    """What :func:`_walk` read of a query within the bounds."""
+
+    lambdas: bool  # whether it has a lambda (x -> x + 1)
+    single: bool  # a SELECT with no other scope: sqlglot would scope it as one
+    columns: list[exp.Column]  # its Column nodes, in sqlglot's walk order (when single)
+    tables: list[exp.Table]  # the tables of its FROM and JOINs, in that order (when single)
+
+
+def _walk(tree: exp.Expr) -> _Walked | None:
+    """``tree`` read in one pass, depth first, in the order of sqlglot's own walk of a
+    scope (a node, then its arguments in order): None if it has more than
+    :data:`MAX_NODES` nodes or its columns' depths sum to more than :data:`MAX_ANCESTRY`
+    (stopped at the first node past a bound). A primitive node (a name, a literal:
+    sqlglot's ``is_primitive``, whose arguments are plain values) is counted and not
+    looked into: nearly half the nodes of a query, and no children. The stack holds an
+    iterator over each open node's arguments, so its length is the depth.
+
+    It also says whether the query is one plain SELECT (``single``): no subquery, CTE,
+    set operation, table function, LATERAL VIEW, PIVOT, join hint..., and every table a
+    plain name in the FROM or a JOIN of the query itself. Then sqlglot's scoping makes
+    exactly one scope of it, whose walk is this walk (nothing stops it), whose sources
+    are those tables and whose columns are these Column nodes (:func:`_single_record`
+    reads them as sqlglot's ``Scope`` would; the equivalence is held by a test over every
+    model of the repository's projects)."""
+    kinds = _KINDS
+    nodes = ancestry = 0
     lambdas = False
-    column, lambda_ = exp.Column, exp.Lambda
-    while level:
-        nodes += len(level)
-        if nodes > MAX_NODES:
-            return None
-        below: list[exp.Expr] = []
-        extend = below.extend
-        for node in level:
-            if node.is_primitive:
-                continue
-            if isinstance(node, column):
-                ancestry += depth
-            elif isinstance(node, lambda_):
-                lambdas = True
-            extend(node.iter_expressions())
-        if ancestry > MAX_ANCESTRY:
-            return None
-        level = below
-        depth += 1
-    return lambdas
-
-
-def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None) -> str | None:
-    lambdas = _bounded(tree)
-    if lambdas is None:
+    single = type(tree) is exp.Select
+    columns: list[exp.Column] = []
+    tables: list[exp.Table] = []
+    stack: list[Iterator[exp.Expr]] = [iter((tree,))]
+    push, pop = stack.append, stack.pop
+    while stack:
+        for node in stack[-1]:
+            nodes += 1
+            cls = type(node)
+            try:
+                kind = kinds[cls]
+            except KeyError:
+                kind = _kind(cls)
+            if kind:
+                if kind == _PRIMITIVE:
+                    continue
+                if kind <= _COLUMN_LIKE:  # a Column, or a Pseudocolumn
+                    ancestry += len(stack) - 1
+                    if ancestry > MAX_ANCESTRY:
+                        return None
+                    if kind == _COLUMN:
+                        columns.append(node)  # type: ignore[arg-type]
+                elif kind == _TABLE:
+                    tables.append(node)  # type: ignore[arg-type]
+                    if single:
+                        single = _plain_table(node, tree)  # type: ignore[arg-type]
+                elif kind == _LAMBDA:
+                    lambdas = True
+                elif node is not tree:
+                    single = False
+            if nodes > MAX_NODES:
+                return None
+            push(node.iter_expressions())
+            break
+        else:
+            pop()
+    if nodes > MAX_NODES:
         return None
+    return _Walked(lambdas, single, columns, tables)
+
+
+def _plain_table(table: exp.Table, select: exp.Expr) -> bool:
+    """Whether ``table`` is a table by name in the FROM or a JOIN of ``select`` (no
+    table function, no joins, laterals or pivots of its own)."""
+    parent = table.parent
+    args = table.args
+    return (
+        table.arg_key == "this"
+        and isinstance(parent, _FROM_OR_JOIN)
+        and parent.parent is select
+        and isinstance(args.get("this"), exp.Identifier)
+        and not (args.get("joins") or args.get("laterals") or args.get("pivots"))
+    )
+
+
+def _extract(
+    tree: exp.Expr,
+    located: exp.Expr | None,
+    position: Position | None,
+    scoped: bool = False,
+) -> str | None:
+    """``scoped``: read a plain SELECT with sqlglot's scoping too (what its own reading
+    is held equal to, by a test)."""
+    walked = _walk(tree)
+    if walked is None:
+        return None
+    lambdas = walked.lambdas
+    own = located is None or located is tree
+    places = _places(located, position) if position and located is not None and not own else {}
+    if walked.single and not scoped:
+        assert isinstance(tree, exp.Select)
+        record = _single_record(tree, walked, places if not own else None, position)
+        if record is not None:
+            if len(record["r"]) > MAX_REFERENCES:  # (one scope: its work is its references)
+                return None
+            return _encode({"f": FORMAT, "root": 0, "s": [record]})
     root = build_scope(tree)
     if root is None:
         return None
@@ -162,8 +266,6 @@ def _extract(tree: exp.Expr, located: exp.Expr | None, position: Position | None
     if len(scopes) > MAX_SCOPES:
         return None
     index = {id(s): i for i, s in enumerate(scopes)}
-    own = located is None or located is tree
-    places = _places(located, position) if position and located is not None and not own else {}
     records: list[dict[str, Any]] = []
     total = work = 0
     for scope in scopes:
@@ -196,8 +298,9 @@ def _place(
     parts, when the caller has them."""
     for part in column.parts if parts is None else parts:
         meta = part.meta
-        line, col, start = meta.get("line"), meta.get("col"), meta.get("start")
+        line, col = meta.get("line"), meta.get("col")
         if line is not None and col is not None:
+            start = meta.get("start")
             width = meta["end"] - start if start is not None else 0
             return position(line, max(col - width, 1))
     return None
@@ -225,23 +328,136 @@ def _scope_record(
     whether a column may be a lambda's variable)."""
     expression = scope.expression
     joined = isinstance(expression, exp.Select) and expression.args.get("joins")
-    semi = {n.lower() for n in scope.semi_or_anti_join_tables} if joined else set()
-    sources: dict[str, list[Any]] = {}
-    # What FROM, JOIN and LATERAL VIEW name (a CTE the query does not select from is
-    # among sqlglot's sources too, but no column is resolved in it).
-    for name, (_, source) in scope.selected_sources.items():
-        sources[name.lower()] = _source(source, index, name.lower() in semi)
-    record: dict[str, Any] = {
-        "p": index.get(id(scope.parent), -1) if scope.parent is not None else -1,
-        "s": sources,
-        "o": None,
-        "n": [],
-        "r": [],
-    }
+    left: int | None = None
     if isinstance(expression, exp.SetOperation):
-        left = expression.left
-        found = next((s for s in scope.set_operation_scopes if s.expression is left), None)
-        record["u"] = index[id(found)] if found is not None else -1
+        first = expression.left
+        found = next((s for s in scope.set_operation_scopes if s.expression is first), None)
+        left = index[id(found)] if found is not None else -1
+    return _record(
+        expression,
+        index.get(id(scope.parent), -1) if scope.parent is not None else -1,
+        # What FROM, JOIN and LATERAL VIEW name (a CTE the query does not select from is
+        # among sqlglot's sources too, but no column is resolved in it).
+        {name: source for name, (_, source) in scope.selected_sources.items()},
+        scope.semi_or_anti_join_tables if joined else (),
+        index,
+        lambda: (
+            bool(scope.pivots)
+            or any(
+                isinstance(node, exp.Expr) and node.args.get("pivots")
+                for node, _ in scope.selected_sources.values()
+            )
+        ),
+        left,
+        lambda: _own_columns(scope),
+        lambda: _visible(scope),
+        places,
+        position,
+        lambdas,
+    )
+
+
+def _single_record(
+    select: exp.Select,
+    walked: _Walked,
+    places: Mapping[Any, tuple[int, int]] | None,
+    position: Position | None,
+) -> dict[str, Any] | None:
+    """The one scope of a plain SELECT (:func:`_walk`'s ``single``) as :func:`_scope_record`
+    makes it from sqlglot's scope, read without building that scope: its sources are its
+    tables by name (or alias) but a LEFT SEMI / ANTI JOIN's, and its columns those of
+    ``Scope.columns`` (:func:`_scope_column`). None: two tables of one name (sqlglot
+    renames one, then refuses the query), left to sqlglot."""
+    tables = walked.tables
+    names = [table.alias_or_name for table in tables]
+    if len(set(names)) != len(names):
+        return None
+    semi = {name for table, name in zip(tables, names, strict=True) if _semi_or_anti(table)}
+    sources = {name: table for table, name in zip(tables, names, strict=True) if name not in semi}
+    star = exp.Star
+    named: list[set[str]] = []  # the SELECT's output names, read for the first that needs them
+    columns = [
+        column
+        for column in walked.columns
+        if not isinstance(column.args.get("this"), star) and _scope_column(column, select, named)
+    ]
+    return _record(
+        select,
+        -1,
+        sources,
+        semi if select.args.get("joins") else (),
+        {},
+        lambda: False,  # a PIVOT is no plain SELECT
+        None,
+        lambda: columns,
+        lambda: {name.lower() for name in sources},
+        places,
+        position,
+        walked.lambdas,
+    )
+
+
+def _semi_or_anti(table: exp.Table) -> bool:
+    parent = table.parent
+    return isinstance(parent, exp.Join) and parent.is_semi_or_anti_join
+
+
+_CLAUSES = (
+    exp.Select, exp.Qualify, exp.Order, exp.Cluster, exp.Having, exp.Hint, exp.Table,
+    exp.Star, exp.Distinct,
+)  # fmt: skip
+
+
+def _scope_column(column: exp.Column, select: exp.Select, named: list[set[str]]) -> bool:
+    """Whether sqlglot's ``Scope.columns`` of ``select`` (its only scope) lists ``column``:
+    a qualified column always; an unqualified one unless the nearest clause around it is
+    a HAVING, QUALIFY or hint (where it may be an alias of the SELECT), an ORDER BY,
+    CLUSTER BY or DISTINCT ON of the SELECT itself naming one of its outputs, a table
+    function, or a star's EXCEPT list. ``named``: the SELECT's output names, once read."""
+    if column.text("table"):
+        return True
+    clause = column.find_ancestor(*_CLAUSES)
+    if clause is None or isinstance(clause, exp.Select):
+        return True
+    if isinstance(clause, exp.Table):
+        return not isinstance(clause.this, exp.Func)
+    if isinstance(clause, exp.Order | exp.Cluster | exp.Distinct):
+        parent = clause.parent
+        if isinstance(parent, exp.Window | exp.WithinGroup) or not isinstance(parent, exp.Select):
+            return True
+        if not named:
+            named.append(set(select.named_selects))
+        return column.name not in named[0]
+    if isinstance(clause, exp.Star):
+        return column.arg_key != "except_"
+    return False
+
+
+def _record(
+    expression: exp.Expr,
+    parent: int,
+    selected: Mapping[str, object],
+    semi_names: Iterable[str],
+    index: Mapping[int, int],
+    pivoted: Callable[[], bool],
+    left: int | None,
+    own_columns: Callable[[], list[exp.Column]],
+    visible_names: Callable[[], set[str]],
+    places: Mapping[Any, tuple[int, int]] | None,
+    position: Position | None,
+    lambdas: bool,
+) -> dict[str, Any]:
+    """A scope's record: ``selected``, its sources by name; ``semi_names``, those of its
+    LEFT SEMI / ANTI JOINs; ``left``, a set operation's left side's scope; the scope's own
+    columns and the names of the sources it and the scopes around it select from, read
+    when needed."""
+    semi = {n.lower() for n in semi_names}
+    sources: dict[str, list[Any]] = {}
+    for name, source in selected.items():
+        sources[name.lower()] = _source(source, index, name.lower() in semi)
+    record: dict[str, Any] = {"p": parent, "s": sources, "o": None, "n": [], "r": []}
+    if left is not None:
+        record["u"] = left
     elif isinstance(expression, exp.Select):
         record["o"] = _outputs(expression)
         record["n"] = sorted(
@@ -250,11 +466,7 @@ def _scope_record(
         joins = expression.args.get("joins") or []
         if any(j.args.get("using") or j.method.upper() == "NATURAL" for j in joins):
             record["j"] = 1
-    pivoted = any(
-        isinstance(node, exp.Expr) and node.args.get("pivots")
-        for node, _ in scope.selected_sources.values()
-    )
-    if scope.pivots or pivoted:
+    if pivoted():
         record["x"] = 1  # PIVOT / UNPIVOT reshape their source: not modelled
         record["o"] = None
         return record
@@ -262,20 +474,23 @@ def _scope_record(
     seen: set[int] = set()
     references = record["r"]
     star = exp.Star
-    for column in _own_columns(scope):
+    for column in own_columns():
         key = id(column)
         args = column.args
-        if key in seen or isinstance(args.get("this"), star):
+        this = args.get("this")
+        if key in seen or isinstance(this, star):
             continue
         seen.add(key)
-        if args.get("table"):
+        table = args.get("table")
+        if table:
             if visible is None:
-                visible = _visible(scope)
-            parts = column.parts
-            if len(parts) == 2:  # table.column: _qualified's reading, inline
-                first = parts[0].name.lower()
-                ref = (first, parts[1].name.lower(), 1) if first in visible else ("", first, 0)
+                visible = visible_names()
+            if this and not (args.get("db") or args.get("catalog")):
+                parts = [table, this]  # table.column (its parts): _qualified's reading, inline
+                first = table.name.lower()
+                ref = (first, this.name.lower(), 1) if first in visible else ("", first, 0)
             else:
+                parts = column.parts
                 ref = _qualified(parts, visible)
         else:
             parts = None
@@ -286,8 +501,11 @@ def _scope_record(
             continue  # a lambda's variable: transform(xs, x -> x + 1)
         if places is not None:
             line, col = places.get((column.table.lower(), column.name.lower()), (0, 0))
+        elif position is None:
+            line = col = 0
         else:
-            line, col = (position and _place(column, position, parts)) or (0, 0)
+            where = _place(column, position, parts)
+            line, col = where if where is not None else (0, 0)
         references.append([ref[0], ref[1], ref[2], line, col])
     return record
 
