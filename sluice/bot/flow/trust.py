@@ -373,12 +373,21 @@ def python_refusal(job: Job, tree: Path, branch: str, ref: str | None = None) ->
     was last promoted with, :attr:`Settings.python_ref`), else the head of ``branch``.
     "Python" is every file :func:`~sluice.core.model.pycode.files.sources` names."""
     if job.deps.project_python == "on":
-        if sandbox.isolation() == "none":  # fail closed: a PR's own Python, unconfined
+        found = sandbox.isolation()
+        if found == "none":  # fail closed: a PR's own Python, unconfined
             return Refusal(
                 "this service has no sandbox for a pull request's code (SLUICE_SANDBOX, a "
                 "setting of the service; bubblewrap and setpriv are unavailable or turned "
                 "off), so it runs no pull request's own Python (SLUICE_PROJECT_PYTHON=on): "
                 "ask its operator to install bubblewrap (docs/security.md, 'The sandbox')"
+            )
+        if found != "bwrap":  # a uid drop keeps the host's network and processes in reach
+            return Refusal(
+                f"this service's sandbox is {found} (SLUICE_SANDBOX, a setting of the "
+                "service): a uid drop, which leaves the host's network and files in reach, "
+                "so it runs no pull request's own Python (SLUICE_PROJECT_PYTHON=on) until "
+                "its operator installs bubblewrap and allows user namespaces "
+                "(docs/security.md, 'The sandbox')"
             )
         return None
     if job.deps.project_python == "off":

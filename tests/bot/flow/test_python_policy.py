@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -85,3 +86,20 @@ def test_on_without_a_sandbox_refuses_a_prs_own_python(
     message = _refusal("on", tree, Prod(EXAMPLE))
     assert message is not None and "SLUICE_SANDBOX" in message and "bubblewrap" in message
     assert _refusal("prod", tree, Prod(EXAMPLE)) is None
+
+
+def test_on_under_a_uid_drop_refuses_a_prs_own_python(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """setpriv (auto's fallback for a root service without user namespaces) drops the uid
+    but keeps the host's network and processes in reach: a PR's own Python is refused
+    there too, its operator told what to install; prod's own Python still runs."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("setpriv isolation needs a root service with setpriv installed")
+    monkeypatch.setenv("SLUICE_SANDBOX", "setpriv")
+    message = _refusal("on", tree, Prod(EXAMPLE))
+    assert message is not None and "sandbox is setpriv" in message, message
+    assert "network" in message and "bubblewrap" in message
+    assert _refusal("prod", tree, Prod(EXAMPLE)) is None
+    monkeypatch.setenv("SLUICE_SANDBOX", "bwrap")  # the control: bubblewrap runs it
+    assert _refusal("on", tree, Prod(EXAMPLE)) is None

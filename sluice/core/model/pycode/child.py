@@ -408,7 +408,7 @@ def _write(out: Any, value: dict[str, Any]) -> None:
 
 def main() -> None:
     _limit()
-    import sqlglot  # noqa: F401  (imported before the guard: its files are Python's own)
+    import sqlglot  # imported before the guard: its files are Python's own
 
     from sluice.core.model.pycode import files as files_module
     from sluice.core.model.pycode import guard, registry
@@ -428,7 +428,8 @@ def main() -> None:
     importer = files_module.SourceImporter(root, files_module.decode(setup.get("python") or {}))
     importer.install()
     sys.path[:0] = [PATH]
-    guard.install([root, PATH])
+    # sqlglot's compiled modules (sqlglotc) may load after the guard: a dialect's first use.
+    guard.install([root, PATH], native=[os.path.dirname(str(sqlglot.__file__))])
     out = sys.stdout
     known = set(files)
     errors: list[dict[str, Any]] = []

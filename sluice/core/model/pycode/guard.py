@@ -70,6 +70,10 @@ _REFUSED_EVENTS = frozenset(
         "webbrowser.open",
         # A new interpreter starts without this hook (hooks are per interpreter).
         "cpython.PyInterpreterState_New",
+        # Bytecode written by hand reads and writes memory past the hook (compile() is
+        # how Python code is made; a code object built field by field is not needed; the
+        # hook lets types.coroutine through, which only sets a flag: asyncio uses it).
+        "code.__new__",
         # The way to the hook's function, and so its closure's cells, from its code.
         "gc.get_objects",
         "gc.get_referrers",
@@ -88,6 +92,28 @@ _REFUSED_IMPORTS = frozenset(
         "_testinternalcapi",
     }
 )
+_REFUSED_NATIVE = frozenset(
+    {
+        "_ctypes_test",
+        "_testbuffer",
+        "_testmultiphase",
+        "_testimportmultiple",
+        "_testclinic",
+        "_xxtestfuzz",
+        "xxsubtype",
+        "xxlimited",
+        "xxlimited_35",
+        "_posixshmem",
+        "_dbm",
+        "_gdbm",
+        "_tkinter",
+        "readline",
+        "_curses",
+        "_curses_panel",
+    }
+)
+"""Python's own compiled modules a project has no use for (tests of the C API, shared
+memory, databases on disk, terminals), refused besides :data:`_REFUSED_IMPORTS`."""
 _PRELOADED = ("subprocess", "socket")
 """Imported before the hook: libraries import them when they are imported (ibis does,
 through ``webbrowser`` and ``email.utils``), and what they do is refused by its events."""
@@ -113,10 +139,26 @@ def _preload() -> None:
     subprocess._fork_exec = _refused_fork_exec  # type: ignore[attr-defined]
 
 
-def install(readable: Iterable[str]) -> None:
+def install(readable: Iterable[str], native: Iterable[str] = ()) -> None:
     """From now on, this process may read only under ``readable`` (and Python's own
-    install), and may not do any of the refused events. Cannot be undone."""
+    install), may load compiled modules only from Python's own ``lib-dynload`` and the
+    folders ``native`` names, and may not do any of the refused events. Cannot be undone.
+
+    Compiled code is not bound by the hook (a library's C calls ``fork``, ``connect`` or
+    writes memory without an event: uvloop, cffi, numpy with pyarrow can switch the hook
+    off), so a compiled module from anywhere else is an :class:`ImportError`, as a missing
+    one: a library that only tries it goes on without it."""
     _preload()
+    import _posixsubprocess
+    import importlib.machinery
+
+    dynload = os.path.dirname(os.path.realpath(str(_posixsubprocess.__file__)))
+    native_roots = tuple(os.path.realpath(p) + os.sep for p in (dynload, *native))
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    refused_native = frozenset(_REFUSED_NATIVE)
+    import types
+
+    coroutine_code, getframe = types.coroutine.__code__, sys._getframe
     roots = tuple(
         os.path.realpath(p) + os.sep
         for p in {*readable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
@@ -164,10 +206,23 @@ def install(readable: Iterable[str]) -> None:
                 f"project Python may list only the project's folders (it listed {path})"
             )
         if event in refused_events:
+            if event == "code.__new__" and getframe(1).f_code is coroutine_code:
+                return  # @types.coroutine: the function's own code, one flag set
             raise PermissionError(f"project Python may not do {event}")
-        if event == "import" and args and str(args[0]).split(".")[0] in refused_imports:
-            # An ImportError, as where the module is missing: a library that imports it
-            # only if it can (dateutil's Windows zones, which pandas and ibis load) goes on.
-            raise ImportError(f"project Python may not import {args[0]}", name=str(args[0]))
+        if event == "import" and args:
+            name = str(args[0])
+            top = name.split(".", maxsplit=1)[0]
+            if top in refused_imports:
+                # An ImportError, as where the module is missing: a library that imports it
+                # only if it can (dateutil's Windows zones, which ibis loads) goes on.
+                raise ImportError(f"project Python may not import {name}", name=name)
+            # A compiled module's file is the event's second argument (_imp.create_dynamic).
+            file = args[1] if len(args) > 1 else None
+            if isinstance(file, str) and file.endswith(suffixes):
+                real = realpath(file)
+                if top in refused_native or not real.startswith(native_roots):
+                    raise ImportError(
+                        f"project Python may not load compiled code ({name}, {file})", name=name
+                    )
 
     sys.addaudithook(hook)

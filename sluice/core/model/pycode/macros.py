@@ -62,6 +62,14 @@ AHEAD_ITEMS = 250_000
 """Most answers made ahead one load keeps, each SQL text in an answer counted too."""
 AHEAD_BYTES = 32 << 20
 """Most bytes of lines of answers made ahead one load reads."""
+VALUE_DEPTH = 128
+"""Deepest a value answered may nest (lists or objects): the child writes at most
+:data:`.child.PLAIN_DEPTH`; a deeper one is refused here, short of Python's recursion limit,
+and past config.yaml's own bound (100 levels) so that its check names config.py's."""
+VALUE_ITEMS = 250_000
+"""Most JSON items (lists, objects, strings, numbers, ...) the values one load's Python
+models and config.py answer hold among them: what the service keeps of them is bounded by
+this, not by the bytes read (a 4 MiB line of ``{}`` is a million objects)."""
 
 
 _RUN_HINT = (
@@ -122,6 +130,7 @@ class PythonMacros:
         self._doing = "starting"
         self._read = 0
         self._ahead = [0, 0, 0]  # lines, items, bytes of answers made ahead
+        self._value_items = 0  # JSON items of the values answered (VALUE_ITEMS)
         self._failure: ModelError | None = None
         self._started = time.monotonic()
         self._process = (
@@ -436,10 +445,16 @@ class PythonMacros:
                 raise _Breach("an answer to a call that was not asked")
             if kind == "answer" and "error" not in line and ("value" in line) != self._asking_value:
                 raise _Breach("an answer of another kind than the call asked")
+            if kind == "answer" and "value" in line:
+                self._value_items += _items(line["value"], VALUE_DEPTH)
+                if self._value_items > VALUE_ITEMS:
+                    raise _Breach(f"values of more than {VALUE_ITEMS:,} items in all", more=True)
             if kind == "answer":
                 self._asking = None
             return
         pairs = line["ahead"]
+        if any("value" in answer for _, answer in pairs):
+            raise _Breach("a value among the answers made ahead (they answer macro calls)")
         self._ahead[0] += 1
         self._ahead[1] += sum(1 + len(answer.get("sql", ())) for _, answer in pairs)
         self._ahead[2] += size
@@ -478,6 +493,7 @@ class PythonMacros:
             self._process.kill()
             self._process.wait()
             self._buffer.clear()
+            self._memo.clear()  # nothing the child answered is used (or kept) after this
             files = [os.path.relpath(f, self.root) for f in self._files]
             named = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
             what = (
@@ -511,6 +527,28 @@ class _Breach(Exception):
         super().__init__(what)
         self.what = what
         self.more = more
+
+
+def _items(value: Any, depth: int) -> int:
+    """How many JSON items ``value`` holds, itself included, counted a level at a time
+    (no recursion, whatever the child wrote); :class:`_Breach` when it nests deeper than
+    ``depth`` lists or objects (:data:`.child.PLAIN_DEPTH`: the child writes none deeper).
+
+    >>> _items({"a": [1, 2, {"b": None}]}, 3)
+    6
+    """
+    count, level = 0, [value]
+    for _ in range(depth + 1):
+        count += len(level)
+        level = [
+            v
+            for item in level
+            if isinstance(item, list | dict)
+            for v in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return count
+    raise _Breach(f"a value nested deeper than {depth} lists or objects")
 
 
 def _sql_texts(value: Any) -> Any:

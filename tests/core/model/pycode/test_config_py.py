@@ -571,6 +571,12 @@ def test_an_answer_config_py_writes_itself_is_held_to_config_yaml_s_bounds(
     root = _project(tmp_path, _OWN_ANSWER)
     with pytest.raises(ConfigError) as caught:
         config_file.read(root)
+    # 900 deep: past what the service reads of any value (macros.VALUE_DEPTH, 128), a
+    # breach of the protocol, said in config.py's words ...
+    assert "wrote to the process's standard output past Python's print" in str(caught.value)
+    # ... 110 deep: read, and held to config.yaml's own bound.
+    with pytest.raises(ConfigError) as caught:
+        config_file.read(_project(tmp_path, _OWN_ANSWER.replace("900", "110"), name="d"))
     assert "nests values more than 100 deep" in str(caught.value)
     shallow = _OWN_ANSWER.replace("900", "3")
     doc = config_file.read(_project(tmp_path, shallow, name="q"))
