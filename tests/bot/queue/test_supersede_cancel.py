@@ -55,7 +55,7 @@ class Bot:
     deps: Deps
     url: str
 
-    def push(self, head: str, delivery: str, action: str) -> int:
+    def push(self, head: str, delivery: str, action: str, via: JobQueue | None = None) -> int:
         event = PullRequestEvent(
             forge="github", repo=OWNER, installation_id=None, action=action, number=7,
             head_sha=head, head_ref="change", base_ref="main", base_sha="c" * 40,
@@ -65,8 +65,9 @@ class Bot:
             key=pr_key(event), kind=event.kind, payload=event.to_json(), head_sha=head,
             supersede=supersedes(event),
         )  # fmt: skip
-        assert self.queue.accept(delivery, "github", "pull_request", job, time.time())
-        found = self.queue.delivery_job(delivery)
+        queue = via or self.queue
+        assert queue.accept(delivery, "github", "pull_request", job, time.time())
+        found = queue.delivery_job(delivery)
         assert found is not None
         return found
 
@@ -146,6 +147,29 @@ def test_a_push_stops_the_build_of_the_head_it_supersedes(bot: Bot) -> None:
     assert record is not None and record.status == JobStatus.DONE
     assert bot.github.checks_on(NEW)["sluice/pr-environment"]["conclusion"] == "success"
     assert len(bot.github.comments_on(7)) == 1
+
+
+def test_a_push_another_process_accepted_stops_the_build_at_the_next_look(bot: Bot) -> None:
+    """Another service process's intake (another queue on the same database) wakes no
+    worker here: the worker's own look for a newer head, every ``cancel_poll_seconds``,
+    finds it."""
+    bot.worker.cancel_poll = 0.05
+    old = bot.push(OLD, "open-7", "opened")
+    running = threading.Thread(target=bot.worker.run_once)
+    running.start()
+    while running.is_alive() and not bot.warehouse.holding.wait(0.05):
+        pass
+    assert bot.warehouse.holding.is_set()
+    other = JobQueue(bot.url)
+    try:
+        new = bot.push(NEW, "push-7", "synchronize", via=other)
+    finally:
+        other.close()
+    running.join(SAFETY_S)
+    assert not running.is_alive(), "the old head's build was not stopped"
+    record = bot.queue.job(old)
+    assert record is not None and record.status == JobStatus.SUPERSEDED
+    assert record.error == f"superseded by job {new} (head {NEW})"
 
 
 def test_a_build_is_not_stopped_by_a_later_event_of_the_same_head(bot: Bot) -> None:
