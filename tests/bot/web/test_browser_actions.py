@@ -155,6 +155,7 @@ def test_the_author_cannot_approve_their_own_plan_the_approver_can(
         shown = _check_when(page, lambda text: own in text)
         assert own in shown, shown
         assert world.bot.approval(HEAD).conclusion == "failure"
+        page.reload()
         assert page.get_by_test_id("flash").count() == 0  # shown once, gone on reload
     finally:
         page.context.close()
