@@ -164,3 +164,67 @@ def test_a_small_value_still_answers(tmp_path: Path) -> None:
         ]
     finally:
         process.close()
+
+
+# Red team round 6: ways around the rules above, each a body that fills out["ran"] when it
+# gets through. The file an import event names is compiled code whatever it looks like: a
+# plain str resolved as dlopen will resolve it; a refused name is refused at either end of
+# its dotted name; a path is read as the call will read it, never by its own __str__.
+_AROUND = {
+    # the loader takes the init symbol from the name's last part: a fresh fork_exec
+    "dotted name": """
+        import _imp, os, importlib.machinery as m, _posixsubprocess as held
+        origin = os.path.join(os.path.dirname(held.__file__), "_posixsubprocess" + m.EXTENSION_SUFFIXES[0])
+        out["ran"] = repr(_imp.create_dynamic(m.ModuleSpec("x._posixsubprocess", None, origin=origin)).fork_exec)
+    """,
+    # a str subclass whose endswith() says no to the suffix check
+    "str subclass file": """
+        import _imp, os, sys, importlib.machinery as m
+        class P(str):
+            def endswith(self, *a, **k):
+                return False
+        site = [p for p in sys.path if p.endswith("site-packages")][0]
+        origin = P(os.path.join(site, "_cffi_backend" + m.EXTENSION_SUFFIXES[0]))
+        out["ran"] = repr(_imp.create_dynamic(m.ModuleSpec("_cffi_backend", None, origin=origin)))
+    """,
+    # an open descriptor of the .so, loaded through /proc (no suffix, and swappable)
+    "/proc/self/fd": """
+        import _imp, os, sys, importlib.machinery as m
+        site = [p for p in sys.path if p.endswith("site-packages")][0]
+        fd = os.open(os.path.join(site, "_cffi_backend" + m.EXTENSION_SUFFIXES[0]), os.O_RDONLY)
+        spec = m.ModuleSpec("_cffi_backend", None, origin=f"/proc/self/fd/{fd}")
+        out["ran"] = repr(_imp.create_dynamic(spec))
+    """,
+    # types.coroutine's own code with the author's globals: replace() is theirs
+    "coroutine's code": """
+        import functools, types
+        def victim():
+            return 1
+        class F:
+            def __call__(self):
+                pass
+        f = F()
+        swap = functools.partial(victim.__code__.replace, co_consts=(None, "by hand"))
+        f.__code__ = types.SimpleNamespace(co_flags=0x20, replace=swap)
+        g = {"__builtins__": __builtins__, "FunctionType": F, "CodeType": types.SimpleNamespace}
+        types.FunctionType(types.coroutine.__code__, g)(f)
+        out["ran"] = types.FunctionType(f.__code__, {})()
+    """,
+    # a str subclass path: its __str__ names a project file, open() reads /etc/passwd
+    "str subclass path": """
+        import os
+        class P(str):
+            def __str__(self):
+                return os.path.join(os.getcwd(), "config.yaml")
+        out["ran"] = open(P("/etc/passwd")).read()[:20]
+    """,
+}
+
+
+@pytest.mark.parametrize("way", sorted(_AROUND))
+def test_no_way_around_the_rules_on_compiled_code_code_objects_and_paths(
+    tmp_path: Path, way: str
+) -> None:
+    found = _probe(tmp_path / "p", _AROUND[way])
+    assert "ran" not in found, found
+    assert "project Python may not" in str(found.get("refused")), found

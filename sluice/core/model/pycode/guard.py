@@ -159,6 +159,7 @@ def install(readable: Iterable[str], native: Iterable[str] = ()) -> None:
     import types
 
     coroutine_code, getframe = types.coroutine.__code__, sys._getframe
+    types_globals = types.__dict__
     roots = tuple(
         os.path.realpath(p) + os.sep
         for p in {*readable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
@@ -169,6 +170,9 @@ def install(readable: Iterable[str], native: Iterable[str] = ()) -> None:
     refused_imports = frozenset(_REFUSED_IMPORTS)
     write_flags = _WRITE_FLAGS
     realpath, isabs, sep = os.path.realpath, os.path.isabs, os.sep
+    import pathlib
+
+    path_types = (pathlib.PosixPath, pathlib.PurePosixPath, os.DirEntry)
 
     # One function, no helper: a helper would be a closure a frame of the hook shows.
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -184,8 +188,17 @@ def install(readable: Iterable[str], native: Iterable[str] = ()) -> None:
                 if path is None:
                     return
                 path = path or "."
-            if isinstance(path, int):
+            if type(path) is int:
                 return  # an already open descriptor (stdin, stdout)
+            if type(path) not in (str, bytes):
+                # never the object's own __str__/__fspath__: what it says may not be what
+                # the call uses (a str subclass's data, a path-like's second answer)
+                if type(path) in path_types:
+                    path = os.fspath(path)
+                else:
+                    raise PermissionError(
+                        f"project Python may not open {type(path).__name__} paths"
+                    )
             if isinstance(path, bytes):
                 path = path.decode("utf-8", "replace")
             path = str(path)
@@ -206,21 +219,36 @@ def install(readable: Iterable[str], native: Iterable[str] = ()) -> None:
                 f"project Python may list only the project's folders (it listed {path})"
             )
         if event in refused_events:
-            if event == "code.__new__" and getframe(1).f_code is coroutine_code:
+            caller = getframe(1) if event == "code.__new__" else None
+            if (
+                caller is not None
+                and caller.f_code is coroutine_code
+                and caller.f_globals is types_globals
+            ):
                 return  # @types.coroutine: the function's own code, one flag set
             raise PermissionError(f"project Python may not do {event}")
         if event == "import" and args:
             name = str(args[0])
-            top = name.split(".", maxsplit=1)[0]
-            if top in refused_imports:
+            parts = name.split(".")
+            top = parts[0]
+            # the first part names the package, the last the PyInit_ a compiled module has
+            if top in refused_imports or parts[-1] in refused_imports:
                 # An ImportError, as where the module is missing: a library that imports it
                 # only if it can (dateutil's Windows zones, which ibis loads) goes on.
                 raise ImportError(f"project Python may not import {name}", name=name)
             # A compiled module's file is the event's second argument (_imp.create_dynamic).
             file = args[1] if len(args) > 1 else None
-            if isinstance(file, str) and file.endswith(suffixes):
-                real = realpath(file)
-                if top in refused_native or not real.startswith(native_roots):
+            if file is not None:
+                # every file this event names is compiled code (_imp.create_dynamic); a plain
+                # str only (a subclass's methods are the author's), resolved as dlopen will
+                real = realpath(file) if type(file) is str else ""
+                if (
+                    real != file  # a path dlopen resolves as the hook did: no link, no /proc
+                    or top in refused_native
+                    or parts[-1] in refused_native
+                    or not real.endswith(suffixes)
+                    or not real.startswith(native_roots)
+                ):
                     raise ImportError(
                         f"project Python may not load compiled code ({name}, {file})", name=name
                     )
