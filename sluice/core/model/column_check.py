@@ -4,7 +4,9 @@ column of what it reads, as far as the project knows those columns (pure).
 The check runs in two steps, so that a re-plan never parses a query again:
 
 1. When a model file is parsed, :func:`extract` reads its query's scopes with sqlglot's
-   scope machinery (CTEs, subqueries, derived tables, set operations, lateral views) into
+   scope machinery (CTEs, subqueries, derived tables, set operations, lateral views; a
+   plain SELECT, one scope, is read by this module's own walk of the tree, as sqlglot
+   reads it, at about half the cost: :func:`_walk`) into
    a small JSON text kept with the model (``Model.column_uses``, in the parse cache too):
    each scope's sources (a table by name, another scope, a list of columns, or unknown),
    its output columns (a star kept as a star), the names its SELECT gives, and every
