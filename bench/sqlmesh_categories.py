@@ -24,9 +24,12 @@ refuses (``PlanError``: a destructive change to a forward-only model...) is repo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -84,7 +87,7 @@ def _context(folder: str, state: Any = None) -> Any:
     return context
 
 
-_BEFORE: dict[str, tuple[Any, dict[str, Any]]] = {}
+_BEFORE: dict[str, tuple[Any, dict[str, Any], str]] = {}
 
 
 def _digest(folder: str) -> str:
@@ -103,9 +106,10 @@ def _digest(folder: str) -> str:
     return digest.hexdigest()
 
 
-def _before(folder: str) -> tuple[Any, dict[str, Any]]:
-    """The context of a *before* copy and its snapshots, categorised as a first plan
-    does: loaded once for every pair whose before copy has the same files."""
+def _before(folder: str) -> tuple[Any, dict[str, Any], str]:
+    """The context of a *before* copy, its snapshots, categorised as a first plan does,
+    and the folder they were loaded from: loaded once for every pair whose before copy
+    has the same files."""
     from sqlmesh.core.snapshot import SnapshotChangeCategory
 
     key = _digest(folder)
@@ -115,20 +119,48 @@ def _before(folder: str) -> tuple[Any, dict[str, Any]]:
         for snapshot in old.values():
             snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
         _BEFORE.clear()  # one project at a time: keep one
-        _BEFORE[key] = (context, old)
+        _BEFORE[key] = (context, old, folder)
     return _BEFORE[key]
 
 
-def categorise(before: str, after: str) -> dict[str, Any]:
-    import os
+@contextlib.contextmanager
+def _in_place_of(folder: str, after: str) -> Iterator[str]:
+    """``after``'s files at ``folder``'s path (``folder`` set aside meanwhile): a
+    project's Python that reads its own path (sqlmesh_ibis' ``DB_PATH =
+    os.path.join(os.path.dirname(__file__), ...)``) gives the same value for both sides
+    of a pair, so SQLMesh does not see a change the edit did not make."""
+    import shutil
 
+    aside = folder + ".before"
+    os.rename(folder, aside)
+    try:
+        shutil.copytree(after, folder, symlinks=True)
+        cache = os.path.join(aside, ".cache")  # SQLMesh's cache, warm (see _context)
+        if os.path.isdir(cache) and not os.path.exists(os.path.join(folder, ".cache")):
+            shutil.copytree(cache, os.path.join(folder, ".cache"))
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(aside, folder)
+
+
+def categorise(before: str, after: str) -> dict[str, Any]:
+    os.chdir(after)  # where a gateway's relative database is, when the before side connects
+    old_context, old, loaded_from = _before(before)
+    with _in_place_of(loaded_from, after) as place:
+        os.chdir(place)  # a gateway's relative database (state too) is a file of this pair's
+        try:
+            return _categorise(old_context, old, place)
+        finally:
+            os.chdir(os.path.dirname(place))
+
+
+def _categorise(old_context: Any, old: dict[str, Any], after: str) -> dict[str, Any]:
     from sqlmesh.core.config import CategorizerConfig
     from sqlmesh.core.environment import Environment
     from sqlmesh.utils.date import now_timestamp
     from sqlmesh.utils.errors import PlanError
 
-    os.chdir(after)  # a gateway's relative database (state too) is a file of this pair's
-    old_context, old = _before(before)
     state = old_context.state_sync
     # A gateway's database may be shared by the pairs (SQLMesh keeps DuckDB connections):
     # each pair starts from an empty state.

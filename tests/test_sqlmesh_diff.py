@@ -249,6 +249,24 @@ def test_sluice_is_never_less_safe_than_sqlmesh_on_a_project(tmp_path: Path) -> 
     assert [(o.edit.id, o.differences) for o in outcomes if o.verdict == "less safe"] == []
 
 
+@pytest.mark.slow
+def test_a_project_reading_its_own_path_is_planned_alike(tmp_path: Path) -> None:
+    # sqlmesh_ibis' constants.py: DB_PATH = os.path.join(os.path.dirname(__file__), ...).
+    # Loaded from two folders, SQLMesh saw every edit change ibis_full_model_python's
+    # Python and rebuilt it; both sides of a pair are loaded from one path now.
+    venv = sqlmesh_diff.sqlmesh_compat.CACHE / "sqlmesh-0.236.4"
+    if not (venv / "bin" / "sqlmesh").exists():
+        pytest.skip(f"no SQLMesh virtualenv at {venv} (bench/sqlmesh_spark.py side_venv makes it)")
+    folder = sqlmesh_diff.ROOT.parent / "shared" / "compat" / "sqlmesh_ibis"
+    outcomes = sqlmesh_diff.run_project(
+        "shared/sqlmesh_ibis", folder, tmp_path, venv / "bin" / "python", seed=42, limit=4
+    )
+    assert len(outcomes) >= 3
+    assert [o.verdict for o in outcomes] == ["agree"] * len(outcomes), [
+        (o.edit.id, o.differences) for o in outcomes
+    ]
+
+
 def test_a_macro_edit_that_changes_no_query_is_sqlmesh_being_stricter() -> None:
     theirs = {"models": {"s.c": _sm("NON_BREAKING", True)}, "refused": None, "error": None}
     ours = {"models": {}, "warnings": [], "refused": None, "error": None}
