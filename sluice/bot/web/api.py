@@ -4,6 +4,7 @@ answer is one repository's (``repo``, default the first the request may see), th
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
@@ -19,6 +20,21 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 Name = Annotated[str, Path(max_length=300)]
 Status = Annotated[str | None, Query(pattern="^(active|expired|invalidated)$")]
 Search = Annotated[str | None, Query(max_length=200)]
+CalendarUnit = Annotated[
+    str,
+    Query(
+        pattern="^(auto|day|month)$",
+        description="What one cell is; auto: days if "
+        "the page's intervals fit one window of days, else months.",
+    ),
+]
+Until = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        description="The window's last day (YYYY-MM-DD, 1970..9000); default the latest built.",
+    ),
+]
 T = TypeVar("T")
 
 
@@ -26,6 +42,23 @@ def _found(value: T | None, what: str) -> T:
     if value is None:
         raise HTTPException(404, f"no such {what} in this repository")
     return value
+
+
+def until_date(until: str | None) -> date | None:
+    """``until`` as a date, within the calendar's years.
+
+    Raises:
+        HTTPException: 422 when it is not a date of 1970..9000.
+    """
+    if until is None:
+        return None
+    try:
+        day = date.fromisoformat(until)
+    except ValueError:
+        raise HTTPException(422, f"until {until!r} is not a date (YYYY-MM-DD)") from None
+    if not date(1970, 1, 1) <= day <= date(9000, 12, 31):
+        raise HTTPException(422, "until must be a date of 1970..9000")
+    return day
 
 
 def _no_store(response: Response) -> None:
@@ -56,6 +89,24 @@ def router(site: Site) -> APIRouter:
     def environment(request: Request, name: Name, repo: Repo = None) -> s.Environment:
         """One environment, with every model's version."""
         return _found(site.open(request, repo).environment(name), "environment")
+
+    @api.get("/environments/{name}/intervals")
+    def intervals(
+        request: Request,
+        name: Name,
+        repo: Repo = None,
+        unit: CalendarUnit = "auto",
+        until: Until = None,
+        offset: Offset = 0,
+        limit: Limit = 50,
+    ) -> s.IntervalCalendar:
+        """The intervals each model of an environment holds (its models by name, a page of
+        them): their spans (runs of consecutive intervals) and a calendar window of cells."""
+        reader = site.open(request, repo)
+        calendar = reader.intervals(
+            name, unit=unit, until=until_date(until), offset=offset, limit=limit
+        )
+        return _found(calendar, "environment")
 
     @api.get("/plans/{plan_id}")
     def plan(request: Request, plan_id: Name, repo: Repo = None) -> s.PlanView:

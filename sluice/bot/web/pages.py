@@ -17,10 +17,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sluice import __version__
+from sluice.bot.web import api
 from sluice.bot.web.access import SignedIn
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.sidebyside import side_by_side
 from sluice.bot.web.site import Site
+from sluice.core.timeutil import to_ds
 from sluice.core.words import size
 
 TEMPLATES = FilePath(__file__).parent / "templates"
@@ -51,6 +53,7 @@ def templates() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["when"] = _when
+    env.filters["day"] = to_ds
     env.filters["when_s"] = lambda v: _when(v, seconds=True)
     env.filters["size"] = lambda n: "-" if n is None else size(n)
     env.filters["side_by_side"] = side_by_side
@@ -117,6 +120,28 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
         reader = site.open(request, repo)
         env_ = found(reader.environment(name), "environment")
         return render(request, "environment.html.j2", reader, env=env_)
+
+    @pages.get("/environments/{name}/intervals")
+    def intervals(
+        request: Request,
+        name: Name,
+        repo: Repo = None,
+        unit: api.CalendarUnit = "auto",
+        until: api.Until = None,
+        offset: Offset = 0,
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        day = api.until_date(until)
+        calendar = reader.intervals(name, unit=unit, until=day, offset=offset, limit=PER_PAGE)
+        chosen = unit if unit != "auto" else None
+        return render(
+            request,
+            "intervals.html.j2",
+            reader,
+            calendar=found(calendar, "environment"),
+            chosen=chosen,
+            until=until,
+        )
 
     @pages.get("/pulls")
     def pulls(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:

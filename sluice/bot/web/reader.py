@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,12 +22,15 @@ from sluice.bot.flow.reviewed_plan import PlanReview, own_key
 from sluice.bot.forge.base import Check, PullRequest
 from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
+from sluice.bot.web import calendar
 from sluice.bot.web import schema as s
+from sluice.core.plan.plan import VIEW_MARKER, iso
 from sluice.core.rollback import history
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state import EnvironmentRecord, JobResult, PlanRecord, open_state
 from sluice.core.tablediff.result import TableDiffResult
+from sluice.core.timeutil import DAY_MS, to_ds, to_ms
 from sluice.core.workflow import PLAN_SNAPSHOTS
 
 _PR_ENV = re.compile(r"^(?:[a-z0-9_]+_)?pr_([0-9]{1,9})$")
@@ -304,6 +308,61 @@ class Reader:
                 )
             )
         return s.Page(items=items, total=len(plans), offset=offset, limit=limit)
+
+    def intervals(
+        self, name: str, *, unit: str, until: date | None, offset: int, limit: int
+    ) -> s.IntervalCalendar | None:
+        """The intervals each model of environment ``name`` holds (its models by name,
+        ``offset``/``limit`` of them), over a window of ``unit`` cells (``auto``: days when
+        the page's spans fit one window of days) ending with ``until``'s cell (None: the
+        page's latest built day, else today). None: no such environment."""
+        record = self.state.get_environment(name)
+        if record is None:
+            return None
+        refs = sorted(record.snapshots, key=lambda r: r.name)
+        page = refs[offset : offset + limit]
+        stored = self.state.get_intervals((r.name, r.version) for r in page)
+        held = {key: [sp for sp in spans if sp != VIEW_MARKER] for key, spans in stored.items()}
+        built = [sp for spans in held.values() for sp in spans]
+        chosen: calendar.Unit = (
+            calendar.choose(built) if unit == "auto" else ("day" if unit == "day" else "month")
+        )
+        latest = max((e for _, e in built), default=self.clock())
+        end = to_ms(until) + DAY_MS - 1 if until is not None else latest - 1
+        cells = calendar.window(chosen, end)
+        items = []
+        for ref in page:
+            key = (ref.name, ref.version)
+            spans = held.get(key, [])
+            items.append(
+                s.ModelIntervals(
+                    name=ref.name,
+                    version=ref.version,
+                    view=VIEW_MARKER in stored.get(key, []),
+                    spans=[
+                        s.Span(start=a, end=b, start_text=iso(a), end_text=iso(b))
+                        for a, b in spans[: calendar.MAX_SPANS]
+                    ],
+                    spans_total=len(spans),
+                    cells=calendar.fill(spans, cells),
+                )
+            )
+        return s.IntervalCalendar(
+            environment=record.name,
+            plan_id=record.plan_id,
+            unit=chosen,
+            cells=[
+                s.CalendarCell(start=c.start, end=c.end, label=c.label, group=c.group)
+                for c in cells
+            ],
+            earlier=to_ds(cells[0].start - 1) if cells[0].start > 0 else None,
+            later=(
+                to_ds(min(calendar.ahead(chosen, cells[-1].start), latest - 1))
+                if cells[-1].end < latest
+                else None
+            ),
+            models=s.Page(items=items, total=len(refs), offset=offset, limit=limit),
+        )
 
     # -- the audit log ----------------------------------------------------------------------
 

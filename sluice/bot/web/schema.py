@@ -226,3 +226,40 @@ class ModelView(BaseModel):
     depends_on: list[str]
     path: str
     query: str | None
+
+
+class Span(BaseModel):
+    """A run of consecutive built intervals, ``[start, end)`` in epoch ms."""
+
+    start: int
+    end: int
+    start_text: str = Field(description="its start, a date when midnight, else a timestamp")
+    end_text: str = Field(description="its end (exclusive), as start_text")
+
+
+class CalendarCell(BaseModel):
+    start: int
+    end: int
+    label: str = Field(description="the day of the month, or the month")
+    group: str = Field(description="its month (YYYY-MM) or year")
+
+
+class ModelIntervals(BaseModel):
+    name: str
+    version: str
+    view: bool = Field(description="a view: built once, it holds no time range")
+    spans: list[Span] = Field(description="the first spans, oldest first (at most 100)")
+    spans_total: int = Field(description="all its spans; more than listed means more gaps")
+    cells: list[str] = Field(description="each cell of the window: full, part or none")
+
+
+class IntervalCalendar(BaseModel):
+    """The intervals each model of an environment holds, over a window of cells."""
+
+    environment: str
+    plan_id: str
+    unit: str = Field(description="day or month: what one cell is")
+    cells: list[CalendarCell]
+    earlier: str | None = Field(description="the until of the window before this one")
+    later: str | None = Field(description="the until of the window after it, if any is built")
+    models: Page[ModelIntervals]
