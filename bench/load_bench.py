@@ -183,7 +183,10 @@ def _rss_kib(pid: int) -> int | None:
 
 
 def _java_under(root: int) -> list[int]:
-    """The Java processes descending from ``root`` (the service's Spark Connect server)."""
+    """The Java processes descending from ``root`` (the service's Spark Connect server),
+    but a Java process's own children: a JVM that forks (Hadoop runs shell commands) has,
+    until the child execs, a child whose executable is ``java`` and whose RSS counts the
+    parent's pages again."""
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -192,17 +195,20 @@ def _java_under(root: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
     found = []
-    for pid in parents:
+    for pid, parent in parents.items():
         up, seen = pid, 0
         while up in parents and up != root and seen < 64:
             up, seen = parents[up], seen + 1
-        if up == root and pid != root:
-            try:
-                if Path(f"/proc/{pid}/exe").resolve().name == "java":
-                    found.append(pid)
-            except OSError:
-                continue
+        if up == root and pid != root and _is_java(pid) and not _is_java(parent):
+            found.append(pid)
     return found
+
+
+def _is_java(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/exe").resolve().name == "java"
+    except OSError:
+        return False
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -243,6 +249,8 @@ def _run(args: argparse.Namespace, tmp: Path, url: str) -> int:
     )
     rss: list[int] = []
     jvm: list[int] = []
+    jvms: list[int] = []  # Java processes at each sample
+    largest: list[int] = []  # the largest one's RSS at each sample
     sampling = threading.Event()
 
     def sample() -> None:
@@ -251,7 +259,10 @@ def _run(args: argparse.Namespace, tmp: Path, url: str) -> int:
             if kib is not None:
                 rss.append(kib)
             if args.real_spark:
-                jvm.append(sum(_rss_kib(p) or 0 for p in _java_under(child.pid)))
+                sizes = [_rss_kib(p) or 0 for p in _java_under(child.pid)]
+                jvm.append(sum(sizes))
+                jvms.append(len(sizes))
+                largest.append(max(sizes, default=0))
 
     deadline = time.monotonic() + args.limit
     try:
@@ -314,7 +325,7 @@ def _run(args: argparse.Namespace, tmp: Path, url: str) -> int:
             child.wait(60)
         except subprocess.TimeoutExpired:
             child.kill()
-    return report(args, records, pushed_at, rss, idle, wall, big, job_class, jvm)
+    return report(args, records, pushed_at, rss, idle, wall, big, job_class, jvm, jvms, largest)
 
 
 def report(
@@ -327,6 +338,8 @@ def report(
     big: list[int],
     job_class: Any,
     jvm: list[int],
+    jvms: list[int] | None = None,
+    largest: list[int] | None = None,
 ) -> int:
     from sluice.bot.queue.store import JobStatus
 
@@ -347,7 +360,9 @@ def report(
             cls = "build (small)"
         accepted, began = r.job.created_ts, r.started_ts
         assert began is not None
-        waits.setdefault(cls, []).append(began - accepted)
+        # A claim's time is read before it waits for SQLite's write lock, which the
+        # delivery's commit may hold: a job can seem to start a little before it came.
+        waits.setdefault(cls, []).append(max(0.0, began - accepted))
         ended_between = [
             o for o in started
             if o is not r and o.finished_ts is not None and o.started_ts is not None
@@ -389,6 +404,12 @@ def report(
         )
     )
     print(f"  jobs:                {dict(sorted(by_status.items()))}; bad {bad}; wall {wall:.1f} s")
+    again = [r for r in records if r.job.attempts > 1]
+    if again:
+        print(
+            f"  run again:           {len(again)} job(s) took more than one attempt: "
+            + "; ".join(f"{r.job.key} ({r.job.attempts})" for r in again[:5])
+        )
     for cls in sorted(waits):
         w = waits[cls]
         print(
@@ -414,6 +435,10 @@ def report(
             f"  Spark server (JVM):  RSS peak {top / 1024:.0f} MiB, end "
             f"{(jvm[-1] if jvm else 0) / 1024:.0f} MiB (bound {args.jvm_bound} MiB: "
             f"{'within' if jvm_within else 'OVER'}; its heap is capped by spark.driver.memory)"
+        )
+        print(
+            f"                       Java processes at once: at most {max(jvms or [0])}; "
+            f"the largest one's RSS peak {max(largest or [0]) / 1024:.0f} MiB"
         )
         within = within and jvm_within
     else:
@@ -458,7 +483,13 @@ def main() -> None:
         help="the service's own Spark Connect server instead of the runner double "
         "(--big-seconds, --small-seconds unused)",
     )
-    parser.add_argument("--jvm-bound", type=int, default=2048, help="MiB, with --real-spark")
+    parser.add_argument(
+        "--jvm-bound",
+        type=int,
+        default=4096,
+        help="MiB, with --real-spark (default: the memory the sandbox grants the server, "
+        "twice spark.driver.memory's default 1 GiB plus 2 GiB: core/spark/confine.limits)",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(json.loads(args.serve))
