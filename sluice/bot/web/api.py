@@ -28,6 +28,10 @@ CalendarUnit = Annotated[
         "the page's intervals fit one window of days, else months.",
     ),
 ]
+SampleKind = Annotated[
+    str,
+    Query(pattern="^(differing|source_only|target_only)$", description="Which example rows."),
+]
 Until = Annotated[
     str | None,
     Query(
@@ -126,6 +130,22 @@ def router(site: Site) -> APIRouter:
     ) -> s.PullRequestView:
         """A pull request's plan, checks, approvals and builds."""
         return _found(site.open(request, repo).pull(number), "pull request")
+
+    @api.get("/pulls/{number}/table-diffs/{model}")
+    def table_diff_samples(
+        request: Request,
+        number: Annotated[int, Path(ge=1, le=10**9)],
+        model: Name,
+        repo: Repo = None,
+        kind: SampleKind = "differing",
+        offset: Offset = 0,
+        limit: Limit = 50,
+    ) -> s.TableDiffSamples:
+        """A pull request's table diff of one model against prod, with a page of the
+        example rows it kept (``kind``: differing, only in the PR's, only in prod's)."""
+        reader = site.open(request, repo)
+        samples = reader.table_diff_samples(number, model, kind=kind, offset=offset, limit=limit)
+        return _found(samples, "table diff")
 
     @api.get("/jobs")
     def jobs(request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50) -> s.Jobs:

@@ -6,6 +6,7 @@ them (no CDN, no inline script)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path as FilePath
@@ -43,6 +44,24 @@ def _when(ms: float | None, *, seconds: bool = False) -> str:
     return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+SAMPLE_TEXT = 300
+"""Characters of one sample value a page shows (the API gives it whole)."""
+
+
+def _sample(value: Any) -> str:
+    """A sample row's value as text: a differing column's ``source → target``, NULL for
+    a null, JSON for the rest but strings; a value cut at :data:`SAMPLE_TEXT` characters."""
+    if isinstance(value, dict) and set(value) == {"source", "target"}:
+        return f"{_sample(value['source'])} → {_sample(value['target'])}"  # each side cut
+    if value is None:
+        text = "NULL"
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= SAMPLE_TEXT else text[: SAMPLE_TEXT - 1] + "…"
+
+
 def templates() -> Environment:
     """The pages' Jinja2 environment (autoescaped, strict), with their filters."""
     env = Environment(
@@ -54,6 +73,7 @@ def templates() -> Environment:
     )
     env.filters["when"] = _when
     env.filters["day"] = to_ds
+    env.filters["sample"] = _sample
     env.filters["when_s"] = lambda v: _when(v, seconds=True)
     env.filters["size"] = lambda n: "-" if n is None else size(n)
     env.filters["side_by_side"] = side_by_side
@@ -156,6 +176,19 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
         reader = site.open(request, repo)
         view = found(reader.pull(number), "pull request")
         return render(request, "pull.html.j2", reader, pr=view, plan=view.plan)
+
+    @pages.get("/pulls/{number}/table-diffs/{model}")
+    def table_diff(
+        request: Request,
+        number: Annotated[int, Path(ge=1, le=10**9)],
+        model: Name,
+        repo: Repo = None,
+        kind: api.SampleKind = "differing",
+        offset: Offset = 0,
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        samples = reader.table_diff_samples(number, model, kind=kind, offset=offset, limit=PER_PAGE)
+        return render(request, "table_diff.html.j2", reader, d=found(samples, "table diff"))
 
     @pages.get("/plans/{plan_id}")
     def plan(request: Request, plan_id: Name, repo: Repo = None) -> HTMLResponse:

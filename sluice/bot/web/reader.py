@@ -224,7 +224,7 @@ class Reader:
             checks=checks,
             approvals=approvals,
             builds=[s.Build(sha=sha, fingerprint=fp, created=at) for sha, fp, at in builds],
-            table_diffs=[_table_diff(r) for r in results if r.kind == TABLE_DIFF],
+            table_diffs=[_table_diff(r) for r in _last_of_each(results, TABLE_DIFF)],
             audits=[
                 s.AuditOutcome(
                     name=r.name,
@@ -234,6 +234,31 @@ class Reader:
                 for r in results
                 if r.kind == AUDIT
             ],
+        )
+
+    def table_diff_samples(
+        self, number: int, model: str, *, kind: str, offset: int, limit: int
+    ) -> s.TableDiffSamples | None:
+        """A page of the example rows of ``kind`` that the table diff of ``model`` kept
+        for pull request ``number``'s plan now (the last it recorded); None when the PR
+        has no environment or its plan no such diff."""
+        record = self.state.get_environment(pr_environment(number))
+        if record is None or kind not in SAMPLE_KINDS:
+            return None
+        results = _last_of_each(self.state.get_results(plan_id=record.plan_id), TABLE_DIFF)
+        last = next((r for r in results if r.name == model), None)
+        if last is None:
+            return None
+        diff = TableDiffResult.from_json(last.payload)  # type: ignore[arg-type]
+        rows = [dict(row) for row in getattr(diff.samples, kind)]
+        page = rows[offset : offset + limit]
+        return s.TableDiffSamples(
+            pull_request=number,
+            plan_id=record.plan_id,
+            diff=_table_diff(last),
+            kind=kind,
+            columns=_columns(diff.keys, page),
+            rows=s.Page(items=page, total=len(rows), offset=offset, limit=limit),
         )
 
     # -- queue and jobs -------------------------------------------------------------------
@@ -475,7 +500,36 @@ def _table_diff(result: JobResult) -> s.TableDiff:
         differing_rows=diff.differing_rows,
         changed_columns=list(diff.changed_columns),
         note=diff.note,
+        keys=list(diff.keys),
+        samples=s.SampleCounts(
+            differing=len(diff.samples.differing),
+            source_only=len(diff.samples.source_only),
+            target_only=len(diff.samples.target_only),
+        ),
     )
+
+
+SAMPLE_KINDS = ("differing", "source_only", "target_only")
+
+
+def _last_of_each(results: list[JobResult], kind: str) -> list[JobResult]:
+    """The last result of ``kind`` for each name (a job run again records its diff
+    again), in the order the names first came."""
+    last: dict[str, JobResult] = {}
+    for result in results:
+        if result.kind == kind:
+            kept = last.get(result.name)
+            if kept is None or result.created_ts >= kept.created_ts:
+                last[result.name] = result
+    return list(last.values())
+
+
+def _columns(keys: tuple[str, ...], rows: list[dict[str, Any]]) -> list[str]:
+    """The key columns, then every other column of ``rows`` in the order first seen."""
+    seen = dict.fromkeys(keys)
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
 
 
 def _check(check: Check) -> s.CheckView:

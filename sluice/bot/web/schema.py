@@ -3,7 +3,7 @@ them). Times are epoch milliseconds; ``None`` means "not recorded"."""
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -88,6 +88,14 @@ class PlanView(BaseModel):
     write_bytes: int | None
 
 
+class SampleCounts(BaseModel):
+    """How many example rows the table diff kept of each kind."""
+
+    differing: int
+    source_only: int
+    target_only: int
+
+
 class TableDiff(BaseModel):
     name: str
     source: str
@@ -100,6 +108,21 @@ class TableDiff(BaseModel):
     differing_rows: int | None
     changed_columns: list[str]
     note: str | None
+    keys: list[str] = Field(default_factory=list, description="the join key columns")
+    samples: SampleCounts | None = Field(default=None, description="the example rows it kept")
+
+
+class TableDiffSamples(BaseModel):
+    """A page of one table diff's example rows of one kind. A ``differing`` row holds the
+    key columns and, for each column that differs in it, ``{"source": v, "target": v}``;
+    the others hold the row's values."""
+
+    pull_request: int
+    plan_id: str
+    diff: TableDiff
+    kind: str = Field(description="differing, source_only or target_only")
+    columns: list[str] = Field(description="the key columns, then the others the rows hold")
+    rows: Page[dict[str, Any]]
 
 
 class AuditOutcome(BaseModel):
