@@ -24,6 +24,8 @@ PAGES = (
     "/ui/history",
     "/ui/models",
     "/ui/models/jaffle.hostile",
+    "/ui/environments/pr_7/intervals",
+    "/ui/pulls/7/table-diffs/jaffle.orders",
 )
 
 
@@ -76,6 +78,10 @@ def test_another_repositorys_ids_are_not_found(ui: TestClient) -> None:
         "/api/v1/jobs",
         "/api/v1/history",
         "/api/v1/models/jaffle.orders",
+        "/api/v1/environments/prod/intervals",
+        "/api/v1/pulls/7/table-diffs/jaffle.orders",
+        "/ui/environments/prod/intervals",
+        "/ui/pulls/7/table-diffs/jaffle.orders",
         "/ui/pulls/7",
         f"/ui/plans/{plan}",
     ):
