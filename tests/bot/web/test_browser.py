@@ -28,6 +28,9 @@ PAGES = {
     "/ui/history": "Prod history",
     "/ui/models": "Models in prod",
     "/ui/models/jaffle.hostile": "Model jaffle.hostile",
+    "/ui/environments/prod/intervals": "Intervals prod holds",
+    "/ui/environments/pr_7/intervals?unit=day&until=2018-03-31": "Intervals pr_7 holds",
+    "/ui/pulls/7/table-diffs/jaffle.orders": "Table diff of jaffle.orders",
 }
 JOB = "preview-pr_7-0123456789ab-1800000000000"
 
