@@ -235,19 +235,13 @@ def _build(
         return None
     held = _held(job, post, trusted, plan)
     if held is not None:
-        for name in PR_CHECKS:
-            post.check(checks.build_held(name, held.what, held.approver))
-        text = checks.held_text(held.what, held.approver)
-        post.comment(
-            CommentState(
-                post.project,
-                environment,
-                post.pr.head_sha,
-                "neutral",
-                checks.BUILD_HELD,
-                progress=text,
-                plan=plan,
-            )
+        _neutral(
+            post,
+            environment,
+            plan,
+            [checks.build_held(name, held.what, held.approver) for name in PR_CHECKS],
+            checks.BUILD_HELD,
+            checks.held_text(held.what, held.approver),
         )
         return held
     for name in PR_CHECKS:
@@ -274,18 +268,13 @@ def _build(
         # head's checks and the comment; the worker ends the job, and the newer head's
         # build publishes the comment again.
         reason = exc.message.removeprefix("the job was stopped: ")
-        for name in PR_CHECKS:
-            post.check(checks.build_superseded(name, reason))
-        post.comment(
-            CommentState(
-                post.project,
-                environment,
-                post.pr.head_sha,
-                "neutral",
-                checks.BUILD_SUPERSEDED,
-                progress=checks.superseded_text(reason),
-                plan=plan,
-            )
+        _neutral(
+            post,
+            environment,
+            plan,
+            [checks.build_superseded(name, reason) for name in PR_CHECKS],
+            checks.BUILD_SUPERSEDED,
+            checks.superseded_text(reason),
         )
         raise
     except SluiceError as exc:
@@ -352,6 +341,20 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
             preview=result,
             checks=tuple((n, c) for n, c in post.conclusions.items()),
             prod_plan=prod,
+        )
+    )
+
+
+def _neutral(
+    post: _Poster, environment: str, plan: Plan, posted: list[Check], title: str, text: str
+) -> None:
+    """A build that did not run (held for an approver, or stopped by a newer head):
+    ``posted`` on the checks, ``title`` and ``text`` on a neutral comment."""
+    for check in posted:
+        post.check(check)
+    post.comment(
+        CommentState(
+            post.project, environment, post.pr.head_sha, "neutral", title, progress=text, plan=plan
         )
     )
 
