@@ -6,9 +6,11 @@ its redirect back is followed by hand)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote, urlsplit
+from html import escape
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import responses
 from fastapi.testclient import TestClient
@@ -133,3 +135,28 @@ def sign_in(client: TestClient, user: FakeUser, forge: str = "github", then: str
     )
     assert back.status_code == 303, back.text
     return back.headers["location"]
+
+
+def consent_page(
+    user: FakeUser, seen: list[dict[str, list[str]]] | None = None
+) -> Callable[[Any], None]:
+    """A Playwright route handler standing for GitHub's consent page for ``user``: its
+    *Authorize* link returns the browser to the callback the service asked for, with the
+    user's code and the service's state (each query the page got appended to ``seen``)."""
+
+    def consent(route: Any) -> None:
+        query = parse_qs(urlsplit(route.request.url).query)
+        if seen is not None:
+            seen.append(query)
+        back = (
+            query["redirect_uri"][0]
+            + "?"
+            + urlencode({"code": user.code, "state": query["state"][0]})
+        )
+        route.fulfill(
+            status=200,
+            content_type="text/html",
+            body=f'<!doctype html><title>GitHub</title><a href="{escape(back)}">Authorize</a>',
+        )
+
+    return consent

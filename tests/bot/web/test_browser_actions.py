@@ -12,9 +12,8 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from html import escape
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 import responses
@@ -30,7 +29,7 @@ from sluice.bot.web.reader import Reader
 from sluice.bot.web.routes import mount
 from sluice.bot.web.session import Sessions
 from sluice.bot.web.site import Site
-from tests.helpers.oauth import FakeUser, fake_github, github_sign_in
+from tests.helpers.oauth import FakeUser, consent_page, fake_github, github_sign_in
 from tests.helpers.web import HEAD, OWNER, WebWorld, chromium, served, web_world
 
 pytestmark = pytest.mark.slow
@@ -96,28 +95,11 @@ def browser() -> Iterator[Any]:
         yield launched
 
 
-def _consent(user: FakeUser) -> Any:
-    def answer(route: Any) -> None:
-        query = parse_qs(urlsplit(route.request.url).query)
-        back = (
-            query["redirect_uri"][0]
-            + "?"
-            + urlencode({"code": user.code, "state": query["state"][0]})
-        )
-        route.fulfill(
-            status=200,
-            content_type="text/html",
-            body=f'<!doctype html><title>GitHub</title><a href="{escape(back)}">Authorize</a>',
-        )
-
-    return answer
-
-
 def _approve_as(browser: Any, origin: str, user: FakeUser, problems: list[str]) -> Any:
     """``user`` signs in, opens pull request 7 and clicks *Approve this plan*: the page
     after (its context left open, for the caller to close)."""
     context = browser.new_context()
-    context.route("https://github.com/**", _consent(user))
+    context.route("https://github.com/**", consent_page(user))
     page = context.new_page()
     page.on(
         "console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None

@@ -8,9 +8,8 @@ repository) by ``responses``. Slow: it starts Chromium."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from html import escape
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 import responses
@@ -18,7 +17,7 @@ import responses
 from sluice.bot.web.access import SignedIn
 from sluice.bot.web.session import Sessions
 from sluice.bot.web.standalone import ui_app
-from tests.helpers.oauth import CLIENT_ID, FakeUser, fake_github, github_sign_in
+from tests.helpers.oauth import CLIENT_ID, FakeUser, consent_page, fake_github, github_sign_in
 from tests.helpers.web import OWNER, TITLE, WebWorld, chromium, served, web_world
 
 pytestmark = pytest.mark.slow
@@ -50,32 +49,11 @@ def browser() -> Iterator[Any]:
         yield launched
 
 
-def _as(user: FakeUser, seen: list[dict[str, list[str]]]) -> Any:
-    """GitHub's consent page for ``user``: its *Authorize* link returns the browser to the
-    callback the service asked for, with the user's code and the service's state."""
-
-    def consent(route: Any) -> None:
-        query = parse_qs(urlsplit(route.request.url).query)
-        seen.append(query)
-        back = (
-            query["redirect_uri"][0]
-            + "?"
-            + urlencode({"code": user.code, "state": query["state"][0]})
-        )
-        route.fulfill(
-            status=200,
-            content_type="text/html",
-            body=f'<!doctype html><title>GitHub</title><a href="{escape(back)}">Authorize</a>',
-        )
-
-    return consent
-
-
 def test_a_reader_signs_in_reads_the_pull_request_and_signs_out(browser: Any, origin: str) -> None:
     context = browser.new_context()
     problems: list[str] = []
     seen: list[dict[str, list[str]]] = []
-    context.route("https://github.com/**", _as(ALICE, seen))
+    context.route("https://github.com/**", consent_page(ALICE, seen))
     page = context.new_page()
     page.on(
         "console",
@@ -110,7 +88,7 @@ def test_a_reader_signs_in_reads_the_pull_request_and_signs_out(browser: Any, or
 
 def test_a_user_who_cannot_read_the_repository_is_shown_nothing(browser: Any, origin: str) -> None:
     context = browser.new_context()
-    context.route("https://github.com/**", _as(EVE, []))
+    context.route("https://github.com/**", consent_page(EVE))
     page = context.new_page()
     try:
         page.goto(f"{origin}/ui/login?next=/ui/pulls/7")
