@@ -20,6 +20,7 @@ from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
+from tests.helpers.batched import six_batches
 
 pytestmark = pytest.mark.spark
 
@@ -28,31 +29,12 @@ START, END = to_ms("2024-01-01"), to_ms("2024-01-07")  # six daily batches
 EVENTS = "stopped.events"
 
 
-def _project(root: Path) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "config.yaml").write_text(
-        "model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n  cron: '@daily'\n"
-    )
-    (root / "models" / "raw.sql").write_text(
-        "MODEL (name stopped.raw, kind FULL);\n"
-        "SELECT CAST(id AS INT) AS id, DATE_ADD(DATE'2024-01-01', CAST(id % 6 AS INT)) AS ds "
-        "FROM range(60)"
-    )
-    (root / "models" / "events.sql").write_text(
-        f"MODEL (\n  name {EVENTS},\n"
-        "  kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1),\n"
-        "  grain (id)\n);\n"
-        "SELECT id, ds FROM stopped.raw WHERE ds BETWEEN @start_ds AND @end_ds"
-    )
-    return root
-
-
 def test_a_stopped_connect_job_keeps_what_it_finished_and_marks_nothing_else_built(
     connect_server: ConnectServer, tmp_path: Path
 ) -> None:
     connect_server.endpoint()
     server_pid = connect_server.pid
-    root = _project(tmp_path / "project")
+    root = six_batches(tmp_path / "project", "stopped")
     url = f"sqlite:///{tmp_path / 'state.db'}"
     store = open_state(url)
     stop = cancel.Cancel()

@@ -25,6 +25,7 @@ from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
+from tests.helpers.batched import six_batches
 from tests.helpers.processes import jvms_under
 
 pytestmark = pytest.mark.spark
@@ -34,25 +35,6 @@ START, END = to_ms("2024-01-01"), to_ms("2024-01-07")  # six daily batches
 EVENTS = "server_lost.events"
 LIMIT = 600.0  # the jobs' time limit: far above what a lost server may cost
 BOUND = 60.0  # what it may cost, on a loaded machine (it takes a second or two)
-
-
-def _project(root: Path) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "config.yaml").write_text(
-        "model_defaults:\n  dialect: spark\n  start: '2024-01-01'\n  cron: '@daily'\n"
-    )
-    (root / "models" / "raw.sql").write_text(
-        "MODEL (name server_lost.raw, kind FULL);\n"
-        "SELECT CAST(id AS INT) AS id, DATE_ADD(DATE'2024-01-01', CAST(id % 6 AS INT)) AS ds "
-        "FROM range(60)"
-    )
-    (root / "models" / "events.sql").write_text(
-        f"MODEL (\n  name {EVENTS},\n"
-        "  kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1),\n"
-        "  grain (id)\n);\n"
-        "SELECT id, ds FROM server_lost.raw WHERE ds BETWEEN @start_ds AND @end_ds"
-    )
-    return root
 
 
 def _runner(server: ConnectServer, tmp_path: Path, **kwargs: Any) -> ConnectRunner:
@@ -79,7 +61,7 @@ def test_a_server_killed_mid_build_fails_the_job_at_once_and_applying_again_fini
     connect_server: ConnectServer, tmp_path: Path
 ) -> None:
     connect_server.endpoint()
-    root = _project(tmp_path / "project")
+    root = six_batches(tmp_path / "project", "server_lost")
     url = f"sqlite:///{tmp_path / 'state.db'}"
     store = open_state(url)
     killed: list[float] = []
