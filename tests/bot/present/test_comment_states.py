@@ -40,6 +40,7 @@ from tests.helpers.comment_states import (
     Story,
     large_story,
 )
+from tests.helpers.web import chromium
 
 GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "comments"
 UPDATE = os.environ.get("SLUICE_UPDATE_GOLDEN") == "1"
@@ -615,7 +616,6 @@ def test_mermaid_itself_parses_every_graph(texts: dict[str, str], tmp_path: Path
 
 # -- laid out at 1,280 px ------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WIDTH = 1280
 # Every element shown (a closed fold's content is not) must fit the page, and a box that
 # scrolls (a table, a code block) must not need to: its content fits it.
@@ -648,24 +648,8 @@ def _screenshot_module() -> Any:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright (no browser download). Skipped without
-    them locally, never under CI."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover - the dev lock installs it
-        if os.environ.get("CI") == "true":
-            pytest.fail("playwright is not installed: install requirements/dev.lock")
-        pytest.skip("playwright is not installed")
-    if not Path(CHROMIUM).is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is not installed: run scripts/ensure-mermaid.sh")
-        pytest.skip("chromium is not installed: run scripts/ensure-mermaid.sh")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def overflows(browser: Any, markdown: str) -> list[str]:
