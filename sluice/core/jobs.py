@@ -57,6 +57,11 @@ def environment_record(plan: Plan, now: int, ttl_days: int | None) -> Environmen
     )
 
 
+def apply_job_id(plan: Plan, now: int) -> str:
+    """The id of the job applying ``plan`` at ``now`` (its log file's name)."""
+    return f"apply-{plan.environment}-{plan.plan_id[:12]}-{now}"
+
+
 def apply_job(
     plan: Plan,
     *,
@@ -99,7 +104,7 @@ def apply_job(
     if after_all:
         steps.append(_statements_step("after_all", after_all))
     return {
-        "job_id": f"apply-{plan.environment}-{plan.plan_id[:12]}-{now}",
+        "job_id": apply_job_id(plan, now),
         "kind": "apply",
         "environment": plan.environment,
         "plan_id": plan.plan_id,

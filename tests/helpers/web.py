@@ -16,7 +16,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ import pytest
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import ScheduledRunEvent
+from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.web.access import Access, Everyone
 from sluice.bot.web.pulls import MemoryPulls
@@ -94,14 +96,28 @@ class WebWorld:
         self.bot.close()
 
 
-def web_world(root: Path, *, config: str = CONFIG) -> WebWorld:
-    """Prod built at ``C`` (with ``jaffle.hostile``), PR 7 (``TITLE``) built at ``HEAD``;
-    ``config`` the config.yaml of both (the prod branch's: its ``sluice:`` is in force)."""
+ORDER_DAYS = (
+    "MODEL (\n  name jaffle.order_days,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column order_date),\n"
+    "  start '2026-12-01',\n  grain [order_date]\n);\n"
+    "SELECT order_date, COUNT(*) AS orders FROM jaffle.stg_orders\n"
+    "WHERE order_date BETWEEN @start_date AND @end_date GROUP BY order_date\n"
+)
+"""A daily model with no end (``models=`` of :func:`web_world`): a scheduled run after
+prod was built has its days due."""
+
+
+def web_world(
+    root: Path, *, config: str = CONFIG, models: dict[str, str] | None = None
+) -> WebWorld:
+    """Prod built at ``C`` (with ``jaffle.hostile`` and ``models``: file -> text under
+    models/), PR 7 (``TITLE``) built at ``HEAD``; ``config`` the config.yaml of both (the
+    prod branch's: its ``sluice:`` is in force)."""
     warehouse = Warehouse()
     github = MemoryForge(OWNER, name="github")
     github.roles.update({"alice": "write", "bob": "write"})
     bot = Bot(root, github, runner_for=warehouse.runner)
-    bot.commit(C, config, models={"hostile.sql": HOSTILE_MODEL})
+    extra = {"hostile.sql": HOSTILE_MODEL, **(models or {})}
+    bot.commit(C, config, models=extra)
     github.refs["main"] = C
     project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
     store = open_state(bot.url)
@@ -111,7 +127,7 @@ def web_world(root: Path, *, config: str = CONFIG) -> WebWorld:
     finally:
         store.close()
     warehouse.script = Script(rows={"jaffle.orders": 99})
-    src = bot.commit(HEAD, config, models={"hostile.sql": HOSTILE_MODEL}, parents=(C,))
+    src = bot.commit(HEAD, config, models=extra, parents=(C,))
     orders = src / "models" / "orders.sql"
     orders.write_text(orders.read_text().replace(*ORDERS))
     github.commit_folder(HEAD, src, parents=(C,))
@@ -162,3 +178,11 @@ def served(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def scheduled_run(world: WebWorld, at: int) -> None:
+    """The service's scheduled run of prod at ``at``, through the real flow (the dispatch
+    of a :class:`ScheduledRunEvent`, its job clock reading ``at``) on the scripted
+    warehouse; its error raised as the worker would see it."""
+    deps = replace(world.bot.deps, clock=lambda: at)
+    dispatch.handle(deps, ScheduledRunEvent("github", OWNER, None))

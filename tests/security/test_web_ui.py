@@ -77,6 +77,7 @@ def test_another_repositorys_ids_are_not_found(ui: TestClient) -> None:
         "/api/v1/pulls/7",
         "/api/v1/jobs",
         "/api/v1/history",
+        "/api/v1/history/runs",
         "/api/v1/models/jaffle.orders",
         "/api/v1/environments/prod/intervals",
         "/api/v1/pulls/7/table-diffs/jaffle.orders",

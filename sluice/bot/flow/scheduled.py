@@ -11,6 +11,7 @@ import logging
 from sluice.bot.flow import trust
 from sluice.bot.flow.job import Job
 from sluice.bot.present import replies
+from sluice.core import runs
 from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
@@ -67,19 +68,25 @@ def run(job: Job) -> None:
     now = job.now
     store = open_state(job.deps.state_url)
     try:
-        plan = plan_run(project, store, PROD, now=now)
-        if not plan.backfill:
-            log.info("%s: scheduled run: prod is up to date, no interval is due", job.forge.repo)
-            return
-        due = plan.backfill_intervals
-        log.info(
-            "%s: scheduled run: %s interval(s) due in %s model(s)",
-            job.forge.repo,
-            due,
-            len(plan.backfill),
-        )
-        runner = job.deps.spark_runner(project, tree, lambda _event: None)
-        result = apply_plan(project, store, plan, runner, url=job.deps.state_url, now=now)
+        # its outcome recorded in the state (core/runs.py): what the web UI's prod history shows
+        with runs.recorded(store, PROD, now=now, scrub=job.scrub) as recording:
+            plan = recording.plan = plan_run(project, store, PROD, now=now)
+            if not plan.backfill:
+                log.info(
+                    "%s: scheduled run: prod is up to date, no interval is due", job.forge.repo
+                )
+                return
+            due = plan.backfill_intervals
+            log.info(
+                "%s: scheduled run: %s interval(s) due in %s model(s)",
+                job.forge.repo,
+                due,
+                len(plan.backfill),
+            )
+            runner = job.deps.spark_runner(project, tree, lambda _event: None)
+            result = apply_plan(project, store, plan, runner, url=job.deps.state_url, now=now)
+            recording.tables_built = result.tables_built
+            recording.spark_seconds = result.job.seconds if result.job is not None else None
     finally:
         store.close()
     log.info(

@@ -188,6 +188,14 @@ def router(site: Site) -> APIRouter:
         """Prod's promotions and rollbacks, newest first."""
         return site.open(request, repo).history(offset=offset, limit=limit)
 
+    @api.get("/history/runs")
+    def scheduled_runs(
+        request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50
+    ) -> s.Page[s.ScheduledRun]:
+        """Prod's scheduled runs that had intervals due or failed, newest first: when,
+        how long, which models and intervals, and the outcome."""
+        return site.open(request, repo).runs(offset=offset, limit=limit)
+
     @api.get("/audit")
     def audit(
         request: Request, repo: Repo = None, offset: Offset = 0, limit: Limit = 50

@@ -23,8 +23,9 @@ from sluice.bot.web.access import SignedIn
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.sidebyside import side_by_side
 from sluice.bot.web.site import Site
+from sluice.core.plan.plan import iso
 from sluice.core.timeutil import to_ds
-from sluice.core.words import size
+from sluice.core.words import duration, size
 
 TEMPLATES = FilePath(__file__).parent / "templates"
 CSP = (
@@ -75,6 +76,8 @@ def templates() -> Environment:
     env.filters["day"] = to_ds
     env.filters["sample"] = _sample
     env.filters["when_s"] = lambda v: _when(v, seconds=True)
+    env.filters["took"] = lambda v: "-" if v is None else ("under 1 s" if v < 0.5 else duration(v))
+    env.filters["instant"] = iso
     env.filters["size"] = lambda n: "-" if n is None else size(n)
     env.filters["side_by_side"] = side_by_side
     return env
@@ -209,10 +212,13 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
         return render(request, "job.html.j2", reader, job_id=job_id, stream=stream)
 
     @pages.get("/history")
-    def history(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
+    def history(
+        request: Request, repo: Repo = None, offset: Offset = 0, runs_offset: Offset = 0
+    ) -> HTMLResponse:
         reader = site.open(request, repo)
         listed = reader.history(offset=offset, limit=PER_PAGE)
-        return render(request, "history.html.j2", reader, listed=listed)
+        runs = reader.runs(offset=runs_offset, limit=PER_PAGE)
+        return render(request, "history.html.j2", reader, listed=listed, runs=runs)
 
     @pages.get("/audit")
     def audit(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:

@@ -26,6 +26,7 @@ from sluice.bot.web import calendar
 from sluice.bot.web import schema as s
 from sluice.core.plan.plan import VIEW_MARKER, iso
 from sluice.core.rollback import history
+from sluice.core.runs import RecordedRun, recorded_runs
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.snapshot.snapshot import Snapshot
 from sluice.core.state import EnvironmentRecord, JobResult, PlanRecord, open_state
@@ -313,18 +314,20 @@ class Reader:
         items = []
         for index, plan in enumerate(plans[offset : offset + limit], start=offset):
             payload = plan.payload
-            earlier = seen[index + 2 :]  # a plan pointing prod back at an older one's tables
-            rollback = bool(seen[index]) and seen[index] in earlier
-            source, by = (None, None) if rollback else self._approved_by(plan)
             changed = [str(c["name"]) for c in _list(payload, "directly_modified")] + [
                 str(c["name"]) for c in _list(payload, "indirectly_modified")
             ]
+            # a scheduled run: prod's tables as the plan before, nothing changed
+            run = seen[index + 1 : index + 2] == [seen[index]] and not _changes(payload, changed)
+            earlier = seen[index + 2 :]  # a plan pointing prod back at an older one's tables
+            rollback = not run and bool(seen[index]) and seen[index] in earlier
+            source, by = (None, None) if rollback or run else self._approved_by(plan)
             items.append(
                 s.HistoryEntry(
                     plan_id=plan.plan_id,
                     environment=plan.environment,
                     created=plan.created_ts,
-                    kind="rollback" if rollback else "promotion",
+                    kind="run" if run else ("rollback" if rollback else "promotion"),
                     source=source,
                     by=by,
                     added=[str(n) for n in payload.get("added", [])],
@@ -333,6 +336,47 @@ class Reader:
                 )
             )
         return s.Page(items=items, total=len(plans), offset=offset, limit=limit)
+
+    def runs(self, *, offset: int, limit: int) -> s.Page[s.ScheduledRun]:
+        """Prod's scheduled runs as the state recorded them (:mod:`sluice.core.runs`),
+        newest first."""
+        found, total = recorded_runs(self.state, PROD, offset=offset, limit=limit)
+        return s.Page(items=[self._run(r) for r in found], total=total, offset=offset, limit=limit)
+
+    def _run(self, run: RecordedRun) -> s.ScheduledRun:
+        p = run.payload
+        started, finished = _int(p.get("started")), _int(p.get("finished"))
+        models = [m for m in p.get("models", []) if isinstance(m, dict)]
+        spark = p.get("spark_seconds")
+        error = p.get("error")
+        return s.ScheduledRun(
+            job_id=run.job_id,
+            plan_id=run.plan_id,
+            environment=run.environment,
+            outcome="ok" if run.ok else "failed",
+            at=_int(p.get("at")),
+            started=started,
+            finished=finished,
+            seconds=(finished - started) / 1000
+            if started is not None and finished is not None
+            else None,
+            spark_seconds=float(spark) if isinstance(spark, int | float) else None,
+            intervals=_int(p.get("intervals")) or 0,
+            tables_built=_int(p.get("tables_built")) or 0,
+            models=[
+                s.RunModel(
+                    name=str(m.get("name", "")),
+                    version=str(m.get("version", "")),
+                    start=_int(m.get("start")) or 0,
+                    end=_int(m.get("end")) or 0,
+                    intervals=_int(m.get("intervals")) or 0,
+                )
+                for m in models
+            ],
+            models_total=_int(p.get("models_total")) or len(models),
+            error=str(error) if error is not None else None,
+            log=self.log_path(run.job_id) is not None,
+        )
 
     def intervals(
         self, name: str, *, unit: str, until: date | None, offset: int, limit: int
@@ -545,6 +589,13 @@ def _check(check: Check) -> s.CheckView:
 def _list(payload: dict[str, Any], key: str) -> list[dict[str, Any]]:
     value = payload.get(key)
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _changes(payload: dict[str, Any], changed: list[str]) -> bool:
+    """Whether a recorded plan changed any model (added, removed, modified, metadata)."""
+    return bool(
+        changed or payload.get("added") or payload.get("removed") or payload.get("metadata_only")
+    )
 
 
 def _refs(plan: PlanRecord) -> frozenset[tuple[str, str]]:

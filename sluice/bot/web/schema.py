@@ -208,7 +208,10 @@ class HistoryEntry(BaseModel):
     plan_id: str
     environment: str
     created: int
-    kind: str = Field(description="promotion or rollback")
+    kind: str = Field(
+        description="promotion, rollback, or run (a scheduled run: nothing changed, "
+        "intervals processed)"
+    )
     source: str | None = Field(
         description="the pull requests whose gate approved what it changed, when one did"
     )
@@ -216,6 +219,38 @@ class HistoryEntry(BaseModel):
     added: list[str]
     removed: list[str]
     changed: list[str]
+
+
+class RunModel(BaseModel):
+    """One model a scheduled run processed: its table's due intervals."""
+
+    name: str
+    version: str
+    start: int
+    end: int = Field(description="the end of its last interval (exclusive)")
+    intervals: int
+
+
+class ScheduledRun(BaseModel):
+    """One scheduled run of an environment (``sluice run``, the service's schedule), as
+    the state recorded it (:mod:`sluice.core.runs`): only runs that had intervals due or
+    failed are recorded."""
+
+    job_id: str = Field(description="its Spark job's id (its log's name), or the run's")
+    plan_id: str | None = Field(description="the run's plan (None: it failed before one)")
+    environment: str
+    outcome: str = Field(description="ok or failed")
+    at: int | None = Field(description="the time it processed what was due by")
+    started: int | None
+    finished: int | None
+    seconds: float | None = Field(description="how long it took, start to end")
+    spark_seconds: float | None = Field(description="its Spark job's time, when it ran one")
+    intervals: int = Field(description="the intervals due, all models together")
+    tables_built: int
+    models: list[RunModel] = Field(description="the models it processed (the first 1,000)")
+    models_total: int
+    error: str | None = Field(description="why it failed (scrubbed, at most 4,000 chars)")
+    log: bool = Field(default=False, description="whether its Spark job's log is kept")
 
 
 class AuditRow(BaseModel):

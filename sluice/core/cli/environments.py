@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from sluice.core import rollback, workflow
+from sluice.core import rollback, runs, workflow
 from sluice.core.cli.common import (
     DateType,
     err,
@@ -212,25 +212,28 @@ def run_command(
     now = at if at is not None else now_ms()
     store = workflow.open_project_state(project, state)
     try:
-        plan = workflow.plan_run(project, store, environment, now=now)
-        if not plan.backfill:
-            out.print(f"{environment} is up to date: no interval is due", highlight=False)
-            return
-        due = plan.backfill_intervals
-        out.print(
-            f"Running {environment}: {plural(due, 'interval')} due in "
-            f"{plural(len(plan.backfill), 'model')}",
-            highlight=False,
-        )
-        for backfill in plan.backfill:
+        with runs.recorded(store, environment, now=now) as recording:  # what the web UI shows
+            plan = recording.plan = workflow.plan_run(project, store, environment, now=now)
+            if not plan.backfill:
+                out.print(f"{environment} is up to date: no interval is due", highlight=False)
+                return
+            due = plan.backfill_intervals
             out.print(
-                f"  {backfill.name}: {iso(backfill.start)} .. {iso(backfill.end)} "
-                f"({plural(len(backfill.intervals), 'interval')})",
+                f"Running {environment}: {plural(due, 'interval')} due in "
+                f"{plural(len(plan.backfill), 'model')}",
                 highlight=False,
-                markup=False,
             )
-        runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
-        result = workflow.apply_plan(project, store, plan, runner, now=now)
+            for backfill in plan.backfill:
+                out.print(
+                    f"  {backfill.name}: {iso(backfill.start)} .. {iso(backfill.end)} "
+                    f"({plural(len(backfill.intervals), 'interval')})",
+                    highlight=False,
+                    markup=False,
+                )
+            runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
+            result = workflow.apply_plan(project, store, plan, runner, now=now)
+            recording.tables_built = result.tables_built
+            recording.spark_seconds = result.job.seconds if result.job is not None else None
     finally:
         store.close()
     out.print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import delete, insert, select, tuple_
+from sqlalchemy import delete, func, insert, select, tuple_
 
 from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.transactions import Transactions
@@ -91,3 +91,27 @@ class HousekeepingMixin(Transactions):
                 )
                 for r in conn.execute(query)
             ]
+
+    def get_results_page(
+        self, kind: str, name: str, *, offset: int, limit: int
+    ) -> tuple[list[JobResult], int]:
+        """The results of ``kind`` named ``name`` (a scheduled run's of one environment),
+        newest first: ``limit`` from ``offset``, and how many there are."""
+        t = schema.results
+        mine = (t.c.kind == kind) & (t.c.name == name)
+        query = select(t).where(mine).order_by(t.c.id.desc()).offset(offset).limit(limit)
+        with self._reading(f"read {kind} results") as conn:
+            rows = [
+                JobResult(
+                    r.job_id,
+                    r.plan_id,
+                    r.kind,
+                    r.name,
+                    bool(r.passed),
+                    load_json(r.payload, dict, "job result", r.job_id),
+                    int(r.created_ts),
+                )
+                for r in conn.execute(query)
+            ]
+            total = conn.execute(select(func.count()).select_from(t).where(mine)).scalar_one()
+        return rows, int(total)

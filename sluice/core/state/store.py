@@ -171,6 +171,13 @@ class StateStore(StateReader, StateWriter, Protocol):
         """Outcomes of one job, or of every job of one plan."""
         ...
 
+    def get_results_page(
+        self, kind: str, name: str, *, offset: int, limit: int
+    ) -> tuple[list[JobResult], int]:
+        """Outcomes of ``kind`` named ``name``, newest first (``limit`` from ``offset``),
+        and how many there are."""
+        ...
+
     def together(self, action: str) -> AbstractContextManager[None]:
         """The reads and writes of a ``with`` block as one transaction (``action`` names it
         in errors); keep it short: no Spark job, no forge call inside."""
