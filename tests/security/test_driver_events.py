@@ -294,3 +294,23 @@ def test_the_job_log_is_cut_at_its_limit_saying_how_much_was_dropped(
     assert last.startswith("sluice: the job's log was cut here, at its limit of 10000 bytes: ")
     dropped = int(last.split(": ")[2].split()[0])
     assert len(kept) + dropped >= 301  # every line is either kept or counted
+
+
+def test_a_unit_test_s_result_names_the_spec_s_model_whatever_the_driver_says(
+    store: StateStore,
+) -> None:
+    # The web UI lists a model's unit tests by the model their stored result names: the
+    # spec's (what Sluice asked to test), never a model the driver's payload claims.
+    forged = {**FAILED_TEST, "passed": True, "diff": "", "model": "s.other"}
+    JobWrites(TEST_SPEC, store).apply(  # type: ignore[arg-type]
+        {
+            "event": "write",
+            "op": "save_result",
+            "kind": "unit_test",
+            "name": "t_total",
+            "passed": True,
+            "payload": forged,
+        }
+    )
+    [kept] = store.get_results(job_id="e2")
+    assert kept.payload[writes.TESTED_MODEL] == "s.a" and kept.passed

@@ -24,11 +24,13 @@ from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web import calendar
 from sluice.bot.web import schema as s
+from sluice.core.plan.column_types import ColumnTypes
 from sluice.core.plan.plan import VIEW_MARKER, iso
 from sluice.core.rollback import history
 from sluice.core.runs import RecordedRun, recorded_runs
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.snapshot.snapshot import Snapshot
+from sluice.core.spark.writes import TESTED_MODEL
 from sluice.core.state import EnvironmentRecord, JobResult, PlanRecord, open_state
 from sluice.core.tablediff.result import TableDiffResult
 from sluice.core.timeutil import DAY_MS, to_ds, to_ms
@@ -39,7 +41,10 @@ LOG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """A job's id as its log file is named (``submit._safe``: word characters, dots, dashes)."""
 HISTORY_LIMIT = 1000
 APPROVAL = "sluice/approval"
-TABLE_DIFF, AUDIT = "table_diff", "audit"  # the kinds of results a build records
+TABLE_DIFF, AUDIT, UNIT_TEST = "table_diff", "audit", "unit_test"  # results a build records
+TESTS_READ = 500
+"""The newest unit test results a model's page looks through for its tests."""
+MAX_DIFF = 4000
 
 
 class PullSource(Protocol):
@@ -492,12 +497,60 @@ class Reader:
         views = [_model(snap) for snap in self._prod_snapshots()]
         if search:
             views = [v for v in views if search.casefold() in v.name.casefold()]
-        return s.Page(
-            items=views[offset : offset + limit], total=len(views), offset=offset, limit=limit
-        )
+        page = views[offset : offset + limit]
+        self._sizes(page)
+        return s.Page(items=page, total=len(views), offset=offset, limit=limit)
 
     def model(self, name: str) -> s.ModelView | None:
-        return next((_model(n) for n in self._prod_snapshots() if n.name == name), None)
+        """One of prod's models, with its size, its unit tests and, when its model does
+        not declare them, its columns and types as the planner infers them (the parents'
+        as prod has them: :class:`~sluice.core.plan.column_types.ColumnTypes`)."""
+        snapshots = self._prod_snapshots()
+        view = next((_model(n) for n in snapshots if n.name == name), None)
+        if view is None:
+            return None
+        self._sizes([view])
+        view.tests = self._tests(name)
+        if not view.columns:
+            typed = ColumnTypes({n.name: n.model for n in snapshots})(name) or ()
+            described = dict(next(n for n in snapshots if n.name == name).model.column_descriptions)
+            view.columns = [
+                s.Column(name=c, type=t or "unknown", description=described.get(c))
+                for c, t in typed
+            ]
+            view.columns_inferred = bool(typed)
+        return view
+
+    def _sizes(self, views: list[s.ModelView]) -> None:
+        """Each view's prod table's measured size (one read for them all)."""
+        sizes = self.state.get_table_sizes(v.name for v in views)
+        for view in views:
+            size = sizes.get((view.name, view.version))
+            if size is not None:
+                view.bytes, view.rows, view.measured = size.bytes, size.rows, size.measured_ts
+
+    def _tests(self, model: str) -> list[s.UnitTestView]:
+        """The unit tests of ``model`` that the last build testing it ran (among the
+        newest :data:`TESTS_READ` unit test results), by name."""
+        found, _ = self.state.get_results_page(UNIT_TEST, None, offset=0, limit=TESTS_READ)
+        mine = [r for r in found if r.payload.get(TESTED_MODEL) == model]
+        if not mine:
+            return []
+        last = mine[0].job_id  # newest first
+        return sorted(
+            (
+                s.UnitTestView(
+                    name=r.name,
+                    passed=r.passed,
+                    at=r.created_ts,
+                    plan_id=r.plan_id,
+                    diff=str(r.payload.get("diff") or "")[:MAX_DIFF],
+                )
+                for r in mine
+                if r.job_id == last
+            ),
+            key=lambda t: t.name,
+        )
 
 
 def _of_repo(key: str, repo: str) -> bool:

@@ -272,18 +272,44 @@ class Column(BaseModel):
     description: str | None = None
 
 
+class UnitTestView(BaseModel):
+    """A unit test of a model as the last build that tested the model ran it."""
+
+    name: str
+    passed: bool
+    at: int = Field(description="when its result was recorded")
+    plan_id: str | None = Field(description="the plan of the build that ran it")
+    diff: str = Field(description="what differed when it failed (cut at 4,000 chars)")
+
+
 class ModelView(BaseModel):
     name: str
     kind: str
     owner: str | None
     description: str | None
     version: str
-    columns: list[Column]
+    columns: list[Column] = Field(
+        description="its declared columns; one model's answer infers them when it declares "
+        "none (columns_inferred)"
+    )
+    columns_inferred: bool = Field(
+        default=False,
+        description="columns and types inferred from its query and its parents' (as "
+        "SQLMesh's columns_to_types); a type sqlglot cannot tell is unknown",
+    )
     audits: list[str]
     cron: str
     depends_on: list[str]
     path: str
     query: str | None
+    bytes: int | None = Field(default=None, description="its prod table's size when last measured")
+    rows: int | None = Field(default=None, description="its prod table's rows then")
+    measured: int | None = Field(default=None, description="when it was measured")
+    tests: list[UnitTestView] | None = Field(
+        default=None,
+        description="the unit tests the last build that tested it ran, and their outcome "
+        "(one model's answer only; None in lists)",
+    )
 
 
 class Span(BaseModel):

@@ -68,6 +68,9 @@ WRITE_EVENT = WRITE
 RESULT_KINDS = {"audit": "audit", "unit_test": "unit test", "table_diff": "table diff"}
 
 
+TESTED_MODEL = "model"
+"""The key of a stored unit test result's payload naming the model it tests."""
+
 MAX_PAYLOAD_CHARS = 1024 * 1024
 """The most characters a result's payload may have, as JSON."""
 
@@ -105,6 +108,8 @@ class JobWrites:
         self.refused: WriteRefused | None = None
         self._builds: dict[tuple[str, str], BuildStep] = {}
         self._results: dict[str, set[str]] = {kind: set() for kind in RESULT_KINDS}
+        # A unit test's name -> the model it tests (the spec's: kept with its result).
+        self._tested: dict[str, str] = {}
         # An audit's name -> the scopes it runs in: a batch (start, end), or None (the
         # whole build); a result must name one of them.
         self._scopes: dict[str, set[Scope]] = {}
@@ -127,6 +132,8 @@ class JobWrites:
                 self._audit(step, _scope(step.get("batch")))
             elif step["type"] in ("unit_test", "table_diff"):
                 self._results[step["type"]].add(str(step["name"]))
+                if step["type"] == "unit_test":
+                    self._tested[str(step["name"])] = str(step["model"])
 
     def _audit(self, step: AuditStep, scope: Scope) -> None:
         name = f"{step['model']}:{step['audit']}"
@@ -292,6 +299,8 @@ class JobWrites:
                 f"the {MAX_PAYLOAD_CHARS} a result may keep"
             )
         self._saved.add((kind, name, scope))
+        if kind == "unit_test":  # which model it tests, as the spec says (never the driver)
+            payload = {**payload, TESTED_MODEL: self._tested[name]}
         if self.state is not None:
             record = JobResult(self.job_id, self.plan_id, kind, name, passed, payload, self.clock())
             self.state.save_results([record])

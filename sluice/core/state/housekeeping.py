@@ -93,12 +93,13 @@ class HousekeepingMixin(Transactions):
             ]
 
     def get_results_page(
-        self, kind: str, name: str, *, offset: int, limit: int
+        self, kind: str, name: str | None, *, offset: int, limit: int
     ) -> tuple[list[JobResult], int]:
-        """The results of ``kind`` named ``name`` (a scheduled run's of one environment),
-        newest first: ``limit`` from ``offset``, and how many there are."""
+        """The results of ``kind`` named ``name`` (a scheduled run's of one environment;
+        None: of any name), newest first: ``limit`` from ``offset``, and how many there
+        are."""
         t = schema.results
-        mine = (t.c.kind == kind) & (t.c.name == name)
+        mine = t.c.kind == kind if name is None else (t.c.kind == kind) & (t.c.name == name)
         query = select(t).where(mine).order_by(t.c.id.desc()).offset(offset).limit(limit)
         with self._reading(f"read {kind} results") as conn:
             rows = [

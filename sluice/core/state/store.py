@@ -172,10 +172,10 @@ class StateStore(StateReader, StateWriter, Protocol):
         ...
 
     def get_results_page(
-        self, kind: str, name: str, *, offset: int, limit: int
+        self, kind: str, name: str | None, *, offset: int, limit: int
     ) -> tuple[list[JobResult], int]:
-        """Outcomes of ``kind`` named ``name``, newest first (``limit`` from ``offset``),
-        and how many there are."""
+        """Outcomes of ``kind`` named ``name`` (None: any), newest first (``limit`` from
+        ``offset``), and how many there are."""
         ...
 
     def together(self, action: str) -> AbstractContextManager[None]:
