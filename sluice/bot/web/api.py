@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from sluice.bot.web import schema as s
 from sluice.bot.web.logs import follow, start_of
+from sluice.bot.web.schema import MAX_STEPS
 from sluice.bot.web.site import Site
 
 Repo = Annotated[str | None, Query(max_length=300, description="The repository, forge:owner/name.")]
@@ -39,6 +40,12 @@ Until = Annotated[
         description="The window's last day (YYYY-MM-DD, 1970..9000); default the latest built.",
     ),
 ]
+PlanId = Annotated[
+    str | None,
+    Query(max_length=100, description="A recorded plan: its models, coloured by its impact."),
+]
+Focus = Annotated[str | None, Query(max_length=300, description="Cut the graph around this model.")]
+Steps = Annotated[int, Query(ge=0, le=MAX_STEPS)]
 T = TypeVar("T")
 
 
@@ -218,5 +225,39 @@ def router(site: Site) -> APIRouter:
     def model(request: Request, name: Name, repo: Repo = None) -> s.ModelView:
         """One of prod's models."""
         return _found(site.open(request, repo).model(name), "model")
+
+    @api.get("/lineage")
+    def lineage(
+        request: Request,
+        repo: Repo = None,
+        plan: PlanId = None,
+        focus: Focus = None,
+        up: Steps = 3,
+        down: Steps = 3,
+    ) -> s.LineageGraph:
+        """The model graph (models and kinds, and which model each reads) of prod, or,
+        with ``plan``, of the environment that plan points at, each model coloured by the
+        plan's impact; with ``focus``, only that model and the models ``up`` steps
+        upstream and ``down`` steps downstream of it."""
+        reader = site.open(request, repo)
+        found = reader.lineage(plan_id=plan, focus=focus, up=up, down=down)
+        return _found(found, "plan or model")
+
+    @api.get("/lineage/columns")
+    def column_lineage(
+        request: Request,
+        model: Annotated[str, Query(max_length=300, description="The model.")],
+        repo: Repo = None,
+        column: Annotated[
+            str | None, Query(max_length=300, description="One of its columns.")
+        ] = None,
+        plan: PlanId = None,
+    ) -> s.ColumnLineageView:
+        """A model's columns; with ``column``, the columns upstream its value comes from
+        and the models' columns downstream its value reaches (and the models whose rows
+        it decides), among the graph's models (``plan`` as for the graph)."""
+        reader = site.open(request, repo)
+        found = reader.column_lineage(model, column, plan_id=plan)
+        return _found(found, "plan, model or column")
 
     return api

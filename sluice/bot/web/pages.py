@@ -36,6 +36,16 @@ Repo = Annotated[str | None, Query(max_length=300)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 Name = Annotated[str, Path(max_length=300)]
 PER_PAGE = 50
+IMPACTS = (
+    ("breaking", "breaking"),
+    ("non-breaking", "non-breaking"),
+    ("forward-only", "forward-only"),
+    ("metadata", "metadata only"),
+    ("indirect", "changed downstream"),
+    ("added", "added"),
+    ("unchanged", "unchanged"),
+)
+"""The lineage page's legend: each impact a plan colours a model with, and its words."""
 
 
 def _when(ms: float | None, *, seconds: bool = False) -> str:
@@ -241,5 +251,30 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
     def model(request: Request, name: Name, repo: Repo = None) -> HTMLResponse:
         reader = site.open(request, repo)
         return render(request, "model.html.j2", reader, model=found(reader.model(name), "model"))
+
+    @pages.get("/lineage")
+    def lineage(
+        request: Request,
+        repo: Repo = None,
+        plan: api.PlanId = None,
+        focus: api.Focus = None,
+    ) -> HTMLResponse:
+        reader = site.open(request, repo)
+        chosen = found(reader.plan(plan), "plan") if plan else None
+        plans = reader.environment_plans()
+        if chosen is not None and (chosen.environment, chosen.plan_id) not in plans:
+            plans.append((chosen.environment, chosen.plan_id))  # an older plan, linked
+        query = urlencode({"repo": reader.repo, **({"plan": plan} if plan else {})})
+        return render(
+            request,
+            "lineage.html.j2",
+            reader,
+            plans=plans,
+            plan=plan or "",
+            focus=focus or "",
+            graph_api=f"/api/v1/lineage?{query}",
+            columns_api=f"/api/v1/lineage/columns?{query}",
+            impacts=IMPACTS,
+        )
 
     return pages

@@ -22,7 +22,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview, own_key
 from sluice.bot.forge.base import Check, PullRequest
 from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
-from sluice.bot.web import calendar
+from sluice.bot.web import calendar, lineage
 from sluice.bot.web import schema as s
 from sluice.core.plan.column_types import ColumnTypes
 from sluice.core.plan.plan import VIEW_MARKER, iso
@@ -78,6 +78,9 @@ class Reader:
         self.state = open_state(url)
         self.ledger = Ledger(url)
         self.queue = JobQueue(url) if queue else None
+        self.sets = lineage.ModelSets(
+            lambda ids: (Snapshot.from_stored(v) for v in self.state.get_snapshots(ids).values())
+        )
 
     def close(self) -> None:
         self.state.close()
@@ -126,6 +129,18 @@ class Reader:
         page = listed[offset : offset + limit]
         self._own_sizes(page, records)
         return s.Page(items=page, total=len(listed), offset=offset, limit=limit)
+
+    def environment_plans(self) -> list[tuple[str, str]]:
+        """Each environment's name and the plan it points at, as :meth:`environments`
+        orders them (prod, the tiers, the pull requests')."""
+
+        def order(name: str) -> tuple[int, int, str]:
+            found = _PR_ENV.match(name)
+            kind = 0 if name == PROD else (2 if found else 1)
+            return kind, int(found.group(1)) if found else 0, name
+
+        records = self.state.list_environments()
+        return [(r.name, r.plan_id) for r in sorted(records, key=lambda r: order(r.name))]
 
     def _own_sizes(self, page: list[s.Environment], records: dict[str, EnvironmentRecord]) -> None:
         """Each environment's ``own_bytes``: the measured size of its tables that are not
@@ -487,11 +502,65 @@ class Reader:
     # -- models ---------------------------------------------------------------------------
 
     def _prod_snapshots(self) -> list[Snapshot]:
+        """Prod's models, decoded once per set of snapshots (the lineage page's too)."""
         record = self.state.get_environment(PROD)
         if record is None:
             return []
-        stored = self.state.get_snapshots(r.id for r in record.snapshots)
-        return sorted((Snapshot.from_stored(v) for v in stored.values()), key=lambda n: n.name)
+        return self.sets.snapshots(r.id for r in record.snapshots)
+
+    def _models_of(
+        self, plan_id: str | None
+    ) -> tuple[str, list[tuple[str, str]], dict[str, Any] | None] | None:
+        """The environment, snapshot ids and recorded plan of the lineage graph: prod's
+        (no plan), or those plan ``plan_id`` points its environment at (None: no such
+        plan)."""
+        if plan_id is None:
+            record = self.state.get_environment(PROD)
+            return PROD, [r.id for r in record.snapshots] if record is not None else [], None
+        plan = self.state.get_plan(plan_id)
+        if plan is None:
+            return None
+        refs = plan.payload.get(PLAN_SNAPSHOTS)
+        ids = (
+            [(str(r[0]), str(r[1])) for r in refs if isinstance(r, list) and len(r) == 3]
+            if isinstance(refs, list)
+            else []
+        )
+        return plan.environment, ids, plan.payload
+
+    def lineage(
+        self, *, plan_id: str | None, focus: str | None, up: int, down: int
+    ) -> s.LineageGraph | None:
+        """The model graph of prod, or of plan ``plan_id``'s environment coloured by its
+        impact; cut around ``focus`` (``up``/``down`` steps). None: no such plan, or
+        ``focus`` is not one of its models."""
+        found = self._models_of(plan_id)
+        if found is None:
+            return None
+        environment, ids, payload = found
+        return lineage.graph(
+            self.sets.snapshots(ids),
+            environment=environment,
+            plan_id=plan_id,
+            payload=payload,
+            focus=focus,
+            up=up,
+            down=down,
+        )
+
+    def column_lineage(
+        self, model: str, column: str | None, *, plan_id: str | None
+    ) -> s.ColumnLineageView | None:
+        """Model ``model``'s columns and ``column``'s lineage among the lineage graph's
+        models. None: no such plan, model or column."""
+        found = self._models_of(plan_id)
+        if found is None:
+            return None
+        ids = found[1]
+        snapshot = next((n for n in self.sets.snapshots(ids) if n.name == model), None)
+        if snapshot is None:
+            return None
+        return lineage.columns(self.sets.graph(ids), snapshot, column)
 
     def models(self, *, search: str | None, offset: int, limit: int) -> s.Page[s.ModelView]:
         views = [_model(snap) for snap in self._prod_snapshots()]

@@ -8,6 +8,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, Field
 
 T = TypeVar("T")
+MAX_STEPS = 50
+"""How far upstream or downstream a cut lineage graph reaches at most."""
 
 
 class Page(BaseModel, Generic[T]):
@@ -347,3 +349,79 @@ class IntervalCalendar(BaseModel):
     earlier: str | None = Field(description="the until of the window before this one")
     later: str | None = Field(description="the until of the window after it, if any is built")
     models: Page[ModelIntervals]
+
+
+class LineageNode(BaseModel):
+    """A model of the lineage graph, and what the chosen plan does to it."""
+
+    name: str
+    kind: str
+    impact: str | None = Field(
+        default=None,
+        description="with a plan: breaking, non-breaking, forward-only, metadata (changed "
+        "directly), indirect (reached by a change upstream), added, or unchanged",
+    )
+    category: str | None = Field(
+        default=None, description="an indirect change's category (breaking, non-breaking...)"
+    )
+    why: list[str] = Field(
+        default_factory=list, description="an indirect change: the changed models reaching it"
+    )
+
+
+class LineageEdge(BaseModel):
+    """``source`` is read by ``target`` (one of its ``depends_on``)."""
+
+    source: str
+    target: str
+
+
+class LineageGraph(BaseModel):
+    """The model graph of prod, or of the environment a chosen plan points at."""
+
+    environment: str = Field(description="prod, or the chosen plan's environment")
+    plan_id: str | None = Field(description="the plan whose impact colours the nodes")
+    focus: str | None = Field(default=None, description="the model the graph is cut around")
+    nodes: list[LineageNode]
+    edges: list[LineageEdge]
+    removed: list[str] = Field(
+        default_factory=list, description="models the plan removes (not in its graph)"
+    )
+    total: int = Field(description="the models of the whole graph (the cut's are fewer)")
+
+
+class ColumnRef(BaseModel):
+    model: str = Field(description="a model, or a table nobody models (external)")
+    column: str = Field(description="a column; * stands for the table's rows")
+
+
+class ColumnLink(BaseModel):
+    """``target``'s value reads ``source``."""
+
+    source: ColumnRef
+    target: ColumnRef
+
+
+class ModelColumn(BaseModel):
+    name: str
+    type: str | None = Field(description="its declared type, when the model declares it")
+
+
+class ColumnLineageView(BaseModel):
+    """One model's columns and, for the chosen one, where it comes from and what it
+    reaches."""
+
+    model: str
+    kind: str
+    columns: list[ModelColumn]
+    column: str | None = Field(description="the chosen column (None: only the columns)")
+    upstream: list[ColumnRef] = Field(default_factory=list, description="nearest first")
+    downstream: list[ColumnRef] = Field(default_factory=list, description="nearest first")
+    links: list[ColumnLink] = Field(default_factory=list)
+    rows: list[str] = Field(
+        default_factory=list, description="models downstream whose rows it decides"
+    )
+    unknown: dict[str, str] = Field(
+        default_factory=dict, description="model -> why its lineage cannot be followed"
+    )
+    truncated: bool = Field(default=False, description="the analysis budget was spent")
