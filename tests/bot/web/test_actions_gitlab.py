@@ -1,0 +1,164 @@
+"""The web UI's actions on GitLab (issue 44): the real service, python-gitlab really
+running against a fake GitLab at the HTTP wire (tests/helpers/gitlab_web.py), people
+signed in with GitLab's OAuth at the same wire, the queue's jobs run by the service's own
+worker on the scripted warehouse. The form's approval is the GitLab counterpart of the
+check's button: the author's own does not count (the sticky note says so, the
+sluice/approval status stays failed), the gate's approver's passes the status on GitLab;
+a Reporter's deploy from the page is refused as their ``/sluice deploy`` note is. Each in
+the audit log with the person as its actor. Someone who cannot read the project sees
+no page and sends no form."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.bot.flow.ledger import Ledger
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import open_state
+from tests.helpers.gitlab_service import API_TOKEN, GitLabService, gitlab_settings
+from tests.helpers.gitlab_web import (
+    HEAD,
+    PROJECT,
+    GitLabProject,
+    gitlab_project,
+    sign_in_routes,
+    wire,
+)
+from tests.helpers.oauth import CLIENT_ID, CLIENT_SECRET, FakeUser, sign_in
+from tests.helpers.web_actions import forms
+
+KEY = f"gitlab:{PROJECT}"
+PAGE = f"/ui/pulls/2?repo=gitlab%3A{PROJECT.replace('/', '%2F')}"
+ALICE = FakeUser("alice", code="gl-alice", token="gloas-alice000000000000", readable={PROJECT})
+BOB = FakeUser("bob", code="gl-bob", token="gloas-bob00000000000000", readable={PROJECT})
+CAROL = FakeUser("carol", code="gl-carol", token="gloas-carol000000000000", readable={PROJECT})
+EVE = FakeUser("eve", code="gl-eve", token="gloas-eve00000000000000", readable=())
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> GitLabProject:
+    return gitlab_project(tmp_path)
+
+
+@pytest.fixture
+def service(built: GitLabProject) -> Iterator[GitLabService]:
+    settings = gitlab_settings(
+        built.root, database_url=built.url, gitlab_oauth_client_id=CLIENT_ID,
+        gitlab_oauth_client_secret=CLIENT_SECRET, ui_public=False,
+    )  # fmt: skip
+    with wire() as mock:
+        sign_in_routes(mock, ALICE, BOB, CAROL, EVE, served=[PROJECT])  # first: Bearer only
+        built.gitlab.install(mock)
+        app = create_app(settings, runner_for=built.warehouse.runner)
+        with TestClient(app) as client:
+            served = GitLabService(client, built.gitlab, settings)
+            answer = served.deliver("Merge Request Hook", built.mr_hook("open", "alice"))
+            assert answer.status_code == 202, answer.text
+            served.idle(timeout=300)
+            yield served
+
+
+def _send(service: GitLabService, name: str) -> str:
+    """Send the MR page's form ``name`` as the page filled it, wait for the worker; the
+    flash the next page shows."""
+    client = service.client
+    page = client.get(PAGE)
+    assert page.status_code == 200, page.text
+    action, values = forms(page.text)[name]
+    answer = client.post(action, data=values, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    service.idle(timeout=300)
+    shown: str = client.get(PAGE).text
+    start = shown.index('data-testid="flash"')
+    return shown[start : shown.index("</p>", start)]
+
+
+def _audit(url: str) -> list[tuple[str, str, str, str]]:
+    ledger = Ledger(url)
+    try:
+        return [(r.kind, r.actor, r.outcome, r.detail) for r in ledger.entries(repo=KEY)]
+    finally:
+        ledger.close()
+
+
+def _approval(service: GitLabService) -> dict[str, Any]:
+    return service.gitlab.statuses_on(HEAD)["sluice/approval"]
+
+
+def test_the_author_is_refused_and_the_approver_passes_the_gate_on_gitlab(
+    built: GitLabProject, service: GitLabService
+) -> None:
+    gitlab = service.gitlab
+    assert _approval(service)["state"] == "failed"  # waiting for bob
+    sign_in(service.client, ALICE, forge="gitlab")
+    page = service.client.get(PAGE).text
+    assert {"approve", "deploy"} <= set(forms(page))
+    assert "own approval does not count" not in gitlab.bot_notes(2)[0]["body"]
+    asked = len(gitlab.requests)
+    assert "queued as job" in _send(service, "approve")
+    # the worker's flow asked GitLab for the MR (python-gitlab, the service's token)
+    assert ("GET", f"/projects/{PROJECT.replace('/', '%2F')}/merge_requests/2") in (
+        gitlab.requests[asked:]
+    )
+    # the author's own approval from the page does not count, as on GitLab
+    assert _approval(service)["state"] == "failed"
+    assert "@alice's own approval does not count" in gitlab.bot_notes(2)[0]["body"]
+    sign_in(service.client, BOB, forge="gitlab")
+    _send(service, "approve")
+    approval = _approval(service)
+    assert (approval["state"], approval["description"]) == ("success", "Approved")
+    assert "Approved by @bob (1 of 1 required)." in gitlab.bot_notes(2)[0]["body"]
+    rows = _audit(built.url)
+    assert ("approval", "alice", "given") in [r[:3] for r in rows]
+    assert ("approval", "bob", "given") in [r[:3] for r in rows]
+    assert all("the web UI's Approve this plan" in r[3] for r in rows if r[0] == "approval"
+               and r[1] != "sluice")  # fmt: skip
+    # the service's token went to GitLab only as its own header, never into what it wrote
+    assert API_TOKEN not in json.dumps([gitlab.notes, gitlab.statuses])
+
+
+def test_a_reporter_cannot_deploy_from_the_page(
+    built: GitLabProject, service: GitLabService
+) -> None:
+    store = open_state(built.url)
+    try:
+        before = store.get_environment(PROD)
+    finally:
+        store.close()
+    notes = len(service.gitlab.notes_on(2))
+    sign_in(service.client, CAROL, forge="gitlab")
+    assert "/sluice deploy" in _send(service, "deploy")
+    said = [n["body"] for n in service.gitlab.notes_on(2)[notes:]]
+    assert len(said) == 1 and said[0].startswith(
+        "@carol only users with the Developer role or above"
+    ), said
+    assert service.gitlab.merges == [] and service.gitlab.deployments == []
+    store = open_state(built.url)
+    try:
+        assert store.get_environment(PROD) == before
+    finally:
+        store.close()
+    assert [r[:3] for r in _audit(built.url) if r[1] == "carol"] == [
+        ("refusal", "carol", "not a writer")
+    ]
+
+
+def test_someone_who_cannot_read_the_project_sees_nothing_and_acts_on_nothing(
+    built: GitLabProject, service: GitLabService
+) -> None:
+    sign_in(service.client, ALICE, forge="gitlab")
+    action, values = forms(service.client.get(PAGE).text)["approve"]
+    sign_in(service.client, EVE, forge="gitlab")
+    assert service.client.get(PAGE).status_code == 404
+    # alice's form, sent in eve's session: refused before anything is queued
+    answer = service.client.post(action, data=values, follow_redirects=False)
+    assert answer.status_code in (403, 404), answer.text
+    assert service.counts().get("queued", 0) == 0
+    assert not any(r[1] == "eve" for r in _audit(built.url))
