@@ -2,7 +2,9 @@
 
 The file is SQLMesh's: ``model_defaults`` and ``variables`` are honoured, the sections
 that configure SQLMesh's own engines (``gateways`` and friends) are ignored with a note,
-and Sluice's own settings live under ``sluice:``. Anything else is a typo and an error.
+and Sluice's own settings live in ``sluice.yaml`` beside it (:data:`SETTINGS_FILES`: SQLMesh
+refuses a config.yaml with a ``sluice:`` section, and a config.py project has no section to
+give), or, as before, under ``sluice:``; not in both. Anything else is a typo and an error.
 Its Jinja (SQLMesh's ``{{ env_var('NAME') }}``) is rendered in a sandbox before the YAML
 is read; ``env_var`` never reads the process environment (see :func:`read_config_doc`).
 """
@@ -257,6 +259,30 @@ PYTHON_CONFIG = "config.py"
 (:mod:`sluice.core.model.pycode.config_file`); a project has it or a YAML one, not both."""
 
 
+SETTINGS_FILES = ("sluice.yaml", "sluice.yml")
+"""The names Sluice reads its own settings from, beside the project's config (the content
+of a ``sluice:`` section: ``gate:``, ``deploy:``, ``spark:``...): a file SQLMesh never
+reads, so the project stays valid for SQLMesh. A project has one of them, or a ``sluice:``
+section in config.yaml, or neither (all defaults)."""
+
+
+def settings_path(project_dir: Path) -> Path | None:
+    """The project's sluice.yaml (or sluice.yml), if it has one.
+
+    Raises:
+        ConfigError: when both exist (which one counts?).
+    """
+    found = [project_dir / name for name in SETTINGS_FILES if (project_dir / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError(
+            f"the project has both {found[0].name} and {found[1].name}",
+            path=found[1],
+            line=1,
+            hint=f"keep one: merge {found[1].name} into {found[0].name} and delete it",
+        )
+    return found[0] if found else None
+
+
 def config_path(project_dir: Path) -> Path | None:
     """The project's YAML config file, if it has one.
 
@@ -309,8 +335,12 @@ def load_config(
     all defaults); ``env``: see :func:`read_config_doc`. A project configured in
     config.py is read with ``python`` (the loader's: it runs config.py in the sandboxed
     process and gives its data and lines, :mod:`sluice.core.model.pycode.config_file`),
-    and validated as a config.yaml's data is; without it, such a project is an error."""
+    and validated as a config.yaml's data is; without it, such a project is an error.
+    Sluice's own settings come from the project's sluice.yaml when it has one
+    (:func:`parse_config`)."""
     path = config_path(project_dir)
+    found = settings_path(project_dir)
+    settings = read_config_doc(found, env) if found is not None else None
     if path is None:
         if (project_dir / PYTHON_CONFIG).is_file():
             if python is None:
@@ -322,9 +352,11 @@ def load_config(
                     hint="load the project (sluice plan), or write the same settings as "
                     "config.yaml (model_defaults, variables)",
                 )
-            return parse_config(python(project_dir))
-        return ProjectConfig()
-    return parse_config(read_config_doc(path, env))
+            return parse_config(python(project_dir), settings)
+        if settings is None:
+            return ProjectConfig()
+        return parse_config(LocatedYaml(str(project_dir / CONFIG_FILE), {}), settings)
+    return parse_config(read_config_doc(path, env), settings)
 
 
 def _unset_env_used(doc: LocatedYaml, data: dict[Any, Any]) -> None:
@@ -356,22 +388,70 @@ def _unset_env_used(doc: LocatedYaml, data: dict[Any, Any]) -> None:
             walk(value, (key,))
 
 
-def parse_config(doc: LocatedYaml) -> ProjectConfig:
-    """Validate a parsed config.yaml."""
+def settings_section(settings: LocatedYaml) -> LocatedYaml:
+    """A parsed sluice.yaml as the ``sluice:`` section of a config, its lines kept, so a
+    setting's error names sluice.yaml and its line.
+
+    Raises:
+        ConfigError: it is not a mapping, or it wraps its settings in ``sluice:``.
+
+    >>> doc = settings_section(parse_yaml("gate:\\n  owners_must_approve: never\\n", "sluice.yaml"))
+    >>> doc.data, doc.line_of(("sluice", "gate", "owners_must_approve"))
+    ({'sluice': {'gate': {'owners_must_approve': 'never'}}}, 2)
+    """
+    data = settings.data if settings.data is not None else {}
+    name = Path(settings.path).name
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{name} must be a mapping of Sluice's settings",
+            path=settings.path,
+            line=settings.line_of(()),
+            hint="write settings such as `gate:` and `deploy:` at the top level, each with "
+            "its values indented under it (the README's configuration table lists them)",
+        )
+    if "sluice" in data:
+        raise ConfigError(
+            f"{name} holds Sluice's settings themselves, not a `sluice:` section",
+            path=settings.path,
+            line=settings.line_of(("sluice",)),
+            hint="remove the `sluice:` line and move what was under it to the top level",
+        )
+    lines = {("sluice", *key): line for key, line in settings.lines.items()}
+    lines[("sluice",)] = settings.line_of(()) or 1
+    return LocatedYaml(settings.path, {"sluice": data}, lines)
+
+
+def parse_config(doc: LocatedYaml, settings: LocatedYaml | None = None) -> ProjectConfig:
+    """Validate a parsed config.yaml; ``settings``: the project's parsed sluice.yaml, whose
+    content is then the ``sluice:`` section (the config must not have one too)."""
     data = doc.data if doc.data is not None else {}
+    section = settings_section(settings) if settings is not None else None
+    if section is not None and isinstance(data, dict) and "sluice" in data:
+        raise ConfigError(
+            f"Sluice's settings are in both {Path(section.path).name} and the `sluice:` "
+            f"section of {Path(doc.path).name}: which ones count?",
+            path=doc.path,
+            line=doc.line_of(("sluice",)),
+            hint=f"keep one: move the section's settings into {Path(section.path).name} "
+            "(SQLMesh refuses a `sluice:` section) and delete the section",
+        )
     if isinstance(data, dict):
         _unset_env_used(doc, data)
+    if section is not None:
+        _unset_env_used(section, section.data)
     if not isinstance(data, dict):
         raise ConfigError(
             "config.yaml must be a mapping of sections",
             path=doc.path,
             line=doc.line_of(()),
-            hint="write `section:` lines such as `model_defaults:` and `sluice:`, each with "
-            "its settings indented under it",
+            hint="write `section:` lines such as `model_defaults:` and `variables:`, each "
+            "with its settings indented under it",
         )
     known = set(ProjectConfig.model_fields) - {"notes", "default_catalog", "default_gateway"}
     ignored: list[str] = []
     kept: dict[str, Any] = {}
+    if section is not None:
+        kept["sluice"] = section.data["sluice"]
     for key, value in data.items():
         if key in known:
             kept[key] = value
@@ -393,8 +473,14 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             + (
                 ""
                 if doc.path.endswith(PYTHON_CONFIG)
-                else "; Sluice's own settings go under 'sluice:'"
+                else f"; Sluice's own settings go in {SETTINGS_FILES[0]} beside it"
             )
+        )
+    if section is None and "sluice" in kept and not doc.path.endswith(PYTHON_CONFIG):
+        notes.append(
+            f"{doc.path}:{doc.line_of(('sluice',))}: SQLMesh refuses a `sluice:` section: "
+            f"move its settings to {SETTINGS_FILES[0]} beside {Path(doc.path).name} (the "
+            "same settings at its top level) to keep the project valid for SQLMesh"
         )
     _gateway_variables(data, kept)
     default_catalog = gateway_catalog(data)
@@ -411,7 +497,10 @@ def parse_config(doc: LocatedYaml) -> ProjectConfig:
             notes=tuple(notes),
         )
     except ValidationError as exc:
-        raise _config_error(exc, doc) from None
+        where = (
+            section if section is not None and exc.errors()[0]["loc"][:1] == ("sluice",) else doc
+        )
+        raise _config_error(exc, where) from None
     _check_schemas(config, doc)
     return config
 

@@ -21,7 +21,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
-from sluice.core.config import SparkSettings
+from sluice.core.config import SETTINGS_FILES, SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
@@ -111,16 +111,21 @@ class Bot:
         models: dict[str, str] | None = None,
         parents: tuple[str, ...] = (),
         forge: MemoryForge | None = None,
+        files: dict[str, str] | None = None,
     ) -> Path:
         """A commit holding the example project with ``config`` as its config.yaml (and
-        ``models``: file name -> text, added or replaced under models/), its folder."""
+        ``models``: file name -> text, added or replaced under models/; ``files``: path
+        in the project -> text, e.g. a sluice.yaml), its folder. The example's own
+        settings file is left out: ``config`` and ``files`` say all the settings."""
         src = self.root / f"tree-{sha[:6]}"
         shutil.rmtree(src, ignore_errors=True)
         shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", src,
-                        ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+                        ignore=shutil.ignore_patterns(".sluice", *SETTINGS_FILES))  # fmt: skip
         (src / "config.yaml").write_text(config)
         for name, text in (models or {}).items():
             (src / "models" / name).write_text(text)
+        for name, text in (files or {}).items():
+            (src / name).write_text(text)
         (forge or self.github).commit_folder(sha, src, parents=parents)
         return src
 

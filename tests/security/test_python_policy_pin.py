@@ -37,13 +37,14 @@ class Forge:
 
 class Ledger:
     def __init__(self) -> None:
-        self.pin: tuple[str, str, str] | None = (
+        self.pin: tuple[str, str, str, str | None] | None = (
             PINNED,
-            trust.parse(GATED, "config.yaml").digest,
+            trust.parse(trust.Source.of_config(GATED, "config.yaml")).digest,
             GATED,
+            "config.yaml",
         )
 
-    def settings_in_force(self, repo: str) -> tuple[str, str, str] | None:
+    def settings_in_force(self, repo: str) -> tuple[str, str, str, str | None] | None:
         return self.pin
 
     def pin_settings(self, *args: Any, **kwargs: Any) -> None:
@@ -80,7 +81,8 @@ def test_without_a_gate_the_head_is_as_good(tmp_path: Path) -> None:
     forge, ledger = Forge(), Ledger()
     for tree in forge.trees.values():
         tree["config.yaml"] = "sluice: {}\n"
-    ledger.pin = (PINNED, trust.parse("sluice: {}\n", "config.yaml").digest, "sluice: {}\n")
+    ungated = trust.Source.of_config("sluice: {}\n", "config.yaml")
+    ledger.pin = (PINNED, trust.parse(ungated).digest, "sluice: {}\n", None)
     settings = trust.settings_for(
         forge,
         ledger,

@@ -25,7 +25,9 @@ sluice:
 
 
 def test_only_the_service_s_catalogs_may_be_named(tmp_path: Path) -> None:
-    parsed = trust.parse(OWN_CATALOG, "config.yaml")  # the prod branch adds a catalog, too
+    parsed = trust.parse(
+        trust.Source.of_config(OWN_CATALOG, "config.yaml")
+    )  # the prod branch adds a catalog, too
     settings = trust.Settings(
         branch="main",
         sha=None,

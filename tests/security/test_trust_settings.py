@@ -96,7 +96,7 @@ def test_a_prs_spark_settings_are_never_used_and_the_pr_is_told(bot: Bot) -> Non
     assert spark.master == SERVICE_SPARK.master and spark.deploy_mode is None
     assert spark.conf == SERVICE_SPARK.conf  # not even the PR's harmless tuning
     body = _sticky(bot, 7)
-    assert "This PR changes the `sluice:` settings in `config.yaml`" in body
+    assert "This PR changes Sluice's settings in `config.yaml`" in body
     assert "`main` at `ccccccc`" in body
 
 
@@ -117,7 +117,7 @@ def test_settings_that_leave_prod_unguarded_are_said_to_loudly(
     bot.pull(7, A)
     bot.deliver("pull_request", opened(7, A))
     body = _sticky(bot, 7)
-    assert "This PR changes the `sluice:` settings in `config.yaml`" in body
+    assert "This PR changes Sluice's settings in `config.yaml`" in body
     assert ("Its settings ask for no approval" in body) is warned
 
 
@@ -224,7 +224,7 @@ def test_an_admin_merge_that_removes_the_gate_is_refused(bot: Bot) -> None:
     deploy = bot.checks_on(D)["sluice/deploy"]
     assert deploy.conclusion == "failure"
     summary = deploy.summary
-    assert "the `sluice:` settings in config.yaml (change)" in summary
+    assert "Sluice's settings (sluice.yaml, or config.yaml's `sluice:`) (change)" in summary
     assert "`jaffle.orders` (change)" in summary
     assert (
         "The gate in force is `sluice.gate` of the settings prod was last promoted with" in summary
@@ -241,7 +241,7 @@ def test_a_tag_on_unreviewed_commits_that_remove_the_gate_is_refused(bot: Bot) -
     bot.deliver("push", tag("v2.0", D))
     deploy = bot.checks_on(D)["sluice/deploy"]
     assert deploy.conclusion == "failure", deploy.summary
-    assert "the `sluice:` settings in config.yaml (change)" in deploy.summary
+    assert "Sluice's settings (sluice.yaml, or config.yaml's `sluice:`) (change)" in deploy.summary
 
 
 def test_an_unapproved_gate_change_on_main_does_not_gate_prs(bot: Bot) -> None:
@@ -267,7 +267,7 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     forge = bot.forge()
     trust.for_repository(Job.start(bot.deps, forge))
     new = GATED.replace("[bob]", "[bob, carol]")
-    parsed = trust.parse(new, "config.yaml")
+    parsed = trust.parse(trust.Source.of_config(new, "config.yaml"))
     src = bot.commit(D, new, parents=(C,))
     # A PR with this change passed the gate: its settings item is approved (the project's
     # Python is prod's, so it is no item to approve).
@@ -387,8 +387,8 @@ def test_the_prod_branchs_config_renders_env_var_without_reading_the_services_en
         "sluice:\n  gate:\n    required_approvers:\n"
         "      users: [\"{{ env_var('SLUICE_GATE_TEAM', 'alice') }}\"]\n"
     )
-    parsed = trust.parse(text, "config.yaml")
+    parsed = trust.parse(trust.Source.of_config(text, "config.yaml"))
     assert parsed.gate.required_approvers.users == ("alice",)
     with pytest.raises(Exception, match=r"config\.yaml:4") as caught:
-        trust.parse(text.replace(", 'alice'", ""), "config.yaml")
+        trust.parse(trust.Source.of_config(text.replace(", 'alice'", ""), "config.yaml"))
     assert "secret-team" not in str(caught.value)

@@ -16,8 +16,9 @@ Inputs arrive as ``INPUT_*`` environment variables (the composite action sets th
 - ``INPUT_DATABASE_URL``: the state database. Runners are ephemeral: without a shared
   database (PostgreSQL) every run starts from an empty prod; the default is SQLite in the
   workspace's ``.sluice/``.
-- ``INPUT_CONFIG_OVERRIDE``: YAML merged over the ``sluice:`` section of the project's
-  config.yaml, wherever Sluice reads it (the head commit's and the base branch's):
+- ``INPUT_CONFIG_OVERRIDE``: YAML merged over Sluice's settings of the project (its
+  sluice.yaml, else the ``sluice:`` section of its config.yaml), wherever Sluice reads
+  them (the head commit's and the base branch's):
   mappings are merged key by key, anything else replaces. Either the section's content
   (``gate: ...``) or a document with one top-level ``sluice:`` key.
 - ``INPUT_PROJECT_PYTHON``: ``prod`` (default), ``on`` or ``off``: which Python of the
@@ -80,7 +81,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
 from sluice.bot.present.job_page import error_annotations, failed_checks, step_summary
 from sluice.core import logs
-from sluice.core.config import SparkSettings
+from sluice.core.config import SETTINGS_FILES, SparkSettings
 from sluice.core.errors import ConfigError, SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
@@ -242,8 +243,11 @@ def merge(base: dict[Any, Any], over: Mapping[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def override_config(text: str | None, override: Mapping[str, Any]) -> str | None:
-    """config.yaml's ``text`` (None: no file) with ``override`` merged into ``sluice:``."""
+def override_config(
+    text: str | None, override: Mapping[str, Any], *, section: bool = True
+) -> str | None:
+    """config.yaml's ``text`` (None: no file) with ``override`` merged into ``sluice:``;
+    ``section=False``: a sluice.yaml's, which holds the settings at its top level."""
     if not override:
         return text
     try:
@@ -255,9 +259,11 @@ def override_config(text: str | None, override: Mapping[str, Any]) -> str | None
         data = {}
     if not isinstance(data, dict):
         return text  # not a mapping: leave it for the loader to report
+    if not section:
+        return dump_yaml(merge(data, override))
     current = data.get("sluice")
-    section: dict[Any, Any] = current if isinstance(current, dict) else {}
-    data["sluice"] = merge(section, override)
+    settings: dict[Any, Any] = current if isinstance(current, dict) else {}
+    data["sluice"] = merge(settings, override)
     return dump_yaml(data)
 
 
@@ -320,15 +326,32 @@ class WorkspaceForge:
             self.inner.fetch_tree(sha, dest)
         if self.override:
             config = dest / self.config_path
-            if config.parent.is_dir():
+            settings = next((f for f in self._settings_files(config.parent) if f.is_file()), None)
+            if settings is not None:  # the settings are there, not in config.yaml
+                text = settings.read_text(encoding="utf-8")
+                merged = override_config(text, self.override, section=False)
+                settings.write_text(merged or "", encoding="utf-8")
+            elif config.parent.is_dir():
                 old = config.read_text(encoding="utf-8") if config.is_file() else None
                 new = override_config(old, self.override)
                 if new is not None:
                     config.write_text(new, encoding="utf-8")
 
+    def _settings_files(self, folder: Path) -> list[Path]:
+        """The project's sluice.yaml and sluice.yml paths under ``folder``."""
+        return [folder / name for name in SETTINGS_FILES]
+
     def read_file(self, ref: str, path: str) -> str | None:
         text = self.inner.read_file(ref, path)
-        if path.strip("/") == self.config_path:
+        if not self.override:
+            return text
+        name = path.strip("/")
+        settings = [str(Path(p)) for p in self._settings_files(Path(self.config_path).parent)]
+        if name in settings:
+            return None if text is None else override_config(text, self.override, section=False)
+        if name == self.config_path:
+            if any(self.inner.read_file(ref, other) is not None for other in settings):
+                return text  # the settings are in sluice.yaml: the override goes there
             return override_config(text, self.override)
         return text
 

@@ -14,8 +14,8 @@
   after a crash goes on with it);
 - pull requests merged and waiting for a release tag, and the repositories the service
   has seen (the janitor's schedule visits each);
-- the trusted settings prod is governed by (``sluice:`` of config.yaml as prod was last
-  promoted with, or as first read from the prod branch): see :mod:`sluice.bot.flow.trust`.
+- the trusted settings prod is governed by (its sluice.yaml, or the ``sluice:`` section of
+  its config.yaml, as prod was last promoted with, or as first read from the prod branch): see :mod:`sluice.bot.flow.trust`.
 
 Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 """
@@ -36,6 +36,7 @@ from sqlalchemy import (
     and_,
     delete,
     func,
+    inspect,
     or_,
     select,
 )
@@ -175,8 +176,11 @@ prod_settings = Table(
     Column("repo", String, primary_key=True),
     Column("sha", String, nullable=False),
     Column("digest", String, nullable=False),
-    Column("config", Text, nullable=False),  # the config.yaml text they were read from
+    Column("config", Text, nullable=False),  # the text of the file they were read from
     Column("pinned_ts", BigInteger, nullable=False),
+    # That file's path (sluice.yaml, or the project's config.yaml); NULL: a config.yaml's
+    # text, pinned before Sluice read sluice.yaml (migration 2 added the column).
+    Column("config_file", String, nullable=True),
 )
 
 # The one repository (and project path) this database's engine state belongs to: one prod,
@@ -214,10 +218,20 @@ def _adopt(conn: Connection) -> int:
     return 1
 
 
+def _settings_file(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now (with the column): add it only to a table
+    # an older Sluice made.
+    if "config_file" not in {c["name"] for c in inspect(conn).get_columns(prod_settings.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN config_file VARCHAR")
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
-    migrations=(Migration(1, "the bot's records", create_tables(*_FIRST)),),
+    migrations=(
+        Migration(1, "the bot's records", create_tables(*_FIRST)),
+        Migration(2, "the file the settings in force were read from", _settings_file),
+    ),
     adopt=_adopt,
 )
 """The ledger's track of migrations (after the state's)."""
@@ -486,22 +500,30 @@ class Ledger(AuditLog):
 
     # -- the settings in force ------------------------------------------------------------
 
-    def settings_in_force(self, repo: str) -> tuple[str, str, str] | None:
-        """(sha, digest, config.yaml text) of the settings prod is governed by; None before
-        the first read."""
-        query = select(prod_settings.c.sha, prod_settings.c.digest, prod_settings.c.config).where(
-            prod_settings.c.repo == repo
-        )
+    def settings_in_force(self, repo: str) -> tuple[str, str, str, str | None] | None:
+        """(sha, digest, text, file) of the settings prod is governed by: the text of the
+        file they were read from and its path (None: a config.yaml pinned before the
+        column was kept); None before the first read."""
+        c = prod_settings.c
+        query = select(c.sha, c.digest, c.config, c.config_file).where(c.repo == repo)
         with self._reading("read the settings in force") as conn:
             row = conn.execute(query).one_or_none()
-        return None if row is None else (row.sha, row.digest, row.config)
+        return None if row is None else (row.sha, row.digest, row.config, row.config_file)
 
     def pin_settings(
-        self, repo: str, sha: str, digest: str, config: str, now: int, *, replace: bool
+        self, repo: str, sha: str, digest: str, text: str, file: str, now: int, *, replace: bool
     ) -> None:
-        """Record the settings in force; ``replace=False`` keeps a record already there (the
-        first read pins them; only a promotion moves them)."""
-        row = {"repo": repo, "sha": sha, "digest": digest, "config": config, "pinned_ts": now}
+        """Record the settings in force (``text``: of the file ``file`` they were read from);
+        ``replace=False`` keeps a record already there (the first read pins them; only a
+        promotion moves them)."""
+        row = {
+            "repo": repo,
+            "sha": sha,
+            "digest": digest,
+            "config": text,
+            "config_file": file,
+            "pinned_ts": now,
+        }
         with self._writing("record the settings in force") as conn:
             if replace:
                 _upsert(conn, prod_settings, row, ("repo",))

@@ -186,12 +186,14 @@ def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:
         return None
     try:
         project = trust.load_trusted(job, tree, settings)
-        found, text = trust.tree_config(tree, job.deps.config_path)
-        own = trust.parse(text, found)
+        own_source = trust.tree_source(tree, job.deps.config_path)
+        own = trust.parse(own_source)
     except SluiceError as exc:
         _failed(post, environment, checks.PROJECT_DOES_NOT_LOAD, job.scrub(str(exc), tree))
         return None
-    post.pending.append(_settings_notice(job, settings, own))  # with the next publication
+    post.pending.append(
+        _settings_notice(settings, own, own_source.shown)
+    )  # with the next publication
     post.project = project.config.sluice.project  # one project per repository: pr_<n>
     post.recent_days = project.config.sluice.pr.backfill_days
     return _build(job, post, project, environment, tree, settings, own)
@@ -377,12 +379,12 @@ def _failed(post: _Poster, environment: str, title: str, text: str, plan: Any = 
 
 
 def _settings_notice(
-    job: Job, settings: trust.Settings, own: trust.Parsed
+    settings: trust.Settings, own: trust.Parsed, own_file: str
 ) -> tuple[str, str | None]:
-    """The comment's section telling the PR when its own ``sluice:`` settings, or newer
-    ones on the prod branch, are not the ones its build used (none: removes it)."""
+    """The comment's section telling the PR when its own settings (in ``own_file``), or
+    newer ones on the prod branch, are not the ones its build used (none: removes it)."""
     return comment.settings_section(
-        job.deps.config_path,
+        own_file,
         own.digest != settings.digest,
         settings.source,
         settings.note,

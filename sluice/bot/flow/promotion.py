@@ -273,8 +273,8 @@ def promote(
 def _promote(job: Job, sha: str, settings: Settings, label: str, environment: str) -> Outcome:
     tree = job.deps.checkout.tree(job.forge, sha)
     project = trust.load_trusted(job, tree, settings)
-    found, text = trust.tree_config(tree, job.deps.config_path)
-    own = trust.parse(text, found)  # the promoted commit's own settings
+    source = trust.tree_source(tree, job.deps.config_path)
+    own = trust.parse(source)  # the promoted commit's own settings
     repo = job.repo
     # Prod's Python: that of the commit prod was last promoted with (as SLUICE_PROJECT_PYTHON
     # compares); the promoted commit's, when it differs, is an item to find approved.
@@ -303,7 +303,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:
-                    trust.pin(job.ledger, repo, sha, text, found, now)
+                    trust.pin(job.ledger, repo, sha, source, now)
                 words = checks.already_promoted(environment)
                 return Outcome(True, *words, live=live, plan_id=plan.plan_id)
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
@@ -316,7 +316,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                 log.info("%s: prod moved while promoting %s; planning again", job.forge.repo, label)
                 continue
             if environment == PROD:  # the settings in force are prod's
-                trust.pin(job.ledger, repo, sha, text, found, now)
+                trust.pin(job.ledger, repo, sha, source, now)
             if result.tables_built == 0:
                 words = checks.virtual_update(result.views_swapped, environment)
                 return Outcome(True, *words, 0, result.views_swapped, live, plan.plan_id)

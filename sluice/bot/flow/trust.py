@@ -53,6 +53,7 @@ from sluice.core import sandbox
 from sluice.core.config import (
     CONFIG_FILES,
     PYTHON_CONFIG,
+    SETTINGS_FILES,
     ProjectConfig,
     SluiceSettings,
     SparkSettings,
@@ -69,7 +70,7 @@ from sluice.core.model.pycode import config_file as pycode_config
 from sluice.core.model.pycode import files as pycode_files
 from sluice.core.plan import statements
 from sluice.core.spark.tuning import split_spark_conf
-from sluice.core.yamlio import parse_yaml
+from sluice.core.yamlio import LocatedYaml, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Parsed:
-    """One config.yaml's ``sluice:`` settings and their digest."""
+    """One side's ``sluice:`` settings and their digest."""
 
     sluice: SluiceSettings
     gate: GateSettings
@@ -148,17 +149,75 @@ class Parsed:
     names_prod_branch: bool  # whether it sets deploy.prod_branch itself
 
 
-def parse(text: str | None, path: str) -> Parsed:
-    """Parse a config.yaml's text (None: no file, all defaults).
+@dataclass(frozen=True)
+class Source:
+    """The files one side (a branch, a commit's tree) writes Sluice's settings in: its
+    config (``config.yaml``, whose ``sluice:`` section may hold them) and its sluice.yaml
+    (:data:`~sluice.core.config.SETTINGS_FILES`, which holds them when it exists; not
+    both). A text None: no such file."""
+
+    config_path: str
+    config_text: str | None
+    settings_path: str
+    settings_text: str | None
+
+    @property
+    def pinned(self) -> tuple[str, str]:
+        """(file, text) the ledger keeps of these settings: the sluice.yaml when there is
+        one, else the config."""
+        if self.settings_text is not None:
+            return self.settings_path, self.settings_text
+        return self.config_path, self.config_text or ""
+
+    @property
+    def shown(self) -> str:
+        """The file that holds the settings, for messages."""
+        return self.settings_path if self.settings_text is not None else self.config_path
+
+    @classmethod
+    def of_pin(cls, file: str | None, text: str, config_path: str) -> Source:
+        """The source the ledger kept (:attr:`pinned`; ``file`` None: a pin from before
+        sluice.yaml, a config's text)."""
+        if file is not None and Path(file).name in SETTINGS_FILES:
+            return cls(config_path, None, file, text)
+        return cls.of_config(text or None, file or config_path)
+
+    @classmethod
+    def of_config(cls, text: str | None, path: str) -> Source:
+        """A side with only a config (``text`` None: none) at ``path``: no sluice.yaml."""
+        return cls(path, text, settings_beside(path), None)
+
+
+def settings_beside(config_path: str) -> str:
+    """The sluice.yaml beside a project's config.yaml (``path``: under the project's
+    folder).
+
+    >>> settings_beside("warehouse/config.yaml")
+    'warehouse/sluice.yaml'
+    """
+    folder, slash, _name = config_path.rpartition("/")
+    return folder + slash + SETTINGS_FILES[0]
+
+
+def parse(source: Source) -> Parsed:
+    """Parse one side's settings (no file at all: all defaults).
 
     Raises:
         ConfigError: naming ``path:line`` and how to fix it.
     """
-    if text is None:
+
+    def doc(text: str | None, path: str) -> LocatedYaml | None:
+        if text is None:
+            return None
+        text = jinja.render_config(text, path)  # SQLMesh's {{ env_var() }}: see its rules
+        return parse_yaml(text, path)
+
+    config_doc = doc(source.config_text, source.config_path)
+    settings_doc = doc(source.settings_text, source.settings_path)
+    if config_doc is None and settings_doc is None:
         config = ProjectConfig()
     else:
-        text = jinja.render_config(text, path)  # SQLMesh's {{ env_var() }}: see its rules
-        config = parse_config(parse_yaml(text, path))
+        config = parse_config(config_doc or LocatedYaml(source.config_path, {}), settings_doc)
     gate, deploy = config.sluice.gate, config.sluice.deploy
     named = "prod_branch" in deploy.model_fields_set
     return Parsed(config.sluice, gate, deploy, digest(config.sluice, gate, deploy), named)
@@ -190,57 +249,92 @@ def read_config(read: Callable[[str], str | None], path: str) -> tuple[str, str 
     >>> read_config({"config.yml": "sluice: {}"}.get, "config.yaml")
     ('config.yml', 'sluice: {}')
     """
-    yaml_name, yml_name = CONFIG_FILES
-    other = path[: -len(yaml_name)] + yml_name
-    first, second = read(path), read(other)
+    return _one_of(read, path[: -len(CONFIG_FILES[0])], CONFIG_FILES)
+
+
+def read_source(read: Callable[[str], str | None], path: str) -> Source:
+    """The files that hold one side's settings (:class:`Source`): its config and its
+    sluice.yaml (or sluice.yml) beside it; ``path`` names the project's ``config.yaml``.
+
+    Raises:
+        ConfigError: a side has both names of one file, as the loader says.
+
+    >>> read_source({"sluice.yaml": "gate: {}"}.get, "config.yaml")
+    Source(config_path='config.yaml', config_text=None, settings_path='sluice.yaml', settings_text='gate: {}')
+    """
+    config_path, config_text = read_config(read, path)
+    folder = settings_beside(path)[: -len(SETTINGS_FILES[0])]
+    settings_path, settings_text = _one_of(read, folder, SETTINGS_FILES)
+    return Source(config_path, config_text, settings_path, settings_text)
+
+
+def _one_of(
+    read: Callable[[str], str | None], folder: str, names: tuple[str, str]
+) -> tuple[str, str | None]:
+    """(path, text) of the first of ``names`` (``.yaml``, ``.yml``) in ``folder`` that
+    exists (text None: neither; path then the first)."""
+    first_name, second_name = names
+    first, second = read(folder + first_name), read(folder + second_name)
     if first is not None and second is not None:
         raise ConfigError(
-            f"the project has both {yaml_name} and {yml_name}",
-            path=other,
+            f"the project has both {first_name} and {second_name}",
+            path=folder + second_name,
             line=1,
-            hint=f"keep one: merge {yml_name} into {yaml_name} and delete it",
+            hint=f"keep one: merge {second_name} into {first_name} and delete it",
         )
-    return (other, second) if first is None and second is not None else (path, first)
+    if first is None and second is not None:
+        return folder + second_name, second
+    return folder + first_name, first
 
 
-def tree_config(tree: Path, path: str) -> tuple[str, str | None]:
-    """:func:`read_config` of a commit's files on disk (``tree``)."""
+def tree_source(tree: Path, path: str) -> Source:
+    """:func:`read_source` of a commit's files on disk (``tree``)."""
 
     def read(name: str) -> str | None:
         file = tree / name
         return file.read_text(encoding="utf-8") if file.is_file() else None
 
-    return read_config(read, path)
+    return read_source(read, path)
 
 
 def read_prod(
     forge: Forge, branch: str, path: str, read: Callable[[str, str], str | None] | None = None
-) -> tuple[Parsed, str, str | None, str | None]:
-    """The settings on the prod branch now: (parsed, branch, head sha, config text).
+) -> tuple[Parsed, str, str | None, Source]:
+    """The settings on the prod branch now: (parsed, branch, head sha, their files).
 
     ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config names another
     ``deploy.prod_branch``, that branch is read instead (once: it must name itself).
-    ``path`` names the project's config.yaml; a config.yml is read when that is absent.
+    ``path`` names the project's config.yaml; a config.yml is read when that is absent,
+    and the sluice.yaml beside it (:func:`read_source`).
     ``read`` (ref, path) reads a file (default: ``forge.read_file``; a job's, fetching each
     once: :meth:`~sluice.bot.flow.job.Job.read_file`).
     """
     read = read or forge.read_file
-    found, text = read_config(lambda name: read(branch, name), path)
-    parsed = parse(text, f"{branch}:{found}")
+    source = read_source(lambda name: read(branch, name), path)
+    parsed = parse(_at(source, branch))
     if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
         named = parsed.deploy.prod_branch
-        found, text = read_config(lambda name: read(named, name), path)
-        again = parse(text, f"{named}:{found}")
+        source = read_source(lambda name: read(named, name), path)
+        again = parse(_at(source, named))
         if again.names_prod_branch and again.deploy.prod_branch != named:
             raise ConfigError(
                 f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
-                f"config.yaml names {md.code(again.deploy.prod_branch)}: the prod branch is ambiguous",
-                path=path,
-                hint=f"make {md.code(named)}'s config.yaml name itself (or drop the setting there), "
+                f"settings name {md.code(again.deploy.prod_branch)}: the prod branch is ambiguous",
+                path=source.shown,
+                hint=f"make {md.code(named)}'s settings name itself (or drop the setting there), "
                 "or set SLUICE_PROD_BRANCH to the prod branch",
             )
         parsed, branch = again, named
-    return parsed, branch, forge.commit_of(branch), text
+    return parsed, branch, forge.commit_of(branch), source
+
+
+def _at(source: Source, where: str) -> Source:
+    """``source`` with its paths prefixed ``where:`` (a branch, a commit), for messages."""
+    return dataclasses.replace(
+        source,
+        config_path=f"{where}:{source.config_path}",
+        settings_path=f"{where}:{source.settings_path}",
+    )
 
 
 def settings_for(
@@ -258,29 +352,30 @@ def settings_for(
     Raises:
         ConfigError: the prod branch's (or the pinned) settings are invalid.
     """
-    parsed, branch, sha, text = read_prod(forge, branch, path, read)
+    parsed, branch, sha, source = read_prod(forge, branch, path, read)
     head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
-        ledger.pin_settings(repo, sha or branch, parsed.digest, text or "", now, replace=False)
+        file, text = source.pinned
+        ledger.pin_settings(repo, sha or branch, parsed.digest, text, file, now, replace=False)
         return dataclasses.replace(head, python_ref=sha)
-    pin_sha, pin_digest, pin_text = pinned
+    pin_sha, pin_digest, pin_text, pin_file = pinned
     # Python runs as prod was last promoted with while a gate guards prod: the branch's
     # head may hold commits pushed or merged past it.
     if pin_digest == parsed.digest:
         return dataclasses.replace(head, python_ref=pin_sha if head.requires_approval else None)
-    old = parse(pin_text or None, f"{pin_sha[:7]}:{path}")
+    old = parse(_at(Source.of_pin(pin_file, pin_text, path), pin_sha[:7]))
     if not _requires_approval(old.gate):
         return head  # nothing guarded the settings: the newer ones are as good
     if not ledger.unapproved(repo, [head.item]):
         return dataclasses.replace(head, python_ref=pin_sha)  # a gate approved these settings
     note = (
-        f"The `sluice:` settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
+        f"Sluice's settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
         f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
         f"promoted with ({_short(pin_sha)}). Change them through a pull request that is "
         "approved and promoted."
     )
-    source = f"the settings prod was last promoted with ({_short(pin_sha)})"
+    where = f"the settings prod was last promoted with ({_short(pin_sha)})"
     ledger.append(
         audit.Entry(
             now,
@@ -294,16 +389,18 @@ def settings_for(
         ),
         once=True,
     )
-    return dataclasses.replace(_settings(old, branch, pin_sha, source, note), python_ref=pin_sha)
+    return dataclasses.replace(_settings(old, branch, pin_sha, where, note), python_ref=pin_sha)
 
 
-def pin(ledger: Ledger, repo: str, sha: str, text: str | None, path: str, now: int) -> None:
-    """Prod was promoted to ``sha``: its settings are now the ones in force (a change of
-    them is recorded in the audit log, in the same transaction)."""
-    parsed = parse(text, f"{sha[:7]}:{path}")
+def pin(ledger: Ledger, repo: str, sha: str, source: Source, now: int) -> None:
+    """Prod was promoted to ``sha``: its settings (in ``source``, its files) are now the
+    ones in force (a change of them is recorded in the audit log, in the same
+    transaction)."""
+    parsed = parse(_at(source, sha[:7]))
+    file, text = source.pinned
     with ledger.together("move the settings in force"):
         before = ledger.settings_in_force(repo)
-        ledger.pin_settings(repo, sha, parsed.digest, text or "", now, replace=True)
+        ledger.pin_settings(repo, sha, parsed.digest, text, file, now, replace=True)
         if before is not None and before[1] != parsed.digest:
             ledger.append(
                 audit.Entry(

@@ -357,7 +357,7 @@ def unapproved(
     """(title, summary) of a promotion refused for changes no gate approved: ``missing``
     holds (model, removed) pairs, model None for the ``sluice:`` settings."""
     lines = [
-        "- the `sluice:` settings in config.yaml (change)"
+        "- Sluice's settings (sluice.yaml, or config.yaml's `sluice:`) (change)"
         if name is None
         else f"- {md.code(name)} ({'removal' if removed else 'change'})"
         for name, removed in missing

@@ -702,7 +702,7 @@ def closed_sections(
 
 
 def settings_section(
-    config_path: str,
+    settings_file: str,
     changed: bool,
     source: str,
     note: str | None,
@@ -710,23 +710,23 @@ def settings_section(
     ignored_spark: Sequence[str],
     drops_gate: bool = False,
 ) -> tuple[str, str | None]:
-    """What the PR should know of the settings its build used: its own ``sluice:`` changes
-    (``changed``) wait for approval, said louder when they leave prod unguarded
+    """What the PR should know of the settings its build used: its own changes of Sluice's
+    settings (``changed``, in ``settings_file``: its sluice.yaml or config.yaml) wait for
+    approval, said louder when they leave prod unguarded
     (``drops_gate``: the prod branch's gate asks for approvals, the PR's for none); a
     newer prod branch's wait (``note``); Spark settings the prod branch may not set.
     None: nothing to say (the section goes away)."""
     lines = []
     if changed:
         lines.append(
-            f"This PR changes the `sluice:` settings in {md.code(config_path)}. Sluice "
+            f"This PR changes Sluice's settings in {md.code(settings_file)}. Sluice "
             f"builds and gates it with the prod branch's settings ({source}); "
             "the PR's settings take effect once it is approved and promoted."
         )
     if changed and drops_gate:
         lines.append(
-            "⚠️ **Its settings ask for no approval** (no `sluice.gate` approvers or owners; "
-            "a project configured in `config.py` has no `sluice:` section): once it is "
-            "promoted, merges reach prod with nobody's approval."
+            "⚠️ **Its settings ask for no approval** (no `sluice.gate` approvers or owners): "
+            "once it is promoted, merges reach prod with nobody's approval."
         )
     if note:
         lines.append(note)

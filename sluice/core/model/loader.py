@@ -22,6 +22,7 @@ from sluice import __version__
 from sluice.core.config import (
     CONFIG_FILES,
     PYTHON_CONFIG,
+    SETTINGS_FILES,
     ProjectConfig,
     SluiceSettings,
     config_path,
@@ -70,6 +71,7 @@ their own cap, :data:`sluice.core.yamlio.MAX_CHARS`."""
 
 PROJECT_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
     "config": ("", CONFIG_FILES),
+    "settings": ("", SETTINGS_FILES),
     "python_config": ("", (PYTHON_CONFIG,)),
     "sql_models": ("models", ("*.sql",)),
     "python_models": ("models", ("*.py",)),
@@ -88,7 +90,8 @@ the project folder itself. ``seeds`` are the CSV files SEED models name (their `
 inside the project); ``parse_cache`` is Sluice's own, never read for a pull request
 (``use_cache=False``). docs/security.md classifies each kind
 (``tests/security/test_inputs_classified.py``). ``config`` is
-:data:`sluice.core.config.CONFIG_FILES`; ``python_config`` (SQLMesh's config.py) is run in
+:data:`sluice.core.config.CONFIG_FILES`; ``settings`` (Sluice's own, beside it) is
+:data:`sluice.core.config.SETTINGS_FILES`; ``python_config`` (SQLMesh's config.py) is run in
 the sandboxed process (:mod:`.pycode.config_file`); ``python_macros`` are found by
 :func:`sluice.core.model.pycode.macros.macro_files`."""
 
@@ -112,9 +115,10 @@ def load_project(
 ) -> Project:
     """Load and validate the project in ``project_dir``.
 
-    ``sluice``: settings to use instead of the ``sluice:`` section of the project's own
-    config.yaml (the service passes the prod branch's: a pull request's config.yaml decides
-    its models' defaults and variables, never Sluice's settings).
+    ``sluice``: settings to use instead of the project's own (its sluice.yaml, or the
+    ``sluice:`` section of its config.yaml; the service passes the prod branch's: a pull
+    request's config.yaml decides its models' defaults and variables, never Sluice's
+    settings).
 
     ``env``: the only values Jinja's ``env_var()`` may read, in config.yaml and models
     (none by default: ``env_var('X', 'default')`` renders its default). The process

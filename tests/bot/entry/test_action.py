@@ -196,6 +196,37 @@ def test_config_override_merges_into_the_sluice_section() -> None:
         action.parse_override("- a list")
 
 
+def test_config_override_goes_into_sluice_yaml_where_the_settings_are(tmp_path: Path) -> None:
+    from sluice.bot.flow import trust
+    from sluice.bot.forge.memory import MemoryForge
+
+    inner = MemoryForge("o/r", name="github")
+    config = "model_defaults:\n  dialect: spark\n"
+    settings = "project: demo\npr:\n  diff_limit: 4\n"
+    inner.commit("a" * 40, {"config.yaml": config, "sluice.yaml": settings}, branch="main")
+    inner.commit("b" * 40, {"config.yaml": config + "sluice:\n  project: demo\n"}, branch="old")
+    override = action.parse_override("pr:\n  backfill_days: 2\n")
+    forge = action.WorkspaceForge(inner, tmp_path, None, "config.yaml", override)
+    # Where sluice.yaml holds the settings, the override is merged there, config.yaml kept
+    # (a `sluice:` section added to it would make the two places an error).
+    assert forge.read_file("main", "config.yaml") == config
+    assert yaml.safe_load(forge.read_file("main", "sluice.yaml") or "") == {
+        "project": "demo",
+        "pr": {"diff_limit": 4, "backfill_days": 2},
+    }
+    source = trust.read_source(lambda name: forge.read_file("main", name), "config.yaml")
+    assert trust.parse(source).sluice.pr.backfill_days == 2
+    # Without one, into config.yaml's section as before.
+    old = yaml.safe_load(forge.read_file("old", "config.yaml") or "")
+    assert old["sluice"] == {"project": "demo", "pr": {"backfill_days": 2}}
+    assert forge.read_file("old", "sluice.yaml") is None
+    # And in a fetched tree.
+    forge.fetch_tree("a" * 40, tmp_path / "tree")
+    assert (tmp_path / "tree" / "config.yaml").read_text() == config
+    fetched = yaml.safe_load((tmp_path / "tree" / "sluice.yaml").read_text())
+    assert fetched["pr"] == {"diff_limit": 4, "backfill_days": 2}
+
+
 def test_outputs_name_each_check_without_the_prefix() -> None:
     from sluice.bot.forge.base import Check
 

@@ -71,7 +71,10 @@ def test_prods_settings_are_never_read_from_config_py() -> None:
     # The trusted settings come from the prod branch's config.yaml (or config.yml) only.
     found, text = trust.read_config({"config.py": CONFIG}.get, "config.yaml")
     assert (found, text) == ("config.yaml", None)
-    assert trust.parse(text, found).digest == trust.parse(None, "config.yaml").digest
+    assert (
+        trust.parse(trust.Source.of_config(text, found)).digest
+        == trust.parse(trust.Source.of_config(None, "config.yaml")).digest
+    )
 
 
 STATEMENTS = (

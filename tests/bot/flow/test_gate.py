@@ -25,7 +25,7 @@ from sluice.core.gate_settings import DeploySettings, GateSettings, RequiredAppr
 def gate_config(text: str | None, path: str = "config.yaml") -> tuple[GateSettings, DeploySettings]:
     """The gate and deploy settings of a config.yaml's text, as the service reads them
     (one parse of the whole file: :func:`sluice.bot.flow.trust.parse`)."""
-    parsed = trust.parse(text, path)
+    parsed = trust.parse(trust.Source.of_config(text, path))
     return parsed.gate, parsed.deploy
 
 

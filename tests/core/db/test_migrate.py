@@ -37,7 +37,12 @@ def engine(state_url: str) -> Iterator[Engine]:
 
 
 def test_an_empty_database_gets_exactly_the_declared_tables(engine: Engine) -> None:
-    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1, "audit": 1}
+    assert migrate(engine, TRACKS) == {
+        "state": STATE.last,
+        "queue": 3,
+        "ledger": LEDGER.last,
+        "audit": 1,
+    }
     assert inspected(engine) == declared(engine.dialect)
     assert recorded(engine) == EVERY
 
@@ -66,7 +71,12 @@ def test_migrating_again_writes_nothing(engine: Engine) -> None:
     migrate(engine, TRACKS)
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    assert migrate(engine, TRACKS) == {"state": STATE.last, "queue": 3, "ledger": 1, "audit": 1}
+    assert migrate(engine, TRACKS) == {
+        "state": STATE.last,
+        "queue": 3,
+        "ledger": LEDGER.last,
+        "audit": 1,
+    }
     assert not [s for s in statements if s.lstrip().upper().startswith(WRITES)]
 
 
@@ -102,18 +112,21 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
 
     after = inspected(engine)
     assert after == declared(engine.dialect)
-    # Nothing lost; added since: queue migration 3's column, state migration 3's table,
-    # the audit log's.
+    # Nothing lost; added since: queue migration 3's column, ledger migration 2's, state
+    # migration 3's table, the audit log's.
     since = (versions.name, "sluice_table_sizes", "sluice_audit")
     grown = {k: v for k, v in after.items() if k not in since}
     assert "sluice_table_sizes" in after and "sluice_audit" in after
     added = grown["sluice_jobs"]["columns"].pop("not_before")
     assert added[1] is True  # nullable: the rows from before are ready to run
+    added = grown["sluice_prod_settings"]["columns"].pop("config_file")
+    assert added[1] is True  # nullable: a pin from before is a config.yaml's text
     assert grown == before
     assert recorded(engine) == EVERY
     with engine.connect() as conn:
         assert conn.execute(select(schema_version.c.version)).scalar_one() == STATE.last
-        names = dict(conn.execute(select(versions.c.track, versions.c.name)).all())
+        firsts = select(versions.c.track, versions.c.name).where(versions.c.number == 1)
+        names = dict(conn.execute(firsts).all())
     assert names["ledger"].endswith("(adopted)")
 
 
@@ -188,7 +201,7 @@ def test_a_failure_on_an_empty_database_leaves_it_empty(engine: Engine) -> None:
         conn.execute(text("SELECT * FROM sluice_no_such_table"))
 
     grown = dataclasses.replace(
-        LEDGER, migrations=(*LEDGER.migrations, Migration(2, "broken step", broken))
+        LEDGER, migrations=(*LEDGER.migrations, Migration(LEDGER.last + 1, "broken step", broken))
     )
     with pytest.raises(StateError, match="broken step"):
         migrate(engine, [STATE, QUEUE, grown])
@@ -205,8 +218,9 @@ def test_tables_of_a_track_that_cannot_adopt_are_refused(engine: Engine) -> None
 
 
 def test_misnumbered_migrations_are_a_bug(engine: Engine) -> None:
-    step = Migration(3, "skips 2", lambda conn: None)
-    with pytest.raises(ValueError, match=r"numbered 1\.\.2"):
+    skip = LEDGER.last + 2
+    step = Migration(skip, f"skips {skip - 1}", lambda conn: None)
+    with pytest.raises(ValueError, match=rf"numbered 1\.\.{LEDGER.last + 1}"):
         migrate(engine, [dataclasses.replace(LEDGER, migrations=(*LEDGER.migrations, step))])
     twice = Track("twice", LEDGER.tables, (LEDGER.migrations[0], LEDGER.migrations[0]))
     with pytest.raises(ValueError, match="repeats"):
