@@ -4,7 +4,7 @@ external tables at the root) planned into a fresh state without Spark (the plans
 committed, as ``workflow.commit_plan`` does for tests), and ``sluice ui``'s site over
 it: the lineage page's tests and its benchmark (``bench/lineage_bench.py``).
 
-Prod holds the project; environment ``pr_1`` holds it with one model of the second layer
+Beside them, ``hostile.marker`` has a column named like an HTML tag. Prod holds the project; environment ``pr_1`` holds it with one model of the second layer
 changed (a breaking change to its ``v0``), so a plan colours its descendants.
 """
 
@@ -24,6 +24,15 @@ from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 
 REPO = "local:lineage/generated"
+HOSTILE = "<img src=x onerror=alert(4)>"
+"""A column name of ``hostile.marker`` (a quoted identifier may hold anything)."""
+HOSTILE_MODEL = f"""MODEL (
+  name hostile.marker,
+  kind FULL,
+  description '<script>alert(3)</script>'
+);
+SELECT p.id AS `{HOSTILE}`, p.v0 FROM layer_0.model_0 AS p
+"""
 NOW = to_ms("2024-03-01")
 
 
@@ -46,6 +55,7 @@ def lineage_world(root: Path, count: int) -> LineageWorld:
     """Write ``count`` models under ``root``/project and build prod and pr_1 from them."""
     folder = root / "project"
     names = generate(folder, count)
+    (folder / "models" / "hostile.sql").write_text(HOSTILE_MODEL)
     url = f"sqlite:///{root / 'state.db'}"
     store = open_state(url)
     try:

@@ -15,12 +15,13 @@ import pytest
 
 from sluice.bot.web.standalone import ui_app
 from tests.bot.web.test_browser import Watched
-from tests.helpers.lineage_world import LineageWorld, lineage_world
+from tests.helpers.lineage_world import HOSTILE, LineageWorld, lineage_world
 from tests.helpers.web import chromium, served
 
 pytestmark = pytest.mark.slow
 
 MODELS = 1000
+ALL = MODELS + 10 + 1  # the generated models, their ten external tables, hostile.marker
 READY = "[data-testid=lineage-graph][data-ready=true]"
 
 
@@ -53,8 +54,8 @@ def test_a_thousand_models_are_searched_focused_and_a_column_followed(
     try:
         page.goto(f"{origin}/ui/lineage?plan={world.plan_id}")
         page.wait_for_selector(READY, timeout=30_000)
-        assert shown(page) == MODELS + 10  # the whole graph, laid out
-        assert "of 1010 models" in page.inner_text("[data-testid=lineage-state]")
+        assert shown(page) == ALL  # the whole graph, laid out
+        assert f"of {ALL} models" in page.inner_text("[data-testid=lineage-state]")
         # search by part of a name: the matches are listed, one is chosen
         page.fill("[data-testid=lineage-search]", "model_6")
         page.click("[data-testid=lineage-focus]")
@@ -78,9 +79,17 @@ def test_a_thousand_models_are_searched_focused_and_a_column_followed(
         page.wait_for_selector("[data-testid=lineage-column][data-ready=true]")
         upstream = page.inner_text("[data-testid=lineage-upstream]")
         downstream = page.inner_text("[data-testid=lineage-downstream]")
-        assert ".v0" in upstream and "raw.source_" in upstream or "layer_0." in upstream
+        assert ".v0" in upstream and "raw.source_" in upstream  # to the external tables
         assert "layer_" in downstream and "none" not in downstream
         page.wait_for_selector(READY)
+        # a column named like an HTML tag is a column name, shown as text
+        page.fill("[data-testid=lineage-search]", "hostile.marker")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(READY)
+        page.get_by_role("button", name=HOSTILE, exact=True).click()
+        page.wait_for_selector("[data-testid=lineage-column][data-ready=true]")
+        assert "layer_0.model_0" in page.inner_text("[data-testid=lineage-upstream]")
+        assert page.locator("[data-testid=lineage-panel] img").count() == 0
     finally:
         watched.close()
     assert watched.problems == []
