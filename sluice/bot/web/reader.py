@@ -45,6 +45,8 @@ TABLE_DIFF, AUDIT, UNIT_TEST = "table_diff", "audit", "unit_test"  # results a b
 TESTS_READ = 500
 """The newest unit test results a model's page looks through for its tests."""
 MAX_DIFF = 4000
+APPROVALS_READ = 100
+"""Changed models of one promotion whose approval prod history looks up (by name)."""
 
 
 class PullSource(Protocol):
@@ -477,19 +479,21 @@ class Reader:
     def _approved_by(self, plan: PlanRecord) -> tuple[str | None, str | None]:
         """The pull requests whose gate approved what ``plan`` changed, and who approved
         it (the ledger's approved contents: :func:`reviewed_plan.own_key` of each
-        changed model's snapshot); (None, None) when no gate did (a plan applied with the
-        CLI, a rollback)."""
+        changed model's snapshot, the first :data:`APPROVALS_READ` by name: a gate approves
+        a pull request's changes whole, and a first build of 1,000 models would otherwise
+        cost the page most of half a second); (None, None) when no gate did (a plan
+        applied with the CLI, a rollback)."""
         changed = {str(c["name"]) for c in _list(plan.payload, "directly_modified")}
         changed |= {str(n) for n in plan.payload.get("added", [])}
         refs = plan.payload.get(PLAN_SNAPSHOTS)
         if not changed or not isinstance(refs, list):
             return None, None
-        ids = [
+        ids = sorted(
             (str(r[0]), str(r[1]))
             for r in refs
             if isinstance(r, list) and len(r) == 3 and r[0] in changed
-        ]
-        stored = self.state.get_snapshots(ids)
+        )
+        stored = self.state.get_snapshots(ids[:APPROVALS_READ])
         keys = [(name, own_key(Snapshot.from_stored(snap))) for (name, _), snap in stored.items()]
         found = self.ledger.approvals(self.repo, keys)
         if not found:
