@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan_bench import generate  # noqa: E402
+from plan_bench import generate
 
 DAY = 86_400_000
 BUILT = 1_735_689_600_000  # 2025-01-01: prod built then
