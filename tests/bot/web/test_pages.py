@@ -21,6 +21,7 @@ PAGES = (
     "/ui/history",
     "/ui/models",
     "/ui/models/jaffle.orders",
+    "/ui/lineage",
     "/ui/audit",
 )
 

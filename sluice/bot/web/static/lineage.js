@@ -191,7 +191,13 @@
       const ms = Math.round(performance.now() - began);
       say(visible.size + " of " + nodes.size + " models" + (focus ? " around " + focus : "") + " (" + ms + " ms)");
       box.dataset.shown = String(visible.size);
-      box.dataset.ready = "true";
+      // ready once painted: the frame after the layout's, then the task after that frame
+      requestAnimationFrame(function () {
+        setTimeout(function () {
+          box.dataset.readyMs = String(Math.round(performance.now())); // since navigation
+          box.dataset.ready = "true";
+        }, 0);
+      });
     });
     box.dataset.ready = "false";
     layout.run();
