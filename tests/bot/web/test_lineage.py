@@ -6,11 +6,15 @@ loads only Sluice's own files."""
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.bot.web.routes import STATIC
 from sluice.bot.web.standalone import ui_app
 from tests.helpers.web import KEY, WebWorld, web_world
 
@@ -141,3 +145,26 @@ def test_the_page_loads_the_vendored_graph_library_and_its_own_script(
 def test_a_focus_is_shown_as_text_never_markup(ui: TestClient) -> None:
     page = ui.get("/ui/lineage", params={"focus": '"><script>alert(1)</script>'}).text
     assert 'data-focus="&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in page
+
+
+def test_a_plans_page_links_to_its_lineage(ui: TestClient, pr_plan: str) -> None:
+    page = ui.get(f"/ui/plans/{pr_plan}").text
+    assert f'href="/ui/lineage?repo=github%3Aocto%2Fwarehouse&amp;plan={pr_plan}"' in page
+
+
+def test_every_static_file_is_in_the_packages_data() -> None:
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    patterns = tomllib.loads(pyproject.read_text())["tool"]["setuptools"]["package-data"]
+    sluice = STATIC.parents[2]
+
+    def packaged(path: str) -> bool:  # setuptools' glob: a * never crosses a /
+        parts = path.split("/")
+        return any(
+            len(p.split("/")) == len(parts)
+            and all(fnmatch.fnmatch(a, b) for a, b in zip(parts, p.split("/"), strict=True))
+            for p in patterns["sluice"]
+        )
+
+    files = [p.relative_to(sluice).as_posix() for p in STATIC.rglob("*") if p.is_file()]
+    assert "bot/web/static/vendor/cytoscape.min.js" in files
+    assert [f for f in files if not packaged(f)] == []
