@@ -4,18 +4,26 @@ Every owner of tables in the database (state, job queue, ledger) opens it throug
 :func:`create_state_engine`, so all of them get the same settings: WAL mode, a busy timeout
 and ``BEGIN IMMEDIATE`` for writers on SQLite; psycopg, a connect timeout and pre-ping on
 PostgreSQL.
+
+On SQLite the writers of one process also queue for the database in the process, one at a
+time (:class:`OneWriter`), before ``BEGIN IMMEDIATE``: SQLite's own wait for its lock is a
+poll (sleeps of up to 100 ms, first come not first served), under which a writer among
+many can lose every round and fail "database is locked" after the busy timeout
+(docs/reliability.md, SQLite under load; ``bench/sqlite_writers.py``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from sluice.core.errors import StateError
@@ -31,6 +39,10 @@ while another connection holds the lock. Migrations rely on it to run one at a t
 # How long a SQLite writer waits for the lock. Not longer: the webhook's intake writes
 # through it too, and a forge gives up on a delivery not answered within 10 s.
 _SQLITE_BUSY_TIMEOUT_MS = 5000
+# How long a writer waits for the others of its process (then SQLite's busy timeout only
+# for another process's): the same bound, for the same reason.
+WRITER_WAIT_S = _SQLITE_BUSY_TIMEOUT_MS / 1000
+_HELD = "sluice_one_writer"  # in a pooled connection's info: the OneWriter it holds
 _PG_CONNECT_TIMEOUT_S = 10  # fail fast on an unreachable server
 _URL_HINT = "use sqlite:///path/to/state.db or postgresql+psycopg://user:pw@host:5432/db"
 
@@ -70,6 +82,7 @@ def create_state_engine(url: str) -> Engine:
         engine = create_engine(
             parsed, poolclass=StaticPool, connect_args={"check_same_thread": False}
         )
+        database = f"memory-{id(engine)}"
     else:
         try:
             Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -79,9 +92,68 @@ def create_state_engine(url: str) -> Engine:
                 hint="choose a state path in a writable directory",
             ) from exc
         engine = create_engine(parsed)
+        database = str(Path(database).resolve())
+    writer = OneWriter.of(database)
     event.listen(engine, "connect", _sqlite_on_connect)
-    event.listen(engine, "begin", _sqlite_on_begin)
+    event.listen(engine, "begin", lambda conn: _sqlite_on_begin(conn, writer))
+    event.listen(engine, "checkin", _sqlite_on_checkin)
     return engine
+
+
+class OneWriter:
+    """The writers of one SQLite database in this process, let in one at a time, first
+    come first served: a waiting writer sleeps until the one before it hands over.
+
+    Held from a writer's ``BEGIN IMMEDIATE`` until its connection goes back to the pool,
+    so SQLite's lock is free whenever this one is, but for another process's writer (then
+    SQLite's busy timeout). Every engine of one database file shares it (the state, the
+    queue and the ledger each open one)."""
+
+    _all: dict[str, OneWriter] = {}
+    _guard = threading.Lock()
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._busy = False
+        self._waiting: deque[threading.Event] = deque()
+        self.owner: int | None = None  # the thread holding it
+
+    @classmethod
+    def of(cls, database: str) -> OneWriter:
+        """The one of ``database`` (a resolved file path)."""
+        with cls._guard:
+            return cls._all.setdefault(database, cls())
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the writers before this one."""
+        turn = threading.Event()
+        with self._mutex:
+            if not self._busy:
+                self._busy = True
+                self.owner = threading.get_ident()
+                return True
+            self._waiting.append(turn)
+        if not turn.wait(timeout):
+            with self._mutex:
+                if turn in self._waiting:  # not handed over: give up the place
+                    self._waiting.remove(turn)
+                    return False
+        self.owner = threading.get_ident()
+        return True
+
+    def waiting(self) -> int:
+        """How many writers wait for their turn."""
+        with self._mutex:
+            return len(self._waiting)
+
+    def release(self) -> None:
+        """Hand over to the first writer waiting, if any."""
+        with self._mutex:
+            self.owner = None
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._busy = False
 
 
 def _sqlite_on_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
@@ -107,9 +179,40 @@ def _sqlite_on_connect(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry
     cursor.close()
 
 
-def _sqlite_on_begin(conn: Connection) -> None:
+def _sqlite_on_begin(conn: Connection, writer: OneWriter) -> None:
     immediate = conn.get_execution_options().get(WRITE_OPTION, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    if not immediate:
+        conn.exec_driver_sql("BEGIN")
+        return
+    # A connection holding it already (a second transaction before its return), or a
+    # thread writing through another connection of its own (it would wait on itself):
+    # straight to SQLite, as without it.
+    if _HELD not in conn.info and writer.owner != threading.get_ident():
+        if not writer.acquire(WRITER_WAIT_S):
+            raise OperationalError(
+                "BEGIN IMMEDIATE",
+                None,
+                sqlite3.OperationalError(
+                    f"database is locked: the writers of this process ahead of this one "
+                    f"held it {WRITER_WAIT_S:g} s ({writer.waiting()} more waiting)"
+                ),
+            )
+        conn.info[_HELD] = writer
+    try:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    except BaseException:
+        _release(conn.info)
+        raise
+
+
+def _sqlite_on_checkin(_dbapi_conn: DBAPIConnection | None, record: ConnectionPoolEntry) -> None:
+    _release(record.info)
+
+
+def _release(info: dict[Any, Any]) -> None:
+    held: OneWriter | None = info.pop(_HELD, None)
+    if held is not None:
+        held.release()
 
 
 def render_url(url: URL) -> str:
