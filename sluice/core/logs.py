@@ -7,6 +7,11 @@
 library's ``logging.Formatter`` with ``json.dumps``: a dozen lines do not justify a
 dependency, and every library that logs through ``logging`` comes out the same way.
 
+The service itself logs to stderr (its service manager keeps that); the files its Spark
+writes beside it, which a long-lived process appends to (the Connect server's log,
+Derby's), are kept bounded by :func:`rotate`, which the janitor runs
+(``SLUICE_LOG_MAX_BYTES``, ``SLUICE_LOG_BACKUPS``).
+
 >>> # SLUICE_LOG_FORMAT=json sluice serve
 >>> # {"time": "2026-11-26T23:50:01.123Z", "level": "INFO", "logger": "sluice.bot.queue",
 >>> #  "message": "job 12 done"}
@@ -14,18 +19,26 @@ dependency, and every library that logs through ``logging`` comes out the same w
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sluice.core.errors import ConfigError
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+MAX_BYTES = 16 * 1024 * 1024
+"""A log file's size past which :func:`rotate` rotates it (``SLUICE_LOG_MAX_BYTES``)."""
+BACKUPS = 4
+"""How many rotated copies of a log file :func:`rotate` keeps (``SLUICE_LOG_BACKUPS``)."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -72,3 +85,36 @@ def setup(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def rotate(path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> bool:
+    """Rotate ``path`` when it holds more than ``max_bytes``: its content becomes
+    ``path.1`` (``path.1`` becomes ``path.2``, and so on; past ``path.<backups>`` the
+    oldest goes; ``backups`` 0 keeps none) and ``path`` starts again empty. Whether it was
+    rotated.
+
+    The file is copied, then emptied in place, not renamed: a process that appends to it
+    (the Connect server's JVM, which holds it open from its start) goes on writing into
+    ``path``, at its new start. What it writes between the copy and the emptying is lost
+    (a moment's lines, once per rotation). On disk: at most about ``max_bytes`` times
+    ``backups + 1``, plus what is written between two rotations.
+    """
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    for copy in path.parent.glob(f"{glob.escape(path.name)}.*"):
+        number = copy.name[len(path.name) + 1 :]
+        if number.isdigit() and int(number) >= max(backups, 1):  # the oldest, or past the count
+            with contextlib.suppress(FileNotFoundError):
+                copy.unlink()
+    for n in range(backups - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{n}")
+        if older.exists():
+            older.replace(path.with_name(f"{path.name}.{n + 1}"))
+    if backups:
+        shutil.copyfile(path, path.with_name(f"{path.name}.1"))
+    with open(path, "r+b") as handle:
+        handle.truncate(0)
+    return True

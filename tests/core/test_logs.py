@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,23 @@ def test_the_command_says_what_is_wrong_without_a_traceback() -> None:
     assert result.returncode != 0
     assert "SLUICE_LOG_LEVEL is 'LOUD', not a log level" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_rotate_keeps_the_count_it_is_given_and_leaves_small_files(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    assert not logs.rotate(log, 10, 2)  # no file yet
+    log.write_bytes(b"small")
+    assert not logs.rotate(log, 10, 2) and log.read_bytes() == b"small"
+    for old in (1, 2, 3, 7):  # left by a larger count before
+        (tmp_path / f"server.log.{old}").write_bytes(b"old %d" % old)
+    log.write_bytes(b"x" * 11)
+    assert logs.rotate(log, 10, 2)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["server.log", "server.log.1", "server.log.2"]
+    assert (tmp_path / "server.log.1").read_bytes() == b"x" * 11
+    assert (tmp_path / "server.log.2").read_bytes() == b"old 1"
+    assert log.read_bytes() == b""
+    log.write_bytes(b"y" * 11)
+    assert logs.rotate(log, 10, 0)  # none kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]
+    assert log.read_bytes() == b""

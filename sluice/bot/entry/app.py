@@ -608,6 +608,8 @@ def create_app(
                 project_python=settings.project_python,
                 run_report_to=settings.run_report_to,
                 workdir_keep_days=settings.workdir_keep_days,
+                log_max_bytes=settings.log_max_bytes,
+                log_backups=settings.log_backups,
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits
 from sluice.bot.queue.fairness import Caps
+from sluice.core import logs
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 
@@ -156,6 +157,14 @@ class ServiceSettings(StateSettings):
     """Days a commit's checkout or a job's log stays in the workdir after its last use
     (``SLUICE_WORKDIR_KEEP_DAYS``); each repository's janitor prunes the older ones. 0
     keeps them forever."""
+    log_max_bytes: int = Field(default=logs.MAX_BYTES, ge=64 * 1024)
+    """A log file's size past which the janitor rotates it (``SLUICE_LOG_MAX_BYTES``, 16 MiB):
+    the Connect server's and Derby's, which long-lived Spark processes append to; checked
+    at every janitor run (``SLUICE_JANITOR_INTERVAL_SECONDS``). The service logs to stderr;
+    each job's log is bounded by its runner (64 MiB) and pruned with age
+    (``SLUICE_WORKDIR_KEEP_DAYS``)."""
+    log_backups: int = Field(default=logs.BACKUPS, ge=0, le=100)
+    """Rotated copies of such a log kept (``SLUICE_LOG_BACKUPS``, 4; 0 keeps none)."""
     max_body_bytes: int = Field(default=25 * 1024 * 1024, ge=1024)
     insecure_no_signature: bool = False
     """Development only: accept unsigned deliveries (``sluice serve --insecure``)."""

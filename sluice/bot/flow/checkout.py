@@ -1,9 +1,13 @@
 """The service's working folder: a commit's files on disk, fetched from the forge once and
 kept while they are used (commits do not change), and the Spark jobs' logs.
 
-Layout: ``trees/<repository>/<sha>`` (checkouts) and ``logs/`` (each job's log and spec).
-The janitor prunes both (:meth:`Checkout.prune`): a tree or log not used for
-``SLUICE_WORKDIR_KEEP_DAYS`` goes, and a tree is fetched again if it is needed again.
+Layout: ``trees/<repository>/<sha>`` (checkouts), ``logs/`` (each job's log and spec),
+``spark/`` (the embedded metastore and warehouse) and ``spark.sluice/`` (the Connect
+server's folder). The janitor prunes trees and job logs (:meth:`Checkout.prune`): a tree
+or log not used for ``SLUICE_WORKDIR_KEEP_DAYS`` goes, and a tree is fetched again if it
+is needed again. It also rotates the log files long-lived Spark processes append to
+(:meth:`Checkout.rotate_logs`); a job's own log is bounded by its runner
+(``core/spark/submit.py``, 64 MiB) and goes with age.
 
 >>> safe_repo_name("octo/ware house")
 'octo_ware_house'
@@ -20,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.bot.forge.base import Forge
+from sluice.core import logs
 from sluice.core.errors import SluiceError
+from sluice.core.spark.session import SparkPaths
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,25 @@ class Checkout:
     def logs(self) -> Path:
         """Where the Spark jobs write their logs and specs."""
         return self.workdir.resolve() / "logs"
+
+    @property
+    def spark(self) -> SparkPaths:
+        """The service's Spark folders: metastore and warehouse, and the job logs."""
+        return SparkPaths(root=self.workdir.resolve() / "spark", logs=self.logs)
+
+    def rotate_logs(self, max_bytes: int, backups: int) -> list[Path]:
+        """Rotate (:func:`sluice.core.logs.rotate`) the log files of the workdir's Spark
+        that a long-lived process appends to: the Connect server's (``server.log``) and
+        Derby's (``derby.log``, every JVM of the embedded metastore). The ones rotated."""
+        spark = self.spark
+        rotated = []
+        for folder in (spark.connect, spark.root):
+            with contextlib.suppress(FileNotFoundError):
+                for path in sorted(folder.glob("*.log")):
+                    own = path.is_file() and not path.is_symlink()
+                    if own and logs.rotate(path, max_bytes, backups):
+                        rotated.append(path)
+        return rotated
 
     def tree(self, forge: Forge, sha: str) -> Path:
         """The repository at ``sha``; fetched into a partial folder first, so a crash

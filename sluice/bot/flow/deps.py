@@ -18,10 +18,10 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.sticky import StickyComment
 from sluice.bot.forge.base import Forge
 from sluice.bot.present.redact import Redactor
+from sluice.core import logs
 from sluice.core.config import SparkSettings
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
-from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner
 
 RunnerFactory = Callable[[Project, Path, OnEvent], Runner]
@@ -59,6 +59,10 @@ class Deps:
     workdir_keep_days: float = 7.0
     """Days a checkout or job log is kept after its last use (``SLUICE_WORKDIR_KEEP_DAYS``;
     0: kept forever); the janitor prunes them."""
+    log_max_bytes: int = logs.MAX_BYTES
+    """A log file's size past which the janitor rotates it (``SLUICE_LOG_MAX_BYTES``)."""
+    log_backups: int = logs.BACKUPS
+    """Rotated copies of a log file kept (``SLUICE_LOG_BACKUPS``)."""
 
     @property
     def config_path(self) -> str:
@@ -92,6 +96,8 @@ def make_deps(
     project_python: str = "prod",
     run_report_to: int | None = None,
     workdir_keep_days: float = 7.0,
+    log_max_bytes: int = logs.MAX_BYTES,
+    log_backups: int = logs.BACKUPS,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -102,7 +108,7 @@ def make_deps(
     ledger = Ledger(state_url)
 
     def submit(project: Project, tree: Path, on_event: OnEvent) -> Runner:
-        paths = SparkPaths(root=workdir.resolve() / "spark", logs=Checkout(workdir).logs)
+        paths = Checkout(workdir).spark
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
         return make_runner(
@@ -125,4 +131,6 @@ def make_deps(
         project_python=project_python,
         run_report_to=run_report_to,
         workdir_keep_days=workdir_keep_days,
+        log_max_bytes=log_max_bytes,
+        log_backups=log_backups,
     )

@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 def janitor(job: Job) -> None:
     """Drop expired environments and unreferenced tables, with the prod branch's TTLs and
     the service's Spark; prune the repository's checkouts and the job logs not used for
-    ``SLUICE_WORKDIR_KEEP_DAYS``."""
+    ``SLUICE_WORKDIR_KEEP_DAYS``. First, whatever the repository's state, rotate the
+    workdir's Spark logs past ``SLUICE_LOG_MAX_BYTES`` (``SLUICE_LOG_BACKUPS`` kept)."""
+    rotated = job.deps.checkout.rotate_logs(job.deps.log_max_bytes, job.deps.log_backups)
+    for path in rotated:
+        log.info("rotated %s (past %s bytes)", path, job.deps.log_max_bytes)
     found = trust.prod_project(job, "janitor")
     if found is None:
         return

@@ -1,4 +1,5 @@
-"""The workdir's checkouts and job logs: fetched once, touched on use, pruned by age."""
+"""The workdir's checkouts and job logs: fetched once, touched on use, pruned by age; the
+Spark logs long-lived processes append to, rotated by size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
+from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.memory import MemoryForge
 
 DAY = 86_400
@@ -63,3 +67,53 @@ def test_the_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("SLUICE_WORKDIR_KEEP_DAYS", "-1")
     with pytest.raises(ValueError, match="workdir_keep_days"):
         ServiceSettings(webhook_secret="s")  # type: ignore[call-arg]
+
+
+def test_the_janitor_rotates_the_spark_logs_a_process_appends_to(tmp_path: Path) -> None:
+    checkout = Checkout(tmp_path)
+    server_log = checkout.spark.connect / "server.log"
+    derby_log = checkout.spark.root / "derby.log"
+    server_log.parent.mkdir(parents=True)
+    derby_log.parent.mkdir(parents=True)
+    derby_log.write_bytes(b"d" * 100)  # under the limit: left alone
+    forge = MemoryForge("octo/warehouse", name="github")  # no prod yet: nothing else to do
+    deps = make_deps(
+        forge_for=lambda _event: forge,
+        workdir=tmp_path,
+        state_url=f"sqlite:///{tmp_path / 'state.db'}",
+        log_max_bytes=1000,
+        log_backups=2,
+    )
+    # Held open for appending from before to after the rotations, as the Connect server's
+    # JVM holds its log.
+    with open(server_log, "ab", buffering=0) as server:
+        try:
+            for n in range(4):
+                server.write(str(n).encode() * 1500)
+                dispatch.handle(deps, JanitorEvent(forge="github", repo="octo/warehouse",
+                                                   installation_id=None))  # fmt: skip
+            server.write(b"after")
+        finally:
+            deps.close()
+    # Each run rotated the log past 1000 bytes; two copies kept, the newest first; the
+    # process went on writing at the start of the emptied file, leaving no hole.
+    assert server_log.read_bytes() == b"after"
+    assert (server_log.parent / "server.log.1").read_bytes() == b"3" * 1500
+    assert (server_log.parent / "server.log.2").read_bytes() == b"2" * 1500
+    assert not (server_log.parent / "server.log.3").exists()
+    assert derby_log.read_bytes() == b"d" * 100 and not Path(f"{derby_log}.1").exists()
+
+
+def test_the_log_bounds_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = ServiceSettings(webhook_secret="s")  # type: ignore[call-arg]
+    assert (settings.log_max_bytes, settings.log_backups) == (16 * 1024 * 1024, 4)
+    monkeypatch.setenv("SLUICE_LOG_MAX_BYTES", "1048576")
+    monkeypatch.setenv("SLUICE_LOG_BACKUPS", "0")
+    settings = ServiceSettings(webhook_secret="s")  # type: ignore[call-arg]
+    assert (settings.log_max_bytes, settings.log_backups) == (1048576, 0)
+    for name, value in (("SLUICE_LOG_MAX_BYTES", "100"), ("SLUICE_LOG_BACKUPS", "-1"),
+                        ("SLUICE_LOG_BACKUPS", "101")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=name.removeprefix("SLUICE_").lower()):
+            ServiceSettings(webhook_secret="s")  # type: ignore[call-arg]
+        monkeypatch.delenv(name)
