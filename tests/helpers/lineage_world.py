@@ -59,13 +59,13 @@ def lineage_world(root: Path, count: int) -> LineageWorld:
     url = f"sqlite:///{root / 'state.db'}"
     store = open_state(url)
     try:
-        project = load_project(folder, use_cache=False)
+        project = load_project(folder)  # its parse cache: the second load reads it
         plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
         workflow.commit_plan(store, plan, now=NOW)
         changed = names[min(len(names) - 1, 60)]
         path = folder / "models" / f"model_{changed.rsplit('_', 1)[1]}.sql"
         path.write_text(path.read_text().replace(".v0 + 0 AS v0", ".v0 * 2 AS v0"))
-        project = load_project(folder, use_cache=False)
+        project = load_project(folder)  # its parse cache: the second load reads it
         pr = workflow.plan_environment(project, store, "pr_1", end=NOW, execution_time=NOW)
         workflow.commit_plan(store, pr, now=NOW)
     finally:
