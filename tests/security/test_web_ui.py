@@ -85,8 +85,16 @@ def test_another_repositorys_ids_are_not_found(ui: TestClient) -> None:
         "/ui/pulls/7/table-diffs/jaffle.orders",
         "/ui/pulls/7",
         f"/ui/plans/{plan}",
+        "/api/v1/lineage",
+        "/ui/lineage",
     ):
         assert ui.get(path, params=other).status_code == 404, path
+    for path, asked in (
+        ("/api/v1/lineage", {"plan": plan, "focus": "jaffle.orders"}),
+        ("/api/v1/lineage/columns", {"model": "jaffle.orders", "column": "status"}),
+        ("/ui/lineage", {"plan": plan}),
+    ):
+        assert ui.get(path, params={**other, **asked}).status_code == 404, path
     # and this repository's ids that are not its own
     assert ui.get("/api/v1/pulls/8").status_code == 404
     assert ui.get("/api/v1/plans/" + "0" * 32).status_code == 404
@@ -101,6 +109,9 @@ def test_the_api_and_the_pages_refuse_anything_but_get(ui: TestClient, method: s
         "/api/v1/jobs/x/log",
         "/ui/environments",
         "/ui/pulls/7",
+        "/api/v1/lineage",
+        "/api/v1/lineage/columns",
+        "/ui/lineage",
     ):
         assert ui.request(method, path).status_code == 405, (method, path)
 
