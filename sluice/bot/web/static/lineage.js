@@ -372,6 +372,9 @@
       options.append(option);
     }
     names.replaceChildren(options);
+    if (graph.removed.length) {
+      panel.append(el("p", "The plan removes " + graph.removed.join(", ") + " (not drawn: its environment has them no more).", "meta"));
+    }
     const wanted = box.dataset.focus;
     if (wanted && nodes.has(wanted)) { search.value = wanted; setFocus(wanted); } else draw();
   }).catch(function (error) { say(String(error.message)); });
