@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from sluice.core import runs, workflow
+from sluice.core.cli import cli
 from sluice.core.errors import PlanError
 from sluice.core.state import open_state
 from sluice.core.state.sql import SqlStateStore
@@ -88,3 +90,22 @@ def test_a_run_that_fails_before_its_plan_is_recorded_failed(
     assert "is not what prod runs" in failed.payload["error"]
     assert "s.events" not in failed.payload["error"]  # through the scrubber
     assert failed.payload["models"] == [] and failed.job_id.startswith("run-prod-")
+
+
+def test_sluice_run_records_a_run_it_refuses_and_not_one_with_nothing_due(
+    store: SqlStateStore, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    at = "2024-01-04"  # nothing due after prod's build at START + 3 days
+    done = CliRunner().invoke(cli, ["run", "prod", "--project", str(tmp_path / "p"),
+                                    "--state", url, "--at", at])  # fmt: skip
+    assert done.exit_code == 0 and "up to date" in done.output, done.output
+    assert runs.recorded_runs(store, "prod", offset=0, limit=10)[1] == 0
+    changed = {**FILES, "models/events.sql": FILES["models/events.sql"].replace("1 AS", "3 AS")}
+    load(tmp_path / "r", changed)
+    refused = CliRunner().invoke(cli, ["run", "prod", "--project", str(tmp_path / "r"),
+                                       "--state", url, "--at", "2024-01-06"])  # fmt: skip
+    assert refused.exit_code != 0 and "is not what prod runs" in refused.output
+    [failed], total = runs.recorded_runs(store, "prod", offset=0, limit=10)
+    assert total == 1 and not failed.ok and "is not what prod runs" in failed.payload["error"]
+    assert failed.payload["at"] == to_ms("2024-01-06")

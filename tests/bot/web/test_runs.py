@@ -15,7 +15,15 @@ from sluice.bot.web.standalone import ui_app
 from sluice.core.errors import SluiceError
 from sluice.core.spark.scripted import Script
 from sluice.core.timeutil import DAY_MS
-from tests.helpers.web import KEY, ORDER_DAYS, WebWorld, scheduled_run, web_world
+from tests.helpers.web import (
+    KEY,
+    ORDER_DAYS,
+    WebWorld,
+    chromium,
+    scheduled_run,
+    served,
+    web_world,
+)
 from tests.security.github_bot import NOW
 
 LATER = NOW + 3 * DAY_MS + 3_600_000  # three days and an hour after prod was built
@@ -107,3 +115,25 @@ def test_the_schema_lists_the_runs(ui: TestClient) -> None:
     schema = ui.get("/openapi.json").json()
     assert set(schema["paths"]["/api/v1/history/runs"]) == {"get"}
     assert {"ScheduledRun", "RunModel"} <= set(schema["components"]["schemas"])
+
+
+def test_a_person_opens_a_runs_models_in_the_browser(world: WebWorld) -> None:
+    """In Chromium: the history's runs, a run's models opened (a details element, no
+    script), the failed run's error as text; no console error."""
+    problems: list[str] = []
+    with served(ui_app(world.ui_site())) as origin, chromium() as browser:
+        page = browser.new_page()
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        answer = page.goto(f"{origin}/ui/history")
+        assert answer is not None and answer.status == 200
+        runs = page.locator("[data-testid=runs] tbody tr")
+        assert runs.count() == 2
+        failed, ok = runs.nth(0), runs.nth(1)
+        assert failed.locator("td.status").inner_text() == "failed"
+        assert "<script>alert(3)</script>" in failed.locator("pre").inner_text()
+        assert not ok.locator("ul.run-models").is_visible()
+        ok.locator("summary").click()
+        assert "jaffle.order_days" in ok.locator("ul.run-models").inner_text()
+        page.close()
+    assert problems == []
