@@ -42,8 +42,12 @@ LOG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 HISTORY_LIMIT = 1000
 APPROVAL = "sluice/approval"
 TABLE_DIFF, AUDIT, UNIT_TEST = "table_diff", "audit", "unit_test"  # results a build records
-TESTS_READ = 500
+TESTS_READ = 200
 """The newest unit test results a model's page looks through for its tests."""
+TEST_CHARS = 64 * 1024
+"""The longest unit test result (its payload's JSON) a model's page reads: the driver's
+own list at most 20 rows of a diff; a job may store up to 1 MiB, so the page's read is
+bounded by these two (12.5 MiB), not by what a pull request's driver saved."""
 MAX_DIFF = 4000
 APPROVALS_READ = 100
 """Changed models of one promotion whose approval prod history looks up (by name)."""
@@ -604,8 +608,11 @@ class Reader:
 
     def _tests(self, model: str) -> list[s.UnitTestView]:
         """The unit tests of ``model`` that the last build testing it ran (among the
-        newest :data:`TESTS_READ` unit test results), by name."""
-        found, _ = self.state.get_results_page(UNIT_TEST, None, offset=0, limit=TESTS_READ)
+        newest :data:`TESTS_READ` unit test results of at most :data:`TEST_CHARS`), by
+        name."""
+        found, _ = self.state.get_results_page(
+            UNIT_TEST, None, offset=0, limit=TESTS_READ, max_chars=TEST_CHARS
+        )
         mine = [r for r in found if r.payload.get(TESTED_MODEL) == model]
         if not mine:
             return []

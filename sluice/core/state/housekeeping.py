@@ -93,13 +93,21 @@ class HousekeepingMixin(Transactions):
             ]
 
     def get_results_page(
-        self, kind: str, name: str | None, *, offset: int, limit: int
+        self,
+        kind: str,
+        name: str | None,
+        *,
+        offset: int,
+        limit: int,
+        max_chars: int | None = None,
     ) -> tuple[list[JobResult], int]:
         """The results of ``kind`` named ``name`` (a scheduled run's of one environment;
         None: of any name), newest first: ``limit`` from ``offset``, and how many there
-        are."""
+        are; with ``max_chars``, only those whose payload's JSON is at most that long."""
         t = schema.results
         mine = t.c.kind == kind if name is None else (t.c.kind == kind) & (t.c.name == name)
+        if max_chars is not None:
+            mine = mine & (func.length(t.c.payload) <= max_chars)
         query = select(t).where(mine).order_by(t.c.id.desc()).offset(offset).limit(limit)
         with self._reading(f"read {kind} results") as conn:
             rows = [

@@ -172,10 +172,17 @@ class StateStore(StateReader, StateWriter, Protocol):
         ...
 
     def get_results_page(
-        self, kind: str, name: str | None, *, offset: int, limit: int
+        self,
+        kind: str,
+        name: str | None,
+        *,
+        offset: int,
+        limit: int,
+        max_chars: int | None = None,
     ) -> tuple[list[JobResult], int]:
         """Outcomes of ``kind`` named ``name`` (None: any), newest first (``limit`` from
-        ``offset``), and how many there are."""
+        ``offset``), and how many there are (``max_chars``: whose payload is at most that
+        long, as JSON)."""
         ...
 
     def together(self, action: str) -> AbstractContextManager[None]:

@@ -11,7 +11,10 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.bot.web.reader import TEST_CHARS
 from sluice.bot.web.standalone import ui_app
+from sluice.core.spark.writes import JobWrites
+from sluice.core.state import open_state
 from tests.helpers.web import OWNER_MARK, WebWorld, web_world
 
 
@@ -79,3 +82,30 @@ def test_the_list_and_the_page_show_sizes_and_escape_user_text(ui: TestClient) -
     assert escaped in hostile and OWNER_MARK not in hostile
     assert "<code>marker</code></td><td><code>STRING</code>" in hostile
     assert "Its prod table: 1000 B, 10 rows, measured" in hostile
+
+
+def test_a_huge_unit_test_result_is_not_read_by_the_model_page(
+    world: WebWorld, ui: TestClient
+) -> None:
+    # A pull request's driver may store a result of up to 1 MiB (the job checker's bound):
+    # the model page reads results of at most TEST_CHARS, so a build's 1,000 such tests
+    # cost it nothing; the last readable build's tests are shown.
+    spec = {"job_id": "preview-huge", "kind": "preview", "plan_id": None, "steps": [
+        {"type": "unit_test", "name": "test_huge", "model": "jaffle.customers"}]}  # fmt: skip
+    store = open_state(world.bot.url)
+    try:
+        JobWrites(spec, store).apply(  # type: ignore[arg-type]
+            {
+                "event": "write",
+                "op": "save_result",
+                "kind": "unit_test",
+                "name": "test_huge",
+                "passed": False,
+                "payload": {"diff": "x" * (TEST_CHARS + 1)},
+            }
+        )
+        assert [r.name for r in store.get_results(job_id="preview-huge")] == ["test_huge"]
+    finally:
+        store.close()
+    tests = [t["name"] for t in _model(ui, "jaffle.customers")["tests"]]
+    assert tests == ["test_customers_aggregates_orders"]
