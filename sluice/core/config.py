@@ -263,7 +263,8 @@ SETTINGS_FILES = ("sluice.yaml", "sluice.yml")
 """The names Sluice reads its own settings from, beside the project's config (the content
 of a ``sluice:`` section: ``gate:``, ``deploy:``, ``spark:``...): a file SQLMesh never
 reads, so the project stays valid for SQLMesh. A project has one of them, or a ``sluice:``
-section in config.yaml, or neither (all defaults)."""
+section in config.yaml, or neither (all defaults). Plain YAML: no Jinja is rendered in it
+(a text that decides the gate means one thing, whoever reads it and when)."""
 
 
 def settings_path(project_dir: Path) -> Path | None:
@@ -340,7 +341,7 @@ def load_config(
     (:func:`parse_config`)."""
     path = config_path(project_dir)
     found = settings_path(project_dir)
-    settings = read_config_doc(found, env) if found is not None else None
+    settings = read_yaml(found) if found is not None else None  # plain YAML: no Jinja
     if path is None:
         if (project_dir / PYTHON_CONFIG).is_file():
             if python is None:

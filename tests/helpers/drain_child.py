@@ -38,6 +38,7 @@ from sluice.bot.forge.memory import MemoryForge
 from sluice.core.model.definition import Project
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.submit import JobResult, OnEvent
+from tests.helpers.fold_settings import fold_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -88,6 +89,7 @@ def forge(workdir: Path, prs: list[int]) -> MemoryForge:
     shutil.copytree(
         ROOT / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
     )
+    fold_settings(src)  # the example's sluice.yaml into config.yaml
     (src / "config.yaml").write_text(CONFIG)
     github.commit_folder(C, src, branch="main")
     for number in prs:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sluice.bot.flow import trust
 from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import PinnedSettings
 
 GATED = "sluice:\n  gate:\n    required_approvers:\n      users: [bob]\n"
 PINNED, HEAD = "p" * 40, "h" * 40
@@ -37,14 +38,15 @@ class Forge:
 
 class Ledger:
     def __init__(self) -> None:
-        self.pin: tuple[str, str, str, str | None] | None = (
+        self.pin: PinnedSettings | None = PinnedSettings(
             PINNED,
             trust.parse(trust.Source.of_config(GATED, "config.yaml")).digest,
             GATED,
             "config.yaml",
+            0,
         )
 
-    def settings_in_force(self, repo: str) -> tuple[str, str, str, str | None] | None:
+    def settings_in_force(self, repo: str) -> PinnedSettings | None:
         return self.pin
 
     def pin_settings(self, *args: Any, **kwargs: Any) -> None:
@@ -82,7 +84,7 @@ def test_without_a_gate_the_head_is_as_good(tmp_path: Path) -> None:
     for tree in forge.trees.values():
         tree["config.yaml"] = "sluice: {}\n"
     ungated = trust.Source.of_config("sluice: {}\n", "config.yaml")
-    ledger.pin = (PINNED, trust.parse(ungated).digest, "sluice: {}\n", None)
+    ledger.pin = PinnedSettings(PINNED, trust.parse(ungated).digest, "sluice: {}\n", None, 0)
     settings = trust.settings_for(
         forge,
         ledger,

@@ -20,6 +20,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import record_prod
+from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = "e" * 40
@@ -42,6 +43,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         first = tmp_path / "v1"
         shutil.copytree(REPO / "examples" / "jaffle_shop", first,
                         ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
+        fold_settings(first)  # the example's sluice.yaml into config.yaml
         with (first / "config.yaml").open("a") as config:
             config.write(gate)
         record_prod(first, url, NOW)

@@ -18,6 +18,7 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present import checks
+from sluice.core.errors import ConfigError
 from tests.helpers.cases import record_prod
 from tests.security.github_bot import (
     KEY,
@@ -57,7 +58,7 @@ def test_the_prod_branchs_sluice_yaml_is_the_gate(bot: Bot) -> None:
     settings = _in_force(bot)
     assert settings.gate.required_approvers.users == ("bob",)
     pinned = bot.ledger.settings_in_force(KEY)
-    assert pinned is not None and pinned[2] == GATE and pinned[3] == "sluice.yaml"
+    assert pinned is not None and pinned.text == GATE and pinned.file == "sluice.yaml"
 
 
 def test_a_pr_that_drops_the_gate_in_its_sluice_yaml_is_still_gated(bot: Bot) -> None:
@@ -172,8 +173,8 @@ def test_a_promotion_moves_the_pin_to_sluice_yaml_and_a_legacy_pin_still_reads(
     again = Ledger(url)
     try:
         pinned = again.settings_in_force(KEY)
-        assert pinned is not None and pinned[3] is None
-        old = trust.parse(trust.Source.of_pin(pinned[3], pinned[2], "config.yaml"))
+        assert pinned is not None and pinned.file is None
+        old = trust.parse(trust.Source.of_pin(pinned.file, pinned.text, "config.yaml"))
         assert old.digest == digest and old.gate.owners_must_approve == "direct"
     finally:
         again.close()
@@ -193,4 +194,84 @@ def test_a_promotion_moves_the_pin_to_sluice_yaml_and_a_legacy_pin_still_reads(
     assert deploy.conclusion == "success", deploy.summary
     pinned = bot.ledger.settings_in_force(KEY)
     assert pinned is not None and pinned[0] == D and pinned[1] == parsed.digest
-    assert pinned[2:] == (new, "sluice.yaml")
+    assert (pinned.text, pinned.file) == (new, "sluice.yaml")
+
+
+# -- red team, the sluice.yaml round ----------------------------------------------------
+
+E = "e" * 40
+
+
+def test_settings_read_the_same_whenever_they_are_read(bot: Bot) -> None:
+    # A coin-flip gate (jinja2's `random`) made the settings approved, pinned and in
+    # force differ from read to read. sluice.yaml is plain YAML; config.yaml's Jinja has
+    # no `random`.
+    flip = (
+        "project: jaffle\ngate:\n  required_approvers:\n    users: {{ [['bob'], []] | random }}\n"
+    )
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", flip))
+    in_config = PREAMBLE + "sluice:\n" + "".join(f"  {line}\n" for line in flip.splitlines())
+    with pytest.raises(ConfigError, match="random"):
+        trust.parse(trust.Source.of_config(in_config, "config.yaml"))
+    jinja_free = "project: \"{{ 'jaffle' }}\"\n"  # a text, never rendered
+    with pytest.raises(ConfigError, match=r"sluice\.project"):
+        trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", jinja_free))
+
+
+def test_a_prod_branch_pushed_past_the_gate_is_not_followed(bot: Bot) -> None:
+    # An admin adds deploy.prod_branch: scratch (an unprotected branch holding a copy of
+    # prod's settings) to main. The prod branch in force is the pin's, and the redirect is
+    # a change no gate approved.
+    assert _in_force(bot).branch == "main"
+    redirect = GATE + "deploy:\n  prod_branch: scratch\n"
+    bot.commit(D, PREAMBLE, files={"sluice.yaml": redirect}, parents=(C,))
+    bot.github.refs["main"] = D
+    bot.commit(E, PREAMBLE, files={"sluice.yaml": GATE}, parents=(C,))
+    bot.github.refs["scratch"] = E
+    after = _in_force(bot)
+    assert after.branch == "main" and after.deploy.prod_branch == "main"
+    assert after.note is not None and "changed in commits no" in after.note
+    bot.github.write_file("scratch", "sluice.yaml", UNGATED)
+    assert _in_force(bot).branch == "main"
+
+
+def test_settings_approved_once_and_replaced_since_do_not_come_back(bot: Bot) -> None:
+    weak = trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", GATE))
+    strong_text = (
+        "project: jaffle\ngate:\n  required_approvers:\n    users: [bob, carol]\n    count: 2\n"
+    )
+    strong = trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", strong_text))
+    bot.ledger.approve(KEY, 3, "3" * 40, [(trust.SETTINGS_ITEM, weak.digest)], ["bob"], NOW - 5)
+    _in_force(bot)  # pinned at C (the weaker gate)
+    src = bot.commit(D, PREAMBLE, files={"sluice.yaml": strong_text}, parents=(C,))
+    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, strong.digest)], ["bob"], NOW)
+    bot.github.refs["main"] = D
+    record_prod(src, bot.url, NOW)
+    bot.pull(8, B)
+    bot.github.close_pull(8, merged=True)
+    bot.deliver("pull_request", merged(8, B, D))
+    assert bot.checks_on(D)["sluice/deploy"].conclusion == "success"
+    assert _in_force(bot).gate.required_approvers.count == 2
+    # An admin pushes the weaker settings back: approved once, before the pin; not now.
+    bot.commit(E, PREAMBLE, files={"sluice.yaml": GATE}, parents=(D,))
+    bot.github.refs["main"] = E
+    after = _in_force(bot)
+    assert after.gate.required_approvers.count == 2 and after.note is not None
+    # And a promotion of that commit lists the settings as unapproved.
+    bot.pull(9, E)
+    bot.github.close_pull(9, merged=True)
+    bot.deliver("pull_request", merged(9, E, E))
+    deploy = bot.checks_on(E)["sluice/deploy"]
+    assert deploy.conclusion == "failure" and "Sluice's settings" in deploy.summary
+
+
+def test_a_symlinked_settings_file_is_refused_in_a_tree(bot: Bot, tmp_path: Path) -> None:
+    # The forge's API reads a link as its target's name, the tree as its target: two
+    # readers, two settings. A link is refused where a tree is read.
+    tree = tmp_path / "linked"
+    tree.mkdir()
+    (tree / "real.yaml").write_text(GATE)
+    (tree / "sluice.yaml").symlink_to("real.yaml")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        trust.tree_source(tree, "config.yaml")

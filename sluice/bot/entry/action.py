@@ -54,6 +54,7 @@ import fnmatch
 import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -83,6 +84,7 @@ from sluice.bot.present.job_page import error_annotations, failed_checks, step_s
 from sluice.core import logs
 from sluice.core.config import SETTINGS_FILES, SparkSettings
 from sluice.core.errors import ConfigError, SluiceError
+from sluice.core.model import jinja
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
 from sluice.core.spark.session import SparkPaths, uses_embedded_metastore
@@ -251,6 +253,8 @@ def override_config(
     if not override:
         return text
     try:
+        if text and section:  # config.yaml's Jinja first, as the loader reads it
+            text = jinja.render_config(text, "config.yaml")
         # The bounded parser: this text may be a pull request's (an alias bomb, say).
         data = parse_yaml(text, "config.yaml").data if text else None
     except SluiceError:
@@ -326,7 +330,8 @@ class WorkspaceForge:
             self.inner.fetch_tree(sha, dest)
         if self.override:
             config = dest / self.config_path
-            settings = next((f for f in self._settings_files(config.parent) if f.is_file()), None)
+            found = (config.parent / name for name in SETTINGS_FILES)
+            settings = next((f for f in found if f.is_file()), None)
             if settings is not None:  # the settings are there, not in config.yaml
                 text = settings.read_text(encoding="utf-8")
                 merged = override_config(text, self.override, section=False)
@@ -337,19 +342,18 @@ class WorkspaceForge:
                 if new is not None:
                     config.write_text(new, encoding="utf-8")
 
-    def _settings_files(self, folder: Path) -> list[Path]:
-        """The project's sluice.yaml and sluice.yml paths under ``folder``."""
-        return [folder / name for name in SETTINGS_FILES]
-
     def read_file(self, ref: str, path: str) -> str | None:
         text = self.inner.read_file(ref, path)
         if not self.override:
             return text
-        name = path.strip("/")
-        settings = [str(Path(p)) for p in self._settings_files(Path(self.config_path).parent)]
+        # One spelling of each path (`./warehouse/sluice.yaml` is `warehouse/sluice.yaml`),
+        # or the override would miss a file it is meant for (red team).
+        name = posixpath.normpath(path.strip("/"))
+        folder = posixpath.dirname(posixpath.normpath(self.config_path))
+        settings = [posixpath.join(folder, file) for file in SETTINGS_FILES]
         if name in settings:
             return None if text is None else override_config(text, self.override, section=False)
-        if name == self.config_path:
+        if name == posixpath.normpath(self.config_path):
             if any(self.inner.read_file(ref, other) is not None for other in settings):
                 return text  # the settings are in sluice.yaml: the override goes there
             return override_config(text, self.override)

@@ -23,7 +23,7 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -237,6 +237,16 @@ LEDGER = Track(
 """The ledger's track of migrations (after the state's)."""
 
 
+class PinnedSettings(NamedTuple):
+    """The settings prod is governed by (:mod:`sluice.bot.flow.trust`), as pinned."""
+
+    sha: str  # the commit they were read at
+    digest: str
+    text: str  # the text of the file they were read from
+    file: str | None  # its path; None: a config.yaml pinned before the column was kept
+    pinned_ts: int  # when they were pinned: an approval of other settings counts only after
+
+
 class Ledger(AuditLog):
     """The bot's records on the state database at ``url`` (SQLite or PostgreSQL), and the
     audit log (:mod:`sluice.bot.flow.audit`, whose rows join the ledger's transactions).
@@ -384,8 +394,11 @@ class Ledger(AuditLog):
         with self._reading("count approved models") as conn:
             return int(conn.execute(query).scalar_one())
 
-    def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
-        """The items no gate has approved in ``repo``, sorted."""
+    def unapproved(
+        self, repo: str, items: Iterable[Item], *, since: int | None = None
+    ) -> list[Item]:
+        """The items no gate has approved in ``repo`` (``since``: at or after that time),
+        sorted."""
         wanted = sorted(set(items))
         if not wanted:
             return []
@@ -395,6 +408,7 @@ class Ledger(AuditLog):
                 query = select(approved.c.model, approved.c.content).where(
                     approved.c.repo == repo,
                     or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
+                    approved.c.approved_ts >= (since if since is not None else 0),
                 )
                 found |= {(row.model, row.content) for row in conn.execute(query)}
         return [item for item in wanted if item not in found]
@@ -500,15 +514,15 @@ class Ledger(AuditLog):
 
     # -- the settings in force ------------------------------------------------------------
 
-    def settings_in_force(self, repo: str) -> tuple[str, str, str, str | None] | None:
-        """(sha, digest, text, file) of the settings prod is governed by: the text of the
-        file they were read from and its path (None: a config.yaml pinned before the
-        column was kept); None before the first read."""
+    def settings_in_force(self, repo: str) -> PinnedSettings | None:
+        """The settings prod is governed by; None before the first read."""
         c = prod_settings.c
-        query = select(c.sha, c.digest, c.config, c.config_file).where(c.repo == repo)
+        query = select(c.sha, c.digest, c.config, c.config_file, c.pinned_ts)
         with self._reading("read the settings in force") as conn:
-            row = conn.execute(query).one_or_none()
-        return None if row is None else (row.sha, row.digest, row.config, row.config_file)
+            row = conn.execute(query.where(c.repo == repo)).one_or_none()
+        if row is None:
+            return None
+        return PinnedSettings(row.sha, row.digest, row.config, row.config_file, row.pinned_ts)
 
     def pin_settings(
         self, repo: str, sha: str, digest: str, text: str, file: str, now: int, *, replace: bool

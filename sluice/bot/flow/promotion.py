@@ -292,7 +292,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             if own.digest != settings.digest:
                 items.append((trust.SETTINGS_ITEM, own.digest))
             if settings.requires_approval:
-                missing = job.ledger.unapproved(repo, items)
+                missing = trust.unapproved(job.ledger, repo, items, settings)
                 if missing:
                     listed = [
                         (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)
@@ -303,7 +303,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:
-                    trust.pin(job.ledger, repo, sha, source, now)
+                    trust.pin(job.ledger, repo, sha, source, own, now)
                 words = checks.already_promoted(environment)
                 return Outcome(True, *words, live=live, plan_id=plan.plan_id)
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
@@ -316,7 +316,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                 log.info("%s: prod moved while promoting %s; planning again", job.forge.repo, label)
                 continue
             if environment == PROD:  # the settings in force are prod's
-                trust.pin(job.ledger, repo, sha, source, now)
+                trust.pin(job.ledger, repo, sha, source, own, now)
             if result.tables_built == 0:
                 words = checks.virtual_update(result.views_swapped, environment)
                 return Outcome(True, *words, 0, result.views_swapped, live, plan.plan_id)

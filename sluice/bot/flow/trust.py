@@ -94,6 +94,9 @@ class Settings:
     # The commit whose Python a PR's must equal under SLUICE_PROJECT_PYTHON=prod: the one
     # prod was last promoted with (pinned) while a gate guards it; None: the branch's head.
     python_ref: str | None = None
+    # When the settings in force were pinned: a change of them counts as approved only
+    # by an approval at or after it (None: no pin before this read).
+    pinned_ts: int | None = None
 
     @property
     def requires_approval(self) -> bool:
@@ -206,14 +209,13 @@ def parse(source: Source) -> Parsed:
         ConfigError: naming ``path:line`` and how to fix it.
     """
 
-    def doc(text: str | None, path: str) -> LocatedYaml | None:
-        if text is None:
-            return None
-        text = jinja.render_config(text, path)  # SQLMesh's {{ env_var() }}: see its rules
-        return parse_yaml(text, path)
-
-    config_doc = doc(source.config_text, source.config_path)
-    settings_doc = doc(source.settings_text, source.settings_path)
+    config_doc = None
+    if source.config_text is not None:  # SQLMesh's {{ env_var() }}: see its rules
+        text = jinja.render_config(source.config_text, source.config_path)
+        config_doc = parse_yaml(text, source.config_path)
+    settings_doc = None
+    if source.settings_text is not None:  # Sluice's own file: plain YAML, no Jinja
+        settings_doc = parse_yaml(source.settings_text, source.settings_path)
     if config_doc is None and settings_doc is None:
         config = ProjectConfig()
     else:
@@ -288,10 +290,23 @@ def _one_of(
 
 
 def tree_source(tree: Path, path: str) -> Source:
-    """:func:`read_source` of a commit's files on disk (``tree``)."""
+    """:func:`read_source` of a commit's files on disk (``tree``).
+
+    Raises:
+        ConfigError: a settings or config file is a symbolic link: the forge's API reads
+            a link as the text of its target's name, the tree as its target's content, so
+            the two readers of one commit would see different settings (red team).
+    """
 
     def read(name: str) -> str | None:
         file = tree / name
+        if file.is_symlink():
+            raise ConfigError(
+                f"{name} is a symbolic link: Sluice reads settings only from a file",
+                path=name,
+                line=1,
+                hint=f"replace the link with the file it points to ({name})",
+            )
         return file.read_text(encoding="utf-8") if file.is_file() else None
 
     return read_source(read, path)
@@ -349,33 +364,46 @@ def settings_for(
 ) -> Settings:
     """The settings in force for ``repo`` (see the module docstring).
 
+    Once settings are pinned, the prod branch is the one they name (else ``branch``, the
+    service's): a ``deploy.prod_branch`` pushed past the gate is a change of the settings
+    like any other, not a redirect to follow (red team). Newer settings count only when
+    approved after the pin was set: an approval of settings long replaced does not bring
+    them back.
+
     Raises:
         ConfigError: the prod branch's (or the pinned) settings are invalid.
     """
-    parsed, branch, sha, source = read_prod(forge, branch, path, read)
-    head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
+        parsed, branch, sha, source = read_prod(forge, branch, path, read)
         file, text = source.pinned
         ledger.pin_settings(repo, sha or branch, parsed.digest, text, file, now, replace=False)
-        return dataclasses.replace(head, python_ref=sha)
-    pin_sha, pin_digest, pin_text, pin_file = pinned
+        head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
+        return dataclasses.replace(head, python_ref=sha, pinned_ts=now)
+    old = parse(_at(Source.of_pin(pinned.file, pinned.text, path), pinned.sha[:7]))
+    if old.names_prod_branch:
+        branch = old.deploy.prod_branch
+    reader = read or forge.read_file
+    source = read_source(lambda name: reader(branch, name), path)
+    parsed = parse(_at(source, branch))
+    sha = forge.commit_of(branch)
+    head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
+    head = dataclasses.replace(head, pinned_ts=pinned.pinned_ts)
     # Python runs as prod was last promoted with while a gate guards prod: the branch's
     # head may hold commits pushed or merged past it.
-    if pin_digest == parsed.digest:
-        return dataclasses.replace(head, python_ref=pin_sha if head.requires_approval else None)
-    old = parse(_at(Source.of_pin(pin_file, pin_text, path), pin_sha[:7]))
+    if pinned.digest == parsed.digest:
+        return dataclasses.replace(head, python_ref=pinned.sha if head.requires_approval else None)
     if not _requires_approval(old.gate):
         return head  # nothing guarded the settings: the newer ones are as good
-    if not ledger.unapproved(repo, [head.item]):
-        return dataclasses.replace(head, python_ref=pin_sha)  # a gate approved these settings
+    if not ledger.unapproved(repo, [head.item], since=pinned.pinned_ts):
+        return dataclasses.replace(head, python_ref=pinned.sha)  # a gate approved these
     note = (
         f"Sluice's settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
         f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
-        f"promoted with ({_short(pin_sha)}). Change them through a pull request that is "
+        f"promoted with ({_short(pinned.sha)}). Change them through a pull request that is "
         "approved and promoted."
     )
-    where = f"the settings prod was last promoted with ({_short(pin_sha)})"
+    where = f"the settings prod was last promoted with ({_short(pinned.sha)})"
     ledger.append(
         audit.Entry(
             now,
@@ -385,18 +413,18 @@ def settings_for(
             "not approved: not in force",
             ref=(sha or branch)[:12],
             detail=f"sluice: settings on {branch} changed past the gate; those of "
-            f"{pin_sha[:12]} stay in force",
+            f"{pinned.sha[:12]} stay in force",
         ),
         once=True,
     )
-    return dataclasses.replace(_settings(old, branch, pin_sha, where, note), python_ref=pin_sha)
+    kept = _settings(old, branch, pinned.sha, where, note)
+    return dataclasses.replace(kept, python_ref=pinned.sha, pinned_ts=pinned.pinned_ts)
 
 
-def pin(ledger: Ledger, repo: str, sha: str, source: Source, now: int) -> None:
-    """Prod was promoted to ``sha``: its settings (in ``source``, its files) are now the
-    ones in force (a change of them is recorded in the audit log, in the same
-    transaction)."""
-    parsed = parse(_at(source, sha[:7]))
+def pin(ledger: Ledger, repo: str, sha: str, source: Source, parsed: Parsed, now: int) -> None:
+    """Prod was promoted to ``sha``: its settings (in ``source``, its files, as ``parsed``
+    and checked by the promotion) are now the ones in force (a change of them is recorded
+    in the audit log, in the same transaction)."""
     file, text = source.pinned
     with ledger.together("move the settings in force"):
         before = ledger.settings_in_force(repo)
@@ -414,6 +442,18 @@ def pin(ledger: Ledger, repo: str, sha: str, source: Source, now: int) -> None:
                     f"(were {before[0][:12]}'s), promoted to prod",
                 )
             )
+
+
+def unapproved(ledger: Ledger, repo: str, items: list[Item], settings: Settings) -> list[Item]:
+    """Of ``items`` (a promotion's), those no gate approved: a change of the settings
+    (:data:`SETTINGS_ITEM`) only by an approval since the settings in force were pinned
+    (``settings.pinned_ts``), so settings approved once and replaced since cannot come
+    back past the gate; the rest by any approval."""
+    changes = [item for item in items if item[0] != SETTINGS_ITEM]
+    own = [item for item in items if item[0] == SETTINGS_ITEM]
+    missing = ledger.unapproved(repo, changes)
+    missing += ledger.unapproved(repo, own, since=settings.pinned_ts)
+    return sorted(missing)
 
 
 def _requires_approval(gate: GateSettings) -> bool:

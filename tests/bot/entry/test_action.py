@@ -227,6 +227,39 @@ def test_config_override_goes_into_sluice_yaml_where_the_settings_are(tmp_path: 
     assert fetched["pr"] == {"diff_limit": 4, "backfill_days": 2}
 
 
+def test_config_override_reaches_settings_however_the_path_is_spelt(tmp_path: Path) -> None:
+    # Red team: `./warehouse` as project path missed sluice.yaml, and a config.yaml in a
+    # Jinja block dropped the override silently.
+    import posixpath
+
+    from sluice.bot.flow import trust
+    from sluice.bot.forge.memory import MemoryForge
+
+    class Wire(MemoryForge):  # GitHub over HTTP: `./a/b` is read as `a/b`
+        def read_file(self, ref: str, path: str) -> str | None:
+            return super().read_file(ref, posixpath.normpath(path))
+
+    inner = Wire("o/r", name="github")
+    inner.commit(
+        "a" * 40,
+        {
+            "warehouse/config.yaml": "model_defaults:\n  dialect: spark\n",
+            "warehouse/sluice.yaml": "project: demo\n",
+            "jinja/config.yaml": "{% if true %}sluice:\n  project: demo\n{% endif %}\n",
+        },
+        branch="main",
+    )
+    override = action.parse_override("pr:\n  backfill_days: 2\n")
+    for spelt in ["warehouse/config.yaml", "./warehouse/config.yaml", "warehouse/./config.yaml"]:
+        forge = action.WorkspaceForge(inner, tmp_path, None, spelt, override)
+        for path in ["warehouse/sluice.yaml", trust.settings_beside(spelt)]:
+            merged = yaml.safe_load(forge.read_file("main", path) or "")
+            assert merged == {"project": "demo", "pr": {"backfill_days": 2}}, (spelt, path)
+    forge = action.WorkspaceForge(inner, tmp_path, None, "jinja/config.yaml", override)
+    merged = yaml.safe_load(forge.read_file("main", "jinja/config.yaml") or "")
+    assert merged["sluice"] == {"project": "demo", "pr": {"backfill_days": 2}}
+
+
 def test_outputs_name_each_check_without_the_prefix() -> None:
     from sluice.bot.forge.base import Check
 

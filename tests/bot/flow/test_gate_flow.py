@@ -35,6 +35,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
 from tests.helpers.cases import realcase, record_prod
+from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
 OWNER = "octo/warehouse"
@@ -333,6 +334,7 @@ def _project_commit(
     shutil.copytree(
         REPO / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
     )
+    fold_settings(src)  # the example's sluice.yaml into config.yaml
     config = (src / "config.yaml").read_text() + config_extra
     (src / "config.yaml").write_text(config)
     bot.forge.commit_folder(sha, src, parents=parents, branch="main" if on_main else None)

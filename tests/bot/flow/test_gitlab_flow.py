@@ -27,6 +27,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from tests.helpers.cases import load_case, record_prod
+from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
 PROJECT = "data/warehouse"
@@ -181,6 +182,7 @@ def _commit(
     src = root / f"tree-{sha[:4]}"
     shutil.copytree(REPO / "examples" / "jaffle_shop", src,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    fold_settings(src)  # the example's sluice.yaml into config.yaml
     config = (src / "config.yaml").read_text() + extra
     (src / "config.yaml").write_text(config)
     bot.forge.commit_folder(sha, src, parents=parents, branch=branch)

@@ -34,6 +34,7 @@ from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers.cases import load_case
+from tests.helpers.fold_settings import fold_settings
 from tests.helpers.gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.world import GATE, World, edit, sha_of
@@ -73,6 +74,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitLabWorld]:
     main = root / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    fold_settings(main)  # the example's sluice.yaml into config.yaml
     head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
     (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
     project = load_project(main, use_cache=False)

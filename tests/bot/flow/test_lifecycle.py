@@ -31,6 +31,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers import github_lifecycle as gl
+from tests.helpers.fold_settings import fold_settings
 from tests.helpers.github_service import SECRET, Service
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.world import GATE, World, edit, sha_of
@@ -52,6 +53,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     main = root / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    fold_settings(main)  # the example's sluice.yaml into config.yaml
     text = (main / "config.yaml").read_text()
     head, _, _ = text.partition("  pr:\n")
     (main / "config.yaml").write_text(head + GATE.lstrip("\n"))

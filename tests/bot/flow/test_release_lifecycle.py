@@ -25,6 +25,7 @@ from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers import github_lifecycle as gl
+from tests.helpers.fold_settings import fold_settings
 from tests.helpers.github_service import Service
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.world import GATE, World, edit, sha_of
@@ -43,6 +44,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     main = tmp_path / "main"
     shutil.copytree(REPO / "examples" / "jaffle_shop", main,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    fold_settings(main)  # the example's sluice.yaml into config.yaml
     head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
     (main / "config.yaml").write_text(head + GATE.lstrip("\n").replace("[bob]", "[carol]"))
     project = load_project(main, use_cache=False)

@@ -20,6 +20,7 @@ from sluice.core.rollback import history
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
+from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
@@ -62,6 +63,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     first = tmp_path / "v1"
     shutil.copytree(REPO / "examples" / "jaffle_shop", first,
                     ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
+    fold_settings(first)  # the example's sluice.yaml into config.yaml
     with (first / "config.yaml").open("a") as config:
         config.write(GATE)
     record_prod(first, url, NOW)

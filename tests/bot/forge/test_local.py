@@ -30,6 +30,7 @@ from sluice.cli import cli
 from sluice.core.errors import ExecutionError
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import record_prod
+from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
 MARK = "<!-- sluice:pr-comment -->"
@@ -496,6 +497,7 @@ def shop(tmp_path: Path, extra: str = GATE) -> Path:
     root = tmp_path / "shop"
     shutil.copytree(REPO / "examples" / "jaffle_shop", root,
                     ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    fold_settings(root)  # the example's sluice.yaml into config.yaml
     text = (root / "config.yaml").read_text()
     head, _, _ = text.partition("  pr:\n")
     (root / "config.yaml").write_text(head + "  pr:\n    backfill_days: null\n" + extra)

@@ -119,13 +119,13 @@ def test_sluice_plan_shows_what_the_backfill_reads_and_warns_above_a_byte_budget
     from sluice.core.cli import cli
     from sluice.core.state import TableSize, open_state
 
-    config = (
-        "model_defaults:\n  dialect: spark\n  start: '2023-01-01'\n  cron: '@daily'\n"
-        "sluice:\n  gate:\n    backfill:\n      max_bytes: 1 GB\n      approver: dana\n"
-    )
+    config = "model_defaults:\n  dialect: spark\n  start: '2023-01-01'\n  cron: '@daily'\n"
     root = tmp_path / "p"
     (root / "models").mkdir(parents=True)
     (root / "config.yaml").write_text(config)
+    (root / "sluice.yaml").write_text(
+        "gate:\n  backfill:\n    max_bytes: 1 GB\n    approver: dana\n"
+    )
     (root / "models" / "raw.sql").write_text("MODEL (name s.raw, kind FULL);\nSELECT 1 AS id\n")
     (root / "models" / "daily.sql").write_text(
         "MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 1));\n"

@@ -87,7 +87,7 @@ CASES = [
         ConfigError,
         "config.yaml:1",
         "config.yaml must be a mapping of sections",
-        "write `section:` lines such as `model_defaults:` and `sluice:`, each with its settings indented under it",
+        "write `section:` lines such as `model_defaults:` and `variables:`, each with its settings indented under it",
     ),
     Broken(
         "config_unknown_section",

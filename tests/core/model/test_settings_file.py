@@ -85,10 +85,10 @@ def test_ignored_sqlmesh_sections_point_at_sluice_yaml(tmp_path: Path) -> None:
             "sluice.yaml:2",
             "'sluice.pr.backfill_days'",
         ),
-        (
-            {"sluice.yaml": "project: \"{{ env_var('SECRET') }}\"\n"},
-            "sluice.yaml:1",
-            "'SECRET' is not available",
+        (  # plain YAML: Jinja is text, never rendered
+            {"sluice.yaml": 'pr:\n  backfill_days: "{{ 3 }}"\n'},
+            "sluice.yaml:2",
+            "'sluice.pr.backfill_days'",
         ),
     ],
 )
