@@ -36,6 +36,8 @@ Repo = Annotated[str | None, Query(max_length=300)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 Name = Annotated[str, Path(max_length=300)]
 PER_PAGE = 50
+RUN_MODELS = 30
+"""Models of one scheduled run the history page lists (the API gives its record's)."""
 IMPACTS = (
     ("breaking", "breaking"),
     ("non-breaking", "non-breaking"),
@@ -228,7 +230,9 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
         reader = site.open(request, repo)
         listed = reader.history(offset=offset, limit=PER_PAGE)
         runs = reader.runs(offset=runs_offset, limit=PER_PAGE)
-        return render(request, "history.html.j2", reader, listed=listed, runs=runs)
+        return render(
+            request, "history.html.j2", reader, listed=listed, runs=runs, run_models=RUN_MODELS
+        )
 
     @pages.get("/audit")
     def audit(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.bot.web import pages
 from sluice.bot.web.standalone import ui_app
 from sluice.core.errors import SluiceError
 from sluice.core.spark.scripted import Script
@@ -137,3 +138,14 @@ def test_a_person_opens_a_runs_models_in_the_browser(world: WebWorld) -> None:
         assert "jaffle.order_days" in ok.locator("ul.run-models").inner_text()
         page.close()
     assert problems == []
+
+
+def test_the_page_lists_a_runs_first_models_and_counts_the_rest(
+    ui: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "RUN_MODELS", 0)  # a run of more models than the page lists
+    failed, ok = _runs(ui)["items"]
+    html = ui.get("/ui/history").text
+    for run in (ok, failed):
+        assert f"<li>and {run['models_total']} more (the API lists up to 1,000)</li>" in html
+    assert "<code>jaffle.order_days</code>: " not in html
