@@ -10,6 +10,7 @@ left unreferenced, so this record is the only place that says it was tried.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from sluice.core import jobs
 from sluice.core.errors import SluiceError
 from sluice.core.plan.plan import Plan
 from sluice.core.state import JobResult, StateStore
+
+log = logging.getLogger(__name__)
 
 RUN = "run"
 """The kind of a scheduled run's result (its name is the environment's)."""
@@ -105,8 +108,8 @@ def _save(
     )
     try:
         state.save_results([record])
-    except SluiceError:  # the run's own outcome (raised or returned) matters more
-        return
+    except SluiceError as exc:  # the run's own outcome (raised or returned) matters more
+        log.warning("the run of %s at %s was not recorded: %s", environment, now, exc)
 
 
 @dataclass(frozen=True)
