@@ -70,27 +70,39 @@ _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 def existing(spark: SparkSession, schemas: list[str], views: list[str]) -> dict[str, str | None]:
     """Which of ``views`` exist as views of Spark's session catalog: lower-cased
     ``schema.view`` -> the ``Table Properties`` text ``SHOW TABLE EXTENDED`` gave (None:
-    it showed none). One ``SHOW TABLE EXTENDED`` per schema of a ``schema.view`` name, its
-    pattern the step's views of that schema.
+    it showed none). One ``SHOW TABLE EXTENDED`` per existing schema of a ``schema.view``
+    name, its pattern the step's views of that schema.
 
     A view named with its catalog (``catalog.schema.view``: another catalog than Spark's
     own) is left out, so it is made by ``CREATE OR REPLACE VIEW`` as before; so is every
-    view of a schema that cannot be listed (it does not exist yet, or Spark refuses):
-    nothing is lost by creating a view that exists, only the instant it is missing."""
+    view of a schema that does not exist yet (one ``SHOW SCHEMAS`` first) or cannot be
+    listed: nothing is lost by creating a view that exists, only the instant it is
+    missing."""
     wanted: dict[str, list[str]] = {}
     for view in views:
         parts = view.lower().split(".")
         if len(parts) == 2:
             wanted.setdefault(parts[0], []).append(parts[1])
     found: dict[str, str | None] = {}
-    for schema in schemas:
-        names = wanted.get(schema.lower())
-        if not names:
+    listed = [s for s in schemas if wanted.get(s.lower())]
+    if not listed:
+        return found
+    # The schemas that exist, in one call: a new environment's do not, and asking one for
+    # its tables would fail (and log an error) per schema.
+    pattern = "|".join(listed) if all(_PLAIN.fullmatch(s) for s in listed) else "*"
+    try:
+        rows = spark.sql(f"SHOW SCHEMAS LIKE {_literal(pattern)}").collect()
+    except Exception:  # no listing: every view is created
+        return found
+    there = {str(row[0]).lower() for row in rows}
+    for schema in listed:
+        names = wanted[schema.lower()]
+        if schema.lower() not in there:
             continue
         pattern = "|".join(names) if all(_PLAIN.fullmatch(n) for n in names) else "*"
         try:
             rows = spark.sql(f"SHOW TABLE EXTENDED IN {schema} LIKE {_literal(pattern)}").collect()
-        except Exception:  # no such schema yet (or no listing): its views are created
+        except Exception:  # no listing: its views are created
             continue
         for row in rows:
             info = _information(str(row["information"]))
