@@ -240,7 +240,7 @@ SPEC: dict[str, Any] = {
          "audit": "not_null", "blocking": True, "sql": "SELECT 1"},
         {"type": "build", "label": "build s.v", "model": "s.v", "version": "vv",
          "view_sql": "SELECT 1", "batches": [], "restate": []},
-        {"type": "unit_test", "label": "test t_a", "name": "t_a"},
+        {"type": "unit_test", "label": "test t_a", "name": "t_a", "model": "s.a"},
         {"type": "table_diff", "label": "table diff s.a", "name": "s.a"},
         {"type": "views", "label": "views", "environment": "pr_1", "views": [], "drop": []},
     ],
