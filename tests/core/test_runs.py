@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sluice.core import runs, workflow
 from sluice.core.cli import cli
 from sluice.core.errors import PlanError
-from sluice.core.state import open_state
+from sluice.core.state import JobResult, open_state
 from sluice.core.state.sql import SqlStateStore
 from sluice.core.timeutil import DAY_MS, to_ms
 from tests.core.helpers import load
@@ -109,3 +109,33 @@ def test_sluice_run_records_a_run_it_refuses_and_not_one_with_nothing_due(
     [failed], total = runs.recorded_runs(store, "prod", offset=0, limit=10)
     assert total == 1 and not failed.ok and "is not what prod runs" in failed.payload["error"]
     assert failed.payload["at"] == to_ms("2024-01-06")
+
+
+def test_results_are_paged_newest_first_by_kind_name_and_size(state_url: str) -> None:
+    store = open_state(state_url)
+    try:
+        rows = [
+            JobResult(f"j{i}", None, kind, name, True, {"i": i, "pad": "x" * (i * 10)}, i)
+            for i, (kind, name) in enumerate(
+                [
+                    ("run", "prod"),
+                    ("run", "pr_1"),
+                    ("audit", "prod"),
+                    ("run", "prod"),
+                    ("unit_test", "t"),
+                    ("run", "prod"),
+                ]
+            )
+        ]
+        store.save_results(rows)
+        found, total = store.get_results_page("run", "prod", offset=0, limit=2)
+        assert total == 3 and [r.payload["i"] for r in found] == [5, 3]
+        found, total = store.get_results_page("run", "prod", offset=2, limit=2)
+        assert total == 3 and [r.payload["i"] for r in found] == [0]
+        found, total = store.get_results_page("run", None, offset=0, limit=10)
+        assert total == 4 and [r.name for r in found] == ["prod", "prod", "pr_1", "prod"]
+        # only payloads of at most 40 characters of JSON: i=0 and i=1 ({"i":0,"pad":""}...)
+        found, total = store.get_results_page("run", None, offset=0, limit=10, max_chars=40)
+        assert [r.payload["i"] for r in found] == [1, 0] and total == 2
+    finally:
+        store.close()
