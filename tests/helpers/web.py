@@ -186,3 +186,27 @@ def scheduled_run(world: WebWorld, at: int) -> None:
     warehouse; its error raised as the worker would see it."""
     deps = replace(world.bot.deps, clock=lambda: at)
     dispatch.handle(deps, ScheduledRunEvent("github", OWNER, None))
+
+
+class Watched:
+    """A page whose console errors, uncaught errors and dialogs (an ``alert`` a hostile
+    text would open) are kept."""
+
+    def __init__(self, browser: Any) -> None:
+        self.page = browser.new_page()
+        self.problems: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: (
+                self.problems.append(f"console {m.type}: {m.text}")
+                if m.type in ("error", "warning")
+                else None
+            ),
+        )
+        self.page.on("pageerror", lambda e: self.problems.append(f"error: {e}"))
+        self.page.on(
+            "dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), d.dismiss())
+        )
+
+    def close(self) -> None:
+        self.page.close()

@@ -14,7 +14,7 @@ import pytest
 
 from sluice.bot.web import logs
 from sluice.bot.web.standalone import ui_app
-from tests.helpers.web import TITLE, WebWorld, chromium, served, web_world
+from tests.helpers.web import TITLE, Watched, WebWorld, chromium, served, web_world
 
 pytestmark = pytest.mark.slow
 
@@ -52,30 +52,6 @@ def origin(world: WebWorld) -> Iterator[str]:
 def browser() -> Iterator[Any]:
     with chromium() as launched:
         yield launched
-
-
-class Watched:
-    """A page whose console errors, uncaught errors and dialogs (an ``alert`` a hostile
-    text would open) are kept."""
-
-    def __init__(self, browser: Any) -> None:
-        self.page = browser.new_page()
-        self.problems: list[str] = []
-        self.page.on(
-            "console",
-            lambda m: (
-                self.problems.append(f"console {m.type}: {m.text}")
-                if m.type in ("error", "warning")
-                else None
-            ),
-        )
-        self.page.on("pageerror", lambda e: self.problems.append(f"error: {e}"))
-        self.page.on(
-            "dialog", lambda d: (self.problems.append(f"dialog: {d.message}"), d.dismiss())
-        )
-
-    def close(self) -> None:
-        self.page.close()
 
 
 def test_every_page_opens_without_a_console_error_or_a_script_of_the_users(

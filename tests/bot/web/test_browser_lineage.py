@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from sluice.bot.web.standalone import ui_app
-from tests.bot.web.test_browser import Watched
 from tests.helpers.lineage_world import HOSTILE, LineageWorld, lineage_world
-from tests.helpers.web import chromium, served
+from tests.helpers.web import Watched, chromium, served
 
 pytestmark = pytest.mark.slow
 
