@@ -147,6 +147,7 @@ def gitlab_project(root: Path) -> GitLabProject:
     edit(src / "models" / "orders.sql", "  ON o.order_id = p.order_id",
          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
     _commit(gitlab, HEAD, src)
+    gitlab.branch_commits[HEAD] = {MAIN}  # the MR's head is on main's tip
     gitlab.add_mr(2, sha=HEAD, source_branch="feature-2", author="alice", title=TITLE)
     gitlab.members.update({"alice": 30, "bob": 30, "carol": 20})
     warehouse.script = Script(rows={"jaffle.orders": 95})

@@ -4,7 +4,8 @@ signed in with GitLab's OAuth at the same wire, the queue's jobs run by the serv
 worker on the scripted warehouse. The form's approval is the GitLab counterpart of the
 check's button: the author's own does not count (the sticky note says so, the
 sluice/approval status stays failed), the gate's approver's passes the status on GitLab;
-a Reporter's deploy from the page is refused as their ``/sluice deploy`` note is. Each in
+a Reporter's deploy from the page is refused as their ``/sluice deploy`` note is, a
+Developer's promotes prod once the gate passed (and GitLab gets its deployment record). Each in
 the audit log with the person as its actor. Someone who cannot read the project sees
 no page and sends no form."""
 
@@ -162,3 +163,36 @@ def test_someone_who_cannot_read_the_project_sees_nothing_and_acts_on_nothing(
     assert answer.status_code in (403, 404), answer.text
     assert service.counts().get("queued", 0) == 0
     assert not any(r[1] == "eve" for r in _audit(built.url))
+
+
+def test_a_developer_deploys_from_the_page_once_the_gate_passed(
+    built: GitLabProject, service: GitLabService
+) -> None:
+    store = open_state(built.url)
+    try:
+        before = store.get_environment(PROD)
+    finally:
+        store.close()
+    assert before is not None
+    sign_in(service.client, BOB, forge="gitlab")
+    _send(service, "approve")
+    assert _approval(service)["state"] == "success"
+    sign_in(service.client, ALICE, forge="gitlab")
+    assert "/sluice deploy" in _send(service, "deploy")
+    said = service.gitlab.notes_on(2)[-1]["body"]
+    assert said.startswith("@alice deployed to prod: "), said
+    store = open_state(built.url)
+    try:
+        after = store.get_environment(PROD)
+    finally:
+        store.close()
+    assert after is not None and after.plan_id != before.plan_id
+    [deployment] = service.gitlab.deployments  # GitLab's record of it, by the service
+    assert (deployment["environment"], deployment["sha"], deployment["status"]) == (
+        "prod",
+        HEAD,
+        "success",
+    )
+    rows = [r[:3] for r in _audit(built.url)]
+    assert ("deploy command", "alice", "asked") in rows
+    assert ("promotion", "alice", "promoted") in rows
