@@ -5,9 +5,9 @@ worker on the scripted warehouse. The form's approval is the GitLab counterpart 
 check's button: the author's own does not count (the sticky note says so, the
 sluice/approval status stays failed), the gate's approver's passes the status on GitLab;
 a Reporter's deploy from the page is refused as their ``/sluice deploy`` note is, a
-Developer's promotes prod once the gate passed (and GitLab gets its deployment record). Each in
-the audit log with the person as its actor. Someone who cannot read the project sees
-no page and sends no form."""
+Developer's promotes prod once the gate passed (GitLab gets its deployment record).
+Each in the audit log with the person as its actor. Someone who cannot read the project
+sees no page and sends no form."""
 
 from __future__ import annotations
 
