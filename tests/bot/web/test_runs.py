@@ -7,16 +7,22 @@ not listed; the history marks a run's plan as a run, not a promotion."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from sluice.bot.web import pages
 from sluice.bot.web.standalone import ui_app
+from sluice.core import rollback, runs, workflow
 from sluice.core.errors import SluiceError
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Script
+from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS
 from tests.helpers.web import (
+    HEAD,
     KEY,
     ORDER_DAYS,
     WebWorld,
@@ -25,7 +31,7 @@ from tests.helpers.web import (
     served,
     web_world,
 )
-from tests.security.github_bot import NOW
+from tests.security.github_bot import NOW, C, merged, review
 
 LATER = NOW + 3 * DAY_MS + 3_600_000  # three days and an hour after prod was built
 FAILURE = "AnalysisException: <b>boom</b> & <script>alert(3)</script>"
@@ -149,3 +155,37 @@ def test_the_page_lists_a_runs_first_models_and_counts_the_rest(
     for run in (ok, failed):
         assert f"<li>and {run['models_total']} more (the API lists up to 1,000)</li>" in html
     assert "<code>jaffle.order_days</code>: " not in html
+
+
+def test_a_run_after_a_rollback_is_a_run_not_another_rollback(tmp_path: Path) -> None:
+    """PR 7 promoted, then `sluice rollback prod`, then `sluice run prod` from the
+    checkout prod runs again: the run points prod at the same tables as the rollback and
+    as the first build, and the history calls it a run."""
+    world = web_world(tmp_path, models={"order_days.sql": ORDER_DAYS})
+    try:
+        bot, github = world.bot, world.github
+        github.add_review(7, "bob", "APPROVED", HEAD)
+        bot.deliver("pull_request_review", review(7, "bob", HEAD, 1))
+        merge = "e" * 40
+        github.commit(merge, dict(github.files[HEAD]), parents=(C, HEAD), branch="main")
+        github.close_pull(7, merged=True)
+        bot.deliver("pull_request", merged(7, HEAD, merge))
+        project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
+        store = open_state(bot.url)
+        try:
+            back = rollback.plan_rollback(store, PROD, now=NOW + 1)
+            workflow.apply_plan(project, store, back.plan, world.warehouse.runner(), now=NOW + 1)
+            with runs.recorded(store, PROD, now=LATER) as run:  # as `sluice run prod` does
+                run.plan = workflow.plan_run(project, store, PROD, now=LATER)
+                assert run.plan.backfill
+                workflow.apply_plan(project, store, run.plan, world.warehouse.runner(), now=LATER)
+        finally:
+            store.close()
+        with TestClient(ui_app(world.ui_site())) as client:
+            history = client.get("/api/v1/history").json()["items"]
+            [recorded] = client.get("/api/v1/history/runs").json()["items"]
+    finally:
+        world.close()
+    assert [h["kind"] for h in history] == ["run", "rollback", "promotion", "promotion"]
+    assert history[0]["plan_id"] == recorded["plan_id"] and recorded["outcome"] == "ok"
+    assert history[2]["source"] == "pull request #7" and history[0]["source"] is None
