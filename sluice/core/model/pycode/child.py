@@ -204,16 +204,58 @@ class _Skip(BaseException):
 def _calls_in(text: str, names: frozenset[str]) -> list[tuple[str, list[str]]]:
     """The calls ``@name(arg, ...)`` of ``names`` in ``text`` whose arguments hold no
     macro, each with its arguments' text (strings, quoted names and comments inside them
-    kept whole). A call written in a comment or a string is found too: its answer is
-    never asked for, so it costs only the call."""
+    kept whole). A call written in a comment or a string is not a call: it is never run,
+    not even ahead (issue 41: a macro named only in a comment ran).
+
+    >>> _calls_in("SELECT @m(1) -- @m(2)\\n, '@m(3)' /* @m(4) */", frozenset({"m"}))
+    [('m', ['1'])]
+    """
     found: list[tuple[str, list[str]]] = []
-    for match in _CALL_START.finditer(text):
-        if match.group(1).lower() not in names:
+    i = 0
+    while (at := _next_code(text, i)) is not None:
+        match = _CALL_START.match(text, at)
+        if match is None:
+            i = at + 1
             continue
-        args = _arguments(text, match.end())
-        if args is not None and not any("@" in a for a in args):
-            found.append((match.group(1), args))
+        if match.group(1).lower() in names:
+            args = _arguments(text, match.end())
+            if args is not None and not any("@" in a for a in args):
+                found.append((match.group(1), args))
+        i = match.end()
     return found
+
+
+_SPECIAL = re.compile(r"['\"`@]|--|/\*")
+
+
+def _next_code(text: str, at: int) -> int | None:
+    """The position of the next ``@`` at or after ``at`` that is SQL, past strings,
+    quoted names and comments (None: there is none)."""
+    while (match := _SPECIAL.search(text, at)) is not None:
+        if match.group() == "@":
+            return match.start()
+        end = _skipped(text, match.start())
+        if end is None:
+            return None  # an unclosed string: nothing after it is SQL
+        at = end
+    return None
+
+
+def _skipped(text: str, i: int) -> int | None:
+    """Where the string, quoted name or comment starting at ``text[i]`` ends (its
+    position after it; None: a string or quoted name that is not closed; a comment runs to
+    the end of the text when not closed)."""
+    c = text[i]
+    if c in "'\"`":
+        end = text.find(c, i + 1)
+        while end != -1 and c != "`" and text[end - 1] == "\\":
+            end = text.find(c, end + 1)
+        return None if end == -1 else end + 1
+    if text.startswith("--", i):
+        end = text.find("\n", i)
+        return len(text) if end == -1 else end
+    end = text.find("*/", i + 2)  # /* ... */
+    return len(text) if end == -1 else end + 2
 
 
 def _arguments(text: str, at: int) -> list[str] | None:
@@ -224,21 +266,11 @@ def _arguments(text: str, at: int) -> list[str] | None:
     begin = i = at
     while i < len(text):
         c = text[i]
-        if c in "'\"`":
-            end = text.find(c, i + 1)
-            while end != -1 and c != "`" and text[end - 1] == "\\":
-                end = text.find(c, end + 1)
-            if end == -1:
+        if c in "'\"`" or text.startswith("--", i) or text.startswith("/*", i):
+            end = _skipped(text, i)
+            if end is None:
                 return None
-            i = end + 1
-            continue
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = len(text) if end == -1 else end
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = len(text) if end == -1 else end + 2
+            i = end
             continue
         if c in _CLOSERS:
             depth.append(_CLOSERS[c])
