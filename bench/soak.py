@@ -1,0 +1,374 @@
+"""Soak (issue 45, point 3): continuous pull-request traffic against one service, and what
+the service holds over time.
+
+Usage: python bench/soak.py [--minutes 10] [--every 30] [--open 4] [--tick 1.0]
+                            [--janitor 60] [--csv PATH]
+
+The real service in its own process (``create_app`` on uvicorn, 127.0.0.1 only: intake,
+queue, workers, flow, the janitor every ``--janitor`` seconds), GitHub in memory (the
+example project on ``main``), Spark played by the scripted runner
+(``core/spark/scripted.py``: the real plans, job specs, write checks and state records;
+Spark's work is a 0.2 s wait), state on SQLite in the workdir. The service process also
+takes ``POST /bench/forge`` (this bench's only addition to it, on loopback), through which
+the bench makes each pull request's commits in the in-memory forge before it sends the
+webhook GitHub would send.
+
+Traffic, every ``--tick`` seconds, one step of each of up to ``--open`` pull requests in
+flight: opened (a new head changing ``orders.sql`` on the current ``main``), a push (a
+second head), approved (a review by a writer), then merged (``main`` moves to it: a
+promotion) or, every third one, closed unmerged. Bounded: the run stops after
+``--minutes``; a pull request is new each time (numbers grow).
+
+Every ``--every`` seconds it samples the service process: RSS, threads, open files, the
+files in its temp folder (``TMPDIR``, its own), the workdir's size (state database
+apart), its log (stderr, to a file) and the job logs' size, and the state's rows (every
+table of the SQLite file, read-only). It prints a line per sample and writes them as CSV
+(``--csv``; matplotlib is not a dependency: plot the CSV as you like).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from fastapi import Request  # noqa: E402
+
+OWNER = "octo/warehouse"
+SECRET = "soak-bench-secret"
+MAIN = "c" * 40
+
+
+def sha(number: int, step: int) -> str:
+    return f"{step:02x}{number:038x}"
+
+
+# --- the service process -------------------------------------------------------------------
+
+
+def serve(config: dict[str, Any]) -> None:
+    """The service: the real app on uvicorn, in-memory GitHub, the scripted runner."""
+    import uvicorn
+
+    from sluice.bot.entry.app import create_app
+    from sluice.bot.entry.settings import ServiceSettings
+    from sluice.bot.forge.memory import MemoryForge
+    from sluice.core.spark import cancel
+    from sluice.core.spark.scripted import Warehouse
+
+    workdir = Path(config["workdir"])
+    github = MemoryForge(OWNER, name="github")
+    github.roles.update({"alice": "write", "bob": "write"})
+    src = workdir / "tree-main"
+    shutil.copytree(
+        ROOT / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
+    )
+    github.commit_folder(MAIN, src, branch="main")
+    warehouse = Warehouse()
+    lock = threading.Lock()
+
+    class Slow:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def run(self, spec: Any) -> Any:
+            released = threading.Event()
+            forget = cancel.on_cancel(released.set)
+            try:
+                if released.wait(config["job_seconds"]):
+                    raise cancel.stopped()
+            finally:
+                forget()
+            return self.inner.run(spec)
+
+    def runner_for(project: Any, tree: Path, on_event: Any) -> Any:
+        return Slow(warehouse.runner(project, tree, on_event))
+
+    settings = ServiceSettings(
+        webhook_secret=SECRET, github_token="ghp_soakBenchToken", workdir=workdir / "work",
+        github_request_interval=0, github_write_interval=0,
+        janitor_interval_seconds=config["janitor"], repositories=(OWNER,),
+        spark_mode="submit", workers=2, project_python="on",
+    )  # fmt: skip
+    app = create_app(settings, forge_for=lambda _event: github, runner_for=runner_for)
+
+    @app.post("/bench/forge")
+    async def forge(request: Request) -> dict[str, str]:
+        """The bench's hand on the in-memory forge: a PR's commit, review, merge, close."""
+        ask = await request.json()
+        number, step, what = int(ask["number"]), int(ask["step"]), ask["what"]
+        with lock:
+            head = sha(number, step)
+            if what in ("open", "push"):
+                files: dict[str, str | bytes] = dict(github.files[github.refs["main"]])
+                path = "models/orders.sql"
+                text = files[path].decode() if isinstance(files[path], bytes) else files[path]
+                files[path] = str(text).replace("SELECT", f"SELECT /* pr {number} {step} */", 1)
+                github.commit(head, files, parents=(github.refs["main"],))
+                if what == "open":
+                    github.open_pull(number, head_sha=head, base="main", author="alice")
+                else:
+                    github.push(number, head)
+            elif what == "approve":
+                github.add_review(number, "bob", "APPROVED", head)
+            elif what == "merge":
+                merged = sha(number, 0xFF)
+                github.commit(merged, dict(github.files[head]), parents=(github.refs["main"], head),
+                              branch="main")  # fmt: skip
+                github.close_pull(number, merged=True)
+                return {"merge": merged}
+            elif what == "close":
+                github.close_pull(number)
+        return {}
+
+    uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=config["port"], log_level="warning")
+    ).run()
+
+
+# --- the traffic -----------------------------------------------------------------------------
+
+
+def _payload(case: str, **changes: Any) -> dict[str, Any]:
+    from tests.helpers.cases import realcase
+
+    return realcase(case, OWNER, **changes)
+
+
+def _pull(number: int, head: str, action: str, **more: Any) -> dict[str, Any]:
+    event = _payload("github/pull_request/opened.payload.json", action=action, number=number,
+                     **{"pull_request.number": number, "pull_request.head.sha": head,
+                        "pull_request.user.login": "alice", "pull_request.base.ref": "main",
+                        "pull_request.draft": False, "pull_request.head.repo.full_name": OWNER,
+                        "pull_request.head.ref": f"feature-{number}"})  # fmt: skip
+    event["pull_request"].update(more)
+    return event
+
+
+def _review(number: int, head: str) -> dict[str, Any]:
+    return _payload("github/pull_request_review/submitted.payload.json", **{
+        "pull_request.number": number, "pull_request.head.sha": head,
+        "review.user.login": "bob", "review.state": "approved", "review.commit_id": head,
+        "review.id": number * 1000 + 7,
+    })  # fmt: skip
+
+
+class Traffic:
+    """Pull requests, each a step per tick: open, push, approve, merge or close."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        self.next = 1
+        self.steps: dict[int, int] = {}  # PR -> the next step
+        self.sent = 0
+        self.refused = 0
+
+    def forge(self, number: int, step: int, what: str) -> dict[str, Any]:
+        got = self.client.post("/bench/forge", json={"number": number, "step": step, "what": what})
+        got.raise_for_status()
+        answer: dict[str, Any] = got.json()
+        return answer
+
+    def deliver(self, event: str, body: dict[str, Any]) -> None:
+        from tests.helpers.github_service import sign
+
+        raw = json.dumps(body).encode()
+        self.sent += 1
+        answer = self.client.post("/webhooks/github", content=raw, headers={
+            "X-GitHub-Event": event, "X-GitHub-Delivery": f"soak-{self.sent}",
+            "X-Hub-Signature-256": sign(raw, SECRET), "Content-Type": "application/json",
+        })  # fmt: skip
+        if answer.status_code != 202:
+            self.refused += 1
+
+    def tick(self, open_at_once: int) -> None:
+        while len(self.steps) < open_at_once:
+            self.steps[self.next] = 0
+            self.next += 1
+        for number, step in list(self.steps.items()):
+            if step == 0:
+                self.forge(number, 0, "open")
+                self.deliver("pull_request", _pull(number, sha(number, 0), "opened"))
+            elif step == 1:
+                self.forge(number, 1, "push")
+                self.deliver("pull_request", _pull(number, sha(number, 1), "synchronize"))
+            elif step == 2:
+                self.forge(number, 1, "approve")
+                self.deliver("pull_request_review", _review(number, sha(number, 1)))
+            elif number % 3:
+                merged = self.forge(number, 1, "merge")["merge"]
+                self.deliver("pull_request", _pull(number, sha(number, 1), "closed",
+                             merged=True, merge_commit_sha=merged, state="closed"))  # fmt: skip
+            else:
+                self.forge(number, 1, "close")
+                self.deliver("pull_request", _pull(number, sha(number, 1), "closed",
+                                                   state="closed"))  # fmt: skip
+            if step >= 3:
+                del self.steps[number]
+            else:
+                self.steps[number] = step + 1
+
+
+# --- the samples -----------------------------------------------------------------------------
+
+
+def _status(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def _size(folder: Path, skip: set[Path] = frozenset()) -> tuple[int, int]:  # type: ignore[assignment]
+    """Bytes and files under ``folder`` (``skip`` left out)."""
+    total = files = 0
+    for base, _dirs, names in os.walk(folder):
+        for name in names:
+            path = Path(base) / name
+            if path in skip:
+                continue
+            try:
+                total += path.lstat().st_size
+                files += 1
+            except OSError:
+                continue
+    return total, files
+
+
+def _rows(db: Path) -> tuple[int, dict[str, int]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        counts = {n: conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+    finally:
+        conn.close()
+    return sum(counts.values()), counts
+
+
+def sample(pid: int, work: Path, tmpdir: Path, log: Path, began: float) -> dict[str, Any]:
+    status = _status(pid)
+    db = work / "state.db"
+    workdir_bytes, _ = _size(work, {db, Path(f"{db}-wal"), Path(f"{db}-shm")})
+    job_logs, job_log_files = _size(work / "logs")
+    _, temp_files = _size(tmpdir)
+    rows, counts = _rows(db)
+    return {
+        "seconds": round(time.monotonic() - began),
+        "rss_mib": round(status["VmRSS"] / 1024, 1),
+        "threads": status["Threads"],
+        "open_files": len(os.listdir(f"/proc/{pid}/fd")),
+        "temp_files": temp_files,
+        "workdir_mib": round(workdir_bytes / 2**20, 2),
+        "state_db_mib": round(sum(p.stat().st_size for p in work.glob("state.db*")) / 2**20, 2),
+        "service_log_kib": round(log.stat().st_size / 1024, 1),
+        "job_logs_kib": round(job_logs / 1024, 1),
+        "job_log_files": job_log_files,
+        "state_rows": rows,
+        "biggest_tables": " ".join(
+            f"{n}={c}" for n, c in sorted(counts.items(), key=lambda x: -x[1])[:3]
+        ),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--every", type=float, default=30)
+    parser.add_argument("--open", type=int, default=4)
+    parser.add_argument("--tick", type=float, default=1.0)
+    parser.add_argument("--janitor", type=float, default=60)
+    parser.add_argument("--job-seconds", type=float, default=0.2)
+    parser.add_argument("--csv", type=Path, default=None)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(json.loads(args.serve))
+        return 0
+
+    from tests.pgcluster import free_port
+
+    tmp = Path(tempfile.mkdtemp(prefix="sluice-soak-"))
+    child_tmp = tmp / "tmp"
+    child_tmp.mkdir()
+    port = free_port()
+    config = {"port": port, "workdir": str(tmp), "janitor": args.janitor,
+              "job_seconds": args.job_seconds}  # fmt: skip
+    log = tmp / "service.log"
+    with open(log, "wb") as out:
+        child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve", json.dumps(config)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(child_tmp)},
+        )  # fmt: skip
+    samples: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if child.poll() is not None:
+                raise SystemExit(f"the service exited ({child.returncode}); see {log}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the service did not answer")
+            time.sleep(0.2)
+        traffic = Traffic(port)
+        began = time.monotonic()
+        end = began + args.minutes * 60
+        next_sample = began
+        print(f"soak: {args.minutes:g} min, {args.open} PRs in flight, a step each every "
+              f"{args.tick:g} s, janitor every {args.janitor:g} s; workdir {tmp}")  # fmt: skip
+        while time.monotonic() < end:
+            if time.monotonic() >= next_sample:
+                got = sample(child.pid, tmp / "work", child_tmp, log, began)
+                got["prs"] = traffic.next - 1
+                got["deliveries"] = traffic.sent
+                samples.append(got)
+                print("  " + "  ".join(f"{k}={v}" for k, v in got.items()), flush=True)
+                next_sample += args.every
+            traffic.tick(args.open)
+            time.sleep(args.tick)
+        time.sleep(min(args.every, 10))  # the last jobs end
+        got = sample(child.pid, tmp / "work", child_tmp, log, began)
+        got["prs"], got["deliveries"] = traffic.next - 1, traffic.sent
+        samples.append(got)
+        print("  " + "  ".join(f"{k}={v}" for k, v in got.items()), flush=True)
+        print(f"deliveries refused: {traffic.refused}")
+    finally:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    if args.csv is not None and samples:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(samples[0]))
+            writer.writeheader()
+            writer.writerows(samples)
+        print(f"samples: {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
