@@ -610,6 +610,10 @@ def create_app(
                 workdir_keep_days=settings.workdir_keep_days,
                 log_max_bytes=settings.log_max_bytes,
                 log_backups=settings.log_backups,
+                chat=settings.chat(),
+                notify_run_late_hours=settings.notify_run_late_hours,
+                notify_approval_wait_hours=settings.notify_approval_wait_hours,
+                metrics=metrics,
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

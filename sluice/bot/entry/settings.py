@@ -14,6 +14,9 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits
+from sluice.bot.forge.chat import KINDS as CHAT_KINDS
+from sluice.bot.forge.chat import Channels, Route, Sender, Target
+from sluice.bot.present.notify_text import EVENTS as NOTIFY_EVENTS
 from sluice.bot.queue.fairness import Caps
 from sluice.core import logs
 from sluice.core.config import SparkSettings
@@ -192,6 +195,40 @@ class ServiceSettings(StateSettings):
     ``SLUICE_UI_SESSION_KEY``, at least 32 characters). Unset: a random key made when the
     service starts (a restart signs everyone out, as it does anyway: sessions live in the
     service's memory)."""
+
+    notify: SecretStr | None = None
+    """Chat notifications (``SLUICE_NOTIFY``): JSON mapping repository patterns (as
+    ``SLUICE_REPOSITORIES``'s: ``acme/*``, ``gitlab:data/*``) to a list of incoming
+    webhooks, each ``{"kind": "slack"|"teams", "url": "https://...", "events": [...]}``;
+    ``events`` (default: all) among ``run_failed``, ``run_late``, ``promotion``,
+    ``rollback``, ``budget_hold``, ``approval_waiting``. A secret (each URL lets its
+    holder post to the channel): never printed, logged or put in a message."""
+    notify_run_late_hours: float = Field(default=26.0, ge=0)
+    """Hours without a successful scheduled run of prod after which ``run_late`` is told
+    (``SLUICE_NOTIFY_RUN_LATE_HOURS``, once per late spell; 0: never). A run with nothing
+    due is not recorded, so allow for the longest cron: 26 suits daily models."""
+    notify_approval_wait_hours: float = Field(default=24.0, ge=0)
+    """Hours a PR's plan may wait for approval before ``approval_waiting`` is told
+    (``SLUICE_NOTIFY_APPROVAL_WAIT_HOURS``, once per head; 0: never)."""
+
+    @model_validator(mode="after")
+    def _notify_valid(self) -> ServiceSettings:
+        self.notify_routes()  # raises ConfigError naming the entry (never its URL)
+        return self
+
+    def notify_routes(self) -> tuple[Route, ...]:
+        """``SLUICE_NOTIFY`` as routes of chat targets (empty when unset).
+
+        Raises:
+            ConfigError: it is not such a mapping; the message names the entry, never a URL.
+        """
+        text = self.notify.get_secret_value().strip() if self.notify is not None else ""
+        return _notify_routes(text) if text else ()
+
+    def chat(self) -> Channels | None:
+        """The chat targets and a sender of their own (one per worker), or None."""
+        routes = self.notify_routes()
+        return Channels(routes, Sender()) if routes else None
 
     @field_validator("repositories", mode="before")
     @classmethod
@@ -462,10 +499,20 @@ class ServiceSettings(StateSettings):
             f"  state:        {redacted_url(self.state_url())}",
             f"  workdir:      {self.workdir.resolve()}",
             f"  web UI:       {self._ui_summary()}",
+            f"  notify:       {self._notify_summary()}",
         ]
         if sandbox:
             lines.append(f"  sandbox:      {sandbox.removeprefix('sandbox: ')}")
         return "\n".join(lines)
+
+    def _notify_summary(self) -> str:
+        """Which chat targets the repositories have, by kind and pattern (no URL)."""
+        routes = self.notify_routes()
+        if not routes:
+            return "off (SLUICE_NOTIFY is not set)"
+        return "; ".join(
+            f"{route.pattern}: {', '.join(t.kind for t in route.targets)}" for route in routes
+        )
 
     def _ui_summary(self) -> str:
         """Who sees the web UI: sign-in (which forges, where), everyone, or no one."""
@@ -493,6 +540,7 @@ class ServiceSettings(StateSettings):
             self.ui_session_key,
         ]
         out = [v.get_secret_value() for v in values if v is not None and v.get_secret_value()]
+        out.extend(t.url for route in self.notify_routes() for t in route.targets)
         url = self.database_url.get_secret_value() if self.database_url else ""
         if "@" in url and ":" in url.split("@", 1)[0].split("//", 1)[-1]:
             out.append(url.split("@", 1)[0].split("//", 1)[-1].split(":", 1)[1])
@@ -540,6 +588,82 @@ def redacted_spark_remote(remote: str) -> str:
         secret = eq and any(word in name.lower() for word in _SECRET_KEYS)
         kept.append(f"{name}=***" if secret else param)
     return head + ";" + ";".join(kept)
+
+
+_NOTIFY_HINT = (
+    'e.g. SLUICE_NOTIFY=\'{"acme/*": [{"kind": "slack", "url": "https://hooks.slack.com/'
+    'services/...", "events": ["run_failed", "promotion"]}]}\''
+)
+
+
+def _notify_routes(text: str) -> tuple[Route, ...]:
+    """``SLUICE_NOTIFY``'s JSON as routes; errors name the pattern and the target's place,
+    never a URL (the value is a secret)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"SLUICE_NOTIFY is not JSON (line {getattr(exc, 'lineno', '?')}, column "
+            f"{getattr(exc, 'colno', '?')})",
+            hint=_NOTIFY_HINT,
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "SLUICE_NOTIFY should map repository patterns to lists of targets", hint=_NOTIFY_HINT
+        )
+    routes = []
+    for pattern, targets in data.items():
+        where = f"SLUICE_NOTIFY[{pattern[:80]!r}]"
+        try:
+            _repository_entry(pattern)  # a pattern as SLUICE_REPOSITORIES takes
+        except ConfigError:
+            raise ConfigError(
+                f"{where} does not name repositories",
+                hint="owner/name or group/name, optionally prefixed github: or gitlab:, "
+                "globs allowed (acme/*)",
+            ) from None
+        if not isinstance(targets, list) or not targets:
+            raise ConfigError(f"{where} should be a list of targets", hint=_NOTIFY_HINT)
+        made = []
+        for place, target in enumerate(targets, 1):
+            made.append(_notify_target(f"{where} target {place}", target, pattern, place))
+        routes.append(Route(pattern, tuple(made)))
+    return tuple(routes)
+
+
+def _notify_target(where: str, target: Any, pattern: str, place: int) -> Target:
+    if not isinstance(target, dict):
+        raise ConfigError(f"{where} should be an object", hint=_NOTIFY_HINT)
+    unknown = sorted(set(target) - {"kind", "url", "events"})
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(repr(k[:40]) for k in unknown)}",
+            hint="a target has kind, url and events",
+        )
+    kind = target.get("kind")
+    if kind not in CHAT_KINDS:
+        raise ConfigError(
+            f"{where}: kind should be one of {', '.join(CHAT_KINDS)}", hint=_NOTIFY_HINT
+        )
+    url = target.get("url")
+    if not isinstance(url, str) or not url.startswith("https://") or any(c.isspace() for c in url):
+        raise ConfigError(
+            f"{where}: url should be the webhook's https:// address (not shown here: it is "
+            "a secret)",
+            hint="copy the incoming webhook's URL from Slack's app settings or Teams' Workflows",
+        )
+    events = target.get("events", list(NOTIFY_EVENTS))
+    if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
+        raise ConfigError(f"{where}: events should be a list of names", hint=_NOTIFY_HINT)
+    wrong = [e for e in events if e not in NOTIFY_EVENTS]
+    if wrong:
+        raise ConfigError(
+            f"{where}: unknown event(s) {', '.join(repr(e[:40]) for e in wrong)}",
+            hint=f"events are {', '.join(NOTIFY_EVENTS)}",
+        )
+    return Target(kind, url, frozenset(events), name=f"{kind} #{place} of {pattern[:80]}")
 
 
 def _repository_entry(entry: str) -> str:

@@ -25,9 +25,16 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
 - ``deploy command`` (a writer asked for ``/sluice deploy``): ``run_command._deploy``; the
   gate's row and, when it passes, the promotion's follow it; a command from the web UI
   says so in its rows' detail;
+- ``budget hold`` (a PR's build waits for the backfill budget's approver, once per
+  head): ``pr_build._build``;
+- ``notification`` (an event told to chat targets, its key the reference, its event the
+  outcome: the row that makes it told once): :func:`sluice.bot.flow.notify.flush`;
 - ``settings change`` (the settings in force moved by a promotion, in its transaction):
   :func:`sluice.bot.flow.trust.pin`; settings on the prod branch no gate approved, kept
   out of force (told once per commit): :func:`sluice.bot.flow.trust.settings_for`.
+
+A row may also be told in chat: ``record(..., notify=event)`` adds the notice to the job,
+sent when the job ends (:mod:`sluice.bot.flow.notify`).
 
 Text is bounded and made safe before it is stored: the service's secrets (in any printed
 encoding) and host paths are replaced by the job's scrubber (:mod:`sluice.bot.present.redact`),
@@ -64,6 +71,7 @@ from sqlalchemy import (
     select,
 )
 
+from sluice.bot.present.notify_text import Notice
 from sluice.core.db.migrate import Migration, Track, create_tables
 from sluice.core.db.transactions import Transactions
 from sluice.core.errors import StateError
@@ -80,7 +88,9 @@ ROLLBACK = "rollback"
 OVERRIDE = "override"
 SETTINGS = "settings change"
 DEPLOY = "deploy command"
-KINDS = (APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY)
+HOLD = "budget hold"
+NOTICE = "notification"
+KINDS = (APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY, HOLD, NOTICE)
 """Every kind of row."""
 
 SERVICE = "sluice"
@@ -272,6 +282,18 @@ class AuditLog(Transactions):
                 for r in conn.execute(query)
             ]
 
+    def appended(self, repo: str, kind: str, ref: str, outcome: str) -> bool:
+        """Whether ``repo`` has a row of ``kind`` with this reference and outcome (the test
+        :meth:`append`'s ``once`` makes), the reference bounded as rows hold it."""
+        row = {
+            "repo": bounded(repo, NAME_LIMIT * 3),
+            "kind": bounded(kind, NAME_LIMIT),
+            "ref": bounded(ref, NAME_LIMIT) if ref else None,
+            "outcome": bounded(outcome, NAME_LIMIT),
+        }
+        with self._reading("read the audit log") as conn:
+            return _found(conn, row)
+
     def audit_count(self, repo: str | None = None) -> int:
         """How many rows ``repo`` (None: every repository) has."""
         query = select(func.count()).select_from(entries_table)
@@ -299,9 +321,14 @@ def record(
     ref: str | None = None,
     plan_id: str | None = None,
     detail: str = "",
+    once: bool = False,
+    notify: str | None = None,
 ) -> bool:
     """Append a decision of ``job``'s repository, now, its text scrubbed by the job's
-    redactor (secrets, host paths) before :meth:`AuditLog.append` bounds it."""
+    redactor (secrets, host paths) before :meth:`AuditLog.append` bounds it (``once``:
+    see there). ``notify``: the event (:data:`~sluice.bot.present.notify_text.EVENTS`) the
+    row is also told in chat as, when the job ends (:mod:`sluice.bot.flow.notify`), if
+    the row was written; keyed by the row (with ``once``, by its reference and outcome)."""
     entry = Entry(
         at=job.now,
         repo=job.repo,
@@ -312,4 +339,19 @@ def record(
         plan_id=plan_id,
         detail=job.scrub(detail),
     )
-    return job.ledger.append(entry)
+    written = job.ledger.append(entry, once=once)
+    if written and notify is not None:
+        key = f"{entry.ref or '-'} {entry.outcome} {plan_id or '-'}"
+        job.tell(
+            Notice(
+                notify,
+                key=key if once else f"{key} {job.now}",
+                repo=job.forge.repo,
+                what=entry.outcome,
+                ref=entry.ref or "",
+                actor=entry.actor,
+                plan_id=plan_id or "",
+                detail=entry.detail,
+            )
+        )
+    return written

@@ -17,6 +17,8 @@ from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.sticky import StickyComment
 from sluice.bot.forge.base import Forge
+from sluice.bot.forge.chat import Channels
+from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.core import logs
 from sluice.core.config import SparkSettings
@@ -63,6 +65,16 @@ class Deps:
     """A log file's size past which the janitor rotates it (``SLUICE_LOG_MAX_BYTES``)."""
     log_backups: int = logs.BACKUPS
     """Rotated copies of a log file kept (``SLUICE_LOG_BACKUPS``)."""
+    chat: Channels | None = None
+    """Where events are told in chat (``SLUICE_NOTIFY``); None: nowhere."""
+    notify_run_late_hours: float = 0.0
+    """Hours without a successful scheduled run that make it late
+    (``SLUICE_NOTIFY_RUN_LATE_HOURS``; 0: never told)."""
+    notify_approval_wait_hours: float = 0.0
+    """Hours a PR's plan waits for approval before it is told
+    (``SLUICE_NOTIFY_APPROVAL_WAIT_HOURS``; 0: never told)."""
+    metrics: Registry | None = None
+    """The service's metrics (notifications sent and failed), when it has them."""
 
     @property
     def config_path(self) -> str:
@@ -79,6 +91,8 @@ class Deps:
 
     def close(self) -> None:
         self.ledger.close()
+        if self.chat is not None:
+            self.chat.sender.close()
 
 
 def make_deps(
@@ -98,6 +112,10 @@ def make_deps(
     workdir_keep_days: float = 7.0,
     log_max_bytes: int = logs.MAX_BYTES,
     log_backups: int = logs.BACKUPS,
+    chat: Channels | None = None,
+    notify_run_late_hours: float = 0.0,
+    notify_approval_wait_hours: float = 0.0,
+    metrics: Registry | None = None,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -133,4 +151,8 @@ def make_deps(
         workdir_keep_days=workdir_keep_days,
         log_max_bytes=log_max_bytes,
         log_backups=log_backups,
+        chat=chat,
+        notify_run_late_hours=notify_run_late_hours,
+        notify_approval_wait_hours=notify_approval_wait_hours,
+        metrics=metrics,
     )

@@ -25,7 +25,7 @@ from sluice.bot.events.neutral import (
     ScheduledRunEvent,
     TagEvent,
 )
-from sluice.bot.flow import approval, pr_build, promotion, run_command, scheduled
+from sluice.bot.flow import approval, notify, pr_build, promotion, run_command, scheduled
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, comment, replies
@@ -102,6 +102,7 @@ def handle(deps: Deps, event: Event) -> None:
             if key is not None:
                 job.ledger.record_handled(job.repo, key, event.kind, "done", job.now)
     finally:
+        notify.flush(job)  # last: the job's work and records are done (never raises)
         job.close()
 
 
@@ -189,6 +190,7 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     try:
         _give_up(job, event, error)
     finally:
+        notify.flush(job)
         job.close()
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class Job:
     trusted: Settings | None = None
     """The trusted settings, once :func:`~sluice.bot.flow.trust.for_repository` resolved
     them for this job."""
+    notices: list[Notice] = field(default_factory=list)
+    """Events to tell in chat when the job ends (:func:`sluice.bot.flow.notify.flush`)."""
     _state: StateStore | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
@@ -75,6 +78,10 @@ class Job:
     ) -> None:
         """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`)."""
         self.deps.sticky.publish(self.forge, number, body=body, section=section, sections=sections)
+
+    def tell(self, notice: Notice) -> None:
+        """Tell ``notice`` in chat once the job's work is done (:mod:`sluice.bot.flow.notify`)."""
+        self.notices.append(notice)
 
     def scrub(self, text: str, tree: Path | None = None) -> str:
         """``text`` fit to leave the service (:meth:`Deps.scrub`)."""

@@ -22,7 +22,7 @@ from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners, review_of
 from sluice.bot.forge.base import Check, PullRequest, UnusableTree
-from sluice.bot.present import checks, comment
+from sluice.bot.present import checks, comment, notify_text
 from sluice.bot.present.comment import CommentState
 from sluice.core.errors import ConfigError, DriverLost, JobCancelled, SluiceError
 from sluice.core.model.definition import Project
@@ -237,6 +237,15 @@ def _build(
         return None
     held = _held(job, post, trusted, plan)
     if held is not None:
+        audit.record(  # once per head: a re-run of a held head holds it again, silently
+            job,
+            audit.HOLD,
+            f"held at {post.pr.head_sha[:12]}",
+            ref=f"#{post.pr.number}",
+            detail=f"over the backfill budget ({held.what}); waits for {held.approver}",
+            once=True,
+            notify=notify_text.BUDGET_HOLD,
+        )
         _neutral(
             post,
             environment,

@@ -29,7 +29,7 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import Forge, members
-from sluice.bot.present import checks, comment
+from sluice.bot.present import checks, comment, notify_text
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.gate_settings import Tier
@@ -251,6 +251,7 @@ def promote(
         ref=label.replace("`", ""),
         plan_id=outcome.plan_id,
         detail=f"{environment} at {sha[:12]}: {outcome.title}",
+        notify=notify_text.PROMOTION if environment == PROD else None,
     )
     if deployment is not None:
         state = "success" if outcome.ok else "failure"

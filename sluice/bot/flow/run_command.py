@@ -18,7 +18,7 @@ from sluice.bot.flow import approval, audit, pr_build, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
 from sluice.bot.forge.base import Forge, PullRequest, members, writer
-from sluice.bot.present import replies
+from sluice.bot.present import notify_text, replies
 from sluice.core import rollback
 from sluice.core.errors import SluiceError
 from sluice.core.gate_settings import RequiredApprovers
@@ -346,6 +346,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
         plan_id=back.target.plan_id,
         detail=f"prod back at plan {back.target.plan_id}: {len(back.changed)} "
         f"models changed, {result.views_swapped} views swapped{via}",
+        notify=notify_text.ROLLBACK,
     )
 
 

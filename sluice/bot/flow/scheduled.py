@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from sluice.bot.flow import trust
+from sluice.bot.flow import notify, trust
 from sluice.bot.flow.job import Job
-from sluice.bot.present import replies
+from sluice.bot.present import notify_text, replies
 from sluice.core import runs
 from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD
@@ -29,6 +29,7 @@ def janitor(job: Job) -> None:
     rotated = job.deps.checkout.rotate_logs(job.deps.log_max_bytes, job.deps.log_backups)
     for path in rotated:
         log.info("rotated %s (past %s bytes)", path, job.deps.log_max_bytes)
+    notify.overdue(job)  # a late scheduled run, PRs waiting for approval: told in chat
     found = trust.prod_project(job, "janitor")
     if found is None:
         return
@@ -99,7 +100,16 @@ def run(job: Job) -> None:
 
 
 def report_failure(job: Job, error: str) -> None:
-    """A scheduled run failed for good: the log, and ``SLUICE_RUN_REPORT_TO`` if set."""
+    """A scheduled run failed for good: the log, ``SLUICE_RUN_REPORT_TO`` if set, and the
+    chat targets that want ``run_failed`` (``error`` is scrubbed already)."""
     log.error("%s: scheduled run of prod failed for good: %s", job.forge.repo, error)
+    job.tell(
+        notify_text.Notice(
+            notify_text.RUN_FAILED,
+            key=f"run failed at {job.now}",
+            repo=job.forge.repo,
+            detail=error,
+        )
+    )
     if job.deps.run_report_to is not None:
         job.forge.reply(job.deps.run_report_to, replies.scheduled_run_failed(error))

@@ -43,6 +43,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sluice.bot.events.neutral import Event
+from sluice.bot.present.notify_text import EVENTS as NOTIFY_EVENTS
 
 logger = logging.getLogger(__name__)
 
@@ -344,6 +345,16 @@ def _service_retries(registry: Registry) -> None:
     )
 
 
+def _service_notifications(registry: Registry) -> None:
+    registry.counter(
+        "sluice_notifications_total",
+        "Chat notifications (SLUICE_NOTIFY) by event and outcome: sent, or failed (after "
+        "the retries; never sent again).",
+        ("event", "outcome"),
+        values={"event": NOTIFY_EVENTS, "outcome": ("sent", "failed")},
+    )
+
+
 SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_deliveries,
     _service_unlogged,
@@ -351,6 +362,7 @@ SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_jobs,
     _service_waits,
     _service_retries,
+    _service_notifications,
 )
 """The service's counters and histograms, declared by ``Registry()``. The queue's gauges
 (depth, oldest wait) are declared by the app, which has the queue."""
