@@ -648,7 +648,7 @@ def _notify_target(where: str, target: Any, pattern: str, place: int) -> Target:
             f"{where}: kind should be one of {', '.join(CHAT_KINDS)}", hint=_NOTIFY_HINT
         )
     url = target.get("url")
-    if not isinstance(url, str) or not url.startswith("https://") or any(c.isspace() for c in url):
+    if not isinstance(url, str) or not url.startswith("https://") or not _usable(url):
         raise ConfigError(
             f"{where}: url should be the webhook's https:// address (not shown here: it is "
             "a secret)",
@@ -664,6 +664,22 @@ def _notify_target(where: str, target: Any, pattern: str, place: int) -> Target:
             hint=f"events are {', '.join(NOTIFY_EVENTS)}",
         )
     return Target(kind, url, frozenset(events), name=f"{kind} #{place} of {pattern[:80]}")
+
+
+def _usable(url: str) -> bool:
+    """Whether ``url`` has a host, a port if any, and no spaces.
+
+    >>> _usable("https://hooks.slack.com/services/x"), _usable("https://h:x/"), _usable("https:///")
+    (True, False, False)
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  raises on a port that is not a number
+    except ValueError:
+        return False
+    return bool(parts.hostname) and not any(c.isspace() for c in url)
 
 
 def _repository_entry(entry: str) -> str:

@@ -99,6 +99,11 @@ class Delivery:
 
 
 _RETRY = frozenset({429, 500, 502, 503, 504})
+_UNUSABLE = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+)
 
 
 class Sender:
@@ -129,8 +134,12 @@ class Sender:
                 answer = self._session.post(
                     target.url, json=body, timeout=self._timeout, allow_redirects=False
                 )
+            except _UNUSABLE as exc:  # a URL requests cannot use: trying again won't help
+                return Delivery(False, attempt, f"{type(exc).__name__} (not sent)")
             except requests.RequestException as exc:
                 reason = f"{type(exc).__name__} (no answer)"
+            except Exception as exc:  # anything else, final: the job goes on
+                return Delivery(False, attempt, f"{type(exc).__name__} (not sent)")
             else:
                 status = answer.status_code
                 if 200 <= status < 300:

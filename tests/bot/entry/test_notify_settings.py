@@ -58,6 +58,7 @@ def test_unset_is_off() -> None:
         ({"https://x/y": [{"kind": "slack", "url": SLACK}]}, "does not name repositories"),
         ({"acme/*": [{"kind": "discord", "url": SLACK}]}, "target 1: kind should be one of"),
         ({"acme/*": [{"kind": "slack", "url": SLACK.replace("https", "http")}]}, "https://"),
+        ({"acme/*": [{"kind": "slack", "url": SLACK.replace("com/", "com:x/")}]}, "https://"),
         ({"acme/*": [{"kind": "slack", "url": SLACK, "events": ["deploy"]}]}, "'deploy'"),
         ({"acme/*": [{"kind": "slack", "url": SLACK, "channel": "#x"}]}, "unknown key(s)"),
     ],

@@ -142,6 +142,15 @@ def test_a_client_error_is_final_and_a_redirect_is_not_followed() -> None:
     assert waits == [] and len(responses.calls) == 2
 
 
+@responses.activate
+def test_a_url_requests_cannot_use_is_given_up_at_once_and_not_shown() -> None:
+    waits: list[float] = []
+    bad = "https://hooks.slack.com:s3cretPort/services/x"
+    delivery = sender(waits).post(Target("slack", bad, ALL), {"text": "x"})
+    assert (delivery.ok, delivery.attempts, waits) == (False, 1, [])
+    assert delivery.reason == "InvalidURL (not sent)"
+
+
 def test_routes_pick_a_repository_s_targets_by_pattern_forge_and_event() -> None:
     slack = Target("slack", SLACK, frozenset({"promotion"}), name="s")
     teams = Target("teams", TEAMS, ALL, name="t")
