@@ -2,7 +2,7 @@
 the service holds over time.
 
 Usage: python bench/soak.py [--minutes 10] [--every 30] [--open 4] [--tick 1.0]
-                            [--janitor 60] [--csv PATH]
+                            [--janitor 60] [--csv PATH] [--heap]
 
 The real service in its own process (``create_app`` on uvicorn, 127.0.0.1 only: intake,
 queue, workers, flow, the janitor every ``--janitor`` seconds), GitHub in memory (the
@@ -23,7 +23,9 @@ Every ``--every`` seconds it samples the service process: RSS, threads, open fil
 files in its temp folder (``TMPDIR``, its own), the workdir's size (state database
 apart), its log (stderr, to a file) and the job logs' size, and the state's rows (every
 table of the SQLite file, read-only). It prints a line per sample and writes them as CSV
-(``--csv``; matplotlib is not a dependency: plot the CSV as you like).
+(``--csv``; matplotlib is not a dependency: plot the CSV as you like). ``--heap`` also
+prints, at each sample, the kinds of Python objects in the service grown most since the
+last (the in-memory GitHub's records are among them: it lives in the service's process).
 """
 
 from __future__ import annotations
@@ -106,6 +108,23 @@ def serve(config: dict[str, Any]) -> None:
         spark_mode="submit", workers=2, project_python="on",
     )  # fmt: skip
     app = create_app(settings, forge_for=lambda _event: github, runner_for=runner_for)
+
+    counted: list[dict[str, int]] = []
+
+    @app.post("/bench/heap")
+    async def heap() -> dict[str, Any]:
+        """With --heap: the kinds of Python objects grown most since the last call."""
+        import gc
+        from collections import Counter
+
+        gc.collect()
+        now = Counter(type(o).__qualname__ for o in gc.get_objects())
+        grown = []
+        if counted:
+            diff = {k: v - counted[-1].get(k, 0) for k, v in now.items()}
+            grown = [f"{k} {d:+d}" for k, d in sorted(diff.items(), key=lambda x: -x[1])[:12]]
+        counted[:] = [dict(now)]
+        return {"objects": sum(now.values()), "grown": grown}
 
     @app.post("/bench/forge")
     async def forge(request: Request) -> dict[str, str]:
@@ -297,6 +316,11 @@ def main() -> int:
     parser.add_argument("--janitor", type=float, default=60)
     parser.add_argument("--job-seconds", type=float, default=0.2)
     parser.add_argument("--csv", type=Path, default=None)
+    parser.add_argument(
+        "--heap",
+        action="store_true",
+        help="print the kinds of Python objects in the service grown most between samples",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -310,7 +334,7 @@ def main() -> int:
     child_tmp.mkdir()
     port = free_port()
     config = {"port": port, "workdir": str(tmp), "janitor": args.janitor,
-              "job_seconds": args.job_seconds}  # fmt: skip
+              "job_seconds": args.job_seconds, "heap": args.heap}  # fmt: skip
     log = tmp / "service.log"
     with open(log, "wb") as out:
         child = subprocess.Popen(
@@ -345,6 +369,9 @@ def main() -> int:
                 got["deliveries"] = traffic.sent
                 samples.append(got)
                 print("  " + "  ".join(f"{k}={v}" for k, v in got.items()), flush=True)
+                if args.heap:
+                    heap = traffic.client.post("/bench/heap", timeout=120).json()
+                    print(f"    {heap['objects']} objects; grown most: {', '.join(heap['grown'])}")
                 next_sample += args.every
             traffic.tick(args.open)
             time.sleep(args.tick)
