@@ -7,6 +7,7 @@ Each test is an attack by someone with write access (or an admin) and what Sluic
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,11 @@ def test_the_prod_branchs_sluice_yaml_is_the_gate(bot: Bot) -> None:
     settings = _in_force(bot)
     assert settings.gate.required_approvers.users == ("bob",)
     pinned = bot.ledger.settings_in_force(KEY)
-    assert pinned is not None and pinned.text == GATE and pinned.file == "sluice.yaml"
+    # Kept as parsed, never as a text to read again (red team, settings round 2).
+    assert pinned is not None and pinned.file == trust.PINNED_FILE
+    kept = json.loads(pinned.text)
+    assert kept["branch"] == "main" and kept["sluice"]["project"] == "jaffle"
+    assert kept["sluice"]["gate"]["required_approvers"]["users"] == ["bob"]
 
 
 def test_a_pr_that_drops_the_gate_in_its_sluice_yaml_is_still_gated(bot: Bot) -> None:
@@ -119,7 +124,7 @@ def test_a_prod_branch_with_settings_in_both_places_runs_nothing(bot: Bot) -> No
     assert not bot.runner.projects
     env = bot.checks_on(A)[checks.ENVIRONMENT]
     assert env.conclusion == "failure" and env.title == checks.SETTINGS_INVALID
-    assert "settings are in both main:sluice.yaml and the `sluice:` section" in env.summary
+    assert "main:config.yaml:7: Sluice's settings are in both sluice.yaml" in env.summary
 
 
 def test_a_push_past_the_gate_to_sluice_yaml_is_not_in_force(bot: Bot) -> None:
@@ -194,7 +199,11 @@ def test_a_promotion_moves_the_pin_to_sluice_yaml_and_a_legacy_pin_still_reads(
     assert deploy.conclusion == "success", deploy.summary
     pinned = bot.ledger.settings_in_force(KEY)
     assert pinned is not None and pinned[0] == D and pinned[1] == parsed.digest
-    assert (pinned.text, pinned.file) == (new, "sluice.yaml")
+    assert pinned.file == trust.PINNED_FILE
+    assert json.loads(pinned.text)["sluice"]["gate"]["required_approvers"]["users"] == [
+        "bob",
+        "carol",
+    ]
 
 
 # -- red team, the sluice.yaml round ----------------------------------------------------

@@ -208,10 +208,14 @@ _ACTION_CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from pathlib import Path
-from sluice.bot.entry.action import override_config
+from sluice.bot.entry.action import ActionError, override_config
 text = Path(sys.argv[1]).read_text()
-out = override_config(text, {"project": "overridden"})
-print("unchanged" if out == text else "rewritten")
+try:
+    out = override_config(text, {"project": "overridden"})
+except ActionError as exc:
+    print("refused:", exc)
+else:
+    print("unchanged" if out == text else "rewritten")
 """
 
 
@@ -219,7 +223,8 @@ def test_the_actions_config_override_reads_a_prs_config_with_the_bounded_parser(
     tmp_path: Path,
 ) -> None:
     # The Action merges its override into the config.yaml of the head it was given: a
-    # bomb there is left for the loader to report, not expanded in the Action's process.
+    # bomb there is refused, saying why, never expanded in the Action's process (and the
+    # run never goes on without the override).
     bomb = tmp_path / "config.yaml"
     bomb.write_text(LAUGHS + "\n")
     done = subprocess.run(
@@ -227,4 +232,5 @@ def test_the_actions_config_override_reads_a_prs_config_with_the_bounded_parser(
         check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "unchanged"
+    assert done.stdout.startswith("refused: config-override cannot be merged")
+    assert "YAML aliases here repeat more than 100,000 values" in done.stdout

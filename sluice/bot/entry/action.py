@@ -257,18 +257,27 @@ def override_config(
             text = jinja.render_config(text, "config.yaml")
         # The bounded parser: this text may be a pull request's (an alias bomb, say).
         data = parse_yaml(text, "config.yaml").data if text else None
-    except SluiceError:
-        return text  # not YAML Sluice reads: leave it for the loader to report
+    except SluiceError as exc:  # the override would be lost: refuse, never run without it
+        raise ActionError(f"config-override cannot be merged: {_one_line(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return text  # not a mapping: leave it for the loader to report
-    if not section:
-        return dump_yaml(merge(data, override))
-    current = data.get("sluice")
-    settings: dict[Any, Any] = current if isinstance(current, dict) else {}
-    data["sluice"] = merge(settings, override)
-    return dump_yaml(data)
+        raise ActionError("config-override cannot be merged: the file is not a YAML mapping")
+    if section:
+        current = data.get("sluice")
+        settings: dict[Any, Any] = current if isinstance(current, dict) else {}
+        data["sluice"] = merge(settings, override)
+        merged = dump_yaml(data)
+    else:
+        merged = dump_yaml(merge(data, override))
+    if section and jinja.has_markers(merged):
+        # Rendered once here, the text would be rendered again where it is read: values
+        # that render to `{#` ... `#}` would comment the override out (red team).
+        raise ActionError(
+            "config-override cannot be merged: config.yaml's values hold Jinja markers "
+            "({{, {% or {#) once rendered; move Sluice's settings to sluice.yaml"
+        )
+    return merged
 
 
 # --- the forge -------------------------------------------------------------------------

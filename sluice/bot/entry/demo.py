@@ -31,6 +31,7 @@ from sluice.bot.present import terminal
 from sluice.core import workflow
 from sluice.core.cli.common import err, fails_cleanly, now_ms, out, progress
 from sluice.core.cli.plan import print_plan
+from sluice.core.config import SETTINGS_FILES
 from sluice.core.errors import SluiceError
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.connect import stop_all
@@ -214,7 +215,7 @@ def _run(root: Path, spark_mode: Literal["connect", "submit"]) -> int:
 
     _step(1, "Making a git repository holding the example project (jaffle_shop)")
     _make_repo(root)
-    _say(f"{root}: branch main, gate: one approval by {REVIEWER!r} (sluice.gate in config.yaml)")
+    _say(f"{root}: branch main, gate: one approval by {REVIEWER!r} (gate in sluice.yaml)")
 
     _step(2, f"Building prod on local Spark (the data ends {PROD_END})")
     _say(f"$ sluice apply --project {root} --end {PROD_END}")
@@ -294,14 +295,13 @@ def _make_repo(root: Path) -> None:
         )
     _clear(root)
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".sluice", "__pycache__"))
-    config_path = root / "config.yaml"
-    config = read_yaml(config_path).data or {}
-    sluice = config.setdefault("sluice", {})
+    settings_path = root / SETTINGS_FILES[0]  # Sluice's settings, beside config.yaml
+    sluice = read_yaml(settings_path).data or {}
     # The PR builds and diffs the whole history (it is small), not the last 30 days only.
     sluice.setdefault("pr", {})["backfill_days"] = None
     sluice["gate"] = {"required_approvers": {"users": [REVIEWER]}}
-    header = "# The jaffle_shop example, as `sluice demo` set it up.\n"
-    config_path.write_text(header + dump_yaml(config), encoding="utf-8")
+    header = "# The jaffle_shop example's settings, as `sluice demo` set them up.\n"
+    settings_path.write_text(header + dump_yaml(sluice), encoding="utf-8")
     (root / ".gitignore").write_text(".sluice/\n", encoding="utf-8")
     _git(root, "init", "-q", "-b", "main")
     (root / ".git" / _MARKER).write_text("made by `sluice demo`; recreated on each run\n")

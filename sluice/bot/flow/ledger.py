@@ -341,6 +341,22 @@ class Ledger(AuditLog):
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
+    def approval_times(self, repo: str, number: int) -> dict[str, int]:
+        """Case-folded user -> when Sluice last heard of their approval of the PR (a
+        review's webhook, or a click on "Approve this plan"), the latest of the two."""
+        heads = select(review_heads.c.user, review_heads.c.reviewed_ts.label("at")).where(
+            review_heads.c.repo == repo, review_heads.c.number == number
+        )
+        clicks = select(plan_clicks.c.user, plan_clicks.c.clicked_ts.label("at")).where(
+            plan_clicks.c.repo == repo, plan_clicks.c.number == number
+        )
+        times: dict[str, int] = {}
+        with self._reading("read when approvals were given") as conn:
+            for row in [*conn.execute(heads), *conn.execute(clicks)]:
+                user = str(row.user).casefold()
+                times[user] = max(times.get(user, 0), int(row.at))
+        return times
+
     def review_heads(self, repo: str, number: int) -> dict[str, str]:
         """Case-folded user -> the head of the PR when they last approved it."""
         query = select(review_heads.c.user, review_heads.c.sha).where(

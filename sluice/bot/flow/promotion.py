@@ -304,7 +304,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:
-                    trust.pin(job.ledger, repo, sha, source, own, now)
+                    trust.pin(job.ledger, repo, sha, own, settings.branch, now)
                 words = checks.already_promoted(environment)
                 return Outcome(True, *words, live=live, plan_id=plan.plan_id)
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
@@ -317,7 +317,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                 log.info("%s: prod moved while promoting %s; planning again", job.forge.repo, label)
                 continue
             if environment == PROD:  # the settings in force are prod's
-                trust.pin(job.ledger, repo, sha, source, own, now)
+                trust.pin(job.ledger, repo, sha, own, settings.branch, now)
             if result.tables_built == 0:
                 words = checks.virtual_update(result.views_swapped, environment)
                 return Outcome(True, *words, 0, result.views_swapped, live, plan.plan_id)

@@ -45,7 +45,7 @@ from typing import Any
 
 from sluice.bot.flow import audit
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger import Ledger, PinnedSettings
 from sluice.bot.flow.reviewed_plan import Item
 from sluice.bot.forge.base import Forge
 from sluice.core import markdown as md
@@ -163,24 +163,18 @@ class Source:
     config_text: str | None
     settings_path: str
     settings_text: str | None
-
-    @property
-    def pinned(self) -> tuple[str, str]:
-        """(file, text) the ledger keeps of these settings: the sluice.yaml when there is
-        one, else the config."""
-        if self.settings_text is not None:
-            return self.settings_path, self.settings_text
-        return self.config_path, self.config_text or ""
+    where: str = ""  # the branch or commit they were read at, for messages only
 
     @property
     def shown(self) -> str:
         """The file that holds the settings, for messages."""
-        return self.settings_path if self.settings_text is not None else self.config_path
+        shown = self.settings_path if self.settings_text is not None else self.config_path
+        return f"{self.where}:{shown}" if self.where else shown
 
     @classmethod
     def of_pin(cls, file: str | None, text: str, config_path: str) -> Source:
-        """The source the ledger kept (:attr:`pinned`; ``file`` None: a pin from before
-        sluice.yaml, a config's text)."""
+        """The file a pin from before :data:`PINNED_FILE` kept (``file`` None: a pin from
+        before sluice.yaml, a config's text)."""
         if file is not None and Path(file).name in SETTINGS_FILES:
             return cls(config_path, None, file, text)
         return cls.of_config(text or None, file or config_path)
@@ -203,26 +197,83 @@ def settings_beside(config_path: str) -> str:
 
 
 def parse(source: Source) -> Parsed:
-    """Parse one side's settings (no file at all: all defaults).
+    """Parse one side's settings (no file at all: all defaults). config.yaml's Jinja is
+    rendered under its path in the project, whoever reads it (the PR build, a promotion,
+    the prod branch's read), so every reader renders one template the same way.
 
     Raises:
-        ConfigError: naming ``path:line`` and how to fix it.
+        ConfigError: naming ``path:line`` (after ``where:``) and how to fix it.
     """
+    try:
+        config_doc = None
+        if source.config_text is not None:  # SQLMesh's {{ env_var() }}: see its rules
+            text = jinja.render_config(source.config_text, source.config_path)
+            config_doc = parse_yaml(text, source.config_path)
+        settings_doc = None
+        if source.settings_text is not None:  # Sluice's own file: plain YAML, no Jinja
+            settings_doc = parse_yaml(source.settings_text, source.settings_path)
+        if config_doc is None and settings_doc is None:
+            config = ProjectConfig()
+        else:
+            config = parse_config(config_doc or LocatedYaml(source.config_path, {}), settings_doc)
+    except ConfigError as exc:
+        if not source.where or exc.path is None:
+            raise
+        raise ConfigError(
+            exc.message, path=f"{source.where}:{exc.path}", line=exc.line, col=exc.col,
+            hint=exc.hint,
+        ) from None  # fmt: skip
+    return parsed_settings(config.sluice)
 
-    config_doc = None
-    if source.config_text is not None:  # SQLMesh's {{ env_var() }}: see its rules
-        text = jinja.render_config(source.config_text, source.config_path)
-        config_doc = parse_yaml(text, source.config_path)
-    settings_doc = None
-    if source.settings_text is not None:  # Sluice's own file: plain YAML, no Jinja
-        settings_doc = parse_yaml(source.settings_text, source.settings_path)
-    if config_doc is None and settings_doc is None:
-        config = ProjectConfig()
-    else:
-        config = parse_config(config_doc or LocatedYaml(source.config_path, {}), settings_doc)
-    gate, deploy = config.sluice.gate, config.sluice.deploy
+
+def parsed_settings(sluice: SluiceSettings) -> Parsed:
+    """``sluice`` with its digest."""
+    gate, deploy = sluice.gate, sluice.deploy
     named = "prod_branch" in deploy.model_fields_set
-    return Parsed(config.sluice, gate, deploy, digest(config.sluice, gate, deploy), named)
+    return Parsed(sluice, gate, deploy, digest(sluice, gate, deploy), named)
+
+
+PINNED_FILE = ":parsed"
+"""The pin's file for settings kept as parsed (:func:`pinned_text`), never as the text
+they were read from: a text rendered again could read differently (red team, settings
+round 2: Jinja that reads who renders it, a set's order, an object's address)."""
+
+
+def pinned_text(parsed: Parsed, branch: str) -> str:
+    """What the ledger keeps of settings in force: the settings as parsed (only what they
+    set, so ``deploy.prod_branch`` stays unset when unset) and the prod branch they were
+    read on, as JSON.
+
+    >>> json.loads(pinned_text(parse(Source.of_config("sluice: {project: a}", "config.yaml")), "main"))
+    {'branch': 'main', 'sluice': {'project': 'a'}}
+    """
+    data = {"branch": branch, "sluice": parsed.sluice.model_dump(mode="json", exclude_unset=True)}
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _from_pin(pinned: PinnedSettings, path: str) -> tuple[Parsed, str | None]:
+    """(the settings in force, the prod branch they name or were read on; None: the
+    service's) as the ledger keeps them.
+
+    Raises:
+        ConfigError: they no longer read as they did when pinned (their digest differs):
+            nothing is trusted until an operator looks.
+    """
+    if pinned.file != PINNED_FILE:  # a pin from before: the text of the file read
+        old = parse(
+            dataclasses.replace(Source.of_pin(pinned.file, pinned.text, path), where=pinned.sha[:7])
+        )
+        return old, old.deploy.prod_branch if old.names_prod_branch else None
+    data = json.loads(pinned.text)
+    parsed = parsed_settings(SluiceSettings.model_validate(data["sluice"]))
+    if parsed.digest != pinned.digest:
+        raise ConfigError(
+            f"the settings in force (pinned at {pinned.sha[:7]}) no longer read as they did "
+            "when they were pinned: this Sluice validates them differently",
+            hint="ask the service's operator: promote a commit whose settings are valid, or "
+            "run the Sluice that pinned them",
+        )
+    return parsed, str(data["branch"])
 
 
 def digest(sluice: SluiceSettings, gate: GateSettings, deploy: DeploySettings) -> str:
@@ -262,7 +313,7 @@ def read_source(read: Callable[[str], str | None], path: str) -> Source:
         ConfigError: a side has both names of one file, as the loader says.
 
     >>> read_source({"sluice.yaml": "gate: {}"}.get, "config.yaml")
-    Source(config_path='config.yaml', config_text=None, settings_path='sluice.yaml', settings_text='gate: {}')
+    Source(config_path='config.yaml', config_text=None, settings_path='sluice.yaml', settings_text='gate: {}', where='')
     """
     config_path, config_text = read_config(read, path)
     folder = settings_beside(path)[: -len(SETTINGS_FILES[0])]
@@ -314,42 +365,38 @@ def tree_source(tree: Path, path: str) -> Source:
 
 def read_prod(
     forge: Forge, branch: str, path: str, read: Callable[[str, str], str | None] | None = None
-) -> tuple[Parsed, str, str | None, Source]:
-    """The settings on the prod branch now: (parsed, branch, head sha, their files).
+) -> tuple[Parsed, str, str | None]:
+    """The settings on the prod branch now, read the first time (nothing pinned yet):
+    (parsed, branch, head sha).
 
-    ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its config names another
+    ``branch`` is the service's ``SLUICE_PROD_BRANCH``; when its settings name another
     ``deploy.prod_branch``, that branch is read instead (once: it must name itself).
     ``path`` names the project's config.yaml; a config.yml is read when that is absent,
-    and the sluice.yaml beside it (:func:`read_source`).
-    ``read`` (ref, path) reads a file (default: ``forge.read_file``; a job's, fetching each
-    once: :meth:`~sluice.bot.flow.job.Job.read_file`).
+    and the sluice.yaml beside it (:func:`read_source`). ``read`` (ref, path) reads a file
+    (default: ``forge.read_file``; a job's, fetching each once:
+    :meth:`~sluice.bot.flow.job.Job.read_file`).
     """
     read = read or forge.read_file
-    source = read_source(lambda name: read(branch, name), path)
-    parsed = parse(_at(source, branch))
+    parsed = _read_branch(read, branch, path)
     if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
         named = parsed.deploy.prod_branch
-        source = read_source(lambda name: read(named, name), path)
-        again = parse(_at(source, named))
-        if again.names_prod_branch and again.deploy.prod_branch != named:
+        again = _read_branch(read, named, path)
+        if again.deploy.prod_branch != named:
             raise ConfigError(
                 f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
                 f"settings name {md.code(again.deploy.prod_branch)}: the prod branch is ambiguous",
-                path=source.shown,
-                hint=f"make {md.code(named)}'s settings name itself (or drop the setting there), "
+                path=f"{named}:{path}",
+                hint=f"make {md.code(named)}'s settings name itself, "
                 "or set SLUICE_PROD_BRANCH to the prod branch",
             )
         parsed, branch = again, named
-    return parsed, branch, forge.commit_of(branch), source
+    return parsed, branch, forge.commit_of(branch)
 
 
-def _at(source: Source, where: str) -> Source:
-    """``source`` with its paths prefixed ``where:`` (a branch, a commit), for messages."""
-    return dataclasses.replace(
-        source,
-        config_path=f"{where}:{source.config_path}",
-        settings_path=f"{where}:{source.settings_path}",
-    )
+def _read_branch(read: Callable[[str, str], str | None], branch: str, path: str) -> Parsed:
+    """The settings on ``branch``'s head."""
+    source = read_source(lambda name: read(branch, name), path)
+    return parse(dataclasses.replace(source, where=branch))
 
 
 def settings_for(
@@ -364,28 +411,28 @@ def settings_for(
 ) -> Settings:
     """The settings in force for ``repo`` (see the module docstring).
 
-    Once settings are pinned, the prod branch is the one they name (else ``branch``, the
-    service's): a ``deploy.prod_branch`` pushed past the gate is a change of the settings
-    like any other, not a redirect to follow (red team). Newer settings count only when
-    approved after the pin was set: an approval of settings long replaced does not bring
-    them back.
+    Once settings are pinned, the prod branch is the one they were pinned on: a
+    ``deploy.prod_branch`` pushed past the gate is a change of the settings like any
+    other, not a redirect to follow (red team). Newer settings count only when approved
+    after the pin was set: an approval of settings long replaced does not bring them
+    back. The pin is the settings as parsed (:func:`pinned_text`), never a text read
+    again.
 
     Raises:
         ConfigError: the prod branch's (or the pinned) settings are invalid.
     """
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
-        parsed, branch, sha, source = read_prod(forge, branch, path, read)
-        file, text = source.pinned
-        ledger.pin_settings(repo, sha or branch, parsed.digest, text, file, now, replace=False)
+        parsed, branch, sha = read_prod(forge, branch, path, read)
+        text = pinned_text(parsed, branch)
+        ledger.pin_settings(
+            repo, sha or branch, parsed.digest, text, PINNED_FILE, now, replace=False
+        )
         head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
         return dataclasses.replace(head, python_ref=sha, pinned_ts=now)
-    old = parse(_at(Source.of_pin(pinned.file, pinned.text, path), pinned.sha[:7]))
-    if old.names_prod_branch:
-        branch = old.deploy.prod_branch
-    reader = read or forge.read_file
-    source = read_source(lambda name: reader(branch, name), path)
-    parsed = parse(_at(source, branch))
+    old, pinned_branch = _from_pin(pinned, path)
+    branch = pinned_branch or branch
+    parsed = _read_branch(read or forge.read_file, branch, path)
     sha = forge.commit_of(branch)
     head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     head = dataclasses.replace(head, pinned_ts=pinned.pinned_ts)
@@ -421,15 +468,17 @@ def settings_for(
     return dataclasses.replace(kept, python_ref=pinned.sha, pinned_ts=pinned.pinned_ts)
 
 
-def pin(ledger: Ledger, repo: str, sha: str, source: Source, parsed: Parsed, now: int) -> None:
-    """Prod was promoted to ``sha``: its settings (in ``source``, its files, as ``parsed``
-    and checked by the promotion) are now the ones in force (a change of them is recorded
-    in the audit log, in the same transaction)."""
-    file, text = source.pinned
+def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: int) -> None:
+    """Prod was promoted to ``sha``: its settings (``parsed``, as the promotion checked
+    them) are now the ones in force, on the prod branch ``branch`` (the one in force, or
+    the one they name: an approved change of it). A change of them is recorded in the
+    audit log, in the same transaction."""
+    branch = parsed.deploy.prod_branch if parsed.names_prod_branch else branch
     with ledger.together("move the settings in force"):
         before = ledger.settings_in_force(repo)
-        ledger.pin_settings(repo, sha, parsed.digest, text, file, now, replace=True)
-        if before is not None and before[1] != parsed.digest:
+        text = pinned_text(parsed, branch)
+        ledger.pin_settings(repo, sha, parsed.digest, text, PINNED_FILE, now, replace=True)
+        if before is not None and before.digest != parsed.digest:
             ledger.append(
                 audit.Entry(
                     now,
@@ -439,7 +488,7 @@ def pin(ledger: Ledger, repo: str, sha: str, source: Source, parsed: Parsed, now
                     "in force",
                     ref=sha[:12],
                     detail=f"sluice: settings of {sha[:12]} "
-                    f"(were {before[0][:12]}'s), promoted to prod",
+                    f"(were {before.sha[:12]}'s), promoted to prod",
                 )
             )
 

@@ -205,6 +205,15 @@ def _caps(sizes: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
+def has_markers(text: str) -> bool:
+    """Whether ``text`` holds a Jinja tag (``{{``, ``{%`` or ``{#``).
+
+    >>> has_markers("a: 1"), has_markers("a: '{{ 1 }}'")
+    (False, True)
+    """
+    return _MARKERS.search(text) is not None
+
+
 def render_config(text: str, path: str, env: Mapping[str, str] | None = None) -> str:
     """config.yaml's text with its ``{{ env_var(...) }}`` (and any other Jinja) rendered;
     a text without Jinja tags is returned as it is. An ``env_var('NAME')`` with no default
@@ -214,7 +223,7 @@ def render_config(text: str, path: str, env: Mapping[str, str] | None = None) ->
     Raises:
         SluiceError: naming the line of config.yaml.
     """
-    if not _MARKERS.search(text):
+    if not has_markers(text):
         return text
     request = {"env": dict(env or {}), "templates": [[path, text, 1]], "unset_env": UNSET_ENV}
     answer = _render(request, [(path, 1)], ConfigError)[0]

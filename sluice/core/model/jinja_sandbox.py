@@ -231,6 +231,13 @@ class _Sandbox(ImmutableSandboxedEnvironment):
                         "repeat it fewer times",
                     )
         result = super().call_binop(context, operator, left, right)
+        if isinstance(result, set | frozenset):
+            # A set's order follows the process's hash seed: a text rendered twice would
+            # read differently (red team, settings round 2: a gate that flips).
+            raise _Cap(
+                "a set (such as `a.keys() - b.keys()`) has no order a template can rely on",
+                "build a list instead, e.g. with the `reject` or `select` filter",
+            )
         _check_size(result)
         return result
 

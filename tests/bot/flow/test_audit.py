@@ -162,21 +162,17 @@ def test_rows_round_trip_as_json_lines(bot: Bot) -> None:
     assert json.loads(lines[0])["time"] == "2027-01-15T08:00:00.000+00:00"
 
 
-def _source(text: str) -> trust.Source:
-    return trust.Source.of_config(text, "config.yaml")
-
-
 def _parsed(text: str) -> trust.Parsed:
-    return trust.parse(_source(text))
+    return trust.parse(trust.Source.of_config(text, "config.yaml"))
 
 
 def test_a_change_of_the_settings_in_force_is_a_row_in_its_transaction(bot: Bot) -> None:
     ledger = bot.ledger
-    trust.pin(ledger, KEY, C, _source(CONFIG), _parsed(CONFIG), NOW)  # first: no change to tell
-    trust.pin(ledger, KEY, MERGE, _source(CONFIG), _parsed(CONFIG), NOW)  # same: no row
+    trust.pin(ledger, KEY, C, _parsed(CONFIG), "main", NOW)  # first: no change to tell
+    trust.pin(ledger, KEY, MERGE, _parsed(CONFIG), "main", NOW)  # same: no row
     assert rows(bot) == []
     changed = CONFIG.replace("users: [bob]", "users: [bob, carol]")
-    trust.pin(ledger, KEY, HEAD, _source(changed), _parsed(changed), NOW + 5)
+    trust.pin(ledger, KEY, HEAD, _parsed(changed), "main", NOW + 5)
     [row] = rows(bot)
     assert (row.kind, row.outcome, row.ref, row.at) == (
         "settings change",
