@@ -128,3 +128,18 @@ def test_turns_are_first_come_first_served() -> None:
     writer.release()
     assert writer.acquire(0.05)
     writer.release()
+
+
+def test_a_writer_whose_connection_is_invalidated_hands_over(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    queue = JobQueue(url)
+    try:
+        with pytest.raises(RuntimeError), queue.together("hold the lock"):
+            queue.depth()
+            queue._shared.conn.invalidate()  # as a connection error does
+            raise RuntimeError("the transaction ends with its connection gone")
+        # The next writer gets in at once (it would wait its 5 s and fail otherwise).
+        assert queue.accept("d-1", "github", "pull_request", None, 100.0)
+        assert OneWriter.of(str((tmp_path / "state.db").resolve())).owner is None
+    finally:
+        queue.close()
