@@ -118,10 +118,10 @@ JOB_TIMEOUT = 1200.0
 # First guesses of how long a job runs (seconds), refined by what the trials measure.
 GUESS = {"pr": 60.0, "promote": 45.0, "janitor": 25.0}
 INCREMENTAL = ("INCREMENTAL_BY_TIME_RANGE", "INCREMENTAL_BY_UNIQUE_KEY")
-SPARK_SETTINGS = """  project: jaffle
-  spark:
-    conf:
-      spark.sql.shuffle.partitions: '1'
+SPARK_SETTINGS = """project: jaffle
+spark:
+  conf:
+    spark.sql.shuffle.partitions: '1'
 """
 SERVICE_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
@@ -350,9 +350,9 @@ class World:
         # tests or table diffs in PR builds, and a JVM that compiles less (C1 only) for
         # these short jobs on a small machine.
         shutil.rmtree(self.base / "tests")
-        _edit(self.base / "config.yaml", "  project: jaffle\n", SPARK_SETTINGS)
-        _edit(self.base / "config.yaml", "    backfill_days: 30\n",
-              "    backfill_days: 30\n    diff_limit: 0\n")  # fmt: skip
+        _edit(self.base / "sluice.yaml", "project: jaffle\n", SPARK_SETTINGS)
+        _edit(self.base / "sluice.yaml", "  backfill_days: 30\n",
+              "  backfill_days: 30\n  diff_limit: 0\n")  # fmt: skip
         self.publish_prod_branch()
         project = load_project(self.base, use_cache=False)
         store = open_state(self.url)
@@ -364,8 +364,8 @@ class World:
             store.close()
 
     def publish_prod_branch(self) -> None:
-        """The fake GitHub's ``main``: the base project's commit, whose config.yaml holds
-        the settings in force (a PR's own ``sluice:`` section is never used)."""
+        """The fake GitHub's ``main``: the base project's commit, whose sluice.yaml holds
+        the settings in force (a PR's own is never used)."""
         from tests.helpers.github_wire import FakeGitHub
 
         sha = _sha("c", 0)

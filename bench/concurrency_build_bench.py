@@ -38,8 +38,9 @@ NOW = 1706745600000  # 2024-02-01
 def project_copy(base: Path, source: Path, tasks: int) -> Path:
     root = base / f"tasks_{tasks}"
     shutil.copytree(source, root)
-    config = root / "config.yaml"
-    config.write_text(config.read_text() + f"sluice:\n  spark:\n    concurrent_tasks: {tasks}\n")
+    settings = root / "sluice.yaml"
+    with settings.open("a") as out:  # the generated project's settings, and this count
+        out.write(f"spark:\n  concurrent_tasks: {tasks}\n")
     return root
 
 

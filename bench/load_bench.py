@@ -53,7 +53,7 @@ C = "c" * 40
 MERGE = "e" * 40
 CONFIG = (
     "model_defaults:\n  dialect: spark\n  start: '2018-01-01'\n  cron: '@daily'\n"
-    "variables:\n  revenue_statuses: completed\nsluice:\n  project: jaffle\n"
+    "variables:\n  revenue_statuses: completed\n"
 )
 
 
@@ -82,6 +82,7 @@ def serve(config: dict[str, Any]) -> None:
         ROOT / "examples" / "jaffle_shop", src, ignore=shutil.ignore_patterns(".sluice")
     )
     (src / "config.yaml").write_text(CONFIG)
+    (src / "sluice.yaml").write_text("project: jaffle\n")  # the example's, without its pr days
     github.commit_folder(C, src, branch="main")
     big = set(config["big"])
     for number in range(1, config["prs"] + 1):
@@ -100,15 +101,22 @@ def serve(config: dict[str, Any]) -> None:
     )
     warehouse = Warehouse()
 
+    # The first build of a PR that is pushed to runs until the push stops it (at most the
+    # limit): a short one could end before the push is handled on a loaded machine, and
+    # then there would be nothing to supersede.
+    superseded = {head_of(number) for number in config["pushed"]}
+
     class Slow:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
+        def __init__(self, inner: Any, tree: Path) -> None:
+            self.inner, self.tree = inner, tree
 
         def run(self, spec: Any) -> Any:
             env = str(spec.get("environment") or "")
             seconds = config["small_seconds"]
             if env.startswith("pr_") and int(env[3:]) in big:
                 seconds = config["big_seconds"]
+            if self.tree.name in superseded:
+                seconds = config["limit"]
             released = threading.Event()
             forget = cancel.on_cancel(released.set)
             try:
@@ -119,7 +127,7 @@ def serve(config: dict[str, Any]) -> None:
             return self.inner.run(spec)
 
     def runner_for(project: Any, tree: Path, on_event: Any) -> Any:
-        return Slow(warehouse.runner(project, tree, on_event))
+        return Slow(warehouse.runner(project, tree, on_event), tree)
 
     real = bool(config.get("real"))
 
