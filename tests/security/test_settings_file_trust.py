@@ -185,11 +185,11 @@ def test_a_promotion_moves_the_pin_to_sluice_yaml_and_a_legacy_pin_still_reads(
         again.close()
     # And a promotion of a commit whose settings are in sluice.yaml pins that file.
     forge = bot.forge()
-    trust.for_repository(Job.start(bot.deps, forge))
+    in_force = trust.for_repository(Job.start(bot.deps, forge))
     new = GATE.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", new))
     src = bot.commit(D, PREAMBLE, files={"sluice.yaml": new}, parents=(C,))
-    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
+    bot.ledger.approve(KEY, 8, B, [in_force.change_to(parsed.digest)], ["bob"], NOW)  # type: ignore[list-item]
     bot.github.refs["main"] = D
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings
     bot.pull(8, B)
@@ -251,10 +251,13 @@ def test_settings_approved_once_and_replaced_since_do_not_come_back(bot: Bot) ->
         "project: jaffle\ngate:\n  required_approvers:\n    users: [bob, carol]\n    count: 2\n"
     )
     strong = trust.parse(trust.Source("config.yaml", PREAMBLE, "sluice.yaml", strong_text))
-    bot.ledger.approve(KEY, 3, "3" * 40, [(trust.SETTINGS_ITEM, weak.digest)], ["bob"], NOW - 5)
-    _in_force(bot)  # pinned at C (the weaker gate)
+    first = _in_force(bot)  # pinned at C (the weaker gate)
+    # The weaker settings were approved as a change from these once (a PR built then).
+    bot.ledger.approve(
+        KEY, 3, "3" * 40, [first.change_to(weak.digest) or ("-", "-")], ["bob"], NOW - 5
+    )
     src = bot.commit(D, PREAMBLE, files={"sluice.yaml": strong_text}, parents=(C,))
-    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, strong.digest)], ["bob"], NOW)
+    bot.ledger.approve(KEY, 8, B, [first.change_to(strong.digest)], ["bob"], NOW)  # type: ignore[list-item]
     bot.github.refs["main"] = D
     record_prod(src, bot.url, NOW)
     bot.pull(8, B)

@@ -112,10 +112,33 @@ def test_an_approval_given_before_the_pin_stays_older_than_the_pin(
     clock[0] = 4_000  # carol pushes the weaker settings past the gate
     bot.commit(D, PREAMBLE, files={"sluice.yaml": weak}, parents=(B,))
     bot.github.refs["main"] = D
-    clock[0] = 5_000  # the gate of PR 3 evaluated again, on bob's approval of t=2000
-    bot.say(3, "alice", "/sluice plan", 9001)
+    clock[0] = 5_000  # the gate of PR 3 evaluated again (bob edits his review of t=2000)
+    bot.deliver("pull_request_review", review(3, "bob", A, 5003))
+    assert bot.approval(A).conclusion == "success"  # PR 3's gate still passes ...
     after = trust.for_repository(Job.start(bot.deps, bot.forge()))
+    # ... but what it approved is a change from settings no longer in force: void.
     assert after.sluice.allowed_paths == () and after.note is not None
+
+
+def test_under_a_gate_of_owners_a_settings_change_needs_every_owner(tmp_path: Path) -> None:
+    # Red team, settings round 3: the settings item has no owner, so a PR changing only
+    # sluice.yaml (dropping the gate) passed a gate of owners with nobody's approval.
+    github = MemoryForge(OWNER, name="github")
+    github.roles.update({"alice": "write", "bob": "write"})
+    bot = Bot(tmp_path, github, runner_for=Warehouse().runner)
+    try:
+        owners = "project: jaffle\ngate:\n  owners_must_approve: direct\n"
+        src = bot.commit(C, PREAMBLE, files={"sluice.yaml": owners})
+        github.refs["main"] = C
+        record_prod(src, bot.url, 1_000)
+        bot.commit(A, PREAMBLE, files={"sluice.yaml": "project: jaffle\n"}, parents=(C,))
+        bot.pull(7, A)
+        bot.deliver("pull_request", opened(7, A))
+        check = bot.approval(A)
+        assert check.conclusion != "success", check.summary
+        assert "Owners still to approve" in check.summary
+    finally:
+        bot.close()
 
 
 OVERRIDE = {"gate": {"required_approvers": {"teams": ["octo/security"], "count": 1}}}

@@ -265,13 +265,15 @@ def test_an_approved_settings_change_takes_effect_and_moves_the_pin_on_promotion
     bot: Bot, tmp_path: Path
 ) -> None:
     forge = bot.forge()
-    trust.for_repository(Job.start(bot.deps, forge))
+    in_force = trust.for_repository(Job.start(bot.deps, forge))
     new = GATED.replace("[bob]", "[bob, carol]")
     parsed = trust.parse(trust.Source.of_config(new, "config.yaml"))
     src = bot.commit(D, new, parents=(C,))
     # A PR with this change passed the gate: its settings item is approved (the project's
     # Python is prod's, so it is no item to approve).
-    bot.ledger.approve(KEY, 8, B, [(trust.SETTINGS_ITEM, parsed.digest)], ["bob"], NOW)
+    change = in_force.change_to(parsed.digest)
+    assert change is not None
+    bot.ledger.approve(KEY, 8, B, [change], ["bob"], NOW)
     bot.github.refs["main"] = D
     assert trust.for_repository(Job.start(bot.deps, forge)).digest == parsed.digest
     record_prod(src, bot.url, NOW)  # prod has D's models: nothing left but the settings

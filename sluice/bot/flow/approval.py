@@ -98,15 +98,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     if approving or withdrawing:
         with job.ledger.together("record the gate's decision"):
             if approving:
-                # Stamped when the approvals counted were given, not when the gate is
-                # evaluated again (a comment, a push elsewhere): an approval given before
-                # the settings in force were pinned stays older than the pin (red team).
-                given = job.ledger.approval_times(repo, pr.number)
-                at = max(
-                    (given.get(u.casefold(), job.now) for u in result.approved_by), default=job.now
-                )
                 job.ledger.approve(
-                    repo, pr.number, pr.head_sha, review.items, result.approved_by, at
+                    repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now
                 )
             else:
                 job.ledger.withdraw(repo, pr.number)

@@ -244,7 +244,7 @@ class PinnedSettings(NamedTuple):
     digest: str
     text: str  # the text of the file they were read from
     file: str | None  # its path; None: a config.yaml pinned before the column was kept
-    pinned_ts: int  # when they were pinned: an approval of other settings counts only after
+    pinned_ts: int  # when these settings were first pinned (a promotion of the same keeps it)
 
 
 class Ledger(AuditLog):
@@ -341,22 +341,6 @@ class Ledger(AuditLog):
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
-    def approval_times(self, repo: str, number: int) -> dict[str, int]:
-        """Case-folded user -> when Sluice last heard of their approval of the PR (a
-        review's webhook, or a click on "Approve this plan"), the latest of the two."""
-        heads = select(review_heads.c.user, review_heads.c.reviewed_ts.label("at")).where(
-            review_heads.c.repo == repo, review_heads.c.number == number
-        )
-        clicks = select(plan_clicks.c.user, plan_clicks.c.clicked_ts.label("at")).where(
-            plan_clicks.c.repo == repo, plan_clicks.c.number == number
-        )
-        times: dict[str, int] = {}
-        with self._reading("read when approvals were given") as conn:
-            for row in [*conn.execute(heads), *conn.execute(clicks)]:
-                user = str(row.user).casefold()
-                times[user] = max(times.get(user, 0), int(row.at))
-        return times
-
     def review_heads(self, repo: str, number: int) -> dict[str, str]:
         """Case-folded user -> the head of the PR when they last approved it."""
         query = select(review_heads.c.user, review_heads.c.sha).where(
@@ -410,11 +394,8 @@ class Ledger(AuditLog):
         with self._reading("count approved models") as conn:
             return int(conn.execute(query).scalar_one())
 
-    def unapproved(
-        self, repo: str, items: Iterable[Item], *, since: int | None = None
-    ) -> list[Item]:
-        """The items no gate has approved in ``repo`` (``since``: at or after that time),
-        sorted."""
+    def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
+        """The items no gate has approved in ``repo``, sorted."""
         wanted = sorted(set(items))
         if not wanted:
             return []
@@ -424,7 +405,6 @@ class Ledger(AuditLog):
                 query = select(approved.c.model, approved.c.content).where(
                     approved.c.repo == repo,
                     or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
-                    approved.c.approved_ts >= (since if since is not None else 0),
                 )
                 found |= {(row.model, row.content) for row in conn.execute(query)}
         return [item for item in wanted if item not in found]
@@ -542,10 +522,10 @@ class Ledger(AuditLog):
 
     def pin_settings(
         self, repo: str, sha: str, digest: str, text: str, file: str, now: int, *, replace: bool
-    ) -> None:
+    ) -> bool:
         """Record the settings in force (``text``: of the file ``file`` they were read from);
         ``replace=False`` keeps a record already there (the first read pins them; only a
-        promotion moves them)."""
+        promotion moves them). Whether they were recorded (False: another was there)."""
         row = {
             "repo": repo,
             "sha": sha,
@@ -556,10 +536,18 @@ class Ledger(AuditLog):
         }
         with self._writing("record the settings in force") as conn:
             if replace:
+                kept = conn.execute(
+                    select(prod_settings.c.digest, prod_settings.c.pinned_ts).where(
+                        prod_settings.c.repo == repo
+                    )
+                ).one_or_none()
+                if kept is not None and kept.digest == digest:
+                    row["pinned_ts"] = kept.pinned_ts  # the same settings: the same pin
                 _upsert(conn, prod_settings, row, ("repo",))
-            else:
-                dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-                conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
+                return True
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            done = conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
+            return bool(done.rowcount)
 
     # -- merged pull requests and repositories -----------------------------------------
 

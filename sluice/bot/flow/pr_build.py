@@ -306,7 +306,7 @@ def _build(
         owners = prod_owners(store)
     # The settings change if any; the PR's Python is an item when it differs from prod's
     # (the last promoted commit's).
-    extra = (trust.SETTINGS_ITEM, own.digest) if own.digest != trusted.digest else None
+    extra = trusted.change_to(own.digest)
     review = review_of(
         result.plan,
         project,
@@ -315,6 +315,12 @@ def _build(
         owners=owners,
         extra=extra,
     )
+    if extra is not None and trusted.gate.required_approvers.count == 0:
+        # A gate of owners only: a change of the settings (which could drop the gate) is
+        # every owner's to approve, as no model's owner alone speaks for the rest (red
+        # team, settings round 3: it needed nobody).
+        everyone = {model: owner for model, owner in owners.items() if owner}
+        review = dataclasses.replace(review, direct_owners={**review.direct_owners, **everyone})
     review = dataclasses.replace(
         review,
         merge_intervals=prod.backfill_intervals,

@@ -291,9 +291,9 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             )
             items = list(review.items)
             if own.digest != settings.digest:
-                items.append((trust.SETTINGS_ITEM, own.digest))
+                items.append(trust.change_item(own.digest, settings.generation))
             if settings.requires_approval:
-                missing = trust.unapproved(job.ledger, repo, items, settings)
+                missing = job.ledger.unapproved(repo, items)
                 if missing:
                     listed = [
                         (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)

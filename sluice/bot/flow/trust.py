@@ -75,8 +75,22 @@ from sluice.core.yamlio import LocatedYaml, parse_yaml
 log = logging.getLogger(__name__)
 
 SETTINGS_ITEM = "config.yaml sluice:"
-"""The review item standing for a change of the ``sluice:`` section (its content: the
-digest of the new settings); approved and checked like a model change."""
+"""The review item standing for a change of Sluice's settings; its content names the new
+settings' digest and the settings in force it changes (:func:`change_item`): approved
+and checked like a model change."""
+
+
+def change_item(new_digest: str, generation: str) -> Item:
+    """The review item of a change to settings ``new_digest`` from the settings in force
+    whose :attr:`Settings.generation` is ``generation``. An approval of it counts only
+    while those settings stay in force: once a promotion pins others, it is void (an
+    approval given before cannot bring old settings back, however it is stamped or
+    evaluated again: red team, settings rounds 1 to 3).
+
+    >>> change_item("ab" * 16, "cd" * 8 + "@5")
+    ('config.yaml sluice:', 'abababababababababababababababab<-cdcdcdcdcdcdcdcd@5')
+    """
+    return (SETTINGS_ITEM, f"{new_digest}<-{generation}")
 
 
 @dataclass(frozen=True)
@@ -94,18 +108,19 @@ class Settings:
     # The commit whose Python a PR's must equal under SLUICE_PROJECT_PYTHON=prod: the one
     # prod was last promoted with (pinned) while a gate guards it; None: the branch's head.
     python_ref: str | None = None
-    # When the settings in force were pinned: a change of them counts as approved only
-    # by an approval at or after it (None: no pin before this read).
-    pinned_ts: int | None = None
+    # Which pin the settings in force are (its digest and when it was set): a change of
+    # them is approved for this generation only (:func:`change_item`).
+    generation: str = ""
 
     @property
     def requires_approval(self) -> bool:
         required = self.gate.required_approvers.count > 0
         return required or self.gate.owners_must_approve != "never"
 
-    @property
-    def item(self) -> Item:
-        return (SETTINGS_ITEM, self.digest)
+    def change_to(self, new_digest: str) -> Item | None:
+        """The review item of a change from these settings to ``new_digest`` (None: the
+        same settings, no change)."""
+        return None if new_digest == self.digest else change_item(new_digest, self.generation)
 
     def spark(self, service: SparkSettings) -> SparkSettings:
         """Spark as the service runs it: its master, deploy mode and settings, plus the prod
@@ -413,9 +428,9 @@ def settings_for(
 
     Once settings are pinned, the prod branch is the one they were pinned on: a
     ``deploy.prod_branch`` pushed past the gate is a change of the settings like any
-    other, not a redirect to follow (red team). Newer settings count only when approved
-    after the pin was set: an approval of settings long replaced does not bring them
-    back. The pin is the settings as parsed (:func:`pinned_text`), never a text read
+    other, not a redirect to follow (red team). Newer settings count only when a gate
+    approved the change from the settings pinned now (:func:`change_item`): an approval
+    of settings long replaced does not bring them back. The pin is the settings as parsed (:func:`pinned_text`), never a text read
     again.
 
     Raises:
@@ -423,26 +438,31 @@ def settings_for(
     """
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
-        parsed, branch, sha = read_prod(forge, branch, path, read)
-        text = pinned_text(parsed, branch)
-        ledger.pin_settings(
-            repo, sha or branch, parsed.digest, text, PINNED_FILE, now, replace=False
-        )
-        head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
-        return dataclasses.replace(head, python_ref=sha, pinned_ts=now)
+        parsed, first_branch, sha = read_prod(forge, branch, path, read)
+        text = pinned_text(parsed, first_branch)
+        at = sha or first_branch
+        if ledger.pin_settings(repo, at, parsed.digest, text, PINNED_FILE, now, replace=False):
+            pinned = PinnedSettings(at, parsed.digest, text, PINNED_FILE, now)
+        else:  # another job pinned first: its settings are the ones in force
+            pinned = ledger.settings_in_force(repo)
+            if pinned is None:
+                raise ConfigError("the settings in force could not be recorded", hint="retry")
+        if pinned.digest == parsed.digest:
+            head = _settings(parsed, first_branch, sha, f"{md.code(first_branch)} at {_short(sha)}")
+            return dataclasses.replace(head, python_ref=sha, generation=_generation(pinned))
     old, pinned_branch = _from_pin(pinned, path)
     branch = pinned_branch or branch
     parsed = _read_branch(read or forge.read_file, branch, path)
     sha = forge.commit_of(branch)
     head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
-    head = dataclasses.replace(head, pinned_ts=pinned.pinned_ts)
+    head = dataclasses.replace(head, generation=_generation(pinned))
     # Python runs as prod was last promoted with while a gate guards prod: the branch's
     # head may hold commits pushed or merged past it.
     if pinned.digest == parsed.digest:
         return dataclasses.replace(head, python_ref=pinned.sha if head.requires_approval else None)
     if not _requires_approval(old.gate):
         return head  # nothing guarded the settings: the newer ones are as good
-    if not ledger.unapproved(repo, [head.item], since=pinned.pinned_ts):
+    if not ledger.unapproved(repo, [change_item(parsed.digest, _generation(pinned))]):
         return dataclasses.replace(head, python_ref=pinned.sha)  # a gate approved these
     note = (
         f"Sluice's settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
@@ -465,7 +485,13 @@ def settings_for(
         once=True,
     )
     kept = _settings(old, branch, pinned.sha, where, note)
-    return dataclasses.replace(kept, python_ref=pinned.sha, pinned_ts=pinned.pinned_ts)
+    return dataclasses.replace(kept, python_ref=pinned.sha, generation=_generation(pinned))
+
+
+def _generation(pinned: PinnedSettings) -> str:
+    """Which pin ``pinned`` is: its digest and when it was set (a promotion of the same
+    settings keeps both; other settings make another)."""
+    return f"{pinned.digest[:16]}@{pinned.pinned_ts}"
 
 
 def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: int) -> None:
@@ -491,18 +517,6 @@ def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: i
                     f"(were {before.sha[:12]}'s), promoted to prod",
                 )
             )
-
-
-def unapproved(ledger: Ledger, repo: str, items: list[Item], settings: Settings) -> list[Item]:
-    """Of ``items`` (a promotion's), those no gate approved: a change of the settings
-    (:data:`SETTINGS_ITEM`) only by an approval since the settings in force were pinned
-    (``settings.pinned_ts``), so settings approved once and replaced since cannot come
-    back past the gate; the rest by any approval."""
-    changes = [item for item in items if item[0] != SETTINGS_ITEM]
-    own = [item for item in items if item[0] == SETTINGS_ITEM]
-    missing = ledger.unapproved(repo, changes)
-    missing += ledger.unapproved(repo, own, since=settings.pinned_ts)
-    return sorted(missing)
 
 
 def _requires_approval(gate: GateSettings) -> bool:
