@@ -273,7 +273,17 @@ def settings_path(project_dir: Path) -> Path | None:
     Raises:
         ConfigError: when both exist (which one counts?).
     """
-    found = [project_dir / name for name in SETTINGS_FILES if (project_dir / name).is_file()]
+    found = _one_of(project_dir, SETTINGS_FILES)
+    return found[0] if found else None
+
+
+def _one_of(project_dir: Path, names: tuple[str, ...]) -> list[Path]:
+    """Those of ``names`` (one file's two spellings) that are files in ``project_dir``.
+
+    Raises:
+        ConfigError: both are (which one counts?).
+    """
+    found = [project_dir / name for name in names if (project_dir / name).is_file()]
     if len(found) > 1:
         raise ConfigError(
             f"the project has both {found[0].name} and {found[1].name}",
@@ -281,7 +291,7 @@ def settings_path(project_dir: Path) -> Path | None:
             line=1,
             hint=f"keep one: merge {found[1].name} into {found[0].name} and delete it",
         )
-    return found[0] if found else None
+    return found
 
 
 def config_path(project_dir: Path) -> Path | None:
@@ -290,14 +300,7 @@ def config_path(project_dir: Path) -> Path | None:
     Raises:
         ConfigError: when both config.yaml and config.yml exist (which one counts?).
     """
-    found = [project_dir / name for name in CONFIG_FILES if (project_dir / name).is_file()]
-    if len(found) > 1:
-        raise ConfigError(
-            f"the project has both {found[0].name} and {found[1].name}",
-            path=found[1],
-            line=1,
-            hint=f"keep one: merge {found[1].name} into {found[0].name} and delete it",
-        )
+    found = _one_of(project_dir, CONFIG_FILES)
     python = project_dir / PYTHON_CONFIG
     if found and python.is_file():
         raise ConfigError(
