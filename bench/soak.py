@@ -3,6 +3,7 @@ the service holds over time.
 
 Usage: python bench/soak.py [--minutes 10] [--every 30] [--open 4] [--tick 1.0]
                             [--janitor 60] [--csv PATH] [--heap]
+                            [--forget-after 40]
 
 The real service in its own process (``create_app`` on uvicorn, 127.0.0.1 only: intake,
 queue, workers, flow, the janitor every ``--janitor`` seconds), GitHub in memory (the
@@ -25,7 +26,10 @@ apart), its log (stderr, to a file) and the job logs' size, and the state's rows
 table of the SQLite file, read-only). It prints a line per sample and writes them as CSV
 (``--csv``; matplotlib is not a dependency: plot the CSV as you like). ``--heap`` also
 prints, at each sample, the kinds of Python objects in the service grown most since the
-last (the in-memory GitHub's records are among them: it lives in the service's process).
+last. The in-memory GitHub lives in the service's process: so that its records do not
+count as the service's memory, it forgets each pull request ``--forget-after`` pull
+requests later (its commits' files and checks, comments, reviews, its call log), and the
+scripted Spark the job specs it keeps.
 """
 
 from __future__ import annotations
@@ -126,6 +130,23 @@ def serve(config: dict[str, Any]) -> None:
         counted[:] = [dict(now)]
         return {"objects": sum(now.values()), "grown": grown}
 
+    def forget(old: int) -> None:
+        """The in-memory GitHub forgets pull request ``old`` (long closed): its commits'
+        files and checks, comments, reviews; and its call log and all but the last
+        merges and deployments; the scripted Spark its job specs. Both live in the
+        service's process: kept, their records would count in the service's memory."""
+        for head in (sha(old, 0), sha(old, 1), sha(old, 0xFF)):
+            github.checks.pop(head, None)
+            if head != github.refs["main"]:
+                github.files.pop(head, None)
+        for records in (github.pulls, github.comments, github.review_log):
+            records.pop(old, None)
+        github.calls.clear()
+        del github.merges[:-50], github.deployments[:-50]
+        # The scripted Spark, in the service's process too, keeps every job's spec; its
+        # tables and views are the catalog's, which the janitor keeps as Spark's.
+        warehouse.jobs.clear()
+
     @app.post("/bench/forge")
     async def forge(request: Request) -> dict[str, str]:
         """The bench's hand on the in-memory forge: a PR's commit, review, merge, close."""
@@ -150,9 +171,13 @@ def serve(config: dict[str, Any]) -> None:
                 github.commit(merged, dict(github.files[head]), parents=(github.refs["main"], head),
                               branch="main")  # fmt: skip
                 github.close_pull(number, merged=True)
+                if 0 < config["forget_after"] < number:
+                    forget(number - config["forget_after"])
                 return {"merge": merged}
             elif what == "close":
                 github.close_pull(number)
+            if what == "close" and 0 < config["forget_after"] < number:
+                forget(number - config["forget_after"])
         return {}
 
     uvicorn.Server(
@@ -317,6 +342,12 @@ def main() -> int:
     parser.add_argument("--job-seconds", type=float, default=0.2)
     parser.add_argument("--csv", type=Path, default=None)
     parser.add_argument(
+        "--forget-after",
+        type=int,
+        default=40,
+        help="the in-memory GitHub forgets a PR this many PRs later (0: never)",
+    )
+    parser.add_argument(
         "--heap",
         action="store_true",
         help="print the kinds of Python objects in the service grown most between samples",
@@ -334,7 +365,8 @@ def main() -> int:
     child_tmp.mkdir()
     port = free_port()
     config = {"port": port, "workdir": str(tmp), "janitor": args.janitor,
-              "job_seconds": args.job_seconds, "heap": args.heap}  # fmt: skip
+              "job_seconds": args.job_seconds, "heap": args.heap,
+              "forget_after": args.forget_after}  # fmt: skip
     log = tmp / "service.log"
     with open(log, "wb") as out:
         child = subprocess.Popen(
