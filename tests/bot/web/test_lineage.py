@@ -8,28 +8,13 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from sluice.bot.web.routes import STATIC
-from sluice.bot.web.standalone import ui_app
-from tests.helpers.web import KEY, WebWorld, web_world
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
-    made = web_world(tmp_path_factory.mktemp("lineage"))
-    yield made
-    made.close()
-
-
-@pytest.fixture(scope="module")
-def ui(world: WebWorld) -> Iterator[TestClient]:
-    with TestClient(ui_app(world.ui_site())) as client:
-        yield client
+from tests.helpers.web import KEY
 
 
 @pytest.fixture(scope="module")

@@ -6,29 +6,12 @@ the pages, user text escaped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
 
 from sluice.bot.web.reader import TEST_CHARS
-from sluice.bot.web.standalone import ui_app
 from sluice.core.spark.writes import JobWrites
 from sluice.core.state import open_state
-from tests.helpers.web import OWNER_MARK, WebWorld, web_world
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
-    made = web_world(tmp_path_factory.mktemp("models"))
-    yield made
-    made.close()
-
-
-@pytest.fixture(scope="module")
-def ui(world: WebWorld) -> Iterator[TestClient]:
-    with TestClient(ui_app(world.ui_site())) as client:
-        yield client
+from tests.helpers.web import OWNER_MARK, WebWorld
 
 
 def _model(ui: TestClient, name: str) -> dict:  # type: ignore[type-arg]

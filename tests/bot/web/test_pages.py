@@ -4,13 +4,10 @@ the API says, through one layout, with Sluice's own files only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from sluice.bot.web.standalone import ui_app
-from tests.helpers.web import KEY, WebWorld, web_world
+from tests.helpers.web import KEY, WebWorld
 
 PAGES = (
     "/ui/environments",
@@ -24,19 +21,6 @@ PAGES = (
     "/ui/lineage",
     "/ui/audit",
 )
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
-    made = web_world(tmp_path_factory.mktemp("pages"))
-    yield made
-    made.close()
-
-
-@pytest.fixture(scope="module")
-def ui(world: WebWorld) -> Iterator[TestClient]:
-    with TestClient(ui_app(world.ui_site())) as client:
-        yield client
 
 
 @pytest.mark.parametrize("path", PAGES)
