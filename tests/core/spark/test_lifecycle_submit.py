@@ -33,11 +33,11 @@ def _project(dest: Path, master: str, schema: str) -> Path:
     )
     for path in [*dest.rglob("*.sql"), *dest.rglob("*.yaml"), *dest.rglob("*.py")]:
         path.write_text(path.read_text().replace("jaffle.", f"{schema}."))
-    config = dest / "config.yaml"
-    config.write_text(
-        config.read_text().replace(
-            "  project: jaffle\n", f"  project: {schema}\n  spark:\n    master: '{master}'\n"
-        )
+    settings = dest / "sluice.yaml"
+    text = settings.read_text()
+    assert "project: jaffle\n" in text, text  # the example's, to replace (never silently)
+    settings.write_text(
+        text.replace("project: jaffle\n", f"project: {schema}\nspark:\n  master: '{master}'\n")
     )
     return dest
 
