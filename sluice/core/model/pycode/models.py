@@ -40,6 +40,7 @@ query, as in SQLMesh.
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,9 +195,22 @@ class _Module:
         return rel.replace("/", ".")
 
 
+# CPython 3.11 keeps the AST constructor's recursion depth in state every thread shares:
+# two threads parsing at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905, seen once in the soak, issue 45). The service's
+# workers load projects in threads, so this process parses one text at a time.
+_AST = threading.Lock()
+
+
+def _parse(text: str, path: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` of ``text``, one thread at a time."""
+    with _AST:
+        return ast.parse(text, filename=path)
+
+
 def _module(path: str, text: str, rel: str | None = None) -> _Module:
     try:
-        tree = ast.parse(text, filename=path)
+        tree = _parse(text, path)
     except SyntaxError as exc:
         raise ModelError(
             f"the Python file does not parse: {exc.msg}",
@@ -831,7 +845,7 @@ def _kind(
 def _clean(node: ast.stmt) -> str:
     """A definition as code: no comments (ast drops them), no docstrings, no decorators
     of the model itself (its arguments are the model's properties)."""
-    copy = ast.parse(ast.unparse(node)).body[0]
+    copy = _parse(ast.unparse(node)).body[0]
     for item in ast.walk(copy):
         body = getattr(item, "body", None)
         if (
