@@ -7,22 +7,24 @@ Three sources, and nothing else:
   how Spark runs: master, deploy mode, mode (submit or connect) and remote (a Spark
   Connect endpoint), and every Spark setting that could choose what runs
   (driver program, JVM options, jars, packages, plugins, extensions, metastore, warehouse).
-- **The prod branch** (the ``sluice:`` section of its config.yaml): the gate, ``deploy``,
+- **The prod branch** (its sluice.yaml, or the ``sluice:`` section of its config.yaml;
+  :func:`read_source`): the gate, ``deploy``,
   ``allowed_paths``, TTLs, the PR preview settings, the table format, and Spark *tuning*:
   the settings in :data:`sluice.core.spark.tuning.SPARK_TUNING` (also the only
   ``session_properties`` a model may set), which size work but cannot run code.
 - **The pull request's head**: its models, audits, tests and seeds, and the
   ``model_defaults`` and ``variables`` of its config.yaml (they are part of its models:
-  each change to them changes a model and shows in the plan). Its ``sluice:`` section is
-  not used for its own build; changing it is a change like a model's, approved with the
-  PR (:data:`SETTINGS_ITEM`) and in force once promoted.
+  each change to them changes a model and shows in the plan). Its own Sluice settings are
+  not used for its own build; changing them is a change like a model's, approved with the
+  PR (:func:`change_item`) and in force once promoted.
 
-The prod branch's settings are *pinned* in the ledger the first time Sluice reads them.
-From then on a newer ``sluice:`` section on the prod branch is used once a gate approved
-it (a PR that changed it passed ``sluice/approval``) or when the pinned settings required
-no approval; otherwise, e.g. after an admin pushed or merged past the gate, the pinned
-settings stay in force and the PR is told why. A promotion moves the pin to the promoted
-commit's settings, after checking that their change, if any, was approved.
+The prod branch's settings are *pinned* in the ledger, as parsed (:func:`pinned_text`),
+the first time Sluice reads them. From then on newer settings on the prod branch are used
+once a gate approved the change from the pinned ones (a PR that changed them passed
+``sluice/approval``) or when the pinned settings required no approval; otherwise, e.g.
+after an admin pushed or merged past the gate, the pinned settings stay in force and the
+PR is told why. A promotion moves the pin to the promoted commit's settings, after
+checking that their change, if any, was approved.
 
 >>> tuning, refused = split_spark_conf({"spark.sql.shuffle.partitions": "8",
 ...                                     "spark.jars": "/tmp/x.jar"})
