@@ -37,8 +37,13 @@ os.environ.setdefault("SLUICE_RETRY_SECONDS", "0")
 # Spark drivers started by tests (and by the services they start) map one class archive
 # (sluice.core.spark.jvm), written by the first of them, and compile with C1 only: test
 # jobs are short and their data small, and the suite runs two at a time on two cores.
+# C1 only also shrinks the JVM's default code cache to 48 MB, which a warm Connect server
+# serving a whole lifecycle's jobs filled ("Out of space in CodeCache", the server died):
+# the code cache is kept at the default of a JVM with both compilers.
 os.environ.setdefault("SLUICE_JVM_CACHE", str(Path(__file__).parent.parent / ".cache" / "jvm"))
-os.environ.setdefault("SLUICE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault(
+    "SLUICE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+)
 # Fixtures that start Spark (tests/core/spark/conftest.py): a test using one is ``spark``.
 SPARK_FIXTURES = frozenset(
     {"spark_dirs", "inprocess_paths", "local_spark", "spark_cluster", "connect_server"}
