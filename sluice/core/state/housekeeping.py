@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, tuple_
 
@@ -79,18 +80,7 @@ class HousekeepingMixin(Transactions):
         if plan_id is not None:
             query = query.where(t.c.plan_id == plan_id)
         with self._reading("read job results") as conn:
-            return [
-                JobResult(
-                    r.job_id,
-                    r.plan_id,
-                    r.kind,
-                    r.name,
-                    bool(r.passed),
-                    load_json(r.payload, dict, "job result", r.job_id),
-                    int(r.created_ts),
-                )
-                for r in conn.execute(query)
-            ]
+            return [_result(r) for r in conn.execute(query)]
 
     def get_results_page(
         self,
@@ -110,17 +100,19 @@ class HousekeepingMixin(Transactions):
             mine = mine & (func.length(t.c.payload) <= max_chars)
         query = select(t).where(mine).order_by(t.c.id.desc()).offset(offset).limit(limit)
         with self._reading(f"read {kind} results") as conn:
-            rows = [
-                JobResult(
-                    r.job_id,
-                    r.plan_id,
-                    r.kind,
-                    r.name,
-                    bool(r.passed),
-                    load_json(r.payload, dict, "job result", r.job_id),
-                    int(r.created_ts),
-                )
-                for r in conn.execute(query)
-            ]
+            rows = [_result(r) for r in conn.execute(query)]
             total = conn.execute(select(func.count()).select_from(t).where(mine)).scalar_one()
         return rows, int(total)
+
+
+def _result(row: Any) -> JobResult:
+    """A row of the results table as a :class:`JobResult`."""
+    return JobResult(
+        row.job_id,
+        row.plan_id,
+        row.kind,
+        row.name,
+        bool(row.passed),
+        load_json(row.payload, dict, "job result", row.job_id),
+        int(row.created_ts),
+    )
