@@ -356,7 +356,7 @@ def test_the_same_click_twice_is_recorded_once_and_another_user_s_click_counts(b
     assert bot.posts(before) == []
     bot.deliver("check_run", _click("carol", 77))
     assert bot.posts(before) != []
-    assert {u for u, _ in bot.ledger.clicks(f"github:{OWNER}", 7)} == {"bob", "carol"}
+    assert {c.user for c in bot.ledger.clicks(f"github:{OWNER}", 7)} == {"bob", "carol"}
 
 
 def test_a_rerequested_check_runs_every_time_it_is_asked_for(bot: Bot) -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sluice.bot.flow import audit, trust
 from sluice.bot.flow.gate_rules import (
+    ActionApproval,
     GateInput,
     GateResult,
     budget_to_approve,
@@ -52,6 +54,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         review = ledger.review(repo, pr.number, pr.head_sha)
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
+        replanned = ledger.replanned(repo, pr.number)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -77,7 +80,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
             owners=owners,
-            action_approvals=clicks,
+            action_approvals=[ActionApproval(c.user, c.sha, c.plan, c.ts) for c in clicks],
+            replanned=replanned,
         ),
     )
     into_prod = pr.base_ref == settings.branch
@@ -116,7 +120,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     if not into_prod:
         summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
     job.forge.set_check(
-        pr.head_sha, checks.approval_result(title, summary, result.conclusion, result.ok)
+        pr.head_sha,
+        checks.approval_result(title, summary, result.conclusion, result.ok, review.fingerprint),
     )
     sections = comment.approval_sections(
         result.ok,
@@ -149,11 +154,16 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     )
 
 
-def _bound(reviews: list[Review], heads: dict[str, str]) -> list[Review]:
+def _bound(reviews: list[Review], heads: dict[str, tuple[str, int]]) -> list[Review]:
     """Reviews with the commit each was given on: a forge whose approvals do not say
-    (GitLab) gets it from the approval webhooks the ledger recorded; an approval no
-    webhook told of stays unbound, so it counts for no plan (stale)."""
-    return [
-        r if r.commit_sha else dataclasses.replace(r, commit_sha=heads.get(r.user.casefold()))
-        for r in reviews
-    ]
+    (GitLab) gets it, and when, from the approval webhooks the ledger recorded; an
+    approval no webhook told of stays unbound, so it counts for no plan (stale)."""
+    bound = []
+    for review in reviews:
+        if review.commit_sha:
+            bound.append(review)
+            continue
+        sha, ts = heads.get(review.user.casefold(), (None, None))
+        at = datetime.fromtimestamp(ts / 1000, UTC).isoformat() if ts is not None else None
+        bound.append(dataclasses.replace(review, commit_sha=sha, submitted_at=at))
+    return bound

@@ -49,7 +49,10 @@ def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
 
 def _on_review(job: Job, event: ReviewEvent) -> None:
     if event.state == "APPROVED" and event.commit_sha:
-        job.ledger.review_head(job.repo, event.number, event.reviewer, event.commit_sha, job.now)
+        # When the forge says it was given (GitLab's updated_at), not when handled: a plan
+        # made again in between must not count it (gate_rules: replanned).
+        given = event.submitted_ms if event.submitted_ms is not None else job.now
+        job.ledger.review_head(job.repo, event.number, event.reviewer, event.commit_sha, given)
     pr = job.forge.pull_request(event.number)
     if event.state == "APPROVED" and pr_build.on_approved(job, pr, event.reviewer):
         return  # a build held for the backfill budget ran, and its gate with it

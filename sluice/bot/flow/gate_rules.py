@@ -7,14 +7,18 @@ settings suit it).
 the ``sluice/approval`` check. An approval counts for the plan it was given on: the
 caller records the plan's content hash per head commit, and an approval whose commit's
 plan differs from the current one is *stale*: a push that changes the plan needs a fresh
-approval, one that leaves the plan unchanged keeps it.
+approval, one that leaves the plan unchanged keeps it. A commit planned again with another
+plan (``/sluice plan`` after prod or its settings moved) is the same: an approval given on
+it before then approved the plan it replaced (a review by when it was submitted, a click by
+the plan its button named).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import datetime
+from typing import Literal, NamedTuple
 
 from sluice.bot.forge.base import Review
 from sluice.core import markdown as md
@@ -61,6 +65,15 @@ def budget_to_approve(
     return {what: budget.approver} if budget is not None and what else {}
 
 
+class ActionApproval(NamedTuple):
+    """A click on the check run's "Approve this plan" (or the web UI's)."""
+
+    user: str
+    sha: str  # the commit it was given on
+    plan: str | None = None  # the fingerprint (a prefix) of the plan its button showed
+    ts: int | None = None  # when it was handled (epoch ms)
+
+
 @dataclass(frozen=True)
 class GateInput:
     """What the gate is evaluated on; the caller gathers it from the forge and state.
@@ -74,12 +87,14 @@ class GateInput:
             the owners that are teams (resolved by the caller).
         owners: Model -> owner (login or ``org/team``) whose approval is also needed;
             see :func:`owners_to_approve`.
-        action_approvals: ``(user, sha)`` for each click on the check run's "Approve this
-            plan", oldest first. Each is an approval given on ``sha`` with the same rules
-            as a review; it does not lift a standing "changes requested" from the same
-            user (only a new review does, as on GitHub). A caller that knows when a click
-            happened may pass it as an APPROVED :class:`Review` in its place in
-            ``reviews`` instead.
+        action_approvals: Each click on the check run's "Approve this plan", oldest
+            first. Each is an approval given on its commit with the same rules as a
+            review, and only of the plan its button named where it named one; it does not
+            lift a standing "changes requested" from the same user (only a new review
+            does, as on GitHub).
+        replanned: Head commit sha -> when (epoch ms) its plan was last made again with
+            another content hash; an approval on it from before then (or of unknown time,
+            naming no plan) approved the plan it replaced.
     """
 
     author: str
@@ -88,7 +103,8 @@ class GateInput:
     current_plan: str
     team_members: Mapping[str, frozenset[str]] = field(default_factory=dict)
     owners: Mapping[str, str] = field(default_factory=dict)
-    action_approvals: Sequence[tuple[str, str]] = ()
+    action_approvals: Sequence[ActionApproval] = ()
+    replanned: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,13 +136,29 @@ class GateResult:
         return self.conclusion == "success"
 
 
+class _Given(NamedTuple):
+    """One approval: the commit it was given on, what plan it named, when."""
+
+    sha: str | None
+    plan: str | None
+    ts: int | None
+
+
 @dataclass
 class _Standing:
     """One user's last word: their approvals since, and whether an objection stands."""
 
     login: str  # as the forge spells it
-    approved_shas: list[str | None] = field(default_factory=list)
+    approved: list[_Given] = field(default_factory=list)
     objection: bool = False  # latest decisive review is CHANGES_REQUESTED
+
+
+def _epoch_ms(moment: str | None) -> int | None:
+    """An ISO 8601 time (the forge's ``submitted_at``) in epoch ms; None if absent or bad."""
+    try:
+        return int(datetime.fromisoformat(moment).timestamp() * 1000) if moment else None
+    except ValueError:
+        return None
 
 
 def _standings(gate: GateInput) -> dict[str, _Standing]:
@@ -135,15 +167,34 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
         state = review.state.upper()
         key = review.user.casefold()
         if state == "APPROVED":
-            by_user[key] = _Standing(review.user, [review.commit_sha])
+            given = _Given(review.commit_sha, None, _epoch_ms(review.submitted_at))
+            by_user[key] = _Standing(review.user, [given])
         elif state in {"CHANGES_REQUESTED", "DISMISSED"}:
             by_user[key] = _Standing(review.user, [], objection=state == "CHANGES_REQUESTED")
         # COMMENTED (and PENDING, a draft review) changes nobody's standing.
-    for user, sha in gate.action_approvals:
-        standing = by_user.setdefault(user.casefold(), _Standing(user))
+    for click in gate.action_approvals:
+        standing = by_user.setdefault(click.user.casefold(), _Standing(click.user))
         if not standing.objection:
-            standing.approved_shas.append(sha)
+            standing.approved.append(_Given(click.sha, click.plan, click.ts))
     return by_user
+
+
+def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str | None:
+    """None when ``given`` approves the current plan, else why not (for the stale list)."""
+    if given.sha is None:
+        return "approved a commit the forge did not name"
+    sha = given.sha.lower()
+    short = f"`{given.sha[:7]}`"
+    if sha not in plans:
+        return f"approved {short}, for which no plan was recorded"
+    if plans[sha] != gate.current_plan or (
+        given.plan is not None and not gate.current_plan.startswith(given.plan)
+    ):
+        return f"approved {short}, whose plan differs from the current plan"
+    replanned = next((ts for at, ts in gate.replanned.items() if at.lower() == sha), None)
+    if given.plan is None and replanned is not None and (given.ts is None or given.ts < replanned):
+        return f"approved {short} before its plan was made again, differently"
+    return None
 
 
 def _by_name(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -204,28 +255,20 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     ignored: dict[str, str] = {}  # casefold -> login: valid, but nobody asked for it
     self_approved = False
     for key, standing in _standings(gate).items():
-        if not standing.approved_shas:
+        if not standing.approved:
             continue
         if key == author:
             self_approved = True
             continue
         relevant = key in eligible_names or key in owner_people
         login = standing.login
-        if any(
-            sha and plans.get(sha.lower()) == gate.current_plan for sha in standing.approved_shas
-        ):
+        reasons = [_approves(gate, plans, given) for given in standing.approved]
+        if None in reasons:
             valid[key] = login
             if not relevant:
                 ignored[key] = login
         elif relevant:
-            sha = standing.approved_shas[-1]
-            if sha is None:
-                why = "approved a commit the forge did not name"
-            elif sha.lower() not in plans:
-                why = f"approved `{sha[:7]}`, for which no plan was recorded"
-            else:
-                why = f"approved `{sha[:7]}`, whose plan differs from the current plan"
-            stale[key] = (login, why)
+            stale[key] = (login, str(reasons[-1]))
 
     counted = sorted((k for k in valid if k in eligible_names), key=lambda k: valid[k].casefold())
     approved_by = tuple(valid[k] for k in counted)

@@ -1,9 +1,10 @@
 """What the bot remembers between events, in the state database next to the job queue.
 
 - the plan review computed on each head commit of a pull request (approvals are bound to
-  its fingerprint);
-- clicks on the check run's "Approve this plan", and the head each approval was given on
-  where the forge's approvals do not say (GitLab);
+  its fingerprint), and when a commit's plan was last made again with another fingerprint
+  (an approval given on that commit before then approved the plan it replaced);
+- clicks on the check run's "Approve this plan" with the plan each approved, and the head
+  each approval was given on where the forge's approvals do not say (GitLab);
 - the events already handled, by their content (a signed delivery replayed under a new
   delivery id does not run again: see :mod:`sluice.bot.events.neutral`), and each pull
   request's head as its own events last reported it (what a writer's ``/sluice plan``
@@ -64,6 +65,9 @@ pr_plans = Table(
     Column("fingerprint", String, nullable=False),
     Column("review", JsonText, nullable=False),
     Column("created_ts", BigInteger, nullable=False),
+    # When this commit's plan was last made again with another fingerprint (a /sluice plan
+    # after prod or its settings moved); None: its first plan stands.
+    Column("replanned_ts", BigInteger, nullable=True),
 )
 
 plan_clicks = Table(
@@ -74,6 +78,9 @@ plan_clicks = Table(
     Column("user", String, primary_key=True),
     Column("sha", String, primary_key=True),
     Column("clicked_ts", BigInteger, nullable=False),
+    # The fingerprint (a prefix of it) of the plan the click approved; None: a button
+    # made before clicks named their plan.
+    Column("plan", String, nullable=True),
 )
 
 # The head an approval was given on, when the forge's approvals do not say (GitLab): the
@@ -225,16 +232,36 @@ def _settings_file(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN config_file VARCHAR")
 
 
+def _plan_bound(conn: Connection) -> None:
+    # Migration 1 makes the tables as declared now: add the columns only where missing.
+    for table, column, kind in (
+        (pr_plans, "replanned_ts", "BIGINT"),
+        (plan_clicks, "plan", "VARCHAR"),
+    ):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
     migrations=(
         Migration(1, "the bot's records", create_tables(*_FIRST)),
         Migration(2, "the file the settings in force were read from", _settings_file),
+        Migration(3, "approvals bound to the plan a commit had when given", _plan_bound),
     ),
     adopt=_adopt,
 )
 """The ledger's track of migrations (after the state's)."""
+
+
+class Click(NamedTuple):
+    """A click on "Approve this plan" (the check's button or the web UI's)."""
+
+    user: str
+    sha: str  # the commit it was given on
+    plan: str | None  # the approved plan's fingerprint (a prefix); None: the button did not say
+    ts: int  # when Sluice handled it
 
 
 class PinnedSettings(NamedTuple):
@@ -268,16 +295,29 @@ class Ledger(AuditLog):
     # -- plans and approvals ----------------------------------------------------------
 
     def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
-        """Remember the plan review computed on head commit ``sha`` (replacing an older one)."""
-        row = {
-            "repo": repo,
-            "number": number,
-            "sha": sha.lower(),
-            "fingerprint": review.fingerprint,
-            "review": dump_json(review.to_json()),
-            "created_ts": now,
-        }
+        """Remember the plan review computed on head commit ``sha`` (replacing an older one).
+
+        A plan made again on the same commit with another fingerprint (prod, or the
+        settings in force, moved since) is marked replanned at ``now``: an approval given on
+        that commit before then approved the plan it replaces, and counts no more."""
+        sha = sha.lower()
+        key = (pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha)
         with self._writing("record a plan") as conn:
+            before = conn.execute(
+                select(pr_plans.c.fingerprint, pr_plans.c.replanned_ts).where(*key)
+            ).first()
+            replanned = None
+            if before is not None:
+                replanned = before.replanned_ts if before.fingerprint == review.fingerprint else now
+            row = {
+                "repo": repo,
+                "number": number,
+                "sha": sha,
+                "fingerprint": review.fingerprint,
+                "review": dump_json(review.to_json()),
+                "created_ts": now,
+                "replanned_ts": replanned,
+            }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
 
     def plans(self, repo: str, number: int) -> dict[str, str]:
@@ -287,6 +327,17 @@ class Ledger(AuditLog):
         )
         with self._reading("read plans") as conn:
             return {row.sha: row.fingerprint for row in conn.execute(query)}
+
+    def replanned(self, repo: str, number: int) -> dict[str, int]:
+        """Head sha -> when its plan was last made again with another fingerprint, for the
+        commits of the PR where that happened (approvals on them before then are stale)."""
+        query = select(pr_plans.c.sha, pr_plans.c.replanned_ts).where(
+            pr_plans.c.repo == repo,
+            pr_plans.c.number == number,
+            pr_plans.c.replanned_ts.is_not(None),
+        )
+        with self._reading("read plans") as conn:
+            return {row.sha: int(row.replanned_ts) for row in conn.execute(query)}
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""
@@ -313,21 +364,33 @@ class Ledger(AuditLog):
                 found.setdefault(row.number, []).append((row.sha, row.fingerprint, row.created_ts))
         return found
 
-    def click(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
-        """Record a click on "Approve this plan" by ``user`` on ``sha``."""
-        row = {"repo": repo, "number": number, "user": user, "sha": sha.lower(), "clicked_ts": now}
+    def click(
+        self, repo: str, number: int, user: str, sha: str, plan: str | None, now: int
+    ) -> None:
+        """Record a click on "Approve this plan" by ``user`` on ``sha``, approving the plan
+        whose fingerprint starts with ``plan`` (None: a button that did not say)."""
+        row = {
+            "repo": repo,
+            "number": number,
+            "user": user,
+            "sha": sha.lower(),
+            "clicked_ts": now,
+            "plan": plan,
+        }
         with self._writing("record an approval") as conn:
             _upsert(conn, plan_clicks, row, ("repo", "number", "user", "sha"))
 
-    def clicks(self, repo: str, number: int) -> list[tuple[str, str]]:
-        """(user, sha) of every "Approve this plan" click on the PR, oldest first."""
+    def clicks(self, repo: str, number: int) -> list[Click]:
+        """Every "Approve this plan" click on the PR, oldest first."""
         query = (
-            select(plan_clicks.c.user, plan_clicks.c.sha)
+            select(
+                plan_clicks.c.user, plan_clicks.c.sha, plan_clicks.c.plan, plan_clicks.c.clicked_ts
+            )
             .where(plan_clicks.c.repo == repo, plan_clicks.c.number == number)
             .order_by(plan_clicks.c.clicked_ts)
         )
         with self._reading("read approvals") as conn:
-            return [(row.user, row.sha) for row in conn.execute(query)]
+            return [Click(r.user, r.sha, r.plan, int(r.clicked_ts)) for r in conn.execute(query)]
 
     def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
         """Record that ``user`` approved the PR when its head was ``sha``."""
@@ -341,13 +404,13 @@ class Ledger(AuditLog):
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
-    def review_heads(self, repo: str, number: int) -> dict[str, str]:
-        """Case-folded user -> the head of the PR when they last approved it."""
-        query = select(review_heads.c.user, review_heads.c.sha).where(
+    def review_heads(self, repo: str, number: int) -> dict[str, tuple[str, int]]:
+        """Case-folded user -> the head of the PR when they last approved it, and when."""
+        query = select(review_heads.c.user, review_heads.c.sha, review_heads.c.reviewed_ts).where(
             review_heads.c.repo == repo, review_heads.c.number == number
         )
         with self._reading("read the heads of approvals") as conn:
-            return {row.user: row.sha for row in conn.execute(query)}
+            return {row.user: (row.sha, int(row.reviewed_ts)) for row in conn.execute(query)}
 
     def approve(
         self,

@@ -111,26 +111,33 @@ def on_check_run(job: Job, event: CheckRunEvent) -> None:
             plan_and_gate(job, pr)
         elif event.action == "rerequested" and event.check_name == checks.APPROVAL:
             approval.refresh(job, pr)
-        elif event.action == "requested_action" and event.identifier == "approve":
+        elif event.action == "requested_action" and checks.approved_plan(event.identifier)[0]:
             _click(job, event, number)
             approval.refresh(job, pr)
 
 
 def _click(job: Job, event: CheckRunEvent, number: int) -> None:
     """Record ``event``'s "Approve this plan" (the check's button, or the web UI's form: the
-    same event) on its head, and its audit row with who clicked, in one transaction; the
-    gate, evaluated next, decides whether it counts (never the author's own)."""
+    same event) on its head, of the plan its button showed, and its audit row with who
+    clicked, in one transaction; the gate, evaluated next, decides whether it counts (never
+    the author's own, never for a plan made again on the commit since)."""
+    _, plan = checks.approved_plan(event.identifier)
     review = job.ledger.review(job.repo, number, event.head_sha)
+    current = review.fingerprint if review is not None else None
+    if plan is not None and current is not None and current.startswith(plan):
+        plan_id: str | None = current
+    else:
+        plan_id = plan or current
     where = "the web UI's" if event.origin == WEB else "the check's"
     with job.ledger.together("record an approval click"):
-        job.ledger.click(job.repo, number, event.requester, event.head_sha, job.now)
+        job.ledger.click(job.repo, number, event.requester, event.head_sha, plan, job.now)
         audit.record(
             job,
             audit.APPROVAL,
             "given",
             actor=event.requester,
             ref=f"#{number}",
-            plan_id=review.fingerprint if review is not None else None,
+            plan_id=plan_id,
             detail=f"{where} Approve this plan at {event.head_sha[:12]}",
         )
 

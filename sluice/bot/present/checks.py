@@ -13,6 +13,7 @@ Checks of a pull request's head: :data:`TESTS`, :data:`ENVIRONMENT`, :data:`PROD
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,31 @@ PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
 """The checks of a PR build, in the order the comment lists them."""
 APPROVAL = "sluice/approval"
 DEPLOY = "sluice/deploy"
-APPROVE_ACTION = CheckAction("Approve this plan", "Approve the plan of this commit", "approve")
+APPROVE = "approve"
+"""The identifier of "Approve this plan" (the check's button, the web UI's form), followed
+by ``:`` and the first :data:`PLAN_IN_ACTION` characters of the plan's fingerprint: a click
+approves the plan its button showed, never one made again on the same commit since."""
+PLAN_IN_ACTION = 12  # GitHub's identifier holds 20 characters: "approve:" and 12
+_APPROVE_ID = re.compile(rf"{APPROVE}(?::([0-9A-Za-z]{{1,{PLAN_IN_ACTION}}}))?")
+
+
+def approve_action(plan: str) -> CheckAction:
+    """The check's "Approve this plan" button for the plan with fingerprint ``plan``."""
+    return CheckAction(
+        "Approve this plan", "Approve the plan of this commit", approve_identifier(plan)
+    )
+
+
+def approve_identifier(plan: str) -> str:
+    """The identifier of an approval of the plan with fingerprint ``plan``."""
+    return f"{APPROVE}:{plan[:PLAN_IN_ACTION]}"
+
+
+def approved_plan(identifier: str | None) -> tuple[bool, str | None]:
+    """Whether ``identifier`` is an "Approve this plan", and the plan (a fingerprint's
+    prefix) it names; None for a button made before buttons named their plan."""
+    match = _APPROVE_ID.fullmatch(identifier or "")
+    return (match is not None, match.group(1) if match else None)
 
 
 # -- the PR build ----------------------------------------------------------------------
@@ -235,14 +260,15 @@ def approval_title(
     return title
 
 
-def approval_result(title: str, summary: str, conclusion: str, ok: bool) -> Check:
+def approval_result(title: str, summary: str, conclusion: str, ok: bool, plan: str) -> Check:
+    """The gate's check on the plan with fingerprint ``plan``: its button approves that one."""
     return Check(
         APPROVAL,
         "completed",
         title,
         summary,
         conclusion=conclusion,
-        actions=() if ok else (APPROVE_ACTION,),
+        actions=() if ok else (approve_action(plan),),
     )
 
 

@@ -39,9 +39,9 @@ from fastapi.responses import RedirectResponse
 
 from sluice.bot.events.neutral import WEB, CheckRunEvent, CommentEvent, Event
 from sluice.bot.intake.group_commit import IntakeClosed, job_of
+from sluice.bot.present.checks import APPROVAL, approve_identifier
 from sluice.bot.queue.store import Delivery
 from sluice.bot.web.access import SignedIn
-from sluice.bot.web.reader import APPROVAL
 from sluice.bot.web.session import Flash, Session, checked_form
 from sluice.bot.web.site import Site
 from sluice.core.errors import StateError
@@ -128,6 +128,11 @@ def router(site: Site, submit: Submit) -> APIRouter:
         installation = dict(await run_in_threadpool(reader.ledger.repositories)).get(reader.repo)
         event: Event
         if action == "approve":
+            # The page showed the plan reviewed at this head now (checked above): the
+            # approval names it, so a plan made again before it is handled is not approved.
+            review = await run_in_threadpool(reader.ledger.review, reader.repo, number, head)
+            if review is None:
+                raise HTTPException(409, "this head has no plan reviewed: reload the page")
             event = CheckRunEvent(
                 forge=forge,
                 repo=name,
@@ -137,7 +142,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 head_sha=head,
                 numbers=(number,),
                 requester=session.login,
-                identifier="approve",
+                identifier=approve_identifier(review.fingerprint),
                 origin=WEB,
             )
         else:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview, own_key
 from sluice.bot.forge.base import Check, PullRequest
+from sluice.bot.present.checks import APPROVAL
 from sluice.bot.queue.schema import JobRecord, JobStatus
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web import calendar, lineage
@@ -40,7 +41,6 @@ _PR_ENV = re.compile(r"^(?:[a-z0-9_]+_)?pr_([0-9]{1,9})$")
 LOG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 """A job's id as its log file is named (``submit._safe``: word characters, dots, dashes)."""
 HISTORY_LIMIT = 1000
-APPROVAL = "sluice/approval"
 TABLE_DIFF, AUDIT, UNIT_TEST = "table_diff", "audit", "unit_test"  # results a build records
 TESTS_READ = 200
 """The newest unit test results a model's page looks through for its tests."""
@@ -232,7 +232,7 @@ class Reader:
         review: PlanReview | None = self.ledger.review(self.repo, number, head) if head else None
         if review is not None:
             approvals = s.Approvals(
-                clicks=[user for user, sha in self.ledger.clicks(self.repo, number) if sha == head],
+                clicks=[c.user for c in self.ledger.clicks(self.repo, number) if c.sha == head],
                 owners_of_changes=dict(review.direct_owners),
                 breaking_owners=dict(review.breaking_owners),
                 merge_intervals=review.merge_intervals,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from sluice.bot.flow import trust
 from sluice.bot.flow.gate_rules import (
+    ActionApproval,
     GateInput,
     GateResult,
     budget_to_approve,
@@ -61,7 +63,8 @@ def run(
     current: str = "P2",
     teams: Mapping[str, frozenset[str]] | None = None,
     owners: Mapping[str, str] | None = None,
-    actions: Sequence[tuple[str, str]] = (),
+    actions: Sequence[tuple[str, ...]] = (),
+    replanned: Mapping[str, int] | None = None,
 ) -> GateResult:
     return evaluate(
         gate_settings,
@@ -72,7 +75,8 @@ def run(
             current_plan=current,
             team_members=teams or {},
             owners=owners or {},
-            action_approvals=list(actions),
+            action_approvals=[ActionApproval(*action) for action in actions],  # type: ignore[arg-type]
+            replanned=replanned or {},
         ),
     )
 
@@ -462,6 +466,43 @@ def test_action_approval_and_review_together_reach_the_count() -> None:
     result = run(settings(count=2), [review("alice")], actions=[("bob", C3)])
     assert result.ok
     assert result.approved_by == ("alice", "bob")
+
+
+# --- a commit planned again (prod or its settings moved) --------------------------------
+
+
+def reviewed(user: str, at_ms: int, sha: str = C3) -> Review:
+    """An approval on ``sha`` the forge says was submitted at ``at_ms``."""
+    return Review(
+        next(_ids), user, "APPROVED", sha, datetime.fromtimestamp(at_ms / 1000, UTC).isoformat()
+    )
+
+
+def test_a_review_from_before_the_commit_was_planned_again_is_stale() -> None:
+    # c3's plan was made again at t=2s with another fingerprint (now P2): bob's approval at
+    # t=1s approved the plan it replaced.
+    result = run(settings(), [reviewed("bob", 1_000)], replanned={C3: 2_000})
+    assert not result.ok
+    assert result.stale == ("bob",)
+    assert "before its plan was made again" in result.summary
+    assert run(settings(), [reviewed("bob", 2_500)], replanned={C3: 2_000}).ok
+    # Another commit's replan is not this one's.
+    assert run(settings(), [reviewed("bob", 1_000)], replanned={C1: 2_000}).ok
+    # No time from the forge: counted on a commit planned once, stale on one planned again.
+    assert run(settings(), [review("bob")]).ok
+    assert not run(settings(), [review("bob")], replanned={C3: 2_000}).ok
+
+
+def test_a_click_counts_only_for_the_plan_its_button_showed() -> None:
+    # The button named P2, the current plan: it counts whenever it was handled.
+    assert run(settings(), [], actions=[("bob", C3, "P2", 1_000)], replanned={C3: 2_000}).ok
+    # It named P1 (the plan c3 had before): stale although c3 is the head.
+    stale = run(settings(), [], actions=[("bob", C3, "P1", 3_000)])
+    assert not stale.ok
+    assert stale.stale == ("bob",)
+    # A button that named no plan (made before buttons did): by when it was handled.
+    assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], replanned={C3: 2_000}).ok
+    assert run(settings(), [], actions=[("bob", C3, None, 2_000)], replanned={C3: 2_000}).ok
 
 
 # --- owners ------------------------------------------------------------------------------

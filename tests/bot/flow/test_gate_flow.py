@@ -65,13 +65,18 @@ class Bot:
         dispatch.handle(self.deps, parsed)
 
     def plan(
-        self, number: int, sha: str, fingerprint: str, owners: dict[str, str | None] | None = None
+        self,
+        number: int,
+        sha: str,
+        fingerprint: str,
+        owners: dict[str, str | None] | None = None,
+        at: int = 1,
     ) -> None:
-        """Record the plan a build of ``sha`` would have recorded."""
+        """Record the plan a build of ``sha`` would have recorded (at ``at``, epoch ms)."""
         owners = owners or {}
         items = tuple((name, f"{fingerprint}-{name}") for name in sorted(owners) or ["s.m"])
         review = PlanReview(fingerprint, items, owners, owners)
-        self.ledger.record_plan(f"github:{OWNER}", number, sha, review, 1)
+        self.ledger.record_plan(f"github:{OWNER}", number, sha, review, at)
 
     def approval(self, sha: str) -> Check:
         return self.forge.checks[sha]["sluice/approval"]
@@ -155,7 +160,8 @@ def test_the_gate_waits_for_an_eligible_approver_and_never_counts_the_author(bot
     summary = check.summary
     assert "1 more approval needed from @bob and @carol." in summary
     assert "@alice's own approval does not count (PR author)." in summary
-    assert [a.identifier for a in check.actions] == ["approve"]
+    # The button names the plan it approves (the gate's plan at this head: fp1).
+    assert [a.identifier for a in check.actions] == ["approve:fp1"]
     # The settings were read from the base branch, not from the PR's head.
     read = [args for name, args in bot.forge.calls if name == "read_file"]
     assert ("main", "config.yaml") in read and all(ref != A for ref, _ in read)
@@ -242,9 +248,38 @@ def test_a_check_run_naming_two_prs_acts_only_for_the_one_its_job_is_queued_unde
     assert event is not None and pr_key(event) == f"github:{OWNER}#7"
     bot.deliver("check_run", payload)
     assert bot.approval(A).conclusion == "success"
-    assert bot.ledger.clicks(f"github:{OWNER}", 7) == [("carol", A)]
+    assert [(c.user, c.sha) for c in bot.ledger.clicks(f"github:{OWNER}", 7)] == [("carol", A)]
     assert bot.ledger.clicks(f"github:{OWNER}", 8) == [], "PR 8 was acted for"
     assert ("pull_request", (8,)) not in bot.forge.calls
+
+
+def test_an_approval_counts_only_for_the_plan_its_commit_had_when_it_was_given(bot: Bot) -> None:
+    repo = f"github:{OWNER}"
+    bot.plan(7, A, "fp1")
+    bot.forge.add_review(7, "bob", "APPROVED", A)  # submitted 2026-01-01, after fp1
+    bot.deliver("pull_request_review", _review("bob", "approved", A))
+    assert bot.approval(A).conclusion == "success"
+    assert bot.ledger.approved_by_pr(repo, 7) == 1
+    # Prod (or its settings) moved and `/sluice plan` made A's plan again, differently:
+    # bob approved fp1, not fp2, although A is still the head.
+    bot.plan(7, A, "fp2", at=NOW)
+    # carol clicks the button of the page she had open, which showed fp1.
+    bot.deliver("check_run", _click("carol", identifier="approve:fp1"))
+    check = bot.approval(A)
+    assert check.conclusion == "failure", check.summary
+    assert f"@bob approved `{A[:7]}` before its plan was made again, differently" in check.summary
+    assert f"@carol approved `{A[:7]}`, whose plan differs from the current plan" in check.summary
+    assert bot.ledger.approved_by_pr(repo, 7) == 0, "a merge past the check promotes nothing"
+    [button] = check.actions
+    assert button.identifier == "approve:fp2"
+    bot.deliver("check_run", _click("carol", identifier=button.identifier))
+    check = bot.approval(A)
+    assert check.conclusion == "success", check.summary
+    assert "Approved by @carol" in check.summary
+    # The same plan made once more keeps its approvals (the replan time stays).
+    bot.plan(7, A, "fp2", at=NOW + 5)
+    bot.deliver("check_run", _click("dave", identifier="approve:fp2"))  # a reader: refreshes
+    assert bot.approval(A).conclusion == "success"
 
 
 def test_team_members_and_model_owners(bot: Bot) -> None:

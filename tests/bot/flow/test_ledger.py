@@ -54,6 +54,10 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
     assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
     ledger.record_plan("github:o/r", 7, "AAA111", _review("fp1"), 5)  # same commit, other case
     assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
+    # bbb222 was planned again with another fingerprint at 3; aaa111 again with its own.
+    assert ledger.replanned("github:o/r", 7) == {"bbb222": 3}
+    ledger.record_plan("github:o/r", 7, "bbb222", _review("fp3", ("a.x", "k3")), 6)  # the same
+    assert ledger.replanned("github:o/r", 7) == {"bbb222": 3}, "an unchanged plan keeps the time"
     review = ledger.review("github:o/r", 7, "BBB222")
     assert review == _review("fp3", ("a.x", "k3"))
     assert ledger.review("github:o/r", 7, "ddd444") is None
@@ -61,11 +65,11 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
 
 
 def test_clicks_are_kept_oldest_first_once_per_user_and_commit(ledger: Ledger) -> None:
-    ledger.click("github:o/r", 7, "bob", "AAA", 10)
-    ledger.click("github:o/r", 7, "carol", "aaa", 11)
-    ledger.click("github:o/r", 7, "bob", "aaa", 12)  # clicked again: one record, the latest
-    ledger.click("github:o/r", 8, "dave", "aaa", 13)
-    assert ledger.clicks("github:o/r", 7) == [("carol", "aaa"), ("bob", "aaa")]
+    ledger.click("github:o/r", 7, "bob", "AAA", "fp1", 10)
+    ledger.click("github:o/r", 7, "carol", "aaa", None, 11)
+    ledger.click("github:o/r", 7, "bob", "aaa", "fp2", 12)  # clicked again: one record, the latest
+    ledger.click("github:o/r", 8, "dave", "aaa", "fp1", 13)
+    assert ledger.clicks("github:o/r", 7) == [("carol", "aaa", None, 11), ("bob", "aaa", "fp2", 12)]
 
 
 def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
@@ -73,7 +77,7 @@ def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
     ledger.review_head("gitlab:g/r", 3, "bob", "aaa111", 2)
     ledger.review_head("gitlab:g/r", 3, "ann", "bbb222", 3)  # approved again after a push
     ledger.review_head("gitlab:g/r", 4, "ann", "ccc333", 4)
-    assert ledger.review_heads("gitlab:g/r", 3) == {"ann": "bbb222", "bob": "aaa111"}
+    assert ledger.review_heads("gitlab:g/r", 3) == {"ann": ("bbb222", 3), "bob": ("aaa111", 2)}
     assert ledger.review_heads("gitlab:other/r", 3) == {}
 
 
@@ -129,7 +133,7 @@ def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
             ledger.seen("github:o/r", 42, n * 100 + i, sha=f"s{n}")
             ledger.approve("github:o/r", n, f"s{n}", [("a.x", "k1")], ["bob"], i)
             ledger.record_plan("github:o/r", 1, "abc", _review("fp"), i)
-            ledger.click("github:o/r", 1, "bob", "abc", i)
+            ledger.click("github:o/r", 1, "bob", "abc", "fp", i)
             ledger.review_head("github:o/r", 1, "bob", "abc", i)
             ledger.save_comment("github:o/r", 1, f"body {n}", {})
             ledger.merged("github:o/r", 1, [("a.x", "k1")], i)
@@ -139,8 +143,10 @@ def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
     assert ledger.repositories() == [("github:o/r", 42)]
     assert ledger.unapproved("github:o/r", [("a.x", "k1"), ("a.y", "k2")]) == [("a.y", "k2")]
     assert ledger.plans("github:o/r", 1) == {"abc": "fp"}
-    assert ledger.clicks("github:o/r", 1) == [("bob", "abc")]
-    assert ledger.review_heads("github:o/r", 1) == {"bob": "abc"}
+    assert [click[:3] for click in ledger.clicks("github:o/r", 1)] == [("bob", "abc", "fp")]
+    assert {user: sha for user, (sha, _) in ledger.review_heads("github:o/r", 1).items()} == {
+        "bob": "abc"
+    }
     assert ledger.comment("github:o/r", 1)[0] in {f"body {n}" for n in range(8)}
     assert ledger.waiting("github:o/r") == {1: [("a.x", "k1")]}
 
@@ -261,7 +267,7 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     assert inspected(engine) == declared(
         engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
     )
-    assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1, 2], "audit": [1]}
+    assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1, 2, 3], "audit": [1]}
 
 
 def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Path) -> None:
@@ -287,7 +293,7 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1, 2], "audit": [1]}
+        assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1, 2, 3], "audit": [1]}
     finally:
         engine.dispose()
 
