@@ -9,11 +9,13 @@ Traps the real payloads hold (see the tests): ``merge_commit_sha`` is set on PRs
 were closed without merging (a test-merge commit), so only ``merged`` says merged;
 ``head.repo.fork`` is true for any PR whose repository is itself a fork, so fork PRs are
 found by comparing the head and base repositories; ``installation`` is often absent;
-review states arrive in lower case.
+review states arrive in lower case; a merge group's refs are full refs
+(``refs/heads/main``) where a pull request's are branch names (``main``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -21,6 +23,7 @@ from sluice.bot.events.neutral import (
     CheckRunEvent,
     CommentEvent,
     Event,
+    MergeGroupEvent,
     PullRequestEvent,
     ReviewEvent,
     TagEvent,
@@ -45,6 +48,12 @@ _COMMENT_ACTIONS: Final = frozenset({"created", "edited", "deleted"})
 _REVIEW_ACTIONS: Final = frozenset({"submitted", "edited", "dismissed"})
 _CHECK_RUN_ACTIONS: Final = frozenset({"rerequested", "requested_action"})
 _TAG_PREFIX: Final = "refs/tags/"
+_BRANCH_PREFIX: Final = "refs/heads/"
+_MERGE_GROUP_ACTIONS: Final = frozenset({"checks_requested", "destroyed"})
+_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or a SHA-256 repository's
+# GitHub names a merge group's branch gh-readonly-queue/<base branch>/pr-<number>-<base sha>.
+_QUEUE_REF: Final = re.compile(r"gh-readonly-queue/.+/pr-([1-9][0-9]{0,17})-[0-9a-f]{40,64}")
+_REASON: Final = re.compile(r"[a-z_]{1,40}")
 
 
 def _pr_numbers(payload: Mapping[str, Any], path: str) -> tuple[int, ...]:
@@ -237,6 +246,50 @@ def _release(payload: Mapping[str, Any]) -> TagEvent | None:
     )
 
 
+def _commit(payload: Mapping[str, Any], path: str) -> str:
+    """The commit id at ``path``: hexadecimal, 40 digits (64 in a SHA-256 repository),
+    lower-cased (it names the merge group's environment and its checks)."""
+    sha = required(payload, path, str).lower()
+    if not _SHA.fullmatch(sha):
+        raise PayloadError(f"{path} is not a commit id (40 or 64 hexadecimal digits)")
+    return sha
+
+
+def _branch(payload: Mapping[str, Any], path: str) -> str:
+    ref = required(payload, path, str).removeprefix(_BRANCH_PREFIX)
+    if not ref:
+        raise PayloadError(f"{path} names no branch")
+    return ref
+
+
+def _merge_group(payload: Mapping[str, Any]) -> MergeGroupEvent | None:
+    """The merge queue's ``checks_requested`` (Sluice's checks wanted on the group's head)
+    and ``destroyed`` (the group merged, dequeued or invalidated)."""
+    action = required(payload, "action", str)
+    if action not in _MERGE_GROUP_ACTIONS:
+        return None
+    head_ref = _branch(payload, "merge_group.head_ref")
+    queued = _QUEUE_REF.fullmatch(head_ref)
+    reason = None
+    if action == "destroyed":
+        reason = optional(payload, "reason", str)
+        if reason is not None and not _REASON.fullmatch(reason):
+            raise PayloadError("reason is not a reason GitHub gives (lower-case words)")
+    return MergeGroupEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=_installation(payload),
+        action=action,
+        head_sha=_commit(payload, "merge_group.head_sha"),
+        head_ref=head_ref,
+        base_ref=_branch(payload, "merge_group.base_ref"),
+        base_sha=_commit(payload, "merge_group.base_sha"),
+        number=int(queued.group(1)) if queued else None,
+        reason=reason,
+        sender=optional(payload, "sender.login", str) or "",
+    )
+
+
 _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
     "pull_request": _pull_request,
     "issue_comment": _issue_comment,
@@ -245,6 +298,7 @@ _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
     "check_suite": _check_suite,
     "push": _push,
     "release": _release,
+    "merge_group": _merge_group,
     # Not "create": a tag created on GitHub also sends a push event with its sha, which
     # _push turns into the TagEvent; "create" names the tag without a sha.
 }
@@ -259,9 +313,9 @@ def parse_github(event: str, payload: Mapping[str, Any]) -> Event | None:
 
     Returns:
         A :class:`~sluice.bot.events.neutral.PullRequestEvent`, ``CommentEvent``,
-        ``ReviewEvent``, ``CheckRunEvent`` or ``TagEvent``; None for events and
-        actions Sluice does not act on (``ping``, ``installation``, a labelled PR,
-        a comment on an issue, a tag deletion, a branch push, ...).
+        ``ReviewEvent``, ``CheckRunEvent``, ``TagEvent`` or ``MergeGroupEvent``; None
+        for events and actions Sluice does not act on (``ping``, ``installation``, a
+        labelled PR, a comment on an issue, a tag deletion, a branch push, ...).
 
     Raises:
         PayloadError: The delivery is one Sluice acts on, but a field it needs is

@@ -25,6 +25,7 @@ approval (GitLab)       ``approval:<number>:<user>:<STATE>:<head>:<time>``      
 "Approve this plan"     ``click:<check run id>:<button>:<user>:<head sha>``     record the click
 tag pushed              ``tag:<tag>:<sha>``                                     re-promote a commit
 release published       ``release:<tag>:<release id>``                          re-promote a commit
+merge group destroyed   ``merge_group:destroyed:<head sha>``                    record it again
 ======================  ======================================================  ====================
 
 An id names one comment or review, so one PR and one author; they are in the key all the
@@ -39,7 +40,8 @@ run as before.
 No key, by design (each delivery runs): a PR opened, pushed to, reopened or marked ready
 (a new head is a new build; the same head built again is harmless, and the flow
 skips a PR event older than the newest head it recorded for the PR), a re-requested check
-(a re-run asked for on purpose), an edited or deleted comment and a comment without a
+(a re-run asked for on purpose), a merge group's ``checks_requested`` (its checks are set
+on its head commit again, from the same approvals), an edited or deleted comment and a comment without a
 command (they run nothing), and the janitor and the scheduled run (idempotent; one per
 period by its delivery id).
 
@@ -198,6 +200,29 @@ class TagEvent(_Base):
 
 
 @dataclass(frozen=True)
+class MergeGroupEvent(_Base):
+    """GitHub's merge queue made a merge group (``checks_requested``: its required checks
+    are wanted on ``head_sha``, the commit of the prod branch with the queue's PRs up to
+    and including ``number`` merged in) or dropped one (``destroyed``, with ``reason``:
+    merged, dequeued or invalidated)."""
+
+    kind: ClassVar[str] = "merge_group"
+    action: str  # checks_requested, destroyed
+    head_sha: str  # lower-case hex
+    head_ref: str  # gh-readonly-queue/<base>/pr-<number>-<base sha>, refs/heads/ removed
+    base_ref: str  # the branch the group merges into, refs/heads/ removed
+    base_sha: str
+    number: int | None  # the queue entry's PR, read from head_ref; None: it did not say
+    reason: str | None = None  # destroyed: merged, dequeued, invalidated
+    sender: str = ""
+
+    def content_key(self) -> str | None:
+        if self.action != "destroyed":
+            return None  # checks wanted again: set them again
+        return f"merge_group:destroyed:{self.head_sha}"
+
+
+@dataclass(frozen=True)
 class JanitorEvent(_Base):
     """Time to drop a repository's expired environments and unreferenced tables (the
     service's schedule makes these; no forge sends them)."""
@@ -219,6 +244,7 @@ Event = (
     | ReviewEvent
     | CheckRunEvent
     | TagEvent
+    | MergeGroupEvent
     | JanitorEvent
     | ScheduledRunEvent
 )
@@ -230,6 +256,7 @@ _KINDS: dict[str, type[_Base]] = {
         ReviewEvent,
         CheckRunEvent,
         TagEvent,
+        MergeGroupEvent,
         JanitorEvent,
         ScheduledRunEvent,
     )
@@ -262,6 +289,10 @@ def pr_key(event: Event) -> str:
     if isinstance(event, CheckRunEvent):
         suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
         return f"{event.forge}:{event.repo}{suffix}"
+    if isinstance(event, MergeGroupEvent):
+        # One merge group's jobs in order (its checks, then its end); groups side by side,
+        # as PR builds are: each builds its own environment.
+        return f"{event.forge}:{event.repo}@{event.head_sha}"
     return f"{event.forge}:{event.repo}#{event.number}"
 
 

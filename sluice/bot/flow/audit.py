@@ -19,7 +19,10 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
   :func:`sluice.bot.flow.promotion.promote`;
 - ``rollback``: ``run_command._rollback``;
 - ``refusal`` (a command by someone without write permission, a release tag by someone
-  not in ``released_by``): ``run_command.on_comment`` and ``promotion.on_tag``;
+  not in ``released_by``, a merge group whose combined plan holds an unapproved change):
+  ``run_command.on_comment``, ``promotion.on_tag`` and ``merge_queue.check_group``;
+- ``merge queue`` (a merge group merged, dequeued or invalidated: GitHub's ``destroyed``):
+  :func:`sluice.bot.flow.merge_queue.on_merge_group`;
 - ``override`` (the backfill budget's approver released a held build):
   :func:`sluice.bot.flow.pr_build.on_approved`;
 - ``deploy command`` (a writer asked for ``/sluice deploy``): ``run_command._deploy``; the
@@ -90,7 +93,10 @@ SETTINGS = "settings change"
 DEPLOY = "deploy command"
 HOLD = "budget hold"
 NOTICE = "notification"
-KINDS = (APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY, HOLD, NOTICE)
+MERGE_QUEUE = "merge queue"
+KINDS = (
+    APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY, HOLD, NOTICE, MERGE_QUEUE,
+)  # fmt: skip
 """Every kind of row."""
 
 SERVICE = "sluice"

@@ -20,12 +20,21 @@ from sluice.bot.events.neutral import (
     CommentEvent,
     Event,
     JanitorEvent,
+    MergeGroupEvent,
     PullRequestEvent,
     ReviewEvent,
     ScheduledRunEvent,
     TagEvent,
 )
-from sluice.bot.flow import approval, notify, pr_build, promotion, run_command, scheduled
+from sluice.bot.flow import (
+    approval,
+    merge_queue,
+    notify,
+    pr_build,
+    promotion,
+    run_command,
+    scheduled,
+)
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, comment, replies
@@ -77,6 +86,7 @@ HANDLERS: dict[type[Event], Handler] = {
     CheckRunEvent: pr_build.on_check_run,
     CommentEvent: run_command.on_comment,
     TagEvent: _on_tag,
+    MergeGroupEvent: merge_queue.on_merge_group,
     JanitorEvent: _on_janitor,
     ScheduledRunEvent: _on_scheduled_run,
 }
@@ -205,6 +215,15 @@ def _give_up(job: Job, event: Event, error: str) -> None:
         return
     if isinstance(event, ScheduledRunEvent):
         scheduled.report_failure(job, text)
+        return
+    if isinstance(event, MergeGroupEvent):
+        # The queue waits for these checks: fail them, or the entry waits until it times out.
+        if event.action == "checks_requested":
+            for name in checks.MERGE_GROUP_CHECKS:
+                forge.set_check(
+                    event.head_sha,
+                    checks.merge_group_failed(name, "Sluice gave up on this merge group", text),
+                )
         return
     promoted = event.merge_sha if isinstance(event, PullRequestEvent) else None
     if isinstance(event, TagEvent):

@@ -21,6 +21,7 @@ comment and a forge deployment record for environment ``prod``.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
@@ -33,6 +34,8 @@ from sluice.bot.present import checks, comment, notify_text
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError, ConflictError, DriverLost, SluiceError
 from sluice.core.gate_settings import Tier
+from sluice.core.model.definition import Project
+from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.workflow import apply_plan, invalidate_environment, plan_environment
@@ -40,6 +43,7 @@ from sluice.core.workflow import apply_plan, invalidate_environment, plan_enviro
 log = logging.getLogger(__name__)
 
 DEPLOY = checks.DEPLOY
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,22 @@ def on_merge(job: Job, event: PullRequestEvent) -> Outcome | None:
         return None
     outcome = None
     tiers = settings.deploy.merge_tiers()
+    later = _promoted_since(job, sha) if any(t.name == PROD for t in tiers) else None
+    if later is not None:
+        # A merge delivered after a later one of the branch was promoted (two entries of
+        # a merge queue merged at once, a delivery GitHub sent again): prod already holds
+        # this commit's changes, and promoting it would take the later ones back out.
+        log.info(
+            "%s#%s: %s not promoted: prod was promoted from %s, a later commit of %s",
+            job.forge.repo,
+            event.number,
+            sha[:12],
+            later[:12],
+            settings.branch,
+        )
+        job.forge.set_check(sha, checks.promoted_later(later))
+        cleanup(job, event.number, "promoted to prod", merged=True, promoted=True)
+        return Outcome(True, *checks.promoted_later_words(later))
     for tier in tiers:
         outcome = promote(
             job,
@@ -178,6 +198,19 @@ def on_tag(job: Job, event: TagEvent) -> Outcome | None:
         if tier.name == PROD:
             _retire_waiting(job, sha, event.tag, outcome)
     return outcome
+
+
+def _promoted_since(job: Job, sha: str) -> str | None:
+    """The commit prod was last promoted from when it is a later commit than ``sha`` on
+    the same line of history (``sha`` is one of its ancestors); else None.
+
+    The commit is the one the settings in force were pinned at: a promotion of prod pins
+    its commit. Before the first promotion it is the prod branch's head when the service
+    first read it, which holds ``sha`` too when ``sha`` is reachable from it."""
+    pinned = job.ledger.settings_in_force(job.repo)
+    if pinned is None or not _COMMIT.fullmatch(pinned.sha) or pinned.sha == sha.lower():
+        return None  # never pinned, pinned at a branch's name, or this very commit
+    return pinned.sha if job.forge.on_branch(sha, pinned.sha) else None
 
 
 def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
@@ -286,12 +319,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
         for attempt in (1, 2):
             now = job.now
             plan = plan_environment(project, store, environment, end=now, execution_time=now)
-            review = review_of(
-                plan, project, prod_python=prod_python, prod_statements=prod_statements
-            )
-            items = list(review.items)
-            if own.digest != settings.digest:
-                items.append(trust.change_item(own.digest, settings.generation))
+            items = to_approve(plan, project, own, settings, prod_python, prod_statements)
             if settings.requires_approval:
                 missing = job.ledger.unapproved(repo, items)
                 if missing:
@@ -328,6 +356,26 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
     finally:
         store.close()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def to_approve(
+    plan: Plan,
+    project: Project,
+    own: trust.Parsed,
+    settings: Settings,
+    prod_python: str | None,
+    prod_statements: str | None,
+) -> list[Item]:
+    """What a promotion of ``plan`` (the project at a commit whose own settings are
+    ``own``, planned against the environment it promotes) must find approved: its review's
+    items (:func:`~sluice.bot.flow.reviewed_plan.review_of`), and a change of the settings
+    in force. A merge group's checks ask the same of the plan its merge would promote
+    (:mod:`sluice.bot.flow.merge_queue`)."""
+    review = review_of(plan, project, prod_python=prod_python, prod_statements=prod_statements)
+    items = list(review.items)
+    if own.digest != settings.digest:
+        items.append(trust.change_item(own.digest, settings.generation))
+    return items
 
 
 def abandon(job: Job, sha: str, text: str) -> None:

@@ -396,3 +396,134 @@ def unapproved(
         f"`sluice.gate` of {source}. Open a PR with these changes into "
         f"{md.code(prod_branch)} and have it approved, then promote again.",
     )
+
+
+# -- the merge queue ---------------------------------------------------------------------
+
+MERGE_GROUP_CHECKS = (*PR_CHECKS, APPROVAL)
+"""The checks set on a merge group's head commit: every check a PR's head has, so that
+whichever of them the prod branch requires, the queue finds it there."""
+REMOVED_FROM_QUEUE = (
+    "A failed required check makes GitHub remove this entry from the merge queue; the "
+    "pull requests behind it are tested again without it."
+)
+
+
+def merge_group_queued(name: str) -> Check:
+    return Check(
+        name, "queued", "Queued", "Waiting for the Sluice worker to plan this merge group."
+    )
+
+
+def merge_group_failed(name: str, title: str, error: str) -> Check:
+    """The merge group could not be planned or built (``title``: one of the PR build's
+    failure titles); nothing of it reaches prod."""
+    return Check(
+        name,
+        "completed",
+        title,
+        f"{md.fence(error, 'text')}\n\n{REMOVED_FROM_QUEUE}",
+        conclusion="failure",
+    )
+
+
+def merge_group_elsewhere(name: str, base: str, prod_branch: str) -> Check:
+    """A merge group into a branch other than prod: nothing to gate, nothing promoted."""
+    return Check(
+        name,
+        "completed",
+        f"Not into {prod_branch}: nothing to check",
+        f"This merge group goes into {md.code(base)}, not the prod branch "
+        f"{md.code(prod_branch)}: merging it promotes nothing, so Sluice neither plans nor "
+        "gates it.",
+        conclusion="neutral",
+    )
+
+
+def _queue_entry(number: int | None) -> str:
+    return f"#{number}" if number is not None else "this queue entry's pull request"
+
+
+def merge_group_unapproved(
+    missing: Sequence[tuple[str | None, str, Sequence[int]]],
+    number: int | None,
+    source: str,
+    prod_branch: str,
+) -> tuple[str, str]:
+    """(title, summary) of a merge group whose combined plan changes something no gate
+    approved: ``missing`` holds (model, content, PRs whose plans change that model), model
+    None for the ``sluice:`` settings and content ``removed`` for a removal."""
+    lines = []
+    for name, content, numbers in missing:
+        what = (
+            "Sluice's settings (sluice.yaml, or config.yaml's `sluice:`)"
+            if name is None
+            else md.code(name)
+        )
+        change = "removal" if content == "removed" else f"content {md.code(content[:12])}"
+        by = ", ".join(f"#{n}" for n in numbers[:10])
+        more = f" (changed by {by})" if by else ""
+        lines.append(f"- {what}: {change}{more}")
+    entry = _queue_entry(number)
+    return (
+        f"{plural(len(missing), 'unapproved change')} in the combined plan",
+        "This merge group's plan (the prod branch with the pull requests ahead of it in "
+        f"the queue and {entry} merged) changes what no `sluice/approval` gate approved; "
+        "each pull request's approval covers its own plan, and combined the changes "
+        "differ:\n\n"
+        + "\n".join(lines)
+        + f"\n\n{REMOVED_FROM_QUEUE} To merge {entry}, update its branch with "
+        f"{md.code(prod_branch)} and the pull requests ahead of it, have that combined plan "
+        "approved, and add it to the queue again. The gate in force is `sluice.gate` of "
+        f"{source}.",
+    )
+
+
+def merge_group_approved(changes: int, requires_approval: bool) -> tuple[str, str]:
+    """(title, summary) of a merge group whose combined plan is all approved."""
+    if not requires_approval:
+        return (
+            "No approval required",
+            "The gate in force asks for no approval; merging promotes this group's plan.",
+        )
+    if not changes:
+        return "Approved: nothing to approve", "Merging this group changes no model in prod."
+    return (
+        "Approved: every change of the combined plan",
+        f"Each of the {plural(changes, 'change')} merging this group brings to prod was "
+        "approved through a pull request's `sluice/approval` gate, as the promotion after "
+        "the merge checks again.",
+    )
+
+
+def merge_group_gate(title: str, summary: str, ok: bool) -> Check:
+    return Check(APPROVAL, "completed", title, summary, conclusion="success" if ok else "failure")
+
+
+def merge_group_held(name: str, what: str, approver: str) -> Check:
+    """The merge group's build is over the backfill budget: not built, the entry fails."""
+    who = md.mention(approver, team="/" in approver)
+    return Check(
+        name,
+        "completed",
+        "The combined plan is over the backfill budget",
+        f"Building this merge group would compute a {md.text(what)} "
+        f"(`sluice.gate.backfill` on the prod branch), which {who} approved for no pull "
+        f"request's plan of it, so Sluice did not build it. {REMOVED_FROM_QUEUE}",
+        conclusion="failure",
+    )
+
+
+def promoted_later(later: str) -> Check:
+    """A merge whose promotion came after that of a later commit of the prod branch."""
+    title, summary = promoted_later_words(later)
+    return Check(DEPLOY, "completed", title, summary, conclusion="success")
+
+
+def promoted_later_words(later: str) -> tuple[str, str]:
+    return (
+        "Already in prod",
+        f"Prod was promoted from `{later[:12]}`, a later commit of the prod branch that "
+        "holds this one: promoting this commit now would take that commit's changes back "
+        "out of prod, so Sluice left prod as it is.",
+    )

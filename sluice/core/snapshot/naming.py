@@ -46,6 +46,11 @@ def pr_environment(number: int, project: str | None = None) -> str:
     return f"{project}_pr_{number}" if project else f"pr_{number}"
 
 
+def merge_group_environment(sha: str) -> str:
+    """The environment of a merge queue's group whose head is commit ``sha`` (hex)."""
+    return check_environment_name(f"merge_group_{sha[:12].lower()}")
+
+
 def _in(catalog: str | None, name: str) -> str:
     return f"{catalog}.{name}" if catalog else name
 

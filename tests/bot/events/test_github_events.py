@@ -56,6 +56,7 @@ EXPECTED_KIND: dict[str, str | None] = {
     "issue_comment/created.with-organization.payload.json": None,
     "issue_comment/edited.payload.json": None,
     "issue_comment/edited.with-organization.payload.json": None,
+    "merge_group/checks_requested.payload.json": "merge_group",
     "pull_request/closed.payload.json": PR,
     "pull_request/closed.with-organization.payload.json": PR,
     "pull_request/drone-go-scm__pr_edited.json": None,
