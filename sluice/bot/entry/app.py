@@ -61,6 +61,8 @@ from sluice.bot.intake.pin import TagNotResolved
 from sluice.bot.intake.verify import verify_github, verify_token
 from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
+from sluice.bot.queue.lease import Leader
+from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.bot.web.access import Access, Everyone, NoOne, SignedIn
@@ -589,6 +591,11 @@ def create_app(
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
         metrics.gauge(
+            "sluice_scheduler_lease_held",
+            "1 on the replica holding the scheduler lease (it runs the scheduler), else 0.",
+            lambda: float(bool(state.get("leader") and state["leader"].held)),
+        )
+        metrics.gauge(
             "sluice_queue_oldest_wait_seconds",
             "How long the oldest job waiting in the queue has waited (0: none waits).",
             lambda: queue.oldest_wait(time.time()),
@@ -624,8 +631,6 @@ def create_app(
                 metrics=metrics,
                 scrub=scrub,
                 heartbeat_seconds=settings.job_lease_seconds / 4,
-                janitor_seconds=settings.janitor_interval_seconds,
-                run_seconds=settings.run_interval_seconds,
                 serves=settings.serves,
             )
             for flow in flows
@@ -633,6 +638,20 @@ def create_app(
         state["workers"] = workers
         for worker in workers:
             worker.start()
+        # The scheduler runs on one replica at a time: the scheduler lease's holder.
+        leader = state["leader"] = None
+        if flows:
+            scheduler = Scheduler(
+                queue,
+                repositories=dispatch.bound(flows[0])["repositories"],
+                serves=settings.serves,
+                janitor_seconds=settings.janitor_interval_seconds,
+                run_seconds=settings.run_interval_seconds,
+            )
+            leader = state["leader"] = Leader(
+                queue, duty=scheduler.schedule, seconds=settings.scheduler_lease_seconds
+            )
+            leader.start()
         # What was built so far (modules, the app, settings) lives as long as the service:
         # kept out of the cyclic garbage collector's scans. Otherwise each full collection
         # walks it all, a pause that holds every request in flight (docs/benchmarks.md).
@@ -646,6 +665,8 @@ def create_app(
             except TimeoutError:
                 log.error("the intake did not finish storing deliveries within 30 s")
             gc.unfreeze()  # collectable again (an app started again in the same process)
+            if leader is not None:  # another replica takes the scheduler at once
+                await run_in_threadpool(leader.stop, 10.0)
             await run_in_threadpool(drain, workers, settings.drain_seconds)
             for flow in flows:
                 flow.close()
@@ -808,6 +829,8 @@ def create_app(
                 "version": __version__,
                 "queue_depth": depth,
                 "workers": len(workers),
+                # Whether this replica runs the scheduler (holds its lease).
+                "scheduler": bool(state.get("leader") and state["leader"].held),
                 "spark": spark_health,
             }
         )

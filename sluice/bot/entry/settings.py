@@ -145,6 +145,12 @@ class ServiceSettings(StateSettings):
     next start, or on another service process at once; its Spark work stops with the
     service. Keep it below what the service manager waits before SIGKILL (Kubernetes'
     ``terminationGracePeriodSeconds``, 30 s by default; ``docker stop -t``, 10 s)."""
+    scheduler_lease_seconds: float = Field(default=30.0, ge=1)
+    """With several replicas of the service on one PostgreSQL state, one at a time runs
+    the scheduler (the janitor's and the scheduled runs' jobs, the purge of old jobs): the
+    one holding this lease in the database, renewed every third of it
+    (``SLUICE_SCHEDULER_LEASE_SECONDS``). A holder that dies is replaced once its lease
+    has expired; one that stops lets go at once (:mod:`sluice.bot.queue.lease`)."""
     janitor_interval_seconds: float = Field(default=3600.0, ge=0)
     """How often each repository's janitor runs (drops invalidated and expired
     environments and tables unreferenced for the project's TTL); 0 turns it off."""

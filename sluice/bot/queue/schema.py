@@ -94,6 +94,16 @@ job_keys = Table(
     Column("running_job_id", BigInteger, nullable=True),
 )
 
+# Migration 4: a named lease one service replica holds at a time (the scheduler's and the
+# janitor's: sluice.bot.queue.lease), taken, renewed and let go by one statement each.
+leases = Table(
+    "sluice_leases",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("holder", String, nullable=False),  # the replica: host:pid:random
+    Column("expires", BigInteger, nullable=False),  # epoch ms; after it anyone may take it
+)
+
 
 def _accept_function(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
@@ -120,6 +130,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # A new function body is a new migration running this again (CREATE OR REPLACE).
     Migration(2, "batch intake function (PostgreSQL)", _accept_function),
     Migration(3, "a retried job's earliest next attempt (not_before)", _not_before),
+    Migration(4, "leases (one replica runs the scheduler and the janitor)", create_tables(leases)),
 )
 """Every migration of the queue, oldest first."""
 

@@ -60,6 +60,7 @@ from sluice.bot.queue.schema import (
     deliveries,
     job_keys,
     jobs,
+    leases,
 )
 from sluice.core.db.documents import load_json
 from sluice.core.db.engine import create_state_engine, driver_message, state_connect_args
@@ -655,6 +656,48 @@ class JobQueue(Transactions):
             return int(gone), int(forgotten)
 
         return self._write("purge old jobs and deliveries", run)
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def take_lease(self, name: str, holder: str, now: float, seconds: float) -> bool:
+        """Take the lease ``name`` for ``holder`` until ``seconds`` from ``now``, or renew
+        it: one statement (an upsert whose update applies only when ``holder`` holds the
+        lease already or it expired), so two takers at once cannot both win, on SQLite
+        (one writer at a time) as on PostgreSQL (the row's lock; the condition is checked
+        again on the row as committed).
+
+        Returns:
+            Whether ``holder`` holds the lease now (False: another holder's has not
+            expired).
+        """
+        until = ms(now) + ms(seconds)
+
+        def run(conn: Connection) -> bool:
+            insert_ = _upsert(conn, leases).values(name=name, holder=holder, expires=until)
+            taken = insert_.on_conflict_do_update(
+                index_elements=[leases.c.name],
+                set_={"holder": insert_.excluded.holder, "expires": insert_.excluded.expires},
+                where=or_(leases.c.holder == holder, leases.c.expires < ms(now)),
+            ).returning(leases.c.holder)
+            return conn.execute(taken).scalar_one_or_none() == holder
+
+        return self._write(f"take the {name} lease", run)
+
+    def drop_lease(self, name: str, holder: str) -> bool:
+        """Let go of the lease ``name`` if ``holder`` holds it (one statement); whether it
+        did. Anyone may take it then, without waiting for it to expire."""
+        gone = delete(leases).where(leases.c.name == name, leases.c.holder == holder)
+        return self._write(f"let go of the {name} lease", lambda c: c.execute(gone).rowcount == 1)
+
+    def lease_holder(self, name: str, now: float) -> tuple[str, float] | None:
+        """Who holds the lease ``name`` at ``now`` and until when (epoch seconds); None
+        when nobody does (never taken, let go, or expired)."""
+        query = select(leases.c.holder, leases.c.expires).where(
+            leases.c.name == name, leases.c.expires >= ms(now)
+        )
+        with self._reading(f"read the {name} lease") as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (str(row.holder), row.expires / 1000)
 
     # -- inspection -------------------------------------------------------------------------
 

@@ -27,25 +27,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from sluice.bot.events.neutral import (
-    Event,
-    JanitorEvent,
-    ScheduledRunEvent,
-    event_from_json,
-    pr_key,
-    supersedes,
-)
+from sluice.bot.events.neutral import Event, event_from_json, supersedes
 from sluice.bot.present.metrics import Registry
 from sluice.bot.queue import fairness
-from sluice.bot.queue.store import Job, JobQueue, NewJob
+from sluice.bot.queue.scheduler import Scheduler
+from sluice.bot.queue.store import Job, JobQueue
 from sluice.core.errors import StateError
 from sluice.core.spark import cancel
 
 log = logging.getLogger(__name__)
-
-KEEP_FINISHED_SECONDS = 30 * 86400.0
-"""Finished jobs and their deliveries are forgotten after this (GitHub redelivers only
-for a few days)."""
 
 
 class Worker:
@@ -76,12 +66,16 @@ class Worker:
         # How often a running build looks for a newer head (this process's deliveries
         # wake it at once).
         self.cancel_poll = cancel_poll_seconds
-        # Each repository's janitor and prod run, every this many seconds (0: never).
-        self.every: dict[type[JanitorEvent | ScheduledRunEvent], float] = {
-            JanitorEvent: janitor_seconds,
-            ScheduledRunEvent: run_seconds,
-        }
-        self._purged: int | None = None
+        # Each repository's janitor and prod run, every this many seconds (0: never). The
+        # service gives them to its scheduler's lease holder instead (lease.Leader), not to
+        # each worker.
+        self.scheduler = Scheduler(
+            queue,
+            repositories=repositories,
+            serves=serves,
+            janitor_seconds=janitor_seconds,
+            run_seconds=run_seconds,
+        )
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._nudge = threading.Event()  # set when this process queued work, or on stop
@@ -156,32 +150,9 @@ class Worker:
             self._give_up(job, "the Sluice worker stopped while running this job, on every attempt")
 
     def schedule(self, now: float) -> int:
-        """Queue each repository's janitor and scheduled run of prod, once per period of
-        their settings; returns how many jobs were new.
-
-        The delivery id names the period, so every worker of every service process may
-        call this: the queue keeps the first and refuses the rest. A service that was down
-        for several periods queues one job on its return, not one per missed period (a
-        run processes every interval due since the last one).
-        """
-        queued = 0
-        for kind, seconds in self.every.items():
-            if seconds <= 0:
-                continue
-            period = int(now // seconds)
-            if kind is JanitorEvent and period != self._purged:  # once a period per worker
-                self._purged = period
-                self.queue.purge(now, KEEP_FINISHED_SECONDS)
-            for repo, installation in self.repositories():
-                forge, _, name = repo.partition(":")
-                if not self.serves(forge, name):
-                    continue
-                event = kind(forge=forge, repo=name, installation_id=installation)
-                job = NewJob(key=pr_key(event), kind=event.kind, payload=event.to_json())
-                delivery = f"{event.kind}:{repo}:{period}"
-                if self.queue.accept(delivery, forge, event.kind, job, now):
-                    queued += 1
-        return queued
+        """Queue the periodic jobs this worker was given the periods of (none in the
+        service: see :mod:`sluice.bot.queue.scheduler`); how many were new."""
+        return self.scheduler.schedule(now) if self.scheduler.active else 0
 
     def run_once(self) -> bool:
         """Process one job if there is one; False when the queue had none ready."""

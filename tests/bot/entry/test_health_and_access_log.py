@@ -134,6 +134,7 @@ def test_healthz_reports_the_version_spark_and_the_state_database(client: TestCl
         "version": __version__,
         "queue_depth": 0,
         "workers": 0,
+        "scheduler": False,  # no workers, no scheduler: its lease is not even tried
         "spark": {"mode": "submit", "ok": True, "detail": "spark-submit and Java found"},
     }
 

@@ -285,7 +285,7 @@ def test_processes_starting_together_create_the_tables_once(queue_url: str) -> N
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": STATE_MIGRATIONS, "queue": [1, 2, 3]}
+        assert recorded(engine) == {"state": STATE_MIGRATIONS, "queue": [1, 2, 3, 4]}
     finally:
         engine.dispose()
 
@@ -312,7 +312,7 @@ def test_queue_tables_made_before_the_migration_runner_are_adopted(queue_url: st
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, QUEUE.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": STATE_MIGRATIONS, "queue": [1, 2, 3]}
+        assert recorded(engine) == {"state": STATE_MIGRATIONS, "queue": [1, 2, 3, 4]}
     finally:
         engine.dispose()
 
@@ -538,7 +538,10 @@ def test_a_queue_made_before_the_backoff_column_gets_it(queue_url: str) -> None:
     try:
         with engine.begin() as conn:  # as migration 2 left it
             conn.execute(text("ALTER TABLE sluice_jobs DROP COLUMN not_before"))
-            conn.execute(text("DELETE FROM sluice_migrations WHERE track = 'queue' AND number = 3"))
+            conn.execute(text("DROP TABLE sluice_leases"))  # migration 4's
+            conn.execute(
+                text("DELETE FROM sluice_migrations WHERE track = 'queue' AND number >= 3")
+            )
         queue = JobQueue(queue_url)
         try:
             assert claim(queue).attempts == 1  # the old row is still there and runs
@@ -546,7 +549,7 @@ def test_a_queue_made_before_the_backoff_column_gets_it(queue_url: str) -> None:
             queue.close()
         columns = {c["name"] for c in inspect(engine).get_columns("sluice_jobs")}
         assert "not_before" in columns
-        assert recorded(engine)["queue"] == [1, 2, 3]
+        assert recorded(engine)["queue"] == [1, 2, 3, 4]
     finally:
         engine.dispose()
 
