@@ -1,0 +1,318 @@
+"""Red team on the approval gate: "the merge waits until the right people approved THIS
+VERY PLAN, and nobody can walk around it".
+
+Each test is an attack by someone with write access to a pull request (they can push,
+comment, click, dismiss reviews, approve as themselves and use the web UI signed in), and
+asserts what a sound gate would do. Each fails today, so each is marked
+``xfail(strict=True)`` with the finding it shows; fixing the finding turns it into a pass
+(and strict makes that an error until the marker is removed).
+
+The flows are driven as tests/bot/flow/test_gate_flow.py drives them: real GitHub webhook
+bodies, the in-memory forge, the ledger on SQLite, plans recorded as a PR build records
+them (no Spark), or computed by core's planner on the example project against a prod
+recorded without Spark (tests/helpers/cases.record_prod).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.flow import approval, dispatch
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.gate_rules import GateInput, evaluate, owners_to_approve
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
+from sluice.core import workflow
+from sluice.core.gate_settings import GateSettings
+from sluice.core.model.loader import load_project
+from sluice.core.model.pycode import files
+from sluice.core.state import open_state
+from tests.helpers.cases import realcase, record_prod
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OWNER = "octo/warehouse"
+KEY = f"github:{OWNER}"
+NOW = 1_800_000_000_000
+MINUTE = 60_000
+A = "a" * 40
+ROOT = "0" * 40
+GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+
+
+class Clock:
+    """The service's clock, moved by the test."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Bot:
+    """The flow on a SQLite state and the in-memory GitHub, with a clock the test moves."""
+
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.root, self.forge, self.clock = root, forge, Clock(NOW)
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge,
+                              workdir=root / "work", state_url=self.url,
+                              clock=self.clock)  # fmt: skip
+        self.ledger = Ledger(self.url)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        parsed = parse_github(event, payload)
+        assert parsed is not None, (event, payload.get("action"))
+        parsed = pin_event(parsed, self.deps.forge_for)
+        assert parsed is not None
+        dispatch.handle(self.deps, parsed)
+
+    def review_of(self, fingerprint: str, model: str = "s.m") -> PlanReview:
+        return PlanReview(fingerprint, ((model, f"{fingerprint}-{model}"),), {}, {})
+
+    def approval(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
+
+    def close(self) -> None:
+        self.deps.close()
+        self.ledger.close()
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    forge = MemoryForge(OWNER, name="github")
+    forge.commit(ROOT, {"config.yaml": GATED}, branch="main")
+    forge.commit(A, {"config.yaml": GATED}, parents=(ROOT,))
+    forge.roles.update({"alice": "write", "bob": "write", "carol": "admin"})
+    forge.open_pull(7, head_sha=A, base="main", author="alice")
+    made = Bot(tmp_path, forge)
+    yield made
+    made.close()
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _review(user: str, state: str, *, action: str = "submitted", at: int | None = None,
+            review_id: int = 1, sender: str | None = None) -> dict[str, Any]:  # fmt: skip
+    case = f"github/pull_request_review/{'dismissed' if action == 'dismissed' else 'submitted'}"
+    payload = realcase(f"{case}.payload.json", OWNER, action=action, **{
+        "pull_request.number": 7, "pull_request.head.sha": A, "review.user.login": user,
+        "review.state": state.lower(), "review.commit_id": A, "review.id": review_id,
+    })  # fmt: skip
+    if at is not None:
+        payload["review"]["submitted_at"] = _iso(at)
+    if sender is not None:
+        payload["sender"]["login"] = sender
+    return payload
+
+
+def _click(user: str, identifier: str) -> dict[str, Any]:
+    payload = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": A,
+        "requested_action.identifier": identifier, "sender.login": user,
+    })  # fmt: skip
+    payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    return payload
+
+
+# -- 1. a review given while the re-plan of its commit builds counts for the new plan ------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: a re-plan's replanned_ts is the job's start (job.now, pr_build._build "
+    "-> ledger.record_plan), not when the new plan was published; a review submitted while "
+    "the build ran (the PR still showing the old plan) counts for the new plan",
+)
+def test_a_review_given_while_the_replan_builds_counts_for_the_plan_it_never_saw(
+    bot: Bot,
+) -> None:
+    # A's first plan, fp1, recorded long ago; the approval check shows fp1.
+    bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
+    # Prod (or the settings in force) moved; alice comments `/sluice plan`. The build job
+    # starts at T0 (job.now, read once) and runs for ten minutes of Spark.
+    t0 = NOW
+    replan = Job.start(bot.deps, bot.forge)
+    assert replan.now == t0
+    # Five minutes in, bob reviews what the PR shows: fp1 (the check, its summary, the
+    # comment, the ledger: fp1 is still A's plan). He approves it on GitHub.
+    bot.clock.now = t0 + 5 * MINUTE
+    made = bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(bot.clock.now))
+    bot.deliver("pull_request_review", _review("bob", "approved", at=bot.clock.now))
+    check = bot.approval(A)
+    assert check.conclusion == "success" and bot.ledger.plans(KEY, 7)[A] == "fp1"
+    # Ten minutes in, the build ends: as pr_build._build does, it records the new plan
+    # with `now = job.now` (T0), then evaluates the gate.
+    bot.clock.now = t0 + 10 * MINUTE
+    replan.ledger.record_plan(KEY, 7, A, bot.review_of("fp2", "s.other"), replan.now)
+    approval.refresh(replan, bot.forge.pull_request(7))
+    replan.close()
+    # bob approved fp1; fp2 (what merging now promotes) was never shown to him.
+    check = bot.approval(A)
+    assert check.conclusion == "failure", check.summary
+    assert bot.ledger.unapproved(KEY, [("s.other", "fp2-s.other")]) != []
+
+
+# -- 2. a click revives when the clicker's later "changes requested" is dismissed ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: gate_rules._standings appends every click after the reviews, whatever "
+    "their order; a writer (the author) dismissing the approver's later CHANGES_REQUESTED "
+    "review resets the objection and the approver's earlier click counts again",
+)
+def test_dismissing_the_approvers_changes_request_revives_their_earlier_click(bot: Bot) -> None:
+    bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
+    # bob clicks "Approve this plan" ...
+    bot.deliver("check_run", _click("bob", "approve:fp1"))
+    assert bot.approval(A).conclusion == "success"
+    # ... then reads the diff again and requests changes: his last word.
+    bot.clock.now += MINUTE
+    objection = bot.forge.add_review(7, "bob", "CHANGES_REQUESTED", A)
+    bot.deliver("pull_request_review", _review("bob", "changes_requested", review_id=objection.id))
+    assert bot.approval(A).conclusion == "failure"
+    assert bot.ledger.approved_by_pr(KEY, 7) == 0
+    # alice, the author, has write access: GitHub lets her dismiss bob's review.
+    bot.clock.now += MINUTE
+    bot.forge.dismiss_review(7, objection.id)
+    bot.deliver(
+        "pull_request_review",
+        _review("bob", "dismissed", action="dismissed", review_id=objection.id, sender="alice"),
+    )
+    # bob never approved again: his last word was "changes requested", and a dismissal
+    # takes a word back, it does not give one.
+    check = bot.approval(A)
+    assert check.conclusion == "failure", check.summary
+    assert bot.ledger.approved_by_pr(KEY, 7) == 0
+
+
+# -- 3. under a gate of owners only, some changes of owned prod models need nobody ---------
+
+OWNERS_ONLY = GateSettings(owners_must_approve="direct")
+"""``sluice.gate: {owners_must_approve: direct}``: no required approvers; each changed
+model's owner (as prod has it) must approve."""
+
+
+def _project(root: Path, name: str) -> Path:
+    src = root / name
+    shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", src,
+                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
+    return src
+
+
+def _owners_gate(tmp_path: Path, edit: Any) -> tuple[PlanReview, dict[str, str], bool]:
+    """Prod is the example (jaffle.customers and jaffle.customer_segments owned by
+    marketing, jaffle.orders by finance); the PR's head is the example edited by ``edit``.
+    The review a PR build makes of it (owners as prod has them), the owners the gate asks
+    for, and whether the gate passes with no approval at all."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    prod = _project(tmp_path, "prod")
+    record_prod(prod, url, NOW)
+    head = _project(tmp_path, "head")
+    edit(head)
+    project = load_project(head, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_7", end=NOW, execution_time=NOW)
+        owners = prod_owners(store)
+    finally:
+        store.close()
+    assert owners["jaffle.customers"] == "marketing"
+    prod_project = load_project(prod, use_cache=False)
+    from sluice.core.plan import statements
+
+    review = review_of(
+        plan,
+        project,
+        prod_python=files.digest(files.sources(prod)),
+        prod_statements=statements.digest(prod_project.before_all, prod_project.after_all),
+        owners=owners,
+    )
+    asked = owners_to_approve(OWNERS_ONLY, review.direct_owners, review.breaking_owners)
+    result = evaluate(
+        OWNERS_ONLY,
+        GateInput(
+            author="alice",
+            reviews=[],
+            plans={A: review.fingerprint},
+            current_plan=review.fingerprint,
+            owners=asked,
+        ),
+    )
+    assert review.items, "the PR changes something a promotion must find approved"
+    return review, asked, result.ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: reviewed_plan.review_of puts only added and directly modified models "
+    "in direct_owners: a removed prod model is an item of the plan, but its owner is never "
+    "asked (owners_to_approve), so under a gate of owners only nobody approves the drop",
+)
+def test_removing_an_owned_prod_model_needs_its_owners_approval(tmp_path: Path) -> None:
+    def drop_segments(head: Path) -> None:
+        (head / "models" / "customer_segments.py").unlink()
+
+    review, asked, passed = _owners_gate(tmp_path, drop_segments)
+    assert ("jaffle.customer_segments", "removed") in review.items
+    assert asked.get("jaffle.customer_segments") == "marketing", asked
+    assert not passed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: a metadata-only change (plan.metadata_only: owner, audits, cron, grain, "
+    "description) is an item but not in direct_owners, so under a gate of owners only it "
+    "needs nobody: the PR can move a prod model's owner to the author (or none), and once "
+    "promoted every later change of that model is the author's to wave through",
+)
+def test_moving_a_prod_models_owner_needs_the_current_owners_approval(tmp_path: Path) -> None:
+    def take_over(head: Path) -> None:
+        path = head / "models" / "customers.sql"
+        text = path.read_text()
+        assert "owner marketing," in text
+        # The owner moved to the PR's author: a metadata-only change of an owned model.
+        path.write_text(text.replace("owner marketing,", "owner alice,"))
+
+    review, asked, passed = _owners_gate(tmp_path, take_over)
+    assert [name for name, _ in review.items] == ["jaffle.customers"]
+    assert asked.get("jaffle.customers") == "marketing", asked
+    assert not passed
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: the project-Python and before_all/after_all review items have no owner; "
+    "pr_build._build asks every owner only for a settings change (extra), so under a gate of "
+    "owners only a PR adding after_all statements (run by every prod job) passes with nobody",
+)
+def test_project_statements_under_an_owners_only_gate_need_someones_approval(
+    tmp_path: Path,
+) -> None:
+    def add_after_all(head: Path) -> None:
+        config = head / "config.yaml"
+        config.write_text(
+            config.read_text() + "\nafter_all:\n  - DROP TABLE IF EXISTS scratch.anything\n"
+        )
+
+    review, asked, passed = _owners_gate(tmp_path, add_after_all)
+    assert [name for name, _ in review.items] == ["project statements (before_all, after_all)"]
+    assert asked, "nobody is asked to approve statements every prod job runs"
+    assert not passed
