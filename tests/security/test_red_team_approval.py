@@ -316,3 +316,88 @@ def test_project_statements_under_an_owners_only_gate_need_someones_approval(
     assert [name for name, _ in review.items] == ["project statements (before_all, after_all)"]
     assert asked, "nobody is asked to approve statements every prod job runs"
     assert not passed
+
+
+# -- 4. the web UI's approve form: the page shows one plan, the approval names another ----
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: web/actions.py checks the form against the PR environment's plan id "
+    "(view.plan.plan_id) but names in the approval the review fingerprint it reads from the "
+    "ledger when the form arrives (approve_identifier(review.fingerprint)); a re-plan of the "
+    "same head that changes the review but not the environment (a settings change from a pin "
+    "that moved, prod's Python or statements moved) is approved from a page that never "
+    "showed it",
+)
+def test_a_web_approval_from_an_older_page_names_the_plan_it_showed(tmp_path: Path) -> None:
+    import responses
+
+    from sluice.bot.events.neutral import event_from_json
+    from sluice.bot.flow import trust
+    from sluice.bot.present.checks import approve_identifier
+    from tests.helpers.oauth import FakeUser, fake_github, sign_in
+    from tests.helpers.web import HEAD, web_world
+    from tests.helpers.web_actions import forms, jobs, service
+
+    bob = FakeUser("bob", code="code-bob", token="gho_bobToken0000000000", readable={OWNER})
+    world = web_world(tmp_path)
+    try:
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+            fake_github(rsps, bob, served=[OWNER])
+            with service(world) as client:
+                sign_in(client, bob)
+                # bob opens the PR's page: the plan reviewed at HEAD now.
+                page = client.get("/ui/pulls/7", params={"repo": KEY})
+                assert page.status_code == 200, page.text
+                action, fields = forms(page.text)["approve"]
+                shown = world.bot.ledger.review(KEY, 7, HEAD)
+                assert shown is not None
+                # While he reads it, the settings in force move (another PR's change was
+                # promoted) and `/sluice plan` makes HEAD's plan again: its review now
+                # carries a settings change from the new pin; no model of the PR
+                # environment changed, so its plan id (what the form carries) is the same.
+                item = trust.change_item("e" * 32, "f" * 16 + "@1")
+                again = dataclasses.replace(
+                    shown, fingerprint="9" * 64, items=tuple(sorted((*shown.items, item)))
+                )
+                world.bot.ledger.record_plan(KEY, 7, HEAD, again, NOW + MINUTE)
+                before = len(jobs(world))
+                answer = client.post(action, data=fields, follow_redirects=False)
+                assert answer.status_code == 303, answer.text
+                queued = jobs(world)[: len(jobs(world)) - before]
+    finally:
+        world.close()
+    # Sound: the form is refused (its page is older than the plan), or the approval names
+    # the plan the page showed, which the gate then finds stale.
+    identifiers = [getattr(event_from_json(j.job.payload), "identifier", None) for j in queued]
+    assert identifiers in ([], [approve_identifier(shown.fingerprint)]), identifiers
+
+
+# -- 5. an approver pushes onto someone else's PR, then approves their own commit ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: the gate excludes only the PR's author (gate_rules.evaluate, "
+    "GateInput.author); who pushed the head is never asked (the synchronize event's sender "
+    "is dropped by events/github._pull_request), so a required approver pushes their own "
+    "change onto another person's PR and approves it alone",
+)
+def test_an_approver_who_pushed_the_head_cannot_approve_their_own_push(bot: Bot) -> None:
+    bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
+    # bob (a required approver, write access) pushes his own commit B onto alice's PR:
+    # GitHub sends `synchronize` with sender bob; the build records B's plan.
+    b = "b" * 40
+    bot.forge.commit(b, {"config.yaml": GATED}, parents=(A,))
+    bot.forge.push(7, b)
+    bot.ledger.record_plan(KEY, 7, b, bot.review_of("fp2", "s.bobs_change"), NOW)
+    # ... and approves it: nobody but its own author looked at fp2.
+    payload = _review("bob", "approved")
+    payload["pull_request"]["head"]["sha"] = b
+    payload["review"]["commit_id"] = b
+    bot.forge.add_review(7, "bob", "APPROVED", b)
+    bot.deliver("pull_request_review", payload)
+    check = bot.approval(b)
+    assert check.conclusion == "failure", check.summary
+    assert bot.ledger.unapproved(KEY, [("s.bobs_change", "fp2-s.bobs_change")]) != []
