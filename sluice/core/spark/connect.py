@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import DriverLost, ExecutionError
-from sluice.core.spark import confine, jvm, relay
+from sluice.core.spark import cancel, confine, jvm, relay
 from sluice.core.spark.events import Event
 from sluice.core.spark.failures import server_lost
 from sluice.core.spark.session import (
@@ -624,6 +624,11 @@ class ServerWatch:
             self.server.kill(self.pid)
         return f"stopped answering (no answer for {silent:.0f} s, its limit {self.bound:g} s)"
 
+    def silent_now(self) -> bool:
+        """Whether the server takes connections and answers none, asked once, now (a
+        stopped or hung JVM)."""
+        return probe(self.host, self.port, self.probe_timeout, tls=self.tls) == "silent"
+
     def gone_now(self) -> str | None:
         """For a job that failed on its own: whether its server had died under it (its
         process exited, or its port refuses), asked once, now."""
@@ -708,7 +713,7 @@ class ConnectRunner(SubmitRunner):
         """As :meth:`SubmitRunner.run`, and ``DriverLost`` within seconds when the server
         dies under the job (within :attr:`unresponsive_after` seconds when it stops
         answering), saying so, never a wait for the time limit."""
-        self._job.watch = self._job.timer = self._job.seen = None
+        self._job.watch = self._job.timer = self._job.seen = self._job.silent = None
         spec = {**spec, "job_id": _job_id(spec)}
         try:
             return super().run(spec)
@@ -717,13 +722,15 @@ class ConnectRunner(SubmitRunner):
         except ExecutionError as exc:
             # A child that failed on its own because its server died (a call the client
             # does not retry): the job is as lost as if the watch had stopped it.
+            # (Not one that ran out of time on a silent server, which _after then killed.)
             watch: ServerWatch | None = self._job.watch
-            gone = watch.gone_now() if watch is not None else None
+            mine = self._job.silent is not None
+            gone = watch.gone_now() if watch is not None and not mine else None
             if gone is None:
                 raise
             raise self._lost(gone, self.paths.logs / f"{_safe(spec['job_id'])}.log") from exc
         finally:
-            self._job.watch = self._job.timer = self._job.seen = None
+            self._job.watch = self._job.timer = self._job.seen = self._job.silent = None
 
     def _lost(self, why: str, log_path: Path | None) -> DriverLost:
         watch: ServerWatch | None = self._job.watch
@@ -751,7 +758,11 @@ class ConnectRunner(SubmitRunner):
         timer: _Watched | None = self._job.timer
         if timer is not None and timer.lost is not None:
             return self._lost(timer.lost, log_path)
-        return super()._timed_out(log_path)
+        error = super()._timed_out(log_path)
+        silent: str | None = self._job.silent
+        if silent is None or cancel.reason() is not None:
+            return error
+        return ExecutionError(f"{error.message}; {silent}", hint=error.hint)
 
     def endpoint(self) -> str:
         """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
@@ -872,6 +883,25 @@ class ConnectRunner(SubmitRunner):
         timer: _Watched | None = self._job.timer
         if timer is not None and timer.lost is not None:
             return  # the server is gone (or killed): nothing of the job's runs there
+        watch: ServerWatch | None = self._job.watch
+        if watch is not None and watch.silent_now():
+            # Out of time (or stopped) on a server that answers nothing, stopped or hung:
+            # an interrupt would wait on it in vain. Ours is killed, so that the next job
+            # starts a new one at once (not after its own watch's bound, and retried).
+            if watch.ours and watch.server is not None and watch.pid is not None:
+                watch.server.kill(watch.pid)
+                self._job.silent = (
+                    "its Spark Connect server did not answer either (stopped or hung) and "
+                    "was killed: the next job starts a new one"
+                )
+            else:
+                self._job.silent = (
+                    f"its Spark Connect server ({watch.host}:{watch.port}) did not answer "
+                    "either (stopped or hung): ask its operator to restart it"
+                )
+            logger.warning("job %s ended on a server that answers nothing: %s", job_id,
+                           self._job.silent)  # fmt: skip
+            return
         # Killed, out of time or stopped by us: the server still runs what the child asked.
         # The job's session, and those its concurrent builds opened.
         sessions = [

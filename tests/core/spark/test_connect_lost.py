@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sluice.core import workflow
-from sluice.core.errors import DriverLost
+from sluice.core.errors import DriverLost, ExecutionError
 from sluice.core.model.loader import load_project
 from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
@@ -148,6 +148,58 @@ def test_a_stopped_server_fails_the_job_within_the_bound_and_the_next_job_gets_a
     # The stopped server was killed: the next job starts a new one and runs on it.
     after = _runner(connect_server, tmp_path).run(
         {"job_id": "after-stopped", "kind": "test",
+         "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1 AS one"]}]}
+    )  # fmt: skip
+    assert after.results["0"]["rows"] == [{"one": 1}]
+    assert connect_server.starts == starts + 1 and connect_server.pid != pid
+
+
+def test_a_server_stopped_past_the_jobs_time_limit_fails_it_at_its_limit_and_is_replaced(
+    connect_server: ConnectServer, tmp_path: Path
+) -> None:
+    # The server is stopped (SIGSTOP) and stays so past the job's time limit, which comes
+    # before the watch's bound: the job ends at its limit saying so, without waiting on
+    # the stopped server to interrupt its session, and the server is killed so that the
+    # next job gets a new one at once (it used to wait 60 s per session for an interrupt
+    # that could not come, and the next job its watch's 30 s, then ran again).
+    connect_server.endpoint()
+    starts, pid = connect_server.starts, connect_server.pid
+    jvm = _jvm(connect_server)
+    stopped: list[float] = []
+
+    def stop_the_server(event: dict[str, Any]) -> None:
+        if not stopped and event.get("event") == "step_start":
+            os.kill(jvm, signal.SIGSTOP)
+            stopped.append(time.monotonic())
+
+    limit = 20.0  # past the child's start-up (several seconds on a loaded machine)
+    paths = SparkPaths(root=connect_server.paths.root, logs=tmp_path / "logs")
+    runner = ConnectRunner(connect_server.settings, paths, server=connect_server, timeout=limit,
+                           on_event=stop_the_server, unresponsive_after=LIMIT)  # fmt: skip
+    spec = {"job_id": "stopped-past-limit", "kind": "test", "steps": [{
+        "type": "sql", "label": "wait", "statements": [
+            "SELECT java_method('java.lang.Thread', 'sleep', 600000L)"]}]}  # fmt: skip
+    began = time.monotonic()
+    try:
+        with pytest.raises(ExecutionError) as caught:
+            runner.run(spec)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(jvm, signal.SIGCONT)  # only if the runner did not kill it
+    assert stopped, "the step never started"
+    assert not isinstance(caught.value, DriverLost), caught.value.message
+    took = time.monotonic() - began
+    assert limit <= took < limit + 15, took  # the limit, one probe, no interrupt waited on
+    assert "ran longer than its limit of 20 s" in caught.value.message
+    assert "its Spark Connect server did not answer either (stopped or hung) and was killed" in (
+        caught.value.message
+    )
+    deadline = time.monotonic() + 30
+    while _exists(jvm) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _exists(jvm)
+    after = _runner(connect_server, tmp_path).run(
+        {"job_id": "after-limit", "kind": "test",
          "steps": [{"type": "sql", "label": "one", "statements": ["SELECT 1 AS one"]}]}
     )  # fmt: skip
     assert after.results["0"]["rows"] == [{"one": 1}]
