@@ -401,3 +401,73 @@ def test_an_approver_who_pushed_the_head_cannot_approve_their_own_push(bot: Bot)
     check = bot.approval(b)
     assert check.conclusion == "failure", check.summary
     assert bot.ledger.unapproved(KEY, [("s.bobs_change", "fp2-s.bobs_change")]) != []
+
+
+# -- 6. an audit file's own `blocking` and `defaults` are in no model's content key -------
+
+POSITIVE = (
+    "AUDIT (\n  name assert_positive_amounts,\n{extra});\n\n"
+    "SELECT *\nFROM @this_model\nWHERE amount < @floor\n"
+)
+
+
+def _audit_plan(tmp_path: Path, prod_extra: str, head_extra: str) -> tuple[Any, Any]:
+    """Prod is the example with its custom audit written ``POSITIVE`` with ``prod_extra``
+    in its header; the PR's head the same with ``head_extra``. The PR's review (as a build
+    makes it), and the head project."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    prod = _project(tmp_path, "prod")
+    audit = Path("audits") / "assert_positive_amounts.sql"
+    (prod / audit).write_text(POSITIVE.format(extra=prod_extra))
+    record_prod(prod, url, NOW)
+    head = _project(tmp_path, "head")
+    (head / audit).write_text(POSITIVE.format(extra=head_extra))
+    project = load_project(head, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_7", end=NOW, execution_time=NOW)
+        owners = prod_owners(store)
+    finally:
+        store.close()
+    prod_project = load_project(prod, use_cache=False)
+    from sluice.core.plan import statements
+
+    review = review_of(
+        plan,
+        project,
+        prod_python=files.digest(files.sources(prod)),
+        prod_statements=statements.digest(prod_project.before_all, prod_project.after_all),
+        owners=owners,
+    )
+    return review, project
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: fingerprint.metadata_inputs hashes a custom audit's query_sql but not "
+    "its own `blocking` or `defaults`, which render.py reads from the project at job time "
+    "(audit.blocking, audit.defaults): a push making prod's blocking audit non-blocking, or "
+    "moving its default threshold, changes no item and no fingerprint, so approvals stand "
+    "and the promotion finds nothing unapproved",
+)
+@pytest.mark.parametrize(
+    ("prod_extra", "head_extra"),
+    [
+        ("  defaults (floor := 0),\n", "  defaults (floor := 0),\n  blocking false,\n"),
+        ("  defaults (floor := 0),\n", "  defaults (floor := -1000000000),\n"),
+    ],
+    ids=["made-non-blocking", "default-moved"],
+)
+def test_an_audit_files_blocking_and_defaults_are_part_of_the_reviewed_plan(
+    tmp_path: Path, prod_extra: str, head_extra: str
+) -> None:
+    from sluice.core.spark.render import audit_sql
+
+    review, project = _audit_plan(tmp_path, prod_extra, head_extra)
+    audit = project.audits["assert_positive_amounts"]
+    # What prod's jobs would run changes: the audit no longer holds the batch back, or no
+    # longer finds a negative amount.
+    sql = audit_sql(audit.name, {}, audit, "t", 0, 1, 1)
+    assert (not audit.blocking) or "-1000000000" in sql, (audit, sql)
+    # Sound: that is a change of the plan, which an approval covers.
+    assert review.items != (), "nothing to approve: an approval given before stands"
