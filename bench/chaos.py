@@ -2,8 +2,9 @@
 what recovery lost, did twice or left inconsistent.
 
 Usage: python bench/chaos.py [--trials 20] [--seed 1] [--scenario pr|promote|janitor ...]
-                             [--fault service|driver|server|child ...] [--out FILE]
+                             [--fault service|driver|server|child|stop ...] [--out FILE]
                              [--minutes 0] [--at-step TYPE] [--mode submit|connect]
+                             [--state sqlite|postgres] [--job-timeout SECONDS]
                              [--workdir DIR] [--keep] [--summary]
 
 One world per run (in --workdir, a fresh temporary directory by default): the example
@@ -11,7 +12,11 @@ project's prod built on Spark, and the real service (``create_app`` on uvicorn, 
 process: ``tests/helpers/service_child.py``) with a fake GitHub at the wire whose state lives
 in a file, so it survives the kills. Spark runs through spark-submit
 (``SLUICE_SPARK_MODE=submit``), or with ``--mode connect`` (the service's default) on the
-service's warm Spark Connect server, each job a Python child with its own session.
+service's warm Spark Connect server, each job a Python child with its own session. The
+state is a SQLite file, or (``--state postgres``) a PostgreSQL 15 cluster of the run's own
+(``tests/pgcluster.py``'s ``throwaway_postgres``, as the tests start it). Every trial reuses
+the world: prod built once, one service and (connect mode) one warm server across trials,
+each trial a new PR (or the promotion of one).
 
 Scenarios, each on a pull request of its own whose commit adds a column holding the PR's
 number to ``jaffle.customers`` (FULL) and ``jaffle.daily_revenue`` (incremental by time):
@@ -42,6 +47,13 @@ Faults, at a moment drawn from the trial's seed:
   on a server started anew.
 - ``child`` (``--mode connect``): kill -9 the job's Python child (the Connect client);
   the server stays, and the worker runs the job again.
+- ``stop`` (``--mode connect``): SIGSTOP the server's JVM and leave it stopped. With
+  ``--job-timeout`` (the service's job time limit, short for the trial) the stop lands in
+  the limit's last 25 s, inside the watch's bound (30 s): the job must end within seconds
+  of its time limit (``late``: more than 10 s past it), its check saying so, not retried;
+  then the next job (a new PR) must build, on a new server. Without it, the stop lands at a
+  random moment and the watch ends the job (``DriverLost``, run again).
+- ``service`` works in both modes (in connect mode its server must die with it).
 
 Then the queue is waited on until idle, and checked:
 
@@ -60,8 +72,12 @@ Then the queue is waited on until idle, and checked:
 - half-promoted: after a promotion, a prod view reading another version than prod's
   record, or prod's two changed models at different PRs' versions.
 
-With ``--mode connect`` the service holds the embedded metastore while its server runs,
-so the checks stop the service (and its server) first and start it again after them.
+With ``--mode connect`` the service's server holds the embedded metastore, so the checks
+read the catalog through that server while it runs (``POST /_chaos/inspect`` of
+``tests/helpers/service_child.py``: a Connect client child of the service's, with its
+token), the queue idle; only when no server runs do they stop the service and read it
+with spark-submit (each record's ``inspected`` says which). A trial used to stop and start
+the service, its server and a spark-submit JVM for its checks (56-203 s a trial).
 
 The promotion swap window is the duration of the promotion job's ``views`` step, which
 re-points prod's views (``run_views`` in sluice/core/spark/steps/environment.py): readers
@@ -107,8 +123,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 SCENARIOS = ("pr", "promote", "janitor")
-FAULTS = ("service", "driver", "server", "child")
-MODE_FAULTS = {"submit": ("service", "driver"), "connect": ("server", "child")}
+FAULTS = ("service", "driver", "server", "child", "stop")
+MODE_FAULTS = {"submit": ("service", "driver"), "connect": ("server", "child")}  # the defaults
+ALLOWED = {"submit": ("service", "driver"), "connect": ("service", "server", "child", "stop")}
+STATES = ("sqlite", "postgres")
 OWNER = "octo/warehouse"
 REALCASES = REPO / "tests" / "fixtures" / "webhooks"  # real webhook bodies (their README)
 SECRET = "restart-test-secret"  # tests/helpers/service_child.py's
@@ -294,6 +312,10 @@ class World:
     open_prs: list[int] = field(default_factory=list)  # built and not closed
     promoted: int | None = None  # the PR prod was last promoted to
     mode: str = "submit"  # how the service's jobs reach Spark (SLUICE_SPARK_MODE)
+    state_url: str = ""  # the state's database ("": a SQLite file in root)
+    job_timeout: float = 0.0  # the service's job time limit (0: its default)
+    spares: list[int] = field(default_factory=list)  # prepared PRs no trial uses
+    inspections: Counter[str] = field(default_factory=Counter)  # how the catalog was read
     _queue: Any = None
 
     @property
@@ -306,7 +328,11 @@ class World:
 
     @property
     def url(self) -> str:
-        return f"sqlite:///{self.root / 'state.db'}"
+        return self.state_url or f"sqlite:///{self.root / 'state.db'}"
+
+    @property
+    def state(self) -> str:
+        return "postgres" if self.url.startswith("postgresql") else "sqlite"
 
     @property
     def trees(self) -> Path:
@@ -413,6 +439,14 @@ class World:
         # Connect job's child and server: tests/core/spark/test_connect.py).
         env = {**os.environ, "SLUICE_SPARK_CONF": json.dumps(SERVICE_SPARK_CONF),
                "SLUICE_SPARK_MODE": self.mode}  # fmt: skip
+        if self.job_timeout:
+            env["SLUICE_JOB_TIMEOUT_SECONDS"] = f"{self.job_timeout:g}"
+        if self.mode == "connect":
+            # The checks read the catalog through the service's own server, while it runs
+            # (tests/helpers/service_child.py): no job may start meanwhile, so the janitor
+            # runs only when a trial queues it.
+            env["CHAOS_INSPECT"] = "1"
+            env["SLUICE_JANITOR_INTERVAL_SECONDS"] = "0"
         with open(self.root / "service.log", "ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                          env=env,
@@ -581,12 +615,15 @@ class Fault:
     orphans: int = 0  # driver processes that outlived a killed service
     note: str = ""  # how the moment was drawn, and why a fault did not land
     detect_s: float | None = None  # server faults: the kill to the end of the job's child
+    bound_s: float | None = None  # stop: when the job had to end after it (the watch, the limit)
 
     def to_json(self) -> dict[str, Any]:
         detect = None if self.detect_s is None else round(self.detect_s, 2)
+        bound = None if self.bound_s is None else round(self.bound_s, 2)
         return {"injected": self.injected, "target": self.target, "step": self.step,
                 "step_type": self.step_type, "after": round(self.after, 2),
-                "orphans": self.orphans, "note": self.note, "detect_s": detect}  # fmt: skip
+                "orphans": self.orphans, "note": self.note, "detect_s": detect,
+                "bound_s": bound}  # fmt: skip
 
 
 def _wait_running(world: World, job_id: int, timeout: float = 600) -> bool:
@@ -626,10 +663,16 @@ def kill_service(world: World, job_id: int, rng: random.Random, expected: float)
     fault.injected, fault.after = True, time.monotonic() - began
     if where is not None:
         fault.step, fault.step_type = where
+    # Its jobs' children, and (connect mode) its Spark Connect server, die with it.
+    spark = world.work / "spark"
+
+    def left() -> int:
+        return len(drivers(world.logs)) + len(server_jvms(spark))
+
     deadline = time.monotonic() + 15
-    while drivers(world.logs) and time.monotonic() < deadline:
+    while left() and time.monotonic() < deadline:
         time.sleep(0.2)
-    fault.orphans = len(drivers(world.logs))
+    fault.orphans = left()
     world.start()
     return fault
 
@@ -648,6 +691,10 @@ def kill_driver(
     fault = Fault(target=rng.choice(list(targets)))
     by_step = rng.random() < 0.5 or at_step is not None
     delay = rng.uniform(0.0, 0.9 * expected)
+    if fault.target == "stop" and world.job_timeout and at_step is None:
+        # Past the job's time limit: the stop lands in the limit's last 25 s, within the
+        # watch's bound (connect.UNRESPONSIVE_S, 30 s), so that the limit ends the job.
+        by_step, delay = False, world.job_timeout - rng.uniform(3.0, 25.0)
     step_pick, step_delay = rng.random(), rng.uniform(0.0, 0.5 if at_step is None else 0.2)
     known = {d.spec for d in drivers(world.logs, every=True)}
     if not _wait_running(world, job_id):
@@ -688,9 +735,9 @@ def kill_driver(
                 return fault
             time.sleep(0.05)
     live = [d for d in drivers(world.logs) if d.spec == spec]
-    if fault.target == "server":
+    if fault.target in ("server", "stop"):
         jvms = server_jvms(world.work / "spark")
-        victim = Driver(jvms[0], "server", spec) if jvms and live else None
+        victim = Driver(jvms[0], fault.target, spec) if jvms and live else None
     else:
         victim = next((d for d in live if d.kind == fault.target), None)
         victim = victim or next((d for d in live if d.kind == "jvm"), None)
@@ -699,16 +746,28 @@ def kill_driver(
         return fault
     where = moment(log)
     with contextlib.suppress(ProcessLookupError):
-        os.kill(victim.pid, signal.SIGKILL)
+        os.kill(victim.pid, signal.SIGSTOP if victim.kind == "stop" else signal.SIGKILL)
         killed = time.monotonic()
         fault.injected, fault.target = True, victim.kind
         fault.after = killed - began
         fault.step, fault.step_type = where
-        if victim.kind == "server":
-            # How long the job's child waited on the dead server (the runner stops it).
+        if victim.kind in ("server", "stop"):
+            # How long the job's child waited on the dead (or stopped) server: the runner
+            # stops it, at once when it died; when it stopped, after the watch's bound or
+            # at the job's time limit, whichever is first.
+            age = time.time() - spec.stat().st_mtime  # the child's, at the fault
             while _alive(world.logs, spec) and time.monotonic() - killed < 900:
                 time.sleep(0.05)
             fault.detect_s = time.monotonic() - killed
+            if victim.kind == "stop":
+                from sluice.core.spark.connect import UNRESPONSIVE_S
+
+                watch = UNRESPONSIVE_S + 8.0  # a probe every 3 s, each given 5 s
+                limit = world.job_timeout - age if world.job_timeout else None
+                fault.bound_s = watch if limit is None else min(watch, max(limit, 0.0))
+                fault.note += f"; {age:.1f} s into the child" + (
+                    "" if limit is None else f", {limit:.1f} s before its time limit"
+                )
     return fault
 
 
@@ -716,11 +775,36 @@ def kill_driver(
 
 
 def spark_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
-    """The Spark catalog (every schema's tables and view texts) and ``queries``' rows, from
-    one spark-submit of this file with the world's Spark settings and metastore lock."""
+    """The Spark catalog (every schema's tables and view texts) and ``queries``' rows.
+
+    In connect mode, through the service's running server (``/_chaos/inspect``: a Connect
+    client child of the service's); when none runs (or in submit mode), from one
+    spark-submit of this file with the world's Spark settings and metastore lock, the
+    service (and its server, which holds the embedded metastore) stopped meanwhile."""
+    if world.mode == "connect" and world.proc is not None:
+        import httpx
+
+        response = httpx.post(f"http://127.0.0.1:{world.port}/_chaos/inspect",
+                              json={"queries": queries}, timeout=900)  # fmt: skip
+        if response.status_code == 200:
+            world.inspections["live server"] += 1
+            answer: dict[str, Any] = response.json()
+            return answer
+        if response.status_code != 404:
+            raise RuntimeError(f"the catalog inspection failed: {response.text[-2000:]}")
+        world.stop()
+        try:
+            return _submit_inspect(world, queries)
+        finally:
+            world.start()
+    return _submit_inspect(world, queries)
+
+
+def _submit_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
     from sluice.core.spark.session import metastore_lock, spark_conf
     from sluice.core.spark.submit import spark_submit_path
 
+    world.inspections["spark-submit"] += 1
     runner = world.runner()
     request = world.root / "inspect.json"
     out = world.root / "inspect-out.json"
@@ -743,32 +827,9 @@ def spark_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
 
 def _inspect_main(request: str, out: str) -> None:
     """Under spark-submit: list the catalog, run the queries, write JSON to ``out``."""
-    from pyspark.sql import SparkSession
+    from tests.helpers.catalog_inspect import main as inspect_main
 
-    spark = SparkSession.builder.enableHiveSupport().getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    wanted = json.loads(Path(request).read_text())
-    catalog: dict[str, dict[str, Any]] = {}
-    for (db,) in spark.sql("SHOW DATABASES").collect():
-        views = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {db}").collect()}
-        tables: dict[str, Any] = {}
-        for row in spark.sql(f"SHOW TABLES IN {db}").collect():
-            if row["isTemporary"]:
-                continue
-            name, text = row["tableName"], None
-            if name in views and not db.startswith("sluice__"):
-                rows = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()
-                text = next((r["data_type"] for r in rows if r["col_name"] == "View Text"), "")
-            tables[name] = {"type": "VIEW" if name in views else "TABLE", "text": text}
-        catalog[db] = tables
-    answers: dict[str, Any] = {}
-    for name, sql in wanted["queries"].items():
-        try:
-            answers[name] = [list(r) for r in spark.sql(sql).collect()]
-        except Exception as exc:  # a missing table is a finding, not a crash
-            answers[name] = {"error": str(exc).splitlines()[0][:300]}
-    Path(out).write_text(json.dumps({"catalog": catalog, "queries": answers}, default=str))
-    spark.stop()
+    inspect_main(request, out)
 
 
 @dataclass
@@ -935,6 +996,20 @@ def _checks_ok(forge: dict[str, Any], sha: str, names: tuple[str, ...]) -> list[
 
 
 PR_CHECKS = ("sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval")
+TIME_LIMIT_TEXT = "ran longer than its limit of"  # submit.SubmitRunner._timed_out's words
+STOP_SLACK_S = 10.0  # seconds past its bound a job on a stopped server may take to end
+
+
+def _told(forge: dict[str, Any], scenario: str, number: int, text: str) -> bool:
+    """Whether the trial's failed check says ``text`` (a PR build's on its head, a
+    promotion's deploy check on its merge commit)."""
+    sha = _sha("a" if scenario == "pr" else "b", number)
+    for run in forge["check_runs"].values():
+        if run["head_sha"] == sha and run.get("conclusion") == "failure":
+            output = run.get("output") or {}
+            if text in f"{output.get('title')}\n{output.get('summary')}\n{output.get('text')}":
+                return True
+    return False
 
 
 # --- trials ------------------------------------------------------------------------------
@@ -970,6 +1045,7 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
     began = time.monotonic()
     tag = f"{trial.scenario}-{trial.fault}-{trial.index}-{trial.seed}"
     doubles_before = forge_doubles(world.forge())
+    submits_before = world.inspections["spark-submit"]
     failed_before = world.queue.counts()["failed"]
     problems: list[str] = []
     logs_before = set(world.logs.glob("*.log")) if world.logs.exists() else set()
@@ -1014,11 +1090,34 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         fault = kill_driver(world, target, rng, moment, trial.at_step, ("server",))
     elif trial.fault == "child":
         fault = kill_driver(world, target, rng, moment, trial.at_step, ("python",))
+    elif trial.fault == "stop":
+        fault = kill_driver(world, target, rng, moment, trial.at_step, ("stop",))
     else:
         fault = kill_service(world, target, rng, moment)
     world.wait_jobs([target])
     record = world.job(target)
     took = time.monotonic() - clock
+    # SIGSTOP: the job ended within seconds of the watch's bound or its time limit,
+    # whichever came first, or it hung; at its time limit it ends told so, not retried.
+    late = 0
+    timed_out = trial.fault == "stop" and _told(world.forge(), trial.scenario, n, TIME_LIMIT_TEXT)
+    bound = fault.bound_s
+    if fault.detect_s is not None and bound is not None and fault.detect_s > bound + STOP_SLACK_S:
+        late = 1
+        problems.append(f"the job ended {fault.detect_s:.1f} s after its server stopped "
+                        f"(bound {bound:.1f} s + {STOP_SLACK_S:g} s)")  # fmt: skip
+    next_job: dict[str, Any] | None = None
+    if timed_out:
+        # The PR (or the deploy check) was told; prod is unchanged or whole; and the next
+        # job runs (on a stopped server, which its own watch replaces): a PR built anew.
+        spare = world.spares.pop(0)
+        job, more = _open_pr(world, spare, tag)
+        spare_record = world.job(job)
+        next_job = {"pr": spare, "ok": not more,
+                    "attempts": spare_record.job.attempts if spare_record else None,
+                    "problems": more}  # fmt: skip
+        setup.append(job)
+        problems += more
     # Lost: a delivery whose job did not end done, or a failed job anywhere.
     lost = sum(1 for j in [*setup, target] if (r := world.job(j)) is None or r.status != "done")
     lost += max(0, world.queue.counts()["failed"] - failed_before - lost)
@@ -1034,7 +1133,9 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
     problems += new_doubles
     # The outcome on the forge: what the delivery asked for was done.
     outcome: list[str] = []
-    if trial.scenario == "pr":
+    if timed_out:
+        outcome = []  # told (above); the checks below find any half-promoted prod
+    elif trial.scenario == "pr":
         outcome = _checks_ok(forge, _sha("a", n), PR_CHECKS)
         runs = {r["name"]: r for r in forge["check_runs"].values() if r["head_sha"] == _sha("a", n)}
         title = (runs.get("sluice/pr-environment", {}).get("output") or {}).get("title")
@@ -1066,14 +1167,8 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         lost += 1
         problems += outcome
     recovered = fault.injected and not outcome and record is not None and record.status == "done"
-    if world.mode == "connect":
-        world.stop()  # its server holds the metastore the checks read
-        try:
-            found = check_store_and_catalog(world)
-        finally:
-            world.start()
-    else:
-        found = check_store_and_catalog(world)
+    recovered = recovered and not late and (next_job is None or next_job["ok"])
+    found = check_store_and_catalog(world)
     problems += found.mismatches
     swaps = []
     if trial.scenario == "promote":
@@ -1096,7 +1191,11 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         "seed": trial.seed, "pr": n, "fault_detail": fault.to_json(),
         "injected": fault.injected, "recovered": recovered, "lost": lost, "double": double,
         "mismatches": len(found.mismatches), "duplicates": found.duplicates,
-        "half_promoted": found.half_promoted, "orphans": fault.orphans,
+        "half_promoted": found.half_promoted, "orphans": fault.orphans, "late": late,
+        "timed_out": timed_out, "next_job": next_job, "state": world.state,
+        "job_timeout": world.job_timeout or None,
+        "inspected": "spark-submit" if world.inspections["spark-submit"] > submits_before
+        else "live server",
         "attempts": record.job.attempts if record is not None else None,
         "status": str(record.status) if record is not None else None,
         "swap_s": swaps, "recovery_s": round(took, 1),
@@ -1120,7 +1219,7 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 def summary(records: list[dict[str, Any]]) -> tuple[str, bool]:
     """The figures, and whether every count that must be 0 is."""
     swaps = sorted(s for r in records for s in r.get("swap_s", []))
-    keys = ("lost", "double", "mismatches", "duplicates", "half_promoted", "orphans")
+    keys = ("lost", "double", "mismatches", "duplicates", "half_promoted", "orphans", "late")
     totals = {k: sum(int(r.get(k) or 0) for r in records) for k in keys}
     lines = [
         f"trials:                   {len(records)}",
@@ -1132,6 +1231,7 @@ def summary(records: list[dict[str, Any]]) -> tuple[str, bool]:
         f"duplicate rows:           {totals['duplicates']}",
         f"half-promoted prods:      {totals['half_promoted']}",
         f"orphan drivers:           {totals['orphans']}",
+        f"hung on a stopped server: {totals['late']}",
     ]
     detects = sorted(
         float(r["fault_detail"]["detect_s"])
@@ -1142,6 +1242,15 @@ def summary(records: list[dict[str, Any]]) -> tuple[str, bool]:
         lines.append(
             f"server killed -> its job's child stopped ({len(detects)} kills): "
             f"p50 {statistics.median(detects):.1f} s, max {max(detects):.1f} s"
+        )
+    stops = [r for r in records if r["fault"] == "stop" and r["injected"]]
+    if stops:
+        limit = sum(1 for r in stops if r.get("timed_out"))
+        lines.append(
+            f"server stopped: {len(stops)} stops, {limit} ended at the job's time limit (told, "
+            f"the next job ran: {sum(1 for r in stops if (r.get('next_job') or {}).get('ok'))}), "
+            f"{len(stops) - limit} by the watch; ended past their bound + {STOP_SLACK_S:g} s: "
+            f"{totals['late']}"
         )
     if swaps:
         lines.append(
@@ -1185,6 +1294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("submit", "connect"), default="submit",
                         help="how the service's jobs reach Spark (SLUICE_SPARK_MODE); faults "
                         "server and child need connect, service and driver submit")  # fmt: skip
+    parser.add_argument("--state", choices=STATES, default="sqlite",
+                        help="the service's state: a SQLite file, or a PostgreSQL 15 cluster "
+                        "of its own (tests/pgcluster.py's throwaway_postgres)")  # fmt: skip
+    parser.add_argument("--job-timeout", type=float, default=0.0, metavar="SECONDS",
+                        help="the service's job time limit (SLUICE_JOB_TIMEOUT_SECONDS; 0: its "
+                        "default); with --fault stop, the stop lands in its last 25 s")  # fmt: skip
     parser.add_argument("--summary", action="store_true", help="only print the summary")
     parser.add_argument("--inspect", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1193,7 +1308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     scenarios = tuple(args.scenario or SCENARIOS)
     faults = tuple(args.fault or MODE_FAULTS[args.mode])
-    wrong = [f for f in faults if f not in MODE_FAULTS[args.mode] and f != "service"]
+    wrong = [f for f in faults if f not in ALLOWED[args.mode]]
     if wrong:
         parser.error(f"--fault {wrong[0]} does not exist in --mode {args.mode}")
 
@@ -1206,6 +1321,8 @@ def main(argv: list[str] | None = None) -> int:
             and r.get("run_seed") == args.seed
             and r.get("at_step") == args.at_step
             and r.get("mode", "submit") == args.mode
+            and r.get("state", "sqlite") == args.state
+            and (r.get("job_timeout") or 0.0) == args.job_timeout
         ]
 
     if args.summary:
@@ -1228,15 +1345,24 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, stop)  # so the finally below stops the service too
         started = time.monotonic()
         root = args.workdir or Path(tempfile.mkdtemp(prefix="sluice-chaos-"))
-        world = World(root.resolve(), mode=args.mode)
+        stack = contextlib.ExitStack()
+        state_url = ""
+        if args.state == "postgres":
+            from tests.pgcluster import throwaway_postgres
+
+            state_url = stack.enter_context(throwaway_postgres(prefix="sluice-chaos-pg-"))
+        world = World(root.resolve(), mode=args.mode, state_url=state_url,
+                      job_timeout=args.job_timeout)  # fmt: skip
         for ordinal, trial in enumerate(todo):
             trial.number = 10 + ordinal
+        # PRs no trial opens: the next job after a job that hit its time limit.
+        world.spares = [10 + len(todo) + i for i in range(len(todo))] if "stop" in faults else []
         args.out.parent.mkdir(parents=True, exist_ok=True)
         try:
-            print(f"building prod in {root} ...", flush=True)
+            print(f"building prod in {root} ({args.state} state) ...", flush=True)
             world.build_prod()
-            for trial in todo:
-                world.prepare(trial.number)
+            for number in [t.number for t in todo] + world.spares:
+                world.prepare(number)
             world.start()
             expected = dict(GUESS)
             for trial in todo:
@@ -1246,6 +1372,7 @@ def main(argv: list[str] | None = None) -> int:
                 record = run_trial(world, trial, expected)
                 record["run_seed"], record["at_step"] = args.seed, args.at_step
                 record["mode"] = args.mode
+                record["job_timeout"] = args.job_timeout or None
                 with args.out.open("a") as handle:
                     handle.write(json.dumps(record) + "\n")
                 mark = (
@@ -1257,6 +1384,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{record['seconds']:.0f}s {mark}", flush=True)  # fmt: skip
         finally:
             world.close()
+            stack.close()
             if not args.keep and args.workdir is None:
                 shutil.rmtree(root, ignore_errors=True)
     text, ok = summary(selected())
