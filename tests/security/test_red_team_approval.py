@@ -471,3 +471,32 @@ def test_an_audit_files_blocking_and_defaults_are_part_of_the_reviewed_plan(
     assert (not audit.blocking) or "-1000000000" in sql, (audit, sql)
     # Sound: that is a change of the plan, which an approval covers.
     assert review.items != (), "nothing to approve: an approval given before stands"
+
+
+# -- 7. an approval given before its commit had any plan counts for the plan made later ----
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: gate_rules._approves checks an approval's time only against replanned_ts "
+    "(a plan made again); a commit's first plan has none, so a review given before the "
+    "commit was planned (on the GitHub diff, or the backfill budget's approval that releases "
+    "a held build: pr_build.on_approved) counts for the plan recorded afterwards",
+)
+def test_an_approval_given_before_the_commit_had_a_plan_does_not_approve_it(bot: Bot) -> None:
+    # alice pushes A; before Sluice planned it (the build queued, or held for the backfill
+    # budget), bob approves the commit on GitHub: there is no plan to have seen.
+    bot.clock.now = NOW
+    made = bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(NOW))
+    bot.deliver("pull_request_review", _review("bob", "approved", at=NOW))
+    assert bot.approval(A).title == "Waiting for the plan"
+    # Ten minutes later the build records A's first plan and evaluates the gate.
+    bot.clock.now = NOW + 10 * MINUTE
+    job = Job.start(bot.deps, bot.forge)
+    job.ledger.record_plan(KEY, 7, A, bot.review_of("fp1", "s.unseen"), job.now)
+    approval.refresh(job, bot.forge.pull_request(7))
+    job.close()
+    check = bot.approval(A)
+    assert check.conclusion == "failure", check.summary
+    assert bot.ledger.unapproved(KEY, [("s.unseen", "fp1-s.unseen")]) != []
