@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sluice.core import workflow
+from sluice.core.cli import policy
 from sluice.core.cli.common import (
     DateType,
     fails_cleanly,
@@ -109,18 +110,25 @@ def _run(
         reader = workflow.read_project_state(project, state)
         try:
             result = planned(reader)
+            base = workflow.read_environment(reader, environment).snapshots
         finally:
             reader.close()
         reasons = explain_plan(result) if explain else None
+        verdicts = policy.plan_verdicts(
+            project_dir, result, project.models, {n: s.model for n, s in base.items()}
+        )
         if as_json:
             document = result.to_json()
             if reasons is not None:
                 document["explain"] = [r.to_json() for r in reasons]
+            if verdicts:
+                document["policies"] = policy.verdicts_json(verdicts)
             click.echo(json.dumps(document, indent=2))
             return
         command = f"sluice apply {environment} --project {project_dir}"
         command += " --forward-only" if forward_only else ""
         print_plan(result, out, next_step=command if reasons is None else None)
+        policy.print_verdicts(verdicts, out)
         if reasons is not None:
             print_reasons(reasons, out)
             if result.has_changes:

@@ -50,7 +50,7 @@ def test_the_commands_are_listed_by_task_each_with_its_whole_help() -> None:
     sections = _sections(result.output)
     assert list(sections) == list(SECTIONS), result.output  # in order, none left over
     assert "Commands:" not in result.output
-    assert list(sections["Plan and review"]) == ["plan", "table-diff", "query", "test"]
+    assert list(sections["Plan and review"]) == ["plan", "table-diff", "query", "test", "policy"]
     assert list(sections["Run and deploy"]) == ["apply", "run", "rollback"]
     assert list(sections["Environments"]) == ["environments", "invalidate", "janitor"]
     assert set(sections["Develop"]) == {"spark", "demo", "pr", "ui"}
