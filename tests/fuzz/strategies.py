@@ -23,6 +23,7 @@ GITHUB_KEYS = (
     "comment", "body", "review", "state", "commit_id", "check_run", "check_suite", "name",
     "head_sha", "pull_requests", "sender", "requested_action", "identifier", "after",
     "deleted", "pusher", "release", "tag_name", "repository", "installation",
+    "merge_group", "head_ref", "base_ref", "base_sha", "reason",
 )  # fmt: skip
 GITLAB_KEYS = (
     "object_kind", "object_attributes", "action", "iid", "id", "last_commit", "oldrev",
@@ -39,9 +40,12 @@ WORDS = (
     "close", "create", "merge_request", "note", "tag_push", "MergeRequest", "refs/tags/",
     "refs/tags/v1", "refs/heads/main", "0000000000000000000000000000000000000000",
     "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "/sluice deploy", "/sluice diff a.b",
+    "checks_requested", "destroyed", "dequeued",
+    "refs/heads/gh-readonly-queue/main/pr-1-ec26c3e57ca3a959ca5aad62de7213c562f8c821",
 )  # fmt: skip
 GITHUB_EVENTS = ("pull_request", "issue_comment", "pull_request_review", "check_run",
-                 "check_suite", "push", "release", "ping", "create", "")  # fmt: skip
+                 "check_suite", "push", "release", "ping", "create", "merge_group",
+                 "")  # fmt: skip
 GITLAB_EVENTS = ("Merge Request Hook", "Note Hook", "Tag Push Hook", "System Hook", "")
 
 # What json.loads can return that no database stores: NUL, lone surrogates ("\\ud800").
@@ -217,7 +221,7 @@ _READ = frozenset(GITHUB_KEYS + GITLAB_KEYS)
 _STORED = frozenset(
     {
         ("repository", "full_name"), ("pull_request", "head", "sha"), ("after",),
-        ("check_run", "head_sha"), ("check_suite", "head_sha"),
+        ("check_run", "head_sha"), ("check_suite", "head_sha"), ("merge_group", "head_sha"),
         ("project", "path_with_namespace"), ("object_attributes", "last_commit", "id"),
         ("checkout_sha",),
     }

@@ -85,6 +85,7 @@ GITHUB_EVENTS = frozenset(
         "check_suite",
         "push",
         "release",
+        "merge_group",
         "create",
         "delete",
         "installation",

@@ -1,7 +1,8 @@
 """The whole PR lifecycle on real Spark, through the service and GitHub at the wire.
 
 open -> comment and checks -> approvals that must not count (the PR's own approver list,
-the author) -> an approval by an eligible reviewer from the check's button -> merge ->
+the author) -> an approval by an eligible reviewer from the check's button -> the merge
+queue's checks on the group's head (every table the PR's, nothing written) -> merge ->
 prod promoted by virtual update (prod's views read the PR's tables, no table written) ->
 the PR environment invalidated, then gone after the janitor. Then an admin-merged,
 unapproved change that must not reach prod. (Two PRs merged back to back, a backfill
@@ -29,12 +30,14 @@ from sluice.bot.entry.app import create_app
 from sluice.core import workflow
 from sluice.core.errors import SluiceError
 from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import merge_group_environment
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers import github_lifecycle as gl
 from tests.helpers.fold_settings import fold_settings
 from tests.helpers.github_service import SECRET, Service
 from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.merge_queue import merge_group
 from tests.helpers.world import GATE, World, edit, sha_of
 
 pytestmark = pytest.mark.spark
@@ -190,10 +193,24 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
     assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]
 
-    # Merge: prod is promoted by swapping views to the tables the PR built.
+    # Through the merge queue: GitHub asks for the checks on the group's head (main with the
+    # PR merged), the commit it then merges. Every table is the PR's: nothing is written.
     pr_versions = world.versions("pr_2")
     files = world.table_files()
     merge = sha_of(3)
+    world.commit(merge, pr)
+    gl.deliver(service, "merge_group", merge_group(OWNER, merge, sha_of(1), 2))
+    queued = github.checks_on(merge)
+    assert {n: c["conclusion"] for n, c in queued.items()} == dict.fromkeys(
+        ("sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"),
+        "success",
+    ), queued
+    title = queued["sluice/approval"]["output"]["title"]
+    assert title == "Approved: every change of the combined plan", title
+    assert world.versions(merge_group_environment(merge)) == pr_versions
+    assert world.table_files() == files, "the merge group's build wrote table files"
+
+    # Merge: prod is promoted by swapping views to the tables the PR built.
     world.commit(merge, pr, branch="main")
     github.pulls[2]["state"], github.pulls[2]["merged"] = "closed", True
     gl.deliver(service, "pull_request", gl.pull(2, head, "alice", "closed", merged=True,
@@ -221,10 +238,18 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert "**Promotion** of `" + merge[:7] + "`: 🚀 Promoted by virtual update." in body
     assert "`pr_2` is removed (promoted to prod)" in body
 
-    # The environment was invalidated at once; the janitor drops it.
+    # The environment was invalidated at once; the janitor drops it, and the merge group's,
+    # which the queue's "destroyed" let go.
+    gl.deliver(service, "merge_group", merge_group(OWNER, merge, sha_of(1), 2,
+                                                   action="destroyed", reason="merged"))  # fmt: skip
     world.janitor_drops("pr_2", world.settings(), "github", OWNER)
     with pytest.raises(SluiceError):
         world.query("pr_2", "SELECT COUNT(*) FROM jaffle.orders")
+    store = open_state(world.url)
+    try:
+        assert store.get_environment(merge_group_environment(merge)) is None
+    finally:
+        store.close()
 
     # Neither the token nor the webhook secret is in anything the service produced.
     produced = json.dumps([github.comments, github.check_runs, github.statuses,
