@@ -500,3 +500,64 @@ def test_an_approval_given_before_the_commit_had_a_plan_does_not_approve_it(bot:
     check = bot.approval(A)
     assert check.conclusion == "failure", check.summary
     assert bot.ledger.unapproved(KEY, [("s.unseen", "fp1-s.unseen")]) != []
+
+
+# -- 8. a data file a Python model reads at run time is in no digest ----------------------
+
+READS_JSON = (
+    "import json\nfrom pathlib import Path\n\n"
+    "# Thresholds kept beside the model (reviewed once, with the model).\n"
+    "_RULES = json.loads(Path(__file__).with_name('segments.json').read_text())\n"
+    "LOYAL_ORDERS = _RULES['loyal_orders']\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: the review's Python item digests *.py only (pycode.files.sources) and a "
+    "Python model's fingerprint its code; the driver is shown the model's whole project "
+    "folder read-only (confine.spec_files: the model's root) and the module's __file__ "
+    "points into it, so a data file an approved Python model reads (models/segments.json) "
+    "is edited after approval with no item and no fingerprint changing",
+)
+def test_a_data_file_a_python_model_reads_is_part_of_the_reviewed_plan(tmp_path: Path) -> None:
+    from sluice.core.spark import confine
+
+    def with_rules(root: Path, loyal: int) -> None:
+        path = root / "models" / "customer_segments.py"
+        text = path.read_text().replace("LOYAL_ORDERS = 3  # orders that make a customer loyal\n",
+                                        READS_JSON)  # fmt: skip
+        assert "segments.json" in text
+        path.write_text(text)
+        (root / "models" / "segments.json").write_text(f'{{"loyal_orders": {loyal}}}\n')
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    prod = _project(tmp_path, "prod")
+    with_rules(prod, 3)
+    record_prod(prod, url, NOW)
+    head = _project(tmp_path, "head")
+    with_rules(head, 1_000_000)  # pushed after the approval: nobody is "loyal" any more
+    project = load_project(head, use_cache=False)
+    store = open_state(url)
+    try:
+        plan = workflow.plan_environment(project, store, "pr_7", end=NOW, execution_time=NOW)
+        owners = prod_owners(store)
+    finally:
+        store.close()
+    prod_project = load_project(prod, use_cache=False)
+    from sluice.core.plan import statements
+
+    review = review_of(
+        plan,
+        project,
+        prod_python=files.digest(files.sources(prod)),
+        prod_statements=statements.digest(prod_project.before_all, prod_project.after_all),
+        owners=owners,
+    )
+    # The driver of a job running this model is shown the project's folder, the file too.
+    model = project.models["jaffle.customer_segments"]
+    step = {"python": {"model": {"path": str(head / model.path), "root": str(head)}}}
+    shown = confine.spec_files({"steps": [step]})  # type: ignore[typeddict-item]
+    assert any((head / "models" / "segments.json").is_relative_to(p) for p in shown), shown
+    # Sound: what the prod job computes changed, so the plan changed.
+    assert review.items != (), "nothing to approve: an approval given before stands"
