@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.bot.events.github import parse_github
+from sluice.bot.flow import dispatch
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core import workflow
@@ -223,3 +225,21 @@ def test_a_destroyed_group_is_recorded_once(world: tuple[Bot, Warehouse]) -> Non
     finally:
         ledger.close()
     assert [(r.outcome, r.ref) for r in rows] == [("group dequeued", "#7")]
+
+
+def test_a_group_whose_job_fails_for_good_fails_its_checks(world: tuple[Bot, Warehouse]) -> None:
+    """The queue waits for the checks: a job given up (the forge or Spark down on every
+    attempt) fails them, with the error, instead of leaving the entry waiting."""
+    bot, _warehouse = world
+    event = parse_github("merge_group", merge_group(OWNER, GROUP7, C, 7))
+    assert event is not None
+    dispatch.abandon(bot.deps, event, "the forge answered 502 <b>four times</b>")
+    found = bot.checks_on(GROUP7)
+    assert {name: check.conclusion for name, check in found.items()} == dict.fromkeys(
+        ("sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"),
+        "failure",
+    )
+    gate = found["sluice/approval"]
+    assert gate.title == "Sluice gave up on this merge group"
+    assert "```text\nthe forge answered 502 <b>four times</b>\n```" in gate.summary
+    assert "remove this entry from the merge queue" in gate.summary
