@@ -16,6 +16,7 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
+from sluice.core import markdown as md
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
@@ -243,3 +244,40 @@ def test_a_group_whose_job_fails_for_good_fails_its_checks(world: tuple[Bot, War
     assert gate.title == "Sluice gave up on this merge group"
     assert "```text\nthe forge answered 502 <b>four times</b>\n```" in gate.summary
     assert "remove this entry from the merge queue" in gate.summary
+
+
+def test_a_group_that_changes_the_gate_nobody_approved_is_refused(
+    world: tuple[Bot, Warehouse],
+) -> None:
+    """The group's head is PR content: its own `sluice:` settings (here, a gate of alice,
+    the PRs' author) are a change to approve like a model's, never the ones in force."""
+    bot, warehouse = world
+    config = CONFIG.replace("users: [bob]", "users: [alice]")
+    bot.commit(GROUP7, config, models=_models(FILTER), parents=(C,))
+    jobs = len(warehouse.jobs)
+    bot.deliver("merge_group", merge_group(OWNER, GROUP7, C, 7))
+    assert warehouse.jobs[jobs:] == []
+    gate = bot.checks_on(GROUP7)["sluice/approval"]
+    assert gate.conclusion == "failure", gate
+    assert "- Sluice's settings (sluice.yaml, or config.yaml's `sluice:`): content `" in (
+        gate.summary
+    )
+    assert "`jaffle.orders`" not in gate.summary  # PR 7 approved that one
+    assert "`sluice.gate` of" in gate.summary
+
+
+def test_a_group_into_a_hostile_branch_name_is_told_escaped(
+    world: tuple[Bot, Warehouse],
+) -> None:
+    bot, _warehouse = world
+    _group(bot, GROUP7, 7, FILTER)
+    base = "rel`<img src=x onerror=alert(1)>`@everyone"
+    bot.deliver("merge_group", merge_group(OWNER, GROUP7, C, 7, base=base))
+    gate = bot.checks_on(GROUP7)["sluice/approval"]
+    assert gate.conclusion == "neutral"
+    # The name is shown only inside a code span (whose fence outgrows its backticks):
+    # nothing of it renders, mentions nobody.
+    span = md.code(base)
+    assert span.startswith("`` ") and span in gate.summary
+    rest = gate.summary.replace(span, "")
+    assert "<img" not in rest and "@everyone" not in rest and "<img" not in gate.title
