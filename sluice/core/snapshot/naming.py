@@ -8,11 +8,20 @@ A model in a configured catalog other than Spark's current one (its canonical na
 that catalog: ``<catalog>.sluice__<schema>.<schema>__<table>__<version>``,
 ``<catalog>.<schema>__<env>.<table>``. A model in a default catalog (name
 ``<schema>.<table>``) has them in Spark's current catalog, as two-part names.
+
+A service serving several repositories gives each its own schemas: inside
+:func:`schema_prefix` every schema made here starts with that repository's prefix
+(``sluice_r_<name>__``, derived by the service: :mod:`sluice.bot.flow.tenancy`), after the
+catalog: ``<prefix>sluice__<schema>``, ``<prefix><schema>``, ``<prefix><schema>__<env>``.
+Outside it (the CLI, the Action, a service of one repository) there is none.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from sluice.core.errors import PlanError
 from sluice.core.model.names import split
@@ -24,6 +33,50 @@ MARK_PREFIX = "sluice."
 PROD = "prod"
 PHYSICAL_PREFIX = "sluice__"
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+REPOSITORY_MARK = "sluice_r_"
+"""How every repository's prefixed schema starts: a schema a project names with it is
+refused (:func:`reserved_schema`), so no repository reads or names another's."""
+_PREFIX_FORM = re.compile(r"^sluice_r_[a-z0-9]+(?:_[a-z0-9]+)*__$")
+_PREFIX: ContextVar[str] = ContextVar("sluice_schema_prefix", default="")
+
+
+@contextmanager
+def schema_prefix(prefix: str) -> Iterator[None]:
+    """Every schema named inside starts with ``prefix`` ("" : none). A context variable, so
+    the prefix of one thread's job never reaches another thread's names.
+
+    Raises:
+        ValueError: ``prefix`` is neither empty nor of the service's form
+            (``sluice_r_<name>__``, lower-case letters, digits and single underscores).
+    """
+    if prefix and not _PREFIX_FORM.match(prefix):
+        raise ValueError(f"{prefix!r} is not a repository's schema prefix")
+    token = _PREFIX.set(prefix)
+    try:
+        yield
+    finally:
+        _PREFIX.reset(token)
+
+
+def current_prefix() -> str:
+    """The schema prefix names are made with here ("" outside :func:`schema_prefix`)."""
+    return _PREFIX.get()
+
+
+def reserved_schema(schema: str) -> bool:
+    """Whether ``schema`` (``[catalog.]schema``, any case) is in the repositories'
+    namespaces: only Sluice makes such schemas, each for one repository."""
+    return schema.rsplit(".", 1)[-1].lower().startswith(REPOSITORY_MARK)
+
+
+def _prefixed(schema: str) -> str:
+    """``[catalog.]schema`` with the current prefix before its schema part."""
+    prefix = _PREFIX.get()
+    if not prefix:
+        return schema
+    catalog, dot, name = schema.rpartition(".")
+    return f"{catalog}{dot}{prefix}{name}"
 
 
 def check_environment_name(name: str) -> str:
@@ -58,18 +111,18 @@ def _in(catalog: str | None, name: str) -> str:
 def physical_schema(model_name: str) -> str:
     """The schema that holds every version of the model's tables (in its catalog)."""
     catalog, schema, _ = split(model_name)
-    return _in(catalog, PHYSICAL_PREFIX + schema)
+    return _in(catalog, _prefixed(PHYSICAL_PREFIX + schema))
 
 
 def physical_table(model_name: str, version: str) -> str:
     """The fully qualified physical table of one model version."""
     catalog, schema, table = split(model_name)
-    return _in(catalog, f"{PHYSICAL_PREFIX}{schema}.{schema}__{table}__{version}")
+    return _in(catalog, f"{_prefixed(PHYSICAL_PREFIX + schema)}.{schema}__{table}__{version}")
 
 
 def view_schema(schema: str, environment: str) -> str:
     """The schema of an environment's views for models of ``schema`` (``[catalog.]schema``)."""
-    return schema if environment == PROD else f"{schema}__{environment}"
+    return _prefixed(schema if environment == PROD else f"{schema}__{environment}")
 
 
 def model_view_schema(model_name: str, environment: str) -> str:
