@@ -54,7 +54,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         review = ledger.review(repo, pr.number, pr.head_sha)
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
-        replanned = ledger.replanned(repo, pr.number)
+        plan_times = ledger.plan_times(repo, pr.number)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -81,7 +81,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
             owners=owners,
             action_approvals=[ActionApproval(c.user, c.sha, c.plan, c.ts) for c in clicks],
-            replanned=replanned,
+            planned_at=plan_times,
         ),
     )
     into_prod = pr.base_ref == settings.branch

@@ -7,10 +7,11 @@ settings suit it).
 the ``sluice/approval`` check. An approval counts for the plan it was given on: the
 caller records the plan's content hash per head commit, and an approval whose commit's
 plan differs from the current one is *stale*: a push that changes the plan needs a fresh
-approval, one that leaves the plan unchanged keeps it. A commit planned again with another
-plan (``/sluice plan`` after prod or its settings moved) is the same: an approval given on
-it before then approved the plan it replaced (a review by when it was submitted, a click by
-the plan its button named).
+approval, one that leaves the plan unchanged keeps it. An approval also counts only if it
+was given once its commit had the plan it has now (its first, or one made again
+differently by ``/sluice plan`` after prod or its settings moved): before, it approved
+another plan, or none (a review by when it was submitted, a click by the plan its button
+named). Each person's approvals, objections and dismissals are taken in the order given.
 """
 
 from __future__ import annotations
@@ -92,9 +93,9 @@ class GateInput:
             review, and only of the plan its button named where it named one; it does not
             lift a standing "changes requested" from the same user (only a new review
             does, as on GitHub).
-        replanned: Head commit sha -> when (epoch ms) its plan was last made again with
-            another content hash; an approval on it from before then (or of unknown time,
-            naming no plan) approved the plan it replaced.
+        planned_at: Head commit sha -> when (epoch ms) it got the plan it has; an approval
+            on it from before then (or of unknown time), naming no plan, approved another
+            plan or none. A commit not in it: any time.
     """
 
     author: str
@@ -104,7 +105,7 @@ class GateInput:
     team_members: Mapping[str, frozenset[str]] = field(default_factory=dict)
     owners: Mapping[str, str] = field(default_factory=dict)
     action_approvals: Sequence[ActionApproval] = ()
-    replanned: Mapping[str, int] = field(default_factory=dict)
+    planned_at: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -162,20 +163,31 @@ def _epoch_ms(moment: str | None) -> int | None:
 
 
 def _standings(gate: GateInput) -> dict[str, _Standing]:
+    """Each person's last word, their reviews and clicks taken in the order given (by
+    time; those of unknown time first, reviews before clicks): a later "changes
+    requested" or dismissal takes back every earlier approval, a click included."""
+    words: list[tuple[int, int, str, str, _Given]] = []
+    for index, review in enumerate(gate.reviews):
+        at = _epoch_ms(review.submitted_at)
+        given = _Given(review.commit_sha, None, at)
+        words.append(
+            (at if at is not None else -1, index, review.user, review.state.upper(), given)
+        )
+    for index, click in enumerate(gate.action_approvals, start=len(gate.reviews)):
+        at = click.ts if click.ts is not None else -1
+        words.append((at, index, click.user, "CLICK", _Given(click.sha, click.plan, click.ts)))
     by_user: dict[str, _Standing] = {}
-    for review in gate.reviews:
-        state = review.state.upper()
-        key = review.user.casefold()
+    for _, _, user, state, given in sorted(words, key=lambda w: (w[0], w[1])):
+        key = user.casefold()
         if state == "APPROVED":
-            given = _Given(review.commit_sha, None, _epoch_ms(review.submitted_at))
-            by_user[key] = _Standing(review.user, [given])
+            by_user[key] = _Standing(user, [given])
         elif state in {"CHANGES_REQUESTED", "DISMISSED"}:
-            by_user[key] = _Standing(review.user, [], objection=state == "CHANGES_REQUESTED")
+            by_user[key] = _Standing(user, [], objection=state == "CHANGES_REQUESTED")
+        elif state == "CLICK":
+            standing = by_user.setdefault(key, _Standing(user))
+            if not standing.objection:
+                standing.approved.append(given)
         # COMMENTED (and PENDING, a draft review) changes nobody's standing.
-    for click in gate.action_approvals:
-        standing = by_user.setdefault(click.user.casefold(), _Standing(click.user))
-        if not standing.objection:
-            standing.approved.append(_Given(click.sha, click.plan, click.ts))
     return by_user
 
 
@@ -191,9 +203,9 @@ def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str |
         given.plan is not None and not gate.current_plan.startswith(given.plan)
     ):
         return f"approved {short}, whose plan differs from the current plan"
-    replanned = next((ts for at, ts in gate.replanned.items() if at.lower() == sha), None)
-    if given.plan is None and replanned is not None and (given.ts is None or given.ts < replanned):
-        return f"approved {short} before its plan was made again, differently"
+    since = next((ts for at, ts in gate.planned_at.items() if at.lower() == sha), None)
+    if given.plan is None and since is not None and (given.ts is None or given.ts < since):
+        return f"approved {short} before it had the plan it has now"
     return None
 
 

@@ -1,8 +1,8 @@
 """What the bot remembers between events, in the state database next to the job queue.
 
 - the plan review computed on each head commit of a pull request (approvals are bound to
-  its fingerprint), and when a commit's plan was last made again with another fingerprint
-  (an approval given on that commit before then approved the plan it replaced);
+  its fingerprint), and when the commit got the plan it has (an approval given on that
+  commit before then approved another plan, or none);
 - clicks on the check run's "Approve this plan" with the plan each approved, and the head
   each approval was given on where the forge's approvals do not say (GitLab);
 - the events already handled, by their content (a signed delivery replayed under a new
@@ -65,9 +65,10 @@ pr_plans = Table(
     Column("fingerprint", String, nullable=False),
     Column("review", JsonText, nullable=False),
     Column("created_ts", BigInteger, nullable=False),
-    # When this commit's plan was last made again with another fingerprint (a /sluice plan
-    # after prod or its settings moved); None: its first plan stands.
-    Column("replanned_ts", BigInteger, nullable=True),
+    # When this commit got the plan (fingerprint) it has: its first plan, or a plan made
+    # again differently (a /sluice plan after prod or its settings moved). None: recorded
+    # before this was kept.
+    Column("plan_ts", BigInteger, nullable=True),
 )
 
 plan_clicks = Table(
@@ -235,7 +236,7 @@ def _settings_file(conn: Connection) -> None:
 def _plan_bound(conn: Connection) -> None:
     # Migration 1 makes the tables as declared now: add the columns only where missing.
     for table, column, kind in (
-        (pr_plans, "replanned_ts", "BIGINT"),
+        (pr_plans, "plan_ts", "BIGINT"),
         (plan_clicks, "plan", "VARCHAR"),
     ):
         if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
@@ -297,18 +298,18 @@ class Ledger(AuditLog):
     def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
         """Remember the plan review computed on head commit ``sha`` (replacing an older one).
 
-        A plan made again on the same commit with another fingerprint (prod, or the
-        settings in force, moved since) is marked replanned at ``now``: an approval given on
-        that commit before then approved the plan it replaces, and counts no more."""
+        ``now`` is when the plan is published: a commit's first plan, or one made again with
+        another fingerprint (prod, or the settings in force, moved since), is the commit's
+        from then on, and an approval given on it before then approved another plan (or
+        none) and counts no more; a plan made again the same keeps its time."""
         sha = sha.lower()
         key = (pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha)
         with self._writing("record a plan") as conn:
             before = conn.execute(
-                select(pr_plans.c.fingerprint, pr_plans.c.replanned_ts).where(*key)
+                select(pr_plans.c.fingerprint, pr_plans.c.plan_ts).where(*key)
             ).first()
-            replanned = None
-            if before is not None:
-                replanned = before.replanned_ts if before.fingerprint == review.fingerprint else now
+            same = before is not None and before.fingerprint == review.fingerprint
+            since = before.plan_ts if same and before is not None else now
             row = {
                 "repo": repo,
                 "number": number,
@@ -316,7 +317,7 @@ class Ledger(AuditLog):
                 "fingerprint": review.fingerprint,
                 "review": dump_json(review.to_json()),
                 "created_ts": now,
-                "replanned_ts": replanned,
+                "plan_ts": since,
             }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
 
@@ -328,16 +329,16 @@ class Ledger(AuditLog):
         with self._reading("read plans") as conn:
             return {row.sha: row.fingerprint for row in conn.execute(query)}
 
-    def replanned(self, repo: str, number: int) -> dict[str, int]:
-        """Head sha -> when its plan was last made again with another fingerprint, for the
-        commits of the PR where that happened (approvals on them before then are stale)."""
-        query = select(pr_plans.c.sha, pr_plans.c.replanned_ts).where(
+    def plan_times(self, repo: str, number: int) -> dict[str, int]:
+        """Head sha -> when it got the plan it has (approvals on it before then are stale),
+        for the commits of the PR whose time was recorded."""
+        query = select(pr_plans.c.sha, pr_plans.c.plan_ts).where(
             pr_plans.c.repo == repo,
             pr_plans.c.number == number,
-            pr_plans.c.replanned_ts.is_not(None),
+            pr_plans.c.plan_ts.is_not(None),
         )
         with self._reading("read plans") as conn:
-            return {row.sha: int(row.replanned_ts) for row in conn.execute(query)}
+            return {row.sha: int(row.plan_ts) for row in conn.execute(query)}
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""

@@ -333,7 +333,10 @@ def _build(
         merge_intervals=prod.backfill_intervals,
         merge_bytes=prod.scan_bytes,
     )
-    job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, now)
+    # Recorded as of now, when it is published (the job may have built for minutes: an
+    # approval given meanwhile saw the commit's plan before this one, or none).
+    published = job.deps.clock()
+    job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, published)
     _report(post, environment, result, prod)
     return result
 

@@ -64,7 +64,7 @@ def run(
     teams: Mapping[str, frozenset[str]] | None = None,
     owners: Mapping[str, str] | None = None,
     actions: Sequence[tuple[str, ...]] = (),
-    replanned: Mapping[str, int] | None = None,
+    planned_at: Mapping[str, int] | None = None,
 ) -> GateResult:
     return evaluate(
         gate_settings,
@@ -76,7 +76,7 @@ def run(
             team_members=teams or {},
             owners=owners or {},
             action_approvals=[ActionApproval(*action) for action in actions],  # type: ignore[arg-type]
-            replanned=replanned or {},
+            planned_at=planned_at or {},
         ),
     )
 
@@ -481,28 +481,39 @@ def reviewed(user: str, at_ms: int, sha: str = C3) -> Review:
 def test_a_review_from_before_the_commit_was_planned_again_is_stale() -> None:
     # c3's plan was made again at t=2s with another fingerprint (now P2): bob's approval at
     # t=1s approved the plan it replaced.
-    result = run(settings(), [reviewed("bob", 1_000)], replanned={C3: 2_000})
+    result = run(settings(), [reviewed("bob", 1_000)], planned_at={C3: 2_000})
     assert not result.ok
     assert result.stale == ("bob",)
-    assert "before its plan was made again" in result.summary
-    assert run(settings(), [reviewed("bob", 2_500)], replanned={C3: 2_000}).ok
+    assert "before it had the plan it has now" in result.summary
+    assert run(settings(), [reviewed("bob", 2_500)], planned_at={C3: 2_000}).ok
     # Another commit's replan is not this one's.
-    assert run(settings(), [reviewed("bob", 1_000)], replanned={C1: 2_000}).ok
-    # No time from the forge: counted on a commit planned once, stale on one planned again.
+    assert run(settings(), [reviewed("bob", 1_000)], planned_at={C1: 2_000}).ok
+    # No time from the forge: counted where the caller gave no plan time, else stale.
     assert run(settings(), [review("bob")]).ok
-    assert not run(settings(), [review("bob")], replanned={C3: 2_000}).ok
+    assert not run(settings(), [review("bob")], planned_at={C3: 2_000}).ok
+
+
+def test_each_persons_words_count_in_the_order_given() -> None:
+    # bob clicks (t=1s), then requests changes (t=2s): his last word is the objection,
+    # and a dismissal of it (t=3s) takes it back without approving.
+    changes = Review(next(_ids), "bob", "CHANGES_REQUESTED", C3, "1970-01-01T00:00:02+00:00")
+    assert not run(settings(), [changes], actions=[("bob", C3, "P2", 1_000)]).ok
+    dismissed = Review(changes.id, "bob", "DISMISSED", C3, "1970-01-01T00:00:02+00:00")
+    assert not run(settings(), [dismissed], actions=[("bob", C3, "P2", 1_000)]).ok
+    # A click after the dismissal approves.
+    assert run(settings(), [dismissed], actions=[("bob", C3, "P2", 3_000)]).ok
 
 
 def test_a_click_counts_only_for_the_plan_its_button_showed() -> None:
     # The button named P2, the current plan: it counts whenever it was handled.
-    assert run(settings(), [], actions=[("bob", C3, "P2", 1_000)], replanned={C3: 2_000}).ok
+    assert run(settings(), [], actions=[("bob", C3, "P2", 1_000)], planned_at={C3: 2_000}).ok
     # It named P1 (the plan c3 had before): stale although c3 is the head.
     stale = run(settings(), [], actions=[("bob", C3, "P1", 3_000)])
     assert not stale.ok
     assert stale.stale == ("bob",)
     # A button that named no plan (made before buttons did): by when it was handled.
-    assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], replanned={C3: 2_000}).ok
-    assert run(settings(), [], actions=[("bob", C3, None, 2_000)], replanned={C3: 2_000}).ok
+    assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], planned_at={C3: 2_000}).ok
+    assert run(settings(), [], actions=[("bob", C3, None, 2_000)], planned_at={C3: 2_000}).ok
 
 
 # --- owners ------------------------------------------------------------------------------

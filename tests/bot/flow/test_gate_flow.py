@@ -267,7 +267,7 @@ def test_an_approval_counts_only_for_the_plan_its_commit_had_when_it_was_given(b
     bot.deliver("check_run", _click("carol", identifier="approve:fp1"))
     check = bot.approval(A)
     assert check.conclusion == "failure", check.summary
-    assert f"@bob approved `{A[:7]}` before its plan was made again, differently" in check.summary
+    assert f"@bob approved `{A[:7]}` before it had the plan it has now" in check.summary
     assert f"@carol approved `{A[:7]}`, whose plan differs from the current plan" in check.summary
     assert bot.ledger.approved_by_pr(repo, 7) == 0, "a merge past the check promotes nothing"
     [button] = check.actions

@@ -54,10 +54,10 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
     assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
     ledger.record_plan("github:o/r", 7, "AAA111", _review("fp1"), 5)  # same commit, other case
     assert ledger.plans("github:o/r", 7) == {"aaa111": "fp1", "bbb222": "fp3"}
-    # bbb222 was planned again with another fingerprint at 3; aaa111 again with its own.
-    assert ledger.replanned("github:o/r", 7) == {"bbb222": 3}
+    # bbb222 got fp3 at 3 (planned again differently); aaa111 kept fp1 from 1.
+    assert ledger.plan_times("github:o/r", 7) == {"aaa111": 1, "bbb222": 3}
     ledger.record_plan("github:o/r", 7, "bbb222", _review("fp3", ("a.x", "k3")), 6)  # the same
-    assert ledger.replanned("github:o/r", 7) == {"bbb222": 3}, "an unchanged plan keeps the time"
+    assert ledger.plan_times("github:o/r", 7)["bbb222"] == 3, "an unchanged plan keeps its time"
     review = ledger.review("github:o/r", 7, "BBB222")
     assert review == _review("fp3", ("a.x", "k3"))
     assert ledger.review("github:o/r", 7, "ddd444") is None
