@@ -6,16 +6,30 @@ import heapq
 from collections.abc import Iterable, Mapping
 
 from sluice.core.errors import GraphError, did_you_mean
-from sluice.core.model.definition import Model
+from sluice.core.model.definition import KindName, Model
 from sluice.core.model.fileaccess import FILE_FORMATS
+from sluice.core.snapshot.naming import REPOSITORY_MARK, reserved_schema
 
 
 def check_references(models: Mapping[str, Model]) -> None:
-    """Every table a model reads must be a model or a declared external table.
+    """Every table a model reads must be a model or a declared external table, and none
+    of them in a repository's namespace (a schema starting with ``sluice_r_``: those are
+    Sluice's, each made for one repository, issue 46).
 
     Raises:
-        GraphError: naming the file:line of the first unknown reference.
+        GraphError: naming the file:line of the first unknown reference or reserved name.
     """
+    for model in models.values():
+        if reserved_schema(model.name.rsplit(".", 1)[0]):
+            what = "external table" if model.kind.name == KindName.EXTERNAL else "model"
+            raise GraphError(
+                f"{what} {model.name} is in a schema starting with '{REPOSITORY_MARK}', "
+                "where Sluice keeps each repository's tables and views apart",
+                path=model.path,
+                line=model.line,
+                hint="name your models and sources in schemas of your own; read another "
+                "model by its name, never by the schema Sluice made for it",
+            )
     for model in models.values():
         for ref in model.references:
             if ref.name not in models:
