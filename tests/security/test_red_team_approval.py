@@ -392,11 +392,14 @@ def test_an_approver_who_pushed_the_head_cannot_approve_their_own_push(bot: Bot)
     bot.forge.commit(b, {"config.yaml": GATED}, parents=(A,))
     bot.forge.push(7, b)
     bot.ledger.record_plan(KEY, 7, b, bot.review_of("fp2", "s.bobs_change"), NOW)
-    # ... and approves it: nobody but its own author looked at fp2.
-    payload = _review("bob", "approved")
+    # ... and approves it, after its plan was recorded: nobody but its own author looked
+    # at fp2.
+    bot.clock.now = NOW + MINUTE
+    payload = _review("bob", "approved", at=bot.clock.now)
     payload["pull_request"]["head"]["sha"] = b
     payload["review"]["commit_id"] = b
-    bot.forge.add_review(7, "bob", "APPROVED", b)
+    made = bot.forge.add_review(7, "bob", "APPROVED", b)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(bot.clock.now))
     bot.deliver("pull_request_review", payload)
     check = bot.approval(b)
     assert check.conclusion == "failure", check.summary
