@@ -67,7 +67,12 @@ class Bot:
     memory: ``github`` is repository ``OWNER``; :meth:`repository` adds others)."""
 
     def __init__(
-        self, root: Path, github: MemoryForge, *, runner_for: RunnerFactory | None = None
+        self,
+        root: Path,
+        github: MemoryForge,
+        *,
+        runner_for: RunnerFactory | None = None,
+        isolate: bool = False,
     ) -> None:
         self.root, self.github = root, github
         self.forges = {github.repo: github}
@@ -75,7 +80,8 @@ class Bot:
         self.runner = RecordingRunner()
         self.deps = make_deps(project_python="on", forge_for=self._forge_for, workdir=root / "work",
                               state_url=self.url, clock=lambda: NOW, spark=SERVICE_SPARK,
-                              runner_for=runner_for or self.runner.make)  # fmt: skip
+                              runner_for=runner_for or self.runner.make,
+                              isolate=isolate)  # fmt: skip
         self.ledger = Ledger(self.url)
 
     def _forge_for(self, event: Event) -> Forge:

@@ -60,12 +60,13 @@ class Checkout:
                         rotated.append(path)
         return rotated
 
-    def tree(self, forge: Forge, sha: str) -> Path:
+    def tree(self, forge: Forge, sha: str, folder: str | None = None) -> Path:
         """The repository at ``sha``; fetched into a partial folder first, so a crash
-        mid-fetch never leaves a half tree that looks whole."""
+        mid-fetch never leaves a half tree that looks whole. ``folder``: the repository's
+        under ``trees/`` (its namespace's, :mod:`sluice.bot.flow.tenancy`; None: its name)."""
         if not re.fullmatch(r"[0-9a-fA-F]{7,64}", sha):
             raise SluiceError(f"'{sha}' is not a commit sha")
-        tree = (self.workdir / "trees" / safe_repo_name(forge.repo) / sha).resolve()
+        tree = (self.workdir / "trees" / (folder or safe_repo_name(forge.repo)) / sha).resolve()
         if tree.is_dir():
             with contextlib.suppress(OSError):
                 os.utime(tree)  # its last use: what pruning goes by
@@ -77,14 +78,18 @@ class Checkout:
         partial.rename(tree)
         return tree
 
-    def prune(self, repo: str, keep_days: float, now: float | None = None) -> tuple[int, int]:
+    def prune(
+        self, repo: str, keep_days: float, now: float | None = None, folder: str | None = None
+    ) -> tuple[int, int]:
         """Remove ``repo``'s trees, and job logs, last used more than ``keep_days`` ago
         (0: keep everything); ``(trees, logs)`` removed. A tree in use was touched when
         its job took it, and a running job's log is being written, so neither goes."""
         if keep_days <= 0:
             return 0, 0
         before = (time.time() if now is None else now) - keep_days * 86_400
-        trees = _remove_older(self.workdir.resolve() / "trees" / safe_repo_name(repo), before)
+        trees = _remove_older(
+            self.workdir.resolve() / "trees" / (folder or safe_repo_name(repo)), before
+        )
         return trees, _remove_older(self.logs, before)
 
 

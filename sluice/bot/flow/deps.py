@@ -45,6 +45,8 @@ class Deps:
     checkout: Checkout
     spark_runner: RunnerFactory
     state_url: str
+    """The shared database: the ledger's and the queue's, and the state owner's engine
+    state; a job opens its repository's with :attr:`~sluice.bot.flow.job.Job.state_url`."""
     redactor: Redactor
     clock: Callable[[], int] = _now_ms
     project_path: str = "."
@@ -75,6 +77,9 @@ class Deps:
     (``SLUICE_NOTIFY_APPROVAL_WAIT_HOURS``; 0: never told)."""
     metrics: Registry | None = None
     """The service's metrics (notifications sent and failed), when it has them."""
+    isolate: bool = False
+    """Each repository in a namespace of its own (``SLUICE_ISOLATE_REPOSITORIES``, issue
+    46: :mod:`sluice.bot.flow.tenancy`); False: one repository, the state's owner."""
 
     @property
     def config_path(self) -> str:
@@ -116,6 +121,7 @@ def make_deps(
     notify_run_late_hours: float = 0.0,
     notify_approval_wait_hours: float = 0.0,
     metrics: Registry | None = None,
+    isolate: bool = False,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -155,4 +161,5 @@ def make_deps(
         notify_run_late_hours=notify_run_late_hours,
         notify_approval_wait_hours=notify_approval_wait_hours,
         metrics=metrics,
+        isolate=isolate,
     )

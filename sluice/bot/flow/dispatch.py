@@ -4,8 +4,10 @@ an entry point binds it to its :class:`~sluice.bot.flow.deps.Deps` (:func:`bound
 hands the worker plain callables.
 
 Before a handler runs, :func:`handle` checks what holds for every event: the service
-keeps one repository's prod, a replayed delivery runs once, and a late PR event does not
-rebuild over a newer head.
+keeps one repository's prod (unless it isolates repositories: then each its own, in its
+namespace, :mod:`sluice.bot.flow.tenancy`), a replayed delivery runs once, and a late PR
+event does not rebuild over a newer head. The handler runs with its repository's Spark
+schema prefix (:func:`~sluice.core.snapshot.naming.schema_prefix`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, comment, replies
 from sluice.bot.present.comment import CommentState
-from sluice.core.snapshot.naming import pr_environment
+from sluice.core.snapshot.naming import pr_environment, schema_prefix
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,8 @@ def handle(deps: Deps, event: Event) -> None:
     job = Job.start(deps, deps.forge_for(event))
     try:
         if _admitted(job, event):
-            HANDLERS[type(event)](job, event)
+            with schema_prefix(job.namespace.schema_prefix):  # its Spark schemas' names
+                HANDLERS[type(event)](job, event)
             key = event.content_key()
             if key is not None:
                 job.ledger.record_handled(job.repo, key, event.kind, "done", job.now)
@@ -124,8 +127,10 @@ def _admitted(job: Job, event: Event) -> bool:
     (its owner, that it was seen, the PR's head) made on the way, in one transaction."""
     repo, ledger = job.repo, job.ledger
     with ledger.together("admit an event"):
-        owner = ledger.belongs_to(f"{repo}#{job.deps.project_path}", job.now)
-        if owner != f"{repo}#{job.deps.project_path}":
+        # An isolating service binds no owner: each repository has its namespace (tenancy).
+        bound = f"{repo}#{job.deps.project_path}"
+        owner = bound if job.deps.isolate else ledger.belongs_to(bound, job.now)
+        if owner != bound:
             refused = True
         else:
             refused = False
@@ -201,7 +206,8 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     """The job failed for good: say so where the people it concerns will look."""
     job = Job.start(deps, deps.forge_for(event))
     try:
-        _give_up(job, event, error)
+        with schema_prefix(job.namespace.schema_prefix):
+            _give_up(job, event, error)
     finally:
         notify.flush(job)
         job.close()

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sluice.bot.flow import tenancy
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.tenancy import Namespace
 from sluice.bot.forge.base import Forge, repo_key
 from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
@@ -40,6 +42,7 @@ class Job:
     notices: list[Notice] = field(default_factory=list)
     """Events to tell in chat when the job ends (:func:`sluice.bot.flow.notify.flush`)."""
     _state: StateStore | None = None
+    _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
     @classmethod
@@ -55,11 +58,36 @@ class Job:
     def ledger(self) -> Ledger:
         return self.deps.ledger
 
+    @property
+    def namespace(self) -> Namespace:
+        """The repository's namespace (its state, Spark schema prefix, trees' folder),
+        decided once per job by :func:`sluice.bot.flow.tenancy.namespace_of`."""
+        if self._namespace is None:
+            self._namespace = tenancy.namespace_of(
+                self.repo, self.ledger, self.deps.state_url, isolate=self.deps.isolate
+            )
+        return self._namespace
+
+    @property
+    def state_url(self) -> str:
+        """The repository's state database (its schema made first on PostgreSQL)."""
+        url = self.namespace.state_url
+        tenancy.ensure_schema(url)
+        return url
+
     def state(self) -> StateStore:
         """The state store, opened on first use and closed with the job."""
         if self._state is None:
-            self._state = open_state(self.deps.state_url)
+            self._state = open_state(self.state_url)
         return self._state
+
+    def tree(self, sha: str) -> Path:
+        """The repository's files at ``sha`` (:meth:`Checkout.tree`), in its namespace's
+        folder when the service isolates repositories."""
+        folder = self.namespace.folder if self.deps.isolate else None
+        if folder is None:
+            return self.deps.checkout.tree(self.forge, sha)
+        return self.deps.checkout.tree(self.forge, sha, folder)
 
     def read_file(self, ref: str, path: str) -> str | None:
         """``path`` at ``ref`` on the forge (None: absent), fetched once per job."""

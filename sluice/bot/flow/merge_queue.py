@@ -98,7 +98,7 @@ def check_group(job: Job, event: MergeGroupEvent) -> None:
         _all(job, sha, lambda n: checks.merge_group_elsewhere(n, event.base_ref, settings.branch))
         return
     try:
-        tree = job.deps.checkout.tree(job.forge, sha)
+        tree = job.tree(sha)
     except UnusableTree as exc:
         _fail(job, sha, checks.FILES_REFUSED, job.scrub(str(exc)))
         return

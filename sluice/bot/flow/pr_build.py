@@ -181,7 +181,7 @@ def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:
         reset=True,
     )
     try:
-        tree = job.deps.checkout.tree(job.forge, pr.head_sha)
+        tree = job.tree(pr.head_sha)
     except UnusableTree as exc:  # permanent: tell the PR now rather than retry
         _failed(post, environment, checks.FILES_REFUSED, str(exc))
         return None
@@ -272,7 +272,7 @@ def _build(
             store,
             plan,
             runner,
-            url=job.deps.state_url,
+            url=job.state_url,
             now=now,
             diff_cap=settings.diff_limit,
             diff_options=DiffOptions(decimals=settings.decimals, sample=settings.diff_sample),

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 DEPLOY = checks.DEPLOY
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+AUDIT_LOOKBACK = 500
+"""Audit rows read (newest first) to find prod's last promotion (:func:`_promoted_since`)."""
 
 
 @dataclass(frozen=True)
@@ -204,13 +206,30 @@ def _promoted_since(job: Job, sha: str) -> str | None:
     """The commit prod was last promoted from when it is a later commit than ``sha`` on
     the same line of history (``sha`` is one of its ancestors); else None.
 
-    The commit is the one the settings in force were pinned at: a promotion of prod pins
-    its commit. Before the first promotion it is the prod branch's head when the service
-    first read it, which holds ``sha`` too when ``sha`` is reachable from it."""
+    The commit is the one the settings in force were pinned at, when the audit log says
+    prod's last promotion was of it: a promotion of prod pins its commit, but the first
+    read of the settings pins the prod branch's head, which prod may not hold."""
     pinned = job.ledger.settings_in_force(job.repo)
     if pinned is None or not _COMMIT.fullmatch(pinned.sha) or pinned.sha == sha.lower():
         return None  # never pinned, pinned at a branch's name, or this very commit
+    if not _last_promoted(job, pinned.sha):
+        return None  # not known to be in prod: promote as ever
     return pinned.sha if job.forge.on_branch(sha, pinned.sha) else None
+
+
+def _last_promoted(job: Job, sha: str) -> bool:
+    """Whether prod's last promotion in the newest :data:`AUDIT_LOOKBACK` rows of the
+    repository's audit log was of commit ``sha`` (its detail: :func:`_detail`)."""
+    for row in job.ledger.entries(repo=job.repo, newest_first=True, limit=AUDIT_LOOKBACK):
+        promoted = row.kind == audit.PROMOTION and row.outcome == "promoted"
+        if promoted and row.detail.startswith(f"{PROD} at "):
+            return row.detail.startswith(_detail(PROD, sha, ""))
+    return False
+
+
+def _detail(environment: str, sha: str, title: str) -> str:
+    """A promotion's audit detail: the environment, the commit, the outcome's title."""
+    return f"{environment} at {sha[:12]}: {title}"
 
 
 def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
@@ -283,7 +302,7 @@ def promote(
         actor=actor,
         ref=label.replace("`", ""),
         plan_id=outcome.plan_id,
-        detail=f"{environment} at {sha[:12]}: {outcome.title}",
+        detail=_detail(environment, sha, outcome.title),
         notify=notify_text.PROMOTION if environment == PROD else None,
     )
     if deployment is not None:
@@ -305,7 +324,7 @@ def promote(
 
 
 def _promote(job: Job, sha: str, settings: Settings, label: str, environment: str) -> Outcome:
-    tree = job.deps.checkout.tree(job.forge, sha)
+    tree = job.tree(sha)
     project = trust.load_trusted(job, tree, settings)
     source = trust.tree_source(tree, job.deps.config_path)
     own = trust.parse(source)  # the promoted commit's own settings
@@ -314,7 +333,7 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
     # compares); the promoted commit's, when it differs, is an item to find approved.
     prod_python = trust.prod_python_digest(job, tree, settings)
     prod_statements = trust.prod_statements_digest(job, settings)
-    store = open_state(job.deps.state_url)
+    store = open_state(job.state_url)
     try:
         for attempt in (1, 2):
             now = job.now
@@ -415,7 +434,7 @@ def cleanup(
     """Invalidate the PR's environment now; the janitor drops its views later. The comment
     says so, and what became of the PR (closed, ``merged``, ``promoted``)."""
     environment = pr_environment(number)
-    store = open_state(job.deps.state_url)
+    store = open_state(job.state_url)
     try:
         existed = store.get_environment(environment) is not None
         if existed:

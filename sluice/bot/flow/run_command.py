@@ -159,14 +159,14 @@ def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:
 def _diff(job: Job, pr: PullRequest, command: Command, author: str) -> None:
     assert command.model is not None
     environment = pr_environment(pr.number)
-    tree = job.deps.checkout.tree(job.forge, pr.head_sha)
+    tree = job.tree(pr.head_sha)
     try:
         project = trust.load_trusted(job, tree, trust.for_repository(job))
         settings = project.config.sluice.pr
         options = DiffOptions(
             where=command.where, decimals=settings.decimals, sample=settings.diff_sample
         )
-        store = open_state(job.deps.state_url)
+        store = open_state(job.state_url)
         try:
             result = table_diff(
                 store,
@@ -175,7 +175,7 @@ def _diff(job: Job, pr: PullRequest, command: Command, author: str) -> None:
                 target=environment,
                 model=command.model,
                 options=options,
-                url=job.deps.state_url,
+                url=job.state_url,
                 now=job.now,
             )
         finally:
@@ -302,7 +302,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
             detail=f"not a required approver{via}",
         )
         return
-    store = open_state(job.deps.state_url)
+    store = open_state(job.state_url)
     try:
         now = job.now
         back = rollback.plan_rollback(store, PROD, to=command.plan, now=now)
@@ -328,7 +328,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
                 )
                 return
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
-        result = apply_plan(project, store, back.plan, runner, url=job.deps.state_url, now=now)
+        result = apply_plan(project, store, back.plan, runner, url=job.state_url, now=now)
     except SluiceError as exc:
         job.forge.reply(pr.number, replies.rollback_failed(author, job.scrub(str(exc), tree)))
         return

@@ -34,19 +34,21 @@ def janitor(job: Job) -> None:
     if found is None:
         return
     settings, tree, project = found
-    store = open_state(job.deps.state_url)
+    store = open_state(job.state_url)
     try:
         report = run_janitor(
             store,
             job.deps.spark_runner(project, tree, lambda _event: None),
-            url=job.deps.state_url,
+            url=job.state_url,
             now=job.now,
             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
             keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
         )
     finally:
         store.close()
-    trees, logs = job.deps.checkout.prune(job.forge.repo, job.deps.workdir_keep_days)
+    trees, logs = job.deps.checkout.prune(
+        job.forge.repo, job.deps.workdir_keep_days, folder=job.namespace.folder
+    )
     log.info(
         "%s: janitor removed %s environment(s), dropped %s table(s), pruned %s checkout(s) "
         "and %s job log(s)",
@@ -71,7 +73,7 @@ def run(job: Job) -> None:
         return
     _settings, tree, project = found
     now = job.now
-    store = open_state(job.deps.state_url)
+    store = open_state(job.state_url)
     try:
         # its outcome recorded in the state (core/runs.py): what the web UI's prod history shows
         with runs.recorded(store, PROD, now=now, scrub=job.scrub) as recording:
@@ -89,7 +91,7 @@ def run(job: Job) -> None:
                 len(plan.backfill),
             )
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
-            result = apply_plan(project, store, plan, runner, url=job.deps.state_url, now=now)
+            result = apply_plan(project, store, plan, runner, url=job.state_url, now=now)
             recording.tables_built = result.tables_built
             recording.spark_seconds = result.job.seconds if result.job is not None else None
     finally:

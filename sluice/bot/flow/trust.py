@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.bot.flow import audit
+from sluice.bot.flow import audit, tenancy
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger, PinnedSettings
 from sluice.bot.flow.reviewed_plan import Item
@@ -560,12 +560,16 @@ def load_trusted(job: Job, tree: Path, settings: Settings) -> Project:
     Never through the parse cache: a tree comes from a commit, and a commit can hold a
     forged ``.sluice/cache/models.json`` whose entries would skip every check.
     """
-    return load_project(
+    project = load_project(
         tree / job.deps.project_path,
         use_cache=False,
         sluice=settings.for_project(job.deps.spark),
         python=python_refusal(job, tree, settings.branch, settings.python_ref),
     )
+    if job.deps.isolate:  # issue 46: no repository names a state owner's unprefixed schemas
+        foreign = tenancy.foreign_schemas(job.namespace, job.ledger, job.deps.state_url)
+        tenancy.refuse_foreign(project, foreign)
+    return project
 
 
 def python_refusal(job: Job, tree: Path, branch: str, ref: str | None = None) -> Refusal | None:
@@ -672,7 +676,7 @@ def _python_statements(job: Job, ref: str) -> str | None:
     if sha is None:
         return "unreadable"
     try:
-        tree = job.deps.checkout.tree(job.forge, sha)
+        tree = job.tree(sha)
         config = load_config(tree / job.deps.project_path, python=pycode_config.read)
     except SluiceError:
         return "unreadable"
@@ -694,5 +698,5 @@ def prod_project(job: Job, what: str) -> tuple[Settings, Path, Project] | None:
             settings.branch,
         )
         return None
-    tree = job.deps.checkout.tree(job.forge, sha)
+    tree = job.tree(sha)
     return settings, tree, load_trusted(job, tree, settings)

@@ -99,7 +99,11 @@ def _prod_statements(tmp_path: Path, mode: str, config: str) -> tuple[str | None
     tree = _tree(tmp_path, config)
     checkout = Checkout(tree)
     deps: Any = SimpleNamespace(
-        project_python=mode, project_path=".", config_path="config.yaml", checkout=checkout
+        project_python=mode,
+        project_path=".",
+        config_path="config.yaml",
+        checkout=checkout,
+        isolate=False,
     )
     job = Job(deps, Prod({"config.py": config}), 0)  # type: ignore[arg-type]
     settings: Any = SimpleNamespace(python_ref=None, branch="main")
