@@ -186,7 +186,13 @@ def test_dismissing_the_approvers_changes_request_revives_their_earlier_click(bo
     # ... then reads the diff again and requests changes: his last word.
     bot.clock.now += MINUTE
     objection = bot.forge.add_review(7, "bob", "CHANGES_REQUESTED", A)
-    bot.deliver("pull_request_review", _review("bob", "changes_requested", review_id=objection.id))
+    objection_at = bot.clock.now
+    objection = dataclasses.replace(objection, submitted_at=_iso(objection_at))
+    bot.forge.review_log[7][-1] = objection
+    bot.deliver(
+        "pull_request_review",
+        _review("bob", "changes_requested", review_id=objection.id, at=bot.clock.now),
+    )
     assert bot.approval(A).conclusion == "failure"
     assert bot.ledger.approved_by_pr(KEY, 7) == 0
     # alice, the author, has write access: GitHub lets her dismiss bob's review.
@@ -194,8 +200,9 @@ def test_dismissing_the_approvers_changes_request_revives_their_earlier_click(bo
     bot.forge.dismiss_review(7, objection.id)
     bot.deliver(
         "pull_request_review",
-        _review("bob", "dismissed", action="dismissed", review_id=objection.id, sender="alice"),
-    )
+        _review("bob", "dismissed", action="dismissed", review_id=objection.id,
+                sender="alice", at=objection_at),
+    )  # fmt: skip
     # bob never approved again: his last word was "changes requested", and a dismissal
     # takes a word back, it does not give one.
     check = bot.approval(A)
