@@ -27,8 +27,9 @@ delivery to either process at random. The payloads are the real GitHub ones from
 tests/fixtures/webhooks/github (number, head commit, repository and title edited; the title
 and the tag carry the delivery id, so a run can be traced to its delivery). A --dup
 fraction of deliveries is sent to both processes at once, and afterwards a --redeliver
-fraction is sent again (GitHub's redelivery keeps the id). The workers also schedule the
-janitor (a prod-key job per repository every --janitor seconds), as the service does.
+fraction is sent again (GitHub's redelivery keeps the id). The holder of the scheduler
+lease (one process at a time) also schedules the janitor (a prod-key job per repository
+every --janitor seconds), as the service does.
 
 Once the queue is drained the processes are stopped and the records checked against the
 queue's tables:
@@ -257,6 +258,7 @@ def services(url: str, options: Options, workdir: Path) -> Iterator[list[Child]]
                 "handle_ms": list(options.handle_ms), "poll": options.poll,
                 "lease": options.lease, "janitor": options.janitor, "ledger": options.ledger,
                 "max_attempts": options.max_attempts,
+                "scheduler_lease": options.lease,  # tried every third: the janitor's pace
             }  # fmt: skip
             with (workdir / f"{name}.stderr").open("wb") as stderr:
                 proc = subprocess.Popen(

@@ -4,7 +4,9 @@ Usage: python bench/concurrency_child.py CONFIG_JSON
 
 The real service app (``create_app``, verifying signatures and storing deliveries through
 its group-commit intake) on uvicorn, plus real :class:`sluice.bot.queue.worker.Worker` threads on
-a :class:`sluice.bot.queue.store.JobQueue` of the same database, whose flow is a
+a :class:`sluice.bot.queue.store.JobQueue` of the same database, and the scheduler on the
+holder of the scheduler lease (:class:`sluice.bot.queue.lease.Leader`), wired as
+``create_app`` wires them; the workers' flow is a
 :class:`Recorder`: instead of Spark and a forge it notes the repository in the ledger (as
 the real flow does first), sleeps a few milliseconds, and appends what it ran
 (process, thread, worker, job id, key, delivery, the event's own token, attempt, accepted,
@@ -14,10 +16,10 @@ appended there too, as ``log`` lines, so the parent can count them.
 
 CONFIG_JSON is an object: port, workdir, url (PostgreSQL), name (of this process), workers,
 record (file), secret, handle_ms ([low, high]), poll, lease, janitor (seconds; 0: off),
-ledger (bool), max_attempts.
+ledger (bool), max_attempts, and optionally scheduler_lease (seconds, 30 by default).
 
 SIGTERM stops the server (requests in flight are answered, the intake stores what it has),
-then the workers (each finishes its job), then closes the record file; exit code 0.
+then the lease thread (letting go of the lease), then the workers (each finishes its job), then closes the record file; exit code 0.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.neutral import Event, PullRequestEvent, TagEvent
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.queue.lease import Leader
+from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import Job, JobQueue
 from sluice.bot.queue.worker import Worker
 
@@ -183,12 +187,12 @@ def main(config: dict[str, Any]) -> None:
     for _ in range(int(config["workers"])):
         recorder = Recorder(settings.state_url(), queue=queue, out=out, process=process,
                             handle_ms=(low, high), ledger=bool(config["ledger"]))  # fmt: skip
-        # As create_app builds its workers: heartbeat a quarter of the lease, janitor on.
+        # As create_app builds its workers: heartbeat a quarter of the lease; the janitor
+        # is the scheduler's, below.
         worker = Worker(queue, handle=recorder.handle, abandon=recorder.give_up,
                         repositories=recorder.ledger.repositories,
                         poll_seconds=float(config["poll"]),
-                        heartbeat_seconds=lease / 4,
-                        janitor_seconds=float(config["janitor"]))  # fmt: skip
+                        heartbeat_seconds=lease / 4)  # fmt: skip
         recorder.worker = worker.name
         workers.append(worker)
         recorders.append(recorder)
@@ -201,9 +205,18 @@ def main(config: dict[str, Any]) -> None:
     signal.signal(signal.SIGTERM, stopping)
     for worker in workers:
         worker.start()
+    # As create_app: the scheduler (the janitor's jobs) runs on the lease's holder only.
+    ledger = Ledger(settings.state_url())
+    scheduler = Scheduler(queue, repositories=ledger.repositories, serves=settings.serves,
+                          janitor_seconds=float(config["janitor"]))  # fmt: skip
+    leader = Leader(queue, duty=scheduler.schedule,
+                    seconds=float(config.get("scheduler_lease", 30.0)))  # fmt: skip
+    leader.start()
     try:
         uvicorn.run(app, host="127.0.0.1", port=int(config["port"]), log_level="warning")
     finally:
+        leader.stop(timeout=10)
+        ledger.close()
         for worker in workers:
             worker.stop(timeout=30)
         for recorder in recorders:
