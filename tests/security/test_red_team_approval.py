@@ -3,9 +3,12 @@ VERY PLAN, and nobody can walk around it".
 
 Each test is an attack by someone with write access to a pull request (they can push,
 comment, click, dismiss reviews, approve as themselves and use the web UI signed in), and
-asserts what a sound gate would do. Each fails today, so each is marked
+asserts what a sound gate would do. A test whose finding is still open is marked
 ``xfail(strict=True)`` with the finding it shows; fixing the finding turns it into a pass
-(and strict makes that an error until the marker is removed).
+(and strict makes that an error until the marker is removed). Three findings were fixed
+while this round ran (8d9c18f: an approval given while a re-plan built, or before its
+commit had a plan, and a dismissed objection reviving an earlier click): their tests stay,
+unmarked, as regressions.
 
 The flows are driven as tests/bot/flow/test_gate_flow.py drives them: real GitHub webhook
 bodies, the in-memory forge, the ledger on SQLite, plans recorded as a PR build records
@@ -133,13 +136,7 @@ def _click(user: str, identifier: str) -> dict[str, Any]:
 # -- 1. a review given while the re-plan of its commit builds counts for the new plan ------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: a re-plan's replanned_ts is the job's start (job.now, pr_build._build "
-    "-> ledger.record_plan), not when the new plan was published; a review submitted while "
-    "the build ran (the PR still showing the old plan) counts for the new plan",
-)
-def test_a_review_given_while_the_replan_builds_counts_for_the_plan_it_never_saw(
+def test_a_review_given_while_the_replan_builds_does_not_count_for_the_new_plan(
     bot: Bot,
 ) -> None:
     # A's first plan, fp1, recorded long ago; the approval check shows fp1.
@@ -157,10 +154,12 @@ def test_a_review_given_while_the_replan_builds_counts_for_the_plan_it_never_saw
     bot.deliver("pull_request_review", _review("bob", "approved", at=bot.clock.now))
     check = bot.approval(A)
     assert check.conclusion == "success" and bot.ledger.plans(KEY, 7)[A] == "fp1"
-    # Ten minutes in, the build ends: as pr_build._build does, it records the new plan
-    # with `now = job.now` (T0), then evaluates the gate.
+    # Ten minutes in, the build ends: as pr_build._build does, it records the new plan as
+    # of when it is published (the service's clock then; before 8d9c18f it was job.now,
+    # T0, and bob's review, five minutes after T0, counted for fp2), then evaluates the gate.
     bot.clock.now = t0 + 10 * MINUTE
-    replan.ledger.record_plan(KEY, 7, A, bot.review_of("fp2", "s.other"), replan.now)
+    published = replan.deps.clock()
+    replan.ledger.record_plan(KEY, 7, A, bot.review_of("fp2", "s.other"), published)
     approval.refresh(replan, bot.forge.pull_request(7))
     replan.close()
     # bob approved fp1; fp2 (what merging now promotes) was never shown to him.
@@ -172,12 +171,6 @@ def test_a_review_given_while_the_replan_builds_counts_for_the_plan_it_never_saw
 # -- 2. a click revives when the clicker's later "changes requested" is dismissed ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: gate_rules._standings appends every click after the reviews, whatever "
-    "their order; a writer (the author) dismissing the approver's later CHANGES_REQUESTED "
-    "review resets the objection and the approver's earlier click counts again",
-)
 def test_dismissing_the_approvers_changes_request_revives_their_earlier_click(bot: Bot) -> None:
     bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
     # bob clicks "Approve this plan" ...
@@ -486,13 +479,6 @@ def test_an_audit_files_blocking_and_defaults_are_part_of_the_reviewed_plan(
 # -- 7. an approval given before its commit had any plan counts for the plan made later ----
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: gate_rules._approves checks an approval's time only against replanned_ts "
-    "(a plan made again); a commit's first plan has none, so a review given before the "
-    "commit was planned (on the GitHub diff, or the backfill budget's approval that releases "
-    "a held build: pr_build.on_approved) counts for the plan recorded afterwards",
-)
 def test_an_approval_given_before_the_commit_had_a_plan_does_not_approve_it(bot: Bot) -> None:
     # alice pushes A; before Sluice planned it (the build queued, or held for the backfill
     # budget), bob approves the commit on GitHub: there is no plan to have seen.
