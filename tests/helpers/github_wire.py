@@ -98,6 +98,7 @@ class FakeGitHub:
     user_status: int = 200  # another status for GET /user (401: a token GitHub refuses)
     actions_token: bool = False  # the token is an Actions GITHUB_TOKEN: see _caller, _user
     requests: list[tuple[str, str]] = field(default_factory=list)
+    scoped: bool = False  # answer only this repository's URLs (several fakes on one mock)
     lock: threading.Lock = field(default_factory=threading.Lock)
     state_file: Path | None = None  # when set, the state survives the process (kill -9 tests)
     _ids: int = 1000
@@ -200,11 +201,13 @@ class FakeGitHub:
 
     def install(self, mock: responses.RequestsMock) -> None:
         api = r"https://api\.github\.com(?::443)?"  # PyGithub spells out the port
-        base = api + r"/repos/[^/]+/[^/]+"
+        repo = re.escape(self.repo) if self.scoped else r"[^/]+/[^/]+"
+        base = api + r"/repos/" + repo
+        codeload = r"https://codeload\.github\.com(?::443)?/" + (repo if self.scoped else "")
         routes: list[tuple[str, str, Any]] = [
             ("GET", rf"{base}$", self._repo_body),
             ("GET", rf"{base}/tarball/(\w+)$", self._tarball_link),
-            ("GET", r"https://codeload\.github\.com(?::443)?/.*tar\.gz/(\w+)$", self._tarball),
+            ("GET", codeload + r".*tar\.gz/(\w+)$", self._tarball),
             ("GET", rf"{base}/issues/(\d+)$", self._issue),
             ("GET", rf"{base}/issues/(\d+)/comments(\?.*)?$", self._list_comments),
             ("POST", rf"{base}/issues/(\d+)/comments$", self._create_comment),

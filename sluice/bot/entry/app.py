@@ -561,9 +561,11 @@ def create_app(
     # The web UI and /api/v1 (read only): the state's repository, to whoever signs in with
     # a forge that says they can read it, else to everyone only when SLUICE_UI_PUBLIC says so.
     logs = Checkout(settings.workdir).logs  # where the jobs write their logs
-    owner = StateOwner(settings.state_url())
+    owner = StateOwner(settings.state_url(), isolate=settings.isolates())
     site = Site(
-        owner, lambda repo: Reader(repo, settings.state_url(), logs=logs), ui_access(settings)
+        owner,
+        lambda repo: Reader(repo, settings.state_url(), logs=logs, state=owner.state_url(repo)),
+        ui_access(settings),
     )
 
     @asynccontextmanager
@@ -622,6 +624,7 @@ def create_app(
                 notify_run_late_hours=settings.notify_run_late_hours,
                 notify_approval_wait_hours=settings.notify_approval_wait_hours,
                 metrics=metrics,
+                isolate=settings.isolates(),
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

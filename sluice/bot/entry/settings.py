@@ -106,6 +106,12 @@ class ServiceSettings(StateSettings):
     is accepted (the state belongs to the first repository worked for, the others' jobs are
     refused); the service logs a WARNING at start-up.
     """
+    isolate_repositories: bool | None = None
+    """Each repository in a namespace of its own (``SLUICE_ISOLATE_REPOSITORIES``, issue
+    46): its own state (a SQLite file beside the configured one, or a PostgreSQL schema),
+    its own Spark schemas (a prefix derived from its name) and trees' folder; a state
+    owner recorded before keeps the configured database and its names. Unset: on exactly
+    when ``SLUICE_REPOSITORIES`` can admit more than one repository (:meth:`isolates`)."""
     tree_total_bytes: int = Field(default=TREE_LIMITS.total_bytes, gt=0)
     """The limits on one commit's files, checked as its archive streams in (a commit over
     one is refused, its build reported as failed): all regular files together
@@ -382,6 +388,14 @@ class ServiceSettings(StateSettings):
         if self.project_python == "on":
             return "submit"
         return "connect"
+
+    def isolates(self) -> bool:
+        """Whether repositories are kept apart (``isolate_repositories``; unset: when
+        ``repositories`` has two entries or more, or a glob)."""
+        if self.isolate_repositories is not None:
+            return self.isolate_repositories
+        many = len(self.repositories) > 1
+        return many or any(c in entry for entry in self.repositories for c in "*?[")
 
     def serves(self, forge: str, repo: str) -> bool:
         """Whether deliveries of ``repo`` (``owner/name``) on ``forge`` (github, gitlab) are

@@ -68,7 +68,8 @@ def now_ms() -> int:
 
 class Reader:
     """One repository's records in the state database at ``url``; ``logs``: the folder its
-    jobs' logs are written to; ``queue``: whether the database holds the service's queue."""
+    jobs' logs are written to; ``queue``: whether the database holds the service's queue;
+    ``state``: its engine state's database when not ``url`` (its namespace's, issue 46)."""
 
     def __init__(
         self,
@@ -79,9 +80,10 @@ class Reader:
         pulls: PullSource | None = None,
         queue: bool = True,
         clock: Callable[[], int] = now_ms,
+        state: str | None = None,
     ) -> None:
         self.repo, self.logs, self.pulls, self.clock = repo, logs, pulls, clock
-        self.state = open_state(url)
+        self.state = open_state(state or url)  # its namespace's, when isolated (issue 46)
         self.ledger = Ledger(url)
         self.queue = JobQueue(url) if queue else None
         self.sets = lineage.ModelSets(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from fastapi import HTTPException, Request
 
+from sluice.bot.flow import tenancy
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.web.access import Access
 from sluice.bot.web.reader import Reader
@@ -67,22 +68,38 @@ class Site:
 class StateOwner:
     """The repository a state database belongs to (the ledger's record, bound by the first
     job), read until known, then kept: the service shows that one repository. Its ledger
-    is opened once (opening migrates, under the database's write lock), on first use."""
+    is opened once (opening migrates, under the database's write lock), on first use.
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    A service that isolates repositories (``isolate``, issue 46) shows every repository it
+    has seen, each read from its own namespace's state (:meth:`state_url`)."""
+
+    def __init__(self, url: str, *, isolate: bool = False) -> None:
+        self.url, self.isolate = url, isolate
         self._owner: str | None = None
         self._ledger: Ledger | None = None
         self._lock = threading.Lock()
 
+    def _opened(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(self.url)
+        return self._ledger
+
     def __call__(self) -> list[str]:
         with self._lock:
+            if self.isolate:
+                return [repo for repo, _ in self._opened().repositories()]
             if self._owner is None:
-                if self._ledger is None:
-                    self._ledger = Ledger(self.url)
-                owner = self._ledger.owner()
+                owner = self._opened().owner()
                 self._owner = owner[0] if owner is not None else None
         return [self._owner] if self._owner is not None else []
+
+    def state_url(self, repo: str) -> str:
+        """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`)."""
+        with self._lock:
+            ledger = self._opened()
+        url = tenancy.namespace_of(repo, ledger, self.url, isolate=self.isolate).state_url
+        tenancy.ensure_schema(url)
+        return url
 
     def close(self) -> None:
         with self._lock:
