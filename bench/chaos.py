@@ -49,7 +49,8 @@ Faults, at a moment drawn from the trial's seed:
   the server stays, and the worker runs the job again.
 - ``stop`` (``--mode connect``): SIGSTOP the server's JVM and leave it stopped. With
   ``--job-timeout`` (the service's job time limit, short for the trial) the stop lands in
-  the limit's last 25 s, inside the watch's bound (30 s): the job must end within seconds
+  the limit's last 28 s (if the child is expected to live that long), inside the watch's
+  bound (30 s): the job must end within seconds
   of its time limit (``late``: more than 10 s past it), its check saying so, not retried;
   then the next job (a new PR) must build, on a new server. Without it, the stop lands at a
   random moment and the watch ends the job (``DriverLost``, run again).
@@ -316,6 +317,7 @@ class World:
     job_timeout: float = 0.0  # the service's job time limit (0: its default)
     spares: list[int] = field(default_factory=list)  # prepared PRs no trial uses
     inspections: Counter[str] = field(default_factory=Counter)  # how the catalog was read
+    mismatches_seen: set[str] = field(default_factory=set)  # found by earlier trials
     _queue: Any = None
 
     @property
@@ -692,9 +694,13 @@ def kill_driver(
     by_step = rng.random() < 0.5 or at_step is not None
     delay = rng.uniform(0.0, 0.9 * expected)
     if fault.target == "stop" and world.job_timeout and at_step is None:
-        # Past the job's time limit: the stop lands in the limit's last 25 s, within the
-        # watch's bound (connect.UNRESPONSIVE_S, 30 s), so that the limit ends the job.
-        by_step, delay = False, world.job_timeout - rng.uniform(3.0, 25.0)
+        # Past the job's time limit: the stop lands in the limit's last 28 s, within the
+        # watch's bound (connect.UNRESPONSIVE_S, 30 s), so that the limit ends the job;
+        # no later than the child's expected life allows (when that is shorter than the
+        # limit minus 28 s, the stop lands anywhere in it and the watch ends the job).
+        low, high = max(2.0, world.job_timeout - 28.0), world.job_timeout - 3.0
+        high = min(high, 0.9 * expected)
+        by_step, delay = False, rng.uniform(low, high) if high > low else delay
     step_pick, step_delay = rng.random(), rng.uniform(0.0, 0.5 if at_step is None else 0.2)
     known = {d.spec for d in drivers(world.logs, every=True)}
     if not _wait_running(world, job_id):
@@ -1169,6 +1175,11 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
     recovered = fault.injected and not outcome and record is not None and record.status == "done"
     recovered = recovered and not late and (next_job is None or next_job["ok"])
     found = check_store_and_catalog(world)
+    # A mismatch stays in the catalog for the trials after the one that made it: each is
+    # counted once, by the trial that found it first (the others list it as carried).
+    carried = [m for m in found.mismatches if m in world.mismatches_seen]
+    found.mismatches = [m for m in found.mismatches if m not in world.mismatches_seen]
+    world.mismatches_seen.update(found.mismatches)
     problems += found.mismatches
     swaps = []
     if trial.scenario == "promote":
@@ -1193,6 +1204,7 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         "mismatches": len(found.mismatches), "duplicates": found.duplicates,
         "half_promoted": found.half_promoted, "orphans": fault.orphans, "late": late,
         "timed_out": timed_out, "next_job": next_job, "state": world.state,
+        "mismatches_carried": carried,
         "job_timeout": world.job_timeout or None,
         "inspected": "spark-submit" if world.inspections["spark-submit"] > submits_before
         else "live server",
@@ -1299,7 +1311,7 @@ def main(argv: list[str] | None = None) -> int:
                         "of its own (tests/pgcluster.py's throwaway_postgres)")  # fmt: skip
     parser.add_argument("--job-timeout", type=float, default=0.0, metavar="SECONDS",
                         help="the service's job time limit (SLUICE_JOB_TIMEOUT_SECONDS; 0: its "
-                        "default); with --fault stop, the stop lands in its last 25 s")  # fmt: skip
+                        "default); with --fault stop, the stop lands in its last 28 s")  # fmt: skip
     parser.add_argument("--summary", action="store_true", help="only print the summary")
     parser.add_argument("--inspect", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
