@@ -171,7 +171,9 @@ def test_a_review_given_while_the_replan_builds_does_not_count_for_the_new_plan(
 # -- 2. a click revives when the clicker's later "changes requested" is dismissed ----------
 
 
-def test_dismissing_the_approvers_changes_request_revives_their_earlier_click(bot: Bot) -> None:
+def test_dismissing_the_approvers_changes_request_does_not_revive_their_earlier_click(
+    bot: Bot,
+) -> None:
     bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
     # bob clicks "Approve this plan" ...
     bot.deliver("check_run", _click("bob", "approve:fp1"))
