@@ -95,6 +95,13 @@ def on_merge(job: Job, event: PullRequestEvent) -> Outcome | None:
             settings.branch,
         )
         job.forge.set_check(sha, checks.promoted_later(later))
+        audit.record(
+            job,
+            audit.PROMOTION,
+            "already in prod",
+            ref=f"#{event.number}",
+            detail=_detail(PROD, sha, f"prod was promoted from {later[:12]}, a later commit"),
+        )
         cleanup(job, event.number, "promoted to prod", merged=True, promoted=True)
         return Outcome(True, *checks.promoted_later_words(later))
     for tier in tiers:

@@ -8,6 +8,7 @@ The same at the wire is ``test_merge_queue_service.py``; on real Spark,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.merge_queue import merge_group
-from tests.security.github_bot import GATED, NOW, OWNER, Bot, C, merged, opened, review
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
 
 CONFIG = GATED + "  pr:\n    backfill_days: null\n"
 ON = "  ON o.order_id = p.order_id"
@@ -32,6 +33,7 @@ OTHER_FILTER = ("orders.sql", ON, ON + "\nWHERE o.status <> 'placed'")
 COLUMN = ("customers.sql", "  c.last_name,\n", "  c.last_name,\n  LENGTH(c.last_name) AS n,\n")
 PR7, PR8, PR9 = "a7" * 20, "a8" * 20, "a9" * 20
 GROUP7, GROUP8, GROUP9 = "b7" * 20, "b8" * 20, "b9" * 20
+AFTER_THE_PLANS = datetime.fromtimestamp(NOW / 1000 + 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _models(*edits: tuple[str, str, str]) -> dict[str, str]:
@@ -67,7 +69,9 @@ def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
         bot.pull(number, head)
         bot.deliver("pull_request", opened(number, head))
         bot.github.add_review(number, "bob", "APPROVED", head)
-        bot.deliver("pull_request_review", review(number, "bob", head, 100 + number))
+        approved = review(number, "bob", head, 100 + number)
+        approved["review"]["submitted_at"] = AFTER_THE_PLANS  # the payload's is years before
+        bot.deliver("pull_request_review", approved)
         assert bot.approval(head).conclusion == "success", bot.approval(head)
     yield bot, warehouse
     bot.close()
@@ -195,6 +199,8 @@ def test_a_merge_delivered_after_a_later_one_was_promoted_leaves_prod_alone(
     assert (late.conclusion, late.title) == ("success", "Already in prod"), late
     assert GROUP8[:12] in late.summary
     assert {name: warehouse.reads(view_name(name, PROD)) for name in prod} == prod
+    rows = [r for r in bot.ledger.entries(repo=KEY) if r.kind == "promotion"]
+    assert [(r.outcome, r.ref) for r in rows] == [("promoted", "#8"), ("already in prod", "#7")]
     store = open_state(bot.url)
     try:
         record = store.get_environment("pr_7")
@@ -281,3 +287,31 @@ def test_a_group_into_a_hostile_branch_name_is_told_escaped(
     assert span.startswith("`` ") and span in gate.summary
     rest = gate.summary.replace(span, "")
     assert "<img" not in rest and "@everyone" not in rest and "<img" not in gate.title
+
+
+def test_settings_first_read_at_a_later_head_do_not_hold_an_older_merge_back(
+    world: tuple[Bot, Warehouse],
+) -> None:
+    """The settings in force are pinned at the prod branch's head when first read, which
+    prod need not hold: only a commit prod was promoted from (the audit log says so)
+    leaves an older merge alone."""
+    bot, _warehouse = world
+    _group(bot, GROUP7, 7, FILTER)
+    _group(bot, GROUP8, 8, FILTER, COLUMN)
+    bot.github.commit(GROUP7, dict(bot.github.files[GROUP7]), parents=(C,), branch="main")
+    bot.github.commit(GROUP8, dict(bot.github.files[GROUP8]), parents=(GROUP7,), branch="main")
+    pinned = bot.ledger.settings_in_force(KEY)
+    assert pinned is not None
+    # As if the service had first read main's settings at 8 (no promotion of it yet).
+    bot.ledger.pin_settings(KEY, GROUP8, pinned.digest, pinned.text, pinned.file or "config.yaml",
+                            NOW, replace=True)  # fmt: skip
+    bot.github.close_pull(7, merged=True)
+    bot.deliver("pull_request", merged(7, PR7, GROUP7))
+    deploy = bot.checks_on(GROUP7)["sluice/deploy"]
+    assert deploy.title == "Promoted by virtual update", deploy
+    # 8's promotion follows as ever (customers on 7's orders computed: no group built it).
+    bot.github.close_pull(8, merged=True)
+    bot.deliver("pull_request", merged(8, PR8, GROUP8))
+    assert bot.checks_on(GROUP8)["sluice/deploy"].title == "Promoted; 1 table backfilled"
+    rows = bot.ledger.entries(repo=KEY)
+    assert [r.outcome for r in rows if r.kind == "promotion"] == ["promoted", "promoted"]
