@@ -14,6 +14,7 @@ the PostgreSQL tests are skipped, except under CI (``CI=true``), where they fail
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import uuid
@@ -31,6 +32,13 @@ if TYPE_CHECKING:
     from sluice.core.spark.connect import ConnectServer
 
 _PG_ENV = "SLUICE_TEST_POSTGRES_URL"
+# The bytecode cache is written, as under make (the Makefile's unexport
+# PYTHONDONTWRITEBYTECODE), also when pytest is run directly in an environment that turns
+# it off: otherwise each test worker compiles again every Sluice module and rewrites the
+# asserts of every test module changed since the cache was last written (seconds of CPU
+# per worker), and every sandboxed child, which cannot write it, compiles the modules it
+# imports each time it starts.
+sys.dont_write_bytecode = False
 # Services started by tests retry a failed job at once (the queue's own tests and
 # test_retry_backoff_setting check the waits): a test should not sleep through a backoff.
 os.environ.setdefault("SLUICE_RETRY_SECONDS", "0")
@@ -118,6 +126,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # by their number of tests (its --loadscope-reorder).
     if getattr(config.option, "dist", "no") == "loadfile":
         config.option.loadscopereorder = False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What collection built (every module, test item and fixture definition) lives as
+    # long as the session: frozen out of the cyclic garbage collector's scans, once. A
+    # full collection walks it all otherwise, and a service started by a test keeps a
+    # heap frozen before it as it is (it does not collect it all again on every start;
+    # sluice.bot.entry.app's lifespan).
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

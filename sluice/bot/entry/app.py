@@ -659,8 +659,12 @@ def create_app(
         # What was built so far (modules, the app, settings) lives as long as the service:
         # kept out of the cyclic garbage collector's scans. Otherwise each full collection
         # walks it all, a pause that holds every request in flight (docs/benchmarks.md).
-        gc.collect()
-        gc.freeze()
+        # A process that froze its heap before (a test session does, once) keeps its own
+        # freeze: a full collection here would walk all it holds again, on every start.
+        freezes = gc.get_freeze_count() == 0
+        if freezes:
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:
@@ -668,7 +672,8 @@ def create_app(
                 await asyncio.wait_for(intake.stop(), timeout=30)
             except TimeoutError:
                 log.error("the intake did not finish storing deliveries within 30 s")
-            gc.unfreeze()  # collectable again (an app started again in the same process)
+            if freezes:  # collectable again (an app started again in the same process)
+                gc.unfreeze()
             if leader is not None:  # another replica takes the scheduler at once
                 await run_in_threadpool(leader.stop, 10.0)
             await run_in_threadpool(drain, workers, settings.drain_seconds)
