@@ -7,6 +7,7 @@ The same at the wire is ``test_merge_queue_service.py``; on real Spark,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,9 +69,13 @@ def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
         bot.commit(head, CONFIG, models=_models(edit), parents=(C,))
         bot.pull(number, head)
         bot.deliver("pull_request", opened(number, head))
-        bot.github.add_review(number, "bob", "APPROVED", head)
+        # Given after the build planned the head (an approval from before a commit's plan
+        # counts for none), as GitHub's review and its webhook say.
+        given = bot.github.add_review(number, "bob", "APPROVED", head)
+        log = bot.github.review_log[number]
+        log[log.index(given)] = dataclasses.replace(given, submitted_at=AFTER_THE_PLANS)
         approved = review(number, "bob", head, 100 + number)
-        approved["review"]["submitted_at"] = AFTER_THE_PLANS  # the payload's is years before
+        approved["review"]["submitted_at"] = AFTER_THE_PLANS
         bot.deliver("pull_request_review", approved)
         assert bot.approval(head).conclusion == "success", bot.approval(head)
     yield bot, warehouse
