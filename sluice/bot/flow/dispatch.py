@@ -179,8 +179,9 @@ def _refuse_repository(job: Job, event: Event, owner: str) -> None:
     prod would let either repository's merges replace the other's)."""
     log.error(
         "%s: %s event refused: this service's state database and warehouse "
-        "belong to %s; run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) "
-        "for each repository",
+        "belong to %s; name both in SLUICE_REPOSITORIES (or set "
+        "SLUICE_ISOLATE_REPOSITORIES=true) to keep each in a namespace of its own, or "
+        "run a separate service (SLUICE_DATABASE_URL, SLUICE_WORKDIR) for each",
         job.repo,
         event.kind,
         owner,
@@ -196,8 +197,9 @@ def _refuse_repository(job: Job, event: Event, owner: str) -> None:
             "in its state database and Spark warehouse, and one service keeps one "
             "repository's apart from nothing else: serving this one too would let the "
             "merges of either replace the other's prod. Nothing was built or changed. Ask "
-            "the people who run Sluice for a service of this repository's own (its own "
-            "`SLUICE_DATABASE_URL` and `SLUICE_WORKDIR`; `SLUICE_REPOSITORIES` naming it)."
+            "the people who run Sluice to name this repository in the service's "
+            "`SLUICE_REPOSITORIES` too (a service of several repositories keeps each one's "
+            "state and Spark schemas apart), or for a service of its own."
         ),
     )
 
