@@ -75,6 +75,7 @@ class Bot:
         isolate: bool = False,
     ) -> None:
         self.root, self.github = root, github
+        github.clock = github.clock or (lambda: NOW)  # reviews given at the flow's time
         self.forges = {github.repo: github}
         self.url = f"sqlite:///{root / 'state.db'}"
         self.runner = RecordingRunner()
@@ -89,7 +90,7 @@ class Bot:
 
     def repository(self, repo: str) -> MemoryForge:
         """Another repository on the same GitHub, its forge."""
-        forge = MemoryForge(repo, name="github")
+        forge = MemoryForge(repo, name="github", clock=lambda: NOW)
         self.forges[repo] = forge
         return forge
 

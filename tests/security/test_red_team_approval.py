@@ -262,12 +262,6 @@ def _owners_gate(tmp_path: Path, edit: Any) -> tuple[PlanReview, dict[str, str],
     return review, asked, result.ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: reviewed_plan.review_of puts only added and directly modified models "
-    "in direct_owners: a removed prod model is an item of the plan, but its owner is never "
-    "asked (owners_to_approve), so under a gate of owners only nobody approves the drop",
-)
 def test_removing_an_owned_prod_model_needs_its_owners_approval(tmp_path: Path) -> None:
     def drop_segments(head: Path) -> None:
         (head / "models" / "customer_segments.py").unlink()
@@ -278,13 +272,6 @@ def test_removing_an_owned_prod_model_needs_its_owners_approval(tmp_path: Path) 
     assert not passed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: a metadata-only change (plan.metadata_only: owner, audits, cron, grain, "
-    "description) is an item but not in direct_owners, so under a gate of owners only it "
-    "needs nobody: the PR can move a prod model's owner to the author (or none), and once "
-    "promoted every later change of that model is the author's to wave through",
-)
 def test_moving_a_prod_models_owner_needs_the_current_owners_approval(tmp_path: Path) -> None:
     def take_over(head: Path) -> None:
         path = head / "models" / "customers.sql"
@@ -299,12 +286,6 @@ def test_moving_a_prod_models_owner_needs_the_current_owners_approval(tmp_path: 
     assert not passed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: the project-Python and before_all/after_all review items have no owner; "
-    "pr_build._build asks every owner only for a settings change (extra), so under a gate of "
-    "owners only a PR adding after_all statements (run by every prod job) passes with nobody",
-)
 def test_project_statements_under_an_owners_only_gate_need_someones_approval(
     tmp_path: Path,
 ) -> None:
@@ -323,15 +304,6 @@ def test_project_statements_under_an_owners_only_gate_need_someones_approval(
 # -- 4. the web UI's approve form: the page shows one plan, the approval names another ----
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: web/actions.py checks the form against the PR environment's plan id "
-    "(view.plan.plan_id) but names in the approval the review fingerprint it reads from the "
-    "ledger when the form arrives (approve_identifier(review.fingerprint)); a re-plan of the "
-    "same head that changes the review but not the environment (a settings change from a pin "
-    "that moved, prod's Python or statements moved) is approved from a page that never "
-    "showed it",
-)
 def test_a_web_approval_from_an_older_page_names_the_plan_it_showed(tmp_path: Path) -> None:
     import responses
 
@@ -379,13 +351,6 @@ def test_a_web_approval_from_an_older_page_names_the_plan_it_showed(tmp_path: Pa
 # -- 5. an approver pushes onto someone else's PR, then approves their own commit ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: the gate excludes only the PR's author (gate_rules.evaluate, "
-    "GateInput.author); who pushed the head is never asked (the synchronize event's sender "
-    "is dropped by events/github._pull_request), so a required approver pushes their own "
-    "change onto another person's PR and approves it alone",
-)
 def test_an_approver_who_pushed_the_head_cannot_approve_their_own_push(bot: Bot) -> None:
     bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
     # bob (a required approver, write access) pushes his own commit B onto alice's PR:
@@ -393,6 +358,9 @@ def test_an_approver_who_pushed_the_head_cannot_approve_their_own_push(bot: Bot)
     b = "b" * 40
     bot.forge.commit(b, {"config.yaml": GATED}, parents=(A,))
     bot.forge.push(7, b)
+    # The synchronize event's sender is recorded as a pusher (dispatch; delivered whole in
+    # tests/security/test_pushers.py).
+    bot.ledger.record_pusher(KEY, 7, "bob", NOW)
     bot.ledger.record_plan(KEY, 7, b, bot.review_of("fp2", "s.bobs_change"), NOW)
     # ... and approves it, after its plan was recorded: nobody but its own author looked
     # at fp2.
@@ -447,14 +415,6 @@ def _audit_plan(tmp_path: Path, prod_extra: str, head_extra: str) -> tuple[Any, 
     return review, project
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: fingerprint.metadata_inputs hashes a custom audit's query_sql but not "
-    "its own `blocking` or `defaults`, which render.py reads from the project at job time "
-    "(audit.blocking, audit.defaults): a push making prod's blocking audit non-blocking, or "
-    "moving its default threshold, changes no item and no fingerprint, so approvals stand "
-    "and the promotion finds nothing unapproved",
-)
 @pytest.mark.parametrize(
     ("prod_extra", "head_extra"),
     [
@@ -564,13 +524,6 @@ def test_a_data_file_a_python_model_reads_is_part_of_the_reviewed_plan(tmp_path:
 # -- 9. approvals recorded under a gate no longer in force still promote ------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team: ledger.approve records model contents without the gate they passed "
-    "(the settings' generation), and a promotion (promotion._promote: ledger.unapproved) "
-    "accepts them whatever gate is in force since: a PR approved by one person under a "
-    "gate that now asks two (or owners) merges on its stale green check and is promoted",
-)
 def test_contents_approved_under_a_gate_no_longer_in_force_do_not_promote(bot: Bot) -> None:
     from sluice.bot.flow import trust
 
@@ -591,6 +544,10 @@ def test_contents_approved_under_a_gate_no_longer_in_force_do_not_promote(bot: B
     # writer merge it, and the promotion after the merge asks the ledger only whether its
     # contents were approved by some gate, once.
     assert bot.approval(A).conclusion == "success"
-    assert bot.ledger.unapproved(KEY, [("s.m", "fp1-s.m")]) != [], (
+    job = Job.start(bot.deps, bot.forge)
+    in_force = trust.for_repository(job)
+    job.close()
+    # What a promotion asks: approved under the settings in force.
+    assert bot.ledger.unapproved(KEY, [("s.m", "fp1-s.m")], in_force.generation) != [], (
         "approved by one person under the gate before; the gate in force asks two"
     )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from sluice.bot.events.neutral import (
+    PUSHED,
     CheckRunEvent,
     CommentEvent,
     Event,
@@ -121,6 +122,7 @@ def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
         merge_sha=optional(payload, "pull_request.merge_commit_sha", str) if merged else None,
         title=optional(payload, "pull_request.title", str) or "",
         updated_ms=moment(payload, "pull_request.updated_at"),
+        pusher=optional(payload, "sender.login", str) if action in PUSHED else None,
     )
 
 

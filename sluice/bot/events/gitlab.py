@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from sluice.bot.events.neutral import CommentEvent, Event, PullRequestEvent, ReviewEvent, TagEvent
+from sluice.bot.events.neutral import (
+    PUSHED,
+    CommentEvent,
+    Event,
+    PullRequestEvent,
+    ReviewEvent,
+    TagEvent,
+)
 from sluice.bot.events.payload import PayloadError, json_name, moment, optional, required
 
 __all__ = ["parse_gitlab"]
@@ -134,6 +141,7 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
         merge_sha=merge_sha,
         title=optional(payload, "object_attributes.title", str) or "",
         updated_ms=moment(payload, "object_attributes.updated_at"),
+        pusher=optional(payload, "user.username", str) if kind in PUSHED else None,
     )
 
 

@@ -91,6 +91,10 @@ class _Base:
         return None
 
 
+PUSHED = frozenset({"opened", "reopened", "synchronize"})
+"""The pull-request actions whose maker pushed the head (:attr:`PullRequestEvent.pusher`)."""
+
+
 @dataclass(frozen=True)
 class PullRequestEvent(_Base):
     """A pull request was opened, got commits, reopened, became ready, or closed."""
@@ -109,6 +113,9 @@ class PullRequestEvent(_Base):
     merge_sha: str | None
     title: str = ""
     updated_ms: int | None = None  # the PR's updated_at in the payload (epoch ms)
+    # Who made the event: on opened, reopened or synchronize, who pushed the head (whose
+    # approval then does not count, as the author's does not).
+    pusher: str | None = None
 
     def content_key(self) -> str | None:
         if self.action != "closed":

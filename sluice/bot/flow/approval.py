@@ -55,6 +55,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
+        pushers = ledger.pushers(repo, pr.number)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -82,6 +83,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             owners=owners,
             action_approvals=[ActionApproval(c.user, c.sha, c.plan, c.ts) for c in clicks],
             planned_at=plan_times,
+            pushers=pushers,
         ),
     )
     into_prod = pr.base_ref == settings.branch
@@ -103,7 +105,13 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         with job.ledger.together("record the gate's decision"):
             if approving:
                 job.ledger.approve(
-                    repo, pr.number, pr.head_sha, review.items, result.approved_by, job.now
+                    repo,
+                    pr.number,
+                    pr.head_sha,
+                    review.items,
+                    result.approved_by,
+                    job.now,
+                    settings.generation,
                 )
             else:
                 job.ledger.withdraw(repo, pr.number)
@@ -141,8 +149,9 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
 def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
-    the author's own approval never counts."""
-    eligible = members(job.forge, [approver]) - {pr.author.casefold()}
+    the author's own approval never counts, nor that of anyone who pushed to the PR."""
+    pushed = job.ledger.pushers(job.repo, pr.number)  # nor anyone who pushed to it
+    eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushed
     heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
     for review in _bound(job.forge.reviews(pr.number), heads):

@@ -49,6 +49,8 @@ Handler = Callable[[Job, Any], None]
 
 
 def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
+    if event.pusher:  # whoever pushed a head does not approve it (gate_rules: pushers)
+        job.ledger.record_pusher(job.repo, event.number, event.pusher, job.now)
     if event.action == "closed":
         if event.merged:
             promotion.on_merge(job, event)

@@ -96,6 +96,8 @@ class GateInput:
         planned_at: Head commit sha -> when (epoch ms) it got the plan it has; an approval
             on it from before then (or of unknown time), naming no plan, approved another
             plan or none. A commit not in it: any time.
+        pushers: Who pushed a head of the pull request: like the author, their own
+            approval never counts (their change is not theirs to approve).
     """
 
     author: str
@@ -106,6 +108,7 @@ class GateInput:
     owners: Mapping[str, str] = field(default_factory=dict)
     action_approvals: Sequence[ActionApproval] = ()
     planned_at: Mapping[str, int] = field(default_factory=dict)
+    pushers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,12 @@ def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str |
     ):
         return f"approved {short}, whose plan differs from the current plan"
     since = next((ts for at, ts in gate.planned_at.items() if at.lower() == sha), None)
-    if given.plan is None and since is not None and (given.ts is None or given.ts < since):
+    # To the second: a forge's times may have no finer (GitLab's updated_at).
+    if (
+        given.plan is None
+        and since is not None
+        and (given.ts is None or given.ts // 1000 < since // 1000)
+    ):
         return f"approved {short} before it had the plan it has now"
     return None
 
@@ -266,11 +274,16 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     stale: dict[str, tuple[str, str]] = {}  # casefold -> (login, why)
     ignored: dict[str, str] = {}  # casefold -> login: valid, but nobody asked for it
     self_approved = False
+    pushers = {p.casefold() for p in gate.pushers} - {author}
+    pushed: dict[str, str] = {}  # casefold -> login: pushers who approved
     for key, standing in _standings(gate).items():
         if not standing.approved:
             continue
         if key == author:
             self_approved = True
+            continue
+        if key in pushers:
+            pushed[key] = standing.login
             continue
         relevant = key in eligible_names or key in owner_people
         login = standing.login
@@ -287,7 +300,11 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     missing = max(0, required.count - len(approved_by))
     eligible = tuple(
         sorted(
-            (login for key, login in eligible_names.items() if key != author and key not in valid),
+            (
+                login
+                for key, login in eligible_names.items()
+                if key != author and key not in valid and key not in pushers
+            ),
             key=str.casefold,
         )
     )
@@ -314,6 +331,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         stale_reasons=[f"{_mention(login)} {why}" for login, why in _by_name(stale.values())],
         ignored=tuple(sorted(ignored.values(), key=str.casefold)),
         self_approved=self_approved,
+        pushed=tuple(sorted(pushed.values(), key=str.casefold)),
         ok=ok,
     )
     return GateResult(
@@ -340,6 +358,7 @@ def _summary(
     stale_reasons: list[str],
     ignored: tuple[str, ...],
     self_approved: bool,
+    pushed: tuple[str, ...],
     ok: bool,
 ) -> str:
     required = settings.required_approvers
@@ -391,5 +410,11 @@ def _summary(
         )
     if self_approved:
         sentences.append(f"{_mention(gate.author)}'s own approval does not count (PR author).")
+    if pushed:
+        who = _join([_mention(u) for u in pushed])
+        sentences.append(
+            f"Not counted: {who} pushed to this pull request, so approving it is not theirs "
+            "(as the author's own approval is not)."
+        )
     sentences.insert(0, "Approved." if ok else "Waiting for approval.")
     return " ".join(sentences)

@@ -106,6 +106,10 @@ approved = Table(
     Column("sha", String, nullable=False),
     Column("approvers", Text, nullable=False),
     Column("approved_ts", BigInteger, nullable=False),
+    # The settings in force it was approved under (trust.Settings.generation): a gate
+    # changed since (another PR's settings promoted) has not approved it. None: approved
+    # before this was kept.
+    Column("generation", String, nullable=True),
 )
 
 comments = Table(
@@ -165,6 +169,18 @@ pr_heads = Table(
     Column("sha", String, nullable=False),
     Column("at_ts", BigInteger, nullable=True),
     Column("recorded_ts", BigInteger, nullable=False),
+)
+
+# Who pushed a head of each pull request (opened, reopened, synchronize: the event's
+# sender): their approvals do not count, as the author's do not (an approver pushing their
+# own change onto another's PR and approving it: red team, approval round).
+pr_pushers = Table(
+    "sluice_pr_pushers",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),  # case-folded
+    Column("pushed_ts", BigInteger, nullable=False),  # the first push seen
 )
 
 repos = Table(
@@ -233,6 +249,11 @@ def _settings_file(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN config_file VARCHAR")
 
 
+def _approved_generation(conn: Connection) -> None:
+    if "generation" not in {c["name"] for c in inspect(conn).get_columns(approved.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {approved.name} ADD COLUMN generation VARCHAR")
+
+
 def _plan_bound(conn: Connection) -> None:
     # Migration 1 makes the tables as declared now: add the columns only where missing.
     for table, column, kind in (
@@ -250,6 +271,8 @@ LEDGER = Track(
         Migration(1, "the bot's records", create_tables(*_FIRST)),
         Migration(2, "the file the settings in force were read from", _settings_file),
         Migration(3, "approvals bound to the plan a commit had when given", _plan_bound),
+        Migration(4, "who pushed to each pull request", create_tables(pr_pushers)),
+        Migration(5, "the settings each approval was given under", _approved_generation),
     ),
     adopt=_adopt,
 )
@@ -405,6 +428,21 @@ class Ledger(AuditLog):
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
+    def record_pusher(self, repo: str, number: int, user: str, now: int) -> None:
+        """Record that ``user`` pushed a head of the PR (kept: a push is never taken back)."""
+        row = {"repo": repo, "number": number, "user": user.casefold(), "pushed_ts": now}
+        with self._writing("record who pushed") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(pr_pushers).values(row).on_conflict_do_nothing())
+
+    def pushers(self, repo: str, number: int) -> frozenset[str]:
+        """Everyone (case-folded) who pushed a head of the PR."""
+        query = select(pr_pushers.c.user).where(
+            pr_pushers.c.repo == repo, pr_pushers.c.number == number
+        )
+        with self._reading("read who pushed") as conn:
+            return frozenset(row.user for row in conn.execute(query))
+
     def review_heads(self, repo: str, number: int) -> dict[str, tuple[str, int]]:
         """Case-folded user -> the head of the PR when they last approved it, and when."""
         query = select(review_heads.c.user, review_heads.c.sha, review_heads.c.reviewed_ts).where(
@@ -421,8 +459,10 @@ class Ledger(AuditLog):
         items: Iterable[Item],
         approvers: Iterable[str],
         now: int,
+        generation: str | None = None,
     ) -> None:
-        """Record that the model contents ``items`` passed the gate on ``repo``'s PR."""
+        """Record that the model contents ``items`` passed the gate on ``repo``'s PR, under
+        the settings in force whose generation is ``generation``."""
         rows = [
             {
                 "repo": repo,
@@ -432,6 +472,7 @@ class Ledger(AuditLog):
                 "sha": sha.lower(),
                 "approvers": ",".join(approvers),
                 "approved_ts": now,
+                "generation": generation,
             }
             for name, content in items
         ]
@@ -458,8 +499,12 @@ class Ledger(AuditLog):
         with self._reading("count approved models") as conn:
             return int(conn.execute(query).scalar_one())
 
-    def unapproved(self, repo: str, items: Iterable[Item]) -> list[Item]:
-        """The items no gate has approved in ``repo``, sorted."""
+    def unapproved(
+        self, repo: str, items: Iterable[Item], generation: str | None = None
+    ) -> list[Item]:
+        """The items no gate has approved in ``repo``, sorted; with ``generation``, no gate
+        of the settings in force (that generation; rows kept before generations were,
+        None, still count)."""
         wanted = sorted(set(items))
         if not wanted:
             return []
@@ -470,6 +515,10 @@ class Ledger(AuditLog):
                     approved.c.repo == repo,
                     or_(*(and_(approved.c.model == n, approved.c.content == c) for n, c in chunk)),
                 )
+                if generation is not None:
+                    query = query.where(
+                        or_(approved.c.generation.is_(None), approved.c.generation == generation)
+                    )
                 found |= {(row.model, row.content) for row in conn.execute(query)}
         return [item for item in wanted if item not in found]
 

@@ -133,7 +133,9 @@ def check_group(job: Job, event: MergeGroupEvent) -> None:
     except SluiceError as exc:
         _fail(job, sha, checks.PLAN_FAILED, job.scrub(str(exc), tree))
         return
-    missing = job.ledger.unapproved(job.repo, items) if settings.requires_approval else []
+    # Approved under the settings in force, as a promotion asks.
+    needs = settings.requires_approval
+    missing = job.ledger.unapproved(job.repo, items, settings.generation) if needs else []
     if missing:
         _refuse(job, event, settings, missing, merging.plan_id)
         return

@@ -321,13 +321,11 @@ def _build(
         prod_statements=trust.prod_statements_digest(job, trusted),
         owners=owners,
         extra=extra,
+        # A gate of owners only: a change of the settings (which could drop the gate), the
+        # Python or the statements is every owner's to approve (red team, settings round 3
+        # and approval round: it needed nobody).
+        owners_only=trusted.gate.required_approvers.count == 0,
     )
-    if extra is not None and trusted.gate.required_approvers.count == 0:
-        # A gate of owners only: a change of the settings (which could drop the gate) is
-        # every owner's to approve, as no model's owner alone speaks for the rest (red
-        # team, settings round 3: it needed nobody).
-        everyone = {model: owner for model, owner in owners.items() if owner}
-        review = dataclasses.replace(review, direct_owners={**review.direct_owners, **everyone})
     review = dataclasses.replace(
         review,
         merge_intervals=prod.backfill_intervals,

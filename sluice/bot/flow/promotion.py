@@ -347,7 +347,8 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
             plan = plan_environment(project, store, environment, end=now, execution_time=now)
             items = to_approve(plan, project, own, settings, prod_python, prod_statements)
             if settings.requires_approval:
-                missing = job.ledger.unapproved(repo, items)
+                # Approved under the settings in force: a gate changed since approved nothing.
+                missing = job.ledger.unapproved(repo, items, settings.generation)
                 if missing:
                     listed = [
                         (None if name == trust.SETTINGS_ITEM else name, content == REMOVED)

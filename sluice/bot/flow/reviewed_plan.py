@@ -30,10 +30,12 @@ from sluice.core.state import StateStore
 
 REMOVED = "removed"
 PYTHON_ITEM = "project Python (*.py)"
+"""The review item standing for the project's Python (its content: their digest)."""
 STATEMENTS_ITEM = "project statements (before_all, after_all)"
 """The item standing for config.yaml's ``before_all`` / ``after_all`` when they differ
 from prod's: a job runs them, so an approval covers them."""
-"""The review item standing for the project's Python (its content: their digest)."""
+PROJECT_ITEMS = frozenset({PYTHON_ITEM, STATEMENTS_ITEM})
+"""Items of the whole project, no one model's."""
 
 Item = tuple[str, str]
 """(model name, key of its own content; :data:`REMOVED` for a removed model)."""
@@ -86,6 +88,7 @@ def review_of(
     prod_statements: str | None = None,
     owners: Mapping[str, str | None] | None = None,
     extra: Item | None = None,
+    owners_only: bool = True,
 ) -> PlanReview:
     """The review of ``plan`` (a PR environment's plan, or prod's at promotion).
 
@@ -98,6 +101,13 @@ def review_of(
     ``owners``: model -> owner as prod has it; a model prod has is owned by that owner
     whatever the PR's header says (only a model new to prod takes its header's owner).
     ``extra``: one more item to approve with the plan (a change of trusted settings).
+    ``owners_only``: the gate has no required approvers (``owners_must_approve`` alone):
+    then a change of the whole project (``extra``, its Python, its statements) is every
+    prod owner's to approve, as no one model's owner speaks for the rest.
+
+    Every model item has an owner to ask: an added or changed model its owner (prod's for
+    a model prod has), a metadata change (an owner moved, an audit, a cron) and a removal
+    prod's owner of that model.
     """
     items: list[Item] = [extra] if extra is not None else []
     python = python_item(project, prod_python)
@@ -127,15 +137,20 @@ def review_of(
         categories[change.name] = change.category.value
     for name in plan.metadata_only:
         items.append((name, own_key(plan.snapshot(name))))
+        direct[name] = owner(name)  # prod's: a PR moving the owner asks the one it moves from
         categories[name] = "metadata"
     for name in plan.removed:
         items.append((name, REMOVED))
+        direct[name] = trusted.get(name)
         categories[name] = REMOVED
     for change in plan.indirectly_modified:
         categories[change.name] = f"indirect {change.category.value}"
     roots = [c.name for c in plan.directly_modified if c.category == Category.BREAKING]
     for name in sorted(set(roots) | descendants(project.models, roots)):
         breaking[name] = owner(name)
+    whole_project = extra is not None or any(name in PROJECT_ITEMS for name, _ in items)
+    if owners_only and whole_project:
+        direct.update({name: who for name, who in sorted(trusted.items()) if who})
     items.sort()
     fingerprint = hashlib.sha256(
         json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()

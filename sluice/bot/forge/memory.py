@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
@@ -49,6 +51,7 @@ WRITES = frozenset(
 )
 """The protocol's calls that change the forge (see :meth:`MemoryForge.writes`)."""
 _ROLES = ("admin", "maintain", "write", "triage", "read", "none")
+_JAN_2026 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
 @dataclass
@@ -109,6 +112,10 @@ class MemoryForge:
     merges: list[Merge] = field(default_factory=list)
     deployments: list[Deployment] = field(default_factory=list)
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)  # (method, args)
+    clock: Callable[[], int] | None = None
+    """The time (epoch ms) a review is submitted at, plus a second per review of its PR;
+    None: 2026-01-01T00:00:00Z plus that. A flow whose clock is later sets it (the gate
+    counts a review only if given once its commit had the plan it has)."""
     _ids: int = 1000
 
     # -- what a test sets up -------------------------------------------------------------
@@ -234,7 +241,7 @@ class MemoryForge:
             user,
             state.upper(),
             None if unbound else commit_sha or self._pull(number).head_sha,
-            f"2026-01-01T{count // 3600:02d}:{count // 60 % 60:02d}:{count % 60:02d}Z",
+            _iso((self.clock() if self.clock is not None else _JAN_2026) + count * 1000),
         )
         self.review_log.setdefault(number, []).append(review)
         return review
@@ -440,6 +447,11 @@ class MemoryForge:
                 record.statuses.append((state, description))
                 return
         raise ForgeError(f"memory: no deployment {deployment}")
+
+
+def _iso(ms: int) -> str:
+    """``ms`` (epoch) as GitHub writes a time: ``2026-01-01T00:00:00Z``."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _remove(path: Path) -> None:

@@ -107,8 +107,11 @@ def router(site: Site, submit: Submit) -> APIRouter:
         else:
             plan, head = _field(fields, "plan", PLAN), _field(fields, "head", SHA)
             shown = view.plan.plan_id if view.plan is not None else None
+            # An approval names the plan review the page showed (a plan made again at the
+            # same head may change it and not the environment's plan).
+            review = _field(fields, "review", PLAN) if action == "approve" else ""
             if (plan, head) != (shown, view.head_sha) or (
-                action == "approve" and view.approvals is None
+                action == "approve" and (view.approvals is None or view.approvals.review != review)
             ):
                 now = f"plan {shown[:12]}" if shown else "no plan"
                 at = f" at {view.head_sha[:12]}" if view.head_sha else ""
@@ -128,11 +131,8 @@ def router(site: Site, submit: Submit) -> APIRouter:
         installation = dict(await run_in_threadpool(reader.ledger.repositories)).get(reader.repo)
         event: Event
         if action == "approve":
-            # The page showed the plan reviewed at this head now (checked above): the
-            # approval names it, so a plan made again before it is handled is not approved.
-            review = await run_in_threadpool(reader.ledger.review, reader.repo, number, head)
-            if review is None:
-                raise HTTPException(409, "this head has no plan reviewed: reload the page")
+            # The approval names the plan review the page showed (checked above to be the
+            # head's now): one made again before it is handled is not approved.
             event = CheckRunEvent(
                 forge=forge,
                 repo=name,
@@ -142,7 +142,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 head_sha=head,
                 numbers=(number,),
                 requester=session.login,
-                identifier=approve_identifier(review.fingerprint),
+                identifier=approve_identifier(review),
                 origin=WEB,
             )
         else:

@@ -234,6 +234,7 @@ class Reader:
         review: PlanReview | None = self.ledger.review(self.repo, number, head) if head else None
         if review is not None:
             approvals = s.Approvals(
+                review=review.fingerprint,
                 clicks=[c.user for c in self.ledger.clicks(self.repo, number) if c.sha == head],
                 owners_of_changes=dict(review.direct_owners),
                 breaking_owners=dict(review.breaking_owners),

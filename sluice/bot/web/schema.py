@@ -148,6 +148,9 @@ class Build(BaseModel):
 
 
 class Approvals(BaseModel):
+    review: str = Field(
+        description="the fingerprint of the plan review at the head: what an approval approves"
+    )
     clicks: list[str] = Field(description="who clicked Approve this plan, on the head")
     owners_of_changes: dict[str, str | None] = Field(
         description="directly modified or added model -> its owner (who must approve it)"

@@ -120,10 +120,25 @@ def _present(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [given] if given else []
 
 
+def _audit_definition(audit: Audit) -> list[Any]:
+    """What of a project audit's file decides what it does to a model's build: its query,
+    and (when not the defaults, so that audits without them keep their hashes) whether it
+    blocks and its parameters' default values (red team, approval round: pushing
+    `blocking false` after approval changed no key)."""
+    own = _present({"blocking": None if audit.blocking else False,
+                    "defaults": [list(d) for d in audit.defaults]})  # fmt: skip
+    return [audit.query_sql, *own]
+
+
 def metadata_inputs(model: Model, audits: Mapping[str, Audit]) -> list[Any]:
     """Everything about a model that describes or schedules it without changing its rows."""
     used = [
-        [call.name, [list(a) for a in call.args], call.blocking, audits[call.name].query_sql]
+        [
+            call.name,
+            [list(a) for a in call.args],
+            call.blocking,
+            *_audit_definition(audits[call.name]),
+        ]
         if call.name in audits
         else [call.name, [list(a) for a in call.args], call.blocking]
         for call in model.audits

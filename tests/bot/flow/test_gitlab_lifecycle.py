@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,10 @@ def _mr_hook(action: str, iid: int, head: str, user: str, author: str,
     attrs.update(action=action, iid=iid, source_branch=f"feature-{iid}", target_branch="main",
                  author_id=hash(author) % 10_000, **attributes)  # fmt: skip
     attrs["last_commit"]["id"] = head
+    # GitLab moves updated_at to the moment of the action (an approval's time, to the gate).
+    attrs["updated_at"] = attributes.get("updated_at") or time.strftime(
+        "%Y-%m-%d %H:%M:%S UTC", time.gmtime()
+    )
     return payload
 
 
