@@ -994,9 +994,11 @@ def _checks_ok(forge: dict[str, Any], sha: str, names: tuple[str, ...]) -> list[
         if run is None:
             problems.append(f"{name} missing on {sha[:8]}")
         elif run["status"] != "completed" or run.get("conclusion") != "success":
-            title = (run.get("output") or {}).get("title")
+            output = run.get("output") or {}
+            why = " ".join(str(output.get("summary") or "").split())[:300]  # what it said
             problems.append(
-                f"{name} on {sha[:8]}: {run['status']}/{run.get('conclusion')}: {title}"
+                f"{name} on {sha[:8]}: {run['status']}/{run.get('conclusion')}: "
+                f"{output.get('title')}: {why}"
             )
     return problems
 
