@@ -1,0 +1,249 @@
+"""Red team on the approval gate, round 2: attacks on the fixes of round 1 (abcf280,
+8d9c18f, 403353e): approvals bound to the plan a commit had when given, pushers excluded
+like the author, approvals bound to the settings generation in force, the owners-only
+gate asking prod's owners for project-wide items.
+
+Each test is an attack by someone with write access to a pull request, and asserts what
+a sound gate would do; an open finding is ``xfail(strict=True)``. The flows are driven as
+tests/security/test_red_team_approval.py drives them: real GitHub webhook bodies, the
+in-memory forge, the ledger on SQLite, plans recorded as a PR build records them (no
+Spark).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PYTHON_ITEM, PlanReview
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
+from tests.helpers.cases import realcase
+
+OWNER = "octo/warehouse"
+KEY = f"github:{OWNER}"
+NOW = 1_800_000_000_000
+MINUTE = 60_000
+ROOT, A, B, D = "0" * 40, "a" * 40, "b" * 40, "d" * 40
+GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+# The gate of owners only: no required approvers, every changed model's owner approves
+# (and, since 403353e, every prod owner approves a change of the whole project).
+OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
+
+
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Bot:
+    """The flow on a SQLite state and the in-memory GitHub, with a clock the test moves."""
+
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.root, self.forge, self.clock = root, forge, Clock(NOW)
+        forge.clock = self.clock  # reviews are given at the flow's time
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge,
+                              workdir=root / "work", state_url=self.url,
+                              clock=self.clock)  # fmt: skip
+        self.ledger = Ledger(self.url)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> bool:
+        """Hand a webhook to the flow; False when the service ignores that kind of event."""
+        parsed = parse_github(event, payload)
+        if parsed is None:
+            return False
+        parsed = pin_event(parsed, self.deps.forge_for)
+        assert parsed is not None
+        dispatch.handle(self.deps, parsed)
+        return True
+
+    def approval(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
+
+    def in_force(self) -> trust.Settings:
+        job = Job.start(self.deps, self.forge)
+        try:
+            return trust.for_repository(job)
+        finally:
+            job.close()
+
+    def close(self) -> None:
+        self.deps.close()
+        self.ledger.close()
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    forge = MemoryForge(OWNER, name="github")
+    forge.commit(ROOT, {"config.yaml": GATED}, branch="main")
+    forge.commit(A, {"config.yaml": GATED}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": GATED}, parents=(A,))
+    forge.roles.update({"alice": "write", "bob": "write", "carol": "admin"})
+    made = Bot(tmp_path, forge)
+    yield made
+    made.close()
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _pr_event(action: str, head: str, sender: str, *, updated: int | None = None,
+              author: str = "alice") -> dict[str, Any]:  # fmt: skip
+    case = "opened" if action == "opened" else "synchronize"
+    payload = realcase(f"github/pull_request/{case}.payload.json", OWNER, action=action, **{
+        "number": 7, "pull_request.number": 7, "pull_request.head.sha": head,
+        "pull_request.base.ref": "main", "pull_request.user.login": author,
+        "pull_request.draft": False, "pull_request.head.repo.full_name": OWNER,
+        "sender.login": sender,
+    })  # fmt: skip
+    if updated is not None:
+        payload["pull_request"]["updated_at"] = _iso(updated)
+    return payload
+
+
+def _review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
+    return realcase("github/pull_request_review/submitted.payload.json", OWNER,
+                    action="submitted", **{
+        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
+        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
+    })  # fmt: skip
+
+
+def _approve(bot: Bot, user: str, head: str, review_id: int) -> None:
+    """``user`` approves the PR at ``head`` now (after its plan), and its webhook."""
+    made = bot.forge.add_review(7, user, "APPROVED", head)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(bot.clock.now))
+    bot.deliver("pull_request_review", _review(user, "approved", head, review_id))
+
+
+def _plan(bot: Bot, head: str, review: PlanReview) -> None:
+    """The plan a PR build records on ``head`` (no Spark), published now."""
+    bot.ledger.record_plan(KEY, 7, head, review, bot.clock.now)
+    bot.clock.now += MINUTE
+
+
+BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
+
+
+# -- 1. a review computed under the gate before is evaluated under an owners-only gate ------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: the review's owners_only (pr_build: trusted.gate at build "
+    "time) is never re-checked when the settings in force change; approval.refresh "
+    "evaluates and records it under the new generation, so a Python change needs nobody",
+)
+def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate(
+    bot: Bot,
+) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    # alice's PR changes the project's Python only. Built under main's gate (bob or carol
+    # must approve), its review is what pr_build makes with owners_only=False: the Python
+    # item, and nobody's ownership asked (the required approvers speak for it).
+    python = PlanReview("fp-py", ((PYTHON_ITEM, "py-alice"),), {}, {})
+    _plan(bot, A, python)
+    bot.deliver("pull_request_review", _review("alice", "commented", A, 1))
+    assert bot.approval(A).conclusion == "failure"  # bob or carol must approve
+    # Another PR, approved and promoted, moves the gate to owners only: from now on a
+    # change of the whole project (the Python) is every prod owner's to approve.
+    bot.forge.commit(D, {"config.yaml": OWNERS_ONLY}, parents=(ROOT,), branch="main")
+    parsed = trust.parse(trust.Source.of_config(OWNERS_ONLY, "config.yaml"))
+    trust.pin(bot.ledger, KEY, D, parsed, "main", bot.clock.now)  # what promote() does
+    bot.clock.now += MINUTE
+    in_force = bot.in_force()
+    assert in_force.gate.required_approvers.count == 0 and in_force.requires_approval
+    # alice comments on her own PR (any review event evaluates the gate again): the review
+    # on A still says "no owner to ask", now with no required approvers either.
+    bot.forge.add_review(7, "alice", "COMMENTED", A)
+    bot.deliver("pull_request_review", _review("alice", "commented", A, 2))
+    assert bot.approval(A).conclusion != "success", bot.approval(A).summary
+    assert bot.ledger.unapproved(KEY, python.items, in_force.generation) != [], (
+        "alice's Python is approved for prod under the owners' gate with no owner's approval"
+    )
+
+
+# -- 2. a push made through a bot or app account is nobody's --------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: the pusher is the synchronize event's sender; a push made "
+    "with an app's token (a workflow bob wrote, GITHUB_TOKEN) names the app, so bob's "
+    "own change is approved by bob alone",
+)
+def test_an_approver_pushing_through_a_bot_account_does_not_approve_their_push(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    _plan(bot, A, PlanReview("fp-a", (("s.alice", "k-a"),), {}, {}))
+    # bob's workflow (on: push, on a branch of his) pushes his commit onto alice's branch
+    # with the workflow's token: GitHub's synchronize names github-actions[bot].
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _pr_event("synchronize", B, "github-actions[bot]"))
+    assert "bob" not in bot.ledger.pushers(KEY, 7)
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert bot.ledger.unapproved(KEY, BOBS.items, bot.in_force().generation) != []
+
+
+# -- 3. a head pushed before the PR was opened ----------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: pushers come from the PR's own events only; a commit pushed "
+    "to the branch before someone else opened the PR (or while it was closed, before "
+    "another reopened it) is not its pusher's, who then approves it alone",
+)
+def test_an_approver_whose_branch_another_opened_does_not_approve_their_push(bot: Bot) -> None:
+    # bob pushes his change to a branch (GitHub's push webhook names him) ...
+    push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref="refs/heads/bobs",
+                    after=B)  # fmt: skip
+    push["sender"]["login"] = "bob"
+    if isinstance(push.get("pusher"), dict):
+        push["pusher"]["name"] = "bob"
+    bot.deliver("push", push)  # the service does nothing with it
+    # ... and asks alice to open the pull request for it ("could you open it, I'm off").
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="bobs")
+    bot.deliver("pull_request", _pr_event("opened", B, "alice"))
+    assert bot.ledger.pushers(KEY, 7) == {"alice"}
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 4. a synchronize delivered late records no pusher -------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: dispatch._admitted skips a PR event older than the head "
+    "recorded before _on_pull_request runs, so its sender is never recorded as a pusher",
+)
+def test_a_late_synchronize_still_records_its_pusher(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice", updated=NOW))
+    # bob pushes B (updated_at NOW+1s); alice's later event (a ready/sync at NOW+2s) is
+    # delivered first, and bob's synchronize after it (webhooks are not ordered).
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _pr_event("synchronize", B, "alice", updated=NOW + 2000))
+    bot.deliver("pull_request", _pr_event("synchronize", B, "bob", updated=NOW + 1000))
+    assert "bob" in bot.ledger.pushers(KEY, 7), "bob pushed B, and may approve it now"
