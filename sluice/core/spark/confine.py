@@ -16,13 +16,16 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any, cast
 
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
+from sluice.core.model.pycode import files as pycode_files
 from sluice.core.spark.session import uses_embedded_metastore
 from sluice.core.spark.spec import JobSpec
 
@@ -96,6 +99,38 @@ def spec_files(spec: JobSpec) -> list[Path]:
             if isinstance(model, dict):
                 found += [str(model.get("path", "")), str(model.get("root", ""))]
     return [Path(p) for p in dict.fromkeys(found) if os.path.isabs(p) and os.path.exists(p)]
+
+
+def python_sources(spec: JobSpec, into: Path) -> JobSpec:
+    """``spec`` with each Python model's project folder replaced by a copy, under
+    ``into``, of the project's Python sources alone (:func:`~sluice.core.model.pycode.files.sources`,
+    what the review's Python item digests): the driver is shown no other file of the
+    project, so a model cannot read at run time a file no review covered (a data file
+    beside it, edited after approval: red team, approval round). A model that reads one
+    fails with a missing file: keep such data in a seed or a model."""
+    mirrors: dict[str, Path] = {}
+    steps = []
+    for step in spec.get("steps", []):
+        python: Any = step.get("python")
+        nested = isinstance(python, dict) and isinstance(python.get("model"), dict)
+        model: Any = python.get("model") if nested else python
+        if not isinstance(model, dict) or not model.get("root") or not model.get("path"):
+            steps.append(step)
+            continue
+        root = str(model["root"])
+        if root not in mirrors:
+            mirror = into / hashlib.sha256(root.encode()).hexdigest()[:16]
+            for rel, data in pycode_files.sources(Path(root)).items():
+                target = mirror / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            mirror.mkdir(parents=True, exist_ok=True)
+            mirrors[root] = mirror
+        rel = os.path.relpath(str(model["path"]), root)
+        moved = {**model, "root": str(mirrors[root]), "path": str(mirrors[root] / rel)}
+        python = {**python, "model": moved} if nested else moved
+        steps.append(cast(Any, {**step, "python": python}))
+    return cast(JobSpec, {**spec, "steps": steps})
 
 
 _UNITS = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

@@ -626,6 +626,9 @@ class SubmitRunner(_RunnerBase):
         env = self.environment(home)
         self.paths.logs.mkdir(parents=True, exist_ok=True)
         self._preflight(spec, env)
+        # The driver sees a project's Python sources alone, never its other files.
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        spec = confine.python_sources(spec, home / "python")
         spec_path = self.paths.logs / f"{_safe(job_id)}.json"
         spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
         log_path = self.paths.logs / f"{_safe(job_id)}.log"

@@ -11,6 +11,7 @@ declared columns, in their order.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -55,14 +56,17 @@ class FunctionError(RuntimeError):
     """A Python model's function raised: the message names the model and the line of its
     file the error came from (the deepest frame in that file)."""
 
-    def __init__(self, model: str, path: str, exc: Exception) -> None:
+    def __init__(self, model: str, path: str, exc: Exception, root: str | None = None) -> None:
         line = None
         frame = exc.__traceback__
         while frame is not None:
             if frame.tb_frame.f_code.co_filename == path:
                 line = frame.tb_lineno
             frame = frame.tb_next
-        where = f"{path}:{line}" if line is not None else path
+        # The file as its author names it (relative to the project), never a host path:
+        # the driver runs a copy of the sources (confine.python_sources).
+        shown = os.path.relpath(path, root) if root else path
+        where = f"{shown}:{line}" if line is not None else shown
         super().__init__(f"{model}: {type(exc).__name__}: {exc} (at {where})")
 
 
@@ -126,7 +130,7 @@ def frame(
     try:
         results = _results(function(context, start=start, end=end, execution_time=execution))
     except Exception as exc:
-        raise FunctionError(model, spec["path"], exc) from exc
+        raise FunctionError(model, spec["path"], exc, spec["root"]) from exc
     columns: Sequence[Sequence[str]] = spec["columns"]
     frames = [_spark_frame(spark, model, r, columns) for r in results]
     if not frames:
