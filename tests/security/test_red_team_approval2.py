@@ -247,3 +247,31 @@ def test_a_late_synchronize_still_records_its_pusher(bot: Bot) -> None:
     bot.deliver("pull_request", _pr_event("synchronize", B, "alice", updated=NOW + 2000))
     bot.deliver("pull_request", _pr_event("synchronize", B, "bob", updated=NOW + 1000))
     assert "bob" in bot.ledger.pushers(KEY, 7), "bob pushed B, and may approve it now"
+
+
+# -- 5. an approval in the same second as the plan made again counts for it -----------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: gate_rules._approves compares to the second with '<', so a "
+    "review given in the second a re-plan was published (before it: it approved the plan "
+    "before) counts for the new plan; the order within that second is unknown",
+)
+def test_an_approval_in_the_second_the_plan_changed_does_not_count_for_the_new_plan(
+    bot: Bot,
+) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.clock.now = NOW - 60 * MINUTE
+    _plan(bot, A, PlanReview("fp-1", (("s.m", "k-1"),), {}, {}))
+    # bob approves plan fp-1 at NOW + 0.3 s (GitHub's submitted_at says NOW: seconds only);
+    # alice's `/sluice plan` publishes another plan of the same commit at NOW + 0.4 s.
+    bot.clock.now = NOW
+    made = bot.forge.add_review(7, "bob", "APPROVED", A)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(NOW))
+    second = PlanReview("fp-2", (("s.m", "k-2"),), {}, {})
+    bot.ledger.record_plan(KEY, 7, A, second, NOW + 400)
+    bot.clock.now = NOW + 2000
+    bot.deliver("pull_request_review", _review("bob", "approved", A, 41))
+    assert bot.approval(A).conclusion != "success", bot.approval(A).summary
