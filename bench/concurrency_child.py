@@ -16,7 +16,9 @@ appended there too, as ``log`` lines, so the parent can count them.
 
 CONFIG_JSON is an object: port, workdir, url (PostgreSQL), name (of this process), workers,
 record (file), secret, handle_ms ([low, high]), poll, lease, janitor (seconds; 0: off),
-ledger (bool), max_attempts, and optionally scheduler_lease (seconds, 30 by default).
+ledger (bool), max_attempts, and optionally scheduler_lease (seconds, 30 by default) and
+fsync (false: the record is flushed, not fsync'd; one lock per process serialises its
+writes, which would otherwise pace a process's workers by the disk).
 
 SIGTERM stops the server (requests in flight are answered, the intake stores what it has),
 then the lease thread (letting go of the lease), then the workers (each finishes its job), then closes the record file; exit code 0.
@@ -49,11 +51,13 @@ from sluice.bot.queue.worker import Worker
 
 
 class RecordFile:
-    """An append-only JSON-lines file; every line flushed and fsync'd before returning."""
+    """An append-only JSON-lines file; every line flushed and fsync'd before returning
+    (unless ``fsync`` is false: flushed only)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, fsync: bool = True) -> None:
         self._lock = threading.Lock()
         self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self._fsync = fsync
 
     def write(self, row: dict[str, Any]) -> None:
         line = json.dumps(row, separators=(",", ":")) + "\n"
@@ -62,7 +66,8 @@ class RecordFile:
                 return
             self._file.write(line)
             self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._fsync:
+                os.fsync(self._file.fileno())
 
     def close(self) -> None:
         with self._lock:
@@ -164,7 +169,7 @@ class _LogToRecord(logging.Handler):
 
 def main(config: dict[str, Any]) -> None:
     process = str(config["name"])
-    out = RecordFile(Path(config["record"]))
+    out = RecordFile(Path(config["record"]), fsync=bool(config.get("fsync", True)))
     root = logging.getLogger()
     root.addHandler(_LogToRecord(out, process))  # stderr then holds only the unexpected
     root.setLevel(logging.WARNING)
