@@ -104,12 +104,12 @@ def _iso(ms: int) -> str:
 
 
 def _pr_event(action: str, head: str, sender: str, *, updated: int | None = None,
-              author: str = "alice") -> dict[str, Any]:  # fmt: skip
+              author: str = "alice", draft: bool = False) -> dict[str, Any]:  # fmt: skip
     case = "opened" if action == "opened" else "synchronize"
     payload = realcase(f"github/pull_request/{case}.payload.json", OWNER, action=action, **{
         "number": 7, "pull_request.number": 7, "pull_request.head.sha": head,
         "pull_request.base.ref": "main", "pull_request.user.login": author,
-        "pull_request.draft": False, "pull_request.head.repo.full_name": OWNER,
+        "pull_request.draft": draft, "pull_request.head.repo.full_name": OWNER,
         "sender.login": sender,
     })  # fmt: skip
     if updated is not None:
@@ -275,3 +275,42 @@ def test_an_approval_in_the_second_the_plan_changed_does_not_count_for_the_new_p
     bot.clock.now = NOW + 2000
     bot.deliver("pull_request_review", _review("bob", "approved", A, 41))
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
+
+
+# -- 6. a synchronize superseded in the queue records no pusher -----------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 2: a queued synchronize is superseded (never run) by a newer "
+    "head's event of the PR (queue/store._supersede, events.supersedes), and the pusher is "
+    "recorded only when the event runs (dispatch._on_pull_request): bob's push followed by "
+    "alice's (or an autofix bot's) before the worker got to it leaves bob a valid approver",
+)
+def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: Path) -> None:
+    from sluice.bot.events.neutral import event_from_json
+    from sluice.bot.intake.group_commit import job_of
+    from sluice.bot.queue.schema import Delivery
+    from sluice.bot.queue.store import JobQueue
+
+    # (A draft: its events build nothing, and this test needs no build.)
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", draft=True)
+    bot.deliver("pull_request", _pr_event("opened", A, "alice", draft=True))
+    # bob pushes his commit B onto alice's PR; while the worker is busy elsewhere, a push
+    # on top of it (C: alice pulling and pushing a follow-up, or pre-commit.ci's autofix)
+    # arrives. C holds bob's change.
+    C = "c" * 40
+    bot.forge.commit(C, {"config.yaml": GATED}, parents=(B,))
+    queue = JobQueue(f"sqlite:///{tmp_path / 'queue.db'}")
+    try:
+        for n, (head, sender) in enumerate(((B, "bob"), (C, "pre-commit-ci[bot]"))):
+            parsed = parse_github("pull_request", _pr_event("synchronize", head, sender, draft=True))
+            assert parsed is not None
+            queue.accept_many([Delivery(f"d{n}", "github", "pull_request", job_of(parsed), 1.0)])
+        bot.forge.push(7, C)
+        while (job := queue.claim("w", 2.0)) is not None:  # the worker's turn comes
+            dispatch.handle(bot.deps, event_from_json(job.payload))
+            queue.finish(job.id, "w", now=3.0)
+    finally:
+        queue.close()
+    assert "bob" in bot.ledger.pushers(KEY, 7), "bob pushed B, which C holds"
