@@ -35,7 +35,7 @@ OWNER = "octo/warehouse"
 KEY = f"github:{OWNER}"
 NOW = 1_800_000_000_000
 MINUTE = 60_000
-ROOT, A, B, D = "0" * 40, "a" * 40, "b" * 40, "d" * 40
+ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
 GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
 # The gate of owners only: no required approvers, every changed model's owner approves
 # (and, since 403353e, every prod owner approves a change of the whole project).
@@ -299,12 +299,13 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
     # bob pushes his commit B onto alice's PR; while the worker is busy elsewhere, a push
     # on top of it (C: alice pulling and pushing a follow-up, or pre-commit.ci's autofix)
     # arrives. C holds bob's change.
-    C = "c" * 40
     bot.forge.commit(C, {"config.yaml": GATED}, parents=(B,))
     queue = JobQueue(f"sqlite:///{tmp_path / 'queue.db'}")
     try:
         for n, (head, sender) in enumerate(((B, "bob"), (C, "pre-commit-ci[bot]"))):
-            parsed = parse_github("pull_request", _pr_event("synchronize", head, sender, draft=True))
+            parsed = parse_github(
+                "pull_request", _pr_event("synchronize", head, sender, draft=True)
+            )
             assert parsed is not None
             queue.accept_many([Delivery(f"d{n}", "github", "pull_request", job_of(parsed), 1.0)])
         bot.forge.push(7, C)
