@@ -256,6 +256,32 @@ def test_a_model_reading_another_repository_s_schema_is_refused(tmp_path: Path, 
     assert "d.sql" in str(info.value) or "s.d" in str(info.value), info.value
 
 
+AUDIT_READS = {
+    "an audit": {
+        "audits/peek.sql": f"AUDIT (name peek);\nSELECT * FROM {PREFIX_B}jaffle.orders WHERE 1 = 0\n",
+        "models/d.sql": "MODEL (name s.d, kind FULL, audits (peek));\nSELECT id FROM s.a\n",
+    },
+    "an audit's argument": {
+        "models/d.sql": "MODEL (name s.d, kind FULL, audits (forall(criteria := (id IN "
+        f"(SELECT id FROM {PREFIX_B}jaffle.orders)))));\nSELECT id FROM s.a\n",
+    },
+    "a pre-statement": {
+        "models/d.sql": "MODEL (name s.d, kind FULL);\nCREATE TEMPORARY VIEW v AS SELECT * "
+        f"FROM {PREFIX_B}jaffle.orders;\nSELECT id FROM s.a\n",
+    },
+}
+
+
+@pytest.mark.parametrize("files", AUDIT_READS.values(), ids=AUDIT_READS.keys())
+def test_an_audit_or_statement_reading_another_repository_s_schema_is_refused(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    """An audit's rows come back in the PR's comment: reading another repository's table
+    through one would show its rows."""
+    with pytest.raises(SluiceError, match="in a schema Sluice keeps for a repository"):
+        load(tmp_path, {**BASIC, **files})
+
+
 def test_an_external_table_or_a_model_in_a_repository_namespace_is_refused(
     tmp_path: Path,
 ) -> None:
@@ -407,6 +433,34 @@ def test_another_repository_cannot_declare_the_state_owner_s_tables(
         assert check.conclusion == "failure", check
         assert "another repository" in (check.summary or ""), check.summary
         assert warehouse.jobs == []  # nothing ran
+    finally:
+        bot.close()
+
+
+def test_another_repository_s_audit_cannot_read_the_state_owner_s_views(tmp_path: Path) -> None:
+    """Its own model's name in an audit is read as written: on this service, the state
+    owner's prod view of that name."""
+    warehouse = Warehouse()
+    github = MemoryForge(OWNER, name="github")
+    before = Bot(tmp_path, github, runner_for=warehouse.runner)
+    record_prod(before.commit(C, CONFIG), before.url, T0)
+    before.ledger.belongs_to(f"{KEY}#.", T0)
+    before.close()
+    bot = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
+    try:
+        other = bot.repository(OTHER)
+        other.roles.update({"alice": "write"})
+        bot.commit(C, CONFIG, forge=other)
+        other.refs["main"] = C
+        peek = "AUDIT (name peek);\nSELECT * FROM jaffle.customers WHERE 1 = 0\n"
+        bot.commit(HEAD_B, CONFIG, parents=(C,), forge=other,
+                   files={"audits/peek.sql": peek})  # fmt: skip
+        other.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
+        bot.deliver("pull_request", _elsewhere(opened(9, HEAD_B)))
+        check = other.checks[HEAD_B]["sluice/pr-environment"]
+        assert check.conclusion == "failure", check
+        assert "peek's audit reads jaffle.customers" in (check.summary or ""), check.summary
+        assert warehouse.jobs == []
     finally:
         bot.close()
 

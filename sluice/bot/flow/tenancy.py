@@ -26,8 +26,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlglot
 from sqlalchemy import URL, make_url, text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 
 from sluice.bot.flow.ledger import Ledger
 from sluice.core import jobs
@@ -210,3 +213,34 @@ def refuse_foreign(project: Project, foreign: frozenset[str]) -> None:
         why = statements.refusal(sql, set(foreign))
         if why is not None:
             raise GraphError(f"a project statement {why} (another repository's)", hint=hint)
+    # An audit's tables are read as written (render.audit_sql), its own models' too.
+    audits: list[tuple[str, str, int, tuple[str, ...]]] = [
+        (a.name, a.path, a.line, (a.query_sql, *(sql for _, sql in a.defaults)))
+        for a in project.audits.values()
+    ]
+    audits += [
+        (m.name, m.path, c.line or m.line, tuple(sql for _, sql in c.args))
+        for m in project.models.values()
+        for c in m.audits
+    ]
+    for of, path, line, texts in audits:
+        for name in _tables(texts):
+            if named(name):
+                raise GraphError(
+                    f"{of}'s audit reads {name}, another repository's table on this service",
+                    path=path,
+                    line=line,
+                    hint=hint,
+                )
+
+
+def _tables(texts: tuple[str, ...]) -> list[str]:
+    """The ``schema.table`` names the Spark SQL ``texts`` read (those that parse)."""
+    found = []
+    for sql in texts:
+        try:
+            tree = sqlglot.parse_one(sql, read="spark")
+        except (ParseError, TokenError):
+            continue  # the loader parsed it before: nothing left unread here
+        found += [f"{t.db}.{t.name}" for t in tree.find_all(exp.Table) if t.db]
+    return found

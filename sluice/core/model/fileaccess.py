@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from sluice.core.errors import ModelError
 from sluice.core.model.scan import LineIndex, find_code
+from sluice.core.snapshot.naming import reserved_schema
 
 _Tree = TypeVar("_Tree", bound=exp.Expr)
 
@@ -78,6 +79,10 @@ ALLOW_HINT = (
 _DOTDOT_HINT = "write the path without '..': a path with '..' is never allowed"
 _CODE_HINT = "compute the value with SQL functions; calling Java cannot be allowed"
 _SCRIPT_HINT = "compute the columns with SQL functions; running a script cannot be allowed"
+_REPOSITORY_HINT = (
+    "read your own models by their names and your sources by theirs; the schemas Sluice "
+    "makes for a repository are that repository's alone"
+)
 _STATEMENT_HINT = (
     "a model or audit is one SELECT query; load files with a SEED model, or declare the "
     "table in external_models.yaml"
@@ -364,7 +369,11 @@ def _walk(tree: exp.Expr, references_checked: bool = True) -> Iterator[FileAcces
         substitution = _substitution(node)
         if substitution is not None:
             yield substitution
-        if isinstance(node, exp.Table) and is_file_table(node):
+        if isinstance(node, exp.Table) and reserved_schema(node.db):
+            # A repository's namespace (issue 46): only Sluice names it, for its repository.
+            what = f"reads '{node.db}.{node.name}', in a schema Sluice keeps for a repository"
+            yield FileAccess(what, None, _REPOSITORY_HINT, *_schema_start(node))
+        elif isinstance(node, exp.Table) and is_file_table(node):
             yield _reads(node.name, f"{node.db}.`{node.name}`", *_schema_start(node))
         elif isinstance(node, exp.Table) and not references_checked and _format_schema(node):
             yield _relative(node, f"{node.db}.{node.name}", _schema_start(node))
