@@ -233,11 +233,6 @@ def test_an_approver_whose_branch_another_opened_does_not_approve_their_push(bot
 # -- 4. a synchronize delivered late records no pusher -------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: dispatch._admitted skips a PR event older than the head "
-    "recorded before _on_pull_request runs, so its sender is never recorded as a pusher",
-)
 def test_a_late_synchronize_still_records_its_pusher(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
     bot.deliver("pull_request", _pr_event("opened", A, "alice", updated=NOW))

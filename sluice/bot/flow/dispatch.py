@@ -49,8 +49,6 @@ Handler = Callable[[Job, Any], None]
 
 
 def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
-    if event.pusher:  # whoever pushed a head does not approve it (gate_rules: pushers)
-        job.ledger.record_pusher(job.repo, event.number, event.pusher, job.now)
     if event.action == "closed":
         if event.merged:
             promotion.on_merge(job, event)
@@ -137,6 +135,10 @@ def _admitted(job: Job, event: Event) -> bool:
         else:
             refused = False
             ledger.seen(repo, event.installation_id, job.now)
+            if isinstance(event, PullRequestEvent) and event.pusher:
+                # Whoever pushed a head does not approve it (gate_rules: pushers), even
+                # when a newer event of the PR was handled first.
+                ledger.record_pusher(repo, event.number, event.pusher, job.now)
             key = event.content_key()
             before = ledger.handled(repo, key) if key is not None else None
             newer = (
