@@ -487,3 +487,52 @@ def test_the_state_owner_itself_declares_what_it_likes(tmp_path: Path) -> None:
         assert check.conclusion == "success", check
     finally:
         bot.close()
+
+
+def test_two_repositories_on_postgresql_each_in_its_own_schema(
+    tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    """The flow on one PostgreSQL database: the ledger in the database's own schema, each
+    repository's state in ``sluice_<name>``, made by its first job."""
+    warehouse = Warehouse()
+    github = MemoryForge(OWNER, name="github")
+    bot = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
+    bot.deps.close()
+    bot.ledger.close()
+    bot.url = fresh_postgres_url
+    bot.deps = make_deps(project_python="on", forge_for=bot.deps.forge_for,
+                         workdir=tmp_path / "work", state_url=fresh_postgres_url,
+                         clock=lambda: T0, runner_for=warehouse.runner, isolate=True)  # fmt: skip
+    bot.ledger = Ledger(fresh_postgres_url)
+    try:
+        bot.prod(C, CONFIG)
+        other = bot.repository(OTHER)
+        bot.commit(C, CONFIG, forge=other)
+        other.refs["main"] = C
+        for forge in (github, other):
+            forge.roles.update({"alice": "write"})
+        _pr(bot, github, 7, HEAD_A)
+        _pr(bot, other, 9, HEAD_B)
+        bot.deliver("pull_request", opened(7, HEAD_A))
+        bot.deliver("pull_request", _elsewhere(opened(9, HEAD_B)))
+        assert other.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
+        assert bot.checks_on(HEAD_A)["sluice/pr-environment"].conclusion == "success"
+        for repo, env in ((KEY, pr_environment(7)), (OTHER_KEY, pr_environment(9))):
+            assert _environments(tenancy.state_url(fresh_postgres_url, repo)) == {env}
+        engine = create_engine(fresh_postgres_url)
+        try:
+            with engine.connect() as conn:
+                where = conn.execute(text(
+                    "SELECT table_schema, table_name FROM information_schema.tables "
+                    "WHERE table_name IN ('sluice_environments', 'sluice_prod_settings')"
+                )).all()  # fmt: skip
+        finally:
+            engine.dispose()
+        states = {s for s, t in where if t == "sluice_environments"}
+        own = {"sluice_" + tenancy.repository_name(r) for r in (KEY, OTHER_KEY)}
+        assert states - {"public"} == own
+        assert {s for s, t in where if t == "sluice_prod_settings"} == {"public"}  # ledger
+        # The shared schema's state tables (the ledger migrates them) hold no one's.
+        assert _environments(fresh_postgres_url) == set()
+    finally:
+        bot.close()
