@@ -19,19 +19,22 @@ from typing import Any
 
 def inspect(spark: Any, queries: dict[str, str]) -> dict[str, Any]:
     """The catalog (schema -> table -> type and, for a view outside Sluice's schemas, its
-    text) and each query's rows."""
+    text) and each query's rows. One ``SHOW TABLE EXTENDED`` a schema (not a ``DESCRIBE``
+    a view: a PR environment has a dozen, and the trials leave many environments)."""
     catalog: dict[str, dict[str, Any]] = {}
     for (db,) in spark.sql("SHOW DATABASES").collect():
-        views = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {db}").collect()}
         tables: dict[str, Any] = {}
-        for row in spark.sql(f"SHOW TABLES IN {db}").collect():
+        try:
+            rows = spark.sql(f"SHOW TABLE EXTENDED IN {db} LIKE '*'").collect()
+        except Exception:  # a table it cannot describe: one at a time, as views
+            catalog[db] = _one_by_one(spark, db)
+            continue
+        for row in rows:
             if row["isTemporary"]:
                 continue
-            name, text = row["tableName"], None
-            if name in views and not db.startswith("sluice__"):
-                rows = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()
-                text = next((r["data_type"] for r in rows if r["col_name"] == "View Text"), "")
-            tables[name] = {"type": "VIEW" if name in views else "TABLE", "text": text}
+            kind, text = _described(row["information"])
+            bare = kind != "VIEW" or db.startswith("sluice__")
+            tables[row["tableName"]] = {"type": kind, "text": None if bare else text}
         catalog[db] = tables
     answers: dict[str, Any] = {}
     for name, sql in queries.items():
@@ -40,6 +43,38 @@ def inspect(spark: Any, queries: dict[str, str]) -> dict[str, Any]:
         except Exception as exc:  # a missing table is a finding, not a crash
             answers[name] = {"error": str(exc).splitlines()[0][:300]}
     return {"catalog": catalog, "queries": answers}
+
+
+def _one_by_one(spark: Any, db: str) -> dict[str, Any]:
+    views = {r["viewName"] for r in spark.sql(f"SHOW VIEWS IN {db}").collect()}
+    tables: dict[str, Any] = {}
+    for row in spark.sql(f"SHOW TABLES IN {db}").collect():
+        if row["isTemporary"]:
+            continue
+        name, text = row["tableName"], None
+        if name in views and not db.startswith("sluice__"):
+            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()
+            text = next((r["data_type"] for r in rows if r["col_name"] == "View Text"), "")
+        tables[name] = {"type": "VIEW" if name in views else "TABLE", "text": text}
+    return tables
+
+
+def _described(information: str) -> tuple[str, str]:
+    """A table's type (VIEW or TABLE) and view text from ``SHOW TABLE EXTENDED``'s
+    ``information`` ("Key: value" lines; a view's text may span lines, up to the next
+    line of the view's own keys)."""
+    kind, text, lines = "TABLE", "", information.splitlines()
+    for index, line in enumerate(lines):
+        if line == "Type: VIEW":
+            kind = "VIEW"
+        elif line.startswith("View Text: "):
+            body = [line.removeprefix("View Text: ")]
+            for more in lines[index + 1 :]:
+                if more.startswith("View "):
+                    break
+                body.append(more)
+            text = "\n".join(body)
+    return kind, text
 
 
 def main(request: str, out: str) -> None:
