@@ -236,6 +236,21 @@ def test_each_repository_has_its_own_postgresql_schema(fresh_postgres_url: str) 
     assert schemas == {"sluice_" + tenancy.repository_name(r) for r in urls}
 
 
+def test_an_operator_s_own_search_path_gives_way_to_the_repository_s(
+    fresh_postgres_url: str,
+) -> None:
+    configured = f"{fresh_postgres_url}?options=-c%20search_path%3Delsewhere"
+    url = tenancy.state_url(configured, OTHER_KEY)
+    tenancy.ensure_schema(url)
+    store = open_state(url)
+    try:
+        with store.engine.connect() as conn:
+            current = conn.execute(text("SELECT current_schema()")).scalar_one()
+    finally:
+        store.close()
+    assert current == "sluice_" + tenancy.repository_name(OTHER_KEY)
+
+
 # --- a repository's SQL never reaches another's schemas -------------------------------
 
 PREFIX_B = tenancy.schema_prefix(OTHER_KEY)

@@ -116,10 +116,11 @@ def ensure_schema(url: str) -> None:
     if parsed.get_backend_name() != "postgresql":
         return
     options = parsed.query.get("options")
-    found = re.search(r"search_path=(\w+)", options if isinstance(options, str) else "")
-    if found is None:
+    # The last -c search_path= wins (an operator's own in the configured URL comes first).
+    found = re.findall(r"search_path=(\w+)", options if isinstance(options, str) else "")
+    if not found:
         return
-    schema = found.group(1)
+    schema = found[-1]
     key = f"{parsed.set(query={}).render_as_string(hide_password=True)}/{schema}"
     with _making:
         if key in _made:
@@ -128,8 +129,15 @@ def ensure_schema(url: str) -> None:
         try:
             with engine.begin() as conn:  # the name is ours: [a-z0-9_] only, quoted still
                 conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
-        except (IntegrityError, ProgrammingError):
-            pass  # another process made it at the same moment
+        except (IntegrityError, ProgrammingError) as exc:
+            if isinstance(exc, ProgrammingError) and "already exists" not in str(exc):
+                raise StateError(
+                    f"cannot make the state schema {schema} of a repository: "
+                    f"{str(exc.orig).strip()}",
+                    hint="let the database user of SLUICE_DATABASE_URL create schemas "
+                    "(GRANT CREATE ON DATABASE), or make the schema for it",
+                ) from None
+            # else another process made it at the same moment
         finally:
             engine.dispose()
         _made.add(key)
