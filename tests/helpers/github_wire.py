@@ -27,6 +27,7 @@ import json
 import re
 import tarfile
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,9 @@ class FakeGitHub:
         self.reviews.append({
             "id": review_id, "number": number, "user": user, "state": state,
             "commit_id": commit_sha,
-            "submitted_at": f"2026-11-21T{len(self.reviews) // 60:02d}:{len(self.reviews) % 60:02d}:00Z",
+            # Now, as GitHub stamps it: the gate counts a review given once its commit had
+            # the plan it has (the service's clock is the real one here).
+            "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         })  # fmt: skip
         return review_id
 

@@ -164,6 +164,7 @@ def test_opened_same_repo_pr() -> None:
         merge_sha=None,
         title="Update the README with new information.",
         updated_ms=1557933633000,  # pull_request.updated_at 2019-05-15T15:20:33Z
+        pusher="Codertocat",  # sender.login: who opened it pushed its head
     )
 
 

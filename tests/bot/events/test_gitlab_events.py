@@ -87,6 +87,7 @@ def test_open_carries_the_mr() -> None:
         head_ref=event.head_ref, base_ref=event.base_ref, base_sha="", author="real6543",
         draft=False, fork=False, merged=False, merge_sha=None, title=event.title,
         updated_ms=1754430507000,  # object_attributes.updated_at 2025-08-05 21:48:27 UTC
+        pusher="real6543",  # user.username: who opened it pushed its head
     )  # fmt: skip
     assert (event.head_ref, event.base_ref) == ("real6543-main-patch-42541", "main")
     assert pr_key(event) == "gitlab:demoaccount2-commits-group/test_ci_tmp#3"

@@ -118,8 +118,18 @@ def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
         world.versions("pr_13")["jaffle.daily_revenue"]
         != world.versions("prod")["jaffle.daily_revenue"]
     )
-    # Built on dana's word; the gate then needs its own approvers (carol, at this head).
-    assert built["sluice/approval"]["conclusion"] == "success", built["sluice/approval"]
+    # Built on dana's word. The plan exists only now: approvals given before it (carol's,
+    # and dana's of the hold) approved no plan, so the gate asks for them again.
+    gate = built["sluice/approval"]
+    assert gate["conclusion"] == "failure", gate
+    assert "before it had the plan it has now" in gate["output"]["summary"]
+    for who in ("carol", "dana"):
+        github.add_review(13, who, "APPROVED", head)
+        again = gl.review(13, head, who, "approved", head)
+        again["review"]["id"] += 1  # a review of its own, not the first one delivered again
+        gl.deliver(service, "pull_request_review", again)
+    gate = github.checks_on(head)["sluice/approval"]
+    assert gate["conclusion"] == "success", gate
 
 
 @pytest.mark.parametrize("world", ["now"], indirect=True)
