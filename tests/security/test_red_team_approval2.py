@@ -144,12 +144,6 @@ BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
 # -- 1. a review computed under the gate before is evaluated under an owners-only gate ------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: the review's owners_only (pr_build: trusted.gate at build "
-    "time) is never re-checked when the settings in force change; approval.refresh "
-    "evaluates and records it under the new generation, so a Python change needs nobody",
-)
 def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate(
     bot: Bot,
 ) -> None:
@@ -158,7 +152,8 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
     # alice's PR changes the project's Python only. Built under main's gate (bob or carol
     # must approve), its review is what pr_build makes with owners_only=False: the Python
     # item, and nobody's ownership asked (the required approvers speak for it).
-    python = PlanReview("fp-py", ((PYTHON_ITEM, "py-alice"),), {}, {})
+    built_under = bot.in_force().generation  # the settings a build records its review under
+    python = PlanReview("fp-py", ((PYTHON_ITEM, "py-alice"),), {}, {}, generation=built_under)
     _plan(bot, A, python)
     bot.deliver("pull_request_review", _review("alice", "commented", A, 1))
     assert bot.approval(A).conclusion == "failure"  # bob or carol must approve
@@ -175,6 +170,7 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
     bot.forge.add_review(7, "alice", "COMMENTED", A)
     bot.deliver("pull_request_review", _review("alice", "commented", A, 2))
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
+    assert bot.approval(A).title == "The settings in force changed: plan again"
     assert bot.ledger.unapproved(KEY, python.items, in_force.generation) != [], (
         "alice's Python is approved for prod under the owners' gate with no owner's approval"
     )

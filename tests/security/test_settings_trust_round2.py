@@ -114,9 +114,11 @@ def test_an_approval_given_before_the_pin_stays_older_than_the_pin(
     bot.github.refs["main"] = D
     clock[0] = 5_000  # the gate of PR 3 evaluated again (bob edits his review of t=2000)
     bot.deliver("pull_request_review", review(3, "bob", A, 5003))
-    assert bot.approval(A).conclusion == "success"  # PR 3's gate still passes ...
+    # PR 3's plan was made under the settings before the pin moved: its gate asks for a
+    # new plan (red team, approval round 2) ...
+    assert bot.approval(A).title == "The settings in force changed: plan again"
     after = trust.for_repository(Job.start(bot.deps, bot.forge()))
-    # ... but what it approved is a change from settings no longer in force: void.
+    # ... and what it approved is a change from settings no longer in force: void.
     assert after.sluice.allowed_paths == () and after.note is not None
 
 

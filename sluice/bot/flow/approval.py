@@ -68,6 +68,23 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         job.forge.set_check(pr.head_sha, check)
         job.publish(pr.number, section=comment.approval_error_section(text))
         return None
+    if review.generation and review.generation != settings.generation:
+        # Made under other settings (another PR's settings change was promoted since): who
+        # it asks, and what it asks of them, are those settings'. Nothing counts until it
+        # is planned again (red team, approval round 2).
+        job.forge.set_check(pr.head_sha, checks.replan_needed())
+        if approved and pr.base_ref == settings.branch:
+            with job.ledger.together("record the gate's decision"):
+                job.ledger.withdraw(repo, pr.number)
+                audit.record(
+                    job,
+                    audit.APPROVAL,
+                    "withdrawn",
+                    ref=f"#{pr.number}",
+                    plan_id=review.fingerprint,
+                    detail=f"planned under settings no longer in force, at {pr.head_sha[:12]}",
+                )
+        return None
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)

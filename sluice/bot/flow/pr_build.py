@@ -330,6 +330,7 @@ def _build(
         review,
         merge_intervals=prod.backfill_intervals,
         merge_bytes=prod.scan_bytes,
+        generation=trusted.generation,
     )
     # Recorded as of now, when it is published (the job may have built for minutes: an
     # approval given meanwhile saw the commit's plan before this one, or none).

@@ -51,6 +51,10 @@ class PlanReview:
     breaking_owners: dict[str, str | None]  # every model a breaking change reaches -> owner
     merge_intervals: int = 0  # what merging would backfill in prod (sluice.gate.backfill)
     merge_bytes: int | None = None  # and about how many bytes that backfill reads
+    # The settings in force it was made under (trust.Settings.generation): who it asks
+    # (owners, budget) follows them, so under other settings it is planned again. "": a
+    # review recorded before this was kept.
+    generation: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +64,7 @@ class PlanReview:
             "breaking_owners": self.breaking_owners,
             "merge_intervals": self.merge_intervals,
             "merge_bytes": self.merge_bytes,
+            "generation": self.generation,
         }
 
     @classmethod
@@ -71,6 +76,7 @@ class PlanReview:
             breaking_owners=dict(data["breaking_owners"]),
             merge_intervals=int(data.get("merge_intervals", 0)),  # recorded before: none
             merge_bytes=data.get("merge_bytes"),
+            generation=str(data.get("generation") or ""),
         )
 
 

@@ -199,6 +199,19 @@ def merge_result(
 # -- the gate ----------------------------------------------------------------------------
 
 
+def replan_needed() -> Check:
+    """The gate of a plan made under settings no longer in force."""
+    return Check(
+        APPROVAL,
+        "completed",
+        "The settings in force changed: plan again",
+        "This commit's plan was made under Sluice's settings as they were before another "
+        "change to them was promoted; who must approve it follows the settings in force. "
+        "Comment `/sluice plan` (or push) to plan it again, then approve the new plan.",
+        conclusion="failure",
+    )
+
+
 def waiting_for_plan() -> Check:
     return Check(
         APPROVAL,
