@@ -551,3 +551,29 @@ def test_two_repositories_on_postgresql_each_in_its_own_schema(
         assert _environments(fresh_postgres_url) == set()
     finally:
         bot.close()
+
+
+KNOWN = "AUDIT (name known_customers);\nSELECT * FROM @this_model\nWHERE customer_id NOT IN (SELECT customer_id FROM jaffle.customers)\n"
+
+
+def test_an_audit_naming_its_own_model_reads_its_own_repository_s_view(
+    two: tuple[Bot, MemoryForge, Warehouse],
+) -> None:
+    """Under a prefix, an audit's read of another model by name goes to the repository's
+    own prod view of it, never the unprefixed name (another repository's, or nothing)."""
+    bot, other, warehouse = two
+    src = bot.commit(HEAD_B, CONFIG, parents=(C,), forge=other,
+                     files={"audits/known_customers.sql": KNOWN})  # fmt: skip
+    orders = src / "models" / "orders.sql"
+    text_ = orders.read_text().replace("  audits (\n", "  audits (\n    known_customers,\n", 1)
+    orders.write_text(text_.replace(*ORDERS))
+    other.commit_folder(HEAD_B, src, parents=(C,))
+    bot.deliver("pull_request", _elsewhere(opened(9, HEAD_B)))
+    assert other.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
+    audits = [a["sql"] for job in warehouse.jobs for step in job["steps"]
+              if step["type"] == "build" for batch in step.get("batches", [])
+              for a in batch.get("audits", []) if "known_customers" in a["label"]]  # fmt: skip
+    assert audits, "the audit did not run"
+    b = tenancy.schema_prefix(OTHER_KEY)
+    assert all(f"{b}jaffle.customers" in sql for sql in audits), audits
+    assert not any(" jaffle.customers" in sql for sql in audits), audits

@@ -24,7 +24,13 @@ from sluice.core.model.pycode.run import VIEW as PYTHON_VIEW
 from sluice.core.plan import statements
 from sluice.core.plan.categorize import is_star
 from sluice.core.plan.plan import Plan
-from sluice.core.snapshot.naming import MARK_PREFIX, PROD, physical_schema, view_name
+from sluice.core.snapshot.naming import (
+    MARK_PREFIX,
+    PROD,
+    current_prefix,
+    physical_schema,
+    view_name,
+)
 from sluice.core.snapshot.snapshot import Category, Snapshot
 from sluice.core.spark.spec import (
     AuditStep,
@@ -231,8 +237,11 @@ def audit_sql(
     start: int,
     end: int,
     execution: int,
+    views: Mapping[str, str] | None = None,
 ) -> str:
-    """The query returning the rows that violate one audit of a model's table."""
+    """The query returning the rows that violate one audit of a model's table. Another
+    model the audit names is read as written, prod's view of it; ``views`` (model name ->
+    its prod view, given under a repository's schema prefix) says where that view is."""
     from sluice.core.model.definition import AuditCall
 
     if audit is None:
@@ -241,7 +250,15 @@ def audit_sql(
     values["this_model"] = table
     for name, sql in {**dict(audit.defaults), **args}.items():
         values[name] = sqlglot.parse_one(sql, read="spark")
-    return macros.render(sqlglot.parse_one(audit.query_sql, read="spark"), values).sql("spark")
+    tree = macros.render(sqlglot.parse_one(audit.query_sql, read="spark"), values)
+    for node in list(tree.find_all(exp.Table)) if views else ():
+        named = ".".join(p for p in (node.catalog, node.db, node.name) if p).lower()
+        target = views.get(named) if views else None
+        if target is not None:  # the same table name, its schema (and catalog) prefixed
+            where = exp.to_table(target)
+            node.set("db", where.args.get("db"))
+            node.set("catalog", where.args.get("catalog"))
+    return tree.sql("spark")
 
 
 def managed_schemas(plan: Plan, prod_schemas: Collection[str] = ()) -> set[str]:
@@ -271,6 +288,12 @@ def build_steps(
     tables = physical_names(plan.snapshots)
     embedded = embedded_queries(plan.snapshots)
     create_views = set(plan.create_views)
+    # Under a repository's prefix (issue 46) an audit's reads of models go to its views.
+    prod_views = (
+        {name: view_name(name, PROD) for name in tables if name != tables[name]}
+        if current_prefix()
+        else None
+    )
     steps: list[Step] = []
     schemas = sorted({physical_schema(s.name) for s in plan.snapshots if s.model.kind.has_views})
     if schemas:
@@ -365,7 +388,9 @@ def build_steps(
                     ),
                 }
                 # Audited as SQLMesh does: each batch right after it is written.
-                checks = _audit_steps(snap, audits, s, e, plan.execution_time, batch=True)
+                checks = _audit_steps(
+                    snap, audits, s, e, plan.execution_time, batch=True, views=prod_views
+                )
                 if checks:
                     batch["audits"] = checks
                 step["batches"].append(batch)
@@ -373,7 +398,11 @@ def build_steps(
         steps += _model_statements(snap, "pre_statements", schemas_of_views)
         steps.append(step)
         if is_view:  # no batch: its audits are steps of their own, after the view
-            steps.extend(_audit_steps(snap, audits, plan.end, plan.end, plan.execution_time))
+            steps.extend(
+                _audit_steps(
+                    snap, audits, plan.end, plan.end, plan.execution_time, views=prod_views
+                )
+            )
         steps += _model_statements(snap, "post_statements", schemas_of_views)
     if len(steps) == 1 and steps[0]["label"] == "create physical schemas":
         return []  # nothing to build (a virtual update): no schema to create either
@@ -490,6 +519,7 @@ def _audit_steps(
     execution: int,
     *,
     batch: bool = False,
+    views: Mapping[str, str] | None = None,
 ) -> list[AuditStep]:
     """The model's audits over [start, end); ``batch``: of the build batch [start, end),
     which an INCREMENTAL_BY_TIME_RANGE model's audits read alone (:func:`batch_rows`)."""
@@ -504,7 +534,7 @@ def _audit_steps(
         # cannot stand for another (a model's intervals wait for all its blocking ones).
         uses[call.name] = uses.get(call.name, 0) + 1
         name = call.name if uses[call.name] == 1 else f"{call.name}#{uses[call.name]}"
-        sql = audit_sql(call.name, dict(call.args), audit, snap.table, start, end, execution)
+        sql = audit_sql(call.name, dict(call.args), audit, snap.table, start, end, execution, views)
         if scoped and time_column is not None:
             sql = batch_rows(sql, snap.table, time_column, start, end)
         step: AuditStep = {
