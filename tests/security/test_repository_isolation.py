@@ -453,8 +453,8 @@ def test_another_repository_cannot_declare_the_state_owner_s_tables(
 
 
 def test_another_repository_s_audit_cannot_read_the_state_owner_s_views(tmp_path: Path) -> None:
-    """Its own model's name in an audit is read as written: on this service, the state
-    owner's prod view of that name."""
+    """A table an audit names that is not one of its project's models is read as written:
+    on this service, in the state owner's schemas, the owner's."""
     warehouse = Warehouse()
     github = MemoryForge(OWNER, name="github")
     before = Bot(tmp_path, github, runner_for=warehouse.runner)
@@ -467,14 +467,16 @@ def test_another_repository_s_audit_cannot_read_the_state_owner_s_views(tmp_path
         other.roles.update({"alice": "write"})
         bot.commit(C, CONFIG, forge=other)
         other.refs["main"] = C
-        peek = "AUDIT (name peek);\nSELECT * FROM jaffle.customers WHERE 1 = 0\n"
+        peek = "AUDIT (name peek);\nSELECT * FROM jaffle.legacy WHERE 1 = 0\n"
+        mine = "AUDIT (name mine);\nSELECT * FROM jaffle.customers WHERE 1 = 0\n"
         bot.commit(HEAD_B, CONFIG, parents=(C,), forge=other,
-                   files={"audits/peek.sql": peek})  # fmt: skip
+                   files={"audits/peek.sql": peek, "audits/mine.sql": mine})  # fmt: skip
         other.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
         bot.deliver("pull_request", _elsewhere(opened(9, HEAD_B)))
         check = other.checks[HEAD_B]["sluice/pr-environment"]
         assert check.conclusion == "failure", check
-        assert "peek's audit reads jaffle.customers" in (check.summary or ""), check.summary
+        # Its own model (read at its own prefixed view) passes; the owner's table does not.
+        assert "peek's audit reads jaffle.legacy" in (check.summary or ""), check.summary
         assert warehouse.jobs == []
     finally:
         bot.close()

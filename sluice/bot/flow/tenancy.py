@@ -221,7 +221,13 @@ def refuse_foreign(project: Project, foreign: frozenset[str]) -> None:
         why = statements.refusal(sql, set(foreign))
         if why is not None:
             raise GraphError(f"a project statement {why} (another repository's)", hint=hint)
-    # An audit's tables are read as written (render.audit_sql), its own models' too.
+    # An audit's tables are read as written (render.audit_sql), but for the project's own
+    # models, which it reads at the repository's prefixed views.
+    models = {
+        name.lower()
+        for name, m in project.models.items()
+        if m.kind.name not in (KindName.EXTERNAL, KindName.EMBEDDED)
+    }
     audits: list[tuple[str, str, int, tuple[str, ...]]] = [
         (a.name, a.path, a.line, (a.query_sql, *(sql for _, sql in a.defaults)))
         for a in project.audits.values()
@@ -233,7 +239,7 @@ def refuse_foreign(project: Project, foreign: frozenset[str]) -> None:
     ]
     for of, path, line, texts in audits:
         for name in _tables(texts):
-            if named(name):
+            if named(name) and name.lower() not in models:
                 raise GraphError(
                     f"{of}'s audit reads {name}, another repository's table on this service",
                     path=path,
