@@ -80,6 +80,7 @@ class FakeGitHub:
 
     repo: str = "octo/warehouse"
     trees: dict[str, bytes] = field(default_factory=dict)  # sha -> tar.gz
+    _last_review: int = 0  # epoch seconds of the latest review's submitted_at
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     statuses: list[dict[str, Any]] = field(default_factory=list)
@@ -177,6 +178,10 @@ class FakeGitHub:
         self.comments[comment["id"]] = comment
         return int(comment["id"])
 
+    def _review_time(self) -> str:
+        self._last_review = max(int(time.time()), self._last_review + 1)
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._last_review))
+
     def add_review(self, number: int, user: str, state: str, commit_sha: str | None) -> int:
         """A submitted review (``state`` as GitHub's API: APPROVED, CHANGES_REQUESTED,
         COMMENTED, DISMISSED); its id. Reviews list in the order they were added."""
@@ -184,9 +189,10 @@ class FakeGitHub:
         self.reviews.append({
             "id": review_id, "number": number, "user": user, "state": state,
             "commit_id": commit_sha,
-            # Now, as GitHub stamps it: the gate counts a review given once its commit had
-            # the plan it has (the service's clock is the real one here).
-            "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # Now, as GitHub stamps it (the gate counts a review given once its commit had
+            # the plan it has; the service's clock is the real one here), a second after
+            # the review before at the least: reviews list in the order given.
+            "submitted_at": self._review_time(),
         })  # fmt: skip
         return review_id
 
