@@ -50,10 +50,10 @@ Faults, at a moment drawn from the trial's seed:
 - ``stop`` (``--mode connect``): SIGSTOP the server's JVM and leave it stopped. With
   ``--job-timeout`` (the service's job time limit, short for the trial) the stop lands in
   the limit's last 28 s (if the child is expected to live that long), inside the watch's
-  bound (30 s): the job must end within seconds
-  of its time limit (``late``: more than 10 s past it), its check saying so, not retried;
-  then the next job (a new PR) must build, on a new server. Without it, the stop lands at a
-  random moment and the watch ends the job (``DriverLost``, run again).
+  bound (30 s): the job must end within 10 s of its time limit (``late`` otherwise), as
+  lost to its server (run again on a new one) or, out of time on its own, with its check
+  saying so (``timed_out``), and then the next job (a new PR) must build. Without it, the
+  stop lands at a random moment and the watch ends the job (``DriverLost``, run again).
 - ``service`` works in both modes (in connect mode its server must die with it).
 
 Then the queue is waited on until idle, and checked:

@@ -758,11 +758,12 @@ class ConnectRunner(SubmitRunner):
         timer: _Watched | None = self._job.timer
         if timer is not None and timer.lost is not None:
             return self._lost(timer.lost, log_path)
-        error = super()._timed_out(log_path)
         silent: str | None = self._job.silent
         if silent is None or cancel.reason() is not None:
-            return error
-        return ExecutionError(f"{error.message}; {silent}", hint=error.hint)
+            return super()._timed_out(log_path)
+        # Lost to its server, as the watch would have said a little later: run again (a
+        # promotion whose views were swapped before the stop then finishes its record).
+        return self._lost(silent, log_path)
 
     def endpoint(self) -> str:
         """The ``sc://`` URL jobs connect to (starting the local server if need be)."""
@@ -890,15 +891,8 @@ class ConnectRunner(SubmitRunner):
             # starts a new one at once (not after its own watch's bound, and retried).
             if watch.ours and watch.server is not None and watch.pid is not None:
                 watch.server.kill(watch.pid)
-                self._job.silent = (
-                    "its Spark Connect server did not answer either (stopped or hung) and "
-                    "was killed: the next job starts a new one"
-                )
-            else:
-                self._job.silent = (
-                    f"its Spark Connect server ({watch.host}:{watch.port}) did not answer "
-                    "either (stopped or hung): ask its operator to restart it"
-                )
+            limit = f"{self.timeout:g} s" if self.timeout is not None else "its end"
+            self._job.silent = f"stopped answering (no answer at the job's time limit of {limit})"
             logger.warning("job %s ended on a server that answers nothing: %s", job_id,
                            self._job.silent)  # fmt: skip
             return

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sluice.core import workflow
-from sluice.core.errors import DriverLost, ExecutionError
+from sluice.core.errors import DriverLost
 from sluice.core.model.loader import load_project
 from sluice.core.spark.connect import ConnectRunner, ConnectServer
 from sluice.core.spark.session import SparkPaths
@@ -158,10 +158,12 @@ def test_a_server_stopped_past_the_jobs_time_limit_fails_it_at_its_limit_and_is_
     connect_server: ConnectServer, tmp_path: Path
 ) -> None:
     # The server is stopped (SIGSTOP) and stays so past the job's time limit, which comes
-    # before the watch's bound: the job ends at its limit saying so, without waiting on
-    # the stopped server to interrupt its session, and the server is killed so that the
-    # next job gets a new one at once (it used to wait 60 s per session for an interrupt
-    # that could not come, and the next job its watch's 30 s, then ran again).
+    # before the watch's bound: the job ends at its limit as lost to its server, saying
+    # so (run again: a promotion stopped after its views swap then records it), without
+    # waiting on the stopped server to interrupt its session, and the server is killed so
+    # that the next job gets a new one at once. It used to wait 60 s per session for an
+    # interrupt that could not come, fail as out of time (not run again: the chaos bench
+    # found prod's views swapped and its record not), and leave the server stopped.
     connect_server.endpoint()
     starts, pid = connect_server.starts, connect_server.pid
     jvm = _jvm(connect_server)
@@ -181,19 +183,19 @@ def test_a_server_stopped_past_the_jobs_time_limit_fails_it_at_its_limit_and_is_
             "SELECT java_method('java.lang.Thread', 'sleep', 600000L)"]}]}  # fmt: skip
     began = time.monotonic()
     try:
-        with pytest.raises(ExecutionError) as caught:
+        with pytest.raises(DriverLost) as caught:
             runner.run(spec)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(jvm, signal.SIGCONT)  # only if the runner did not kill it
     assert stopped, "the step never started"
-    assert not isinstance(caught.value, DriverLost), caught.value.message
     took = time.monotonic() - began
     assert limit <= took < limit + 15, took  # the limit, one probe, no interrupt waited on
-    assert "ran longer than its limit of 20 s" in caught.value.message
-    assert "its Spark Connect server did not answer either (stopped or hung) and was killed" in (
-        caught.value.message
-    )
+    assert caught.value.message.startswith(
+        "Spark job failed: the Spark Connect server stopped answering (no answer at the job's "
+        "time limit of 20 s) during step 'wait'"
+    ), caught.value.message
+    assert "the server is started again for the next job" in (caught.value.hint or "")
     deadline = time.monotonic() + 30
     while _exists(jvm) and time.monotonic() < deadline:
         time.sleep(0.2)
