@@ -293,7 +293,11 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         assert inspected(engine) == declared(
             engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
         )
-        assert recorded(engine) == {"state": STATE_MIGRATIONS, "ledger": [1, 2, 3, 4, 5], "audit": [1]}
+        assert recorded(engine) == {
+            "state": STATE_MIGRATIONS,
+            "ledger": [1, 2, 3, 4, 5],
+            "audit": [1],
+        }
     finally:
         engine.dispose()
 
