@@ -31,7 +31,7 @@ GITLAB_KEYS = (
     "target", "path_with_namespace", "project", "user", "username", "author_id", "draft",
     "work_in_progress", "merge_commit_sha", "title", "changes", "previous", "current",
     "noteable_type", "system", "note", "merge_request", "ref", "after", "checkout_sha",
-    "user_username",
+    "user_username", "pipeline", "sha", "status",
 )  # fmt: skip
 WORDS = (
     "opened", "synchronize", "reopened", "ready_for_review", "closed", "created", "edited",
@@ -42,11 +42,13 @@ WORDS = (
     "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "/sluice deploy", "/sluice diff a.b",
     "checks_requested", "destroyed", "dequeued",
     "refs/heads/gh-readonly-queue/main/pr-1-ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+    "refs/merge-requests/1/train", "merge_request_event", "running", "success", "canceling",
 )  # fmt: skip
 GITHUB_EVENTS = ("pull_request", "issue_comment", "pull_request_review", "check_run",
                  "check_suite", "push", "release", "ping", "create", "merge_group",
                  "")  # fmt: skip
-GITLAB_EVENTS = ("Merge Request Hook", "Note Hook", "Tag Push Hook", "System Hook", "")
+GITLAB_EVENTS = ("Merge Request Hook", "Note Hook", "Tag Push Hook", "Pipeline Hook",
+                 "System Hook", "")  # fmt: skip
 
 # What json.loads can return that no database stores: NUL, lone surrogates ("\\ud800").
 unstorable = st.text(st.characters(categories=["Cs"]) | st.sampled_from(["\x00", "a"]), min_size=1)

@@ -33,6 +33,7 @@ from sluice.bot.events.payload import (
     ABSENT,
     PayloadError,
     check,
+    commit_id,
     json_name,
     lookup,
     moment,
@@ -51,7 +52,6 @@ _CHECK_RUN_ACTIONS: Final = frozenset({"rerequested", "requested_action"})
 _TAG_PREFIX: Final = "refs/tags/"
 _BRANCH_PREFIX: Final = "refs/heads/"
 _MERGE_GROUP_ACTIONS: Final = frozenset({"checks_requested", "destroyed"})
-_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or a SHA-256 repository's
 # GitHub names a merge group's branch gh-readonly-queue/<base branch>/pr-<number>-<base sha>.
 _QUEUE_REF: Final = re.compile(r"gh-readonly-queue/.+/pr-([1-9][0-9]{0,17})-[0-9a-f]{40,64}")
 _REASON: Final = re.compile(r"[a-z_]{1,40}")
@@ -248,15 +248,6 @@ def _release(payload: Mapping[str, Any]) -> TagEvent | None:
     )
 
 
-def _commit(payload: Mapping[str, Any], path: str) -> str:
-    """The commit id at ``path``: hexadecimal, 40 digits (64 in a SHA-256 repository),
-    lower-cased (it names the merge group's environment and its checks)."""
-    sha = required(payload, path, str).lower()
-    if not _SHA.fullmatch(sha):
-        raise PayloadError(f"{path} is not a commit id (40 or 64 hexadecimal digits)")
-    return sha
-
-
 def _branch(payload: Mapping[str, Any], path: str) -> str:
     ref = required(payload, path, str).removeprefix(_BRANCH_PREFIX)
     if not ref:
@@ -282,10 +273,10 @@ def _merge_group(payload: Mapping[str, Any]) -> MergeGroupEvent | None:
         repo=_repo(payload),
         installation_id=_installation(payload),
         action=action,
-        head_sha=_commit(payload, "merge_group.head_sha"),
+        head_sha=commit_id(payload, "merge_group.head_sha"),
         head_ref=head_ref,
         base_ref=_branch(payload, "merge_group.base_ref"),
-        base_sha=_commit(payload, "merge_group.base_sha"),
+        base_sha=commit_id(payload, "merge_group.base_sha"),
         number=int(queued.group(1)) if queued else None,
         reason=reason,
         sender=optional(payload, "sender.login", str) or "",

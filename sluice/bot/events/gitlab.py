@@ -22,10 +22,20 @@ What the real payloads teach (see the tests):
   repeats the id).
 - A tag push with an all-zero ``after`` deletes the tag; an annotated tag's ``after`` is
   the tag object, ``checkout_sha`` the commit.
+- A merge train runs a pipeline for each merge request on the train, on the ref
+  ``refs/merge-requests/<iid>/train`` whose commit is the target branch with the merge
+  requests ahead and this one merged (the ``merged results`` of a merge request pipeline,
+  ``source`` ``merge_request_event``). Its Pipeline Hook becomes the
+  :class:`~sluice.bot.events.neutral.MergeGroupEvent` GitHub's ``merge_group`` does:
+  ``checks_requested`` while the pipeline runs, ``destroyed`` when it ends. GitLab sends
+  a hook at every change of the pipeline's status; the event's content key (the pipeline)
+  makes the first one do the work. Every other pipeline (a branch's, a tag's, a merge
+  request's own ``head`` or ``merge`` ref) needs no work.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -33,11 +43,19 @@ from sluice.bot.events.neutral import (
     PUSHED,
     CommentEvent,
     Event,
+    MergeGroupEvent,
     PullRequestEvent,
     ReviewEvent,
     TagEvent,
 )
-from sluice.bot.events.payload import PayloadError, json_name, moment, optional, required
+from sluice.bot.events.payload import (
+    PayloadError,
+    commit_id,
+    json_name,
+    moment,
+    optional,
+    required,
+)
 
 __all__ = ["parse_gitlab"]
 
@@ -47,6 +65,13 @@ _APPROVED: Final = frozenset({"approved", "approval"})
 _UNAPPROVED: Final = frozenset({"unapproved", "unapproval"})
 _NOTE_ACTIONS: Final = {"create": "created", "update": "edited"}
 _TAG_PREFIX: Final = "refs/tags/"
+_TRAIN_REF: Final = re.compile(r"refs/merge-requests/([1-9][0-9]{0,17})/train")
+# A train pipeline's end, as the reason its entry ended; "canceling" is on its way to
+# "canceled", whose hook follows. Every other status (created, pending, running, manual,
+# ...) is a pipeline still waiting for its jobs, Sluice's statuses among them.
+_ENDED: Final = {"success": "passed", "failed": "failed", "canceled": "canceled",
+                 "skipped": "skipped"}  # fmt: skip
+_STATUS: Final = re.compile(r"[a-z_]{1,40}")
 
 
 def _repo(payload: Mapping[str, Any]) -> str:
@@ -189,12 +214,48 @@ def _tag_push(payload: Mapping[str, Any]) -> TagEvent | None:
     )
 
 
+def _pipeline(payload: Mapping[str, Any]) -> MergeGroupEvent | None:
+    """A merge train's pipeline (see the module docstring); None for any other."""
+    ref = required(payload, "object_attributes.ref", str)
+    train = _TRAIN_REF.fullmatch(ref)
+    if train is None:
+        return None
+    if optional(payload, "object_attributes.source", str) != "merge_request_event":
+        return None  # a branch literally named so, pushed: not a merge request's pipeline
+    number = int(train.group(1))
+    if required(payload, "merge_request.iid", int) != number:
+        raise PayloadError(f"merge_request.iid is not {number}, the merge request of {ref}")
+    status = required(payload, "object_attributes.status", str)
+    if not _STATUS.fullmatch(status):
+        raise PayloadError("object_attributes.status is not a status GitLab gives")
+    if status == "canceling":
+        return None
+    base = required(payload, "merge_request.target_branch", str)
+    if not base:
+        raise PayloadError("merge_request.target_branch names no branch")
+    return MergeGroupEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=None,
+        action="destroyed" if status in _ENDED else "checks_requested",
+        head_sha=commit_id(payload, "object_attributes.sha"),
+        head_ref=ref,
+        base_ref=base,
+        base_sha="",  # not in the payload; nothing downstream needs it
+        number=number,
+        reason=_ENDED.get(status),
+        sender=optional(payload, "user.username", str) or "",
+        pipeline_id=required(payload, "object_attributes.id", int),
+    )
+
+
 _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
     "merge_request": _merge_request,
     "note": _note,
     "tag_push": _tag_push,
-    # Not "push" (MRs arrive as merge_request events, merges as "merge"), "pipeline",
-    # "release" (creating a release's tag also sends a tag_push), "build", ...
+    "pipeline": _pipeline,  # a merge train's only
+    # Not "push" (MRs arrive as merge_request events, merges as "merge"), "release"
+    # (creating a release's tag also sends a tag_push), "build", ...
 }
 
 
@@ -209,8 +270,9 @@ def parse_gitlab(event: str, payload: Mapping[str, Any]) -> Event | None:
     Returns:
         A ``PullRequestEvent`` (open, reopen, a push to the MR, ready, merge, close), a
         ``ReviewEvent`` (approval given or taken back), a ``CommentEvent`` (a note on a
-        merge request) or a ``TagEvent``; None for everything else (pushes, pipelines,
-        title-only updates, notes on issues, deleted tags, unknown kinds).
+        merge request), a ``TagEvent`` or a ``MergeGroupEvent`` (a merge train's
+        pipeline); None for everything else (pushes, other pipelines, title-only
+        updates, notes on issues, deleted tags, unknown kinds).
 
     Raises:
         PayloadError: The delivery is one Sluice acts on, but a field it needs is missing,

@@ -26,7 +26,13 @@ approval (GitLab)       ``approval:<number>:<user>:<STATE>:<head>:<time>``      
 tag pushed              ``tag:<tag>:<sha>``                                     re-promote a commit
 release published       ``release:<tag>:<release id>``                          re-promote a commit
 merge group destroyed   ``merge_group:destroyed:<head sha>``                    record it again
+merge train pipeline    ``merge_train:<pipeline id>:<head sha>``                set its statuses again
 ======================  ======================================================  ====================
+
+GitLab sends a pipeline's hook at each change of its status, and Sluice's own statuses in
+a merge train's pipeline change it: the first hook of a train pipeline sets its statuses,
+the others find its key recorded (without it, each would set them again, and the statuses
+move the pipeline's status, which sends another hook).
 
 An id names one comment or review, so one PR and one author; they are in the key all the
 same, so that an id alone never stands for another PR's or user's event (the local
@@ -40,8 +46,8 @@ run as before.
 No key, by design (each delivery runs): a PR opened, pushed to, reopened or marked ready
 (a new head is a new build; the same head built again is harmless, and the flow
 skips a PR event older than the newest head it recorded for the PR), a re-requested check
-(a re-run asked for on purpose), a merge group's ``checks_requested`` (its checks are set
-on its head commit again, from the same approvals), an edited or deleted comment and a comment without a
+(a re-run asked for on purpose), GitHub's merge group's ``checks_requested`` (its checks
+are set on its head commit again, from the same approvals), an edited or deleted comment and a comment without a
 command (they run nothing), and the janitor and the scheduled run (idempotent; one per
 period by its delivery id).
 
@@ -208,25 +214,31 @@ class TagEvent(_Base):
 
 @dataclass(frozen=True)
 class MergeGroupEvent(_Base):
-    """GitHub's merge queue made a merge group (``checks_requested``: its required checks
-    are wanted on ``head_sha``, the commit of the prod branch with the queue's PRs up to
-    and including ``number`` merged in) or dropped one (``destroyed``, with ``reason``:
-    merged, dequeued or invalidated)."""
+    """A merge queue's entry: GitHub's merge queue made a merge group, or GitLab a merge
+    train's pipeline (``checks_requested``: Sluice's checks are wanted on ``head_sha``, the
+    commit of the prod branch with the entries ahead and ``number`` merged in), or the
+    entry ended (``destroyed``, with ``reason``: GitHub's merged, dequeued or invalidated;
+    for GitLab the pipeline's end, passed, failed, canceled or skipped)."""
 
     kind: ClassVar[str] = "merge_group"
     action: str  # checks_requested, destroyed
     head_sha: str  # lower-case hex
-    head_ref: str  # gh-readonly-queue/<base>/pr-<number>-<base sha>, refs/heads/ removed
-    base_ref: str  # the branch the group merges into, refs/heads/ removed
-    base_sha: str
+    # GitHub: gh-readonly-queue/<base>/pr-<number>-<base sha>, refs/heads/ removed;
+    # GitLab: refs/merge-requests/<iid>/train
+    head_ref: str
+    base_ref: str  # the branch the entry merges into, refs/heads/ removed
+    base_sha: str  # "" for GitLab (its pipeline hook does not say)
     number: int | None  # the queue entry's PR, read from head_ref; None: it did not say
     reason: str | None = None  # destroyed: merged, dequeued, invalidated
     sender: str = ""
+    pipeline_id: int | None = None  # GitLab: the merge train's pipeline, its statuses' home
 
     def content_key(self) -> str | None:
-        if self.action != "destroyed":
-            return None  # checks wanted again: set them again
-        return f"merge_group:destroyed:{self.head_sha}"
+        if self.action == "destroyed":
+            return f"merge_group:destroyed:{self.head_sha}"
+        if self.pipeline_id is not None:  # once per pipeline (the module docstring)
+            return f"merge_train:{self.pipeline_id}:{self.head_sha}"
+        return None  # checks wanted again: set them again
 
 
 @dataclass(frozen=True)

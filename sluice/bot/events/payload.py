@@ -4,11 +4,12 @@ Shared by the GitHub and GitLab payload parsers: :func:`required` and :func:`opt
 read a dotted path and check its JSON type; a missing, null or mistyped field, or a value
 no database can store (a string with a NUL or an unpaired surrogate, an integer beyond 64
 bits), raises :class:`PayloadError` saying which field and what it held. :func:`moment`
-reads a forge's timestamp as epoch milliseconds.
+reads a forge's timestamp as epoch milliseconds; :func:`commit_id` a commit id.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
@@ -19,6 +20,7 @@ __all__ = [
     "ABSENT",
     "PayloadError",
     "check",
+    "commit_id",
     "json_name",
     "lookup",
     "moment",
@@ -36,6 +38,7 @@ class PayloadError(SluiceError):
 
 ABSENT: Final = object()
 _INT64: Final = 2**63
+_SHA: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1, or a SHA-256 repository's
 _JSON_NAMES: Final[dict[type, str]] = {
     str: "a string",
     int: "an integer",
@@ -118,6 +121,15 @@ def optional(payload: Mapping[str, Any], path: str, expected: type[T]) -> T | No
     if value is ABSENT or value is None:
         return None
     return check(path, value, expected)
+
+
+def commit_id(payload: Mapping[str, Any], path: str) -> str:
+    """The commit id at ``path``: hexadecimal, 40 digits (64 in a SHA-256 repository),
+    lower-cased (it names an environment and the checks set on it)."""
+    sha = required(payload, path, str).lower()
+    if not _SHA.fullmatch(sha):
+        raise PayloadError(f"{path} is not a commit id (40 or 64 hexadecimal digits)")
+    return sha
 
 
 def moment(payload: Mapping[str, Any], path: str) -> int | None:
