@@ -83,7 +83,7 @@ class FakeGitLab:
       "created_at", "updated_at", "bodies"}`` (``bodies``: every body it had, in order).
     - ``awards``: ``{"iid", "note", "name", "user"}`` per award emoji.
     - ``statuses``: every commit status GitLab accepted, in order (``{"sha", "name",
-      "state", "description", "target_url", "ref", "id"}``); ``latest_statuses``:
+      "state", "description", "target_url", "ref", "pipeline_id", "id"}``); ``latest_statuses``:
       (sha, name) -> the latest; ``refused_statuses``: posts answered 400 as GitLab does
       ("Cannot transition status ...") when a pending or running status would stay as it
       is or go back to pending. A finished status is replaced by a new one.
@@ -508,7 +508,8 @@ class FakeGitLab:
                 "status": status["state"], "name": status["name"],
                 "target_url": status.get("target_url"), "description": status.get("description"),
                 "created_at": status["created_at"], "started_at": None, "finished_at": None,
-                "allow_failure": False, "coverage": None, "pipeline_id": 77,
+                "allow_failure": False, "coverage": None,
+                "pipeline_id": status.get("pipeline_id") or 77,
                 "author": self.user_json(self.bot)}  # fmt: skip
 
     def _post_status(self, match: Any, params: Any) -> Answer:
@@ -528,7 +529,8 @@ class FakeGitLab:
             return self._json({"message": message}, 400)
         status = {"id": self._next(), "sha": sha, "name": name, "state": state,
                   "description": params.get("description"), "target_url": params.get("target_url"),
-                  "ref": params.get("ref"), "created_at": self._now()}  # fmt: skip
+                  "ref": params.get("ref"), "pipeline_id": params.get("pipeline_id"),
+                  "created_at": self._now()}  # fmt: skip
         self.statuses.append(status)
         self.latest_statuses[(sha, name)] = status
         return self._json(self._status_json(status), 201)

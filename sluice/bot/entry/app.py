@@ -49,7 +49,7 @@ from sluice.bot.entry.health import SparkHealth
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.events.neutral import Event
+from sluice.bot.events.neutral import Event, MergeGroupEvent
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
@@ -449,7 +449,11 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             gitlab = gitlab_client(
                 settings.gitlab_url, secret.get_secret_value() if secret else None
             )
-            return GitLabForge(gitlab, event.repo, tree_limits=settings.tree_limits())
+            forge = GitLabForge(gitlab, event.repo, tree_limits=settings.tree_limits())
+            if isinstance(event, MergeGroupEvent) and event.pipeline_id is not None:
+                # A merge train's statuses go into its pipeline (the train waits for them).
+                forge.post_into(event.head_sha, event.head_ref, event.pipeline_id)
+            return forge
         from sluice.bot.forge.github import GitHubForge, github_client
 
         key = settings.github_private_key

@@ -245,6 +245,7 @@ class GitLabForge:
     def _mr(self, number: int) -> Any:
         return self._project.mergerequests.get(number, lazy=True)
 
+        self._pipelines: dict[str, tuple[str, int]] = {}  # sha -> its statuses' ref, pipeline
     # -- files ---------------------------------------------------------------------------
 
     def fetch_tree(self, sha: str, dest: Path) -> None:
@@ -673,3 +674,13 @@ class GitLabForge:
 
 
 __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
+    def post_into(self, sha: str, ref: str, pipeline: int) -> None:
+        """Post the statuses of ``sha`` into pipeline ``pipeline`` of ``ref``: a merge
+        train's (``refs/merge-requests/<iid>/train``), whose commit no branch holds.
+        GitLab adds each status to that pipeline as a job of its ``external`` stage, so
+        the pipeline, and the train, waits for it and fails when it fails. Without
+        them, GitLab would look for a pipeline of ``sha`` on a branch and find none."""
+        self._pipelines[sha] = (ref, pipeline)
+
+        if sha in self._pipelines:  # a train's commit may also be a head (nothing ahead)
+            data["ref"], data["pipeline_id"] = self._pipelines[sha]

@@ -621,6 +621,41 @@ def test_set_check_other_refusals_raise(gl: FakeGitLab, forge: GitLabForge) -> N
     assert gl.asked("POST", "/statuses/") == 2
 
 
+def test_a_merge_train_s_statuses_go_into_its_pipeline_on_its_train_ref(
+    rs: responses.RequestsMock,
+) -> None:
+    """The train's commit is on no branch: its statuses name the train ref and the
+    pipeline, which GitLab then holds them in (an ``external`` stage the train waits for)."""
+    rs.post(f"{P}/statuses/{OTHER}", status=201, json={"id": 1, "status": "pending"})
+    rs.post(f"{P}/statuses/{OTHER}", status=201, json={"id": 2, "status": "failed"})
+    forge = new_forge()
+    forge.post_into(OTHER, "refs/merge-requests/7/train", 4242)
+    forge.set_check(OTHER, Check("sluice/approval", "queued", "Queued", "s"))
+    forge.set_check(OTHER, Check("sluice/approval", "completed", "1 unapproved change", "s",
+                                 conclusion="failure"))  # fmt: skip
+    assert [sent(call) for call in rs.calls] == [
+        {"state": "pending", "name": "sluice/approval", "description": "Queued",
+         "ref": "refs/merge-requests/7/train", "pipeline_id": 4242},
+        {"state": "failed", "name": "sluice/approval", "description": "1 unapproved change",
+         "ref": "refs/merge-requests/7/train", "pipeline_id": 4242},
+    ]  # fmt: skip
+
+
+def test_a_train_commit_that_is_also_a_head_still_posts_into_the_train_pipeline(
+    gl: FakeGitLab, forge: GitLabForge
+) -> None:
+    """Nothing ahead on the train and the MR rebased: its train commit can be its head.
+    The statuses go into the train's pipeline all the same; other commits' do not."""
+    gl.add_mr(7, sha=SHA, source_branch="orders")
+    forge.pull_request(7)
+    forge.post_into(SHA, "refs/merge-requests/7/train", 4242)
+    forge.set_check(SHA, Check("sluice/tests", "queued", "Queued", "s"))
+    assert sent_status(gl)["ref"] == "refs/merge-requests/7/train"
+    assert gl.statuses[-1]["pipeline_id"] == 4242
+    forge.set_check(OTHER, Check("sluice/tests", "queued", "Queued", "s"))
+    assert gl.statuses[-1]["pipeline_id"] is None and "ref" not in sent_status(gl)
+
+
 # --- teams, refs and branches ------------------------------------------------------------
 
 
