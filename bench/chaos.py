@@ -618,6 +618,8 @@ class Fault:
     note: str = ""  # how the moment was drawn, and why a fault did not land
     detect_s: float | None = None  # server faults: the kill to the end of the job's child
     bound_s: float | None = None  # stop: when the job had to end after it (the watch, the limit)
+    pid: int | None = None  # the process signalled
+    after_completion: bool = False  # a stop no job found: it landed after the job's work
 
     def to_json(self) -> dict[str, Any]:
         detect = None if self.detect_s is None else round(self.detect_s, 2)
@@ -625,7 +627,46 @@ class Fault:
         return {"injected": self.injected, "target": self.target, "step": self.step,
                 "step_type": self.step_type, "after": round(self.after, 2),
                 "orphans": self.orphans, "note": self.note, "detect_s": detect,
-                "bound_s": bound}  # fmt: skip
+                "bound_s": bound, "after_completion": self.after_completion}  # fmt: skip
+
+
+WAIT_S = 900.0
+"""The longest the bench waits for anything a job or a process should do (every wait in it
+is bounded: a stopped server that no job found must not hold the bench for ever)."""
+
+
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` exists and is stopped (SIGSTOP: state T in /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] in ("T", "t")
+
+
+def wake_stopped(world: World) -> list[int]:
+    """SIGCONT every stopped Spark Connect server JVM of ``world``; the pids woken."""
+    woken = []
+    for pid in server_jvms(world.work / "spark"):
+        if stopped(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                woken.append(pid)
+    return woken
+
+
+def settle_stop(fault: Fault) -> None:
+    """Once the job ended: a server ``fault`` stopped that is stopped still was found by no
+    job (its watch or its time limit would have killed it), so the stop landed after the
+    job's last call to the server, after its last step. Not a fault of the job's: it is
+    reported as "fault landed after completion" (not landed) and the server woken, so that
+    the checks and the next job use it rather than wait on it."""
+    if fault.target != "stop" or fault.pid is None or not stopped(fault.pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(fault.pid, signal.SIGCONT)
+    fault.injected, fault.after_completion = False, True
+    fault.note += "; fault landed after completion (the server woken)"
 
 
 def _wait_running(world: World, job_id: int, timeout: float = 600) -> bool:
@@ -708,12 +749,16 @@ def kill_driver(
         return fault
     # The job's driver: the first one that starts while the job runs.
     spec = None
+    deadline = time.monotonic() + WAIT_S
     while spec is None:
         fresh = [d for d in drivers(world.logs, every=True) if d.spec not in known]
         if fresh:
             spec = fresh[0].spec
         elif _finished(world, job_id):
             fault.note = "the job ran no Spark job"
+            return fault
+        elif time.monotonic() > deadline:
+            fault.note = f"no driver of the job started within {WAIT_S:g} s"
             return fault
         else:
             time.sleep(0.02)
@@ -730,6 +775,9 @@ def kill_driver(
         ):
             if not _alive(world.logs, spec):
                 fault.note += ": the driver ended first"
+                return fault
+            if time.monotonic() - began > WAIT_S:
+                fault.note += f": the step did not start within {WAIT_S:g} s"
                 return fault
             time.sleep(0.02)
         time.sleep(step_delay)
@@ -754,7 +802,7 @@ def kill_driver(
     with contextlib.suppress(ProcessLookupError):
         os.kill(victim.pid, signal.SIGSTOP if victim.kind == "stop" else signal.SIGKILL)
         killed = time.monotonic()
-        fault.injected, fault.target = True, victim.kind
+        fault.injected, fault.target, fault.pid = True, victim.kind, victim.pid
         fault.after = killed - began
         fault.step, fault.step_type = where
         if victim.kind in ("server", "stop"):
@@ -762,7 +810,7 @@ def kill_driver(
             # stops it, at once when it died; when it stopped, after the watch's bound or
             # at the job's time limit, whichever is first.
             age = time.time() - spec.stat().st_mtime  # the child's, at the fault
-            while _alive(world.logs, spec) and time.monotonic() - killed < 900:
+            while _alive(world.logs, spec) and time.monotonic() - killed < WAIT_S:
                 time.sleep(0.05)
             fault.detect_s = time.monotonic() - killed
             if victim.kind == "stop":
@@ -790,8 +838,10 @@ def spark_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
     if world.mode == "connect" and world.proc is not None:
         import httpx
 
+        # A server left stopped would hold the inspection (and the bench) for good.
+        wake_stopped(world)
         response = httpx.post(f"http://127.0.0.1:{world.port}/_chaos/inspect",
-                              json={"queries": queries}, timeout=900)  # fmt: skip
+                              json={"queries": queries}, timeout=WAIT_S)  # fmt: skip
         if response.status_code == 200:
             world.inspections["live server"] += 1
             answer: dict[str, Any] = response.json()
@@ -823,7 +873,7 @@ def _submit_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
             str(request), str(out)]  # fmt: skip
     with metastore_lock(runner.settings, runner.paths, "chaos-inspect", timeout=900):
         done = subprocess.run(cmd, env=runner.environment(), capture_output=True, text=True,
-                              check=False, cwd=world.root)  # fmt: skip
+                              check=False, cwd=world.root, timeout=WAIT_S)  # fmt: skip
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"the catalog inspection failed ({done.returncode}):\n"
                            + "\n".join(done.stderr.splitlines()[-30:]))  # fmt: skip
@@ -1102,7 +1152,14 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         fault = kill_driver(world, target, rng, moment, trial.at_step, ("stop",))
     else:
         fault = kill_service(world, target, rng, moment)
-    world.wait_jobs([target])
+    try:
+        world.wait_jobs([target])
+    except TimeoutError as exc:  # bounded: the trial says so, and the next one runs
+        problems.append(f"hung: {exc}")
+        wake_stopped(world)
+        with contextlib.suppress(TimeoutError):
+            world.wait_jobs([target], timeout=WAIT_S)
+    settle_stop(fault)
     record = world.job(target)
     took = time.monotonic() - clock
     # SIGSTOP: the job ended within seconds of the watch's bound or its time limit,
@@ -1205,7 +1262,7 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         "injected": fault.injected, "recovered": recovered, "lost": lost, "double": double,
         "mismatches": len(found.mismatches), "duplicates": found.duplicates,
         "half_promoted": found.half_promoted, "orphans": fault.orphans, "late": late,
-        "timed_out": timed_out, "next_job": next_job, "state": world.state,
+        "after_completion": fault.after_completion, "timed_out": timed_out, "next_job": next_job, "state": world.state,
         "mismatches_carried": carried,
         "job_timeout": world.job_timeout or None,
         "inspected": "spark-submit" if world.inspections["spark-submit"] > submits_before
@@ -1246,6 +1303,8 @@ def summary(records: list[dict[str, Any]]) -> tuple[str, bool]:
         f"half-promoted prods:      {totals['half_promoted']}",
         f"orphan drivers:           {totals['orphans']}",
         f"hung on a stopped server: {totals['late']}",
+        "fault landed after completion (a stop no job found; not counted as landed): "
+        f"{sum(1 for r in records if r.get('after_completion'))}",
     ]
     detects = sorted(
         float(r["fault_detail"]["detect_s"])
@@ -1397,6 +1456,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"at {record['fault_detail']['step_type'] or '-'} "
                       f"{record['seconds']:.0f}s {mark}", flush=True)  # fmt: skip
         finally:
+            wake_stopped(world)  # a stopped server would hold the service's stop
             world.close()
             stack.close()
             if not args.keep and args.workdir is None:
