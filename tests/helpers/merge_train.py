@@ -36,3 +36,35 @@ def train_pipeline(
     payload["commit"]["id"] = sha
     payload["user"]["username"] = user
     return payload
+
+
+def merge_request(
+    project: str,
+    iid: int,
+    head: str,
+    action: str,
+    *,
+    user: str = "alice",
+    target: str = "main",
+    updated_at: str | None = None,
+    merge_sha: str | None = None,
+) -> dict[str, Any]:
+    """A Merge Request Hook of merge request ``iid`` at ``head`` into ``target``, made from
+    real deliveries: ``open`` and ``update`` (a push: ``oldrev`` set) by its author
+    ``user``; ``approval`` by ``user``, at ``updated_at``; ``merge`` into ``merge_sha``."""
+    case = {"open": "merge_request_open.json", "update": "merge_request_update.json",
+            "approval": "merge_request_approved.json",
+            "merge": "merge_request_merge.json"}[action]  # fmt: skip
+    payload = load_case(f"gitlab/{case}")
+    payload["project"]["path_with_namespace"] = project
+    attrs = payload["object_attributes"]
+    attrs.update(action=action, iid=iid, source_branch=f"mr-{iid}", target_branch=target)
+    attrs["last_commit"]["id"] = head
+    payload["user"]["username"] = user
+    # The author acts, but for an approval (the author's would never count).
+    payload["user"]["id"] = attrs["author_id"] + (action == "approval")
+    if updated_at is not None:
+        attrs["updated_at"] = updated_at
+    if merge_sha is not None:
+        attrs["merge_commit_sha"] = merge_sha
+    return payload

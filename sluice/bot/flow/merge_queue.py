@@ -1,8 +1,13 @@
-"""GitHub's merge queue: a merge group's required checks, and its end.
+"""Merge queues: GitHub's merge queue and GitLab's merge trains; an entry's checks, and its end.
 
 A merge group's head commit is the prod branch with the pull requests ahead of it in the
 queue and its own merged in; GitHub waits for the branch's required checks on it and
-merges the group when they pass. ``checks_requested`` (:func:`on_merge_group`) sets every
+merges the group when they pass. A GitLab merge train runs a pipeline for each merge
+request on it, on the commit of ``refs/merge-requests/<iid>/train`` (the target branch with
+the merge requests ahead of it and its own merged in), and merges it when that pipeline
+succeeds: the pipeline's hook is the same event (:mod:`sluice.bot.events.gitlab`), and the
+GitLab forge posts the checks as commit statuses into that pipeline, so that it succeeds
+only when they do. ``checks_requested`` (:func:`on_merge_group`) sets every
 check a PR's head has (:data:`~sluice.bot.present.checks.MERGE_GROUP_CHECKS`) on that
 commit:
 
@@ -13,7 +18,9 @@ commit:
    the combination is approved when every content it brings to prod is one of them. A
    content no PR had (two PRs changing one model, merged into a third text) fails
    ``sluice/approval`` with the model, the content and the PRs whose plans change that
-   model; GitHub then removes the entry from the queue. Nothing is built for it.
+   model; GitHub then removes the entry from the queue (GitLab from the train: its
+   pipeline failed; a GitLab status shows its title only, so the reason is also posted
+   on the merge request). Nothing is built for it.
 2. Approved, the combined head is built in its own environment (``merge_group_<sha>``)
    in the sandbox, as a PR's head is: its unit tests run, and only the versions no PR
    built are computed (snapshots are content-addressed, so every table the PRs' own
@@ -23,13 +30,14 @@ commit:
    prod is changed only by the promotion after the merge, which checks the approvals
    again.
 
-``destroyed`` (merged, dequeued, invalidated) builds nothing: it is recorded in the audit
-log and the group's environment is invalidated (the janitor drops its views; tables prod
-or another environment reads are kept).
+``destroyed`` (merged, dequeued, invalidated; a train pipeline ended) builds nothing: it
+is recorded in the audit log and the group's environment is invalidated (the janitor
+drops its views; tables prod or another environment reads are kept).
 
 The settings are the trusted ones in force (the prod branch's, never the group's own); a
 group into another branch than prod gets neutral checks: it promotes nothing. The merge
-itself arrives as each PR's ``pull_request`` closed event and promotes through
+itself arrives as each PR's ``pull_request`` closed event (GitLab: the merge request's
+``merge``) and promotes through
 :func:`sluice.bot.flow.promotion.on_merge`, in the order the deliveries arrive, a merge
 older than the commit prod was promoted from being left alone.
 """
@@ -222,10 +230,15 @@ def _refuse(
         (None if name == trust.SETTINGS_ITEM else name, content, changed.get(name, []))
         for name, content in missing
     ]
+    forge = job.forge.name
     title, summary = checks.merge_group_unapproved(
-        listed, event.number, settings.source, settings.branch
+        listed, event.number, settings.source, settings.branch, forge
     )
     job.forge.set_check(event.head_sha, checks.merge_group_gate(title, summary, False))
+    if forge == "gitlab" and event.number is not None:
+        # A GitLab status shows its title (255 characters) and nothing else: the models,
+        # contents and merge requests go to the merge request the train drops.
+        job.forge.reply(event.number, f"**{title}**\n\n{summary}")
     for name in checks.PR_CHECKS:
         job.forge.set_check(
             event.head_sha,

@@ -420,6 +420,11 @@ REMOVED_FROM_QUEUE = (
     "A failed required check makes GitHub remove this entry from the merge queue; the "
     "pull requests behind it are tested again without it."
 )
+REMOVED_FROM_TRAIN = (
+    "A failed status fails this merge train pipeline: GitLab removes the merge request "
+    "from the train, and the pipelines of the merge requests behind it start again "
+    "without it."
+)
 
 
 def merge_group_queued(name: str) -> Check:
@@ -453,8 +458,8 @@ def merge_group_elsewhere(name: str, base: str, prod_branch: str) -> Check:
     )
 
 
-def _queue_entry(number: int | None) -> str:
-    return f"#{number}" if number is not None else "this queue entry's pull request"
+def _queue_entry(number: int | None, sign: str = "#") -> str:
+    return f"{sign}{number}" if number is not None else "this queue entry's pull request"
 
 
 def merge_group_unapproved(
@@ -462,10 +467,13 @@ def merge_group_unapproved(
     number: int | None,
     source: str,
     prod_branch: str,
+    forge: str = "github",
 ) -> tuple[str, str]:
     """(title, summary) of a merge group whose combined plan changes something no gate
     approved: ``missing`` holds (model, content, PRs whose plans change that model), model
-    None for the ``sluice:`` settings and content ``removed`` for a removal."""
+    None for the ``sluice:`` settings and content ``removed`` for a removal. On GitLab
+    (``forge``), a merge train's entry, its merge requests ``!<iid>``."""
+    sign = "!" if forge == "gitlab" else "#"
     lines = []
     for name, content, numbers in missing:
         what = (
@@ -474,12 +482,26 @@ def merge_group_unapproved(
             else md.code(name)
         )
         change = "removal" if content == "removed" else f"content {md.code(content[:12])}"
-        by = ", ".join(f"#{n}" for n in numbers[:10])
+        by = ", ".join(f"{sign}{n}" for n in numbers[:10])
         more = f" (changed by {by})" if by else ""
         lines.append(f"- {what}: {change}{more}")
-    entry = _queue_entry(number)
+    entry = _queue_entry(number, sign)
+    title = f"{plural(len(missing), 'unapproved change')} in the combined plan"
+    if forge == "gitlab":
+        return (
+            title,
+            "This merge train entry's plan (the target branch with the merge requests "
+            f"ahead of it on the train and {entry} merged) changes what no "
+            "`sluice/approval` gate approved; each merge request's approval covers its "
+            "own plan, and combined the changes differ:\n\n"
+            + "\n".join(lines)
+            + f"\n\n{REMOVED_FROM_TRAIN} To merge {entry}, update its branch with "
+            f"{md.code(prod_branch)} and the merge requests ahead of it, have that combined "
+            "plan approved, and add it to the train again. The gate in force is "
+            f"`sluice.gate` of {source}.",
+        )
     return (
-        f"{plural(len(missing), 'unapproved change')} in the combined plan",
+        title,
         "This merge group's plan (the prod branch with the pull requests ahead of it in "
         f"the queue and {entry} merged) changes what no `sluice/approval` gate approved; "
         "each pull request's approval covers its own plan, and combined the changes "
