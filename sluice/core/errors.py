@@ -111,6 +111,13 @@ class DriverLost(ExecutionError):
     environment's record change last), so a caller that can retry should."""
 
 
+class FailedAfterViews(ExecutionError):
+    """The job failed (ran out of time, a statement after all failed, ...) after its views
+    step had re-pointed every view of the environment, so the views read the plan's
+    versions: the environment's record was committed to that plan all the same, and the
+    state says what the views read. What failed came after the swap; the error says so."""
+
+
 class JobCancelled(ExecutionError):
     """The job was stopped on purpose before it finished (a newer head superseded it:
     :mod:`sluice.core.spark.cancel`): not a failure of its own and not to be run again.

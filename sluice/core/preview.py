@@ -250,11 +250,22 @@ def preview_environment(
             from sluice.core.workflow import check_base
 
             check_base(state, plan)
+    from sluice.core.workflow import commit_environment, run_views_job
+
     job = None
+    ttl_days = project.config.sluice.environment_ttl_days
     if steps:
         spec["steps"] = steps
+
+        def commit() -> None:  # the job failed after its views step: the record follows
+            with state.together(f"record the preview of {plan.environment}"):
+                commit_environment(state, plan, now, ttl_days)
+
         try:
-            job = run_recorded(runner, spec, state=state)
+            if applies:
+                job = run_views_job(runner, spec, state, plan, commit)
+            else:
+                job = run_recorded(runner, spec, state=state)
         except ExecutionError as exc:
             raise locate_failure(project, exc) from exc
     results = job.results if job is not None else {}
@@ -276,9 +287,7 @@ def preview_environment(
     skipped = {t.name: t.skipped for t in targets if t.skipped is not None}
     with state.together(f"record the preview of {plan.environment}"):
         if job is not None and applies:
-            from sluice.core.workflow import commit_environment
-
-            commit_environment(state, plan, now, project.config.sluice.environment_ttl_days)
+            commit_environment(state, plan, now, ttl_days)
         sizes = written(state, plan)
     return PreviewResult(
         plan=plan,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,6 +36,7 @@ from sluice.core.spark.spec import JobSpec, TableDiffStep
 from sluice.core.spark.submit import (
     JOB_TIMEOUT_S,
     InProcessRunner,
+    JobProgress,
     JobResult,
     OnEvent,
     Runner,
@@ -279,6 +280,47 @@ def check_base(state: StateReader, plan: Plan) -> None:
 @dataclass(frozen=True)
 class ApplyResult:
     """What applying a plan did."""
+def run_views_job(
+    runner: Runner, spec: JobSpec, state: StateStore, plan: Plan, commit: Callable[[], None]
+) -> JobResult:
+    """Run ``spec``, a job that re-points ``plan``'s environment's views (its ``views``
+    step), recording its writes in ``state``.
+
+    A job that fails after its views step finished (out of time, a statement after all
+    failing, a table diff cut short) leaves every view reading the plan's versions: the
+    record must say so, or the state tells another story than the catalog (a promotion
+    "failed, prod unchanged" with prod's views swapped; PR views no record names). So
+    ``commit`` (the environment's record to ``plan``) is called then, and the failure is
+    raised as :class:`FailedAfterViews`. A driver lost is raised as it is (run again, the
+    job finishes the swap and commits), and so is a job stopped on purpose.
+
+    Raises:
+        FailedAfterViews: the job failed after its views step; the record was committed.
+        ExecutionError: the job failed before (or in) its views step; the record is as it
+            was.
+    """
+    from sluice.core.errors import DriverLost, ExecutionError, FailedAfterViews, JobCancelled
+
+    progress = JobProgress()
+    try:
+        return run_recorded(runner, spec, state=state, progress=progress)
+    except (DriverLost, JobCancelled):
+        raise
+    except ExecutionError as exc:
+        views = [i for i, step in enumerate(spec["steps"]) if step["type"] == "views"]
+        if not progress.finished(views):
+            raise
+        commit()
+        env = plan.environment
+        raise FailedAfterViews(
+            f"{exc.message} (after the views step: {env}'s views read plan {plan.plan_id}'s "
+            f"versions, and its record was committed to that plan)",
+            path=exc.path,
+            line=exc.line,
+            hint=exc.hint,
+        ) from exc
+
+
 
     plan: Plan
     tables_built: int  # the plan's backfill: tables (VIEW models' views are not tables)
@@ -351,7 +393,12 @@ def apply_plan(
             commit_environment(state, plan, now, ttl_days)
             return ApplyResult(plan, 0, 0, None)
         check_base(state, plan)
-    result = run_recorded(runner, spec, state=state)
+
+    def commit() -> None:  # the job failed after its views step: the record follows them
+        with state.together(f"commit {plan.environment}"):
+            commit_environment(state, plan, now, ttl_days)
+
+    result = run_views_job(runner, spec, state, plan, commit)
     built, model_views, views = jobs.job_counts(spec)
     with state.together(f"commit {plan.environment}"):
         commit_environment(state, plan, now, ttl_days)

@@ -365,6 +365,19 @@ def already_promoted(environment: str = PROD) -> tuple[str, str]:
     return f"{environment.capitalize()} already has this state", "Nothing to promote."
 
 
+def promoted_then_failed(label: str, error: str, environment: str = PROD) -> tuple[str, str]:
+    """(title, summary) of a promotion whose job failed after its views swap: every view
+    of ``environment`` reads the promoted versions and its record says so (``error``)."""
+    return (
+        f"Promoted{_into(environment)}; its job then failed, after the views swap",
+        f"Promoting {label} swapped every {environment} view to the promoted versions, and "
+        f"{environment}'s record now names them: {environment} is promoted, not half-way. "
+        "The job failed after the swap, so what it runs after the views (the project's "
+        "`after_all` statements) may not have run:\n\n"
+        f"{md.fence(error, 'text')}",
+    )
+
+
 def virtual_update(views: int, environment: str = PROD) -> tuple[str, str]:
     built = (
         "the PR built" if environment == PROD else "already built (by the PR, or the tier before)"

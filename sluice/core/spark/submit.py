@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +115,24 @@ _SECRET_MIN_LEN = 8
 _JOB_STATE: ContextVar[StateStore | None] = ContextVar("sluice_job_state", default=None)
 
 
+class JobProgress:
+    """Which steps of one job its driver reported done (``step_done``, by index), kept
+    whether the job then succeeds or fails: what a caller needs to know what a failed job
+    had finished (a promotion whose time ran out after its views step swapped prod's views,
+    :func:`sluice.core.workflow.apply_plan`). Believed as the driver's results are."""
+
+    def __init__(self) -> None:
+        self.done: set[int] = set()
+
+    def finished(self, indexes: Iterable[int]) -> bool:
+        """Whether every step of ``indexes`` was reported done (False when there are none)."""
+        wanted = set(indexes)
+        return bool(wanted) and wanted <= self.done
+
+
+_JOB_PROGRESS: ContextVar[JobProgress | None] = ContextVar("sluice_job_progress", default=None)
+
+
 @dataclass(frozen=True)
 class JobResult:
     """What a finished job reported."""
@@ -138,11 +156,18 @@ class Runner(Protocol):
     def run(self, spec: JobSpec) -> JobResult: ...
 
 
-def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> JobResult:
+def run_recorded(
+    runner: Runner,
+    spec: JobSpec,
+    *,
+    state: StateStore | None,
+    progress: JobProgress | None = None,
+) -> JobResult:
     """Run ``spec`` on ``runner``; the writes its driver reports go to ``state`` as they
     arrive, each checked against ``spec`` (:class:`~sluice.core.spark.writes.JobWrites`),
     a transaction per second at most (:class:`~sluice.core.state.coalesce.Coalesced`), the
-    last ones before this returns or raises.
+    last ones before this returns or raises. ``progress``: told each step the driver
+    reports done, so that a caller knows what a job that failed had finished.
 
     The store is the operation's, the runner the project's (the service, the Action, the
     local CLI and tests build runners without one, and ``run(spec)`` stays the one
@@ -156,6 +181,7 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
     held = Coalesced(state) if state is not None else None
     # What the checker needs of a store is the four writes a Coalesced offers.
     token = _JOB_STATE.set(cast(StateStore, held))
+    told = _JOB_PROGRESS.set(progress)
     try:
         result = runner.run(spec)
     except BaseException:
@@ -166,6 +192,7 @@ def run_recorded(runner: Runner, spec: JobSpec, *, state: StateStore | None) -> 
                 logger.warning("could not record a failed job's last writes: %s", exc)
         raise
     finally:
+        _JOB_PROGRESS.reset(told)
         _JOB_STATE.reset(token)
     if held is not None:
         held.flush()
@@ -407,6 +434,8 @@ class Received:
         self.events: list[Event] = []
         self.done: JobDone | None = None
         self.refused_done: str | None = None
+        # The caller's (run_recorded's ``progress``), read in the thread that runs the job.
+        self.progress = _JOB_PROGRESS.get()
         self._chars = 0
         self._outcomes: set[str] = set()
         self._refused = 0
@@ -524,6 +553,8 @@ class _RunnerBase:
             got.writes.apply(event)
         elif event["event"] == "job_done":
             got.done = event
+        elif event["event"] == "step_done" and got.progress is not None:
+            got.progress.done.add(event["index"])
         self._emit(event)
 
     def _refused(self, line: str, problem: events.BadEvent, got: Received) -> None:
