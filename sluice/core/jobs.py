@@ -96,6 +96,16 @@ def apply_job(
     steps: list[Step] = []
     if before_all:
         steps.append(_statements_step("before_all", before_all))
+    if plan.rebuild:  # a drift repair: the tables it builds again are dropped first
+        steps.append(
+            {
+                "type": "drop",
+                "label": "drop the tables the repair builds again",
+                "views": [],
+                "schemas": [],
+                "tables": sorted(plan.snapshot(name).table for name in plan.rebuild),
+            }
+        )
     steps += adopt_recorded(
         build_steps(plan, audits, project_dir, table_format, restate_ranges, prod_schemas),
         recorded,

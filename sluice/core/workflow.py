@@ -372,7 +372,10 @@ def apply_plan(
         record_plan(state, plan, now)
         previous = None
         if record is not None and not record.invalidated:
-            previous = {ref.name: ref.version for ref in record.snapshots}
+            # a drift repair's views are made again whatever their version
+            previous = {
+                ref.name: ref.version for ref in record.snapshots if ref.name not in plan.repoint
+            }
         restate = {name: [(plan.start or 0, plan.end)] for name in plan.restated}
         spec = jobs.apply_job(
             plan,

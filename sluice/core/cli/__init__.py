@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.core.cli import diff, environments, operations, plan, policy, spark
+from sluice.core.cli import diff, drift, environments, operations, plan, policy, spark
 from sluice.core.cli.common import cli
 
 plan.register(cli)
@@ -11,9 +11,10 @@ diff.register(cli)
 environments.register(cli)
 spark.register(cli)
 policy.register(cli)
+drift.register(cli)
 cli.place("Plan and review", "plan", "table-diff", "query", "test", "policy")
 cli.place("Run and deploy", "apply", "run", "rollback")
-cli.place("Environments", "environments", "invalidate", "janitor")
+cli.place("Environments", "environments", "drift", "invalidate", "janitor")
 cli.place("Develop", "spark")
 
 

@@ -176,6 +176,10 @@ class Plan:
     # The bytes the backfill reads: not part of the plan's ids (tables grow between plans).
     scan: ScanEstimate | None = None
     output: OutputEstimate | None = None
+    # A drift repair's (sluice.core.drift.repair): models whose environment view is made
+    # again whatever its version, and whose physical table is dropped before it is built.
+    repoint: tuple[str, ...] = ()
+    rebuild: tuple[str, ...] = ()
 
     @property
     def backfill_intervals(self) -> int:
@@ -199,6 +203,8 @@ class Plan:
             or self.unaffected
             or self.new_environment
             or self.restated
+            or self.repoint
+            or self.rebuild
         )
 
     @property
@@ -292,4 +298,7 @@ class Plan:
             "write_bytes": (
                 sum(self.output.bytes.values()) if self.output and self.output.bytes else None
             ),
+            # a drift repair's only (sluice drift --repair)
+            **({"repoint": list(self.repoint)} if self.repoint else {}),
+            **({"rebuild": list(self.rebuild)} if self.rebuild else {}),
         }

@@ -609,6 +609,16 @@ def parents_first(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
     return [by_name[name] for name in topological_order({n: s.model for n, s in by_name.items()})]
 
 
+def environment_view_sql(snap: Snapshot) -> str:
+    """The query of an environment's view of ``snap`` (a model with views): its physical
+    table's rows, in the model's columns for an INCREMENTAL_BY_TIME_RANGE model (whose
+    table stores its time column last), else ``*``. What the views step makes, and what
+    ``sluice drift`` expects the catalog to hold (:mod:`sluice.core.drift`)."""
+    columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
+    select = ", ".join(quote_column(c) for c in columns) if columns else "*"
+    return f"SELECT {select} FROM {sql_name(snap.table)}"
+
+
 def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
     """Point the environment's views at the plan's versions, parents first
     (:func:`parents_first`).
@@ -646,10 +656,9 @@ def view_steps(plan: Plan, previous: Mapping[str, str] | None) -> ViewsStep:
         ):
             continue
         columns = output_columns(snap.model) if snap.model.kind.is_incremental_by_time else None
-        select = ", ".join(quote_column(c) for c in columns) if columns else "*"
         view: ViewSpec = {
             "view": view_name(snap.name, env),
-            "sql": f"SELECT {select} FROM {sql_name(snap.table)}",
+            "sql": environment_view_sql(snap),
             "properties": checked_pairs(
                 snap.model, snap.model.virtual_properties, "virtual_properties"
             ),

@@ -154,6 +154,59 @@ class QueryResult(TypedDict):
 
 
 @final
+class InspectedView(TypedDict):
+    """What the catalog holds under a view's name (an ``inspect`` step's): whether
+    anything is there, its type (``VIEW``, ``MANAGED``, ``EXTERNAL``), its text (a view's
+    query as the catalog keeps it) and when its definition last changed (the metastore's
+    ``transient_lastDdlTime``, epoch ms); ``error``: it could not be read."""
+
+    name: str
+    exists: bool
+    type: str | None
+    text: str | None
+    ddl_ms: int | None
+    error: str | None
+
+
+@final
+class InspectedTable(TypedDict):
+    """What the catalog holds under a physical table's name (an ``inspect`` step's).
+
+    ``columns``: its ``[name, type]``; ``expected``: the columns the model's query has,
+    analysed against its parents (None: not analysed); ``mark``: Sluice's
+    ``sluice.created_by`` property; ``rows``, ``bytes``, ``files`` and ``newest_ms`` (its
+    last write, epoch ms) as ``source`` read them: ``files`` (the data files' listing),
+    ``delta`` (its history and details), ``catalog`` (the statistics the catalog keeps,
+    never computed here) or ``none``; ``partitions``: the time column's values (None: not
+    listed)."""
+
+    name: str
+    exists: bool
+    type: str | None
+    provider: str | None
+    mark: str | None
+    columns: list[list[str]]
+    expected: list[list[str]] | None
+    rows: int | None
+    bytes: int | None
+    files: int | None
+    newest_ms: int | None
+    ddl_ms: int | None
+    source: str
+    partitions: list[str] | None
+    error: str | None
+
+
+@final
+class InspectResult(TypedDict):
+    """An ``inspect`` step's (``sluice drift``): each of its views and tables, in order."""
+
+    step: Literal["inspect"]
+    views: list[InspectedView]
+    tables: list[InspectedTable]
+
+
+@final
 class TableDiffDone(TableDiffJson):
     """A ``table_diff`` step's: what the diff found
     (:meth:`~sluice.core.tablediff.result.TableDiffResult.to_json`)."""
@@ -187,6 +240,7 @@ StepResult: TypeAlias = (
     | QueryResult
     | TableDiffDone
     | TableDiffRefused
+    | InspectResult
 )
 """Any step's result; its ``step`` says which."""
 
@@ -208,6 +262,10 @@ def result_of(
 def result_of(
     results: Mapping[str, StepResult], key: str, kind: Literal["table_diff"]
 ) -> TableDiffOutcome: ...
+@overload
+def result_of(
+    results: Mapping[str, StepResult], key: str, kind: Literal["inspect"]
+) -> InspectResult: ...
 def result_of(results: Mapping[str, StepResult], key: str, kind: str) -> StepResult:
     """The result of step ``key`` of a job, a ``kind`` step's.
 
@@ -441,6 +499,58 @@ _SAMPLES = _nested(
 _PROBLEM = _nested({"message": _text, "hint": _maybe_text})
 
 
+def _maybe_names(value: Any) -> list[str] | None:
+    return None if value is None else _names(value)
+
+
+def _typed_column(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise BadResult(f"is {shown(value)}, not a [name, type] pair")
+    return [_name(value[0]), _name(value[1])]
+
+
+_TYPED_COLUMNS = _each(_typed_column, MAX_COLUMNS, "columns")
+
+
+def _maybe_columns(value: Any) -> list[list[str]] | None:
+    return None if value is None else cast(list[list[str]], _TYPED_COLUMNS(value))
+
+
+def _maybe_integer(value: Any) -> int | None:
+    return None if value is None else _integer(value)
+
+
+_INSPECTED_VIEW = _nested(
+    {
+        "name": _name,
+        "exists": _flag,
+        "type": _maybe_text,
+        "text": _maybe_text,
+        "ddl_ms": _maybe_integer,
+        "error": _maybe_text,
+    }
+)
+_INSPECTED_TABLE = _nested(
+    {
+        "name": _name,
+        "exists": _flag,
+        "type": _maybe_text,
+        "provider": _maybe_text,
+        "mark": _maybe_text,
+        "columns": _TYPED_COLUMNS,
+        "expected": _maybe_columns,
+        "rows": _maybe_count,
+        "bytes": _maybe_count,
+        "files": _maybe_count,
+        "newest_ms": _maybe_integer,
+        "ddl_ms": _maybe_integer,
+        "source": _name,
+        "partitions": _maybe_names,
+        "error": _maybe_text,
+    }
+)
+
+
 def _query_rows(value: Any) -> list[list[Any]]:
     rows = _list(value, MAX_ROWS, "rows")
     for row in rows:
@@ -529,6 +639,14 @@ KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
         },
         {},
     ),
+    "inspect": (
+        {
+            "step": _tag("inspect"),
+            "views": _each(_INSPECTED_VIEW, MAX_ROWS, "views"),
+            "tables": _each(_INSPECTED_TABLE, MAX_ROWS, "tables"),
+        },
+        {},
+    ),
 }
 """Each step type's result: its keys' checks, required and optional (as its
 ``TypedDict``); a ``table_diff`` step's refusal is :data:`REFUSED_KEYS`."""
@@ -544,6 +662,7 @@ TYPES: dict[str, Any] = {
     "unit_test": UnitTestResult,
     "query": QueryResult,
     "table_diff": TableDiffDone,
+    "inspect": InspectResult,
 }
 """Each step type's result ``TypedDict`` (:class:`TableDiffRefused` besides)."""
 
@@ -677,6 +796,15 @@ def _claims(result: StepResult, step: Any) -> list[tuple[str, object, object]]:
         ]
     if result["step"] == "unit_test":
         return [("name", result["name"], fields.get("name"))]
+    if result["step"] == "inspect":
+        return [
+            ("views", [v["name"] for v in result["views"]], list(fields.get("views", ()))),
+            (
+                "tables",
+                [t["name"] for t in result["tables"]],
+                [t.get("table") for t in fields.get("tables", ())],
+            ),
+        ]
     if result["step"] == "table_diff" and "name" in result:
         # As the diff names them: its labels default to the tables, its keys are the
         # step's, each once, in lower case.

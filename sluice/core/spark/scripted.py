@@ -50,6 +50,9 @@ from sluice.core.spark.results import (
     AuditResult,
     BuildResult,
     DropResult,
+    InspectedTable,
+    InspectedView,
+    InspectResult,
     QueryResult,
     SqlResult,
     StepResult,
@@ -64,6 +67,7 @@ from sluice.core.spark.spec import (
     AuditStep,
     BuildStep,
     DropStep,
+    InspectStep,
     JobSpec,
     QueryStep,
     SqlStep,
@@ -232,6 +236,7 @@ class ScriptedRunner(_RunnerBase):
             "unit_test": self._unit_test,
             "query": self._query,
             "table_diff": self._table_diff,
+            "inspect": self._inspect,
         }
         return {kind: self._scripted(handler) for kind, handler in steps.items()}
 
@@ -401,6 +406,35 @@ class ScriptedRunner(_RunnerBase):
         payload = result.to_json()
         ctx.save_result("table_diff", result.name, result.identical, payload)
         return table_diff_result(payload)
+
+    def _inspect(self, step: InspectStep, _ctx: StepContext) -> InspectResult:
+        """What the warehouse holds: its views (their SQL as their text; a VIEW model's
+        view, with no text) and its tables (marked, their rows, their bytes as the
+        scripted measurement counts them; their columns not known)."""
+        views: list[InspectedView] = []
+        for name in step["views"]:
+            sql = self.warehouse.views.get(name)
+            there = sql is not None or name in self.warehouse.tables
+            views.append(
+                {"name": name, "exists": there, "type": "VIEW" if there else None,
+                 "text": sql, "ddl_ms": None, "error": None}
+            )  # fmt: skip
+        tables: list[InspectedTable] = []
+        for spec in step["tables"]:
+            table = self.warehouse.tables.get(spec["table"])
+            tables.append(
+                {"name": spec["table"], "exists": table is not None,
+                 "type": "MANAGED" if table is not None else None,
+                 "provider": "parquet" if table is not None else None,
+                 "mark": f"{table.model}@{table.version}" if table is not None else None,
+                 "columns": [], "expected": None,
+                 "rows": table.rows if table is not None else None,
+                 "bytes": table.rows * 100 if table is not None else None,
+                 "files": None, "newest_ms": None, "ddl_ms": None,
+                 "source": "files" if table is not None else "none",
+                 "partitions": None, "error": None}
+            )  # fmt: skip
+        return {"step": "inspect", "views": views, "tables": tables}
 
     def _held(self, table: str, model: str) -> int:
         """The rows ``table`` (a physical table, or a view of one) holds."""

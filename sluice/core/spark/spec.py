@@ -302,6 +302,26 @@ class TableDiffStep(StepBase):
     """:meth:`sluice.core.tablediff.result.DiffOptions.to_json`."""
 
 
+class InspectTable(TypedDict):
+    """One physical table ``sluice drift`` reads (:class:`InspectStep`)."""
+
+    table: str
+    query: str | None
+    """The model's query against its parents' tables, analysed (never run) for the
+    columns Sluice would create; None: not known this way (a Python model, a seed)."""
+    time_column: str | None
+    """An INCREMENTAL_BY_TIME_RANGE model's time column: its partitions are listed."""
+
+
+class InspectStep(StepBase):
+    """Read what the catalog holds of views and tables, changing nothing
+    (:func:`sluice.core.spark.steps.inspect.run_inspect`; ``sluice drift``)."""
+
+    type: Literal["inspect"]
+    views: list[str]
+    tables: list[InspectTable]
+
+
 Step = (
     SqlStep
     | BuildStep
@@ -311,12 +331,13 @@ Step = (
     | UnitTestStep
     | QueryStep
     | TableDiffStep
+    | InspectStep
 )
 """Any step; its ``type`` says which."""
 
 # --- the job ------------------------------------------------------------------------------
 
-JobKind = Literal["apply", "janitor", "preview", "test", "query", "table_diff"]
+JobKind = Literal["apply", "janitor", "preview", "test", "query", "table_diff", "drift"]
 
 
 class JobSpec(TypedDict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.core.spark.steps import build, diff, environment, query, sql, unittest
+from sluice.core.spark.steps import build, diff, environment, inspect, query, sql, unittest
 from sluice.core.spark.steps.context import Handler
 
 HANDLERS: dict[str, Handler] = {
@@ -14,4 +14,5 @@ HANDLERS: dict[str, Handler] = {
     "unit_test": unittest.run_unit_test,
     "query": query.run_query,
     "table_diff": diff.run_table_diff,
+    "inspect": inspect.run_inspect,
 }
