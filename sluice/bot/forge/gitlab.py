@@ -235,6 +235,7 @@ class GitLabForge:
         self._note_urls: dict[int, str] = {}  # iid -> the bot's sticky note's address
         self._states: dict[tuple[str, str], str] = {}  # (sha, name) -> status state posted
         self._deployments: dict[int, str] = {}  # deployment id -> status set
+        self._pipelines: dict[str, tuple[str, int]] = {}  # sha -> its statuses' ref, pipeline
 
     def _guard(self, what: str) -> Any:
         return _boundary(what, self._secrets)
@@ -245,7 +246,6 @@ class GitLabForge:
     def _mr(self, number: int) -> Any:
         return self._project.mergerequests.get(number, lazy=True)
 
-        self._pipelines: dict[str, tuple[str, int]] = {}  # sha -> its statuses' ref, pipeline
     # -- files ---------------------------------------------------------------------------
 
     def fetch_tree(self, sha: str, dest: Path) -> None:
@@ -637,6 +637,14 @@ class GitLabForge:
 
     # -- checks --------------------------------------------------------------------------
 
+    def post_into(self, sha: str, ref: str, pipeline: int) -> None:
+        """Post the statuses of ``sha`` into pipeline ``pipeline`` of ``ref``: a merge
+        train's (``refs/merge-requests/<iid>/train``), whose commit no branch holds.
+        GitLab adds each status to that pipeline as a job of its ``external`` stage, so
+        the pipeline, and the train, waits for it and fails when it fails. Without
+        them, GitLab would look for a pipeline of ``sha`` on a branch and find none."""
+        self._pipelines[sha] = (ref, pipeline)
+
     def set_check(self, sha: str, check: Check) -> None:
         """Post the commit status ``check.name`` on ``sha``: its state from the check's
         status and conclusion, the title as description, and, once this forge knows the
@@ -663,6 +671,8 @@ class GitLabForge:
             if number in self._note_urls:
                 data["target_url"] = self._note_urls[number]
                 break
+        if sha in self._pipelines:  # a train's commit may also be a head (nothing ahead)
+            data["ref"], data["pipeline_id"] = self._pipelines[sha]
         with self._guard(f"setting the status {check.name} on {sha}"):
             try:
                 self._project.commits.get(sha, lazy=True).statuses.create(data)
@@ -674,13 +684,3 @@ class GitLabForge:
 
 
 __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
-    def post_into(self, sha: str, ref: str, pipeline: int) -> None:
-        """Post the statuses of ``sha`` into pipeline ``pipeline`` of ``ref``: a merge
-        train's (``refs/merge-requests/<iid>/train``), whose commit no branch holds.
-        GitLab adds each status to that pipeline as a job of its ``external`` stage, so
-        the pipeline, and the train, waits for it and fails when it fails. Without
-        them, GitLab would look for a pipeline of ``sha`` on a branch and find none."""
-        self._pipelines[sha] = (ref, pipeline)
-
-        if sha in self._pipelines:  # a train's commit may also be a head (nothing ahead)
-            data["ref"], data["pipeline_id"] = self._pipelines[sha]
