@@ -277,9 +277,6 @@ def check_base(state: StateReader, plan: Plan) -> None:
         )
 
 
-@dataclass(frozen=True)
-class ApplyResult:
-    """What applying a plan did."""
 def run_views_job(
     runner: Runner, spec: JobSpec, state: StateStore, plan: Plan, commit: Callable[[], None]
 ) -> JobResult:
@@ -321,6 +318,9 @@ def run_views_job(
         ) from exc
 
 
+@dataclass(frozen=True)
+class ApplyResult:
+    """What applying a plan did."""
 
     plan: Plan
     tables_built: int  # the plan's backfill: tables (VIEW models' views are not tables)
