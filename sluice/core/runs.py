@@ -44,6 +44,8 @@ class Run:
     plan: Plan | None = None
     tables_built: int = 0
     spark_seconds: float | None = None
+    skipped: tuple[str, ...] = ()
+    """The models whose rebuild it skipped, nothing they read having changed."""
 
 
 @contextmanager
@@ -99,6 +101,7 @@ def _save(
         "models_total": len(backfill),
         "intervals": sum(len(b.intervals) for b in backfill),
         "tables_built": run.tables_built,
+        "skipped": list(run.skipped[:MAX_MODELS]),
         "spark_seconds": run.spark_seconds,
         "error": error[:MAX_ERROR] if error is not None else None,
     }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sluice.core import jobs
+from sluice.core import jobs, skip
 from sluice.core.errors import ConflictError, PlanError
 from sluice.core.intervals import Interval
 from sluice.core.model.definition import KindName, Model, Project
@@ -116,6 +116,7 @@ def plan_environment(
     forward_only: bool = False,
     restate: Iterable[str] = (),
     against: str | None = None,
+    refresh: bool = False,
 ) -> Plan:
     """Plan bringing ``environment`` to the state of ``project``.
 
@@ -124,7 +125,8 @@ def plan_environment(
     ``environment`` holds now, or with ``against`` from that environment's state (a pull
     request's environment is planned against prod, so its plan says what the PR changes
     however many times it was built); the plan still applies only on top of
-    ``environment``'s current record.
+    ``environment``'s current record. ``refresh``: a scheduled run's plan, which rebuilds
+    FULL and INCREMENTAL_BY_UNIQUE_KEY tables on each new interval of their cron.
     """
     check_environment_name(environment)
     restated = resolve_restatements(project, restate)
@@ -147,6 +149,7 @@ def plan_environment(
             restate=restated,
             before_all=project.before_all,
             after_all=project.after_all,
+            refresh=refresh,
         )
     )
     return _with_scan_estimate(state, plan, intervals)
@@ -328,6 +331,19 @@ class ApplyResult:
     job: JobResult | None
     written: Written | None = None  # what the built tables hold (None: nothing built)
     model_views: int = 0  # physical views made for VIEW models (the plan's create_views)
+    # A scheduled run's (skip_unchanged): each checked rebuild's decision, and why each
+    # other model built always runs (sluice/core/skip.py).
+    decided: Mapping[str, skip.Decision] = dataclasses.field(default_factory=dict)
+    always: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def skipped(self) -> list[str]:
+        """The models whose rebuild was skipped: nothing they read had changed."""
+        return [name for name, d in self.decided.items() if not d.ran]
+
+    def explain(self) -> list[skip.Explanation]:
+        """Why each model of the plan ran, was skipped or had nothing to do."""
+        return skip.explain(self.plan, self.decided, self.always)
 
 
 def apply_plan(
@@ -339,8 +355,13 @@ def apply_plan(
     url: str | None = None,
     now: int,
     keep: bool = False,
+    skip_unchanged: bool = False,
 ) -> ApplyResult:
     """Build what ``plan`` needs, audit it, point the environment's views, commit.
+
+    ``skip_unchanged`` (a scheduled run's plan): a rebuild whose query and inputs are
+    those its version's last run saw is skipped (:mod:`sluice.core.skip`); what each
+    rebuild that ran read is recorded for the next run.
 
     ``keep``: the environment never expires (a promotion tier such as ``staging``);
     otherwise an environment other than prod expires after ``environment_ttl_days``.
@@ -390,6 +411,10 @@ def apply_plan(
             recorded=jobs.recorded_builds(state, ((s.name, s.version) for s in plan.snapshots)),
             prod_schemas=jobs.prod_schemas(state),
         )
+        always: dict[str, str] = {}
+        if skip_unchanged:
+            builds = [(s["model"], s["version"]) for s in spec["steps"] if s["type"] == "build"]
+            always = skip.attach(plan, spec["steps"], state.get_run_inputs(builds))
         if not _needs_spark(spec):
             # Nothing to build and no view to create or drop (a project without models):
             # the commit alone, without starting Spark for it.
@@ -403,10 +428,13 @@ def apply_plan(
 
     result = run_views_job(runner, spec, state, plan, commit)
     built, model_views, views = jobs.job_counts(spec)
+    decided, seen = skip.outcomes(spec["steps"], result.results, now)
+    built -= sum(1 for d in decided.values() if not d.ran)
     with state.together(f"commit {plan.environment}"):
         commit_environment(state, plan, now, ttl_days)
+        state.save_run_inputs(seen)
         held = written(state, plan) if built else None
-    return ApplyResult(plan, built, views, result, held, model_views)
+    return ApplyResult(plan, built, views, result, held, model_views, decided, always)
 
 
 def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:
@@ -426,7 +454,7 @@ def plan_run(project: Project, state: StateReader, environment: str, *, now: int
             f"environment '{environment}' does not exist",
             hint=f"apply a plan to it first (`sluice apply {environment}`)",
         )
-    plan = plan_environment(project, state, environment, end=now, execution_time=now)
+    plan = plan_environment(project, state, environment, end=now, execution_time=now, refresh=True)
     if plan.has_changes:
         changed = [c.name for c in (*plan.directly_modified, *plan.indirectly_modified)]
         changed += [*plan.added, *plan.removed, *plan.metadata_only]

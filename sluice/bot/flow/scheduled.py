@@ -62,7 +62,8 @@ def janitor(job: Job) -> None:
 
 def run(job: Job) -> None:
     """``sluice run prod``: the intervals due by each model's cron, in one Spark job;
-    no Spark when none is due.
+    no Spark when none is due. A rebuild whose query and inputs did not change since its
+    last run is skipped, as ``sluice run`` skips it (:mod:`sluice.core.skip`).
 
     Raises:
         SluiceError: prod does not exist, the prod project is not what prod runs, or the
@@ -91,14 +92,24 @@ def run(job: Job) -> None:
                 len(plan.backfill),
             )
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
-            result = apply_plan(project, store, plan, runner, url=job.state_url, now=now)
+            result = apply_plan(
+                project, store, plan, runner, url=job.state_url, now=now, skip_unchanged=True
+            )
             recording.tables_built = result.tables_built
             recording.spark_seconds = result.job.seconds if result.job is not None else None
+            recording.skipped = tuple(result.skipped)
     finally:
         store.close()
     log.info(
-        "%s: scheduled run: %s table(s) brought up to date", job.forge.repo, result.tables_built
+        "%s: scheduled run: %s table(s) brought up to date, %s skipped (nothing they read changed)",
+        job.forge.repo,
+        result.tables_built,
+        len(result.skipped),
     )
+    for line in result.explain():
+        log.debug(
+            "%s: scheduled run: %s %s: %s", job.forge.repo, line.name, line.outcome, line.reason
+        )
 
 
 def report_failure(job: Job, error: str) -> None:

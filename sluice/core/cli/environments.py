@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from sluice.core import rollback, runs, workflow
+from sluice.core import rollback, runs, skip, workflow
 from sluice.core.cli.common import (
     DateType,
     err,
@@ -197,25 +197,51 @@ def _print_history(plans: list[Any]) -> None:
     default=None,
     help="Process what is due at this time (default: now).",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Say why each model ran, was skipped or had nothing to do.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print what the run did, with why for each model, as JSON.",
+)
 @project_option
 @state_option
 @in_process_option
 @fails_cleanly
 def run_command(
-    environment: str, at: int | None, project_dir: Path, state: str | None, in_process: bool
+    environment: str,
+    at: int | None,
+    explain: bool,
+    as_json: bool,
+    project_dir: Path,
+    state: str | None,
+    in_process: bool,
 ) -> None:
     """Process every interval of ENVIRONMENT's models (default prod) that is due by their
-    cron, in one Spark job; nothing due means no Spark. Run it on a schedule from a
+    cron, in one Spark job; nothing due means no Spark. A FULL or INCREMENTAL_BY_UNIQUE_KEY
+    model is rebuilt on each new interval of its cron, unless its query and the tables it
+    reads are unchanged since its last run: then it is skipped. Run it on a schedule from a
     checkout of the branch the environment was applied from."""
     project = workflow.load_project(project_dir)
     notes(project.notes)
     now = at if at is not None else now_ms()
+    say = err if as_json else out
     store = workflow.open_project_state(project, state)
     try:
         with runs.recorded(store, environment, now=now) as recording:  # what the web UI shows
             plan = recording.plan = workflow.plan_run(project, store, environment, now=now)
             if not plan.backfill:
+                if as_json:
+                    lines = skip.explain(plan, {}, {})
+                    click.echo(json.dumps(_run_json(environment, plan, None, lines)))
+                    return
                 out.print(f"{environment} is up to date: no interval is due", highlight=False)
+                if explain:
+                    _print_explained(skip.explain(plan, {}, {}))
                 return
             due = plan.backfill_intervals
             out.print(
@@ -231,15 +257,58 @@ def run_command(
                     markup=False,
                 )
             runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
-            result = workflow.apply_plan(project, store, plan, runner, now=now)
+            result = workflow.apply_plan(project, store, plan, runner, now=now, skip_unchanged=True)
             recording.tables_built = result.tables_built
             recording.spark_seconds = result.job.seconds if result.job is not None else None
+            recording.skipped = tuple(result.skipped)
     finally:
         store.close()
+    assert result is not None  # the block returned where there was nothing to run
+    if as_json:
+        click.echo(json.dumps(_run_json(environment, result.plan, result, result.explain())))
+        return
+    skipped = result.skipped
     out.print(
-        f"Ran {environment}: {plural(result.tables_built, 'table')} brought up to date",
+        f"Ran {environment}: {plural(result.tables_built, 'table')} brought up to date"
+        + (
+            f", {plural(len(skipped), 'model')} skipped (nothing they read changed: "
+            f"{', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''})"
+            if skipped
+            else ""
+        ),
         highlight=False,
     )
+    if explain:
+        _print_explained(result.explain())
+
+
+def _print_explained(lines: list[skip.Explanation]) -> None:
+    """``sluice run --explain``: a line per model, why it ran, was skipped or not."""
+    width = max((len(line.name) for line in lines), default=0)
+    for line in lines:
+        out.print(
+            f"  {line.name.ljust(width)}  {line.outcome}: {line.reason}",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _run_json(
+    environment: str,
+    plan: Any,
+    result: workflow.ApplyResult | None,
+    lines: list[skip.Explanation],
+) -> dict[str, Any]:
+    """``sluice run --json``: what the run did, and why for each model."""
+    return {
+        "environment": environment,
+        "plan_id": plan.plan_id,
+        "intervals_due": plan.backfill_intervals,
+        "tables_built": result.tables_built if result is not None else 0,
+        "skipped": result.skipped if result is not None else [],
+        "spark_seconds": result.job.seconds if result is not None and result.job else None,
+        "models": [line.to_json() for line in lines],
+    }
 
 
 def register(group: click.Group) -> None:

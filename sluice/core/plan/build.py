@@ -36,6 +36,9 @@ from sluice.core.timeutil import to_ts
 
 TableKey = tuple[str, str]
 
+_REFRESHED = frozenset({KindName.FULL, KindName.INCREMENTAL_BY_UNIQUE_KEY})
+"""Kinds a scheduled run rebuilds once built, on each new interval of their cron."""
+
 
 @dataclass(frozen=True)
 class PlanRequest:
@@ -56,6 +59,10 @@ class PlanRequest:
     # covers them (a project without them keeps the ids it had).
     before_all: tuple[str, ...] = ()
     after_all: tuple[str, ...] = ()
+    # A scheduled run's plan: a FULL or INCREMENTAL_BY_UNIQUE_KEY table already built is
+    # rebuilt for each new interval of its cron (as SQLMesh runs them); the run may skip
+    # the rebuild when nothing it reads changed (sluice/core/skip.py).
+    refresh: bool = False
 
 
 def candidate_versions(
@@ -333,9 +340,13 @@ def _backfill_one(
         chunks = batches(todo, model.kind.batch_size)
     elif model.kind.is_scd_type_2:
         todo, chunks = _scd_intervals(model, done, end)
-    else:
-        if done:
+    elif done:
+        last = interval_floor(model.cron, end)
+        if not (request.refresh and model.kind.name in _REFRESHED) or last <= done[-1][1]:
             return None
+        todo = [(done[-1][1], last)]  # its next cron interval(s): one rebuild
+        chunks = todo
+    else:
         last = interval_floor(model.cron, end)
         start = (
             model.start

@@ -85,14 +85,25 @@ class SqlResult(TypedDict):
 
 
 @final
+class SkipOutcome(TypedDict):
+    """A scheduled run's rebuild (a build step with a ``skip`` check): whether it ran,
+    and the version of each table it reads as the driver read it before deciding."""
+
+    ran: bool
+    inputs: list[list[str | None]]
+
+
+@final
 class BuildResult(TypedDict):
-    """A ``build`` step's: the model version built, its table, the batches written."""
+    """A ``build`` step's: the model version built, its table, the batches written (none
+    when a run skipped it: its ``skip``)."""
 
     step: Literal["build"]
     model: str
     version: str
     table: str
     batches: int
+    skip: NotRequired[SkipOutcome]
 
 
 @final
@@ -561,6 +572,21 @@ def _query_rows(value: Any) -> list[list[Any]]:
     return cast(list[list[Any]], values(rows))
 
 
+def _input_version(value: Any) -> list[str | None]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise BadResult(f"is {shown(value)}, not a [table, version] pair")
+    return [_name(value[0]), None if value[1] is None else _name(value[1])]
+
+
+def _skip_outcome(value: Any) -> dict[str, Any]:
+    from sluice.core.skip_rule import MAX_INPUTS
+
+    if not isinstance(value, dict) or set(value) != {"ran", "inputs"}:
+        raise BadResult(f"is {shown(value)}, not an object of ran and inputs")
+    found = [_input_version(pair) for pair in _list(value["inputs"], MAX_INPUTS, "inputs")]
+    return {"ran": _flag(value["ran"]), "inputs": found}
+
+
 KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "sql": ({"step": _tag("sql"), "rows": _object_rows}, {}),
     "build": (
@@ -571,7 +597,7 @@ KEYS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
             "table": _name,
             "batches": _count,
         },
-        {},
+        {"skip": _skip_outcome},
     ),
     "audit": (
         {
@@ -768,11 +794,14 @@ def _claims(result: StepResult, step: Any) -> list[tuple[str, object, object]]:
     """(key, what the result says, what its step says) of what both name."""
     fields: dict[str, Any] = dict(step)
     if result["step"] == "build":
+        outcome = result.get("skip")
+        ran = outcome is None or outcome["ran"]
         return [
             ("model", result["model"], fields.get("model")),
             ("version", result["version"], fields.get("version")),
             ("table", result["table"], fields.get("table")),
-            ("batches", result["batches"], len(fields.get("batches", ()))),
+            ("batches", result["batches"], len(fields.get("batches", ())) if ran else 0),
+            *_skip_claims(outcome, fields.get("skip")),
         ]
     if result["step"] == "audit":
         return [
@@ -818,6 +847,24 @@ def _claims(result: StepResult, step: Any) -> list[tuple[str, object, object]]:
             ("keys", [k.lower() for k in result["keys"]], list(dict.fromkeys(keys))),
         ]
     return []
+
+
+def _skip_claims(outcome: SkipOutcome | None, check: Any) -> list[tuple[str, object, object]]:
+    """A rebuild's outcome against its step's check: the tables it read are the check's,
+    and whether it ran is what the rule (:func:`sluice.core.skip.decide`) says of the
+    versions it reports (a driver cannot skip what changed and say it did not)."""
+    if outcome is None:
+        return []
+    if check is None:
+        return [("skip", "an outcome", "no check")]
+    from sluice.core.skip_rule import decide, seen_of
+
+    read = {str(t): v for t, v in outcome["inputs"]}
+    rule = decide(str(check["key"]), seen_of(check.get("last")), read).ran
+    return [
+        ("inputs", sorted(read), sorted(check.get("inputs", ()))),
+        ("ran", outcome["ran"], rule),
+    ]
 
 
 def _row_limit(step: Any) -> int | None:

@@ -125,6 +125,28 @@ class ScdSpec(TypedDict):
     """The run's time (epoch ms): by column, when a change was seen; a delete's end."""
 
 
+class SeenInputs(TypedDict):
+    """What the last run that rebuilt a model version read (:class:`sluice.core.state.
+    records.Seen` as JSON)."""
+
+    key: str
+    inputs: list[list[str | None]]
+    """``[table, version or null]`` pairs."""
+    at: int
+
+
+class SkipCheck(TypedDict):
+    """A scheduled run's rebuild the driver skips when nothing it reads changed
+    (:mod:`sluice.core.skip`): the key of the query it would send, the tables it reads
+    (whose versions the driver reads right before the build), and what the last run of
+    this version read (absent: none recorded, so it runs). Set by the service alone, from
+    state (:func:`sluice.core.skip.attach`)."""
+
+    key: str
+    inputs: list[str]
+    last: NotRequired[SeenInputs]
+
+
 class BuildStep(StepBase):
     """Create and fill one model version's table, or its view
     (:func:`sluice.core.spark.steps.build.run_build`)."""
@@ -169,6 +191,8 @@ class BuildStep(StepBase):
     refused (:func:`sluice.core.spark.steps.swap.check_mark`). Set from state by the
     service alone (:func:`sluice.core.jobs.adopt_recorded`); absent (a hand-written spec,
     :func:`sluice.core.spark.render.build_steps` alone): refused."""
+    skip: NotRequired[SkipCheck]
+    """A scheduled run's rebuild that may be skipped (:class:`SkipCheck`)."""
     parents: NotRequired[list[str]]
     """The models this job builds that this one reads, directly or through models the job
     does not build: its build starts once theirs are built and audited

@@ -45,7 +45,13 @@ class HousekeepingMixin(Transactions):
         """Remove every trace of dropped tables: orphan marks, intervals, sizes, snapshots."""
         keys = list(dict.fromkeys(tables))
         with self._writing("forget dropped tables") as conn:
-            for table in (schema.orphans, schema.intervals, schema.table_sizes, schema.snapshots):
+            for table in (
+                schema.orphans,
+                schema.intervals,
+                schema.table_sizes,
+                schema.run_inputs,
+                schema.snapshots,
+            ):
                 for chunk in chunks(keys, _CHUNK):
                     conn.execute(
                         delete(table).where(tuple_(table.c.name, table.c.version).in_(chunk))

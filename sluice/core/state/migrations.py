@@ -57,6 +57,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         create_tables(schema.table_sizes),
     ),
     Migration(4, "the rows of each measured table", _table_rows),
+    Migration(
+        5,
+        "what each run's rebuild of a table read, to skip the next when nothing changed",
+        create_tables(schema.run_inputs),
+    ),
 )
 """Every migration of the state, oldest first."""
 

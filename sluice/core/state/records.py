@@ -24,7 +24,7 @@ TableKey = tuple[str, str]
 Interval = tuple[int, int]
 """Half-open ``[start_ms, end_ms)`` range of epoch milliseconds."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The state schema this Sluice creates and understands: the number of the state's last
 migration (:mod:`sluice.core.state.migrations` ends there; a test holds the two equal).
 Here, not there, so a process that only reads state can check it without SQLAlchemy."""
@@ -167,3 +167,13 @@ class JobResult:
     passed: bool
     payload: dict[str, Any]
     created_ts: int
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the last run that rebuilt a model version read (:mod:`sluice.core.skip`): its
+    query's key, each input table's version (``None``: unreadable), when it ran (epoch ms)."""
+
+    key: str
+    inputs: dict[str, str | None]
+    at: int

@@ -134,3 +134,18 @@ table_sizes = Table(
     # or the catalog kept no row count).
     Column("row_count", BigInteger, nullable=True),
 )
+
+# Migration 5 -----------------------------------------------------------------------
+
+run_inputs = Table(
+    "sluice_run_inputs",
+    metadata,
+    # What the last run that rebuilt a model version read (sluice/core/skip.py): its
+    # query's key and each input table's version, so the next run can skip the rebuild
+    # when none changed. One row per physical table, replaced by each rebuild.
+    Column("name", String, primary_key=True),
+    Column("version", String, primary_key=True),
+    Column("query_key", String, nullable=False),
+    Column("inputs", JsonText, nullable=False),
+    Column("run_ts", BigInteger, nullable=False),
+)

@@ -52,6 +52,7 @@ from sluice.core.state.records import (
     checked_intervals,
     chunks,
 )
+from sluice.core.state.run_inputs import RunInputsMixin
 from sluice.core.state.store import StateStore
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def open_state(url: str) -> SqlStateStore:
     return SqlStateStore(engine)
 
 
-class SqlStateStore(HousekeepingMixin):
+class SqlStateStore(HousekeepingMixin, RunInputsMixin):
     """:class:`~sluice.core.state.store.StateStore` on SQLite or PostgreSQL.
 
     Create it with :func:`open_state`, which migrates the schema first.

@@ -11,7 +11,7 @@ readers' and writers' calls are one transaction inside ``with store.together(...
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -20,6 +20,7 @@ from sluice.core.state.records import (
     Interval,
     JobResult,
     PlanRecord,
+    Seen,
     SnapshotId,
     StoredSnapshot,
     TableKey,
@@ -183,6 +184,14 @@ class StateStore(StateReader, StateWriter, Protocol):
         """Outcomes of ``kind`` named ``name`` (None: any), newest first (``limit`` from
         ``offset``), and how many there are (``max_chars``: whose payload is at most that
         long, as JSON)."""
+        ...
+
+    def get_run_inputs(self, tables: Iterable[TableKey]) -> dict[TableKey, Seen]:
+        """What the last run that rebuilt each of ``tables`` read (:mod:`sluice.core.skip`)."""
+        ...
+
+    def save_run_inputs(self, seen: Mapping[TableKey, Seen]) -> None:
+        """Record what each table's rebuild read, replacing the last record."""
         ...
 
     def together(self, action: str) -> AbstractContextManager[None]:

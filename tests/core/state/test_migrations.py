@@ -16,7 +16,7 @@ from sluice.core.db.migrate import Migration, migrate, versions
 from sluice.core.errors import StateError
 from sluice.core.state import SCHEMA_VERSION, StoredSnapshot, open_state
 from sluice.core.state.migrations import MIGRATIONS, STATE
-from sluice.core.state.records import TableSize
+from sluice.core.state.records import Seen, TableSize
 from sluice.core.state.schema import metadata, schema_version
 from sluice.core.state.sql import SqlStateStore
 
@@ -210,7 +210,8 @@ def test_a_version_1_database_is_upgraded_to_the_current_schema(
     # Build what Sluice 0.1 (schema version 1) left behind: its tables only, stamped 1,
     # and no record of migrations (before the runner).
     state_migrate(engine)
-    for table in ("sluice_orphans", "sluice_results", "sluice_table_sizes", versions.name):
+    later = {"sluice_orphans", "sluice_results", "sluice_table_sizes", "sluice_run_inputs"}
+    for table in (*sorted(later), versions.name):
         (versions if table == versions.name else metadata.tables[table]).drop(engine)
     with engine.begin() as conn:
         conn.execute(update(schema_version).values(version=1))
@@ -225,6 +226,26 @@ def test_a_version_1_database_is_upgraded_to_the_current_schema(
         assert upgraded.get_snapshots([kept.id]) == {kept.id: kept}
     finally:
         upgraded.close()
+
+
+def test_a_version_4_database_gains_what_runs_read_and_keeps_its_sizes(
+    state_url: str, engine: Engine
+) -> None:
+    assert state_migrate(engine, MIGRATIONS[:4]) == 4
+    assert "sluice_run_inputs" not in inspect(engine).get_table_names()
+    four = SqlStateStore(engine)
+    four.set_table_size("s.t", "v1", TableSize(100, 1, 3))
+    store = open_state(state_url)
+    try:
+        assert stored_version(engine) == [5]
+        assert store.get_table_sizes(["s.t"])[("s.t", "v1")].bytes == 100
+        seen = Seen("k", {"raw.a": "files:1:10:t:7", "raw.v": None}, 9)
+        store.save_run_inputs({("s.t", "v1"): seen})
+        assert store.get_run_inputs([("s.t", "v1"), ("s.u", "v1")]) == {("s.t", "v1"): seen}
+        store.forget_tables([("s.t", "v1")])  # the janitor dropped it: its record goes too
+        assert store.get_run_inputs([("s.t", "v1")]) == {}
+    finally:
+        store.close()
 
 
 def test_a_version_3_database_gains_row_counts_and_keeps_its_sizes(

@@ -29,13 +29,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from sluice.core import skip_rule as skip
 from sluice.core.model.names import quote_column
 from sluice.core.model.pycode import run as pycode_run
 from sluice.core.model.values import plain_column
 from sluice.core.plan.plan import VIEW_MARKER
 from sluice.core.spark.results import AUDIT_SAMPLE, AuditResult, BuildResult
 from sluice.core.spark.spec import AuditStep, BuildBatch, BuildStep
-from sluice.core.spark.steps import scd, swap
+from sluice.core.spark.steps import inputs, scd, swap
 from sluice.core.spark.steps.context import StepContext, Written, filled
 from sluice.core.spark.steps.query import json_safe
 from sluice.core.timeutil import format_range, to_datetime
@@ -117,6 +118,9 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildR
         ctx.add_intervals(name, version, [list(VIEW_MARKER)])
     for start, end in step.get("restate", []):
         ctx.remove_intervals(name, version, start, end)
+    skipped = _skip(spark, step, ctx)
+    if skipped is not None:
+        return skipped
     written = 0
     for batch in step["batches"]:
         if "python" in step:
@@ -149,7 +153,46 @@ def _run_build(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildR
         ctx.add_intervals(name, version, filled(step, batch))
     if written:
         ctx.wrote(Written(table=table, model=name, version=version, format=step["format"]))
-    return {"step": "build", "model": name, "version": version, "table": table, "batches": written}
+        inputs.forget(table, ctx.input_versions)
+    result: BuildResult = {
+        "step": "build",
+        "model": name,
+        "version": version,
+        "table": table,
+        "batches": written,
+    }
+    if "skip" in step:
+        result["skip"] = {"ran": True, "inputs": ctx.skip_inputs.pop(name, [])}
+    return result
+
+
+def _skip(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildResult | None:
+    """A scheduled run's rebuild (its ``skip`` check): the versions of what it reads, read
+    now; when :func:`sluice.core.skip.decide` says nothing changed since the last run, its
+    intervals are recorded as done without a write and its result says so (else None, and
+    the build runs, its result naming the versions read)."""
+    check = step.get("skip")
+    if check is None:
+        return None
+    name, version = step["model"], step["version"]
+    read = inputs.read(spark, list(check["inputs"]), ctx.input_versions)
+    pairs: list[list[str | None]] = [[t, v] for t, v in read.items()]
+    decision = skip.decide(check["key"], skip.seen_of(check.get("last")), read)
+    if decision.ran:
+        ctx.skip_inputs[name] = pairs
+        ctx.log(f"{name}: runs: {decision.reason}", model=name)
+        return None
+    for batch in step["batches"]:
+        ctx.add_intervals(name, version, filled(step, batch))
+    ctx.log(f"{name}: skipped: {decision.reason}", model=name)
+    return {
+        "step": "build",
+        "model": name,
+        "version": version,
+        "table": step["table"],
+        "batches": 0,
+        "skip": {"ran": False, "inputs": pairs},
+    }
 
 
 def _python_rows(spark: SparkSession, step: BuildStep, batch: BuildBatch) -> None:

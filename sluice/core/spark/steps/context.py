@@ -45,6 +45,11 @@ class StepContext:
     created: set[str] = field(default_factory=set)
     """The tables the job's builds created, and the views they made: no session of the job
     can hold an old listing of their files (a view has none), so none needs a refresh."""
+    input_versions: dict[str, str | None] = field(default_factory=dict)
+    """The versions of the tables runs' rebuilds read, each read once a job
+    (:mod:`sluice.core.spark.steps.inputs`)."""
+    skip_inputs: dict[str, list[list[str | None]]] = field(default_factory=dict)
+    """Model -> the versions its rebuild read before it ran, for its result."""
 
     def log(self, message: str, *, model: str | None = None) -> None:
         """Report progress to the runner (and through it to the user); ``model``: the

@@ -1,0 +1,101 @@
+"""The version of each table a run's rebuild reads, as Spark tells it cheaply (runs in the
+driver): what :mod:`sluice.core.skip` compares with the last run's.
+
+By the table's provider (``DESCRIBE TABLE EXTENDED``):
+
+- a file table (Parquet, ORC, CSV, JSON, Avro, text, Hive SerDe), which is what Sluice
+  writes by default: its files as Spark would read them now (``inputFiles()`` after a
+  refresh of the table, so no listing this session cached is used), then their sizes and
+  modification times from the file system, in one aggregate that reads no file's content
+  (the ``binaryFile`` source without its ``content`` column):
+  ``files:<count>:<bytes>:<latest mtime>:<xor of each file's hash of path, size, mtime>``.
+  A write through Spark makes new files, and a file replaced in place changes its size
+  or time, so either changes the version;
+- a Delta table: its last commit's version (``DESCRIBE HISTORY ... LIMIT 1``):
+  ``delta:<version>``;
+- anything else (a view, Iceberg, JDBC, a table that cannot be described): ``None``,
+  unknown, and the model runs.
+
+A table read twice in one job (a source many models read) is read once: a table the job
+writes is built before any model that reads it starts, so a version read in the job
+stays true for the rest of it (a write forgets it all the same).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from sluice.core.skip_rule import MAX_SIGNATURE
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FILE_PROVIDERS = frozenset({"parquet", "orc", "csv", "json", "avro", "text", "hive"})
+"""Providers whose tables are files Spark lists."""
+
+
+_LOCK = threading.Lock()
+
+
+def read(
+    spark: SparkSession, tables: list[str], known: dict[str, str | None]
+) -> dict[str, str | None]:
+    """The version of each of ``tables`` (None: unknown); ``known``: those read earlier in
+    the job (:attr:`StepContext.input_versions`), added to."""
+    found: dict[str, str | None] = {}
+    for table in tables:
+        with _LOCK:
+            if table in known:
+                found[table] = known[table]
+                continue
+        version = version_of(spark, table)
+        with _LOCK:
+            known[table] = version
+        found[table] = version
+    return found
+
+
+def forget(table: str, known: dict[str, str | None]) -> None:
+    """``table`` was written: read it again when asked."""
+    with _LOCK:
+        known.pop(table, None)
+
+
+def version_of(spark: SparkSession, table: str) -> str | None:
+    """The version of ``table`` as the module says, or None when it cannot be read."""
+    try:
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+        info = {str(r["col_name"]).strip(): str(r["data_type"]).strip() for r in rows}
+        if info.get("Type", "").upper() == "VIEW":
+            return None
+        provider = info.get("Provider", "").lower()
+        if provider == "delta":
+            last = spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").collect()
+            return f"delta:{int(last[0]['version'])}" if last else None
+        if provider not in FILE_PROVIDERS:
+            return None
+        spark.catalog.refreshTable(table)
+        return _files(spark, sorted(spark.table(table).inputFiles()))
+    except Exception:  # any failure is an unknown version: the model runs
+        return None
+
+
+def _files(spark: SparkSession, files: list[str]) -> str | None:
+    if not files:
+        return "files:0"
+    row = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .load(files)
+        .selectExpr(
+            "COUNT(*) AS n",
+            "COALESCE(SUM(length), 0) AS b",
+            "CAST(MAX(modificationTime) AS STRING) AS m",
+            "BIT_XOR(XXHASH64(path, length, modificationTime)) AS h",
+        )
+        .collect()[0]
+    )
+    if int(row["n"]) != len(files):
+        return None  # a file went while it was read: unknown, run
+    return f"files:{row['n']}:{row['b']}:{row['m']}:{row['h']}"[:MAX_SIGNATURE]
