@@ -231,6 +231,7 @@ def run_command(
     now = at if at is not None else now_ms()
     say = err if as_json else out
     store = workflow.open_project_state(project, state)
+    result: workflow.ApplyResult | None = None
     try:
         with runs.recorded(store, environment, now=now) as recording:  # what the web UI shows
             plan = recording.plan = workflow.plan_run(project, store, environment, now=now)
@@ -244,13 +245,13 @@ def run_command(
                     _print_explained(skip.explain(plan, {}, {}))
                 return
             due = plan.backfill_intervals
-            out.print(
+            say.print(
                 f"Running {environment}: {plural(due, 'interval')} due in "
                 f"{plural(len(plan.backfill), 'model')}",
                 highlight=False,
             )
             for backfill in plan.backfill:
-                out.print(
+                say.print(
                     f"  {backfill.name}: {iso(backfill.start)} .. {iso(backfill.end)} "
                     f"({plural(len(backfill.intervals), 'interval')})",
                     highlight=False,
@@ -277,6 +278,7 @@ def run_command(
             else ""
         ),
         highlight=False,
+        markup=False,
     )
     if explain:
         _print_explained(result.explain())
