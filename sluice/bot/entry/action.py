@@ -79,7 +79,7 @@ from sluice.bot.events.neutral import (
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
-from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review
+from sluice.bot.forge.base import Check, DirEntry, Forge, ForgeError, PullRequest, Review
 from sluice.bot.present.job_page import error_annotations, failed_checks, step_summary
 from sluice.core import logs
 from sluice.core.config import SETTINGS_FILES, SparkSettings
@@ -367,6 +367,9 @@ class WorkspaceForge:
                 return text  # the settings are in sluice.yaml: the override goes there
             return override_config(text, self.override)
         return text
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        return self.inner.list_dir(ref, path)
 
     def pull_request(self, number: int) -> PullRequest:
         return self.inner.pull_request(number)

@@ -28,13 +28,14 @@ QUOTE_LIMIT = 80
 _NESTING = 32
 """Quotes and list items nested deeper than this hide the rest of a comment."""
 
-CommandName = Literal["plan", "deploy", "diff", "rollback", "help"]
+CommandName = Literal["plan", "deploy", "diff", "rollback", "override", "help"]
 
 USAGE: dict[str, str] = {
     "plan": "`/sluice plan`",
     "deploy": "`/sluice deploy`",
     "diff": "`/sluice diff schema.table [--where SQL condition]`",
     "rollback": "`/sluice rollback [plan id]`",
+    "override": "`/sluice override POLICY reason...`",
     "help": "`/sluice help`",
 }
 
@@ -56,6 +57,9 @@ e.g. `/sluice diff sales.orders --where order_date >= '2024-01-01'`. |
 | `/sluice rollback [plan id]` | On a merged pull request: point prod's views back at \
 the tables of its plan before the current one (or of the plan named), by virtual update: \
 no data is computed. Only a required approver of the gate may run it. |
+| `/sluice override POLICY reason...` | Lift a soft policy that fails on this pull \
+request's plan, for that plan only (a push that changes the plan voids it); only someone \
+the policy's `override_by` names may, and the reason goes to the audit log. |
 | `/sluice help` | Show this help. |
 """
 
@@ -78,7 +82,7 @@ class Command:
     """A parsed ``/sluice`` command.
 
     Attributes:
-        name: ``plan``, ``deploy``, ``diff``, ``rollback`` or ``help``.
+        name: ``plan``, ``deploy``, ``diff``, ``rollback``, ``override`` or ``help``.
         model: ``diff`` only: the model, ``schema.table`` lower-cased.
         where: ``diff`` only: the SQL condition after ``--where``, as written (without
             enclosing quotes); the table diff parses it.
@@ -92,6 +96,10 @@ class Command:
     unknown: str | None = None
     plan: str | None = None
     """``rollback`` only: the plan id (or its first 7+ hex digits) to go back to."""
+    policy: str | None = None
+    """``override`` only: the policy's name."""
+    reason: str | None = None
+    """``override`` only: why, as written (on one line)."""
 
 
 def parse_command(body: str) -> Command | None:
@@ -120,6 +128,8 @@ def parse_line(line: str) -> Command:
         return _diff(args)
     if name == "rollback":
         return _rollback(args)
+    if name == "override":
+        return _override(args)
     if name in _PLAIN:
         if args:
             raise CommandError(USAGE[name], hint=f"`/sluice {name}` takes no arguments")
@@ -174,6 +184,32 @@ def _rollback(args: str) -> Command:
             "shows it, or nothing for the plan before the current one",
         )
     return Command("rollback", plan=words[0].lower())
+
+
+REASON_LIMIT = 300
+"""Longest override reason accepted, in characters (an audit row's detail)."""
+_POLICY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def _override(args: str) -> Command:
+    usage = USAGE["override"]
+    words = args.split(None, 1)
+    if not words:
+        raise CommandError(usage, hint="name the policy to override, then say why")
+    name, reason = words[0], (words[1].strip() if len(words) > 1 else "")
+    if not _POLICY.match(name):
+        raise CommandError(
+            usage,
+            hint=f"{md.code(name, QUOTE_LIMIT)} is not a policy name (letters, digits, - and "
+            "_, as its file's `name:` says)",
+        )
+    if not reason:
+        raise CommandError(usage, hint="say why after the policy's name: the audit log keeps it")
+    if len(reason) > REASON_LIMIT:
+        raise CommandError(
+            usage, hint=f"the reason is {len(reason)} characters; at most {REASON_LIMIT}"
+        )
+    return Command("override", policy=name, reason=reason)
 
 
 def _unquote(text: str) -> str:

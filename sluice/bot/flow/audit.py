@@ -25,6 +25,10 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
   :func:`sluice.bot.flow.merge_queue.on_merge_group`;
 - ``override`` (the backfill budget's approver released a held build):
   :func:`sluice.bot.flow.pr_build.on_approved`;
+- ``policy override`` (``/sluice override POLICY reason``: a soft policy lifted for one
+  plan, the plan's fingerprint its plan id, the reason its detail; the row is the
+  override, read back by :meth:`AuditLog.policy_overrides`):
+  :func:`sluice.bot.flow.policies.override`;
 - ``deploy command`` (a writer asked for ``/sluice deploy``): ``run_command._deploy``; the
   gate's row and, when it passes, the promotion's follow it; a command from the web UI
   says so in its rows' detail;
@@ -94,9 +98,13 @@ DEPLOY = "deploy command"
 HOLD = "budget hold"
 NOTICE = "notification"
 MERGE_QUEUE = "merge queue"
+POLICY_OVERRIDE = "policy override"
 KINDS = (
     APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY, HOLD, NOTICE, MERGE_QUEUE,
+    POLICY_OVERRIDE,
 )  # fmt: skip
+OVERRODE = "overrode "
+"""A ``policy override`` row's outcome: this and the policy's name."""
 """Every kind of row."""
 
 SERVICE = "sluice"
@@ -299,6 +307,34 @@ class AuditLog(Transactions):
         }
         with self._reading("read the audit log") as conn:
             return _found(conn, row)
+
+    def policy_overrides(self, repo: str, plan_id: str) -> list[Entry]:
+        """The ``policy override`` rows of ``repo`` for the plan ``plan_id`` (a review's
+        fingerprint), oldest first: the row is the override's only record, so it is
+        written or the override is not given (:func:`sluice.bot.flow.policies.override`)."""
+        t = entries_table
+        query = (
+            select(t)
+            .where(t.c.repo == bounded(repo, NAME_LIMIT * 3))
+            .where(t.c.kind == POLICY_OVERRIDE, t.c.plan_id == bounded(plan_id, NAME_LIMIT))
+            .order_by(t.c.id)
+        )
+        with self._reading("read the policy overrides") as conn:
+            rows = conn.execute(query).all()
+        return [
+            Entry(
+                int(r.at_ts),
+                r.repo,
+                r.kind,
+                r.actor,
+                r.outcome,
+                r.ref,
+                r.plan_id,
+                r.detail,
+                int(r.id),
+            )
+            for r in rows
+        ]
 
     def audit_count(self, repo: str | None = None) -> int:
         """How many rows ``repo`` (None: every repository) has."""

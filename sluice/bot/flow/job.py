@@ -20,7 +20,7 @@ from sluice.bot.flow import tenancy
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.tenancy import Namespace
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.forge.base import DirEntry, Forge, repo_key
 from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
 
@@ -44,6 +44,7 @@ class Job:
     _state: StateStore | None = None
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    _folders: dict[tuple[str, str], list[DirEntry] | None] = field(default_factory=dict)
 
     @classmethod
     def start(cls, deps: Deps, forge: Forge) -> Job:
@@ -95,6 +96,14 @@ class Job:
         if key not in self._files:
             self._files[key] = self.forge.read_file(ref, path)
         return self._files[key]
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        """The entries of folder ``path`` at ``ref`` on the forge (None: absent), listed
+        once per job."""
+        key = (ref, path)
+        if key not in self._folders:
+            self._folders[key] = self.forge.list_dir(ref, path)
+        return self._folders[key]
 
     def publish(
         self,

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sluice.bot.events.neutral import MergeGroupEvent
-from sluice.bot.flow import audit, promotion, trust
+from sluice.bot.flow import audit, policies, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import Item
 from sluice.bot.forge.base import Check, UnusableTree
@@ -146,6 +146,16 @@ def check_group(job: Job, event: MergeGroupEvent) -> None:
     missing = job.ledger.unapproved(job.repo, items, settings.generation) if needs else []
     if missing:
         _refuse(job, event, settings, missing, merging.plan_id)
+        return
+    # Policies hold whatever was approved (issue 47): the plan the merge would promote.
+    held = policies.held_back(
+        job, settings, merging, project, own, store,
+        prod_python=trust.prod_python_digest(job, tree, settings),
+        prod_statements=trust.prod_statements_digest(job, settings),
+        number=event.number, environment=reaches,
+    )  # fmt: skip
+    if held is not None:
+        job.forge.set_check(sha, checks.merge_group_gate(*held, False))
         return
     title, summary = checks.merge_group_approved(len(items), settings.requires_approval)
     job.forge.set_check(sha, checks.merge_group_gate(title, summary, True))

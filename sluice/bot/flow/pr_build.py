@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.events.neutral import WEB, CheckRunEvent, PullRequestEvent
-from sluice.bot.flow import approval, audit, trust
+from sluice.bot.flow import approval, audit, policies, trust
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.reviewed_plan import prod_owners, review_of
+from sluice.bot.flow.reviewed_plan import PlanReview, prod_owners, review_of
 from sluice.bot.forge.base import Check, PullRequest, UnusableTree
 from sluice.bot.present import checks, comment, notify_text
 from sluice.bot.present.comment import CommentState
@@ -332,12 +332,25 @@ def _build(
         merge_bytes=prod.scan_bytes,
         generation=trusted.generation,
     )
+    # The policies in force judge the PR's plan (never its own policies: issue 47).
+    raw, _unread = policies.judge(job, trusted, result.plan, project, store, post.pr.author)
+    review = dataclasses.replace(review, policies=raw)
     # Recorded as of now, when it is published (the job may have built for minutes: an
     # approval given meanwhile saw the commit's plan before this one, or none).
     published = job.deps.clock()
     job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, published)
+    _policies(job, post, trusted, review)
     _report(post, environment, result, prod)
     return result
+
+
+def _policies(job: Job, post: _Poster, settings: trust.Settings, review: PlanReview) -> None:
+    """The ``sluice/policy`` check and the comment's section for the recorded ``review``
+    (no check when no policies are in force)."""
+    judgement = policies.judgement_of(job, settings, review)
+    if judgement is not None:
+        post.check(policies.check_of(judgement))
+    post.pending.append(policies.section(judgement))
 
 
 def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
@@ -407,14 +420,17 @@ def _settings_notice(
 ) -> tuple[str, str | None]:
     """The comment's section telling the PR when its own settings (in ``own_file``), or
     newer ones on the prod branch, are not the ones its build used (none: removes it)."""
+    policies_changed = own.policies != settings.policies
+    with_prods = trust.digest(own.sluice, own.gate, own.deploy, settings.policies)
     return comment.settings_section(
         own_file,
-        own.digest != settings.digest,
+        settings.digest not in (own.digest, with_prods),
         settings.source,
         settings.note,
         settings.branch,
         settings.ignored_spark(),
         drops_gate=settings.gate.asks_approval() and not own.gate.asks_approval(),
+        policies_changed=policies_changed,
     )
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
-from sluice.bot.flow import audit, trust
+from sluice.bot.flow import audit, policies, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
@@ -297,7 +297,7 @@ def promote(
     if deployment is not None:
         job.forge.deployment_status(deployment, "in_progress", f"Promoting {label}")
     try:
-        outcome = _promote(job, sha, settings, label, environment)
+        outcome = _promote(job, sha, settings, label, environment, number)
     except DriverLost:
         # Prod may be half-way (views partly swapped, the record not yet): the worker runs
         # the promotion again, which re-plans against the unchanged record and finishes it.
@@ -336,7 +336,9 @@ def promote(
     return outcome
 
 
-def _promote(job: Job, sha: str, settings: Settings, label: str, environment: str) -> Outcome:
+def _promote(
+    job: Job, sha: str, settings: Settings, label: str, environment: str, number: int | None = None
+) -> Outcome:
     tree = job.tree(sha)
     project = trust.load_trusted(job, tree, settings)
     source = trust.tree_source(tree, job.deps.config_path)
@@ -362,6 +364,14 @@ def _promote(job: Job, sha: str, settings: Settings, label: str, environment: st
                     ]
                     words = checks.unapproved(listed, settings.source, settings.branch, environment)
                     return Outcome(False, *words, plan_id=plan.plan_id)
+            # Policies hold whatever was approved (issue 47): evaluated again on this plan.
+            held = policies.held_back(
+                job, settings, plan, project, own, store,
+                prod_python=prod_python, prod_statements=prod_statements,
+                number=number, environment=environment,
+            )  # fmt: skip
+            if held is not None:
+                return Outcome(False, *held, plan_id=plan.plan_id)
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
                 if environment == PROD:

@@ -55,6 +55,10 @@ class PlanReview:
     # (owners, budget) follows them, so under other settings it is planned again. "": a
     # review recorded before this was kept.
     generation: str = ""
+    # What each policy in force said of the plan when it was made (policy name, outcome:
+    # pass, fail or error, the error's text): what an override lifts
+    # (:mod:`sluice.bot.flow.policies`).
+    policies: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +69,7 @@ class PlanReview:
             "merge_intervals": self.merge_intervals,
             "merge_bytes": self.merge_bytes,
             "generation": self.generation,
+            "policies": [list(verdict) for verdict in self.policies],
         }
 
     @classmethod
@@ -77,6 +82,10 @@ class PlanReview:
             merge_intervals=int(data.get("merge_intervals", 0)),  # recorded before: none
             merge_bytes=data.get("merge_bytes"),
             generation=str(data.get("generation") or ""),
+            policies=tuple(
+                (str(name), str(outcome), str(error))
+                for name, outcome, error in data.get("policies") or ()
+            ),
         )
 
 

@@ -14,7 +14,7 @@ import logging
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import WEB, CommentEvent
-from sluice.bot.flow import approval, audit, pr_build, promotion, trust
+from sluice.bot.flow import approval, audit, policies, pr_build, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
 from sluice.bot.forge.base import Forge, PullRequest, members, writer
@@ -102,6 +102,14 @@ def on_comment(job: Job, event: CommentEvent) -> None:
         _diff(job, pr, command, event.author)
     elif command.name == "deploy":
         _deploy(job, pr, event.author, via=_via(event))
+    elif command.name == "override":
+        _override(job, pr, command, event.author)
+
+
+def _override(job: Job, pr: PullRequest, command: Command, author: str) -> None:
+    """``/sluice override POLICY reason`` (:func:`sluice.bot.flow.policies.override`)."""
+    assert command.policy is not None and command.reason is not None
+    job.forge.reply(pr.number, policies.override(job, pr, command.policy, command.reason, author))
 
 
 def _via(event: CommentEvent) -> str:

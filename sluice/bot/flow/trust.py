@@ -49,7 +49,7 @@ from sluice.bot.flow import audit, tenancy
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger, PinnedSettings
 from sluice.bot.flow.reviewed_plan import Item
-from sluice.bot.forge.base import Forge
+from sluice.bot.forge.base import LIST_LIMIT, DirEntry, Forge
 from sluice.core import markdown as md
 from sluice.core import sandbox
 from sluice.core.config import (
@@ -71,10 +71,14 @@ from sluice.core.model.pycode import Refusal
 from sluice.core.model.pycode import config_file as pycode_config
 from sluice.core.model.pycode import files as pycode_files
 from sluice.core.plan import statements
+from sluice.core.policy import load as policy_load
 from sluice.core.spark.tuning import split_spark_conf
 from sluice.core.yamlio import LocatedYaml, parse_yaml
 
 log = logging.getLogger(__name__)
+
+PolicyFiles = tuple[tuple[str, str], ...]
+"""Policy files as read: (path in the project, e.g. ``policies/a.yaml``, text)."""
 
 SETTINGS_ITEM = "config.yaml sluice:"
 """The review item standing for a change of Sluice's settings; its content names the new
@@ -113,6 +117,9 @@ class Settings:
     # Which pin the settings in force are (its digest and when it was set): a change of
     # them is approved for this generation only (:func:`change_item`).
     generation: str = ""
+    # The policies in force (policies/*.yaml beside the config, as read: path, text), part
+    # of the digest: evaluated on every plan, never a PR's own (:mod:`.policies`).
+    policies: PolicyFiles = ()
 
     @property
     def requires_approval(self) -> bool:
@@ -167,6 +174,12 @@ class Parsed:
     deploy: DeploySettings
     digest: str
     names_prod_branch: bool  # whether it sets deploy.prod_branch itself
+    policies: PolicyFiles = ()  # its policies/*.yaml (path in the project, text)
+
+    @property
+    def settings_digest(self) -> str:
+        """The digest of the ``sluice:`` settings alone (the policies aside)."""
+        return digest(self.sluice, self.gate, self.deploy)
 
 
 @dataclass(frozen=True)
@@ -181,6 +194,7 @@ class Source:
     settings_path: str
     settings_text: str | None
     where: str = ""  # the branch or commit they were read at, for messages only
+    policies: PolicyFiles = ()  # its policies/*.yaml (path in the project, text)
 
     @property
     def shown(self) -> str:
@@ -240,14 +254,14 @@ def parse(source: Source) -> Parsed:
             exc.message, path=f"{source.where}:{exc.path}", line=exc.line, col=exc.col,
             hint=exc.hint,
         ) from None  # fmt: skip
-    return parsed_settings(config.sluice)
+    return parsed_settings(config.sluice, source.policies)
 
 
-def parsed_settings(sluice: SluiceSettings) -> Parsed:
-    """``sluice`` with its digest."""
+def parsed_settings(sluice: SluiceSettings, policies: PolicyFiles = ()) -> Parsed:
+    """``sluice`` (and the ``policies`` beside it) with their digest."""
     gate, deploy = sluice.gate, sluice.deploy
     named = "prod_branch" in deploy.model_fields_set
-    return Parsed(sluice, gate, deploy, digest(sluice, gate, deploy), named)
+    return Parsed(sluice, gate, deploy, digest(sluice, gate, deploy, policies), named, policies)
 
 
 PINNED_FILE = ":parsed"
@@ -264,7 +278,12 @@ def pinned_text(parsed: Parsed, branch: str) -> str:
     >>> json.loads(pinned_text(parse(Source.of_config("sluice: {project: a}", "config.yaml")), "main"))
     {'branch': 'main', 'sluice': {'project': 'a'}}
     """
-    data = {"branch": branch, "sluice": parsed.sluice.model_dump(mode="json", exclude_unset=True)}
+    data: dict[str, Any] = {
+        "branch": branch,
+        "sluice": parsed.sluice.model_dump(mode="json", exclude_unset=True),
+    }
+    if parsed.policies:  # kept as read: the policies in force never come from a branch again
+        data["policies"] = [list(file) for file in parsed.policies]
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -282,7 +301,8 @@ def _from_pin(pinned: PinnedSettings, path: str) -> tuple[Parsed, str | None]:
         )
         return old, old.deploy.prod_branch if old.names_prod_branch else None
     data = json.loads(pinned.text)
-    parsed = parsed_settings(SluiceSettings.model_validate(data["sluice"]))
+    policies = tuple((str(path), str(text)) for path, text in data.get("policies", []))
+    parsed = parsed_settings(SluiceSettings.model_validate(data["sluice"]), policies)
     if parsed.digest != pinned.digest:
         raise ConfigError(
             f"the settings in force (pinned at {pinned.sha[:7]}) no longer read as they did "
@@ -293,13 +313,19 @@ def _from_pin(pinned: PinnedSettings, path: str) -> tuple[Parsed, str | None]:
     return parsed, str(data["branch"])
 
 
-def digest(sluice: SluiceSettings, gate: GateSettings, deploy: DeploySettings) -> str:
-    """A hash of what the ``sluice:`` section says (formatting and comments aside)."""
+def digest(
+    sluice: SluiceSettings, gate: GateSettings, deploy: DeploySettings, policies: PolicyFiles = ()
+) -> str:
+    """A hash of what the ``sluice:`` section says (formatting and comments aside) and of
+    the policies' files (each byte: a policy is read as written); without policies, the
+    digest settings had before policies were part of it."""
     data: dict[str, Any] = {
         "sluice": sluice.model_dump(mode="json", exclude={"gate", "deploy"}),
         "gate": gate.model_dump(mode="json"),
         "deploy": deploy.model_dump(mode="json"),
     }
+    if policies:
+        data["policies"] = [list(file) for file in policies]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -322,7 +348,11 @@ def read_config(read: Callable[[str], str | None], path: str) -> tuple[str, str 
     return _one_of(read, path[: -len(CONFIG_FILES[0])], CONFIG_FILES)
 
 
-def read_source(read: Callable[[str], str | None], path: str) -> Source:
+def read_source(
+    read: Callable[[str], str | None],
+    path: str,
+    listing: Callable[[str], list[DirEntry] | None] | None = None,
+) -> Source:
     """The files that hold one side's settings (:class:`Source`): its config and its
     sluice.yaml (or sluice.yml) beside it; ``path`` names the project's ``config.yaml``.
 
@@ -335,7 +365,76 @@ def read_source(read: Callable[[str], str | None], path: str) -> Source:
     config_path, config_text = read_config(read, path)
     folder = settings_beside(path)[: -len(SETTINGS_FILES[0])]
     settings_path, settings_text = _one_of(read, folder, SETTINGS_FILES)
-    return Source(config_path, config_text, settings_path, settings_text)
+    policies = read_policy_files(listing, read, folder) if listing is not None else ()
+    return Source(config_path, config_text, settings_path, settings_text, policies=policies)
+
+
+POLICY_CHARS = 256 * 1024
+"""Most characters all of a side's policy files may hold together (they are kept in the
+pin, and read on every job)."""
+
+
+def read_policy_files(
+    listing: Callable[[str], list[DirEntry] | None],
+    read: Callable[[str], str | None],
+    folder: str,
+) -> PolicyFiles:
+    """The policy files of one side (a branch, a commit's tree): ``policies/*.yaml`` of the
+    project in ``folder`` (``""`` or ``warehouse/``), as written; their rules are parsed
+    where they are evaluated (:mod:`sluice.bot.flow.policies`), so a broken one blocks
+    there, naming its file and line. Bounded: at most
+    :data:`~sluice.core.policy.load.MAX_POLICIES` files, each of at most
+    :data:`~sluice.core.policy.load.MAX_FILE_CHARS`, :data:`POLICY_CHARS` in all.
+
+    Raises:
+        ConfigError: a policy file is a link or a folder (a forge's API and a tree on disk
+            would read it differently), not text, or over the bounds.
+    """
+    where = folder + policy_load.DIRECTORY
+    entries = listing(where)
+    if entries is None:
+        return ()
+    found = [e for e in entries if policy_load.is_policy_file(f"{policy_load.DIRECTORY}/{e.name}")]
+    if len(found) > policy_load.MAX_POLICIES:
+        raise ConfigError(
+            f"{len(found)} policy files, over the {policy_load.MAX_POLICIES} allowed",
+            path=where,
+            hint="merge related rules into one policy",
+        )
+    files: list[tuple[str, str]] = []
+    total = 0
+    for entry in found:
+        relative = f"{policy_load.DIRECTORY}/{entry.name}"
+        shown = folder + relative
+        if entry.kind != "file":
+            raise ConfigError(
+                f"a policy file must be a regular file, not a {entry.kind}",
+                path=shown,
+                hint="copy the policy into policies/",
+            )
+        limit = policy_load.MAX_FILE_CHARS
+        if entry.size is not None and entry.size > 4 * limit:  # UTF-8: 4 bytes a character
+            raise ConfigError(
+                f"the policy file is {entry.size:,} bytes, over the {limit:,} characters allowed",
+                path=shown,
+            )
+        text = read(shown)
+        if text is None:
+            raise ConfigError("the policy file could not be read", path=shown, hint="retry")
+        if len(text) > limit:
+            raise ConfigError(
+                f"the policy file is {len(text):,} characters, over the {limit:,} allowed",
+                path=shown,
+            )
+        total += len(text)
+        if total > POLICY_CHARS:
+            raise ConfigError(
+                f"the policy files hold over {POLICY_CHARS:,} characters together",
+                path=where,
+                hint="shorten the descriptions, or merge policies",
+            )
+        files.append((relative, text))
+    return tuple(files)
 
 
 def _one_of(
@@ -375,13 +474,39 @@ def tree_source(tree: Path, path: str) -> Source:
                 line=1,
                 hint=f"replace the link with the file it points to ({name})",
             )
-        return file.read_text(encoding="utf-8") if file.is_file() else None
+        try:
+            return file.read_text(encoding="utf-8") if file.is_file() else None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{name} is not UTF-8 text", path=name) from None
 
-    return read_source(read, path)
+    return read_source(read, path, lambda folder: _list_on_disk(tree, folder))
+
+
+def _list_on_disk(tree: Path, folder: str) -> list[DirEntry] | None:
+    """Folder ``folder`` of ``tree`` as a forge lists it (a link is a ``link``, never
+    followed); None when it is not a folder."""
+    where = tree / folder
+    if where.is_symlink() or not where.is_dir():
+        return None
+    entries = []
+    for item in sorted(where.iterdir()):
+        if item.is_symlink():
+            entries.append(DirEntry(item.name, "link"))
+        elif item.is_file():
+            entries.append(DirEntry(item.name, "file", item.stat().st_size))
+        else:
+            entries.append(DirEntry(item.name, "dir" if item.is_dir() else "other"))
+        if len(entries) > LIST_LIMIT:
+            raise ConfigError(f"{folder} holds over {LIST_LIMIT} entries", path=folder)
+    return entries
 
 
 def read_prod(
-    forge: Forge, branch: str, path: str, read: Callable[[str, str], str | None] | None = None
+    forge: Forge,
+    branch: str,
+    path: str,
+    read: Callable[[str, str], str | None] | None = None,
+    listing: Callable[[str, str], list[DirEntry] | None] | None = None,
 ) -> tuple[Parsed, str, str | None]:
     """The settings on the prod branch now, read the first time (nothing pinned yet):
     (parsed, branch, head sha).
@@ -394,10 +519,11 @@ def read_prod(
     :meth:`~sluice.bot.flow.job.Job.read_file`).
     """
     read = read or forge.read_file
-    parsed = _read_branch(read, branch, path)
+    listing = listing or forge.list_dir
+    parsed = _read_branch(read, branch, path, listing)
     if parsed.names_prod_branch and parsed.deploy.prod_branch != branch:
         named = parsed.deploy.prod_branch
-        again = _read_branch(read, named, path)
+        again = _read_branch(read, named, path, listing)
         if again.deploy.prod_branch != named:
             raise ConfigError(
                 f"`sluice.deploy.prod_branch` on {md.code(branch)} names {md.code(named)}, whose own "
@@ -410,9 +536,16 @@ def read_prod(
     return parsed, branch, forge.commit_of(branch)
 
 
-def _read_branch(read: Callable[[str, str], str | None], branch: str, path: str) -> Parsed:
-    """The settings on ``branch``'s head."""
-    source = read_source(lambda name: read(branch, name), path)
+def _read_branch(
+    read: Callable[[str, str], str | None],
+    branch: str,
+    path: str,
+    listing: Callable[[str, str], list[DirEntry] | None],
+) -> Parsed:
+    """The settings (and policies) on ``branch``'s head."""
+    source = read_source(
+        lambda name: read(branch, name), path, lambda folder: listing(branch, folder)
+    )
     return parse(dataclasses.replace(source, where=branch))
 
 
@@ -425,8 +558,10 @@ def settings_for(
     path: str,
     now: int,
     read: Callable[[str, str], str | None] | None = None,
+    listing: Callable[[str, str], list[DirEntry] | None] | None = None,
 ) -> Settings:
-    """The settings in force for ``repo`` (see the module docstring).
+    """The settings in force for ``repo`` (see the module docstring); ``listing`` (ref,
+    folder) lists a folder (default: ``forge.list_dir``), for the policies.
 
     Once settings are pinned, the prod branch is the one they were pinned on: a
     ``deploy.prod_branch`` pushed past the gate is a change of the settings like any
@@ -440,7 +575,7 @@ def settings_for(
     """
     pinned = ledger.settings_in_force(repo)
     if pinned is None:
-        parsed, first_branch, sha = read_prod(forge, branch, path, read)
+        parsed, first_branch, sha = read_prod(forge, branch, path, read, listing)
         text = pinned_text(parsed, first_branch)
         at = sha or first_branch
         if ledger.pin_settings(repo, at, parsed.digest, text, PINNED_FILE, now, replace=False):
@@ -454,7 +589,7 @@ def settings_for(
             return dataclasses.replace(head, python_ref=sha, generation=_generation(pinned))
     old, pinned_branch = _from_pin(pinned, path)
     branch = pinned_branch or branch
-    parsed = _read_branch(read or forge.read_file, branch, path)
+    parsed = _read_branch(read or forge.read_file, branch, path, listing or forge.list_dir)
     sha = forge.commit_of(branch)
     head = _settings(parsed, branch, sha, f"{md.code(branch)} at {_short(sha)}")
     head = dataclasses.replace(head, generation=_generation(pinned))
@@ -529,7 +664,10 @@ def _settings(
     parsed: Parsed, branch: str, sha: str | None, source: str, note: str | None = None
 ) -> Settings:
     deploy = parsed.deploy.model_copy(update={"prod_branch": branch})
-    return Settings(branch, sha, parsed.sluice, parsed.gate, deploy, parsed.digest, source, note)
+    return Settings(
+        branch, sha, parsed.sluice, parsed.gate, deploy, parsed.digest, source, note,
+        policies=parsed.policies,
+    )  # fmt: skip
 
 
 def for_repository(job: Job) -> Settings:
@@ -549,6 +687,7 @@ def for_repository(job: Job) -> Settings:
             path=job.deps.config_path,
             now=job.now,
             read=job.read_file,
+            listing=job.list_dir,
         )
     return job.trusted
 

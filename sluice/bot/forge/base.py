@@ -24,6 +24,27 @@ class UnusableTree(ForgeError):
     limit): asking again gives the same answer, so the PR is told at once."""
 
 
+LIST_LIMIT = 1_000
+"""Most entries :meth:`Forge.list_dir` returns: a folder with more is an error, never a
+long wait (GitHub's contents API lists at most 1,000 entries of a folder)."""
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One entry of a folder (:meth:`Forge.list_dir`): its name (no folder), its kind
+    (``file``, ``dir``, ``link`` or ``other``: a submodule) and its size in bytes where the
+    forge says (None: it does not, e.g. GitLab's tree)."""
+
+    name: str
+    kind: str
+    size: int | None = None
+
+
+PULL_COMMITS_LIMIT = 250
+"""Most commits :meth:`Forge.pull_commits` lists (GitHub's API lists no more of a pull
+request's); a pull request with more is listed as None (only part is known)."""
+
+
 @dataclass(frozen=True)
 class PullRequest:
     """A pull (merge) request as the forge reports it now."""
@@ -98,6 +119,15 @@ class Forge(Protocol):
 
     def read_file(self, ref: str, path: str) -> str | None:
         """The text of ``path`` at ``ref`` (branch, tag or sha); None when it does not exist."""
+        ...
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        """The entries of folder ``path`` at ``ref``, sorted by name; None when there is no
+        such folder (or ref).
+
+        Raises:
+            ForgeError: ``path`` is a file, or it holds over :data:`LIST_LIMIT` entries.
+        """
         ...
 
     def pull_request(self, number: int) -> PullRequest:

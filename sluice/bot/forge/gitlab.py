@@ -26,7 +26,15 @@ from gitlab.exceptions import GitlabError
 
 from sluice import __version__
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
+from sluice.bot.forge.base import (
+    LIST_LIMIT,
+    Check,
+    DirEntry,
+    ForgeError,
+    PullRequest,
+    Review,
+    UnusableTree,
+)
 from sluice.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -295,6 +303,43 @@ class GitLabForge:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ForgeError(f"GitLab: {what} failed: the file is not UTF-8 text") from None
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        """The entries of folder ``path`` at ``ref`` (the repository tree, a page of 100 at a
+        time, at most :data:`LIST_LIMIT` entries); None when there is no such folder (or
+        ref). GitLab's tree gives no sizes."""
+        folder = path.strip("/")
+        what = f"listing {folder or '/'} at {ref}"
+        kinds = {"blob": "file", "tree": "dir"}
+        entries: list[DirEntry] = []
+        page = 1
+        while True:
+            with self._guard(what):
+                try:
+                    found = self._project.repository_tree(
+                        path=folder, ref=ref, page=page, per_page=100, get_all=False
+                    )
+                except GitlabError as error:
+                    if _status(error) == 404:
+                        return None
+                    raise
+            found = list(found)
+            for item in found:
+                kind = kinds.get(str(item.get("type")), "other")
+                if kind == "file" and str(item.get("mode")) == "120000":
+                    kind = "link"
+                entries.append(DirEntry(str(item.get("name")), kind))
+            if len(entries) > LIST_LIMIT:
+                raise ForgeError(f"GitLab: {what} failed: over {LIST_LIMIT} entries")
+            if len(found) < 100:
+                break
+            page += 1
+        if not entries:
+            # GitLab lists a missing folder as empty; a file is not a folder either.
+            if folder and self.read_file(ref, folder) is not None:
+                raise ForgeError(f"GitLab: {what} failed: {folder} is a file, not a folder")
+            return None
+        return sorted(entries, key=lambda e: e.name)
 
     # -- merge requests ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.base import LIST_LIMIT, DirEntry, ForgeError
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,39 @@ class GitRepo:
             raise ForgeError(
                 f"local: reading {path} at {ref} failed: the file is not UTF-8 text"
             ) from None
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        """The entries of folder ``path`` at ``ref``; None when either is missing."""
+        if not ref or ref.startswith("-"):
+            return None
+        path = path.strip("/").removeprefix("./")
+        what = f"listing {path or '/'} at {ref}"
+        oid = self._rev(f"{ref}:{path}")
+        if oid is None:
+            return None
+        kind = self._git("cat-file", "-t", oid, what=what).strip()
+        if kind != "tree":
+            raise ForgeError(f"local: {what} failed: it is a {kind}, not a folder")
+        done = self._run("ls-tree", "-l", "-z", oid, what=what)
+        if done.returncode != 0:
+            raise ForgeError(f"local: {what} failed: git exited with {done.returncode}")
+        entries = []
+        for record in done.stdout.split(b"\0"):
+            if not record:
+                continue
+            head, _, name = record.partition(b"\t")
+            mode, type_, _oid, size = head.split(None, 3)
+            found = {b"blob": "link" if mode == b"120000" else "file", b"tree": "dir"}
+            entries.append(
+                DirEntry(
+                    name.decode("utf-8", "replace"),
+                    found.get(type_, "other"),
+                    int(size) if size.strip().isdigit() else None,
+                )
+            )
+            if len(entries) > LIST_LIMIT:
+                raise ForgeError(f"local: {what} failed: over {LIST_LIMIT} entries")
+        return sorted(entries, key=lambda e: e.name)
 
     def commit_of(self, ref: str) -> str | None:
         """The commit ``ref`` (branch, tag, ``heads/...``, ``tags/...``, sha) points at,

@@ -35,7 +35,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
-from sluice.bot.forge.base import Check, Forge, ForgeError, PullRequest, Review, UnusableTree
+from sluice.bot.forge.base import (
+    LIST_LIMIT,
+    Check,
+    DirEntry,
+    Forge,
+    ForgeError,
+    PullRequest,
+    Review,
+    UnusableTree,
+)
 
 BOT_USER = "sluice-bot"
 WRITES = frozenset(
@@ -325,6 +334,26 @@ class MemoryForge:
         sha = self._resolve(ref) or (ref if ref in self.files else None)
         data = self.files.get(sha, {}).get(path) if sha is not None else None
         return None if data is None else data.decode("utf-8")
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        self._call("list_dir", ref, path)
+        sha = self._resolve(ref) or (ref if ref in self.files else None)
+        tree = self.files.get(sha, {}) if sha is not None else {}
+        folder = path.strip("/")
+        if folder in tree:
+            raise ForgeError(f"memory: listing {path} at {ref} failed: it is a file")
+        prefix = folder + "/" if folder else ""
+        found: dict[str, DirEntry] = {}
+        for name, data in tree.items():
+            if not name.startswith(prefix):
+                continue
+            first, slash, _rest = name[len(prefix) :].partition("/")
+            found[first] = DirEntry(first, "dir") if slash else DirEntry(first, "file", len(data))
+        if not found:
+            return None
+        if len(found) > LIST_LIMIT:
+            raise ForgeError(f"memory: listing {path} at {ref} failed: over {LIST_LIMIT} entries")
+        return [found[name] for name in sorted(found)]
 
     def commit_of(self, ref: str) -> str | None:
         self._call("commit_of", ref)

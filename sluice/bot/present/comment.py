@@ -579,7 +579,7 @@ def details_markdown(result: PreviewResult, prod_plan: Plan | None = None) -> st
     return "\n".join(lines).replace(verdict.NEXT, "").strip()
 
 
-SECTION_ORDER = ("promotion", "cleanup", "approval", "settings")
+SECTION_ORDER = ("promotion", "cleanup", "approval", "policy", "settings")
 
 
 def with_sections(body: str, sections: dict[str, str]) -> str:
@@ -709,6 +709,7 @@ def settings_section(
     branch: str,
     ignored_spark: Sequence[str],
     drops_gate: bool = False,
+    policies_changed: bool = False,
 ) -> tuple[str, str | None]:
     """What the PR should know of the settings its build used: its own changes of Sluice's
     settings (``changed``, in ``settings_file``: its sluice.yaml or config.yaml) wait for
@@ -727,6 +728,12 @@ def settings_section(
         lines.append(
             "⚠️ **Its settings ask for no approval** (no `sluice.gate` approvers or owners): "
             "once it is promoted, merges reach prod with nobody's approval."
+        )
+    if policies_changed:
+        lines.append(
+            "This PR changes the policies in `policies/`: its plan is judged by the "
+            f"policies in force ({source}), never its own, and the change is approved as a "
+            "change of Sluice's settings; it takes effect once approved and promoted."
         )
     if note:
         lines.append(note)

@@ -19,7 +19,15 @@ from github.CheckRun import CheckRun
 from github.GithubException import RateLimitExceededException, UnknownObjectException
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review, UnusableTree
+from sluice.bot.forge.base import (
+    LIST_LIMIT,
+    Check,
+    DirEntry,
+    ForgeError,
+    PullRequest,
+    Review,
+    UnusableTree,
+)
 from sluice.bot.forge.github.client import (
     DEFAULT_TIMEOUT,
     LOGIN,
@@ -213,6 +221,26 @@ class GitHubForge:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ForgeError(f"GitHub: {what} failed: the file is not UTF-8 text") from None
+
+    def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
+        """The entries of folder ``path`` at ``ref`` (the contents API: one request, at most
+        1,000 entries); None when the folder (or the ref) does not exist."""
+        what = f"listing {path} at {ref}"
+        kinds = {"file": "file", "dir": "dir", "symlink": "link"}
+        with boundary(what):
+            try:
+                content = self._repo.get_contents(path.strip("/"), ref=ref)
+            except UnknownObjectException:
+                return None
+            if not isinstance(content, list):
+                raise ForgeError(f"GitHub: {what} failed: {path} is a file, not a folder")
+            if len(content) > LIST_LIMIT:
+                raise ForgeError(f"GitHub: {what} failed: over {LIST_LIMIT} entries")
+            entries = [
+                DirEntry(str(item.name), kinds.get(str(item.type), "other"), int(item.size))
+                for item in content
+            ]
+        return sorted(entries, key=lambda e: e.name)
 
     # -- pull requests -------------------------------------------------------------------
 

@@ -1,0 +1,322 @@
+"""Policies as code in the service (issue 47): the prod branch's policies, as in force,
+evaluated on a plan; ``/sluice override``; and the verdict a promotion must pass.
+
+Trust: the policies are part of the settings in force (:class:`~.trust.Settings`'s
+``policies``, in its digest and its pin), never a pull request's own. A PR that adds,
+changes or removes ``policies/*.yaml`` changes the settings: its build is judged by the
+policies in force, and the change is the settings item its gate must approve; once
+promoted, the settings' generation moves and approvals (and overrides) under the old ones
+are void.
+
+- :func:`judge`: a PR build's verdicts (recorded with its plan's review, the raw outcome of
+  each policy), its ``sluice/policy`` check and comment section;
+- :func:`override`: ``/sluice override POLICY reason`` by someone the soft policy names,
+  for the plan the PR's head has (its review's fingerprint): the audit row is the
+  override (:meth:`~.audit.AuditLog.policy_overrides`), read back and checked again (is
+  the actor still named, the policy still soft) whenever verdicts are made;
+- :func:`promotion_verdict`: what a promotion (or a merge group) must pass: the policies
+  evaluated again on the plan it applies, overrides counting only for that plan.
+
+A policy that cannot be read or evaluated blocks (fail closed), naming its file and line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.bot.flow import audit, trust
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.reviewed_plan import PlanReview, review_of
+from sluice.bot.flow.trust import Settings
+from sluice.bot.forge.base import Check, PullRequest, members
+from sluice.bot.present import policy_text
+from sluice.bot.present.policy_text import Shown
+from sluice.core.errors import ConfigError, SluiceError
+from sluice.core.model.definition import Project
+from sluice.core.plan.plan import Plan
+from sluice.core.policy.facts import plan_facts
+from sluice.core.policy.load import Policy, parse_policies
+from sluice.core.policy.verdict import Outcome, Verdict, evaluate
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import StateReader
+from sluice.core.workflow import read_environment
+
+log = logging.getLogger(__name__)
+
+Raw = tuple[tuple[str, str, str], ...]
+"""Each policy's outcome on a plan as recorded with its review: (name, outcome, error)."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The policies in force on one plan: each one's verdict (overrides counted), or why
+    they could not be read (``error``: every plan is blocked)."""
+
+    rows: tuple[Shown, ...]
+    error: str | None = None
+
+    @property
+    def blocks(self) -> bool:
+        return self.error is not None or any(r.blocks for r in self.rows)
+
+    @property
+    def blocking(self) -> list[str]:
+        return [r.name for r in self.rows if r.blocks]
+
+
+def in_force(settings: Settings) -> tuple[list[Policy], str | None]:
+    """The policies in force (none: no ``policies/`` on the prod branch as in force), or
+    the error that keeps them from being read (file:line and hint)."""
+    if not settings.policies:
+        return [], None
+    try:
+        return parse_policies(dict(settings.policies)), None
+    except ConfigError as exc:
+        return [], str(exc)
+
+
+def facts_of(
+    plan: Plan,
+    project: Project,
+    store: StateReader,
+    *,
+    author: str,
+    files: Iterable[str] = (),
+    now: int,
+) -> dict[str, Any]:
+    """The facts policies see of ``plan`` (:func:`~sluice.core.policy.facts.plan_facts`):
+    the models as ``project`` has them, prod's for what it removes."""
+    base = {n: s.model for n, s in read_environment(store, PROD).snapshots.items()}
+    moment = dt.datetime.fromtimestamp(now / 1000, dt.UTC)
+    return plan_facts(plan, project.models, base, author=author, files=files, now=moment)
+
+
+def raw_of(verdicts: Sequence[Verdict]) -> Raw:
+    """Verdicts as a review records them (no overrides: those are read when shown)."""
+    return tuple((v.policy.name, v.outcome, v.error) for v in verdicts)
+
+
+def valid_overrides(
+    job: Job, policies: Sequence[Policy], fingerprint: str
+) -> dict[str, audit.Entry]:
+    """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
+    someone the policy, soft, names now (a policy made hard since, or whose
+    ``override_by`` no longer names them, drops it)."""
+    soft = {p.name: p for p in policies if p.level == "soft"}
+    found: dict[str, audit.Entry] = {}
+    allowed: dict[str, frozenset[str]] = {}
+    for row in job.ledger.policy_overrides(job.repo, fingerprint):
+        name = row.outcome.removeprefix(audit.OVERRODE)
+        policy = soft.get(name)
+        if policy is None or name in found:
+            continue
+        if name not in allowed:
+            allowed[name] = members(job.forge, policy.override_by)
+        if row.actor.casefold() in allowed[name]:
+            found[name] = row
+    return found
+
+
+def shown(
+    policies: Sequence[Policy], raw: Raw, overrides: Mapping[str, audit.Entry]
+) -> tuple[Shown, ...]:
+    """The rows to show: each policy in force with its recorded outcome (a policy the
+    record does not name could not have been evaluated: it blocks)."""
+    outcomes = {name: (outcome, error) for name, outcome, error in raw}
+    rows = []
+    for policy in policies:
+        outcome, error = outcomes.get(
+            policy.name, ("error", "this policy was not evaluated on this plan: plan again")
+        )
+        override = overrides.get(policy.name) if outcome == "fail" else None
+        who = override.actor if override is not None else None
+        kind: Outcome = "pass" if outcome == "pass" else "fail" if outcome == "fail" else "error"
+        verdict = Verdict(policy, kind, error=error, overridden_by=who)
+        rows.append(
+            Shown(
+                name=policy.name,
+                level=policy.level,
+                where=f"{policy.path}:{policy.line}",
+                description=policy.description,
+                outcome=verdict.outcome,
+                blocks=verdict.blocks,
+                error=error,
+                overridden_by=who,
+                reason=override.detail if override is not None else "",
+            )
+        )
+    return tuple(rows)
+
+
+def judge(
+    job: Job, settings: Settings, plan: Plan, project: Project, store: StateReader, author: str
+) -> tuple[Raw, str | None]:
+    """The policies in force evaluated on a PR's ``plan``: (the raw outcomes its review
+    records, the error that keeps the policies from being read)."""
+    policies, error = in_force(settings)
+    if error is not None or not policies:
+        return (), error
+    facts = facts_of(plan, project, store, author=author, now=job.now)
+    return raw_of(evaluate(policies, facts)), None
+
+
+def report(job: Job, sha: str, settings: Settings, review: PlanReview) -> Judgement | None:
+    """Set the ``sluice/policy`` check on ``sha`` for ``review`` (a PR head's plan, its
+    raw outcomes recorded) and return the judgement, with the overrides of its plan;
+    None when no policies are in force (no check: nothing to say)."""
+    judgement = judgement_of(job, settings, review)
+    if judgement is None:
+        return None
+    job.forge.set_check(sha, check_of(judgement))
+    return judgement
+
+
+def judgement_of(job: Job, settings: Settings, review: PlanReview) -> Judgement | None:
+    """The judgement of ``review``'s recorded outcomes under the policies in force (None:
+    none in force). A review made under other settings was judged by other policies:
+    every policy then blocks until the PR is planned again."""
+    policies, error = in_force(settings)
+    if error is not None:
+        return Judgement((), error)
+    if not policies:
+        return None
+    raw = review.policies
+    if review.generation != settings.generation:
+        raw = tuple(
+            (p.name, "error", "the policies in force changed since this plan: plan again")
+            for p in policies
+        )
+    overrides = valid_overrides(job, policies, review.fingerprint)
+    return Judgement(shown(policies, raw, overrides))
+
+
+def check_of(judgement: Judgement) -> Check:
+    """The ``sluice/policy`` check of ``judgement``."""
+    return policy_text.check_of(judgement.rows, judgement.error)
+
+
+def section(judgement: Judgement | None) -> tuple[str, str | None]:
+    """The PR comment's policies section (None: removes it)."""
+    if judgement is None:
+        return policy_text.SECTION, None
+    return policy_text.section_of(judgement.rows, judgement.error)
+
+
+def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> str:
+    """``author`` (a writer) overrides policy ``name`` for the plan ``pr``'s head has,
+    because ``reason``: the reply to post. Only a soft policy that fails on that plan, by
+    someone its ``override_by`` names (a user, or a member of an ``org/team``); recorded
+    in the audit log, which is the override's record. The check and the comment's section
+    are set again."""
+    review = job.ledger.review(job.repo, pr.number, pr.head_sha)
+    if review is None:
+        return policy_text.no_plan(author)
+    try:
+        settings = trust.for_repository(job)
+    except ConfigError as exc:
+        return policy_text.policies_unreadable(author, job.scrub(str(exc)))
+    policies, error = in_force(settings)
+    if error is not None:
+        return policy_text.policies_unreadable(author, job.scrub(error))
+    policy = next((p for p in policies if p.name == name), None)
+    if policy is None:
+        return policy_text.no_such_policy(author, name, [p.name for p in policies])
+    if policy.level != "soft":
+        _refused(job, pr, author, name, f"{policy.level} policies cannot be overridden")
+        return policy_text.not_soft(author, name, policy.level)
+    if author.casefold() not in members(job.forge, policy.override_by):
+        _refused(job, pr, author, name, "not named by its override_by")
+        return policy_text.not_allowed(author, name, policy.override_by)
+    if review.generation != settings.generation:
+        return policy_text.plan_stale(author)
+    outcome = next((o for n, o, _e in review.policies if n == name), "error")
+    if outcome != "fail":
+        return policy_text.not_failing(author, name, outcome)
+    written = job.ledger.append(
+        audit.Entry(
+            job.now,
+            job.repo,
+            audit.POLICY_OVERRIDE,
+            job.scrub(author),
+            audit.OVERRODE + name,
+            ref=f"#{pr.number}",
+            plan_id=review.fingerprint,
+            detail=job.scrub(reason),
+        )
+    )
+    if not written:  # the row is the override: without it there is none
+        raise SluiceError("the override could not be recorded in the audit log", hint="retry")
+    judgement = report(job, pr.head_sha, settings, review)
+    job.publish(pr.number, section=section(judgement))
+    blocking = judgement.blocking if judgement is not None else []
+    return policy_text.overridden(author, name, review.fingerprint, blocking)
+
+
+def _refused(job: Job, pr: PullRequest, author: str, name: str, why: str) -> None:
+    audit.record(
+        job,
+        audit.REFUSAL,
+        "policy override refused",
+        actor=author,
+        ref=f"#{pr.number}",
+        detail=f"{name}: {why}",
+    )
+
+
+def held_back(
+    job: Job,
+    settings: Settings,
+    plan: Plan,
+    project: Project,
+    own: trust.Parsed,
+    store: StateReader,
+    *,
+    prod_python: str | None,
+    prod_statements: str | None,
+    number: int | None,
+    environment: str,
+) -> tuple[str, str] | None:
+    """Why ``plan`` (what a promotion or a merge group applies, of a commit whose own
+    settings are ``own``) may not be applied: (title, summary) when a policy in force
+    blocks it; None when none does (or none is in force). The overrides that count are
+    those given for this very plan (a review of it made as a PR's build makes one, with
+    the settings change if any); the author fact is PR ``number``'s author."""
+    policies, error = in_force(settings)
+    if error is None and not policies:
+        return None
+    review = review_of(
+        plan, project, prod_python=prod_python, prod_statements=prod_statements,
+        extra=settings.change_to(own.digest),
+    )  # fmt: skip
+    author = job.forge.pull_request(number).author if number is not None else ""
+    judgement = promotion_verdict(job, settings, plan, project, store, review.fingerprint, author)
+    if judgement is None or not judgement.blocks:
+        return None
+    return policy_text.blocked_words(judgement.blocking, judgement.error, environment)
+
+
+def promotion_verdict(
+    job: Job,
+    settings: Settings,
+    plan: Plan,
+    project: Project,
+    store: StateReader,
+    fingerprint: str,
+    author: str,
+) -> Judgement | None:
+    """The policies in force evaluated on ``plan`` (what a promotion or a merge group
+    applies), its overrides those given for the same plan (``fingerprint``, a review of
+    it made as a PR's build makes one); None: no policies in force. An approval does not
+    lift a policy."""
+    policies, error = in_force(settings)
+    if error is not None:
+        return Judgement((), error)
+    if not policies:
+        return None
+    facts = facts_of(plan, project, store, author=author, now=job.now)
+    raw = raw_of(evaluate(policies, facts))
+    return Judgement(shown(policies, raw, valid_overrides(job, policies, fingerprint)))

@@ -1,0 +1,150 @@
+"""Policies as code in the service (issue 47): the prod branch's policies judge a PR's
+plan (``sluice/policy`` check, comment section), ``/sluice override`` lifts a soft one for
+one plan, and a promotion is held back by a failing policy even when approved.
+
+Driven on the in-memory forge and SQLite with no Spark (tests/helpers/policy_world.py):
+the PR build's policy part on a plan made by core's planner against a prod recorded as
+built; comments through real ``issue_comment`` webhook bodies and the dispatcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.flow import audit, trust
+from sluice.core.policy.load import DIRECTORY
+from tests.helpers.policy_world import ADVISORY, POLICIES, World, edit_orders
+
+A = "a" * 40
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path)
+    yield made
+    made.close()
+
+
+def test_the_policies_in_force_judge_a_prs_plan_and_the_check_says_why(world: World) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A)
+    review = world.build(7)
+    assert ("orders-need-finance", "fail", "") in review.policies
+    assert ("no-new-models", "pass", "") in review.policies
+    check = world.check(A)
+    assert check is not None and check.conclusion == "failure"
+    assert check.title == "1 of 2 policies block"
+    assert check.text is not None
+    assert "`orders-need-finance`" not in check.title
+    assert "A change to jaffle.orders needs the finance team" in check.text
+    assert "failed (blocks until overridden)" in check.text
+    assert "policies/soft.yaml:1" in check.text
+    body = world.forge.bot_comments(7)[0]
+    assert "**Policies:** ❌" in body and "`orders-need-finance` (soft)" in body
+
+
+def test_an_override_by_a_named_team_member_lifts_the_soft_failure_for_that_plan(
+    world: World,
+) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A)
+    review = world.build(7)
+    [reply] = world.comment(7, "fin", "/sluice override orders-need-finance quarter-end fix")
+    assert reply.startswith("@fin overrode `orders-need-finance` for this plan")
+    assert "No policy blocks this plan now" in reply
+    check = world.check(A)
+    assert check is not None and check.conclusion == "success", check.summary
+    assert (
+        check.text is not None and "Overridden for this plan by @fin: quarter-end fix" in check.text
+    )
+    [row] = world.audit(audit.POLICY_OVERRIDE)
+    assert (row.actor, row.outcome, row.ref, row.plan_id, row.detail) == (
+        "fin", "overrode orders-need-finance", "#7", review.fingerprint, "quarter-end fix",
+    )  # fmt: skip
+    assert "**Policies:** ✅" in world.forge.bot_comments(7)[0]
+
+
+def test_a_promotion_is_held_back_by_a_failing_policy_even_when_approved(world: World) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A)
+    review = world.build(7)
+    world.approve_all(7, A, review)
+    outcome = world.promote(A, 7)
+    assert not outcome.ok
+    assert outcome.title == "Not promoted to prod: blocked by policies"
+    assert "`orders-need-finance`" in outcome.summary
+    deploy = world.forge.checks[A]["sluice/deploy"]
+    assert deploy.conclusion == "failure"
+    [row] = [e for e in world.audit(audit.PROMOTION) if e.outcome == "not promoted"]
+    assert "blocked by policies" in row.detail
+
+
+def test_the_override_of_the_plan_counts_at_promotion(world: World) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A)
+    world.build(7)
+    world.comment(7, "fin", "/sluice override orders-need-finance agreed in standup")
+    job = world.job()
+    try:
+        from sluice.bot.flow import policies
+        from sluice.core.state import open_state
+        from sluice.core.workflow import plan_environment
+
+        settings = trust.for_repository(job)
+        tree = job.tree(A)
+        project = trust.load_trusted(job, tree, settings)
+        own = trust.parse(trust.tree_source(tree, job.deps.config_path))
+        store = open_state(job.state_url)
+        try:
+            plan = plan_environment(project, store, "prod", end=job.now, execution_time=job.now)
+            held = policies.held_back(
+                job, settings, plan, project, own, store,
+                prod_python=trust.prod_python_digest(job, tree, settings),
+                prod_statements=trust.prod_statements_digest(job, settings),
+                number=7, environment="prod",
+            )  # fmt: skip
+        finally:
+            store.close()
+    finally:
+        job.close()
+    assert held is None  # the PR's plan is the plan the merge promotes: its override holds
+
+
+def test_an_advisory_failure_shows_and_does_not_block(tmp_path: Path) -> None:
+    world = World(tmp_path, {f"{DIRECTORY}/advice.yaml": ADVISORY})
+    try:
+        world.head(A, edit_orders)
+        world.open(7, A)
+        world.build(7)
+        check = world.check(A)
+        assert check is not None and check.conclusion == "success"
+        assert check.title == "1 policies: none blocks"
+        assert check.text is not None and "failed (advisory: does not block)" in check.text
+    finally:
+        world.close()
+
+
+def test_no_policies_in_force_no_check_and_no_section(tmp_path: Path) -> None:
+    world = World(tmp_path, {})
+    try:
+        world.head(A, edit_orders)
+        world.open(7, A)
+        review = world.build(7)
+        assert review.policies == ()
+        assert world.check(A) is None
+        assert "Policies:" not in world.forge.bot_comments(7)[0]
+    finally:
+        world.close()
+
+
+def test_the_policies_are_read_from_the_prod_branch_through_the_forge(world: World) -> None:
+    job = world.job()
+    try:
+        settings = trust.for_repository(job)
+    finally:
+        job.close()
+    assert [path for path, _ in settings.policies] == sorted(POLICIES)
+    assert ("list_dir", ("main", "policies")) in world.forge.calls
