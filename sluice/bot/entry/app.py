@@ -655,6 +655,7 @@ def create_app(
                 serves=settings.serves,
                 janitor_seconds=settings.janitor_interval_seconds,
                 run_seconds=settings.run_interval_seconds,
+                drift_seconds=settings.drift_interval_seconds,
             )
             leader = state["leader"] = Leader(
                 queue, duty=scheduler.schedule, seconds=settings.scheduler_lease_seconds

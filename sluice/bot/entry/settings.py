@@ -165,6 +165,13 @@ class ServiceSettings(StateSettings):
     each model's cron, in one Spark job, nothing when none is due); 0, the default, turns
     it off (``SLUICE_RUN_INTERVAL_SECONDS``). Runs queue under the repository's prod key:
     never at the same time as its promotions, tags or janitor."""
+    drift_interval_seconds: float = Field(default=0.0, ge=0)
+    """How often each repository's prod is checked for drift (``sluice drift prod``: its
+    views and tables on Spark against what Sluice recorded; reads only), setting the
+    ``sluice/drift`` check on the prod branch's head, the ``sluice_drift_models`` metric
+    and the chat targets that want ``drift`` (``SLUICE_DRIFT_INTERVAL_SECONDS``); 0, the
+    default, turns it off. Checks queue under the repository's prod key: never while a
+    promotion changes prod's views."""
     run_report_to: int | None = Field(default=None, ge=1)
     """An issue (GitHub) or a pull/merge request that gets a comment when a scheduled run
     fails for good (``SLUICE_RUN_REPORT_TO``); the log and the job metrics say it always."""

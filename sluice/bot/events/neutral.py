@@ -257,6 +257,14 @@ class ScheduledRunEvent(_Base):
     kind: ClassVar[str] = "run"
 
 
+@dataclass(frozen=True)
+class DriftCheckEvent(_Base):
+    """Time to check a repository's prod for drift (``sluice drift prod``: reads only;
+    the service's schedule makes these; no forge sends them)."""
+
+    kind: ClassVar[str] = "drift"
+
+
 Event = (
     PullRequestEvent
     | CommentEvent
@@ -266,6 +274,7 @@ Event = (
     | MergeGroupEvent
     | JanitorEvent
     | ScheduledRunEvent
+    | DriftCheckEvent
 )
 _KINDS: dict[str, type[_Base]] = {
     c.kind: c
@@ -278,6 +287,7 @@ _KINDS: dict[str, type[_Base]] = {
         MergeGroupEvent,
         JanitorEvent,
         ScheduledRunEvent,
+        DriftCheckEvent,
     )
 }
 
@@ -299,7 +309,7 @@ def pr_key(event: Event) -> str:
     scheduled run) runs under the repository's prod key, so two of them never run at once.
     """
     prod = f"{event.forge}:{event.repo}:prod"
-    if isinstance(event, TagEvent | JanitorEvent | ScheduledRunEvent):
+    if isinstance(event, TagEvent | JanitorEvent | ScheduledRunEvent | DriftCheckEvent):
         return prod
     if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
         return prod

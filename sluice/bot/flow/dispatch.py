@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 from sluice.bot.events.neutral import (
     CheckRunEvent,
     CommentEvent,
+    DriftCheckEvent,
     Event,
     JanitorEvent,
     MergeGroupEvent,
@@ -82,6 +83,10 @@ def _on_scheduled_run(job: Job, event: ScheduledRunEvent) -> None:
     scheduled.run(job)
 
 
+def _on_drift_check(job: Job, event: DriftCheckEvent) -> None:
+    scheduled.drift_check(job)
+
+
 HANDLERS: dict[type[Event], Handler] = {
     PullRequestEvent: _on_pull_request,
     ReviewEvent: _on_review,
@@ -91,6 +96,7 @@ HANDLERS: dict[type[Event], Handler] = {
     MergeGroupEvent: merge_queue.on_merge_group,
     JanitorEvent: _on_janitor,
     ScheduledRunEvent: _on_scheduled_run,
+    DriftCheckEvent: _on_drift_check,
 }
 """Event type -> the handler that does its work."""
 

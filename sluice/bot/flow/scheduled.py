@@ -1,17 +1,19 @@
 """The jobs the service's schedule queues for a repository (:meth:`Worker.schedule`): the
-janitor and the scheduled run of prod. Both work on the prod branch's project with the
+janitor, the scheduled run of prod and its drift check. Each works on the prod branch's project with the
 trusted settings as in force (never a pull request's), and run under the repository's
 prod queue key, so never at the same time as a promotion, a tag or each other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from sluice.bot.flow import notify, trust
 from sluice.bot.flow.job import Job
-from sluice.bot.present import notify_text, replies
-from sluice.core import runs
+from sluice.bot.present import checks, notify_text, replies
+from sluice.core import drift, runs
+from sluice.core.errors import SluiceError
 from sluice.core.rollback import kept_tables
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
@@ -126,3 +128,58 @@ def report_failure(job: Job, error: str) -> None:
     )
     if job.deps.run_report_to is not None:
         job.forge.reply(job.deps.run_report_to, replies.scheduled_run_failed(error))
+
+
+def drift_check(job: Job) -> None:
+    """``sluice drift prod``: prod's views and tables on Spark against what Sluice recorded
+    (reads only; issue 47). The outcome is the ``sluice/drift`` check of the prod branch's
+    head, the ``sluice_drift_*`` metrics, and, when prod drifted, a ``drift`` notice to the
+    chat targets that want it (once per distinct drift: its models and kinds). A check that
+    cannot run says so on the same check and is tried again next period (no retry)."""
+    found = trust.prod_project(job, "drift check")
+    if found is None:
+        return
+    settings, tree, project = found
+    head = job.forge.commit_of(settings.branch)
+    metrics = job.deps.metrics
+    store = open_state(job.state_url)
+    try:
+        if store.get_environment(PROD) is None:
+            return  # no prod yet: nothing recorded to check
+        runner = job.deps.spark_runner(project, tree, lambda _event: None)
+        report = drift.check(store, PROD, runner, now=job.now)
+    except SluiceError as exc:
+        error = job.scrub(str(exc), tree)
+        log.warning("%s: drift check of prod could not run: %s", job.forge.repo, error)
+        if metrics is not None:
+            metrics.inc("sluice_drift_checks_total", outcome="failed")
+        if head is not None:
+            job.forge.set_check(head, checks.drift_failed(error))
+        return
+    finally:
+        store.close()
+    models = report.drifted_models
+    if metrics is not None:
+        metrics.inc("sluice_drift_checks_total", outcome="drift" if models else "clean")
+        metrics.set("sluice_drift_models", len(models), repository=job.repo)
+    if head is not None:
+        job.forge.set_check(head, checks.drift_result(report))
+    if not models:
+        log.info("%s: drift check: prod is as Sluice recorded it", job.forge.repo)
+        return
+    log.warning(
+        "%s: drift check: %s model(s) of prod differ from what Sluice recorded: %s",
+        job.forge.repo,
+        len(models),
+        ", ".join(models),
+    )
+    kinds = sorted({f"{d.model}:{d.kind}" for d in report.differences})
+    job.tell(
+        notify_text.Notice(
+            notify_text.DRIFT,
+            key=f"drift {report.plan_id} {hashlib.sha256(repr(kinds).encode()).hexdigest()[:16]}",
+            repo=job.forge.repo,
+            plan_id=report.plan_id,
+            detail="; ".join(kinds),
+        )
+    )

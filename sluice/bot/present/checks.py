@@ -19,7 +19,9 @@ from typing import Any
 
 from sluice.bot.forge.base import Check, CheckAction
 from sluice.core import markdown as md
+from sluice.core.drift.compare import DriftReport
 from sluice.core.model.definition import KindName
+from sluice.core.plan.plan import iso
 from sluice.core.snapshot.naming import PROD
 from sluice.core.words import plural
 
@@ -28,6 +30,9 @@ PR_CHECKS = (TESTS, ENVIRONMENT, PROD_PLAN)
 """The checks of a PR build, in the order the comment lists them."""
 APPROVAL = "sluice/approval"
 DEPLOY = "sluice/deploy"
+DRIFT = "sluice/drift"
+"""Of the prod branch's head: whether prod is what Sluice recorded (the scheduled drift
+check, :func:`drift_result`)."""
 APPROVE = "approve"
 """The identifier of "Approve this plan" (the check's button, the web UI's form), followed
 by ``:`` and the first :data:`PLAN_IN_ACTION` characters of the plan's fingerprint: a click
@@ -574,4 +579,68 @@ def promoted_later_words(later: str) -> tuple[str, str]:
         f"Prod was promoted from `{later[:12]}`, a later commit of the prod branch that "
         "holds this one: promoting this commit now would take that commit's changes back "
         "out of prod, so Sluice left prod as it is.",
+    )
+
+
+# -- the drift check (prod branch's head) ------------------------------------------------
+
+DRIFT_ROWS = 50
+"""Differences listed in the drift check's text at most (the rest counted)."""
+
+
+def drift_result(report: DriftReport, environment: str = PROD) -> Check:
+    """The ``sluice/drift`` check of a drift report: success when prod is as Sluice
+    recorded it, failure naming each difference otherwise. Every name and detail came
+    from the catalog, which someone outside Sluice may have written: each is escaped
+    (cells, code spans)."""
+    read = ", ".join(f"{source}: {n}" for source, n in sorted(report.sources.items()))
+    checked = f"{plural(report.models, 'model')} checked" + (
+        f"; last writes read from {read}" if read else ""
+    )
+    if not report.drifted:
+        return Check(
+            DRIFT,
+            "completed",
+            f"No drift: {environment} is as Sluice recorded it",
+            md.text(f"{checked} (plan {report.plan_id[:12]})."),
+            conclusion="success",
+        )
+    models = report.drifted_models
+    rows = [
+        "| model | what differs | since | repair |",
+        "| --- | --- | --- | --- |",
+    ]
+    for difference in report.differences[:DRIFT_ROWS]:
+        since = difference.since
+        rows.append(
+            f"| {md.code(difference.model, table=True)} "
+            f"| {md.text(difference.kind)}: {md.text(difference.detail, 500)} "
+            f"| {md.text(iso(since)) if since is not None else 'not known'} "
+            f"| {md.text(difference.repair)} |"
+        )
+    more = len(report.differences) - DRIFT_ROWS
+    if more > 0:
+        rows.append(f"\n… and {plural(more, 'more difference')}.")
+    return Check(
+        DRIFT,
+        "completed",
+        f"Drift: {plural(len(models), 'model')} of {environment} "
+        f"{'differs' if len(models) == 1 else 'differ'} from what Sluice recorded",
+        md.text(
+            f"{checked} (plan {report.plan_id[:12]}). `sluice drift {environment} --repair` "
+            "plans the repair."
+        ),
+        conclusion="failure",
+        text="\n".join(rows),
+    )
+
+
+def drift_failed(error: str, environment: str = PROD) -> Check:
+    """The ``sluice/drift`` check when the check itself could not run (``error`` scrubbed)."""
+    return Check(
+        DRIFT,
+        "completed",
+        f"Sluice could not check {environment} for drift",
+        md.fence(error, "text"),
+        conclusion="failure",  # not known to be clean: never green
     )

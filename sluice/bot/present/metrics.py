@@ -33,6 +33,7 @@ import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     PlatformCollector,
@@ -144,7 +145,7 @@ class Registry:
         self._gauges = _Gauges()
         self._registry.register(self._gauges)
         self._declared: dict[str, _Declared] = {}
-        self._metrics: dict[str, Counter | Histogram] = {}
+        self._metrics: dict[str, Counter | Histogram | Gauge] = {}
         self._seen: dict[tuple[str, str], set[str]] = {}  # (metric, label) -> values kept
         if service_metrics:
             ProcessCollector(registry=self._registry)
@@ -188,6 +189,24 @@ class Registry:
             name, spec, lambda: Histogram(name, help, spec.labels, registry=None, buckets=bounds)
         )
 
+    def settable(
+        self,
+        name: str,
+        help: str,
+        labels: Sequence[str] = (),
+        values: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        """Declare a gauge whose series the service sets (:meth:`set`), by labels
+        (bounded as a counter's)."""
+        spec = _Declared("settable", help, tuple(labels), values=_values(name, labels, values))
+        self._declare(name, spec, lambda: Gauge(name, help, spec.labels, registry=None))
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        """Set a settable gauge's series for ``labels`` to ``value``."""
+        gauge = self._get(name, "settable")
+        assert isinstance(gauge, Gauge)
+        self._series(name, gauge, labels).set(value)
+
     def gauge(self, name: str, help: str, read: Callable[[], float]) -> None:
         """Declare a gauge whose value ``read`` returns at each scrape.
 
@@ -202,7 +221,9 @@ class Registry:
                 )
             self._gauges.read[name] = (help, read)
 
-    def _declare(self, name: str, spec: _Declared, make: Callable[[], Counter | Histogram]) -> None:
+    def _declare(
+        self, name: str, spec: _Declared, make: Callable[[], Counter | Histogram | Gauge]
+    ) -> None:
         _check_name(name)
         with self._lock:
             existing = self._declared.get(name)
@@ -231,7 +252,7 @@ class Registry:
         assert isinstance(histogram, Histogram)
         self._series(name, histogram, labels).observe(value)
 
-    def _get(self, name: str, kind: str) -> Counter | Histogram:
+    def _get(self, name: str, kind: str) -> Counter | Histogram | Gauge:
         with self._lock:
             declared, metric = self._declared.get(name), self._metrics.get(name)
         if declared is None or metric is None:
@@ -240,7 +261,9 @@ class Registry:
             raise TypeError(f"metric {name} is a {declared.kind}, not a {kind}")
         return metric
 
-    def _series(self, name: str, metric: Counter | Histogram, labels: dict[str, str]) -> Any:
+    def _series(
+        self, name: str, metric: Counter | Histogram | Gauge, labels: dict[str, str]
+    ) -> Any:
         spec = self._declared[name]
         declared = spec.labels
         if set(labels) != set(declared):
@@ -355,6 +378,22 @@ def _service_notifications(registry: Registry) -> None:
     )
 
 
+def _service_drift(registry: Registry) -> None:
+    registry.counter(
+        "sluice_drift_checks_total",
+        "Scheduled drift checks of prod (SLUICE_DRIFT_INTERVAL_SECONDS) by outcome: clean, "
+        "drift (some model differs from what Sluice recorded), or failed (not checked).",
+        ("outcome",),
+        values={"outcome": ("clean", "drift", "failed")},
+    )
+    registry.settable(
+        "sluice_drift_models",
+        "The models of prod that differ from what Sluice recorded, at the repository's last "
+        "drift check (0: none).",
+        ("repository",),
+    )
+
+
 SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_deliveries,
     _service_unlogged,
@@ -363,6 +402,7 @@ SERVICE_METRICS: tuple[Callable[[Registry], None], ...] = (
     _service_waits,
     _service_retries,
     _service_notifications,
+    _service_drift,
 )
 """The service's counters and histograms, declared by ``Registry()``. The queue's gauges
 (depth, oldest wait) are declared by the app, which has the queue."""

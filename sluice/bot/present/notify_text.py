@@ -31,7 +31,16 @@ PROMOTION = "promotion"
 ROLLBACK = "rollback"
 BUDGET_HOLD = "budget_hold"
 APPROVAL_WAITING = "approval_waiting"
-EVENTS: tuple[str, ...] = (RUN_FAILED, RUN_LATE, PROMOTION, ROLLBACK, BUDGET_HOLD, APPROVAL_WAITING)
+DRIFT = "drift"
+EVENTS: tuple[str, ...] = (
+    RUN_FAILED,
+    RUN_LATE,
+    PROMOTION,
+    ROLLBACK,
+    BUDGET_HOLD,
+    APPROVAL_WAITING,
+    DRIFT,
+)
 """Every event a target may ask for (``SLUICE_NOTIFY``'s ``events``)."""
 
 VALUE_LIMIT = 500
@@ -71,6 +80,7 @@ _HEADLINES = {
     ROLLBACK: "Prod rolled back",
     BUDGET_HOLD: "A build waits for the backfill budget's approver",
     APPROVAL_WAITING: "A pull request waits for approval",
+    DRIFT: "Prod differs from what Sluice recorded",
 }
 
 

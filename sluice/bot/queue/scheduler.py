@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sluice.bot.events.neutral import JanitorEvent, ScheduledRunEvent, pr_key
+from sluice.bot.events.neutral import DriftCheckEvent, JanitorEvent, ScheduledRunEvent, pr_key
 from sluice.bot.queue.store import JobQueue, NewJob
 
 KEEP_FINISHED_SECONDS = 30 * 86400.0
@@ -31,6 +31,8 @@ class Scheduler:
             purge of old finished jobs goes with it).
         run_seconds: Each repository's scheduled run of prod, every this many seconds (0:
             never).
+        drift_seconds: Each repository's drift check of prod, every this many seconds (0:
+            never).
     """
 
     def __init__(
@@ -41,11 +43,13 @@ class Scheduler:
         serves: Callable[[str, str], bool] = lambda forge, repo: True,
         janitor_seconds: float = 0.0,
         run_seconds: float = 0.0,
+        drift_seconds: float = 0.0,
     ) -> None:
         self.queue, self.repositories, self.serves = queue, repositories, serves
-        self.every: dict[type[JanitorEvent | ScheduledRunEvent], float] = {
+        self.every: dict[type[JanitorEvent | ScheduledRunEvent | DriftCheckEvent], float] = {
             JanitorEvent: janitor_seconds,
             ScheduledRunEvent: run_seconds,
+            DriftCheckEvent: drift_seconds,
         }
         self._purged: int | None = None
 

@@ -53,6 +53,7 @@ class Worker:
         heartbeat_seconds: float = 10.0,
         janitor_seconds: float = 0.0,
         run_seconds: float = 0.0,
+        drift_seconds: float = 0.0,
         scrub: Callable[[str], str] = lambda text: text,
         serves: Callable[[str, str], bool] = lambda forge, repo: True,
         cancel_poll_seconds: float = 1.0,
@@ -75,6 +76,7 @@ class Worker:
             serves=serves,
             janitor_seconds=janitor_seconds,
             run_seconds=run_seconds,
+            drift_seconds=drift_seconds,
         )
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()

@@ -134,7 +134,8 @@ def print_report(report: DriftReport) -> None:
     models = report.drifted_models
     out.print(
         f"[bold red]Drift in {escape(env)}[/] (plan {report.plan_id[:12]}): "
-        f"{plural(len(models), 'model')} of {report.models} differ from what Sluice recorded",
+        f"{plural(len(models), 'model')} of {report.models} "
+        f"{'differs' if len(models) == 1 else 'differ'} from what Sluice recorded",
         highlight=False,
     )
     for difference in report.differences:

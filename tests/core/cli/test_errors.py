@@ -170,6 +170,7 @@ SLUICE_ERRORS: dict[str, list[str]] = {
     "query": ["query", "prod", "SELECT 1"],
     "table-diff": ["table-diff", "prod:dev", "s.a"],
     "environments": ["environments"],
+    "drift": ["drift"],
     "spark status": ["spark", "status"],
 }
 

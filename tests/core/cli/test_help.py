@@ -52,7 +52,7 @@ def test_the_commands_are_listed_by_task_each_with_its_whole_help() -> None:
     assert "Commands:" not in result.output
     assert list(sections["Plan and review"]) == ["plan", "table-diff", "query", "test", "policy"]
     assert list(sections["Run and deploy"]) == ["apply", "run", "rollback"]
-    assert list(sections["Environments"]) == ["environments", "invalidate", "janitor"]
+    assert list(sections["Environments"]) == ["environments", "drift", "invalidate", "janitor"]
     assert set(sections["Develop"]) == {"spark", "demo", "pr", "ui"}
     assert set(sections["Service"]) == {"serve", "jobs", "audit", "action"}
     listed = {name: text for rows in sections.values() for name, text in rows.items()}

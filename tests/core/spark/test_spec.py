@@ -16,6 +16,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 import pytest
 
 from sluice.core import jobs, workflow
+from sluice.core.drift.catalog import inspect_step
+from sluice.core.drift.recorded import gather
 from sluice.core.model.loader import load_project
 from sluice.core.preview import preview_environment
 from sluice.core.spark import spec
@@ -135,6 +137,8 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
             restate_ranges=restate,
         )
         workflow.commit_plan(state, plan, now=END)  # prod exists: it can be queried
+        drift: Any = {"job_id": "drift-prod", "kind": "drift",
+                      "steps": [inspect_step(gather(state, "prod"))]}  # fmt: skip
         workflow.run_unit_tests(project, runner, pattern=None, now=END)
         sql = "SELECT * FROM jaffle.orders"
         workflow.query_environment(project, state, "prod", sql, runner, limit=10)
@@ -168,7 +172,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
         now=END,
         prod_schemas=frozenset(),
     )
-    return [apply, janitor, *runner.specs, scd_apply]
+    return [apply, janitor, *runner.specs, scd_apply, drift]
 
 
 def test_every_job_and_step_has_the_keys_its_typeddict_declares(emitted: list[Any]) -> None:
