@@ -64,21 +64,34 @@ def forget(table: str, known: dict[str, str | None]) -> None:
 
 def version_of(spark: SparkSession, table: str) -> str | None:
     """The version of ``table`` as the module says, or None when it cannot be read."""
+    quoted = quote_table(table)
     try:
-        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {quoted}").collect()
         info = {str(r["col_name"]).strip(): str(r["data_type"]).strip() for r in rows}
         if info.get("Type", "").upper() == "VIEW":
             return None
         provider = info.get("Provider", "").lower()
         if provider == "delta":
-            last = spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").collect()
+            last = spark.sql(f"DESCRIBE HISTORY {quoted} LIMIT 1").collect()
             return f"delta:{int(last[0]['version'])}" if last else None
         if provider not in FILE_PROVIDERS:
             return None
-        spark.catalog.refreshTable(table)
-        return _files(spark, sorted(spark.table(table).inputFiles()))
+        spark.catalog.refreshTable(quoted)
+        return _files(spark, sorted(spark.table(quoted).inputFiles()))
     except Exception:  # any failure is an unknown version: the model runs
         return None
+
+
+def quote_table(name: str) -> str:
+    """``name`` (``[catalog.]schema.table`` as a model reads it) with each part quoted, so
+    it goes into a statement as a name whatever it holds.
+
+    >>> quote_table("raw.orders")
+    '`raw`.`orders`'
+    >>> quote_table("raw.a`b")
+    '`raw`.`a``b`'
+    """
+    return ".".join("`" + part.replace("`", "``") + "`" for part in name.split("."))
 
 
 def _files(spark: SparkSession, files: list[str]) -> str | None:
