@@ -43,8 +43,10 @@ from sluice.core.spark.submit import (
     run_recorded,
 )
 from sluice.core.state import OpenStateReader, StateReader, StateStore, StateWriter, open_state
+from sluice.core.state.housekeeping import VIEWS_DROPPED
 from sluice.core.state.readonly import read_state
-from sluice.core.state.records import EnvironmentRecord, PlanRecord
+from sluice.core.state.records import EnvironmentRecord, PlanRecord, SnapshotRef
+from sluice.core.state.records import JobResult as StoredResult
 from sluice.core.tablediff.result import (
     DiffOptions,
     TableDiffError,
@@ -272,6 +274,12 @@ def check_base(state: StateReader, plan: Plan) -> None:
     env = plan.environment
     record = state.get_environment(env)
     current = record.plan_id if record is not None else None
+    if current is not None and current.startswith(JANITOR_HOLDS):
+        raise ConflictError(
+            f"environment '{env}' is being cleared by the janitor (it drops views that "
+            "jobs cut short left, which no record named)",
+            hint=f"run it again in a minute: re-run `sluice plan {env}` and apply the new plan",
+        )
     if current != plan.base_plan_id:
         raise ConflictError(
             f"environment '{env}' changed since this plan was made: it is now at plan "
@@ -495,6 +503,90 @@ class JanitorReport:
     waiting: int
 
 
+JANITOR_HOLDS = "janitor-"
+"""How the plan id of the record the janitor holds an environment with begins (a plan's own
+id is hex): a job refuses to start on it (:func:`check_base`)."""
+
+UNSWEPT_QUIET_MS = 2 * int((JOB_TIMEOUT_S or 7_200) * 1000)
+"""How long a plan of an environment no record names must have been recorded before the
+janitor drops the views it could have made: a job that recorded it has ended by then."""
+
+
+def _never_busy(_environment: str) -> bool:
+    return False
+
+
+def _swept(
+    state: StateStore,
+    envs: list[EnvironmentRecord],
+    expired: list[EnvironmentRecord],
+    *,
+    now: int,
+    quiet_ms: int,
+    busy: Callable[[str], bool],
+) -> tuple[list[EnvironmentRecord], list[str]]:
+    """What the janitor drops besides: the views plans recorded for an environment could
+    have made that no live record names. ``expired`` (the records to drop) with each one's
+    views widened to those of its environment's plans, plus a record the janitor holds
+    (invalidated, plan id ``janitor-<now>``) for each environment with plans but no record:
+    a job cut short after its views step and before its record (out of time inside the
+    views step, the service lost between) left views no record named. The plan is the
+    intent: it is recorded, with its environment and versions, before its job starts.
+
+    Never prod's; never another repository's (each has its own state and schema prefix);
+    never those of an environment with a live record (they wait for it to expire), whose
+    newest plan was recorded less than ``quiet_ms`` ago, or that ``busy`` says a running
+    job builds: asked after the hold is written, so a job that starts later refuses to
+    (:func:`check_base`) and one that ran already is seen. Returns the records and the
+    plan ids whose views go."""
+    records = {e.name: e for e in envs}
+    doomed = {e.name: e for e in expired}
+    plans: dict[str, list[tuple[str, int]]] = {}
+    for environment, plan_id, created in state.unswept_plans():
+        if environment != PROD:
+            plans.setdefault(environment, []).append((plan_id, created))
+    widened = dict(doomed)
+    swept: list[str] = []
+    for environment, recorded in sorted(plans.items()):
+        record = records.get(environment)
+        if record is not None and environment not in doomed:
+            continue  # live: its plans' views go when it expires
+        if max(created for _, created in recorded) > now - quiet_ms or busy(environment):
+            continue
+        refs: dict[tuple[str, str], SnapshotRef] = {}
+        for plan_id, _ in recorded:
+            found = state.get_plan(plan_id)
+            for item in (found.payload.get(PLAN_SNAPSHOTS) or []) if found is not None else []:
+                name, identifier, version = (str(part) for part in item)
+                refs[(name, identifier)] = SnapshotRef(name, identifier, version)
+        if record is None:
+            hold = EnvironmentRecord(
+                name=environment,
+                snapshots=tuple(refs.values()),
+                plan_id=f"{JANITOR_HOLDS}{now}",
+                previous_plan_id=None,
+                start=None,
+                end=None,
+                expiration_ts=None,
+                invalidated=True,
+                updated_ts=now,
+            )
+            try:
+                state.update_environment(hold, expected_plan_id=None)
+            except ConflictError:
+                continue  # a job recorded it meanwhile: it is live
+            if busy(environment):
+                state.delete_environment(environment)  # the hold: no job commits over it
+                continue
+            widened[environment] = hold
+        else:
+            mine = {(r.name, r.identifier) for r in record.snapshots}
+            more = tuple(r for key, r in refs.items() if key not in mine)
+            widened[environment] = dataclasses.replace(record, snapshots=record.snapshots + more)
+        swept += [plan_id for plan_id, _ in recorded]
+    return list(widened.values()), swept
+
+
 def run_janitor(
     state: StateStore,
     runner: Runner,
@@ -503,6 +595,8 @@ def run_janitor(
     now: int,
     table_ttl_ms: int,
     keep: Iterable[TableKey] = (),
+    quiet_ms: int = UNSWEPT_QUIET_MS,
+    busy: Callable[[str], bool] = _never_busy,
 ) -> JanitorReport:
     """Drop invalidated and expired environments, then tables unreferenced for the TTL.
 
@@ -510,6 +604,12 @@ def run_janitor(
     rollback stays a view swap: :func:`sluice.core.rollback.kept_tables`). The Spark job
     drops views and tables; their records go from ``state`` here, after it succeeded
     (``url`` is accepted for older callers and not used).
+
+    Also the views of environments no record names that recorded plans could have made
+    (a job cut short between its views and its record), once no job can be making them:
+    ``quiet_ms`` after their newest plan and not ``busy`` (a running job's environment,
+    asked of the caller's queue): :func:`_swept`. Each plan whose views went is marked
+    (a ``views_dropped`` result), so it is not visited again.
     """
     envs = state.list_environments()
     expired = [
@@ -519,17 +619,28 @@ def run_janitor(
         and (e.invalidated or (e.expiration_ts is not None and e.expiration_ts <= now))
     ]
     live = [e for e in envs if e not in expired]
+    expired, swept = _swept(state, envs, expired, now=now, quiet_ms=quiet_ms, busy=busy)
     referenced = {(ref.name, ref.version) for e in live for ref in e.snapshots} | set(keep)
     since = state.set_orphans(state.list_tables() - referenced, now)
     drop = sorted(key for key, ts in since.items() if now - ts >= table_ttl_ms)
     if not expired and not drop:
         return JanitorReport((), (), len(since))
     refs = [(r.name, r.identifier) for e in expired for r in e.snapshots]
-    run_recorded(
-        runner, jobs.janitor_job(expired, state.get_snapshots(refs), drop, now), state=state
-    )
+    try:
+        run_recorded(
+            runner, jobs.janitor_job(expired, state.get_snapshots(refs), drop, now), state=state
+        )
+    except BaseException:
+        for env in expired:  # the janitor's holds go; the next pass finds the views again
+            if env.plan_id.startswith(JANITOR_HOLDS):
+                state.delete_environment(env.name)
+        raise
     for env in expired:
         state.delete_environment(env.name)
+    state.save_results(
+        StoredResult(f"janitor-{now}", plan_id, VIEWS_DROPPED, "janitor", True, {}, now)
+        for plan_id in swept
+    )
     state.forget_tables(drop)
     return JanitorReport(
         tuple(e.name for e in expired), tuple(f"{n}@{v}" for n, v in drop), len(since) - len(drop)

@@ -63,6 +63,7 @@ from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.bot.queue.lease import Leader
 from sluice.bot.queue.scheduler import Scheduler
+from sluice.bot.queue.schema import JobStatus
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.bot.web.access import Access, Everyone, NoOne, SignedIn
@@ -629,6 +630,9 @@ def create_app(
                 notify_approval_wait_hours=settings.notify_approval_wait_hours,
                 metrics=metrics,
                 isolate=settings.isolates(),
+                running_keys=lambda: frozenset(
+                    r.job.key for r in queue.jobs(status=JobStatus.RUNNING, limit=10_000)
+                ),
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

@@ -34,6 +34,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _none_running() -> frozenset[str]:
+    return frozenset()
+
+
 @dataclass(frozen=True)
 class Deps:
     """The flow's dependencies: forges, records, the sticky comment, checkouts, Spark,
@@ -80,6 +84,9 @@ class Deps:
     isolate: bool = False
     """Each repository in a namespace of its own (``SLUICE_ISOLATE_REPOSITORIES``, issue
     46: :mod:`sluice.bot.flow.tenancy`); False: one repository, the state's owner."""
+    running_keys: Callable[[], frozenset[str]] = _none_running
+    """The queue keys of the jobs running now, on any replica (the janitor leaves alone the
+    environments they may be building)."""
 
     @property
     def config_path(self) -> str:
@@ -122,6 +129,7 @@ def make_deps(
     notify_approval_wait_hours: float = 0.0,
     metrics: Registry | None = None,
     isolate: bool = False,
+    running_keys: Callable[[], frozenset[str]] = _none_running,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -162,4 +170,5 @@ def make_deps(
         notify_approval_wait_hours=notify_approval_wait_hours,
         metrics=metrics,
         isolate=isolate,
+        running_keys=running_keys,
     )

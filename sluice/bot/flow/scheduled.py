@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 
 from sluice.bot.flow import notify, trust
 from sluice.bot.flow.job import Job
@@ -15,12 +16,45 @@ from sluice.bot.present import checks, notify_text, replies
 from sluice.core import drift, runs
 from sluice.core.errors import SluiceError
 from sluice.core.rollback import kept_tables
-from sluice.core.snapshot.naming import PROD
+from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS
 from sluice.core.workflow import apply_plan, plan_run, run_janitor
 
 log = logging.getLogger(__name__)
+
+
+def _quiet_ms(job: Job) -> int:
+    """How long after a plan was recorded its job has surely ended: twice the service's
+    job time limit (a day when it has none)."""
+    limit = job.deps.job_timeout
+    return int(2 * (limit if limit is not None else DAY_MS / 1000) * 1000)
+
+
+def _building(job: Job) -> Callable[[str], bool]:
+    """Whether a job of this repository running now (on any replica: the queue says) may
+    be making ``environment``'s views: a pull request's (queue key ``<repo>#<n>``) its
+    environment's; one keyed by a commit (a check run named by its commit, a merge group)
+    any environment's. Read when asked: the janitor asks after it holds the environment."""
+    repo = job.repo.casefold()
+
+    def busy(environment: str) -> bool:
+        for key in job.deps.running_keys():
+            folded = key.casefold()
+            if not folded.startswith(repo):
+                continue
+            rest = folded[len(repo) :]
+            if rest.startswith("@"):
+                return True
+            number = rest[1:] if rest.startswith("#") else ""
+            if number.isdigit() and (
+                environment == pr_environment(int(number))
+                or environment.endswith(f"_{pr_environment(int(number))}")
+            ):
+                return True
+        return False
+
+    return busy
 
 
 def janitor(job: Job) -> None:
@@ -45,6 +79,8 @@ def janitor(job: Job) -> None:
             now=job.now,
             table_ttl_ms=int(settings.sluice.table_ttl_days * DAY_MS),
             keep=kept_tables(store, PROD, settings.sluice.keep_prod_plans),
+            quiet_ms=_quiet_ms(job),
+            busy=_building(job),
         )
     finally:
         store.close()

@@ -14,6 +14,9 @@ from sluice.core.state.records import JobResult, TableKey, chunks
 
 _CHUNK = 500
 
+VIEWS_DROPPED = "views_dropped"
+"""The kind of the result the janitor records for each plan whose views it dropped."""
+
 
 class HousekeepingMixin(Transactions):
     """Orphaned physical tables and job results, for a bound state store."""
@@ -87,6 +90,24 @@ class HousekeepingMixin(Transactions):
             query = query.where(t.c.plan_id == plan_id)
         with self._reading("read job results") as conn:
             return [_result(r) for r in conn.execute(query)]
+
+    def unswept_plans(self) -> list[tuple[str, str, int]]:
+        """(environment, plan id, recorded at) of every plan of an environment other than
+        prod that no ``views_dropped`` result marks (the janitor's, once it dropped the
+        views the plan could have made)."""
+        plans, results = schema.plans, schema.results
+        marked = (
+            select(results.c.id)
+            .where(results.c.kind == VIEWS_DROPPED, results.c.plan_id == plans.c.plan_id)
+            .exists()
+        )
+        query = (
+            select(plans.c.environment, plans.c.plan_id, plans.c.created_ts)
+            .where(plans.c.environment != "prod", ~marked)
+            .order_by(plans.c.created_ts)
+        )
+        with self._reading("list plans whose views no janitor dropped") as conn:
+            return [(str(r[0]), str(r[1]), int(r[2])) for r in conn.execute(query)]
 
     def get_results_page(
         self,

@@ -186,6 +186,12 @@ class StateStore(StateReader, StateWriter, Protocol):
         long, as JSON)."""
         ...
 
+    def unswept_plans(self) -> list[tuple[str, str, int]]:
+        """(environment, plan id, recorded at) of every plan of an environment other than
+        prod whose views no janitor has dropped yet (:func:`~sluice.core.workflow.run_janitor`
+        marks those it did with a ``views_dropped`` result)."""
+        ...
+
     def get_run_inputs(self, tables: Iterable[TableKey]) -> dict[TableKey, Seen]:
         """What the last run that rebuilt each of ``tables`` read (:mod:`sluice.core.skip`)."""
         ...
