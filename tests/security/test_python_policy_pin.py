@@ -32,6 +32,9 @@ class Forge:
     def read_file(self, ref: str, path: str) -> str | None:
         return self.trees[self.refs.get(ref, ref)].get(path)
 
+    def list_dir(self, ref: str, path: str) -> None:
+        return None  # no policies/ on either commit
+
     def commit_of(self, ref: str) -> str | None:
         return self.refs.get(ref)
 
