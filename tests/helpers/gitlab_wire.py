@@ -66,8 +66,8 @@ class FakeGitLab:
       use, when they are members, in a group, authors, approvers or the bot;
       ``GET /users?username=`` finds nobody else.
     - ``groups``: full path (``org/team``) -> usernames (``members/all``).
-    - ``files``: (ref, path) -> text; ``trees``: sha -> ``tar.gz`` bytes (see
-      :meth:`add_tree`).
+    - ``files``: (ref, path) -> text (also what ``repository/tree`` lists); ``trees``:
+      sha -> ``tar.gz`` bytes (see :meth:`add_tree`).
     - ``branches`` / ``tags``: name -> commit sha. ``branch_commits`` maps a branch name
       or a commit sha to commits reachable from it (transitively; a branch's tip is
       always reachable): the merge base answers from it.
@@ -252,6 +252,7 @@ class FakeGitLab:
             ("GET", r"/groups/(?P<group>[^/?]+)/members/all", self._group_members),
             ("GET", p, self._project_body),
             ("GET", p + r"/repository/archive(?:\.tar\.gz)?", self._archive),
+            ("GET", p + r"/repository/tree", self._tree),
             ("GET", p + r"/repository/files/(?P<path>[^/?]+)/raw", self._raw_file),
             ("GET", p + r"/repository/files/(?P<path>[^/?]+)", self._file),
             ("GET", p + r"/repository/branches/(?P<name>[^/?]+)", self._branch),
@@ -436,6 +437,21 @@ class FakeGitLab:
         headers = {"Content-Type": "application/octet-stream", "Content-Disposition":
                    f'attachment; filename="{archive_prefix(self.project, sha)}.tar.gz"'}  # fmt: skip
         return 200, headers, self.trees[sha]
+
+    def _tree(self, match: Any, params: Any) -> Answer:
+        """A folder's entries at a ref, from ``files`` (a file's folders are trees); a
+        folder with nothing in it, or none, lists empty, as GitLab's tree does."""
+        ref, folder = str(params.get("ref", "main")), str(params.get("path") or "").strip("/")
+        prefix = f"{folder}/" if folder else ""
+        entries: dict[str, str] = {}
+        for at, path in self.files:
+            if at == ref and path.startswith(prefix):
+                name, _, rest = path[len(prefix) :].partition("/")
+                entries[name] = "tree" if rest else entries.get(name, "blob")
+        listed = [{"id": fake_sha(f"{ref}:{prefix}{name}"), "name": name, "type": kind,
+                   "path": f"{prefix}{name}", "mode": "040000" if kind == "tree" else "100644"}
+                  for name, kind in sorted(entries.items())]  # fmt: skip
+        return self._paged(listed, params)
 
     def _raw_file(self, match: Any, params: Any) -> Answer:
         text = self.files.get((str(params.get("ref", "main")), unquote(match.group("path"))))
