@@ -6,9 +6,10 @@ By the table's provider (``DESCRIBE TABLE EXTENDED``):
 - a file table (Parquet, ORC, CSV, JSON, Avro, text, Hive SerDe), which is what Sluice
   writes by default: its files as Spark would read them now (``inputFiles()`` after a
   refresh of the table, so no listing this session cached is used), then their sizes and
-  modification times from the file system, in one aggregate that reads no file's content
-  (the ``binaryFile`` source without its ``content`` column):
-  ``files:<count>:<bytes>:<latest mtime>:<xor of each file's hash of path, size, mtime>``.
+  modification times from the file system (on classic Spark asked of the file system through the driver's JVM, no Spark job:
+  ``fs:<count>:<bytes>:<latest mtime>:<digest of each path, size, mtime>``; on Spark
+  Connect, one ``binaryFile`` aggregate that reads no content:
+  ``files:<count>:<bytes>:<latest mtime>:<xor of each file's hash>``).
   A write through Spark makes new files, and a file replaced in place changes its size
   or time, so either changes the version;
 - a Delta table: its last commit's version (``DESCRIBE HISTORY ... LIMIT 1``):
@@ -23,8 +24,9 @@ stays true for the rest of it (a write forgets it all the same).
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sluice.core.skip_rule import MAX_SIGNATURE
 
@@ -97,6 +99,8 @@ def quote_table(name: str) -> str:
 def _files(spark: SparkSession, files: list[str]) -> str | None:
     if not files:
         return "files:0"
+    if getattr(spark, "_jvm", None) is not None:
+        return _statuses(spark, files)
     row = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
@@ -112,3 +116,21 @@ def _files(spark: SparkSession, files: list[str]) -> str | None:
     if int(row["n"]) != len(files):
         return None  # a file went while it was read: unknown, run
     return f"files:{row['n']}:{row['b']}:{row['m']}:{row['h']}"[:MAX_SIGNATURE]
+
+
+def _statuses(spark: SparkSession, files: list[str]) -> str:
+    """On classic Spark: each file's size and time asked of its file system through the
+    driver's JVM, no Spark job (a Connect session has no JVM here: :func:`_files` asks
+    ``binaryFile`` instead; its version reads otherwise, so a change of mode runs each
+    model once)."""
+    jvm: Any = getattr(spark, "_jvm", None)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    digest = hashlib.sha256()
+    total, latest = 0, 0
+    for name in files:
+        path = jvm.org.apache.hadoop.fs.Path(name)
+        status = path.getFileSystem(conf).getFileStatus(path)
+        size, mtime = int(status.getLen()), int(status.getModificationTime())
+        total, latest = total + size, max(latest, mtime)
+        digest.update(f"{name}\t{size}\t{mtime}\n".encode())
+    return f"fs:{len(files)}:{total}:{latest}:{digest.hexdigest()[:16]}"
