@@ -447,7 +447,9 @@ def apply_plan(
 
 def plan_run(project: Project, state: StateReader, environment: str, *, now: int) -> Plan:
     """The plan of a scheduled run: the intervals of ``environment``'s models that are
-    due at ``now`` by each model's cron, and nothing else.
+    due at ``now`` by each model's cron, and nothing else. A FULL or
+    INCREMENTAL_BY_UNIQUE_KEY table already built is rebuilt once a new interval of its
+    cron is due (its apply may then skip it: ``apply_plan(..., skip_unchanged=True)``).
 
     A run processes what the environment has, so the project must be the one its plan
     was made from (the prod branch's checkout, for prod); every missed interval is in one
