@@ -179,7 +179,10 @@ class FakeGitHub:
         return int(comment["id"])
 
     def _review_time(self) -> str:
-        self._last_review = max(int(time.time()), self._last_review + 1)
+        # A second after now at the least: the gate does not count an approval stamped in
+        # the second its plan was published (forges' times have whole seconds), and a
+        # person reads the plan before approving it.
+        self._last_review = max(int(time.time()) + 1, self._last_review + 1)
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._last_review))
 
     def add_review(self, number: int, user: str, state: str, commit_sha: str | None) -> int:
@@ -228,6 +231,7 @@ class FakeGitHub:
             ("POST", rf"{base}/statuses/(\w+)$", self._status),
             ("GET", rf"{base}/pulls/(\d+)$", self._pull),
             ("GET", rf"{base}/pulls/(\d+)/reviews(\?.*)?$", self._reviews),
+            ("GET", rf"{base}/pulls/(\d+)/commits(\?.*)?$", self._pull_commits),
             ("PUT", rf"{base}/pulls/(\d+)/merge$", self._merge),
             ("GET", rf"{base}/collaborators/([^/]+)/permission$", self._permission),
             ("POST", rf"{base}/issues/comments/(\d+)/reactions$", self._react),
@@ -398,7 +402,36 @@ class FakeGitHub:
             "base": {"sha": self.refs.get(pull["base"], "b" * 40), "ref": pull["base"],
                      "repo": repo},
             "url": f"{API}/repos/{self.repo}/pulls/{number}",
+            "commits": len(self._commits_of(pull)),
         })  # fmt: skip
+
+    def _commits_of(self, pull: dict[str, Any]) -> list[dict[str, Any]]:
+        """The pull request's commits: those :meth:`add_pull_commit` named, else its head
+        (by nobody GitHub knows)."""
+        return pull.get("commits") or [{"sha": pull["head_sha"]}]
+
+    def add_pull_commit(
+        self, number: int, sha: str, *, author: str | None = None, committer: str | None = None
+    ) -> None:
+        """Commit ``sha`` is one of pull request ``number``'s (after those added before),
+        written and committed by the accounts GitHub maps its e-mails to (None: none)."""
+        pull = self.pulls[number]
+        pull["commits"] = [*pull.get("commits", []), {"sha": sha, "author": author,
+                                                      "committer": committer}]  # fmt: skip
+
+    def _pull_commits(self, match: Any, body: Any) -> Any:
+        pull = self.pulls.get(int(match.group(1)))
+        if pull is None:
+            return self._json({"message": "Not Found"}, 404)
+        return self._json([
+            {"sha": c["sha"], "url": f"{API}/repos/{self.repo}/commits/{c['sha']}",
+             "commit": {"message": "change", "author": {"name": "x", "email": "x@example.com"},
+                        "committer": {"name": "x", "email": "x@example.com"}},
+             "author": user_json(c["author"]) if c.get("author") else None,
+             "committer": user_json(c["committer"]) if c.get("committer") else None,
+             "parents": []}
+            for c in self._commits_of(pull)
+        ])  # fmt: skip
 
     def _reviews(self, match: Any, body: Any) -> Any:
         # Lenient: a pull request the test never added simply has no reviews.

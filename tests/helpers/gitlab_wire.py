@@ -269,6 +269,7 @@ class FakeGitLab:
             ("GET", mr + r"/notes/(?P<note>\d+)/award_emoji", self._list_awards),
             ("POST", mr + r"/notes/(?P<note>\d+)/award_emoji", self._award),
             ("GET", mr + r"/approvals", self._approvals),
+            ("GET", mr + r"/commits", self._mr_commits),
             ("PUT", mr + r"/merge", self._merge),
             ("POST", p + r"/deployments", self._create_deployment),
             ("GET", p + r"/deployments/(?P<id>\d+)", self._get_deployment),
@@ -655,6 +656,18 @@ class FakeGitLab:
                  "user": self.bot, "created_at": self._now()}  # fmt: skip
         self.awards.append(award)
         return self._json(self._award_json(award), 201)
+
+    def _mr_commits(self, match: Any, params: Any) -> Answer:
+        # Its head alone (GitLab lists newest first, with e-mails, not usernames).
+        mr = self._mr_json(int(match.group("iid")))
+        if mr is None:
+            return self._not_found()
+        return self._json([
+            {"id": mr["sha"], "short_id": mr["sha"][:8], "title": "change",
+             "author_name": "x", "author_email": "x@example.com",
+             "committer_name": "x", "committer_email": "x@example.com",
+             "created_at": mr["updated_at"], "message": "change", "parent_ids": []}
+        ])  # fmt: skip
 
     def _approvals(self, match: Any, params: Any) -> Answer:
         iid = int(match.group("iid"))

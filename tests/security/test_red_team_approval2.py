@@ -26,7 +26,7 @@ from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PYTHON_ITEM, PlanReview
-from sluice.bot.forge.base import Check
+from sluice.bot.forge.base import Check, ForgeError
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
 from tests.helpers.cases import realcase
@@ -125,6 +125,14 @@ def _review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
     })  # fmt: skip
 
 
+def _push(branch: str, head: str, sender: str) -> dict[str, Any]:
+    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``."""
+    push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/heads/{branch}",
+                    after=head, deleted=False)  # fmt: skip
+    push["sender"]["login"] = sender
+    return push
+
+
 def _approve(bot: Bot, user: str, head: str, review_id: int) -> None:
     """``user`` approves the PR at ``head`` now (after its plan), and its webhook."""
     made = bot.forge.add_review(7, user, "APPROVED", head)
@@ -179,12 +187,6 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
 # -- 2. a push made through a bot or app account is nobody's --------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: the pusher is the synchronize event's sender; a push made "
-    "with an app's token (a workflow bob wrote, GITHUB_TOKEN) names the app, so bob's "
-    "own change is approved by bob alone",
-)
 def test_an_approver_pushing_through_a_bot_account_does_not_approve_their_push(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
     bot.deliver("pull_request", _pr_event("opened", A, "alice"))
@@ -198,17 +200,16 @@ def test_an_approver_pushing_through_a_bot_account_does_not_approve_their_push(b
     _approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
     assert bot.ledger.unapproved(KEY, BOBS.items, bot.in_force().generation) != []
+    assert "`github-actions[bot]` pushed to this pull request" in bot.approval(B).summary
+    # A second approver makes it: whoever drove the bot, one of the two is someone else.
+    _approve(bot, "carol", B, 42)
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    assert "2 of 2 required" in bot.approval(B).summary
 
 
 # -- 3. a head pushed before the PR was opened ----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: pushers come from the PR's own events only; a commit pushed "
-    "to the branch before someone else opened the PR (or while it was closed, before "
-    "another reopened it) is not its pusher's, who then approves it alone",
-)
 def test_an_approver_whose_branch_another_opened_does_not_approve_their_push(bot: Bot) -> None:
     # bob pushes his change to a branch (GitHub's push webhook names him) ...
     push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref="refs/heads/bobs",
@@ -243,12 +244,6 @@ def test_a_late_synchronize_still_records_its_pusher(bot: Bot) -> None:
 # -- 5. an approval in the same second as the plan made again counts for it -----------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: gate_rules._approves compares to the second with '<', so a "
-    "review given in the second a re-plan was published (before it: it approved the plan "
-    "before) counts for the new plan; the order within that second is unknown",
-)
 def test_an_approval_in_the_second_the_plan_changed_does_not_count_for_the_new_plan(
     bot: Bot,
 ) -> None:
@@ -271,13 +266,6 @@ def test_an_approval_in_the_second_the_plan_changed_does_not_count_for_the_new_p
 # -- 6. a synchronize superseded in the queue records no pusher -----------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 2: a queued synchronize is superseded (never run) by a newer "
-    "head's event of the PR (queue/store._supersede, events.supersedes), and the pusher is "
-    "recorded only when the event runs (dispatch._on_pull_request): bob's push followed by "
-    "alice's (or an autofix bot's) before the worker got to it leaves bob a valid approver",
-)
 def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: Path) -> None:
     from sluice.bot.events.neutral import event_from_json
     from sluice.bot.intake.group_commit import job_of
@@ -293,16 +281,70 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
     bot.forge.commit(C, {"config.yaml": GATED}, parents=(B,))
     queue = JobQueue(f"sqlite:///{tmp_path / 'queue.db'}")
     try:
-        for n, (head, sender) in enumerate(((B, "bob"), (C, "pre-commit-ci[bot]"))):
-            parsed = parse_github(
-                "pull_request", _pr_event("synchronize", head, sender, draft=True)
-            )
-            assert parsed is not None
-            queue.accept_many([Delivery(f"d{n}", "github", "pull_request", job_of(parsed), 1.0)])
+        # Each push sends a push webhook and the PR's synchronize, as GitHub does.
+        for n, (head, sender) in enumerate(((B, "bob"), (C, "alice"))):
+            push = _push("change", head, sender)
+            for m, (kind, payload) in enumerate(
+                (
+                    ("push", push),
+                    ("pull_request", _pr_event("synchronize", head, sender, draft=True)),
+                )
+            ):
+                parsed = parse_github(kind, payload)
+                assert parsed is not None
+                queue.accept_many([Delivery(f"d{n}{m}", "github", kind, job_of(parsed), 1.0)])
         bot.forge.push(7, C)
         while (job := queue.claim("w", 2.0)) is not None:  # the worker's turn comes
             dispatch.handle(bot.deps, event_from_json(job.payload))
             queue.finish(job.id, "w", now=3.0)
     finally:
         queue.close()
-    assert "bob" in bot.ledger.pushers(KEY, 7), "bob pushed B, which C holds"
+    assert "bob" not in bot.ledger.pushers(KEY, 7)  # his synchronize never ran
+    bot.forge.pulls[7] = dataclasses.replace(bot.forge.pulls[7], draft=False)
+    _plan(bot, C, BOBS)
+    _approve(bot, "bob", C, 41)  # but his push to the branch counts: B is C's parent
+    assert bot.approval(C).conclusion != "success", bot.approval(C).summary
+    assert "@bob pushed to this pull request" in bot.approval(C).summary
+
+
+# -- 7. the forge's commits: who wrote one, and pushes the pull request no longer holds ------
+
+
+def test_a_commit_an_approver_wrote_is_theirs_whoever_pushed_it(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    # alice pushes a commit bob wrote (GitHub maps its author e-mail to bob).
+    bot.forge.commit(C, {"config.yaml": GATED}, parents=(A,), author="bob", committer="alice")
+    bot.forge.push(7, C)
+    bot.deliver("pull_request", _pr_event("synchronize", C, "alice"))
+    _plan(bot, C, BOBS)
+    _approve(bot, "bob", C, 41)
+    assert bot.approval(C).conclusion != "success", bot.approval(C).summary
+    _approve(bot, "carol", C, 42)
+    assert bot.approval(C).conclusion == "success", bot.approval(C).summary
+
+
+def test_a_push_the_pull_request_no_longer_holds_is_not_its_pushers(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("push", _push("change", D, "bob"))  # a commit alice force-pushed away
+    bot.deliver("push", _push("change", A, "alice"))
+    _plan(bot, A, BOBS)
+    _approve(bot, "bob", A, 41)
+    assert bot.approval(A).conclusion == "success", bot.approval(A).summary
+
+
+def test_where_the_forge_cannot_list_the_commits_every_push_to_the_branch_counts(
+    bot: Bot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("push", _push("change", D, "bob"))
+
+    def broken(number: int) -> None:
+        raise ForgeError("listing the commits of pull request #7 failed: 502")
+
+    monkeypatch.setattr(bot.forge, "pull_commits", broken)
+    _plan(bot, A, BOBS)
+    _approve(bot, "bob", A, 41)
+    assert bot.approval(A).conclusion != "success", bot.approval(A).summary

@@ -79,7 +79,15 @@ from sluice.bot.events.neutral import (
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
-from sluice.bot.forge.base import Check, DirEntry, Forge, ForgeError, PullRequest, Review
+from sluice.bot.forge.base import (
+    Check,
+    DirEntry,
+    Forge,
+    ForgeError,
+    PullCommit,
+    PullRequest,
+    Review,
+)
 from sluice.bot.present.job_page import error_annotations, failed_checks, step_summary
 from sluice.core import logs
 from sluice.core.config import SETTINGS_FILES, SparkSettings
@@ -373,6 +381,9 @@ class WorkspaceForge:
 
     def pull_request(self, number: int) -> PullRequest:
         return self.inner.pull_request(number)
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        return self.inner.pull_commits(number)
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         self.inner.upsert_comment(number, marker, body)

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from sluice.bot.events.neutral import (
     PUSHED,
+    BranchPushEvent,
     CheckRunEvent,
     CommentEvent,
     Event,
@@ -203,14 +204,25 @@ def _check_suite(payload: Mapping[str, Any]) -> CheckRunEvent | None:
     )
 
 
-def _push(payload: Mapping[str, Any]) -> TagEvent | None:
+def _push(payload: Mapping[str, Any]) -> TagEvent | BranchPushEvent | None:
     ref = required(payload, "ref", str)
-    if not ref.startswith(_TAG_PREFIX):
-        return None  # branch pushes: PRs and merges arrive as pull_request events
+    if not ref.startswith((_BRANCH_PREFIX, _TAG_PREFIX)):
+        return None  # another kind of ref (notes, ...)
     sha = required(payload, "after", str)
     # A deletion has deleted: true and an all-zero "after"; either one is enough.
     if optional(payload, "deleted", bool) or not sha.strip("0"):
         return None
+    if ref.startswith(_BRANCH_PREFIX):
+        # Who pushed (PRs and merges themselves arrive as pull_request events): the
+        # sender, whose account GitHub authenticated (``pusher`` is git's name for them).
+        return BranchPushEvent(
+            forge=FORGE,
+            repo=_repo(payload),
+            installation_id=_installation(payload),
+            branch=_branch(payload, "ref"),
+            sha=commit_id(payload, "after"),
+            pusher=required(payload, "sender.login", str),
+        )
     tag = ref.removeprefix(_TAG_PREFIX)
     if not tag:
         raise PayloadError(f"ref {ref!r} names no tag")

@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from sluice.bot.events.neutral import (
     PUSHED,
+    BranchPushEvent,
     CommentEvent,
     Event,
     MergeGroupEvent,
@@ -65,6 +66,7 @@ _APPROVED: Final = frozenset({"approved", "approval"})
 _UNAPPROVED: Final = frozenset({"unapproved", "unapproval"})
 _NOTE_ACTIONS: Final = {"create": "created", "update": "edited"}
 _TAG_PREFIX: Final = "refs/tags/"
+_BRANCH_PREFIX: Final = "refs/heads/"
 _TRAIN_REF: Final = re.compile(r"refs/merge-requests/([1-9][0-9]{0,17})/train")
 # A train pipeline's end, as the reason its entry ended; "canceling" is on its way to
 # "canceled", whose hook follows. Every other status (created, pending, running, manual,
@@ -214,6 +216,25 @@ def _tag_push(payload: Mapping[str, Any]) -> TagEvent | None:
     )
 
 
+def _push(payload: Mapping[str, Any]) -> BranchPushEvent | None:
+    """Who pushed to a branch (a merge request's pushes also come as its ``update``)."""
+    ref = required(payload, "ref", str)
+    after = required(payload, "after", str)
+    if not ref.startswith(_BRANCH_PREFIX) or not after.strip("0"):
+        return None  # the branch was deleted
+    branch = ref.removeprefix(_BRANCH_PREFIX)
+    if not branch:
+        raise PayloadError(f"ref {ref!r} names no branch")
+    return BranchPushEvent(
+        forge=FORGE,
+        repo=_repo(payload),
+        installation_id=None,
+        branch=branch,
+        sha=commit_id(payload, "after"),
+        pusher=required(payload, "user_username", str),
+    )
+
+
 def _pipeline(payload: Mapping[str, Any]) -> MergeGroupEvent | None:
     """A merge train's pipeline (see the module docstring); None for any other."""
     ref = required(payload, "object_attributes.ref", str)
@@ -253,9 +274,9 @@ _PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], Event | None]]] = {
     "merge_request": _merge_request,
     "note": _note,
     "tag_push": _tag_push,
+    "push": _push,  # who pushed to a branch (MRs arrive as merge_request events)
     "pipeline": _pipeline,  # a merge train's only
-    # Not "push" (MRs arrive as merge_request events, merges as "merge"), "release"
-    # (creating a release's tag also sends a tag_push), "build", ...
+    # Not "release" (creating a release's tag also sends a tag_push), "build", ...
 }
 
 
@@ -270,8 +291,8 @@ def parse_gitlab(event: str, payload: Mapping[str, Any]) -> Event | None:
     Returns:
         A ``PullRequestEvent`` (open, reopen, a push to the MR, ready, merge, close), a
         ``ReviewEvent`` (approval given or taken back), a ``CommentEvent`` (a note on a
-        merge request), a ``TagEvent`` or a ``MergeGroupEvent`` (a merge train's
-        pipeline); None for everything else (pushes, other pipelines, title-only
+        merge request), a ``TagEvent``, a ``BranchPushEvent`` or a ``MergeGroupEvent`` (a
+        merge train's pipeline); None for everything else (other pipelines, title-only
         updates, notes on issues, deleted tags, unknown kinds).
 
     Raises:

@@ -213,6 +213,19 @@ class TagEvent(_Base):
 
 
 @dataclass(frozen=True)
+class BranchPushEvent(_Base):
+    """Commits were pushed to a branch: who pushed them, so that they do not approve a pull
+    request holding them (its pushers, :mod:`sluice.bot.flow.gate_rules`), whoever opens it
+    and whatever its own events say (a push made before the pull request was opened, or
+    whose ``synchronize`` a newer push superseded in the queue). A deleted branch is none."""
+
+    kind: ClassVar[str] = "branch_push"
+    branch: str
+    sha: str  # the branch's head after the push
+    pusher: str
+
+
+@dataclass(frozen=True)
 class MergeGroupEvent(_Base):
     """A merge queue's entry: GitHub's merge queue made a merge group, or GitLab a merge
     train's pipeline (``checks_requested``: Sluice's checks are wanted on ``head_sha``, the
@@ -271,6 +284,7 @@ Event = (
     | ReviewEvent
     | CheckRunEvent
     | TagEvent
+    | BranchPushEvent
     | MergeGroupEvent
     | JanitorEvent
     | ScheduledRunEvent
@@ -284,6 +298,7 @@ _KINDS: dict[str, type[_Base]] = {
         ReviewEvent,
         CheckRunEvent,
         TagEvent,
+        BranchPushEvent,
         MergeGroupEvent,
         JanitorEvent,
         ScheduledRunEvent,
@@ -318,6 +333,8 @@ def pr_key(event: Event) -> str:
     if isinstance(event, CheckRunEvent):
         suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
         return f"{event.forge}:{event.repo}{suffix}"
+    if isinstance(event, BranchPushEvent):  # a record only: beside the branch's PR's work
+        return f"{event.forge}:{event.repo}^{event.branch}"
     if isinstance(event, MergeGroupEvent):
         # One merge group's jobs in order (its checks, then its end); groups side by side,
         # as PR builds are: each builds its own environment.

@@ -21,13 +21,14 @@ from sluice.bot.flow.gate_rules import (
     ActionApproval,
     GateInput,
     GateResult,
+    bot_account,
     budget_to_approve,
     evaluate,
     owners_to_approve,
 )
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import PullRequest, Review, members
+from sluice.bot.forge.base import ForgeError, PullRequest, Review, members
 from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
@@ -55,7 +56,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
-        pushers = ledger.pushers(repo, pr.number)
+        pushed = _recorded_pushes(job, pr)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -85,6 +86,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
                     detail=f"planned under settings no longer in force, at {pr.head_sha[:12]}",
                 )
         return None
+    pushers = _pushers(job, pr, pushed)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
@@ -100,7 +102,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             owners=owners,
             action_approvals=[ActionApproval(c.user, c.sha, c.plan, c.ts) for c in clicks],
             planned_at=plan_times,
-            pushers=pushers,
+            pushers=pushers.people,
+            bot_pushers=pushers.bots,
         ),
     )
     into_prod = pr.base_ref == settings.branch
@@ -167,7 +170,7 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts, nor that of anyone who pushed to the PR."""
-    pushed = job.ledger.pushers(job.repo, pr.number)  # nor anyone who pushed to it
+    pushed = _pushers(job, pr, _recorded_pushes(job, pr)).people  # nor anyone who pushed
     eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushed
     heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
@@ -178,6 +181,52 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
         user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
         for user, r in latest.items()
     )
+
+
+@dataclass(frozen=True)
+class Pushers:
+    """Who pushed to a pull request (case-folded): their approvals do not count; and the
+    bot accounts among them (not its author) whose pushes some person unnamed drove."""
+
+    people: frozenset[str]
+    bots: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    events: frozenset[str]  # senders of its opened, reopened, synchronize events
+    branch: tuple[tuple[str, str], ...]  # (head sha, user) of each push to its branch
+
+
+def _recorded_pushes(job: Job, pr: PullRequest) -> _Recorded:
+    """The ledger's records of who pushed to ``pr``: its own events' senders, and the
+    pushes to its branch (a fork's branch is another repository's: its pushes are not
+    told to this one, and its events' senders are all there is)."""
+    branch = () if pr.fork else tuple(job.ledger.branch_pushes(job.repo, pr.head_ref))
+    return _Recorded(job.ledger.pushers(job.repo, pr.number), branch)
+
+
+def _pushers(job: Job, pr: PullRequest, recorded: _Recorded) -> Pushers:
+    """Who pushed to ``pr``: the senders of its events, whoever pushed one of its commits
+    to its branch (before the PR was opened, or in a ``synchronize`` a newer push
+    superseded in the queue), and the authors and committers the forge names for its
+    commits. Where the forge cannot list its commits, every push to its branch counts."""
+    pushed = set(recorded.events)
+    try:
+        commits = job.forge.pull_commits(pr.number)
+    except ForgeError as exc:
+        log.warning("#%s: counting every push to its branch: %s", pr.number, exc)
+        commits = None
+    ours = None if commits is None else {c.sha.lower() for c in commits}
+    pushed |= {user.casefold() for sha, user in recorded.branch if ours is None or sha in ours}
+    people = set(pushed)
+    for commit in commits or ():
+        people |= {who.casefold() for who in (commit.author, commit.committer) if who}
+    # A push by a bot account (an app's or a workflow's token) was driven by someone the
+    # forge does not name; a commit's bot author (a generated file) was pushed by another.
+    author = pr.author.casefold()
+    bots = frozenset(p for p in pushed if bot_account(p) and p != author)
+    return Pushers(frozenset(people), bots)
 
 
 def _bound(reviews: list[Review], heads: dict[str, tuple[str, int]]) -> list[Review]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
 
 from sluice.bot.events.neutral import (
+    BranchPushEvent,
     CheckRunEvent,
     CommentEvent,
     DriftCheckEvent,
@@ -75,6 +76,11 @@ def _on_tag(job: Job, event: TagEvent) -> None:
     promotion.on_tag(job, event)
 
 
+def _on_branch_push(job: Job, event: BranchPushEvent) -> None:
+    # Who pushed does not approve a pull request holding the push (approval: pushers).
+    job.ledger.record_branch_push(job.repo, event.branch, event.sha, event.pusher, job.now)
+
+
 def _on_janitor(job: Job, event: JanitorEvent) -> None:
     scheduled.janitor(job)
 
@@ -93,6 +99,7 @@ HANDLERS: dict[type[Event], Handler] = {
     CheckRunEvent: pr_build.on_check_run,
     CommentEvent: run_command.on_comment,
     TagEvent: _on_tag,
+    BranchPushEvent: _on_branch_push,
     MergeGroupEvent: merge_queue.on_merge_group,
     JanitorEvent: _on_janitor,
     ScheduledRunEvent: _on_scheduled_run,

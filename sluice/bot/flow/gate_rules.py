@@ -16,6 +16,7 @@ named). Each person's approvals, objections and dismissals are taken in the orde
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,6 +99,10 @@ class GateInput:
             plan or none. A commit not in it: any time.
         pushers: Who pushed a head of the pull request: like the author, their own
             approval never counts (their change is not theirs to approve).
+        bot_pushers: Bot accounts (not the author) that pushed to it: whoever drove the
+            push is unknown, maybe an approver, so the gate asks one approval more than
+            its count (from an approver or an owner), and a lone person can never approve
+            their own push made through a bot.
     """
 
     author: str
@@ -109,6 +114,18 @@ class GateInput:
     action_approvals: Sequence[ActionApproval] = ()
     planned_at: Mapping[str, int] = field(default_factory=dict)
     pushers: frozenset[str] = frozenset()
+    bot_pushers: frozenset[str] = frozenset()
+
+
+_GITLAB_BOT = re.compile(r"(project|group)_[0-9]+_bot(_[0-9a-f]+|[0-9]*)")
+
+
+def bot_account(login: str) -> bool:
+    """Whether ``login`` is a bot account whose pushes some person drives unnamed: a GitHub
+    App's (``<slug>[bot]``: ``github-actions[bot]`` for a workflow's token) or a GitLab
+    project's or group's access token user (``project_<id>_bot_<hex>``)."""
+    name = login.casefold()
+    return name.endswith("[bot]") or _GITLAB_BOT.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -207,13 +224,17 @@ def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str |
     ):
         return f"approved {short}, whose plan differs from the current plan"
     since = next((ts for at, ts in gate.planned_at.items() if at.lower() == sha), None)
-    # To the second: a forge's times may have no finer (GitLab's updated_at).
-    if (
-        given.plan is None
-        and since is not None
-        and (given.ts is None or given.ts // 1000 < since // 1000)
-    ):
-        return f"approved {short} before it had the plan it has now"
+    if given.plan is None and since is not None:
+        # To the second: a forge's times have no finer (GitHub's submitted_at, GitLab's
+        # updated_at). An approval in the very second the plan was published may have
+        # been given before it, for the plan before: it does not count (red team round 2).
+        if given.ts is None or given.ts // 1000 < since // 1000:
+            return f"approved {short} before it had the plan it has now"
+        if given.ts // 1000 == since // 1000:
+            return (
+                f"approved {short} in the second its plan was published "
+                "(maybe the plan before): approve again"
+            )
     return None
 
 
@@ -295,9 +316,16 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         elif relevant:
             stale[key] = (login, str(reasons[-1]))
 
-    counted = sorted((k for k in valid if k in eligible_names), key=lambda k: valid[k].casefold())
+    # A push through a bot account may be an approver's own: one approval more than the
+    # gate asks (its count, or the one owner's under a gate of owners only), from an
+    # approver or an owner; where it asks nobody, nobody.
+    base = required.count or (1 if gate.owners else 0)
+    extra = 1 if gate.bot_pushers and base else 0
+    pool = set(eligible_names) | (owner_people if extra else set())
+    counted = sorted((k for k in valid if k in pool), key=lambda k: valid[k].casefold())
     approved_by = tuple(valid[k] for k in counted)
-    missing = max(0, required.count - len(approved_by))
+    need = required.count + extra * (base - required.count + 1)
+    missing = max(0, need - len(approved_by))
     eligible = tuple(
         sorted(
             (
@@ -332,6 +360,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         ignored=tuple(sorted(ignored.values(), key=str.casefold)),
         self_approved=self_approved,
         pushed=tuple(sorted(pushed.values(), key=str.casefold)),
+        need=need,
         ok=ok,
     )
     return GateResult(
@@ -359,6 +388,7 @@ def _summary(
     ignored: tuple[str, ...],
     self_approved: bool,
     pushed: tuple[str, ...],
+    need: int,
     ok: bool,
 ) -> str:
     required = settings.required_approvers
@@ -371,9 +401,16 @@ def _summary(
         return f"No approval is required: {why} in `sluice.gate` on the prod branch."
 
     sentences: list[str] = []
-    if required.count:
+    if need > required.count:
+        bots = _join([md.code(b) for b in sorted(gate.bot_pushers)])
+        sentences.append(
+            f"{bots} pushed to this pull request: a bot account, driven by someone the forge "
+            "does not name (maybe an approver), so one approval more than the gate asks is "
+            "needed, from an approver or an owner."
+        )
+    if need:
         who = _join([_mention(u) for u in approved_by]) if approved_by else "nobody yet"
-        sentences.append(f"Approved by {who} ({len(approved_by)} of {required.count} required).")
+        sentences.append(f"Approved by {who} ({len(approved_by)} of {need} required).")
         if missing:
             pool = [_mention(u) for u in eligible]
             pool += [f"any member of {md.mention(t, team=True)}" for t in unresolved_teams]

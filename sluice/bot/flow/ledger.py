@@ -183,6 +183,19 @@ pr_pushers = Table(
     Column("pushed_ts", BigInteger, nullable=False),  # the first push seen
 )
 
+# Who pushed to each branch, and the head each push left (GitHub's and GitLab's push
+# hooks: the authenticated pusher): a pull request's pushers include whoever pushed one of
+# its commits, pushed before it was opened or superseded in the queue (red team round 2).
+branch_pushers = Table(
+    "sluice_branch_pushers",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("branch", String, primary_key=True),
+    Column("sha", String, primary_key=True),  # lower-case
+    Column("user", String, primary_key=True),  # as the forge spells it
+    Column("pushed_ts", BigInteger, nullable=False),
+)
+
 repos = Table(
     "sluice_repos",
     metadata,
@@ -273,6 +286,7 @@ LEDGER = Track(
         Migration(3, "approvals bound to the plan a commit had when given", _plan_bound),
         Migration(4, "who pushed to each pull request", create_tables(pr_pushers)),
         Migration(5, "the settings each approval was given under", _approved_generation),
+        Migration(6, "who pushed to each branch", create_tables(branch_pushers)),
     ),
     adopt=_adopt,
 )
@@ -442,6 +456,24 @@ class Ledger(AuditLog):
         )
         with self._reading("read who pushed") as conn:
             return frozenset(row.user for row in conn.execute(query))
+
+    def record_branch_push(self, repo: str, branch: str, sha: str, user: str, now: int) -> None:
+        """Record that ``user`` pushed ``branch`` to ``sha`` (kept: a push is never taken
+        back; a pull request counts the pushes whose head is one of its commits)."""
+        row = {"repo": repo, "branch": branch, "sha": sha.lower(), "user": user, "pushed_ts": now}
+        with self._writing("record a push to a branch") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(branch_pushers).values(row).on_conflict_do_nothing())
+
+    def branch_pushes(self, repo: str, branch: str) -> list[tuple[str, str]]:
+        """Each (head sha, user) a push to ``branch`` left, oldest first."""
+        query = (
+            select(branch_pushers.c.sha, branch_pushers.c.user)
+            .where(branch_pushers.c.repo == repo, branch_pushers.c.branch == branch)
+            .order_by(branch_pushers.c.pushed_ts, branch_pushers.c.sha, branch_pushers.c.user)
+        )
+        with self._reading("read who pushed to a branch") as conn:
+            return [(row.sha, row.user) for row in conn.execute(query)]
 
     def review_heads(self, repo: str, number: int) -> dict[str, tuple[str, int]]:
         """Case-folded user -> the head of the PR when they last approved it, and when."""

@@ -46,6 +46,17 @@ request's); a pull request with more is listed as None (only part is known)."""
 
 
 @dataclass(frozen=True)
+class PullCommit:
+    """A commit of a pull request as the forge lists it: its sha, and who wrote and who
+    committed it as forge logins (None where the forge maps the commit's e-mail to no
+    account, or names no login: GitLab's list has e-mails only)."""
+
+    sha: str
+    author: str | None = None
+    committer: str | None = None
+
+
+@dataclass(frozen=True)
 class PullRequest:
     """A pull (merge) request as the forge reports it now."""
 
@@ -132,6 +143,11 @@ class Forge(Protocol):
 
     def pull_request(self, number: int) -> PullRequest:
         """The pull request as it is now."""
+        ...
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        """The pull request's commits (on its head, not on its base), oldest first; None
+        when the forge would list only part of them (over :data:`PULL_COMMITS_LIMIT`)."""
         ...
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:

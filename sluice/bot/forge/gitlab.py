@@ -28,9 +28,11 @@ from sluice import __version__
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
+    PULL_COMMITS_LIMIT,
     Check,
     DirEntry,
     ForgeError,
+    PullCommit,
     PullRequest,
     Review,
     UnusableTree,
@@ -374,6 +376,19 @@ class GitLabForge:
             merged=state == "merged",
             title=str(data.get("title") or ""),
         )
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        """The merge request's commits, oldest first; GitLab lists e-mails, not usernames,
+        so only the shas are known (who pushed comes from its push and merge request
+        hooks, which name the user)."""
+        with self._guard(f"listing the commits of merge request !{number}"):
+            listed = self._mr(number).commits()  # an iterator: pages as it goes
+            shas: list[str] = []
+            for commit in listed:
+                if len(shas) == PULL_COMMITS_LIMIT:
+                    return None
+                shas.append(str(commit.id))
+        return [PullCommit(sha) for sha in reversed(shas)]  # GitLab lists newest first
 
     def reviews(self, number: int) -> list[Review]:
         """The approvals of merge request ``!number``, as GitLab lists them: one APPROVED

@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, checked_members
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, Review
+from sluice.bot.forge.base import (
+    PULL_COMMITS_LIMIT,
+    Check,
+    ForgeError,
+    PullCommit,
+    PullRequest,
+    Review,
+)
 from sluice.bot.forge.local_git import GitRepo
 
 try:  # a lock between two commands run at once; absent on Windows, where it is skipped
@@ -240,6 +247,17 @@ class LocalForge(GitRepo):
             merged=record["state"] == "merged",
             title=record.get("title") or "",
         )
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        """The PR's commits (on its head, not its base), oldest first; a local repository
+        maps its authors to no forge login."""
+        pull = self.pull_request(number)
+        if not all(_SHA.fullmatch(sha) for sha in (pull.head_sha, pull.base_sha)):
+            return []
+        listed = self._git(
+            "rev-list", "--reverse", f"{pull.base_sha}..{pull.head_sha}", what="listing commits"
+        ).split()
+        return None if len(listed) > PULL_COMMITS_LIMIT else [PullCommit(sha) for sha in listed]
 
     def record(self, number: int) -> dict[str, Any]:
         """The stored record of PR ``number`` (state, merge sha, times)."""

@@ -37,10 +37,12 @@ from pathlib import Path
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import (
     LIST_LIMIT,
+    PULL_COMMITS_LIMIT,
     Check,
     DirEntry,
     Forge,
     ForgeError,
+    PullCommit,
     PullRequest,
     Review,
     UnusableTree,
@@ -111,6 +113,8 @@ class MemoryForge:
     comment_limit: int = 65536
     files: dict[str, dict[str, bytes]] = field(default_factory=dict)  # sha -> path -> bytes
     parents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # sha -> parents
+    # sha -> (author, committer) logins; a commit not in it: neither maps to an account
+    people: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> sha
     pulls: dict[int, PullRequest] = field(default_factory=dict)
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR -> comments
@@ -136,9 +140,14 @@ class MemoryForge:
         *,
         parents: tuple[str, ...] = (),
         branch: str | None = None,
+        author: str | None = None,
+        committer: str | None = None,
     ) -> None:
         """Record commit ``sha`` holding ``files`` (path -> text or bytes), its ``parents``;
-        with ``branch``, the branch moves to it (its previous head becomes a parent)."""
+        with ``branch``, the branch moves to it (its previous head becomes a parent).
+        ``author`` and ``committer``: the logins the forge lists it with (None: none)."""
+        if author is not None or committer is not None:
+            self.people[sha] = (author, committer)
         if not parents and sha in self.parents:
             parents = self.parents[sha]  # the same commit again: its history stays
         elif branch is not None and self.refs.get(branch, sha) != sha and not parents:
@@ -393,6 +402,26 @@ class MemoryForge:
     def pull_request(self, number: int) -> PullRequest:
         self._call("pull_request", number)
         return self._pull(number)
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        self._call("pull_commits", number)
+        pull = self._pull(number)
+        on_base = self._ancestors(self.refs.get(pull.base_ref, pull.base_sha))
+        ours = [sha for sha in self._ancestors(pull.head_sha) if sha not in on_base]
+        if len(ours) > PULL_COMMITS_LIMIT:
+            return None
+        return [PullCommit(sha, *self.people.get(sha, (None, None))) for sha in reversed(ours)]
+
+    def _ancestors(self, tip: str | None) -> list[str]:
+        """``tip`` and every commit before it, newest first (parents after children)."""
+        seen: dict[str, None] = {}
+        todo = [tip] if tip is not None else []
+        while todo:
+            current = todo.pop(0)
+            if current not in seen:
+                seen[current] = None
+                todo.extend(self.parents.get(current, ()))
+        return list(seen)
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         self._call("upsert_comment", number, marker, body)

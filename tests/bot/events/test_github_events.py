@@ -84,9 +84,9 @@ EXPECTED_KIND: dict[str, str | None] = {
     "push/payload.json": None,
     "push/with-installation.payload.json": None,
     "push/with-organization.payload.json": None,
-    "push/with-new-branch.payload.json": None,
-    "push/with-no-username-committer.payload.json": None,
-    "push/woodpecker__HookPush.json": None,
+    "push/with-new-branch.payload.json": "branch_push",
+    "push/with-no-username-committer.payload.json": "branch_push",
+    "push/woodpecker__HookPush.json": "branch_push",
     "push/drone-go-scm__push_tag.json": TAG,
     "push/woodpecker__HookTag.json": TAG,
     "release/created.payload.json": TAG,
@@ -566,7 +566,10 @@ def test_requested_action_needs_its_identifier() -> None:
 def test_ignored_actions_need_no_fields() -> None:
     # A labelled PR is no work, so a body without the PR fields is not an error.
     assert parse_github("pull_request", {"action": "labeled"}) is None
-    assert parse_github("push", {"ref": "refs/heads/main"}) is None
+    assert parse_github("push", {"ref": "refs/notes/commits"}) is None
+    # A push to a branch is work (who pushed is recorded): its fields are needed.
+    with pytest.raises(PayloadError, match="after is missing"):
+        parse_github("push", {"ref": "refs/heads/main"})
 
 
 # --- forks, by hand -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from sluice.bot.flow.gate_rules import (
     ActionApproval,
     GateInput,
     GateResult,
+    bot_account,
     budget_to_approve,
     evaluate,
     owners_to_approve,
@@ -65,6 +66,8 @@ def run(
     owners: Mapping[str, str] | None = None,
     actions: Sequence[tuple[str, ...]] = (),
     planned_at: Mapping[str, int] | None = None,
+    pushers: frozenset[str] = frozenset(),
+    bots: frozenset[str] = frozenset(),
 ) -> GateResult:
     return evaluate(
         gate_settings,
@@ -77,6 +80,8 @@ def run(
             owners=owners or {},
             action_approvals=[ActionApproval(*action) for action in actions],  # type: ignore[arg-type]
             planned_at=planned_at or {},
+            pushers=pushers,
+            bot_pushers=bots,
         ),
     )
 
@@ -485,7 +490,13 @@ def test_a_review_from_before_the_commit_was_planned_again_is_stale() -> None:
     assert not result.ok
     assert result.stale == ("bob",)
     assert "before it had the plan it has now" in result.summary
-    assert run(settings(), [reviewed("bob", 2_500)], planned_at={C3: 2_000}).ok
+    assert run(settings(), [reviewed("bob", 3_000)], planned_at={C3: 2_000}).ok
+    # In the second the plan was published (forges' times have whole seconds): it may
+    # have been given before, for the plan before; it does not count.
+    same = run(settings(), [reviewed("bob", 2_500)], planned_at={C3: 2_000})
+    assert not same.ok
+    assert same.stale == ("bob",)
+    assert "in the second its plan was published" in same.summary
     # Another commit's replan is not this one's.
     assert run(settings(), [reviewed("bob", 1_000)], planned_at={C1: 2_000}).ok
     # No time from the forge: counted where the caller gave no plan time, else stale.
@@ -513,7 +524,8 @@ def test_a_click_counts_only_for_the_plan_its_button_showed() -> None:
     assert stale.stale == ("bob",)
     # A button that named no plan (made before buttons did): by when it was handled.
     assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], planned_at={C3: 2_000}).ok
-    assert run(settings(), [], actions=[("bob", C3, None, 2_000)], planned_at={C3: 2_000}).ok
+    assert not run(settings(), [], actions=[("bob", C3, None, 2_000)], planned_at={C3: 2_000}).ok
+    assert run(settings(), [], actions=[("bob", C3, None, 3_000)], planned_at={C3: 2_000}).ok
 
 
 # --- owners ------------------------------------------------------------------------------
@@ -730,3 +742,55 @@ def test_promotion_tiers_are_read_in_order_and_checked() -> None:
     ]:
         with pytest.raises(ConfigError, match=re.escape(words)):
             gate_config(f"sluice:\n  deploy:\n    {bad}\n")
+
+
+# --- pushes through a bot account --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("login", "bot"),
+    [
+        ("github-actions[bot]", True),
+        ("pre-commit-ci[bot]", True),
+        ("Dependabot[BOT]", True),
+        ("project_42_bot_0a1b2c3d4e5f6a7b", True),  # a GitLab project access token's user
+        ("group_7_bot", True),
+        ("project_42_bot2", True),
+        ("alice", False),
+        ("web-flow", False),
+        ("bot", False),
+        ("project_bot", False),
+        ("robot[bot]x", False),
+    ],
+)
+def test_bot_accounts_are_told_from_people(login: str, bot: bool) -> None:
+    assert bot_account(login) is bot
+
+
+def test_a_push_through_a_bot_needs_one_approval_more() -> None:
+    bots = frozenset({"github-actions[bot]"})
+    # bob alone: he may have driven the bot (his own workflow); one more is needed.
+    alone = run(settings(), [review("bob")], pushers=bots, bots=bots)
+    assert not alone.ok and alone.missing == 1
+    assert "`github-actions[bot]` pushed to this pull request" in alone.summary
+    assert "(1 of 2 required)" in alone.summary
+    both = run(settings(), [review("bob"), review("alice")], pushers=bots, bots=bots)
+    assert both.ok and both.approved_by == ("alice", "bob")
+    # Without the bot's push, bob alone is enough (the test can fail).
+    assert run(settings(), [review("bob")]).ok
+
+
+def test_a_push_through_a_bot_under_an_owners_only_gate_needs_another_owner() -> None:
+    bots = frozenset({"github-actions[bot]"})
+    owners_only = settings(users=(), owners="direct")
+    owners = {"s.a": "dave", "s.b": "erin"}
+    one = run(owners_only, [review("dave"), review("erin")], owners=owners, bots=bots)
+    assert one.ok, one.summary  # two owners: one of them is someone else
+    lone = run(owners_only, [review("dave")], owners={"s.a": "dave"}, bots=bots)
+    assert not lone.ok and lone.missing == 1
+    assert run(owners_only, [review("dave")], owners={"s.a": "dave"}).ok
+
+
+def test_a_bot_push_asks_nothing_where_the_gate_asks_nobody() -> None:
+    nobody = settings(users=(), count=0)
+    assert run(nobody, [], bots=frozenset({"github-actions[bot]"})).ok

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from responses import matchers
 
-from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError
+from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError, PullCommit
 from sluice.bot.forge.github import (
     GitHubForge,
     TokenCache,
@@ -1133,3 +1133,19 @@ def test_a_validation_error_carries_github_details(
     )  # fmt: skip
     with pytest.raises(ForgeError, match=r"422 Validation Failed \(body is too long"):
         forge.reply(7, "x")
+
+
+def test_pull_commits_name_their_authors_and_committers(
+    fake: tuple[FakeGitHub, GitHubForge],
+) -> None:
+    github, forge = fake
+    github.add_pull(7, SHA, author="alice")
+    assert forge.pull_commits(7) == [PullCommit(SHA)]  # nobody GitHub knows
+    github.add_pull_commit(7, "a" * 40, author="bob", committer="web-flow")
+    github.add_pull_commit(7, SHA, author=None, committer="alice")
+    assert forge.pull_commits(7) == [
+        PullCommit("a" * 40, "bob", "web-flow"),
+        PullCommit(SHA, None, "alice"),
+    ]
+    github.pulls[7]["commits"] *= 126  # 252: GitHub would list only 250 of them
+    assert forge.pull_commits(7) is None

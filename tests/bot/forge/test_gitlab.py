@@ -21,7 +21,15 @@ import pytest
 import requests
 import responses
 
-from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError, UnusableTree, writer
+from sluice.bot.forge.base import (
+    Check,
+    CheckAction,
+    Forge,
+    ForgeError,
+    PullCommit,
+    UnusableTree,
+    writer,
+)
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client, redact
 from sluice.core.errors import ConfigError
 from tests.helpers.gitlab_wire import FakeGitLab, archive_prefix
@@ -980,3 +988,10 @@ def test_the_fake_serves_threads_at_once(gl: FakeGitLab) -> None:
     assert len({n["id"] for n in gl.bot_notes(7)}) == 60
     assert len(gl.statuses) == len(gl.latest_statuses) == 60
     assert len(gl.requests) == 120
+
+
+def test_pull_commits_are_the_merge_requests_commits(gl: FakeGitLab, forge: GitLabForge) -> None:
+    gl.add_mr(7, sha=SHA)
+    assert forge.pull_commits(7) == [PullCommit(SHA)]  # e-mails only: no login
+    with pytest.raises(ForgeError, match="commits of merge request !8"):
+        forge.pull_commits(8)

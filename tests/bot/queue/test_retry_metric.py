@@ -51,7 +51,7 @@ def test_a_retried_job_is_counted_by_kind_and_its_last_attempt_is_not(tmp_path: 
 
 def test_the_kind_label_takes_only_job_kinds() -> None:
     assert set(JOB_KINDS) == {"pull_request", "comment", "review", "check_run", "tag",
-                              "merge_group", "janitor", "run", "drift"}  # fmt: skip
+                              "branch_push", "merge_group", "janitor", "run", "drift"}  # fmt: skip
     metrics = Registry()
     metrics.inc("sluice_job_retries_total", kind="made-up")
     assert 'sluice_job_retries_total{kind="other"} 1.0' in metrics.render()

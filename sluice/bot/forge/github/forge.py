@@ -21,9 +21,11 @@ from github.GithubException import RateLimitExceededException, UnknownObjectExce
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
+    PULL_COMMITS_LIMIT,
     Check,
     DirEntry,
     ForgeError,
+    PullCommit,
     PullRequest,
     Review,
     UnusableTree,
@@ -264,6 +266,21 @@ class GitHubForge:
                 merged=bool(pr.merged),
                 title=pr.title or "",
             )
+
+    def pull_commits(self, number: int) -> list[PullCommit] | None:
+        """The pull request's commits as GitHub lists them (at most 250: None beyond)."""
+        with boundary(f"listing the commits of pull request #{number}"):
+            pull = self._repo.get_pull(number)
+            if (pull.commits or 0) > PULL_COMMITS_LIMIT:
+                return None
+            return [
+                PullCommit(
+                    commit.sha,
+                    commit.author.login if commit.author is not None else None,
+                    commit.committer.login if commit.committer is not None else None,
+                )
+                for commit in pull.get_commits()
+            ]
 
     def reviews(self, number: int) -> list[Review]:
         """Every review of pull request ``number``, oldest first."""
