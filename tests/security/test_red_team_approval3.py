@@ -1,0 +1,297 @@
+"""Red team on the approval gate, round 3: attacks on the fixes of round 2 (fb1ac06): who
+pushed taken from the branch's push hooks and the forge's commits, a push through a bot
+account asking one approval more, an approval in the second its plan was published not
+counting.
+
+Each test is an attack by someone with write access to the repository who is also one of
+the required approvers (``bob``), and asserts what a sound gate would do; an open finding
+is ``xfail(strict=True)``. The flows are driven as tests/security/test_red_team_approval2.py
+drives them: real GitHub webhook bodies, the in-memory forge, the ledger on SQLite, plans
+recorded as a PR build records them (no Spark).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.gate_rules import bot_account
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
+from tests.helpers.cases import realcase
+
+OWNER = "octo/warehouse"
+KEY = f"github:{OWNER}"
+NOW = 1_800_000_000_000
+MINUTE = 60_000
+ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
+GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+# Required approvers and the owners of changed models.
+GATED_OWNERS = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+    "    owners_must_approve: direct\n"
+)
+ACTIONS = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN pushes and opens as
+
+
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Bot:
+    """The flow on a SQLite state and the in-memory GitHub, with a clock the test moves."""
+
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.root, self.forge, self.clock = root, forge, Clock(NOW)
+        forge.clock = self.clock  # reviews are given at the flow's time
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge,
+                              workdir=root / "work", state_url=self.url,
+                              clock=self.clock)  # fmt: skip
+        self.ledger = Ledger(self.url)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> bool:
+        """Hand a webhook to the flow; False when the service ignores that kind of event."""
+        parsed = parse_github(event, payload)
+        if parsed is None:
+            return False
+        parsed = pin_event(parsed, self.deps.forge_for)
+        assert parsed is not None
+        dispatch.handle(self.deps, parsed)
+        return True
+
+    def approval(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
+
+    def in_force(self) -> trust.Settings:
+        job = Job.start(self.deps, self.forge)
+        try:
+            return trust.for_repository(job)
+        finally:
+            job.close()
+
+    def close(self) -> None:
+        self.deps.close()
+        self.ledger.close()
+
+
+def _make(tmp_path: Path, config: str) -> Bot:
+    forge = MemoryForge(OWNER, name="github")
+    forge.commit(ROOT, {"config.yaml": config}, branch="main")
+    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": config}, parents=(A,))
+    forge.roles.update({"alice": "write", "bob": "write", "carol": "admin", "mallory": "read"})
+    return Bot(tmp_path, forge)
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    made = _make(tmp_path, GATED)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def owners_bot(tmp_path: Path) -> Iterator[Bot]:
+    made = _make(tmp_path, GATED_OWNERS)
+    yield made
+    made.close()
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _pr_event(action: str, head: str, sender: str, *, author: str = "alice",
+              head_ref: str = "change", head_repo: str = OWNER) -> dict[str, Any]:  # fmt: skip
+    case = "opened" if action == "opened" else "synchronize"
+    payload = realcase(f"github/pull_request/{case}.payload.json", OWNER, action=action, **{
+        "number": 7, "pull_request.number": 7, "pull_request.head.sha": head,
+        "pull_request.base.ref": "main", "pull_request.user.login": author,
+        "pull_request.draft": False, "pull_request.head.repo.full_name": head_repo,
+        "pull_request.head.ref": head_ref, "sender.login": sender,
+    })  # fmt: skip
+    return payload
+
+
+def _review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
+    return realcase("github/pull_request_review/submitted.payload.json", OWNER,
+                    action="submitted", **{
+        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
+        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
+    })  # fmt: skip
+
+
+def _push(branch: str, head: str, sender: str) -> dict[str, Any]:
+    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``."""
+    push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/heads/{branch}",
+                    after=head, deleted=False)  # fmt: skip
+    push["sender"]["login"] = sender
+    return push
+
+
+def _approve(bot: Bot, user: str, head: str, review_id: int) -> None:
+    """``user`` approves the PR at ``head`` now (after its plan), and its webhook."""
+    made = bot.forge.add_review(7, user, "APPROVED", head)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(bot.clock.now))
+    bot.deliver("pull_request_review", _review(user, "approved", head, review_id))
+
+
+def _plan(bot: Bot, head: str, review: PlanReview) -> None:
+    """The plan a PR build records on ``head`` (no Spark), published now."""
+    bot.ledger.record_plan(KEY, 7, head, review, bot.clock.now)
+    bot.clock.now += MINUTE
+
+
+BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
+
+
+# -- 1. a pull request a bot account opened: its author is the bot, so its pushes ask nothing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: a bot account that is the PR's author is exempt from the "
+    "bot-push rule (bot_pushers drops the author), so bob's workflow pushing his branch and "
+    "opening the PR with GITHUB_TOKEN lets bob approve his own change alone",
+)
+def test_a_pull_request_a_bot_opened_asks_one_approval_more(bot: Bot) -> None:
+    # bob's workflow (workflow_dispatch, his inputs) commits his change, pushes a branch
+    # and opens the pull request, all with the workflow's token: GitHub names
+    # github-actions[bot] as the pusher, the opener and the PR's author.
+    bot.deliver("push", _push("automation/bobs", B, ACTIONS))
+    bot.forge.open_pull(7, head_sha=B, base="main", author=ACTIONS, head_ref="automation/bobs")
+    bot.deliver("pull_request", _pr_event("opened", B, ACTIONS, author=ACTIONS,
+                                          head_ref="automation/bobs"))  # fmt: skip
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert bot.ledger.unapproved(KEY, BOBS.items, bot.in_force().generation) != []
+
+
+def test_a_bot_pushing_onto_a_person_s_pull_request_asks_one_approval_more(bot: Bot) -> None:
+    # The same push onto alice's pull request (only the push hook names the bot: its
+    # synchronize was superseded): one approval more, bob's is not enough.
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("push", _push("change", B, ACTIONS))
+    bot.forge.push(7, B)
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    _approve(bot, "carol", B, 42)
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+
+
+# -- 2. the extra approval a bot's push asks for, given by an owner the PR itself names -----
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: the approval more a bot push asks may come from any owner, "
+    "and a model new to prod takes its owner from the PR's own header: bob names an owner "
+    "of his choosing (a colluder or a second account) and needs no required approver "
+    "independent of the push he drove",
+)
+def test_the_approval_more_a_bot_push_asks_is_not_from_an_owner_the_pr_named(
+    owners_bot: Bot,
+) -> None:
+    bot = owners_bot
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    _plan(bot, A, PlanReview("fp-a", (("s.alice", "k-a"),), {}, {}))
+    # bob's workflow pushes his change onto alice's PR: a new model whose header says
+    # `owner mallory` (prod has no such model: the header's owner is taken).
+    bot.forge.push(7, B)
+    bot.deliver("push", _push("change", B, ACTIONS))
+    bot.deliver("pull_request", _pr_event("synchronize", B, ACTIONS))
+    new_model = PlanReview("fp-new", (("s.bobs_new", "k-new"),), {"s.bobs_new": "mallory"}, {})
+    _plan(bot, B, new_model)
+    _approve(bot, "bob", B, 41)
+    _approve(bot, "mallory", B, 42)
+    # Without the bot (bob pushing as himself), carol must approve: bob's push is his.
+    # Through the bot, the only approver of the trusted list who approved is bob.
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+def test_the_approval_more_a_bot_push_asks_is_not_the_same_person_twice(
+    owners_bot: Bot,
+) -> None:
+    # bob owns the new model too: his approval as approver and as owner is one person's.
+    bot = owners_bot
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _pr_event("synchronize", B, ACTIONS))
+    _plan(bot, B, PlanReview("fp-new", (("s.bobs_new", "k-new"),), {"s.bobs_new": "bob"}, {}))
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 3. a head pushed to a fork before someone else opened the pull request ----------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: a fork's pushes are never told to the base repository and a "
+    "fork PR reads no branch pushes, so bob pushing his change to his fork (commits under "
+    "an e-mail GitHub maps to no account) and asking alice to open the PR from it lets bob "
+    "approve it alone (round 2's 'branch pushed before opening', through a fork)",
+)
+def test_an_approver_whose_fork_branch_another_opened_does_not_approve_it(bot: Bot) -> None:
+    # bob pushes B to bob/warehouse (no webhook reaches octo/warehouse); alice opens the
+    # pull request from bob's fork into main (GitHub lets anyone pick any fork's branch).
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="bobs",
+                        fork=True)  # fmt: skip
+    bot.deliver("pull_request", _pr_event("opened", B, "alice", head_ref="bobs",
+                                          head_repo="bob/warehouse"))  # fmt: skip
+    assert bot.ledger.pushers(KEY, 7) == {"alice"}
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 4. a GitLab service account is a bot account ------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: bot_account knows GitLab's project and group access token "
+    "users, not its service accounts (service_account_<hex>, service_account_group_<id>_"
+    "<hex>), whose token a CI variable may hold: a push through one asks nothing more",
+)
+@pytest.mark.parametrize(
+    "login", ["service_account_6018816a18e515214e0c34c2b33523fc",
+              "service_account_group_345_6018816a18e515214e0c34c2b33523fc"],
+)  # fmt: skip
+def test_a_gitlab_service_account_is_a_bot_account(login: str) -> None:
+    assert bot_account(login)
+
+
+@pytest.mark.parametrize(
+    "login", ["github-actions[bot]", "Renovate[bot]", "project_12_bot_0123abcdef",
+              "group_9_bot", "project_12_bot2"],
+)  # fmt: skip
+def test_bot_accounts_the_gate_knows(login: str) -> None:
+    assert bot_account(login)
+
+
+@pytest.mark.parametrize("login", ["bob", "bot", "project_bot", "robot-bob"])
+def test_people_are_not_bot_accounts(login: str) -> None:
+    assert not bot_account(login)
