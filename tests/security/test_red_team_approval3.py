@@ -295,3 +295,98 @@ def test_bot_accounts_the_gate_knows(login: str) -> None:
 @pytest.mark.parametrize("login", ["bob", "bot", "project_bot", "robot-bob"])
 def test_people_are_not_bot_accounts(login: str) -> None:
     assert not bot_account(login)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: a push through the bot account that authored the PR asks "
+    "nothing more (bot_pushers drops the author): bob's workflow pushing onto an "
+    "automation PR github-actions[bot] opened lets bob approve his change alone",
+)
+def test_a_scheduled_workflow_s_pull_request_pushed_onto_through_the_same_bot(bot: Bot) -> None:
+    # A nightly workflow opens "refresh seeds" pull requests as github-actions[bot]; bob's
+    # own workflow run pushes his change onto one through the same token. Whoever drove
+    # the bot's push is unknown: bob alone must not be enough.
+    bot.deliver("push", _push("automation/seeds", A, ACTIONS))
+    bot.forge.open_pull(7, head_sha=A, base="main", author=ACTIONS, head_ref="automation/seeds")
+    bot.deliver(
+        "pull_request", _pr_event("opened", A, ACTIONS, author=ACTIONS, head_ref="automation/seeds")
+    )
+    bot.forge.push(7, B)
+    bot.deliver("push", _push("automation/seeds", B, ACTIONS))
+    bot.deliver(
+        "pull_request",
+        _pr_event("synchronize", B, ACTIONS, author=ACTIONS, head_ref="automation/seeds"),
+    )
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 5. a commit of the pull request pushed by the approver to another branch -------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: branch pushes are read for the PR's head branch only; bob's "
+    "push of a commit the PR holds, made to another branch (alice took his branch over "
+    "under her own name, or merged it into hers), is not his push to the PR, and a commit "
+    "under an e-mail GitHub maps to no account names nobody",
+)
+def test_a_commit_the_approver_pushed_to_another_branch_is_his_push(bot: Bot) -> None:
+    # bob pushes B (his change) to `bobs`; alice takes it over: `git checkout -b change
+    # origin/bobs && git push`, and opens the pull request from `change`.
+    bot.deliver("push", _push("bobs", B, "bob"))
+    bot.deliver("push", _push("change", B, "alice"))
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", B, "alice"))
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+def test_a_commit_the_approver_pushed_to_the_head_branch_before_opening_counts(
+    bot: Bot,
+) -> None:
+    # The same through the PR's own branch: bob's push to `change` counts (round 2).
+    bot.deliver("push", _push("change", B, "bob"))
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", B, "alice"))
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert "@bob pushed to this pull request" in bot.approval(B).summary
+
+
+# -- 6. spellings: a login's case, a commit's author ----------------------------------------
+
+
+def test_a_push_hook_naming_the_approver_in_another_case_still_excludes_him(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("push", _push("change", B, "BoB"))
+    bot.forge.push(7, B)
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+def test_a_commit_the_approver_committed_in_another_case_still_excludes_him(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.forge.commit(C, {"config.yaml": GATED}, parents=(A,), author="alice", committer="Bob")
+    bot.forge.push(7, C)
+    bot.deliver("pull_request", _pr_event("synchronize", C, "alice"))
+    _plan(bot, C, BOBS)
+    _approve(bot, "bob", C, 41)
+    assert bot.approval(C).conclusion != "success", bot.approval(C).summary
+
+
+def test_a_bot_push_in_another_case_still_asks_one_approval_more(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _pr_event("synchronize", B, "GitHub-Actions[BOT]"))
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
