@@ -390,3 +390,59 @@ def test_a_bot_push_in_another_case_still_asks_one_approval_more(bot: Bot) -> No
     _plan(bot, B, BOBS)
     _approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 7. the backfill budget's approver releasing a held build --------------------------------
+
+BUDGET = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+    "    backfill:\n      max_intervals: 10\n      approver: bob\n"
+)
+
+
+def _budget_approved(bot: Bot, approver: str) -> bool:
+    from sluice.bot.flow import approval
+
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        return approval.budget_approved(job, bot.forge.pulls[7], approver)
+    finally:
+        job.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: budget_approved applies no bot-push rule: bob, the budget's "
+    "approver, pushes his over-budget change through a workflow's token and his own "
+    "approval releases the held build (the main gate would ask one approval more)",
+)
+def test_the_budget_approver_does_not_release_a_build_he_pushed_through_a_bot(
+    tmp_path: Path,
+) -> None:
+    bot = _make(tmp_path, BUDGET)
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+        bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+        bot.forge.push(7, B)
+        bot.deliver("push", _push("change", B, ACTIONS))
+        made = bot.forge.add_review(7, "bob", "APPROVED", B)
+        bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(NOW))
+        assert not _budget_approved(bot, "bob")
+    finally:
+        bot.close()
+
+
+def test_the_budget_approver_does_not_release_a_build_he_pushed(tmp_path: Path) -> None:
+    bot = _make(tmp_path, BUDGET)
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+        bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+        bot.forge.push(7, B)
+        bot.deliver("push", _push("change", B, "Bob"))
+        made = bot.forge.add_review(7, "bob", "APPROVED", B)
+        bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(NOW))
+        assert not _budget_approved(bot, "bob")
+        made = bot.forge.add_review(7, "carol", "APPROVED", B)
+        assert _budget_approved(bot, "carol")  # (carol as the approver: she did not push)
+    finally:
+        bot.close()
