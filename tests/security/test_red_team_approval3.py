@@ -446,3 +446,39 @@ def test_the_budget_approver_does_not_release_a_build_he_pushed(tmp_path: Path) 
         assert _budget_approved(bot, "carol")  # (carol as the approver: she did not push)
     finally:
         bot.close()
+
+
+# -- 8. a push's head force-pushed away, the commits under it kept --------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: a branch push counts by its head sha only: bob pushes his "
+    "commit B with a WIP commit C on top (head C); alice drops C, pushes D on B and opens "
+    "the PR: B, bob's change, is the PR's, his push of it is not counted (C is gone)",
+)
+def test_a_push_whose_head_was_dropped_still_counts_for_the_commits_under_it(bot: Bot) -> None:
+    bot.forge.commit(C, {"config.yaml": GATED}, parents=(B,))
+    bot.forge.commit(D, {"config.yaml": GATED}, parents=(B,))
+    bot.deliver("push", _push("change", C, "bob"))  # B and C in one push
+    bot.deliver("push", _push("change", D, "alice"))  # `reset HEAD~1`, D, push --force
+    bot.forge.open_pull(7, head_sha=D, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", D, "alice"))
+    assert B in {c.sha for c in bot.forge.pull_commits(7) or ()}
+    _plan(bot, D, BOBS)
+    _approve(bot, "bob", D, 41)
+    assert bot.approval(D).conclusion != "success", bot.approval(D).summary
+
+
+# -- 9. a fork's maintainer pushing to it ---------------------------------------------------
+
+
+def test_a_maintainer_pushing_to_a_fork_pull_request_does_not_approve_it(bot: Bot) -> None:
+    # alice's PR from her fork allows edits by maintainers: bob pushes his change to it.
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", fork=True)
+    bot.deliver("pull_request", _pr_event("opened", A, "alice", head_repo="alice/warehouse"))
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", _pr_event("synchronize", B, "bob", head_repo="alice/warehouse"))
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
