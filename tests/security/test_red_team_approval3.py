@@ -482,3 +482,26 @@ def test_a_maintainer_pushing_to_a_fork_pull_request_does_not_approve_it(bot: Bo
     _plan(bot, B, BOBS)
     _approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 10. a push hook the pusher keeps from being sent ----------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: who pushed before the PR was opened rests on the push hook "
+    "alone, which the pusher can keep from being sent (GitHub creates no push event for a "
+    "push of over 5000 branches at once, and delivers no payload over 25 MB): bob's "
+    "branch, opened by alice, is approved by bob alone; a head no push hook was seen for "
+    "is pushed by someone unknown, and should ask as a bot push does",
+)
+def test_a_branch_whose_push_hook_never_came_is_not_approved_by_its_pusher_alone(
+    bot: Bot,
+) -> None:
+    # bob: `git push origin bobs:change junk/0 ... junk/5000` (no push webhook at all), his
+    # commits under an e-mail GitHub maps to no account; alice opens the PR from `change`.
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", B, "alice"))
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
