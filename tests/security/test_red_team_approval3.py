@@ -505,3 +505,20 @@ def test_a_branch_whose_push_hook_never_came_is_not_approved_by_its_pusher_alone
     _plan(bot, B, BOBS)
     _approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+
+
+# -- 11. a push while the pull request was closed (GitHub sends no synchronize then) --------
+
+
+def test_a_push_while_the_pull_request_was_closed_counts_when_reopened(bot: Bot) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.forge.pulls[7] = dataclasses.replace(bot.forge.pulls[7], open=False)
+    bot.deliver("push", _push("change", B, "bob"))  # no synchronize for a closed PR
+    bot.forge.pulls[7] = dataclasses.replace(bot.forge.pulls[7], open=True, head_sha=B)
+    bot.deliver("pull_request", _pr_event("reopened", B, "alice"))
+    assert bot.ledger.pushers(KEY, 7) == {"alice"}
+    _plan(bot, B, BOBS)
+    _approve(bot, "bob", B, 41)
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert "@bob pushed to this pull request" in bot.approval(B).summary
