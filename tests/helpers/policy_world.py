@@ -160,7 +160,7 @@ class World:
                 extra=settings.change_to(own.digest),
                 owners_only=settings.gate.required_approvers.count == 0,
             )
-            raw, _error = policies.judge(job, settings, plan, project, store, pr.author)
+            raw, _error = policies.judge(job, settings, plan, project, store, pr.author, number)
             review = dataclasses.replace(review, generation=settings.generation, policies=raw)
             self.ledger.record_plan(KEY, number, pr.head_sha, review, self.clock())
             judgement = policies.judgement_of(job, settings, review)

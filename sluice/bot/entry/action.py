@@ -379,6 +379,9 @@ class WorkspaceForge:
     def list_dir(self, ref: str, path: str) -> list[DirEntry] | None:
         return self.inner.list_dir(ref, path)
 
+    def changed_files(self, number: int) -> list[str] | None:
+        return self.inner.changed_files(number)
+
     def pull_request(self, number: int) -> PullRequest:
         return self.inner.pull_request(number)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from sluice.bot.flow import audit, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, PullRequest, members
+from sluice.bot.forge.base import Check, ForgeError, PullRequest, members
 from sluice.bot.present import policy_text
 from sluice.bot.present.policy_text import Shown
 from sluice.core.errors import ConfigError, SluiceError
@@ -153,15 +154,62 @@ def shown(
 
 
 def judge(
-    job: Job, settings: Settings, plan: Plan, project: Project, store: StateReader, author: str
+    job: Job,
+    settings: Settings,
+    plan: Plan,
+    project: Project,
+    store: StateReader,
+    author: str,
+    number: int | None = None,
 ) -> tuple[Raw, str | None]:
-    """The policies in force evaluated on a PR's ``plan``: (the raw outcomes its review
-    records, the error that keeps the policies from being read)."""
+    """The policies in force evaluated on PR ``number``'s ``plan``: (the raw outcomes its
+    review records, the error that keeps the policies from being read)."""
     policies, error = in_force(settings)
     if error is not None or not policies:
         return (), error
-    facts = facts_of(plan, project, store, author=author, now=job.now)
-    return raw_of(evaluate(policies, facts)), None
+    return raw_of(_verdicts(job, policies, plan, project, store, author, number)), None
+
+
+_FILES = re.compile(r"\bfiles\b")
+
+
+def _verdicts(
+    job: Job,
+    policies: Sequence[Policy],
+    plan: Plan,
+    project: Project,
+    store: StateReader,
+    author: str,
+    number: int | None,
+) -> list[Verdict]:
+    """``policies`` on ``plan``'s facts. The fact ``files`` is asked of the forge (the
+    paths PR ``number`` changes) only when a rule names it; when the forge cannot list
+    them all, each rule that names it could not be evaluated (fail closed), never judged
+    on a partial list."""
+    wanted = [p for p in policies if _FILES.search(p.rule.text)]
+    files: list[str] | None = []
+    if wanted:
+        files = None
+        if number is not None:
+            try:
+                files = job.forge.changed_files(number)
+            except ForgeError as exc:
+                log.warning("%s#%s: changed files not listed: %s", job.forge.repo, number, exc)
+    facts = facts_of(plan, project, store, author=author, files=files or (), now=job.now)
+    verdicts = evaluate(policies, facts)
+    if files is not None:
+        return verdicts
+    why = (
+        "the rule names `files`, and the forge could not list every file this pull request changes"
+        if number is not None
+        else "the rule names `files`, and this promotion has no pull request to list them of"
+    )
+    return [
+        Verdict(v.policy, "error", error=f"{v.policy.rule.path}:{v.policy.rule.line}: {why}")
+        if v.policy in wanted
+        else v
+        for v in verdicts
+    ]
 
 
 def report(job: Job, sha: str, settings: Settings, review: PlanReview) -> Judgement | None:
@@ -293,7 +341,9 @@ def held_back(
         extra=settings.change_to(own.digest),
     )  # fmt: skip
     author = job.forge.pull_request(number).author if number is not None else ""
-    judgement = promotion_verdict(job, settings, plan, project, store, review.fingerprint, author)
+    judgement = promotion_verdict(
+        job, settings, plan, project, store, review.fingerprint, author, number
+    )
     if judgement is None or not judgement.blocks:
         return None
     return policy_text.blocked_words(judgement.blocking, judgement.error, environment)
@@ -307,6 +357,7 @@ def promotion_verdict(
     store: StateReader,
     fingerprint: str,
     author: str,
+    number: int | None = None,
 ) -> Judgement | None:
     """The policies in force evaluated on ``plan`` (what a promotion or a merge group
     applies), its overrides those given for the same plan (``fingerprint``, a review of
@@ -317,6 +368,5 @@ def promotion_verdict(
         return Judgement((), error)
     if not policies:
         return None
-    facts = facts_of(plan, project, store, author=author, now=job.now)
-    raw = raw_of(evaluate(policies, facts))
+    raw = raw_of(_verdicts(job, policies, plan, project, store, author, number))
     return Judgement(shown(policies, raw, valid_overrides(job, policies, fingerprint)))

@@ -333,7 +333,9 @@ def _build(
         generation=trusted.generation,
     )
     # The policies in force judge the PR's plan (never its own policies: issue 47).
-    raw, _unread = policies.judge(job, trusted, result.plan, project, store, post.pr.author)
+    raw, _unread = policies.judge(
+        job, trusted, result.plan, project, store, post.pr.author, post.pr.number
+    )
     review = dataclasses.replace(review, policies=raw)
     # Recorded as of now, when it is published (the job may have built for minutes: an
     # approval given meanwhile saw the commit's plan before this one, or none).

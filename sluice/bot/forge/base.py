@@ -141,6 +141,12 @@ class Forge(Protocol):
         """
         ...
 
+    def changed_files(self, number: int) -> list[str] | None:
+        """The paths pull request ``number`` changes (added, modified or removed; both
+        paths of a rename), sorted; None when the forge would list only part of them
+        (GitHub lists at most 3,000; GitLab cuts a large merge request's)."""
+        ...
+
     def pull_request(self, number: int) -> PullRequest:
         """The pull request as it is now."""
         ...

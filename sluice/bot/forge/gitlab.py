@@ -343,6 +343,18 @@ class GitLabForge:
             return None
         return sorted(entries, key=lambda e: e.name)
 
+    def changed_files(self, number: int) -> list[str] | None:
+        """The paths merge request ``!number`` changes (its changes); None when GitLab cut
+        the list (``overflow``: over its limit of files or lines)."""
+        with self._guard(f"listing the files of merge request !{number}"):
+            answer = self._project.mergerequests.get(number).changes()
+        found: dict[str, Any] = answer if isinstance(answer, dict) else {}
+        if found.get("overflow"):
+            return None
+        changes = found.get("changes") or []
+        paths = {str(c[key]) for c in changes for key in ("old_path", "new_path") if c.get(key)}
+        return sorted(paths)
+
     # -- merge requests ------------------------------------------------------------------
 
     def pull_request(self, number: int) -> PullRequest:

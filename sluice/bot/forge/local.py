@@ -263,6 +263,17 @@ class LocalForge(GitRepo):
         """The stored record of PR ``number`` (state, merge sha, times)."""
         return dict(self._record(number))
 
+    def changed_files(self, number: int) -> list[str] | None:
+        """The paths the PR changes since it left its base (``git diff base...head``)."""
+        pull = self.pull_request(number)
+        if not all(_SHA.fullmatch(sha) for sha in (pull.head_sha, pull.base_sha)):
+            return []
+        listed = self._git(
+            "diff", "--name-only", "-z", "--no-renames", f"{pull.base_sha}...{pull.head_sha}",
+            what="listing changed files",
+        )  # fmt: skip
+        return sorted(p for p in listed.split("\0") if p)
+
     def synchronize(self, number: int) -> PullRequest:
         """Record the head branch's current commit as the PR's head (it got commits)."""
         with self._locked():

@@ -364,6 +364,12 @@ class MemoryForge:
             raise ForgeError(f"memory: listing {path} at {ref} failed: over {LIST_LIMIT} entries")
         return [found[name] for name in sorted(found)]
 
+    def changed_files(self, number: int) -> list[str] | None:
+        self._call("changed_files", number)
+        pull = self._pull(number)
+        base, head = self.files.get(pull.base_sha, {}), self.files.get(pull.head_sha, {})
+        return sorted(p for p in set(base) | set(head) if base.get(p) != head.get(p))
+
     def commit_of(self, ref: str) -> str | None:
         self._call("commit_of", ref)
         return self._resolve(ref)

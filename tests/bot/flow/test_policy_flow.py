@@ -148,3 +148,58 @@ def test_the_policies_are_read_from_the_prod_branch_through_the_forge(world: Wor
         job.close()
     assert [path for path, _ in settings.policies] == sorted(POLICIES)
     assert ("list_dir", ("main", "policies")) in world.forge.calls
+
+
+FILES = """\
+name: no-seed-edits
+description: Seeds change only through the data team.
+level: hard
+rule: files.all(f, !f.startsWith("seeds/"))
+"""
+ORDERS_FILE = """\
+name: orders-file
+description: models/orders.sql is frozen.
+level: hard
+rule: '!("models/orders.sql" in files)'
+"""
+
+
+def test_the_files_fact_is_what_the_forge_says_the_pr_changes(tmp_path: Path) -> None:
+    world = World(tmp_path, {"policies/seeds.yaml": FILES, "policies/orders.yaml": ORDERS_FILE})
+    try:
+        world.head(A, edit_orders)
+        world.open(7, A)
+        review = world.build(7)
+        assert sorted(review.policies) == [
+            ("no-seed-edits", "pass", ""),
+            ("orders-file", "fail", ""),
+        ]
+        assert ("changed_files", (7,)) in world.forge.calls
+    finally:
+        world.close()
+
+
+def test_files_unknown_to_the_forge_block_the_rules_that_name_them(tmp_path: Path) -> None:
+    world = World(tmp_path, {"policies/seeds.yaml": FILES, "policies/hard.yaml": POLICIES[
+        "policies/hard.yaml"]})  # fmt: skip
+    try:
+        world.head(A, edit_orders)
+        world.open(7, A)
+        world.forge.changed_files = lambda number: None  # type: ignore[method-assign]
+        review = world.build(7)
+        outcomes = {name: (outcome, error) for name, outcome, error in review.policies}
+        assert outcomes["no-new-models"] == ("pass", "")  # names no files: judged as ever
+        outcome, error = outcomes["no-seed-edits"]
+        assert outcome == "error"
+        assert error.startswith("policies/seeds.yaml:4: the rule names `files`")
+        check = world.check(A)
+        assert check is not None and check.conclusion == "failure"
+    finally:
+        world.close()
+
+
+def test_no_rule_naming_files_asks_the_forge_nothing(world: World) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A)
+    world.build(7)
+    assert not [call for call in world.forge.calls if call[0] == "changed_files"]

@@ -183,3 +183,70 @@ def test_memory_lists_a_commits_folder() -> None:
     assert forge.list_dir("main", "nope") is None
     with pytest.raises(ForgeError, match="it is a file"):
         forge.list_dir("main", "c.sql")
+
+
+# -- Forge.changed_files: the fact `files` of a pull request ------------------------------
+
+
+def test_github_lists_a_pull_requests_files_renames_by_both_paths(
+    rs: responses.RequestsMock,
+) -> None:
+    rs.get(
+        f"{GH}/pulls/7",
+        json={
+            "number": 7,
+            "changed_files": 3,
+            "url": f"https://api.github.com/repos/{GH_REPO}/pulls/7",
+        },
+    )
+    rs.get(
+        f"{GH}/pulls/7/files",
+        json=[
+            {"filename": "models/b.sql", "status": "modified"},
+            {"filename": "models/new.sql", "status": "renamed", "previous_filename": "models/old.sql"},
+            {"filename": "policies/a.yaml", "status": "removed"},
+        ],
+    )  # fmt: skip
+    assert github().changed_files(7) == [
+        "models/b.sql",
+        "models/new.sql",
+        "models/old.sql",
+        "policies/a.yaml",
+    ]
+
+
+def test_github_a_pull_request_over_what_it_lists_is_none(rs: responses.RequestsMock) -> None:
+    rs.get(
+        f"{GH}/pulls/7",
+        json={
+            "number": 7,
+            "changed_files": 3001,
+            "url": f"https://api.github.com/repos/{GH_REPO}/pulls/7",
+        },
+    )
+    assert github().changed_files(7) is None
+
+
+def test_gitlab_lists_a_merge_requests_changes_and_a_cut_list_is_none(
+    rs: responses.RequestsMock,
+) -> None:
+    rs.get(f"{GL}/merge_requests/7", json={"iid": 7, "id": 91, "project_id": 4242})
+    rs.get(
+        f"{GL}/merge_requests/7/changes",
+        json={"iid": 7, "overflow": False, "changes": [
+            {"old_path": "models/a.sql", "new_path": "models/a.sql"},
+            {"old_path": "models/old.sql", "new_path": "models/new.sql", "renamed_file": True},
+        ]},
+    )  # fmt: skip
+    assert gitlab().changed_files(7) == ["models/a.sql", "models/new.sql", "models/old.sql"]
+    rs.get(f"{GL}/merge_requests/8", json={"iid": 8, "id": 92, "project_id": 4242})
+    rs.get(f"{GL}/merge_requests/8/changes", json={"iid": 8, "overflow": True, "changes": []})
+    assert gitlab().changed_files(8) is None
+
+
+def test_memory_lists_what_a_pull_request_changes_from_its_base() -> None:
+    forge = MemoryForge()
+    forge.commit("a" * 40, {"a.sql": "1", "b.sql": "2", "c.sql": "3"}, branch="main")
+    forge.commit("b" * 40, {"a.sql": "1", "b.sql": "22", "d.sql": "4"}, parents=("a" * 40,))
+    forge.open_pull(7, head_sha="b" * 40, base="main", author="alice")
+    assert forge.changed_files(7) == ["b.sql", "c.sql", "d.sql"]

@@ -41,6 +41,7 @@ from sluice.bot.forge.github.client import (
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
+CHANGED_FILES_MAX = 3_000  # the files of a pull request GitHub lists, at most
 ACTIONS_BOT = "github-actions[bot]"  # who an Actions GITHUB_TOKEN writes as
 OUTPUT_LIMIT = 65535  # GitHub's cap on a check run's output.summary and output.text
 STATUS_DESCRIPTION_LIMIT = 140  # GitHub's cap on a commit status description
@@ -243,6 +244,20 @@ class GitHubForge:
                 for item in content
             ]
         return sorted(entries, key=lambda e: e.name)
+
+    def changed_files(self, number: int) -> list[str] | None:
+        """The paths pull request ``number`` changes (its files' list, a page at a time);
+        None over :data:`CHANGED_FILES_MAX` (GitHub lists no more)."""
+        paths: set[str] = set()
+        with boundary(f"listing the files of pull request #{number}"):
+            pull = self._repo.get_pull(number)
+            if (pull.changed_files or 0) > CHANGED_FILES_MAX:
+                return None
+            for changed in pull.get_files():
+                paths.add(str(changed.filename))
+                if changed.previous_filename:
+                    paths.add(str(changed.previous_filename))
+        return sorted(paths)
 
     # -- pull requests -------------------------------------------------------------------
 
