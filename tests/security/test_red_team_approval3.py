@@ -522,3 +522,24 @@ def test_a_push_while_the_pull_request_was_closed_counts_when_reopened(bot: Bot)
     _approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
     assert "@bob pushed to this pull request" in bot.approval(B).summary
+
+
+# -- 12. "Approve this plan" clicked by whoever pushed -------------------------------------
+
+
+@pytest.mark.parametrize("plan", ["fp-bob", None])
+def test_a_click_by_whoever_pushed_to_the_branch_does_not_count(bot: Bot, plan: str | None) -> None:
+    bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("push", _push("change", B, "bob"))  # its synchronize superseded
+    bot.forge.push(7, B)
+    _plan(bot, B, BOBS)
+    bot.ledger.click(KEY, 7, "Bob", B, plan, bot.clock.now)  # the check's button, or the web's
+    bot.clock.now += MINUTE
+    bot.forge.add_review(7, "alice", "COMMENTED", B)
+    bot.deliver("pull_request_review", _review("alice", "commented", B, 40))
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    bot.ledger.click(KEY, 7, "carol", B, plan, bot.clock.now)
+    bot.clock.now += MINUTE
+    bot.deliver("pull_request_review", _review("alice", "commented", B, 43))
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
