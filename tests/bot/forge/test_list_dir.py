@@ -250,3 +250,31 @@ def test_memory_lists_what_a_pull_request_changes_from_its_base() -> None:
     forge.commit("b" * 40, {"a.sql": "1", "b.sql": "22", "d.sql": "4"}, parents=("a" * 40,))
     forge.open_pull(7, head_sha="b" * 40, base="main", author="alice")
     assert forge.changed_files(7) == ["b.sql", "c.sql", "d.sql"]
+
+
+def test_local_lists_what_a_pull_request_changes_since_it_left_its_base(tmp_path: Path) -> None:
+    from sluice.bot.forge.local import LocalForge
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+        return done.stdout.decode().strip()
+
+    def commit(files: dict[str, str | None]) -> None:
+        for name, text in files.items():
+            if text is None:
+                (tmp_path / name).unlink()
+            else:
+                (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / name).write_text(text)
+        git("add", "-A")
+        git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "-m", "c")
+
+    git("init", "-q", "-b", "main")
+    commit({"a.sql": "1", "b.sql": "2"})
+    git("checkout", "-q", "-b", "feature")
+    commit({"a.sql": "11", "b.sql": None, "c.sql": "3"})
+    git("checkout", "-q", "main")
+    commit({"d.sql": "on main since"})  # not the pull request's change
+    forge = LocalForge(tmp_path)
+    pull = forge.open_pull("main", "feature", "alice")
+    assert forge.changed_files(pull.number) == ["a.sql", "b.sql", "c.sql"]
