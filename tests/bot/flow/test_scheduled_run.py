@@ -97,6 +97,12 @@ def test_a_run_processes_the_due_intervals_once_and_then_nothing(service: Servic
     assert built["jaffle.daily_revenue"] == [[NOW, NOW + day], [NOW + day, NOW + 2 * day],
                                              [NOW + 2 * day, NOW + 3 * day]]  # fmt: skip
     assert job["kind"] == "apply"
+    # The FULL models are rebuilt on their new day, each told to skip when nothing it reads
+    # changed (the driver decides: sluice/core/spark/steps/build.py); the incremental one
+    # computes its new days whatever.
+    checks = {s["model"]: s.get("skip") for s in job["steps"] if s["type"] == "build"}
+    assert checks["jaffle.orders"] is not None and checks["jaffle.customers"] is not None
+    assert checks["jaffle.daily_revenue"] is None
     # Nothing new is due within the same day: the next run starts no Spark job.
     service.deps.ledger.seen(f"github:{OWNER}", None, NOW)  # (a later job of the repo)
     dispatch.handle(service.deps, ScheduledRunEvent("github", OWNER, None))
