@@ -203,3 +203,29 @@ def test_no_rule_naming_files_asks_the_forge_nothing(world: World) -> None:
     world.open(7, A)
     world.build(7)
     assert not [call for call in world.forge.calls if call[0] == "changed_files"]
+
+
+def test_a_merge_group_is_held_back_by_a_failing_policy_even_when_approved(world: World) -> None:
+    from sluice.bot.events.neutral import MergeGroupEvent
+    from sluice.bot.flow import merge_queue
+
+    world.head(A, edit_orders)
+    world.open(7, A)
+    review = world.build(7)
+    world.approve_all(7, A, review)
+    group = "c" * 40  # prod's head with PR 7 merged in: its files are A's
+    world.forge.commit(group, world.forge.files[A], parents=(A,))
+    event = MergeGroupEvent(
+        forge="github", repo=world.forge.repo, installation_id=None, action="checks_requested",
+        head_sha=group, head_ref=f"gh-readonly-queue/main/pr-7-{'0' * 40}", base_ref="main",
+        base_sha="0" * 40, number=7,
+    )  # fmt: skip
+    job = world.job()
+    try:
+        merge_queue.check_group(job, event)
+    finally:
+        job.close()
+    gate = world.forge.checks[group]["sluice/approval"]
+    assert gate.conclusion == "failure"
+    assert gate.title == "Not promoted to prod: blocked by policies"
+    assert "`orders-need-finance`" in gate.summary
