@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sluice.bot.events.github import parse_github
-from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow import approval, dispatch, trust
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.gate_rules import bot_account
 from sluice.bot.flow.job import Job
@@ -401,8 +401,6 @@ BUDGET = (
 
 
 def _budget_approved(bot: Bot, approver: str) -> bool:
-    from sluice.bot.flow import approval
-
     job = Job.start(bot.deps, bot.forge)
     try:
         return approval.budget_approved(job, bot.forge.pulls[7], approver)
@@ -543,3 +541,31 @@ def test_a_click_by_whoever_pushed_to_the_branch_does_not_count(bot: Bot, plan: 
     bot.clock.now += MINUTE
     bot.deliver("pull_request_review", _review("alice", "commented", B, 43))
     assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+
+
+OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 3: under a gate of owners only, the approval more a bot push "
+    "asks may come from the owner of a model the PR adds (its header's owner, named by the "
+    "PR): bob, owner of the prod model he changed through the bot, approves it with the "
+    "owner he named; pushing as himself, nobody could (his own model's owner is him)",
+)
+def test_owners_only_the_approval_more_is_not_from_an_owner_the_pr_named(
+    tmp_path: Path,
+) -> None:
+    bot = _make(tmp_path, OWNERS_ONLY)
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+        bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+        bot.forge.push(7, B)
+        bot.deliver("pull_request", _pr_event("synchronize", B, ACTIONS))
+        owned = {"s.bobs_model": "bob", "s.decoy": "mallory"}  # prod's owner; the header's
+        _plan(bot, B, PlanReview("fp-own", (("s.bobs_model", "k"), ("s.decoy", "k2")), owned, {}))
+        _approve(bot, "bob", B, 41)
+        _approve(bot, "mallory", B, 42)
+        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    finally:
+        bot.close()
