@@ -569,3 +569,18 @@ def test_owners_only_the_approval_more_is_not_from_an_owner_the_pr_named(
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
     finally:
         bot.close()
+
+
+# -- 13. GitLab: a push hook names the username, never the display name ---------------------
+
+
+def test_a_gitlab_push_hook_names_the_pusher_by_username_not_display_name() -> None:
+    from sluice.bot.events.gitlab import parse_gitlab
+    from sluice.bot.events.neutral import BranchPushEvent
+
+    # bob's display name is anyone's to choose: "alice" (or empty) must not be his name.
+    push = realcase("gitlab/push.docs.json", OWNER, user_name="alice", user_username="bob",
+                    ref="refs/heads/change", after=B)  # fmt: skip
+    event = parse_gitlab("Push Hook", push)
+    assert isinstance(event, BranchPushEvent)
+    assert (event.branch, event.sha, event.pusher) == ("change", B, "bob")
