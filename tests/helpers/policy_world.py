@@ -163,7 +163,7 @@ class World:
             raw, _error = policies.judge(job, settings, plan, project, store, pr.author, number)
             review = dataclasses.replace(review, generation=settings.generation, policies=raw)
             self.ledger.record_plan(KEY, number, pr.head_sha, review, self.clock())
-            judgement = policies.judgement_of(job, settings, review)
+            judgement = policies.judgement_of(job, settings, review, number)
             if judgement is not None:
                 self.forge.set_check(pr.head_sha, policies.check_of(judgement))
             job.publish(number, section=policies.section(judgement))

@@ -143,7 +143,7 @@ def test_approvals_and_overrides_under_old_policies_are_void_once_they_change(
     try:
         settings = trust.for_repository(job)
         assert settings.generation != review.generation
-        judgement = policies.judgement_of(job, settings, review)
+        judgement = policies.judgement_of(job, settings, review, 7)
     finally:
         job.close()
     assert judgement is not None and judgement.blocks
@@ -183,7 +183,7 @@ def test_the_author_named_by_the_policy_is_still_named_but_a_row_from_elsewhere_
     )  # fmt: skip
     job = world.job()
     try:
-        judgement = policies.judgement_of(job, trust.for_repository(job), review)
+        judgement = policies.judgement_of(job, trust.for_repository(job), review, 7)
     finally:
         job.close()
     assert judgement is not None and judgement.blocking == ["orders-need-finance"]
@@ -389,3 +389,21 @@ def test_the_pin_keeps_the_policies_as_read() -> None:
                             trust.PINNED_FILE, NOW)  # fmt: skip
     again, branch = trust._from_pin(pinned, "config.yaml")
     assert (again.policies, again.digest, branch) == (files, parsed.digest, "main")
+
+
+def test_an_override_on_one_pr_does_not_lift_another_pr_with_the_same_plan(
+    world: World,
+) -> None:
+    world.head(A, edit_orders)
+    world.open(7, A, author="alice")
+    first = world.build(7)
+    world.comment(7, "fin", "/sluice override orders-need-finance for alice's fix")
+    assert world.check(A).conclusion == "success"  # type: ignore[union-attr]
+    # eve opens the very same change as her own pull request.
+    world.head(B, edit_orders)
+    world.open(8, B, author="eve")
+    second = world.build(8)
+    assert second.fingerprint == first.fingerprint
+    check = world.check(B)
+    assert check is not None and check.conclusion == "failure"
+    assert check.summary == "Blocked by `orders-need-finance`."

@@ -102,11 +102,13 @@ def raw_of(verdicts: Sequence[Verdict]) -> Raw:
 
 
 def valid_overrides(
-    job: Job, policies: Sequence[Policy], fingerprint: str
+    job: Job, policies: Sequence[Policy], fingerprint: str, number: int | None = None
 ) -> dict[str, audit.Entry]:
     """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
     someone the policy, soft, names now (a policy made hard since, or whose
-    ``override_by`` no longer names them, drops it)."""
+    ``override_by`` no longer names them, drops it); with ``number``, given on that pull
+    request only (another PR with the same plan, by another author, asks again). A
+    promotion without a PR (a tag) takes any PR's override of the very plan it applies."""
     soft = {p.name: p for p in policies if p.level == "soft"}
     found: dict[str, audit.Entry] = {}
     allowed: dict[str, frozenset[str]] = {}
@@ -114,6 +116,8 @@ def valid_overrides(
         name = row.outcome.removeprefix(audit.OVERRODE)
         policy = soft.get(name)
         if policy is None or name in found:
+            continue
+        if number is not None and row.ref != f"#{number}":
             continue
         if name not in allowed:
             allowed[name] = members(job.forge, policy.override_by)
@@ -212,21 +216,23 @@ def _verdicts(
     ]
 
 
-def report(job: Job, sha: str, settings: Settings, review: PlanReview) -> Judgement | None:
-    """Set the ``sluice/policy`` check on ``sha`` for ``review`` (a PR head's plan, its
-    raw outcomes recorded) and return the judgement, with the overrides of its plan;
-    None when no policies are in force (no check: nothing to say)."""
-    judgement = judgement_of(job, settings, review)
+def report(
+    job: Job, sha: str, settings: Settings, review: PlanReview, number: int
+) -> Judgement | None:
+    """Set the ``sluice/policy`` check on ``sha`` for ``review`` (PR ``number``'s head's
+    plan, its raw outcomes recorded) and return the judgement, with the overrides of its
+    plan; None when no policies are in force (no check: nothing to say)."""
+    judgement = judgement_of(job, settings, review, number)
     if judgement is None:
         return None
     job.forge.set_check(sha, check_of(judgement))
     return judgement
 
 
-def judgement_of(job: Job, settings: Settings, review: PlanReview) -> Judgement | None:
-    """The judgement of ``review``'s recorded outcomes under the policies in force (None:
-    none in force). A review made under other settings was judged by other policies:
-    every policy then blocks until the PR is planned again."""
+def judgement_of(job: Job, settings: Settings, review: PlanReview, number: int) -> Judgement | None:
+    """The judgement of ``review`` (of PR ``number``'s head) by its recorded outcomes under
+    the policies in force (None: none in force). A review made under other settings was
+    judged by other policies: every policy then blocks until the PR is planned again."""
     policies, error = in_force(settings)
     if error is not None:
         return Judgement((), error)
@@ -238,7 +244,7 @@ def judgement_of(job: Job, settings: Settings, review: PlanReview) -> Judgement 
             (p.name, "error", "the policies in force changed since this plan: plan again")
             for p in policies
         )
-    overrides = valid_overrides(job, policies, review.fingerprint)
+    overrides = valid_overrides(job, policies, review.fingerprint, number)
     return Judgement(shown(policies, raw, overrides))
 
 
@@ -298,7 +304,7 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
     )
     if not written:  # the row is the override: without it there is none
         raise SluiceError("the override could not be recorded in the audit log", hint="retry")
-    judgement = report(job, pr.head_sha, settings, review)
+    judgement = report(job, pr.head_sha, settings, review, pr.number)
     job.publish(pr.number, section=section(judgement))
     blocking = judgement.blocking if judgement is not None else []
     return policy_text.overridden(author, name, review.fingerprint, blocking)
@@ -369,4 +375,4 @@ def promotion_verdict(
     if not policies:
         return None
     raw = raw_of(_verdicts(job, policies, plan, project, store, author, number))
-    return Judgement(shown(policies, raw, valid_overrides(job, policies, fingerprint)))
+    return Judgement(shown(policies, raw, valid_overrides(job, policies, fingerprint, number)))
