@@ -101,3 +101,15 @@ def test_an_approved_merge_whose_policy_was_overridden_is_promoted(bot: Bot) -> 
     _approved_and_merged(bot)
     deploy = bot.github.checks[MERGE]["sluice/deploy"]
     assert deploy.conclusion == "success", deploy.summary
+
+
+def test_a_pr_loosening_the_policy_is_still_judged_by_prods_and_told_so(bot: Bot) -> None:
+    head = bot.root / f"tree-{HEAD[:6]}"
+    (head / "policies" / "orders.yaml").write_text(SOFT.replace("'!(", "'true || !("))
+    bot.github.commit_folder(HEAD, head, parents=(C,))
+    bot.deliver("pull_request", opened(7, HEAD))
+    check = bot.github.checks[HEAD]["sluice/policy"]
+    assert check.conclusion == "failure"
+    body = bot.github.comments[7][0].body
+    assert "This PR changes the policies in `policies/`" in body
+    assert "This PR changes Sluice's settings in" not in body  # its sluice: section is prod's
