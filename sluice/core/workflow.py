@@ -369,7 +369,8 @@ def apply_plan(
 
     ``skip_unchanged`` (a scheduled run's plan): a rebuild whose query and inputs are
     those its version's last run saw is skipped (:mod:`sluice.core.skip`); what each
-    rebuild that ran read is recorded for the next run.
+    rebuild that ran read is recorded for the next run. Prod's builds record what they
+    read whatever (nothing skipped), so a run right after a deploy may skip them.
 
     ``keep``: the environment never expires (a promotion tier such as ``staging``);
     otherwise an environment other than prod expires after ``environment_ttl_days``.
@@ -423,6 +424,10 @@ def apply_plan(
         if skip_unchanged:
             builds = [(s["model"], s["version"]) for s in spec["steps"] if s["type"] == "build"]
             always = skip.attach(plan, spec["steps"], state.get_run_inputs(builds))
+        elif plan.environment == PROD:
+            # What prod's builds read is recorded too (none is skipped: no record is given),
+            # so the first run after a deploy may skip what the deploy just built.
+            always = skip.attach(plan, spec["steps"], {})
         if not _needs_spark(spec):
             # Nothing to build and no view to create or drop (a project without models):
             # the commit alone, without starting Spark for it.

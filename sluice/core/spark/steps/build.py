@@ -180,7 +180,8 @@ def _skip(spark: SparkSession, step: BuildStep, ctx: StepContext) -> BuildResult
     decision = skip.decide(check["key"], skip.seen_of(check.get("last")), read)
     if decision.ran:
         ctx.skip_inputs[name] = pairs
-        ctx.log(f"{name}: runs: {decision.reason}", model=name)
+        if decision.code != "new":  # a deploy's build, or a run's first: nothing to say
+            ctx.log(f"{name}: runs: {decision.reason}", model=name)
         return None
     for batch in step["batches"]:
         ctx.add_intervals(name, version, filled(step, batch))
