@@ -7,7 +7,8 @@ copies of one project reading them: per source a FULL aggregate and a FULL model
 and a FULL model over every third aggregate. Prod of both is applied, and one run of each
 records what it read. Then each round changes a third of the sources (rows appended to
 them, in turn) and runs both copies' ``sluice run prod`` a day later: one skipping
-unchanged rebuilds (``skip_unchanged``), one rebuilding all (the order flipped each round).
+unchanged rebuilds (``skip_unchanged=True``), one rebuilding all without reading any
+version (``skip_unchanged=False``, a run as before skipping; the order flipped each round).
 It prints each round's Spark seconds (the job's, as ``sluice run`` records it) and models
 built, and the ratio of the skipping runs' total to the others'.
 """

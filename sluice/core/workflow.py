@@ -363,14 +363,15 @@ def apply_plan(
     url: str | None = None,
     now: int,
     keep: bool = False,
-    skip_unchanged: bool = False,
+    skip_unchanged: bool | None = None,
 ) -> ApplyResult:
     """Build what ``plan`` needs, audit it, point the environment's views, commit.
 
     ``skip_unchanged`` (a scheduled run's plan): a rebuild whose query and inputs are
     those its version's last run saw is skipped (:mod:`sluice.core.skip`); what each
-    rebuild that ran read is recorded for the next run. Prod's builds record what they
-    read whatever (nothing skipped), so a run right after a deploy may skip them.
+    rebuild that ran read is recorded for the next run. By default (None) prod's builds
+    record what they read (nothing skipped), so a run right after a deploy may skip them;
+    False: neither (every build runs unchecked, as before skipping: the bench's baseline).
 
     ``keep``: the environment never expires (a promotion tier such as ``staging``);
     otherwise an environment other than prod expires after ``environment_ttl_days``.
@@ -424,7 +425,7 @@ def apply_plan(
         if skip_unchanged:
             builds = [(s["model"], s["version"]) for s in spec["steps"] if s["type"] == "build"]
             always = skip.attach(plan, spec["steps"], state.get_run_inputs(builds))
-        elif plan.environment == PROD:
+        elif skip_unchanged is None and plan.environment == PROD:
             # What prod's builds read is recorded too (none is skipped: no record is given),
             # so the first run after a deploy may skip what the deploy just built.
             always = skip.attach(plan, spec["steps"], {})
