@@ -407,3 +407,26 @@ def test_an_override_on_one_pr_does_not_lift_another_pr_with_the_same_plan(
     check = world.check(B)
     assert check is not None and check.conclusion == "failure"
     assert check.summary == "Blocked by `orders-need-finance`."
+
+
+def test_a_pr_renaming_a_prod_models_owner_is_still_judged_as_prods_owner(
+    tmp_path: Path,
+) -> None:
+    owned = (
+        "name: finance-owned\ndescription: Finance's models change through finance.\n"
+        "level: hard\nrule: '!plan.models.exists(m, m.owner == \"finance\")'\n"
+    )
+    world = World(tmp_path, {"policies/owned.yaml": owned})
+    try:
+
+        def take_over(head: Path) -> None:
+            edit_orders(head)
+            path = head / "models" / "orders.sql"
+            path.write_text(path.read_text().replace("owner finance,", "owner alice,"))
+
+        world.head(A, take_over)
+        world.open(7, A)
+        review = world.build(7)
+        assert review.policies == (("finance-owned", "fail", ""),)
+    finally:
+        world.close()

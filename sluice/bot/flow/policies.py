@@ -37,7 +37,7 @@ from sluice.bot.forge.base import Check, ForgeError, PullRequest, members
 from sluice.bot.present import policy_text
 from sluice.bot.present.policy_text import Shown
 from sluice.core.errors import ConfigError, SluiceError
-from sluice.core.model.definition import Project
+from sluice.core.model.definition import Model, Project
 from sluice.core.plan.plan import Plan
 from sluice.core.policy.facts import plan_facts
 from sluice.core.policy.load import Policy, parse_policies
@@ -90,10 +90,54 @@ def facts_of(
     now: int,
 ) -> dict[str, Any]:
     """The facts policies see of ``plan`` (:func:`~sluice.core.policy.facts.plan_facts`):
-    the models as ``project`` has them, prod's for what it removes."""
+    the models as ``project`` has them, prod's for what it removes, and prod's say kept
+    for a model prod has (:func:`with_prods`)."""
     base = {n: s.model for n, s in read_environment(store, PROD).snapshots.items()}
     moment = dt.datetime.fromtimestamp(now / 1000, dt.UTC)
-    return plan_facts(plan, project.models, base, author=author, files=files, now=moment)
+    facts = plan_facts(plan, project.models, base, author=author, files=files, now=moment)
+    return with_prods(facts, project.models, base)
+
+
+def with_prods(
+    facts: dict[str, Any], models: Mapping[str, Model], prod: Mapping[str, Model]
+) -> dict[str, Any]:
+    """``facts`` with what prod says of its models kept: a PR's header cannot untag or
+    re-own a model to walk past a policy (red team). A model prod has: its ``tags`` are
+    the PR's and prod's, its ``owner`` prod's (as the gate asks prod's owner); every
+    model's ``reads_tags`` are the tags of its upstream models as the PR and prod tag
+    them."""
+    for entry in facts["plan"]["models"]:
+        name = entry["name"]
+        held = prod.get(name)
+        if held is not None:
+            entry["tags"] = sorted(set(entry["tags"]) | set(held.tags))
+            if held.owner:
+                entry["owner"] = held.owner
+        entry["reads_tags"] = sorted(set(entry["reads_tags"]) | _upstream_tags(name, models, prod))
+    return facts
+
+
+def _upstream_tags(name: str, models: Mapping[str, Model], prod: Mapping[str, Model]) -> set[str]:
+    """The tags, as the PR or prod has them, of every model upstream of ``name`` (through
+    either one's dependencies)."""
+    tags: set[str] = set()
+    seen: set[str] = set()
+
+    def parents(of: str) -> list[str]:
+        ours = models[of].depends_on if of in models else ()
+        return [*ours, *(prod[of].depends_on if of in prod else ())]
+
+    stack = parents(name)
+    while stack:
+        parent = stack.pop()
+        if parent in seen:
+            continue
+        seen.add(parent)
+        for side in (models, prod):
+            if parent in side:
+                tags.update(side[parent].tags)
+        stack.extend(parents(parent))
+    return tags
 
 
 def raw_of(verdicts: Sequence[Verdict]) -> Raw:
