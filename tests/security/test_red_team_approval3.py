@@ -138,11 +138,13 @@ def _review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
     })  # fmt: skip
 
 
-def _push(branch: str, head: str, sender: str) -> dict[str, Any]:
-    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``."""
+def _push(branch: str, head: str, sender: str, commits: tuple[str, ...] = ()) -> dict[str, Any]:
+    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``, bringing ``commits``
+    (oldest first; by default the head alone), listed as GitHub lists a push's commits."""
     push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/heads/{branch}",
                     after=head, deleted=False)  # fmt: skip
     push["sender"]["login"] = sender
+    push["commits"] = [{"id": sha, "distinct": True} for sha in commits or (head,)]
     return push
 
 
@@ -165,12 +167,6 @@ BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
 # -- 1. a pull request a bot account opened: its author is the bot, so its pushes ask nothing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: a bot account that is the PR's author is exempt from the "
-    "bot-push rule (bot_pushers drops the author), so bob's workflow pushing his branch and "
-    "opening the PR with GITHUB_TOKEN lets bob approve his own change alone",
-)
 def test_a_pull_request_a_bot_opened_asks_one_approval_more(bot: Bot) -> None:
     # bob's workflow (workflow_dispatch, his inputs) commits his change, pushes a branch
     # and opens the pull request, all with the workflow's token: GitHub names
@@ -202,13 +198,6 @@ def test_a_bot_pushing_onto_a_person_s_pull_request_asks_one_approval_more(bot: 
 # -- 2. the extra approval a bot's push asks for, given by an owner the PR itself names -----
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: the approval more a bot push asks may come from any owner, "
-    "and a model new to prod takes its owner from the PR's own header: bob names an owner "
-    "of his choosing (a colluder or a second account) and needs no required approver "
-    "independent of the push he drove",
-)
 def test_the_approval_more_a_bot_push_asks_is_not_from_an_owner_the_pr_named(
     owners_bot: Bot,
 ) -> None:
@@ -270,12 +259,6 @@ def test_an_approver_whose_fork_branch_another_opened_does_not_approve_it(bot: B
 # -- 4. a GitLab service account is a bot account ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: bot_account knows GitLab's project and group access token "
-    "users, not its service accounts (service_account_<hex>, service_account_group_<id>_"
-    "<hex>), whose token a CI variable may hold: a push through one asks nothing more",
-)
 @pytest.mark.parametrize(
     "login", ["service_account_6018816a18e515214e0c34c2b33523fc",
               "service_account_group_345_6018816a18e515214e0c34c2b33523fc"],
@@ -297,12 +280,6 @@ def test_people_are_not_bot_accounts(login: str) -> None:
     assert not bot_account(login)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: a push through the bot account that authored the PR asks "
-    "nothing more (bot_pushers drops the author): bob's workflow pushing onto an "
-    "automation PR github-actions[bot] opened lets bob approve his change alone",
-)
 def test_a_scheduled_workflow_s_pull_request_pushed_onto_through_the_same_bot(bot: Bot) -> None:
     # A nightly workflow opens "refresh seeds" pull requests as github-actions[bot]; bob's
     # own workflow run pushes his change onto one through the same token. Whoever drove
@@ -326,13 +303,6 @@ def test_a_scheduled_workflow_s_pull_request_pushed_onto_through_the_same_bot(bo
 # -- 5. a commit of the pull request pushed by the approver to another branch -------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: branch pushes are read for the PR's head branch only; bob's "
-    "push of a commit the PR holds, made to another branch (alice took his branch over "
-    "under her own name, or merged it into hers), is not his push to the PR, and a commit "
-    "under an e-mail GitHub maps to no account names nobody",
-)
 def test_a_commit_the_approver_pushed_to_another_branch_is_his_push(bot: Bot) -> None:
     # bob pushes B (his change) to `bobs`; alice takes it over: `git checkout -b change
     # origin/bobs && git push`, and opens the pull request from `change`.
@@ -408,12 +378,6 @@ def _budget_approved(bot: Bot, approver: str) -> bool:
         job.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: budget_approved applies no bot-push rule: bob, the budget's "
-    "approver, pushes his over-budget change through a workflow's token and his own "
-    "approval releases the held build (the main gate would ask one approval more)",
-)
 def test_the_budget_approver_does_not_release_a_build_he_pushed_through_a_bot(
     tmp_path: Path,
 ) -> None:
@@ -449,16 +413,10 @@ def test_the_budget_approver_does_not_release_a_build_he_pushed(tmp_path: Path) 
 # -- 8. a push's head force-pushed away, the commits under it kept --------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 3: a branch push counts by its head sha only: bob pushes his "
-    "commit B with a WIP commit C on top (head C); alice drops C, pushes D on B and opens "
-    "the PR: B, bob's change, is the PR's, his push of it is not counted (C is gone)",
-)
 def test_a_push_whose_head_was_dropped_still_counts_for_the_commits_under_it(bot: Bot) -> None:
     bot.forge.commit(C, {"config.yaml": GATED}, parents=(B,))
     bot.forge.commit(D, {"config.yaml": GATED}, parents=(B,))
-    bot.deliver("push", _push("change", C, "bob"))  # B and C in one push
+    bot.deliver("push", _push("change", C, "bob", (B, C)))  # B and C in one push
     bot.deliver("push", _push("change", D, "alice"))  # `reset HEAD~1`, D, push --force
     bot.forge.open_pull(7, head_sha=D, base="main", author="alice", head_ref="change")
     bot.deliver("pull_request", _pr_event("opened", D, "alice"))

@@ -40,6 +40,7 @@ from sluice.bot.events.payload import (
     moment,
     optional,
     present,
+    pushed_commits,
     required,
 )
 
@@ -222,6 +223,7 @@ def _push(payload: Mapping[str, Any]) -> TagEvent | BranchPushEvent | None:
             branch=_branch(payload, "ref"),
             sha=commit_id(payload, "after"),
             pusher=required(payload, "sender.login", str),
+            shas=pushed_commits(payload),
         )
     tag = ref.removeprefix(_TAG_PREFIX)
     if not tag:

@@ -55,6 +55,7 @@ from sluice.bot.events.payload import (
     json_name,
     moment,
     optional,
+    pushed_commits,
     required,
 )
 
@@ -232,6 +233,7 @@ def _push(payload: Mapping[str, Any]) -> BranchPushEvent | None:
         branch=branch,
         sha=commit_id(payload, "after"),
         pusher=required(payload, "user_username", str),
+        shas=pushed_commits(payload),
     )
 
 

@@ -223,6 +223,9 @@ class BranchPushEvent(_Base):
     branch: str
     sha: str  # the branch's head after the push
     pusher: str
+    # The commits the push brought, as its payload lists them (GitHub up to 2,048, GitLab
+    # 20): each is the pusher's, even where a later push drops the head above it.
+    shas: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -311,8 +314,9 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     """The event ``to_json`` produced (tuples come back from JSON lists)."""
     cls = _KINDS[data["kind"]]
     values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-    if "numbers" in values:
-        values["numbers"] = tuple(values["numbers"])
+    for name in ("numbers", "shas"):
+        if name in values:
+            values[name] = tuple(values[name])
     event: Event = cls(**values)  # type: ignore[assignment]
     return event
 

@@ -26,6 +26,7 @@ __all__ = [
     "moment",
     "optional",
     "present",
+    "pushed_commits",
     "required",
 ]
 
@@ -130,6 +131,24 @@ def commit_id(payload: Mapping[str, Any], path: str) -> str:
     if not _SHA.fullmatch(sha):
         raise PayloadError(f"{path} is not a commit id (40 or 64 hexadecimal digits)")
     return sha
+
+
+PUSHED_COMMITS_LIMIT = 2048
+"""Most commits a push payload lists (GitHub's cap; GitLab lists 20)."""
+
+
+def pushed_commits(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ids of the commits a push hook lists (``commits[].id``), lower-cased; an entry
+    that is no commit id is an error, a list past :data:`PUSHED_COMMITS_LIMIT` is cut."""
+    listed = payload.get("commits")
+    if listed is None:
+        return ()
+    if not isinstance(listed, list):
+        raise PayloadError(f"commits should be an array, not {json_name(listed)}")
+    return tuple(
+        commit_id(entry if isinstance(entry, Mapping) else {}, "id").lower()
+        for entry in listed[:PUSHED_COMMITS_LIMIT]
+    )
 
 
 def moment(payload: Mapping[str, Any], path: str) -> int | None:

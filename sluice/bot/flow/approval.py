@@ -28,7 +28,7 @@ from sluice.bot.flow.gate_rules import (
 )
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import ForgeError, PullRequest, Review, members
+from sluice.bot.forge.base import ForgeError, PullCommit, PullRequest, Review, members
 from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
@@ -56,7 +56,6 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
-        pushed = _recorded_pushes(job, pr)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -86,7 +85,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
                     detail=f"planned under settings no longer in force, at {pr.head_sha[:12]}",
                 )
         return None
-    pushers = _pushers(job, pr, pushed)
+    pushers = _pushers(_recorded_pushes(job, pr))
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
@@ -170,17 +169,21 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts, nor that of anyone who pushed to the PR."""
-    pushed = _pushers(job, pr, _recorded_pushes(job, pr)).people  # nor anyone who pushed
-    eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushed
+    pushers = _pushers(_recorded_pushes(job, pr))  # nor anyone who pushed to it
+    eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushers.people
     heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
     for review in _bound(job.forge.reviews(pr.number), heads):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             latest[review.user.casefold()] = review
-    return any(
-        user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
+    approved = {
+        user
         for user, r in latest.items()
-    )
+        if user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
+    }
+    # A push through a bot account may be one approver's own: two of them, as the gate
+    # asks one approval more.
+    return len(approved) >= (2 if pushers.bots else 1)
 
 
 @dataclass(frozen=True)
@@ -195,38 +198,41 @@ class Pushers:
 @dataclass(frozen=True)
 class _Recorded:
     events: frozenset[str]  # senders of its opened, reopened, synchronize events
-    branch: tuple[tuple[str, str], ...]  # (head sha, user) of each push to its branch
+    commits: list[PullCommit] | None  # as the forge lists them; None: it lists only part
+    pushes: tuple[tuple[str, str], ...]  # (sha, user) of each recorded push of them
 
 
 def _recorded_pushes(job: Job, pr: PullRequest) -> _Recorded:
-    """The ledger's records of who pushed to ``pr``: its own events' senders, and the
-    pushes to its branch (a fork's branch is another repository's: its pushes are not
-    told to this one, and its events' senders are all there is)."""
-    branch = () if pr.fork else tuple(job.ledger.branch_pushes(job.repo, pr.head_ref))
-    return _Recorded(job.ledger.pushers(job.repo, pr.number), branch)
-
-
-def _pushers(job: Job, pr: PullRequest, recorded: _Recorded) -> Pushers:
-    """Who pushed to ``pr``: the senders of its events, whoever pushed one of its commits
-    to its branch (before the PR was opened, or in a ``synchronize`` a newer push
-    superseded in the queue), and the authors and committers the forge names for its
-    commits. Where the forge cannot list its commits, every push to its branch counts."""
-    pushed = set(recorded.events)
+    """Who pushed to ``pr``: its own events' senders, and the pushes of its commits to any
+    branch of the repository (a push to a fork is told to the fork only: its events'
+    senders and its commits' accounts are all there is). Where the forge cannot list all
+    its commits, every push to a branch of its head's name counts."""
     try:
         commits = job.forge.pull_commits(pr.number)
     except ForgeError as exc:
         log.warning("#%s: counting every push to its branch: %s", pr.number, exc)
         commits = None
-    ours = None if commits is None else {c.sha.lower() for c in commits}
-    pushed |= {user.casefold() for sha, user in recorded.branch if ours is None or sha in ours}
+    with job.ledger.together("read who pushed to the PR"):
+        events = job.ledger.pushers(job.repo, pr.number)
+        if commits is None:
+            pushes = job.ledger.branch_pushes(job.repo, pr.head_ref)
+        else:
+            pushes = job.ledger.pushes_of(job.repo, [c.sha for c in commits])
+    return _Recorded(events, commits, tuple(pushes))
+
+
+def _pushers(recorded: _Recorded) -> Pushers:
+    """Who pushed to the PR (the senders of its events, whoever pushed one of its commits:
+    before the PR was opened, or in a ``synchronize`` a newer push superseded in the
+    queue) and the authors and committers the forge names for its commits."""
+    pushed = set(recorded.events) | {user.casefold() for _sha, user in recorded.pushes}
     people = set(pushed)
-    for commit in commits or ():
+    for commit in recorded.commits or ():
         people |= {who.casefold() for who in (commit.author, commit.committer) if who}
-    # A push by a bot account (an app's or a workflow's token) was driven by someone the
-    # forge does not name; a commit's bot author (a generated file) was pushed by another.
-    author = pr.author.casefold()
-    bots = frozenset(p for p in pushed if bot_account(p) and p != author)
-    return Pushers(frozenset(people), bots)
+    # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
+    # driven by someone the forge does not name; a commit's bot author (a generated file)
+    # was pushed by another.
+    return Pushers(frozenset(people), frozenset(p for p in pushed if bot_account(p)))
 
 
 def _bound(reviews: list[Review], heads: dict[str, tuple[str, int]]) -> list[Review]:

@@ -78,7 +78,8 @@ def _on_tag(job: Job, event: TagEvent) -> None:
 
 def _on_branch_push(job: Job, event: BranchPushEvent) -> None:
     # Who pushed does not approve a pull request holding the push (approval: pushers).
-    job.ledger.record_branch_push(job.repo, event.branch, event.sha, event.pusher, job.now)
+    shas = (event.sha, *event.shas)
+    job.ledger.record_branch_push(job.repo, event.branch, shas, event.pusher, job.now)
 
 
 def _on_janitor(job: Job, event: JanitorEvent) -> None:

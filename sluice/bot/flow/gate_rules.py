@@ -99,10 +99,10 @@ class GateInput:
             plan or none. A commit not in it: any time.
         pushers: Who pushed a head of the pull request: like the author, their own
             approval never counts (their change is not theirs to approve).
-        bot_pushers: Bot accounts (not the author) that pushed to it: whoever drove the
-            push is unknown, maybe an approver, so the gate asks one approval more than
-            its count (from an approver or an owner), and a lone person can never approve
-            their own push made through a bot.
+        bot_pushers: Bot accounts that pushed to it or opened it: whoever drove the push
+            is unknown, maybe an approver, so the gate asks one approval more than it
+            would (from a required approver; under a gate of owners only, an owner), and
+            a lone person can never approve their own push made through a bot.
     """
 
     author: str
@@ -117,13 +117,16 @@ class GateInput:
     bot_pushers: frozenset[str] = frozenset()
 
 
-_GITLAB_BOT = re.compile(r"(project|group)_[0-9]+_bot(_[0-9a-f]+|[0-9]*)")
+_GITLAB_BOT = re.compile(
+    r"(project|group)_[0-9]+_bot(_[0-9a-f]+|[0-9]*)|service_account(_group_[0-9]+)?_[0-9a-f]+"
+)
 
 
 def bot_account(login: str) -> bool:
     """Whether ``login`` is a bot account whose pushes some person drives unnamed: a GitHub
     App's (``<slug>[bot]``: ``github-actions[bot]`` for a workflow's token) or a GitLab
-    project's or group's access token user (``project_<id>_bot_<hex>``)."""
+    project's or group's access token user (``project_<id>_bot_<hex>``) or service
+    account (``service_account_<hex>``, ``service_account_group_<id>_<hex>``)."""
     name = login.casefold()
     return name.endswith("[bot]") or _GITLAB_BOT.fullmatch(name) is not None
 
@@ -321,7 +324,10 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     # approver or an owner; where it asks nobody, nobody.
     base = required.count or (1 if gate.owners else 0)
     extra = 1 if gate.bot_pushers and base else 0
-    pool = set(eligible_names) | (owner_people if extra else set())
+    # The approval more comes from the required approvers (the prod branch's settings),
+    # never from an owner a new model's header in the PR names; a gate of owners only has
+    # its owners alone.
+    pool = set(eligible_names) or (owner_people if extra else set())
     counted = sorted((k for k in valid if k in pool), key=lambda k: valid[k].casefold())
     approved_by = tuple(valid[k] for k in counted)
     need = required.count + extra * (base - required.count + 1)
@@ -406,7 +412,7 @@ def _summary(
         sentences.append(
             f"{bots} pushed to this pull request: a bot account, driven by someone the forge "
             "does not name (maybe an approver), so one approval more than the gate asks is "
-            "needed, from an approver or an owner."
+            "needed, from a required approver (under a gate of owners only, an owner)."
         )
     if need:
         who = _join([_mention(u) for u in approved_by]) if approved_by else "nobody yet"

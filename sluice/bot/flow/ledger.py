@@ -23,7 +23,7 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -457,13 +457,34 @@ class Ledger(AuditLog):
         with self._reading("read who pushed") as conn:
             return frozenset(row.user for row in conn.execute(query))
 
-    def record_branch_push(self, repo: str, branch: str, sha: str, user: str, now: int) -> None:
-        """Record that ``user`` pushed ``branch`` to ``sha`` (kept: a push is never taken
-        back; a pull request counts the pushes whose head is one of its commits)."""
-        row = {"repo": repo, "branch": branch, "sha": sha.lower(), "user": user, "pushed_ts": now}
+    def record_branch_push(
+        self, repo: str, branch: str, shas: Iterable[str], user: str, now: int
+    ) -> None:
+        """Record that ``user`` pushed the commits ``shas`` (the head and those the push
+        brought) to ``branch`` (kept: a push is never taken back; a pull request counts
+        the pushes of any of its commits, to whichever branch)."""
+        rows = [
+            {"repo": repo, "branch": branch, "sha": sha, "user": user, "pushed_ts": now}
+            for sha in sorted({sha.lower() for sha in shas})
+        ]
         with self._writing("record a push to a branch") as conn:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            conn.execute(dialect.insert(branch_pushers).values(row).on_conflict_do_nothing())
+            for row in rows:
+                conn.execute(dialect.insert(branch_pushers).values(row).on_conflict_do_nothing())
+
+    def pushes_of(self, repo: str, shas: Collection[str]) -> list[tuple[str, str]]:
+        """Each (sha, user) a recorded push of one of the commits ``shas`` left, to any
+        branch of the repository."""
+        wanted = sorted({sha.lower() for sha in shas})
+        found: list[tuple[str, str]] = []
+        with self._reading("read who pushed some commits") as conn:
+            for start in range(0, len(wanted), 500):  # bound each statement's parameters
+                query = select(branch_pushers.c.sha, branch_pushers.c.user).where(
+                    branch_pushers.c.repo == repo,
+                    branch_pushers.c.sha.in_(wanted[start : start + 500]),
+                )
+                found += [(row.sha, row.user) for row in conn.execute(query)]
+        return found
 
     def branch_pushes(self, repo: str, branch: str) -> list[tuple[str, str]]:
         """Each (head sha, user) a push to ``branch`` left, oldest first."""
