@@ -114,6 +114,13 @@ def with_prods(
             if held.owner:
                 entry["owner"] = held.owner
         entry["reads_tags"] = sorted(set(entry["reads_tags"]) | _upstream_tags(name, models, prod))
+        # Destructive whatever the PR's own `on_destructive_change` says of it (`allow`
+        # silences the planner's warning, not the change): a forward-only change that
+        # drops a column of its table (a retype is known from the warning only).
+        if entry["change"] == "forward-only" and entry["columns_removed"]:
+            entry["destructive"] = True
+    destructive = {e["name"] for e in facts["plan"]["models"] if e["destructive"]}
+    facts["plan"]["destructive"] = sorted(set(facts["plan"]["destructive"]) | destructive)
     return facts
 
 
