@@ -45,7 +45,8 @@ class HousekeepingMixin(Transactions):
         return {key: known.get(key, now) for key in wanted}
 
     def forget_tables(self, tables: Iterable[TableKey]) -> None:
-        """Remove every trace of dropped tables: orphan marks, intervals, sizes, snapshots."""
+        """Remove every trace of dropped tables: orphan marks, intervals, sizes, what runs
+        read, snapshots."""
         keys = list(dict.fromkeys(tables))
         with self._writing("forget dropped tables") as conn:
             for table in (
