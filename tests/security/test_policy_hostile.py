@@ -178,7 +178,7 @@ def test_the_author_named_by_the_policy_is_still_named_but_a_row_from_elsewhere_
     review = world.build(7)
     # A row nobody allowed could have written (a bug elsewhere, a hand edit): eve's.
     world.ledger.append(
-        audit.Entry(NOW, KEY, audit.POLICY_OVERRIDE, "eve", audit.OVERRODE + "orders-need-finance",
+        audit.Entry(NOW, KEY, audit.POLICY_OVERRIDE, "eve", audit.OVERRODE + "orders-need-finance" + policies.UNDER + review.generation,
                     ref="#7", plan_id=review.fingerprint, detail="x")
     )  # fmt: skip
     job = world.job()

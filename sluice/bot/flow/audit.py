@@ -104,7 +104,8 @@ KINDS = (
     POLICY_OVERRIDE,
 )  # fmt: skip
 OVERRODE = "overrode "
-"""A ``policy override`` row's outcome: this and the policy's name."""
+"""A ``policy override`` row's outcome: this, the policy's name and the settings generation
+it was given under (:data:`sluice.bot.flow.policies.UNDER`)."""
 """Every kind of row."""
 
 SERVICE = "sluice"

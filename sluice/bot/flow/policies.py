@@ -152,19 +152,31 @@ def raw_of(verdicts: Sequence[Verdict]) -> Raw:
     return tuple((v.policy.name, v.outcome, v.error) for v in verdicts)
 
 
+UNDER = " under "
+"""Between a ``policy override`` row's policy and the settings generation it was given
+under (its outcome: ``overrode NAME under GENERATION``)."""
+
+
 def valid_overrides(
-    job: Job, policies: Sequence[Policy], fingerprint: str, number: int | None = None
+    job: Job,
+    policies: Sequence[Policy],
+    fingerprint: str,
+    number: int | None,
+    generation: str,
 ) -> dict[str, audit.Entry]:
     """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
     someone the policy, soft, names now (a policy made hard since, or whose
     ``override_by`` no longer names them, drops it); with ``number``, given on that pull
-    request only (another PR with the same plan, by another author, asks again). A
-    promotion without a PR (a tag) takes any PR's override of the very plan it applies."""
+    request only (another PR with the same plan, by another author, asks again), and under
+    the settings in force (``generation``: policies changed since void it). A promotion
+    without a PR (a tag) takes any PR's override of the very plan it applies."""
     soft = {p.name: p for p in policies if p.level == "soft"}
     found: dict[str, audit.Entry] = {}
     allowed: dict[str, frozenset[str]] = {}
     for row in job.ledger.policy_overrides(job.repo, fingerprint):
-        name = row.outcome.removeprefix(audit.OVERRODE)
+        name, _, under = row.outcome.removeprefix(audit.OVERRODE).partition(UNDER)
+        if under != generation:
+            continue
         policy = soft.get(name)
         if policy is None or name in found:
             continue
@@ -295,7 +307,7 @@ def judgement_of(job: Job, settings: Settings, review: PlanReview, number: int) 
             (p.name, "error", "the policies in force changed since this plan: plan again")
             for p in policies
         )
-    overrides = valid_overrides(job, policies, review.fingerprint, number)
+    overrides = valid_overrides(job, policies, review.fingerprint, number, settings.generation)
     return Judgement(shown(policies, raw, overrides))
 
 
@@ -347,7 +359,7 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
             job.repo,
             audit.POLICY_OVERRIDE,
             job.scrub(author),
-            audit.OVERRODE + name,
+            audit.OVERRODE + name + UNDER + settings.generation,
             ref=f"#{pr.number}",
             plan_id=review.fingerprint,
             detail=job.scrub(reason),
@@ -426,4 +438,5 @@ def promotion_verdict(
     if not policies:
         return None
     raw = raw_of(_verdicts(job, policies, plan, project, store, author, number))
-    return Judgement(shown(policies, raw, valid_overrides(job, policies, fingerprint, number)))
+    overrides = valid_overrides(job, policies, fingerprint, number, settings.generation)
+    return Judgement(shown(policies, raw, overrides))

@@ -598,7 +598,13 @@ def settings_for(
     if pinned.digest == parsed.digest:
         return dataclasses.replace(head, python_ref=pinned.sha if head.requires_approval else None)
     if not _requires_approval(old.gate):
-        return head  # nothing guarded the settings: the newer ones are as good
+        if parsed.policies == old.policies:
+            return head  # nothing guarded the settings: the newer ones are as good
+        # Policies stay as pinned until a promotion moves them, gate or no gate: a push
+        # deleting a hard policy does not lift it (red team).
+        held = parsed_settings(parsed.sluice, old.policies)
+        kept = _settings(held, branch, sha, f"{md.code(branch)} at {_short(sha)}")
+        return dataclasses.replace(kept, generation=_generation(pinned))
     if not ledger.unapproved(repo, [change_item(parsed.digest, _generation(pinned))]):
         return dataclasses.replace(head, python_ref=pinned.sha)  # a gate approved these
     note = (

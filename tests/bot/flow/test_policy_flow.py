@@ -62,7 +62,8 @@ def test_an_override_by_a_named_team_member_lifts_the_soft_failure_for_that_plan
     )
     [row] = world.audit(audit.POLICY_OVERRIDE)
     assert (row.actor, row.outcome, row.ref, row.plan_id, row.detail) == (
-        "fin", "overrode orders-need-finance", "#7", review.fingerprint, "quarter-end fix",
+        "fin", f"overrode orders-need-finance under {review.generation}", "#7",
+        review.fingerprint, "quarter-end fix",
     )  # fmt: skip
     assert "**Policies:** ✅" in world.forge.bot_comments(7)[0]
 
