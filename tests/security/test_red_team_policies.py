@@ -10,6 +10,7 @@ do, and fails today); the others are attacks the service stops.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -511,12 +512,6 @@ STRICTER = SOFT.replace(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: an override's audit row is matched by plan and PR only, "
-    "never by the policies it was given under: once prod's policies change (the rule "
-    "rewritten), a re-plan of the same PR shows the old override, and the promotion counts it",
-)
 def test_an_override_given_under_old_policies_does_not_lift_the_rewritten_rule(
     world: World,
 ) -> None:
@@ -702,12 +697,6 @@ def test_a_prs_policies_under_other_names_are_never_read_and_yml_is_a_settings_c
     assert trust.SETTINGS_ITEM in {name for name, _ in review.items}  # policies/loose.yml
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: under a gate that asks nobody (no required_approvers, "
-    "owners_must_approve never: the default) prod's policies are whatever the prod branch "
-    "holds now: a writer's push deleting policies/hard.yaml lifts the hard policy at once",
-)
 def test_without_a_gate_a_push_deleting_a_hard_policy_does_not_lift_it(tmp_path: Path) -> None:
     world = PreparedWorld(tmp_path, {"policies/hard.yaml": HARD}, settings=UNGATED)
     try:
@@ -720,5 +709,30 @@ def test_without_a_gate_a_push_deleting_a_hard_policy_does_not_lift_it(tmp_path:
         world.forge.commit(MAIN2, files, parents=(ROOT,), branch="main")  # eve's push
         review = world.build(7)
         assert verdicts(review) == {"no-new-models": "fail"}
+    finally:
+        world.close()
+
+
+def outside_code(markdown: str) -> str:
+    """``markdown`` without its fenced blocks and code spans (GitHub renders nothing there)."""
+    markdown = re.sub(r"(?ms)^(`{3,})[^\n]*\n.*?^\1\s*$", "", markdown)
+    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", markdown)
+
+
+def test_a_policy_file_name_with_markdown_is_shown_inert(tmp_path: Path) -> None:
+    name = "policies/x`` <img src=x> @everyone [y](javascript:alert(1)).yaml"
+    world = PreparedWorld(tmp_path, {name: HARD})
+    try:
+        world.head(A, lambda head: (head / "models" / "extra.sql").write_text(
+            "MODEL (name jaffle.extra, kind FULL);\nSELECT 1 AS one\n"))  # fmt: skip
+        world.open(7, A, author="eve")
+        review = world.build(7)
+        assert verdicts(review) == {"no-new-models": "fail"}
+        check = world.check(A)
+        assert check is not None and check.conclusion == "failure"
+        for text in (check.summary, check.text or "", world.forge.bot_comments(7)[0]):
+            shown = outside_code(text)
+            assert "<img" not in shown and "@everyone" not in shown, text
+            assert "](javascript:" not in shown, text
     finally:
         world.close()
