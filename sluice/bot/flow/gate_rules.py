@@ -228,12 +228,14 @@ def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str |
         return f"approved {short}, whose plan differs from the current plan"
     since = next((ts for at, ts in gate.planned_at.items() if at.lower() == sha), None)
     if given.plan is None and since is not None:
-        # To the second: a forge's times have no finer (GitHub's submitted_at, GitLab's
-        # updated_at). An approval in the very second the plan was published may have
-        # been given before it, for the plan before: it does not count (red team round 2).
-        if given.ts is None or given.ts // 1000 < since // 1000:
+        # To the second where the forge's time has no finer (GitHub's submitted_at, most
+        # GitLab times): an approval in the very second the plan was published may have
+        # been given before it, for the plan before, and does not count (red team round
+        # 2). A time with milliseconds (the local forge's) compares as it is.
+        precise = given.ts is not None and given.ts % 1000 != 0
+        if given.ts is None or (given.ts < since if precise else given.ts // 1000 < since // 1000):
             return f"approved {short} before it had the plan it has now"
-        if given.ts // 1000 == since // 1000:
+        if not precise and given.ts // 1000 == since // 1000:
             return (
                 f"approved {short} in the second its plan was published "
                 "(maybe the plan before): approve again"

@@ -70,7 +70,9 @@ _DEFAULT_IDENTITY = {
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """Now, to the millisecond (the gate compares an approval's time with its plan's)."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
 
 class LocalForge(GitRepo):

@@ -126,7 +126,8 @@ class MemoryForge:
     deployments: list[Deployment] = field(default_factory=list)
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)  # (method, args)
     clock: Callable[[], int] | None = None
-    """The time (epoch ms) a review is submitted at, plus a second per review of its PR;
+    """The time (epoch ms) a review is submitted at, plus a second per review of its PR
+    (the first a second after it);
     None: 2026-01-01T00:00:00Z plus that. A flow whose clock is later sets it (the gate
     counts a review only if given once its commit had the plan it has)."""
     _ids: int = 1000
@@ -259,7 +260,10 @@ class MemoryForge:
             user,
             state.upper(),
             None if unbound else commit_sha or self._pull(number).head_sha,
-            _iso((self.clock() if self.clock is not None else _JAN_2026) + count * 1000),
+            # A second after now at the least (a person reads the plan before approving;
+            # the gate counts no approval stamped in the second its plan was published),
+            # and a second after the review before.
+            _iso((self.clock() if self.clock is not None else _JAN_2026) + (count + 1) * 1000),
         )
         self.review_log.setdefault(number, []).append(review)
         return review

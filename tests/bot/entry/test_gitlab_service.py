@@ -130,9 +130,13 @@ REPLAY: dict[str, tuple[str, int, str]] = {
     "note_merge_request.json": ("Note Hook", 202, "none"),  # "atlantis plan"
     "note_merge_request_diffnote.json": ("Note Hook", 202, "none"),
     "pipeline.docs.json": ("Pipeline Hook", 204, "none"),
-    "push.docs.json": ("Push Hook", 204, "none"),
-    "push.json": ("Push Hook", 204, "none"),
-    "push_after_merge.drone-go-scm.json": ("Push Hook", 204, "none"),
+    "push.docs.json": ("Push Hook", 202, "none"),  # who pushed: a ledger row, no GitLab call
+    "push.json": ("Push Hook", 202, "none"),  # who pushed: a ledger row, no GitLab call
+    "push_after_merge.drone-go-scm.json": (
+        "Push Hook",
+        202,
+        "none",
+    ),  # who pushed: a ledger row, no GitLab call
     "push_branch_delete.drone-go-scm.json": ("Push Hook", 204, "none"),
     "release.docs.json": ("Release Hook", 204, "none"),
     "release.json": ("Release Hook", 204, "none"),
@@ -205,7 +209,7 @@ def test_real_gitlab_delivery(service: GitLabService, tmp_path: Path, name: str)
 
 
 def test_health_and_metrics_count_gitlab_deliveries(service: GitLabService) -> None:
-    service.deliver("Push Hook", load_case("gitlab/push.json"))
+    service.deliver("Push Hook", load_case("gitlab/push_branch_delete.drone-go-scm.json"))
     service.deliver("Push Hook", b"{}", token="wrong")
     text = service.client.get("/metrics").text
     assert 'sluice_deliveries_total{event="Push Hook",outcome="ignored"} 1' in text

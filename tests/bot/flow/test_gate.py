@@ -491,12 +491,15 @@ def test_a_review_from_before_the_commit_was_planned_again_is_stale() -> None:
     assert result.stale == ("bob",)
     assert "before it had the plan it has now" in result.summary
     assert run(settings(), [reviewed("bob", 3_000)], planned_at={C3: 2_000}).ok
-    # In the second the plan was published (forges' times have whole seconds): it may
-    # have been given before, for the plan before; it does not count.
-    same = run(settings(), [reviewed("bob", 2_500)], planned_at={C3: 2_000})
+    # In the second the plan was published, by a forge's time of whole seconds (GitHub's):
+    # it may have been given before, for the plan before; it does not count.
+    same = run(settings(), [reviewed("bob", 2_000)], planned_at={C3: 2_400})
     assert not same.ok
     assert same.stale == ("bob",)
     assert "in the second its plan was published" in same.summary
+    # A time with milliseconds (the local forge's) compares as it is.
+    assert run(settings(), [reviewed("bob", 2_500)], planned_at={C3: 2_400}).ok
+    assert not run(settings(), [reviewed("bob", 2_300)], planned_at={C3: 2_400}).ok
     # Another commit's replan is not this one's.
     assert run(settings(), [reviewed("bob", 1_000)], planned_at={C1: 2_000}).ok
     # No time from the forge: counted where the caller gave no plan time, else stale.
