@@ -51,11 +51,13 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     if not pr.open:
         return None
     repo, ledger = job.repo, job.ledger
+    commits = _pull_commits(job, pr)
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
         heads = ledger.review_heads(repo, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
+        recorded = _recorded_pushes(job, pr, commits)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -85,7 +87,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
                     detail=f"planned under settings no longer in force, at {pr.head_sha[:12]}",
                 )
         return None
-    pushers = _pushers(_recorded_pushes(job, pr))
+    pushers = _pushers(recorded)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
@@ -169,7 +171,9 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts, nor that of anyone who pushed to the PR."""
-    pushers = _pushers(_recorded_pushes(job, pr))  # nor anyone who pushed to it
+    commits = _pull_commits(job, pr)
+    with job.ledger.together("read who pushed to the PR"):
+        pushers = _pushers(_recorded_pushes(job, pr, commits))  # nor anyone who pushed
     eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushers.people
     heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
@@ -202,22 +206,26 @@ class _Recorded:
     pushes: tuple[tuple[str, str], ...]  # (sha, user) of each recorded push of them
 
 
-def _recorded_pushes(job: Job, pr: PullRequest) -> _Recorded:
-    """Who pushed to ``pr``: its own events' senders, and the pushes of its commits to any
-    branch of the repository (a push to a fork is told to the fork only: its events'
-    senders and its commits' accounts are all there is). Where the forge cannot list all
-    its commits, every push to a branch of its head's name counts."""
+def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
+    """``pr``'s commits as the forge lists them; None where it lists only part, or fails."""
     try:
-        commits = job.forge.pull_commits(pr.number)
+        return job.forge.pull_commits(pr.number)
     except ForgeError as exc:
         log.warning("#%s: counting every push to its branch: %s", pr.number, exc)
-        commits = None
-    with job.ledger.together("read who pushed to the PR"):
-        events = job.ledger.pushers(job.repo, pr.number)
-        if commits is None:
-            pushes = job.ledger.branch_pushes(job.repo, pr.head_ref)
-        else:
-            pushes = job.ledger.pushes_of(job.repo, [c.sha for c in commits])
+        return None
+
+
+def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None) -> _Recorded:
+    """Who pushed to ``pr`` by the ledger (the caller holds its transaction): its own
+    events' senders, and the pushes of its ``commits`` to any branch of the repository (a
+    push to a fork is told to the fork only: its events' senders and its commits'
+    accounts are all there is). Where the forge cannot list all its commits, every push
+    to a branch of its head's name counts."""
+    events = job.ledger.pushers(job.repo, pr.number)
+    if commits is None:
+        pushes = job.ledger.branch_pushes(job.repo, pr.head_ref)
+    else:
+        pushes = job.ledger.pushes_of(job.repo, [c.sha for c in commits])
     return _Recorded(events, commits, tuple(pushes))
 
 

@@ -131,6 +131,10 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     assert grown.pop("sluice_pr_pushers")["primary_key"] == ["number", "repo", "user"]
+    # Ledger migration 6's table, and state migration 5's.
+    assert grown.pop("sluice_branch_pushers")["primary_key"] == ["branch", "repo", "sha", "user"]
+    assert "sluice_run_inputs" in grown
+    grown.pop("sluice_run_inputs")
     grown.pop("sluice_leases", None)  # queue migration 4's table
     assert grown == before
     assert recorded(engine) == EVERY
