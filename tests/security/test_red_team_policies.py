@@ -636,12 +636,6 @@ def test_three_nested_macros_over_literal_lists_are_refused_unrun() -> None:
     assert evaluated_within(rule, '{"plan": {}}') == "refused"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: the step bound counts only the facts' lists: two macros "
-    "nested over list literals written in the rule (300 items each, 90,000 steps) run for "
-    "about a minute in cel-python (900 items: 532 s measured), unbounded by any clock",
-)
 def test_nested_macros_over_list_literals_are_bounded_too() -> None:
     items = ",".join(["1"] * 300)
     rule = f"[{items}].all(a, [{items}].all(b, a == b || true))"
@@ -649,13 +643,6 @@ def test_nested_macros_over_list_literals_are_bounded_too() -> None:
     assert evaluated_within(rule, '{"plan": {}}') in ("refused", "error")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: MAX_STEPS (250,000) is minutes of cel-python (about 600 us "
-    "a step nested: 200 models 24 s, 500 models ~150 s) and the facts' lists are the PR's: "
-    "a PR adding 500 models makes an accepted nested rule hold the worker for minutes, on "
-    "every build, override and promotion",
-)
 def test_a_pr_with_many_models_cannot_make_an_accepted_rule_run_for_minutes() -> None:
     rule = "plan.models.all(a, plan.models.exists(b, b.name == a.name))"
     compile_rule(rule, "policies/cost.yaml", 4)  # accepted at load: nesting 2

@@ -4,8 +4,11 @@ A rule is bounded before it runs: at most :data:`MAX_CHARS` characters and at mo
 :data:`MAX_NESTING` macros over lists (``all``, ``exists``, ``exists_one``, ``map``,
 ``filter``) inside one another; and when it runs, the facts' longest list raised to that
 nesting may be at most :data:`MAX_STEPS` (a rule over every pair of 3,000 models would be
-9 million steps of a tree-walking interpreter). CEL itself has no I/O, no assignment and
-no loop but those macros, so the work is bounded by construction.
+9 million steps of a tree-walking interpreter); the longest list literal the rule writes
+counts as a list too (refused at load when it alone is over the bound). CEL itself has no
+I/O, no assignment and no loop but those macros; what a rule builds beyond that
+(concatenations, ``map`` results) is bounded by a clock: an evaluation taking over
+:data:`MAX_SECONDS` stops with an error naming the policy's file and line (fail closed).
 
 >>> rule = compile_rule("plan.models.exists(m, m.change == 'breaking')", "p.yaml", 3)
 >>> rule.evaluate({"plan": {"models": [{"change": "breaking"}]}})
@@ -19,6 +22,7 @@ sluice.core.errors.ConfigError: p.yaml:3: the rule is not valid CEL: ...
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +30,7 @@ import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, Evaluator
 from lark import Tree
 
 from sluice.core.errors import ConfigError, SluiceError
@@ -35,8 +39,11 @@ MAX_CHARS = 4_000
 """Longest rule, in characters."""
 MAX_NESTING = 2
 """Most list macros nested inside one another."""
-MAX_STEPS = 250_000
-"""Most steps a rule may take: the longest list in the facts raised to its nesting."""
+MAX_STEPS = 2_500
+"""Most steps a rule may take: the longest list in the facts (or written in the rule)
+raised to its nesting (cel-python takes about 150 us a nested step: well under a second)."""
+MAX_SECONDS = 1.0
+"""Longest one evaluation of a rule may run before it stops with an error (blocks)."""
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _ENV = celpy.Environment()
 
@@ -54,15 +61,17 @@ class Rule:
     line: int | None
     nesting: int
     _program: Any
+    literal: int = 0  # the longest list literal the rule writes
 
     def evaluate(self, facts: dict[str, Any]) -> bool:
         """Whether the facts satisfy the rule.
 
         Raises:
             PolicyError: a fact it names is missing or of another type, its result is
-                not a boolean, or it would take more than :data:`MAX_STEPS` steps.
+                not a boolean, it would take more than :data:`MAX_STEPS` steps, or it ran
+                for more than :data:`MAX_SECONDS`.
         """
-        longest = _longest_list(facts)
+        longest = max(_longest_list(facts), self.literal)
         if self.nesting and longest**self.nesting > MAX_STEPS:
             raise PolicyError(
                 f"the rule nests {self.nesting} list macros over a list of {longest} items: "
@@ -72,8 +81,19 @@ class Rule:
                 hint="nest fewer macros (a fact such as `m.reads_tags` often replaces an "
                 "inner exists)",
             )
+        runner = self._program
+        evaluator = _Clocked(runner.ast, runner.new_activation())
+        evaluator.deadline = time.monotonic() + MAX_SECONDS
+        context: Any = json_to_cel(_plain(facts))
         try:
-            result = self._program.evaluate(json_to_cel(_plain(facts)))
+            result = evaluator.evaluate(context)
+        except _OutOfTime:
+            raise PolicyError(
+                f"the rule ran for over {MAX_SECONDS:g} s and was stopped",
+                path=self.path,
+                line=self.line,
+                hint="nest fewer macros, over shorter lists",
+            ) from None
         except CELEvalError as exc:
             raise _eval_error(self, exc) from None
         except (TypeError, ValueError, KeyError, RecursionError) as exc:
@@ -127,7 +147,49 @@ def compile_rule(text: str, path: str, line: int | None) -> Rule:
             line=line,
             hint="a fact such as `m.reads_tags` often replaces an inner macro",
         )
-    return Rule(text, path, line, nesting, _ENV.program(ast))
+    literal = _longest_literal(ast)
+    if nesting and literal**nesting > MAX_STEPS:
+        raise ConfigError(
+            f"the rule nests {nesting} list macros and writes a list of {literal} items: "
+            f"{literal}^{nesting} steps, over the {MAX_STEPS:,} a rule may take",
+            path=path,
+            line=line,
+            hint="write shorter lists, or nest fewer macros",
+        )
+    return Rule(text, path, line, nesting, _ENV.program(ast), literal)
+
+
+class _OutOfTime(Exception):
+    """An evaluation ran past its deadline."""
+
+
+class _Clocked(Evaluator):
+    """cel-python's evaluator, stopping once past ``deadline`` (its macros' too)."""
+
+    deadline = 0.0
+
+    def visit(self, tree: Tree[Any]) -> Any:
+        if time.monotonic() > self.deadline:
+            raise _OutOfTime
+        return super().visit(tree)
+
+    def sub_evaluator(self, ast: Tree[Any]) -> Evaluator:
+        sub = _Clocked(ast, activation=self.activation)
+        sub.deadline = self.deadline
+        return sub
+
+
+def _longest_literal(tree: Tree[Any]) -> int:
+    """The most items of a list literal in ``tree``."""
+    longest, stack = 0, [tree]
+    while stack:
+        node = stack.pop()
+        if node.data == "list_lit":
+            for child in node.children:
+                if isinstance(child, Tree) and child.data == "exprlist":
+                    longest = max(longest, len(child.children))
+        stack.extend(child for child in node.children if isinstance(child, Tree))
+    return longest
 
 
 def _nesting(tree: Tree[Any]) -> int:

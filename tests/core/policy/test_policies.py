@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from sluice.cli import cli
 from sluice.core.errors import ConfigError
-from sluice.core.policy.cel import MAX_STEPS, compile_rule
+from sluice.core.policy.cel import MAX_SECONDS, MAX_STEPS, compile_rule
 from sluice.core.policy.facts import FACT_NAMES, plan_facts
 from sluice.core.policy.load import parse_policies, parse_policy
 from sluice.core.policy.verdict import blocking, evaluate
@@ -98,6 +98,26 @@ def test_an_expensive_rule_is_refused_before_it_runs() -> None:
     [verdict] = evaluate([policy], {"xs": list(range(side))})
     assert verdict.outcome == "error" and verdict.blocks
     assert f"over the {MAX_STEPS:,} a rule may take" in verdict.error
+
+
+def test_a_list_literal_counts_in_the_step_bound() -> None:
+    items = ",".join(["1"] * (int(MAX_STEPS**0.5) + 1))
+    with pytest.raises(ConfigError, match="steps, over the"):
+        compile_rule(f"[{items}].all(a, [{items}].all(b, a == b))", "policies/p.yaml", 4)
+    short = compile_rule("xs.all(a, [1, 2].exists(b, a == b))", "policies/p.yaml", 4)
+    assert short.evaluate({"xs": [1, 2]}) is True
+
+
+def test_a_rule_building_long_lists_is_stopped_by_the_clock() -> None:
+    # Within the step bound on the facts (40 items), but each side concatenates the list
+    # six times: 240^2 steps, many seconds of cel-python; the clock stops it, fail closed.
+    xs = "(xs + xs + xs + xs + xs + xs)"
+    rule = f"{xs}.all(a, {xs}.exists(b, b == -1))"
+    policy = parse_policy("policies/slow.yaml", policy_text(rule))
+    [verdict] = evaluate([policy], {"xs": list(range(40))})
+    assert verdict.outcome == "error" and verdict.blocks
+    assert f"ran for over {MAX_SECONDS:g} s" in verdict.error
+    assert "policies/slow.yaml:4" in verdict.error
 
 
 def test_levels_and_overrides() -> None:
