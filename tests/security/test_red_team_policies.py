@@ -354,12 +354,6 @@ def test_a_forward_only_retype_fails_the_destructive_policy(tmp_path: Path) -> N
         world.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: with `on_destructive_change allow` in the PR's header a "
-    "forward-only change is destructive in the facts only when it drops a column; a retype "
-    "(known from the planner's warning, which allow silences) still passes no-destructive",
-)
 def test_on_destructive_change_allow_does_not_hide_a_retype_from_policies(
     tmp_path: Path,
 ) -> None:

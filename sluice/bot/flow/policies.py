@@ -116,7 +116,7 @@ def with_prods(
         entry["reads_tags"] = sorted(set(entry["reads_tags"]) | _upstream_tags(name, models, prod))
         # Destructive whatever the PR's own `on_destructive_change` says of it (`allow`
         # silences the planner's warning, not the change): a forward-only change that
-        # drops a column of its table (a retype is known from the warning only).
+        # drops a column of its table (a retype: the plan's `destructive`, in the facts).
         if entry["change"] == "forward-only" and entry["columns_removed"]:
             entry["destructive"] = True
     destructive = {e["name"] for e in facts["plan"]["models"] if e["destructive"]}

@@ -195,17 +195,20 @@ def build_plan(request: PlanRequest) -> Plan:
     old_types = ColumnTypes({n: s.model for n, s in request.base.items()})
     new_types = ColumnTypes(request.models)
     retyping = destructive.Retyping(request.models, request.fingerprints, request.base)
+    destructive_models: list[str] = []
     for before, after in forward:
         readers = _readers(after.name, [*direct, *indirect])
         typed = retyping(after.name)
+        old_typed = old_types(after.name) if typed else None
+        new_typed = new_types(after.name) if typed else None
+        old_out, new_out = old_columns(after.name), new_columns(after.name)
+        found = destructive.destructive_columns(
+            before, after, old_out, new_out, old_typed, new_typed
+        )
+        if found:  # whatever its on_destructive_change (allow silences the warning only)
+            destructive_models.append(after.name)
         note = destructive.check(
-            before,
-            after,
-            old_columns(after.name),
-            new_columns(after.name),
-            readers,
-            old_types(after.name) if typed else None,
-            new_types(after.name) if typed else None,
+            before, after, old_out, new_out, readers, old_typed, new_typed, found=found
         )
         warnings += [note] if note else []
     removed = sorted(set(request.base) - set(request.models))
@@ -252,6 +255,7 @@ def build_plan(request: PlanRequest) -> Plan:
         create_views=create_views,
         warnings=tuple(warnings),
         unaffected=tuple(unaffected_models),
+        destructive=tuple(sorted(destructive_models)),
     )
 
 

@@ -214,15 +214,19 @@ def check(
     readers: Mapping[str, Sequence[str]] | None = None,
     old_types: Typed | None = None,
     new_types: Typed | None = None,
+    *,
+    found: Sequence[str] | None = None,
 ) -> str | None:
     """The plan warning for a destructive forward-only change of ``new`` (None: none, or
     allowed). ``readers``: model downstream -> the columns of ``new`` it reads, to name
-    the models that read a dropped column.
+    the models that read a dropped column; ``found``: :func:`destructive_columns` of
+    these, when the caller has it.
 
     Raises:
         PlanError: at the model's file:line, when its ``on_destructive_change`` is ``error``.
     """
-    found = destructive_columns(old, new, old_output, new_output, old_types, new_types)
+    if found is None:
+        found = destructive_columns(old, new, old_output, new_output, old_types, new_types)
     if not found or new.on_destructive_change == "allow":
         return None
     what = f"forward-only change to {new.name} {', '.join(found)} of its table"

@@ -180,6 +180,9 @@ class Plan:
     # again whatever its version, and whose physical table is dropped before it is built.
     repoint: tuple[str, ...] = ()
     rebuild: tuple[str, ...] = ()
+    # Forward-only changes dropping or retyping a column of their table, whatever their
+    # on_destructive_change says (``allow`` silences the warning, not the change).
+    destructive: tuple[str, ...] = ()
 
     @property
     def backfill_intervals(self) -> int:

@@ -78,9 +78,12 @@ def plan_facts(
     read = dict(scan.bytes) if scan is not None else {}
     unmeasured = {n for n, parents in (scan.unmeasured.items() if scan else ()) if parents}
     destructive = sorted(
-        c.name
-        for c in plan.directly_modified
-        if any(f"forward-only change to {c.name} " in w for w in plan.warnings)
+        {
+            c.name
+            for c in plan.directly_modified
+            if c.name in plan.destructive
+            or any(f"forward-only change to {c.name} " in w for w in plan.warnings)
+        }
     )
     entries: list[dict[str, Any]] = []
 
