@@ -43,9 +43,8 @@ from sluice.core.spark.submit import (
     run_recorded,
 )
 from sluice.core.state import OpenStateReader, StateReader, StateStore, StateWriter, open_state
-from sluice.core.state.housekeeping import VIEWS_DROPPED
 from sluice.core.state.readonly import read_state
-from sluice.core.state.records import EnvironmentRecord, PlanRecord, SnapshotRef
+from sluice.core.state.records import VIEWS_DROPPED, EnvironmentRecord, PlanRecord, SnapshotRef
 from sluice.core.state.records import JobResult as StoredResult
 from sluice.core.tablediff.result import (
     DiffOptions,

@@ -10,12 +10,9 @@ from sqlalchemy import delete, func, insert, select, tuple_
 from sluice.core.db.documents import dump_json, load_json
 from sluice.core.db.transactions import Transactions
 from sluice.core.state import schema
-from sluice.core.state.records import JobResult, TableKey, chunks
+from sluice.core.state.records import VIEWS_DROPPED, JobResult, TableKey, chunks
 
 _CHUNK = 500
-
-VIEWS_DROPPED = "views_dropped"
-"""The kind of the result the janitor records for each plan whose views it dropped."""
 
 
 class HousekeepingMixin(Transactions):

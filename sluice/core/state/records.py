@@ -177,3 +177,8 @@ class Seen:
     key: str
     inputs: dict[str, str | None]
     at: int
+
+
+VIEWS_DROPPED = "views_dropped"
+"""The kind of result the janitor records on a plan whose views it dropped (a job cut short
+left them, no record naming them): it is not visited again (``state.unswept_plans``)."""

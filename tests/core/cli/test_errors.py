@@ -171,6 +171,7 @@ SLUICE_ERRORS: dict[str, list[str]] = {
     "table-diff": ["table-diff", "prod:dev", "s.a"],
     "environments": ["environments"],
     "drift": ["drift"],
+    "run": ["run"],
     "spark status": ["spark", "status"],
 }
 

@@ -50,6 +50,8 @@ STEPS: list[dict[str, Any]] = [
      "keys": ["id"], "options": {}},
     {"type": "audit", "label": "audit s.a: unique", "model": "s.a", "version": "v1",
      "audit": "unique", "blocking": True, "sql": "SELECT 1"},
+    {"type": "inspect", "id": "inspect", "label": "inspect", "views": ["s.a"],
+     "tables": [{"table": "t_a", "query": "SELECT 1 AS id", "time_column": None}]},
 ]  # fmt: skip
 SPEC_STEPS: list[Step] = typing.cast(list[Step], STEPS)
 
@@ -80,6 +82,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "diff:s.a": dict(table_diff_result(DIFF.to_json())),
     "8": {"step": "audit", "model": "s.a", "audit": "unique", "passed": True,
           "violations": 0, "sample": [], "blocking": True},  # no batch: of the whole build
+    "inspect": {"step": "inspect",
+                "views": [{"name": "s.a", "exists": True, "type": "VIEW",
+                           "text": "SELECT * FROM t_a", "ddl_ms": 1_700_000_000_000,
+                           "error": None}],
+                "tables": [{"name": "t_a", "exists": True, "type": "MANAGED",
+                            "provider": "parquet", "mark": "sluice", "columns": [["id", "int"]],
+                            "expected": [["id", "int"]], "rows": 3, "bytes": 1024, "files": 1,
+                            "newest_ms": 1_700_000_000_000, "ddl_ms": 1_700_000_000_000,
+                            "source": "files", "partitions": None, "error": None}]},
 }  # fmt: skip
 REFUSED = {"step": "table_diff", "error": {"message": "id is not a column", "hint": None}}
 
@@ -229,7 +240,7 @@ def test_a_hostile_job_done_result_is_refused_saying_why(
 @pytest.mark.parametrize(
     ("index", "result", "problem"),
     [
-        (9, QUERY, "result is for step 9, which the job does not have (it has 9 steps)"),
+        (10, QUERY, "result is for step 10, which the job does not have (it has 10 steps)"),
         (1, QUERY, "result is a query step's result, but step 1 ('build s.a') is a build step"),
         (6, {**QUERY, "rows": _rows(11)}, "holds 11 rows, but step 6 ('query') asked for at most 10"),
         (6, {**QUERY, "types": "int"}, "result: a query step's result: types is a string"),

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 
 import pytest
 
-from sluice.core import jobs, workflow
+from sluice.core import jobs, skip, workflow
 from sluice.core.drift.catalog import inspect_step
 from sluice.core.drift.recorded import gather
 from sluice.core.model.loader import load_project
@@ -137,6 +137,19 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
             restate_ranges=restate,
         )
         workflow.commit_plan(state, plan, now=END)  # prod exists: it can be queried
+        # A scheduled run a day on: its rebuilds that may be skipped carry their check.
+        later = END + 86_400_000
+        run_plan = workflow.plan_run(project, state, "prod", now=later)
+        run = jobs.apply_job(
+            run_plan,
+            audits=project.audits,
+            project_dir=project.path,
+            table_format=project.config.sluice.spark.table_format,
+            previous_versions=None,
+            now=later,
+            prod_schemas=frozenset(),
+        )
+        skip.attach(run_plan, run["steps"], {})
         drift: Any = {"job_id": "drift-prod", "kind": "drift",
                       "steps": [inspect_step(gather(state, "prod"))]}  # fmt: skip
         workflow.run_unit_tests(project, runner, pattern=None, now=END)
@@ -172,7 +185,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
         now=END,
         prod_schemas=frozenset(),
     )
-    return [apply, janitor, *runner.specs, scd_apply, drift]
+    return [apply, janitor, *runner.specs, scd_apply, drift, run]
 
 
 def test_every_job_and_step_has_the_keys_its_typeddict_declares(emitted: list[Any]) -> None:
@@ -226,7 +239,7 @@ def test_not_required_keys_are_optional_at_runtime() -> None:
     # from TypedDict on Python 3.11 and make every key required.
     assert spec.BuildStep.__optional_keys__ == {
         "id", "seed", "view_sql", "intervals", "python", "scd", "parents", "adopt_unmarked",
-        "source",
+        "source", "skip",
     }  # fmt: skip
     assert spec.SqlStep.__optional_keys__ == {"id", "limit"}
     assert spec.JobSpec.__required_keys__ == {"job_id", "kind", "steps"}
