@@ -404,12 +404,6 @@ def test_a_full_model_reading_a_measured_huge_table_fails_no_big_full(tmp_path: 
         world.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: a size nobody measured is the fact 0 (estimated_bytes; "
-    "bytes_measured false beside it): a FULL model over an external table (any table that "
-    "is not a model: never measured) passes the shipped hard no-big-full whatever it reads",
-)
 def test_a_full_model_reading_an_unmeasured_table_does_not_pass_no_big_full(
     tmp_path: Path,
 ) -> None:

@@ -101,7 +101,8 @@ def latest_sizes(sizes: Mapping[TableKey, TableSize]) -> dict[str, tuple[str, Ta
 
 
 def _read_tables(snapshots: Mapping[str, Snapshot], parents: Iterable[str]) -> list[str]:
-    """The tables reading ``parents`` reads: a VIEW model's own parents, recursively."""
+    """The tables reading ``parents`` reads: a VIEW (or embedded) model's own parents,
+    recursively; an EXTERNAL model is a table read (never measured by Sluice)."""
     found: list[str] = []
     seen: set[str] = set()
     todo = list(parents)
@@ -111,7 +112,7 @@ def _read_tables(snapshots: Mapping[str, Snapshot], parents: Iterable[str]) -> l
             continue
         seen.add(name)
         snap = snapshots.get(name)
-        if snap is not None and not snap.model.kind.materialized:
+        if snap is not None and snap.model.kind.name in (KindName.VIEW, KindName.EMBEDDED):
             todo.extend(snap.model.depends_on)
         else:
             found.append(name)
