@@ -443,12 +443,6 @@ def test_the_author_fact_is_the_prs_author_not_what_the_pr_says(tmp_path: Path) 
         world.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: `author` is whoever opened the PR, not who wrote or pushed "
-    "its commits: a writer pushes a change of jaffle.orders to a PR finance opened and "
-    "passes a hard policy keyed on the author (the gate knows the pushers; the facts do not)",
-)
 def test_pushing_to_someone_elses_pr_does_not_borrow_their_author_fact(tmp_path: Path) -> None:
     world = PreparedWorld(tmp_path, {"policies/by.yaml": FINANCE_ONLY})
     try:

@@ -171,9 +171,7 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts, nor that of anyone who pushed to the PR."""
-    commits = _pull_commits(job, pr)
-    with job.ledger.together("read who pushed to the PR"):
-        pushers = _pushers(_recorded_pushes(job, pr, commits))  # nor anyone who pushed
+    pushers = pushers_of(job, pr)  # nor anyone who pushed
     eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushers.people
     heads = job.ledger.review_heads(job.repo, pr.number)
     latest: dict[str, Review] = {}
@@ -204,6 +202,13 @@ class _Recorded:
     events: frozenset[str]  # senders of its opened, reopened, synchronize events
     commits: list[PullCommit] | None  # as the forge lists them; None: it lists only part
     pushes: tuple[tuple[str, str], ...]  # (sha, user) of each recorded push of them
+
+
+def pushers_of(job: Job, pr: PullRequest) -> Pushers:
+    """Who pushed to ``pr`` as the gate counts them (:func:`_pushers`)."""
+    commits = _pull_commits(job, pr)
+    with job.ledger.together("read who pushed to the PR"):
+        return _pushers(_recorded_pushes(job, pr, commits))
 
 
 def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:

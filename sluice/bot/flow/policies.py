@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.bot.flow import audit, trust
+from sluice.bot.flow.approval import pushers_of
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview, review_of
 from sluice.bot.flow.trust import Settings
@@ -86,6 +87,7 @@ def facts_of(
     store: StateReader,
     *,
     author: str,
+    pushers: Iterable[str] = (),
     files: Iterable[str] = (),
     now: int,
 ) -> dict[str, Any]:
@@ -94,7 +96,9 @@ def facts_of(
     for a model prod has (:func:`with_prods`)."""
     base = {n: s.model for n, s in read_environment(store, PROD).snapshots.items()}
     moment = dt.datetime.fromtimestamp(now / 1000, dt.UTC)
-    facts = plan_facts(plan, project.models, base, author=author, files=files, now=moment)
+    facts = plan_facts(
+        plan, project.models, base, author=author, pushers=pushers, files=files, now=moment
+    )
     return with_prods(facts, project.models, base)
 
 
@@ -238,6 +242,9 @@ def judge(
 
 
 _FILES = re.compile(r"\bfiles\b")
+_AUTHOR = re.compile(r"\bauthor\b")
+_PEOPLE = re.compile(r"\b(author|pushers)\b")
+_WORSE: dict[Outcome, int] = {"pass": 0, "fail": 1, "error": 2}
 
 
 def _verdicts(
@@ -262,8 +269,26 @@ def _verdicts(
                 files = job.forge.changed_files(number)
             except ForgeError as exc:
                 log.warning("%s#%s: changed files not listed: %s", job.forge.repo, number, exc)
-    facts = facts_of(plan, project, store, author=author, files=files or (), now=job.now)
+    # Who pushed to the PR, as the gate counts them: a rule keyed on `author` holds for
+    # each of them too (a writer pushing to a PR finance opened is not finance).
+    pushers: list[str] = []
+    if number is not None and any(_PEOPLE.search(p.rule.text) for p in policies):
+        pushers = sorted(pushers_of(job, job.forge.pull_request(number)).people)
+    facts = facts_of(
+        plan, project, store, author=author, pushers=pushers, files=files or (), now=job.now
+    )
     verdicts = evaluate(policies, facts)
+    naming = [p for p in policies if _AUTHOR.search(p.rule.text)]
+    for person in pushers if naming else ():
+        if person == author.casefold():
+            continue
+        again = {v.policy.name: v for v in evaluate(naming, {**facts, "author": person})}
+        verdicts = [
+            again[v.policy.name]
+            if v.policy.name in again and _WORSE[again[v.policy.name].outcome] > _WORSE[v.outcome]
+            else v
+            for v in verdicts
+        ]
     if files is not None:
         return verdicts
     why = (

@@ -4,7 +4,10 @@ Every fact below is always present (an empty list, 0 or false when it does not a
 a rule that names one never fails for its absence; a misspelt fact is an error.
 
 - ``author``: who proposes the plan (the PR's author; ``sluice plan``: the user or
-  ``--author``); ``environment``: the environment planned (``prod``, ``pr_12``...);
+  ``--author``); ``pushers``: who pushed to the PR or authored or committed its commits
+  (case-folded, as the approval gate counts them; empty outside the service): a rule
+  naming ``author`` is evaluated once more with each of them as ``author`` and fails if
+  any evaluation does; ``environment``: the environment planned (``prod``, ``pr_12``...);
   ``files``: the paths the change touches (sorted; empty when not known);
 - ``today``: ``weekday`` (``Monday``...), ``date`` (``YYYY-MM-DD``), ``hour`` (0-23), UTC;
 - ``plan.added``, ``plan.removed``, ``plan.modified`` (directly), ``plan.indirect``,
@@ -35,7 +38,7 @@ from sluice.core.model.definition import Model
 from sluice.core.plan.plan import Plan
 
 FACT_NAMES: dict[str, tuple[str, ...]] = {
-    "": ("author", "environment", "files", "today", "plan"),
+    "": ("author", "pushers", "environment", "files", "today", "plan"),
     "today": ("weekday", "date", "hour"),
     "plan": ("added", "removed", "modified", "indirect", "destructive", "backfill", "models"),
     "plan.backfill": ("intervals", "bytes", "bytes_measured", "models"),
@@ -66,6 +69,7 @@ def plan_facts(
     base: Mapping[str, Model] | None = None,
     *,
     author: str = "",
+    pushers: Iterable[str] = (),
     files: Iterable[str] = (),
     now: dt.datetime | None = None,
 ) -> dict[str, Any]:
@@ -124,6 +128,7 @@ def plan_facts(
     entries.sort(key=lambda e: e["name"])
     return {
         "author": author,
+        "pushers": sorted(set(pushers)),
         "environment": plan.environment,
         "files": sorted(set(files)),
         "today": {"weekday": now.strftime("%A"), "date": now.date().isoformat(), "hour": now.hour},
