@@ -531,12 +531,6 @@ rule: '!files.exists(f, f.startsWith(".github/"))'
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, policies: an override is bound to the review's fingerprint (model "
-    "items), not to the facts the rule judged: after finance overrides a files-rule for one "
-    "workflow file, a push adding another workflow (same models) stays overridden",
-)
 def test_an_override_of_a_files_rule_does_not_cover_files_pushed_after_it(
     tmp_path: Path,
 ) -> None:

@@ -158,7 +158,13 @@ def raw_of(verdicts: Sequence[Verdict]) -> Raw:
 
 UNDER = " under "
 """Between a ``policy override`` row's policy and the settings generation it was given
-under (its outcome: ``overrode NAME under GENERATION``)."""
+under (its outcome: ``overrode NAME under GENERATION``, then :data:`AT` and the head
+commit for a rule naming a fact a push changes without changing the plan)."""
+AT = " at "
+"""Between a ``policy override`` row's generation and the PR head commit it binds to."""
+_BOUND = re.compile(r"\b(files|author|pushers)\b")
+"""A rule naming one of these facts: its override holds for the head it was given on only
+(a push changes the files or who pushed, not the plan's fingerprint)."""
 
 
 def valid_overrides(
@@ -167,22 +173,35 @@ def valid_overrides(
     fingerprint: str,
     number: int | None,
     generation: str,
+    head: str | None = None,
 ) -> dict[str, audit.Entry]:
     """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
     someone the policy, soft, names now (a policy made hard since, or whose
     ``override_by`` no longer names them, drops it); with ``number``, given on that pull
     request only (another PR with the same plan, by another author, asks again), and under
     the settings in force (``generation``: policies changed since void it). A promotion
-    without a PR (a tag) takes any PR's override of the very plan it applies."""
+    without a PR (a tag) takes any PR's override of the very plan it applies. An override
+    of a rule naming ``files``, ``author`` or ``pushers`` counts on the head commit it was
+    given on only (``head``: PR ``number``'s, asked of the forge when not given), so a
+    push changing those facts voids it."""
     soft = {p.name: p for p in policies if p.level == "soft"}
+    if (
+        head is None
+        and number is not None
+        and any(_BOUND.search(p.rule.text) for p in soft.values())
+    ):
+        head = job.forge.pull_request(number).head_sha
     found: dict[str, audit.Entry] = {}
     allowed: dict[str, frozenset[str]] = {}
     for row in job.ledger.policy_overrides(job.repo, fingerprint):
         name, _, under = row.outcome.removeprefix(audit.OVERRODE).partition(UNDER)
+        under, _, at = under.partition(AT)
         if under != generation:
             continue
         policy = soft.get(name)
         if policy is None or name in found:
+            continue
+        if _BOUND.search(policy.rule.text) and (head is None or at != head):
             continue
         if number is not None and row.ref != f"#{number}":
             continue
@@ -310,14 +329,16 @@ def report(
     """Set the ``sluice/policy`` check on ``sha`` for ``review`` (PR ``number``'s head's
     plan, its raw outcomes recorded) and return the judgement, with the overrides of its
     plan; None when no policies are in force (no check: nothing to say)."""
-    judgement = judgement_of(job, settings, review, number)
+    judgement = judgement_of(job, settings, review, number, sha)
     if judgement is None:
         return None
     job.forge.set_check(sha, check_of(judgement))
     return judgement
 
 
-def judgement_of(job: Job, settings: Settings, review: PlanReview, number: int) -> Judgement | None:
+def judgement_of(
+    job: Job, settings: Settings, review: PlanReview, number: int, head: str | None = None
+) -> Judgement | None:
     """The judgement of ``review`` (of PR ``number``'s head) by its recorded outcomes under
     the policies in force (None: none in force). A review made under other settings was
     judged by other policies: every policy then blocks until the PR is planned again."""
@@ -332,7 +353,9 @@ def judgement_of(job: Job, settings: Settings, review: PlanReview, number: int) 
             (p.name, "error", "the policies in force changed since this plan: plan again")
             for p in policies
         )
-    overrides = valid_overrides(job, policies, review.fingerprint, number, settings.generation)
+    overrides = valid_overrides(
+        job, policies, review.fingerprint, number, settings.generation, head
+    )
     return Judgement(shown(policies, raw, overrides))
 
 
@@ -384,7 +407,11 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
             job.repo,
             audit.POLICY_OVERRIDE,
             job.scrub(author),
-            audit.OVERRODE + name + UNDER + settings.generation,
+            audit.OVERRODE
+            + name
+            + UNDER
+            + settings.generation
+            + (AT + pr.head_sha if _BOUND.search(policy.rule.text) else ""),
             ref=f"#{pr.number}",
             plan_id=review.fingerprint,
             detail=job.scrub(reason),

@@ -349,7 +349,7 @@ def _build(
 def _policies(job: Job, post: _Poster, settings: trust.Settings, review: PlanReview) -> None:
     """The ``sluice/policy`` check and the comment's section for the recorded ``review``
     (no check when no policies are in force)."""
-    judgement = policies.judgement_of(job, settings, review, post.pr.number)
+    judgement = policies.judgement_of(job, settings, review, post.pr.number, post.pr.head_sha)
     if judgement is not None:
         post.check(policies.check_of(judgement))
     post.pending.append(policies.section(judgement))
