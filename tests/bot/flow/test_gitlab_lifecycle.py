@@ -112,9 +112,11 @@ def _mr_hook(action: str, iid: int, head: str, user: str, author: str,
     attrs.update(action=action, iid=iid, source_branch=f"feature-{iid}", target_branch="main",
                  author_id=hash(author) % 10_000, **attributes)  # fmt: skip
     attrs["last_commit"]["id"] = head
-    # GitLab moves updated_at to the moment of the action (an approval's time, to the gate).
+    # GitLab moves updated_at to the moment of the action (an approval's time, to the gate):
+    # a second after now, as a person reads the plan before approving it (the gate counts
+    # no approval stamped in the second its plan was published; GitLab's has whole seconds).
     attrs["updated_at"] = attributes.get("updated_at") or time.strftime(
-        "%Y-%m-%d %H:%M:%S UTC", time.gmtime()
+        "%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() + 1)
     )
     return payload
 
