@@ -360,7 +360,7 @@ def read_source(
         ConfigError: a side has both names of one file, as the loader says.
 
     >>> read_source({"sluice.yaml": "gate: {}"}.get, "config.yaml")
-    Source(config_path='config.yaml', config_text=None, settings_path='sluice.yaml', settings_text='gate: {}', where='')
+    Source(config_path='config.yaml', config_text=None, settings_path='sluice.yaml', settings_text='gate: {}', where='', policies=())
     """
     config_path, config_text = read_config(read, path)
     folder = settings_beside(path)[: -len(SETTINGS_FILES[0])]
