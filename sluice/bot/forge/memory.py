@@ -390,16 +390,7 @@ class MemoryForge:
     def on_branch(self, sha: str, branch: str) -> bool:
         self._call("on_branch", sha, branch)
         tip = self.refs.get(branch, branch if branch in self.files else None)  # or a commit
-        seen: set[str] = set()
-        todo = [tip] if tip is not None else []
-        while todo:
-            current = todo.pop()
-            if current == sha:
-                return True
-            if current not in seen:
-                seen.add(current)
-                todo.extend(self.parents.get(current, ()))
-        return False
+        return sha in self._ancestors(tip)
 
     # -- the protocol: pull requests -------------------------------------------------------
 

@@ -111,8 +111,9 @@ def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
     gl.deliver(service, "pull_request_review", gl.review(13, head, "carol", "approved", head))
     assert github.checks_on(head)["sluice/pr-environment"]["conclusion"] == "action_required"
     # Forge times have whole seconds, and the gate compares to the second: the build dana's
-    # approval releases is published in a later second than carol's approval.
-    time.sleep(1.1)
+    # approval releases is published in a later second than carol's approval (which the
+    # fake stamps a second after now, as a person reads the plan first).
+    time.sleep(2.1)
     github.add_review(13, "dana", "APPROVED", head)
     gl.deliver(service, "pull_request_review", gl.review(13, head, "dana", "approved", head))
     built = github.checks_on(head)
