@@ -14,136 +14,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sluice.bot.events.github import parse_github
 from sluice.bot.flow import dispatch, trust
-from sluice.bot.flow.deps import make_deps
-from sluice.bot.flow.job import Job
-from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PYTHON_ITEM, PlanReview
-from sluice.bot.forge.base import Check, ForgeError
-from sluice.bot.forge.memory import MemoryForge
-from sluice.bot.intake.pin import pin_event
+from sluice.bot.forge.base import ForgeError
+from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase
-
-OWNER = "octo/warehouse"
-KEY = f"github:{OWNER}"
-NOW = 1_800_000_000_000
-MINUTE = 60_000
-ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
-GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
-# The gate of owners only: no required approvers, every changed model's owner approves
-# (and, since 403353e, every prod owner approves a change of the whole project).
-OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
-
-
-class Clock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class Bot:
-    """The flow on a SQLite state and the in-memory GitHub, with a clock the test moves."""
-
-    def __init__(self, root: Path, forge: MemoryForge) -> None:
-        self.root, self.forge, self.clock = root, forge, Clock(NOW)
-        forge.clock = self.clock  # reviews are given at the flow's time
-        self.url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge,
-                              workdir=root / "work", state_url=self.url,
-                              clock=self.clock)  # fmt: skip
-        self.ledger = Ledger(self.url)
-
-    def deliver(self, event: str, payload: dict[str, Any]) -> bool:
-        """Hand a webhook to the flow; False when the service ignores that kind of event."""
-        parsed = parse_github(event, payload)
-        if parsed is None:
-            return False
-        parsed = pin_event(parsed, self.deps.forge_for)
-        assert parsed is not None
-        dispatch.handle(self.deps, parsed)
-        return True
-
-    def approval(self, sha: str) -> Check:
-        return self.forge.checks[sha]["sluice/approval"]
-
-    def in_force(self) -> trust.Settings:
-        job = Job.start(self.deps, self.forge)
-        try:
-            return trust.for_repository(job)
-        finally:
-            job.close()
-
-    def close(self) -> None:
-        self.deps.close()
-        self.ledger.close()
+from tests.helpers.gate_world import (
+    GATED,
+    KEY,
+    MINUTE,
+    NOW,
+    OWNER,
+    OWNERS_ONLY,
+    ROOT,
+    A,
+    B,
+    Bot,
+    C,
+    D,
+)
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    forge = MemoryForge(OWNER, name="github")
-    forge.commit(ROOT, {"config.yaml": GATED}, branch="main")
-    forge.commit(A, {"config.yaml": GATED}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": GATED}, parents=(A,))
-    forge.roles.update({"alice": "write", "bob": "write", "carol": "admin"})
-    made = Bot(tmp_path, forge)
+    made = gw.make_bot(tmp_path, GATED, {"alice": "write", "bob": "write", "carol": "admin"})
     yield made
     made.close()
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _pr_event(action: str, head: str, sender: str, *, updated: int | None = None,
-              author: str = "alice", draft: bool = False) -> dict[str, Any]:  # fmt: skip
-    case = "opened" if action == "opened" else "synchronize"
-    payload = realcase(f"github/pull_request/{case}.payload.json", OWNER, action=action, **{
-        "number": 7, "pull_request.number": 7, "pull_request.head.sha": head,
-        "pull_request.base.ref": "main", "pull_request.user.login": author,
-        "pull_request.draft": draft, "pull_request.head.repo.full_name": OWNER,
-        "sender.login": sender,
-    })  # fmt: skip
-    if updated is not None:
-        payload["pull_request"]["updated_at"] = _iso(updated)
-    return payload
-
-
-def _review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
-    return realcase("github/pull_request_review/submitted.payload.json", OWNER,
-                    action="submitted", **{
-        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
-        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
-    })  # fmt: skip
-
-
-def _push(branch: str, head: str, sender: str) -> dict[str, Any]:
-    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``."""
-    push = realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/heads/{branch}",
-                    after=head, deleted=False)  # fmt: skip
-    push["sender"]["login"] = sender
-    return push
-
-
-def _approve(bot: Bot, user: str, head: str, review_id: int) -> None:
-    """``user`` approves the PR at ``head`` now (after its plan), and its webhook."""
-    made = bot.forge.add_review(7, user, "APPROVED", head)
-    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(bot.clock.now))
-    bot.deliver("pull_request_review", _review(user, "approved", head, review_id))
-
-
-def _plan(bot: Bot, head: str, review: PlanReview) -> None:
-    """The plan a PR build records on ``head`` (no Spark), published now."""
-    bot.ledger.record_plan(KEY, 7, head, review, bot.clock.now)
-    bot.clock.now += MINUTE
 
 
 BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
@@ -156,14 +57,14 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
     bot: Bot,
 ) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     # alice's PR changes the project's Python only. Built under main's gate (bob or carol
     # must approve), its review is what pr_build makes with owners_only=False: the Python
     # item, and nobody's ownership asked (the required approvers speak for it).
     built_under = bot.in_force().generation  # the settings a build records its review under
     python = PlanReview("fp-py", ((PYTHON_ITEM, "py-alice"),), {}, {}, generation=built_under)
-    _plan(bot, A, python)
-    bot.deliver("pull_request_review", _review("alice", "commented", A, 1))
+    gw.plan(bot, A, python)
+    bot.deliver("pull_request_review", gw.review("alice", "commented", A, 1))
     assert bot.approval(A).conclusion == "failure"  # bob or carol must approve
     # Another PR, approved and promoted, moves the gate to owners only: from now on a
     # change of the whole project (the Python) is every prod owner's to approve.
@@ -176,7 +77,7 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
     # alice comments on her own PR (any review event evaluates the gate again): the review
     # on A still says "no owner to ask", now with no required approvers either.
     bot.forge.add_review(7, "alice", "COMMENTED", A)
-    bot.deliver("pull_request_review", _review("alice", "commented", A, 2))
+    bot.deliver("pull_request_review", gw.review("alice", "commented", A, 2))
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
     assert bot.approval(A).title == "The settings in force changed: plan again"
     assert bot.ledger.unapproved(KEY, python.items, in_force.generation) != [], (
@@ -189,20 +90,20 @@ def test_a_plan_reviewed_under_the_old_gate_does_not_pass_a_new_owners_only_gate
 
 def test_an_approver_pushing_through_a_bot_account_does_not_approve_their_push(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
-    _plan(bot, A, PlanReview("fp-a", (("s.alice", "k-a"),), {}, {}))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    gw.plan(bot, A, PlanReview("fp-a", (("s.alice", "k-a"),), {}, {}))
     # bob's workflow (on: push, on a branch of his) pushes his commit onto alice's branch
     # with the workflow's token: GitHub's synchronize names github-actions[bot].
     bot.forge.push(7, B)
-    bot.deliver("pull_request", _pr_event("synchronize", B, "github-actions[bot]"))
+    bot.deliver("pull_request", gw.pr_event("synchronize", B, "github-actions[bot]"))
     assert "bob" not in bot.ledger.pushers(KEY, 7)
-    _plan(bot, B, BOBS)
-    _approve(bot, "bob", B, 41)
+    gw.plan(bot, B, BOBS)
+    gw.approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
     assert bot.ledger.unapproved(KEY, BOBS.items, bot.in_force().generation) != []
     assert "`github-actions[bot]` pushed to this pull request" in bot.approval(B).summary
     # A second approver makes it: whoever drove the bot, one of the two is someone else.
-    _approve(bot, "carol", B, 42)
+    gw.approve(bot, "carol", B, 42)
     assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     assert "2 of 2 required" in bot.approval(B).summary
 
@@ -220,10 +121,10 @@ def test_an_approver_whose_branch_another_opened_does_not_approve_their_push(bot
     bot.deliver("push", push)  # the service does nothing with it
     # ... and asks alice to open the pull request for it ("could you open it, I'm off").
     bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="bobs")
-    bot.deliver("pull_request", _pr_event("opened", B, "alice"))
+    bot.deliver("pull_request", gw.pr_event("opened", B, "alice"))
     assert bot.ledger.pushers(KEY, 7) == {"alice"}
-    _plan(bot, B, BOBS)
-    _approve(bot, "bob", B, 41)
+    gw.plan(bot, B, BOBS)
+    gw.approve(bot, "bob", B, 41)
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
 
 
@@ -232,12 +133,12 @@ def test_an_approver_whose_branch_another_opened_does_not_approve_their_push(bot
 
 def test_a_late_synchronize_still_records_its_pusher(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice", updated=NOW))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice", updated=NOW))
     # bob pushes B (updated_at NOW+1s); alice's later event (a ready/sync at NOW+2s) is
     # delivered first, and bob's synchronize after it (webhooks are not ordered).
     bot.forge.push(7, B)
-    bot.deliver("pull_request", _pr_event("synchronize", B, "alice", updated=NOW + 2000))
-    bot.deliver("pull_request", _pr_event("synchronize", B, "bob", updated=NOW + 1000))
+    bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice", updated=NOW + 2000))
+    bot.deliver("pull_request", gw.pr_event("synchronize", B, "bob", updated=NOW + 1000))
     assert "bob" in bot.ledger.pushers(KEY, 7), "bob pushed B, and may approve it now"
 
 
@@ -248,18 +149,18 @@ def test_an_approval_in_the_second_the_plan_changed_does_not_count_for_the_new_p
     bot: Bot,
 ) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     bot.clock.now = NOW - 60 * MINUTE
-    _plan(bot, A, PlanReview("fp-1", (("s.m", "k-1"),), {}, {}))
+    gw.plan(bot, A, PlanReview("fp-1", (("s.m", "k-1"),), {}, {}))
     # bob approves plan fp-1 at NOW + 0.3 s (GitHub's submitted_at says NOW: seconds only);
     # alice's `/sluice plan` publishes another plan of the same commit at NOW + 0.4 s.
     bot.clock.now = NOW
     made = bot.forge.add_review(7, "bob", "APPROVED", A)
-    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=_iso(NOW))
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=gw.iso(NOW))
     second = PlanReview("fp-2", (("s.m", "k-2"),), {}, {})
     bot.ledger.record_plan(KEY, 7, A, second, NOW + 400)
     bot.clock.now = NOW + 2000
-    bot.deliver("pull_request_review", _review("bob", "approved", A, 41))
+    bot.deliver("pull_request_review", gw.review("bob", "approved", A, 41))
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
 
 
@@ -274,7 +175,7 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
 
     # (A draft: its events build nothing, and this test needs no build.)
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice", draft=True)
-    bot.deliver("pull_request", _pr_event("opened", A, "alice", draft=True))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice", draft=True))
     # bob pushes his commit B onto alice's PR; while the worker is busy elsewhere, a push
     # on top of it (C: alice pulling and pushing a follow-up, or pre-commit.ci's autofix)
     # arrives. C holds bob's change.
@@ -283,11 +184,11 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
     try:
         # Each push sends a push webhook and the PR's synchronize, as GitHub does.
         for n, (head, sender) in enumerate(((B, "bob"), (C, "alice"))):
-            push = _push("change", head, sender)
+            push = gw.push("change", head, sender)
             for m, (kind, payload) in enumerate(
                 (
                     ("push", push),
-                    ("pull_request", _pr_event("synchronize", head, sender, draft=True)),
+                    ("pull_request", gw.pr_event("synchronize", head, sender, draft=True)),
                 )
             ):
                 parsed = parse_github(kind, payload)
@@ -301,8 +202,8 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
         queue.close()
     assert "bob" not in bot.ledger.pushers(KEY, 7)  # his synchronize never ran
     bot.forge.pulls[7] = dataclasses.replace(bot.forge.pulls[7], draft=False)
-    _plan(bot, C, BOBS)
-    _approve(bot, "bob", C, 41)  # but his push to the branch counts: B is C's parent
+    gw.plan(bot, C, BOBS)
+    gw.approve(bot, "bob", C, 41)  # but his push to the branch counts: B is C's parent
     assert bot.approval(C).conclusion != "success", bot.approval(C).summary
     assert "@bob pushed to this pull request" in bot.approval(C).summary
 
@@ -312,25 +213,25 @@ def test_a_superseded_synchronize_still_records_its_pusher(bot: Bot, tmp_path: P
 
 def test_a_commit_an_approver_wrote_is_theirs_whoever_pushed_it(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     # alice pushes a commit bob wrote (GitHub maps its author e-mail to bob).
     bot.forge.commit(C, {"config.yaml": GATED}, parents=(A,), author="bob", committer="alice")
     bot.forge.push(7, C)
-    bot.deliver("pull_request", _pr_event("synchronize", C, "alice"))
-    _plan(bot, C, BOBS)
-    _approve(bot, "bob", C, 41)
+    bot.deliver("pull_request", gw.pr_event("synchronize", C, "alice"))
+    gw.plan(bot, C, BOBS)
+    gw.approve(bot, "bob", C, 41)
     assert bot.approval(C).conclusion != "success", bot.approval(C).summary
-    _approve(bot, "carol", C, 42)
+    gw.approve(bot, "carol", C, 42)
     assert bot.approval(C).conclusion == "success", bot.approval(C).summary
 
 
 def test_a_push_the_pull_request_no_longer_holds_is_not_its_pushers(bot: Bot) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
-    bot.deliver("push", _push("change", D, "bob"))  # a commit alice force-pushed away
-    bot.deliver("push", _push("change", A, "alice"))
-    _plan(bot, A, BOBS)
-    _approve(bot, "bob", A, 41)
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    bot.deliver("push", gw.push("change", D, "bob"))  # a commit alice force-pushed away
+    bot.deliver("push", gw.push("change", A, "alice"))
+    gw.plan(bot, A, BOBS)
+    gw.approve(bot, "bob", A, 41)
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary
 
 
@@ -338,13 +239,13 @@ def test_where_the_forge_cannot_list_the_commits_every_push_to_the_branch_counts
     bot: Bot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-    bot.deliver("pull_request", _pr_event("opened", A, "alice"))
-    bot.deliver("push", _push("change", D, "bob"))
+    bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    bot.deliver("push", gw.push("change", D, "bob"))
 
     def broken(number: int) -> None:
         raise ForgeError("listing the commits of pull request #7 failed: 502")
 
     monkeypatch.setattr(bot.forge, "pull_commits", broken)
-    _plan(bot, A, BOBS)
-    _approve(bot, "bob", A, 41)
+    gw.plan(bot, A, BOBS)
+    gw.approve(bot, "bob", A, 41)
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary

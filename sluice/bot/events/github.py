@@ -125,7 +125,17 @@ def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
         title=optional(payload, "pull_request.title", str) or "",
         updated_ms=moment(payload, "pull_request.updated_at"),
         pusher=optional(payload, "sender.login", str) if action in PUSHED else None,
+        head_owner=_head_owner(payload),
     )
+
+
+def _head_owner(payload: Mapping[str, Any]) -> str | None:
+    """The owner of a fork PR's head repository (``owner/name``'s owner); None for a PR
+    from the base repository, or from a deleted fork."""
+    if not _is_fork(payload):
+        return None
+    name = optional(payload, "pull_request.head.repo.full_name", str)
+    return name.split("/", 1)[0] or None if name else None
 
 
 def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:

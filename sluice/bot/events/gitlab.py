@@ -170,7 +170,14 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
         title=optional(payload, "object_attributes.title", str) or "",
         updated_ms=moment(payload, "object_attributes.updated_at"),
         pusher=optional(payload, "user.username", str) if kind in PUSHED else None,
+        head_owner=_source_namespace(attrs) if _is_fork(attrs) else None,
     )
+
+
+def _source_namespace(attrs: Mapping[str, Any]) -> str | None:
+    """A fork MR's source project's namespace (a user's username, or a group's path)."""
+    path = optional(attrs, "source.path_with_namespace", str)
+    return path.rsplit("/", 1)[0] or None if path and "/" in path else None
 
 
 def _note(payload: Mapping[str, Any]) -> CommentEvent | None:

@@ -122,6 +122,9 @@ class PullRequestEvent(_Base):
     # Who made the event: on opened, reopened or synchronize, who pushed the head (whose
     # approval then does not count, as the author's does not).
     pusher: str | None = None
+    # A fork PR's head repository's namespace (its owner's login, or a group's path): its
+    # pushes are told to the fork alone, so the owner counts as having pushed.
+    head_owner: str | None = None
 
     def content_key(self) -> str | None:
         if self.action != "closed":

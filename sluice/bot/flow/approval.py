@@ -27,6 +27,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
 )
 from sluice.bot.flow.job import Job
+from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import ForgeError, PullCommit, PullRequest, Review, members
 from sluice.bot.present import checks, comment
@@ -76,22 +77,15 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         # is planned again (red team, approval round 2).
         job.forge.set_check(pr.head_sha, checks.replan_needed())
         if approved and pr.base_ref == settings.branch:
-            with job.ledger.together("record the gate's decision"):
-                job.ledger.withdraw(repo, pr.number)
-                audit.record(
-                    job,
-                    audit.APPROVAL,
-                    "withdrawn",
-                    ref=f"#{pr.number}",
-                    plan_id=review.fingerprint,
-                    detail=f"planned under settings no longer in force, at {pr.head_sha[:12]}",
-                )
+            detail = f"planned under settings no longer in force, at {pr.head_sha[:12]}"
+            _decide(job, pr, review, None, detail)
         return None
     pushers = _pushers(recorded)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
     teams |= {owner for owner in owners.values() if "/" in owner}
+    teams |= {owner for owner in review.prod_owners if "/" in owner}
     result = evaluate(
         settings.gate,
         GateInput(
@@ -105,6 +99,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             planned_at=plan_times,
             pushers=pushers.people,
             bot_pushers=pushers.bots,
+            prod_owners=frozenset(review.prod_owners),
         ),
     )
     into_prod = pr.base_ref == settings.branch
@@ -123,28 +118,11 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     # is approved no more, so a merge past the check cannot promote it.
     withdrawing = not approving and into_prod and bool(approved)
     if approving or withdrawing:
-        with job.ledger.together("record the gate's decision"):
-            if approving:
-                job.ledger.approve(
-                    repo,
-                    pr.number,
-                    pr.head_sha,
-                    review.items,
-                    result.approved_by,
-                    job.now,
-                    settings.generation,
-                )
-            else:
-                job.ledger.withdraw(repo, pr.number)
-            audit.record(
-                job,
-                audit.APPROVAL,
-                "passed" if approving else "withdrawn",
-                ref=f"#{pr.number}",
-                plan_id=review.fingerprint,
-                detail=f"{title}; approved by {', '.join(result.approved_by) or 'nobody'}; "
-                f"at {pr.head_sha[:12]} into {pr.base_ref}",
-            )
+        detail = (
+            f"{title}; approved by {', '.join(result.approved_by) or 'nobody'}; "
+            f"at {pr.head_sha[:12]} into {pr.base_ref}"
+        )
+        _decide(job, pr, review, (result, settings) if approving else None, detail)
     summary = result.summary
     if not into_prod:
         summary = checks.not_into_prod(pr.base_ref, settings.branch, summary)
@@ -165,6 +143,40 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     )
     job.publish(pr.number, sections=sections)
     return Verdict(result, settings)
+
+
+def _decide(
+    job: Job,
+    pr: PullRequest,
+    review: PlanReview,
+    passed: tuple[GateResult, Settings] | None,
+    detail: str,
+) -> None:
+    """Record a decision that changes what is approved for prod, and its audit row, in one
+    transaction (both, or neither and a retry): the gate ``passed`` (its result, under
+    those settings), or what the PR's gate once passed is approved no more (None)."""
+    with job.ledger.together("record the gate's decision"):
+        if passed is not None:
+            result, settings = passed
+            job.ledger.approve(
+                job.repo,
+                pr.number,
+                pr.head_sha,
+                review.items,
+                result.approved_by,
+                job.now,
+                settings.generation,
+            )
+        else:
+            job.ledger.withdraw(job.repo, pr.number)
+        audit.record(
+            job,
+            audit.APPROVAL,
+            "passed" if passed is not None else "withdrawn",
+            ref=f"#{pr.number}",
+            plan_id=review.fingerprint,
+            detail=detail,
+        )
 
 
 def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:

@@ -136,6 +136,20 @@ def handle(deps: Deps, event: Event) -> None:
         job.close()
 
 
+def _record_pushers(job: Job, event: PullRequestEvent) -> None:
+    """Whoever pushed a head does not approve it (gate_rules: pushers), even when a newer
+    event of the PR was handled first: a synchronize's sender pushed its head (so any PR
+    holding that commit counts them, as a push hook's pusher); a fork's owner pushed to the
+    fork, whose push hooks never reach this repository."""
+    ledger, repo = job.ledger, job.repo
+    if event.pusher:
+        ledger.record_pusher(repo, event.number, event.pusher, job.now)
+        if event.action == "synchronize":
+            ledger.record_branch_push(repo, event.head_ref, [event.head_sha], event.pusher, job.now)
+    if event.fork and event.head_owner:
+        ledger.record_pusher(repo, event.number, event.head_owner, job.now)
+
+
 def _admitted(job: Job, event: Event) -> bool:
     """Whether ``event`` is to be handled (see :func:`handle`); the repository's records
     (its owner, that it was seen, the PR's head) made on the way, in one transaction."""
@@ -149,10 +163,8 @@ def _admitted(job: Job, event: Event) -> bool:
         else:
             refused = False
             ledger.seen(repo, event.installation_id, job.now)
-            if isinstance(event, PullRequestEvent) and event.pusher:
-                # Whoever pushed a head does not approve it (gate_rules: pushers), even
-                # when a newer event of the PR was handled first.
-                ledger.record_pusher(repo, event.number, event.pusher, job.now)
+            if isinstance(event, PullRequestEvent):
+                _record_pushers(job, event)
             key = event.content_key()
             before = ledger.handled(repo, key) if key is not None else None
             newer = (

@@ -101,8 +101,12 @@ class GateInput:
             approval never counts (their change is not theirs to approve).
         bot_pushers: Bot accounts that pushed to it or opened it: whoever drove the push
             is unknown, maybe an approver, so the gate asks one approval more than it
-            would (from a required approver; under a gate of owners only, an owner), and
-            a lone person can never approve their own push made through a bot.
+            would (from a required approver; under a gate of owners only, an owner prod
+            records), and a lone person can never approve their own push made through a
+            bot.
+        prod_owners: Every owner prod records (logins or ``org/team``): under a gate of
+            owners only, the approval more comes from them, never from an owner a new
+            model's header in the pull request names.
     """
 
     author: str
@@ -115,6 +119,7 @@ class GateInput:
     planned_at: Mapping[str, int] = field(default_factory=dict)
     pushers: frozenset[str] = frozenset()
     bot_pushers: frozenset[str] = frozenset()
+    prod_owners: frozenset[str] = frozenset()
 
 
 _GITLAB_BOT = re.compile(
@@ -214,8 +219,11 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
     return by_user
 
 
-def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str | None:
-    """None when ``given`` approves the current plan, else why not (for the stale list)."""
+def _approves(
+    gate: GateInput, plans: Mapping[str, str], planned_at: Mapping[str, int], given: _Given
+) -> str | None:
+    """None when ``given`` approves the current plan, else why not (for the stale list);
+    ``plans`` and ``planned_at`` are the gate's, keyed by lower-case sha."""
     if given.sha is None:
         return "approved a commit the forge did not name"
     sha = given.sha.lower()
@@ -226,7 +234,7 @@ def _approves(gate: GateInput, plans: Mapping[str, str], given: _Given) -> str |
         given.plan is not None and not gate.current_plan.startswith(given.plan)
     ):
         return f"approved {short}, whose plan differs from the current plan"
-    since = next((ts for at, ts in gate.planned_at.items() if at.lower() == sha), None)
+    since = planned_at.get(sha)
     if given.plan is None and since is not None:
         # To the second where the forge's time has no finer (GitHub's submitted_at, most
         # GitLab times): an approval in the very second the plan was published may have
@@ -274,6 +282,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         for team, logins in gate.team_members.items()
     }
     plans = {sha.lower(): plan for sha, plan in gate.plans.items()}
+    planned_at = {sha.lower(): ts for sha, ts in gate.planned_at.items()}
 
     eligible_names: dict[str, str] = {}
     for user in required.users:
@@ -313,7 +322,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
             continue
         relevant = key in eligible_names or key in owner_people
         login = standing.login
-        reasons = [_approves(gate, plans, given) for given in standing.approved]
+        reasons = [_approves(gate, plans, planned_at, given) for given in standing.approved]
         if None in reasons:
             valid[key] = login
             if not relevant:
@@ -328,8 +337,10 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     extra = 1 if gate.bot_pushers and base else 0
     # The approval more comes from the required approvers (the prod branch's settings),
     # never from an owner a new model's header in the PR names; a gate of owners only has
-    # its owners alone.
-    pool = set(eligible_names) or (owner_people if extra else set())
+    # the owners prod records.
+    pool = set(eligible_names)
+    if extra and not pool:
+        pool = set().union(*(owner_keys(owner) for owner in gate.prod_owners))
     counted = sorted((k for k in valid if k in pool), key=lambda k: valid[k].casefold())
     approved_by = tuple(valid[k] for k in counted)
     need = required.count + extra * (base - required.count + 1)
@@ -414,7 +425,8 @@ def _summary(
         sentences.append(
             f"{bots} pushed to this pull request: a bot account, driven by someone the forge "
             "does not name (maybe an approver), so one approval more than the gate asks is "
-            "needed, from a required approver (under a gate of owners only, an owner)."
+            "needed, from a required approver (under a gate of owners only, an owner prod "
+            "records)."
         )
     if need:
         who = _join([_mention(u) for u in approved_by]) if approved_by else "nobody yet"

@@ -59,6 +59,10 @@ class PlanReview:
     # pass, fail or error, the error's text): what an override lifts
     # (:mod:`sluice.bot.flow.policies`).
     policies: tuple[tuple[str, str, str], ...] = ()
+    # Every owner prod records when it was made: under a gate of owners only, the approval
+    # more a bot's push asks comes from them (gate_rules), never
+    # from an owner a new model's header names.
+    prod_owners: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +74,7 @@ class PlanReview:
             "merge_bytes": self.merge_bytes,
             "generation": self.generation,
             "policies": [list(verdict) for verdict in self.policies],
+            "prod_owners": list(self.prod_owners),
         }
 
     @classmethod
@@ -86,6 +91,7 @@ class PlanReview:
                 (str(name), str(outcome), str(error))
                 for name, outcome, error in data.get("policies") or ()
             ),
+            prod_owners=tuple(str(owner) for owner in data.get("prod_owners") or ()),
         )
 
 
@@ -170,7 +176,8 @@ def review_of(
     fingerprint = hashlib.sha256(
         json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()
     ).hexdigest()
-    return PlanReview(fingerprint, tuple(items), direct, breaking)
+    prod_owners = tuple(sorted({who for who in trusted.values() if who}))
+    return PlanReview(fingerprint, tuple(items), direct, breaking, prod_owners=prod_owners)
 
 
 def python_item(project: Project, prod_python: str | None) -> Item | None:

@@ -189,6 +189,8 @@ def test_fork_prs(relpath: str, number: int, author: str) -> None:
     event = parsed(relpath, PullRequestEvent)
     assert (event.action, event.number, event.author) == ("opened", number, author)
     assert event.fork is True
+    # Its pushes are told to the fork alone: its owner counts as having pushed to the PR.
+    assert event.head_owner == author
     assert event.base_ref == "master"
     assert event.head_ref == "mapproxy"
     # 2017 payloads predate draft PRs: no "draft" key at all.
@@ -207,6 +209,7 @@ def test_edited_pr_is_no_work_and_its_fork_flag_is_a_trap() -> None:
     event = parse_github("pull_request", payload)
     assert isinstance(event, PullRequestEvent)
     assert event.fork is False
+    assert event.head_owner is None  # the base repository's pushes are told to it
 
 
 def test_merged_close() -> None:

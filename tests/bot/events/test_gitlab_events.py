@@ -107,8 +107,10 @@ def test_push_to_the_mr_is_a_synchronize_and_the_author_is_not_guessed() -> None
 def test_fork_is_told_by_the_source_project() -> None:
     event = parse_gitlab(MR, load_case("gitlab/merge_request_open_fork.json"))
     assert isinstance(event, PullRequestEvent) and event.fork  # same id, other path
+    assert event.head_owner == "sourceorg"  # the fork's namespace pushed to it
     same = parse_gitlab(MR, load_case("gitlab/merge_request_open.json"))
     assert isinstance(same, PullRequestEvent) and not same.fork
+    assert same.head_owner is None
     payload = load_case("gitlab/merge_request_open.json")
     payload["object_attributes"]["source_project_id"] += 1
     moved = parse_gitlab(MR, payload)

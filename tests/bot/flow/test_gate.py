@@ -68,6 +68,7 @@ def run(
     planned_at: Mapping[str, int] | None = None,
     pushers: frozenset[str] = frozenset(),
     bots: frozenset[str] = frozenset(),
+    prod_owners: frozenset[str] | None = None,
 ) -> GateResult:
     return evaluate(
         gate_settings,
@@ -82,6 +83,9 @@ def run(
             planned_at=planned_at or {},
             pushers=pushers,
             bot_pushers=bots,
+            # Prod records every owner named (unless the test says): a new model's owner
+            # is its header's alone.
+            prod_owners=frozenset((owners or {}).values()) if prod_owners is None else prod_owners,
         ),
     )
 
@@ -792,6 +796,14 @@ def test_a_push_through_a_bot_under_an_owners_only_gate_needs_another_owner() ->
     lone = run(owners_only, [review("dave")], owners={"s.a": "dave"}, bots=bots)
     assert not lone.ok and lone.missing == 1
     assert run(owners_only, [review("dave")], owners={"s.a": "dave"}).ok
+    # erin owns s.b only by its header (a model the PR adds): not the approval more.
+    named = run(owners_only, [review("dave"), review("erin")], owners=owners, bots=bots,
+                prod_owners=frozenset({"dave"}))  # fmt: skip
+    assert not named.ok and named.missing == 1, named.summary
+    # frank owns a prod model the PR leaves alone: an owner prod records, so his counts.
+    frank = run(owners_only, [review("dave"), review("erin"), review("frank")], owners=owners,
+                bots=bots, prod_owners=frozenset({"dave", "frank"}))  # fmt: skip
+    assert frank.ok, frank.summary
 
 
 def test_a_bot_push_asks_nothing_where_the_gate_asks_nobody() -> None:

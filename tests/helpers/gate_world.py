@@ -1,0 +1,147 @@
+"""The approval gate's flow without Spark, for attacks on it: real GitHub webhook bodies,
+the in-memory forge, the ledger on SQLite, a clock the test moves, and plans recorded as a
+PR build records them (the red-team modules tests/security/test_red_team_approval*.py).
+
+PR 7 of ``octo/warehouse`` is the pull request every helper here speaks of.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.intake.pin import pin_event
+from tests.helpers.cases import realcase
+
+OWNER = "octo/warehouse"
+KEY = f"github:{OWNER}"
+NOW = 1_800_000_000_000
+MINUTE = 60_000
+ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
+GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
+OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
+"""The gate of owners only: no required approvers, every changed model's owner approves."""
+
+
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Bot:
+    """The flow on a SQLite state and the in-memory GitHub, with a clock the test moves."""
+
+    def __init__(self, root: Path, forge: MemoryForge) -> None:
+        self.root, self.forge, self.clock = root, forge, Clock(NOW)
+        forge.clock = self.clock  # reviews are given at the flow's time
+        self.url = f"sqlite:///{root / 'state.db'}"
+        self.deps = make_deps(project_python="on", forge_for=lambda _event: forge,
+                              workdir=root / "work", state_url=self.url,
+                              clock=self.clock)  # fmt: skip
+        self.ledger = Ledger(self.url)
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> bool:
+        """Hand a webhook to the flow; False when the service ignores that kind of event."""
+        parsed = parse_github(event, payload)
+        if parsed is None:
+            return False
+        parsed = pin_event(parsed, self.deps.forge_for)
+        assert parsed is not None
+        dispatch.handle(self.deps, parsed)
+        return True
+
+    def approval(self, sha: str) -> Check:
+        return self.forge.checks[sha]["sluice/approval"]
+
+    def in_force(self) -> trust.Settings:
+        job = Job.start(self.deps, self.forge)
+        try:
+            return trust.for_repository(job)
+        finally:
+            job.close()
+
+    def close(self) -> None:
+        self.deps.close()
+        self.ledger.close()
+
+
+def make_bot(root: Path, config: str, roles: dict[str, str]) -> Bot:
+    """A bot whose ``main`` (ROOT) and the commits A, then B, above it hold ``config``."""
+    forge = MemoryForge(OWNER, name="github")
+    forge.commit(ROOT, {"config.yaml": config}, branch="main")
+    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": config}, parents=(A,))
+    forge.roles.update(roles)
+    return Bot(root, forge)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def pr_event(action: str, head: str, sender: str, *, author: str = "alice",
+             updated: int | None = None, draft: bool = False, head_ref: str | None = None,
+             head_repo: str = OWNER) -> dict[str, Any]:  # fmt: skip
+    """GitHub's ``pull_request`` webhook of PR 7 into main: ``sender`` made ``action`` at
+    ``head``; ``head_repo`` other than the base's is a fork (another repository id)."""
+    case = "opened" if action == "opened" else "synchronize"
+    changes: dict[str, Any] = {
+        "number": 7, "pull_request.number": 7, "pull_request.head.sha": head,
+        "pull_request.base.ref": "main", "pull_request.user.login": author,
+        "pull_request.draft": draft, "pull_request.head.repo.full_name": head_repo,
+        "sender.login": sender,
+    }  # fmt: skip
+    if head_ref is not None:
+        changes["pull_request.head.ref"] = head_ref
+    payload = realcase(f"github/pull_request/{case}.payload.json", OWNER, action=action,
+                       **changes)  # fmt: skip
+    if head_repo != OWNER:
+        payload["pull_request"]["head"]["repo"]["id"] = 4242
+    if updated is not None:
+        payload["pull_request"]["updated_at"] = iso(updated)
+    return payload
+
+
+def review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
+    """GitHub's ``pull_request_review`` webhook: ``user`` reviewed PR 7 at ``head``."""
+    return realcase("github/pull_request_review/submitted.payload.json", OWNER,
+                    action="submitted", **{
+        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
+        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
+    })  # fmt: skip
+
+
+def push(branch: str, head: str, sender: str, commits: tuple[str, ...] = ()) -> dict[str, Any]:
+    """GitHub's push webhook: ``sender`` pushed ``branch`` to ``head``, bringing ``commits``
+    (oldest first; by default the head alone), listed as GitHub lists a push's commits."""
+    made = realcase("github/push/woodpecker__HookTag.json", OWNER, ref=f"refs/heads/{branch}",
+                    after=head, deleted=False)  # fmt: skip
+    made["sender"]["login"] = sender
+    made["commits"] = [{"id": sha, "distinct": True} for sha in commits or (head,)]
+    return made
+
+
+def approve(bot: Bot, user: str, head: str, review_id: int) -> None:
+    """``user`` approves PR 7 at ``head`` now (after its plan), and its webhook."""
+    made = bot.forge.add_review(7, user, "APPROVED", head)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=iso(bot.clock.now))
+    bot.deliver("pull_request_review", review(user, "approved", head, review_id))
+
+
+def plan(bot: Bot, head: str, made: PlanReview) -> None:
+    """The plan a PR build records for PR 7 on ``head`` (no Spark), published now."""
+    bot.ledger.record_plan(KEY, 7, head, made, bot.clock.now)
+    bot.clock.now += MINUTE
