@@ -337,6 +337,8 @@ def pr_key(event: Event) -> str:
         return prod
     if isinstance(event, CommentEvent) and _changes_prod(event.body):
         return prod
+    if isinstance(event, CheckRunEvent) and event.check_name == "sluice/drift":
+        return prod  # a drift repair's request or approval: it may apply a plan to prod
     if isinstance(event, CheckRunEvent):
         suffix = f"#{event.numbers[0]}" if event.numbers else f"@{event.head_sha}"
         return f"{event.forge}:{event.repo}{suffix}"

@@ -36,6 +36,10 @@ Each decision is recorded by one call of :func:`record` in the one place it is m
   head): ``pr_build._build``;
 - ``notification`` (an event told to chat targets, its key the reference, its event the
   outcome: the row that makes it told once): :func:`sluice.bot.flow.notify.flush`;
+- ``drift repair`` (prod's drift repair through the gate: a writer's request, a required
+  approver's approval, the repair applied, each row naming the repair plan's fingerprint;
+  the rows are the repair's only record, read back by :meth:`AuditLog.plan_entries`):
+  :mod:`sluice.bot.flow.drift_repair`;
 - ``settings change`` (the settings in force moved by a promotion, in its transaction):
   :func:`sluice.bot.flow.trust.pin`; settings on the prod branch no gate approved, kept
   out of force (told once per commit): :func:`sluice.bot.flow.trust.settings_for`.
@@ -99,9 +103,10 @@ HOLD = "budget hold"
 NOTICE = "notification"
 MERGE_QUEUE = "merge queue"
 POLICY_OVERRIDE = "policy override"
+REPAIR = "drift repair"
 KINDS = (
     APPROVAL, REFUSAL, PROMOTION, ROLLBACK, OVERRIDE, SETTINGS, DEPLOY, HOLD, NOTICE, MERGE_QUEUE,
-    POLICY_OVERRIDE,
+    POLICY_OVERRIDE, REPAIR,
 )  # fmt: skip
 OVERRODE = "overrode "
 """A ``policy override`` row's outcome: this, the policy's name and the settings generation
@@ -336,6 +341,25 @@ class AuditLog(Transactions):
             )
             for r in rows
         ]
+
+    def plan_entries(self, repo: str, kind: str, plan_id: str) -> list[Entry]:
+        """The rows of ``repo`` of ``kind`` about the plan ``plan_id``, oldest first."""
+        t = entries_table
+        query = (
+            select(t)
+            .where(t.c.repo == bounded(repo, NAME_LIMIT * 3))
+            .where(t.c.kind == kind, t.c.plan_id == bounded(plan_id, NAME_LIMIT))
+            .order_by(t.c.id)
+        )
+        with self._reading("read the audit log") as conn:
+            rows = conn.execute(query).all()
+        return [
+            Entry(
+                int(r.at_ts), r.repo, r.kind, r.actor, r.outcome, r.ref, r.plan_id, r.detail,
+                int(r.id),
+            )
+            for r in rows
+        ]  # fmt: skip
 
     def audit_count(self, repo: str | None = None) -> int:
         """How many rows ``repo`` (None: every repository) has."""

@@ -32,6 +32,7 @@ from sluice.bot.events.neutral import (
 )
 from sluice.bot.flow import (
     approval,
+    drift_repair,
     merge_queue,
     notify,
     pr_build,
@@ -94,10 +95,17 @@ def _on_drift_check(job: Job, event: DriftCheckEvent) -> None:
     scheduled.drift_check(job)
 
 
+def _on_check_run(job: Job, event: CheckRunEvent) -> None:
+    if event.check_name == checks.DRIFT:  # prod's, not a PR's: queued under prod's key
+        drift_repair.on_click(job, event)
+    else:
+        pr_build.on_check_run(job, event)
+
+
 HANDLERS: dict[type[Event], Handler] = {
     PullRequestEvent: _on_pull_request,
     ReviewEvent: _on_review,
-    CheckRunEvent: pr_build.on_check_run,
+    CheckRunEvent: _on_check_run,
     CommentEvent: run_command.on_comment,
     TagEvent: _on_tag,
     BranchPushEvent: _on_branch_push,

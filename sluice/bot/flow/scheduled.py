@@ -10,7 +10,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from sluice.bot.flow import notify, trust
+from sluice.bot.flow import drift_repair, notify, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, notify_text, replies
 from sluice.core import drift, runs
@@ -170,7 +170,9 @@ def drift_check(job: Job) -> None:
     """``sluice drift prod``: prod's views and tables on Spark against what Sluice recorded
     (reads only; issue 47). The outcome is the ``sluice/drift`` check of the prod branch's
     head, the ``sluice_drift_*`` metrics, and, when prod drifted, a ``drift`` notice to the
-    chat targets that want it (once per distinct drift: its models and kinds). A check that
+    chat targets that want it (once per distinct drift: its models and kinds); while a repair
+    of that drift waits for approvals, the check shows it (:mod:`sluice.bot.flow.drift_repair`).
+    A check that
     cannot run says so on the same check and is tried again next period (no retry)."""
     found = trust.prod_project(job, "drift check")
     if found is None:
@@ -184,6 +186,9 @@ def drift_check(job: Job) -> None:
             return  # no prod yet: nothing recorded to check
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
         report = drift.check(store, PROD, runner, now=job.now)
+        # A repair asked for and waiting for approvals keeps its check (and its button).
+        approvers = settings.gate.required_approvers
+        waiting = drift_repair.pending(job, store, report, approvers)
     except SluiceError as exc:
         error = job.scrub(str(exc), tree)
         log.warning("%s: drift check of prod could not run: %s", job.forge.repo, error)
@@ -199,7 +204,7 @@ def drift_check(job: Job) -> None:
         metrics.inc("sluice_drift_checks_total", outcome="drift" if models else "clean")
         metrics.set("sluice_drift_models", len(models), repository=job.repo)
     if head is not None:
-        job.forge.set_check(head, checks.drift_result(report))
+        job.forge.set_check(head, waiting or checks.drift_result(report))
     if not models:
         log.info("%s: drift check: prod is as Sluice recorded it", job.forge.repo)
         return

@@ -13,6 +13,8 @@ Checks of a pull request's head: :data:`TESTS`, :data:`ENVIRONMENT`, :data:`PROD
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 from sluice.bot.forge.base import Check, CheckAction
 from sluice.core import markdown as md
 from sluice.core.drift.compare import DriftReport
+from sluice.core.drift.repair import Repair
 from sluice.core.model.definition import KindName
 from sluice.core.plan.plan import iso
 from sluice.core.snapshot.naming import PROD
@@ -590,22 +593,43 @@ DRIFT_ROWS = 50
 
 def drift_result(report: DriftReport, environment: str = PROD) -> Check:
     """The ``sluice/drift`` check of a drift report: success when prod is as Sluice
-    recorded it, failure naming each difference otherwise. Every name and detail came
-    from the catalog, which someone outside Sluice may have written: each is escaped
-    (cells, code spans)."""
-    read = ", ".join(f"{source}: {n}" for source, n in sorted(report.sources.items()))
-    checked = f"{plural(report.models, 'model')} checked" + (
-        f"; last writes read from {read}" if read else ""
-    )
+    recorded it, failure naming each difference otherwise, with the "Plan the repair"
+    button (:func:`plan_repair_action`). Every name and detail came from the catalog,
+    which someone outside Sluice may have written: each is escaped (cells, code spans)."""
     if not report.drifted:
         return Check(
             DRIFT,
             "completed",
             f"No drift: {environment} is as Sluice recorded it",
-            md.text(f"{checked} (plan {report.plan_id[:12]})."),
+            md.text(f"{_checked(report)} (plan {report.plan_id[:12]})."),
             conclusion="success",
         )
     models = report.drifted_models
+    return Check(
+        DRIFT,
+        "completed",
+        f"Drift: {plural(len(models), 'model')} of {environment} "
+        f"{'differs' if len(models) == 1 else 'differ'} from what Sluice recorded",
+        md.text(
+            f"{_checked(report)} (plan {report.plan_id[:12]}). `sluice drift {environment} "
+            "--repair` plans the repair; so does a writer's Plan the repair here, which the "
+            "gate's required approvers then approve."
+        ),
+        conclusion="failure",
+        text=drift_rows(report),
+        actions=(plan_repair_action(report),),
+    )
+
+
+def _checked(report: DriftReport) -> str:
+    read = ", ".join(f"{source}: {n}" for source, n in sorted(report.sources.items()))
+    return f"{plural(report.models, 'model')} checked" + (
+        f"; last writes read from {read}" if read else ""
+    )
+
+
+def drift_rows(report: DriftReport) -> str:
+    """The differences as a Markdown table (at most :data:`DRIFT_ROWS`), each cell escaped."""
     rows = [
         "| model | what differs | since | repair |",
         "| --- | --- | --- | --- |",
@@ -621,17 +645,176 @@ def drift_result(report: DriftReport, environment: str = PROD) -> Check:
     more = len(report.differences) - DRIFT_ROWS
     if more > 0:
         rows.append(f"\n… and {plural(more, 'more difference')}.")
+    return "\n".join(rows)
+
+
+# -- the drift repair, through the gate (sluice.bot.flow.drift_repair) ------------------
+
+PLAN_REPAIR = "drift"
+"""The identifier of "Plan the repair" on a failed ``sluice/drift`` check: this, ``:`` and
+12 hex characters naming the drift report it was shown with (so that a click on a later
+report's button is a new event, not a replay of the first)."""
+APPROVE_REPAIR = "repair"
+"""The identifier of "Approve the repair": this, ``:`` and the first 12 characters of the
+repair plan's fingerprint: a click approves the plan its button showed, never another."""
+_REPAIR_ID = re.compile(rf"({PLAN_REPAIR}|{APPROVE_REPAIR}):([0-9a-f]{{{PLAN_IN_ACTION}}})")
+
+
+def report_token(report: DriftReport) -> str:
+    """The 12 hex characters naming ``report`` in its "Plan the repair" identifier."""
+    kinds = sorted(f"{d.model}:{d.kind}" for d in report.differences)
+    text = f"{report.environment}:{report.plan_id}:{report.checked_at}:{kinds}"
+    return hashlib.sha256(text.encode()).hexdigest()[:PLAN_IN_ACTION]
+
+
+def plan_repair_action(report: DriftReport) -> CheckAction:
+    """The drift check's "Plan the repair" button (a writer's request)."""
+    return CheckAction(
+        "Plan the repair",
+        "Plan the repair of this drift",
+        f"{PLAN_REPAIR}:{report_token(report)}",
+    )
+
+
+def approve_repair_action(fingerprint: str) -> CheckAction:
+    """The "Approve the repair" button of the repair plan with ``fingerprint``."""
+    return CheckAction(
+        "Approve the repair",
+        "Approve the repair plan shown here",
+        f"{APPROVE_REPAIR}:{fingerprint[:PLAN_IN_ACTION]}",
+    )
+
+
+def repair_click(identifier: str | None) -> tuple[str, str] | None:
+    """(:data:`PLAN_REPAIR` or :data:`APPROVE_REPAIR`, its 12 hex characters) of a
+    ``sluice/drift`` button's identifier; None for anything Sluice never made.
+
+    >>> repair_click("repair:0123456789ab"), repair_click("repair:../prod"), repair_click(None)
+    (('repair', '0123456789ab'), None, None)
+    """
+    match = _REPAIR_ID.fullmatch(identifier or "")
+    return (match.group(1), match.group(2)) if match else None
+
+
+def repair_what(repair: Repair) -> str:
+    """What a repair plan does, in Markdown (every name escaped): the views it makes again,
+    the tables it drops and builds again over how many intervals, what it leaves."""
+    plan = repair.plan
+    lines = []
+    if plan.repoint:
+        names = ", ".join(md.code(n) for n in plan.repoint)
+        lines.append(f"- makes {plural(len(plan.repoint), 'view')} again: {names}")
+    intervals = {b.name: len(b.intervals) for b in plan.backfill}
+    if plan.rebuild:
+        names = ", ".join(
+            f"{md.code(n)} ({plural(intervals.get(n, 0), 'interval')})" for n in plan.rebuild
+        )
+        lines.append(f"- drops and builds again {plural(len(plan.rebuild), 'table')}: {names}")
+    others = [(n, k) for n, k in intervals.items() if n not in plan.rebuild]
+    if others:
+        names = ", ".join(f"{md.code(n)} ({plural(k, 'interval')})" for n, k in others)
+        lines.append(f"- computes the intervals due of {names}")
+    if plan.create_views:
+        names = ", ".join(md.code(n) for n in plan.create_views)
+        lines.append(f"- makes the views of VIEW models again: {names}")
+    for model, why in repair.left:
+        lines.append(f"- leaves {md.code(model)}: {md.text(why, 300)}")
+    return "\n".join(lines) or "- nothing Sluice can repair"
+
+
+def _people(users: Sequence[str], teams: Sequence[str]) -> str:
+    named = [md.mention(u) for u in users] + [md.mention(t, team=True) for t in teams]
+    return ", ".join(named) or "nobody"
+
+
+def repair_planned(
+    report: DriftReport,
+    repair: Repair,
+    fingerprint: str,
+    *,
+    requesters: Sequence[str],
+    approved_by: Sequence[str],
+    needed: int,
+    users: Sequence[str],
+    teams: Sequence[str],
+    environment: str = PROD,
+) -> Check:
+    """A repair plan waiting for the gate's required approvers (``needed`` more)."""
+    asked = ", ".join(md.mention(r) for r in requesters)
+    given = ", ".join(md.mention(a) for a in approved_by)
+    summary = (
+        f"{asked} asked to repair {environment}'s drift. The repair plan "
+        f"{md.code(fingerprint[:PLAN_IN_ACTION])}:\n\n{repair_what(repair)}\n\n"
+        f"It runs once {plural(needed, 'more approval')} of the gate's required approvers "
+        f"({_people(users, teams)}, `sluice.gate` on the prod branch) "
+        f"{'is' if needed == 1 else 'are'} given with Approve the repair"
+        + (f" (approved so far by {given})" if given else "")
+        + f". Who asked for it does not approve it ({asked}). If {environment} changes "
+        "before, the plan is made again and must be approved again."
+    )
     return Check(
         DRIFT,
         "completed",
-        f"Drift: {plural(len(models), 'model')} of {environment} "
-        f"{'differs' if len(models) == 1 else 'differ'} from what Sluice recorded",
-        md.text(
-            f"{checked} (plan {report.plan_id[:12]}). `sluice drift {environment} --repair` "
-            "plans the repair."
-        ),
+        f"Repair planned: {plural(needed, 'more approval')} needed",
+        summary,
         conclusion="failure",
-        text="\n".join(rows),
+        text=drift_rows(report),
+        actions=(approve_repair_action(fingerprint), plan_repair_action(report)),
+    )
+
+
+def repair_stale(report: DriftReport, approved: str, now: str, environment: str = PROD) -> Check:
+    """An approval of a repair plan that is no longer the plan: ``approved`` the 12
+    characters the button named, ``now`` the plan's fingerprint made again."""
+    check = drift_result(report, environment)
+    note = (
+        f"An approval of repair plan {md.code(approved)} was not counted: the repair "
+        f"plan is now {md.code(now[:PLAN_IN_ACTION])} ({environment} or its drift changed "
+        "since it was shown). Plan the repair again, then approve the new plan.\n\n"
+    )
+    return dataclasses.replace(check, summary=note + check.summary)
+
+
+def repaired(
+    report: DriftReport,
+    fingerprint: str,
+    requester: str,
+    approved_by: Sequence[str],
+    environment: str = PROD,
+) -> Check:
+    """The drift check after a repair was applied: the check made again, and who."""
+    check = drift_result(report, environment)
+    by = ", ".join(md.mention(a) for a in approved_by)
+    note = (
+        f"Repair plan {md.code(fingerprint[:PLAN_IN_ACTION])} was applied, asked by "
+        f"{md.mention(requester)}"
+        + (f" and approved by {by}" if by else " (the gate requires no approval)")
+        + f"; {environment} was then checked again.\n\n"
+    )
+    return dataclasses.replace(check, summary=note + check.summary)
+
+
+def repair_failed(error: str, environment: str = PROD) -> Check:
+    """The drift check when a repair could not be planned or applied (``error`` scrubbed)."""
+    return Check(
+        DRIFT,
+        "completed",
+        f"Sluice could not repair {environment}",
+        f"{md.fence(error, 'text')}\n\nPlan the repair again once the cause is fixed.",
+        conclusion="failure",
+    )
+
+
+def drift_elsewhere(head: str, branch: str) -> Check:
+    """A repair button clicked on an older commit's drift check."""
+    return Check(
+        DRIFT,
+        "completed",
+        "Not the prod branch's head: use its drift check",
+        f"This commit is no longer the head of {md.code(branch)} (now "
+        f"{md.code(head[:12])}): a repair is planned and approved on the drift check of the "
+        "head. Nothing was planned or changed.",
+        conclusion="neutral",
     )
 
 

@@ -1,0 +1,286 @@
+"""Prod's drift repaired through the gate (issue 47): ``sluice drift prod --repair
+--apply`` as the service runs it, asked for and approved on the ``sluice/drift`` check.
+
+1. A failed ``sluice/drift`` check carries "Plan the repair" (:func:`checks.plan_repair_action`).
+   A writer of the repository (forge role write, maintain or admin) clicks it: the service
+   checks prod again (one read-only Spark job), makes the repair plan from state alone
+   (:func:`sluice.core.drift.plan_repair`, as the CLI does), records the request with the
+   plan's :func:`fingerprint` in the audit log and shows the plan on the check, with
+   "Approve the repair" naming that fingerprint.
+2. Each of the gate's required approvers (``sluice.gate.required_approvers`` of the settings
+   in force on the prod branch, :mod:`sluice.bot.flow.trust`; never a pull request's) who
+   did not ask for the repair approves it with that button. At each approval the plan is
+   made again: its fingerprint must be the one the button named (prod or its drift changed
+   since: not counted, plan it again).
+3. Once ``count`` approvers approved that plan, it is applied (``apply_plan``, the CLI's
+   ``--repair --apply`` path), prod is checked again and ``sluice/drift`` says the outcome.
+   Under a gate requiring nobody, the request applies it at once, and the check says so.
+
+The clicks are queued under prod's key (:func:`sluice.bot.events.neutral.pr_key`), so a
+repair runs alone among prod's writers (promotions, rollbacks, scheduled runs, the janitor).
+The audit log's ``drift repair`` rows are the repair's only record (requests, approvals,
+the repair applied): approvals count from the last time that plan was applied on, so a
+plan applied once is approved again before it runs again. A click's identifier is the
+requester's text: only the two shapes Sluice makes are read (:func:`checks.repair_click`),
+and the one it names is compared with the plan made again, never looked up by it; the
+service repairs only its own repository's prod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from sluice.bot.events.neutral import WEB, CheckRunEvent
+from sluice.bot.flow import audit, trust
+from sluice.bot.flow.job import Job
+from sluice.bot.forge.base import Check, members, writer
+from sluice.bot.present import checks
+from sluice.core import drift
+from sluice.core.drift.compare import DriftReport
+from sluice.core.drift.repair import Repair
+from sluice.core.errors import SluiceError
+from sluice.core.gate_settings import RequiredApprovers
+from sluice.core.model.definition import Project
+from sluice.core.plan.plan import Plan
+from sluice.core.snapshot.naming import PROD
+from sluice.core.spark.submit import Runner
+from sluice.core.state import StateStore, open_state
+from sluice.core.workflow import apply_plan
+
+log = logging.getLogger(__name__)
+
+REQUESTED, APPROVED, APPLIED = "requested", "approved", "applied"
+"""The outcomes of the ``drift repair`` audit rows that make up a repair's record."""
+REFUSED = "drift repair refused"
+
+
+def fingerprint(plan: Plan) -> str:
+    """What a repair plan does, as 32 hex characters: the plan of prod it starts from, the
+    views it makes again, the tables it rebuilds and every interval it computes. Made
+    again from state, it is the same while prod and its drift are; any change to either
+    gives another (its plan id alone would not do: it holds the plan's end, which is the
+    time of planning when no table is rebuilt)."""
+    value = {
+        "environment": plan.environment,
+        "base": plan.base_plan_id,
+        "versions": sorted((s.name, s.version) for s in plan.snapshots),
+        "repoint": list(plan.repoint),
+        "rebuild": list(plan.rebuild),
+        "views": list(plan.create_views),
+        "backfill": [(b.name, b.version, [list(i) for i in b.intervals]) for b in plan.backfill],
+    }
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A repair plan's record since it was last applied: who asked for it, and the
+    approvals that count (required approvers now, none of them a requester)."""
+
+    requesters: tuple[str, ...]
+    approved_by: tuple[str, ...]
+
+
+def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
+    """The record of the repair plan with fingerprint ``plan`` (:class:`Tally`)."""
+    rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
+    last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
+    rows = rows[last + 1 :]
+    requesters = tuple(dict.fromkeys(r.actor for r in rows if r.outcome == REQUESTED))
+    asked = {r.casefold() for r in requesters}
+    allowed = members(job.forge, [*approvers.users, *approvers.teams]) if rows else frozenset()
+    approved = [
+        r.actor
+        for r in rows
+        if r.outcome == APPROVED
+        and r.actor.casefold() in allowed
+        and r.actor.casefold() not in asked
+    ]
+    return Tally(requesters, tuple(dict.fromkeys(approved)))
+
+
+def on_click(job: Job, event: CheckRunEvent) -> None:
+    """A button of the ``sluice/drift`` check: "Plan the repair" or "Approve the repair"
+    (see the module's doc). Who clicked is checked before any Spark job runs: a reader's
+    click, or an approval by someone the gate does not name, is refused in the audit log
+    and changes nothing."""
+    click = checks.repair_click(event.identifier)
+    where = " (from the web UI)" if event.origin == WEB else ""
+    if event.action != "requested_action" or click is None:
+        log.warning(
+            "%s: a %s of the drift check by %s that names no repair button: ignored",
+            job.forge.repo,
+            event.action,
+            event.requester,
+        )
+        return
+    what, token = click
+    permission = job.forge.permission(event.requester)
+    if not writer(permission):
+        _refuse(job, event.requester, f"{permission or 'no'} permission: {what}{where}")
+        return
+    found = trust.prod_project(job, "drift repair")
+    if found is None:
+        return
+    settings, tree, project = found
+    approvers = settings.gate.required_approvers
+    if what == checks.APPROVE_REPAIR:
+        if not approvers.count:
+            _refuse(job, event.requester, f"the gate requires no approval{where}")
+            return
+        if event.requester.casefold() not in members(
+            job.forge, [*approvers.users, *approvers.teams]
+        ):
+            _refuse(job, event.requester, f"not a required approver{where}")
+            return
+    head = job.forge.commit_of(settings.branch)
+    if head is None:
+        return
+    if event.head_sha != head:
+        job.forge.set_check(event.head_sha, checks.drift_elsewhere(head, settings.branch))
+        return
+    store = open_state(job.state_url)
+    try:
+        if store.get_environment(PROD) is None:
+            return
+        runner = job.deps.spark_runner(project, tree, lambda _event: None)
+        report = drift.check(store, PROD, runner, now=job.now)
+        if not report.drifted:
+            job.forge.set_check(head, checks.drift_result(report))
+            return
+        mend = drift.plan_repair(store, report, now=job.now)
+        work = _Work(job, store, project, runner, tree, head, approvers, report, mend)
+        if what == checks.PLAN_REPAIR:
+            work.request(event.requester, where)
+        else:
+            work.approve(event.requester, token, where)
+    except SluiceError as exc:
+        error = job.scrub(str(exc), tree)
+        log.warning("%s: drift repair of prod failed: %s", job.forge.repo, error)
+        job.forge.set_check(head, checks.repair_failed(error))
+    finally:
+        store.close()
+
+
+def pending(
+    job: Job, store: StateStore, report: DriftReport, approvers: RequiredApprovers
+) -> Check | None:
+    """The check of a repair plan asked for and still waiting for approvals, when the
+    plan made again from ``report`` is that one (the scheduled drift check shows it rather
+    than the bare report, so its button stays); None when there is none."""
+    if not report.drifted or not approvers.count:
+        return None
+    mend = drift.plan_repair(store, report, now=job.now)
+    plan = fingerprint(mend.plan)
+    record = tally(job, plan, approvers)
+    if not record.requesters:
+        return None
+    needed = max(approvers.count - len(record.approved_by), 1)
+    return checks.repair_planned(
+        report, mend, plan, requesters=record.requesters, approved_by=record.approved_by,
+        needed=needed, users=approvers.users, teams=approvers.teams,
+    )  # fmt: skip
+
+
+@dataclass
+class _Work:
+    """One click's repair: prod checked and its repair planned, under prod's queue key."""
+
+    job: Job
+    store: StateStore
+    project: Project
+    runner: Runner
+    tree: Path
+    head: str
+    approvers: RequiredApprovers
+    report: DriftReport
+    mend: Repair
+
+    @property
+    def plan(self) -> str:
+        return fingerprint(self.mend.plan)
+
+    def _record(self, outcome: str, actor: str, detail: str) -> None:
+        """A row of the repair's record: written, or the click fails (retried)."""
+        entry = audit.Entry(
+            self.job.now, self.job.repo, audit.REPAIR, self.job.scrub(actor), outcome,
+            ref=PROD, plan_id=self.plan, detail=self.job.scrub(detail),
+        )  # fmt: skip
+        if not self.job.ledger.append(entry):
+            raise SluiceError(
+                f"the drift repair's {outcome} row could not be written to the audit log",
+                hint="click the button again once the state database is reachable",
+            )
+
+    def request(self, requester: str, where: str) -> None:
+        plan = self.mend.plan
+        if not plan.has_changes:
+            self.job.forge.set_check(self.head, checks.drift_result(self.report))
+            _refuse(self.job, requester, f"nothing Sluice can repair{where}")
+            return
+        self._record(
+            REQUESTED,
+            requester,
+            f"{len(plan.repoint)} views made again, {len(plan.rebuild)} tables rebuilt{where}",
+        )
+        self._settle()
+
+    def approve(self, approver: str, token: str, where: str) -> None:
+        plan = self.plan
+        if not plan.startswith(token):
+            _refuse(self.job, approver, f"repair plan {token} is now {plan[:12]}{where}")
+            self.job.forge.set_check(self.head, checks.repair_stale(self.report, token, plan))
+            return
+        record = tally(self.job, plan, self.approvers)
+        if not record.requesters:
+            _refuse(self.job, approver, f"nobody asked for repair plan {plan[:12]}{where}")
+            return
+        if approver.casefold() in {r.casefold() for r in record.requesters}:
+            _refuse(self.job, approver, f"asked for repair plan {plan[:12]} itself{where}")
+            return
+        self._record(APPROVED, approver, f"Approve the repair{where}")
+        self._settle()
+
+    def _settle(self) -> None:
+        """Apply the plan when enough approved it; else show it, waiting."""
+        plan = self.plan
+        record = tally(self.job, plan, self.approvers)
+        needed = self.approvers.count - len(record.approved_by)
+        if needed > 0:
+            check = checks.repair_planned(
+                self.report, self.mend, plan, requesters=record.requesters,
+                approved_by=record.approved_by, needed=needed, users=self.approvers.users,
+                teams=self.approvers.teams,
+            )  # fmt: skip
+            self.job.forge.set_check(self.head, check)
+            return
+        job = self.job
+        result = apply_plan(
+            self.project, self.store, self.mend.plan, self.runner, url=job.state_url, now=job.now
+        )
+        requester = record.requesters[-1]
+        self._record(
+            APPLIED,
+            requester,
+            f"{result.views_swapped} views swapped, {result.tables_built} tables built; "
+            f"approved by {', '.join(record.approved_by) or 'nobody (none required)'}",
+        )
+        log.info(
+            "%s: prod's drift repaired (plan %s, asked by %s, approved by %s)",
+            job.forge.repo,
+            plan[:12],
+            requester,
+            ", ".join(record.approved_by) or "nobody",
+        )
+        after = drift.check(self.store, PROD, self.runner, now=job.deps.clock())
+        job.forge.set_check(self.head, checks.repaired(after, plan, requester, record.approved_by))
+
+
+def _refuse(job: Job, actor: str, detail: str) -> None:
+    log.info("%s: drift repair refused for %s: %s", job.forge.repo, actor, detail)
+    audit.record(job, audit.REFUSAL, REFUSED, actor=actor, ref=PROD, detail=detail)

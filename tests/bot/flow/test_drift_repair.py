@@ -1,0 +1,322 @@
+"""Prod's drift repaired through the service's gate (issue 47, sluice.bot.flow.drift_repair):
+a writer's "Plan the repair" on the failed ``sluice/drift`` check, a required approver's
+"Approve the repair" of that very plan, the repair applied under prod's queue key and the
+check set again. The flow on the in-memory GitHub with the scripted runner (no Spark: its
+warehouse is prod's catalog, changed by hand here); the same on real Spark is
+tests/core/spark/test_drift_spark.py's service test.
+
+The hostile cases: a reader asking, a requester approving their own repair, a writer the
+gate does not name approving, an approval of a plan made before prod drifted further, a
+button naming a plan that is not the one now (or no plan Sluice made), an old approval
+replayed after its plan was applied, and text that must be escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.neutral import CheckRunEvent, DriftCheckEvent, pr_key
+from sluice.bot.flow import audit, dispatch, drift_repair
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.present import checks
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD
+from sluice.core.spark.scripted import Warehouse
+from sluice.core.state import open_state
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, PREAMBLE, Bot, C, payload
+
+APPROVERS = GATED.replace("users: [bob]", "users: [bob, carol]")
+NOBODY = PREAMBLE + "sluice:\n  project: jaffle\n"
+HOSTILE = "SELECT '</details><img src=x onerror=1> @org/team [x](http://evil)' AS id"
+EVIL = "evil](http://x.test)<img>"  # a login no forge allows; a web UI may pass anything
+
+
+class World:
+    """Prod built from the example at ``C`` on a scripted warehouse, the bot on an
+    in-memory GitHub whose ``main`` is ``C``; alice, bob, carol and erin write, dave reads;
+    the gate names bob and carol (one approval)."""
+
+    def __init__(self, root: Path, config: str) -> None:
+        self.warehouse = Warehouse()
+        self.github = MemoryForge(OWNER, name="github")
+        roles = {"alice": "write", "bob": "write", "carol": "write", "erin": "write"}
+        self.github.roles.update({**roles, "dave": "read", EVIL: "write"})
+        self.bot = Bot(root, self.github, runner_for=self.warehouse.runner)
+        self.bot.prod(C, config)
+        project = load_project(root / f"tree-{C[:6]}", use_cache=False)
+        store = open_state(self.bot.url)
+        try:
+            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW)
+        finally:
+            store.close()
+        self.bot.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
+        self.sluices = dict(self.warehouse.views)
+
+    def check(self) -> None:
+        """The scheduled drift check."""
+        dispatch.handle(self.bot.deps, DriftCheckEvent("github", OWNER, None))
+
+    @property
+    def drift(self) -> Check:
+        return self.github.checks[C][checks.DRIFT]
+
+    def button(self, label: str) -> str:
+        [identifier] = [a.identifier for a in self.drift.actions if a.label == label]
+        return identifier
+
+    def click(self, user: str, identifier: str, *, head: str = C, run_id: int = 4) -> None:
+        """``user`` clicks the drift check's button ``identifier`` (GitHub's webhook)."""
+        body: dict[str, Any] = payload("github/check_run/requested_action.payload.json", **{
+            "check_run.name": checks.DRIFT, "check_run.head_sha": head, "check_run.id": run_id,
+            "requested_action.identifier": identifier, "sender.login": user,
+        })  # fmt: skip
+        body["check_run"]["pull_requests"] = []
+        self.bot.deliver("check_run", body)
+
+    def rows(self, kind: str = audit.REPAIR) -> list[tuple[str, str, str]]:
+        return [
+            (e.actor, e.outcome, e.detail)
+            for e in self.bot.ledger.entries(repo=KEY)
+            if e.kind == kind
+        ]
+
+    def applied(self) -> int:
+        """Apply jobs the warehouse ran (prod's build and each repair)."""
+        return sum(1 for job in self.warehouse.jobs if job["kind"] == "apply")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path, APPROVERS)
+    yield made
+    made.bot.close()
+
+
+def _drift(world: World) -> None:
+    """Prod changed outside Sluice: a view redefined, a table dropped."""
+    world.warehouse.views["jaffle.customers"] = HOSTILE
+    orders = next(t for t, v in world.warehouse.tables.items() if v.model == "jaffle.orders")
+    del world.warehouse.tables[orders]
+    world.check()
+
+
+def test_a_writer_asks_an_approver_approves_and_prod_is_repaired(world: World) -> None:
+    _drift(world)
+    assert world.drift.conclusion == "failure"
+    built = world.applied()
+    world.click("alice", world.button("Plan the repair"))
+    check = world.drift
+    assert check.title == "Repair planned: 1 more approval needed"
+    assert "makes 2 views again: `jaffle.customers`, `jaffle.orders`" in check.summary
+    assert "drops and builds again 1 table: `jaffle.orders` (1 interval)" in check.summary
+    assert "@bob, @carol" in check.summary and "(@alice)" in check.summary
+    assert world.applied() == built  # planned, not applied
+    [(who, outcome, _)] = world.rows()
+    assert (who, outcome) == ("alice", "requested")
+    world.click("bob", world.button("Approve the repair"))
+    assert world.applied() == built + 1
+    check = world.drift
+    assert check.conclusion == "success", check.summary
+    assert check.title == "No drift: prod is as Sluice recorded it"
+    assert "asked by @alice and approved by @bob" in check.summary and not check.actions
+    assert world.warehouse.views["jaffle.customers"] == world.sluices["jaffle.customers"]
+    assert [(w, o) for w, o, _ in world.rows()] == [
+        ("alice", "requested"), ("bob", "approved"), ("alice", "applied"),
+    ]  # fmt: skip
+    entries = [e for e in world.bot.ledger.entries(repo=KEY) if e.kind == audit.REPAIR]
+    assert len({e.plan_id for e in entries}) == 1 and entries[0].ref == PROD
+
+
+def test_the_requester_cannot_approve_their_own_repair(world: World) -> None:
+    _drift(world)
+    world.click("bob", world.button("Plan the repair"))
+    built = world.applied()
+    world.click("bob", world.button("Approve the repair"))
+    assert world.applied() == built
+    assert world.drift.title == "Repair planned: 1 more approval needed"
+    assert ("bob", "drift repair refused") in [(w, o) for w, o, _ in world.rows(audit.REFUSAL)]
+    world.click("carol", world.button("Approve the repair"))
+    assert world.applied() == built + 1
+    assert world.drift.conclusion == "success"
+
+
+def test_a_reader_cannot_ask_and_runs_no_spark(world: World) -> None:
+    _drift(world)
+    before, jobs = world.drift, len(world.warehouse.jobs)
+    world.click("dave", world.button("Plan the repair"))
+    assert len(world.warehouse.jobs) == jobs  # no drift check, no plan: refused first
+    assert world.drift == before and world.rows() == []
+    [(who, outcome, detail)] = world.rows(audit.REFUSAL)
+    assert (who, outcome) == ("dave", "drift repair refused") and "read permission" in detail
+
+
+def test_a_writer_the_gate_does_not_name_does_not_approve(world: World) -> None:
+    _drift(world)
+    world.click("alice", world.button("Plan the repair"))
+    built, jobs = world.applied(), len(world.warehouse.jobs)
+    world.click("erin", world.button("Approve the repair"))
+    assert world.applied() == built and len(world.warehouse.jobs) == jobs
+    assert [w for w, _, d in world.rows(audit.REFUSAL) if "not a required approver" in d] == [
+        "erin"
+    ]
+
+
+def test_an_approval_of_the_plan_before_prod_drifted_further_is_not_counted(
+    world: World,
+) -> None:
+    world.warehouse.views["jaffle.customers"] = HOSTILE
+    world.check()
+    world.click("alice", world.button("Plan the repair"))
+    old = world.button("Approve the repair")
+    # Prod changes again before the approval: another table dropped by hand.
+    orders = next(t for t, v in world.warehouse.tables.items() if v.model == "jaffle.orders")
+    del world.warehouse.tables[orders]
+    built = world.applied()
+    world.click("bob", old)
+    assert world.applied() == built
+    check = world.drift
+    assert check.conclusion == "failure" and "was not counted" in check.summary
+    assert f"`{old.split(':')[1]}`" in check.summary
+    assert [a.label for a in check.actions] == ["Plan the repair"]
+    assert world.rows()[-1][1] == "requested"  # no approval recorded
+    # Planned again and approved again, the new plan runs.
+    world.click("alice", world.button("Plan the repair"), run_id=5)
+    new = world.button("Approve the repair")
+    assert new != old
+    world.click("bob", new)
+    assert world.applied() == built + 1 and world.drift.conclusion == "success"
+
+
+def test_an_approval_replayed_after_its_plan_was_applied_does_not_run_it_again(
+    world: World,
+) -> None:
+    world.warehouse.views["jaffle.customers"] = HOSTILE
+    world.check()
+    world.click("alice", world.button("Plan the repair"))
+    approve = world.button("Approve the repair")
+    world.click("bob", approve)
+    built = world.applied()
+    # The same drift again. Carol's click of the old button (and bob's, from another
+    # check run) names the plan applied: prod moved on with it (a repair is a plan of
+    # prod), so the plan made now is another, which nobody asked for.
+    world.warehouse.views["jaffle.customers"] = HOSTILE
+    world.check()
+    world.click("carol", approve)
+    world.click("bob", approve, run_id=9)
+    assert world.applied() == built and world.drift.conclusion == "failure"
+    refused = [d for _, _, d in world.rows(audit.REFUSAL)]
+    assert sum(f"repair plan {approve.split(':')[1]} is now" in d for d in refused) == 2
+
+
+@pytest.mark.parametrize(
+    "identifier",
+    ["repair:" + "0" * 12, "repair:../../prod", "approve:0123456789ab", "drift:", "repair:PROD"],
+)
+def test_a_button_naming_no_plan_of_now_changes_nothing(world: World, identifier: str) -> None:
+    world.warehouse.views["jaffle.customers"] = HOSTILE
+    world.check()
+    world.click("alice", world.button("Plan the repair"))
+    built = world.applied()
+    world.click("bob", identifier)
+    assert world.applied() == built
+    assert [w for w, o, _ in world.rows()] == ["alice"]  # the request only
+    assert "nothing" not in world.drift.title  # never green
+
+
+def test_what_the_requester_and_the_catalog_wrote_is_escaped(world: World) -> None:
+    _drift(world)
+    world.click(EVIL, world.button("Plan the repair"))
+    check = world.drift
+    quoted = "`evil](http://x.test)<img>`"  # quoted as code, never a link or a tag
+    assert quoted in check.summary
+    shown = (check.summary + (check.text or "")).replace(quoted, "")
+    assert "<img" not in shown and "</details>" not in shown
+    assert "](http://evil)" not in shown and "](http://x.test)" not in shown
+    assert "@org/team" not in shown and "&lt;img src=x onerror=1&gt;" in shown
+
+
+def test_under_a_gate_that_requires_nobody_the_request_runs_it(tmp_path: Path) -> None:
+    world = World(tmp_path, NOBODY)
+    try:
+        _drift(world)
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        assert world.applied() == built + 1
+        check = world.drift
+        assert check.conclusion == "success"
+        assert "(the gate requires no approval)" in check.summary
+        assert [o for _, o, _ in world.rows()] == ["requested", "applied"]
+        world.click("bob", "repair:" + "0" * 12)  # nothing to approve
+        assert world.applied() == built + 1
+    finally:
+        world.bot.close()
+
+
+def test_the_scheduled_check_keeps_a_waiting_repair_and_its_button(world: World) -> None:
+    _drift(world)
+    world.click("alice", world.button("Plan the repair"))
+    waiting = world.drift
+    world.check()  # the next period's check: the same drift, the same plan
+    assert world.drift.title == waiting.title
+    assert world.button("Approve the repair") == waiting.actions[0].identifier
+
+
+def test_a_click_on_an_older_commit_plans_nothing(world: World) -> None:
+    _drift(world)
+    identifier = world.button("Plan the repair")
+    world.bot.commit("f" * 40, APPROVERS, parents=(C,))
+    world.github.refs["main"] = "f" * 40
+    jobs = len(world.warehouse.jobs)
+    world.click("alice", identifier)
+    assert len(world.warehouse.jobs) == jobs and world.rows() == []
+    assert world.drift.conclusion == "neutral" and "`ffffffffffff`" in world.drift.summary
+
+
+def test_drift_clicks_are_queued_under_prods_key() -> None:
+    click = CheckRunEvent("github", OWNER, None, "requested_action", checks.DRIFT, C, (7,),
+                          "alice", "drift:" + "a" * 12, 1)  # fmt: skip
+    assert pr_key(click) == f"github:{OWNER}:prod"  # never beside a promotion
+    other = CheckRunEvent("github", OWNER, None, "requested_action", checks.APPROVAL, C, (7,),
+                          "alice", "approve:" + "a" * 12, 1)  # fmt: skip
+    assert pr_key(other) == f"github:{OWNER}#7"
+
+
+def test_identifiers_fit_githubs_limit_and_only_sluices_shapes_are_read() -> None:
+    action = checks.approve_repair_action("f" * 32)
+    assert len(action.identifier) <= 20 and len(action.label) <= 20
+    assert len(action.description) <= 40
+    assert checks.repair_click(action.identifier) == ("repair", "f" * 12)
+    for hostile in (
+        "repair:FFFFFFFFFFFF",
+        "repair:fff",
+        "repair:" + "f" * 13,
+        " drift:" + "f" * 12,
+    ):
+        assert checks.repair_click(hostile) is None
+
+
+def test_the_fingerprint_names_prod_and_what_the_plan_does(world: World) -> None:
+    import dataclasses
+
+    store = open_state(world.bot.url)
+    try:
+        world.warehouse.views["jaffle.customers"] = HOSTILE
+        from sluice.core import drift
+
+        report = drift.check(store, PROD, world.warehouse.runner(), now=NOW)
+        plan = drift.plan_repair(store, report, now=NOW).plan
+        later = drift.plan_repair(store, report, now=NOW + 86_400_000).plan
+    finally:
+        store.close()
+    assert drift_repair.fingerprint(plan) == drift_repair.fingerprint(later)
+    moved = dataclasses.replace(plan, base_plan_id="x" * 32)
+    assert drift_repair.fingerprint(moved) != drift_repair.fingerprint(plan)
+    more = dataclasses.replace(plan, repoint=(*plan.repoint, "jaffle.orders"))
+    assert drift_repair.fingerprint(more) != drift_repair.fingerprint(plan)
