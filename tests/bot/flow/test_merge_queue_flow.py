@@ -24,6 +24,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
+from tests.helpers.kept_world import Kept, keep, restore
 from tests.helpers.merge_queue import merge_group
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
 
@@ -48,15 +49,17 @@ def _models(*edits: tuple[str, str, str]) -> dict[str, str]:
     return files
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     """main at ``C`` (the example gated by bob), prod built from it on a scripted
     warehouse; PR 7 filters orders, PR 8 adds a column to customers (which reads orders),
-    PR 9 filters orders otherwise. Each built and approved by bob."""
+    PR 9 filters orders otherwise. Each built and approved by bob. Built once for the
+    module (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
     warehouse = Warehouse()
     github = MemoryForge(OWNER, name="github")
     github.roles.update({"alice": "write", "bob": "write"})
-    bot = Bot(tmp_path, github, runner_for=warehouse.runner)
+    folder = tmp_path_factory.mktemp("merge-queue-world")
+    bot = Bot(folder, github, runner_for=warehouse.runner)
     bot.prod(C, CONFIG)
     project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
     store = open_state(bot.url)
@@ -78,6 +81,15 @@ def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
         approved["review"]["submitted_at"] = AFTER_THE_PLANS
         bot.deliver("pull_request_review", approved)
         assert bot.approval(head).conclusion == "success", bot.approval(head)
+    bot.close()
+    return keep(folder, github, warehouse)
+
+
+@pytest.fixture
+def world(built: Kept) -> Iterator[tuple[Bot, Warehouse]]:
+    """The world :func:`built` made, a copy of its own for this test."""
+    folder, github, warehouse = restore(built)
+    bot = Bot(folder, github, runner_for=warehouse.runner)
     yield bot, warehouse
     bot.close()
 

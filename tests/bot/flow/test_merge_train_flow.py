@@ -27,6 +27,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
+from tests.helpers.kept_world import Kept, keep, restore
 from tests.helpers.merge_train import merge_request, train_pipeline
 from tests.security.github_bot import GATED, NOW, OWNER, Bot, C
 
@@ -78,15 +79,17 @@ def _approved(bot: Bot, iid: int, head: str) -> None:
     assert bot.approval(head).conclusion == "success", bot.approval(head)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     """main at ``C`` (the example gated by bob), prod built from it on a scripted
     warehouse; MR 7 filters orders, MR 8 adds a column to customers (which reads orders),
-    MR 9 filters orders otherwise. Each built and approved by bob."""
+    MR 9 filters orders otherwise. Each built and approved by bob. Built once for the
+    module (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
     warehouse = Warehouse()
     gitlab = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
     gitlab.roles.update({"alice": "write", "bob": "write"})
-    bot = Bot(tmp_path, gitlab, runner_for=warehouse.runner)
+    folder = tmp_path_factory.mktemp("merge-train-world")
+    bot = Bot(folder, gitlab, runner_for=warehouse.runner)
     bot.prod(C, CONFIG)
     project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
     store = open_state(bot.url)
@@ -100,6 +103,15 @@ def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
         bot.pull(iid, head)
         _deliver(bot, "Merge Request Hook", merge_request(OWNER, iid, head, "open"))
         _approved(bot, iid, head)
+    bot.close()
+    return keep(folder, gitlab, warehouse)
+
+
+@pytest.fixture
+def world(built: Kept) -> Iterator[tuple[Bot, Warehouse]]:
+    """The world :func:`built` made, a copy of its own for this test."""
+    folder, gitlab, warehouse = restore(built)
+    bot = Bot(folder, gitlab, runner_for=warehouse.runner)
     yield bot, warehouse
     bot.close()
 
