@@ -202,6 +202,7 @@ def _duties(record: Path, holder: str) -> list[dict[str, Any]]:
     return [r for r in _rows(record) if r["t"] == "duty" and r["holder"] == holder]
 
 
+@pytest.mark.slow  # two processes and a 6 s lease waited out: 12-16 s, nearly all waiting
 def test_two_replicas_one_scheduler_and_a_killed_holder_replaced(url: str, tmp_path: Path) -> None:
     JobQueue(url).close()  # the tables, as a first start makes them
     record = tmp_path / "record.jsonl"
