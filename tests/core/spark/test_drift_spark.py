@@ -1,6 +1,7 @@
 """``sluice drift`` on a real Spark: a prod built once (module-scoped); checked clean, then
 changed by hand four ways (a view replaced, a table dropped, a table overwritten with other
-rows, a column added), checked again through the CLI, and repaired through it.
+rows, a column added), checked again through the CLI, and repaired through it; then a
+view replaced by hand once more, repaired through the service's gate.
 
 The clean check comes first and must find nothing (a check that always found drift would
 pass the rest); the drifted one must name exactly the four models changed and what each
@@ -10,6 +11,7 @@ change was; the repair must leave prod as Sluice recorded it, its data back.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
+from sluice.bot.events.neutral import CheckRunEvent, DriftCheckEvent
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.forge.memory import MemoryForge
 from sluice.core import drift, workflow
 from sluice.core.cli import cli
 from sluice.core.drift.compare import DriftReport
@@ -50,6 +56,7 @@ FILES = {
     "SELECT id, ds FROM drifted.raw WHERE ds BETWEEN @start_ds AND @end_ds",
     "models/names.sql": "MODEL (name drifted.names, kind VIEW);\nSELECT name FROM drifted.raw",
 }
+GATE = "sluice:\n  gate:\n    required_approvers:\n      users: [bob]\n"
 CHANGED = ("drifted.by_view", "drifted.dropped", "drifted.overwritten", "drifted.widened")
 
 
@@ -183,3 +190,46 @@ def test_repair_makes_prod_what_sluice_recorded_again(prod: Prod) -> None:
     assert prod.rows("SELECT COUNT(*) FROM drifted.dropped") == [(3,)]
     assert prod.rows("SELECT id FROM drifted.overwritten ORDER BY id") == [(1,), (2,), (3,)]
     assert "note" not in prod.spark.table(_tables(prod.url)["drifted.widened"]).columns
+
+
+def test_the_service_repairs_a_view_replaced_by_hand_once_another_approves(
+    prod: Prod, tmp_path: Path
+) -> None:
+    """Through the service (issue 47): alice asks for the repair on the ``sluice/drift``
+    check, bob (a required approver) approves it, and prod's view is Sluice's again."""
+    prod.spark.sql("CREATE OR REPLACE VIEW drifted.by_view AS SELECT 9 AS id, 'hand' AS name")
+    main = "d" * 40
+    src = tmp_path / "main"  # the prod branch: the project prod runs, gated by bob
+    shutil.copytree(prod.root, src, ignore=shutil.ignore_patterns(".sluice"))
+    (src / "config.yaml").write_text(FILES["config.yaml"] + GATE)
+    github = MemoryForge("octo/warehouse", name="github")
+    github.roles.update({"alice": "write", "bob": "write"})
+    github.commit_folder(main, src)
+    github.refs["main"] = main
+    deps = make_deps(
+        forge_for=lambda _event: github, workdir=tmp_path / "work", state_url=prod.url,
+        clock=lambda: NOW, runner_for=lambda project, _tree, _on: InProcessRunner(
+            project.config.sluice.spark, _paths(prod.spark)),
+    )  # fmt: skip
+    try:
+        deps.ledger.seen("github:octo/warehouse", None, NOW, sha=main)
+        dispatch.handle(deps, DriftCheckEvent("github", "octo/warehouse", None))
+
+        def click(user: str, label: str) -> None:
+            check = github.checks[main]["sluice/drift"]
+            [identifier] = [a.identifier for a in check.actions if a.label == label]
+            event = CheckRunEvent("github", "octo/warehouse", None, "requested_action",
+                                  "sluice/drift", main, (), user, identifier, 1)  # fmt: skip
+            dispatch.handle(deps, event)
+
+        click("alice", "Plan the repair")
+        assert prod.rows("SELECT id FROM drifted.by_view") == [(9,)]  # asked, not approved
+        click("bob", "Approve the repair")
+    finally:
+        deps.close()
+    check = github.checks[main]["sluice/drift"]
+    assert check.conclusion == "success", check.summary
+    assert "asked by @alice and approved by @bob" in check.summary
+    assert prod.rows("SELECT id, name FROM drifted.by_view ORDER BY id") == [
+        (1, "a"), (2, "b"), (3, "c"),
+    ]  # fmt: skip
