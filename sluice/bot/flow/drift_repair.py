@@ -124,7 +124,13 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
     if not writer(permission):
         _refuse(job, event.requester, f"{permission or 'no'} permission: {what}{where}")
         return
-    found = trust.prod_project(job, "drift repair")
+    try:
+        found = trust.prod_project(job, "drift repair")
+    except SluiceError as exc:  # the prod branch's settings or project do not load
+        error = job.scrub(str(exc))
+        log.warning("%s: drift repair of prod not planned: %s", job.forge.repo, error)
+        job.forge.set_check(event.head_sha, checks.repair_failed(error))
+        return
     if found is None:
         return
     settings, tree, project = found
@@ -175,7 +181,11 @@ def pending(
     than the bare report, so its button stays); None when there is none."""
     if not report.drifted or not approvers.count:
         return None
-    mend = drift.plan_repair(store, report, now=job.now)
+    try:
+        mend = drift.plan_repair(store, report, now=job.now)
+    except SluiceError as exc:  # the report is shown all the same; the click says why
+        log.warning("%s: the waiting drift repair was not looked for: %s", job.forge.repo, exc)
+        return None
     plan = fingerprint(mend.plan)
     record = tally(job, plan, approvers)
     if not record.requesters:

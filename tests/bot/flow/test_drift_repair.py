@@ -320,3 +320,31 @@ def test_the_fingerprint_names_prod_and_what_the_plan_does(world: World) -> None
     assert drift_repair.fingerprint(moved) != drift_repair.fingerprint(plan)
     more = dataclasses.replace(plan, repoint=(*plan.repoint, "jaffle.orders"))
     assert drift_repair.fingerprint(more) != drift_repair.fingerprint(plan)
+
+
+def test_approvers_come_from_the_prod_branch_never_from_a_pull_request(world: World) -> None:
+    # PR 7 names erin an approver in its own config.yaml: that is not the gate in force.
+    head = "7" * 40
+    world.bot.commit(head, APPROVERS.replace("users: [bob, carol]", "users: [erin]"), parents=(C,))
+    world.bot.pull(7, head, author="erin")
+    _drift(world)
+    world.click("alice", world.button("Plan the repair"))
+    built = world.applied()
+    world.click("erin", world.button("Approve the repair"))
+    assert world.applied() == built
+    assert [w for w, _, d in world.rows(audit.REFUSAL) if "not a required approver" in d] == [
+        "erin"
+    ]
+
+
+def test_unloadable_prod_settings_plan_nothing_and_say_why(world: World) -> None:
+    _drift(world)
+    identifier = world.button("Plan the repair")
+    world.bot.commit("f" * 40, "sluice:\n  gate: [not, a, mapping]\n", parents=(C,))
+    world.github.refs["main"] = "f" * 40
+    jobs = len(world.warehouse.jobs)
+    world.click("alice", identifier)
+    assert len(world.warehouse.jobs) == jobs and world.rows() == []
+    check = world.drift  # the click's commit's check says why
+    assert check.title == "Sluice could not repair prod"
+    assert "invalid setting 'sluice.gate'" in check.summary
