@@ -139,8 +139,9 @@ def test_an_approver_whose_fork_branch_another_opened_does_not_approve_it(bot: B
     check = bot.approval(B)
     assert check.conclusion != "success", check.summary
     assert "@bob pushed to this pull request" in check.summary
-    gw.approve(bot, "carol", B, 42)  # an approver who pushed nothing
-    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    gw.approve(bot, "carol", B, 42)  # and whoever else pushed to the fork is unknown
+    assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert "(it comes from a fork)" in bot.approval(B).summary
 
 
 # -- 4. a GitLab service account is a bot account ------------------------------------------

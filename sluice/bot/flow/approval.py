@@ -99,6 +99,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             planned_at=plan_times,
             pushers=pushers.people,
             bot_pushers=pushers.bots,
+            unknown_pushers=pushers.unknown,
             prod_owners=frozenset(review.prod_owners),
         ),
     )
@@ -195,18 +196,21 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
         for user, r in latest.items()
         if user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
     }
-    # A push through a bot account may be one approver's own: two of them, as the gate
-    # asks one approval more.
-    return len(approved) >= (2 if pushers.bots else 1)
+    # A push through a bot account, or by someone nobody names, may be one approver's own:
+    # two of them, as the gate asks one approval more.
+    return len(approved) >= (2 if pushers.bots or pushers.unknown else 1)
 
 
 @dataclass(frozen=True)
 class Pushers:
-    """Who pushed to a pull request (case-folded): their approvals do not count; and the
-    bot accounts among them (not its author) whose pushes some person unnamed drove."""
+    """Who pushed to a pull request (case-folded): their approvals do not count; the bot
+    accounts among them (not its author) whose pushes some person unnamed drove; and why
+    someone nobody names may have pushed to it (a fork's pushes, commits the forge does
+    not list): each, like a bot's push, asks one approval more."""
 
     people: frozenset[str]
     bots: frozenset[str]
+    unknown: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,7 @@ class _Recorded:
     events: frozenset[str]  # senders of its opened, reopened, synchronize events
     commits: list[PullCommit] | None  # as the forge lists them; None: it lists only part
     pushes: tuple[tuple[str, str], ...]  # (sha, user) of each recorded push of them
+    fork: bool  # its head is in another repository, whose pushes are told to it alone
 
 
 def pushers_of(job: Job, pr: PullRequest) -> Pushers:
@@ -238,12 +243,27 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     push to a fork is told to the fork only: its events' senders and its commits'
     accounts are all there is). Where the forge cannot list all its commits, every push
     to a branch of its head's name counts."""
-    events = job.ledger.pushers(job.repo, pr.number)
+    ledger = job.ledger
+    events = ledger.pushers(job.repo, pr.number)
     if commits is None:
-        pushes = job.ledger.branch_pushes(job.repo, pr.head_ref)
+        pushes = ledger.branch_pushes(job.repo, pr.head_ref)
+        pushes += ledger.pushes_of(job.repo, [sha for sha, _user in pushes])
     else:
-        pushes = job.ledger.pushes_of(job.repo, [c.sha for c in commits])
-    return _Recorded(events, commits, tuple(pushes))
+        pushes = ledger.pushes_of(job.repo, [c.sha for c in commits])
+    # Whoever is found through its commits is kept as its pusher: a rebase that puts the
+    # same change under new commits must not forget them (red team, approval round 4). A
+    # bot that authored a commit is not kept: someone else pushed that commit.
+    pushed = {user.casefold() for _sha, user in pushes}
+    named = {
+        who.casefold()
+        for commit in commits or ()
+        for who in (commit.author, commit.committer)
+        if who and not bot_account(who)
+    }
+    found = (pushed | named) - events
+    for user in sorted(found):
+        ledger.record_pusher(job.repo, pr.number, user, job.now)
+    return _Recorded(events | found, commits, tuple(pushes), pr.fork)
 
 
 def _pushers(recorded: _Recorded) -> Pushers:
@@ -257,7 +277,14 @@ def _pushers(recorded: _Recorded) -> Pushers:
     # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
     # driven by someone the forge does not name; a commit's bot author (a generated file)
     # was pushed by another.
-    return Pushers(frozenset(people), frozenset(p for p in pushed if bot_account(p)))
+    bots = frozenset(p for p in pushed if bot_account(p))
+    # Pushes nobody tells this repository of: a fork's (whoever its owner let push there,
+    # an organization's or a group's members), and those of commits the forge does not
+    # list (red team, approval round 4).
+    unknown: tuple[str, ...] = ("it comes from a fork",) if recorded.fork else ()
+    if recorded.commits is None:
+        unknown += ("the forge does not list all its commits",)
+    return Pushers(frozenset(people), bots, unknown)
 
 
 def _bound(reviews: list[Review], heads: dict[str, tuple[str, int]]) -> list[Review]:

@@ -104,6 +104,8 @@ class GateInput:
             would (from a required approver; under a gate of owners only, an owner prod
             records), and a lone person can never approve their own push made through a
             bot.
+        unknown_pushers: Why someone nobody names may have pushed to it (a fork's pushes,
+            commits the forge does not list): one approval more, as for a bot's push.
         prod_owners: Every owner prod records (logins or ``org/team``): under a gate of
             owners only, the approval more comes from them, never from an owner a new
             model's header in the pull request names.
@@ -119,6 +121,7 @@ class GateInput:
     planned_at: Mapping[str, int] = field(default_factory=dict)
     pushers: frozenset[str] = frozenset()
     bot_pushers: frozenset[str] = frozenset()
+    unknown_pushers: tuple[str, ...] = ()
     prod_owners: frozenset[str] = frozenset()
 
 
@@ -334,7 +337,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     # gate asks (its count, or the one owner's under a gate of owners only), from an
     # approver or an owner; where it asks nobody, nobody.
     base = required.count or (1 if gate.owners else 0)
-    extra = 1 if gate.bot_pushers and base else 0
+    extra = 1 if (gate.bot_pushers or gate.unknown_pushers) and base else 0
     # The approval more comes from the required approvers (the prod branch's settings),
     # never from an owner a new model's header in the PR names; a gate of owners only has
     # the owners prod records.
@@ -421,13 +424,21 @@ def _summary(
 
     sentences: list[str] = []
     if need > required.count:
-        bots = _join([md.code(b) for b in sorted(gate.bot_pushers)])
-        sentences.append(
-            f"{bots} pushed to this pull request: a bot account, driven by someone the forge "
-            "does not name (maybe an approver), so one approval more than the gate asks is "
-            "needed, from a required approver (under a gate of owners only, an owner prod "
-            "records)."
-        )
+        whom = "a required approver (under a gate of owners only, an owner prod records)"
+        if gate.bot_pushers:
+            bots = _join([md.code(b) for b in sorted(gate.bot_pushers)])
+            sentences.append(
+                f"{bots} pushed to this pull request: a bot account, driven by someone the "
+                "forge does not name (maybe an approver), so one approval more than the gate "
+                f"asks is needed, from {whom}."
+            )
+        if gate.unknown_pushers:
+            why = _join(list(gate.unknown_pushers))
+            sentences.append(
+                f"Someone the forge does not name may have pushed to this pull request ({why}),"
+                f" maybe an approver, so one approval more than the gate asks is needed, from "
+                f"{whom}."
+            )
     if need:
         who = _join([_mention(u) for u in approved_by]) if approved_by else "nobody yet"
         sentences.append(f"Approved by {who} ({len(approved_by)} of {need} required).")

@@ -176,7 +176,8 @@ def review_of(
     fingerprint = hashlib.sha256(
         json.dumps([items, sorted(categories.items())], separators=(",", ":")).encode()
     ).hexdigest()
-    prod_owners = tuple(sorted({who for who in trusted.values() if who}))
+    # As the gate reads an owner: ``@bob`` is bob, ``@org/team`` the team org/team.
+    prod_owners = tuple(sorted({w.strip().removeprefix("@") for w in trusted.values() if w}))
     return PlanReview(fingerprint, tuple(items), direct, breaking, prod_owners=prod_owners)
 
 
