@@ -262,6 +262,9 @@ def _give_up(job: Job, event: Event, error: str) -> None:
     if isinstance(event, ScheduledRunEvent):
         scheduled.report_failure(job, text)
         return
+    if isinstance(event, CheckRunEvent) and event.check_name == checks.DRIFT:
+        forge.set_check(event.head_sha, checks.repair_failed(text))  # a drift repair's click
+        return
     if isinstance(event, MergeGroupEvent):
         # The queue waits for these checks: fail them, or the entry waits until it times out.
         if event.action == "checks_requested":

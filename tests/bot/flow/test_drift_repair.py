@@ -348,3 +348,13 @@ def test_unloadable_prod_settings_plan_nothing_and_say_why(world: World) -> None
     check = world.drift  # the click's commit's check says why
     assert check.title == "Sluice could not repair prod"
     assert "invalid setting 'sluice.gate'" in check.summary
+
+
+def test_a_click_whose_job_failed_for_good_says_so_on_the_check(world: World) -> None:
+    _drift(world)
+    click = CheckRunEvent("github", OWNER, None, "requested_action", checks.DRIFT, C, (),
+                          "alice", world.button("Plan the repair"), 4)  # fmt: skip
+    dispatch.give_up(world.bot.deps, click, "state database down: <b>boom</b>")
+    check = world.drift
+    assert (check.title, check.conclusion) == ("Sluice could not repair prod", "failure")
+    assert "<b>boom</b>" in check.summary.split("```")[1]  # fenced only
