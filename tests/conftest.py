@@ -148,6 +148,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_answers_replayed_across_tests() -> None:
+    """Each test starts with no project load's answers kept (the macro process's replays,
+    sluice.core.model.pycode.macros.REPLAYS): a test's loads never reuse another's."""
+    macros = sys.modules.get("sluice.core.model.pycode.macros")
+    if macros is not None:
+        macros.REPLAYS.clear()
+
+
+@pytest.fixture(autouse=True)
 def _spark_only_when_marked(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:

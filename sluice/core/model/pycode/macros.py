@@ -20,6 +20,12 @@ answered with :attr:`PythonMacros.columns_of`, the loader's column source (which
 keeps the models they expand out of its cache, and may raise to make the file wait for
 a parent not read yet: the call is then answered "unknown" and that is raised again).
 
+A load of a tree loaded before in this process (the same folder with the same bytes, the
+same macro files, variables and dialect, within :data:`REPLAY_SECONDS`) is answered with
+what that load's child answered (:class:`Replays`): no child is started unless the load
+asks something that one did not answer. Errors, answers that asked for columns and the
+answers of a child that broke the protocol are never kept.
+
 The child runs the project's code, so what it writes is checked before it is used: each
 line against the shape of its kind of message (:func:`_message`), in the protocol's order
 (the list of macros first, answers only to the call asked, answers made ahead at most one
@@ -32,11 +38,15 @@ standard output, by ``print`` or ``os.write(1, ...)``, writes into the protocol)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import selectors
+import stat
 import subprocess
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,10 +117,13 @@ def profile(root: Path) -> sandbox.Profile:
 class PythonMacros:
     """A running child holding a project's Python macros."""
 
-    def __init__(self, root: Path) -> None:
-        """Start the child (it imports sqlglot, then waits for :meth:`start`)."""
+    def __init__(self, root: Path, *, launch: bool = True, tree: str | None = None) -> None:
+        """Start the child (it imports sqlglot, then waits for :meth:`start`); with
+        ``launch=False`` only when the load asks what no earlier load of the same tree
+        answered (``tree``: the folder's :func:`tree_key`, see :class:`Replays`)."""
         root = root.resolve()
         self.root = root
+        self.tree = tree
         self.calls = 0
         self.columns_of: ColumnsOf | None = None
         """Answers ``evaluator.columns_to_types`` (set by the loader; None: nothing known)."""
@@ -132,23 +145,48 @@ class PythonMacros:
         self._ahead = [0, 0, 0]  # lines, items, bytes of answers made ahead
         self._value_items = 0  # JSON items of the values answered (VALUE_ITEMS)
         self._failure: ModelError | None = None
+        self._asked: set[str] = set()  # keys of answers that asked the loader for columns
+        self._setup: dict[str, Any] | None = None
+        self._setting = ""
+        self._replayed = False  # whether this load's answers so far are all replayed
         self._started = time.monotonic()
-        self._process = (
-            subprocess.Popen(  # our interpreter and module; the project's files are data
-                sandbox.wrap(
-                    sandbox.python_child("sluice.core.model.pycode.child"),
-                    profile(root),
-                ).argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env={},
-                cwd=str(root),
-            )
-        )
-        assert self._process.stdout is not None
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._process.stdout, selectors.EVENT_READ)
+        self._child: subprocess.Popen[bytes] | None = None
+        if launch:
+            self._launch()
+
+    def _launch(self) -> None:
+        self._started = time.monotonic()
+        self._child = subprocess.Popen(  # our interpreter and module; the project's files are data
+            sandbox.wrap(
+                sandbox.python_child("sluice.core.model.pycode.child"),
+                profile(self.root),
+            ).argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            cwd=str(self.root),
+        )
+        assert self._child.stdout is not None
+        self._selector.register(self._child.stdout, selectors.EVENT_READ)
+
+    @property
+    def _process(self) -> subprocess.Popen[bytes]:
+        """The child (started by :meth:`_live` where this load replayed so far)."""
+        assert self._child is not None, "the macro process was not started"
+        return self._child
+
+    def _live(self) -> None:
+        """Start the child now, if this load answered from an earlier one's so far: it is
+        asked something that load did not answer. It gets the same setup, and its list of
+        macros is read again (:meth:`_ready`)."""
+        if self._child is not None or self._setup is None:
+            return
+        self._replayed = False
+        self._names = None
+        self._launch()
+        self._send(self._setup)
 
     def start(
         self,
@@ -175,6 +213,15 @@ class PythonMacros:
             "read_ahead": [os.path.join(here, f) for f in read_ahead],
             "dialect": dialect,
         }
+        self._setup = setup
+        self._setting = _setting(self.root, files, variables, dialect)
+        if self._child is None:
+            kept = REPLAYS.get(self.tree, self._setting)
+            if kept is not None:
+                self._replayed = True
+                self._names, self._memo = kept
+                return
+            self._launch()
         self._send(setup)  # the answer is read by _ready(), when it is needed
 
     @property
@@ -220,6 +267,7 @@ class PythonMacros:
         answer = self._memo.get(key)
         try:
             if answer is None:
+                self._live()
                 self._ready()
                 self._take_ahead()
                 answer = self._memo.get(key)
@@ -253,6 +301,7 @@ class PythonMacros:
         """Run the project's config.py for its Config named ``name``: the child's answer,
         ``{"value": ...}`` (see :mod:`.config_eval`) or ``{"error": ...}``, unchecked.
         The child may take ``seconds`` (then it is ended: :class:`ModelError`)."""
+        self._live()
         self._ready()
         if self._failure is not None:
             raise self._failure
@@ -277,6 +326,7 @@ class PythonMacros:
         key = json.dumps(body, sort_keys=True)
         answer = self._memo.get(key)
         if answer is None:
+            self._live()
             self._ready()
             if self._errors:
                 raise ModelError(
@@ -288,7 +338,7 @@ class PythonMacros:
                 )
             if self._failure is not None:
                 raise self._failure
-            answer = self._ask_for(body, doing)
+            answer = self._ask_for(body, doing, asked=key)
             self._memo[key] = answer
         if "error" in answer:
             error = answer["error"]
@@ -309,10 +359,11 @@ class PythonMacros:
         return self._ask_for(request, f"running @{name}", key)
 
     def _ask_for(
-        self, request: dict[str, Any], doing: str, key: str | None = None
+        self, request: dict[str, Any], doing: str, key: str | None = None, asked: str = ""
     ) -> dict[str, Any]:
         """One request, asked of the child (answering its questions about columns); an
-        answer that asked none is kept under ``key``."""
+        answer that asked none is kept under ``key``; one that asked some is named by
+        ``asked`` (or ``key``) among those never replayed (:meth:`keep`)."""
         self._next_id += 1
         ident = self._next_id
         request = {"id": ident, **request}
@@ -320,14 +371,13 @@ class PythonMacros:
         # and the only kind of answer: a value for a model's or config.py's
         self._asking_value = "evaluate" in request or "config" in request
         self._send(request)
-        asked = False
         deferred: Exception | None = None
         while True:
             # A call made ahead before this one may still be under way: it has its own limit.
             seconds = CALL_SECONDS + AHEAD_SECONDS
             line = self._receive(time.monotonic() + seconds, seconds, doing)
             if "columns" in line:
-                asked = True
+                self._asked.add(asked or key or "")
                 try:
                     found = self._columns(str(line["columns"]))
                 except Exception as exc:  # the loader's "not read yet": the file waits
@@ -336,7 +386,7 @@ class PythonMacros:
                 continue
             if deferred is not None:
                 raise deferred  # the child has answered: it is ready for the next call
-            if not asked and key is not None:
+            if key is not None and key not in self._asked:
                 self._memo[key] = line
             return line
 
@@ -347,15 +397,37 @@ class PythonMacros:
     def _take_ahead(self) -> None:
         """Keep the answers the child has sent ahead so far, without waiting."""
         self._doing = "reading the answers made ahead"
-        while self._selector.select(0):
+        while self._child is not None and self._selector.select(0):
             if not self._fill():
                 return
             self._split()
+
+    def keep(self) -> None:
+        """Keep what this load's child answered for the later loads of the same tree
+        (:data:`REPLAYS`): only after its macro files imported and it kept to its protocol,
+        and never an error, nor an answer that asked the loader for a table's columns (those
+        depend on the load's other models). Nothing is kept of a tree that changed while it
+        loaded, or of a child that wrote more than :data:`KEEP_BYTES`."""
+        if (
+            self.tree is None
+            or self._child is None  # every answer was replayed: kept already
+            or self._names is None
+            or self._errors
+            or self._failure is not None
+            or self._read > KEEP_BYTES
+            or tree_key(self.root) != self.tree
+        ):
+            return
+        answers = {k: v for k, v in self._memo.items() if k not in self._asked and "error" not in v}
+        REPLAYS.put(self.tree, self._setting, self._names, answers, self._read)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._child is None:
+            self._selector.close()
+            return
         if self._process.poll() is None:
             try:
                 assert self._process.stdin is not None
@@ -631,8 +703,13 @@ def _message(raw: bytes) -> tuple[str, dict[str, Any]]:
 
 def spawn(root: Path) -> PythonMacros | None:
     """Start the project's macro process early (None when it has no Python macros): its
-    start overlaps what the loader reads first; :func:`active` then hands it the work."""
-    return PythonMacros(root) if macro_files(root) else None
+    start overlaps what the loader reads first; :func:`active` then hands it the work.
+    Where a load of the same tree was answered before (:data:`REPLAYS`), the process is
+    started only if this load asks something that one did not."""
+    if not macro_files(root):
+        return None
+    tree = tree_key(root)
+    return PythonMacros(root, launch=not REPLAYS.has(tree), tree=tree)
 
 
 @contextmanager
@@ -658,9 +735,163 @@ def active(
     try:
         yield macros
         macros.check()  # a macro file that did not import fails the load, called or not
+        macros.keep()
     finally:
         external.ACTIVE.reset(token)
         macros.close()
+
+
+# -- answers replayed ------------------------------------------------------------------
+
+REPLAY_SECONDS = 300.0
+"""Longest a load's answers are replayed after the load that got them from its child."""
+REPLAY_TREES = 16
+"""Most trees whose answers this process keeps (the least recently used go first)."""
+REPLAY_BYTES = 8 << 20
+"""Most bytes the children whose answers this process keeps wrote, in all."""
+KEEP_BYTES = 1 << 20
+"""Most a child may have written for its load's answers to be kept."""
+TREE_FILES = 20_000
+"""Most files and folders a tree may hold for its answers to be kept (:func:`tree_key`)."""
+TREE_BYTES = 64 << 20
+"""Most bytes a tree's files may hold for its answers to be kept (:func:`tree_key`)."""
+
+
+def tree_key(root: Path) -> str | None:
+    """One hash of the folder ``root`` as the child would find it: its resolved path, and
+    every entry under it by relative path (a file's bytes, a link's target, a folder's
+    name, any other kind of entry as its kind). None when it holds more than
+    :data:`TREE_FILES` entries or :data:`TREE_BYTES` bytes of files (its answers are
+    never kept)."""
+    base = root.resolve()
+    found: list[tuple[str, str, str]] = []  # kind, relative path, absolute path
+    total = 0
+
+    def unreadable(error: OSError) -> None:
+        raise error
+
+    try:
+        for folder, dirs, names in os.walk(base, onerror=unreadable):
+            dirs.sort()
+            rel_folder = os.path.relpath(folder, base)
+            for name in sorted({*dirs, *names}):
+                path = os.path.join(folder, name)
+                info = os.lstat(path)
+                if stat.S_ISLNK(info.st_mode):
+                    kind = "link"
+                elif stat.S_ISDIR(info.st_mode):
+                    kind = "folder"
+                elif stat.S_ISREG(info.st_mode):
+                    kind = "file"
+                    total += info.st_size
+                else:
+                    kind = f"mode {stat.S_IFMT(info.st_mode)}"  # never opened
+                found.append((kind, os.path.normpath(os.path.join(rel_folder, name)), path))
+                if len(found) > TREE_FILES or total > TREE_BYTES:
+                    return None
+        hasher = hashlib.sha256(os.fsencode(base) + b"\0")
+        for kind, rel, path in found:
+            content = hashlib.sha256()
+            if kind == "link":
+                content.update(os.fsencode(os.readlink(path)))
+            elif kind == "file":
+                with open(path, "rb") as handle:
+                    while chunk := handle.read(1 << 20):
+                        content.update(chunk)
+            named = os.fsencode(rel)
+            hasher.update(f"{kind}\0{len(named)}\0".encode() + named + content.digest())
+    except OSError:
+        return None
+    return hasher.hexdigest()
+
+
+def _setting(root: Path, files: Sequence[Path], variables: Mapping[str, Any], dialect: str) -> str:
+    """What a load hands its child besides the tree: the macro files, variables, dialect."""
+    named = sorted(os.path.relpath(f.resolve(), root) for f in files)
+    return json.dumps([named, dict(variables), dialect], sort_keys=True, default=str)
+
+
+Kept = tuple[frozenset[str], dict[str, dict[str, Any]]]
+"""A load's macros (lower-case names) and its answers by key (as :class:`PythonMacros`
+keeps them in a load)."""
+
+
+class Replays:
+    """What the child of a load answered, kept for a later load of the same tree (the
+    same folder with the same bytes, :func:`tree_key`) with the same macro files, variables
+    and dialect in this process, for :data:`REPLAY_SECONDS` after it was answered: such a
+    load starts no child unless it asks something that load did not. A macro is a function
+    of its arguments, the project's files and variables (as the load's own memory of calls
+    and the parse cache assume), so it is the same answer. At most :data:`REPLAY_TREES`
+    trees, and what their children wrote at most :data:`REPLAY_BYTES` in all, are kept."""
+
+    def __init__(
+        self,
+        trees: int = REPLAY_TREES,
+        seconds: float = REPLAY_SECONDS,
+        size: int = REPLAY_BYTES,
+    ) -> None:
+        self._trees = trees
+        self._seconds = seconds
+        self._size = size
+        self._lock = threading.Lock()
+        # tree -> (when first answered, bytes its children wrote, setting -> answers)
+        self._kept: OrderedDict[str, tuple[float, int, dict[str, Kept]]] = OrderedDict()
+
+    def _entry(self, tree: str | None) -> dict[str, Kept] | None:
+        if tree is None or tree not in self._kept:
+            return None
+        since, _size, settings = self._kept[tree]
+        if time.monotonic() - since > self._seconds:
+            del self._kept[tree]
+            return None
+        self._kept.move_to_end(tree)
+        return settings
+
+    def has(self, tree: str | None) -> bool:
+        """Whether a load of ``tree`` was answered (within the time kept)."""
+        with self._lock:
+            return self._entry(tree) is not None
+
+    def get(self, tree: str | None, setting: str) -> Kept | None:
+        """The macros and answers of a load of ``tree`` with ``setting`` (a copy)."""
+        with self._lock:
+            found = (self._entry(tree) or {}).get(setting)
+            return None if found is None else (found[0], dict(found[1]))
+
+    def put(
+        self,
+        tree: str,
+        setting: str,
+        names: frozenset[str],
+        answers: dict[str, dict[str, Any]],
+        size: int,
+    ) -> None:
+        """Keep a load's answers (``size``: the bytes its child wrote), added to those kept
+        of the tree, whose time stays that of the first: nothing is replayed longer than
+        :data:`REPLAY_SECONDS` after its child answered it."""
+        with self._lock:
+            settings = self._entry(tree)
+            since, before = (self._kept[tree][0], self._kept[tree][1]) if settings else (0.0, 0)
+            if settings is None:
+                settings, since = {}, time.monotonic()
+            old = settings.get(setting)
+            settings[setting] = (names, {**(old[1] if old else {}), **answers})
+            self._kept[tree] = (since, before + size, settings)
+            self._kept.move_to_end(tree)
+            while self._kept and (
+                len(self._kept) > self._trees
+                or sum(size for _, size, _ in self._kept.values()) > self._size
+            ):
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+REPLAYS = Replays()
+"""This process's answers kept (:class:`Replays`)."""
 
 
 class ModelPython:
