@@ -1124,17 +1124,18 @@ def run_trial(world: World, trial: Trial, expected: dict[str, float]) -> dict[st
         merged = pull(n, "closed", merged=True, merge_commit_sha=_sha("b", n), state="closed")
         target = world.deliver("pull_request", merged, f"chaos-{tag}-merge-{n}")
     else:
-        # Environments to drop: those promotions invalidated, else the open PRs', closed
-        # now, else a PR's opened for the purpose.
-        if not world.invalidated():
-            if not world.open_prs:
-                job, more = _open_pr(world, n, tag)
-                setup.append(job)
-                problems += more
-            for number in list(world.open_prs):
-                closed = pull(number, "closed", merged=False, state="closed")
-                setup.append(world.deliver("pull_request", closed, f"chaos-{tag}-close-{number}"))
-                world.open_prs.remove(number)
+        # Environments to drop: those promotions invalidated (prod shares their tables),
+        # and the open PRs', closed now (tables of their own); when there are neither, a
+        # PR's opened for the purpose and closed.
+        if not world.invalidated() and not world.open_prs:
+            job, more = _open_pr(world, n, tag)
+            setup.append(job)
+            problems += more
+        for number in list(world.open_prs):
+            closed = pull(number, "closed", merged=False, state="closed")
+            setup.append(world.deliver("pull_request", closed, f"chaos-{tag}-close-{number}"))
+            world.open_prs.remove(number)
+        if setup:
             world.wait_jobs(setup)
         target = world.queue_janitor(f"chaos-{tag}-janitor")
     clock = time.monotonic()

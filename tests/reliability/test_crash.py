@@ -8,6 +8,8 @@ scenario with both faults many times (docs/reliability.md). Four trials keep CI 
 Real everything: the service on uvicorn in its own process (``tests/helpers/service_child``,
 GitHub faked at the wire with its state in a file), Spark through spark-submit. One world
 (prod built once) serves the module; each test still runs alone, building the PR it needs.
+In the module's order the promotion merges the PR the service-kill trial built (no build of
+its own), and the janitor then drops that promoted PR's environment and the other PR's.
 The faults land early in the job (the trial's moment is drawn over a short expected
 duration) so that they land at all; a trial whose job finished first is drawn again.
 """
@@ -76,12 +78,14 @@ def test_a_pr_build_survives_its_service_killed(world: World) -> None:
     _trial(world, "pr", "service")
 
 
-def test_the_janitor_survives_its_service_killed(world: World) -> None:
-    _trial(world, "janitor", "service")
-
-
 def test_a_promotion_survives_its_driver_killed_while_swapping_views(world: World) -> None:
     # Prod's views are half re-pointed when the driver dies: the retry finishes the swap,
     # and prod reads the promoted versions only (checked by the trial).
     record = _trial(world, "promote", "driver", at_step="views")
     assert record["swap_s"], "the promotion's views step was not found"
+
+
+def test_the_janitor_survives_its_service_killed(world: World) -> None:
+    # It drops the environment the promotion above invalidated (prod shares its tables)
+    # and the first PR's, closed by the trial (tables of its own).
+    _trial(world, "janitor", "service")
