@@ -751,10 +751,11 @@ REPLAY_BYTES = 8 << 20
 """Most bytes the children whose answers this process keeps wrote, in all."""
 KEEP_BYTES = 1 << 20
 """Most a child may have written for its load's answers to be kept."""
-TREE_FILES = 20_000
+TREE_FILES = 10_000
 """Most files and folders a tree may hold for its answers to be kept (:func:`tree_key`)."""
-TREE_BYTES = 64 << 20
-"""Most bytes a tree's files may hold for its answers to be kept (:func:`tree_key`)."""
+TREE_BYTES = 16 << 20
+"""Most bytes a tree's files may hold for its answers to be kept (:func:`tree_key`): a
+load with Python macros hashes at most this much (a few tens of ms) besides its child."""
 
 
 def tree_key(root: Path) -> str | None:
