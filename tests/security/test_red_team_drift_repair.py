@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import DriftCheckEvent
 from sluice.bot.flow import audit, dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
@@ -75,8 +76,9 @@ class World:
         self.github = MemoryForge(OWNER, name="github", clock=self.clock)
         roles = {u: "write" for u in ("alice", "bob", "carol", "erin", "frank")}
         self.github.roles.update({**roles, "dave": "read"})
+        self.forges = {OWNER: self.github}
         self.url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(project_python="on", forge_for=lambda _event: self.github,
+        self.deps = make_deps(project_python="on", forge_for=lambda event: self.forges[event.repo],
                               workdir=root / "work", state_url=self.url, clock=self.clock,
                               spark=SERVICE_SPARK, runner_for=self.warehouse.runner)  # fmt: skip
         self.ledger = Ledger(self.url)
@@ -114,8 +116,6 @@ class World:
 
     def check(self) -> None:
         """The scheduled drift check."""
-        from sluice.bot.events.neutral import DriftCheckEvent
-
         dispatch.handle(self.deps, DriftCheckEvent("github", OWNER, None))
 
     def drift(self, sha: str = C) -> Check:
@@ -134,9 +134,10 @@ class World:
         run_id: int = 4,
         name: str = checks.DRIFT,
         app: int | None = None,
+        repo: str = OWNER,
     ) -> None:
         """``user`` clicks button ``identifier`` of check ``name`` (GitHub's webhook)."""
-        body = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        body = realcase("github/check_run/requested_action.payload.json", repo, **{
             "check_run.name": name, "check_run.head_sha": head, "check_run.id": run_id,
             "requested_action.identifier": identifier, "sender.login": user,
         })  # fmt: skip
@@ -546,3 +547,39 @@ def test_a_view_too_deep_to_parse_is_reported_as_drift(world: World) -> None:
     assert world.drift().conclusion == "failure", "a view redefined by hand hides its drift"
     world.click("alice", world.button("Plan the repair"))
     assert world.drift().title == "Repair planned: 1 more approval needed"
+
+
+# -- 12. the same approver twice, another repository -------------------------------------
+
+
+def test_the_same_approver_twice_is_one_approval(tmp_path: Path) -> None:
+    world = _world(tmp_path, TWO)
+    try:
+        world.redefine()
+        world.click("alice", world.button("Plan the repair"))
+        built = world.applied()
+        approve = world.button("Approve the repair")
+        world.click("bob", approve)
+        world.click("bob", approve, run_id=5)  # another run of the check, the same person
+        assert world.applied() == built
+        assert world.drift().title == "Repair planned: 1 more approval needed"
+        world.click("carol", world.button("Approve the repair"), run_id=6)
+        assert world.applied() == built + 1
+    finally:
+        world.close()
+
+
+def test_a_click_in_another_repository_repairs_nothing_here(world: World) -> None:
+    other = MemoryForge("octo/other", name="github", clock=world.clock)
+    other.roles.update({"alice": "admin", "bob": "admin"})
+    other.commit_folder(C, world.root / f"tree-{C[:6]}")
+    other.refs["main"] = C
+    world.forges["octo/other"] = other
+    world.redefine()
+    plan = world.button("Plan the repair")
+    jobs = len(world.warehouse.jobs)
+    world.click("alice", plan, repo="octo/other")  # its service's state is octo/warehouse's
+    world.click("bob", "repair:" + "0" * 12, repo="octo/other", run_id=5)
+    assert len(world.warehouse.jobs) == jobs and world.rows() == []
+    assert world.ledger.entries(repo="github:octo/other") == []
+    assert checks.DRIFT not in other.checks.get(C, {})
