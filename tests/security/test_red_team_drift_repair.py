@@ -175,16 +175,6 @@ def _world(tmp_path: Path, config: str) -> World:
 # -- 1. one approver counted twice: the case of his login --------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: under a gate of two approvals, bob approves as `bob`, "
-    "renames his account to `Bob` (GitHub keeps the account, the new case is its login; "
-    "the webhook names `Bob`) and approves again: tally() keeps approvals apart by their "
-    "exact text (dict.fromkeys(approved), drift_repair.py) while it admits them case-folded, "
-    "so one person is two approvals and the repair runs with one approver; fix: count "
-    "approvers case-folded (dict.fromkeys(a.casefold() ...)), better by the forge's user id "
-    "(sender.id) recorded in the row",
-)
 def test_one_approver_is_not_counted_twice_by_the_case_of_his_login(tmp_path: Path) -> None:
     world = _world(tmp_path, TWO)
     try:
@@ -242,17 +232,6 @@ def test_a_requester_who_renamed_himself_does_not_approve_his_repair(tmp_path: P
 # -- 3. a gate of owners only: one writer rebuilds prod alone ----------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: under a gate of owners only (owners_must_approve, no "
-    "required_approvers) every promotion needs an owner's approval, yet any writer's "
-    "Plan the repair drops and rebuilds prod's tables at once with nobody's approval: "
-    "_settle() applies when required_approvers.count - approvals <= 0 (0 - 0), treating "
-    "`settings.requires_approval` gates as gates requiring nobody (docs/security.md says the "
-    "owners rule is not applied to a repair); fix: when the settings in force require "
-    "approval but name no required approvers, refuse the click (repair from the CLI) or "
-    "ask the owners of the models it rebuilds, never apply at once",
-)
 def test_a_gate_of_owners_only_does_not_let_one_writer_rebuild_prod(tmp_path: Path) -> None:
     world = _world(tmp_path, OWNERS_ONLY)
     try:
@@ -270,23 +249,12 @@ def test_a_gate_of_owners_only_does_not_let_one_writer_rebuild_prod(tmp_path: Pa
 # -- 4. a request of an earlier drift, approved alone when the drift comes back -----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: alice asked for a repair, prod was then mended by hand "
-    "(the scheduled check went green); weeks later bob redefines the same view by hand "
-    "(he writes the catalog) and his next scheduled check shows alice's old request "
-    "waiting with its Approve button: bob's click applies it, one person's decision on "
-    "today's drift. A request never expires: tally() counts every row since the plan was "
-    "last applied, and a drift that ended without a repair is no such end; the Plan "
-    "button's `drift:<report token>` is not bound to the request either; fix: end a "
-    "request when a check finds no drift (a `withdrawn` row the tally starts after) or "
-    "when it is older than a bound, and bind it to the report token it was made from",
-)
 def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     world: World,
 ) -> None:
     world.redefine()
     world.click("alice", world.button("Plan the repair"))
+    approve = world.button("Approve the repair")  # bob keeps its identifier
     # Prod mended by hand before anyone approved: the next check is green.
     world.warehouse.views["jaffle.customers"] = world.sluices["jaffle.customers"]
     world.clock.now += DAY
@@ -296,7 +264,9 @@ def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     world.clock.now += 30 * DAY
     world.redefine()
     built = world.applied()
-    world.click("bob", world.button("Approve the repair"), run_id=77)
+    world.check()  # the request is a month old: the check shows no Approve button
+    assert not [a for a in world.drift().actions if a.label == "Approve the repair"]
+    world.click("bob", approve, run_id=77)  # the old identifier, sent by hand
     assert world.applied() == built, "bob alone repaired prod on a request of another drift"
 
 
@@ -311,9 +281,12 @@ def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     "to be what prod runs (scheduled.run's plan_run refuses such a checkout). A commit "
     "on the prod branch no promotion applied (pushed past the gate, or merged unapproved "
     "and its promotion refused) puts its before_all/after_all statements and audits into "
-    "prod's repair job; fix: load the repair's project at the commit prod was last "
-    "promoted from (ledger.last_sha) or refuse when plan_environment(project) has changes "
-    "against prod, as plan_run does",
+    "prod's repair job. Since fixed where the settings were pinned before that push: prod's "
+    "jobs load the project at the commit prod was last promoted with (Settings.python_ref) "
+    "and the repair refuses a project whose models or statements differ from prod's. Still "
+    "open where the first pin is made after it (a service started on a branch whose head "
+    "was pushed past the gate): fix: record the commit each promotion applied with prod's "
+    "plan and load prod's project there",
 )
 def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: World) -> None:
     statement = "CREATE SCHEMA IF NOT EXISTS mallory_was_here"
@@ -525,20 +498,6 @@ def test_a_foreign_run_of_the_same_name_does_not_turn_sluices_check_into_a_statu
 DEEP = "SELECT " + "(" * 5000 + "1" + ")" * 5000 + " AS id"  # 10 KB: a view redefined by hand
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="red team, drift repair: whoever can write prod's catalog redefines a view as "
-    "SELECT ((((...1...)))) 5,000 deep (10 KB, well under the result's 64 KB text bound): "
-    "compare.canonical() hands it to sqlglot.parse_one, which raises RecursionError, and "
-    "only SqlglotError and ValueError are caught (compare.py canonical/_reads/null_filled; "
-    "scheduled.drift_check and drift_repair.on_click catch SluiceError only). The "
-    "scheduled check dies and leaves the last sluice/drift check as it was (green), so the "
-    "drift hides itself; every Plan the repair click dies likewise and is retried under "
-    "prod's queue key, holding promotions behind it; fix: catch RecursionError (and any "
-    "parser error) in compare.py's parsers and report the view as view_changed with its "
-    "text unreadable, or bound the nesting of catalog text before parsing it",
-)
 def test_a_view_too_deep_to_parse_is_reported_as_drift(world: World) -> None:
     world.check()
     assert world.drift().conclusion == "success"

@@ -45,17 +45,22 @@ from sluice.core.drift.repair import Repair
 from sluice.core.errors import SluiceError
 from sluice.core.gate_settings import RequiredApprovers
 from sluice.core.model.definition import Project
+from sluice.core.plan import statements
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.submit import Runner
 from sluice.core.state import StateStore, open_state
-from sluice.core.workflow import apply_plan
+from sluice.core.workflow import apply_plan, plan_run
 
 log = logging.getLogger(__name__)
 
 REQUESTED, APPROVED, APPLIED = "requested", "approved", "applied"
 """The outcomes of the ``drift repair`` audit rows that make up a repair's record."""
 REFUSED = "drift repair refused"
+REQUEST_MS = 24 * 3_600_000
+"""How long a request (and the approvals given it) stands: a drift mended by hand and
+back weeks later is asked for and approved again, never repaired on an old request alone
+(red team, drift repair)."""
 
 
 def fingerprint(plan: Plan) -> str:
@@ -90,18 +95,16 @@ def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
     """The record of the repair plan with fingerprint ``plan`` (:class:`Tally`)."""
     rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
     last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
-    rows = rows[last + 1 :]
+    rows = [r for r in rows[last + 1 :] if r.at > job.now - REQUEST_MS]
     requesters = tuple(dict.fromkeys(r.actor for r in rows if r.outcome == REQUESTED))
     asked = {r.casefold() for r in requesters}
     allowed = members(job.forge, [*approvers.users, *approvers.teams]) if rows else frozenset()
-    approved = [
-        r.actor
-        for r in rows
-        if r.outcome == APPROVED
-        and r.actor.casefold() in allowed
-        and r.actor.casefold() not in asked
-    ]
-    return Tally(requesters, tuple(dict.fromkeys(approved)))
+    approved: dict[str, str] = {}  # one approval a person, whatever the case of the login
+    for r in rows:
+        key = r.actor.casefold()
+        if r.outcome == APPROVED and key in allowed and key not in asked:
+            approved.setdefault(key, r.actor)
+    return Tally(requesters, tuple(approved.values()))
 
 
 def on_click(job: Job, event: CheckRunEvent) -> None:
@@ -135,6 +138,12 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         return
     settings, tree, project = found
     approvers = settings.gate.required_approvers
+    if settings.requires_approval and not approvers.count:
+        # Owners approve models a PR changes; a repair has no PR and no author, so a gate
+        # of owners only has nobody to ask, and a lone writer must not rebuild prod.
+        _refuse(job, event.requester, f"the gate names no required approvers{where}")
+        job.forge.set_check(event.head_sha, checks.repair_failed(OWNERS_ONLY_REFUSAL))
+        return
     if what == checks.APPROVE_REPAIR:
         if not approvers.count:
             _refuse(job, event.requester, f"the gate requires no approval{where}")
@@ -154,6 +163,17 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
     try:
         if store.get_environment(PROD) is None:
             return
+        # The repair's job runs the project's statements, audits and table settings: the
+        # ones prod was promoted with, never a head of the branch no promotion applied
+        # (red team, drift repair); checked before any Spark job.
+        plan_run(project, store, PROD, now=job.now)
+        ours = statements.digest(project.before_all, project.after_all)
+        if ours != trust.prod_statements_digest(job, settings):
+            raise SluiceError(
+                f"the prod branch's head {head[:12]} runs other statements (before_all, "
+                "after_all) than prod was promoted with",
+                hint="promote that commit, or revert its statements, then plan the repair",
+            )
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
         report = drift.check(store, PROD, runner, now=job.now)
         if not report.drifted:
@@ -289,6 +309,15 @@ class _Work:
         )
         after = drift.check(self.store, PROD, self.runner, now=job.deps.clock())
         job.forge.set_check(self.head, checks.repaired(after, plan, requester, record.approved_by))
+
+
+OWNERS_ONLY_REFUSAL = (
+    "The gate on the prod branch asks the owners of changed models only "
+    "(`sluice.gate.owners_must_approve`, no `required_approvers`): a repair changes no "
+    "model of a pull request, so it has nobody to ask. Name required approvers in "
+    "`sluice.gate.required_approvers` on the prod branch, or run `sluice drift --repair` "
+    "from a checkout of the prod branch."
+)
 
 
 def _refuse(job: Job, actor: str, detail: str) -> None:

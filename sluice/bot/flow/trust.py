@@ -834,7 +834,10 @@ def prod_project(job: Job, what: str) -> tuple[Settings, Path, Project] | None:
     if job.ledger.last_sha(job.repo) is None:
         return None  # no project was ever loaded for this repository: nothing built
     settings = for_repository(job)
-    sha = settings.sha or job.forge.commit_of(settings.branch)
+    # The commit prod was last promoted with while a gate guards it (the branch's head may
+    # hold commits pushed or merged past the gate: their statements, audits and Python
+    # must not run in prod's jobs; red team, drift repair); else the settings' commit.
+    sha = settings.python_ref or settings.sha or job.forge.commit_of(settings.branch)
     if sha is None:
         log.warning(
             "%s: %s skipped: the prod branch %s has no commit",
