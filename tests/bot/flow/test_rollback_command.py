@@ -21,6 +21,7 @@ from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import record_prod
 from tests.helpers.fold_settings import fold_settings
+from tests.helpers.kept_world import Kept, keep, restore
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
@@ -57,17 +58,21 @@ class World:
             store.close()
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    first = tmp_path / "v1"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
+    """Prod recorded twice (the example, then with a column more), the forge's main at
+    the second, PR 7 merged and PR 8 open. Built once for the module
+    (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
+    folder = tmp_path_factory.mktemp("rollback-world")
+    url = f"sqlite:///{folder / 'state.db'}"
+    first = folder / "v1"
     shutil.copytree(REPO / "examples" / "jaffle_shop", first,
                     ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
     fold_settings(first)  # the example's sluice.yaml into config.yaml
     with (first / "config.yaml").open("a") as config:
         config.write(GATE)
     record_prod(first, url, NOW)
-    second = tmp_path / "v2"
+    second = folder / "v2"
     shutil.copytree(first, second)
     customers = second / "models" / "customers.sql"
     customers.write_text(
@@ -82,10 +87,24 @@ def world(tmp_path: Path) -> Iterator[World]:
     forge.roles.update({"alice": "write", "bob": "write", "dana": "write", "carol": "read"})
     forge.teams["octo/data"] = frozenset({"dana"})
     runner = Warehouse()
-    deps = make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
-                     workdir=tmp_path / "work", state_url=url, runner_for=runner.runner,
-                     clock=lambda: NOW + 120_000)  # fmt: skip
+    deps = _deps(folder, forge, runner)
     deps.ledger.seen(f"memory:{forge.repo}", None, NOW, sha=MAIN)
+    deps.close()
+    return keep(folder, forge, runner)
+
+
+def _deps(folder: Path, forge: MemoryForge, runner: Warehouse) -> Deps:
+    return make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
+                     workdir=folder / "work", state_url=f"sqlite:///{folder / 'state.db'}",
+                     runner_for=runner.runner, clock=lambda: NOW + 120_000)  # fmt: skip
+
+
+@pytest.fixture
+def world(built: Kept) -> Iterator[World]:
+    """The world :func:`built` made, a copy of its own for this test."""
+    folder, forge, runner = restore(built)
+    url = f"sqlite:///{folder / 'state.db'}"
+    deps = _deps(folder, forge, runner)
     store = open_state(url)
     plans = [p.plan_id for p in reversed(history(store, "prod"))]
     store.close()
