@@ -2,7 +2,8 @@
 
 The merge queue's and the merge train's flow modules start every test from the same
 world: prod built from the example and three pull requests built and approved, which took
-most of each test's time (four project loads, each starting the sandboxed Python child).
+most of each test's time (four project loads, each starting the sandboxed Python child);
+the rollback command's module, prod recorded twice.
 :func:`keep` saves such a world once it is built: its folder (the state database, the
 trees the flow checked out), its in-memory forge and its scripted warehouse. Each test
 then :func:`restore` s it: the folder is put back as it was built, at the same path (the
