@@ -24,6 +24,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.state import open_state
+from tests.helpers.kept_world import Kept, keep, restore
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
 
 HEAD = "a1" * 20
@@ -33,16 +34,17 @@ SECRET = "s3rvice-Secret-9f8e7d6c"
 TOKEN = "ghp_" + "Z" * 36
 
 
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[Bot]:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     """The bot on an in-memory GitHub (bob the gate's approver, alice a writer), prod built
-    from ``C`` on a scripted warehouse, PR 7 by alice changing orders.sql at HEAD; the
-    service knows one secret."""
+    from ``C`` on a scripted warehouse, PR 7 by alice changing orders.sql at HEAD. Built
+    once for the module (tests/helpers/kept_world.py): each test gets a copy of its own
+    (``bot``)."""
     warehouse = Warehouse()
     github = MemoryForge(OWNER, name="github")
     github.roles.update({"alice": "write", "bob": "write"})
-    made = Bot(tmp_path, github, runner_for=warehouse.runner)
-    made.deps = dataclasses.replace(made.deps, redactor=Redactor([SECRET]))
+    folder = tmp_path_factory.mktemp("audit-world")
+    made = Bot(folder, github, runner_for=warehouse.runner)
     made.prod(C, CONFIG)
     project = load_project(made.root / f"tree-{C[:6]}", use_cache=False)
     store = open_state(made.url)
@@ -62,6 +64,17 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
     )
     github.commit_folder(HEAD, src, parents=(C,))
     made.pull(7, HEAD)
+    made.close()
+    return keep(folder, github, warehouse)
+
+
+@pytest.fixture
+def bot(built: Kept) -> Iterator[Bot]:
+    """The world :func:`built` made, a copy of its own for this test; the service knows
+    one secret."""
+    folder, github, warehouse = restore(built)
+    made = Bot(folder, github, runner_for=warehouse.runner)
+    made.deps = dataclasses.replace(made.deps, redactor=Redactor([SECRET]))
     yield made
     made.close()
 
