@@ -152,18 +152,6 @@ def stash(evaluator):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "red team, macro replay: a macro that asked the loader for columns keeps them in a "
-        "global, and another macro answers them without asking: its answer (derived from "
-        "columns) is kept and replayed, against Replays' rule that answers depending on "
-        "columns are never kept (macros.py _ask_for: only the call that asked is put in "
-        "_asked; keep() keeps every other answer); fix: once any call of a child asked "
-        "for columns, keep none of that child's later answers (nor answers made ahead "
-        "after it), i.e. mark the child tainted instead of one key"
-    ),
-)
 def test_an_answer_derived_from_columns_through_child_state_is_never_kept(
     tmp_path: Path,
 ) -> None:
@@ -185,18 +173,6 @@ def test_an_answer_derived_from_columns_through_child_state_is_never_kept(
     assert "secret_col" not in kept, "an answer derived from columns was kept for replay"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "red team, macro replay: a FIFO named macros/__init__.py hangs the service's load "
-        "for good before any hashing or child: spawn() (the entry of replays) calls "
-        "macro_files(), which reads every __init__.py with Path.read_text (opening a FIFO "
-        "blocks until a writer comes; a link there is followed out of the tree too); fix: "
-        "in macro_files lstat each file and read only regular files (open with O_NOFOLLOW "
-        "| O_NONBLOCK and check S_ISREG on fstat), counting anything else as a macro file "
-        "so the sandboxed child reports it"
-    ),
-)
 def test_a_fifo_as_a_macro_package_file_never_hangs_the_load(tmp_path: Path) -> None:
     root = tmp_path / "p"
     (root / "models").mkdir(parents=True)

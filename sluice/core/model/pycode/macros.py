@@ -98,11 +98,20 @@ _REFUSED_HINT = (
 def macro_files(root: Path) -> list[Path]:
     """The project's Python macro files (an empty ``__init__.py`` is not one)."""
     folder = root / "macros"
-    return [
-        p
-        for p in sorted(folder.rglob("*.py"))
-        if p.name != "__init__.py" or p.read_text(encoding="utf-8", errors="replace").strip()
-    ]
+    return [p for p in sorted(folder.rglob("*.py")) if p.name != "__init__.py" or _has_code(p)]
+
+
+def _has_code(init: Path) -> bool:
+    """Whether the package file ``init`` holds anything but blanks. Only a regular file
+    is read (a FIFO would hang the load, a link could lead out of the tree: red team, macro
+    replay); anything else counts as a macro file, which the sandboxed child reports."""
+    try:
+        if not stat.S_ISREG(os.lstat(init).st_mode):
+            return True
+        with init.open("rb") as handle:
+            return bool(handle.read(1 << 20).strip())
+    except OSError:
+        return True
 
 
 ColumnsOf = Callable[[str], Sequence[tuple[str, str]] | None]
@@ -405,15 +414,17 @@ class PythonMacros:
     def keep(self) -> None:
         """Keep what this load's child answered for the later loads of the same tree
         (:data:`REPLAYS`): only after its macro files imported and it kept to its protocol,
-        and never an error, nor an answer that asked the loader for a table's columns (those
-        depend on the load's other models). Nothing is kept of a tree that changed while it
-        loaded, or of a child that wrote more than :data:`KEEP_BYTES`."""
+        and never an error; nothing of a child asked the loader for a table's columns (those
+        depend on the load's other models and the service's settings, and a macro may keep
+        them in its module for a later answer). Nothing is kept of a tree that changed
+        while it loaded, or of a child that wrote more than :data:`KEEP_BYTES`."""
         if (
             self.tree is None
             or self._child is None  # every answer was replayed: kept already
             or self._names is None
             or self._errors
             or self._failure is not None
+            or self._asked  # a column answer may live on in the child's state (red team)
             or self._read > KEEP_BYTES
             or tree_key(self.root) != self.tree
         ):
