@@ -55,11 +55,14 @@ def test_a_stopped_connect_job_keeps_what_it_finished_and_marks_nothing_else_bui
             workflow.apply_plan(project, store, plan, runner, url=url, now=END)
         assert stop.reason is not None, "the build never wrote its second batch"
         assert caught.value.message == "the job was stopped: superseded by job 2 (head bbb)"
-        # Batches written before the stop are kept; not all six; prod not pointed anywhere.
+        # Batches finished before the stop are kept; not all six; prod not pointed anywhere.
+        # The stop came on batch 2's "written" line, before its audits ran and its
+        # intervals were reported: batch 2 is kept or not by a race (CI saw both), batch 1
+        # always.
         version = next(s.version for s in plan.snapshots if s.name == EVENTS)
         key = (EVENTS, version)
         [(first, last)] = store.get_intervals([key])[key]
-        assert first == START and START + 2 * DAY <= last < END
+        assert first == START and START + DAY <= last < END
         assert store.get_environment("prod") is None
         # The server was not touched (the job's session interrupted, the JVM kept).
         assert connect_server.pid == server_pid
