@@ -318,29 +318,7 @@ class AuditLog(Transactions):
         """The ``policy override`` rows of ``repo`` for the plan ``plan_id`` (a review's
         fingerprint), oldest first: the row is the override's only record, so it is
         written or the override is not given (:func:`sluice.bot.flow.policies.override`)."""
-        t = entries_table
-        query = (
-            select(t)
-            .where(t.c.repo == bounded(repo, NAME_LIMIT * 3))
-            .where(t.c.kind == POLICY_OVERRIDE, t.c.plan_id == bounded(plan_id, NAME_LIMIT))
-            .order_by(t.c.id)
-        )
-        with self._reading("read the policy overrides") as conn:
-            rows = conn.execute(query).all()
-        return [
-            Entry(
-                int(r.at_ts),
-                r.repo,
-                r.kind,
-                r.actor,
-                r.outcome,
-                r.ref,
-                r.plan_id,
-                r.detail,
-                int(r.id),
-            )
-            for r in rows
-        ]
+        return self.plan_entries(repo, POLICY_OVERRIDE, plan_id)
 
     def plan_entries(self, repo: str, kind: str, plan_id: str) -> list[Entry]:
         """The rows of ``repo`` of ``kind`` about the plan ``plan_id``, oldest first."""
