@@ -132,6 +132,7 @@ class Bot:
         for name, text in (models or {}).items():
             (src / "models" / name).write_text(text)
         for name, text in (files or {}).items():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)  # policies/*.yaml
             (src / name).write_text(text)
         (forge or self.github).commit_folder(sha, src, parents=parents)
         return src

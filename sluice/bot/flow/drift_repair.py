@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sluice.bot.events.neutral import WEB, CheckRunEvent
-from sluice.bot.flow import audit, trust
+from sluice.bot.flow import audit, policies, repair_gate, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.forge.base import Check, members, writer
-from sluice.bot.present import checks
+from sluice.bot.present import checks, notify_text
+from sluice.bot.present.notify_text import Notice
 from sluice.core import drift
 from sluice.core.drift.compare import DriftReport
 from sluice.core.drift.repair import Repair
@@ -144,15 +145,17 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         _refuse(job, event.requester, f"the gate names no required approvers{where}")
         job.forge.set_check(event.head_sha, checks.repair_failed(OWNERS_ONLY_REFUSAL))
         return
-    if what == checks.APPROVE_REPAIR:
-        if not approvers.count:
-            _refuse(job, event.requester, f"the gate requires no approval{where}")
-            return
-        if event.requester.casefold() not in members(
-            job.forge, [*approvers.users, *approvers.teams]
-        ):
-            _refuse(job, event.requester, f"not a required approver{where}")
-            return
+    # Required approvers; owners and the budget's approver too, where the repair plan asks
+    # them (repair_gate): known before any Spark job, counted once it is planned.
+    if what == checks.APPROVE_REPAIR and not repair_gate.may_approve(
+        job, settings, event.requester
+    ):
+        detail = f"not a required approver, owner or budget approver{where}"
+        _refuse(job, event.requester, detail)
+        return
+    if what == checks.WAIVE_REPAIR and not repair_gate.may_override(job, settings, event.requester):
+        _refuse(job, event.requester, f"not named by a soft policy in force{where}")
+        return
     head = job.forge.commit_of(settings.branch)
     if head is None:
         return
@@ -180,9 +183,11 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
             job.forge.set_check(head, checks.drift_result(report))
             return
         mend = drift.plan_repair(store, report, now=job.now)
-        work = _Work(job, store, project, runner, tree, head, approvers, report, mend)
+        work = _Work(job, store, project, runner, tree, head, approvers, report, mend, settings)
         if what == checks.PLAN_REPAIR:
             work.request(event.requester, where)
+        elif what == checks.WAIVE_REPAIR:
+            work.waive(event.requester, token, where)
         else:
             work.approve(event.requester, token, where)
     except SluiceError as exc:
@@ -194,12 +199,19 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
 
 
 def pending(
-    job: Job, store: StateStore, report: DriftReport, approvers: RequiredApprovers
+    job: Job,
+    store: StateStore,
+    report: DriftReport,
+    approvers: RequiredApprovers,
+    settings: trust.Settings | None = None,
+    project: Project | None = None,
 ) -> Check | None:
-    """The check of a repair plan asked for and still waiting for approvals, when the
-    plan made again from ``report`` is that one (the scheduled drift check shows it rather
-    than the bare report, so its button stays); None when there is none."""
-    if not report.drifted or not approvers.count:
+    """The check of a repair plan asked for and still waiting (for approvals, or an
+    override of a soft policy; with ``settings`` and ``project``, judged as a click judges
+    it: :mod:`.repair_gate`), when the plan made again from ``report`` is that one (the
+    scheduled drift check shows it rather than the bare report, so its buttons stay);
+    None when there is none."""
+    if not report.drifted:
         return None
     try:
         mend = drift.plan_repair(store, report, now=job.now)
@@ -210,11 +222,43 @@ def pending(
     record = tally(job, plan, approvers)
     if not record.requesters:
         return None
-    needed = max(approvers.count - len(record.approved_by), 1)
+    needed = approvers.count - len(record.approved_by)
+    asks: dict[str, str] = {}
+    held: list[tuple[str, tuple[str, ...]]] = []
+    if settings is not None and project is not None:
+        judged = repair_gate.judge(
+            job, settings, project, store, mend.plan, plan, record.requesters
+        )
+        if judged.refusal is not None:
+            refused = [(r.name, r.level, r.where, r.error) for r in judged.refused_by]
+            error = judged.refusal if not refused else None
+            return checks.repair_refused(report, mend, plan, refused, error)
+        asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record.requesters))
+        named = {p.name: tuple(p.override_by) for p in policies.in_force(settings)[0]}
+        held = [(r.name, named.get(r.name, ())) for r in judged.held]
+    if not asks and not held:
+        if not approvers.count:
+            return None
+        needed = max(needed, 1)  # approved, yet not applied: its apply failed; approve again
     return checks.repair_planned(
         report, mend, plan, requesters=record.requesters, approved_by=record.approved_by,
-        needed=needed, users=approvers.users, teams=approvers.teams,
+        needed=max(needed, 0), users=approvers.users, teams=approvers.teams,
+        asks=sorted(asks.items()), held=held,
     )  # fmt: skip
+
+
+def _approvers(job: Job, plan: str, requesters: tuple[str, ...]) -> list[str]:
+    """Everyone who approved repair plan ``plan`` since it was last applied (within the
+    time a request stands), requesters excepted: owners and the budget's approver among
+    them (:func:`tally` counts the required approvers alone)."""
+    rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
+    last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
+    asked = {r.casefold() for r in requesters}
+    return [
+        r.actor
+        for r in rows[last + 1 :]
+        if r.outcome == APPROVED and r.at > job.now - REQUEST_MS and r.actor.casefold() not in asked
+    ]
 
 
 @dataclass
@@ -230,6 +274,7 @@ class _Work:
     approvers: RequiredApprovers
     report: DriftReport
     mend: Repair
+    settings: trust.Settings
 
     @property
     def plan(self) -> str:
@@ -276,20 +321,63 @@ class _Work:
         self._record(APPROVED, approver, f"Approve the repair{where}")
         self._settle()
 
+    def waive(self, person: str, token: str, where: str) -> None:
+        """The "Override policies" button: the soft policies failing on the plan it named
+        that name ``person``, overridden for that plan (:func:`repair_gate.waive`)."""
+        plan = self.plan
+        if not plan.startswith(token):
+            _refuse(self.job, person, f"repair plan {token} is now {plan[:12]}{where}")
+            self.job.forge.set_check(self.head, checks.repair_stale(self.report, token, plan))
+            return
+        record = tally(self.job, plan, self.approvers)
+        if not record.requesters:
+            _refuse(self.job, person, f"nobody asked for repair plan {plan[:12]}{where}")
+            return
+        judged = self._judge(record.requesters)
+        lifted = repair_gate.waive(
+            self.job, self.settings, judged, person, plan, record.requesters, where
+        )
+        if not lifted:
+            _refuse(self.job, person, f"no soft policy failing on {plan[:12]} names them{where}")
+        self._settle()
+
+    def _judge(self, requesters: tuple[str, ...]) -> repair_gate.RepairJudgement:
+        """The repair plan under the rules a PR's plan passes (:mod:`.repair_gate`)."""
+        return repair_gate.judge(
+            self.job, self.settings, self.project, self.store, self.mend.plan, self.plan,
+            requesters,
+        )  # fmt: skip
+
     def _settle(self) -> None:
-        """Apply the plan when enough approved it; else show it, waiting."""
+        """Apply the plan when the rules in force pass it (policies, owners, the budget)
+        and enough approved it; refuse it when a policy refuses it; else show it, waiting."""
         plan = self.plan
         record = tally(self.job, plan, self.approvers)
+        judged = self._judge(record.requesters)
+        if judged.refusal is not None:
+            refused = [(r.name, r.level, r.where, r.error) for r in judged.refused_by]
+            error = judged.refusal if not refused else None
+            _refuse(self.job, record.requesters[-1], f"repair plan {plan[:12]}: {judged.refusal}")
+            check = checks.repair_refused(self.report, self.mend, plan, refused, error)
+            self.job.forge.set_check(self.head, check)
+            return
         needed = self.approvers.count - len(record.approved_by)
-        if needed > 0:
+        asks = repair_gate.missing(
+            self.job, judged.asks, _approvers(self.job, plan, record.requesters)
+        )
+        held = judged.held
+        if needed > 0 or asks or held:
+            named = {p.name: p.override_by for p in policies.in_force(self.settings)[0]}
             check = checks.repair_planned(
                 self.report, self.mend, plan, requesters=record.requesters,
-                approved_by=record.approved_by, needed=needed, users=self.approvers.users,
-                teams=self.approvers.teams,
+                approved_by=record.approved_by, needed=max(needed, 0), users=self.approvers.users,
+                teams=self.approvers.teams, asks=sorted(asks.items()),
+                held=[(r.name, named.get(r.name, ())) for r in held],
             )  # fmt: skip
             self.job.forge.set_check(self.head, check)
             return
         job = self.job
+        approvals = ", ".join(_approvers(job, plan, record.requesters)) or "nobody (none required)"
         result = apply_plan(
             self.project, self.store, self.mend.plan, self.runner, url=job.state_url, now=job.now
         )
@@ -300,6 +388,16 @@ class _Work:
             f"{result.views_swapped} views swapped, {result.tables_built} tables built; "
             f"approved by {', '.join(record.approved_by) or 'nobody (none required)'}",
         )
+        job.tell(
+            Notice(
+                notify_text.DRIFT_REPAIR, key=f"{PROD} repaired {plan}", repo=job.forge.repo,
+                what="repaired", ref=PROD, actor=job.scrub(requester), plan_id=plan,
+                detail=job.scrub(
+                    f"{result.views_swapped} views swapped, {result.tables_built} tables "
+                    f"built; approved by {approvals}"
+                ),
+            )
+        )  # fmt: skip
         log.info(
             "%s: prod's drift repaired (plan %s, asked by %s, approved by %s)",
             job.forge.repo,

@@ -167,6 +167,12 @@ _BOUND = re.compile(r"\b(files|author|pushers)\b")
 (a push changes the files or who pushed, not the plan's fingerprint)."""
 
 
+def bound(policy: Policy) -> bool:
+    """Whether ``policy``'s rule names ``files``, ``author`` or ``pushers``: an override of
+    it holds for what gave those facts only (a PR's head; a drift repair's requesters)."""
+    return _BOUND.search(policy.rule.text) is not None
+
+
 def valid_overrides(
     job: Job,
     policies: Sequence[Policy],

@@ -657,7 +657,13 @@ report's button is a new event, not a replay of the first)."""
 APPROVE_REPAIR = "repair"
 """The identifier of "Approve the repair": this, ``:`` and the first 12 characters of the
 repair plan's fingerprint: a click approves the plan its button showed, never another."""
-_REPAIR_ID = re.compile(rf"({PLAN_REPAIR}|{APPROVE_REPAIR}):([0-9a-f]{{{PLAN_IN_ACTION}}})")
+WAIVE_REPAIR = "waive"
+"""The identifier of "Override policies": this, ``:`` and the first 12 characters of the
+repair plan's fingerprint: a click overrides, for that plan only, the soft policies failing
+on it that name the person who clicked (:func:`sluice.bot.flow.repair_gate.waive`)."""
+_REPAIR_ID = re.compile(
+    rf"({PLAN_REPAIR}|{APPROVE_REPAIR}|{WAIVE_REPAIR}):([0-9a-f]{{{PLAN_IN_ACTION}}})"
+)
 
 
 def report_token(report: DriftReport) -> str:
@@ -685,8 +691,17 @@ def approve_repair_action(fingerprint: str) -> CheckAction:
     )
 
 
+def waive_repair_action(fingerprint: str) -> CheckAction:
+    """The "Override policies" button of the repair plan with ``fingerprint``."""
+    return CheckAction(
+        "Override policies",
+        "Override the soft policies shown here",
+        f"{WAIVE_REPAIR}:{fingerprint[:PLAN_IN_ACTION]}",
+    )
+
+
 def repair_click(identifier: str | None) -> tuple[str, str] | None:
-    """(:data:`PLAN_REPAIR` or :data:`APPROVE_REPAIR`, its 12 hex characters) of a
+    """(:data:`PLAN_REPAIR`, :data:`APPROVE_REPAIR` or :data:`WAIVE_REPAIR`, its 12 hex characters) of a
     ``sluice/drift`` button's identifier; None for anything Sluice never made.
 
     >>> repair_click("repair:0123456789ab"), repair_click("repair:../prod"), repair_click(None)
@@ -738,28 +753,97 @@ def repair_planned(
     users: Sequence[str],
     teams: Sequence[str],
     environment: str = PROD,
+    asks: Sequence[tuple[str, str]] = (),
+    held: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> Check:
-    """A repair plan waiting for the gate's required approvers (``needed`` more)."""
+    """A repair plan waiting for the gate's required approvers (``needed`` more), the
+    approvals ``asks`` still names ((model or the budget exceeded, owner or approver)) and
+    the overrides of the soft policies ``held`` holds it by ((name, its override_by))."""
     asked = ", ".join(md.mention(r) for r in requesters)
     given = ", ".join(md.mention(a) for a in approved_by)
+    waits = []
+    if needed > 0:
+        waits.append(
+            f"{plural(needed, 'more approval')} of the gate's required approvers "
+            f"({_people(users, teams)}, `sluice.gate` on the prod branch) "
+            f"{'is' if needed == 1 else 'are'} given with Approve the repair"
+        )
+    for what, who in asks:
+        waits.append(
+            f"{md.mention(who, team='/' in who)} approves it with Approve the repair (for "
+            f"{md.text(what, 200) if ' ' in what else md.code(what)})"
+        )
+    for name, named in held:
+        people = ", ".join(md.mention(w, team="/" in w) for w in named) or "nobody"
+        waits.append(
+            f"the soft policy {md.code(name)}, which fails on it, is overridden with "
+            f"Override policies by someone it names ({people})"
+        )
     summary = (
         f"{asked} asked to repair {environment}'s drift. The repair plan "
         f"{md.code(fingerprint[:PLAN_IN_ACTION])}:\n\n{repair_what(repair)}\n\n"
-        f"It runs once {plural(needed, 'more approval')} of the gate's required approvers "
-        f"({_people(users, teams)}, `sluice.gate` on the prod branch) "
-        f"{'is' if needed == 1 else 'are'} given with Approve the repair"
+        "It runs once "
+        + "; and once ".join(waits)
         + (f" (approved so far by {given})" if given else "")
         + f". Who asked for it does not approve it ({asked}). If {environment} changes "
         "before, the plan is made again and must be approved again."
     )
+    parts = []
+    if needed > 0:
+        parts.append(f"{plural(needed, 'more approval')} needed")
+    if asks:
+        parts.append(f"{plural(len(asks), 'approval')} of owners or the budget needed")
+    if held:
+        parts.append(f"held by {plural(len(held), 'soft policy', 'soft policies')}")
+    actions = [plan_repair_action(report)]
+    if held:
+        actions.insert(0, waive_repair_action(fingerprint))
+    if needed > 0 or asks:
+        actions.insert(0, approve_repair_action(fingerprint))
     return Check(
         DRIFT,
         "completed",
-        f"Repair planned: {plural(needed, 'more approval')} needed",
+        "Repair planned: " + ", ".join(parts),
         summary,
         conclusion="failure",
         text=drift_rows(report),
-        actions=(approve_repair_action(fingerprint), plan_repair_action(report)),
+        actions=tuple(actions),
+    )
+
+
+def repair_refused(
+    report: DriftReport,
+    repair: Repair,
+    fingerprint: str,
+    refused: Sequence[tuple[str, str, str, str]],
+    error: str | None = None,
+    environment: str = PROD,
+) -> Check:
+    """A repair plan the policies in force refuse: each (name, level, file:line, error) of
+    a hard policy failing on it or a policy not evaluated; ``error``: the policies could
+    not be read. Nobody's approval or override runs it."""
+    lines = [
+        f"- {md.code(name)} ({md.text(level)}, {md.code(where)})"
+        + (f": {md.text(why, 300)}" if why else "")
+        for name, level, where, why in refused
+    ]
+    if error is not None:
+        lines.append(f"- the policies in force could not be read: {md.text(error, 600)}")
+    summary = (
+        f"The repair plan {md.code(fingerprint[:PLAN_IN_ACTION])}:\n\n{repair_what(repair)}"
+        f"\n\nis refused by the policies in force on the prod branch (fail closed):\n\n"
+        + "\n".join(lines)
+        + "\n\nA hard policy is not overridden: change the policy on the prod branch (a "
+        f"pull request), or mend {environment} by hand, then plan the repair again."
+    )
+    return Check(
+        DRIFT,
+        "completed",
+        "Repair refused: blocked by policies",
+        summary,
+        conclusion="failure",
+        text=drift_rows(report),
+        actions=(plan_repair_action(report),),
     )
 
 

@@ -32,6 +32,7 @@ ROLLBACK = "rollback"
 BUDGET_HOLD = "budget_hold"
 APPROVAL_WAITING = "approval_waiting"
 DRIFT = "drift"
+DRIFT_REPAIR = "drift_repair"
 EVENTS: tuple[str, ...] = (
     RUN_FAILED,
     RUN_LATE,
@@ -40,6 +41,7 @@ EVENTS: tuple[str, ...] = (
     BUDGET_HOLD,
     APPROVAL_WAITING,
     DRIFT,
+    DRIFT_REPAIR,
 )
 """Every event a target may ask for (``SLUICE_NOTIFY``'s ``events``)."""
 
@@ -81,6 +83,7 @@ _HEADLINES = {
     BUDGET_HOLD: "A build waits for the backfill budget's approver",
     APPROVAL_WAITING: "A pull request waits for approval",
     DRIFT: "Prod differs from what Sluice recorded",
+    DRIFT_REPAIR: "Prod's drift repaired through the gate",
 }
 
 

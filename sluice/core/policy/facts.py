@@ -16,7 +16,9 @@ a rule that names one never fails for its absence; a misspelt fact is an error.
   when a parent's size is unknown), ``models``;
 - ``plan.models``: one map per model the plan adds, removes or changes: ``name``,
   ``change`` (``added``, ``removed``, ``breaking``, ``non-breaking``, ``forward-only``,
-  ``metadata``, ``indirect-breaking``, ``indirect-non-breaking``), ``direct``, ``kind``
+  ``metadata``, ``indirect-breaking``, ``indirect-non-breaking``; a drift repair's plan:
+  ``rebuild``, a table dropped and built again, which is ``destructive``, and
+  ``repoint``, a view made again), ``direct``, ``kind``
   (``FULL``, ``INCREMENTAL_BY_TIME_RANGE``...), ``tags``, ``owner`` (``""``: none),
   ``grain``, ``columns_added``, ``columns_removed``, ``columns_changed``,
   ``backfill_intervals``, ``estimated_bytes`` (what its backfill reads), ``bytes_measured``,
@@ -88,6 +90,7 @@ def plan_facts(
             if c.name in plan.destructive
             or any(f"forward-only change to {c.name} " in w for w in plan.warnings)
         }
+        | set(plan.rebuild)  # a drift repair drops the table first
     )
     entries: list[dict[str, Any]] = []
 
@@ -125,6 +128,11 @@ def plan_facts(
         entries.append(entry(change.name, kind, False, models.get(change.name)))
     for name in plan.metadata_only:
         entries.append(entry(name, "metadata", True, models.get(name)))
+    # A drift repair changes no model: what it does to prod's objects is its change.
+    for name in plan.rebuild:
+        entries.append(entry(name, "rebuild", True, models.get(name)))
+    for name in sorted(set(plan.repoint) - set(plan.rebuild)):
+        entries.append(entry(name, "repoint", True, models.get(name)))
     entries.sort(key=lambda e: e["name"])
     return {
         "author": author,

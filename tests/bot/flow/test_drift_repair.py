@@ -13,17 +13,21 @@ replayed after its plan was applied, and text that must be escaped.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import responses
 
 from sluice.bot.events.neutral import CheckRunEvent, DriftCheckEvent, pr_key
 from sluice.bot.flow import audit, dispatch, drift_repair
 from sluice.bot.forge.base import Check
+from sluice.bot.forge.chat import Channels, Route, Sender, Target
 from sluice.bot.forge.memory import MemoryForge
-from sluice.bot.present import checks
+from sluice.bot.present import checks, notify_text
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD
@@ -42,13 +46,14 @@ class World:
     in-memory GitHub whose ``main`` is ``C``; alice, bob, carol and erin write, dave reads;
     the gate names bob and carol (one approval)."""
 
-    def __init__(self, root: Path, config: str) -> None:
+    def __init__(self, root: Path, config: str, files: dict[str, str] | None = None) -> None:
         self.warehouse = Warehouse()
         self.github = MemoryForge(OWNER, name="github")
         roles = {"alice": "write", "bob": "write", "carol": "write", "erin": "write"}
         self.github.roles.update({**roles, "dave": "read", EVIL: "write"})
         self.bot = Bot(root, self.github, runner_for=self.warehouse.runner)
-        self.bot.prod(C, config)
+        self.bot.commit(C, config, files=files)  # prod's branch (and its policies)
+        self.github.refs["main"] = C
         project = load_project(root / f"tree-{C[:6]}", use_cache=False)
         store = open_state(self.bot.url)
         try:
@@ -303,8 +308,6 @@ def test_identifiers_fit_githubs_limit_and_only_sluices_shapes_are_read() -> Non
 
 
 def test_the_fingerprint_names_prod_and_what_the_plan_does(world: World) -> None:
-    import dataclasses
-
     store = open_state(world.bot.url)
     try:
         world.warehouse.views["jaffle.customers"] = HOSTILE
@@ -358,3 +361,213 @@ def test_a_click_whose_job_failed_for_good_says_so_on_the_check(world: World) ->
     check = world.drift
     assert (check.title, check.conclusion) == ("Sluice could not repair prod", "failure")
     assert "<b>boom</b>" in check.summary.split("```")[1]  # fenced only
+
+
+# -- the repair plan judged as a PR's plan is (sluice.bot.flow.repair_gate) ---------------
+
+NO_REBUILDS = """\
+name: no-rebuilds
+description: Prod's tables are never dropped by a repair.
+level: hard
+rule: '!plan.models.exists(m, m.change == "rebuild")'
+"""
+ORDERS_KEPT = """\
+name: orders-kept
+description: Dropping jaffle.orders needs the finance team's word.
+level: soft
+override_by: [octo/finance]
+rule: '!("jaffle.orders" in plan.destructive)'
+"""
+OWNERS = APPROVERS + "    owners_must_approve: direct\n"
+BUDGET = NOBODY + "  gate:\n    backfill:\n      max_intervals: 0\n      approver: frank\n"
+
+
+def _orders_dropped(world: World) -> None:
+    orders = next(t for t, v in world.warehouse.tables.items() if v.model == "jaffle.orders")
+    del world.warehouse.tables[orders]
+    world.check()
+
+
+def test_a_hard_policy_refuses_the_repair_with_the_reason_whoever_approves(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
+    try:
+        _drift(world)
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        check = world.drift
+        assert (check.title, check.conclusion) == ("Repair refused: blocked by policies", "failure")
+        assert "`no-rebuilds` (hard, `policies/no-rebuilds.yaml:1`)" in check.summary
+        assert [a.label for a in check.actions] == ["Plan the repair"]  # nothing to approve
+        [(who, _, detail)] = world.rows(audit.REFUSAL)
+        assert who == "alice" and "blocked by no-rebuilds (hard" in detail
+        # An approval of that very plan (its button made by hand) does not run it either.
+        store = open_state(world.bot.url)
+        try:
+            from sluice.core import drift
+
+            report = drift.check(store, PROD, world.warehouse.runner(), now=NOW)
+            plan = drift_repair.fingerprint(drift.plan_repair(store, report, now=NOW).plan)
+        finally:
+            store.close()
+        world.click("bob", f"repair:{plan[:12]}")
+        assert world.applied() == built and world.drift.title.startswith("Repair refused")
+    finally:
+        world.bot.close()
+
+
+def test_a_hard_policy_judges_what_the_repair_does_not_that_it_is_one(tmp_path: Path) -> None:
+    # Only a view made again: no table is dropped, so no-rebuilds passes and bob's approval
+    # runs it (the facts name each model the repair rebuilds or makes again).
+    world = World(tmp_path, APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
+    try:
+        world.warehouse.views["jaffle.customers"] = HOSTILE
+        world.check()
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        assert world.drift.title == "Repair planned: 1 more approval needed"
+        world.click("bob", world.button("Approve the repair"))
+        assert world.applied() == built + 1 and world.drift.conclusion == "success"
+    finally:
+        world.bot.close()
+
+
+def test_a_soft_policy_holds_the_repair_until_someone_it_names_overrides_it(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, APPROVERS, {"policies/orders-kept.yaml": ORDERS_KEPT})
+    world.github.teams["octo/finance"] = frozenset({"frank"})
+    world.github.roles["frank"] = "write"
+    try:
+        _orders_dropped(world)
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        check = world.drift
+        assert check.title == "Repair planned: 1 more approval needed, held by 1 soft policy"
+        assert "the soft policy `orders-kept`" in check.summary and "@octo/finance" in check.summary
+        assert [a.label for a in check.actions] == [
+            "Approve the repair", "Override policies", "Plan the repair",
+        ]  # fmt: skip
+        world.click("bob", world.button("Approve the repair"))
+        assert world.applied() == built  # approved, still held: an approval lifts no policy
+        assert world.drift.title == "Repair planned: held by 1 soft policy"
+        world.check()  # the next scheduled check keeps the held repair and its button
+        assert world.drift.title == "Repair planned: held by 1 soft policy"
+        assert [a.label for a in world.drift.actions] == ["Override policies", "Plan the repair"]
+        # erin writes but the policy does not name her: refused before any Spark job.
+        jobs = len(world.warehouse.jobs)
+        world.click("erin", world.button("Override policies"))
+        assert len(world.warehouse.jobs) == jobs and world.applied() == built
+        assert "not named by a soft policy" in world.rows(audit.REFUSAL)[-1][2]
+        world.click("frank", world.button("Override policies"))
+        assert world.applied() == built + 1
+        assert world.drift.conclusion == "success", world.drift.summary
+        [row] = [e for e in world.bot.ledger.entries(repo=KEY) if e.kind == audit.POLICY_OVERRIDE]
+        assert (row.actor, row.ref) == ("frank", PROD)
+        assert row.outcome.startswith("overrode orders-kept under ")
+        applied = [e for e in world.bot.ledger.entries(repo=KEY) if e.kind == audit.REPAIR]
+        assert row.plan_id == applied[-1].plan_id  # that repair plan's, no other
+    finally:
+        world.bot.close()
+
+
+def test_an_override_of_one_repair_plan_does_not_lift_the_next(tmp_path: Path) -> None:
+    world = World(tmp_path, NOBODY, {"policies/orders-kept.yaml": ORDERS_KEPT})
+    world.github.teams["octo/finance"] = frozenset({"frank"})
+    world.github.roles["frank"] = "write"
+    try:
+        _orders_dropped(world)
+        world.click("alice", world.button("Plan the repair"))
+        world.click("frank", world.button("Override policies"))
+        built = world.applied()
+        assert world.drift.conclusion == "success"
+        _orders_dropped(world)  # the same drift again: prod moved on, another plan
+        world.click("alice", world.button("Plan the repair"), run_id=6)
+        assert world.applied() == built
+        assert world.drift.title == "Repair planned: held by 1 soft policy"
+    finally:
+        world.bot.close()
+
+
+def test_a_repair_over_the_backfill_budget_waits_for_its_approver(tmp_path: Path) -> None:
+    # The gate asks nobody else, yet a repair computing more than the budget waits for
+    # its approver, as a PR's build does.
+    world = World(tmp_path, BUDGET)
+    world.github.roles["frank"] = "write"
+    try:
+        _orders_dropped(world)
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        check = world.drift
+        assert world.applied() == built
+        assert check.title == "Repair planned: 1 approval of owners or the budget needed"
+        assert "@frank approves it with Approve the repair (for backfill of 1 interval" in (
+            check.summary
+        )
+        world.click("erin", world.button("Approve the repair"))  # not the budget's approver
+        assert world.applied() == built
+        world.click("frank", world.button("Approve the repair"))
+        assert world.applied() == built + 1 and world.drift.conclusion == "success"
+    finally:
+        world.bot.close()
+
+
+def test_owners_of_the_models_the_repair_changes_approve_it_when_the_gate_asks(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, OWNERS)  # prod: orders owned by finance, customers by marketing
+    world.github.roles.update({"finance": "write", "marketing": "write"})
+    try:
+        _drift(world)
+        built = world.applied()
+        world.click("alice", world.button("Plan the repair"))
+        world.click("bob", world.button("Approve the repair"))
+        check = world.drift
+        assert world.applied() == built
+        assert check.title == "Repair planned: 2 approvals of owners or the budget needed"
+        assert "@finance approves it with Approve the repair (for `jaffle.orders`)" in (
+            check.summary
+        )
+        world.click("finance", world.button("Approve the repair"))
+        assert world.applied() == built
+        assert world.drift.title == "Repair planned: 1 approval of owners or the budget needed"
+        world.click("marketing", world.button("Approve the repair"))
+        assert world.applied() == built + 1 and world.drift.conclusion == "success"
+    finally:
+        world.bot.close()
+
+
+def test_an_owner_who_asked_for_the_repair_does_not_approve_it(tmp_path: Path) -> None:
+    world = World(tmp_path, OWNERS)
+    world.github.roles.update({"finance": "write"})
+    try:
+        _orders_dropped(world)
+        world.click("finance", world.button("Plan the repair"))
+        built = world.applied()
+        world.click("finance", world.button("Approve the repair"))
+        world.click("bob", world.button("Approve the repair"))
+        assert world.applied() == built  # finance's own request: still waiting for an owner
+        assert "1 approval of owners or the budget needed" in world.drift.title
+    finally:
+        world.bot.close()
+
+
+def test_a_repair_applied_is_told_in_chat_once(world: World) -> None:
+    url = "https://hooks.slack.com/services/T0/B0/repairs"
+    target = Target("slack", url, frozenset({notify_text.DRIFT_REPAIR}), name="slack #1")
+    chat = Channels((Route("octo/*", (target,)),), Sender(sleep=lambda _seconds: None))
+    world.bot.deps = dataclasses.replace(world.bot.deps, chat=chat)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.post(url, body="ok")
+        _drift(world)
+        world.click("alice", world.button("Plan the repair"))
+        assert len(mock.calls) == 0  # asked, not applied: nothing to tell
+        approve = world.button("Approve the repair")
+        world.click("bob", approve)
+        [call] = mock.calls
+        text = json.loads(call.request.body or b"{}")["blocks"][0]["text"]["text"]
+        assert "Prod's drift repaired through the gate" in text
+        assert "alice" in text and "approved by bob" in text, text
+        world.click("carol", approve)  # the plan was applied: nothing more to tell
+        assert len(mock.calls) == 1
