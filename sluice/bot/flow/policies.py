@@ -463,14 +463,25 @@ def held_back(
     policies, error = in_force(settings)
     if error is None and not policies:
         return None
-    review = review_of(
-        plan, project, prod_python=prod_python, prod_statements=prod_statements,
-        extra=settings.change_to(own.digest),
-    )  # fmt: skip
+    extra = settings.change_to(own.digest)
+    prints = [
+        review_of(
+            plan, project, prod_python=prod_python, prod_statements=prod_statements, extra=extra
+        ).fingerprint
+    ]
+    if extra is None:
+        # The commit's settings may be in force already because a gate approved them: a
+        # PR changing them, approved and merged (trust.settings_for takes them at once).
+        # That PR's plan was reviewed, and overridden, with the change as an item.
+        change = trust.change_item(own.digest, settings.generation)
+        prints.append(
+            review_of(
+                plan, project, prod_python=prod_python, prod_statements=prod_statements,
+                extra=change,
+            ).fingerprint
+        )  # fmt: skip
     author = job.forge.pull_request(number).author if number is not None else ""
-    judgement = promotion_verdict(
-        job, settings, plan, project, store, review.fingerprint, author, number
-    )
+    judgement = promotion_verdict(job, settings, plan, project, store, prints, author, number)
     if judgement is None or not judgement.blocks:
         return None
     return policy_text.blocked_words(judgement.blocking, judgement.error, environment)
@@ -482,19 +493,23 @@ def promotion_verdict(
     plan: Plan,
     project: Project,
     store: StateReader,
-    fingerprint: str,
+    fingerprint: str | Sequence[str],
     author: str,
     number: int | None = None,
 ) -> Judgement | None:
     """The policies in force evaluated on ``plan`` (what a promotion or a merge group
     applies), its overrides those given for the same plan (``fingerprint``, a review of
-    it made as a PR's build makes one); None: no policies in force. An approval does not
-    lift a policy."""
+    it made as a PR's build makes one; several: the ways that review may have been made,
+    the first override found of each policy counting); None: no policies in force. An
+    approval does not lift a policy."""
     policies, error = in_force(settings)
     if error is not None:
         return Judgement((), error)
     if not policies:
         return None
     raw = raw_of(_verdicts(job, policies, plan, project, store, author, number))
-    overrides = valid_overrides(job, policies, fingerprint, number, settings.generation)
+    overrides: dict[str, audit.Entry] = {}
+    for made in (fingerprint,) if isinstance(fingerprint, str) else fingerprint:
+        for name, row in valid_overrides(job, policies, made, number, settings.generation).items():
+            overrides.setdefault(name, row)
     return Judgement(shown(policies, raw, overrides))

@@ -230,3 +230,58 @@ def test_a_merge_group_is_held_back_by_a_failing_policy_even_when_approved(world
     assert gate.conclusion == "failure"
     assert gate.title == "Not promoted to prod: blocked by policies"
     assert "`orders-need-finance`" in gate.summary
+
+
+def test_the_override_counts_at_promotion_when_the_pr_also_changed_the_settings(
+    world: World,
+) -> None:
+    # PR 7 breaks orders (the soft policy fails) and adds an approver to sluice.yaml: its
+    # review has the settings change as an item, and fin overrides that plan. Once merged,
+    # the approved settings are in force at once, so the promotion's plan no longer has a
+    # settings change to approve: the override of the PR's plan must still count.
+    def change(folder: Path) -> None:
+        edit_orders(folder)
+        text = (folder / "sluice.yaml").read_text()
+        (folder / "sluice.yaml").write_text(text.replace("[bob, carol]", "[bob, carol, eve]"))
+
+    world.head(A, change)
+    world.open(7, A)
+    review = world.build(7)
+    assert any(name == trust.SETTINGS_ITEM for name, _ in review.items)
+    world.comment(7, "fin", "/sluice override orders-need-finance agreed in standup")
+    world.approve_all(7, A, review)
+    world.open(8, A, author="bob")  # the same commit in another PR, never overridden
+    world.forge.refs["main"] = A  # PR 7 merged
+    job = world.job()
+    try:
+        from sluice.bot.flow import policies
+        from sluice.core.state import open_state
+        from sluice.core.workflow import plan_environment
+
+        settings = trust.for_repository(job)
+        assert settings.gate.required_approvers.users == ("bob", "carol", "eve")  # in force
+        tree = job.tree(A)
+        project = trust.load_trusted(job, tree, settings)
+        own = trust.parse(trust.tree_source(tree, job.deps.config_path))
+        store = open_state(job.state_url)
+        try:
+            plan = plan_environment(project, store, "prod", end=job.now, execution_time=job.now)
+            held = policies.held_back(
+                job, settings, plan, project, own, store,
+                prod_python=trust.prod_python_digest(job, tree, settings),
+                prod_statements=trust.prod_statements_digest(job, settings),
+                number=7, environment="prod",
+            )  # fmt: skip
+            # Through PR 8, without fin's override, the same promotion is held.
+            other = policies.held_back(
+                job, settings, plan, project, own, store,
+                prod_python=trust.prod_python_digest(job, tree, settings),
+                prod_statements=trust.prod_statements_digest(job, settings),
+                number=8, environment="prod",
+            )  # fmt: skip
+        finally:
+            store.close()
+    finally:
+        job.close()
+    assert held is None, held
+    assert other is not None and "blocked by policies" in other[0]
