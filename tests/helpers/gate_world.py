@@ -21,6 +21,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
+from tests.helpers import accounts
 from tests.helpers.cases import realcase
 
 OWNER = "octo/warehouse"
@@ -55,7 +56,8 @@ class Bot:
 
     def deliver(self, event: str, payload: dict[str, Any]) -> bool:
         """Hand a webhook to the flow; False when the service ignores that kind of event."""
-        parsed = parse_github(event, payload)
+        # Each person the webhook names carries their account's id, as GitHub's do.
+        parsed = parse_github(event, accounts.github(payload, self.forge.account_id))
         if parsed is None:
             return False
         parsed = pin_event(parsed, self.deps.forge_for)
@@ -112,16 +114,17 @@ def pr_event(action: str, head: str, sender: str, *, author: str = "alice",
         payload["pull_request"]["head"]["repo"]["id"] = 4242
     if updated is not None:
         payload["pull_request"]["updated_at"] = iso(updated)
-    return payload
+    return accounts.github(payload)
 
 
 def review(user: str, state: str, head: str, review_id: int) -> dict[str, Any]:
     """GitHub's ``pull_request_review`` webhook: ``user`` reviewed PR 7 at ``head``."""
-    return realcase("github/pull_request_review/submitted.payload.json", OWNER,
+    made = realcase("github/pull_request_review/submitted.payload.json", OWNER,
                     action="submitted", **{
         "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
         "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
     })  # fmt: skip
+    return accounts.github(made)
 
 
 def push(branch: str, head: str, sender: str, commits: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -131,7 +134,7 @@ def push(branch: str, head: str, sender: str, commits: tuple[str, ...] = ()) -> 
                     after=head, deleted=False)  # fmt: skip
     made["sender"]["login"] = sender
     made["commits"] = [{"id": sha, "distinct": True} for sha in commits or (head,)]
-    return made
+    return accounts.github(made)
 
 
 def approve(bot: Bot, user: str, head: str, review_id: int) -> None:

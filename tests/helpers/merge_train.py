@@ -48,10 +48,13 @@ def merge_request(
     target: str = "main",
     updated_at: str | None = None,
     merge_sha: str | None = None,
+    uid: int | None = None,
 ) -> dict[str, Any]:
     """A Merge Request Hook of merge request ``iid`` at ``head`` into ``target``, made from
     real deliveries: ``open`` and ``update`` (a push: ``oldrev`` set) by its author
-    ``user``; ``approval`` by ``user``, at ``updated_at``; ``merge`` into ``merge_sha``."""
+    ``user``; ``approval`` by ``user``, at ``updated_at``; ``merge`` into ``merge_sha``.
+    ``uid``: ``user``'s account id, as the forge under test knows them (the gate tells
+    people apart by it)."""
     case = {"open": "merge_request_open.json", "update": "merge_request_update.json",
             "approval": "merge_request_approved.json",
             "merge": "merge_request_merge.json"}[action]  # fmt: skip
@@ -62,7 +65,7 @@ def merge_request(
     attrs["last_commit"]["id"] = head
     payload["user"]["username"] = user
     # The author acts, but for an approval (the author's would never count).
-    payload["user"]["id"] = attrs["author_id"] + (action == "approval")
+    payload["user"]["id"] = attrs["author_id"] + (action == "approval") if uid is None else uid
     if updated_at is not None:
         attrs["updated_at"] = updated_at
     if merge_sha is not None:

@@ -25,6 +25,7 @@ from sluice.core.config import SETTINGS_FILES, SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
+from tests.helpers import accounts
 from tests.helpers.cases import realcase
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +100,8 @@ class Bot:
         self.ledger.close()
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        parsed = parse_github(event, payload)
+        # Each person the webhook names carries their account's id, as GitHub's do.
+        parsed = parse_github(event, accounts.github(payload, self.github.account_id))
         assert parsed is not None, (event, payload.get("action"))
         parsed = pin_event(parsed, self._forge_for)  # as the service's intake does
         assert parsed is not None, (event, "a tag that names no commit")

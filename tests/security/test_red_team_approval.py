@@ -41,6 +41,7 @@ from sluice.core.gate_settings import GateSettings
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import files
 from sluice.core.state import open_state
+from tests.helpers import accounts
 from tests.helpers.cases import realcase, record_prod
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ class Bot:
         self.ledger = Ledger(self.url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        parsed = parse_github(event, payload)
+        parsed = parse_github(event, accounts.github(payload, self.forge.account_id))
         assert parsed is not None, (event, payload.get("action"))
         parsed = pin_event(parsed, self.deps.forge_for)
         assert parsed is not None

@@ -441,5 +441,5 @@ def test_a_synchronize_s_sender_is_recorded_as_the_pusher_of_its_head(bot: Bot) 
     bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     bot.forge.push(7, B)
     bot.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
-    assert bot.ledger.pushes_of(KEY, [B]) == [(B, "bob")]
+    assert bot.ledger.pushes_of(KEY, [B]) == [(B, "bob", bot.forge.account_id("bob"))]
     assert bot.ledger.pushes_of(KEY, [A]) == []  # an opened event says who opened, not pushed

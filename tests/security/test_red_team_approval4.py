@@ -11,7 +11,6 @@ ledger on SQLite, plans recorded as a PR build records them (no Spark).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from sluice.bot.events.neutral import PullRequestEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case
 from tests.helpers.gate_world import GATED, KEY, MINUTE, OWNER, OWNERS_ONLY, ROOT, A, B, Bot, C, D
@@ -116,7 +116,7 @@ def _gitlab_plan(bot: Bot, head: str, made: PlanReview) -> None:
 
 
 def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
-    event = parse_gitlab("Merge Request Hook", payload)
+    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
     assert event is not None
     dispatch.handle(bot.deps, event)
 
@@ -197,35 +197,33 @@ def test_a_gitlab_fork_s_namespace_is_its_owner_not_its_display_name() -> None:
 # -- 2. a login renamed: pushers are recorded by login, reviews come in the login of now ----
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 4: who pushed is recorded by login (sluice_pr_pushers, "
-    "sluice_branch_pushers), and the forge names a review by its author's login of now: "
-    "bob renames his account to `bobx`, pushes `change` (the hook names bobx), renames it "
-    "back to `bob` (GitHub frees an old login at once), alice opens the PR from `change`, "
-    "and bob approves alone (approval.py `_pushers` compares logins). The fix: record the "
-    "account's id with each push and event (GitHub sender.id, GitLab user_id / user.id) "
-    "and compare reviewers by id (the forges' reviews carry user.id)",
-)
+# Closed: each push, event, click and review carries the account's id (GitHub sender.id
+# and user.id, GitLab user_id and user.id; ledger migration 7), and the gate compares
+# people by it (gate_rules: the login decides only where one side has no id).
+
+
 def test_an_approver_who_pushed_under_another_login_does_not_approve_it(bot: Bot) -> None:
-    bot.deliver("push", gw.push("change", B, "bobx", (A, B)))  # bob, renamed for a while
+    # bob renames his account `bobx`, pushes `change` (the hook names bobx), renames it back
+    # to `bob` (GitHub frees an old login at once); alice opens the PR from `change`.
+    bot.forge.rename("bob", "bobx")
+    bot.deliver("push", gw.push("change", B, "bobx", (A, B)))
+    bot.forge.rename("bobx", "bob")
     bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
     bot.deliver("pull_request", gw.pr_event("opened", B, "alice", head_ref="change"))
     gw.plan(bot, B, BOBS)
     gw.approve(bot, "bob", B, 41)  # his login back
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+    assert "Not counted: @bob pushed to this pull request" in bot.approval(B).summary
+    gw.approve(bot, "carol", B, 42)  # who pushed nothing
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 4: under a gate of required teams one rename is enough: bob "
-    "pushes `change` as bob, alice opens the PR, bob renames himself `bobx` (still a member "
-    "of octo/approvers, which the forge resolves now) and approves as bobx, whom no push "
-    "names. The fix: as above, pushers and reviewers compared by account id",
-)
 def test_an_approver_who_renamed_himself_after_pushing_does_not_approve_it(
     tmp_path: Path,
 ) -> None:
+    # Under a gate of required teams one rename was enough: bob pushes `change` as bob,
+    # alice opens the PR, bob renames himself `bobx` (still a member of octo/approvers,
+    # which the forge resolves now) and approves as bobx, whom no push names.
     bot = _make(tmp_path, TEAM_GATED)
     try:
         bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol"})
@@ -235,15 +233,15 @@ def test_an_approver_who_renamed_himself_after_pushing_does_not_approve_it(
         gw.plan(bot, B, BOBS)
         gw.approve(bot, "bob", B, 41)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
-        # bob renames his account: GitHub's teams and reviews now say bobx.
-        bot.forge.teams["octo/approvers"] = frozenset({"bobx", "carol"})
-        bot.forge.roles["bobx"] = bot.forge.roles.pop("bob")
-        bot.forge.review_log[7] = [
-            dataclasses.replace(r, user="bobx") if r.user == "bob" else r
-            for r in bot.forge.review_log[7]
-        ]
+        # bob renames his account: GitHub's teams, roles and reviews now say bobx.
+        bot.forge.rename("bob", "bobx")
+        assert bot.forge.teams["octo/approvers"] == {"bobx", "carol"}
+        assert {r.user for r in bot.forge.review_log[7]} == {"bobx"}
         gw.approve(bot, "bobx", B, 42)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
+        gw.approve(bot, "carol", B, 43)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
 
@@ -306,7 +304,8 @@ def test_a_fork_s_synchronize_on_a_branch_of_the_same_name_clears_nobody(bot: Bo
     bot.forge.open_pull(8, head_sha=D, base="main", author="mallory", head_ref="change",
                         fork=True)  # fmt: skip
     bot.deliver("pull_request", fork)
-    assert ("d" * 40, "mallory") in bot.ledger.branch_pushes(KEY, "change")
+    pushes = bot.ledger.branch_pushes(KEY, "change")
+    assert ("d" * 40, "mallory") in [(push.sha, push.user) for push in pushes]
     bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
     bot.forge.pull_commits = lambda number: None  # type: ignore[method-assign]
     bot.deliver("pull_request", gw.pr_event("opened", B, "alice"))
@@ -379,7 +378,7 @@ def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any
     payload["user"].update(username=user, id=sum(map(ord, user)))
     fields = payload["object_attributes"]
     fields.update(iid=7, action=action, source_branch="change", target_branch="main",
-                  source_project_id=1, target_project_id=1, author_id=-1,
+                  source_project_id=1, target_project_id=1, author_id=999_999,
                   updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
     fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
     fields["last_commit"]["id"] = head

@@ -37,6 +37,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
+from tests.helpers import accounts
 from tests.helpers.cases import realcase, record_prod
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,8 @@ class World:
         return src
 
     def deliver(self, event: str, body: dict[str, Any]) -> None:
-        parsed = parse_github(event, body)
+        # Each person the webhook names carries their account's id, as GitHub's do.
+        parsed = parse_github(event, accounts.github(body, self.github.account_id))
         assert parsed is not None
         parsed = pin_event(parsed, self.deps.forge_for)
         assert parsed is not None
@@ -201,18 +203,10 @@ def test_the_requester_under_another_case_does_not_approve(world: World) -> None
 
 
 # -- 2. the requester renamed: his approval counts ----------------------------------------
+# Closed: each request and approval row carries the clicker's account id (check_run
+# sender.id; audit migration 2), and requesters are left out of the approvals by it.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: under a gate of a team, bob asks for the repair as "
-    "`bob`, renames his account `bobx` (still the team's member: GitHub lists it as bobx) "
-    "and approves it: the requester is left out of the approvals by login only "
-    "(tally(): r.actor.casefold() not in asked; approve(): approver in requesters), so "
-    "one person asks for and approves prod's repair (the approval gate's round-4 finding, "
-    "again in the new path); fix: record the forge's user id (check_run payload sender.id) "
-    "in each drift repair row and leave out requesters by id",
-)
 def test_a_requester_who_renamed_himself_does_not_approve_his_repair(tmp_path: Path) -> None:
     world = _world(tmp_path, TEAM)
     try:
@@ -221,10 +215,33 @@ def test_a_requester_who_renamed_himself_does_not_approve_his_repair(tmp_path: P
         world.click("bob", world.button("Plan the repair"))
         built = world.applied()
         # bob renames his account: GitHub's team and permission now say bobx.
-        world.github.teams["octo/approvers"] = frozenset({"bobx", "carol"})
-        world.github.roles["bobx"] = world.github.roles.pop("bob")
+        world.github.rename("bob", "bobx")
+        assert world.github.teams["octo/approvers"] == {"bobx", "carol"}
         world.click("bobx", world.button("Approve the repair"))
         assert world.applied() == built, "the requester, renamed, approved his own repair"
+        assert any("itself" in d for w, _, d in world.rows(audit.REFUSAL) if w == "bobx")
+        world.click("carol", world.button("Approve the repair"))  # who did not ask
+        assert world.applied() == built + 1, world.rows()
+    finally:
+        world.close()
+
+
+def test_one_approver_under_two_logins_is_one_approval(tmp_path: Path) -> None:
+    # carol approves, renames her account `carolx` (still the team's member) and approves
+    # again: one person, one approval, whatever her login.
+    world = _world(tmp_path, GATE + "      teams: [octo/approvers]\n      count: 2\n")
+    try:
+        world.github.teams["octo/approvers"] = frozenset({"bob", "carol", "frank"})
+        world.redefine()
+        world.click("alice", world.button("Plan the repair"))
+        built = world.applied()
+        world.click("carol", world.button("Approve the repair"))
+        world.github.rename("carol", "carolx")
+        world.click("carolx", world.button("Approve the repair"))
+        assert world.applied() == built, "one person's two approvals ran the repair"
+        assert world.drift().title == "Repair planned: 1 more approval needed"
+        world.click("frank", world.button("Approve the repair"))
+        assert world.applied() == built + 1, world.rows()
     finally:
         world.close()
 

@@ -33,6 +33,7 @@ from sluice.bot.events.neutral import (
 from sluice.bot.events.payload import (
     ABSENT,
     PayloadError,
+    account_id,
     check,
     commit_id,
     json_name,
@@ -126,6 +127,8 @@ def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
         updated_ms=moment(payload, "pull_request.updated_at"),
         pusher=optional(payload, "sender.login", str) if action in PUSHED else None,
         head_owner=_head_owner(payload),
+        pusher_id=account_id(payload, "sender.id") if action in PUSHED else None,
+        author_id=account_id(payload, "pull_request.user.id"),
     )
 
 
@@ -154,6 +157,7 @@ def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:
         author=required(payload, "comment.user.login", str),
         body=optional(payload, "comment.body", str) or "",
         created_ms=moment(payload, "comment.created_at"),
+        author_id=account_id(payload, "comment.user.id"),
     )
 
 
@@ -174,6 +178,7 @@ def _pull_request_review(payload: Mapping[str, Any]) -> ReviewEvent | None:
         head_sha=required(payload, "pull_request.head.sha", str),
         review_id=optional(payload, "review.id", int),
         submitted_ms=moment(payload, "review.submitted_at"),
+        reviewer_id=account_id(payload, "review.user.id"),
     )
 
 
@@ -196,6 +201,7 @@ def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         requester=required(payload, "sender.login", str),
         identifier=identifier,
         check_run_id=optional(payload, "check_run.id", int),
+        requester_id=account_id(payload, "sender.id"),
     )
 
 
@@ -212,6 +218,7 @@ def _check_suite(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         head_sha=required(payload, "check_suite.head_sha", str),
         numbers=_pr_numbers(payload, "check_suite.pull_requests"),
         requester=required(payload, "sender.login", str),
+        requester_id=account_id(payload, "sender.id"),
     )
 
 
@@ -234,6 +241,7 @@ def _push(payload: Mapping[str, Any]) -> TagEvent | BranchPushEvent | None:
             sha=commit_id(payload, "after"),
             pusher=required(payload, "sender.login", str),
             shas=pushed_commits(payload),
+            pusher_id=account_id(payload, "sender.id"),
         )
     tag = ref.removeprefix(_TAG_PREFIX)
     if not tag:

@@ -51,6 +51,7 @@ from sluice.bot.events.neutral import (
 )
 from sluice.bot.events.payload import (
     PayloadError,
+    account_id,
     commit_id,
     json_name,
     moment,
@@ -131,6 +132,7 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
             # No approval id in the payload: an approval moves the MR's updated_at, which
             # tells approving, taking it back and approving again apart (content_key).
             submitted_ms=moment(payload, "object_attributes.updated_at"),
+            reviewer_id=account_id(payload, "user.id"),
         )
     if action in _OPENED:
         kind = _OPENED[action]
@@ -171,6 +173,8 @@ def _merge_request(payload: Mapping[str, Any]) -> Event | None:
         updated_ms=moment(payload, "object_attributes.updated_at"),
         pusher=optional(payload, "user.username", str) if kind in PUSHED else None,
         head_owner=_source_namespace(attrs) if _is_fork(attrs) else None,
+        pusher_id=account_id(payload, "user.id") if kind in PUSHED else None,
+        author_id=account_id(payload, "object_attributes.author_id"),
     )
 
 
@@ -199,6 +203,7 @@ def _note(payload: Mapping[str, Any]) -> CommentEvent | None:
         author=required(payload, "user.username", str),
         body=optional(payload, "object_attributes.note", str) or "",
         created_ms=moment(payload, "object_attributes.created_at"),
+        author_id=account_id(payload, "user.id"),
     )
 
 
@@ -241,6 +246,7 @@ def _push(payload: Mapping[str, Any]) -> BranchPushEvent | None:
         sha=commit_id(payload, "after"),
         pusher=required(payload, "user_username", str),
         shas=pushed_commits(payload),
+        pusher_id=account_id(payload, "user_id"),
     )
 
 

@@ -125,6 +125,10 @@ class PullRequestEvent(_Base):
     # A fork PR's head repository's namespace (its owner's login, or a group's path): its
     # pushes are told to the fork alone, so the owner counts as having pushed.
     head_owner: str | None = None
+    # The forge's account ids of the pusher (the event's sender) and of the author: a login
+    # is renamed and given up at will, an id never (see sluice.bot.flow.gate_rules).
+    pusher_id: int | None = None
+    author_id: int | None = None
 
     def content_key(self) -> str | None:
         if self.action != "closed":
@@ -148,6 +152,7 @@ class CommentEvent(_Base):
     body: str
     created_ms: int | None = None  # when the comment was written (epoch ms)
     origin: str = FORGE  # FORGE: a comment on the forge; WEB: the web UI's form, no comment
+    author_id: int | None = None  # the forge's account id of its author
 
     def content_key(self) -> str | None:
         if self.action != "created" or not _addresses_sluice(self.body):
@@ -168,6 +173,7 @@ class ReviewEvent(_Base):
     head_sha: str
     review_id: int | None = None  # GitHub's review id; GitLab's approvals have none
     submitted_ms: int | None = None  # GitHub: submitted_at; GitLab: the MR's updated_at
+    reviewer_id: int | None = None  # the forge's account id of the reviewer
 
     def content_key(self) -> str | None:
         who = self.reviewer.casefold()
@@ -191,6 +197,7 @@ class CheckRunEvent(_Base):
     identifier: str | None = None  # requested_action.identifier
     check_run_id: int | None = None
     origin: str = FORGE  # FORGE: the check's button; WEB: the web UI's "Approve this plan"
+    requester_id: int | None = None  # the forge's account id of who clicked (sender.id)
 
     def content_key(self) -> str | None:
         if self.action != "requested_action" or self.check_run_id is None:
@@ -229,6 +236,7 @@ class BranchPushEvent(_Base):
     # The commits the push brought, as its payload lists them (GitHub up to 2,048, GitLab
     # 20): each is the pusher's, even where a later push drops the head above it.
     shas: tuple[str, ...] = ()
+    pusher_id: int | None = None  # the forge's account id of the pusher
 
 
 @dataclass(frozen=True)

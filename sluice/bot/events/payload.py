@@ -19,6 +19,7 @@ from sluice.core.errors import SluiceError
 __all__ = [
     "ABSENT",
     "PayloadError",
+    "account_id",
     "check",
     "commit_id",
     "json_name",
@@ -122,6 +123,16 @@ def optional(payload: Mapping[str, Any], path: str, expected: type[T]) -> T | No
     if value is ABSENT or value is None:
         return None
     return check(path, value, expected)
+
+
+def account_id(payload: Mapping[str, Any], path: str) -> int | None:
+    """The forge account id at ``path`` (GitHub's ``sender.id``, GitLab's ``user.id``): a
+    positive integer that a rename of the account's login does not change; None when the
+    payload does not say (the flow then tells people apart by their logins)."""
+    value = optional(payload, path, int)
+    if value is not None and value <= 0:
+        raise PayloadError(f"{path} is not an account id (a positive integer): {value}")
+    return value
 
 
 def commit_id(payload: Mapping[str, Any], path: str) -> str:

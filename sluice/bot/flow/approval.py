@@ -27,6 +27,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
 )
 from sluice.bot.flow.job import Job
+from sluice.bot.flow.ledger import Push
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import ForgeError, PullCommit, PullRequest, Review, members
@@ -55,7 +56,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     commits = _pull_commits(job, pr)
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
-        heads = ledger.review_heads(repo, pr.number)
+        heads = _heads(job, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
         recorded = _recorded_pushes(job, pr, commits)
@@ -90,14 +91,18 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         settings.gate,
         GateInput(
             author=pr.author,
+            author_id=pr.author_id,
             reviews=_bound(job.forge.reviews(pr.number), heads),
             plans=plans,
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
             owners=owners,
-            action_approvals=[ActionApproval(c.user, c.sha, c.plan, c.ts) for c in clicks],
+            action_approvals=[
+                ActionApproval(c.user, c.sha, c.plan, c.ts, c.user_id) for c in clicks
+            ],
             planned_at=plan_times,
             pushers=pushers.people,
+            pusher_accounts=pushers.accounts,
             bot_pushers=pushers.bots,
             unknown_pushers=pushers.unknown,
             prod_owners=frozenset(review.prod_owners),
@@ -185,39 +190,62 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
     the author's own approval never counts, nor that of anyone who pushed to the PR."""
     pushers = pushers_of(job, pr)  # nor anyone who pushed
-    eligible = members(job.forge, [approver]) - {pr.author.casefold()} - pushers.people
-    heads = job.ledger.review_heads(job.repo, pr.number)
-    latest: dict[str, Review] = {}
-    for review in _bound(job.forge.reviews(pr.number), heads):
+    eligible = members(job.forge, [approver])
+    others: list[tuple[str, int | None]] = [(p, None) for p in pushers.people]
+    others += pushers.accounts
+    others.append((pr.author, pr.author_id))
+    latest: dict[str, Review] = {}  # by account id where the forge says, else by login
+    for review in _bound(job.forge.reviews(pr.number), _heads(job, pr.number)):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-            latest[review.user.casefold()] = review
+            key = f"#{review.user_id}" if review.user_id is not None else review.user.casefold()
+            latest[key] = review
     approved = {
-        user
-        for user, r in latest.items()
-        if user in eligible and r.state == "APPROVED" and r.commit_sha == pr.head_sha
+        key
+        for key, r in latest.items()
+        if r.user.casefold() in eligible
+        and not any(_same(r.user, r.user_id, login, uid) for login, uid in others)
+        and r.state == "APPROVED"
+        and r.commit_sha == pr.head_sha
     }
     # A push through a bot account, or by someone nobody names, may be one approver's own:
     # two of them, as the gate asks one approval more.
     return len(approved) >= (2 if pushers.bots or pushers.unknown else 1)
 
 
+def _same(login: str, uid: int | None, other: str, other_id: int | None) -> bool:
+    """Whether two people are one: by their account ids where both are known, else by
+    their logins, case-folded (gate_rules' module doc)."""
+    if uid is not None and other_id is not None:
+        return uid == other_id
+    return login.casefold() == other.casefold()
+
+
 @dataclass(frozen=True)
 class Pushers:
-    """Who pushed to a pull request (case-folded): their approvals do not count; the bot
-    accounts among them (not its author) whose pushes some person unnamed drove; and why
-    someone nobody names may have pushed to it (a fork's pushes, commits the forge does
-    not list): each, like a bot's push, asks one approval more."""
+    """Who pushed to a pull request: their approvals do not count. ``people``: those known
+    by login only (case-folded: rows recorded before account ids were, a fork's owner,
+    the authors and committers the forge names for its commits); ``accounts``: those known
+    by (case-folded login, account id), compared by the id. The bot accounts among them
+    (not its author) whose pushes some person unnamed drove; and why someone nobody names
+    may have pushed to it (a fork's pushes, commits the forge does not list): each, like
+    a bot's push, asks one approval more."""
 
     people: frozenset[str]
     bots: frozenset[str]
     unknown: tuple[str, ...] = ()
+    accounts: frozenset[tuple[str, int]] = frozenset()
+
+    @property
+    def logins(self) -> frozenset[str]:
+        """Every pusher's login (case-folded), by id or not."""
+        return self.people | {login for login, _uid in self.accounts}
 
 
 @dataclass(frozen=True)
 class _Recorded:
-    events: frozenset[str]  # senders of its opened, reopened, synchronize events
+    events: frozenset[tuple[str, int | None]]  # senders of its opened, reopened, synchronize
     commits: list[PullCommit] | None  # as the forge lists them; None: it lists only part
-    pushes: tuple[tuple[str, str], ...]  # (sha, user) of each recorded push of them
+    pushes: tuple[Push, ...]  # each recorded push of them
     fork: bool  # its head is in another repository, whose pushes are told to it alone
 
 
@@ -244,59 +272,92 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     accounts are all there is). Where the forge cannot list all its commits, every push
     to a branch of its head's name counts."""
     ledger = job.ledger
-    events = ledger.pushers(job.repo, pr.number)
+    events = ledger.pusher_accounts(job.repo, pr.number)
     if commits is None:
         pushes = ledger.branch_pushes(job.repo, pr.head_ref)
-        pushes += ledger.pushes_of(job.repo, [sha for sha, _user in pushes])
+        pushes += ledger.pushes_of(job.repo, [push.sha for push in pushes])
     else:
         pushes = ledger.pushes_of(job.repo, [c.sha for c in commits])
     # Whoever is found through its commits is kept as its pusher: a rebase that puts the
     # same change under new commits must not forget them (red team, approval round 4). A
     # bot that authored a commit is not kept: someone else pushed that commit.
-    pushed = {user.casefold() for _sha, user in pushes}
-    named = {
-        who.casefold()
+    pushed = {(push.user.casefold(), push.user_id) for push in pushes}
+    named: set[tuple[str, int | None]] = {
+        (who.casefold(), None)
         for commit in commits or ()
         for who in (commit.author, commit.committer)
         if who and not bot_account(who)
     }
-    found = (pushed | named) - events
-    for user in sorted(found):
-        ledger.record_pusher(job.repo, pr.number, user, job.now)
-    return _Recorded(events | found, commits, tuple(pushes), pr.fork)
+    # One row per login (the table's key): a login recorded already is not again.
+    logins = {login for login, _uid in events}
+    found = {(login, uid) for login, uid in pushed | named if login not in logins}
+    for user, uid in sorted(found, key=lambda f: (f[0], f[1] is None, f[1] or 0)):
+        ledger.record_pusher(job.repo, pr.number, user, job.now, uid)
+    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork)
 
 
 def _pushers(recorded: _Recorded) -> Pushers:
     """Who pushed to the PR (the senders of its events, whoever pushed one of its commits:
     before the PR was opened, or in a ``synchronize`` a newer push superseded in the
     queue) and the authors and committers the forge names for its commits."""
-    pushed = set(recorded.events) | {user.casefold() for _sha, user in recorded.pushes}
-    people = set(pushed)
+    pushed = set(recorded.events) | {(p.user.casefold(), p.user_id) for p in recorded.pushes}
+    people = {login for login, uid in pushed if uid is None}
+    accounts = frozenset((login, uid) for login, uid in pushed if uid is not None)
     for commit in recorded.commits or ():
         people |= {who.casefold() for who in (commit.author, commit.committer) if who}
     # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
     # driven by someone the forge does not name; a commit's bot author (a generated file)
     # was pushed by another.
-    bots = frozenset(p for p in pushed if bot_account(p))
+    bots = frozenset(login for login, _uid in pushed if bot_account(login))
     # Pushes nobody tells this repository of: a fork's (whoever its owner let push there,
     # an organization's or a group's members), and those of commits the forge does not
     # list (red team, approval round 4).
     unknown: tuple[str, ...] = ("it comes from a fork",) if recorded.fork else ()
     if recorded.commits is None:
         unknown += ("the forge does not list all its commits",)
-    return Pushers(frozenset(people), bots, unknown)
+    return Pushers(frozenset(people), bots, unknown, accounts)
 
 
-def _bound(reviews: list[Review], heads: dict[str, tuple[str, int]]) -> list[Review]:
+@dataclass(frozen=True)
+class _Heads:
+    """The heads approvals were given on, as the ledger recorded them (GitLab's)."""
+
+    by_login: dict[str, tuple[str, int]]  # case-folded login -> (sha, when)
+    ids: dict[str, int]  # case-folded login -> the account id it was recorded with
+
+
+def _heads(job: Job, number: int) -> _Heads:
+    return _Heads(
+        job.ledger.review_heads(job.repo, number), job.ledger.review_head_ids(job.repo, number)
+    )
+
+
+def _bound(reviews: list[Review], heads: _Heads) -> list[Review]:
     """Reviews with the commit each was given on: a forge whose approvals do not say
-    (GitLab) gets it, and when, from the approval webhooks the ledger recorded; an
-    approval no webhook told of stays unbound, so it counts for no plan (stale)."""
+    (GitLab) gets it, and when, from the approval webhooks the ledger recorded (the
+    approver's by account id where both say one, else by login); an approval no webhook
+    told of stays unbound, so it counts for no plan (stale)."""
     bound = []
     for review in reviews:
         if review.commit_sha:
             bound.append(review)
             continue
-        sha, ts = heads.get(review.user.casefold(), (None, None))
+        found = _head_of(review, heads)
+        sha, ts = found if found is not None else (None, None)
         at = datetime.fromtimestamp(ts / 1000, UTC).isoformat() if ts is not None else None
         bound.append(dataclasses.replace(review, commit_sha=sha, submitted_at=at))
     return bound
+
+
+def _head_of(review: Review, heads: _Heads) -> tuple[str, int] | None:
+    """The head ``review``'s approver last approved on: the row recorded with their account
+    id (under any login: they may have renamed since), else the row of their login
+    recorded without an id; never a row of their login recorded with another's id."""
+    if review.user_id is not None:
+        for login, uid in heads.ids.items():
+            if uid == review.user_id and login in heads.by_login:
+                return heads.by_login[login]
+    login = review.user.casefold()
+    if review.user_id is not None and heads.ids.get(login, review.user_id) != review.user_id:
+        return None
+    return heads.by_login.get(login)

@@ -79,6 +79,7 @@ from sqlalchemy import (
     Text,
     func,
     insert,
+    inspect,
     select,
 )
 
@@ -139,13 +140,27 @@ entries_table = Table(
     Column("plan_id", String, nullable=True),
     Column("outcome", String, nullable=False),
     Column("detail", Text, nullable=False),
+    # The actor's forge account id, where the row's decision compares people (a drift
+    # repair's requests and approvals): a login can be renamed, an id never. None: another
+    # kind of row, a row written before migration 2, or an actor known by login only.
+    Column("actor_id", BigInteger, nullable=True),
 )
 Index("ix_sluice_audit_repo_ts", entries_table.c.repo, entries_table.c.at_ts)
+
+
+def _actor_id(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now: add the column only where missing.
+    if "actor_id" not in {c["name"] for c in inspect(conn).get_columns(entries_table.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {entries_table.name} ADD COLUMN actor_id BIGINT")
+
 
 AUDIT = Track(
     name="audit",
     tables=metadata,
-    migrations=(Migration(1, "the audit log", create_tables(entries_table)),),
+    migrations=(
+        Migration(1, "the audit log", create_tables(entries_table)),
+        Migration(2, "who acted, by the forge's account id", _actor_id),
+    ),
 )
 """The audit log's track of migrations (after the ledger's)."""
 
@@ -188,6 +203,8 @@ class Entry:
     detail: str = ""
     id: int | None = None
     """Its place in the log (None before it is appended)."""
+    actor_id: int | None = None
+    """The actor's forge account id, where the forge said (drift repair rows)."""
 
     def to_json(self) -> dict[str, Any]:
         """The row as ``sluice audit --json`` prints it (stable keys, this order)."""
@@ -244,6 +261,7 @@ class AuditLog(Transactions):
             "plan_id": bounded(entry.plan_id, NAME_LIMIT) if entry.plan_id else None,
             "outcome": bounded(entry.outcome, NAME_LIMIT),
             "detail": bounded(entry.detail, DETAIL_LIMIT),
+            "actor_id": entry.actor_id,
         }
         inside = getattr(self._shared, "conn", None) is not None
         try:
@@ -298,6 +316,7 @@ class AuditLog(Transactions):
                     plan_id=r.plan_id,
                     detail=r.detail,
                     id=int(r.id),
+                    actor_id=None if r.actor_id is None else int(r.actor_id),
                 )
                 for r in conn.execute(query)
             ]
@@ -334,7 +353,7 @@ class AuditLog(Transactions):
         return [
             Entry(
                 int(r.at_ts), r.repo, r.kind, r.actor, r.outcome, r.ref, r.plan_id, r.detail,
-                int(r.id),
+                int(r.id), None if r.actor_id is None else int(r.actor_id),
             )
             for r in rows
         ]  # fmt: skip
@@ -363,6 +382,7 @@ def record(
     outcome: str,
     *,
     actor: str = SERVICE,
+    actor_id: int | None = None,
     ref: str | None = None,
     plan_id: str | None = None,
     detail: str = "",
@@ -383,6 +403,7 @@ def record(
         ref=job.scrub(ref) if ref else None,
         plan_id=plan_id,
         detail=job.scrub(detail),
+        actor_id=actor_id,
     )
     written = job.ledger.append(entry, once=once)
     if written and notify is not None:

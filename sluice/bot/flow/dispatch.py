@@ -66,7 +66,9 @@ def _on_review(job: Job, event: ReviewEvent) -> None:
         # When the forge says it was given (GitLab's updated_at), not when handled: a plan
         # made again in between must not count it (gate_rules: replanned).
         given = event.submitted_ms if event.submitted_ms is not None else job.now
-        job.ledger.review_head(job.repo, event.number, event.reviewer, event.commit_sha, given)
+        job.ledger.review_head(
+            job.repo, event.number, event.reviewer, event.commit_sha, given, event.reviewer_id
+        )
     pr = job.forge.pull_request(event.number)
     if event.state == "APPROVED" and pr_build.on_approved(job, pr, event.reviewer):
         return  # a build held for the backfill budget ran, and its gate with it
@@ -80,7 +82,9 @@ def _on_tag(job: Job, event: TagEvent) -> None:
 def _on_branch_push(job: Job, event: BranchPushEvent) -> None:
     # Who pushed does not approve a pull request holding the push (approval: pushers).
     shas = (event.sha, *event.shas)
-    job.ledger.record_branch_push(job.repo, event.branch, shas, event.pusher, job.now)
+    job.ledger.record_branch_push(
+        job.repo, event.branch, shas, event.pusher, job.now, event.pusher_id
+    )
 
 
 def _on_janitor(job: Job, event: JanitorEvent) -> None:
@@ -151,9 +155,11 @@ def _record_pushers(job: Job, event: PullRequestEvent) -> None:
     fork, whose push hooks never reach this repository."""
     ledger, repo = job.ledger, job.repo
     if event.pusher:
-        ledger.record_pusher(repo, event.number, event.pusher, job.now)
+        ledger.record_pusher(repo, event.number, event.pusher, job.now, event.pusher_id)
         if event.action == "synchronize":
-            ledger.record_branch_push(repo, event.head_ref, [event.head_sha], event.pusher, job.now)
+            ledger.record_branch_push(
+                repo, event.head_ref, [event.head_sha], event.pusher, job.now, event.pusher_id
+            )
     if event.fork and event.head_owner:
         ledger.record_pusher(repo, event.number, event.head_owner, job.now)
 

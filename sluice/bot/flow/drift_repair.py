@@ -90,6 +90,18 @@ class Tally:
 
     requesters: tuple[str, ...]
     approved_by: tuple[str, ...]
+    # Who asked, as (login, forge account id or None): a requester is left out of the
+    # approvals by the id where both rows carry one, a rename notwithstanding.
+    asked: tuple[tuple[str, int | None], ...] = ()
+
+
+def same_person(login: str, uid: int | None, other: str, other_id: int | None) -> bool:
+    """Whether two rows' actors are one person: by their forge account ids where both rows
+    carry one (a login can be renamed, and GitHub frees the old one at once), else by
+    their logins, case-folded (rows written before ids were: audit migration 2)."""
+    if uid is not None and other_id is not None:
+        return uid == other_id
+    return login.casefold() == other.casefold()
 
 
 def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
@@ -98,14 +110,24 @@ def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
     last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
     rows = [r for r in rows[last + 1 :] if r.at > job.now - REQUEST_MS]
     requesters = tuple(dict.fromkeys(r.actor for r in rows if r.outcome == REQUESTED))
-    asked = {r.casefold() for r in requesters}
+    asked = tuple(dict.fromkeys((r.actor, r.actor_id) for r in rows if r.outcome == REQUESTED))
     allowed = members(job.forge, [*approvers.users, *approvers.teams]) if rows else frozenset()
-    approved: dict[str, str] = {}  # one approval a person, whatever the case of the login
+    # One approval a person: their account id where the row carries it (a row without
+    # one, the id its login has in the others, if only one), else the login in any case.
+    ids: dict[str, set[int]] = {}
     for r in rows:
-        key = r.actor.casefold()
-        if r.outcome == APPROVED and key in allowed and key not in asked:
-            approved.setdefault(key, r.actor)
-    return Tally(requesters, tuple(approved.values()))
+        if r.actor_id is not None:
+            ids.setdefault(r.actor.casefold(), set()).add(r.actor_id)
+    approved: dict[str, str] = {}
+    for r in rows:
+        if r.outcome != APPROVED or r.actor.casefold() not in allowed:
+            continue
+        if any(same_person(r.actor, r.actor_id, login, uid) for login, uid in asked):
+            continue
+        known = ids.get(r.actor.casefold(), set())
+        uid = r.actor_id if r.actor_id is not None else (min(known) if len(known) == 1 else None)
+        approved.setdefault(f"#{uid}" if uid is not None else r.actor.casefold(), r.actor)
+    return Tally(requesters, tuple(approved.values()), asked)
 
 
 def on_click(job: Job, event: CheckRunEvent) -> None:
@@ -185,11 +207,11 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         mend = drift.plan_repair(store, report, now=job.now)
         work = _Work(job, store, project, runner, tree, head, approvers, report, mend, settings)
         if what == checks.PLAN_REPAIR:
-            work.request(event.requester, where)
+            work.request(event.requester, where, event.requester_id)
         elif what == checks.WAIVE_REPAIR:
             work.waive(event.requester, token, where)
         else:
-            work.approve(event.requester, token, where)
+            work.approve(event.requester, token, where, event.requester_id)
     except SluiceError as exc:
         error = job.scrub(str(exc), tree)
         log.warning("%s: drift repair of prod failed: %s", job.forge.repo, error)
@@ -280,11 +302,12 @@ class _Work:
     def plan(self) -> str:
         return fingerprint(self.mend.plan)
 
-    def _record(self, outcome: str, actor: str, detail: str) -> None:
-        """A row of the repair's record: written, or the click fails (retried)."""
+    def _record(self, outcome: str, actor: str, detail: str, actor_id: int | None = None) -> None:
+        """A row of the repair's record, with who acted by login and forge account id:
+        written, or the click fails (retried)."""
         entry = audit.Entry(
             self.job.now, self.job.repo, audit.REPAIR, self.job.scrub(actor), outcome,
-            ref=PROD, plan_id=self.plan, detail=self.job.scrub(detail),
+            ref=PROD, plan_id=self.plan, detail=self.job.scrub(detail), actor_id=actor_id,
         )  # fmt: skip
         if not self.job.ledger.append(entry):
             raise SluiceError(
@@ -292,7 +315,7 @@ class _Work:
                 hint="click the button again once the state database is reachable",
             )
 
-    def request(self, requester: str, where: str) -> None:
+    def request(self, requester: str, where: str, requester_id: int | None = None) -> None:
         plan = self.mend.plan
         if not plan.has_changes:
             self.job.forge.set_check(self.head, checks.drift_result(self.report))
@@ -302,10 +325,13 @@ class _Work:
             REQUESTED,
             requester,
             f"{len(plan.repoint)} views made again, {len(plan.rebuild)} tables rebuilt{where}",
+            requester_id,
         )
         self._settle()
 
-    def approve(self, approver: str, token: str, where: str) -> None:
+    def approve(
+        self, approver: str, token: str, where: str, approver_id: int | None = None
+    ) -> None:
         plan = self.plan
         if not plan.startswith(token):
             _refuse(self.job, approver, f"repair plan {token} is now {plan[:12]}{where}")
@@ -315,10 +341,10 @@ class _Work:
         if not record.requesters:
             _refuse(self.job, approver, f"nobody asked for repair plan {plan[:12]}{where}")
             return
-        if approver.casefold() in {r.casefold() for r in record.requesters}:
+        if any(same_person(approver, approver_id, login, uid) for login, uid in record.asked):
             _refuse(self.job, approver, f"asked for repair plan {plan[:12]} itself{where}")
             return
-        self._record(APPROVED, approver, f"Approve the repair{where}")
+        self._record(APPROVED, approver, f"Approve the repair{where}", approver_id)
         self._settle()
 
     def waive(self, person: str, token: str, where: str) -> None:

@@ -12,6 +12,14 @@ was given once its commit had the plan it has now (its first, or one made again
 differently by ``/sluice plan`` after prod or its settings moved): before, it approved
 another plan, or none (a review by when it was submitted, a click by the plan its button
 named). Each person's approvals, objections and dismissals are taken in the order given.
+
+People are told apart by their forge account id (GitHub's ``user.id`` / ``sender.id``,
+GitLab's ``user.id``), never by their login alone: a login is renamed at will, and GitHub
+frees the old one at once, so the login a push was recorded with may be another's now, and
+one person may approve under a login no push names. Where both sides of a comparison carry
+an id (a reviewer and a pusher, an approver and the author), the ids decide. The login,
+case-folded, decides only where one side has none: a row recorded before ids were (ledger
+migration 7), a commit's author as the forge names it, the local forge (logins only).
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class ActionApproval(NamedTuple):
     sha: str  # the commit it was given on
     plan: str | None = None  # the fingerprint (a prefix) of the plan its button showed
     ts: int | None = None  # when it was handled (epoch ms)
+    user_id: int | None = None  # who clicked, by account id (None: not known)
 
 
 @dataclass(frozen=True)
@@ -97,8 +106,12 @@ class GateInput:
         planned_at: Head commit sha -> when (epoch ms) it got the plan it has; an approval
             on it from before then (or of unknown time), naming no plan, approved another
             plan or none. A commit not in it: any time.
-        pushers: Who pushed a head of the pull request: like the author, their own
-            approval never counts (their change is not theirs to approve).
+        pushers: Who pushed a head of the pull request, known by login only (recorded
+            before account ids were, a commit's author or committer): like the author, their
+            own approval never counts (their change is not theirs to approve).
+        pusher_accounts: Who pushed, as (login, account id): compared by the id with
+            anyone who has one, a rename notwithstanding.
+        author_id: The author's account id (None: not known; the login then decides).
         bot_pushers: Bot accounts that pushed to it or opened it: whoever drove the push
             is unknown, maybe an approver, so the gate asks one approval more than it
             would (from a required approver; under a gate of owners only, an owner prod
@@ -120,6 +133,8 @@ class GateInput:
     action_approvals: Sequence[ActionApproval] = ()
     planned_at: Mapping[str, int] = field(default_factory=dict)
     pushers: frozenset[str] = frozenset()
+    pusher_accounts: frozenset[tuple[str, int]] = frozenset()
+    author_id: int | None = None
     bot_pushers: frozenset[str] = frozenset()
     unknown_pushers: tuple[str, ...] = ()
     prod_owners: frozenset[str] = frozenset()
@@ -178,11 +193,13 @@ class _Given(NamedTuple):
 
 @dataclass
 class _Standing:
-    """One user's last word: their approvals since, and whether an objection stands."""
+    """One person's last word: their approvals since, and whether an objection stands."""
 
-    login: str  # as the forge spells it
+    login: str  # as the forge spells it now (a review's), else as their latest click did
     approved: list[_Given] = field(default_factory=list)
     objection: bool = False  # latest decisive review is CHANGES_REQUESTED
+    user_id: int | None = None  # their account id, when any of their words carried it
+    logins: set[str] = field(default_factory=set)  # every login (case-folded) they used
 
 
 def _epoch_ms(moment: str | None) -> int | None:
@@ -193,23 +210,58 @@ def _epoch_ms(moment: str | None) -> int | None:
         return None
 
 
+class _Word(NamedTuple):
+    at: int
+    order: int
+    user: str
+    user_id: int | None
+    state: str
+    given: _Given
+
+
+def _person_keys(words: Sequence[_Word]) -> list[str]:
+    """Whom each word is from: ``#<id>`` where it carries an account id; a word without
+    one, the id its login goes with in the others (one id only: a login that changed
+    hands names nobody for sure), else its case-folded login."""
+    ids: dict[str, set[int]] = {}
+    for word in words:
+        if word.user_id is not None:
+            ids.setdefault(word.user.casefold(), set()).add(word.user_id)
+    keys = []
+    for word in words:
+        known = ids.get(word.user.casefold(), set())
+        uid = word.user_id if word.user_id is not None else (
+            next(iter(known)) if len(known) == 1 else None
+        )  # fmt: skip
+        keys.append(f"#{uid}" if uid is not None else word.user.casefold())
+    return keys
+
+
 def _standings(gate: GateInput) -> dict[str, _Standing]:
     """Each person's last word, their reviews and clicks taken in the order given (by
     time; those of unknown time first, reviews before clicks): a later "changes
-    requested" or dismissal takes back every earlier approval, a click included."""
-    words: list[tuple[int, int, str, str, _Given]] = []
+    requested" or dismissal takes back every earlier approval, a click included. A person
+    is their account id where their words carry it (:func:`_person_keys`)."""
+    words: list[_Word] = []
     for index, review in enumerate(gate.reviews):
         at = _epoch_ms(review.submitted_at)
         given = _Given(review.commit_sha, None, at)
         words.append(
-            (at if at is not None else -1, index, review.user, review.state.upper(), given)
-        )
+            _Word(at if at is not None else -1, index, review.user, review.user_id,
+                  review.state.upper(), given)
+        )  # fmt: skip
     for index, click in enumerate(gate.action_approvals, start=len(gate.reviews)):
         at = click.ts if click.ts is not None else -1
-        words.append((at, index, click.user, "CLICK", _Given(click.sha, click.plan, click.ts)))
+        given = _Given(click.sha, click.plan, click.ts)
+        words.append(_Word(at, index, click.user, click.user_id, "CLICK", given))
+    words.sort(key=lambda w: (w.at, w.order))
     by_user: dict[str, _Standing] = {}
-    for _, _, user, state, given in sorted(words, key=lambda w: (w[0], w[1])):
-        key = user.casefold()
+    named: dict[str, str] = {}  # key -> the login of their latest review (the forge's now)
+    for key, word in zip(_person_keys(words), words, strict=True):
+        user, state, given = word.user, word.state, word.given
+        if state != "CLICK":
+            named[key] = user
+        before = by_user.get(key)
         if state == "APPROVED":
             by_user[key] = _Standing(user, [given])
         elif state in {"CHANGES_REQUESTED", "DISMISSED"}:
@@ -218,8 +270,28 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
             standing = by_user.setdefault(key, _Standing(user))
             if not standing.objection:
                 standing.approved.append(given)
-        # COMMENTED (and PENDING, a draft review) changes nobody's standing.
+        # COMMENTED (and PENDING, a draft review) changes nobody's standing, but says who.
+        now = by_user.get(key)
+        if now is None:
+            continue
+        if before is not None and before is not now:
+            now.logins |= before.logins
+            now.user_id = before.user_id
+        now.logins.add(user.casefold())
+        if word.user_id is not None:
+            now.user_id = word.user_id
+        elif key.startswith("#"):
+            now.user_id = int(key[1:])
+        now.login = named.get(key, user)
     return by_user
+
+
+def _is(standing: _Standing, login: str, uid: int | None) -> bool:
+    """Whether ``standing``'s person is the account ``uid`` (login ``login``): by the ids
+    where both are known, else by login (any they used, case-folded)."""
+    if standing.user_id is not None and uid is not None:
+        return standing.user_id == uid
+    return login.casefold() in standing.logins
 
 
 def _approves(
@@ -276,7 +348,8 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     team; for an owner, the owner or a member of the owner team), is not the PR author,
     is that user's latest word (a later CHANGES_REQUESTED or DISMISSED review cancels it,
     a COMMENTED one does not), and was given on a commit whose recorded plan equals
-    ``current_plan``. Logins and team names compare case-insensitively.
+    ``current_plan``. People compare by account id where both sides have one, else by
+    login (see the module's doc); logins and team names compare case-insensitively.
     """
     required = settings.required_approvers
     author = gate.author.casefold()
@@ -308,22 +381,24 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     for owner in gate.owners.values():
         owner_people |= owner_keys(owner)
 
-    valid: dict[str, str] = {}  # casefold -> login: approvals of the current plan
-    stale: dict[str, tuple[str, str]] = {}  # casefold -> (login, why)
-    ignored: dict[str, str] = {}  # casefold -> login: valid, but nobody asked for it
+    # Keyed by person (an account id, or a case-folded login: _standings).
+    valid: dict[str, str] = {}  # person -> login: approvals of the current plan
+    stale: dict[str, tuple[str, str]] = {}  # person -> (login, why)
+    ignored: dict[str, str] = {}  # person -> login: valid, but nobody asked for it
     self_approved = False
-    pushers = {p.casefold() for p in gate.pushers} - {author}
-    pushed: dict[str, str] = {}  # casefold -> login: pushers who approved
+    pushers = [(p, None) for p in gate.pushers] + list(gate.pusher_accounts)
+    pushed: dict[str, str] = {}  # person -> login: pushers who approved
     for key, standing in _standings(gate).items():
         if not standing.approved:
             continue
-        if key == author:
+        if _is(standing, gate.author, gate.author_id):
             self_approved = True
             continue
-        if key in pushers:
+        if any(_is(standing, login, uid) for login, uid in pushers):
             pushed[key] = standing.login
             continue
-        relevant = key in eligible_names or key in owner_people
+        name = standing.login.casefold()
+        relevant = name in eligible_names or name in owner_people
         login = standing.login
         reasons = [_approves(gate, plans, planned_at, given) for given in standing.approved]
         if None in reasons:
@@ -344,16 +419,20 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     pool = set(eligible_names)
     if extra and not pool:
         pool = set().union(*(owner_keys(owner) for owner in gate.prod_owners))
-    counted = sorted((k for k in valid if k in pool), key=lambda k: valid[k].casefold())
+    counted = sorted(
+        (k for k in valid if valid[k].casefold() in pool), key=lambda k: valid[k].casefold()
+    )
     approved_by = tuple(valid[k] for k in counted)
     need = required.count + extra * (base - required.count + 1)
     missing = max(0, need - len(approved_by))
+    approvers = {login.casefold() for login in valid.values()}
+    pusher_logins = {login.casefold() for login, _uid in pushers}
     eligible = tuple(
         sorted(
             (
                 login
                 for key, login in eligible_names.items()
-                if key != author and key not in valid and key not in pushers
+                if key != author and key not in approvers and key not in pusher_logins
             ),
             key=str.casefold,
         )
@@ -363,7 +442,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     owner_is_author: set[str] = set()
     for model, owner in sorted(gate.owners.items()):
         keys = owner_keys(owner)
-        if not keys & set(valid):
+        if not keys & approvers:
             owners_missing[model] = owner
             if keys == {author}:
                 owner_is_author.add(owner)

@@ -82,6 +82,9 @@ plan_clicks = Table(
     # The fingerprint (a prefix of it) of the plan the click approved; None: a button
     # made before clicks named their plan.
     Column("plan", String, nullable=True),
+    # Who clicked, by the forge's account id (sender.id), which a rename does not change;
+    # None: recorded before migration 7, or a click whose forge did not say.
+    Column("user_id", BigInteger, nullable=True),
 )
 
 # The head an approval was given on, when the forge's approvals do not say (GitLab): the
@@ -94,6 +97,7 @@ review_heads = Table(
     Column("user", String, primary_key=True),  # case-folded
     Column("sha", String, nullable=False),
     Column("reviewed_ts", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=True),  # the approver's account id (migration 7)
 )
 
 approved = Table(
@@ -181,6 +185,10 @@ pr_pushers = Table(
     Column("number", Integer, primary_key=True),
     Column("user", String, primary_key=True),  # case-folded
     Column("pushed_ts", BigInteger, nullable=False),  # the first push seen
+    # The pusher's account id (the event's sender.id / user.id): people are compared by it,
+    # a login can be renamed and given up. None: recorded before migration 7, or a pusher
+    # known by login only (a fork's owner, a commit's author).
+    Column("user_id", BigInteger, nullable=True),
 )
 
 # Who pushed to each branch, and the head each push left (GitHub's and GitLab's push
@@ -194,6 +202,7 @@ branch_pushers = Table(
     Column("sha", String, primary_key=True),  # lower-case
     Column("user", String, primary_key=True),  # as the forge spells it
     Column("pushed_ts", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=True),  # the pusher's account id (migration 7)
 )
 
 repos = Table(
@@ -277,6 +286,13 @@ def _plan_bound(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column} {kind}")
 
 
+def _account_ids(conn: Connection) -> None:
+    # Migration 1 makes the tables as declared now: add the column only where missing.
+    for table in (plan_clicks, review_heads, pr_pushers, branch_pushers):
+        if "user_id" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN user_id BIGINT")
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
@@ -287,6 +303,7 @@ LEDGER = Track(
         Migration(4, "who pushed to each pull request", create_tables(pr_pushers)),
         Migration(5, "the settings each approval was given under", _approved_generation),
         Migration(6, "who pushed to each branch", create_tables(branch_pushers)),
+        Migration(7, "people by their forge account id, not their login", _account_ids),
     ),
     adopt=_adopt,
 )
@@ -300,6 +317,16 @@ class Click(NamedTuple):
     sha: str  # the commit it was given on
     plan: str | None  # the approved plan's fingerprint (a prefix); None: the button did not say
     ts: int  # when Sluice handled it
+    user_id: int | None = None  # who clicked, by account id; None: not known
+
+
+class Push(NamedTuple):
+    """A recorded push of one commit: its sha, the pusher's login and account id (None:
+    recorded before ids were, or not known)."""
+
+    sha: str
+    user: str
+    user_id: int | None = None
 
 
 class PinnedSettings(NamedTuple):
@@ -403,10 +430,18 @@ class Ledger(AuditLog):
         return found
 
     def click(
-        self, repo: str, number: int, user: str, sha: str, plan: str | None, now: int
+        self,
+        repo: str,
+        number: int,
+        user: str,
+        sha: str,
+        plan: str | None,
+        now: int,
+        user_id: int | None = None,
     ) -> None:
-        """Record a click on "Approve this plan" by ``user`` on ``sha``, approving the plan
-        whose fingerprint starts with ``plan`` (None: a button that did not say)."""
+        """Record a click on "Approve this plan" by ``user`` (account ``user_id``) on
+        ``sha``, approving the plan whose fingerprint starts with ``plan`` (None: a button
+        that did not say)."""
         row = {
             "repo": repo,
             "number": number,
@@ -414,6 +449,7 @@ class Ledger(AuditLog):
             "sha": sha.lower(),
             "clicked_ts": now,
             "plan": plan,
+            "user_id": user_id,
         }
         with self._writing("record an approval") as conn:
             _upsert(conn, plan_clicks, row, ("repo", "number", "user", "sha"))
@@ -422,29 +458,49 @@ class Ledger(AuditLog):
         """Every "Approve this plan" click on the PR, oldest first."""
         query = (
             select(
-                plan_clicks.c.user, plan_clicks.c.sha, plan_clicks.c.plan, plan_clicks.c.clicked_ts
+                plan_clicks.c.user,
+                plan_clicks.c.sha,
+                plan_clicks.c.plan,
+                plan_clicks.c.clicked_ts,
+                plan_clicks.c.user_id,
             )
             .where(plan_clicks.c.repo == repo, plan_clicks.c.number == number)
             .order_by(plan_clicks.c.clicked_ts)
         )
         with self._reading("read approvals") as conn:
-            return [Click(r.user, r.sha, r.plan, int(r.clicked_ts)) for r in conn.execute(query)]
+            return [
+                Click(r.user, r.sha, r.plan, int(r.clicked_ts), _id(r.user_id))
+                for r in conn.execute(query)
+            ]
 
-    def review_head(self, repo: str, number: int, user: str, sha: str, now: int) -> None:
-        """Record that ``user`` approved the PR when its head was ``sha``."""
+    def review_head(
+        self, repo: str, number: int, user: str, sha: str, now: int, user_id: int | None = None
+    ) -> None:
+        """Record that ``user`` (account ``user_id``) approved the PR when its head was
+        ``sha``."""
         row = {
             "repo": repo,
             "number": number,
             "user": user.casefold(),
             "sha": sha.lower(),
             "reviewed_ts": now,
+            "user_id": user_id,
         }
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
-    def record_pusher(self, repo: str, number: int, user: str, now: int) -> None:
-        """Record that ``user`` pushed a head of the PR (kept: a push is never taken back)."""
-        row = {"repo": repo, "number": number, "user": user.casefold(), "pushed_ts": now}
+    def record_pusher(
+        self, repo: str, number: int, user: str, now: int, user_id: int | None = None
+    ) -> None:
+        """Record that ``user`` (account ``user_id``; None: known by login only) pushed a
+        head of the PR (kept: a push is never taken back)."""
+        row = {
+            "repo": repo,
+            "number": number,
+            "user": user.casefold(),
+            "pushed_ts": now,
+            "user_id": user_id,
+        }
         with self._writing("record who pushed") as conn:
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             conn.execute(dialect.insert(pr_pushers).values(row).on_conflict_do_nothing())
@@ -457,14 +513,35 @@ class Ledger(AuditLog):
         with self._reading("read who pushed") as conn:
             return frozenset(row.user for row in conn.execute(query))
 
+    def pusher_accounts(self, repo: str, number: int) -> frozenset[tuple[str, int | None]]:
+        """Everyone who pushed a head of the PR: (case-folded login, account id or None)."""
+        query = select(pr_pushers.c.user, pr_pushers.c.user_id).where(
+            pr_pushers.c.repo == repo, pr_pushers.c.number == number
+        )
+        with self._reading("read who pushed") as conn:
+            return frozenset((row.user, _id(row.user_id)) for row in conn.execute(query))
+
     def record_branch_push(
-        self, repo: str, branch: str, shas: Iterable[str], user: str, now: int
+        self,
+        repo: str,
+        branch: str,
+        shas: Iterable[str],
+        user: str,
+        now: int,
+        user_id: int | None = None,
     ) -> None:
-        """Record that ``user`` pushed the commits ``shas`` (the head and those the push
-        brought) to ``branch`` (kept: a push is never taken back; a pull request counts
-        the pushes of any of its commits, to whichever branch)."""
+        """Record that ``user`` (account ``user_id``) pushed the commits ``shas`` (the head
+        and those the push brought) to ``branch`` (kept: a push is never taken back; a pull
+        request counts the pushes of any of its commits, to whichever branch)."""
         rows = [
-            {"repo": repo, "branch": branch, "sha": sha, "user": user, "pushed_ts": now}
+            {
+                "repo": repo,
+                "branch": branch,
+                "sha": sha,
+                "user": user,
+                "pushed_ts": now,
+                "user_id": user_id,
+            }
             for sha in sorted({sha.lower() for sha in shas})
         ]
         with self._writing("record a push to a branch") as conn:
@@ -472,29 +549,30 @@ class Ledger(AuditLog):
             for row in rows:
                 conn.execute(dialect.insert(branch_pushers).values(row).on_conflict_do_nothing())
 
-    def pushes_of(self, repo: str, shas: Collection[str]) -> list[tuple[str, str]]:
-        """Each (sha, user) a recorded push of one of the commits ``shas`` left, to any
+    def pushes_of(self, repo: str, shas: Collection[str]) -> list[Push]:
+        """Each push (sha, user, account id) recorded of one of the commits ``shas``, to any
         branch of the repository."""
         wanted = sorted({sha.lower() for sha in shas})
-        found: list[tuple[str, str]] = []
+        found: list[Push] = []
+        t = branch_pushers
         with self._reading("read who pushed some commits") as conn:
             for start in range(0, len(wanted), 500):  # bound each statement's parameters
-                query = select(branch_pushers.c.sha, branch_pushers.c.user).where(
-                    branch_pushers.c.repo == repo,
-                    branch_pushers.c.sha.in_(wanted[start : start + 500]),
+                query = select(t.c.sha, t.c.user, t.c.user_id).where(
+                    t.c.repo == repo, t.c.sha.in_(wanted[start : start + 500])
                 )
-                found += [(row.sha, row.user) for row in conn.execute(query)]
+                found += [Push(row.sha, row.user, _id(row.user_id)) for row in conn.execute(query)]
         return found
 
-    def branch_pushes(self, repo: str, branch: str) -> list[tuple[str, str]]:
-        """Each (head sha, user) a push to ``branch`` left, oldest first."""
+    def branch_pushes(self, repo: str, branch: str) -> list[Push]:
+        """Each push (head sha, user, account id) to ``branch``, oldest first."""
+        t = branch_pushers
         query = (
-            select(branch_pushers.c.sha, branch_pushers.c.user)
-            .where(branch_pushers.c.repo == repo, branch_pushers.c.branch == branch)
-            .order_by(branch_pushers.c.pushed_ts, branch_pushers.c.sha, branch_pushers.c.user)
+            select(t.c.sha, t.c.user, t.c.user_id)
+            .where(t.c.repo == repo, t.c.branch == branch)
+            .order_by(t.c.pushed_ts, t.c.sha, t.c.user)
         )
         with self._reading("read who pushed to a branch") as conn:
-            return [(row.sha, row.user) for row in conn.execute(query)]
+            return [Push(row.sha, row.user, _id(row.user_id)) for row in conn.execute(query)]
 
     def review_heads(self, repo: str, number: int) -> dict[str, tuple[str, int]]:
         """Case-folded user -> the head of the PR when they last approved it, and when."""
@@ -503,6 +581,17 @@ class Ledger(AuditLog):
         )
         with self._reading("read the heads of approvals") as conn:
             return {row.user: (row.sha, int(row.reviewed_ts)) for row in conn.execute(query)}
+
+    def review_head_ids(self, repo: str, number: int) -> dict[str, int]:
+        """Case-folded user -> the account id their last approval's head was recorded with
+        (users recorded without one are left out)."""
+        query = select(review_heads.c.user, review_heads.c.user_id).where(
+            review_heads.c.repo == repo, review_heads.c.number == number
+        )
+        with self._reading("read the heads of approvals") as conn:
+            return {
+                row.user: int(row.user_id) for row in conn.execute(query) if row.user_id is not None
+            }
 
     def approve(
         self,
@@ -858,6 +947,11 @@ def _upsert(
         if name not in keys
     }
     conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=changes))
+
+
+def _id(value: Any) -> int | None:
+    """An account id as a row holds it (None: recorded without one)."""
+    return None if value is None else int(value)
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -298,7 +298,7 @@ def _verdicts(
     # each of them too (a writer pushing to a PR finance opened is not finance).
     pushers: list[str] = []
     if number is not None and any(_PEOPLE.search(p.rule.text) for p in policies):
-        pushers = sorted(pushers_of(job, job.forge.pull_request(number)).people)
+        pushers = sorted(pushers_of(job, job.forge.pull_request(number)).logins)
     facts = facts_of(
         plan, project, store, author=author, pushers=pushers, files=files or (), now=job.now
     )

@@ -130,12 +130,15 @@ def _click(job: Job, event: CheckRunEvent, number: int) -> None:
         plan_id = plan or current
     where = "the web UI's" if event.origin == WEB else "the check's"
     with job.ledger.together("record an approval click"):
-        job.ledger.click(job.repo, number, event.requester, event.head_sha, plan, job.now)
+        job.ledger.click(
+            job.repo, number, event.requester, event.head_sha, plan, job.now, event.requester_id
+        )
         audit.record(
             job,
             audit.APPROVAL,
             "given",
             actor=event.requester,
+            actor_id=event.requester_id,
             ref=f"#{number}",
             plan_id=plan_id,
             detail=f"{where} Approve this plan at {event.head_sha[:12]}",

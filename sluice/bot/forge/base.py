@@ -71,6 +71,9 @@ class PullRequest:
     open: bool
     merged: bool
     title: str = ""
+    # The author's account id (GitHub ``user.id``, GitLab ``author.id``): a login can be
+    # renamed and given up, an id never changes; None where the forge does not say.
+    author_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,19 @@ class Check:
 
 @dataclass(frozen=True)
 class Review:
-    """A review; ``state`` upper-case: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED."""
+    """A review; ``state`` upper-case: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED.
+
+    ``user`` is its author's login as the forge spells it now; ``user_id`` their account's
+    id (GitHub's ``user.id``, GitLab's ``approved_by[].user.id``), which a rename does not
+    change: the gate tells people apart by it (None where the forge does not say: the
+    local forge, whose people are logins only)."""
 
     id: int
     user: str
     state: str
     commit_sha: str | None
     submitted_at: str | None  # ISO 8601
+    user_id: int | None = None
 
 
 class Forge(Protocol):

@@ -387,6 +387,7 @@ class GitLabForge:
             open=state == "opened",
             merged=state == "merged",
             title=str(data.get("title") or ""),
+            author_id=_account_id(author.get("id")),
         )
 
     def pull_commits(self, number: int) -> list[PullCommit] | None:
@@ -404,9 +405,10 @@ class GitLabForge:
 
     def reviews(self, number: int) -> list[Review]:
         """The approvals of merge request ``!number``, as GitLab lists them: one APPROVED
-        review per approver, its id the user's id. GitLab does not say which commit an
-        approval was given on (``commit_sha`` None; the flow learns it from the
-        approval webhook), and gives ``approved_at`` only on recent versions."""
+        review per approver, its id and ``user_id`` the user's id (``approved_by[].user.id``:
+        the gate tells people apart by it, a username can be changed). GitLab does not say
+        which commit an approval was given on (``commit_sha`` None; the flow learns it from
+        the approval webhook), and gives ``approved_at`` only on recent versions."""
         with self._guard(f"listing the approvals of merge request !{number}"):
             approvals = self._mr(number).approvals.get().attributes
         out = []
@@ -420,6 +422,7 @@ class GitLabForge:
                     state="APPROVED",
                     commit_sha=None,
                     submitted_at=str(at) if at else None,
+                    user_id=_account_id(user.get("id")),
                 )
             )
         return out
@@ -756,3 +759,8 @@ class GitLabForge:
 
 
 __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
+
+
+def _account_id(value: object) -> int | None:
+    """A GitLab user id as the API gave it (a positive integer); None for anything else."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -10,6 +10,13 @@ permissions, teams) it sets through the methods below; what the bot did it reads
 public fields, and every protocol call, with its arguments, is in :attr:`MemoryForge.calls`
 (what a wire fake's request log tells).
 
+People are accounts, as on the real forges: an account's id never changes, its login can
+(:meth:`MemoryForge.rename`: GitHub frees the old login at once, for anyone to take). A
+login first seen is an account of id :func:`account_id_of` (stable: a test building a
+webhook can name the same id without the forge); reviews and pull requests carry their
+people's ids, and a rename moves the login everywhere the forge shows it now (reviews, a
+pull request's author, roles, teams, commits), never the id.
+
 ``name`` is the forge the flow sees: ``memory`` by default; ``github`` or ``gitlab`` when
 the flow's words for one forge are under test (the ledger keys the repository by it too).
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import posixpath
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +71,12 @@ WRITES = frozenset(
 """The protocol's calls that change the forge (see :meth:`MemoryForge.writes`)."""
 _ROLES = ("admin", "maintain", "write", "triage", "read", "none")
 _JAN_2026 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def account_id_of(login: str) -> int:
+    """The id of the account the in-memory forge first sees as ``login`` (any case): stable
+    and positive, so a test's webhook can carry it without asking the forge."""
+    return zlib.crc32(login.casefold().encode()) % 1_000_000_000 + 1
 
 
 @dataclass
@@ -115,6 +129,8 @@ class MemoryForge:
     parents: dict[str, tuple[str, ...]] = field(default_factory=dict)  # sha -> parents
     # sha -> (author, committer) logins; a commit not in it: neither maps to an account
     people: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # case-folded login -> account id, where it is not account_id_of(login): renames
+    accounts: dict[str, int] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> sha
     pulls: dict[int, PullRequest] = field(default_factory=dict)
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR -> comments
@@ -133,6 +149,47 @@ class MemoryForge:
     _ids: int = 1000
 
     # -- what a test sets up -------------------------------------------------------------
+
+    def account_id(self, login: str) -> int:
+        """The id of the account whose login is ``login`` now (any case)."""
+        return self.accounts.get(login.casefold(), account_id_of(login))
+
+    def rename(self, old: str, new: str) -> int:
+        """The account ``old`` is renamed ``new`` (its id kept; the id returned): the forge
+        shows ``new`` wherever it showed the account (its reviews, the pull requests it
+        opened, its role, its teams, the commits it is named on); ``old`` is free, and
+        whoever takes it next is another account."""
+        uid = self.account_id(old)
+        if self.account_id(new) != uid and new.casefold() in self._logins():
+            raise ForgeError(f"memory: login {new!r} is taken")
+        self.accounts[new.casefold()] = uid
+        self.accounts[old.casefold()] = 2_000_000_000 + len(self.accounts)  # a new account's
+        fold = old.casefold()
+
+        def moved(login: str | None) -> str | None:
+            return new if login is not None and login.casefold() == fold else login
+
+        for key in [k for k in self.roles if k.casefold() == fold]:
+            self.roles[new] = self.roles.pop(key)
+        self.teams = {
+            team: frozenset(str(moved(m)) for m in members) for team, members in self.teams.items()
+        }
+        for number, log in self.review_log.items():
+            self.review_log[number] = [
+                dataclasses.replace(r, user=new) if r.user_id == uid else r for r in log
+            ]
+        for number, pull in self.pulls.items():
+            if pull.author_id == uid:
+                self.pulls[number] = dataclasses.replace(pull, author=new)
+        self.people = {sha: (moved(a), moved(c)) for sha, (a, c) in self.people.items()}
+        return uid
+
+    def _logins(self) -> set[str]:
+        """The logins (case-folded) the forge knows of accounts now."""
+        known = {k.casefold() for k in self.roles}
+        known |= {m.casefold() for members in self.teams.values() for m in members}
+        known |= {r.user.casefold() for log in self.review_log.values() for r in log}
+        return known
 
     def commit(
         self,
@@ -225,6 +282,7 @@ class MemoryForge:
             open=True,
             merged=False,
             title=title,
+            author_id=self.account_id(author),
         )
         self.pulls[number] = pull
         return pull
@@ -264,6 +322,7 @@ class MemoryForge:
             # the gate counts no approval stamped in the second its plan was published),
             # and a second after the review before.
             _iso((self.clock() if self.clock is not None else _JAN_2026) + (count + 1) * 1000),
+            user_id=self.account_id(user),
         )
         self.review_log.setdefault(number, []).append(review)
         return review

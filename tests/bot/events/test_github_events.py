@@ -165,6 +165,8 @@ def test_opened_same_repo_pr() -> None:
         title="Update the README with new information.",
         updated_ms=1557933633000,  # pull_request.updated_at 2019-05-15T15:20:33Z
         pusher="Codertocat",  # sender.login: who opened it pushed its head
+        pusher_id=21031067,  # sender.id: the account, whatever its login becomes
+        author_id=21031067,  # pull_request.user.id
     )
 
 
@@ -266,6 +268,7 @@ def test_pr_comment_drone() -> None:
         author="lts-def",
         body="trigger abc",
         created_ms=1609220954000,  # comment.created_at 2020-12-29T05:49:14Z
+        author_id=10278482,  # comment.user.id
     )
 
 
@@ -308,6 +311,7 @@ def test_review_dismissed() -> None:
         head_sha=HELLO_HEAD,
         review_id=237895671,
         submitted_ms=1557933638000,  # review.submitted_at 2019-05-15T15:20:38Z
+        reviewer_id=21031067,  # review.user.id
     )
 
 
@@ -337,6 +341,7 @@ def test_check_run_requested_action() -> None:
         requester="codebytere",
         identifier="lgtm|26764",
         check_run_id=1494503112,
+        requester_id=2036040,  # sender.id
     )
 
 

@@ -88,6 +88,7 @@ def test_open_carries_the_mr() -> None:
         draft=False, fork=False, merged=False, merge_sha=None, title=event.title,
         updated_ms=1754430507000,  # object_attributes.updated_at 2025-08-05 21:48:27 UTC
         pusher="real6543",  # user.username: who opened it pushed its head
+        pusher_id=4575606, author_id=4575606,  # user.id, object_attributes.author_id
     )  # fmt: skip
     assert (event.head_ref, event.base_ref) == ("real6543-main-patch-42541", "main")
     assert pr_key(event) == "gitlab:demoaccount2-commits-group/test_ci_tmp#3"
@@ -141,6 +142,7 @@ def test_approval_binds_to_the_head_it_was_given_on() -> None:
         head_sha="c136499ec574e1034b24c5d306de9acda3005367",
         # No approval id: the MR's updated_at (moved by the approval) tells approvals apart.
         submitted_ms=1642434459000,  # 2022-01-17 15:47:39 UTC
+        reviewer_id=2251488,  # user.id: the approver's account, whatever their username
     )  # fmt: skip
     for action, state in (("approval", "APPROVED"), ("unapproved", "DISMISSED"),
                           ("unapproval", "DISMISSED")):  # fmt: skip
@@ -165,6 +167,7 @@ def test_notes() -> None:
         forge="gitlab", repo="gitlab-org/gitlab-test", installation_id=None, action="created",
         number=1, comment_id=1244, author="root", body="This MR needs work.",
         created_ms=1431886896000,  # object_attributes.created_at 2015-05-17 18:21:36 UTC
+        author_id=1,  # user.id
     )  # fmt: skip
     legacy = parse_gitlab(NOTE, load_case("gitlab/note_merge_request.json"))  # no action
     assert isinstance(legacy, CommentEvent) and legacy.action == "created"

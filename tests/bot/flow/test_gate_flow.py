@@ -34,6 +34,7 @@ from sluice.core.errors import ExecutionError
 from sluice.core.model.loader import load_project
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
+from tests.helpers import accounts
 from tests.helpers.cases import realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
 
@@ -58,7 +59,7 @@ class Bot:
         self.ledger = Ledger(self.url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        parsed = parse_github(event, payload)
+        parsed = parse_github(event, accounts.github(payload, self.forge.account_id))
         assert parsed is not None, (event, payload.get("action"))
         parsed = pin_event(parsed, self.deps.forge_for)  # as the service's intake does
         assert parsed is not None, (event, "a tag that names no commit")

@@ -26,6 +26,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers import accounts
 from tests.helpers.cases import load_case, record_prod
 from tests.helpers.fold_settings import fold_settings
 
@@ -66,7 +67,8 @@ class Bot:
         self.deliver(payload)
 
     def deliver(self, payload: dict[str, Any], hook: str = "Merge Request Hook") -> None:
-        event = parse_gitlab(hook, payload)
+        # Each person the webhook names carries their account's id, as GitLab's do.
+        event = parse_gitlab(hook, accounts.gitlab(payload, self.forge.account_id))
         assert event is not None
         dispatch.handle(self.deps, event)
 

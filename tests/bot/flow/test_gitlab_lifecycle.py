@@ -102,15 +102,16 @@ def service(world: GitLabWorld) -> Iterator[GitLabService]:
             yield GitLabService(client, world.gitlab, settings)
 
 
-def _mr_hook(action: str, iid: int, head: str, user: str, author: str,
+def _mr_hook(gitlab: FakeGitLab, action: str, iid: int, head: str, user: str, author: str,
              **attributes: Any) -> dict[str, Any]:  # fmt: skip
-    """GitLab's real MR payload, moved to our project, for ``action`` by ``user``."""
+    """GitLab's real MR payload, moved to our project, for ``action`` by ``user`` (their
+    account ids the fake GitLab's, as the gate compares people by id)."""
     payload = load_case("gitlab/merge_request_open.json")
     payload["project"]["path_with_namespace"] = PROJECT
-    payload["user"].update(username=user, id=hash(user) % 10_000)
+    payload["user"].update(username=user, id=gitlab.user_id(user))
     attrs = payload["object_attributes"]
     attrs.update(action=action, iid=iid, source_branch=f"feature-{iid}", target_branch="main",
-                 author_id=hash(author) % 10_000, **attributes)  # fmt: skip
+                 author_id=gitlab.user_id(author), **attributes)  # fmt: skip
     attrs["last_commit"]["id"] = head
     # GitLab moves updated_at to the moment of the action (an approval's time, to the gate):
     # a second after now, as a person reads the plan before approving it (the gate counts
@@ -153,7 +154,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     gitlab.add_mr(2, sha=head, source_branch="feature-2", author="alice", merge_sha=sha_of(3))
     gitlab.members.update({"alice": 30, "bob": 30, "dave": 20})
 
-    _deliver(service, MR_HOOK, _mr_hook("open", 2, head, "alice", "alice"))
+    _deliver(service, MR_HOOK, _mr_hook(gitlab, "open", 2, head, "alice", "alice"))
     statuses = gitlab.statuses_on(head)
     assert {name: s["state"] for name, s in statuses.items()} == {
         "sluice/tests": "success", "sluice/pr-environment": "success",
@@ -177,7 +178,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
 
     # The author's own approval never counts.
     gitlab.approve(2, "alice")
-    _deliver(service, MR_HOOK, _mr_hook("approval", 2, head, "alice", "alice"))
+    _deliver(service, MR_HOOK, _mr_hook(gitlab, "approval", 2, head, "alice", "alice"))
     assert gitlab.statuses_on(head)["sluice/approval"]["state"] == "failed"
     assert "@alice's own approval does not count" in gitlab.bot_notes(2)[0]["body"]
 
@@ -195,7 +196,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
 
     # bob approves in GitLab: the gate passes.
     gitlab.approve(2, "bob")
-    _deliver(service, MR_HOOK, _mr_hook("approval", 2, head, "bob", "alice"))
+    _deliver(service, MR_HOOK, _mr_hook(gitlab, "approval", 2, head, "bob", "alice"))
     approval = gitlab.statuses_on(head)["sluice/approval"]
     assert (approval["state"], approval["description"]) == ("success", "Approved")
     assert (
@@ -209,7 +210,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     merge = sha_of(3)
     world.commit(merge, src, branch="main")
     gitlab.merge_requests[2]["state"] = "merged"
-    _deliver(service, MR_HOOK, _mr_hook("merge", 2, head, "bob", "alice", state="merged",
+    _deliver(service, MR_HOOK, _mr_hook(gitlab, "merge", 2, head, "bob", "alice", state="merged",
                                         merge_commit_sha=merge))  # fmt: skip
     deploy = gitlab.statuses_on(merge)["sluice/deploy"]
     assert (deploy["state"], deploy["description"]) == ("success", "Promoted by virtual update")

@@ -69,7 +69,29 @@ def test_clicks_are_kept_oldest_first_once_per_user_and_commit(ledger: Ledger) -
     ledger.click("github:o/r", 7, "carol", "aaa", None, 11)
     ledger.click("github:o/r", 7, "bob", "aaa", "fp2", 12)  # clicked again: one record, the latest
     ledger.click("github:o/r", 8, "dave", "aaa", "fp1", 13)
-    assert ledger.clicks("github:o/r", 7) == [("carol", "aaa", None, 11), ("bob", "aaa", "fp2", 12)]
+    assert ledger.clicks("github:o/r", 7) == [
+        ("carol", "aaa", None, 11, None),
+        ("bob", "aaa", "fp2", 12, None),
+    ]
+    ledger.click("github:o/r", 7, "bobx", "aaa", "fp2", 14, user_id=41)  # by account id
+    assert ledger.clicks("github:o/r", 7)[-1] == ("bobx", "aaa", "fp2", 14, 41)
+
+
+def test_who_pushed_is_kept_with_their_account_id(ledger: Ledger) -> None:
+    # Migration 7: the forge's account id beside each login (None: known by login only).
+    ledger.record_pusher("github:o/r", 7, "BobX", 1, user_id=41)
+    ledger.record_pusher("github:o/r", 7, "alice", 2)
+    assert ledger.pushers("github:o/r", 7) == {"bobx", "alice"}
+    assert ledger.pusher_accounts("github:o/r", 7) == {("bobx", 41), ("alice", None)}
+    ledger.record_branch_push("github:o/r", "change", ["AAA", "bbb"], "bobx", 3, user_id=41)
+    assert ledger.branch_pushes("github:o/r", "change") == [
+        ("aaa", "bobx", 41),
+        ("bbb", "bobx", 41),
+    ]
+    assert ledger.pushes_of("github:o/r", ["bbb"]) == [("bbb", "bobx", 41)]
+    ledger.review_head("gitlab:g/r", 3, "BobX", "aaa111", 4, user_id=41)
+    ledger.review_head("gitlab:g/r", 3, "ann", "aaa111", 5)
+    assert ledger.review_head_ids("gitlab:g/r", 3) == {"bobx": 41}
 
 
 def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
@@ -269,8 +291,8 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     )
     assert recorded(engine) == {
         "state": STATE_MIGRATIONS,
-        "ledger": [1, 2, 3, 4, 5, 6],
-        "audit": [1],
+        "ledger": [1, 2, 3, 4, 5, 6, 7],
+        "audit": [1, 2],
     }
 
 
@@ -299,8 +321,8 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         )
         assert recorded(engine) == {
             "state": STATE_MIGRATIONS,
-            "ledger": [1, 2, 3, 4, 5, 6],
-            "audit": [1],
+            "ledger": [1, 2, 3, 4, 5, 6, 7],
+            "audit": [1, 2],
         }
     finally:
         engine.dispose()

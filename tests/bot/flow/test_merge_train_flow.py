@@ -75,7 +75,8 @@ def _approved(bot: Bot, iid: int, head: str) -> None:
     log = gitlab.review_log[iid]
     log[log.index(given)] = dataclasses.replace(given, submitted_at=LATER)
     _deliver(bot, "Merge Request Hook",
-             merge_request(OWNER, iid, head, "approval", user="bob", updated_at=LATER))  # fmt: skip
+             merge_request(OWNER, iid, head, "approval", user="bob", updated_at=LATER,
+                           uid=gitlab.account_id("bob")))  # fmt: skip
     assert bot.approval(head).conclusion == "success", bot.approval(head)
 
 

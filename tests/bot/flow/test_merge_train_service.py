@@ -125,7 +125,8 @@ def _approved_mr(world: TrainWorld, service: GitLabService, iid: int, src: Path)
                                              updated_at=_moment()))  # fmt: skip
     gitlab.approve(iid, "bob")
     _deliver(service, MR_HOOK, merge_request(PROJECT, iid, sha_of(iid), "approval", user="bob",
-                                             updated_at=_moment(1)))  # fmt: skip
+                                             updated_at=_moment(1),
+                                             uid=gitlab.user_id("bob")))  # fmt: skip
     assert gitlab.statuses_on(sha_of(iid))["sluice/approval"]["state"] == "success"
 
 

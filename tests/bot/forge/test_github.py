@@ -548,6 +548,29 @@ def test_reviews_mapping(rs: responses.RequestsMock, forge: GitHubForge) -> None
     assert reviews[2].submitted_at is None
 
 
+def test_reviews_and_a_pull_request_name_people_by_account_id(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    # The gate tells people apart by GitHub's account id: a login is renamed at will.
+    def review(rid: int, person: dict[str, Any] | None) -> dict[str, Any]:
+        return {
+            "id": rid, "node_id": f"PRR_{rid}", "user": person, "body": "", "state": "APPROVED",
+            "commit_id": SHA, "submitted_at": "2026-03-02T11:30:00Z",
+            "author_association": "MEMBER",
+        }  # fmt: skip
+
+    rs.get(
+        f"{R}/pulls/7/reviews",
+        json=[
+            review(81, user("bobx", uid=583231)),  # bob, renamed since: the login of now
+            review(82, None),  # a deleted account's review names no user
+        ],
+    )
+    assert [(r.user, r.user_id) for r in forge.reviews(7)] == [("bobx", 583231), ("ghost", None)]
+    rs.get(f"{R}/pulls/7", json=pull_json(repo_json(REPO, 100)))
+    assert (forge.pull_request(7).author, forge.pull_request(7).author_id) == ("alice", 2)
+
+
 def test_permission(rs: responses.RequestsMock, forge: GitHubForge) -> None:
     body = {"permission": "write", "role_name": "maintain", "user": user("bob")}
     rs.get(f"{R}/collaborators/bob/permission", json=body)

@@ -356,6 +356,23 @@ def test_reviews_without_approved_at(rs: responses.RequestsMock) -> None:
     assert (review.id, review.user, review.submitted_at) == (5, "bob", None)
 
 
+def test_approvals_and_a_merge_request_name_people_by_account_id(
+    rs: responses.RequestsMock,
+) -> None:
+    # The gate tells people apart by GitLab's user id (approved_by[].user.id): a username
+    # can be changed. An id GitLab would never give (not a positive integer) is none.
+    approvals = {"id": 91, "iid": 7, "approved": True, "approvals_required": 1,
+                 "approved_by": [{"user": {"id": 5, "username": "bobx", "name": "Bob"}},
+                                 {"user": {"id": "5", "username": "eve", "name": "Eve"}},
+                                 {"user": {"id": 0, "username": "zed", "name": "Zed"}}]}  # fmt: skip
+    rs.get(f"{P}/merge_requests/7/approvals", json=approvals)
+    reviews = new_forge().reviews(7)
+    assert [(r.user, r.user_id) for r in reviews] == [("bobx", 5), ("eve", None), ("zed", None)]
+    rs.get(f"{P}/merge_requests/7", json=mr_json())
+    pr = new_forge().pull_request(7)
+    assert (pr.author, pr.author_id) == ("alice", 2)
+
+
 @pytest.mark.parametrize(
     ("level", "role"),
     [

@@ -118,6 +118,12 @@ def fit(text: str, limit: int = OUTPUT_LIMIT) -> str:
 # --- the forge --------------------------------------------------------------------------
 
 
+def _account_id(value: object) -> int | None:
+    """A GitHub account id as the API gave it; None where it gave none a person has (a
+    deleted account's reviews name no user)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 class GitHubForge:
     """The :class:`~sluice.bot.forge.base.Forge` for one GitHub repository.
 
@@ -280,6 +286,7 @@ class GitHubForge:
                 open=pr.state == "open",
                 merged=bool(pr.merged),
                 title=pr.title or "",
+                author_id=_account_id(pr.user.id if pr.user is not None else None),
             )
 
     def pull_commits(self, number: int) -> list[PullCommit] | None:
@@ -310,6 +317,9 @@ class GitHubForge:
                         state=(review.state or "").upper(),
                         commit_sha=review.commit_id,
                         submitted_at=submitted.isoformat() if submitted is not None else None,
+                        # Who, by the account's id: the login is the one of now (renamed
+                        # since the review, maybe), the id is the person's for good.
+                        user_id=_account_id(review.user.id if review.user is not None else None),
                     )
                 )
             return out
