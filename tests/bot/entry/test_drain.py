@@ -216,19 +216,32 @@ def test_a_rolling_restart_of_two_replicas_on_postgres_loses_nothing(
     fresh_postgres_url: str, tmp_path: Path, replicas: list[Replica]
 ) -> None:
     url, record = fresh_postgres_url, tmp_path / "record.jsonl"
-    prs = list(range(1, 9))
-    a = Replica("svc-a", tmp_path, url, record, prs=prs)
-    b = Replica("svc-b", tmp_path, url, record, prs=prs)
+    known = list(range(1, 17))  # the PRs the replicas' forge knows
+    a = Replica("svc-a", tmp_path, url, record, prs=known)
+    b = Replica("svc-b", tmp_path, url, record, prs=known)
     replicas.extend([a, b])
     for replica in (a, b):
         replica.start(job_seconds=1.2, drain_seconds=60)
+    prs = known[:8]
     for number in prs:  # spread over both
         (a if number % 2 else b).deliver(number)
+    reserve = iter(known[8:])
+
+    def building(replica: Replica) -> bool:
+        """Whether ``replica`` is building; while it is not and the queue has run dry
+        (the other replica, or this one before a slow start, took every job), one more
+        PR is delivered to it, so that it is stopped mid-build, as the test means."""
+        if running_in(record, replica.name):
+            return True
+        if all_done(url, len(prs)):
+            prs.append(next(reserve))
+            replica.deliver(prs[-1])
+        return False
 
     # A stops while it builds, and starts again; then B, the same.
     for stopping in (a, b):
         name = stopping.name
-        wait_for(lambda name=name: running_in(record, name), f"{name} to be building")
+        wait_for(lambda stopping=stopping: building(stopping), f"{name} to be building")
         assert stopping.terminate() == 0
         assert not running_in(record, name), "a build left unfinished"
         assert [r["t"] for r in records(record) if r["proc"] == name][-1] == "exit"
