@@ -3,11 +3,13 @@ module: a run with nothing changed since prod's deploy, or since the last run, s
 rebuild; a source changed reruns what reads it (through a view too) and nothing else; a
 changed query reruns (one rendering the run's dates, each run; a deployed edit is built by
 its deploy, which the next run counts as its last); and `sluice run --explain` / `--json`
-say why each model ran or was skipped."""
+say why each model ran or was skipped; last, the service's scheduled run skips the same
+way and says so."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
+from sluice.bot.events.neutral import ScheduledRunEvent
+from sluice.bot.flow import dispatch
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.forge.memory import MemoryForge
 from sluice.cli import cli
-from sluice.core import workflow
+from sluice.core import runs, workflow
 from sluice.core.model.definition import Project
 from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import InProcessRunner
@@ -180,3 +186,34 @@ def test_run_explain_says_why_each_model_ran_or_was_skipped(
         "skipm.fd": "ran",
     }
     assert found["tables_built"] == 1 and len(found["skipped"]) == 4
+
+
+def test_the_services_scheduled_run_skips_what_did_not_change_and_says_so(
+    world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same skip through the service (issue 47): its scheduled run of prod, on this
+    Spark, with nothing changed since the last run, rebuilds only the query that renders
+    the run's dates, logs how many it skipped and records them with the run (what the
+    web UI's history of prod shows)."""
+    main = "e" * 40
+    github = MemoryForge("octo/warehouse", name="github")
+    github.commit_folder(main, world.root / "p2")  # the prod branch: the project prod runs
+    github.refs["main"] = main
+    at = START + 13 * DAY_MS + 3_600_000
+    deps = make_deps(
+        forge_for=lambda _event: github, workdir=tmp_path / "work", state_url=world.url,
+        clock=lambda: at, runner_for=lambda _project, _tree, _on: world.runner,
+    )  # fmt: skip
+    caplog.set_level(logging.INFO, logger="sluice.bot.flow.scheduled")
+    before = world.rows("SELECT upto FROM skipm.fd")
+    try:
+        deps.ledger.seen("github:octo/warehouse", None, at, sha=main)  # promoted from main
+        dispatch.handle(deps, ScheduledRunEvent("github", "octo/warehouse", None))
+    finally:
+        deps.close()
+    said = [r.getMessage() for r in caplog.records if "scheduled run:" in r.getMessage()]
+    assert any("1 table(s) brought up to date, 4 skipped (nothing they read changed)" in s
+               for s in said), said  # fmt: skip
+    [newest], _total = runs.recorded_runs(world.store, "prod", offset=0, limit=1)
+    assert newest.ok and sorted(newest.payload["skipped"]) == SKIPPABLE, newest.payload
+    assert world.rows("SELECT upto FROM skipm.fd") != before  # the query of the run's dates ran
