@@ -494,13 +494,32 @@ class FakeGitHub:
             branch = next((b for b, sha in self.refs.items() if sha == ref), None)
             text = self.files.get((branch, path)) if branch is not None else None
         if text is None:
-            return self._json(NOT_FOUND, 404)
+            return self._folder(path, ref)
         raw = text.encode()
         return self._json({
             "type": "file", "encoding": "base64", "size": len(raw), "path": path,
             "name": path.rsplit("/", 1)[-1], "content": base64.encodebytes(raw).decode(),
             "sha": _sha1(text), "url": f"{API}/repos/{self.repo}/contents/{path}?ref={ref}",
         })  # fmt: skip
+
+    def _folder(self, path: str, ref: str) -> Any:
+        """A folder's listing (the contents API's list of entries), from the files served
+        at ``ref`` (or the branch pointing at it); 404 when none is under ``path``."""
+        refs = {ref, *(b for b, sha in self.refs.items() if sha == ref)}
+        prefix = path.strip("/") + "/"
+        names = {
+            tuple(name.removeprefix(prefix).split("/", 1))
+            for r, name in self.files
+            if r in refs and name.startswith(prefix)
+        }
+        if not names:
+            return self._json(NOT_FOUND, 404)
+        entries = {(parts[0], "dir" if len(parts) > 1 else "file") for parts in names}
+        return self._json([
+            {"type": kind, "name": name, "path": prefix + name, "size": 0, "sha": _sha1(name),
+             "url": f"{API}/repos/{self.repo}/contents/{prefix}{name}?ref={ref}"}
+            for name, kind in sorted(entries)
+        ])  # fmt: skip
 
     def _team_members(self, match: Any, body: Any) -> Any:
         wanted = f"{unquote(match.group(1))}/{unquote(match.group(2))}".casefold()

@@ -78,9 +78,10 @@ class World:
         """Make ``src`` the tree of commit ``sha`` on the fake GitHub."""
         self.trees[sha] = src
         self.github.trees[sha] = tarball(src, f"octo-warehouse-{sha[:7]}")
-        # The files the service reads by ref: config.yaml, and the project's Python
-        # (SLUICE_PROJECT_PYTHON=prod runs it only as the prod branch holds it).
-        read = [src / "config.yaml", *sorted(src.rglob("*.py"))]
+        # The files the service reads by ref: config.yaml, the project's Python
+        # (SLUICE_PROJECT_PYTHON=prod runs it only as the prod branch holds it) and the
+        # policies in force (policies/*.yaml, listed by the contents API).
+        read = [src / "config.yaml", *sorted(src.rglob("*.py")), *sorted(src.glob("policies/*"))]
         for path in read:
             rel = path.relative_to(src).as_posix()
             self.github.files[(sha, rel)] = path.read_text()

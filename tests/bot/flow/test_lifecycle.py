@@ -45,6 +45,7 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[3]
 END = to_ms("2018-04-30")
 OWNER = gl.OWNER
+POLICIES = REPO / "examples" / "policies" / "policies"
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     text = (main / "config.yaml").read_text()
     head, _, _ = text.partition("  pr:\n")
     (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
+    # Prod's branch carries a soft policy of examples/policies (a breaking change to a
+    # model tagged finance needs a member of octo/finance), and orders is tagged finance.
+    (main / "policies").mkdir()
+    shutil.copy(POLICIES / "finance-breaking.yaml", main / "policies")
+    edit(
+        main / "models" / "orders.sql",
+        "  owner finance,\n",
+        "  owner finance,\n  tags (finance),\n",
+    )
     project = load_project(main, use_cache=False)
     store = open_state(env.url)
     try:
@@ -125,8 +135,13 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     checks = github.checks_on(head)
     assert {n: c["conclusion"] for n, c in checks.items()} == {
         "sluice/tests": "success", "sluice/pr-environment": "success",
-        "sluice/prod-plan": "success", "sluice/approval": "failure",
+        "sluice/prod-plan": "success", "sluice/approval": "failure", "sluice/policy": "failure",
     }, checks["sluice/approval"]["output"]  # fmt: skip
+    # The soft policy in force on main breaks on the PR's breaking change to orders.
+    policy = checks["sluice/policy"]["output"]
+    assert policy["title"] == "1 of 1 policies block", policy
+    assert "failed (blocks until overridden)" in policy["text"]
+    assert "`policies/finance-breaking.yaml:1`" in policy["text"], policy["text"]
     assert (
         checks["sluice/prod-plan"]["output"]["title"]
         == "Merging is a virtual update: 0 rows written"
@@ -141,6 +156,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     text = comment["body"]
     (world.root / "comment.md").write_text(text)  # to read when an assertion fails
     assert "**Approval:** ⏳ Waiting for approval." in text
+    assert "**Policies:** ❌" in text and "`finance-breaking`" in text
     # The plan and the table diffs, as the data says: the PR drops prod's 4 returned orders.
     for line in ("| `jaffle.orders` | **breaking** | its SQL changed | 99 → 95 (-4) |",
                  "| `jaffle.customers` | non-breaking | its SQL changed, and it reads `jaffle.orders`",
@@ -193,6 +209,32 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
     assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]
 
+    # Approved, but held by the soft policy: bob's /sluice deploy promotes nothing (the
+    # promotion evaluates the policies again on the plan it would apply; no Spark job).
+    before = world.versions("prod")
+    github.branch_commits[head] = {sha_of(1)}  # the PR's head is on main's head
+    gl.deliver(service, "issue_comment", gl.comment(2, "bob", "/sluice deploy", 503))
+    reply = github.comments_on(2)[-1]["body"]
+    assert "Not promoted to prod: blocked by policies" in reply, reply
+    assert github.checks_on(head)["sluice/deploy"]["conclusion"] == "failure"
+    assert world.versions("prod") == before and github.merges == []
+
+    # carol is not named by the policy's override_by; frank, of octo/finance, lifts it for
+    # this plan only, with a reason (recorded in the audit log).
+    github.teams["octo/finance"] = ["frank"]
+    github.permissions["frank"] = "write"
+    override = "/sluice override finance-breaking quarter-end restatement, agreed with finance"
+    gl.deliver(service, "issue_comment", gl.comment(2, "carol", override, 504))
+    assert "you may not override `finance-breaking`" in github.comments_on(2)[-1]["body"]
+    assert github.checks_on(head)["sluice/policy"]["conclusion"] == "failure"
+    gl.deliver(service, "issue_comment", gl.comment(2, "frank", override, 505))
+    assert "No policy blocks this plan now." in github.comments_on(2)[-1]["body"]
+    policy = github.checks_on(head)["sluice/policy"]
+    assert policy["conclusion"] == "success", policy["output"]
+    assert "Overridden for this plan by @frank: quarter-end" in policy["output"]["text"]
+    body = github.comments_on(2)[0]["body"]
+    assert "**Policies:** ✅" in body and "failed, overridden by @frank" in body, body
+
     # Through the merge queue: GitHub asks for the checks on the group's head (main with the
     # PR merged), the commit it then merges. Every table is the PR's: nothing is written.
     pr_versions = world.versions("pr_2")
@@ -231,7 +273,8 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert world.query("prod", "SELECT COUNT(*) FROM jaffle.orders WHERE status = 'returned'") == [
         [0]
     ]
-    [deployment] = github.deployments
+    held, deployment = github.deployments  # bob's /sluice deploy held by the policy, the merge
+    assert held["ref"] == head and held["statuses"][-1]["state"] == "failure"
     assert deployment["ref"] == merge and deployment["environment"] == "prod"
     assert [s["state"] for s in deployment["statuses"]] == ["in_progress", "success"]
     body = github.comments_on(2)[0]["body"]
