@@ -12,16 +12,21 @@
    did not ask for the repair approves it with that button. At each approval the plan is
    made again: its fingerprint must be the one the button named (prod or its drift changed
    since: not counted, plan it again).
-3. Once ``count`` approvers approved that plan, it is applied (``apply_plan``, the CLI's
-   ``--repair --apply`` path), prod is checked again and ``sluice/drift`` says the outcome.
-   Under a gate requiring nobody, the request applies it at once, and the check says so.
+3. The plan is judged as a pull request's plan is (:mod:`.repair_gate`): a hard policy
+   refuses it; a soft one holds it until someone it names clicks "Override policies"; the
+   owners of what it rebuilds (when the gate asks owners) and the backfill budget's
+   approver (when it is over the budget) approve it too.
+4. Once ``count`` approvers approved that plan and nothing else holds it, it is applied
+   (``apply_plan``, the CLI's ``--repair --apply`` path), prod is checked again and
+   ``sluice/drift`` says the outcome. Under a gate requiring nobody (and nothing else
+   holding it), the request applies it at once, and the check says so.
 
 The clicks are queued under prod's key (:func:`sluice.bot.events.neutral.pr_key`), so a
 repair runs alone among prod's writers (promotions, rollbacks, scheduled runs, the janitor).
 The audit log's ``drift repair`` rows are the repair's only record (requests, approvals,
 the repair applied): approvals count from the last time that plan was applied on, so a
 plan applied once is approved again before it runs again. A click's identifier is the
-requester's text: only the two shapes Sluice makes are read (:func:`checks.repair_click`),
+requester's text: only the shapes Sluice makes are read (:func:`checks.repair_click`),
 and the one it names is compared with the plan made again, never looked up by it; the
 service repairs only its own repository's prod.
 """
