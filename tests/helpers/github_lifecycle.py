@@ -53,9 +53,11 @@ def review(number: int, head: str, user: str, state: str, commit: str) -> dict[s
     })  # fmt: skip
 
 
-def click(number: int, head: str, user: str) -> dict[str, Any]:
+def click(number: int, head: str, user: str, run_id: int) -> dict[str, Any]:
+    """``user`` clicks "Approve this plan" on check run ``run_id`` (Sluice's, as GitHub
+    sends it: a button counts only on a run Sluice made)."""
     event = payload("github/check_run/requested_action.payload.json", **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": head,
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run_id,
         "requested_action.identifier": "approve", "sender.login": user,
     })  # fmt: skip
     event["check_run"]["pull_requests"] = [{"number": number, "id": number}]

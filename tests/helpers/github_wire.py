@@ -46,6 +46,8 @@ INSTALLATION_TOKEN = "ghs_" + "fakeInstallationToken0123456789abcd"  # what acce
 LEGACY = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read",
           "read": "read", "none": "none"}  # fmt: skip
 NOT_FOUND = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+SLUICE_APP = {"id": 4242, "slug": "sluice-bot", "name": "Sluice"}  # makes the service's runs
+ACTIONS_APP = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
 
 
 def user_json(login: str) -> dict[str, Any]:
@@ -352,7 +354,18 @@ class FakeGitHub:
             "id": run["id"], "name": run["name"], "head_sha": run["head_sha"],
             "status": run["status"], "conclusion": run.get("conclusion"),
             "url": f"{API}/repos/{self.repo}/check-runs/{run['id']}", "output": run.get("output", {}),
+            "app": run.get("app", SLUICE_APP),
         }  # fmt: skip
+
+    def add_check_run(self, sha: str, name: str, *, app: dict[str, Any] = ACTIONS_APP,
+                      **fields: Any) -> int:  # fmt: skip
+        """A check run another App made on ``sha`` (a workflow's ``GITHUB_TOKEN`` makes
+        GitHub Actions'), perhaps named as one of Sluice's; its id. Only the App that made a
+        run may edit it: Sluice's edit is refused with 403, as on GitHub."""
+        run = {"id": self._next(), "name": name, "head_sha": sha, "status": "completed",
+               "app": app, "history": [], **fields}  # fmt: skip
+        self.check_runs[run["id"]] = run
+        return int(run["id"])
 
     def _list_checks(self, match: Any, body: Any) -> Any:
         sha = match.group(1)
@@ -372,7 +385,13 @@ class FakeGitHub:
         return self._json(self._check_json(run), 201)
 
     def _edit_check(self, match: Any, body: Any) -> Any:
-        run = self.check_runs[int(match.group(1))]
+        run = self.check_runs.get(int(match.group(1)))
+        if run is None:
+            return self._json(NOT_FOUND, 404)
+        if run.get("app", SLUICE_APP)["id"] != SLUICE_APP["id"]:
+            app = run["app"]["id"]
+            return self._json({"message": f"Invalid app_id `{app}` - check run can only be "
+                               "modified by the GitHub App that created it."}, 403)  # fmt: skip
         run.update(body)
         run["history"].append(body.get("status"))
         return self._json(self._check_json(run))

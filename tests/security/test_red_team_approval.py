@@ -43,6 +43,7 @@ from sluice.core.model.pycode import files
 from sluice.core.state import open_state
 from tests.helpers import accounts
 from tests.helpers.cases import realcase, record_prod
+from tests.helpers.own_runs import sluices_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -125,9 +126,9 @@ def _review(user: str, state: str, *, action: str = "submitted", at: int | None 
     return payload
 
 
-def _click(user: str, identifier: str) -> dict[str, Any]:
+def _click(user: str, identifier: str, run_id: int) -> dict[str, Any]:
     payload = realcase("github/check_run/requested_action.payload.json", OWNER, **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": A,
+        "check_run.name": "sluice/approval", "check_run.head_sha": A, "check_run.id": run_id,
         "requested_action.identifier": identifier, "sender.login": user,
     })  # fmt: skip
     payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
@@ -177,7 +178,8 @@ def test_dismissing_the_approvers_changes_request_does_not_revive_their_earlier_
 ) -> None:
     bot.ledger.record_plan(KEY, 7, A, bot.review_of("fp1"), NOW - 60 * MINUTE)
     # bob clicks "Approve this plan" ...
-    bot.deliver("check_run", _click("bob", "approve:fp1"))
+    run = sluices_run(bot.deliver, bot.forge, A)
+    bot.deliver("check_run", _click("bob", "approve:fp1", run))
     assert bot.approval(A).conclusion == "success"
     # ... then reads the diff again and requests changes: his last word.
     bot.clock.now += MINUTE

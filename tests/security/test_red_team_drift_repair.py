@@ -14,6 +14,7 @@ real webhook bodies and the ledger on SQLite, with a clock the test moves.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from collections.abc import Iterator
@@ -24,11 +25,11 @@ import pytest
 
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import DriftCheckEvent
-from sluice.bot.flow import audit, dispatch
+from sluice.bot.flow import audit, dispatch, own_checks
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Check
-from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.forge.memory import ACTIONS_APP, MemoryForge
 from sluice.bot.intake.pin import pin_event
 from sluice.bot.present import checks
 from sluice.core import workflow
@@ -133,12 +134,15 @@ class World:
         identifier: str,
         *,
         head: str = C,
-        run_id: int = 4,
+        run_id: int | None = None,
         name: str = checks.DRIFT,
         app: int | None = None,
         repo: str = OWNER,
     ) -> None:
-        """``user`` clicks button ``identifier`` of check ``name`` (GitHub's webhook)."""
+        """``user`` clicks button ``identifier`` of check ``name`` (GitHub's webhook): on
+        the run Sluice made for it on ``head`` unless ``run_id`` says another."""
+        if run_id is None:
+            run_id = self.github.run_id(head, name) or 4
         body = realcase("github/check_run/requested_action.payload.json", repo, **{
             "check_run.name": name, "check_run.head_sha": head, "check_run.id": run_id,
             "requested_action.identifier": identifier, "sender.login": user,
@@ -283,7 +287,7 @@ def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     built = world.applied()
     world.check()  # the request is a month old: the check shows no Approve button
     assert not [a for a in world.drift().actions if a.label == "Approve the repair"]
-    world.click("bob", approve, run_id=77)  # the old identifier, sent by hand
+    world.click("bob", approve)  # the old identifier, sent by hand
     assert world.applied() == built, "bob alone repaired prod on a request of another drift"
 
 
@@ -312,7 +316,7 @@ def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: World) -> Non
     world.warehouse.views["jaffle.customers"] = HOSTILE
     world.check()
     world.click("alice", world.button("Plan the repair", M), head=M)
-    world.click("bob", world.button("Approve the repair", M), head=M, run_id=5)
+    world.click("bob", world.button("Approve the repair", M), head=M)
     [*_, job] = [j for j in world.warehouse.jobs if j["kind"] == "apply"]
     assert job["plan_id"] != "" and world.drift(M).conclusion == "success"  # the repair ran
     ran = repr(job["steps"])
@@ -322,33 +326,64 @@ def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: World) -> Non
 # -- 6. a check run that is not Sluice's ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: a check_run event is taken as a click of Sluice's "
-    "own `sluice/drift` check by its name alone (dispatch._on_check_run: "
-    "event.check_name == checks.DRIFT; pr_key likewise); parse_github drops "
-    "check_run.app.id and nothing compares check_run.id with a run Sluice made. On "
-    "github.com an App receives requested_action only for its own runs, but the GitHub "
-    "Action entry (sluice action, `on: check_run`) receives every run the github-actions "
-    "app made: a writer's workflow (GITHUB_TOKEN, checks: write) can create a run named "
-    "sluice/drift on main's head whose summary lies about the plan and whose button is "
-    "`repair:<the real plan's 12 hex>`, and an approver's click on it counts; fix: parse "
-    "check_run.app.id and check_run.id, record the ids of the runs Sluice creates (forge "
-    "set_check returns it), and ignore clicks on any other run",
-)
 def test_a_click_on_another_apps_check_of_the_same_name_plans_nothing(world: World) -> None:
+    """A writer's workflow (the Action's ``on: check_run`` gets every run GitHub Actions'
+    App made) makes a run named sluice/drift on main's head, its summary lying about the
+    plan and its button Sluice's own "Plan the repair"; a writer clicks it. Sluice takes
+    buttons only on the runs it recorded making, whatever their name."""
     world.redefine()
+    forged = dataclasses.replace(world.drift(), title="No drift", summary="prod is fine")
+    run = world.github.foreign_run(C, forged)  # GitHub Actions' App, as a workflow's token
     jobs = len(world.warehouse.jobs)
-    world.click("alice", world.button("Plan the repair"), app=15368)  # GitHub Actions' app
+    world.click("alice", world.button("Plan the repair"), run_id=run, app=ACTIONS_APP)
     assert len(world.warehouse.jobs) == jobs and world.rows() == []
+    [(who, outcome, detail)] = world.rows(audit.REFUSAL)
+    assert (who, outcome) == ("alice", own_checks.REFUSED)
+    assert f"check run {run} is not one Sluice made" in detail
+    assert world.github.runs[run].check == forged  # never edited by Sluice
+
+
+def test_an_approval_on_another_apps_run_of_sluices_drift_check_counts_nothing(
+    world: World,
+) -> None:
+    """The same run, its button "Approve the repair" of the real plan: bob's click on it
+    approves nothing, the request stays waiting for an approval on Sluice's own run."""
+    world.redefine()
+    world.click("alice", world.button("Plan the repair"))
+    run = world.github.foreign_run(C, world.drift())
+    built = world.applied()
+    world.click("bob", world.button("Approve the repair"), run_id=run, app=ACTIONS_APP)
+    assert world.applied() == built
+    assert world.drift().title == "Repair planned: 1 more approval needed"
+    world.click("bob", world.button("Approve the repair"))  # on Sluice's run: it counts
+    assert world.applied() == built + 1
+
+
+def test_as_a_github_app_a_click_on_a_run_another_app_made_is_refused(tmp_path: Path) -> None:
+    """As a GitHub App the payload's ``check_run.app.id`` must be the App's own too."""
+    world = _world(tmp_path, ONE)
+    try:
+        world.deps = dataclasses.replace(world.deps, github_app=world.github.app_id)
+        world.redefine()
+        jobs = len(world.warehouse.jobs)
+        world.click("alice", world.button("Plan the repair"), app=ACTIONS_APP)
+        assert len(world.warehouse.jobs) == jobs and world.rows() == []
+        [(_, _, detail)] = world.rows(audit.REFUSAL)
+        assert f"names App {ACTIONS_APP} as its maker" in detail
+        # (alice's click is recorded as handled: the same delivery again is a replay)
+        world.click("erin", world.button("Plan the repair"), app=world.github.app_id)
+        assert [(w, o) for w, o, _ in world.rows()] == [("erin", "requested")]
+    finally:
+        world.close()
 
 
 def test_a_drift_identifier_on_another_check_plans_nothing(world: World) -> None:
     world.redefine()
     plan = world.button("Plan the repair")
     jobs = len(world.warehouse.jobs)
+    ours = world.github.run_id(C, checks.DRIFT)
     for name in ("sluice/approval", "sluice/drift ", "Sluice/Drift", "sluice/plan"):
-        world.click("alice", plan, name=name, run_id=hash(name) % 10_000)
+        world.click("alice", plan, name=name, run_id=ours)  # Sluice's run, another name
     assert world.rows() == [] and world.applied() == 1
     assert len(world.warehouse.jobs) == jobs
 
@@ -372,9 +407,9 @@ def test_a_writers_click_replayed_runs_spark_once(world: World) -> None:
 def test_a_readers_clicks_run_no_spark_and_leave_prod_as_it_is(world: World) -> None:
     world.redefine()
     before, jobs = world.drift(), len(world.warehouse.jobs)
-    for run_id in range(10, 20):
-        world.click("dave", world.button("Plan the repair"), run_id=run_id)
-        world.click("dave", "repair:" + "0" * 12, run_id=run_id)
+    for _ in range(10):  # on Sluice's own run: the same click again is a replay
+        world.click("dave", world.button("Plan the repair"))
+        world.click("dave", "repair:" + "0" * 12)
     assert len(world.warehouse.jobs) == jobs and world.drift() == before
     assert world.rows() == []
 
@@ -385,7 +420,7 @@ def test_an_approval_before_any_request_runs_nothing(world: World) -> None:
     # bob cannot approve the plan he will ask for: he learns its fingerprint by asking, and
     # a plan nobody else asked for has no request to approve.
     for token in ("0" * 12, "f" * 12):
-        world.click("bob", f"repair:{token}", run_id=int(token[0], 16) + 40)
+        world.click("bob", f"repair:{token}")
     assert world.applied() == jobs
     assert [o for _, o, _ in world.rows()] == []
 
@@ -459,20 +494,6 @@ def _run_json(rid: int, name: str, app: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: a writer's workflow creates a check run named "
-    "sluice/drift (success, 'No drift') on the prod branch's head before the scheduled "
-    "check; GitHubForge._set_check_run looks runs up by name only (get_check_runs("
-    "check_name=...), any app's) and edits the first it finds; GitHub refuses the edit of "
-    "another app's run with 403, which set_check takes for 'this token cannot write check "
-    "runs' (_ChecksRefused) and falls back to a commit status for the rest of the job: "
-    "Sluice's drift check never appears with its Plan the repair button on that head (the "
-    "failure is a status, the workflow's green run is what the PR page shows), a denial of "
-    "the repair and a mask on the drift a writer can set; fix: list runs with "
-    "app_id=<the service's app> (or filter run.app.id), remember the run ids Sluice created, "
-    "and tell a 403 on another app's run from a token without checks: write",
-)
 def test_a_foreign_run_of_the_same_name_does_not_turn_sluices_check_into_a_status() -> None:
     import responses
 
@@ -536,10 +557,12 @@ def test_the_same_approver_twice_is_one_approval(tmp_path: Path) -> None:
         built = world.applied()
         approve = world.button("Approve the repair")
         world.click("bob", approve)
-        world.click("bob", approve, run_id=5)  # another run of the check, the same person
+        # Sluice's check made again in another run (5), clicked by the same person.
+        world.ledger.record_check_run(KEY, C, checks.DRIFT, 5, NOW)
+        world.click("bob", approve, run_id=5)
         assert world.applied() == built
         assert world.drift().title == "Repair planned: 1 more approval needed"
-        world.click("carol", world.button("Approve the repair"), run_id=6)
+        world.click("carol", world.button("Approve the repair"))
         assert world.applied() == built + 1
     finally:
         world.close()

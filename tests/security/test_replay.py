@@ -54,6 +54,7 @@ from sluice.core.spark.submit import JobResult
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, TOKEN, Service
 from tests.helpers.github_wire import FakeGitHub, tarball
+from tests.helpers.own_runs import sluices_run
 
 OWNER = "octo/warehouse"
 NOW = 1_800_000_000_000
@@ -350,11 +351,12 @@ def _click(user: str, run_id: int, head: str = A) -> dict[str, Any]:
 
 def test_the_same_click_twice_is_recorded_once_and_another_user_s_click_counts(bot: Bot) -> None:
     bot.plan(7, A)
-    bot.deliver("check_run", _click("bob", 77))
+    run = sluices_run(bot.deliver, bot.github, A)
+    bot.deliver("check_run", _click("bob", run))
     before = bot.calls()
-    bot.deliver("check_run", _click("bob", 77))
+    bot.deliver("check_run", _click("bob", run))
     assert bot.posts(before) == []
-    bot.deliver("check_run", _click("carol", 77))
+    bot.deliver("check_run", _click("carol", run))
     assert bot.posts(before) != []
     assert {c.user for c in bot.ledger.clicks(f"github:{OWNER}", 7)} == {"bob", "carol"}
 

@@ -391,9 +391,10 @@ class WorkspaceForge:
     def upsert_comment(self, number: int, marker: str, body: str) -> None:
         self.inner.upsert_comment(number, marker, body)
 
-    def set_check(self, sha: str, check: Check) -> None:
-        self.inner.set_check(sha, check)
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
+        made = self.inner.set_check(sha, check, run_id)
         self.checks[check.name] = check
+        return made
 
     def reviews(self, number: int) -> list[Review]:
         return self.inner.reviews(number)

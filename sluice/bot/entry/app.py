@@ -633,6 +633,7 @@ def create_app(
                 running_keys=lambda: frozenset(
                     r.job.key for r in queue.jobs(status=JobStatus.RUNNING, limit=10_000)
                 ),
+                github_app=settings.github_app_number(),
             )
 
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]

@@ -365,6 +365,16 @@ class ServiceSettings(StateSettings):
             )
         return self
 
+    def github_app_number(self) -> int | None:
+        """The GitHub App's id when the service runs as that App (no token set): a button
+        is taken only on a check run that App made. None with a token, and when
+        ``SLUICE_GITHUB_APP_ID`` is the App's client id (``Iv...``): then a run is told
+        Sluice's by the id recorded when it was made, alone."""
+        app = (self.github_app_id or "").strip()
+        if _given(self.github_token) or not app.isdecimal() or len(app) > 18:
+            return None
+        return int(app)
+
     def tree_limits(self) -> TreeLimits:
         """The service's limits on a commit's files (``SLUICE_TREE_*``)."""
         return TreeLimits(

@@ -202,6 +202,8 @@ def _check_run(payload: Mapping[str, Any]) -> CheckRunEvent | None:
         identifier=identifier,
         check_run_id=optional(payload, "check_run.id", int),
         requester_id=account_id(payload, "sender.id"),
+        # Which App made the run: a click is Sluice's only on a run Sluice made.
+        app_id=optional(payload, "check_run.app.id", int),
     )
 
 

@@ -198,6 +198,9 @@ class CheckRunEvent(_Base):
     check_run_id: int | None = None
     origin: str = FORGE  # FORGE: the check's button; WEB: the web UI's "Approve this plan"
     requester_id: int | None = None  # the forge's account id of who clicked (sender.id)
+    # The App that made the check run clicked (GitHub ``check_run.app.id``): Sluice's own
+    # runs only are its checks (sluice.bot.flow.own_checks); None where the forge does not say.
+    app_id: int | None = None
 
     def content_key(self) -> str | None:
         if self.action != "requested_action" or self.check_run_id is None:

@@ -87,6 +87,11 @@ class Deps:
     running_keys: Callable[[], frozenset[str]] = _none_running
     """The queue keys of the jobs running now, on any replica (the janitor leaves alone the
     environments they may be building)."""
+    github_app: int | None = None
+    """The GitHub App the service runs as (``SLUICE_GITHUB_APP_ID``, when a number and no
+    token is set): a button is taken only on a check run that App made
+    (:mod:`sluice.bot.flow.own_checks`); None: a token, or the Action (whose runs are made
+    by GitHub Actions' App, as a workflow's are)."""
 
     @property
     def config_path(self) -> str:
@@ -130,6 +135,7 @@ def make_deps(
     metrics: Registry | None = None,
     isolate: bool = False,
     running_keys: Callable[[], frozenset[str]] = _none_running,
+    github_app: int | None = None,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -171,4 +177,5 @@ def make_deps(
         metrics=metrics,
         isolate=isolate,
         running_keys=running_keys,
+        github_app=github_app,
     )

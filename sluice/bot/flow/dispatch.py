@@ -35,6 +35,7 @@ from sluice.bot.flow import (
     drift_repair,
     merge_queue,
     notify,
+    own_checks,
     pr_build,
     promotion,
     run_command,
@@ -100,6 +101,11 @@ def _on_drift_check(job: Job, event: DriftCheckEvent) -> None:
 
 
 def _on_check_run(job: Job, event: CheckRunEvent) -> None:
+    # A button counts only on a run Sluice made, whatever its name (own_checks).
+    refused = own_checks.refusal(job, event)
+    if refused is not None:
+        own_checks.refuse(job, event, refused)
+        return
     if event.check_name == checks.DRIFT:  # prod's, not a PR's: queued under prod's key
         drift_repair.on_click(job, event)
     else:
@@ -269,7 +275,8 @@ def _give_up(job: Job, event: Event, error: str) -> None:
         scheduled.report_failure(job, text)
         return
     if isinstance(event, CheckRunEvent) and event.check_name == checks.DRIFT:
-        forge.set_check(event.head_sha, checks.repair_failed(text))  # a drift repair's click
+        if own_checks.refusal(job, event) is None:  # a click on Sluice's own drift check
+            forge.set_check(event.head_sha, checks.repair_failed(text))
         return
     if isinstance(event, MergeGroupEvent):
         # The queue waits for these checks: fail them, or the entry waits until it times out.

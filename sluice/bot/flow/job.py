@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sluice.bot.flow import tenancy
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.own_checks import OwnChecks
 from sluice.bot.flow.tenancy import Namespace
 from sluice.bot.forge.base import DirEntry, Forge, repo_key
 from sluice.bot.present.notify_text import Notice
@@ -48,7 +49,10 @@ class Job:
 
     @classmethod
     def start(cls, deps: Deps, forge: Forge) -> Job:
-        return cls(deps, forge, deps.clock())
+        """The job of one event on ``forge``, whose checks are set on the runs Sluice made
+        (:class:`~sluice.bot.flow.own_checks.OwnChecks`), never another's of their name."""
+        now = deps.clock()
+        return cls(deps, OwnChecks(forge, deps.ledger, now), now)
 
     @property
     def repo(self) -> str:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import (
     BigInteger,
     Column,
+    Index,
     Integer,
     MetaData,
     String,
@@ -205,6 +206,22 @@ branch_pushers = Table(
     Column("user_id", BigInteger, nullable=True),  # the pusher's account id (migration 7)
 )
 
+# The check runs Sluice made (GitHub's check run ids, unique across GitHub): Sluice edits
+# only these, never another app's run of the same name, and takes a click ("Approve this
+# plan", "Plan the repair", ...) only on one of these, on the head it was made for. A name
+# is no proof: a writer's workflow under the Action, or another App, can make a run of any
+# name on any commit (red team, drift repair). One row per commit and check: the latest.
+check_runs = Table(
+    "sluice_check_runs",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("sha", String, primary_key=True),  # lower-case
+    Column("name", String, primary_key=True),
+    Column("run_id", BigInteger, nullable=False),
+    Column("made_ts", BigInteger, nullable=False),
+    Index("ix_sluice_check_runs_run", "repo", "run_id"),
+)
+
 repos = Table(
     "sluice_repos",
     metadata,
@@ -304,6 +321,7 @@ LEDGER = Track(
         Migration(5, "the settings each approval was given under", _approved_generation),
         Migration(6, "who pushed to each branch", create_tables(branch_pushers)),
         Migration(7, "people by their forge account id, not their login", _account_ids),
+        Migration(8, "the check runs Sluice made", create_tables(check_runs)),
     ),
     adopt=_adopt,
 )
@@ -862,6 +880,45 @@ class Ledger(AuditLog):
                 select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo)
             )
             return [(row.repo, row.installation_id) for row in rows]
+
+    # -- the check runs Sluice made --------------------------------------------------------
+
+    def check_run(self, repo: str, sha: str, name: str) -> int | None:
+        """The id of the check run ``name`` Sluice made on ``sha``; None when it made none
+        (or before these were kept)."""
+        query = select(check_runs.c.run_id).where(
+            check_runs.c.repo == repo,
+            check_runs.c.sha == sha.lower(),
+            check_runs.c.name == name,
+        )
+        with self._reading("read a check run's id") as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return None if found is None else int(found)
+
+    def check_runs_on(self, repo: str, sha: str) -> dict[str, int]:
+        """The ids of the check runs Sluice made on ``sha``, by check name."""
+        query = select(check_runs.c.name, check_runs.c.run_id).where(
+            check_runs.c.repo == repo, check_runs.c.sha == sha.lower()
+        )
+        with self._reading("read the check runs of a commit") as conn:
+            return {str(row.name): int(row.run_id) for row in conn.execute(query)}
+
+    def record_check_run(self, repo: str, sha: str, name: str, run_id: int, now: int) -> None:
+        """Remember that Sluice's check run ``name`` on ``sha`` is run ``run_id`` (a run
+        made again in its place replaces it)."""
+        row = {"repo": repo, "sha": sha.lower(), "name": name, "run_id": run_id, "made_ts": now}
+        with self._writing("record a check run's id") as conn:
+            _upsert(conn, check_runs, row, ("repo", "sha", "name"))
+
+    def own_check_run(self, repo: str, run_id: int) -> tuple[str, str] | None:
+        """(head sha, name) of check run ``run_id`` when Sluice made it in ``repo`` and it
+        is still that check's run; None for any other run."""
+        query = select(check_runs.c.sha, check_runs.c.name).where(
+            check_runs.c.repo == repo, check_runs.c.run_id == run_id
+        )
+        with self._reading("read a check run") as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (str(row.sha), str(row.name))
 
     # -- events handled, and the heads PR events reported ---------------------------------
 

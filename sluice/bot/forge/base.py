@@ -172,8 +172,15 @@ class Forge(Protocol):
         comment holding the marker is never edited nor taken for it."""
         ...
 
-    def set_check(self, sha: str, check: Check) -> None:
-        """Create the check named ``check.name`` on ``sha``, or update it if it exists."""
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
+        """Create the check named ``check.name`` on ``sha``, or update Sluice's own.
+
+        Where the forge has check runs with ids (GitHub), ``run_id`` is the run Sluice made
+        for this check before (the flow records each: :mod:`sluice.bot.flow.own_checks`),
+        and only that run is edited; without it, or when it is gone, a new run is made. A
+        run of the same name made by anyone else (another App, a workflow) is never edited
+        nor taken for Sluice's. Returns the id of the run now holding the check; None where
+        the forge has no such ids (commit statuses, GitLab, the local forge)."""
         ...
 
     def reviews(self, number: int) -> list[Review]:

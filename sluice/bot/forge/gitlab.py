@@ -720,7 +720,7 @@ class GitLabForge:
         them, GitLab would look for a pipeline of ``sha`` on a branch and find none."""
         self._pipelines[sha] = (ref, pipeline)
 
-    def set_check(self, sha: str, check: Check) -> None:
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         """Post the commit status ``check.name`` on ``sha``: its state from the check's
         status and conclusion, the title as description, and, once this forge knows the
         merge request whose head is ``sha`` and its sticky note, a link to that note.
@@ -728,12 +728,13 @@ class GitLabForge:
         GitLab refuses (400 "Cannot transition status") a state the status already has:
         a state this forge already posted is not sent again, and that answer is taken as
         done. GitLab has no buttons: ``check.actions`` are left out (approvals are
-        GitLab's own), and so are the summary and text (the sticky note holds them).
+        GitLab's own), and so are the summary and text (the sticky note holds them). A
+        status has no id to record: ``run_id`` is ignored and None returned.
         """
         key = check.conclusion if check.status == "completed" else check.status
         state = STATUS_STATES.get(key or "", "failed" if check.status == "completed" else "pending")
         if self._states.get((sha, check.name)) == state:
-            return
+            return None
         description = check.title
         if len(description) > DESCRIPTION_LIMIT:
             description = description[: DESCRIPTION_LIMIT - 1] + "\u2026"
@@ -756,6 +757,7 @@ class GitLabForge:
                     raise
                 log.debug("GitLab: %s on %s is already %s", check.name, sha, state)
         self._states[(sha, check.name)] = state
+        return None
 
 
 __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]

@@ -459,9 +459,10 @@ class LocalForge(GitRepo):
             raise ForgeError(f"local: '{sha}' is not a commit sha")
         return self.store / "checks" / f"{sha}.json"
 
-    def set_check(self, sha: str, check: Check) -> None:
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         """Create or update check ``check.name`` on ``sha`` (``checks/<sha>.json``), its
-        earlier states kept in ``history``."""
+        earlier states kept in ``history``. One check of a name per commit, no run ids:
+        ``run_id`` is ignored and None returned."""
         with self._locked():
             path = self._check_path(sha)
             checks = self._read(path, {})
@@ -478,6 +479,7 @@ class LocalForge(GitRepo):
             history.append({k: entry[k] for k in ("status", "conclusion", "title", "updated_at")})
             checks[check.name] = {**entry, "history": history[-HISTORY_LIMIT:]}
             self._write(path, checks)
+        return None
 
     def checks(self, sha: str) -> dict[str, dict[str, Any]]:
         """Check name -> its stored state, on commit ``sha``."""

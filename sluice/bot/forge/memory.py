@@ -111,6 +111,22 @@ class Deployment:
     statuses: list[tuple[str, str]] = field(default_factory=list)  # (state, description)
 
 
+@dataclass(frozen=True)
+class CheckRun:
+    """A check run on a commit (GitHub's): its id, the App that made it, what it shows.
+    The bot's are made by :attr:`MemoryForge.app_id`; a test adds anyone else's with
+    :meth:`MemoryForge.foreign_run`."""
+
+    id: int
+    sha: str
+    app: int
+    check: Check
+
+
+ACTIONS_APP = 15368
+"""GitHub Actions' App id: what a workflow's ``GITHUB_TOKEN`` makes its check runs as."""
+
+
 @dataclass
 class MemoryForge:
     """One repository's forge, in memory (see the module's doc).
@@ -146,6 +162,11 @@ class MemoryForge:
     (the first a second after it);
     None: 2026-01-01T00:00:00Z plus that. A flow whose clock is later sets it (the gate
     counts a review only if given once its commit had the plan it has)."""
+    app_id: int = 4242
+    """The App the bot's check runs are made by (GitHub's ``check_run.app.id``)."""
+    runs: dict[int, CheckRun] = field(default_factory=dict)
+    """Every check run by id: the bot's (its latest of each check is also in ``checks``)
+    and those others made (:meth:`foreign_run`), which share names with the bot's."""
     _ids: int = 1000
 
     # -- what a test sets up -------------------------------------------------------------
@@ -509,9 +530,36 @@ class MemoryForge:
                 return True
         return False
 
-    def set_check(self, sha: str, check: Check) -> None:
+    def foreign_run(self, sha: str, check: Check, app: int = ACTIONS_APP) -> int:
+        """A check run someone else made on ``sha`` (another App, or a workflow's token:
+        GitHub Actions' App), perhaps named as one of the bot's; its id. The bot never
+        edits it (GitHub refuses: 403) and it is not in ``checks``."""
+        self._ids += 1
+        self.runs[self._ids] = CheckRun(self._ids, sha, app, check)
+        return self._ids
+
+    def run_id(self, sha: str, name: str) -> int | None:
+        """The id of the bot's latest check run ``name`` on ``sha``; None if it made none."""
+        ours = [r.id for r in self.runs.values() if r.app == self.app_id]
+        return max(
+            (i for i in ours if self.runs[i].sha == sha and self.runs[i].check.name == name),
+            default=None,
+        )
+
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
+        """The bot's run ``run_id`` edited when it is the bot's run of this check on
+        ``sha``; otherwise a new run is made, as the GitHub forge does (another App's run,
+        whatever its name, is never edited: GitHub answers 403)."""
         self._call("set_check", sha, check)
+        run = self.runs.get(run_id) if run_id is not None else None
+        if run is None or run.app != self.app_id or (run.sha, run.check.name) != (sha, check.name):
+            self._ids += 1
+            made = self._ids
+        else:
+            made = run.id
+        self.runs[made] = CheckRun(made, sha, self.app_id, check)
         self.checks.setdefault(sha, {})[check.name] = check
+        return made
 
     def reviews(self, number: int) -> list[Review]:
         self._call("reviews", number)

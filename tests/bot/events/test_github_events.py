@@ -342,6 +342,7 @@ def test_check_run_requested_action() -> None:
         identifier="lgtm|26764",
         check_run_id=1494503112,
         requester_id=2036040,  # sender.id
+        app_id=25811,  # check_run.app.id: the App that made the run
     )
 
 

@@ -76,8 +76,16 @@ class World:
         [identifier] = [a.identifier for a in self.drift.actions if a.label == label]
         return identifier
 
-    def click(self, user: str, identifier: str, *, head: str = C, run_id: int = 4) -> None:
-        """``user`` clicks the drift check's button ``identifier`` (GitHub's webhook)."""
+    def click(
+        self, user: str, identifier: str, *, head: str = C, run_id: int | None = None
+    ) -> None:
+        """``user`` clicks the drift check's button ``identifier`` (GitHub's webhook) on
+        Sluice's run of the check; with ``run_id``, Sluice's check was made again in that
+        run (another delivery, as GitHub's re-run makes)."""
+        if run_id is None:
+            run_id = self.github.run_id(head, checks.DRIFT)
+        else:
+            self.bot.ledger.record_check_run(KEY, head, checks.DRIFT, run_id, NOW)
         body: dict[str, Any] = payload("github/check_run/requested_action.payload.json", **{
             "check_run.name": checks.DRIFT, "check_run.head_sha": head, "check_run.id": run_id,
             "requested_action.identifier": identifier, "sender.login": user,
@@ -355,8 +363,9 @@ def test_unloadable_prod_settings_plan_nothing_and_say_why(world: World) -> None
 
 def test_a_click_whose_job_failed_for_good_says_so_on_the_check(world: World) -> None:
     _drift(world)
+    run = world.github.run_id(C, checks.DRIFT)
     click = CheckRunEvent("github", OWNER, None, "requested_action", checks.DRIFT, C, (),
-                          "alice", world.button("Plan the repair"), 4)  # fmt: skip
+                          "alice", world.button("Plan the repair"), run)  # fmt: skip
     dispatch.give_up(world.bot.deps, click, "state database down: <b>boom</b>")
     check = world.drift
     assert (check.title, check.conclusion) == ("Sluice could not repair prod", "failure")

@@ -82,6 +82,19 @@ class Bot:
     def approval(self, sha: str) -> Check:
         return self.forge.checks[sha]["sluice/approval"]
 
+    def run(self, sha: str = A) -> int:
+        """The id of Sluice's ``sluice/approval`` run on ``sha``, the check set first if
+        Sluice has not set it yet (a button is clicked on a check Sluice showed)."""
+        made = self.forge.run_id(sha, "sluice/approval")
+        if made is None:
+            self.deliver("check_run", _payload("github/check_run/rerequested.payload.json", **{
+                "check_run.name": "sluice/approval", "check_run.head_sha": sha,
+                "check_run.pull_requests": [{"number": 7, "id": 7}],
+            }))  # fmt: skip
+            made = self.forge.run_id(sha, "sluice/approval")
+        assert made is not None
+        return made
+
     def say(
         self, user: str, body: str, *, action: str = "created", comment_id: int | None = None
     ) -> int:
@@ -126,10 +139,12 @@ def _review(
     })  # fmt: skip
 
 
-def _click(user: str, head: str = A, identifier: str = "approve") -> dict[str, Any]:
+def _click(user: str, run_id: int, head: str = A, identifier: str = "approve") -> dict[str, Any]:
+    """``user`` clicks ``identifier`` on check run ``run_id`` (:meth:`Bot.run`: Sluice's)."""
     payload = _payload("github/check_run/requested_action.payload.json", **{
         "check_run.name": "sluice/approval", "check_run.head_sha": head,
-        "requested_action.identifier": identifier, "sender.login": user,
+        "check_run.id": run_id, "requested_action.identifier": identifier,
+        "sender.login": user,
     })  # fmt: skip
     payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
     return payload
@@ -224,12 +239,12 @@ def test_changes_requested_and_dismissals_withdraw_an_approval(bot: Bot) -> None
 
 def test_approving_from_the_check_run_follows_the_same_rules(bot: Bot) -> None:
     bot.plan(7, A, "fp1")
-    bot.deliver("check_run", _click("alice"))  # the author
-    bot.deliver("check_run", _click("dave"))  # not an approver
+    bot.deliver("check_run", _click("alice", bot.run()))  # the author
+    bot.deliver("check_run", _click("dave", bot.run()))  # not an approver
     assert bot.approval(A).conclusion == "failure"
-    bot.deliver("check_run", _click("carol", identifier="something-else"))
+    bot.deliver("check_run", _click("carol", bot.run(), identifier="something-else"))
     assert bot.approval(A).conclusion == "failure"
-    bot.deliver("check_run", _click("carol"))
+    bot.deliver("check_run", _click("carol", bot.run()))
     check = bot.approval(A)
     assert check.conclusion == "success", check.summary
     assert "Approved by @carol" in check.summary
@@ -243,7 +258,7 @@ def test_a_check_run_naming_two_prs_acts_only_for_the_one_its_job_is_queued_unde
     # beside PR 8's own jobs.
     bot.forge.open_pull(8, head_sha=A, base="main", author="alice")
     bot.plan(7, A, "fp1")
-    payload = _click("carol")
+    payload = _click("carol", bot.run())
     payload["check_run"]["pull_requests"] = [{"number": 7, "id": 7}, {"number": 8, "id": 8}]
     event = parse_github("check_run", payload)
     assert event is not None and pr_key(event) == f"github:{OWNER}#7"
@@ -265,7 +280,7 @@ def test_an_approval_counts_only_for_the_plan_its_commit_had_when_it_was_given(b
     # bob approved fp1, not fp2, although A is still the head.
     bot.plan(7, A, "fp2", at=NOW)
     # carol clicks the button of the page she had open, which showed fp1.
-    bot.deliver("check_run", _click("carol", identifier="approve:fp1"))
+    bot.deliver("check_run", _click("carol", bot.run(), identifier="approve:fp1"))
     check = bot.approval(A)
     assert check.conclusion == "failure", check.summary
     assert f"@bob approved `{A[:7]}` before it had the plan it has now" in check.summary
@@ -273,13 +288,14 @@ def test_an_approval_counts_only_for_the_plan_its_commit_had_when_it_was_given(b
     assert bot.ledger.approved_by_pr(repo, 7) == 0, "a merge past the check promotes nothing"
     [button] = check.actions
     assert button.identifier == "approve:fp2"
-    bot.deliver("check_run", _click("carol", identifier=button.identifier))
+    bot.deliver("check_run", _click("carol", bot.run(), identifier=button.identifier))
     check = bot.approval(A)
     assert check.conclusion == "success", check.summary
     assert "Approved by @carol" in check.summary
     # The same plan made once more keeps its approvals (the replan time stays).
     bot.plan(7, A, "fp2", at=NOW + 5)
-    bot.deliver("check_run", _click("dave", identifier="approve:fp2"))  # a reader: refreshes
+    # A reader's click: it refreshes the check, approving nothing.
+    bot.deliver("check_run", _click("dave", bot.run(), identifier="approve:fp2"))
     assert bot.approval(A).conclusion == "success"
 
 

@@ -204,7 +204,8 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     assert {"comment": 502, "content": "+1"} in github.reactions
 
     # bob approves from the check run's button.
-    gl.deliver(service, "check_run", gl.click(2, head, "bob"))
+    run = github.checks_on(head)["sluice/approval"]["id"]
+    gl.deliver(service, "check_run", gl.click(2, head, "bob", run))
     gate = github.checks_on(head)["sluice/approval"]
     assert gate["conclusion"] == "success" and gate["output"]["title"] == "Approved"
     assert "Approved by @bob (1 of 1 required)." in gate["output"]["summary"]

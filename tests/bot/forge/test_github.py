@@ -990,15 +990,12 @@ CHECK = Check(
 )
 
 
-def test_set_check_creates_then_updates_by_name(
+def test_set_check_creates_then_updates_by_its_id(
     rs: responses.RequestsMock, forge: GitHubForge
 ) -> None:
-    listing = f"{R}/commits/{SHA}/check-runs"
-    by_name = [matchers.query_param_matcher({"check_name": CHECK.name, "per_page": "100"})]
-    rs.get(listing, json=checks_list(), match=by_name)
     created = rs.post(f"{R}/check-runs", status=201, json=check_json(555, CHECK.name))
-    forge.set_check(SHA, CHECK)
-    assert created.call_count == 1
+    assert forge.set_check(SHA, CHECK) == 555  # made: no lookup by name
+    assert created.call_count == 1 and len(rs.calls) == 1
     assert sent(rs.calls[-1]) == {
         "name": CHECK.name,
         "head_sha": SHA,
@@ -1010,23 +1007,65 @@ def test_set_check_creates_then_updates_by_name(
         ],
     }
 
-    # The same forge remembers the run it created: the update needs no lookup.
-    lookups = len(rs.calls)
+    # The same forge remembers the run it created: the update edits it.
     edited = rs.patch(f"{R}/check-runs/555", json=check_json(555, CHECK.name, status="in_progress"))
-    forge.set_check(SHA, Check(CHECK.name, "in_progress", "Building", "Building 2 models"))
-    assert edited.call_count == 1 and len(rs.calls) == lookups + 1
+    assert forge.set_check(SHA, Check(CHECK.name, "in_progress", "Building", "2 models")) == 555
+    assert edited.call_count == 1 and len(rs.calls) == 2
     assert created.call_count == 1
     assert sent(rs.calls[-1]) == {
         "status": "in_progress",
-        "output": {"title": "Building", "summary": "Building 2 models"},
+        "output": {"title": "Building", "summary": "2 models"},
         "actions": [],
     }
 
-    # A fresh forge (the next job) finds the run by name and edits it.
+    # A fresh forge (the next job) is given the id the flow recorded, and edits that run
+    # alone: no request looks runs up by name.
     forge._check_runs.clear()
-    rs.replace("GET", listing, json=checks_list(check_json(555, CHECK.name)), match=by_name)
-    forge.set_check(SHA, Check(CHECK.name, "completed", "Built", "2 models", conclusion="success"))
-    assert edited.call_count == 2 and created.call_count == 1
+    done = Check(CHECK.name, "completed", "Built", "2 models", conclusion="success")
+    assert forge.set_check(SHA, done, run_id=555) == 555
+    assert edited.call_count == 2 and created.call_count == 1 and len(rs.calls) == 3
+    assert not [c for c in rs.calls if c.request.method == "GET"]
+
+
+def test_set_check_never_edits_another_apps_run_of_the_same_name(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    """Another App's run named like Sluice's check is on the commit (a workflow's, under
+    the Action): Sluice neither edits it nor takes a 403 of it for a token that cannot
+    write check runs; it makes its own run."""
+    rs.assert_all_requests_are_fired = False  # what must not be asked is answered, counted
+    foreign = check_json(77, CHECK.name, status="completed", conclusion="success")
+    foreign["app"] = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
+    rs.get(f"{R}/commits/{SHA}/check-runs", json=checks_list(foreign))
+    theirs = rs.patch(f"{R}/check-runs/77", status=403, json=error("Invalid app_id"))
+    created = rs.post(f"{R}/check-runs", status=201, json=check_json(78, CHECK.name))
+    status = rs.post(f"{R}/statuses/{SHA}", status=201, json={"id": 1, "state": "failure"})
+    assert forge.set_check(SHA, CHECK) == 78
+    assert (theirs.call_count, created.call_count, status.call_count) == (0, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (403, "Invalid app_id `15368` - check run can only be modified by its App"),
+        (404, "Not Found"),
+    ],
+)
+def test_a_recorded_run_refused_or_gone_is_made_again_never_a_status(
+    rs: responses.RequestsMock, forge: GitHubForge, answer: int, message: str
+) -> None:
+    """The run recorded was made by another App (the Action's token, before the service ran
+    as an App) or is gone: a new run holds the check; a 403 there is no proof that check
+    runs cannot be written."""
+    rs.assert_all_requests_are_fired = False  # the status must not be asked: counted
+    old = rs.patch(f"{R}/check-runs/555", status=answer, json=error(message))
+    created = rs.post(f"{R}/check-runs", status=201, json=check_json(556, CHECK.name))
+    status = rs.post(f"{R}/statuses/{SHA}", status=201, json={"id": 1, "state": "failure"})
+    assert forge.set_check(SHA, CHECK, run_id=555) == 556
+    assert (old.call_count, created.call_count, status.call_count) == (1, 1, 0)
+    edited = rs.patch(f"{R}/check-runs/556", json=check_json(556, CHECK.name))
+    assert forge.set_check(SHA, CHECK, run_id=555) == 556  # this job's run from then on
+    assert (old.call_count, edited.call_count) == (1, 1)
 
 
 def test_check_output_is_truncated_with_balanced_fences(
@@ -1035,7 +1074,6 @@ def test_check_output_is_truncated_with_balanced_fences(
     rows = "\n".join(f"| {i} | {'x' * 40} |" for i in range(3000))
     summary = f"## Plan\n\n```sql\n{rows}\n```\n\nafter the fence\n"
     assert len(summary) > 65535
-    rs.get(f"{R}/commits/{SHA}/check-runs", json=checks_list())
     rs.post(f"{R}/check-runs", status=201, json=check_json(555, CHECK.name))
     forge.set_check(SHA, Check(CHECK.name, "completed", "Plan", summary, conclusion="success"))
     posted = sent(rs.calls[-1])["output"]["summary"]
@@ -1051,7 +1089,6 @@ def test_check_output_is_truncated_with_balanced_fences(
 def test_set_check_falls_back_to_a_commit_status_when_check_runs_are_refused(
     rs: responses.RequestsMock, forge: GitHubForge
 ) -> None:
-    rs.get(f"{R}/commits/{SHA}/check-runs", json=checks_list())
     refused = rs.post(
         f"{R}/check-runs",
         status=403,

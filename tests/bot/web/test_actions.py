@@ -21,6 +21,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
+from tests.helpers.own_runs import sluices_run
 from tests.helpers.web import CONFIG, HEAD, OWNER, WebWorld, web_world
 from tests.helpers.web_actions import forms, jobs, run_queued, service
 from tests.security.github_bot import C, merged, payload
@@ -122,8 +123,9 @@ def test_the_author_approving_their_own_plan_is_refused_as_on_the_forge(
     assert from_ui.conclusion == "failure"
     assert "@alice's own approval does not count (PR author)." in from_ui.summary
     # the same click on the forge's button: the same check, word for word
+    run = sluices_run(world.bot.deliver, world.github, HEAD)
     click = payload("github/check_run/requested_action.payload.json", **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": HEAD,
+        "check_run.name": "sluice/approval", "check_run.head_sha": HEAD, "check_run.id": run,
         "requested_action.identifier": "approve", "sender.login": "alice",
     })  # fmt: skip
     click["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]

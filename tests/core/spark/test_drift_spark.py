@@ -218,8 +218,9 @@ def test_the_service_repairs_a_view_replaced_by_hand_once_another_approves(
         def click(user: str, label: str) -> None:
             check = github.checks[main]["sluice/drift"]
             [identifier] = [a.identifier for a in check.actions if a.label == label]
+            run = github.run_id(main, "sluice/drift")  # Sluice's run: its buttons count
             event = CheckRunEvent("github", "octo/warehouse", None, "requested_action",
-                                  "sluice/drift", main, (), user, identifier, 1)  # fmt: skip
+                                  "sluice/drift", main, (), user, identifier, run)  # fmt: skip
             dispatch.handle(deps, event)
 
         click("alice", "Plan the repair")

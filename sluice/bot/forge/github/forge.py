@@ -547,14 +547,25 @@ class GitHubForge:
 
     # -- checks --------------------------------------------------------------------------
 
-    def set_check(self, sha: str, check: Check) -> None:
-        """Create or update the check run ``check.name`` on ``sha``; with a token that may
-        not write check runs, a commit status with the same context instead."""
+    def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
+        """Create or update Sluice's check run ``check.name`` on ``sha``; its id.
+
+        Sluice's run is the one this forge made or edited for the check in this job, else
+        run ``run_id`` (the id the flow recorded when Sluice made it: edited by that id,
+        never looked up by name), else a new run. A run of the same name anyone else made
+        (another App, a workflow's ``GITHUB_TOKEN``) is never edited nor taken for
+        Sluice's: a name is no proof of who made a run.
+
+        With credentials that may not make check runs (403 on making one: a plain token),
+        a commit status with the same context instead, for the rest of the job (None
+        returned). A 403 or 404 on editing run ``run_id`` is no such proof (GitHub answers
+        403 for a run another App made, as for a run the Action's token made once the
+        service runs as an App): it is logged and a new run is made in its place.
+        """
         if not self._statuses_only:
             try:
                 with boundary(f"setting the check {check.name} on {sha}"):
-                    self._set_check_run(sha, check)
-                return
+                    return self._set_check_run(sha, check, run_id)
             except _ChecksRefused:
                 log.info(
                     "GitHub: check runs refused on %s (not a GitHub App token); "
@@ -564,8 +575,9 @@ class GitHubForge:
                 self._statuses_only = True
         with boundary(f"setting the status {check.name} on {sha}"):
             self._set_status(sha, check)
+        return None
 
-    def _set_check_run(self, sha: str, check: Check) -> None:
+    def _set_check_run(self, sha: str, check: Check, run_id: int | None) -> int:
         output: dict[str, Any] = {"title": check.title, "summary": fit(check.summary)}
         if check.text is not None:
             output["text"] = fit(check.text)
@@ -579,24 +591,34 @@ class GitHubForge:
         }
         if check.conclusion is not None:
             fields["conclusion"] = check.conclusion
-        try:
-            existing = self._check_runs.get((sha, check.name))
-            if existing is None:
-                for run in self._repo.get_commit(sha).get_check_runs(check_name=check.name):
-                    if run.name == check.name:
-                        existing = run
-                        break
-            if existing is not None:
-                existing.edit(**fields)
-            else:
-                existing = self._repo.create_check_run(name=check.name, head_sha=sha, **fields)
-            self._check_runs[(sha, check.name)] = existing  # later updates skip the lookup
-        except RateLimitExceededException:
-            raise
-        except GithubException as error:
-            if error.status == 403:
-                raise _ChecksRefused from None
-            raise
+        run = self._check_runs.get((sha, check.name))
+        if run is None and run_id is not None:
+            run = self._repo.get_check_run(run_id)  # lazy: no request until it is edited
+        if run is not None:
+            try:
+                run.edit(**fields)
+            except GithubException as error:
+                if error.status not in (403, 404) or isinstance(error, RateLimitExceededException):
+                    raise
+                log.warning(
+                    "GitHub: Sluice's check run %s (%s on %s) may not be edited (%s %s): "
+                    "making a new run for the check",
+                    run_id,
+                    check.name,
+                    sha,
+                    error.status,
+                    github_message(error),
+                )
+                run = None
+        if run is None:
+            try:
+                run = self._repo.create_check_run(name=check.name, head_sha=sha, **fields)
+            except GithubException as error:
+                if _forbidden(error):
+                    raise _ChecksRefused from None
+                raise
+        self._check_runs[(sha, check.name)] = run  # later updates in this job edit it
+        return int(run.id)
 
     def _set_status(self, sha: str, check: Check) -> None:
         key = check.conclusion if check.status == "completed" else check.status
@@ -615,4 +637,4 @@ def _forbidden(error: GithubException) -> bool:
 
 
 class _ChecksRefused(Exception):
-    """GitHub answered 403 to a check-run call: the credentials cannot write check runs."""
+    """GitHub answered 403 to making a check run: the credentials cannot write check runs."""
