@@ -260,7 +260,7 @@ def pending(
             refused = [(r.name, r.level, r.where, r.error) for r in judged.refused_by]
             error = judged.refusal if not refused else None
             return checks.repair_refused(report, mend, plan, refused, error)
-        asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record.requesters))
+        asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record))
         named = {p.name: tuple(p.override_by) for p in policies.in_force(settings)[0]}
         held = [(r.name, named.get(r.name, ())) for r in judged.held]
     if not asks and not held:
@@ -274,17 +274,19 @@ def pending(
     )  # fmt: skip
 
 
-def _approvers(job: Job, plan: str, requesters: tuple[str, ...]) -> list[str]:
+def _approvers(job: Job, plan: str, record: Tally) -> list[str]:
     """Everyone who approved repair plan ``plan`` since it was last applied (within the
-    time a request stands), requesters excepted: owners and the budget's approver among
-    them (:func:`tally` counts the required approvers alone)."""
+    time a request stands), its requesters (``record.asked``, told apart by account id
+    where the rows carry one) excepted: owners and the budget's approver among them
+    (:func:`tally` counts the required approvers alone)."""
     rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
     last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
-    asked = {r.casefold() for r in requesters}
     return [
         r.actor
         for r in rows[last + 1 :]
-        if r.outcome == APPROVED and r.at > job.now - REQUEST_MS and r.actor.casefold() not in asked
+        if r.outcome == APPROVED
+        and r.at > job.now - REQUEST_MS
+        and not any(same_person(r.actor, r.actor_id, login, uid) for login, uid in record.asked)
     ]
 
 
@@ -393,9 +395,7 @@ class _Work:
             self.job.forge.set_check(self.head, check)
             return
         needed = self.approvers.count - len(record.approved_by)
-        asks = repair_gate.missing(
-            self.job, judged.asks, _approvers(self.job, plan, record.requesters)
-        )
+        asks = repair_gate.missing(self.job, judged.asks, _approvers(self.job, plan, record))
         held = judged.held
         if needed > 0 or asks or held:
             named = {p.name: p.override_by for p in policies.in_force(self.settings)[0]}
@@ -408,7 +408,7 @@ class _Work:
             self.job.forge.set_check(self.head, check)
             return
         job = self.job
-        approvals = ", ".join(_approvers(job, plan, record.requesters)) or "nobody (none required)"
+        approvals = ", ".join(_approvers(job, plan, record)) or "nobody (none required)"
         result = apply_plan(
             self.project, self.store, self.mend.plan, self.runner, url=job.state_url, now=job.now
         )
