@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.queue.store import JobQueue
+from tests.helpers import accounts
 from tests.helpers.github_wire import FakeGitHub
 
 SECRET = "s3cr3t-webhook-value"
@@ -41,6 +42,8 @@ class Service:
         delivery: str | None = None,
         signature: str | None = None,
     ) -> Any:
+        if isinstance(payload, dict):  # each person's account id, as GitHub's webhooks say
+            payload = accounts.github(payload)
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {
             "X-GitHub-Event": event,

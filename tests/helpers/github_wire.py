@@ -28,7 +28,6 @@ import re
 import tarfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import responses
 
+from sluice.bot.forge.memory import account_id_of
 from tests.helpers.graph import reachable
 
 API = "https://api.github.com"
@@ -51,7 +51,7 @@ ACTIONS_APP = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
 
 
 def user_json(login: str) -> dict[str, Any]:
-    uid = zlib.crc32(login.encode())
+    uid = account_id_of(login)  # as the in-memory forge and the webhooks' stamps give it
     return {"login": login, "id": uid, "node_id": f"U_{uid}", "type": "User"}
 
 
@@ -304,7 +304,7 @@ class FakeGitHub:
         number = int(match.group(1))
         return self._json({
             "id": number, "number": number, "title": "PR", "state": "open",
-            "url": f"{API}/repos/{self.repo}/issues/{number}", "user": {"login": "alice", "id": 2},
+            "url": f"{API}/repos/{self.repo}/issues/{number}", "user": user_json("alice"),
             "pull_request": {"url": f"{API}/repos/{self.repo}/pulls/{number}"},
         })  # fmt: skip
 
@@ -415,7 +415,7 @@ class FakeGitHub:
             "id": number, "number": number, "state": pull.get("state", "open"),
             "title": pull.get("title", "change"), "draft": pull.get("draft", False),
             "merged": pull.get("merged", False), "mergeable": pull.get("mergeable", True),
-            "merge_commit_sha": pull.get("merge_sha"), "user": {"login": pull["author"], "id": 2},
+            "merge_commit_sha": pull.get("merge_sha"), "user": user_json(pull["author"]),
             "head": {"sha": pull["head_sha"], "ref": pull.get("head_ref", "feature"),
                      "repo": head_repo},
             "base": {"sha": self.refs.get(pull["base"], "b" * 40), "ref": pull["base"],

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.queue.store import JobQueue
+from tests.helpers import accounts
 from tests.helpers.gitlab_wire import FakeGitLab
 
 TOKEN = "glwt-s3cr3t-webhook-token"
@@ -37,6 +38,8 @@ class GitLabService:
         key: str | None = "new",
         event_uuid: str | None = None,
     ) -> Any:
+        if isinstance(payload, dict):  # each person's account id, as the fake GitLab's
+            payload = accounts.gitlab(payload, self.gitlab.user_id)
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {"X-Gitlab-Event": event, "Content-Type": "application/json"}
         if token is not None:

@@ -23,6 +23,7 @@ import responses
 from responses import matchers
 from responses.registries import FirstMatchRegistry
 
+from sluice.bot.forge.memory import account_id_of
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark.scripted import Script, Warehouse
@@ -77,7 +78,7 @@ def sign_in_routes(rsps: responses.RequestsMock, *users: FakeUser, served: Colle
     for user in users:
         bearer = [matchers.header_matcher({"Authorization": f"Bearer {user.token}"})]
         rsps.add(
-            responses.GET, f"{GITLAB}/api/v4/user", json={"username": user.login, "id": 2},
+            responses.GET, f"{GITLAB}/api/v4/user", json={"username": user.login, "id": account_id_of(user.login)},
             match=bearer,
         )  # fmt: skip
         for name in served:
@@ -102,10 +103,10 @@ class GitLabProject:
         """GitLab's real merge request payload, moved to MR 2 of ``PROJECT``."""
         payload = load_case("gitlab/merge_request_open.json")
         payload["project"]["path_with_namespace"] = PROJECT
-        payload["user"].update(username=user, id=hash(user) % 10_000)
+        payload["user"].update(username=user, id=account_id_of(user))
         attrs = payload["object_attributes"]
         attrs.update(action=action, iid=2, source_branch="feature-2", target_branch="main",
-                     author_id=hash("alice") % 10_000, title=TITLE)  # fmt: skip
+                     author_id=account_id_of("alice"), title=TITLE)  # fmt: skip
         attrs["last_commit"]["id"] = HEAD
         return payload
 

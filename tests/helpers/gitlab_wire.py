@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit, urlunspl
 
 import responses
 
+from sluice.bot.forge.memory import account_id_of
 from tests.helpers.github_wire import tarball
 from tests.helpers.graph import reachable
 
@@ -234,7 +235,9 @@ class FakeGitLab:
 
     def user_id(self, username: str) -> int:
         if username not in self.users:
-            self.users[username] = 100 + len(self.users)
+            # the id the in-memory forge and the sign-in fakes give the same username: the
+            # gate compares people by it, so every fake must agree
+            self.users[username] = account_id_of(username)
         return self.users[username]
 
     # --- the wire ---------------------------------------------------------------------

@@ -16,6 +16,7 @@ import responses
 from fastapi.testclient import TestClient
 from starlette.testclient import TestClient as StarletteClient
 
+from sluice.bot.forge.memory import account_id_of
 from sluice.bot.forge.signin import SignIn
 
 GITHUB_WEB = "https://github.com"
@@ -61,7 +62,9 @@ def fake_github(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
         found = by_token.get(request.headers.get("Authorization", ""))
         if found is None:
             return 401, {}, '{"message": "Bad credentials"}'
-        return 200, {}, json.dumps({"login": found.login, "id": 1})
+        # Each person their own account id (the in-memory forge's for their login): the
+        # gate tells people apart by it.
+        return 200, {}, json.dumps({"login": found.login, "id": account_id_of(found.login)})
 
     def repo(name: str):  # type: ignore[no-untyped-def]
         def answer(request):  # type: ignore[no-untyped-def]
@@ -98,7 +101,7 @@ def fake_gitlab(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
         found = by_token.get(request.headers.get("Authorization", ""))
         if found is None:
             return 401, {}, '{"message": "401 Unauthorized"}'
-        return 200, {}, json.dumps({"username": found.login, "id": 2})
+        return 200, {}, json.dumps({"username": found.login, "id": account_id_of(found.login)})
 
     def project(name: str):  # type: ignore[no-untyped-def]
         def answer(request):  # type: ignore[no-untyped-def]

@@ -102,10 +102,14 @@ GITLAB_KEY = f"gitlab:{OWNER}"
 
 
 def _gitlab_bot(tmp_path: Path) -> Bot:
+    return _make_gitlab(tmp_path, GATED)
+
+
+def _make_gitlab(tmp_path: Path, config: str) -> Bot:
     forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    forge.commit(ROOT, {"config.yaml": GATED}, branch="main")
-    forge.commit(A, {"config.yaml": GATED}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": GATED}, parents=(A,))
+    forge.commit(ROOT, {"config.yaml": config}, branch="main")
+    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": config}, parents=(A,))
     forge.roles.update(ROLES)
     return Bot(tmp_path, forge)
 
@@ -244,6 +248,68 @@ def test_an_approver_who_renamed_himself_after_pushing_does_not_approve_it(
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
+
+
+def test_an_approver_who_pushed_onto_the_pr_and_renamed_himself_does_not_approve_it(
+    tmp_path: Path,
+) -> None:
+    # bob's push onto alice's PR is told by its synchronize (sender.id) alone; he renames
+    # his account `bobx` (still in octo/approvers), and GitHub's reviews name him so.
+    bot = _make(tmp_path, TEAM_GATED)
+    try:
+        bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol"})
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+        bot.forge.push(7, B)
+        bot.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
+        bot.forge.rename("bob", "bobx")
+        gw.plan(bot, B, BOBS)
+        gw.approve(bot, "bobx", B, 41)
+        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
+        gw.approve(bot, "carol", B, 42)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def test_a_gitlab_approver_who_pushed_and_renamed_himself_does_not_approve_it(
+    tmp_path: Path,
+) -> None:
+    # GitLab: bob's push onto alice's MR (its update's user.id), then bob renames his
+    # account `bobx` (still a member of the required group) and approves (approved_by[]
+    # names bobx, with bob's id; the approval hook too).
+    bot = _make_gitlab(tmp_path, TEAM_GATED)
+    try:
+        bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol"})
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        bot.forge.push(7, B)
+        _gitlab(bot, _gitlab_mr("update", B, "bob", oldrev=A))
+        bot.forge.rename("bob", "bobx")
+        _gitlab_plan(bot, B, BOBS)
+        _gitlab_approve(bot, "bobx", B)
+        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def test_a_new_account_that_took_a_freed_login_is_not_its_old_owner(bot: Bot) -> None:
+    # bob pushed, then renamed his account `bobx`; carol's colleague dora takes the freed
+    # login `bob`: her approval is hers (no push names her account), bob's is still not.
+    bot.deliver("push", gw.push("change", B, "bob", (A, B)))
+    bot.forge.rename("bob", "bobx")
+    dora = bot.forge.account_id("bob")  # the account that takes `bob` next
+    assert dora != bot.forge.account_id("bobx")
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", gw.pr_event("opened", B, "alice", head_ref="change"))
+    gw.plan(bot, B, BOBS)
+    bot.forge.roles["bob"] = "write"
+    gw.approve(bot, "bob", B, 41)  # GATED lists `bob`: the login's new owner approves
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
 
 
 # -- 3. a push the gate once counted, rebased away ------------------------------------------

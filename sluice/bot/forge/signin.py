@@ -148,11 +148,24 @@ class SignIn:
             SignInRefused: the token is not accepted, or names no login.
             ForgeError: the forge could not be asked.
         """
+        return self.account(token)[0]
+
+    def account(self, token: str) -> tuple[str, int | None]:
+        """The token's user: their login, and their account's id (both forges' ``id``),
+        which a rename of the login does not change (the gate tells people apart by it);
+        None where the answer holds no positive integer id.
+
+        Raises:
+            SignInRefused: the token is not accepted, or names no login.
+            ForgeError: the forge could not be asked.
+        """
         answer = self._call("get", f"{self.api}{self.forge.user}", "reading the user", token=token)
         login = answer.get(self.forge.login_key) if isinstance(answer, dict) else None
         if not isinstance(login, str) or not LOGIN.fullmatch(login):
             raise SignInRefused(f"{self.label} named no user for this sign-in")
-        return login
+        uid = answer.get("id") if isinstance(answer, dict) else None
+        ok = isinstance(uid, int) and not isinstance(uid, bool) and 0 < uid < 2**63
+        return login, uid if ok else None
 
     def can_read(self, token: str, repo: str) -> bool:
         """Whether the token's user can read ``repo`` (``owner/name``, GitLab's

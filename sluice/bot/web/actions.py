@@ -142,6 +142,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 head_sha=head,
                 numbers=(number,),
                 requester=session.login,
+                requester_id=session.user_id,
                 identifier=approve_identifier(review),
                 origin=WEB,
             )
@@ -156,6 +157,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 # no comment: an id of this action's own, so its content key is too
                 comment_id=int(delivery_id[4:19], 16),
                 author=session.login,
+                author_id=session.user_id,
                 body=body,
                 created_ms=int(time.time() * 1000),
                 origin=WEB,

@@ -67,6 +67,7 @@ class Session:
     csrf: str = field(repr=False)
     readable: dict[str, tuple[bool, float]] = field(default_factory=dict)
     flashes: list[Flash] = field(default_factory=list)
+    user_id: int | None = None  # their forge account's id: what the gate compares people by
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,14 @@ class Sessions:
     # -- the session ---------------------------------------------------------------------
 
     def start(
-        self, request: Request, response: Response, *, forge: str, login: str, token: str
+        self,
+        request: Request,
+        response: Response,
+        *,
+        forge: str,
+        login: str,
+        token: str,
+        user_id: int | None = None,
     ) -> Session:
         """A new session for ``login`` on ``forge``, its cookie set on ``response``: a new
         id always, the browser's previous session (if any) signed out."""
@@ -145,7 +153,9 @@ class Sessions:
         sid = secrets.token_urlsafe(32)
         now = self._clock()
         expires = now + self._seconds
-        session = Session(sid, forge, login, token, expires, csrf=self._signer.mac("csrf", sid))
+        session = Session(
+            sid, forge, login, token, expires, csrf=self._signer.mac("csrf", sid), user_id=user_id
+        )
         with self._lock:
             if previous is not None:
                 self._sessions.pop(previous.sid, None)

@@ -103,14 +103,14 @@ def router(access: SignedIn, *, ui_url: str | None = None) -> APIRouter:
             return page(then, f"{sign_in.label} did not sign you in: try again", 400)
         try:
             token = sign_in.exchange(code, redirect_uri=callback(request, forge))
-            user = sign_in.login(token)
+            user, user_id = sign_in.account(token)
         except SignInRefused as refused:
             return page(then, f"{refused.message}: try again", 400)
         except ForgeError as failed:
             log.warning("sign-in with %s failed: %s", forge, failed.message)
             return page(then, f"{failed.message}; try again shortly", 502)
         response = RedirectResponse(then, 303, headers={"Cache-Control": "no-store"})
-        sessions.start(request, response, forge=forge, login=user, token=token)
+        sessions.start(request, response, forge=forge, login=user, token=token, user_id=user_id)
         sessions.clear_sign_in(response)
         log.info("signed in to the web UI: %s on %s", user, forge)
         return response

@@ -809,3 +809,67 @@ def test_a_push_through_a_bot_under_an_owners_only_gate_needs_another_owner() ->
 def test_a_bot_push_asks_nothing_where_the_gate_asks_nobody() -> None:
     nobody = settings(users=(), count=0)
     assert run(nobody, [], bots=frozenset({"github-actions[bot]"})).ok
+
+
+# --- people by their forge account id --------------------------------------------------
+
+
+def _by_id(
+    reviews: Sequence[Review],
+    *,
+    clicks: Sequence[ActionApproval] = (),
+    pushers: frozenset[str] = frozenset(),
+    accounts: frozenset[tuple[str, int]] = frozenset(),
+    author_id: int | None = None,
+    count: int = 1,
+) -> GateResult:
+    """The gate of users alice, bob, bobx and carolx (``count`` of them) on carol's PR."""
+    return evaluate(
+        settings(("alice", "bob", "bobx", "carolx"), count=count),
+        GateInput(author="carol", author_id=author_id, reviews=list(reviews), plans=PLANS,
+                  current_plan="P2", action_approvals=list(clicks), pushers=pushers,
+                  pusher_accounts=accounts),
+    )  # fmt: skip
+
+
+def _review_by(user: str, uid: int | None) -> Review:
+    return Review(next(_ids), user, "APPROVED", C3, None, user_id=uid)
+
+
+def test_a_pusher_is_known_by_account_id_under_any_login() -> None:
+    # bob (account 5) pushed as `bob`, then renamed himself `bobx`: his review and his
+    # click are his, whatever the login.
+    pushed = frozenset({("bob", 5)})
+    result = _by_id([_review_by("bobx", 5)], accounts=pushed)
+    assert not result.ok and "Not counted: @bobx pushed" in result.summary
+    assert not _by_id([], clicks=[ActionApproval("bobx", C3, user_id=5)], accounts=pushed).ok
+    # The account holding the login `bob` now (GitHub freed it) did not push.
+    assert _by_id([_review_by("bob", 6)], accounts=pushed).ok
+
+
+def test_a_side_without_an_id_is_compared_by_login_case_folded() -> None:
+    # A push recorded before ids were kept names whoever holds its login; a click without
+    # an id (the web UI's) is compared by login with every pusher, by id or not.
+    assert not _by_id([_review_by("Bob", 6)], pushers=frozenset({"bob"})).ok
+    clicked = [ActionApproval("BOB", C3)]
+    assert not _by_id([], clicks=clicked, accounts=frozenset({("bob", 5)})).ok
+
+
+def test_the_author_is_known_by_account_id() -> None:
+    # carol (account 9) opened the PR, renamed herself `carolx` and approves it.
+    result = _by_id([], clicks=[ActionApproval("carolx", C3, user_id=9)], author_id=9)
+    assert not result.ok and "@carol's own approval does not count" in result.summary
+    assert _by_id([], clicks=[ActionApproval("carolx", C3, user_id=10)], author_id=9).ok
+
+
+def test_one_person_under_two_logins_is_one_approval() -> None:
+    # bob (account 5) reviews as `bob` and clicks as `bobx`: one approval of the two needed.
+    review = _review_by("bob", 5)
+    result = _by_id([review], clicks=[ActionApproval("bobx", C3, user_id=5)], count=2)
+    assert (result.ok, result.missing, result.approved_by) == (False, 1, ("bob",))
+    # A click recorded without an id, under the login whose id the review names: his too.
+    result = _by_id([review], clicks=[ActionApproval("bob", C3)], count=2)
+    assert (result.ok, result.missing) == (False, 1)
+    # Two accounts are two approvals.
+    result = _by_id([review], clicks=[ActionApproval("bobx", C3, user_id=7)], count=2)
+    assert result.ok, result.summary

@@ -351,3 +351,47 @@ def test_the_audit_log_appends_and_reads_by_repository_time_and_page(ledger: Led
         Entry(21, "github:o/r", "settings change", "sluice", "not in force", "def"), once=True
     )
     assert ledger.audit_count("github:o/r") == 5
+
+
+def test_rows_from_before_account_ids_read_back_without_them(tmp_path: Path) -> None:
+    # An audit log without migration 2 (no actor_id), and ledger rows written without ids
+    # (as before migration 7: its ALTER path is the adoption test's, above): the audit's
+    # migration adds the column, and every old row reads back with no id (the gate then
+    # compares their logins).
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    Ledger(url).close()
+    engine = create_state_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE sluice_audit DROP COLUMN actor_id")
+            conn.execute(
+                runner.versions.delete().where(
+                    (runner.versions.c.track == "audit") & (runner.versions.c.number == 2)
+                )
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO sluice_pr_pushers (repo, number, user, pushed_ts) "
+                "VALUES ('github:o/r', 7, 'bob', 1)"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO sluice_plan_clicks (repo, number, user, sha, clicked_ts) "
+                "VALUES ('github:o/r', 7, 'carol', 'aaa', 2)"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO sluice_audit (at_ts, repo, kind, actor, outcome, detail) "
+                "VALUES (3, 'github:o/r', 'drift repair', 'bob', 'requested', '')"
+            )
+        ledger = Ledger(url)
+        try:
+            assert ledger.pusher_accounts("github:o/r", 7) == {("bob", None)}
+            assert ledger.clicks("github:o/r", 7) == [("carol", "aaa", None, 2, None)]
+            [row] = ledger.entries(repo="github:o/r")
+            assert (row.actor, row.actor_id) == ("bob", None)
+        finally:
+            ledger.close()
+        assert inspected(engine) == declared(
+            engine.dialect, STATE.tables, LEDGER.tables, AUDIT.tables, runner.metadata
+        )
+        assert recorded(engine)["audit"] == [1, 2]
+    finally:
+        engine.dispose()

@@ -17,7 +17,9 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
+from sluice.bot.events.neutral import event_from_json
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.memory import account_id_of
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
@@ -96,6 +98,8 @@ def test_the_gates_approver_approves_from_the_page_and_the_check_passes_on_the_f
         flash = _send(client, "approve")
         [job] = jobs(world)
         assert (job.job.kind, job.job.key, job.status.value) == ("check_run", f"{KEY}#7", "queued")
+        # who approved, by the account id the sign-in kept (the gate compares people by it)
+        assert event_from_json(job.job.payload).requester_id == account_id_of("bob")
         assert f"queued as job {job.job.id}" in flash and f"#job-{job.job.id}" in flash
         assert _flash_gone(client)  # shown once
         assert run_queued(world) == 1

@@ -270,3 +270,24 @@ def test_serve_says_who_sees_the_web_ui(world: WebWorld) -> None:
     text = signed.summary()
     assert "web UI:       sign-in with github at https://***@sluice.example.com" in text
     assert CLIENT_SECRET not in text and "pw@" not in text
+
+
+def test_a_sign_in_keeps_the_account_id_the_forge_gives() -> None:
+    # The gate tells people apart by their account's id (a login can be renamed): the
+    # session keeps GitHub's and GitLab's `id` from GET /user; one that is no account id
+    # (not a positive integer) is none, and the login decides.
+    github = SignIn("github", web="https://github.com", api="https://api.github.com",
+                    client_id=CLIENT_ID, client_secret=CLIENT_SECRET)  # fmt: skip
+    with responses.RequestsMock() as rsps:
+        for body in ({"login": "bobx", "id": 583231}, {"login": "bobx", "id": "583231"},
+                     {"login": "bobx", "id": 0}, {"login": "bobx"}):  # fmt: skip
+            rsps.get("https://api.github.com/user", json=body)
+        assert github.account("tok") == ("bobx", 583231)
+        assert github.account("tok") == ("bobx", None)
+        assert github.account("tok") == ("bobx", None)
+        assert github.login("tok") == "bobx"
+    gitlab = SignIn("gitlab", web=GITLAB, api=f"{GITLAB}/api/v4", client_id="gl-app",
+                    client_secret=CLIENT_SECRET)  # fmt: skip
+    with responses.RequestsMock() as rsps:
+        rsps.get(f"{GITLAB}/api/v4/user", json={"username": "bobx", "id": 5, "name": "Bob"})
+        assert gitlab.account("tok") == ("bobx", 5)
