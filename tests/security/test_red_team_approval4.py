@@ -24,8 +24,9 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import GATED, KEY, MINUTE, OWNER, OWNERS_ONLY, ROOT, A, B, Bot, C, D
+from tests.helpers.own_runs import sluices_run
 
 ACTIONS = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN pushes and opens as
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "mallory": "read"}
@@ -268,6 +269,39 @@ def test_an_approver_who_pushed_onto_the_pr_and_renamed_himself_does_not_approve
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
         assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
         gw.approve(bot, "carol", B, 42)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def _click(bot: Bot, user: str, head: str) -> None:
+    """``user`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
+    run = sluices_run(bot.deliver, bot.forge, head)
+    click = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
+        "requested_action.identifier": "approve", "sender.login": user,
+    })  # fmt: skip
+    click["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    bot.deliver("check_run", click)
+
+
+def test_a_pusher_who_renamed_himself_does_not_approve_with_the_check_s_button(
+    tmp_path: Path,
+) -> None:
+    # bob pushes `change`, renames his account `bobx` (still in octo/approvers) and clicks
+    # "Approve this plan": the click's sender.id is his account's.
+    bot = _make(tmp_path, TEAM_GATED)
+    try:
+        bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol"})
+        bot.deliver("push", gw.push("change", B, "bob", (A, B)))
+        bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
+        bot.deliver("pull_request", gw.pr_event("opened", B, "alice", head_ref="change"))
+        gw.plan(bot, B, BOBS)
+        bot.forge.rename("bob", "bobx")
+        _click(bot, "bobx", B)
+        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
+        _click(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
