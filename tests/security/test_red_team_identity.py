@@ -1,0 +1,321 @@
+"""Red team on telling people apart by forge account id (commits 10bb254, cbbea2e, 8642c6d).
+
+The promise attacked: nobody pushes a change and is its sole approver, and one person never
+counts as two approvals. People are now compared by account id where both sides carry one,
+by the case-folded login otherwise. The attacks look where ids and logins meet: who is
+*eligible* is still decided by a login (required teams resolve to logins of now), while who
+*approved* is an id recorded with the login it had then; and the ledger's pushers table is
+still keyed by login.
+
+Each test asserts what a sound gate does; an open finding is ``xfail(strict=True)``. The
+flows are driven as tests/security/test_red_team_approval4.py drives them
+(tests/helpers/gate_world.py): real webhook bodies, the in-memory forge (whose accounts keep
+their id through a rename), the ledger on SQLite, plans recorded as a PR build records them
+(no Spark). The web UI's "Approve this plan" is delivered as the event
+sluice/bot/web/actions.py makes of the form: a ``CheckRunEvent`` of origin WEB, the
+signed-in person's login and forge id as its requester (the web UI asks only that they can
+read the repository).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import WEB, CheckRunEvent
+from sluice.bot.events.payload import PayloadError
+from sluice.bot.flow import approval, dispatch
+from sluice.bot.flow.job import Job
+from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.present.checks import APPROVAL, approve_identifier
+from tests.helpers import gate_world as gw
+from tests.helpers.cases import realcase
+from tests.helpers.gate_world import GATED, KEY, OWNER, ROOT, A, B, Bot, C, D
+from tests.helpers.own_runs import sluices_run
+
+ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write", "mallory": "write"}
+CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
+TEAM = "octo/approvers"
+TEAM_GATED = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
+)
+TEAM_OF_TWO = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
+    "      teams: [octo/approvers]\n      count: 2\n"
+)
+
+
+def _bot(tmp_path: Path, config: str, members: set[str]) -> Bot:
+    bot = gw.make_bot(tmp_path, config, ROLES)
+    bot.forge.teams[TEAM] = frozenset(members)
+    return bot
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[Bot]:
+    made = _bot(tmp_path, TEAM_OF_TWO, {"dave", "carol", "bob"})
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def one(tmp_path: Path) -> Iterator[Bot]:
+    made = _bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    yield made
+    made.close()
+
+
+def _web_approve(bot: Bot, login: str, head: str) -> int:
+    """``login`` (the account holding it now) approves PR 7's plan at ``head`` from the web
+    UI: the event the web UI's form queues (sluice/bot/web/actions.py), its requester the
+    session's login and forge id. Returns that id."""
+    uid = bot.forge.account_id(login)
+    review = bot.ledger.review(KEY, 7, head)
+    assert review is not None
+    event = CheckRunEvent(
+        forge="github", repo=OWNER, installation_id=None, action="requested_action",
+        check_name=APPROVAL, head_sha=head, numbers=(7,), requester=login,
+        requester_id=uid, identifier=approve_identifier(review.fingerprint), origin=WEB,
+    )  # fmt: skip
+    dispatch.handle(bot.deps, event)
+    return uid
+
+
+def _click(bot: Bot, login: str, head: str) -> None:
+    """``login`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
+    run = sluices_run(bot.deliver, bot.forge, head)
+    click = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
+        "requested_action.identifier": "approve", "sender.login": login,
+    })  # fmt: skip
+    click["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    bot.deliver("check_run", click)
+
+
+def _refresh(bot: Bot) -> None:
+    """The gate evaluated again now (as any later review, click or re-run does)."""
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        approval.refresh(job, bot.forge.pull_request(7))
+    finally:
+        job.close()
+
+
+def _alice_opens(bot: Bot, head: str = B) -> None:
+    bot.deliver("push", gw.push("change", head, "alice", (A, head)))
+    bot.forge.open_pull(7, head_sha=head, base="main", author="alice", head_ref="change")
+    bot.deliver("pull_request", gw.pr_event("opened", head, "alice", head_ref="change"))
+
+
+# -- 1. eligibility by the login an approval was recorded under, not its account's --------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: one person counts as two approvals. dave (octo/approvers, "
+    "count 2) has a second account `zz`, a mere reader of the repository, which signs in to "
+    "the web UI and clicks Approve this plan (the web UI asks only that it can read the "
+    "repository): a click row (zz, id of zz) that counts for nothing, zz being no member. "
+    "zz renames itself away and dave renames himself `zz`. gate_rules._standings keeps a "
+    "click-only person's login as the click recorded it (named.get(key, user)) and evaluate "
+    "decides eligibility by that login (`relevant = name in eligible_names`; `counted` by "
+    "`valid[k].casefold() in pool`), resolved against the team's logins of now: the old "
+    "click of another account id now reads as dave's login, so dave's own review and the "
+    "second account's click are two approvals of two eligible 'people' (approved_by "
+    "('zz', 'zz')). Fix: decide eligibility by account, not by a recorded login: resolve "
+    "each id-bearing word's login of now from the forge (GitHub GET /user/{id}, GitLab GET "
+    "/users/:id) or compare team members by id (the team members APIs return ids), and "
+    "never count two keys that resolve to one eligible login twice",
+)
+def test_a_second_account_s_click_does_not_count_once_its_login_is_an_approver_s(
+    two: Bot,
+) -> None:
+    _alice_opens(two)
+    gw.plan(two, B, CHANGE)
+    _web_approve(two, "zz", B)  # dave's second account, no member of octo/approvers
+    assert two.approval(B).conclusion != "success", two.approval(B).summary
+    two.forge.rename("zz", "zz-old")
+    two.forge.rename("dave", "zz")  # dave takes the freed login
+    assert two.forge.teams[TEAM] == {"zz", "carol", "bob"}
+    gw.approve(two, "zz", B, 41)  # dave's own, one person's approval
+    check = two.approval(B)
+    assert check.conclusion != "success", check.summary
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: a pusher is the sole approver. bob (octo/approvers, count 1) "
+    "pushes his change onto alice's PR (the synchronize's sender.id is his); his second "
+    "account `bobs-sock` (no write, no approver: the web UI lets any reader approve) "
+    "approves from the web UI, which counts for nothing. The sock renames itself away and "
+    "bob renames himself `bobs-sock`: the click's recorded login is now a team member's, "
+    "and its id is no pusher's (gate_rules.evaluate: pushers compared by id; eligibility by "
+    "the click's recorded login), so the gate passes on an approval no required approver "
+    "other than the pusher gave. Fix: as above (eligibility by account id: the login of now "
+    "of the click's id, or team members by id)",
+)
+def test_a_pusher_does_not_approve_through_a_reader_s_web_approval_by_taking_its_login(
+    one: Bot,
+) -> None:
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.push(7, B)
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
+    gw.plan(one, B, CHANGE)
+    sock = _web_approve(one, "bobs-sock", B)
+    assert one.approval(B).conclusion != "success", one.approval(B).summary
+    one.forge.rename("bobs-sock", "sock-2")
+    bob = one.forge.rename("bob", "bobs-sock")
+    assert sock != bob
+    _refresh(one)
+    check = one.approval(B)
+    assert check.conclusion != "success", check.summary
+
+
+def test_a_reader_s_web_approval_does_not_count_while_its_login_is_no_approver_s(
+    one: Bot,
+) -> None:
+    # Defended (the same world, no rename): a reader's web approval is not an approver's.
+    _alice_opens(one)
+    gw.plan(one, B, CHANGE)
+    _web_approve(one, "mallory", B)
+    check = one.approval(B)
+    assert check.conclusion != "success", check.summary
+    assert "Not counted: @mallory" in check.summary
+    gw.approve(one, "carol", B, 41)
+    assert one.approval(B).conclusion == "success", one.approval(B).summary
+
+
+# -- 2. one person under two logins: a review, a click and a web approval -------------------
+
+
+def test_one_approver_under_two_logins_is_one_approval(two: Bot) -> None:
+    # Defended: dave reviews as dave, renames himself `dave2`, clicks the check's button and
+    # approves from the web UI as dave2: every word carries his account's id, one person.
+    _alice_opens(two)
+    gw.plan(two, B, CHANGE)
+    gw.approve(two, "dave", B, 41)
+    two.forge.rename("dave", "dave2")
+    _click(two, "dave2", B)
+    _web_approve(two, "dave2", B)
+    check = two.approval(B)
+    assert check.conclusion != "success", check.summary
+    assert "(1 of 2 required)" in check.summary
+    gw.approve(two, "carol", B, 42)
+    assert two.approval(B).conclusion == "success", two.approval(B).summary
+
+
+def test_a_pusher_renamed_does_not_approve_from_the_web_ui(one: Bot) -> None:
+    # Defended: bob pushes onto alice's PR, renames himself `bobx` (still a member) and
+    # approves from the web UI: the session's id is his account's.
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.push(7, B)
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
+    gw.plan(one, B, CHANGE)
+    one.forge.rename("bob", "bobx")
+    _web_approve(one, "bobx", B)
+    check = one.approval(B)
+    assert check.conclusion != "success", check.summary
+    assert "Not counted: @bobx pushed to this pull request" in check.summary
+
+
+# -- 3. the pushers table keyed by login: a freed login taken, a push's id dropped ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: sluice_pr_pushers is keyed by (repo, number, login) and "
+    "record_pusher inserts ON CONFLICT DO NOTHING. bob (id 5) pushed onto alice's PR and "
+    "renamed himself `bobx` (GitHub frees `bob` at once); mallory (octo/approvers) takes "
+    "`bob` and pushes her change onto the PR: her synchronize's (bob, her id) is dropped "
+    "for bob's old row, and approval._recorded_pushes keeps the pushers it finds through "
+    "commits only for logins not recorded yet (`if login not in logins`), so her id is "
+    "known only through her commit's branch push. alice rebases the branch (a new commit "
+    "holding the same change, the same plan); mallory approves as `bob`: the row (bob, 5) "
+    "is bob's id, not hers, and no push of the PR's commits names her: she pushed and is "
+    "the sole approver. Fix: key the pushers table by account (repo, number, user_id, or "
+    "login where no id), record every (login, id) pair, and compare pairs, not logins, in "
+    "_recorded_pushes",
+)
+def test_a_push_under_a_freed_login_is_kept_when_the_branch_is_rebased(one: Bot) -> None:
+    one.forge.teams[TEAM] = frozenset({"carol", "mallory"})
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.push(7, B)
+    one.deliver("push", gw.push("change", B, "bob", (B,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
+    one.forge.rename("bob", "bobx")
+    mallory = one.forge.rename("mallory", "bob")  # the freed login
+    one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+    one.forge.push(7, C)
+    one.deliver("push", gw.push("change", C, "bob", (C,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", C, "bob"))
+    gw.plan(one, C, CHANGE)
+    gw.approve(one, "bob", C, 41)
+    assert one.approval(C).conclusion != "success", one.approval(C).summary  # caught here
+    # alice rebases onto main: D holds the same change in a new commit.
+    one.forge.commit(D, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
+    one.forge.push(7, D)
+    one.deliver("push", gw.push("change", D, "alice", (D,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", D, "alice"))
+    gw.plan(one, D, CHANGE)
+    assert one.forge.account_id("bob") == mallory
+    gw.approve(one, "bob", D, 42)
+    check = one.approval(D)
+    assert check.conclusion != "success", check.summary
+
+
+def test_a_push_under_a_freed_login_counts_while_its_commit_is_in_the_pr(one: Bot) -> None:
+    # Defended: the same, without the rebase: her commit's branch push carries her id.
+    one.forge.teams[TEAM] = frozenset({"carol", "mallory"})
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.push(7, B)
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "bob"))
+    one.forge.rename("bob", "bobx")
+    one.forge.rename("mallory", "bob")
+    one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+    one.forge.push(7, C)
+    one.deliver("push", gw.push("change", C, "bob", (C,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", C, "bob"))
+    gw.plan(one, C, CHANGE)
+    gw.approve(one, "bob", C, 41)
+    check = one.approval(C)
+    assert check.conclusion != "success", check.summary
+    assert "Not counted: @bob pushed to this pull request" in check.summary
+
+
+# -- 4. ids at the wire: none that is no account's --------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -7])
+def test_a_webhook_whose_sender_id_is_no_account_is_refused(bad: int) -> None:
+    # Defended: an id that is no positive integer is refused, never read as "unknown" (which
+    # would fall back to comparing logins).
+    payload = gw.pr_event("synchronize", B, "bob")
+    payload["sender"]["id"] = bad
+    with pytest.raises(PayloadError, match=r"sender\.id"):
+        parse_github("pull_request", payload)
+
+
+def test_a_gate_of_listed_users_counts_the_account_now_holding_a_listed_login(
+    tmp_path: Path,
+) -> None:
+    # The residual the author lists, shown: required approvers are logins. bob (listed)
+    # renames himself `bobx`; whoever takes `bob` next is a required approver, and bob is
+    # one no more. Documented (docs/security.md: required approvers are logins).
+    bot = gw.make_bot(tmp_path, GATED, ROLES)
+    try:
+        _alice_opens(bot)
+        gw.plan(bot, B, CHANGE)
+        bot.forge.rename("bob", "bobx")
+        gw.approve(bot, "bobx", B, 41)
+        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        gw.approve(bot, "bob", B, 42)  # a new account under the freed login
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
