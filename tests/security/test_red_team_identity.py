@@ -289,7 +289,71 @@ def test_a_push_under_a_freed_login_counts_while_its_commit_is_in_the_pr(one: Bo
     assert "Not counted: @bob pushed to this pull request" in check.summary
 
 
-# -- 4. ids at the wire: none that is no account's --------------------------------------------
+# -- 4. a fork's owner, recorded by login alone ---------------------------------------------
+
+
+def _fork_opened(bot: Bot, owner: str) -> None:
+    """alice opens PR 7 from ``owner``'s personal fork (pushed there before she opened it)."""
+    bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change",
+                        fork=True)  # fmt: skip
+    payload = gw.pr_event("opened", B, "alice", head_ref="change",
+                          head_repo=f"{owner}/warehouse")  # fmt: skip
+    payload["pull_request"]["head"]["repo"]["owner"].update(
+        login=owner, type="User", id=bot.forge.account_id(owner)
+    )
+    bot.deliver("pull_request", payload)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: a fork's owner is recorded by login alone "
+    "(dispatch._record_pushers: record_pusher(repo, number, event.head_owner, now) with no "
+    "id; events/github._head_owner reads head.repo.full_name), and gate_rules._is compares "
+    "a login-only pusher with the logins the approver used in this PR's words. bob pushes "
+    "his change to his fork bob/warehouse, alice opens the PR from it, bob renames himself "
+    "`bobx` (still in octo/approvers) and approves: the pusher `bob` is not among his "
+    "words' logins {bobx}, so his approval is one of the two a fork's PR asks (the approval "
+    "more for a fork's unknown pushes), and carol's makes the gate pass with bob's. A "
+    "person who pushed to a PR's fork is an approval that lets it reach prod. Fix: record "
+    "the fork's owner with its account id (GitHub pull_request.head.repo.owner.id; GitLab: "
+    "the source project's namespace owner id, GET /projects/:id), compare it by id like "
+    "any pusher; and never let a login-only pusher row match nobody because its login was "
+    "renamed (resolve it to an id when recorded)",
+)
+def test_a_fork_s_owner_who_renamed_himself_does_not_approve_its_pr(tmp_path: Path) -> None:
+    bot = _bot(tmp_path, TEAM_GATED, {"bob", "carol", "dave"})
+    try:
+        _fork_opened(bot, "bob")
+        gw.plan(bot, B, CHANGE)
+        bot.forge.rename("bob", "bobx")
+        gw.approve(bot, "bobx", B, 41)
+        gw.approve(bot, "carol", B, 42)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        gw.approve(bot, "dave", B, 43)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def test_a_fork_s_owner_under_his_login_does_not_approve_its_pr(tmp_path: Path) -> None:
+    # Defended: the same without the rename: bob is the fork's owner, a pusher.
+    bot = _bot(tmp_path, TEAM_GATED, {"bob", "carol", "dave"})
+    try:
+        _fork_opened(bot, "bob")
+        gw.plan(bot, B, CHANGE)
+        gw.approve(bot, "bob", B, 41)
+        gw.approve(bot, "carol", B, 42)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "Not counted: @bob pushed to this pull request" in check.summary
+        gw.approve(bot, "dave", B, 43)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+# -- 5. ids at the wire: none that is no account's --------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [0, -7])
