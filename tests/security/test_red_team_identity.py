@@ -21,18 +21,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import approval, dispatch
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present.checks import APPROVAL, approve_identifier
+from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import realcase
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import GATED, KEY, OWNER, ROOT, A, B, Bot, C, D
 from tests.helpers.own_runs import sluices_run
 
@@ -442,7 +446,91 @@ def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:
     assert one.approval(B).conclusion == "success", one.approval(B).summary
 
 
-# -- 7. ids at the wire: none that is no account's --------------------------------------------
+# -- 7. GitLab: an approval binds to the head its own account's webhook recorded --------------
+
+GITLAB_KEY = f"gitlab:{OWNER}"
+
+
+def _gitlab_bot(tmp_path: Path, config: str, members: set[str]) -> Bot:
+    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
+    forge.commit(ROOT, {"config.yaml": config}, branch="main")
+    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": config}, parents=(A,))
+    forge.roles.update(ROLES)
+    forge.teams[TEAM] = frozenset(members)
+    return Bot(tmp_path, forge)
+
+
+def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
+    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
+    assert event is not None
+    dispatch.handle(bot.deps, event)
+
+
+def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
+    """GitLab's Merge Request Hook of MR !7 (from `change` into main): ``user`` made
+    ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
+    payload = load_case("gitlab/merge_request_open.json")
+    payload["project"]["path_with_namespace"] = OWNER
+    payload["user"]["username"] = user
+    fields = payload["object_attributes"]
+    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
+                  source_project_id=1, target_project_id=1, author_id=999_999,
+                  updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
+    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
+    fields["last_commit"]["id"] = head
+    return payload
+
+
+def _gitlab_plan(bot: Bot, head: str, made: PlanReview) -> None:
+    bot.ledger.record_plan(GITLAB_KEY, 7, head, made, bot.clock.now)
+    bot.clock.now += gw.MINUTE
+
+
+def _gitlab_approve(bot: Bot, user: str, head: str) -> None:
+    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
+    bot.forge.add_review(7, user, "APPROVED", unbound=True)
+    payload = load_case("gitlab/merge_request_approved.json")
+    payload["project"]["path_with_namespace"] = OWNER
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(action="approved", iid=7,
+                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
+    payload["object_attributes"]["last_commit"]["id"] = head
+    _gitlab(bot, payload)
+    bot.clock.now += gw.MINUTE
+
+
+def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
+    tmp_path: Path,
+) -> None:
+    # Defended: bob approves MR !7 at A; alice pushes B (another plan; GitLab keeps the
+    # approval listed). bob renames himself `bobx` and mallory takes `bob`: her approval's
+    # webhook replaces the head row of the login `bob` (review_heads is keyed by login), so
+    # bob's approval, bound by his account id, finds no row of his id and is unbound: stale,
+    # not counted (it fails closed; a row of his login with her id is never his).
+    bot = _gitlab_bot(tmp_path, TEAM_OF_TWO, {"bob", "carol", "mallory"})
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        _gitlab_plan(bot, A, PlanReview("fpolder00001", (("s.m", "k1"),), {}, {}))
+        _gitlab_approve(bot, "bob", A)
+        bot.forge.push(7, B)
+        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
+        _gitlab_plan(bot, B, CHANGE)
+        bot.forge.rename("bob", "bobx")
+        bot.forge.rename("mallory", "bob")
+        _gitlab_approve(bot, "bob", B)  # mallory's, on B
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "(1 of 2 required)" in check.summary
+        assert "Stale: @bobx approved a commit the forge did not name" in check.summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+# -- 8. ids at the wire: none that is no account's --------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [0, -7])
