@@ -530,6 +530,92 @@ def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
         bot.close()
 
 
+def _gitlab_unapprove(bot: Bot, user: str, head: str) -> None:
+    """``user`` takes their approval of MR !7 back in GitLab, then its webhook."""
+    bot.forge.withdraw_reviews(7, user)
+    payload = load_case("gitlab/merge_request_approved.json")
+    payload["project"]["path_with_namespace"] = OWNER
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(action="unapproved", iid=7,
+                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
+    payload["object_attributes"]["last_commit"]["id"] = head
+    _gitlab(bot, payload)
+    bot.clock.now += gw.MINUTE
+
+
+OTHER = PlanReview("fpother00001", (("s.change", "k-fixed"),), {}, {})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: a GitLab approval an approver took back comes back to "
+    "life after he renamed himself. sluice_review_heads is keyed by login (one row per "
+    "case-folded login, upserted), so an approver who approves again under a new login "
+    "has two rows of his account id; approval._head_of binds his listed approval to the "
+    "FIRST row of his id it meets (`for login, uid in heads.ids.items()`, the table's "
+    "order: `bob` before `bobx`), not to his latest. bob approves plan P at A, takes it "
+    "back (he found a problem), renames himself `bobx`, and approves alice's fix (plan Q) "
+    "at B; mallory then pushes C whose plan is P again: bob's listed approval is bound to "
+    "A, whose plan is the current one, and the gate passes on an approval bob withdrew "
+    "(while at B, where he did approve, it was stale). Fix: key review heads by account id "
+    "where known (or pick the row of the id with the latest reviewed_ts), and on an "
+    "unapproval drop the rows of that account",
+)
+def test_a_gitlab_approval_taken_back_does_not_come_back_after_a_rename(
+    tmp_path: Path,
+) -> None:
+    bot = _gitlab_bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        _gitlab_plan(bot, A, CHANGE)  # plan P
+        _gitlab_approve(bot, "bob", A)
+        _gitlab_unapprove(bot, "bob", A)  # bob takes it back
+        bot.forge.push(7, B)
+        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
+        _gitlab_plan(bot, B, OTHER)  # alice's fix: plan Q
+        bot.forge.rename("bob", "bobx")
+        _gitlab_approve(bot, "bobx", B)  # bob approves the fix
+        bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+        bot.forge.push(7, C)
+        _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
+        _gitlab_plan(bot, C, CHANGE)  # plan P again
+        _refresh(bot)
+        check = bot.approval(C)
+        assert check.conclusion != "success", check.summary
+    finally:
+        bot.close()
+
+
+def test_a_gitlab_approval_taken_back_stays_taken_back_without_a_rename(
+    tmp_path: Path,
+) -> None:
+    # Defended (the control): the same under one login: bob's head row is replaced by his
+    # approval at B, so at C (plan P again) his approval of Q is stale.
+    bot = _gitlab_bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        _gitlab_plan(bot, A, CHANGE)
+        _gitlab_approve(bot, "bob", A)
+        _gitlab_unapprove(bot, "bob", A)
+        bot.forge.push(7, B)
+        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
+        _gitlab_plan(bot, B, OTHER)
+        _gitlab_approve(bot, "bob", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+        bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+        bot.forge.push(7, C)
+        _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
+        _gitlab_plan(bot, C, CHANGE)
+        _refresh(bot)
+        check = bot.approval(C)
+        assert check.conclusion != "success", check.summary
+        assert "Stale: @bob" in check.summary
+    finally:
+        bot.close()
+
+
 # -- 8. ids at the wire: none that is no account's --------------------------------------------
 
 
