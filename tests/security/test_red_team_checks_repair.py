@@ -15,6 +15,7 @@ clock the test moves; GitHub at the wire with ``responses`` where the forge's HT
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -657,3 +658,52 @@ def test_a_second_pr_of_the_same_plan_and_settings_change_is_not_lifted_by_the_f
         assert held8 is not None and "blocked by policies" in held8[0]
     finally:
         world.close()
+
+
+# == 4. more forged clicks, and what a repair tells ========================================
+
+
+def test_a_click_whose_payload_names_no_run_is_refused(world: RepairWorld) -> None:
+    """A requested_action without check_run.id (no run to look up): refused, no Spark."""
+    from sluice.bot.events.github import parse_github
+    from sluice.bot.flow import dispatch
+    from tests.helpers.cases import realcase
+
+    world.redefine()
+    body = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": checks.DRIFT, "check_run.head_sha": C,
+        "requested_action.identifier": world.button("Plan the repair"), "sender.login": "alice",
+    })  # fmt: skip
+    body["check_run"]["pull_requests"] = []
+    del body["check_run"]["id"]
+    event = parse_github("check_run", body)
+    assert event is not None and event.check_run_id is None
+    jobs = len(world.warehouse.jobs)
+    dispatch.handle(world.deps, event)
+    assert len(world.warehouse.jobs) == jobs and world.rows() == []
+    assert "names no check run" in world.rows(audit.REFUSAL)[-1][2]
+
+
+def test_the_chat_notice_of_a_repair_carries_no_catalog_text(world: RepairWorld) -> None:
+    """The view text a writer of the catalog put in prod is the drift's, never the chat's."""
+    import json
+
+    import responses
+
+    from sluice.bot.forge.chat import Channels, Route, Sender, Target
+    from sluice.bot.present import notify_text
+
+    url = "https://hooks.slack.com/services/T0/B0/repairs"
+    target = Target("slack", url, frozenset({notify_text.DRIFT_REPAIR}), name="slack #1")
+    chat = Channels((Route("octo/*", (target,)),), Sender(sleep=lambda _seconds: None))
+    world.deps = dataclasses.replace(world.deps, chat=chat)
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.post(url, body="ok")
+        world.warehouse.views["jaffle.customers"] = "SELECT '<!channel> secret-ish' AS id"
+        world.check()
+        world.click("alice", world.button("Plan the repair"))
+        world.click("bob", world.button("Approve the repair"))
+        [call] = mock.calls
+        text = json.dumps(json.loads(call.request.body or b"{}"))
+        assert "<!channel>" not in text and "secret-ish" not in text
+        assert "approved by bob" in text
