@@ -293,6 +293,78 @@ def test_a_push_under_a_freed_login_counts_while_its_commit_is_in_the_pr(one: Bo
     assert "Not counted: @bob pushed to this pull request" in check.summary
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity: the same table, no victim needed. alice cherry-picks a "
+    "commit bob wrote into her PR (its author is bob as GitHub names it): the gate records "
+    "bob as a pusher by login only (approval._recorded_pushes: commit authors, `(who, "
+    "None)`). bob then pushes his own change onto the PR: his synchronize's (bob, his id) "
+    "is dropped by record_pusher's ON CONFLICT DO NOTHING on the login, and "
+    "_recorded_pushes records no (bob, id) either (`if login not in logins`). alice "
+    "rebases the branch; bob renames himself `bobx` (still in octo/approvers) and approves "
+    "alone: the only row naming him is the login-only `bob`, which gate_rules._is compares "
+    "with his words' logins {bobx}. Fix: as above (rows per account; a login-only row never "
+    "shadows a later (login, id) row), and resolve login-only rows to an id when recorded",
+)
+def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_after_renaming(
+    one: Bot,
+) -> None:
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    # alice cherry-picks bob's commit: authored by bob, committed and pushed by alice.
+    one.forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,), author="bob",
+                     committer="alice")  # fmt: skip
+    one.forge.push(7, B)
+    one.deliver("push", gw.push("change", B, "alice", (B,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
+    gw.plan(one, B, PlanReview("fppicked0001", (("s.m", "k0"),), {}, {}))
+    _refresh(one)
+    assert ("bob", None) in one.ledger.pusher_accounts(KEY, 7)
+    # bob pushes his change onto the PR.
+    one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+    one.forge.push(7, C)
+    one.deliver("push", gw.push("change", C, "bob", (C,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", C, "bob"))
+    gw.plan(one, C, CHANGE)
+    gw.approve(one, "bob", C, 41)
+    assert one.approval(C).conclusion != "success", one.approval(C).summary  # caught here
+    # alice rebases onto main: D holds both changes in a new commit of hers.
+    one.forge.commit(D, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
+    one.forge.push(7, D)
+    one.deliver("push", gw.push("change", D, "alice", (D,)))
+    one.deliver("pull_request", gw.pr_event("synchronize", D, "alice"))
+    gw.plan(one, D, CHANGE)
+    one.forge.rename("bob", "bobx")
+    gw.approve(one, "bobx", D, 42)
+    check = one.approval(D)
+    assert check.conclusion != "success", check.summary
+
+
+def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_under_his_login(
+    one: Bot,
+) -> None:
+    # Defended (the control): the same without the rename: the login-only row is his.
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,), author="bob",
+                     committer="alice")  # fmt: skip
+    one.forge.push(7, B)
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
+    gw.plan(one, B, PlanReview("fppicked0001", (("s.m", "k0"),), {}, {}))
+    _refresh(one)
+    one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
+    one.forge.push(7, C)
+    one.deliver("pull_request", gw.pr_event("synchronize", C, "bob"))
+    one.forge.commit(D, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
+    one.forge.push(7, D)
+    one.deliver("pull_request", gw.pr_event("synchronize", D, "alice"))
+    gw.plan(one, D, CHANGE)
+    gw.approve(one, "bob", D, 41)
+    check = one.approval(D)
+    assert check.conclusion != "success", check.summary
+    assert "Not counted: @bob pushed to this pull request" in check.summary
+
+
 # -- 4. a fork's owner, recorded by login alone ---------------------------------------------
 
 
