@@ -701,20 +701,35 @@ def test_a_webhook_whose_sender_id_is_no_account_is_refused(bad: int) -> None:
         parse_github("pull_request", payload)
 
 
-def test_a_gate_of_listed_users_counts_the_account_now_holding_a_listed_login(
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team, identity (a residual docs/security.md lists, shown exploitable): "
+    "required approvers are logins in the settings (GATED: users [bob, carol]), so an "
+    "account that takes a freed listed login is a required approver. mallory, a writer and "
+    "no approver, pushes her change onto alice's PR; bob renames himself `bobx` (GitHub "
+    "frees `bob` at once); mallory's second account takes `bob` and approves: the gate "
+    "passes on the approval of an account nobody ever named an approver, and the only "
+    "person behind the change and its approval is mallory. Fix: resolve the settings' "
+    "users (and owners, the budget's approver, override_by) to account ids when settings "
+    "come into force (trust pins them: GitHub GET /users/{login}, GitLab GET "
+    "/users?username=), store the ids with the pinned settings and compare by id; a listed "
+    "login now held by another id is reported on the check, never transferred",
+)
+def test_an_account_that_took_a_listed_approver_s_freed_login_is_no_approver(
     tmp_path: Path,
 ) -> None:
-    # The residual the author lists, shown: required approvers are logins. bob (listed)
-    # renames himself `bobx`; whoever takes `bob` next is a required approver, and bob is
-    # one no more. Documented (docs/security.md: required approvers are logins).
     bot = gw.make_bot(tmp_path, GATED, ROLES)
     try:
-        _alice_opens(bot)
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+        bot.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+        bot.forge.push(7, B)
+        bot.deliver("pull_request", gw.pr_event("synchronize", B, "mallory"))
         gw.plan(bot, B, CHANGE)
         bot.forge.rename("bob", "bobx")
-        gw.approve(bot, "bobx", B, 41)
-        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
-        gw.approve(bot, "bob", B, 42)  # a new account under the freed login
-        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+        taker = bot.forge.account_id("bob")  # mallory's second account takes `bob`
+        assert taker not in (bot.forge.account_id("mallory"), bot.forge.account_id("bobx"))
+        gw.approve(bot, "bob", B, 41)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
     finally:
         bot.close()
