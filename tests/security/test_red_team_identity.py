@@ -34,6 +34,8 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present.checks import APPROVAL, approve_identifier
+from sluice.bot.web.access import SignedIn
+from sluice.bot.web.session import Session
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
@@ -90,7 +92,11 @@ def _web_approve(bot: Bot, login: str, head: str) -> int:
 
 def _click(bot: Bot, login: str, head: str) -> None:
     """``login`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
-    run = sluices_run(bot.deliver, bot.forge, head)
+
+    def deliver(event: str, payload: dict[str, Any]) -> None:
+        bot.deliver(event, payload)
+
+    run = sluices_run(deliver, bot.forge, head)
     click = realcase("github/check_run/requested_action.payload.json", OWNER, **{
         "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
         "requested_action.identifier": "approve", "sender.login": login,
@@ -733,3 +739,38 @@ def test_an_account_that_took_a_listed_approver_s_freed_login_is_no_approver(
         assert check.conclusion != "success", check.summary
     finally:
         bot.close()
+
+
+# -- 9. the web UI: a session's forge account is not another forge's ---------------------------
+
+
+class _OneSession:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def current(self, _request: object) -> Session:
+        return self.session
+
+
+class _Forge:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def can_read(self, token: str, repo: str) -> bool:
+        self.asked.append((token, repo))
+        return True
+
+
+def test_a_gitlab_session_does_not_act_on_a_github_repository() -> None:
+    # Defended: ids are per forge (GitLab's id 5 is not GitHub's id 5): a person signed in
+    # with GitLab as `bob` reads (and so approves on) no GitHub repository, whatever its
+    # forge would answer; the GitHub sign-in is not even asked.
+    session = Session("sid", "gitlab", "bob", "token", 2e9, "csrf", user_id=5)
+    github, gitlab = _Forge(), _Forge()
+    sessions: Any = _OneSession(session)
+    sign_ins: dict[str, Any] = {"github": github, "gitlab": gitlab}
+    access = SignedIn(sessions, sign_ins)
+    request: Any = None
+    assert not access.may_read(request, f"github:{OWNER}")
+    assert github.asked == [] and gitlab.asked == []
+    assert access.may_read(request, f"gitlab:{OWNER}")
