@@ -29,7 +29,7 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.events.payload import PayloadError
-from sluice.bot.flow import approval, dispatch
+from sluice.bot.flow import approval, audit, dispatch
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
@@ -41,6 +41,8 @@ from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import GATED, KEY, OWNER, ROOT, A, B, Bot, C, D
 from tests.helpers.own_runs import sluices_run
+from tests.helpers.repair_red_team import GATE as REPAIR_GATE
+from tests.helpers.repair_red_team import RepairWorld
 
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write", "mallory": "write"}
 CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
@@ -774,3 +776,33 @@ def test_a_gitlab_session_does_not_act_on_a_github_repository() -> None:
     assert not access.may_read(request, f"github:{OWNER}")
     assert github.asked == [] and gitlab.asked == []
     assert access.may_read(request, f"gitlab:{OWNER}")
+
+
+# -- 10. drift repair: a second account's click is judged by its login of then ----------------
+
+
+def test_a_second_account_s_repair_approval_does_not_count_once_its_login_is_an_approver_s(
+    tmp_path: Path,
+) -> None:
+    # Defended (unlike the PR gate's click, test 1): "Approve the repair" is refused when
+    # clicked by someone the gate does not name (repair_gate.may_approve, by the login the
+    # click carries then), so carol's second account `zz` writes no approval row, and
+    # carol renaming herself `zz` afterwards makes no approval of it.
+    world = RepairWorld(tmp_path, REPAIR_GATE + "      teams: [octo/approvers]\n      count: 2\n")
+    try:
+        world.github.teams["octo/approvers"] = frozenset({"bob", "carol", "frank"})
+        world.github.roles["zz"] = "write"
+        world.redefine()
+        world.click("alice", world.button("Plan the repair"))
+        built = world.applied()
+        world.click("zz", world.button("Approve the repair"))  # carol's second account
+        assert any(w == "zz" for w, _, _ in world.rows(audit.REFUSAL)), world.rows(audit.REFUSAL)
+        world.github.rename("zz", "zz-old")
+        world.github.rename("carol", "zz")
+        world.click("frank", world.button("Approve the repair"))
+        assert world.applied() == built, "a refused click became an approval"
+        assert world.drift().title == "Repair planned: 1 more approval needed"
+        world.click("bob", world.button("Approve the repair"))
+        assert world.applied() == built + 1, world.rows()
+    finally:
+        world.close()
