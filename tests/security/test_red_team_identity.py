@@ -696,7 +696,7 @@ def test_a_gitlab_approval_taken_back_stays_taken_back_without_a_rename(
         bot.close()
 
 
-# -- 8. ids at the wire: none that is no account's --------------------------------------------
+# -- 8. ids at the wire, and the logins the settings list ------------------------------------
 
 
 @pytest.mark.parametrize("bad", [0, -7])
