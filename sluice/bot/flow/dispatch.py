@@ -185,6 +185,7 @@ def _admitted(job: Job, event: Event) -> bool:
             ledger.seen(repo, event.installation_id, job.now)
             if isinstance(event, PullRequestEvent):
                 _record_pushers(job, event)
+                job.checks_on(event.head_sha)  # the build's checks go on its head
             key = event.content_key()
             before = ledger.handled(repo, key) if key is not None else None
             newer = (

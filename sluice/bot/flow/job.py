@@ -128,7 +128,16 @@ class Job:
         """``text`` fit to leave the service (:meth:`Deps.scrub`)."""
         return self.deps.scrub(text, tree)
 
+    def checks_on(self, sha: str) -> None:
+        """Read which check runs Sluice made on ``sha`` now (inside a transaction the
+        caller holds, it costs none of its own), for the job's checks set on it later."""
+        if isinstance(self.forge, OwnChecks):
+            self.forge.runs_on(sha)
+
     def close(self) -> None:
-        if self._state is not None:
-            self._state.close()
-            self._state = None
+        try:
+            self.deps.ledger.write_deferred()  # the ids of the check runs it made
+        finally:
+            if self._state is not None:
+                self._state.close()
+                self._state = None

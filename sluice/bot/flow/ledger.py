@@ -24,6 +24,7 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -886,6 +887,7 @@ class Ledger(AuditLog):
     def check_run(self, repo: str, sha: str, name: str) -> int | None:
         """The id of the check run ``name`` Sluice made on ``sha``; None when it made none
         (or before these were kept)."""
+        self.write_deferred()
         query = select(check_runs.c.run_id).where(
             check_runs.c.repo == repo,
             check_runs.c.sha == sha.lower(),
@@ -897,6 +899,7 @@ class Ledger(AuditLog):
 
     def check_runs_on(self, repo: str, sha: str) -> dict[str, int]:
         """The ids of the check runs Sluice made on ``sha``, by check name."""
+        self.write_deferred()  # this thread's own, first
         query = select(check_runs.c.name, check_runs.c.run_id).where(
             check_runs.c.repo == repo, check_runs.c.sha == sha.lower()
         )
@@ -906,13 +909,62 @@ class Ledger(AuditLog):
     def record_check_run(self, repo: str, sha: str, name: str, run_id: int, now: int) -> None:
         """Remember that Sluice's check run ``name`` on ``sha`` is run ``run_id`` (a run
         made again in its place replaces it)."""
+        self.record_check_run_later(repo, sha, name, run_id, now)
+        self.write_deferred()
+
+    def record_check_run_later(self, repo: str, sha: str, name: str, run_id: int, now: int) -> None:
+        """:meth:`record_check_run`, written with this thread's next write of the ledger (or
+        by :meth:`write_deferred`, which a job calls as it ends:
+        :meth:`sluice.bot.flow.job.Job.close`): a PR build makes its runs beside the
+        comment's publications and pays no transaction of its own for them. A click on a
+        run is handled by a later job of the same queue key, so it finds the id written. A
+        process killed between making a run and its next write loses the id: the job's
+        retry makes the run again, and a click on the lost one is refused, saying so
+        (:func:`sluice.bot.flow.own_checks.refusal`)."""
         row = {"repo": repo, "sha": sha.lower(), "name": name, "run_id": run_id, "made_ts": now}
-        with self._writing("record a check run's id") as conn:
-            _upsert(conn, check_runs, row, ("repo", "sha", "name"))
+        self._deferred().append(row)
+
+    def write_deferred(self) -> None:
+        """Write what :meth:`record_check_run` kept for this thread's next write, now."""
+        if self._deferred():
+            with self._writing("record the ids of the check runs made"):
+                pass
+
+    def _deferred(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] | None = getattr(self._shared, "deferred", None)
+        if rows is None:
+            rows = self._shared.deferred = []
+        return rows
+
+    @contextmanager
+    def _writing_deferred(self, conn: Connection) -> Iterator[None]:
+        """Inside a write transaction on ``conn``: the check runs' ids kept for it written
+        first; kept again when the transaction fails."""
+        rows = self._deferred()
+        taken = list(rows)
+        rows.clear()
+        try:
+            for row in taken:
+                _upsert(conn, check_runs, row, ("repo", "sha", "name"))
+            yield
+        except BaseException:
+            rows[:0] = taken
+            raise
+
+    @contextmanager
+    def together(self, action: str) -> Iterator[None]:
+        with super().together(action), self._writing(action):
+            yield
+
+    @contextmanager
+    def _writing(self, action: str) -> Iterator[Connection]:
+        with super()._writing(action) as conn, self._writing_deferred(conn):
+            yield conn
 
     def own_check_run(self, repo: str, run_id: int) -> tuple[str, str] | None:
         """(head sha, name) of check run ``run_id`` when Sluice made it in ``repo`` and it
         is still that check's run; None for any other run."""
+        self.write_deferred()
         query = select(check_runs.c.sha, check_runs.c.name).where(
             check_runs.c.repo == repo, check_runs.c.run_id == run_id
         )

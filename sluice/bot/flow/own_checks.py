@@ -57,9 +57,13 @@ class OwnChecks:
             run_id = self._runs(sha).get(check.name)
         made = self.inner.set_check(sha, check, run_id)
         if made is not None and made != run_id:
-            self._ledger.record_check_run(self._key, sha, check.name, made, self._now)
+            self._ledger.record_check_run_later(self._key, sha, check.name, made, self._now)
             self._runs(sha)[check.name] = made
         return made
+
+    def runs_on(self, sha: str) -> None:
+        """Read Sluice's runs on ``sha`` now (:meth:`sluice.bot.flow.job.Job.checks_on`)."""
+        self._runs(sha)
 
     def _runs(self, sha: str) -> dict[str, int]:
         """Sluice's runs on ``sha`` by check name, read once per job (one query)."""
