@@ -16,7 +16,15 @@ from sluice.bot.forge.memory import account_id_of
 
 Ids = Callable[[str], int]
 
-_GITHUB_PEOPLE = ("sender", "pull_request.user", "review.user", "comment.user", "issue.user")
+# The head repository's owner too: a fork PR's owner counts as having pushed, by this id.
+_GITHUB_PEOPLE = (
+    "sender",
+    "pull_request.user",
+    "review.user",
+    "comment.user",
+    "issue.user",
+    "pull_request.head.repo.owner",
+)
 
 
 def _node(payload: dict[str, Any], path: str) -> Any:

@@ -388,23 +388,11 @@ def _fork_opened(bot: Bot, owner: str) -> None:
     bot.deliver("pull_request", payload)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: a fork's owner is recorded by login alone "
-    "(dispatch._record_pushers: record_pusher(repo, number, event.head_owner, now) with no "
-    "id; events/github._head_owner reads head.repo.full_name), and gate_rules._is compares "
-    "a login-only pusher with the logins the approver used in this PR's words. bob pushes "
-    "his change to his fork bob/warehouse, alice opens the PR from it, bob renames himself "
-    "`bobx` (still in octo/approvers) and approves: the pusher `bob` is not among his "
-    "words' logins {bobx}, so his approval is one of the two a fork's PR asks (the approval "
-    "more for a fork's unknown pushes), and carol's makes the gate pass with bob's. A "
-    "person who pushed to a PR's fork is an approval that lets it reach prod. Fix: record "
-    "the fork's owner with its account id (GitHub pull_request.head.repo.owner.id; GitLab: "
-    "the source project's namespace owner id, GET /projects/:id), compare it by id like "
-    "any pusher; and never let a login-only pusher row match nobody because its login was "
-    "renamed (resolve it to an id when recorded)",
-)
 def test_a_fork_s_owner_who_renamed_himself_does_not_approve_its_pr(tmp_path: Path) -> None:
+    # Was open (MEDIUM): a fork's owner was recorded by login alone, so bob, owner of the
+    # fork bob/warehouse, renamed himself `bobx` and his approval was one of the two a
+    # fork's PR asks. Fixed: the owner is recorded with pull_request.head.repo.owner.id and
+    # compared by it (GitLab's hook names the source namespace by path alone: no id there).
     bot = _bot(tmp_path, TEAM_GATED, {"bob", "carol", "dave"})
     try:
         _fork_opened(bot, "bob")

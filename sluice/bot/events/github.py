@@ -129,6 +129,7 @@ def _pull_request(payload: Mapping[str, Any]) -> PullRequestEvent | None:
         head_owner=_head_owner(payload),
         pusher_id=account_id(payload, "sender.id") if action in PUSHED else None,
         author_id=account_id(payload, "pull_request.user.id"),
+        head_owner_id=_head_owner_id(payload),
     )
 
 
@@ -139,6 +140,21 @@ def _head_owner(payload: Mapping[str, Any]) -> str | None:
         return None
     name = optional(payload, "pull_request.head.repo.full_name", str)
     return name.split("/", 1)[0] or None if name else None
+
+
+def _head_owner_id(payload: Mapping[str, Any]) -> int | None:
+    """The account id of :func:`_head_owner` (``pull_request.head.repo.owner.id``, which a
+    rename of the owner does not change); None for a PR that is no fork's, or when the
+    payload's ``owner.login`` is not the owner its ``full_name`` names (an id is never
+    paired with another account's login: the login alone then decides, as before)."""
+    owner = _head_owner(payload)
+    if owner is None:
+        return None
+    uid = account_id(payload, "pull_request.head.repo.owner.id")
+    login = optional(payload, "pull_request.head.repo.owner.login", str)
+    if login is None or login.casefold() != owner.casefold():
+        return None
+    return uid
 
 
 def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:

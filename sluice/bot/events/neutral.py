@@ -129,6 +129,10 @@ class PullRequestEvent(_Base):
     # is renamed and given up at will, an id never (see sluice.bot.flow.gate_rules).
     pusher_id: int | None = None
     author_id: int | None = None
+    # The account id of the fork's owner (``head_owner``): GitHub's head repository's
+    # ``owner.id``; None when the payload does not say (GitLab's hook names the source
+    # project's namespace by path alone): the login then decides.
+    head_owner_id: int | None = None
 
     def content_key(self) -> str | None:
         if self.action != "closed":

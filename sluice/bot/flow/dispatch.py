@@ -167,7 +167,9 @@ def _record_pushers(job: Job, event: PullRequestEvent) -> None:
                 repo, event.head_ref, [event.head_sha], event.pusher, job.now, event.pusher_id
             )
     if event.fork and event.head_owner:
-        ledger.record_pusher(repo, event.number, event.head_owner, job.now)
+        # By the owner's account id where the forge says it (GitHub), so a rename of the
+        # owner does not make them someone else; GitLab's hook names a path alone.
+        ledger.record_pusher(repo, event.number, event.head_owner, job.now, event.head_owner_id)
 
 
 def _admitted(job: Job, event: Event) -> bool:

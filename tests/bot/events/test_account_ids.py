@@ -84,6 +84,56 @@ def test_an_id_that_is_no_account_id_is_refused_naming_the_field(bad: Any) -> No
         parse_gitlab("Push Hook", hook)
 
 
+FORK_PR = "github/pull_request/nodejs-github-bot__pull-request-opened-mapproxy.json"
+
+
+def test_a_fork_pr_names_its_head_owner_by_account_id() -> None:
+    # jasnell/node -> nodejs/node: the fork's owner counts as having pushed (dispatch), by
+    # the id a rename of the owner does not change.
+    event = parse_github("pull_request", load_case(FORK_PR))
+    assert isinstance(event, PullRequestEvent) and event.fork
+    assert (event.head_owner, event.head_owner_id) == ("jasnell", 439929)
+    assert event_from_json(event.to_json()) == event
+    older = {k: v for k, v in event.to_json().items() if k != "head_owner_id"}
+    again = event_from_json(older)  # queued by a version before the owner's id was read
+    assert isinstance(again, PullRequestEvent) and again.head_owner_id is None
+
+
+def test_a_pr_from_the_base_repository_names_no_head_owner_id() -> None:
+    event = parse_github("pull_request", load_case("github/pull_request/opened.payload.json"))
+    assert isinstance(event, PullRequestEvent) and not event.fork
+    assert (event.head_owner, event.head_owner_id) == (None, None)
+
+
+def test_a_head_owner_id_is_never_paired_with_another_login() -> None:
+    # The id is the owner's only while the payload's owner.login is the owner full_name
+    # names; else the login alone decides, as before ids were read.
+    payload = load_case(FORK_PR)
+    payload["pull_request"]["head"]["repo"]["owner"]["login"] = "someone-else"
+    event = parse_github("pull_request", payload)
+    assert isinstance(event, PullRequestEvent)
+    assert (event.head_owner, event.head_owner_id) == ("jasnell", None)
+    del payload["pull_request"]["head"]["repo"]["owner"]["login"]
+    event = parse_github("pull_request", payload)
+    assert isinstance(event, PullRequestEvent) and event.head_owner_id is None
+
+
+@pytest.mark.parametrize("bad", [0, -5, "439929", True, 2**63, 1.5])
+def test_a_head_owner_id_that_is_no_account_id_is_refused_naming_the_field(bad: Any) -> None:
+    payload = load_case(FORK_PR)
+    payload["pull_request"]["head"]["repo"]["owner"]["id"] = bad
+    with pytest.raises(PayloadError, match=r"pull_request\.head\.repo\.owner\.id"):
+        parse_github("pull_request", payload)
+
+
+def test_a_gitlab_fork_mr_names_its_source_namespace_by_path_alone() -> None:
+    # GitLab's Merge Request Hook names the source project's namespace by its path (and
+    # display name), never by an owner's id: the login decides there.
+    event = parse_gitlab("Merge Request Hook", load_case("gitlab/merge_request_open_fork.json"))
+    assert isinstance(event, PullRequestEvent) and event.fork
+    assert (event.head_owner, event.head_owner_id) == ("sourceorg", None)
+
+
 def test_a_missing_id_is_none_and_the_login_decides() -> None:
     payload = load_case("github/check_run/requested_action.payload.json")
     del payload["sender"]["id"]
