@@ -135,11 +135,25 @@ class BackfillBudget(_Frozen):
         return self
 
     def exceeded(self, intervals: int, scan_bytes: int | None) -> str | None:
-        """What of a backfill is over this budget, in words (None: within it)."""
+        """What of a backfill is over this budget, in words (None: within it).
+
+        ``scan_bytes`` None with intervals to compute: what they read was never estimated,
+        which is over a ``max_bytes`` budget (the approver decides, not the missing number).
+
+        >>> BackfillBudget(max_bytes=1024, approver="dana").exceeded(3, None)
+        'backfill of 3 intervals whose reads were not estimated (budget 1.0 KB to read)'
+        >>> BackfillBudget(max_bytes=1024, approver="dana").exceeded(0, None) is None
+        True
+        """
         over = []
         if self.max_intervals is not None and intervals > self.max_intervals:
             over.append(f"{intervals:,} intervals (budget {self.max_intervals:,})")
-        if self.max_bytes is not None and scan_bytes is not None and scan_bytes > self.max_bytes:
+        if self.max_bytes is not None and scan_bytes is None and intervals > 0:
+            over.append(
+                f"{intervals:,} intervals whose reads were not estimated "
+                f"(budget {size(self.max_bytes)} to read)"
+            )
+        elif self.max_bytes is not None and scan_bytes is not None and scan_bytes > self.max_bytes:
             over.append(f"about {size(scan_bytes)} to read (budget {size(self.max_bytes)})")
         return "backfill of " + " and ".join(over) if over else None
 

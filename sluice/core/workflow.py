@@ -153,14 +153,16 @@ def plan_environment(
             refresh=refresh,
         )
     )
-    return _with_scan_estimate(state, plan, intervals)
+    return with_scan_estimate(state, plan, intervals)
 
 
-def _with_scan_estimate(
+def with_scan_estimate(
     state: StateReader, plan: Plan, intervals: Mapping[TableKey, list[Interval]]
 ) -> Plan:
     """``plan`` with the bytes its backfill reads (:mod:`sluice.core.plan.cost`) and the
-    rows and bytes it writes (:mod:`sluice.core.plan.output`)."""
+    rows and bytes it writes (:mod:`sluice.core.plan.output`), as every plan judged by a
+    gate or a policy needs (a PR's, a drift repair's); a plan with no backfill reads
+    nothing and is returned as it is."""
     if not plan.backfill:
         return plan
     snapshots = {s.name: s for s in plan.snapshots}

@@ -286,21 +286,12 @@ def test_an_override_of_a_repair_does_not_outlive_its_drift(tmp_path: Path) -> N
         world.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, checks and repair: the backfill budget's max_bytes never holds a "
-    "repair. drift.plan_repair builds the plan with build_plan and no scan estimate "
-    "(plan.scan None), so repair_gate.judge's budget_to_approve(gate, intervals, "
-    "plan.scan_bytes) gets None and BackfillBudget.exceeded skips the byte limit: a writer "
-    "under a gate asking nobody else rebuilds a table of any size alone, where a PR's plan "
-    "(workflow.plan_environment: _with_scan_estimate from the recorded table sizes) waits "
-    "for the budget's approver. Fix: estimate the repair plan's scan as plan_environment "
-    "does (workflow._with_scan_estimate on the repair plan) before judging it, and treat an "
-    "unestimated scan as over a max_bytes budget",
-)
 def test_a_repair_reading_more_than_the_bytes_budget_waits_for_its_approver(
     tmp_path: Path,
 ) -> None:
+    """The repair's plan is estimated as a PR's is (workflow.with_scan_estimate on the
+    recorded table sizes): a rebuild reading over max_bytes waits for the budget's
+    approver, whoever asked for it under a gate asking nobody else."""
     world = _world(tmp_path, BYTES_BUDGET)
     try:
         world.drop_orders()
@@ -308,11 +299,13 @@ def test_a_repair_reading_more_than_the_bytes_budget_waits_for_its_approver(
         store = open_state(world.url)
         try:
             versions = [(s.name, s.version) for s in plan.snapshots]
-            estimated = workflow._with_scan_estimate(store, plan, store.get_intervals(versions))
+            estimated = workflow.with_scan_estimate(
+                store, dataclasses.replace(plan, scan=None), store.get_intervals(versions)
+            )
         finally:
             store.close()
-        assert plan.scan_bytes is None  # the repair's plan is never estimated
-        assert (estimated.scan_bytes or 0) > 1000  # as a PR's plan it reads over the budget
+        assert plan.scan_bytes == estimated.scan_bytes  # estimated as a PR's plan is
+        assert (plan.scan_bytes or 0) > 1000  # and it reads over the budget
         built = world.applied()
         world.click("alice", world.button("Plan the repair"))
         assert world.applied() == built, "alice alone rebuilt a table over the bytes budget"
@@ -321,24 +314,22 @@ def test_a_repair_reading_more_than_the_bytes_budget_waits_for_its_approver(
         world.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, checks and repair: the repair's facts say it reads nothing, so a hard "
-    "policy on bytes passes. repair_gate._verdicts -> policies.facts_of -> plan_facts on a "
-    "plan with no scan (drift.plan_repair): plan.backfill.bytes is 0, bytes_measured true "
-    "(scan is None counts as complete) and each model's estimated_bytes 0, whatever the "
-    "rebuild reads; a hard 'plan.backfill.bytes <= N' meant to keep big rebuilds out of "
-    "prod passes and the repair runs. Fix: estimate the repair plan's scan before the "
-    "facts (workflow._with_scan_estimate), and make bytes_measured false when no estimate "
-    "was made (scan None) so a rule can refuse the unknown",
-)
 def test_a_hard_policy_on_bytes_read_refuses_a_big_rebuild(tmp_path: Path) -> None:
+    """The repair's facts carry its estimate: a hard 'plan.backfill.bytes <= N' refuses a
+    rebuild reading more, whoever approved it."""
     world = _world(tmp_path, ONE, {"policies/small-reads.yaml": SMALL_READS})
     try:
         world.drop_orders()
+        facts = plan_facts(world.repair().plan, {})["plan"]["backfill"]
+        assert facts["bytes"] > 1000 and facts["bytes_measured"] is True
         built = world.applied()
         world.click("alice", world.button("Plan the repair"))
-        world.click("bob", world.button("Approve the repair"))
+        assert world.drift().title == "Repair refused: blocked by policies"
+        assert "Approve the repair" not in world.labels()
+        from sluice.bot.flow.drift_repair import fingerprint
+
+        token = fingerprint(world.repair().plan)[:12]
+        world.click("bob", f"repair:{token}")  # the approval's identifier, sent by hand
         assert world.applied() == built, "a rebuild reading 2 KB ran past 'bytes <= 1000'"
         assert world.drift().title == "Repair refused: blocked by policies"
     finally:

@@ -10,9 +10,10 @@ own snapshots (no model changes), with
   interval state records (a restatement from the model's start), or whose VIEW model's
   view it makes again.
 
-It is a plan like any other: ``sluice plan``'s output shows it, its id is new (its base
-is the environment's current plan, so applying it is a compare-and-swap), and it applies
-through :func:`sluice.core.workflow.apply_plan`. Only prod's tables are rebuilt: another
+It is a plan like any other: ``sluice plan``'s output shows it, what its backfill reads
+is estimated from the recorded table sizes as a pull request's plan's is, its id is new
+(its base is the environment's current plan, so applying it is a compare-and-swap), and
+it applies through :func:`sluice.core.workflow.apply_plan`. Only prod's tables are rebuilt: another
 environment reads prod's tables or its own pull request's, which applying that pull
 request again rebuilds; its views are made again all the same.
 """
@@ -32,7 +33,7 @@ from sluice.core.plan.build import PlanRequest, build_plan, candidate_versions
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state.store import StateReader
-from sluice.core.workflow import read_environment
+from sluice.core.workflow import read_environment, with_scan_estimate
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,9 @@ def plan_repair(state: StateReader, report: DriftReport, *, now: int) -> Repair:
         rebuild=tuple(sorted(tables)),
     )
     plan = dataclasses.replace(plan, plan_id=_repair_id(plan))
+    # What the rebuild reads, as a PR's plan has it: a budget's max_bytes and a policy on
+    # plan.backfill.bytes judge the repair on it.
+    plan = with_scan_estimate(state, plan, intervals)
     return Repair(plan, tuple(sorted(left.items())))
 
 

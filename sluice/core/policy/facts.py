@@ -13,7 +13,8 @@ a rule that names one never fails for its absence; a misspelt fact is an error.
 - ``plan.added``, ``plan.removed``, ``plan.modified`` (directly), ``plan.indirect``,
   ``plan.destructive``: model names;
 - ``plan.backfill``: ``intervals``, ``bytes`` (estimated read), ``bytes_measured`` (false
-  when a parent's size is unknown), ``models``;
+  when a parent's size is unknown, or the plan's backfill was never estimated: ``bytes``
+  is then 0 whatever it reads), ``models``;
 - ``plan.models``: one map per model the plan adds, removes or changes: ``name``,
   ``change`` (``added``, ``removed``, ``breaking``, ``non-breaking``, ``forward-only``,
   ``metadata``, ``indirect-breaking``, ``indirect-non-breaking``; a drift repair's plan:
@@ -83,6 +84,8 @@ def plan_facts(
     scan = plan.scan
     read = dict(scan.bytes) if scan is not None else {}
     unmeasured = {n for n, parents in (scan.unmeasured.items() if scan else ()) if parents}
+    # No estimate of a backfill is no measure (bytes 0): a rule can refuse the unknown.
+    measured = scan.complete if scan is not None else not plan.backfill_intervals
     destructive = sorted(
         {
             c.name
@@ -112,7 +115,8 @@ def plan_facts(
             "columns_changed": list(impact.changed) if impact else [],
             "backfill_intervals": intervals.get(name, 0),
             "estimated_bytes": int(read.get(name, 0)),
-            "bytes_measured": name not in unmeasured,
+            "bytes_measured": name not in unmeasured
+            and (scan is not None or not intervals.get(name)),
             "destructive": name in destructive,
             "reads_tags": sorted(_upstream_tags(name, models if model is not None else base)),
         }
@@ -149,7 +153,7 @@ def plan_facts(
             "backfill": {
                 "intervals": plan.backfill_intervals,
                 "bytes": int(scan.total) if scan is not None else 0,
-                "bytes_measured": scan is None or scan.complete,
+                "bytes_measured": measured,
                 "models": sorted(intervals),
             },
             "models": entries,

@@ -693,7 +693,11 @@ def test_a_byte_budget_counts_the_estimate_and_reads_sizes_as_people_write_them(
     assert gate.backfill is not None and gate.backfill.max_bytes == 50 * 1024**3
     assert gate.backfill.max_intervals is None
     assert budget_to_approve(gate, 10**6, 50 * 1024**3) == {}  # intervals have no limit here
-    assert budget_to_approve(gate, 1, None) == {}  # nothing measured: no estimate to hold
+    assert budget_to_approve(gate, 0, None) == {}  # no backfill: nothing to read
+    # A backfill whose reads were never estimated is over a byte budget (fail closed).
+    assert budget_to_approve(gate, 3, None) == {
+        "backfill of 3 intervals whose reads were not estimated (budget 50.0 GB to read)": "dana"
+    }
     assert budget_to_approve(gate, 1, 60 * 1024**3) == {
         "backfill of about 60.0 GB to read (budget 50.0 GB)": "dana"
     }

@@ -173,6 +173,31 @@ def test_the_facts_of_a_real_plan(tmp_path: Path) -> None:
     assert [v.outcome for v in evaluate([pii], change)] == ["fail"], "s.b reads s.a (pii)"
 
 
+def test_a_backfill_never_estimated_is_not_measured(tmp_path: Path) -> None:
+    """A plan whose scan was never estimated says 0 bytes: bytes_measured is false (the
+    plan's and each backfilled model's), so 'bytes_measured && bytes <= N' refuses it; an
+    estimate with every parent measured, and a plan with no backfill, are measured."""
+    import dataclasses
+
+    from sluice.core.plan.plan import ScanEstimate
+
+    project = load(tmp_path, BASIC)
+    plan = plan_of(project, end=END)
+    assert plan.scan is None and plan.backfill_intervals > 0
+    facts = plan_facts(plan, project.models)["plan"]
+    assert facts["backfill"]["bytes"] == 0 and facts["backfill"]["bytes_measured"] is False
+    assert any(m["backfill_intervals"] for m in facts["models"])
+    assert all(not m["bytes_measured"] for m in facts["models"] if m["backfill_intervals"])
+    estimated = dataclasses.replace(
+        plan, scan=ScanEstimate({b.name: 10 for b in plan.backfill}, {})
+    )
+    facts = plan_facts(estimated, project.models)["plan"]
+    assert facts["backfill"]["bytes_measured"] is True
+    assert all(m["bytes_measured"] for m in facts["models"])
+    idle = dataclasses.replace(plan, backfill=())  # reads nothing: nothing to estimate
+    assert plan_facts(idle, project.models)["plan"]["backfill"]["bytes_measured"] is True
+
+
 # --- the shipped examples, and the CLI ---------------------------------------------------
 
 
