@@ -350,13 +350,18 @@ def _bound(reviews: list[Review], heads: _Heads) -> list[Review]:
 
 
 def _head_of(review: Review, heads: _Heads) -> tuple[str, int] | None:
-    """The head ``review``'s approver last approved on: the row recorded with their account
-    id (under any login: they may have renamed since), else the row of their login
-    recorded without an id; never a row of their login recorded with another's id."""
+    """The head ``review``'s approver last approved on: the latest row recorded with their
+    account id (under any login: they may have renamed since, which leaves a row per
+    login), else the row of their login recorded without an id; never a row of their login
+    recorded with another's id."""
     if review.user_id is not None:
-        for login, uid in heads.ids.items():
-            if uid == review.user_id and login in heads.by_login:
-                return heads.by_login[login]
+        mine = [
+            heads.by_login[login]
+            for login, uid in heads.ids.items()
+            if uid == review.user_id and login in heads.by_login
+        ]
+        if mine:
+            return max(mine, key=lambda head: head[1])  # by when it was given
     login = review.user.casefold()
     if review.user_id is not None and heads.ids.get(login, review.user_id) != review.user_id:
         return None

@@ -70,6 +70,14 @@ def _on_review(job: Job, event: ReviewEvent) -> None:
         job.ledger.review_head(
             job.repo, event.number, event.reviewer, event.commit_sha, given, event.reviewer_id
         )
+    elif event.state == "DISMISSED":
+        # Taken back (GitLab's unapproval): no head of the account's is left to bind a
+        # listed approval to, under any login it had (red team on identity); a head it
+        # approved on after (a late delivery of the taking back) stays.
+        until = event.submitted_ms if event.submitted_ms is not None else job.now
+        job.ledger.drop_review_heads(
+            job.repo, event.number, event.reviewer, until, event.reviewer_id
+        )
     pr = job.forge.pull_request(event.number)
     if event.state == "APPROVED" and pr_build.on_approved(job, pr, event.reviewer):
         return  # a build held for the backfill budget ran, and its gate with it

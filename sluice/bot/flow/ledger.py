@@ -508,6 +508,27 @@ class Ledger(AuditLog):
         with self._writing("record the head of an approval") as conn:
             _upsert(conn, review_heads, row, ("repo", "number", "user"))
 
+    def drop_review_heads(
+        self, repo: str, number: int, user: str, until: int, user_id: int | None = None
+    ) -> None:
+        """Forget the heads ``user`` (account ``user_id``) approved the PR on, recorded at
+        or before ``until``: they took their approval back. Every row of the account, under
+        any login it had (a rename leaves one row per login), and the rows of ``user``
+        recorded without an id; with no id, every row of ``user``. A later approval's row
+        stays (a late delivery of the taking back does not undo it)."""
+        t = review_heads
+        login = t.c.user == user.casefold()
+        mine = (
+            login
+            if user_id is None
+            else or_(t.c.user_id == user_id, and_(login, t.c.user_id.is_(None)))
+        )
+        query = delete(t).where(
+            t.c.repo == repo, t.c.number == number, t.c.reviewed_ts <= until, mine
+        )
+        with self._writing("forget the heads of an approval taken back") as conn:
+            conn.execute(query)
+
     def record_pusher(
         self, repo: str, number: int, user: str, now: int, user_id: int | None = None
     ) -> None:

@@ -103,6 +103,26 @@ def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
     assert ledger.review_heads("gitlab:other/r", 3) == {}
 
 
+def test_an_approval_taken_back_forgets_every_head_of_its_account(ledger: Ledger) -> None:
+    repo = "gitlab:g/r"
+    ledger.review_head(repo, 3, "bob", "aaa111", 1, user_id=41)
+    ledger.review_head(repo, 3, "BobX", "bbb222", 2, user_id=41)  # renamed, approved again
+    ledger.review_head(repo, 3, "bobx", "ccc333", 3)  # before ids were: his login's
+    ledger.review_head(repo, 3, "mallory", "aaa111", 2, user_id=77)
+    ledger.review_head(repo, 3, "bob2", "aaa111", 2, user_id=78)
+    ledger.review_head(repo, 4, "bob", "ddd444", 1, user_id=41)  # another PR
+    ledger.review_head(repo, 3, "newest", "eee555", 9, user_id=41)  # given after: kept
+    ledger.drop_review_heads(repo, 3, "BOBX", 5, user_id=41)
+    assert ledger.review_heads(repo, 3) == {
+        "mallory": ("aaa111", 2),
+        "bob2": ("aaa111", 2),
+        "newest": ("eee555", 9),
+    }
+    assert ledger.review_heads(repo, 4) == {"bob": ("ddd444", 1)}
+    ledger.drop_review_heads(repo, 3, "Mallory", 2)  # no id: every row of the login
+    assert set(ledger.review_heads(repo, 3)) == {"bob2", "newest"}
+
+
 def test_approved_items_are_what_a_promotion_finds(ledger: Ledger) -> None:
     ledger.approve("github:o/r", 7, "aaa", [("a.x", "k1"), ("a.y", REMOVED)], ["bob"], 1)
     ledger.approve("github:o/r", 8, "bbb", [("a.x", "k1")], ["carol"], 2)  # the same change
