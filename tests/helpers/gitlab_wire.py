@@ -252,6 +252,7 @@ class FakeGitLab:
         routes: list[tuple[str, str, Any]] = [
             ("GET", r"/user", self._user),
             ("GET", r"/users", self._users),
+            ("GET", r"/users/(?P<uid>\d+)", self._user_by_id),
             ("GET", r"/groups/(?P<group>[^/?]+)/members/all", self._group_members),
             ("GET", p, self._project_body),
             ("GET", p + r"/repository/archive(?:\.tar\.gz)?", self._archive),
@@ -399,6 +400,11 @@ class FakeGitLab:
         wanted = str(params.get("username", "")).casefold()
         found = [u for u in sorted(self._known_users()) if u.casefold() == wanted]
         return self._paged([self.user_json(u) for u in found], params)
+
+    def _user_by_id(self, match: Any, params: Any) -> Answer:
+        uid = int(match.group("uid"))
+        found = [u for u in sorted(self._known_users()) if self.user_id(u) == uid]
+        return self._json(self.user_json(found[0])) if found else self._not_found("User Not Found")
 
     def _member_json(self, username: str, level: int) -> dict[str, Any]:
         return {**self.user_json(username), "access_level": level,

@@ -411,6 +411,9 @@ class WorkspaceForge:
     def team_members(self, team: str) -> frozenset[str]:
         return self.inner.team_members(team)
 
+    def login_of(self, user_id: int) -> str | None:
+        return self.inner.login_of(user_id)
+
     def commit_of(self, ref: str) -> str | None:
         return self.inner.commit_of(ref)
 

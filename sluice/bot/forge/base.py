@@ -206,6 +206,14 @@ class Forge(Protocol):
         does not exist or cannot be read."""
         ...
 
+    def login_of(self, user_id: int) -> str | None:
+        """The login account ``user_id`` has now (GitHub ``GET /user/{id}``, GitLab ``GET
+        /users/:id``); None when the forge knows no such account (deleted, or never was),
+        and on a forge whose people are logins only (the local forge). A login is renamed
+        at will and freed for anyone to take: whatever was recorded with an account id is
+        judged by the login its account has now, never by the one it had then."""
+        ...
+
     def commit_of(self, ref: str) -> str | None:
         """The commit sha a branch or tag name points at (annotated tags peeled); None
         when there is no such ref."""

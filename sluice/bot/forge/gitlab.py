@@ -240,6 +240,7 @@ class GitLabForge:
         self._project = client.projects.get(repo, lazy=True)  # no request
         self._username: str | None = None  # the token's user
         self._teams: dict[str, frozenset[str]] = {}
+        self._accounts: dict[int, str | None] = {}  # user id -> their username now
         self._heads: dict[int, tuple[str, str | None]] = {}  # iid -> head sha, source branch
         self._mr_urls: dict[int, str] = {}  # iid -> the merge request's web address
         self._note_urls: dict[int, str] = {}  # iid -> the bot's sticky note's address
@@ -445,6 +446,27 @@ class GitLabForge:
                 raise
         level = int(member.attributes.get("access_level") or 0)
         return next((role for floor, role in ACCESS_ROLES if level >= floor), "none")
+
+    def login_of(self, user_id: int) -> str | None:
+        """The username user ``user_id`` has now (``GET /users/:id``), asked once per forge;
+        None when GitLab knows no such user (404: deleted, or never was), or answers for
+        another id."""
+        if user_id in self._accounts:
+            return self._accounts[user_id]
+        with self._guard(f"reading the username of user {user_id}"):
+            try:
+                attrs = self._client.users.get(user_id).attributes
+                login: str | None = (
+                    str(attrs["username"])
+                    if attrs.get("id") == user_id and attrs.get("username")
+                    else None
+                )
+            except GitlabError as error:
+                if _status(error) != 404:
+                    raise
+                login = None
+        self._accounts[user_id] = login
+        return login
 
     # -- notes ---------------------------------------------------------------------------
 

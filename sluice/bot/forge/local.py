@@ -452,6 +452,10 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"org/team": [users]}}')
         return frozenset(str(u) for u in teams.get(team.removeprefix("@"), []))
 
+    def login_of(self, user_id: int) -> str | None:
+        """None: the local forge's people are logins only, no account has an id."""
+        return None
+
     # -- checks --------------------------------------------------------------------------
 
     def _check_path(self, sha: str) -> Path:

@@ -168,11 +168,14 @@ class MemoryForge:
     """Every check run by id: the bot's (its latest of each check is also in ``checks``)
     and those others made (:meth:`foreign_run`), which share names with the bot's."""
     _ids: int = 1000
+    _named: list[str] = field(default_factory=list)  # logins account_id was asked of
 
     # -- what a test sets up -------------------------------------------------------------
 
     def account_id(self, login: str) -> int:
         """The id of the account whose login is ``login`` now (any case)."""
+        if login not in self._named:
+            self._named.append(login)
         return self.accounts.get(login.casefold(), account_id_of(login))
 
     def rename(self, old: str, new: str) -> int:
@@ -577,6 +580,17 @@ class MemoryForge:
         return next(
             (frozenset(v) for k, v in self.teams.items() if k.casefold() == wanted), frozenset()
         )
+
+    def login_of(self, user_id: int) -> str | None:
+        """The login account ``user_id`` has now, among those the forge has seen (roles,
+        teams, reviews, pull requests, commits, renames, any a test asked the id of)."""
+        self._call("login_of", user_id)
+        seen = [*self.roles, *(m for members in self.teams.values() for m in members)]
+        seen += [r.user for log in self.review_log.values() for r in log]
+        seen += [p.author for p in self.pulls.values()]
+        seen += [who for pair in self.people.values() for who in pair if who]
+        seen += [*self._named, *self.accounts]
+        return next((login for login in seen if self.account_id(login) == user_id), None)
 
     def merge(self, number: int, method: str, sha: str) -> str:
         self._call("merge", number, method, sha)

@@ -166,6 +166,7 @@ class GitHubForge:
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = bot_login  # whose comments are ours
         self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
+        self._accounts: dict[int, str | None] = {}  # account id -> its login now (one job)
         with boundary(f"opening {repo}"):
             self._repo = client.get_repo(repo)
 
@@ -339,6 +340,24 @@ class GitHubForge:
             except UnknownObjectException:
                 return "none"
             return legacy if legacy in ROLES else "none"
+
+    def login_of(self, user_id: int) -> str | None:
+        """The login account ``user_id`` has now (``GET /user/{id}``), asked once per forge;
+        None when GitHub knows no such account (404: deleted, or never was), or answers
+        for another id."""
+        if user_id in self._accounts:
+            return self._accounts[user_id]
+        login: str | None
+        with boundary(f"reading the login of account {user_id}"):
+            try:
+                # The answer itself (PyGithub takes the id from the URL it asked).
+                data = self._client.get_user_by_id(user_id).raw_data
+                found = data.get("login")
+                login = str(found) if data.get("id") == user_id and found else None
+            except UnknownObjectException:
+                login = None
+        self._accounts[user_id] = login
+        return login
 
     # -- comments ------------------------------------------------------------------------
 
