@@ -247,20 +247,10 @@ def test_a_recorded_run_that_may_not_be_edited_gives_a_new_run_never_statuses(st
 # == 2. the repair's plan judged as a PR's ================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, checks and repair: a repair plan's override outlives its drift. "
-    "repair_gate.judge takes every policy-override row of the repair plan's fingerprint "
-    "(policies.valid_overrides: same generation, ref prod), with no time limit and no cut at "
-    "the drift ending; requests and approvals stand REQUEST_MS (drift_repair.tally), "
-    "overrides forever. A drift mended by hand and made again the same way weeks later has "
-    "the same fingerprint, so frank's old word lifts the soft policy on a repair he never "
-    "saw, and one approval runs it. Fix: count an override only from the rows of the "
-    "repair's record that count (within REQUEST_MS of the click and after the last "
-    "'applied' row of that fingerprint, as tally does), or bind it to the request it was "
-    "given on (the request row's id or timestamp in the override's outcome)",
-)
 def test_an_override_of_a_repair_does_not_outlive_its_drift(tmp_path: Path) -> None:
+    """An override counts as requests and approvals do (repair_gate.Window): within
+    REQUEST_MS, after the plan's last application. The same drift made again a month
+    later has the same fingerprint; frank's old override lifts nothing."""
     world = _world(tmp_path, ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.redefine()

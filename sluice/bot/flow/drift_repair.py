@@ -109,11 +109,21 @@ def same_person(login: str, uid: int | None, other: str, other_id: int | None) -
     return login.casefold() == other.casefold()
 
 
+def window(job: Job, plan: str, rows: list[audit.Entry] | None = None) -> repair_gate.Window:
+    """The rows of repair plan ``plan``'s record that count (its repair rows ``rows``, read
+    when not given): after its last ``applied`` row, within REQUEST_MS of now. Requests,
+    approvals and policy overrides alike."""
+    if rows is None:
+        rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
+    last = max((r.id or 0 for r in rows if r.outcome == APPLIED), default=0)
+    return repair_gate.Window(last, job.now - REQUEST_MS)
+
+
 def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
     """The record of the repair plan with fingerprint ``plan`` (:class:`Tally`)."""
     rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
-    last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
-    rows = [r for r in rows[last + 1 :] if r.at > job.now - REQUEST_MS]
+    counted = window(job, plan, rows)
+    rows = [r for r in rows if counted.holds(r)]
     requesters = tuple(dict.fromkeys(r.actor for r in rows if r.outcome == REQUESTED))
     asked = tuple(dict.fromkeys((r.actor, r.actor_id) for r in rows if r.outcome == REQUESTED))
     allowed = members(job.forge, [*approvers.users, *approvers.teams]) if rows else frozenset()
@@ -254,7 +264,7 @@ def pending(
     held: list[tuple[str, tuple[str, ...]]] = []
     if settings is not None and project is not None:
         judged = repair_gate.judge(
-            job, settings, project, store, mend.plan, plan, record.requesters
+            job, settings, project, store, mend.plan, plan, record.requesters, window(job, plan)
         )
         if judged.refusal is not None:
             refused = [(r.name, r.level, r.where, r.error) for r in judged.refused_by]
@@ -280,12 +290,12 @@ def _approvers(job: Job, plan: str, record: Tally) -> list[str]:
     where the rows carry one) excepted: owners and the budget's approver among them
     (:func:`tally` counts the required approvers alone)."""
     rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
-    last = max((i for i, r in enumerate(rows) if r.outcome == APPLIED), default=-1)
+    counted = window(job, plan, rows)
     return [
         r.actor
-        for r in rows[last + 1 :]
+        for r in rows
         if r.outcome == APPROVED
-        and r.at > job.now - REQUEST_MS
+        and counted.holds(r)
         and not any(same_person(r.actor, r.actor_id, login, uid) for login, uid in record.asked)
     ]
 
@@ -378,7 +388,7 @@ class _Work:
         """The repair plan under the rules a PR's plan passes (:mod:`.repair_gate`)."""
         return repair_gate.judge(
             self.job, self.settings, self.project, self.store, self.mend.plan, self.plan,
-            requesters,
+            requesters, window(self.job, self.plan),
         )  # fmt: skip
 
     def _settle(self) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +180,7 @@ def valid_overrides(
     number: int | None,
     generation: str,
     head: str | None = None,
+    counts: Callable[[audit.Entry], bool] | None = None,
 ) -> dict[str, audit.Entry]:
     """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
     someone the policy, soft, names now (a policy made hard since, or whose
@@ -189,7 +190,9 @@ def valid_overrides(
     without a PR (a tag) takes any PR's override of the very plan it applies. An override
     of a rule naming ``files``, ``author`` or ``pushers`` counts on the head commit it was
     given on only (``head``: PR ``number``'s, asked of the forge when not given), so a
-    push changing those facts voids it."""
+    push changing those facts voids it. ``counts``: only the rows it holds true of count
+    (a drift repair's: those of its record since it was last applied, within the time a
+    request stands)."""
     soft = {p.name: p for p in policies if p.level == "soft"}
     if (
         head is None
@@ -200,6 +203,8 @@ def valid_overrides(
     found: dict[str, audit.Entry] = {}
     allowed: dict[str, frozenset[str]] = {}
     for row in job.ledger.policy_overrides(job.repo, fingerprint):
+        if counts is not None and not counts(row):
+            continue
         name, _, under = row.outcome.removeprefix(audit.OVERRODE).partition(UNDER)
         under, _, at = under.partition(AT)
         if under != generation:

@@ -14,7 +14,7 @@ all of them the prod branch's as in force (:mod:`sluice.bot.flow.trust`).
   refuse the repair, with the reason, whoever approved it. A soft one that fails holds it
   until someone the policy's ``override_by`` names clicks "Override policies" on the
   ``sluice/drift`` check (:func:`waive`): a ``policy override`` row for that repair plan's
-  fingerprint, with ``ref`` prod (a PR's override, of a review's fingerprint, never
+  fingerprint, counted while its requests stand (:class:`Window`), with ``ref`` prod (a PR's override, of a review's fingerprint, never
   counts here, nor the other way round), under the settings in force; for a rule naming
   ``author``, ``pushers`` or ``files``, for the same requesters only. A button carries no
   text: the row's reason says it was given on the drift check. An approval does not lift
@@ -86,6 +86,22 @@ def _liftable(row: Shown) -> bool:
     return row.level == "soft" and row.outcome == "fail"
 
 
+@dataclass(frozen=True)
+class Window:
+    """The rows of a repair plan's record that count, as requests and approvals do
+    (:func:`sluice.bot.flow.drift_repair.tally`): written after its last application (the
+    ``applied`` row of id ``after_id``, 0: none) and after ``after_at`` (epoch ms: the time
+    a request stands, back from now). An override outside it lifts nothing: a drift mended
+    by hand and made again later has the same fingerprint, and is judged afresh."""
+
+    after_id: int
+    after_at: int
+
+    def holds(self, row: audit.Entry) -> bool:
+        """Whether ``row`` (appended: it has an id) is in the window."""
+        return row.id is not None and row.id > self.after_id and row.at > self.after_at
+
+
 def asked_by(requesters: Iterable[str]) -> str:
     """The requesters, as a token an override of a rule naming ``author``, ``pushers`` or
     ``files`` is bound to (another requester: other facts, asked again)."""
@@ -101,9 +117,11 @@ def judge(
     plan: Plan,
     fingerprint: str,
     requesters: Sequence[str],
+    window: Window,
 ) -> RepairJudgement:
     """The repair ``plan`` (its fingerprint ``fingerprint``, asked for by ``requesters``)
-    under the prod branch's ``settings`` (see the module's doc)."""
+    under the prod branch's ``settings`` (see the module's doc); the overrides counted are
+    those of its record in ``window``."""
     touched = prod_owners(store)
     models = {name: touched.get(name) for name in (*plan.rebuild, *plan.repoint)}
     asks = owners_to_approve(settings.gate, models, models)
@@ -117,7 +135,13 @@ def judge(
     overrides = {
         name: row
         for name, row in policies.valid_overrides(
-            job, in_force, fingerprint, None, settings.generation, asked_by(requesters)
+            job,
+            in_force,
+            fingerprint,
+            None,
+            settings.generation,
+            asked_by(requesters),
+            counts=window.holds,
         ).items()
         if row.ref == PROD
     }
