@@ -125,23 +125,8 @@ def _alice_opens(bot: Bot, head: str = B) -> None:
 # -- 1. eligibility by the login an approval was recorded under, not its account's --------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: one person counts as two approvals. dave (octo/approvers, "
-    "count 2) has a second account `zz`, a mere reader of the repository, which signs in to "
-    "the web UI and clicks Approve this plan (the web UI asks only that it can read the "
-    "repository): a click row (zz, id of zz) that counts for nothing, zz being no member. "
-    "zz renames itself away and dave renames himself `zz`. gate_rules._standings keeps a "
-    "click-only person's login as the click recorded it (named.get(key, user)) and evaluate "
-    "decides eligibility by that login (`relevant = name in eligible_names`; `counted` by "
-    "`valid[k].casefold() in pool`), resolved against the team's logins of now: the old "
-    "click of another account id now reads as dave's login, so dave's own review and the "
-    "second account's click are two approvals of two eligible 'people' (approved_by "
-    "('zz', 'zz')). Fix: decide eligibility by account, not by a recorded login: resolve "
-    "each id-bearing word's login of now from the forge (GitHub GET /user/{id}, GitLab GET "
-    "/users/:id) or compare team members by id (the team members APIs return ids), and "
-    "never count two keys that resolve to one eligible login twice",
-)
+# Closed: a click counts under the login its account has now (approval._clicks_now asks
+# the forge), so the second account's click reads `zz-old`, no member.
 def test_a_second_account_s_click_does_not_count_once_its_login_is_an_approver_s(
     two: Bot,
 ) -> None:
@@ -157,18 +142,7 @@ def test_a_second_account_s_click_does_not_count_once_its_login_is_an_approver_s
     assert check.conclusion != "success", check.summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: a pusher is the sole approver. bob (octo/approvers, count 1) "
-    "pushes his change onto alice's PR (the synchronize's sender.id is his); his second "
-    "account `bobs-sock` (no write, no approver: the web UI lets any reader approve) "
-    "approves from the web UI, which counts for nothing. The sock renames itself away and "
-    "bob renames himself `bobs-sock`: the click's recorded login is now a team member's, "
-    "and its id is no pusher's (gate_rules.evaluate: pushers compared by id; eligibility by "
-    "the click's recorded login), so the gate passes on an approval no required approver "
-    "other than the pusher gave. Fix: as above (eligibility by account id: the login of now "
-    "of the click's id, or team members by id)",
-)
+# Closed: the sock's click counts under its account's login now (`sock-2`), no member.
 def test_a_pusher_does_not_approve_through_a_reader_s_web_approval_by_taking_its_login(
     one: Bot,
 ) -> None:
@@ -437,17 +411,7 @@ OWNED = PlanReview(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: the owners rule has the same hole as the required "
-    "approvers (gate_rules.evaluate: `approvers = {login.casefold() for login in "
-    "valid.values()}` against owner_keys, the owner team's logins of now). bob (a member "
-    "of octo/owners, the changed model's owner) pushes his change onto alice's PR; his "
-    "second account approves from the web UI as `bobs-sock`, renames itself away, and bob "
-    "renames himself `bobs-sock`: the owner's approval is satisfied by a click no owner's "
-    "account made, and bob pushed it. Fix: as for required approvers, owners (and the "
-    "backfill budget's approver) matched by account id, not by a click's recorded login",
-)
+# Closed: the owners rule reads the click under its account's login now (`sock-2`).
 def test_an_owner_who_pushed_does_not_approve_through_a_reader_s_click_by_taking_its_login(
     tmp_path: Path,
 ) -> None:

@@ -27,7 +27,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
 )
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.ledger import Push
+from sluice.bot.flow.ledger import Click, Push
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import ForgeError, PullCommit, PullRequest, Review, members
@@ -97,9 +97,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
             owners=owners,
-            action_approvals=[
-                ActionApproval(c.user, c.sha, c.plan, c.ts, c.user_id) for c in clicks
-            ],
+            action_approvals=_clicks_now(job, clicks),
             planned_at=plan_times,
             pushers=pushers.people,
             pusher_accounts=pushers.accounts,
@@ -149,6 +147,28 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     )
     job.publish(pr.number, sections=sections)
     return Verdict(result, settings)
+
+
+def _clicks_now(job: Job, clicks: list[Click]) -> list[ActionApproval]:
+    """Each click as the gate judges it: under the login its account has now, never the
+    one it was recorded with (a login is renamed at will and freed for anyone to take: an
+    approver who takes a reader's old login does not make its click an approver's, red
+    team on identity); a click whose account the forge no longer knows counts for
+    nothing. A click recorded without an account id keeps its login."""
+    now = []
+    for click in clicks:
+        if click.user_id is None:
+            now.append(ActionApproval(click.user, click.sha, click.plan, click.ts))
+            continue
+        login = job.login_of(click.user_id)
+        if login is None:
+            log.info("a click by account %s, which the forge no longer knows: not counted",
+                     click.user_id)  # fmt: skip
+            continue
+        now.append(
+            ActionApproval(login, click.sha, click.plan, click.ts, click.user_id, click.user)
+        )
+    return now
 
 
 def _decide(

@@ -76,13 +76,19 @@ def budget_to_approve(
 
 
 class ActionApproval(NamedTuple):
-    """A click on the check run's "Approve this plan" (or the web UI's)."""
+    """A click on the check run's "Approve this plan" (or the web UI's).
+
+    ``user`` is the login its account has now (the caller asks the forge: whether the
+    clicker is an approver or an owner is decided by it, never by the login recorded then,
+    which anyone may have taken since); ``recorded`` the login it was recorded with, which
+    only ever adds to who the clicker may be (an author's or a pusher's old login)."""
 
     user: str
     sha: str  # the commit it was given on
     plan: str | None = None  # the fingerprint (a prefix) of the plan its button showed
     ts: int | None = None  # when it was handled (epoch ms)
     user_id: int | None = None  # who clicked, by account id (None: not known)
+    recorded: str | None = None  # the login it was recorded with (None: ``user``)
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,7 @@ class _Given(NamedTuple):
 class _Standing:
     """One person's last word: their approvals since, and whether an objection stands."""
 
-    login: str  # as the forge spells it now (a review's), else as their latest click did
+    login: str  # as the forge spells it now (a review's, else their latest click's account's)
     approved: list[_Given] = field(default_factory=list)
     objection: bool = False  # latest decisive review is CHANGES_REQUESTED
     user_id: int | None = None  # their account id, when any of their words carried it
@@ -217,6 +223,7 @@ class _Word(NamedTuple):
     user_id: int | None
     state: str
     given: _Given
+    recorded: str | None = None  # a click's login as recorded, where not ``user``
 
 
 def _person_keys(words: Sequence[_Word]) -> list[str]:
@@ -253,7 +260,7 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
     for index, click in enumerate(gate.action_approvals, start=len(gate.reviews)):
         at = click.ts if click.ts is not None else -1
         given = _Given(click.sha, click.plan, click.ts)
-        words.append(_Word(at, index, click.user, click.user_id, "CLICK", given))
+        words.append(_Word(at, index, click.user, click.user_id, "CLICK", given, click.recorded))
     words.sort(key=lambda w: (w.at, w.order))
     by_user: dict[str, _Standing] = {}
     named: dict[str, str] = {}  # key -> the login of their latest review (the forge's now)
@@ -278,6 +285,8 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
             now.logins |= before.logins
             now.user_id = before.user_id
         now.logins.add(user.casefold())
+        if word.recorded is not None:  # who they were then: an author's or pusher's login
+            now.logins.add(word.recorded.casefold())
         if word.user_id is not None:
             now.user_id = word.user_id
         elif key.startswith("#"):
@@ -419,10 +428,13 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     pool = set(eligible_names)
     if extra and not pool:
         pool = set().union(*(owner_keys(owner) for owner in gate.prod_owners))
-    counted = sorted(
-        (k for k in valid if valid[k].casefold() in pool), key=lambda k: valid[k].casefold()
-    )
-    approved_by = tuple(valid[k] for k in counted)
+    # One login is one person: two entries under it (an id's and one recorded without)
+    # are one approval, never two.
+    counted: dict[str, str] = {}
+    for key in sorted(valid, key=lambda k: valid[k].casefold()):
+        if valid[key].casefold() in pool:
+            counted.setdefault(valid[key].casefold(), valid[key])
+    approved_by = tuple(counted.values())
     need = required.count + extra * (base - required.count + 1)
     missing = max(0, need - len(approved_by))
     approvers = {login.casefold() for login in valid.values()}

@@ -46,6 +46,7 @@ class Job:
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _folders: dict[tuple[str, str], list[DirEntry] | None] = field(default_factory=dict)
+    _logins: dict[int, str | None] = field(default_factory=dict)
 
     @classmethod
     def start(cls, deps: Deps, forge: Forge) -> Job:
@@ -108,6 +109,13 @@ class Job:
         if key not in self._folders:
             self._folders[key] = self.forge.list_dir(ref, path)
         return self._folders[key]
+
+    def login_of(self, user_id: int) -> str | None:
+        """The login account ``user_id`` has now on the forge (None: it knows none),
+        asked once per job (:meth:`~sluice.bot.forge.base.Forge.login_of`)."""
+        if user_id not in self._logins:
+            self._logins[user_id] = self.forge.login_of(user_id)
+        return self._logins[user_id]
 
     def publish(
         self,
