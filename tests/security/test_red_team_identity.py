@@ -275,22 +275,11 @@ def test_a_push_under_a_freed_login_counts_while_its_commit_is_in_the_pr(one: Bo
     assert "Not counted: @bob pushed to this pull request" in check.summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: the same table, no victim needed. alice cherry-picks a "
-    "commit bob wrote into her PR (its author is bob as GitHub names it): the gate records "
-    "bob as a pusher by login only (approval._recorded_pushes: commit authors, `(who, "
-    "None)`). bob then pushes his own change onto the PR: his synchronize's (bob, his id) "
-    "is dropped by record_pusher's ON CONFLICT DO NOTHING on the login, and "
-    "_recorded_pushes records no (bob, id) either (`if login not in logins`). alice "
-    "rebases the branch; bob renames himself `bobx` (still in octo/approvers) and approves "
-    "alone: the only row naming him is the login-only `bob`, which gate_rules._is compares "
-    "with his words' logins {bobx}. Fix: as above (rows per account; a login-only row never "
-    "shadows a later (login, id) row), and resolve login-only rows to an id when recorded",
-)
 def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_after_renaming(
     one: Bot,
 ) -> None:
+    # Was open: closed with the login-only pusher of test 6: after the rebase the row
+    # (bob, no id) is named by no commit of the PR, so it asks one approval more.
     one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
     one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     # alice cherry-picks bob's commit: authored by bob, committed and pushed by alice.
@@ -437,19 +426,9 @@ def test_an_owner_who_pushed_does_not_approve_through_a_reader_s_click_by_taking
 # -- 6. pushers recorded before ids were ------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: a PR open across the upgrade keeps its pushers as migration "
-    "7 left them, login only (user_id NULL), and gate_rules._is compares such a row by "
-    "login with the logins the approver's words carry now. bob pushed onto alice's PR "
-    "before the upgrade (row (bob, NULL)); after it, bob renames himself `bobx` (still in "
-    "octo/approvers; GitHub's reviews now name him bobx) and approves alone. Fix: resolve "
-    "each login-only pusher row to an account id once (GitHub GET /users/{login}, GitLab "
-    "GET /users?username=) when migration 7 runs, or the first time the gate reads it, and "
-    "store it; until resolved, a login-only row asks one approval more, as an unknown "
-    "pusher does",
-)
 def test_a_pusher_recorded_before_ids_does_not_approve_after_renaming_himself(one: Bot) -> None:
+    # Was open (LOW): fixed as the proposal's interim: a login-only push no commit of the
+    # PR names asks one approval more (approval._pushers), so bob's alone never passes.
     _alice_opens(one)
     one.ledger.record_pusher(KEY, 7, "bob", gw.NOW - gw.MINUTE)  # before migration 7: no id
     gw.plan(one, B, CHANGE)
@@ -459,6 +438,37 @@ def test_a_pusher_recorded_before_ids_does_not_approve_after_renaming_himself(on
     gw.approve(one, "bobx", B, 42)
     check = one.approval(B)
     assert check.conclusion != "success", check.summary
+
+
+def test_a_pusher_recorded_before_ids_asks_one_approval_more_and_says_why(one: Bot) -> None:
+    # Defended (the interim's cost): the login-only row asks a second approver; with
+    # carol's the gate passes, so bob is never the sole approver of his push.
+    _alice_opens(one)
+    one.ledger.record_pusher(KEY, 7, "bob", gw.NOW - gw.MINUTE)  # before migration 7: no id
+    gw.plan(one, B, CHANGE)
+    one.forge.rename("bob", "bobx")
+    gw.approve(one, "bobx", B, 41)
+    check = one.approval(B)
+    assert check.conclusion != "success", check.summary
+    assert "recorded by a login alone" in check.summary
+    gw.approve(one, "carol", B, 42)
+    assert one.approval(B).conclusion == "success", one.approval(B).summary
+
+
+def test_a_login_only_pusher_a_commit_names_asks_no_approval_more(one: Bot) -> None:
+    # Defended (the control): a commit's author, recorded by login alone, is named by a
+    # commit of the PR now: the login decides, as before; one approver is enough.
+    one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
+    one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
+    one.forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,), author="dave",
+                     committer="alice")  # fmt: skip
+    one.forge.push(7, B)
+    one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
+    gw.plan(one, B, CHANGE)
+    gw.approve(one, "carol", B, 41)
+    check = one.approval(B)
+    assert check.conclusion == "success", check.summary
+    assert ("dave", None) in one.ledger.pusher_accounts(KEY, 7)
 
 
 def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:

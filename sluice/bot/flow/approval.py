@@ -247,8 +247,9 @@ class Pushers:
     the authors and committers the forge names for its commits); ``accounts``: those known
     by (case-folded login, account id), compared by the id. The bot accounts among them
     (not its author) whose pushes some person unnamed drove; and why someone nobody names
-    may have pushed to it (a fork's pushes, commits the forge does not list): each, like
-    a bot's push, asks one approval more."""
+    may have pushed to it (a fork's pushes, commits the forge does not list, a push
+    recorded by a login alone that no commit names now): each, like a bot's push, asks one
+    approval more."""
 
     people: frozenset[str]
     bots: frozenset[str]
@@ -267,6 +268,7 @@ class _Recorded:
     commits: list[PullCommit] | None  # as the forge lists them; None: it lists only part
     pushes: tuple[Push, ...]  # each recorded push of them
     fork: bool  # its head is in another repository, whose pushes are told to it alone
+    ids: bool = True  # its forge names people by account id (not the local forge)
 
 
 def pushers_of(job: Job, pr: PullRequest) -> Pushers:
@@ -313,7 +315,8 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     found = {(login, uid) for login, uid in pushed | named if login not in logins}
     for user, uid in sorted(found, key=lambda f: (f[0], f[1] is None, f[1] or 0)):
         ledger.record_pusher(job.repo, pr.number, user, job.now, uid)
-    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork)
+    ids = job.forge.name != "local"
+    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids)
 
 
 def _pushers(recorded: _Recorded) -> Pushers:
@@ -323,8 +326,13 @@ def _pushers(recorded: _Recorded) -> Pushers:
     pushed = set(recorded.events) | {(p.user.casefold(), p.user_id) for p in recorded.pushes}
     people = {login for login, uid in pushed if uid is None}
     accounts = frozenset((login, uid) for login, uid in pushed if uid is not None)
-    for commit in recorded.commits or ():
-        people |= {who.casefold() for who in (commit.author, commit.committer) if who}
+    named = {
+        who.casefold()
+        for commit in recorded.commits or ()
+        for who in (commit.author, commit.committer)
+        if who
+    }
+    people |= named
     # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
     # driven by someone the forge does not name; a commit's bot author (a generated file)
     # was pushed by another.
@@ -335,6 +343,12 @@ def _pushers(recorded: _Recorded) -> Pushers:
     unknown: tuple[str, ...] = ("it comes from a fork",) if recorded.fork else ()
     if recorded.commits is None:
         unknown += ("the forge does not list all its commits",)
+    # A push recorded by login alone (before account ids were, ledger migration 7) that no
+    # commit of the PR names now: its login may have been renamed since, so no approver's
+    # login of now tells whether it was theirs (red team on identity). One approval more,
+    # as for any unknown push (a fork's asks it already: its owner may be a login alone).
+    if recorded.ids and not unknown and people - named:
+        unknown += ("a push to it was recorded by a login alone, which may have been renamed",)
     return Pushers(frozenset(people), bots, unknown, accounts)
 
 
