@@ -391,15 +391,25 @@ def test_an_override_lifts_only_the_policies_naming_its_giver(tmp_path: Path) ->
         world.close()
 
 
-def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("ref", "rule", "lifts"),
+    [("#7", True, False), ("prod", False, False), ("prod", True, True)],
+    ids=["a-prs-row", "a-row-naming-no-rule", "a-repairs-row"],
+)
+def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(
+    tmp_path: Path, ref: str, rule: bool, lifts: bool
+) -> None:
     """An override row written as a PR's is (ref '#7'), of the repair plan's very
-    fingerprint and generation: repair_gate.judge takes ref prod only."""
+    fingerprint and generation: repair_gate.judge takes ref prod only. A row of ref prod
+    naming no rule (policies.RULE: written before rules were recorded, or by hand) lifts
+    nothing either; the same row naming the rule in force does."""
     world = _world(tmp_path, NOBODY, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
-        from sluice.bot.flow import trust
+        from sluice.bot.flow import policies, trust
         from sluice.bot.flow.drift_repair import fingerprint
+        from sluice.core.policy.load import parse_policy
 
         plan = fingerprint(world.repair().plan)
         job = Job.start(world.deps, world.github)
@@ -408,6 +418,8 @@ def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(tmp_path: Pa
         finally:
             job.close()
         outcome = audit.OVERRODE + "customers-kept" + " under " + generation
+        policy = parse_policy("policies/customers-kept.yaml", CUSTOMERS_SOFT)
+        detail = policies.override_detail(policy, "x") if rule else "x"
         world.ledger.append(
             audit.Entry(
                 world.clock.now,
@@ -415,16 +427,17 @@ def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(tmp_path: Pa
                 audit.POLICY_OVERRIDE,
                 "frank",
                 outcome,
-                ref="#7",
+                ref=ref,
                 plan_id=plan,
+                detail=detail,
             )
         )
         built = world.applied()
         world.clock.now += 1
         world.check()
         world.click("erin", world.button("Plan the repair"))
-        assert world.applied() == built
-        assert "held by 1 soft policy" in world.drift().title
+        assert world.applied() == built + lifts
+        assert ("held by 1 soft policy" in world.drift().title) is not lifts
     finally:
         world.close()
 
@@ -566,23 +579,12 @@ def _held_at_promotion(world: Any, sha: str, number: int) -> Any:
         job.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, checks and repair: b002657 counts at promotion an override given "
-    "under the policies of before the PR. A PR changing sluice.yaml and a policy's rule "
-    "(same name), approved and merged: trust.settings_for takes the PR's settings and "
-    "policies at once but keeps the old pin's generation, and held_back's second "
-    "fingerprint (the review with trust.change_item(own.digest, generation)) finds fin's "
-    "override of the old rule's failure; valid_overrides compares only the generation, so "
-    "it lifts the new, stricter rule fin never judged (policies.valid_overrides's own "
-    "promise: 'policies changed since void it'). Fix: record the policy's text digest in "
-    "the override row (or the settings digest the override was given under) and count it "
-    "only while the policy in force has that text; or give settings approved by a gate a "
-    "generation of their own in settings_for",
-)
 def test_an_override_of_a_policy_the_pr_rewrote_does_not_lift_the_new_rule(
     tmp_path: Path,
 ) -> None:
+    """promotion's second fingerprint (the review with the settings change as an item)
+    finds fin's override of the old rule; the row names the rule it was given on
+    (policies.RULE in its detail), so it does not lift the PR's stricter rule."""
     from sluice.bot.flow import trust
     from tests.helpers.policy_world import World, edit_orders
 

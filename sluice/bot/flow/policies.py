@@ -23,6 +23,7 @@ A policy that cannot be read or evaluated blocks (fail closed), naming its file 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -167,6 +168,32 @@ _BOUND = re.compile(r"\b(files|author|pushers)\b")
 (a push changes the files or who pushed, not the plan's fingerprint)."""
 
 
+RULE = "rule "
+"""A ``policy override`` row's detail starts with this and :func:`rule_digest` of the
+rule it overrode, then ``": "`` and the reason: the override counts only while the policy
+in force has that rule (a PR rewriting the rule, its settings promoted under the same
+generation, voids it; a row without it, from before, counts nothing)."""
+
+
+def rule_digest(policy: Policy) -> str:
+    """16 hex characters naming ``policy``'s rule text."""
+    return hashlib.sha256(policy.rule.text.encode()).hexdigest()[:16]
+
+
+def override_detail(policy: Policy, reason: str) -> str:
+    """A ``policy override`` row's detail: the rule it overrides (:data:`RULE`), then
+    ``reason``."""
+    return f"{RULE}{rule_digest(policy)}: {reason}"
+
+
+def given_on(row: audit.Entry) -> tuple[str, str]:
+    """A ``policy override`` row's rule digest ("" for a row without one) and reason."""
+    head, sep, reason = row.detail.partition(": ")
+    if sep and head.startswith(RULE) and len(head) == len(RULE) + 16:
+        return head.removeprefix(RULE), reason
+    return "", row.detail
+
+
 def bound(policy: Policy) -> bool:
     """Whether ``policy``'s rule names ``files``, ``author`` or ``pushers``: an override of
     it holds for what gave those facts only (a PR's head; a drift repair's requesters)."""
@@ -186,7 +213,8 @@ def valid_overrides(
     someone the policy, soft, names now (a policy made hard since, or whose
     ``override_by`` no longer names them, drops it); with ``number``, given on that pull
     request only (another PR with the same plan, by another author, asks again), and under
-    the settings in force (``generation``: policies changed since void it). A promotion
+    the settings in force (``generation``: policies changed since void it) and on the rule
+    the policy has now (:data:`RULE`). A promotion
     without a PR (a tag) takes any PR's override of the very plan it applies. An override
     of a rule naming ``files``, ``author`` or ``pushers`` counts on the head commit it was
     given on only (``head``: PR ``number``'s, asked of the forge when not given), so a
@@ -214,6 +242,8 @@ def valid_overrides(
             continue
         if _BOUND.search(policy.rule.text) and (head is None or at != head):
             continue
+        if given_on(row)[0] != rule_digest(policy):
+            continue  # given on another rule of that name (or before rules were recorded)
         if number is not None and row.ref != f"#{number}":
             continue
         if name not in allowed:
@@ -248,7 +278,7 @@ def shown(
                 blocks=verdict.blocks,
                 error=error,
                 overridden_by=who,
-                reason=override.detail if override is not None else "",
+                reason=given_on(override)[1] if override is not None else "",
             )
         )
     return tuple(rows)
@@ -425,7 +455,7 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
             + (AT + pr.head_sha if _BOUND.search(policy.rule.text) else ""),
             ref=f"#{pr.number}",
             plan_id=review.fingerprint,
-            detail=job.scrub(reason),
+            detail=override_detail(policy, job.scrub(reason)),
         )
     )
     if not written:  # the row is the override: without it there is none

@@ -236,8 +236,9 @@ def waive(
         entry = audit.Entry(
             job.now, job.repo, audit.POLICY_OVERRIDE, job.scrub(person), outcome, ref=PROD,
             plan_id=fingerprint,
-            detail=job.scrub(f"Override policies on the drift check (repair plan "
-                             f"{fingerprint[:12]}){where}"),
+            detail=policies.override_detail(policy, job.scrub(
+                f"Override policies on the drift check (repair plan {fingerprint[:12]}){where}"
+            )),
         )  # fmt: skip
         if not job.ledger.append(entry):
             raise SluiceError(

@@ -9,14 +9,18 @@ built; comments through real ``issue_comment`` webhook bodies and the dispatcher
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sluice.bot.flow import audit, trust
+from sluice.bot.flow import audit, policies, trust
 from sluice.core.policy.load import DIRECTORY
 from tests.helpers.policy_world import ADVISORY, POLICIES, World, edit_orders
+
+# The rule of orders-need-finance (policy_world.SOFT), as an override row names it.
+_SOFT_RULE = hashlib.sha256(b'!("jaffle.orders" in plan.modified)').hexdigest()[:16]
 
 A = "a" * 40
 
@@ -61,10 +65,11 @@ def test_an_override_by_a_named_team_member_lifts_the_soft_failure_for_that_plan
         check.text is not None and "Overridden for this plan by @fin: quarter-end fix" in check.text
     )
     [row] = world.audit(audit.POLICY_OVERRIDE)
-    assert (row.actor, row.outcome, row.ref, row.plan_id, row.detail) == (
+    assert (row.actor, row.outcome, row.ref, row.plan_id, policies.given_on(row)) == (
         "fin", f"overrode orders-need-finance under {review.generation}", "#7",
-        review.fingerprint, "quarter-end fix",
+        review.fingerprint, (_SOFT_RULE, "quarter-end fix"),
     )  # fmt: skip
+    assert row.detail == f"rule {_SOFT_RULE}: quarter-end fix"  # the rule it lifts
     assert "**Policies:** ✅" in world.forge.bot_comments(7)[0]
 
 
