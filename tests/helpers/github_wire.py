@@ -245,6 +245,7 @@ class FakeGitHub:
             ("POST", rf"{base}/deployments$", self._create_deployment),
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
             ("GET", rf"{api}/user$", self._user),
+            ("GET", rf"{api}/user/(\d+)$", self._user_by_id),
             ("GET", rf"{api}/app$", self._app),
             ("POST", rf"{api}/app/installations/(\d+)/access_tokens$", self._access_token),
             ("GET", rf"{base}/installation$", self._installation),
@@ -629,6 +630,18 @@ class FakeGitHub:
             return self._json({"message": "Resource not accessible by integration"},
                               self.user_status)  # fmt: skip
         return self._json(BOT)
+
+    def _user_by_id(self, match: Any, body: Any) -> Any:
+        """``GET /user/{id}``: the account of that id among the people the fake knows
+        (collaborators, team members, authors and reviewers), by login of now."""
+        uid = int(match.group(1))
+        known = [*self.permissions, *(m for team in self.teams.values() for m in team)]
+        known += [str(p.get("author")) for p in self.pulls.values() if p.get("author")]
+        known += [str(r["user"]) for r in self.reviews if isinstance(r.get("user"), str)]
+        found = [login for login in known if account_id_of(login) == uid]
+        if not found:
+            return self._json({"message": "Not Found"}, 404)
+        return self._json(user_json(found[0]))
 
     def _jwt(self) -> bool:
         return self._auth.startswith("Bearer ")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.flow.ledger import Ledger
+from tests.helpers import accounts
 from tests.helpers.action_run import (
     HEAD,
     REPO,
@@ -33,7 +34,7 @@ def _click(number: int, run_id: int, user: str) -> dict[str, Any]:
     run["pull_requests"] = [{"number": number, "id": number}]
     payload["requested_action"]["identifier"] = "approve"
     payload["sender"]["login"] = user
-    return payload
+    return accounts.github(payload)  # the sender's id is that account's, as GitHub sends it
 
 
 def test_a_click_on_a_workflows_run_of_sluices_name_approves_nothing(tmp_path: Path) -> None:
