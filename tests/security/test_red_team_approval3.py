@@ -380,12 +380,13 @@ def test_a_click_by_whoever_pushed_to_the_branch_does_not_count(bot: Bot, plan: 
     bot.deliver("push", gw.push("change", B, "bob"))  # its synchronize superseded
     bot.forge.push(7, B)
     gw.plan(bot, B, BOBS)
-    bot.ledger.click(KEY, 7, "Bob", B, plan, bot.clock.now)  # the check's button, or the web's
+    bob = bot.forge.account_id("bob")  # the check's button, or the web's:
+    bot.ledger.click(KEY, 7, "Bob", B, plan, bot.clock.now, bob)
     bot.clock.now += MINUTE
     bot.forge.add_review(7, "alice", "COMMENTED", B)
     bot.deliver("pull_request_review", gw.review("alice", "commented", B, 40))
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
-    bot.ledger.click(KEY, 7, "carol", B, plan, bot.clock.now)
+    bot.ledger.click(KEY, 7, "carol", B, plan, bot.clock.now, bot.forge.account_id("carol"))
     bot.clock.now += MINUTE
     bot.deliver("pull_request_review", gw.review("alice", "commented", B, 43))
     assert bot.approval(B).conclusion == "success", bot.approval(B).summary

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.events.neutral import WEB, CheckRunEvent
-from sluice.bot.flow import dispatch
+from sluice.bot.flow import approval, dispatch
+from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.present.checks import APPROVAL, approve_identifier
 from tests.helpers import gate_world as gw
@@ -85,4 +86,21 @@ def test_each_clicker_s_login_is_asked_once_per_evaluation(bot: Bot) -> None:
     _web_approve(bot, "bob", bot.forge.account_id("bob"))
     asked = [args for name, args in bot.forge.calls if name == "login_of"]
     assert sorted(asked) == sorted([(mallory,), (mallory,), (bot.forge.account_id("bob"),)])
+    assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+
+
+def test_a_click_recorded_before_ids_were_counts_for_nothing_where_the_forge_has_ids(
+    bot: Bot,
+) -> None:
+    # A click row of ledger migration 7's days (no account id), as `carol`: whose it was
+    # cannot be told now that anyone may hold the login; she approves again.
+    bot.ledger.click(KEY, 7, "carol", B, None, bot.clock.now)
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        approval.refresh(job, bot.forge.pull_request(7))
+    finally:
+        job.close()
+    check = bot.approval(B)
+    assert check.conclusion != "success", check.summary
+    _web_approve(bot, "carol", bot.forge.account_id("carol"))
     assert bot.approval(B).conclusion == "success", bot.approval(B).summary
