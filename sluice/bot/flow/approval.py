@@ -154,7 +154,9 @@ def _clicks_now(job: Job, clicks: list[Click]) -> list[ActionApproval]:
     one it was recorded with (a login is renamed at will and freed for anyone to take: an
     approver who takes a reader's old login does not make its click an approver's, red
     team on identity); a click whose account the forge no longer knows counts for
-    nothing. A click recorded without an account id keeps its login."""
+    nothing. A click recorded without an account id keeps its login on the local forge
+    (logins only), and counts for nothing on a forge that names accounts (recorded before
+    ids were, ledger migration 7: whose it was cannot be told now; approve again)."""
     now = []
     for click in clicks:
         if click.user_id is None:
