@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import accounts
 from tests.helpers.cases import realcase
 from tests.helpers.github_service import Service
 from tests.helpers.world import World, edit, sha_of
@@ -27,7 +28,9 @@ def tree(world: World, name: str, base: str) -> Path:
 
 
 def payload(case: str, **changes: Any) -> dict[str, Any]:
-    return realcase(case, OWNER, **changes)
+    """Real payload ``case`` moved to ``OWNER`` with ``changes``, each person it names
+    given the account id of their login (as the fake GitHub knows them)."""
+    return accounts.github(realcase(case, OWNER, **changes))
 
 
 def pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:
