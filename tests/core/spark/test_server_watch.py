@@ -133,8 +133,9 @@ def test_a_silent_server_is_lost_only_past_the_bound_and_ours_is_killed(silent: 
     assert lost is not None and lost.startswith("stopped answering (no answer for ")
     assert server.killed == [4242]
     # not ours (spark.remote): never killed, only reported
+    # (its first look may already report: the silence is counted from before the probe's
+    # 0.2 s, so under load the 0.3 s bound can pass within that one look)
     other = _watch(f"sc://localhost:{silent}", bound=0.3, probe_timeout=0.2)
-    assert other.check() is None
     for _ in range(20):
         if other.check() is not None:
             break
