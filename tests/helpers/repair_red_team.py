@@ -95,6 +95,7 @@ class RepairWorld:
         config: str,
         files: dict[str, str] | None = None,
         forge: MemoryForge | None = None,
+        parents: tuple[str, ...] = (),
     ) -> Path:
         src = self.root / f"tree-{sha[:6]}-{(forge or self.github).repo.replace('/', '_')}"
         shutil.rmtree(src, ignore_errors=True)
@@ -104,7 +105,7 @@ class RepairWorld:
         for name, text in (files or {}).items():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_text(text)
-        (forge or self.github).commit_folder(sha, src)
+        (forge or self.github).commit_folder(sha, src, parents=parents)
         return src
 
     def deliver(self, event: str, body: dict[str, Any]) -> None:

@@ -16,166 +16,45 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sluice.bot.events.github import parse_github
-from sluice.bot.events.neutral import DriftCheckEvent
-from sluice.bot.flow import audit, dispatch, own_checks
-from sluice.bot.flow.deps import make_deps
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow import audit, own_checks
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import ACTIONS_APP, MemoryForge
-from sluice.bot.intake.pin import pin_event
 from sluice.bot.present import checks
-from sluice.core import workflow
-from sluice.core.config import SETTINGS_FILES, SparkSettings
-from sluice.core.model.loader import load_project
-from sluice.core.snapshot.naming import PROD
-from sluice.core.spark.scripted import Warehouse
-from sluice.core.state import open_state
-from tests.helpers import accounts
-from tests.helpers.cases import realcase, record_prod
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-OWNER = "octo/warehouse"
-KEY = f"github:{OWNER}"
-NOW = 1_800_000_000_000
-DAY = 86_400_000
-C, M = "c" * 40, "e" * 40
-SERVICE_SPARK = SparkSettings(master="local[2]", conf={"spark.executor.memory": "1g"})
-PREAMBLE = (
-    "model_defaults:\n  dialect: spark\n  start: '2018-01-01'\n  cron: '@daily'\n"
-    "variables:\n  revenue_statuses: completed\n"
+from tests.helpers.cases import record_prod
+from tests.helpers.repair_red_team import (
+    DAY,
+    GATE,
+    HOSTILE,
+    KEY,
+    NOW,
+    ONE,
+    PREAMBLE,
+    REPO_ROOT,
+    C,
+    RepairWorld,
 )
-GATE = PREAMBLE + "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
-ONE = GATE + "      users: [bob, carol]\n"
+
+M = "e" * 40
 TWO = GATE + "      users: [bob, carol, frank]\n      count: 2\n"
 TEAM = GATE + "      teams: [octo/approvers]\n"
 OWNERS_ONLY = PREAMBLE + "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
-HOSTILE = "SELECT 'by hand' AS id"
-
-
-class Clock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class World:
-    """Prod built from the example at ``C`` on a scripted warehouse; alice, bob, carol,
-    erin and frank write, dave reads; the gate is ``config``'s."""
-
-    def __init__(self, root: Path, config: str) -> None:
-        self.root, self.clock = root, Clock(NOW)
-        self.warehouse = Warehouse()
-        self.github = MemoryForge(OWNER, name="github", clock=self.clock)
-        roles = {u: "write" for u in ("alice", "bob", "carol", "erin", "frank")}
-        self.github.roles.update({**roles, "dave": "read"})
-        self.forges = {OWNER: self.github}
-        self.url = f"sqlite:///{root / 'state.db'}"
-        self.deps = make_deps(project_python="on", forge_for=lambda event: self.forges[event.repo],
-                              workdir=root / "work", state_url=self.url, clock=self.clock,
-                              spark=SERVICE_SPARK, runner_for=self.warehouse.runner)  # fmt: skip
-        self.ledger = Ledger(self.url)
-        tree = self.commit(C, config)
-        self.github.refs["main"] = C
-        project = load_project(tree, use_cache=False)
-        store = open_state(self.url)
-        try:
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW)
-        finally:
-            store.close()
-        self.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
-        self.sluices = dict(self.warehouse.views)
-
-    def close(self) -> None:
-        self.deps.close()
-        self.ledger.close()
-
-    def commit(self, sha: str, config: str, parents: tuple[str, ...] = ()) -> Path:
-        src = self.root / f"tree-{sha[:6]}"
-        shutil.rmtree(src, ignore_errors=True)
-        shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", src,
-                        ignore=shutil.ignore_patterns(".sluice", *SETTINGS_FILES))  # fmt: skip
-        (src / "config.yaml").write_text(config)
-        self.github.commit_folder(sha, src, parents=parents)
-        return src
-
-    def deliver(self, event: str, body: dict[str, Any]) -> None:
-        # Each person the webhook names carries their account's id, as GitHub's do.
-        parsed = parse_github(event, accounts.github(body, self.github.account_id))
-        assert parsed is not None
-        parsed = pin_event(parsed, self.deps.forge_for)
-        assert parsed is not None
-        dispatch.handle(self.deps, parsed)
-
-    def check(self) -> None:
-        """The scheduled drift check."""
-        dispatch.handle(self.deps, DriftCheckEvent("github", OWNER, None))
-
-    def drift(self, sha: str = C) -> Check:
-        return self.github.checks[sha][checks.DRIFT]
-
-    def button(self, label: str, sha: str = C) -> str:
-        [identifier] = [a.identifier for a in self.drift(sha).actions if a.label == label]
-        return identifier
-
-    def click(
-        self,
-        user: str,
-        identifier: str,
-        *,
-        head: str = C,
-        run_id: int | None = None,
-        name: str = checks.DRIFT,
-        app: int | None = None,
-        repo: str = OWNER,
-    ) -> None:
-        """``user`` clicks button ``identifier`` of check ``name`` (GitHub's webhook): on
-        the run Sluice made for it on ``head`` unless ``run_id`` says another."""
-        if run_id is None:
-            run_id = self.github.run_id(head, name) or 4
-        body = realcase("github/check_run/requested_action.payload.json", repo, **{
-            "check_run.name": name, "check_run.head_sha": head, "check_run.id": run_id,
-            "requested_action.identifier": identifier, "sender.login": user,
-        })  # fmt: skip
-        body["check_run"]["pull_requests"] = []
-        if app is not None:
-            body["check_run"]["app"]["id"] = app
-        self.deliver("check_run", body)
-
-    def rows(self, kind: str = audit.REPAIR) -> list[tuple[str, str, str]]:
-        return [
-            (e.actor, e.outcome, e.detail) for e in self.ledger.entries(repo=KEY) if e.kind == kind
-        ]
-
-    def applied(self) -> int:
-        """Apply jobs the warehouse ran (prod's build and each repair)."""
-        return sum(1 for job in self.warehouse.jobs if job["kind"] == "apply")
-
-    def redefine(self) -> None:
-        """Prod's view redefined by hand (anyone with the metastore can), then checked."""
-        self.warehouse.views["jaffle.customers"] = HOSTILE
-        self.check()
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path, ONE)
+def world(tmp_path: Path) -> Iterator[RepairWorld]:
+    made = RepairWorld(tmp_path, ONE)
     yield made
     made.close()
 
 
-def _world(tmp_path: Path, config: str) -> World:
-    return World(tmp_path, config)
+def _world(tmp_path: Path, config: str) -> RepairWorld:
+    return RepairWorld(tmp_path, config)
 
 
 # -- 1. one approver counted twice: the case of his login --------------------------------
@@ -197,7 +76,7 @@ def test_one_approver_is_not_counted_twice_by_the_case_of_his_login(tmp_path: Pa
         world.close()
 
 
-def test_the_requester_under_another_case_does_not_approve(world: World) -> None:
+def test_the_requester_under_another_case_does_not_approve(world: RepairWorld) -> None:
     world.redefine()
     world.click("bob", world.button("Plan the repair"))
     built = world.applied()
@@ -271,7 +150,7 @@ def test_a_gate_of_owners_only_does_not_let_one_writer_rebuild_prod(tmp_path: Pa
 
 
 def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
-    world: World,
+    world: RepairWorld,
 ) -> None:
     world.redefine()
     world.click("alice", world.button("Plan the repair"))
@@ -309,7 +188,7 @@ def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     "was pushed past the gate): fix: record the commit each promotion applied with prod's "
     "plan and load prod's project there",
 )
-def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: World) -> None:
+def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: RepairWorld) -> None:
     statement = "CREATE SCHEMA IF NOT EXISTS mallory_was_here"
     world.commit(M, ONE + f"before_all:\n  - {statement}\n", parents=(C,))
     world.github.refs["main"] = M  # pushed past the gate: no promotion ran
@@ -326,7 +205,7 @@ def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: World) -> Non
 # -- 6. a check run that is not Sluice's ---------------------------------------------------
 
 
-def test_a_click_on_another_apps_check_of_the_same_name_plans_nothing(world: World) -> None:
+def test_a_click_on_another_apps_check_of_the_same_name_plans_nothing(world: RepairWorld) -> None:
     """A writer's workflow (the Action's ``on: check_run`` gets every run GitHub Actions'
     App made) makes a run named sluice/drift on main's head, its summary lying about the
     plan and its button Sluice's own "Plan the repair"; a writer clicks it. Sluice takes
@@ -344,7 +223,7 @@ def test_a_click_on_another_apps_check_of_the_same_name_plans_nothing(world: Wor
 
 
 def test_an_approval_on_another_apps_run_of_sluices_drift_check_counts_nothing(
-    world: World,
+    world: RepairWorld,
 ) -> None:
     """The same run, its button "Approve the repair" of the real plan: bob's click on it
     approves nothing, the request stays waiting for an approval on Sluice's own run."""
@@ -377,7 +256,7 @@ def test_as_a_github_app_a_click_on_a_run_another_app_made_is_refused(tmp_path: 
         world.close()
 
 
-def test_a_drift_identifier_on_another_check_plans_nothing(world: World) -> None:
+def test_a_drift_identifier_on_another_check_plans_nothing(world: RepairWorld) -> None:
     world.redefine()
     plan = world.button("Plan the repair")
     jobs = len(world.warehouse.jobs)
@@ -391,7 +270,7 @@ def test_a_drift_identifier_on_another_check_plans_nothing(world: World) -> None
 # -- 7. clicks as a denial of service --------------------------------------------------
 
 
-def test_a_writers_click_replayed_runs_spark_once(world: World) -> None:
+def test_a_writers_click_replayed_runs_spark_once(world: RepairWorld) -> None:
     world.redefine()
     plan = world.button("Plan the repair")
     jobs = len(world.warehouse.jobs)
@@ -404,7 +283,7 @@ def test_a_writers_click_replayed_runs_spark_once(world: World) -> None:
     assert [o for _, o, _ in world.rows()] == ["requested"]
 
 
-def test_a_readers_clicks_run_no_spark_and_leave_prod_as_it_is(world: World) -> None:
+def test_a_readers_clicks_run_no_spark_and_leave_prod_as_it_is(world: RepairWorld) -> None:
     world.redefine()
     before, jobs = world.drift(), len(world.warehouse.jobs)
     for _ in range(10):  # on Sluice's own run: the same click again is a replay
@@ -414,7 +293,7 @@ def test_a_readers_clicks_run_no_spark_and_leave_prod_as_it_is(world: World) -> 
     assert world.rows() == []
 
 
-def test_an_approval_before_any_request_runs_nothing(world: World) -> None:
+def test_an_approval_before_any_request_runs_nothing(world: RepairWorld) -> None:
     world.redefine()
     jobs = world.applied()
     # bob cannot approve the plan he will ask for: he learns its fingerprint by asking, and
@@ -428,7 +307,9 @@ def test_an_approval_before_any_request_runs_nothing(world: World) -> None:
 # -- 8. a promotion between the approvals ------------------------------------------------
 
 
-def test_a_promotion_between_request_and_approval_makes_the_approval_stale(world: World) -> None:
+def test_a_promotion_between_request_and_approval_makes_the_approval_stale(
+    world: RepairWorld,
+) -> None:
     world.redefine()
     world.click("alice", world.button("Plan the repair"))
     approve = world.button("Approve the repair")
@@ -458,7 +339,7 @@ def test_only_the_drift_repair_module_writes_drift_repair_rows() -> None:
     assert writers == ["sluice/bot/flow/audit.py", "sluice/bot/flow/drift_repair.py"]
 
 
-def test_a_policy_override_of_the_repair_fingerprint_is_no_approval(world: World) -> None:
+def test_a_policy_override_of_the_repair_fingerprint_is_no_approval(world: RepairWorld) -> None:
     world.redefine()
     world.click("alice", world.button("Plan the repair"))
     [plan] = {e.plan_id for e in world.ledger.entries(repo=KEY) if e.kind == audit.REPAIR}
@@ -536,7 +417,7 @@ def test_a_foreign_run_of_the_same_name_does_not_turn_sluices_check_into_a_statu
 DEEP = "SELECT " + "(" * 5000 + "1" + ")" * 5000 + " AS id"  # 10 KB: a view redefined by hand
 
 
-def test_a_view_too_deep_to_parse_is_reported_as_drift(world: World) -> None:
+def test_a_view_too_deep_to_parse_is_reported_as_drift(world: RepairWorld) -> None:
     world.check()
     assert world.drift().conclusion == "success"
     world.warehouse.views["jaffle.customers"] = DEEP
@@ -568,10 +449,10 @@ def test_the_same_approver_twice_is_one_approval(tmp_path: Path) -> None:
         world.close()
 
 
-def test_a_click_in_another_repository_repairs_nothing_here(world: World) -> None:
+def test_a_click_in_another_repository_repairs_nothing_here(world: RepairWorld) -> None:
     other = MemoryForge("octo/other", name="github", clock=world.clock)
     other.roles.update({"alice": "admin", "bob": "admin"})
-    other.commit_folder(C, world.root / f"tree-{C[:6]}")
+    world.commit(C, ONE, forge=other)
     other.refs["main"] = C
     world.forges["octo/other"] = other
     world.redefine()
