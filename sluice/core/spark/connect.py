@@ -256,6 +256,7 @@ class ConnectServer:
         self.port: int | None = None
         self._token: str | None = None  # this start's; a client without it is refused
         self._proc: subprocess.Popen[bytes] | None = None
+        self._killed: int | None = None  # the pid :meth:`kill` killed (it may still exit)
         self._lock: MetastoreLock | None = None
         self._guard = threading.RLock()
 
@@ -312,13 +313,19 @@ class ConnectServer:
                 pid,
                 self.log_path,
             )
+            # Killed, it is done for, though its JVM's threads and the sandbox may take a
+            # moment to exit and its port to close: the next job must not connect to it.
+            self._killed = pid
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
     def running(self) -> bool:
-        """Whether the server process is alive and its port takes connections."""
+        """Whether the server process is alive (and not killed) and its port takes
+        connections."""
         proc = self._proc
         if proc is None or proc.poll() is not None or self.port is None:
+            return False
+        if proc.pid == self._killed:
             return False
         return listening(BIND_ADDRESS, self.port)
 

@@ -7,6 +7,8 @@ The same on real Spark, with a server killed and one stopped: test_connect_lost.
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any, cast
@@ -171,3 +173,29 @@ def test_the_keeper_leaves_an_answering_server_alone(answering: int) -> None:
     timer.start()
     dev_server.keep(cast(ConnectServer, server), stop, lambda: None, every=0.05, bound=0.2)
     assert server.killed == [] and server.starts == 0
+
+
+def test_a_killed_server_is_not_running_while_it_takes_its_time_to_exit(
+    silent: int, tmp_path: Any
+) -> None:
+    # A JVM killed with SIGKILL can keep its port open for a moment (its threads exit one by
+    # one; the sandbox exits after): CI once saw the next job connect to the dying server.
+    # Here the "server" is a process outside its own group, so the kill's killpg misses it
+    # and it stays alive, with its port listening: killed is still not running.
+    from sluice.core.config import SparkSettings
+    from sluice.core.spark.session import SparkPaths
+
+    server = ConnectServer(SparkSettings(), SparkPaths(root=tmp_path, logs=tmp_path / "logs"))
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        server._proc, server.port = proc, silent
+        assert server.running()  # alive, its port takes connections
+        server.kill(proc.pid)
+        assert proc.poll() is None  # not yet gone
+        assert not server.running()
+        server.kill(proc.pid + 1)  # another pid's kill changes nothing
+        assert not server.running()
+    finally:
+        server._proc = None
+        proc.kill()
+        proc.wait()
