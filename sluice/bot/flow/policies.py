@@ -39,9 +39,9 @@ from sluice.bot.forge.base import Check, ForgeError, PullRequest, members
 from sluice.bot.present import policy_text
 from sluice.bot.present.policy_text import Shown
 from sluice.core.errors import ConfigError, SluiceError
-from sluice.core.model.definition import Model, Project
+from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
-from sluice.core.policy.facts import plan_facts
+from sluice.core.policy.facts import plan_facts, with_prods
 from sluice.core.policy.load import Policy, parse_policies
 from sluice.core.policy.verdict import Outcome, Verdict, evaluate
 from sluice.core.snapshot.naming import PROD
@@ -101,55 +101,6 @@ def facts_of(
         plan, project.models, base, author=author, pushers=pushers, files=files, now=moment
     )
     return with_prods(facts, project.models, base)
-
-
-def with_prods(
-    facts: dict[str, Any], models: Mapping[str, Model], prod: Mapping[str, Model]
-) -> dict[str, Any]:
-    """``facts`` with what prod says of its models kept: a PR's header cannot untag or
-    re-own a model to walk past a policy (red team). A model prod has: its ``tags`` are
-    the PR's and prod's, its ``owner`` prod's (as the gate asks prod's owner); every
-    model's ``reads_tags`` are the tags of its upstream models as the PR and prod tag
-    them."""
-    for entry in facts["plan"]["models"]:
-        name = entry["name"]
-        held = prod.get(name)
-        if held is not None:
-            entry["tags"] = sorted(set(entry["tags"]) | set(held.tags))
-            if held.owner:
-                entry["owner"] = held.owner
-        entry["reads_tags"] = sorted(set(entry["reads_tags"]) | _upstream_tags(name, models, prod))
-        # Destructive whatever the PR's own `on_destructive_change` says of it (`allow`
-        # silences the planner's warning, not the change): a forward-only change that
-        # drops a column of its table (a retype: the plan's `destructive`, in the facts).
-        if entry["change"] == "forward-only" and entry["columns_removed"]:
-            entry["destructive"] = True
-    destructive = {e["name"] for e in facts["plan"]["models"] if e["destructive"]}
-    facts["plan"]["destructive"] = sorted(set(facts["plan"]["destructive"]) | destructive)
-    return facts
-
-
-def _upstream_tags(name: str, models: Mapping[str, Model], prod: Mapping[str, Model]) -> set[str]:
-    """The tags, as the PR or prod has them, of every model upstream of ``name`` (through
-    either one's dependencies)."""
-    tags: set[str] = set()
-    seen: set[str] = set()
-
-    def parents(of: str) -> list[str]:
-        ours = models[of].depends_on if of in models else ()
-        return [*ours, *(prod[of].depends_on if of in prod else ())]
-
-    stack = parents(name)
-    while stack:
-        parent = stack.pop()
-        if parent in seen:
-            continue
-        seen.add(parent)
-        for side in (models, prod):
-            if parent in side:
-                tags.update(side[parent].tags)
-        stack.extend(parents(parent))
-    return tags
 
 
 def raw_of(verdicts: Sequence[Verdict]) -> Raw:

@@ -32,6 +32,7 @@ do; nobody who asked for the repair approves it.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,11 +48,10 @@ from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.plan.plan import Plan
 from sluice.core.policy.load import Policy
-from sluice.core.policy.verdict import Verdict, evaluate
+from sluice.core.policy.verdict import Verdict, repair_verdicts
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import StateStore
-
-_WORSE = {"pass": 0, "fail": 1, "error": 2}
+from sluice.core.workflow import read_environment
 
 
 @dataclass(frozen=True)
@@ -165,19 +165,11 @@ def _verdicts(
     requesters: Sequence[str],
 ) -> list[Verdict]:
     """The policies on the repair's facts, each requester as ``author`` in turn: the
-    worst outcome of each policy counts."""
-    people = list(dict.fromkeys(requesters)) or [""]
-    worst: dict[str, Verdict] = {}
-    for person in people:
-        facts = policies.facts_of(
-            plan, project, store, author=person, pushers=[p.casefold() for p in people],
-            files=(), now=job.now,
-        )  # fmt: skip
-        for verdict in evaluate(in_force, facts):
-            held = worst.get(verdict.policy.name)
-            if held is None or _WORSE[verdict.outcome] > _WORSE[held.outcome]:
-                worst[verdict.policy.name] = verdict
-    return [worst[p.name] for p in in_force if p.name in worst]
+    worst outcome of each policy counts (:func:`~sluice.core.policy.verdict.repair_verdicts`,
+    which ``sluice drift --repair`` judges with too)."""
+    prod = {n: s.model for n, s in read_environment(store, PROD).snapshots.items()}
+    moment = dt.datetime.fromtimestamp(job.now / 1000, dt.UTC)
+    return repair_verdicts(in_force, plan, project.models, prod, requesters, moment)
 
 
 def missing(job: Job, asks: Mapping[str, str], approvers: Iterable[str]) -> dict[str, str]:

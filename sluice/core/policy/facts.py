@@ -161,6 +161,73 @@ def plan_facts(
     }
 
 
+def with_prods(
+    facts: dict[str, Any], models: Mapping[str, Model], prod: Mapping[str, Model]
+) -> dict[str, Any]:
+    """``facts`` with what prod says of its models kept: a PR's header cannot untag or
+    re-own a model to walk past a policy (red team). A model prod has: its ``tags`` are
+    the PR's and prod's, its ``owner`` prod's (as the gate asks prod's owner); every
+    model's ``reads_tags`` are the tags of its upstream models as the PR and prod tag
+    them. The service's facts are these (``sluice.bot.flow.policies``), and so are those
+    of ``sluice drift --repair`` (:func:`repair_facts`)."""
+    for entry in facts["plan"]["models"]:
+        name = entry["name"]
+        held = prod.get(name)
+        if held is not None:
+            entry["tags"] = sorted(set(entry["tags"]) | set(held.tags))
+            if held.owner:
+                entry["owner"] = held.owner
+        entry["reads_tags"] = sorted(set(entry["reads_tags"]) | _both_upstream(name, models, prod))
+        # Destructive whatever the PR's own `on_destructive_change` says of it (`allow`
+        # silences the planner's warning, not the change): a forward-only change that
+        # drops a column of its table (a retype: the plan's `destructive`, in the facts).
+        if entry["change"] == "forward-only" and entry["columns_removed"]:
+            entry["destructive"] = True
+    destructive = {e["name"] for e in facts["plan"]["models"] if e["destructive"]}
+    facts["plan"]["destructive"] = sorted(set(facts["plan"]["destructive"]) | destructive)
+    return facts
+
+
+def repair_facts(
+    plan: Plan,
+    models: Mapping[str, Model],
+    prod: Mapping[str, Model],
+    *,
+    author: str,
+    requesters: Iterable[str],
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """The facts of a drift repair's ``plan`` (issue 47), as the service's repair gate
+    and ``sluice drift --repair`` both judge it: no file changed, ``author`` one who asked
+    for it, ``pushers`` all who asked (case-folded), prod's say kept (:func:`with_prods`)."""
+    pushers = [p.casefold() for p in requesters]
+    facts = plan_facts(plan, models, prod, author=author, pushers=pushers, files=(), now=now)
+    return with_prods(facts, models, prod)
+
+
+def _both_upstream(name: str, models: Mapping[str, Model], prod: Mapping[str, Model]) -> set[str]:
+    """The tags, as the PR or prod has them, of every model upstream of ``name`` (through
+    either one's dependencies)."""
+    tags: set[str] = set()
+    seen: set[str] = set()
+
+    def parents(of: str) -> list[str]:
+        ours = models[of].depends_on if of in models else ()
+        return [*ours, *(prod[of].depends_on if of in prod else ())]
+
+    stack = parents(name)
+    while stack:
+        parent = stack.pop()
+        if parent in seen:
+            continue
+        seen.add(parent)
+        for side in (models, prod):
+            if parent in side:
+                tags.update(side[parent].tags)
+        stack.extend(parents(parent))
+    return tags
+
+
 def _upstream_tags(name: str, models: Mapping[str, Model]) -> set[str]:
     """The tags of every model upstream of ``name``."""
     tags: set[str] = set()

@@ -11,12 +11,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sluice.core.errors import SluiceError
+from sluice.core.policy.facts import repair_facts
 from sluice.core.policy.load import Policy
+
+if TYPE_CHECKING:
+    from sluice.core.model.definition import Model
+    from sluice.core.plan.plan import Plan
 
 Outcome = Literal["pass", "fail", "error"]
 
@@ -83,3 +89,29 @@ def evaluate(
 def blocking(verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The verdicts that stop the merge."""
     return [v for v in verdicts if v.blocks]
+
+
+_WORSE = {"pass": 0, "fail": 1, "error": 2}
+
+
+def repair_verdicts(
+    policies: Sequence[Policy],
+    plan: Plan,
+    models: Mapping[str, Model],
+    prod: Mapping[str, Model],
+    requesters: Sequence[str],
+    now: dt.datetime,
+) -> list[Verdict]:
+    """The policies on a drift repair's ``plan`` (issue 47), each of ``requesters`` as
+    ``author`` in turn (none: ``""``), the worst outcome of each policy counting: the
+    service's repair gate (``sluice.bot.flow.repair_gate``) and ``sluice drift --repair``
+    judge a repair with this, on the same facts (:func:`~.facts.repair_facts`)."""
+    people = list(dict.fromkeys(requesters)) or [""]
+    worst: dict[str, Verdict] = {}
+    for person in people:
+        facts = repair_facts(plan, models, prod, author=person, requesters=people, now=now)
+        for verdict in evaluate(policies, facts):
+            held = worst.get(verdict.policy.name)
+            if held is None or _WORSE[verdict.outcome] > _WORSE[held.outcome]:
+                worst[verdict.policy.name] = verdict
+    return [worst[p.name] for p in policies if p.name in worst]
