@@ -221,14 +221,36 @@ PLAN_SNAPSHOTS = "snapshots"
 snapshot the plan points its environment at (what a rollback to it restores)."""
 
 
-def record_plan(state: StateWriter, plan: Plan, now: int) -> None:
-    """Store the plan and its snapshots (idempotent): the first half of applying it."""
+def record_plan(state: StateWriter, plan: Plan, now: int, commit: str | None = None) -> None:
+    """Store the plan and its snapshots (idempotent): the first half of applying it.
+    ``commit``: the one its project came from (:attr:`PlanRecord.project_commit`)."""
     state.push_snapshots(s.to_stored() for s in plan.snapshots)
     payload = {
         **plan.to_json(),
         PLAN_SNAPSHOTS: [[s.name, s.identifier, s.version] for s in plan.snapshots],
     }
-    state.save_plan(PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, payload))
+    record = PlanRecord(plan.plan_id, plan.environment, plan.base_plan_id, now, payload, commit)
+    state.save_plan(record)
+
+
+def plan_commit(state: StateReader, environment: str) -> tuple[str, str | None] | None:
+    """(the plan ``environment`` is at, the commit its project came from: None when no
+    promotion recorded one); None when the environment does not exist."""
+    record = state.get_environment(environment)
+    if record is None or record.invalidated:
+        return None
+    found = state.get_plan(record.plan_id)
+    return record.plan_id, (found.project_commit if found is not None else None)
+
+
+def carried_commit(state: StateReader, plan: Plan) -> str | None:
+    """The commit a plan that changes no model keeps: its base plan's (a scheduled run, a
+    drift repair: prod's models are still those the promotion applied). None for a plan
+    that changes models (only its promotion knows the commit), or whose base has none."""
+    if plan.changes_models or plan.base_plan_id is None:
+        return None
+    base = state.get_plan(plan.base_plan_id)
+    return base.project_commit if base is not None else None
 
 
 def commit_plan(
@@ -365,8 +387,13 @@ def apply_plan(
     now: int,
     keep: bool = False,
     skip_unchanged: bool | None = None,
+    commit: str | None = None,
 ) -> ApplyResult:
     """Build what ``plan`` needs, audit it, point the environment's views, commit.
+
+    ``commit``: the commit ``project`` is (a promotion's), recorded with the plan; without
+    it, a plan that changes no model records its base plan's (:func:`carried_commit`), any
+    other none. Prod's scheduled runs and drift repairs load prod's project there.
 
     ``skip_unchanged`` (a scheduled run's plan): a rebuild whose query and inputs are
     those its version's last run saw is skipped (:mod:`sluice.core.skip`); what each
@@ -401,7 +428,7 @@ def apply_plan(
             and not plan.backfill
         ):
             return ApplyResult(plan, 0, 0, None)
-        record_plan(state, plan, now)
+        record_plan(state, plan, now, commit or carried_commit(state, plan))
         previous = None
         if record is not None and not record.invalidated:
             # a drift repair's views are made again whatever their version
@@ -437,11 +464,11 @@ def apply_plan(
             return ApplyResult(plan, 0, 0, None)
         check_base(state, plan)
 
-    def commit() -> None:  # the job failed after its views step: the record follows them
+    def follow() -> None:  # the job failed after its views step: the record follows them
         with state.together(f"commit {plan.environment}"):
             commit_environment(state, plan, now, ttl_days)
 
-    result = run_views_job(runner, spec, state, plan, commit)
+    result = run_views_job(runner, spec, state, plan, follow)
     built, model_views, views = jobs.job_counts(spec)
     decided, seen = skip.outcomes(spec["steps"], result.results, now)
     built -= sum(1 for d in decided.values() if not d.ran)
@@ -866,6 +893,7 @@ __all__ = [
     "EnvironmentView",
     "JanitorReport",
     "apply_plan",
+    "carried_commit",
     "check_base",
     "commit_environment",
     "commit_plan",
@@ -873,6 +901,7 @@ __all__ = [
     "load_project",
     "make_runner",
     "open_project_state",
+    "plan_commit",
     "plan_environment",
     "query_environment",
     "read_environment",

@@ -44,9 +44,11 @@ def realcase(relpath: str, repo: str, **changes: Any) -> dict[str, Any]:
     return payload
 
 
-def record_prod(project_dir: Path, url: str, now: int) -> None:
+def record_prod(project_dir: Path, url: str, now: int, commit: str | None = None) -> None:
     """Record prod as the project in ``project_dir`` with its data taken as built (no
-    Spark): for tests of paths where a promotion finds nothing left to do."""
+    Spark): for tests of paths where a promotion finds nothing left to do. ``commit``: the
+    one its plan records it was promoted from (None: none, as a state from before that
+    record, where prod's scheduled runs and drift repairs refuse)."""
     from sluice.core import workflow
     from sluice.core.model.loader import load_project
     from sluice.core.plan.plan import VIEW_MARKER
@@ -57,6 +59,8 @@ def record_prod(project_dir: Path, url: str, now: int) -> None:
     try:
         plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
         workflow.commit_plan(store, plan, now=now)
+        if commit is not None:
+            store.set_plan_commit(plan.plan_id, commit)
         for backfill in plan.backfill:
             store.add_intervals(backfill.name, backfill.version, backfill.intervals)
         for name in plan.create_views:

@@ -11,8 +11,8 @@ the version that table holds; state tables without it are refused (half-created,
 by something else).
 
 Migrations 1 to 3 create the tables as :mod:`sluice.core.state.schema` declares them now,
-so a migration that adds a column to one of them (4) adds it only where an older Sluice made
-the table without it. A later migration that changes a table in any other way must first
+so a migration that adds a column to one of them (4, 6) adds it only where an older Sluice
+made the table without it. A later migration that changes a table in any other way must first
 give the earlier migration a frozen copy of the table's old definition.
 """
 
@@ -32,6 +32,15 @@ def _table_rows(conn: Connection) -> None:
     table = schema.table_sizes
     if "row_count" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
         conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN row_count BIGINT")
+
+
+def _plan_commits(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now (with the column): add it only to a table
+    # an older Sluice made. Plans from before keep NULL: which commit they came from is not
+    # known, and nothing may guess it (prod's jobs refuse until prod is promoted once).
+    table = schema.plans
+    if "project_commit" not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN project_commit VARCHAR")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -61,6 +70,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         5,
         "what each run's rebuild of a table read, to skip the next when nothing changed",
         create_tables(schema.run_inputs),
+    ),
+    Migration(
+        6, "the commit each plan's project came from, as its promotion recorded it", _plan_commits
     ),
 )
 """Every migration of the state, oldest first."""

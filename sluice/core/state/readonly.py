@@ -174,7 +174,7 @@ class SqliteStateReader:
     def get_plan(self, plan_id: str) -> PlanRecord | None:
         found = self._all(
             f"read plan {plan_id!r}",
-            "SELECT plan_id, environment, base_plan_id, created_ts, payload "
+            "SELECT plan_id, environment, base_plan_id, created_ts, payload, project_commit "
             "FROM sluice_plans WHERE plan_id = ?",
             (plan_id,),
         )

@@ -24,7 +24,7 @@ TableKey = tuple[str, str]
 Interval = tuple[int, int]
 """Half-open ``[start_ms, end_ms)`` range of epoch milliseconds."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The state schema this Sluice creates and understands: the number of the state's last
 migration (:mod:`sluice.core.state.migrations` ends there; a test holds the two equal).
 Here, not there, so a process that only reads state can check it without SQLAlchemy."""
@@ -119,6 +119,8 @@ class PlanRecord:
         base_plan_id: The environment's plan the plan was computed against, if any.
         created_ts: Epoch ms when the plan was created.
         payload: JSON-serialisable plan document; opaque to the store.
+        project_commit: The commit whose project the plan's models came from (the promoted
+            commit; a plan that changes no model has its base plan's); None: not known.
     """
 
     plan_id: str
@@ -126,6 +128,7 @@ class PlanRecord:
     base_plan_id: str | None
     created_ts: int
     payload: dict[str, Any] = field(hash=False)
+    project_commit: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

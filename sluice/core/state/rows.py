@@ -63,7 +63,12 @@ def plan(row: Row, where: str) -> PlanRecord:
     """A ``sluice_plans`` row."""
     document = load_json(row["payload"], dict, f"plan {row['plan_id']}", where)
     return PlanRecord(
-        row["plan_id"], row["environment"], row["base_plan_id"], row["created_ts"], document
+        row["plan_id"],
+        row["environment"],
+        row["base_plan_id"],
+        row["created_ts"],
+        document,
+        row["project_commit"],
     )
 
 

@@ -86,6 +86,10 @@ plans = Table(
     Column("base_plan_id", String, nullable=True),
     Column("created_ts", BigInteger, nullable=False),
     Column("payload", JsonText, nullable=False),
+    # Migration 6: the commit whose project the plan's models came from, as the promotion
+    # that applied it recorded (a scheduled run or a drift repair carries its base plan's
+    # on). NULL: not known (a plan recorded before Sluice kept it, by the CLI, a PR's).
+    Column("project_commit", String, nullable=True),
 )
 
 # Migration 2 -----------------------------------------------------------------------

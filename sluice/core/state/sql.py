@@ -317,9 +317,22 @@ class SqlStateStore(HousekeepingMixin, RunInputsMixin):
             "base_plan_id": plan.base_plan_id,
             "created_ts": plan.created_ts,
             "payload": dump_json(plan.payload),
+            "project_commit": plan.project_commit,
         }
         with self._writing(f"save plan {plan.plan_id!r}") as conn:
             conn.execute(_insert_if_absent(conn, schema.plans).values(row))
+
+    def set_plan_commit(self, plan_id: str, commit: str) -> None:
+        t = schema.plans
+        with self._writing(f"record the commit of plan {plan_id!r}") as conn:
+            done = conn.execute(
+                update(t).where(t.c.plan_id == plan_id).values(project_commit=commit)
+            )
+        if not done.rowcount:
+            raise StateError(
+                f"cannot record commit {commit[:12]} on plan '{plan_id}': no such plan",
+                hint="the plan was never recorded: apply it (or promote again)",
+            )
 
     def delete_snapshots(self, ids: Iterable[SnapshotId]) -> None:
         t = schema.snapshots

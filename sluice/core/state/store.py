@@ -127,6 +127,15 @@ class StateWriter(Protocol):
         """Store a plan; saving a plan id that is already stored is a no-op."""
         ...
 
+    def set_plan_commit(self, plan_id: str, commit: str) -> None:
+        """Record ``commit`` as the one the plan's project came from (a promotion that
+        found prod already at its project: the plan stays, the commit is the promoted one).
+
+        Raises:
+            StateError: No plan is ``plan_id``.
+        """
+        ...
+
     def delete_snapshots(self, ids: Iterable[SnapshotId]) -> None:
         """Remove snapshots; ids that are not stored are ignored.
 

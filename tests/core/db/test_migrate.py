@@ -92,6 +92,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
         conn.execute(
             insert(pre_runner.ledger.tables["sluice_repos"]).values(repo="github:o/r", seen_ts=1)
         )
+        plan = {"plan_id": "p1", "environment": "prod", "created_ts": 1, "payload": "{}"}
+        conn.execute(insert(pre_runner.state.tables["sluice_plans"]).values(plan))
     before = inspected(engine)
 
     queue = JobQueue(state_url)
@@ -108,6 +110,12 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     store = open_state(state_url)
     try:
         assert store.get_snapshots([kept.id]) == {kept.id: kept}
+        # State migration 6: a plan from before records no commit (none is guessed).
+        found = store.get_plan("p1")
+        assert found is not None and found.project_commit is None
+        store.set_plan_commit("p1", "c" * 40)  # a promotion that found prod at its project
+        found = store.get_plan("p1")
+        assert found is not None and found.project_commit == "c" * 40
     finally:
         store.close()
 
@@ -141,6 +149,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     assert "sluice_run_inputs" in grown
     grown.pop("sluice_run_inputs")
     grown.pop("sluice_leases", None)  # queue migration 4's table
+    # State migration 6: nullable, so a plan from before stands, with no commit known.
+    assert grown["sluice_plans"]["columns"].pop("project_commit")[1] is True
     assert grown == before
     assert recorded(engine) == EVERY
     with engine.connect() as conn:

@@ -236,7 +236,7 @@ def test_a_version_4_database_gains_what_runs_read_and_keeps_its_sizes(
     four.set_table_size("s.t", "v1", TableSize(100, 1, 3))
     store = open_state(state_url)
     try:
-        assert stored_version(engine) == [5]
+        assert stored_version(engine) == [SCHEMA_VERSION]
         assert store.get_table_sizes(["s.t"])[("s.t", "v1")].bytes == 100
         seen = Seen("k", {"raw.a": "files:1:10:t:7", "raw.v": None}, 9)
         store.save_run_inputs({("s.t", "v1"): seen})
@@ -273,5 +273,48 @@ def test_a_version_3_database_gains_row_counts_and_keeps_its_sizes(
         # ... and the next measurement records both.
         upgraded.set_table_size("s.t", "v1", TableSize(120, 2, rows=7))
         assert upgraded.get_table_sizes(["s.t"]) == {("s.t", "v1"): TableSize(120, 2, 7)}
+    finally:
+        upgraded.close()
+
+
+def test_a_version_5_database_keeps_its_plans_and_knows_no_commit_of_them(
+    state_url: str, engine: Engine
+) -> None:
+    # sluice_plans as migration 1 made it before migration 6 (no project_commit).
+    from sqlalchemy import BigInteger, Column, MetaData, String, Table
+
+    old = MetaData()
+    plans = Table(
+        "sluice_plans",
+        old,
+        Column("plan_id", String, primary_key=True),
+        Column("environment", String, nullable=False),
+        Column("base_plan_id", String, nullable=True),
+        Column("created_ts", BigInteger, nullable=False),
+        Column("payload", String, nullable=False),
+    )
+    first = [metadata.tables[n] for n in ("sluice_schema_version", "sluice_snapshots")]
+    first += [metadata.tables[n] for n in ("sluice_intervals", "sluice_environments")]
+
+    def tables_then(conn: Connection) -> None:
+        for table in first:
+            table.create(conn)
+        plans.create(conn)
+
+    one = Migration(1, MIGRATIONS[0].name, tables_then)
+    assert state_migrate(engine, (one, *MIGRATIONS[1:5])) == 5
+    with engine.begin() as conn:
+        conn.execute(insert(plans).values(plan_id="p1", environment="prod", created_ts=1,
+                                          payload="{}"))  # fmt: skip
+    upgraded = open_state(state_url)
+    try:
+        assert stored_version(engine) == [SCHEMA_VERSION] and SCHEMA_VERSION >= 6
+        found = upgraded.get_plan("p1")  # kept, and no commit is guessed for it
+        assert found is not None and found.project_commit is None
+        upgraded.set_plan_commit("p1", "c" * 40)
+        found = upgraded.get_plan("p1")
+        assert found is not None and found.project_commit == "c" * 40
+        with pytest.raises(StateError, match="no such plan"):
+            upgraded.set_plan_commit("p2", "c" * 40)
     finally:
         upgraded.close()
