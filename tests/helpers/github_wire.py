@@ -52,7 +52,8 @@ ACTIONS_APP = {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
 
 def user_json(login: str) -> dict[str, Any]:
     uid = account_id_of(login)  # as the in-memory forge and the webhooks' stamps give it
-    return {"login": login, "id": uid, "node_id": f"U_{uid}", "type": "User"}
+    kind = "Bot" if login.endswith("[bot]") else "User"  # an App's bot user, as GitHub says
+    return {"login": login, "id": uid, "node_id": f"U_{uid}", "type": kind}
 
 
 def _sha1(text: str) -> str:

@@ -485,21 +485,17 @@ def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any
     return payload
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 4: a GitLab service account is known by its username alone "
-    "(gate_rules.py `bot_account`: `service_account_<hex>`), but GitLab lets whoever "
-    "creates one choose it (POST /service_accounts, /groups/:id/service_accounts, glab "
-    "service-account create --username release-bot, since GitLab 16.10): bob pushes his "
-    "change onto alice's MR with the token of `release-bot` (one he made, or CI's), which "
-    "the gate takes for a person, and approves alone. The fix: ask the forge what the "
-    "account is (GitLab GET /users/:id `bot`, true for project, group and service "
-    "accounts; GitHub sender.type == 'Bot'), not its name; cache it by id",
-)
 def test_a_gitlab_service_account_with_a_chosen_username_is_a_bot_account(
     tmp_path: Path,
 ) -> None:
+    # Closed (red team round 4): a GitLab service account's username is chosen by whoever
+    # makes it (POST /service_accounts, /groups/:id/service_accounts, glab service-account
+    # create --username release-bot, since GitLab 16.10): bob pushes his change onto
+    # alice's MR with the token of `release-bot` (one he made, or CI's) and approves
+    # alone. What the account is, the gate asks the forge by its id (GET /users/:id
+    # `bot`), not its name: a bot's push asks one approval more.
     bot = _gitlab_bot(tmp_path)
+    bot.forge.bots["release-bot"] = True  # GitLab: GET /users/:id says "bot": true
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
         _gitlab(bot, _gitlab_mr("open", A, "alice"))
@@ -508,7 +504,62 @@ def test_a_gitlab_service_account_with_a_chosen_username_is_a_bot_account(
         assert bot.ledger.pushers(GITLAB_KEY, 7) == {"alice", "release-bot"}
         _gitlab_plan(bot, B, BOBS)
         _gitlab_approve(bot, "bob", B)
-        assert bot.approval(B).conclusion != "success", bot.approval(B).summary
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "`release-bot` pushed to this pull request: a bot account" in check.summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def test_a_person_whose_username_has_a_bot_s_form_is_a_person_who_pushed(
+    tmp_path: Path,
+) -> None:
+    # Defended: GitLab says `project_1_bot_abc` is a person (GET /users/:id "bot": false),
+    # whatever their username's form: a required approver, his push makes him a pusher,
+    # whose approval does not count, and asks no approval more than a person's push does.
+    person = "project_1_bot_abc"
+    gated = GATED.replace("[bob, carol]", f"[carol, {person}]")
+    bot = _make_gitlab(tmp_path, gated)
+    bot.forge.bots[person] = False
+    bot.forge.roles[person] = "write"
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        bot.forge.push(7, B)
+        _gitlab(bot, _gitlab_mr("update", B, person, oldrev=A))
+        _gitlab_plan(bot, B, BOBS)
+        _gitlab_approve(bot, person, B)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "a bot account" not in check.summary, check.summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
+def test_a_push_by_an_account_the_forge_no_longer_knows_asks_one_approval_more(
+    tmp_path: Path,
+) -> None:
+    # Defended: bob pushes with the token of a service account he made, `release-bot`,
+    # then deletes it (or revokes a project token, whose bot user GitLab may delete):
+    # GET /users/:id answers 404, so whether it was a bot, or whose, cannot be told now.
+    bot = _gitlab_bot(tmp_path)
+    try:
+        bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
+        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        bot.forge.push(7, B)
+        bot.ledger.record_pusher(GITLAB_KEY, 7, "release-bot", bot.clock.now, 1_999_999_999)
+        assert bot.forge.account_of(1_999_999_999) is None
+        _gitlab_plan(bot, B, BOBS)
+        _gitlab_approve(bot, "bob", B)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "an account that pushed to it is no longer known to the forge" in check.summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
 

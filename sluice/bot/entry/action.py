@@ -80,6 +80,7 @@ from sluice.bot.flow import dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import (
+    Account,
     Check,
     DirEntry,
     Forge,
@@ -411,8 +412,8 @@ class WorkspaceForge:
     def team_members(self, team: str) -> frozenset[str]:
         return self.inner.team_members(team)
 
-    def login_of(self, user_id: int) -> str | None:
-        return self.inner.login_of(user_id)
+    def account_of(self, user_id: int) -> Account | None:
+        return self.inner.account_of(user_id)
 
     def commit_of(self, ref: str) -> str | None:
         return self.inner.commit_of(ref)

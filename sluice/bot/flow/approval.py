@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -30,7 +31,7 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Click, Push
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import ForgeError, PullCommit, PullRequest, Review, members
+from sluice.bot.forge.base import Account, ForgeError, PullCommit, PullRequest, Review, members
 from sluice.bot.present import checks, comment
 from sluice.core.errors import ConfigError
 
@@ -81,7 +82,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             detail = f"planned under settings no longer in force, at {pr.head_sha[:12]}"
             _decide(job, pr, review, None, detail)
         return None
-    pushers = _pushers(recorded)
+    pushers = _pushers(recorded, job.account_of)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
     teams = set(settings.gate.required_approvers.teams)
@@ -280,7 +281,8 @@ def pushers_of(job: Job, pr: PullRequest) -> Pushers:
     """Who pushed to ``pr`` as the gate counts them (:func:`_pushers`)."""
     commits = _pull_commits(job, pr)
     with job.ledger.together("read who pushed to the PR"):
-        return _pushers(_recorded_pushes(job, pr, commits))
+        recorded = _recorded_pushes(job, pr, commits)
+    return _pushers(recorded, job.account_of)
 
 
 def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
@@ -307,7 +309,9 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
         pushes = ledger.pushes_of(job.repo, [c.sha for c in commits])
     # Whoever is found through its commits is kept as its pusher: a rebase that puts the
     # same change under new commits must not forget them (red team, approval round 4). A
-    # bot that authored a commit is not kept: someone else pushed that commit.
+    # bot that authored a commit is not kept: someone else pushed that commit. A commit's
+    # author is named by login alone (no id to ask the forge by): by its form, which no
+    # person can take on GitHub (`<slug>[bot]` is an App's); GitLab names no login there.
     pushed = {(push.user.casefold(), push.user_id) for push in pushes}
     named: set[tuple[str, int | None]] = {
         (who.casefold(), None)
@@ -324,10 +328,11 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids)
 
 
-def _pushers(recorded: _Recorded) -> Pushers:
+def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -> Pushers:
     """Who pushed to the PR (the senders of its events, whoever pushed one of its commits:
     before the PR was opened, or in a ``synchronize`` a newer push superseded in the
-    queue) and the authors and committers the forge names for its commits."""
+    queue) and the authors and committers the forge names for its commits; which of them
+    are bots, as the forge says of each account (``account_of``, by its id)."""
     pushed = set(recorded.events) | {(p.user.casefold(), p.user_id) for p in recorded.pushes}
     people = {login for login, uid in pushed if uid is None}
     accounts = frozenset((login, uid) for login, uid in pushed if uid is not None)
@@ -341,7 +346,15 @@ def _pushers(recorded: _Recorded) -> Pushers:
     # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
     # driven by someone the forge does not name; a commit's bot author (a generated file)
     # was pushed by another.
-    bots = frozenset(login for login, _uid in pushed if bot_account(login))
+    # What an account is, the forge says, asked by its id (GitHub's type Bot, GitLab's
+    # bot): its login is no proof (GitLab lets a service account's maker choose its
+    # username, and a person may take a login of a bot's form: red team, approval round
+    # 4). The login's form decides where there is no id to ask by (the local forge, rows
+    # from before ids) or the forge does not say.
+    asked = {uid: account_of(uid) for _login, uid in pushed if uid is not None and recorded.ids}
+    bots = frozenset(
+        login for login, uid in pushed if _bot(login, None if uid is None else asked.get(uid))
+    )
     # Pushes nobody tells this repository of: a fork's (whoever its owner let push there,
     # an organization's or a group's members), and those of commits the forge does not
     # list (red team, approval round 4).
@@ -354,7 +367,19 @@ def _pushers(recorded: _Recorded) -> Pushers:
     # as for any unknown push (a fork's asks it already: its owner may be a login alone).
     if recorded.ids and not unknown and people - named:
         unknown += ("a push to it was recorded by a login alone, which may have been renamed",)
+    # An account that pushed and is no more (deleted, as a revoked token's bot user may be):
+    # whether it was a bot, or whose, cannot be told now.
+    if any(account is None for account in asked.values()):
+        unknown += ("an account that pushed to it is no longer known to the forge",)
     return Pushers(frozenset(people), bots, unknown, accounts)
+
+
+def _bot(login: str, account: Account | None) -> bool:
+    """Whether a pusher recorded as ``login`` is a bot account: as the forge says of its
+    ``account`` where it says, else by the form of its login (then or now)."""
+    if account is not None and account.bot is not None:
+        return account.bot
+    return bot_account(login) or (account is not None and bot_account(account.login))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.own_checks import OwnChecks
 from sluice.bot.flow.tenancy import Namespace
-from sluice.bot.forge.base import DirEntry, Forge, repo_key
+from sluice.bot.forge.base import Account, DirEntry, Forge, repo_key
 from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
 
@@ -46,7 +46,7 @@ class Job:
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _folders: dict[tuple[str, str], list[DirEntry] | None] = field(default_factory=dict)
-    _logins: dict[int, str | None] = field(default_factory=dict)
+    _accounts: dict[int, Account | None] = field(default_factory=dict)
 
     @classmethod
     def start(cls, deps: Deps, forge: Forge) -> Job:
@@ -110,12 +110,17 @@ class Job:
             self._folders[key] = self.forge.list_dir(ref, path)
         return self._folders[key]
 
+    def account_of(self, user_id: int) -> Account | None:
+        """The account ``user_id`` is now on the forge, its login and whether a bot (None:
+        it knows none), asked once per job (:meth:`~sluice.bot.forge.base.Forge.account_of`)."""
+        if user_id not in self._accounts:
+            self._accounts[user_id] = self.forge.account_of(user_id)
+        return self._accounts[user_id]
+
     def login_of(self, user_id: int) -> str | None:
-        """The login account ``user_id`` has now on the forge (None: it knows none),
-        asked once per job (:meth:`~sluice.bot.forge.base.Forge.login_of`)."""
-        if user_id not in self._logins:
-            self._logins[user_id] = self.forge.login_of(user_id)
-        return self._logins[user_id]
+        """The login account ``user_id`` has now on the forge (None: it knows none)."""
+        account = self.account_of(user_id)
+        return None if account is None else account.login
 
     def publish(
         self,

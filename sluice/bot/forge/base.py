@@ -119,6 +119,18 @@ class Review:
     user_id: int | None = None
 
 
+@dataclass(frozen=True)
+class Account:
+    """An account as the forge tells it now, asked by its id: its login of now, and whether
+    it is a bot account (an App's, a project's or group's access token user, a service
+    account), which some person drives unnamed: GitHub's ``type`` ``Bot``, GitLab's
+    ``bot``. A bot's login is no proof either way (GitLab lets whoever makes a service
+    account choose its username); ``bot`` is None where the forge did not say."""
+
+    login: str
+    bot: bool | None = None
+
+
 class Forge(Protocol):
     """What the flow asks of a forge, for one repository."""
 
@@ -206,12 +218,13 @@ class Forge(Protocol):
         does not exist or cannot be read."""
         ...
 
-    def login_of(self, user_id: int) -> str | None:
-        """The login account ``user_id`` has now (GitHub ``GET /user/{id}``, GitLab ``GET
-        /users/:id``); None when the forge knows no such account (deleted, or never was),
-        and on a forge whose people are logins only (the local forge). A login is renamed
-        at will and freed for anyone to take: whatever was recorded with an account id is
-        judged by the login its account has now, never by the one it had then."""
+    def account_of(self, user_id: int) -> Account | None:
+        """The account ``user_id`` is now (GitHub ``GET /user/{id}``, GitLab ``GET
+        /users/:id``), asked once per forge: its login and whether it is a bot; None when
+        the forge knows no such account (deleted, or never was), and on a forge whose people
+        are logins only (the local forge). A login is renamed at will and freed for anyone
+        to take: whatever was recorded with an account id is judged by the login its
+        account has now, never by the one it had then."""
         ...
 
     def commit_of(self, ref: str) -> str | None:

@@ -29,6 +29,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    Account,
     Check,
     DirEntry,
     ForgeError,
@@ -240,7 +241,7 @@ class GitLabForge:
         self._project = client.projects.get(repo, lazy=True)  # no request
         self._username: str | None = None  # the token's user
         self._teams: dict[str, frozenset[str]] = {}
-        self._accounts: dict[int, str | None] = {}  # user id -> their username now
+        self._accounts: dict[int, Account | None] = {}  # user id -> their account now
         self._heads: dict[int, tuple[str, str | None]] = {}  # iid -> head sha, source branch
         self._mr_urls: dict[int, str] = {}  # iid -> the merge request's web address
         self._note_urls: dict[int, str] = {}  # iid -> the bot's sticky note's address
@@ -447,26 +448,28 @@ class GitLabForge:
         level = int(member.attributes.get("access_level") or 0)
         return next((role for floor, role in ACCESS_ROLES if level >= floor), "none")
 
-    def login_of(self, user_id: int) -> str | None:
-        """The username user ``user_id`` has now (``GET /users/:id``), asked once per forge;
-        None when GitLab knows no such user (404: deleted, or never was), or answers for
-        another id."""
+    def account_of(self, user_id: int) -> Account | None:
+        """The user ``user_id`` is now (``GET /users/:id``), asked once per forge: their
+        username, and ``bot`` (true for project and group access token users and service
+        accounts; not said where the answer has none); None when GitLab knows no such user
+        (404: deleted, or never was), or answers for another id."""
         if user_id in self._accounts:
             return self._accounts[user_id]
         with self._guard(f"reading the username of user {user_id}"):
             try:
                 attrs = self._client.users.get(user_id).attributes
-                login: str | None = (
-                    str(attrs["username"])
+                bot = attrs.get("bot")
+                account = (
+                    Account(str(attrs["username"]), bot if isinstance(bot, bool) else None)
                     if attrs.get("id") == user_id and attrs.get("username")
                     else None
                 )
             except GitlabError as error:
                 if _status(error) != 404:
                     raise
-                login = None
-        self._accounts[user_id] = login
-        return login
+                account = None
+        self._accounts[user_id] = account
+        return account
 
     # -- notes ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from typing import IO, Any
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, checked_members
 from sluice.bot.forge.base import (
     PULL_COMMITS_LIMIT,
+    Account,
     Check,
     ForgeError,
     PullCommit,
@@ -452,7 +453,7 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"org/team": [users]}}')
         return frozenset(str(u) for u in teams.get(team.removeprefix("@"), []))
 
-    def login_of(self, user_id: int) -> str | None:
+    def account_of(self, user_id: int) -> Account | None:
         """None: the local forge's people are logins only, no account has an id."""
         return None
 

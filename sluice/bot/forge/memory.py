@@ -46,6 +46,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    Account,
     Check,
     DirEntry,
     Forge,
@@ -147,6 +148,9 @@ class MemoryForge:
     people: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     # case-folded login -> account id, where it is not account_id_of(login): renames
     accounts: dict[str, int] = field(default_factory=dict)
+    # case-folded login (of now) -> whether its account is a bot, as the forge answers it
+    # (GitHub's type Bot, GitLab's bot); a login not in it: the forge does not say
+    bots: dict[str, bool] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag -> sha
     pulls: dict[int, PullRequest] = field(default_factory=dict)
     comments: dict[int, list[Comment]] = field(default_factory=dict)  # PR -> comments
@@ -206,6 +210,8 @@ class MemoryForge:
             if pull.author_id == uid:
                 self.pulls[number] = dataclasses.replace(pull, author=new)
         self.people = {sha: (moved(a), moved(c)) for sha, (a, c) in self.people.items()}
+        if fold in self.bots:  # what the account is goes with it
+            self.bots[new.casefold()] = self.bots.pop(fold)
         return uid
 
     def _logins(self) -> set[str]:
@@ -581,16 +587,18 @@ class MemoryForge:
             (frozenset(v) for k, v in self.teams.items() if k.casefold() == wanted), frozenset()
         )
 
-    def login_of(self, user_id: int) -> str | None:
-        """The login account ``user_id`` has now, among those the forge has seen (roles,
-        teams, reviews, pull requests, commits, renames, any a test asked the id of)."""
-        self._call("login_of", user_id)
+    def account_of(self, user_id: int) -> Account | None:
+        """The account ``user_id`` is now, among those the forge has seen (roles, teams,
+        reviews, pull requests, commits, renames, any a test asked the id of): its login of
+        now, a bot as ``bots`` says."""
+        self._call("account_of", user_id)
         seen = [*self.roles, *(m for members in self.teams.values() for m in members)]
         seen += [r.user for log in self.review_log.values() for r in log]
         seen += [p.author for p in self.pulls.values()]
         seen += [who for pair in self.people.values() for who in pair if who]
-        seen += [*self._named, *self.accounts]
-        return next((login for login in seen if self.account_id(login) == user_id), None)
+        seen += [*self._named, *self.accounts, *self.bots]
+        login = next((login for login in seen if self.account_id(login) == user_id), None)
+        return None if login is None else Account(login, self.bots.get(login.casefold()))
 
     def merge(self, number: int, method: str, sha: str) -> str:
         self._call("merge", number, method, sha)

@@ -3,7 +3,7 @@
 A click ("Approve this plan" on the check, or the web UI's form, which any reader of the
 repository may submit) is recorded with the login of its moment and its account id; a
 login is renamed at will and freed for anyone to take, so whether the clicker is an
-approver is asked of the forge (Forge.login_of) when the gate is evaluated. Driven as a
+approver is asked of the forge (Forge.account_of) when the gate is evaluated. Driven as a
 PR's events drive the flow: the in-memory forge (whose accounts keep their id through a
 rename), the ledger on SQLite, plans recorded as a PR build records them (no Spark).
 """
@@ -71,7 +71,7 @@ def test_a_click_whose_account_the_forge_no_longer_knows_counts_for_nothing(bot:
     # A click recorded as `carol` by an account the forge knows no login of now (deleted
     # since): who it was cannot be told, so it is no approver's (fail closed).
     gone = 1_999_999_999
-    assert bot.forge.login_of(gone) is None
+    assert bot.forge.account_of(gone) is None
     _web_approve(bot, "carol", gone)
     check = bot.approval(B)
     assert check.conclusion != "success", check.summary
@@ -79,13 +79,16 @@ def test_a_click_whose_account_the_forge_no_longer_knows_counts_for_nothing(bot:
 
 
 def test_each_clicker_s_login_is_asked_once_per_evaluation(bot: Bot) -> None:
-    mallory = bot.forge.account_id("mallory")
+    # Once per evaluation for each account: the clickers', and the pusher's (alice opened
+    # it: whether she is a bot), in one cached look-up.
+    mallory, alice = bot.forge.account_id("mallory"), bot.forge.account_id("alice")
     _web_approve(bot, "mallory", mallory)
-    asked = [args for name, args in bot.forge.calls if name == "login_of"]
-    assert asked == [(mallory,)]
+    asked = [args for name, args in bot.forge.calls if name == "account_of"]
+    assert sorted(asked) == sorted([(alice,), (mallory,)])
     _web_approve(bot, "bob", bot.forge.account_id("bob"))
-    asked = [args for name, args in bot.forge.calls if name == "login_of"]
-    assert sorted(asked) == sorted([(mallory,), (mallory,), (bot.forge.account_id("bob"),)])
+    asked = [args for name, args in bot.forge.calls if name == "account_of"]
+    bob = (bot.forge.account_id("bob"),)
+    assert sorted(asked) == sorted([(alice,), (mallory,), (alice,), (mallory,), bob])
     assert bot.approval(B).conclusion == "success", bot.approval(B).summary
 
 

@@ -1,7 +1,10 @@
-"""Forge.login_of: the login an account id has now, asked of each forge at the wire.
+"""Forge.account_of: the login an account id has now, and whether it is a bot, asked of
+each forge at the wire.
 
 The gate judges a click (recorded with the login of its moment and its account id) by the
-login its account has now: a login is renamed at will and freed for anyone to take. GitHub
+login its account has now: a login is renamed at will and freed for anyone to take; and a
+pusher's account is a bot as the forge says, not as its login looks (GitLab lets a service
+account's maker choose its username). GitHub
 and GitLab are mocked at the wire with ``responses`` (PyGithub and python-gitlab run for
 real, in a strict mock: an unregistered request is a ConnectionError); the in-memory
 forge follows its renames; the local forge has no account ids.
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 import responses
 
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.base import Account, ForgeError
 from sluice.bot.forge.github import GitHubForge, github_client
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
@@ -46,9 +49,9 @@ def _github() -> GitHubForge:
     return GitHubForge(client, "octo/widgets")
 
 
-def _github_user(login: str, uid: int) -> dict[str, Any]:
+def _github_user(login: str, uid: int, kind: str = "User") -> dict[str, Any]:
     return {
-        "login": login, "id": uid, "node_id": f"MDQ6VXNlcj{uid}", "type": "User",
+        "login": login, "id": uid, "node_id": f"MDQ6VXNlcj{uid}", "type": kind,
         "url": f"https://api.github.com/users/{login}", "html_url": f"https://github.com/{login}",
         "site_admin": False,
     }  # fmt: skip
@@ -59,9 +62,26 @@ def test_github_names_an_account_by_its_login_of_now_once_per_forge(
 ) -> None:
     asked = rs.get(f"{GITHUB_API}/user/5", json=_github_user("bobx", 5))
     forge = _github()
-    assert forge.login_of(5) == "bobx"
-    assert forge.login_of(5) == "bobx"
+    assert forge.account_of(5) == Account("bobx", bot=False)
+    assert forge.account_of(5) == Account("bobx", bot=False)
     assert asked.call_count == 1
+
+
+def test_github_says_which_accounts_are_bots_by_their_type(rs: responses.RequestsMock) -> None:
+    # An App's bot user is type Bot, whatever its login; a person's (a login of a bot's
+    # form is no App's) and an organization's are not; a type GitHub may add: not said.
+    rs.get(f"{GITHUB_API}/user/41898282",
+           json=_github_user("github-actions[bot]", 41898282, "Bot"))  # fmt: skip
+    rs.get(f"{GITHUB_API}/user/198982749", json=_github_user("Copilot", 198982749, "Bot"))
+    rs.get(f"{GITHUB_API}/user/11", json=_github_user("release-bot", 11))
+    rs.get(f"{GITHUB_API}/user/12", json=_github_user("octo", 12, "Organization"))
+    rs.get(f"{GITHUB_API}/user/13", json=_github_user("ghost-ish", 13, "Mannequin"))
+    forge = _github()
+    assert forge.account_of(41898282) == Account("github-actions[bot]", bot=True)
+    assert forge.account_of(198982749) == Account("Copilot", bot=True)
+    assert forge.account_of(11) == Account("release-bot", bot=False)
+    assert forge.account_of(12) == Account("octo", bot=False)
+    assert forge.account_of(13) == Account("ghost-ish", bot=None)
 
 
 def test_github_knows_no_deleted_account_and_fails_loudly_otherwise(
@@ -71,19 +91,20 @@ def test_github_knows_no_deleted_account_and_fails_loudly_otherwise(
     rs.get(f"{GITHUB_API}/user/7", json=_github_user("eve", 8))  # another account's answer
     rs.get(f"{GITHUB_API}/user/9", status=502, json={"message": "Bad Gateway"})
     forge = _github()
-    assert forge.login_of(6) is None
-    assert forge.login_of(7) is None
+    assert forge.account_of(6) is None
+    assert forge.account_of(7) is None
     with pytest.raises(ForgeError, match=r"login of account 9 failed: 502"):
-        forge.login_of(9)
+        forge.account_of(9)
 
 
 def _gitlab() -> GitLabForge:
     return GitLabForge(gitlab_client(GITLAB, GITLAB_TOKEN), "data/warehouse")
 
 
-def _gitlab_user(username: str, uid: int) -> dict[str, Any]:
+def _gitlab_user(username: str, uid: int, bot: bool | None = False) -> dict[str, Any]:
+    said = {} if bot is None else {"bot": bot}  # None: an answer without the field
     return {"id": uid, "username": username, "name": username.title(), "state": "active",
-            "web_url": f"{GITLAB}/{username}"}  # fmt: skip
+            "web_url": f"{GITLAB}/{username}", **said}  # fmt: skip
 
 
 def test_gitlab_names_a_user_by_their_username_of_now_once_per_forge(
@@ -91,9 +112,23 @@ def test_gitlab_names_a_user_by_their_username_of_now_once_per_forge(
 ) -> None:
     asked = rs.get(f"{GITLAB}/api/v4/users/5", json=_gitlab_user("bobx", 5))
     forge = _gitlab()
-    assert forge.login_of(5) == "bobx"
-    assert forge.login_of(5) == "bobx"
+    assert forge.account_of(5) == Account("bobx", bot=False)
+    assert forge.account_of(5) == Account("bobx", bot=False)
     assert asked.call_count == 1
+
+
+def test_gitlab_says_which_users_are_bots_whatever_their_username(
+    rs: responses.RequestsMock,
+) -> None:
+    # A service account whose maker chose its username is a bot; a person who took a
+    # username of a token user's form is not; an answer without ``bot``: not said.
+    rs.get(f"{GITLAB}/api/v4/users/11", json=_gitlab_user("release-bot", 11, bot=True))
+    rs.get(f"{GITLAB}/api/v4/users/12", json=_gitlab_user("project_1_bot_abc", 12))
+    rs.get(f"{GITLAB}/api/v4/users/13", json=_gitlab_user("carol", 13, bot=None))
+    forge = _gitlab()
+    assert forge.account_of(11) == Account("release-bot", bot=True)
+    assert forge.account_of(12) == Account("project_1_bot_abc", bot=False)
+    assert forge.account_of(13) == Account("carol", bot=None)
 
 
 def test_gitlab_knows_no_deleted_user_and_fails_loudly_otherwise(
@@ -103,22 +138,33 @@ def test_gitlab_knows_no_deleted_user_and_fails_loudly_otherwise(
     rs.get(f"{GITLAB}/api/v4/users/7", json=_gitlab_user("eve", 8))
     rs.get(f"{GITLAB}/api/v4/users/9", status=500, json={"message": "500 Internal Error"})
     forge = _gitlab()
-    assert forge.login_of(6) is None
-    assert forge.login_of(7) is None
+    assert forge.account_of(6) is None
+    assert forge.account_of(7) is None
     with pytest.raises(ForgeError, match=r"username of user 9 failed: 500"):
-        forge.login_of(9)
+        forge.account_of(9)
 
 
 def test_the_memory_forge_follows_renames_and_a_freed_login() -> None:
     forge = MemoryForge("octo/warehouse")
     forge.roles.update({"bob": "write", "dave": "write"})
     bob = forge.account_id("bob")
-    assert forge.login_of(bob) == "bob"
+    assert forge.account_of(bob) == Account("bob")
     forge.rename("bob", "bobx")
     dave = forge.rename("dave", "bob")  # dave takes the freed login
-    assert forge.login_of(bob) == "bobx"
-    assert forge.login_of(dave) == "bob"
-    assert forge.login_of(123) is None
+    assert forge.account_of(bob) == Account("bobx")
+    assert forge.account_of(dave) == Account("bob")
+    assert forge.account_of(123) is None
+
+
+def test_the_memory_forge_says_what_its_bots_list_says_and_follows_renames() -> None:
+    forge = MemoryForge("octo/warehouse", name="gitlab")
+    forge.bots.update({"release-bot": True, "project_1_bot_abc": False})
+    bot, person = forge.account_id("release-bot"), forge.account_id("project_1_bot_abc")
+    assert forge.account_of(bot) == Account("release-bot", bot=True)
+    assert forge.account_of(person) == Account("project_1_bot_abc", bot=False)
+    assert forge.account_of(forge.account_id("alice")) == Account("alice", bot=None)
+    forge.rename("release-bot", "deploy")
+    assert forge.account_of(bot) == Account("deploy", bot=True)
 
 
 def test_the_local_forge_has_no_account_ids(tmp_path: Path) -> None:
@@ -127,4 +173,4 @@ def test_the_local_forge_has_no_account_ids(tmp_path: Path) -> None:
     (forge.store / "teams.json").parent.mkdir(parents=True, exist_ok=True)
     (forge.store / "teams.json").write_text('{"octo/approvers": ["bob"]}')
     assert forge.team_members("octo/approvers") == {"bob"}  # people are logins only
-    assert forge.login_of(5) is None
+    assert forge.account_of(5) is None

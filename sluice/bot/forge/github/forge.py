@@ -22,6 +22,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    Account,
     Check,
     DirEntry,
     ForgeError,
@@ -166,7 +167,7 @@ class GitHubForge:
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = bot_login  # whose comments are ours
         self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
-        self._accounts: dict[int, str | None] = {}  # account id -> its login now (one job)
+        self._accounts: dict[int, Account | None] = {}  # account id -> it now (one job)
         with boundary(f"opening {repo}"):
             self._repo = client.get_repo(repo)
 
@@ -341,23 +342,26 @@ class GitHubForge:
                 return "none"
             return legacy if legacy in ROLES else "none"
 
-    def login_of(self, user_id: int) -> str | None:
-        """The login account ``user_id`` has now (``GET /user/{id}``), asked once per forge;
-        None when GitHub knows no such account (404: deleted, or never was), or answers
-        for another id."""
+    def account_of(self, user_id: int) -> Account | None:
+        """The account ``user_id`` is now (``GET /user/{id}``), asked once per forge: its
+        login, and ``type`` ``Bot`` (an App's bot user) or ``User``/``Organization`` (not a
+        bot; any other type: not said); None when GitHub knows no such account (404:
+        deleted, or never was), or answers for another id."""
         if user_id in self._accounts:
             return self._accounts[user_id]
-        login: str | None
+        account: Account | None
         with boundary(f"reading the login of account {user_id}"):
             try:
                 # The answer itself (PyGithub takes the id from the URL it asked).
                 data = self._client.get_user_by_id(user_id).raw_data
-                found = data.get("login")
-                login = str(found) if data.get("id") == user_id and found else None
+                found, kind = data.get("login"), data.get("type")
+                bot = {"Bot": True, "User": False, "Organization": False}.get(str(kind))
+                ok = data.get("id") == user_id and found
+                account = Account(str(found), bot) if ok else None
             except UnknownObjectException:
-                login = None
-        self._accounts[user_id] = login
-        return login
+                account = None
+        self._accounts[user_id] = account
+        return account
 
     # -- comments ------------------------------------------------------------------------
 
