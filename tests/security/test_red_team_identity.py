@@ -4,8 +4,8 @@ The promise attacked: nobody pushes a change and is its sole approver, and one p
 counts as two approvals. People are now compared by account id where both sides carry one,
 by the case-folded login otherwise. The attacks look where ids and logins meet: who is
 *eligible* is still decided by a login (required teams resolve to logins of now), while who
-*approved* is an id recorded with the login it had then; and the ledger's pushers table is
-still keyed by login.
+*approved* is an id recorded with the login it had then; and the ledger's pushers tables
+were keyed by login (keyed by account since ledger migration 9).
 
 Each test asserts what a sound gate does; an open finding is ``xfail(strict=True)``. The
 flows are driven as tests/security/test_red_team_approval4.py drives them
@@ -212,22 +212,15 @@ def test_a_pusher_renamed_does_not_approve_from_the_web_ui(one: Bot) -> None:
 # -- 3. the pushers table keyed by login: a freed login taken, a push's id dropped ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity: sluice_pr_pushers is keyed by (repo, number, login) and "
-    "record_pusher inserts ON CONFLICT DO NOTHING. bob (id 5) pushed onto alice's PR and "
-    "renamed himself `bobx` (GitHub frees `bob` at once); mallory (octo/approvers) takes "
-    "`bob` and pushes her change onto the PR: her synchronize's (bob, her id) is dropped "
-    "for bob's old row, and approval._recorded_pushes keeps the pushers it finds through "
-    "commits only for logins not recorded yet (`if login not in logins`), so her id is "
-    "known only through her commit's branch push. alice rebases the branch (a new commit "
-    "holding the same change, the same plan); mallory approves as `bob`: the row (bob, 5) "
-    "is bob's id, not hers, and no push of the PR's commits names her: she pushed and is "
-    "the sole approver. Fix: key the pushers table by account (repo, number, user_id, or "
-    "login where no id), record every (login, id) pair, and compare pairs, not logins, in "
-    "_recorded_pushes",
-)
 def test_a_push_under_a_freed_login_is_kept_when_the_branch_is_rebased(one: Bot) -> None:
+    # Was open: sluice_pr_pushers was keyed by (repo, number, login), ON CONFLICT DO
+    # NOTHING. bob (id 5) pushed onto alice's PR and renamed himself `bobx` (GitHub frees
+    # `bob` at once); mallory (octo/approvers) takes `bob` and pushes her change: her
+    # synchronize's (bob, her id) was dropped for bob's old row, and the pushers found
+    # through commits were kept only for logins not recorded yet, so after alice's rebase
+    # no record named her and she was the sole approver of her push. Closed by ledger
+    # migration 9: the pushers tables are keyed by account, every (login, id) pair is kept,
+    # and approval._recorded_pushes compares pairs, not logins.
     one.forge.teams[TEAM] = frozenset({"carol", "mallory"})
     one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
     one.deliver("pull_request", gw.pr_event("opened", A, "alice"))

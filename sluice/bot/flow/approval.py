@@ -319,9 +319,10 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
         for who in (commit.author, commit.committer)
         if who and not bot_account(who)
     }
-    # One row per login (the table's key): a login recorded already is not again.
-    logins = {login for login, _uid in events}
-    found = {(login, uid) for login, uid in pushed | named if login not in logins}
+    # Every (login, account id) pair not recorded yet: a login recorded with another
+    # account (given up on a rename, taken by someone else) is no reason to drop this one
+    # (red team on identity).
+    found = (pushed | named) - events
     for user, uid in sorted(found, key=lambda f: (f[0], f[1] is None, f[1] or 0)):
         ledger.record_pusher(job.repo, pr.number, user, job.now, uid)
     ids = job.forge.name != "local"

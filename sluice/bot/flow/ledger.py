@@ -186,6 +186,10 @@ pr_pushers = Table(
     Column("repo", String, primary_key=True),
     Column("number", Integer, primary_key=True),
     Column("user", String, primary_key=True),  # case-folded
+    # Whose row it is (migration 9): `#<user_id>`, or `@<user>` where no id is known. A
+    # login is given up on a rename and taken by another account: the table keeps every
+    # (login, id) pair, never one row per login (red team on identity).
+    Column("account", String, primary_key=True),
     Column("pushed_ts", BigInteger, nullable=False),  # the first push seen
     # The pusher's account id (the event's sender.id / user.id): people are compared by it,
     # a login can be renamed and given up. None: recorded before migration 7, or a pusher
@@ -203,6 +207,7 @@ branch_pushers = Table(
     Column("branch", String, primary_key=True),
     Column("sha", String, primary_key=True),  # lower-case
     Column("user", String, primary_key=True),  # as the forge spells it
+    Column("account", String, primary_key=True),  # as pr_pushers' (migration 9)
     Column("pushed_ts", BigInteger, nullable=False),
     Column("user_id", BigInteger, nullable=True),  # the pusher's account id (migration 7)
 )
@@ -311,6 +316,23 @@ def _account_ids(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN user_id BIGINT")
 
 
+def _pushers_by_account(conn: Connection) -> None:
+    # Migrations 4 and 6 make the tables as declared now: a table made before, keyed by
+    # login, is made again, its rows moved over under the account each was recorded with
+    # (the old key is part of the new one: no two rows meet).
+    for table in (pr_pushers, branch_pushers):
+        if "account" in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            continue
+        kept = [c for c in table.columns if c.name != "account"]
+        rows = [dict(row._mapping) for row in conn.execute(select(*kept))]
+        table.drop(conn)
+        table.create(conn)
+        for row in rows:
+            row["account"] = _account(row["user"], _id(row["user_id"]))
+        for chunk in _chunks(rows, 500):
+            conn.execute(table.insert(), chunk)
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
@@ -323,6 +345,7 @@ LEDGER = Track(
         Migration(6, "who pushed to each branch", create_tables(branch_pushers)),
         Migration(7, "people by their forge account id, not their login", _account_ids),
         Migration(8, "the check runs Sluice made", create_tables(check_runs)),
+        Migration(9, "pushers by account: every login each had", _pushers_by_account),
     ),
     adopt=_adopt,
 )
@@ -533,11 +556,13 @@ class Ledger(AuditLog):
         self, repo: str, number: int, user: str, now: int, user_id: int | None = None
     ) -> None:
         """Record that ``user`` (account ``user_id``; None: known by login only) pushed a
-        head of the PR (kept: a push is never taken back)."""
+        head of the PR (kept: a push is never taken back). One row per (login, account): a
+        login another account had is no reason to drop this one's."""
         row = {
             "repo": repo,
             "number": number,
             "user": user.casefold(),
+            "account": _account(user, user_id),
             "pushed_ts": now,
             "user_id": user_id,
         }
@@ -579,6 +604,7 @@ class Ledger(AuditLog):
                 "branch": branch,
                 "sha": sha,
                 "user": user,
+                "account": _account(user, user_id),
                 "pushed_ts": now,
                 "user_id": user_id,
             }
@@ -1082,6 +1108,11 @@ def _upsert(
 def _id(value: Any) -> int | None:
     """An account id as a row holds it (None: recorded without one)."""
     return None if value is None else int(value)
+
+
+def _account(user: str, user_id: int | None) -> str:
+    """The pushers tables' ``account`` key: the account id, else the case-folded login."""
+    return f"#{user_id}" if user_id is not None else f"@{user.casefold()}"
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -94,6 +94,27 @@ def test_who_pushed_is_kept_with_their_account_id(ledger: Ledger) -> None:
     assert ledger.review_head_ids("gitlab:g/r", 3) == {"bobx": 41}
 
 
+def test_a_login_another_account_had_is_no_reason_to_drop_a_pusher(ledger: Ledger) -> None:
+    # Migration 9: one row per (login, account), not per login: bob (41) renamed, mallory
+    # (77) took `bob`; a login-only row beside them; the same pair again is one row.
+    for login, uid in (("bob", 41), ("bob", 77), ("bob", None), ("bobx", 41), ("BOB", 77)):
+        ledger.record_pusher("github:o/r", 7, login, 1, user_id=uid)
+        ledger.record_branch_push("github:o/r", "change", ["ccc"], login, 1, user_id=uid)
+    assert ledger.pusher_accounts("github:o/r", 7) == {
+        ("bob", 41),
+        ("bob", 77),
+        ("bob", None),
+        ("bobx", 41),
+    }
+    assert sorted(ledger.pushes_of("github:o/r", ["ccc"]), key=str) == [
+        ("ccc", "BOB", 77),
+        ("ccc", "bob", 41),
+        ("ccc", "bob", 77),
+        ("ccc", "bob", None),
+        ("ccc", "bobx", 41),
+    ]
+
+
 def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
     ledger.review_head("gitlab:g/r", 3, "Ann", "AAA111", 1)
     ledger.review_head("gitlab:g/r", 3, "bob", "aaa111", 2)
@@ -311,7 +332,7 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     )
     assert recorded(engine) == {
         "state": STATE_MIGRATIONS,
-        "ledger": [1, 2, 3, 4, 5, 6, 7, 8],
+        "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9],
         "audit": [1, 2],
     }
 
@@ -341,7 +362,7 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         )
         assert recorded(engine) == {
             "state": STATE_MIGRATIONS,
-            "ledger": [1, 2, 3, 4, 5, 6, 7, 8],
+            "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9],
             "audit": [1, 2],
         }
     finally:
@@ -390,8 +411,8 @@ def test_rows_from_before_account_ids_read_back_without_them(tmp_path: Path) -> 
                 )
             )
             conn.exec_driver_sql(
-                "INSERT INTO sluice_pr_pushers (repo, number, user, pushed_ts) "
-                "VALUES ('github:o/r', 7, 'bob', 1)"
+                "INSERT INTO sluice_pr_pushers (repo, number, user, account, pushed_ts) "
+                "VALUES ('github:o/r', 7, 'bob', '@bob', 1)"
             )
             conn.exec_driver_sql(
                 "INSERT INTO sluice_plan_clicks (repo, number, user, sha, clicked_ts) "

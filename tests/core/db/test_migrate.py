@@ -10,10 +10,23 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Connection, Engine, event, insert, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    event,
+    insert,
+    select,
+    text,
+)
 
 from sluice.bot.flow.audit import AUDIT
-from sluice.bot.flow.ledger import LEDGER, Ledger
+from sluice.bot.flow.ledger import LEDGER, Ledger, Push
 from sluice.bot.queue.schema import QUEUE
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.core.db.engine import create_state_engine
@@ -143,9 +156,11 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     grown.pop("sluice_check_runs")  # ledger migration 8's table
-    assert grown.pop("sluice_pr_pushers")["primary_key"] == ["number", "repo", "user"]
-    # Ledger migration 6's table, and state migration 5's.
-    assert grown.pop("sluice_branch_pushers")["primary_key"] == ["branch", "repo", "sha", "user"]
+    # Ledger migrations 4 and 6 make the pushers tables as declared now (keyed by account,
+    # migration 9's), and state migration 5's table.
+    assert grown.pop("sluice_pr_pushers")["primary_key"] == ["account", "number", "repo", "user"]
+    pushers_key = grown.pop("sluice_branch_pushers")["primary_key"]
+    assert pushers_key == ["account", "branch", "repo", "sha", "user"]
     assert "sluice_run_inputs" in grown
     grown.pop("sluice_run_inputs")
     grown.pop("sluice_leases", None)  # queue migration 4's table
@@ -286,5 +301,89 @@ def test_owners_starting_together_migrate_once(state_url: str, engine: Engine) -
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+
+
+# The pushers tables as ledger migrations 4, 6 and 7 left them, keyed by login, before
+# migration 9 keyed them by account: a frozen copy (never change it: it is what is out there).
+_BEFORE_9 = MetaData()
+_PR_PUSHERS_8 = Table(
+    "sluice_pr_pushers",
+    _BEFORE_9,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("user", String, primary_key=True),
+    Column("pushed_ts", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=True),
+)
+_BRANCH_PUSHERS_8 = Table(
+    "sluice_branch_pushers",
+    _BEFORE_9,
+    Column("repo", String, primary_key=True),
+    Column("branch", String, primary_key=True),
+    Column("sha", String, primary_key=True),
+    Column("user", String, primary_key=True),
+    Column("pushed_ts", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=True),
+)
+
+
+def test_ledger_migration_9_keys_the_pushers_by_account_and_keeps_their_rows(
+    state_url: str, engine: Engine
+) -> None:
+    # A ledger at migration 8 whose pushers tables were made keyed by login, with rows of
+    # before migration 7 (no id) and after (an id; bob's under his old and his new login).
+    at_8 = dataclasses.replace(LEDGER, migrations=LEDGER.migrations[:8])
+    migrate(engine, [STATE, QUEUE, at_8, AUDIT])
+    with engine.begin() as conn:
+        for old in (_PR_PUSHERS_8, _BRANCH_PUSHERS_8):
+            LEDGER.tables.tables[old.name].drop(conn)
+            old.create(conn)
+        conn.execute(insert(_PR_PUSHERS_8), [
+            {"repo": "github:o/r", "number": 7, "user": "bob", "pushed_ts": 1, "user_id": None},
+            {"repo": "github:o/r", "number": 7, "user": "bobx", "pushed_ts": 2, "user_id": 5},
+            {"repo": "github:o/r", "number": 8, "user": "bob", "pushed_ts": 3, "user_id": 5},
+        ])  # fmt: skip
+        conn.execute(insert(_BRANCH_PUSHERS_8), [
+            {"repo": "github:o/r", "branch": "change", "sha": "bbb", "user": "Bob",
+             "pushed_ts": 1, "user_id": None},
+            {"repo": "github:o/r", "branch": "change", "sha": "ccc", "user": "bobx",
+             "pushed_ts": 2, "user_id": 5},
+        ])  # fmt: skip
+    assert recorded(engine)["ledger"] == list(range(1, 9))
+
+    ledger = Ledger(state_url)  # migration 9 runs
+    try:
+        assert ledger.pusher_accounts("github:o/r", 7) == {("bob", None), ("bobx", 5)}
+        assert ledger.pusher_accounts("github:o/r", 8) == {("bob", 5)}
+        assert ledger.branch_pushes("github:o/r", "change") == [
+            Push("bbb", "Bob", None),
+            Push("ccc", "bobx", 5),
+        ]
+        # Keyed by account now: another account under a login a row has is a row of its
+        # own (the same pair again is not), on both tables.
+        ledger.record_pusher("github:o/r", 8, "bob", 4, user_id=9)
+        ledger.record_pusher("github:o/r", 8, "BOB", 5, user_id=5)
+        assert ledger.pusher_accounts("github:o/r", 8) == {("bob", 5), ("bob", 9)}
+        ledger.record_branch_push("github:o/r", "change", ["CCC"], "bobx", 6, user_id=9)
+        ledger.record_branch_push("github:o/r", "change", ["ccc"], "bobx", 7, user_id=5)
+        assert sorted(ledger.pushes_of("github:o/r", ["ccc"])) == [
+            Push("ccc", "bobx", 5),
+            Push("ccc", "bobx", 9),
+        ]
+    finally:
+        ledger.close()
+    pushers = LEDGER.tables.tables["sluice_pr_pushers"]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(pushers.c.number, pushers.c.user, pushers.c.account, pushers.c.pushed_ts)
+        ).all()
+    assert sorted(tuple(row) for row in rows) == [
+        (7, "bob", "@bob", 1),
+        (7, "bobx", "#5", 2),
+        (8, "bob", "#5", 3),  # the first push seen keeps its time
+        (8, "bob", "#9", 4),
+    ]
     assert inspected(engine) == declared(engine.dialect)
     assert recorded(engine) == EVERY
