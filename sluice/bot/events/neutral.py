@@ -205,6 +205,9 @@ class CheckRunEvent(_Base):
     # The App that made the check run clicked (GitHub ``check_run.app.id``): Sluice's own
     # runs only are its checks (sluice.bot.flow.own_checks); None where the forge does not say.
     app_id: int | None = None
+    # WEB only: the reason the web UI's "Override policies" form of a drift repair gave (a
+    # button carries none; no forge parser sets it): the audit row's reason, as written.
+    reason: str = ""
 
     def content_key(self) -> str | None:
         if self.action != "requested_action" or self.check_run_id is None:

@@ -38,9 +38,10 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sluice.bot.events.neutral import WEB, CheckRunEvent
-from sluice.bot.flow import audit, policies, repair_gate, trust
+from sluice.bot.flow import audit, drift_view, policies, repair_gate, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.forge.base import Check, members, writer
 from sluice.bot.present import checks, notify_text
@@ -218,15 +219,17 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         report = drift.check(store, PROD, runner, now=job.now)
         if not report.drifted:
             job.forge.set_check(head, checks.drift_result(report))
+            show(job, store, report, settings, project, head)
             return
         mend = drift.plan_repair(store, report, now=job.now)
         work = _Work(job, store, project, runner, tree, head, approvers, report, mend, settings)
         if what == checks.PLAN_REPAIR:
             work.request(event.requester, where, event.requester_id)
         elif what == checks.WAIVE_REPAIR:
-            work.waive(event.requester, token, where)
+            work.waive(event.requester, token, where + _why(event))
         else:
             work.approve(event.requester, token, where, event.requester_id)
+        show(job, store, work.report, settings, project, head)
     except SluiceError as exc:
         error = job.scrub(str(exc), tree)
         log.warning("%s: drift repair of prod failed: %s", job.forge.repo, error)
@@ -446,7 +449,7 @@ class _Work:
             requester,
             ", ".join(record.approved_by) or "nobody",
         )
-        after = drift.check(self.store, PROD, self.runner, now=job.deps.clock())
+        after = self.report = drift.check(self.store, PROD, self.runner, now=job.deps.clock())
         job.forge.set_check(self.head, checks.repaired(after, plan, requester, record.approved_by))
 
 
@@ -462,3 +465,86 @@ OWNERS_ONLY_REFUSAL = (
 def _refuse(job: Job, actor: str, detail: str) -> None:
     log.info("%s: drift repair refused for %s: %s", job.forge.repo, actor, detail)
     audit.record(job, audit.REFUSAL, REFUSED, actor=actor, ref=PROD, detail=detail)
+
+
+def _why(event: CheckRunEvent) -> str:
+    """The reason a web UI's "Override policies" form gave (a button gives none)."""
+    reason = " ".join((event.reason or "").split())[:REASON_CHARS]
+    return f": {reason}" if event.origin == WEB and reason else ""
+
+
+REASON_CHARS = 500
+"""The longest reason of an override from the web UI (:mod:`sluice.bot.web.repair`)."""
+
+
+def show(
+    job: Job,
+    store: StateStore,
+    report: DriftReport,
+    settings: trust.Settings,
+    project: Project,
+    head: str | None,
+) -> None:
+    """Keep prod's drift as the ``sluice/drift`` check shows it, for the web UI's drift
+    page (:mod:`.drift_view`): the report, the repair plan made from it and its
+    fingerprint, its record (who asked, who approved, how many more) and the policies'
+    verdicts, judged as a click judges them. Never raises: a view that cannot be made
+    says why, and the check stands."""
+    if head is None:
+        return
+    view: dict[str, Any] = {
+        "head": head, "environment": report.environment, "plan_id": report.plan_id,
+        "checked_at": report.checked_at, "models": report.models, "drifted": report.drifted,
+        "differences": [
+            {"model": d.model, "kind": d.kind, "detail": job.scrub(d.detail), "since": d.since,
+             "repair": d.repair}
+            for d in report.differences[: drift_view.ROWS]
+        ],
+        "more": max(len(report.differences) - drift_view.ROWS, 0),
+        "repair": None, "error": None,
+    }  # fmt: skip
+    if report.drifted:
+        try:
+            view["repair"] = _shown_repair(job, store, report, settings, project)
+        except SluiceError as exc:
+            view["error"] = job.scrub(str(exc))
+    drift_view.save(job.ledger, job.repo, view)
+
+
+def _shown_repair(
+    job: Job,
+    store: StateStore,
+    report: DriftReport,
+    settings: trust.Settings,
+    project: Project,
+) -> dict[str, Any]:
+    mend = drift.plan_repair(store, report, now=job.now)
+    plan = fingerprint(mend.plan)
+    approvers = settings.gate.required_approvers
+    record = tally(job, plan, approvers)
+    judged = repair_gate.judge(
+        job, settings, project, store, mend.plan, plan, record.requesters, window(job, plan)
+    )
+    asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record))
+    named = {p.name: list(p.override_by) for p in policies.in_force(settings)[0]}
+    intervals = {b.name: len(b.intervals) for b in mend.plan.backfill}
+    return {
+        "fingerprint": plan, "changes": mend.plan.has_changes,
+        "repoint": list(mend.plan.repoint),
+        "rebuild": [[n, intervals.get(n, 0)] for n in mend.plan.rebuild],
+        "views": list(mend.plan.create_views),
+        "left": [[m, job.scrub(why)] for m, why in mend.left],
+        "requesters": list(record.requesters), "approved_by": list(record.approved_by),
+        "needed": max(approvers.count - len(record.approved_by), 0),
+        "required": [*approvers.users, *approvers.teams],
+        "asks": [[what, who] for what, who in sorted(asks.items())],
+        "refusal": job.scrub(judged.refusal) if judged.refusal else None,
+        "held": [r.name for r in judged.held],
+        "policies": [
+            {"name": r.name, "level": r.level, "where": r.where, "description": r.description,
+             "outcome": r.outcome, "blocks": r.blocks, "error": job.scrub(r.error) if r.error else "",
+             "overridden_by": r.overridden_by, "reason": r.reason,
+             "override_by": named.get(r.name, [])}
+            for r in judged.rows
+        ],
+    }  # fmt: skip

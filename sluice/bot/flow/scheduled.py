@@ -189,6 +189,7 @@ def drift_check(job: Job) -> None:
         # A repair asked for and waiting for approvals keeps its check (and its button).
         approvers = settings.gate.required_approvers
         waiting = drift_repair.pending(job, store, report, approvers, settings, project)
+        drift_repair.show(job, store, report, settings, project, head)  # the web UI's page
     except SluiceError as exc:
         error = job.scrub(str(exc), tree)
         log.warning("%s: drift check of prod could not run: %s", job.forge.repo, error)

@@ -234,6 +234,13 @@ def router(site: Site, *, actions: bool = False) -> APIRouter:
             request, "history.html.j2", reader, listed=listed, runs=runs, run_models=RUN_MODELS
         )
 
+    @pages.get("/drift")
+    def drift(request: Request, repo: Repo = None) -> HTMLResponse:
+        """Prod's drift, its repair plan and the policies' verdicts (issue 47), with the
+        forms of the ``sluice/drift`` check's buttons (:mod:`sluice.bot.web.repair`)."""
+        reader = site.open(request, repo)
+        return render(request, "drift.html.j2", reader, view=reader.drift())
+
     @pages.get("/audit")
     def audit(request: Request, repo: Repo = None, offset: Offset = 0) -> HTMLResponse:
         reader = site.open(request, repo)

@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
+from sluice.bot.flow import drift_view
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview, own_key
 from sluice.bot.forge.base import Check, PullRequest
@@ -461,6 +462,13 @@ class Reader:
             ),
             models=s.Page(items=items, total=len(refs), offset=offset, limit=limit),
         )
+
+    # -- prod's drift (issue 47) ------------------------------------------------------------
+
+    def drift(self) -> dict[str, Any] | None:
+        """Prod's last drift check as the flow kept it (:mod:`sluice.bot.flow.drift_view`):
+        None when no check kept one."""
+        return drift_view.load(self.ledger, self.repo)
 
     # -- the audit log ----------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ ui``'s, :mod:`sluice.bot.web.standalone`): the API under ``/api/v1``, the pages 
 ``/ui`` and their files (stylesheet, script, icon: Sluice's own, no CDN) under
 ``/ui/static``; with sign-in (:class:`~sluice.bot.web.access.SignedIn`), its pages
 (:mod:`sluice.bot.web.signin`) and the answer to a request without a session; with a
-``submit`` (the service's intake), the actions (:mod:`sluice.bot.web.actions`: refused
-but to a signed-in person)."""
+``submit`` (the service's intake), the actions (:mod:`sluice.bot.web.actions`, and the
+drift repair's, :mod:`sluice.bot.web.repair`: refused but to a signed-in person)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from sluice.bot.web import actions, api, pages, signin
+from sluice.bot.web import actions, api, pages, repair, signin
 from sluice.bot.web.access import SignedIn, SignInRequired
 from sluice.bot.web.site import Site
 
@@ -36,5 +36,6 @@ def mount(
         app.add_exception_handler(SignInRequired, signin.sign_in_required)
     if submit is not None:
         app.include_router(actions.router(site, submit))
+        app.include_router(repair.router(site, submit))
     app.include_router(pages.router(site, actions=submit is not None))
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
