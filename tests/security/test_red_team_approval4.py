@@ -540,6 +540,30 @@ def test_a_person_whose_username_has_a_bot_s_form_is_a_person_who_pushed(
         bot.close()
 
 
+def test_a_service_account_in_the_approvers_group_does_not_approve(tmp_path: Path) -> None:
+    # Defended: `release-bot`, a service account, is a member of the approvers' group (to
+    # push for CI); bob, who holds its token, approves as himself and as it. A bot's
+    # approval is no person's (GitLab: GET /users/:id "bot": true): two of them are bob
+    # and carol.
+    gated = TEAM_GATED + "      count: 2\n"
+    bot = _make_gitlab(tmp_path, gated)
+    bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol", "release-bot"})
+    bot.forge.bots["release-bot"] = True
+    try:
+        bot.forge.open_pull(7, head_sha=B, base="main", author="alice")
+        _gitlab(bot, _gitlab_mr("open", B, "alice"))
+        _gitlab_plan(bot, B, BOBS)
+        _gitlab_approve(bot, "bob", B)
+        _gitlab_approve(bot, "release-bot", B)
+        check = bot.approval(B)
+        assert check.conclusion != "success", check.summary
+        assert "Approved by @bob (1 of 2 required)" in check.summary, check.summary
+        _gitlab_approve(bot, "carol", B)
+        assert bot.approval(B).conclusion == "success", bot.approval(B).summary
+    finally:
+        bot.close()
+
+
 def test_a_push_by_an_account_the_forge_no_longer_knows_asks_one_approval_more(
     tmp_path: Path,
 ) -> None:

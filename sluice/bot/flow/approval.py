@@ -93,7 +93,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         GateInput(
             author=pr.author,
             author_id=pr.author_id,
-            reviews=_bound(job.forge.reviews(pr.number), heads),
+            reviews=_bound(_people_only(job, job.forge.reviews(pr.number)), heads),
             plans=plans,
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
@@ -166,15 +166,38 @@ def _clicks_now(job: Job, clicks: list[Click]) -> list[ActionApproval]:
             else:
                 log.info("a click recorded as %s without an account id: not counted", click.user)
             continue
-        login = job.login_of(click.user_id)
-        if login is None:
+        account = job.account_of(click.user_id)
+        if account is None:
             log.info("a click by account %s, which the forge no longer knows: not counted",
                      click.user_id)  # fmt: skip
             continue
+        if _bot(click.user, account):
+            log.info("a click by %s, a bot account: not counted", account.login)
+            continue
         now.append(
-            ActionApproval(login, click.sha, click.plan, click.ts, click.user_id, click.user)
+            ActionApproval(
+                account.login, click.sha, click.plan, click.ts, click.user_id, click.user
+            )
         )
     return now
+
+
+def _people_only(job: Job, reviews: list[Review]) -> list[Review]:
+    """``reviews`` less the approvals of bot accounts, as the forge says of each by its id
+    (the login's form where there is none): whoever drives a bot is not named, maybe an
+    approver or a pusher, so a bot's approval is no person's (a GitLab service account,
+    whose username its maker chose, may be a member of a required group)."""
+    ids = job.forge.name != "local"
+    kept = []
+    for review in reviews:
+        uid = review.user_id
+        if review.state == "APPROVED":
+            account = job.account_of(uid) if ids and uid is not None else None
+            if _bot(review.user, account):
+                log.info("an approval by %s, a bot account: not counted", review.user)
+                continue
+        kept.append(review)
+    return kept
 
 
 def _decide(
@@ -221,7 +244,8 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
     others += pushers.accounts
     others.append((pr.author, pr.author_id))
     latest: dict[str, Review] = {}  # by account id where the forge says, else by login
-    for review in _bound(job.forge.reviews(pr.number), _heads(job, pr.number)):
+    reviews = _people_only(job, job.forge.reviews(pr.number))
+    for review in _bound(reviews, _heads(job, pr.number)):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             key = f"#{review.user_id}" if review.user_id is not None else review.user.casefold()
             latest[key] = review

@@ -78,6 +78,17 @@ def test_a_click_whose_account_the_forge_no_longer_knows_counts_for_nothing(bot:
     assert "Approved by nobody yet (0 of 1 required)" in check.summary
 
 
+def test_a_click_by_a_bot_account_counts_for_nothing(bot: Bot) -> None:
+    # A bot account in the approvers' team (the forge says it is one, whatever its login):
+    # whoever drives it is not named, so its click is no approver's.
+    bot.forge.teams[TEAM] = frozenset({"bob", "carol", "deploy"})
+    bot.forge.bots["deploy"] = True
+    _web_approve(bot, "deploy", bot.forge.account_id("deploy"))
+    check = bot.approval(B)
+    assert check.conclusion != "success", check.summary
+    assert "Approved by nobody yet (0 of 1 required)" in check.summary
+
+
 def test_each_clicker_s_login_is_asked_once_per_evaluation(bot: Bot) -> None:
     # Once per evaluation for each account: the clickers', and the pusher's (alice opened
     # it: whether she is a bot), in one cached look-up.
