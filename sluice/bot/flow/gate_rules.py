@@ -155,7 +155,12 @@ def bot_account(login: str) -> bool:
     """Whether ``login`` is a bot account whose pushes some person drives unnamed: a GitHub
     App's (``<slug>[bot]``: ``github-actions[bot]`` for a workflow's token) or a GitLab
     project's or group's access token user (``project_<id>_bot_<hex>``) or service
-    account (``service_account_<hex>``, ``service_account_group_<id>_<hex>``)."""
+    account (``service_account_<hex>``, ``service_account_group_<id>_<hex>``), by the form
+    of the login alone. Where the forge gives an account id, what the account is the forge
+    says (:meth:`~sluice.bot.forge.base.Forge.account_of`): a GitLab service account's
+    username is its maker's choice, and a person may take a login of this form. This rule
+    decides only where there is no id to ask by (the local forge, rows from before ids, a
+    commit's author) or the forge does not say."""
     name = login.casefold()
     return name.endswith("[bot]") or _GITLAB_BOT.fullmatch(name) is not None
 
