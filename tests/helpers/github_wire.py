@@ -89,6 +89,10 @@ class FakeGitHub:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     reviews: list[dict[str, Any]] = field(default_factory=list)  # add_review
+    # GET /repos/{repo}/activity: add_activity's entries, oldest first; each open pull
+    # request's head is listed too, pushed by its author (a fork's is not this repository's)
+    activity: list[dict[str, Any]] = field(default_factory=list)
+    activity_status: int = 200  # another status for GET /activity (502: GitHub is down)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> role; else 404
     reactions: list[dict[str, Any]] = field(default_factory=list)  # {comment, content}
     files: dict[tuple[str, str], str] = field(default_factory=dict)  # (ref, path) -> text
@@ -235,6 +239,7 @@ class FakeGitHub:
             ("GET", rf"{base}/pulls/(\d+)$", self._pull),
             ("GET", rf"{base}/pulls/(\d+)/reviews(\?.*)?$", self._reviews),
             ("GET", rf"{base}/pulls/(\d+)/commits(\?.*)?$", self._pull_commits),
+            ("GET", rf"{base}/activity(\?.*)?$", self._activity),
             ("PUT", rf"{base}/pulls/(\d+)/merge$", self._merge),
             ("GET", rf"{base}/collaborators/([^/]+)/permission$", self._permission),
             ("POST", rf"{base}/issues/comments/(\d+)/reactions$", self._react),
@@ -453,6 +458,39 @@ class FakeGitHub:
              "parents": []}
             for c in self._commits_of(pull)
         ])  # fmt: skip
+
+    def add_activity(self, ref: str, after: str, actor: str | None, kind: str = "push") -> None:
+        """An entry of the repository's activity: ``actor`` (None: a deleted account) moved
+        ``ref`` (``refs/heads/<branch>``, as GitHub writes it) to ``after``."""
+        self.activity.append({
+            "id": self._next(), "node_id": "RA_1", "before": "0" * 40, "after": after,
+            "ref": ref, "timestamp": "2026-11-21T10:00:00Z", "activity_type": kind,
+            "actor": user_json(actor) if actor is not None else None,
+        })  # fmt: skip
+
+    def _activity(self, match: Any, body: Any) -> Any:
+        """The activity, newest first, of the ``ref`` asked (any spelling GitHub takes),
+        ``per_page`` at a time; the next page's ``after`` cursor in the Link header."""
+        if self.activity_status != 200:
+            return self._json({"message": "Server Error"}, self.activity_status)
+        query = self._query(match)
+        pushed = [
+            {"id": number, "node_id": "RA_0", "before": "0" * 40, "after": pull["head_sha"],
+             "ref": f"refs/heads/{pull.get('head_ref', 'feature')}", "activity_type": "push",
+             "timestamp": "2026-11-21T09:00:00Z", "actor": user_json(pull["author"])}
+            for number, pull in self.pulls.items() if not pull.get("fork")
+        ]  # fmt: skip
+        entries = [*pushed, *self.activity][::-1]
+        ref = query.get("ref")
+        if ref is not None:
+            full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+            entries = [e for e in entries if e["ref"] == full]
+        size, start = int(query.get("per_page", "30")), int(query.get("after", "0"))
+        status, headers, text = self._json(entries[start : start + size])
+        if start + size < len(entries):
+            url = f"{API}/repositories/1296269/activity?per_page={size}&after={start + size}"
+            headers["Link"] = f'<{url}>; rel="next"'
+        return status, headers, text
 
     def _reviews(self, match: Any, body: Any) -> Any:
         # Lenient: a pull request the test never added simply has no reviews.

@@ -108,6 +108,9 @@ class FakeGitLab:
     latest_statuses: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     refused_statuses: list[dict[str, Any]] = field(default_factory=list)
     approvals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # GET /projects/:id/events?action=pushed: add_push_event's, oldest first; each open
+    # merge request's head is listed too, pushed by its author (not a fork's)
+    push_events: list[dict[str, Any]] = field(default_factory=list)
     members: dict[str, int] = field(default_factory=dict)
     users: dict[str, int] = field(default_factory=dict)
     groups: dict[str, list[str]] = field(default_factory=dict)
@@ -274,6 +277,7 @@ class FakeGitLab:
             ("POST", mr + r"/notes/(?P<note>\d+)/award_emoji", self._award),
             ("GET", mr + r"/approvals", self._approvals),
             ("GET", mr + r"/commits", self._mr_commits),
+            ("GET", p + r"/events", self._events),
             ("PUT", mr + r"/merge", self._merge),
             ("POST", p + r"/deployments", self._create_deployment),
             ("GET", p + r"/deployments/(?P<id>\d+)", self._get_deployment),
@@ -677,6 +681,41 @@ class FakeGitLab:
              "committer_name": "x", "committer_email": "x@example.com",
              "created_at": mr["updated_at"], "message": "change", "parent_ids": []}
         ])  # fmt: skip
+
+    def add_push_event(
+        self, ref: str | None, sha: str, author: str, *, ref_type: str = "branch",
+        ref_count: int | None = None,
+    ) -> None:  # fmt: skip
+        """A push event: ``author`` pushed ``ref`` to ``sha``; a push of many refs at once
+        is one event of ``ref`` None and their ``ref_count``, as GitLab records it."""
+        event = self._push_event(ref, sha, author, ref_type, ref_count)
+        self.push_events.append({**event, "id": self._next(), "created_at": self._now()})
+
+    def _push_event(
+        self, ref: str | None, sha: str, author: str, ref_type: str, ref_count: int | None
+    ) -> dict[str, Any]:
+        return {
+            "id": 1, "project_id": self.project_id, "action_name": "pushed to",
+            "target_id": None, "target_type": None, "target_title": None,
+            "author_id": self.user_id(author), "author": self.user_json(author),
+            "author_username": author, "created_at": "2026-11-21T09:00:00.000Z",
+            "push_data": {"commit_count": 1, "action": "pushed", "ref_type": ref_type,
+                          "commit_from": None, "commit_to": sha, "ref": ref,
+                          "commit_title": "change", "ref_count": ref_count},
+        }  # fmt: skip
+
+    def _events(self, match: Any, params: Any) -> Answer:
+        """The project's push events, newest first, a page at a time (GitLab filters no
+        branch)."""
+        if params.get("action") not in (None, "pushed"):
+            return self._paged([], params)
+        opened = [
+            self._push_event(mr["source_branch"], mr["sha"], mr["author"]["username"], "branch",
+                             None)
+            for mr in self.merge_requests.values()
+            if mr["source_project_id"] == mr["target_project_id"]
+        ]  # fmt: skip
+        return self._paged([*opened, *self.push_events][::-1], params)
 
     def _approvals(self, match: Any, params: Any) -> Answer:
         iid = int(match.group("iid"))

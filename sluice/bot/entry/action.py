@@ -412,6 +412,9 @@ class WorkspaceForge:
     def team_members(self, team: str) -> frozenset[str]:
         return self.inner.team_members(team)
 
+    def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
+        return self.inner.pushers_of(branch, sha)
+
     def account_of(self, user_id: int) -> Account | None:
         return self.inner.account_of(user_id)
 

@@ -56,6 +56,12 @@ class PullCommit:
     committer: str | None = None
 
 
+PUSH_RECORDS_LIMIT = 300
+"""Most push records :meth:`Forge.pushers_of` reads (three pages of 100, newest first): a
+head pushed longer ago, or hidden behind more pushes, is named by nobody (the gate then
+asks one approval more, as for a push nobody names)."""
+
+
 @dataclass(frozen=True)
 class PullRequest:
     """A pull (merge) request as the forge reports it now."""
@@ -175,6 +181,18 @@ class Forge(Protocol):
     def pull_commits(self, number: int) -> list[PullCommit] | None:
         """The pull request's commits (on its head, not on its base), oldest first; None
         when the forge would list only part of them (over :data:`PULL_COMMITS_LIMIT`)."""
+        ...
+
+    def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
+        """Who the forge's own records say pushed ``branch`` to ``sha`` (GitHub's repository
+        activity, GitLab's push events: kept whether or not a push webhook was sent), as
+        (login, account id) pairs; empty when its newest :data:`PUSH_RECORDS_LIMIT`
+        records of pushes name nobody; None on a forge that keeps no such records (the
+        local forge). Asked for a pull request's head no push webhook told of.
+
+        Raises:
+            ForgeError: the forge could not be asked (the gate then fails closed).
+        """
         ...
 
     def upsert_comment(self, number: int, marker: str, body: str) -> None:

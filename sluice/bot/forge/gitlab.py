@@ -12,6 +12,7 @@ HTTP status and GitLab's own message, never a credential.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import re
 import tempfile
@@ -29,6 +30,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    PUSH_RECORDS_LIMIT,
     Account,
     Check,
     DirEntry,
@@ -470,6 +472,29 @@ class GitLabForge:
                 account = None
         self._accounts[user_id] = account
         return account
+
+    def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
+        """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
+        whether or not a push hook was sent) name as pushing ``branch`` to ``sha``: newest
+        first, at most :data:`PUSH_RECORDS_LIMIT` events in pages of 100, of any branch
+        (the API filters no branch). An event is taken only when its own ``push_data``
+        names the branch and ``commit_to`` the sha; a push of many branches at once, which
+        GitLab records as one event naming no branch, names nobody; its author by username
+        and id."""
+        wanted = sha.lower()
+        found: dict[tuple[str, int | None], None] = {}
+        with self._guard(f"reading who pushed {branch} to {sha[:12]}"):
+            events = self._project.events.list(action="pushed", per_page=100, iterator=True)
+            for event in itertools.islice(events, PUSH_RECORDS_LIMIT):  # no page past them
+                attrs = event.attributes
+                data, author = attrs.get("push_data"), attrs.get("author")
+                if not isinstance(data, dict) or not isinstance(author, dict):
+                    continue
+                if (data.get("ref_type"), data.get("ref")) != ("branch", branch):
+                    continue
+                if str(data.get("commit_to")).lower() == wanted and author.get("username"):
+                    found[(str(author["username"]), _account_id(author.get("id")))] = None
+        return list(found)
 
     # -- notes ---------------------------------------------------------------------------
 

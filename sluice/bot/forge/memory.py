@@ -46,6 +46,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    PUSH_RECORDS_LIMIT,
     Account,
     Check,
     DirEntry,
@@ -159,6 +160,9 @@ class MemoryForge:
     roles: dict[str, str] = field(default_factory=dict)  # login (any case) -> role
     teams: dict[str, frozenset[str]] = field(default_factory=dict)  # "org/slug" -> logins
     merges: list[Merge] = field(default_factory=list)
+    # (branch, head sha, pusher's login) of each push the forge records, oldest first
+    # (GitHub's repository activity, GitLab's push events): whether or not a hook was sent
+    push_log: list[tuple[str, str, str]] = field(default_factory=list)
     deployments: list[Deployment] = field(default_factory=list)
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)  # (method, args)
     clock: Callable[[], int] | None = None
@@ -295,8 +299,11 @@ class MemoryForge:
         fork: bool = False,
         draft: bool = False,
         title: str = "",
+        pushed_by: str | None = None,
     ) -> PullRequest:
-        """Open pull request ``number`` from ``head_sha`` into branch ``base``."""
+        """Open pull request ``number`` from ``head_sha`` into branch ``base``; the forge
+        records ``pushed_by`` (by default its author) as who pushed ``head_ref`` to
+        ``head_sha``, ``""`` nobody (a fork's pushes are never recorded here)."""
         base_sha = self.refs.get(base)
         if base_sha is None:
             raise ForgeError(f"memory: no branch {base!r} to open a pull request into")
@@ -315,13 +322,20 @@ class MemoryForge:
             author_id=self.account_id(author),
         )
         self.pulls[number] = pull
+        self._record_push(pull, author if pushed_by is None else pushed_by)
         return pull
 
-    def push(self, number: int, head_sha: str) -> PullRequest:
-        """A new head commit on pull request ``number``."""
+    def push(self, number: int, head_sha: str, by: str | None = None) -> PullRequest:
+        """A new head commit on pull request ``number``, recorded as pushed by ``by`` (by
+        default the pull request's author; ``""`` nobody)."""
         pull = dataclasses.replace(self._pull(number), head_sha=head_sha)
         self.pulls[number] = pull
+        self._record_push(pull, pull.author if by is None else by)
         return pull
+
+    def _record_push(self, pull: PullRequest, by: str) -> None:
+        if by and not pull.fork:
+            self.push_log.append((pull.head_ref, pull.head_sha, by))
 
     def close_pull(self, number: int, *, merged: bool = False) -> PullRequest:
         """Someone closes pull request ``number``, or merges it outside the bot (the test
@@ -599,6 +613,14 @@ class MemoryForge:
         seen += [*self._named, *self.accounts, *self.bots]
         login = next((login for login in seen if self.account_id(login) == user_id), None)
         return None if login is None else Account(login, self.bots.get(login.casefold()))
+
+    def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
+        """Who :attr:`push_log` names as pushing ``branch`` to ``sha``, within its newest
+        :data:`PUSH_RECORDS_LIMIT` records, as GitHub's and GitLab's forges read theirs."""
+        self._call("pushers_of", branch, sha)
+        newest = self.push_log[::-1][:PUSH_RECORDS_LIMIT]
+        named = [who for ref, head, who in newest if ref == branch and head == sha.lower()]
+        return [(who, self.account_id(who)) for who in dict.fromkeys(named)]
 
     def merge(self, number: int, method: str, sha: str) -> str:
         self._call("merge", number, method, sha)

@@ -12,6 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import parse_qs, urlsplit
 
 import requests
 from github import Github, GithubException
@@ -22,6 +23,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    PUSH_RECORDS_LIMIT,
     Account,
     Check,
     DirEntry,
@@ -117,6 +119,19 @@ def fit(text: str, limit: int = OUTPUT_LIMIT) -> str:
 
 
 # --- the forge --------------------------------------------------------------------------
+
+
+ACTIVITY_PAGE = 100  # entries of a page of the repository's activity (GitHub's most)
+
+
+def _next_cursor(headers: dict[str, Any]) -> str | None:
+    """The ``after`` cursor of a page's ``rel="next"`` link; the link itself is never
+    followed (its host and path are the answer's word, not ours)."""
+    for link in requests.utils.parse_header_links(str(headers.get("link") or "")):
+        if link.get("rel") == "next":
+            cursor = parse_qs(urlsplit(link.get("url", "")).query).get("after")
+            return cursor[0] if cursor else None
+    return None
 
 
 def _account_id(value: object) -> int | None:
@@ -362,6 +377,35 @@ class GitHubForge:
                 account = None
         self._accounts[user_id] = account
         return account
+
+    def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
+        """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
+        whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
+        push, a force push, the branch's creation, a merge; newest first, at most
+        :data:`PUSH_RECORDS_LIMIT` entries in pages of 100. An entry is taken only when its
+        own ``ref`` and ``after`` say so (what the query asked is not trusted), and its
+        actor by login and id; one naming no actor (a deleted account) names nobody."""
+        ref, wanted = f"refs/heads/{branch}", sha.lower()
+        url = f"/repos/{self.repo}/activity"
+        params: dict[str, Any] = {"ref": ref, "per_page": ACTIVITY_PAGE}
+        found: dict[tuple[str, int | None], None] = {}
+        requester = self._client.requester  # PyGithub has no call for it: its wire, its auth
+        with boundary(f"reading who pushed {branch} to {sha[:12]}"):
+            for _page in range(PUSH_RECORDS_LIMIT // ACTIVITY_PAGE):
+                headers, data = requester.requestJsonAndCheck("GET", url, params)
+                if not isinstance(data, list):
+                    raise ForgeError(f"GitHub: the activity of {self.repo} is not a list")
+                for entry in data:
+                    actor = entry.get("actor") if isinstance(entry, dict) else None
+                    if not isinstance(actor, dict) or not actor.get("login"):
+                        continue
+                    if entry.get("ref") == ref and str(entry.get("after")).lower() == wanted:
+                        found[(str(actor["login"]), _account_id(actor.get("id")))] = None
+                cursor = _next_cursor(headers)
+                if cursor is None:
+                    break
+                params = {**params, "after": cursor}
+        return list(found)
 
     # -- comments ------------------------------------------------------------------------
 

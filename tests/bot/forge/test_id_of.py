@@ -1,0 +1,167 @@
+"""Forge.id_of: the account a login names now, asked of each forge at the wire.
+
+Settings name people by login (``users: [bob]``, a budget's approver, an owner); when they
+come into force Sluice asks which account holds each login and keeps that account id, so a
+login renamed away and taken by another account names nobody new (red team on identity).
+GitHub and GitLab are mocked at the wire with ``responses`` (PyGithub and python-gitlab run
+for real, in a strict mock: an unregistered request is a ConnectionError); the in-memory
+forge follows its renames; the local forge has no account ids.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from responses import matchers
+
+from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.github import GitHubForge, github_client
+from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
+from sluice.bot.forge.local import LocalForge
+from sluice.bot.forge.memory import MemoryForge
+
+GITHUB_API = "https://api.github.com:443"
+GITLAB = "https://gitlab.example.com"
+GITHUB_TOKEN = "ghp_" + "T0kenT0kenT0kenT0kenT0kenT0kenT0ken34"
+GITLAB_TOKEN = "glpat-" + "T0kenT0kenT0kenT0ken34"
+
+
+@pytest.fixture
+def rs() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
+        yield mock
+
+
+def _github() -> GitHubForge:
+    client = github_client(
+        repo="octo/widgets",
+        api_url="https://api.github.com",
+        token=GITHUB_TOKEN,
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+    )
+    return GitHubForge(client, "octo/widgets")
+
+
+def _github_user(login: str, uid: Any) -> dict[str, Any]:
+    return {
+        "login": login, "id": uid, "node_id": f"MDQ6VXNlcj{uid}", "type": "User",
+        "url": f"https://api.github.com/users/{login}", "html_url": f"https://github.com/{login}",
+        "site_admin": False,
+    }  # fmt: skip
+
+
+def test_github_names_the_account_holding_a_login_once_per_forge(
+    rs: responses.RequestsMock,
+) -> None:
+    asked = rs.get(f"{GITHUB_API}/users/bob", json=_github_user("Bob", 5))
+    forge = _github()
+    assert forge.id_of("bob") == 5
+    assert forge.id_of("BOB") == 5  # logins ignore case: one account, asked once
+    assert asked.call_count == 1
+
+
+def test_github_a_login_no_account_has_names_nobody(rs: responses.RequestsMock) -> None:
+    rs.get(f"{GITHUB_API}/users/ghost", status=404, json={"message": "Not Found"})
+    forge = _github()
+    assert forge.id_of("ghost") is None
+    assert forge.id_of("ghost") is None  # remembered: asked once
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (_github_user("mallory", 66), "an answer for another login"),
+        (_github_user("bob", 0), "no id a person has"),
+        (_github_user("bob", True), "a boolean is no id"),
+        ({"login": "bob"}, "no id at all"),
+    ],
+)
+def test_github_an_answer_for_another_account_names_nobody(
+    rs: responses.RequestsMock, answer: dict[str, Any], why: str
+) -> None:
+    rs.get(f"{GITHUB_API}/users/bob", json=answer)
+    assert _github().id_of("bob") is None, why
+
+
+@pytest.mark.parametrize("text", ["x/../orgs/o", "bob?x=1", "bob#x", "", "@bob", "b ob"])
+def test_github_text_no_login_looks_like_is_never_asked(
+    rs: responses.RequestsMock, text: str
+) -> None:
+    # No route but /users/{login}: PyGithub leaves a `/` unquoted, so text no GitHub login
+    # looks like names nobody and is not asked (the strict mock refuses any request).
+    assert _github().id_of(text) is None
+
+
+def test_github_a_failure_is_a_forge_error_never_nobody(rs: responses.RequestsMock) -> None:
+    # Nobody (None) would record the login as no account's for good: a 500 must raise, and
+    # the job is retried.
+    rs.get(f"{GITHUB_API}/users/bob", status=500, json={"message": "boom"})
+    with pytest.raises(ForgeError):
+        _github().id_of("bob")
+
+
+def _gitlab() -> GitLabForge:
+    return GitLabForge(gitlab_client(GITLAB, GITLAB_TOKEN), "data/warehouse")
+
+
+def _gitlab_user(username: str, uid: Any) -> dict[str, Any]:
+    return {"id": uid, "username": username, "name": username.title(), "state": "active",
+            "web_url": f"{GITLAB}/{username}"}  # fmt: skip
+
+
+def test_gitlab_names_the_user_holding_a_username_once_per_forge(
+    rs: responses.RequestsMock,
+) -> None:
+    asked = rs.get(
+        f"{GITLAB}/api/v4/users",
+        match=[matchers.query_param_matcher({"username": "bob"}, strict_match=False)],
+        json=[_gitlab_user("Bob", 7)],
+    )
+    forge = _gitlab()
+    assert forge.id_of("bob") == 7
+    assert forge.id_of("Bob") == 7
+    assert asked.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("listed", "why"),
+    [
+        ([], "no user has it"),
+        ([_gitlab_user("bobby", 8)], "only another username"),
+        ([_gitlab_user("bob", 7), _gitlab_user("BOB", 9)], "two users: whose is unknown"),
+        ([_gitlab_user("bob", -3)], "no id a person has"),
+    ],
+)
+def test_gitlab_a_username_no_one_user_holds_names_nobody(
+    rs: responses.RequestsMock, listed: list[dict[str, Any]], why: str
+) -> None:
+    rs.get(f"{GITLAB}/api/v4/users", json=listed)
+    assert _gitlab().id_of("bob") is None, why
+
+
+def test_gitlab_a_failure_is_a_forge_error_never_nobody(rs: responses.RequestsMock) -> None:
+    rs.get(f"{GITLAB}/api/v4/users", status=502, json={"message": "bad gateway"})
+    with pytest.raises(ForgeError):
+        _gitlab().id_of("bob")
+
+
+def test_memory_a_login_renamed_away_and_taken_is_another_account() -> None:
+    forge = MemoryForge("octo/widgets")
+    bob = forge.id_of("bob")
+    assert bob is not None
+    assert forge.rename("bob", "bobx") == bob
+    assert forge.id_of("bobx") == bob
+    assert forge.id_of("bob") not in (None, bob)  # whoever takes `bob` next
+    forge.gone.add("ghost")
+    assert forge.id_of("Ghost") is None
+
+
+def test_local_has_no_ids(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert LocalForge(tmp_path).id_of("bob") is None
