@@ -252,6 +252,7 @@ class FakeGitHub:
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
             ("GET", rf"{api}/user$", self._user),
             ("GET", rf"{api}/user/(\d+)$", self._user_by_id),
+            ("GET", rf"{api}/users/([^/?]+)$", self._user_by_login),
             ("GET", rf"{api}/app$", self._app),
             ("POST", rf"{api}/app/installations/(\d+)/access_tokens$", self._access_token),
             ("GET", rf"{base}/installation$", self._installation),
@@ -681,6 +682,11 @@ class FakeGitHub:
         if not found:
             return self._json({"message": "Not Found"}, 404)
         return self._json(user_json(found[0]))
+
+    def _user_by_login(self, match: Any, body: Any) -> Any:
+        """``GET /users/{login}``: the account holding that login (every login is one, of
+        the id the in-memory forge gives it)."""
+        return self._json(user_json(match.group(1)))
 
     def _jwt(self) -> bool:
         return self._auth.startswith("Bearer ")

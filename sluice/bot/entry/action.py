@@ -421,6 +421,9 @@ class WorkspaceForge:
     def commit_of(self, ref: str) -> str | None:
         return self.inner.commit_of(ref)
 
+    def id_of(self, login: str) -> int | None:
+        return self.inner.id_of(login)
+
     def on_branch(self, sha: str, branch: str) -> bool:
         return self.inner.on_branch(sha, branch)
 

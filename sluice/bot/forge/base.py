@@ -250,6 +250,14 @@ class Forge(Protocol):
         when there is no such ref."""
         ...
 
+    def id_of(self, login: str) -> int | None:
+        """The id of the account holding ``login`` now (GitHub ``GET /users/{login}``,
+        GitLab ``GET /users?username=``), asked once per forge; None when no account has
+        it, and on a forge whose people are logins only (the local forge). Asked when
+        settings come into force (:mod:`sluice.bot.flow.trust`): the logins they name are
+        fixed to accounts then, and a login another account takes later names nobody new."""
+        ...
+
     def on_branch(self, sha: str, branch: str) -> bool:
         """Whether commit ``sha`` is reachable from the head of ``branch``."""
         ...

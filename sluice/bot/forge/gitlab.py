@@ -240,6 +240,7 @@ class GitLabForge:
         self._secrets = tuple(
             t for t in (client.private_token, client.oauth_token, client.job_token) if t
         )
+        self._holders: dict[str, int | None] = {}  # case-folded username -> its user's id now
         self._project = client.projects.get(repo, lazy=True)  # no request
         self._username: str | None = None  # the token's user
         self._teams: dict[str, frozenset[str]] = {}
@@ -620,6 +621,25 @@ class GitLabForge:
                 members = frozenset()
         self._teams[team] = members
         return members
+
+    def id_of(self, login: str) -> int | None:
+        """The id of the user holding the username ``login`` now (``GET
+        /users?username=``), asked once per forge; None when no user has it, or GitLab
+        answers only for other usernames or with no id a person has."""
+        key = login.casefold()
+        if key in self._holders:
+            return self._holders[key]
+        with self._guard(f"reading the user {login}"):
+            listed = self._client.users.list(username=login, get_all=False)
+        found = [
+            user.attributes.get("id")
+            for user in listed
+            if str(user.attributes.get("username") or "").casefold() == key
+        ]
+        uid = found[0] if len(found) == 1 else None
+        valid = isinstance(uid, int) and not isinstance(uid, bool) and uid > 0
+        self._holders[key] = uid if valid else None
+        return self._holders[key]
 
     def commit_of(self, ref: str) -> str | None:
         """The commit ``ref`` points at: ``main`` is tried as a branch, then as a tag;

@@ -457,6 +457,10 @@ class LocalForge(GitRepo):
         """None: the local forge's people are logins only, no account has an id."""
         return None
 
+    def id_of(self, login: str) -> int | None:
+        """None: the local forge's people are logins only (the gate compares logins)."""
+        return None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None

@@ -164,6 +164,7 @@ class MemoryForge:
     # (GitHub's repository activity, GitLab's push events): whether or not a hook was sent
     push_log: list[tuple[str, str, str]] = field(default_factory=list)
     deployments: list[Deployment] = field(default_factory=list)
+    gone: set[str] = field(default_factory=set)  # case-folded logins no account has now
     calls: list[tuple[str, tuple[object, ...]]] = field(default_factory=list)  # (method, args)
     clock: Callable[[], int] | None = None
     """The time (epoch ms) a review is submitted at, plus a second per review of its PR
@@ -476,6 +477,11 @@ class MemoryForge:
         pull = self._pull(number)
         base, head = self.files.get(pull.base_sha, {}), self.files.get(pull.head_sha, {})
         return sorted(p for p in set(base) | set(head) if base.get(p) != head.get(p))
+
+    def id_of(self, login: str) -> int | None:
+        """The id of the account holding ``login`` now; None for a login in :attr:`gone`."""
+        self._call("id_of", login)
+        return None if login.casefold() in self.gone else self.account_id(login)
 
     def commit_of(self, ref: str) -> str | None:
         self._call("commit_of", ref)

@@ -134,6 +134,10 @@ def _next_cursor(headers: dict[str, Any]) -> str | None:
     return None
 
 
+_LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:\[bot\])?")
+"""What a GitHub login can look like (a person's, an App's ``<slug>[bot]``)."""
+
+
 def _account_id(value: object) -> int | None:
     """A GitHub account id as the API gave it; None where it gave none a person has (a
     deleted account's reviews name no user)."""
@@ -178,6 +182,7 @@ class GitHubForge:
         self._client = client
         self._session = session or requests.Session()
         self._timeout = (10, DEFAULT_TIMEOUT)
+        self._holders: dict[str, int | None] = {}  # case-folded login -> its account's id now
         self._statuses_only = False  # check runs refused (a plain token): commit statuses
         self._check_runs: dict[tuple[str, str], CheckRun] = {}
         self._login: str | None = bot_login  # whose comments are ours
@@ -503,6 +508,26 @@ class GitHubForge:
                 members = frozenset()
         self._teams[team] = members
         return members
+
+    def id_of(self, login: str) -> int | None:
+        """The id of the account holding ``login`` now (``GET /users/{login}``), asked once
+        per forge; None when no account has it (404), or GitHub answers for another login
+        or with no id a person has."""
+        key = login.casefold()
+        if key in self._holders:
+            return self._holders[key]
+        if not _LOGIN.fullmatch(login):  # no login GitHub gives: never a path to ask
+            return None
+        uid: int | None
+        with boundary(f"reading the account of {login}"):
+            try:
+                data = self._client.get_user(login).raw_data  # PyGithub quotes the login
+                found = str(data.get("login") or "")
+                uid = _account_id(data.get("id")) if found.casefold() == key else None
+            except UnknownObjectException:
+                uid = None
+        self._holders[key] = uid
+        return uid
 
     def commit_of(self, ref: str) -> str | None:
         """The commit ``ref`` points at, through the git refs API (exact names, no guessing
