@@ -34,10 +34,12 @@ def payload(case: str, **changes: Any) -> dict[str, Any]:
 
 
 def pull(number: int, head: str, author: str, action: str, **more: Any) -> dict[str, Any]:
+    """PR ``number``'s ``action`` event, sent by its ``author`` (a person the fake GitHub
+    knows: the gate asks it what each pusher's account is)."""
     case = "github/pull_request/opened.payload.json"
     event = payload(case, action=action, number=number, **{
         "pull_request.number": number, "pull_request.head.sha": head,
-        "pull_request.user.login": author, "pull_request.base.ref": "main",
+        "pull_request.user.login": author, "pull_request.base.ref": "main", "sender.login": author,
         "pull_request.head.ref": f"feature-{number}",
     })  # fmt: skip
     for key, value in more.items():
