@@ -250,6 +250,11 @@ prod_settings = Table(
     # That file's path (sluice.yaml, or the project's config.yaml); NULL: a config.yaml's
     # text, pinned before Sluice read sluice.yaml (migration 2 added the column).
     Column("config_file", String, nullable=True),
+    # Who the logins the settings name are (migration 10): JSON {case-folded login: account
+    # id, or null where no account had it}, each resolved when it first came into force
+    # and kept (a login keeps the account it first named). NULL: pinned before, or on a
+    # forge without ids.
+    Column("people", Text, nullable=True),
 )
 
 # The one repository (and project path) this database's engine state belongs to: one prod,
@@ -333,6 +338,12 @@ def _pushers_by_account(conn: Connection) -> None:
             conn.execute(table.insert(), chunk)
 
 
+def _settings_people(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now (with the column): add it only where missing.
+    if "people" not in {c["name"] for c in inspect(conn).get_columns(prod_settings.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN people TEXT")
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
@@ -346,6 +357,7 @@ LEDGER = Track(
         Migration(7, "people by their forge account id, not their login", _account_ids),
         Migration(8, "the check runs Sluice made", create_tables(check_runs)),
         Migration(9, "pushers by account: every login each had", _pushers_by_account),
+        Migration(10, "the accounts the settings in force name", _settings_people),
     ),
     adopt=_adopt,
 )
@@ -379,6 +391,9 @@ class PinnedSettings(NamedTuple):
     text: str  # the text of the file they were read from
     file: str | None  # its path; None: a config.yaml pinned before the column was kept
     pinned_ts: int  # when these settings were first pinned (a promotion of the same keeps it)
+    # Who the logins they name are: case-folded login -> account id (None: no account had
+    # it); None: not resolved (pinned before ledger migration 10, or no ids on the forge).
+    people: dict[str, int | None] | None = None
 
 
 class Ledger(AuditLog):
@@ -834,17 +849,32 @@ class Ledger(AuditLog):
     def settings_in_force(self, repo: str) -> PinnedSettings | None:
         """The settings prod is governed by; None before the first read."""
         c = prod_settings.c
-        query = select(c.sha, c.digest, c.config, c.config_file, c.pinned_ts)
+        query = select(c.sha, c.digest, c.config, c.config_file, c.pinned_ts, c.people)
         with self._reading("read the settings in force") as conn:
             row = conn.execute(query.where(c.repo == repo)).one_or_none()
         if row is None:
             return None
-        return PinnedSettings(row.sha, row.digest, row.config, row.config_file, row.pinned_ts)
+        people = None
+        if row.people is not None:
+            people = _people(load_json(row.people, dict, f"people of {repo}", self._where))
+        return PinnedSettings(
+            row.sha, row.digest, row.config, row.config_file, row.pinned_ts, people
+        )
 
     def pin_settings(
-        self, repo: str, sha: str, digest: str, text: str, file: str, now: int, *, replace: bool
+        self,
+        repo: str,
+        sha: str,
+        digest: str,
+        text: str,
+        file: str,
+        now: int,
+        *,
+        replace: bool,
+        people: dict[str, int | None] | None = None,
     ) -> bool:
-        """Record the settings in force (``text``: of the file ``file`` they were read from);
+        """Record the settings in force (``text``: of the file ``file`` they were read from;
+        ``people``: who the logins they name are, :attr:`PinnedSettings.people`);
         ``replace=False`` keeps a record already there (the first read pins them; only a
         promotion moves them). Whether they were recorded (False: another was there)."""
         row = {
@@ -854,6 +884,7 @@ class Ledger(AuditLog):
             "config": text,
             "config_file": file,
             "pinned_ts": now,
+            "people": None if people is None else dump_json(people),
         }
         with self._writing("record the settings in force") as conn:
             if replace:
@@ -869,6 +900,18 @@ class Ledger(AuditLog):
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             done = conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
             return bool(done.rowcount)
+
+    def record_people(self, repo: str, digest: str, people: dict[str, int | None]) -> bool:
+        """Record who the logins of the settings in force name (:attr:`PinnedSettings.people`)
+        while those settings (``digest``) are still in force; whether they were."""
+        c = prod_settings.c
+        with self._writing("record who the settings in force name") as conn:
+            done = conn.execute(
+                prod_settings.update()
+                .where(c.repo == repo, c.digest == digest)
+                .values(people=dump_json(people))
+            )
+        return bool(done.rowcount)
 
     # -- merged pull requests and repositories -----------------------------------------
 
@@ -1103,6 +1146,16 @@ def _upsert(
         if name not in keys
     }
     conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=changes))
+
+
+def _people(data: Any) -> dict[str, int | None]:
+    """:attr:`PinnedSettings.people` as stored (anything else in it is dropped)."""
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(login): (value if isinstance(value, int) and not isinstance(value, bool) else None)
+        for login, value in data.items()
+    }
 
 
 def _id(value: Any) -> int | None:

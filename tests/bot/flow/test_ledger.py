@@ -332,7 +332,7 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     )
     assert recorded(engine) == {
         "state": STATE_MIGRATIONS,
-        "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         "audit": [1, 2],
     }
 
@@ -362,11 +362,29 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         )
         assert recorded(engine) == {
             "state": STATE_MIGRATIONS,
-            "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9],
+            "ledger": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
             "audit": [1, 2],
         }
     finally:
         engine.dispose()
+
+
+def test_the_accounts_the_settings_name_are_kept_with_their_pin(ledger: Ledger) -> None:
+    # Migration 10: {login: account id, or None where no account had it}, with the pin.
+    people: dict[str, int | None] = {"bob": 41, "ghost": None}
+    assert ledger.pin_settings("github:o/r", "c1", "d1", "{}", ":parsed", 1, replace=False,
+                               people=people)  # fmt: skip
+    pinned = ledger.settings_in_force("github:o/r")
+    assert pinned is not None and pinned.people == people
+    # Recorded only while those settings (digest d1) are in force.
+    assert not ledger.record_people("github:o/r", "other", {"bob": 77})
+    assert ledger.record_people("github:o/r", "d1", {**people, "erin": 5})
+    pinned = ledger.settings_in_force("github:o/r")
+    assert pinned is not None and pinned.people == {"bob": 41, "ghost": None, "erin": 5}
+    # A pin without them (before the migration, the local forge) reads back as None.
+    assert ledger.pin_settings("github:o/x", "c1", "d1", "{}", ":parsed", 1, replace=False)
+    pinned = ledger.settings_in_force("github:o/x")
+    assert pinned is not None and pinned.people is None
 
 
 def test_the_audit_log_appends_and_reads_by_repository_time_and_page(ledger: Ledger) -> None:

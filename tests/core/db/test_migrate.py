@@ -143,6 +143,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     assert added[1] is True  # nullable: the rows from before are ready to run
     added = grown["sluice_prod_settings"]["columns"].pop("config_file")
     assert added[1] is True  # nullable: a pin from before is a config.yaml's text
+    # Ledger migration 10: nullable, a pin from before names no accounts (resolved at read).
+    assert grown["sluice_prod_settings"]["columns"].pop("people")[1] is True
     # Ledger migrations 3 and 5: nullable, so rows from before stand as they were (a plan
     # of no recorded time, a click naming no plan, an approval of no settings generation);
     # 4 is a table of its own.
