@@ -470,6 +470,8 @@ def _refuse(job: Job, actor: str, detail: str) -> None:
 def _why(event: CheckRunEvent) -> str:
     """The reason a web UI's "Override policies" form gave (a button gives none)."""
     reason = " ".join((event.reason or "").split())[:REASON_CHARS]
+    if not reason.isprintable():  # the form refuses these; a queued event is read as it is
+        reason = "".join(c if c.isprintable() else "?" for c in reason)
     return f": {reason}" if event.origin == WEB and reason else ""
 
 

@@ -4,8 +4,8 @@
 - ``POST /ui/drift/request``: "Plan the repair";
 - ``POST /ui/drift/approve``: "Approve the repair";
 - ``POST /ui/drift/override``: "Override policies", with a reason (``reason``: 1 to 500
-  characters, line breaks made spaces), which the ``policy override`` row of the audit
-  log keeps.
+  printable characters, line breaks and tabs made spaces, no other control character),
+  which the ``policy override`` row of the audit log keeps.
 
 No second gate, as for the pull request's forms (:mod:`sluice.bot.web.actions`): each form
 becomes the event the check's button becomes, a ``CheckRunEvent`` of the ``sluice/drift``
@@ -80,9 +80,10 @@ def router(site: Site, submit: Submit) -> APIRouter:
         reason = ""
         if action == "override":
             reason = " ".join(fields.get("reason", "").split())
-            if not reason or len(reason) > REASON_CHARS:
+            if not reason or len(reason) > REASON_CHARS or not reason.isprintable():
                 raise HTTPException(
-                    422, f"an override needs a reason of 1 to {REASON_CHARS} characters"
+                    422,
+                    f"an override needs a reason of 1 to {REASON_CHARS} printable characters",
                 )
         back = RedirectResponse(
             f"/ui/drift?{urlencode({'repo': reader.repo})}",

@@ -186,7 +186,7 @@ def test_asked_overridden_approved_and_repaired_from_the_page(
     assert status_of["state"] == "success", status_of
 
 
-def test_no_sign_in_and_a_wrong_csrf_token_queue_nothing(
+def test_no_sign_in_a_wrong_csrf_token_or_a_bad_reason_queue_nothing(
     built: GitLabProject, service: GitLabService
 ) -> None:
     _redefine(built, service)
@@ -198,6 +198,12 @@ def test_no_sign_in_and_a_wrong_csrf_token_queue_nothing(
     assert status == 403
     anonymous = TestClient(service.client.app)
     assert anonymous.post(action, data=values, follow_redirects=False).status_code == 401
+    # an override's reason: required, printable (no terminal escapes), at most 500
+    override = action.replace("/drift/request", "/drift/override")
+    for reason in ("", "  \n ", "\x1b[31mred", "x" * 501):
+        answer = service.client.post(override, data={**values, "reason": reason},
+                                     follow_redirects=False)  # fmt: skip
+        assert answer.status_code == 422, (reason, answer.text)
     service.idle(timeout=60)
     assert _jobs(service) == jobs
     assert not any(r[0] == "drift repair" for r in _audit(built.url))
