@@ -33,6 +33,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
 from sluice.bot.forge.base import Account, ForgeError, PullCommit, PullRequest, Review, members
 from sluice.bot.present import checks, comment
+from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,13 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         return None
     repo, ledger = job.repo, job.ledger
     commits = _pull_commits(job, pr)
+    head = _head_pusher(job, pr)  # before the transaction: it may ask the forge
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
         heads = _heads(job, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
-        recorded = _recorded_pushes(job, pr, commits)
+        recorded = _recorded_pushes(job, pr, commits, head)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -299,13 +301,15 @@ class _Recorded:
     pushes: tuple[Push, ...]  # each recorded push of them
     fork: bool  # its head is in another repository, whose pushes are told to it alone
     ids: bool = True  # its forge names people by account id (not the local forge)
+    head: str | None = None  # why whoever pushed its head is not known (None: they are)
 
 
 def pushers_of(job: Job, pr: PullRequest) -> Pushers:
     """Who pushed to ``pr`` as the gate counts them (:func:`_pushers`)."""
     commits = _pull_commits(job, pr)
+    head = _head_pusher(job, pr)
     with job.ledger.together("read who pushed to the PR"):
-        recorded = _recorded_pushes(job, pr, commits)
+        recorded = _recorded_pushes(job, pr, commits, head)
     return _pushers(recorded, job.account_of)
 
 
@@ -318,12 +322,15 @@ def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
         return None
 
 
-def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None) -> _Recorded:
+def _recorded_pushes(
+    job: Job, pr: PullRequest, commits: list[PullCommit] | None, head: str | None = None
+) -> _Recorded:
     """Who pushed to ``pr`` by the ledger (the caller holds its transaction): its own
     events' senders, and the pushes of its ``commits`` to any branch of the repository (a
     push to a fork is told to the fork only: its events' senders and its commits'
     accounts are all there is). Where the forge cannot list all its commits, every push
-    to a branch of its head's name counts."""
+    to a branch of its head's name counts. ``head``: why whoever pushed its head is not
+    known (:func:`_head_pusher`)."""
     ledger = job.ledger
     events = ledger.pusher_accounts(job.repo, pr.number)
     if commits is None:
@@ -350,7 +357,7 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     for user, uid in sorted(found, key=lambda f: (f[0], f[1] is None, f[1] or 0)):
         ledger.record_pusher(job.repo, pr.number, user, job.now, uid)
     ids = job.forge.name != "local"
-    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids)
+    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids, head)
 
 
 def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -> Pushers:
@@ -392,6 +399,8 @@ def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -
     # as for any unknown push (a fork's asks it already: its owner may be a login alone).
     if recorded.ids and not unknown and people - named:
         unknown += ("a push to it was recorded by a login alone, which may have been renamed",)
+    if recorded.head is not None:  # a head no hook and no record of the forge names a pusher of
+        unknown += (recorded.head,)
     # An account that pushed and is no more (deleted, as a revoked token's bot user may be):
     # whether it was a bot, or whose, cannot be told now.
     if any(account is None for account in asked.values()):
@@ -405,6 +414,41 @@ def _bot(login: str, account: Account | None) -> bool:
     if account is not None and account.bot is not None:
         return account.bot
     return bot_account(login) or (account is not None and bot_account(account.login))
+
+
+def _head_pusher(job: Job, pr: PullRequest) -> str | None:
+    """Why whoever pushed ``pr``'s head is not known, escaped for the check; None when a
+    push of it is recorded (a push hook, a ``synchronize``) or the forge's own records
+    name who pushed it (recorded now, as a hook's push would be). A push hook is the
+    pusher's to keep from being sent (GitHub sends none for a push of over 5,000
+    branches at once, nor a payload over 25 MB; GitLab none for over 3 branches), so the
+    forge is asked (:meth:`~sluice.bot.forge.base.Forge.pushers_of`: GitHub's repository
+    activity, GitLab's push events), once per head per job (:attr:`Job.head_pushers`). A
+    head neither names a pusher of, or the forge cannot say, was pushed by someone
+    unknown: one approval more, as for a bot's push (red team, approval round 3). A
+    fork's head is not asked of (its pushes are the fork's: it asks one more already);
+    nor on a forge keeping no such records (the local forge: its hooks are all there is)."""
+    sha = pr.head_sha.lower()
+    if pr.fork or job.ledger.pushes_of(job.repo, [sha]):
+        return None
+    key = (pr.head_ref, sha)
+    if key not in job.head_pushers:
+        try:
+            job.head_pushers[key] = (job.forge.pushers_of(pr.head_ref, sha), "")
+        except ForgeError as exc:
+            log.warning("#%s: who pushed %s is not known: %s", pr.number, sha[:12], exc)
+            job.head_pushers[key] = ([], job.scrub(str(exc)))
+    named, error = job.head_pushers[key]
+    if named is None:
+        return None
+    for login, uid in named:
+        job.ledger.record_branch_push(job.repo, pr.head_ref, [sha], login, job.now, uid)
+    if named:
+        return None
+    at = f"no push hook told of its head {md.code(sha[:12])}, and the forge"
+    if error:
+        return f"{at} could not say who pushed it: {md.text(error, 300)}"
+    return f"{at} names nobody who pushed it among its newest pushes"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,11 @@ class Job:
     them for this job."""
     notices: list[Notice] = field(default_factory=list)
     """Events to tell in chat when the job ends (:func:`sluice.bot.flow.notify.flush`)."""
+    head_pushers: dict[tuple[str, str], tuple[list[tuple[str, int | None]] | None, str]] = field(
+        default_factory=dict
+    )
+    """(branch, head sha) -> who the forge's records say pushed it, or why it could not say
+    (:func:`sluice.bot.flow.approval.pushers_of`): the forge is asked once per head per job."""
     _state: StateStore | None = None
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
