@@ -686,23 +686,17 @@ def test_a_webhook_whose_sender_id_is_no_account_is_refused(bad: int) -> None:
         parse_github("pull_request", payload)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, identity (a residual docs/security.md lists, shown exploitable): "
-    "required approvers are logins in the settings (GATED: users [bob, carol]), so an "
-    "account that takes a freed listed login is a required approver. mallory, a writer and "
-    "no approver, pushes her change onto alice's PR; bob renames himself `bobx` (GitHub "
-    "frees `bob` at once); mallory's second account takes `bob` and approves: the gate "
-    "passes on the approval of an account nobody ever named an approver, and the only "
-    "person behind the change and its approval is mallory. Fix: resolve the settings' "
-    "users (and owners, the budget's approver, override_by) to account ids when settings "
-    "come into force (trust pins them: GitHub GET /users/{login}, GitLab GET "
-    "/users?username=), store the ids with the pinned settings and compare by id; a listed "
-    "login now held by another id is reported on the check, never transferred",
-)
 def test_an_account_that_took_a_listed_approver_s_freed_login_is_no_approver(
     tmp_path: Path,
 ) -> None:
+    # Was open: required approvers were logins in the settings (GATED: users [bob, carol]),
+    # so an account that took a freed listed login was a required approver. mallory, a
+    # writer and no approver, pushes her change onto alice's PR; bob renames himself `bobx`
+    # (GitHub frees `bob` at once); mallory's second account takes `bob` and approves: the
+    # gate passed on the approval of an account nobody ever named an approver. Closed: the
+    # logins the settings name are resolved to account ids when the settings come into
+    # force (trust pins them, ledger migration 10) and compared by id; the check says the
+    # listed login is another account's now.
     bot = gw.make_bot(tmp_path, GATED, ROLES)
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
@@ -716,6 +710,14 @@ def test_an_account_that_took_a_listed_approver_s_freed_login_is_no_approver(
         gw.approve(bot, "bob", B, 41)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
+        assert "Not counted: @bob: the settings name that login, but it was another" in (
+            check.summary
+        )
+        # bob, under his new login, is still the approver the settings named.
+        gw.approve(bot, "bobx", B, 42)
+        check = bot.approval(B)
+        assert check.conclusion == "success", check.summary
+        assert "@bobx" in check.summary
     finally:
         bot.close()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -107,6 +107,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             bot_pushers=pushers.bots,
             unknown_pushers=pushers.unknown,
             prod_owners=frozenset(review.prod_owners),
+            people=settings.people,
         ),
     )
     into_prod = pr.base_ref == settings.branch
@@ -236,10 +237,17 @@ def _decide(
         )
 
 
-def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
+def budget_approved(
+    job: Job,
+    pr: PullRequest,
+    approver: str,
+    people: Mapping[str, int | None] | None = None,
+) -> bool:
     """Whether ``approver`` (a login, or any member of an ``org/team``) approved ``pr`` at
     its head, their latest word (a later "changes requested" or a dismissal cancels it);
-    the author's own approval never counts, nor that of anyone who pushed to the PR."""
+    the author's own approval never counts, nor that of anyone who pushed to the PR. A
+    login ``people`` pins (:attr:`~sluice.bot.flow.trust.Settings.people`) is that
+    account, whatever its login now, and nobody else."""
     pushers = pushers_of(job, pr)  # nor anyone who pushed
     eligible = members(job.forge, [approver])
     others: list[tuple[str, int | None]] = [(p, None) for p in pushers.people]
@@ -251,10 +259,16 @@ def budget_approved(job: Job, pr: PullRequest, approver: str) -> bool:
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             key = f"#{review.user_id}" if review.user_id is not None else review.user.casefold()
             latest[key] = review
+    name = approver.strip().removeprefix("@").casefold()
+    pinned = people is not None and "/" not in name and name in people
     approved = {
         key
         for key, r in latest.items()
-        if r.user.casefold() in eligible
+        if (
+            (people or {}).get(name) is not None and r.user_id == (people or {}).get(name)
+            if pinned
+            else r.user.casefold() in eligible
+        )
         and not any(_same(r.user, r.user_id, login, uid) for login, uid in others)
         and r.state == "APPROVED"
         and r.commit_sha == pr.head_sha

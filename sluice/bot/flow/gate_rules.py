@@ -128,6 +128,14 @@ class GateInput:
         prod_owners: Every owner prod records (logins or ``org/team``): under a gate of
             owners only, the approval more comes from them, never from an owner a new
             model's header in the pull request names.
+        people: Who the logins the settings and prod's models name are
+            (:attr:`~sluice.bot.flow.trust.Settings.people`): case-folded login -> the
+            account id it had when it came into force (None: no account had it). A listed
+            user, owner or budget approver whose login is in it is that account, whatever
+            its login now, and nobody else: an account that took the login since is not
+            them. A login not in it (a new model's owner its header names) is compared as
+            a login; team members are the forge's logins of now, as the approvers' are.
+            None: logins only (the local forge).
     """
 
     author: str
@@ -144,6 +152,7 @@ class GateInput:
     bot_pushers: frozenset[str] = frozenset()
     unknown_pushers: tuple[str, ...] = ()
     prod_owners: frozenset[str] = frozenset()
+    people: Mapping[str, int | None] | None = None
 
 
 _GITLAB_BOT = re.compile(
@@ -385,12 +394,34 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         for key, login in team_logins.items():
             eligible_names.setdefault(key, login)
 
+    # Who fills a place is told by a tagged key: ``u:<login>`` the person a listed login
+    # (a user, an owner, the budget's approver) names, by the account it was pinned to
+    # where it was (gate.people); ``t:<login>`` a team's member, by their login of now.
+    pinned = {login.casefold(): uid for login, uid in (gate.people or {}).items()}
+    team_people = {key for logins in members.values() for key in logins}
+
+    def holds(standing: _Standing, name: str) -> bool:
+        if name in pinned:
+            return pinned[name] is not None and standing.user_id == pinned[name]
+        return standing.login.casefold() == name
+
     def owner_keys(owner: str) -> set[str]:
         owner = owner.strip().removeprefix("@")
         if "/" in owner:
-            return set(members.get(owner.casefold(), {}))
-        return {owner.casefold()}
+            return {f"t:{m}" for m in members.get(owner.casefold(), {})}
+        return {f"u:{owner.casefold()}"}
 
+    named = {user.casefold() for user in required.users}  # logins the gate asks as people
+    for owner in (*gate.owners.values(), *gate.prod_owners):
+        named |= {key[2:] for key in owner_keys(owner) if key.startswith("u:")}
+
+    def places(standing: _Standing) -> set[str]:
+        found = {f"u:{name}" for name in named if holds(standing, name)}
+        now = standing.login.casefold()
+        return found | ({f"t:{now}"} if now in team_people else set())
+
+    listed = {f"u:{u.casefold()}" for u in required.users}
+    listed |= {f"t:{m}" for team in required.teams for m in members.get(team.casefold(), {})}
     owner_people: set[str] = set()
     for owner in gate.owners.values():
         owner_people |= owner_keys(owner)
@@ -399,6 +430,8 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     valid: dict[str, str] = {}  # person -> login: approvals of the current plan
     stale: dict[str, tuple[str, str]] = {}  # person -> (login, why)
     ignored: dict[str, str] = {}  # person -> login: valid, but nobody asked for it
+    filled: dict[str, set[str]] = {}  # person -> the places they fill (valid approvals)
+    taken: dict[str, str] = {}  # person -> login: a listed login, pinned to another account
     self_approved = False
     pushers = [(p, None) for p in gate.pushers] + list(gate.pusher_accounts)
     pushed: dict[str, str] = {}  # person -> login: pushers who approved
@@ -412,12 +445,16 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
             pushed[key] = standing.login
             continue
         name = standing.login.casefold()
-        relevant = name in eligible_names or name in owner_people
+        mine = places(standing)
+        relevant = bool(mine & (listed | owner_people))
         login = standing.login
         reasons = [_approves(gate, plans, planned_at, given) for given in standing.approved]
+        if name in named and name in pinned and not mine & (listed | owner_people):
+            taken[key] = login  # a listed login another account holds now: never theirs
         if None in reasons:
             valid[key] = login
-            if not relevant:
+            filled[key] = mine
+            if not relevant and key not in taken:
                 ignored[key] = login
         elif relevant:
             stale[key] = (login, str(reasons[-1]))
@@ -430,38 +467,54 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
     # The approval more comes from the required approvers (the prod branch's settings),
     # never from an owner a new model's header in the PR names; a gate of owners only has
     # the owners prod records.
-    pool = set(eligible_names)
+    pool = set(listed)
     if extra and not pool:
         pool = set().union(*(owner_keys(owner) for owner in gate.prod_owners))
     # One login is one person: two entries under it (an id's and one recorded without)
     # are one approval, never two.
     counted: dict[str, str] = {}
     for key in sorted(valid, key=lambda k: valid[k].casefold()):
-        if valid[key].casefold() in pool:
+        if filled[key] & pool:
             counted.setdefault(valid[key].casefold(), valid[key])
     approved_by = tuple(counted.values())
     need = required.count + extra * (base - required.count + 1)
     missing = max(0, need - len(approved_by))
     approvers = {login.casefold() for login in valid.values()}
+    approvers |= {place[2:] for places_of in filled.values() for place in places_of}
     pusher_logins = {login.casefold() for login, _uid in pushers}
+    unheld = sorted(
+        (login for login in {*required.users, *(o for o in gate.owners.values() if "/" not in o)}
+         if pinned.get(login.strip().removeprefix("@").casefold(), 0) is None),
+        key=str.casefold,
+    )  # fmt: skip
+    nobody = {login.strip().removeprefix("@").casefold() for login in unheld}
     eligible = tuple(
         sorted(
             (
                 login
                 for key, login in eligible_names.items()
-                if key != author and key not in approvers and key not in pusher_logins
+                if key != author
+                and key not in approvers
+                and key not in pusher_logins
+                and key not in nobody
             ),
             key=str.casefold,
         )
     )
 
+    done = set().union(*filled.values()) if filled else set()
     owners_missing: dict[str, str] = {}
     owner_is_author: set[str] = set()
     for model, owner in sorted(gate.owners.items()):
         keys = owner_keys(owner)
-        if not keys & approvers:
+        if not keys & done:
             owners_missing[model] = owner
-            if keys == {author}:
+            name = owner.strip().removeprefix("@").casefold()
+            if "/" not in name and (
+                pinned[name] is not None and pinned[name] == gate.author_id
+                if name in pinned and gate.author_id is not None
+                else name == author
+            ):
                 owner_is_author.add(owner)
 
     ok = missing == 0 and not owners_missing
@@ -480,6 +533,8 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         pushed=tuple(sorted(pushed.values(), key=str.casefold)),
         need=need,
         ok=ok,
+        taken=tuple(sorted(taken.values(), key=str.casefold)),
+        unheld=tuple(unheld),
     )
     return GateResult(
         conclusion="success" if ok else "failure",
@@ -508,6 +563,8 @@ def _summary(
     pushed: tuple[str, ...],
     need: int,
     ok: bool,
+    taken: tuple[str, ...] = (),
+    unheld: tuple[str, ...] = (),
 ) -> str:
     required = settings.required_approvers
     if required.count == 0 and not gate.owners:
@@ -579,6 +636,19 @@ def _summary(
         sentences.append(
             f"Not counted: {who} pushed to this pull request, so approving it is not theirs "
             "(as the author's own approval is not)."
+        )
+    if taken:
+        sentences.append(
+            f"Not counted: {_join([_mention(u) for u in taken])}: the settings name that login,"
+            " but it was another account's when they came into force (renamed since, and the "
+            "login taken by another account). An admin should correct the settings on the "
+            "prod branch to name the person's login of now."
+        )
+    if unheld:
+        sentences.append(
+            f"{_join([_mention(u) for u in unheld])}: named by the settings, but no account "
+            "had that login when they came into force, so it counts for nobody. An admin "
+            "should correct the settings on the prod branch."
         )
     sentences.insert(0, "Approved." if ok else "Waiting for approval.")
     return " ".join(sentences)

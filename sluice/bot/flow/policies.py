@@ -35,7 +35,7 @@ from sluice.bot.flow.approval import pushers_of
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Check, ForgeError, PullRequest, members
+from sluice.bot.forge.base import Check, ForgeError, PullRequest
 from sluice.bot.present import policy_text
 from sluice.bot.present.policy_text import Shown
 from sluice.core.errors import ConfigError, SluiceError
@@ -159,6 +159,7 @@ def valid_overrides(
     generation: str,
     head: str | None = None,
     counts: Callable[[audit.Entry], bool] | None = None,
+    people: Mapping[str, int | None] | None = None,
 ) -> dict[str, audit.Entry]:
     """Policy name -> the override of plan ``fingerprint`` that counts: the first given by
     someone the policy, soft, names now (a policy made hard since, or whose
@@ -171,7 +172,8 @@ def valid_overrides(
     given on only (``head``: PR ``number``'s, asked of the forge when not given), so a
     push changing those facts voids it. ``counts``: only the rows it holds true of count
     (a drift repair's: those of its record since it was last applied, within the time a
-    request stands)."""
+    request stands). ``people``: who the logins the settings name are
+    (:attr:`~sluice.bot.flow.trust.Settings.people`), the row's actor by its account id."""
     soft = {p.name: p for p in policies if p.level == "soft"}
     if (
         head is None
@@ -180,7 +182,6 @@ def valid_overrides(
     ):
         head = job.forge.pull_request(number).head_sha
     found: dict[str, audit.Entry] = {}
-    allowed: dict[str, frozenset[str]] = {}
     for row in job.ledger.policy_overrides(job.repo, fingerprint):
         if counts is not None and not counts(row):
             continue
@@ -197,9 +198,7 @@ def valid_overrides(
             continue  # given on another rule of that name (or before rules were recorded)
         if number is not None and row.ref != f"#{number}":
             continue
-        if name not in allowed:
-            allowed[name] = members(job.forge, policy.override_by)
-        if row.actor.casefold() in allowed[name]:
+        if trust.names_person(job.forge, people, policy.override_by, row.actor, row.actor_id):
             found[name] = row
     return found
 
@@ -346,8 +345,9 @@ def judgement_of(
             for p in policies
         )
     overrides = valid_overrides(
-        job, policies, review.fingerprint, number, settings.generation, head
-    )
+        job, policies, review.fingerprint, number, settings.generation, head,
+        people=settings.people,
+    )  # fmt: skip
     return Judgement(shown(policies, raw, overrides))
 
 
@@ -363,12 +363,15 @@ def section(judgement: Judgement | None) -> tuple[str, str | None]:
     return policy_text.section_of(judgement.rows, judgement.error)
 
 
-def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> str:
-    """``author`` (a writer) overrides policy ``name`` for the plan ``pr``'s head has,
-    because ``reason``: the reply to post. Only a soft policy that fails on that plan, by
-    someone its ``override_by`` names (a user, or a member of an ``org/team``); recorded
-    in the audit log, which is the override's record. The check and the comment's section
-    are set again."""
+def override(
+    job: Job, pr: PullRequest, name: str, reason: str, author: str, author_id: int | None = None
+) -> str:
+    """``author`` (a writer; account ``author_id``) overrides policy ``name`` for the plan
+    ``pr``'s head has, because ``reason``: the reply to post. Only a soft policy that fails
+    on that plan, by someone its ``override_by`` names (a user, by the account the login
+    had when the settings came into force: :func:`~sluice.bot.flow.trust.names_person`;
+    or a member of an ``org/team``); recorded in the audit log, which is the override's
+    record. The check and the comment's section are set again."""
     review = job.ledger.review(job.repo, pr.number, pr.head_sha)
     if review is None:
         return policy_text.no_plan(author)
@@ -385,7 +388,7 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
     if policy.level != "soft":
         _refused(job, pr, author, name, f"{policy.level} policies cannot be overridden")
         return policy_text.not_soft(author, name, policy.level)
-    if author.casefold() not in members(job.forge, policy.override_by):
+    if not trust.names_person(job.forge, settings.people, policy.override_by, author, author_id):
         _refused(job, pr, author, name, "not named by its override_by")
         return policy_text.not_allowed(author, name, policy.override_by)
     if review.generation != settings.generation:
@@ -407,6 +410,7 @@ def override(job: Job, pr: PullRequest, name: str, reason: str, author: str) -> 
             ref=f"#{pr.number}",
             plan_id=review.fingerprint,
             detail=override_detail(policy, job.scrub(reason)),
+            actor_id=author_id,
         )
     )
     if not written:  # the row is the override: without it there is none
@@ -496,6 +500,8 @@ def promotion_verdict(
     raw = raw_of(_verdicts(job, policies, plan, project, store, author, number))
     overrides: dict[str, audit.Entry] = {}
     for made in (fingerprint,) if isinstance(fingerprint, str) else fingerprint:
-        for name, row in valid_overrides(job, policies, made, number, settings.generation).items():
+        for name, row in valid_overrides(
+            job, policies, made, number, settings.generation, people=settings.people
+        ).items():
             overrides.setdefault(name, row)
     return Judgement(shown(policies, raw, overrides))

@@ -79,10 +79,11 @@ def on_approved(job: Job, pr: PullRequest, reviewer: str) -> bool:
     if not pr.open or job.ledger.review(job.repo, pr.number, pr.head_sha) is not None:
         return False  # built (or not held) at this head: the gate takes the approval
     try:
-        budget = trust.for_repository(job).gate.backfill
+        settings = trust.for_repository(job)
     except ConfigError:
         return False  # the gate's refresh says what is wrong with the settings
-    if budget is None or not approval.budget_approved(job, pr, budget.approver):
+    budget = settings.gate.backfill
+    if budget is None or not approval.budget_approved(job, pr, budget.approver, settings.people):
         return False
     log.info("%s#%s: %s approved the held build", job.forge.repo, pr.number, reviewer)
     audit.record(
@@ -216,7 +217,7 @@ def _held(job: Job, post: _Poster, settings: trust.Settings, plan: Plan) -> Held
     what = budget.exceeded(plan.backfill_intervals, plan.scan_bytes) if budget else None
     if budget is None or what is None:
         return None
-    if approval.budget_approved(job, post.pr, budget.approver):
+    if approval.budget_approved(job, post.pr, budget.approver, settings.people):
         return None
     return Held(what, budget.approver)
 

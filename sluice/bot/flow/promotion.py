@@ -364,6 +364,8 @@ def _promote(
                     ]
                     words = checks.unapproved(listed, settings.source, settings.branch, environment)
                     return Outcome(False, *words, plan_id=plan.plan_id)
+            if environment == PROD:  # its owners, fixed to accounts as they come into force
+                trust.pin_owners(job, project)
             # Policies hold whatever was approved (issue 47): evaluated again on this plan.
             held = policies.held_back(
                 job, settings, plan, project, own, store,

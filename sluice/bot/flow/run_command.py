@@ -103,13 +103,16 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     elif command.name == "deploy":
         _deploy(job, pr, event.author, via=_via(event))
     elif command.name == "override":
-        _override(job, pr, command, event.author)
+        _override(job, pr, command, event.author, event.author_id)
 
 
-def _override(job: Job, pr: PullRequest, command: Command, author: str) -> None:
+def _override(
+    job: Job, pr: PullRequest, command: Command, author: str, author_id: int | None
+) -> None:
     """``/sluice override POLICY reason`` (:func:`sluice.bot.flow.policies.override`)."""
     assert command.policy is not None and command.reason is not None
-    job.forge.reply(pr.number, policies.override(job, pr, command.policy, command.reason, author))
+    reply = policies.override(job, pr, command.policy, command.reason, author, author_id)
+    job.forge.reply(pr.number, reply)
 
 
 def _via(event: CommentEvent) -> str:

@@ -40,7 +40,7 @@ import json
 import logging
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,11 @@ class Settings:
     # The policies in force (policies/*.yaml beside the config, as read: path, text), part
     # of the digest: evaluated on every plan, never a PR's own (:mod:`.policies`).
     policies: PolicyFiles = ()
+    # Who the logins the settings name as people are (:func:`named_people`, and the owners
+    # of prod's models): case-folded login -> the account id it had when it first came into
+    # force (None: no account had it), as the pin records it; the gate compares by it. None:
+    # logins compare as they are (the local forge).
+    people: Mapping[str, int | None] | None = None
 
     @property
     def requires_approval(self) -> bool:
@@ -578,15 +583,19 @@ def settings_for(
         parsed, first_branch, sha = read_prod(forge, branch, path, read, listing)
         text = pinned_text(parsed, first_branch)
         at = sha or first_branch
-        if ledger.pin_settings(repo, at, parsed.digest, text, PINNED_FILE, now, replace=False):
-            pinned = PinnedSettings(at, parsed.digest, text, PINNED_FILE, now)
+        people = _resolve(forge, named_people(parsed.sluice, parsed.policies))
+        if ledger.pin_settings(
+            repo, at, parsed.digest, text, PINNED_FILE, now, replace=False, people=people
+        ):
+            pinned = PinnedSettings(at, parsed.digest, text, PINNED_FILE, now, people)
         else:  # another job pinned first: its settings are the ones in force
             pinned = ledger.settings_in_force(repo)
             if pinned is None:
                 raise ConfigError("the settings in force could not be recorded", hint="retry")
         if pinned.digest == parsed.digest:
             head = _settings(parsed, first_branch, sha, f"{md.code(first_branch)} at {_short(sha)}")
-            return dataclasses.replace(head, python_ref=sha, generation=_generation(pinned))
+            head = dataclasses.replace(head, python_ref=sha, generation=_generation(pinned))
+            return _with_people(forge, ledger, repo, pinned, head)
     old, pinned_branch = _from_pin(pinned, path)
     branch = pinned_branch or branch
     parsed = _read_branch(read or forge.read_file, branch, path, listing or forge.list_dir)
@@ -596,17 +605,21 @@ def settings_for(
     # Python runs as prod was last promoted with while a gate guards prod: the branch's
     # head may hold commits pushed or merged past it.
     if pinned.digest == parsed.digest:
-        return dataclasses.replace(head, python_ref=pinned.sha if head.requires_approval else None)
+        ref = pinned.sha if head.requires_approval else None
+        return _with_people(forge, ledger, repo, pinned, dataclasses.replace(head, python_ref=ref))
     if not _requires_approval(old.gate):
         if parsed.policies == old.policies:
-            return head  # nothing guarded the settings: the newer ones are as good
+            # nothing guarded the settings: the newer ones are as good
+            return _with_people(forge, ledger, repo, pinned, head)
         # Policies stay as pinned until a promotion moves them, gate or no gate: a push
         # deleting a hard policy does not lift it (red team).
         held = parsed_settings(parsed.sluice, old.policies)
         kept = _settings(held, branch, sha, f"{md.code(branch)} at {_short(sha)}")
-        return dataclasses.replace(kept, generation=_generation(pinned))
+        kept = dataclasses.replace(kept, generation=_generation(pinned))
+        return _with_people(forge, ledger, repo, pinned, kept)
     if not ledger.unapproved(repo, [change_item(parsed.digest, _generation(pinned))]):
-        return dataclasses.replace(head, python_ref=pinned.sha)  # a gate approved these
+        approved = dataclasses.replace(head, python_ref=pinned.sha)  # a gate approved these
+        return _with_people(forge, ledger, repo, pinned, approved)
     note = (
         f"Sluice's settings on {md.code(branch)} ({_short(sha)}) changed in commits no "
         f"`sluice/approval` gate approved, so Sluice keeps the settings prod was last "
@@ -628,13 +641,113 @@ def settings_for(
         once=True,
     )
     kept = _settings(old, branch, pinned.sha, where, note)
-    return dataclasses.replace(kept, python_ref=pinned.sha, generation=_generation(pinned))
+    kept = dataclasses.replace(kept, python_ref=pinned.sha, generation=_generation(pinned))
+    return _with_people(forge, ledger, repo, pinned, kept)
 
 
 def _generation(pinned: PinnedSettings) -> str:
     """Which pin ``pinned`` is: its digest and when it was set (a promotion of the same
     settings keeps both; other settings make another)."""
     return f"{pinned.digest[:16]}@{pinned.pinned_ts}"
+
+
+def named_people(sluice: SluiceSettings, policies: PolicyFiles = ()) -> list[str]:
+    """The logins (case-folded, sorted) settings name as people: the gate's required
+    approvers, the backfill budget's approver, the tiers' ``released_by``, the soft
+    policies' ``override_by`` (a policy that does not parse names nobody: it blocks where it
+    is evaluated). Teams (``org/team``) are not people: their members are asked of the
+    forge when a decision is taken.
+
+    >>> named_people(SluiceSettings.model_validate(
+    ...     {"gate": {"required_approvers": {"users": ["Bob", "@carol"], "teams": ["o/t"]},
+    ...               "backfill": {"max_intervals": 3, "approver": "dana"}}}))
+    ['bob', 'carol', 'dana']
+    """
+    gate = sluice.gate
+    names: list[str] = list(gate.required_approvers.users)
+    if gate.backfill is not None:
+        names.append(gate.backfill.approver)
+    for tier in sluice.deploy.environments:
+        names += tier.released_by
+    for path, text in policies:
+        try:
+            names += policy_load.parse_policy(path, text).override_by
+        except ConfigError:
+            continue
+    return sorted({_person(name) for name in names if "/" not in name and _person(name)})
+
+
+def _person(name: str) -> str:
+    return name.strip().removeprefix("@").casefold()
+
+
+def _resolve(forge: Forge, names: Iterable[str]) -> dict[str, int | None] | None:
+    """Each login's account id now (None: no account has it); None on a forge whose people
+    are logins only (the local forge: logins compare as they are)."""
+    if forge.name == "local":
+        return None
+    return {name: forge.id_of(name) for name in names}
+
+
+def names_person(
+    forge: Forge,
+    people: Mapping[str, int | None] | None,
+    names: Iterable[str],
+    login: str,
+    uid: int | None,
+) -> bool:
+    """Whether the account ``uid`` (login ``login`` now; None: not known) is one of
+    ``names`` (logins and ``org/team``s the settings name): a login the pin fixed to an
+    account (``people``: :attr:`Settings.people`) is that account alone, whatever its login
+    now, and never whoever took the login since; a team's members are the forge's logins of
+    now; a login not pinned (the local forge) compares as a login, case-folded."""
+    for name in names:
+        if "/" in name:
+            if login.casefold() in {m.casefold() for m in forge.team_members(name)}:
+                return True
+            continue
+        key = _person(name)
+        if people is not None and key in people:
+            if people[key] is not None and uid == people[key]:
+                return True
+        elif key == login.casefold():
+            return True
+    return False
+
+
+def _with_people(
+    forge: Forge, ledger: Ledger, repo: str, pinned: PinnedSettings, settings: Settings
+) -> Settings:
+    """``settings`` with who the logins they name are (:attr:`Settings.people`), as the pin
+    records them. A login the pin does not know yet (named by settings it did not hold, or
+    pinned before ledger migration 10) is resolved now, once, and recorded with the pin;
+    one it knows keeps the account it had then."""
+    known = dict(pinned.people or {})
+    missing = [name for name in named_people(settings.sluice, settings.policies)
+               if name not in known]  # fmt: skip
+    if pinned.people is None or missing:
+        found = _resolve(forge, missing)
+        if found is None:
+            return settings
+        known |= found
+        ledger.record_people(repo, pinned.digest, known)
+    return dataclasses.replace(settings, people=known)
+
+
+def pin_owners(job: Job, project: Project) -> None:
+    """Record who the owners of ``project``'s models are (a login, not a team), where the
+    pin does not know them yet: called when ``project`` is promoted, so the owners prod
+    will record are fixed to accounts as they come into force, and one a model named
+    before keeps the account it had then. A forge of logins only: nothing."""
+    pinned = job.ledger.settings_in_force(job.repo)
+    if pinned is None or job.forge.name == "local":
+        return
+    known = dict(pinned.people or {})
+    owners = {_person(m.owner) for m in project.models.values() if m.owner}
+    missing = sorted(o for o in owners if o and "/" not in o and o not in known)
+    found = _resolve(job.forge, missing) if missing else None
+    if found:
+        job.ledger.record_people(job.repo, pinned.digest, known | found)
 
 
 def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: int) -> None:
@@ -646,7 +759,12 @@ def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: i
     with ledger.together("move the settings in force"):
         before = ledger.settings_in_force(repo)
         text = pinned_text(parsed, branch)
-        ledger.pin_settings(repo, sha, parsed.digest, text, PINNED_FILE, now, replace=True)
+        # Who the logins named are stays as first resolved (a login taken since by another
+        # account names nobody new); logins these settings add are resolved at next read.
+        people = before.people if before is not None else None
+        ledger.pin_settings(
+            repo, sha, parsed.digest, text, PINNED_FILE, now, replace=True, people=people
+        )
         if before is not None and before.digest != parsed.digest:
             ledger.append(
                 audit.Entry(
