@@ -636,6 +636,8 @@ def create_app(
                 github_app=settings.github_app_number(),
             )
 
+        # One warm server per Spark root (per repository when kept apart), bounded.
+        connect.configure_pool(settings.spark_connect_servers, settings.spark_connect_idle_minutes)
         flows = [deps() for _ in range(settings.workers if start_workers else 0)]
         workers = [
             Worker(

@@ -21,6 +21,7 @@ from sluice.bot.queue.fairness import Caps
 from sluice.core import logs
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
+from sluice.core.spark import confine
 
 
 class StateSettings(BaseSettings):
@@ -111,7 +112,27 @@ class ServiceSettings(StateSettings):
     46): its own state (a SQLite file beside the configured one, or a PostgreSQL schema),
     its own Spark schemas (a prefix derived from its name) and trees' folder; a state
     owner recorded before keeps the configured database and its names. Unset: on exactly
-    when ``SLUICE_REPOSITORIES`` can admit more than one repository (:meth:`isolates`)."""
+    when ``SLUICE_REPOSITORIES`` can admit more than one repository (:meth:`isolates`).
+    Each repository but that owner also gets a Spark root of its own (embedded metastore,
+    warehouse, Connect server): refused with Spark all repositories would share anyway
+    (:func:`~sluice.core.spark.confine.shared_between_roots`), unless
+    ``SLUICE_ISOLATE_ACCEPT_SHARED_SPARK``."""
+    isolate_accept_shared_spark: bool = False
+    """Keep repositories apart though the Spark settings make every repository's jobs
+    share one catalog or storage (``SLUICE_ISOLATE_ACCEPT_SHARED_SPARK``: a remote Spark
+    Connect endpoint, a metastore of your own, a cluster master, ...): their state and
+    schema prefixes stay apart, but an approved Python model of one can read and write
+    another's tables. Off: such a service refuses to start, saying why."""
+    spark_connect_servers: int = Field(default=4, ge=1)
+    """The most warm Spark Connect servers of the service's own running at once
+    (``SLUICE_SPARK_CONNECT_SERVERS``): one per Spark root, so one per repository when
+    they are kept apart, each a JVM holding its driver's memory. A job whose root has
+    none when all are running stops the least recently used one no job runs on; when
+    every one runs a job, it waits for one to finish."""
+    spark_connect_idle_minutes: float = Field(default=60.0, ge=0)
+    """Minutes without a job after which a warm Spark Connect server of the service's
+    own is stopped (``SLUICE_SPARK_CONNECT_IDLE_MINUTES``; 0: never); the next job of its
+    root starts it again."""
     tree_total_bytes: int = Field(default=TREE_LIMITS.total_bytes, gt=0)
     """The limits on one commit's files, checked as its archive streams in (a commit over
     one is refused, its build reported as failed): all regular files together
@@ -358,6 +379,17 @@ class ServiceSettings(StateSettings):
                 hint="set it to a random string, e.g. `python -c 'import secrets; "
                 "print(secrets.token_urlsafe(48))'`, or unset it for a key made at start",
             )
+        shared = confine.shared_between_roots(self.spark()) if self.isolates() else None
+        if shared is not None and not self.isolate_accept_shared_spark:
+            raise ConfigError(
+                f"repositories are kept apart, but {shared}: a Spark root of each "
+                "repository's own cannot keep them apart there, so an approved Python "
+                "model of one repository could read, overwrite or drop another's tables",
+                hint="use the service's own local Spark (unset SLUICE_SPARK_REMOTE, the "
+                "metastore or the setting named), run a service per repository, or set "
+                "SLUICE_ISOLATE_ACCEPT_SHARED_SPARK=true to accept that their Spark data "
+                "is not kept apart",
+            )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
                 "SLUICE_GITHUB_APP_ID is set but SLUICE_GITHUB_PRIVATE_KEY is not",
@@ -518,6 +550,8 @@ class ServiceSettings(StateSettings):
                 else f"the service's own Spark Connect server on 127.0.0.1 (started by the "
                 f"first job), master {spark.master}"
             )
+            if not spark.remote and self.isolates():
+                where += f"; one per repository, at most {self.spark_connect_servers} at once"
         else:
             where = f"one spark-submit per job, master {spark.master}"
             if spark.deploy_mode:

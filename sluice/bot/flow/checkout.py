@@ -3,7 +3,9 @@ kept while they are used (commits do not change), and the Spark jobs' logs.
 
 Layout: ``trees/<repository>/<sha>`` (checkouts), ``logs/`` (each job's log and spec),
 ``spark/`` (the embedded metastore and warehouse) and ``spark.sluice/`` (the Connect
-server's folder). The janitor prunes trees and job logs (:meth:`Checkout.prune`): a tree
+server's folder); with repositories isolated, each but the state owner has a Spark root
+of its own, ``spark-repositories/<name>`` and ``spark-repositories/<name>.sluice``
+(:mod:`sluice.bot.flow.tenancy` names it; :func:`job_spark` says which one a job uses). The janitor prunes trees and job logs (:meth:`Checkout.prune`): a tree
 or log not used for ``SLUICE_WORKDIR_KEEP_DAYS`` goes, and a tree is fetched again if it
 is needed again. It also rotates the log files long-lived Spark processes append to
 (:meth:`Checkout.rotate_logs`); a job's own log is bounded by its runner
@@ -20,6 +22,8 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,20 +48,38 @@ class Checkout:
     @property
     def spark(self) -> SparkPaths:
         """The service's Spark folders: metastore and warehouse, and the job logs."""
-        return SparkPaths(root=self.workdir.resolve() / "spark", logs=self.logs)
+        return self.spark_at(OWN_SPARK)
+
+    def spark_at(self, root: str) -> SparkPaths:
+        """The Spark folders of the root ``root`` (relative to the workdir: ``spark``, or
+        a repository's own, :attr:`sluice.bot.flow.tenancy.Namespace.spark`)."""
+        parts = root.split("/")
+        if not root or root.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise SluiceError(f"'{root}' is not a Spark root under the workdir")
+        return SparkPaths(root=self.workdir.resolve() / root, logs=self.logs)
+
+    def spark_roots(self) -> list[SparkPaths]:
+        """Every Spark root in the workdir: the owner's and each repository's own."""
+        names: set[str] = set()
+        with contextlib.suppress(FileNotFoundError):
+            for entry in (self.workdir.resolve() / SPARK_ROOTS).iterdir():
+                name = entry.name.removesuffix(".sluice")  # a root, or its service folder
+                if entry.is_dir() and not entry.is_symlink() and re.fullmatch(r"\w+", name):
+                    names.add(name)
+        return [self.spark, *(self.spark_at(f"{SPARK_ROOTS}/{n}") for n in sorted(names))]
 
     def rotate_logs(self, max_bytes: int, backups: int) -> list[Path]:
         """Rotate (:func:`sluice.core.logs.rotate`) the log files of the workdir's Spark
-        that a long-lived process appends to: the Connect server's (``server.log``) and
-        Derby's (``derby.log``, every JVM of the embedded metastore). The ones rotated."""
-        spark = self.spark
+        roots that a long-lived process appends to: each Connect server's (``server.log``)
+        and Derby's (``derby.log``, every JVM of an embedded metastore). The ones rotated."""
         rotated = []
-        for folder in (spark.connect, spark.root):
-            with contextlib.suppress(FileNotFoundError):
-                for path in sorted(folder.glob("*.log")):
-                    own = path.is_file() and not path.is_symlink()
-                    if own and logs.rotate(path, max_bytes, backups):
-                        rotated.append(path)
+        for spark in self.spark_roots():
+            for folder in (spark.connect, spark.root):
+                with contextlib.suppress(FileNotFoundError):
+                    for path in sorted(folder.glob("*.log")):
+                        own = path.is_file() and not path.is_symlink()
+                        if own and logs.rotate(path, max_bytes, backups):
+                            rotated.append(path)
         return rotated
 
     def tree(self, forge: Forge, sha: str, folder: str | None = None) -> Path:
@@ -91,6 +113,32 @@ class Checkout:
             self.workdir.resolve() / "trees" / (folder or safe_repo_name(repo)), before
         )
         return trees, _remove_older(self.logs, before)
+
+
+OWN_SPARK = "spark"
+"""The state owner's Spark root under the workdir (the one it always had)."""
+SPARK_ROOTS = "spark-repositories"
+"""Where the other repositories' Spark roots are (:func:`sluice.bot.flow.tenancy.spark_root`):
+beside the owner's, never inside it (its sandboxed driver writes its whole root)."""
+
+_JOB_SPARK: ContextVar[str | None] = ContextVar("sluice_job_spark", default=None)
+
+
+@contextlib.contextmanager
+def job_spark(root: str) -> Iterator[None]:
+    """The Spark root (relative to the workdir) of the job that runs inside: every runner
+    the service makes for it works there (:func:`sluice.bot.flow.deps.make_deps`). A
+    context variable, so one thread's job never gets another's root."""
+    token = _JOB_SPARK.set(root)
+    try:
+        yield
+    finally:
+        _JOB_SPARK.reset(token)
+
+
+def current_spark() -> str | None:
+    """The root :func:`job_spark` set (None outside one)."""
+    return _JOB_SPARK.get()
 
 
 def _remove_older(folder: Path, before: float) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.bot.events.neutral import Event
-from sluice.bot.flow.checkout import Checkout
+from sluice.bot.flow.checkout import OWN_SPARK, Checkout, current_spark
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.sticky import StickyComment
 from sluice.bot.forge.base import Forge
@@ -22,6 +22,7 @@ from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.core import logs
 from sluice.core.config import SparkSettings
+from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
 from sluice.core.spark.connect import make_runner
 from sluice.core.spark.submit import JOB_TIMEOUT_S, OnEvent, Runner
@@ -141,12 +142,17 @@ def make_deps(
 
     ``runner_for`` defaults to the runner the trusted Spark settings' ``mode`` names
     (spark-submit, or a warm Spark Connect server), with the embedded metastore and
-    warehouse under ``workdir/spark`` and job logs under ``workdir/logs``.
+    warehouse under the job's repository's Spark root (``workdir/spark``, or with
+    ``isolate`` its own: :func:`~sluice.bot.flow.checkout.job_spark`) and job logs under
+    ``workdir/logs``.
     """
     ledger = Ledger(state_url)
 
     def submit(project: Project, tree: Path, on_event: OnEvent) -> Runner:
-        paths = Checkout(workdir).spark
+        root = current_spark()
+        if root is None and isolate:  # fail closed: never another repository's root
+            raise SluiceError("a Spark job of no repository's Spark root (a Sluice bug)")
+        paths = Checkout(workdir).spark_at(root or OWN_SPARK)
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
         return make_runner(

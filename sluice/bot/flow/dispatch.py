@@ -41,6 +41,7 @@ from sluice.bot.flow import (
     run_command,
     scheduled,
 )
+from sluice.bot.flow.checkout import job_spark
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
 from sluice.bot.present import checks, comment, replies
@@ -152,7 +153,8 @@ def handle(deps: Deps, event: Event) -> None:
     job = Job.start(deps, deps.forge_for(event))
     try:
         if _admitted(job, event):
-            with schema_prefix(job.namespace.schema_prefix):  # its Spark schemas' names
+            # Its Spark schemas' names, and its Spark root (metastore, warehouse, server).
+            with schema_prefix(job.namespace.schema_prefix), job_spark(job.namespace.spark):
                 HANDLERS[type(event)](job, event)
             key = event.content_key()
             if key is not None:

@@ -16,6 +16,14 @@ True
 The repository the ledger's state owner names (a state made before isolation, or the one
 repository of a service that does not isolate) keeps the configured database, no prefix
 and its trees' folder as they were: :func:`namespace_of`.
+
+Each other repository also has a Spark root of its own (:attr:`Namespace.spark`): its own
+embedded metastore and warehouse (and, in Connect mode, its own warm server), under
+``<workdir>/spark-repositories/<name>``, never under the owner's ``<workdir>/spark``, so
+no sandboxed driver is shown another repository's files:
+
+>>> isolated("github:acme/b", "sqlite:///s.db").spark
+'spark-repositories/github_acme_b_6f21a281faaee3c0259f'
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS
 from sluice.bot.flow.ledger import Ledger
 from sluice.core import jobs
 from sluice.core.db.engine import create_state_engine
@@ -59,6 +68,9 @@ class Namespace:
     """Before every Spark schema Sluice makes for it ("" : none)."""
     folder: str | None
     """Its trees' folder under the workdir's ``trees/`` (None: the one it always had)."""
+    spark: str = OWN_SPARK
+    """Its Spark root (metastore, warehouse; its Connect server's folder beside it),
+    relative to the workdir."""
 
 
 def repository_name(repo: str) -> str:
@@ -150,7 +162,14 @@ def own(repo: str, configured: str) -> Namespace:
 
 def isolated(repo: str, configured: str) -> Namespace:
     """The namespace of ``repo`` in a service serving several repositories."""
-    return Namespace(repo, state_url(configured, repo), schema_prefix(repo), repository_name(repo))
+    name = repository_name(repo)
+    return Namespace(repo, state_url(configured, repo), schema_prefix(repo), name, spark_root(repo))
+
+
+def spark_root(repo: str) -> str:
+    """``repo``'s own Spark root, relative to the workdir:
+    ``spark-repositories/<name>`` (:func:`repository_name`: no ``/`` or ``..`` in it)."""
+    return f"{SPARK_ROOTS}/{repository_name(repo)}"
 
 
 def namespace_of(repo: str, ledger: Ledger, configured: str, *, isolate: bool) -> Namespace:

@@ -56,6 +56,40 @@ def reaches_out(settings: SparkSettings, conf: dict[str, str]) -> bool:
     return any("://" in value for value in conf.values())
 
 
+def shared_between_roots(settings: SparkSettings) -> str | None:
+    """Why jobs given Spark roots of their own would still share Spark's data (None: they
+    would not): a Spark Connect endpoint of the user's (one server and catalog for all),
+    a metastore of the user's (or no embedded Hive catalog), a master that is not local
+    (executors run outside the sandbox), a setting naming a service past this machine
+    (reached with the host's network), or a folder the service's settings let every job
+    write. A service keeping repositories apart relies on roots only where this is None."""
+    if settings.mode == "connect" and settings.remote:
+        return (
+            "SLUICE_SPARK_REMOTE names a Spark Connect endpoint of your own: every "
+            "repository's jobs run on that one server, with one catalog and warehouse"
+        )
+    if not uses_embedded_metastore(settings):
+        return (
+            "SLUICE_SPARK_CONF names a metastore of your own (or no Hive catalog): every "
+            "repository's jobs see one catalog"
+        )
+    if not settings.master.startswith("local"):
+        return (
+            f"the master {settings.master!r} is not local: executors run on the cluster, "
+            "outside Sluice's sandbox, with every repository's files within their reach"
+        )
+    for key, value in settings.conf.items():
+        if "://" in value:
+            return (
+                f"SLUICE_SPARK_CONF's {key} names a service past this machine: every "
+                "repository's drivers reach it (with the host's network), and what one "
+                "writes there another can read"
+            )
+        if _WRITES.search(key):
+            return f"SLUICE_SPARK_CONF's {key} names a folder every repository's Spark writes"
+    return None
+
+
 def _local_paths(value: str) -> list[Path]:
     """The absolute local paths of a comma- or colon-separated list (``/x``, ``file:/x``,
     a class path's ``/x/*``); URLs and anything else are not paths."""

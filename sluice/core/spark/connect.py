@@ -532,9 +532,30 @@ class ConnectServer:
 
 
 # --- one server per metastore root, for the life of this process ---------------------
+#
+# A service that keeps repositories apart has one root per repository, so one warm server
+# (one JVM, its driver memory) per repository: :func:`configure_pool` bounds how many run
+# at once (the least recently used idle one is stopped for a new one; when every one is
+# running a job, a job of another root waits for one to finish) and stops those idle for
+# a while (:func:`reap`, every few seconds on a thread of its own).
 
 _SERVERS: dict[Path, ConnectServer] = {}
 _SERVERS_GUARD = threading.Lock()
+_FREED = threading.Condition(_SERVERS_GUARD)  # a job ended, or a server was stopped
+_BUSY: dict[Path, int] = {}  # root -> jobs running on its server now
+_USED: dict[Path, float] = {}  # root -> when a job last began or ended there (monotonic)
+_STOPPING: dict[Path, ConnectServer] = {}  # taken out, being stopped: they still count
+_POOL = {"most": 0.0, "idle_s": 0.0}  # 0: no bound, never idle
+
+
+def configure_pool(most: int | None, idle_minutes: float) -> None:
+    """Bound this process's servers: at most ``most`` running at once (None: no bound),
+    each stopped once no job ran on it for ``idle_minutes`` (0: never)."""
+    with _SERVERS_GUARD:
+        _POOL["most"] = float(most or 0)
+        _POOL["idle_s"] = max(0.0, idle_minutes) * 60.0
+    if idle_minutes > 0:
+        _start_reaper()
 
 
 def shared_server(settings: SparkSettings, paths: SparkPaths) -> ConnectServer:
@@ -544,7 +565,131 @@ def shared_server(settings: SparkSettings, paths: SparkPaths) -> ConnectServer:
         server = _SERVERS.get(root)
         if server is None:
             server = _SERVERS[root] = ConnectServer(settings, paths)
+            _USED[root] = time.monotonic()
         return server
+
+
+@contextlib.contextmanager
+def leased(
+    settings: SparkSettings,
+    paths: SparkPaths,
+    *,
+    timeout: float = 600.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[ConnectServer]:
+    """This process's server for ``paths.root``, held for one job: it is neither stopped
+    for another root nor for idleness while held. Past the pool's bound, the least recently
+    used server no job holds is stopped first; when every one is held, this waits (saying
+    so once through ``on_wait``) for one to be let go.
+
+    Raises:
+        ExecutionError: no server was let go within ``timeout`` seconds.
+    """
+    root = paths.root.resolve()
+    deadline = time.monotonic() + timeout
+    told = False
+    with _FREED:
+        while True:
+            server = _SERVERS.get(root)
+            most = int(_POOL["most"])
+            if server is None and (not most or len(_SERVERS) + len(_STOPPING) < most):
+                server = _SERVERS[root] = ConnectServer(settings, paths)
+            if server is not None:
+                _BUSY[root] = _BUSY.get(root, 0) + 1
+                _USED[root] = time.monotonic()
+                break
+            idle = [r for r in _SERVERS if not _BUSY.get(r)]
+            if idle:
+                oldest = min(idle, key=lambda r: _USED.get(r, 0.0))
+                logger.info(
+                    "stopping the Spark Connect server of %s, the least recently used: at "
+                    "most %s run at once (SLUICE_SPARK_CONNECT_SERVERS)",
+                    oldest,
+                    most,
+                )
+                _stop_outside(oldest)
+                continue
+            if not told and on_wait is not None:
+                on_wait(
+                    f"waiting for a Spark Connect server: all {most} running ones "
+                    "(SLUICE_SPARK_CONNECT_SERVERS) are running jobs"
+                )
+                told = True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ExecutionError(
+                    f"no Spark Connect server came free within {timeout:.0f} s: all {most} "
+                    "that may run at once were running jobs of other roots",
+                    hint="raise SLUICE_SPARK_CONNECT_SERVERS (each server holds its "
+                    "driver's memory), or lower SLUICE_QUEUE_MAX_RUNNING",
+                )
+            _FREED.wait(min(left, 5.0))
+    try:
+        yield server
+    finally:
+        with _FREED:
+            if _BUSY.get(root):
+                _BUSY[root] -= 1
+            _USED[root] = time.monotonic()
+            _FREED.notify_all()
+
+
+def _stop_outside(root: Path) -> None:
+    """Stop ``root``'s server, with :data:`_FREED` held on entry and on return (released
+    while the server stops, which may take seconds); it counts until it stopped."""
+    server = _STOPPING[root] = _SERVERS.pop(root)
+    _USED.pop(root, None)
+    _BUSY.pop(root, None)
+    _FREED.release()
+    try:
+        server.stop()
+    finally:
+        _FREED.acquire()
+        _STOPPING.pop(root, None)
+        _FREED.notify_all()
+
+
+def reap(now: float | None = None) -> list[Path]:
+    """Stop the servers no job held for the pool's idle time (none when it has none);
+    their roots. A later job of such a root starts its server again."""
+    now = time.monotonic() if now is None else now
+    stopped = []
+    with _FREED:
+        idle_s = _POOL["idle_s"]
+        if not idle_s:
+            return []
+        for root in list(_SERVERS):
+            # (Still there: another thread may have stopped it while this one waited.)
+            if root in _SERVERS and not _BUSY.get(root) and now - _USED.get(root, now) >= idle_s:
+                logger.info(
+                    "stopping the Spark Connect server of %s: no job for %.0f minutes",
+                    root,
+                    idle_s / 60,
+                )
+                _stop_outside(root)
+                stopped.append(root)
+    return stopped
+
+
+_REAPER: list[threading.Thread] = []
+
+
+def _start_reaper() -> None:
+    with _SERVERS_GUARD:
+        if _REAPER and _REAPER[0].is_alive():
+            return
+
+        def loop() -> None:
+            while True:
+                time.sleep(max(1.0, min(60.0, _POOL["idle_s"] / 4 or 60.0)))
+                try:
+                    reap()
+                except Exception:  # the next round tries again
+                    logger.exception("stopping idle Spark Connect servers failed")
+
+        thread = threading.Thread(target=loop, name="sluice-connect-reaper", daemon=True)
+        _REAPER[:] = [thread]
+        thread.start()
 
 
 @atexit.register
@@ -553,6 +698,8 @@ def stop_all() -> None:
     with _SERVERS_GUARD:
         servers = list(_SERVERS.values())
         _SERVERS.clear()
+        _BUSY.clear()
+        _USED.clear()
     for server in servers:
         server.stop()
 
@@ -708,6 +855,7 @@ class ConnectRunner(SubmitRunner):
                 f"unresponsive_after must be positive seconds, not {unresponsive_after}"
             )
         self.server = server
+        self._given = server is not None  # else this process's pooled server of the root
         self.unresponsive_after = unresponsive_after
         self._remote_token = token
         self._relays: dict[str, tuple[Path, relay.Relay]] = {}
@@ -722,6 +870,18 @@ class ConnectRunner(SubmitRunner):
         answering), saying so, never a wait for the time limit."""
         self._job.watch = self._job.timer = self._job.seen = self._job.silent = None
         spec = {**spec, "job_id": _job_id(spec)}
+        if self.settings.remote or self._given:
+            return self._run(spec)
+
+        # The root's server, held while the job runs (never stopped under it for another).
+        def waiting(message: str) -> None:
+            self._emit({"event": "log", "message": message})
+
+        with leased(self.settings, self.paths, timeout=self.lock_timeout, on_wait=waiting) as held:
+            self.server = held
+            return self._run(spec)
+
+    def _run(self, spec: JobSpec) -> JobResult:
         try:
             return super().run(spec)
         except DriverLost:

@@ -1,0 +1,105 @@
+"""Hostile: an approved Python model of repository A runs in A's Spark driver, and Spark
+has no authorization between schemas, so what keeps B's data from it is that A's driver
+is shown A's Spark root alone (issue 46: each repository's own metastore and warehouse,
+:func:`sluice.bot.flow.tenancy.spark_root`). Its sandbox (spark-submit's driver, the
+Connect server of A's root, a Connect job's child) writes A's root and its own home, and
+shows no other root: writing into B's warehouse folder by path, or reading B's files,
+fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sluice.bot.flow import tenancy
+from sluice.bot.flow.checkout import Checkout
+from sluice.core import sandbox
+from sluice.core.config import SparkSettings
+from sluice.core.spark import jvm
+from sluice.core.spark.connect import ConnectRunner, ConnectServer
+from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.submit import SubmitRunner
+
+A, B = "github:acme/a", "github:mallory/b"
+SETTINGS = SparkSettings(master="local[2]")
+
+
+def _roots(tmp_path: Path) -> tuple[SparkPaths, SparkPaths]:
+    work = Checkout(tmp_path / "work")
+    a, b = (work.spark_at(tenancy.spark_root(repo)) for repo in (A, B))
+    for paths in (a, b):
+        (paths.warehouse / "sluice_r_x__db.db" / "t").mkdir(parents=True)
+        (paths.warehouse / "sluice_r_x__db.db" / "t" / "part-0.parquet").write_text("rows")
+        paths.logs.mkdir(parents=True, exist_ok=True)
+    return a, b
+
+
+def _driver_profile(paths: SparkPaths, home: Path) -> sandbox.Profile:
+    spec_path = paths.logs / "job.json"
+    spec_path.write_text("{}")
+    runner = SubmitRunner(SETTINGS, paths)
+    return runner.profile({"steps": []}, spec_path, home, jvm.ArchiveUse([]))  # type: ignore[typeddict-item]
+
+
+def test_each_spark_process_of_a_root_writes_that_root_alone(tmp_path: Path) -> None:
+    a, b = _roots(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    driver = _driver_profile(a, home)
+    server = ConnectServer(SETTINGS.model_copy(update={"mode": "connect"}), a).profile(home)
+    for profile in (driver, server):
+        assert {home, a.root} <= set(profile.write), profile.write
+        assert all(p in (home, a.root) or a.root in p.parents for p in profile.write)
+        shown = [Path(p) for p in (*profile.write, *profile.read)]
+        # Nothing of B's, nor a folder holding it (the workdir, the roots' folder).
+        assert not any(p == b.root or p in b.root.parents or b.root in p.parents for p in shown)
+    spec_path = a.logs / "job.json"
+    child = ConnectRunner(SETTINGS.model_copy(update={"mode": "connect"}), a).profile(
+        {"steps": [], "job_id": "j"},  # type: ignore[typeddict-item]
+        spec_path,
+        home,
+        jvm.ArchiveUse([]),
+    )
+    assert set(child.write) == {home}  # no warehouse, no metastore: the server has them
+
+
+_HOSTILE = """
+import os, sys
+mine, theirs = sys.argv[1], sys.argv[2]
+out = []
+with open(os.path.join(mine, "planted.parquet"), "w") as f:
+    f.write("mine")
+out.append("wrote mine")
+for what, act in (("write theirs", lambda: open(os.path.join(theirs, "planted.parquet"), "w")),
+                  ("read theirs", lambda: open(os.path.join(theirs, "part-0.parquet")).read()),
+                  ("list theirs", lambda: os.listdir(theirs))):
+    try:
+        act()
+        out.append(what)
+    except OSError as exc:
+        out.append(f"refused {what}: {type(exc).__name__}")
+print("|".join(out))
+"""
+
+
+@pytest.mark.skipif(sandbox.isolation() != "bwrap", reason="needs bubblewrap")
+def test_a_python_model_of_a_cannot_write_or_read_b_s_warehouse_by_path(tmp_path: Path) -> None:
+    a, b = _roots(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    mine = a.warehouse / "sluice_r_x__db.db" / "t"
+    theirs = b.warehouse / "sluice_r_x__db.db" / "t"
+    # What A's approved model's code does in A's driver, in that driver's sandbox.
+    argv = [sys.executable, "-I", "-c", _HOSTILE, str(mine), str(theirs)]
+    launch = sandbox.wrap(argv, _driver_profile(a, home))
+    done = subprocess.run(launch.argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip().split("|")
+    assert said[0] == "wrote mine"  # its own warehouse: written
+    assert all(s.startswith("refused ") for s in said[1:]), said
+    assert not (theirs / "planted.parquet").exists()
+    assert (theirs / "part-0.parquet").read_text() == "rows"
+    assert (mine / "planted.parquet").read_text() == "mine"
