@@ -715,6 +715,10 @@ def names_person(
     return False
 
 
+_NAMED: dict[str, list[str]] = {}
+"""Settings' digest -> :func:`named_people` of them (the policies parsed once)."""
+
+
 def _with_people(
     forge: Forge, ledger: Ledger, repo: str, pinned: PinnedSettings, settings: Settings
 ) -> Settings:
@@ -723,8 +727,12 @@ def _with_people(
     pinned before ledger migration 10) is resolved now, once, and recorded with the pin;
     one it knows keeps the account it had then."""
     known = dict(pinned.people or {})
-    missing = [name for name in named_people(settings.sluice, settings.policies)
-               if name not in known]  # fmt: skip
+    named = _NAMED.get(settings.digest)
+    if named is None:  # parsed once per settings in this process, not once per job
+        if len(_NAMED) >= 64:
+            _NAMED.clear()
+        named = _NAMED[settings.digest] = named_people(settings.sluice, settings.policies)
+    missing = [name for name in named if name not in known]
     if pinned.people is None or missing:
         found = _resolve(forge, missing)
         if found is None:
