@@ -19,11 +19,15 @@ import pytest
 import responses
 from responses import matchers
 
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.flow import trust
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.base import Forge, ForgeError
 from sluice.bot.forge.github import GitHubForge, github_client
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
-from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.forge.memory import MemoryForge, account_id_of
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.gitlab_wire import FakeGitLab
 
 GITHUB_API = "https://api.github.com:443"
 GITLAB = "https://gitlab.example.com"
@@ -165,3 +169,57 @@ def test_memory_a_login_renamed_away_and_taken_is_another_account() -> None:
 def test_local_has_no_ids(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert LocalForge(tmp_path).id_of("bob") is None
+
+
+# -- the settings in force, pinned through a forge at the wire -----------------------------
+
+GATE = "sluice:\n  gate:\n    required_approvers:\n      users: [bob, '@Carol', ghost]\n"
+SHA = "c" * 40
+
+
+def test_github_settings_pinned_at_the_wire_name_accounts_resolved_once(tmp_path: Path) -> None:
+    # trust pins the prod branch's settings through a GitHubForge on the fake GitHub
+    # (PyGithub runs): each login they name is asked once, GET /users/{login}; a later job
+    # (a new forge, as each job has) reads the pin and asks nothing.
+    github = FakeGitHub(repo="octo/widgets")
+    github.files[("main", "config.yaml")] = GATE
+    github.refs["main"] = SHA
+    ledger = Ledger(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+            github.install(mock)
+            people = _in_force(_github(), ledger).people
+            assert people == {
+                "bob": account_id_of("bob"),
+                "carol": account_id_of("Carol"),
+                "ghost": account_id_of("ghost"),
+            }
+            users = [url for method, url in github.requests if "/users/" in url]
+            assert sorted(u.rsplit("/", 1)[1] for u in users) == ["bob", "carol", "ghost"]
+            before = len(github.requests)
+            assert _in_force(_github(), ledger).people == people
+            assert not [url for _m, url in github.requests[before:] if "/users/" in url]
+    finally:
+        ledger.close()
+
+
+def test_gitlab_settings_pinned_at_the_wire_keep_a_username_no_user_has_as_nobody(
+    tmp_path: Path,
+) -> None:
+    gitlab = FakeGitLab()
+    gitlab.users.update({"bob": 41, "carol": 42})  # nobody is `ghost`
+    gitlab.files[("main", "config.yaml")] = GATE
+    gitlab.branches["main"] = SHA
+    ledger = Ledger(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+            gitlab.install(mock)
+            forge = GitLabForge(gitlab_client(gitlab.url, GITLAB_TOKEN), gitlab.project)
+            assert _in_force(forge, ledger).people == {"bob": 41, "carol": 42, "ghost": None}
+    finally:
+        ledger.close()
+
+
+def _in_force(forge: Forge, ledger: Ledger) -> trust.Settings:
+    key = f"{forge.name}:{forge.repo}"
+    return trust.settings_for(forge, ledger, key, branch="main", path="config.yaml", now=1)
