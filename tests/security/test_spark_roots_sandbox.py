@@ -8,9 +8,11 @@ fails."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +105,34 @@ def test_a_python_model_of_a_cannot_write_or_read_b_s_warehouse_by_path(tmp_path
     assert not (theirs / "planted.parquet").exists()
     assert (theirs / "part-0.parquet").read_text() == "rows"
     assert (mine / "planted.parquet").read_text() == "mine"
+
+
+def test_a_repository_s_prod_job_writes_a_class_archive_only_its_own_root_maps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A prod job's driver writes the JVM class archive later JVMs map (jvm.py): with one
+    # archive per machine, A's approved model could plant one B's drivers would map.
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    a, b = _roots(tmp_path)
+    assert a.class_archives is not None and b.class_archives is not None
+    assert a.class_archives != b.class_archives
+    assert a.class_archives.parent == a.service  # beside A's root, never in it
+    assert Checkout(tmp_path / "work").spark.class_archives is None  # the owner's: as it was
+    runner = SubmitRunner(SETTINGS, a)
+    spec: Any = {"environment": "prod", "steps": []}
+    with runner._class_archive(dict(os.environ), spec) as use:
+        if use.folder is None:
+            pytest.skip("no Java here: no class archive is written")
+        assert use.folder == a.class_archives
+        (a.logs / "job.json").write_text("{}")
+        home = tmp_path / "home"
+        home.mkdir()
+        profile = runner.profile(spec, a.logs / "job.json", home, use)
+    written = [Path(p) for p in profile.write]
+    assert a.class_archives in written
+    machine = Path.home() / ".cache/sluice/jvm"
+    assert b.class_archives not in written and machine not in written
+    # B's Connect server maps its own root's archive, never A's.
+    server = ConnectServer(SETTINGS.model_copy(update={"mode": "connect"}), b)
+    read = [Path(p) for p in server.profile(home).read]
+    assert not any(a.class_archives == p or a.class_archives in p.parents for p in read)

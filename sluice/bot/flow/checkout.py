@@ -56,7 +56,11 @@ class Checkout:
         parts = root.split("/")
         if not root or root.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise SluiceError(f"'{root}' is not a Spark root under the workdir")
-        return SparkPaths(root=self.workdir.resolve() / root, logs=self.logs)
+        paths = SparkPaths(root=self.workdir.resolve() / root, logs=self.logs)
+        if root == OWN_SPARK:
+            return paths  # the machine's class archive, as it always had
+        # A repository's own JVM class archive: its prod jobs write it, its JVMs alone map it.
+        return SparkPaths(paths.root, paths.logs, class_archives=paths.service / "jvm")
 
     def spark_roots(self) -> list[SparkPaths]:
         """Every Spark root in the workdir: the owner's and each repository's own."""

@@ -365,7 +365,7 @@ class ConnectServer:
         with, whose Java maps the drivers' class archive if there is one)."""
         conf = spark_conf(self.settings, self.paths)
         if env is not None:
-            jvm.map_existing(conf, env)
+            jvm.map_existing(conf, env, self.paths.class_archives)
         conf["spark.connect.grpc.binding.address"] = BIND_ADDRESS
         conf["spark.connect.grpc.binding.port"] = str(port)
         # A job whose client died leaves its operations detached: stop them soon.
@@ -427,7 +427,9 @@ class ConnectServer:
         """The server's sandbox: Java, Spark and Python read-only (and the class archive
         it maps); its home, the warehouse and the metastore writable; the host's
         network, where it listens on loopback and asks every client for its token."""
-        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), dict(os.environ))
+        archive = jvm.ClassArchive.for_spark(
+            jvm.spark_home(), dict(os.environ), self.paths.class_archives
+        )
         read = [archive.path] if archive is not None and archive.path.is_file() else []
         conf = spark_conf(self.settings, self.paths)
         files, folders = confine.service_paths(conf)

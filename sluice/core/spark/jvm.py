@@ -94,16 +94,20 @@ class ClassArchive:
     key: str
 
     @classmethod
-    def for_spark(cls, spark_home: Path, env: dict[str, str]) -> ClassArchive | None:
-        """The archive for the Java that ``env`` starts and the jars under ``spark_home``;
-        None when the cache is off or Java cannot be found."""
+    def for_spark(
+        cls, spark_home: Path, env: dict[str, str], folder: Path | None = None
+    ) -> ClassArchive | None:
+        """The archive for the Java that ``env`` starts and the jars under ``spark_home``,
+        in ``folder`` (None: the cache's); None when the cache is off or Java cannot be
+        found."""
         setting = os.environ.get(CACHE_ENV, "")
         if setting.strip().lower() == "off":
             return None
         java = _java(env)
         if java is None:
             return None
-        folder = Path(setting).expanduser() if setting else Path.home() / ".cache/sluice/jvm"
+        if folder is None:
+            folder = Path(setting).expanduser() if setting else Path.home() / ".cache/sluice/jvm"
         return cls(folder, _key(java, spark_home / "jars"))
 
     @property
@@ -190,9 +194,10 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def map_existing(conf: dict[str, str], env: dict[str, str]) -> None:
-    """Add to ``conf`` the driver flags mapping the archive, if one was written already."""
-    archive = ClassArchive.for_spark(spark_home(), env)
+def map_existing(conf: dict[str, str], env: dict[str, str], folder: Path | None = None) -> None:
+    """Add to ``conf`` the driver flags mapping the archive (in ``folder``, None: the
+    cache's), if one was written already."""
+    archive = ClassArchive.for_spark(spark_home(), env, folder)
     if archive is not None:
         add_options(conf, " ".join(archive.mapped(conf)))
 

@@ -63,6 +63,10 @@ class SparkPaths:
 
     root: Path
     logs: Path
+    class_archives: Path | None = None
+    """Where this root's drivers keep their JVM class archive (:mod:`.jvm`); None: the
+    machine's cache. A service keeping repositories apart gives each repository's root
+    its own, so no repository's prod job writes an archive another's JVMs map."""
 
     @classmethod
     def for_project(cls, project_dir: Path) -> SparkPaths:

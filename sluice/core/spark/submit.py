@@ -702,7 +702,7 @@ class SubmitRunner(_RunnerBase):
         """The driver's class archive (:mod:`sluice.core.spark.jvm`); none for a driver
         that runs on the cluster (``deploy_mode: cluster``), whose JVM is not ours. In a
         sandbox only a job of prod (approved content) may write it; others map it."""
-        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env)
+        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env, self.paths.class_archives)
         if archive is None or self.settings.deploy_mode == "cluster":
             yield jvm.ArchiveUse([])
             return
