@@ -18,14 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from sluice.bot.events.github import parse_github
-from sluice.bot.flow import approval, dispatch, trust
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.neutral import TagEvent
+from sluice.bot.flow import approval, dispatch, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.memory import account_id_of
 from sluice.core import markdown as md
 from sluice.core.model.loader import load_project
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import realcase
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import GATED, KEY, OWNERS_ONLY, B, Bot
 from tests.helpers.policy_world import SOFT, World, edit_orders
 
@@ -291,3 +294,48 @@ def test_an_account_that_took_an_override_by_login_overrides_nothing(tmp_path: P
         assert world.check(gw.A).conclusion == "success"  # type: ignore[union-attr]
     finally:
         world.close()
+
+
+TIERS = (
+    "sluice:\n  project: jaffle\n  deploy:\n    environments:\n"
+    "      - {name: staging, on: merge}\n"
+    "      - {name: prod, on: tag, tag_pattern: 'v*', released_by: [dana]}\n"
+)
+
+
+def test_an_account_that_took_a_released_by_login_releases_nothing(tmp_path: Path) -> None:
+    # Only dana's tag promotes prod. dana renames herself; mallory's second account takes
+    # `dana` and pushes a tag: the tag event carries its account id (sender.id), which is
+    # not the one `dana` named when the settings came into force.
+    bot = gw.make_bot(tmp_path, TIERS, ROLES)
+    try:
+        people = bot.in_force().people
+        dana = bot.forge.account_id("dana")
+        assert people is not None and people["dana"] == dana
+        _take(bot, "dana")
+        tier = bot.in_force().deploy.prod_tier()
+
+        def tag_by(login: str) -> TagEvent:
+            made = realcase("github/push/woodpecker__HookTag.json", gw.OWNER,
+                            ref="refs/tags/v1", after=gw.A, deleted=False)  # fmt: skip
+            made["sender"]["login"] = login
+            event = parse_github("push", accounts.github(made, bot.forge.account_id))
+            assert isinstance(event, TagEvent)
+            return event
+
+        taker = tag_by("dana")
+        assert taker.actor_id == bot.forge.account_id("dana") != dana
+        assert not promotion._may_release(bot.forge, tier, taker.actor, taker.actor_id, people)
+        herself = tag_by("danax")
+        assert herself.actor_id == dana
+        assert promotion._may_release(bot.forge, tier, herself.actor, herself.actor_id, people)
+    finally:
+        bot.close()
+
+
+def test_a_gitlab_tag_push_names_its_pusher_s_account() -> None:
+    payload = load_case("gitlab/tag_push.json")
+    payload["after"] = gw.A
+    event = parse_gitlab("Tag Push Hook", accounts.gitlab(payload))
+    assert isinstance(event, TagEvent)
+    assert event.actor and event.actor_id == account_id_of(event.actor)

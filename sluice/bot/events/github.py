@@ -264,7 +264,8 @@ def _push(payload: Mapping[str, Any]) -> TagEvent | BranchPushEvent | None:
     tag = ref.removeprefix(_TAG_PREFIX)
     if not tag:
         raise PayloadError(f"ref {ref!r} names no tag")
-    actor = optional(payload, "sender.login", str) or optional(payload, "pusher.name", str)
+    sender = optional(payload, "sender.login", str)
+    actor = sender or optional(payload, "pusher.name", str)
     return TagEvent(
         forge=FORGE,
         repo=_repo(payload),
@@ -273,6 +274,7 @@ def _push(payload: Mapping[str, Any]) -> TagEvent | BranchPushEvent | None:
         sha=sha,
         source="push",
         actor=actor or "",
+        actor_id=account_id(payload, "sender.id") if sender else None,
     )
 
 
@@ -295,6 +297,7 @@ def _release(payload: Mapping[str, Any]) -> TagEvent | None:
         actor=optional(payload, "sender.login", str) or "",
         # "created" and "published" of one release share it: it promotes once.
         release_id=optional(payload, "release.id", int),
+        actor_id=account_id(payload, "sender.id"),
     )
 
 

@@ -226,6 +226,7 @@ def _tag_push(payload: Mapping[str, Any]) -> TagEvent | None:
         sha=optional(payload, "checkout_sha", str) or after,
         source="push",
         actor=optional(payload, "user_username", str) or "",
+        actor_id=account_id(payload, "user_id"),
     )
 
 

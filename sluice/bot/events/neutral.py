@@ -225,6 +225,7 @@ class TagEvent(_Base):
     source: str  # "push" or "release"
     actor: str = ""
     release_id: int | None = None
+    actor_id: int | None = None  # the actor's account id (None: the forge did not say)
 
     def content_key(self) -> str | None:
         if self.source == "release":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.bot.events.neutral import PullRequestEvent, TagEvent
@@ -29,7 +30,7 @@ from sluice.bot.flow import audit, policies, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import REMOVED, Item, own_key, review_of
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Forge, members
+from sluice.bot.forge.base import Forge
 from sluice.bot.present import checks, comment, notify_text
 from sluice.core import markdown as md
 from sluice.core.errors import (
@@ -182,7 +183,7 @@ def on_tag(job: Job, event: TagEvent) -> Outcome | None:
         return None
     outcome = None
     for tier in tiers:
-        if not _may_release(job.forge, tier, event.actor):
+        if not _may_release(job.forge, tier, event.actor, event.actor_id, settings.people):
             job.forge.set_check(
                 sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
             )
@@ -245,12 +246,20 @@ def _detail(environment: str, sha: str, title: str) -> str:
     return f"{environment} at {sha[:12]}: {title}"
 
 
-def _may_release(forge: Forge, tier: Tier, actor: str) -> bool:
-    """Whether ``actor`` is in ``tier.released_by`` (a login, or a member of a team
-    listed there); anyone may when it lists nobody."""
+def _may_release(
+    forge: Forge,
+    tier: Tier,
+    actor: str,
+    actor_id: int | None = None,
+    people: Mapping[str, int | None] | None = None,
+) -> bool:
+    """Whether ``actor`` (account ``actor_id``) is in ``tier.released_by`` (a login, by the
+    account it had when the settings came into force: ``people``, see
+    :func:`~sluice.bot.flow.trust.names_person`; or a member of a team listed there);
+    anyone may when it lists nobody."""
     if not tier.released_by:
         return True
-    return bool(actor) and actor.casefold() in members(forge, tier.released_by)
+    return bool(actor) and trust.names_person(forge, people, tier.released_by, actor, actor_id)
 
 
 def _retire_waiting(job: Job, sha: str, tag: str, outcome: Outcome) -> None:

@@ -382,6 +382,7 @@ def test_tag_push_woodpecker() -> None:
         sha="67012991d6c69b1c58378346fca366b864d8d1a1",
         source="push",
         actor="6543",
+        actor_id=24977596,  # sender.id: who released is compared by account (released_by)
     )
 
 
@@ -428,6 +429,7 @@ def test_release_published(relpath: str) -> None:
         source="release",
         actor="Codertocat",
         release_id=17372790,
+        actor_id=21031067,
     )
 
 
