@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.events.github import parse_github
-from sluice.bot.events.neutral import DriftCheckEvent
+from sluice.bot.events.neutral import DriftCheckEvent, ScheduledRunEvent
 from sluice.bot.flow import audit, dispatch
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.ledger import Ledger
@@ -79,10 +79,10 @@ class RepairWorld:
         store = open_state(self.url)
         try:
             plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW)
+            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW, commit=C)
         finally:
             store.close()
-        self.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
+        self.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C (its plan says so)
         self.sluices = dict(self.warehouse.views)
 
     def close(self) -> None:
@@ -118,6 +118,10 @@ class RepairWorld:
     def check(self) -> None:
         """The scheduled drift check."""
         dispatch.handle(self.deps, DriftCheckEvent("github", OWNER, None))
+
+    def run(self) -> None:
+        """The scheduled run of prod (its failure raised, as the worker gets it)."""
+        dispatch.handle(self.deps, ScheduledRunEvent("github", OWNER, None))
 
     def drift(self, sha: str = C) -> Check:
         return self.github.checks[sha][checks.DRIFT]

@@ -123,7 +123,8 @@ def web_world(
     store = open_state(bot.url)
     try:
         plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
+        # promoted from C: its plan records it (prod's scheduled runs load C's project)
+        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
     finally:
         store.close()
     warehouse.script = Script(rows={"jaffle.orders": 99})

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,11 @@ from sluice.bot.flow import audit, own_checks
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import ACTIONS_APP, MemoryForge
 from sluice.bot.present import checks
-from tests.helpers.cases import record_prod
+from sluice.core import runs, workflow
+from sluice.core.errors import SluiceError
+from sluice.core.snapshot.naming import PROD
+from sluice.core.state import open_state
+from tests.helpers.cases import realcase, record_prod
 from tests.helpers.repair_red_team import (
     DAY,
     GATE,
@@ -34,6 +40,7 @@ from tests.helpers.repair_red_team import (
     KEY,
     NOW,
     ONE,
+    OWNER,
     PREAMBLE,
     REPO_ROOT,
     C,
@@ -170,25 +177,14 @@ def test_a_request_of_an_ended_drift_is_not_approved_when_the_drift_comes_back(
     assert world.applied() == built, "bob alone repaired prod on a request of another drift"
 
 
-# -- 5. the repair runs the prod branch head's project, not what prod runs ---------------
+# -- 5. prod's jobs run the project prod was promoted from, not the prod branch's head ---
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team, drift repair: the repair plan comes from state, but apply_plan runs "
-    "it with the project loaded from the prod branch's head (trust.prod_project: "
-    "settings.sha is the head whenever its settings equal the pinned ones), never checked "
-    "to be what prod runs (scheduled.run's plan_run refuses such a checkout). A commit "
-    "on the prod branch no promotion applied (pushed past the gate, or merged unapproved "
-    "and its promotion refused) puts its before_all/after_all statements and audits into "
-    "prod's repair job. Since fixed where the settings were pinned before that push: prod's "
-    "jobs load the project at the commit prod was last promoted with (Settings.python_ref) "
-    "and the repair refuses a project whose models or statements differ from prod's. Still "
-    "open where the first pin is made after it (a service started on a branch whose head "
-    "was pushed past the gate): fix: record the commit each promotion applied with prod's "
-    "plan and load prod's project there",
-)
 def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: RepairWorld) -> None:
+    """A commit on the prod branch no promotion applied (pushed past the gate; the settings
+    first pinned after it, at it) puts nothing into prod's repair job: the job loads the
+    project of the commit prod's plan records it was promoted from (state migration 6),
+    never the branch's head (was an xfail: the head's before_all ran in the repair)."""
     statement = "CREATE SCHEMA IF NOT EXISTS mallory_was_here"
     world.commit(M, ONE + f"before_all:\n  - {statement}\n", parents=(C,))
     world.github.refs["main"] = M  # pushed past the gate: no promotion ran
@@ -200,6 +196,176 @@ def test_the_repair_runs_no_statement_of_an_unpromoted_head(world: RepairWorld) 
     assert job["plan_id"] != "" and world.drift(M).conclusion == "success"  # the repair ran
     ran = repr(job["steps"])
     assert "mallory_was_here" not in ran, "an unpromoted commit's statement ran in prod's job"
+
+
+MALLORY = "CREATE SCHEMA IF NOT EXISTS mallory_was_here"
+N = "f" * 40
+
+
+def _push_past_the_gate(world: RepairWorld) -> None:
+    """A writer pushes ``M`` (a before_all statement of his) onto main: no promotion runs."""
+    world.commit(M, ONE + f"before_all:\n  - {MALLORY}\n", parents=(C,))
+    world.github.refs["main"] = M
+
+
+def _last_apply(world: RepairWorld) -> dict[str, Any]:
+    [*_, job] = [j for j in world.warehouse.jobs if j["kind"] == "apply"]
+    return job
+
+
+def _prod_commit(world: RepairWorld) -> tuple[str, str | None] | None:
+    store = open_state(world.url)
+    try:
+        return workflow.plan_commit(store, PROD)
+    finally:
+        store.close()
+
+
+def test_a_scheduled_run_runs_no_statement_of_a_commit_pushed_past_the_gate(
+    world: RepairWorld,
+) -> None:
+    _push_past_the_gate(world)
+    world.clock.now += 2 * DAY  # the FULL models' new day is due
+    built = world.applied()
+    world.run()
+    assert world.applied() == built + 1  # the run ran ...
+    assert MALLORY not in repr(_last_apply(world)["steps"])  # ... C's project, not M's
+    found = _prod_commit(world)
+    assert found is not None and found[1] == C  # the run's plan keeps the promoted commit
+    # Control (the test can fail): prod promoted from M (as a promotion records it), the
+    # next run does run M's statement.
+    store = open_state(world.url)
+    try:
+        store.set_plan_commit(found[0], M)
+    finally:
+        store.close()
+    world.clock.now += DAY
+    world.run()
+    assert world.applied() == built + 2 and MALLORY in repr(_last_apply(world)["steps"])
+
+
+def _merge(world: RepairWorld, number: int, head: str, merged: str, config: str) -> None:
+    """Pull request ``number`` of alice's (``config`` on top of main's head) merged as
+    ``merged``, and the merge delivered: a promotion of ``merged``."""
+    parent = world.github.refs["main"]
+    world.commit(head, config, parents=(parent,))
+    world.github.open_pull(number, head_sha=head, base="main", author="alice")
+    world.commit(merged, config, parents=(parent, head))
+    world.github.close_pull(number, merged=True)
+    world.github.refs["main"] = merged
+    body = realcase("github/pull_request/woodpecker__HookPullRequestMerged.json", OWNER, **{
+        "pull_request.number": number, "number": number,
+        "pull_request.merge_commit_sha": merged, "pull_request.head.sha": head,
+        "pull_request.base.ref": "main", "pull_request.user.login": "alice",
+    })  # fmt: skip
+    world.deliver("pull_request", body)
+
+
+def test_the_next_merge_does_not_promote_a_statement_pushed_past_the_gate(
+    world: RepairWorld,
+) -> None:
+    """After the push, the next merge (a pull request on top of it that changes nothing
+    else) is a promotion whose project holds the pushed statement: the gate compares it with
+    the statements of the commit prod's plan records (C), so it is a change nobody approved,
+    and prod is not promoted; never with the pin, which, first made after the push, is it."""
+    _push_past_the_gate(world)
+    world.check()  # the settings are first pinned now, at M
+    mallory = ONE + f"before_all:\n  - {MALLORY}\n"
+    _merge(world, 9, "9" * 40, N, mallory)
+    deploy = world.github.checks[N][checks.DEPLOY]
+    assert deploy.conclusion == "failure", deploy.title
+    found = _prod_commit(world)
+    assert found is not None and found[1] == C  # prod still runs C's project
+    world.clock.now += 2 * DAY
+    world.run()
+    assert MALLORY not in repr(_last_apply(world)["steps"])
+
+
+def test_a_rollback_runs_no_statement_of_a_commit_pushed_past_the_gate(
+    world: RepairWorld,
+) -> None:
+    """``/sluice rollback`` applies a recorded plan too (the one before): its job loads the
+    project of the commit prod's plan records, not the pin made after a push past the gate,
+    and prod's plan then records the target's commit."""
+    tree = world.commit(N, ONE, parents=(C,))  # promoted (recorded as built): a plan to undo
+    model = tree / "models" / "stg_customers.sql"
+    model.write_text(model.read_text().replace("  last_name\n", "  last_name,\n  1 AS promoted\n"))
+    world.github.commit_folder(N, tree, parents=(C,))
+    record_prod(tree, world.url, NOW + DAY, commit=N)
+    world.github.open_pull(7, head_sha=N, base="main", author="alice")
+    world.github.close_pull(7, merged=True)
+    world.commit(M, ONE + f"before_all:\n  - {MALLORY}\n", parents=(N,))
+    world.github.refs["main"] = M  # pushed past the gate; the settings first pinned after it
+    built = world.applied()
+    comment = world.github.add_comment(7, "bob", "/sluice rollback")
+    body = realcase("github/issue_comment/drone-go-scm__comment.json", OWNER, action="created",
+                    **{"issue.number": 7, "comment.user.login": "bob",
+                       "comment.body": "/sluice rollback", "comment.id": comment})  # fmt: skip
+    world.deliver("issue_comment", body)
+    reply = world.github.bot_comments(7)[-1]
+    assert reply.startswith("@bob rolled prod back"), reply
+    assert world.applied() == built + 1
+    assert MALLORY not in repr(_last_apply(world)["steps"])
+    found = _prod_commit(world)
+    assert found is not None and found[1] == C  # the target's commit, as its promotion recorded
+
+
+def _before_the_migration(url: str) -> None:
+    """The state as a Sluice from before state migration 6 left it: its plans record no
+    commit (no such column), its schema at version 5; the next open migrates it."""
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
+        conn.execute("ALTER TABLE sluice_plans DROP COLUMN project_commit")
+        conn.execute("DELETE FROM sluice_migrations WHERE track = 'state' AND number = 6")
+        conn.execute("UPDATE sluice_schema_version SET version = 5")
+
+
+def test_a_state_from_before_the_migration_repairs_and_runs_nothing_of_the_head(
+    world: RepairWorld,
+) -> None:
+    """Prod applied by a Sluice that recorded no commit, then a push past the gate: nothing
+    says which project prod runs, so the repair and the scheduled run refuse (fail closed)
+    before any Spark job, saying what to do; neither guesses the head or the pin."""
+    _before_the_migration(world.url)
+    _push_past_the_gate(world)
+    world.redefine()  # the drift check reads only: it still runs
+    assert world.drift(M).conclusion == "failure"
+    jobs = len(world.warehouse.jobs)
+    world.click("alice", world.button("Plan the repair", M), head=M)
+    refused = world.drift(M)
+    assert "records no commit" in refused.summary and "promote prod once" in refused.summary
+    assert len(world.warehouse.jobs) == jobs and world.rows() == []  # nothing ran or asked
+    found = _prod_commit(world)
+    assert found is not None and found[1] is None  # migrated: its plan from before knows none
+    world.clock.now += 2 * DAY
+    with pytest.raises(SluiceError, match="records no commit") as failed:
+        world.run()
+    assert "promote prod once" in str(failed.value)
+    assert len(world.warehouse.jobs) == jobs
+    store = open_state(world.url)
+    try:  # the refused run is in prod's history, as the web UI shows it
+        [run], _ = runs.recorded_runs(store, PROD, offset=0, limit=5)
+    finally:
+        store.close()
+    assert not run.ok and "promote prod once" in repr(run.payload)
+
+
+def test_a_state_from_before_the_migration_runs_again_once_prod_is_promoted(
+    world: RepairWorld,
+) -> None:
+    """The way out the refusal names: a promotion (here a merge that changes nothing, so
+    nothing is built) records its commit on prod's plan; the scheduled run then runs."""
+    _before_the_migration(world.url)
+    world.clock.now += 2 * DAY
+    with pytest.raises(SluiceError, match="records no commit"):
+        world.run()
+    _merge(world, 9, "9" * 40, N, ONE)  # the same project: nothing to build
+    deploy = world.github.checks[N][checks.DEPLOY]
+    assert (deploy.conclusion, deploy.title) == ("success", "Prod already has this state")
+    found = _prod_commit(world)
+    assert found is not None and found[1] == N
+    built = world.applied()
+    world.run()
+    assert world.applied() == built + 1
 
 
 # -- 6. a check run that is not Sluice's ---------------------------------------------------
@@ -318,7 +484,7 @@ def test_a_promotion_between_request_and_approval_makes_the_approval_stale(
     tree = world.commit(M, ONE, parents=(C,))
     model = tree / "models" / "stg_customers.sql"
     model.write_text(model.read_text().replace("  last_name\n", "  last_name,\n  1 AS promoted\n"))
-    record_prod(tree, world.url, NOW + DAY)
+    record_prod(tree, world.url, NOW + DAY, commit=M)
     built = world.applied()
     world.click("bob", approve)
     assert world.applied() == built

@@ -17,7 +17,8 @@
    owners of what it rebuilds (when the gate asks owners) and the backfill budget's
    approver (when it is over the budget) approve it too.
 4. Once ``count`` approvers approved that plan and nothing else holds it, it is applied
-   (``apply_plan``, the CLI's ``--repair --apply`` path), prod is checked again and
+   (``apply_plan``, the CLI's ``--repair --apply`` path) with the project of the commit
+   prod's plan was promoted from (:func:`promoted_project`), prod is checked again and
    ``sluice/drift`` says the outcome. Under a gate requiring nobody (and nothing else
    holding it), the request applies it at once, and the check says so.
 
@@ -33,6 +34,7 @@ service repairs only its own repository's prod.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -49,15 +51,14 @@ from sluice.bot.present.notify_text import Notice
 from sluice.core import drift
 from sluice.core.drift.compare import DriftReport
 from sluice.core.drift.repair import Repair
-from sluice.core.errors import SluiceError
+from sluice.core.errors import PlanError, SluiceError
 from sluice.core.gate_settings import RequiredApprovers
 from sluice.core.model.definition import Project
-from sluice.core.plan import statements
 from sluice.core.plan.plan import Plan
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.submit import Runner
-from sluice.core.state import StateStore, open_state
-from sluice.core.workflow import apply_plan, plan_run
+from sluice.core.state import StateReader, StateStore, open_state
+from sluice.core.workflow import apply_plan, plan_commit, plan_run
 
 log = logging.getLogger(__name__)
 
@@ -166,16 +167,15 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
     if not writer(permission):
         _refuse(job, event.requester, f"{permission or 'no'} permission: {what}{where}")
         return
+    if job.ledger.last_sha(job.repo) is None:
+        return  # no project was ever loaded for this repository: nothing built
     try:
-        found = trust.prod_project(job, "drift repair")
-    except SluiceError as exc:  # the prod branch's settings or project do not load
+        settings = trust.for_repository(job)
+    except SluiceError as exc:  # the prod branch's settings do not load
         error = job.scrub(str(exc))
         log.warning("%s: drift repair of prod not planned: %s", job.forge.repo, error)
         job.forge.set_check(event.head_sha, checks.repair_failed(error))
         return
-    if found is None:
-        return
-    settings, tree, project = found
     approvers = settings.gate.required_approvers
     if settings.requires_approval and not approvers.count:
         # Owners approve models a PR changes; a repair has no PR and no author, so a gate
@@ -200,21 +200,16 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
     if event.head_sha != head:
         job.forge.set_check(event.head_sha, checks.drift_elsewhere(head, settings.branch))
         return
+    tree: Path | None = None
     store = open_state(job.state_url)
     try:
         if store.get_environment(PROD) is None:
             return
-        # The repair's job runs the project's statements, audits and table settings: the
-        # ones prod was promoted with, never a head of the branch no promotion applied
-        # (red team, drift repair); checked before any Spark job.
+        # The repair's job runs the project's statements, audits and table settings: those
+        # of the commit prod's plan was promoted from, never a head of the branch no
+        # promotion applied (red team, drift repair); checked before any Spark job.
+        settings, tree, project = promoted_project(job, store, settings, "drift repair")
         plan_run(project, store, PROD, now=job.now)
-        ours = statements.digest(project.before_all, project.after_all)
-        if ours != trust.prod_statements_digest(job, settings):
-            raise SluiceError(
-                f"the prod branch's head {head[:12]} runs other statements (before_all, "
-                "after_all) than prod was promoted with",
-                hint="promote that commit, or revert its statements, then plan the repair",
-            )
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
         report = drift.check(store, PROD, runner, now=job.now)
         if not report.drifted:
@@ -236,6 +231,42 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         job.forge.set_check(head, checks.repair_failed(error))
     finally:
         store.close()
+
+
+def promoted_project(
+    job: Job, store: StateReader, settings: trust.Settings, what: str
+) -> tuple[trust.Settings, Path, Project]:
+    """The trusted settings, tree and project of the commit prod's plan came from, as the
+    promotion that applied it recorded in the state (:func:`workflow.plan_commit`): what
+    the jobs running prod's recorded plan (a drift repair, a scheduled run) load, never the
+    prod branch's head, which may hold commits no promotion applied. The settings' Python
+    reference is that commit (prod's Python is its Python).
+
+    Raises:
+        SluiceError: prod does not exist, or its plan records no commit (applied before
+            Sluice recorded one, or by the CLI): nothing says which project prod runs.
+    """
+    found = plan_commit(store, PROD)
+    if found is None:
+        raise PlanError(
+            f"environment '{PROD}' does not exist",
+            hint="promote to prod first (merge an approved pull request)",
+        )
+    plan_id, commit = found
+    if commit is None:
+        raise SluiceError(
+            f"the {what} of prod did not run: prod's plan {plan_id[:12]} records no commit "
+            "it was promoted from (it was applied by a Sluice from before this record, or by "
+            "the CLI), so nothing says which project prod runs, and the prod branch's head "
+            "may hold commits no promotion applied, whose before_all/after_all statements "
+            "and audits must not run in prod's jobs",
+            hint="promote prod once (merge an approved pull request, or push a release tag "
+            "where prod is promoted on tags; a promotion that changes nothing records its "
+            f"commit too): the {what} then loads the project of that commit",
+        )
+    pinned = dataclasses.replace(settings, python_ref=commit)
+    tree = job.tree(commit)
+    return pinned, tree, trust.load_trusted(job, tree, pinned)
 
 
 def pending(

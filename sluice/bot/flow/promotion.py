@@ -385,6 +385,8 @@ def _promote(
                 return Outcome(False, *held, plan_id=plan.plan_id)
             live = frozenset((s.name, own_key(s)) for s in plan.snapshots)
             if not plan.has_changes and not plan.backfill:
+                if plan.base_plan_id is not None:  # its plan stays; its project is sha's now
+                    store.set_plan_commit(plan.base_plan_id, sha)
                 if environment == PROD:
                     trust.pin(job.ledger, repo, sha, own, settings.branch, now)
                 words = checks.already_promoted(environment)
@@ -392,7 +394,9 @@ def _promote(
             runner = job.deps.spark_runner(project, tree, lambda _event: None)
             try:
                 # A tier other than prod is kept until the settings drop it (no expiry).
-                result = apply_plan(project, store, plan, runner, now=now, keep=environment != PROD)
+                result = apply_plan(
+                    project, store, plan, runner, now=now, keep=environment != PROD, commit=sha
+                )
             except ConflictError:
                 if attempt == 2:
                     raise

@@ -339,7 +339,12 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
                 )
                 return
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
-        result = apply_plan(project, store, back.plan, runner, url=job.state_url, now=now)
+        # Prod's models are the target's again, and so is the commit they came from (the
+        # one prod's scheduled runs and drift repairs load, when its promotion recorded it).
+        commit = back.target.project_commit
+        result = apply_plan(
+            project, store, back.plan, runner, url=job.state_url, now=now, commit=commit
+        )
     except SluiceError as exc:
         job.forge.reply(pr.number, replies.rollback_failed(author, job.scrub(str(exc), tree)))
         return

@@ -103,19 +103,25 @@ def run(job: Job) -> None:
     no Spark when none is due. A rebuild whose query and inputs did not change since its
     last run is skipped, as ``sluice run`` skips it (:mod:`sluice.core.skip`).
 
+    The project is that of the commit prod's plan was promoted from, as the state records
+    it (:func:`drift_repair.promoted_project`), never the prod branch's head: a commit on
+    it no promotion applied runs none of its statements or audits in prod's run.
+
     Raises:
-        SluiceError: prod does not exist, the prod project is not what prod runs, or the
-            job failed: the worker tries again, then :func:`report_failure`.
+        SluiceError: prod does not exist, its plan records no commit (promote it once), the
+            project is not what prod runs, or the job failed: the worker tries again, then
+            :func:`report_failure`.
     """
-    found = trust.prod_project(job, "scheduled run")
-    if found is None:
-        return
-    _settings, tree, project = found
+    if job.ledger.last_sha(job.repo) is None:
+        return  # no project was ever loaded for this repository: nothing built
+    settings = trust.for_repository(job)
     now = job.now
     store = open_state(job.state_url)
     try:
         # its outcome recorded in the state (core/runs.py): what the web UI's prod history shows
         with runs.recorded(store, PROD, now=now, scrub=job.scrub) as recording:
+            found = drift_repair.promoted_project(job, store, settings, "scheduled run")
+            _settings, tree, project = found
             plan = recording.plan = plan_run(project, store, PROD, now=now)
             if not plan.backfill:
                 log.info(

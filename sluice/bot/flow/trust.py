@@ -72,7 +72,11 @@ from sluice.core.model.pycode import config_file as pycode_config
 from sluice.core.model.pycode import files as pycode_files
 from sluice.core.plan import statements
 from sluice.core.policy import load as policy_load
+from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.tuning import split_spark_conf
+from sluice.core.state import open_state
+from sluice.core.state.readonly import read_state
+from sluice.core.workflow import plan_commit
 from sluice.core.yamlio import LocatedYaml, parse_yaml
 
 log = logging.getLogger(__name__)
@@ -912,16 +916,34 @@ def prod_python(
 def prod_python_digest(job: Job, tree: Path, settings: Settings) -> str | None:
     """The digest of prod's Python as :func:`prod_python` reads it for the project in
     ``tree`` under ``settings`` (None: prod has none of its Python files)."""
-    return pycode_files.digest(prod_python(job, tree, settings.branch, settings.python_ref)[1])
+    ref = promoted_ref(job, settings)
+    return pycode_files.digest(prod_python(job, tree, settings.branch, ref)[1])
+
+
+def promoted_ref(job: Job, settings: Settings) -> str | None:
+    """The commit whose Python and statements are prod's, as a gate compares a project's
+    with them: the one prod's plan records it was promoted from (state migration 6) while
+    a gate guards prod, else :attr:`Settings.python_ref` (the pin's commit; None: the
+    branch's head). Not the pin alone: first made after a push past the gate, it is that
+    push, whose statements would then pass as prod's (red team, drift repair)."""
+    if settings.python_ref is None:
+        return None
+    url = job.state_url
+    store = read_state(url) or open_state(url)  # read-only where it can (a SQLite file)
+    try:
+        found = plan_commit(store, PROD)
+    finally:
+        store.close()
+    return found[1] if found is not None and found[1] else settings.python_ref
 
 
 def prod_statements_digest(job: Job, settings: Settings) -> str | None:
     """The digest of ``before_all`` / ``after_all`` in prod's config.yaml (or config.py:
-    :func:`_python_statements`): that of the commit prod was last promoted with
-    (:attr:`Settings.python_ref`), else the prod branch's head (None: prod has none). A
+    :func:`_python_statements`): that of the commit prod was promoted from
+    (:func:`promoted_ref`), else the prod branch's head (None: prod has none). A
     config prod cannot read counts as statements no project has, so a project's own are
     an item to approve."""
-    ref = settings.python_ref or settings.branch
+    ref = promoted_ref(job, settings) or settings.branch
     found, text = read_config(lambda name: job.read_file(ref, name), job.deps.config_path)
     if text is None:
         python = job.deps.config_path[: -len(CONFIG_FILES[0])] + PYTHON_CONFIG
@@ -955,14 +977,18 @@ def _python_statements(job: Job, ref: str) -> str | None:
 
 
 def prod_project(job: Job, what: str) -> tuple[Settings, Path, Project] | None:
-    """The trusted settings, tree and project prod runs (the commit its settings are
-    pinned at: the last promotion's); None when there is nothing to work on yet."""
+    """The trusted settings, tree and project prod runs (the commit prod's plan was
+    promoted from, :func:`promoted_ref`, else the one its settings are pinned at); None
+    when there is nothing to work on yet."""
     if job.ledger.last_sha(job.repo) is None:
         return None  # no project was ever loaded for this repository: nothing built
     settings = for_repository(job)
-    # The commit prod was last promoted with while a gate guards it (the branch's head may
-    # hold commits pushed or merged past the gate: their statements, audits and Python
-    # must not run in prod's jobs; red team, drift repair); else the settings' commit.
+    # The commit prod was promoted from while a gate guards it (the branch's head may hold
+    # commits pushed or merged past the gate: their statements, audits and Python must not
+    # run in prod's jobs; red team, drift repair); else the settings' commit.
+    ref = promoted_ref(job, settings)
+    if ref != settings.python_ref:  # its Python is prod's too
+        settings = dataclasses.replace(settings, python_ref=ref)
     sha = settings.python_ref or settings.sha or job.forge.commit_of(settings.branch)
     if sha is None:
         log.warning(

@@ -157,7 +157,9 @@ def rollback_command(
             err.print("[dim]dry run: nothing changed[/]")
             return
         runner = workflow.make_runner(project, in_process=in_process, on_event=progress)
-        result = workflow.apply_plan(project, store, back.plan, runner, now=now_ms())
+        # prod's models are the target's again: so is the commit they came from, if known
+        commit = back.target.project_commit
+        result = workflow.apply_plan(project, store, back.plan, runner, now=now_ms(), commit=commit)
     finally:
         store.close()
     out.print(

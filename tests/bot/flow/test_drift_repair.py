@@ -58,7 +58,7 @@ class World:
         store = open_state(self.bot.url)
         try:
             plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW)
+            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW, commit=C)
         finally:
             store.close()
         self.bot.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C

@@ -25,6 +25,7 @@ from tests.helpers.kept_world import Kept, keep, restore
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
+FIRST = "1" * 40
 NOW = 1_525_046_400_000
 GATE = "\n  gate:\n    required_approvers:\n      users: [bob]\n      teams: [octo/data]\n"
 
@@ -71,14 +72,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     fold_settings(first)  # the example's sluice.yaml into config.yaml
     with (first / "config.yaml").open("a") as config:
         config.write(GATE)
-    record_prod(first, url, NOW)
+    record_prod(first, url, NOW, commit=FIRST)  # promoted from FIRST, then from MAIN
     second = folder / "v2"
     shutil.copytree(first, second)
     customers = second / "models" / "customers.sql"
     customers.write_text(
         customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
     )
-    record_prod(second, url, NOW + 60_000)
+    record_prod(second, url, NOW + 60_000, commit=MAIN)
     forge = MemoryForge()
     forge.commit_folder(MAIN, second, branch="main")
     forge.open_pull(7, head_sha=MAIN, base="main", author="alice")
@@ -127,6 +128,8 @@ def test_an_approver_rolls_prod_back_by_virtual_update(world: World) -> None:
         assert now is not None and first is not None
         versions = lambda plan: sorted(tuple(s[:2]) for s in plan.payload["snapshots"])  # noqa: E731
         assert versions(now) == versions(first)
+        # ... and records the commit they came from: prod's runs and repairs load it
+        assert (now.project_commit, first.project_commit) == (FIRST, FIRST)
     finally:
         store.close()
 

@@ -60,7 +60,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
                     ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
     revenue = main / "models" / "daily_revenue.sql"  # a model that goes on (no end date)
     revenue.write_text(revenue.read_text().replace("  end '2018-04-30',\n", ""))
-    record_prod(main, url, NOW)
+    record_prod(main, url, NOW, commit=MAIN)  # prod was promoted from MAIN
     github = FakeGitHub(repo=OWNER)
     github.trees[MAIN] = tarball(main, f"octo-warehouse-{MAIN[:7]}")
     github.refs["main"] = MAIN
