@@ -556,6 +556,8 @@ class ServiceSettings(StateSettings):
             where = f"one spark-submit per job, master {spark.master}"
             if spark.deploy_mode:
                 where += f", deploy mode {spark.deploy_mode}"
+        if self.isolates() and confine.shared_between_roots(spark) is not None:
+            where += "; repositories share it (SLUICE_ISOLATE_ACCEPT_SHARED_SPARK)"
         lines = [
             f"Sluice {__version__} starting",
             f"  forge:        {', '.join(forges) or 'none'}",

@@ -61,6 +61,8 @@ def test_start_up_prints_one_summary_without_the_password(
     monkeypatch.setenv("SLUICE_REPOSITORIES", "acme/warehouse gitlab:data/*")
     monkeypatch.setenv("SLUICE_SPARK_MODE", "submit")
     monkeypatch.setenv("SLUICE_SPARK_MASTER", "spark://master:7077")
+    # Two repositories on a cluster's Spark: kept apart by name only, as accepted here.
+    monkeypatch.setenv("SLUICE_ISOLATE_ACCEPT_SHARED_SPARK", "true")
     monkeypatch.setenv("SLUICE_WORKERS", "3")
     result = _serve("--port", "8123")
     assert result.exit_code == 0, result.output
@@ -71,7 +73,8 @@ def test_start_up_prints_one_summary_without_the_password(
     for expected in (
         "forge:        github (token, https://api.github.com)",
         "repositories: acme/warehouse, gitlab:data/*",
-        "spark:        submit: one spark-submit per job, master spark://master:7077",
+        "spark:        submit: one spark-submit per job, master spark://master:7077; "
+        "repositories share it (SLUICE_ISOLATE_ACCEPT_SHARED_SPARK)",
         "workers:      3",
         "state:        postgresql+psycopg://sluice:***@db.internal:5432/sluice",
         f"workdir:      {(tmp_path / 'work').resolve()}",
