@@ -20,7 +20,7 @@ from pathlib import Path
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import TagEvent
-from sluice.bot.flow import approval, dispatch, promotion, trust
+from sluice.bot.flow import approval, audit, dispatch, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import account_id_of
@@ -31,6 +31,8 @@ from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import GATED, KEY, OWNERS_ONLY, B, Bot
 from tests.helpers.policy_world import SOFT, World, edit_orders
+from tests.helpers.repair_red_team import ONE as REPAIR_ONE
+from tests.helpers.repair_red_team import RepairWorld
 
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dana": "write", "mallory": "write"}
 CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
@@ -339,3 +341,25 @@ def test_a_gitlab_tag_push_names_its_pusher_s_account() -> None:
     event = parse_gitlab("Tag Push Hook", accounts.gitlab(payload))
     assert isinstance(event, TagEvent)
     assert event.actor and event.actor_id == account_id_of(event.actor)
+
+
+def test_an_account_that_took_a_listed_login_approves_no_drift_repair(tmp_path: Path) -> None:
+    # "Approve the repair" under users [bob, carol]: bob renames himself; mallory's second
+    # account takes `bob` and approves the repair alice asked for. The click is refused
+    # (repair_gate.may_approve compares by the account `bob` named), nothing is applied;
+    # bob under his new login approves, and the repair runs.
+    world = RepairWorld(tmp_path, REPAIR_ONE)
+    try:
+        world.github.roles.update({"mallory": "write"})
+        world.redefine()
+        world.click("alice", world.button("Plan the repair"))
+        built = world.applied()
+        world.github.rename("bob", "bobx")
+        world.github.roles["bob"] = "write"  # the taker
+        world.click("bob", world.button("Approve the repair"))
+        assert any(w == "bob" for w, _, _ in world.rows(audit.REFUSAL)), world.rows()
+        assert world.applied() == built, "the taker's click approved the repair"
+        world.click("bobx", world.button("Approve the repair"))
+        assert world.applied() == built + 1, world.rows()
+    finally:
+        world.close()

@@ -45,7 +45,7 @@ from typing import Any
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.flow import audit, drift_view, policies, repair_gate, trust
 from sluice.bot.flow.job import Job
-from sluice.bot.forge.base import Check, members, writer
+from sluice.bot.forge.base import Check, writer
 from sluice.bot.present import checks, notify_text
 from sluice.bot.present.notify_text import Notice
 from sluice.core import drift
@@ -128,7 +128,10 @@ def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
     rows = [r for r in rows if counted.holds(r)]
     requesters = tuple(dict.fromkeys(r.actor for r in rows if r.outcome == REQUESTED))
     asked = tuple(dict.fromkeys((r.actor, r.actor_id) for r in rows if r.outcome == REQUESTED))
-    allowed = members(job.forge, [*approvers.users, *approvers.teams]) if rows else frozenset()
+    # A listed login is the account it had when the settings came into force (their people,
+    # as this job read them), never whoever took it since (trust.names_person).
+    people = job.trusted.people if job.trusted is not None else None
+    listed = [*approvers.users, *approvers.teams]
     # One approval a person: their account id where the row carries it (a row without
     # one, the id its login has in the others, if only one), else the login in any case.
     ids: dict[str, set[int]] = {}
@@ -137,7 +140,9 @@ def tally(job: Job, plan: str, approvers: RequiredApprovers) -> Tally:
             ids.setdefault(r.actor.casefold(), set()).add(r.actor_id)
     approved: dict[str, str] = {}
     for r in rows:
-        if r.outcome != APPROVED or r.actor.casefold() not in allowed:
+        if r.outcome != APPROVED or not trust.names_person(
+            job.forge, people, listed, r.actor, r.actor_id
+        ):
             continue
         if any(same_person(r.actor, r.actor_id, login, uid) for login, uid in asked):
             continue
@@ -186,12 +191,14 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
     # Required approvers; owners and the budget's approver too, where the repair plan asks
     # them (repair_gate): known before any Spark job, counted once it is planned.
     if what == checks.APPROVE_REPAIR and not repair_gate.may_approve(
-        job, settings, event.requester
+        job, settings, event.requester, event.requester_id
     ):
         detail = f"not a required approver, owner or budget approver{where}"
         _refuse(job, event.requester, detail)
         return
-    if what == checks.WAIVE_REPAIR and not repair_gate.may_override(job, settings, event.requester):
+    if what == checks.WAIVE_REPAIR and not repair_gate.may_override(
+        job, settings, event.requester, event.requester_id
+    ):
         _refuse(job, event.requester, f"not named by a soft policy in force{where}")
         return
     head = job.forge.commit_of(settings.branch)
@@ -221,7 +228,7 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         if what == checks.PLAN_REPAIR:
             work.request(event.requester, where, event.requester_id)
         elif what == checks.WAIVE_REPAIR:
-            work.waive(event.requester, token, where + _why(event))
+            work.waive(event.requester, token, where + _why(event), event.requester_id)
         else:
             work.approve(event.requester, token, where, event.requester_id)
         show(job, store, work.report, settings, project, head)
@@ -398,7 +405,7 @@ class _Work:
         self._record(APPROVED, approver, f"Approve the repair{where}", approver_id)
         self._settle()
 
-    def waive(self, person: str, token: str, where: str) -> None:
+    def waive(self, person: str, token: str, where: str, person_id: int | None = None) -> None:
         """The "Override policies" button: the soft policies failing on the plan it named
         that name ``person``, overridden for that plan (:func:`repair_gate.waive`)."""
         plan = self.plan
@@ -412,7 +419,7 @@ class _Work:
             return
         judged = self._judge(record.requesters)
         lifted = repair_gate.waive(
-            self.job, self.settings, judged, person, plan, record.requesters, where
+            self.job, self.settings, judged, person, plan, record.requesters, where, person_id
         )
         if not lifted:
             _refuse(self.job, person, f"no soft policy failing on {plan[:12]} names them{where}")

@@ -37,7 +37,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sluice.bot.flow import audit, policies
+from sluice.bot.flow import audit, policies, trust
 from sluice.bot.flow.gate_rules import budget_to_approve, owners_to_approve
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners
@@ -142,6 +142,7 @@ def judge(
             settings.generation,
             asked_by(requesters),
             counts=window.holds,
+            people=settings.people,
         ).items()
         if row.ref == PROD
     }
@@ -179,10 +180,11 @@ def missing(job: Job, asks: Mapping[str, str], approvers: Iterable[str]) -> dict
     return {what: who for what, who in asks.items() if not members(job.forge, [who]) & given}
 
 
-def may_approve(job: Job, settings: Settings, person: str) -> bool:
-    """Whether ``person`` may ever approve a repair (before any Spark job): a required
-    approver, an owner prod records (when the gate asks owners) or the backfill budget's
-    approver."""
+def may_approve(job: Job, settings: Settings, person: str, person_id: int | None = None) -> bool:
+    """Whether ``person`` (account ``person_id``) may ever approve a repair (before any
+    Spark job): a required approver, an owner prod records (when the gate asks owners) or
+    the backfill budget's approver; a login the settings name by the account it had when
+    they came into force (:func:`~sluice.bot.flow.trust.names_person`)."""
     gate = settings.gate
     names = [*gate.required_approvers.users, *gate.required_approvers.teams]
     if gate.owners_must_approve != "never":
@@ -190,16 +192,18 @@ def may_approve(job: Job, settings: Settings, person: str) -> bool:
         names += [owner.strip().removeprefix("@") for owner in prod_owners(store).values() if owner]
     if gate.backfill is not None:
         names.append(gate.backfill.approver)
-    return person.casefold() in members(job.forge, [n for n in names if n])
+    named = [n for n in names if n]
+    return trust.names_person(job.forge, settings.people, named, person, person_id)
 
 
-def may_override(job: Job, settings: Settings, person: str) -> bool:
-    """Whether ``person`` is named by a soft policy in force (before any Spark job)."""
+def may_override(job: Job, settings: Settings, person: str, person_id: int | None = None) -> bool:
+    """Whether ``person`` (account ``person_id``) is named by a soft policy in force (before
+    any Spark job), as :func:`~sluice.bot.flow.trust.names_person` tells."""
     in_force, error = policies.in_force(settings)
     if error is not None:
         return False
     names = [who for p in in_force if p.level == "soft" for who in p.override_by]
-    return person.casefold() in members(job.forge, names)
+    return trust.names_person(job.forge, settings.people, names, person, person_id)
 
 
 def waive(
@@ -210,16 +214,20 @@ def waive(
     fingerprint: str,
     requesters: Sequence[str],
     where: str,
+    person_id: int | None = None,
 ) -> list[str]:
-    """``person`` overrides, for the repair plan ``fingerprint``, each soft policy failing
-    on it that names them: the policies lifted (none: nothing written). Each override is
-    its ``policy override`` row, written or the click fails (retried)."""
+    """``person`` (account ``person_id``) overrides, for the repair plan ``fingerprint``,
+    each soft policy failing on it that names them: the policies lifted (none: nothing
+    written). Each override is its ``policy override`` row (with the account id), written
+    or the click fails (retried)."""
     in_force, _error = policies.in_force(settings)
     by_name = {p.name: p for p in in_force}
     lifted = []
     for row in judged.held:
         policy = by_name.get(row.name)
-        if policy is None or person.casefold() not in members(job.forge, policy.override_by):
+        if policy is None or not trust.names_person(
+            job.forge, settings.people, policy.override_by, person, person_id
+        ):
             continue
         outcome = (
             audit.OVERRODE + policy.name + policies.UNDER + settings.generation
@@ -230,7 +238,7 @@ def waive(
             plan_id=fingerprint,
             detail=policies.override_detail(policy, job.scrub(
                 f"Override policies on the drift check (repair plan {fingerprint[:12]}){where}"
-            )),
+            )), actor_id=person_id,
         )  # fmt: skip
         if not job.ledger.append(entry):
             raise SluiceError(
