@@ -206,6 +206,13 @@ def test_the_service_repairs_a_view_replaced_by_hand_once_another_approves(
     github.roles.update({"alice": "write", "bob": "write"})
     github.commit_folder(main, src)
     github.refs["main"] = main
+    store = open_state(prod.url)
+    try:  # prod was promoted from main: its plan records it, as a promotion's does
+        found = workflow.plan_commit(store, "prod")
+        assert found is not None
+        store.set_plan_commit(found[0], main)
+    finally:
+        store.close()
     deps = make_deps(
         forge_for=lambda _event: github, workdir=tmp_path / "work", state_url=prod.url,
         clock=lambda: NOW, runner_for=lambda project, _tree, _on: InProcessRunner(
@@ -220,7 +227,8 @@ def test_the_service_repairs_a_view_replaced_by_hand_once_another_approves(
             [identifier] = [a.identifier for a in check.actions if a.label == label]
             run = github.run_id(main, "sluice/drift")  # Sluice's run: its buttons count
             event = CheckRunEvent("github", "octo/warehouse", None, "requested_action",
-                                  "sluice/drift", main, (), user, identifier, run)  # fmt: skip
+                                  "sluice/drift", main, (), user, identifier, run,
+                                  requester_id=github.account_id(user))  # fmt: skip
             dispatch.handle(deps, event)
 
         click("alice", "Plan the repair")
