@@ -199,6 +199,9 @@ def test_the_services_scheduled_run_skips_what_did_not_change_and_says_so(
     github = MemoryForge("octo/warehouse", name="github")
     github.commit_folder(main, world.root / "p2")  # the prod branch: the project prod runs
     github.refs["main"] = main
+    found = workflow.plan_commit(world.store, "prod")
+    assert found is not None
+    world.store.set_plan_commit(found[0], main)  # promoted from main: its plan records it
     at = START + 13 * DAY_MS + 3_600_000
     deps = make_deps(
         forge_for=lambda _event: github, workdir=tmp_path / "work", state_url=world.url,
