@@ -56,13 +56,12 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         return None
     repo, ledger = job.repo, job.ledger
     commits = _pull_commits(job, pr)
-    head = _head_pusher(job, pr)  # before the transaction: it may ask the forge
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
         heads = _heads(job, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
-        recorded = _recorded_pushes(job, pr, commits, head)
+        recorded = _recorded_pushes(job, pr, commits)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -84,6 +83,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             detail = f"planned under settings no longer in force, at {pr.head_sha[:12]}"
             _decide(job, pr, review, None, detail)
         return None
+    recorded = _with_head(job, pr, commits, recorded)  # after the transaction: asks the forge
     pushers = _pushers(recorded, job.account_of)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
@@ -321,10 +321,9 @@ class _Recorded:
 def pushers_of(job: Job, pr: PullRequest) -> Pushers:
     """Who pushed to ``pr`` as the gate counts them (:func:`_pushers`)."""
     commits = _pull_commits(job, pr)
-    head = _head_pusher(job, pr)
     with job.ledger.together("read who pushed to the PR"):
-        recorded = _recorded_pushes(job, pr, commits, head)
-    return _pushers(recorded, job.account_of)
+        recorded = _recorded_pushes(job, pr, commits)
+    return _pushers(_with_head(job, pr, commits, recorded), job.account_of)
 
 
 def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
@@ -336,16 +335,17 @@ def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
         return None
 
 
-def _recorded_pushes(
-    job: Job, pr: PullRequest, commits: list[PullCommit] | None, head: str | None = None
-) -> _Recorded:
+def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None) -> _Recorded:
     """Who pushed to ``pr`` by the ledger (the caller holds its transaction): its own
     events' senders, and the pushes of its ``commits`` to any branch of the repository (a
     push to a fork is told to the fork only: its events' senders and its commits'
     accounts are all there is). Where the forge cannot list all its commits, every push
-    to a branch of its head's name counts. ``head``: why whoever pushed its head is not
-    known (:func:`_head_pusher`)."""
+    to a branch of its head's name counts. Whom the forge named as its head's pusher
+    (:func:`_with_head`) is recorded first, as a push hook's pusher would be."""
     ledger = job.ledger
+    told, _why = job.head_pushers.get((pr.head_ref, pr.head_sha.lower()), (None, ""))
+    for login, uid in told or ():
+        ledger.record_branch_push(job.repo, pr.head_ref, [pr.head_sha], login, job.now, uid)
     events = ledger.pusher_accounts(job.repo, pr.number)
     if commits is None:
         pushes = ledger.branch_pushes(job.repo, pr.head_ref)
@@ -371,7 +371,7 @@ def _recorded_pushes(
     for user, uid in sorted(found, key=lambda f: (f[0], f[1] is None, f[1] or 0)):
         ledger.record_pusher(job.repo, pr.number, user, job.now, uid)
     ids = job.forge.name != "local"
-    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids, head)
+    return _Recorded(events | frozenset(found), commits, tuple(pushes), pr.fork, ids)
 
 
 def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -> Pushers:
@@ -430,21 +430,24 @@ def _bot(login: str, account: Account | None) -> bool:
     return bot_account(login) or (account is not None and bot_account(account.login))
 
 
-def _head_pusher(job: Job, pr: PullRequest) -> str | None:
-    """Why whoever pushed ``pr``'s head is not known, escaped for the check; None when a
-    push of it is recorded (a push hook, a ``synchronize``) or the forge's own records
-    name who pushed it (recorded now, as a hook's push would be). A push hook is the
-    pusher's to keep from being sent (GitHub sends none for a push of over 5,000
-    branches at once, nor a payload over 25 MB; GitLab none for over 3 branches), so the
-    forge is asked (:meth:`~sluice.bot.forge.base.Forge.pushers_of`: GitHub's repository
-    activity, GitLab's push events), once per head per job (:attr:`Job.head_pushers`). A
-    head neither names a pusher of, or the forge cannot say, was pushed by someone
-    unknown: one approval more, as for a bot's push (red team, approval round 3). A
-    fork's head is not asked of (its pushes are the fork's: it asks one more already);
-    nor on a forge keeping no such records (the local forge: its hooks are all there is)."""
+def _with_head(
+    job: Job, pr: PullRequest, commits: list[PullCommit] | None, recorded: _Recorded
+) -> _Recorded:
+    """``recorded``, with who pushed ``pr``'s head where no recorded push (a push hook, a
+    ``synchronize``) is of it. A push hook is the pusher's to keep from being sent (GitHub
+    sends none for a push of over 5,000 branches at once, nor a payload over 25 MB;
+    GitLab none for over 3 branches), so the forge is asked, after the caller's
+    transaction (:meth:`~sluice.bot.forge.base.Forge.pushers_of`: GitHub's repository
+    activity, GitLab's push events), once per head per job (:attr:`Job.head_pushers`);
+    whom it names is recorded as a hook's pusher would be, and read again with the rest
+    (one transaction more, only then). A head it names nobody for, or when it cannot say,
+    was pushed by someone unknown: one approval more, as for a bot's push, and the check
+    says why (red team, approval round 3). A fork's head is not asked of (its pushes are
+    the fork's: it asks one more already); nor on a forge keeping no such records (the
+    local forge: its hooks are all there is)."""
     sha = pr.head_sha.lower()
-    if pr.fork or job.ledger.pushes_of(job.repo, [sha]):
-        return None
+    if pr.fork or any(push.sha.lower() == sha for push in recorded.pushes):
+        return recorded
     key = (pr.head_ref, sha)
     if key not in job.head_pushers:
         try:
@@ -454,15 +457,17 @@ def _head_pusher(job: Job, pr: PullRequest) -> str | None:
             job.head_pushers[key] = ([], job.scrub(str(exc)))
     named, error = job.head_pushers[key]
     if named is None:
-        return None
-    for login, uid in named:
-        job.ledger.record_branch_push(job.repo, pr.head_ref, [sha], login, job.now, uid)
+        return recorded
     if named:
-        return None
+        with job.ledger.together("record who pushed the PR's head"):
+            return _recorded_pushes(job, pr, commits)
     at = f"no push hook told of its head {md.code(sha[:12])}, and the forge"
-    if error:
-        return f"{at} could not say who pushed it: {md.text(error, 300)}"
-    return f"{at} names nobody who pushed it among its newest pushes"
+    why = (
+        f"could not say who pushed it: {md.text(error, 300)}"
+        if error
+        else "names nobody who pushed it among its newest pushes"
+    )
+    return dataclasses.replace(recorded, head=f"{at} {why}")
 
 
 @dataclass(frozen=True)
