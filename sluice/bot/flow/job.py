@@ -46,7 +46,7 @@ class Job:
         default_factory=dict
     )
     """(branch, head sha) -> who the forge's records say pushed it, or why it could not say
-    (:func:`sluice.bot.flow.approval.pushers_of`): the forge is asked once per head per job."""
+    (:func:`sluice.bot.flow.approval._with_head`): the forge is asked once per head per job."""
     _state: StateStore | None = None
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
