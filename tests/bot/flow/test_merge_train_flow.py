@@ -102,7 +102,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     for iid, head, edit in ((7, MR7, FILTER), (8, MR8, COLUMN), (9, MR9, OTHER_FILTER)):
         bot.commit(head, CONFIG, models=_models(edit), parents=(C,))
         bot.pull(iid, head)
-        _deliver(bot, "Merge Request Hook", merge_request(OWNER, iid, head, "open"))
+        # By alice's account as the forge knows it (the gate asks it what a pusher is).
+        alice = gitlab.account_id("alice")
+        _deliver(bot, "Merge Request Hook", merge_request(OWNER, iid, head, "open", uid=alice))
         _approved(bot, iid, head)
     bot.close()
     return keep(folder, gitlab, warehouse)
@@ -230,7 +232,8 @@ def test_a_combined_plan_no_merge_request_had_fails_the_entry_with_the_reason_un
     _merged(bot, 7, MR7, TRAIN7)
     bot.commit(MR9B, CONFIG, models=_models(BOTH), parents=(TRAIN7,))
     gitlab.push(9, MR9B)
-    _deliver(bot, "Merge Request Hook", merge_request(OWNER, 9, MR9B, "update", updated_at=LATER))
+    _deliver(bot, "Merge Request Hook", merge_request(OWNER, 9, MR9B, "update", updated_at=LATER,
+                                                      uid=gitlab.account_id("alice")))  # fmt: skip
     _approved(bot, 9, MR9B)
     bot.commit(TRAIN9B, CONFIG, models=_models(BOTH), parents=(TRAIN7,))
     _train(bot, 9, TRAIN9B, 1010)
