@@ -1,0 +1,228 @@
+"""Red team, repository isolation (round 2): per-repository Spark roots, the Connect
+server pool, prod's jobs on the commit prod's plan records, and the web UI's drift forms.
+
+The attacker has write access to repository A and a signed-in account on the web UI that
+reads A; repository B on the same service is not theirs. Each test asserts what a sound
+service does: an attack that works is a strict xfail naming the finding and its fix; one
+that is defended passes. No Spark: the pool is driven with servers never started, the
+flows on the in-memory forge and the scripted warehouse."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from sluice.bot.flow import drift_view, tenancy
+from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS, Checkout
+from sluice.bot.flow.ledger import Ledger
+from sluice.core.config import SparkSettings
+from sluice.core.errors import ExecutionError
+from sluice.core.plan.plan import Plan
+from sluice.core.spark import connect
+from sluice.core.spark.session import SparkPaths
+from sluice.core.state import open_state
+from sluice.core.state.records import PlanRecord
+from sluice.core.workflow import carried_commit
+
+A = "github:mallory/a"
+B = "github:acme/b"
+
+
+# --- the roots: names A controls ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lookalike",
+    [
+        "github:ACME/B",  # case: the same repository (the forge folds it), so B's own root
+        "github:acme/b.",  # slugs like B
+        "github:acme-b/",
+        "github:acme/b_",
+        "github:acme__b",
+        "gitlab:acme/b",  # another forge's B is another repository
+        "github:acme/b/../b",
+    ],
+)
+def test_a_lookalike_name_never_gets_b_s_root_or_state(lookalike: str, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    b = tenancy.isolated(B, url)
+    other = tenancy.isolated(lookalike, url)
+    same = lookalike.casefold() == B.casefold()
+    assert (other.spark == b.spark) == same
+    assert (other.state_url == b.state_url) == same
+    assert (other.schema_prefix == b.schema_prefix) == same
+    work = Checkout(tmp_path)
+    root = work.spark_at(other.spark).root
+    assert root.parent == (tmp_path / SPARK_ROOTS).resolve()  # never above, never nested
+    if not same:
+        assert root != work.spark_at(b.spark).root
+
+
+def test_a_name_never_maps_to_the_owner_s_root_or_another_s_service_folder(
+    tmp_path: Path,
+) -> None:
+    """A repository named like the owner's root (``spark``) or like another root's service
+    folder (``<name>.sluice``, where its Connect server's token-holding home and class
+    archive are) gets neither: names are ``[a-z0-9_]`` and carry the digest."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    work = Checkout(tmp_path)
+    b = work.spark_at(tenancy.isolated(B, url).spark)
+    owner = work.spark_at(OWN_SPARK)
+    for name in ("github:spark", "github:x/spark", f"github:{b.root.name}.sluice", "github:x/."):
+        mine = work.spark_at(tenancy.isolated(name, url).spark)
+        for theirs in (b, owner):
+            assert mine.root not in (theirs.root, theirs.service, theirs.connect)
+            assert theirs.root not in mine.root.parents
+            assert mine.root not in theirs.service.parents
+            assert mine.class_archives != theirs.class_archives
+
+
+def test_only_the_recorded_owner_gets_the_owner_s_namespace(tmp_path: Path) -> None:
+    """B is the state owner (recorded before isolation): A, whatever its name's case or
+    look, gets a namespace of its own, never the configured database or ``spark``."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    ledger = Ledger(url)
+    try:
+        ledger.belongs_to(f"{B}#.", 1)
+        assert tenancy.namespace_of("github:Acme/B", ledger, url, isolate=True).spark == OWN_SPARK
+        for name in (A, "github:acme/b#.", "github:acme/b ", "github:acme/bb", "gitlab:acme/b"):
+            namespace = tenancy.namespace_of(name, ledger, url, isolate=True)
+            assert namespace.spark != OWN_SPARK and namespace.state_url != url, name
+    finally:
+        ledger.close()
+
+
+# --- the Connect server pool ---------------------------------------------------------------
+
+
+@pytest.fixture
+def pool() -> Iterator[None]:
+    connect.stop_all()
+    yield
+    connect.stop_all()
+    connect.configure_pool(None, 0)
+
+
+def _paths(tmp_path: Path, repo: str) -> SparkPaths:
+    return Checkout(tmp_path).spark_at(tenancy.spark_root(repo))
+
+
+def test_the_pool_never_lends_a_root_another_root_s_server(tmp_path: Path, pool: None) -> None:
+    """With one server allowed and A's running a job, B's job waits (then gives up), and
+    is never handed A's server; once A's is let go, B's job stops it and gets its own."""
+    connect.configure_pool(1, 0)
+    settings = SparkSettings()
+    a, b = _paths(tmp_path, A), _paths(tmp_path, B)
+    waited: list[str] = []
+    with connect.leased(settings, a) as server_a:
+        assert server_a.paths.root == a.root
+        refused = pytest.raises(ExecutionError, match="no Spark Connect server came free")
+        with refused, connect.leased(settings, b, timeout=0.2, on_wait=waited.append):
+            pass  # pragma: no cover - never lent
+        assert waited and "waiting for a Spark Connect server" in waited[0]
+    with connect.leased(settings, b) as server_b:
+        assert server_b is not server_a and server_b.paths.root == b.root
+        # A's server was stopped for B's: a later job of A gets a new one of A's root.
+    with connect.leased(settings, a) as again:
+        assert again is not server_a and again.paths.root == a.root
+
+
+def test_the_pool_keyed_by_the_resolved_root_a_link_does_not_alias(
+    tmp_path: Path, pool: None
+) -> None:
+    """A's root reached through a symbolic link (A's driver may write its own root, but
+    not the workdir's ``spark-repositories``) is keyed as where it leads: the pool keys
+    servers by the resolved root, so no two paths share a server by accident."""
+    connect.configure_pool(4, 0)
+    settings = SparkSettings()
+    a, b = _paths(tmp_path, A), _paths(tmp_path, B)
+    a.root.mkdir(parents=True)
+    b.root.mkdir(parents=True)
+    with connect.leased(settings, a) as server_a, connect.leased(settings, b) as server_b:
+        assert server_a is not server_b
+        assert server_a.paths.connect != server_b.paths.connect
+
+
+def test_eviction_racing_a_new_lease_of_the_evicted_root(tmp_path: Path, pool: None) -> None:
+    """One server allowed. A's idle server is being stopped for B's job while A's next job
+    asks for its server: A's job waits for the stop (it still counts), then B's job holds
+    the pool; A's job never gets B's server, B's never A's."""
+    connect.configure_pool(1, 0)
+    settings = SparkSettings()
+    a, b = _paths(tmp_path, A), _paths(tmp_path, B)
+    with connect.leased(settings, a):
+        pass
+    got: dict[str, Any] = {}
+    release = threading.Event()
+
+    def job(name: str, paths: SparkPaths) -> None:
+        try:
+            with connect.leased(settings, paths, timeout=5) as server:
+                got[name] = server.paths.root
+                release.wait(2)
+        except ExecutionError as exc:
+            got[name] = exc
+
+    threads = [threading.Thread(target=job, args=(n, p)) for n, p in (("b", b), ("a", a))]
+    for thread in threads:
+        thread.start()
+    threads[0].join(0.5)
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert got == {"b": b.root.resolve(), "a": a.root.resolve()}
+
+
+# --- the drift view's row 0 ----------------------------------------------------------------
+
+
+def test_the_drift_view_row_is_the_repository_s_own(tmp_path: Path) -> None:
+    """Row 0 of the sticky comments is keyed by repository: A's view never shows as B's,
+    a sticky comment A's PR writes never replaces B's view, and B's view is not A's."""
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
+    try:
+        drift_view.save(ledger, B, {"head": "b" * 40, "repair": {"fingerprint": "f" * 32}})
+        drift_view.save(ledger, A, {"head": "a" * 40, "repair": {"fingerprint": "e" * 32}})
+        ledger.save_comment(A, 0, "mallory", {"drift": '{"head": "' + "0" * 40 + '"}'})
+        view_b = drift_view.load(ledger, B)
+        assert view_b is not None and view_b["head"] == "b" * 40
+        assert view_b["repair"]["fingerprint"] == "f" * 32
+        view_a = drift_view.load(ledger, A)
+        assert view_a is not None and view_a["head"] == "0" * 40  # A's own row, A's own doing
+        assert drift_view.load(ledger, "github:mallory/b") is None
+    finally:
+        ledger.close()
+
+
+# --- the commit prod's plan records -----------------------------------------------------------
+
+
+def _plan(changes: bool, base: str | None) -> Plan:
+    return cast(Plan, SimpleNamespace(changes_models=changes, base_plan_id=base))
+
+
+def test_a_carried_commit_comes_from_the_repository_s_own_state(tmp_path: Path) -> None:
+    """A plan of A's that changes no model, whose base plan id is one of B's prod plans
+    (a plan id A learned from B's check or page), carries no commit: A's state has no such
+    plan, and B's records stay B's."""
+    configured = f"sqlite:///{tmp_path}/state.db"
+    url_a, url_b = tenancy.state_url(configured, A), tenancy.state_url(configured, B)
+    assert url_a != url_b
+    store_b = open_state(url_b)
+    try:
+        store_b.save_plan(PlanRecord("plan-of-b", "prod", None, 1, {}, "b" * 40))
+        assert carried_commit(store_b, _plan(False, "plan-of-b")) == "b" * 40
+    finally:
+        store_b.close()
+    store_a = open_state(url_a)
+    try:
+        assert carried_commit(store_a, _plan(False, "plan-of-b")) is None
+        assert carried_commit(store_a, _plan(True, "plan-of-b")) is None
+        assert store_a.get_plan("plan-of-b") is None
+    finally:
+        store_a.close()
