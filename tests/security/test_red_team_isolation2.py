@@ -17,17 +17,20 @@ from typing import Any, cast
 
 import pytest
 
-from sluice.bot.flow import drift_view, tenancy
+from sluice.bot.flow import checkout, drift_view, tenancy
 from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS, Checkout
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.memory import MemoryForge
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.plan.plan import Plan
 from sluice.core.spark import connect
+from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.session import SparkPaths
 from sluice.core.state import open_state
 from sluice.core.state.records import PlanRecord
 from sluice.core.workflow import carried_commit
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
 
 A = "github:mallory/a"
 B = "github:acme/b"
@@ -226,3 +229,69 @@ def test_a_carried_commit_comes_from_the_repository_s_own_state(tmp_path: Path) 
         assert store_a.get_plan("plan-of-b") is None
     finally:
         store_a.close()
+
+
+# --- a repository that takes B's name ------------------------------------------------------
+
+OTHER = "acme/b"
+OTHER_KEY = f"github:{OTHER}"
+HEAD_B, HEAD_X = "b2" * 20, "e5" * 20
+CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+
+
+def _named_b(payload: dict[str, Any], repository_id: int) -> dict[str, Any]:
+    repository = {**payload["repository"], "full_name": OTHER, "id": repository_id}
+    pull = dict(payload["pull_request"])
+    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": OTHER}}
+    return {**payload, "repository": repository, "pull_request": pull}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="A repository's namespace (state, Spark schemas' prefix, Spark root, trees) is "
+    "keyed by its name alone (tenancy.repository_name of forge:owner/name; dispatch."
+    "_admitted records the name, ledger.seen no forge repository id): once B is renamed "
+    "or transferred away, a repository created (or renamed) under B's old name inside "
+    "SLUICE_REPOSITORIES' glob inherits B's prod, its tables, its Spark root and its "
+    "rollback history, and the renamed B starts empty. Fix: record the forge's repository "
+    "id (GitHub repository.id, GitLab project.id) with the namespace when first seen "
+    "(ledger.seen), refuse a delivery whose name is bound to another id (or follow the id "
+    "across a rename), and derive the namespace from the id, not the name.",
+)
+def test_a_repository_taking_b_s_old_name_does_not_inherit_b_s_namespace(
+    tmp_path: Path,
+) -> None:
+    made: list[tuple[str, str | None]] = []
+    warehouse = Warehouse()
+
+    def runner_for(project: Any, tree: Path, on_event: Any) -> Any:
+        made.append((tree.name, checkout.current_spark()))
+        return warehouse.runner(project, tree, on_event)
+
+    github = MemoryForge(OWNER, name="github")
+    bot = Bot(tmp_path, github, runner_for=runner_for, isolate=True)
+    try:
+        bot.ledger.belongs_to(f"{KEY}#.", NOW)
+        bot.prod(C, CONFIG)
+        other = bot.repository(OTHER)
+        bot.commit(C, CONFIG, forge=other)
+        other.refs["main"] = C
+        other.roles.update({"alice": "write"})
+        for number, head in ((9, HEAD_B), (11, HEAD_X)):
+            src = bot.commit(head, CONFIG, parents=(C,), forge=other)
+            orders = src / "models" / "orders.sql"
+            orders.write_text(orders.read_text() + f"\n-- {head[:4]}\n")
+            other.commit_folder(head, src, parents=(C,))
+            other.open_pull(number, head_sha=head, base="main", author="alice")
+        # B (repository 424242) builds its PR.
+        bot.deliver("pull_request", _named_b(opened(9, HEAD_B), 424242))
+        assert other.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
+        # B is renamed away; a new repository (another id) is created under B's old name.
+        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), 990001))
+        b_root = tenancy.spark_root(OTHER_KEY)
+        roots = {sha: root for sha, root in made if sha in (HEAD_B, HEAD_X)}
+        assert roots[HEAD_B] == b_root
+        # Sound: the successor is refused, or runs in a namespace of its own.
+        assert roots.get(HEAD_X) != b_root
+    finally:
+        bot.close()
