@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
+from urllib.parse import quote
 
 import pytest
+import responses
 
 from sluice.bot.flow import checkout, drift_view, tenancy
 from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS, Checkout
@@ -30,6 +32,10 @@ from sluice.core.spark.session import SparkPaths
 from sluice.core.state import open_state
 from sluice.core.state.records import PlanRecord
 from sluice.core.workflow import carried_commit
+from tests.helpers.oauth import FakeUser, fake_github, sign_in
+from tests.helpers.web import OWNER as WEB_OWNER
+from tests.helpers.web import web_world
+from tests.helpers.web_actions import forms, jobs, service
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
 
 A = "github:mallory/a"
@@ -295,3 +301,57 @@ def test_a_repository_taking_b_s_old_name_does_not_inherit_b_s_namespace(
         assert roots.get(HEAD_X) != b_root
     finally:
         bot.close()
+
+
+# --- the web UI's drift forms naming B ----------------------------------------------------
+
+OTHER_PAGE = f"/ui/drift?repo={quote(OTHER_KEY, safe='')}"
+
+
+def test_a_drift_form_naming_b_is_refused_to_a_reader_of_a(tmp_path: Path) -> None:
+    """Signed in with read access to A (the state owner) only, on a service that isolates
+    A and B: B's drift page is 404, and each drift form (CSRF token of A's page, B's
+    prod head and repair plan as B's view holds them) sent with ``repo`` naming B, or
+    its case variant, is refused (404) before anything is queued; the same form naming A
+    is refused as from an older page (A's view holds another plan), nothing queued."""
+    world = web_world(tmp_path)
+    reader = FakeUser("mallory", code="code-mal", token="gho_malToken00000000000",
+                      readable={WEB_OWNER})  # fmt: skip
+    world.github.roles["mallory"] = "write"
+    ledger = Ledger(world.bot.url)
+    head_b, plan_b = "b" * 40, "c" * 32
+    try:
+        ledger.seen(OTHER_KEY, None, NOW)
+        drift_view.save(ledger, OTHER_KEY, {"head": head_b, "repair": {"fingerprint": plan_b}})
+    finally:
+        ledger.close()
+    try:
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+            fake_github(rsps, reader, served=[WEB_OWNER, OTHER])
+            client = service(world, isolate_repositories=True,
+                             repositories=(WEB_OWNER, OTHER))  # fmt: skip
+            with client:
+                sign_in(client, reader)
+                page = client.get(f"/ui/pulls/7?repo={quote(f'github:{WEB_OWNER}', safe='')}")
+                assert page.status_code == 200, page.text
+                csrf = next(v["csrf"] for _a, v in forms(page.text).values() if "csrf" in v)
+                assert client.get(OTHER_PAGE).status_code == 404
+                before = len(jobs(world))
+                fields = {"csrf": csrf, "head": head_b, "plan": plan_b, "reason": "mine now"}
+                for action in ("request", "approve", "override"):
+                    for repo in (OTHER_KEY, "github:ACME/B"):
+                        answer = client.post(
+                            f"/ui/drift/{action}?repo={quote(repo, safe='')}",
+                            data={**fields, "nonce": f"n{action}{len(repo)}".ljust(16, "x")},
+                            follow_redirects=False,
+                        )
+                        assert answer.status_code == 404, (action, repo, answer.text)
+                own = client.post(
+                    f"/ui/drift/request?repo={quote(f'github:{WEB_OWNER}', safe='')}",
+                    data={**fields, "nonce": "own-repo-nonce-01"},
+                    follow_redirects=False,
+                )
+                assert own.status_code == 303, own.text
+                assert len(jobs(world)) == before
+    finally:
+        world.close()
