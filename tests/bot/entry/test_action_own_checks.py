@@ -38,7 +38,8 @@ def _click(number: int, run_id: int, user: str) -> dict[str, Any]:
 
 
 def test_a_click_on_a_workflows_run_of_sluices_name_approves_nothing(tmp_path: Path) -> None:
-    payload = pr_payload()
+    # Opened by an account the fake GitHub knows (the gate asks it what each pusher is).
+    payload = accounts.github(pr_payload())
     number = payload["pull_request"]["number"]
     github = fake_github(tmp_path, number, **{"config.yaml": GATE})
     github.permissions.update({"bob": "write"})
