@@ -9,6 +9,11 @@ flows on the in-memory forge and the scripted warehouse."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,24 +24,29 @@ from urllib.parse import quote
 import pytest
 import responses
 
+from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.flow import checkout, drift_view, tenancy
 from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS, Checkout
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
+from sluice.core import sandbox
 from sluice.core.config import SparkSettings
-from sluice.core.errors import ExecutionError
+from sluice.core.errors import ConfigError, ExecutionError
 from sluice.core.plan.plan import Plan
-from sluice.core.spark import connect
+from sluice.core.spark import connect, jvm
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.session import SparkPaths
+from sluice.core.spark.spec import JobSpec
+from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.state.records import PlanRecord
 from sluice.core.workflow import carried_commit
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
-from tests.helpers.web import OWNER as WEB_OWNER
 from tests.helpers.web import web_world
 from tests.helpers.web_actions import forms, jobs, service
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
+
+WEB_OWNER = OWNER  # the web world's repository (tests.helpers.web): the state owner
 
 A = "github:mallory/a"
 B = "github:acme/b"
@@ -355,3 +365,82 @@ def test_a_drift_form_naming_b_is_refused_to_a_reader_of_a(tmp_path: Path) -> No
                 assert len(jobs(world)) == before
     finally:
         world.close()
+
+
+# --- the roots without bubblewrap ------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Per-repository Spark roots keep repositories apart only under bubblewrap: under "
+    "SLUICE_SANDBOX=setpriv (auto's fallback for a root service without user namespaces, "
+    "where prod's Python still runs) a Spark driver keeps the service's uid "
+    "(sandbox.wrap) and its profile's read/write lists are not applied, so A's approved "
+    "Python model (prod's Python runs there) reads and writes B's warehouse and "
+    "metastore under workdir/spark-repositories/<B> (the "
+    "same holds with SLUICE_SANDBOX=off). ServiceSettings (confine.shared_between_roots) "
+    "refuses isolation on shared Spark but not on a sandbox that cannot hide one root "
+    "from another, and serve only warns. Fix: refuse SLUICE_ISOLATE_REPOSITORIES unless "
+    "sandbox.isolation() is bwrap (or the operator accepts it, as "
+    "SLUICE_ISOLATE_ACCEPT_SHARED_SPARK), or under setpriv run each root's Spark as a "
+    "uid of its own owning that root (0700).",
+)
+def test_under_the_uid_drop_a_driver_of_a_cannot_read_b_s_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("the uid drop needs a root service with setpriv")
+    monkeypatch.setenv(sandbox.SETTING, "setpriv")
+    assert sandbox.isolation() == "setpriv"
+    refused = False
+    try:
+        ServiceSettings(webhook_secret="w", repositories=(OTHER, "mallory/a"))
+    except ConfigError:
+        refused = True
+    read = _a_s_driver_reads_b_s_table(tmp_path)
+    assert refused or "B's customers" not in read.stdout, read.stderr[-400:]
+
+
+def test_under_bubblewrap_a_driver_of_a_cannot_read_b_s_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the same probe in A's driver profile under bubblewrap finds no file."""
+    monkeypatch.setenv(sandbox.SETTING, "bwrap")
+    try:
+        assert sandbox.isolation() == "bwrap"
+    except ConfigError:
+        pytest.skip("bubblewrap cannot run here")
+    read = _a_s_driver_reads_b_s_table(tmp_path)
+    assert "A's own" in read.stdout, read.stderr[-400:]  # its own root: shown
+    assert "B's customers" not in read.stdout
+    assert "No such file or directory" in read.stderr, read.stderr[-400:]
+
+
+def _a_s_driver_reads_b_s_table(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run, in A's Spark driver's sandbox profile, what A's approved Python model would:
+    open a file of B's warehouse (B's root 0700) by its path."""
+    work = Checkout(tmp_path / "work")
+    a, b = work.spark_at(tenancy.spark_root(A)), work.spark_at(tenancy.spark_root(B))
+    table = b.warehouse / "sluice_r_b__jaffle.db" / "customers" / "part-0.parquet"
+    table.parent.mkdir(parents=True)
+    table.write_text("B's customers")
+    for folder in (b.root, b.warehouse):
+        folder.chmod(0o700)
+    own = a.warehouse / "mine.txt"
+    own.parent.mkdir(parents=True)
+    own.write_text("A's own")
+    home = tmp_path / "home"
+    home.mkdir()
+    spec = cast(JobSpec, {"job_id": "a-prod", "environment": "prod", "steps": []})
+    spec_path = home / "spec.json"
+    spec_path.write_text("{}")
+    runner = SubmitRunner(SparkSettings(), a)
+    profile = dataclasses.replace(
+        runner.profile(spec, spec_path, home, jvm.ArchiveUse([])), limits=None, java=False
+    )
+    # What A's approved Python model does in its driver: open B's table file by its path.
+    code = f"print(open({str(own)!r}).read()); print(open({str(table)!r}).read())"
+    probe = [sys.executable, "-c", code]
+    return subprocess.run(
+        sandbox.wrap(probe, profile).argv, check=False, capture_output=True, text=True, timeout=60
+    )
