@@ -365,3 +365,31 @@ def test_an_owner_pinned_while_the_settings_logins_are_resolved_is_not_lost(
         assert after.people.get("ovo") == ovo, after.people
     finally:
         bot.close()
+
+
+def test_a_pr_s_settings_and_model_owners_resolve_no_login_into_the_pin(
+    tmp_path: Path,
+) -> None:
+    # Defended: alice's PR names `zed` (her second account's login, or one she means to
+    # take) as a required approver and as a new model's owner. Its gate is evaluated: the
+    # settings in force are read from the prod branch, never the PR's head, and owners are
+    # pinned only when a promotion brings them; nothing asks the forge who `zed` is, and
+    # the pin holds bob and carol alone.
+    bot = gw.make_bot(tmp_path, gw.GATED, ROLES)
+    try:
+        theirs = gw.GATED.replace("[bob, carol]", "[bob, carol, zed]")
+        bot.forge.commit(C, {"config.yaml": theirs}, parents=(A,))
+        bot.forge.open_pull(7, head_sha=C, base="main", author="alice", head_ref="change")
+        bot.deliver("pull_request", gw.pr_event("opened", C, "alice", head_ref="change"))
+        owned = PlanReview("fpzed0000001", (("s.new", "k"),), {"s.new": "zed"}, {})
+        gw.plan(bot, C, owned)
+        gw.approve(bot, "zed", C, 41)
+        _refresh(bot)
+        check = bot.approval(C)
+        assert check.conclusion != "success", check.summary
+        pinned = bot.ledger.settings_in_force(KEY)
+        assert pinned is not None and pinned.people is not None
+        assert set(pinned.people) == {"bob", "carol"}
+        assert ("id_of", ("zed",)) not in bot.forge.calls
+    finally:
+        bot.close()
