@@ -495,3 +495,43 @@ def test_a_reader_of_a_neither_lists_nor_reads_b_s_job_logs(tmp_path: Path) -> N
                 assert b_job not in [j["job_id"] for j in listed.json()["logs"]["items"]]
     finally:
         world.close()
+
+
+# --- a job's home and spec -----------------------------------------------------------------
+
+
+class _Seen(Exception):
+    """Raised where the driver would start: what it would have been given is recorded."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="A Spark job's writable home (<logs>/<job id>.home, where its Python sources are "
+    "mirrored), its spec (<logs>/<job id>.json) and its log are named by the job id alone "
+    "in the one workdir/logs folder every repository's runner shares "
+    "(SubmitRunner.run), not under the job's Spark root; job ids are janitor-<ms>, "
+    "test-<ms>, table-diff-<ms>, drift-<model>-<ms> (the job's clock), so jobs of A and B "
+    "started in the same millisecond by two workers share one writable home (A's driver "
+    "can plant files in B's driver's Python mirror) and overwrite each other's spec. Fix: "
+    "put a job's home and spec under its root's service folder (<root>.sluice/jobs/), or "
+    "make every job id unique (a random part), and create the home exclusively.",
+)
+def test_two_repositories_jobs_of_one_id_never_share_a_home_or_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[tuple[Path, Path]] = []
+
+    def profile(self: SubmitRunner, spec: JobSpec, spec_path: Path, home: Path, _a: Any) -> Any:
+        given.append((spec_path, home))
+        raise _Seen
+
+    monkeypatch.setattr(SubmitRunner, "profile", profile)
+    monkeypatch.setattr(SubmitRunner, "_preflight", lambda *_a: None)
+    work = Checkout(tmp_path / "work")
+    spec = cast(JobSpec, {"job_id": "janitor-1800000000000", "kind": "janitor", "steps": []})
+    for repo in (A, B):
+        runner = SubmitRunner(SparkSettings(), work.spark_at(tenancy.spark_root(repo)))
+        with pytest.raises(_Seen):
+            runner.run(spec)
+    (spec_a, home_a), (spec_b, home_b) = given
+    assert spec_a != spec_b and home_a != home_b
