@@ -10,11 +10,13 @@ flows on the in-memory forge and the scripted warehouse."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +31,13 @@ from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.flow import checkout, drift_view, tenancy
 from sluice.bot.flow.checkout import OWN_SPARK, SPARK_ROOTS, Checkout
 from sluice.bot.flow.ledger import Ledger
+from sluice.bot.forge.archive import extract
+from sluice.bot.forge.base import UnusableTree
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError, ExecutionError
+from sluice.core.model.pycode import files as pycode_files
 from sluice.core.plan.plan import Plan
 from sluice.core.spark import connect, jvm
 from sluice.core.spark.events import PREFIX
@@ -535,3 +540,44 @@ def test_two_repositories_jobs_of_one_id_never_share_a_home_or_spec(
             runner.run(spec)
     (spec_a, home_a), (spec_b, home_b) = given
     assert spec_a != spec_b and home_a != home_b
+
+
+# --- a link in A's tree toward B's root -------------------------------------------------------
+
+
+def test_a_chain_of_links_in_a_s_tree_never_reaches_b_s_root(tmp_path: Path) -> None:
+    """A's commit holds links each of which stays inside the tree when read on its own
+    (``up -> ..`` inside models/, ``models/hop -> up/..``), chained so that the last,
+    ``models/steal.py``, would lead to B's warehouse file through the workdir. The
+    archive is refused before anything is written; had a tree such links, the project's
+    check of its Python refuses the one leading out (what would mirror B's file into A's
+    driver)."""
+    work = tmp_path / "work"
+    b = Checkout(work).spark_at(tenancy.spark_root(B))
+    secret = b.warehouse / "t" / "part-0.parquet"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("B's rows")
+    dest = work / "trees" / tenancy.repository_name(A) / ("a" * 40)
+    # From the tree: up 3 (sha, A's folder, trees) to the workdir, then into B's root.
+    chain = [("models/up", ".."), ("models/hop", "up/.."), ("models/hop2", "hop/../models/up")]
+    target = "hop2/../../.." + "/" + str(secret.relative_to(work))
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        for name in ("models",):
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+        for name, link in [*chain, ("models/steal.py", target)]:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            tar.addfile(info)
+    data.seek(0)
+    with pytest.raises(UnusableTree):
+        extract(data, dest, forge="GitHub", sha="a" * 40)
+    assert not (dest / "models" / "steal.py").exists()
+    # The same links made on disk: the project's Python check names the one leading out.
+    root = tmp_path / "tree"
+    (root / "models").mkdir(parents=True)
+    os.symlink(os.path.relpath(secret, root / "models"), root / "models" / "steal.py")
+    errors = pycode_files.check_tree(root)
+    assert any("points outside the project" in str(e) for e in errors), errors
