@@ -581,3 +581,42 @@ def test_a_chain_of_links_in_a_s_tree_never_reaches_b_s_root(tmp_path: Path) -> 
     os.symlink(os.path.relpath(secret, root / "models"), root / "models" / "steal.py")
     errors = pycode_files.check_tree(root)
     assert any("points outside the project" in str(e) for e in errors), errors
+
+
+# --- the class archive A's prod driver writes ---------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ClassArchive._publish (sluice/core/spark/jvm.py), run by the service outside "
+    "the sandbox once A's prod driver exits with status 0, follows links in the folder "
+    "that driver may write (<A root>.sluice/jvm): dump.stat() and dump.chmod(0o444) go "
+    "through a link A's driver put at its dump path (its own -XX:ArchiveClassesAtExit "
+    "file: made before a Runtime.halt(0), or renamed over the dump by a child between the "
+    "JVM's dump and its exit), then os.replace publishes the link as A's archive. So A's "
+    "approved prod code makes the service chmod any file it names to 0444: B's warehouse "
+    "and metastore files (read-only for B's sandboxed drivers), the state database, the "
+    "GitHub App's private key (readable by every local user). Fix: publish only a regular "
+    "file of one link: os.open(dump, O_RDONLY | O_NOFOLLOW), fstat it (S_ISREG, st_nlink "
+    "== 1, st_uid the service's), fchmod the fd, then rename; and refuse an archive path "
+    "that is a link where it is mapped (mapped/use/the server's profile).",
+)
+def test_a_s_prod_driver_cannot_make_the_service_chmod_b_s_files(tmp_path: Path) -> None:
+    work = Checkout(tmp_path / "work")
+    a = work.spark_at(tenancy.spark_root(A))
+    b = work.spark_at(tenancy.spark_root(B))
+    table = b.warehouse / "sluice_r_b__jaffle.db" / "customers" / "part-0.parquet"
+    table.parent.mkdir(parents=True)
+    table.write_text("B's customers")
+    table.chmod(0o600)
+    assert a.class_archives is not None
+    archive = jvm.ClassArchive(a.class_archives, key="k")
+    with archive.use({}) as use:
+        assert use.flags and use.flags[0].startswith("-XX:ArchiveClassesAtExit=")
+        dump = Path(use.flags[0].split("=", 1)[1])
+        # A's prod driver, whose sandbox shows this folder writable: a link at its dump
+        # path to a file it cannot see (the target need not exist inside the sandbox).
+        os.symlink(table, dump)
+        use.clean = True  # the JVM exited with status 0
+    assert table.stat().st_mode & 0o777 == 0o600, oct(table.stat().st_mode)
+    assert not archive.path.is_symlink()
