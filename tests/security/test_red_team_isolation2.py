@@ -620,3 +620,38 @@ def test_a_s_prod_driver_cannot_make_the_service_chmod_b_s_files(tmp_path: Path)
         use.clean = True  # the JVM exited with status 0
     assert table.stat().st_mode & 0o777 == 0o600, oct(table.stat().st_mode)
     assert not archive.path.is_symlink()
+
+
+# --- the janitor's log rotation in A's root -------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Checkout.rotate_logs rotates every *.log of every Spark root, as the service "
+    "(outside any sandbox), with core/logs.rotate: it checks the log itself is no link, "
+    "but not its backups, and shutil.copyfile(path, path.1) opens path.1 following a "
+    "link. A's driver, which writes A's root (prod's Python; a PR's own Python where "
+    "SLUICE_PROJECT_PYTHON=on), leaves x.log over the size limit and x.log.1 a dangling "
+    "link: exists() is False so it is not moved, and the janitor's rotation writes x.log's "
+    "content (A's bytes) to the link's target, creating it: a data file in B's table "
+    "folder (B's table now holds A's rows), or any path the service's user may write "
+    "(as root: /etc/cron.d). Fix: in rotate, refuse or unlink any backup that is a link "
+    "(os.lstat) before the renames, and write the copy with os.open(dst, O_WRONLY | "
+    "O_CREAT | O_EXCL | O_NOFOLLOW); rotate only the logs the service's own processes "
+    "write (the Connect server's), never files in a folder a sandboxed process writes.",
+)
+def test_the_janitor_s_log_rotation_in_a_s_root_never_writes_b_s_files(tmp_path: Path) -> None:
+    work = Checkout(tmp_path / "work")
+    a = work.spark_at(tenancy.spark_root(A))
+    b = work.spark_at(tenancy.spark_root(B))
+    table = b.warehouse / "sluice_r_b__jaffle.db" / "customers"
+    table.mkdir(parents=True)
+    (table / "part-0.parquet").write_text("B's customers")
+    planted = table / "part-99999.parquet"
+    # What A's driver leaves in its own root: a log over the limit, its first backup a link
+    # to a file that does not exist (yet).
+    a.root.mkdir(parents=True)
+    (a.root / "x.log").write_text("A's rows\n" * 100)
+    os.symlink(planted, a.root / "x.log.1")
+    work.rotate_logs(100, 3)
+    assert not planted.exists(), planted.read_text()[:40]
