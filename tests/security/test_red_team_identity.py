@@ -272,7 +272,9 @@ def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_after_renami
     one: Bot,
 ) -> None:
     # Was open: closed with the login-only pusher of test 6: after the rebase the row
-    # (bob, no id) is named by no commit of the PR, so it asks one approval more.
+    # (bob, no id) is named by no commit of the PR, so it asks one approval more. Since
+    # identity round 2 the commit's author is kept by the account the forge names (its
+    # author.id), so the row is bob's account, whatever his login.
     one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
     one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     # alice cherry-picks bob's commit: authored by bob, committed and pushed by alice.
@@ -283,7 +285,7 @@ def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_after_renami
     one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
     gw.plan(one, B, PlanReview("fppicked0001", (("s.m", "k0"),), {}, {}))
     _refresh(one)
-    assert ("bob", None) in one.ledger.pusher_accounts(KEY, 7)
+    assert ("bob", one.forge.account_id("bob")) in one.ledger.pusher_accounts(KEY, 7)
     # bob pushes his change onto the PR.
     one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
     one.forge.push(7, C)
@@ -449,8 +451,8 @@ def test_a_pusher_recorded_before_ids_asks_one_approval_more_and_says_why(one: B
 
 
 def test_a_login_only_pusher_a_commit_names_asks_no_approval_more(one: Bot) -> None:
-    # Defended (the control): a commit's author, recorded by login alone, is named by a
-    # commit of the PR now: the login decides, as before; one approver is enough.
+    # Defended (the control): a commit's author, kept by the account the forge names
+    # (author.id: no row by login alone), asks no approval more; one approver is enough.
     one.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
     one.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     one.forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,), author="dave",
@@ -461,7 +463,7 @@ def test_a_login_only_pusher_a_commit_names_asks_no_approval_more(one: Bot) -> N
     gw.approve(one, "carol", B, 41)
     check = one.approval(B)
     assert check.conclusion == "success", check.summary
-    assert ("dave", None) in one.ledger.pusher_accounts(KEY, 7)
+    assert ("dave", one.forge.account_id("dave")) in one.ledger.pusher_accounts(KEY, 7)
 
 
 def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:

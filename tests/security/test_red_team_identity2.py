@@ -77,21 +77,6 @@ def _bob_pushed_before_ids(bot: Bot) -> None:
     gw.plan(bot, B, CHANGE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "approval._pushers asks one approval more for a login-only pusher row only when no "
-        "commit of the PR names that login now (`people - named`); a commit's author is a "
-        "login the forge maps from an e-mail, which its owner moves at will: bob (a pusher "
-        "recorded before ids) renames himself `bobx`, gives `bob` to a second account and "
-        "moves his commit e-mail to it, so B names `bob` again, the row is 'explained' and "
-        "bobx approves his own push alone. Fix: a login-only row always asks one approval "
-        "more (a commit's login proves nothing of who had it when the row was written), or "
-        "the rows are resolved once to account ids, or pull_commits carries the author's "
-        "account id (GitHub's commits[].author.id) and only a row whose login the same "
-        "account had explains it"
-    ),
-)
 def test_a_login_only_pusher_is_not_explained_by_a_commit_naming_his_old_login_again(
     one: Bot,
 ) -> None:
@@ -102,6 +87,9 @@ def test_a_login_only_pusher_is_not_explained_by_a_commit_naming_his_old_login_a
     gw.approve(one, "bobx", B, 41)
     check = one.approval(B)
     assert check.conclusion != "success", check.summary
+    assert "recorded by a login alone" in check.summary
+    gw.approve(one, "carol", B, 42)  # a second approver: bob is never his own sole one
+    assert one.approval(B).conclusion == "success", one.approval(B).summary
 
 
 def test_a_login_only_pusher_renamed_is_named_by_his_commit_under_his_new_login(

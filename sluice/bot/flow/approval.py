@@ -354,16 +354,12 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
         pushes = ledger.pushes_of(job.repo, [c.sha for c in commits])
     # Whoever is found through its commits is kept as its pusher: a rebase that puts the
     # same change under new commits must not forget them (red team, approval round 4). A
-    # bot that authored a commit is not kept: someone else pushed that commit. A commit's
-    # author is named by login alone (no id to ask the forge by): by its form, which no
-    # person can take on GitHub (`<slug>[bot]` is an App's); GitLab names no login there.
+    # bot that authored a commit is not kept: someone else pushed that commit; told by its
+    # login's form, which no person can take on GitHub (`<slug>[bot]` is an App's); GitLab
+    # names no login there. Kept by the account the forge names (GitHub's author.id), so
+    # no row of theirs is a login's alone (red team on identity, round 2).
     pushed = {(push.user.casefold(), push.user_id) for push in pushes}
-    named: set[tuple[str, int | None]] = {
-        (who.casefold(), None)
-        for commit in commits or ()
-        for who in (commit.author, commit.committer)
-        if who and not bot_account(who)
-    }
+    named = {(who, uid) for who, uid in _named(commits) if not bot_account(who)}
     # Every (login, account id) pair not recorded yet: a login recorded with another
     # account (given up on a rename, taken by someone else) is no reason to drop this one
     # (red team on identity).
@@ -381,14 +377,9 @@ def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -
     are bots, as the forge says of each account (``account_of``, by its id)."""
     pushed = set(recorded.events) | {(p.user.casefold(), p.user_id) for p in recorded.pushes}
     people = {login for login, uid in pushed if uid is None}
-    accounts = frozenset((login, uid) for login, uid in pushed if uid is not None)
-    named = {
-        who.casefold()
-        for commit in recorded.commits or ()
-        for who in (commit.author, commit.committer)
-        if who
-    }
-    people |= named
+    named = _named(recorded.commits)
+    people |= {login for login, uid in named if uid is None}
+    accounts = frozenset((login, uid) for login, uid in pushed | named if uid is not None)
     # A push by a bot account (an app's or a workflow's token, the PR's author or not) was
     # driven by someone the forge does not name; a commit's bot author (a generated file)
     # was pushed by another.
@@ -407,11 +398,12 @@ def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -
     unknown: tuple[str, ...] = ("it comes from a fork",) if recorded.fork else ()
     if recorded.commits is None:
         unknown += ("the forge does not list all its commits",)
-    # A push recorded by login alone (before account ids were, ledger migration 7) that no
-    # commit of the PR names now: its login may have been renamed since, so no approver's
-    # login of now tells whether it was theirs (red team on identity). One approval more,
-    # as for any unknown push (a fork's asks it already: its owner may be a login alone).
-    if recorded.ids and not unknown and people - named:
+    # A push recorded by login alone (before account ids were, ledger migration 7): its
+    # login may have been renamed since, so no approver's login of now tells whether it
+    # was theirs (red team on identity). A commit naming that login now is no witness: a
+    # login freed is anyone's, and a commit's e-mail is moved to another account at will
+    # (round 2). One approval more, as for any unknown push (a fork's asks it already).
+    if recorded.ids and not unknown and any(uid is None for _login, uid in pushed):
         unknown += ("a push to it was recorded by a login alone, which may have been renamed",)
     if recorded.head is not None:  # a head no hook and no record of the forge names a pusher of
         unknown += (recorded.head,)
@@ -420,6 +412,17 @@ def _pushers(recorded: _Recorded, account_of: Callable[[int], Account | None]) -
     if any(account is None for account in asked.values()):
         unknown += ("an account that pushed to it is no longer known to the forge",)
     return Pushers(frozenset(people), bots, unknown, accounts)
+
+
+def _named(commits: list[PullCommit] | None) -> frozenset[tuple[str, int | None]]:
+    """The authors and committers the forge names for ``commits``: (case-folded login,
+    account id, None where it gives none)."""
+    return frozenset(
+        (who.casefold(), uid)
+        for commit in commits or ()
+        for who, uid in ((commit.author, commit.author_id), (commit.committer, commit.committer_id))
+        if who
+    )
 
 
 def _bot(login: str, account: Account | None) -> bool:

@@ -49,11 +49,14 @@ request's); a pull request with more is listed as None (only part is known)."""
 class PullCommit:
     """A commit of a pull request as the forge lists it: its sha, and who wrote and who
     committed it as forge logins (None where the forge maps the commit's e-mail to no
-    account, or names no login: GitLab's list has e-mails only)."""
+    account, or names no login: GitLab's list has e-mails only), and those accounts' ids
+    (GitHub's ``author.id``, ``committer.id``; None where it names no account)."""
 
     sha: str
     author: str | None = None
     committer: str | None = None
+    author_id: int | None = None
+    committer_id: int | None = None
 
 
 PUSH_RECORDS_LIMIT = 300

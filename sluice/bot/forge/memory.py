@@ -520,7 +520,19 @@ class MemoryForge:
         ours = [sha for sha in self._ancestors(pull.head_sha) if sha not in on_base]
         if len(ours) > PULL_COMMITS_LIMIT:
             return None
-        return [PullCommit(sha, *self.people.get(sha, (None, None))) for sha in reversed(ours)]
+        return [self._pull_commit(sha) for sha in reversed(ours)]
+
+    def _pull_commit(self, sha: str) -> PullCommit:
+        """Commit ``sha`` as the forge lists it: the accounts its e-mails map to now, by
+        login and id (an account's id is kept through a rename)."""
+        author, committer = self.people.get(sha, (None, None))
+
+        def uid(login: str | None) -> int | None:
+            if login is None:
+                return None
+            return self.accounts.get(login.casefold(), account_id_of(login))
+
+        return PullCommit(sha, author, committer, uid(author), uid(committer))
 
     def _ancestors(self, tip: str | None) -> list[str]:
         """``tip`` and every commit before it, newest first (parents after children)."""

@@ -33,6 +33,7 @@ from sluice.bot.forge.github import (
     github_client,
     redact,
 )
+from sluice.bot.forge.memory import account_id_of
 from sluice.core.errors import ConfigError
 from tests.helpers.github_wire import FakeGitHub
 
@@ -1203,9 +1204,12 @@ def test_pull_commits_name_their_authors_and_committers(
     assert forge.pull_commits(7) == [PullCommit(SHA)]  # nobody GitHub knows
     github.add_pull_commit(7, "a" * 40, author="bob", committer="web-flow")
     github.add_pull_commit(7, SHA, author=None, committer="alice")
+    # By login and by account id (commits[].author.id): the gate counts a commit's author
+    # by the account, whatever its login now or later.
+    bob, web, alice = (account_id_of(who) for who in ("bob", "web-flow", "alice"))
     assert forge.pull_commits(7) == [
-        PullCommit("a" * 40, "bob", "web-flow"),
-        PullCommit(SHA, None, "alice"),
+        PullCommit("a" * 40, "bob", "web-flow", bob, web),
+        PullCommit(SHA, None, "alice", None, alice),
     ]
     github.pulls[7]["commits"] *= 126  # 252: GitHub would list only 250 of them
     assert forge.pull_commits(7) is None

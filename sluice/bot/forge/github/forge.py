@@ -322,6 +322,8 @@ class GitHubForge:
                     commit.sha,
                     commit.author.login if commit.author is not None else None,
                     commit.committer.login if commit.committer is not None else None,
+                    _account_id(commit.author.id) if commit.author is not None else None,
+                    _account_id(commit.committer.id) if commit.committer is not None else None,
                 )
                 for commit in pull.get_commits()
             ]
