@@ -59,10 +59,13 @@ class Ledger:
     def pin_settings(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("not moved by a read")
 
-    def record_people(self, repo: str, digest: str, people: dict[str, int | None]) -> bool:
+    def record_people(
+        self, repo: str, digest: str, people: dict[str, int | None]
+    ) -> dict[str, int | None] | None:
         assert self.pin is not None and digest == self.pin.digest
-        self.pin = self.pin._replace(people=people)
-        return True
+        known = {**people, **(self.pin.people or {})}  # as the ledger: only logins it lacks
+        self.pin = self.pin._replace(people=known)
+        return known
 
     def unapproved(self, repo: str, items: Any) -> list[Any]:
         return list(items)

@@ -304,22 +304,13 @@ def test_a_gitlab_service_account_named_as_a_person_is_a_bot_by_its_id(tmp_path:
 # -- 4. the settings' people: the pin written whole by two jobs at once -------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "trust._with_people and trust.pin_owners each read the pin's people, resolve the "
-        "logins it lacks and write the whole map back (ledger.record_people overwrites "
-        "`people`): a read of the settings resolving their logins (first read after a "
-        "settings promotion, or a pin from before migration 10) while another worker's "
-        "promotion pins a new model's owner loses the owner's account, so `ovo` is compared "
-        "by login again and whoever takes her freed login is an owner. Fix: record_people "
-        "adds only the logins the stored map lacks, read and written in one transaction "
-        "(never dropping or replacing a login already pinned)"
-    ),
-)
 def test_an_owner_pinned_while_the_settings_logins_are_resolved_is_not_lost(
     tmp_path: Path,
 ) -> None:
+    # Was open: the pin's people were read, completed and written whole by each job, so a
+    # job resolving the settings' logins lost an owner another job pinned meanwhile. Fixed:
+    # ledger.record_people adds only the logins the pin lacks, in one transaction, and
+    # the callers use what the pin holds.
     bot = gw.make_bot(tmp_path, gw.GATED, ROLES)
     try:
         bot.in_force()

@@ -23,7 +23,7 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -901,17 +901,28 @@ class Ledger(AuditLog):
             done = conn.execute(dialect.insert(prod_settings).values(row).on_conflict_do_nothing())
             return bool(done.rowcount)
 
-    def record_people(self, repo: str, digest: str, people: dict[str, int | None]) -> bool:
-        """Record who the logins of the settings in force name (:attr:`PinnedSettings.people`)
-        while those settings (``digest``) are still in force; whether they were."""
+    def record_people(
+        self, repo: str, digest: str, people: Mapping[str, int | None]
+    ) -> dict[str, int | None] | None:
+        """Add who the logins of the settings in force name (:attr:`PinnedSettings.people`)
+        while those settings (``digest``) are still in force: only the logins the pin does
+        not know yet, read and written in one transaction, so two jobs resolving logins at
+        once lose neither's and a login pinned keeps its account (red team on identity,
+        round 2). What the pin holds now; None when those settings are no longer in force."""
         c = prod_settings.c
+        where = (c.repo == repo, c.digest == digest)
         with self._writing("record who the settings in force name") as conn:
-            done = conn.execute(
-                prod_settings.update()
-                .where(c.repo == repo, c.digest == digest)
-                .values(people=dump_json(people))
-            )
-        return bool(done.rowcount)
+            row = conn.execute(select(c.people).where(*where).with_for_update()).one_or_none()
+            if row is None:
+                return None
+            stored = row.people
+            what = f"people of {repo}"
+            known = {} if stored is None else _people(load_json(stored, dict, what, self._where))
+            added = {login: uid for login, uid in people.items() if login not in known}
+            if added or stored is None:
+                known |= added
+                conn.execute(prod_settings.update().where(*where).values(people=dump_json(known)))
+        return known
 
     # -- merged pull requests and repositories -----------------------------------------
 

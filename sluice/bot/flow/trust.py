@@ -742,7 +742,10 @@ def _with_people(
         if found is None:
             return settings
         known |= found
-        ledger.record_people(repo, pinned.digest, known)
+        # Added to the pin, never written whole: another job may have pinned logins
+        # meanwhile (an owner a promotion brought), and a login pinned keeps its account.
+        stored = ledger.record_people(repo, pinned.digest, known)
+        known = known if stored is None else stored
     return dataclasses.replace(settings, people=known)
 
 
@@ -759,7 +762,7 @@ def pin_owners(job: Job, project: Project) -> None:
     missing = sorted(o for o in owners if o and "/" not in o and o not in known)
     found = _resolve(job.forge, missing) if missing else None
     if found:
-        job.ledger.record_people(job.repo, pinned.digest, known | found)
+        job.ledger.record_people(job.repo, pinned.digest, found)  # added: none replaced
 
 
 def pin(ledger: Ledger, repo: str, sha: str, parsed: Parsed, branch: str, now: int) -> None:

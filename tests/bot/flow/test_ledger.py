@@ -377,10 +377,22 @@ def test_the_accounts_the_settings_name_are_kept_with_their_pin(ledger: Ledger) 
     pinned = ledger.settings_in_force("github:o/r")
     assert pinned is not None and pinned.people == people
     # Recorded only while those settings (digest d1) are in force.
-    assert not ledger.record_people("github:o/r", "other", {"bob": 77})
-    assert ledger.record_people("github:o/r", "d1", {**people, "erin": 5})
+    assert ledger.record_people("github:o/r", "other", {"bob": 77}) is None
+    # Only the logins the pin lacks are added; a login pinned keeps its account (bob's
+    # 41, not 77); what the pin holds now is returned.
+    now = {"bob": 41, "ghost": None, "erin": 5}
+    assert ledger.record_people("github:o/r", "d1", {"bob": 77, "erin": 5}) == now
     pinned = ledger.settings_in_force("github:o/r")
-    assert pinned is not None and pinned.people == {"bob": 41, "ghost": None, "erin": 5}
+    assert pinned is not None and pinned.people == now
+    # Two jobs adding logins one after the other lose neither's (each writes only its own).
+    assert ledger.record_people("github:o/r", "d1", {"ovo": 9}) == {**now, "ovo": 9}
+    both = ledger.record_people("github:o/r", "d1", {"carol": 3})
+    assert both is not None and both["ovo"] == 9 and both["carol"] == 3
+    # A pin recorded before migration 10 (people None) gets the logins given.
+    assert ledger.pin_settings("github:o/y", "c1", "d1", "{}", ":parsed", 1, replace=False)
+    assert ledger.record_people("github:o/y", "d1", {}) == {}
+    pinned = ledger.settings_in_force("github:o/y")
+    assert pinned is not None and pinned.people == {}
     # A pin without them (before the migration, the local forge) reads back as None.
     assert ledger.pin_settings("github:o/x", "c1", "d1", "{}", ":parsed", 1, replace=False)
     pinned = ledger.settings_in_force("github:o/x")
