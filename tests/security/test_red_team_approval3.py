@@ -13,7 +13,7 @@ recorded as a PR build records them (no Spark).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from sluice.bot.flow import approval
 from sluice.bot.flow.gate_rules import bot_account
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.base import ForgeError, PushRecord
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase
 from tests.helpers.gate_world import GATED, KEY, MINUTE, NOW, OWNER, OWNERS_ONLY, A, B, Bot, C, D
@@ -384,13 +384,13 @@ def test_the_forge_failing_to_say_who_pushed_the_head_asks_one_approval_more(
     # GitHub's activity answers 502 (or the token may not read it): nobody is named, the
     # gate fails closed (one approval more, and the check says why, its text escaped),
     # and the service goes on handling the PR's events.
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, tuple[str, ...]]] = []
 
-    def down(branch: str, sha: str) -> list[tuple[str, int | None]]:
-        asked.append((branch, sha))
+    def down(branch: str, shas: Collection[str]) -> list[PushRecord]:
+        asked.append((branch, tuple(shas)))
         raise ForgeError("GitHub: reading who pushed failed: 502 @carol <img src=x> [x](y)")
 
-    monkeypatch.setattr(bot.forge, "pushers_of", down)
+    monkeypatch.setattr(bot.forge, "push_records", down)
     bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
     bot.deliver("pull_request", gw.pr_event("opened", B, "alice"))
     gw.plan(bot, B, BOBS)
@@ -420,9 +420,10 @@ def test_the_forge_is_asked_once_per_head_per_job_and_not_again_once_it_named_th
         assert approval.pushers_of(job, pr).accounts == {("bob", bot.forge.account_id("bob"))}
     finally:
         job.close()
-    assert [c for c in bot.forge.calls if c[0] == "pushers_of"] == [("pushers_of", ("change", B))]
-    gw.approve(bot, "bob", B, 41)  # another job: the ledger has bob's push now
-    assert [c[0] for c in bot.forge.calls].count("pushers_of") == 1
+    asked = [c for c in bot.forge.calls if c[0] == "push_records"]
+    assert asked == [("push_records", ("change", (A, B)))]  # its commits, in one listing
+    gw.approve(bot, "bob", B, 41)  # another job: the ledger has bob's push, and the ask
+    assert [c[0] for c in bot.forge.calls].count("push_records") == 1
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary
 
 

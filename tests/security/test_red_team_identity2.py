@@ -113,18 +113,6 @@ def test_a_login_only_pusher_renamed_is_named_by_his_commit_under_his_new_login(
 # -- 2. a head's pusher asked of the forge only when no hook recorded a push of it ---------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "approval._with_head asks the forge who pushed the head only when no recorded push "
-        "(to any branch) is of it: a hook of someone else's later push of the same sha "
-        "(alice pushing the branch back to it, or making it again from it) hides the push "
-        "whose hook never came, though the forge's record (push_log: GitHub's activity, "
-        "GitLab's push events) names mallory. Fix: ask the forge once per head whatever "
-        "the hooks recorded (record in the ledger that it was asked, so it is asked once "
-        "per head, not once per job), and count whom it names beside the hooks' pushers"
-    ),
-)
 def test_a_hookless_push_is_not_hidden_by_a_later_hooked_push_of_the_same_head(
     one: Bot,
 ) -> None:
@@ -149,20 +137,6 @@ def test_a_hookless_push_is_not_hidden_by_a_later_hooked_push_of_the_same_head(
     assert check.conclusion != "success", check.summary
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "approval._with_head asks the forge only who pushed the head: a commit of the PR "
-        "below it whose push no hook told of is never asked of. mallory pushes B with no "
-        "hook; before B is planned (the opened build superseded in the queue), alice clicks "
-        "GitHub's 'Update branch': its merge commit M is the head, pushed (hook and "
-        "synchronize) by alice, so the forge is not asked, and B's pusher is nobody. Fix: "
-        "ask the forge's record of the head's branch for every commit of the PR no recorded "
-        "push names (GitHub's activity entries whose `after` is one of them, GitLab's push "
-        "events' `commit_to`), not the head alone; or, where some commit has no recorded "
-        "push, ask one approval more"
-    ),
-)
 def test_a_hookless_push_below_a_merge_someone_else_made_is_not_hidden(one: Bot) -> None:
     one.forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,), author="alice",
                      committer="alice")  # fmt: skip

@@ -59,7 +59,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PushRecord,
     Review,
 )
 from sluice.bot.present.job_page import error_annotations, failed_checks, step_summary
@@ -414,6 +415,9 @@ class WorkspaceForge:
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         return self.inner.pushers_of(branch, sha)
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
+        return self.inner.push_records(branch, shas)
 
     def account_of(self, user_id: int) -> Account | None:
         return self.inner.account_of(user_id)

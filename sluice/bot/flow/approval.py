@@ -31,7 +31,15 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Click, Push
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import Account, ForgeError, PullCommit, PullRequest, Review, members
+from sluice.bot.forge.base import (
+    Account,
+    ForgeError,
+    PullCommit,
+    PullRequest,
+    PushRecord,
+    Review,
+    members,
+)
 from sluice.bot.present import checks, comment
 from sluice.core import markdown as md
 from sluice.core.errors import ConfigError
@@ -62,6 +70,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
         recorded = _recorded_pushes(job, pr, commits)
+        asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
     if review is None:
@@ -83,7 +92,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             detail = f"planned under settings no longer in force, at {pr.head_sha[:12]}"
             _decide(job, pr, review, None, detail)
         return None
-    recorded = _with_head(job, pr, commits, recorded)  # after the transaction: asks the forge
+    recorded = _with_head(job, pr, commits, recorded, asked)  # after it: asks the forge
     pushers = _pushers(recorded, job.account_of)
     owners = owners_to_approve(settings.gate, review.direct_owners, review.breaking_owners)
     owners |= budget_to_approve(settings.gate, review.merge_intervals, review.merge_bytes)
@@ -323,7 +332,8 @@ def pushers_of(job: Job, pr: PullRequest) -> Pushers:
     commits = _pull_commits(job, pr)
     with job.ledger.together("read who pushed to the PR"):
         recorded = _recorded_pushes(job, pr, commits)
-    return _pushers(_with_head(job, pr, commits, recorded), job.account_of)
+        asked = job.ledger.pushes_asked(job.repo, pr.head_ref, pr.head_sha)
+    return _pushers(_with_head(job, pr, commits, recorded, asked), job.account_of)
 
 
 def _pull_commits(job: Job, pr: PullRequest) -> list[PullCommit] | None:
@@ -340,12 +350,8 @@ def _recorded_pushes(job: Job, pr: PullRequest, commits: list[PullCommit] | None
     events' senders, and the pushes of its ``commits`` to any branch of the repository (a
     push to a fork is told to the fork only: its events' senders and its commits'
     accounts are all there is). Where the forge cannot list all its commits, every push
-    to a branch of its head's name counts. Whom the forge named as its head's pusher
-    (:func:`_with_head`) is recorded first, as a push hook's pusher would be."""
+    to a branch of its head's name counts."""
     ledger = job.ledger
-    told, _why = job.head_pushers.get((pr.head_ref, pr.head_sha.lower()), (None, ""))
-    for login, uid in told or ():
-        ledger.record_branch_push(job.repo, pr.head_ref, [pr.head_sha], login, job.now, uid)
     events = ledger.pusher_accounts(job.repo, pr.number)
     if commits is None:
         pushes = ledger.branch_pushes(job.repo, pr.head_ref)
@@ -434,43 +440,85 @@ def _bot(login: str, account: Account | None) -> bool:
 
 
 def _with_head(
-    job: Job, pr: PullRequest, commits: list[PullCommit] | None, recorded: _Recorded
+    job: Job,
+    pr: PullRequest,
+    commits: list[PullCommit] | None,
+    recorded: _Recorded,
+    asked: bool,
 ) -> _Recorded:
-    """``recorded``, with who pushed ``pr``'s head where no recorded push (a push hook, a
-    ``synchronize``) is of it. A push hook is the pusher's to keep from being sent (GitHub
-    sends none for a push of over 5,000 branches at once, nor a payload over 25 MB;
-    GitLab none for over 3 branches), so the forge is asked, after the caller's
-    transaction (:meth:`~sluice.bot.forge.base.Forge.pushers_of`: GitHub's repository
-    activity, GitLab's push events), once per head per job (:attr:`Job.head_pushers`);
-    whom it names is recorded as a hook's pusher would be, and read again with the rest
-    (one transaction more, only then). A head it names nobody for, or when it cannot say,
-    was pushed by someone unknown: one approval more, as for a bot's push, and the check
-    says why (red team, approval round 3). A fork's head is not asked of (its pushes are
-    the fork's: it asks one more already); nor on a forge keeping no such records (the
-    local forge: its hooks are all there is)."""
-    sha = pr.head_sha.lower()
-    if pr.fork or any(push.sha.lower() == sha for push in recorded.pushes):
+    """``recorded``, with whom the forge's own records of pushes to ``pr``'s branch name as
+    pushing its commits. A push hook is the pusher's to keep from being sent (GitHub sends
+    none for a push of over 5,000 branches at once, nor a payload over 25 MB; GitLab none
+    for over 3 branches), and a hooked push of the same commit by someone else, later or
+    on top, hides nothing of it: so the forge is asked once per head whatever the hooks
+    recorded (:meth:`~sluice.bot.forge.base.Forge.push_records`: GitHub's repository
+    activity, GitLab's push events; one listing for all its commits), after the caller's
+    transaction, which read whether it was (``asked``). Each record whose ``after`` is a
+    commit of the PR names its pusher for the commits it brought (after its ``before``,
+    up to its ``after``: a push of many commits, GitLab's of over 20 included, names its
+    last alone); they, and that the head was asked, are written with the ledger's next
+    write (no transaction of their own), and a job asks once (:attr:`Job.head_pushers`).
+    A commit of the PR no recorded push names and the records do not cover (older than
+    the newest 300, or the forge could not say) was pushed by someone unknown: one
+    approval more, as for a bot's push, and the check says why (red team, approval
+    round 3; identity round 2). A fork's head is not asked of (its pushes are the fork's:
+    it asks one more already); nor a forge keeping no such records (the local forge)."""
+    head = pr.head_sha.lower()
+    if pr.fork:
         return recorded
-    key = (pr.head_ref, sha)
+    shas = [commit.sha.lower() for commit in commits or ()]
+    shas += [] if head in shas else [head]
+    key = (pr.head_ref, head)
+    if asked and key not in job.head_pushers:
+        job.head_pushers[key] = ([], "")  # an earlier job's: whom it named is recorded
     if key not in job.head_pushers:
         try:
-            job.head_pushers[key] = (job.forge.pushers_of(pr.head_ref, sha), "")
+            job.head_pushers[key] = (job.forge.push_records(pr.head_ref, shas), "")
         except ForgeError as exc:
-            log.warning("#%s: who pushed %s is not known: %s", pr.number, sha[:12], exc)
+            log.warning("#%s: who pushed %s is not known: %s", pr.number, head[:12], exc)
             job.head_pushers[key] = ([], job.scrub(str(exc)))
-    named, error = job.head_pushers[key]
-    if named is None:
+        found, error = job.head_pushers[key]
+        if found is not None and not error:
+            told = _brought(shas, found)
+            job.ledger.record_pushes_asked_later(job.repo, pr.head_ref, head, told, job.now)
+    found, error = job.head_pushers[key]
+    if found is None:
         return recorded
-    if named:
-        with job.ledger.together("record who pushed the PR's head"):
-            return _recorded_pushes(job, pr, commits)
-    at = f"no push hook told of its head {md.code(sha[:12])}, and the forge"
+    pushes = recorded.pushes + tuple(_brought(shas, found))
+    named = {push.sha.lower() for push in pushes}
+    recorded = dataclasses.replace(recorded, pushes=pushes)
+    unnamed = [sha for sha in shas if sha not in named]
+    if not unnamed:
+        return recorded
+    first = head if head in unnamed else unnamed[0]
+    what = "its head" if first == head else "its commit"
+    more = f" (and {len(unnamed) - 1} more of its commits)" if len(unnamed) > 1 else ""
+    at = f"no push hook told of {what} {md.code(first[:12])}{more}, and the forge"
     why = (
         f"could not say who pushed it: {md.text(error, 300)}"
         if error
         else "names nobody who pushed it among its newest pushes"
     )
     return dataclasses.replace(recorded, head=f"{at} {why}")
+
+
+def _brought(shas: list[str], records: list[PushRecord]) -> list[Push]:
+    """Who pushed which of ``shas`` (a PR's commits, oldest first), by the forge's
+    ``records`` of pushes whose ``after`` is one of them: each brought the commits after its
+    ``before`` up to its ``after`` (all up to it where ``before`` is no commit of the PR:
+    the branch made, or moved from elsewhere; its ``after`` alone where ``before`` comes
+    later, a push back)."""
+    index = {sha: n for n, sha in enumerate(shas)}
+    found: dict[Push, None] = {}
+    for record in records:
+        last = index.get(record.after.lower())
+        if last is None:
+            continue
+        first = index.get((record.before or "").lower(), -1) + 1
+        first = last if first > last else first
+        for sha in shas[first : last + 1]:
+            found[Push(sha, record.login, record.user_id)] = None
+    return list(found)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.own_checks import OwnChecks
 from sluice.bot.flow.tenancy import Namespace
-from sluice.bot.forge.base import Account, DirEntry, Forge, repo_key
+from sluice.bot.forge.base import Account, DirEntry, Forge, PushRecord, repo_key
 from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
 
@@ -42,11 +42,11 @@ class Job:
     them for this job."""
     notices: list[Notice] = field(default_factory=list)
     """Events to tell in chat when the job ends (:func:`sluice.bot.flow.notify.flush`)."""
-    head_pushers: dict[tuple[str, str], tuple[list[tuple[str, int | None]] | None, str]] = field(
+    head_pushers: dict[tuple[str, str], tuple[list[PushRecord] | None, str]] = field(
         default_factory=dict
     )
-    """(branch, head sha) -> who the forge's records say pushed it, or why it could not say
-    (:func:`sluice.bot.flow.approval._with_head`): the forge is asked once per head per job."""
+    """(branch, head sha) -> the forge's records of pushes of the PR's commits to it, or why
+    it could not say (:func:`sluice.bot.flow.approval._with_head`): asked once per head."""
     _state: StateStore | None = None
     _namespace: Namespace | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)

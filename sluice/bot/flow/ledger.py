@@ -344,6 +344,12 @@ def _settings_people(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN people TEXT")
 
 
+def _asked_key(branch: str, head: str) -> str:
+    """The handled-event key of the forge's records of pushes to ``branch`` asked at
+    ``head`` (no event's content key starts so)."""
+    return f"push-records:{head.lower()}:{branch}"
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
@@ -1025,11 +1031,40 @@ class Ledger(AuditLog):
         row = {"repo": repo, "sha": sha.lower(), "name": name, "run_id": run_id, "made_ts": now}
         self._deferred().append(row)
 
+    def pushes_asked(self, repo: str, branch: str, head: str) -> bool:
+        """Whether the forge's own records of pushes to ``branch`` were asked at ``head``
+        (:meth:`record_pushes_asked_later`)."""
+        return self.handled(repo, _asked_key(branch, head)) is not None
+
+    def record_pushes_asked_later(
+        self, repo: str, branch: str, head: str, pushes: Iterable[Push], now: int
+    ) -> None:
+        """Record whom the forge's own records of pushes name as pushing each of
+        ``pushes`` to ``branch`` (as :meth:`record_branch_push` does), and that they were
+        asked at ``head`` (kept as a handled event of its own kind: asked once per head),
+        written with this thread's next write, as :meth:`record_check_run_later`'s."""
+        rows = self._deferred_inserts()
+        for push in pushes:
+            uid = push.user_id
+            row: dict[str, Any] = {"repo": repo, "branch": branch, "sha": push.sha.lower()}
+            row |= {"user": push.user}
+            row |= {"account": _account(push.user, uid), "pushed_ts": now, "user_id": uid}
+            rows.append((branch_pushers, row))
+        key, kind = _asked_key(branch, head), "push records asked"
+        asked = {"repo": repo, "key": key, "kind": kind, "outcome": "done", "handled_ts": now}
+        rows.append((handled_events, asked))
+
     def write_deferred(self) -> None:
         """Write what :meth:`record_check_run` kept for this thread's next write, now."""
-        if self._deferred():
+        if self._deferred() or self._deferred_inserts():
             with self._writing("record the ids of the check runs made"):
                 pass
+
+    def _deferred_inserts(self) -> list[tuple[Table, dict[str, Any]]]:
+        rows: list[tuple[Table, dict[str, Any]]] | None = getattr(self._shared, "inserts", None)
+        if rows is None:
+            rows = self._shared.inserts = []
+        return rows
 
     def _deferred(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] | None = getattr(self._shared, "deferred", None)
@@ -1041,15 +1076,20 @@ class Ledger(AuditLog):
     def _writing_deferred(self, conn: Connection) -> Iterator[None]:
         """Inside a write transaction on ``conn``: the check runs' ids kept for it written
         first; kept again when the transaction fails."""
-        rows = self._deferred()
-        taken = list(rows)
+        rows, inserts = self._deferred(), self._deferred_inserts()
+        taken, inserted = list(rows), list(inserts)
         rows.clear()
+        inserts.clear()
         try:
             for row in taken:
                 _upsert(conn, check_runs, row, ("repo", "sha", "name"))
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            for table, values in inserted:
+                conn.execute(dialect.insert(table).values(values).on_conflict_do_nothing())
             yield
         except BaseException:
             rows[:0] = taken
+            inserts[:0] = inserted
             raise
 
     @contextmanager

@@ -7,7 +7,7 @@ fails; the flow never sees an HTTP library.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -63,6 +63,18 @@ PUSH_RECORDS_LIMIT = 300
 """Most push records :meth:`Forge.pushers_of` reads (three pages of 100, newest first): a
 head pushed longer ago, or hidden behind more pushes, is named by nobody (the gate then
 asks one approval more, as for a push nobody names)."""
+
+
+@dataclass(frozen=True)
+class PushRecord:
+    """One record of the forge's own of a push to a branch (GitHub's repository activity,
+    GitLab's push events): who moved it from ``before`` (None: the branch was made, or the
+    record does not say) to ``after``."""
+
+    before: str | None
+    after: str
+    login: str
+    user_id: int | None
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,17 @@ class Forge(Protocol):
         (login, account id) pairs; empty when its newest :data:`PUSH_RECORDS_LIMIT`
         records of pushes name nobody; None on a forge that keeps no such records (the
         local forge). Asked for a pull request's head no push webhook told of.
+
+        Raises:
+            ForgeError: the forge could not be asked (the gate then fails closed).
+        """
+        ...
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
+        """The forge's own records of pushes of ``branch`` (as :meth:`pushers_of` reads
+        them, in one listing of its newest :data:`PUSH_RECORDS_LIMIT`) whose ``after`` is
+        one of ``shas`` (a pull request's commits), newest first; None on a forge that
+        keeps no such records (the local forge).
 
         Raises:
             ForgeError: the forge could not be asked (the gate then fails closed).

@@ -16,7 +16,7 @@ import itertools
 import logging
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PushRecord,
     Review,
     UnusableTree,
 )
@@ -202,6 +203,11 @@ def _boundary(what: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
 
 
 # --- the forge --------------------------------------------------------------------------
+
+
+def _pushed(branch: str, shas: Collection[str]) -> str:
+    """What asking who pushed ``shas`` to ``branch`` is, for an error."""
+    return f"{branch} to {next(iter(shas))[:12]}" if len(shas) == 1 else f"to {branch}"
 
 
 class GitLabForge:
@@ -476,15 +482,22 @@ class GitLabForge:
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
-        whether or not a push hook was sent) name as pushing ``branch`` to ``sha``: newest
-        first, at most :data:`PUSH_RECORDS_LIMIT` events in pages of 100, of any branch
-        (the API filters no branch). An event is taken only when its own ``push_data``
-        names the branch and ``commit_to`` the sha; a push of many branches at once, which
-        GitLab records as one event naming no branch, names nobody; its author by username
-        and id."""
-        wanted = sha.lower()
-        found: dict[tuple[str, int | None], None] = {}
-        with self._guard(f"reading who pushed {branch} to {sha[:12]}"):
+        whether or not a push hook was sent) name as pushing ``branch`` to ``sha``
+        (:meth:`push_records`)."""
+        found = {(r.login, r.user_id): None for r in self.push_records(branch, [sha])}
+        return list(found)
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord]:
+        """The project's push events of ``branch`` to one of ``shas``: newest first, at most
+        :data:`PUSH_RECORDS_LIMIT` events in pages of 100, of any branch (the API filters
+        no branch), one listing for them all. An event is taken only when its own
+        ``push_data`` names the branch and ``commit_to`` one of the shas (a push of many
+        commits names its last alone, ``commit_from`` the branch's head before it); a push
+        of many branches at once, which GitLab records as one event naming no branch,
+        names nobody; its author by username and id."""
+        wanted = {sha.lower() for sha in shas}
+        found: list[PushRecord] = []
+        with self._guard(f"reading who pushed {_pushed(branch, shas)}"):
             events = self._project.events.list(action="pushed", per_page=100, iterator=True)
             for event in itertools.islice(events, PUSH_RECORDS_LIMIT):  # no page past them
                 attrs = event.attributes
@@ -493,9 +506,13 @@ class GitLabForge:
                     continue
                 if (data.get("ref_type"), data.get("ref")) != ("branch", branch):
                     continue
-                if str(data.get("commit_to")).lower() == wanted and author.get("username"):
-                    found[(str(author["username"]), _account_id(author.get("id")))] = None
-        return list(found)
+                after = str(data.get("commit_to")).lower()
+                if after in wanted and author.get("username"):
+                    before = data.get("commit_from")
+                    before = str(before).lower() if before and str(before).strip("0") else None
+                    login, uid = str(author["username"]), _account_id(author.get("id"))
+                    found.append(PushRecord(before, after, login, uid))
+        return found
 
     # -- notes ---------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ import re
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -45,6 +45,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PushRecord,
     Review,
 )
 from sluice.bot.forge.local_git import GitRepo
@@ -462,6 +463,10 @@ class LocalForge(GitRepo):
         return None
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
+        """None: the local forge keeps no record of pushes beyond its own hooks."""
+        return None
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None
 

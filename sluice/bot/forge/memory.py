@@ -37,7 +37,7 @@ import dataclasses
 import hashlib
 import posixpath
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +54,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PushRecord,
     Review,
     UnusableTree,
 )
@@ -639,6 +640,25 @@ class MemoryForge:
         newest = self.push_log[::-1][:PUSH_RECORDS_LIMIT]
         named = [who for ref, head, who in newest if ref == branch and head == sha.lower()]
         return [(who, self.account_id(who)) for who in dict.fromkeys(named)]
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
+        """The records of :attr:`push_log` of ``branch`` to one of ``shas``, within its
+        newest :data:`PUSH_RECORDS_LIMIT`, newest first; each one's ``before`` is the
+        branch's head its previous record left (None for the first)."""
+        self._call("push_records", branch, tuple(shas))
+        wanted = {sha.lower() for sha in shas}
+        before: dict[int, str | None] = {}
+        last: str | None = None
+        for n, (ref, head, _who) in enumerate(self.push_log):
+            if ref == branch:
+                before[n], last = last, head
+        first = max(0, len(self.push_log) - PUSH_RECORDS_LIMIT)
+        return [
+            PushRecord(before[n], head, who, self.account_id(who))
+            for n in range(len(self.push_log) - 1, first - 1, -1)
+            for ref, head, who in [self.push_log[n]]
+            if ref == branch and head in wanted and who
+        ]
 
     def merge(self, number: int, method: str, sha: str) -> str:
         self._call("merge", number, method, sha)

@@ -208,3 +208,46 @@ def test_memory_names_whom_its_push_log_does_within_the_bound() -> None:
     assert forge.pushers_of("change", C) == []
     forge.push_log += [("other", A, "alice")] * PUSH_RECORDS_LIMIT
     assert forge.pushers_of("change", B) == []  # older than the newest it reads
+
+
+# -- one listing for every commit of a pull request -----------------------------------------
+
+
+def test_github_lists_the_records_of_every_commit_asked_in_one_listing(
+    rs: responses.RequestsMock,
+) -> None:
+    # bob made `change` at A (from nothing: all zeros), alice pushed B and C on top in one
+    # push (C names them both: its `before` is A); carol's push of B to another branch and
+    # dave's of a commit not asked name nobody.
+    made = _activity("refs/heads/change", A, "bob", 5, "branch_creation")
+    pushed = {**_activity("refs/heads/change", C, "alice", 7), "before": A.upper()}
+    asked = rs.get(ACTIVITY, json=[
+        pushed,
+        _activity("refs/heads/other", B, "carol", 9),
+        _activity("refs/heads/change", "d" * 40, "dave", 11),
+        made,
+    ])  # fmt: skip
+    records = _github().push_records("change", [A, B, C])
+    assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
+        (A, C, "alice", 7),
+        (None, A, "bob", 5),
+    ]
+    assert asked.call_count == 1
+
+
+def test_gitlab_names_the_head_a_push_of_many_commits_left_and_where_it_began(
+    rs: responses.RequestsMock,
+) -> None:
+    # A push of 25 commits (its hook lists 20 of them): the event names its last commit
+    # and the head before it, so the gate can tell which commits it brought.
+    many = _event("change", C, "alice", 7)
+    many["push_data"] = {**many["push_data"], "commit_count": 25, "commit_from": A}
+    made = _event("change", A, "bob", 5)
+    made["push_data"] = {**made["push_data"], "commit_from": "0" * 40}
+    asked = rs.get(EVENTS, json=[many, _event("other", B, "carol", 9), made])
+    records = _gitlab().push_records("change", [A, B, C])
+    assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
+        (A, C, "alice", 7),
+        (None, A, "bob", 5),
+    ]
+    assert asked.call_count == 1

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import re
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,6 +31,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PushRecord,
     Review,
     UnusableTree,
 )
@@ -136,6 +138,19 @@ def _next_cursor(headers: dict[str, Any]) -> str | None:
 
 _LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:\[bot\])?")
 """What a GitHub login can look like (a person's, an App's ``<slug>[bot]``)."""
+
+
+def _pushed(branch: str, shas: Collection[str]) -> str:
+    """What asking who pushed ``shas`` to ``branch`` is, for an error."""
+    return f"{branch} to {next(iter(shas))[:12]}" if len(shas) == 1 else f"to {branch}"
+
+
+def _sha_or_none(value: object) -> str | None:
+    """A push record's ``before`` as a commit sha; None where it names none (a branch
+    made, all zeros) or is no sha."""
+    text = str(value or "").lower()
+    ok = re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) and text.strip("0")
+    return text if ok else None
 
 
 def _account_id(value: object) -> int | None:
@@ -388,16 +403,22 @@ class GitHubForge:
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
         whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
-        push, a force push, the branch's creation, a merge; newest first, at most
-        :data:`PUSH_RECORDS_LIMIT` entries in pages of 100. An entry is taken only when its
-        own ``ref`` and ``after`` say so (what the query asked is not trusted), and its
-        actor by login and id; one naming no actor (a deleted account) names nobody."""
-        ref, wanted = f"refs/heads/{branch}", sha.lower()
+        push, a force push, the branch's creation, a merge (:meth:`push_records`)."""
+        found = {(r.login, r.user_id): None for r in self.push_records(branch, [sha])}
+        return list(found)
+
+    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord]:
+        """GitHub's repository activity of ``branch`` moving it to one of ``shas``: newest
+        first, at most :data:`PUSH_RECORDS_LIMIT` entries in pages of 100, one listing for
+        them all. An entry is taken only when its own ``ref`` and ``after`` say so (what
+        the query asked is not trusted), and its actor by login and id; one naming no
+        actor (a deleted account) names nobody."""
+        ref, wanted = f"refs/heads/{branch}", {sha.lower() for sha in shas}
         url = f"/repos/{self.repo}/activity"
         params: dict[str, Any] = {"ref": ref, "per_page": ACTIVITY_PAGE}
-        found: dict[tuple[str, int | None], None] = {}
+        found: list[PushRecord] = []
         requester = self._client.requester  # PyGithub has no call for it: its wire, its auth
-        with boundary(f"reading who pushed {branch} to {sha[:12]}"):
+        with boundary(f"reading who pushed {_pushed(branch, shas)}"):
             for _page in range(PUSH_RECORDS_LIMIT // ACTIVITY_PAGE):
                 headers, data = requester.requestJsonAndCheck("GET", url, params)
                 if not isinstance(data, list):
@@ -406,13 +427,16 @@ class GitHubForge:
                     actor = entry.get("actor") if isinstance(entry, dict) else None
                     if not isinstance(actor, dict) or not actor.get("login"):
                         continue
-                    if entry.get("ref") == ref and str(entry.get("after")).lower() == wanted:
-                        found[(str(actor["login"]), _account_id(actor.get("id")))] = None
+                    after = str(entry.get("after")).lower()
+                    if entry.get("ref") == ref and after in wanted:
+                        before = entry.get("before")
+                        login, uid = str(actor["login"]), _account_id(actor.get("id"))
+                        found.append(PushRecord(_sha_or_none(before), after, login, uid))
                 cursor = _next_cursor(headers)
                 if cursor is None:
                     break
                 params = {**params, "after": cursor}
-        return list(found)
+        return found
 
     # -- comments ------------------------------------------------------------------------
 
