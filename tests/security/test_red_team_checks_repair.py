@@ -430,6 +430,9 @@ def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(
                 ref=ref,
                 plan_id=plan,
                 detail=detail,
+                # frank's account: override_by is pinned to accounts (a row without one
+                # counts nothing, whatever it says)
+                actor_id=world.github.id_of("frank"),
             )
         )
         built = world.applied()
@@ -537,8 +540,11 @@ def test_may_override_and_may_approve_read_settings_in_force(world: RepairWorld)
     try:
         settings = trust.for_repository(job)
         assert not repair_gate.may_override(job, settings, "frank")  # no policies in force
-        assert repair_gate.may_approve(job, settings, "BOB")
-        assert not repair_gate.may_approve(job, settings, "erin")
+        assert repair_gate.may_approve(job, settings, "BOB", world.github.id_of("bob"))
+        assert not repair_gate.may_approve(job, settings, "erin", world.github.id_of("erin"))
+        # bob's login without his account: the settings name the account it had when they
+        # came into force, and this may be anyone's
+        assert not repair_gate.may_approve(job, settings, "BOB")
     finally:
         job.close()
 
