@@ -379,21 +379,6 @@ def test_a_drift_form_naming_b_is_refused_to_a_reader_of_a(tmp_path: Path) -> No
 # --- the roots without bubblewrap ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Per-repository Spark roots keep repositories apart only under bubblewrap: under "
-    "SLUICE_SANDBOX=setpriv (auto's fallback for a root service without user namespaces, "
-    "where prod's Python still runs) a Spark driver keeps the service's uid "
-    "(sandbox.wrap) and its profile's read/write lists are not applied, so A's approved "
-    "Python model (prod's Python runs there) reads and writes B's warehouse and "
-    "metastore under workdir/spark-repositories/<B> (the "
-    "same holds with SLUICE_SANDBOX=off). ServiceSettings (confine.shared_between_roots) "
-    "refuses isolation on shared Spark but not on a sandbox that cannot hide one root "
-    "from another, and serve only warns. Fix: refuse SLUICE_ISOLATE_REPOSITORIES unless "
-    "sandbox.isolation() is bwrap (or the operator accepts it, as "
-    "SLUICE_ISOLATE_ACCEPT_SHARED_SPARK), or under setpriv run each root's Spark as a "
-    "uid of its own owning that root (0700).",
-)
 def test_under_the_uid_drop_a_driver_of_a_cannot_read_b_s_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -634,6 +634,7 @@ def create_app(
                     r.job.key for r in queue.jobs(status=JobStatus.RUNNING, limit=10_000)
                 ),
                 github_app=settings.github_app_number(),
+                accept_unconfined_roots=settings.isolate_accept_shared_spark,
             )
 
         # One warm server per Spark root (per repository when kept apart), bounded.

@@ -18,7 +18,7 @@ from sluice.bot.forge.chat import KINDS as CHAT_KINDS
 from sluice.bot.forge.chat import Channels, Route, Sender, Target
 from sluice.bot.present.notify_text import EVENTS as NOTIFY_EVENTS
 from sluice.bot.queue.fairness import Caps
-from sluice.core import logs
+from sluice.core import logs, sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import ConfigError
 from sluice.core.spark import confine
@@ -122,7 +122,10 @@ class ServiceSettings(StateSettings):
     share one catalog or storage (``SLUICE_ISOLATE_ACCEPT_SHARED_SPARK``: a remote Spark
     Connect endpoint, a metastore of your own, a cluster master, ...): their state and
     schema prefixes stay apart, but an approved Python model of one can read and write
-    another's tables. Off: such a service refuses to start, saying why."""
+    another's tables. The same holds where the sandbox in effect is not bubblewrap
+    (``SLUICE_SANDBOX=setpriv``, auto's fallback without user namespaces, or ``off``:
+    :meth:`unconfined_roots`). Off: such a service refuses to start, saying why; on, its
+    start-up summary says repositories' Spark data is not kept apart."""
     spark_connect_servers: int = Field(default=4, ge=1)
     """The most warm Spark Connect servers of the service's own running at once
     (``SLUICE_SPARK_CONNECT_SERVERS``): one per Spark root, so one per repository when
@@ -390,6 +393,18 @@ class ServiceSettings(StateSettings):
                 "SLUICE_ISOLATE_ACCEPT_SHARED_SPARK=true to accept that their Spark data "
                 "is not kept apart",
             )
+        unconfined = self.unconfined_roots()
+        if unconfined is not None and not self.isolate_accept_shared_spark:
+            raise ConfigError(
+                f"repositories are kept apart, but {unconfined}: each repository's Spark "
+                "driver runs as the service's own user with every file in sight, so an "
+                "approved Python model of one repository could read, overwrite or drop "
+                "another's tables in that repository's Spark root",
+                hint="install bubblewrap and allow user namespaces (scripts/ensure-bwrap.sh; "
+                "docs/security.md, 'The sandbox') and set SLUICE_SANDBOX=auto or bwrap, run "
+                "a service per repository, or set SLUICE_ISOLATE_ACCEPT_SHARED_SPARK=true to "
+                "accept that their Spark data is not kept apart",
+            )
         if self.github_app_id and self.github_private_key is None:
             raise ConfigError(
                 "SLUICE_GITHUB_APP_ID is set but SLUICE_GITHUB_PRIVATE_KEY is not",
@@ -437,6 +452,24 @@ class ServiceSettings(StateSettings):
         if self.project_python == "on":
             return "submit"
         return "connect"
+
+    def unconfined_roots(self) -> str | None:
+        """Why per-repository Spark roots cannot keep repositories apart on this host when
+        they are kept apart: the sandbox in effect (:func:`sluice.core.sandbox.isolation`)
+        is not bubblewrap, the only one that shows a driver its own root alone (setpriv
+        keeps a driver the service's uid and applies no read/write lists; off, none).
+        None when bubblewrap runs, or repositories are not kept apart; decided at start.
+
+        Raises:
+            ConfigError: ``SLUICE_SANDBOX`` names no sandbox, or one that cannot run here.
+        """
+        if not self.isolates():
+            return None
+        found = sandbox.isolation()
+        if found == "bwrap":
+            return None
+        how = "a uid drop with setpriv" if found == "setpriv" else "none"
+        return f"the sandbox in effect is {how}, not bubblewrap"
 
     def isolates(self) -> bool:
         """Whether repositories are kept apart (``isolate_repositories``; unset: when
@@ -558,6 +591,11 @@ class ServiceSettings(StateSettings):
                 where += f", deploy mode {spark.deploy_mode}"
         if self.isolates() and confine.shared_between_roots(spark) is not None:
             where += "; repositories share it (SLUICE_ISOLATE_ACCEPT_SHARED_SPARK)"
+        elif self.unconfined_roots() is not None:
+            where += (
+                "; repositories' Spark data is NOT kept apart: no bubblewrap sandbox "
+                "(SLUICE_ISOLATE_ACCEPT_SHARED_SPARK)"
+            )
         lines = [
             f"Sluice {__version__} starting",
             f"  forge:        {', '.join(forges) or 'none'}",

@@ -20,7 +20,7 @@ from sluice.bot.forge.base import Forge
 from sluice.bot.forge.chat import Channels
 from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
-from sluice.core import logs
+from sluice.core import logs, sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
@@ -137,6 +137,7 @@ def make_deps(
     isolate: bool = False,
     running_keys: Callable[[], frozenset[str]] = _none_running,
     github_app: int | None = None,
+    accept_unconfined_roots: bool = False,
 ) -> Deps:
     """The flow's :class:`Deps` from the service's settings (opens the ledger).
 
@@ -144,7 +145,10 @@ def make_deps(
     (spark-submit, or a warm Spark Connect server), with the embedded metastore and
     warehouse under the job's repository's Spark root (``workdir/spark``, or with
     ``isolate`` its own: :func:`~sluice.bot.flow.checkout.job_spark`) and job logs under
-    ``workdir/logs``.
+    ``workdir/logs``. With ``isolate``, a job of a root other than the owner's is refused
+    unless the sandbox in effect is bubblewrap (the service refuses to start so anyway:
+    ServiceSettings.unconfined_roots), or ``accept_unconfined_roots``
+    (``SLUICE_ISOLATE_ACCEPT_SHARED_SPARK``).
     """
     ledger = Ledger(state_url)
 
@@ -152,6 +156,16 @@ def make_deps(
         root = current_spark()
         if root is None and isolate:  # fail closed: never another repository's root
             raise SluiceError("a Spark job of no repository's Spark root (a Sluice bug)")
+        if isolate and root not in (None, OWN_SPARK) and not accept_unconfined_roots:
+            found = sandbox.isolation()
+            if found != "bwrap":
+                raise SluiceError(
+                    f"a Spark job of {root} is refused: the sandbox in effect is {found}, "
+                    "not bubblewrap, so its driver would see every repository's Spark root",
+                    hint="install bubblewrap and allow user namespaces (SLUICE_SANDBOX=auto), "
+                    "run a service per repository, or set "
+                    "SLUICE_ISOLATE_ACCEPT_SHARED_SPARK=true",
+                )
         paths = Checkout(workdir).spark_at(root or OWN_SPARK)
         # The project was loaded with the trusted settings: its Spark settings are the
         # service's plus the prod branch's tuning (see trust.Settings.spark).
