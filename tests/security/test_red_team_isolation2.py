@@ -647,15 +647,6 @@ def test_the_janitor_s_log_rotation_in_a_s_root_never_writes_b_s_files(tmp_path:
 # --- the web UI's queue count ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Reader.jobs pages the queue by JobQueue.page(key prefix) and filters the page "
-    "with _of_repo afterwards, but returns the prefix's total: a reader of A "
-    "(github:octo/warehouse) is told how many jobs a repository whose name merely starts "
-    "like A's (github:octo/warehouse-private, B) has queued or ran (its activity), and "
-    "pages of A's list come out short. Fix: page and count with _of_repo's rule in the "
-    "query (key = repo, or key LIKE repo || '#%' / ':%' / '@%').",
-)
 def test_a_reader_of_a_is_not_told_how_many_jobs_b_has(tmp_path: Path) -> None:
     world = web_world(tmp_path)
     private = f"{WEB_OWNER}-private"

@@ -343,6 +343,12 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     return event
 
 
+KEY_MARKS = ("#", ":", "@", "^")
+"""What follows the repository (``forge:owner/name``) in every key :func:`pr_key` makes:
+a repository's keys are those starting with it and then one of these (a name never holds
+them), never those of a repository whose name merely starts the same."""
+
+
 def pr_key(event: Event) -> str:
     """The queue key that serialises work: one pull request, or a repository's prod.
 

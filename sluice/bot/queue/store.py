@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Connection,
     Table,
+    and_,
     bindparam,
     delete,
     func,
@@ -47,6 +48,7 @@ from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from sluice.bot.events.neutral import KEY_MARKS
 from sluice.bot.queue import fairness, pg
 from sluice.bot.queue.batch import Batch, ms
 from sluice.bot.queue.retry import TRANSIENT_TRIES, backoff, try_again
@@ -750,10 +752,16 @@ class JobQueue(Transactions):
             not_before=_seconds(row["not_before"]),
         )
 
-    def page(self, key_prefix: str, *, offset: int, limit: int) -> tuple[list[JobRecord], int]:
-        """The jobs whose key starts with ``key_prefix`` (one repository's), newest first:
-        ``limit`` of them from ``offset``, and how many there are (the web UI's list)."""
-        mine = jobs.c.key.startswith(key_prefix, autoescape=True)
+    def page(self, repo: str, *, offset: int, limit: int) -> tuple[list[JobRecord], int]:
+        """The jobs of repository ``repo`` (``forge:owner/name``), newest first: ``limit``
+        of them from ``offset``, and how many there are (the web UI's list). Its own alone,
+        matched exactly in the query (the key is ``repo`` then one of
+        :data:`~sluice.bot.events.neutral.KEY_MARKS`), so neither page nor total counts a
+        repository whose name merely starts the same."""
+        mine = and_(
+            func.substr(jobs.c.key, 1, len(repo)) == repo,
+            func.substr(jobs.c.key, len(repo) + 1, 1).in_(KEY_MARKS),
+        )
         query = select(jobs).where(mine).order_by(jobs.c.id.desc()).offset(offset).limit(limit)
         with self._reading("list jobs") as conn:
             rows = conn.execute(query).mappings().all()

@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Protocol
 
+from sluice.bot.events.neutral import KEY_MARKS
 from sluice.bot.flow import drift_view
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview, own_key
@@ -296,10 +297,9 @@ class Reader:
 
     def jobs(self, *, offset: int, limit: int) -> s.Jobs:
         if self.queue is not None:
-            records, total = self.queue.page(f"{self.repo}", offset=offset, limit=limit)
-            mine = [r for r in records if _of_repo(r.job.key, self.repo)]
+            records, total = self.queue.page(self.repo, offset=offset, limit=limit)
             queue = s.Page[s.QueueJob](
-                items=[_queue_job(r) for r in mine], total=total, offset=offset, limit=limit
+                items=[_queue_job(r) for r in records], total=total, offset=offset, limit=limit
             )
         else:
             queue = s.Page[s.QueueJob](items=[], total=0, offset=offset, limit=limit)
@@ -647,7 +647,7 @@ class Reader:
 def _of_repo(key: str, repo: str) -> bool:
     """Whether queue key ``key`` (``forge:owner/name#7``, ``...:prod``, ``...@sha``) is
     ``repo``'s (not merely one whose name starts the same)."""
-    return key.startswith(repo) and key[len(repo) : len(repo) + 1] in ("#", ":", "@")
+    return key.startswith(repo) and key[len(repo) : len(repo) + 1] in KEY_MARKS
 
 
 def _queue_job(record: JobRecord) -> s.QueueJob:

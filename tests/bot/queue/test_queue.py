@@ -563,3 +563,22 @@ def test_retry_backoff_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert ServiceSettings(workdir=tmp_path, webhook_secret="s").retry_seconds == 2.5
     with pytest.raises(ValueError, match="retry_seconds must not be negative"):
         JobQueue(f"sqlite:///{tmp_path / 'q.db'}", retry_seconds=-1)
+
+
+def test_a_repository_s_page_counts_its_own_jobs_alone(queue: JobQueue) -> None:
+    """The web UI's list: a repository's keys (``#``, ``:prod``, ``@sha``, ``^branch``),
+    exactly; never a repository whose name starts the same, nor one differing by case or
+    holding a LIKE wildcard where the name has a letter."""
+    repo = "github:octo/ware_house"
+    keys = [f"{repo}#1", f"{repo}:prod", f"{repo}@{'a' * 40}", f"{repo}^main"]
+    others = [f"{repo}-private#1", f"{repo}s:prod", "github:octo/wareXhouse#2"]
+    others += ["GITHUB:OCTO/WARE_HOUSE#3", f"{repo}", f"{repo}/x#4"]
+    for n, key in enumerate(keys + others):
+        job = NewJob(key=key, kind="pull_request", payload={"n": n})
+        assert queue.accept(f"d-{n}", "github", "pull_request", job, 100.0 + n)
+    records, total = queue.page(repo, offset=0, limit=2)
+    assert total == len(keys)
+    assert [r.job.key for r in records] == [keys[3], keys[2]]  # newest first
+    records, total = queue.page(repo, offset=2, limit=10)
+    assert (total, [r.job.key for r in records]) == (len(keys), [keys[1], keys[0]])
+    assert queue.page("github:octo/ware", offset=0, limit=10) == ([], 0)
