@@ -35,6 +35,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Iterator
@@ -127,7 +128,7 @@ class ClassArchive:
         when the JVM exited by itself with status 0, and only then is a newly written
         archive published.
         """
-        if self._users_own(conf) or self.path.is_file():
+        if self._users_own(conf) or _regular(self.path):
             yield ArchiveUse(self.mapped(conf))
             return
         dump = self._start_dump()
@@ -149,8 +150,8 @@ class ClassArchive:
         """The flags that map the archive when there is one, never writing it: for a JVM
         whose exit this process does not wait on (a Connect server, an in-process
         session)."""
-        if self._users_own(conf) or not self.path.is_file():
-            return []
+        if self._users_own(conf) or not _regular(self.path):
+            return []  # none, or a link where the archive goes: never mapped
         return [f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()]
 
     @staticmethod
@@ -177,14 +178,50 @@ class ClassArchive:
         return self.folder / f"spark-{self.key}.{uuid.uuid4().hex}.tmp"
 
     def _publish(self, dump: Path) -> None:
+        """Publish the file the JVM wrote at ``dump``, never what a link there names: the
+        folder is one the driver may write (a sandbox shows it writable), so only a
+        regular file of one link, owned by this process's user, is made read-only (on
+        its descriptor) and renamed into place; anything else is discarded."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
-            if dump.stat().st_size == 0:
+            fd = os.open(dump, flags)
+        except FileNotFoundError:  # no archive written (a JVM too old)
+            return
+        except OSError as exc:  # a link (ELOOP), or unreadable
+            logger.warning("discarded the class archive dump %s: %s", dump, exc)
+            return
+        try:
+            info = os.fstat(fd)
+            own = stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+            if not own or info.st_uid != os.geteuid():
+                logger.warning(
+                    "discarded the class archive dump %s: not a regular file of one link "
+                    "owned by this service's user",
+                    dump,
+                )
                 return
-            dump.chmod(0o444)
+            if info.st_size == 0:
+                return
+            os.fchmod(fd, 0o444)
             os.replace(dump, self.path)
+            published = os.lstat(self.path)
+            if (published.st_dev, published.st_ino) != (info.st_dev, info.st_ino):
+                os.unlink(self.path)  # swapped between the check and the rename
+                logger.warning("discarded the class archive dump %s: it changed", dump)
+                return
             logger.info("wrote the driver JVM's class archive %s", self.path)
-        except OSError as exc:  # no archive written (a JVM too old, a full disk)
+        except OSError as exc:  # a full disk
             logger.debug("no class archive published: %s", exc)
+        finally:
+            os.close(fd)
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def spark_home() -> Path:

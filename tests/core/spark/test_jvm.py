@@ -56,6 +56,28 @@ def test_a_failed_or_killed_job_publishes_nothing_and_leaves_nothing(tmp_path: P
     assert not archive.path.exists()
 
 
+def test_a_dump_that_is_not_the_jvm_s_own_file_is_discarded_never_chmodded(
+    tmp_path: Path,
+) -> None:
+    """The folder is one a prod driver may write: what it leaves at its dump path (a link
+    to another's file, a second name of one) is never made read-only nor published."""
+    other = tmp_path / "other"
+    other.write_bytes(b"another's")
+    other.chmod(0o600)
+    archive = _archive(tmp_path)
+    for plant in (os.symlink, os.link):
+        with archive.use({}) as use:
+            (dump,) = [f.split("=", 1)[1] for f in use.flags if "ArchiveClassesAtExit" in f]
+            plant(other, dump)
+            use.clean = True
+        assert other.stat().st_mode & 0o777 == 0o600 and other.read_bytes() == b"another's"
+        assert not os.path.lexists(archive.path)
+        assert list(archive.folder.iterdir()) == []
+    # A link where the archive goes is never mapped.
+    archive.path.symlink_to(other)
+    assert archive.mapped({}) == []
+
+
 def test_one_job_writes_it_while_others_run_without(tmp_path: Path) -> None:
     archive = _archive(tmp_path)
     with archive.use({}) as writer:
