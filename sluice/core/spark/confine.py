@@ -157,7 +157,7 @@ def python_sources(spec: JobSpec, into: Path) -> JobSpec:
             for rel, data in pycode_files.sources(Path(root)).items():
                 target = mirror / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+                write_new(target, data)
             mirror.mkdir(parents=True, exist_ok=True)
             mirrors[root] = mirror
         rel = os.path.relpath(str(model["path"]), root)
@@ -165,6 +165,19 @@ def python_sources(spec: JobSpec, into: Path) -> JobSpec:
         python = {**python, "model": moved} if nested else moved
         steps.append(cast(Any, {**step, "python": python}))
     return cast(JobSpec, {**spec, "steps": steps})
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, a file this call creates: never through a link, never
+    into a file that is there already (a job's home is made afresh for each run).
+
+    Raises:
+        FileExistsError: something (a file, a link) is at ``path``.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 _UNITS = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

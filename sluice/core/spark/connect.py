@@ -862,6 +862,8 @@ class ConnectRunner(SubmitRunner):
         self._remote_token = token
         self._relays: dict[str, tuple[Path, relay.Relay]] = {}
         self._relays_lock = threading.Lock()
+        # The logs folder is every repository's runners': their jobs' ids may be the same.
+        self._unique = secrets.token_hex(6)
         # The job this thread runs: its server's watch, and what it was stopped for (a
         # runner may run jobs on several threads at once).
         self._job = threading.local()
@@ -965,7 +967,7 @@ class ConnectRunner(SubmitRunner):
         yield jvm.ArchiveUse([])  # the job's child starts no JVM
 
     def _conf_path(self, job_id: str) -> Path:
-        return self.paths.logs / f"{_safe(job_id)}.session.json"
+        return self.paths.logs / f"{_safe(job_id)}.{self._unique}.session.json"
 
     def profile(
         self, spec: JobSpec, spec_path: Path, home: Path, archive: jvm.ArchiveUse
@@ -1015,7 +1017,10 @@ class ConnectRunner(SubmitRunner):
             for key, value in spark_conf(self.settings, self.paths).items()
             if key.startswith("spark.sql.")
         }
-        self._conf_path(spec["job_id"]).write_text(json.dumps(conf), encoding="utf-8")
+        conf_path = self._conf_path(spec["job_id"])
+        with contextlib.suppress(FileNotFoundError):
+            conf_path.unlink()  # a run of the same id before, stopped before its end
+        confine.write_new(conf_path, json.dumps(conf).encode("utf-8"))
         port = urlsplit(env[REMOTE_ENV]).port
         if not self.settings.remote and port is not None and sandbox.isolation() == "bwrap":
             # Our own server: the child gets no network, only a socket relayed to its port.

@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -653,15 +654,23 @@ class SubmitRunner(_RunnerBase):
         """
         spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
-        home = self.paths.logs / f"{_safe(job_id)}.home"
-        env = self.environment(home)
         self.paths.logs.mkdir(parents=True, exist_ok=True)
-        self._preflight(spec, env)
-        # The driver sees a project's Python sources alone, never its other files.
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        spec = confine.python_sources(spec, home / "python")
-        spec_path = self.paths.logs / f"{_safe(job_id)}.json"
-        spec_path.write_text(json.dumps(spec, indent=1, default=str), encoding="utf-8")
+        # This run's own home and spec, made afresh (a random part): the logs folder is
+        # every repository's, and two repositories' jobs may have the same id.
+        home = Path(
+            tempfile.mkdtemp(prefix=f"{_safe(job_id)}.", suffix=".home", dir=self.paths.logs)
+        )
+        try:
+            env = self.environment(home)
+            self._preflight(spec, env)
+            # The driver sees a project's Python sources alone, never its other files.
+            spec = confine.python_sources(spec, home / "python")
+            spec_path = home.with_suffix(".json")
+            text = json.dumps(spec, indent=1, default=str)
+            confine.write_new(spec_path, text.encode("utf-8"))
+        except BaseException:
+            shutil.rmtree(home, ignore_errors=True)
+            raise
         log_path = self.paths.logs / f"{_safe(job_id)}.log"
         got = Received(writes)
         with self._hold(job_id), self._class_archive(env, spec) as archive:
