@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -98,23 +99,55 @@ def rotate(path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> bo
     ``path``, at its new start. What it writes between the copy and the emptying is lost
     (a moment's lines, once per rotation). On disk: at most about ``max_bytes`` times
     ``backups + 1``, plus what is written between two rotations.
+
+    No link is ever followed (the folder may be one a sandboxed Spark process writes): a
+    ``path`` that is not a regular file of one link is left alone (a warning), a backup
+    that is a link is removed, never written through, and the new ``path.1`` is created
+    afresh (a file found there meanwhile stops the rotation).
     """
     try:
-        if path.stat().st_size <= max_bytes:
-            return False
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return False
-    for copy in path.parent.glob(f"{glob.escape(path.name)}.*"):
-        number = copy.name[len(path.name) + 1 :]
-        if number.isdigit() and int(number) >= max(backups, 1):  # the oldest, or past the count
+    except OSError as exc:  # a link (ELOOP), a folder, unreadable
+        logging.getLogger(__name__).warning("not rotating %s: %s", path, exc)
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            logging.getLogger(__name__).warning(
+                "not rotating %s: not a regular file of one link", path
+            )
+            return False
+        if info.st_size <= max_bytes:
+            return False
+        for copy in path.parent.glob(f"{glob.escape(path.name)}.*"):
+            number = copy.name[len(path.name) + 1 :]
+            if not number.isdigit():
+                continue
+            if int(number) >= max(backups, 1) or copy.is_symlink() or not copy.is_file():
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                    copy.unlink()  # the oldest, past the count, or not ours to move
+        for n in range(backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{n}")
             with contextlib.suppress(FileNotFoundError):
-                copy.unlink()
-    for n in range(backups - 1, 0, -1):
-        older = path.with_name(f"{path.name}.{n}")
-        if older.exists():
-            older.replace(path.with_name(f"{path.name}.{n + 1}"))
-    if backups:
-        shutil.copyfile(path, path.with_name(f"{path.name}.1"))
-    with open(path, "r+b") as handle:
-        handle.truncate(0)
+                os.replace(older, path.with_name(f"{path.name}.{n + 1}"))  # links not followed
+        if backups:
+            _copy_new(fd, path.with_name(f"{path.name}.1"))
+        os.ftruncate(fd, 0)
+    except OSError as exc:
+        logging.getLogger(__name__).warning("not rotating %s: %s", path, exc)
+        return False
+    finally:
+        os.close(fd)
     return True
+
+
+def _copy_new(source: int, target: Path) -> None:
+    """Copy the open file ``source`` (from its start) into ``target``, a file this call
+    creates, never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    out = os.open(target, flags, 0o600)
+    with os.fdopen(out, "wb") as handle, os.fdopen(os.dup(source), "rb") as reading:
+        reading.seek(0)
+        shutil.copyfileobj(reading, handle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -98,3 +99,33 @@ def test_rotate_keeps_the_count_it_is_given_and_leaves_small_files(tmp_path: Pat
     assert logs.rotate(log, 10, 0)  # none kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]
     assert log.read_bytes() == b""
+
+
+def test_rotate_never_writes_through_a_link_nor_rotates_one(tmp_path: Path) -> None:
+    """The folder may be one a sandboxed driver writes: a backup that is a link (dangling,
+    or to a file elsewhere) is removed, never written through; a log that is a link, or
+    a second name of another file, is left alone."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim, planted = elsewhere / "victim", elsewhere / "planted"
+    victim.write_bytes(b"theirs")
+    folder = tmp_path / "root"
+    folder.mkdir()
+    log = folder / "x.log"
+    log.write_bytes(b"mine\n" * 10)
+    (folder / "x.log.1").symlink_to(planted)  # dangling: would be created by a copy
+    (folder / "x.log.2").symlink_to(victim)  # would be overwritten by a rename's copy
+    assert logs.rotate(log, 10, 3)
+    assert not planted.exists() and victim.read_bytes() == b"theirs"
+    assert not any(p.is_symlink() for p in folder.iterdir())
+    assert (folder / "x.log.1").read_bytes() == b"mine\n" * 10 and log.read_bytes() == b""
+    # A log that is a link to another's file, or a hard link to it: neither is touched.
+    victim.write_bytes(b"theirs" * 10)
+    linked = folder / "y.log"
+    linked.symlink_to(victim)
+    assert not logs.rotate(linked, 10, 3)
+    second = folder / "z.log"
+    os.link(victim, second)
+    assert not logs.rotate(second, 10, 3)
+    assert victim.read_bytes() == b"theirs" * 10
+    assert not (folder / "y.log.1").exists() and not (folder / "z.log.1").exists()

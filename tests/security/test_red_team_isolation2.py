@@ -496,18 +496,6 @@ class _Seen(Exception):
     """Raised where the driver would start: what it would have been given is recorded."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A Spark job's writable home (<logs>/<job id>.home, where its Python sources are "
-    "mirrored), its spec (<logs>/<job id>.json) and its log are named by the job id alone "
-    "in the one workdir/logs folder every repository's runner shares "
-    "(SubmitRunner.run), not under the job's Spark root; job ids are janitor-<ms>, "
-    "test-<ms>, table-diff-<ms>, drift-<model>-<ms> (the job's clock), so jobs of A and B "
-    "started in the same millisecond by two workers share one writable home (A's driver "
-    "can plant files in B's driver's Python mirror) and overwrite each other's spec. Fix: "
-    "put a job's home and spec under its root's service folder (<root>.sluice/jobs/), or "
-    "make every job id unique (a random part), and create the home exclusively.",
-)
 def test_two_repositories_jobs_of_one_id_never_share_a_home_or_spec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -573,21 +561,6 @@ def test_a_chain_of_links_in_a_s_tree_never_reaches_b_s_root(tmp_path: Path) -> 
 # --- the class archive A's prod driver writes ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ClassArchive._publish (sluice/core/spark/jvm.py), run by the service outside "
-    "the sandbox once A's prod driver exits with status 0, follows links in the folder "
-    "that driver may write (<A root>.sluice/jvm): dump.stat() and dump.chmod(0o444) go "
-    "through a link A's driver put at its dump path (its own -XX:ArchiveClassesAtExit "
-    "file: made before a Runtime.halt(0), or renamed over the dump by a child between the "
-    "JVM's dump and its exit), then os.replace publishes the link as A's archive. So A's "
-    "approved prod code makes the service chmod any file it names to 0444: B's warehouse "
-    "and metastore files (read-only for B's sandboxed drivers), the state database, the "
-    "GitHub App's private key (readable by every local user). Fix: publish only a regular "
-    "file of one link: os.open(dump, O_RDONLY | O_NOFOLLOW), fstat it (S_ISREG, st_nlink "
-    "== 1, st_uid the service's), fchmod the fd, then rename; and refuse an archive path "
-    "that is a link where it is mapped (mapped/use/the server's profile).",
-)
 def test_a_s_prod_driver_cannot_make_the_service_chmod_b_s_files(tmp_path: Path) -> None:
     work = Checkout(tmp_path / "work")
     a = work.spark_at(tenancy.spark_root(A))
@@ -612,21 +585,6 @@ def test_a_s_prod_driver_cannot_make_the_service_chmod_b_s_files(tmp_path: Path)
 # --- the janitor's log rotation in A's root -------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Checkout.rotate_logs rotates every *.log of every Spark root, as the service "
-    "(outside any sandbox), with core/logs.rotate: it checks the log itself is no link, "
-    "but not its backups, and shutil.copyfile(path, path.1) opens path.1 following a "
-    "link. A's driver, which writes A's root (prod's Python; a PR's own Python where "
-    "SLUICE_PROJECT_PYTHON=on), leaves x.log over the size limit and x.log.1 a dangling "
-    "link: exists() is False so it is not moved, and the janitor's rotation writes x.log's "
-    "content (A's bytes) to the link's target, creating it: a data file in B's table "
-    "folder (B's table now holds A's rows), or any path the service's user may write "
-    "(as root: /etc/cron.d). Fix: in rotate, refuse or unlink any backup that is a link "
-    "(os.lstat) before the renames, and write the copy with os.open(dst, O_WRONLY | "
-    "O_CREAT | O_EXCL | O_NOFOLLOW); rotate only the logs the service's own processes "
-    "write (the Connect server's), never files in a folder a sandboxed process writes.",
-)
 def test_the_janitor_s_log_rotation_in_a_s_root_never_writes_b_s_files(tmp_path: Path) -> None:
     work = Checkout(tmp_path / "work")
     a = work.spark_at(tenancy.spark_root(A))

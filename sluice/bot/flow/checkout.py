@@ -75,15 +75,19 @@ class Checkout:
     def rotate_logs(self, max_bytes: int, backups: int) -> list[Path]:
         """Rotate (:func:`sluice.core.logs.rotate`) the log files of the workdir's Spark
         roots that a long-lived process appends to: each Connect server's (``server.log``)
-        and Derby's (``derby.log``, every JVM of an embedded metastore). The ones rotated."""
+        and Derby's (``derby.log``, every JVM of an embedded metastore). The ones rotated.
+
+        The root is a folder every sandboxed driver of its repository writes: there only
+        ``derby.log`` is rotated (what the long-lived server's Derby appends to), never
+        another file a driver left, and :func:`~sluice.core.logs.rotate` follows no link."""
         rotated = []
         for spark in self.spark_roots():
-            for folder in (spark.connect, spark.root):
-                with contextlib.suppress(FileNotFoundError):
-                    for path in sorted(folder.glob("*.log")):
-                        own = path.is_file() and not path.is_symlink()
-                        if own and logs.rotate(path, max_bytes, backups):
-                            rotated.append(path)
+            found: list[Path] = [spark.root / "derby.log"]
+            with contextlib.suppress(FileNotFoundError):
+                found += sorted(spark.connect.glob("*.log"))
+            for path in found:
+                if logs.rotate(path, max_bytes, backups):
+                    rotated.append(path)
         return rotated
 
     def tree(self, forge: Forge, sha: str, folder: str | None = None) -> Path:
