@@ -334,11 +334,21 @@ def _bwrap(argv: Sequence[str], profile: Profile) -> list[str]:
     cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
     cmd += ["--perms", "1777", *size, "--tmpfs", "/var/tmp"]
     shown = python_paths() + (java_paths() if profile.java else [])
-    writable = {Path(p).resolve() for p in profile.write}
-    for path in profile.write:
-        Path(path).mkdir(parents=True, exist_ok=True)
+    # A path inside a writable folder is shown by that folder's bind, never bound itself:
+    # resolving it would follow a link a sandboxed process may have left there (a
+    # repository's warehouse made a link to another's).
+    given = [Path(os.path.abspath(p)) for p in profile.write]
+    outer = [p for p in given if not _within(p, [o for o in given if o != p])]
+    for path in given:
+        if path in outer:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            _make_within(path, next(o for o in outer if o in path.parents))
+    writable = {p.resolve() for p in outer}
     shown = [p for p in shown if p not in writable and p.exists()]
-    readable = [Path(p).resolve() for p in profile.read]
+    readable = [
+        Path(p).resolve() for p in profile.read if not _within(Path(os.path.abspath(p)), outer)
+    ]
     cmd += _parents([*shown, *readable, *writable])
     cmd += _binds("--ro-bind", shown)
     cmd += _binds("--ro-bind", readable)
@@ -350,6 +360,24 @@ def _bwrap(argv: Sequence[str], profile: Profile) -> list[str]:
     cmd += ["--chdir", str(profile.cwd or "/tmp")]  # bubblewrap sets PWD to it
     cmd.append("--")
     return cmd + _limit(profile.limits) + list(argv)
+
+
+def _within(path: Path, folders: Sequence[Path]) -> bool:
+    """Whether ``path`` (absolute, links unresolved) is inside one of ``folders``."""
+    return any(f in path.parents for f in folders)
+
+
+def _make_within(path: Path, folder: Path) -> None:
+    """Make the folders from ``folder`` down to ``path``, following no link: a link
+    found on the way (left by a sandboxed process) is replaced by a folder."""
+    here = folder
+    for part in path.relative_to(folder).parts:
+        here = here / part
+        if here.is_symlink():
+            logger.warning("removed the link %s where the sandbox shows a folder", here)
+            here.unlink()
+        with contextlib.suppress(FileExistsError):
+            here.mkdir()
 
 
 def _drop(uid: int | None) -> list[str]:

@@ -626,3 +626,25 @@ def test_the_sandbox_s_own_root_and_dev_take_no_file(tmp_path: Path) -> None:
     loose = [a for i, a in enumerate(again) if "--remount-ro" not in (a, again[i - 1])]
     done = subprocess.run(loose, capture_output=True, text=True, check=True)
     assert {"/x", "/dev/x"} <= set(done.stdout.split())
+
+
+def test_a_link_a_driver_left_in_its_root_never_binds_another_repository_s_folder(
+    tmp_path: Path,
+) -> None:
+    """A's driver writes A's whole root: it can leave A's warehouse a link to B's. The
+    next A driver's sandbox shows the warehouse through the root's bind (where the link
+    leads nowhere), never binds the link's target: B's files stay out of sight."""
+    a = SparkPaths(root=tmp_path / "a", logs=tmp_path / "logs")
+    b = SparkPaths(root=tmp_path / "b", logs=tmp_path / "logs")
+    b.warehouse.mkdir(parents=True)
+    (b.warehouse / "part-0.parquet").write_text("B's rows")
+    a.root.mkdir()
+    a.warehouse.symlink_to(b.warehouse)
+    profile = sandbox.Profile("driver", write=(a.root, a.warehouse), light=False)
+    script = "import os, sys; print(sorted(os.listdir(sys.argv[1])), os.path.exists(sys.argv[2]))"
+    argv = [sys.executable, "-I", "-c", script, str(a.warehouse), str(b.warehouse)]
+    launch = sandbox.wrap(argv, profile).argv
+    done = subprocess.run(launch, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "False"], (done.stdout, done.stderr)
+    assert not a.warehouse.is_symlink() and a.warehouse.is_dir()
+    assert sorted(os.listdir(b.warehouse)) == ["part-0.parquet"]
