@@ -443,18 +443,6 @@ def _a_s_driver_reads_b_s_table(tmp_path: Path) -> subprocess.CompletedProcess[s
 # --- the web UI's job logs -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="The web UI's job logs are every repository's: create_app gives each "
-    "repository's Reader the one workdir/logs folder, and Reader._logs lists, and "
-    "Reader.log_path serves, any <job id>.log there (only the queue's jobs are filtered "
-    "by repository, _of_repo), so a signed-in reader of A lists B's Spark job logs on "
-    "/api/v1/jobs?repo=A (and /ui/jobs) and reads them on /api/v1/jobs/<id>/log?repo=A: "
-    "B's statements, errors and whatever B's models print (rows of B's tables). Fix: "
-    "write each repository's job logs under its namespace (logs/<repository name>/, as "
-    "its trees and Spark root are) and give its Reader that folder alone, or keep each "
-    "log's repository with the job and refuse another's.",
-)
 def test_a_reader_of_a_neither_lists_nor_reads_b_s_job_logs(tmp_path: Path) -> None:
     world = web_world(tmp_path)
     reader = FakeUser("mallory", code="code-mal", token="gho_malToken00000000000",

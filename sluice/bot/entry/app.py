@@ -565,11 +565,16 @@ def create_app(
     scrub = Redactor(settings.secrets(), paths=[settings.workdir])
     # The web UI and /api/v1 (read only): the state's repository, to whoever signs in with
     # a forge that says they can read it, else to everyone only when SLUICE_UI_PUBLIC says so.
-    logs = Checkout(settings.workdir).logs  # where the jobs write their logs
+    work = Checkout(settings.workdir)
     owner = StateOwner(settings.state_url(), isolate=settings.isolates())
     site = Site(
         owner,
-        lambda repo: Reader(repo, settings.state_url(), logs=logs, state=owner.state_url(repo)),
+        lambda repo: Reader(
+            repo,
+            settings.state_url(),
+            logs=work.spark_at(owner.spark_root(repo)).logs,  # its own jobs' logs alone
+            state=owner.state_url(repo),
+        ),
         ui_access(settings),
     )
 

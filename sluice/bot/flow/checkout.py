@@ -1,7 +1,8 @@
 """The service's working folder: a commit's files on disk, fetched from the forge once and
 kept while they are used (commits do not change), and the Spark jobs' logs.
 
-Layout: ``trees/<repository>/<sha>`` (checkouts), ``logs/`` (each job's log and spec),
+Layout: ``trees/<repository>/<sha>`` (checkouts), ``logs/<root>/`` (each job's log and
+spec, in a folder of its Spark root's: ``logs/spark/``, ``logs/<name>/``),
 ``spark/`` (the embedded metastore and warehouse) and ``spark.sluice/`` (the Connect
 server's folder); with repositories isolated, each but the state owner has a Spark root
 of its own, ``spark-repositories/<name>`` and ``spark-repositories/<name>.sluice``
@@ -36,13 +37,14 @@ from sluice.core.spark.session import SparkPaths
 @dataclass(frozen=True)
 class Checkout:
     """Trees of commits under ``workdir/trees/<repository>/<sha>``; job logs under
-    ``workdir/logs``."""
+    ``workdir/logs/<root>`` (:meth:`spark_at`)."""
 
     workdir: Path
 
     @property
     def logs(self) -> Path:
-        """Where the Spark jobs write their logs and specs."""
+        """The folder of the Spark roots' job log folders (each root's jobs write their
+        logs and specs in its own: :meth:`spark_at`)."""
         return self.workdir.resolve() / "logs"
 
     @property
@@ -56,7 +58,8 @@ class Checkout:
         parts = root.split("/")
         if not root or root.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise SluiceError(f"'{root}' is not a Spark root under the workdir")
-        paths = SparkPaths(root=self.workdir.resolve() / root, logs=self.logs)
+        # Its jobs' logs, specs and homes: its own folder, never another root's (issue 46).
+        paths = SparkPaths(root=self.workdir.resolve() / root, logs=self.logs / parts[-1])
         if root == OWN_SPARK:
             return paths  # the machine's class archive, as it always had
         # A repository's own JVM class archive: its prod jobs write it, its JVMs alone map it.
@@ -109,10 +112,16 @@ class Checkout:
         return tree
 
     def prune(
-        self, repo: str, keep_days: float, now: float | None = None, folder: str | None = None
+        self,
+        repo: str,
+        keep_days: float,
+        now: float | None = None,
+        folder: str | None = None,
+        spark: str | None = None,
     ) -> tuple[int, int]:
-        """Remove ``repo``'s trees, and job logs, last used more than ``keep_days`` ago
-        (0: keep everything); ``(trees, logs)`` removed. A tree in use was touched when
+        """Remove ``repo``'s trees, and job logs (its Spark root ``spark``'s, and those an
+        older service left in the logs folder itself), last used more than ``keep_days``
+        ago (0: keep everything); ``(trees, logs)`` removed. A tree in use was touched when
         its job took it, and a running job's log is being written, so neither goes."""
         if keep_days <= 0:
             return 0, 0
@@ -120,7 +129,8 @@ class Checkout:
         trees = _remove_older(
             self.workdir.resolve() / "trees" / (folder or safe_repo_name(repo)), before
         )
-        return trees, _remove_older(self.logs, before)
+        logs = _remove_older(self.spark_at(spark or OWN_SPARK).logs, before)
+        return trees, logs + _remove_older(self.logs, before, folders=False)
 
 
 OWN_SPARK = "spark"
@@ -149,13 +159,16 @@ def current_spark() -> str | None:
     return _JOB_SPARK.get()
 
 
-def _remove_older(folder: Path, before: float) -> int:
-    """Remove the entries of ``folder`` last modified before ``before``; how many."""
+def _remove_older(folder: Path, before: float, *, folders: bool = True) -> int:
+    """Remove the entries of ``folder`` last modified before ``before`` (its folders too
+    unless ``folders`` is False); how many."""
     removed = 0
     with contextlib.suppress(FileNotFoundError):
         for entry in list(folder.iterdir()):
             try:
                 if entry.lstat().st_mtime >= before:
+                    continue
+                if not folders and entry.is_dir() and not entry.is_symlink():
                     continue
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry)

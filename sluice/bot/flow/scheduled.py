@@ -85,7 +85,10 @@ def janitor(job: Job) -> None:
     finally:
         store.close()
     trees, logs = job.deps.checkout.prune(
-        job.forge.repo, job.deps.workdir_keep_days, folder=job.namespace.folder
+        job.forge.repo,
+        job.deps.workdir_keep_days,
+        folder=job.namespace.folder,
+        spark=job.namespace.spark,
     )
     log.info(
         "%s: janitor removed %s environment(s), dropped %s table(s), pruned %s checkout(s) "

@@ -101,6 +101,13 @@ class StateOwner:
         tenancy.ensure_schema(url)
         return url
 
+    def spark_root(self, repo: str) -> str:
+        """``repo``'s Spark root (relative to the workdir): its jobs' logs are that
+        root's folder's alone (:meth:`sluice.bot.flow.checkout.Checkout.spark_at`)."""
+        with self._lock:
+            ledger = self._opened()
+        return tenancy.namespace_of(repo, ledger, self.url, isolate=self.isolate).spark
+
     def close(self) -> None:
         with self._lock:
             ledger, self._ledger = self._ledger, None

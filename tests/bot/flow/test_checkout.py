@@ -36,15 +36,23 @@ def test_old_checkouts_and_logs_go_recent_and_used_ones_stay(tmp_path: Path) -> 
     for tree in (old, used, other):
         _age(tree, 10)
     assert checkout.tree(forge, "b" * 40) == used  # used again today: kept
-    checkout.logs.mkdir(parents=True)
-    (checkout.logs / "apply-prod-1.log").write_text("old job")
-    (checkout.logs / "apply-prod-2.log").write_text("today's job")
-    _age(checkout.logs / "apply-prod-1.log", 8)
+    own, others = checkout.spark.logs, checkout.spark_at("spark-repositories/octo_other").logs
+    for folder in (own, others):
+        folder.mkdir(parents=True)
+        (folder / "apply-prod-1.log").write_text("old job")
+        (folder / "apply-prod-2.log").write_text("today's job")
+        _age(folder / "apply-prod-1.log", 8)
+    (checkout.logs / "apply-prod-0.log").write_text("an older service's, beside the folders")
+    _age(checkout.logs / "apply-prod-0.log", 8)
+    for folder in (own, others):
+        _age(folder, 10)  # a root's folder is never pruned whole, whatever its age
 
-    assert checkout.prune("octo/warehouse", keep_days=7) == (1, 1)
+    assert checkout.prune("octo/warehouse", keep_days=7) == (1, 2)
     assert not old.exists() and used.is_dir() and fresh.is_dir()
     assert other.is_dir()  # pruned by its own repository's janitor
-    assert [p.name for p in checkout.logs.iterdir()] == ["apply-prod-2.log"]
+    assert [p.name for p in own.iterdir()] == ["apply-prod-2.log"]
+    assert sorted(p.name for p in others.iterdir()) == ["apply-prod-1.log", "apply-prod-2.log"]
+    assert sorted(p.name for p in checkout.logs.iterdir()) == ["octo_other", "spark"]
     # A pruned tree is fetched again when it is needed again.
     assert (checkout.tree(forge, "a" * 40) / "config.yaml").read_text() == "x: 1\n"
 

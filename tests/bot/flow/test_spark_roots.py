@@ -126,7 +126,9 @@ def test_the_service_s_runner_is_made_on_the_job_s_root(
         made.close()
     work = (tmp_path / "work").resolve()
     assert [p.root for p in given] == [work / tenancy.spark_root(OTHER_KEY), work / "spark"]
-    assert {p.logs for p in given} == {work / "logs"}
+    # Each root's jobs write their logs (and specs, homes) in a folder of its own.
+    named = tenancy.repository_name(OTHER_KEY)
+    assert [p.logs for p in given] == [work / "logs" / named, work / "logs" / "spark"]
     # Its Connect server's folder is beside its root, never in the owner's.
     assert given[0].connect.parent == work / "spark-repositories" / (
         tenancy.repository_name(OTHER_KEY) + ".sluice"

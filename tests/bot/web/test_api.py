@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sluice.bot.flow.audit import Entry
+from sluice.bot.flow.checkout import Checkout
 from sluice.bot.queue.schema import NewJob
 from sluice.bot.queue.store import JobQueue
 from sluice.bot.web.standalone import ui_app
@@ -174,8 +175,9 @@ def test_the_queue_shows_waiting_and_retrying_jobs_with_reason_and_next_try(
 
 
 def test_a_jobs_log_streams_its_lines_and_ends(world: WebWorld, api: TestClient) -> None:
-    world.logs.mkdir(parents=True, exist_ok=True)
-    (world.logs / "preview-pr_7-abc-1.log").write_text(
+    logs = Checkout(world.root / "work").spark.logs  # the repository's jobs' own folder
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "preview-pr_7-abc-1.log").write_text(
         "starting\n<b>not html</b>\n"
         '@@sluice {"event": "job_done", "job_id": "preview-pr_7-abc-1", "results": {}}\n'
         "after the end\n"
