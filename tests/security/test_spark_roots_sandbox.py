@@ -136,3 +136,26 @@ def test_a_repository_s_prod_job_writes_a_class_archive_only_its_own_root_maps(
     server = ConnectServer(SETTINGS.model_copy(update={"mode": "connect"}), b)
     read = [Path(p) for p in server.profile(home).read]
     assert not any(a.class_archives == p or a.class_archives in p.parents for p in read)
+
+
+def test_a_link_at_a_root_s_class_archive_is_never_shown_to_its_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's prod driver writes the archive's folder: a link it leaves where the archive
+    goes (to B's warehouse file) is neither mapped nor bound into A's Connect server."""
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    a, b = _roots(tmp_path)
+    archive = jvm.ClassArchive.for_spark(jvm.spark_home(), dict(os.environ), a.class_archives)
+    if archive is None:
+        pytest.skip("no Java here: no class archive")
+    secret = b.warehouse / "t" / "part-0.parquet"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("B's rows")
+    archive.folder.mkdir(parents=True)
+    archive.path.symlink_to(secret)
+    assert archive.mapped({}) == []
+    home = tmp_path / "home"
+    home.mkdir()
+    server = ConnectServer(SETTINGS.model_copy(update={"mode": "connect"}), a)
+    read = [Path(p) for p in server.profile(home).read]
+    assert archive.path not in read and secret not in read

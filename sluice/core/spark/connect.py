@@ -430,7 +430,8 @@ class ConnectServer:
         archive = jvm.ClassArchive.for_spark(
             jvm.spark_home(), dict(os.environ), self.paths.class_archives
         )
-        read = [archive.path] if archive is not None and archive.path.is_file() else []
+        # Never a link there (a prod driver writes that folder): its target is not bound.
+        read = [archive.path] if archive is not None and archive.mapped({}) else []
         conf = spark_conf(self.settings, self.paths)
         files, folders = confine.service_paths(conf)
         return sandbox.Profile(
