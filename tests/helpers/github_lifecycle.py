@@ -97,7 +97,7 @@ def settings_pr(
     src = tree(world, f"pr{number}", github.refs["main"])
     edit(src / "config.yaml", old, new)
     world.commit(head, src)
-    github.add_pull(number, head, author="alice")
+    github.add_pull(number, head, author="alice", head_ref=f"feature-{number}")
     deliver(service, "pull_request", pull(number, head, "alice", "opened"))
     github.add_review(number, approver, "APPROVED", head)
     deliver(service, "pull_request_review", review(number, head, approver, "approved", head))

@@ -128,7 +128,7 @@ def test_open_approve_merge_promote_by_virtual_update_and_clean_up(
     # The PR also tries to make carol an approver: only the base branch's list counts.
     edit(pr / "config.yaml", "users: [bob]", "users: [carol]")
     world.commit(head, pr)
-    github.add_pull(2, head, author="alice")
+    github.add_pull(2, head, author="alice", head_ref="feature-2")
     github.permissions.update({"alice": "write", "bob": "write", "carol": "write", "dave": "read"})
 
     gl.deliver(service, "pull_request", gl.pull(2, head, "alice", "opened"))
@@ -311,7 +311,7 @@ def test_an_admin_merge_of_unapproved_changes_does_not_reach_prod(
     edit(change / "models" / "customers.sql", "  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
     world.commit(head, change)
     world.commit(merge, change, branch="main")
-    github.add_pull(4, head, author="alice")
+    github.add_pull(4, head, author="alice", head_ref="feature-4")
     # Merged by an admin past the gate: Sluice never built or approved it.
     gl.deliver(service, "pull_request", gl.pull(4, head, "alice", "closed", merged=True,
                                             merge_commit_sha=merge))  # fmt: skip

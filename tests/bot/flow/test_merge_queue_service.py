@@ -80,7 +80,7 @@ def _two_approved_prs(world: World, service: Service) -> tuple[Path, Path]:
          "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
     for number, src in ((8, pr8), (9, pr9)):
         world.commit(sha_of(number), src)
-        github.add_pull(number, sha_of(number), author="alice")
+        github.add_pull(number, sha_of(number), author="alice", head_ref=f"feature-{number}")
         gl.deliver(service, "pull_request", gl.pull(number, sha_of(number), "alice", "opened"))
         # Given now, after the build planned the head (an approval from before a commit's
         # plan counts for no plan): GitHub's review and its webhook say so.

@@ -84,7 +84,7 @@ def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
     # A breaking change to daily_revenue: its 120 days are computed again.
     edit(pr / "models" / "daily_revenue.sql", "  COUNT(*) AS orders,", "  COUNT(1) + 0 AS orders,")
     world.commit(head, pr)
-    github.add_pull(13, head, author="alice")
+    github.add_pull(13, head, author="alice", head_ref="feature-13")
     github.permissions.update({"dana": "write"})
 
     jobs = len(warehouse.jobs)
@@ -156,7 +156,7 @@ def test_tiers_a_merge_reaches_staging_then_a_release_tag_reaches_prod_by_virtua
     edit(pr / "models" / "customers.sql", "  c.last_name,\n",
          "  c.last_name,\n  LENGTH(c.last_name) AS last_name_length,\n")  # fmt: skip
     world.commit(head, pr)
-    github.add_pull(17, head, author="alice")
+    github.add_pull(17, head, author="alice", head_ref="feature-17")
     gl.deliver(service, "pull_request", gl.pull(17, head, "alice", "opened"))
     merging = github.checks_on(head)["sluice/prod-plan"]["output"]
     assert merging["title"] == "Merging is a virtual update of staging: 0 rows written", merging
@@ -220,7 +220,7 @@ def test_two_prs_merged_back_to_back_both_reach_prod_the_second_re_planned(
     world.commit(first, pr8)
     world.commit(second, pr9)
     for number, head in ((8, first), (9, second)):
-        github.add_pull(number, head, author="alice")
+        github.add_pull(number, head, author="alice", head_ref=f"feature-{number}")
         service.deliver("pull_request", gl.pull(number, head, "alice", "opened"))
     service.idle(timeout=900)
     for number, head in ((8, first), (9, second)):
