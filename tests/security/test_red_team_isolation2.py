@@ -271,18 +271,6 @@ def _named_b(payload: dict[str, Any], repository_id: int) -> dict[str, Any]:
     return {**payload, "repository": repository, "pull_request": pull}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A repository's namespace (state, Spark schemas' prefix, Spark root, trees) is "
-    "keyed by its name alone (tenancy.repository_name of forge:owner/name; dispatch."
-    "_admitted records the name, ledger.seen no forge repository id): once B is renamed "
-    "or transferred away, a repository created (or renamed) under B's old name inside "
-    "SLUICE_REPOSITORIES' glob inherits B's prod, its tables, its Spark root and its "
-    "rollback history, and the renamed B starts empty. Fix: record the forge's repository "
-    "id (GitHub repository.id, GitLab project.id) with the namespace when first seen "
-    "(ledger.seen), refuse a delivery whose name is bound to another id (or follow the id "
-    "across a rename), and derive the namespace from the id, not the name.",
-)
 def test_a_repository_taking_b_s_old_name_does_not_inherit_b_s_namespace(
     tmp_path: Path,
 ) -> None:

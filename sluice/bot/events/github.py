@@ -15,6 +15,7 @@ review states arrive in lower case; a merge group's refs are full refs
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -42,6 +43,7 @@ from sluice.bot.events.payload import (
     optional,
     present,
     pushed_commits,
+    repository_id,
     required,
 )
 
@@ -372,4 +374,7 @@ def parse_github(event: str, payload: Mapping[str, Any]) -> Event | None:
         return None
     if not isinstance(payload, Mapping):
         raise PayloadError(f"the {event} payload should be an object, not {json_name(payload)}")
-    return parser(payload)
+    parsed = parser(payload)
+    if parsed is None:
+        return None
+    return dataclasses.replace(parsed, repo_id=repository_id(payload, "repository.id"))

@@ -35,6 +35,7 @@ What the real payloads teach (see the tests):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -57,6 +58,7 @@ from sluice.bot.events.payload import (
     moment,
     optional,
     pushed_commits,
+    repository_id,
     required,
 )
 
@@ -321,4 +323,7 @@ def parse_gitlab(event: str, payload: Mapping[str, Any]) -> Event | None:
         )
     kind = payload.get("object_kind")
     parser = _PARSERS.get(kind) if isinstance(kind, str) else None
-    return parser(payload) if parser is not None else None
+    parsed = parser(payload) if parser is not None else None
+    if parsed is None:
+        return None
+    return dataclasses.replace(parsed, repo_id=repository_id(payload, "project.id"))

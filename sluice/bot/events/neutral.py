@@ -64,7 +64,7 @@ days), so a merge replayed a year later does not promote either.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from sluice.bot.events.commands import CommandError, parse_command
@@ -85,6 +85,11 @@ class _Base:
     forge: str  # "github", "gitlab", "local"
     repo: str  # "owner/name" (GitLab: the project's path with namespace)
     installation_id: int | None  # GitHub App installation, when the payload names one
+    # The forge's id of the repository (GitHub ``repository.id``, GitLab ``project.id``),
+    # which a rename or transfer keeps and a new repository under an old name does not
+    # get: the name is bound to it when first seen (dispatch). None where nothing says it
+    # (the Action, the local forge, the CLI, the web UI's actions): the name alone, as before.
+    repo_id: int | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         # Every field is a plain value or a tuple of them, so the instance's own dict is

@@ -135,6 +135,16 @@ def account_id(payload: Mapping[str, Any], path: str) -> int | None:
     return value
 
 
+def repository_id(payload: Mapping[str, Any], path: str) -> int | None:
+    """The forge's id of the repository at ``path`` (GitHub's ``repository.id``, GitLab's
+    ``project.id``): a positive integer that a rename or transfer of the repository does
+    not change; None when the payload does not say."""
+    value = optional(payload, path, int)
+    if value is not None and value <= 0:
+        raise PayloadError(f"{path} is not a repository id (a positive integer): {value}")
+    return value
+
+
 def commit_id(payload: Mapping[str, Any], path: str) -> str:
     """The commit id at ``path``: hexadecimal, 40 digits (64 in a SHA-256 repository),
     lower-cased (it names an environment and the checks set on it)."""

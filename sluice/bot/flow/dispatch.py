@@ -184,13 +184,19 @@ def _record_pushers(job: Job, event: PullRequestEvent) -> None:
 
 def _admitted(job: Job, event: Event) -> bool:
     """Whether ``event`` is to be handled (see :func:`handle`); the repository's records
-    (its owner, that it was seen, the PR's head) made on the way, in one transaction."""
+    (its owner, that it was seen, the PR's head) made on the way, in one transaction. A
+    delivery saying the forge's id of its repository binds the name to it the first time,
+    and is refused when the name is bound to another id (:func:`_refuse_successor`)."""
     repo, ledger = job.repo, job.ledger
     with ledger.together("admit an event"):
+        # None: the Action, the local forge, the CLI, the web UI's actions say no id.
+        rid = event.repo_id
+        known = None if rid is None else ledger.bind_repository_id(repo.casefold(), rid, job.now)
+        successor = known is not None and known != rid
         # An isolating service binds no owner: each repository has its namespace (tenancy).
         bound = f"{repo}#{job.deps.project_path}"
-        owner = bound if job.deps.isolate else ledger.belongs_to(bound, job.now)
-        if owner != bound:
+        owner = bound if job.deps.isolate or successor else ledger.belongs_to(bound, job.now)
+        if successor or owner != bound:
             refused = True
         else:
             refused = False
@@ -207,6 +213,10 @@ def _admitted(job: Job, event: Event) -> bool:
                     repo, event.number, event.head_sha, event.updated_ms, job.now
                 )
             )
+    if successor:
+        assert known is not None
+        _refuse_successor(job, event, known)
+        return False
     if refused:
         _refuse_repository(job, event, owner)
         return False
@@ -235,6 +245,25 @@ def _admitted(job: Job, event: Event) -> bool:
         )
         return False
     return True
+
+
+def _refuse_successor(job: Job, event: Event, known: int) -> None:
+    """A repository's namespace (state, Spark schemas and root, trees, history) is its
+    name's: refuse a repository of another forge id under a name bound to one (it took the
+    name of one renamed, transferred or deleted), which would otherwise inherit it all."""
+    log.error(
+        "%s: %s event refused: this name is bound to the repository whose %s id is %s, and "
+        "this delivery comes from repository id %s (one took the name after the other was "
+        "renamed, transferred or deleted): it would inherit that repository's prod, tables, "
+        "Spark root and history. If that is meant (the same repository made again), rebind "
+        "the name as docs/architecture.md says ('A name is bound to its repository's id'); "
+        "else rename one of them",
+        job.repo,
+        event.kind,
+        event.forge,
+        known,
+        event.repo_id,
+    )
 
 
 def _refuse_repository(job: Job, event: Event, owner: str) -> None:

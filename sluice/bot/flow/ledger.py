@@ -344,6 +344,11 @@ def _settings_people(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {prod_settings.name} ADD COLUMN people TEXT")
 
 
+REPOSITORY_ID = "repository-id"
+"""The handled-event key of a repository's binding to the forge's id of it
+(:meth:`Ledger.bind_repository_id`; no event's content key is this)."""
+
+
 def _asked_key(branch: str, head: str) -> str:
     """The handled-event key of the forge's records of pushes to ``branch`` asked at
     ``head`` (no event's content key starts so)."""
@@ -974,6 +979,28 @@ class Ledger(AuditLog):
             # One upsert, as every job of every PR of the repository records it, at once in
             # several workers; what a call does not know (None) is kept.
             _upsert(conn, repos, row, ("repo",), keep_when_null=("installation_id", "last_sha"))
+
+    def bind_repository_id(self, repo: str, repo_id: int, now: int) -> int:
+        """Bind ``repo`` (``forge:owner/name``) to the forge's id of the repository the first
+        time a delivery says it (kept for good: a row of the handled events, key
+        :data:`REPOSITORY_ID`, no migration); the id it is bound to, which a caller compares
+        with ``repo_id`` (another: a repository that took the name after the one whose
+        namespace it is was renamed, transferred or deleted). docs/architecture.md says how
+        an operator rebinds a name."""
+        row = {
+            "repo": repo,
+            "key": REPOSITORY_ID,
+            "kind": "repository",
+            "outcome": str(repo_id),
+            "handled_ts": now,
+        }
+        query = select(handled_events.c.outcome).where(
+            handled_events.c.repo == repo, handled_events.c.key == REPOSITORY_ID
+        )
+        with self._writing("bind a repository's name to its id") as conn:
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(handled_events).values(row).on_conflict_do_nothing())
+            return int(conn.execute(query).scalar_one())
 
     def last_sha(self, repo: str) -> str | None:
         """The last commit a job loaded ``repo``'s project at; None if none yet."""

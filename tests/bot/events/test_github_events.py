@@ -25,7 +25,7 @@ from sluice.bot.events.neutral import (
     event_from_json,
 )
 from sluice.core.errors import SluiceError
-from tests.helpers.cases import REALCASES, case_paths, load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID, REALCASES, case_paths, load_case
 
 PR = "pull_request"
 COMMENT = "comment"
@@ -151,6 +151,7 @@ def test_opened_same_repo_pr() -> None:
         forge="github",
         repo="Codertocat/Hello-World",
         installation_id=1,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="opened",
         number=2,
         head_sha=HELLO_HEAD,
@@ -262,6 +263,7 @@ def test_pr_comment_drone() -> None:
         forge="github",
         repo="abc/def-ci-webhook-test",
         installation_id=None,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="created",
         number=2,
         comment_id=751955664,
@@ -303,6 +305,7 @@ def test_review_dismissed() -> None:
         forge="github",
         repo="Codertocat/Hello-World",
         installation_id=1,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="dismissed",
         number=2,
         reviewer="Codertocat",
@@ -334,6 +337,7 @@ def test_check_run_requested_action() -> None:
         forge="github",
         repo="electron/electron",
         installation_id=690857,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="requested_action",
         check_name="API Review",
         head_sha="5bd5f196a46b8222fb7484f05faba41a73cf34bd",
@@ -378,6 +382,7 @@ def test_tag_push_woodpecker() -> None:
         forge="github",
         repo="6543/test_ci_tmp",
         installation_id=None,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         tag="the-tag-v1",
         sha="67012991d6c69b1c58378346fca366b864d8d1a1",
         source="push",
@@ -424,6 +429,7 @@ def test_release_published(relpath: str) -> None:
         forge="github",
         repo="Codertocat/Hello-World",
         installation_id=None,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         tag="0.0.1",
         sha=None,
         source="release",

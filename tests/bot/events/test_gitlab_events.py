@@ -21,7 +21,7 @@ from sluice.bot.events.neutral import (
     pr_key,
 )
 from sluice.bot.events.payload import PayloadError
-from tests.helpers.cases import case_paths, load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID, case_paths, load_case
 
 MR, NOTE, TAG = "Merge Request Hook", "Note Hook", "Tag Push Hook"
 
@@ -82,7 +82,7 @@ def test_open_carries_the_mr() -> None:
     event = parse_gitlab(MR, load_case("gitlab/merge_request_open.json"))
     assert isinstance(event, PullRequestEvent)
     assert event == PullRequestEvent(
-        forge="gitlab", repo="demoaccount2-commits-group/test_ci_tmp", installation_id=None,
+        forge="gitlab", repo="demoaccount2-commits-group/test_ci_tmp", installation_id=None, repo_id=CASE_REPOSITORY_ID,
         action="opened", number=3, head_sha="2f7670508b771e7e77839402be8b34b13787aba8",
         head_ref=event.head_ref, base_ref=event.base_ref, base_sha="", author="real6543",
         draft=False, fork=False, merged=False, merge_sha=None, title=event.title,
@@ -136,7 +136,7 @@ def test_merge_and_close() -> None:
 def test_approval_binds_to_the_head_it_was_given_on() -> None:
     event = parse_gitlab(MR, load_case("gitlab/merge_request_approved.json"))
     assert event == ReviewEvent(
-        forge="gitlab", repo="anbraten/woodpecker", installation_id=None, action="submitted",
+        forge="gitlab", repo="anbraten/woodpecker", installation_id=None, repo_id=CASE_REPOSITORY_ID, action="submitted",
         number=3, reviewer="anbraten", state="APPROVED",
         commit_sha="c136499ec574e1034b24c5d306de9acda3005367",
         head_sha="c136499ec574e1034b24c5d306de9acda3005367",
@@ -164,7 +164,7 @@ def test_draft_marked_ready_is_built() -> None:
 def test_notes() -> None:
     event = parse_gitlab(NOTE, load_case("gitlab/note_merge_request.docs.json"))
     assert event == CommentEvent(
-        forge="gitlab", repo="gitlab-org/gitlab-test", installation_id=None, action="created",
+        forge="gitlab", repo="gitlab-org/gitlab-test", installation_id=None, repo_id=CASE_REPOSITORY_ID, action="created",
         number=1, comment_id=1244, author="root", body="This MR needs work.",
         created_ms=1431886896000,  # object_attributes.created_at 2015-05-17 18:21:36 UTC
         author_id=1,  # user.id

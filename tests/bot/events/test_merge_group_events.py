@@ -12,7 +12,7 @@ import pytest
 
 from sluice.bot.events.github import PayloadError, parse_github
 from sluice.bot.events.neutral import MergeGroupEvent, event_from_json, pr_key, supersedes
-from tests.helpers.cases import load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
 
 CASE = "github/merge_group/checks_requested.payload.json"
 HEAD = "2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d"
@@ -48,6 +48,7 @@ def test_github_s_documented_checks_requested() -> None:
         forge="github",
         repo="octo-org/octo-repo",
         installation_id=1,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="checks_requested",
         head_sha=HEAD,  # not head_commit.id, which differs in GitHub's example
         head_ref="gh-readonly-queue/main/pr-104-929f8209d40f77f4abc622a499c93a83babdbe64",

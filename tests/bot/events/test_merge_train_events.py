@@ -11,7 +11,7 @@ import pytest
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import MergeGroupEvent, event_from_json, pr_key, supersedes
 from sluice.bot.events.payload import PayloadError
-from tests.helpers.cases import load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
 from tests.helpers.merge_train import train_pipeline
 
 HOOK = "Pipeline Hook"
@@ -31,6 +31,7 @@ def test_a_running_train_pipeline_wants_the_checks_on_its_commit() -> None:
         forge="gitlab",
         repo=PROJECT,
         installation_id=None,
+        repo_id=CASE_REPOSITORY_ID,  # repository.id (tests.helpers.cases)
         action="checks_requested",
         head_sha=SHA,  # lower-cased: it names the environment and the statuses
         head_ref="refs/merge-requests/7/train",

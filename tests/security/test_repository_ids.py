@@ -1,0 +1,99 @@
+"""A repository's namespace (state, Spark schemas and root, trees, history) is its name's:
+the name is bound to the forge's id of the repository the first time a delivery says it
+(GitHub ``repository.id``, GitLab ``project.id``), and a repository of another id under
+that name (one created or renamed into it after the first was renamed, transferred or
+deleted) is refused until an operator rebinds the name (docs/architecture.md). Deliveries
+that say no id (the Action, the local forge, the CLI, the web UI) are handled as before."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
+from sluice.bot.events.payload import PayloadError
+from sluice.bot.flow.ledger import REPOSITORY_ID
+from sluice.bot.forge.memory import MemoryForge
+from sluice.core.spark.scripted import Warehouse
+from tests.helpers.cases import load_case, realcase
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
+
+CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+FIRST, SECOND, THIRD = "e1" * 20, "e2" * 20, "e3" * 20
+
+
+def _with_id(payload: dict[str, Any], repository_id: int | None) -> dict[str, Any]:
+    repository = dict(payload["repository"])
+    if repository_id is None:
+        repository.pop("id")
+    else:
+        repository["id"] = repository_id
+    return {**payload, "repository": repository}
+
+
+def test_a_name_bound_to_another_id_is_refused_until_rebound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    built: list[str] = []
+    warehouse = Warehouse()
+
+    def runner_for(project: Any, tree: Path, on_event: Any) -> Any:
+        built.append(tree.name)
+        return warehouse.runner(project, tree, on_event)
+
+    github = MemoryForge(OWNER, name="github")
+    bot = Bot(tmp_path, github, runner_for=runner_for, isolate=True)
+    try:
+        bot.prod(C, CONFIG)
+        for number, head in ((9, FIRST), (11, SECOND), (13, THIRD)):
+            src = bot.commit(head, CONFIG, parents=(C,))
+            orders = src / "models" / "orders.sql"
+            orders.write_text(orders.read_text() + f"\n-- {head[:4]}\n")
+            github.commit_folder(head, src, parents=(C,))
+            bot.pull(number, head)
+        bot.deliver("pull_request", _with_id(opened(9, FIRST), 424242))  # binds the name
+        assert FIRST in built
+        assert bot.ledger.bind_repository_id(KEY.casefold(), 1, NOW) == 424242
+        # Another repository (id 990001) under the name: refused, nothing built, said why.
+        with caplog.at_level(logging.ERROR):
+            bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
+        assert SECOND not in built and SECOND not in github.checks
+        said = caplog.text
+        assert "bound to the repository whose github id is 424242" in said
+        assert "repository id 990001" in said and "docs/architecture.md" in said
+        # A delivery that names no id (as the Action's, the local forge's): as before.
+        bot.deliver("pull_request", _with_id(opened(13, THIRD), None))
+        assert THIRD in built
+        # The operator rebinds the name (docs/architecture.md's statement): the next
+        # delivery binds it to its id.
+        engine = create_engine(bot.url)
+        with engine.begin() as conn:
+            conn.execute(
+                text("DELETE FROM sluice_handled_events WHERE repo = :repo AND key = :key"),
+                {"repo": KEY.casefold(), "key": REPOSITORY_ID},
+            )
+        engine.dispose()
+        bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
+        assert SECOND in built
+    finally:
+        bot.close()
+
+
+def test_the_forges_repository_ids_are_read_and_checked() -> None:
+    github = realcase("github/pull_request/opened.payload.json", OWNER)
+    event = parse_github("pull_request", github)
+    assert event is not None and event.repo_id == github["repository"]["id"]
+    for bad in (0, -5, "186853002", True):
+        with pytest.raises(PayloadError, match=r"repository\.id"):
+            parse_github("pull_request", {**github, "repository": {**github["repository"],
+                                                                   "id": bad}})  # fmt: skip
+    gitlab = load_case("gitlab/merge_request_open.json")
+    event = parse_gitlab("Merge Request Hook", gitlab)
+    assert event is not None and event.repo_id == gitlab["project"]["id"]
+    with pytest.raises(PayloadError, match=r"project\.id"):
+        parse_gitlab("Merge Request Hook", {**gitlab, "project": {**gitlab["project"], "id": -1}})
