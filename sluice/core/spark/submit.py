@@ -655,8 +655,8 @@ class SubmitRunner(_RunnerBase):
         spec, writes = _prepare(spec, self.settings)
         job_id = spec["job_id"]
         self.paths.logs.mkdir(parents=True, exist_ok=True)
-        # This run's own home and spec, made afresh (a random part): the logs folder is
-        # every repository's, and two repositories' jobs may have the same id.
+        # This run's own home, made afresh (a random part): two runs of one id never share
+        # it. (Each Spark root's jobs have a logs folder of their own: Checkout.spark_at.)
         home = Path(
             tempfile.mkdtemp(prefix=f"{_safe(job_id)}.", suffix=".home", dir=self.paths.logs)
         )
@@ -665,7 +665,12 @@ class SubmitRunner(_RunnerBase):
             self._preflight(spec, env)
             # The driver sees a project's Python sources alone, never its other files.
             spec = confine.python_sources(spec, home / "python")
-            spec_path = home.with_suffix(".json")
+            # The spec keeps its name beside the job's log (<id>.json: what the tools and
+            # the chaos bench look for), written as a new file: whatever was at that path
+            # (an earlier run's spec, a link) is removed first, never written through.
+            spec_path = self.paths.logs / f"{_safe(job_id)}.json"
+            with contextlib.suppress(FileNotFoundError):
+                spec_path.unlink()
             text = json.dumps(spec, indent=1, default=str)
             confine.write_new(spec_path, text.encode("utf-8"))
         except BaseException:
