@@ -326,7 +326,10 @@ class World:
 
     @property
     def logs(self) -> Path:
-        return (self.work / "logs").resolve()
+        """The service's Spark jobs' logs and specs (its own Spark root's folder)."""
+        from sluice.bot.flow.checkout import Checkout
+
+        return Checkout(self.work).spark.logs.resolve()
 
     @property
     def url(self) -> str:
