@@ -26,6 +26,7 @@ the next warning logged).
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import hashlib
 import json
@@ -204,6 +205,19 @@ access_log = logging.getLogger(f"{__name__}.access")
 
 QUIET_PATHS = frozenset({"/healthz", "/metrics"})
 """Paths polled by monitors: their GETs are logged at DEBUG only."""
+
+SERVER_GAUGES = {
+    "running": "running (their port takes a connection)",
+    "starting": "starting",
+    "busy": "running a job",
+    "down": "that died (the next job of their root starts them again)",
+    "stopped": "stopped by the pool, idle or for another root's (the next job starts them)",
+}
+"""``sluice_spark_connect_servers_<state>`` gauges: :func:`health.server_counts`."""
+
+
+def _server_count(spark: SparkHealth, state: str) -> float:
+    return float(spark.servers()[state])
 
 
 def _printable(text: str, limit: int) -> str:
@@ -567,16 +581,22 @@ def create_app(
     # a forge that says they can read it, else to everyone only when SLUICE_UI_PUBLIC says so.
     work = Checkout(settings.workdir)
     owner = StateOwner(settings.state_url(), isolate=settings.isolates())
-    site = Site(
-        owner,
-        lambda repo: Reader(
+    # The service's jobs' Spark (the prod branch's tuning aside, which says nothing of
+    # where Spark runs), as /healthz reports it.
+    spark = SparkHealth(settings.spark(), settings.workdir / "spark")
+
+    def reader(repo: str) -> Reader:
+        paths = work.spark_at(owner.spark_root(repo))
+        return Reader(
             repo,
             settings.state_url(),
-            logs=work.spark_at(owner.spark_root(repo)).logs,  # its own jobs' logs alone
+            logs=paths.logs,  # its own jobs' logs alone
             state=owner.state_url(repo),
-        ),
-        ui_access(settings),
-    )
+            # Its own root's warm server (which repository has which: readers of it alone).
+            spark_root=paths.root if spark.own_servers else None,
+        )
+
+    site = Site(owner, reader, ui_access(settings))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -613,6 +633,13 @@ def create_app(
             "How long the oldest job waiting in the queue has waited (0: none waits).",
             lambda: queue.oldest_wait(time.time()),
         )
+        if spark.own_servers:  # counts, as /healthz has them: no repository named
+            for what, said in SERVER_GAUGES.items():
+                metrics.gauge(
+                    f"sluice_spark_connect_servers_{what}",
+                    f"The service's Spark Connect servers {said}.",
+                    functools.partial(_server_count, spark, what),
+                )
 
         def deps() -> Deps:  # one per worker: its own ledger connections
             return make_deps(
@@ -706,9 +733,6 @@ def create_app(
     refusals = app.refusals = RefusalLog(
         on_unlogged=lambda: metrics.inc("sluice_refusals_unlogged_total")
     )
-    # The service's jobs' Spark (the prod branch's tuning aside, which says nothing of
-    # where Spark runs), as /healthz reports it.
-    spark = SparkHealth(settings.spark(), settings.workdir / "spark")
 
     @app.post("/webhooks/github", status_code=202, openapi_extra=GITHUB_WEBHOOK_OPENAPI)
     async def github_webhook(request: Request) -> Response:

@@ -33,6 +33,7 @@ from sluice.core.rollback import history
 from sluice.core.runs import RecordedRun, recorded_runs
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.snapshot.snapshot import Snapshot
+from sluice.core.spark import connect
 from sluice.core.spark.writes import TESTED_MODEL
 from sluice.core.state import EnvironmentRecord, JobResult, PlanRecord, open_state
 from sluice.core.tablediff.result import TableDiffResult
@@ -71,7 +72,9 @@ def now_ms() -> int:
 class Reader:
     """One repository's records in the state database at ``url``; ``logs``: the folder its
     jobs' logs are written to; ``queue``: whether the database holds the service's queue;
-    ``state``: its engine state's database when not ``url`` (its namespace's, issue 46)."""
+    ``state``: its engine state's database when not ``url`` (its namespace's, issue 46);
+    ``spark_root``: its Spark root, whose warm Connect server the jobs page shows (None:
+    this process runs none)."""
 
     def __init__(
         self,
@@ -83,8 +86,10 @@ class Reader:
         queue: bool = True,
         clock: Callable[[], int] = now_ms,
         state: str | None = None,
+        spark_root: Path | None = None,
     ) -> None:
         self.repo, self.logs, self.pulls, self.clock = repo, logs, pulls, clock
+        self.spark_root = spark_root
         self.state = open_state(state or url)  # its namespace's, when isolated (issue 46)
         self.ledger = Ledger(url)
         self.queue = JobQueue(url) if queue else None
@@ -309,6 +314,25 @@ class Reader:
             logs=s.Page(
                 items=logs[offset : offset + limit], total=len(logs), offset=offset, limit=limit
             ),
+            spark_server=self.spark_server(),
+        )
+
+    def spark_server(self) -> s.SparkServer | None:
+        """This repository's Spark Connect server in the service's pool (its own root's
+        alone), or None: the service runs none, or none for this root yet."""
+        if self.spark_root is None:
+            return None
+        root = self.spark_root.resolve()
+        found = [p for p in connect.pool_status() if p.root == root]
+        if not found:
+            return None
+        server = found[0]
+        return s.SparkServer(
+            state=server.state,
+            port=server.port,
+            jobs=server.jobs,
+            idle_since=server.idle_since,
+            stopped_because=server.stopped_because,
         )
 
     def queue_job(self, job_id: int) -> s.QueueJob | None:

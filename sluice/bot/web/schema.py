@@ -204,9 +204,31 @@ class JobLog(BaseModel):
     modified: float
 
 
+class SparkServer(BaseModel):
+    """The repository's warm Spark Connect server, as the service's pool has it."""
+
+    state: str = Field(
+        description="running, starting, down (died: its next job starts it again), not "
+        "started, stopping, or stopped (by the pool: stopped_because; its next job starts "
+        "it again)"
+    )
+    port: int | None = Field(description="its port on 127.0.0.1 while it runs or starts")
+    jobs: int = Field(description="jobs running on it now")
+    idle_since: float | None = Field(description="when its last job ended (none while one runs)")
+    stopped_because: str | None = Field(
+        description="idle (SLUICE_SPARK_CONNECT_IDLE_MINUTES) or least recently used "
+        "(SLUICE_SPARK_CONNECT_SERVERS)"
+    )
+
+
 class Jobs(BaseModel):
     queue: Page[QueueJob]
     logs: Page[JobLog]
+    spark_server: SparkServer | None = Field(
+        default=None,
+        description="the repository's Spark Connect server when the service runs its own "
+        "(Spark Connect mode without SLUICE_SPARK_REMOTE); none before its first job",
+    )
 
 
 class HistoryEntry(BaseModel):

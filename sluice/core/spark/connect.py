@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -548,7 +549,72 @@ _FREED = threading.Condition(_SERVERS_GUARD)  # a job ended, or a server was sto
 _BUSY: dict[Path, int] = {}  # root -> jobs running on its server now
 _USED: dict[Path, float] = {}  # root -> when a job last began or ended there (monotonic)
 _STOPPING: dict[Path, ConnectServer] = {}  # taken out, being stopped: they still count
+# Roots whose server the pool stopped (why, when a job last ran there, monotonic), until
+# one of their jobs starts it again: what /healthz and the UI say of them. As many as roots.
+_STOPPED: dict[Path, tuple[str, float]] = {}
 _POOL = {"most": 0.0, "idle_s": 0.0}  # 0: no bound, never idle
+
+ServerState = Literal["running", "starting", "down", "not started", "stopping", "stopped"]
+
+
+@dataclass(frozen=True)
+class PooledServer:
+    """What :func:`pool_status` says of one root's server (read without starting one)."""
+
+    root: Path
+    state: ServerState
+    """``running`` (its process lives and its port takes a connection), ``starting`` (it
+    lives, its port not open yet), ``down`` (it died or was killed: the next job of its root
+    starts it again), ``not started`` (no job started it yet, or its start failed),
+    ``stopping``, ``stopped`` (by the pool: :attr:`stopped_because`; the next job of its
+    root starts it again)."""
+    port: int | None
+    """Its port on 127.0.0.1 while it runs or starts."""
+    jobs: int
+    """Jobs running on it now."""
+    idle_since: float | None
+    """When its last job ended (seconds since the epoch); None while a job runs there."""
+    stopped_because: str | None = None
+    """``idle`` (no job for SLUICE_SPARK_CONNECT_IDLE_MINUTES) or ``least recently used``
+    (another root's job needed its place: SLUICE_SPARK_CONNECT_SERVERS)."""
+
+
+def _state_of(server: ConnectServer) -> ServerState:
+    """``server``'s state, without its lock (held through a start of minutes): a TCP
+    connect to loopback at most."""
+    pid = server.pid
+    if pid is None:
+        return "not started"
+    if server.gone(pid) is not None:
+        return "down"
+    if server.running():
+        return "running"
+    return "down" if pid == server._killed else "starting"  # killed, not yet exited
+
+
+def pool_status(now: float | None = None) -> list[PooledServer]:
+    """Every root's server this process's pool holds, is stopping or stopped, by root:
+    what it is doing, its port, its jobs and since when it is idle. Cheap: it starts
+    nothing, takes no server's lock, and connects to each live server's port once."""
+    mono = time.monotonic()
+    wall = time.time() if now is None else now
+
+    def since(used: float | None) -> float | None:
+        return None if used is None else wall - (mono - used)
+
+    with _SERVERS_GUARD:
+        held = [(r, s, _BUSY.get(r, 0), _USED.get(r)) for r, s in _SERVERS.items()]
+        stopping = list(_STOPPING)
+        stopped = dict(_STOPPED)
+    found = []
+    for root, server, jobs, used in held:
+        state = _state_of(server)
+        port = server.port if state in ("running", "starting") else None
+        found.append(PooledServer(root, state, port, jobs, None if jobs else since(used)))
+    found += [PooledServer(r, "stopping", None, 0, None) for r in stopping if r not in stopped]
+    for root, (why, used) in stopped.items():
+        found.append(PooledServer(root, "stopped", None, 0, since(used), why))
+    return sorted(found, key=lambda s: str(s.root))
 
 
 def configure_pool(most: int | None, idle_minutes: float) -> None:
@@ -561,6 +627,11 @@ def configure_pool(most: int | None, idle_minutes: float) -> None:
         _start_reaper()
 
 
+def pool_bound() -> int:
+    """How many servers may run at once (SLUICE_SPARK_CONNECT_SERVERS; 0: no bound)."""
+    return int(_POOL["most"])
+
+
 def shared_server(settings: SparkSettings, paths: SparkPaths) -> ConnectServer:
     """This process's server for ``paths.root`` (made on first use, stopped at exit)."""
     root = paths.root.resolve()
@@ -569,6 +640,7 @@ def shared_server(settings: SparkSettings, paths: SparkPaths) -> ConnectServer:
         if server is None:
             server = _SERVERS[root] = ConnectServer(settings, paths)
             _USED[root] = time.monotonic()
+            _STOPPED.pop(root, None)
         return server
 
 
@@ -597,6 +669,7 @@ def leased(
             most = int(_POOL["most"])
             if server is None and (not most or len(_SERVERS) + len(_STOPPING) < most):
                 server = _SERVERS[root] = ConnectServer(settings, paths)
+                _STOPPED.pop(root, None)
             if server is not None:
                 _BUSY[root] = _BUSY.get(root, 0) + 1
                 _USED[root] = time.monotonic()
@@ -610,7 +683,7 @@ def leased(
                     oldest,
                     most,
                 )
-                _stop_outside(oldest)
+                _stop_outside(oldest, "least recently used")
                 continue
             if not told and on_wait is not None:
                 on_wait(
@@ -637,11 +710,12 @@ def leased(
             _FREED.notify_all()
 
 
-def _stop_outside(root: Path) -> None:
-    """Stop ``root``'s server, with :data:`_FREED` held on entry and on return (released
-    while the server stops, which may take seconds); it counts until it stopped."""
+def _stop_outside(root: Path, why: str) -> None:
+    """Stop ``root``'s server (``why``: :attr:`PooledServer.stopped_because`), with
+    :data:`_FREED` held on entry and on return (released while the server stops, which may
+    take seconds); it counts until it stopped."""
     server = _STOPPING[root] = _SERVERS.pop(root)
-    _USED.pop(root, None)
+    _STOPPED[root] = (why, _USED.pop(root, time.monotonic()))
     _BUSY.pop(root, None)
     _FREED.release()
     try:
@@ -669,7 +743,7 @@ def reap(now: float | None = None) -> list[Path]:
                     root,
                     idle_s / 60,
                 )
-                _stop_outside(root)
+                _stop_outside(root, "idle")
                 stopped.append(root)
     return stopped
 
@@ -703,6 +777,7 @@ def stop_all() -> None:
         _SERVERS.clear()
         _BUSY.clear()
         _USED.clear()
+        _STOPPED.clear()
     for server in servers:
         server.stop()
 

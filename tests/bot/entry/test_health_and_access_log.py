@@ -94,9 +94,13 @@ class _Server:
 
     def __init__(self, pid: int | None, running: bool) -> None:
         self.pid, self._running = pid, running
+        self.port = 15002 if running else None
 
     def running(self) -> bool:
         return self._running
+
+    def gone(self, pid: int) -> str | None:
+        return None if self._running else f"died (pid {pid}: exit code 1)"
 
 
 def test_the_services_own_connect_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

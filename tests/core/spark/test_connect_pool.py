@@ -32,7 +32,7 @@ class _Server:
 @pytest.fixture
 def pool(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, SparkPaths]]:
     monkeypatch.setattr(connect, "ConnectServer", _Server)
-    for name in ("_SERVERS", "_BUSY", "_USED", "_STOPPING"):
+    for name in ("_SERVERS", "_BUSY", "_USED", "_STOPPING", "_STOPPED"):
         monkeypatch.setattr(connect, name, {})
     monkeypatch.setitem(connect._POOL, "most", 2.0)
     monkeypatch.setitem(connect._POOL, "idle_s", 0.0)
