@@ -11,7 +11,6 @@ forge follows its renames; the local forge has no account ids.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,49 +21,28 @@ from responses import matchers
 from sluice.bot.flow import trust
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Forge, ForgeError
-from sluice.bot.forge.github import GitHubForge, github_client
-from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge, account_id_of
+from tests.helpers.forge_clients import (
+    GITHUB_API,
+    GITLAB,
+    github_forge,
+    github_user,
+    gitlab_forge,
+    gitlab_user,
+    rs,
+)
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.gitlab_wire import FakeGitLab
 
-GITHUB_API = "https://api.github.com:443"
-GITLAB = "https://gitlab.example.com"
-GITHUB_TOKEN = "ghp_" + "T0kenT0kenT0kenT0kenT0kenT0kenT0ken34"
-GITLAB_TOKEN = "glpat-" + "T0kenT0kenT0kenT0ken34"
-
-
-@pytest.fixture
-def rs() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
-
-
-def _github() -> GitHubForge:
-    client = github_client(
-        repo="octo/widgets",
-        api_url="https://api.github.com",
-        token=GITHUB_TOKEN,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return GitHubForge(client, "octo/widgets")
-
-
-def _github_user(login: str, uid: Any) -> dict[str, Any]:
-    return {
-        "login": login, "id": uid, "node_id": f"MDQ6VXNlcj{uid}", "type": "User",
-        "url": f"https://api.github.com/users/{login}", "html_url": f"https://github.com/{login}",
-        "site_admin": False,
-    }  # fmt: skip
+__all__ = ["rs"]  # fixtures
 
 
 def test_github_names_the_account_holding_a_login_once_per_forge(
     rs: responses.RequestsMock,
 ) -> None:
-    asked = rs.get(f"{GITHUB_API}/users/bob", json=_github_user("Bob", 5))
-    forge = _github()
+    asked = rs.get(f"{GITHUB_API}/users/bob", json=github_user("Bob", 5))
+    forge = github_forge()
     assert forge.id_of("bob") == 5
     assert forge.id_of("BOB") == 5  # logins ignore case: one account, asked once
     assert asked.call_count == 1
@@ -72,7 +50,7 @@ def test_github_names_the_account_holding_a_login_once_per_forge(
 
 def test_github_a_login_no_account_has_names_nobody(rs: responses.RequestsMock) -> None:
     rs.get(f"{GITHUB_API}/users/ghost", status=404, json={"message": "Not Found"})
-    forge = _github()
+    forge = github_forge()
     assert forge.id_of("ghost") is None
     assert forge.id_of("ghost") is None  # remembered: asked once
 
@@ -80,9 +58,9 @@ def test_github_a_login_no_account_has_names_nobody(rs: responses.RequestsMock) 
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
-        (_github_user("mallory", 66), "an answer for another login"),
-        (_github_user("bob", 0), "no id a person has"),
-        (_github_user("bob", True), "a boolean is no id"),
+        (github_user("mallory", 66), "an answer for another login"),
+        (github_user("bob", 0), "no id a person has"),
+        (github_user("bob", True), "a boolean is no id"),
         ({"login": "bob"}, "no id at all"),
     ],
 )
@@ -90,7 +68,7 @@ def test_github_an_answer_for_another_account_names_nobody(
     rs: responses.RequestsMock, answer: dict[str, Any], why: str
 ) -> None:
     rs.get(f"{GITHUB_API}/users/bob", json=answer)
-    assert _github().id_of("bob") is None, why
+    assert github_forge().id_of("bob") is None, why
 
 
 @pytest.mark.parametrize("text", ["x/../orgs/o", "bob?x=1", "bob#x", "", "@bob", "b ob"])
@@ -99,7 +77,7 @@ def test_github_text_no_login_looks_like_is_never_asked(
 ) -> None:
     # No route but /users/{login}: PyGithub leaves a `/` unquoted, so text no GitHub login
     # looks like names nobody and is not asked (the strict mock refuses any request).
-    assert _github().id_of(text) is None
+    assert github_forge().id_of(text) is None
 
 
 def test_github_a_failure_is_a_forge_error_never_nobody(rs: responses.RequestsMock) -> None:
@@ -107,16 +85,7 @@ def test_github_a_failure_is_a_forge_error_never_nobody(rs: responses.RequestsMo
     # the job is retried.
     rs.get(f"{GITHUB_API}/users/bob", status=500, json={"message": "boom"})
     with pytest.raises(ForgeError):
-        _github().id_of("bob")
-
-
-def _gitlab() -> GitLabForge:
-    return GitLabForge(gitlab_client(GITLAB, GITLAB_TOKEN), "data/warehouse")
-
-
-def _gitlab_user(username: str, uid: Any) -> dict[str, Any]:
-    return {"id": uid, "username": username, "name": username.title(), "state": "active",
-            "web_url": f"{GITLAB}/{username}"}  # fmt: skip
+        github_forge().id_of("bob")
 
 
 def test_gitlab_names_the_user_holding_a_username_once_per_forge(
@@ -125,9 +94,9 @@ def test_gitlab_names_the_user_holding_a_username_once_per_forge(
     asked = rs.get(
         f"{GITLAB}/api/v4/users",
         match=[matchers.query_param_matcher({"username": "bob"}, strict_match=False)],
-        json=[_gitlab_user("Bob", 7)],
+        json=[gitlab_user("Bob", 7)],
     )
-    forge = _gitlab()
+    forge = gitlab_forge()
     assert forge.id_of("bob") == 7
     assert forge.id_of("Bob") == 7
     assert asked.call_count == 1
@@ -137,22 +106,22 @@ def test_gitlab_names_the_user_holding_a_username_once_per_forge(
     ("listed", "why"),
     [
         ([], "no user has it"),
-        ([_gitlab_user("bobby", 8)], "only another username"),
-        ([_gitlab_user("bob", 7), _gitlab_user("BOB", 9)], "two users: whose is unknown"),
-        ([_gitlab_user("bob", -3)], "no id a person has"),
+        ([gitlab_user("bobby", 8)], "only another username"),
+        ([gitlab_user("bob", 7), gitlab_user("BOB", 9)], "two users: whose is unknown"),
+        ([gitlab_user("bob", -3)], "no id a person has"),
     ],
 )
 def test_gitlab_a_username_no_one_user_holds_names_nobody(
     rs: responses.RequestsMock, listed: list[dict[str, Any]], why: str
 ) -> None:
     rs.get(f"{GITLAB}/api/v4/users", json=listed)
-    assert _gitlab().id_of("bob") is None, why
+    assert gitlab_forge().id_of("bob") is None, why
 
 
 def test_gitlab_a_failure_is_a_forge_error_never_nobody(rs: responses.RequestsMock) -> None:
     rs.get(f"{GITLAB}/api/v4/users", status=502, json={"message": "bad gateway"})
     with pytest.raises(ForgeError):
-        _gitlab().id_of("bob")
+        gitlab_forge().id_of("bob")
 
 
 def test_memory_a_login_renamed_away_and_taken_is_another_account() -> None:
@@ -188,7 +157,7 @@ def test_github_settings_pinned_at_the_wire_name_accounts_resolved_once(tmp_path
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
             github.install(mock)
-            people = _in_force(_github(), ledger).people
+            people = _in_force(github_forge(), ledger).people
             assert people == {
                 "bob": account_id_of("bob"),
                 "carol": account_id_of("Carol"),
@@ -197,7 +166,7 @@ def test_github_settings_pinned_at_the_wire_name_accounts_resolved_once(tmp_path
             users = [url for method, url in github.requests if "/users/" in url]
             assert sorted(u.rsplit("/", 1)[1] for u in users) == ["bob", "carol", "ghost"]
             before = len(github.requests)
-            assert _in_force(_github(), ledger).people == people
+            assert _in_force(github_forge(), ledger).people == people
             assert not [url for _m, url in github.requests[before:] if "/users/" in url]
     finally:
         ledger.close()
@@ -214,7 +183,7 @@ def test_gitlab_settings_pinned_at_the_wire_keep_a_username_no_user_has_as_nobod
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
             gitlab.install(mock)
-            forge = GitLabForge(gitlab_client(gitlab.url, GITLAB_TOKEN), gitlab.project)
+            forge = gitlab_forge(gitlab.project, gitlab.url)
             assert _in_force(forge, ledger).people == {"bob": 41, "carol": 42, "ghost": None}
     finally:
         ledger.close()

@@ -7,7 +7,6 @@ on disk and the in-memory forge.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,37 +15,22 @@ import responses
 from responses import matchers
 
 from sluice.bot.forge.base import LIST_LIMIT, DirEntry, ForgeError
-from sluice.bot.forge.github import GitHubForge, github_client
-from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local_git import GitRepo
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers.forge_clients import (
+    GITHUB_API,
+    GITHUB_REPO,
+    GITLAB,
+    github_forge,
+    gitlab_forge,
+    rs,
+)
+
+__all__ = ["rs"]  # fixtures
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
-GH_REPO = "octo/widgets"
-GH = f"https://api.github.com:443/repos/{GH_REPO}"
-GL_URL = "https://gitlab.example.com"
-GL = f"{GL_URL}/api/v4/projects/data%2Fwarehouse"
-
-
-@pytest.fixture
-def rs() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
-
-
-def github() -> GitHubForge:
-    client = github_client(
-        repo=GH_REPO,
-        api_url="https://api.github.com",
-        token="ghp_" + "x" * 36,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return GitHubForge(client, GH_REPO)
-
-
-def gitlab() -> GitLabForge:
-    return GitLabForge(gitlab_client(GL_URL, "glpat-" + "T0kenT0kenT0kenT0ken12"), "data/warehouse")
+GH = f"{GITHUB_API}/repos/{GITHUB_REPO}"
+GL = f"{GITLAB}/api/v4/projects/data%2Fwarehouse"
 
 
 def gh_entry(name: str, kind: str = "file", size: int = 10) -> dict[str, Any]:
@@ -55,7 +39,7 @@ def gh_entry(name: str, kind: str = "file", size: int = 10) -> dict[str, Any]:
         "type": kind, "size": size, "name": name, "path": path,
         "sha": "3d21ec53a331a6f037a91c368710b99387d012c1",
         "url": f"{GH}/contents/{path}?ref=main",
-        "git_url": f"{GH}/git/blobs/3d21ec5", "html_url": f"https://github.com/{GH_REPO}/blob/main/{path}",
+        "git_url": f"{GH}/git/blobs/3d21ec5", "html_url": f"https://github.com/{GITHUB_REPO}/blob/main/{path}",
         "download_url": None, "_links": {},
     }  # fmt: skip
 
@@ -70,7 +54,7 @@ def test_github_lists_a_folder_with_kinds_and_sizes(rs: responses.RequestsMock) 
               gh_entry("l.yaml", "symlink", 9)],
         match=[matchers.query_param_matcher({"ref": SHA})],
     )  # fmt: skip
-    assert github().list_dir(SHA, "policies") == [
+    assert github_forge().list_dir(SHA, "policies") == [
         DirEntry("a.yaml", "file", 80),
         DirEntry("b.yaml", "file", 120),
         DirEntry("l.yaml", "link", 9),
@@ -83,17 +67,17 @@ def test_github_a_missing_folder_is_none_and_a_file_is_an_error(
     rs: responses.RequestsMock,
 ) -> None:
     rs.get(f"{GH}/contents/policies", status=404, json={"message": "Not Found"})
-    assert github().list_dir("main", "policies") is None
+    assert github_forge().list_dir("main", "policies") is None
     rs.get(f"{GH}/contents/config.yaml", json={**gh_entry("config.yaml"), "encoding": "base64",
                                                   "content": "YQ=="})  # fmt: skip
     with pytest.raises(ForgeError, match=r"config\.yaml is a file, not a folder"):
-        github().list_dir("main", "config.yaml")
+        github_forge().list_dir("main", "config.yaml")
 
 
 def test_github_over_the_limit_is_an_error_not_a_wait(rs: responses.RequestsMock) -> None:
     rs.get(f"{GH}/contents/policies", json=[gh_entry(f"p{i}.yaml") for i in range(LIST_LIMIT + 1)])
     with pytest.raises(ForgeError, match=f"over {LIST_LIMIT} entries"):
-        github().list_dir("main", "policies")
+        github_forge().list_dir("main", "policies")
 
 
 # -- GitLab: the repository tree ------------------------------------------------------------
@@ -119,7 +103,7 @@ def test_gitlab_lists_a_folder_a_page_at_a_time(rs: responses.RequestsMock) -> N
             {"path": "policies", "ref": SHA, "page": "2", "per_page": "100", "recursive": "False"}
         )],
     )  # fmt: skip
-    found = gitlab().list_dir(SHA, "policies")
+    found = gitlab_forge().list_dir(SHA, "policies")
     assert found is not None and len(found) == 102
     assert found[0] == DirEntry("p000.yaml", "file")
     assert found[-2:] == [DirEntry("sub", "dir"), DirEntry("z.yaml", "link")]
@@ -127,14 +111,14 @@ def test_gitlab_lists_a_folder_a_page_at_a_time(rs: responses.RequestsMock) -> N
 
 def test_gitlab_a_missing_folder_is_none(rs: responses.RequestsMock) -> None:
     rs.get(f"{GL}/repository/tree", status=404, json={"message": "404 Tree Not Found"})
-    assert gitlab().list_dir("main", "policies") is None
+    assert gitlab_forge().list_dir("main", "policies") is None
 
 
 def test_gitlab_an_empty_listing_of_a_file_is_an_error(rs: responses.RequestsMock) -> None:
     rs.get(f"{GL}/repository/tree", json=[])
     rs.get(f"{GL}/repository/files/config.yaml/raw", body="name: demo\n")
     with pytest.raises(ForgeError, match=r"config\.yaml is a file, not a folder"):
-        gitlab().list_dir("main", "config.yaml")
+        gitlab_forge().list_dir("main", "config.yaml")
 
 
 def test_gitlab_over_the_limit_is_an_error(rs: responses.RequestsMock) -> None:
@@ -142,7 +126,7 @@ def test_gitlab_over_the_limit_is_an_error(rs: responses.RequestsMock) -> None:
     for _ in range(LIST_LIMIT // 100 + 1):
         rs.get(f"{GL}/repository/tree", json=page)
     with pytest.raises(ForgeError, match=f"over {LIST_LIMIT} entries"):
-        gitlab().list_dir("main", "policies")
+        gitlab_forge().list_dir("main", "policies")
 
 
 # -- a git repository on disk, and the in-memory forge ----------------------------------
@@ -196,7 +180,7 @@ def test_github_lists_a_pull_requests_files_renames_by_both_paths(
         json={
             "number": 7,
             "changed_files": 3,
-            "url": f"https://api.github.com/repos/{GH_REPO}/pulls/7",
+            "url": f"https://api.github.com/repos/{GITHUB_REPO}/pulls/7",
         },
     )
     rs.get(
@@ -207,7 +191,7 @@ def test_github_lists_a_pull_requests_files_renames_by_both_paths(
             {"filename": "policies/a.yaml", "status": "removed"},
         ],
     )  # fmt: skip
-    assert github().changed_files(7) == [
+    assert github_forge().changed_files(7) == [
         "models/b.sql",
         "models/new.sql",
         "models/old.sql",
@@ -221,10 +205,10 @@ def test_github_a_pull_request_over_what_it_lists_is_none(rs: responses.Requests
         json={
             "number": 7,
             "changed_files": 3001,
-            "url": f"https://api.github.com/repos/{GH_REPO}/pulls/7",
+            "url": f"https://api.github.com/repos/{GITHUB_REPO}/pulls/7",
         },
     )
-    assert github().changed_files(7) is None
+    assert github_forge().changed_files(7) is None
 
 
 def test_gitlab_lists_a_merge_requests_changes_and_a_cut_list_is_none(
@@ -238,10 +222,10 @@ def test_gitlab_lists_a_merge_requests_changes_and_a_cut_list_is_none(
             {"old_path": "models/old.sql", "new_path": "models/new.sql", "renamed_file": True},
         ]},
     )  # fmt: skip
-    assert gitlab().changed_files(7) == ["models/a.sql", "models/new.sql", "models/old.sql"]
+    assert gitlab_forge().changed_files(7) == ["models/a.sql", "models/new.sql", "models/old.sql"]
     rs.get(f"{GL}/merge_requests/8", json={"iid": 8, "id": 92, "project_id": 4242})
     rs.get(f"{GL}/merge_requests/8/changes", json={"iid": 8, "overflow": True, "changes": []})
-    assert gitlab().changed_files(8) is None
+    assert gitlab_forge().changed_files(8) is None
 
 
 def test_memory_lists_what_a_pull_request_changes_from_its_base() -> None:

@@ -13,55 +13,32 @@ forge follows its renames; the local forge has no account ids.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import responses
 
 from sluice.bot.forge.base import Account, ForgeError
-from sluice.bot.forge.github import GitHubForge, github_client
-from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers.forge_clients import (
+    GITHUB_API,
+    GITLAB,
+    github_forge,
+    github_user,
+    gitlab_forge,
+    gitlab_user,
+    rs,
+)
 
-GITHUB_API = "https://api.github.com:443"
-GITLAB = "https://gitlab.example.com"
-GITHUB_TOKEN = "ghp_" + "T0kenT0kenT0kenT0kenT0kenT0kenT0ken12"
-GITLAB_TOKEN = "glpat-" + "T0kenT0kenT0kenT0ken12"
-
-
-@pytest.fixture
-def rs() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
-
-
-def _github() -> GitHubForge:
-    client = github_client(
-        repo="octo/widgets",
-        api_url="https://api.github.com",
-        token=GITHUB_TOKEN,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return GitHubForge(client, "octo/widgets")
-
-
-def _github_user(login: str, uid: int, kind: str = "User") -> dict[str, Any]:
-    return {
-        "login": login, "id": uid, "node_id": f"MDQ6VXNlcj{uid}", "type": kind,
-        "url": f"https://api.github.com/users/{login}", "html_url": f"https://github.com/{login}",
-        "site_admin": False,
-    }  # fmt: skip
+__all__ = ["rs"]  # fixtures
 
 
 def test_github_names_an_account_by_its_login_of_now_once_per_forge(
     rs: responses.RequestsMock,
 ) -> None:
-    asked = rs.get(f"{GITHUB_API}/user/5", json=_github_user("bobx", 5))
-    forge = _github()
+    asked = rs.get(f"{GITHUB_API}/user/5", json=github_user("bobx", 5))
+    forge = github_forge()
     assert forge.account_of(5) == Account("bobx", bot=False)
     assert forge.account_of(5) == Account("bobx", bot=False)
     assert asked.call_count == 1
@@ -71,12 +48,12 @@ def test_github_says_which_accounts_are_bots_by_their_type(rs: responses.Request
     # An App's bot user is type Bot, whatever its login; a person's (a login of a bot's
     # form is no App's) and an organization's are not; a type GitHub may add: not said.
     rs.get(f"{GITHUB_API}/user/41898282",
-           json=_github_user("github-actions[bot]", 41898282, "Bot"))  # fmt: skip
-    rs.get(f"{GITHUB_API}/user/198982749", json=_github_user("Copilot", 198982749, "Bot"))
-    rs.get(f"{GITHUB_API}/user/11", json=_github_user("release-bot", 11))
-    rs.get(f"{GITHUB_API}/user/12", json=_github_user("octo", 12, "Organization"))
-    rs.get(f"{GITHUB_API}/user/13", json=_github_user("ghost-ish", 13, "Mannequin"))
-    forge = _github()
+           json=github_user("github-actions[bot]", 41898282, "Bot"))  # fmt: skip
+    rs.get(f"{GITHUB_API}/user/198982749", json=github_user("Copilot", 198982749, "Bot"))
+    rs.get(f"{GITHUB_API}/user/11", json=github_user("release-bot", 11))
+    rs.get(f"{GITHUB_API}/user/12", json=github_user("octo", 12, "Organization"))
+    rs.get(f"{GITHUB_API}/user/13", json=github_user("ghost-ish", 13, "Mannequin"))
+    forge = github_forge()
     assert forge.account_of(41898282) == Account("github-actions[bot]", bot=True)
     assert forge.account_of(198982749) == Account("Copilot", bot=True)
     assert forge.account_of(11) == Account("release-bot", bot=False)
@@ -88,30 +65,20 @@ def test_github_knows_no_deleted_account_and_fails_loudly_otherwise(
     rs: responses.RequestsMock,
 ) -> None:
     rs.get(f"{GITHUB_API}/user/6", status=404, json={"message": "Not Found"})
-    rs.get(f"{GITHUB_API}/user/7", json=_github_user("eve", 8))  # another account's answer
+    rs.get(f"{GITHUB_API}/user/7", json=github_user("eve", 8))  # another account's answer
     rs.get(f"{GITHUB_API}/user/9", status=502, json={"message": "Bad Gateway"})
-    forge = _github()
+    forge = github_forge()
     assert forge.account_of(6) is None
     assert forge.account_of(7) is None
     with pytest.raises(ForgeError, match=r"login of account 9 failed: 502"):
         forge.account_of(9)
 
 
-def _gitlab() -> GitLabForge:
-    return GitLabForge(gitlab_client(GITLAB, GITLAB_TOKEN), "data/warehouse")
-
-
-def _gitlab_user(username: str, uid: int, bot: bool | None = False) -> dict[str, Any]:
-    said = {} if bot is None else {"bot": bot}  # None: an answer without the field
-    return {"id": uid, "username": username, "name": username.title(), "state": "active",
-            "web_url": f"{GITLAB}/{username}", **said}  # fmt: skip
-
-
 def test_gitlab_names_a_user_by_their_username_of_now_once_per_forge(
     rs: responses.RequestsMock,
 ) -> None:
-    asked = rs.get(f"{GITLAB}/api/v4/users/5", json=_gitlab_user("bobx", 5))
-    forge = _gitlab()
+    asked = rs.get(f"{GITLAB}/api/v4/users/5", json=gitlab_user("bobx", 5))
+    forge = gitlab_forge()
     assert forge.account_of(5) == Account("bobx", bot=False)
     assert forge.account_of(5) == Account("bobx", bot=False)
     assert asked.call_count == 1
@@ -122,10 +89,10 @@ def test_gitlab_says_which_users_are_bots_whatever_their_username(
 ) -> None:
     # A service account whose maker chose its username is a bot; a person who took a
     # username of a token user's form is not; an answer without ``bot``: not said.
-    rs.get(f"{GITLAB}/api/v4/users/11", json=_gitlab_user("release-bot", 11, bot=True))
-    rs.get(f"{GITLAB}/api/v4/users/12", json=_gitlab_user("project_1_bot_abc", 12))
-    rs.get(f"{GITLAB}/api/v4/users/13", json=_gitlab_user("carol", 13, bot=None))
-    forge = _gitlab()
+    rs.get(f"{GITLAB}/api/v4/users/11", json=gitlab_user("release-bot", 11, bot=True))
+    rs.get(f"{GITLAB}/api/v4/users/12", json=gitlab_user("project_1_bot_abc", 12))
+    rs.get(f"{GITLAB}/api/v4/users/13", json=gitlab_user("carol", 13, bot=None))
+    forge = gitlab_forge()
     assert forge.account_of(11) == Account("release-bot", bot=True)
     assert forge.account_of(12) == Account("project_1_bot_abc", bot=False)
     assert forge.account_of(13) == Account("carol", bot=None)
@@ -135,9 +102,9 @@ def test_gitlab_knows_no_deleted_user_and_fails_loudly_otherwise(
     rs: responses.RequestsMock,
 ) -> None:
     rs.get(f"{GITLAB}/api/v4/users/6", status=404, json={"message": "404 User Not Found"})
-    rs.get(f"{GITLAB}/api/v4/users/7", json=_gitlab_user("eve", 8))
+    rs.get(f"{GITLAB}/api/v4/users/7", json=gitlab_user("eve", 8))
     rs.get(f"{GITLAB}/api/v4/users/9", status=500, json={"message": "500 Internal Error"})
-    forge = _gitlab()
+    forge = gitlab_forge()
     assert forge.account_of(6) is None
     assert forge.account_of(7) is None
     with pytest.raises(ForgeError, match=r"username of user 9 failed: 500"):

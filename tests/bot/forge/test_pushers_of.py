@@ -13,7 +13,6 @@ the bound nobody is named (the gate then asks one approval more).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,23 +20,14 @@ import pytest
 import responses
 
 from sluice.bot.forge.base import PUSH_RECORDS_LIMIT, ForgeError
-from sluice.bot.forge.github import GitHubForge, github_client
-from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers.forge_clients import GITHUB_API, GITLAB, github_forge, gitlab_forge, rs
 
-GITHUB_API = "https://api.github.com:443"
+__all__ = ["rs"]  # fixtures
+
 ACTIVITY = f"{GITHUB_API}/repos/octo/widgets/activity"
-GITLAB = "https://gitlab.example.com"
 EVENTS = f"{GITLAB}/api/v4/projects/data%2Fwarehouse/events"
-GITHUB_TOKEN = "ghp_" + "T0kenT0kenT0kenT0kenT0kenT0kenT0ken12"
-GITLAB_TOKEN = "glpat-" + "T0kenT0kenT0kenT0ken12"
 A, B, C = "a" * 40, "b" * 40, "c" * 40
-
-
-@pytest.fixture
-def rs() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=True) as mock:
-        yield mock
 
 
 def _query(call: Any) -> dict[str, list[str]]:
@@ -45,17 +35,6 @@ def _query(call: Any) -> dict[str, list[str]]:
 
 
 # -- GitHub: the repository's activity ----------------------------------------------------
-
-
-def _github() -> GitHubForge:
-    client = github_client(
-        repo="octo/widgets",
-        api_url="https://api.github.com",
-        token=GITHUB_TOKEN,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-    )
-    return GitHubForge(client, "octo/widgets")
 
 
 def _activity(ref: str, after: str, actor: str | None, uid: int = 5,
@@ -72,7 +51,7 @@ def test_github_names_who_created_the_branch_at_the_head(rs: responses.RequestsM
         _activity("refs/heads/change", C, "alice", 7),
         _activity("refs/heads/change", B, "bob", 5, "branch_creation"),
     ])  # fmt: skip
-    assert _github().pushers_of("change", B) == [("bob", 5)]
+    assert github_forge().pushers_of("change", B) == [("bob", 5)]
     query = _query(asked.calls[0])
     assert query["ref"] == ["refs/heads/change"] and query["per_page"] == ["100"]
 
@@ -82,7 +61,7 @@ def test_github_an_entry_naming_someone_else_for_another_sha_is_not_taken(
 ) -> None:
     # carol pushed A to the branch; nobody is named for its head B.
     rs.get(ACTIVITY, json=[_activity("refs/heads/change", A, "carol", 9)])
-    assert _github().pushers_of("change", B) == []
+    assert github_forge().pushers_of("change", B) == []
 
 
 def test_github_a_page_that_lies_about_the_ref_is_not_taken(rs: responses.RequestsMock) -> None:
@@ -95,7 +74,7 @@ def test_github_a_page_that_lies_about_the_ref_is_not_taken(rs: responses.Reques
         _activity("refs/heads/change", B, None),  # a deleted account: names nobody
         "not an entry",
     ])  # fmt: skip
-    assert _github().pushers_of("change", B) == []
+    assert github_forge().pushers_of("change", B) == []
 
 
 def test_github_reads_the_next_page_by_its_cursor_never_by_the_link_s_address(
@@ -109,7 +88,7 @@ def test_github_reads_the_next_page_by_its_cursor_never_by_the_link_s_address(
     second = rs.get(ACTIVITY, json=[_activity("refs/heads/change", B, "bob", 5)],
                     match=[responses.matchers.query_param_matcher(
                         {"ref": "refs/heads/change", "per_page": "100", "after": "CURSOR2"})])  # fmt: skip
-    assert _github().pushers_of("change", B) == [("bob", 5)]
+    assert github_forge().pushers_of("change", B) == [("bob", 5)]
     assert first.call_count == 1 and second.call_count == 1
 
 
@@ -120,7 +99,7 @@ def test_github_past_its_bound_names_nobody(rs: responses.RequestsMock) -> None:
     entries = [_activity("refs/heads/change", A, "alice", 7)] * 100
     link = f'<{ACTIVITY}?ref=refs%2Fheads%2Fchange&per_page=100&after=MORE>; rel="next"'
     asked = rs.get(ACTIVITY, json=entries, headers={"Link": link})
-    assert _github().pushers_of("change", B) == []
+    assert github_forge().pushers_of("change", B) == []
     assert asked.call_count == pages == 3
 
 
@@ -130,20 +109,16 @@ def test_github_a_failure_is_a_forge_error_naming_what_was_asked(
 ) -> None:
     rs.get(ACTIVITY, status=status, json={"message": "Resource not accessible by integration"})
     with pytest.raises(ForgeError, match=rf"reading who pushed change to bbbbbbbbbbbb.*{status}"):
-        _github().pushers_of("change", B)
+        github_forge().pushers_of("change", B)
 
 
 def test_github_an_answer_that_is_no_list_is_a_forge_error(rs: responses.RequestsMock) -> None:
     rs.get(ACTIVITY, json={"after": B, "actor": {"login": "alice", "id": 7}})
     with pytest.raises(ForgeError, match="not a list"):
-        _github().pushers_of("change", B)
+        github_forge().pushers_of("change", B)
 
 
 # -- GitLab: the project's push events -----------------------------------------------------
-
-
-def _gitlab() -> GitLabForge:
-    return GitLabForge(gitlab_client(GITLAB, GITLAB_TOKEN), "data/warehouse")
 
 
 def _event(ref: str | None, sha: str, username: str, uid: int, *,
@@ -160,7 +135,7 @@ def _event(ref: str | None, sha: str, username: str, uid: int, *,
 
 def test_gitlab_names_who_pushed_the_branch_to_the_head(rs: responses.RequestsMock) -> None:
     asked = rs.get(EVENTS, json=[_event("change", C, "alice", 7), _event("change", B, "bob", 5)])
-    assert _gitlab().pushers_of("change", B) == [("bob", 5)]
+    assert gitlab_forge().pushers_of("change", B) == [("bob", 5)]
     assert _query(asked.calls[0])["action"] == ["pushed"]
 
 
@@ -174,7 +149,7 @@ def test_gitlab_takes_only_what_an_event_itself_says(rs: responses.RequestsMock)
         _event(None, B, "carol", 9, ref_count=5001),
         {"id": 2, "action_name": "pushed to", "push_data": None, "author": None},
     ])  # fmt: skip
-    assert _gitlab().pushers_of("change", B) == []
+    assert gitlab_forge().pushers_of("change", B) == []
 
 
 def test_gitlab_past_its_bound_names_nobody(rs: responses.RequestsMock) -> None:
@@ -183,7 +158,7 @@ def test_gitlab_past_its_bound_names_nobody(rs: responses.RequestsMock) -> None:
     events = [_event("other", A, "alice", 7)] * 100
     link = f'<{EVENTS}?action=pushed&per_page=100&page=2>; rel="next"'
     asked = rs.get(EVENTS, json=events, headers={"Link": link, "X-Next-Page": "2"})
-    assert _gitlab().pushers_of("change", B) == []
+    assert gitlab_forge().pushers_of("change", B) == []
     assert asked.call_count == PUSH_RECORDS_LIMIT // 100 == 3
 
 
@@ -192,7 +167,7 @@ def test_gitlab_a_failure_is_a_forge_error_naming_what_was_asked(
 ) -> None:
     rs.get(EVENTS, status=403, json={"message": "403 Forbidden"})
     with pytest.raises(ForgeError, match=r"reading who pushed change to bbbbbbbbbbbb.*403"):
-        _gitlab().pushers_of("change", B)
+        gitlab_forge().pushers_of("change", B)
 
 
 # -- the in-memory forge -------------------------------------------------------------------
@@ -227,7 +202,7 @@ def test_github_lists_the_records_of_every_commit_asked_in_one_listing(
         _activity("refs/heads/change", "d" * 40, "dave", 11),
         made,
     ])  # fmt: skip
-    records = _github().push_records("change", [A, B, C])
+    records = github_forge().push_records("change", [A, B, C])
     assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
         (A, C, "alice", 7),
         (None, A, "bob", 5),
@@ -245,7 +220,7 @@ def test_gitlab_names_the_head_a_push_of_many_commits_left_and_where_it_began(
     made = _event("change", A, "bob", 5)
     made["push_data"] = {**made["push_data"], "commit_from": "0" * 40}
     asked = rs.get(EVENTS, json=[many, _event("other", B, "carol", 9), made])
-    records = _gitlab().push_records("change", [A, B, C])
+    records = gitlab_forge().push_records("change", [A, B, C])
     assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
         (A, C, "alice", 7),
         (None, A, "bob", 5),
