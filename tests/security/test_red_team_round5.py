@@ -1,0 +1,302 @@
+"""Red team, round 5: the code changed since 839ce98 (pushers by account id, the settings'
+people pinned to account ids, prod's jobs on the commit prod was promoted from, the drift
+repair's web forms, Spark roots per repository, the repository name bound to its forge id,
+job logs per root).
+
+Each test asserts what a sound service does. An attack that works against the code as it
+is is a ``xfail(strict=True)`` naming the code path and the fix proposed; the others are
+attacks tried and defended. The flows are driven through the service's own entry points:
+real webhook bodies (tests/helpers/cases.py), the in-memory forge (accounts keep their id
+through a rename, a freed login is another account's), the ledger and state on SQLite, the
+scripted warehouse for Spark (tests/helpers/repair_red_team.py, tests/helpers/gate_world.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.events.neutral import CommentEvent, DriftCheckEvent
+from sluice.bot.flow import audit, dispatch, tenancy, trust
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.flow.job import Job
+from sluice.bot.forge.memory import MemoryForge, as_forge
+from sluice.core import workflow
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD, schema_prefix
+from sluice.core.spark.scripted import Warehouse
+from sluice.core.state import open_state
+from tests.helpers.cases import record_prod
+from tests.helpers.fold_settings import fold_settings
+from tests.helpers.repair_red_team import ONE, C, RepairWorld
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, opened
+
+OWNERS = ONE + "    owners_must_approve: direct\n"
+BUDGET = ONE + "    backfill:\n      max_intervals: 0\n      approver: frank\n"
+
+
+def _pin_owners(world: RepairWorld) -> None:
+    """What prod's promotion does with the project it promotes (promotion._promote): the
+    owners of its models are fixed to the accounts their logins have now."""
+    tree = world.root / f"tree-{C[:6]}-{world.github.repo.replace('/', '_')}"
+    project = load_project(tree, use_cache=False)
+    job = Job.start(world.deps, world.github)
+    try:
+        trust.for_repository(job)  # the settings in force, and their people, pinned
+        trust.pin_owners(job, project)
+    finally:
+        job.close()
+    pinned = world.ledger.settings_in_force(f"github:{world.github.repo}")
+    assert pinned is not None and pinned.people is not None
+    assert pinned.people.get("finance") == world.github.account_id("finance")
+
+
+# == 1. the drift repair's owners and budget approver: by login, not by the pinned account ==
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: the drift repair's owner (and budget approver) asks are "
+    "answered by the login an approval row was written with (repair_gate.missing, "
+    "drift_repair._approvers compare logins), not by the account the settings' people pin: "
+    "a required approver who takes an owner's freed login fills the owner's place too, and "
+    "one person rebuilds the owner's table with no approval of the owner. Fix: "
+    "_approvers returns (login, account id) pairs and missing answers a pinned login by "
+    "trust.names_person(forge, settings.people, [who], login, uid), as may_approve does",
+)
+def test_a_required_approver_who_takes_an_owner_s_freed_login_is_not_the_owner(
+    tmp_path: Path,
+) -> None:
+    # owners_must_approve: direct; users [bob, carol] (one approval); finance owns orders in
+    # prod, pinned to finance's account by the promotion. Prod's orders table is dropped by
+    # hand; alice asks for the repair, which rebuilds orders: bob and finance must approve.
+    # finance renames herself `financex`; bob (a required approver) takes the freed login
+    # `finance` and clicks Approve once.
+    world = RepairWorld(tmp_path, OWNERS)
+    world.github.roles.update({"finance": "write", "marketing": "write"})
+    try:
+        world.drop_orders()
+        _pin_owners(world)
+        world.click("alice", world.button("Plan the repair"))
+        built = world.applied()
+        world.github.rename("finance", "financex")
+        bob = world.github.rename("bob", "finance")  # bob's account, under finance's old login
+        world.click("finance", world.button("Approve the repair"))
+        approvals = [r for r in world.ledger.entries(repo="github:octo/warehouse")
+                     if r.kind == audit.REPAIR and r.outcome == "approved"]  # fmt: skip
+        assert [(r.actor, r.actor_id) for r in approvals] == [("finance", bob)]
+        assert world.applied() == built, "one approval by bob rebuilt finance's table"
+        assert "@finance approves it" in world.drift().summary, world.drift().summary
+    finally:
+        world.close()
+
+
+# == 2. a name bound to a repository id: the service's own jobs of that name ===============
+
+B_NAME = "acme/b"
+B_KEY = f"github:{B_NAME}"
+B_ID, SUCCESSOR_ID = 424242, 990001
+HEAD_B, HEAD_X = "b2" * 20, "e5" * 20
+B_CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+B_SECRET = "SELECT 'b-only-secret' AS id"
+
+
+def _named_b(payload: dict[str, Any], repository_id: int) -> dict[str, Any]:
+    """A GitHub delivery of repository ``B_NAME`` whose forge id is ``repository_id``."""
+    repository = {**payload["repository"], "full_name": B_NAME, "id": repository_id}
+    pull = dict(payload["pull_request"])
+    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": B_NAME}}
+    return {**payload, "repository": repository, "pull_request": pull}
+
+
+def _b_prod(bot: Bot, forge: MemoryForge, warehouse: Warehouse) -> None:
+    """B's prod, built at C in B's own namespace (its state, schemas and root) as a
+    promotion leaves it; then one of B's views redefined by hand (a drift whose text is
+    B's alone)."""
+    tree = bot.commit(C, B_CONFIG, forge=forge)
+    forge.refs["main"] = C
+    space = tenancy.namespace_of(B_KEY, bot.ledger, bot.url, isolate=True)
+    tenancy.ensure_schema(space.state_url)
+    project = load_project(tree, use_cache=False)
+    store = open_state(space.state_url)
+    try:
+        with schema_prefix(space.schema_prefix):
+            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
+    finally:
+        store.close()
+    bot.ledger.seen(B_KEY, None, NOW, sha=C)
+    [view] = [
+        v for v in warehouse.views if space.schema_prefix in v and v.endswith("__jaffle.customers")
+    ]
+    warehouse.views[view] = B_SECRET
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: the service's own jobs of a repository (the scheduled drift "
+    "check, run and janitor: dispatch._admitted with Event.repo_id None) are never checked "
+    "against the forge id its name is bound to, so once B is renamed and another repository "
+    "(another id, refused on its own deliveries) takes B's old name, the scheduled drift "
+    "check runs on B's namespace and Spark root and posts B's prod drift (B's view text) as "
+    "a check on the new repository's prod head. Fix: ask the forge the repository's id "
+    "(GitHub GET /repos/{name} .id, GitLab project .id) for an event that carries none "
+    "(scheduled jobs, the web UI's forms) and refuse it as _refuse_successor does when it "
+    "is not the bound id; or stop scheduling a name once a successor was refused",
+)
+def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_that_took_it(
+    tmp_path: Path,
+) -> None:
+    warehouse = Warehouse()
+    bot = Bot(tmp_path, MemoryForge(OWNER, name="github"), runner_for=warehouse.runner,
+              isolate=True)  # fmt: skip
+    try:
+        bot.ledger.belongs_to(f"{KEY}#.", NOW)  # A (octo/warehouse) is the state owner
+        # `forge` answers to B's name: B's own repository first, then (B renamed away) the
+        # attacker's new repository under B's old name, holding B's public history.
+        forge = bot.repository(B_NAME)
+        forge.roles.update({"alice": "write"})
+        _b_prod(bot, forge, warehouse)
+        # B's own delivery (a PR opened) binds B's name to B's forge id.
+        bot.commit(HEAD_B, B_CONFIG, parents=(C,), forge=forge)
+        forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
+        bot.deliver("pull_request", _named_b(opened(9, HEAD_B), B_ID))
+        assert forge.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
+        bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
+        forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
+        # The new repository's own delivery is refused: the service knows the name changed
+        # hands (defended: tests/security/test_red_team_isolation2.py).
+        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), SUCCESSOR_ID))
+        assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
+        # The scheduler queues B's drift check by name, as every period.
+        dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
+        posted = forge.checks.get(C, {}).get("sluice/drift")
+        assert posted is None, f"B's drift reported to the name's new holder: {posted}"
+    finally:
+        bot.close()
+
+
+# == 3. /sluice rollback: who may roll prod back, by login ================================
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MAIN = "e" * 40
+ROLLBACK_NOW = 1_525_046_400_000
+BOB_APPROVES = "\n  gate:\n    required_approvers:\n      users: [bob]\n"
+
+
+def _rollback_world(tmp_path: Path, gate: str) -> tuple[Callable[[str], str], Warehouse, Any]:
+    """Prod at two plans under ``gate`` (jaffle.customers changed in the second), PR 7
+    merged; ``say(author)`` comments ``/sluice rollback`` on it as GitHub sends a comment
+    (the author's account id with it) and returns the bot's reply."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first = tmp_path / "v1"
+    shutil.copytree(REPO_ROOT / "examples" / "jaffle_shop", first,
+                    ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
+    fold_settings(first)
+    with (first / "config.yaml").open("a") as config:
+        config.write(gate)
+    record_prod(first, url, ROLLBACK_NOW)
+    second = tmp_path / "v2"
+    shutil.copytree(first, second)
+    customers = second / "models" / "customers.sql"
+    customers.write_text(
+        customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    )
+    record_prod(second, url, ROLLBACK_NOW + 60_000)
+    forge = MemoryForge()
+    forge.commit_folder(MAIN, second, branch="main")
+    forge.open_pull(7, head_sha=MAIN, base="main", author="alice")
+    forge.close_pull(7, merged=True)
+    forge.roles.update({"alice": "write", "bob": "write", "mallory": "write"})
+    warehouse = Warehouse()
+    deps = make_deps(project_python="on", forge_for=lambda _event: as_forge(forge),
+                     workdir=tmp_path / "work", state_url=url, runner_for=warehouse.runner,
+                     clock=lambda: ROLLBACK_NOW + 120_000)  # fmt: skip
+    deps.ledger.seen(f"memory:{forge.repo}", None, ROLLBACK_NOW, sha=MAIN)
+
+    def say(author: str) -> str:
+        comment_id = forge.add_comment(7, author, "/sluice rollback")
+        event = CommentEvent(
+            forge="memory", repo=forge.repo, installation_id=None, action="created", number=7,
+            comment_id=comment_id, author=author, body="/sluice rollback",
+            author_id=forge.account_id(author),
+        )  # fmt: skip
+        dispatch.handle(deps, event)
+        return forge.bot_comments(7)[-1]
+
+    return say, warehouse, (forge, deps)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: /sluice rollback asks whether its author is a required "
+    "approver by login (run_command._approver and _owns_all: members(forge, ...) of the "
+    "login of now), never by the account the settings' people pinned, though the comment "
+    "carries its author's id: an account that took a required approver's freed login rolls "
+    "prod back alone. Fix: _rollback passes event.author_id and decides with "
+    "trust.names_person(forge, settings.people, [*users, *teams], author, author_id) "
+    "(and the owners likewise), as the gate, the release tags and the drift repair do",
+)
+def test_an_account_that_took_a_required_approver_s_freed_login_rolls_nothing_back(
+    tmp_path: Path,
+) -> None:
+    say, warehouse, (forge, deps) = _rollback_world(tmp_path, BOB_APPROVES)
+    try:
+        # The settings in force are read (and their people pinned: bob is bob's account).
+        assert "only a required approver of the gate (`bob`" in say("mallory")
+        bob = forge.account_id("bob")
+        pinned = deps.ledger.settings_in_force(f"memory:{forge.repo}")
+        assert pinned is not None and pinned.people == {"bob": bob}
+        # bob renames himself; mallory's second account takes `bob` (a writer of the repo).
+        forge.rename("bob", "bobx")
+        forge.roles["bob"] = "write"
+        assert forge.account_id("bob") != bob
+        reply = say("bob")
+        assert warehouse.jobs == [], f"the taker rolled prod back: {reply}"
+        assert "not rolled back" in reply, reply
+    finally:
+        deps.close()
+
+
+def test_a_required_approver_rolls_back_and_a_plain_writer_does_not(tmp_path: Path) -> None:
+    # Control of the attack above: bob, the required approver, may; alice may not.
+    say, warehouse, (_forge, deps) = _rollback_world(tmp_path, BOB_APPROVES)
+    try:
+        assert "only a required approver of the gate (`bob`" in say("alice")
+        assert say("bob").startswith("@bob rolled prod back"), warehouse.jobs
+    finally:
+        deps.close()
+
+
+TEAM_APPROVES = "\n  gate:\n    required_approvers:\n      teams: [acme/approvers]\n"
+# A bot account in the approvers' group: a GitLab service account whose username its maker
+# chose, or a group access token's user; the forge says it is a bot (by its id).
+GROUP_BOT = "deploy-helper"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: /sluice rollback never asks whether its author is a bot "
+    "account (run_command._rollback: _approver is a login in the team's members), so a "
+    "GitLab service account or group access token user, a member of a required approvers' "
+    "group, rolls prod "
+    "back for whoever holds its token, whom the forge does not name; the gate counts no "
+    "bot's approval (approval._people_only, _clicks_now). Fix: refuse a rollback (and a "
+    "/sluice override) whose author_id the forge says is a bot (job.account_of(id).bot, "
+    "approval._bot), as the gate does",
+)
+def test_a_bot_in_a_required_team_rolls_nothing_back(tmp_path: Path) -> None:
+    say, warehouse, (forge, deps) = _rollback_world(tmp_path, TEAM_APPROVES)
+    try:
+        forge.teams["acme/approvers"] = frozenset({"carol", GROUP_BOT})
+        forge.roles.update({"carol": "write", GROUP_BOT: "write"})
+        forge.bots[GROUP_BOT] = True  # what the forge says of the account, by its id
+        reply = say(GROUP_BOT)
+        assert warehouse.jobs == [], f"a bot rolled prod back: {reply}"
+        assert say("carol").startswith("@carol rolled prod back")  # a person of the team may
+    finally:
+        deps.close()
