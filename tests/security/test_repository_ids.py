@@ -17,7 +17,6 @@ from sqlalchemy import create_engine, text
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.payload import PayloadError
-from sluice.bot.flow.ledger import REPOSITORY_ID
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import load_case, realcase
@@ -58,7 +57,7 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
             bot.pull(number, head)
         bot.deliver("pull_request", _with_id(opened(9, FIRST), 424242))  # binds the name
         assert FIRST in built
-        assert bot.ledger.bind_repository_id(KEY.casefold(), 1, NOW) == 424242
+        assert bot.ledger.bind_repository(KEY, 1, NOW).repo_id == 424242
         # Another repository (id 990001) under the name: refused, nothing built, said why.
         with caplog.at_level(logging.ERROR):
             bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
@@ -74,8 +73,8 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
         engine = create_engine(bot.url)
         with engine.begin() as conn:
             conn.execute(
-                text("DELETE FROM sluice_handled_events WHERE repo = :repo AND key = :key"),
-                {"repo": KEY.casefold(), "key": REPOSITORY_ID},
+                text("DELETE FROM sluice_repositories WHERE name = :name"),
+                {"name": KEY.casefold()},
             )
         engine.dispose()
         bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))

@@ -425,6 +425,9 @@ class WorkspaceForge:
     def commit_of(self, ref: str) -> str | None:
         return self.inner.commit_of(ref)
 
+    def repository_of(self, repo_id: int) -> str | None:
+        return self.inner.repository_of(repo_id)
+
     def id_of(self, login: str) -> int | None:
         return self.inner.id_of(login)
 

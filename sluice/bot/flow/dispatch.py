@@ -187,16 +187,26 @@ def _admitted(job: Job, event: Event) -> bool:
     (its owner, that it was seen, the PR's head) made on the way, in one transaction. A
     delivery saying the forge's id of its repository binds the name to it the first time,
     and is refused when the name is bound to another id (:func:`_refuse_successor`)."""
-    repo, ledger = job.repo, job.ledger
+    ledger, name = job.ledger, job.repo  # the name the delivery carries, as the forge's
     with ledger.together("admit an event"):
-        # None: the Action, the local forge, the CLI, the web UI's actions say no id.
+        # None: the Action, the local forge, the CLI say no id (a name bound is followed).
         rid = event.repo_id
-        known = None if rid is None else ledger.bind_repository_id(repo.casefold(), rid, job.now)
+        if rid is None:
+            binding = None
+            job.follow(ledger.canonical(name))
+        else:
+            binding = ledger.bind_repository(name, rid, job.now)
+            if not binding.rename:
+                job.follow(binding.canonical)
+        renamed = binding is not None and binding.rename
+        known = None if binding is None or renamed else binding.repo_id
         successor = known is not None and known != rid
+        repo = job.repo
         # An isolating service binds no owner: each repository has its namespace (tenancy).
         bound = f"{repo}#{job.deps.project_path}"
-        owner = bound if job.deps.isolate or successor else ledger.belongs_to(bound, job.now)
-        if successor or owner != bound:
+        stop = successor or renamed
+        owner = bound if job.deps.isolate or stop else ledger.belongs_to(bound, job.now)
+        if stop or owner != bound:
             refused = True
         else:
             refused = False
@@ -213,6 +223,12 @@ def _admitted(job: Job, event: Event) -> bool:
                     repo, event.number, event.head_sha, event.updated_ms, job.now
                 )
             )
+    if renamed:  # a name new to an id bound to another: the forge says whether renamed
+        assert binding is not None and rid is not None
+        if not _renamed(job, event, binding.canonical):
+            return False
+        ledger.add_name(name, rid, binding.canonical, job.now)
+        return _admitted(job, event)  # now bound: admitted as its repository's
     if successor:
         assert known is not None
         _refuse_successor(job, event, known)
@@ -247,22 +263,60 @@ def _admitted(job: Job, event: Event) -> bool:
     return True
 
 
+def _renamed(job: Job, event: Event, first: str) -> bool:
+    """Whether the forge says the repository of the delivery's id is named as the delivery
+    says now (a rename of the repository first named ``first``, whose namespace it keeps);
+    refused, saying so, when it does not: a delivery naming another repository's id never
+    reaches that repository's namespace on its word alone."""
+    assert event.repo_id is not None
+    now = job.forge.repository_of(event.repo_id)
+    if now is not None and now.casefold() == event.repo.casefold():
+        log.warning(
+            "%s: the repository first seen as %s (%s id %s) was renamed: it keeps its "
+            "namespace and records under its new name",
+            job.repo,
+            first,
+            event.forge,
+            event.repo_id,
+        )
+        return True
+    log.error(
+        "%s: %s event refused: it says it comes from the repository whose %s id is %s, "
+        "which this service knows as %s, and %s says that repository is %s now, not this "
+        "name: a delivery does not reach another repository's namespace by naming its id. "
+        "If the repository was renamed, check that the service's forge credentials can "
+        "read it under its new name",
+        job.repo,
+        event.kind,
+        event.forge,
+        event.repo_id,
+        first,
+        event.forge,
+        "unknown to it" if now is None else now,
+    )
+    return False
+
+
 def _refuse_successor(job: Job, event: Event, known: int) -> None:
-    """A repository's namespace (state, Spark schemas and root, trees, history) is its
-    name's: refuse a repository of another forge id under a name bound to one (it took the
-    name of one renamed, transferred or deleted), which would otherwise inherit it all."""
+    """A repository's namespace (state, Spark schemas and root, trees, history) is kept by
+    its id under each of its names: refuse a repository of another forge id under a name
+    bound to one (it took the name of one renamed, transferred or deleted), which would
+    otherwise inherit it all."""
     log.error(
         "%s: %s event refused: this name is bound to the repository whose %s id is %s, and "
         "this delivery comes from repository id %s (one took the name after the other was "
-        "renamed, transferred or deleted): it would inherit that repository's prod, tables, "
-        "Spark root and history. If that is meant (the same repository made again), rebind "
-        "the name as docs/architecture.md says ('A name is bound to its repository's id'); "
-        "else rename one of them",
+        "renamed, transferred or deleted; a repository renamed keeps its namespace under "
+        "its new name, and its old name stays bound to it): it would inherit that "
+        "repository's prod, tables, Spark root and history. To serve this repository under "
+        "the name, remove the name's binding as docs/architecture.md says ('A name is "
+        "bound to its repository's id'): DELETE FROM sluice_repositories WHERE name = "
+        "'%s'; else rename this repository",
         job.repo,
         event.kind,
         event.forge,
         known,
         event.repo_id,
+        f"{event.forge}:{event.repo}".casefold().replace("'", "''"),
     )
 
 
@@ -300,6 +354,7 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     """The job failed for good: say so where the people it concerns will look."""
     job = Job.start(deps, deps.forge_for(event))
     try:
+        job.follow(_key_of(deps, event))
         with schema_prefix(job.namespace.schema_prefix):
             _give_up(job, event, error)
     finally:
@@ -362,9 +417,19 @@ def abandon(deps: Deps, event: Event, error: str) -> None:
         log.exception("could not report the failure of a %s event on the forge", event.kind)
     key = event.content_key()
     if key is not None:
-        deps.ledger.record_handled(
-            f"{event.forge}:{event.repo}", key, event.kind, "failed", deps.clock()
-        )
+        deps.ledger.record_handled(_key_of(deps, event), key, event.kind, "failed", deps.clock())
+
+
+def _key_of(deps: Deps, event: Event) -> str:
+    """The key of ``event``'s repository's records, as :func:`_admitted` found it (its
+    first name when renamed): read, nothing bound."""
+    name = f"{event.forge}:{event.repo}"
+    bound = deps.ledger.name_binding(name)
+    if bound is None:
+        return name
+    if event.repo_id is not None and bound[1] != event.repo_id:
+        return f"{name}~{event.repo_id}"  # a successor's: never the bound repository's
+    return bound[0]
 
 
 class Bound(TypedDict):

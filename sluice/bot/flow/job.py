@@ -49,6 +49,7 @@ class Job:
     it could not say (:func:`sluice.bot.flow.approval._with_head`): asked once per head."""
     _state: StateStore | None = None
     _namespace: Namespace | None = None
+    _repo: str | None = None
     _files: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _folders: dict[tuple[str, str], list[DirEntry] | None] = field(default_factory=dict)
     _accounts: dict[int, Account | None] = field(default_factory=dict)
@@ -62,8 +63,18 @@ class Job:
 
     @property
     def repo(self) -> str:
-        """The repository's key (``forge:owner/name``)."""
-        return repo_key(self.forge)
+        """The key of the repository's records and namespace: ``forge:owner/name`` as the
+        forge names it, or its first name when it was renamed (:meth:`follow`)."""
+        return self._repo if self._repo is not None else repo_key(self.forge)
+
+    def follow(self, repo: str) -> None:
+        """Key the job's records (ledger, check runs, comment) and namespace by ``repo``,
+        the first name of a repository the forge knows by another now (a rename; the
+        forge is still asked under its name now). Called before anything is read."""
+        assert self._namespace is None, "the namespace was decided under another name"
+        self._repo = repo
+        if isinstance(self.forge, OwnChecks):
+            self.forge.key = repo
 
     @property
     def ledger(self) -> Ledger:
@@ -136,7 +147,9 @@ class Job:
         sections: Sequence[tuple[str, str | None]] = (),
     ) -> None:
         """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`)."""
-        self.deps.sticky.publish(self.forge, number, body=body, section=section, sections=sections)
+        self.deps.sticky.publish(
+            self.forge, number, body=body, section=section, sections=sections, repo=self.repo
+        )
 
     def tell(self, notice: Notice) -> None:
         """Tell ``notice`` in chat once the job's work is done (:mod:`sluice.bot.flow.notify`)."""

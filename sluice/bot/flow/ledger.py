@@ -268,6 +268,37 @@ state_owner = Table(
     Column("bound_ts", BigInteger, nullable=False),
 )
 
+# Each repository's names, each bound to the forge's id of the repository the first time
+# a delivery said it (migration 11; before, rows of handled_events, key "repository-id"). A
+# name is bound for good: a repository of another id under it is refused (a successor, see
+# flow/dispatch). A name first seen with an id another name is bound to is that repository
+# renamed: it keeps the ``canonical`` name, the first one bound to the id, whose namespace
+# (flow/tenancy) and records are the repository's under every later name.
+repositories = Table(
+    "sluice_repositories",
+    metadata,
+    Column("name", String, primary_key=True),  # forge:owner/name, case-folded
+    Column("forge", String, nullable=False),  # github, gitlab: the ids' space
+    Column("repo_id", BigInteger, nullable=False),  # the forge's id of the repository
+    # The repository's first name, as first delivered: the key of its records and namespace.
+    Column("canonical", String, nullable=False),
+    Column("spelled", String, nullable=False),  # this name as the forge last spelled it
+    Column("first_seen_ts", BigInteger, nullable=False),
+    Column("last_seen_ts", BigInteger, nullable=False),  # its latest delivery (current name)
+    Index("ix_sluice_repositories_id", "forge", "repo_id"),
+)
+
+# The forge's own records of pushes to a branch, asked once per head of it (migration 12;
+# before, rows of handled_events, key "push-records:<head>:<branch>").
+push_records_asked = Table(
+    "sluice_push_records_asked",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("branch", String, primary_key=True),
+    Column("head", String, primary_key=True),  # lower-case
+    Column("asked_ts", BigInteger, nullable=False),
+)
+
 # The tables of migration 1: those create_all made before the runner.
 _FIRST = (
     pr_plans,
@@ -345,14 +376,70 @@ def _settings_people(conn: Connection) -> None:
 
 
 REPOSITORY_ID = "repository-id"
-"""The handled-event key of a repository's binding to the forge's id of it
-(:meth:`Ledger.bind_repository_id`; no event's content key is this)."""
+"""The handled-event key a repository's binding to the forge's id of it had before ledger
+migration 11 moved them to :data:`repositories`."""
+
+ASKED_PREFIX = "push-records:"
+"""The handled-event keys (``push-records:<head>:<branch>``) of the forge's push records
+asked, before ledger migration 12 moved them to :data:`push_records_asked`."""
 
 
-def _asked_key(branch: str, head: str) -> str:
-    """The handled-event key of the forge's records of pushes to ``branch`` asked at
-    ``head`` (no event's content key starts so)."""
-    return f"push-records:{head.lower()}:{branch}"
+def _repositories_table(conn: Connection) -> None:
+    # The bindings kept as handled events move to a table of their own. Each name's
+    # canonical is itself (no rename was followed before), spelled as the repository's
+    # record spells it where one folds to it (the ledger's records are keyed as spelled).
+    repositories.create(conn, checkfirst=True)
+    h = handled_events
+    rows = list(
+        conn.execute(select(h.c.repo, h.c.outcome, h.c.handled_ts).where(h.c.key == REPOSITORY_ID))
+    )
+    spelled: dict[str, str] = {}
+    for (seen,) in conn.execute(select(repos.c.repo).order_by(repos.c.repo)):
+        spelled.setdefault(str(seen).casefold(), str(seen))
+    moved = []
+    for row in rows:
+        try:
+            repo_id = int(row.outcome)
+        except ValueError:
+            continue  # never written so; dropped with the rest below
+        name = str(row.repo).casefold()
+        first = spelled.get(name, name)
+        moved.append(
+            {
+                "name": name,
+                "forge": name.partition(":")[0],
+                "repo_id": repo_id,
+                "canonical": first,
+                "spelled": first,
+                "first_seen_ts": int(row.handled_ts),
+                "last_seen_ts": int(row.handled_ts),
+            }
+        )
+    for chunk in _chunks(moved, 500):
+        conn.execute(repositories.insert(), chunk)
+    conn.execute(delete(h).where(h.c.key == REPOSITORY_ID))
+
+
+def _push_records_table(conn: Connection) -> None:
+    # The heads whose push records were asked, kept as handled events, move to their table.
+    push_records_asked.create(conn, checkfirst=True)
+    h = handled_events
+    mine = func.substr(h.c.key, 1, len(ASKED_PREFIX)) == ASKED_PREFIX
+    moved = []
+    for row in conn.execute(select(h.c.repo, h.c.key, h.c.handled_ts).where(mine)):
+        head, _, branch = str(row.key)[len(ASKED_PREFIX) :].partition(":")
+        if head and branch:
+            moved.append(
+                {
+                    "repo": row.repo,
+                    "branch": branch,
+                    "head": head.lower(),
+                    "asked_ts": int(row.handled_ts),
+                }
+            )
+    for chunk in _chunks(moved, 500):
+        conn.execute(push_records_asked.insert(), chunk)
+    conn.execute(delete(h).where(mine))
 
 
 LEDGER = Track(
@@ -369,6 +456,8 @@ LEDGER = Track(
         Migration(8, "the check runs Sluice made", create_tables(check_runs)),
         Migration(9, "pushers by account: every login each had", _pushers_by_account),
         Migration(10, "the accounts the settings in force name", _settings_people),
+        Migration(11, "each repository's names bound to its forge id", _repositories_table),
+        Migration(12, "the heads whose push records were asked", _push_records_table),
     ),
     adopt=_adopt,
 )
@@ -392,6 +481,19 @@ class Push(NamedTuple):
     sha: str
     user: str
     user_id: int | None = None
+
+
+class Binding(NamedTuple):
+    """What a repository's name is bound to (:meth:`Ledger.bind_repository`)."""
+
+    canonical: str
+    """The key of the repository's records and namespace: its first name, as first
+    spelled."""
+    repo_id: int
+    """The forge's id the name is bound to (another than the delivery's: a successor)."""
+    rename: bool = False
+    """The name is bound to nothing yet and the id to ``canonical``: the repository
+    renamed, if the forge says so (nothing written)."""
 
 
 class PinnedSettings(NamedTuple):
@@ -980,27 +1082,93 @@ class Ledger(AuditLog):
             # several workers; what a call does not know (None) is kept.
             _upsert(conn, repos, row, ("repo",), keep_when_null=("installation_id", "last_sha"))
 
-    def bind_repository_id(self, repo: str, repo_id: int, now: int) -> int:
-        """Bind ``repo`` (``forge:owner/name``) to the forge's id of the repository the first
-        time a delivery says it (kept for good: a row of the handled events, key
-        :data:`REPOSITORY_ID`, no migration); the id it is bound to, which a caller compares
-        with ``repo_id`` (another: a repository that took the name after the one whose
-        namespace it is was renamed, transferred or deleted). docs/architecture.md says how
-        an operator rebinds a name."""
-        row = {
-            "repo": repo,
-            "key": REPOSITORY_ID,
-            "kind": "repository",
-            "outcome": str(repo_id),
-            "handled_ts": now,
-        }
-        query = select(handled_events.c.outcome).where(
-            handled_events.c.repo == repo, handled_events.c.key == REPOSITORY_ID
-        )
+    def bind_repository(self, repo: str, repo_id: int, now: int) -> Binding:
+        """Bind ``repo`` (``forge:owner/name``) to the forge's id ``repo_id`` of the
+        repository the first time a delivery says it (kept for good, case-folded,
+        :data:`repositories`), unless another name is bound to that id (then nothing is
+        written: :attr:`Binding.rename`, which the caller confirms with the forge before
+        :meth:`add_name`). What the name is bound to (:class:`Binding`): another id than
+        ``repo_id`` is a successor under the name, which a caller refuses.
+        docs/architecture.md says how an operator rebinds a name."""
+        r = repositories.c
+        name = repo.casefold()
+        forge = name.partition(":")[0]
         with self._writing("bind a repository's name to its id") as conn:
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            conn.execute(dialect.insert(handled_events).values(row).on_conflict_do_nothing())
-            return int(conn.execute(query).scalar_one())
+            found = conn.execute(select(r.repo_id, r.canonical).where(r.name == name)).first()
+            if found is not None and int(found.repo_id) == repo_id:
+                conn.execute(
+                    repositories.update()
+                    .where(r.name == name, r.last_seen_ts < now)
+                    .values(last_seen_ts=now, spelled=repo)
+                )
+            if found is not None:
+                return Binding(str(found.canonical), int(found.repo_id))
+            first = conn.execute(
+                select(r.canonical)
+                .where(r.forge == forge, r.repo_id == repo_id)
+                .order_by(r.first_seen_ts, r.name)
+                .limit(1)
+            ).scalar_one_or_none()
+            if first is not None:
+                return Binding(str(first), repo_id, rename=True)
+            # Its first name: a namespace of its own, unless a renamed repository (another
+            # id) keeps the namespace of this name (an operator rebound the name to a
+            # successor: docs/architecture.md); then one keyed by the id as well.
+            kept = conn.execute(
+                select(r.canonical).where(
+                    r.forge == forge, r.repo_id != repo_id, func.lower(r.canonical) == name.lower()
+                )
+            ).first()
+            self._name(conn, repo, repo_id, repo if kept is None else f"{repo}~{repo_id}", now)
+            bound = conn.execute(select(r.repo_id, r.canonical).where(r.name == name)).one()
+        return Binding(str(bound.canonical), int(bound.repo_id))
+
+    def add_name(self, repo: str, repo_id: int, canonical: str, now: int) -> None:
+        """Bind ``repo``, a new name of the repository whose first name is ``canonical``
+        (its id ``repo_id``: a rename the forge confirmed), for good."""
+        with self._writing("bind a repository's new name") as conn:
+            self._name(conn, repo, repo_id, canonical, now)
+
+    @staticmethod
+    def _name(conn: Connection, repo: str, repo_id: int, canonical: str, now: int) -> None:
+        row = {
+            "name": repo.casefold(),
+            "forge": repo.casefold().partition(":")[0],
+            "repo_id": repo_id,
+            "canonical": canonical,
+            "spelled": repo,
+            "first_seen_ts": now,
+            "last_seen_ts": now,
+        }
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(repositories).values(row).on_conflict_do_nothing())
+
+    def name_binding(self, repo: str) -> tuple[str, int] | None:
+        """(the key of its repository's records and namespace, the forge id it is bound
+        to) of the name ``repo`` (any case); None when no delivery bound it. Nothing is
+        written: the web UI, the CLI and deliveries that say no id read it."""
+        r = repositories.c
+        query = select(r.repo_id, r.canonical).where(r.name == repo.casefold())
+        with self._reading("read a repository's name") as conn:
+            found = conn.execute(query).first()
+        return None if found is None else (str(found.canonical), int(found.repo_id))
+
+    def canonical(self, repo: str) -> str:
+        """The key of the records and namespace of the repository named ``repo`` now: its
+        first name when ``repo`` is a later one (a rename), else ``repo``."""
+        found = self.name_binding(repo)
+        return repo if found is None else found[0]
+
+    def current_names(self) -> dict[str, str]:
+        """The key of each bound repository's records (case-folded) -> its name now, as
+        the forge spells it: the name of its latest delivery (a rename's new one)."""
+        r = repositories.c
+        query = select(r.canonical, r.spelled, r.last_seen_ts).order_by(r.last_seen_ts, r.name)
+        latest: dict[str, str] = {}
+        with self._reading("read the repositories' names") as conn:
+            for row in conn.execute(query):
+                latest[str(row.canonical).casefold()] = str(row.spelled)
+        return latest
 
     def last_sha(self, repo: str) -> str | None:
         """The last commit a job loaded ``repo``'s project at; None if none yet."""
@@ -1009,12 +1177,18 @@ class Ledger(AuditLog):
             return conn.execute(query).scalar_one_or_none()
 
     def repositories(self) -> list[tuple[str, int | None]]:
-        """Every repository seen: (``forge:owner/name``, installation id)."""
+        """Every repository seen: (``forge:owner/name``, installation id), a renamed one
+        under its latest name (the forge's), once."""
         with self._reading("list repositories") as conn:
-            rows = conn.execute(
-                select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo)
+            rows = list(
+                conn.execute(select(repos.c.repo, repos.c.installation_id).order_by(repos.c.repo))
             )
-            return [(row.repo, row.installation_id) for row in rows]
+        now = self.current_names()
+        listed: dict[str, tuple[str, int | None]] = {}
+        for row in rows:
+            name = now.get(str(row.repo).casefold(), str(row.repo))
+            listed.setdefault(name.casefold(), (name, row.installation_id))
+        return sorted(listed.values())
 
     # -- the check runs Sluice made --------------------------------------------------------
 
@@ -1061,15 +1235,18 @@ class Ledger(AuditLog):
     def pushes_asked(self, repo: str, branch: str, head: str) -> bool:
         """Whether the forge's own records of pushes to ``branch`` were asked at ``head``
         (:meth:`record_pushes_asked_later`)."""
-        return self.handled(repo, _asked_key(branch, head)) is not None
+        t = push_records_asked.c
+        query = select(t.asked_ts).where(t.repo == repo, t.branch == branch, t.head == head.lower())
+        with self._reading("read whether push records were asked") as conn:
+            return conn.execute(query).first() is not None
 
     def record_pushes_asked_later(
         self, repo: str, branch: str, head: str, pushes: Iterable[Push], now: int
     ) -> None:
         """Record whom the forge's own records of pushes name as pushing each of
         ``pushes`` to ``branch`` (as :meth:`record_branch_push` does), and that they were
-        asked at ``head`` (kept as a handled event of its own kind: asked once per head),
-        written with this thread's next write, as :meth:`record_check_run_later`'s."""
+        asked at ``head`` (:data:`push_records_asked`: asked once per head), written with
+        this thread's next write, as :meth:`record_check_run_later`'s."""
         rows = self._deferred_inserts()
         for push in pushes:
             uid = push.user_id
@@ -1077,9 +1254,8 @@ class Ledger(AuditLog):
             row |= {"user": push.user}
             row |= {"account": _account(push.user, uid), "pushed_ts": now, "user_id": uid}
             rows.append((branch_pushers, row))
-        key, kind = _asked_key(branch, head), "push records asked"
-        asked = {"repo": repo, "key": key, "kind": kind, "outcome": "done", "handled_ts": now}
-        rows.append((handled_events, asked))
+        asked = {"repo": repo, "branch": branch, "head": head.lower(), "asked_ts": now}
+        rows.append((push_records_asked, asked))
 
     def write_deferred(self) -> None:
         """Write what :meth:`record_check_run` kept for this thread's next write, now."""

@@ -49,7 +49,7 @@ class OwnChecks:
         self.comment_limit = forge.comment_limit
         self._ledger = ledger
         self._now = now
-        self._key = repo_key(forge)
+        self.key = repo_key(forge)  # the ledger's key of its records (Job.follow)
         self._known: dict[str, dict[str, int]] = {}  # sha -> check name -> run id
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
@@ -57,7 +57,7 @@ class OwnChecks:
             run_id = self._runs(sha).get(check.name)
         made = self.inner.set_check(sha, check, run_id)
         if made is not None and made != run_id:
-            self._ledger.record_check_run_later(self._key, sha, check.name, made, self._now)
+            self._ledger.record_check_run_later(self.key, sha, check.name, made, self._now)
             self._runs(sha)[check.name] = made
         return made
 
@@ -69,7 +69,7 @@ class OwnChecks:
         """Sluice's runs on ``sha`` by check name, read once per job (one query)."""
         key = sha.lower()
         if key not in self._known:
-            self._known[key] = self._ledger.check_runs_on(self._key, sha)
+            self._known[key] = self._ledger.check_runs_on(self.key, sha)
         return self._known[key]
 
     def __getattr__(self, name: str) -> Any:

@@ -35,6 +35,7 @@ class StickyComment:
         body: str | None = None,
         section: tuple[str, str | None] | None = None,
         sections: Sequence[tuple[str, str | None]] = (),
+        repo: str | None = None,
     ) -> None:
         """Update PR ``number``'s comment: its main ``body`` and/or extra ``section``s
         (``(name, None)`` removes one; facts for the verdict are sections too, never shown
@@ -43,7 +44,7 @@ class StickyComment:
         The ledger's record is read, merged and written in one transaction, so sections
         another job wrote meanwhile (a promotion's, under the repository's prod key, while
         a build runs under the PR's) are kept; the forge's comment is then edited to it."""
-        repo = repo_key(forge)
+        repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
         with self.ledger.together("publish the sticky comment"):
             old, kept = self.ledger.comment(repo, number)
             body = body if body is not None else old

@@ -271,6 +271,14 @@ class Forge(Protocol):
         account has now, never by the one it had then."""
         ...
 
+    def repository_of(self, repo_id: int) -> str | None:
+        """The name (``owner/name``) the repository of the forge's id ``repo_id`` has now
+        (GitHub ``GET /repositories/{id}``, GitLab ``GET /projects/:id``), as the service's
+        credentials read it; None when they read none of that id, and on a forge without
+        ids (the local forge). A delivery naming a new name with a known id is a rename only
+        if this says so (:func:`sluice.bot.flow.dispatch._renamed`)."""
+        ...
+
     def commit_of(self, ref: str) -> str | None:
         """The commit sha a branch or tag name points at (annotated tags peeled); None
         when there is no such ref."""

@@ -480,6 +480,20 @@ class GitLabForge:
         self._accounts[user_id] = account
         return account
 
+    def repository_of(self, repo_id: int) -> str | None:
+        """The ``path_with_namespace`` of project ``repo_id`` now (``GET /projects/:id``);
+        None when GitLab shows the service's token no such project (404), or answers for
+        another id."""
+        with self._guard(f"reading the path of project {repo_id}"):
+            try:
+                attrs = self._client.projects.get(repo_id).attributes
+            except GitlabError as error:
+                if _status(error) != 404:
+                    raise
+                return None
+        path = attrs.get("path_with_namespace")
+        return str(path) if attrs.get("id") == repo_id and isinstance(path, str) else None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
         whether or not a push hook was sent) name as pushing ``branch`` to ``sha``

@@ -462,6 +462,10 @@ class LocalForge(GitRepo):
         """None: the local forge's people are logins only (the gate compares logins)."""
         return None
 
+    def repository_of(self, repo_id: int) -> str | None:
+        """None: the local forge's repository has no id."""
+        return None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None

@@ -177,6 +177,9 @@ class MemoryForge:
     runs: dict[int, CheckRun] = field(default_factory=dict)
     """Every check run by id: the bot's (its latest of each check is also in ``checks``)
     and those others made (:meth:`foreign_run`), which share names with the bot's."""
+    repositories: dict[int, str] = field(default_factory=dict)
+    """The forge's id -> the name (``owner/name``) of each repository its credentials read,
+    as it is now (:meth:`repository_of`; a test renames one here)."""
     _ids: int = 1000
     _named: list[str] = field(default_factory=list)  # logins account_id was asked of
 
@@ -632,6 +635,11 @@ class MemoryForge:
         seen += [*self._named, *self.accounts, *self.bots]
         login = next((login for login in seen if self.account_id(login) == user_id), None)
         return None if login is None else Account(login, self.bots.get(login.casefold()))
+
+    def repository_of(self, repo_id: int) -> str | None:
+        """:attr:`repositories`' name of ``repo_id``; None: not there."""
+        self._call("repository_of", repo_id)
+        return self.repositories.get(repo_id)
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """Who :attr:`push_log` names as pushing ``branch`` to ``sha``, within its newest

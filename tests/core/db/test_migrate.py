@@ -158,6 +158,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     grown.pop("sluice_check_runs")  # ledger migration 8's table
+    grown.pop("sluice_repositories")  # ledger migration 11's table
+    grown.pop("sluice_push_records_asked")  # ledger migration 12's
     # Ledger migrations 4 and 6 make the pushers tables as declared now (keyed by account,
     # migration 9's), and state migration 5's table.
     assert grown.pop("sluice_pr_pushers")["primary_key"] == ["account", "number", "repo", "user"]
@@ -387,5 +389,55 @@ def test_ledger_migration_9_keys_the_pushers_by_account_and_keeps_their_rows(
         (8, "bob", "#5", 3),  # the first push seen keeps its time
         (8, "bob", "#9", 4),
     ]
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+
+
+def test_ledger_migrations_11_and_12_move_the_names_and_asked_heads_to_their_tables(
+    state_url: str, engine: Engine
+) -> None:
+    # A ledger at migration 10 that kept each name's forge id and the heads whose push
+    # records were asked as rows of the handled events (beside a real handled event).
+    at_10 = dataclasses.replace(LEDGER, migrations=LEDGER.migrations[:10])
+    migrate(engine, [STATE, QUEUE, at_10, AUDIT])
+    handled = LEDGER.tables.tables["sluice_handled_events"]
+    seen = LEDGER.tables.tables["sluice_repos"]
+    with engine.begin() as conn:
+        conn.execute(insert(seen), [
+            {"repo": "github:Acme/Ware", "seen_ts": 5, "installation_id": 7},
+            {"repo": "gitlab:grp/proj", "seen_ts": 6, "installation_id": None},
+        ])  # fmt: skip
+        conn.execute(insert(handled), [
+            {"repo": "github:acme/ware", "key": "repository-id", "kind": "repository",
+             "outcome": "424242", "handled_ts": 10},
+            {"repo": "gitlab:grp/proj", "key": "repository-id", "kind": "repository",
+             "outcome": "77", "handled_ts": 11},
+            {"repo": "github:Acme/Ware", "key": f"push-records:{'AB' * 20}:feature/x",
+             "kind": "push records asked", "outcome": "done", "handled_ts": 12},
+            {"repo": "github:Acme/Ware", "key": "pull_request:opened:9:abc", "kind": "pr",
+             "outcome": "done", "handled_ts": 13},
+        ])  # fmt: skip
+    assert recorded(engine)["ledger"] == list(range(1, 11))
+
+    ledger = Ledger(state_url)  # migrations 11 and 12 run
+    try:
+        # The name keeps its id, its first name spelled as its records are (the
+        # repository's row's case), the key of its records under a later name.
+        assert ledger.name_binding("GitHub:ACME/ware") == ("github:Acme/Ware", 424242)
+        renamed = ledger.bind_repository("github:acme/renamed", 424242, 19)
+        assert renamed.rename and renamed.canonical == "github:Acme/Ware"
+        assert ledger.name_binding("gitlab:grp/proj") == ("gitlab:grp/proj", 77)
+        assert ledger.bind_repository("github:Acme/Ware", 424242, 20).canonical == (
+            "github:Acme/Ware"
+        )
+        assert ledger.bind_repository("github:acme/ware", 9, 21).repo_id == 424242  # successor
+        assert ledger.pushes_asked("github:Acme/Ware", "feature/x", "ab" * 20)
+        assert not ledger.pushes_asked("github:Acme/Ware", "feature/y", "ab" * 20)
+        assert ledger.handled("github:Acme/Ware", "pull_request:opened:9:abc") == ("done", 13)
+        assert ledger.count("sluice_handled_events") == 1  # the moved rows are gone
+        assert ledger.count("sluice_repositories") == 2
+        assert ledger.count("sluice_push_records_asked") == 1
+    finally:
+        ledger.close()
     assert inspected(engine) == declared(engine.dialect)
     assert recorded(engine) == EVERY

@@ -400,6 +400,18 @@ class GitHubForge:
         self._accounts[user_id] = account
         return account
 
+    def repository_of(self, repo_id: int) -> str | None:
+        """The ``full_name`` of repository ``repo_id`` now (``GET /repositories/{id}``);
+        None when GitHub shows the service's credentials no such repository (404), or
+        answers for another id."""
+        with boundary(f"reading the name of repository {repo_id}"):
+            try:
+                data = self._client.get_repo(repo_id).raw_data
+            except UnknownObjectException:
+                return None
+        name = data.get("full_name")
+        return str(name) if data.get("id") == repo_id and isinstance(name, str) else None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
         whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
