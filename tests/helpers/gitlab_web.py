@@ -2,7 +2,9 @@
 the service's python-gitlab calls (:class:`~tests.helpers.gitlab_wire.FakeGitLab`, with
 the service's ``PRIVATE-TOKEN``) and the people's OAuth sign-in (their ``Bearer``
 tokens: ``/oauth/token``, ``/api/v4/user``, ``/api/v4/projects/{path}``), and a project
-with prod built and merge request 2 opened by alice.
+with prod built and merge request 2 opened by alice; the service over it with GitLab
+sign-in (:func:`signed_in_service`), its people (``ALICE``, ``BOB``, ``CAROL``, ``EVE``),
+a page's flash and the audit log's rows.
 
 Both register routes on the same paths (``GET /api/v4/user``, ``/projects/{path}``), so
 the mock's registry is :class:`FirstWins` (the first route that matches answers, none is
@@ -13,16 +15,20 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
 import responses
+from fastapi.testclient import TestClient
 from responses import matchers
 from responses.registries import FirstMatchRegistry
 
+from sluice.bot.entry.app import create_app
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import account_id_of
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
@@ -31,8 +37,9 @@ from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers.cases import load_case
 from tests.helpers.fold_settings import fold_settings
+from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
-from tests.helpers.oauth import CLIENT_SECRET, GITLAB, FakeUser
+from tests.helpers.oauth import CLIENT_ID, CLIENT_SECRET, GITLAB, FakeUser
 from tests.helpers.world import GATE, edit, sha_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +47,12 @@ PROJECT = "data/warehouse"
 END = to_ms("2018-04-30")
 MAIN, HEAD = sha_of(1), sha_of(2)
 TITLE = '<script>alert("mr")</script> Drop returned orders'
+KEY = f"gitlab:{PROJECT}"
+# alice and bob Developers, carol a Reporter (gitlab_project); eve cannot read the project.
+ALICE = FakeUser("alice", code="gl-alice", token="gloas-alice000000000000", readable={PROJECT})
+BOB = FakeUser("bob", code="gl-bob", token="gloas-bob00000000000000", readable={PROJECT})
+CAROL = FakeUser("carol", code="gl-carol", token="gloas-carol000000000000", readable={PROJECT})
+EVE = FakeUser("eve", code="gl-eve", token="gloas-eve00000000000000", readable=())
 
 
 class FirstWins(FirstMatchRegistry):
@@ -153,3 +166,39 @@ def gitlab_project(root: Path) -> GitLabProject:
     gitlab.members.update({"alice": 30, "bob": 30, "carol": 20})
     warehouse.script = Script(rows={"jaffle.orders": 95})
     return GitLabProject(root, url, gitlab, warehouse)
+
+
+@contextmanager
+def signed_in_service(built: GitLabProject) -> Iterator[GitLabService]:
+    """The real service over ``built`` (its state, the scripted warehouse) with GitLab
+    sign-in for ALICE, BOB, CAROL and EVE, the UI not public, GitLab at the wire; merge
+    request 2's open hook delivered and its jobs run."""
+    settings = gitlab_settings(
+        built.root, database_url=built.url, gitlab_oauth_client_id=CLIENT_ID,
+        gitlab_oauth_client_secret=CLIENT_SECRET, ui_public=False,
+    )  # fmt: skip
+    with wire() as mock:
+        sign_in_routes(mock, ALICE, BOB, CAROL, EVE, served=[PROJECT])  # first: Bearer only
+        built.gitlab.install(mock)
+        app = create_app(settings, runner_for=built.warehouse.runner)
+        with TestClient(app) as client:
+            served = GitLabService(client, built.gitlab, settings)
+            answer = served.deliver("Merge Request Hook", built.mr_hook("open", "alice"))
+            assert answer.status_code == 202, answer.text
+            served.idle(timeout=300)
+            yield served
+
+
+def flash_of(html: str) -> str:
+    """The flash message a page shows (from its ``data-testid`` to the end of its ``<p>``)."""
+    start = html.index('data-testid="flash"')
+    return html[start : html.index("</p>", start)]
+
+
+def audit(url: str) -> list[tuple[str, str, str, str]]:
+    """The audit log of ``PROJECT`` in the state at ``url``: (kind, actor, outcome, detail)."""
+    ledger = Ledger(url)
+    try:
+        return [(r.kind, r.actor, r.outcome, r.detail) for r in ledger.entries(repo=KEY)]
+    finally:
+        ledger.close()

@@ -17,30 +17,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.flow.ledger import Ledger
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
-from tests.helpers.gitlab_service import API_TOKEN, GitLabService, gitlab_settings
+from tests.helpers.gitlab_service import API_TOKEN, GitLabService
 from tests.helpers.gitlab_web import (
+    ALICE,
+    BOB,
+    CAROL,
+    EVE,
     HEAD,
     PROJECT,
     GitLabProject,
+    audit,
+    flash_of,
     gitlab_project,
-    sign_in_routes,
-    wire,
+    signed_in_service,
 )
-from tests.helpers.oauth import CLIENT_ID, CLIENT_SECRET, FakeUser, sign_in
+from tests.helpers.oauth import sign_in
 from tests.helpers.web_actions import forms
 
-KEY = f"gitlab:{PROJECT}"
 PAGE = f"/ui/pulls/2?repo=gitlab%3A{PROJECT.replace('/', '%2F')}"
-ALICE = FakeUser("alice", code="gl-alice", token="gloas-alice000000000000", readable={PROJECT})
-BOB = FakeUser("bob", code="gl-bob", token="gloas-bob00000000000000", readable={PROJECT})
-CAROL = FakeUser("carol", code="gl-carol", token="gloas-carol000000000000", readable={PROJECT})
-EVE = FakeUser("eve", code="gl-eve", token="gloas-eve00000000000000", readable=())
 
 
 @pytest.fixture
@@ -50,20 +47,8 @@ def built(tmp_path: Path) -> GitLabProject:
 
 @pytest.fixture
 def service(built: GitLabProject) -> Iterator[GitLabService]:
-    settings = gitlab_settings(
-        built.root, database_url=built.url, gitlab_oauth_client_id=CLIENT_ID,
-        gitlab_oauth_client_secret=CLIENT_SECRET, ui_public=False,
-    )  # fmt: skip
-    with wire() as mock:
-        sign_in_routes(mock, ALICE, BOB, CAROL, EVE, served=[PROJECT])  # first: Bearer only
-        built.gitlab.install(mock)
-        app = create_app(settings, runner_for=built.warehouse.runner)
-        with TestClient(app) as client:
-            served = GitLabService(client, built.gitlab, settings)
-            answer = served.deliver("Merge Request Hook", built.mr_hook("open", "alice"))
-            assert answer.status_code == 202, answer.text
-            served.idle(timeout=300)
-            yield served
+    with signed_in_service(built) as served:
+        yield served
 
 
 def _send(service: GitLabService, name: str) -> str:
@@ -76,17 +61,7 @@ def _send(service: GitLabService, name: str) -> str:
     answer = client.post(action, data=values, follow_redirects=False)
     assert answer.status_code == 303, answer.text
     service.idle(timeout=300)
-    shown: str = client.get(PAGE).text
-    start = shown.index('data-testid="flash"')
-    return shown[start : shown.index("</p>", start)]
-
-
-def _audit(url: str) -> list[tuple[str, str, str, str]]:
-    ledger = Ledger(url)
-    try:
-        return [(r.kind, r.actor, r.outcome, r.detail) for r in ledger.entries(repo=KEY)]
-    finally:
-        ledger.close()
+    return flash_of(client.get(PAGE).text)
 
 
 def _approval(service: GitLabService) -> dict[str, Any]:
@@ -116,7 +91,7 @@ def test_the_author_is_refused_and_the_approver_passes_the_gate_on_gitlab(
     approval = _approval(service)
     assert (approval["state"], approval["description"]) == ("success", "Approved")
     assert "Approved by @bob (1 of 1 required)." in gitlab.bot_notes(2)[0]["body"]
-    rows = _audit(built.url)
+    rows = audit(built.url)
     assert ("approval", "alice", "given") in [r[:3] for r in rows]
     assert ("approval", "bob", "given") in [r[:3] for r in rows]
     assert all("the web UI's Approve this plan" in r[3] for r in rows if r[0] == "approval"
@@ -146,7 +121,7 @@ def test_a_reporter_cannot_deploy_from_the_page(
         assert store.get_environment(PROD) == before
     finally:
         store.close()
-    assert [r[:3] for r in _audit(built.url) if r[1] == "carol"] == [
+    assert [r[:3] for r in audit(built.url) if r[1] == "carol"] == [
         ("refusal", "carol", "not a writer")
     ]
 
@@ -162,7 +137,7 @@ def test_someone_who_cannot_read_the_project_sees_nothing_and_acts_on_nothing(
     answer = service.client.post(action, data=values, follow_redirects=False)
     assert answer.status_code in (403, 404), answer.text
     assert service.counts().get("queued", 0) == 0
-    assert not any(r[1] == "eve" for r in _audit(built.url))
+    assert not any(r[1] == "eve" for r in audit(built.url))
 
 
 def test_a_developer_deploys_from_the_page_once_the_gate_passed(
@@ -193,6 +168,6 @@ def test_a_developer_deploys_from_the_page_once_the_gate_passed(
         HEAD,
         "success",
     )
-    rows = [r[:3] for r in _audit(built.url)]
+    rows = [r[:3] for r in audit(built.url)]
     assert ("deploy command", "alice", "asked") in rows
     assert ("promotion", "alice", "promoted") in rows

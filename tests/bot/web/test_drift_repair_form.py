@@ -20,30 +20,28 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
 from sluice.bot.events.neutral import DriftCheckEvent, pr_key
-from sluice.bot.flow.ledger import Ledger
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
-from tests.helpers.gitlab_service import GitLabService, gitlab_settings
+from tests.helpers.gitlab_service import GitLabService
 from tests.helpers.gitlab_web import (
+    ALICE,
+    BOB,
+    CAROL,
+    EVE,
     MAIN,
     PROJECT,
     GitLabProject,
+    audit,
+    flash_of,
     gitlab_project,
-    sign_in_routes,
-    wire,
+    signed_in_service,
 )
-from tests.helpers.oauth import CLIENT_ID, CLIENT_SECRET, FakeUser, sign_in
+from tests.helpers.oauth import sign_in
 from tests.helpers.web_actions import forms
 
-KEY = f"gitlab:{PROJECT}"
 PAGE = f"/ui/drift?repo=gitlab%3A{PROJECT.replace('/', '%2F')}"
-ALICE = FakeUser("alice", code="gl-alice", token="gloas-alice000000000000", readable={PROJECT})
-BOB = FakeUser("bob", code="gl-bob", token="gloas-bob00000000000000", readable={PROJECT})
-CAROL = FakeUser("carol", code="gl-carol", token="gloas-carol000000000000", readable={PROJECT})
-EVE = FakeUser("eve", code="gl-eve", token="gloas-eve00000000000000", readable=())
 POLICY = """\
 name: views-need-bob
 description: Making a view of prod again needs <b>bob</b>'s word.
@@ -73,20 +71,8 @@ def built(tmp_path: Path) -> GitLabProject:
 
 @pytest.fixture
 def service(built: GitLabProject) -> Iterator[GitLabService]:
-    settings = gitlab_settings(
-        built.root, database_url=built.url, gitlab_oauth_client_id=CLIENT_ID,
-        gitlab_oauth_client_secret=CLIENT_SECRET, ui_public=False,
-    )  # fmt: skip
-    with wire() as mock:
-        sign_in_routes(mock, ALICE, BOB, CAROL, EVE, served=[PROJECT])  # first: Bearer only
-        built.gitlab.install(mock)
-        app = create_app(settings, runner_for=built.warehouse.runner)
-        with TestClient(app) as client:
-            served = GitLabService(client, built.gitlab, settings)
-            answer = served.deliver("Merge Request Hook", built.mr_hook("open", "alice"))
-            assert answer.status_code == 202, answer.text
-            served.idle(timeout=300)
-            yield served
+    with signed_in_service(built) as served:
+        yield served
 
 
 def _check(service: GitLabService) -> None:
@@ -122,17 +108,7 @@ def _send(
     if answer.status_code != 303:
         return answer.status_code, answer.text
     service.idle(timeout=300)
-    shown: str = client.get(PAGE).text
-    start = shown.index('data-testid="flash"')
-    return 303, shown[start : shown.index("</p>", start)]
-
-
-def _audit(url: str) -> list[tuple[str, str, str, str]]:
-    ledger = Ledger(url)
-    try:
-        return [(r.kind, r.actor, r.outcome, r.detail) for r in ledger.entries(repo=KEY)]
-    finally:
-        ledger.close()
+    return 303, flash_of(client.get(PAGE).text)
 
 
 def _applies(built: GitLabProject) -> int:
@@ -156,30 +132,30 @@ def test_asked_overridden_approved_and_repaired_from_the_page(
     assert set(forms(html)) == {"request"}  # nobody asked yet: nothing to approve
     built_before = _applies(built)
     assert "queued as job" in _send(service, "request")[1]
-    rows = _audit(built.url)
+    rows = audit(built.url)
     assert ("drift repair", "alice", "requested") in [r[:3] for r in rows]
     held = service.client.get(PAGE).text
     assert "held by the soft policies views-need-bob" in held
     assert {"approve-repair", "override"} <= set(forms(held))
     # alice is no one the policy names: her override is refused by the flow
     _send(service, "override", reason="I asked, so I say so")
-    rows = _audit(built.url)
+    rows = audit(built.url)
     assert ("refusal", "alice", "drift repair refused",
             "not named by a soft policy in force (from the web UI)") in rows  # fmt: skip
     assert not any(r[0] == "policy override" for r in rows)
     # bob, the gate's approver, approves: still held by the policy
     sign_in(service.client, BOB, forge="gitlab")
     _send(service, "approve-repair")
-    assert ("drift repair", "bob", "approved") in [r[:3] for r in _audit(built.url)]
+    assert ("drift repair", "bob", "approved") in [r[:3] for r in audit(built.url)]
     assert _applies(built) == built_before
     # bob, whom the policy names, overrides it with a reason: the plan runs
     status, flash = _send(service, "override", reason="ticket\nOPS-7 <i>now</i>")
     assert status == 303 and "override" in flash, flash
-    [override] = [r for r in _audit(built.url) if r[0] == "policy override"]
+    [override] = [r for r in audit(built.url) if r[0] == "policy override"]
     assert override[1] == "bob" and "(from the web UI): ticket OPS-7 <i>now</i>" in override[3]
     assert _applies(built) == built_before + 1
     assert built.warehouse.views["jaffle.customers"] == sluices
-    assert ("drift repair", "alice", "applied") in [r[:3] for r in _audit(built.url)]
+    assert ("drift repair", "alice", "applied") in [r[:3] for r in audit(built.url)]
     after = service.client.get(PAGE).text
     assert "No drift: prod is as Sluice recorded it." in after
     status_of = service.gitlab.statuses_on(MAIN)["sluice/drift"]
@@ -206,7 +182,7 @@ def test_no_sign_in_a_wrong_csrf_token_or_a_bad_reason_queue_nothing(
         assert answer.status_code == 422, (reason, answer.text)
     service.idle(timeout=60)
     assert _jobs(service) == jobs
-    assert not any(r[0] == "drift repair" for r in _audit(built.url))
+    assert not any(r[0] == "drift repair" for r in audit(built.url))
 
 
 def test_a_reporter_is_refused_by_the_gate_and_an_outsider_sees_nothing(
@@ -217,7 +193,7 @@ def test_a_reporter_is_refused_by_the_gate_and_an_outsider_sees_nothing(
     alices = service.client.get(PAGE).text
     sign_in(service.client, CAROL, forge="gitlab")
     assert "queued as job" in _send(service, "request")[1]
-    rows = _audit(built.url)
+    rows = audit(built.url)
     [refused] = [r for r in rows if r[1] == "carol"]
     assert refused[:3] == ("refusal", "carol", "drift repair refused"), refused
     assert "permission" in refused[3] and refused[3].endswith("(from the web UI)")
@@ -227,7 +203,7 @@ def test_a_reporter_is_refused_by_the_gate_and_an_outsider_sees_nothing(
     jobs = _jobs(service)
     status, _ = _send(service, "request", alices)  # alice's form in eve's session
     assert status in (403, 404)
-    assert _jobs(service) == jobs and not any(r[1] == "eve" for r in _audit(built.url))
+    assert _jobs(service) == jobs and not any(r[1] == "eve" for r in audit(built.url))
 
 
 def test_a_form_from_before_the_drift_changed_is_refused(
@@ -244,7 +220,7 @@ def test_a_form_from_before_the_drift_changed_is_refused(
     status, flash = _send(service, "request", old)
     assert status == 303 and "Not sent: the page showed repair plan" in flash, flash
     assert _jobs(service) == jobs  # nothing queued
-    assert not any(r[0] == "drift repair" for r in _audit(built.url))
+    assert not any(r[0] == "drift repair" for r in audit(built.url))
     # asked for from the page now; then the drift changes after bob's page, before his
     # approval runs (no check in between): the flow makes the plan again and refuses it
     _send(service, "request")
@@ -254,7 +230,7 @@ def test_a_form_from_before_the_drift_changed_is_refused(
     built.warehouse.views[other] = HOSTILE  # one more view to make again: another plan
     status, _ = _send(service, "approve-repair", bobs)
     assert status == 303
-    rows = _audit(built.url)
+    rows = audit(built.url)
     assert not any(r[:3] == ("drift repair", "bob", "approved") for r in rows)
     [stale] = [r for r in rows if r[1] == "bob"]
     assert stale[0] == "refusal" and " is now " in stale[3] and "(from the web UI)" in stale[3]
