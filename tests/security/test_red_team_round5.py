@@ -13,6 +13,7 @@ scripted warehouse for Spark (tests/helpers/repair_red_team.py, tests/helpers/ga
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +23,20 @@ import pytest
 
 from sluice.bot.events.neutral import CommentEvent, DriftCheckEvent
 from sluice.bot.flow import audit, dispatch, tenancy, trust
+from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
 from sluice.bot.forge.memory import MemoryForge, as_forge
-from sluice.core import workflow
+from sluice.core import sandbox, workflow
+from sluice.core.config import SparkSettings
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, schema_prefix
+from sluice.core.spark import jvm
 from sluice.core.spark.scripted import Warehouse
+from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
-from tests.helpers.cases import record_prod
+from tests.helpers import gate_world as gw
+from tests.helpers.cases import realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
 from tests.helpers.repair_red_team import ONE, C, RepairWorld
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, opened
@@ -300,3 +306,111 @@ def test_a_bot_in_a_required_team_rolls_nothing_back(tmp_path: Path) -> None:
         assert say("carol").startswith("@carol rolled prod back")  # a person of the team may
     finally:
         deps.close()
+
+
+RELEASERS = (
+    "sluice:\n  project: jaffle\n  deploy:\n    environments:\n"
+    "      - {name: staging, on: merge}\n"
+    "      - {name: prod, on: tag, tag_pattern: 'v*', released_by: [acme/releasers]}\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: a tier's released_by names a team, and a bot account in it "
+    "(a GitLab group access token's user or service account, which the forge says is a "
+    "bot) releases prod with a tag push: promotion._may_release (trust.names_person) "
+    "takes any member's login and never asks what the account is. Fix: refuse a tag whose "
+    "actor_id the forge says is a bot (job.account_of(actor_id).bot), as the gate does",
+)
+def _tag_by(tmp_path: Path, who: str) -> list[tuple[str, str, str]]:
+    """``who`` pushes tag v1 on the prod branch's head, under a prod tier released by the
+    team acme/releasers (carol, and a bot account); the audit log's rows then."""
+    bot = gw.make_bot(tmp_path, RELEASERS, {"carol": "write", GROUP_BOT: "write"})
+    try:
+        bot.forge.teams["acme/releasers"] = frozenset({"carol", GROUP_BOT})
+        bot.forge.bots[GROUP_BOT] = True  # what the forge says of the account, by its id
+        bot.forge.refs["main"] = gw.A
+        tag = realcase("github/push/woodpecker__HookTag.json", gw.OWNER,
+                       ref="refs/tags/v1", after=gw.A, deleted=False)  # fmt: skip
+        tag["sender"]["login"] = who
+        assert bot.deliver("push", tag)
+        return [(e.kind, e.actor, e.outcome) for e in bot.ledger.entries(repo=gw.KEY)]
+    finally:
+        bot.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: a tier's released_by names a team, and a bot account in it "
+    "(a GitLab group access token's user or service account, which the forge says is a "
+    "bot) releases prod with a tag push: promotion._may_release (trust.names_person) "
+    "takes any member's login and never asks what the account is. Fix: refuse a tag whose "
+    "actor_id the forge says is a bot (job.account_of(actor_id).bot), as the gate does",
+)
+def test_a_bot_in_the_releasers_team_releases_nothing(tmp_path: Path) -> None:
+    # The bot's tag goes on to promote prod (its project here fails to load: no matter).
+    rows = _tag_by(tmp_path, GROUP_BOT)
+    assert rows == [(audit.REFUSAL, GROUP_BOT, "release refused")], rows
+
+
+def test_a_person_outside_the_releasers_team_releases_nothing(tmp_path: Path) -> None:
+    # Control of the attack above: mallory, a writer outside the team, is refused.
+    rows = _tag_by(tmp_path, "mallory")
+    assert rows == [(audit.REFUSAL, "mallory", "release refused")], rows
+
+
+# == 4. the class archive a prod driver writes, bound into A's next sandboxes =============
+
+A_REPO, B_REPO = "github:mallory/a", "github:acme/b"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: a driver's sandbox binds the class archive by the path in its "
+    "root's archive folder, checked a regular file (jvm.ClassArchive.mapped: lstat) and "
+    "then resolved again when the bubblewrap command is made (sandbox._bwrap: "
+    "Path.resolve() of each read path) and when bubblewrap mounts it. A's first prod "
+    "driver, which has that folder writable while it dumps (SubmitRunner._class_archive), "
+    "swaps a regular file there for a link between the two: A's PR job, started meanwhile, "
+    "gets B's warehouse file (or the state, the App's key: anything the service reads) "
+    "bound read-only at its own path. Fix: never bind a read path from a folder a "
+    "sandbox writes; publish the archive into a folder of the service's alone (rename the "
+    "checked dump there) and bind that, or open it O_NOFOLLOW and bind the descriptor "
+    "(bwrap --ro-bind-fd)",
+)
+def test_a_prod_driver_cannot_swap_a_link_into_a_pr_job_s_class_archive_bind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    monkeypatch.setattr(sandbox, "isolation", lambda: "bwrap")
+    work = Checkout(tmp_path / "work")
+    a, b = (work.spark_at(tenancy.spark_root(repo)) for repo in (A_REPO, B_REPO))
+    secret = b.warehouse / "sluice_r_b__db.db" / "t" / "part-0.parquet"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("B's rows")
+    a.logs.mkdir(parents=True)
+    runner = SubmitRunner(SparkSettings(master="local[2]"), a)
+    env = dict(os.environ)
+    archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env, a.class_archives)
+    if archive is None:
+        pytest.skip("no Java here: no class archive")
+    # A's first prod job: no archive yet, so its driver dumps one, the folder writable.
+    with runner._class_archive(env, {"environment": "prod"}) as dumping:  # type: ignore[arg-type]
+        assert dumping.folder == archive.folder
+        # The driver puts a regular file where the archive goes...
+        archive.path.write_bytes(b"not a class archive")
+        # ...and A's PR job starts: the archive is a regular file now, mapped.
+        with runner._class_archive(env, {"environment": "pr"}) as mapped:  # type: ignore[arg-type]
+            assert mapped.reads == [archive.path]
+            # The driver swaps a link in (a rename: atomic) before the sandbox is made.
+            link = archive.folder / "swap"
+            link.symlink_to(secret)
+            os.replace(link, archive.path)
+            spec_path = a.logs / "pr-job.json"
+            spec_path.write_text("{}")
+            home = a.logs / "pr-job.home"
+            home.mkdir()
+            profile = runner.profile({"steps": []}, spec_path, home, mapped)  # type: ignore[typeddict-item]
+            argv = sandbox._bwrap(["true"], profile)
+    assert str(secret) not in argv, "B's warehouse file is bound into A's PR sandbox"
