@@ -79,6 +79,7 @@ LONGEST_FIRST = (
     "tests/core/spark/test_table_diff.py",
     "tests/core/spark/test_driver_writes.py",
     "tests/bot/flow/test_python_pr_flow.py",
+    "tests/bot/flow/test_merge_train_spark.py",
     "tests/core/spark/test_dev_server.py",
     "tests/security/test_connect_token.py",
     "tests/core/spark/test_concurrent_builds.py",
