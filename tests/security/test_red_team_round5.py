@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import CommentEvent, DriftCheckEvent
 from sluice.bot.flow import audit, dispatch, tenancy, trust
 from sluice.bot.flow.checkout import Checkout
@@ -35,9 +36,11 @@ from sluice.core.spark import jvm
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
+from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
+from tests.helpers.policy_world import SOFT, World, edit_orders
 from tests.helpers.repair_red_team import ONE, C, RepairWorld
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, opened
 
@@ -360,6 +363,47 @@ def test_a_person_outside_the_releasers_team_releases_nothing(tmp_path: Path) ->
     assert rows == [(audit.REFUSAL, "mallory", "release refused")], rows
 
 
+def _say(world: World, user: str, body: str) -> list[str]:
+    """``user`` comments ``body`` on PR 7 as GitHub sends it (the account id with it)."""
+    before = len(world.forge.bot_comments(7))
+    comment_id = world.forge.add_comment(7, user, body)
+    payload = realcase("github/issue_comment/drone-go-scm__comment.json", gw.OWNER,
+                       action="created", **{
+        "issue.number": 7, "comment.user.login": user, "comment.body": body,
+        "comment.id": comment_id,
+    })  # fmt: skip
+    event = parse_github("issue_comment", accounts.github(payload, world.forge.account_id))
+    assert event is not None
+    dispatch.handle(world.deps, event)
+    return world.forge.bot_comments(7)[before:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: /sluice override of a soft policy by a bot account in a team "
+    "its override_by names (policies.override: trust.names_person by the team members' "
+    "logins) is taken, so whoever drives a GitLab service account or group access token in "
+    "that group lifts the policy on a PR (a bot's approval counts for nothing, its override "
+    "everything). Fix: refuse an override whose author_id the forge says is a bot, in "
+    "policies.override and valid_overrides, as the gate does",
+)
+def test_a_bot_in_the_override_by_team_overrides_nothing(tmp_path: Path) -> None:
+    world = World(tmp_path, {"policies/soft.yaml": SOFT})
+    world.forge.teams["octo/finance"] = frozenset({"fin", GROUP_BOT})
+    world.forge.roles[GROUP_BOT] = "write"
+    world.forge.bots[GROUP_BOT] = True  # what the forge says of the account, by its id
+    try:
+        world.head(gw.A, edit_orders)
+        world.open(7, gw.A)
+        world.build(7)
+        assert world.check(gw.A).conclusion != "success"  # type: ignore[union-attr]
+        [reply] = _say(world, GROUP_BOT, "/sluice override orders-need-finance ship it")
+        assert "may not override" in reply, reply
+        assert world.check(gw.A).conclusion != "success"  # type: ignore[union-attr]
+    finally:
+        world.close()
+
+
 # == 4. the class archive a prod driver writes, bound into A's next sandboxes =============
 
 A_REPO, B_REPO = "github:mallory/a", "github:acme/b"
@@ -414,3 +458,27 @@ def test_a_prod_driver_cannot_swap_a_link_into_a_pr_job_s_class_archive_bind(
             profile = runner.profile({"steps": []}, spec_path, home, mapped)  # type: ignore[typeddict-item]
             argv = sandbox._bwrap(["true"], profile)
     assert str(secret) not in argv, "B's warehouse file is bound into A's PR sandbox"
+
+
+def test_no_driver_writes_its_root_s_log_folder_where_the_web_ui_serves_logs(
+    tmp_path: Path,
+) -> None:
+    """Defended: the web UI serves ``<logs>/<id>.log`` of a repository's root (following a
+    link there: Reader.log_path), so no sandbox of a job may write that folder: a PR's
+    driver (spark-submit's, or a Connect job's child) writes its own home inside it, never
+    the folder itself, where a link named as another job's log would be served."""
+    work = Checkout(tmp_path / "work")
+    a = work.spark_at(tenancy.spark_root(A_REPO))
+    a.logs.mkdir(parents=True)
+    spec_path = a.logs / "pr-job.json"
+    spec_path.write_text("{}")
+    home = a.logs / "pr-job.1a2b.home"
+    home.mkdir()
+    runner = SubmitRunner(SparkSettings(master="local[2]"), a)
+    profile = runner.profile({"steps": []}, spec_path, home, jvm.ArchiveUse([]))  # type: ignore[typeddict-item]
+    written = [Path(p) for p in profile.write]
+    assert home in written
+    assert not any(p == a.logs or p in a.logs.parents for p in written), written
+    argv = sandbox._bwrap(["true"], profile)
+    binds = {argv[i + 1] for i, flag in enumerate(argv) if flag == "--bind"}
+    assert str(a.logs) not in binds and str(home) in binds, binds
