@@ -17,6 +17,8 @@ from sqlalchemy import create_engine, text
 
 from sluice.bot.flow import tenancy
 from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.web.reader import Reader
+from sluice.bot.web.site import StateOwner
 from sluice.core.spark.scripted import Warehouse
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
 
@@ -115,6 +117,22 @@ def test_a_renamed_repository_keeps_its_namespace_and_its_old_name(
     assert not (bot.root / f"state.{_namespace_folder(f'github:{RENAMED}')}.db").exists()
     assert bot.ledger.repositories() == [(f"github:{RENAMED}", None)]  # its name now
     assert second in github.checks  # asked under its name now
+    # The web UI lists it under its name now and reads its records and namespace there.
+    owner = StateOwner(bot.url, isolate=True)
+    try:
+        assert owner() == [f"github:{RENAMED}"]
+        url = owner.state_url(f"github:{RENAMED}")
+        assert url == owner.state_url(KEY) and _namespace_folder(KEY) in url
+        assert owner.spark_root(f"github:{RENAMED}") == tenancy.spark_root(KEY)
+        reader = Reader(f"github:{RENAMED}", bot.url, queue=False, state=url)
+        try:
+            assert reader.key == KEY
+            view = reader.pull(11)
+            assert view is not None and view.head_sha == second
+        finally:
+            reader.close()
+    finally:
+        owner.close()
 
     # A new repository made under the old name (another id): refused, told how to fix.
     newcomer = bot.repository(OWNER)

@@ -129,6 +129,10 @@ def router(site: Site, submit: Submit) -> APIRouter:
         delivery_id = _delivery_id(session, action, reader.repo, number, nonce)
         forge, _, name = reader.repo.partition(":")
         installation = dict(await run_in_threadpool(reader.ledger.repositories)).get(reader.repo)
+        # The forge's id the name is bound to: the flow's rename and successor checks apply
+        # to the action as to the forge's own delivery (None: no delivery said one yet).
+        bound = await run_in_threadpool(reader.ledger.name_binding, reader.repo)
+        repo_id = None if bound is None else bound[1]
         event: Event
         if action == "approve":
             # The approval names the plan review the page showed (checked above to be the
@@ -137,6 +141,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 forge=forge,
                 repo=name,
                 installation_id=installation,
+                repo_id=repo_id,
                 action="requested_action",
                 check_name=APPROVAL,
                 head_sha=head,
@@ -152,6 +157,7 @@ def router(site: Site, submit: Submit) -> APIRouter:
                 forge=forge,
                 repo=name,
                 installation_id=installation,
+                repo_id=repo_id,
                 action="created",
                 number=number,
                 # no comment: an id of this action's own, so its content key is too

@@ -74,7 +74,8 @@ class Reader:
     jobs' logs are written to; ``queue``: whether the database holds the service's queue;
     ``state``: its engine state's database when not ``url`` (its namespace's, issue 46);
     ``spark_root``: its Spark root, whose warm Connect server the jobs page shows (None:
-    this process runs none)."""
+    this process runs none). Its records are read under the key the flow keeps them by
+    (a renamed repository's first name: :meth:`~sluice.bot.flow.ledger.Ledger.canonical`)."""
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class Reader:
         self.spark_root = spark_root
         self.state = open_state(state or url)  # its namespace's, when isolated (issue 46)
         self.ledger = Ledger(url)
+        self.key = self.ledger.canonical(repo)  # the key of its records (its first name)
         self.queue = JobQueue(url) if queue else None
         self.sets = lineage.ModelSets(
             lambda ids: (Snapshot.from_stored(v) for v in self.state.get_snapshots(ids).values())
@@ -201,7 +203,7 @@ class Reader:
         return None if record is None else _plan_view(record)
 
     def pull_numbers(self) -> list[int]:
-        numbers = set(self.ledger.builds(self.repo))
+        numbers = set(self.ledger.builds(self.key))
         for record in self.state.list_environments():
             found = _PR_ENV.match(record.name)
             if found:
@@ -226,7 +228,7 @@ class Reader:
         return s.Page(items=items, total=len(numbers), offset=offset, limit=limit)
 
     def pull(self, number: int) -> s.PullRequestView | None:
-        builds = self.ledger.builds(self.repo).get(number, [])
+        builds = self.ledger.builds(self.key).get(number, [])
         environment = pr_environment(number)
         record = self.state.get_environment(environment)
         pr = self.pulls.pull(number) if self.pulls is not None else None
@@ -238,11 +240,11 @@ class Reader:
             [_check(c) for c in self.pulls.checks(head)] if self.pulls is not None and head else []
         )
         approvals = None
-        review: PlanReview | None = self.ledger.review(self.repo, number, head) if head else None
+        review: PlanReview | None = self.ledger.review(self.key, number, head) if head else None
         if review is not None:
             approvals = s.Approvals(
                 review=review.fingerprint,
-                clicks=[c.user for c in self.ledger.clicks(self.repo, number) if c.sha == head],
+                clicks=[c.user for c in self.ledger.clicks(self.key, number) if c.sha == head],
                 owners_of_changes=dict(review.direct_owners),
                 breaking_owners=dict(review.breaking_owners),
                 merge_intervals=review.merge_intervals,
@@ -492,13 +494,13 @@ class Reader:
     def drift(self) -> dict[str, Any] | None:
         """Prod's last drift check as the flow kept it (:mod:`sluice.bot.flow.drift_view`):
         None when no check kept one."""
-        return drift_view.load(self.ledger, self.repo)
+        return drift_view.load(self.ledger, self.key)
 
     # -- the audit log ----------------------------------------------------------------------
 
     def audit(self, *, offset: int, limit: int) -> s.Page[s.AuditRow]:
         """This repository's audit log, newest first."""
-        rows = self.ledger.entries(repo=self.repo, offset=offset, limit=limit, newest_first=True)
+        rows = self.ledger.entries(repo=self.key, offset=offset, limit=limit, newest_first=True)
         items = [
             s.AuditRow(
                 id=r.id or 0,
@@ -512,7 +514,7 @@ class Reader:
             )
             for r in rows
         ]
-        total = self.ledger.audit_count(self.repo)
+        total = self.ledger.audit_count(self.key)
         return s.Page(items=items, total=total, offset=offset, limit=limit)
 
     def _approved_by(self, plan: PlanRecord) -> tuple[str | None, str | None]:
@@ -534,7 +536,7 @@ class Reader:
         )
         stored = self.state.get_snapshots(ids[:APPROVALS_READ])
         keys = [(name, own_key(Snapshot.from_stored(snap))) for (name, _), snap in stored.items()]
-        found = self.ledger.approvals(self.repo, keys)
+        found = self.ledger.approvals(self.key, keys)
         if not found:
             return None, None
         numbers = sorted({number for number, _ in found.values()})

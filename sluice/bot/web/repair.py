@@ -111,10 +111,15 @@ def router(site: Site, submit: Submit) -> APIRouter:
         delivery_id = _delivery_id(session, f"drift {action}", reader.repo, 0, nonce)
         forge, _, name = reader.repo.partition(":")
         installation = dict(await run_in_threadpool(reader.ledger.repositories)).get(reader.repo)
+        # The forge's id the name is bound to: the flow's rename and successor checks apply
+        # to the action as to the forge's own delivery (None: no delivery said one yet).
+        bound = await run_in_threadpool(reader.ledger.name_binding, reader.repo)
+        repo_id = None if bound is None else bound[1]
         event = CheckRunEvent(
             forge=forge,
             repo=name,
             installation_id=installation,
+            repo_id=repo_id,
             action="requested_action",
             check_name=checks.DRIFT,
             head_sha=head,

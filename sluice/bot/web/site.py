@@ -91,13 +91,17 @@ class StateOwner:
             if self._owner is None:
                 owner = self._opened().owner()
                 self._owner = owner[0] if owner is not None else None
-        return [self._owner] if self._owner is not None else []
+            if self._owner is None:
+                return []
+            # Under its name now (renamed: the forge's new name; a reader maps it back).
+            return [self._opened().current_names().get(self._owner.casefold(), self._owner)]
 
     def state_url(self, repo: str) -> str:
         """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`)."""
         with self._lock:
             ledger = self._opened()
-        url = tenancy.namespace_of(repo, ledger, self.url, isolate=self.isolate).state_url
+        key = ledger.canonical(repo)  # a renamed repository's: its first name's
+        url = tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).state_url
         tenancy.ensure_schema(url)
         return url
 
@@ -106,7 +110,8 @@ class StateOwner:
         root's folder's alone (:meth:`sluice.bot.flow.checkout.Checkout.spark_at`)."""
         with self._lock:
             ledger = self._opened()
-        return tenancy.namespace_of(repo, ledger, self.url, isolate=self.isolate).spark
+        key = ledger.canonical(repo)
+        return tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).spark
 
     def close(self) -> None:
         with self._lock:
