@@ -27,6 +27,7 @@ from sluice.bot.flow import audit, dispatch, tenancy, trust
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
+from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core import sandbox, workflow
 from sluice.core.config import SparkSettings
@@ -482,3 +483,50 @@ def test_no_driver_writes_its_root_s_log_folder_where_the_web_ui_serves_logs(
     argv = sandbox._bwrap(["true"], profile)
     binds = {argv[i + 1] for i, flag in enumerate(argv) if flag == "--bind"}
     assert str(a.logs) not in binds and str(home) in binds, binds
+
+
+# == 5. a hookless push to another branch of the repository ================================
+
+TEAM_GATED = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
+)
+CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
+B_COMMIT = gw.B
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team round 5: the forge's push records are asked for the PR's head branch "
+    "alone (approval._with_head: Forge.push_records(pr.head_ref, ...); GitHub's activity "
+    "?ref=refs/heads/<branch>, GitLab's events filtered to push_data.ref == branch), so "
+    "mallory's push of her commit to another branch of the repository with no hook (over "
+    "5,000 branches at once, GitLab's over 3), which alice then brings into her PR's branch "
+    "(a branch made from it, or a merge), is never seen: alice's hooked push names alice "
+    "for it, and mallory approves her own change alone. Fix: ask the records of every "
+    "branch for the PR's commits (GitHub's activity without ref, GitLab's events without "
+    "the branch filter) and count every pusher of a commit, as the ledger's pushes by sha "
+    "already do for hooked pushes",
+)
+def test_a_hookless_push_to_another_branch_then_brought_in_by_alice_is_not_hidden(
+    tmp_path: Path,
+) -> None:
+    roles = {"alice": "write", "bob": "write", "carol": "admin", "mallory": "write"}
+    one = gw.make_bot(tmp_path, TEAM_GATED, roles)
+    one.forge.teams["octo/approvers"] = frozenset({"bob", "carol", "mallory"})
+    try:
+        # mallory (octo/approvers) writes B (its author's e-mail alice's) and pushes it to
+        # `side` in a push of over 5,000 branches: no hook; the forge records it.
+        one.forge.commit(B_COMMIT, {"config.yaml": TEAM_GATED}, parents=(gw.A,),
+                         author="alice", committer="alice")  # fmt: skip
+        one.forge.push_log.append(("side", B_COMMIT, "mallory"))
+        # alice makes `change` from `side` (a hooked push naming her) and opens the PR.
+        one.deliver("push", gw.push("change", B_COMMIT, "alice", (B_COMMIT,)))
+        one.forge.open_pull(7, head_sha=B_COMMIT, base="main", author="alice",
+                            head_ref="change")  # fmt: skip
+        one.deliver("pull_request", gw.pr_event("opened", B_COMMIT, "alice", head_ref="change"))
+        gw.plan(one, B_COMMIT, CHANGE)
+        gw.approve(one, "mallory", B_COMMIT, 41)
+        check = one.approval(B_COMMIT)
+        assert check.conclusion != "success", check.summary
+    finally:
+        one.close()
