@@ -2,18 +2,20 @@
 the in-memory forge, the ledger on SQLite, a clock the test moves, and plans recorded as a
 PR build records them (the red-team modules tests/security/test_red_team_approval*.py).
 
-PR 7 of ``octo/warehouse`` is the pull request every helper here speaks of.
+PR 7 of ``octo/warehouse`` is the pull request every helper here speaks of; under
+``TEAM_GATED`` the members :func:`make_bot` is given (of ``TEAM``) are its approvers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sluice.bot.events.github import parse_github
-from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow import approval, dispatch, trust
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger
@@ -23,6 +25,7 @@ from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
 from tests.helpers import accounts
 from tests.helpers.cases import realcase
+from tests.helpers.own_runs import sluices_run
 
 OWNER = "octo/warehouse"
 KEY = f"github:{OWNER}"
@@ -32,6 +35,13 @@ ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
 GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
 OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
 """The gate of owners only: no required approvers, every changed model's owner approves."""
+TEAM = "octo/approvers"
+TEAM_GATED = (
+    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
+)
+"""The gate of one approval from a member of ``TEAM``, as the forge lists it now."""
+CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
+"""A plan that changes one model (no owner), for attacks that care only who approves."""
 
 
 class Clock:
@@ -80,13 +90,18 @@ class Bot:
         self.ledger.close()
 
 
-def make_bot(root: Path, config: str, roles: dict[str, str]) -> Bot:
-    """A bot whose ``main`` (ROOT) and the commits A, then B, above it hold ``config``."""
+def make_bot(
+    root: Path, config: str, roles: dict[str, str], *, members: Collection[str] | None = None
+) -> Bot:
+    """A bot whose ``main`` (ROOT) and the commits A, then B, above it hold ``config``;
+    ``members``, when given, the team ``TEAM``."""
     forge = MemoryForge(OWNER, name="github")
     forge.commit(ROOT, {"config.yaml": config}, branch="main")
     forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
     forge.commit(B, {"config.yaml": config}, parents=(A,))
     forge.roles.update(roles)
+    if members is not None:
+        forge.teams[TEAM] = frozenset(members)
     return Bot(root, forge)
 
 
@@ -148,3 +163,27 @@ def plan(bot: Bot, head: str, made: PlanReview) -> None:
     """The plan a PR build records for PR 7 on ``head`` (no Spark), published now."""
     bot.ledger.record_plan(KEY, 7, head, made, bot.clock.now)
     bot.clock.now += MINUTE
+
+
+def click(bot: Bot, user: str, head: str) -> None:
+    """``user`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
+
+    def deliver(event: str, payload: dict[str, Any]) -> None:
+        bot.deliver(event, payload)
+
+    run = sluices_run(deliver, bot.forge, head)
+    made = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
+        "requested_action.identifier": "approve", "sender.login": user,
+    })  # fmt: skip
+    made["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    bot.deliver("check_run", made)
+
+
+def refresh(bot: Bot) -> None:
+    """The gate of PR 7 evaluated again now (as any later review, click or re-run does)."""
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        approval.refresh(job, bot.forge.pull_request(7))
+    finally:
+        job.close()

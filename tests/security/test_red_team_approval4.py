@@ -24,16 +24,25 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case, realcase
-from tests.helpers.gate_world import GATED, KEY, MINUTE, OWNER, OWNERS_ONLY, ROOT, A, B, Bot, C, D
-from tests.helpers.own_runs import sluices_run
+from tests.helpers.cases import load_case
+from tests.helpers.gate_world import (
+    GATED,
+    KEY,
+    MINUTE,
+    OWNER,
+    OWNERS_ONLY,
+    ROOT,
+    TEAM_GATED,
+    A,
+    B,
+    Bot,
+    C,
+    D,
+)
 
 ACTIONS = "github-actions[bot]"  # who a workflow's GITHUB_TOKEN pushes and opens as
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "mallory": "read"}
 BOBS = PlanReview("fp-bob", (("s.bobs_change", "k-bob"),), {}, {})
-TEAM_GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
 
 
 def _make(tmp_path: Path, config: str) -> Bot:
@@ -274,17 +283,6 @@ def test_an_approver_who_pushed_onto_the_pr_and_renamed_himself_does_not_approve
         bot.close()
 
 
-def _click(bot: Bot, user: str, head: str) -> None:
-    """``user`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
-    run = sluices_run(bot.deliver, bot.forge, head)
-    click = realcase("github/check_run/requested_action.payload.json", OWNER, **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
-        "requested_action.identifier": "approve", "sender.login": user,
-    })  # fmt: skip
-    click["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
-    bot.deliver("check_run", click)
-
-
 def test_a_pusher_who_renamed_himself_does_not_approve_with_the_check_s_button(
     tmp_path: Path,
 ) -> None:
@@ -298,10 +296,10 @@ def test_a_pusher_who_renamed_himself_does_not_approve_with_the_check_s_button(
         bot.deliver("pull_request", gw.pr_event("opened", B, "alice", head_ref="change"))
         gw.plan(bot, B, BOBS)
         bot.forge.rename("bob", "bobx")
-        _click(bot, "bobx", B)
+        gw.click(bot, "bobx", B)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
         assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
-        _click(bot, "carol", B)
+        gw.click(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()

@@ -29,8 +29,7 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.events.payload import PayloadError
-from sluice.bot.flow import approval, audit, dispatch
-from sluice.bot.flow.job import Job
+from sluice.bot.flow import audit, dispatch
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present.checks import APPROVAL, approve_identifier
@@ -38,40 +37,41 @@ from sluice.bot.web.access import SignedIn
 from sluice.bot.web.session import Session
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case, realcase
-from tests.helpers.gate_world import GATED, KEY, OWNER, ROOT, A, B, Bot, C, D
-from tests.helpers.own_runs import sluices_run
+from tests.helpers.cases import load_case
+from tests.helpers.gate_world import (
+    CHANGE,
+    GATED,
+    KEY,
+    OWNER,
+    ROOT,
+    TEAM,
+    TEAM_GATED,
+    A,
+    B,
+    Bot,
+    C,
+    D,
+)
 from tests.helpers.repair_red_team import GATE as REPAIR_GATE
 from tests.helpers.repair_red_team import RepairWorld
 
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write", "mallory": "write"}
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
-TEAM = "octo/approvers"
-TEAM_GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
 TEAM_OF_TWO = (
     "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n"
     "      teams: [octo/approvers]\n      count: 2\n"
 )
 
 
-def _bot(tmp_path: Path, config: str, members: set[str]) -> Bot:
-    bot = gw.make_bot(tmp_path, config, ROLES)
-    bot.forge.teams[TEAM] = frozenset(members)
-    return bot
-
-
 @pytest.fixture
 def two(tmp_path: Path) -> Iterator[Bot]:
-    made = _bot(tmp_path, TEAM_OF_TWO, {"dave", "carol", "bob"})
+    made = gw.make_bot(tmp_path, TEAM_OF_TWO, ROLES, members={"dave", "carol", "bob"})
     yield made
     made.close()
 
 
 @pytest.fixture
 def one(tmp_path: Path) -> Iterator[Bot]:
-    made = _bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     yield made
     made.close()
 
@@ -90,30 +90,6 @@ def _web_approve(bot: Bot, login: str, head: str) -> int:
     )  # fmt: skip
     dispatch.handle(bot.deps, event)
     return uid
-
-
-def _click(bot: Bot, login: str, head: str) -> None:
-    """``login`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
-
-    def deliver(event: str, payload: dict[str, Any]) -> None:
-        bot.deliver(event, payload)
-
-    run = sluices_run(deliver, bot.forge, head)
-    click = realcase("github/check_run/requested_action.payload.json", OWNER, **{
-        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
-        "requested_action.identifier": "approve", "sender.login": login,
-    })  # fmt: skip
-    click["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
-    bot.deliver("check_run", click)
-
-
-def _refresh(bot: Bot) -> None:
-    """The gate evaluated again now (as any later review, click or re-run does)."""
-    job = Job.start(bot.deps, bot.forge)
-    try:
-        approval.refresh(job, bot.forge.pull_request(7))
-    finally:
-        job.close()
 
 
 def _alice_opens(bot: Bot, head: str = B) -> None:
@@ -156,7 +132,7 @@ def test_a_pusher_does_not_approve_through_a_reader_s_web_approval_by_taking_its
     one.forge.rename("bobs-sock", "sock-2")
     bob = one.forge.rename("bob", "bobs-sock")
     assert sock != bob
-    _refresh(one)
+    gw.refresh(one)
     check = one.approval(B)
     assert check.conclusion != "success", check.summary
 
@@ -185,7 +161,7 @@ def test_one_approver_under_two_logins_is_one_approval(two: Bot) -> None:
     gw.plan(two, B, CHANGE)
     gw.approve(two, "dave", B, 41)
     two.forge.rename("dave", "dave2")
-    _click(two, "dave2", B)
+    gw.click(two, "dave2", B)
     _web_approve(two, "dave2", B)
     check = two.approval(B)
     assert check.conclusion != "success", check.summary
@@ -284,7 +260,7 @@ def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_after_renami
     one.deliver("push", gw.push("change", B, "alice", (B,)))
     one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
     gw.plan(one, B, PlanReview("fppicked0001", (("s.m", "k0"),), {}, {}))
-    _refresh(one)
+    gw.refresh(one)
     assert ("bob", one.forge.account_id("bob")) in one.ledger.pusher_accounts(KEY, 7)
     # bob pushes his change onto the PR.
     one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
@@ -317,7 +293,7 @@ def test_a_pusher_first_named_as_a_commit_s_author_does_not_approve_under_his_lo
     one.forge.push(7, B)
     one.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
     gw.plan(one, B, PlanReview("fppicked0001", (("s.m", "k0"),), {}, {}))
-    _refresh(one)
+    gw.refresh(one)
     one.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
     one.forge.push(7, C)
     one.deliver("pull_request", gw.pr_event("synchronize", C, "bob"))
@@ -351,7 +327,7 @@ def test_a_fork_s_owner_who_renamed_himself_does_not_approve_its_pr(tmp_path: Pa
     # fork bob/warehouse, renamed himself `bobx` and his approval was one of the two a
     # fork's PR asks. Fixed: the owner is recorded with pull_request.head.repo.owner.id and
     # compared by it (GitLab's hook names the source namespace by path alone: no id there).
-    bot = _bot(tmp_path, TEAM_GATED, {"bob", "carol", "dave"})
+    bot = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol", "dave"})
     try:
         _fork_opened(bot, "bob")
         gw.plan(bot, B, CHANGE)
@@ -368,7 +344,7 @@ def test_a_fork_s_owner_who_renamed_himself_does_not_approve_its_pr(tmp_path: Pa
 
 def test_a_fork_s_owner_under_his_login_does_not_approve_its_pr(tmp_path: Path) -> None:
     # Defended: the same without the rename: bob is the fork's owner, a pusher.
-    bot = _bot(tmp_path, TEAM_GATED, {"bob", "carol", "dave"})
+    bot = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol", "dave"})
     try:
         _fork_opened(bot, "bob")
         gw.plan(bot, B, CHANGE)
@@ -411,7 +387,7 @@ def test_an_owner_who_pushed_does_not_approve_through_a_reader_s_click_by_taking
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
         bot.forge.rename("bobs-sock", "sock-2")
         bot.forge.rename("bob", "bobs-sock")
-        _refresh(bot)
+        gw.refresh(bot)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
     finally:
@@ -474,7 +450,7 @@ def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:
     gw.plan(one, B, CHANGE)
     one.forge.rename("alice", "alice2")
     assert one.forge.pull_request(7).author == "alice2"
-    _click(one, "alice2", B)
+    gw.click(one, "alice2", B)
     gw.approve(one, "alice2", B, 41)
     check = one.approval(B)
     assert check.conclusion != "success", check.summary
@@ -606,7 +582,7 @@ def test_a_gitlab_approval_taken_back_does_not_come_back_after_a_rename(
         bot.forge.push(7, C)
         _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
         _gitlab_plan(bot, C, CHANGE)  # plan P again
-        _refresh(bot)
+        gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
     finally:
@@ -638,7 +614,7 @@ def test_a_gitlab_approval_binds_to_its_account_s_latest_head_when_a_taking_back
         bot.forge.push(7, C)
         _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
         _gitlab_plan(bot, C, CHANGE)
-        _refresh(bot)
+        gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
         assert "Stale: @bobx" in check.summary
@@ -667,7 +643,7 @@ def test_a_gitlab_approval_taken_back_stays_taken_back_without_a_rename(
         bot.forge.push(7, C)
         _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
         _gitlab_plan(bot, C, CHANGE)
-        _refresh(bot)
+        gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
         assert "Stale: @bob" in check.summary

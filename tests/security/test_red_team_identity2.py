@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.flow import approval, dispatch, trust
+from sluice.bot.flow import dispatch, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PUSH_RECORDS_LIMIT
@@ -30,34 +30,19 @@ from sluice.bot.forge.memory import MemoryForge
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case
-from tests.helpers.gate_world import KEY, OWNER, ROOT, A, B, Bot, C
+from tests.helpers.gate_world import CHANGE, KEY, OWNER, ROOT, TEAM, TEAM_GATED, A, B, Bot, C
 
 Y = "9" * 40
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write",
          "mallory": "write", "mal2": "write", "bobs-sock": "write"}  # fmt: skip
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
-TEAM = "octo/approvers"
-TEAM_GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
 GITLAB_KEY = f"gitlab:{OWNER}"
 
 
 @pytest.fixture
 def one(tmp_path: Path) -> Iterator[Bot]:
-    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES)
-    made.forge.teams[TEAM] = frozenset({"bob", "carol", "mallory"})
+    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol", "mallory"})
     yield made
     made.close()
-
-
-def _refresh(bot: Bot) -> None:
-    """The gate evaluated again now (as any later review, click or re-run does)."""
-    job = Job.start(bot.deps, bot.forge)
-    try:
-        approval.refresh(job, bot.forge.pull_request(7))
-    finally:
-        job.close()
 
 
 # -- 1. a login-only pusher row (before ids) and a commit that names its login now ---------
@@ -341,7 +326,7 @@ def test_a_pr_s_settings_and_model_owners_resolve_no_login_into_the_pin(
         owned = PlanReview("fpzed0000001", (("s.new", "k"),), {"s.new": "zed"}, {})
         gw.plan(bot, C, owned)
         gw.approve(bot, "zed", C, 41)
-        _refresh(bot)
+        gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
         pinned = bot.ledger.settings_in_force(KEY)

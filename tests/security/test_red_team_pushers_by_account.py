@@ -23,28 +23,21 @@ import pytest
 
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.flow import dispatch
-from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.memory import MemoryForge
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case
-from tests.helpers.gate_world import KEY, OWNER, ROOT, A, B, Bot, C, D
+from tests.helpers.gate_world import CHANGE, KEY, OWNER, ROOT, TEAM, TEAM_GATED, A, B, Bot, C, D
 
 E = "e" * 40
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write",
          "mallory": "write", "trudy": "write"}  # fmt: skip
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
-TEAM = "octo/approvers"
-TEAM_GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
 GITLAB_KEY = f"gitlab:{OWNER}"
 
 
 @pytest.fixture
 def one(tmp_path: Path) -> Iterator[Bot]:
-    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES)
-    made.forge.teams[TEAM] = frozenset({"carol", "mallory", "trudy"})
+    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"carol", "mallory", "trudy"})
     yield made
     made.close()
 

@@ -29,13 +29,12 @@ from sluice.core.model.loader import load_project
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
-from tests.helpers.gate_world import GATED, KEY, OWNERS_ONLY, B, Bot
+from tests.helpers.gate_world import CHANGE, GATED, KEY, OWNERS_ONLY, B, Bot
 from tests.helpers.policy_world import SOFT, World, edit_orders
 from tests.helpers.repair_red_team import ONE as REPAIR_ONE
 from tests.helpers.repair_red_team import RepairWorld
 
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dana": "write", "mallory": "write"}
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
 OWNED = PlanReview(
     "fpowned0001", (("s.change", "k-change"),), {"s.change": "dana"}, {}, prod_owners=("dana",)
 )

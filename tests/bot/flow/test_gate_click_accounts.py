@@ -18,23 +18,16 @@ import pytest
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.flow import approval, dispatch
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.present.checks import APPROVAL, approve_identifier
 from tests.helpers import gate_world as gw
-from tests.helpers.gate_world import KEY, OWNER, B, Bot
+from tests.helpers.gate_world import CHANGE, KEY, OWNER, TEAM, TEAM_GATED, B, Bot
 
-TEAM = "octo/approvers"
-TEAM_GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "mallory": "read"}
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES)
-    made.forge.teams[TEAM] = frozenset({"bob", "carol"})
+    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     made.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change")
     made.deliver("pull_request", gw.pr_event("opened", B, "alice", head_ref="change"))
     gw.plan(made, B, CHANGE)

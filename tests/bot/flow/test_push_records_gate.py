@@ -16,25 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PUSH_RECORDS_LIMIT
 from tests.helpers import gate_world as gw
-from tests.helpers.gate_world import A, B, Bot, C
+from tests.helpers.gate_world import CHANGE, TEAM_GATED, A, B, Bot, C
 
 Y = "9" * 40
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "mallory": "write"}
-TEAM = "octo/approvers"
-GATED = (
-    "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      teams: [octo/approvers]\n"
-)
-CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
-    made = gw.make_bot(tmp_path, GATED, ROLES)
-    made.forge.teams[TEAM] = frozenset({"bob", "carol", "mallory"})
-    made.forge.commit(C, {"config.yaml": GATED}, parents=(B,), author="alice", committer="alice")
+    made = gw.make_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol", "mallory"})
+    made.forge.commit(
+        C, {"config.yaml": TEAM_GATED}, parents=(B,), author="alice", committer="alice"
+    )
     yield made
     made.close()
 
