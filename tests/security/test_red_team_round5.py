@@ -405,6 +405,29 @@ def test_a_bot_in_the_override_by_team_overrides_nothing(tmp_path: Path) -> None
         world.close()
 
 
+DANA_RELEASES = RELEASERS.replace("released_by: [acme/releasers]", "released_by: [dana]")
+
+
+def test_a_tag_push_naming_its_pusher_without_an_account_releases_nothing(
+    tmp_path: Path,
+) -> None:
+    """Defended: a tag push whose payload has no ``sender`` names its actor by
+    ``pusher.name`` alone (no account id): under settings that pinned ``dana`` to her
+    account, that name is nobody's, so the tag is refused though it says ``dana``."""
+    bot = gw.make_bot(tmp_path, DANA_RELEASES, {"dana": "write", "mallory": "write"})
+    try:
+        bot.forge.refs["main"] = gw.A
+        tag = realcase("github/push/woodpecker__HookTag.json", gw.OWNER,
+                       ref="refs/tags/v1", after=gw.A, deleted=False)  # fmt: skip
+        tag.pop("sender", None)
+        tag["pusher"] = {"name": "dana", "email": "dana@example.com"}
+        assert bot.deliver("push", tag)
+        rows = [(e.kind, e.actor, e.outcome) for e in bot.ledger.entries(repo=gw.KEY)]
+        assert rows == [(audit.REFUSAL, "dana", "release refused")], rows
+    finally:
+        bot.close()
+
+
 # == 4. the class archive a prod driver writes, bound into A's next sandboxes =============
 
 A_REPO, B_REPO = "github:mallory/a", "github:acme/b"
