@@ -60,7 +60,10 @@ def register(cli: click.Group) -> None:
         except SluiceError as exc:
             raise click.ClickException(str(exc)) from None
         try:
-            rows = ledger.entries(repo=repo, since=start)
+            # A renamed repository's rows are under its first name: either name finds them.
+            rows = ledger.entries(
+                repo=None if repo is None else ledger.canonical(repo), since=start
+            )
         except SluiceError as exc:
             raise click.ClickException(str(exc)) from None
         finally:

@@ -71,3 +71,20 @@ def test_the_default_state_is_the_services_and_a_missing_one_is_refused(
     done = CliRunner().invoke(cli, ["audit", "--json"])
     assert done.exit_code == 0, done.output
     assert len(done.output.splitlines()) == len(rows) == 3
+
+
+def test_a_renamed_repository_s_rows_are_found_under_its_name_now(tmp_path: Path) -> None:
+    url, _ = _state(tmp_path)
+    ledger = Ledger(url)
+    try:  # github:o/r bound to its id, then renamed o/new (the forge said so)
+        ledger.bind_repository("github:o/r", 5, T0)
+        ledger.add_name("github:O/New", 5, "github:o/r", T0 + 2)
+    finally:
+        ledger.close()
+    args = ["audit", "--json", "--database-url", url, "--repo", "github:o/new"]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    assert [json.loads(line)["kind"] for line in done.output.splitlines()] == [
+        "approval",
+        "refusal",
+    ]
