@@ -324,8 +324,7 @@ class Reader:
         alone), or None: the service runs none, or none for this root yet."""
         if self.spark_root is None:
             return None
-        root = self.spark_root.resolve()
-        found = [p for p in connect.pool_status() if p.root == root]
+        found = connect.pool_status(root=self.spark_root.resolve())
         if not found:
             return None
         server = found[0]

@@ -592,28 +592,32 @@ def _state_of(server: ConnectServer) -> ServerState:
     return "down" if pid == server._killed else "starting"  # killed, not yet exited
 
 
-def pool_status(now: float | None = None) -> list[PooledServer]:
-    """Every root's server this process's pool holds, is stopping or stopped, by root:
-    what it is doing, its port, its jobs and since when it is idle. Cheap: it starts
-    nothing, takes no server's lock, and connects to each live server's port once."""
+def pool_status(now: float | None = None, *, root: Path | None = None) -> list[PooledServer]:
+    """Every root's server this process's pool holds, is stopping or stopped, by root
+    (``root``: that root's alone): what it is doing, its port, its jobs and since when it
+    is idle. Cheap: it starts nothing, takes no server's lock, and connects to each live
+    server's port once."""
     mono = time.monotonic()
     wall = time.time() if now is None else now
 
     def since(used: float | None) -> float | None:
         return None if used is None else wall - (mono - used)
 
+    def wanted(r: Path) -> bool:
+        return root is None or r == root
+
     with _SERVERS_GUARD:
-        held = [(r, s, _BUSY.get(r, 0), _USED.get(r)) for r, s in _SERVERS.items()]
-        stopping = list(_STOPPING)
-        stopped = dict(_STOPPED)
+        held = [(r, s, _BUSY.get(r, 0), _USED.get(r)) for r, s in _SERVERS.items() if wanted(r)]
+        stopping = [r for r in _STOPPING if wanted(r)]
+        stopped = {r: why for r, why in _STOPPED.items() if wanted(r)}
     found = []
-    for root, server, jobs, used in held:
+    for at, server, jobs, used in held:
         state = _state_of(server)
         port = server.port if state in ("running", "starting") else None
-        found.append(PooledServer(root, state, port, jobs, None if jobs else since(used)))
+        found.append(PooledServer(at, state, port, jobs, None if jobs else since(used)))
     found += [PooledServer(r, "stopping", None, 0, None) for r in stopping if r not in stopped]
-    for root, (why, used) in stopped.items():
-        found.append(PooledServer(root, "stopped", None, 0, since(used), why))
+    for at, (why, used) in stopped.items():
+        found.append(PooledServer(at, "stopped", None, 0, since(used), why))
     return sorted(found, key=lambda s: str(s.root))
 
 

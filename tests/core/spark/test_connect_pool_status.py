@@ -133,6 +133,9 @@ def test_servers_the_pool_stopped_say_why_and_since_when_until_a_job_starts_one(
         "b": ("stopped", "idle"),
         "c": ("stopped", "idle"),
     }
+    # One root's alone (a repository's jobs page asks for its own).
+    [b] = connect.pool_status(root=pool["b"].root.resolve())
+    assert (b.root.name, b.state, b.stopped_because) == ("b", "stopped", "idle")
     with connect.leased(SETTINGS, pool["b"]):  # its next job: made again, no longer stopped
         assert _status(pool["b"]).state == "not started"
     connect.stop_all()
