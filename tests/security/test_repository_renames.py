@@ -16,7 +16,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from sluice.bot.flow import tenancy
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
+from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.web.reader import Reader
 from sluice.bot.web.site import StateOwner
 from sluice.core.spark.scripted import Warehouse
@@ -232,3 +234,33 @@ def test_deliveries_without_an_id_follow_a_bound_name(world: World) -> None:
     assert tree is not None and _namespace_folder(KEY) in str(tree)
     assert set(bot.ledger.plans(KEY, 13)) == {third}
     assert NOW  # the flow's clock
+
+
+def test_the_jobs_page_of_a_renamed_repository_lists_its_jobs_under_each_name(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    ledger = Ledger(url)
+    queue = JobQueue(url)
+    try:
+        ledger.bind_repository(KEY, ID, NOW)
+        ledger.add_name(f"github:{RENAMED}", ID, KEY, NOW + 1)
+        for delivery, key in (
+            ("d1", f"{KEY}#9"),  # before the rename
+            ("d2", f"github:{RENAMED}#11"),  # after
+            ("d3", f"{KEY}x#1"),  # a repository whose name merely starts the same
+            ("d4", "github:octo/other#2"),
+        ):
+            assert queue.accept(delivery, "github", "pr", NewJob(key, "pull_request", {}), 1.0)
+    finally:
+        queue.close()
+        ledger.close()
+    reader = Reader(f"github:{RENAMED}", url)
+    try:
+        listed = reader.jobs(offset=0, limit=10).queue
+        assert sorted(job.key for job in listed.items) == [f"github:{RENAMED}#11", f"{KEY}#9"]
+        assert listed.total == 2
+        ids = {job.key: job.id for job in listed.items}
+        assert reader.queue_job(ids[f"{KEY}#9"]) is not None
+    finally:
+        reader.close()

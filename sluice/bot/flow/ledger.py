@@ -1159,6 +1159,15 @@ class Ledger(AuditLog):
         found = self.name_binding(repo)
         return repo if found is None else found[0]
 
+    def names(self, key: str) -> list[str]:
+        """Every name of the repository whose records are keyed ``key`` (its first name),
+        as the forge last spelled each, oldest first; empty when none is bound."""
+        r = repositories.c
+        query = select(r.canonical, r.spelled).order_by(r.first_seen_ts, r.name)
+        with self._reading("read a repository's names") as conn:
+            rows = conn.execute(query.where(func.lower(r.canonical) == key.lower())).all()
+        return [str(row.spelled) for row in rows if str(row.canonical).casefold() == key.casefold()]
+
     def current_names(self) -> dict[str, str]:
         """The key of each bound repository's records (case-folded) -> its name now, as
         the forge spells it: the name of its latest delivery (a rename's new one)."""

@@ -752,15 +752,22 @@ class JobQueue(Transactions):
             not_before=_seconds(row["not_before"]),
         )
 
-    def page(self, repo: str, *, offset: int, limit: int) -> tuple[list[JobRecord], int]:
-        """The jobs of repository ``repo`` (``forge:owner/name``), newest first: ``limit``
-        of them from ``offset``, and how many there are (the web UI's list). Its own alone,
-        matched exactly in the query (the key is ``repo`` then one of
-        :data:`~sluice.bot.events.neutral.KEY_MARKS`), so neither page nor total counts a
-        repository whose name merely starts the same."""
-        mine = and_(
-            func.substr(jobs.c.key, 1, len(repo)) == repo,
-            func.substr(jobs.c.key, len(repo) + 1, 1).in_(KEY_MARKS),
+    def page(
+        self, repo: str, *, offset: int, limit: int, also: Sequence[str] = ()
+    ) -> tuple[list[JobRecord], int]:
+        """The jobs of repository ``repo`` (``forge:owner/name``; ``also``: its other
+        names, a renamed repository's), newest first: ``limit`` of them from ``offset``,
+        and how many there are (the web UI's list). Its own alone, matched exactly in the
+        query (the key is a name then one of :data:`~sluice.bot.events.neutral.KEY_MARKS`),
+        so neither page nor total counts a repository whose name merely starts the same."""
+        mine = or_(
+            *(
+                and_(
+                    func.substr(jobs.c.key, 1, len(name)) == name,
+                    func.substr(jobs.c.key, len(name) + 1, 1).in_(KEY_MARKS),
+                )
+                for name in dict.fromkeys((repo, *also))
+            )
         )
         query = select(jobs).where(mine).order_by(jobs.c.id.desc()).offset(offset).limit(limit)
         with self._reading("list jobs") as conn:

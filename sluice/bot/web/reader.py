@@ -94,6 +94,8 @@ class Reader:
         self.state = open_state(state or url)  # its namespace's, when isolated (issue 46)
         self.ledger = Ledger(url)
         self.key = self.ledger.canonical(repo)  # the key of its records (its first name)
+        # Its jobs are queued under each name it had (a renamed repository's, before).
+        self.names = self.ledger.names(self.key)
         self.queue = JobQueue(url) if queue else None
         self.sets = lineage.ModelSets(
             lambda ids: (Snapshot.from_stored(v) for v in self.state.get_snapshots(ids).values())
@@ -304,7 +306,7 @@ class Reader:
 
     def jobs(self, *, offset: int, limit: int) -> s.Jobs:
         if self.queue is not None:
-            records, total = self.queue.page(self.repo, offset=offset, limit=limit)
+            records, total = self.queue.page(self.repo, offset=offset, limit=limit, also=self.names)
             queue = s.Page[s.QueueJob](
                 items=[_queue_job(r) for r in records], total=total, offset=offset, limit=limit
             )
@@ -338,7 +340,7 @@ class Reader:
 
     def queue_job(self, job_id: int) -> s.QueueJob | None:
         record = self.queue.job(job_id) if self.queue is not None else None
-        if record is None or not _of_repo(record.job.key, self.repo):
+        if record is None or not any(_of_repo(record.job.key, n) for n in (self.repo, *self.names)):
             return None  # another repository's job is not found here
         return _queue_job(record)
 
