@@ -3,7 +3,9 @@ the in-memory forge, the ledger on SQLite, a clock the test moves, and plans rec
 PR build records them (the red-team modules tests/security/test_red_team_approval*.py).
 
 PR 7 of ``octo/warehouse`` is the pull request every helper here speaks of; under
-``TEAM_GATED`` the members :func:`make_bot` is given (of ``TEAM``) are its approvers.
+``TEAM_GATED`` the members :func:`make_bot` is given (of ``TEAM``) are its approvers. Its
+GitLab twin, merge request !7, is driven by the ``gitlab_*`` helpers on a bot of
+:func:`make_gitlab_bot`: GitLab's real Merge Request Hook bodies, the in-memory GitLab.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.events.github import parse_github
+from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.flow import approval, dispatch, trust
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
@@ -24,11 +27,12 @@ from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
 from tests.helpers import accounts
-from tests.helpers.cases import realcase
+from tests.helpers.cases import load_case, realcase
 from tests.helpers.own_runs import sluices_run
 
 OWNER = "octo/warehouse"
 KEY = f"github:{OWNER}"
+GITLAB_KEY = f"gitlab:{OWNER}"
 NOW = 1_800_000_000_000
 MINUTE = 60_000
 ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
@@ -187,3 +191,71 @@ def refresh(bot: Bot) -> None:
         approval.refresh(job, bot.forge.pull_request(7))
     finally:
         job.close()
+
+
+# -- GitLab: merge request !7 of OWNER, from `change` into main -----------------------------
+
+
+def make_gitlab_bot(
+    root: Path, config: str, roles: dict[str, str], *, members: Collection[str] | None = None
+) -> Bot:
+    """:func:`make_bot` on the in-memory GitLab (its comments unbounded)."""
+    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
+    forge.commit(ROOT, {"config.yaml": config}, branch="main")
+    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
+    forge.commit(B, {"config.yaml": config}, parents=(A,))
+    forge.roles.update(roles)
+    if members is not None:
+        forge.teams[TEAM] = frozenset(members)
+    return Bot(root, forge)
+
+
+def gitlab_deliver(bot: Bot, payload: dict[str, Any]) -> None:
+    """Hand a Merge Request Hook to the flow, each person carrying their account's id."""
+    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
+    assert event is not None
+    dispatch.handle(bot.deps, event)
+
+
+def gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
+    """GitLab's Merge Request Hook of MR !7 (from `change` of this project into main):
+    ``user`` made ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
+    payload = load_case("gitlab/merge_request_open.json")
+    payload["project"]["path_with_namespace"] = OWNER
+    payload["user"]["username"] = user
+    fields = payload["object_attributes"]
+    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
+                  source_project_id=1, target_project_id=1, author_id=999_999,
+                  updated_at=iso(NOW), **attrs)  # fmt: skip
+    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
+    fields["last_commit"]["id"] = head
+    return payload
+
+
+def gitlab_plan(bot: Bot, head: str, made: PlanReview) -> None:
+    """The plan a build records for MR !7 on ``head`` (no Spark), published now."""
+    bot.ledger.record_plan(GITLAB_KEY, 7, head, made, bot.clock.now)
+    bot.clock.now += MINUTE
+
+
+def _gitlab_approval(bot: Bot, user: str, head: str, action: str) -> None:
+    payload = load_case("gitlab/merge_request_approved.json")
+    payload["project"]["path_with_namespace"] = OWNER
+    payload["user"]["username"] = user
+    payload["object_attributes"].update(action=action, iid=7,
+                                        updated_at=iso(bot.clock.now + 1000))  # fmt: skip
+    payload["object_attributes"]["last_commit"]["id"] = head
+    gitlab_deliver(bot, payload)
+    bot.clock.now += MINUTE
+
+
+def gitlab_approve(bot: Bot, user: str, head: str) -> None:
+    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
+    bot.forge.add_review(7, user, "APPROVED", unbound=True)
+    _gitlab_approval(bot, user, head, "approved")
+
+
+def gitlab_unapprove(bot: Bot, user: str, head: str) -> None:
+    """``user`` takes their approval of MR !7 back in GitLab, then its webhook."""
+    bot.forge.withdraw_reviews(7, user)
+    _gitlab_approval(bot, user, head, "unapproved")

@@ -19,16 +19,13 @@ import pytest
 
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import PullRequestEvent
-from sluice.bot.flow import dispatch
 from sluice.bot.flow.reviewed_plan import PlanReview
-from sluice.bot.forge.memory import MemoryForge
-from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case
 from tests.helpers.gate_world import (
     GATED,
+    GITLAB_KEY,
     KEY,
-    MINUTE,
     OWNER,
     OWNERS_ONLY,
     ROOT,
@@ -108,31 +105,9 @@ def test_an_approver_whose_own_fork_another_opened_does_not_approve_it_in_any_ca
 
 # GitLab: a merge request from a fork, delivered as GitLab delivers it.
 
-GITLAB_KEY = f"gitlab:{OWNER}"
-
 
 def _gitlab_bot(tmp_path: Path) -> Bot:
-    return _make_gitlab(tmp_path, GATED)
-
-
-def _make_gitlab(tmp_path: Path, config: str) -> Bot:
-    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    forge.commit(ROOT, {"config.yaml": config}, branch="main")
-    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": config}, parents=(A,))
-    forge.roles.update(ROLES)
-    return Bot(tmp_path, forge)
-
-
-def _gitlab_plan(bot: Bot, head: str, made: PlanReview) -> None:
-    bot.ledger.record_plan(GITLAB_KEY, 7, head, made, bot.clock.now)
-    bot.clock.now += MINUTE
-
-
-def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
-    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
-    assert event is not None
-    dispatch.handle(bot.deps, event)
+    return gw.make_gitlab_bot(tmp_path, GATED, ROLES)
 
 
 def _gitlab_fork_opened(head: str, source: str) -> dict[str, Any]:
@@ -149,19 +124,6 @@ def _gitlab_fork_opened(head: str, source: str) -> dict[str, Any]:
     return payload
 
 
-def _gitlab_approve(bot: Bot, user: str, head: str) -> None:
-    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
-    bot.forge.add_review(7, user, "APPROVED", unbound=True)
-    payload = load_case("gitlab/merge_request_approved.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    payload["object_attributes"].update(action="approved", iid=7,
-                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
-    payload["object_attributes"]["last_commit"]["id"] = head
-    _gitlab(bot, payload)
-    bot.clock.now += MINUTE
-
-
 @pytest.mark.parametrize("source", ["bobs-group/warehouse", "bobs-group/sub/warehouse"])
 def test_an_approver_whose_group_s_fork_another_opened_does_not_approve_it(
     tmp_path: Path, source: str
@@ -170,9 +132,9 @@ def test_an_approver_whose_group_s_fork_another_opened_does_not_approve_it(
     try:
         bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="bobs",
                             fork=True)  # fmt: skip
-        _gitlab(bot, _gitlab_fork_opened(B, source))
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_deliver(bot, _gitlab_fork_opened(B, source))
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -186,12 +148,12 @@ def test_an_approver_whose_own_gitlab_fork_another_opened_does_not_approve_it(
     try:
         bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="bobs",
                             fork=True)  # fmt: skip
-        _gitlab(bot, _gitlab_fork_opened(B, "Bob/warehouse"))
+        gw.gitlab_deliver(bot, _gitlab_fork_opened(B, "Bob/warehouse"))
         assert bot.ledger.pushers(GITLAB_KEY, 7) == {"alice", "bob"}
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
-        _gitlab_approve(bot, "carol", B)  # a fork's pushes are unknown: one approval more
+        gw.gitlab_approve(bot, "carol", B)  # a fork's pushes are unknown: one approval more
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
         assert "(it comes from a fork)" in bot.approval(B).summary
     finally:
@@ -311,19 +273,19 @@ def test_a_gitlab_approver_who_pushed_and_renamed_himself_does_not_approve_it(
     # GitLab: bob's push onto alice's MR (its update's user.id), then bob renames his
     # account `bobx` (still a member of the required group) and approves (approved_by[]
     # names bobx, with bob's id; the approval hook too).
-    bot = _make_gitlab(tmp_path, TEAM_GATED)
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES)
     try:
         bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol"})
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "bob", oldrev=A))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "bob", oldrev=A))
         bot.forge.rename("bob", "bobx")
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bobx", B)
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bobx", B)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
         assert "Not counted: @bobx pushed to this pull request" in bot.approval(B).summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -468,21 +430,6 @@ def test_commits_from_the_approver_s_fork_pushed_by_another_are_his(bot: Bot) ->
 # -- 7. a GitLab service account whose username was chosen ---------------------------------
 
 
-def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
-    """GitLab's Merge Request Hook of MR !7 (from `change` of this project into main):
-    ``user`` made ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"].update(username=user, id=sum(map(ord, user)))
-    fields = payload["object_attributes"]
-    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
-                  source_project_id=1, target_project_id=1, author_id=999_999,
-                  updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
-    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
-    fields["last_commit"]["id"] = head
-    return payload
-
-
 def test_a_gitlab_service_account_with_a_chosen_username_is_a_bot_account(
     tmp_path: Path,
 ) -> None:
@@ -496,16 +443,16 @@ def test_a_gitlab_service_account_with_a_chosen_username_is_a_bot_account(
     bot.forge.bots["release-bot"] = True  # GitLab: GET /users/:id says "bot": true
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "release-bot", oldrev=A))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "release-bot", oldrev=A))
         assert bot.ledger.pushers(GITLAB_KEY, 7) == {"alice", "release-bot"}
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "`release-bot` pushed to this pull request: a bot account" in check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -519,20 +466,20 @@ def test_a_person_whose_username_has_a_bot_s_form_is_a_person_who_pushed(
     # whose approval does not count, and asks no approval more than a person's push does.
     person = "project_1_bot_abc"
     gated = GATED.replace("[bob, carol]", f"[carol, {person}]")
-    bot = _make_gitlab(tmp_path, gated)
+    bot = gw.make_gitlab_bot(tmp_path, gated, ROLES)
     bot.forge.bots[person] = False
     bot.forge.roles[person] = "write"
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, person, oldrev=A))
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, person, B)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, person, oldrev=A))
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, person, B)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "a bot account" not in check.summary, check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -544,19 +491,19 @@ def test_a_service_account_in_the_approvers_group_does_not_approve(tmp_path: Pat
     # approval is no person's (GitLab: GET /users/:id "bot": true): two of them are bob
     # and carol.
     gated = TEAM_GATED + "      count: 2\n"
-    bot = _make_gitlab(tmp_path, gated)
+    bot = gw.make_gitlab_bot(tmp_path, gated, ROLES)
     bot.forge.teams["octo/approvers"] = frozenset({"bob", "carol", "release-bot"})
     bot.forge.bots["release-bot"] = True
     try:
         bot.forge.open_pull(7, head_sha=B, base="main", author="alice")
-        _gitlab(bot, _gitlab_mr("open", B, "alice"))
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
-        _gitlab_approve(bot, "release-bot", B)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", B, "alice"))
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
+        gw.gitlab_approve(bot, "release-bot", B)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "Approved by @bob (1 of 2 required)" in check.summary, check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -571,16 +518,16 @@ def test_a_push_by_an_account_the_forge_no_longer_knows_asks_one_approval_more(
     bot = _gitlab_bot(tmp_path)
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
         bot.ledger.record_pusher(GITLAB_KEY, 7, "release-bot", bot.clock.now, 1_999_999_999)
         assert bot.forge.account_of(1_999_999_999) is None
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "an account that pushed to it is no longer known to the forge" in check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
@@ -593,14 +540,14 @@ def test_a_gitlab_service_account_with_its_generated_username_asks_one_approval_
     bot = _gitlab_bot(tmp_path)
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
         account = "service_account_group_345_6018816a18e515214e0c34c2b33523fc"
-        _gitlab(bot, _gitlab_mr("update", B, account, oldrev=A))
-        _gitlab_plan(bot, B, BOBS)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, account, oldrev=A))
+        gw.gitlab_plan(bot, B, BOBS)
+        gw.gitlab_approve(bot, "bob", B)
         assert bot.approval(B).conclusion != "success", bot.approval(B).summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()

@@ -26,21 +26,18 @@ from typing import Any
 import pytest
 
 from sluice.bot.events.github import parse_github
-from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import WEB, CheckRunEvent
 from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import audit, dispatch
 from sluice.bot.flow.reviewed_plan import PlanReview
-from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present.checks import APPROVAL, approve_identifier
 from sluice.bot.web.access import SignedIn
 from sluice.bot.web.session import Session
-from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case
 from tests.helpers.gate_world import (
     CHANGE,
     GATED,
+    GITLAB_KEY,
     KEY,
     OWNER,
     ROOT,
@@ -461,57 +458,6 @@ def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:
 
 # -- 7. GitLab: an approval binds to the head its own account's webhook recorded --------------
 
-GITLAB_KEY = f"gitlab:{OWNER}"
-
-
-def _gitlab_bot(tmp_path: Path, config: str, members: set[str]) -> Bot:
-    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    forge.commit(ROOT, {"config.yaml": config}, branch="main")
-    forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": config}, parents=(A,))
-    forge.roles.update(ROLES)
-    forge.teams[TEAM] = frozenset(members)
-    return Bot(tmp_path, forge)
-
-
-def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
-    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
-    assert event is not None
-    dispatch.handle(bot.deps, event)
-
-
-def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
-    """GitLab's Merge Request Hook of MR !7 (from `change` into main): ``user`` made
-    ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    fields = payload["object_attributes"]
-    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
-                  source_project_id=1, target_project_id=1, author_id=999_999,
-                  updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
-    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
-    fields["last_commit"]["id"] = head
-    return payload
-
-
-def _gitlab_plan(bot: Bot, head: str, made: PlanReview) -> None:
-    bot.ledger.record_plan(GITLAB_KEY, 7, head, made, bot.clock.now)
-    bot.clock.now += gw.MINUTE
-
-
-def _gitlab_approve(bot: Bot, user: str, head: str) -> None:
-    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
-    bot.forge.add_review(7, user, "APPROVED", unbound=True)
-    payload = load_case("gitlab/merge_request_approved.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    payload["object_attributes"].update(action="approved", iid=7,
-                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
-    payload["object_attributes"]["last_commit"]["id"] = head
-    _gitlab(bot, payload)
-    bot.clock.now += gw.MINUTE
-
 
 def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
     tmp_path: Path,
@@ -521,39 +467,26 @@ def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
     # webhook replaces the head row of the login `bob` (review_heads is keyed by login), so
     # bob's approval, bound by his account id, finds no row of his id and is unbound: stale,
     # not counted (it fails closed; a row of his login with her id is never his).
-    bot = _gitlab_bot(tmp_path, TEAM_OF_TWO, {"bob", "carol", "mallory"})
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_OF_TWO, ROLES, members={"bob", "carol", "mallory"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
-        _gitlab_plan(bot, A, PlanReview("fpolder00001", (("s.m", "k1"),), {}, {}))
-        _gitlab_approve(bot, "bob", A)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
+        gw.gitlab_plan(bot, A, PlanReview("fpolder00001", (("s.m", "k1"),), {}, {}))
+        gw.gitlab_approve(bot, "bob", A)
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
-        _gitlab_plan(bot, B, CHANGE)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "alice", oldrev=A))
+        gw.gitlab_plan(bot, B, CHANGE)
         bot.forge.rename("bob", "bobx")
         bot.forge.rename("mallory", "bob")
-        _gitlab_approve(bot, "bob", B)  # mallory's, on B
+        gw.gitlab_approve(bot, "bob", B)  # mallory's, on B
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "(1 of 2 required)" in check.summary
         assert "Stale: @bobx approved a commit the forge did not name" in check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()
-
-
-def _gitlab_unapprove(bot: Bot, user: str, head: str) -> None:
-    """``user`` takes their approval of MR !7 back in GitLab, then its webhook."""
-    bot.forge.withdraw_reviews(7, user)
-    payload = load_case("gitlab/merge_request_approved.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    payload["object_attributes"].update(action="unapproved", iid=7,
-                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
-    payload["object_attributes"]["last_commit"]["id"] = head
-    _gitlab(bot, payload)
-    bot.clock.now += gw.MINUTE
 
 
 OTHER = PlanReview("fpother00001", (("s.change", "k-fixed"),), {}, {})
@@ -566,22 +499,22 @@ def test_a_gitlab_approval_taken_back_does_not_come_back_after_a_rename(
     # had two rows and his listed approval was bound to the first (A, plan P), which he
     # had taken back. Fixed: an approval binds to its account's latest row, and taking it
     # back drops every row of the account (approval._head_of, ledger.drop_review_heads).
-    bot = _gitlab_bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
-        _gitlab_plan(bot, A, CHANGE)  # plan P
-        _gitlab_approve(bot, "bob", A)
-        _gitlab_unapprove(bot, "bob", A)  # bob takes it back
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
+        gw.gitlab_plan(bot, A, CHANGE)  # plan P
+        gw.gitlab_approve(bot, "bob", A)
+        gw.gitlab_unapprove(bot, "bob", A)  # bob takes it back
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
-        _gitlab_plan(bot, B, OTHER)  # alice's fix: plan Q
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "alice", oldrev=A))
+        gw.gitlab_plan(bot, B, OTHER)  # alice's fix: plan Q
         bot.forge.rename("bob", "bobx")
-        _gitlab_approve(bot, "bobx", B)  # bob approves the fix
+        gw.gitlab_approve(bot, "bobx", B)  # bob approves the fix
         bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
         bot.forge.push(7, C)
-        _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
-        _gitlab_plan(bot, C, CHANGE)  # plan P again
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", C, "mallory", oldrev=B))
+        gw.gitlab_plan(bot, C, CHANGE)  # plan P again
         gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
@@ -596,24 +529,24 @@ def test_a_gitlab_approval_binds_to_its_account_s_latest_head_when_a_taking_back
     # hook after failures): bob's account has a row under `bob` (A) and one under `bobx`
     # (B, later); his listed approval binds to the latest, so at C (plan P again) it is
     # stale, never bound to A by the table's order.
-    bot = _gitlab_bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
-        _gitlab_plan(bot, A, CHANGE)
-        _gitlab_approve(bot, "bob", A)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
+        gw.gitlab_plan(bot, A, CHANGE)
+        gw.gitlab_approve(bot, "bob", A)
         bot.forge.withdraw_reviews(7, "bob")  # taken back; its webhook lost
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
-        _gitlab_plan(bot, B, OTHER)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "alice", oldrev=A))
+        gw.gitlab_plan(bot, B, OTHER)
         bot.forge.rename("bob", "bobx")
-        _gitlab_approve(bot, "bobx", B)
+        gw.gitlab_approve(bot, "bobx", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
         assert {"bob", "bobx"} <= set(bot.ledger.review_heads(GITLAB_KEY, 7))
         bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
         bot.forge.push(7, C)
-        _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
-        _gitlab_plan(bot, C, CHANGE)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", C, "mallory", oldrev=B))
+        gw.gitlab_plan(bot, C, CHANGE)
         gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary
@@ -627,22 +560,22 @@ def test_a_gitlab_approval_taken_back_stays_taken_back_without_a_rename(
 ) -> None:
     # Defended (the control): the same under one login: bob's head row is replaced by his
     # approval at B, so at C (plan P again) his approval of Q is stale.
-    bot = _gitlab_bot(tmp_path, TEAM_GATED, {"bob", "carol"})
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
-        _gitlab_plan(bot, A, CHANGE)
-        _gitlab_approve(bot, "bob", A)
-        _gitlab_unapprove(bot, "bob", A)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
+        gw.gitlab_plan(bot, A, CHANGE)
+        gw.gitlab_approve(bot, "bob", A)
+        gw.gitlab_unapprove(bot, "bob", A)
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "alice", oldrev=A))
-        _gitlab_plan(bot, B, OTHER)
-        _gitlab_approve(bot, "bob", B)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "alice", oldrev=A))
+        gw.gitlab_plan(bot, B, OTHER)
+        gw.gitlab_approve(bot, "bob", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
         bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
         bot.forge.push(7, C)
-        _gitlab(bot, _gitlab_mr("update", C, "mallory", oldrev=B))
-        _gitlab_plan(bot, C, CHANGE)
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", C, "mallory", oldrev=B))
+        gw.gitlab_plan(bot, C, CHANGE)
         gw.refresh(bot)
         check = bot.approval(C)
         assert check.conclusion != "success", check.summary

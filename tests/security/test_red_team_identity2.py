@@ -21,21 +21,26 @@ from typing import Any
 
 import pytest
 
-from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.flow import dispatch, trust
+from sluice.bot.flow import trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PUSH_RECORDS_LIMIT
-from sluice.bot.forge.memory import MemoryForge
-from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case
-from tests.helpers.gate_world import CHANGE, KEY, OWNER, ROOT, TEAM, TEAM_GATED, A, B, Bot, C
+from tests.helpers.gate_world import (
+    CHANGE,
+    GITLAB_KEY,
+    KEY,
+    ROOT,
+    TEAM_GATED,
+    A,
+    B,
+    Bot,
+    C,
+)
 
 Y = "9" * 40
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write",
          "mallory": "write", "mal2": "write", "bobs-sock": "write"}  # fmt: skip
-GITLAB_KEY = f"gitlab:{OWNER}"
 
 
 @pytest.fixture
@@ -194,71 +199,29 @@ def test_the_forge_s_bound_exhausted_on_purpose_asks_an_approver_more(one: Bot) 
 # -- 3. GitLab: a service account whose username its maker chose -------------------------
 
 
-def _gitlab_bot(tmp_path: Path) -> Bot:
-    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    forge.commit(ROOT, {"config.yaml": TEAM_GATED}, branch="main")
-    forge.commit(A, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,))
-    forge.roles.update(ROLES)
-    forge.teams[TEAM] = frozenset({"carol", "mallory", "release-helper"})
-    return Bot(tmp_path, forge)
-
-
-def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
-    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
-    assert event is not None
-    dispatch.handle(bot.deps, event)
-
-
-def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
-    """GitLab's Merge Request Hook of MR !7 (from `change` into main): ``user`` made
-    ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    fields = payload["object_attributes"]
-    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
-                  source_project_id=1, target_project_id=1, author_id=999_999,
-                  updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
-    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
-    fields["last_commit"]["id"] = head
-    return payload
-
-
-def _gitlab_approve(bot: Bot, user: str, head: str) -> None:
-    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
-    bot.forge.add_review(7, user, "APPROVED", unbound=True)
-    payload = load_case("gitlab/merge_request_approved.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    payload["object_attributes"].update(action="approved", iid=7,
-                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
-    payload["object_attributes"]["last_commit"]["id"] = head
-    _gitlab(bot, payload)
-    bot.clock.now += gw.MINUTE
-
-
 def test_a_gitlab_service_account_named_as_a_person_is_a_bot_by_its_id(tmp_path: Path) -> None:
     # Defended (round 4's open finding, closed): mallory makes a service account and names
     # it `release-helper` (no bot's form), a member of the approvers' group. She pushes her
     # change through it and approves; its own approval is no person's either. GitLab says
     # of the account (GET /users/:id, `bot`) that it is a bot: one approval more, from a
     # required approver, and its approval counts for nothing.
-    bot = _gitlab_bot(tmp_path)
+    bot = gw.make_gitlab_bot(
+        tmp_path, TEAM_GATED, ROLES, members={"carol", "mallory", "release-helper"}
+    )
     try:
         bot.forge.bots["release-helper"] = True
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B, by="release-helper")
-        _gitlab(bot, _gitlab_mr("update", B, "release-helper", oldrev=A))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "release-helper", oldrev=A))
         bot.ledger.record_plan(GITLAB_KEY, 7, B, CHANGE, bot.clock.now)
         bot.clock.now += gw.MINUTE
-        _gitlab_approve(bot, "mallory", B)
-        _gitlab_approve(bot, "release-helper", B)
+        gw.gitlab_approve(bot, "mallory", B)
+        gw.gitlab_approve(bot, "release-helper", B)
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "`release-helper` pushed to this pull request: a bot account" in check.summary
-        _gitlab_approve(bot, "carol", B)
+        gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
         bot.close()

@@ -17,22 +17,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sluice.bot.events.gitlab import parse_gitlab
-from sluice.bot.flow import dispatch
-from sluice.bot.forge.memory import MemoryForge
-from tests.helpers import accounts
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import load_case
-from tests.helpers.gate_world import CHANGE, KEY, OWNER, ROOT, TEAM, TEAM_GATED, A, B, Bot, C, D
+from tests.helpers.gate_world import (
+    CHANGE,
+    GITLAB_KEY,
+    KEY,
+    ROOT,
+    TEAM,
+    TEAM_GATED,
+    A,
+    B,
+    Bot,
+    C,
+    D,
+)
 
 E = "e" * 40
 ROLES = {"alice": "write", "bob": "write", "carol": "admin", "dave": "write",
          "mallory": "write", "trudy": "write"}  # fmt: skip
-GITLAB_KEY = f"gitlab:{OWNER}"
 
 
 @pytest.fixture
@@ -170,82 +175,33 @@ def test_a_commit_authored_under_a_freed_login_is_kept_when_the_branch_is_rebase
 # -- GitLab: the same through merge request hooks (a username freed and taken) -------------
 
 
-def _gitlab_bot(tmp_path: Path) -> Bot:
-    forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    forge.commit(ROOT, {"config.yaml": TEAM_GATED}, branch="main")
-    forge.commit(A, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
-    forge.commit(B, {"config.yaml": TEAM_GATED}, parents=(A,))
-    forge.roles.update(ROLES)
-    forge.teams[TEAM] = frozenset({"carol", "mallory"})
-    return Bot(tmp_path, forge)
-
-
-def _gitlab(bot: Bot, payload: dict[str, Any]) -> None:
-    event = parse_gitlab("Merge Request Hook", accounts.gitlab(payload, bot.forge.account_id))
-    assert event is not None
-    dispatch.handle(bot.deps, event)
-
-
-def _gitlab_mr(action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
-    """GitLab's Merge Request Hook of MR !7 (from `change` into main): ``user`` made
-    ``action`` (``update`` with ``oldrev``: a push) at ``head``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    fields = payload["object_attributes"]
-    fields.update(iid=7, action=action, source_branch="change", target_branch="main",
-                  source_project_id=1, target_project_id=1, author_id=999_999,
-                  updated_at=gw.iso(gw.NOW), **attrs)  # fmt: skip
-    fields["source"]["path_with_namespace"] = fields["target"]["path_with_namespace"] = OWNER
-    fields["last_commit"]["id"] = head
-    return payload
-
-
-def _gitlab_approve(bot: Bot, user: str, head: str) -> None:
-    """``user`` approves MR !7 in GitLab (listed naming no commit), then its webhook."""
-    bot.forge.add_review(7, user, "APPROVED", unbound=True)
-    payload = load_case("gitlab/merge_request_approved.json")
-    payload["project"]["path_with_namespace"] = OWNER
-    payload["user"]["username"] = user
-    payload["object_attributes"].update(action="approved", iid=7,
-                                        updated_at=gw.iso(bot.clock.now + 1000))  # fmt: skip
-    payload["object_attributes"]["last_commit"]["id"] = head
-    _gitlab(bot, payload)
-    bot.clock.now += gw.MINUTE
-
-
-def _gitlab_plan(bot: Bot, head: str) -> None:
-    bot.ledger.record_plan(GITLAB_KEY, 7, head, CHANGE, bot.clock.now)
-    bot.clock.now += gw.MINUTE
-
-
 def test_a_gitlab_push_under_a_freed_username_is_kept_when_the_branch_is_rebased(
     tmp_path: Path,
 ) -> None:
     # bob pushes B onto alice's MR, renames himself `bobx`; mallory takes `bob` and pushes
     # C; alice rebases (D). mallory approves as `bob`: her update hook's (bob, her id) is
     # a pusher's row of its own.
-    bot = _gitlab_bot(tmp_path)
+    bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"carol", "mallory"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
-        _gitlab(bot, _gitlab_mr("open", A, "alice"))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("open", A, "alice"))
         bot.forge.push(7, B)
-        _gitlab(bot, _gitlab_mr("update", B, "bob", oldrev=A))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", B, "bob", oldrev=A))
         bob = bot.forge.rename("bob", "bobx")
         mallory = bot.forge.rename("mallory", "bob")
         bot.forge.commit(C, {"config.yaml": TEAM_GATED}, parents=(B,))
         bot.forge.push(7, C)
-        _gitlab(bot, _gitlab_mr("update", C, "bob", oldrev=B))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", C, "bob", oldrev=B))
         bot.forge.commit(D, {"config.yaml": TEAM_GATED}, parents=(ROOT,))
         bot.forge.push(7, D)
-        _gitlab(bot, _gitlab_mr("update", D, "alice", oldrev=C))
+        gw.gitlab_deliver(bot, gw.gitlab_mr("update", D, "alice", oldrev=C))
         assert {("bob", bob), ("bob", mallory)} <= bot.ledger.pusher_accounts(GITLAB_KEY, 7)
-        _gitlab_plan(bot, D)
-        _gitlab_approve(bot, "bob", D)  # mallory
+        gw.gitlab_plan(bot, D, CHANGE)
+        gw.gitlab_approve(bot, "bob", D)  # mallory
         check = bot.approval(D)
         assert check.conclusion != "success", check.summary
         assert "Not counted: @bob pushed to this pull request" in check.summary
-        _gitlab_approve(bot, "carol", D)
+        gw.gitlab_approve(bot, "carol", D)
         assert bot.approval(D).conclusion == "success", bot.approval(D).summary
     finally:
         bot.close()
