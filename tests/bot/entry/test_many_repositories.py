@@ -30,6 +30,7 @@ from tests.helpers.world import edit, sha_of
 
 ROOT = Path(__file__).resolve().parents[3]
 A, B = "octo/warehouse", "mallory/other"
+IDS = {A: 4242, B: 5353}  # each repository its forge id (one id for two would be a rename)
 SETTINGS = "  pr:\n    backfill_days: null\n  deploy:\n    prod_branch: main\n    on: merge\n"
 
 
@@ -52,6 +53,9 @@ def _pull(repo: str, number: int, head: str, action: str, **more: Any) -> dict[s
         "pull_request.head.ref": f"feature-{number}",
     })  # fmt: skip
     event["pull_request"]["head"]["repo"]["full_name"] = repo
+    event["repository"]["id"] = IDS[repo]
+    for side in ("head", "base"):
+        event["pull_request"][side]["repo"]["id"] = IDS[repo]
     event["pull_request"].update(more)
     return event
 
