@@ -144,3 +144,21 @@ def test_two_repositories_build_and_promote_apart(
         assert owner.state_url(f"github:{B}") == states[B]
     finally:
         owner.close()
+
+
+def test_a_rename_to_a_name_the_repositories_setting_does_not_admit_is_refused(
+    world: tuple[Service, dict[str, FakeGitHub], Warehouse, str],
+) -> None:
+    service, _fakes, _warehouse, _url = world
+    _deliver(service, _pull(A, 7, sha_of(7), "opened"))  # A's name bound to its id
+    # GitHub renames A: its deliveries name it octo/renamed, which the setting does not
+    # name. Refused at the door (nothing queued), saying what to add; still refused
+    # whatever the delivery's id (the setting decides by the name a delivery carries).
+    renamed = _pull(A, 8, sha_of(7), "opened")
+    renamed["repository"]["full_name"] = "octo/renamed"
+    renamed["pull_request"]["head"]["repo"]["full_name"] = "octo/renamed"
+    answer = service.deliver("pull_request", renamed)
+    assert answer.status_code == 403, answer.text
+    said = answer.json()
+    assert said["repository"] == "octo/renamed" and said["setting"] == "SLUICE_REPOSITORIES"
+    assert "add it there" in said["error"]
