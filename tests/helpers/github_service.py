@@ -1,6 +1,7 @@
 """The GitHub webhook service harness: the webhook secret and service token, ``sign`` (the
-``X-Hub-Signature-256`` of a body) and ``Service`` (a running app with its ``FakeGitHub``,
-to deliver events and wait for the queue).
+``X-Hub-Signature-256`` of a body), ``Service`` (a running app with its ``FakeGitHub``,
+to deliver events and wait for the queue), ``service_settings`` (a test's settings) and
+``serve`` (the app running on them, its GitHub the fake one at the wire).
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import responses
 from fastapi.testclient import TestClient
 
+from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.queue.store import JobQueue
 from tests.helpers import accounts
@@ -77,3 +82,24 @@ class Service:
             self.wait(settled, timeout)
         finally:
             queue.close()
+
+
+def service_settings(root: Path, **overrides: Any) -> ServiceSettings:
+    """The service's settings for a test under ``root``: ``SECRET`` and ``TOKEN``, its
+    workdir and SQLite state there, a 30 s job lease, no pause between GitHub requests;
+    ``overrides`` on top."""
+    return ServiceSettings(
+        webhook_secret=SECRET, github_token=TOKEN, workdir=root / "work",
+        database_url=f"sqlite:///{root / 'state.db'}", job_lease_seconds=30,
+        github_request_interval=0, github_write_interval=0, **overrides,
+    )  # fmt: skip
+
+
+@contextmanager
+def serve(settings: ServiceSettings, github: FakeGitHub) -> Iterator[Service]:
+    """The app on ``settings`` with its workers, GitHub's API answered by ``github`` at the
+    wire (any other request is a ConnectionError)."""
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        with TestClient(create_app(settings)) as client:
+            yield Service(client, github, settings)

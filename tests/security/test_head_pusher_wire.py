@@ -16,15 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from tests.helpers.github_lifecycle import pull, review
-from tests.helpers.github_service import SECRET, TOKEN, Service
+from tests.helpers.github_service import Service, serve, service_settings
 from tests.helpers.github_wire import FakeGitHub
 
 OWNER = "octo/warehouse"
@@ -35,25 +31,18 @@ CONFIG = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      us
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    settings = ServiceSettings(
-        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
-        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
-        github_request_interval=0, github_write_interval=0,
-    )  # fmt: skip
+    settings = service_settings(tmp_path)
     github = FakeGitHub(repo=OWNER)
     github.files[("main", "config.yaml")] = CONFIG
     github.permissions.update({"alice": "write", "bob": "write", "carol": "admin"})
     github.add_pull(7, A, author="alice", head_ref="feature-7")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        with TestClient(create_app(settings)) as client:
-            made = Service(client, github, settings)
-            ledger = Ledger(settings.state_url())
-            try:  # PR 7's head has a plan (an empty one): its gate asks bob or carol
-                ledger.record_plan(KEY, 7, A, PlanReview("fp", (), {}, {}), 1)
-            finally:
-                ledger.close()
-            yield made
+    with serve(settings, github) as made:
+        ledger = Ledger(settings.state_url())
+        try:  # PR 7's head has a plan (an empty one): its gate asks bob or carol
+            ledger.record_plan(KEY, 7, A, PlanReview("fp", (), {}, {}), 1)
+        finally:
+            ledger.close()
+        yield made
 
 
 def _deliver(service: Service, event: str, body: dict[str, Any]) -> None:

@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import PayloadError, parse_github
 from sluice.bot.events.neutral import CheckRunEvent
@@ -27,7 +24,7 @@ from sluice.bot.flow import audit, own_checks
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.flow.reviewed_plan import PlanReview
 from tests.helpers.cases import realcase
-from tests.helpers.github_service import SECRET, TOKEN, Service
+from tests.helpers.github_service import SECRET, TOKEN, Service, serve, service_settings
 from tests.helpers.github_wire import ACTIONS_APP, FakeGitHub
 
 OWNER = "octo/warehouse"
@@ -38,25 +35,18 @@ CONFIG = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      us
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    settings = ServiceSettings(
-        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
-        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
-        github_request_interval=0, github_write_interval=0,
-    )  # fmt: skip
+    settings = service_settings(tmp_path)
     github = FakeGitHub(repo=OWNER)
     github.files[("main", "config.yaml")] = CONFIG
     github.permissions.update({"alice": "write", "carol": "admin"})
     github.add_pull(7, A, author="alice")
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        with TestClient(create_app(settings)) as client:
-            made = Service(client, github, settings)
-            ledger = Ledger(settings.state_url())
-            try:  # PR 7's head has a plan (an empty one): its gate asks carol
-                ledger.record_plan(KEY, 7, A, PlanReview("fp", (), {}, {}), 1)
-            finally:
-                ledger.close()
-            yield made
+    with serve(settings, github) as made:
+        ledger = Ledger(settings.state_url())
+        try:  # PR 7's head has a plan (an empty one): its gate asks carol
+            ledger.record_plan(KEY, 7, A, PlanReview("fp", (), {}, {}), 1)
+        finally:
+            ledger.close()
+        yield made
 
 
 def _deliver(service: Service, event: str, body: dict[str, Any]) -> None:

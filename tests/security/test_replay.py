@@ -22,11 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import (
@@ -52,7 +48,7 @@ from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
 from sluice.core.spark.submit import JobResult
 from tests.helpers.cases import load_case, realcase
-from tests.helpers.github_service import SECRET, TOKEN, Service
+from tests.helpers.github_service import Service, serve, service_settings
 from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.helpers.own_runs import sluices_run
 
@@ -548,16 +544,8 @@ def test_a_promotion_that_failed_for_good_is_not_run_by_its_replay(tmp_path: Pat
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    settings = ServiceSettings(
-        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
-        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
-        github_request_interval=0, github_write_interval=0,
-    )  # fmt: skip
-    github = FakeGitHub(repo=OWNER)
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        with TestClient(create_app(settings)) as client:
-            yield Service(client, github, settings)
+    with serve(service_settings(tmp_path), FakeGitHub(repo=OWNER)) as made:
+        yield made
 
 
 def test_a_merge_replayed_through_the_endpoint_promotes_once(
