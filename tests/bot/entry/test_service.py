@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
 from fastapi import FastAPI, Request, Response
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -30,7 +29,7 @@ from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.queue.store import JobQueue
 from sluice.core.errors import ConfigError
 from tests.helpers.cases import case_paths, load_case
-from tests.helpers.github_service import SECRET, TOKEN, Service, sign
+from tests.helpers.github_service import SECRET, TOKEN, Service, serve, service_settings, sign
 from tests.helpers.github_wire import FakeGitHub, tarball
 
 
@@ -42,18 +41,11 @@ def _project(root: Path, config: str = "sluice:\n  project: demo\n") -> Path:
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    settings = ServiceSettings(
-        webhook_secret=SECRET, github_token=TOKEN, workdir=tmp_path / "work",
-        database_url=f"sqlite:///{tmp_path / 'state.db'}", job_lease_seconds=30,
-        github_request_interval=0, github_write_interval=0, prod_branch="master",
-    )  # type: ignore[arg-type]  # fmt: skip
     github = FakeGitHub(repo="Codertocat/Hello-World")
     # The prod branch (the payloads' repository's default, master) names the project.
     github.files[("master", "config.yaml")] = "sluice:\n  project: demo\n"
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        github.install(mock)
-        with TestClient(create_app(settings)) as client:
-            yield Service(client, github, settings)
+    with serve(service_settings(tmp_path, prod_branch="master"), github) as made:
+        yield made
 
 
 def _pr_payload(case: str, sha: str) -> dict[str, Any]:
