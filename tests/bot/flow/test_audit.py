@@ -16,16 +16,14 @@ import pytest
 from sluice.bot.flow import audit, trust
 from sluice.bot.flow.audit import DETAIL_LIMIT, Entry
 from sluice.bot.flow.ledger import Ledger
-from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.present.redact import Redactor
-from sluice.core import workflow
 from sluice.core.errors import StateError
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD
-from sluice.core.spark.scripted import Script, Warehouse
+from sluice.core.spark.scripted import Script
 from sluice.core.state import open_state
 from tests.helpers.kept_world import Kept, keep, restore
-from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
+from tests.helpers.scripted_prod import filter_orders, prod_built
+from tests.security.github_bot import GATED, KEY, NOW, Bot, C, merged, opened, review
 
 HEAD = "a1" * 20
 MERGE = "e" * 40
@@ -40,32 +38,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     from ``C`` on a scripted warehouse, PR 7 by alice changing orders.sql at HEAD. Built
     once for the module (tests/helpers/kept_world.py): each test gets a copy of its own
     (``bot``)."""
-    warehouse = Warehouse()
-    github = MemoryForge(OWNER, name="github")
-    github.roles.update({"alice": "write", "bob": "write"})
     folder = tmp_path_factory.mktemp("audit-world")
-    made = Bot(folder, github, runner_for=warehouse.runner)
-    made.prod(C, CONFIG)
-    project = load_project(made.root / f"tree-{C[:6]}", use_cache=False)
-    store = open_state(made.url)
-    try:
-        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-    finally:
-        store.close()
+    made, warehouse = prod_built(folder, CONFIG)
     warehouse.script = Script()
-    src = made.commit(HEAD, CONFIG, parents=(C,))
-    orders = src / "models" / "orders.sql"
-    orders.write_text(
-        orders.read_text().replace(
-            "  ON o.order_id = p.order_id",
-            "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
-        )
-    )
-    github.commit_folder(HEAD, src, parents=(C,))
+    filter_orders(made, HEAD, CONFIG)
     made.pull(7, HEAD)
     made.close()
-    return keep(folder, github, warehouse)
+    return keep(folder, made.github, warehouse)
 
 
 @pytest.fixture

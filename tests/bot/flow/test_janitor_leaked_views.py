@@ -13,41 +13,19 @@ import pytest
 
 from sluice.bot.events.neutral import JanitorEvent
 from sluice.bot.flow import dispatch
-from sluice.bot.forge.memory import MemoryForge
-from sluice.core import workflow
 from sluice.core.errors import DriverLost
-from sluice.core.model.loader import load_project
-from sluice.core.snapshot.naming import PROD
-from sluice.core.spark.scripted import Script, Warehouse
-from sluice.core.state import open_state
-from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
+from sluice.core.spark.scripted import Script
+from tests.helpers.scripted_prod import filter_orders, prod_built
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, opened
 
 HEAD = "a1" * 20
-ORDERS = (
-    "  ON o.order_id = p.order_id",
-    "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
-)
 LATER = NOW + 10 * 60_000  # past twice the job time limit below
 
 
 def test_the_janitor_drops_a_cut_builds_views_unless_its_pr_runs(tmp_path: Path) -> None:
-    warehouse = Warehouse()
-    github = MemoryForge(OWNER, name="github")
-    github.roles.update({"alice": "write", "bob": "write"})
-    bot = Bot(tmp_path, github, runner_for=warehouse.runner)
+    bot, warehouse = prod_built(tmp_path, GATED)
     try:
-        bot.prod(C, GATED)
-        project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
-        store = open_state(bot.url)
-        try:
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-        finally:
-            store.close()
-        src = bot.commit(HEAD, GATED, parents=(C,))
-        orders = src / "models" / "orders.sql"
-        orders.write_text(orders.read_text().replace(*ORDERS))
-        github.commit_folder(HEAD, src, parents=(C,))
+        filter_orders(bot, HEAD, GATED)
         bot.pull(7, HEAD)
         # PR 7's build is cut after its views step, before its record (its retry never
         # comes: the PR was closed, or the job failed for good).

@@ -17,15 +17,13 @@ import pytest
 from sluice.bot.events.github import parse_github
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.ledger import Ledger
-from sluice.bot.forge.memory import MemoryForge
 from sluice.core import markdown as md
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.kept_world import Kept, keep, restore
 from tests.helpers.merge_queue import merge_group
+from tests.helpers.scripted_prod import prod_built
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
 
 CONFIG = GATED + "  pr:\n    backfill_days: null\n"
@@ -55,19 +53,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     warehouse; PR 7 filters orders, PR 8 adds a column to customers (which reads orders),
     PR 9 filters orders otherwise. Each built and approved by bob. Built once for the
     module (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
-    warehouse = Warehouse()
-    github = MemoryForge(OWNER, name="github")
-    github.roles.update({"alice": "write", "bob": "write"})
     folder = tmp_path_factory.mktemp("merge-queue-world")
-    bot = Bot(folder, github, runner_for=warehouse.runner)
-    bot.prod(C, CONFIG)
-    project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
-    store = open_state(bot.url)
-    try:
-        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-    finally:
-        store.close()
+    bot, warehouse = prod_built(folder, CONFIG)
     for number, head, edit in ((7, PR7, FILTER), (8, PR8, COLUMN), (9, PR9, OTHER_FILTER)):
         bot.commit(head, CONFIG, models=_models(edit), parents=(C,))
         bot.pull(number, head)
@@ -82,7 +69,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
         bot.deliver("pull_request_review", approved)
         assert bot.approval(head).conclusion == "success", bot.approval(head)
     bot.close()
-    return keep(folder, github, warehouse)
+    return keep(folder, bot.github, warehouse)
 
 
 @pytest.fixture

@@ -22,13 +22,12 @@ from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.flow import dispatch
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.kept_world import Kept, keep, restore
 from tests.helpers.merge_train import merge_request, train_pipeline
+from tests.helpers.scripted_prod import prod_built
 from tests.security.github_bot import GATED, NOW, OWNER, Bot, C
 
 KEY = f"gitlab:{OWNER}"
@@ -86,19 +85,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     warehouse; MR 7 filters orders, MR 8 adds a column to customers (which reads orders),
     MR 9 filters orders otherwise. Each built and approved by bob. Built once for the
     module (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
-    warehouse = Warehouse()
     gitlab = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
-    gitlab.roles.update({"alice": "write", "bob": "write"})
     folder = tmp_path_factory.mktemp("merge-train-world")
-    bot = Bot(folder, gitlab, runner_for=warehouse.runner)
-    bot.prod(C, CONFIG)
-    project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
-    store = open_state(bot.url)
-    try:
-        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-    finally:
-        store.close()
+    bot, warehouse = prod_built(folder, CONFIG, gitlab)
     for iid, head, edit in ((7, MR7, FILTER), (8, MR8, COLUMN), (9, MR9, OTHER_FILTER)):
         bot.commit(head, CONFIG, models=_models(edit), parents=(C,))
         bot.pull(iid, head)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.bot.forge.memory import MemoryForge
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment, view_name
-from sluice.core.spark.scripted import Script, Warehouse
+from sluice.core.spark.scripted import Script
 from sluice.core.state import open_state
-from tests.security.github_bot import GATED, NOW, OWNER, Bot, C, merged, opened, review
+from tests.helpers.scripted_prod import filter_orders, prod_built
+from tests.security.github_bot import GATED, NOW, C, merged, opened, review
 
 HEAD = "a1" * 20
 MERGE = "e" * 40
@@ -26,31 +24,14 @@ CONFIG = (
     + "  pr:\n    backfill_days: null\n"
     + "after_all:\n  - CREATE VIEW IF NOT EXISTS ops.last AS SELECT 1 AS x\n"
 )
-ORDERS = (
-    "  ON o.order_id = p.order_id",
-    "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
-)
 AFTER_ALL = "run the project's after_all statements"
 
 
 def test_a_promotion_failing_after_the_swap_is_promoted_and_says_so(tmp_path: Path) -> None:
-    warehouse = Warehouse()
-    github = MemoryForge(OWNER, name="github")
-    github.roles.update({"alice": "write", "bob": "write"})
-    bot = Bot(tmp_path, github, runner_for=warehouse.runner)
+    bot, warehouse = prod_built(tmp_path, CONFIG)
+    github = bot.github
     try:
-        bot.prod(C, CONFIG)
-        project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
-        store = open_state(bot.url)
-        try:
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-        finally:
-            store.close()
-        src = bot.commit(HEAD, CONFIG, parents=(C,))
-        orders = src / "models" / "orders.sql"
-        orders.write_text(orders.read_text().replace(*ORDERS))
-        github.commit_folder(HEAD, src, parents=(C,))
+        filter_orders(bot, HEAD, CONFIG)
         bot.pull(7, HEAD)
         bot.deliver("pull_request", opened(7, HEAD))
         pr_orders = warehouse.reads(view_name("jaffle.orders", pr_environment(7)))

@@ -15,25 +15,19 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from sluice.bot.forge.memory import MemoryForge
-from sluice.core import workflow
 from sluice.core.errors import DriverLost
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, pr_environment, view_name
 from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
-from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, merged, opened, review
+from tests.helpers.scripted_prod import filter_orders, prod_built
+from tests.security.github_bot import GATED, KEY, Bot, C, merged, opened, review
 
 HEAD = "a1" * 20
 MERGE = "e" * 40
 # The example gated by bob; a PR builds incremental models' whole history, so a merge has
 # nothing left to compute.
 CONFIG = GATED + "  pr:\n    backfill_days: null\n"
-ORDERS = (
-    "  ON o.order_id = p.order_id",
-    "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'",
-)
 
 
 class Transactions:
@@ -58,23 +52,9 @@ def transactions() -> Iterator[Transactions]:
 def _world(tmp_path: Path, script: Script) -> tuple[Bot, Warehouse]:
     """The bot on an in-memory GitHub, main at ``C`` (the example project, gated by bob),
     prod built from it on a scripted warehouse (then ``script`` scripts it); PR 7 changes orders.sql's SQL at HEAD."""
-    warehouse = Warehouse()
-    github = MemoryForge(OWNER, name="github")
-    github.roles.update({"alice": "write", "bob": "write"})
-    bot = Bot(tmp_path, github, runner_for=warehouse.runner)
-    bot.prod(C, CONFIG)
-    project = load_project(bot.root / f"tree-{C[:6]}", use_cache=False)
-    store = open_state(bot.url)
-    try:
-        plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-        workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW)
-    finally:
-        store.close()
+    bot, warehouse = prod_built(tmp_path, CONFIG)
     warehouse.script = script  # prod was built as usual; the PR's jobs follow the script
-    src = bot.commit(HEAD, CONFIG, parents=(C,))
-    orders = src / "models" / "orders.sql"
-    orders.write_text(orders.read_text().replace(*ORDERS))
-    github.commit_folder(HEAD, src, parents=(C,))
+    filter_orders(bot, HEAD, CONFIG)
     bot.pull(7, HEAD)
     return bot, warehouse
 
