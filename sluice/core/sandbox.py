@@ -132,8 +132,16 @@ class Profile:
     Attributes:
         name: the kind (``jinja``, ``macros``, ``driver``, ``connect-job``,
             ``connect-server``), for messages.
-        read: paths shown read-only, at the same place.
+        read: paths shown read-only, at the same place, found by their path when the
+            sandbox is made: only paths no sandboxed process can change (none in, or
+            under, a folder any sandbox writes).
         write: paths shown writable, at the same place (created when missing).
+        held: (descriptor, path): a file the caller opened and checked, shown read-only
+            at ``path``: that open file, never ``path`` looked up again (bubblewrap
+            ``--ro-bind-fd``, which fails if what it mounted is not that file). For a
+            file in a folder a sandbox writes, where a link could replace the file
+            between the check and the mount. The caller keeps it open until the process
+            has started (``Launch.fds``), then closes it.
         network: ``none`` (its own loopback only) or ``host`` (the host's network: a
             Spark job reaching its server or master).
         java: whether Java is shown (a Spark process).
@@ -151,6 +159,7 @@ class Profile:
     light: bool = True
     cwd: Path | None = None
     limits: Limits | None = None
+    held: tuple[tuple[int, Path], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,9 @@ class Launch:
 
     argv: list[str]
     isolation: Isolation
+    fds: tuple[int, ...] = ()
+    """Descriptors the command binds (``Profile.held``): give them to the process
+    (``subprocess.Popen(..., pass_fds=launch.fds)``); without them it does not start."""
 
 
 def _setting() -> str:
@@ -349,10 +361,14 @@ def _bwrap(argv: Sequence[str], profile: Profile) -> list[str]:
     readable = [
         Path(p).resolve() for p in profile.read if not _within(Path(os.path.abspath(p)), outer)
     ]
-    cmd += _parents([*shown, *readable, *writable])
+    held = [(fd, Path(os.path.abspath(dest))) for fd, dest in profile.held]
+    cmd += _parents([*shown, *readable, *writable, *(dest for _, dest in held)])
     cmd += _binds("--ro-bind", shown)
     cmd += _binds("--ro-bind", readable)
     cmd += _binds("--bind", sorted(writable))
+    # A checked open file, bound by its descriptor: no path is looked up after the check.
+    for fd, dest in held:
+        cmd += ["--ro-bind-fd", str(fd), str(dest)]
     # Shared memory sized as /tmp is; then the sandbox's own root and /dev read-only: the
     # folders bubblewrap made on them would otherwise take files of any size, in memory.
     cmd += ["--perms", "1777", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
@@ -526,7 +542,8 @@ def wrap(argv: Sequence[str], profile: Profile) -> Launch:
         # A light child limits itself, but under a root service its user namespace's
         # uid is root's, which Linux exempts from RLIMIT_NPROC: cgroups bound it.
         bounds = LIGHT_BOUNDS
-    return Launch(_in_cgroup(bounds) + _bwrap(argv, profile), found)
+    fds = tuple(fd for fd, _ in profile.held)
+    return Launch(_in_cgroup(bounds) + _bwrap(argv, profile), found, fds)
 
 
 # One handle on Linux's prctl, loaded at import: :func:`die_with_parent` runs between fork

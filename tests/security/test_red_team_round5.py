@@ -466,20 +466,6 @@ def test_a_tag_push_naming_its_pusher_without_an_account_releases_nothing(
 A_REPO, B_REPO = "github:mallory/a", "github:acme/b"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: a driver's sandbox binds the class archive by the path in its "
-    "root's archive folder, checked a regular file (jvm.ClassArchive.mapped: lstat) and "
-    "then resolved again when the bubblewrap command is made (sandbox._bwrap: "
-    "Path.resolve() of each read path) and when bubblewrap mounts it. A's first prod "
-    "driver, which has that folder writable while it dumps (SubmitRunner._class_archive), "
-    "swaps a regular file there for a link between the two: A's PR job, started meanwhile, "
-    "gets B's warehouse file (or the state, the App's key: anything the service reads) "
-    "bound read-only at its own path. Fix: never bind a read path from a folder a "
-    "sandbox writes; publish the archive into a folder of the service's alone (rename the "
-    "checked dump there) and bind that, or open it O_NOFOLLOW and bind the descriptor "
-    "(bwrap --ro-bind-fd)",
-)
 def test_a_prod_driver_cannot_swap_a_link_into_a_pr_job_s_class_archive_bind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -361,11 +361,16 @@ class ConnectServer:
             return False
         return health_check(self.url, token=self._token) is None
 
-    def command(self, port: int, env: dict[str, str] | None = None) -> list[str]:
-        """The ``spark-submit`` command line of the server (``env``: the one it starts
-        with, whose Java maps the drivers' class archive if there is one)."""
+    def command(
+        self, port: int, env: dict[str, str] | None = None, archive: jvm.ArchiveUse | None = None
+    ) -> list[str]:
+        """The ``spark-submit`` command line of the server (``archive``: the class archive
+        its sandbox shows, :meth:`_archive`; else ``env``: the one it starts with, whose
+        Java maps the drivers' class archive if there is one)."""
         conf = spark_conf(self.settings, self.paths)
-        if env is not None:
+        if archive is not None:
+            jvm.add_options(conf, " ".join(archive.flags))
+        elif env is not None:
             jvm.map_existing(conf, env, self.paths.class_archives)
         conf["spark.connect.grpc.binding.address"] = BIND_ADDRESS
         conf["spark.connect.grpc.binding.port"] = str(port)
@@ -409,9 +414,12 @@ class ConnectServer:
         self.paths.warehouse.mkdir(parents=True, exist_ok=True)
         try:
             self.port = free_port()
-            cmd = sandbox.wrap(self.command(self.port, env), self.profile(home)).argv
-            sandbox.keep_from_children()
-            self._proc = self._spawn(cmd, env)
+            with self._archive(env) as archive:
+                launch = sandbox.wrap(
+                    self.command(self.port, env, archive), self.profile(home, archive)
+                )
+                sandbox.keep_from_children()
+                self._proc = self._spawn(launch.argv, env, launch.fds)
             self.starts += 1
             logger.info(
                 "started a Spark Connect server on %s (pid %s); log: %s",
@@ -424,29 +432,41 @@ class ConnectServer:
             self._end()
             raise
 
-    def profile(self, home: Path) -> sandbox.Profile:
-        """The server's sandbox: Java, Spark and Python read-only (and the class archive
-        it maps); its home, the warehouse and the metastore writable; the host's
-        network, where it listens on loopback and asks every client for its token."""
-        archive = jvm.ClassArchive.for_spark(
-            jvm.spark_home(), dict(os.environ), self.paths.class_archives
-        )
-        # Never a link there (a prod driver writes that folder): its target is not bound.
-        read = [archive.path] if archive is not None and archive.mapped({}) else []
+    @contextlib.contextmanager
+    def _archive(self, env: dict[str, str]) -> Iterator[jvm.ArchiveUse]:
+        """The class archive the server maps, held open while it starts (none when the
+        cache is off or Java is missing; a cluster's JVMs are not ours either way)."""
+        archive = jvm.ClassArchive.for_spark(jvm.spark_home(), env, self.paths.class_archives)
+        if archive is None:
+            yield jvm.ArchiveUse([])
+            return
+        with archive.held(spark_conf(self.settings, self.paths)) as use:
+            yield use
+
+    def profile(self, home: Path, archive: jvm.ArchiveUse | None = None) -> sandbox.Profile:
+        """The server's sandbox: Java, Spark and Python read-only, and the class archive
+        it maps (``archive``: the file checked and held open, bound by its descriptor,
+        never its path: a prod driver writes that folder, and a link renamed there after
+        the check would be bound); its home, the warehouse and the metastore writable;
+        the host's network, where it listens on loopback and asks every client for its
+        token."""
         conf = spark_conf(self.settings, self.paths)
         files, folders = confine.service_paths(conf)
         return sandbox.Profile(
             "connect-server",
-            read=tuple(read + files),
+            read=tuple(files),
             write=(home, self.paths.root, *folders),
             network="host",
             java=True,
             light=False,
             cwd=home,
             limits=confine.limits(conf),
+            held=archive.binds if archive is not None else (),
         )
 
-    def _spawn(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, cmd: list[str], env: dict[str, str], fds: tuple[int, ...] = ()
+    ) -> subprocess.Popen[bytes]:
         """Start the server from a thread that lives as long as it does.
 
         Linux sends the parent-death signal when the *thread* that started a child ends,
@@ -468,6 +488,7 @@ class ConnectServer:
                         env=env,
                         cwd=env["HOME"],
                         start_new_session=True,
+                        pass_fds=fds,  # what its sandbox binds (the class archive)
                         preexec_fn=sandbox.die_with_parent,  # noqa: PLW1509 - prctl only
                     )
             except BaseException as exc:

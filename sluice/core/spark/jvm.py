@@ -25,7 +25,11 @@ Trust: the archive holds the same classes as Spark's jar files and is as trusted
 are; it is written only by a job this process started and published by a rename in a
 folder of the service's user. Processes of that user could replace it as they could the
 jars, which is why docs/security.md asks for a separate user for drivers that run a
-PR's Python.
+PR's Python. A prod driver writes the archive's folder while it dumps, so a JVM that maps
+the archive is shown the file checked and held open (:meth:`ClassArchive.held`: a
+regular file of one link, this user's, opened without following a link), bound into its
+sandbox by that descriptor: a link renamed over the path after the check is never what
+a sandbox shows.
 """
 
 from __future__ import annotations
@@ -79,12 +83,25 @@ class ArchiveUse:
     clean: bool = False
     folder: Path | None = None
     """The archive's folder when the JVM writes the archive (a sandbox shows it writable)."""
+    held: int | None = None
+    """A descriptor of the archive the flags map, opened and checked (:func:`_hold`) while
+    the flags were made: what a sandbox shows at :attr:`reads`, never the path looked up
+    again (a prod driver writes the archive's folder and could rename a link there)."""
 
     @property
     def reads(self) -> list[Path]:
-        """The archive file the flags map, if any (a sandbox shows it read-only)."""
+        """The archive file the flags map, if any (where a sandbox shows :attr:`held`)."""
         prefix = "-XX:SharedArchiveFile="
         return [Path(f[len(prefix) :]) for f in self.flags if f.startswith(prefix)]
+
+    @property
+    def binds(self) -> tuple[tuple[int, Path], ...]:
+        """(descriptor, path) of the archive a sandbox shows read-only: the checked open
+        file alone; nothing without one (the JVM then maps no archive: slower, same
+        results)."""
+        if self.held is None or not self.reads:
+            return ()
+        return ((self.held, self.reads[0]),)
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,8 @@ class ClassArchive:
         archive published.
         """
         if self._users_own(conf) or _regular(self.path):
-            yield ArchiveUse(self.mapped(conf))
+            with self.held(conf) as use:
+                yield use
             return
         dump = self._start_dump()
         if dump is None:
@@ -150,8 +168,28 @@ class ClassArchive:
         """The flags that map the archive when there is one, never writing it: for a JVM
         whose exit this process does not wait on (a Connect server, an in-process
         session)."""
-        if self._users_own(conf) or not _regular(self.path):
+        if self._users_own(conf):
+            return []
+        fd = _hold(self.path)
+        if fd is None:
             return []  # none, or a link where the archive goes: never mapped
+        os.close(fd)
+        return self._map_flags()
+
+    @contextlib.contextmanager
+    def held(self, conf: dict[str, str]) -> Iterator[ArchiveUse]:
+        """:meth:`mapped`'s flags with the archive held open while the context lasts
+        (:attr:`ArchiveUse.held`), for a sandbox to bind that very file: the archive's
+        folder is one a prod driver writes, so its path, checked now, could name a link
+        by the time a sandbox is made."""
+        fd = None if self._users_own(conf) else _hold(self.path)
+        try:
+            yield ArchiveUse(self._map_flags() if fd is not None else [], held=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _map_flags(self) -> list[str]:
         return [f"-XX:SharedArchiveFile={self.path}", *_QUIET.split()]
 
     @staticmethod
@@ -214,6 +252,43 @@ class ClassArchive:
             logger.debug("no class archive published: %s", exc)
         finally:
             os.close(fd)
+
+
+# A descriptor naming a file without opening it for reading (a FIFO never blocks); where
+# Linux's O_PATH is missing, a non-blocking read.
+_PATH_ONLY = getattr(os, "O_PATH", os.O_RDONLY | os.O_NONBLOCK)
+
+
+def _hold(path: Path) -> int | None:
+    """A descriptor of the archive at ``path`` if it is one this service may map: a
+    regular file itself (opened without following a link, in a folder opened the same
+    way), of one link (no hard link to a file another folder holds), this user's, not
+    empty. None otherwise. The caller closes it."""
+    nofollow = _PATH_ONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        folder = os.open(path.parent, nofollow | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None
+    try:
+        fd = os.open(path.name, nofollow, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        info = None
+    if (
+        info is not None
+        and stat.S_ISREG(info.st_mode)
+        and info.st_nlink == 1
+        and info.st_uid == os.geteuid()
+        and info.st_size > 0
+    ):
+        return fd
+    os.close(fd)
+    return None
 
 
 def _regular(path: Path) -> bool:

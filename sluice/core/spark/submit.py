@@ -680,13 +680,16 @@ class SubmitRunner(_RunnerBase):
         got = Received(writes)
         with self._hold(job_id), self._class_archive(env, spec) as archive:
             cmd = self.command(spec_path, job_id, str(spec.get("kind", "job")), archive.flags)
-            cmd = sandbox.wrap(cmd, self.profile(spec, spec_path, home, archive)).argv
+            launch = sandbox.wrap(cmd, self.profile(spec, spec_path, home, archive))
+            cmd = launch.argv
             began = time.monotonic()
             home.mkdir(mode=0o700, exist_ok=True)
             code: int | None = None
             timed_out = False
             try:
-                code, tail, timed_out = self._execute(cmd, env, log_path, got, spec["steps"])
+                code, tail, timed_out = self._execute(
+                    cmd, env, log_path, got, spec["steps"], fds=launch.fds
+                )
                 archive.clean = code == 0 and not timed_out
             finally:
                 try:
@@ -722,7 +725,8 @@ class SubmitRunner(_RunnerBase):
             return
         conf = spark_conf(self.settings, self.paths)
         if sandbox.isolation() != "none" and spec.get("environment") != "prod":
-            yield jvm.ArchiveUse(archive.mapped(conf))
+            with archive.held(conf) as held:  # the checked file, bound by its descriptor
+                yield held
             return
         with archive.use(conf) as use:
             use.folder = archive.folder
@@ -733,9 +737,11 @@ class SubmitRunner(_RunnerBase):
     ) -> sandbox.Profile:
         """What the driver may see: its spec, the project's Python (when the job runs
         any), Java and Spark read-only; its home, the warehouse and the metastore
-        writable; the class archive's folder only for a job that writes the archive; no
-        network but its own loopback unless the master is remote."""
-        read = [spec_path, *archive.reads, *confine.spec_files(spec)]
+        writable; the class archive's folder only for a job that writes the archive (a
+        job that maps it is shown the file checked and held open, never its path: a prod
+        driver writes that folder); no network but its own loopback unless the master is
+        remote."""
+        read = [spec_path, *confine.spec_files(spec)]
         conf = spark_conf(self.settings, self.paths)
         files, folders = confine.service_paths(conf)
         read += files
@@ -751,6 +757,7 @@ class SubmitRunner(_RunnerBase):
             light=False,
             cwd=home,
             limits=confine.limits(conf),
+            held=archive.binds,
         )
 
     def _preflight(self, spec: JobSpec, env: dict[str, str]) -> None:
@@ -789,9 +796,11 @@ class SubmitRunner(_RunnerBase):
         log_path: Path,
         got: Received,
         steps: Sequence[Step],
+        fds: Sequence[int] = (),
     ) -> tuple[int, list[str], bool]:
         """Run ``cmd``, its events into ``got`` (the results they report checked against
-        the job's ``steps``); (exit code, the output's last lines, whether it timed out)."""
+        the job's ``steps``); (exit code, the output's last lines, whether it timed out).
+        ``fds``: the descriptors its sandbox binds (:attr:`sandbox.Launch.fds`)."""
         logger.debug("running %s", " ".join(cmd))
         keep_from_children()
         log = _Log(log_path)
@@ -808,6 +817,7 @@ class SubmitRunner(_RunnerBase):
                 encoding="utf-8",
                 errors="replace",
                 bufsize=1,
+                pass_fds=tuple(fds),
                 # Its own process group: the JVM starts the Python driver as a child, and
                 # an interrupted job must take both down.
                 start_new_session=True,
