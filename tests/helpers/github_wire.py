@@ -470,8 +470,9 @@ class FakeGitHub:
         })  # fmt: skip
 
     def _activity(self, match: Any, body: Any) -> Any:
-        """The activity, newest first, of the ``ref`` asked (any spelling GitHub takes),
-        ``per_page`` at a time; the next page's ``after`` cursor in the Link header."""
+        """The activity of every branch, newest first (of the ``ref`` alone where one is
+        asked, in any spelling GitHub takes), ``per_page`` at a time; the next page's
+        ``after`` cursor in the Link header."""
         if self.activity_status != 200:
             return self._json({"message": "Server Error"}, self.activity_status)
         query = self._query(match)

@@ -83,3 +83,20 @@ def test_github_failing_to_say_asks_one_approval_more_and_says_why(service: Serv
     assert "one approval more" in summary
     assert _approve(service, "carol")["conclusion"] == "success"  # the service goes on
     assert _asked(service) >= 2  # asked again by each job: nothing was recorded
+
+
+def test_bob_s_hookless_push_to_another_branch_names_him_as_a_pusher(service: Service) -> None:
+    # bob pushes A to `side` with no hook; alice makes feature-7 from it (GitHub's activity
+    # names her for it) and opens the PR: the activity of every branch (no ref asked)
+    # names bob too, so his approval is not enough (red team, round 5).
+    service.github.add_activity("refs/heads/side", A, "bob")
+    _deliver(service, "pull_request", pull(7, A, "alice", "opened"))
+    assert _approve(service, "bob")["conclusion"] == "failure"  # bob pushed it
+    assert _approve(service, "carol")["conclusion"] == "success"
+    ledger = Ledger(service.settings.state_url())
+    try:
+        assert {push.user for push in ledger.pushes_of(KEY, [A])} == {"alice", "bob"}
+    finally:
+        ledger.close()
+    asked = [url for _method, url in service.github.requests if "/activity" in url]
+    assert len(asked) == 1 and "ref=" not in asked[0], asked

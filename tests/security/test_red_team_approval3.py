@@ -358,15 +358,17 @@ def test_a_branch_whose_push_hook_never_came_is_not_approved_by_its_pusher_alone
 
 @pytest.mark.parametrize(
     "record",
-    [("change", A, "alice"), ("other", B, "alice")],
-    ids=["alice's push of another sha", "alice's push of the head to another branch"],
+    [("change", A, "alice"), ("other", B, "")],
+    ids=["alice's push of another sha", "a push of the head to another branch naming nobody"],
 )
 def test_a_forge_record_of_someone_else_s_push_does_not_name_the_head_s_pusher(
     bot: Bot, record: tuple[str, str, str]
 ) -> None:
-    # The forge's records name alice, for another commit of the branch or for the head on
-    # another branch: neither says who pushed `change` to B (bob, with no hook). Taking
-    # her as its pusher would ask nothing more, and bob's approval would be enough.
+    # The forge's records name alice for another commit of the branch, or nobody (a
+    # deleted account) for the head on another branch: neither says who pushed B (bob,
+    # with no hook). Taking either as its pusher would ask nothing more, and bob's
+    # approval would be enough. (A record of the head on another branch naming someone
+    # names them as its pusher: red team round 5.)
     bot.forge.open_pull(7, head_sha=B, base="main", author="alice", head_ref="change",
                         pushed_by="")  # fmt: skip
     bot.forge.push_log.append(record)
@@ -384,10 +386,10 @@ def test_the_forge_failing_to_say_who_pushed_the_head_asks_one_approval_more(
     # GitHub's activity answers 502 (or the token may not read it): nobody is named, the
     # gate fails closed (one approval more, and the check says why, its text escaped),
     # and the service goes on handling the PR's events.
-    asked: list[tuple[str, tuple[str, ...]]] = []
+    asked: list[tuple[str, ...]] = []
 
-    def down(branch: str, shas: Collection[str]) -> list[PushRecord]:
-        asked.append((branch, tuple(shas)))
+    def down(shas: Collection[str]) -> list[PushRecord]:
+        asked.append(tuple(shas))
         raise ForgeError("GitHub: reading who pushed failed: 502 @carol <img src=x> [x](y)")
 
     monkeypatch.setattr(bot.forge, "push_records", down)
@@ -421,7 +423,7 @@ def test_the_forge_is_asked_once_per_head_per_job_and_not_again_once_it_named_th
     finally:
         job.close()
     asked = [c for c in bot.forge.calls if c[0] == "push_records"]
-    assert asked == [("push_records", ("change", (A, B)))]  # its commits, in one listing
+    assert asked == [("push_records", ((A, B),))]  # its commits, in one listing
     gw.approve(bot, "bob", B, 41)  # another job: the ledger has bob's push, and the ask
     assert [c[0] for c in bot.forge.calls].count("push_records") == 1
     assert bot.approval(B).conclusion != "success", bot.approval(B).summary

@@ -536,19 +536,6 @@ CHANGE = PlanReview("fpchange0001", (("s.change", "k-change"),), {}, {})
 B_COMMIT = gw.B
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: the forge's push records are asked for the PR's head branch "
-    "alone (approval._with_head: Forge.push_records(pr.head_ref, ...); GitHub's activity "
-    "?ref=refs/heads/<branch>, GitLab's events filtered to push_data.ref == branch), so "
-    "mallory's push of her commit to another branch of the repository with no hook (over "
-    "5,000 branches at once, GitLab's over 3), which alice then brings into her PR's branch "
-    "(a branch made from it, or a merge), is never seen: alice's hooked push names alice "
-    "for it, and mallory approves her own change alone. Fix: ask the records of every "
-    "branch for the PR's commits (GitHub's activity without ref, GitLab's events without "
-    "the branch filter) and count every pusher of a commit, as the ledger's pushes by sha "
-    "already do for hooked pushes",
-)
 def test_a_hookless_push_to_another_branch_then_brought_in_by_alice_is_not_hidden(
     tmp_path: Path,
 ) -> None:

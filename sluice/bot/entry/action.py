@@ -416,8 +416,8 @@ class WorkspaceForge:
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         return self.inner.pushers_of(branch, sha)
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
-        return self.inner.push_records(branch, shas)
+    def push_records(self, shas: Collection[str]) -> list[PushRecord] | None:
+        return self.inner.push_records(shas)
 
     def account_of(self, user_id: int) -> Account | None:
         return self.inner.account_of(user_id)

@@ -446,18 +446,22 @@ def _with_head(
     recorded: _Recorded,
     asked: bool,
 ) -> _Recorded:
-    """``recorded``, with whom the forge's own records of pushes to ``pr``'s branch name as
+    """``recorded``, with whom the forge's own records of pushes to any branch name as
     pushing its commits. A push hook is the pusher's to keep from being sent (GitHub sends
     none for a push of over 5,000 branches at once, nor a payload over 25 MB; GitLab none
     for over 3 branches), and a hooked push of the same commit by someone else, later or
     on top, hides nothing of it: so the forge is asked once per head whatever the hooks
     recorded (:meth:`~sluice.bot.forge.base.Forge.push_records`: GitHub's repository
     activity, GitLab's push events; one listing for all its commits), after the caller's
-    transaction, which read whether it was (``asked``). Each record whose ``after`` is a
-    commit of the PR names its pusher for the commits it brought (after its ``before``,
-    up to its ``after``: a push of many commits, GitLab's of over 20 included, names its
-    last alone); they, and that the head was asked, are written with the ledger's next
-    write (no transaction of their own), and a job asks once (:attr:`Job.head_pushers`).
+    transaction, which read whether it was (``asked``). The records of every branch: a
+    commit pushed with no hook to another branch, which someone else then brings into the
+    PR's (a branch made from it, a merge), was pushed by its first pusher all the same
+    (red team, round 5). Each record whose ``after`` is a commit of the PR names its
+    pusher for the commits it brought (after its ``before``, up to its ``after``: a push of
+    many commits, GitLab's of over 20 included, names its last alone); they (kept as
+    pushes to the PR's branch, found again by their commits), and that the head was
+    asked, are written with the ledger's next write (no transaction of their own), and a
+    job asks once (:attr:`Job.head_pushers`).
     A commit of the PR no recorded push names and the records do not cover (older than
     the newest 300, or the forge could not say) was pushed by someone unknown: one
     approval more, as for a bot's push, and the check says why (red team, approval
@@ -473,7 +477,7 @@ def _with_head(
         job.head_pushers[key] = ([], "")  # an earlier job's: whom it named is recorded
     if key not in job.head_pushers:
         try:
-            job.head_pushers[key] = (job.forge.push_records(pr.head_ref, shas), "")
+            job.head_pushers[key] = (job.forge.push_records(shas), "")
         except ForgeError as exc:
             log.warning("#%s: who pushed %s is not known: %s", pr.number, head[:12], exc)
             job.head_pushers[key] = ([], job.scrub(str(exc)))

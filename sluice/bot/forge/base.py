@@ -60,21 +60,23 @@ class PullCommit:
 
 
 PUSH_RECORDS_LIMIT = 300
-"""Most push records :meth:`Forge.pushers_of` reads (three pages of 100, newest first): a
-head pushed longer ago, or hidden behind more pushes, is named by nobody (the gate then
-asks one approval more, as for a push nobody names)."""
+"""Most push records :meth:`Forge.push_records` reads (three pages of 100, of every
+branch's pushes, newest first): a head pushed longer ago, or hidden behind more pushes, is
+named by nobody (the gate then asks one approval more, as for a push nobody names)."""
 
 
 @dataclass(frozen=True)
 class PushRecord:
-    """One record of the forge's own of a push to a branch (GitHub's repository activity,
-    GitLab's push events): who moved it from ``before`` (None: the branch was made, or the
-    record does not say) to ``after``."""
+    """One record of the forge's own of a push to a ref (GitHub's repository activity,
+    GitLab's push events): who moved it from ``before`` (None: the ref was made, or the
+    record does not say) to ``after``; ``ref`` as ``refs/heads/<branch>`` or
+    ``refs/tags/<tag>`` (None: the record names none)."""
 
     before: str | None
     after: str
     login: str
     user_id: int | None
+    ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,11 +212,13 @@ class Forge(Protocol):
         """
         ...
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
-        """The forge's own records of pushes of ``branch`` (as :meth:`pushers_of` reads
-        them, in one listing of its newest :data:`PUSH_RECORDS_LIMIT`) whose ``after`` is
-        one of ``shas`` (a pull request's commits), newest first; None on a forge that
-        keeps no such records (the local forge).
+    def push_records(self, shas: Collection[str]) -> list[PushRecord] | None:
+        """The forge's own records of pushes to any branch of the repository (a commit
+        pushed to another branch, then brought into the pull request's by someone else, was
+        pushed by its first pusher all the same) whose ``after`` is one of ``shas`` (a pull
+        request's commits): one listing of its newest :data:`PUSH_RECORDS_LIMIT` records,
+        of every branch, newest first; None on a forge that keeps no such records (the
+        local forge).
 
         Raises:
             ForgeError: the forge could not be asked (the gate then fails closed).

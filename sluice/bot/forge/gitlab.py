@@ -205,9 +205,18 @@ def _boundary(what: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
 # --- the forge --------------------------------------------------------------------------
 
 
-def _pushed(branch: str, shas: Collection[str]) -> str:
-    """What asking who pushed ``shas`` to ``branch`` is, for an error."""
-    return f"{branch} to {next(iter(shas))[:12]}" if len(shas) == 1 else f"to {branch}"
+def _pushed(shas: Collection[str]) -> str:
+    """What asking who pushed ``shas`` (to any branch) is, for an error."""
+    return next(iter(shas))[:12] if len(shas) == 1 else f"{len(shas)} commits"
+
+
+def _event_ref(data: dict[str, Any]) -> str | None:
+    """The ref a push event's ``push_data`` names (``refs/heads/<branch>``,
+    ``refs/tags/<tag>``); None where it names none (a push of many refs at once)."""
+    ref, kind = data.get("ref"), data.get("ref_type")
+    if not isinstance(ref, str) or not ref:
+        return None
+    return {"branch": f"refs/heads/{ref}", "tag": f"refs/tags/{ref}"}.get(str(kind))
 
 
 class GitLabForge:
@@ -498,34 +507,33 @@ class GitLabForge:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
         whether or not a push hook was sent) name as pushing ``branch`` to ``sha``
         (:meth:`push_records`)."""
-        found = {(r.login, r.user_id): None for r in self.push_records(branch, [sha])}
-        return list(found)
+        ref = f"refs/heads/{branch}"
+        records = self.push_records([sha])
+        return list({(r.login, r.user_id): None for r in records if r.ref == ref})
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord]:
-        """The project's push events of ``branch`` to one of ``shas``: newest first, at most
-        :data:`PUSH_RECORDS_LIMIT` events in pages of 100, of any branch (the API filters
-        no branch), one listing for them all. An event is taken only when its own
-        ``push_data`` names the branch and ``commit_to`` one of the shas (a push of many
-        commits names its last alone, ``commit_from`` the branch's head before it); a push
-        of many branches at once, which GitLab records as one event naming no branch,
+    def push_records(self, shas: Collection[str]) -> list[PushRecord]:
+        """The project's push events of any branch or tag to one of ``shas``: newest first,
+        at most :data:`PUSH_RECORDS_LIMIT` events in pages of 100 (the API filters no
+        branch), one listing for them all. An event is taken only when its own
+        ``push_data``'s ``commit_to`` is one of the shas (a push of many commits names its
+        last alone, ``commit_from`` the ref's head before it), with the ref it names; a
+        push of many refs at once, which GitLab records as one event naming no commit,
         names nobody; its author by username and id."""
         wanted = {sha.lower() for sha in shas}
         found: list[PushRecord] = []
-        with self._guard(f"reading who pushed {_pushed(branch, shas)}"):
+        with self._guard(f"reading who pushed {_pushed(shas)}"):
             events = self._project.events.list(action="pushed", per_page=100, iterator=True)
             for event in itertools.islice(events, PUSH_RECORDS_LIMIT):  # no page past them
                 attrs = event.attributes
                 data, author = attrs.get("push_data"), attrs.get("author")
                 if not isinstance(data, dict) or not isinstance(author, dict):
                     continue
-                if (data.get("ref_type"), data.get("ref")) != ("branch", branch):
-                    continue
                 after = str(data.get("commit_to")).lower()
                 if after in wanted and author.get("username"):
                     before = data.get("commit_from")
                     before = str(before).lower() if before and str(before).strip("0") else None
                     login, uid = str(author["username"]), _account_id(author.get("id"))
-                    found.append(PushRecord(before, after, login, uid))
+                    found.append(PushRecord(before, after, login, uid, _event_ref(data)))
         return found
 
     # -- notes ---------------------------------------------------------------------------

@@ -470,7 +470,7 @@ class LocalForge(GitRepo):
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
+    def push_records(self, shas: Collection[str]) -> list[PushRecord] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None
 

@@ -649,23 +649,23 @@ class MemoryForge:
         named = [who for ref, head, who in newest if ref == branch and head == sha.lower()]
         return [(who, self.account_id(who)) for who in dict.fromkeys(named)]
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord] | None:
-        """The records of :attr:`push_log` of ``branch`` to one of ``shas``, within its
-        newest :data:`PUSH_RECORDS_LIMIT`, newest first; each one's ``before`` is the
-        branch's head its previous record left (None for the first)."""
-        self._call("push_records", branch, tuple(shas))
+    def push_records(self, shas: Collection[str]) -> list[PushRecord] | None:
+        """The records of :attr:`push_log` of any branch to one of ``shas``, within its
+        newest :data:`PUSH_RECORDS_LIMIT` (of every branch), newest first; each one's
+        ``before`` is the head its branch's previous record left (None for the first)."""
+        self._call("push_records", tuple(shas))
         wanted = {sha.lower() for sha in shas}
-        before: dict[int, str | None] = {}
-        last: str | None = None
-        for n, (ref, head, _who) in enumerate(self.push_log):
-            if ref == branch:
-                before[n], last = last, head
+        before: list[str | None] = []
+        last: dict[str, str] = {}
+        for ref, head, _who in self.push_log:
+            before.append(last.get(ref))
+            last[ref] = head
         first = max(0, len(self.push_log) - PUSH_RECORDS_LIMIT)
         return [
-            PushRecord(before[n], head, who, self.account_id(who))
+            PushRecord(before[n], head, who, self.account_id(who), f"refs/heads/{ref}")
             for n in range(len(self.push_log) - 1, first - 1, -1)
             for ref, head, who in [self.push_log[n]]
-            if ref == branch and head in wanted and who
+            if head in wanted and who
         ]
 
     def merge(self, number: int, method: str, sha: str) -> str:

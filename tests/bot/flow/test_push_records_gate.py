@@ -115,3 +115,47 @@ def test_a_new_head_is_asked_again(bot: Bot) -> None:
     gw.approve(bot, "bob", C, 42)
     assert bot.approval(C).conclusion == "success", bot.approval(C).summary
     assert _asked(bot) == 2
+
+
+# -- the records of every branch (red team round 5) -------------------------------------------
+
+
+def test_a_hookless_push_to_another_branch_names_its_pusher_for_the_commits_it_brought(
+    bot: Bot,
+) -> None:
+    # mallory pushes A and B to `side` with no hook (the forge records it); alice makes
+    # `change` from `side` and pushes C on it (her record names her for them all): the
+    # listing of every branch names mallory for A and B, so her approval is not enough.
+    bot.forge.push_log.append(("side", B, "mallory"))
+    bot.forge.open_pull(7, head_sha=C, base="main", author="alice", head_ref="change")
+    bot.deliver("push", gw.push("change", C, "alice", (A, B, C)))
+    bot.deliver("pull_request", gw.pr_event("opened", C, "alice", head_ref="change"))
+    gw.plan(bot, C, CHANGE)
+    gw.approve(bot, "mallory", C, 41)
+    check = bot.approval(C)
+    assert check.conclusion != "success", check.summary
+    assert "Not counted: @mallory pushed to this pull request" in check.summary
+    assert {(p.sha, p.user) for p in bot.ledger.pushes_of(gw.KEY, [A, B, C])} >= {
+        (A, "mallory"),
+        (B, "mallory"),
+    }
+    gw.approve(bot, "carol", C, 42)  # an approver who pushed nothing: one more
+    check = bot.approval(C)
+    assert check.conclusion == "success", check.summary
+    assert _asked(bot) == 1  # one listing, of every branch, for the head
+
+
+def test_other_branches_pushes_count_toward_the_bound_and_past_it_ask_one_approval_more(
+    bot: Bot,
+) -> None:
+    # alice's push of `change` to C had no hook; carol's 300 pushes of other branches
+    # since fill the one listing of every branch: nobody is named for C, one more asked.
+    bot.forge.open_pull(7, head_sha=C, base="main", author="alice", head_ref="change")
+    bot.forge.push_log += [(f"junk-{n}", Y, "carol") for n in range(PUSH_RECORDS_LIMIT)]
+    bot.deliver("pull_request", gw.pr_event("opened", C, "alice", head_ref="change"))
+    gw.plan(bot, C, CHANGE)
+    gw.approve(bot, "bob", C, 41)
+    check = bot.approval(C)
+    assert check.conclusion != "success", check.summary
+    assert "names nobody who pushed it" in check.summary, check.summary
+    assert _asked(bot) == 1

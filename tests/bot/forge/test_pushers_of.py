@@ -52,8 +52,8 @@ def test_github_names_who_created_the_branch_at_the_head(rs: responses.RequestsM
         _activity("refs/heads/change", B, "bob", 5, "branch_creation"),
     ])  # fmt: skip
     assert github_forge().pushers_of("change", B) == [("bob", 5)]
-    query = _query(asked.calls[0])
-    assert query["ref"] == ["refs/heads/change"] and query["per_page"] == ["100"]
+    query = _query(asked.calls[0])  # every branch's activity: no ref asked
+    assert query == {"per_page": ["100"]}
 
 
 def test_github_an_entry_naming_someone_else_for_another_sha_is_not_taken(
@@ -65,8 +65,8 @@ def test_github_an_entry_naming_someone_else_for_another_sha_is_not_taken(
 
 
 def test_github_a_page_that_lies_about_the_ref_is_not_taken(rs: responses.RequestsMock) -> None:
-    # An answer to ref=refs/heads/change listing carol's push of B to another branch (or
-    # a tag): what the entry says is what counts, not what was asked.
+    # carol's pushes of B to another branch (or a tag): pushers_of names who pushed the
+    # branch itself, by what each entry says.
     rs.get(ACTIVITY, json=[
         _activity("refs/heads/other", B, "carol", 9),
         _activity("refs/tags/change", B, "carol", 9),
@@ -87,7 +87,7 @@ def test_github_reads_the_next_page_by_its_cursor_never_by_the_link_s_address(
                    headers={"Link": link})  # fmt: skip
     second = rs.get(ACTIVITY, json=[_activity("refs/heads/change", B, "bob", 5)],
                     match=[responses.matchers.query_param_matcher(
-                        {"ref": "refs/heads/change", "per_page": "100", "after": "CURSOR2"})])  # fmt: skip
+                        {"per_page": "100", "after": "CURSOR2"})])  # fmt: skip
     assert github_forge().pushers_of("change", B) == [("bob", 5)]
     assert first.call_count == 1 and second.call_count == 1
 
@@ -97,7 +97,7 @@ def test_github_past_its_bound_names_nobody(rs: responses.RequestsMock) -> None:
     # named: the gate asks one approval more, as for a push nobody names.
     pages = PUSH_RECORDS_LIMIT // 100
     entries = [_activity("refs/heads/change", A, "alice", 7)] * 100
-    link = f'<{ACTIVITY}?ref=refs%2Fheads%2Fchange&per_page=100&after=MORE>; rel="next"'
+    link = f'<{ACTIVITY}?per_page=100&after=MORE>; rel="next"'
     asked = rs.get(ACTIVITY, json=entries, headers={"Link": link})
     assert github_forge().pushers_of("change", B) == []
     assert asked.call_count == pages == 3
@@ -108,7 +108,7 @@ def test_github_a_failure_is_a_forge_error_naming_what_was_asked(
     rs: responses.RequestsMock, status: int
 ) -> None:
     rs.get(ACTIVITY, status=status, json={"message": "Resource not accessible by integration"})
-    with pytest.raises(ForgeError, match=rf"reading who pushed change to bbbbbbbbbbbb.*{status}"):
+    with pytest.raises(ForgeError, match=rf"reading who pushed bbbbbbbbbbbb.*{status}"):
         github_forge().pushers_of("change", B)
 
 
@@ -166,7 +166,7 @@ def test_gitlab_a_failure_is_a_forge_error_naming_what_was_asked(
     rs: responses.RequestsMock,
 ) -> None:
     rs.get(EVENTS, status=403, json={"message": "403 Forbidden"})
-    with pytest.raises(ForgeError, match=r"reading who pushed change to bbbbbbbbbbbb.*403"):
+    with pytest.raises(ForgeError, match=r"reading who pushed bbbbbbbbbbbb.*403"):
         gitlab_forge().pushers_of("change", B)
 
 
@@ -185,29 +185,32 @@ def test_memory_names_whom_its_push_log_does_within_the_bound() -> None:
     assert forge.pushers_of("change", B) == []  # older than the newest it reads
 
 
-# -- one listing for every commit of a pull request -----------------------------------------
+# -- one listing, of every branch, for every commit of a pull request ----------------------
 
 
 def test_github_lists_the_records_of_every_commit_asked_in_one_listing(
     rs: responses.RequestsMock,
 ) -> None:
     # bob made `change` at A (from nothing: all zeros), alice pushed B and C on top in one
-    # push (C names them both: its `before` is A); carol's push of B to another branch and
-    # dave's of a commit not asked name nobody.
+    # push (C names them both: its `before` is A); carol's push of B to another branch is
+    # a record of B all the same (whoever then brought it to `change`, carol pushed it
+    # first); dave's of a commit not asked, and an entry naming no ref, name nobody.
     made = _activity("refs/heads/change", A, "bob", 5, "branch_creation")
     pushed = {**_activity("refs/heads/change", C, "alice", 7), "before": A.upper()}
     asked = rs.get(ACTIVITY, json=[
         pushed,
         _activity("refs/heads/other", B, "carol", 9),
+        {**_activity("refs/heads/x", B, "erin", 13), "ref": None},
         _activity("refs/heads/change", "d" * 40, "dave", 11),
         made,
     ])  # fmt: skip
-    records = github_forge().push_records("change", [A, B, C])
-    assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
-        (A, C, "alice", 7),
-        (None, A, "bob", 5),
+    records = github_forge().push_records([A, B, C])
+    assert [(r.before, r.after, r.login, r.user_id, r.ref) for r in records] == [
+        (A, C, "alice", 7, "refs/heads/change"),
+        (None, B, "carol", 9, "refs/heads/other"),
+        (None, A, "bob", 5, "refs/heads/change"),
     ]
-    assert asked.call_count == 1
+    assert asked.call_count == 1 and _query(asked.calls[0]) == {"per_page": ["100"]}
 
 
 def test_gitlab_names_the_head_a_push_of_many_commits_left_and_where_it_began(
@@ -220,9 +223,44 @@ def test_gitlab_names_the_head_a_push_of_many_commits_left_and_where_it_began(
     made = _event("change", A, "bob", 5)
     made["push_data"] = {**made["push_data"], "commit_from": "0" * 40}
     asked = rs.get(EVENTS, json=[many, _event("other", B, "carol", 9), made])
-    records = gitlab_forge().push_records("change", [A, B, C])
+    records = gitlab_forge().push_records([A, B, C])
     assert [(r.before, r.after, r.login, r.user_id) for r in records] == [
         (A, C, "alice", 7),
+        (None, B, "carol", 9),
         (None, A, "bob", 5),
     ]
     assert asked.call_count == 1
+
+
+def test_gitlab_lists_the_records_of_every_branch_and_tag_by_what_each_names(
+    rs: responses.RequestsMock,
+) -> None:
+    # carol pushed B to `side`, dave tagged it, erin's push of many refs at once names no
+    # ref (GitLab's bulk event: a commit it names is still hers); a push of another commit
+    # names nobody. The query asks no branch (the API filters none).
+    asked = rs.get(EVENTS, json=[
+        _event("side", B, "carol", 9),
+        _event("v1", B, "dave", 11, ref_type="tag"),
+        _event(None, B, "erin", 13, ref_count=4),
+        _event("side", "d" * 40, "frank", 15),
+    ])  # fmt: skip
+    records = gitlab_forge().push_records([A, B])
+    assert [(r.after, r.login, r.user_id, r.ref) for r in records] == [
+        (B, "carol", 9, "refs/heads/side"),
+        (B, "dave", 11, "refs/tags/v1"),
+        (B, "erin", 13, None),
+    ]
+    assert _query(asked.calls[0]) == {"action": ["pushed"], "per_page": ["100"]}
+
+
+def test_memory_lists_the_records_of_every_branch_each_after_its_branch_s_last() -> None:
+    forge = MemoryForge()
+    forge.push_log += [("side", A, "mallory"), ("change", C, "bob"), ("side", B, "mallory")]
+    forge.push_log += [("change", B, "alice")]
+    records = forge.push_records([B])
+    assert records is not None
+    assert [(r.before, r.after, r.login, r.ref) for r in records] == [
+        (C, B, "alice", "refs/heads/change"),
+        (A, B, "mallory", "refs/heads/side"),
+    ]
+    assert forge.pushers_of("change", B) == [("alice", forge.account_id("alice"))]

@@ -140,9 +140,9 @@ _LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:\[bot\])?")
 """What a GitHub login can look like (a person's, an App's ``<slug>[bot]``)."""
 
 
-def _pushed(branch: str, shas: Collection[str]) -> str:
-    """What asking who pushed ``shas`` to ``branch`` is, for an error."""
-    return f"{branch} to {next(iter(shas))[:12]}" if len(shas) == 1 else f"to {branch}"
+def _pushed(shas: Collection[str]) -> str:
+    """What asking who pushed ``shas`` (to any branch) is, for an error."""
+    return next(iter(shas))[:12] if len(shas) == 1 else f"{len(shas)} commits"
 
 
 def _sha_or_none(value: object) -> str | None:
@@ -416,21 +416,23 @@ class GitHubForge:
         """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
         whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
         push, a force push, the branch's creation, a merge (:meth:`push_records`)."""
-        found = {(r.login, r.user_id): None for r in self.push_records(branch, [sha])}
-        return list(found)
+        ref = f"refs/heads/{branch}"
+        records = self.push_records([sha])
+        return list({(r.login, r.user_id): None for r in records if r.ref == ref})
 
-    def push_records(self, branch: str, shas: Collection[str]) -> list[PushRecord]:
-        """GitHub's repository activity of ``branch`` moving it to one of ``shas``: newest
+    def push_records(self, shas: Collection[str]) -> list[PushRecord]:
+        """GitHub's repository activity of any branch moved to one of ``shas`` (no ``ref``
+        asked: a push, a force push, a branch's creation, a merge, of every branch): newest
         first, at most :data:`PUSH_RECORDS_LIMIT` entries in pages of 100, one listing for
-        them all. An entry is taken only when its own ``ref`` and ``after`` say so (what
-        the query asked is not trusted), and its actor by login and id; one naming no
-        actor (a deleted account) names nobody."""
-        ref, wanted = f"refs/heads/{branch}", {sha.lower() for sha in shas}
+        them all. An entry is taken only when its own ``after`` says so (what the query
+        asked is not trusted) and it names a ref, and its actor by login and id; one
+        naming no actor (a deleted account) names nobody."""
+        wanted = {sha.lower() for sha in shas}
         url = f"/repos/{self.repo}/activity"
-        params: dict[str, Any] = {"ref": ref, "per_page": ACTIVITY_PAGE}
+        params: dict[str, Any] = {"per_page": ACTIVITY_PAGE}
         found: list[PushRecord] = []
         requester = self._client.requester  # PyGithub has no call for it: its wire, its auth
-        with boundary(f"reading who pushed {_pushed(branch, shas)}"):
+        with boundary(f"reading who pushed {_pushed(shas)}"):
             for _page in range(PUSH_RECORDS_LIMIT // ACTIVITY_PAGE):
                 headers, data = requester.requestJsonAndCheck("GET", url, params)
                 if not isinstance(data, list):
@@ -439,11 +441,11 @@ class GitHubForge:
                     actor = entry.get("actor") if isinstance(entry, dict) else None
                     if not isinstance(actor, dict) or not actor.get("login"):
                         continue
-                    after = str(entry.get("after")).lower()
-                    if entry.get("ref") == ref and after in wanted:
+                    after, ref = str(entry.get("after")).lower(), entry.get("ref")
+                    if isinstance(ref, str) and ref.startswith("refs/") and after in wanted:
                         before = entry.get("before")
                         login, uid = str(actor["login"]), _account_id(actor.get("id"))
-                        found.append(PushRecord(_sha_or_none(before), after, login, uid))
+                        found.append(PushRecord(_sha_or_none(before), after, login, uid, ref))
                 cursor = _next_cursor(headers)
                 if cursor is None:
                     break
