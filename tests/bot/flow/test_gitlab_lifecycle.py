@@ -29,40 +29,18 @@ import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.spark.scripted import Script, Warehouse
-from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers.cases import load_case
-from tests.helpers.fold_settings import fold_settings
 from tests.helpers.gitlab_service import API_TOKEN, TOKEN, GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
-from tests.helpers.world import GATE, World, edit, sha_of
+from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
+from tests.helpers.world import edit, sha_of
 
 REPO = Path(__file__).resolve().parents[3]
 END = to_ms("2018-04-30")
 PROJECT = "data/warehouse"
 MR_HOOK, NOTE_HOOK = "Merge Request Hook", "Note Hook"
-
-
-class GitLabWorld(World):
-    """The Spark warehouse and state of ``World``, with a fake GitLab project."""
-
-    gitlab: FakeGitLab
-
-    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
-        self.trees[sha] = src
-        self.gitlab.add_tree(sha, src)
-        # config.yaml and the project's Python, which runs only as the prod branch has it.
-        for path in [src / "config.yaml", *sorted(src.rglob("*.py"))]:
-            rel = path.relative_to(src).as_posix()
-            self.gitlab.files[(sha, rel)] = path.read_text()
-            if branch is not None:
-                self.gitlab.files[(branch, rel)] = path.read_text()
-        if branch is not None:
-            self.gitlab.branches[branch] = sha
-            self.gitlab.branch_commits.setdefault(branch, set()).add(sha)
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +50,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitLabWorld]:
     env = GitLabWorld(root, root / "work", f"sqlite:///{root / 'state.db'}", None, {},  # type: ignore[arg-type]
                       warehouse=warehouse)  # fmt: skip
     env.gitlab = FakeGitLab(project=PROJECT)
-    main = root / "main"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
-                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    fold_settings(main)  # the example's sluice.yaml into config.yaml
-    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
-    (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
-    project = load_project(main, use_cache=False)
-    store = open_state(env.url)
-    try:
-        plan = workflow.plan_environment(project, store, "prod", end=END, execution_time=END)
-        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=END)
-    finally:
-        store.close()
-    env.commit(sha_of(1), main, branch="main")
+    build_main(env, main_tree(root), END)
     # The MR drops prod's 4 returned orders: its build of orders holds 95 rows.
     warehouse.script = Script(rows={"jaffle.orders": 95})
     yield env

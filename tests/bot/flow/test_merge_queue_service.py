@@ -18,17 +18,15 @@ import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import merge_group_environment
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import github_lifecycle as gl
-from tests.helpers.fold_settings import fold_settings
 from tests.helpers.github_service import Service
 from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.lifecycle_prod import build_main, main_tree
 from tests.helpers.merge_queue import merge_group
-from tests.helpers.world import GATE, World, edit, sha_of
+from tests.helpers.world import World, edit, sha_of
 
 REPO = Path(__file__).resolve().parents[3]
 CHECKS = {"sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"}
@@ -40,21 +38,7 @@ def world(tmp_path: Path) -> World:
     so that a promotion has no interval left to compute."""
     env = World(tmp_path, tmp_path / "work", f"sqlite:///{tmp_path / 'state.db'}",
                 FakeGitHub(repo=gl.OWNER), {}, warehouse=Warehouse())  # fmt: skip
-    main = tmp_path / "main"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
-                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    fold_settings(main)
-    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
-    (main / "config.yaml").write_text(head + GATE.lstrip("\n").replace("[bob]", "[carol]"))
-    project = load_project(main, use_cache=False)
-    store = open_state(env.url)
-    try:
-        now = int(time.time() * 1000)
-        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
-        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=now)
-    finally:
-        store.close()
-    env.commit(sha_of(1), main, branch="main")
+    build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
     env.github.permissions.update({"alice": "write", "carol": "write"})
     return env
 

@@ -21,16 +21,13 @@ import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import merge_group_environment
 from sluice.core.spark.scripted import Warehouse
-from sluice.core.state import open_state
-from tests.helpers.fold_settings import fold_settings
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
+from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
 from tests.helpers.merge_train import merge_request, train_pipeline
-from tests.helpers.world import GATE, World, edit, sha_of
+from tests.helpers.world import edit, sha_of
 
 REPO = Path(__file__).resolve().parents[3]
 PROJECT = "data/warehouse"
@@ -38,22 +35,8 @@ MR_HOOK, PIPELINE_HOOK = "Merge Request Hook", "Pipeline Hook"
 CHECKS = {"sluice/tests", "sluice/pr-environment", "sluice/prod-plan", "sluice/approval"}
 
 
-class TrainWorld(World):
-    """``World``'s warehouse and state, its commits served by a fake GitLab project."""
-
-    gitlab: FakeGitLab
-
-    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
-        self.trees[sha] = src
-        self.gitlab.add_tree(sha, src)
-        for path in [src / "config.yaml", *sorted(src.rglob("*.py"))]:
-            rel = path.relative_to(src).as_posix()
-            self.gitlab.files[(sha, rel)] = path.read_text()
-            if branch is not None:
-                self.gitlab.files[(branch, rel)] = path.read_text()
-        if branch is not None:
-            self.gitlab.branches[branch] = sha
-            self.gitlab.branch_commits.setdefault(branch, set()).add(sha)
+class TrainWorld(GitLabWorld):
+    """``GitLabWorld`` with main's tree edited on demand."""
 
     def tree(self, name: str, *edits: tuple[str, str, str]) -> Path:
         """main's tree with ``edits`` (model file, old, new) made, as folder ``name``."""
@@ -77,21 +60,7 @@ def world(tmp_path: Path) -> Iterator[TrainWorld]:
                      None, {}, warehouse=Warehouse())  # type: ignore[arg-type]  # fmt: skip
     env.gitlab = FakeGitLab(project=PROJECT)
     env.gitlab.members.update({"alice": 30, "bob": 30})
-    main = tmp_path / "main"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
-                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    fold_settings(main)
-    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
-    (main / "config.yaml").write_text(head + GATE.lstrip("\n"))
-    project = load_project(main, use_cache=False)
-    store = open_state(env.url)
-    try:
-        now = int(time.time() * 1000)
-        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
-        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=now)
-    finally:
-        store.close()
-    env.commit(sha_of(1), main, branch="main")
+    build_main(env, main_tree(tmp_path), int(time.time() * 1000))
     yield env
     env.close()
 

@@ -25,10 +25,10 @@ from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers import github_lifecycle as gl
-from tests.helpers.fold_settings import fold_settings
 from tests.helpers.github_service import Service
 from tests.helpers.github_wire import FakeGitHub
-from tests.helpers.world import GATE, World, edit, sha_of
+from tests.helpers.lifecycle_prod import build_main, main_tree
+from tests.helpers.world import World, edit, sha_of
 
 REPO = Path(__file__).resolve().parents[3]
 END = to_ms("2018-04-30")
@@ -41,21 +41,8 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     promotion has no interval left to compute."""
     env = World(tmp_path, tmp_path / "work", f"sqlite:///{tmp_path / 'state.db'}",
                 FakeGitHub(repo=gl.OWNER), {}, warehouse=Warehouse())  # fmt: skip
-    main = tmp_path / "main"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", main,
-                    ignore=shutil.ignore_patterns(".sluice"))  # fmt: skip
-    fold_settings(main)  # the example's sluice.yaml into config.yaml
-    head, _, _ = (main / "config.yaml").read_text().partition("  pr:\n")
-    (main / "config.yaml").write_text(head + GATE.lstrip("\n").replace("[bob]", "[carol]"))
-    project = load_project(main, use_cache=False)
-    store = open_state(env.url)
-    try:
-        now = int(time.time() * 1000) if getattr(request, "param", None) == "now" else END
-        plan = workflow.plan_environment(project, store, "prod", end=now, execution_time=now)
-        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=now)
-    finally:
-        store.close()
-    env.commit(sha_of(1), main, branch="main")
+    now = int(time.time() * 1000) if getattr(request, "param", None) == "now" else END
+    build_main(env, main_tree(tmp_path, approver="carol"), now)
     env.github.permissions.update({"alice": "write", "carol": "write"})
     return env
 
