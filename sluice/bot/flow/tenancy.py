@@ -13,6 +13,10 @@ the first 20 hex digits (80 bits) of the folded key's SHA-256. So a name holds o
 >>> repository_name("github:acme/ware_house") != repository_name("github:acme/ware.house")
 True
 
+The name a namespace is derived from is the repository's first one: a repository renamed
+on the forge keeps it (the ledger binds each name to the forge's id of its repository, and
+:func:`sluice.bot.flow.dispatch.handle` keys a job by the first name bound to that id).
+
 The repository the ledger's state owner names (a state made before isolation, or the one
 repository of a service that does not isolate) keeps the configured database, no prefix
 and its trees' folder as they were: :func:`namespace_of`.
