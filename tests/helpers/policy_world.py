@@ -84,13 +84,17 @@ class Clock:
 
 
 class World:
-    """The flow on a SQLite state and the in-memory GitHub; prod holds ``prod_policies``."""
+    """The flow on a SQLite state and the in-memory GitHub; prod holds ``prod_policies``,
+    its tree edited by ``prepare`` (tags, forward-only models... a policy needs) before it
+    is recorded as built and committed."""
 
     def __init__(
         self,
         root: Path,
         prod_policies: dict[str, str] | None = None,
         settings: str = GATED,
+        *,
+        prepare: Callable[[Path], None] | None = None,
     ) -> None:
         self.root, self.clock = root, Clock(NOW)
         self.url = f"sqlite:///{root / 'state.db'}"
@@ -100,6 +104,8 @@ class World:
         for path, text in (POLICIES if prod_policies is None else prod_policies).items():
             (self.prod / path).parent.mkdir(parents=True, exist_ok=True)
             (self.prod / path).write_text(text)
+        if prepare is not None:
+            prepare(self.prod)
         record_prod(self.prod, self.url, NOW)
         self.forge = MemoryForge(OWNER, name="github")
         self.forge.commit(ROOT, files_of(self.prod), branch="main")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,24 +20,17 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow import policies, trust
-from sluice.bot.flow.deps import make_deps
-from sluice.bot.flow.ledger import Ledger
-from sluice.bot.forge.memory import MemoryForge
 from sluice.core.policy.cel import compile_rule
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
 from sluice.core.workflow import plan_environment
-from tests.helpers.cases import record_prod
 from tests.helpers.policy_world import (
-    EXAMPLE,
     GATED,
     HARD,
     KEY,
     NOW,
-    OWNER,
     ROOT,
     SOFT,
-    Clock,
     World,
     edit_orders,
     files_of,
@@ -63,27 +55,7 @@ class PreparedWorld(World):
         prepare: Callable[[Path], None] = lambda _prod: None,
         settings: str = GATED,
     ) -> None:
-        self.root, self.clock = root, Clock(NOW)
-        self.url = f"sqlite:///{root / 'state.db'}"
-        self.prod = root / "prod"
-        shutil.copytree(EXAMPLE, self.prod, ignore=shutil.ignore_patterns(".sluice"))
-        (self.prod / "sluice.yaml").write_text(settings)
-        for path, text in prod_policies.items():
-            (self.prod / path).parent.mkdir(parents=True, exist_ok=True)
-            (self.prod / path).write_text(text)
-        prepare(self.prod)
-        record_prod(self.prod, self.url, NOW)
-        self.forge = MemoryForge(OWNER, name="github")
-        self.forge.commit(ROOT, files_of(self.prod), branch="main")
-        self.forge.roles.update(
-            {"alice": "write", "bob": "write", "carol": "admin", "fin": "write", "eve": "write"}
-        )
-        self.forge.teams["octo/finance"] = frozenset({"fin"})
-        self.deps = make_deps(
-            project_python="prod", forge_for=lambda _event: self.forge,
-            workdir=root / "work", state_url=self.url, clock=self.clock,
-        )  # fmt: skip
-        self.ledger = Ledger(self.url)
+        super().__init__(root, prod_policies, settings, prepare=prepare)
 
 
 def shipped(name: str) -> dict[str, str]:
