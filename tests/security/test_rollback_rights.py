@@ -9,7 +9,6 @@ Prod has two plans (``jaffle.customers`` changed in the second; its owner is
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import dispatch
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.spark.scripted import Warehouse
-from tests.helpers.cases import record_prod
-from tests.helpers.fold_settings import fold_settings
+from tests.helpers.prod_twice import prod_recorded_twice
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = "e" * 40
@@ -40,20 +38,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
     def make(gate: str) -> tuple[Callable[[str], str], Warehouse]:
         url = f"sqlite:///{tmp_path / 'state.db'}"
-        first = tmp_path / "v1"
-        shutil.copytree(REPO / "examples" / "jaffle_shop", first,
-                        ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
-        fold_settings(first)  # the example's sluice.yaml into config.yaml
-        with (first / "config.yaml").open("a") as config:
-            config.write(gate)
-        record_prod(first, url, NOW)
-        second = tmp_path / "v2"
-        shutil.copytree(first, second)
-        customers = second / "models" / "customers.sql"
-        customers.write_text(
-            customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
-        )
-        record_prod(second, url, NOW + 60_000)
+        second = prod_recorded_twice(tmp_path, url, NOW, gate=gate)
         forge = MemoryForge()
         forge.commit_folder(MAIN, second, branch="main")
         forge.open_pull(7, head_sha=MAIN, base="main", author="alice")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +30,8 @@ from sluice.bot.present.metrics import Registry
 from sluice.core import runs
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import JobResult, open_state
-from tests.helpers.cases import realcase, record_prod
-from tests.helpers.fold_settings import fold_settings
+from tests.helpers.cases import realcase
+from tests.helpers.prod_twice import prod_recorded_twice
 
 REPO = Path(__file__).resolve().parents[3]
 OWNER = "octo/warehouse"
@@ -189,18 +188,7 @@ def test_a_held_build_is_told_once_per_head(tmp_path: Path, chat: Chat) -> None:
 
 def test_a_rollback_is_told_once(tmp_path: Path, chat: Chat) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    first = tmp_path / "v1"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", first,
-                    ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
-    fold_settings(first)
-    record_prod(first, url, NOW)
-    second = tmp_path / "v2"
-    shutil.copytree(first, second)
-    customers = second / "models" / "customers.sql"
-    customers.write_text(
-        customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
-    )
-    record_prod(second, url, NOW + 60_000)
+    second = prod_recorded_twice(tmp_path, url, NOW)
     forge = MemoryForge()
     forge.commit_folder(A, second, branch="main")
     forge.open_pull(7, head_sha=A, base="main", author="alice")

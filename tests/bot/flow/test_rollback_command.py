@@ -4,7 +4,6 @@ prod's two plans are recorded as built, and the scripted runner runs the job it 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,8 @@ from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core.rollback import history
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
-from tests.helpers.cases import record_prod
-from tests.helpers.fold_settings import fold_settings
 from tests.helpers.kept_world import Kept, keep, restore
+from tests.helpers.prod_twice import prod_recorded_twice
 
 REPO = Path(__file__).resolve().parents[3]
 MAIN = "e" * 40
@@ -66,20 +64,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     (tests/helpers/kept_world.py): each test gets a copy of its own (``world``)."""
     folder = tmp_path_factory.mktemp("rollback-world")
     url = f"sqlite:///{folder / 'state.db'}"
-    first = folder / "v1"
-    shutil.copytree(REPO / "examples" / "jaffle_shop", first,
-                    ignore=shutil.ignore_patterns(".sluice", "tests"))  # fmt: skip
-    fold_settings(first)  # the example's sluice.yaml into config.yaml
-    with (first / "config.yaml").open("a") as config:
-        config.write(GATE)
-    record_prod(first, url, NOW, commit=FIRST)  # promoted from FIRST, then from MAIN
-    second = folder / "v2"
-    shutil.copytree(first, second)
-    customers = second / "models" / "customers.sql"
-    customers.write_text(
-        customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
-    )
-    record_prod(second, url, NOW + 60_000, commit=MAIN)
+    # promoted from FIRST, then from MAIN
+    second = prod_recorded_twice(folder, url, NOW, gate=GATE, commits=(FIRST, MAIN))
     forge = MemoryForge()
     forge.commit_folder(MAIN, second, branch="main")
     forge.open_pull(7, head_sha=MAIN, base="main", author="alice")
