@@ -68,16 +68,6 @@ def _pin_owners(world: RepairWorld) -> None:
 # == 1. the drift repair's owners and budget approver: by login, not by the pinned account ==
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: the drift repair's owner (and budget approver) asks are "
-    "answered by the login an approval row was written with (repair_gate.missing, "
-    "drift_repair._approvers compare logins), not by the account the settings' people pin: "
-    "a required approver who takes an owner's freed login fills the owner's place too, and "
-    "one person rebuilds the owner's table with no approval of the owner. Fix: "
-    "_approvers returns (login, account id) pairs and missing answers a pinned login by "
-    "trust.names_person(forge, settings.people, [who], login, uid), as may_approve does",
-)
 def test_a_required_approver_who_takes_an_owner_s_freed_login_is_not_the_owner(
     tmp_path: Path,
 ) -> None:

@@ -311,7 +311,7 @@ def pending(
             refused = [(r.name, r.level, r.where, r.error) for r in judged.refused_by]
             error = judged.refusal if not refused else None
             return checks.repair_refused(report, mend, plan, refused, error)
-        asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record))
+        asks = repair_gate.missing(job, settings, judged.asks, _approvers(job, plan, record))
         named = {p.name: tuple(p.override_by) for p in policies.in_force(settings)[0]}
         held = [(r.name, named.get(r.name, ())) for r in judged.held]
     if not asks and not held:
@@ -325,15 +325,16 @@ def pending(
     )  # fmt: skip
 
 
-def _approvers(job: Job, plan: str, record: Tally) -> list[str]:
+def _approvers(job: Job, plan: str, record: Tally) -> list[tuple[str, int | None]]:
     """Everyone who approved repair plan ``plan`` since it was last applied (within the
-    time a request stands), its requesters (``record.asked``, told apart by account id
-    where the rows carry one) excepted: owners and the budget's approver among them
-    (:func:`tally` counts the required approvers alone)."""
+    time a request stands), as (login, account id or None) of each row, its requesters
+    (``record.asked``, told apart by account id where the rows carry one) excepted:
+    owners and the budget's approver among them (:func:`tally` counts the required
+    approvers alone; :func:`repair_gate.missing` the others, by the account)."""
     rows = job.ledger.plan_entries(job.repo, audit.REPAIR, plan)
     counted = window(job, plan, rows)
     return [
-        r.actor
+        (r.actor, r.actor_id)
         for r in rows
         if r.outcome == APPROVED
         and counted.holds(r)
@@ -446,7 +447,8 @@ class _Work:
             self.job.forge.set_check(self.head, check)
             return
         needed = self.approvers.count - len(record.approved_by)
-        asks = repair_gate.missing(self.job, judged.asks, _approvers(self.job, plan, record))
+        given = _approvers(self.job, plan, record)
+        asks = repair_gate.missing(self.job, self.settings, judged.asks, given)
         held = judged.held
         if needed > 0 or asks or held:
             named = {p.name: p.override_by for p in policies.in_force(self.settings)[0]}
@@ -459,7 +461,7 @@ class _Work:
             self.job.forge.set_check(self.head, check)
             return
         job = self.job
-        approvals = ", ".join(_approvers(job, plan, record)) or "nobody (none required)"
+        approvals = ", ".join(login for login, _uid in given) or "nobody (none required)"
         result = apply_plan(
             self.project, self.store, self.mend.plan, self.runner, url=job.state_url, now=job.now
         )
@@ -565,7 +567,7 @@ def _shown_repair(
     judged = repair_gate.judge(
         job, settings, project, store, mend.plan, plan, record.requesters, window(job, plan)
     )
-    asks = repair_gate.missing(job, judged.asks, _approvers(job, plan, record))
+    asks = repair_gate.missing(job, settings, judged.asks, _approvers(job, plan, record))
     named = {p.name: list(p.override_by) for p in policies.in_force(settings)[0]}
     intervals = {b.name: len(b.intervals) for b in mend.plan.backfill}
     return {

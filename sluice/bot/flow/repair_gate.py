@@ -42,7 +42,6 @@ from sluice.bot.flow.gate_rules import budget_to_approve, owners_to_approve
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import prod_owners
 from sluice.bot.flow.trust import Settings
-from sluice.bot.forge.base import members
 from sluice.bot.present.policy_text import Shown
 from sluice.core.errors import SluiceError
 from sluice.core.model.definition import Project
@@ -173,11 +172,25 @@ def _verdicts(
     return repair_verdicts(in_force, plan, project.models, prod, requesters, moment)
 
 
-def missing(job: Job, asks: Mapping[str, str], approvers: Iterable[str]) -> dict[str, str]:
+def missing(
+    job: Job,
+    settings: Settings,
+    asks: Mapping[str, str],
+    approvers: Iterable[tuple[str, int | None]],
+) -> dict[str, str]:
     """The ``asks`` no one of ``approvers`` (who approved the repair plan, requesters
-    excluded) answers: a login, or a member of an ``org/team``."""
-    given = {a.casefold() for a in approvers}
-    return {what: who for what, who in asks.items() if not members(job.forge, [who]) & given}
+    excluded: login and account id of each row) answers: a login by the account the
+    settings' people pin it to, never whoever took it since, or a member of an ``org/team``;
+    never a bot (:func:`~sluice.bot.flow.trust.names_person`, as :func:`may_approve`)."""
+    given = list(approvers)
+    return {
+        what: who
+        for what, who in asks.items()
+        if not any(
+            trust.names_person(job.forge, settings.people, [who], login, uid)
+            for login, uid in given
+        )
+    }
 
 
 def may_approve(job: Job, settings: Settings, person: str, person_id: int | None = None) -> bool:
