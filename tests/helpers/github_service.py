@@ -96,10 +96,13 @@ def service_settings(root: Path, **overrides: Any) -> ServiceSettings:
 
 
 @contextmanager
-def serve(settings: ServiceSettings, github: FakeGitHub) -> Iterator[Service]:
-    """The app on ``settings`` with its workers, GitHub's API answered by ``github`` at the
-    wire (any other request is a ConnectionError)."""
+def serve(
+    settings: ServiceSettings, github: FakeGitHub, runner_for: Any = None
+) -> Iterator[Service]:
+    """The app on ``settings`` with its workers (their Spark jobs run by ``runner_for``
+    when given, else as the settings say), GitHub's API answered by ``github`` at the wire
+    (any other request is a ConnectionError)."""
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
-        with TestClient(create_app(settings)) as client:
+        with TestClient(create_app(settings, runner_for=runner_for)) as client:
             yield Service(client, github, settings)

@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
 from sluice.core.snapshot.naming import merge_group_environment
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import github_lifecycle as gl
-from tests.helpers.github_service import Service
+from tests.helpers.github_service import Service, serve
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.lifecycle_prod import build_main, main_tree
 from tests.helpers.merge_queue import merge_group
@@ -45,11 +42,8 @@ def world(tmp_path: Path) -> World:
 
 @pytest.fixture
 def service(world: World) -> Iterator[Service]:
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        world.github.install(mock)
-        app = create_app(world.settings(), runner_for=world.runner_for)
-        with TestClient(app) as client:
-            yield Service(client, world.github, world.settings())
+    with serve(world.settings(), world.github, world.runner_for) as made:
+        yield made
 
 
 def _two_approved_prs(world: World, service: Service) -> tuple[Path, Path]:

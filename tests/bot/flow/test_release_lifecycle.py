@@ -15,17 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
 from tests.helpers import github_lifecycle as gl
-from tests.helpers.github_service import Service
+from tests.helpers.github_service import Service, serve
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.lifecycle_prod import build_main, main_tree
 from tests.helpers.world import World, edit, sha_of
@@ -49,11 +46,8 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
 
 @pytest.fixture
 def service(world: World) -> Iterator[Service]:
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        world.github.install(mock)
-        app = create_app(world.settings(), runner_for=world.runner_for)
-        with TestClient(app) as client:
-            yield Service(client, world.github, world.settings())
+    with serve(world.settings(), world.github, world.runner_for) as made:
+        yield made
 
 
 def test_a_pr_build_over_the_backfill_budget_waits_for_the_budget_s_approver(
