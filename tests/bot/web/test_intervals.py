@@ -11,7 +11,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sluice.bot.web.calendar import fill, window
-from sluice.bot.web.standalone import ui_app
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
 from sluice.core.timeutil import DAY_MS, to_ms
@@ -36,12 +35,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
         store.close()
     yield made
     made.close()
-
-
-@pytest.fixture(scope="module")
-def ui(world: WebWorld) -> Iterator[TestClient]:
-    with TestClient(ui_app(world.ui_site())) as client:
-        yield client
 
 
 def _calendar(ui: TestClient, **params: object) -> dict:  # type: ignore[type-arg]

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from sluice.bot.web.standalone import ui_app
 from sluice.core.state import JobResult, open_state
 from sluice.core.tablediff.result import ColumnStats, Samples, TableDiffResult
 from tests.helpers.web import KEY, NOW, WebWorld, web_world
@@ -73,12 +72,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
         store.close()
     yield made
     made.close()
-
-
-@pytest.fixture(scope="module")
-def ui(world: WebWorld) -> Iterator[TestClient]:
-    with TestClient(ui_app(world.ui_site())) as client:
-        yield client
 
 
 API = f"/api/v1/pulls/7/table-diffs/{MODEL}"
