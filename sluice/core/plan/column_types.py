@@ -26,8 +26,6 @@ hold; the build still lets Spark decide the types of what it writes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +38,7 @@ from sqlglot.schema import MappingSchema
 
 from sluice.core.model import macros
 from sluice.core.model.definition import KindName, Model
+from sluice.core.plan import memo
 from sluice.core.plan.alias_expansion import within
 from sluice.core.plan.outputs import OnDemand, is_star
 
@@ -170,9 +169,7 @@ def _managed(model: Model) -> Typed:
 
 
 _Key = tuple[str, str, str, tuple[tuple[str, Typed | None], ...]]
-_CACHE: OrderedDict[_Key, Typed | None] = OrderedDict()
-_CACHE_SIZE = 4096
-_LOCK = threading.Lock()  # the service plans in several threads
+_CACHE: memo.QueryCache[_Key, Typed | None] = memo.QueryCache()
 
 
 class ColumnTypes(OnDemand[Typed]):
@@ -209,11 +206,9 @@ class ColumnTypes(OnDemand[Typed]):
         parents = {p: c for p, c in typed.items() if c} if all(typed.values()) else None
         schema = (("", None),) if parents is None else tuple(sorted(parents.items()))
         key = (name, model.dialect, model.query_sql, schema)
-        with _LOCK:
-            if key in _CACHE:
-                _CACHE.move_to_end(key)
-                found = _CACHE[key]
-                return None if found is None else found + _managed(model)
+        cached = _CACHE.get(key)
+        if cached is not memo.MISSING:
+            return None if cached is None else cached + _managed(model)
         found = None
         try:
             query: exp.Expr | None = model.query
@@ -224,8 +219,5 @@ class ColumnTypes(OnDemand[Typed]):
                 found = infer(query, parents, model.dialect)
         except Exception:  # a query sqlglot cannot read: its types are unknown
             found = None
-        with _LOCK:
-            _CACHE[key] = found
-            if len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
+        _CACHE.put(key, model.query_sql, found)
         return None if found is None else found + _managed(model)

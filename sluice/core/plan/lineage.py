@@ -43,8 +43,6 @@ unaffected) is written once, in :mod:`sluice.core.plan.narrowing`.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +53,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope, walk_in_scope
 
 from sluice.core.model.definition import Model
+from sluice.core.plan import memo
 from sluice.core.plan.alias_expansion import MAX_EXPANDED, within
 from sluice.core.plan.outputs import (
     OutputColumns,
@@ -523,11 +522,9 @@ def output_columns(model: Model) -> tuple[str, ...] | None:
     return names if all(names) else None
 
 
-_CACHE: OrderedDict[tuple[str, tuple[tuple[str, tuple[str, ...] | None], ...]], Shape] = (
-    OrderedDict()
+_CACHE: memo.QueryCache[tuple[str, tuple[tuple[str, tuple[str, ...] | None], ...]], Shape] = (
+    memo.QueryCache()
 )
-_CACHE_SIZE = 4096
-_CACHE_LOCK = threading.Lock()  # the service plans in several threads
 
 
 def model_shape(model: Model, schema: Schema) -> Shape:
@@ -538,20 +535,15 @@ def model_shape(model: Model, schema: Schema) -> Shape:
         model.query_sql,
         tuple(sorted((t, None if c is None else tuple(c)) for t, c in schema.items())),
     )
-    with _CACHE_LOCK:
-        cached = _CACHE.get(key)
-        if cached is not None:
-            _CACHE.move_to_end(key)
-            return cached
+    cached = _CACHE.get(key)
+    if cached is not memo.MISSING:
+        return cached
     try:
         query = model.query
     except Exception:
         query = None
     shape = analyse(query, schema) if query is not None else Shape(unknown="it does not parse")
-    with _CACHE_LOCK:
-        _CACHE[key] = shape
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    _CACHE.put(key, model.query_sql, shape)
     return shape
 
 

@@ -27,8 +27,6 @@ How the plan uses them is :mod:`sluice.core.plan.narrowing`'s.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -38,6 +36,7 @@ from sqlglot.optimizer.scope import Scope, build_scope, walk_in_scope
 
 from sluice.core.model.definition import Model
 from sluice.core.model.macro.lexer import PREFIX
+from sluice.core.plan import memo
 from sluice.core.plan.alias_expansion import within
 
 Columns = tuple[str, ...]
@@ -115,9 +114,7 @@ def has_star(query_sql: str | None) -> bool:
     return query_sql is not None and "*" in query_sql
 
 
-_READS: OrderedDict[str, frozenset[str] | None] = OrderedDict()
-_CACHE_SIZE = 4096
-_LOCK = threading.Lock()  # the service plans in several threads
+_READS: memo.QueryCache[str, frozenset[str] | None] = memo.QueryCache()
 
 
 def star_reads(query: exp.Expr) -> frozenset[str] | None:
@@ -154,19 +151,15 @@ def model_star_reads(model: Model) -> frozenset[str] | None:
     if not has_star(model.query_sql):
         return frozenset()
     assert model.query_sql is not None
-    with _LOCK:
-        if model.query_sql in _READS:
-            _READS.move_to_end(model.query_sql)
-            return _READS[model.query_sql]
+    cached = _READS.get(model.query_sql)
+    if cached is not memo.MISSING:
+        return cached
     try:
         query = model.query
     except Exception:
         query = None
     reads = star_reads(query) if query is not None else None
-    with _LOCK:
-        _READS[model.query_sql] = reads
-        if len(_READS) > _CACHE_SIZE:
-            _READS.popitem(last=False)
+    _READS.put(model.query_sql, model.query_sql, reads)
     return reads
 
 
@@ -221,8 +214,8 @@ def query_columns(query: exp.Expr, schema: Schema) -> Columns | None:
     return tuple(names)
 
 
-_RESOLVED: OrderedDict[tuple[str, tuple[tuple[str, Columns | None], ...]], Columns | None] = (
-    OrderedDict()
+_RESOLVED: memo.QueryCache[tuple[str, tuple[tuple[str, Columns | None], ...]], Columns | None] = (
+    memo.QueryCache()
 )
 
 
@@ -295,18 +288,13 @@ class OutputColumns(OnDemand[Columns]):
         wanted = model.depends_on if reads is None else sorted(reads)
         schema = tuple((p, self.known.get(p)) for p in wanted)
         key = (model.query_sql, schema)
-        with _LOCK:
-            if key in _RESOLVED:
-                _RESOLVED.move_to_end(key)
-                found = _RESOLVED[key]
-                return found if found is not None else declared
+        cached = _RESOLVED.get(key)
+        if cached is not memo.MISSING:
+            return cached if cached is not None else declared
         try:
             query = model.query
         except Exception:
             query = None
         found = query_columns(query, dict(schema)) if query is not None else None
-        with _LOCK:
-            _RESOLVED[key] = found
-            if len(_RESOLVED) > _CACHE_SIZE:
-                _RESOLVED.popitem(last=False)
+        _RESOLVED.put(key, model.query_sql, found)
         return found if found is not None else declared
