@@ -26,7 +26,7 @@ from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.workflow import plan_environment
-from tests.helpers.cases import realcase, record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase, record_prod
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
 OWNER = "octo/warehouse"
@@ -108,6 +108,7 @@ class World:
             prepare(self.prod)
         record_prod(self.prod, self.url, NOW)
         self.forge = MemoryForge(OWNER, name="github")
+        self.forge.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
         self.forge.commit(ROOT, files_of(self.prod), branch="main")
         self.forge.roles.update(
             {"alice": "write", "bob": "write", "carol": "admin", "fin": "write", "eve": "write"}

@@ -30,7 +30,7 @@ from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import accounts
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -65,6 +65,7 @@ class RepairWorld:
         self.root, self.clock = root, Clock(NOW)
         self.warehouse = Warehouse()
         self.github = MemoryForge(OWNER, name="github", clock=self.clock)
+        self.github.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
         roles = {u: "write" for u in ("alice", "bob", "carol", "erin", "frank", "grace")}
         self.github.roles.update({**roles, "dave": "read"})
         self.forges: dict[str, MemoryForge] = {OWNER: self.github}

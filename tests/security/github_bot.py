@@ -26,7 +26,7 @@ from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
 from tests.helpers import accounts
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -78,6 +78,8 @@ class Bot:
         self.root, self.github = root, github
         github.clock = github.clock or (lambda: NOW)  # reviews given at the flow's time
         self.forges = {github.repo: github}
+        # The repository the test bodies name, under the id they carry (Forge.repository_of).
+        github.repositories.setdefault(CASE_REPOSITORY_ID, github.repo)
         self.url = f"sqlite:///{root / 'state.db'}"
         self.runner = RecordingRunner()
         self.deps = make_deps(project_python="on", forge_for=self._forge_for, workdir=root / "work",

@@ -136,18 +136,6 @@ def _b_prod(bot: Bot, forge: MemoryForge, warehouse: Warehouse) -> None:
     warehouse.views[view] = B_SECRET
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: the service's own jobs of a repository (the scheduled drift "
-    "check, run and janitor: dispatch._admitted with Event.repo_id None) are never checked "
-    "against the forge id its name is bound to, so once B is renamed and another repository "
-    "(another id, refused on its own deliveries) takes B's old name, the scheduled drift "
-    "check runs on B's namespace and Spark root and posts B's prod drift (B's view text) as "
-    "a check on the new repository's prod head. Fix: ask the forge the repository's id "
-    "(GitHub GET /repos/{name} .id, GitLab project .id) for an event that carries none "
-    "(scheduled jobs, the web UI's forms) and refuse it as _refuse_successor does when it "
-    "is not the bound id; or stop scheduling a name once a successor was refused",
-)
 def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_that_took_it(
     tmp_path: Path,
 ) -> None:

@@ -44,6 +44,7 @@ from sluice.bot.flow import (
 from sluice.bot.flow.checkout import job_spark
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
+from sluice.bot.forge.base import ForgeError
 from sluice.bot.present import checks, comment, replies
 from sluice.bot.present.comment import CommentState
 from sluice.core.snapshot.naming import pr_environment, schema_prefix
@@ -188,6 +189,8 @@ def _admitted(job: Job, event: Event) -> bool:
     delivery saying the forge's id of its repository binds the name to it the first time,
     and is refused when the name is bound to another id (:func:`_refuse_successor`)."""
     ledger, name = job.ledger, job.repo  # the name the delivery carries, as the forge's
+    if event.repo_id is None and not _still_named(job, event):
+        return False
     with ledger.together("admit an event"):
         # None: the Action, the local forge, the CLI say no id (a name bound is followed).
         rid = event.repo_id
@@ -261,6 +264,44 @@ def _admitted(job: Job, event: Event) -> bool:
         )
         return False
     return True
+
+
+def _still_named(job: Job, event: Event) -> bool:
+    """Whether an event that says no id (the scheduled drift check, run and janitor, the
+    web UI's forms) may run under its name: yes when no delivery bound the name to a forge
+    id (the Action, the local forge, the CLI), else only when the forge says the repository
+    of the bound id has that name now. A name its repository was renamed away from, which
+    another repository may hold now, is refused: its namespace's drift, runs and records
+    are never posted to whatever holds the name (nor when the forge cannot say)."""
+    bound = job.ledger.name_binding(job.repo)
+    if bound is None:
+        return True
+    first, repo_id = bound
+    try:
+        now = job.forge.repository_of(repo_id)
+    except ForgeError as exc:
+        why = f"{event.forge} could not say which repository id {repo_id} is now ({exc})"
+    else:
+        if now is not None and now.casefold() == event.repo.casefold():
+            return True
+        why = (
+            f"{event.forge} says the repository of id {repo_id} is "
+            f"{'unknown to it' if now is None else now} now, not this name"
+        )
+    log.error(
+        "%s: %s job refused: this name is bound to the repository whose %s id is %s (first "
+        "seen as %s), and %s: nothing is run or posted under a name that may be another "
+        "repository's now. A renamed repository's scheduled jobs run under its new name "
+        "once a delivery from it binds that name; if the forge failed, the next period "
+        "tries again",
+        job.repo,
+        event.kind,
+        event.forge,
+        repo_id,
+        first,
+        why,
+    )
+    return False
 
 
 def _renamed(job: Job, event: Event, first: str) -> bool:

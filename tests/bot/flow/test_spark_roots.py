@@ -63,6 +63,7 @@ def two(tmp_path: Path) -> Iterator[tuple[Bot, MemoryForge, list[tuple[str, str 
     bot.ledger.belongs_to(f"{KEY}#.", NOW)
     bot.prod(C, CONFIG)
     other = bot.repository(OTHER)
+    other.repositories[424242] = OTHER  # its id (the deliveries below), as the forge says it
     bot.commit(C, CONFIG, forge=other)
     other.refs["main"] = C
     for forge, number, head in ((github, 7, HEAD_A), (other, 9, HEAD_B)):
