@@ -252,16 +252,6 @@ def _rollback_world(tmp_path: Path, gate: str) -> tuple[Callable[[str], str], Wa
     return say, warehouse, (forge, deps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: /sluice rollback asks whether its author is a required "
-    "approver by login (run_command._approver and _owns_all: members(forge, ...) of the "
-    "login of now), never by the account the settings' people pinned, though the comment "
-    "carries its author's id: an account that took a required approver's freed login rolls "
-    "prod back alone. Fix: _rollback passes event.author_id and decides with "
-    "trust.names_person(forge, settings.people, [*users, *teams], author, author_id) "
-    "(and the owners likewise), as the gate, the release tags and the drift repair do",
-)
 def test_an_account_that_took_a_required_approver_s_freed_login_rolls_nothing_back(
     tmp_path: Path,
 ) -> None:
@@ -299,17 +289,6 @@ TEAM_APPROVES = "\n  gate:\n    required_approvers:\n      teams: [acme/approver
 GROUP_BOT = "deploy-helper"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: /sluice rollback never asks whether its author is a bot "
-    "account (run_command._rollback: _approver is a login in the team's members), so a "
-    "GitLab service account or group access token user, a member of a required approvers' "
-    "group, rolls prod "
-    "back for whoever holds its token, whom the forge does not name; the gate counts no "
-    "bot's approval (approval._people_only, _clicks_now). Fix: refuse a rollback (and a "
-    "/sluice override) whose author_id the forge says is a bot (job.account_of(id).bot, "
-    "approval._bot), as the gate does",
-)
 def test_a_bot_in_a_required_team_rolls_nothing_back(tmp_path: Path) -> None:
     say, warehouse, (forge, deps) = _rollback_world(tmp_path, TEAM_APPROVES)
     try:
@@ -330,14 +309,6 @@ RELEASERS = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: a tier's released_by names a team, and a bot account in it "
-    "(a GitLab group access token's user or service account, which the forge says is a "
-    "bot) releases prod with a tag push: promotion._may_release (trust.names_person) "
-    "takes any member's login and never asks what the account is. Fix: refuse a tag whose "
-    "actor_id the forge says is a bot (job.account_of(actor_id).bot), as the gate does",
-)
 def _tag_by(tmp_path: Path, who: str) -> list[tuple[str, str, str]]:
     """``who`` pushes tag v1 on the prod branch's head, under a prod tier released by the
     team acme/releasers (carol, and a bot account); the audit log's rows then."""
@@ -355,14 +326,6 @@ def _tag_by(tmp_path: Path, who: str) -> list[tuple[str, str, str]]:
         bot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: a tier's released_by names a team, and a bot account in it "
-    "(a GitLab group access token's user or service account, which the forge says is a "
-    "bot) releases prod with a tag push: promotion._may_release (trust.names_person) "
-    "takes any member's login and never asks what the account is. Fix: refuse a tag whose "
-    "actor_id the forge says is a bot (job.account_of(actor_id).bot), as the gate does",
-)
 def test_a_bot_in_the_releasers_team_releases_nothing(tmp_path: Path) -> None:
     # The bot's tag goes on to promote prod (its project here fails to load: no matter).
     rows = _tag_by(tmp_path, GROUP_BOT)
@@ -390,15 +353,6 @@ def _say(world: World, user: str, body: str) -> list[str]:
     return world.forge.bot_comments(7)[before:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: /sluice override of a soft policy by a bot account in a team "
-    "its override_by names (policies.override: trust.names_person by the team members' "
-    "logins) is taken, so whoever drives a GitLab service account or group access token in "
-    "that group lifts the policy on a PR (a bot's approval counts for nothing, its override "
-    "everything). Fix: refuse an override whose author_id the forge says is a bot, in "
-    "policies.override and valid_overrides, as the gate does",
-)
 def test_a_bot_in_the_override_by_team_overrides_nothing(tmp_path: Path) -> None:
     world = World(tmp_path, {"policies/soft.yaml": SOFT})
     world.forge.teams["octo/finance"] = frozenset({"fin", GROUP_BOT})

@@ -58,6 +58,7 @@ def world(tmp_path: Path) -> Iterator[World]:
             event = CommentEvent(
                 forge="memory", repo=forge.repo, installation_id=None, action="created",
                 number=7, comment_id=comment_id, author=author, body="/sluice rollback",
+                author_id=forge.account_id(author),  # as GitHub's comment events carry it
             )  # fmt: skip
             dispatch.handle(deps, event)
             return forge.bot_comments(7)[-1]

@@ -389,8 +389,10 @@ def override(
         _refused(job, pr, author, name, f"{policy.level} policies cannot be overridden")
         return policy_text.not_soft(author, name, policy.level)
     if not trust.names_person(job.forge, settings.people, policy.override_by, author, author_id):
-        _refused(job, pr, author, name, "not named by its override_by")
-        return policy_text.not_allowed(author, name, policy.override_by)
+        bot = trust.not_a_person(job.forge, author, author_id)
+        why = f"a bot account: {bot}" if bot else "not named by its override_by"
+        _refused(job, pr, author, name, why)
+        return policy_text.not_allowed(author, name, policy.override_by, bot)
     if review.generation != settings.generation:
         return policy_text.plan_stale(author)
     outcome = next((o for n, o, _e in review.policies if n == name), "error")

@@ -184,16 +184,20 @@ def on_tag(job: Job, event: TagEvent) -> Outcome | None:
     outcome = None
     for tier in tiers:
         if not _may_release(job.forge, tier, event.actor, event.actor_id, settings.people):
-            job.forge.set_check(
-                sha, checks.release_refused(tier.name, event.tag, event.actor, tier.released_by)
+            # A bot in a team released_by names is refused by names_person: say so.
+            bot = event.actor and trust.not_a_person(job.forge, event.actor, event.actor_id)
+            refused = checks.release_refused(
+                tier.name, event.tag, event.actor, tier.released_by, bot=bot or None
             )
+            job.forge.set_check(sha, refused)
             audit.record(
                 job,
                 audit.REFUSAL,
                 "release refused",
                 actor=event.actor or "?",
                 ref=f"tag {event.tag}",
-                detail=f"{tier.name} at {sha[:12]}: not in released_by",
+                detail=f"{tier.name} at {sha[:12]}: "
+                + (f"a bot account: {bot}" if bot else "not in released_by"),
             )
             who = event.actor or "?"
             log.warning(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
@@ -17,11 +18,10 @@ from sluice.bot.events.neutral import WEB, CommentEvent
 from sluice.bot.flow import approval, audit, policies, pr_build, promotion, trust
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
-from sluice.bot.forge.base import Forge, PullRequest, members, writer
+from sluice.bot.forge.base import Forge, PullRequest, writer
 from sluice.bot.present import notify_text, replies
 from sluice.core import rollback
 from sluice.core.errors import SluiceError
-from sluice.core.gate_settings import RequiredApprovers
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.state import StateStore, open_state
 from sluice.core.tablediff import render as diff_render
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 ACCEPTED = "+1"
 REFUSED = "confused"
+NOT_OWNER = "not the owner of every model it changes"
 
 
 def on_comment(job: Job, event: CommentEvent) -> None:
@@ -80,7 +81,7 @@ def on_comment(job: Job, event: CommentEvent) -> None:
         return
     pr = job.forge.pull_request(event.number)
     if command.name == "rollback":
-        _rollback(job, pr, command, event.author, via=_via(event))
+        _rollback(job, pr, command, event.author, event.author_id, via=_via(event))
         return
     if not pr.open:
         job.forge.reply(event.number, replies.pr_closed(event.author))
@@ -276,7 +277,15 @@ def _deploy(job: Job, pr: PullRequest, author: str, *, via: str = "") -> None:
     )
 
 
-def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: str = "") -> None:
+def _rollback(
+    job: Job,
+    pr: PullRequest,
+    command: Command,
+    author: str,
+    author_id: int | None = None,
+    *,
+    via: str = "",
+) -> None:
     """``/sluice rollback [plan]``: prod's views back at an earlier plan's tables.
 
     On a merged pull request only, by a writer the gate would accept for the change the
@@ -284,6 +293,9 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
     required approvers; under an owners' gate (``owners_must_approve``), also the owner of
     every model the rollback changes (a model without an owner then needs a required
     approver, as in a pull request); any writer only when the gate requires nobody at all.
+    ``author`` (account ``author_id``) is judged as the gate judges an approver: a login
+    the settings name by the account it had when they came into force, a bot account as
+    no person (:func:`~sluice.bot.flow.trust.names_person`).
     With the prod branch's project and the service's Spark; nothing is computed
     (:func:`sluice.core.rollback.plan_rollback` refuses what would be).
     """
@@ -299,10 +311,14 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
     settings, tree, project = found
     gate = settings.gate
     approvers = gate.required_approvers
-    approver = not approvers.count or _approver(job.forge, approvers, author)
+    listed = [*approvers.users, *approvers.teams]
+    approver = not approvers.count or trust.names_person(
+        job.forge, settings.people, listed, author, author_id
+    )
     owners_gate = gate.owners_must_approve != "never"
     if not approver and not owners_gate:
-        reply = replies.rollback_not_approver(author, approvers.users, approvers.teams)
+        bot = trust.not_a_person(job.forge, author, author_id)
+        reply = replies.rollback_not_approver(author, approvers.users, approvers.teams, bot=bot)
         job.forge.reply(pr.number, reply)
         audit.record(
             job,
@@ -310,7 +326,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
             "rollback refused",
             actor=author,
             ref=f"#{pr.number}",
-            detail=f"not a required approver{via}",
+            detail=(f"a bot account: {bot}" if bot else "not a required approver") + via,
         )
         return
     store = open_state(job.state_url)
@@ -319,13 +335,16 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
         back = rollback.plan_rollback(store, PROD, to=command.plan, now=now)
         if owners_gate and not (approvers.count and approver):
             owners = _rollback_owners(store, back, gate.owners_must_approve)
-            if not _owns_all(job.forge, owners, author, approvers.count):
+            people = settings.people
+            if not _owns_all(job.forge, people, owners, author, author_id, approvers.count):
+                bot = trust.not_a_person(job.forge, author, author_id)
                 reply = replies.rollback_not_approver(
                     author,
                     approvers.users,
                     approvers.teams,
                     owners=sorted(owners.items()),
                     rule=gate.owners_must_approve,
+                    bot=bot,
                 )
                 job.forge.reply(pr.number, reply)
                 audit.record(
@@ -335,7 +354,7 @@ def _rollback(job: Job, pr: PullRequest, command: Command, author: str, *, via: 
                     actor=author,
                     ref=f"#{pr.number}",
                     plan_id=back.target.plan_id,
-                    detail=f"not the owner of every model it changes{via}",
+                    detail=(f"a bot account: {bot}" if bot else NOT_OWNER) + via,
                 )
                 return
         runner = job.deps.spark_runner(project, tree, lambda _event: None)
@@ -389,22 +408,25 @@ def _rollback_owners(
     return needed
 
 
-def _owns_all(forge: Forge, owners: dict[str, str | None], login: str, required: int) -> bool:
-    """Whether ``login`` owns (as the user, or a member of the team) every model of
-    ``owners``; a model without an owner is anyone's only when the gate requires no
-    approvers (``required`` is 0), and so is a rollback that changes no such model."""
+def _owns_all(
+    forge: Forge,
+    people: Mapping[str, int | None] | None,
+    owners: dict[str, str | None],
+    login: str,
+    uid: int | None,
+    required: int,
+) -> bool:
+    """Whether ``login`` (account ``uid``) owns (as the user, by the account the settings'
+    ``people`` pin, or a member of the team; never a bot:
+    :func:`~sluice.bot.flow.trust.names_person`) every model of ``owners``; a model without
+    an owner is anyone's only when the gate requires no approvers (``required`` is 0), and
+    so is a rollback that changes no such model."""
     if not owners:
         return not required
-    me = login.casefold()
     for owner in owners.values():
         if owner is None:
             if required:
                 return False
-        elif me not in members(forge, [owner]):
+        elif not trust.names_person(forge, people, [owner], login, uid):
             return False
     return True
-
-
-def _approver(forge: Forge, approvers: RequiredApprovers, login: str) -> bool:
-    """Whether ``login`` is one of the gate's required approvers (a user or a team member)."""
-    return login.casefold() in members(forge, [*approvers.users, *approvers.teams])

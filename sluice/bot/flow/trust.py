@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.bot.flow import audit, tenancy
+from sluice.bot.flow.gate_rules import bot_account
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Ledger, PinnedSettings
 from sluice.bot.flow.reviewed_plan import Item
@@ -704,7 +705,18 @@ def names_person(
     ``names`` (logins and ``org/team``s the settings name): a login the pin fixed to an
     account (``people``: :attr:`Settings.people`) is that account alone, whatever its login
     now, and never whoever took the login since; a team's members are the forge's logins of
-    now; a login not pinned (the local forge) compares as a login, case-folded."""
+    now; a login not pinned (the local forge) compares as a login, case-folded. An account
+    named that is a bot is no person (:func:`not_a_person`): False."""
+    return _named(forge, people, names, login, uid) and not_a_person(forge, login, uid) is None
+
+
+def _named(
+    forge: Forge,
+    people: Mapping[str, int | None] | None,
+    names: Iterable[str],
+    login: str,
+    uid: int | None,
+) -> bool:
     for name in names:
         if "/" in name:
             if login.casefold() in {m.casefold() for m in forge.team_members(name)}:
@@ -717,6 +729,29 @@ def names_person(
         elif key == login.casefold():
             return True
     return False
+
+
+def not_a_person(forge: Forge, login: str, uid: int | None) -> str | None:
+    """Why the account ``uid`` (login ``login`` now; None: not known) counts as no person
+    where the settings name people (required approvers, owners, the budget's approver,
+    ``released_by``, ``override_by``), as plain text; None: it counts. A bot account (an
+    App's, a GitLab project's or group's access token user, a service account) is driven
+    by whoever holds its token, whom the forge does not name, though a team or group lists
+    it: what the account is, the forge says by its id
+    (:meth:`~sluice.bot.forge.base.Forge.account_of`, asked once per forge), else the form
+    of its login (:func:`~sluice.bot.flow.gate_rules.bot_account`), as the gate judges an
+    approval."""
+    account = forge.account_of(uid) if uid is not None else None
+    if account is not None and account.bot is not None:
+        bot = account.bot
+    else:
+        bot = bot_account(login) or (account is not None and bot_account(account.login))
+    if not bot:
+        return None
+    said = "its login has a bot account's form"
+    if account is not None and account.bot:
+        said = "the forge says its account is a bot"
+    return f"{said}; whoever holds a bot's token is not named, so it stands for no person"
 
 
 _NAMED: dict[str, list[str]] = {}

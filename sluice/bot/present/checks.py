@@ -348,19 +348,26 @@ def promotion_failed(label: str, error: str, environment: str = PROD) -> tuple[s
     )
 
 
-def release_refused(environment: str, tag: str, actor: str, released_by: Sequence[str]) -> Check:
+def release_refused(
+    environment: str, tag: str, actor: str, released_by: Sequence[str], *, bot: str | None = None
+) -> Check:
     """A tag that would promote ``environment`` came from someone not in its
-    ``released_by``."""
+    ``released_by``; ``bot``: why the account counts as no person, though named there."""
     who = ", ".join(md.mention(r, team="/" in r) for r in released_by)
     by = md.mention(actor) if actor else "someone the forge did not name"
+    tier = f"the {md.code(environment)} tier in `sluice.deploy.environments` on the prod branch"
+    why = (
+        f"a bot account ({md.text(bot)}): a bot releases nothing, whatever `released_by` of "
+        f"{tier} names"
+        if bot
+        else f"who is not in `released_by` of {tier}"
+    )
     return Check(
         deploy_check(environment),
         "completed",
         f"Tag not promoted: {environment} is released by {who} only",
-        f"Tag {md.code(tag)} was pushed by {by}, who is not in `released_by` of the "
-        f"{md.code(environment)} tier in `sluice.deploy.environments` on the prod branch, so "
-        f"{environment} was not touched. Ask one of {who} to push the tag (or publish the "
-        "release) again.",
+        f"Tag {md.code(tag)} was pushed by {by}, {why}, so {environment} was not touched. "
+        f"Ask one of {who} to push the tag (or publish the release) again.",
         conclusion="failure",
     )
 

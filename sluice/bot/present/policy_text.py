@@ -199,8 +199,14 @@ def not_soft(author: str, name: str, level: str) -> str:
     )
 
 
-def not_allowed(author: str, name: str, who: Sequence[str]) -> str:
+def not_allowed(author: str, name: str, who: Sequence[str], bot: str | None = None) -> str:
+    """``bot``: why ``author``'s account counts as no person (a bot), though named."""
     named = ", ".join(md.mention(w, team="/" in w) for w in who)
+    if bot:
+        return (
+            f"{md.mention(author)} you may not override {md.code(name)}: this is a bot "
+            f"account ({md.text(bot)}), and its `override_by` names people ({named})."
+        )
     return (
         f"{md.mention(author)} you may not override {md.code(name)}: its `override_by` "
         f"names {named}."

@@ -196,9 +196,12 @@ def rollback_not_approver(
     *,
     owners: Sequence[tuple[str, str | None]] = (),
     rule: str | None = None,
+    bot: str | None = None,
 ) -> str:
     """``owners``: under an owners' gate (``rule``), each model the rollback changes whose
-    owner the gate asks for, with that owner (None: none, so a required approver)."""
+    owner the gate asks for, with that owner (None: none, so a required approver).
+    ``bot``: why ``author``'s account counts as no person (a bot account), if it does not."""
+    bot_said = f" This is a bot account ({md.text(bot)})." if bot else ""
     who = [md.code(user) for user in users] + [md.code(team) for team in teams]
     approvers = (
         f"a required approver of the gate ({', '.join(who)}, from the prod branch's "
@@ -209,7 +212,7 @@ def rollback_not_approver(
     if rule is None:
         return (
             f"{md.mention(author)} not rolled back: a rollback changes prod, so only "
-            f"{approvers} may run it. Ask one of them."
+            f"{approvers} may run it.{bot_said} Ask one of them."
         )
     listed = ", ".join(
         f"{md.code(model)} ({md.code(owner) if owner else 'no owner'})" for model, owner in owners
@@ -221,7 +224,7 @@ def rollback_not_approver(
     may = f"{approvers} or {owned}" if approvers else owned
     return (
         f"{md.mention(author)} not rolled back: a rollback changes prod without a review of "
-        f"its own, so only {may} may run it. Ask one of them."
+        f"its own, so only {may} may run it.{bot_said} Ask one of them."
     )
 
 

@@ -42,6 +42,7 @@ class World:
         event = CommentEvent(
             forge="memory", repo=self.forge.repo, installation_id=None, action="created",
             number=number, comment_id=comment_id, author=author, body=body,
+            author_id=self.forge.account_id(author),  # as GitHub's comment events carry it
         )  # fmt: skip
         assert pr_key(event) == f"memory:{self.forge.repo}:prod"  # beside promotions, never at once
         dispatch.handle(self.deps, event)
@@ -138,6 +139,34 @@ def test_who_may_not_roll_back_and_where_it_does_not_apply(world: World) -> None
     assert "not rolled back; prod is unchanged" in reply
     assert "plan deadbeef is not in prod's history" in reply
     assert world.prod_plan() == before and world.runner.jobs == []
+
+
+def test_a_bot_in_the_gate_s_team_may_not_and_is_told_why(world: World) -> None:
+    # A service account in octo/data (the forge says it is a bot, by its id): whoever holds
+    # its token is not named, so it rolls nothing back; dana, a person of the team, may.
+    world.forge.teams["octo/data"] = frozenset({"dana", "deploy-helper"})
+    world.forge.roles["deploy-helper"] = "write"
+    world.forge.bots["deploy-helper"] = True
+    reply = world.say("deploy-helper", "/sluice rollback")
+    assert reply.startswith("@deploy-helper not rolled back"), reply
+    assert "This is a bot account (the forge says its account is a bot" in reply, reply
+    assert world.runner.jobs == []
+    [refusal] = [r for r in world.deps.ledger.entries() if r.kind == "refusal"]
+    assert refusal.detail.startswith("a bot account: the forge says"), refusal.detail
+    assert world.say("dana", "/sluice rollback").startswith("@dana rolled prod back")
+
+
+def test_a_comment_without_its_author_s_account_is_no_approver_s(world: World) -> None:
+    # The settings name bob by the account his login had when they came into force: a
+    # command whose author's account is not known could be anyone's who holds `bob` now.
+    comment_id = world.forge.add_comment(7, "bob", "/sluice rollback")
+    event = CommentEvent(
+        forge="memory", repo=world.forge.repo, installation_id=None, action="created",
+        number=7, comment_id=comment_id, author="bob", body="/sluice rollback",
+    )  # fmt: skip
+    dispatch.handle(world.deps, event)
+    assert "only a required approver of the gate" in world.forge.bot_comments(7)[-1]
+    assert world.runner.jobs == []
 
 
 def test_a_rollback_that_would_compute_data_is_refused_naming_the_models(world: World) -> None:
