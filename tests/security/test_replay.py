@@ -253,6 +253,7 @@ def test_a_comment_on_another_repository_with_the_same_id_is_not_a_replay(bot: B
     elsewhere.add_comment(7, "bob", "/sluice help", comment_id=905)
     other = _comment("bob", "/sluice help", 905)
     other["repository"]["full_name"] = "octo/other"
+    other["repository"]["id"] = 5353  # its own (one id under two names is a rename)
     bot.deliver("issue_comment", other)
     assert len(bot.github.bot_comments(7)) == 1
     # Handled, not skipped: this service keeps octo/warehouse, so it refuses octo/other.
