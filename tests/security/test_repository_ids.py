@@ -46,6 +46,7 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
         return warehouse.runner(project, tree, on_event)
 
     github = MemoryForge(OWNER, name="github")
+    github.repositories[424242] = OWNER  # what GitHub names the bound id now
     bot = Bot(tmp_path, github, runner_for=runner_for, isolate=True)
     try:
         bot.prod(C, CONFIG)
