@@ -80,10 +80,12 @@ def _web_approve(bot: Bot, login: str, head: str) -> int:
     uid = bot.forge.account_id(login)
     review = bot.ledger.review(KEY, 7, head)
     assert review is not None
+    bound = bot.ledger.name_binding(KEY)  # the form carries the id the name is bound to
     event = CheckRunEvent(
         forge="github", repo=OWNER, installation_id=None, action="requested_action",
         check_name=APPROVAL, head_sha=head, numbers=(7,), requester=login,
         requester_id=uid, identifier=approve_identifier(review.fingerprint), origin=WEB,
+        repo_id=None if bound is None else bound[1],
     )  # fmt: skip
     dispatch.handle(bot.deps, event)
     return uid
