@@ -366,6 +366,7 @@ def test_a_rollback_in_one_repository_cannot_name_another_s_plan(tmp_path: Path)
         dispatch.handle(deps, CommentEvent(
             forge="memory", repo="acme/b", installation_id=None, action="created",
             number=7, comment_id=comment_id, author="bob", body=body,
+            author_id=b.account_id("bob"),  # as a forge's comment event carries it
         ))  # fmt: skip
         reply = b.bot_comments(7)[-1]
         assert f"plan {older_a} is not in prod's history" in reply, reply
@@ -384,6 +385,7 @@ def test_a_rollback_in_one_repository_cannot_name_another_s_plan(tmp_path: Path)
         dispatch.handle(deps, CommentEvent(
             forge="memory", repo="acme/b", installation_id=None, action="created",
             number=7, comment_id=comment_id, author="bob", body=body,
+            author_id=b.account_id("bob"),  # as a forge's comment event carries it
         ))  # fmt: skip
         assert b.bot_comments(7)[-1].startswith("@bob rolled prod back"), b.bot_comments(7)[-1]
         [job] = runner.jobs
