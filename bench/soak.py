@@ -3,7 +3,9 @@ the service holds over time.
 
 Usage: python bench/soak.py [--minutes 10] [--every 30] [--open 4] [--tick 1.0]
                             [--janitor 60] [--csv PATH] [--heap]
-                            [--forget-after 40]
+                            [--forget-after 40] [--memory] [--warmup 5]
+                            [--tracemalloc FRAMES] [--malloc-trim SECONDS]
+                            [--plan-cache ENTRIES]
 
 The real service in its own process (``create_app`` on uvicorn, 127.0.0.1 only: intake,
 queue, workers, flow, the janitor every ``--janitor`` seconds), GitHub in memory (the
@@ -28,8 +30,16 @@ table of the SQLite file, read-only). It prints a line per sample and writes the
 prints, at each sample, the kinds of Python objects in the service grown most since the
 last. The in-memory GitHub lives in the service's process: so that its records do not
 count as the service's memory, it forgets each pull request ``--forget-after`` pull
-requests later (its commits' files and checks, comments, reviews, its call log), and the
-scripted Spark the job specs it keeps.
+requests later (its commits' files, parents, checks and check runs, comments, reviews,
+pushes, its call log), and the scripted Spark the job specs it keeps.
+
+Where the memory is (docs/reliability.md, "Where the growth is"): ``--memory`` adds to
+each sample glibc's heap (from the system, in use, free, its arenas), Python's
+small-object arenas, SQLite's own memory, the planner's caches and the fake GitHub's
+records, and the run ends with each one's slope a minute after ``--warmup``;
+``--tracemalloc FRAMES`` prints the 20 allocation sites grown most between the warm-up's
+end and the run's; ``--malloc-trim SECONDS`` and ``--plan-cache ENTRIES`` (and
+``MALLOC_ARENA_MAX`` in the environment) are comparisons.
 """
 
 from __future__ import annotations
@@ -130,15 +140,76 @@ def serve(config: dict[str, Any]) -> None:
         counted[:] = [dict(now)]
         return {"objects": sum(now.values()), "grown": grown}
 
+    if config.get("plan_cache"):
+        from sluice.core.plan import column_types, lineage, outputs
+
+        for cache in (column_types._CACHE, lineage._CACHE, outputs._READS, outputs._RESOLVED):
+            cache.entries = config["plan_cache"]
+    if config.get("tracemalloc"):
+        import tracemalloc
+
+        tracemalloc.start(config["tracemalloc"])
+    marks: dict[str, Any] = {}
+
+    @app.post("/bench/memory")
+    async def memory() -> dict[str, Any]:
+        """With --memory: where the process's memory is, by allocator (glibc's malloc,
+        Python's arenas, SQLite's, tracemalloc's count of Python's allocations), and what
+        the in-memory GitHub holds."""
+        held = {"forge_runs": len(github.runs), "forge_commits": len(github.parents)}
+        return {**_memory(), **held}
+
+    @app.post("/bench/tracemalloc/{mark}")
+    async def trace(mark: str) -> dict[str, Any]:
+        """With --tracemalloc: a snapshot named ``mark``; at ``end``, the allocation sites
+        grown most since ``warm`` (by traceback)."""
+        import gc
+        import tracemalloc
+
+        gc.collect()
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(False, tracemalloc.__file__)]
+        )
+        marks[mark] = snap
+        if mark != "end" or "warm" not in marks:
+            return {"grown": []}
+        stats = snap.compare_to(marks["warm"], "traceback")
+        grown = []
+        for stat in stats[:20]:
+            frames = [f"{f.filename}:{f.lineno}" for f in stat.traceback]
+            grown.append({"kib": round(stat.size_diff / 1024, 1), "blocks": stat.count_diff,
+                          "traceback": frames})  # fmt: skip
+        return {"grown": grown}
+
+    if config.get("malloc_trim"):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+
+        def trim() -> None:
+            while True:
+                time.sleep(config["malloc_trim"])
+                libc.malloc_trim(0)
+
+        threading.Thread(target=trim, name="bench-malloc-trim", daemon=True).start()
+
     def forget(old: int) -> None:
         """The in-memory GitHub forgets pull request ``old`` (long closed): its commits'
         files and checks, comments, reviews; and its call log and all but the last
         merges and deployments; the scripted Spark its job specs. Both live in the
         service's process: kept, their records would count in the service's memory."""
-        for head in (sha(old, 0), sha(old, 1), sha(old, 0xFF)):
+        heads = {sha(old, 0), sha(old, 1), sha(old, 0xFF)} - {github.refs["main"]}
+        for head in heads:
             github.checks.pop(head, None)
-            if head != github.refs["main"]:
-                github.files.pop(head, None)
+            github.files.pop(head, None)
+            github.parents.pop(head, None)
+            github.people.pop(head, None)
+        # Every check run by id, each with its check's text (a plan's summary: KiB, past
+        # what Python's small-object allocator takes), and the push log: kept, they grew
+        # the service's RSS by some 0.3 MiB a minute while its objects looked flat.
+        for made in [made for made, run in github.runs.items() if run.sha in heads]:
+            del github.runs[made]
+        github.push_log[:] = [push for push in github.push_log if push[1] not in heads]
         for records in (github.pulls, github.comments, github.review_log):
             records.pop(old, None)
         github.calls.clear()
@@ -183,6 +254,73 @@ def serve(config: dict[str, Any]) -> None:
     uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=config["port"], log_level="warning")
     ).run()
+
+
+def _memory() -> dict[str, Any]:
+    """This process's memory by allocator: glibc's malloc (all arenas: from the system,
+    in use, free), Python's own arenas (``sys._debugmallocstats``), SQLite's
+    (``sqlite3_memory_used``: page caches, statements, schema), tracemalloc's count of
+    Python's allocations if it runs, and the count of objects the collector tracks."""
+    import ctypes
+    import gc
+    import tracemalloc
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Mallinfo2
+    info = libc.mallinfo2()
+    sqlite = ctypes.CDLL("libsqlite3.so.0")  # the one the sqlite3 module links
+    sqlite.sqlite3_memory_used.restype = ctypes.c_int64
+    with tempfile.TemporaryFile(mode="w+") as out:  # it writes to fd 2: catch it there
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+            libc.malloc_stats()  # glibc's, an "Arena N:" paragraph each
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        stats = out.read()
+    # (nothing while tracemalloc runs: its hooks hide Python's allocator)
+    arenas = next((int(line.split("=")[1].replace(",", "")) for line in stats.splitlines()
+                   if line.startswith("# arenas allocated current")), None)  # fmt: skip
+    from sluice.core.plan import column_types, lineage, outputs
+
+    caches = (column_types._CACHE, lineage._CACHE, outputs._READS, outputs._RESOLVED)
+    glibc_arenas = sum(1 for line in stats.splitlines() if line.startswith("Arena "))
+    mib = 2**20
+    return {
+        "malloc_arenas": glibc_arenas,
+        "plan_cache_entries": sum(len(cache) for cache in caches),
+        "plan_cache_query_kib": round(sum(cache.held() for cache in caches) / 1024, 1),
+        "malloc_system_mib": round((info.arena + info.hblkhd) / mib, 1),
+        "malloc_used_mib": round((info.uordblks + info.hblkhd) / mib, 1),
+        "malloc_free_mib": round(info.fordblks / mib, 1),
+        "pymalloc_arenas_mib": "" if arenas is None else round(arenas * 1048576 / mib, 1),
+        "sqlite_mib": round(sqlite.sqlite3_memory_used() / mib, 2),
+        "traced_mib": round(tracemalloc.get_traced_memory()[0] / mib, 1)
+        if tracemalloc.is_tracing()
+        else "",
+        "objects": len(gc.get_objects()),
+    }
+
+
+def slope(samples: list[dict[str, Any]], key: str, after: float) -> float | None:
+    """Least-squares slope of ``key`` per minute over the samples from ``after`` s on."""
+    points = [(s["seconds"] / 60, float(s[key])) for s in samples
+              if s["seconds"] >= after and s.get(key) not in (None, "")]  # fmt: skip
+    if len(points) < 3:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else None
 
 
 # --- the traffic -----------------------------------------------------------------------------
@@ -352,6 +490,41 @@ def main() -> int:
         action="store_true",
         help="print the kinds of Python objects in the service grown most between samples",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="sample where the service's memory is: glibc malloc (from the system, in use, "
+        "free), Python's arenas, SQLite's, the collector's objects",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="trace the service's Python allocations (FRAMES deep); print the 20 sites "
+        "grown most between the end of --warmup and the end",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=5,
+        help="minutes left out of the slopes printed at the end (and --tracemalloc's start)",
+    )
+    parser.add_argument(
+        "--malloc-trim",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="the service calls glibc's malloc_trim(0) every SECONDS (a comparison)",
+    )
+    parser.add_argument(
+        "--plan-cache",
+        type=int,
+        default=0,
+        metavar="ENTRIES",
+        help="cap the planner's caches (column types, lineage shapes, star reads, resolved "
+        "outputs) at ENTRIES each in the service, not their 4096 (a comparison)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -366,7 +539,8 @@ def main() -> int:
     port = free_port()
     config = {"port": port, "workdir": str(tmp), "janitor": args.janitor,
               "job_seconds": args.job_seconds, "heap": args.heap,
-              "forget_after": args.forget_after}  # fmt: skip
+              "forget_after": args.forget_after, "tracemalloc": args.tracemalloc,
+              "malloc_trim": args.malloc_trim, "plan_cache": args.plan_cache}  # fmt: skip
     log = tmp / "service.log"
     with open(log, "wb") as out:
         child = subprocess.Popen(
@@ -376,7 +550,7 @@ def main() -> int:
         )  # fmt: skip
     samples: list[dict[str, Any]] = []
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # tracemalloc slows the imports
         while True:
             if child.poll() is not None:
                 raise SystemExit(f"the service exited ({child.returncode}); see {log}")
@@ -393,26 +567,49 @@ def main() -> int:
         end = began + args.minutes * 60
         next_sample = began
         print(f"soak: {args.minutes:g} min, {args.open} PRs in flight, a step each every "
-              f"{args.tick:g} s, janitor every {args.janitor:g} s; workdir {tmp}")  # fmt: skip
+              f"{args.tick:g} s, janitor every {args.janitor:g} s; workdir {tmp}; "
+              f"MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', '-')}, "
+              f"malloc_trim every {args.malloc_trim or '-'} s")  # fmt: skip
+        warm = False
         while time.monotonic() < end:
             if time.monotonic() >= next_sample:
                 got = sample(child.pid, tmp / "work", child_tmp, log, began)
                 got["prs"] = traffic.next - 1
                 got["deliveries"] = traffic.sent
+                if args.memory:
+                    got.update(traffic.client.post("/bench/memory", timeout=120).json())
                 samples.append(got)
                 print("  " + "  ".join(f"{k}={v}" for k, v in got.items()), flush=True)
                 if args.heap:
                     heap = traffic.client.post("/bench/heap", timeout=120).json()
                     print(f"    {heap['objects']} objects; grown most: {', '.join(heap['grown'])}")
                 next_sample += args.every
+            if args.tracemalloc and not warm and time.monotonic() >= began + args.warmup * 60:
+                traffic.client.post("/bench/tracemalloc/warm", timeout=300)
+                warm = True
             traffic.tick(args.open)
             time.sleep(args.tick)
         time.sleep(min(args.every, 10))  # the last jobs end
         got = sample(child.pid, tmp / "work", child_tmp, log, began)
         got["prs"], got["deliveries"] = traffic.next - 1, traffic.sent
+        if args.memory:
+            got.update(traffic.client.post("/bench/memory", timeout=120).json())
         samples.append(got)
         print("  " + "  ".join(f"{k}={v}" for k, v in got.items()), flush=True)
         print(f"deliveries refused: {traffic.refused}")
+        after = args.warmup * 60
+        for key in ("rss_mib", "malloc_system_mib", "malloc_used_mib", "malloc_free_mib",
+                    "pymalloc_arenas_mib", "sqlite_mib", "traced_mib", "objects"):  # fmt: skip
+            rate = slope(samples, key, after)
+            if rate is not None:
+                print(f"{key} after {args.warmup:g} min: {rate:+.3f} a minute")
+        if warm:
+            grown = traffic.client.post("/bench/tracemalloc/end", timeout=300).json()["grown"]
+            print("allocation sites grown most since the warm-up (KiB, blocks, traceback):")
+            for site in grown:
+                print(f"  {site['kib']:+.1f} KiB {site['blocks']:+d} blocks")
+                for frame in site["traceback"]:
+                    print(f"      {frame}")
     finally:
         child.send_signal(signal.SIGTERM)
         try:
