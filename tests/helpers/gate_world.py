@@ -27,7 +27,7 @@ from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
 from tests.helpers import accounts
-from tests.helpers.cases import load_case, realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case, realcase
 from tests.helpers.own_runs import sluices_run
 
 OWNER = "octo/warehouse"
@@ -100,6 +100,7 @@ def make_bot(
     """A bot whose ``main`` (ROOT) and the commits A, then B, above it hold ``config``;
     ``members``, when given, the team ``TEAM``."""
     forge = MemoryForge(OWNER, name="github")
+    forge.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": config}, branch="main")
     forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
     forge.commit(B, {"config.yaml": config}, parents=(A,))
@@ -201,6 +202,7 @@ def make_gitlab_bot(
 ) -> Bot:
     """:func:`make_bot` on the in-memory GitLab (its comments unbounded)."""
     forge = MemoryForge(OWNER, name="gitlab", comment_limit=1_000_000)
+    forge.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": config}, branch="main")
     forge.commit(A, {"config.yaml": config}, parents=(ROOT,))
     forge.commit(B, {"config.yaml": config}, parents=(A,))

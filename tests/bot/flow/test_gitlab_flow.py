@@ -27,7 +27,7 @@ from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from tests.helpers import accounts
-from tests.helpers.cases import load_case, record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case, record_prod
 from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -92,6 +92,7 @@ def approve(forge: MemoryForge, user: str) -> None:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     forge = MemoryForge(PROJECT, name="gitlab", comment_limit=1_000_000)
+    forge.repositories[CASE_REPOSITORY_ID] = PROJECT  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": CONFIG}, branch="main")
     forge.commit(A, {"config.yaml": CONFIG}, parents=(ROOT,))
     forge.teams["data/platform/reviewers"] = frozenset({"erin"})
