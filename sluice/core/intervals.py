@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC
-from functools import cache
+from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, cast
 
@@ -48,7 +48,12 @@ def _croniter() -> type[croniter]:
     return cast("type[croniter]", croniter)
 
 
-@cache
+# Cron strings come from projects (a PR head's among them): the caches below are bounded, so
+# many distinct ones cost no more memory than these many.
+CRON_CACHE = 1024
+
+
+@lru_cache(maxsize=CRON_CACHE)
 def check_cron(cron: str) -> str:
     """Return ``cron`` if valid.
 
@@ -111,7 +116,7 @@ def _by_days(cron: str, fields: list[str], first: int, start: int, end: int) -> 
     return points
 
 
-@cache
+@lru_cache(maxsize=CRON_CACHE)
 def _day_offsets(minute: str, hour: str) -> tuple[int, ...]:
     """Milliseconds after midnight at which ``{minute} {hour} * * *`` fires."""
     it = _croniter()(f"{minute} {hour} * * *", to_datetime(-1), ret_type=float)

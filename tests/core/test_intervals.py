@@ -96,3 +96,16 @@ def test_missing_with_nothing_done_is_every_interval_as_a_new_list() -> None:
     # One interval done anywhere goes back through the loop, and still only drops covered ones.
     assert missing(days, [(D, 2 * D)]) == [i for i in days if i != (D, 2 * D)]
     assert missing(days, [(0, 5 * D)]) == []
+
+
+def test_cron_checks_kept_are_bounded_however_many_distinct_crons_a_project_names() -> None:
+    """Crons come from projects (a PR head's too): a flood of distinct valid ones keeps at
+    most CRON_CACHE checked, so they cannot grow the service's memory without bound."""
+    from sluice.core import intervals
+
+    intervals.check_cron.cache_clear()
+    crons = [f"{m} {h} * * {d}" for d in range(7) for h in range(24) for m in range(0, 60, 6)]
+    assert len(crons) > intervals.CRON_CACHE
+    for cron in crons:
+        assert intervals.check_cron(cron) == cron
+    assert intervals.check_cron.cache_info().currsize == intervals.CRON_CACHE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterator
-from functools import cache
+from functools import lru_cache
 
 # A quote left open runs to the end of the text, so an unterminated literal hides what
 # follows it rather than letting its contents be read as code.
@@ -18,7 +18,9 @@ _LITERALS = (
 )
 
 
-@cache
+# Patterns may spell a project's names (a PR head's among them): bounded, so many distinct
+# ones cost no more memory than these many compiled.
+@lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(f"(?P<skip>{_LITERALS})|(?P<hit>{pattern})", re.S)
 

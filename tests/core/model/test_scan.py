@@ -61,3 +61,15 @@ def test_every_sql_file_of_the_fixtures_and_examples_matches_the_character_readi
             assert starts == list(_by_characters(text, keyword)), path
             found += len(starts)
     assert found > len(files)  # the files' MODEL blocks at least
+
+
+def test_patterns_compiled_are_bounded_however_many_distinct_names_are_spelled() -> None:
+    """Patterns may spell a project's names: a flood of distinct ones keeps a bounded number
+    compiled (the service's memory does not grow with every name a PR head spells)."""
+    from sluice.core.model import scan
+
+    scan._compiled.cache_clear()
+    for i in range(1500):
+        assert next(scan.find_code(f"select name_{i}", rf"\bname_{i}\b"), None) is not None
+    info = scan._compiled.cache_info()
+    assert info.maxsize is not None and info.currsize == info.maxsize < 1500
