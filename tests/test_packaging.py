@@ -91,6 +91,18 @@ def test_the_locks_hold_every_range_of_pyproject_at_one_version() -> None:
 
 def test_make_installs_the_dev_lock_with_hashes_then_sluice_alone() -> None:
     text = (ROOT / "Makefile").read_text()
-    assert "pip install --quiet --require-hashes -r requirements/dev.lock" in text
-    assert "pip install --quiet --no-deps --no-build-isolation -e ." in text
+    # pip installs uv alone, from the lock's own entry for it (hashes and all); uv the rest.
+    assert "$(BIN)/pip install --quiet --require-hashes -r $(VENV)/uv.txt" in text
+    uv = "$(BIN)/uv pip install --quiet --python $(BIN)/python"
+    assert f"{uv} --require-hashes -r requirements/dev.lock" in text
+    assert f"{uv} --no-deps --no-build-isolation -e ." in text
+    [awk] = [line.strip() for line in text.splitlines() if "> $(VENV)/uv.txt" in line]
+    program = awk.split("'")[1].replace("$$", "$")
+    entry = subprocess.run(
+        ["awk", program, str(ROOT / "requirements" / "dev.lock")],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert entry[0].startswith("uv==") and len(entry) > 1
+    assert all(line.strip().startswith("--hash=sha256:") for line in entry[1:])
+    assert not entry[-1].endswith("\\"), "the entry is cut short"
     assert "constraints" not in text and not (ROOT / "constraints.txt").exists()
