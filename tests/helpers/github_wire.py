@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import responses
 
 from sluice.bot.forge.memory import account_id_of
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.graph import reachable
 
 API = "https://api.github.com"
@@ -250,6 +251,7 @@ class FakeGitHub:
             ("GET", rf"{base}/compare/(.+?)\.\.\.([^?]+)(\?.*)?$", self._compare),
             ("POST", rf"{base}/deployments$", self._create_deployment),
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
+            ("GET", rf"{api}/repositories/(\d+)$", self._repository_by_id),
             ("GET", rf"{api}/user$", self._user),
             ("GET", rf"{api}/user/(\d+)$", self._user_by_id),
             ("GET", rf"{api}/users/([^/?]+)$", self._user_by_login),
@@ -287,13 +289,23 @@ class FakeGitHub:
     def _repo_json(self) -> dict[str, Any]:
         owner, name = self.repo.split("/")
         return {
-            "id": 1296269, "node_id": "R_1", "name": name, "full_name": self.repo,
+            # The id the bodies load_case gives carry: deliveries bind the name to it, and
+            # jobs that carry none ask GET /repositories/{id} what it is named now.
+            "id": CASE_REPOSITORY_ID, "node_id": "R_1", "name": name, "full_name": self.repo,
             "owner": {"login": owner, "id": 1, "type": "Organization"}, "private": False,
             "url": f"{API}/repos/{self.repo}", "default_branch": "main",
         }  # fmt: skip
 
     def _repo_body(self, match: Any, body: Any) -> Any:
         return self._json(self._repo_json())
+
+    def _repository_by_id(self, match: Any, body: Any) -> Any:
+        # GET /repositories/{id}: the repository by GitHub's id (how Sluice asks what a
+        # bound id is named now); 404 for an id this fake does not have.
+        data = self._repo_json()
+        if int(match.group(1)) != data["id"]:
+            return self._json({"message": "Not Found"}, 404)
+        return self._json(data)
 
     def _tarball_link(self, match: Any, body: Any) -> Any:
         sha = match.group(1)
@@ -490,7 +502,8 @@ class FakeGitHub:
         size, start = int(query.get("per_page", "30")), int(query.get("after", "0"))
         status, headers, text = self._json(entries[start : start + size])
         if start + size < len(entries):
-            url = f"{API}/repositories/1296269/activity?per_page={size}&after={start + size}"
+            page = f"activity?per_page={size}&after={start + size}"
+            url = f"{API}/repositories/{CASE_REPOSITORY_ID}/{page}"
             headers["Link"] = f'<{url}>; rel="next"'
         return status, headers, text
 
