@@ -21,7 +21,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,15 +28,13 @@ import responses
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, merge_group_environment
 from sluice.core.spark import connect
-from sluice.core.state import open_state
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
+from tests.helpers.lifecycle_prod import GitLabWorld, build_main
 from tests.helpers.merge_train import merge_request, train_pipeline
-from tests.helpers.world import World, edit, sha_of
+from tests.helpers.world import edit, sha_of
 
 pytestmark = pytest.mark.spark
 
@@ -70,29 +67,11 @@ DOUBLED = ("SELECT name, qty FROM", "SELECT name, qty, qty * 2 AS doubled FROM")
 IID, HEAD, TRAIN, PIPELINE = 12, sha_of(12), sha_of(13), 612
 
 
-class TrainWorld(World):
-    """``World``'s Spark warehouse and state, its commits served by a fake GitLab project."""
-
-    gitlab: FakeGitLab
-
-    def commit(self, sha: str, src: Path, *, branch: str | None = None) -> None:
-        self.trees[sha] = src
-        self.gitlab.add_tree(sha, src)
-        for path in [src / "config.yaml", *sorted(src.rglob("*.py"))]:
-            rel = path.relative_to(src).as_posix()
-            self.gitlab.files[(sha, rel)] = path.read_text()
-            if branch is not None:
-                self.gitlab.files[(branch, rel)] = path.read_text()
-        if branch is not None:
-            self.gitlab.branches[branch] = sha
-            self.gitlab.branch_commits.setdefault(branch, set()).add(sha)
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainWorld]:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitLabWorld]:
     """Prod built up to now on a warm Spark Connect server from main (gated by bob)."""
     root = tmp_path_factory.mktemp("train")
-    env = TrainWorld(root, root / "work", f"sqlite:///{root / 'state.db'}",
+    env = GitLabWorld(root, root / "work", f"sqlite:///{root / 'state.db'}",
                      None, {}, "connect")  # type: ignore[arg-type]  # fmt: skip
     env.gitlab = FakeGitLab(project=PROJECT)
     env.gitlab.members.update({"alice": 30, "bob": 30})
@@ -101,21 +80,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainWorld]:
     (main / "config.yaml").write_text(CONFIG)
     (main / "models" / "items.sql").write_text(ITEMS)
     (main / "models" / "totals.sql").write_text(TOTALS)
-    project = load_project(main, use_cache=False)
-    store = open_state(env.url)
-    try:
-        now = int(time.time() * 1000)
-        plan = workflow.plan_environment(project, store, PROD, end=now, execution_time=now)
-        workflow.apply_plan(project, store, plan, env.runner(project), url=env.url, now=now)
-    finally:
-        store.close()
-    env.commit(sha_of(1), main, branch="main")
+    build_main(env, main, int(time.time() * 1000))
     yield env
     env.close()
 
 
 @pytest.fixture
-def service(world: TrainWorld) -> Iterator[GitLabService]:
+def service(world: GitLabWorld) -> Iterator[GitLabService]:
     settings = gitlab_settings(
         world.root, workdir=world.work, database_url=world.url, spark_mode="connect"
     )
@@ -136,7 +107,7 @@ def _moment(offset: float = 0.0) -> str:
 
 
 def test_a_merge_train_promotes_prod_by_virtual_update_to_the_mr_s_tables(
-    world: TrainWorld, service: GitLabService
+    world: GitLabWorld, service: GitLabService
 ) -> None:
     gitlab = world.gitlab
     mr = world.root / "mr"
