@@ -294,6 +294,8 @@ class FakeGitHub:
             "id": CASE_REPOSITORY_ID, "node_id": "R_1", "name": name, "full_name": self.repo,
             "owner": {"login": owner, "id": 1, "type": "Organization"}, "private": False,
             "url": f"{API}/repos/{self.repo}", "default_branch": "main",
+            # Made long before any test's clock: the service's records of the name are its.
+            "created_at": "2011-01-26T19:01:12Z",
         }  # fmt: skip
 
     def _repo_body(self, match: Any, body: Any) -> Any:

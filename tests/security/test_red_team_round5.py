@@ -149,11 +149,17 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         forge = bot.repository(B_NAME)
         forge.roles.update({"alice": "write"})
         _b_prod(bot, forge, warehouse)
-        # B's own delivery (a PR opened) binds B's name to B's forge id.
+        # B's own delivery (a PR opened) binds B's name to B's forge id: GitHub says B was
+        # made before the service's first record of its name.
+        forge.repositories[B_ID] = B_NAME
+        forge.created[B_ID] = NOW - 86_400_000
         bot.commit(HEAD_B, B_CONFIG, parents=(C,), forge=forge)
         forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
         bot.deliver("pull_request", _named_b(opened(9, HEAD_B), B_ID))
         assert forge.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
+        assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
+        forge.repositories.update({B_ID: "acme/b-renamed", SUCCESSOR_ID: B_NAME})
+        forge.created[SUCCESSOR_ID] = NOW + 86_400_000
         bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
         forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
         # The new repository's own delivery is refused: the service knows the name changed
@@ -168,35 +174,87 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         bot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="red team round 5: a name is bound to its forge id only by the first delivery "
-    "that says one (dispatch._admitted, Ledger.bind_repository_id), so a repository the "
-    "service already serves (its namespace, prod, Spark root, history) that delivered "
-    "nothing since the binding came in (a quiet repository: scheduled runs and drift checks "
-    "carry no id) is unbound; renamed, the repository made under its old name binds the "
-    "name to itself with its first delivery and inherits it all. Fix: bind every "
-    "repository the ledger knows when the binding is introduced (ask the forge each one's "
-    "id at upgrade, while the names are still theirs), and refuse a first binding of a "
-    "name that already has a namespace unless an operator confirms it",
-)
-def test_a_quiet_repository_s_old_name_taken_before_it_delivered_anything_is_not_inherited(
-    tmp_path: Path,
-) -> None:
+def _quiet_b(tmp_path: Path) -> tuple[Bot, MemoryForge, Warehouse]:
+    """B served before names were bound to ids (prod, state, Spark root; no id recorded),
+    quiet since; B is then renamed away and a new repository (another id, made a day after
+    the service's first record of B) takes B's old name, holding B's public history."""
     warehouse = Warehouse()
     bot = Bot(tmp_path, MemoryForge(OWNER, name="github"), runner_for=warehouse.runner,
               isolate=True)  # fmt: skip
+    bot.ledger.belongs_to(f"{KEY}#.", NOW)
+    forge = bot.repository(B_NAME)
+    forge.roles.update({"alice": "write"})
+    _b_prod(bot, forge, warehouse)
+    forge.repositories.update({B_ID: "acme/b-renamed", SUCCESSOR_ID: B_NAME})
+    forge.created.update({B_ID: NOW - 86_400_000, SUCCESSOR_ID: NOW + 86_400_000})
+    bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
+    forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
+    return bot, forge, warehouse
+
+
+def test_a_quiet_repository_s_old_name_taken_before_it_delivered_anything_is_not_inherited(
+    tmp_path: Path,
+) -> None:
+    bot, forge, warehouse = _quiet_b(tmp_path)
     try:
-        bot.ledger.belongs_to(f"{KEY}#.", NOW)
-        forge = bot.repository(B_NAME)
-        forge.roles.update({"alice": "write"})
-        _b_prod(bot, forge, warehouse)  # B served before: prod, state, root; no id said yet
-        # B is renamed away; a new repository (another id) takes B's old name and opens a PR.
-        bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
-        forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
+        b_views = {v: text for v, text in warehouse.views.items()}
         bot.deliver("pull_request", _named_b(opened(11, HEAD_X), SUCCESSOR_ID))
-        built = forge.checks.get(HEAD_X, {}).get("sluice/pr-environment")
-        assert built is None, f"the successor built in B's namespace: {built}"
+        # The successor is served, in a namespace of its own: B's records stay B's.
+        assert bot.ledger.name_binding(B_KEY) == (f"{B_KEY}~{SUCCESSOR_ID}", SUCCESSOR_ID)
+        ours = tenancy.namespace_of(B_KEY, bot.ledger, bot.url, isolate=True)
+        theirs = tenancy.namespace_of(f"{B_KEY}~{SUCCESSOR_ID}", bot.ledger, bot.url,
+                                      isolate=True)  # fmt: skip
+        assert ours.schema_prefix != theirs.schema_prefix and ours.spark != theirs.spark
+        built = forge.checks[HEAD_X]["sluice/pr-environment"]
+        assert built.conclusion == "success", built
+        comment = forge.bot_comments(11)[-1]
+        assert "b-only-secret" not in comment
+        # Nothing of B's namespace was read as the successor's prod: its PR's views are in
+        # its own prefix, and none of B's views changed.
+        assert all(text == warehouse.views[v] for v, text in b_views.items())
+        made = [v for v in warehouse.views if v not in b_views]
+        assert made and all(theirs.schema_prefix in v for v in made), made
+    finally:
+        bot.close()
+
+
+def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(tmp_path: Path) -> None:
+    # Control: B itself (made before the service's first record) keeps its namespace.
+    bot, forge, _warehouse = _quiet_b(tmp_path)
+    try:
+        forge.repositories.update({B_ID: B_NAME})
+        del forge.repositories[SUCCESSOR_ID]
+        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+        assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
+        assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
+    finally:
+        bot.close()
+
+
+def test_a_quiet_repository_s_scheduled_job_never_runs_for_the_name_s_new_holder(
+    tmp_path: Path,
+) -> None:
+    bot, forge, _warehouse = _quiet_b(tmp_path)
+    try:
+        dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
+        assert forge.checks.get(C, {}).get("sluice/drift") is None
+        assert bot.ledger.name_binding(B_KEY) is None  # the successor's delivery binds it
+    finally:
+        bot.close()
+
+
+def test_a_quiet_repository_s_scheduled_job_binds_its_name_while_it_is_still_its_own(
+    tmp_path: Path,
+) -> None:
+    bot, forge, _warehouse = _quiet_b(tmp_path)
+    try:
+        # Before any rename: GitHub names B so. Its drift check runs and binds the name, so
+        # a rename later keeps B's namespace and a successor is refused.
+        forge.repositories.update({B_ID: B_NAME})
+        del forge.repositories[SUCCESSOR_ID]
+        dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
+        assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
+        assert forge.checks[C]["sluice/drift"].conclusion is not None
     finally:
         bot.close()
 

@@ -78,6 +78,7 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
                 {"name": KEY.casefold()},
             )
         engine.dispose()
+        github.repositories[990001] = OWNER  # GitHub names the other repository so now
         bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
         assert SECOND in built
     finally:

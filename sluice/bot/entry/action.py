@@ -88,6 +88,7 @@ from sluice.bot.forge.base import (
     PullCommit,
     PullRequest,
     PushRecord,
+    RepositoryIdentity,
     Review,
 )
 from sluice.bot.present.job_page import error_annotations, failed_checks, step_summary
@@ -427,6 +428,9 @@ class WorkspaceForge:
 
     def repository_of(self, repo_id: int) -> str | None:
         return self.inner.repository_of(repo_id)
+
+    def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
+        return self.inner.identity(repo_id)
 
     def id_of(self, login: str) -> int | None:
         return self.inner.id_of(login)

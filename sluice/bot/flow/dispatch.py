@@ -199,15 +199,16 @@ def _admitted(job: Job, event: Event) -> bool:
             job.follow(ledger.canonical(name))
         else:
             binding = ledger.bind_repository(name, rid, job.now)
-            if not binding.rename:
+            if not binding.rename and binding.since is None:
                 job.follow(binding.canonical)
         renamed = binding is not None and binding.rename
-        known = None if binding is None or renamed else binding.repo_id
+        claimed = binding is not None and binding.since is not None
+        known = None if binding is None or renamed or claimed else binding.repo_id
         successor = known is not None and known != rid
         repo = job.repo
         # An isolating service binds no owner: each repository has its namespace (tenancy).
         bound = f"{repo}#{job.deps.project_path}"
-        stop = successor or renamed
+        stop = successor or renamed or claimed
         owner = bound if job.deps.isolate or stop else ledger.belongs_to(bound, job.now)
         if stop or owner != bound:
             refused = True
@@ -232,6 +233,11 @@ def _admitted(job: Job, event: Event) -> bool:
             return False
         ledger.add_name(name, rid, binding.canonical, job.now)
         return _admitted(job, event)  # now bound: admitted as its repository's
+    if claimed:  # a name with records, bound to nothing: the forge says whose they are
+        assert binding is not None and binding.since is not None and rid is not None
+        if not _claim(job, event, rid, binding.canonical, binding.since):
+            return False
+        return _admitted(job, event)  # now bound
     if successor:
         assert known is not None
         _refuse_successor(job, event, known)
@@ -275,7 +281,7 @@ def _still_named(job: Job, event: Event) -> bool:
     are never posted to whatever holds the name (nor when the forge cannot say)."""
     bound = job.ledger.name_binding(job.repo)
     if bound is None:
-        return True
+        return _unbound_still_named(job, event)
     first, repo_id = bound
     try:
         now = job.forge.repository_of(repo_id)
@@ -299,6 +305,120 @@ def _still_named(job: Job, event: Event) -> bool:
         event.forge,
         repo_id,
         first,
+        why,
+    )
+    return False
+
+
+def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
+    """Bind the name a delivery carries, which has records (kept under ``key`` since
+    ``since``) but is bound to no id (a repository served before names were bound, quiet
+    since), to the delivery's ``repo_id``: with those records when the forge says that
+    repository was made before the first of them, else (one made after: under the name of
+    one renamed, transferred or deleted) in a namespace of its own, inheriting nothing.
+    Refused, binding nothing, when the forge cannot say (the next delivery asks again)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since / 1000))
+    try:
+        found = job.forge.identity(repo_id)
+    except ForgeError as exc:
+        found, why = None, f"{event.forge} could not say when it was made ({exc})"
+    else:
+        why = f"{event.forge} says no repository of that id is named {event.repo} now"
+        if found is not None and found.name.casefold() != event.repo.casefold():
+            found = None
+        elif found is not None and found.created_ms is None:
+            found, why = None, f"{event.forge} does not say when that repository was made"
+    if found is None or found.created_ms is None:
+        log.error(
+            "%s: %s event refused: the service has records of this name since %s, bound to "
+            "no repository id yet, and this delivery comes from repository id %s, but %s: "
+            "its records go to no repository the forge does not show to be theirs (the "
+            "next delivery asks again)",
+            job.repo,
+            event.kind,
+            when,
+            repo_id,
+            why,
+        )
+        return False
+    theirs = found.created_ms < since
+    canonical = key if theirs else f"{key}~{repo_id}"
+    bound = job.ledger.claim_name(job.repo, repo_id, canonical, job.now)
+    if bound is None:
+        log.error(
+            "%s: %s event refused: repository id %s was bound to another name meanwhile "
+            "(the next delivery follows it)",
+            job.repo,
+            event.kind,
+            repo_id,
+        )
+        return False
+    made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
+    if theirs:
+        log.info(
+            "%s: bound to its repository's %s id %s (made %s, before the service's first "
+            "record of the name, %s): it keeps its namespace and records",
+            job.repo,
+            event.forge,
+            repo_id,
+            made,
+            when,
+        )
+    else:
+        log.warning(
+            "%s: the repository of %s id %s was made %s, after the service's first record "
+            "of this name (%s): it is not the repository served under the name before "
+            "(renamed, transferred or deleted since), so it has a namespace of its own "
+            "(records keyed %s) and inherits nothing; the earlier repository's namespace "
+            "stays under %s, served again under its new name once an operator binds it",
+            job.repo,
+            event.forge,
+            repo_id,
+            made,
+            when,
+            bound.canonical,
+            key,
+        )
+    return True
+
+
+def _unbound_still_named(job: Job, event: Event) -> bool:
+    """Whether an event that says no id may run under a name bound to no id: yes when the
+    service has no records of it, or the forge has no ids (the local forge), or the
+    repository the forge names so now was made before the first of them (then the name is
+    bound to it here, while it is still that repository's: a rename later keeps its
+    namespace); refused when the repository named so now is younger than them (another
+    repository took the name: its own first delivery binds it), or the forge cannot say."""
+    history = job.ledger.history(job.repo)
+    if history is None:
+        return True
+    key, since = history
+    try:
+        found = job.forge.identity()
+    except ForgeError as exc:
+        found, why = None, f"{event.forge} could not say which repository has the name ({exc})"
+    else:
+        if found is None:
+            return True  # a forge without ids
+        why = ""
+        if found.created_ms is not None and found.created_ms < since:
+            if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
+                return True
+            why = f"{event.forge} names repository id {found.id} so, bound to another name"
+        elif found.created_ms is None:
+            why = f"{event.forge} does not say when repository id {found.id} was made"
+        else:
+            made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
+            why = (
+                f"the repository named so now (id {found.id}) was made {made}, after the "
+                "service's first record of the name: another repository took it"
+            )
+    log.error(
+        "%s: %s job refused: the service has records of this name, bound to no repository "
+        "id, and %s: nothing is run or posted under a name that may be another "
+        "repository's now",
+        job.repo,
+        event.kind,
         why,
     )
     return False

@@ -235,6 +235,11 @@ repos = Table(
     Column("installation_id", BigInteger, nullable=True),
     Column("last_sha", String, nullable=True),  # the last commit a job loaded the project at
     Column("seen_ts", BigInteger, nullable=False),
+    # When the service first recorded the repository under this key (migration 13; rows
+    # made before, the earliest record of it the ledger kept then): a name with records
+    # that no delivery bound to an id yet is bound only to a repository the forge says is
+    # older (flow/dispatch).
+    Column("first_seen_ts", BigInteger, nullable=True),
 )
 
 # The prod branch's `sluice:` settings in force: pinned the first time they are read, and
@@ -442,6 +447,38 @@ def _push_records_table(conn: Connection) -> None:
     conn.execute(delete(h).where(mine))
 
 
+def _first_seen(conn: Connection) -> None:
+    # Each repository's first record: the earliest time any of its rows kept says (its
+    # seen time is its latest job's; the other tables keep their first writes).
+    if "first_seen_ts" not in {c["name"] for c in inspect(conn).get_columns(repos.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {repos.name} ADD COLUMN first_seen_ts BIGINT")
+    earliest: dict[str, int] = {}
+    for table, column in (
+        (pr_plans, "created_ts"),
+        (approved, "approved_ts"),
+        (merged_prs, "merged_ts"),
+        (deployments, "started_ts"),
+        (handled_events, "handled_ts"),
+        (pr_heads, "recorded_ts"),
+        (pr_pushers, "pushed_ts"),
+        (branch_pushers, "pushed_ts"),
+        (check_runs, "made_ts"),
+        (prod_settings, "pinned_ts"),
+        (repos, "seen_ts"),
+    ):
+        first = func.min(table.c[column])
+        for repo, ts in conn.execute(select(table.c.repo, first).group_by(table.c.repo)):
+            if ts is not None:
+                key = str(repo).casefold()
+                earliest[key] = min(int(ts), earliest.get(key, int(ts)))
+    for (repo,) in conn.execute(select(repos.c.repo).where(repos.c.first_seen_ts.is_(None))):
+        conn.execute(
+            repos.update()
+            .where(repos.c.repo == repo)
+            .values(first_seen_ts=earliest[str(repo).casefold()])
+        )
+
+
 LEDGER = Track(
     name="ledger",
     tables=metadata,
@@ -458,6 +495,7 @@ LEDGER = Track(
         Migration(10, "the accounts the settings in force name", _settings_people),
         Migration(11, "each repository's names bound to its forge id", _repositories_table),
         Migration(12, "the heads whose push records were asked", _push_records_table),
+        Migration(13, "when each repository was first recorded", _first_seen),
     ),
     adopt=_adopt,
 )
@@ -494,6 +532,11 @@ class Binding(NamedTuple):
     rename: bool = False
     """The name is bound to nothing yet and the id to ``canonical``: the repository
     renamed, if the forge says so (nothing written)."""
+    since: int | None = None
+    """The name is bound to nothing yet, nor the id, but the service has records of the
+    name since this time (epoch ms; ``canonical`` is their key): a repository served
+    before names were bound, or a repository created under its name since it was
+    renamed away. Nothing written: the caller asks the forge which (:meth:`claim_name`)."""
 
 
 class PinnedSettings(NamedTuple):
@@ -1076,11 +1119,25 @@ class Ledger(AuditLog):
     ) -> None:
         """Remember a repository the service works for (the janitor visits each), and the
         last commit its project was loaded at."""
-        row = {"repo": repo, "installation_id": installation_id, "seen_ts": now, "last_sha": sha}
+        row = {
+            "repo": repo,
+            "installation_id": installation_id,
+            "seen_ts": now,
+            "last_sha": sha,
+            "first_seen_ts": now,
+        }
         with self._writing("record a repository") as conn:
             # One upsert, as every job of every PR of the repository records it, at once in
-            # several workers; what a call does not know (None) is kept.
-            _upsert(conn, repos, row, ("repo",), keep_when_null=("installation_id", "last_sha"))
+            # several workers; what a call does not know (None) is kept, and the first
+            # record's time is kept for good.
+            _upsert(
+                conn,
+                repos,
+                row,
+                ("repo",),
+                keep_when_null=("installation_id", "last_sha"),
+                keep=("first_seen_ts",),
+            )
 
     def bind_repository(self, repo: str, repo_id: int, now: int) -> Binding:
         """Bind ``repo`` (``forge:owner/name``) to the forge's id ``repo_id`` of the
@@ -1119,9 +1176,56 @@ class Ledger(AuditLog):
                     r.forge == forge, r.repo_id != repo_id, func.lower(r.canonical) == name.lower()
                 )
             ).first()
+            history = None if kept is not None else self._history(conn, name)
+            if history is not None:
+                return Binding(history[0], repo_id, since=history[1])
             self._name(conn, repo, repo_id, repo if kept is None else f"{repo}~{repo_id}", now)
             bound = conn.execute(select(r.repo_id, r.canonical).where(r.name == name)).one()
         return Binding(str(bound.canonical), int(bound.repo_id))
+
+    def history(self, repo: str) -> tuple[str, int] | None:
+        """(the key its records are kept under, when the first was made) of the name
+        ``repo`` (any case) when it is bound to no id and the service has records of it
+        (:attr:`Binding.since`); else None."""
+        with self._reading("read a repository's first record") as conn:
+            return self._history(conn, repo.casefold())
+
+    @staticmethod
+    def _history(conn: Connection, name: str) -> tuple[str, int] | None:
+        r = repositories.c
+        if conn.execute(select(r.repo_id).where(r.name == name)).first() is not None:
+            return None
+        found = conn.execute(
+            select(repos.c.repo, func.coalesce(repos.c.first_seen_ts, repos.c.seen_ts))
+            .where(func.lower(repos.c.repo) == name.lower())
+            .order_by(repos.c.repo)
+        ).all()
+        rows = [row for row in found if str(row[0]).casefold() == name]
+        if not rows:
+            return None
+        first = min(rows, key=lambda row: int(row[1]))
+        return str(first[0]), int(first[1])
+
+    def claim_name(self, repo: str, repo_id: int, canonical: str, now: int) -> Binding | None:
+        """Bind ``repo``, a name with records (:meth:`history`), to ``repo_id`` with the
+        namespace ``canonical`` (the records' key: the forge says the repository is older
+        than they are; else one of its own), unless a delivery bound it meanwhile; what it
+        is bound to. None, writing nothing, when another name is bound to ``repo_id`` (a
+        repository renamed into this name: its next delivery is a rename)."""
+        r = repositories.c
+        forge = repo.casefold().partition(":")[0]
+        with self._writing("bind a repository's name to its id") as conn:
+            other = conn.execute(
+                select(r.name).where(
+                    r.forge == forge, r.repo_id == repo_id, r.name != repo.casefold()
+                )
+            ).first()
+            if other is not None:
+                return None
+            self._name(conn, repo, repo_id, canonical, now)
+            bound = conn.execute(select(r.repo_id, r.canonical).where(r.name == repo.casefold()))
+            row = bound.one()
+        return Binding(str(row.canonical), int(row.repo_id))
 
     def add_name(self, repo: str, repo_id: int, canonical: str, now: int) -> None:
         """Bind ``repo``, a new name of the repository whose first name is ``canonical``
@@ -1395,15 +1499,18 @@ def _upsert(
     row: dict[str, Any],
     keys: tuple[str, ...],
     keep_when_null: tuple[str, ...] = (),
+    keep: tuple[str, ...] = (),
 ) -> None:
     """Insert ``row``, or update the row with the same ``keys``, in one statement (no race
     between two writers of one key); columns in ``keep_when_null`` keep their value when
-    ``row`` has None for them."""
+    ``row`` has None for them, those in ``keep`` whenever they have one."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(table).values(row)
     changes = {
         name: func.coalesce(statement.excluded[name], table.c[name])
         if name in keep_when_null
+        else func.coalesce(table.c[name], statement.excluded[name])
+        if name in keep
         else statement.excluded[name]
         for name in row
         if name not in keys

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -154,6 +155,30 @@ class Account:
     bot: bool | None = None
 
 
+@dataclass(frozen=True)
+class RepositoryIdentity:
+    """A repository as the forge tells it now (:meth:`Forge.identity`)."""
+
+    id: int
+    name: str  # owner/name (GitHub ``full_name``, GitLab ``path_with_namespace``)
+    created_ms: int | None  # when it was created, epoch ms; None: the forge did not say
+
+
+def created_ms(value: object) -> int | None:
+    """A forge's ISO 8601 time (``2011-01-26T19:01:12Z``, ``...12.000Z``, an offset) as
+    epoch ms; None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        # GitLab's hooks write "2022-01-10 15:23:41 UTC"; the APIs ISO 8601 with "Z".
+        moment = datetime.fromisoformat(value.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp() * 1000)
+
+
 class Forge(Protocol):
     """What the flow asks of a forge, for one repository."""
 
@@ -281,6 +306,16 @@ class Forge(Protocol):
         credentials read it; None when they read none of that id, and on a forge without
         ids (the local forge). A delivery naming a new name with a known id is a rename only
         if this says so (:func:`sluice.bot.flow.dispatch._renamed`)."""
+        ...
+
+    def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
+        """The repository of the forge's id ``repo_id`` now, or (None) the one this forge
+        works for, by its name now (GitHub ``GET /repositories/{id}`` or ``GET
+        /repos/{owner}/{name}``, GitLab ``GET /projects/:id``): its id, name and when it
+        was made. None when the credentials read no such repository, and on a forge
+        without ids (the local forge). A name the service has records of but bound to no
+        id is bound only to a repository made before them
+        (:func:`sluice.bot.flow.dispatch._claim`)."""
         ...
 
     def commit_of(self, ref: str) -> str | None:

@@ -38,8 +38,10 @@ from sluice.bot.forge.base import (
     PullCommit,
     PullRequest,
     PushRecord,
+    RepositoryIdentity,
     Review,
     UnusableTree,
+    created_ms,
 )
 from sluice.core.errors import ConfigError
 
@@ -502,6 +504,25 @@ class GitLabForge:
                 return None
         path = attrs.get("path_with_namespace")
         return str(path) if attrs.get("id") == repo_id and isinstance(path, str) else None
+
+    def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
+        """Project ``repo_id`` now, or this forge's own by its path (``GET /projects/:id``);
+        None when GitLab shows the token no such project (404), or answers for another
+        id."""
+        asked: int | str = self.repo if repo_id is None else repo_id
+        with self._guard(f"reading project {asked}"):
+            try:
+                attrs = self._client.projects.get(asked).attributes
+            except GitlabError as error:
+                if _status(error) != 404:
+                    raise
+                return None
+        found, path = attrs.get("id"), attrs.get("path_with_namespace")
+        if not isinstance(found, int) or not isinstance(path, str):
+            return None
+        if repo_id is not None and found != repo_id:
+            return None
+        return RepositoryIdentity(found, path, created_ms(attrs.get("created_at")))
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept

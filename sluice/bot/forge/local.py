@@ -466,6 +466,10 @@ class LocalForge(GitRepo):
         """None: the local forge's repository has no id."""
         return None
 
+    def identity(self, repo_id: int | None = None) -> None:
+        """None: the local forge's repository has no id."""
+        return None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None

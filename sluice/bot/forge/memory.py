@@ -55,6 +55,7 @@ from sluice.bot.forge.base import (
     PullCommit,
     PullRequest,
     PushRecord,
+    RepositoryIdentity,
     Review,
     UnusableTree,
 )
@@ -180,6 +181,9 @@ class MemoryForge:
     repositories: dict[int, str] = field(default_factory=dict)
     """The forge's id -> the name (``owner/name``) of each repository its credentials read,
     as it is now (:meth:`repository_of`; a test renames one here)."""
+    created: dict[int, int] = field(default_factory=dict)
+    """The forge's id -> when the repository was made (epoch ms; :meth:`identity`); one
+    not here was made at the epoch, before any record a test's clock makes."""
     _ids: int = 1000
     _named: list[str] = field(default_factory=list)  # logins account_id was asked of
 
@@ -640,6 +644,22 @@ class MemoryForge:
         """:attr:`repositories`' name of ``repo_id``; None: not there."""
         self._call("repository_of", repo_id)
         return self.repositories.get(repo_id)
+
+    def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
+        """:attr:`repositories`' ``repo_id`` (None: the one named :attr:`repo` there) with
+        its :attr:`created` time; None: not there."""
+        self._call("identity", repo_id)
+        if repo_id is None:
+            mine = [
+                k
+                for k, name in self.repositories.items()
+                if name.casefold() == self.repo.casefold()
+            ]
+            repo_id = mine[0] if mine else None
+        name = None if repo_id is None else self.repositories.get(repo_id)
+        if repo_id is None or name is None:
+            return None
+        return RepositoryIdentity(repo_id, name, self.created.get(repo_id, 0))
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """Who :attr:`push_log` names as pushing ``branch`` to ``sha``, within its newest

@@ -13,10 +13,17 @@ from pathlib import Path
 import pytest
 import responses
 
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.base import ForgeError, RepositoryIdentity, created_ms
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge
-from tests.helpers.forge_clients import GITHUB_API, GITLAB, github_forge, gitlab_forge, rs
+from tests.helpers.forge_clients import (
+    GITHUB_API,
+    GITLAB,
+    GITLAB_PROJECT,
+    github_forge,
+    gitlab_forge,
+    rs,
+)
 
 __all__ = ["rs"]  # fixtures
 
@@ -62,3 +69,69 @@ def test_the_memory_and_local_forges(tmp_path: Path) -> None:
     assert memory.repository_of(5) == "octo/b" and memory.repository_of(6) is None
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert LocalForge(tmp_path).repository_of(5) is None
+
+
+# -- Forge.identity: a repository's id, name and when it was made ------------------------
+# A name the service has records of but bound to no id is bound only to a repository the
+# forge says was made before them (sluice.bot.flow.dispatch._claim).
+
+
+def test_github_says_when_a_repository_was_made(rs: responses.RequestsMock) -> None:
+    made = {"created_at": "2011-01-26T19:01:12Z"}
+    rs.get(f"{GITHUB_API}/repositories/424242", json={**_github_repo("octo/b", 424242), **made})
+    rs.get(f"{GITHUB_API}/repositories/8", json={**_github_repo("octo/b", 9), **made})
+    rs.get(f"{GITHUB_API}/repositories/12", json=_github_repo("octo/b", 12))  # no time said
+    rs.get(f"{GITHUB_API}/repositories/7", status=404, json={"message": "Not Found"})
+    rs.get(f"{GITHUB_API}/repositories/11", status=502, json={"message": "Bad Gateway"})
+    rs.get(f"{GITHUB_API}/repos/octo/widgets",
+           json={**_github_repo("octo/widgets", 31), "created_at": "2019-05-15T15:19:25Z"})  # fmt: skip
+    forge = github_forge()
+    found = forge.identity(424242)
+    assert found is not None and (found.id, found.name) == (424242, "octo/b")
+    assert found.created_ms == 1_296_068_472_000
+    assert forge.identity(8) is None  # answered for another id
+    twelve = forge.identity(12)
+    assert twelve is not None and twelve.created_ms is None
+    assert forge.identity(7) is None
+    with pytest.raises(ForgeError, match=r"repository 11"):
+        forge.identity(11)
+    own = forge.identity()  # its own repository, by its name
+    assert own is not None and (own.id, own.created_ms) == (31, 1_557_933_565_000)
+
+
+def test_gitlab_says_when_a_project_was_made(rs: responses.RequestsMock) -> None:
+    api = f"{GITLAB}/api/v4/projects"
+    rs.get(f"{api}/77", json={"id": 77, "path_with_namespace": "data/b",
+                              "created_at": "2012-10-12T17:04:47.000Z"})  # fmt: skip
+    rs.get(f"{api}/79", json={"id": 80, "path_with_namespace": "data/other"})
+    rs.get(f"{api}/78", status=404, json={"message": "404 Project Not Found"})
+    rs.get(f"{api}/81", status=500, json={"message": "500 Internal Server Error"})
+    own = f"{api}/{GITLAB_PROJECT.replace('/', '%2F')}"
+    rs.get(own, json={"id": 5, "path_with_namespace": GITLAB_PROJECT,
+                      "created_at": "2013-09-30T13:46:02+02:00"})  # fmt: skip
+    forge = gitlab_forge()
+    found = forge.identity(77)
+    assert found is not None and (found.name, found.created_ms) == ("data/b", 1_350_061_487_000)
+    assert forge.identity(79) is None and forge.identity(78) is None
+    with pytest.raises(ForgeError, match=r"project 81"):
+        forge.identity(81)
+    mine = forge.identity()
+    assert mine is not None and (mine.id, mine.created_ms) == (5, 1_380_541_562_000)
+
+
+def test_the_times_forges_write_are_read_and_anything_else_is_none() -> None:
+    assert created_ms("2011-01-26T19:01:12Z") == 1_296_068_472_000
+    assert created_ms("2022-01-10 15:23:41 UTC") == 1_641_828_221_000  # GitLab's hooks
+    for bad in (None, 5, "", "yesterday", "2011-01-26T19:01:12"):  # no zone: not a time
+        assert created_ms(bad) is None
+
+
+def test_the_memory_and_local_forges_identity(tmp_path: Path) -> None:
+    memory = MemoryForge("octo/a", name="github")
+    memory.repositories.update({5: "octo/b", 6: "octo/a"})
+    memory.created[5] = 1_000
+    assert memory.identity(5) == RepositoryIdentity(5, "octo/b", 1_000)
+    assert memory.identity() == RepositoryIdentity(6, "octo/a", 0)  # made at the epoch
+    assert memory.identity(7) is None
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert LocalForge(tmp_path).identity(5) is None and LocalForge(tmp_path).identity() is None

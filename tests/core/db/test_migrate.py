@@ -160,6 +160,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     grown.pop("sluice_check_runs")  # ledger migration 8's table
     grown.pop("sluice_repositories")  # ledger migration 11's table
     grown.pop("sluice_push_records_asked")  # ledger migration 12's
+    # Ledger migration 13: nullable, filled from the earliest record kept of each repository.
+    assert grown["sluice_repos"]["columns"].pop("first_seen_ts")[1] is True
     # Ledger migrations 4 and 6 make the pushers tables as declared now (keyed by account,
     # migration 9's), and state migration 5's table.
     assert grown.pop("sluice_pr_pushers")["primary_key"] == ["account", "number", "repo", "user"]
@@ -437,6 +439,46 @@ def test_ledger_migrations_11_and_12_move_the_names_and_asked_heads_to_their_tab
         assert ledger.count("sluice_handled_events") == 1  # the moved rows are gone
         assert ledger.count("sluice_repositories") == 2
         assert ledger.count("sluice_push_records_asked") == 1
+    finally:
+        ledger.close()
+    assert inspected(engine) == declared(engine.dialect)
+    assert recorded(engine) == EVERY
+
+
+def test_ledger_migration_13_dates_each_repository_from_its_earliest_record(
+    state_url: str, engine: Engine
+) -> None:
+    # A ledger at migration 12: a repository's row says when its latest job ran (a
+    # scheduled one, long after its PRs); its other rows keep their first writes.
+    at_12 = dataclasses.replace(LEDGER, migrations=LEDGER.migrations[:12])
+    migrate(engine, [STATE, QUEUE, at_12, AUDIT])
+    tables = LEDGER.tables.tables
+    with engine.begin() as conn:
+        conn.execute(insert(tables["sluice_repos"]), [
+            {"repo": "github:Acme/Quiet", "seen_ts": 9_000, "installation_id": None},
+            {"repo": "github:acme/new", "seen_ts": 500, "installation_id": None},
+        ])  # fmt: skip
+        conn.execute(insert(tables["sluice_handled_events"]), [
+            {"repo": "github:Acme/Quiet", "key": "k", "kind": "pr", "outcome": "done",
+             "handled_ts": 300},
+        ])  # fmt: skip
+        conn.execute(insert(tables["sluice_deployments"]), [
+            {"repo": "github:Acme/Quiet", "sha": "a" * 40, "environment": "prod",
+             "deployment_id": 1, "started_ts": 200},
+        ])  # fmt: skip
+    ledger = Ledger(state_url)  # migration 13 runs
+    try:
+        assert ledger.history("github:acme/quiet") == ("github:Acme/Quiet", 200)
+        assert ledger.history("github:acme/new") == ("github:acme/new", 500)
+        ledger.seen("github:acme/new", None, 800)  # a later job keeps the first record's time
+        assert ledger.history("github:acme/new") == ("github:acme/new", 500)
+        ledger.seen("github:acme/newest", None, 900)
+        assert ledger.history("github:acme/newest") == ("github:acme/newest", 900)
+        # A name bound to an id has no unbound history; the binding is what counts.
+        assert ledger.bind_repository("github:acme/quiet", 5, 1_000).since == 200
+        ledger.claim_name("github:acme/quiet", 5, "github:Acme/Quiet", 1_000)
+        assert ledger.history("github:acme/quiet") is None
+        assert ledger.name_binding("github:acme/quiet") == ("github:Acme/Quiet", 5)
     finally:
         ledger.close()
     assert inspected(engine) == declared(engine.dialect)

@@ -32,8 +32,10 @@ from sluice.bot.forge.base import (
     PullCommit,
     PullRequest,
     PushRecord,
+    RepositoryIdentity,
     Review,
     UnusableTree,
+    created_ms,
 )
 from sluice.bot.forge.github.client import (
     DEFAULT_TIMEOUT,
@@ -411,6 +413,24 @@ class GitHubForge:
                 return None
         name = data.get("full_name")
         return str(name) if data.get("id") == repo_id and isinstance(name, str) else None
+
+    def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
+        """Repository ``repo_id`` now (``GET /repositories/{id}``), or this forge's own by
+        its name (``GET /repos/{owner}/{name}``);
+        None when GitHub shows the credentials no such repository (404), or answers for
+        another id."""
+        with boundary(f"reading repository {self.repo if repo_id is None else repo_id}"):
+            try:
+                repo = self._repo if repo_id is None else self._client.get_repo(repo_id)
+                data = repo.raw_data
+            except UnknownObjectException:
+                return None
+        found, name = data.get("id"), data.get("full_name")
+        if not isinstance(found, int) or not isinstance(name, str):
+            return None
+        if repo_id is not None and found != repo_id:
+            return None
+        return RepositoryIdentity(found, name, created_ms(data.get("created_at")))
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
