@@ -18,7 +18,7 @@ import pytest
 
 from sluice.bot.flow import tenancy
 from sluice.bot.flow.checkout import Checkout
-from sluice.core import sandbox
+from sluice.core import errors, sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.spark import jvm
 from sluice.core.spark.connect import ConnectRunner, ConnectServer
@@ -177,6 +177,69 @@ def test_a_real_sandbox_shows_the_checked_file_or_nothing_after_a_link_is_swappe
         launch = sandbox.wrap(cat, sandbox.Profile("t", held=use.binds))
         done = _shown(launch.argv, launch.fds)
         assert done.returncode != 0 and "the state" not in done.stdout
+
+
+@pytest.mark.spark  # a spark-submit command, though bubblewrap starts none
+def test_a_pr_job_whose_archive_is_swapped_before_its_sandbox_binds_it_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive checked and held, then a link renamed over it before the sandbox is
+    made (a prod job publishing a new archive does the same): bubblewrap cannot bind the
+    held file and the job never starts. The error says what happened in the user's terms
+    and that running it again is the remedy (a driver lost: the worker retries it), not
+    bubblewrap's own line, which goes to the job's log."""
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    if sandbox.isolation() != "bwrap":
+        pytest.skip("bubblewrap cannot run here")
+    secret = tmp_path / "secret.db"
+    secret.write_text("the state")
+    paths = Checkout(tmp_path / "work").spark_at(tenancy.spark_root(A))
+    archive = _archive(paths)
+    archive.path.write_bytes(b"checked classes")
+    wrap = sandbox.wrap
+
+    def swapped(argv: list[str], profile: sandbox.Profile) -> sandbox.Launch:
+        assert profile.held, "the PR driver binds the archive it holds"
+        _swap(archive, secret)  # between the check and the mount
+        return wrap(argv, profile)
+
+    monkeypatch.setattr(sandbox, "wrap", swapped)
+    with pytest.raises(errors.DriverLost) as caught:
+        SubmitRunner(SETTINGS, paths).run({**PR, "kind": "apply"})
+    text = str(caught.value)
+    assert "the Spark class archive its driver maps" in text and "changed or vanished" in text
+    assert "run the job again" in text and str(paths.logs / "pr-job.log") in text
+    assert "bwrap" not in text and "/proc/self/fd" not in text and str(secret) not in text
+    log = (paths.logs / "pr-job.log").read_text()
+    assert "bwrap: " in log and "the state" not in log
+
+
+@pytest.mark.spark  # a spark-submit command, though bubblewrap starts none
+def test_a_sandbox_that_fails_with_the_archive_in_place_is_not_blamed_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control: bubblewrap failing for another reason, the held archive still the file at
+    its path, keeps the plain failure (its output's error lines)."""
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    if sandbox.isolation() != "bwrap":
+        pytest.skip("bubblewrap cannot run here")
+    paths = Checkout(tmp_path / "work").spark_at(tenancy.spark_root(A))
+    archive = _archive(paths)
+    archive.path.write_bytes(b"checked classes")
+    wrap = sandbox.wrap
+
+    def broken(argv: list[str], profile: sandbox.Profile) -> sandbox.Launch:
+        launch = wrap(argv, profile)
+        at = launch.argv.index("--")
+        bad = [*launch.argv[:at], "--ro-bind", str(tmp_path / "nowhere"), "/nowhere"]
+        return sandbox.Launch(bad + launch.argv[at:], launch.isolation, launch.fds)
+
+    monkeypatch.setattr(sandbox, "wrap", broken)
+    with pytest.raises(errors.ExecutionError) as caught:
+        SubmitRunner(SETTINGS, paths).run({**PR, "kind": "apply"})
+    assert not isinstance(caught.value, errors.DriverLost)
+    assert "failed before reporting an error" in str(caught.value)
+    assert "class archive" not in str(caught.value)
 
 
 def _folders(profile: sandbox.Profile) -> list[Path]:

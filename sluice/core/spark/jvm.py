@@ -103,6 +103,23 @@ class ArchiveUse:
             return ()
         return ((self.held, self.reads[0]),)
 
+    def changed(self) -> bool:
+        """Whether the archive held (:attr:`held`, still open) is no longer the file at
+        its path: removed, or another file or a link put there (a prod job publishing a
+        new archive renames it over the old one). A sandbox binding it then does not
+        start. False when nothing is held."""
+        if self.held is None or not self.reads:
+            return False
+        try:
+            held = os.fstat(self.held)
+        except OSError:
+            return False  # closed: nothing to say
+        try:
+            now = os.lstat(self.reads[0])
+        except OSError:
+            return True  # gone
+        return held.st_nlink == 0 or (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino)
+
 
 @dataclass(frozen=True)
 class ClassArchive:

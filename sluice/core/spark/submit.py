@@ -54,7 +54,7 @@ from sluice.core.errors import ConfigError, ExecutionError, SluiceError
 from sluice.core.sandbox import keep_from_children
 from sluice.core.spark import cancel, confine, events, jvm
 from sluice.core.spark.events import Event, JobDone
-from sluice.core.spark.failures import job_failure
+from sluice.core.spark.failures import archive_changed, job_failure, sandbox_refusal
 from sluice.core.spark.results import StepResult
 from sluice.core.spark.session import (
     SparkPaths,
@@ -691,6 +691,10 @@ class SubmitRunner(_RunnerBase):
                     cmd, env, log_path, got, spec["steps"], fds=launch.fds
                 )
                 archive.clean = code == 0 and not timed_out
+                # The sandbox did not start (bubblewrap said why), and the archive it was
+                # to bind is no longer the file checked: asked while it is still held.
+                refusal = sandbox_refusal(tail) if code != 0 and not got.events else None
+                moved = refusal is not None and archive.changed()
             finally:
                 try:
                     self._after(job_id, env, got.events, code, timed_out)
@@ -706,6 +710,9 @@ class SubmitRunner(_RunnerBase):
             )
             raise self._timed_out(log_path)
         done = got.done
+        if moved:
+            logger.warning("job %s: its sandbox did not start: %s", job_id, refusal)
+            raise archive_changed(job_id, log_path)
         if code != 0 or done is None:
             logger.info("job %s failed with exit code %s; log: %s", job_id, code, log_path)
             if code == 0 and got.refused_done is not None:
