@@ -3,7 +3,9 @@
 repository A's approved Python model, whose code names B's prod table outright (Spark has
 no authorization between schemas), finds no such table; the same code in B's own job
 reads it. Jobs run as the service runs them by default: Spark Connect clients of a warm
-server per root, at most one server at once (each root's job stops the other's)."""
+server per root. Both roots' servers run at once (B's is still up while A's job runs, as in
+the service, whose pool keeps several), so B's second job runs on its warm server: two
+server starts, not three."""
 
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ def test_a_s_python_model_finds_no_table_of_b_s_while_b_s_own_job_reads_it(
     with schema_prefix(tenancy.schema_prefix(B)):
         target = view_name("b_data.secret", "prod")  # B's prod table, as B's views name it
     assert target.startswith(tenancy.schema_prefix(B))
-    connect.configure_pool(1, 0)  # one warm server at a time: each root's stops the other's
+    connect.configure_pool(2, 0)  # both roots' servers stay up: A's job runs beside B's
     try:
         _apply(_project(tmp_path / "b", {"secret.sql": SECRET}), urls[B], roots[B], B)
 
@@ -95,6 +97,10 @@ def test_a_s_python_model_finds_no_table_of_b_s_while_b_s_own_job_reads_it(
         echo = READER.format(name="b_data.echo", table=target)
         b2 = _project(tmp_path / "b2", {"secret.sql": SECRET, "echo.py": echo})
         _apply(b2, urls[B], roots[B], B)
+        # Each root's jobs ran on its own server, started once (Spark's cost is JVM starts).
+        servers = {repo: connect._SERVERS[roots[repo].root.resolve()] for repo in (A, B)}
+        assert servers[A] is not servers[B]
+        assert [servers[repo].starts for repo in (A, B)] == [1, 1]
     finally:
         connect.stop_all()
         connect.configure_pool(None, 0)
