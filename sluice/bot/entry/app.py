@@ -55,6 +55,7 @@ from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
+from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Forge
 from sluice.bot.forge.signin import SignIn, github_web_url
 from sluice.bot.intake.group_commit import Intake, IntakeClosed, job_of
@@ -609,12 +610,16 @@ def create_app(
                 "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
             )
         settings.workdir.mkdir(parents=True, exist_ok=True)
+        # Jobs are keyed by their repository's namespace, not the name a delivery says: a
+        # renamed repository's jobs under its old and new names run one at a time.
+        names = Ledger(settings.state_url())
         queue = JobQueue(
             settings.state_url(),
             max_attempts=settings.max_attempts,
             lease_seconds=settings.job_lease_seconds,
             retry_seconds=settings.retry_seconds,
             caps=settings.queue_caps(),
+            namespaces=names.queue_keys,
         )
         state["queue"] = queue
         # The intake (group commit, a task on this event loop) stores deliveries; stopped
@@ -726,6 +731,7 @@ def create_app(
                 flow.close()
             connect.stop_all()  # the warm Spark Connect server, when spark_mode is connect
             queue.close()
+            names.close()
             site.close()
             owner.close()
 

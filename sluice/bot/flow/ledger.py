@@ -1263,6 +1263,44 @@ class Ledger(AuditLog):
         found = self.name_binding(repo)
         return repo if found is None else found[0]
 
+    def queue_keys(
+        self, named: Collection[tuple[str, int | None]]
+    ) -> dict[tuple[str, int | None], str]:
+        """The key the queue runs each (``forge:owner/name``, the forge's id it says, None:
+        none) pair's jobs under, one at a time per key (:mod:`sluice.bot.queue.store`): its
+        repository's namespace key, so jobs under a renamed repository's old and new names
+        never run at once. A name bound to the id said (or a job saying none): its
+        repository's first name (:meth:`canonical`); bound to another id (a successor):
+        ``name~id``, a key of its own no page of the bound repository lists; bound to
+        nothing but the id is (a rename the forge has yet to confirm): that id's first
+        name; neither: the name. One read, nothing written."""
+        r = repositories.c
+        folded = {name.casefold() for name, _ in named}
+        ids = {rid for _, rid in named if rid is not None}
+        query = (
+            select(r.name, r.forge, r.repo_id, r.canonical)
+            .where(or_(r.name.in_(folded), r.repo_id.in_(ids)))
+            .order_by(r.first_seen_ts, r.name)
+        )
+        with self._reading("read the repositories' namespace keys") as conn:
+            rows = conn.execute(query).all() if folded else []
+        by_name = {str(row.name): (str(row.canonical), int(row.repo_id)) for row in rows}
+        by_id: dict[tuple[str, int], str] = {}
+        for row in rows:
+            by_id.setdefault((str(row.forge), int(row.repo_id)), str(row.canonical))
+        keys: dict[tuple[str, int | None], str] = {}
+        for name, rid in named:
+            bound = by_name.get(name.casefold())
+            if bound is not None:
+                same = rid is None or rid == bound[1]
+                keys[(name, rid)] = bound[0] if same else f"{name}~{rid}"
+            elif rid is not None:
+                forge = name.casefold().partition(":")[0]
+                keys[(name, rid)] = by_id.get((forge, rid), name)
+            else:
+                keys[(name, rid)] = name
+        return keys
+
     def names(self, key: str) -> list[str]:
         """Every name of the repository whose records are keyed ``key`` (its first name),
         as the forge last spelled each, oldest first; empty when none is bound."""

@@ -6,7 +6,9 @@ can answer at once and a restart loses nothing; a delivery id seen before is ref
 PostgreSQL state, take jobs with :meth:`JobQueue.claim`.
 
 Ordering and exclusion: jobs of one *key* (one pull request, or a repository's prod; see
-:func:`sluice.bot.events.neutral.pr_key`) run one at a time, oldest first; across keys the
+:func:`sluice.bot.events.neutral.pr_key`, the repository's name in it replaced by its
+namespace key when the queue is given ``namespaces``: a renamed repository's jobs under its
+old and new names share their keys) run one at a time, oldest first; across keys the
 fairness rule (:mod:`sluice.bot.queue.fairness`) picks which ready job goes first. The exclusion does not rely on isolation levels: every key has a
 row in ``sluice_job_keys`` naming the job running for it, and a claim takes the key with a
 conditional ``UPDATE ... WHERE running_job_id IS NULL`` whose row count says whether it
@@ -26,8 +28,9 @@ The tables and records are in :mod:`sluice.bot.queue.schema`, a batch on its way
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -77,6 +80,9 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+Namespaces = Callable[[Sequence[tuple[str, int | None]]], Mapping[tuple[str, int | None], str]]
+"""(``forge:owner/name``, forge id) pairs -> the key each one's jobs run under."""
+
 
 class _Again(Enum):
     """A claim round lost every candidate to other claimers: look again."""
@@ -116,6 +122,11 @@ class JobQueue(Transactions):
         caps: How many jobs may run at once, in all and per repository
             (:class:`~sluice.bot.queue.fairness.Caps`; the service's
             ``SLUICE_QUEUE_MAX_RUNNING`` and ``SLUICE_QUEUE_MAX_RUNNING_PER_REPOSITORY``).
+        namespaces: (``forge:owner/name``, forge id) pairs -> the key their jobs run under
+            (the service's: :meth:`sluice.bot.flow.ledger.Ledger.queue_keys`, the
+            repository's namespace key): a job's key is its event's (``pr_key``) with the
+            repository's name replaced by it when stored, so jobs under a renamed
+            repository's old and new names run one at a time. None: keys as given.
 
     Raises:
         StateError: The URL is invalid, the database unreachable, or the tables cannot be
@@ -130,6 +141,7 @@ class JobQueue(Transactions):
         lease_seconds: float = 900.0,
         retry_seconds: float = 0.0,
         caps: fairness.Caps | None = None,
+        namespaces: Namespaces | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
@@ -141,6 +153,7 @@ class JobQueue(Transactions):
         self.lease_seconds = lease_seconds
         self.retry_seconds = retry_seconds
         self.caps = caps or fairness.Caps()
+        self.namespaces = namespaces
         # Called after a commit that queued work (see on_work): this process's idle
         # workers start it at once instead of at their next poll.
         self._listeners: list[Callable[[], None]] = []
@@ -204,7 +217,7 @@ class JobQueue(Transactions):
         """
         if not batch:
             return []
-        ready = Batch(batch)
+        ready = Batch(self._keyed(batch))
         rows = [
             {
                 "delivery_id": d.delivery_id,
@@ -267,6 +280,8 @@ class JobQueue(Transactions):
             return await asyncio.to_thread(self.accept_many, batch)
         if not batch:
             return []
+        if self.namespaces is not None:
+            batch = await asyncio.to_thread(self._keyed, batch)
         ready = Batch(batch)
         action = f"store {ready.what}"
         params = {"rows": ready.server_rows()}
@@ -282,6 +297,28 @@ class JobQueue(Transactions):
                 # stored before the connection died is then answered as a duplicate.
                 try_again(exc, attempt, action, reconnect=True)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _keyed(self, batch: Sequence[Delivery]) -> Sequence[Delivery]:
+        """``batch`` with each job's key under its repository's namespace key
+        (``namespaces``, one read for the batch): a key is the repository's name, one of
+        :data:`~sluice.bot.events.neutral.KEY_MARKS`, then the rest, the name replaced."""
+        if self.namespaces is None:
+            return batch
+        named = {d.delivery_id: _named(d.job) for d in batch if d.job is not None}
+        wanted = {pair for pair in named.values() if pair is not None}
+        if not wanted:
+            return batch
+        keys = self.namespaces(sorted(wanted, key=lambda p: (p[0], p[1] or 0)))
+        keyed = []
+        for d in batch:
+            pair = named.get(d.delivery_id)
+            base = keys.get(pair) if pair is not None else None
+            if d.job is None or pair is None or base is None or base == pair[0]:
+                keyed.append(d)
+                continue
+            job = dataclasses.replace(d.job, key=base + d.job.key[len(pair[0]) :])
+            keyed.append(dataclasses.replace(d, job=job))
+        return keyed
 
     def _enqueue(self, conn: Connection, fresh: list[Delivery], payloads: dict[str, str]) -> None:
         """SQLite: queue the jobs of freshly stored deliveries, in order; supersede what
@@ -844,6 +881,21 @@ _SUPERSEDE = (
     .where(jobs.c.id == bindparam("b_id"), jobs.c.status == JobStatus.QUEUED)
     .values(status=JobStatus.SUPERSEDED, finished_ts=bindparam("b_at"), error=bindparam("b_error"))
 )
+
+
+def _named(job: NewJob | None) -> tuple[str, int | None] | None:
+    """(``forge:owner/name``, forge id or None) of the event ``job`` is for, when its key
+    starts with that name then one of :data:`~sluice.bot.events.neutral.KEY_MARKS` (every
+    key ``pr_key`` makes); None otherwise (the key is kept as it is)."""
+    if job is None:
+        return None
+    forge, repo, rid = job.payload.get("forge"), job.payload.get("repo"), job.payload.get("repo_id")
+    if not isinstance(forge, str) or not isinstance(repo, str):
+        return None
+    name = f"{forge}:{repo}"
+    if not job.key.startswith(name) or job.key[len(name) : len(name) + 1] not in KEY_MARKS:
+        return None
+    return name, rid if isinstance(rid, int) and not isinstance(rid, bool) else None
 
 
 def _held(job_id: int, worker: str) -> tuple[Any, ...]:
