@@ -190,12 +190,11 @@ def on_click(job: Job, event: CheckRunEvent) -> None:
         return
     # Required approvers; owners and the budget's approver too, where the repair plan asks
     # them (repair_gate): known before any Spark job, counted once it is planned.
-    if what == checks.APPROVE_REPAIR and not repair_gate.may_approve(
-        job, settings, event.requester, event.requester_id
-    ):
-        detail = f"not a required approver, owner or budget approver{where}"
-        _refuse(job, event.requester, detail)
-        return
+    if what == checks.APPROVE_REPAIR:
+        refusal = repair_gate.approver_refusal(job, settings, event.requester, event.requester_id)
+        if refusal is not None:  # what keeps them from approving, said as it is
+            _refuse(job, event.requester, refusal + where, event.requester_id)
+            return
     if what == checks.WAIVE_REPAIR and not repair_gate.may_override(
         job, settings, event.requester, event.requester_id
     ):
@@ -502,9 +501,11 @@ OWNERS_ONLY_REFUSAL = (
 )
 
 
-def _refuse(job: Job, actor: str, detail: str) -> None:
+def _refuse(job: Job, actor: str, detail: str, actor_id: int | None = None) -> None:
     log.info("%s: drift repair refused for %s: %s", job.forge.repo, actor, detail)
-    audit.record(job, audit.REFUSAL, REFUSED, actor=actor, ref=PROD, detail=detail)
+    audit.record(
+        job, audit.REFUSAL, REFUSED, actor=actor, actor_id=actor_id, ref=PROD, detail=detail
+    )
 
 
 def _why(event: CheckRunEvent) -> str:

@@ -198,6 +198,13 @@ def may_approve(job: Job, settings: Settings, person: str, person_id: int | None
     Spark job): a required approver, an owner prod records (when the gate asks owners) or
     the backfill budget's approver; a login the settings name by the account it had when
     they came into force (:func:`~sluice.bot.flow.trust.names_person`)."""
+    return trust.names_person(
+        job.forge, settings.people, _approving_names(job, settings), person, person_id
+    )
+
+
+def _approving_names(job: Job, settings: Settings) -> list[str]:
+    """Who may approve a repair (:func:`may_approve`): logins and ``org/team``s."""
     gate = settings.gate
     names = [*gate.required_approvers.users, *gate.required_approvers.teams]
     if gate.owners_must_approve != "never":
@@ -205,8 +212,49 @@ def may_approve(job: Job, settings: Settings, person: str, person_id: int | None
         names += [owner.strip().removeprefix("@") for owner in prod_owners(store).values() if owner]
     if gate.backfill is not None:
         names.append(gate.backfill.approver)
-    named = [n for n in names if n]
-    return trust.names_person(job.forge, settings.people, named, person, person_id)
+    return [n for n in names if n]
+
+
+def approver_refusal(
+    job: Job, settings: Settings, person: str, person_id: int | None = None
+) -> str | None:
+    """Why ``person`` (account ``person_id``) may not approve a repair, for the refusal's
+    audit row; None when they may (:func:`may_approve`). A bot account; a login named but
+    pinned to the account that held it when the settings came into force, another than
+    the clicker's (or to none); else the roles the gate in force lets approve."""
+    names = _approving_names(job, settings)
+    if trust.names_person(job.forge, settings.people, names, person, person_id):
+        return None
+    bot = trust.not_a_person(job.forge, person, person_id)
+    if bot is not None:
+        return f"a bot account: {bot}"
+    login = person.strip().removeprefix("@").casefold()
+    listed = {n.strip().removeprefix("@").casefold() for n in names if "/" not in n}
+    people = settings.people or {}
+    if login in listed and login in people:
+        pinned = people[login]
+        if pinned is None:
+            return (
+                f"the login {person} is named, but no account held it when the settings in "
+                "force came into force (a login named is fixed to its account then), so it "
+                "names nobody"
+            )
+        clicker = "unknown" if person_id is None else f"account {person_id}"
+        return (
+            f"the login {person} is named for the account that held it when the settings "
+            f"in force came into force (account {pinned}), and this click is another "
+            f"account's ({clicker}): a login freed by a rename and taken since approves "
+            "nothing; the account named approves under its login of now"
+        )
+    gate = settings.gate
+    roles = ["a required approver"]
+    if gate.owners_must_approve != "never":
+        roles.append("an owner of a model prod records")
+    if gate.backfill is not None:
+        roles.append("the backfill budget's approver")
+    return "not " + (
+        " or ".join(roles) if len(roles) < 3 else ", ".join(roles[:-1]) + " or " + roles[-1]
+    )
 
 
 def may_override(job: Job, settings: Settings, person: str, person_id: int | None = None) -> bool:
