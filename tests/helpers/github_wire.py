@@ -15,7 +15,9 @@ whose JWT also gets installation tokens), ``user_status`` fails ``GET /user``,
 caller: the App's ``<slug>[bot]`` with its installation token, ``github-actions[bot]``
 with an Actions token, else the token's user; editing someone else's is refused (403) as
 on GitHub. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
-``reactions``, ``merges`` and ``deployments``.
+``reactions``, ``merges`` and ``deployments``. ``rename`` renames the repository on
+GitHub: its old name then answers 301 to the new one, or, once ``taken`` says another
+repository has it, as that one (an unscoped fake: a scoped one answers its first name).
 """
 
 from __future__ import annotations
@@ -111,6 +113,10 @@ class FakeGitHub:
     scoped: bool = False  # answer only this repository's URLs (several fakes on one mock)
     lock: threading.Lock = field(default_factory=threading.Lock)
     state_file: Path | None = None  # when set, the state survives the process (kill -9 tests)
+    # A rename (:meth:`rename`): each old name, case-folded -> the name now; and an old
+    # name another repository took since -> that repository's id (see _moved).
+    renamed: dict[str, str] = field(default_factory=dict)
+    taken: dict[str, int] = field(default_factory=dict)
     _ids: int = 1000
     _auth: str = ""  # the Authorization header of the request being answered
 
@@ -153,6 +159,43 @@ class FakeGitHub:
         partial = self.state_file.with_suffix(".partial")
         partial.write_text(json.dumps(data))
         partial.replace(self.state_file)
+
+    def rename(self, new: str) -> None:
+        """The repository is renamed ``new`` on GitHub: its id's repository is named so
+        (``GET /repositories/{id}``, ``GET /repos/{new}``), and its old name is moved
+        (:meth:`_moved`) until another repository takes it (``taken``)."""
+        with self.lock:
+            self.renamed[self.repo.casefold()] = new
+            self.renamed.pop(new.casefold(), None)
+            self.repo = new
+
+    def _moved(self, request: Any, old: str) -> tuple[int, dict[str, str], str]:
+        """A request under a name the repository was renamed away from, as GitHub answers
+        it: taken by another repository since, that one's (``GET /repos/{old}``: its body,
+        its own id; anything else of it: 404, it has none of this repository's pulls,
+        commits or runs); else a redirect to the same path under the new name, 301 Moved
+        Permanently for a GET, 307 Temporary Redirect for anything else, as GitHub's
+        documentation says (GitHub's own Location is ``/repositories/{id}/...``, which this
+        fake does not serve; a client follows either the same way)."""
+        other = self.taken.get(old.casefold())
+        path = urlsplit(request.url).path
+        if other is not None:
+            if request.method == "GET" and re.fullmatch(r"/repos/[^/]+/[^/]+/?", path):
+                data = {**self._repo_json(), "full_name": old, "id": other, "node_id": "R_2",
+                        "name": old.split("/")[1], "url": f"{API}/repos/{old}",
+                        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+                return self._json(data)
+            return self._json(NOT_FOUND, 404)
+        new = self.renamed[old.casefold()]
+        moved = path.replace(f"/repos/{old}", f"/repos/{new}", 1)
+        query = urlsplit(request.url).query
+        location = f"{API}{moved}" + (f"?{query}" if query else "")
+        body = {"message": "Moved Permanently", "url": location,
+                "documentation_url": "https://docs.github.com/rest"}  # fmt: skip
+        status = 301 if request.method in ("GET", "HEAD") else 307
+        if status == 307:
+            body["message"] = "Temporary Redirect"
+        return status, {"Location": location, "Content-Type": "application/json"}, json.dumps(body)
 
     # --- what tests look at -----------------------------------------------------------
 
@@ -268,6 +311,10 @@ class FakeGitHub:
             assert match is not None
             named = re.search(r"/repos/([^/]+/[^/]+?)(/|$)", request.url)
             with self.lock:
+                moved = named and named.group(1).casefold() in self.renamed
+                if moved and named and "codeload" not in request.url:
+                    self.requests.append((request.method, request.url))
+                    return self._moved(request, named.group(1))
                 if named and "codeload" not in request.url:
                     self.repo = named.group(1)
                 self.requests.append((request.method, request.url))

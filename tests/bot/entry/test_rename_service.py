@@ -1,0 +1,165 @@
+"""A repository renamed on GitHub, through the whole service (issue 46): the real app,
+signed deliveries made from real bodies, GitHub at the wire (PyGithub against
+``FakeGitHub``, which answers the repository's id and new name with the new name and its
+old name with a 301, then as the repository that took it), the queue and its workers, the
+flows on the scripted warehouse (no Spark). octo/warehouse, its prod built and a PR built,
+is renamed octo/warehouse2: a PR under the new name keeps the namespace (the same state
+and prod, a plan of the PR's change alone) and the web UI lists its jobs under the new
+name; a repository of another id that takes the old name is refused (successor), its jobs
+on no page of the renamed one's, and the scheduled jobs of the old name run for neither."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.bot.queue.scheduler import Scheduler
+from sluice.core.spark.scripted import Warehouse
+from sluice.core.state import open_state
+from tests.helpers import github_lifecycle as gl
+from tests.helpers.cases import CASE_REPOSITORY_ID
+from tests.helpers.github_service import Service, serve
+from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.lifecycle_prod import build_main, main_tree
+from tests.helpers.world import World, edit, sha_of
+
+OLD, NEW = gl.OWNER, "octo/warehouse2"
+SUCCESSOR_ID = 5151
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    """Prod built up to now on a scripted warehouse from main (the example gated by carol)."""
+    env = World(tmp_path, tmp_path / "work", f"sqlite:///{tmp_path / 'state.db'}",
+                FakeGitHub(repo=OLD), {}, warehouse=Warehouse())  # fmt: skip
+    build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
+    env.github.permissions.update({"alice": "write", "carol": "write"})
+    return env
+
+
+@pytest.fixture
+def service(world: World) -> Iterator[Service]:
+    settings = world.settings().model_copy(update={"ui_public": True})
+    with serve(settings, world.github, world.runner_for) as made:
+        yield made
+
+
+def _as(event: dict[str, Any], full_name: str, repository_id: int) -> dict[str, Any]:
+    """``event`` delivered by repository ``full_name`` of GitHub id ``repository_id``."""
+    event["repository"]["full_name"] = full_name
+    event["repository"]["id"] = repository_id
+    for side in ("head", "base"):
+        event["pull_request"][side]["repo"]["full_name"] = full_name
+    return event
+
+
+def _open(world: World, service: Service, number: int, model: str, old: str, new: str) -> None:
+    """PR ``number`` (head ``sha_of(number)``) changes ``model`` on main, opened by alice
+    under the name GitHub has now (the fake's)."""
+    src = gl.tree(world, f"pr{number}", sha_of(1))
+    edit(src / "models" / f"{model}.sql", old, new)
+    world.commit(sha_of(number), src)
+    world.github.add_pull(number, sha_of(number), author="alice", head_ref=f"feature-{number}")
+    event = gl.pull(number, sha_of(number), "alice", "opened")
+    gl.deliver(service, "pull_request", _as(event, world.github.repo, CASE_REPOSITORY_ID))
+
+
+def _since(world: World, start: int) -> list[tuple[str, str]]:
+    return world.github.requests[start:]
+
+
+def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_successor(
+    world: World, service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    github, warehouse = world.github, world.scripted
+    caplog.set_level(logging.INFO)
+    prod = world.versions("prod")
+    _open(world, service, 8, "orders", "  o.status,\n",
+          "  o.status,\n  o.status = 'completed' AS is_completed,\n")  # fmt: skip
+    assert github.checks_on(sha_of(8))["sluice/pr-environment"]["conclusion"] == "success"
+
+    # GitHub renames the repository: its id and the new name say octo/warehouse2, the old
+    # name moved (301).
+    github.rename(NEW)
+    jobs, asked = len(warehouse.jobs), len(github.requests)
+    _open(world, service, 9, "customers", "  c.first_name,\n",
+          "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
+    built = github.checks_on(sha_of(9))
+    assert built["sluice/pr-environment"]["conclusion"] == "success", built
+    assert "was renamed: it keeps its namespace" in caplog.text
+    # Its namespace: the same state (PR 8's environment beside PR 9's), prod untouched, and
+    # a plan of the PR's change alone (customers computed, nothing else: prod is known).
+    assert world.versions("prod") == prod
+    assert world.versions("pr_8")["jaffle.orders"] != prod["jaffle.orders"]
+    assert world.versions("pr_9")["jaffle.customers"] != prod["jaffle.customers"]
+    assert world.versions("pr_9")["jaffle.orders"] == prod["jaffle.orders"]
+    steps = [s["model"] for job in warehouse.jobs[jobs:] for s in job["steps"]
+             if s["type"] == "build"]  # fmt: skip
+    assert steps == ["jaffle.customers"], steps
+    [comment] = github.comments_on(9)
+    assert "jaffle.customers" in comment["body"] and "jaffle.orders" not in comment["body"]
+    # Everything it asked GitHub went to the new name (or the id): nothing moved.
+    paths = [url for _, url in _since(world, asked) if "/repos/" in url]
+    assert paths and all(f"/repos/{NEW}/" in url or url.endswith(f"/repos/{NEW}") for url in paths)
+
+    # The web UI lists the repository under its new name, with its jobs under each name.
+    listed = service.client.get("/api/v1/repositories")
+    assert listed.status_code == 200, listed.text
+    assert f"github:{NEW}" in listed.text and f'github:{OLD}"' not in listed.text
+    page = service.client.get("/api/v1/jobs", params={"repo": f"github:{NEW}"}).json()
+    mine = {job["key"] for job in page["queue"]["items"]}
+    assert mine == {f"github:{OLD}#8", f"github:{OLD}#9"}, mine  # its namespace's key
+    html = service.client.get("/ui/jobs", params={"repo": f"github:{NEW}"})
+    assert html.status_code == 200 and f"github:{OLD}#9" in html.text
+    assert NEW in html.text
+    assert service.client.get("/ui/jobs", params={"repo": f"github:{OLD}"}).status_code == 404
+
+    # Another repository (another id) takes the old name: its delivery is refused, and its
+    # job is on no page of the renamed repository's.
+    github.taken[OLD] = SUCCESSOR_ID
+    asked = len(github.requests)
+    src = gl.tree(world, "pr3", sha_of(1))
+    world.commit(sha_of(3), src)
+    event = _as(gl.pull(3, sha_of(3), "alice", "opened"), OLD, SUCCESSOR_ID)
+    gl.deliver(service, "pull_request", event)
+    assert "event refused: this name is bound to the repository whose github id is" in caplog.text
+    posted = [(m, url) for m, url in _since(world, asked) if m != "GET"]
+    assert posted == [], posted  # no comment, no check: nothing of it reaches either
+    assert github.comments_on(3) == [] and github.checks_on(sha_of(3)) == {}
+    store = open_state(world.url)
+    try:
+        assert store.get_environment("pr_3") is None
+    finally:
+        store.close()
+    page = service.client.get("/api/v1/jobs", params={"repo": f"github:{NEW}"}).json()
+    assert {job["key"] for job in page["queue"]["items"]} == mine
+    assert page["queue"]["total"] == 2
+    html = service.client.get("/ui/jobs", params={"repo": f"github:{NEW}"}).text
+    assert f"~{SUCCESSOR_ID}" not in html
+
+    # The scheduled jobs of the old name (a scheduler that listed it before the rename):
+    # GitHub says the id is named octo/warehouse2 now, so they run for no one, the
+    # successor least of all; under the new name the drift check runs.
+    queue = service.queue()
+    try:
+        for name in (OLD, NEW):
+            Scheduler(queue, repositories=lambda name=name: [(f"github:{name}", None)],
+                      janitor_seconds=3600, drift_seconds=3600).schedule(time.time())  # fmt: skip
+    finally:
+        queue.close()
+    asked = len(github.requests)
+    service.idle(timeout=300)
+    refused = [r.getMessage() for r in caplog.records if "job refused" in r.getMessage()]
+    assert any(m.startswith(f"github:{OLD}: janitor job refused") for m in refused), refused
+    assert any(m.startswith(f"github:{OLD}: drift job refused") for m in refused), refused
+    old = [url for _, url in _since(world, asked) if re.search(rf"/repos/{OLD}([/?]|$)", url)]
+    assert old == [], old
+    assert github.checks_on(sha_of(1))["sluice/drift"]["conclusion"] == "success"
+    made = [url for m, url in _since(world, asked) if m == "POST" and "/check-runs" in url]
+    assert made and all(f"/repos/{NEW}/check-runs" in url for url in made), made
