@@ -16,6 +16,7 @@ each id) and the scripted warehouse, the state and ledger on SQLite.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,46 @@ def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_hold
             f"B's job posted to the repository now named {B_NAME}: {written}; "
             f"{forge.bot_comments(9)[-1][:300] if forge.bot_comments(9) else ''}"
         )
+    finally:
+        bot.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Ledger.bind_repository, for a delivery whose (name, id) matches the binding, "
+    "moves the name's last_seen_ts and spelled (no forge check: dispatch._admitted), and "
+    "Ledger.current_names/repositories list a repository under its latest delivered name: "
+    "one replayed delivery under the name B left lists B under it again, so the "
+    "scheduler's drift checks and runs of B go out under the old name, which "
+    "dispatch._still_named then refuses (GitHub names B's id otherwise): B's scheduled "
+    "jobs stop until its next delivery, and the web UI serves B under the name mallory "
+    "holds. Fix proposed: the same forge check as for the delivery (repository_of) before "
+    "moving last_seen_ts, or move it only forward to a name the forge confirmed",
+)
+def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_again(
+    tmp_path: Path,
+) -> None:
+    bot, forge, _warehouse, _ours = _world(tmp_path)
+    try:
+        _b_delivers(bot, forge)
+        forge.repositories[B_ID] = "acme/b-renamed"
+        renamed = bot.repository("acme/b-renamed")
+        renamed.repositories[B_ID] = "acme/b-renamed"
+        renamed.roles.update({"alice": "write"})
+        bot.commit(C, CONFIG, forge=renamed)
+        renamed.refs["main"] = C
+        bot.commit(HEAD_B, CONFIG, parents=(C,), forge=renamed)
+        renamed.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
+        bot.deliver("pull_request", _named(opened(9, HEAD_B), "acme/b-renamed", B_ID))
+        listed = dict(bot.ledger.repositories())
+        assert "github:acme/b-renamed" in listed and B_KEY not in listed, listed
+        _taken(bot, forge, NOW + DAY)
+        forge.open_pull(9, head_sha=HEAD_B, base="main", author="mallory")
+        # The replay comes a minute later.
+        bot.deps = dataclasses.replace(bot.deps, clock=lambda: NOW + 60_000)
+        bot.deliver("pull_request", _named(opened(9, HEAD_B), B_NAME, B_ID))
+        listed = dict(bot.ledger.repositories())
+        assert "github:acme/b-renamed" in listed and B_KEY not in listed, listed
     finally:
         bot.close()
 
