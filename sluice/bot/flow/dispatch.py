@@ -140,7 +140,9 @@ HANDLERS: dict[type[Event], Handler] = {
 def handle(deps: Deps, event: Event) -> None:
     """Do what ``event`` asks, as one :class:`~sluice.bot.flow.job.Job` (made here, closed
     when it ends). Forge and engine errors are reported on the PR, not raised, unless
-    reporting itself fails (then the worker retries the job).
+    reporting itself fails (then the worker retries the job), or the forge fails when
+    asked whether the name of an event that says no id is still its repository's
+    (:func:`_still_named`: the worker retries it too).
 
     An event that changes state runs once by its content (``event.content_key()``, see
     :mod:`sluice.bot.events.neutral`): one whose key the ledger has recorded for the
@@ -278,7 +280,12 @@ def _still_named(job: Job, event: Event) -> bool:
     id (the Action, the local forge, the CLI), else only when the forge says the repository
     of the bound id has that name now. A name its repository was renamed away from, which
     another repository may hold now, is refused: its namespace's drift, runs and records
-    are never posted to whatever holds the name (nor when the forge cannot say)."""
+    are never posted to whatever holds the name.
+
+    Raises:
+        ForgeError: the forge could not say (an error, not an answer): nothing is run or
+            posted, and the worker tries the job again later, as after any forge error.
+    """
     bound = job.ledger.name_binding(job.repo)
     if bound is None:
         return _unbound_still_named(job, event)
@@ -286,20 +293,18 @@ def _still_named(job: Job, event: Event) -> bool:
     try:
         now = job.forge.repository_of(repo_id)
     except ForgeError as exc:
-        why = f"{event.forge} could not say which repository id {repo_id} is now ({exc})"
-    else:
-        if now is not None and now.casefold() == event.repo.casefold():
-            return True
-        why = (
-            f"{event.forge} says the repository of id {repo_id} is "
-            f"{'unknown to it' if now is None else now} now, not this name"
-        )
+        raise _unconfirmed(job, event, f"which repository id {repo_id} is now", exc) from exc
+    if now is not None and now.casefold() == event.repo.casefold():
+        return True
+    why = (
+        f"{event.forge} says the repository of id {repo_id} is "
+        f"{'unknown to it' if now is None else now} now, not this name"
+    )
     log.error(
         "%s: %s job refused: this name is bound to the repository whose %s id is %s (first "
         "seen as %s), and %s: nothing is run or posted under a name that may be another "
         "repository's now. A renamed repository's scheduled jobs run under its new name "
-        "once a delivery from it binds that name; if the forge failed, the next period "
-        "tries again",
+        "once a delivery from it binds that name",
         job.repo,
         event.kind,
         event.forge,
@@ -388,7 +393,8 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
     repository the forge names so now was made before the first of them (then the name is
     bound to it here, while it is still that repository's: a rename later keeps its
     namespace); refused when the repository named so now is younger than them (another
-    repository took the name: its own first delivery binds it), or the forge cannot say."""
+    repository took the name: its own first delivery binds it). A forge that cannot say
+    raises its error (:func:`_still_named`: the worker tries again)."""
     history = job.ledger.history(job.repo)
     if history is None:
         return True
@@ -396,23 +402,22 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
     try:
         found = job.forge.identity()
     except ForgeError as exc:
-        found, why = None, f"{event.forge} could not say which repository has the name ({exc})"
+        raise _unconfirmed(job, event, "which repository has the name", exc) from exc
+    if found is None:
+        return True  # a forge without ids
+    why = ""
+    if found.created_ms is not None and found.created_ms < since:
+        if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
+            return True
+        why = f"{event.forge} names repository id {found.id} so, bound to another name"
+    elif found.created_ms is None:
+        why = f"{event.forge} does not say when repository id {found.id} was made"
     else:
-        if found is None:
-            return True  # a forge without ids
-        why = ""
-        if found.created_ms is not None and found.created_ms < since:
-            if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
-                return True
-            why = f"{event.forge} names repository id {found.id} so, bound to another name"
-        elif found.created_ms is None:
-            why = f"{event.forge} does not say when repository id {found.id} was made"
-        else:
-            made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
-            why = (
-                f"the repository named so now (id {found.id}) was made {made}, after the "
-                "service's first record of the name: another repository took it"
-            )
+        made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
+        why = (
+            f"the repository named so now (id {found.id}) was made {made}, after the "
+            "service's first record of the name: another repository took it"
+        )
     log.error(
         "%s: %s job refused: the service has records of this name, bound to no repository "
         "id, and %s: nothing is run or posted under a name that may be another "
@@ -422,6 +427,28 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
         why,
     )
     return False
+
+
+def _unconfirmed(job: Job, event: Event, asked: str, exc: ForgeError) -> ForgeError:
+    """The error of a job that says no repository id whose name the forge could not
+    confirm (it failed when asked ``asked``): raised, so the worker tries the job again
+    (with its backoff) rather than dropping it until the next period; nothing was run or
+    posted under the name."""
+    log.warning(
+        "%s: %s job not run yet: %s could not say %s (%s); the queue tries it again",
+        job.repo,
+        event.kind,
+        event.forge,
+        asked,
+        exc,
+    )
+    return ForgeError(
+        f"the {event.kind} job of {event.repo} did not start: {event.forge} could not say "
+        f"{asked} ({exc.message}), and nothing runs or is posted under a name the forge "
+        "has not confirmed as this repository's",
+        hint="the queue tries it again; if the forge keeps failing, check the service's "
+        "forge credentials and the forge's status",
+    )
 
 
 def _renamed(job: Job, event: Event, first: str) -> bool:
@@ -515,6 +542,11 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     """The job failed for good: say so where the people it concerns will look."""
     job = Job.start(deps, deps.forge_for(event))
     try:
+        # An event that says no id is told under its name only while the forge says the
+        # name is still its repository's, as when it was admitted (its last attempt may
+        # have failed asking that; a ForgeError here is logged by abandon, nothing posted).
+        if event.repo_id is None and not _still_named(job, event):
+            return
         job.follow(_key_of(deps, event))
         with schema_prefix(job.namespace.schema_prefix):
             _give_up(job, event, error)
