@@ -55,7 +55,7 @@ from sluice.bot.events.payload import PayloadError
 from sluice.bot.flow import dispatch
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import Deps, RunnerFactory, make_deps
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger import Ledger, QueueKeys
 from sluice.bot.forge.base import Forge
 from sluice.bot.forge.signin import SignIn, github_web_url
 from sluice.bot.intake.group_commit import Intake, IntakeClosed, job_of
@@ -619,7 +619,7 @@ def create_app(
             lease_seconds=settings.job_lease_seconds,
             retry_seconds=settings.retry_seconds,
             caps=settings.queue_caps(),
-            namespaces=names.queue_keys,
+            namespaces=QueueKeys(names),
         )
         state["queue"] = queue
         # The intake (group commit, a task on this event loop) stores deliveries; stopped

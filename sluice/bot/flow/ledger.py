@@ -23,7 +23,9 @@ Repositories are keyed ``forge:owner/name``. Times are epoch milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -1273,33 +1275,36 @@ class Ledger(AuditLog):
         repository's first name (:meth:`canonical`); bound to another id (a successor):
         ``name~id``, a key of its own no page of the bound repository lists; bound to
         nothing but the id is (a rename the forge has yet to confirm): that id's first
-        name; neither: the name. One read, nothing written."""
+        name; neither: the name. One read, nothing written (:class:`QueueKeys` keeps what
+        it read of bound names a while)."""
+        return _queue_keys(named, *self._bindings_of(named))
+
+    def _bindings_of(
+        self, named: Collection[tuple[str, int | None]]
+    ) -> tuple[dict[str, tuple[str, int]], dict[tuple[str, int], str]]:
+        """(case-folded name -> (its first name, its id) of the names of ``named`` that are
+        bound; (forge, id) -> the first name bound to it, of their ids that are)."""
         r = repositories.c
         folded = {name.casefold() for name, _ in named}
         ids = {rid for _, rid in named if rid is not None}
+        if not folded:
+            return {}, {}
         query = (
             select(r.name, r.forge, r.repo_id, r.canonical)
             .where(or_(r.name.in_(folded), r.repo_id.in_(ids)))
             .order_by(r.first_seen_ts, r.name)
         )
         with self._reading("read the repositories' namespace keys") as conn:
-            rows = conn.execute(query).all() if folded else []
-        by_name = {str(row.name): (str(row.canonical), int(row.repo_id)) for row in rows}
+            rows = conn.execute(query).all()
+        by_name = {
+            str(row.name): (str(row.canonical), int(row.repo_id))
+            for row in rows
+            if str(row.name) in folded
+        }
         by_id: dict[tuple[str, int], str] = {}
         for row in rows:
             by_id.setdefault((str(row.forge), int(row.repo_id)), str(row.canonical))
-        keys: dict[tuple[str, int | None], str] = {}
-        for name, rid in named:
-            bound = by_name.get(name.casefold())
-            if bound is not None:
-                same = rid is None or rid == bound[1]
-                keys[(name, rid)] = bound[0] if same else f"{name}~{rid}"
-            elif rid is not None:
-                forge = name.casefold().partition(":")[0]
-                keys[(name, rid)] = by_id.get((forge, rid), name)
-            else:
-                keys[(name, rid)] = name
-        return keys
+        return by_name, by_id
 
     def names(self, key: str) -> list[str]:
         """Every name of the repository whose records are keyed ``key`` (its first name),
@@ -1529,6 +1534,58 @@ class Ledger(AuditLog):
             return int(
                 conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
             )
+
+
+class QueueKeys:
+    """:meth:`Ledger.queue_keys` for the service's queue, without a read for a batch whose
+    names were all found bound in the last ``seconds`` (a name is bound for good; only an
+    operator's rebinding, docs/architecture.md, changes one, and the queue's keys follow it
+    within ``seconds``). A name bound to nothing is read every time: its first delivery may
+    bind it."""
+
+    def __init__(
+        self, ledger: Ledger, seconds: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ledger, self.seconds, self.clock = ledger, seconds, clock
+        self._bound: dict[str, tuple[tuple[str, int], float]] = {}  # name -> (binding, until)
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, named: Collection[tuple[str, int | None]]
+    ) -> dict[tuple[str, int | None], str]:
+        now = self.clock()
+        kept: dict[str, tuple[str, int]] = {}
+        with self._lock:
+            for name, _ in named:
+                found = self._bound.get(name.casefold())
+                if found is not None and found[1] > now:
+                    kept[name.casefold()] = found[0]
+        if all(name.casefold() in kept for name, _ in named):
+            return _queue_keys(named, kept, {})
+        by_name, by_id = self.ledger._bindings_of(named)
+        with self._lock:
+            for name, bound in by_name.items():
+                self._bound[name] = (bound, now + self.seconds)
+        return _queue_keys(named, by_name, by_id)
+
+
+def _queue_keys(
+    named: Collection[tuple[str, int | None]],
+    by_name: Mapping[str, tuple[str, int]],
+    by_id: Mapping[tuple[str, int], str],
+) -> dict[tuple[str, int | None], str]:
+    """:meth:`Ledger.queue_keys` of ``named`` from what is bound (:meth:`Ledger._bindings_of`)."""
+    keys: dict[tuple[str, int | None], str] = {}
+    for name, rid in named:
+        bound = by_name.get(name.casefold())
+        if bound is not None:
+            same = rid is None or rid == bound[1]
+            keys[(name, rid)] = bound[0] if same else f"{name}~{rid}"
+        elif rid is not None:
+            keys[(name, rid)] = by_id.get((name.casefold().partition(":")[0], rid), name)
+        else:
+            keys[(name, rid)] = name
+    return keys
 
 
 def _upsert(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger import Ledger, QueueKeys, repositories
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 
 OLD, NEW, UNCONFIRMED = "github:octo/warehouse", "github:octo/warehouse2", "github:octo/wh3"
@@ -140,3 +140,36 @@ def test_the_intake_s_batches_are_keyed_alike(queue: JobQueue) -> None:
     assert asyncio.run(store()) == [True, True, True]
     keys = [key_of(queue, queue.delivery_job(d.delivery_id) or 0) for d in batch]
     assert keys == [f"{OLD}#7", f"{OLD}#7", f"{OLD}~{SUCCESSOR}#7"]
+
+
+def test_the_service_s_keys_read_bound_names_once_a_while(url: str, ledger: Ledger) -> None:
+    # The intake's cost: a batch whose names were all found bound lately reads nothing; a
+    # name bound to nothing is read every time (its first delivery may bind it); an
+    # operator's rebinding is followed once the bound names' time is up.
+    clock = [0.0]
+    reads: list[int] = []
+    read = ledger._bindings_of
+
+    def counted(named: Any) -> Any:
+        reads.append(len(named))
+        return read(named)
+
+    ledger._bindings_of = counted  # type: ignore[method-assign]
+    keys = QueueKeys(ledger, seconds=30.0, clock=lambda: clock[0])
+    assert keys([(NEW, ID)]) == {(NEW, ID): OLD} and len(reads) == 1
+    assert keys([(NEW, ID), (OLD, None)]) == {(NEW, ID): OLD, (OLD, None): OLD}
+    assert len(reads) == 2  # the old name was not kept yet
+    assert keys([(OLD, SUCCESSOR), (NEW, None)]) == {
+        (OLD, SUCCESSOR): f"{OLD}~{SUCCESSOR}",
+        (NEW, None): OLD,
+    }
+    assert len(reads) == 2
+    assert keys([("github:octo/fresh", 77)]) == {("github:octo/fresh", 77): "github:octo/fresh"}
+    assert keys([("github:octo/fresh", 77)]) and len(reads) == 4
+    # The operator hands the old name to the successor (docs/architecture.md).
+    with ledger._writing("rebind") as conn:
+        conn.execute(repositories.delete().where(repositories.c.name == OLD.casefold()))
+    ledger.bind_repository(OLD, SUCCESSOR, 3_000)
+    assert keys([(OLD, None)]) == {(OLD, None): OLD} and len(reads) == 4  # not seen yet
+    clock[0] = 31.0
+    assert keys([(OLD, None)]) == {(OLD, None): f"{OLD}~{SUCCESSOR}"} and len(reads) == 5
