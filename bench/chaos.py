@@ -863,6 +863,7 @@ def spark_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
 
 
 def _submit_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
+    from sluice.core.spark import jvm
     from sluice.core.spark.session import metastore_lock, spark_conf
     from sluice.core.spark.submit import spark_submit_path
 
@@ -873,7 +874,11 @@ def _submit_inspect(world: World, queries: dict[str, str]) -> dict[str, Any]:
     request.write_text(json.dumps({"queries": queries}))
     out.unlink(missing_ok=True)
     cmd = [str(spark_submit_path()), "--master", runner.settings.master]
-    for key, value in spark_conf(runner.settings, runner.paths).items():
+    conf = spark_conf(runner.settings, runner.paths)
+    # The class archive the jobs' drivers map, when one was written: the inspection's
+    # JVM loads the same classes of Spark and Hive, and starts in about half the time.
+    jvm.map_existing(conf, dict(os.environ), runner.paths.class_archives)
+    for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--name", "sluice-chaos-inspect", str(Path(__file__).resolve()), "--inspect",
             str(request), str(out)]  # fmt: skip
