@@ -63,8 +63,9 @@ SPARK_FIXTURES = frozenset(
 # ones fill the end: both workers then finish together. (xdist's own order, most tests
 # first, left the long flow modules of one to five tests to the end, one worker running
 # them while the other had nothing left.) Longest first, as measured with --durations in CI
-# (2026-11-29); a module not listed comes after these, in its usual order. Add a new Spark
-# module here when it takes more than about a minute.
+# (2026-11-29; the five modules of 40-70 s added from the CI run of 2026-11-30); a module
+# not listed comes after these, in its usual order. Add a new Spark module here when it
+# takes more than about 40 s: a long one left to the end keeps one worker busy alone.
 LONGEST_FIRST = (
     "tests/reliability/test_crash.py",
     "tests/bot/flow/test_lifecycle.py",
@@ -78,10 +79,15 @@ LONGEST_FIRST = (
     "tests/core/spark/test_apply.py",
     "tests/core/spark/test_table_diff.py",
     "tests/core/spark/test_driver_writes.py",
+    "tests/bot/flow/test_spark_roots_spark.py",
     "tests/bot/flow/test_python_pr_flow.py",
     "tests/bot/flow/test_merge_train_spark.py",
     "tests/core/spark/test_dev_server.py",
+    "tests/core/spark/test_table_diff_exact.py",
+    "tests/core/spark/test_repository_prefix_spark.py",
     "tests/security/test_connect_token.py",
+    "tests/core/spark/test_standalone_connect.py",
+    "tests/core/spark/test_connect_cancel.py",
     "tests/core/spark/test_concurrent_builds.py",
 )
 
