@@ -17,22 +17,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import responses
 
-from sluice.bot.events.neutral import DriftCheckEvent, PullRequestEvent
+from sluice.bot.events.neutral import WEB, CommentEvent, DriftCheckEvent, PullRequestEvent
 from sluice.bot.flow import dispatch, tenancy
-from sluice.bot.forge.base import ForgeError, RepositoryIdentity
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.forge.base import Check, ForgeError, RepositoryIdentity
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD, schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
-from tests.helpers.cases import CASE_REPOSITORY_ID
+from tests.helpers.cases import CASE_REPOSITORY_ID, record_prod
+from tests.helpers.fold_settings import fold_settings
 from tests.helpers.oauth import GITHUB_API, FakeUser, fake_github, sign_in
 from tests.helpers.web import OWNER as WEB_OWNER
 from tests.helpers.web import web_world
@@ -83,18 +86,29 @@ def _prod(bot: Bot, forge: MemoryForge, warehouse: Warehouse, key: str) -> tenan
     return space
 
 
-def _world(tmp_path: Path) -> tuple[Bot, MemoryForge, Warehouse, tenancy.Namespace]:
+def _world(
+    tmp_path: Path, *, bound: bool = False
+) -> tuple[Bot, MemoryForge, Warehouse, tenancy.Namespace]:
     """A service isolating repositories (A, octo/warehouse, the state owner) that serves B
-    (acme/b: prod, state, Spark root), B's name bound to no id yet; the forge for B's name."""
+    (acme/b: prod, state, Spark root); B's name bound to no id yet (a quiet repository
+    served before names were bound), or ``bound`` to B's id (B first delivered since);
+    the forge for B's name."""
     warehouse = Warehouse()
     bot = Bot(tmp_path, MemoryForge(OWNER, name="github"), runner_for=warehouse.runner,
               isolate=True)  # fmt: skip
     bot.ledger.belongs_to(f"{KEY}#.", NOW)
+    if bound:
+        assert bot.ledger.bind_repository(B_KEY, B_ID, NOW)[:2] == (B_KEY, B_ID)
     forge = bot.repository(B_NAME)
     forge.roles.update({"alice": "write", "mallory": "admin"})
-    space = _prod(bot, forge, warehouse, B_KEY)
     forge.repositories[B_ID] = B_NAME
     forge.created[B_ID] = NOW - DAY
+    space = _prod(bot, forge, warehouse, B_KEY)
+    # What B's builds left: a check run Sluice made in B, which the ledger keeps.
+    built = Check("sluice/pr-environment", "completed", "built", "built", conclusion="success")
+    run = forge.set_check(C, built)
+    assert run is not None
+    bot.ledger.record_check_run(B_KEY, C, built.name, run, NOW)
     return bot, forge, warehouse, space
 
 
@@ -155,9 +169,10 @@ def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
         bound = bot.ledger.name_binding(B_KEY)
         # Her PR is planned against B's prod: "Merging changes nothing in prod: prod
         # already has this state" (a namespace of her own would add every model).
-        said = forge.bot_comments(11)[-1]
-        assert bound != (B_KEY, TAKER_ID) and "prod already has this state" not in said, (
-            f"mallory's repository took B's namespace ({bound}): {said[:200]}"
+        said = forge.bot_comments(11)
+        inherited = [c[:200] for c in said if "prod already has this state" in c]
+        assert bound != (B_KEY, TAKER_ID) and not inherited, (
+            f"mallory's repository took B's namespace ({bound}): {inherited}"
         )
     finally:
         bot.close()
@@ -236,7 +251,7 @@ def test_a_served_repository_renamed_into_a_quiet_name_keeps_its_own_namespace(
 def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_holder(
     tmp_path: Path,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
         # B is renamed and delivers under its new name (the binding follows it).
@@ -280,7 +295,7 @@ def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_hold
 def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_again(
     tmp_path: Path,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
         forge.repositories[B_ID] = "acme/b-renamed"
@@ -311,7 +326,7 @@ def test_a_late_delivery_under_a_name_b_had_but_never_delivered_under_is_refused
     """Defended: B renamed twice (acme/b -> acme/b1 -> acme/b2); a delivery of B under
     acme/b1 (never bound) arriving once mallory holds acme/b1 is a rename only if GitHub
     names B's id so now, which it does not: refused, nothing posted to acme/b1."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
         forge.repositories.update({B_ID: "acme/b2", TAKER_ID: "acme/b1"})
@@ -327,6 +342,92 @@ def test_a_late_delivery_under_a_name_b_had_but_never_delivered_under_is_refused
         assert bot.ledger.name_binding("github:acme/b1") is None
     finally:
         bot.close()
+
+
+ROLLBACK_NOW = 1_525_046_400_000
+MAIN = "e" * 40
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
+
+
+def _b_rolls_back(tmp_path: Path) -> tuple[MemoryForge, Any]:
+    """B (acme/b, bound to B_ID) serves prod at two plans under a gate that names nobody
+    (any writer of B may roll back); its PR 7 was merged. B's forge and the flow's deps (a
+    rollback re-points views: nothing is computed)."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first = tmp_path / "v1"
+    shutil.copytree(EXAMPLE, first, ignore=shutil.ignore_patterns(".sluice", "tests"))
+    fold_settings(first)
+    record_prod(first, url, ROLLBACK_NOW)
+    second = tmp_path / "v2"
+    shutil.copytree(first, second)
+    customers = second / "models" / "customers.sql"
+    customers.write_text(
+        customers.read_text().replace("  c.last_name,\n", "  c.last_name,\n  1 AS one,\n")
+    )
+    record_prod(second, url, ROLLBACK_NOW + 60_000)
+    forge = MemoryForge(B_NAME, name="github")
+    forge.commit_folder(MAIN, second, branch="main")
+    forge.open_pull(7, head_sha=MAIN, base="main", author="alice")
+    forge.close_pull(7, merged=True)
+    forge.roles.update({"alice": "write"})
+    forge.repositories[B_ID] = B_NAME
+    deps = make_deps(project_python="on", forge_for=lambda _event: forge,
+                     workdir=tmp_path / "work", state_url=url, runner_for=Warehouse().runner,
+                     clock=lambda: ROLLBACK_NOW + 120_000)  # fmt: skip
+    # B's deliveries bound its name to its id (a quiet one's claimed as its own).
+    deps.ledger.seen(B_KEY, None, ROLLBACK_NOW, sha=MAIN)
+    assert deps.ledger.claim_name(B_KEY, B_ID, B_KEY, ROLLBACK_NOW) is not None
+    return forge, deps
+
+
+def _web_rollback(forge: MemoryForge, deps: Any, author: str) -> list[str]:
+    """``author``'s rollback form on B's page, as actions.act makes it (the id the name is
+    bound to with the name), handled; the bot's comments on PR 7 then."""
+    event = CommentEvent(
+        forge="github", repo=B_NAME, installation_id=None, repo_id=B_ID,
+        action="created", number=7, comment_id=123456789, author=author,
+        author_id=forge.account_id(author), body="/sluice rollback",
+        created_ms=ROLLBACK_NOW + 100_000, origin=WEB,
+    )  # fmt: skip
+    dispatch.handle(deps, event)
+    return forge.bot_comments(7)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the web UI's rollback form carries the id the name is bound to "
+    "(web/actions.act: Ledger.name_binding), and dispatch._admitted admits an event whose "
+    "(name, id) matches the binding without asking the forge whether the id still has the "
+    "name; run_command then asks the forge by name who may (permission, pull_request): "
+    "once B is renamed and mallory holds acme/b, her form on B's page (still listed "
+    "under acme/b until B delivers again) rolls B's prod back as a writer of her own "
+    "repository. Fix proposed: confirm with Forge.repository_of(id) that the name is the "
+    "id's now before admitting (as _still_named does for events without an id)",
+)
+def test_the_holder_of_b_s_old_name_does_not_roll_b_s_prod_back_from_the_web_ui(
+    tmp_path: Path,
+) -> None:
+    forge, deps = _b_rolls_back(tmp_path)
+    try:
+        # B is renamed; mallory takes acme/b (B's public history in it: its merged PR 7).
+        forge.repositories.update({B_ID: "acme/b-renamed", TAKER_ID: B_NAME})
+        forge.roles["mallory"] = "admin"
+        said = _web_rollback(forge, deps, "mallory")
+        assert not any("rolled prod back" in c for c in said), said
+    finally:
+        deps.close()
+
+
+def test_a_person_with_no_role_on_b_rolls_nothing_back_from_the_web_ui(tmp_path: Path) -> None:
+    """Defended (control of the attack above): before the rename, mallory, who has no role
+    on B, is refused."""
+    forge, deps = _b_rolls_back(tmp_path)
+    try:
+        said = _web_rollback(forge, deps, "mallory")
+        assert said and not any("rolled prod back" in c for c in said), said
+        assert _web_rollback(forge, deps, "alice")[-1].startswith("@alice rolled prod back")
+    finally:
+        deps.close()
 
 
 # == 3. a name with no records: the first delivery binds it on its word ====================
@@ -381,7 +482,7 @@ def test_a_replayed_delivery_from_a_name_s_former_holder_does_not_lock_its_repos
 def test_a_case_variant_of_a_bound_name_from_another_id_is_a_successor(tmp_path: Path) -> None:
     """Defended: ``Acme/B`` is ``acme/b`` to the binding (case-folded): a repository of
     another id under it is refused, never given a fresh binding of its own spelling."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
         _taken(bot, forge, NOW + DAY)
@@ -425,7 +526,7 @@ def test_a_name_spelling_another_repository_s_id_key_gets_a_namespace_of_its_own
 def test_a_gitlab_project_with_a_bound_github_id_is_not_that_repository(tmp_path: Path) -> None:
     """Defended: ids are the forge's own: a GitLab project whose id equals a bound GitHub
     repository's is neither its rename nor its namespace."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
         lab = MemoryForge("acme/g", name="gitlab", clock=lambda: NOW)
