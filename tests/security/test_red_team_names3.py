@@ -113,7 +113,7 @@ def _world(
 
 
 def _b_delivers(bot: Bot, forge: MemoryForge) -> None:
-    """B's own delivery (PR 9 opened) binds B's name to B's id; B's PR is built."""
+    """B's own delivery (PR 9 opened), under the name bound to B's id; B's PR is built."""
     bot.commit(HEAD_B, CONFIG, parents=(C,), forge=forge)
     forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
     bot.deliver("pull_request", _named(opened(9, HEAD_B), B_NAME, B_ID))
