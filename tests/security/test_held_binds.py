@@ -207,11 +207,45 @@ def test_a_pr_job_whose_archive_is_swapped_before_its_sandbox_binds_it_says_so(
     with pytest.raises(errors.DriverLost) as caught:
         SubmitRunner(SETTINGS, paths).run({**PR, "kind": "apply"})
     text = str(caught.value)
-    assert "the Spark class archive its driver maps" in text and "changed or vanished" in text
+    assert text.startswith("Spark job pr-job did not start: the Spark class archive")
+    assert "changed or vanished" in text
     assert "run the job again" in text and str(paths.logs / "pr-job.log") in text
     assert "bwrap" not in text and "/proc/self/fd" not in text and str(secret) not in text
     log = (paths.logs / "pr-job.log").read_text()
     assert "bwrap: " in log and "the state" not in log
+
+
+@pytest.mark.spark  # a spark-submit command, though bubblewrap starts none
+def test_a_connect_server_whose_archive_is_swapped_before_its_sandbox_binds_it_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Connect server (which a PR job in connect mode starts) the same way: its error
+    says the class archive changed, and that running again is the remedy."""
+    monkeypatch.delenv(jvm.CACHE_ENV, raising=False)
+    if sandbox.isolation() != "bwrap":
+        pytest.skip("bubblewrap cannot run here")
+    secret = tmp_path / "secret.db"
+    secret.write_text("the state")
+    paths = Checkout(tmp_path / "work").spark_at(tenancy.spark_root(A))
+    archive = _archive(paths)
+    archive.path.write_bytes(b"checked classes")
+    wrap = sandbox.wrap
+
+    def swapped(argv: list[str], profile: sandbox.Profile) -> sandbox.Launch:
+        assert profile.held, "the server binds the archive it holds"
+        _swap(archive, secret)
+        return wrap(argv, profile)
+
+    monkeypatch.setattr(sandbox, "wrap", swapped)
+    server = ConnectServer(CONNECT, paths)
+    with pytest.raises(errors.DriverLost) as caught:
+        server.endpoint()
+    text = str(caught.value)
+    assert text.startswith("the Spark Connect server did not start: the Spark class archive")
+    assert "run the job again" in text and str(server.log_path) in text
+    assert "bwrap" not in text and "/proc/self/fd" not in text and str(secret) not in text
+    assert "bwrap: " in server.log_path.read_text()
+    assert not server.running()
 
 
 @pytest.mark.spark  # a spark-submit command, though bubblewrap starts none

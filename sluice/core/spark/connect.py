@@ -50,7 +50,7 @@ from sluice.core.config import SparkSettings
 from sluice.core.errors import DriverLost, ExecutionError
 from sluice.core.spark import cancel, confine, jvm, relay
 from sluice.core.spark.events import Event
-from sluice.core.spark.failures import server_lost
+from sluice.core.spark.failures import archive_changed, sandbox_refusal, server_lost
 from sluice.core.spark.session import (
     MetastoreLock,
     SparkPaths,
@@ -419,15 +419,18 @@ class ConnectServer:
                     self.command(self.port, env, archive), self.profile(home, archive)
                 )
                 sandbox.keep_from_children()
+                began = self.log_path.stat().st_size if self.log_path.exists() else 0
                 self._proc = self._spawn(launch.argv, env, launch.fds)
-            self.starts += 1
-            logger.info(
-                "started a Spark Connect server on %s (pid %s); log: %s",
-                self.url,
-                self._proc.pid,
-                self.log_path,
-            )
-            self._await_ready()
+                self.starts += 1
+                logger.info(
+                    "started a Spark Connect server on %s (pid %s); log: %s",
+                    self.url,
+                    self._proc.pid,
+                    self.log_path,
+                )
+                # Held until it answers: an archive no longer the file checked is told
+                # apart from other failures while its descriptor is still open.
+                self._await_ready(archive, began)
         except BaseException:
             self._end()
             raise
@@ -509,11 +512,12 @@ class ConnectServer:
         proc: subprocess.Popen[bytes] = box["proc"]
         return proc
 
-    def _await_ready(self) -> None:
+    def _await_ready(self, archive: jvm.ArchiveUse | None = None, began: int = 0) -> None:
         assert self._proc is not None and self.port is not None
         deadline = time.monotonic() + self.start_timeout
         while not listening(BIND_ADDRESS, self.port):
             if self._proc.poll() is not None:
+                self._archive_changed(archive, began)
                 raise self._failed(f"it exited with code {self._proc.returncode}")
             if time.monotonic() > deadline:
                 raise self._failed(f"it did not listen within {self.start_timeout:.0f} s")
@@ -522,6 +526,23 @@ class ConnectServer:
         problem = health_check(self.url, left, token=self._token)
         if problem is not None:
             raise self._failed(f"a SELECT 1 failed: {problem}")
+
+    def _archive_changed(self, archive: jvm.ArchiveUse | None, began: int) -> None:
+        """Raise :func:`archive_changed` when the server's sandbox did not start (its log
+        since ``began`` holds bubblewrap's line) and the class archive it was to bind,
+        still held, is no longer the file at its path."""
+        if archive is None or not archive.changed():
+            return
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(began)
+                lines = log.read(64 * 1024).decode("utf-8", "replace").splitlines()
+        except OSError:
+            return
+        refusal = sandbox_refusal(lines)
+        if refusal is not None:
+            logger.warning("the Spark Connect server's sandbox did not start: %s", refusal)
+            raise archive_changed("the Spark Connect server", self.log_path)
 
     def _failed(self, why: str) -> ExecutionError:
         return ExecutionError(

@@ -179,17 +179,18 @@ def sandbox_refusal(output: Iterable[str]) -> str | None:
     return next((line.rstrip() for line in output if line.startswith("bwrap: ")), None)
 
 
-def archive_changed(job_id: str, log_path: Path | None) -> DriverLost:
-    """The error for a job whose sandbox did not start because the class archive its
-    driver maps (:mod:`sluice.core.spark.jvm`), checked and held open, was replaced or
-    removed before the sandbox bound it: nothing of the job ran, so running it again is
-    the remedy (a :class:`~sluice.core.errors.DriverLost`: callers that retry do)."""
+def archive_changed(what: str, log_path: Path | None) -> DriverLost:
+    """The error for ``what`` (``Spark job <id>``, ``the Spark Connect server``), whose
+    sandbox did not start because the class archive its JVM maps
+    (:mod:`sluice.core.spark.jvm`), checked and held open, was replaced or removed before
+    the sandbox bound it: nothing of the job ran, so running it again is the remedy (a
+    :class:`~sluice.core.errors.DriverLost`: callers that retry do)."""
     where = f"; full log: {log_path}" if log_path is not None else ""
     return DriverLost(
-        f"Spark job {job_id} did not start: the Spark class archive its driver maps (the "
-        "Java classes of Spark the service keeps so that jobs start faster, written again "
-        "by prod's jobs) changed or vanished while the job's sandbox was being made, so "
-        "the sandbox could not show it; nothing of the job ran",
+        f"{what} did not start: the Spark class archive its JVM maps (the Java classes "
+        "of Spark the service keeps so that jobs start faster, written again by prod's "
+        "jobs) changed or vanished while its sandbox was being made, so the sandbox could "
+        "not show it; nothing of the job ran",
         hint="run the job again: it maps the archive as it is then (a prod job publishing "
         "a new archive at that moment is the usual cause). If it happens on every run, "
         "something else changes the archive's folder (`.sluice/jvm` beside the Spark "

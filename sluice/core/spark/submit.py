@@ -712,7 +712,7 @@ class SubmitRunner(_RunnerBase):
         done = got.done
         if moved:
             logger.warning("job %s: its sandbox did not start: %s", job_id, refusal)
-            raise archive_changed(job_id, log_path)
+            raise archive_changed(f"Spark job {job_id}", log_path)
         if code != 0 or done is None:
             logger.info("job %s failed with exit code %s; log: %s", job_id, code, log_path)
             if code == 0 and got.refused_done is not None:
