@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
+from sluice.bot.flow import tenancy
 from sluice.bot.queue.scheduler import Scheduler
+from sluice.core.snapshot.naming import schema_prefix, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import github_lifecycle as gl
@@ -33,19 +36,31 @@ OLD, NEW = gl.OWNER, "octo/warehouse2"
 SUCCESSOR_ID = 5151
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    """Prod built up to now on a scripted warehouse from main (the example gated by carol)."""
-    env = World(tmp_path, tmp_path / "work", f"sqlite:///{tmp_path / 'state.db'}",
-                FakeGitHub(repo=OLD), {}, warehouse=Warehouse())  # fmt: skip
-    build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
+@pytest.fixture(params=["one repository", "isolated"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    """Prod built up to now on a scripted warehouse from main (the example gated by carol):
+    in the service's state (the repository owns it), or, when the service isolates
+    repositories, in octo/warehouse's namespace (its own state and Spark schemas)."""
+    shared = f"sqlite:///{tmp_path / 'state.db'}"
+    isolated = request.param == "isolated"
+    url = tenancy.state_url(shared, f"github:{OLD}") if isolated else shared
+    env = World(tmp_path, tmp_path / "work", url, FakeGitHub(repo=OLD), {},
+                warehouse=Warehouse())  # fmt: skip
+    prefix = tenancy.schema_prefix(f"github:{OLD}") if isolated else ""
+    with schema_prefix(prefix):
+        build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
     env.github.permissions.update({"alice": "write", "carol": "write"})
+    env.shared = shared  # type: ignore[attr-defined]
+    env.isolated = isolated  # type: ignore[attr-defined]
     return env
 
 
 @pytest.fixture
 def service(world: World) -> Iterator[Service]:
-    settings = world.settings().model_copy(update={"ui_public": True})
+    settings = world.settings().model_copy(update={
+        "ui_public": True, "database_url": SecretStr(world.shared),  # type: ignore[attr-defined]
+        "isolate_repositories": world.isolated,  # type: ignore[attr-defined]
+    })  # fmt: skip
     with serve(settings, world.github, world.runner_for) as made:
         yield made
 
@@ -99,6 +114,11 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     assert world.versions("pr_8")["jaffle.orders"] != prod["jaffle.orders"]
     assert world.versions("pr_9")["jaffle.customers"] != prod["jaffle.customers"]
     assert world.versions("pr_9")["jaffle.orders"] == prod["jaffle.orders"]
+    if world.isolated:  # type: ignore[attr-defined]  # no namespace of the new name's
+        made = tenancy.state_url(world.shared, f"github:{NEW}")  # type: ignore[attr-defined]
+        assert not Path(made.removeprefix("sqlite:///")).exists()
+        with schema_prefix(tenancy.schema_prefix(f"github:{OLD}")):
+            assert view_name("jaffle.customers", "pr_9") in warehouse.views
     steps = [s["model"] for job in warehouse.jobs[jobs:] for s in job["steps"]
              if s["type"] == "build"]  # fmt: skip
     assert steps == ["jaffle.customers"], steps
