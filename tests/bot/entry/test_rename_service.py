@@ -166,14 +166,15 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     # The scheduled jobs of the old name (a scheduler that listed it before the rename):
     # GitHub says the id is named octo/warehouse2 now, so they run for no one, the
     # successor least of all; under the new name the drift check runs.
+    asked = len(github.requests)
     queue = service.queue()
     try:
         for name in (OLD, NEW):
-            Scheduler(queue, repositories=lambda name=name: [(f"github:{name}", None)],
-                      janitor_seconds=3600, drift_seconds=3600).schedule(time.time())  # fmt: skip
+            seen: list[tuple[str, int | None]] = [(f"github:{name}", None)]
+            Scheduler(queue, repositories=seen.copy, janitor_seconds=3600,
+                      drift_seconds=3600).schedule(time.time())  # fmt: skip
     finally:
         queue.close()
-    asked = len(github.requests)
     service.idle(timeout=300)
     refused = [r.getMessage() for r in caplog.records if "job refused" in r.getMessage()]
     assert any(m.startswith(f"github:{OLD}: janitor job refused") for m in refused), refused
@@ -181,5 +182,5 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     old = [url for _, url in _since(world, asked) if re.search(rf"/repos/{OLD}([/?]|$)", url)]
     assert old == [], old
     assert github.checks_on(sha_of(1))["sluice/drift"]["conclusion"] == "success"
-    made = [url for m, url in _since(world, asked) if m == "POST" and "/check-runs" in url]
-    assert made and all(f"/repos/{NEW}/check-runs" in url for url in made), made
+    runs = [url for m, url in _since(world, asked) if m == "POST" and "/check-runs" in url]
+    assert runs and all(f"/repos/{NEW}/check-runs" in url for url in runs), runs
