@@ -295,6 +295,7 @@ class FakeGitHub:
             ("POST", rf"{base}/deployments$", self._create_deployment),
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
             ("GET", rf"{api}/repositories/(\d+)$", self._repository_by_id),
+            ("GET", rf"{api}/repositories/(\d+)/check-runs/(\d+)$", self._check_by_id),
             ("GET", rf"{api}/user$", self._user),
             ("GET", rf"{api}/user/(\d+)$", self._user_by_id),
             ("GET", rf"{api}/users/([^/?]+)$", self._user_by_login),
@@ -355,6 +356,14 @@ class FakeGitHub:
         if int(match.group(1)) != data["id"]:
             return self._json({"message": "Not Found"}, 404)
         return self._json(data)
+
+    def _check_by_id(self, match: Any, body: Any) -> Any:
+        # GET /repositories/{id}/check-runs/{run_id}: a run of this repository (how Sluice
+        # asks whether a repository holds a run it made under a name); 404 otherwise.
+        run = self.check_runs.get(int(match.group(2)))
+        if int(match.group(1)) != self._repo_json()["id"] or run is None:
+            return self._json({"message": "Not Found"}, 404)
+        return self._json(self._check_json(run))
 
     def _tarball_link(self, match: Any, body: Any) -> Any:
         sha = match.group(1)

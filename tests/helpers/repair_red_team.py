@@ -83,7 +83,10 @@ class RepairWorld:
             workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW, commit=C)
         finally:
             store.close()
-        self.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C (its plan says so)
+        # The deliveries that built prod bound the name to the id they carried; prod was
+        # promoted from C (its plan says so).
+        self.ledger.bind_repository(KEY, CASE_REPOSITORY_ID, NOW)
+        self.ledger.seen(KEY, None, NOW, sha=C)
         self.sluices = dict(self.warehouse.views)
 
     def close(self) -> None:

@@ -144,19 +144,6 @@ def _writes(forge: MemoryForge, since: int) -> list[str]:
 # == 1. a quiet name's first delivery: made before the records is not the same repository ==
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatch._claim (and Ledger.claim_name) takes 'the forge says the repository "
-    "was made before the service's first record of the name' as proof that it is the "
-    "repository served under it; created_at is kept by a rename and a transfer, so any "
-    "repository older than the records (years-old, never seen by the service) renamed or "
-    "transferred into the freed name inherits the quiet repository's namespace, prod and "
-    "records. Fix proposed: prove continuity with something the service made in that "
-    "repository and the forge ties to its id (a check run id or sticky comment id recorded "
-    "under the name: GET /repositories/{id}/check-runs/{run_id}, GitLab's note of that id "
-    "in project {id}), else serve it under <name>~<id> and let an operator bind the old "
-    "namespace",
-)
 def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
     tmp_path: Path,
 ) -> None:
@@ -178,17 +165,6 @@ def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
         bot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatch._unbound_still_named binds a quiet name to whichever repository "
-    "Forge.identity() names so now when the forge says it was made before the records "
-    "(Ledger.claim_name), then runs the scheduled job in the quiet repository's namespace "
-    "and posts its drift to the forge under that name: an older repository renamed or "
-    "transferred into the name gets B's drift and B's namespace. Fix proposed: as for the "
-    "delivery (prove continuity by an object the service made in that repository, e.g. a "
-    "check run id recorded under the name, asked of the forge by the repository's id); "
-    "failing that, refuse the job and bind nothing",
-)
 def test_an_older_repository_renamed_into_a_quiet_name_is_not_shown_its_drift(
     tmp_path: Path,
 ) -> None:

@@ -13,6 +13,7 @@ scripted warehouse for Spark (tests/helpers/repair_red_team.py, tests/helpers/ga
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import CommentEvent, DriftCheckEvent
@@ -28,6 +30,7 @@ from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
+from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge, as_forge
 from sluice.core import sandbox, workflow
 from sluice.core.config import SparkSettings
@@ -153,6 +156,7 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         # made before the service's first record of its name.
         forge.repositories[B_ID] = B_NAME
         forge.created[B_ID] = NOW - 86_400_000
+        _b_check_run(bot, forge)
         bot.commit(HEAD_B, B_CONFIG, parents=(C,), forge=forge)
         forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
         bot.deliver("pull_request", _named_b(opened(9, HEAD_B), B_ID))
@@ -218,12 +222,56 @@ def test_a_quiet_repository_s_old_name_taken_before_it_delivered_anything_is_not
         bot.close()
 
 
+def _b_check_run(bot: Bot, forge: MemoryForge) -> None:
+    """What a PR build of B left before B went quiet: a check run GitHub keeps in B (by
+    B's id) and the ledger keeps under B's name."""
+    held = dict(forge.repositories)
+    forge.repositories.clear()
+    forge.repositories[B_ID] = B_NAME
+    run = forge.set_check(C, Check("sluice/pr-environment", "completed", "built", "built",
+                                   conclusion="success"))  # fmt: skip
+    assert run is not None
+    bot.ledger.record_check_run(B_KEY, C, "sluice/pr-environment", run, NOW)
+    forge.repositories.clear()
+    forge.repositories.update(held)
+
+
 def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(tmp_path: Path) -> None:
-    # Control: B itself (made before the service's first record) keeps its namespace.
+    # Control: B itself (made before the service's first record, holding a check run the
+    # service made under the name) keeps its namespace.
+    bot, forge, _warehouse = _quiet_b(tmp_path)
+    try:
+        _b_check_run(bot, forge)
+        forge.repositories.update({B_ID: B_NAME})
+        del forge.repositories[SUCCESSOR_ID]
+        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+        assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
+        assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
+    finally:
+        bot.close()
+
+
+def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_until_bound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # B's own delivery, but no check run proves it (none recorded, or GitLab): older than
+    # the records is no proof (a repository renamed into the name is older too). Refused
+    # with the statement that binds it; bound by the operator, it keeps its namespace.
     bot, forge, _warehouse = _quiet_b(tmp_path)
     try:
         forge.repositories.update({B_ID: B_NAME})
         del forge.repositories[SUCCESSOR_ID]
+        with caplog.at_level(logging.ERROR):
+            bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+        assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
+        assert bot.ledger.name_binding(B_KEY) is None
+        said = caplog.text
+        assert "shows none of" in said or "could not show" in said, said
+        statement = said[said.index("INSERT INTO") : said.index("; to serve")]
+        engine = create_engine(bot.url)
+        with engine.begin() as conn:
+            conn.execute(text(statement))
+        engine.dispose()
         bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
         assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
         assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
@@ -250,6 +298,7 @@ def test_a_quiet_repository_s_scheduled_job_binds_its_name_while_it_is_still_its
     try:
         # Before any rename: GitHub names B so. Its drift check runs and binds the name, so
         # a rename later keeps B's namespace and a successor is refused.
+        _b_check_run(bot, forge)
         forge.repositories.update({B_ID: B_NAME})
         del forge.repositories[SUCCESSOR_ID]
         dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))

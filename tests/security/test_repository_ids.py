@@ -78,9 +78,11 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
                 {"name": KEY.casefold()},
             )
         engine.dispose()
-        github.repositories[990001] = OWNER  # GitHub names the other repository so now
+        github.repositories[990001] = OWNER  # GitHub names the other repository so now,
+        github.created[990001] = NOW + 1  # made after the service's records of the name
         bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
-        assert SECOND in built
+        assert SECOND in built  # in a namespace of its own
+        assert bot.ledger.name_binding(KEY) == (f"{KEY}~990001", 990001)
     finally:
         bot.close()
 

@@ -24,7 +24,7 @@ from sluice.core import workflow
 from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import files
 from sluice.core.state import open_state
-from tests.helpers.cases import record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, record_prod
 from tests.security.github_bot import (
     GATED,
     KEY,
@@ -344,6 +344,7 @@ def test_allowed_paths_on_the_prod_branch_are_honoured(bot: Bot) -> None:
 def test_the_janitor_uses_the_prod_branch_not_the_last_pr_head(bot: Bot) -> None:
     hostile = HOSTILE_SPARK + "  table_ttl_days: 0\n"
     bot.commit(A, hostile)
+    bot.ledger.claim_name(KEY, CASE_REPOSITORY_ID, KEY, NOW)  # as its deliveries bound it
     bot.ledger.seen(KEY, None, NOW, sha=A)  # the last commit a job loaded: a PR head
     bot.github.write_file("main", "config.yaml", GATED + "  table_ttl_days: 3\n")
     with contextlib.suppress(Refused):  # when there is something to drop

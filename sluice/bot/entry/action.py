@@ -432,6 +432,9 @@ class WorkspaceForge:
     def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
         return self.inner.identity(repo_id)
 
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool | None:
+        return self.inner.made_check_run(repo_id, run_id, sha)
+
     def id_of(self, login: str) -> int | None:
         return self.inner.id_of(login)
 

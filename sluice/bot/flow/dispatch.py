@@ -318,36 +318,87 @@ def _still_named(job: Job, event: Event) -> bool:
 def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
     """Bind the name a delivery carries, which has records (kept under ``key`` since
     ``since``) but is bound to no id (a repository served before names were bound, quiet
-    since), to the delivery's ``repo_id``: with those records when the forge says that
-    repository was made before the first of them, else (one made after: under the name of
-    one renamed, transferred or deleted) in a namespace of its own, inheriting nothing.
-    Refused, binding nothing, when the forge cannot say (the next delivery asks again)."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(since / 1000))
+    since), to the delivery's ``repo_id``. A repository the forge says was made after the
+    first record is another than the one served (made under its name since it was renamed,
+    transferred or deleted): served in a namespace of its own, inheriting nothing. One made
+    before keeps the records only when it shows a check run the service made under the name
+    (:func:`_continues`): a repository made long ago could have been renamed or transferred
+    into the name as well. Else, or when the forge cannot say, refused, binding nothing,
+    with what an operator runs to bind it."""
+    when = _utc(since)
+    why = ""
     try:
         found = job.forge.identity(repo_id)
     except ForgeError as exc:
         found, why = None, f"{event.forge} could not say when it was made ({exc})"
-    else:
-        why = f"{event.forge} says no repository of that id is named {event.repo} now"
-        if found is not None and found.name.casefold() != event.repo.casefold():
-            found = None
-        elif found is not None and found.created_ms is None:
-            found, why = None, f"{event.forge} does not say when that repository was made"
-    if found is None or found.created_ms is None:
-        log.error(
-            "%s: %s event refused: the service has records of this name since %s, bound to "
-            "no repository id yet, and this delivery comes from repository id %s, but %s: "
-            "its records go to no repository the forge does not show to be theirs (the "
-            "next delivery asks again)",
-            job.repo,
-            event.kind,
-            when,
-            repo_id,
-            why,
+    named = found is not None and found.name.casefold() == event.repo.casefold()
+    if (found is None and not why) or (found is not None and not named):
+        found, why = None, f"{event.forge} says no repository of that id is named so now"
+    elif found is not None and found.created_ms is None:
+        found, why = None, f"{event.forge} does not say when that repository was made"
+    if found is not None and found.created_ms is not None and found.created_ms >= since:
+        return _bind_claim(job, event, repo_id, f"{key}~{repo_id}", key, found.created_ms, since)
+    if found is not None:
+        proof = _continues(job, key, repo_id)
+        if proof is True:
+            assert found.created_ms is not None
+            return _bind_claim(job, event, repo_id, key, key, found.created_ms, since)
+        why = (
+            f"{event.forge} says it was made {_utc(found.created_ms or 0)}, before them, but "
+            f"{'could not show' if proof is None else 'shows none of'} the check runs the "
+            "service made under this name (a repository renamed or transferred into the name "
+            "is older than its records too)"
         )
-        return False
-    theirs = found.created_ms < since
-    canonical = key if theirs else f"{key}~{repo_id}"
+    name = job.repo.casefold().replace("'", "''")
+    log.error(
+        "%s: %s event refused: the service has records of this name since %s, bound to no "
+        "repository id yet, and this delivery comes from repository id %s, but %s: its "
+        "records go to no repository that cannot show it is theirs. If this is the "
+        "repository the service served under the name, bind it on the service's database: "
+        "INSERT INTO sluice_repositories (name, forge, repo_id, canonical, spelled, "
+        "first_seen_ts, last_seen_ts) VALUES ('%s', '%s', %s, '%s', '%s', 0, 0); to serve "
+        "it in a namespace of its own instead, the same with canonical '%s~%s' "
+        "(docs/architecture.md, 'A name is bound to its repository's id')",
+        job.repo,
+        event.kind,
+        when,
+        repo_id,
+        why,
+        name,
+        event.forge,
+        repo_id,
+        key.replace("'", "''"),
+        job.repo.replace("'", "''"),
+        key.replace("'", "''"),
+        repo_id,
+    )
+    return False
+
+
+def _continues(job: Job, key: str, repo_id: int) -> bool | None:
+    """Whether the repository of ``repo_id`` has one of the newest check runs the service
+    made for the repository whose records are keyed ``key`` (GitHub: a check run id is one
+    repository's, kept through renames and transfers); None when none is recorded or the
+    forge cannot say."""
+    runs = job.ledger.newest_check_runs(key)
+    if not runs:
+        return None
+    said = False
+    for sha, run_id in runs:
+        try:
+            made = job.forge.made_check_run(repo_id, run_id, sha)
+        except ForgeError:
+            continue
+        if made is True:
+            return True
+        said = said or made is False
+    return False if said else None
+
+
+def _bind_claim(
+    job: Job, event: Event, repo_id: int, canonical: str, key: str, made: int, since: int
+) -> bool:
+    """Bind the delivery's name to ``repo_id`` with the namespace ``canonical`` and say so."""
     bound = job.ledger.claim_name(job.repo, repo_id, canonical, job.now)
     if bound is None:
         log.error(
@@ -358,16 +409,16 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
             repo_id,
         )
         return False
-    made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
-    if theirs:
+    if canonical == key:
         log.info(
             "%s: bound to its repository's %s id %s (made %s, before the service's first "
-            "record of the name, %s): it keeps its namespace and records",
+            "record of the name, %s, and holding a check run the service made under it): "
+            "it keeps its namespace and records",
             job.repo,
             event.forge,
             repo_id,
-            made,
-            when,
+            _utc(made),
+            _utc(since),
         )
     else:
         log.warning(
@@ -375,26 +426,30 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
             "of this name (%s): it is not the repository served under the name before "
             "(renamed, transferred or deleted since), so it has a namespace of its own "
             "(records keyed %s) and inherits nothing; the earlier repository's namespace "
-            "stays under %s, served again under its new name once an operator binds it",
+            "stays under %s",
             job.repo,
             event.forge,
             repo_id,
-            made,
-            when,
+            _utc(made),
+            _utc(since),
             bound.canonical,
             key,
         )
     return True
 
 
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
 def _unbound_still_named(job: Job, event: Event) -> bool:
     """Whether an event that says no id may run under a name bound to no id: yes when the
     service has no records of it, or the forge has no ids (the local forge), or the
-    repository the forge names so now was made before the first of them (then the name is
-    bound to it here, while it is still that repository's: a rename later keeps its
-    namespace); refused when the repository named so now is younger than them (another
-    repository took the name: its own first delivery binds it). A forge that cannot say
-    raises its error (:func:`_still_named`: the worker tries again)."""
+    repository the forge names so now was made before the first of them and holds a check
+    run the service made under the name (then the name is bound to it here: a rename later
+    keeps its namespace); refused, binding nothing, otherwise (another repository may
+    hold the name now: its own first delivery binds it). A forge that cannot say raises
+    its error (:func:`_still_named`: the worker tries again)."""
     history = job.ledger.history(job.repo)
     if history is None:
         return True
@@ -403,21 +458,26 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
         found = job.forge.identity()
     except ForgeError as exc:
         raise _unconfirmed(job, event, "which repository has the name", exc) from exc
-    if found is None:
-        return True  # a forge without ids
-    why = ""
-    if found.created_ms is not None and found.created_ms < since:
-        if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
-            return True
-        why = f"{event.forge} names repository id {found.id} so, bound to another name"
-    elif found.created_ms is None:
-        why = f"{event.forge} does not say when repository id {found.id} was made"
     else:
-        made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(found.created_ms / 1000))
-        why = (
-            f"the repository named so now (id {found.id}) was made {made}, after the "
-            "service's first record of the name: another repository took it"
-        )
+        if found is None:
+            return True  # a forge without ids
+        if found.created_ms is None:
+            why = f"{event.forge} does not say when repository id {found.id} was made"
+        elif found.created_ms >= since:
+            why = (
+                f"the repository named so now (id {found.id}) was made "
+                f"{_utc(found.created_ms)}, after the service's first record of the name: "
+                "another repository took it"
+            )
+        elif _continues(job, key, found.id) is not True:
+            why = (
+                f"the repository named so now (id {found.id}) shows none of the check runs "
+                "the service made under the name (or the forge could not say)"
+            )
+        elif job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
+            return True
+        else:
+            why = f"{event.forge} names repository id {found.id} so, bound to another name"
     log.error(
         "%s: %s job refused: the service has records of this name, bound to no repository "
         "id, and %s: nothing is run or posted under a name that may be another "

@@ -1370,6 +1370,15 @@ class Ledger(AuditLog):
         with self._reading("read the check runs of a commit") as conn:
             return {str(row.name): int(row.run_id) for row in conn.execute(query)}
 
+    def newest_check_runs(self, repo: str, limit: int = 3) -> list[tuple[str, int]]:
+        """(sha, run id) of the newest ``limit`` check runs Sluice made for the repository
+        whose records are keyed ``repo``, newest first."""
+        c = check_runs.c
+        query = select(c.sha, c.run_id).where(c.repo == repo)
+        query = query.order_by(c.made_ts.desc(), c.run_id.desc()).limit(limit)
+        with self._reading("read a repository's newest check runs") as conn:
+            return [(str(row.sha), int(row.run_id)) for row in conn.execute(query)]
+
     def record_check_run(self, repo: str, sha: str, name: str, run_id: int, now: int) -> None:
         """Remember that Sluice's check run ``name`` on ``sha`` is run ``run_id`` (a run
         made again in its place replaces it)."""

@@ -318,6 +318,14 @@ class Forge(Protocol):
         (:func:`sluice.bot.flow.dispatch._claim`)."""
         ...
 
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool | None:
+        """Whether check run ``run_id`` on ``sha`` is one of the repository of the forge's
+        id ``repo_id`` (GitHub ``GET /repositories/{id}/check-runs/{run_id}``): proof that
+        the service worked for that repository, which a rename or a transfer keeps and no
+        other repository can show. None where the forge cannot say (GitLab's commit
+        statuses carry no id the service keeps; the local forge)."""
+        ...
+
     def commit_of(self, ref: str) -> str | None:
         """The commit sha a branch or tag name points at (annotated tags peeled); None
         when there is no such ref."""

@@ -524,6 +524,10 @@ class GitLabForge:
             return None
         return RepositoryIdentity(found, path, created_ms(attrs.get("created_at")))
 
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> None:
+        """None: the commit statuses Sluice sets carry no id it keeps."""
+        return None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
         whether or not a push hook was sent) name as pushing ``branch`` to ``sha``

@@ -470,6 +470,10 @@ class LocalForge(GitRepo):
         """None: the local forge's repository has no id."""
         return None
 
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> None:
+        """None: the local forge's repository has no id."""
+        return None
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """None: the local forge keeps no record of pushes beyond its own hooks."""
         return None

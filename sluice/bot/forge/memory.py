@@ -181,6 +181,9 @@ class MemoryForge:
     repositories: dict[int, str] = field(default_factory=dict)
     """The forge's id -> the name (``owner/name``) of each repository its credentials read,
     as it is now (:meth:`repository_of`; a test renames one here)."""
+    run_repository: dict[int, int] = field(default_factory=dict)
+    """A check run's id -> the id of the repository it was made in (:attr:`repositories`'
+    id of :attr:`repo` then; none there: no entry)."""
     created: dict[int, int] = field(default_factory=dict)
     """The forge's id -> when the repository was made (epoch ms; :meth:`identity`); one
     not here was made at the epoch, before any record a test's clock makes."""
@@ -608,6 +611,9 @@ class MemoryForge:
             made = run.id
         self.runs[made] = CheckRun(made, sha, self.app_id, check)
         self.checks.setdefault(sha, {})[check.name] = check
+        own = self.identity()  # the repository named so when the run was made
+        if own is not None:
+            self.run_repository[made] = own.id
         return made
 
     def reviews(self, number: int) -> list[Review]:
@@ -650,16 +656,24 @@ class MemoryForge:
         its :attr:`created` time; None: not there."""
         self._call("identity", repo_id)
         if repo_id is None:
-            mine = [
-                k
-                for k, name in self.repositories.items()
-                if name.casefold() == self.repo.casefold()
-            ]
-            repo_id = mine[0] if mine else None
+            repo_id = self._own_id()
         name = None if repo_id is None else self.repositories.get(repo_id)
         if repo_id is None or name is None:
             return None
         return RepositoryIdentity(repo_id, name, self.created.get(repo_id, 0))
+
+    def _own_id(self) -> int | None:
+        """:attr:`repositories`' id of :attr:`repo` now; None: not there."""
+        wanted = self.repo.casefold()
+        return next((k for k, name in self.repositories.items() if name.casefold() == wanted), None)
+
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool:
+        """Whether run ``run_id`` on ``sha`` was made in repository ``repo_id``
+        (:attr:`run_repository`)."""
+        self._call("made_check_run", repo_id, run_id, sha)
+        run = self.runs.get(run_id)
+        ours = self.run_repository.get(run_id) == repo_id
+        return run is not None and ours and run.sha.lower() == sha.lower()
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]] | None:
         """Who :attr:`push_log` names as pushing ``branch`` to ``sha``, within its newest

@@ -34,6 +34,7 @@ from sluice.core.drift.compare import Difference, DriftReport
 from sluice.core.model.loader import load_project
 from sluice.core.spark.scripted import Table, Warehouse
 from sluice.core.state import open_state
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.helpers.gitlab_wire import FakeGitLab
 
@@ -100,7 +101,9 @@ def service(tmp_path: Path) -> Iterator[Service]:
                      state_url=url, runner_for=warehouse.runner, clock=lambda: NOW + 3_600_000,
                      chat=Channels((Route("octo/*", (slack,)),), Sender(sleep=lambda _s: None)),
                      metrics=Registry())  # fmt: skip
-    deps.ledger.seen(f"github:{OWNER}", None, NOW, sha=MAIN)
+    key = f"github:{OWNER}"
+    deps.ledger.claim_name(key, CASE_REPOSITORY_ID, key, NOW)  # as its deliveries bound it
+    deps.ledger.seen(key, None, NOW, sha=MAIN)
     queue = JobQueue(url, max_attempts=2)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         mock.post(SLACK, body="ok")

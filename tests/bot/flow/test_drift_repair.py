@@ -33,6 +33,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, PREAMBLE, Bot, C, payload
 
 APPROVERS = GATED.replace("users: [bob]", "users: [bob, carol]")
@@ -61,6 +62,7 @@ class World:
             workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW, commit=C)
         finally:
             store.close()
+        self.bot.ledger.claim_name(KEY, CASE_REPOSITORY_ID, KEY, NOW)  # bound by deliveries
         self.bot.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
         self.sluices = dict(self.warehouse.views)
 

@@ -24,7 +24,7 @@ from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.timeutil import DAY_MS
-from tests.helpers.cases import record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, record_prod
 from tests.helpers.github_wire import FakeGitHub, tarball
 
 REPO = Path(__file__).resolve().parents[3]
@@ -75,7 +75,9 @@ def service(tmp_path: Path) -> Iterator[Service]:
     deps = make_deps(project_python="on", forge_for=forge_factory(settings), workdir=tmp_path / "work",
                      state_url=url, runner_for=runner.runner, clock=lambda: clock[0],
                      run_report_to=REPORT_TO)  # fmt: skip
-    deps.ledger.seen(f"github:{OWNER}", None, NOW, sha=MAIN)
+    key = f"github:{OWNER}"
+    deps.ledger.claim_name(key, CASE_REPOSITORY_ID, key, NOW)  # as its deliveries bound it
+    deps.ledger.seen(key, None, NOW, sha=MAIN)
     queue = JobQueue(url, max_attempts=2)
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)

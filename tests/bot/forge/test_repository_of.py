@@ -135,3 +135,20 @@ def test_the_memory_and_local_forges_identity(tmp_path: Path) -> None:
     assert memory.identity(7) is None
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert LocalForge(tmp_path).identity(5) is None and LocalForge(tmp_path).identity() is None
+
+
+def test_github_says_whether_a_check_run_is_a_repository_s(rs: responses.RequestsMock) -> None:
+    # A run id is one repository's: asked by the repository's id, another's run is 404.
+    run = {"id": 55, "head_sha": "ab" * 20, "name": "sluice/pr-environment", "status": "completed"}
+    rs.get(f"{GITHUB_API}/repositories/424242/check-runs/55", json=run)
+    rs.get(f"{GITHUB_API}/repositories/424242/check-runs/56", json={**run, "id": 57})
+    rs.get(f"{GITHUB_API}/repositories/9/check-runs/55", status=404, json={"message": "Not Found"})
+    rs.get(f"{GITHUB_API}/repositories/424242/check-runs/58", status=502, json={"message": "x"})
+    forge = github_forge()
+    assert forge.made_check_run(424242, 55, "AB" * 20) is True
+    assert forge.made_check_run(424242, 55, "cd" * 20) is False  # another commit's
+    assert forge.made_check_run(424242, 56, "ab" * 20) is False  # answered for another run
+    assert forge.made_check_run(9, 55, "ab" * 20) is False
+    with pytest.raises(ForgeError, match=r"check run 58"):
+        forge.made_check_run(424242, 58, "ab" * 20)
+    assert gitlab_forge().made_check_run(77, 55, "ab" * 20) is None  # GitLab cannot say

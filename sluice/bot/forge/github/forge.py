@@ -432,6 +432,17 @@ class GitHubForge:
             return None
         return RepositoryIdentity(found, name, created_ms(data.get("created_at")))
 
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool:
+        """Whether GitHub has check run ``run_id`` on ``sha`` in repository ``repo_id``
+        (``GET /repositories/{id}/check-runs/{run_id}``; a run of another repository is
+        404 there)."""
+        with boundary(f"reading check run {run_id} of repository {repo_id}"):
+            try:
+                data = self._client.get_repo(repo_id).get_check_run(run_id).raw_data
+            except UnknownObjectException:
+                return False
+        return data.get("id") == run_id and str(data.get("head_sha", "")).lower() == sha.lower()
+
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
         whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
