@@ -63,7 +63,7 @@ SPARK_FIXTURES = frozenset(
 # ones fill the end: both workers then finish together. (xdist's own order, most tests
 # first, left the long flow modules of one to five tests to the end, one worker running
 # them while the other had nothing left.) Longest first, as measured with --durations in CI
-# (2026-11-29; the five modules of 40-70 s added from the CI run of 2026-11-30); a module
+# (2026-11-29; five more, of 40-130 s, from the CI run of 2026-11-30); a module
 # not listed comes after these, in its usual order. Add a new Spark module here when it
 # takes more than about 40 s: a long one left to the end keeps one worker busy alone.
 LONGEST_FIRST = (
