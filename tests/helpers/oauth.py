@@ -6,7 +6,7 @@ its redirect back is followed by hand)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -43,9 +43,16 @@ def github_sign_in() -> SignIn:
     )
 
 
-def fake_github(rsps: responses.RequestsMock, *users: FakeUser, served: Collection[str]) -> None:
+def fake_github(
+    rsps: responses.RequestsMock,
+    *users: FakeUser,
+    served: Collection[str],
+    ids: Mapping[int, str] | None = None,
+) -> None:
     """GitHub's token endpoint, ``/user`` and ``/repos/{repo}`` of every ``served``
-    repository, answering as each of ``users`` by their code and token."""
+    repository, answering as each of ``users`` by their code and token; with ``ids`` (a
+    repository's id -> its name now), ``/repositories/{id}`` of each too, to whoever can
+    read that name (the web UI asks by id about a name bound to one)."""
     by_code = {u.code: u for u in users}
     by_token = {f"Bearer {u.token}": u for u in users}
 
@@ -75,14 +82,33 @@ def fake_github(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
 
         return answer
 
+    def by_id(repo_id: int, name: str):  # type: ignore[no-untyped-def]
+        def answer(request):  # type: ignore[no-untyped-def]
+            found = by_token.get(request.headers.get("Authorization", ""))
+            if found is None or name not in found.readable:
+                return 404, {}, '{"message": "Not Found"}'
+            body = {"id": repo_id, "full_name": name, "permissions": {"pull": True}}
+            return 200, {}, json.dumps(body)
+
+        return answer
+
     rsps.add_callback(responses.POST, f"{GITHUB_WEB}/login/oauth/access_token", callback=token)
     rsps.add_callback(responses.GET, f"{GITHUB_API}/user", callback=user)
     for name in served:
         rsps.add_callback(responses.GET, f"{GITHUB_API}/repos/{name}", callback=repo(name))
+    for repo_id, name in (ids or {}).items():
+        url = f"{GITHUB_API}/repositories/{repo_id}"
+        rsps.add_callback(responses.GET, url, callback=by_id(repo_id, name))
 
 
-def fake_gitlab(rsps: responses.RequestsMock, *users: FakeUser, served: Collection[str]) -> None:
-    """GitLab's ``/oauth/token``, ``/api/v4/user`` and ``/api/v4/projects/{path}``."""
+def fake_gitlab(
+    rsps: responses.RequestsMock,
+    *users: FakeUser,
+    served: Collection[str],
+    ids: Mapping[int, str] | None = None,
+) -> None:
+    """GitLab's ``/oauth/token``, ``/api/v4/user`` and ``/api/v4/projects/{path}``; with
+    ``ids`` (a project's id -> its path now), ``/api/v4/projects/{id}`` of each too."""
     by_code = {u.code: u for u in users}
     by_token = {f"Bearer {u.token}": u for u in users}
 
@@ -112,11 +138,24 @@ def fake_gitlab(rsps: responses.RequestsMock, *users: FakeUser, served: Collecti
 
         return answer
 
+    def by_id(repo_id: int, name: str):  # type: ignore[no-untyped-def]
+        def answer(request):  # type: ignore[no-untyped-def]
+            found = by_token.get(request.headers.get("Authorization", ""))
+            if found is None or name not in found.readable:
+                return 404, {}, '{"message": "404 Project Not Found"}'
+            return 200, {}, json.dumps({"id": repo_id, "path_with_namespace": name})
+
+        return answer
+
     rsps.add_callback(responses.POST, f"{GITLAB}/oauth/token", callback=token)
     rsps.add_callback(responses.GET, f"{GITLAB}/api/v4/user", callback=user)
     for name in served:
         url = f"{GITLAB}/api/v4/projects/{quote(name, safe='')}"
         rsps.add_callback(responses.GET, url, callback=project(name))
+    for repo_id, name in (ids or {}).items():
+        rsps.add_callback(
+            responses.GET, f"{GITLAB}/api/v4/projects/{repo_id}", callback=by_id(repo_id, name)
+        )
 
 
 def start_sign_in(client: StarletteClient, forge: str = "github", then: str = "/ui/") -> str:

@@ -588,20 +588,6 @@ def _github_by_id(rsps: responses.RequestsMock, names: dict[int, str]) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the web UI decides who reads a repository by its name (SignedIn.may_read: "
-    "SignIn.can_read asks GET /repos/{owner}/{name} with the person's token) and serves "
-    "that name's namespace (Site.open, StateOwner: the latest name delivered, "
-    "Ledger.current_names) without asking whether the bound id still has the name: "
-    "between a rename and the repository's next delivery, whoever holds its old name now "
-    "(a freed owner login taken, a repository made under it) reads its plans, prod and "
-    "drift, and its action forms carry the bound id (actions.act: name_binding), which "
-    "dispatch admits without a forge check. Fix proposed: for a bound name, ask "
-    "Forge.repository_of(id) (cached, as _still_named does) and serve the namespace only "
-    "under the name its id has now, or check the person's access by the id (GET "
-    "/repositories/{id}, GitLab /projects/:id)",
-)
 def test_the_web_ui_does_not_show_a_renamed_repository_to_its_old_name_s_new_holder(
     tmp_path: Path,
 ) -> None:

@@ -23,6 +23,7 @@ from sluice.bot.web.access import SignedIn
 from sluice.bot.web.routes import mount
 from sluice.bot.web.session import COOKIE, SESSION_SECONDS, Sessions
 from sluice.bot.web.standalone import ui_app
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, fake_github, github_sign_in, sign_in
 from tests.helpers.web import HEAD, OWNER, WebWorld, web_world
 from tests.helpers.web_actions import forms, jobs, service
@@ -47,7 +48,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
 @pytest.fixture
 def github() -> Iterator[responses.RequestsMock]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        fake_github(rsps, BOB, ALICE, EVE, served=[OWNER, "octo/other"])
+        fake_github(
+            rsps, BOB, ALICE, EVE, served=[OWNER, "octo/other"], ids={CASE_REPOSITORY_ID: OWNER}
+        )
         yield rsps
 
 

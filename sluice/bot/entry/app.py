@@ -495,10 +495,14 @@ DRAINED = (
 )
 
 
-def ui_access(settings: ServiceSettings) -> Access:
+def ui_access(
+    settings: ServiceSettings, binding: Callable[[str], tuple[str, int] | None] | None = None
+) -> Access:
     """Who sees the web UI: with a forge's OAuth credentials, whoever signs in with it
-    (each the repositories the forge says they can read; SLUICE_UI_PUBLIC then unused),
-    else everyone with SLUICE_UI_PUBLIC, else no one (403, saying what to set)."""
+    (each the repositories the forge says they can read; a name bound to a repository id,
+    as ``binding`` says, only while that repository has it: :class:`SignedIn`;
+    SLUICE_UI_PUBLIC then unused), else everyone with SLUICE_UI_PUBLIC, else no one (403,
+    saying what to set)."""
     sign_ins: dict[str, SignIn] = {}
     github_id, github_secret = settings.github_oauth_client_id, settings.github_oauth_client_secret
     if github_id and github_secret is not None:
@@ -527,7 +531,7 @@ def ui_access(settings: ServiceSettings) -> Access:
         )
     key = settings.ui_session_key.get_secret_value().encode() if settings.ui_session_key else None
     secure = None if settings.ui_url is None else settings.ui_url.startswith("https://")
-    return SignedIn(Sessions(key, secure=secure), sign_ins)
+    return SignedIn(Sessions(key, secure=secure), sign_ins, binding=binding)
 
 
 def drain(workers: list[Worker], seconds: float) -> list[int]:
@@ -597,7 +601,7 @@ def create_app(
             spark_root=paths.root if spark.own_servers else None,
         )
 
-    site = Site(owner, reader, ui_access(settings))
+    site = Site(owner, reader, ui_access(settings, owner.name_binding))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -7,7 +7,9 @@ GitHub: the GitHub App's OAuth credentials; the user's token (a user-to-server t
 reads a repository when both the user and the App can, which ``GET /repos/{owner}/{name}``
 answers (200 with ``permissions.pull``, else 404). GitLab: an application with the
 ``read_api`` scope; ``GET /projects/{path}`` answers for a member, or anyone for a public
-(or, signed in, internal) project.
+(or, signed in, internal) project. A name bound to a repository's id is asked about by
+that id (``GET /repositories/{id}``, ``GET /projects/:id``), and read only under the name
+the answer gives it now (:meth:`SignIn.can_read_as`).
 
 Plain HTTP through ``requests`` (which PyGithub and python-gitlab use too): these calls
 are made as the user, not as the service, and need nothing of either client. A token
@@ -184,6 +186,34 @@ class SignIn:
             return False
         if not isinstance(answer, dict):
             return False
+        return self._readable(answer)
+
+    def can_read_as(self, token: str, repo_id: int, repo: str) -> bool:
+        """Whether the token's user can read the repository of the forge's id ``repo_id``
+        (GitHub ``GET /repositories/{id}``, GitLab ``GET /projects/:id``) and it is named
+        ``repo`` now (any case): a name bound to that id is read only while it is that
+        repository's, not once a rename left it to whoever holds it next.
+
+        Raises:
+            ForgeError: the forge could not be asked (a 5xx, the network).
+        """
+        if self.forge.name == "github":
+            url, name_key = f"{self.api}/repositories/{int(repo_id)}", "full_name"
+        else:
+            url, name_key = f"{self.api}/projects/{int(repo_id)}", "path_with_namespace"
+        try:
+            answer = self._call("get", url, f"reading repository id {repo_id}", token=token)
+        except SignInRefused:
+            return False
+        if not isinstance(answer, dict) or answer.get("id") != repo_id:
+            return False
+        name = answer.get(name_key)
+        if not isinstance(name, str) or name.casefold() != repo.casefold():
+            return False
+        return self._readable(answer)
+
+    def _readable(self, answer: dict[str, Any]) -> bool:
+        """A repository's answer to the user's token says they may read it."""
         if self.forge.name == "github":
             permissions = answer.get("permissions")
             # a user's token is always answered with them; without, the 200 says yes

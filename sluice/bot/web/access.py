@@ -97,16 +97,22 @@ class NoOne:
 
 class SignedIn:
     """A signed-in person (``sessions``) reads a repository of their own forge when that
-    forge (``sign_ins``, by name) says their token can read it."""
+    forge (``sign_ins``, by name) says their token can read it. A name bound to a forge's
+    repository id (``binding``: :meth:`sluice.bot.flow.ledger.Ledger.name_binding`) is
+    then asked about by that id too, and read only while the forge says that repository
+    has the name now: after a rename, whoever holds the old name is shown nothing of the
+    renamed repository, even before its next delivery moves it to its new name."""
 
     def __init__(
         self,
         sessions: Sessions,
         sign_ins: Mapping[str, SignIn],
         *,
+        binding: Callable[[str], tuple[str, int] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sessions, self.sign_ins, self._clock = sessions, sign_ins, clock
+        self.binding = binding
 
     def may_enter(self, request: Request) -> bool:
         return self.sessions.current(request) is not None
@@ -134,8 +140,12 @@ class SignedIn:
         known = session.readable.get(repo)
         if known is not None and now - known[1] < ACCESS_SECONDS:
             return known[0]
+        sign_in = self.sign_ins[forge]
         try:
-            answer = self.sign_ins[forge].can_read(session.token, name)
+            answer = sign_in.can_read(session.token, name)
+            bound = self.binding(repo) if answer and self.binding is not None else None
+            if bound is not None:  # and the repository bound to the name still has it
+                answer = sign_in.can_read_as(session.token, bound[1], name)
         except ForgeError as error:
             raise HTTPException(502, f"{error.message}; try again shortly") from None
         session.readable[repo] = (answer, now)

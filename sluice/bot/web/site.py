@@ -96,6 +96,13 @@ class StateOwner:
             # Under its name now (renamed: the forge's new name; a reader maps it back).
             return [self._opened().current_names().get(self._owner.casefold(), self._owner)]
 
+    def name_binding(self, repo: str) -> tuple[str, int] | None:
+        """(its repository's key, the forge's id) the name ``repo`` is bound to; None when
+        no delivery bound it (:meth:`sluice.bot.flow.ledger.Ledger.name_binding`)."""
+        with self._lock:
+            ledger = self._opened()
+        return ledger.name_binding(repo)
+
     def state_url(self, repo: str) -> str:
         """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`)."""
         with self._lock:

@@ -22,6 +22,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import account_id_of
 from sluice.core.snapshot.naming import PROD
 from sluice.core.state import open_state
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
 from tests.helpers.own_runs import sluices_run
 from tests.helpers.web import CONFIG, HEAD, OWNER, WebWorld, web_world
@@ -47,7 +48,7 @@ def world(tmp_path: Path) -> Iterator[WebWorld]:
 @pytest.fixture
 def github() -> Iterator[responses.RequestsMock]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        fake_github(rsps, BOB, ALICE, CAROL, served=[OWNER])
+        fake_github(rsps, BOB, ALICE, CAROL, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
         yield rsps
 
 
@@ -245,7 +246,7 @@ def test_deploy_from_the_page_never_stands_in_for_a_releasers_tag(tmp_path: Path
     try:
         prod = _prod_plan(made)
         with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-            fake_github(rsps, BOB, ALICE, served=[OWNER])
+            fake_github(rsps, BOB, ALICE, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
             with service(made) as client:
                 sign_in(client, BOB)
                 _send(client, "approve")

@@ -11,6 +11,7 @@ import responses
 
 from sluice.bot.events.neutral import event_from_json
 from sluice.bot.flow.ledger import Ledger
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
 from tests.helpers.web import OWNER, WebWorld, web_world
 from tests.helpers.web_actions import forms, jobs, service
@@ -30,7 +31,7 @@ def world(tmp_path: Path) -> Iterator[WebWorld]:
 @pytest.fixture
 def github() -> Iterator[responses.RequestsMock]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        fake_github(rsps, BOB, served=[OWNER])
+        fake_github(rsps, BOB, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
         yield rsps
 
 

@@ -29,6 +29,7 @@ from sluice.bot.web.reader import Reader
 from sluice.bot.web.routes import mount
 from sluice.bot.web.session import Sessions
 from sluice.bot.web.site import Site
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, consent_page, fake_github, github_sign_in
 from tests.helpers.web import HEAD, OWNER, WebWorld, chromium, served, web_world
 
@@ -84,7 +85,7 @@ def _app(world: WebWorld) -> FastAPI:
 def origin(world: WebWorld) -> Iterator[str]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         rsps.add_passthru("http://127.0.0.1")
-        fake_github(rsps, ALICE, BOB, served=[OWNER])
+        fake_github(rsps, ALICE, BOB, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
         with served(_app(world)) as url:
             yield url
 

@@ -17,6 +17,7 @@ import responses
 from sluice.bot.web.access import SignedIn
 from sluice.bot.web.session import Sessions
 from sluice.bot.web.standalone import ui_app
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import CLIENT_ID, FakeUser, consent_page, fake_github, github_sign_in
 from tests.helpers.web import OWNER, TITLE, WebWorld, chromium, served, web_world
 
@@ -37,7 +38,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebWorld]:
 def origin(world: WebWorld) -> Iterator[str]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         rsps.add_passthru("http://127.0.0.1")
-        fake_github(rsps, ALICE, EVE, served=[OWNER])
+        fake_github(rsps, ALICE, EVE, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
         access = SignedIn(Sessions(b"browser-test-key" * 3), {"github": github_sign_in()})
         with served(ui_app(world.ui_site(access))) as url:
             yield url

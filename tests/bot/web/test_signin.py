@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sluice.bot.entry.settings import ServiceSettings
 from sluice.bot.forge.signin import SignIn, github_web_url
 from sluice.core.errors import ConfigError
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -57,7 +58,7 @@ def _service(
 @pytest.fixture
 def github() -> Iterator[responses.RequestsMock]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        fake_github(rsps, ALICE, EVE, served=[OWNER])
+        fake_github(rsps, ALICE, EVE, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
         yield rsps
 
 
@@ -95,17 +96,20 @@ def test_a_reader_signs_in_with_github_and_sees_the_repository(
         assert client.get("/api/v1/pulls/7").json()["number"] == 7
 
     # what went over the wire: the code and the App's secret to the token endpoint, then
-    # the user's own token to /user and to the repository
+    # the user's own token to /user and to the repository, by its name and by the id the
+    # name is bound to (which must have the name now)
     posted = parse_qs(str(github.calls[0].request.body))
     assert posted["code"] == [ALICE.code] and posted["client_secret"] == [CLIENT_SECRET]
     asked = [c.request for c in github.calls[1:]]
     assert {r.url for r in asked} == {
         "https://api.github.com/user",
         f"https://api.github.com/repos/{OWNER}",
+        f"https://api.github.com/repositories/{CASE_REPOSITORY_ID}",
     }
     assert all(r.headers["Authorization"] == f"Bearer {ALICE.token}" for r in asked)
-    # the forge's answer is kept for the session: asked once for four requests
+    # the forge's answers are kept for the session: asked once for four requests
     assert sum(c.request.url.endswith(f"/repos/{OWNER}") for c in github.calls) == 1
+    assert sum(c.request.url.endswith(f"/{CASE_REPOSITORY_ID}") for c in github.calls) == 1
 
 
 def test_a_user_who_cannot_read_the_repository_sees_nothing(
