@@ -17,6 +17,7 @@ from sluice.bot.flow import tenancy
 from sluice.bot.flow.checkout import Checkout
 from sluice.bot.flow.ledger import Ledger
 from sluice.core.spark.events import PREFIX
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
 from tests.helpers.web import web_world
 from tests.helpers.web_actions import service
@@ -47,7 +48,7 @@ def test_each_reader_lists_and_reads_its_own_repository_s_job_logs_alone(
     alice = FakeUser("alice", code="code-a", token="gho_aliceToken000000000", readable={OWNER})
     bob = FakeUser("bob", code="code-b", token="gho_bobToken00000000000", readable={OTHER})
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        fake_github(rsps, alice, bob, served=[OWNER, OTHER])
+        fake_github(rsps, alice, bob, served=[OWNER, OTHER], ids={CASE_REPOSITORY_ID: OWNER})
         for user, own, other, who in ((alice, OWNER, OTHER, "A"), (bob, OTHER, OWNER, "B")):
             client = service(world, isolate_repositories=True, repositories=(OWNER, OTHER))
             with client:

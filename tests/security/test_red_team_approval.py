@@ -42,7 +42,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.model.pycode import files
 from sluice.core.state import open_state
 from tests.helpers import accounts
-from tests.helpers.cases import realcase, record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase, record_prod
 from tests.helpers.own_runs import sluices_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -321,7 +321,7 @@ def test_a_web_approval_from_an_older_page_names_the_plan_it_showed(tmp_path: Pa
     world = web_world(tmp_path)
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-            fake_github(rsps, bob, served=[OWNER])
+            fake_github(rsps, bob, served=[OWNER], ids={CASE_REPOSITORY_ID: OWNER})
             with service(world) as client:
                 sign_in(client, bob)
                 # bob opens the PR's page: the plan reviewed at HEAD now.

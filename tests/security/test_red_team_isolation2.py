@@ -50,6 +50,7 @@ from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.state.records import PlanRecord
 from sluice.core.workflow import carried_commit
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.oauth import FakeUser, fake_github, sign_in
 from tests.helpers.web import web_world
 from tests.helpers.web_actions import forms, jobs, service
@@ -334,7 +335,9 @@ def test_a_drift_form_naming_b_is_refused_to_a_reader_of_a(tmp_path: Path) -> No
         ledger.close()
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-            fake_github(rsps, reader, served=[WEB_OWNER, OTHER])
+            fake_github(
+                rsps, reader, served=[WEB_OWNER, OTHER], ids={CASE_REPOSITORY_ID: WEB_OWNER}
+            )
             client = service(world, isolate_repositories=True,
                              repositories=(WEB_OWNER, OTHER))  # fmt: skip
             with client:
@@ -447,7 +450,9 @@ def test_a_reader_of_a_neither_lists_nor_reads_b_s_job_logs(tmp_path: Path) -> N
         ledger.close()
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-            fake_github(rsps, reader, served=[WEB_OWNER, OTHER])
+            fake_github(
+                rsps, reader, served=[WEB_OWNER, OTHER], ids={CASE_REPOSITORY_ID: WEB_OWNER}
+            )
             client = service(world, isolate_repositories=True,
                              repositories=(WEB_OWNER, OTHER))  # fmt: skip
             with client:
@@ -595,7 +600,9 @@ def test_a_reader_of_a_is_not_told_how_many_jobs_b_has(tmp_path: Path) -> None:
         queue.close()
     try:
         with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-            fake_github(rsps, reader, served=[WEB_OWNER, private])
+            fake_github(
+                rsps, reader, served=[WEB_OWNER, private], ids={CASE_REPOSITORY_ID: WEB_OWNER}
+            )
             client = service(world, isolate_repositories=True,
                              repositories=(WEB_OWNER, private))  # fmt: skip
             with client:
