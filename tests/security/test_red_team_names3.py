@@ -212,18 +212,6 @@ def test_a_served_repository_renamed_into_a_quiet_name_keeps_its_own_namespace(
 # == 2. a delivery carrying the id its name is bound to, under a name the id left ==========
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dispatch._admitted admits a delivery whose (name, id) matches the binding "
-    "without asking the forge whether that id still has that name (only id-less events "
-    "are checked: _still_named), and the job's forge is addressed by the name "
-    "(deps.forge_for(event)): a late or replayed delivery of B under the name B left, now "
-    "mallory's repository, builds in B's namespace and posts B's plan and checks to "
-    "mallory's repository. Fix proposed: when another name of the id was delivered later "
-    "(sluice_repositories.last_seen_ts) or always before a write, confirm with "
-    "Forge.repository_of(id) that the id has the delivery's name now, else refuse as "
-    "_still_named does (or address the forge by the repository's id)",
-)
 def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_holder(
     tmp_path: Path,
 ) -> None:
@@ -256,18 +244,6 @@ def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_hold
         bot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger.bind_repository, for a delivery whose (name, id) matches the binding, "
-    "moves the name's last_seen_ts and spelled (no forge check: dispatch._admitted), and "
-    "Ledger.current_names/repositories list a repository under its latest delivered name: "
-    "one replayed delivery under the name B left lists B under it again, so the "
-    "scheduler's drift checks and runs of B go out under the old name, which "
-    "dispatch._still_named then refuses (GitHub names B's id otherwise): B's scheduled "
-    "jobs stop until its next delivery, and the web UI serves B under the name mallory "
-    "holds. Fix proposed: the same forge check as for the delivery (repository_of) before "
-    "moving last_seen_ts, or move it only forward to a name the forge confirmed",
-)
 def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_again(
     tmp_path: Path,
 ) -> None:

@@ -185,7 +185,7 @@ def _record_pushers(job: Job, event: PullRequestEvent) -> None:
         ledger.record_pusher(repo, event.number, event.head_owner, job.now, event.head_owner_id)
 
 
-def _admitted(job: Job, event: Event) -> bool:
+def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
     """Whether ``event`` is to be handled (see :func:`handle`); the repository's records
     (its owner, that it was seen, the PR's head) made on the way, in one transaction. A
     delivery saying the forge's id of its repository binds the name to it the first time,
@@ -205,12 +205,13 @@ def _admitted(job: Job, event: Event) -> bool:
                 job.follow(binding.canonical)
         renamed = binding is not None and binding.rename
         claimed = binding is not None and binding.since is not None
+        doubted = binding is not None and binding.others and not confirmed
         known = None if binding is None or renamed or claimed else binding.repo_id
         successor = known is not None and known != rid
         repo = job.repo
         # An isolating service binds no owner: each repository has its namespace (tenancy).
         bound = f"{repo}#{job.deps.project_path}"
-        stop = successor or renamed or claimed
+        stop = successor or renamed or claimed or doubted
         owner = bound if job.deps.isolate or stop else ledger.belongs_to(bound, job.now)
         if stop or owner != bound:
             refused = True
@@ -234,7 +235,13 @@ def _admitted(job: Job, event: Event) -> bool:
         if not _renamed(job, event, binding.canonical):
             return False
         ledger.add_name(name, rid, binding.canonical, job.now)
-        return _admitted(job, event)  # now bound: admitted as its repository's
+        return _admitted(job, event, confirmed=True)  # now bound: as its repository's
+    if doubted:  # a name of a renamed repository: the forge says whether it has it now
+        assert rid is not None
+        if not _not_left(job, event, rid):
+            return False
+        ledger.touch_name(name, job.now)
+        return _admitted(job, event, confirmed=True)
     if claimed:  # a name with records, bound to nothing: the forge says whose they are
         assert binding is not None and binding.since is not None and rid is not None
         if not _claim(job, event, rid, binding.canonical, binding.since):
@@ -272,6 +279,33 @@ def _admitted(job: Job, event: Event) -> bool:
         )
         return False
     return True
+
+
+def _not_left(job: Job, event: Event, repo_id: int) -> bool:
+    """Whether a delivery under a name bound to its ``repo_id`` may be taken at its word:
+    asked when the repository has another name bound (:attr:`Binding.others`: a rename,
+    so a name it left may be another repository's now, and this a late or resent
+    delivery); yes only when the forge says the repository of that id has this name now. Such a delivery
+    never reaches the namespace under the name it left, moves that name's last delivery,
+    or posts to the name's new holder. A forge error raises (the queue tries again)."""
+    try:
+        now = job.forge.repository_of(repo_id)
+    except ForgeError as exc:
+        raise _unconfirmed(job, event, f"which repository id {repo_id} is now", exc) from exc
+    if now is not None and now.casefold() == event.repo.casefold():
+        return True
+    log.error(
+        "%s: %s event refused: it comes from repository id %s, which has had another "
+        "name, and %s says that repository is %s now, not this name (a "
+        "delivery sent late or again under a name the repository has left, which another "
+        "repository may hold now): nothing is run, recorded or posted under it",
+        job.repo,
+        event.kind,
+        repo_id,
+        event.forge,
+        "unknown to it" if now is None else now,
+    )
+    return False
 
 
 def _still_named(job: Job, event: Event) -> bool:

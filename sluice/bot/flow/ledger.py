@@ -534,6 +534,10 @@ class Binding(NamedTuple):
     rename: bool = False
     """The name is bound to nothing yet and the id to ``canonical``: the repository
     renamed, if the forge says so (nothing written)."""
+    others: bool = False
+    """The name is bound to the delivery's id, and so is another name (its repository was
+    renamed): this name may be another repository's now, so the caller confirms it with
+    the forge before :meth:`Ledger.touch_name` (the name's last delivery not moved)."""
     since: int | None = None
     """The name is bound to nothing yet, nor the id, but the service has records of the
     name since this time (epoch ms; ``canonical`` is their key): a repository served
@@ -1155,11 +1159,14 @@ class Ledger(AuditLog):
         with self._writing("bind a repository's name to its id") as conn:
             found = conn.execute(select(r.repo_id, r.canonical).where(r.name == name)).first()
             if found is not None and int(found.repo_id) == repo_id:
-                conn.execute(
-                    repositories.update()
-                    .where(r.name == name, r.last_seen_ts < now)
-                    .values(last_seen_ts=now, spelled=repo)
-                )
+                others = conn.execute(
+                    select(r.name)
+                    .where(r.forge == forge, r.repo_id == repo_id, r.name != name)
+                    .limit(1)
+                ).first()
+                if others is not None:
+                    return Binding(str(found.canonical), repo_id, others=True)
+                self._touch(conn, repo, now)
             if found is not None:
                 return Binding(str(found.canonical), int(found.repo_id))
             first = conn.execute(
@@ -1228,6 +1235,21 @@ class Ledger(AuditLog):
             bound = conn.execute(select(r.repo_id, r.canonical).where(r.name == repo.casefold()))
             row = bound.one()
         return Binding(str(row.canonical), int(row.repo_id))
+
+    def touch_name(self, repo: str, now: int) -> None:
+        """Record a delivery under ``repo``, a name the forge confirmed its repository has
+        now (:attr:`Binding.others`): its last delivery and spelling."""
+        with self._writing("record a repository name's delivery") as conn:
+            self._touch(conn, repo, now)
+
+    @staticmethod
+    def _touch(conn: Connection, repo: str, now: int) -> None:
+        r = repositories.c
+        conn.execute(
+            repositories.update()
+            .where(r.name == repo.casefold(), r.last_seen_ts < now)
+            .values(last_seen_ts=now, spelled=repo)
+        )
 
     def add_name(self, repo: str, repo_id: int, canonical: str, now: int) -> None:
         """Bind ``repo``, a new name of the repository whose first name is ``canonical``

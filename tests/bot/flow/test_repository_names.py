@@ -37,7 +37,11 @@ def test_a_name_is_bound_for_good_and_followed_through_a_rename(ledger: Ledger) 
     assert pending == Binding("github:Acme/Ware", 5, rename=True)
     assert ledger.name_binding("github:acme/new") is None
     ledger.add_name("github:Acme/New", 5, pending.canonical, T + 3)
-    assert ledger.bind_repository("github:acme/new", 5, T + 4) == Binding("github:Acme/Ware", 5)
+    # A name of a renamed repository: the forge confirms it before its delivery is recorded.
+    found = ledger.bind_repository("github:acme/new", 5, T + 4)
+    assert found == Binding("github:Acme/Ware", 5, others=True)
+    assert ledger.names("github:acme/ware") == ["github:acme/WARE", "github:Acme/New"]
+    ledger.touch_name("github:acme/new", T + 4)  # the forge said the id is named so now
     assert ledger.canonical("GITHUB:ACME/NEW") == "github:Acme/Ware"
     assert ledger.canonical("github:acme/unbound") == "github:acme/unbound"
     assert ledger.names("github:acme/ware") == [
