@@ -7,6 +7,9 @@ its merge requests, their notes, award emoji and approvals, commit statuses, mem
 groups, files by ref, branches and tags, merges, deployments, and a ``tar.gz`` archive per
 commit. A request for a route it does not know is a ConnectionError (``responses`` finds
 no match; no internet); a request for another project is ``404 Project Not Found``.
+``rename`` moves the project to a new path, its id kept: GitLab's API answers its old path
+as the project (it follows the redirect GitLab keeps) until another project takes it
+(``taken``), then as that one.
 
 Tests arrange it through plain fields and helpers (``add_mr``, ``add_note``, ``approve``,
 ``add_tree``, ``fail``; ``members``, ``groups``, ``files``, ``branches``, ``tags``,
@@ -77,6 +80,12 @@ class FakeGitLab:
       (401 or 403, a token that cannot read its user).
     - ``deployments_forbidden``: 403 on deployments, as for a token without the right.
     - ``fail(...)``: answer matching requests with an error.
+    - ``rename(path)``: the project is renamed or moved to ``path`` (its id kept); each
+      path it had before still answers as it (``old_paths``), as GitLab's API does, until
+      ``taken`` says another project has it: path -> that project's id. A taken path, or
+      that id, then answers ``GET /projects/:id`` as that project (its id, the path, made
+      now) and ``404 Not found`` for anything in it (it has none of this project's merge
+      requests, commits or notes).
 
     What the bot did:
 
@@ -101,6 +110,8 @@ class FakeGitLab:
     project: str = "data/warehouse"
     project_id: int = 4242
     adopt_project: bool = False  # answer for any project path or id, and take it as ours
+    old_paths: list[str] = field(default_factory=list)  # rename(): paths it had, case-folded
+    taken: dict[str, int] = field(default_factory=dict)  # an old path -> its new holder's id
     merge_requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     notes: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     awards: list[dict[str, Any]] = field(default_factory=list)
@@ -200,6 +211,21 @@ class FakeGitLab:
     def unapprove(self, iid: int, user: str) -> None:
         """``user`` takes their approval back."""
         self.approvals[iid] = [a for a in self.approvals.get(iid, []) if a["user"] != user]
+
+    def rename(self, path: str) -> None:
+        """The project is renamed or moved to ``path``, its id kept: GitLab's API answers
+        it by its id and by ``path``, and by each path it had until another project takes
+        that path (``taken``). Its merge requests' web addresses move with it."""
+        with self.lock:
+            old, new = self.web_url, f"{self.url.rstrip('/')}/{path}"
+            if self.project.casefold() not in self.old_paths:
+                self.old_paths.append(self.project.casefold())
+            if path.casefold() in self.old_paths:
+                self.old_paths.remove(path.casefold())
+            for mr in self.merge_requests.values():
+                mr["web_url"] = str(mr["web_url"]).replace(old, new, 1)
+                mr["references"]["full"] = f"{path}!{mr['iid']}"
+            self.project = path
 
     def add_tree(self, sha: str, src: Path) -> None:
         """Serve the files under ``src`` as the archive of ``sha``."""
@@ -306,6 +332,11 @@ class FakeGitLab:
 
     def _answer(self, handler: Any, match: re.Match[str], query: str, body: Any) -> Answer:
         project = match.groupdict().get("project")
+        holder = self._holder(unquote(project)) if project is not None else None
+        if holder is not None:
+            if handler == self._project_body:
+                return self._project_body(match, {}, holder=holder)
+            return self._not_found()
         if project is not None and not self._ours(unquote(project)):
             return self._json({"message": "404 Project Not Found"}, 404)
         params: dict[str, Any] = {}
@@ -325,8 +356,18 @@ class FakeGitLab:
                 return self._json({"message": fault["message"]}, fault["status"])
         return None
 
+    def _holder(self, project: str) -> tuple[int, str] | None:
+        """The id and path of the project that took one of this project's old paths, when
+        ``project`` (a path or an id) names it."""
+        for path, holder in self.taken.items():
+            if project.casefold() == path.casefold() or project == str(holder):
+                return holder, path
+        return None
+
     def _ours(self, project: str) -> bool:
         if project in (str(self.project_id),) or project.casefold() == self.project.casefold():
+            return True
+        if project.casefold() in self.old_paths:  # GitLab follows a rename's redirect
             return True
         if self.adopt_project:
             if project.isdigit():
@@ -431,17 +472,24 @@ class FakeGitLab:
 
     # --- the repository ---------------------------------------------------------------
 
-    def _project_body(self, match: Any, params: Any) -> Answer:
-        name = self.project.rsplit("/", 1)[-1]
-        namespace = self.project.rsplit("/", 1)[0] if "/" in self.project else ""
+    def _project_body(
+        self, match: Any, params: Any, holder: tuple[int, str] | None = None
+    ) -> Answer:
+        """This project, or ``holder`` (the id and path of a project that took one of its
+        old paths: made now)."""
+        pid, path = holder or (self.project_id, self.project)
+        name = path.rsplit("/", 1)[-1]
+        namespace = path.rsplit("/", 1)[0] if "/" in path else ""
+        web = f"{self.url.rstrip('/')}/{path}"
         return self._json({
-            "id": self.project_id, "name": name, "path": name, "description": "",
-            "path_with_namespace": self.project, "name_with_namespace": self.project,
+            "id": pid, "name": name, "path": name, "description": "",
+            "path_with_namespace": path, "name_with_namespace": path,
             "namespace": {"id": 7, "name": namespace, "path": namespace, "kind": "group",
                           "full_path": namespace},
-            "default_branch": "main", "visibility": "private", "web_url": self.web_url,
-            "http_url_to_repo": f"{self.web_url}.git", "merge_method": self.merge_method,
+            "default_branch": "main", "visibility": "private", "web_url": web,
+            "http_url_to_repo": f"{web}.git", "merge_method": self.merge_method,
             "squash_option": "default_off",
+            **({"created_at": "2026-11-21T12:00:00.000Z"} if holder else {}),
         })  # fmt: skip
 
     def _archive(self, match: Any, params: Any) -> Answer:
@@ -825,7 +873,7 @@ class FakeGitLab:
     _PLAIN = ("awards", "statuses", "refused_statuses", "members", "users", "groups",
               "branches", "tags", "merge_method", "merges", "deployments",
               "deployments_forbidden", "bot", "user_status", "faults", "project",
-              "project_id", "_ids", "_clock")  # fmt: skip
+              "project_id", "old_paths", "taken", "_ids", "_clock")  # fmt: skip
     _BY_IID = ("merge_requests", "notes", "approvals", "planned_merges")
 
     def save(self) -> None:

@@ -465,7 +465,10 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             gitlab = gitlab_client(
                 settings.gitlab_url, secret.get_secret_value() if secret else None
             )
-            forge = GitLabForge(gitlab, event.repo, tree_limits=settings.tree_limits())
+            # By the project's id when the event says it: an old path may be another's now.
+            forge = GitLabForge(
+                gitlab, event.repo, tree_limits=settings.tree_limits(), repo_id=event.repo_id
+            )
             if isinstance(event, MergeGroupEvent) and event.pipeline_id is not None:
                 # A merge train's statuses go into its pipeline (the train waits for them).
                 forge.post_into(event.head_sha, event.head_ref, event.pipeline_id)

@@ -227,6 +227,12 @@ class GitLabForge:
     Args:
         client: An authenticated client, usually from :func:`gitlab_client`.
         repo: The project's path with its namespace (``group/subgroup/name``).
+        repo_id: The project's numeric id (a webhook's ``project.id``), when known: every
+            request about the project is then made under it (``/projects/:id/...``), not
+            under ``repo``. GitLab answers a renamed or moved project's old path only
+            until another project takes it; its id never changes. ``repo`` still names
+            the project in messages, and :meth:`identity` without an id asks by it (which
+            project has the path now).
         workdir_limit_bytes: The largest total size of the files :meth:`fetch_tree`
             writes, and of the (compressed) archive it downloads; overrides
             ``tree_limits.total_bytes`` when given.
@@ -247,8 +253,14 @@ class GitLabForge:
         *,
         workdir_limit_bytes: int | None = None,
         tree_limits: TreeLimits = TREE_LIMITS,
+        repo_id: int | None = None,
     ) -> None:
+        if repo_id is not None and (
+            not isinstance(repo_id, int) or isinstance(repo_id, bool) or repo_id <= 0
+        ):
+            raise ValueError(f"a GitLab project id is a positive integer, not {repo_id!r}")
         self.repo = repo
+        self.repo_id = repo_id
         if workdir_limit_bytes is not None:
             tree_limits = dataclasses.replace(tree_limits, total_bytes=workdir_limit_bytes)
         self.tree_limits = tree_limits
@@ -258,7 +270,8 @@ class GitLabForge:
             t for t in (client.private_token, client.oauth_token, client.job_token) if t
         )
         self._holders: dict[str, int | None] = {}  # case-folded username -> its user's id now
-        self._project = client.projects.get(repo, lazy=True)  # no request
+        # No request; every call about the project is made under its id when known.
+        self._project = client.projects.get(repo if repo_id is None else repo_id, lazy=True)
         self._username: str | None = None  # the token's user
         self._teams: dict[str, frozenset[str]] = {}
         self._accounts: dict[int, Account | None] = {}  # user id -> their account now
