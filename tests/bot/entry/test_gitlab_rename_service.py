@@ -1,0 +1,200 @@
+"""A project renamed on GitLab, through the whole service (issue 46): the real app, real
+Merge Request Hook bodies delivered with the webhook token, GitLab at the wire
+(python-gitlab against ``FakeGitLab``, which after ``rename`` answers the project by its
+id and new path, and its old path as the project until another project takes it, then as
+that one), the queue and its workers, the flows on the scripted warehouse (no Spark).
+
+data/warehouse (id 4242), its prod built and an MR built, is renamed data/warehouse-2: an
+MR under the new path keeps the namespace (the same state and prod, a plan of the MR's
+change alone), and everything the service asks or posts goes to ``/projects/4242``.
+Another project (id 5151) then takes the old path: a late delivery of the renamed
+project under it and the new holder's own delivery are both refused, each with an ERROR
+saying why, and nothing is built, recorded or posted, to the holder least of all."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import responses
+from fastapi.testclient import TestClient
+
+from sluice.bot.entry.app import create_app
+from sluice.bot.flow import tenancy
+from sluice.core.snapshot.naming import schema_prefix, view_name
+from sluice.core.spark.scripted import Warehouse
+from sluice.core.state import open_state
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
+from tests.helpers.gitlab_service import GitLabService, gitlab_settings
+from tests.helpers.gitlab_wire import FakeGitLab
+from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
+from tests.helpers.world import edit, sha_of
+
+OLD, NEW = "data/warehouse", "data/warehouse-2"
+PID, HOLDER = CASE_REPOSITORY_ID, 5151
+MR_HOOK = "Merge Request Hook"
+
+
+@pytest.fixture(params=["one repository", "isolated"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GitLabWorld]:
+    """Prod built up to now on a scripted warehouse from main (the example gated by carol):
+    in the service's state (the project owns it), or, when the service isolates
+    repositories, in data/warehouse's namespace (its own state and Spark schemas)."""
+    shared = f"sqlite:///{tmp_path / 'state.db'}"
+    isolated = request.param == "isolated"
+    url = tenancy.state_url(shared, f"gitlab:{OLD}") if isolated else shared
+    env = GitLabWorld(tmp_path, tmp_path / "work", url, None, {},  # type: ignore[arg-type]
+                      warehouse=Warehouse())  # fmt: skip
+    env.gitlab = FakeGitLab(project=OLD, project_id=PID)
+    prefix = tenancy.schema_prefix(f"gitlab:{OLD}") if isolated else ""
+    with schema_prefix(prefix):
+        build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
+    env.gitlab.members.update({"alice": 30, "carol": 30})
+    env.shared = shared  # type: ignore[attr-defined]
+    env.isolated = isolated  # type: ignore[attr-defined]
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def service(world: GitLabWorld) -> Iterator[GitLabService]:
+    settings = gitlab_settings(
+        world.root, workdir=world.work, database_url=world.shared,  # type: ignore[attr-defined]
+        isolate_repositories=world.isolated,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        world.gitlab.install(mock)
+        with TestClient(create_app(settings, runner_for=world.runner_for)) as client:
+            yield GitLabService(client, world.gitlab, settings)
+
+
+def _mr_hook(gitlab: FakeGitLab, iid: int, head: str, path: str, project_id: int) -> dict[str, Any]:
+    """GitLab's real Merge Request Hook body: alice opens MR ``iid`` (head ``head``, from
+    ``feature-<iid>`` into main) in the project ``path`` of id ``project_id``."""
+    payload = load_case("gitlab/merge_request_open.json")
+    payload["project"].update(id=project_id, path_with_namespace=path)
+    payload["user"].update(username="alice", id=gitlab.user_id("alice"))
+    attrs = payload["object_attributes"]
+    attrs.update(action="open", iid=iid, source_branch=f"feature-{iid}", target_branch="main",
+                 author_id=gitlab.user_id("alice"), source_project_id=project_id,
+                 target_project_id=project_id,
+                 updated_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))  # fmt: skip
+    for side in ("source", "target"):
+        attrs[side].update(id=project_id, path_with_namespace=path)
+    attrs["last_commit"]["id"] = head
+    return payload
+
+
+def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old: str,
+          new: str) -> None:  # fmt: skip
+    """MR ``iid`` (head ``sha_of(iid)``) changes ``model`` on main, opened by alice in the
+    project under the path GitLab has for it now (the fake's)."""
+    src = world.root / f"mr{iid}"
+    shutil.copytree(world.trees[sha_of(1)], src)
+    edit(src / "models" / f"{model}.sql", old, new)
+    world.commit(sha_of(iid), src)
+    gitlab = world.gitlab
+    gitlab.add_mr(iid, sha=sha_of(iid), source_branch=f"feature-{iid}", author="alice")
+    response = service.deliver(MR_HOOK, _mr_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
+    assert response.status_code == 202, response.text
+    service.idle(timeout=300)
+
+
+def _projects(gitlab: FakeGitLab, since: int) -> list[tuple[str, str]]:
+    """(method, project part) of each request about a project since ``since``."""
+    return [(m, found.group(1)) for m, path in gitlab.requests[since:]
+            if (found := re.match(r"/projects/([^/?]+)", path))]  # fmt: skip
+
+
+def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_holder_gets_nothing(
+    world: GitLabWorld, service: GitLabService, caplog: pytest.LogCaptureFixture
+) -> None:
+    gitlab, warehouse = world.gitlab, world.scripted
+    caplog.set_level(logging.INFO)
+    prod = world.versions("prod")
+    _open(world, service, 8, "orders", "  o.status,\n",
+          "  o.status,\n  o.status = 'completed' AS is_completed,\n")  # fmt: skip
+    assert gitlab.statuses_on(sha_of(8))["sluice/pr-environment"]["state"] == "success"
+
+    # GitLab renames the project: its id and the new path answer as it, the old path too
+    # (GitLab keeps a redirect until another project takes the path).
+    gitlab.rename(NEW)
+    jobs, asked = len(warehouse.jobs), len(gitlab.requests)
+    _open(world, service, 9, "customers", "  c.first_name,\n",
+          "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
+    statuses = gitlab.statuses_on(sha_of(9))
+    assert statuses["sluice/pr-environment"]["state"] == "success", statuses
+    assert "was renamed: it keeps its namespace" in caplog.text
+    # Its namespace: the same state (MR 8's environment beside MR 9's), prod untouched, and
+    # a plan of the MR's change alone (customers computed, nothing else: prod is known).
+    assert world.versions("prod") == prod
+    assert world.versions("pr_8")["jaffle.orders"] != prod["jaffle.orders"]
+    assert world.versions("pr_9")["jaffle.customers"] != prod["jaffle.customers"]
+    assert world.versions("pr_9")["jaffle.orders"] == prod["jaffle.orders"]
+    if world.isolated:  # type: ignore[attr-defined]  # no namespace of the new path's
+        made = tenancy.state_url(world.shared, f"gitlab:{NEW}")  # type: ignore[attr-defined]
+        assert not Path(made.removeprefix("sqlite:///")).exists()
+        with schema_prefix(tenancy.schema_prefix(f"gitlab:{OLD}")):
+            assert view_name("jaffle.customers", "pr_9") in warehouse.views
+    steps = [s["model"] for job in warehouse.jobs[jobs:] for s in job["steps"]
+             if s["type"] == "build"]  # fmt: skip
+    assert steps == ["jaffle.customers"], steps
+    [note] = gitlab.bot_notes(9)
+    assert "jaffle.customers" in note["body"] and "jaffle.orders" not in note["body"]
+    # Everything it asked of the project or posted to it went to its id: the statuses,
+    # the note, the archive, the approvals.
+    projects = _projects(gitlab, asked)
+    assert projects and {p for _, p in projects} == {str(PID)}, projects
+    posted = [path for m, path in gitlab.requests[asked:] if m in ("POST", "PUT")]
+    assert any(path.startswith(f"/projects/{PID}/statuses/{sha_of(9)}") for path in posted)
+    assert f"/projects/{PID}/merge_requests/9/notes" in posted
+    assert any(path.startswith(f"/projects/{PID}/repository/archive") for _, path in
+               gitlab.requests[asked:])  # fmt: skip
+    assert statuses["sluice/tests"]["target_url"].startswith(f"{gitlab.url}/{NEW}/")
+
+    # Another project takes the old path: GitLab answers it as that one now.
+    gitlab.taken[OLD] = HOLDER
+    jobs, asked, notes, sent = (
+        len(warehouse.jobs),
+        len(gitlab.requests),
+        len(gitlab.notes),
+        len(gitlab.statuses),
+    )
+    # A late delivery of the renamed project under its old path (MR 10, opened before the
+    # rename): GitLab says its id is data/warehouse-2 now.
+    world.commit(sha_of(10), world.trees[sha_of(9)])
+    gitlab.add_mr(10, sha=sha_of(10), source_branch="feature-10", author="alice")
+    late = service.deliver(MR_HOOK, _mr_hook(gitlab, 10, sha_of(10), OLD, PID))
+    assert late.status_code == 202, late.text
+    service.idle(timeout=300)
+    assert (
+        f"gitlab:{OLD}: pull_request job refused: it comes from the repository whose gitlab "
+        f"id is {PID}, and gitlab says that repository is {NEW} now" in caplog.text
+    ), caplog.text
+    # The new holder's own delivery under the path: refused, the path is bound to 4242.
+    holder = service.deliver(MR_HOOK, _mr_hook(gitlab, 3, sha_of(3), OLD, HOLDER))
+    assert holder.status_code == 202, holder.text
+    service.idle(timeout=300)
+    assert (
+        f"gitlab:{OLD}: pull_request event refused: this name is bound to the repository whose "
+        f"gitlab id is {PID}, and this delivery comes from repository id {HOLDER}" in caplog.text
+    ), caplog.text
+    # Nothing built or posted; of the holder, nothing but which project it is was asked.
+    assert warehouse.jobs[jobs:] == []
+    assert [(m, p) for m, p in gitlab.requests[asked:] if m != "GET"] == []
+    assert len(gitlab.notes) == notes and len(gitlab.statuses) == sent
+    theirs = [(m, path) for m, path in gitlab.requests[asked:]
+              if re.match(rf"/projects/({HOLDER}|data%2Fwarehouse)(/|\?|$)", path)]  # fmt: skip
+    assert theirs == [("GET", f"/projects/{HOLDER}")], theirs
+    assert gitlab.bot_notes(10) == [] and gitlab.statuses_on(sha_of(10)) == {}
+    store = open_state(world.url)
+    try:
+        assert store.get_environment("pr_3") is None and store.get_environment("pr_10") is None
+    finally:
+        store.close()
