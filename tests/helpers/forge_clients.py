@@ -37,8 +37,11 @@ def rs() -> Iterator[responses.RequestsMock]:
         yield mock
 
 
-def github_forge(repo: str = GITHUB_REPO, token: str = GITHUB_TOKEN) -> GitHubForge:
-    """The forge of ``repo`` on GitHub.com with a personal access token, no pauses."""
+def github_forge(
+    repo: str = GITHUB_REPO, token: str = GITHUB_TOKEN, repo_id: int | None = None
+) -> GitHubForge:
+    """The forge of ``repo`` on GitHub.com with a personal access token, no pauses; by
+    the repository's id ``repo_id`` when given, as the service's jobs build it."""
     client = github_client(
         repo=repo,
         api_url="https://api.github.com",
@@ -46,7 +49,7 @@ def github_forge(repo: str = GITHUB_REPO, token: str = GITHUB_TOKEN) -> GitHubFo
         seconds_between_requests=None,
         seconds_between_writes=None,
     )
-    return GitHubForge(client, repo)
+    return GitHubForge(client, repo, repo_id=repo_id)
 
 
 def gitlab_forge(

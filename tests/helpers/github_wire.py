@@ -15,9 +15,12 @@ whose JWT also gets installation tokens), ``user_status`` fails ``GET /user``,
 caller: the App's ``<slug>[bot]`` with its installation token, ``github-actions[bot]``
 with an Actions token, else the token's user; editing someone else's is refused (403) as
 on GitHub. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
-``reactions``, ``merges`` and ``deployments``. ``rename`` renames the repository on
-GitHub: its old name then answers 301 to the new one, or, once ``taken`` says another
-repository has it, as that one (an unscoped fake: a scoped one answers its first name).
+``reactions``, ``merges`` and ``deployments``. Every route of the repository is served
+by name (``/repos/{owner}/{name}/...``) and by its id (``/repositories/{id}/...``, the id
+``repo_id``; another id is 404). ``rename`` renames the repository on GitHub: its old
+name then answers 301 (307 for a write) to the same path under its id, or, once ``taken``
+says another repository has it, as that one (an unscoped fake: a scoped one answers its
+first name).
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ class FakeGitHub:
     """
 
     repo: str = "octo/warehouse"
+    # Its GitHub id: the one load_case's bodies carry (a scoped fake beside another on one
+    # mock needs one of its own: each answers /repositories/{its id}/... alone).
+    repo_id: int = CASE_REPOSITORY_ID
     trees: dict[str, bytes] = field(default_factory=dict)  # sha -> tar.gz
     _last_review: int = 0  # epoch seconds of the latest review's submitted_at
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -173,10 +179,9 @@ class FakeGitHub:
         """A request under a name the repository was renamed away from, as GitHub answers
         it: taken by another repository since, that one's (``GET /repos/{old}``: its body,
         its own id; anything else of it: 404, it has none of this repository's pulls,
-        commits or runs); else a redirect to the same path under the new name, 301 Moved
-        Permanently for a GET, 307 Temporary Redirect for anything else, as GitHub's
-        documentation says (GitHub's own Location is ``/repositories/{id}/...``, which this
-        fake does not serve; a client follows either the same way)."""
+        commits or runs); else a redirect to the same path under the repository's id
+        (``/repositories/{id}/...``, as GitHub's Location says), 301 Moved Permanently for
+        a GET, 307 Temporary Redirect for anything else, as GitHub's documentation says."""
         other = self.taken.get(old.casefold())
         path = urlsplit(request.url).path
         if other is not None:
@@ -186,8 +191,7 @@ class FakeGitHub:
                         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
                 return self._json(data)
             return self._json(NOT_FOUND, 404)
-        new = self.renamed[old.casefold()]
-        moved = path.replace(f"/repos/{old}", f"/repos/{new}", 1)
+        moved = path.replace(f"/repos/{old}", f"/repositories/{self.repo_id}", 1)
         query = urlsplit(request.url).query
         location = f"{API}{moved}" + (f"?{query}" if query else "")
         body = {"message": "Moved Permanently", "url": location,
@@ -265,7 +269,10 @@ class FakeGitHub:
     def install(self, mock: responses.RequestsMock) -> None:
         api = r"https://api\.github\.com(?::443)?"  # PyGithub spells out the port
         repo = re.escape(self.repo) if self.scoped else r"[^/]+/[^/]+"
-        base = api + r"/repos/" + repo
+        # Each route of the repository by its name or by its id (no group: the handlers'
+        # groups are their own); another id's answered 404 in _wrap.
+        by_id = str(self.repo_id) if self.scoped else r"\d+"
+        base = api + rf"(?:/repos/{repo}|/repositories/{by_id})"
         codeload = r"https://codeload\.github\.com(?::443)?/" + (repo if self.scoped else "")
         routes: list[tuple[str, str, Any]] = [
             ("GET", rf"{base}$", self._repo_body),
@@ -283,6 +290,7 @@ class FakeGitHub:
             ("GET", rf"{base}/pulls/(\d+)$", self._pull),
             ("GET", rf"{base}/pulls/(\d+)/reviews(\?.*)?$", self._reviews),
             ("GET", rf"{base}/pulls/(\d+)/commits(\?.*)?$", self._pull_commits),
+            ("GET", rf"{base}/pulls/(\d+)/files(\?.*)?$", self._pull_files),
             ("GET", rf"{base}/activity(\?.*)?$", self._activity),
             ("PUT", rf"{base}/pulls/(\d+)/merge$", self._merge),
             ("GET", rf"{base}/collaborators/([^/]+)/permission$", self._permission),
@@ -294,8 +302,7 @@ class FakeGitHub:
             ("GET", rf"{base}/compare/(.+?)\.\.\.([^?]+)(\?.*)?$", self._compare),
             ("POST", rf"{base}/deployments$", self._create_deployment),
             ("POST", rf"{base}/deployments/(\d+)/statuses$", self._deployment_status),
-            ("GET", rf"{api}/repositories/(\d+)$", self._repository_by_id),
-            ("GET", rf"{api}/repositories/(\d+)/check-runs/(\d+)$", self._check_by_id),
+            ("GET", rf"{base}/check-runs/(\d+)$", self._check),
             ("GET", rf"{api}/user$", self._user),
             ("GET", rf"{api}/user/(\d+)$", self._user_by_id),
             ("GET", rf"{api}/users/([^/?]+)$", self._user_by_login),
@@ -311,7 +318,11 @@ class FakeGitHub:
             match = re.search(pattern, request.url)
             assert match is not None
             named = re.search(r"/repos/([^/]+/[^/]+?)(/|$)", request.url)
+            numbered = re.search(r"/repositories/(\d+)(/|$)", request.url)
             with self.lock:
+                if numbered and int(numbered.group(1)) != self.repo_id:
+                    self.requests.append((request.method, request.url))
+                    return self._json(NOT_FOUND, 404)  # no repository of this fake's
                 moved = named and named.group(1).casefold() in self.renamed
                 if moved and named and "codeload" not in request.url:
                     self.requests.append((request.method, request.url))
@@ -339,7 +350,7 @@ class FakeGitHub:
         return {
             # The id the bodies load_case gives carry: deliveries bind the name to it, and
             # jobs that carry none ask GET /repositories/{id} what it is named now.
-            "id": CASE_REPOSITORY_ID, "node_id": "R_1", "name": name, "full_name": self.repo,
+            "id": self.repo_id, "node_id": "R_1", "name": name, "full_name": self.repo,
             "owner": {"login": owner, "id": 1, "type": "Organization"}, "private": False,
             "url": f"{API}/repos/{self.repo}", "default_branch": "main",
             # Made long before any test's clock: the service's records of the name are its.
@@ -349,20 +360,12 @@ class FakeGitHub:
     def _repo_body(self, match: Any, body: Any) -> Any:
         return self._json(self._repo_json())
 
-    def _repository_by_id(self, match: Any, body: Any) -> Any:
-        # GET /repositories/{id}: the repository by GitHub's id (how Sluice asks what a
-        # bound id is named now); 404 for an id this fake does not have.
-        data = self._repo_json()
-        if int(match.group(1)) != data["id"]:
-            return self._json({"message": "Not Found"}, 404)
-        return self._json(data)
-
-    def _check_by_id(self, match: Any, body: Any) -> Any:
-        # GET /repositories/{id}/check-runs/{run_id}: a run of this repository (how Sluice
-        # asks whether a repository holds a run it made under a name); 404 otherwise.
-        run = self.check_runs.get(int(match.group(2)))
-        if int(match.group(1)) != self._repo_json()["id"] or run is None:
-            return self._json({"message": "Not Found"}, 404)
+    def _check(self, match: Any, body: Any) -> Any:
+        # GET .../check-runs/{run_id}: a run of this repository (how Sluice asks whether a
+        # repository holds a run it made under a name, by the repository's id); else 404.
+        run = self.check_runs.get(int(match.group(1)))
+        if run is None:
+            return self._json(NOT_FOUND, 404)
         return self._json(self._check_json(run))
 
     def _tarball_link(self, match: Any, body: Any) -> Any:
@@ -500,7 +503,19 @@ class FakeGitHub:
                      "repo": repo},
             "url": f"{API}/repos/{self.repo}/pulls/{number}",
             "commits": len(self._commits_of(pull)),
+            "changed_files": len(pull.get("files", [])),
         })  # fmt: skip
+
+    def _pull_files(self, match: Any, body: Any) -> Any:
+        """The paths a pull request changes: its ``files`` (set by a test), else none."""
+        pull = self.pulls.get(int(match.group(1)))
+        if pull is None:
+            return self._json(NOT_FOUND, 404)
+        return self._json([
+            {"sha": _sha1(path), "filename": path, "status": "modified", "additions": 1,
+             "deletions": 0, "changes": 1}
+            for path in pull.get("files", [])
+        ])  # fmt: skip
 
     def _commits_of(self, pull: dict[str, Any]) -> list[dict[str, Any]]:
         """The pull request's commits: those :meth:`add_pull_commit` named, else its head
@@ -561,7 +576,7 @@ class FakeGitHub:
         status, headers, text = self._json(entries[start : start + size])
         if start + size < len(entries):
             page = f"activity?per_page={size}&after={start + size}"
-            url = f"{API}/repositories/{CASE_REPOSITORY_ID}/{page}"
+            url = f"{API}/repositories/{self.repo_id}/{page}"
             headers["Link"] = f'<{url}>; rel="next"'
         return status, headers, text
 

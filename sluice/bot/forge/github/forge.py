@@ -19,6 +19,7 @@ import requests
 from github import Github, GithubException
 from github.CheckRun import CheckRun
 from github.GithubException import RateLimitExceededException, UnknownObjectException
+from github.Repository import Repository
 
 from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
@@ -167,6 +168,12 @@ class GitHubForge:
     Args:
         client: An authenticated client, usually from :func:`github_client`.
         repo: ``owner/name``.
+        repo_id: The repository's GitHub id, when the caller knows it (a webhook
+            delivery's ``repository.id``): every request about the repository is then
+            made under ``/repositories/{id}/...``, never under its name, so a rename
+            (whose old name GitHub answers with a redirect, and which another repository
+            may take) changes nothing of where the forge reads and writes. None: under
+            ``/repos/{owner}/{name}/...`` (the Action, the CLI).
         workdir_limit_bytes: The largest total size of the files :meth:`fetch_tree`
             writes, and of the (compressed) archive it downloads; overrides
             ``tree_limits.total_bytes`` when given.
@@ -190,8 +197,10 @@ class GitHubForge:
         session: requests.Session | None = None,
         bot_login: str | None = None,
         tree_limits: TreeLimits = TREE_LIMITS,
+        repo_id: int | None = None,
     ) -> None:
         self.repo = repo
+        self.repo_id = repo_id
         if workdir_limit_bytes is not None:
             tree_limits = dataclasses.replace(tree_limits, total_bytes=workdir_limit_bytes)
         self.tree_limits = tree_limits
@@ -201,12 +210,23 @@ class GitHubForge:
         self._timeout = (10, DEFAULT_TIMEOUT)
         self._holders: dict[str, int | None] = {}  # case-folded login -> its account's id now
         self._statuses_only = False  # check runs refused (a plain token): commit statuses
-        self._check_runs: dict[tuple[str, str], CheckRun] = {}
+        self._check_runs: dict[tuple[str, str], int] = {}  # (sha, check) -> its run's id
         self._login: str | None = bot_login  # whose comments are ours
         self._teams: dict[str, frozenset[str]] = {}  # for the forge's lifetime (one job)
         self._accounts: dict[int, Account | None] = {}  # account id -> it now (one job)
-        with boundary(f"opening {repo}"):
-            self._repo = client.get_repo(repo)
+        # Handles that make no request until used (github_client's clients already are).
+        self._lazy = client if client.requester.is_lazy else client.withLazy(True)
+
+    @property
+    def _repo(self) -> Repository:
+        """The repository, by its id when known, else by its name: a new handle each time.
+        Every request goes under the handle's own URL (``/repositories/{id}`` or
+        ``/repos/{owner}/{name}``) and is followed by nothing built from an answer: an
+        object GitHub answers with carries URLs under the repository's name of now (its
+        ``url``), and a handle once read takes them as its own, so this forge never edits,
+        lists or posts through an object it read (a comment or check run is addressed
+        again by its id under this URL)."""
+        return self._lazy.get_repo(self.repo if self.repo_id is None else self.repo_id)
 
     # -- files ---------------------------------------------------------------------------
 
@@ -295,10 +315,9 @@ class GitHubForge:
         None over :data:`CHANGED_FILES_MAX` (GitHub lists no more)."""
         paths: set[str] = set()
         with boundary(f"listing the files of pull request #{number}"):
-            pull = self._repo.get_pull(number)
-            if (pull.changed_files or 0) > CHANGED_FILES_MAX:
+            if (self._repo.get_pull(number).changed_files or 0) > CHANGED_FILES_MAX:
                 return None
-            for changed in pull.get_files():
+            for changed in self._repo.get_pull(number).get_files():
                 paths.add(str(changed.filename))
                 if changed.previous_filename:
                     paths.add(str(changed.previous_filename))
@@ -331,8 +350,7 @@ class GitHubForge:
     def pull_commits(self, number: int) -> list[PullCommit] | None:
         """The pull request's commits as GitHub lists them (at most 250: None beyond)."""
         with boundary(f"listing the commits of pull request #{number}"):
-            pull = self._repo.get_pull(number)
-            if (pull.commits or 0) > PULL_COMMITS_LIMIT:
+            if (self._repo.get_pull(number).commits or 0) > PULL_COMMITS_LIMIT:
                 return None
             return [
                 PullCommit(
@@ -342,7 +360,7 @@ class GitHubForge:
                     _account_id(commit.author.id) if commit.author is not None else None,
                     _account_id(commit.committer.id) if commit.committer is not None else None,
                 )
-                for commit in pull.get_commits()
+                for commit in self._repo.get_pull(number).get_commits()
             ]
 
     def reviews(self, number: int) -> list[Review]:
@@ -415,8 +433,8 @@ class GitHubForge:
         return str(name) if data.get("id") == repo_id and isinstance(name, str) else None
 
     def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:
-        """Repository ``repo_id`` now (``GET /repositories/{id}``), or this forge's own by
-        its name (``GET /repos/{owner}/{name}``);
+        """Repository ``repo_id`` now (``GET /repositories/{id}``), or this forge's own (by
+        the forge's id when it has one, else by its name: ``GET /repos/{owner}/{name}``);
         None when GitHub shows the credentials no such repository (404), or answers for
         another id."""
         with boundary(f"reading repository {self.repo if repo_id is None else repo_id}"):
@@ -444,7 +462,7 @@ class GitHubForge:
         return data.get("id") == run_id and str(data.get("head_sha", "")).lower() == sha.lower()
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
-        """Who GitHub's repository activity (``GET /repos/{owner}/{repo}/activity``, kept
+        """Who GitHub's repository activity (``GET .../activity``, kept
         whether or not a push webhook was sent) names as moving ``branch`` to ``sha``: a
         push, a force push, the branch's creation, a merge (:meth:`push_records`)."""
         ref = f"refs/heads/{branch}"
@@ -459,7 +477,7 @@ class GitHubForge:
         asked is not trusted) and it names a ref, and its actor by login and id; one
         naming no actor (a deleted account) names nobody."""
         wanted = {sha.lower() for sha in shas}
-        url = f"/repos/{self.repo}/activity"
+        url = f"{self._repo.url}/activity"
         params: dict[str, Any] = {"per_page": ACTIVITY_PAGE}
         found: list[PushRecord] = []
         requester = self._client.requester  # PyGithub has no call for it: its wire, its auth
@@ -519,8 +537,8 @@ class GitHubForge:
             for comment in issue.get_comments():
                 author = comment.user.login if comment.user is not None else None
                 if marker in (comment.body or "") and (author or "").casefold() == login:
-                    if comment.body != body:
-                        comment.edit(body)
+                    if comment.body != body:  # by its id, under the repository's URL
+                        issue.get_comment(comment.id).edit(body)
                     return
             issue.create_comment(body)
 
@@ -754,10 +772,10 @@ class GitHubForge:
         }
         if check.conclusion is not None:
             fields["conclusion"] = check.conclusion
-        run = self._check_runs.get((sha, check.name))
-        if run is None and run_id is not None:
-            run = self._repo.get_check_run(run_id)  # lazy: no request until it is edited
-        if run is not None:
+        known = self._check_runs.get((sha, check.name), run_id)
+        run: CheckRun | None = None
+        if known is not None:
+            run = self._repo.get_check_run(known)  # lazy: no request until it is edited
             try:
                 run.edit(**fields)
             except GithubException as error:
@@ -766,7 +784,7 @@ class GitHubForge:
                 log.warning(
                     "GitHub: Sluice's check run %s (%s on %s) may not be edited (%s %s): "
                     "making a new run for the check",
-                    run_id,
+                    known,
                     check.name,
                     sha,
                     error.status,
@@ -780,7 +798,9 @@ class GitHubForge:
                 if _forbidden(error):
                     raise _ChecksRefused from None
                 raise
-        self._check_runs[(sha, check.name)] = run  # later updates in this job edit it
+        # Later updates in this job edit it, by its id (the run GitHub answered with
+        # names the repository's URL by name).
+        self._check_runs[(sha, check.name)] = int(run.id)
         return int(run.id)
 
     def _set_status(self, sha: str, check: Check) -> None:
@@ -789,6 +809,7 @@ class GitHubForge:
         description = check.title
         if len(description) > STATUS_DESCRIPTION_LIMIT:
             description = description[: STATUS_DESCRIPTION_LIMIT - 1] + "\u2026"
+        # A handle: PyGithub takes the sha from its URL and posts under the repository's.
         self._repo.get_commit(sha).create_status(
             state=state, description=description, context=check.name
         )
