@@ -17,7 +17,7 @@ with an Actions token, else the token's user; editing someone else's is refused 
 on GitHub. What the bot did is in ``comments``, ``check_runs``, ``statuses``,
 ``reactions``, ``merges`` and ``deployments``. Every route of the repository is served
 by name (``/repos/{owner}/{name}/...``) and by its id (``/repositories/{id}/...``, the id
-``repo_id``; another id is 404). ``rename`` renames the repository on GitHub: its old
+``repo_id``; another id is 404, but for the repository that took an old name). ``rename`` renames the repository on GitHub: its old
 name then answers 301 (307 for a write) to the same path under its id, or, once ``taken``
 says another repository has it, as that one (an unscoped fake: a scoped one answers its
 first name).
@@ -186,10 +186,7 @@ class FakeGitHub:
         path = urlsplit(request.url).path
         if other is not None:
             if request.method == "GET" and re.fullmatch(r"/repos/[^/]+/[^/]+/?", path):
-                data = {**self._repo_json(), "full_name": old, "id": other, "node_id": "R_2",
-                        "name": old.split("/")[1], "url": f"{API}/repos/{old}",
-                        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-                return self._json(data)
+                return self._json(self._holder_json(old, other))
             return self._json(NOT_FOUND, 404)
         moved = path.replace(f"/repos/{old}", f"/repositories/{self.repo_id}", 1)
         query = urlsplit(request.url).query
@@ -200,6 +197,22 @@ class FakeGitHub:
         if status == 307:
             body["message"] = "Temporary Redirect"
         return status, {"Location": location, "Content-Type": "application/json"}, json.dumps(body)
+
+    def _holder_json(self, old: str, other: int) -> dict[str, Any]:
+        """The repository of id ``other`` that took the name ``old`` (made just now)."""
+        return {**self._repo_json(), "full_name": old, "id": other, "node_id": "R_2",
+                "name": old.split("/")[1], "url": f"{API}/repos/{old}",
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+
+    def _other(self, request: Any, other: int) -> tuple[int, dict[str, str], str]:
+        """A request under another repository's id: the one that took an old name
+        (``taken``) is itself (``GET /repositories/{id}``: its body; anything else of it
+        404); an id this fake does not know, 404."""
+        path = urlsplit(request.url).path
+        held = [old for old, holder in self.taken.items() if holder == other]
+        if held and request.method == "GET" and re.fullmatch(r"/repositories/\d+/?", path):
+            return self._json(self._holder_json(held[0], other))
+        return self._json(NOT_FOUND, 404)
 
     # --- what tests look at -----------------------------------------------------------
 
@@ -322,7 +335,7 @@ class FakeGitHub:
             with self.lock:
                 if numbered and int(numbered.group(1)) != self.repo_id:
                     self.requests.append((request.method, request.url))
-                    return self._json(NOT_FOUND, 404)  # no repository of this fake's
+                    return self._other(request, int(numbered.group(1)))
                 moved = named and named.group(1).casefold() in self.renamed
                 if moved and named and "codeload" not in request.url:
                     self.requests.append((request.method, request.url))

@@ -453,9 +453,14 @@ class _Service(FastAPI):
         )
 
 
-def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
+def forge_factory(
+    settings: ServiceSettings, binding: Callable[[str], tuple[str, int] | None] | None = None
+) -> Callable[[Event], Forge]:
     """Forges for events, by the forge each came from, authenticated as the settings say
-    (GitHub: App or token; GitLab: token)."""
+    (GitHub: App or token; GitLab: token). A GitHub forge addresses its repository by id
+    (``/repositories/{id}/...``): the event's, else, for an event that says none (a
+    scheduled job), the id ``binding`` (:meth:`~sluice.bot.flow.ledger.Ledger.name_binding`)
+    says its name is bound to; by name only when neither says one."""
 
     def forge_for(event: Event) -> Forge:
         if event.forge == "gitlab":
@@ -475,6 +480,11 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             return forge
         from sluice.bot.forge.github import GitHubForge, github_client
 
+        # A renamed repository's old name answers with a redirect, or is another's now.
+        repo_id = event.repo_id
+        if repo_id is None and binding is not None:
+            bound = binding(f"{event.forge}:{event.repo}")
+            repo_id = None if bound is None else bound[1]
         key = settings.github_private_key
         token = settings.github_token
         client = github_client(
@@ -487,7 +497,7 @@ def forge_factory(settings: ServiceSettings) -> Callable[[Event], Forge]:
             seconds_between_requests=settings.github_request_interval,
             seconds_between_writes=settings.github_write_interval,
         )
-        return GitHubForge(client, event.repo, tree_limits=settings.tree_limits())
+        return GitHubForge(client, event.repo, tree_limits=settings.tree_limits(), repo_id=repo_id)
 
     return forge_for
 
@@ -632,7 +642,8 @@ def create_app(
         # The intake (group commit, a task on this event loop) stores deliveries; stopped
         # first on the way out, so the requests in flight are answered before the queue
         # closes.
-        intake = state["intake"] = Intake(queue, forge_for=forge_for or forge_factory(settings))
+        made_forge_for = forge_for or forge_factory(settings, binding=names.name_binding)
+        intake = state["intake"] = Intake(queue, forge_for=made_forge_for)
         intake.start()
         metrics.gauge("sluice_queue_depth", "Jobs waiting in the queue.", queue.depth)
         metrics.gauge(
@@ -655,7 +666,7 @@ def create_app(
 
         def deps() -> Deps:  # one per worker: its own ledger connections
             return make_deps(
-                forge_for=forge_for or forge_factory(settings),
+                forge_for=made_forge_for,
                 runner_for=runner_for,
                 workdir=settings.workdir,
                 state_url=settings.state_url(),

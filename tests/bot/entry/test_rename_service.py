@@ -89,6 +89,11 @@ def _since(world: World, start: int) -> list[tuple[str, str]]:
     return world.github.requests[start:]
 
 
+def _by_name(requests: list[tuple[str, str]], name: str = "[^/]+/[^/?]+") -> list[str]:
+    """The URLs of ``requests`` made under repository name ``name`` (a pattern: any)."""
+    return [url for _, url in requests if re.search(rf"/repos/{name}([/?]|$)", url)]
+
+
 def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_successor(
     world: World, service: Service, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -124,9 +129,11 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     assert steps == ["jaffle.customers"], steps
     [comment] = github.comments_on(9)
     assert "jaffle.customers" in comment["body"] and "jaffle.orders" not in comment["body"]
-    # Everything it asked GitHub went to the new name (or the id): nothing moved.
-    paths = [url for _, url in _since(world, asked) if "/repos/" in url]
-    assert paths and all(f"/repos/{NEW}/" in url or url.endswith(f"/repos/{NEW}") for url in paths)
+    # Everything it asked GitHub went under the repository's id (the delivery's): no name.
+    renamed = asked
+    assert _by_name(_since(world, asked)) == []
+    by_id = [url for _, url in _since(world, asked) if f"/repositories/{CASE_REPOSITORY_ID}" in url]
+    assert any(url.endswith("/check-runs") for url in by_id), by_id
 
     # The web UI lists the repository under its new name, with its jobs under each name.
     listed = service.client.get("/api/v1/repositories")
@@ -179,8 +186,10 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     refused = [r.getMessage() for r in caplog.records if "job refused" in r.getMessage()]
     assert any(m.startswith(f"github:{OLD}: janitor job refused") for m in refused), refused
     assert any(m.startswith(f"github:{OLD}: drift job refused") for m in refused), refused
-    old = [url for _, url in _since(world, asked) if re.search(rf"/repos/{OLD}([/?]|$)", url)]
-    assert old == [], old
     assert github.checks_on(sha_of(1))["sluice/drift"]["conclusion"] == "success"
+    # The scheduled jobs say no id: the forge addresses the one their name is bound to.
     runs = [url for m, url in _since(world, asked) if m == "POST" and "/check-runs" in url]
-    assert runs and all(f"/repos/{NEW}/check-runs" in url for url in runs), runs
+    assert runs and all(f"/repositories/{CASE_REPOSITORY_ID}/check-runs" in url for url in runs)
+    # Since the rename, nothing asked or posted under the old name (nor the new one).
+    assert _by_name(_since(world, renamed), OLD) == [], _by_name(_since(world, renamed), OLD)
+    assert _by_name(_since(world, renamed)) == []

@@ -57,6 +57,7 @@ def test_an_old_name_taken_since_is_the_other_repository(github: FakeGitHub) -> 
     assert github_forge(NEW).repository_of(CASE_REPOSITORY_ID) == NEW
     found = github_forge(OLD).identity()
     assert found is not None and found.id == 5151 and found.name == OLD
+    assert github_forge(NEW).repository_of(5151) == OLD  # by its id, the same repository
     with pytest.raises(ForgeError):
         github_forge(OLD).pull_request(8)
 
