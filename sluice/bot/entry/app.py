@@ -457,12 +457,18 @@ def forge_factory(
     settings: ServiceSettings, binding: Callable[[str], tuple[str, int] | None] | None = None
 ) -> Callable[[Event], Forge]:
     """Forges for events, by the forge each came from, authenticated as the settings say
-    (GitHub: App or token; GitLab: token). A GitHub forge addresses its repository by id
-    (``/repositories/{id}/...``): the event's, else, for an event that says none (a
-    scheduled job), the id ``binding`` (:meth:`~sluice.bot.flow.ledger.Ledger.name_binding`)
-    says its name is bound to; by name only when neither says one."""
+    (GitHub: App or token; GitLab: token). A forge addresses its repository by id
+    (GitHub ``/repositories/{id}/...``, GitLab ``/projects/:id/...``): the event's, else,
+    for an event that says none (a scheduled job), the id ``binding``
+    (:meth:`~sluice.bot.flow.ledger.Ledger.name_binding`) says its name is bound to; by
+    name only when neither says one."""
 
     def forge_for(event: Event) -> Forge:
+        # A renamed repository's old name answers with a redirect, or is another's now.
+        repo_id = event.repo_id
+        if repo_id is None and binding is not None:
+            bound = binding(f"{event.forge}:{event.repo}")
+            repo_id = None if bound is None else bound[1]
         if event.forge == "gitlab":
             from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 
@@ -470,9 +476,8 @@ def forge_factory(
             gitlab = gitlab_client(
                 settings.gitlab_url, secret.get_secret_value() if secret else None
             )
-            # By the project's id when the event says it: an old path may be another's now.
             forge = GitLabForge(
-                gitlab, event.repo, tree_limits=settings.tree_limits(), repo_id=event.repo_id
+                gitlab, event.repo, tree_limits=settings.tree_limits(), repo_id=repo_id
             )
             if isinstance(event, MergeGroupEvent) and event.pipeline_id is not None:
                 # A merge train's statuses go into its pipeline (the train waits for them).
@@ -480,11 +485,6 @@ def forge_factory(
             return forge
         from sluice.bot.forge.github import GitHubForge, github_client
 
-        # A renamed repository's old name answers with a redirect, or is another's now.
-        repo_id = event.repo_id
-        if repo_id is None and binding is not None:
-            bound = binding(f"{event.forge}:{event.repo}")
-            repo_id = None if bound is None else bound[1]
         key = settings.github_private_key
         token = settings.github_token
         client = github_client(

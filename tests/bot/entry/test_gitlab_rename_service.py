@@ -9,7 +9,8 @@ MR under the new path keeps the namespace (the same state and prod, a plan of th
 change alone), and everything the service asks or posts goes to ``/projects/4242``.
 Another project (id 5151) then takes the old path: a late delivery of the renamed
 project under it and the new holder's own delivery are both refused, each with an ERROR
-saying why, and nothing is built, recorded or posted, to the holder least of all."""
+saying why, and nothing is built, recorded or posted, to the holder least of all; the
+scheduled jobs of the old path run for no one, the new path's by the project's id."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.flow import tenancy
+from sluice.bot.queue.scheduler import Scheduler
+from sluice.bot.queue.store import JobQueue
 from sluice.core.snapshot.naming import schema_prefix, view_name
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
@@ -198,3 +201,24 @@ def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_hold
         assert store.get_environment("pr_3") is None and store.get_environment("pr_10") is None
     finally:
         store.close()
+
+    # The scheduled jobs of each path (a scheduler that listed the old one before the
+    # rename): GitLab says the id is data/warehouse-2 now, so the old path's run for no
+    # one, the holder least of all; the new path's drift check runs, by the id its path
+    # is bound to.
+    asked = len(gitlab.requests)
+    queue = JobQueue(service.settings.state_url())
+    try:
+        for path in (OLD, NEW):
+            seen: list[tuple[str, int | None]] = [(f"gitlab:{path}", None)]
+            Scheduler(queue, repositories=seen.copy, janitor_seconds=3600,
+                      drift_seconds=3600).schedule(time.time())  # fmt: skip
+    finally:
+        queue.close()
+    service.idle(timeout=300)
+    refused = [r.getMessage() for r in caplog.records if "job refused" in r.getMessage()]
+    assert any(m.startswith(f"gitlab:{OLD}: janitor job refused") for m in refused), refused
+    assert any(m.startswith(f"gitlab:{OLD}: drift job refused") for m in refused), refused
+    assert gitlab.statuses_on(sha_of(1))["sluice/drift"]["state"] == "success"
+    projects = _projects(gitlab, asked)
+    assert projects and {p for _, p in projects} == {str(PID)}, projects
