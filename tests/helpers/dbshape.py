@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, Engine, MetaData, inspect, select
 
 from sluice.bot.flow.audit import AUDIT
-from sluice.bot.flow.ledger import LEDGER
+from sluice.bot.flow.ledger_schema import LEDGER
 from sluice.bot.queue.schema import QUEUE
 from sluice.core.db import migrate as runner
 from sluice.core.state.migrations import STATE

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from sluice.bot.flow.ledger import LEDGER
+from sluice.bot.flow.ledger_schema import LEDGER
 from sluice.bot.queue.schema import QUEUE
 from sluice.core.db.engine import create_state_engine
 from sluice.core.db.migrate import Migration, migrate

@@ -146,7 +146,7 @@ def test_a_run_made_before_the_upgrade_is_refused_and_the_next_check_gives_a_run
     world.redefine()
     check = world.drift()
     with world.ledger._writing("forget the runs, as before migration 8") as conn:
-        from sluice.bot.flow.ledger import check_runs
+        from sluice.bot.flow.ledger_schema import check_runs
 
         conn.execute(check_runs.delete())
     old = world.github.run_id(C, checks.DRIFT)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from sluice.bot.flow.audit import AUDIT, Entry
-from sluice.bot.flow.ledger import LEDGER, Ledger
+from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger_schema import LEDGER
 from sluice.bot.flow.reviewed_plan import REMOVED, PlanReview, review_of
 from sluice.core import workflow
 from sluice.core.db import migrate as runner

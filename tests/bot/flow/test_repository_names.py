@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bot.flow.ledger import Binding, Ledger, repositories
+from sluice.bot.flow.ledger import Binding, Ledger
+from sluice.bot.flow.ledger_schema import repositories
 
 T = 1_800_000_000_000
 

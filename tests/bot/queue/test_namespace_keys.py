@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from sluice.bot.flow.ledger import Ledger, QueueKeys, repositories
+from sluice.bot.flow.ledger import Ledger, QueueKeys
+from sluice.bot.flow.ledger_schema import repositories
 from sluice.bot.queue.store import Delivery, JobQueue, NewJob
 
 OLD, NEW, UNCONFIRMED = "github:octo/warehouse", "github:octo/warehouse2", "github:octo/wh3"

@@ -26,7 +26,8 @@ from sqlalchemy import (
 )
 
 from sluice.bot.flow.audit import AUDIT
-from sluice.bot.flow.ledger import LEDGER, Ledger, Push
+from sluice.bot.flow.ledger import Ledger, Push
+from sluice.bot.flow.ledger_schema import LEDGER
 from sluice.bot.queue.schema import QUEUE
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.core.db.engine import create_state_engine
