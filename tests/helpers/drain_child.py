@@ -38,6 +38,7 @@ from sluice.bot.forge.memory import MemoryForge
 from sluice.core.model.definition import Project
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.submit import JobResult, OnEvent
+from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.fold_settings import fold_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,7 @@ class SlowRunner:
 
 def forge(workdir: Path, prs: list[int]) -> MemoryForge:
     github = MemoryForge(OWNER, name="github")
+    github.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
     github.roles.update({"alice": "write"})
     src = workdir / "tree-main"
     shutil.rmtree(src, ignore_errors=True)

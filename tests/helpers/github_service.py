@@ -49,6 +49,12 @@ class Service:
     ) -> Any:
         if isinstance(payload, dict):  # each person's account id, as GitHub's webhooks say
             payload = accounts.github(payload)
+            named = payload.get("repository") or {}
+            if not self.github.scoped and named.get("id") == self.github.repo_id:
+                # An unscoped fake is whichever repository the delivery names: GitHub says
+                # its id has that name (the service asks before a job runs).
+                with self.github.lock:
+                    self.github.repo = named.get("full_name") or self.github.repo
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {
             "X-GitHub-Event": event,

@@ -40,6 +40,12 @@ class GitLabService:
     ) -> Any:
         if isinstance(payload, dict):  # each person's account id, as the fake GitLab's
             payload = accounts.gitlab(payload, self.gitlab.user_id)
+            named = payload.get("project") or {}
+            if self.gitlab.adopt_project and named.get("id") == self.gitlab.project_id:
+                # An adopting fake is whichever project the delivery names: GitLab says
+                # its id has that path (the service asks before a job runs).
+                with self.gitlab.lock:
+                    self.gitlab.project = named.get("path_with_namespace") or self.gitlab.project
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {"X-Gitlab-Event": event, "Content-Type": "application/json"}
         if token is not None:

@@ -91,9 +91,11 @@ class Bot:
     def _forge_for(self, event: Event) -> Forge:
         return self.forges[event.repo]
 
-    def repository(self, repo: str) -> MemoryForge:
-        """Another repository on the same GitHub, its forge."""
+    def repository(self, repo: str, repo_id: int | None = None) -> MemoryForge:
+        """Another repository on the same GitHub (its forge id ``repo_id``), its forge."""
         forge = MemoryForge(repo, name="github", clock=lambda: NOW)
+        if repo_id is not None:
+            forge.repositories[repo_id] = repo
         self.forges[repo] = forge
         return forge
 

@@ -44,7 +44,7 @@ from sluice.bot.forge.github.client import github_client
 from sluice.bot.forge.github.forge import GitHubForge
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 from tests.helpers.github_wire import FakeGitHub
 
 # --- what counts as a command ----------------------------------------------------------
@@ -458,6 +458,7 @@ class Bot:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     github = MemoryForge(OWNER, name="github")
+    github.repositories[CASE_REPOSITORY_ID] = github.repo  # the id the bodies carry
     github.commit("b" * 40, {"config.yaml": "sluice:\n  project: jaffle\n"}, branch="main")
     github.roles.update({"bob": "write", "carol": "admin", "dave": "read"})
     github.open_pull(7, head_sha=HEAD, base="main", author="alice")

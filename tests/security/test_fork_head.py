@@ -34,7 +34,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 from tests.helpers.github_service import SECRET, sign
 from tests.helpers.github_wire import FakeGitHub, tarball
 
@@ -108,6 +108,7 @@ class Bot:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     github = MemoryForge(REPO, name="github")
+    github.repositories[CASE_REPOSITORY_ID] = github.repo  # the id the bodies carry
     github.roles.update({"maintainer": "maintain", AUTHOR: "read"})
     project = _project(tmp_path / "src")
     github.commit_folder("0" * 40, project, branch="master")

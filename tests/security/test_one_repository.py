@@ -28,7 +28,7 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
 
 def _other(bot: Bot) -> MemoryForge:
     """The second repository on the same GitHub: its prod branch as the first's."""
-    other = bot.repository("mallory/other")
+    other = bot.repository("mallory/other", 424242)
     other.roles.update({"alice": "write", "bob": "write"})
     bot.commit(C, GATED, forge=other)
     other.refs["main"] = C

@@ -97,6 +97,7 @@ class Bot:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     forge = MemoryForge(OWNER, name="github")
+    forge.repositories[CASE_REPOSITORY_ID] = forge.repo  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": GATED}, branch="main")
     forge.commit(A, {"config.yaml": GATED}, parents=(ROOT,))
     forge.roles.update({"alice": "write", "bob": "write", "carol": "admin"})

@@ -298,9 +298,11 @@ def test_a_repository_taking_b_s_old_name_does_not_inherit_b_s_namespace(
             other.commit_folder(head, src, parents=(C,))
             other.open_pull(number, head_sha=head, base="main", author="alice")
         # B (repository 424242) builds its PR.
+        other.repositories[424242] = OTHER
         bot.deliver("pull_request", _named_b(opened(9, HEAD_B), 424242))
         assert other.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
         # B is renamed away; a new repository (another id) is created under B's old name.
+        other.repositories.update({424242: f"{OTHER}-renamed", 990001: OTHER})
         bot.deliver("pull_request", _named_b(opened(11, HEAD_X), 990001))
         b_root = tenancy.spark_root(OTHER_KEY)
         roots = {sha: root for sha, root in made if sha in (HEAD_B, HEAD_X)}

@@ -2,7 +2,7 @@
 name to the forge's id of it, and the namespace each binding keys (``sluice_repositories``,
 ``Ledger.bind_repository``, ``claim_name``, ``history``, ``add_name``;
 ``dispatch._admitted``, ``_claim``, ``_unbound_still_named``, ``_still_named``,
-``_renamed``; ``Forge.identity``, ``Forge.repository_of``).
+``_confirmed``; ``Forge.identity``, ``Forge.repository_of``).
 
 Each test asserts what a sound service does. An attack that works against the code as it
 is is a ``xfail(strict=True)`` naming the code path and the fix proposed; the others are
@@ -345,17 +345,6 @@ def _web_rollback(forge: MemoryForge, deps: Any, author: str) -> list[str]:
     return forge.bot_comments(7)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the web UI's rollback form carries the id the name is bound to "
-    "(web/actions.act: Ledger.name_binding), and dispatch._admitted admits an event whose "
-    "(name, id) matches the binding without asking the forge whether the id still has the "
-    "name; run_command then asks the forge by name who may (permission, pull_request): "
-    "once B is renamed and mallory holds acme/b, her form on B's page (still listed "
-    "under acme/b until B delivers again) rolls B's prod back as a writer of her own "
-    "repository. Fix proposed: confirm with Forge.repository_of(id) that the name is the "
-    "id's now before admitting (as _still_named does for events without an id)",
-)
 def test_the_holder_of_b_s_old_name_does_not_roll_b_s_prod_back_from_the_web_ui(
     tmp_path: Path,
 ) -> None:
@@ -390,17 +379,6 @@ C_ID, M_ID = 515151, 626262
 HEAD_C, HEAD_M = "c3" * 20, "d4" * 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger.bind_repository binds a name the service has no records of to the "
-    "delivery's id on the delivery's word alone (no Forge.repository_of): a replayed old "
-    "signed delivery of mallory's repository from when it held the name acme/c (a project "
-    "hook's 'resend', a redelivery) binds acme/c to her id before the real acme/c delivers, "
-    "and the real repository is refused as a successor for good (until an operator "
-    "deletes the row). Fix proposed: on a name's first binding ask Forge.repository_of(id) "
-    "and bind only when the forge names the id so now (as _renamed does for a new name of "
-    "a bound id)",
-)
 def test_a_replayed_delivery_from_a_name_s_former_holder_does_not_lock_its_repository_out(
     tmp_path: Path,
 ) -> None:
@@ -502,7 +480,8 @@ def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defended: a quiet name's first delivery while the forge fails, or says no time, is
-    refused and binds nothing; the next delivery asks again."""
+    refused (the worker tries it again when the forge failed) and binds nothing; the next
+    delivery asks again."""
     bot, forge, _warehouse, _ours = _world(tmp_path)
     try:
         _taken(bot, forge, NOW + DAY)
@@ -511,7 +490,8 @@ def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
             raise ForgeError("GitHub answered 502")
 
         monkeypatch.setattr(forge, "identity", failing)
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        with pytest.raises(ForgeError, match="could not say when repository id"):
+            bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         assert bot.ledger.name_binding(B_KEY) is None
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
 

@@ -266,7 +266,7 @@ def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_unti
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
         assert bot.ledger.name_binding(B_KEY) is None
         said = caplog.text
-        assert "shows none of" in said or "could not show" in said, said
+        assert "shows none of" in said or "cannot show" in said, said
         statement = said[said.index("INSERT INTO") : said.index("; to serve")]
         engine = create_engine(bot.url)
         with engine.begin() as conn:

@@ -47,7 +47,7 @@ from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
 from sluice.core.spark.submit import JobResult
-from tests.helpers.cases import load_case, realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, load_case, realcase
 from tests.helpers.github_service import Service, serve, service_settings
 from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.helpers.own_runs import sluices_run
@@ -75,6 +75,7 @@ ROOT = "0" * 40  # main's first commit
 def _memory(repo: str, name: str = "github") -> MemoryForge:
     """A repository in memory whose ``main`` holds a project without models."""
     forge = MemoryForge(repo, name=name, comment_limit=1_000_000 if name == "gitlab" else 65536)
+    forge.repositories[CASE_REPOSITORY_ID] = forge.repo  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": "sluice:\n  project: demo\n"}, branch="main")
     return forge
 
@@ -249,6 +250,7 @@ def test_a_replayed_refusal_is_not_posted_again(bot: Bot) -> None:
 def test_a_comment_on_another_repository_with_the_same_id_is_not_a_replay(bot: Bot) -> None:
     bot.say("bob", "/sluice help", 905)
     elsewhere = bot.repository("octo/other")
+    elsewhere.repositories[5353] = "octo/other"
     elsewhere.open_pull(7, head_sha=A, base="main", author="alice")
     elsewhere.add_comment(7, "bob", "/sluice help", comment_id=905)
     other = _comment("bob", "/sluice help", 905)

@@ -59,16 +59,19 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
         bot.deliver("pull_request", _with_id(opened(9, FIRST), 424242))  # binds the name
         assert FIRST in built
         assert bot.ledger.bind_repository(KEY, 1, NOW).repo_id == 424242
-        # Another repository (id 990001) under the name: refused, nothing built, said why.
+        # A delivery that names no id (as the Action's, the local forge's): as before,
+        # while the forge names the bound id so.
+        bot.deliver("pull_request", _with_id(opened(13, THIRD), None))
+        assert THIRD in built
+        # The repository renamed away, another (id 990001) made under its old name: the
+        # forge says so, and it is refused, nothing built, said why.
+        github.repositories.update({424242: "octo/warehouse-renamed", 990001: OWNER})
         with caplog.at_level(logging.ERROR):
             bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
         assert SECOND not in built and SECOND not in github.checks
         said = caplog.text
         assert "bound to the repository whose github id is 424242" in said
         assert "repository id 990001" in said and "docs/architecture.md" in said
-        # A delivery that names no id (as the Action's, the local forge's): as before.
-        bot.deliver("pull_request", _with_id(opened(13, THIRD), None))
-        assert THIRD in built
         # The operator rebinds the name (docs/architecture.md's statement): the next
         # delivery binds it to its id.
         engine = create_engine(bot.url)

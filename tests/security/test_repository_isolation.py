@@ -69,7 +69,7 @@ def two(tmp_path: Path) -> Iterator[tuple[Bot, MemoryForge, Warehouse]]:
     github = MemoryForge(OWNER, name="github")
     bot = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
     bot.prod(C, CONFIG)
-    other = bot.repository(OTHER)
+    other = bot.repository(OTHER, 424242)
     bot.commit(C, CONFIG, forge=other)
     other.refs["main"] = C
     for forge in (github, other):
@@ -160,7 +160,7 @@ def test_a_state_made_before_isolation_stays_its_owner_s_and_unprefixed(tmp_path
 
     after = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
     try:
-        other = after.repository(OTHER)
+        other = after.repository(OTHER, 424242)
         other.roles.update({"alice": "write", "bob": "write"})
         after.commit(C, CONFIG, forge=other)
         other.refs["main"] = C
@@ -436,7 +436,7 @@ def test_another_repository_cannot_declare_the_state_owner_s_tables(
     before.close()
     bot = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
     try:
-        other = bot.repository(OTHER)
+        other = bot.repository(OTHER, 424242)
         other.roles.update({"alice": "write"})
         bot.commit(C, CONFIG, forge=other)
         other.refs["main"] = C
@@ -465,7 +465,7 @@ def test_another_repository_s_audit_cannot_read_the_state_owner_s_views(tmp_path
     before.close()
     bot = Bot(tmp_path, github, runner_for=warehouse.runner, isolate=True)
     try:
-        other = bot.repository(OTHER)
+        other = bot.repository(OTHER, 424242)
         other.roles.update({"alice": "write"})
         bot.commit(C, CONFIG, forge=other)
         other.refs["main"] = C
@@ -525,7 +525,7 @@ def test_two_repositories_on_postgresql_each_in_its_own_schema(
     bot.ledger = Ledger(fresh_postgres_url)
     try:
         bot.prod(C, CONFIG)
-        other = bot.repository(OTHER)
+        other = bot.repository(OTHER, 424242)
         bot.commit(C, CONFIG, forge=other)
         other.refs["main"] = C
         for forge in (github, other):

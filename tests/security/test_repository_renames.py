@@ -178,7 +178,9 @@ def test_a_delivery_naming_another_repository_s_id_is_refused(
     with caplog.at_level(logging.ERROR):
         bot.deliver("pull_request", _as(opened(13, forged), "octo/other", ID))
     assert world.built(forged) is None
-    assert f"bound to the repository whose github id is {OTHER_ID}" in caplog.text
+    # The forge says that id is the victim's name, not this one: refused before binding.
+    assert f"github id is {ID}, and github says that repository is {OWNER} now" in caplog.text
+    assert bot.ledger.name_binding("github:octo/other") == ("github:octo/other", OTHER_ID)
     # Under a new name with the victim's id: the forge says that id is the victim's name,
     # so it is no rename: refused, nothing bound.
     world.rename(other, "octo/evil", OTHER_ID)

@@ -141,8 +141,8 @@ def handle(deps: Deps, event: Event) -> None:
     """Do what ``event`` asks, as one :class:`~sluice.bot.flow.job.Job` (made here, closed
     when it ends). Forge and engine errors are reported on the PR, not raised, unless
     reporting itself fails (then the worker retries the job), or the forge fails when
-    asked whether the name of an event that says no id is still its repository's
-    (:func:`_still_named`: the worker retries it too).
+    asked whether the event's name is its repository's now (:func:`_confirmed`: the
+    worker retries it too).
 
     An event that changes state runs once by its content (``event.content_key()``, see
     :mod:`sluice.bot.events.neutral`): one whose key the ledger has recorded for the
@@ -185,14 +185,44 @@ def _record_pushers(job: Job, event: PullRequestEvent) -> None:
         ledger.record_pusher(repo, event.number, event.head_owner, job.now, event.head_owner_id)
 
 
-def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
+def _admitted(job: Job, event: Event) -> bool:
     """Whether ``event`` is to be handled (see :func:`handle`); the repository's records
-    (its owner, that it was seen, the PR's head) made on the way, in one transaction. A
-    delivery saying the forge's id of its repository binds the name to it the first time,
-    and is refused when the name is bound to another id (:func:`_refuse_successor`)."""
-    ledger, name = job.ledger, job.repo  # the name the delivery carries, as the forge's
-    if event.repo_id is None and not _still_named(job, event):
+    (its owner, that it was seen, the PR's head) made on the way, in one transaction.
+
+    First the forge confirms the name is its repository's now (:func:`_confirmed`): a
+    delivery's id is never taken on its word. Then a delivery saying the forge's id binds
+    the name to it the first time (a new name of a bound id: a rename, keeping the
+    namespace; a name with records bound to nothing: :func:`_claim`), and is refused when
+    the name is bound to another id (:func:`_refuse_successor`)."""
+    key = event.content_key()
+    if key is not None and _replayed(job, event, _key_of(job.deps, event), key):
+        return False  # before asking the forge: a redelivery storm costs it nothing
+    if not _confirmed(job, event):
         return False
+    return _admit(job, event)
+
+
+def _replayed(job: Job, event: Event, repo: str, key: str) -> bool:
+    """Whether the ledger says ``event`` (its content ``key``) was handled for ``repo``
+    already (a delivery sent again under a new delivery id): then skipped, saying so."""
+    before = job.ledger.handled(repo, key)
+    if before is None:
+        return False
+    outcome, at = before
+    log.info(
+        "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
+        "a delivery sent again under a new delivery id does not run again",
+        repo,
+        event.kind,
+        key,
+        _utc(at),
+        outcome,
+    )
+    return True
+
+
+def _admit(job: Job, event: Event) -> bool:
+    ledger, name = job.ledger, job.repo  # the name the delivery carries, as the forge's
     with ledger.together("admit an event"):
         # None: the Action, the local forge, the CLI say no id (a name bound is followed).
         rid = event.repo_id
@@ -201,17 +231,20 @@ def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
             job.follow(ledger.canonical(name))
         else:
             binding = ledger.bind_repository(name, rid, job.now)
-            if not binding.rename and binding.since is None:
+            if binding.rename:  # a new name of a bound id, confirmed: a rename
+                ledger.add_name(name, rid, binding.canonical, job.now)
+            elif binding.others:  # a name of a renamed repository, confirmed its now
+                ledger.touch_name(name, job.now)
+            if binding.since is None:
                 job.follow(binding.canonical)
         renamed = binding is not None and binding.rename
         claimed = binding is not None and binding.since is not None
-        doubted = binding is not None and binding.others and not confirmed
         known = None if binding is None or renamed or claimed else binding.repo_id
         successor = known is not None and known != rid
         repo = job.repo
         # An isolating service binds no owner: each repository has its namespace (tenancy).
         bound = f"{repo}#{job.deps.project_path}"
-        stop = successor or renamed or claimed or doubted
+        stop = successor or claimed
         owner = bound if job.deps.isolate or stop else ledger.belongs_to(bound, job.now)
         if stop or owner != bound:
             refused = True
@@ -222,7 +255,7 @@ def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
                 _record_pushers(job, event)
                 job.checks_on(event.head_sha)  # the build's checks go on its head
             key = event.content_key()
-            before = ledger.handled(repo, key) if key is not None else None
+            replayed = key is not None and _replayed(job, event, repo, key)
             newer = (
                 isinstance(event, PullRequestEvent)
                 and event.action in pr_build.PREVIEW_ACTIONS
@@ -230,23 +263,21 @@ def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
                     repo, event.number, event.head_sha, event.updated_ms, job.now
                 )
             )
-    if renamed:  # a name new to an id bound to another: the forge says whether renamed
-        assert binding is not None and rid is not None
-        if not _renamed(job, event, binding.canonical):
-            return False
-        ledger.add_name(name, rid, binding.canonical, job.now)
-        return _admitted(job, event, confirmed=True)  # now bound: as its repository's
-    if doubted:  # a name of a renamed repository: the forge says whether it has it now
-        assert rid is not None
-        if not _not_left(job, event, rid):
-            return False
-        ledger.touch_name(name, job.now)
-        return _admitted(job, event, confirmed=True)
+    if renamed:
+        assert binding is not None
+        log.warning(
+            "%s: the repository first seen as %s (%s id %s) was renamed: it keeps its "
+            "namespace and records under its new name",
+            job.repo,
+            binding.canonical,
+            event.forge,
+            rid,
+        )
     if claimed:  # a name with records, bound to nothing: the forge says whose they are
         assert binding is not None and binding.since is not None and rid is not None
         if not _claim(job, event, rid, binding.canonical, binding.since):
             return False
-        return _admitted(job, event)  # now bound
+        return _admit(job, event)  # now bound
     if successor:
         assert known is not None
         _refuse_successor(job, event, known)
@@ -254,18 +285,7 @@ def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
     if refused:
         _refuse_repository(job, event, owner)
         return False
-    if before is not None:
-        outcome, at = before
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at / 1000))
-        log.info(
-            "%s: %s event skipped: the same event (%s) was handled at %s (%s); "
-            "a delivery sent again under a new delivery id does not run again",
-            repo,
-            event.kind,
-            key,
-            when,
-            outcome,
-        )
+    if replayed:
         return False
     if newer:
         assert isinstance(event, PullRequestEvent)
@@ -281,13 +301,27 @@ def _admitted(job: Job, event: Event, confirmed: bool = False) -> bool:
     return True
 
 
-def _not_left(job: Job, event: Event, repo_id: int) -> bool:
-    """Whether a delivery under a name bound to its ``repo_id`` may be taken at its word:
-    asked when the repository has another name bound (:attr:`Binding.others`: a rename,
-    so a name it left may be another repository's now, and this a late or resent
-    delivery); yes only when the forge says the repository of that id has this name now. Such a delivery
-    never reaches the namespace under the name it left, moves that name's last delivery,
-    or posts to the name's new holder. A forge error raises (the queue tries again)."""
+def _confirmed(job: Job, event: Event) -> bool:
+    """Whether the forge says the name ``event`` carries is its repository's now: by the
+    event's id (a delivery; the web UI's forms carry the id the name is bound to), else
+    by the id the name is bound to (:func:`_still_named`). Refused, saying why, when the
+    forge names the id otherwise or not at all: a delivery sent late or again under a
+    name its repository left, or from a name's former holder, or naming another
+    repository's id, never builds in a namespace, binds a name, or posts to whatever
+    holds the name now.
+
+    Raises:
+        ForgeError: the forge could not say (an error, not an answer): nothing is run,
+            recorded or posted, and the worker tries the job again later.
+    """
+    if event.repo_id is None:
+        return _still_named(job, event)
+    return _named_now(job, event, event.repo_id, "it comes from")
+
+
+def _named_now(job: Job, event: Event, repo_id: int, said: str) -> bool:
+    """Whether the forge says the repository of ``repo_id`` has the name ``event``
+    carries now; refused with an ERROR when not (``said``: how the job names the id)."""
     try:
         now = job.forge.repository_of(repo_id)
     except ForgeError as exc:
@@ -295,12 +329,15 @@ def _not_left(job: Job, event: Event, repo_id: int) -> bool:
     if now is not None and now.casefold() == event.repo.casefold():
         return True
     log.error(
-        "%s: %s event refused: it comes from repository id %s, which has had another "
-        "name, and %s says that repository is %s now, not this name (a "
-        "delivery sent late or again under a name the repository has left, which another "
-        "repository may hold now): nothing is run, recorded or posted under it",
+        "%s: %s job refused: %s the repository whose %s id is %s, and %s says that "
+        "repository is %s now, not this name (a delivery sent late or again under a name "
+        "its repository left, which another may hold now, or one naming another "
+        "repository's id): nothing is run, bound, recorded or posted under it. If the "
+        "repository was renamed, check that the service's forge credentials can read it",
         job.repo,
         event.kind,
+        said,
+        event.forge,
         repo_id,
         event.forge,
         "unknown to it" if now is None else now,
@@ -309,44 +346,16 @@ def _not_left(job: Job, event: Event, repo_id: int) -> bool:
 
 
 def _still_named(job: Job, event: Event) -> bool:
-    """Whether an event that says no id (the scheduled drift check, run and janitor, the
-    web UI's forms) may run under its name: yes when no delivery bound the name to a forge
-    id (the Action, the local forge, the CLI), else only when the forge says the repository
-    of the bound id has that name now. A name its repository was renamed away from, which
-    another repository may hold now, is refused: its namespace's drift, runs and records
-    are never posted to whatever holds the name.
-
-    Raises:
-        ForgeError: the forge could not say (an error, not an answer): nothing is run or
-            posted, and the worker tries the job again later, as after any forge error.
-    """
+    """Whether an event that says no id (the scheduled drift check, run and janitor) may
+    run under its name: yes when no delivery bound the name to a forge id (the Action,
+    the local forge, the CLI: :func:`_unbound_still_named`), else only when the forge says
+    the repository of the bound id has that name now. A renamed repository's scheduled
+    jobs run under its new name once a delivery from it binds that name."""
     bound = job.ledger.name_binding(job.repo)
     if bound is None:
         return _unbound_still_named(job, event)
     first, repo_id = bound
-    try:
-        now = job.forge.repository_of(repo_id)
-    except ForgeError as exc:
-        raise _unconfirmed(job, event, f"which repository id {repo_id} is now", exc) from exc
-    if now is not None and now.casefold() == event.repo.casefold():
-        return True
-    why = (
-        f"{event.forge} says the repository of id {repo_id} is "
-        f"{'unknown to it' if now is None else now} now, not this name"
-    )
-    log.error(
-        "%s: %s job refused: this name is bound to the repository whose %s id is %s (first "
-        "seen as %s), and %s: nothing is run or posted under a name that may be another "
-        "repository's now. A renamed repository's scheduled jobs run under its new name "
-        "once a delivery from it binds that name",
-        job.repo,
-        event.kind,
-        event.forge,
-        repo_id,
-        first,
-        why,
-    )
-    return False
+    return _named_now(job, event, repo_id, f"this name (first seen as {first}) is bound to")
 
 
 def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
@@ -360,26 +369,25 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
     into the name as well. Else, or when the forge cannot say, refused, binding nothing,
     with what an operator runs to bind it."""
     when = _utc(since)
-    why = ""
     try:
         found = job.forge.identity(repo_id)
     except ForgeError as exc:
-        found, why = None, f"{event.forge} could not say when it was made ({exc})"
+        raise _unconfirmed(job, event, f"when repository id {repo_id} was made", exc) from exc
     named = found is not None and found.name.casefold() == event.repo.casefold()
-    if (found is None and not why) or (found is not None and not named):
+    if found is None or not named:
         found, why = None, f"{event.forge} says no repository of that id is named so now"
     elif found is not None and found.created_ms is None:
         found, why = None, f"{event.forge} does not say when that repository was made"
     if found is not None and found.created_ms is not None and found.created_ms >= since:
         return _bind_claim(job, event, repo_id, f"{key}~{repo_id}", key, found.created_ms, since)
     if found is not None:
-        proof = _continues(job, key, repo_id)
+        proof = _continues(job, event, key, repo_id)
         if proof is True:
             assert found.created_ms is not None
             return _bind_claim(job, event, repo_id, key, key, found.created_ms, since)
         why = (
             f"{event.forge} says it was made {_utc(found.created_ms or 0)}, before them, but "
-            f"{'could not show' if proof is None else 'shows none of'} the check runs the "
+            f"{'cannot show' if proof is None else 'shows none of'} the check runs the "
             "service made under this name (a repository renamed or transferred into the name "
             "is older than its records too)"
         )
@@ -409,11 +417,11 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
     return False
 
 
-def _continues(job: Job, key: str, repo_id: int) -> bool | None:
+def _continues(job: Job, event: Event, key: str, repo_id: int) -> bool | None:
     """Whether the repository of ``repo_id`` has one of the newest check runs the service
     made for the repository whose records are keyed ``key`` (GitHub: a check run id is one
     repository's, kept through renames and transfers); None when none is recorded or the
-    forge cannot say."""
+    forge keeps no such ids. A forge error raises (:func:`_unconfirmed`: tried again)."""
     runs = job.ledger.newest_check_runs(key)
     if not runs:
         return None
@@ -421,8 +429,9 @@ def _continues(job: Job, key: str, repo_id: int) -> bool | None:
     for sha, run_id in runs:
         try:
             made = job.forge.made_check_run(repo_id, run_id, sha)
-        except ForgeError:
-            continue
+        except ForgeError as exc:
+            asked = f"whether repository id {repo_id} holds check run {run_id}"
+            raise _unconfirmed(job, event, asked, exc) from exc
         if made is True:
             return True
         said = said or made is False
@@ -503,7 +512,7 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
                 f"{_utc(found.created_ms)}, after the service's first record of the name: "
                 "another repository took it"
             )
-        elif _continues(job, key, found.id) is not True:
+        elif _continues(job, event, key, found.id) is not True:
             why = (
                 f"the repository named so now (id {found.id}) shows none of the check runs "
                 "the service made under the name (or the forge could not say)"
@@ -543,40 +552,6 @@ def _unconfirmed(job: Job, event: Event, asked: str, exc: ForgeError) -> ForgeEr
         hint="the queue tries it again; if the forge keeps failing, check the service's "
         "forge credentials and the forge's status",
     )
-
-
-def _renamed(job: Job, event: Event, first: str) -> bool:
-    """Whether the forge says the repository of the delivery's id is named as the delivery
-    says now (a rename of the repository first named ``first``, whose namespace it keeps);
-    refused, saying so, when it does not: a delivery naming another repository's id never
-    reaches that repository's namespace on its word alone."""
-    assert event.repo_id is not None
-    now = job.forge.repository_of(event.repo_id)
-    if now is not None and now.casefold() == event.repo.casefold():
-        log.warning(
-            "%s: the repository first seen as %s (%s id %s) was renamed: it keeps its "
-            "namespace and records under its new name",
-            job.repo,
-            first,
-            event.forge,
-            event.repo_id,
-        )
-        return True
-    log.error(
-        "%s: %s event refused: it says it comes from the repository whose %s id is %s, "
-        "which this service knows as %s, and %s says that repository is %s now, not this "
-        "name: a delivery does not reach another repository's namespace by naming its id. "
-        "If the repository was renamed, check that the service's forge credentials can "
-        "read it under its new name",
-        job.repo,
-        event.kind,
-        event.forge,
-        event.repo_id,
-        first,
-        event.forge,
-        "unknown to it" if now is None else now,
-    )
-    return False
 
 
 def _refuse_successor(job: Job, event: Event, known: int) -> None:
@@ -636,10 +611,10 @@ def give_up(deps: Deps, event: Event, error: str) -> None:
     """The job failed for good: say so where the people it concerns will look."""
     job = Job.start(deps, deps.forge_for(event))
     try:
-        # An event that says no id is told under its name only while the forge says the
-        # name is still its repository's, as when it was admitted (its last attempt may
-        # have failed asking that; a ForgeError here is logged by abandon, nothing posted).
-        if event.repo_id is None and not _still_named(job, event):
+        # Told under its name only while the forge says the name is still its
+        # repository's, as when it was admitted (its last attempt may have failed asking
+        # that; a ForgeError here is logged by abandon, nothing posted).
+        if not _confirmed(job, event):
             return
         job.follow(_key_of(deps, event))
         with schema_prefix(job.namespace.schema_prefix):

@@ -304,8 +304,8 @@ class Forge(Protocol):
         """The name (``owner/name``) the repository of the forge's id ``repo_id`` has now
         (GitHub ``GET /repositories/{id}``, GitLab ``GET /projects/:id``), as the service's
         credentials read it; None when they read none of that id, and on a forge without
-        ids (the local forge). A delivery naming a new name with a known id is a rename only
-        if this says so (:func:`sluice.bot.flow.dispatch._renamed`)."""
+        ids (the local forge). A delivery with an id is admitted only when this names its
+        name (:func:`sluice.bot.flow.dispatch._confirmed`)."""
         ...
 
     def identity(self, repo_id: int | None = None) -> RepositoryIdentity | None:

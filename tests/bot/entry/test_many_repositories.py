@@ -72,7 +72,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Service, dict[str, FakeGitHub], Ware
     shutil.copytree(main, pr)
     edit(pr / "models" / "orders.sql", "  ON o.order_id = p.order_id",
          "  ON o.order_id = p.order_id\nWHERE o.status <> 'returned'")  # fmt: skip
-    fakes = {repo: FakeGitHub(repo=repo, scoped=True) for repo in (A, B)}
+    fakes = {repo: FakeGitHub(repo=repo, repo_id=IDS[repo], scoped=True) for repo in (A, B)}
     for github in fakes.values():
         _commit(github, sha_of(1), main, branch="main")
         _commit(github, sha_of(7), pr)

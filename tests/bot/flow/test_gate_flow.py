@@ -35,7 +35,7 @@ from sluice.core.model.loader import load_project
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
 from tests.helpers import accounts
-from tests.helpers.cases import realcase, record_prod
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -115,6 +115,7 @@ class Bot:
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     forge = MemoryForge(OWNER, name="github")
+    forge.repositories[CASE_REPOSITORY_ID] = forge.repo  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": BASE_CONFIG}, branch="main")
     forge.commit(A, {"config.yaml": BASE_CONFIG}, parents=(ROOT,))
     forge.roles.update({"alice": "write", "bob": "write", "carol": "admin", "dave": "read"})

@@ -30,7 +30,7 @@ from sluice.bot.present.metrics import Registry
 from sluice.core import runs
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import JobResult, open_state
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 from tests.helpers.prod_twice import prod_recorded_twice
 
 REPO = Path(__file__).resolve().parents[3]
@@ -119,6 +119,7 @@ def sent(deps: Deps, event: str, outcome: str) -> float:
 
 def github(config: str, files: dict[str, str] | None = None) -> MemoryForge:
     forge = MemoryForge(OWNER, name="github")
+    forge.repositories[CASE_REPOSITORY_ID] = forge.repo  # the id the bodies carry
     forge.commit(ROOT, {"config.yaml": config, **(files or {"models/.keep": ""})}, branch="main")
     forge.roles.update({"alice": "write", "bob": "write", "erin": "write"})
     return forge

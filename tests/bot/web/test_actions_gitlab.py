@@ -79,8 +79,9 @@ def test_the_author_is_refused_and_the_approver_passes_the_gate_on_gitlab(
     assert "own approval does not count" not in gitlab.bot_notes(2)[0]["body"]
     asked = len(gitlab.requests)
     assert "queued as job" in _send(service, "approve")
-    # the worker's flow asked GitLab for the MR (python-gitlab, the service's token)
-    assert ("GET", f"/projects/{PROJECT.replace('/', '%2F')}/merge_requests/2") in (
+    # the worker's flow asked GitLab for the MR (python-gitlab, the service's token), by
+    # the project's id (the form carries the id its path is bound to)
+    assert ("GET", f"/projects/{gitlab.project_id}/merge_requests/2") in (
         gitlab.requests[asked:]
     )
     # the author's own approval from the page does not count, as on GitLab
