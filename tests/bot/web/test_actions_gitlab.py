@@ -81,9 +81,7 @@ def test_the_author_is_refused_and_the_approver_passes_the_gate_on_gitlab(
     assert "queued as job" in _send(service, "approve")
     # the worker's flow asked GitLab for the MR (python-gitlab, the service's token), by
     # the project's id (the form carries the id its path is bound to)
-    assert ("GET", f"/projects/{gitlab.project_id}/merge_requests/2") in (
-        gitlab.requests[asked:]
-    )
+    assert ("GET", f"/projects/{gitlab.project_id}/merge_requests/2") in (gitlab.requests[asked:])
     # the author's own approval from the page does not count, as on GitLab
     assert _approval(service)["state"] == "failed"
     assert "@alice's own approval does not count" in gitlab.bot_notes(2)[0]["body"]
