@@ -126,14 +126,21 @@ class GitRepo:
             try:
                 extract(git.stdout, dest, forge="local", sha=sha, limits=self.tree_limits)
                 git.stdout.read(1 << 20)  # the archive's end padding, which git may still write
-            except ForgeError:
-                if git.poll() is None:  # refused half way: stop it, a read error is git's own
+            except ForgeError as exc:
+                git.stdout.close()  # refused half way: a git still writing stops (EPIPE)
+                try:
+                    code = git.wait(timeout=30)
+                except subprocess.TimeoutExpired:
                     git.kill()
                     git.wait()
+                    raise exc from None
+                errors.seek(0)
+                text = errors.read().decode("utf-8", "replace").strip()
+                if code == 0 or not text:
                     raise
-                git.wait()
-                if git.returncode == 0:
-                    raise
+                # git failed too (on the same entry, or the stream ended early): say both,
+                # the archive's check first, whichever of the two came first
+                raise ForgeError(f"{exc.message} (git archive: {text})", hint=exc.hint) from exc
             finally:
                 git.stdout.close()
             if git.wait() != 0:
