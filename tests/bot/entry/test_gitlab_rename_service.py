@@ -30,13 +30,14 @@ from sluice.bot.entry.app import create_app
 from sluice.bot.flow import tenancy
 from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import JobQueue
-from sluice.core.snapshot.naming import schema_prefix, view_name
+from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
+from tests.helpers.renamed import assert_namespace_kept
 from tests.helpers.world import edit, sha_of
 
 OLD, NEW = "data/warehouse", "data/warehouse-2"
@@ -134,20 +135,7 @@ def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_hold
     statuses = gitlab.statuses_on(sha_of(9))
     assert statuses["sluice/pr-environment"]["state"] == "success", statuses
     assert "was renamed: it keeps its namespace" in caplog.text
-    # Its namespace: the same state (MR 8's environment beside MR 9's), prod untouched, and
-    # a plan of the MR's change alone (customers computed, nothing else: prod is known).
-    assert world.versions("prod") == prod
-    assert world.versions("pr_8")["jaffle.orders"] != prod["jaffle.orders"]
-    assert world.versions("pr_9")["jaffle.customers"] != prod["jaffle.customers"]
-    assert world.versions("pr_9")["jaffle.orders"] == prod["jaffle.orders"]
-    if world.isolated:  # type: ignore[attr-defined]  # no namespace of the new path's
-        made = tenancy.state_url(world.shared, f"gitlab:{NEW}")  # type: ignore[attr-defined]
-        assert not Path(made.removeprefix("sqlite:///")).exists()
-        with schema_prefix(tenancy.schema_prefix(f"gitlab:{OLD}")):
-            assert view_name("jaffle.customers", "pr_9") in warehouse.views
-    steps = [s["model"] for job in warehouse.jobs[jobs:] for s in job["steps"]
-             if s["type"] == "build"]  # fmt: skip
-    assert steps == ["jaffle.customers"], steps
+    assert_namespace_kept(world, f"gitlab:{OLD}", f"gitlab:{NEW}", prod, jobs)
     [note] = gitlab.bot_notes(9)
     assert "jaffle.customers" in note["body"] and "jaffle.orders" not in note["body"]
     # Everything it asked of the project or posted to it went to its id: the statuses,

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from sluice.bot.flow import tenancy
 from sluice.bot.queue.scheduler import Scheduler
-from sluice.core.snapshot.naming import schema_prefix, view_name
+from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import github_lifecycle as gl
@@ -30,6 +30,7 @@ from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.github_service import Service, serve
 from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.lifecycle_prod import build_main, main_tree
+from tests.helpers.renamed import assert_namespace_kept
 from tests.helpers.world import World, edit, sha_of
 
 OLD, NEW = gl.OWNER, "octo/warehouse2"
@@ -113,20 +114,7 @@ def test_a_renamed_repository_keeps_its_namespace_and_refuses_the_old_name_s_suc
     built = github.checks_on(sha_of(9))
     assert built["sluice/pr-environment"]["conclusion"] == "success", built
     assert "was renamed: it keeps its namespace" in caplog.text
-    # Its namespace: the same state (PR 8's environment beside PR 9's), prod untouched, and
-    # a plan of the PR's change alone (customers computed, nothing else: prod is known).
-    assert world.versions("prod") == prod
-    assert world.versions("pr_8")["jaffle.orders"] != prod["jaffle.orders"]
-    assert world.versions("pr_9")["jaffle.customers"] != prod["jaffle.customers"]
-    assert world.versions("pr_9")["jaffle.orders"] == prod["jaffle.orders"]
-    if world.isolated:  # type: ignore[attr-defined]  # no namespace of the new name's
-        made = tenancy.state_url(world.shared, f"github:{NEW}")  # type: ignore[attr-defined]
-        assert not Path(made.removeprefix("sqlite:///")).exists()
-        with schema_prefix(tenancy.schema_prefix(f"github:{OLD}")):
-            assert view_name("jaffle.customers", "pr_9") in warehouse.views
-    steps = [s["model"] for job in warehouse.jobs[jobs:] for s in job["steps"]
-             if s["type"] == "build"]  # fmt: skip
-    assert steps == ["jaffle.customers"], steps
+    assert_namespace_kept(world, f"github:{OLD}", f"github:{NEW}", prod, jobs)
     [comment] = github.comments_on(9)
     assert "jaffle.customers" in comment["body"] and "jaffle.orders" not in comment["body"]
     # Everything it asked GitHub went under the repository's id (the delivery's): no name.
