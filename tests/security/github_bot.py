@@ -15,16 +15,21 @@ from typing import Any
 
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.neutral import Event, JanitorEvent
-from sluice.bot.flow import dispatch
+from sluice.bot.flow import dispatch, tenancy
 from sluice.bot.flow.deps import RunnerFactory, make_deps
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.base import Check, Forge
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.intake.pin import pin_event
+from sluice.core import workflow
 from sluice.core.config import SETTINGS_FILES, SparkSettings
 from sluice.core.errors import ExecutionError
 from sluice.core.model.definition import Project
+from sluice.core.model.loader import load_project
+from sluice.core.snapshot.naming import PROD, schema_prefix
+from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.submit import JobResult, OnEvent, Runner
+from sluice.core.state import open_state
 from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 
@@ -203,3 +208,39 @@ def comment(number: int, user: str, body: str, comment_id: int) -> dict[str, Any
 
 def tag(name: str, sha: str) -> dict[str, Any]:
     return payload("github/push/woodpecker__HookTag.json", ref=f"refs/tags/{name}", after=sha)
+
+
+def named(payload: dict[str, Any], name: str, repository_id: int) -> dict[str, Any]:
+    """A GitHub delivery of repository ``name`` (not a fork) whose forge id is
+    ``repository_id``."""
+    repository = {**payload["repository"], "full_name": name, "id": repository_id}
+    pull = dict(payload["pull_request"])
+    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": name}}
+    pull["base"] = {**pull["base"], "repo": {**pull["base"]["repo"], "full_name": name}}
+    return {**payload, "repository": repository, "pull_request": pull}
+
+
+def drifted_prod(
+    bot: Bot, forge: MemoryForge, warehouse: Warehouse, key: str, config: str, secret: str
+) -> tenancy.Namespace:
+    """``key``'s prod (``config`` its config.yaml), built at C in its own namespace (its
+    state, schemas and root) as a promotion leaves it, then one of its views redefined by
+    hand to ``secret`` (a drift whose text is that repository's alone); its namespace."""
+    tree = bot.commit(C, config, forge=forge)
+    forge.refs["main"] = C
+    space = tenancy.namespace_of(key, bot.ledger, bot.url, isolate=True)
+    tenancy.ensure_schema(space.state_url)
+    project = load_project(tree, use_cache=False)
+    store = open_state(space.state_url)
+    try:
+        with schema_prefix(space.schema_prefix):
+            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
+    finally:
+        store.close()
+    bot.ledger.seen(key, None, NOW, sha=C)
+    [view] = [
+        v for v in warehouse.views if space.schema_prefix in v and v.endswith("__jaffle.customers")
+    ]
+    warehouse.views[view] = secret
+    return space

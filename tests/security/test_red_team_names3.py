@@ -29,11 +29,7 @@ from sluice.bot.flow import dispatch, tenancy
 from sluice.bot.flow.deps import make_deps
 from sluice.bot.forge.base import Check, ForgeError, RepositoryIdentity
 from sluice.bot.forge.memory import MemoryForge
-from sluice.core import workflow
-from sluice.core.model.loader import load_project
-from sluice.core.snapshot.naming import PROD, schema_prefix
 from sluice.core.spark.scripted import Warehouse
-from sluice.core.state import open_state
 from tests.helpers.cases import CASE_REPOSITORY_ID, record_prod
 from tests.helpers.fold_settings import fold_settings
 from tests.helpers.oauth import GITHUB_API, FakeUser, fake_github, sign_in
@@ -41,7 +37,7 @@ from tests.helpers.web import OWNER as WEB_OWNER
 from tests.helpers.web import web_world
 from tests.helpers.web_actions import forms
 from tests.helpers.web_actions import service as web_service
-from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, opened
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, C, drifted_prod, named, opened
 
 B_NAME = "acme/b"
 B_KEY = f"github:{B_NAME}"
@@ -51,39 +47,6 @@ CONFIG = GATED + "  pr:\n    backfill_days: null\n"
 B_SECRET = "SELECT 'b-only-secret' AS id"
 DAY = 86_400_000
 YEARS_AGO = NOW - 10 * 365 * DAY
-
-
-def _named(payload: dict[str, Any], name: str, repository_id: int) -> dict[str, Any]:
-    """A GitHub delivery of repository ``name`` (not a fork) whose forge id is
-    ``repository_id``."""
-    repository = {**payload["repository"], "full_name": name, "id": repository_id}
-    pull = dict(payload["pull_request"])
-    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": name}}
-    pull["base"] = {**pull["base"], "repo": {**pull["base"]["repo"], "full_name": name}}
-    return {**payload, "repository": repository, "pull_request": pull}
-
-
-def _prod(bot: Bot, forge: MemoryForge, warehouse: Warehouse, key: str) -> tenancy.Namespace:
-    """``key``'s prod, built at C in its own namespace as a promotion leaves it, then one
-    of its views redefined by hand (a drift whose text is B's alone); its namespace."""
-    tree = bot.commit(C, CONFIG, forge=forge)
-    forge.refs["main"] = C
-    space = tenancy.namespace_of(key, bot.ledger, bot.url, isolate=True)
-    tenancy.ensure_schema(space.state_url)
-    project = load_project(tree, use_cache=False)
-    store = open_state(space.state_url)
-    try:
-        with schema_prefix(space.schema_prefix):
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
-    finally:
-        store.close()
-    bot.ledger.seen(key, None, NOW, sha=C)
-    [view] = [
-        v for v in warehouse.views if space.schema_prefix in v and v.endswith("__jaffle.customers")
-    ]
-    warehouse.views[view] = B_SECRET
-    return space
 
 
 def _world(
@@ -103,7 +66,7 @@ def _world(
     forge.roles.update({"alice": "write", "mallory": "admin"})
     forge.repositories[B_ID] = B_NAME
     forge.created[B_ID] = NOW - DAY
-    space = _prod(bot, forge, warehouse, B_KEY)
+    space = drifted_prod(bot, forge, warehouse, B_KEY, CONFIG, B_SECRET)
     # What B's builds left: a check run Sluice made in B, which the ledger keeps.
     built = Check("sluice/pr-environment", "completed", "built", "built", conclusion="success")
     run = forge.set_check(C, built)
@@ -116,7 +79,7 @@ def _b_delivers(bot: Bot, forge: MemoryForge) -> None:
     """B's own delivery (PR 9 opened), under the name bound to B's id; B's PR is built."""
     bot.commit(HEAD_B, CONFIG, parents=(C,), forge=forge)
     forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
-    bot.deliver("pull_request", _named(opened(9, HEAD_B), B_NAME, B_ID))
+    bot.deliver("pull_request", named(opened(9, HEAD_B), B_NAME, B_ID))
     assert forge.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
     assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
 
@@ -152,7 +115,7 @@ def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
         # B (quiet: no delivery since names were bound) is renamed away; mallory renames
         # her repository of ten years ago (never served here) into B's old name.
         _taken(bot, forge, YEARS_AGO)
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         bound = bot.ledger.name_binding(B_KEY)
         # Her PR is planned against B's prod: "Merging changes nothing in prod: prod
         # already has this state" (a namespace of her own would add every model).
@@ -196,12 +159,12 @@ def test_a_served_repository_renamed_into_a_quiet_name_keeps_its_own_namespace(
         mine.refs["main"] = C
         bot.commit(HEAD_X, CONFIG, parents=(C,), forge=mine)
         mine.open_pull(3, head_sha=HEAD_X, base="main", author="mallory")
-        bot.deliver("pull_request", _named(opened(3, HEAD_X, author="mallory"), "mallory/m",
+        bot.deliver("pull_request", named(opened(3, HEAD_X, author="mallory"), "mallory/m",
                                            TAKER_ID))  # fmt: skip
         assert bot.ledger.name_binding("github:mallory/m") == ("github:mallory/m", TAKER_ID)
         before = dict(warehouse.views)
         _taken(bot, forge, YEARS_AGO)
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         assert bot.ledger.name_binding(B_KEY) == ("github:mallory/m", TAKER_ID)
         made = [v for v in warehouse.views if v not in before]
         assert not any(ours.schema_prefix in v for v in made), made
@@ -227,14 +190,14 @@ def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_hold
         renamed.refs["main"] = C
         bot.commit(HEAD_B, CONFIG, parents=(C,), forge=renamed)
         renamed.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
-        bot.deliver("pull_request", _named(opened(9, HEAD_B), "acme/b-renamed", B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), "acme/b-renamed", B_ID))
         assert bot.ledger.name_binding("github:acme/b-renamed") == (B_KEY, B_ID)
         # mallory's repository takes the old name (B's public history in it), PR 9 open.
         _taken(bot, forge, NOW + DAY)
         forge.open_pull(9, head_sha=HEAD_B, base="main", author="mallory")
         since = len(forge.calls)
         # B's delivery of PR 9 under its old name, late (retried) or replayed.
-        bot.deliver("pull_request", _named(opened(9, HEAD_B), B_NAME, B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), B_NAME, B_ID))
         written = _writes(forge, since)
         assert written == [], (
             f"B's job posted to the repository now named {B_NAME}: {written}; "
@@ -258,14 +221,14 @@ def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_agai
         renamed.refs["main"] = C
         bot.commit(HEAD_B, CONFIG, parents=(C,), forge=renamed)
         renamed.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
-        bot.deliver("pull_request", _named(opened(9, HEAD_B), "acme/b-renamed", B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), "acme/b-renamed", B_ID))
         listed = dict(bot.ledger.repositories())
         assert "github:acme/b-renamed" in listed and B_KEY not in listed, listed
         _taken(bot, forge, NOW + DAY)
         forge.open_pull(9, head_sha=HEAD_B, base="main", author="mallory")
         # The replay comes a minute later.
         bot.deps = dataclasses.replace(bot.deps, clock=lambda: NOW + 60_000)
-        bot.deliver("pull_request", _named(opened(9, HEAD_B), B_NAME, B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), B_NAME, B_ID))
         listed = dict(bot.ledger.repositories())
         assert "github:acme/b-renamed" in listed and B_KEY not in listed, listed
     finally:
@@ -289,7 +252,7 @@ def test_a_late_delivery_under_a_name_b_had_but_never_delivered_under_is_refused
         held.refs["main"] = C
         bot.commit(HEAD_B, CONFIG, parents=(C,), forge=held)
         held.open_pull(9, head_sha=HEAD_B, base="main", author="mallory")
-        bot.deliver("pull_request", _named(opened(9, HEAD_B), "acme/b1", B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), "acme/b1", B_ID))
         assert _writes(held, 0) == []
         assert bot.ledger.name_binding("github:acme/b1") is None
     finally:
@@ -397,9 +360,9 @@ def test_a_replayed_delivery_from_a_name_s_former_holder_does_not_lock_its_repos
         # mallory's signed delivery of when her repository was named acme/c, sent again.
         # Its commit is not in acme/c: the job fails (the worker retries, then gives up).
         with contextlib.suppress(ForgeError):
-            bot.deliver("pull_request", _named(opened(5, HEAD_M), C_NAME, M_ID))
+            bot.deliver("pull_request", named(opened(5, HEAD_M), C_NAME, M_ID))
         # The real acme/c's first delivery (its PR 5, open since).
-        bot.deliver("pull_request", _named(opened(5, HEAD_C), C_NAME, C_ID))
+        bot.deliver("pull_request", named(opened(5, HEAD_C), C_NAME, C_ID))
         assert bot.ledger.name_binding(C_KEY) == (C_KEY, C_ID)
         assert "sluice/pr-environment" in forge.checks.get(HEAD_C, {})
     finally:
@@ -418,7 +381,7 @@ def test_a_case_variant_of_a_bound_name_from_another_id_is_a_successor(tmp_path:
         _taken(bot, forge, NOW + DAY)
         forge.repositories[TAKER_ID] = "Acme/B"
         bot.forges["Acme/B"] = forge
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), "Acme/B", TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), "Acme/B", TAKER_ID))
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
         assert bot.ledger.name_binding("github:Acme/B") == (B_KEY, B_ID)
     finally:
@@ -434,7 +397,7 @@ def test_a_name_spelling_another_repository_s_id_key_gets_a_namespace_of_its_own
     bot, forge, _warehouse, _ours = _world(tmp_path)
     try:
         _taken(bot, forge, NOW + DAY)  # B quiet: the taker is served under acme/b~<id>
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         theirs = f"{B_KEY}~{TAKER_ID}"
         assert bot.ledger.name_binding(B_KEY) == (theirs, TAKER_ID)
         odd = f"{B_NAME}~{TAKER_ID}"
@@ -445,7 +408,7 @@ def test_a_name_spelling_another_repository_s_id_key_gets_a_namespace_of_its_own
         other.refs["main"] = C
         bot.commit(HEAD_M, CONFIG, parents=(C,), forge=other)
         other.open_pull(4, head_sha=HEAD_M, base="main", author="mallory")
-        bot.deliver("pull_request", _named(opened(4, HEAD_M, author="mallory"), odd, M_ID))
+        bot.deliver("pull_request", named(opened(4, HEAD_M, author="mallory"), odd, M_ID))
         bound = bot.ledger.name_binding(f"github:{odd}")
         assert bound is not None and bound[0] != theirs, bound
         assert bot.ledger.name_binding(B_KEY) == (theirs, TAKER_ID)
@@ -491,7 +454,7 @@ def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
 
         monkeypatch.setattr(forge, "identity", failing)
         with pytest.raises(ForgeError, match="could not say when repository id"):
-            bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+            bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         assert bot.ledger.name_binding(B_KEY) is None
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
 
@@ -499,10 +462,10 @@ def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
             return RepositoryIdentity(TAKER_ID, B_NAME, None)
 
         monkeypatch.setattr(forge, "identity", timeless)
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         assert bot.ledger.name_binding(B_KEY) is None
         monkeypatch.undo()
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, TAKER_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
         assert bot.ledger.name_binding(B_KEY) == (f"{B_KEY}~{TAKER_ID}", TAKER_ID)
     finally:
         bot.close()
@@ -519,7 +482,7 @@ def test_a_delivery_naming_a_quiet_name_with_another_repository_s_id_is_refused(
         forge.created[M_ID] = YEARS_AGO
         bot.commit(HEAD_X, CONFIG, parents=(C,), forge=forge)
         forge.open_pull(11, head_sha=HEAD_X, base="main", author="mallory")
-        bot.deliver("pull_request", _named(opened(11, HEAD_X), B_NAME, M_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, M_ID))
         assert bot.ledger.name_binding(B_KEY) is None
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
     finally:

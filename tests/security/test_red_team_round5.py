@@ -32,21 +32,19 @@ from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge, as_forge
-from sluice.core import sandbox, workflow
+from sluice.core import sandbox
 from sluice.core.config import SparkSettings
 from sluice.core.model.loader import load_project
-from sluice.core.snapshot.naming import PROD, schema_prefix
 from sluice.core.spark import jvm
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.spark.submit import SubmitRunner
-from sluice.core.state import open_state
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
 from tests.helpers.policy_world import SOFT, World, edit_orders
 from tests.helpers.repair_red_team import ONE, C, RepairWorld
-from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, opened
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, drifted_prod, named, opened
 
 OWNERS = ONE + "    owners_must_approve: direct\n"
 BUDGET = ONE + "    backfill:\n      max_intervals: 0\n      approver: frank\n"
@@ -108,37 +106,6 @@ B_CONFIG = GATED + "  pr:\n    backfill_days: null\n"
 B_SECRET = "SELECT 'b-only-secret' AS id"
 
 
-def _named_b(payload: dict[str, Any], repository_id: int) -> dict[str, Any]:
-    """A GitHub delivery of repository ``B_NAME`` whose forge id is ``repository_id``."""
-    repository = {**payload["repository"], "full_name": B_NAME, "id": repository_id}
-    pull = dict(payload["pull_request"])
-    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": B_NAME}}
-    return {**payload, "repository": repository, "pull_request": pull}
-
-
-def _b_prod(bot: Bot, forge: MemoryForge, warehouse: Warehouse) -> None:
-    """B's prod, built at C in B's own namespace (its state, schemas and root) as a
-    promotion leaves it; then one of B's views redefined by hand (a drift whose text is
-    B's alone)."""
-    tree = bot.commit(C, B_CONFIG, forge=forge)
-    forge.refs["main"] = C
-    space = tenancy.namespace_of(B_KEY, bot.ledger, bot.url, isolate=True)
-    tenancy.ensure_schema(space.state_url)
-    project = load_project(tree, use_cache=False)
-    store = open_state(space.state_url)
-    try:
-        with schema_prefix(space.schema_prefix):
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
-    finally:
-        store.close()
-    bot.ledger.seen(B_KEY, None, NOW, sha=C)
-    [view] = [
-        v for v in warehouse.views if space.schema_prefix in v and v.endswith("__jaffle.customers")
-    ]
-    warehouse.views[view] = B_SECRET
-
-
 def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_that_took_it(
     tmp_path: Path,
 ) -> None:
@@ -151,7 +118,7 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         # attacker's new repository under B's old name, holding B's public history.
         forge = bot.repository(B_NAME)
         forge.roles.update({"alice": "write"})
-        _b_prod(bot, forge, warehouse)
+        drifted_prod(bot, forge, warehouse, B_KEY, B_CONFIG, B_SECRET)
         # B's own delivery (a PR opened) binds B's name to B's forge id: GitHub says B was
         # made before the service's first record of its name.
         forge.repositories[B_ID] = B_NAME
@@ -159,7 +126,7 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         _b_check_run(bot, forge)
         bot.commit(HEAD_B, B_CONFIG, parents=(C,), forge=forge)
         forge.open_pull(9, head_sha=HEAD_B, base="main", author="alice")
-        bot.deliver("pull_request", _named_b(opened(9, HEAD_B), B_ID))
+        bot.deliver("pull_request", named(opened(9, HEAD_B), B_NAME, B_ID))
         assert forge.checks[HEAD_B]["sluice/pr-environment"].conclusion == "success"
         assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
         forge.repositories.update({B_ID: "acme/b-renamed", SUCCESSOR_ID: B_NAME})
@@ -168,7 +135,7 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
         # The new repository's own delivery is refused: the service knows the name changed
         # hands (defended: tests/security/test_red_team_isolation2.py).
-        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), SUCCESSOR_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, SUCCESSOR_ID))
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
         # The scheduler queues B's drift check by name, as every period.
         dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
@@ -188,7 +155,7 @@ def _quiet_b(tmp_path: Path) -> tuple[Bot, MemoryForge, Warehouse]:
     bot.ledger.belongs_to(f"{KEY}#.", NOW)
     forge = bot.repository(B_NAME)
     forge.roles.update({"alice": "write"})
-    _b_prod(bot, forge, warehouse)
+    drifted_prod(bot, forge, warehouse, B_KEY, B_CONFIG, B_SECRET)
     forge.repositories.update({B_ID: "acme/b-renamed", SUCCESSOR_ID: B_NAME})
     forge.created.update({B_ID: NOW - 86_400_000, SUCCESSOR_ID: NOW + 86_400_000})
     bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
@@ -202,7 +169,7 @@ def test_a_quiet_repository_s_old_name_taken_before_it_delivered_anything_is_not
     bot, forge, warehouse = _quiet_b(tmp_path)
     try:
         b_views = {v: text for v, text in warehouse.views.items()}
-        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), SUCCESSOR_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, SUCCESSOR_ID))
         # The successor is served, in a namespace of its own: B's records stay B's.
         assert bot.ledger.name_binding(B_KEY) == (f"{B_KEY}~{SUCCESSOR_ID}", SUCCESSOR_ID)
         ours = tenancy.namespace_of(B_KEY, bot.ledger, bot.url, isolate=True)
@@ -244,7 +211,7 @@ def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(tmp_path: Pat
         _b_check_run(bot, forge)
         forge.repositories.update({B_ID: B_NAME})
         del forge.repositories[SUCCESSOR_ID]
-        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, B_ID))
         assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
         assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
     finally:
@@ -262,7 +229,7 @@ def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_unti
         forge.repositories.update({B_ID: B_NAME})
         del forge.repositories[SUCCESSOR_ID]
         with caplog.at_level(logging.ERROR):
-            bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+            bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, B_ID))
         assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
         assert bot.ledger.name_binding(B_KEY) is None
         said = caplog.text
@@ -272,7 +239,7 @@ def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_unti
         with engine.begin() as conn:
             conn.execute(text(statement))
         engine.dispose()
-        bot.deliver("pull_request", _named_b(opened(11, HEAD_X), B_ID))
+        bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, B_ID))
         assert bot.ledger.name_binding(B_KEY) == (B_KEY, B_ID)
         assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
     finally:
