@@ -26,6 +26,7 @@ at the wire for what a forge made by ``forge_factory`` addresses.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
@@ -37,15 +38,23 @@ import pytest
 import responses
 from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.flow import tenancy
+from sluice.bot.entry.app import create_app, forge_factory
+from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.events.neutral import JanitorEvent
+from sluice.bot.flow import dispatch, tenancy
+from sluice.bot.flow.deps import make_deps
+from sluice.bot.forge.base import Check
+from sluice.bot.forge.memory import MemoryForge
+from sluice.core.config import SETTINGS_FILES
 from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
+from tests.helpers.github_wire import FakeGitHub, tarball
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
 from tests.helpers.world import edit, sha_of
+from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, opened, payload
 
 V_PATH = "data/warehouse"  # the victim project, served
 V_ID = CASE_REPOSITORY_ID
@@ -204,3 +213,192 @@ def test_a_forged_gitlab_body_pairing_v_s_id_with_another_path_is_refused(
     assert any(m.startswith(f"gitlab:{V_PATH}: comment job refused") for m in refused), refused
     assert warehouse.jobs[jobs:] == [] and _bot_awards(gitlab, harmless) == []
     assert [(m, p) for m, p in gitlab.requests[asked:] if m != "GET"] == []
+
+
+# == GitHub: names bound for good, ids of objects of another repository ==============
+
+G_NAME, G_KEY = "acme/future", "github:acme/future"
+G_V_ID, G_MALLORY_ID = 424242, 990001
+HEAD_V, HEAD_M = "b2" * 20, "e5" * 20
+G_CONFIG = GATED + "  pr:\n    backfill_days: null\n"
+DAY = 86_400_000
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
+
+
+def _named(body: dict[str, Any], name: str, repository_id: int) -> dict[str, Any]:
+    """A GitHub delivery of repository ``name`` (not a fork) whose forge id is
+    ``repository_id``."""
+    repository = {**body["repository"], "full_name": name, "id": repository_id}
+    pull = dict(body["pull_request"])
+    pull["head"] = {**pull["head"], "repo": {**pull["head"]["repo"], "full_name": name,
+                                             "id": repository_id}}  # fmt: skip
+    pull["base"] = {**pull["base"], "repo": {**pull["base"]["repo"], "full_name": name,
+                                             "id": repository_id}}  # fmt: skip
+    return {**body, "repository": repository, "pull_request": pull}
+
+
+def _github(tmp_path: Path) -> Bot:
+    """A service isolating repositories (octo/warehouse the state owner), on the scripted
+    warehouse."""
+    bot = Bot(tmp_path, MemoryForge(OWNER, name="github"), runner_for=Warehouse().runner,
+              isolate=True)  # fmt: skip
+    bot.ledger.belongs_to(f"{KEY}#.", NOW)
+    return bot
+
+
+def _repository(bot: Bot, name: str, ids: dict[int, str], created: dict[int, int],
+                head: str, number: int, author: str) -> MemoryForge:  # fmt: skip
+    """Repository ``name`` on GitHub as GitHub names each id now (``ids``), its prod
+    branch at the example and PR ``number`` (``author``'s) at ``head``."""
+    forge = bot.repository(name)
+    forge.repositories.update(ids)
+    forge.created.update(created)
+    forge.roles.update({author: "admin"})
+    base = "c" * 40
+    bot.commit(base, G_CONFIG, forge=forge)
+    forge.refs["main"] = base
+    bot.commit(head, G_CONFIG, parents=(base,), forge=forge)
+    forge.open_pull(number, head_sha=head, base="main", author=author)
+    return forge
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "sluice/bot/flow/ledger.py bind_repository binds a name to the first id that "
+        "delivered under it for good, and dispatch._admit refuses every later id under it "
+        "as a successor (_refuse_successor) even when GitHub says the bound id's repository "
+        "has another name now: anyone served can squat names (deliver once under a name, "
+        "rename away) and lock out whatever repository is later created or renamed into "
+        "them, until an operator deletes the row. Fix: when the forge says the bound id's "
+        "repository is named otherwise now (Forge.repository_of, one call), serve the "
+        "name's holder in a namespace of its own (<name>~<id>, which inherits nothing, as "
+        "bind_repository already keys one after an operator unbinds), logging a WARNING; "
+        "refuse only while the bound repository still has the name"
+    ),
+)
+def test_a_name_squatted_and_left_does_not_lock_out_the_repository_made_under_it(
+    tmp_path: Path,
+) -> None:
+    """mallory, who may create repositories in acme (served: acme/*), makes acme/future,
+    opens a PR there (its delivery binds the name to her repository's id), then renames
+    her repository away. Her team's colleague later creates acme/future for real (V): a
+    sound service serves V's PRs (in a namespace of V's own: nothing of mallory's is V's),
+    rather than refusing V until an operator edits the database."""
+    bot = _github(tmp_path)
+    try:
+        _repository(bot, G_NAME, {G_MALLORY_ID: G_NAME}, {G_MALLORY_ID: NOW - DAY}, HEAD_M, 11,
+                    "mallory")  # fmt: skip
+        bot.deliver("pull_request", _named(opened(11, HEAD_M, author="mallory"), G_NAME,
+                                           G_MALLORY_ID))  # fmt: skip
+        assert bot.ledger.name_binding(G_KEY) == (G_KEY, G_MALLORY_ID)
+        # mallory renames hers away; V is created under the name.
+        ids = {G_MALLORY_ID: "acme/elsewhere", G_V_ID: G_NAME}
+        v = _repository(bot, G_NAME, ids, {G_V_ID: NOW}, HEAD_V, 9, "alice")
+        bot.deliver("pull_request", _named(opened(9, HEAD_V), G_NAME, G_V_ID))
+        posted = sorted(v.checks.get(HEAD_V, {}))
+        assert posted, "V's PR 9 under acme/future was refused: the name is mallory's for good"
+        # ... and V inherits nothing of mallory's namespace.
+        assert bot.ledger.name_binding(G_KEY) != (G_KEY, G_V_ID)
+    finally:
+        bot.close()
+
+
+def test_a_check_run_of_another_repository_s_run_id_and_pull_request_approves_nothing_there(
+    tmp_path: Path,
+) -> None:
+    """Defended (``events/github.py`` takes the repository from ``repository`` alone;
+    ``own_checks.refusal`` looks the run id up under the job's own key): mallory's served
+    repository acme/m sends a click on "Approve this plan" whose check run id, head and
+    pull request (its ``base.repo`` V's) are V's approval run on V's PR 9. The job is
+    acme/m's: nothing of V is asked, posted or recorded."""
+    bot = _github(tmp_path)
+    try:
+        v = _repository(bot, G_NAME, {G_V_ID: G_NAME}, {G_V_ID: NOW - DAY}, HEAD_V, 9, "alice")
+        bot.deliver("pull_request", _named(opened(9, HEAD_V), G_NAME, G_V_ID))
+        run = v.set_check(HEAD_V, Check("sluice/approval", "completed", "gate", "gate",
+                                        conclusion="failure"))  # fmt: skip
+        assert run is not None
+        bot.ledger.record_check_run(G_KEY, HEAD_V, "sluice/approval", run, NOW)
+        mine = _repository(bot, "acme/m", {G_MALLORY_ID: "acme/m"}, {G_MALLORY_ID: NOW - DAY},
+                           HEAD_M, 3, "mallory")  # fmt: skip
+        asked = len(v.calls)
+        body = payload("github/check_run/requested_action.payload.json", **{
+            "check_run.name": "sluice/approval", "check_run.head_sha": HEAD_V,
+            "check_run.id": run, "requested_action.identifier": "approve:fp",
+            "sender.login": "mallory",
+        })  # fmt: skip
+        body["repository"].update(full_name="acme/m", id=G_MALLORY_ID)
+        body["check_run"]["pull_requests"] = [
+            {"number": 9, "id": 9, "base": {"ref": "main", "sha": "c" * 40,
+             "repo": {"id": G_V_ID, "name": "future", "url": f"https://api.github.com/repositories/{G_V_ID}"}}}
+        ]  # fmt: skip
+        bot.deliver("check_run", body)
+        assert v.calls[asked:] == []
+        assert bot.ledger.clicks(G_KEY, 9) == []
+        assert mine.checks.get(HEAD_V, {}).get("sluice/approval") is None
+    finally:
+        bot.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "sluice/bot/entry/app.py forge_factory makes a job's forge before the job is "
+        "admitted: for a job that says no id under a name bound to none (a quiet "
+        "repository's janitor, scheduled run or drift check) it addresses the repository by "
+        "name (/repos/{owner}/{name}); dispatch._unbound_still_named then proves the name is "
+        "the repository's and binds it to its id (Ledger.claim_name), but the job runs on "
+        "with the by-name forge, so a rename during the job (and another repository taking "
+        "the name, which an attacker can do at once) sends its reads of prod's settings "
+        "and its writes (drift checks, run reports) to the name's new holder. Fix: once "
+        "_unbound_still_named binds the name, address the job's forge by that id (a "
+        "Forge.by_id(repo_id) handle, or Job.start with forge_for called again after "
+        "admission), as forge_for does for every job of a bound name"
+    ),
+)
+def test_a_quiet_name_s_scheduled_job_addresses_its_repository_by_id_once_bound(
+    tmp_path: Path,
+) -> None:
+    """A quiet repository (records under acme/v, no delivery since names were bound) gets
+    its janitor by name, as the scheduler queues it. GitHub at the wire: the job proves the
+    name is V's (made before the records, holding a check run the service made) and binds
+    it; a sound job then asks GitHub about V by its id alone."""
+    name, key, rid = "acme/v", "github:acme/v", 31337
+    github = FakeGitHub(repo=name, repo_id=rid, scoped=True)
+    sha = "c" * 40
+    github.refs["main"] = sha
+    github.files[("main", "config.yaml")] = G_CONFIG
+    github.files[(sha, "config.yaml")] = G_CONFIG
+    src = tmp_path / "main"
+    shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns(".sluice", *SETTINGS_FILES))
+    (src / "config.yaml").write_text(G_CONFIG)
+    github.trees[sha] = tarball(src, f"acme-v-{sha[:7]}")
+    run = github.add_check_run(sha, "sluice/pr-environment", app={"id": 1, "slug": "sluice"})
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    settings = ServiceSettings(
+        webhook_secret="s3cr3t", github_token="ghp_redTeamRound4", workdir=tmp_path / "work",
+        database_url=url, github_request_interval=0, github_write_interval=0,
+        janitor_interval_seconds=0,
+    )  # fmt: skip
+    deps = make_deps(project_python="on", workdir=tmp_path / "work", state_url=url,
+                     clock=lambda: NOW, runner_for=Warehouse().runner,
+                     forge_for=forge_factory(settings, binding=None))  # fmt: skip
+    # The service's binding reader (a ledger of its own, as create_app's).
+    deps = dataclasses.replace(
+        deps, forge_for=forge_factory(settings, binding=deps.ledger.name_binding)
+    )
+    try:
+        deps.ledger.seen(key, None, NOW - DAY, sha=sha)
+        deps.ledger.record_check_run(key, sha, "sluice/pr-environment", run, NOW - DAY)
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+            github.install(mock)
+            dispatch.handle(deps, JanitorEvent(forge="github", repo=name, installation_id=None))
+        assert deps.ledger.name_binding(key) == (key, rid), github.requests
+        proved = next(i for i, (_, u) in enumerate(github.requests) if f"/check-runs/{run}" in u)
+        after = [u.split("api.github.com", 1)[-1] for _, u in github.requests[proved + 1 :]]
+        assert after, "the job asked nothing after binding the name"
+        by_name = [u for u in after if u.startswith(("/repos/", ":443/repos/"))]
+        assert by_name == [], f"after binding {name} to {rid}, the job asked by name: {by_name}"
+    finally:
+        deps.close()
