@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from sluice.core.snapshot.naming import PROD
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import CASE_REPOSITORY_ID
+from tests.helpers.kept_world import Kept, keep, restore
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, PREAMBLE, Bot, C, payload
 
 APPROVERS = GATED.replace("users: [bob]", "users: [bob, carol]")
@@ -42,28 +43,40 @@ HOSTILE = "SELECT '</details><img src=x onerror=1> @org/team [x](http://evil)' A
 EVIL = "evil](http://x.test)<img>"  # a login no forge allows; a web UI may pass anything
 
 
+def _build(root: Path, config: str, files: dict[str, str] | None) -> Kept:
+    """Prod built from the example at ``C`` with ``config`` (and ``files``) on a scripted
+    warehouse, the bot's state in ``root``: the world :class:`World` starts from."""
+    warehouse = Warehouse()
+    github = MemoryForge(OWNER, name="github")
+    roles = {"alice": "write", "bob": "write", "carol": "write", "erin": "write"}
+    github.roles.update({**roles, "dave": "read", EVIL: "write"})
+    bot = Bot(root, github, runner_for=warehouse.runner)
+    try:
+        bot.commit(C, config, files=files)  # prod's branch (and its policies)
+        github.refs["main"] = C
+        project = load_project(root / f"tree-{C[:6]}", use_cache=False)
+        store = open_state(bot.url)
+        try:
+            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
+            workflow.apply_plan(project, store, plan, warehouse.runner(), now=NOW, commit=C)
+        finally:
+            store.close()
+        bot.ledger.claim_name(KEY, CASE_REPOSITORY_ID, KEY, NOW)  # bound by deliveries
+        bot.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
+    finally:
+        bot.close()
+    return keep(root, github, warehouse)
+
+
 class World:
     """Prod built from the example at ``C`` on a scripted warehouse, the bot on an
     in-memory GitHub whose ``main`` is ``C``; alice, bob, carol and erin write, dave reads;
-    the gate names bob and carol (one approval)."""
+    the gate names bob and carol (one approval). Each settings' prod is built once for the
+    module (:func:`worlds`, tests/helpers/kept_world.py); each test gets a copy of its own."""
 
-    def __init__(self, root: Path, config: str, files: dict[str, str] | None = None) -> None:
-        self.warehouse = Warehouse()
-        self.github = MemoryForge(OWNER, name="github")
-        roles = {"alice": "write", "bob": "write", "carol": "write", "erin": "write"}
-        self.github.roles.update({**roles, "dave": "read", EVIL: "write"})
+    def __init__(self, kept: Kept) -> None:
+        root, self.github, self.warehouse = restore(kept)
         self.bot = Bot(root, self.github, runner_for=self.warehouse.runner)
-        self.bot.commit(C, config, files=files)  # prod's branch (and its policies)
-        self.github.refs["main"] = C
-        project = load_project(root / f"tree-{C[:6]}", use_cache=False)
-        store = open_state(self.bot.url)
-        try:
-            plan = workflow.plan_environment(project, store, PROD, end=NOW, execution_time=NOW)
-            workflow.apply_plan(project, store, plan, self.warehouse.runner(), now=NOW, commit=C)
-        finally:
-            store.close()
-        self.bot.ledger.claim_name(KEY, CASE_REPOSITORY_ID, KEY, NOW)  # bound by deliveries
-        self.bot.ledger.seen(KEY, None, NOW, sha=C)  # prod was promoted from C
         self.sluices = dict(self.warehouse.views)
 
     def check(self) -> None:
@@ -107,11 +120,37 @@ class World:
         return sum(1 for job in self.warehouse.jobs if job["kind"] == "apply")
 
 
+Worlds = Callable[..., World]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[tuple[str, str], Kept]:
+    """Each settings' prod, built once for the module when a test first asks for it."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path, APPROVERS)
-    yield made
-    made.bot.close()
+def worlds(
+    built: dict[tuple[str, str], Kept], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Worlds]:
+    """``worlds(config, files)``: a copy of its own of prod built with those settings."""
+    made: list[World] = []
+
+    def make(config: str, files: dict[str, str] | None = None) -> World:
+        key = (config, json.dumps(files, sort_keys=True))
+        if key not in built:
+            built[key] = _build(tmp_path_factory.mktemp("drift-world"), config, files)
+        made.append(World(built[key]))
+        return made[-1]
+
+    yield make
+    for world in made:
+        world.bot.close()
+
+
+@pytest.fixture
+def world(worlds: Worlds) -> World:
+    return worlds(APPROVERS)
 
 
 def _drift(world: World) -> None:
@@ -257,8 +296,8 @@ def test_what_the_requester_and_the_catalog_wrote_is_escaped(world: World) -> No
     assert "@org/team" not in shown and "&lt;img src=x onerror=1&gt;" in shown
 
 
-def test_under_a_gate_that_requires_nobody_the_request_runs_it(tmp_path: Path) -> None:
-    world = World(tmp_path, NOBODY)
+def test_under_a_gate_that_requires_nobody_the_request_runs_it(worlds: Worlds) -> None:
+    world = worlds(NOBODY)
     try:
         _drift(world)
         built = world.applied()
@@ -400,9 +439,9 @@ def _orders_dropped(world: World) -> None:
 
 
 def test_a_hard_policy_refuses_the_repair_with_the_reason_whoever_approves(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = World(tmp_path, APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
+    world = worlds(APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
     try:
         _drift(world)
         built = world.applied()
@@ -428,10 +467,10 @@ def test_a_hard_policy_refuses_the_repair_with_the_reason_whoever_approves(
         world.bot.close()
 
 
-def test_a_hard_policy_judges_what_the_repair_does_not_that_it_is_one(tmp_path: Path) -> None:
+def test_a_hard_policy_judges_what_the_repair_does_not_that_it_is_one(worlds: Worlds) -> None:
     # Only a view made again: no table is dropped, so no-rebuilds passes and bob's approval
     # runs it (the facts name each model the repair rebuilds or makes again).
-    world = World(tmp_path, APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
+    world = worlds(APPROVERS, {"policies/no-rebuilds.yaml": NO_REBUILDS})
     try:
         world.warehouse.views["jaffle.customers"] = HOSTILE
         world.check()
@@ -445,9 +484,9 @@ def test_a_hard_policy_judges_what_the_repair_does_not_that_it_is_one(tmp_path: 
 
 
 def test_a_soft_policy_holds_the_repair_until_someone_it_names_overrides_it(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = World(tmp_path, APPROVERS, {"policies/orders-kept.yaml": ORDERS_KEPT})
+    world = worlds(APPROVERS, {"policies/orders-kept.yaml": ORDERS_KEPT})
     world.github.teams["octo/finance"] = frozenset({"frank"})
     world.github.roles["frank"] = "write"
     try:
@@ -483,8 +522,8 @@ def test_a_soft_policy_holds_the_repair_until_someone_it_names_overrides_it(
         world.bot.close()
 
 
-def test_an_override_of_one_repair_plan_does_not_lift_the_next(tmp_path: Path) -> None:
-    world = World(tmp_path, NOBODY, {"policies/orders-kept.yaml": ORDERS_KEPT})
+def test_an_override_of_one_repair_plan_does_not_lift_the_next(worlds: Worlds) -> None:
+    world = worlds(NOBODY, {"policies/orders-kept.yaml": ORDERS_KEPT})
     world.github.teams["octo/finance"] = frozenset({"frank"})
     world.github.roles["frank"] = "write"
     try:
@@ -501,10 +540,10 @@ def test_an_override_of_one_repair_plan_does_not_lift_the_next(tmp_path: Path) -
         world.bot.close()
 
 
-def test_a_repair_over_the_backfill_budget_waits_for_its_approver(tmp_path: Path) -> None:
+def test_a_repair_over_the_backfill_budget_waits_for_its_approver(worlds: Worlds) -> None:
     # The gate asks nobody else, yet a repair computing more than the budget waits for
     # its approver, as a PR's build does.
-    world = World(tmp_path, BUDGET)
+    world = worlds(BUDGET)
     world.github.roles["frank"] = "write"
     try:
         _orders_dropped(world)
@@ -525,9 +564,9 @@ def test_a_repair_over_the_backfill_budget_waits_for_its_approver(tmp_path: Path
 
 
 def test_owners_of_the_models_the_repair_changes_approve_it_when_the_gate_asks(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = World(tmp_path, OWNERS)  # prod: orders owned by finance, customers by marketing
+    world = worlds(OWNERS)  # prod: orders owned by finance, customers by marketing
     world.github.roles.update({"finance": "write", "marketing": "write"})
     try:
         _drift(world)
@@ -549,8 +588,8 @@ def test_owners_of_the_models_the_repair_changes_approve_it_when_the_gate_asks(
         world.bot.close()
 
 
-def test_an_owner_who_asked_for_the_repair_does_not_approve_it(tmp_path: Path) -> None:
-    world = World(tmp_path, OWNERS)
+def test_an_owner_who_asked_for_the_repair_does_not_approve_it(worlds: Worlds) -> None:
+    world = worlds(OWNERS)
     world.github.roles.update({"finance": "write"})
     try:
         _orders_dropped(world)
