@@ -84,8 +84,10 @@ class FakeGitLab:
       path it had before still answers as it (``old_paths``), as GitLab's API does, until
       ``taken`` says another project has it: path -> that project's id. A taken path, or
       that id, then answers ``GET /projects/:id`` as that project (its id, the path, made
-      now) and ``404 Not found`` for anything in it (it has none of this project's merge
-      requests, commits or notes).
+      now, or at ``taken_created``'s time for its id) and ``404 Not found`` for anything
+      in it (it has none of this project's merge requests, commits or notes).
+    - ``created_at``: when the project was made, as ``GET /projects/:id`` says it (None:
+      not said).
 
     What the bot did:
 
@@ -96,7 +98,8 @@ class FakeGitLab:
       "state", "description", "target_url", "ref", "pipeline_id", "id"}``); ``latest_statuses``:
       (sha, name) -> the latest; ``refused_statuses``: posts answered 400 as GitLab does
       ("Cannot transition status ...") when a pending or running status would stay as it
-      is or go back to pending. A finished status is replaced by a new one.
+      is or go back to pending. A pending or running status moved on keeps its id; a
+      finished one is replaced by a new one (the old one listed only with ``all=true``).
     - ``approvals``: iid -> ``{"user", "approved_at"}`` (see :meth:`approve`).
     - ``merges``: ``{"iid", "sha", "squash", "method", "merge_commit_sha",
       "squash_commit_sha"}``; the merge request becomes ``merged`` and its target branch
@@ -112,6 +115,8 @@ class FakeGitLab:
     adopt_project: bool = False  # answer for any project path or id, and take it as ours
     old_paths: list[str] = field(default_factory=list)  # rename(): paths it had, case-folded
     taken: dict[str, int] = field(default_factory=dict)  # an old path -> its new holder's id
+    taken_created: dict[int, str] = field(default_factory=dict)  # a holder's id -> made when
+    created_at: str | None = None  # when the project was made (None: GitLab says nothing)
     merge_requests: dict[int, dict[str, Any]] = field(default_factory=dict)
     notes: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     awards: list[dict[str, Any]] = field(default_factory=list)
@@ -489,7 +494,9 @@ class FakeGitLab:
             "default_branch": "main", "visibility": "private", "web_url": web,
             "http_url_to_repo": f"{web}.git", "merge_method": self.merge_method,
             "squash_option": "default_off",
-            **({"created_at": "2026-11-21T12:00:00.000Z"} if holder else {}),
+            **({"created_at": self.taken_created.get(pid, "2026-11-21T12:00:00.000Z")}
+               if holder else {} if self.created_at is None else
+               {"created_at": self.created_at}),
         })  # fmt: skip
 
     def _archive(self, match: Any, params: Any) -> Answer:
@@ -605,7 +612,11 @@ class FakeGitLab:
             message = (f"Cannot transition status via :{event} from :{was} "
                        f'(Reason(s): Status cannot transition via "{event}")')  # fmt: skip
             return self._json({"message": message}, 400)
-        status = {"id": self._next(), "sha": sha, "name": name, "state": state,
+        # A pending or running status moved on keeps its id; a finished one is retried
+        # (listed with all=true only) and a new status, of a new id, takes its place.
+        moved = latest is not None and was in ("pending", "running")
+        status = {"id": latest["id"] if moved else self._next(), "sha": sha, "name": name,
+                  "state": state,
                   "description": params.get("description"), "target_url": params.get("target_url"),
                   "ref": params.get("ref"), "pipeline_id": params.get("pipeline_id"),
                   "created_at": self._now()}  # fmt: skip
@@ -614,8 +625,19 @@ class FakeGitLab:
         return self._json(self._status_json(status), 201)
 
     def _list_statuses(self, match: Any, params: Any) -> Answer:
-        sha = match.group("sha")
-        found = [self._status_json(s) for s in reversed(self.statuses) if s["sha"] == sha]
+        """The statuses of a commit, newest first, each once as it is now: the latest of
+        each name, or (``all``) every one, those retried included; ``ref`` and ``name``
+        filter, as GitLab's do."""
+        sha, every = match.group("sha"), str(params.get("all", "")).lower() == "true"
+        listed = self.statuses if every else list(self.latest_statuses.values())
+        now: dict[int, dict[str, Any]] = {}
+        for status in listed:
+            if status["sha"] == sha:
+                now.pop(status["id"], None)
+                now[status["id"]] = status  # a status moved on: as it is now
+        wanted = {k: params[k] for k in ("ref", "name") if params.get(k)}
+        found = [self._status_json(s) for s in reversed(now.values())
+                 if all(s.get(k) == v for k, v in wanted.items())]  # fmt: skip
         return self._paged(found, params)
 
     # --- merge requests, notes, emoji, approvals --------------------------------------

@@ -188,7 +188,8 @@ branch_pushers = Table(
     Column("user_id", BigInteger, nullable=True),  # the pusher's account id (migration 7)
 )
 
-# The check runs Sluice made (GitHub's check run ids, unique across GitHub): Sluice edits
+# The check runs Sluice made (GitHub's check run ids, unique across GitHub; GitLab's commit
+# status ids, unique across its instance, each one project's; both integers): Sluice edits
 # only these, never another app's run of the same name, and takes a click ("Approve this
 # plan", "Plan the repair", ...) only on one of these, on the head it was made for. A name
 # is no proof: a writer's workflow under the Action, or another App, can make a run of any

@@ -264,8 +264,9 @@ class Forge(Protocol):
         for this check before (the flow records each: :mod:`sluice.bot.flow.own_checks`),
         and only that run is edited; without it, or when it is gone, a new run is made. A
         run of the same name made by anyone else (another App, a workflow) is never edited
-        nor taken for Sluice's. Returns the id of the run now holding the check; None where
-        the forge has no such ids (commit statuses, GitLab, the local forge)."""
+        nor taken for Sluice's. Returns the id of the run now holding the check (GitLab: of
+        the commit status GitLab answered, which the flow records the same way); None where
+        the forge has no such ids (GitHub's commit statuses, the local forge)."""
         ...
 
     def reviews(self, number: int) -> list[Review]:
@@ -320,10 +321,11 @@ class Forge(Protocol):
 
     def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool | None:
         """Whether check run ``run_id`` on ``sha`` is one of the repository of the forge's
-        id ``repo_id`` (GitHub ``GET /repositories/{id}/check-runs/{run_id}``): proof that
-        the service worked for that repository, which a rename or a transfer keeps and no
-        other repository can show. None where the forge cannot say (GitLab's commit
-        statuses carry no id the service keeps; the local forge)."""
+        id ``repo_id`` (GitHub ``GET /repositories/{id}/check-runs/{run_id}``; GitLab: the
+        commit status ``run_id`` among those project ``repo_id`` lists on ``sha``): proof
+        that the service worked for that repository, which a rename or a transfer keeps
+        and no other repository can show. None where the forge cannot say (the local
+        forge)."""
         ...
 
     def commit_of(self, ref: str) -> str | None:

@@ -51,6 +51,7 @@ DEFAULT_TIMEOUT = 30  # seconds, per request
 DEFAULT_WORKDIR_LIMIT = TREE_LIMITS.total_bytes
 MAX_RETRIES = 3  # after a 429 or a transient 5xx (python-gitlab's default is 10)
 DESCRIPTION_LIMIT = 255  # GitLab's cap on a commit status description
+STATUS_LIST_LIMIT = 1_000  # most statuses of a commit made_check_run reads (10 pages of 100)
 ARCHIVE_CHUNK = 1024 * 1024
 # GitHub's reaction names (what the flow speaks) as GitLab award emoji.
 EMOJI = {
@@ -279,6 +280,7 @@ class GitLabForge:
         self._mr_urls: dict[int, str] = {}  # iid -> the merge request's web address
         self._note_urls: dict[int, str] = {}  # iid -> the bot's sticky note's address
         self._states: dict[tuple[str, str], str] = {}  # (sha, name) -> status state posted
+        self._status_ids: dict[tuple[str, str], int] = {}  # (sha, name) -> the status's id
         self._deployments: dict[int, str] = {}  # deployment id -> status set
         self._pipelines: dict[str, tuple[str, int]] = {}  # sha -> its statuses' ref, pipeline
 
@@ -537,9 +539,32 @@ class GitLabForge:
             return None
         return RepositoryIdentity(found, path, created_ms(attrs.get("created_at")))
 
-    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> None:
-        """None: the commit statuses Sluice sets carry no id it keeps."""
-        return None
+    def made_check_run(self, repo_id: int, run_id: int, sha: str) -> bool:
+        """Whether project ``repo_id`` holds the commit status ``run_id`` on ``sha``: GitLab
+        lists it among the commit's statuses, asked by the project's id (``GET
+        /projects/:id/repository/commits/:sha/statuses?all=true``: every status, not only
+        the latest of each name, which another post of the name would hide; pages of 100,
+        at most :data:`STATUS_LIST_LIMIT`). A status id is one project's, kept through
+        renames and transfers (its project's id is), and no other project lists it: proof
+        the service worked for that project (:meth:`set_check` returns the ids the flow
+        records). False when the project lists others only, or GitLab shows the token no
+        such project or commit (404)."""
+        wanted = sha.lower()
+        project = self._client.projects.get(repo_id, lazy=True)
+        with self._guard(f"reading whether project {repo_id} holds status {run_id}"):
+            try:
+                listed = project.commits.get(wanted, lazy=True).statuses.list(
+                    iterator=True, per_page=100, query_parameters={"all": "true"}
+                )
+                for status in itertools.islice(listed, STATUS_LIST_LIMIT):
+                    attrs = status.attributes
+                    same = _positive_id(attrs.get("id")) == run_id
+                    if same and str(attrs.get("sha")).lower() == wanted:
+                        return True
+            except GitlabError as error:
+                if _status(error) != 404:
+                    raise
+        return False
 
     def pushers_of(self, branch: str, sha: str) -> list[tuple[str, int | None]]:
         """Who the project's push events (``GET /projects/:id/events?action=pushed``, kept
@@ -875,13 +900,20 @@ class GitLabForge:
         GitLab refuses (400 "Cannot transition status") a state the status already has:
         a state this forge already posted is not sent again, and that answer is taken as
         done. GitLab has no buttons: ``check.actions`` are left out (approvals are
-        GitLab's own), and so are the summary and text (the sticky note holds them). A
-        status has no id to record: ``run_id`` is ignored and None returned.
+        GitLab's own), and so are the summary and text (the sticky note holds them).
+
+        Returns the id of the status GitLab answers (one project's: GitLab moves a pending
+        or running status of the name in place and replaces a finished one with a new
+        status): the flow records it as the run Sluice made
+        (:mod:`sluice.bot.flow.own_checks`), proof a project renamed or transferred since
+        is the one served (:meth:`made_check_run`). A state not posted again, or refused
+        as the status's already, returns the id this forge got for it, else None.
+        ``run_id`` is not used: GitLab picks the status a post moves itself.
         """
         key = check.conclusion if check.status == "completed" else check.status
         state = STATUS_STATES.get(key or "", "failed" if check.status == "completed" else "pending")
         if self._states.get((sha, check.name)) == state:
-            return None
+            return self._status_ids.get((sha, check.name))
         description = check.title
         if len(description) > DESCRIPTION_LIMIT:
             description = description[: DESCRIPTION_LIMIT - 1] + "\u2026"
@@ -898,13 +930,17 @@ class GitLabForge:
             data["ref"], data["pipeline_id"] = self._pipelines[sha]
         with self._guard(f"setting the status {check.name} on {sha}"):
             try:
-                self._project.commits.get(sha, lazy=True).statuses.create(data)
+                made = self._project.commits.get(sha, lazy=True).statuses.create(data)
             except GitlabError as error:
                 if _status(error) != 400 or "Cannot transition status" not in self._message(error):
                     raise
                 log.debug("GitLab: %s on %s is already %s", check.name, sha, state)
+            else:
+                status_id = _positive_id(made.attributes.get("id"))
+                if status_id is not None:
+                    self._status_ids[(sha, check.name)] = status_id
         self._states[(sha, check.name)] = state
-        return None
+        return self._status_ids.get((sha, check.name))
 
 
 __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
@@ -912,4 +948,9 @@ __all__ = ["DEFAULT_TIMEOUT", "GitLabForge", "gitlab_client", "redact"]
 
 def _account_id(value: object) -> int | None:
     """A GitLab user id as the API gave it (a positive integer); None for anything else."""
+    return _positive_id(value)
+
+
+def _positive_id(value: object) -> int | None:
+    """An id as the API gave it (a positive integer); None for anything else."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

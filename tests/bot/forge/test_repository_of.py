@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import responses
+from responses import matchers
 
 from sluice.bot.forge.base import ForgeError, RepositoryIdentity, created_ms
 from sluice.bot.forge.local import LocalForge
@@ -151,4 +152,30 @@ def test_github_says_whether_a_check_run_is_a_repository_s(rs: responses.Request
     assert forge.made_check_run(9, 55, "ab" * 20) is False
     with pytest.raises(ForgeError, match=r"check run 58"):
         forge.made_check_run(424242, 58, "ab" * 20)
-    assert gitlab_forge().made_check_run(77, 55, "ab" * 20) is None  # GitLab cannot say
+
+
+def test_gitlab_says_whether_a_status_is_a_project_s(rs: responses.RequestsMock) -> None:
+    # A status id is one project's: project 77 lists its own on the commit, project 78 (a
+    # fork or a project renamed into the name, holding the same commit) its own, asked
+    # by each project's id, every status (all=true, not the latest of each name).
+    sha = "ab" * 20
+    path = f"{GITLAB}/api/v4/projects/{{}}/repository/commits/{sha}/statuses"
+    every = [matchers.query_param_matcher({"all": "true", "per_page": "100"})]
+
+    def listed(project: int, *statuses: dict[str, object], status: int = 200) -> None:
+        body: object = list(statuses) if status == 200 else {"message": f"{status} x"}
+        rs.get(path.format(project), json=body, status=status, match=every)
+
+    ours, theirs = {"id": 55, "sha": sha, "name": "sluice/tests"}, {"id": 56, "sha": sha}
+    listed(77, theirs | {"id": 54}, ours)
+    listed(78, theirs)
+    listed(77, ours | {"id": True}, ours | {"sha": "cd" * 20}, {"id": "55", "sha": sha})
+    listed(79, status=404)
+    listed(80, status=502)
+    forge = gitlab_forge()
+    assert forge.made_check_run(77, 55, sha.upper()) is True
+    assert forge.made_check_run(78, 55, sha) is False  # another project's status
+    assert forge.made_check_run(77, 1, sha) is False  # listed, not of that id or commit
+    assert forge.made_check_run(79, 55, sha) is False  # no such project the token reads
+    with pytest.raises(ForgeError, match=r"project 80 holds status 55.*502"):
+        forge.made_check_run(80, 55, sha)
