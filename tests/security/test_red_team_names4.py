@@ -351,7 +351,9 @@ def test_a_name_squatted_and_left_does_not_lock_out_the_repository_made_under_it
     opens a PR there (its delivery binds the name to her repository's id), then renames
     her repository away. Her team's colleague later creates acme/future for real (V): a
     sound service serves V's PRs (in a namespace of V's own: nothing of mallory's is V's),
-    rather than refusing V until an operator edits the database."""
+    rather than refusing V until an operator edits the database. (The same holds for a
+    served repository renamed into a squatted name: its deliveries under the new name are
+    refused, and its old name's scheduled jobs too, the forge naming it otherwise.)"""
     bot = _github(tmp_path)
     try:
         _repository(bot, G_NAME, {G_MALLORY_ID: G_NAME}, {G_MALLORY_ID: NOW - DAY}, HEAD_M, 11,
