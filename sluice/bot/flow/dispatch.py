@@ -44,7 +44,7 @@ from sluice.bot.flow import (
 from sluice.bot.flow.checkout import job_spark
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.job import Job
-from sluice.bot.forge.base import ForgeError
+from sluice.bot.forge.base import ForgeError, RepositoryIdentity
 from sluice.bot.present import checks, comment, replies
 from sluice.bot.present.comment import CommentState
 from sluice.core.snapshot.naming import pr_environment, schema_prefix
@@ -361,36 +361,20 @@ def _still_named(job: Job, event: Event) -> bool:
 def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
     """Bind the name a delivery carries, which has records (kept under ``key`` since
     ``since``) but is bound to no id (a repository served before names were bound, quiet
-    since), to the delivery's ``repo_id``. A repository the forge says was made after the
-    first record is another than the one served (made under its name since it was renamed,
-    transferred or deleted): served in a namespace of its own, inheriting nothing. One made
-    before keeps the records only when it shows a check run the service made under the name
-    (:func:`_continues`): a repository made long ago could have been renamed or transferred
-    into the name as well. Else, or when the forge cannot say, refused, binding nothing,
-    with what an operator runs to bind it."""
-    when = _utc(since)
+    since), to the delivery's ``repo_id``, as :func:`_whose` finds the repository: another
+    than the one served, in a namespace of its own, inheriting nothing; the one served,
+    keeping the records. Else refused, binding nothing, with what an operator runs to bind
+    it. A forge error raises (:func:`_unconfirmed`: tried again)."""
     try:
         found = job.forge.identity(repo_id)
     except ForgeError as exc:
         raise _unconfirmed(job, event, f"when repository id {repo_id} was made", exc) from exc
-    named = found is not None and found.name.casefold() == event.repo.casefold()
-    if found is None or not named:
-        found, why = None, f"{event.forge} says no repository of that id is named so now"
-    elif found is not None and found.created_ms is None:
-        found, why = None, f"{event.forge} does not say when that repository was made"
-    if found is not None and found.created_ms is not None and found.created_ms >= since:
-        return _bind_claim(job, event, repo_id, f"{key}~{repo_id}", key, found.created_ms, since)
-    if found is not None:
-        proof = _continues(job, event, key, repo_id)
-        if proof is True:
-            assert found.created_ms is not None
-            return _bind_claim(job, event, repo_id, key, key, found.created_ms, since)
-        why = (
-            f"{event.forge} says it was made {_utc(found.created_ms or 0)}, before them, but "
-            f"{'cannot show' if proof is None else 'shows none of'} the check runs the "
-            "service made under this name (a repository renamed or transferred into the name "
-            "is older than its records too)"
-        )
+    if found is None or found.name.casefold() != event.repo.casefold():
+        whose, why = None, f"{event.forge} says no repository of that id is named so now"
+    else:
+        whose, why = _whose(job, event, found, key, since)
+    if whose is not None:
+        return _bind_claim(job, event, repo_id, whose, key, why)
     name = job.repo.casefold().replace("'", "''")
     log.error(
         "%s: %s event refused: the service has records of this name since %s, bound to no "
@@ -403,7 +387,7 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
         "(docs/architecture.md, 'A name is bound to its repository's id')",
         job.repo,
         event.kind,
-        when,
+        _utc(since),
         repo_id,
         why,
         name,
@@ -415,6 +399,40 @@ def _claim(job: Job, event: Event, repo_id: int, key: str, since: int) -> bool:
         repo_id,
     )
     return False
+
+
+def _whose(
+    job: Job, event: Event, found: RepositoryIdentity, key: str, since: int
+) -> tuple[str | None, str]:
+    """Whose the records of a name bound to no id (kept under ``key`` since ``since``) are
+    to the repository the forge says ``found`` is, and why: the key of the namespace it is
+    served in, or None. Made after the first record: another repository (made under the
+    name since the one served was renamed, transferred or deleted), a namespace of its own
+    (``<key>~<id>``). Made before: that is no proof (a repository renamed or transferred
+    into the name is older than the records too); the records' (``key``) only when it
+    holds one of the newest check runs the service made under the name
+    (:func:`_continues`); None otherwise, or when the forge does not say when it was made."""
+    made = found.created_ms
+    if made is None:
+        return None, f"{event.forge} does not say when repository id {found.id} was made"
+    if made >= since:
+        return f"{key}~{found.id}", (
+            f"repository id {found.id} was made {_utc(made)}, after the service's first "
+            f"record of the name ({_utc(since)}): another repository than the one served"
+        )
+    proof = _continues(job, event, key, found.id)
+    if proof is True:
+        return key, (
+            f"repository id {found.id} was made {_utc(made)}, before the service's first "
+            f"record of the name ({_utc(since)}), and holds a check run the service made "
+            "under it"
+        )
+    return None, (
+        f"{event.forge} says repository id {found.id} was made {_utc(made)}, before them, "
+        f"but {'cannot show' if proof is None else 'shows none of'} the check runs the "
+        "service made under this name (a repository renamed or transferred into the name "
+        "is older than its records too)"
+    )
 
 
 def _continues(job: Job, event: Event, key: str, repo_id: int) -> bool | None:
@@ -438,10 +456,9 @@ def _continues(job: Job, event: Event, key: str, repo_id: int) -> bool | None:
     return False if said else None
 
 
-def _bind_claim(
-    job: Job, event: Event, repo_id: int, canonical: str, key: str, made: int, since: int
-) -> bool:
-    """Bind the delivery's name to ``repo_id`` with the namespace ``canonical`` and say so."""
+def _bind_claim(job: Job, event: Event, repo_id: int, canonical: str, key: str, why: str) -> bool:
+    """Bind the delivery's name to ``repo_id`` with the namespace ``canonical`` (the
+    records' ``key``, or one of its own) and say so, and ``why``."""
     bound = job.ledger.claim_name(job.repo, repo_id, canonical, job.now)
     if bound is None:
         log.error(
@@ -454,27 +471,22 @@ def _bind_claim(
         return False
     if canonical == key:
         log.info(
-            "%s: bound to its repository's %s id %s (made %s, before the service's first "
-            "record of the name, %s, and holding a check run the service made under it): "
-            "it keeps its namespace and records",
+            "%s: bound to its repository's %s id %s (%s): it keeps its namespace and records",
             job.repo,
             event.forge,
             repo_id,
-            _utc(made),
-            _utc(since),
+            why,
         )
     else:
         log.warning(
-            "%s: the repository of %s id %s was made %s, after the service's first record "
-            "of this name (%s): it is not the repository served under the name before "
-            "(renamed, transferred or deleted since), so it has a namespace of its own "
-            "(records keyed %s) and inherits nothing; the earlier repository's namespace "
-            "stays under %s",
+            "%s: bound to its repository's %s id %s (%s): it is not the repository served "
+            "under the name before (renamed, transferred or deleted since), so it has a "
+            "namespace of its own (records keyed %s) and inherits nothing; the earlier "
+            "repository's namespace stays under %s",
             job.repo,
             event.forge,
             repo_id,
-            _utc(made),
-            _utc(since),
+            why,
             bound.canonical,
             key,
         )
@@ -501,26 +513,15 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
         found = job.forge.identity()
     except ForgeError as exc:
         raise _unconfirmed(job, event, "which repository has the name", exc) from exc
-    else:
-        if found is None:
-            return True  # a forge without ids
-        if found.created_ms is None:
-            why = f"{event.forge} does not say when repository id {found.id} was made"
-        elif found.created_ms >= since:
-            why = (
-                f"the repository named so now (id {found.id}) was made "
-                f"{_utc(found.created_ms)}, after the service's first record of the name: "
-                "another repository took it"
-            )
-        elif _continues(job, event, key, found.id) is not True:
-            why = (
-                f"the repository named so now (id {found.id}) shows none of the check runs "
-                "the service made under the name (or the forge could not say)"
-            )
-        elif job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
+    if found is None:
+        return True  # a forge without ids
+    whose, why = _whose(job, event, found, key, since)
+    if whose == key:
+        if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
             return True
-        else:
-            why = f"{event.forge} names repository id {found.id} so, bound to another name"
+        why = f"{event.forge} names repository id {found.id} so, bound to another name"
+    elif whose is not None:
+        why += ": another repository took the name"
     log.error(
         "%s: %s job refused: the service has records of this name, bound to no repository "
         "id, and %s: nothing is run or posted under a name that may be another "
