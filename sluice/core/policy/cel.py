@@ -22,6 +22,7 @@ sluice.core.errors.ConfigError: p.yaml:3: the rule is not valid CEL: ...
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,14 @@ raised to its nesting (cel-python takes about 150 us a nested step: well under a
 MAX_SECONDS = 1.0
 """Longest one evaluation of a rule may run before it stops with an error (blocks)."""
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-_ENV = celpy.Environment()
+
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    """CEL's environment, made when the first rule is compiled: making it builds
+    cel-python's parser (about 0.25 s of CPU), which a process that compiles no rule (the
+    service starting, a command that reads no policy) need not pay on import."""
+    return celpy.Environment()
 
 
 class PolicyError(SluiceError):
@@ -127,7 +135,7 @@ def compile_rule(text: str, path: str, line: int | None) -> Rule:
             hint="split it into several policies",
         )
     try:
-        ast = _ENV.compile(text)
+        ast = _environment().compile(text)
     except CELParseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
         raise ConfigError(
@@ -156,7 +164,7 @@ def compile_rule(text: str, path: str, line: int | None) -> Rule:
             line=line,
             hint="write shorter lists, or nest fewer macros",
         )
-    return Rule(text, path, line, nesting, _ENV.program(ast), literal)
+    return Rule(text, path, line, nesting, _environment().program(ast), literal)
 
 
 class _OutOfTime(Exception):
