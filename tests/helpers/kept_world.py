@@ -49,6 +49,31 @@ def keep(folder: Path, forge: MemoryForge, warehouse: Warehouse) -> Kept:
     return Kept(folder, saved, copy.deepcopy(forge), _warehouse(warehouse))
 
 
+@dataclasses.dataclass(frozen=True)
+class KeptFolder:
+    """A world kept without a warehouse (one recorded as built, no runner): its folder,
+    the folder's copy and its in-memory forge."""
+
+    folder: Path
+    saved: Path
+    forge: MemoryForge
+
+
+def keep_folder(folder: Path, forge: MemoryForge) -> KeptFolder:
+    """Save the world built in ``folder`` (every database in it closed) with its forge."""
+    saved = folder.with_name(folder.name + "-built")
+    shutil.copytree(folder, saved, symlinks=True)
+    return KeptFolder(folder, saved, copy.deepcopy(forge))
+
+
+def restore_folder(kept: KeptFolder) -> tuple[Path, MemoryForge]:
+    """The world as :func:`keep_folder` saved it: its folder put back, a new copy of its
+    forge."""
+    shutil.rmtree(kept.folder, ignore_errors=True)
+    shutil.copytree(kept.saved, kept.folder, symlinks=True)
+    return kept.folder, copy.deepcopy(kept.forge)
+
+
 def restore(kept: Kept) -> tuple[Path, MemoryForge, Warehouse]:
     """The world as :func:`keep` saved it: its folder put back (whatever the last test
     left there is removed), and a new copy of its forge and of its warehouse."""

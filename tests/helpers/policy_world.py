@@ -95,10 +95,30 @@ class World:
         settings: str = GATED,
         *,
         prepare: Callable[[Path], None] | None = None,
+        built: MemoryForge | None = None,
     ) -> None:
+        """With ``built``, ``root`` already holds the world this makes (a copy of one built
+        with the same arguments, put back at the same path: tests/helpers/kept_world.py)
+        and ``built`` is its forge."""
         self.root, self.clock = root, Clock(NOW)
         self.url = f"sqlite:///{root / 'state.db'}"
         self.prod = root / "prod"
+        if built is not None:
+            self.forge = built
+        else:
+            self._build(prod_policies, settings, prepare)
+        self.deps = make_deps(
+            project_python="prod", forge_for=lambda _event: self.forge,
+            workdir=root / "work", state_url=self.url, clock=self.clock,
+        )  # fmt: skip
+        self.ledger = Ledger(self.url)
+
+    def _build(
+        self,
+        prod_policies: dict[str, str] | None,
+        settings: str,
+        prepare: Callable[[Path], None] | None,
+    ) -> None:
         shutil.copytree(EXAMPLE, self.prod, ignore=shutil.ignore_patterns(".sluice"))
         (self.prod / "sluice.yaml").write_text(settings)
         for path, text in (POLICIES if prod_policies is None else prod_policies).items():
@@ -114,11 +134,6 @@ class World:
             {"alice": "write", "bob": "write", "carol": "admin", "fin": "write", "eve": "write"}
         )
         self.forge.teams["octo/finance"] = frozenset({"fin"})
-        self.deps = make_deps(
-            project_python="prod", forge_for=lambda _event: self.forge,
-            workdir=root / "work", state_url=self.url, clock=self.clock,
-        )  # fmt: skip
-        self.ledger = Ledger(self.url)
 
     def close(self) -> None:
         self.deps.close()

@@ -10,13 +10,15 @@ built; comments through real ``issue_comment`` webhook bodies and the dispatcher
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sluice.bot.flow import audit, policies, trust
 from sluice.core.policy.load import DIRECTORY
+from tests.helpers.kept_world import KeptFolder, keep_folder, restore_folder
 from tests.helpers.policy_world import ADVISORY, POLICIES, World, edit_orders
 
 # The rule of orders-need-finance (policy_world.SOFT), as an override row names it.
@@ -25,11 +27,43 @@ _SOFT_RULE = hashlib.sha256(b'!("jaffle.orders" in plan.modified)').hexdigest()[
 A = "a" * 40
 
 
+Worlds = Callable[..., World]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, KeptFolder]:
+    """Each set of prod policies' world, built once for the module when a test first asks
+    for it (tests/helpers/kept_world.py)."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path)
-    yield made
-    made.close()
+def worlds(
+    built: dict[str, KeptFolder], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Worlds]:
+    """``worlds(prod_policies)``: a copy of its own of the world built with those policies
+    (tests/helpers/policy_world.py's ``World(root, prod_policies)``)."""
+    made: list[World] = []
+
+    def make(prod_policies: dict[str, str] | None = None) -> World:
+        key = json.dumps(prod_policies, sort_keys=True)
+        if key not in built:
+            folder = tmp_path_factory.mktemp("policy-world")
+            first = World(folder, prod_policies)
+            first.close()
+            built[key] = keep_folder(folder, first.forge)
+        folder, forge = restore_folder(built[key])
+        made.append(World(folder, built=forge))
+        return made[-1]
+
+    yield make
+    for world in made:
+        world.close()
+
+
+@pytest.fixture
+def world(worlds: Worlds) -> World:
+    return worlds()
 
 
 def test_the_policies_in_force_judge_a_prs_plan_and_the_check_says_why(world: World) -> None:
@@ -119,8 +153,8 @@ def test_the_override_of_the_plan_counts_at_promotion(world: World) -> None:
     assert held is None  # the PR's plan is the plan the merge promotes: its override holds
 
 
-def test_an_advisory_failure_shows_and_does_not_block(tmp_path: Path) -> None:
-    world = World(tmp_path, {f"{DIRECTORY}/advice.yaml": ADVISORY})
+def test_an_advisory_failure_shows_and_does_not_block(worlds: Worlds) -> None:
+    world = worlds({f"{DIRECTORY}/advice.yaml": ADVISORY})
     try:
         world.head(A, edit_orders)
         world.open(7, A)
@@ -133,8 +167,8 @@ def test_an_advisory_failure_shows_and_does_not_block(tmp_path: Path) -> None:
         world.close()
 
 
-def test_no_policies_in_force_no_check_and_no_section(tmp_path: Path) -> None:
-    world = World(tmp_path, {})
+def test_no_policies_in_force_no_check_and_no_section(worlds: Worlds) -> None:
+    world = worlds({})
     try:
         world.head(A, edit_orders)
         world.open(7, A)
@@ -170,8 +204,8 @@ rule: '!("models/orders.sql" in files)'
 """
 
 
-def test_the_files_fact_is_what_the_forge_says_the_pr_changes(tmp_path: Path) -> None:
-    world = World(tmp_path, {"policies/seeds.yaml": FILES, "policies/orders.yaml": ORDERS_FILE})
+def test_the_files_fact_is_what_the_forge_says_the_pr_changes(worlds: Worlds) -> None:
+    world = worlds({"policies/seeds.yaml": FILES, "policies/orders.yaml": ORDERS_FILE})
     try:
         world.head(A, edit_orders)
         world.open(7, A)
@@ -185,8 +219,8 @@ def test_the_files_fact_is_what_the_forge_says_the_pr_changes(tmp_path: Path) ->
         world.close()
 
 
-def test_files_unknown_to_the_forge_block_the_rules_that_name_them(tmp_path: Path) -> None:
-    world = World(tmp_path, {"policies/seeds.yaml": FILES, "policies/hard.yaml": POLICIES[
+def test_files_unknown_to_the_forge_block_the_rules_that_name_them(worlds: Worlds) -> None:
+    world = worlds({"policies/seeds.yaml": FILES, "policies/hard.yaml": POLICIES[
         "policies/hard.yaml"]})  # fmt: skip
     try:
         world.head(A, edit_orders)
