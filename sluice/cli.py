@@ -59,6 +59,12 @@ def _audit(group: click.Group) -> None:
     audit.register(group)
 
 
+def _gitlab_webhook_token(group: click.Group) -> None:
+    from sluice.bot.entry import webhook_token
+
+    webhook_token.register(group)
+
+
 # The service's commands: name, registration, one-line help (the command's own, as
 # ``one_line`` reads it: tests/core/cli/test_help.py checks they agree), so ``sluice
 # --help`` lists them without importing them, and the section of ``sluice --help``.
@@ -83,6 +89,13 @@ LAZY_COMMANDS: tuple[tuple[str, Callable[[click.Group], None], str, str], ...] =
         "audit",
         _audit,
         "The audit log: every gate decision and action, oldest first.",
+        "Service",
+    ),
+    (
+        "gitlab-webhook-token",
+        _gitlab_webhook_token,
+        "Print the secret token of one GitLab project's webhook (from "
+        "SLUICE_GITLAB_WEBHOOK_SECRET and the project's id).",
         "Service",
     ),
     (

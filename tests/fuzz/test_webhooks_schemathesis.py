@@ -41,6 +41,7 @@ from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.neutral import Event
 from sluice.bot.events.payload import PayloadError
+from sluice.bot.intake.verify import gitlab_project_of, gitlab_project_token
 from tests.fuzz.common import fuzz
 from tests.fuzz.strategies import GITHUB_EVENTS, GITLAB_EVENTS, real_payloads
 
@@ -147,6 +148,15 @@ def _body_of(case: schemathesis.Case[Any]) -> bytes:
 
 def _sign(body: bytes) -> str:
     return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _gitlab_token(body: bytes) -> str | None:
+    """The webhook token of the GitLab project ``body`` names, None when it names none."""
+    try:
+        project = gitlab_project_of(json.loads(body))
+    except (ValueError, RecursionError):
+        return None
+    return None if project is None else gitlab_project_token(TOKEN, project)
 
 
 def expected_status(
@@ -264,15 +274,16 @@ def test_gitlab_webhook(service: Service, data: st.DataObject) -> None:
         headers["X-Gitlab-Event"] = data.draw(st.sampled_from(GITLAB_EVENTS))
     raw = body if isinstance(body, Raw) else Raw(body)
     authentic = data.draw(MOSTLY)
+    token = _gitlab_token(raw.data)  # None: the body names no project to sign it for
     if authentic:
-        headers["X-Gitlab-Token"] = TOKEN
+        headers["X-Gitlab-Token"] = token or TOKEN
         if data.draw(SOMETIMES):  # a retry of a delivery seen before
             headers["Idempotency-Key"] = data.draw(st.sampled_from(["k-1", "k-2"]))
     response = _call(case, raw)
     declared = response.request.headers.get("Content-Length")
     if declared is not None and int(declared) > MAX_BODY:
         expected: Any = 413  # refused before the token is even looked at
-    elif not authentic:
+    elif not authentic or token is None:  # the bare secret: refused before the body is read
         expected = 401
     elif len(raw.data) > MAX_BODY:
         expected = 413

@@ -14,11 +14,22 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from sluice.bot.entry.settings import ServiceSettings
+from sluice.bot.intake.verify import gitlab_project_of, gitlab_project_token
 from sluice.bot.queue.store import JobQueue
 from tests.helpers import accounts
 from tests.helpers.gitlab_wire import FakeGitLab
 
 TOKEN = "glwt-s3cr3t-webhook-token"
+"""The service's SLUICE_GITLAB_WEBHOOK_SECRET (each project's webhook token derives from it)."""
+DERIVED = "derived"
+"""``deliver``'s default token: the one derived for the payload's ``project.id``."""
+
+
+def project_token(project_id: int, secret: str = TOKEN) -> str:
+    """GitLab project ``project_id``'s webhook token under ``secret``."""
+    return gitlab_project_token(secret, project_id)
+
+
 API_TOKEN = "glpat-ThisIsTheServiceTokenDoNotLeak"
 URL = "https://gitlab.example.com"
 
@@ -34,7 +45,7 @@ class GitLabService:
         event: str,
         payload: dict[str, Any] | bytes,
         *,
-        token: str | None = TOKEN,
+        token: str | None = DERIVED,
         key: str | None = "new",
         event_uuid: str | None = None,
     ) -> Any:
@@ -47,6 +58,14 @@ class GitLabService:
                 with self.gitlab.lock:
                     self.gitlab.project = named.get("path_with_namespace") or self.gitlab.project
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        if token is DERIVED:  # what the project's webhook holds; no project.id: the secret
+            try:
+                project = gitlab_project_of(json.loads(body))
+            except (ValueError, RecursionError):
+                project = None
+            secret = self.settings.gitlab_webhook_secret
+            held = secret.get_secret_value() if secret else TOKEN
+            token = TOKEN if project is None or not held else project_token(project, held)
         headers = {"X-Gitlab-Event": event, "Content-Type": "application/json"}
         if token is not None:
             headers["X-Gitlab-Token"] = token

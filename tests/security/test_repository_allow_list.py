@@ -33,6 +33,7 @@ from sluice.core.errors import ConfigError
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.github_service import SECRET, sign
 from tests.helpers.gitlab_service import TOKEN as GITLAB_TOKEN
+from tests.helpers.gitlab_service import project_token
 
 OPENED = "github/pull_request/opened.payload.json"
 SERVED = "acme/warehouse"
@@ -57,7 +58,8 @@ def _github(client: TestClient, payload: dict[str, Any], event: str = "pull_requ
 
 
 def _gitlab(client: TestClient, payload: dict[str, Any], hook: str) -> Any:
-    headers = {"X-Gitlab-Event": hook, "X-Gitlab-Token": GITLAB_TOKEN,
+    token = project_token(payload["project"]["id"])  # what the project's webhook holds
+    headers = {"X-Gitlab-Event": hook, "X-Gitlab-Token": token,
                "Idempotency-Key": str(uuid.uuid4())}  # fmt: skip
     return client.post("/webhooks/gitlab", content=json.dumps(payload).encode(), headers=headers)
 

@@ -60,7 +60,13 @@ from sluice.bot.forge.base import Forge
 from sluice.bot.forge.signin import SignIn, github_web_url
 from sluice.bot.intake.group_commit import Intake, IntakeClosed, job_of
 from sluice.bot.intake.pin import TagNotResolved
-from sluice.bot.intake.verify import verify_github, verify_token
+from sluice.bot.intake.verify import (
+    gitlab_project_of,
+    gitlab_token_shaped,
+    verify_github,
+    verify_gitlab,
+    verify_token,
+)
 from sluice.bot.present.metrics import Registry
 from sluice.bot.present.redact import Redactor
 from sluice.bot.queue.lease import Leader
@@ -374,7 +380,11 @@ GITHUB_WEBHOOK_OPENAPI: dict[str, Any] = {
 GITLAB_WEBHOOK_OPENAPI: dict[str, Any] = {
     "parameters": [
         _header("X-Gitlab-Event", "The hook: Merge Request Hook, Note Hook, Tag Push Hook, ..."),
-        _header("X-Gitlab-Token", "The webhook's secret token."),
+        _header(
+            "X-Gitlab-Token",
+            "The project's own webhook token, for the body's project.id: "
+            "`sluice gitlab-webhook-token <project id>` prints it.",
+        ),
         _header(
             "Idempotency-Key",
             "The same on every retry of a delivery (GitLab 17.4+).",
@@ -768,6 +778,35 @@ def create_app(
 
     app.direct = {"/webhooks/github": github_webhook, "/webhooks/gitlab": gitlab_webhook}
 
+    def _gitlab_refused(
+        request: Request, event_name: str, project: int | None
+    ) -> tuple[str, Response]:
+        """401 for a GitLab delivery without its project's token, saying which token that
+        is and how to print it (never the token)."""
+        refusals.warn(
+            _source(request),
+            "rejected GitLab delivery from %s (%r, project.id %s): missing or wrong X-Gitlab-Token",
+            _source(request)[:64],
+            event_name[:40],
+            project,
+        )
+        if project is None:
+            which = (
+                "each GitLab project's webhook takes its own secret token, for the "
+                "project.id its hooks carry, which `sluice gitlab-webhook-token <project id>` "
+                "prints"
+            )
+        else:
+            which = (
+                f"GitLab project {project}'s webhook takes its own secret token, which "
+                f"`sluice gitlab-webhook-token {project}` prints"
+            )
+        return "unauthorized", _error(
+            401,
+            f"missing or wrong X-Gitlab-Token: {which} (run it where the service's "
+            "SLUICE_GITLAB_WEBHOOK_SECRET is set)",
+        )
+
     async def _delivered(request: Request, forge: str, event_name: str) -> Response:
         began = time.perf_counter()
         try:
@@ -791,18 +830,26 @@ def create_app(
         ):
             return "too_large", _error(413, f"the body is over {settings.max_body_bytes} bytes")
         headers = request.headers
+        admit: Callable[[object], tuple[str, Response] | None] | None = None
         if forge == "gitlab" and not settings.insecure_no_signature:
-            # A shared token, not a signature: checked before the body is even read.
+            # Each project's webhook holds its own token, derived from the secret for the
+            # body's project.id (intake/verify.py): a token of no possible shape is refused
+            # before the body is read, the rest once the body says which project it is.
             secret = settings.gitlab_webhook_secret
             expected = secret.get_secret_value() if secret else ""
-            if not verify_token(expected, headers.get("x-gitlab-token")):
-                refusals.warn(
-                    _source(request),
-                    "rejected GitLab delivery from %s (%r): missing or wrong X-Gitlab-Token",
-                    _source(request)[:64],
-                    event_name[:40],
-                )
-                return "unauthorized", _error(401, "missing or wrong X-Gitlab-Token")
+            given = headers.get("x-gitlab-token")
+            shared = settings.gitlab_shared_secret()
+            if not expected or not (
+                gitlab_token_shaped(given) or (shared and verify_token(expected, given))
+            ):
+                return _gitlab_refused(request, event_name, None)
+
+            def admit(payload: object) -> tuple[str, Response] | None:
+                project = gitlab_project_of(payload)
+                if verify_gitlab(expected, project, given, shared=shared):
+                    return None
+                return _gitlab_refused(request, event_name, project)
+
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
@@ -832,7 +879,7 @@ def create_app(
                 return "ping", JSONResponse({"status": "pong"}, status_code=200)
         else:
             delivery = _gitlab_delivery(headers, bytes(body))
-        job = _job_of(forge, event_name, body)
+        job = _job_of(forge, event_name, body, admit)
         del body  # not held while the delivery waits for its commit
         if not isinstance(job, NewJob):
             return job
@@ -927,9 +974,19 @@ def create_app(
     return app
 
 
-def _job_of(forge: str, event_name: str, body: bytearray) -> NewJob | tuple[str, Response]:
+_NOT_JSON = object()
+
+
+def _job_of(
+    forge: str,
+    event_name: str,
+    body: bytearray,
+    admit: Callable[[object], tuple[str, Response] | None] | None = None,
+) -> NewJob | tuple[str, Response]:
     """The job a delivery's body asks for, or the outcome and answer when it asks for none
     (400: not JSON, not an object or a field is wrong; 204: an event Sluice ignores).
+    ``admit``, when given, sees the parsed body first (anything but JSON as an object of
+    its own) and answers None to let it on, else the refusal (GitLab's token check).
 
     The parsed payload (a few hundred objects for a pull request) lives only in here, not
     while the request waits for its commit.
@@ -937,6 +994,10 @@ def _job_of(forge: str, event_name: str, body: bytearray) -> NewJob | tuple[str,
     try:
         payload = _decode(body)
     except (ValueError, RecursionError):
+        payload = _NOT_JSON
+    if admit is not None and (refused := admit(payload)) is not None:
+        return refused
+    if payload is _NOT_JSON:
         return "bad_request", _error(400, "the body is not valid JSON")
     if not isinstance(payload, dict):
         return "bad_request", _error(400, "the body is not a JSON object")

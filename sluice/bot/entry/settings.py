@@ -56,7 +56,9 @@ class ServiceSettings(StateSettings):
     gitlab_token: SecretStr | None = None
     """A GitLab access token with the ``api`` scope (project, group or personal)."""
     gitlab_webhook_secret: SecretStr | None = None
-    """GitLab's webhook secret token (``X-Gitlab-Token``)."""
+    """The secret each GitLab project's webhook token (``X-Gitlab-Token``) is derived from
+    (``sluice gitlab-webhook-token <project id>`` prints one); never typed into a webhook
+    itself, except by a service of one project (:meth:`gitlab_shared_secret`)."""
     no_forge: bool = False
     """Start with no forge credentials (``SLUICE_NO_FORGE=1``): for trying the service out,
     or a forge faked in tests. Without it, ``sluice serve`` refuses to start when a forge it
@@ -490,6 +492,18 @@ class ServiceSettings(StateSettings):
             if (not only or only == forge) and fnmatch.fnmatchcase(name, pattern.casefold()):
                 return True
         return False
+
+    def gitlab_shared_secret(self) -> bool:
+        """Whether a GitLab hook may carry the bare ``SLUICE_GITLAB_WEBHOOK_SECRET`` instead of
+        its project's own token (:func:`~sluice.bot.intake.verify.gitlab_project_token`): only
+        when ``repositories`` can admit exactly one GitLab project, named without a pattern
+        (one entry prefixed ``gitlab:`` or not prefixed, no ``*?[``), so the secret's holders
+        are that project's maintainers and the service refuses every other project with 403
+        anyway. A service of one project set up before per-project tokens keeps working; one
+        that serves more must give each project its own token (and change the secret, which
+        every project's maintainers saw)."""
+        gitlab = [e for e in self.repositories if e.rpartition(":")[0] in ("", "gitlab")]
+        return len(gitlab) == 1 and not any(c in gitlab[0] for c in "*?[")
 
     def forges(self) -> tuple[str, ...]:
         """The forges this service acts for: each whose webhook secret is set (its deliveries

@@ -56,7 +56,9 @@ def test_a_missing_or_wrong_token_gets_401_before_the_body_is_read(
     for token in (None, "", "wrong", TOKEN + "x", TOKEN[:-1], "glwt-s3cr3t-webhook-tok\\xe9n"):
         response = service.deliver("Merge Request Hook", body, token=token)
         assert response.status_code == 401, (token, response.text)
-        assert response.json() == {"error": "missing or wrong X-Gitlab-Token"}
+        said = response.json()["error"]
+        assert said.startswith("missing or wrong X-Gitlab-Token: ") and TOKEN not in said
+        assert "`sluice gitlab-webhook-token <project id>`" in said
     assert "BODY-TEXT-NOT-FOR-LOGS" not in caplog.text
     assert TOKEN not in caplog.text
     assert service.counts() == {} and service.gitlab.requests == []
@@ -89,19 +91,24 @@ def test_the_same_delivery_is_stored_once_by_idempotency_key_then_event_uuid_the
 
 
 def test_malformed_bodies_get_400_and_unknown_kinds_204(service: GitLabService) -> None:
-    assert service.deliver("Merge Request Hook", b"{not json").status_code == 400
-    assert service.deliver("Merge Request Hook", b"[1, 2]").status_code == 400
+    # A body naming no project.id has no project whose token it could carry: 401.
+    assert service.deliver("Merge Request Hook", b"{not json").status_code == 401
+    assert service.deliver("Merge Request Hook", b"[1, 2]").status_code == 401
     deep = b'{"a":' * 50_000 + b"1" + b"}" * 50_000
-    assert service.deliver("Merge Request Hook", deep).status_code == 400
-    assert service.deliver("Merge Request Hook", b'{"object_kind": "\xff"}').status_code == 400
+    assert service.deliver("Merge Request Hook", deep).status_code == 401
+    assert service.deliver("Merge Request Hook", b'{"object_kind": "\xff"}').status_code == 401
     big = b" " * (service.settings.max_body_bytes + 1)
     assert service.deliver("Merge Request Hook", big).status_code == 413
     missing = service.deliver("Merge Request Hook", {"object_kind": "merge_request",
+                                                     "project": {"id": 9},
                                                      "object_attributes": {"action": "open"}})  # fmt: skip
     assert missing.status_code == 400
     assert missing.json() == {"error": "object_attributes.iid is missing"}
     for kind in ("wiki_page", "feature_flag", "emoji", "deployment"):
-        assert service.deliver("Some Hook", {"object_kind": kind}).status_code == 204
+        assert (
+            service.deliver("Some Hook", {"object_kind": kind, "project": {"id": 9}}).status_code
+            == 204
+        )
     assert service.counts() == {}
 
 
@@ -116,7 +123,7 @@ def test_malformed_bodies_get_400_and_unknown_kinds_204(service: GitLabService) 
 REPLAY: dict[str, tuple[str, int, str]] = {
     "merge_request_approved.json": ("Merge Request Hook", 202, "gate"),
     "merge_request_close.json": ("Merge Request Hook", 202, "quiet"),
-    "merge_request_merge.docs-minimal.json": ("Merge Request Hook", 400, "none"),
+    "merge_request_merge.docs-minimal.json": ("Merge Request Hook", 401, "none"),  # no project.id
     "merge_request_merge.drone-go-scm.json": ("Merge Request Hook", 202, "quiet"),  # into master
     "merge_request_merge.json": ("Merge Request Hook", 202, "promote"),
     "merge_request_open.docs.json": ("Merge Request Hook", 202, "mr"),

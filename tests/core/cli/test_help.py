@@ -54,7 +54,7 @@ def test_the_commands_are_listed_by_task_each_with_its_whole_help() -> None:
     assert list(sections["Run and deploy"]) == ["apply", "run", "rollback"]
     assert list(sections["Environments"]) == ["environments", "drift", "invalidate", "janitor"]
     assert set(sections["Develop"]) == {"spark", "demo", "pr", "ui"}
-    assert set(sections["Service"]) == {"serve", "jobs", "audit", "action"}
+    assert set(sections["Service"]) == {"serve", "jobs", "audit", "gitlab-webhook-token", "action"}
     listed = {name: text for rows in sections.values() for name, text in rows.items()}
     assert set(listed) == set(cli.list_commands(click.Context(cli)))
     for name, text in listed.items():
