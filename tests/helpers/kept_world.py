@@ -33,7 +33,7 @@ class Kept:
     warehouse: Warehouse
 
 
-def _warehouse(warehouse: Warehouse) -> Warehouse:
+def copy_warehouse(warehouse: Warehouse) -> Warehouse:
     """A copy of ``warehouse`` sharing nothing with it (its ``holding`` event is new)."""
     fields = dataclasses.fields(warehouse)
     return Warehouse(
@@ -46,7 +46,7 @@ def keep(folder: Path, forge: MemoryForge, warehouse: Warehouse) -> Kept:
     and warehouse."""
     saved = folder.with_name(folder.name + "-built")
     shutil.copytree(folder, saved, symlinks=True)
-    return Kept(folder, saved, copy.deepcopy(forge), _warehouse(warehouse))
+    return Kept(folder, saved, copy.deepcopy(forge), copy_warehouse(warehouse))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,4 +79,4 @@ def restore(kept: Kept) -> tuple[Path, MemoryForge, Warehouse]:
     left there is removed), and a new copy of its forge and of its warehouse."""
     shutil.rmtree(kept.folder, ignore_errors=True)
     shutil.copytree(kept.saved, kept.folder, symlinks=True)
-    return kept.folder, copy.deepcopy(kept.forge), _warehouse(kept.warehouse)
+    return kept.folder, copy.deepcopy(kept.forge), copy_warehouse(kept.warehouse)

@@ -12,6 +12,9 @@ was queued, by the flow), an override by someone the policy does not name."""
 
 from __future__ import annotations
 
+import copy
+import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +41,8 @@ from tests.helpers.gitlab_web import (
     gitlab_project,
     signed_in_service,
 )
+from tests.helpers.gitlab_wire import FakeGitLab
+from tests.helpers.kept_world import copy_warehouse
 from tests.helpers.oauth import sign_in
 from tests.helpers.web_actions import forms
 
@@ -52,11 +57,12 @@ rule: '!plan.models.exists(m, m.change == "repoint")'
 HOSTILE = "SELECT '<script>alert(1)</script>' AS id"
 
 
-@pytest.fixture
-def built(tmp_path: Path) -> GitLabProject:
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitLabProject, Path]:
     """The GitLab project (bob the gate's approver; alice and bob Developers, carol a
-    Reporter), a soft policy on its prod branch, prod's plan recording its commit."""
-    built = gitlab_project(tmp_path)
+    Reporter), a soft policy on its prod branch, prod's plan recording its commit: built
+    once for the module, with a copy of its folder (tests/helpers/kept_world.py)."""
+    built = gitlab_project(tmp_path_factory.mktemp("drift-form"))
     for ref in (MAIN, "main"):
         built.gitlab.files[(ref, "policies/views-need-bob.yaml")] = POLICY
     store = open_state(built.url)
@@ -66,7 +72,25 @@ def built(tmp_path: Path) -> GitLabProject:
         store.set_plan_commit(record.plan_id, MAIN)
     finally:
         store.close()
-    return built
+    saved = built.root.with_name(built.root.name + "-built")
+    shutil.copytree(built.root, saved, symlinks=True)
+    return built, saved
+
+
+def _copy(gitlab: FakeGitLab) -> FakeGitLab:
+    """A copy of ``gitlab`` sharing nothing with it (a lock of its own)."""
+    return copy.deepcopy(gitlab, {id(gitlab.lock): threading.Lock()})
+
+
+@pytest.fixture
+def built(kept: tuple[GitLabProject, Path]) -> GitLabProject:
+    """The project :func:`kept` built, a copy of its own for this test: its folder put
+    back as built at the same path (the state records paths under it), its fake GitLab
+    and scripted warehouse copied."""
+    made, saved = kept
+    shutil.rmtree(made.root, ignore_errors=True)
+    shutil.copytree(saved, made.root, symlinks=True)
+    return GitLabProject(made.root, made.url, _copy(made.gitlab), copy_warehouse(made.warehouse))
 
 
 @pytest.fixture
