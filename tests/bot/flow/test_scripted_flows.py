@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from sluice.core.snapshot.naming import PROD, pr_environment, view_name
 from sluice.core.spark.scripted import Script, Warehouse
 from sluice.core.spark.submit import Runner
 from sluice.core.state import open_state
+from tests.helpers.kept_world import Kept, keep, restore
 from tests.helpers.scripted_prod import filter_orders, prod_built
 from tests.security.github_bot import GATED, KEY, Bot, C, merged, opened, review
 
@@ -49,19 +49,31 @@ def transactions() -> Iterator[Transactions]:
     event.remove(Engine, "begin", made)
 
 
-def _world(tmp_path: Path, script: Script) -> tuple[Bot, Warehouse]:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Kept:
     """The bot on an in-memory GitHub, main at ``C`` (the example project, gated by bob),
-    prod built from it on a scripted warehouse (then ``script`` scripts it); PR 7 changes orders.sql's SQL at HEAD."""
-    bot, warehouse = prod_built(tmp_path, CONFIG)
-    warehouse.script = script  # prod was built as usual; the PR's jobs follow the script
+    prod built from it on a scripted warehouse; PR 7 changes orders.sql's SQL at HEAD.
+    Built once for the module (tests/helpers/kept_world.py): each test gets a copy of its
+    own (:func:`_world`)."""
+    folder = tmp_path_factory.mktemp("scripted-world")
+    bot, warehouse = prod_built(folder, CONFIG)
     filter_orders(bot, HEAD, CONFIG)
     bot.pull(7, HEAD)
-    return bot, warehouse
+    bot.close()
+    return keep(folder, bot.github, warehouse)
+
+
+def _world(built: Kept, script: Script) -> tuple[Bot, Warehouse]:
+    """A copy of its own of the world :func:`built` made, ``script`` scripting its
+    warehouse from now on (prod was built as usual; the PR's jobs follow the script)."""
+    folder, github, warehouse = restore(built)
+    warehouse.script = script
+    return Bot(folder, github, runner_for=warehouse.runner), warehouse
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[Bot, Warehouse]]:
-    bot, warehouse = _world(tmp_path, Script(rows={"jaffle.orders": 99}))
+def world(built: Kept) -> Iterator[tuple[Bot, Warehouse]]:
+    bot, warehouse = _world(built, Script(rows={"jaffle.orders": 99}))
     yield bot, warehouse
     bot.close()
 
@@ -121,11 +133,11 @@ def test_a_push_that_changes_no_model_builds_nothing_and_keeps_the_plan(
     assert "changes no model" not in body and "no model changed" not in body
 
 
-def test_a_section_another_job_writes_during_a_build_is_kept(tmp_path: Path) -> None:
+def test_a_section_another_job_writes_during_a_build_is_kept(built: Kept) -> None:
     """A promotion runs under the repository's prod key while a PR's build runs under the
     PR's: its section of the PR's comment, written mid-build, survives the build's
     publications (red team: a job's cached copy of the comment overwrote it)."""
-    bot, warehouse = _world(tmp_path, Script())
+    bot, warehouse = _world(built, Script())
     other = ("promotion", "**Promotion:** refused: a change was not approved")
 
     def runner(*args: Any) -> Runner:
@@ -173,13 +185,13 @@ def test_merge_promotes_by_virtual_update(world: tuple[Bot, Warehouse]) -> None:
     assert warehouse.reads(view_name("jaffle.orders", PROD)) == pr_orders
 
 
-def test_a_failed_build_names_the_model_file_and_sparks_one_line(tmp_path: Path) -> None:
+def test_a_failed_build_names_the_model_file_and_sparks_one_line(built: Kept) -> None:
     error = (
         "AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `amout` "
         "cannot be resolved. SQLSTATE: 42703; line 1 pos 9;\n'Project ['amout]\n"
         "+- SubqueryAlias o"
     )
-    bot, warehouse = _world(tmp_path, Script(fail={"build jaffle.orders": error}))
+    bot, warehouse = _world(built, Script(fail={"build jaffle.orders": error}))
     try:
         bot.deliver("pull_request", opened(7, HEAD))
         body = _comment(bot)
@@ -200,8 +212,8 @@ def test_a_failed_build_names_the_model_file_and_sparks_one_line(tmp_path: Path)
         bot.close()
 
 
-def test_a_lost_driver_is_retried_not_reported(tmp_path: Path) -> None:
-    bot, _warehouse = _world(tmp_path, Script(lose="build jaffle.orders"))
+def test_a_lost_driver_is_retried_not_reported(built: Kept) -> None:
+    bot, _warehouse = _world(built, Script(lose="build jaffle.orders"))
     try:
         with pytest.raises(DriverLost):
             bot.deliver("pull_request", opened(7, HEAD))
