@@ -11,8 +11,10 @@ service (``SLUICE_REPOSITORIES`` a pattern such as ``gitlab:data/*``), can renam
 transfer them, comment on other repositories' pull requests, resend old deliveries of
 their own repositories, and sign in to the web UI with their own account; not the
 service's secrets or database, except what the forge shows them as the maintainer of a
-served repository (GitLab's webhook token is one token for the whole service, typed into
-each project's webhook by its maintainers: README, "GitLab merge requests").
+served repository (GitLab's webhook token: once one token for the whole service, typed
+into each project's webhook by its maintainers; now each project's own, derived from the
+service's secret for its id, so she holds her own project's: README, "GitLab merge
+requests").
 
 Each test asserts what a sound service does. An attack that works against the code as it
 is is a ``xfail(strict=True)`` naming the code path and the fix proposed; the others are
@@ -50,7 +52,7 @@ from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
 from tests.helpers.github_wire import FakeGitHub, tarball
-from tests.helpers.gitlab_service import GitLabService, gitlab_settings
+from tests.helpers.gitlab_service import GitLabService, gitlab_settings, project_token
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
 from tests.helpers.world import edit, sha_of
@@ -146,31 +148,16 @@ def _bot_awards(gitlab: FakeGitLab, note_id: int) -> list[str]:
     return [a["name"] for a in gitlab.awards if a["note"] == note_id and a["user"] == gitlab.bot]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "sluice/bot/entry/app.py _receive checks X-Gitlab-Token against one "
-        "SLUICE_GITLAB_WEBHOOK_SECRET for every project, and every maintainer of a served "
-        "project types it into their webhook; the body's project.id and "
-        "path_with_namespace (events/gitlab.py) and user are then the sender's word, and "
-        "dispatch._confirmed only checks that the id and the path agree on GitLab (V's own "
-        "do), run_command._still_there only that a note of that id exists on the MR. Fix: a "
-        "token per project (SLUICE_GITLAB_WEBHOOK_SECRETS: a secret per pattern, or "
-        "HMAC(master, project id) given to each project) checked against the body's "
-        "project.id before the id is used; and read a command's note back by id "
-        "(GET /projects/:id/merge_requests/:iid/notes/:note_id) and act on its author and "
-        "body as GitLab has them, never the hook's"
-    ),
-)
 def test_a_served_project_s_maintainer_cannot_run_commands_in_another_project_as_its_writer(
     gl_world: GitLabWorld, gl_service: GitLabService, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """mallory maintains data/mallory (served: gitlab:data/*), so she typed the service's
-    one webhook token into its webhook. She writes a harmless note on V's MR !8 (anyone who
-    can read V can), then posts a Note Hook of her own making with that token: V's
-    project id and path (which GitLab says agree), carol (a writer of V) as its author,
-    her note's id, and a command. A sound service runs no command in V that no writer
-    of V wrote."""
+    """mallory maintains data/mallory (served: gitlab:data/*), so she holds its webhook's
+    token. She writes a harmless note on V's MR !8 (anyone who can read V can), then posts
+    a Note Hook of her own making with that token: V's project id and path (which GitLab
+    says agree), carol (a writer of V) as its author, her note's id, and a command. A
+    sound service runs no command in V that no writer of V wrote. Defended (was finding
+    1): the token is data/mallory's, the body's project.id V's (entry/app.py _receive,
+    intake/verify.py): 401, nothing stored."""
     caplog.set_level(logging.INFO)
     gitlab, warehouse = gl_world.gitlab, gl_world.scripted
     _v_builds_mr_8(gl_world, gl_service)
@@ -178,8 +165,8 @@ def test_a_served_project_s_maintainer_cannot_run_commands_in_another_project_as
     jobs, replies = len(warehouse.jobs), len(gitlab.bot_notes(8))
 
     forged = _note_hook(8, harmless, "carol", "/sluice plan", V_PATH, V_ID)
-    response = gl_service.deliver(NOTE_HOOK, forged)
-    assert response.status_code == 202, response.text
+    response = gl_service.deliver(NOTE_HOOK, forged, token=project_token(MALLORY_ID))
+    assert response.status_code == 401, response.text
     gl_service.idle(timeout=300)
 
     ran = warehouse.jobs[jobs:]
@@ -205,28 +192,45 @@ def _mr_event(gitlab: FakeGitLab, action: str, iid: int, head: str, user: str,
     return payload
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the same one GitLab webhook token (entry/app.py _receive), and GitLab's approvals "
-        "API naming no commit: approval._bound binds each approval in approved_by to the "
-        "head the latest approval hook of its approver named (dispatch._on_review -> "
-        "Ledger.review_head, from events/gitlab.py's object_attributes.last_commit.id and "
-        "updated_at, the sender's word). Anyone holding the token moves a required "
-        "approver's old approval onto a head they never saw. Fix: a token per project "
-        "checked against project.id (as above); and never take a head from a hook alone: "
-        "bind an approval to the MR's head GitLab reports when the hook is handled only if "
-        "GitLab's approval (approved_by[].approved_at, GitLab 15+) is newer than that "
-        "head's push (the MR's commits' or versions' created_at), else leave it stale"
-    ),
+ALICE_ID = 7778  # data/alice-tools: another served project, alice its maintainer
+
+
+@pytest.mark.parametrize(
+    "token_of",
+    [
+        pytest.param(ALICE_ID, id="another-project-s-token"),
+        pytest.param(
+            V_ID,
+            id="v-s-own-token",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a maintainer of V holds V's own webhook token (GitLab shows it in V's "
+                    "webhook settings), and GitLab's approvals API names no commit: "
+                    "approval._bound binds each approval in approved_by to the head the "
+                    "latest approval hook of its approver named (dispatch._on_review -> "
+                    "Ledger.review_head, from events/gitlab.py's "
+                    "object_attributes.last_commit.id and updated_at, the sender's word), so "
+                    "V's maintainer moves a required approver's old approval onto a head they "
+                    "never saw. Fix: never take a head from a hook alone: bind an approval to "
+                    "the MR's head GitLab reports when the hook is handled only if GitLab's "
+                    "approval (approved_by[].approved_at, GitLab 15+) is newer than that "
+                    "head's push (the MR's commits' or versions' created_at), else leave it "
+                    "stale"
+                ),
+            ),
+        ),
+    ],
 )
 def test_a_forged_approval_hook_does_not_move_an_approval_onto_a_head_its_approver_never_saw(
-    gl_world: GitLabWorld, gl_service: GitLabService
+    gl_world: GitLabWorld, gl_service: GitLabService, token_of: int
 ) -> None:
     """carol (V's required approver) approves alice's MR !8 at its head. alice, who also
-    maintains another served project (so she holds the webhook token), pushes a further
-    change: carol's approval goes stale, as it should. alice then posts an approval hook
-    of carol's naming the new head. A sound gate still waits for carol."""
+    maintains another served project (so she holds that project's webhook token), or V
+    itself (so she holds V's), pushes a further change: carol's approval goes stale, as it
+    should. alice then posts an approval hook of carol's naming the new head. A sound gate
+    still waits for carol. Defended with another project's token (was finding 2: the token
+    is not V's, 401); open with V's own."""
     gitlab = gl_world.gitlab
     _v_builds_mr_8(gl_world, gl_service)
     gitlab.approve(8, "carol")
@@ -249,7 +253,8 @@ def test_a_forged_approval_hook_does_not_move_an_approval_onto_a_head_its_approv
     assert stale["state"] == "failed", stale  # carol never saw the new head
 
     forged = _mr_event(gitlab, "approval", 8, sha_of(9), "carol", updated_at=_moment(2))
-    assert gl_service.deliver(MR_HOOK, forged).status_code == 202
+    response = gl_service.deliver(MR_HOOK, forged, token=project_token(token_of))
+    assert response.status_code == (202 if token_of == V_ID else 401), response.text
     gl_service.idle(timeout=300)
     after = gitlab.statuses_on(sha_of(9))["sluice/approval"]
     assert after["state"] != "success", (
