@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bot.intake.verify import verify_github, verify_token
+from sluice.bot.intake.verify import (
+    gitlab_project_of,
+    gitlab_project_token,
+    gitlab_token_shaped,
+    verify_github,
+    verify_gitlab,
+    verify_token,
+)
 
 # github/docs, "Validating webhook deliveries" (CC-BY-4.0); also in
 # tests/fixtures/webhooks/github/signature_vector.txt.
@@ -101,3 +108,35 @@ def test_token_matches() -> None:
 )
 def test_token_mismatch_fails_without_raising(expected: str, given: str | None) -> None:
     assert not verify_token(expected, given)
+
+
+def test_a_gitlab_project_token_verifies_for_its_project_only() -> None:
+    token = gitlab_project_token("master", 7)
+    assert gitlab_token_shaped(token) and verify_gitlab("master", 7, token)
+    assert not verify_gitlab("master", 8, token)  # another project's id
+    assert not verify_gitlab("other", 7, token)  # another secret
+    assert not verify_gitlab("master", None, token)  # the body names no project
+    assert not verify_gitlab("", 7, token) and not verify_gitlab("master", 7, None)
+    assert not verify_gitlab("master", 7, "master")  # the bare secret...
+    assert verify_gitlab("master", 7, "master", shared=True)  # ...only where it is shared
+    assert not verify_gitlab("master", 7, token.upper(), shared=True)
+    assert not gitlab_token_shaped(token.upper()) and not gitlab_token_shaped(token + "0")
+
+
+@pytest.mark.parametrize(
+    ("payload", "found"),
+    [
+        ({"project": {"id": 7}}, 7),
+        ({"project": {"id": 7}, "project_id": 8}, 7),  # project.id decides, as the parser
+        ({"project_id": 7}, None),
+        ({"project": {"id": True}}, None),  # a JSON true, which Python counts as 1
+        ({"project": {"id": 7.0}}, None),
+        ({"project": {"id": "7"}}, None),
+        ({"project": {"id": 0}}, None),
+        ({"project": [7]}, None),
+        ([{"project": {"id": 7}}], None),
+        (None, None),
+    ],
+)
+def test_the_project_a_gitlab_body_names(payload: object, found: int | None) -> None:
+    assert gitlab_project_of(payload) == found
