@@ -125,15 +125,17 @@ def test_the_bare_secret_is_refused_as_a_project_s_token(
 
 
 def test_a_service_of_one_project_still_takes_the_bare_secret_for_that_project_only(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The legacy case: ``SLUICE_REPOSITORIES`` names one GitLab project, no pattern (and
     maybe GitHub repositories, whose secret is another). The secret's holders are that
     project's maintainers; another project's body carrying it is still refused (403, not
     served)."""
+    caplog.set_level(logging.INFO)
     served = ("gitlab:data/warehouse", "github:acme/warehouse")
     for service in _serve(tmp_path, repositories=served):
         assert service.settings.gitlab_shared_secret()
+        assert "its webhook may hold SLUICE_GITLAB_WEBHOOK_SECRET itself" in caplog.text
         other = service.deliver(HOOK, _opened(service, tmp_path, M_PATH, M_ID), token=TOKEN)
         assert other.status_code == 403, other.text
         response = service.deliver(HOOK, _opened(service, tmp_path), token=TOKEN)

@@ -636,6 +636,13 @@ def create_app(
                 "set it to the repositories it is for, e.g. "
                 "SLUICE_REPOSITORIES='acme/warehouse gitlab:data/platform/*'"
             )
+        if settings.gitlab_shared_secret() and "gitlab" in settings.forges():
+            log.info(
+                "GitLab: this service serves one GitLab project, so its webhook may hold "
+                "SLUICE_GITLAB_WEBHOOK_SECRET itself as well as the project's own token "
+                "(`sluice gitlab-webhook-token <project id>`); before serving more projects, "
+                "give each webhook its project's token and change the secret"
+            )
         settings.workdir.mkdir(parents=True, exist_ok=True)
         # Jobs are keyed by their repository's namespace, not the name a delivery says: a
         # renamed repository's jobs under its old and new names run one at a time.
