@@ -604,7 +604,8 @@ def main() -> int:
             if rate is not None:
                 print(f"{key} after {args.warmup:g} min: {rate:+.3f} a minute")
         if warm:
-            grown = traffic.client.post("/bench/tracemalloc/end", timeout=300).json()["grown"]
+            # Comparing two snapshots of N frames takes minutes on a loaded machine.
+            grown = traffic.client.post("/bench/tracemalloc/end", timeout=3600).json()["grown"]
             print("allocation sites grown most since the warm-up (KiB, blocks, traceback):")
             for site in grown:
                 print(f"  {site['kib']:+.1f} KiB {site['blocks']:+d} blocks")
