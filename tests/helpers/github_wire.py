@@ -294,6 +294,7 @@ class FakeGitHub:
             ("GET", rf"{base}/issues/(\d+)$", self._issue),
             ("GET", rf"{base}/issues/(\d+)/comments(\?.*)?$", self._list_comments),
             ("POST", rf"{base}/issues/(\d+)/comments$", self._create_comment),
+            ("GET", rf"{base}/issues/comments/(\d+)$", self._get_comment),
             ("PATCH", rf"{base}/issues/comments/(\d+)$", self._edit_comment),
             ("GET", rf"{base}/commits/(\w+)$", self._commit),
             ("GET", rf"{base}/commits/(\w+)/check-runs(\?.*)?$", self._list_checks),
@@ -406,6 +407,7 @@ class FakeGitHub:
         return {
             "id": comment["id"], "node_id": f"IC_{comment['id']}", "body": comment["body"],
             "user": comment["user"], "url": f"{API}/repos/{self.repo}/issues/comments/{comment['id']}",
+            "issue_url": f"{API}/repos/{self.repo}/issues/{comment['issue']}",
             "html_url": f"https://github.com/{self.repo}/pull/{comment['issue']}#issuecomment-{comment['id']}",
             "created_at": "2026-11-21T10:00:00Z", "updated_at": "2026-11-21T10:00:00Z",
         }  # fmt: skip
@@ -428,6 +430,12 @@ class FakeGitHub:
                    "user": self._caller(), "edits": 0}  # fmt: skip
         self.comments[comment["id"]] = comment
         return self._json(self._comment_json(comment), 201)
+
+    def _get_comment(self, match: Any, body: Any) -> Any:
+        comment = self.comments.get(int(match.group(1)))
+        if comment is None:
+            return self._json({"message": "Not Found"}, 404)
+        return self._json(self._comment_json(comment))
 
     def _edit_comment(self, match: Any, body: Any) -> Any:
         comment = self.comments[int(match.group(1))]

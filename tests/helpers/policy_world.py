@@ -26,6 +26,7 @@ from sluice.bot.forge.base import Check
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.workflow import plan_environment
+from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase, record_prod
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
@@ -205,7 +206,8 @@ class World:
             "issue.number": number, "comment.user.login": user, "comment.body": body,
             "comment.id": comment_id,
         })  # fmt: skip
-        event = parse_github("issue_comment", payload)
+        # Its author's account id, as GitHub's webhook says it (the forge's own).
+        event = parse_github("issue_comment", accounts.github(payload, self.forge.account_id))
         assert event is not None
         dispatch.handle(self.deps, event)
         return self.forge.bot_comments(number)[before:]

@@ -44,6 +44,7 @@ from sluice.bot.forge.github.client import github_client
 from sluice.bot.forge.github.forge import GitHubForge
 from sluice.bot.forge.local import LocalForge
 from sluice.bot.forge.memory import MemoryForge
+from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 from tests.helpers.github_wire import FakeGitHub
 
@@ -442,7 +443,8 @@ class Bot:
             "issue.number": 7, "comment.user.login": user, "comment.body": body,
             "comment.id": comment_id,
         })  # fmt: skip
-        event = parse_github("issue_comment", payload)
+        # Its author's account id, as GitHub's webhook says it (the forge's own).
+        event = parse_github("issue_comment", accounts.github(payload, self.github.account_id))
         assert event is not None
         dispatch.handle(self.deps, event)
         return comment_id

@@ -85,6 +85,7 @@ from sluice.bot.forge.base import (
     DirEntry,
     Forge,
     ForgeError,
+    PostedComment,
     PullCommit,
     PullRequest,
     PushRecord,
@@ -404,6 +405,9 @@ class WorkspaceForge:
 
     def permission(self, user: str) -> str:
         return self.inner.permission(user)
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        return self.inner.comment(number, comment_id)
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         return self.inner.react(number, comment_id, reaction)

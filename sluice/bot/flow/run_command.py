@@ -52,6 +52,8 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     line = command_line(event.body)
     if line is None:
         return
+    if event.origin != WEB and not _as_written(job.forge, event):
+        return
     permission = job.forge.permission(event.author)
     if not writer(permission):
         job.forge.reply(
@@ -149,6 +151,45 @@ def _head_when_commented(job: Job, pr: PullRequest, event: CommentEvent) -> Pull
         job.forge.reply(pr.number, replies.fork_head_moved(event.author, sha))
         return None
     return dataclasses.replace(pr, head_sha=sha)
+
+
+def _as_written(forge: Forge, event: CommentEvent) -> bool:
+    """Whether the forge holds the comment ``event`` names, on its pull request, by the
+    author it says, with its command line: a command runs as the forge says it was
+    written, never on a webhook's word alone (a webhook secret typed into several
+    repositories' hooks is known to each one's maintainers, who could sign a delivery
+    naming another's comment, author and command). Deleted meanwhile: withdrawn (logged).
+    Otherwise refused with an ERROR; nothing is posted."""
+    found = forge.comment(event.number, event.comment_id)
+    if found is None:
+        log.info(
+            "%s#%s: comment %s was deleted (or is not on this pull request); its command is "
+            "not run",
+            forge.repo,
+            event.number,
+            event.comment_id,
+        )
+        return False
+    if found.author_id is not None and event.author_id is not None:
+        same = found.author_id == event.author_id
+    else:
+        same = found.author.casefold() == event.author.casefold()
+    if same and command_line(found.body) == command_line(event.body):
+        return True
+    log.error(
+        "%s#%s: command refused: the delivery says comment %s is %r's and says %r, but %s "
+        "holds it as %r's, saying %r: a command runs only as the forge holds it (a forged "
+        "or altered delivery)",
+        forge.repo,
+        event.number,
+        event.comment_id,
+        event.author,
+        command_line(event.body),
+        forge.name,
+        found.author,
+        command_line(found.body),
+    )
+    return False
 
 
 def _still_there(forge: Forge, event: CommentEvent, reaction: str) -> bool:

@@ -144,6 +144,16 @@ class Review:
 
 
 @dataclass(frozen=True)
+class PostedComment:
+    """A person's comment on a pull request as the forge holds it now (:meth:`Forge.comment`):
+    its author's login and account id (None where the forge does not say) and its text."""
+
+    author: str
+    author_id: int | None
+    body: str
+
+
+@dataclass(frozen=True)
 class Account:
     """An account as the forge tells it now, asked by its id: its login of now, and whether
     it is a bot account (an App's, a project's or group's access token user, a service
@@ -281,6 +291,12 @@ class Forge(Protocol):
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add a reaction (``+1``, ``eyes``, ``rocket``, ``confused``) to a PR comment;
         False when the comment no longer exists (deleted before the bot got to it)."""
+        ...
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        """Comment ``comment_id`` of pull request ``number`` as the forge holds it now;
+        None when there is none of that id on that pull request (deleted, or another's).
+        A command is run as the forge says it was written, never as a webhook says."""
         ...
 
     def reply(self, number: int, body: str) -> None:

@@ -35,6 +35,7 @@ from sluice.bot.forge.base import (
     Check,
     DirEntry,
     ForgeError,
+    PostedComment,
     PullCommit,
     PullRequest,
     PushRecord,
@@ -665,6 +666,23 @@ class GitLabForge:
         """Post a new note on merge request ``!number``."""
         with self._guard(f"commenting on merge request !{number}"):
             self._mr(number).notes.create({"body": body})
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        """Note ``comment_id`` of merge request ``!number`` as GitLab holds it
+        (``GET .../merge_requests/:iid/notes/:id``); None when it is gone (404)."""
+        with self._guard(f"reading note {comment_id} on merge request !{number}"):
+            try:
+                note = self._mr(number).notes.get(comment_id)
+            except GitlabError as error:
+                if _status(error) == 404:
+                    return None
+                raise
+        author = getattr(note, "author", None) or {}
+        if not author.get("username"):
+            return None
+        return PostedComment(
+            str(author["username"]), _account_id(author.get("id")), str(note.body or "")
+        )
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Award the emoji for ``reaction`` (``+1`` is ``thumbsup`` ...) to note

@@ -43,6 +43,7 @@ from sluice.bot.forge.base import (
     Account,
     Check,
     ForgeError,
+    PostedComment,
     PullCommit,
     PullRequest,
     PushRecord,
@@ -384,6 +385,14 @@ class LocalForge(GitRepo):
         """The comments people wrote on PR ``number`` (with reactions), oldest first."""
         comments: list[dict[str, Any]] = self._read(self._pr_dir(number) / "comments.json", [])
         return comments
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        """Comment ``comment_id`` people wrote on PR ``number`` (``add_comment``); None
+        when there is none of that id."""
+        for comment in self.user_comments(number):
+            if comment.get("id") == comment_id:
+                return PostedComment(str(comment["author"]), None, str(comment["body"]))
+        return None
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add ``reaction`` to comment ``comment_id`` of PR ``number``; False when the PR

@@ -52,6 +52,7 @@ from sluice.bot.forge.base import (
     DirEntry,
     Forge,
     ForgeError,
+    PostedComment,
     PullCommit,
     PullRequest,
     PushRecord,
@@ -573,6 +574,13 @@ class MemoryForge:
         self._pull(number)
         self._ids += 1
         self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        self._call("comment", number, comment_id)
+        for comment in self.comments.get(number, []):
+            if comment.id == comment_id:
+                return PostedComment(comment.author, self.account_id(comment.author), comment.body)
+        return None
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         self._call("react", number, comment_id, reaction)

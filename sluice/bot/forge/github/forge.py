@@ -30,6 +30,7 @@ from sluice.bot.forge.base import (
     Check,
     DirEntry,
     ForgeError,
+    PostedComment,
     PullCommit,
     PullRequest,
     PushRecord,
@@ -546,6 +547,20 @@ class GitHubForge:
         """Post a new comment on pull request ``number``."""
         with boundary(f"commenting on pull request #{number}"):
             self._repo.get_issue(number).create_comment(body)
+
+    def comment(self, number: int, comment_id: int) -> PostedComment | None:
+        """Comment ``comment_id`` as GitHub holds it (``GET .../issues/comments/{id}``, the
+        repository's, by its id); None when it is gone (404) or on another pull request
+        (its ``issue_url``)."""
+        with boundary(f"reading comment {comment_id} on pull request #{number}"):
+            try:
+                found = self._repo.get_issue(number).get_comment(comment_id)
+                issue_url, user, body = found.issue_url, found.user, found.body
+            except UnknownObjectException:
+                return None
+        if not str(issue_url or "").endswith(f"/issues/{number}") or user is None:
+            return None
+        return PostedComment(user.login, user.id, body or "")
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add ``reaction`` to comment ``comment_id`` of pull request ``number``; False
