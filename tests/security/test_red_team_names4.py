@@ -415,29 +415,14 @@ def test_a_check_run_of_another_repository_s_run_id_and_pull_request_approves_no
         bot.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "sluice/bot/entry/app.py forge_factory makes a job's forge before the job is "
-        "admitted: for a job that says no id under a name bound to none (a quiet "
-        "repository's janitor, scheduled run or drift check) it addresses the repository by "
-        "name (/repos/{owner}/{name}); dispatch._unbound_still_named then proves the name is "
-        "the repository's and binds it to its id (Ledger.claim_name), but the job runs on "
-        "with the by-name forge, so a rename during the job (and another repository taking "
-        "the name, which an attacker can do at once) sends its reads of prod's settings "
-        "and its writes (drift checks, run reports) to the name's new holder. Fix: once "
-        "_unbound_still_named binds the name, address the job's forge by that id (a "
-        "Forge.by_id(repo_id) handle, or Job.start with forge_for called again after "
-        "admission), as forge_for does for every job of a bound name"
-    ),
-)
 def test_a_quiet_name_s_scheduled_job_addresses_its_repository_by_id_once_bound(
     tmp_path: Path,
 ) -> None:
     """A quiet repository (records under acme/v, no delivery since names were bound) gets
     its janitor by name, as the scheduler queues it. GitHub at the wire: the job proves the
     name is V's (made before the records, holding a check run the service made) and binds
-    it; a sound job then asks GitHub about V by its id alone."""
+    it; a sound job then asks GitHub about V by its id alone (closed: the job is readdressed
+    by the id once bound, ``Job.readdress``)."""
     name, key, rid = "acme/v", "github:acme/v", 31337
     github = FakeGitHub(repo=name, repo_id=rid, scoped=True)
     sha = "c" * 40

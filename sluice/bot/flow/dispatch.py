@@ -518,6 +518,7 @@ def _unbound_still_named(job: Job, event: Event) -> bool:
     whose, why = _whose(job, event, found, key, since)
     if whose == key:
         if job.ledger.claim_name(job.repo, found.id, key, job.now) is not None:
+            job.readdress(job.deps.forge_for(event))  # bound now: asked by the id
             return True
         why = f"{event.forge} names repository id {found.id} so, bound to another name"
     elif whose is not None:

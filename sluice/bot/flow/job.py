@@ -76,6 +76,17 @@ class Job:
         if isinstance(self.forge, OwnChecks):
             self.forge.key = repo
 
+    def readdress(self, forge: Forge) -> None:
+        """Ask ``forge`` from now on in place of the one the job started with: a name bound
+        to its repository's id during admission is asked by that id, not by the name (a
+        rename, and another repository taking the name, change nothing of where the rest
+        of the job reads and writes). Called before anything is read."""
+        assert self._namespace is None, "the job read under the forge it started with"
+        key = self.forge.key if isinstance(self.forge, OwnChecks) else None
+        self.forge = OwnChecks(forge, self.deps.ledger, self.now)
+        if key is not None:
+            self.forge.key = key
+
     @property
     def ledger(self) -> Ledger:
         return self.deps.ledger
