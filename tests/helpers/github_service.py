@@ -55,6 +55,8 @@ class Service:
                 # its id has that name (the service asks before a job runs).
                 with self.github.lock:
                     self.github.repo = named.get("full_name") or self.github.repo
+            if event == "issue_comment" and payload.get("action") == "created":
+                self.github.hold_comment(payload)  # a comment's hook: GitHub holds it
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {
             "X-GitHub-Event": event,

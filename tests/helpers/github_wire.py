@@ -246,6 +246,23 @@ class FakeGitHub:
         self.comments[comment["id"]] = comment
         return int(comment["id"])
 
+    def hold_comment(self, payload: dict[str, Any]) -> None:
+        """Hold the comment an ``issue_comment`` hook names (its id, issue, author and
+        body), unless one of that id is held: GitHub sends a created comment's hook only
+        for a comment it holds, and the service reads it back before running a command."""
+        comment, issue = payload.get("comment") or {}, payload.get("issue") or {}
+        if not isinstance(comment.get("id"), int) or not isinstance(issue.get("number"), int):
+            return
+        with self.lock:
+            if comment["id"] not in self.comments:
+                user = comment.get("user") or {}
+                self.comments[comment["id"]] = {
+                    "id": comment["id"], "issue": issue["number"], "edits": 0,
+                    "body": str(comment.get("body") or ""),
+                    "user": {**user_json(str(user.get("login") or "someone")),
+                             **({"id": user["id"]} if isinstance(user.get("id"), int) else {})},
+                }  # fmt: skip
+
     def _review_time(self) -> str:
         # A second after now at the least: the gate does not count an approval stamped in
         # the second its plan was published (forges' times have whole seconds), and a

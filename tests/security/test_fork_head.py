@@ -34,6 +34,7 @@ from sluice.bot.flow.ledger import Ledger
 from sluice.bot.forge.memory import MemoryForge
 from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
+from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 from tests.helpers.github_service import SECRET, sign
 from tests.helpers.github_wire import FakeGitHub, tarball
@@ -80,7 +81,8 @@ class Bot:
         self.ledger = Ledger(url)
 
     def deliver(self, event: str, payload: dict[str, Any]) -> None:
-        parsed = parse_github(event, payload)
+        # Each person's account id, as GitHub's webhook says it (the forge's own).
+        parsed = parse_github(event, accounts.github(payload, self.github.account_id))
         assert parsed is not None
         dispatch.handle(self.deps, parsed)
 
@@ -275,16 +277,17 @@ def test_through_the_service_a_push_queued_after_the_command_is_not_what_it_buil
     github.add_pull(NUMBER, H2, author=AUTHOR, base="master", fork=True)  # pushed already
     for sha in (H1, H2):
         github.trees[sha] = tarball(_project(tmp_path / "src"), f"node-{sha[:7]}")
+    command = github.add_comment(NUMBER, "/sluice plan", user="maintainer")  # GitHub's own
     deliveries = [
         ("pull_request", _pr("opened", H1, "2021-03-01T10:00:00Z")),
-        ("issue_comment", _plan("maintainer", 511, "2021-03-01T10:05:00Z")),
+        ("issue_comment", _plan("maintainer", command, "2021-03-01T10:05:00Z")),
         ("pull_request", _pr("synchronize", H2, "2021-03-01T10:05:30Z")),
     ]
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         with TestClient(create_app(settings, start_workers=False)) as client:
             for n, (event, payload) in enumerate(deliveries):
-                body = json.dumps(payload).encode()
+                body = json.dumps(accounts.github(payload)).encode()  # ids as GitHub's
                 headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": f"fork-{n}",
                            "X-Hub-Signature-256": sign(body)}  # fmt: skip
                 assert client.post("/webhooks/github", content=body,

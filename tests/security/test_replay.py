@@ -47,6 +47,7 @@ from sluice.bot.queue.store import JobQueue, NewJob
 from sluice.bot.queue.worker import Worker
 from sluice.core.errors import DriverLost
 from sluice.core.spark.submit import JobResult
+from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, load_case, realcase
 from tests.helpers.github_service import Service, serve, service_settings
 from tests.helpers.github_wire import FakeGitHub, tarball
@@ -100,7 +101,8 @@ class Bot:
         return self.forges[repo]
 
     def deliver(self, event: str, payload: dict[str, Any]) -> Event:
-        parsed = parse_github(event, payload)
+        # Each person's account id, as GitHub's webhook says it (the forge's own).
+        parsed = parse_github(event, accounts.github(payload, self.github.account_id))
         assert parsed is not None, (event, payload.get("action"))
         parsed = pin_event(parsed, self._forge_for)  # as the service's intake does
         assert parsed is not None, (event, "a tag that names no commit")
@@ -568,16 +570,20 @@ def test_a_merge_replayed_through_the_endpoint_promotes_once(
 def test_a_comment_replayed_through_the_endpoint_runs_once(service: Service) -> None:
     service.github.permissions["bob"] = "write"
     service.github.add_pull(7, A, author="alice")
+    first = service.github.add_comment(7, "/sluice help", user="bob")  # GitHub's own
     for delivery in ("c-1", "c-2", "c-3"):
-        response = service.deliver("issue_comment", _comment("bob", "/sluice help", 910),
+        response = service.deliver("issue_comment", _comment("bob", "/sluice help", first),
                                    delivery=delivery)  # fmt: skip
         assert response.status_code == 202
     service.idle()
-    assert len(service.github.comments_on(7)) == 1
+    assert len(service.github.comments_on(7)) == 2  # bob's and one answer
     assert len(service.github.reactions) == 1
-    assert service.deliver("issue_comment", _comment("bob", "/sluice help", 911)).status_code == 202
+    second = service.github.add_comment(7, "/sluice help", user="bob")
+    assert (
+        service.deliver("issue_comment", _comment("bob", "/sluice help", second)).status_code == 202
+    )
     service.idle()
-    assert len(service.github.comments_on(7)) == 2
+    assert len(service.github.comments_on(7)) == 4
 
 
 # -- GitLab ----------------------------------------------------------------------------------
@@ -597,7 +603,7 @@ def gitlab_bot(tmp_path: Path) -> Iterator[tuple[Deps, MemoryForge]]:
 
 
 def _gitlab(deps: Deps, hook: str, payload: dict[str, Any]) -> None:
-    event = parse_gitlab(hook, payload)
+    event = parse_gitlab(hook, accounts.gitlab(payload))  # account ids as the forge's
     assert event is not None
     dispatch.handle(deps, event)
 

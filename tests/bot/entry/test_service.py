@@ -342,19 +342,24 @@ def test_a_writer_admits_a_fork_pull_request_with_sluice_plan(
     comment = load_case("github/issue_comment/drone-go-scm__comment.json")
     comment["repository"]["full_name"] = "nodejs/node"
     comment["issue"]["number"] = number
-    comment["comment"].update(user={"login": "cristiancavalli", "id": 5}, body="/sluice plan")
+    # Each comment is GitHub's own (the service reads it back by its id before it runs).
+    first = github.add_comment(number, "/sluice plan", user="cristiancavalli")
+    comment["comment"].update(
+        user={"login": "cristiancavalli", "id": 5}, body="/sluice plan", id=first
+    )
     assert service.deliver("issue_comment", comment).status_code == 202
     service.idle()
     assert github.check_runs == {}, "the fork's author may not admit their own PR"
     assert "only users with write permission" in github.comments_on(number)[-1]["body"]
 
-    comment["comment"].update(user={"login": "maintainer", "id": 6}, id=77)
+    second = github.add_comment(number, "/sluice plan", user="maintainer")
+    comment["comment"].update(user={"login": "maintainer", "id": 6}, id=second)
     assert service.deliver("issue_comment", comment).status_code == 202
     service.idle()
     checks = github.checks_on(head)
     assert checks["sluice/pr-environment"]["output"]["title"] == "This PR changes no model"
     assert {c["conclusion"] for c in checks.values()} == {"success"}
-    assert {"comment": 77, "content": "+1"} in github.reactions
+    assert {"comment": second, "content": "+1"} in github.reactions
 
 
 def test_a_project_that_does_not_load_fails_the_checks_and_the_service_stays_up(
