@@ -75,7 +75,11 @@ def serve(config: dict[str, Any]) -> None:
     from sluice.core.spark.scripted import Warehouse
 
     workdir = Path(config["workdir"])
+    from tests.helpers.cases import CASE_REPOSITORY_ID
+
     github = MemoryForge(OWNER, name="github")
+    # GitHub's id of the repository, the one the deliveries carry: the service confirms it.
+    github.repositories[CASE_REPOSITORY_ID] = OWNER
     github.roles.update({"alice": "write"})
     src = workdir / "tree-main"
     shutil.copytree(
