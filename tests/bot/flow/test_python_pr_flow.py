@@ -38,7 +38,7 @@ from sluice.core.spark.session import SparkPaths
 from sluice.core.spark.submit import SubmitRunner
 from sluice.core.state import open_state
 from sluice.core.timeutil import to_ms
-from tests.helpers.cases import realcase
+from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
 
 pytestmark = pytest.mark.spark
 
@@ -87,6 +87,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> Shop:
           "    cents = exp.Div(this=column, expression=exp.Literal.number(100))\n"
           "    return exp.Round(this=cents, decimals=exp.Literal.number(0))\n")  # fmt: skip
     forge = MemoryForge(OWNER, name="github")
+    forge.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
     forge.commit_folder(MAIN_SHA, base, branch="main")
     for sha in (PR_SHA, REFUSED_SHA):
         forge.commit_folder(sha, pr, parents=(MAIN_SHA,))
