@@ -25,7 +25,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import responses
@@ -39,7 +38,8 @@ from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import JobQueue
 from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
-from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID
+from tests.helpers.gitlab_hooks import mr_open_hook
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
@@ -90,23 +90,6 @@ def ledger(service: GitLabService) -> Iterator[Ledger]:
     opened.close()
 
 
-def _hook(gitlab: FakeGitLab, iid: int, head: str, path: str, project_id: int) -> dict[str, Any]:
-    """GitLab's Merge Request Hook: alice opens MR ``iid`` (head ``head``, from
-    ``feature-<iid>`` into main) in the project ``path`` of id ``project_id``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"].update(id=project_id, path_with_namespace=path)
-    payload["user"].update(username="alice", id=gitlab.user_id("alice"))
-    attrs = payload["object_attributes"]
-    attrs.update(action="open", iid=iid, source_branch=f"feature-{iid}", target_branch="main",
-                 author_id=gitlab.user_id("alice"), source_project_id=project_id,
-                 target_project_id=project_id,
-                 updated_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))  # fmt: skip
-    for side in ("source", "target"):
-        attrs[side].update(id=project_id, path_with_namespace=path)
-    attrs["last_commit"]["id"] = head
-    return payload
-
-
 def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old: str,
           new: str) -> None:  # fmt: skip
     """MR ``iid`` (head ``sha_of(iid)``) changes ``model`` on main, opened by alice in
@@ -117,7 +100,7 @@ def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old:
     world.commit(sha_of(iid), src)
     gitlab = world.gitlab
     gitlab.add_mr(iid, sha=sha_of(iid), source_branch=f"feature-{iid}", author="alice")
-    response = service.deliver(MR_HOOK, _hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
+    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
     assert response.status_code == 202, response.text
     service.idle(timeout=300)
 
@@ -183,7 +166,7 @@ def test_a_project_renamed_into_a_quiet_path_without_its_statuses_is_refused(
     gitlab.taken_created[HOLDER] = HOLDER_MADE
     jobs, asked = len(warehouse.jobs), len(gitlab.requests)
     notes, sent = len(gitlab.notes), len(gitlab.statuses)
-    response = service.deliver(MR_HOOK, _hook(gitlab, 3, sha_of(3), OLD, HOLDER))
+    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, 3, sha_of(3), OLD, HOLDER))
     assert response.status_code == 202, response.text
     service.idle(timeout=300)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]

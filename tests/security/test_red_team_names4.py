@@ -52,6 +52,7 @@ from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
 from tests.helpers.github_wire import FakeGitHub, tarball
+from tests.helpers.gitlab_hooks import mr_open_hook
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings, project_token
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
@@ -97,23 +98,6 @@ def gl_service(gl_world: GitLabWorld) -> Iterator[GitLabService]:
             yield GitLabService(client, gl_world.gitlab, settings)
 
 
-def _mr_hook(gitlab: FakeGitLab, iid: int, head: str, path: str, project_id: int) -> dict[str, Any]:
-    """GitLab's real Merge Request Hook body: alice opens MR ``iid`` (head ``head``) in the
-    project ``path`` of id ``project_id``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"].update(id=project_id, path_with_namespace=path)
-    payload["user"].update(username="alice", id=gitlab.user_id("alice"))
-    attrs = payload["object_attributes"]
-    attrs.update(action="open", iid=iid, source_branch=f"feature-{iid}", target_branch="main",
-                 author_id=gitlab.user_id("alice"), source_project_id=project_id,
-                 target_project_id=project_id,
-                 updated_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))  # fmt: skip
-    for side in ("source", "target"):
-        attrs[side].update(id=project_id, path_with_namespace=path)
-    attrs["last_commit"]["id"] = head
-    return payload
-
-
 def _note_hook(iid: int, note_id: int, user: str, body: str, path: str, project_id: int
                ) -> dict[str, Any]:  # fmt: skip
     """GitLab's real Note Hook body: note ``note_id`` by ``user`` saying ``body`` on MR
@@ -138,7 +122,7 @@ def _v_builds_mr_8(world: GitLabWorld, service: GitLabService) -> None:
     world.commit(sha_of(8), src)
     gitlab = world.gitlab
     gitlab.add_mr(8, sha=sha_of(8), source_branch="feature-8", author="alice")
-    response = service.deliver(MR_HOOK, _mr_hook(gitlab, 8, sha_of(8), V_PATH, V_ID))
+    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, 8, sha_of(8), V_PATH, V_ID))
     assert response.status_code == 202, response.text
     service.idle(timeout=300)
     assert gitlab.statuses_on(sha_of(8))["sluice/pr-environment"]["state"] == "success"
@@ -192,7 +176,7 @@ def _mr_event(gitlab: FakeGitLab, action: str, iid: int, head: str, user: str,
               **attributes: Any) -> dict[str, Any]:  # fmt: skip
     """A real Merge Request Hook body of V's MR ``iid`` (alice's) for ``action`` by
     ``user`` at ``head``."""
-    payload = _mr_hook(gitlab, iid, head, V_PATH, V_ID)
+    payload = mr_open_hook(gitlab, iid, head, V_PATH, V_ID)
     payload["user"].update(username=user, id=gitlab.user_id(user))
     payload["object_attributes"].update(action=action, **attributes)
     return payload

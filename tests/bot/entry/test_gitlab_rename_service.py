@@ -20,7 +20,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import responses
@@ -33,7 +32,8 @@ from sluice.bot.queue.store import JobQueue
 from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
-from tests.helpers.cases import CASE_REPOSITORY_ID, load_case
+from tests.helpers.cases import CASE_REPOSITORY_ID
+from tests.helpers.gitlab_hooks import mr_open_hook
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
@@ -78,23 +78,6 @@ def service(world: GitLabWorld) -> Iterator[GitLabService]:
             yield GitLabService(client, world.gitlab, settings)
 
 
-def _mr_hook(gitlab: FakeGitLab, iid: int, head: str, path: str, project_id: int) -> dict[str, Any]:
-    """GitLab's real Merge Request Hook body: alice opens MR ``iid`` (head ``head``, from
-    ``feature-<iid>`` into main) in the project ``path`` of id ``project_id``."""
-    payload = load_case("gitlab/merge_request_open.json")
-    payload["project"].update(id=project_id, path_with_namespace=path)
-    payload["user"].update(username="alice", id=gitlab.user_id("alice"))
-    attrs = payload["object_attributes"]
-    attrs.update(action="open", iid=iid, source_branch=f"feature-{iid}", target_branch="main",
-                 author_id=gitlab.user_id("alice"), source_project_id=project_id,
-                 target_project_id=project_id,
-                 updated_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))  # fmt: skip
-    for side in ("source", "target"):
-        attrs[side].update(id=project_id, path_with_namespace=path)
-    attrs["last_commit"]["id"] = head
-    return payload
-
-
 def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old: str,
           new: str) -> None:  # fmt: skip
     """MR ``iid`` (head ``sha_of(iid)``) changes ``model`` on main, opened by alice in the
@@ -105,7 +88,7 @@ def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old:
     world.commit(sha_of(iid), src)
     gitlab = world.gitlab
     gitlab.add_mr(iid, sha=sha_of(iid), source_branch=f"feature-{iid}", author="alice")
-    response = service.deliver(MR_HOOK, _mr_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
+    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
     assert response.status_code == 202, response.text
     service.idle(timeout=300)
 
@@ -161,7 +144,7 @@ def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_hold
     # rename): GitLab says its id is data/warehouse-2 now.
     world.commit(sha_of(10), world.trees[sha_of(9)])
     gitlab.add_mr(10, sha=sha_of(10), source_branch="feature-10", author="alice")
-    late = service.deliver(MR_HOOK, _mr_hook(gitlab, 10, sha_of(10), OLD, PID))
+    late = service.deliver(MR_HOOK, mr_open_hook(gitlab, 10, sha_of(10), OLD, PID))
     assert late.status_code == 202, late.text
     service.idle(timeout=300)
     assert (
@@ -169,7 +152,7 @@ def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_hold
         f"id is {PID}, and gitlab says that repository is {NEW} now" in caplog.text
     ), caplog.text
     # The new holder's own delivery under the path: refused, the path is bound to 4242.
-    holder = service.deliver(MR_HOOK, _mr_hook(gitlab, 3, sha_of(3), OLD, HOLDER))
+    holder = service.deliver(MR_HOOK, mr_open_hook(gitlab, 3, sha_of(3), OLD, HOLDER))
     assert holder.status_code == 202, holder.text
     service.idle(timeout=300)
     assert (
