@@ -372,9 +372,10 @@ def test_a_replayed_delivery_from_a_name_s_former_holder_does_not_lock_its_repos
 # == 4. defended: case variants, the ~<id> keys, another forge's ids, a forge that fails ===
 
 
-def test_a_case_variant_of_a_bound_name_from_another_id_is_a_successor(tmp_path: Path) -> None:
+def test_a_case_variant_of_a_bound_name_from_another_id_inherits_nothing(tmp_path: Path) -> None:
     """Defended: ``Acme/B`` is ``acme/b`` to the binding (case-folded): a repository of
-    another id under it is refused, never given a fresh binding of its own spelling."""
+    another id under it, once the forge names B otherwise, takes the name in a namespace
+    of its own, never B's, nor a fresh binding of its own spelling beside B's."""
     bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
     try:
         _b_delivers(bot, forge)
@@ -382,8 +383,16 @@ def test_a_case_variant_of_a_bound_name_from_another_id_is_a_successor(tmp_path:
         forge.repositories[TAKER_ID] = "Acme/B"
         bot.forges["Acme/B"] = forge
         bot.deliver("pull_request", named(opened(11, HEAD_X), "Acme/B", TAKER_ID))
-        assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
-        assert bot.ledger.name_binding("github:Acme/B") == (B_KEY, B_ID)
+        assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
+        bound = bot.ledger.name_binding("github:Acme/B")
+        assert bound is not None and bound[0].casefold() == f"{B_KEY}~{TAKER_ID}", bound
+        theirs = bound[0]
+        assert bot.ledger.name_binding(B_KEY) == (theirs, TAKER_ID)
+        assert bot.ledger.plans(B_KEY, 11) == {} and set(bot.ledger.plans(theirs, 11))
+        # B keeps its namespace: its next delivery under its new name is a rename.
+        assert bot.ledger.queue_keys([("github:acme/b-renamed", B_ID)]) == {
+            ("github:acme/b-renamed", B_ID): B_KEY
+        }
     finally:
         bot.close()
 

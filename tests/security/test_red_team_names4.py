@@ -324,21 +324,6 @@ def _repository(bot: Bot, name: str, ids: dict[int, str], created: dict[int, int
     return forge
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "sluice/bot/flow/ledger.py bind_repository binds a name to the first id that "
-        "delivered under it for good, and dispatch._admit refuses every later id under it "
-        "as a successor (_refuse_successor) even when GitHub says the bound id's repository "
-        "has another name now: anyone served can squat names (deliver once under a name, "
-        "rename away) and lock out whatever repository is later created or renamed into "
-        "them, until an operator deletes the row. Fix: when the forge says the bound id's "
-        "repository is named otherwise now (Forge.repository_of, one call), serve the "
-        "name's holder in a namespace of its own (<name>~<id>, which inherits nothing, as "
-        "bind_repository already keys one after an operator unbinds), logging a WARNING; "
-        "refuse only while the bound repository still has the name"
-    ),
-)
 def test_a_name_squatted_and_left_does_not_lock_out_the_repository_made_under_it(
     tmp_path: Path,
 ) -> None:
@@ -348,7 +333,9 @@ def test_a_name_squatted_and_left_does_not_lock_out_the_repository_made_under_it
     sound service serves V's PRs (in a namespace of V's own: nothing of mallory's is V's),
     rather than refusing V until an operator edits the database. (The same holds for a
     served repository renamed into a squatted name: its deliveries under the new name are
-    refused, and its old name's scheduled jobs too, the forge naming it otherwise.)"""
+    refused, and its old name's scheduled jobs too, the forge naming it otherwise.) Was
+    open; closed: once the forge names the bound id otherwise, the name's new holder takes
+    it (``dispatch._take_name``, ``Ledger.take_name``)."""
     bot = _github(tmp_path)
     try:
         _repository(bot, G_NAME, {G_MALLORY_ID: G_NAME}, {G_MALLORY_ID: NOW - DAY}, HEAD_M, 11,

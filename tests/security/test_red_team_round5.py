@@ -133,11 +133,13 @@ def test_a_scheduled_drift_check_of_b_s_name_never_reports_to_the_repository_tha
         forge.created[SUCCESSOR_ID] = NOW + 86_400_000
         bot.commit(HEAD_X, B_CONFIG, parents=(C,), forge=forge)
         forge.open_pull(11, head_sha=HEAD_X, base="main", author="alice")
-        # The new repository's own delivery is refused: the service knows the name changed
-        # hands (defended: tests/security/test_red_team_isolation2.py).
+        # The new repository's own delivery takes the name, in a namespace of its own: the
+        # service knows the name changed hands (tests/security/test_red_team_isolation2.py).
         bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, SUCCESSOR_ID))
-        assert "sluice/pr-environment" not in forge.checks.get(HEAD_X, {})
-        # The scheduler queues B's drift check by name, as every period.
+        assert forge.checks[HEAD_X]["sluice/pr-environment"].conclusion == "success"
+        assert bot.ledger.name_binding(B_KEY) == (f"{B_KEY}~{SUCCESSOR_ID}", SUCCESSOR_ID)
+        # The scheduler queues the name's drift check by name, as every period: it is the
+        # new holder's now, in its namespace, which has none of B's prod.
         dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
         posted = forge.checks.get(C, {}).get("sluice/drift")
         assert posted is None, f"B's drift reported to the name's new holder: {posted}"

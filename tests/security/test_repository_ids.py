@@ -2,7 +2,8 @@
 the name is bound to the forge's id of the repository the first time a delivery says it
 (GitHub ``repository.id``, GitLab ``project.id``), and a repository of another id under
 that name (one created or renamed into it after the first was renamed, transferred or
-deleted) is refused until an operator rebinds the name (docs/architecture.md). Deliveries
+deleted, as the forge says) takes the name, in a namespace of its own, inheriting nothing
+(docs/architecture.md). Deliveries
 that say no id (the Action, the local forge, the CLI, the web UI) are handled as before."""
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from sluice.bot.events.github import parse_github
 from sluice.bot.events.gitlab import parse_gitlab
 from sluice.bot.events.payload import PayloadError
+from sluice.bot.forge.base import ForgeError
 from sluice.bot.forge.memory import MemoryForge
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import load_case, realcase
@@ -35,7 +36,7 @@ def _with_id(payload: dict[str, Any], repository_id: int | None) -> dict[str, An
     return {**payload, "repository": repository}
 
 
-def test_a_name_bound_to_another_id_is_refused_until_rebound(
+def test_a_name_bound_to_another_id_is_taken_once_the_forge_names_its_holder_otherwise(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     built: list[str] = []
@@ -63,29 +64,28 @@ def test_a_name_bound_to_another_id_is_refused_until_rebound(
         # while the forge names the bound id so.
         bot.deliver("pull_request", _with_id(opened(13, THIRD), None))
         assert THIRD in built
-        # The repository renamed away, another (id 990001) made under its old name: the
-        # forge says so, and it is refused, nothing built, said why.
-        github.repositories.update({424242: "octo/warehouse-renamed", 990001: OWNER})
-        with caplog.at_level(logging.ERROR):
+        # Another repository (id 990001) says the name while GitHub names the bound one so
+        # still (a rename under way): not run yet, the queue tries it again.
+        github.repositories[990001] = OWNER
+        with pytest.raises(ForgeError, match="a rename under way"):
             bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
         assert SECOND not in built and SECOND not in github.checks
+        assert bot.ledger.name_binding(KEY) == (KEY, 424242)
+        # The bound one renamed away: the name is the other's now, in a namespace of its
+        # own (``<name>~<id>``, inheriting nothing), said with both ids.
+        github.repositories[424242] = "octo/warehouse-renamed"
+        with caplog.at_level(logging.WARNING):
+            bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
+        assert SECOND in built
+        assert bot.ledger.name_binding(KEY) == (f"{KEY}~990001", 990001)
         said = caplog.text
         assert "bound to the repository whose github id is 424242" in said
-        assert "repository id 990001" in said and "docs/architecture.md" in said
-        # The operator rebinds the name (docs/architecture.md's statement): the next
-        # delivery binds it to its id.
-        engine = create_engine(bot.url)
-        with engine.begin() as conn:
-            conn.execute(
-                text("DELETE FROM sluice_repositories WHERE name = :name"),
-                {"name": KEY.casefold()},
-            )
-        engine.dispose()
-        github.repositories[990001] = OWNER  # GitHub names the other repository so now,
-        github.created[990001] = NOW + 1  # made after the service's records of the name
-        bot.deliver("pull_request", _with_id(opened(11, SECOND), 990001))
-        assert SECOND in built  # in a namespace of its own
-        assert bot.ledger.name_binding(KEY) == (f"{KEY}~990001", 990001)
+        assert "repository id 990001's now" in said and "namespace of its own" in said
+        assert bot.ledger.plans(KEY, 11) == {} and set(bot.ledger.plans(f"{KEY}~990001", 11))
+        # The renamed one's next delivery under its new name is a rename: its namespace.
+        assert bot.ledger.queue_keys([("github:octo/warehouse-renamed", 424242)]) == {
+            ("github:octo/warehouse-renamed", 424242): KEY
+        }
     finally:
         bot.close()
 

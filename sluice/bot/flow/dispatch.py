@@ -192,8 +192,8 @@ def _admitted(job: Job, event: Event) -> bool:
     First the forge confirms the name is its repository's now (:func:`_confirmed`): a
     delivery's id is never taken on its word. Then a delivery saying the forge's id binds
     the name to it the first time (a new name of a bound id: a rename, keeping the
-    namespace; a name with records bound to nothing: :func:`_claim`), and is refused when
-    the name is bound to another id (:func:`_refuse_successor`)."""
+    namespace; a name with records bound to nothing: :func:`_claim`; a name bound to
+    another id, whose repository the forge says has it no more: :func:`_take_name`)."""
     key = event.content_key()
     if key is not None and _replayed(job, event, _key_of(job.deps, event), key):
         return False  # before asking the forge: a redelivery storm costs it nothing
@@ -279,9 +279,9 @@ def _admit(job: Job, event: Event) -> bool:
             return False
         return _admit(job, event)  # now bound
     if successor:
-        assert known is not None
-        _refuse_successor(job, event, known)
-        return False
+        assert known is not None and rid is not None
+        _take_name(job, event, rid, known)
+        return _admit(job, event)  # bound to it now (or meanwhile to another: again)
     if refused:
         _refuse_repository(job, event, owner)
         return False
@@ -556,26 +556,58 @@ def _unconfirmed(job: Job, event: Event, asked: str, exc: ForgeError) -> ForgeEr
     )
 
 
-def _refuse_successor(job: Job, event: Event, known: int) -> None:
-    """A repository's namespace (state, Spark schemas and root, trees, history) is kept by
-    its id under each of its names: refuse a repository of another forge id under a name
-    bound to one (it took the name of one renamed, transferred or deleted), which would
-    otherwise inherit it all."""
-    log.error(
-        "%s: %s event refused: this name is bound to the repository whose %s id is %s, and "
-        "this delivery comes from repository id %s (one took the name after the other was "
-        "renamed, transferred or deleted; a repository renamed keeps its namespace under "
-        "its new name, and its old name stays bound to it): it would inherit that "
-        "repository's prod, tables, Spark root and history. To serve this repository under "
-        "the name, remove the name's binding as docs/architecture.md says ('A name is "
-        "bound to its repository's id'): DELETE FROM sluice_repositories WHERE name = "
-        "'%s'; else rename this repository",
+def _take_name(job: Job, event: Event, rid: int, held_by: int) -> None:
+    """The name ``event`` carries is bound to ``held_by``, and the forge confirmed it is
+    repository ``rid``'s now (:func:`_confirmed`: ``held_by``'s was renamed, transferred
+    or deleted): bind it to ``rid`` (:meth:`~sluice.bot.flow.ledger.Ledger.take_name`),
+    which keeps its own namespace when renamed into the name and gets one of its own
+    otherwise, inheriting nothing of ``held_by``'s (its prod, tables, Spark root and
+    history stay keyed by its first name, for its next delivery under its new name).
+    Refusing it instead would let anyone who once delivered under a name (and left it)
+    lock out whatever repository is made or renamed into it later.
+
+    Raises:
+        ForgeError: the forge could not say what ``held_by``'s repository is named now,
+            or says it has the name still (a rename under way): nothing is bound, run or
+            posted, and the worker tries the job again later.
+    """
+    try:
+        held = job.forge.repository_of(held_by)
+    except ForgeError as exc:
+        raise _unconfirmed(job, event, f"which repository id {held_by} is now", exc) from exc
+    if held is not None and held.casefold() == event.repo.casefold():
+        log.warning(
+            "%s: %s job not run yet: %s names both repository id %s, to which the name is "
+            "bound, and id %s, this delivery's, so; the queue tries it again",
+            job.repo,
+            event.kind,
+            event.forge,
+            held_by,
+            rid,
+        )
+        raise ForgeError(
+            f"the {event.kind} job of {event.repo} did not start: {event.forge} says both "
+            f"repository id {held_by}, to which the name is bound, and id {rid}, this "
+            "delivery's, have the name (a rename under way)",
+            hint="the queue tries it again; nothing of either repository was run or posted",
+        )
+    taken = job.ledger.take_name(job.repo, rid, held_by, job.now)
+    if taken is None:
+        return  # bound meanwhile: admitted again as it is now
+    log.warning(
+        "%s: this name was bound to the repository whose %s id is %s, and %s says it is "
+        "repository id %s's now (the other was renamed, transferred or deleted): bound to "
+        "it, %s (records keyed %s); nothing of repository id %s's is its",
         job.repo,
-        event.kind,
         event.forge,
-        known,
-        event.repo_id,
-        f"{event.forge}:{event.repo}".casefold().replace("'", "''"),
+        held_by,
+        event.forge,
+        rid,
+        "a repository renamed into the name, keeping its namespace"
+        if taken.rename
+        else "in a namespace of its own",
+        taken.canonical,
+        held_by,
     )
 
 
@@ -687,13 +719,8 @@ def abandon(deps: Deps, event: Event, error: str) -> None:
 def _key_of(deps: Deps, event: Event) -> str:
     """The key of ``event``'s repository's records, as :func:`_admitted` found it (its
     first name when renamed): read, nothing bound."""
-    name = f"{event.forge}:{event.repo}"
-    bound = deps.ledger.name_binding(name)
-    if bound is None:
-        return name
-    if event.repo_id is not None and bound[1] != event.repo_id:
-        return f"{name}~{event.repo_id}"  # a successor's: never the bound repository's
-    return bound[0]
+    named = (f"{event.forge}:{event.repo}", event.repo_id)
+    return deps.ledger.queue_keys([named])[named]
 
 
 class Bound(TypedDict):

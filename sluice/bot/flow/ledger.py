@@ -799,6 +799,36 @@ class Ledger(AuditLog):
             row = bound.one()
         return Binding(str(row.canonical), int(row.repo_id))
 
+    def take_name(self, repo: str, repo_id: int, held_by: int, now: int) -> Binding | None:
+        """Bind ``repo``, a name bound to ``held_by``, to ``repo_id`` instead: the forge
+        says ``repo_id``'s repository has the name now (so ``held_by``'s has it no more:
+        renamed, transferred or deleted). ``repo_id``'s namespace is its first name's
+        when a name is bound to it (a repository renamed into this one), else one of its
+        own, ``<repo>~<repo_id>``: it inherits nothing of ``held_by``'s. ``held_by`` keeps
+        its namespace (its row goes under ``<name>~<held_by>``, a name no delivery carries:
+        forges allow no ``~`` in a name), so its next delivery under a new name is a
+        rename. None, writing nothing, when the name is bound to another id than
+        ``held_by`` by now (the caller admits the delivery again)."""
+        r = repositories.c
+        name = repo.casefold()
+        forge = name.partition(":")[0]
+        with self._writing("bind a repository's name to its new holder") as conn:
+            found = conn.execute(select(r.repo_id).where(r.name == name)).first()
+            if found is None or int(found.repo_id) != held_by:
+                return None
+            left = f"{name}~{held_by}"
+            conn.execute(repositories.delete().where(r.name == left))
+            conn.execute(repositories.update().where(r.name == name).values(name=left))
+            first = conn.execute(
+                select(r.canonical)
+                .where(r.forge == forge, r.repo_id == repo_id)
+                .order_by(r.first_seen_ts, r.name)
+                .limit(1)
+            ).scalar_one_or_none()
+            canonical = f"{repo}~{repo_id}" if first is None else str(first)
+            self._name(conn, repo, repo_id, canonical, now)
+        return Binding(canonical, repo_id, rename=first is not None)
+
     def touch_name(self, repo: str, now: int) -> None:
         """Record a delivery under ``repo``, a name the forge confirmed its repository has
         now (:attr:`Binding.others`): its last delivery and spelling."""
@@ -857,10 +887,10 @@ class Ledger(AuditLog):
         none) pair's jobs under, one at a time per key (:mod:`sluice.bot.queue.store`): its
         repository's namespace key, so jobs under a renamed repository's old and new names
         never run at once. A name bound to the id said (or a job saying none): its
-        repository's first name (:meth:`canonical`); bound to another id (a successor):
-        ``name~id``, a key of its own no page of the bound repository lists; bound to
-        nothing but the id is (a rename the forge has yet to confirm): that id's first
-        name; neither: the name. One read, nothing written (:class:`QueueKeys` keeps what
+        repository's first name (:meth:`canonical`); saying an id bound to another name (a
+        rename the forge has yet to confirm): that id's first name; bound to another id (a
+        new holder of the name) and the id to none: ``name~id``, a key of its own no page
+        of the bound repository lists; neither bound: the name. One read, nothing written (:class:`QueueKeys` keeps what
         it read of bound names a while)."""
         return _queue_keys(named, *self._bindings_of(named))
 
@@ -1172,11 +1202,14 @@ def _queue_keys(
     keys: dict[tuple[str, int | None], str] = {}
     for name, rid in named:
         bound = by_name.get(name.casefold())
-        if bound is not None:
-            same = rid is None or rid == bound[1]
-            keys[(name, rid)] = bound[0] if same else f"{name}~{rid}"
+        if bound is not None and rid in (None, bound[1]):
+            keys[(name, rid)] = bound[0]
         elif rid is not None:
-            keys[(name, rid)] = by_id.get((name.casefold().partition(":")[0], rid), name)
+            # The id's first name when a name is bound to it (renamed, into this name or
+            # into one bound to another id); else the name, or one of its own when the name
+            # is another id's (a new holder, before the forge confirms it takes it).
+            own = name if bound is None else f"{name}~{rid}"
+            keys[(name, rid)] = by_id.get((name.casefold().partition(":")[0], rid), own)
         else:
             keys[(name, rid)] = name
     return keys

@@ -70,3 +70,38 @@ def test_a_successor_bound_after_the_operator_unbinds_gets_a_key_of_its_own(
     with ledger.together("unbind"), ledger._writing("unbind") as conn:
         conn.execute(repositories.delete().where(repositories.c.name == "github:acme/c"))
     assert ledger.bind_repository("github:acme/c", 10, T + 3) == Binding("github:acme/c", 10)
+
+
+def test_a_name_taken_by_a_new_holder_keeps_each_repository_s_namespace(ledger: Ledger) -> None:
+    """``take_name``: the forge says the name is another id's now. A new repository gets a
+    namespace of its own; one renamed into the name keeps its own; the one that left keeps
+    its namespace for its next name (a rename); a stale taker (the name rebound meanwhile)
+    writes nothing."""
+    ledger.bind_repository("github:acme/ware", 5, T)  # A
+    ledger.bind_repository("github:acme/other", 7, T)  # C, served under its own name
+    # B (a new repository) takes acme/ware once GitHub names A otherwise.
+    assert ledger.take_name("github:acme/ware", 6, 9, T + 1) is None  # bound to 5, not 9
+    assert ledger.name_binding("github:acme/ware") == ("github:acme/ware", 5)
+    taken = ledger.take_name("github:Acme/Ware", 6, 5, T + 2)
+    assert taken == Binding("github:Acme/Ware~6", 6)
+    assert ledger.name_binding("github:acme/ware") == ("github:Acme/Ware~6", 6)
+    # A, renamed away, keeps its namespace: its next name is a rename of it.
+    assert ledger.bind_repository("github:acme/ware-2", 5, T + 3) == Binding(
+        "github:acme/ware", 5, rename=True
+    )
+    keys = ledger.queue_keys([("github:acme/ware-2", 5), ("github:acme/ware", 6)])
+    assert keys == {("github:acme/ware-2", 5): "github:acme/ware",
+                    ("github:acme/ware", 6): "github:Acme/Ware~6"}  # fmt: skip
+    # C renamed into the name (B gone): C keeps its namespace under it; B keeps its own.
+    assert ledger.queue_keys([("github:acme/ware", 7)]) == {
+        ("github:acme/ware", 7): "github:acme/other"
+    }
+    assert ledger.take_name("github:acme/ware", 7, 6, T + 4) == Binding(
+        "github:acme/other", 7, rename=True
+    )
+    assert ledger.canonical("github:acme/ware") == "github:acme/other"
+    assert ledger.names("github:acme/other") == ["github:acme/other", "github:acme/ware"]
+    # B comes back to the name (C left it): its own namespace again, not a new one.
+    assert ledger.take_name("github:acme/ware", 6, 7, T + 5) == Binding(
+        "github:Acme/Ware~6", 6, rename=True
+    )
