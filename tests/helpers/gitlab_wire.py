@@ -26,7 +26,9 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -72,6 +74,9 @@ class FakeGitLab:
     - ``groups``: full path (``org/team``) -> usernames (``members/all``).
     - ``files``: (ref, path) -> text (also what ``repository/tree`` lists); ``trees``:
       sha -> ``tar.gz`` bytes (see :meth:`add_tree`).
+    - ``commit_dates``: sha -> the date a commit claims (its author's and committer's
+      dates, which whoever made it chose: GitLab lists them as given); one not here claims
+      its merge request's ``updated_at``.
     - ``branches`` / ``tags``: name -> commit sha. ``branch_commits`` maps a branch name
       or a commit sha to commits reachable from it (transitively; a branch's tip is
       always reachable): the merge base answers from it.
@@ -100,7 +105,14 @@ class FakeGitLab:
       ("Cannot transition status ...") when a pending or running status would stay as it
       is or go back to pending. A pending or running status moved on keeps its id; a
       finished one is replaced by a new one (the old one listed only with ``all=true``).
-    - ``approvals``: iid -> ``{"user", "approved_at"}`` (see :meth:`approve`).
+    - ``approvals``: iid -> ``{"user", "approved_at"}`` (see :meth:`approve`);
+      ``approved_at`` is the fake's clock when it was given, and is listed unless
+      ``lists_approved_at`` is False (a GitLab from before it listed one).
+    - ``versions``: iid -> the merge request's versions, oldest first (``GET
+      .../versions`` lists them newest first): one made whenever the fake sees its head
+      (``sha``) other than its latest version's, at :meth:`add_mr`, at :meth:`approve` and
+      before it answers any request (a test moves a head by editing ``["sha"]``), each
+      ``created_at`` the fake's clock then, as GitLab makes one at each push.
     - ``merges``: ``{"iid", "sha", "squash", "method", "merge_commit_sha",
       "squash_commit_sha"}``; the merge request becomes ``merged`` and its target branch
       moves.
@@ -124,6 +136,9 @@ class FakeGitLab:
     latest_statuses: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     refused_statuses: list[dict[str, Any]] = field(default_factory=list)
     approvals: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    lists_approved_at: bool = True
+    commit_dates: dict[str, str] = field(default_factory=dict)
+    versions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     # GET /projects/:id/events?action=pushed: add_push_event's, oldest first; each open
     # merge request's head is listed too, pushed by its author (not a fork's)
     push_events: list[dict[str, Any]] = field(default_factory=list)
@@ -201,6 +216,7 @@ class FakeGitLab:
         self.merge_requests[iid] = mr
         if merge_sha is not None:
             self.planned_merges[iid] = merge_sha
+        self._sync_versions()
         return mr
 
     def add_note(self, iid: int, body: str, *, author: str = "alice", system: bool = False) -> int:
@@ -208,10 +224,13 @@ class FakeGitLab:
         return self._store_note(iid, body, author, system)["id"]  # type: ignore[no-any-return]
 
     def approve(self, iid: int, user: str) -> None:
-        """``user`` approves merge request ``iid`` (again: no change)."""
-        listed = self.approvals.setdefault(iid, [])
-        if not any(a["user"] == user for a in listed):
-            listed.append({"user": user, "approved_at": self._now()})
+        """``user`` approves merge request ``iid`` (again: no change), at the fake's clock
+        now: after every version of it made so far."""
+        with self.lock:
+            self._sync_versions()
+            listed = self.approvals.setdefault(iid, [])
+            if not any(a["user"] == user for a in listed):
+                listed.append({"user": user, "approved_at": self._now()})
 
     def unapprove(self, iid: int, user: str) -> None:
         """``user`` takes their approval back."""
@@ -307,6 +326,7 @@ class FakeGitLab:
             ("GET", mr + r"/notes/(?P<note>\d+)/award_emoji", self._list_awards),
             ("POST", mr + r"/notes/(?P<note>\d+)/award_emoji", self._award),
             ("GET", mr + r"/approvals", self._approvals),
+            ("GET", mr + r"/versions", self._versions),
             ("GET", mr + r"/commits", self._mr_commits),
             ("GET", p + r"/events", self._events),
             ("PUT", mr + r"/merge", self._merge),
@@ -327,6 +347,7 @@ class FakeGitLab:
             with self.lock:
                 self.requests.append((request.method, path))
                 self._url_now = request.url
+                self._sync_versions()  # a head a test moved is a push GitLab has seen
                 answer = self._fault(request.method, path) or self._answer(
                     handler, match, parts.query, request.body
                 )
@@ -389,9 +410,11 @@ class FakeGitLab:
         return self._ids
 
     def _now(self) -> str:
-        self._clock += 1
-        minutes, seconds = divmod(self._clock, 60)
-        return f"2026-11-21T{10 + minutes // 60:02d}:{minutes % 60:02d}:{seconds:02d}.000Z"
+        """GitLab's clock: a second after the time it last gave, and after the real time
+        (the service's clock: a plan is published at it, and an approval GitLab stamps
+        in the second its plan was published counts for none)."""
+        self._clock = max(self._clock + 1, int(time.time()) + 1)
+        return datetime.fromtimestamp(self._clock, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
     def _json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
         return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data)
@@ -745,11 +768,13 @@ class FakeGitLab:
         mr = self._mr_json(int(match.group("iid")))
         if mr is None:
             return self._not_found()
+        claimed = self.commit_dates.get(mr["sha"], mr["updated_at"])
         return self._json([
             {"id": mr["sha"], "short_id": mr["sha"][:8], "title": "change",
              "author_name": "x", "author_email": "x@example.com",
              "committer_name": "x", "committer_email": "x@example.com",
-             "created_at": mr["updated_at"], "message": "change", "parent_ids": []}
+             "created_at": claimed, "authored_date": claimed, "committed_date": claimed,
+             "message": "change", "parent_ids": []}
         ])  # fmt: skip
 
     def add_push_event(
@@ -794,6 +819,9 @@ class FakeGitLab:
             return self._not_found()
         approved_by = [{"user": self.user_json(a["user"]), "approved_at": a["approved_at"]}
                        for a in self.approvals.get(iid, [])]  # fmt: skip
+        if not self.lists_approved_at:
+            for entry in approved_by:
+                del entry["approved_at"]
         return self._json({
             "id": mr["id"], "iid": iid, "project_id": self.project_id, "title": mr["title"],
             "description": "", "state": mr["state"], "created_at": mr["created_at"],
@@ -805,6 +833,27 @@ class FakeGitLab:
             "has_approval_rules": False, "merge_request_approvers_available": False,
             "multiple_approval_rules_available": False,
         })  # fmt: skip
+
+    def _sync_versions(self) -> None:
+        """A new version of each merge request whose head is not its latest version's."""
+        for iid, mr in self.merge_requests.items():
+            listed = self.versions.setdefault(iid, [])
+            if listed and listed[-1]["head_commit_sha"] == mr["sha"]:
+                continue
+            base = (mr.get("diff_refs") or {}).get("base_sha")
+            listed.append({"id": self._next(), "head_commit_sha": mr["sha"],
+                           "base_commit_sha": base, "start_commit_sha": base,
+                           "created_at": self._now(), "merge_request_id": mr["id"],
+                           "state": "collected", "real_size": "1",
+                           "patch_id_sha": fake_sha(f"patch {mr['sha']}")})  # fmt: skip
+
+    def _versions(self, match: Any, params: Any) -> Answer:
+        """``GET .../versions``: the merge request's versions, newest first, a page at a
+        time."""
+        iid = int(match.group("iid"))
+        if iid not in self.merge_requests:
+            return self._not_found()
+        return self._paged(self.versions.get(iid, [])[::-1], params)
 
     def _merge(self, match: Any, params: Any) -> Answer:
         iid = int(match.group("iid"))
@@ -895,8 +944,9 @@ class FakeGitLab:
     _PLAIN = ("awards", "statuses", "refused_statuses", "members", "users", "groups",
               "branches", "tags", "merge_method", "merges", "deployments",
               "deployments_forbidden", "bot", "user_status", "faults", "project",
-              "project_id", "old_paths", "taken", "_ids", "_clock")  # fmt: skip
-    _BY_IID = ("merge_requests", "notes", "approvals", "planned_merges")
+              "project_id", "old_paths", "taken", "_ids", "_clock",
+              "lists_approved_at")  # fmt: skip
+    _BY_IID = ("merge_requests", "notes", "approvals", "planned_merges", "versions")
 
     def save(self) -> None:
         """Write the state (not ``trees``) to ``state_file``, when there is one."""

@@ -88,6 +88,7 @@ from sluice.bot.forge.base import (
     PostedComment,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     RepositoryIdentity,
     Review,
@@ -402,6 +403,9 @@ class WorkspaceForge:
 
     def reviews(self, number: int) -> list[Review]:
         return self.inner.reviews(number)
+
+    def pull_versions(self, number: int) -> list[PullVersion] | None:
+        return self.inner.pull_versions(number)
 
     def permission(self, user: str) -> str:
         return self.inner.permission(user)

@@ -80,6 +80,23 @@ class PushRecord:
     ref: str | None = None
 
 
+PULL_VERSIONS_LIMIT = 1_000
+"""Most versions :meth:`Forge.pull_versions` reads (ten pages of 100, newest first): an
+approval given before the oldest of them is bound to no head (stale)."""
+
+
+@dataclass(frozen=True)
+class PullVersion:
+    """One version of a pull request as the forge recorded it (GitLab's merge request
+    versions, ``GET /projects/:id/merge_requests/:iid/versions``): the head it had
+    (``head_commit_sha``) and when the forge made it (``created_at``: the forge's own clock
+    at the push that made it, epoch ms; a commit's dates are the pusher's word, never
+    this)."""
+
+    head_sha: str
+    created_ms: int
+
+
 @dataclass(frozen=True)
 class PullRequest:
     """A pull (merge) request as the forge reports it now."""
@@ -281,6 +298,20 @@ class Forge(Protocol):
 
     def reviews(self, number: int) -> list[Review]:
         """Every review of the pull request, oldest first."""
+        ...
+
+    def pull_versions(self, number: int) -> list[PullVersion] | None:
+        """The pull request's versions as the forge recorded them, oldest first (at most
+        :data:`PULL_VERSIONS_LIMIT`, the newest): a forge whose reviews do not name the
+        commit they were given on (GitLab's approvals) binds each to the head of the latest
+        version made before it was given, by the forge's clock
+        (:func:`sluice.bot.flow.approval._bound`); never from a webhook's word. None on a
+        forge whose reviews name their commit (GitHub, the local forge): nothing to bind.
+
+        Raises:
+            ForgeError: the forge could not be asked, or listed a version without its
+                head or time (the gate then fails closed).
+        """
         ...
 
     def permission(self, user: str) -> str:

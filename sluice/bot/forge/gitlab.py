@@ -30,6 +30,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, extract
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    PULL_VERSIONS_LIMIT,
     PUSH_RECORDS_LIMIT,
     Account,
     Check,
@@ -38,6 +39,7 @@ from sluice.bot.forge.base import (
     PostedComment,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     RepositoryIdentity,
     Review,
@@ -444,9 +446,11 @@ class GitLabForge:
     def reviews(self, number: int) -> list[Review]:
         """The approvals of merge request ``!number``, as GitLab lists them: one APPROVED
         review per approver, its id and ``user_id`` the user's id (``approved_by[].user.id``:
-        the gate tells people apart by it, a username can be changed). GitLab does not say
-        which commit an approval was given on (``commit_sha`` None; the flow learns it from
-        the approval webhook), and gives ``approved_at`` only on recent versions."""
+        the gate tells people apart by it, a username can be changed), ``submitted_at`` its
+        ``approved_at`` (GitLab's clock when it was given; None from a GitLab that does not
+        list it, before 2025). GitLab does not say which commit an approval was given on
+        (``commit_sha`` None): the flow binds it from :meth:`pull_versions`, never from a
+        webhook."""
         with self._guard(f"listing the approvals of merge request !{number}"):
             approvals = self._mr(number).approvals.get().attributes
         out = []
@@ -464,6 +468,34 @@ class GitLabForge:
                 )
             )
         return out
+
+    def pull_versions(self, number: int) -> list[PullVersion]:
+        """The versions of merge request ``!number`` (``GET .../versions``: GitLab makes one
+        at each push to its source branch, and lists them newest first), oldest first, the
+        newest :data:`PULL_VERSIONS_LIMIT` of them: each one's ``head_commit_sha`` and
+        ``created_at`` (GitLab's clock).
+
+        Raises:
+            ForgeError: GitLab could not be asked, or listed a version without a head or a
+                time (no approval is bound then: the gate fails closed).
+        """
+        what = f"listing the versions of merge request !{number}"
+        found: list[PullVersion] = []
+        with self._guard(what):
+            listed = self._mr(number).diffs.list(iterator=True, per_page=100)
+            for version in listed:
+                if len(found) == PULL_VERSIONS_LIMIT:
+                    break
+                attrs = version.attributes
+                head, made = attrs.get("head_commit_sha"), created_ms(attrs.get("created_at"))
+                if not isinstance(head, str) or not head or made is None:
+                    raise ForgeError(
+                        f"GitLab: {what} failed: version {attrs.get('id')!r} names no head "
+                        f"commit or creation time (head_commit_sha={head!r}, "
+                        f"created_at={attrs.get('created_at')!r})"
+                    )
+                found.append(PullVersion(head.lower(), made))
+        return found[::-1]
 
     def permission(self, user: str) -> str:
         """``user``'s role from their access level on the project, inherited from parent

@@ -46,6 +46,7 @@ from sluice.bot.forge.base import (
     PostedComment,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     Review,
 )
@@ -434,6 +435,10 @@ class LocalForge(GitRepo):
         self._record(number)
         stored = self._read(self._pr_dir(number) / "reviews.json", [])
         return [Review(**r) for r in stored]
+
+    def pull_versions(self, number: int) -> list[PullVersion] | None:
+        """None: each review names the commit it was given on."""
+        return None
 
     # -- people --------------------------------------------------------------------------
 

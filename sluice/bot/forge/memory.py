@@ -46,6 +46,7 @@ from sluice.bot.forge.archive import TREE_LIMITS, TreeLimits, check_folder
 from sluice.bot.forge.base import (
     LIST_LIMIT,
     PULL_COMMITS_LIMIT,
+    PULL_VERSIONS_LIMIT,
     PUSH_RECORDS_LIMIT,
     Account,
     Check,
@@ -55,6 +56,7 @@ from sluice.bot.forge.base import (
     PostedComment,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     RepositoryIdentity,
     Review,
@@ -188,6 +190,12 @@ class MemoryForge:
     created: dict[int, int] = field(default_factory=dict)
     """The forge's id -> when the repository was made (epoch ms; :meth:`identity`); one
     not here was made at the epoch, before any record a test's clock makes."""
+    versions: dict[int, list[PullVersion]] = field(default_factory=dict)
+    """A pull request's number -> its versions, oldest first (GitLab's merge request
+    versions, :meth:`pull_versions`): one made by :meth:`open_pull` and by each
+    :meth:`push` that moves its head, at the forge's time (:attr:`clock`), a second after
+    anything the forge stamped on it before (its versions, its reviews) at the least, as
+    the forge's own clock runs on."""
     _ids: int = 1000
     _named: list[str] = field(default_factory=list)  # logins account_id was asked of
 
@@ -336,19 +344,37 @@ class MemoryForge:
         )
         self.pulls[number] = pull
         self._record_push(pull, author if pushed_by is None else pushed_by)
+        self._version(pull)
         return pull
 
     def push(self, number: int, head_sha: str, by: str | None = None) -> PullRequest:
         """A new head commit on pull request ``number``, recorded as pushed by ``by`` (by
         default the pull request's author; ``""`` nobody)."""
+        before = self._pull(number).head_sha
         pull = dataclasses.replace(self._pull(number), head_sha=head_sha)
         self.pulls[number] = pull
         self._record_push(pull, pull.author if by is None else by)
+        if head_sha != before:
+            self._version(pull)
         return pull
 
     def _record_push(self, pull: PullRequest, by: str) -> None:
         if by and not pull.fork:
             self.push_log.append((pull.head_ref, pull.head_sha, by))
+
+    def _version(self, pull: PullRequest) -> None:
+        """A new version of ``pull`` at its head, stamped by the forge's clock."""
+        made = self._after(pull.number, self.clock() if self.clock is not None else _JAN_2026)
+        self.versions.setdefault(pull.number, []).append(PullVersion(pull.head_sha, made))
+
+    def _after(self, number: int, at: int) -> int:
+        """``at``, or a second after the latest time the forge stamped on pull request
+        ``number`` (its versions, its reviews) where that is later: its clock runs on."""
+        stamped = [v.created_ms for v in self.versions.get(number, [])]
+        stamped += [
+            ms for r in self.review_log.get(number, []) if (ms := _ms(r.submitted_at)) is not None
+        ]
+        return max([at, *(ms + 1000 for ms in stamped)])
 
     def close_pull(self, number: int, *, merged: bool = False) -> PullRequest:
         """Someone closes pull request ``number``, or merges it outside the bot (the test
@@ -370,15 +396,19 @@ class MemoryForge:
         ``unbound``: the review names no commit (as GitLab lists its approvals)."""
         self._ids += 1
         count = len(self.review_log.get(number, []))
+        # A second after now at the least (a person reads the plan before approving; the
+        # gate counts no approval stamped in the second its plan was published), and a
+        # second after the review before; one naming no commit (GitLab's) a second after
+        # the pull request's latest version too: the forge's clock runs on.
+        at = (self.clock() if self.clock is not None else _JAN_2026) + (count + 1) * 1000
+        if unbound:
+            at = self._after(number, at)
         review = Review(
             self._ids,
             user,
             state.upper(),
             None if unbound else commit_sha or self._pull(number).head_sha,
-            # A second after now at the least (a person reads the plan before approving;
-            # the gate counts no approval stamped in the second its plan was published),
-            # and a second after the review before.
-            _iso((self.clock() if self.clock is not None else _JAN_2026) + (count + 1) * 1000),
+            _iso(at),
             user_id=self.account_id(user),
         )
         self.review_log.setdefault(number, []).append(review)
@@ -629,6 +659,13 @@ class MemoryForge:
         self._pull(number)
         return list(self.review_log.get(number, []))
 
+    def pull_versions(self, number: int) -> list[PullVersion] | None:
+        """:attr:`versions` of pull request ``number``, oldest first: the newest
+        :data:`PULL_VERSIONS_LIMIT` of them, as GitLab's forge reads its own."""
+        self._call("pull_versions", number)
+        self._pull(number)
+        return list(self.versions.get(number, [])[-PULL_VERSIONS_LIMIT:])
+
     def permission(self, user: str) -> str:
         self._call("permission", user)
         role = {k.casefold(): v for k, v in self.roles.items()}.get(user.casefold(), "none")
@@ -745,6 +782,14 @@ class MemoryForge:
                 record.statuses.append((state, description))
                 return
         raise ForgeError(f"memory: no deployment {deployment}")
+
+
+def _ms(moment: str | None) -> int | None:
+    """An ISO 8601 time (a review's ``submitted_at``) as epoch ms; None if absent or bad."""
+    try:
+        return int(datetime.fromisoformat(moment).timestamp() * 1000) if moment else None
+    except ValueError:
+        return None
 
 
 def _iso(ms: int) -> str:

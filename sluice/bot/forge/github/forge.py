@@ -33,6 +33,7 @@ from sluice.bot.forge.base import (
     PostedComment,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     RepositoryIdentity,
     Review,
@@ -383,6 +384,10 @@ class GitHubForge:
                     )
                 )
             return out
+
+    def pull_versions(self, number: int) -> list[PullVersion] | None:
+        """None: each review names the commit it was given on (``commit_id``)."""
+        return None
 
     def permission(self, user: str) -> str:
         """``user``'s role on the repository; ``none`` for a stranger, and for a name that
