@@ -458,7 +458,7 @@ def test_the_author_renamed_does_not_approve_her_own_pr(one: Bot) -> None:
     assert one.approval(B).conclusion == "success", one.approval(B).summary
 
 
-# -- 7. GitLab: an approval binds to the head its own account's webhook recorded --------------
+# -- 7. GitLab: an approval binds to the head GitLab's own times say (never a webhook's) -----
 
 
 def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
@@ -466,9 +466,9 @@ def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
 ) -> None:
     # Defended: bob approves MR !7 at A; alice pushes B (another plan; GitLab keeps the
     # approval listed). bob renames himself `bobx` and mallory takes `bob`: her approval's
-    # webhook replaces the head row of the login `bob` (review_heads is keyed by login), so
-    # bob's approval, bound by his account id, finds no row of his id and is unbound: stale,
-    # not counted (it fails closed; a row of his login with her id is never his).
+    # webhook names B under the login `bob`, but no webhook binds an approval: bob's is
+    # bound by GitLab's own times (approved_at, the MR's versions) to A, stale; mallory's,
+    # given after B's push, to B.
     bot = gw.make_gitlab_bot(tmp_path, TEAM_OF_TWO, ROLES, members={"bob", "carol", "mallory"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
@@ -484,7 +484,7 @@ def test_a_gitlab_approval_of_an_older_plan_is_not_rebound_by_a_freed_login(
         check = bot.approval(B)
         assert check.conclusion != "success", check.summary
         assert "(1 of 2 required)" in check.summary
-        assert "Stale: @bobx approved a commit the forge did not name" in check.summary
+        assert f"Stale: @bobx approved `{A[:7]}`, whose plan differs" in check.summary
         gw.gitlab_approve(bot, "carol", B)
         assert bot.approval(B).conclusion == "success", bot.approval(B).summary
     finally:
@@ -499,8 +499,9 @@ def test_a_gitlab_approval_taken_back_does_not_come_back_after_a_rename(
 ) -> None:
     # Was open (MEDIUM): review heads are keyed by login, so after a rename bob's account
     # had two rows and his listed approval was bound to the first (A, plan P), which he
-    # had taken back. Fixed: an approval binds to its account's latest row, and taking it
-    # back drops every row of the account (approval._head_of, ledger.drop_review_heads).
+    # had taken back. Fixed then by binding to the account's latest row; now no row binds:
+    # GitLab lists bobx's approval given after B's push, so it counts for B alone
+    # (approval._bound, from approved_at and the MR's versions).
     bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
@@ -529,8 +530,8 @@ def test_a_gitlab_approval_binds_to_its_account_s_latest_head_when_a_taking_back
 ) -> None:
     # Defended: the same, but the unapproval's webhook never came (GitLab gives up on a
     # hook after failures): bob's account has a row under `bob` (A) and one under `bobx`
-    # (B, later); his listed approval binds to the latest, so at C (plan P again) it is
-    # stale, never bound to A by the table's order.
+    # (B, later), which bind nothing: GitLab lists his approval given after B's push, so
+    # at C (plan P again) it is stale, never bound to A.
     bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")
@@ -560,8 +561,8 @@ def test_a_gitlab_approval_binds_to_its_account_s_latest_head_when_a_taking_back
 def test_a_gitlab_approval_taken_back_stays_taken_back_without_a_rename(
     tmp_path: Path,
 ) -> None:
-    # Defended (the control): the same under one login: bob's head row is replaced by his
-    # approval at B, so at C (plan P again) his approval of Q is stale.
+    # Defended (the control): the same under one login: GitLab lists bob's approval given
+    # after B's push, so at C (plan P again) his approval of Q is stale.
     bot = gw.make_gitlab_bot(tmp_path, TEAM_GATED, ROLES, members={"bob", "carol"})
     try:
         bot.forge.open_pull(7, head_sha=A, base="main", author="alice", head_ref="change")

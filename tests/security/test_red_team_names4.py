@@ -189,27 +189,7 @@ ALICE_ID = 7778  # data/alice-tools: another served project, alice its maintaine
     "token_of",
     [
         pytest.param(ALICE_ID, id="another-project-s-token"),
-        pytest.param(
-            V_ID,
-            id="v-s-own-token",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "a maintainer of V holds V's own webhook token (GitLab shows it in V's "
-                    "webhook settings), and GitLab's approvals API names no commit: "
-                    "approval._bound binds each approval in approved_by to the head the "
-                    "latest approval hook of its approver named (dispatch._on_review -> "
-                    "Ledger.review_head, from events/gitlab.py's "
-                    "object_attributes.last_commit.id and updated_at, the sender's word), so "
-                    "V's maintainer moves a required approver's old approval onto a head they "
-                    "never saw. Fix: never take a head from a hook alone: bind an approval to "
-                    "the MR's head GitLab reports when the hook is handled only if GitLab's "
-                    "approval (approved_by[].approved_at, GitLab 15+) is newer than that "
-                    "head's push (the MR's commits' or versions' created_at), else leave it "
-                    "stale"
-                ),
-            ),
-        ),
+        pytest.param(V_ID, id="v-s-own-token"),
     ],
 )
 def test_a_forged_approval_hook_does_not_move_an_approval_onto_a_head_its_approver_never_saw(
@@ -220,7 +200,8 @@ def test_a_forged_approval_hook_does_not_move_an_approval_onto_a_head_its_approv
     itself (so she holds V's), pushes a further change: carol's approval goes stale, as it
     should. alice then posts an approval hook of carol's naming the new head. A sound gate
     still waits for carol. Defended with another project's token (was finding 2: the token
-    is not V's, 401); open with V's own."""
+    is not V's, 401); with V's own (was open): the hook names no head the gate takes,
+    approval._bound binds carol's approval from GitLab's approved_at and the MR's versions."""
     gitlab = gl_world.gitlab
     _v_builds_mr_8(gl_world, gl_service)
     gitlab.approve(8, "carol")

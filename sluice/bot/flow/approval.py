@@ -15,7 +15,6 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from sluice.bot.flow import audit, trust
 from sluice.bot.flow.gate_rules import (
@@ -36,8 +35,10 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     PullRequest,
+    PullVersion,
     PushRecord,
     Review,
+    created_ms,
     members,
 )
 from sluice.bot.present import checks, comment
@@ -66,7 +67,6 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     commits = _pull_commits(job, pr)
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
-        heads = _heads(job, pr.number)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
         recorded = _recorded_pushes(job, pr, commits)
@@ -104,7 +104,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         GateInput(
             author=pr.author,
             author_id=pr.author_id,
-            reviews=_bound(_people_only(job, job.forge.reviews(pr.number)), heads),
+            reviews=_bound(job, pr.number, _people_only(job, job.forge.reviews(pr.number))),
             plans=plans,
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
@@ -264,7 +264,7 @@ def budget_approved(
     others.append((pr.author, pr.author_id))
     latest: dict[str, Review] = {}  # by account id where the forge says, else by login
     reviews = _people_only(job, job.forge.reviews(pr.number))
-    for review in _bound(reviews, _heads(job, pr.number)):
+    for review in _bound(job, pr.number, reviews):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
             key = f"#{review.user_id}" if review.user_id is not None else review.user.casefold()
             latest[key] = review
@@ -525,51 +525,46 @@ def _brought(shas: list[str], records: list[PushRecord]) -> list[Push]:
     return list(found)
 
 
-@dataclass(frozen=True)
-class _Heads:
-    """The heads approvals were given on, as the ledger recorded them (GitLab's)."""
-
-    by_login: dict[str, tuple[str, int]]  # case-folded login -> (sha, when)
-    ids: dict[str, int]  # case-folded login -> the account id it was recorded with
-
-
-def _heads(job: Job, number: int) -> _Heads:
-    return _Heads(
-        job.ledger.review_heads(job.repo, number), job.ledger.review_head_ids(job.repo, number)
-    )
-
-
-def _bound(reviews: list[Review], heads: _Heads) -> list[Review]:
-    """Reviews with the commit each was given on: a forge whose approvals do not say
-    (GitLab) gets it, and when, from the approval webhooks the ledger recorded (the
-    approver's by account id where both say one, else by login); an approval no webhook
-    told of stays unbound, so it counts for no plan (stale)."""
+def _bound(job: Job, number: int, reviews: list[Review]) -> list[Review]:
+    """``reviews`` with the commit each was given on. A forge whose reviews do not name it
+    (GitLab's approvals) says when each was given (``approved_at``) and when each version
+    of the pull request was made (:meth:`~sluice.bot.forge.base.Forge.pull_versions`), both
+    by its own clock: an approval counts for the head of the latest version made before
+    it (:func:`_version_at`). Never from a webhook: a hook is its sender's word, and the
+    project's own maintainer holds its token, so a hook naming a head moved an approval
+    onto a head its approver never saw (red team, names round 4); a hook now only makes
+    the gate ask again. An approval the forge gives no time for (a GitLab before
+    ``approved_at``), or that is older than every version it lists, stays unbound: it
+    counts for no plan (stale). So does every one where the versions cannot be read
+    (the error is raised: the gate fails closed)."""
+    if all(review.commit_sha for review in reviews):
+        return reviews
+    versions = job.forge.pull_versions(number)
     bound = []
     for review in reviews:
-        if review.commit_sha:
+        if review.commit_sha or versions is None:
             bound.append(review)
             continue
-        found = _head_of(review, heads)
-        sha, ts = found if found is not None else (None, None)
-        at = datetime.fromtimestamp(ts / 1000, UTC).isoformat() if ts is not None else None
-        bound.append(dataclasses.replace(review, commit_sha=sha, submitted_at=at))
+        at = created_ms(review.submitted_at)
+        sha = _version_at(versions, at) if at is not None else None
+        if sha is None:
+            log.info("#%s: an approval by %s is bound to no head of the forge's versions "
+                     "(given at %s): stale", number, review.user, review.submitted_at)  # fmt: skip
+        bound.append(dataclasses.replace(review, commit_sha=sha))
     return bound
 
 
-def _head_of(review: Review, heads: _Heads) -> tuple[str, int] | None:
-    """The head ``review``'s approver last approved on: the latest row recorded with their
-    account id (under any login: they may have renamed since, which leaves a row per
-    login), else the row of their login recorded without an id; never a row of their login
-    recorded with another's id."""
-    if review.user_id is not None:
-        mine = [
-            heads.by_login[login]
-            for login, uid in heads.ids.items()
-            if uid == review.user_id and login in heads.by_login
-        ]
-        if mine:
-            return max(mine, key=lambda head: head[1])  # by when it was given
-    login = review.user.casefold()
-    if review.user_id is not None and heads.ids.get(login, review.user_id) != review.user_id:
-        return None
-    return heads.by_login.get(login)
+def _version_at(versions: list[PullVersion], at: int) -> str | None:
+    """The head of the latest of ``versions`` made before ``at`` (epoch ms, the forge's
+    clock); None when none was, or when one was made in that very moment (to the second
+    where either time has no finer: GitLab writes milliseconds, an older one may not):
+    then which head was approved cannot be told, and none is taken."""
+    found: PullVersion | None = None
+    for version in versions:  # oldest first: a later one of the same time wins
+        made = version.created_ms
+        precise = at % 1000 != 0 and made % 1000 != 0
+        if (made == at) if precise else (made // 1000 == at // 1000):
+            return None
+        if made < at and (found is None or made >= found.created_ms):
+            found = version
+    return found.head_sha if found is not None else None

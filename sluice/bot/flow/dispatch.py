@@ -66,16 +66,15 @@ def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
 
 def _on_review(job: Job, event: ReviewEvent) -> None:
     if event.state == "APPROVED" and event.commit_sha:
-        # When the forge says it was given (GitLab's updated_at), not when handled: a plan
-        # made again in between must not count it (gate_rules: replanned).
+        # What the hook says (its sender's word), kept as a record only: no approval is bound
+        # by it (approval._bound binds GitLab's by its approved_at and the MR's versions).
         given = event.submitted_ms if event.submitted_ms is not None else job.now
         job.ledger.review_head(
             job.repo, event.number, event.reviewer, event.commit_sha, given, event.reviewer_id
         )
     elif event.state == "DISMISSED":
-        # Taken back (GitLab's unapproval): no head of the account's is left to bind a
-        # listed approval to, under any login it had (red team on identity); a head it
-        # approved on after (a late delivery of the taking back) stays.
+        # Taken back (GitLab's unapproval): the record's rows of the account go, under any
+        # login it had; one of a head it approved on after (a late delivery) stays.
         until = event.submitted_ms if event.submitted_ms is not None else job.now
         job.ledger.drop_review_heads(
             job.repo, event.number, event.reviewer, until, event.reviewer_id

@@ -1,7 +1,9 @@
 """The approval gate on GitLab: MR approvals bound to the plan they were given on.
 
-GitLab's approvals API lists who approved, not on which commit; the approval webhook
-names the head (``last_commit.id``), which the flow records. Each test parses a real
+GitLab's approvals API lists who approved and when (``approved_at``), not on which
+commit; the flow binds each approval to the head of the merge request's latest version
+made before it (its versions API, GitLab's clock), never to the head a webhook names (a
+webhook is its sender's word). Each test parses a real
 GitLab delivery with ``parse_gitlab`` and hands it to the flow, whose forge is a
 :class:`~sluice.bot.forge.memory.MemoryForge` standing in for GitLab: its reviews name no
 commit, as GitLab's approvals list. How statuses, award emoji, access levels, approvals,
@@ -12,6 +14,7 @@ Spark-backed flow is test_gitlab_lifecycle.py).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,8 +125,13 @@ def test_an_approval_counts_for_the_plan_it_was_given_on(bot: Bot) -> None:
     assert gate.title == "1 more approval needed (the plan changed since the last approval)"
     assert "@bob" in bot.note() and "stale" in bot.note().lower()
 
-    # bob approves again on the new head: GitLab lists him once, the webhook re-binds him.
+    # bob's approval hook naming the new head binds nothing: he approved A, not B.
     bot.approval("bob", B)
+    assert bot.gate(B).conclusion == "failure"
+    # He takes it back and approves again (GitLab lists him once): now, after B's push.
+    bot.approval("bob", B, action="unapproval")
+    approve(bot.forge, "bob")  # its hook is the one above again (a replay: not run twice)
+    dispatch.handle(bot.deps, _review_refresh(B))
     assert bot.gate(B).conclusion == "success"
 
 
@@ -135,10 +143,30 @@ def test_an_approval_taken_back_no_longer_counts(bot: Bot) -> None:
     assert bot.gate(A).conclusion == "failure"
 
 
-def test_an_approval_no_webhook_told_of_is_stale(bot: Bot) -> None:
+def test_an_approval_no_webhook_told_of_counts_for_the_head_gitlab_says(bot: Bot) -> None:
     bot.plan(A, "fp1")
     approve(bot.forge, "bob")  # given while Sluice was not receiving webhooks
     bot.approval("erin", A, action="unapproval")  # any MR event re-evaluates the gate
+    assert bot.gate(A).conclusion == "success"  # bound from GitLab's versions: A
+
+
+def test_an_approval_older_than_every_version_gitlab_lists_is_stale(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    approve(bot.forge, "bob")
+    bot.forge.versions[7].clear()  # GitLab lists none from before the approval
+    bot.forge.push(7, B)
+    bot.forge.push(7, A)  # back to A: its version is newer than the approval
+    bot.approval("erin", A, action="unapproval")
+    gate = bot.gate(A)
+    assert gate.conclusion == "failure" and "plan changed" in gate.title
+
+
+def test_an_approval_gitlab_gives_no_time_for_is_stale(bot: Bot) -> None:
+    bot.plan(A, "fp1")
+    approve(bot.forge, "bob")
+    log = bot.forge.review_log[7]
+    log[-1] = dataclasses.replace(log[-1], submitted_at=None)  # no approved_at (older GitLab)
+    bot.approval("erin", A, action="unapproval")
     gate = bot.gate(A)
     assert gate.conclusion == "failure" and "plan changed" in gate.title
 

@@ -72,7 +72,10 @@ def _approved(bot: Bot, iid: int, head: str) -> None:
     gitlab.withdraw_reviews(iid, "bob")
     given = gitlab.add_review(iid, "bob", "APPROVED", unbound=True)
     log = gitlab.review_log[iid]
-    log[log.index(given)] = dataclasses.replace(given, submitted_at=LATER)
+    # GitLab's approved_at: after the plan, and after the head's version (the forge's own
+    # stamp, when that is later still: the approval binds to the latest version before it).
+    at = max(LATER, str(given.submitted_at))
+    log[log.index(given)] = dataclasses.replace(given, submitted_at=at)
     _deliver(bot, "Merge Request Hook",
              merge_request(OWNER, iid, head, "approval", user="bob", updated_at=LATER,
                            uid=gitlab.account_id("bob")))  # fmt: skip
