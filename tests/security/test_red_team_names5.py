@@ -96,7 +96,9 @@ class GitHub:
         forge = self.bot.forges[name]
         self.bot.commit(head, CONFIG, parents=(BASE,), forge=forge)
         forge.open_pull(number, head_sha=head, base="main", author=author)
-        self.deliver("pull_request", named(opened(number, head, author=author), name, repo_id))
+        body = named(opened(number, head, author=author), name, repo_id)
+        body["sender"] = {**body["sender"], "login": author}  # who pushed it
+        self.deliver("pull_request", body)
 
     def deliver(self, event: str, body: dict[str, Any]) -> None:
         self.clock += MINUTE
@@ -353,6 +355,33 @@ def test_the_old_holder_s_late_delivery_after_a_takeover_binds_nothing_back(
     assert bot.ledger.name_binding("github:acme/v") == bound
     assert {sha: dict(c) for sha, c in v.checks.items()} == checks
     assert any("pull_request job refused" in m for m in _refused(caplog))
+
+
+def test_a_name_s_new_holder_and_its_old_holder_share_no_records(github: GitHub) -> None:
+    """Defended (``Ledger.take_name``: a namespace of its own, ``<name>~<id>``; the old
+    holder's records stay under its first name): mallory squats acme/v and opens PR 9 at
+    V's future head (its pushers, head and plan recorded), then leaves; V is made under
+    the name and opens its PR 9 at that head. V's PR 9 has none of her records (no pusher
+    of hers, a plan of its own), and a scheduled job of the name runs in V's namespace."""
+    bot = github.bot
+    github.make("acme/v", M_ID, "mallory")
+    github.pull("acme/v", M_ID, 9, "b1" * 20, "mallory")
+    hers = bot.ledger.name_binding("github:acme/v")
+    assert hers == ("github:acme/v", M_ID)
+    assert "mallory" in bot.ledger.pushers("github:acme/v", 9)
+    github.rename(M_ID, "acme/elsewhere", "mallory")
+    v = github.make("acme/v", V_ID, "alice")
+    github.pull("acme/v", V_ID, 9, "b1" * 20, "alice")
+    key, rid = bot.ledger.name_binding("github:acme/v") or ("", 0)
+    assert (key, rid) == (f"github:acme/v~{V_ID}", V_ID)
+    assert bot.ledger.pushers(key, 9) == {"alice"}
+    assert bot.ledger.pr_head(key, 9) is not None and bot.ledger.plans(key, 9)
+    assert "mallory" in bot.ledger.pushers("github:acme/v", 9)  # hers, where they were
+    elsewhere = ("github:acme/elsewhere", M_ID)  # her next delivery: a rename, her records
+    assert bot.ledger.queue_keys([elsewhere]) == {elsewhere: "github:acme/v"}
+    asked = len(v.calls)
+    dispatch.handle(bot.deps, DriftCheckEvent("github", "acme/v", None))
+    assert ("repository_of", (V_ID,)) in v.calls[asked:]
 
 
 def test_a_forge_error_about_the_bound_id_takes_nothing(
