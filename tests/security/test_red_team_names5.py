@@ -123,24 +123,6 @@ def _refused(caplog: pytest.LogCaptureFixture) -> list[str]:
 # == the name rebound is the one the delivery carries ===================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "dispatch._admit follows the name's binding (job.follow(binding.canonical)) before "
-        "the successor branch, so dispatch._take_name passes job.repo, the old holder's "
-        "FIRST name, to Ledger.take_name instead of the name the delivery carries: when the "
-        "taken name is a later name of its holder (V: acme/v, renamed to acme/v2 and back), "
-        "mallory's delivery under acme/v2 rebinds acme/v, V's current name, to her id "
-        "(github:acme/v~990001), leaving acme/v2 bound to V. V's deliveries still build in "
-        "its namespace (another pass through _take_name/rename binds acme/v~990001 to V), "
-        "but its scheduled drift check, run and janitor are refused for good (listed under "
-        "acme/v~990001, and acme/v is bound to mallory's id), and its web UI pages are 404 "
-        "(SignedIn asks GitHub about acme/v by mallory's id). Fix: take the name the "
-        "delivery carries (the `name` _admit read before following: pass it to _take_name "
-        "and to the _admit it calls again), and follow the binding only once it is the "
-        "delivery's id's"
-    ),
-)
 def test_taking_a_name_rebinds_that_name_not_its_old_holder_s_first_name(
     github: GitHub, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -170,17 +152,6 @@ def test_taking_a_name_rebinds_that_name_not_its_old_holder_s_first_name(
     assert _refused(caplog) == [], _refused(caplog)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the same path (dispatch._take_name gets job.repo, already followed to the holder's "
-        "key): once a name was taken, its holder's key is <name>~<id>, never the name, so "
-        "every later take of the name misses it: V, coming back to its own name after "
-        "mallory held it a moment, builds in its namespace (a rename binds the row "
-        "github:acme/v~990001 to V) but acme/v stays bound to mallory's id for good: V's "
-        "scheduled jobs refused, its pages 404. Fix: as above"
-    ),
-)
 def test_a_repository_coming_back_to_its_name_after_a_squat_holds_it_again(
     github: GitHub, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -206,22 +177,6 @@ def test_a_repository_coming_back_to_its_name_after_a_squat_holds_it_again(
 # == a cycle of names: one delivery, the forge asked without end =========================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "dispatch._admit -> _take_name -> _admit recurses with no bound: each pass follows "
-        "the binding of the name the last one followed (finding above) and asks GitHub "
-        "repository_of(held_by) again; with her own three repositories mallory makes two "
-        "names bound crosswise (github:acme/p bound to Q's id keyed github:acme/p~Q, "
-        "github:acme/p~Q bound to P's id keyed github:acme/p), then a third repository's "
-        "delivery under P's left name walks them until RecursionError: about a thousand "
-        "GET /repositories/{id} per attempt, each retry again, from the installation's "
-        "rate limit every served repository of the org shares (and a worker busy). Fix: "
-        "the finding above (take the delivery's name), and bound the admission: at most one "
-        "take per delivery (after Ledger.take_name, admit once more without taking; a name "
-        "still bound to another id then is retried as a rename under way)"
-    ),
-)
 def test_one_delivery_asks_the_forge_a_bounded_number_of_times(github: GitHub) -> None:
     """mallory alone, with repositories of her own in acme (served: acme/*): P as acme/p,
     renamed to acme/p2 and back; Q made as acme/p2 (takes it), then P delivers again; Q
@@ -254,22 +209,6 @@ def test_one_delivery_asks_the_forge_a_bounded_number_of_times(github: GitHub) -
 # == the queue's keys right after a name changes hands ===================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ledger.py QueueKeys: a batch whose names were all found bound in the last 30 s is "
-        "keyed from the cache alone, and _queue_keys then has no by_id: a delivery whose id "
-        "is not the cached one (a repository renamed into a name another held a moment "
-        "ago) is keyed <name>~<id>, not its namespace's key (its first name), and a job "
-        "that says no id (a scheduled one) under a name just taken keeps the old holder's "
-        "key. One namespace then runs under two keys: V's merge (github:acme/n~424242:prod) "
-        "and V's scheduled run (github:acme/f:prod) at once in V's prod, which the prod key "
-        "is there to forbid; mallory keeps the cache warm by delivering under the name "
-        "until she leaves it. Fix: take the fast path only for pairs whose id is the "
-        "cached binding's (a pair saying another id or none reads the ledger), or forget a "
-        "name's entry when Ledger.take_name rebinds it"
-    ),
-)
 def test_a_namespace_has_one_queue_key_right_after_a_name_changes_hands(github: GitHub) -> None:
     """V is served as acme/f; mallory's acme/n is served too and busy (the queue read its
     binding a moment ago, and V's name's). She renames hers away and V is renamed to

@@ -220,8 +220,10 @@ def _replayed(job: Job, event: Event, repo: str, key: str) -> bool:
     return True
 
 
-def _admit(job: Job, event: Event) -> bool:
-    ledger, name = job.ledger, job.repo  # the name the delivery carries, as the forge's
+def _admit(job: Job, event: Event, took: bool = False) -> bool:
+    # The name the delivery carries (never the key the job follows: that may be the first
+    # name of a repository that has left it); ``took``: this delivery took it already.
+    ledger, name = job.ledger, f"{event.forge}:{event.repo}"
     with ledger.together("admit an event"):
         # None: the Action, the local forge, the CLI say no id (a name bound is followed).
         rid = event.repo_id
@@ -279,8 +281,10 @@ def _admit(job: Job, event: Event) -> bool:
         return _admit(job, event)  # now bound
     if successor:
         assert known is not None and rid is not None
+        if took:  # taken, and bound to another id again at once: not chased further
+            raise _rebound(job, event, rid, known)
         _take_name(job, event, rid, known)
-        return _admit(job, event)  # bound to it now (or meanwhile to another: again)
+        return _admit(job, event, took=True)  # bound to it now (or meanwhile to another)
     if refused:
         _refuse_repository(job, event, owner)
         return False
@@ -555,6 +559,25 @@ def _unconfirmed(job: Job, event: Event, asked: str, exc: ForgeError) -> ForgeEr
     )
 
 
+def _rebound(job: Job, event: Event, rid: int, held_by: int) -> ForgeError:
+    """The error of a delivery whose name, just taken for its id ``rid``, was bound to
+    ``held_by`` again meanwhile: nothing run; the queue tries it again (one take per
+    attempt, so no delivery asks the forge without end)."""
+    log.warning(
+        "%s: %s job not run yet: the name was bound to repository id %s again as this "
+        "delivery (id %s) took it; the queue tries it again",
+        event.repo,
+        event.kind,
+        held_by,
+        rid,
+    )
+    return ForgeError(
+        f"the {event.kind} job of {event.repo} did not start: its name changed hands again "
+        f"while repository id {rid} took it",
+        hint="the queue tries it again; nothing was run or posted",
+    )
+
+
 def _take_name(job: Job, event: Event, rid: int, held_by: int) -> None:
     """The name ``event`` carries is bound to ``held_by``, and the forge confirmed it is
     repository ``rid``'s now (:func:`_confirmed`: ``held_by``'s was renamed, transferred
@@ -570,6 +593,7 @@ def _take_name(job: Job, event: Event, rid: int, held_by: int) -> None:
             or says it has the name still (a rename under way): nothing is bound, run or
             posted, and the worker tries the job again later.
     """
+    name = f"{event.forge}:{event.repo}"  # the job follows the holder's key until taken
     try:
         held = job.forge.repository_of(held_by)
     except ForgeError as exc:
@@ -578,7 +602,7 @@ def _take_name(job: Job, event: Event, rid: int, held_by: int) -> None:
         log.warning(
             "%s: %s job not run yet: %s names both repository id %s, to which the name is "
             "bound, and id %s, this delivery's, so; the queue tries it again",
-            job.repo,
+            name,
             event.kind,
             event.forge,
             held_by,
@@ -590,14 +614,14 @@ def _take_name(job: Job, event: Event, rid: int, held_by: int) -> None:
             "delivery's, have the name (a rename under way)",
             hint="the queue tries it again; nothing of either repository was run or posted",
         )
-    taken = job.ledger.take_name(job.repo, rid, held_by, job.now)
+    taken = job.ledger.take_name(name, rid, held_by, job.now)
     if taken is None:
         return  # bound meanwhile: admitted again as it is now
     log.warning(
         "%s: this name was bound to the repository whose %s id is %s, and %s says it is "
         "repository id %s's now (the other was renamed, transferred or deleted): bound to "
         "it, %s (records keyed %s); nothing of repository id %s's is its",
-        job.repo,
+        name,
         event.forge,
         held_by,
         event.forge,

@@ -1162,10 +1162,12 @@ class Ledger(AuditLog):
 
 class QueueKeys:
     """:meth:`Ledger.queue_keys` for the service's queue, without a read for a batch whose
-    names were all found bound in the last ``seconds`` (a name is bound for good; only an
-    operator's rebinding, docs/architecture.md, changes one, and the queue's keys follow it
-    within ``seconds``). A name bound to nothing is read every time: its first delivery may
-    bind it."""
+    names were all found bound, in the last ``seconds``, to the very id each pair says. A
+    name changes hands (:meth:`Ledger.take_name`) only for another id: a pair saying
+    another id than the one kept, or none (a scheduled job, which cannot tell), is read
+    from the ledger, so one namespace never runs under two keys. A name bound to nothing
+    is read every time: its first delivery may bind it; an operator's rebinding reaches
+    the keys within ``seconds``."""
 
     def __init__(
         self, ledger: Ledger, seconds: float = 30.0, clock: Callable[[], float] = time.monotonic
@@ -1184,7 +1186,7 @@ class QueueKeys:
                 found = self._bound.get(name.casefold())
                 if found is not None and found[1] > now:
                     kept[name.casefold()] = found[0]
-        if all(name.casefold() in kept for name, _ in named):
+        if all(name.casefold() in kept and kept[name.casefold()][1] == rid for name, rid in named):
             return _queue_keys(named, kept, {})
         by_name, by_id = self.ledger._bindings_of(named)
         with self._lock:

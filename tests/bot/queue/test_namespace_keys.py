@@ -144,9 +144,11 @@ def test_the_intake_s_batches_are_keyed_alike(queue: JobQueue) -> None:
 
 
 def test_the_service_s_keys_read_bound_names_once_a_while(url: str, ledger: Ledger) -> None:
-    # The intake's cost: a batch whose names were all found bound lately reads nothing; a
-    # name bound to nothing is read every time (its first delivery may bind it); an
-    # operator's rebinding is followed once the bound names' time is up.
+    # The intake's cost: a batch whose names were all found bound lately, each to the id
+    # its pair says, reads nothing; a pair saying another id (a name may change hands to
+    # it) or none (a scheduled job) is read every time, as a name bound to nothing (its
+    # first delivery may bind it); an operator's rebinding is followed once the bound
+    # names' time is up.
     clock = [0.0]
     reads: list[int] = []
     read = ledger._bindings_of
@@ -158,19 +160,23 @@ def test_the_service_s_keys_read_bound_names_once_a_while(url: str, ledger: Ledg
     ledger._bindings_of = counted  # type: ignore[method-assign]
     keys = QueueKeys(ledger, seconds=30.0, clock=lambda: clock[0])
     assert keys([(NEW, ID)]) == {(NEW, ID): OLD} and len(reads) == 1
-    assert keys([(NEW, ID), (OLD, None)]) == {(NEW, ID): OLD, (OLD, None): OLD}
+    assert keys([(NEW, ID)]) == {(NEW, ID): OLD} and len(reads) == 1  # kept
+    assert keys([(NEW, ID), (OLD, ID)]) == {(NEW, ID): OLD, (OLD, ID): OLD}
     assert len(reads) == 2  # the old name was not kept yet
+    assert keys([(OLD, ID), (NEW, ID)]) == {(OLD, ID): OLD, (NEW, ID): OLD}
+    assert len(reads) == 2
     assert keys([(OLD, SUCCESSOR), (NEW, None)]) == {
         (OLD, SUCCESSOR): f"{OLD}~{SUCCESSOR}",
         (NEW, None): OLD,
     }
-    assert len(reads) == 2
+    assert len(reads) == 3  # another id and none: read
     assert keys([("github:octo/fresh", 77)]) == {("github:octo/fresh", 77): "github:octo/fresh"}
-    assert keys([("github:octo/fresh", 77)]) and len(reads) == 4
+    assert keys([("github:octo/fresh", 77)]) and len(reads) == 5
     # The operator hands the old name to the successor (docs/architecture.md).
     with ledger._writing("rebind") as conn:
         conn.execute(repositories.delete().where(repositories.c.name == OLD.casefold()))
     ledger.bind_repository(OLD, SUCCESSOR, 3_000)
-    assert keys([(OLD, None)]) == {(OLD, None): OLD} and len(reads) == 4  # not seen yet
+    assert keys([(OLD, ID)]) == {(OLD, ID): OLD} and len(reads) == 5  # not seen yet
+    assert keys([(OLD, None)]) == {(OLD, None): f"{OLD}~{SUCCESSOR}"} and len(reads) == 6
     clock[0] = 31.0
-    assert keys([(OLD, None)]) == {(OLD, None): f"{OLD}~{SUCCESSOR}"} and len(reads) == 5
+    assert keys([(OLD, ID)]) == {(OLD, ID): OLD} and len(reads) == 7
