@@ -443,21 +443,6 @@ def _v_renamed_and_mallory_takes_the_name(web: WebWorld, names: dict[int, str]) 
     return m
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "web/site.py Site.open keeps a Reader per name for the process's life "
-        "(self._readers[repo]), and Reader.__init__ fixed its key (Ledger.canonical) and "
-        "state when first opened: a reader of octo/warehouse opened while V had the name "
-        "keeps V's key after mallory takes it. Site.open lists octo/warehouse again (her "
-        "records' name now), SignedIn.may_read asks GitHub by the id the name is bound to "
-        "now (hers) and lets her in, and the kept reader shows her V's pull requests, plans, "
-        "table diffs (rows of V's data), prod history and audit log, V's later ones too. "
-        "Fix: key the readers by the namespace key, not the name (Site.open: "
-        "name_binding(repo) on each open; a reader whose key differs is closed and made "
-        "again), so a name's new holder never reads through a reader made for another"
-    ),
-)
 def test_the_new_holder_of_a_name_does_not_read_the_old_holder_s_records(
     web: WebWorld,
 ) -> None:
@@ -497,19 +482,6 @@ def _queue_v_s_push(client: TestClient) -> None:
     assert answer.status_code == 202, answer.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "web/reader.py Reader.jobs and queue_job match queue keys by the page's name "
-        "(self.repo) and Ledger.names(self.key): every job of V is keyed by V's first name, "
-        "github:octo/warehouse (QueueKeys), which is the name mallory holds now, so the "
-        "jobs page and /api/v1/jobs/queue/{id} of her octo/warehouse list V's jobs (PR "
-        "numbers, heads, kinds, errors), those queued under V's new name too. Fix: list a "
-        "page's jobs by its namespace key (self.key) and the names bound to that key's id, "
-        "never by a name bound to another namespace (a name whose binding's key differs "
-        "from the name: a taken name)"
-    ),
-)
 def test_the_jobs_page_of_a_taken_name_lists_none_of_the_old_holder_s_jobs(
     web: WebWorld,
 ) -> None:

@@ -614,17 +614,20 @@ def create_app(
     spark = SparkHealth(settings.spark(), settings.workdir / "spark")
 
     def reader(repo: str) -> Reader:
-        paths = work.spark_at(owner.spark_root(repo))
+        key = owner.key_of(repo)  # one read: its records, state and Spark root all its own
+        paths = work.spark_at(owner.spark_root(repo, key=key))
         return Reader(
             repo,
             settings.state_url(),
+            key=key,
             logs=paths.logs,  # its own jobs' logs alone
-            state=owner.state_url(repo),
+            state=owner.state_url(repo, key=key),
             # Its own root's warm server (which repository has which: readers of it alone).
             spark_root=paths.root if spark.own_servers else None,
         )
 
-    site = Site(owner, reader, ui_access(settings, owner.name_binding))
+    # A reader per namespace, the name's looked up on each open (a name changes hands).
+    site = Site(owner, reader, ui_access(settings, owner.name_binding), key_of=owner.key_of)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -1159,6 +1159,40 @@ class Ledger(AuditLog):
                 conn.execute(select(func.count()).select_from(metadata.tables[table])).scalar_one()
             )
 
+    def job_names(self, key: str) -> list[str]:
+        """What the jobs of the namespace keyed ``key`` are listed by (the web UI's jobs
+        page): ``key``, then each name bound to it now (as the forge last spelled it) that
+        no other namespace ever had: none's key (the first name of a repository that left
+        it, or the key of records no delivery bound), none's name before (a name taken,
+        :meth:`take_name`: its ``<name>~<id>`` row is the old holder's). Such a name keys
+        the other's jobs, or jobs queued under it before this one held it. Read only."""
+        r = repositories.c
+        same = func.lower(r.canonical) == key.lower()
+        with self._reading("read the names a repository's jobs are listed by") as conn:
+            rows = conn.execute(
+                select(r.name, r.canonical, r.spelled).where(same).order_by(r.first_seen_ts, r.name)
+            ).all()
+            bound = [
+                str(row.spelled)
+                for row in rows
+                if str(row.canonical).casefold() == key.casefold()
+                and str(row.name) == str(row.spelled).casefold()  # not a name left (take_name)
+            ]
+            lowered = {name.lower() for name in bound}
+            if not lowered:
+                return [key]
+            keyed = select(r.canonical).where(func.lower(r.canonical).in_(lowered))
+            recorded = select(repos.c.repo).where(func.lower(repos.c.repo).in_(lowered))
+            held = select(r.canonical, r.name).where(  # rows of names left: <name>~<id>
+                or_(*(func.substr(r.name, 1, len(name) + 1) == f"{name}~" for name in lowered))
+            )
+            found = [(str(k), str(k)) for k in conn.execute(keyed).scalars()]
+            found += [(str(k), str(k)) for k in conn.execute(recorded).scalars()]
+            found += [(str(k), str(n).rpartition("~")[0]) for k, n in conn.execute(held)]
+        # (another namespace's key, a name it has or had)
+        others = {name.casefold() for owner, name in found if owner.casefold() != key.casefold()}
+        return list(dict.fromkeys([key, *(n for n in bound if n.casefold() not in others)]))
+
 
 class QueueKeys:
     """:meth:`Ledger.queue_keys` for the service's queue, without a read for a batch whose

@@ -127,7 +127,10 @@ class SignedIn:
         return Viewer(self.sign_ins[session.forge].label, session.login, session.csrf)
 
     def may_read(self, request: Request, repo: str) -> bool:
-        """The forge's answer for the session's user, kept :data:`ACCESS_SECONDS`.
+        """The forge's answer for the session's user, kept :data:`ACCESS_SECONDS` for the
+        name's binding it was asked under (read each time: a name that changed hands,
+        :meth:`~sluice.bot.flow.ledger.Ledger.take_name`, is asked about again, by its new
+        holder's id, never answered for the old one's).
 
         Raises:
             HTTPException: 502 when the forge could not be asked (not kept: asked again).
@@ -137,16 +140,16 @@ class SignedIn:
         if session is None or forge != session.forge or forge not in self.sign_ins:
             return False
         now = self._clock()
-        known = session.readable.get(repo)
+        bound = self.binding(repo) if self.binding is not None else None
+        known = session.readable.get((repo, bound))
         if known is not None and now - known[1] < ACCESS_SECONDS:
             return known[0]
         sign_in = self.sign_ins[forge]
         try:
             answer = sign_in.can_read(session.token, name)
-            bound = self.binding(repo) if answer and self.binding is not None else None
-            if bound is not None:  # and the repository bound to the name still has it
+            if answer and bound is not None:  # and the repository bound to it still has it
                 answer = sign_in.can_read_as(session.token, bound[1], name)
         except ForgeError as error:
             raise HTTPException(502, f"{error.message}; try again shortly") from None
-        session.readable[repo] = (answer, now)
+        session.readable[(repo, bound)] = (answer, now)
         return answer

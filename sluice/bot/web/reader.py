@@ -75,7 +75,10 @@ class Reader:
     ``state``: its engine state's database when not ``url`` (its namespace's, issue 46);
     ``spark_root``: its Spark root, whose warm Connect server the jobs page shows (None:
     this process runs none). Its records are read under the key the flow keeps them by
-    (a renamed repository's first name: :meth:`~sluice.bot.flow.ledger.Ledger.canonical`)."""
+    (``key``: its namespace's, as the caller looked it up with ``state``; None: the name's
+    binding now, :meth:`~sluice.bot.flow.ledger.Ledger.canonical`: a renamed repository's
+    first name, a name's new holder's ``<name>~<id>``), fixed for the reader's life: a
+    name that changes hands gets a reader of its own (:meth:`sluice.bot.web.site.Site.open`)."""
 
     def __init__(
         self,
@@ -88,14 +91,14 @@ class Reader:
         clock: Callable[[], int] = now_ms,
         state: str | None = None,
         spark_root: Path | None = None,
+        key: str | None = None,
     ) -> None:
         self.repo, self.logs, self.pulls, self.clock = repo, logs, pulls, clock
         self.spark_root = spark_root
         self.state = open_state(state or url)  # its namespace's, when isolated (issue 46)
         self.ledger = Ledger(url)
-        self.key = self.ledger.canonical(repo)  # the key of its records (its first name)
-        # Its jobs are queued under each name it had (a renamed repository's, before).
-        self.names = self.ledger.names(self.key)
+        # The key of its records: its namespace's (a renamed repository's first name).
+        self.key = key if key is not None else self.ledger.canonical(repo)
         self.queue = JobQueue(url) if queue else None
         self.sets = lineage.ModelSets(
             lambda ids: (Snapshot.from_stored(v) for v in self.state.get_snapshots(ids).values())
@@ -304,9 +307,25 @@ class Reader:
 
     # -- queue and jobs -------------------------------------------------------------------
 
+    def _job_names(self) -> list[str]:
+        """What this repository's queued jobs are keyed by, read on each call: its
+        namespace's key (every job since a delivery bound its name), then the names bound
+        to it now that no other namespace has or had
+        (:meth:`~sluice.bot.flow.ledger.Ledger.job_names`), for a job queued under a name
+        before any delivery bound it. Never the page's name as such: the name a repository
+        left is its old holder's key, the very string of the name its new holder has.
+
+        Given up, for a name that is or was another namespace's (another's key, the key
+        of records no delivery bound, or a name that changed hands): the jobs queued
+        under it while it was bound to nothing are listed on this repository's pages no
+        more (they run all the same; the namespace the name keys lists them), since
+        whose they were cannot be told."""
+        return self.ledger.job_names(self.key)
+
     def jobs(self, *, offset: int, limit: int) -> s.Jobs:
         if self.queue is not None:
-            records, total = self.queue.page(self.repo, offset=offset, limit=limit, also=self.names)
+            key, *names = self._job_names()
+            records, total = self.queue.page(key, offset=offset, limit=limit, also=names)
             queue = s.Page[s.QueueJob](
                 items=[_queue_job(r) for r in records], total=total, offset=offset, limit=limit
             )
@@ -340,7 +359,7 @@ class Reader:
 
     def queue_job(self, job_id: int) -> s.QueueJob | None:
         record = self.queue.job(job_id) if self.queue is not None else None
-        if record is None or not any(_of_repo(record.job.key, n) for n in (self.repo, *self.names)):
+        if record is None or not any(_of_repo(record.job.key, n) for n in self._job_names()):
             return None  # another repository's job is not found here
         return _queue_job(record)
 

@@ -57,7 +57,8 @@ class SignInFailed(Exception):
 @dataclass
 class Session:
     """One signed-in person: their forge, login and token (never shown), when it ends,
-    and what the forge said they may read (repository -> (answer, when asked))."""
+    and what the forge said they may read ((repository, the binding of its name it was
+    asked under) -> (answer, when asked))."""
 
     sid: str
     forge: str
@@ -65,7 +66,9 @@ class Session:
     token: str = field(repr=False)
     expires: float
     csrf: str = field(repr=False)
-    readable: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    readable: dict[tuple[str, tuple[str, int] | None], tuple[bool, float]] = field(
+        default_factory=dict
+    )
     flashes: list[Flash] = field(default_factory=list)
     user_id: int | None = None  # their forge account's id: what the gate compares people by
 

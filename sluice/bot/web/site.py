@@ -18,18 +18,31 @@ from sluice.bot.web.reader import Reader
 
 
 class Site:
-    """The repositories shown (``repos``: how to list them), a reader for each (made by
-    ``reader_for`` on first use, kept until :meth:`close`), and who may see them."""
+    """The repositories shown (``repos``: how to list them), a reader for each namespace
+    (made by ``reader_for`` on first use, kept until :meth:`close` or until its name
+    names another namespace), and who may see them.
+
+    ``key_of``: the key of the namespace a name is bound to now
+    (:meth:`sluice.bot.flow.ledger.Ledger.canonical`), looked up on each open: a name can
+    change hands (:meth:`~sluice.bot.flow.ledger.Ledger.take_name`), and its new holder
+    must never read through a reader made for its old one. None: each name is a namespace
+    of its own for good (``sluice ui``'s one local project)."""
 
     def __init__(
         self,
         repos: Callable[[], Sequence[str]],
         reader_for: Callable[[str], Reader],
         access: Access,
+        *,
+        key_of: Callable[[str], str] | None = None,
     ) -> None:
         self._repos, self._reader_for, self.access = repos, reader_for, access
-        self._readers: dict[str, Reader] = {}
+        self._key_of = key_of
+        self._readers: dict[str, Reader] = {}  # by namespace key
         self._lock = threading.Lock()
+
+    def _key(self, repo: str) -> str:
+        return repo if self._key_of is None else self._key_of(repo)
 
     def visible(self, request: Request) -> list[str]:
         """The repositories the request may see."""
@@ -40,22 +53,40 @@ class Site:
     def open(self, request: Request, repo: str | None) -> Reader:
         """The reader of ``repo`` (None: the first the request may see).
 
+        The namespace ``repo`` is bound to is looked up before the access is asked and
+        again after the reader is found: a reader is that namespace's, made for ``repo``
+        (a kept one made for another name, or another key, is closed and made again).
+
         Raises:
             HTTPException: the access's refusal when the request may see nothing at all
                 (no session: 401; no sign-in configured: 403), 404 when the site does
-                not serve ``repo`` or the request may not read it.
+                not serve ``repo`` or the request may not read it, or when the name
+                changed hands while it was asked (in doubt: not found).
         """
         if not self.access.may_enter(request):
             raise self.access.refused()
         served = list(self._repos())
         if repo is None:
             repo = next((r for r in served if self.access.may_read(request, r)), None)
-        if repo is None or repo not in served or not self.access.may_read(request, repo):
+        if repo is None or repo not in served:
             raise HTTPException(404, "no such repository here")
+        key = self._key(repo)  # before the access is asked: what it answered for
+        if not self.access.may_read(request, repo):
+            raise HTTPException(404, "no such repository here")
+        bound = self._key_of is not None
         with self._lock:
-            reader = self._readers.get(repo)
-            if reader is None:
-                reader = self._readers[repo] = self._reader_for(repo)
+            reader = self._readers.get(key)
+            if reader is None or reader.repo != repo or (bound and reader.key != key):
+                made = self._reader_for(repo)
+                if bound and made.key != key:  # it changed hands while the reader was made
+                    made.close()
+                    raise HTTPException(404, "no such repository here")
+                self._readers[key] = made
+                if reader is not None:
+                    reader.close()  # another name's (a rename), or another key's
+                reader = made
+        if bound and self._key(repo) != key:  # changed hands while the access was asked
+            raise HTTPException(404, "no such repository here")
         return reader
 
     def close(self) -> None:
@@ -103,21 +134,31 @@ class StateOwner:
             ledger = self._opened()
         return ledger.name_binding(repo)
 
-    def state_url(self, repo: str) -> str:
-        """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`)."""
+    def key_of(self, repo: str) -> str:
+        """The key of the namespace the name ``repo`` is bound to now (a renamed
+        repository's first name, a name's new holder's ``<name>~<id>``; unbound: the
+        name): :meth:`sluice.bot.flow.ledger.Ledger.canonical`, one read."""
         with self._lock:
             ledger = self._opened()
-        key = ledger.canonical(repo)  # a renamed repository's: its first name's
+        return ledger.canonical(repo)
+
+    def state_url(self, repo: str, *, key: str | None = None) -> str:
+        """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`):
+        the namespace keyed ``key`` (None: the one the name is bound to now)."""
+        with self._lock:
+            ledger = self._opened()
+        key = ledger.canonical(repo) if key is None else key
         url = tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).state_url
         tenancy.ensure_schema(url)
         return url
 
-    def spark_root(self, repo: str) -> str:
+    def spark_root(self, repo: str, *, key: str | None = None) -> str:
         """``repo``'s Spark root (relative to the workdir): its jobs' logs are that
-        root's folder's alone (:meth:`sluice.bot.flow.checkout.Checkout.spark_at`)."""
+        root's folder's alone (:meth:`sluice.bot.flow.checkout.Checkout.spark_at`); the
+        namespace keyed ``key``'s (None: the one the name is bound to now)."""
         with self._lock:
             ledger = self._opened()
-        key = ledger.canonical(repo)
+        key = ledger.canonical(repo) if key is None else key
         return tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).spark
 
     def close(self) -> None:
