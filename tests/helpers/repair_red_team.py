@@ -9,7 +9,9 @@ ledger on SQLite, a clock the test moves, and prod's branch holding whatever ``f
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase
+from tests.helpers.kept_world import Kept, keep, restore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OWNER = "octo/warehouse"
@@ -61,19 +64,40 @@ class RepairWorld:
     """alice, bob, carol, erin, frank, grace write, dave reads; the gate is ``config``'s;
     prod's branch holds ``files`` besides the example project."""
 
-    def __init__(self, root: Path, config: str, files: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        config: str,
+        files: dict[str, str] | None = None,
+        *,
+        built: Kept | None = None,
+    ) -> None:
+        """With ``built`` (:func:`keep_world` of the same ``config`` and ``files``), the
+        world is a copy of its own of the one kept there, put back at ``root`` (the kept
+        folder, as the state database names paths under it): prod is not built again."""
         self.root, self.clock = root, Clock(NOW)
-        self.warehouse = Warehouse()
-        self.github = MemoryForge(OWNER, name="github", clock=self.clock)
-        self.github.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
-        roles = {u: "write" for u in ("alice", "bob", "carol", "erin", "frank", "grace")}
-        self.github.roles.update({**roles, "dave": "read"})
+        if built is not None:
+            assert root == built.folder, "a kept world is put back where it was built"
+            _, self.github, self.warehouse = restore(built)
+            self.github.clock = self.clock
+        else:
+            self.warehouse = Warehouse()
+            self.github = MemoryForge(OWNER, name="github", clock=self.clock)
+            self.github.repositories[CASE_REPOSITORY_ID] = OWNER  # the id the bodies carry
+            roles = {u: "write" for u in ("alice", "bob", "carol", "erin", "frank", "grace")}
+            self.github.roles.update({**roles, "dave": "read"})
         self.forges: dict[str, MemoryForge] = {OWNER: self.github}
         self.url = f"sqlite:///{root / 'state.db'}"
         self.deps = make_deps(project_python="on", forge_for=lambda event: self.forges[event.repo],
                               workdir=root / "work", state_url=self.url, clock=self.clock,
                               spark=SERVICE_SPARK, runner_for=self.warehouse.runner)  # fmt: skip
         self.ledger = Ledger(self.url)
+        if built is None:
+            self._build(config, files)
+        self.sluices = dict(self.warehouse.views)
+
+    def _build(self, config: str, files: dict[str, str] | None) -> None:
+        """Prod built from the example at ``C`` with ``config`` and ``files``."""
         tree = self.commit(C, config, files)
         self.github.refs["main"] = C
         project = load_project(tree, use_cache=False)
@@ -87,7 +111,6 @@ class RepairWorld:
         # promoted from C (its plan says so).
         self.ledger.bind_repository(KEY, CASE_REPOSITORY_ID, NOW)
         self.ledger.seen(KEY, None, NOW, sha=C)
-        self.sluices = dict(self.warehouse.views)
 
     def close(self) -> None:
         self.deps.close()
@@ -194,6 +217,31 @@ class RepairWorld:
             return drift.plan_repair(store, report, now=self.clock.now)
         finally:
             store.close()
+
+
+def keep_world(root: Path, config: str, files: dict[str, str] | None = None) -> Kept:
+    """Prod built in ``root`` with ``config`` and ``files`` (:class:`RepairWorld`), kept
+    (tests/helpers/kept_world.py) for each test to start from a copy of its own
+    (``RepairWorld(kept.folder, config, files, built=kept)``)."""
+    world = RepairWorld(root, config, files)
+    world.close()
+    return keep(root, world.github, world.warehouse)
+
+
+Built = dict[tuple[str, str], Kept]
+"""Each world a module kept, by its ``config`` and ``files`` (:func:`copy_of`)."""
+
+
+def copy_of(
+    built: Built, mktemp: Callable[[str], Path], config: str, files: dict[str, str] | None = None
+) -> RepairWorld:
+    """A copy of its own of prod built with ``config`` and ``files``: built (in a folder of
+    ``mktemp``'s) and kept in ``built`` the first time a module asks for it. One copy of a
+    world at a time: the next is put back in the same folder (a test closes the last)."""
+    key = (config, json.dumps(files, sort_keys=True))
+    if key not in built:
+        built[key] = keep_world(mktemp("repair-world"), config, files)
+    return RepairWorld(built[key].folder, config, files, built=built[key])
 
 
 def record_run(ledger: Ledger, repo: str, sha: str, name: str, run_id: int, now: int) -> None:

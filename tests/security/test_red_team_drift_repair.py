@@ -17,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,8 +42,10 @@ from tests.helpers.repair_red_team import (
     OWNER,
     PREAMBLE,
     REPO_ROOT,
+    Built,
     C,
     RepairWorld,
+    copy_of,
 )
 
 M = "e" * 40
@@ -53,22 +54,40 @@ TEAM = GATE + "      teams: [octo/approvers]\n"
 OWNERS_ONLY = PREAMBLE + "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
 
 
+Worlds = Callable[[str], RepairWorld]
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """Each gate's prod, built once for the module when a test first asks for it
+    (tests/helpers/kept_world.py)."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[RepairWorld]:
-    made = RepairWorld(tmp_path, ONE)
-    yield made
-    made.close()
+def worlds(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worlds]:
+    """``worlds(config)``: a copy of its own of prod built with that gate."""
+    made: list[RepairWorld] = []
+
+    def make(config: str) -> RepairWorld:
+        made.append(copy_of(built, tmp_path_factory.mktemp, config))
+        return made[-1]
+
+    yield make
+    for world in made:
+        world.close()
 
 
-def _world(tmp_path: Path, config: str) -> RepairWorld:
-    return RepairWorld(tmp_path, config)
+@pytest.fixture
+def world(worlds: Worlds) -> RepairWorld:
+    return worlds(ONE)
 
 
 # -- 1. one approver counted twice: the case of his login --------------------------------
 
 
-def test_one_approver_is_not_counted_twice_by_the_case_of_his_login(tmp_path: Path) -> None:
-    world = _world(tmp_path, TWO)
+def test_one_approver_is_not_counted_twice_by_the_case_of_his_login(worlds: Worlds) -> None:
+    world = worlds(TWO)
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
@@ -97,8 +116,8 @@ def test_the_requester_under_another_case_does_not_approve(world: RepairWorld) -
 # sender.id; audit migration 2), and requesters are left out of the approvals by it.
 
 
-def test_a_requester_who_renamed_himself_does_not_approve_his_repair(tmp_path: Path) -> None:
-    world = _world(tmp_path, TEAM)
+def test_a_requester_who_renamed_himself_does_not_approve_his_repair(worlds: Worlds) -> None:
+    world = worlds(TEAM)
     try:
         world.github.teams["octo/approvers"] = frozenset({"bob", "carol"})
         world.redefine()
@@ -116,10 +135,10 @@ def test_a_requester_who_renamed_himself_does_not_approve_his_repair(tmp_path: P
         world.close()
 
 
-def test_one_approver_under_two_logins_is_one_approval(tmp_path: Path) -> None:
+def test_one_approver_under_two_logins_is_one_approval(worlds: Worlds) -> None:
     # carol approves, renames her account `carolx` (still the team's member) and approves
     # again: one person, one approval, whatever her login.
-    world = _world(tmp_path, GATE + "      teams: [octo/approvers]\n      count: 2\n")
+    world = worlds(GATE + "      teams: [octo/approvers]\n      count: 2\n")
     try:
         world.github.teams["octo/approvers"] = frozenset({"bob", "carol", "frank"})
         world.redefine()
@@ -139,8 +158,8 @@ def test_one_approver_under_two_logins_is_one_approval(tmp_path: Path) -> None:
 # -- 3. a gate of owners only: one writer rebuilds prod alone ----------------------------
 
 
-def test_a_gate_of_owners_only_does_not_let_one_writer_rebuild_prod(tmp_path: Path) -> None:
-    world = _world(tmp_path, OWNERS_ONLY)
+def test_a_gate_of_owners_only_does_not_let_one_writer_rebuild_prod(worlds: Worlds) -> None:
+    world = worlds(OWNERS_ONLY)
     try:
         world.warehouse.views["jaffle.customers"] = HOSTILE
         orders = next(t for t, v in world.warehouse.tables.items() if v.model == "jaffle.orders")
@@ -404,9 +423,9 @@ def test_an_approval_on_another_apps_run_of_sluices_drift_check_counts_nothing(
     assert world.applied() == built + 1
 
 
-def test_as_a_github_app_a_click_on_a_run_another_app_made_is_refused(tmp_path: Path) -> None:
+def test_as_a_github_app_a_click_on_a_run_another_app_made_is_refused(worlds: Worlds) -> None:
     """As a GitHub App the payload's ``check_run.app.id`` must be the App's own too."""
-    world = _world(tmp_path, ONE)
+    world = worlds(ONE)
     try:
         world.deps = dataclasses.replace(world.deps, github_app=world.github.app_id)
         world.redefine()
@@ -596,8 +615,8 @@ def test_a_view_too_deep_to_parse_is_reported_as_drift(world: RepairWorld) -> No
 # -- 12. the same approver twice, another repository -------------------------------------
 
 
-def test_the_same_approver_twice_is_one_approval(tmp_path: Path) -> None:
-    world = _world(tmp_path, TWO)
+def test_the_same_approver_twice_is_one_approval(worlds: Worlds) -> None:
+    world = worlds(TWO)
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
