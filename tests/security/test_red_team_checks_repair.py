@@ -16,7 +16,7 @@ clock the test moves; GitHub at the wire with ``responses`` where the forge's HT
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,10 @@ from tests.helpers.repair_red_team import (
     NOW,
     ONE,
     OWNER,
+    Built,
     C,
     RepairWorld,
+    copy_of,
     record_run,
 )
 
@@ -80,15 +82,34 @@ BYTES_BUDGET = NOBODY + "  gate:\n    backfill:\n      max_bytes: 1000\n      ap
 OWNERS = ONE + "    owners_must_approve: direct\n"
 
 
+Worlds = Callable[..., RepairWorld]
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """Each gate's and policies' prod, built once for the module when a test first asks
+    for it (tests/helpers/kept_world.py)."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[RepairWorld]:
-    made = RepairWorld(tmp_path, ONE)
-    yield made
-    made.close()
+def worlds(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worlds]:
+    """``worlds(config, files)``: a copy of its own of prod built with that gate and
+    prod's branch holding ``files``."""
+    made: list[RepairWorld] = []
+
+    def make(config: str, files: dict[str, str] | None = None) -> RepairWorld:
+        made.append(copy_of(built, tmp_path_factory.mktemp, config, files))
+        return made[-1]
+
+    yield make
+    for world in made:
+        world.close()
 
 
-def _world(tmp_path: Path, config: str, files: dict[str, str] | None = None) -> RepairWorld:
-    return RepairWorld(tmp_path, config, files)
+@pytest.fixture
+def world(worlds: Worlds) -> RepairWorld:
+    return worlds(ONE)
 
 
 # == 1. check runs known by id ============================================================
@@ -247,11 +268,11 @@ def test_a_recorded_run_that_may_not_be_edited_gives_a_new_run_never_statuses(st
 # == 2. the repair's plan judged as a PR's ================================================
 
 
-def test_an_override_of_a_repair_does_not_outlive_its_drift(tmp_path: Path) -> None:
+def test_an_override_of_a_repair_does_not_outlive_its_drift(worlds: Worlds) -> None:
     """An override counts as requests and approvals do (repair_gate.Window): within
     REQUEST_MS, after the plan's last application. The same drift made again a month
     later has the same fingerprint; frank's old override lifts nothing."""
-    world = _world(tmp_path, ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
+    world = worlds(ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
@@ -277,12 +298,12 @@ def test_an_override_of_a_repair_does_not_outlive_its_drift(tmp_path: Path) -> N
 
 
 def test_a_repair_reading_more_than_the_bytes_budget_waits_for_its_approver(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """The repair's plan is estimated as a PR's is (workflow.with_scan_estimate on the
     recorded table sizes): a rebuild reading over max_bytes waits for the budget's
     approver, whoever asked for it under a gate asking nobody else."""
-    world = _world(tmp_path, BYTES_BUDGET)
+    world = worlds(BYTES_BUDGET)
     try:
         world.drop_orders()
         plan = world.repair().plan
@@ -304,10 +325,10 @@ def test_a_repair_reading_more_than_the_bytes_budget_waits_for_its_approver(
         world.close()
 
 
-def test_a_hard_policy_on_bytes_read_refuses_a_big_rebuild(tmp_path: Path) -> None:
+def test_a_hard_policy_on_bytes_read_refuses_a_big_rebuild(worlds: Worlds) -> None:
     """The repair's facts carry its estimate: a hard 'plan.backfill.bytes <= N' refuses a
     rebuild reading more, whoever approved it."""
-    world = _world(tmp_path, ONE, {"policies/small-reads.yaml": SMALL_READS})
+    world = worlds(ONE, {"policies/small-reads.yaml": SMALL_READS})
     try:
         world.drop_orders()
         facts = plan_facts(world.repair().plan, {})["plan"]["backfill"]
@@ -326,10 +347,10 @@ def test_a_hard_policy_on_bytes_read_refuses_a_big_rebuild(tmp_path: Path) -> No
         world.close()
 
 
-def test_the_rebuild_and_repoint_facts_name_what_the_repair_does(tmp_path: Path) -> None:
+def test_the_rebuild_and_repoint_facts_name_what_the_repair_does(worlds: Worlds) -> None:
     """A table dropped by hand: rebuild (destructive, direct) and its backfill intervals;
     a view redefined: repoint, not destructive. A hard 'no destructive' rule sees it."""
-    world = _world(tmp_path, NOBODY)
+    world = worlds(NOBODY)
     try:
         world.warehouse.views["jaffle.customers"] = "SELECT 1 AS id"
         world.drop_orders()
@@ -348,11 +369,11 @@ def test_the_rebuild_and_repoint_facts_name_what_the_repair_does(tmp_path: Path)
 
 
 def test_a_soft_policy_that_cannot_be_evaluated_refuses_and_no_override_lifts_it(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Soft held vs refused: a soft policy in error is no soft failure; frank, whom it
     names, cannot lift it; bob's approval runs nothing."""
-    world = _world(tmp_path, ONE, {"policies/broken.yaml": UNEVALUABLE_SOFT})
+    world = worlds(ONE, {"policies/broken.yaml": UNEVALUABLE_SOFT})
     try:
         world.redefine()
         built = world.applied()
@@ -371,12 +392,12 @@ def test_a_soft_policy_that_cannot_be_evaluated_refuses_and_no_override_lifts_it
         world.close()
 
 
-def test_an_override_lifts_only_the_policies_naming_its_giver(tmp_path: Path) -> None:
+def test_an_override_lifts_only_the_policies_naming_its_giver(worlds: Worlds) -> None:
     files = {
         "policies/customers-kept.yaml": CUSTOMERS_SOFT,
         "policies/customers-grace.yaml": CUSTOMERS_SOFT_GRACE,
     }
-    world = _world(tmp_path, NOBODY, files)
+    world = worlds(NOBODY, files)
     try:
         world.redefine()
         built = world.applied()
@@ -397,13 +418,13 @@ def test_an_override_lifts_only_the_policies_naming_its_giver(tmp_path: Path) ->
     ids=["a-prs-row", "a-row-naming-no-rule", "a-repairs-row"],
 )
 def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(
-    tmp_path: Path, ref: str, rule: bool, lifts: bool
+    worlds: Worlds, ref: str, rule: bool, lifts: bool
 ) -> None:
     """An override row written as a PR's is (ref '#7'), of the repair plan's very
     fingerprint and generation: repair_gate.judge takes ref prod only. A row of ref prod
     naming no rule (policies.RULE: written before rules were recorded, or by hand) lifts
     nothing either; the same row naming the rule in force does."""
-    world = _world(tmp_path, NOBODY, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
+    world = worlds(NOBODY, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
@@ -446,12 +467,12 @@ def test_a_prs_override_row_of_the_repair_fingerprint_lifts_nothing(
 
 
 def test_an_override_of_a_rule_naming_author_is_void_once_another_writer_asks(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Bound to the requesters: frank lifts 'asked by alice' for erin's request; another
     writer asking for the same plan changes the author facts, and the override no longer
     counts (policies.bound: asked_by(requesters) in the row)."""
-    world = _world(tmp_path, ONE, {"policies/by-author.yaml": CUSTOMERS_BY_AUTHOR})
+    world = worlds(ONE, {"policies/by-author.yaml": CUSTOMERS_BY_AUTHOR})
     try:
         world.redefine()
         world.click("erin", world.button("Plan the repair"))
@@ -465,11 +486,11 @@ def test_an_override_of_a_rule_naming_author_is_void_once_another_writer_asks(
 
 
 def test_an_owner_of_a_model_the_repair_leaves_alone_does_not_answer_for_one_it_rebuilds(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """owners_must_approve: marketing (customers' owner) may click Approve (an owner prod
     records) but answers only for customers; the orders rebuild still waits for finance."""
-    world = _world(tmp_path, OWNERS)
+    world = worlds(OWNERS)
     world.github.roles.update({"finance": "write", "marketing": "write"})
     try:
         world.drop_orders()
@@ -485,11 +506,11 @@ def test_an_owner_of_a_model_the_repair_leaves_alone_does_not_answer_for_one_it_
         world.close()
 
 
-def test_a_requester_named_by_the_budget_does_not_approve_his_own_rebuild(tmp_path: Path) -> None:
+def test_a_requester_named_by_the_budget_does_not_approve_his_own_rebuild(worlds: Worlds) -> None:
     """frank, the budget's approver, asks for a repair over the interval budget: his own
     Approve is refused as the requester's, the repair waits."""
     budget = NOBODY + "  gate:\n    backfill:\n      max_intervals: 0\n      approver: frank\n"
-    world = _world(tmp_path, budget)
+    world = worlds(budget)
     try:
         world.drop_orders()
         built = world.applied()
@@ -502,9 +523,9 @@ def test_a_requester_named_by_the_budget_does_not_approve_his_own_rebuild(tmp_pa
 
 
 def test_a_waive_by_a_requester_named_for_no_policy_is_refused_before_spark(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = _world(tmp_path, ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
+    world = worlds(ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.redefine()
         world.click("alice", world.button("Plan the repair"))
@@ -518,11 +539,11 @@ def test_a_waive_by_a_requester_named_for_no_policy_is_refused_before_spark(
 
 
 def test_the_repairs_gate_reads_policies_of_the_prod_branch_not_of_a_pr(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """A writer's branch dropping the soft policy (a PR's policies/ are untrusted): the
     repair is still held by prod's."""
-    world = _world(tmp_path, ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
+    world = worlds(ONE, {"policies/customers-kept.yaml": CUSTOMERS_SOFT})
     try:
         world.commit("d" * 40, ONE, {})
         world.github.refs["mallory-no-policies"] = "d" * 40
