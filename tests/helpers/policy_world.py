@@ -11,6 +11,7 @@ build is what :func:`sluice.bot.flow.pr_build._build` does once Spark has built:
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from sluice.core.snapshot.naming import PROD, pr_environment
 from sluice.core.workflow import plan_environment
 from tests.helpers import accounts
 from tests.helpers.cases import CASE_REPOSITORY_ID, realcase, record_prod
+from tests.helpers.kept_world import KeptFolder, keep_folder, restore_folder
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "jaffle_shop"
 OWNER = "octo/warehouse"
@@ -231,3 +233,29 @@ class World:
 
     def audit(self, kind: str) -> list[Any]:
         return [e for e in self.ledger.entries(repo=KEY) if e.kind == kind]
+
+
+Built = dict[tuple[str, str, Callable[[Path], None] | None], KeptFolder]
+"""Each world a module kept, by its prod policies, settings and ``prepare`` (:func:`copy_of`)."""
+
+
+def copy_of(
+    built: Built,
+    mktemp: Callable[[str], Path],
+    prod_policies: dict[str, str] | None = None,
+    settings: str = GATED,
+    *,
+    prepare: Callable[[Path], None] | None = None,
+) -> World:
+    """A copy of its own of ``World(root, prod_policies, settings, prepare=prepare)``: built
+    (in a folder of ``mktemp``'s) and kept in ``built`` the first time a module asks for it
+    (tests/helpers/kept_world.py). One copy of a world at a time: the next is put back in
+    the same folder (a test closes the last)."""
+    key = (json.dumps(prod_policies, sort_keys=True), settings, prepare)
+    if key not in built:
+        folder = mktemp("policy-world")
+        first = World(folder, prod_policies, settings, prepare=prepare)
+        first.close()
+        built[key] = keep_folder(folder, first.forge)
+    folder, forge = restore_folder(built[key])
+    return World(folder, built=forge)

@@ -31,7 +31,9 @@ from tests.helpers.policy_world import (
     NOW,
     ROOT,
     SOFT,
+    Built,
     World,
+    copy_of,
     edit_orders,
     files_of,
 )
@@ -42,20 +44,6 @@ C = "c" * 40
 MAIN2 = "2" * 40
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "examples" / "policies" / "policies"
-
-
-class PreparedWorld(World):
-    """:class:`World` whose prod tree is edited by ``prepare`` before it is recorded as
-    built and committed (tags, forward-only models... the shipped policies need)."""
-
-    def __init__(
-        self,
-        root: Path,
-        prod_policies: dict[str, str],
-        prepare: Callable[[Path], None] = lambda _prod: None,
-        settings: str = GATED,
-    ) -> None:
-        super().__init__(root, prod_policies, settings, prepare=prepare)
 
 
 def shipped(name: str) -> dict[str, str]:
@@ -98,11 +86,41 @@ def verdicts(review: object) -> dict[str, str]:
     return {name: outcome for name, outcome, _error in review.policies}  # type: ignore[attr-defined]
 
 
+Worlds = Callable[..., World]
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """Each prod (its policies, its settings, its tree's edit), built once for the module
+    when a test first asks for it (tests/helpers/kept_world.py)."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path)
-    yield made
-    made.close()
+def worlds(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worlds]:
+    """``worlds(prod_policies, prepare, settings)``: a copy of its own of the world whose
+    prod holds ``prod_policies``, its tree edited by ``prepare`` (tags, forward-only
+    models... the shipped policies need) before it is recorded as built and committed."""
+    made: list[World] = []
+
+    def make(
+        prod_policies: dict[str, str] | None = None,
+        prepare: Callable[[Path], None] | None = None,
+        settings: str = GATED,
+    ) -> World:
+        made.append(
+            copy_of(built, tmp_path_factory.mktemp, prod_policies, settings, prepare=prepare)
+        )
+        return made[-1]
+
+    yield make
+    for world in made:
+        world.close()
+
+
+@pytest.fixture
+def world(worlds: Worlds) -> World:
+    return worlds()
 
 
 # -- facts the pull request declares: tags, owner, destructive, bytes -----------------------
@@ -123,9 +141,9 @@ def break_orders(head: Path) -> None:
 
 
 def test_the_shipped_finance_policy_fails_a_breaking_change_of_a_finance_model(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, shipped("finance-breaking"), tag_orders_finance)
+    world = worlds(shipped("finance-breaking"), tag_orders_finance)
     try:
         world.head(A, break_orders)
         world.open(7, A, author="eve")
@@ -138,9 +156,9 @@ def test_the_shipped_finance_policy_fails_a_breaking_change_of_a_finance_model(
 
 
 def test_dropping_the_finance_tag_in_the_same_pr_does_not_escape_the_finance_policy(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, shipped("finance-breaking"), tag_orders_finance)
+    world = worlds(shipped("finance-breaking"), tag_orders_finance)
     try:
 
         def untag_and_break(head: Path) -> None:
@@ -168,8 +186,8 @@ rule: '!plan.models.exists(m, m.owner == "finance" && m.direct)'
 """
 
 
-def test_a_change_to_a_model_finance_owns_fails_the_owner_policy(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/owned.yaml": FINANCE_OWNED})
+def test_a_change_to_a_model_finance_owns_fails_the_owner_policy(worlds: Worlds) -> None:
+    world = worlds({"policies/owned.yaml": FINANCE_OWNED})
     try:
         world.head(A, break_orders)
         world.open(7, A, author="eve")
@@ -178,8 +196,8 @@ def test_a_change_to_a_model_finance_owns_fails_the_owner_policy(tmp_path: Path)
         world.close()
 
 
-def test_renaming_the_owner_in_the_pr_does_not_escape_an_owner_policy(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/owned.yaml": FINANCE_OWNED})
+def test_renaming_the_owner_in_the_pr_does_not_escape_an_owner_policy(worlds: Worlds) -> None:
+    world = worlds({"policies/owned.yaml": FINANCE_OWNED})
     try:
 
         def disown_and_break(head: Path) -> None:
@@ -213,8 +231,8 @@ def add_leak(head: Path) -> None:
     )
 
 
-def test_the_shipped_pii_policy_fails_a_new_untagged_reader_of_pii(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, shipped("pii-stays-tagged"), tag_customers_pii)
+def test_the_shipped_pii_policy_fails_a_new_untagged_reader_of_pii(worlds: Worlds) -> None:
+    world = worlds(shipped("pii-stays-tagged"), tag_customers_pii)
     try:
         world.head(A, add_leak)
         world.open(7, A, author="eve")
@@ -224,9 +242,9 @@ def test_the_shipped_pii_policy_fails_a_new_untagged_reader_of_pii(tmp_path: Pat
 
 
 def test_untagging_the_pii_source_in_the_same_pr_does_not_escape_the_pii_policy(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, shipped("pii-stays-tagged"), tag_customers_pii)
+    world = worlds(shipped("pii-stays-tagged"), tag_customers_pii)
     try:
 
         def untag_and_leak(head: Path) -> None:
@@ -272,9 +290,8 @@ def drop_completed_revenue(on_destructive: str) -> Callable[[Path], None]:
     return edit
 
 
-def test_a_destructive_forward_only_change_fails_the_destructive_policy(tmp_path: Path) -> None:
-    world = PreparedWorld(
-        tmp_path, {**shipped("no-destructive-fridays"), "policies/nd.yaml": NO_DESTRUCTIVE},
+def test_a_destructive_forward_only_change_fails_the_destructive_policy(worlds: Worlds) -> None:
+    world = worlds({**shipped("no-destructive-fridays"), "policies/nd.yaml": NO_DESTRUCTIVE},
         forward_only_revenue,
     )  # fmt: skip
     try:
@@ -288,10 +305,9 @@ def test_a_destructive_forward_only_change_fails_the_destructive_policy(tmp_path
 
 
 def test_on_destructive_change_allow_does_not_hide_a_destructive_change_from_policies(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(
-        tmp_path, {**shipped("no-destructive-fridays"), "policies/nd.yaml": NO_DESTRUCTIVE},
+    world = worlds({**shipped("no-destructive-fridays"), "policies/nd.yaml": NO_DESTRUCTIVE},
         forward_only_revenue,
     )  # fmt: skip
     try:
@@ -316,8 +332,8 @@ def retype_orders_count(on_destructive: str) -> Callable[[Path], None]:
     return edit
 
 
-def test_a_forward_only_retype_fails_the_destructive_policy(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/nd.yaml": NO_DESTRUCTIVE}, forward_only_revenue)
+def test_a_forward_only_retype_fails_the_destructive_policy(worlds: Worlds) -> None:
+    world = worlds({"policies/nd.yaml": NO_DESTRUCTIVE}, forward_only_revenue)
     try:
         world.head(A, retype_orders_count("warn"))
         world.open(7, A, author="eve")
@@ -327,9 +343,9 @@ def test_a_forward_only_retype_fails_the_destructive_policy(tmp_path: Path) -> N
 
 
 def test_on_destructive_change_allow_does_not_hide_a_retype_from_policies(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, {"policies/nd.yaml": NO_DESTRUCTIVE}, forward_only_revenue)
+    world = worlds({"policies/nd.yaml": NO_DESTRUCTIVE}, forward_only_revenue)
     try:
         world.head(A, retype_orders_count("allow"))
         world.open(7, A, author="eve")
@@ -364,8 +380,8 @@ def add_full(source: str) -> Callable[[Path], None]:
     return edit
 
 
-def test_a_full_model_reading_a_measured_huge_table_fails_no_big_full(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, shipped("no-big-full"))
+def test_a_full_model_reading_a_measured_huge_table_fails_no_big_full(worlds: Worlds) -> None:
+    world = worlds(shipped("no-big-full"))
     try:
         measure(world, "jaffle.orders", 300 * GB)
         world.head(A, add_full("jaffle.orders"))
@@ -377,9 +393,9 @@ def test_a_full_model_reading_a_measured_huge_table_fails_no_big_full(tmp_path: 
 
 
 def test_a_full_model_reading_an_unmeasured_table_does_not_pass_no_big_full(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, shipped("no-big-full"))
+    world = worlds(shipped("no-big-full"))
     try:
         world.head(A, add_full("lake.clickstream_events"))
         world.open(7, A, author="eve")
@@ -402,8 +418,8 @@ rule: author == "fin" || !("jaffle.orders" in plan.modified)
 """
 
 
-def test_the_author_fact_is_the_prs_author_not_what_the_pr_says(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/by.yaml": FINANCE_ONLY})
+def test_the_author_fact_is_the_prs_author_not_what_the_pr_says(worlds: Worlds) -> None:
+    world = worlds({"policies/by.yaml": FINANCE_ONLY})
     try:
         world.head(A, edit_orders)
         world.open(7, A, author="eve")
@@ -415,8 +431,8 @@ def test_the_author_fact_is_the_prs_author_not_what_the_pr_says(tmp_path: Path) 
         world.close()
 
 
-def test_pushing_to_someone_elses_pr_does_not_borrow_their_author_fact(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/by.yaml": FINANCE_ONLY})
+def test_pushing_to_someone_elses_pr_does_not_borrow_their_author_fact(worlds: Worlds) -> None:
+    world = worlds({"policies/by.yaml": FINANCE_ONLY})
     try:
         world.head(A, lambda head: (head / "NOTES.md").write_text("finance notes\n"))
         world.open(7, A, author="fin")
@@ -504,9 +520,9 @@ rule: '!files.exists(f, f.startsWith(".github/"))'
 
 
 def test_an_override_of_a_files_rule_does_not_cover_files_pushed_after_it(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    world = PreparedWorld(tmp_path, {"policies/wf.yaml": WORKFLOWS})
+    world = worlds({"policies/wf.yaml": WORKFLOWS})
     try:
 
         def ci(head: Path) -> None:
@@ -632,8 +648,8 @@ def test_a_prs_policies_under_other_names_are_never_read_and_yml_is_a_settings_c
     assert trust.SETTINGS_ITEM in {name for name, _ in review.items}  # policies/loose.yml
 
 
-def test_without_a_gate_a_push_deleting_a_hard_policy_does_not_lift_it(tmp_path: Path) -> None:
-    world = PreparedWorld(tmp_path, {"policies/hard.yaml": HARD}, settings=UNGATED)
+def test_without_a_gate_a_push_deleting_a_hard_policy_does_not_lift_it(worlds: Worlds) -> None:
+    world = worlds({"policies/hard.yaml": HARD}, settings=UNGATED)
     try:
         world.head(A, lambda head: (head / "models" / "extra.sql").write_text(
             "MODEL (name jaffle.extra, kind FULL);\nSELECT 1 AS one\n"))  # fmt: skip
@@ -654,9 +670,9 @@ def outside_code(markdown: str) -> str:
     return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", markdown)
 
 
-def test_a_policy_file_name_with_markdown_is_shown_inert(tmp_path: Path) -> None:
+def test_a_policy_file_name_with_markdown_is_shown_inert(worlds: Worlds) -> None:
     name = "policies/x`` <img src=x> @everyone [y](javascript:alert(1)).yaml"
-    world = PreparedWorld(tmp_path, {name: HARD})
+    world = worlds({name: HARD})
     try:
         world.head(A, lambda head: (head / "models" / "extra.sql").write_text(
             "MODEL (name jaffle.extra, kind FULL);\nSELECT 1 AS one\n"))  # fmt: skip
