@@ -26,7 +26,9 @@ from tests.helpers.policy_world import (
     POLICIES,
     ROOT,
     SOFT,
+    Built,
     World,
+    copy_of,
     edit_orders,
     files_of,
 )
@@ -36,9 +38,17 @@ B = "b" * 40
 MAIN2 = "2" * 40
 
 
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """Prod with the policies of tests/helpers/policy_world.py, built once for the module
+    (tests/helpers/kept_world.py)."""
+    return {}
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path)
+def world(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A copy of its own of that prod."""
+    made = copy_of(built, tmp_path_factory.mktemp)
     yield made
     made.close()
 
