@@ -80,3 +80,30 @@ def restore(kept: Kept) -> tuple[Path, MemoryForge, Warehouse]:
     shutil.rmtree(kept.folder, ignore_errors=True)
     shutil.copytree(kept.saved, kept.folder, symlinks=True)
     return kept.folder, copy.deepcopy(kept.forge), copy_warehouse(kept.warehouse)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptForges:
+    """A world kept with several repositories' in-memory forges (by repository) and its
+    warehouse: its folder, the folder's copy, the forges and the warehouse."""
+
+    folder: Path
+    saved: Path
+    forges: dict[str, MemoryForge]
+    warehouse: Warehouse
+
+
+def keep_forges(folder: Path, forges: dict[str, MemoryForge], warehouse: Warehouse) -> KeptForges:
+    """Save the world built in ``folder`` (every database in it closed) with its forges
+    (copied together: what they share stays shared in each copy) and its warehouse."""
+    saved = folder.with_name(folder.name + "-built")
+    shutil.copytree(folder, saved, symlinks=True)
+    return KeptForges(folder, saved, copy.deepcopy(forges), copy_warehouse(warehouse))
+
+
+def restore_forges(kept: KeptForges) -> tuple[Path, dict[str, MemoryForge], Warehouse]:
+    """The world as :func:`keep_forges` saved it: its folder put back, a new copy of its
+    forges and of its warehouse."""
+    shutil.rmtree(kept.folder, ignore_errors=True)
+    shutil.copytree(kept.saved, kept.folder, symlinks=True)
+    return kept.folder, copy.deepcopy(kept.forges), copy_warehouse(kept.warehouse)

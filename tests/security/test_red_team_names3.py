@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from sluice.bot.forge.memory import MemoryForge
 from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import CASE_REPOSITORY_ID, record_prod
 from tests.helpers.fold_settings import fold_settings
+from tests.helpers.kept_world import KeptForges, keep_forges, restore_forges
 from tests.helpers.oauth import GITHUB_API, FakeUser, fake_github, sign_in
 from tests.helpers.web import OWNER as WEB_OWNER
 from tests.helpers.web import web_world
@@ -75,6 +77,44 @@ def _world(
     return bot, forge, warehouse, space
 
 
+World = tuple[Bot, MemoryForge, Warehouse, tenancy.Namespace]
+Worlds = Callable[..., World]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[bool, tuple[KeptForges, tenancy.Namespace]]:
+    """:func:`_world`'s two worlds (B's name bound or not), each built once for the module
+    when a test first asks for it (tests/helpers/kept_world.py)."""
+    return {}
+
+
+@pytest.fixture
+def worlds(
+    built: dict[bool, tuple[KeptForges, tenancy.Namespace]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Worlds]:
+    """``worlds(bound=...)``: a copy of its own of :func:`_world`'s world (its folder put
+    back where it was built, its forges and warehouse copied), the bot on it new."""
+    made: list[Bot] = []
+
+    def make(*, bound: bool = False) -> World:
+        if bound not in built:
+            folder = tmp_path_factory.mktemp("names3-world")
+            first, _forge, warehouse, space = _world(folder, bound=bound)
+            first.close()
+            built[bound] = (keep_forges(folder, first.forges, warehouse), space)
+        kept, space = built[bound]
+        folder, forges, warehouse = restore_forges(kept)
+        bot = Bot(folder, forges[OWNER], runner_for=warehouse.runner, isolate=True)
+        bot.forges.update(forges)
+        made.append(bot)
+        return bot, forges[B_NAME], warehouse, space
+
+    yield make
+    for bot in made:
+        bot.close()
+
+
 def _b_delivers(bot: Bot, forge: MemoryForge) -> None:
     """B's own delivery (PR 9 opened), under the name bound to B's id; B's PR is built."""
     bot.commit(HEAD_B, CONFIG, parents=(C,), forge=forge)
@@ -108,9 +148,9 @@ def _writes(forge: MemoryForge, since: int) -> list[str]:
 
 
 def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = worlds()
     try:
         # B (quiet: no delivery since names were bound) is renamed away; mallory renames
         # her repository of ten years ago (never served here) into B's old name.
@@ -129,9 +169,9 @@ def test_an_older_repository_renamed_into_a_quiet_name_does_not_inherit_it(
 
 
 def test_an_older_repository_renamed_into_a_quiet_name_is_not_shown_its_drift(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = worlds()
     try:
         _taken(bot, forge, YEARS_AGO)
         # The scheduler queues B's drift check by name, as every period (no id).
@@ -144,12 +184,12 @@ def test_an_older_repository_renamed_into_a_quiet_name_is_not_shown_its_drift(
 
 
 def test_a_served_repository_renamed_into_a_quiet_name_keeps_its_own_namespace(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Defended: an older repository the service already knows (bound under its own name)
     renamed into a quiet repository's old name is a rename: it keeps its namespace, and
     the quiet one's records are not its."""
-    bot, forge, warehouse, ours = _world(tmp_path)
+    bot, forge, warehouse, ours = worlds()
     try:
         mine = bot.repository("mallory/m")
         mine.repositories[TAKER_ID] = "mallory/m"
@@ -176,9 +216,9 @@ def test_a_served_repository_renamed_into_a_quiet_name_keeps_its_own_namespace(
 
 
 def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_holder(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
+    bot, forge, _warehouse, _ours = worlds(bound=True)
     try:
         _b_delivers(bot, forge)
         # B is renamed and delivers under its new name (the binding follows it).
@@ -208,9 +248,9 @@ def test_a_replayed_delivery_under_the_name_b_left_posts_nothing_to_its_new_hold
 
 
 def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_again(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
-    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
+    bot, forge, _warehouse, _ours = worlds(bound=True)
     try:
         _b_delivers(bot, forge)
         forge.repositories[B_ID] = "acme/b-renamed"
@@ -236,12 +276,12 @@ def test_a_replayed_delivery_under_the_name_b_left_does_not_list_b_under_it_agai
 
 
 def test_a_late_delivery_under_a_name_b_had_but_never_delivered_under_is_refused(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Defended: B renamed twice (acme/b -> acme/b1 -> acme/b2); a delivery of B under
     acme/b1 (never bound) arriving once mallory holds acme/b1 is a rename only if GitHub
     names B's id so now, which it does not: refused, nothing posted to acme/b1."""
-    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
+    bot, forge, _warehouse, _ours = worlds(bound=True)
     try:
         _b_delivers(bot, forge)
         forge.repositories.update({B_ID: "acme/b2", TAKER_ID: "acme/b1"})
@@ -372,11 +412,11 @@ def test_a_replayed_delivery_from_a_name_s_former_holder_does_not_lock_its_repos
 # == 4. defended: case variants, the ~<id> keys, another forge's ids, a forge that fails ===
 
 
-def test_a_case_variant_of_a_bound_name_from_another_id_inherits_nothing(tmp_path: Path) -> None:
+def test_a_case_variant_of_a_bound_name_from_another_id_inherits_nothing(worlds: Worlds) -> None:
     """Defended: ``Acme/B`` is ``acme/b`` to the binding (case-folded): a repository of
     another id under it, once the forge names B otherwise, takes the name in a namespace
     of its own, never B's, nor a fresh binding of its own spelling beside B's."""
-    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
+    bot, forge, _warehouse, _ours = worlds(bound=True)
     try:
         _b_delivers(bot, forge)
         _taken(bot, forge, NOW + DAY)
@@ -398,12 +438,12 @@ def test_a_case_variant_of_a_bound_name_from_another_id_inherits_nothing(tmp_pat
 
 
 def test_a_name_spelling_another_repository_s_id_key_gets_a_namespace_of_its_own(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Defended: a successor's records are keyed ``<name>~<id>``; a repository whose name
     spells that key (no forge allows ``~`` in a name; were one to) is bound to a key of its
     own, never to the successor's namespace."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = worlds()
     try:
         _taken(bot, forge, NOW + DAY)  # B quiet: the taker is served under acme/b~<id>
         bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, TAKER_ID))
@@ -425,10 +465,10 @@ def test_a_name_spelling_another_repository_s_id_key_gets_a_namespace_of_its_own
         bot.close()
 
 
-def test_a_gitlab_project_with_a_bound_github_id_is_not_that_repository(tmp_path: Path) -> None:
+def test_a_gitlab_project_with_a_bound_github_id_is_not_that_repository(worlds: Worlds) -> None:
     """Defended: ids are the forge's own: a GitLab project whose id equals a bound GitHub
     repository's is neither its rename nor its namespace."""
-    bot, forge, _warehouse, _ours = _world(tmp_path, bound=True)
+    bot, forge, _warehouse, _ours = worlds(bound=True)
     try:
         _b_delivers(bot, forge)
         lab = MemoryForge("acme/g", name="gitlab", clock=lambda: NOW)
@@ -449,12 +489,12 @@ def test_a_gitlab_project_with_a_bound_github_id_is_not_that_repository(tmp_path
 
 
 def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defended: a quiet name's first delivery while the forge fails, or says no time, is
     refused (the worker tries it again when the forge failed) and binds nothing; the next
     delivery asks again."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = worlds()
     try:
         _taken(bot, forge, NOW + DAY)
 
@@ -481,11 +521,11 @@ def test_a_forge_that_cannot_say_when_a_repository_was_made_binds_nothing(
 
 
 def test_a_delivery_naming_a_quiet_name_with_another_repository_s_id_is_refused(
-    tmp_path: Path,
+    worlds: Worlds,
 ) -> None:
     """Defended: a delivery under a quiet name carrying the id of a repository the forge
     names otherwise (forged, or replayed from a former holder) binds nothing."""
-    bot, forge, _warehouse, _ours = _world(tmp_path)
+    bot, forge, _warehouse, _ours = worlds()
     try:
         forge.repositories[M_ID] = "mallory/m"
         forge.created[M_ID] = YEARS_AGO
