@@ -98,8 +98,10 @@ class Site:
 
 class StateOwner:
     """The repository a state database belongs to (the ledger's record, bound by the first
-    job), read until known, then kept: the service shows that one repository. Its ledger
-    is opened once (opening migrates, under the database's write lock), on first use.
+    job), read until known, then kept: the service shows that one repository, under its
+    name now while that name is bound to it (a name it left that another repository took
+    shows nothing of it). Its ledger is opened once (opening migrates, under the
+    database's write lock), on first use.
 
     A service that isolates repositories (``isolate``, issue 46) shows every repository it
     has seen, each read from its own namespace's state (:meth:`state_url`)."""
@@ -119,13 +121,37 @@ class StateOwner:
         with self._lock:
             if self.isolate:
                 return [repo for repo, _ in self._opened().repositories()]
-            if self._owner is None:
-                owner = self._opened().owner()
-                self._owner = owner[0] if owner is not None else None
-            if self._owner is None:
+            ledger = self._opened()
+            owner = self._owner_key(ledger)
+            if owner is None:
                 return []
-            # Under its name now (renamed: the forge's new name; a reader maps it back).
-            return [self._opened().current_names().get(self._owner.casefold(), self._owner)]
+            # Under its name now (renamed: the forge's new name; a reader maps it back),
+            # while that name is its own: none once another repository took it (the
+            # owner renamed, no delivery under its new name yet).
+            name = ledger.current_names().get(owner.casefold(), owner)
+            return [name] if ledger.canonical(name).casefold() == owner.casefold() else []
+
+    def _owner_key(self, ledger: Ledger) -> str | None:
+        """The state owner's key, read until known (under the lock)."""
+        if self._owner is None:
+            owner = ledger.owner()
+            self._owner = owner[0] if owner is not None else None
+        return self._owner
+
+    def _namespace(self, repo: str, key: str | None) -> tenancy.Namespace:
+        """The namespace keyed ``key`` (None: the one ``repo`` is bound to now).
+
+        Raises:
+            HTTPException: 404 for another namespace than the owner's in a service that
+                does not isolate: it has the owner's state alone, never another's (a name
+                the owner left, taken by another repository, reads nothing of it)."""
+        with self._lock:
+            ledger = self._opened()
+            owner = None if self.isolate else self._owner_key(ledger)
+        key = ledger.canonical(repo) if key is None else key
+        if not self.isolate and (owner is None or key.casefold() != owner.casefold()):
+            raise HTTPException(404, "no such repository here")
+        return tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate)
 
     def name_binding(self, repo: str) -> tuple[str, int] | None:
         """(its repository's key, the forge's id) the name ``repo`` is bound to; None when
@@ -144,11 +170,9 @@ class StateOwner:
 
     def state_url(self, repo: str, *, key: str | None = None) -> str:
         """The state database of ``repo``'s namespace (:mod:`sluice.bot.flow.tenancy`):
-        the namespace keyed ``key`` (None: the one the name is bound to now)."""
-        with self._lock:
-            ledger = self._opened()
-        key = ledger.canonical(repo) if key is None else key
-        url = tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).state_url
+        the namespace keyed ``key`` (None: the one the name is bound to now); 404 for
+        another than the owner's when the service does not isolate (:meth:`_namespace`)."""
+        url = self._namespace(repo, key).state_url
         tenancy.ensure_schema(url)
         return url
 
@@ -156,10 +180,7 @@ class StateOwner:
         """``repo``'s Spark root (relative to the workdir): its jobs' logs are that
         root's folder's alone (:meth:`sluice.bot.flow.checkout.Checkout.spark_at`); the
         namespace keyed ``key``'s (None: the one the name is bound to now)."""
-        with self._lock:
-            ledger = self._opened()
-        key = ledger.canonical(repo) if key is None else key
-        return tenancy.namespace_of(key, ledger, self.url, isolate=self.isolate).spark
+        return self._namespace(repo, key).spark
 
     def close(self) -> None:
         with self._lock:

@@ -225,3 +225,34 @@ def test_a_namespace_s_jobs_are_listed_by_its_key_and_the_names_no_other_had(
     finally:
         queue.close()
         ledger.close()
+
+
+def test_a_service_that_does_not_isolate_shows_its_owner_s_state_under_no_taken_name(
+    world: WebWorld,
+) -> None:
+    """A service that does not isolate keeps its state owner's (V's) state alone. V is
+    renamed and, before any delivery under its new name, mallory's repository takes
+    octo/warehouse (its jobs are refused after: not the owner). The name is hers: she
+    sees nothing of V's environments, plans, history or logs under it (404), and V's pages
+    are back once a delivery binds V's new name."""
+    names = {V_ID: NEW, M_ID: OWNER}
+    ledger = Ledger(world.bot.url)
+    try:
+        assert ledger.take_name(KEY, M_ID, V_ID, LATER) is not None
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+            fake_github(rsps, ALICE, MALLORY, served=[])
+            _github_now(rsps, names)
+            with service(world) as client:
+                sign_in(client, MALLORY)
+                answers = [
+                    client.get(path, params={"repo": KEY})
+                    for path in ("/api/v1/environments", "/api/v1/history", "/api/v1/jobs")
+                ]
+                client.cookies.clear()
+                ledger.add_name(NEW_KEY, V_ID, KEY, LATER + 1)  # V's next delivery
+                sign_in(client, ALICE)
+                v = client.get("/api/v1/environments", params={"repo": NEW_KEY})
+    finally:
+        ledger.close()
+    assert [a.status_code for a in answers] == [404, 404, 404], [a.text for a in answers]
+    assert v.status_code == 200 and "pr_7" in v.text, v.text
