@@ -18,8 +18,17 @@ service: the real app, real Merge Request Hook bodies signed with the project's 
 GitLab at the wire (python-gitlab against ``FakeGitLab``), the queue and the scripted
 warehouse. The fake's clock is set per test (``_clock``): GitLab's clock agreeing with the
 service's to the millisecond (as NTP keeps them), or running ahead of it; the fake's own
-clock runs a second and more ahead of the real time, which would hide the order of an
-approval and a plan published within that second.
+clock runs a second and more ahead of the real time (a second more at each stamp it
+gives faster than one a second), which would hide the order of an approval and a plan
+published close to it.
+
+Findings (xfail): 1. a head pushed back keeps its first plan's time, so an approval given
+while the comment showed another head's plan counts for it; 2. the gate compares GitLab's
+approved_at with the service's clock; 3. an approval or unapproval hook runs once by a
+content key made of the merge request's updated_at, which an approval does not move: an
+approver's taking back is skipped as a replay (of a forged hook, or of their own earlier
+one), the content stays approved and a merge promotes it; 4. the backfill budget's
+approval counts for a head whose hold was never shown.
 """
 
 from __future__ import annotations
