@@ -471,7 +471,7 @@ def test_an_approval_in_the_second_of_a_push_counts_for_neither_head(
     _move(gitlab, S9)
     gitlab.approve(8, "carol")
     with gitlab.lock:
-        second = now() // 1000 * 1000
+        second = (now() // 1000 + 1) * 1000  # a whole second after every version so far
         assert gitlab.versions[8][-2]["created_at"] < _iso_ms(second)  # S8's, before
         gitlab.versions[8][-1]["created_at"] = _iso_ms(second)  # "...:SS.000Z"
         gitlab.approvals[8][-1]["approved_at"] = _iso_ms(second + 900)
