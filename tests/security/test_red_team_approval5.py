@@ -47,9 +47,11 @@ from fastapi.testclient import TestClient
 
 from sluice.bot.entry.app import create_app
 from sluice.bot.flow import tenancy
+from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PULL_VERSIONS_LIMIT
 from sluice.core.snapshot.naming import schema_prefix
 from sluice.core.spark.scripted import Warehouse
+from tests.helpers import gate_world as gw
 from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.gitlab_hooks import mr_open_hook
 from tests.helpers.gitlab_service import GitLabService, gitlab_settings, project_token
@@ -704,3 +706,37 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
             )
     finally:
         world.close()
+
+
+# == GitHub: its reviews name their commit =============================================
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Finding 1 on GitHub too: a review names the commit that was the head when it was "
+        "submitted, so the binding is GitHub's, but Ledger.record_plan keeps a pushed-back "
+        "head's first plan time, and gate_rules._approves counts a review of it given while "
+        "Sluice's comment showed the head before's plan. Fix: as finding 1 (the time a "
+        "head's plan was last shown as the current one, not its first)"
+    ),
+)
+def test_on_github_a_review_given_while_another_plan_is_shown_does_not_count_for_a_head_pushed_back(
+    tmp_path: Path,
+) -> None:
+    """PR 7 at A (planned), then B (planned: the comment shows B's plan); alice force-pushes
+    A back and bob, reading B's plan, approves: GitHub names A, whose plan bob never saw
+    shown. The GitLab binding is not asked (every review names its commit)."""
+    bot = gw.make_bot(tmp_path, gw.GATED, {"alice": "write", "bob": "write", "carol": "admin"})
+    try:
+        bot.forge.open_pull(7, head_sha=gw.A, base="main", author="alice")
+        gw.plan(bot, gw.A, PlanReview("fp-a", (("s.a", "k-a"),), {}, {}))
+        bot.forge.push(7, gw.B)
+        gw.plan(bot, gw.B, PlanReview("fp-b", (("s.b", "k-b"),), {}, {}))
+        bot.forge.push(7, gw.A)  # back: Sluice has not shown A's plan again
+        gw.approve(bot, "bob", gw.A, 41)
+        assert not any(name == "pull_versions" for name, _args in bot.forge.calls)
+        after = bot.approval(gw.A)
+        assert after.conclusion != "success", after.summary
+    finally:
+        bot.close()
