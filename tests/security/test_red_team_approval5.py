@@ -537,23 +537,6 @@ def test_an_approval_older_than_the_versions_read_counts_for_no_plan(
 # == taking an approval back ===========================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 3: a GitLab approval or unapproval hook runs once by its content "
-        "(dispatch._admitted/_replayed, ReviewEvent.content_key: approval:<iid>:<who>:"
-        "<state>:<head>:<updated_at>), and GitLab's approval hooks carry the merge request's "
-        "updated_at from before the approval (an approval does not move it), so the "
-        "project's maintainer, who signs any hook body, sends carol's unapproval first: "
-        "GitLab's own, when carol takes her approval back, is skipped as a replay, the gate "
-        "is not evaluated again, and the content it recorded approved (Ledger.approve) "
-        "stays: the check stays green and a merge promotes it. Fix: no content key for "
-        "GitLab approval hooks (they only make the gate ask GitLab again, which is "
-        "idempotent), or one from GitLab's own word (the delivery's Idempotency-Key / "
-        "X-Gitlab-Event-UUID alone, or object_attributes.actioned_at where GitLab sends "
-        "it); and a merge's promotion asks the gate again before it promotes"
-    ),
-)
 def test_a_forged_unapproval_does_not_swallow_the_approvers_own(
     world: GitLabWorld, service: GitLabService
 ) -> None:
@@ -580,17 +563,6 @@ def test_a_forged_unapproval_does_not_swallow_the_approvers_own(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 3 without a forged hook: carol approves, takes it back, approves again and "
-        "takes it back again, all at one head; each of GitLab's hooks after the first two "
-        "has the content of one before (the merge request's updated_at unmoved), so it is "
-        "skipped as a replay; the second approval is counted all the same when anything "
-        "else makes the gate ask GitLab (here the author's own approval's hook), and the "
-        "second taking back is never seen. Fix: as finding 3"
-    ),
-)
 def test_an_approval_taken_back_twice_is_taken_back(
     world: GitLabWorld, service: GitLabService
 ) -> None:
@@ -623,17 +595,6 @@ def test_an_approval_taken_back_twice_is_taken_back(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 3's end: the content the gate recorded approved before carol took her "
-        "approval back stays approved (Ledger.approve rows, withdrawn only by a gate "
-        "evaluated again, which the skipped hook never asks for), and the merge's promotion "
-        "checks those rows alone (promotion.on_merge, Ledger.unapproved): prod takes a "
-        "change its required approver revoked. Fix: as finding 3; and a promotion of a "
-        "GitLab merge request asks the gate again (GitLab's approvals now) first"
-    ),
-)
 def test_a_taken_back_approval_does_not_promote_on_merge(
     world: GitLabWorld, service: GitLabService
 ) -> None:

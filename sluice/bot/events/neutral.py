@@ -185,12 +185,17 @@ class ReviewEvent(_Base):
     reviewer_id: int | None = None  # the forge's account id of the reviewer
 
     def content_key(self) -> str | None:
-        who = self.reviewer.casefold()
-        if self.review_id is not None:
-            return f"review:{self.number}:{self.review_id}:{who}:{self.action}:{self.state}"
-        if self.submitted_ms is None:
+        """GitHub's review by its id. A GitLab approval hook has none: it only makes the
+        gate ask GitLab again (the approvals are GitLab's list, never the hook's word), so
+        running it twice costs reads and nothing else, while a key would skip real ones:
+        its ``updated_at`` is the merge request's from before the approval (GitLab's own
+        issue 414759), so every approval or withdrawal of one person at one head looked
+        alike, and a forged or earlier one swallowed a real withdrawal (red team, approval
+        round 5)."""
+        if self.review_id is None:
             return None
-        return f"approval:{self.number}:{who}:{self.state}:{self.head_sha}:{self.submitted_ms}"
+        who = self.reviewer.casefold()
+        return f"review:{self.number}:{self.review_id}:{who}:{self.action}:{self.state}"
 
 
 @dataclass(frozen=True)

@@ -323,7 +323,11 @@ def _approves(
     """None when ``given`` approves the current plan, else why not (for the stale list);
     ``plans`` and ``planned_at`` are the gate's, keyed by lower-case sha."""
     if given.sha is None:
-        return "approved a commit the forge did not name"
+        return (
+            "approved, but the forge does not say on which commit (GitLab: no approval "
+            "time given, or one before the merge request's versions or at the moment one "
+            "was made): approve again, or use Approve this plan"
+        )
     sha = given.sha.lower()
     short = f"`{given.sha[:7]}`"
     if sha not in plans:
