@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase, record_prod
 from tests.helpers.fold_settings import fold_settings
+from tests.helpers.kept_world import KeptForges, keep_forges, restore_forges
 from tests.helpers.policy_world import SOFT, World, edit_orders
 from tests.helpers.repair_red_team import ONE, C, RepairWorld
 from tests.security.github_bot import GATED, KEY, NOW, OWNER, Bot, drifted_prod, named, opened
@@ -165,10 +166,45 @@ def _quiet_b(tmp_path: Path) -> tuple[Bot, MemoryForge, Warehouse]:
     return bot, forge, warehouse
 
 
+Quiet = Callable[[], tuple[Bot, MemoryForge, Warehouse]]
+
+
+@pytest.fixture(scope="module")
+def quiet_built() -> list[KeptForges]:
+    """:func:`_quiet_b`'s world, built once for the module when a test first asks for it
+    (tests/helpers/kept_world.py)."""
+    return []
+
+
+@pytest.fixture
+def quiet_b(
+    quiet_built: list[KeptForges], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Quiet]:
+    """``quiet_b()``: a copy of its own of :func:`_quiet_b`'s world (its folder put back
+    where it was built, its forges and warehouse copied), the bot on it new."""
+    made: list[Bot] = []
+
+    def make() -> tuple[Bot, MemoryForge, Warehouse]:
+        if not quiet_built:
+            folder = tmp_path_factory.mktemp("quiet-b")
+            first, _forge, warehouse = _quiet_b(folder)
+            first.close()
+            quiet_built.append(keep_forges(folder, first.forges, warehouse))
+        folder, forges, warehouse = restore_forges(quiet_built[0])
+        bot = Bot(folder, forges[OWNER], runner_for=warehouse.runner, isolate=True)
+        bot.forges.update(forges)
+        made.append(bot)
+        return bot, forges[B_NAME], warehouse
+
+    yield make
+    for bot in made:
+        bot.close()
+
+
 def test_a_quiet_repository_s_old_name_taken_before_it_delivered_anything_is_not_inherited(
-    tmp_path: Path,
+    quiet_b: Quiet,
 ) -> None:
-    bot, forge, warehouse = _quiet_b(tmp_path)
+    bot, forge, warehouse = quiet_b()
     try:
         b_views = {v: text for v, text in warehouse.views.items()}
         bot.deliver("pull_request", named(opened(11, HEAD_X), B_NAME, SUCCESSOR_ID))
@@ -205,10 +241,10 @@ def _b_check_run(bot: Bot, forge: MemoryForge) -> None:
     forge.repositories.update(held)
 
 
-def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(tmp_path: Path) -> None:
+def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(quiet_b: Quiet) -> None:
     # Control: B itself (made before the service's first record, holding a check run the
     # service made under the name) keeps its namespace.
-    bot, forge, _warehouse = _quiet_b(tmp_path)
+    bot, forge, _warehouse = quiet_b()
     try:
         _b_check_run(bot, forge)
         forge.repositories.update({B_ID: B_NAME})
@@ -221,12 +257,12 @@ def test_a_quiet_repository_s_own_delivery_binds_it_to_its_records(tmp_path: Pat
 
 
 def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_until_bound(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    quiet_b: Quiet, caplog: pytest.LogCaptureFixture
 ) -> None:
     # B's own delivery, but no check run proves it (none recorded, or GitLab): older than
     # the records is no proof (a repository renamed into the name is older too). Refused
     # with the statement that binds it; bound by the operator, it keeps its namespace.
-    bot, forge, _warehouse = _quiet_b(tmp_path)
+    bot, forge, _warehouse = quiet_b()
     try:
         forge.repositories.update({B_ID: B_NAME})
         del forge.repositories[SUCCESSOR_ID]
@@ -249,9 +285,9 @@ def test_an_older_repository_that_shows_no_check_run_of_the_name_is_refused_unti
 
 
 def test_a_quiet_repository_s_scheduled_job_never_runs_for_the_name_s_new_holder(
-    tmp_path: Path,
+    quiet_b: Quiet,
 ) -> None:
-    bot, forge, _warehouse = _quiet_b(tmp_path)
+    bot, forge, _warehouse = quiet_b()
     try:
         dispatch.handle(bot.deps, DriftCheckEvent("github", B_NAME, None))
         assert forge.checks.get(C, {}).get("sluice/drift") is None
@@ -261,9 +297,9 @@ def test_a_quiet_repository_s_scheduled_job_never_runs_for_the_name_s_new_holder
 
 
 def test_a_quiet_repository_s_scheduled_job_binds_its_name_while_it_is_still_its_own(
-    tmp_path: Path,
+    quiet_b: Quiet,
 ) -> None:
-    bot, forge, _warehouse = _quiet_b(tmp_path)
+    bot, forge, _warehouse = quiet_b()
     try:
         # Before any rename: GitHub names B so. Its drift check runs and binds the name, so
         # a rename later keeps B's namespace and a successor is refused.
