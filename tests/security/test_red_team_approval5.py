@@ -255,22 +255,6 @@ def _state(gitlab: FakeGitLab, sha: str) -> dict[str, Any]:
 # == versions and heads: a head pushed again ===========================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 1: a head pushed back keeps the plan time of its first plan "
-        "(Ledger.record_plan keeps plan_ts for the same fingerprint), and approval._bound "
-        "binds an approval given after GitLab's version of the push-back to that head, so "
-        "gate_rules._approves takes an approval given while Sluice's comment still showed "
-        "another head's plan (the webhook turned off by the maintainer, or the queue not "
-        "there yet) as one of the old plan. Fix: an approval of a GitLab head counts only "
-        "when given after Sluice published that head's plan following the version it is "
-        "bound to (approval._bound keeps the bound version's created_at; the ledger keeps "
-        "when each head's plan was last shown as the current one, on GitLab's clock: the "
-        "updated_at GitLab stamps on the plan's note; the gate's since is the later of it "
-        "and plan_ts)"
-    ),
-)
 def test_an_approval_given_while_another_plan_is_shown_does_not_count_for_a_head_pushed_back(
     world: GitLabWorld, service: GitLabService
 ) -> None:
@@ -672,16 +656,6 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
 # == GitHub: its reviews name their commit =============================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 1 on GitHub too: a review names the commit that was the head when it was "
-        "submitted, so the binding is GitHub's, but Ledger.record_plan keeps a pushed-back "
-        "head's first plan time, and gate_rules._approves counts a review of it given while "
-        "Sluice's comment showed the head before's plan. Fix: as finding 1 (the time a "
-        "head's plan was last shown as the current one, not its first)"
-    ),
-)
 def test_on_github_a_review_given_while_another_plan_is_shown_does_not_count_for_a_head_pushed_back(
     tmp_path: Path,
 ) -> None:

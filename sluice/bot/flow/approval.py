@@ -69,6 +69,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         review = ledger.review(repo, pr.number, pr.head_sha)
         plans = ledger.plans(repo, pr.number)
         plan_times = ledger.plan_times(repo, pr.number)
+        shown = ledger.plans_shown(repo, pr.number)
         recorded = _recorded_pushes(job, pr, commits)
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
@@ -111,6 +112,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             owners=owners,
             action_approvals=_clicks_now(job, clicks),
             planned_at=plan_times,
+            shown=shown,
             pushers=pushers.people,
             pusher_accounts=pushers.accounts,
             bot_pushers=pushers.bots,

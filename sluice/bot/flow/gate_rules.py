@@ -112,6 +112,12 @@ class GateInput:
         planned_at: Head commit sha -> when (epoch ms) it got the plan it has; an approval
             on it from before then (or of unknown time), naming no plan, approved another
             plan or none. A commit not in it: any time.
+        shown: (when, lower-case head sha) of each publication of the pull request's
+            plan, oldest first: that head's plan was the one shown from then on. An
+            approval naming no plan counts only when the last publication before it (to
+            the second where its time has no finer) was its commit's: given while another
+            head's plan was shown (the PR pushed away and back), the reviewer read that
+            one. Empty (a PR planned before these were kept): not asked.
         pushers: Who pushed a head of the pull request, known by login only (recorded
             before account ids were, a commit's author or committer): like the author, their
             own approval never counts (their change is not theirs to approve).
@@ -146,6 +152,7 @@ class GateInput:
     owners: Mapping[str, str] = field(default_factory=dict)
     action_approvals: Sequence[ActionApproval] = ()
     planned_at: Mapping[str, int] = field(default_factory=dict)
+    shown: Sequence[tuple[int, str]] = ()
     pushers: frozenset[str] = frozenset()
     pusher_accounts: frozenset[tuple[str, int]] = frozenset()
     author_id: int | None = None
@@ -349,6 +356,29 @@ def _approves(
             return (
                 f"approved {short} in the second its plan was published "
                 "(maybe the plan before): approve again"
+            )
+    if given.plan is None and gate.shown:
+        # Which plan was shown when it was given: the last publication before it; one in
+        # its very second (where its time has no finer) may be before or after it.
+        precise = given.ts is not None and given.ts % 1000 != 0
+        before = [
+            (at, head)
+            for at, head in gate.shown
+            if given.ts is not None
+            and (at <= given.ts if precise else at // 1000 < given.ts // 1000)
+        ]
+        same_second = [
+            head
+            for at, head in gate.shown
+            if given.ts is not None and not precise and at // 1000 == given.ts // 1000
+        ]
+        # Publications of one moment (a frozen clock; the queue runs one PR's jobs one
+        # at a time) are one: its commit's among them is shown.
+        last = {head for at, head in before if at == before[-1][0]} if before else set()
+        if sha not in last or any(head != sha for head in same_second):
+            return (
+                f"approved {short} while another commit's plan was shown: approve again "
+                "once Sluice shows this commit's plan"
             )
     return None
 

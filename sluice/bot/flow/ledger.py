@@ -50,6 +50,7 @@ from sluice.bot.flow.ledger_schema import (
     merged_prs,
     metadata,
     plan_clicks,
+    plan_shown,
     pr_heads,
     pr_plans,
     pr_pushers,
@@ -142,7 +143,8 @@ class Ledger(AuditLog):
     # -- plans and approvals ----------------------------------------------------------
 
     def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
-        """Remember the plan review computed on head commit ``sha`` (replacing an older one).
+        """Remember the plan review computed on head commit ``sha`` (replacing an older one),
+        and that it is the one shown from ``now`` (:meth:`plans_shown`).
 
         ``now`` is when the plan is published: a commit's first plan, or one made again with
         another fingerprint (prod, or the settings in force, moved since), is the commit's
@@ -166,6 +168,9 @@ class Ledger(AuditLog):
                 "plan_ts": since,
             }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
+            shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha}
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            conn.execute(dialect.insert(plan_shown).values(shown).on_conflict_do_nothing())
 
     def plans(self, repo: str, number: int) -> dict[str, str]:
         """Head sha -> plan fingerprint, for every commit of the PR that was planned."""
@@ -185,6 +190,18 @@ class Ledger(AuditLog):
         )
         with self._reading("read plans") as conn:
             return {row.sha: int(row.plan_ts) for row in conn.execute(query)}
+
+    def plans_shown(self, repo: str, number: int) -> list[tuple[int, str]]:
+        """(when, head sha) of each publication of the PR's plan, oldest first: the head
+        whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
+        shown`); empty for a PR planned before ledger migration 14 kept them."""
+        query = (
+            select(plan_shown.c.shown_ts, plan_shown.c.sha)
+            .where(plan_shown.c.repo == repo, plan_shown.c.number == number)
+            .order_by(plan_shown.c.shown_ts, plan_shown.c.sha)
+        )
+        with self._reading("read plans") as conn:
+            return [(int(row.shown_ts), str(row.sha)) for row in conn.execute(query)]
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""

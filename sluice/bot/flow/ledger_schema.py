@@ -281,6 +281,17 @@ push_records_asked = Table(
     Column("asked_ts", BigInteger, nullable=False),
 )
 
+# Each publication of a pull request's plan (migration 14): which head's plan was shown
+# from when, so an approval counts only for the plan shown when it was given.
+plan_shown = Table(
+    "sluice_plan_shown",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("shown_ts", BigInteger, primary_key=True),
+    Column("sha", String, primary_key=True),  # lower-case
+)
+
 # The tables of migration 1: those create_all made before the runner.
 _FIRST = (
     pr_plans,
@@ -473,6 +484,7 @@ LEDGER = Track(
         Migration(11, "each repository's names bound to its forge id", _repositories_table),
         Migration(12, "the heads whose push records were asked", _push_records_table),
         Migration(13, "when each repository was first recorded", _first_seen),
+        Migration(14, "each publication of a pull request's plan", create_tables(plan_shown)),
     ),
     adopt=_adopt,
 )

@@ -69,6 +69,7 @@ def run(
     pushers: frozenset[str] = frozenset(),
     bots: frozenset[str] = frozenset(),
     prod_owners: frozenset[str] | None = None,
+    shown: Sequence[tuple[int, str]] = (),
 ) -> GateResult:
     return evaluate(
         gate_settings,
@@ -81,6 +82,7 @@ def run(
             owners=owners or {},
             action_approvals=[ActionApproval(*action) for action in actions],  # type: ignore[arg-type]
             planned_at=planned_at or {},
+            shown=shown,
             pushers=pushers,
             bot_pushers=bots,
             # Prod records every owner named (unless the test says): a new model's owner
@@ -877,3 +879,20 @@ def test_one_person_under_two_logins_is_one_approval() -> None:
     # Two accounts are two approvals.
     result = _by_id([review], clicks=[ActionApproval("bobx", C3, user_id=7)], count=2)
     assert result.ok, result.summary
+
+
+def test_a_review_given_while_another_commit_s_plan_was_shown_is_stale() -> None:
+    # c3 shown from t=1s, c1 from t=5s (pushed away), c3 again from t=9s (pushed back):
+    # bob's approval of c3 counts while c3's plan was shown, never while c1's was.
+    shown = [(1_000, C3), (5_000, C1), (9_000, C3)]
+    assert run(settings(), [reviewed("bob", 3_000)], shown=shown).ok
+    away = run(settings(), [reviewed("bob", 6_500)], shown=shown)
+    assert not away.ok and away.stale == ("bob",)
+    assert "while another commit's plan was shown" in away.summary
+    assert run(settings(), [reviewed("bob", 9_500)], shown=shown).ok
+    # In the very second another plan was published (whole seconds): maybe after it.
+    assert not run(settings(), [reviewed("bob", 5_000)], shown=shown).ok
+    # Before any publication: shown nothing of it.
+    assert not run(settings(), [reviewed("bob", 500)], shown=shown).ok
+    # None kept (a PR planned before they were): not asked.
+    assert run(settings(), [reviewed("bob", 6_500)]).ok
