@@ -609,18 +609,6 @@ def test_a_taken_back_approval_does_not_promote_on_merge(
 # == the backfill budget ===============================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 4: approval.budget_approved takes the budget approver's approval of the "
-        "PR's head as _bound binds it, with no check of when the hold of that head was "
-        "shown (the gate's plan_times has no counterpart for holds): an approval given "
-        "after a push GitLab made a version of, before Sluice held (or even saw) the new "
-        "head, releases that head's build, whatever it backfills. Fix: record when each "
-        "head's hold was published (on GitLab's clock, as finding 2's fix) and count a "
-        "budget approval only when given after its head's hold"
-    ),
-)
 def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
     tmp_path: Path,
 ) -> None:

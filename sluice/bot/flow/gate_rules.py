@@ -357,30 +357,31 @@ def _approves(
                 f"approved {short} in the second its plan was published "
                 "(maybe the plan before): approve again"
             )
-    if given.plan is None and gate.shown:
-        # Which plan was shown when it was given: the last publication before it; one in
-        # its very second (where its time has no finer) may be before or after it.
-        precise = given.ts is not None and given.ts % 1000 != 0
-        before = [
-            (at, head)
-            for at, head in gate.shown
-            if given.ts is not None
-            and (at <= given.ts if precise else at // 1000 < given.ts // 1000)
-        ]
-        same_second = [
-            head
-            for at, head in gate.shown
-            if given.ts is not None and not precise and at // 1000 == given.ts // 1000
-        ]
-        # Publications of one moment (a frozen clock; the queue runs one PR's jobs one
-        # at a time) are one: its commit's among them is shown.
-        last = {head for at, head in before if at == before[-1][0]} if before else set()
-        if sha not in last or any(head != sha for head in same_second):
-            return (
-                f"approved {short} while another commit's plan was shown: approve again "
-                "once Sluice shows this commit's plan"
-            )
+    if given.plan is None and gate.shown and not shown_at(gate.shown, sha, given.ts):
+        return (
+            f"approved {short} while another commit's plan was shown: approve again "
+            "once Sluice shows this commit's plan"
+        )
     return None
+
+
+def shown_at(shown: Sequence[tuple[int, str]], sha: str, ts: int | None) -> bool:
+    """Whether ``sha``'s plan (or hold) was the one shown at ``ts`` (epoch ms; None: not
+    known, so no): the last of ``shown`` ((when, lower-case head sha) of each publication,
+    oldest first) before it is ``sha``'s. Where ``ts`` has no finer than the second (most
+    forges' times), a publication of another head in that very second may be before or
+    after it: no. Publications of one moment (a frozen clock; the queue runs one PR's jobs
+    one at a time) are one: ``sha``'s among them is shown."""
+    if ts is None:
+        return False
+    sha = sha.lower()
+    precise = ts % 1000 != 0
+    before = [
+        (at, head) for at, head in shown if (at <= ts if precise else at // 1000 < ts // 1000)
+    ]
+    if not precise and any(at // 1000 == ts // 1000 and head != sha for at, head in shown):
+        return False
+    return bool(before) and sha in {head for at, head in before if at == before[-1][0]}
 
 
 def _by_name(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

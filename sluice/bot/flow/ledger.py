@@ -168,9 +168,19 @@ class Ledger(AuditLog):
                 "plan_ts": since,
             }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
-            shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha}
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            conn.execute(dialect.insert(plan_shown).values(shown).on_conflict_do_nothing())
+            self._shown(conn, repo, number, sha, now)
+
+    def record_shown(self, repo: str, number: int, sha: str, now: int) -> None:
+        """Remember that head ``sha``'s hold (its plan over the backfill budget, waiting
+        for the budget's approver) is the one shown from ``now`` (:meth:`plans_shown`)."""
+        with self._writing("record a hold") as conn:
+            self._shown(conn, repo, number, sha.lower(), now)
+
+    @staticmethod
+    def _shown(conn: Connection, repo: str, number: int, sha: str, now: int) -> None:
+        shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha}
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(plan_shown).values(shown).on_conflict_do_nothing())
 
     def plans(self, repo: str, number: int) -> dict[str, str]:
         """Head sha -> plan fingerprint, for every commit of the PR that was planned."""
@@ -192,8 +202,8 @@ class Ledger(AuditLog):
             return {row.sha: int(row.plan_ts) for row in conn.execute(query)}
 
     def plans_shown(self, repo: str, number: int) -> list[tuple[int, str]]:
-        """(when, head sha) of each publication of the PR's plan, oldest first: the head
-        whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
+        """(when, head sha) of each publication of the PR's plan or hold, oldest first: the
+        head whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
         shown`); empty for a PR planned before ledger migration 14 kept them."""
         query = (
             select(plan_shown.c.shown_ts, plan_shown.c.sha)

@@ -265,6 +265,9 @@ def _build(
             checks.BUILD_HELD,
             checks.held_text(held.what, held.approver),
         )
+        # Shown from now: the budget's approver approves what they read (approval:
+        # budget_approved counts an approval given while this hold was shown).
+        job.ledger.record_shown(job.repo, post.pr.number, post.pr.head_sha, job.deps.clock())
         return held
     for name in PR_CHECKS:
         post.check(checks.running(name))

@@ -569,6 +569,7 @@ def test_a_pr_build_over_the_budget_waits_and_only_the_budget_s_approver_lifts_i
 
     bot.forge.commit(C, {"config.yaml": BUDGET_CONFIG, "models/daily.sql": DAILY}, branch="main")
     bot.forge.commit(B, {"config.yaml": BUDGET_CONFIG, "models/daily.sql": DAILY}, parents=(C,))
+    bot.forge.clock = lambda: NOW  # reviews given after the hold is shown, as on a forge
     bot.forge.teams["octo/data-leads"] = frozenset({"erin", "alice"})
     bot.forge.roles.update({"erin": "write"})
     bot.forge.push(7, B)
