@@ -78,18 +78,6 @@ def _opened(bot: Bot, head: str = A) -> None:
 # == the backfill budget's approval ======================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "approval.budget_approved asks shown_at over Ledger.plans_shown, which holds the "
-        "head's plan publications (Ledger.record_plan) beside its holds (record_shown): a "
-        "review given while the head's plan was shown (a plan under the budget, never "
-        "held) releases the same head's build once it is over the budget. Fix: keep which "
-        "publications were holds (a kind column on sluice_plan_shown) and ask budget_approved "
-        "for the last hold of the head before the approval, with no plan publication of "
-        "another fingerprint between"
-    ),
-)
 def test_the_budget_approval_counts_only_for_a_hold_that_was_shown(bot: Bot) -> None:
     _opened(bot)
     # A's build was under the budget: it was not held, its plan was published (nothing to

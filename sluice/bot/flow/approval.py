@@ -266,7 +266,7 @@ def budget_approved(
     others += pushers.accounts
     others.append((pr.author, pr.author_id))
     latest: dict[str, Review] = {}  # by account id where the forge says, else by login
-    shown = job.ledger.plans_shown(job.repo, pr.number)
+    shown = job.ledger.plans_shown(job.repo, pr.number, holds=True)
     reviews = _people_only(job, job.forge.reviews(pr.number))
     for review in _bound(job, pr.number, reviews):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
@@ -285,9 +285,9 @@ def budget_approved(
         and not any(_same(r.user, r.user_id, login, uid) for login, uid in others)
         and r.state == "APPROVED"
         and r.commit_sha == pr.head_sha
-        # given while this head's hold (or plan) was shown: what the approver read, not
-        # an earlier head's (a push they never saw held); none kept (before ledger
-        # migration 14): not asked
+        # given while this head's hold was shown: what the approver read, not an earlier
+        # head's (a push they never saw held), nor a plan of it under the budget (red team
+        # round 6); none kept (before ledger migration 14): not asked
         and (not shown or shown_at(shown, pr.head_sha, created_ms(r.submitted_at)))
     }
     # A push through a bot account, or by someone nobody names, may be one approver's own:

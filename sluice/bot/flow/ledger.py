@@ -168,17 +168,17 @@ class Ledger(AuditLog):
                 "plan_ts": since,
             }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
-            self._shown(conn, repo, number, sha, now)
+            self._shown(conn, repo, number, sha, now, "plan")
 
     def record_shown(self, repo: str, number: int, sha: str, now: int) -> None:
         """Remember that head ``sha``'s hold (its plan over the backfill budget, waiting
         for the budget's approver) is the one shown from ``now`` (:meth:`plans_shown`)."""
         with self._writing("record a hold") as conn:
-            self._shown(conn, repo, number, sha.lower(), now)
+            self._shown(conn, repo, number, sha.lower(), now, "hold")
 
     @staticmethod
-    def _shown(conn: Connection, repo: str, number: int, sha: str, now: int) -> None:
-        shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha}
+    def _shown(conn: Connection, repo: str, number: int, sha: str, now: int, kind: str) -> None:
+        shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha, "kind": kind}
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
         conn.execute(dialect.insert(plan_shown).values(shown).on_conflict_do_nothing())
 
@@ -201,17 +201,25 @@ class Ledger(AuditLog):
         with self._reading("read plans") as conn:
             return {row.sha: int(row.plan_ts) for row in conn.execute(query)}
 
-    def plans_shown(self, repo: str, number: int) -> list[tuple[int, str]]:
+    def plans_shown(self, repo: str, number: int, *, holds: bool = False) -> list[tuple[int, str]]:
         """(when, head sha) of each publication of the PR's plan or hold, oldest first: the
         head whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
-        shown`); empty for a PR planned before ledger migration 14 kept them."""
+        shown`); empty for a PR planned before ledger migration 14 kept them. ``holds``:
+        a plan's publication is given as ``<sha>:plan``, so that only a hold is its head's
+        (what the backfill budget's approver approves: ``approval.budget_approved``)."""
         query = (
-            select(plan_shown.c.shown_ts, plan_shown.c.sha)
+            select(plan_shown.c.shown_ts, plan_shown.c.sha, plan_shown.c.kind)
             .where(plan_shown.c.repo == repo, plan_shown.c.number == number)
             .order_by(plan_shown.c.shown_ts, plan_shown.c.sha)
         )
         with self._reading("read plans") as conn:
-            return [(int(row.shown_ts), str(row.sha)) for row in conn.execute(query)]
+            return [
+                (
+                    int(row.shown_ts),
+                    str(row.sha) if not holds or row.kind == "hold" else f"{row.sha}:plan",
+                )
+                for row in conn.execute(query)
+            ]
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""

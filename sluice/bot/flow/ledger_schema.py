@@ -281,8 +281,8 @@ push_records_asked = Table(
     Column("asked_ts", BigInteger, nullable=False),
 )
 
-# Each publication of a pull request's plan (migration 14): which head's plan was shown
-# from when, so an approval counts only for the plan shown when it was given.
+# Each publication of a pull request's plan or hold (migration 14): which head's was shown
+# from when, so an approval counts only for the plan (or hold) shown when it was given.
 plan_shown = Table(
     "sluice_plan_shown",
     metadata,
@@ -290,6 +290,7 @@ plan_shown = Table(
     Column("number", Integer, primary_key=True),
     Column("shown_ts", BigInteger, primary_key=True),
     Column("sha", String, primary_key=True),  # lower-case
+    Column("kind", String, nullable=False),  # "plan", or "hold" (over the backfill budget)
 )
 
 # The tables of migration 1: those create_all made before the runner.
