@@ -35,6 +35,7 @@ KEY = f"github:{OWNER}"
 GITLAB_KEY = f"gitlab:{OWNER}"
 NOW = 1_800_000_000_000
 MINUTE = 60_000
+SECOND = 1_000
 ROOT, A, B, C, D = "0" * 40, "a" * 40, "b" * 40, "c" * 40, "d" * 40
 GATED = "sluice:\n  project: jaffle\n  gate:\n    required_approvers:\n      users: [bob, carol]\n"
 OWNERS_ONLY = "sluice:\n  project: jaffle\n  gate:\n    owners_must_approve: direct\n"
@@ -162,6 +163,7 @@ def approve(bot: Bot, user: str, head: str, review_id: int) -> None:
     made = bot.forge.add_review(7, user, "APPROVED", head)
     bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=iso(bot.clock.now))
     bot.deliver("pull_request_review", review(user, "approved", head, review_id))
+    bot.clock.now += SECOND  # what happens next happens after it (the gate: shown_at)
 
 
 def plan(bot: Bot, head: str, made: PlanReview) -> None:
