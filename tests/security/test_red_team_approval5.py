@@ -479,8 +479,7 @@ def test_a_forged_approval_hook_of_an_approver_who_never_approved_counts_for_not
     """alice (a maintainer: she signs any hook body for the project) posts an approval hook
     of carol's naming the head, and an unapproval of her own. Defended: the gate reads the
     approvals from GitLab's API with the service's token (``GitLabForge.reviews``); a hook
-    only makes it ask again, and the ``review_heads`` rows ``dispatch._on_review`` still
-    writes from hooks are read by nothing."""
+    only makes it ask again (``dispatch._on_review`` records nothing of it)."""
     gitlab = world.gitlab
     _clock(gitlab)
     _commits(world)

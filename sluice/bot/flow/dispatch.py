@@ -65,20 +65,8 @@ def _on_pull_request(job: Job, event: PullRequestEvent) -> None:
 
 
 def _on_review(job: Job, event: ReviewEvent) -> None:
-    if event.state == "APPROVED" and event.commit_sha:
-        # What the hook says (its sender's word), kept as a record only: no approval is bound
-        # by it (approval._bound binds GitLab's by its approved_at and the MR's versions).
-        given = event.submitted_ms if event.submitted_ms is not None else job.now
-        job.ledger.review_head(
-            job.repo, event.number, event.reviewer, event.commit_sha, given, event.reviewer_id
-        )
-    elif event.state == "DISMISSED":
-        # Taken back (GitLab's unapproval): the record's rows of the account go, under any
-        # login it had; one of a head it approved on after (a late delivery) stays.
-        until = event.submitted_ms if event.submitted_ms is not None else job.now
-        job.ledger.drop_review_heads(
-            job.repo, event.number, event.reviewer, until, event.reviewer_id
-        )
+    # A review hook records nothing (its sender's word): the gate reads the approvals from
+    # the forge (GitLab's bound by their approved_at and the MR's versions: approval._bound).
     pr = job.forge.pull_request(event.number)
     if event.state == "APPROVED" and pr_build.on_approved(job, pr, event.reviewer):
         return  # a build held for the backfill budget ran, and its gate with it

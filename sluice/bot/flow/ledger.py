@@ -58,7 +58,6 @@ from sluice.bot.flow.ledger_schema import (
     push_records_asked,
     repos,
     repositories,
-    review_heads,
     state_owner,
 )
 from sluice.bot.flow.reviewed_plan import Item, PlanReview
@@ -290,43 +289,6 @@ class Ledger(AuditLog):
                 for r in conn.execute(query)
             ]
 
-    def review_head(
-        self, repo: str, number: int, user: str, sha: str, now: int, user_id: int | None = None
-    ) -> None:
-        """Record that ``user`` (account ``user_id``) approved the PR when its head was
-        ``sha``."""
-        row = {
-            "repo": repo,
-            "number": number,
-            "user": user.casefold(),
-            "sha": sha.lower(),
-            "reviewed_ts": now,
-            "user_id": user_id,
-        }
-        with self._writing("record the head of an approval") as conn:
-            _upsert(conn, review_heads, row, ("repo", "number", "user"))
-
-    def drop_review_heads(
-        self, repo: str, number: int, user: str, until: int, user_id: int | None = None
-    ) -> None:
-        """Forget the heads ``user`` (account ``user_id``) approved the PR on, recorded at
-        or before ``until``: they took their approval back. Every row of the account, under
-        any login it had (a rename leaves one row per login), and the rows of ``user``
-        recorded without an id; with no id, every row of ``user``. A later approval's row
-        stays (a late delivery of the taking back does not undo it)."""
-        t = review_heads
-        login = t.c.user == user.casefold()
-        mine = (
-            login
-            if user_id is None
-            else or_(t.c.user_id == user_id, and_(login, t.c.user_id.is_(None)))
-        )
-        query = delete(t).where(
-            t.c.repo == repo, t.c.number == number, t.c.reviewed_ts <= until, mine
-        )
-        with self._writing("forget the heads of an approval taken back") as conn:
-            conn.execute(query)
-
     def record_pusher(
         self, repo: str, number: int, user: str, now: int, user_id: int | None = None
     ) -> None:
@@ -414,25 +376,6 @@ class Ledger(AuditLog):
         )
         with self._reading("read who pushed to a branch") as conn:
             return [Push(row.sha, row.user, _id(row.user_id)) for row in conn.execute(query)]
-
-    def review_heads(self, repo: str, number: int) -> dict[str, tuple[str, int]]:
-        """Case-folded user -> the head of the PR when they last approved it, and when."""
-        query = select(review_heads.c.user, review_heads.c.sha, review_heads.c.reviewed_ts).where(
-            review_heads.c.repo == repo, review_heads.c.number == number
-        )
-        with self._reading("read the heads of approvals") as conn:
-            return {row.user: (row.sha, int(row.reviewed_ts)) for row in conn.execute(query)}
-
-    def review_head_ids(self, repo: str, number: int) -> dict[str, int]:
-        """Case-folded user -> the account id their last approval's head was recorded with
-        (users recorded without one are left out)."""
-        query = select(review_heads.c.user, review_heads.c.user_id).where(
-            review_heads.c.repo == repo, review_heads.c.number == number
-        )
-        with self._reading("read the heads of approvals") as conn:
-            return {
-                row.user: int(row.user_id) for row in conn.execute(query) if row.user_id is not None
-            }
 
     def approve(
         self,

@@ -65,8 +65,9 @@ plan_clicks = Table(
     Column("user_id", BigInteger, nullable=True),
 )
 
-# The head an approval was given on, when the forge's approvals do not say (GitLab): the
-# approval webhook does; the latest per user wins.
+# The head a GitLab approval hook named, per user: no longer written nor read (an approval
+# is bound by GitLab's merge request versions: approval._bound). Kept for the states that
+# have it, and for its migrations (1 makes it, 7 adds user_id).
 review_heads = Table(
     "sluice_review_heads",
     metadata,

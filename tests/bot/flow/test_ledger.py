@@ -90,9 +90,6 @@ def test_who_pushed_is_kept_with_their_account_id(ledger: Ledger) -> None:
         ("bbb", "bobx", 41),
     ]
     assert ledger.pushes_of("github:o/r", ["bbb"]) == [("bbb", "bobx", 41)]
-    ledger.review_head("gitlab:g/r", 3, "BobX", "aaa111", 4, user_id=41)
-    ledger.review_head("gitlab:g/r", 3, "ann", "aaa111", 5)
-    assert ledger.review_head_ids("gitlab:g/r", 3) == {"bobx": 41}
 
 
 def test_a_login_another_account_had_is_no_reason_to_drop_a_pusher(ledger: Ledger) -> None:
@@ -114,35 +111,6 @@ def test_a_login_another_account_had_is_no_reason_to_drop_a_pusher(ledger: Ledge
         ("ccc", "bob", None),
         ("ccc", "bobx", 41),
     ]
-
-
-def test_the_latest_head_of_each_approval_is_kept(ledger: Ledger) -> None:
-    ledger.review_head("gitlab:g/r", 3, "Ann", "AAA111", 1)
-    ledger.review_head("gitlab:g/r", 3, "bob", "aaa111", 2)
-    ledger.review_head("gitlab:g/r", 3, "ann", "bbb222", 3)  # approved again after a push
-    ledger.review_head("gitlab:g/r", 4, "ann", "ccc333", 4)
-    assert ledger.review_heads("gitlab:g/r", 3) == {"ann": ("bbb222", 3), "bob": ("aaa111", 2)}
-    assert ledger.review_heads("gitlab:other/r", 3) == {}
-
-
-def test_an_approval_taken_back_forgets_every_head_of_its_account(ledger: Ledger) -> None:
-    repo = "gitlab:g/r"
-    ledger.review_head(repo, 3, "bob", "aaa111", 1, user_id=41)
-    ledger.review_head(repo, 3, "BobX", "bbb222", 2, user_id=41)  # renamed, approved again
-    ledger.review_head(repo, 3, "bobx", "ccc333", 3)  # before ids were: his login's
-    ledger.review_head(repo, 3, "mallory", "aaa111", 2, user_id=77)
-    ledger.review_head(repo, 3, "bob2", "aaa111", 2, user_id=78)
-    ledger.review_head(repo, 4, "bob", "ddd444", 1, user_id=41)  # another PR
-    ledger.review_head(repo, 3, "newest", "eee555", 9, user_id=41)  # given after: kept
-    ledger.drop_review_heads(repo, 3, "BOBX", 5, user_id=41)
-    assert ledger.review_heads(repo, 3) == {
-        "mallory": ("aaa111", 2),
-        "bob2": ("aaa111", 2),
-        "newest": ("eee555", 9),
-    }
-    assert ledger.review_heads(repo, 4) == {"bob": ("ddd444", 1)}
-    ledger.drop_review_heads(repo, 3, "Mallory", 2)  # no id: every row of the login
-    assert set(ledger.review_heads(repo, 3)) == {"bob2", "newest"}
 
 
 def test_approved_items_are_what_a_promotion_finds(ledger: Ledger) -> None:
@@ -198,7 +166,6 @@ def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
             ledger.approve("github:o/r", n, f"s{n}", [("a.x", "k1")], ["bob"], i)
             ledger.record_plan("github:o/r", 1, "abc", _review("fp"), i)
             ledger.click("github:o/r", 1, "bob", "abc", "fp", i)
-            ledger.review_head("github:o/r", 1, "bob", "abc", i)
             ledger.save_comment("github:o/r", 1, f"body {n}", {})
             ledger.merged("github:o/r", 1, [("a.x", "k1")], i)
 
@@ -208,9 +175,6 @@ def test_many_workers_write_the_same_keys_at_once(ledger: Ledger) -> None:
     assert ledger.unapproved("github:o/r", [("a.x", "k1"), ("a.y", "k2")]) == [("a.y", "k2")]
     assert ledger.plans("github:o/r", 1) == {"abc": "fp"}
     assert [click[:3] for click in ledger.clicks("github:o/r", 1)] == [("bob", "abc", "fp")]
-    assert {user: sha for user, (sha, _) in ledger.review_heads("github:o/r", 1).items()} == {
-        "bob": "abc"
-    }
     assert ledger.comment("github:o/r", 1)[0] in {f"body {n}" for n in range(8)}
     assert ledger.waiting("github:o/r") == {1: [("a.x", "k1")]}
 
