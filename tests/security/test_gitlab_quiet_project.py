@@ -21,35 +21,35 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.flow import tenancy
 from sluice.bot.flow.ledger import Ledger
 from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import JobQueue
-from sluice.core.snapshot.naming import schema_prefix
-from sluice.core.spark.scripted import Warehouse
 from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.gitlab_hooks import mr_open_hook
-from tests.helpers.gitlab_service import GitLabService, gitlab_settings
+from tests.helpers.gitlab_service import (
+    CUSTOMERS,
+    MR_HOOK,
+    ORDERS,
+    GitLabService,
+    gitlab_world,
+    open_mr,
+    serve_world,
+)
 from tests.helpers.gitlab_wire import FakeGitLab
-from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
+from tests.helpers.lifecycle_prod import GitLabWorld
 from tests.helpers.renamed import assert_namespace_kept
-from tests.helpers.world import edit, sha_of
+from tests.helpers.world import sha_of
 
 OLD, NEW = "data/warehouse", "data/warehouse-2"
 KEY = f"gitlab:{OLD}"
 PID, HOLDER = CASE_REPOSITORY_ID, 5151
-MR_HOOK = "Merge Request Hook"
 MADE = "2020-03-01T10:00:00.000Z"  # data/warehouse: long before the service's records
 HOLDER_MADE = "2019-05-01T10:00:00.000Z"  # the project that takes its path: older still
 
@@ -58,29 +58,15 @@ HOLDER_MADE = "2019-05-01T10:00:00.000Z"  # the project that takes its path: old
 def world(tmp_path: Path) -> Iterator[GitLabWorld]:
     """Prod built up to now on a scripted warehouse from main (the example gated by
     carol), in data/warehouse's namespace (its own state and Spark schemas)."""
-    shared = f"sqlite:///{tmp_path / 'state.db'}"
-    env = GitLabWorld(tmp_path, tmp_path / "work", tenancy.state_url(shared, KEY), None, {},  # type: ignore[arg-type]
-                      warehouse=Warehouse())  # fmt: skip
-    env.gitlab = FakeGitLab(project=OLD, project_id=PID, created_at=MADE)
-    with schema_prefix(tenancy.schema_prefix(KEY)):
-        build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
-    env.gitlab.members.update({"alice": 30, "carol": 30})
-    env.shared = shared  # type: ignore[attr-defined]
-    env.isolated = True  # type: ignore[attr-defined]
+    env = gitlab_world(tmp_path, OLD, PID, members={"alice": 30, "carol": 30}, created_at=MADE)
     yield env
     env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    settings = gitlab_settings(
-        world.root, workdir=world.work, database_url=world.shared,  # type: ignore[attr-defined]
-        isolate_repositories=True,
-    )  # fmt: skip
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        world.gitlab.install(mock)
-        with TestClient(create_app(settings, runner_for=world.runner_for)) as client:
-            yield GitLabService(client, world.gitlab, settings)
+    with serve_world(world) as running:
+        yield running
 
 
 @pytest.fixture
@@ -90,27 +76,11 @@ def ledger(service: GitLabService) -> Iterator[Ledger]:
     opened.close()
 
 
-def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old: str,
-          new: str) -> None:  # fmt: skip
-    """MR ``iid`` (head ``sha_of(iid)``) changes ``model`` on main, opened by alice in
-    data/warehouse under its path now."""
-    src = world.root / f"mr{iid}"
-    shutil.copytree(world.trees[sha_of(1)], src)
-    edit(src / "models" / f"{model}.sql", old, new)
-    world.commit(sha_of(iid), src)
-    gitlab = world.gitlab
-    gitlab.add_mr(iid, sha=sha_of(iid), source_branch=f"feature-{iid}", author="alice")
-    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
-    assert response.status_code == 202, response.text
-    service.idle(timeout=300)
-
-
 def _served_then_quiet(world: GitLabWorld, service: GitLabService, ledger: Ledger) -> set[int]:
     """MR 8 built (its statuses' ids recorded as the service's), then the path's binding
     taken away: a name with records bound to no id, as before names were bound. The ids
     of the statuses MR 8's build made."""
-    _open(world, service, 8, "orders", "  o.status,\n",
-          "  o.status,\n  o.status = 'completed' AS is_completed,\n")  # fmt: skip
+    open_mr(world, service, 8, ORDERS)
     gitlab = world.gitlab
     assert gitlab.statuses_on(sha_of(8))["sluice/pr-environment"]["state"] == "success"
     made = {s["id"] for s in gitlab.statuses if s["sha"] == sha_of(8)}
@@ -142,8 +112,7 @@ def test_a_quiet_gitlab_project_s_own_delivery_keeps_its_namespace_by_its_status
     prod = world.versions("prod")
     _served_then_quiet(world, service, ledger)
     jobs, asked = len(warehouse.jobs), len(gitlab.requests)
-    _open(world, service, 9, "customers", "  c.first_name,\n",
-          "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
+    open_mr(world, service, 9, CUSTOMERS)
     statuses = gitlab.statuses_on(sha_of(9))
     assert statuses["sluice/pr-environment"]["state"] == "success", statuses
     assert "a check run the service made under it): it keeps its namespace" in caplog.text

@@ -33,7 +33,6 @@ approval counts for a head whose hold was never shown.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,25 +41,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.flow import tenancy
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PULL_VERSIONS_LIMIT
-from sluice.core.snapshot.naming import schema_prefix
-from sluice.core.spark.scripted import Warehouse
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.gitlab_hooks import mr_open_hook
-from tests.helpers.gitlab_service import GitLabService, gitlab_settings, project_token
+from tests.helpers.gitlab_service import (
+    CUSTOMERS,
+    ORDERS,
+    GitLabService,
+    gitlab_world,
+    model_tree,
+    moment,
+    mr_hook,
+    send,
+    serve_world,
+)
 from tests.helpers.gitlab_wire import FakeGitLab, fake_sha
-from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
-from tests.helpers.world import edit, sha_of
+from tests.helpers.lifecycle_prod import GitLabWorld
 
 PATH, PID = "data/warehouse", CASE_REPOSITORY_ID
-MR_HOOK = "Merge Request Hook"
 APPROVAL = "sluice/approval"
 
 
@@ -72,32 +73,13 @@ def _world(tmp_path: Path, gate: str = "") -> GitLabWorld:
     """data/warehouse with its prod built on a scripted warehouse, ``gate`` added to its
     gate settings; alice maintains it (she holds its webhook token), carol is the required
     approver."""
-    shared = f"sqlite:///{tmp_path / 'state.db'}"
-    url = tenancy.state_url(shared, f"gitlab:{PATH}")
-    env = GitLabWorld(tmp_path, tmp_path / "work", url, None, {},  # type: ignore[arg-type]
-                      warehouse=Warehouse())  # fmt: skip
-    env.gitlab = FakeGitLab(project=PATH, project_id=PID)
-    main = main_tree(tmp_path, approver="carol")
-    if gate:
-        config = main / "config.yaml"
-        config.write_text(config.read_text().replace("  deploy:\n", gate + "  deploy:\n", 1))
-    with schema_prefix(tenancy.schema_prefix(f"gitlab:{PATH}")):
-        build_main(env, main, int(time.time() * 1000))
-    env.gitlab.members.update({"alice": 40, "carol": 30})
-    env.shared = shared  # type: ignore[attr-defined]
-    return env
+    return gitlab_world(tmp_path, PATH, PID, members={"alice": 40, "carol": 30}, gate=gate)
 
 
 @contextmanager
 def _serving(world: GitLabWorld) -> Iterator[GitLabService]:
-    settings = gitlab_settings(
-        world.root, workdir=world.work, database_url=world.shared,  # type: ignore[attr-defined]
-        isolate_repositories=True, repositories=("gitlab:data/*",),
-    )  # fmt: skip
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        world.gitlab.install(mock)
-        with TestClient(create_app(settings, runner_for=world.runner_for)) as client:
-            yield GitLabService(client, world.gitlab, settings)
+    with serve_world(world, repositories=("gitlab:data/*",)) as running:
+        yield running
 
 
 @pytest.fixture
@@ -145,48 +127,15 @@ def _clock(gitlab: FakeGitLab, ahead_ms: int = 0) -> Callable[[], int]:
 # == the merge request =================================================================
 
 
-def _moment(seconds_from_now: float = 0) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(time.time() + seconds_from_now))
-
-
-def _hook(gitlab: FakeGitLab, action: str, head: str, user: str, **attrs: Any) -> dict[str, Any]:
-    """A real Merge Request Hook body of MR !8 (alice's) for ``action`` by ``user`` at
-    ``head``."""
-    payload = mr_open_hook(gitlab, 8, head, PATH, PID)
-    payload["user"].update(username=user, id=gitlab.user_id(user))
-    payload["object_attributes"].update(action=action, **attrs)
-    return payload
-
-
-def _send(service: GitLabService, payload: dict[str, Any]) -> None:
-    """Deliver ``payload`` signed with the project's own webhook token and wait for the
-    queue."""
-    response = service.deliver(MR_HOOK, payload, token=project_token(PID))
-    assert response.status_code == 202, response.text
-    service.idle(timeout=300)
-
-
-def _tree(world: GitLabWorld, name: str, *edits: tuple[str, str, str]) -> Path:
-    """main's tree with ``edits`` (model file, old, new) applied, as ``root/name``."""
-    src = world.root / name
-    shutil.copytree(world.trees[sha_of(1)], src)
-    for model, old, new in edits:
-        edit(src / "models" / model, old, new)
-    return src
-
-
 S8 = fake_sha("red team approval 5: orders")  # its plan is the one carol approves
 S9 = fake_sha("red team approval 5: orders and customers")  # a plan she never approves
-ORDERS = ("orders.sql", "  o.status,\n", "  o.status,\n  o.status = 'completed' AS is_completed,\n")
-CUSTOMERS = ("customers.sql", "  c.first_name,\n",
-             "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
 
 
 def _commits(world: GitLabWorld) -> None:
     """S8: orders changed (the plan carol is shown and approves); S9: orders and
     customers changed (a plan she never approves)."""
-    world.commit(S8, _tree(world, "mr8", ORDERS))
-    world.commit(S9, _tree(world, "mr9", ORDERS, CUSTOMERS))
+    world.commit(S8, model_tree(world, "mr8", ORDERS))
+    world.commit(S9, model_tree(world, "mr9", ORDERS, CUSTOMERS))
 
 
 def _move(gitlab: FakeGitLab, sha: str) -> None:
@@ -202,7 +151,7 @@ def _move(gitlab: FakeGitLab, sha: str) -> None:
 def _open(world: GitLabWorld, service: GitLabService, sha: str) -> None:
     """alice opens MR !8 at ``sha``; GitLab's hook; built."""
     world.gitlab.add_mr(8, sha=sha, source_branch="feature-8", author="alice")
-    _send(service, mr_open_hook(world.gitlab, 8, sha, PATH, PID))
+    send(service, mr_open_hook(world.gitlab, 8, sha, PATH, PID))
     assert world.gitlab.statuses_on(sha)["sluice/pr-environment"]["state"] == "success"
 
 
@@ -214,7 +163,7 @@ def _push(world: GitLabWorld, service: GitLabService, sha: str, old: str) -> Non
 
 def _update(world: GitLabWorld, service: GitLabService, sha: str, old: str) -> None:
     """GitLab's update hook of a push of ``sha`` over ``old`` (delivered now)."""
-    _send(service, _hook(world.gitlab, "update", sha, "alice", oldrev=old, updated_at=_moment()))
+    send(service, mr_hook(world.gitlab, 8, "update", sha, "alice", oldrev=old, updated_at=moment()))
     assert world.gitlab.statuses_on(sha)["sluice/pr-environment"]["state"] == "success"
 
 
@@ -229,8 +178,8 @@ def _approval_hook(
 ) -> None:
     """GitLab's own approval hook (``action``) of ``user``'s, naming the head GitLab has
     now; its ``updated_at`` the time now unless given."""
-    at = updated_at or _moment()
-    _send(service, _hook(world.gitlab, action, head, user, updated_at=at))
+    at = updated_at or moment()
+    send(service, mr_hook(world.gitlab, 8, action, head, user, updated_at=at))
 
 
 def _mr_updated(gitlab: FakeGitLab) -> str:
@@ -308,7 +257,7 @@ def test_an_approval_given_while_another_plan_is_shown_does_not_count_for_a_new_
     # carol takes it back and approves again, once she has seen S9's plan: it counts.
     gitlab.unapprove(8, "carol")
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S9, updated_at=_moment(5))  # not the hook before's
+    _approval_hook(world, service, S9, updated_at=moment(5))  # not the hook before's
     assert _state(gitlab, S9)["state"] == "success"
 
 
@@ -484,8 +433,8 @@ def test_a_forged_approval_hook_of_an_approver_who_never_approved_counts_for_not
     _clock(gitlab)
     _commits(world)
     _open(world, service, S8)
-    _send(service, _hook(gitlab, "approval", S8, "carol", updated_at=_moment()))
-    _send(service, _hook(gitlab, "approved", S8, "carol", updated_at=_moment()))
+    send(service, mr_hook(gitlab, 8, "approval", S8, "carol", updated_at=moment()))
+    send(service, mr_hook(gitlab, 8, "approved", S8, "carol", updated_at=moment()))
     after = _state(gitlab, S8)
     assert after["state"] == "failed", after
     assert gitlab.approvals.get(8, []) == []
@@ -596,8 +545,8 @@ def test_a_taken_back_approval_does_not_promote_on_merge(
     merge = fake_sha("red team approval 5: the merge of S8")
     world.commit(merge, world.trees[S8], branch="main")
     gitlab.merge_requests[8].update(state="merged", merge_commit_sha=merge)
-    _send(service, _hook(gitlab, "merge", S8, "alice", state="merged", merge_commit_sha=merge,
-                         updated_at=_moment()))  # fmt: skip
+    send(service, mr_hook(gitlab, 8, "merge", S8, "alice", state="merged",
+                          merge_commit_sha=merge, updated_at=moment()))  # fmt: skip
     deploy = gitlab.statuses_on(merge).get("sluice/deploy")
     assert deploy is not None, gitlab.statuses_on(merge)
     assert deploy["state"] != "success", (
@@ -622,7 +571,7 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
             _clock(gitlab)
             _commits(world)
             gitlab.add_mr(8, sha=S8, source_branch="feature-8", author="alice")
-            _send(service, mr_open_hook(gitlab, 8, S8, PATH, PID))
+            send(service, mr_open_hook(gitlab, 8, S8, PATH, PID))
             held = gitlab.statuses_on(S8)[APPROVAL]
             assert held["description"] == "Waiting for the build", held  # held
             assert "sluice/pr-environment" not in gitlab.statuses_on(S8) or (
@@ -631,7 +580,8 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
 
             _move(gitlab, S9)  # the webhook is off
             gitlab.approve(8, "carol")  # she read S8's hold
-            _send(service, _hook(gitlab, "update", S9, "alice", oldrev=S8, updated_at=_moment()))
+            update = mr_hook(gitlab, 8, "update", S9, "alice", oldrev=S8, updated_at=moment())
+            send(service, update)
             built = gitlab.statuses_on(S9).get("sluice/pr-environment")
             assert built is None or built["state"] != "success", (
                 f"carol's approval of S8's hold released {S9[:7]}'s build, never held: {built}"

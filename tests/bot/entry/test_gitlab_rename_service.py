@@ -17,33 +17,33 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import responses
-from fastapi.testclient import TestClient
 
-from sluice.bot.entry.app import create_app
-from sluice.bot.flow import tenancy
 from sluice.bot.queue.scheduler import Scheduler
 from sluice.bot.queue.store import JobQueue
-from sluice.core.snapshot.naming import schema_prefix
-from sluice.core.spark.scripted import Warehouse
 from sluice.core.state import open_state
 from tests.helpers.cases import CASE_REPOSITORY_ID
 from tests.helpers.gitlab_hooks import mr_open_hook
-from tests.helpers.gitlab_service import GitLabService, gitlab_settings
+from tests.helpers.gitlab_service import (
+    CUSTOMERS,
+    MR_HOOK,
+    ORDERS,
+    GitLabService,
+    gitlab_world,
+    open_mr,
+    serve_world,
+)
 from tests.helpers.gitlab_wire import FakeGitLab
-from tests.helpers.lifecycle_prod import GitLabWorld, build_main, main_tree
+from tests.helpers.lifecycle_prod import GitLabWorld
 from tests.helpers.renamed import assert_namespace_kept
-from tests.helpers.world import edit, sha_of
+from tests.helpers.world import sha_of
 
 OLD, NEW = "data/warehouse", "data/warehouse-2"
 PID, HOLDER = CASE_REPOSITORY_ID, 5151
-MR_HOOK = "Merge Request Hook"
 
 
 @pytest.fixture(params=["one repository", "isolated"])
@@ -51,47 +51,16 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GitLabWorl
     """Prod built up to now on a scripted warehouse from main (the example gated by carol):
     in the service's state (the project owns it), or, when the service isolates
     repositories, in data/warehouse's namespace (its own state and Spark schemas)."""
-    shared = f"sqlite:///{tmp_path / 'state.db'}"
     isolated = request.param == "isolated"
-    url = tenancy.state_url(shared, f"gitlab:{OLD}") if isolated else shared
-    env = GitLabWorld(tmp_path, tmp_path / "work", url, None, {},  # type: ignore[arg-type]
-                      warehouse=Warehouse())  # fmt: skip
-    env.gitlab = FakeGitLab(project=OLD, project_id=PID)
-    prefix = tenancy.schema_prefix(f"gitlab:{OLD}") if isolated else ""
-    with schema_prefix(prefix):
-        build_main(env, main_tree(tmp_path, approver="carol"), int(time.time() * 1000))
-    env.gitlab.members.update({"alice": 30, "carol": 30})
-    env.shared = shared  # type: ignore[attr-defined]
-    env.isolated = isolated  # type: ignore[attr-defined]
+    env = gitlab_world(tmp_path, OLD, PID, members={"alice": 30, "carol": 30}, isolated=isolated)
     yield env
     env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    settings = gitlab_settings(
-        world.root, workdir=world.work, database_url=world.shared,  # type: ignore[attr-defined]
-        isolate_repositories=world.isolated,  # type: ignore[attr-defined]
-    )  # fmt: skip
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        world.gitlab.install(mock)
-        with TestClient(create_app(settings, runner_for=world.runner_for)) as client:
-            yield GitLabService(client, world.gitlab, settings)
-
-
-def _open(world: GitLabWorld, service: GitLabService, iid: int, model: str, old: str,
-          new: str) -> None:  # fmt: skip
-    """MR ``iid`` (head ``sha_of(iid)``) changes ``model`` on main, opened by alice in the
-    project under the path GitLab has for it now (the fake's)."""
-    src = world.root / f"mr{iid}"
-    shutil.copytree(world.trees[sha_of(1)], src)
-    edit(src / "models" / f"{model}.sql", old, new)
-    world.commit(sha_of(iid), src)
-    gitlab = world.gitlab
-    gitlab.add_mr(iid, sha=sha_of(iid), source_branch=f"feature-{iid}", author="alice")
-    response = service.deliver(MR_HOOK, mr_open_hook(gitlab, iid, sha_of(iid), gitlab.project, PID))
-    assert response.status_code == 202, response.text
-    service.idle(timeout=300)
+    with serve_world(world) as running:
+        yield running
 
 
 def _projects(gitlab: FakeGitLab, since: int) -> list[tuple[str, str]]:
@@ -106,16 +75,14 @@ def test_a_project_renamed_on_gitlab_keeps_its_namespace_and_its_old_path_s_hold
     gitlab, warehouse = world.gitlab, world.scripted
     caplog.set_level(logging.INFO)
     prod = world.versions("prod")
-    _open(world, service, 8, "orders", "  o.status,\n",
-          "  o.status,\n  o.status = 'completed' AS is_completed,\n")  # fmt: skip
+    open_mr(world, service, 8, ORDERS)
     assert gitlab.statuses_on(sha_of(8))["sluice/pr-environment"]["state"] == "success"
 
     # GitLab renames the project: its id and the new path answer as it, the old path too
     # (GitLab keeps a redirect until another project takes the path).
     gitlab.rename(NEW)
     jobs, asked = len(warehouse.jobs), len(gitlab.requests)
-    _open(world, service, 9, "customers", "  c.first_name,\n",
-          "  c.first_name,\n  LENGTH(c.first_name) AS first_name_length,\n")  # fmt: skip
+    open_mr(world, service, 9, CUSTOMERS)
     statuses = gitlab.statuses_on(sha_of(9))
     assert statuses["sluice/pr-environment"]["state"] == "success", statuses
     assert "was renamed: it keeps its namespace" in caplog.text
