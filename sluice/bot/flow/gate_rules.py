@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Literal, NamedTuple
 
 from sluice.bot.forge.base import Review
+from sluice.bot.present.checks import PLAN_IN_ACTION
 from sluice.core import markdown as md
 from sluice.core.gate_settings import GateSettings
 
@@ -85,7 +86,7 @@ class ActionApproval(NamedTuple):
 
     user: str
     sha: str  # the commit it was given on
-    plan: str | None = None  # the fingerprint (a prefix) of the plan its button showed
+    plan: str | None = None  # the plan its button showed: its first PLAN_IN_ACTION characters
     ts: int | None = None  # when it was handled (epoch ms)
     user_id: int | None = None  # who clicked, by account id (None: not known)
     recorded: str | None = None  # the login it was recorded with (None: ``user``)
@@ -340,7 +341,7 @@ def _approves(
     if sha not in plans:
         return f"approved {short}, for which no plan was recorded"
     if plans[sha] != gate.current_plan or (
-        given.plan is not None and not gate.current_plan.startswith(given.plan)
+        given.plan is not None and given.plan != gate.current_plan[:PLAN_IN_ACTION]
     ):
         return f"approved {short}, whose plan differs from the current plan"
     since = planned_at.get(sha)

@@ -125,7 +125,7 @@ def _click(job: Job, event: CheckRunEvent, number: int) -> None:
     _, plan = checks.approved_plan(event.identifier)
     review = job.ledger.review(job.repo, number, event.head_sha)
     current = review.fingerprint if review is not None else None
-    if plan is not None and current is not None and current.startswith(plan):
+    if plan is not None and current is not None and current[: checks.PLAN_IN_ACTION] == plan:
         plan_id: str | None = current
     else:
         plan_id = plan or current

@@ -533,6 +533,9 @@ def test_a_click_counts_only_for_the_plan_its_button_showed() -> None:
     assert stale.stale == ("bob",)
     # A button that named no plan (made before buttons did): by when it was handled.
     assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], planned_at={C3: 2_000}).ok
+    # It named "P", a prefix of P2 but not what Sluice's button names (its first 12
+    # characters, here all of it): a crafted id matching many plans counts for none.
+    assert not run(settings(), [], actions=[("bob", C3, "P", 1_000)]).ok
     assert not run(settings(), [], actions=[("bob", C3, None, 2_000)], planned_at={C3: 2_000}).ok
     assert run(settings(), [], actions=[("bob", C3, None, 3_000)], planned_at={C3: 2_000}).ok
 
