@@ -92,7 +92,7 @@ class FakeGitHub:
     # mock needs one of its own: each answers /repositories/{its id}/... alone).
     repo_id: int = CASE_REPOSITORY_ID
     trees: dict[str, bytes] = field(default_factory=dict)  # sha -> tar.gz
-    _last_review: int = 0  # epoch seconds of the latest review's submitted_at
+    _last_review: int = 0  # epoch seconds of the latest time it gave (_now)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     statuses: list[dict[str, Any]] = field(default_factory=list)
@@ -263,10 +263,12 @@ class FakeGitHub:
                              **({"id": user["id"]} if isinstance(user.get("id"), int) else {})},
                 }  # fmt: skip
 
-    def _review_time(self) -> str:
-        # A second after now at the least: the gate does not count an approval stamped in
-        # the second its plan was published (forges' times have whole seconds), and a
-        # person reads the plan before approving it.
+    def _now(self) -> str:
+        # GitHub's clock, to the second as GitHub writes its times: a review's and a
+        # comment's edit (the plan's publication). A second after the time it last gave
+        # at the least, and after the real time: the gate does not count an approval
+        # stamped in the second its plan was published, and a person reads the plan
+        # before approving it.
         self._last_review = max(int(time.time()) + 1, self._last_review + 1)
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._last_review))
 
@@ -280,7 +282,7 @@ class FakeGitHub:
             # Now, as GitHub stamps it (the gate counts a review given once its commit had
             # the plan it has; the service's clock is the real one here), a second after
             # the review before at the least: reviews list in the order given.
-            "submitted_at": self._review_time(),
+            "submitted_at": self._now(),
         })  # fmt: skip
         return review_id
 
@@ -426,7 +428,8 @@ class FakeGitHub:
             "user": comment["user"], "url": f"{API}/repos/{self.repo}/issues/comments/{comment['id']}",
             "issue_url": f"{API}/repos/{self.repo}/issues/{comment['issue']}",
             "html_url": f"https://github.com/{self.repo}/pull/{comment['issue']}#issuecomment-{comment['id']}",
-            "created_at": "2026-11-21T10:00:00Z", "updated_at": "2026-11-21T10:00:00Z",
+            "created_at": comment.get("created_at", "2026-11-21T10:00:00Z"),
+            "updated_at": comment.get("updated_at", "2026-11-21T10:00:00Z"),
         }  # fmt: skip
 
     def _list_comments(self, match: Any, body: Any) -> Any:
@@ -443,8 +446,9 @@ class FakeGitHub:
         return BOT
 
     def _create_comment(self, match: Any, body: Any) -> Any:
+        now = self._now()
         comment = {"id": self._next(), "issue": int(match.group(1)), "body": body["body"],
-                   "user": self._caller(), "edits": 0}  # fmt: skip
+                   "user": self._caller(), "edits": 0, "created_at": now, "updated_at": now}  # fmt: skip
         self.comments[comment["id"]] = comment
         return self._json(self._comment_json(comment), 201)
 
@@ -461,6 +465,7 @@ class FakeGitHub:
         comment.setdefault("bodies", [comment["body"]]).append(body["body"])
         comment["body"] = body["body"]
         comment["edits"] += 1
+        comment["updated_at"] = self._now()
         return self._json(self._comment_json(comment))
 
     def _commit(self, match: Any, body: Any) -> Any:

@@ -22,9 +22,10 @@ clock runs a second and more ahead of the real time (a second more at each stamp
 gives faster than one a second), which would hide the order of an approval and a plan
 published close to it.
 
-Findings (xfail): 1. a head pushed back keeps its first plan's time, so an approval given
-while the comment showed another head's plan counts for it; 2. the gate compares GitLab's
-approved_at with the service's clock; 3. an approval or unapproval hook runs once by a
+Findings (each closed since, its test passing): 1. a head pushed back keeps its first
+plan's time, so an approval given while the comment showed another head's plan counts for
+it; 2. the gate compares GitLab's approved_at with the service's clock (closed: each
+publication is kept by GitLab's clock too, the note's updated_at); 3. an approval or unapproval hook runs once by a
 content key made of the merge request's updated_at, which an approval does not move: an
 approver's taking back is skipped as a replay (of a forged hook, or of their own earlier
 one), the content stays approved and a merge promotes it; 4. the backfill budget's
@@ -314,19 +315,6 @@ def test_a_new_version_at_the_same_head_keeps_an_approval_on_it(
 # == GitLab's clock and the service's ==================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Finding 2: gate_rules._approves compares an approval's approved_at (GitLab's clock) "
-        "with the time its head got its plan (Ledger.plan_times: the service's clock, "
-        "pr_build's job.deps.clock()); with GitLab's clock ahead of the service's by more "
-        "than the time a plan takes to publish, an approval given before the head's plan "
-        "was shown (bound to that head by GitLab's versions) counts for it. Fix: stamp a "
-        "plan's publication on GitLab's clock (the updated_at GitLab returns for the plan's "
-        "note, or the created_at of the status posted with it) and compare GitLab "
-        "approvals with that; never compare times of two clocks"
-    ),
-)
 def test_an_approval_before_the_plan_does_not_count_when_gitlabs_clock_runs_ahead(
     world: GitLabWorld, service: GitLabService
 ) -> None:

@@ -393,8 +393,8 @@ class WorkspaceForge:
     def pull_commits(self, number: int) -> list[PullCommit] | None:
         return self.inner.pull_commits(number)
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
-        self.inner.upsert_comment(number, marker, body)
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
+        return self.inner.upsert_comment(number, marker, body)
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         made = self.inner.set_check(sha, check, run_id)

@@ -69,8 +69,11 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         review = ledger.review(repo, pr.number, pr.head_sha)
         plans = ledger.plans(repo, pr.number)
-        plan_times = ledger.plan_times(repo, pr.number)
-        shown = ledger.plans_shown(repo, pr.number)
+        # By each clock: a review's time is the forge's, a click's the service's.
+        plan_times = ledger.plan_times(repo, pr.number, forge=True)
+        shown = ledger.plans_shown(repo, pr.number, forge=True)
+        planned_here = ledger.plan_times(repo, pr.number)
+        shown_here = ledger.plans_shown(repo, pr.number)
         recorded = _recorded_pushes(job, pr, commits)
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
@@ -114,6 +117,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             action_approvals=_clicks_now(job, clicks),
             planned_at=plan_times,
             shown=shown,
+            planned_here=planned_here,
+            shown_here=shown_here,
             pushers=pushers.people,
             pusher_accounts=pushers.accounts,
             bot_pushers=pushers.bots,
@@ -266,7 +271,7 @@ def budget_approved(
     others += pushers.accounts
     others.append((pr.author, pr.author_id))
     latest: dict[str, Review] = {}  # by account id where the forge says, else by login
-    shown = job.ledger.plans_shown(job.repo, pr.number, holds=True)
+    shown = job.ledger.plans_shown(job.repo, pr.number, holds=True, forge=True)  # reviews
     reviews = _people_only(job, job.forge.reviews(pr.number))
     for review in _bound(job, pr.number, reviews):
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):

@@ -110,15 +110,21 @@ class GateInput:
             review, and only of the plan its button named where it named one; it does not
             lift a standing "changes requested" from the same user (only a new review
             does, as on GitHub).
-        planned_at: Head commit sha -> when (epoch ms) it got the plan it has; an approval
-            on it from before then (or of unknown time), naming no plan, approved another
-            plan or none. A commit not in it: any time.
+        planned_at: Head commit sha -> when (epoch ms, by the forge's clock: a review's
+            time is the forge's) it got the plan it has; an approval on it from before then
+            (or of unknown time), naming no plan, approved another plan or none. A commit
+            not in it: any time.
         shown: (when, lower-case head sha) of each publication of the pull request's
-            plan, oldest first: that head's plan was the one shown from then on. An
-            approval naming no plan counts only when the last publication before it (to
-            the second where its time has no finer) was its commit's: given while another
-            head's plan was shown (the PR pushed away and back), the reviewer read that
-            one. Empty (a PR planned before these were kept): not asked.
+            plan, oldest first, by the forge's clock: that head's plan was the one shown
+            from then on. An approval naming no plan counts only when the last publication
+            before it (to the second where its time has no finer) was its commit's: given
+            while another head's plan was shown (the PR pushed away and back), the
+            reviewer read that one. Empty (a PR planned before these were kept): not asked.
+        planned_here, shown_here: The same by the service's clock, what a click's time
+            (the service's: when it was handled) is compared with. Never a time of one
+            clock with one of the other: a forge whose clock runs ahead would make an
+            approval given before a plan was shown count for it (red team, approvals
+            round 5).
         pushers: Who pushed a head of the pull request, known by login only (recorded
             before account ids were, a commit's author or committer): like the author, their
             own approval never counts (their change is not theirs to approve).
@@ -154,6 +160,8 @@ class GateInput:
     action_approvals: Sequence[ActionApproval] = ()
     planned_at: Mapping[str, int] = field(default_factory=dict)
     shown: Sequence[tuple[int, str]] = ()
+    planned_here: Mapping[str, int] = field(default_factory=dict)
+    shown_here: Sequence[tuple[int, str]] = ()
     pushers: frozenset[str] = frozenset()
     pusher_accounts: frozenset[tuple[str, int]] = frozenset()
     author_id: int | None = None
@@ -212,11 +220,20 @@ class GateResult:
 
 
 class _Given(NamedTuple):
-    """One approval: the commit it was given on, what plan it named, when."""
+    """One approval: the commit it was given on, what plan it named, when (by the
+    forge's clock; ``here``: by the service's, a click's)."""
 
     sha: str | None
     plan: str | None
     ts: int | None
+    here: bool = False
+
+
+class _Planned(NamedTuple):
+    """Head sha (lower case) -> when it got the plan it has, by each clock."""
+
+    forge: Mapping[str, int]
+    here: Mapping[str, int]
 
 
 @dataclass
@@ -281,7 +298,7 @@ def _standings(gate: GateInput) -> dict[str, _Standing]:
         )  # fmt: skip
     for index, click in enumerate(gate.action_approvals, start=len(gate.reviews)):
         at = click.ts if click.ts is not None else -1
-        given = _Given(click.sha, click.plan, click.ts)
+        given = _Given(click.sha, click.plan, click.ts, here=True)
         words.append(_Word(at, index, click.user, click.user_id, "CLICK", given, click.recorded))
     words.sort(key=lambda w: (w.at, w.order))
     by_user: dict[str, _Standing] = {}
@@ -326,10 +343,10 @@ def _is(standing: _Standing, login: str, uid: int | None) -> bool:
 
 
 def _approves(
-    gate: GateInput, plans: Mapping[str, str], planned_at: Mapping[str, int], given: _Given
+    gate: GateInput, plans: Mapping[str, str], planned: _Planned, given: _Given
 ) -> str | None:
     """None when ``given`` approves the current plan, else why not (for the stale list);
-    ``plans`` and ``planned_at`` are the gate's, keyed by lower-case sha."""
+    ``plans`` and ``planned`` are the gate's, keyed by lower-case sha."""
     if given.sha is None:
         return (
             "approved, but the forge does not say on which commit (GitLab: no approval "
@@ -344,7 +361,7 @@ def _approves(
         given.plan is not None and given.plan != gate.current_plan[:PLAN_IN_ACTION]
     ):
         return f"approved {short}, whose plan differs from the current plan"
-    since = planned_at.get(sha)
+    since = (planned.here if given.here else planned.forge).get(sha)
     if given.plan is None and since is not None:
         # To the second where the forge's time has no finer (GitHub's submitted_at, most
         # GitLab times): an approval in the very second the plan was published may have
@@ -358,7 +375,8 @@ def _approves(
                 f"approved {short} in the second its plan was published "
                 "(maybe the plan before): approve again"
             )
-    if given.plan is None and gate.shown and not shown_at(gate.shown, sha, given.ts):
+    shown = gate.shown_here if given.here else gate.shown
+    if given.plan is None and shown and not shown_at(shown, sha, given.ts):
         return (
             f"approved {short} while another commit's plan was shown: approve again "
             "once Sluice shows this commit's plan"
@@ -417,7 +435,10 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         for team, logins in gate.team_members.items()
     }
     plans = {sha.lower(): plan for sha, plan in gate.plans.items()}
-    planned_at = {sha.lower(): ts for sha, ts in gate.planned_at.items()}
+    planned = _Planned(
+        {sha.lower(): ts for sha, ts in gate.planned_at.items()},
+        {sha.lower(): ts for sha, ts in gate.planned_here.items()},
+    )
 
     eligible_names: dict[str, str] = {}
     for user in required.users:
@@ -484,7 +505,7 @@ def evaluate(settings: GateSettings, gate: GateInput) -> GateResult:
         mine = places(standing)
         relevant = bool(mine & (listed | owner_people))
         login = standing.login
-        reasons = [_approves(gate, plans, planned_at, given) for given in standing.approved]
+        reasons = [_approves(gate, plans, planned, given) for given in standing.approved]
         if name in named and name in pinned and not mine & (listed | owner_people):
             taken[key] = login  # a listed login another account holds now: never theirs
         if None in reasons:

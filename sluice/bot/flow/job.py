@@ -156,9 +156,10 @@ class Job:
         body: str | None = None,
         section: tuple[str, str | None] | None = None,
         sections: Sequence[tuple[str, str | None]] = (),
-    ) -> None:
-        """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`)."""
-        self.deps.sticky.publish(
+    ) -> int | None:
+        """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`); when, by
+        the forge's clock (None: it says no time)."""
+        return self.deps.sticky.publish(
             self.forge, number, body=body, section=section, sections=sections, repo=self.repo
         )
 

@@ -141,22 +141,40 @@ class Ledger(AuditLog):
 
     # -- plans and approvals ----------------------------------------------------------
 
-    def record_plan(self, repo: str, number: int, sha: str, review: PlanReview, now: int) -> None:
+    def record_plan(
+        self,
+        repo: str,
+        number: int,
+        sha: str,
+        review: PlanReview,
+        now: int,
+        forge_at: int | None = None,
+    ) -> None:
         """Remember the plan review computed on head commit ``sha`` (replacing an older one),
         and that it is the one shown from ``now`` (:meth:`plans_shown`).
 
-        ``now`` is when the plan is published: a commit's first plan, or one made again with
-        another fingerprint (prod, or the settings in force, moved since), is the commit's
-        from then on, and an approval given on it before then approved another plan (or
-        none) and counts no more; a plan made again the same keeps its time."""
+        ``now`` is when the plan was published, by the service's clock, and ``forge_at`` by
+        the forge's (the time it gave the comment's edit; None: it gave none, ``now``
+        stands for it): a commit's first plan, or one made again with another fingerprint
+        (prod, or the settings in force, moved since), is the commit's from then on, and an
+        approval given on it before then approved another plan (or none) and counts no
+        more; a plan made again the same keeps its times. Each approval is compared with
+        the time of its own clock: a review with the forge's, a click with the service's
+        (red team, approvals round 5: two clocks never compare)."""
         sha = sha.lower()
+        forge_at = now if forge_at is None else forge_at
         key = (pr_plans.c.repo == repo, pr_plans.c.number == number, pr_plans.c.sha == sha)
         with self._writing("record a plan") as conn:
             before = conn.execute(
-                select(pr_plans.c.fingerprint, pr_plans.c.plan_ts).where(*key)
-            ).first()
+                select(pr_plans.c.fingerprint, pr_plans.c.plan_ts, pr_plans.c.plan_forge_ts)
+                .where(*key)
+            ).first()  # fmt: skip
             same = before is not None and before.fingerprint == review.fingerprint
-            since = before.plan_ts if same and before is not None else now
+            since, forge_since = (
+                (before.plan_ts, before.plan_forge_ts)
+                if same and before is not None
+                else (now, forge_at)
+            )  # fmt: skip
             row = {
                 "repo": repo,
                 "number": number,
@@ -165,19 +183,29 @@ class Ledger(AuditLog):
                 "review": dump_json(review.to_json()),
                 "created_ts": now,
                 "plan_ts": since,
+                "plan_forge_ts": forge_since,
             }
             _upsert(conn, pr_plans, row, ("repo", "number", "sha"))
-            self._shown(conn, repo, number, sha, now, "plan")
+            self._shown(conn, repo, number, sha, (now, forge_at), "plan")
 
-    def record_shown(self, repo: str, number: int, sha: str, now: int) -> None:
+    def record_shown(
+        self, repo: str, number: int, sha: str, now: int, forge_at: int | None = None
+    ) -> None:
         """Remember that head ``sha``'s hold (its plan over the backfill budget, waiting
-        for the budget's approver) is the one shown from ``now`` (:meth:`plans_shown`)."""
+        for the budget's approver) is the one shown from ``now`` (the service's clock) and
+        ``forge_at`` (the forge's; None: as ``now``): :meth:`plans_shown`."""
+        at = (now, now if forge_at is None else forge_at)
         with self._writing("record a hold") as conn:
-            self._shown(conn, repo, number, sha.lower(), now, "hold")
+            self._shown(conn, repo, number, sha.lower(), at, "hold")
 
     @staticmethod
-    def _shown(conn: Connection, repo: str, number: int, sha: str, now: int, kind: str) -> None:
-        shown = {"repo": repo, "number": number, "shown_ts": now, "sha": sha, "kind": kind}
+    def _shown(
+        conn: Connection, repo: str, number: int, sha: str, at: tuple[int, int], kind: str
+    ) -> None:
+        shown = {
+            "repo": repo, "number": number, "shown_ts": at[0], "forge_ts": at[1], "sha": sha,
+            "kind": kind,
+        }  # fmt: skip
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
         conn.execute(dialect.insert(plan_shown).values(shown).on_conflict_do_nothing())
 
@@ -189,32 +217,38 @@ class Ledger(AuditLog):
         with self._reading("read plans") as conn:
             return {row.sha: row.fingerprint for row in conn.execute(query)}
 
-    def plan_times(self, repo: str, number: int) -> dict[str, int]:
+    def plan_times(self, repo: str, number: int, *, forge: bool = False) -> dict[str, int]:
         """Head sha -> when it got the plan it has (approvals on it before then are stale),
-        for the commits of the PR whose time was recorded."""
-        query = select(pr_plans.c.sha, pr_plans.c.plan_ts).where(
-            pr_plans.c.repo == repo,
-            pr_plans.c.number == number,
-            pr_plans.c.plan_ts.is_not(None),
+        by the service's clock, or the forge's (``forge``), for the commits of the PR whose
+        time was recorded."""
+        t = pr_plans.c
+        at = func.coalesce(t.plan_forge_ts, t.plan_ts) if forge else t.plan_ts
+        query = select(t.sha, at.label("at")).where(
+            t.repo == repo, t.number == number, t.plan_ts.is_not(None)
         )
         with self._reading("read plans") as conn:
-            return {row.sha: int(row.plan_ts) for row in conn.execute(query)}
+            return {row.sha: int(row.at) for row in conn.execute(query)}
 
-    def plans_shown(self, repo: str, number: int, *, holds: bool = False) -> list[tuple[int, str]]:
+    def plans_shown(
+        self, repo: str, number: int, *, holds: bool = False, forge: bool = False
+    ) -> list[tuple[int, str]]:
         """(when, head sha) of each publication of the PR's plan or hold, oldest first: the
         head whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
-        shown`); empty for a PR planned before ledger migration 14 kept them. ``holds``:
-        a plan's publication is given as ``<sha>:plan``, so that only a hold is its head's
-        (what the backfill budget's approver approves: ``approval.budget_approved``)."""
+        shown`), by the service's clock or the forge's (``forge``); empty for a PR planned
+        before ledger migration 14 kept them. ``holds``: a plan's publication is given as
+        ``<sha>:plan``, so that only a hold is its head's (what the backfill budget's
+        approver approves: ``approval.budget_approved``)."""
+        t = plan_shown.c
+        at = func.coalesce(t.forge_ts, t.shown_ts) if forge else t.shown_ts
         query = (
-            select(plan_shown.c.shown_ts, plan_shown.c.sha, plan_shown.c.kind)
-            .where(plan_shown.c.repo == repo, plan_shown.c.number == number)
-            .order_by(plan_shown.c.shown_ts, plan_shown.c.sha)
+            select(at.label("at"), t.sha, t.kind)
+            .where(t.repo == repo, t.number == number)
+            .order_by(at, t.sha)
         )
         with self._reading("read plans") as conn:
             return [
                 (
-                    int(row.shown_ts),
+                    int(row.at),
                     str(row.sha) if not holds or row.kind == "hold" else f"{row.sha}:plan",
                 )
                 for row in conn.execute(query)

@@ -47,6 +47,9 @@ pr_plans = Table(
     # again differently (a /sluice plan after prod or its settings moved). None: recorded
     # before this was kept.
     Column("plan_ts", BigInteger, nullable=True),
+    # The same by the forge's clock (migration 15): what approvals the forge stamps are
+    # compared with. None: recorded before this was kept (plan_ts then).
+    Column("plan_forge_ts", BigInteger, nullable=True),
 )
 
 plan_clicks = Table(
@@ -292,6 +295,9 @@ plan_shown = Table(
     Column("shown_ts", BigInteger, primary_key=True),
     Column("sha", String, primary_key=True),  # lower-case
     Column("kind", String, nullable=False),  # "plan", or "hold" (over the backfill budget)
+    # When, by the forge's clock (migration 15; shown_ts is the service's): the time the
+    # forge gave the comment's edit. None: recorded before this was kept (shown_ts then).
+    Column("forge_ts", BigInteger, nullable=True),
 )
 
 # The tables of migration 1: those create_all made before the runner.
@@ -328,6 +334,13 @@ def _settings_file(conn: Connection) -> None:
 def _approved_generation(conn: Connection) -> None:
     if "generation" not in {c["name"] for c in inspect(conn).get_columns(approved.name)}:
         conn.exec_driver_sql(f"ALTER TABLE {approved.name} ADD COLUMN generation VARCHAR")
+
+
+def _forge_times(conn: Connection) -> None:
+    # Migrations 1 and 14 make the tables as declared now: add the columns where missing.
+    for table, column in ((pr_plans, "plan_forge_ts"), (plan_shown, "forge_ts")):
+        if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column} BIGINT")
 
 
 def _plan_bound(conn: Connection) -> None:
@@ -487,6 +500,7 @@ LEDGER = Track(
         Migration(12, "the heads whose push records were asked", _push_records_table),
         Migration(13, "when each repository was first recorded", _first_seen),
         Migration(14, "each publication of a pull request's plan", create_tables(plan_shown)),
+        Migration(15, "when each plan was shown, by the forge's clock", _forge_times),
     ),
     adopt=_adopt,
 )

@@ -257,7 +257,7 @@ def _build(
             once=True,
             notify=notify_text.BUDGET_HOLD,
         )
-        _neutral(
+        shown = _neutral(
             post,
             environment,
             plan,
@@ -265,9 +265,9 @@ def _build(
             checks.BUILD_HELD,
             checks.held_text(held.what, held.approver),
         )
-        # Shown from now: the budget's approver approves what they read (approval:
-        # budget_approved counts an approval given while this hold was shown).
-        job.ledger.record_shown(job.repo, post.pr.number, post.pr.head_sha, job.deps.clock())
+        # Shown from its publication: the budget's approver approves what they read
+        # (approval.budget_approved counts an approval given while this hold was shown).
+        job.ledger.record_shown(job.repo, post.pr.number, post.pr.head_sha, *shown)
         return held
     for name in PR_CHECKS:
         post.check(checks.running(name))
@@ -344,12 +344,13 @@ def _build(
         job, trusted, result.plan, project, store, post.pr.author, post.pr.number
     )
     review = dataclasses.replace(review, policies=raw)
-    # Recorded as of now, when it is published (the job may have built for minutes: an
-    # approval given meanwhile saw the commit's plan before this one, or none).
-    published = job.deps.clock()
-    job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, published)
     _policies(job, post, trusted, review)
-    _report(post, environment, result, prod)
+    # Recorded once published, as of then, by each clock (the job may have built for
+    # minutes: an approval given meanwhile saw the commit's plan before this one, or
+    # none; a review is compared with the forge's time of the publication, a click with
+    # the service's). Not published (the forge failed): not recorded, the gate waits.
+    shown = _report(post, environment, result, prod)
+    job.ledger.record_plan(job.repo, post.pr.number, post.pr.head_sha, review, *shown)
     return result
 
 
@@ -362,7 +363,11 @@ def _policies(job: Job, post: _Poster, settings: trust.Settings, review: PlanRev
     post.pending.append(policies.section(judgement))
 
 
-def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -> None:
+def _report(
+    post: _Poster, environment: str, result: PreviewResult, prod: Any
+) -> tuple[int, int | None]:
+    """The build's checks and its comment; when the comment was published
+    (:meth:`_Poster.comment`)."""
     title, body = comment.tests_summary(result.tests)
     post.check(checks.tests_result(title, body, result.tests_passed))
     plan = result.plan
@@ -379,7 +384,7 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
         checks.merge_result(checks.backfills_of(prod), prod.has_changes, reads, prod.environment)
     )
     failed = not result.tests_passed or bool(result.diff_errors)
-    post.comment(
+    return post.comment(
         CommentState(
             post.project,
             environment,
@@ -395,12 +400,13 @@ def _report(post: _Poster, environment: str, result: PreviewResult, prod: Any) -
 
 def _neutral(
     post: _Poster, environment: str, plan: Plan, posted: list[Check], title: str, text: str
-) -> None:
+) -> tuple[int, int | None]:
     """A build that did not run (held for an approver, or stopped by a newer head):
-    ``posted`` on the checks, ``title`` and ``text`` on a neutral comment."""
+    ``posted`` on the checks, ``title`` and ``text`` on a neutral comment; when it was
+    published (:meth:`_Poster.comment`)."""
     for check in posted:
         post.check(check)
-    post.comment(
+    return post.comment(
         CommentState(
             post.project, environment, post.pr.head_sha, "neutral", title, progress=text, plan=plan
         )
@@ -481,17 +487,20 @@ class _Poster:
         label = check.conclusion or check.status.replace("_", " ")
         self.conclusions[check.name] = f"{label}: {check.title}"
 
-    def comment(self, state: CommentState, *, reset: bool = False) -> None:
+    def comment(self, state: CommentState, *, reset: bool = False) -> tuple[int, int | None]:
         """Post ``state`` as the comment's body, with its facts for the verdict; ``reset``:
-        a new build starts, so what became of an earlier one (closed) no longer holds."""
+        a new build starts, so what became of an earlier one (closed) no longer holds.
+        Returns when it was published: by the service's clock once the forge answered,
+        and by the forge's (None: it says no time)."""
         state = _with(state, project=self.project, footer=self.footer, recent_days=self.recent_days)
         body = comment.comment(
             state, limit=self.forge.comment_limit, marker=self.job.deps.sticky.marker
         )
         sections = [comment.facts_section(state), *(comment.reset_sections() if reset else [])]
         sections += self.pending
-        self.job.publish(self.pr.number, body=body, sections=sections)
+        forge_at = self.job.publish(self.pr.number, body=body, sections=sections)
         self.pending = []
+        return self.job.deps.clock(), forge_at
 
 
 def _with(state: CommentState, **changes: Any) -> CommentState:

@@ -36,14 +36,16 @@ class StickyComment:
         section: tuple[str, str | None] | None = None,
         sections: Sequence[tuple[str, str | None]] = (),
         repo: str | None = None,
-    ) -> None:
+    ) -> int | None:
         """Update PR ``number``'s comment: its main ``body`` and/or extra ``section``s
         (``(name, None)`` removes one; facts for the verdict are sections too, never shown
         as they are); the other parts are kept as they were, all in one edit.
 
         The ledger's record is read, merged and written in one transaction, so sections
         another job wrote meanwhile (a promotion's, under the repository's prod key, while
-        a build runs under the PR's) are kept; the forge's comment is then edited to it."""
+        a build runs under the PR's) are kept; the forge's comment is then edited to it.
+        Returns when the forge says the comment came to read so (its clock; None: it
+        says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`)."""
         repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
         with self.ledger.together("publish the sticky comment"):
             old, kept = self.ledger.comment(repo, number)
@@ -56,4 +58,4 @@ class StickyComment:
             if body is None:
                 body = f"{self.marker}\n### Sluice\n"
             self.ledger.save_comment(repo, number, body, kept)
-        forge.upsert_comment(number, self.marker, comment.with_sections(body, kept))
+        return forge.upsert_comment(number, self.marker, comment.with_sections(body, kept))

@@ -277,11 +277,17 @@ class Forge(Protocol):
         """
         ...
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
         """Edit the bot's comment holding ``marker`` on the PR, or create it (``body``
         must contain ``marker``). The bot's: written by the forge's own identity (a GitHub
         App's ``<slug>[bot]``, a token's user, the local forge's bot user); anyone else's
-        comment holding the marker is never edited nor taken for it."""
+        comment holding the marker is never edited nor taken for it.
+
+        Returns when the comment came to read ``body``, by the forge's own clock (epoch
+        ms: the edit's or the creation's time, or the comment's last update where it read
+        so already): what an approval the forge stamps is compared with (a plan shown
+        from then on); None where the forge says no time (its approvals are then stamped
+        by the service's clock, the local forge's)."""
         ...
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:

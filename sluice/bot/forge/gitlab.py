@@ -666,7 +666,7 @@ class GitLabForge:
         )
         return f"{mr_url}#note_{note_id}"
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
         """Edit the bot's note holding ``marker`` on merge request ``!number``, or create
         it. The note is the oldest non-system note holding the marker written by the
         token's user (:meth:`_own_username`); anyone else's note holding the marker is
@@ -687,12 +687,13 @@ class GitLabForge:
                     continue
                 if author != me:
                     continue
-                if attrs.get("body") != body:
-                    mr.notes.update(note.id, {"body": body})
+                if attrs.get("body") != body:  # GitLab's answer: the note, updated_at too
+                    attrs = mr.notes.update(note.id, {"body": body}) or {}
                 self._note_urls[number] = self._note_url(number, int(note.id))
-                return
+                return created_ms(attrs.get("updated_at"))
             created = mr.notes.create({"body": body})
             self._note_urls[number] = self._note_url(number, int(created.id))
+            return created_ms(created.attributes.get("updated_at"))
 
     def reply(self, number: int, body: str) -> None:
         """Post a new note on merge request ``!number``."""

@@ -309,12 +309,13 @@ class LocalForge(GitRepo):
 
     # -- comments, reviews, reactions ----------------------------------------------------
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
         """Replace this forge's bot user's comment holding ``marker`` (``prs/<n>/comment.md``
         ...), or create it; a comment holding the marker written by anyone else (another
         bot user sharing the store) is never taken as ours. Who wrote each comment file is
         in ``prs/<n>/authors.json``; a file it does not name was written by
-        :data:`BOT_USER` (before authors were recorded)."""
+        :data:`BOT_USER` (before authors were recorded). No time: this forge's reviews
+        are stamped by the service's own clock."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with self._locked():
@@ -327,11 +328,12 @@ class LocalForge(GitRepo):
                     continue
                 if marker in path.read_text(encoding="utf-8"):
                     self._write(path, body)
-                    return
+                    return None
             name = "comment.md" if not existing else f"comment-{len(existing) + 1}.md"
             authors[name] = self.bot_user
             self._write(folder / "authors.json", authors)
             self._write(folder / name, body)
+        return None
 
     def _authors(self, number: int) -> dict[str, str]:
         path = self._pr_dir(number) / "authors.json"

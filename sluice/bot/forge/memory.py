@@ -587,17 +587,20 @@ class MemoryForge:
                 todo.extend(self.parents.get(current, ()))
         return list(seen)
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
+        """At the forge's :attr:`clock` (None: it keeps no time of comments)."""
         self._call("upsert_comment", number, marker, body)
         if marker not in body:
             raise ForgeError("memory: the comment's body does not hold its marker")
         self._pull(number)
+        at = self.clock() if self.clock is not None else None
         for comment in self.comments.get(number, []):
             if comment.author == self.bot_user and marker in comment.body:
                 comment.body = body
-                return
+                return at
         self._ids += 1
         self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
+        return at
 
     def reply(self, number: int, body: str) -> None:
         self._call("reply", number, body)

@@ -70,7 +70,11 @@ def run(
     bots: frozenset[str] = frozenset(),
     prod_owners: frozenset[str] | None = None,
     shown: Sequence[tuple[int, str]] = (),
+    planned_here: Mapping[str, int] | None = None,
+    shown_here: Sequence[tuple[int, str]] | None = None,
 ) -> GateResult:
+    """The gate on the test's facts; by the service's clock (a click's) as by the forge's
+    (a review's) unless the test gives the service's apart."""
     return evaluate(
         gate_settings,
         GateInput(
@@ -83,6 +87,8 @@ def run(
             action_approvals=[ActionApproval(*action) for action in actions],  # type: ignore[arg-type]
             planned_at=planned_at or {},
             shown=shown,
+            planned_here=planned_at or {} if planned_here is None else planned_here,
+            shown_here=shown if shown_here is None else shown_here,
             pushers=pushers,
             bot_pushers=bots,
             # Prod records every owner named (unless the test says): a new model's owner
@@ -527,17 +533,42 @@ def test_each_persons_words_count_in_the_order_given() -> None:
 def test_a_click_counts_only_for_the_plan_its_button_showed() -> None:
     # The button named P2, the current plan: it counts whenever it was handled.
     assert run(settings(), [], actions=[("bob", C3, "P2", 1_000)], planned_at={C3: 2_000}).ok
+    # It named "P", a prefix of P2 but not what Sluice's button names (its first 12
+    # characters, here all of it): a crafted id matching many plans counts for none.
+    assert not run(settings(), [], actions=[("bob", C3, "P", 1_000)]).ok
     # It named P1 (the plan c3 had before): stale although c3 is the head.
     stale = run(settings(), [], actions=[("bob", C3, "P1", 3_000)])
     assert not stale.ok
     assert stale.stale == ("bob",)
     # A button that named no plan (made before buttons did): by when it was handled.
     assert not run(settings(), [], actions=[("bob", C3, None, 1_000)], planned_at={C3: 2_000}).ok
-    # It named "P", a prefix of P2 but not what Sluice's button names (its first 12
-    # characters, here all of it): a crafted id matching many plans counts for none.
-    assert not run(settings(), [], actions=[("bob", C3, "P", 1_000)]).ok
     assert not run(settings(), [], actions=[("bob", C3, None, 2_000)], planned_at={C3: 2_000}).ok
     assert run(settings(), [], actions=[("bob", C3, None, 3_000)], planned_at={C3: 2_000}).ok
+
+
+def test_each_approval_is_compared_by_its_own_clock() -> None:
+    # The forge's clock runs a minute ahead of the service's. c3 got its plan at 2 s by the
+    # service's clock, at 62 s by the forge's (the time it gave the comment's edit).
+    forge, here = {C3: 62_000}, {C3: 2_000}
+    # bob's review stamped 30 s by the forge: 28 s after the service's time of the plan,
+    # but before the forge's: given before the plan was shown, it does not count.
+    early = Review(next(_ids), "bob", "APPROVED", C3, "1970-01-01T00:00:30+00:00")
+    gate = run(settings(), [early], planned_at=forge, planned_here=here)
+    assert not gate.ok and gate.stale == ("bob",)
+    late = Review(next(_ids), "bob", "APPROVED", C3, "1970-01-01T00:01:03+00:00")
+    assert run(settings(), [late], planned_at=forge, planned_here=here).ok
+    # A click naming no plan is stamped by the service's clock: 3 s is after the plan.
+    click = [("bob", C3, None, 3_000)]
+    assert run(settings(), [], actions=click, planned_at=forge, planned_here=here).ok
+    # And the publications: the forge's for a review, the service's for a click.
+    shown_forge, shown_here = [(62_000, C3), (70_000, C2)], [(2_000, C3), (10_000, C2)]
+    between = Review(next(_ids), "bob", "APPROVED", C3, "1970-01-01T00:01:05+00:00")
+    kept = {"planned_at": forge, "planned_here": here, "shown_here": shown_here}
+    assert run(settings(), [between], shown=shown_forge, **kept).ok  # type: ignore[arg-type]
+    after = Review(next(_ids), "bob", "APPROVED", C3, "1970-01-01T00:01:15+00:00")
+    assert not run(settings(), [after], shown=shown_forge, **kept).ok  # type: ignore[arg-type]
+    assert not run(settings(), [], actions=[("bob", C3, None, 11_000)], shown=shown_forge,
+                   **kept).ok  # type: ignore[arg-type]  # fmt: skip
 
 
 # --- owners ------------------------------------------------------------------------------

@@ -65,6 +65,25 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
     assert ledger.review("github:other/r", 7, "aaa111") is None
 
 
+def test_each_publication_is_kept_by_both_clocks(ledger: Ledger) -> None:
+    # The forge's clock runs ahead of the service's: each time is kept by each clock and
+    # read by the one asked (a review is compared with the forge's, a click the service's).
+    key = "gitlab:g/r"
+    ledger.record_plan(key, 7, "AAA", _review("fp1"), 100, 5_000)
+    ledger.record_shown(key, 7, "bbb", 200)  # a hold; the forge said no time: the service's
+    ledger.record_plan(key, 7, "aaa", _review("fp1"), 300, 5_300)  # the same plan again
+    assert ledger.plan_times(key, 7) == {"aaa": 100}
+    assert ledger.plan_times(key, 7, forge=True) == {"aaa": 5_000}, "it keeps both its times"
+    assert ledger.plans_shown(key, 7) == [(100, "aaa"), (200, "bbb"), (300, "aaa")]
+    assert ledger.plans_shown(key, 7, forge=True) == [(200, "bbb"), (5_000, "aaa"), (5_300, "aaa")]
+    # Rows from before the forge's times were kept (migration 15) read the service's.
+    with ledger._engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE sluice_pr_plans SET plan_forge_ts = NULL")
+        conn.exec_driver_sql("UPDATE sluice_plan_shown SET forge_ts = NULL")
+    assert ledger.plan_times(key, 7, forge=True) == {"aaa": 100}
+    assert ledger.plans_shown(key, 7, forge=True) == ledger.plans_shown(key, 7)
+
+
 def test_clicks_are_kept_oldest_first_once_per_user_and_commit(ledger: Ledger) -> None:
     ledger.click("github:o/r", 7, "bob", "AAA", "fp1", 10)
     ledger.click("github:o/r", 7, "carol", "aaa", None, 11)
@@ -297,7 +316,7 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     )
     assert recorded(engine) == {
         "state": STATE_MIGRATIONS,
-        "ledger": list(range(1, 15)),
+        "ledger": list(range(1, 16)),
         "audit": [1, 2],
     }
 
@@ -327,7 +346,7 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         )
         assert recorded(engine) == {
             "state": STATE_MIGRATIONS,
-            "ledger": list(range(1, 15)),
+            "ledger": list(range(1, 16)),
             "audit": [1, 2],
         }
     finally:

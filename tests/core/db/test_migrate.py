@@ -156,6 +156,8 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
         # Ledger migration 7: the account id beside a login (none for rows from before).
         ("sluice_plan_clicks", "user_id"),
         ("sluice_review_heads", "user_id"),
+        # Ledger migration 15: the forge's time beside the service's (none from before).
+        ("sluice_pr_plans", "plan_forge_ts"),
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     grown.pop("sluice_check_runs")  # ledger migration 8's table

@@ -11,6 +11,7 @@ import logging
 import re
 import tempfile
 from collections.abc import Collection
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
@@ -528,7 +529,7 @@ class GitHubForge:
                     self._login = ACTIONS_BOT
         return self._login
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> None:
+    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
         """Edit our comment holding ``marker`` on pull request ``number``, or create it.
 
         Ours: the oldest comment holding ``marker`` written by the bot's own login
@@ -543,10 +544,12 @@ class GitHubForge:
             for comment in issue.get_comments():
                 author = comment.user.login if comment.user is not None else None
                 if marker in (comment.body or "") and (author or "").casefold() == login:
-                    if comment.body != body:  # by its id, under the repository's URL
-                        issue.get_comment(comment.id).edit(body)
-                    return
-            issue.create_comment(body)
+                    if comment.body == body:
+                        return _ms(comment.updated_at)  # it reads so since then
+                    ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
+                    ours.edit(body)  # GitHub's answer: its updated_at too
+                    return _ms(ours.updated_at)
+            return _ms(issue.create_comment(body).updated_at)
 
     def reply(self, number: int, body: str) -> None:
         """Post a new comment on pull request ``number``."""
@@ -842,3 +845,10 @@ def _forbidden(error: GithubException) -> bool:
 
 class _ChecksRefused(Exception):
     """GitHub answered 403 to making a check run: the credentials cannot write check runs."""
+
+
+def _ms(moment: datetime | None) -> int | None:
+    """A time PyGithub read from GitHub's answer as epoch ms (None: GitHub said none)."""
+    if moment is None:
+        return None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
