@@ -60,11 +60,10 @@ def _two_approved_prs(world: World, service: Service) -> tuple[Path, Path]:
         world.commit(sha_of(number), src)
         github.add_pull(number, sha_of(number), author="alice", head_ref=f"feature-{number}")
         gl.deliver(service, "pull_request", gl.pull(number, sha_of(number), "alice", "opened"))
-        # Given now, after the build planned the head (an approval from before a commit's
-        # plan counts for no plan): GitHub's review and its webhook say so.
-        given = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 1))
+        # Given now, after the build published the head's plan, by GitHub's clock (an
+        # approval from before a commit's plan counts for no plan): its webhook says so.
         github.add_review(number, "carol", "APPROVED", sha_of(number))
-        github.reviews[-1]["submitted_at"] = given
+        given = github.reviews[-1]["submitted_at"]
         approved = gl.review(number, sha_of(number), "carol", "approved", sha_of(number))
         approved["review"]["submitted_at"] = given
         gl.deliver(service, "pull_request_review", approved)
