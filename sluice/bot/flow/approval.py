@@ -25,6 +25,7 @@ from sluice.bot.flow.gate_rules import (
     budget_to_approve,
     evaluate,
     owners_to_approve,
+    same_moment,
     shown_at,
 )
 from sluice.bot.flow.job import Job
@@ -569,14 +570,13 @@ def _bound(job: Job, number: int, reviews: list[Review]) -> list[Review]:
 
 def _version_at(versions: list[PullVersion], at: int) -> str | None:
     """The head of the latest of ``versions`` made before ``at`` (epoch ms, the forge's
-    clock); None when none was, or when one was made in that very moment (to the second
-    where either time has no finer: GitLab writes milliseconds, an older one may not):
-    then which head was approved cannot be told, and none is taken."""
+    clock); None when none was, or when one was made in that very moment
+    (:func:`~sluice.bot.flow.gate_rules.same_moment`: GitLab writes milliseconds, an
+    older one may not): then which head was approved cannot be told, and none is taken."""
     found: PullVersion | None = None
     for version in versions:  # oldest first: a later one of the same time wins
         made = version.created_ms
-        precise = at % 1000 != 0 and made % 1000 != 0
-        if (made == at) if precise else (made // 1000 == at // 1000):
+        if same_moment(made, at):
             return None
         if made < at and (found is None or made >= found.created_ms):
             found = version

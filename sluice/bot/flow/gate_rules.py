@@ -384,22 +384,27 @@ def _approves(
     return None
 
 
+def same_moment(one: int, other: int) -> bool:
+    """Whether two times (epoch ms) cannot be told apart: the same millisecond where both
+    have one (neither a whole second), else the same second (most forges' times have no
+    finer). Which of two things of one moment came first is not known: an approval and a
+    plan's publication (:func:`shown_at`), an approval and a push (``approval._version_at``)."""
+    return one == other if one % 1000 and other % 1000 else one // 1000 == other // 1000
+
+
 def shown_at(shown: Sequence[tuple[int, str]], sha: str, ts: int | None) -> bool:
     """Whether ``sha``'s plan (or hold) was the one shown at ``ts`` (epoch ms; None: not
     known, so no): the last of ``shown`` ((when, lower-case head sha) of each publication,
-    oldest first) before it is ``sha``'s. Where ``ts`` has no finer than the second (most
-    forges' times), a publication of another head in that very second may be before or
-    after it: no. Publications of one moment (a frozen clock; the queue runs one PR's jobs
-    one at a time) are one: ``sha``'s among them is shown."""
+    oldest first) before it is ``sha``'s, and no other head's was published in that
+    moment (:func:`same_moment`: it may be before or after it). Publications of one
+    moment before it are one (a frozen clock; the queue runs one PR's jobs one at a
+    time): ``sha``'s among them is shown."""
     if ts is None:
         return False
     sha = sha.lower()
-    precise = ts % 1000 != 0
-    before = [
-        (at, head) for at, head in shown if (at <= ts if precise else at // 1000 < ts // 1000)
-    ]
-    if not precise and any(at // 1000 == ts // 1000 and head != sha for at, head in shown):
+    if any(same_moment(at, ts) and head != sha for at, head in shown):
         return False
+    before = [(at, head) for at, head in shown if at < ts and not same_moment(at, ts)]
     return bool(before) and sha in {head for at, head in before if at == before[-1][0]}
 
 

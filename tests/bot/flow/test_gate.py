@@ -19,6 +19,8 @@ from sluice.bot.flow.gate_rules import (
     budget_to_approve,
     evaluate,
     owners_to_approve,
+    same_moment,
+    shown_at,
 )
 from sluice.bot.forge.base import Review
 from sluice.core.errors import ConfigError
@@ -915,6 +917,19 @@ def test_one_person_under_two_logins_is_one_approval() -> None:
     assert result.ok, result.summary
 
 
+def test_times_of_one_moment_cannot_be_told_apart() -> None:
+    # To the millisecond where both times have one, else to the second.
+    assert same_moment(5_250, 5_250) and not same_moment(5_250, 5_600)
+    assert same_moment(5_000, 5_600) and same_moment(5_600, 5_000)
+    assert not same_moment(4_999, 5_000)
+    shown = [(1_250, C3), (5_250, C1)]
+    assert shown_at(shown, C1, 5_600)  # after c1's publication, both to the millisecond
+    assert shown_at(shown, C3, 5_100)  # before it
+    assert not shown_at(shown, C1, 5_250)  # in its very millisecond: maybe before it
+    assert not shown_at(shown, C3, 5_250)  # or after it
+    assert not shown_at(shown, C3, 5_000)  # a whole second: c1's may be before it
+
+
 def test_a_review_given_while_another_commit_s_plan_was_shown_is_stale() -> None:
     # c3 shown from t=1s, c1 from t=5s (pushed away), c3 again from t=9s (pushed back):
     # bob's approval of c3 counts while c3's plan was shown, never while c1's was.
@@ -923,7 +938,9 @@ def test_a_review_given_while_another_commit_s_plan_was_shown_is_stale() -> None
     away = run(settings(), [reviewed("bob", 6_500)], shown=shown)
     assert not away.ok and away.stale == ("bob",)
     assert "while another commit's plan was shown" in away.summary
-    assert run(settings(), [reviewed("bob", 9_500)], shown=shown).ok
+    assert run(settings(), [reviewed("bob", 10_500)], shown=shown).ok
+    # c3's publication at 9 s has whole seconds: one at 9.5 s may have come before it.
+    assert not run(settings(), [reviewed("bob", 9_500)], shown=shown).ok
     # In the very second another plan was published (whole seconds): maybe after it.
     assert not run(settings(), [reviewed("bob", 5_000)], shown=shown).ok
     # Before any publication: shown nothing of it.
