@@ -47,9 +47,12 @@ Findings (xfail):
 Defended: a click handled before a later objection stays taken back by a dismissal; an
 objection given before a click stands whatever the clocks; publications all kept with
 GitHub's time keep their order with GitHub's clock behind; a click naming no plan is
-compared with the service's times of publication (GitHub's clock ahead); on GitLab with
-its clock behind, an approval given before the new head's plan was shown stays stale and
-one given after it counts.
+compared with the service's times of publication (GitHub's clock ahead); the backfill
+budget's approval against its hold's forge time (GitHub's clock behind or ahead); a click's
+plan id only the plan's first 12 characters (efb4c2d); GitHub's answer never a time before
+the comment read its body (the unchanged-body path returns its last ``updated_at``, which a
+section's edit only moves later); on GitLab with its clock behind, an approval given before
+the new head's plan was shown stays stale and one given after it counts.
 """
 
 from __future__ import annotations
@@ -57,19 +60,25 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import responses
 
+from sluice.bot.flow import approval
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import ForgeError
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase
+from tests.helpers.forge_clients import GITHUB_REPO, github_forge
 from tests.helpers.gate_world import CHANGE, GATED, KEY, MINUTE, OWNER, SECOND, A, B, Bot
+from tests.helpers.github_wire import FakeGitHub
 from tests.helpers.gitlab_service import GitLabService, moment
 from tests.helpers.lifecycle_prod import GitLabWorld
+from tests.helpers.own_runs import sluices_run
 from tests.security.test_red_team_approval5 import (
     S8,
     S9,
@@ -314,6 +323,69 @@ def test_a_click_is_compared_with_the_services_time_of_publication(bot: Bot) -> 
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
 
 
+# == the backfill budget's hold and a click's plan id ======================================
+
+
+def _budget_approved(bot: Bot) -> bool:
+    """``approval.budget_approved`` of PR 7 at its head, carol the approver (as
+    ``pr_build._held`` asks before building over the budget)."""
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        return approval.budget_approved(job, bot.forge.pull_request(7), "carol")
+    finally:
+        job.close()
+
+
+@pytest.mark.parametrize("skew", [-10 * MINUTE, 10 * MINUTE], ids=["behind", "ahead"])
+def test_the_budget_approval_is_compared_with_the_holds_forge_time(bot: Bot, skew: int) -> None:
+    # Defended (e4556ba: approval.budget_approved reads plans_shown(holds=True,
+    # forge=True)): GitHub's clock ten minutes behind or ahead. B's plan shown; carol's
+    # review of A (a stale tab) while it is; A pushed back and held over the budget. Her
+    # review does not release A's build; one given once A's hold is shown does.
+    _published(bot, A, CHANGE, bot.clock.now + skew)
+    bot.forge.push(7, B)
+    bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
+    _published(bot, B, OTHER, bot.clock.now + skew)
+    _given(bot, "carol", "APPROVED", A, bot.clock.now + skew + 30 * SECOND)
+    bot.clock.now += MINUTE
+    bot.forge.push(7, A)
+    bot.deliver("pull_request", gw.pr_event("synchronize", A, "alice"))
+    bot.ledger.record_shown(KEY, 7, A, bot.clock.now, bot.clock.now + skew)  # A held
+    bot.clock.now += MINUTE
+    assert not _budget_approved(bot)
+    _given(bot, "carol", "APPROVED", A, bot.clock.now + skew)
+    assert _budget_approved(bot)
+
+
+def _click_naming(bot: Bot, user: str, head: str, plan: str) -> None:
+    """``user`` clicks "Approve this plan" on Sluice's run on ``head``, its identifier
+    naming ``plan`` (GitHub's button, or the web UI's form: the same event)."""
+
+    def deliver(event: str, payload: dict[str, Any]) -> None:
+        bot.deliver(event, payload)
+
+    run = sluices_run(deliver, bot.forge, head)
+    made = realcase("github/check_run/requested_action.payload.json", OWNER, **{
+        "check_run.name": "sluice/approval", "check_run.head_sha": head, "check_run.id": run,
+        "requested_action.identifier": f"approve:{plan}", "sender.login": user,
+    })  # fmt: skip
+    made["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
+    bot.deliver("check_run", made)
+
+
+def test_a_click_counts_only_for_the_plan_id_its_button_names(bot: Bot) -> None:
+    # Defended (efb4c2d: the click's plan must be the current plan's first 12 characters):
+    # a crafted id of one character, a prefix of the current plan (and of many), counts for
+    # nothing; the button's own id counts.
+    gw.plan(bot, A, CHANGE)
+    _click_naming(bot, "bob", A, CHANGE.fingerprint[:1])
+    assert bot.approval(A).conclusion == "failure", bot.approval(A).summary
+    _click_naming(bot, "bob", A, CHANGE.fingerprint[:11])
+    assert bot.approval(A).conclusion == "failure", bot.approval(A).summary
+    _click_naming(bot, "bob", A, CHANGE.fingerprint[:12])
+    assert bot.approval(A).conclusion == "success", bot.approval(A).summary
+
+
 # == 3. Sluice's comment edited by someone else ===========================================
 
 
@@ -416,6 +488,39 @@ def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the
         f"carol read a plan the gate never recorded ({shown!r}); her approval counts for "
         f"A's recorded plan: {check.summary}"
     )
+
+
+# == GitHub's answer: when the comment came to read its body ============================
+
+
+def test_githubs_time_of_a_publication_is_never_before_the_comment_read_so() -> None:
+    # Defended (GitHubForge.upsert_comment, at the wire): a new comment is GitHub's
+    # created time; the body unchanged returns the comment's last updated_at, never older
+    # than when it came to read so (an edit of its sections by another job only moves it
+    # later: an approval in between is refused, never counted); an edit returns the edit's
+    # time as GitHub answered it.
+    github = FakeGitHub(repo=GITHUB_REPO)
+    github.add_pull(7, A)
+    marker = "<!-- sluice:pr-comment -->"
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        github.install(mock)
+        forge = github_forge()
+        first = forge.upsert_comment(7, marker, f"{marker}\nA's plan")
+        (made,) = github.comments.values()
+        assert first == _epoch(made["updated_at"])
+        assert forge.upsert_comment(7, marker, f"{marker}\nA's plan") == first
+        # Another job's section (the gate's) edits it: GitHub moves updated_at.
+        moved = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved")
+        assert moved is not None and first is not None and moved > first
+        again = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved")
+        assert again == moved == _epoch(made["updated_at"])
+        edited = forge.upsert_comment(7, marker, f"{marker}\nB's plan")
+        assert edited is not None and edited > moved
+        assert edited == _epoch(made["updated_at"])
+
+
+def _epoch(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 # == GitLab's clock behind the service's (whole service) ===================================
