@@ -21,7 +21,7 @@ ledger on SQLite, real webhook bodies, the in-memory forge, plans recorded as a 
 records them, by both clocks); GitLab through the whole service (the real app, GitLab at
 the wire, the scripted warehouse), its clock set per test.
 
-Findings (xfail):
+Findings (xfail unless closed):
 
 1. ``gate_rules._standings`` orders a person's reviews (the forge's time: when given) and
    clicks (the service's: when the job handling it started) as if one clock stamped
@@ -34,7 +34,8 @@ Findings (xfail):
    kept before migration 15 (no forge time) at its service time among the others' forge
    times: with the forge's clock behind, a head's old publication sorts after another
    head's newer one, so a review given while the newer head's plan was shown counts for
-   the old head once it is pushed back.
+   the old head once it is pushed back. Closed: publications are read in the order made
+   (``shown_ts``), and the last made before an approval is the one shown.
 3. The gate takes Sluice's comment to read what Sluice last published, but GitHub lets
    anyone with write access edit another's comment (GitLab a Maintainer): the author
    rewrites the plan it shows, and the approval of what the approver read counts for the
@@ -240,16 +241,6 @@ def _forget_forge_times(bot: Bot) -> None:
         conn.execute("UPDATE sluice_plan_shown SET forge_ts = NULL")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger.plans_shown(forge=True) orders by coalesce(forge_ts, shown_ts): a "
-    "publication kept before migration 15 stands at its service time among forge times; "
-    "with GitHub's clock behind, A's old publication sorts after B's newer one, and a "
-    "review of A given while B's plan was shown counts once A is pushed back. Fix: order "
-    "publications by shown_ts (the service writes them one at a time, in order) and give "
-    "a review whose last publication before it has no forge time no count (approve again); "
-    "likewise plan_times(forge=True) no coalesce",
-)
 def test_a_publication_kept_before_the_forge_times_does_not_shadow_a_newer_one(
     bot: Bot,
 ) -> None:

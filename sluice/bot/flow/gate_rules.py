@@ -395,7 +395,7 @@ def same_moment(one: int, other: int) -> bool:
 def shown_at(shown: Sequence[tuple[int, str]], sha: str, ts: int | None) -> bool:
     """Whether ``sha``'s plan (or hold) was the one shown at ``ts`` (epoch ms; None: not
     known, so no): the last of ``shown`` ((when, lower-case head sha) of each publication,
-    oldest first) before it is ``sha``'s, and no other head's was published in that
+    in the order made) before it is ``sha``'s, and no other head's was published in that
     moment (:func:`same_moment`: it may be before or after it). Publications of one
     moment before it are one (a frozen clock; the queue runs one PR's jobs one at a
     time): ``sha``'s among them is shown."""
@@ -404,8 +404,13 @@ def shown_at(shown: Sequence[tuple[int, str]], sha: str, ts: int | None) -> bool
     sha = sha.lower()
     if any(same_moment(at, ts) and head != sha for at, head in shown):
         return False
-    before = [(at, head) for at, head in shown if at < ts and not same_moment(at, ts)]
-    return bool(before) and sha in {head for at, head in before if at == before[-1][0]}
+    # The last made before it (in the order made, which a row's time of another clock,
+    # kept before the forge's times were, may not follow).
+    last = max((n for n, (at, _) in enumerate(shown) if at < ts and not same_moment(at, ts)),
+               default=None)  # fmt: skip
+    if last is None:
+        return False
+    return sha in {head for at, head in shown if at == shown[last][0]}
 
 
 def _by_name(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
