@@ -40,7 +40,9 @@ Findings (xfail unless closed):
    anyone with write access edit another's comment (GitLab a Maintainer): the author
    rewrites the plan it shows, and the approval of what the approver read counts for the
    head's real plan. No edit of the sticky comment is read (``run_command.on_comment``
-   returns on any action but ``created``).
+   returns on any action but ``created``). Closed: an edit makes Sluice read the comment
+   back (``comment_edits.on_edit``); rewritten, it is kept as a publication of no plan at
+   the forge's time of the edit, and Sluice's text is put back.
 4. A plan's post that GitHub applied but whose answer was lost records nothing: the
    comment shows the new plan, ``plans_shown`` still says the old one is shown, and once
    the queue gives up an approval given meanwhile counts for the head's old plan.
@@ -380,18 +382,6 @@ def test_a_click_counts_only_for_the_plan_id_its_button_names(bot: Bot) -> None:
 # == 3. Sluice's comment edited by someone else ===========================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the gate takes Sluice's comment to read what Sluice published from its forge "
-    "time on (plans_shown), but GitHub lets anyone with write access edit another's comment "
-    "(GitLab a Maintainer): the author rewrites the plan it shows, the approver approves "
-    "what they read, and it counts for the head's real plan. Nothing reads an edit of the "
-    "sticky comment (run_command.on_comment returns on any action but created). Fix: on an "
-    "edit of the bot's comment by anyone else (GitHub issue_comment edited, GitLab note "
-    "update), record a publication of no plan (plans_shown: a tombstone sha) by the "
-    "forge's time of the edit and publish Sluice's body again, so an approval given while "
-    "the edit stood counts for nothing",
-)
 def test_an_approval_of_sluices_comment_as_rewritten_by_the_author_does_not_count(
     bot: Bot,
 ) -> None:
@@ -422,6 +412,36 @@ def test_an_approval_of_sluices_comment_as_rewritten_by_the_author_does_not_coun
     assert check.conclusion != "success", (
         f"carol approved the plan alice wrote into Sluice's comment: {check.summary}"
     )
+    # Sluice put its own text back, and says so.
+    [now] = [c.body for c in bot.forge.comments[7] if c.id == mine.id]
+    assert "backfills 3 years" in now and "Edited by someone else" in now
+    assert [r for r in bot.ledger.plans_shown(KEY, 7) if r[1] == ":edited"]
+
+
+def test_sluices_own_edit_of_its_comment_is_no_rewrite(bot: Bot) -> None:
+    """GitHub sends ``issue_comment`` ``edited`` for Sluice's own edits too (each section
+    it writes). Defended: the comment read back reads what Sluice wrote, so nothing is
+    kept and an approval given after it counts."""
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        marker = job.deps.sticky.marker
+        at = job.publish(7, body=f"{marker}\n### Sluice\nPlan: `s.change` changed\n")
+    finally:
+        job.close()
+    _published(bot, A, CHANGE, at if at is not None else bot.clock.now)
+    mine = next(c for c in bot.forge.comments[7] if marker in c.body)
+    hook = realcase("github/issue_comment/edited.payload.json", OWNER, action="edited", **{
+        "issue.number": 7, "comment.id": mine.id, "comment.body": mine.body,
+        "comment.user.login": bot.forge.bot_user, "sender.login": bot.forge.bot_user,
+    })  # fmt: skip
+    hook["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{OWNER}/pulls/7"}
+    shown = bot.ledger.plans_shown(KEY, 7)
+    bot.deliver("issue_comment", hook)
+    assert bot.ledger.plans_shown(KEY, 7) == shown
+    bot.clock.now += MINUTE
+    _given(bot, "carol", "APPROVED", A, bot.clock.now)
+    bot.deliver("pull_request_review", _review_hook("carol", "approved", A, 98, bot.clock.now))
+    assert bot.approval(A).conclusion == "success"
 
 
 # == 4. a publication that failed ========================================================

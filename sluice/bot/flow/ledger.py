@@ -189,14 +189,23 @@ class Ledger(AuditLog):
             self._shown(conn, repo, number, sha, (now, forge_at), "plan")
 
     def record_shown(
-        self, repo: str, number: int, sha: str, now: int, forge_at: int | None = None
+        self,
+        repo: str,
+        number: int,
+        sha: str,
+        now: int,
+        forge_at: int | None = None,
+        *,
+        kind: str = "hold",
     ) -> None:
         """Remember that head ``sha``'s hold (its plan over the backfill budget, waiting
         for the budget's approver) is the one shown from ``now`` (the service's clock) and
-        ``forge_at`` (the forge's; None: as ``now``): :meth:`plans_shown`."""
+        ``forge_at`` (the forge's; None: as ``now``): :meth:`plans_shown`. ``kind``
+        ``edited``: from then on the comment showed what someone else wrote into it, no
+        head's plan (``sha`` empty)."""
         at = (now, now if forge_at is None else forge_at)
-        with self._writing("record a hold") as conn:
-            self._shown(conn, repo, number, sha.lower(), at, "hold")
+        with self._writing(f"record a publication ({kind})") as conn:
+            self._shown(conn, repo, number, sha.lower(), at, kind)
 
     @staticmethod
     def _shown(
@@ -237,9 +246,11 @@ class Ledger(AuditLog):
         shown`), by the service's clock or the forge's (``forge``); empty for a PR planned
         before ledger migration 14 kept them. ``holds``: a plan's publication is given as
         ``<sha>:plan``, so that only a hold is its head's (what the backfill budget's
-        approver approves: ``approval.budget_approved``)."""
+        approver approves: ``approval.budget_approved``). A comment someone else edited
+        (``edited``) is no head's plan: ``:edited``."""
         t = plan_shown.c
         at = func.coalesce(t.forge_ts, t.shown_ts) if forge else t.shown_ts
+        kinds = {"hold"} if holds else {"plan", "hold"}
         query = (
             select(at.label("at"), t.sha, t.kind)
             .where(t.repo == repo, t.number == number)
@@ -250,10 +261,7 @@ class Ledger(AuditLog):
         )
         with self._reading("read plans") as conn:
             return [
-                (
-                    int(row.at),
-                    str(row.sha) if not holds or row.kind == "hold" else f"{row.sha}:plan",
-                )
+                (int(row.at), str(row.sha) if row.kind in kinds else f"{row.sha}:{row.kind}")
                 for row in conn.execute(query)
             ]
 

@@ -294,7 +294,8 @@ plan_shown = Table(
     Column("number", Integer, primary_key=True),
     Column("shown_ts", BigInteger, primary_key=True),
     Column("sha", String, primary_key=True),  # lower-case
-    Column("kind", String, nullable=False),  # "plan", or "hold" (over the backfill budget)
+    # "plan", "hold" (over the backfill budget), or "edited" (someone else's text: no head's)
+    Column("kind", String, nullable=False),
     # When, by the forge's clock (migration 15; shown_ts is the service's): the time the
     # forge gave the comment's edit. None: recorded before this was kept (shown_ts then).
     Column("forge_ts", BigInteger, nullable=True),

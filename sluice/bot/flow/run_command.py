@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from sluice.bot.events.command_line import command_line
 from sluice.bot.events.commands import Command, CommandError, parse_line
 from sluice.bot.events.neutral import WEB, CommentEvent
-from sluice.bot.flow import approval, audit, policies, pr_build, promotion, trust
+from sluice.bot.flow import (
+    approval,
+    audit,
+    comment_edits,
+    policies,
+    pr_build,
+    promotion,
+    trust,
+)
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.reviewed_plan import own_key, prod_owners
 from sluice.bot.forge.base import Forge, PullRequest, writer
@@ -47,6 +55,9 @@ def on_comment(job: Job, event: CommentEvent) -> None:
     A command from the web UI (``origin`` WEB: its signed-in user the author) runs the
     same way; it has no comment to react to, and its audit rows say where it came from.
     """
+    if event.action == "edited" and event.origin != WEB:
+        comment_edits.on_edit(job, event)  # Sluice's comment rewritten?
+        return
     if event.action != "created":
         return
     line = command_line(event.body)

@@ -27,6 +27,12 @@ class StickyComment:
         """The hidden line that finds this project's comment on a PR."""
         return comment.marker(self.project_path)
 
+    def shown(self, repo: str, number: int) -> str | None:
+        """What Sluice last wrote to PR ``number``'s comment (its body and sections, as
+        :meth:`publish` posts them); None before its first."""
+        body, kept = self.ledger.comment(repo, number)
+        return None if body is None else comment.with_sections(body, kept)
+
     def publish(
         self,
         forge: Forge,

@@ -163,11 +163,15 @@ class Review:
 @dataclass(frozen=True)
 class PostedComment:
     """A person's comment on a pull request as the forge holds it now (:meth:`Forge.comment`):
-    its author's login and account id (None where the forge does not say) and its text."""
+    its author's login and account id (None where the forge does not say) and its text;
+    when it was last written (epoch ms, the forge's clock; None: not said), and whether
+    it is the bot's own (written by the forge's own identity, whoever edited it since)."""
 
     author: str
     author_id: int | None
     body: str
+    updated_ms: int | None = None
+    own: bool = False
 
 
 @dataclass(frozen=True)

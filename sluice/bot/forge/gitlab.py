@@ -710,11 +710,16 @@ class GitLabForge:
                 if _status(error) == 404:
                     return None
                 raise
-        author = getattr(note, "author", None) or {}
-        if not author.get("username"):
-            return None
+            author = getattr(note, "author", None) or {}
+            if not author.get("username"):
+                return None
+            own = author["username"] == self._own_username()
         return PostedComment(
-            str(author["username"]), _account_id(author.get("id")), str(note.body or "")
+            str(author["username"]),
+            _account_id(author.get("id")),
+            str(note.body or ""),
+            created_ms(note.attributes.get("updated_at")),
+            own,
         )
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:

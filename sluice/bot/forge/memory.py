@@ -612,7 +612,13 @@ class MemoryForge:
         self._call("comment", number, comment_id)
         for comment in self.comments.get(number, []):
             if comment.id == comment_id:
-                return PostedComment(comment.author, self.account_id(comment.author), comment.body)
+                return PostedComment(
+                    comment.author,
+                    self.account_id(comment.author),
+                    comment.body,
+                    self.clock() if self.clock is not None else None,  # its latest time
+                    own=comment.author == self.bot_user,
+                )
         return None
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:

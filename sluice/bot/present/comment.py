@@ -579,7 +579,10 @@ def details_markdown(result: PreviewResult, prod_plan: Plan | None = None) -> st
     return "\n".join(lines).replace(verdict.NEXT, "").strip()
 
 
-SECTION_ORDER = ("promotion", "cleanup", "approval", "policy", "settings")
+EDITED = "edited"
+"""The section saying someone else edited Sluice's comment (:func:`edited_section`)."""
+
+SECTION_ORDER = (EDITED, "promotion", "cleanup", "approval", "policy", "settings")
 
 
 def with_sections(body: str, sections: dict[str, str]) -> str:
@@ -602,9 +605,26 @@ def with_sections(body: str, sections: dict[str, str]) -> str:
 
 
 def reset_sections() -> list[tuple[str, str | None]]:
-    """What a new build of the PR clears: what became of it (a reopened PR is open) and
-    the gate of the last head (evaluated again once this one is planned)."""
-    return [(verdict.LIFE, None), ("cleanup", None), (verdict.GATE, None), ("approval", None)]
+    """What a new build of the PR clears: what became of it (a reopened PR is open), the
+    gate of the last head (evaluated again once this one is planned) and the word of an
+    edit by someone else (the plan is shown again)."""
+    return [
+        (verdict.LIFE, None),
+        ("cleanup", None),
+        (verdict.GATE, None),
+        ("approval", None),
+        (EDITED, None),
+    ]
+
+
+def edited_section() -> tuple[str, str]:
+    """Sluice's comment was rewritten by someone else and put back: approvals given since
+    count for no plan until Sluice shows it again."""
+    return EDITED, (
+        "**Edited by someone else:** ⚠️ this comment was changed by another account and "
+        "Sluice put its own text back. An approval given since then counts for no plan: "
+        "comment `/sluice plan` to show the plan again, then approve it."
+    )
 
 
 # -- the sections: (name, Markdown) pairs for StickyComment.publish --------------------

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from responses import matchers
 
-from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError, PullCommit
+from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError, PullCommit, created_ms
 from sluice.bot.forge.github import (
     GitHubForge,
     TokenCache,
@@ -639,8 +639,29 @@ def test_upsert_comment_does_nothing_when_unchanged(
     me = user("sluice-bot", uid=900)
     rs.get(f"{API}/user", json=me)
     rs.get(f"{R}/issues/7/comments", json=[comment_json(1001, f"{MARKER}\nsame", me)])
-    forge.upsert_comment(7, MARKER, f"{MARKER}\nsame")
+    # GitHub's time it came to read so: its last update.
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nsame") == created_ms("2026-03-01T10:00:00Z")
     assert [c.request.method for c in rs.calls] == ["GET", "GET"]
+
+
+def test_upsert_comment_says_when_github_wrote_it_and_comment_reads_it_back(
+    rs: responses.RequestsMock, forge: GitHubForge
+) -> None:
+    # What the gate compares a review's submitted_at with: GitHub's time of the edit (its
+    # answer's updated_at), never the service's clock.
+    me = user("sluice-bot", uid=900)
+    rs.get(f"{API}/user", json=me)
+    rs.get(f"{R}/issues/7/comments", json=[comment_json(1001, f"{MARKER}\nold", me)])
+    answer = {**comment_json(1001, f"{MARKER}\nnew", me), "updated_at": "2026-03-02T08:30:05Z"}
+    rs.patch(f"{R}/issues/comments/1001", json=answer)
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nnew") == created_ms("2026-03-02T08:30:05Z")
+    rs.get(f"{R}/issues/comments/1001", json=answer)
+    found = forge.comment(7, 1001)
+    assert found is not None and found.own
+    assert found.updated_ms == created_ms("2026-03-02T08:30:05Z")
+    rs.get(f"{R}/issues/comments/1002", json=comment_json(1002, f"{MARKER}\ncopy", user("eve")))
+    theirs = forge.comment(7, 1002)
+    assert theirs is not None and not theirs.own
 
 
 def test_upsert_comment_with_an_actions_token_matches_github_actions_bot(

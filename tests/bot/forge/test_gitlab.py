@@ -28,6 +28,7 @@ from sluice.bot.forge.base import (
     ForgeError,
     PullCommit,
     UnusableTree,
+    created_ms,
     writer,
 )
 from sluice.bot.forge.gitlab import GitLabForge, gitlab_client, redact
@@ -432,6 +433,27 @@ def test_upsert_comment_creates_once_then_edits_the_same_note(
     ]  # fmt: skip
     assert gl.asked("GET", "/user") == 1  # the bot's own user is asked once
     assert gl.asked("POST", "/notes") == 1
+
+
+def test_upsert_comment_says_when_gitlab_wrote_the_note_and_comment_reads_it_back(
+    gl: FakeGitLab, forge: GitLabForge
+) -> None:
+    # What the gate compares GitLab's approved_at with: GitLab's time of the note's
+    # edit (its answer's updated_at), never the service's clock.
+    gl.add_mr(7, sha=SHA)
+    made = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v1")
+    [ours] = gl.bot_notes(7)
+    assert made == created_ms(ours["updated_at"])
+    edited = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2")
+    assert edited == created_ms(ours["updated_at"]) and edited is not None and made is not None
+    assert edited > made
+    # Unchanged: the time it came to read so.
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2") == edited
+    # Read back: GitLab's time and whether it is the bot's own note.
+    found = forge.comment(7, ours["id"])
+    assert found is not None and found.own and found.updated_ms == edited
+    theirs = forge.comment(7, gl.add_note(7, f"{MARKER}\ncopied", author="mallory"))
+    assert theirs is not None and not theirs.own
 
 
 def test_upsert_comment_does_nothing_when_unchanged(gl: FakeGitLab, forge: GitLabForge) -> None:

@@ -566,9 +566,10 @@ class GitHubForge:
                 issue_url, user, body = found.issue_url, found.user, found.body
             except UnknownObjectException:
                 return None
-        if not str(issue_url or "").endswith(f"/issues/{number}") or user is None:
-            return None
-        return PostedComment(user.login, user.id, body or "")
+            if not str(issue_url or "").endswith(f"/issues/{number}") or user is None:
+                return None
+            own = user.login.casefold() == self._own_login().casefold()
+        return PostedComment(user.login, user.id, body or "", _ms(found.updated_at), own)
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add ``reaction`` to comment ``comment_id`` of pull request ``number``; False
