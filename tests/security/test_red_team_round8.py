@@ -44,11 +44,17 @@ Findings (xfail):
 6. On GitLab the guard needs no race to pass: a Maintainer turns the project's webhook
    off, rewrites Sluice's note, and turns it on after carol approved; no note hook ever
    comes, and the approval counts (the text put back or not).
+7. An edit whose text holds a ``/sluice deploy`` line is keyed to the repository's prod
+   queue (``events.neutral.pr_key`` reads an edited body as a command): alice ends her
+   rewrite with one, its read-back waits behind prod (another PR's promotion), carol's
+   click on the PR's queue is handled first and counts, and its approval section, written
+   whole, puts Sluice's text back before the edit is read: nothing is ever kept.
 
-Findings 1, 2, 3 and 6 have one fix in common: keep the forge's time of each of Sluice's
+Findings 1, 2, 3, 6 and 7 have one fix in common: keep the forge's time of each of Sluice's
 writes of its comment and, at each refresh of the gate, read the comment back; an
 ``updated_at`` later than Sluice's last write (or the comment gone) is a publication of
-no plan from that write on, whatever the comment reads now.
+no plan from that write on, whatever the comment reads now (read before the refresh
+writes its own section).
 
 Defended: an outsider's own comment holding Sluice's marker, edited, triggers nothing
 (``PostedComment.own``); a hook's body is never taken (the read-back decides: a forged
@@ -69,9 +75,12 @@ from typing import Any
 
 import pytest
 
+from sluice.bot.events.github import parse_github
+from sluice.bot.events.neutral import pr_key
 from sluice.bot.flow.job import Job
 from sluice.bot.forge.memory import Comment
 from sluice.bot.present import comment as present
+from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
 from tests.helpers.gate_world import CHANGE, GATED, KEY, MINUTE, OWNER, SECOND, A, Bot
@@ -312,6 +321,53 @@ def test_sluices_own_edit_read_while_another_job_writes_is_no_rewrite(bot: Bot) 
     _approve(bot, "carol", 94)  # carol approves the plan Sluice shows, untouched by anyone
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary
     assert not _edited_rows(bot), "Sluice's own edit was taken for someone else's"
+
+
+# == 7. a rewrite holding a deploy command: its edit handled under the prod key ==========
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="events.neutral.pr_key puts a CommentEvent whose body holds a /sluice deploy (or "
+    "rollback) line under the repository's prod key, edits too: alice's rewrite of Sluice's "
+    "comment ending in such a line is read back behind prod's queue (another PR's "
+    "promotion), while carol's click on the PR's key is handled at once and counts; its "
+    "approval section, written whole, puts Sluice's text back, so the edit read back later "
+    "keeps nothing (kept, it would be at the service's time it was handled, after the "
+    "click, and on_edit refreshes no gate). Fix: key every edited or deleted comment event "
+    "by its pull request (pr_key: only a created comment's command may go to prod), keep "
+    "the edit's service time as the service first heard of it (the delivery's), refresh "
+    "the gate after keeping an edit, and see findings 1-2's fix (an edit overwritten by "
+    "Sluice's own write is seen by its updated_at)",
+)
+def test_a_rewrite_holding_a_deploy_line_is_handled_before_a_click_it_precedes(bot: Bot) -> None:
+    mine = _show(bot)
+    # alice rewrites the plan, and ends it with a line any reader takes for Sluice's help.
+    mine.body = mine.body.replace(REAL, FORGED) + "\n/sluice deploy\n"
+    hook = _edit_hook(mine.id, mine.body, author=bot.forge.bot_user, sender="alice")
+    parsed = parse_github("issue_comment", accounts.github(hook, bot.forge.account_id))
+    assert parsed is not None
+    key = pr_key(parsed)
+    bot.clock.now += MINUTE
+    # That key's queue is busy (prod: another PR's promotion); carol's click, on PR 7's
+    # key, is handled at once. (Under PR 7's key the edit would be handled first.)
+    if key.endswith(":prod"):
+        gw.click(bot, "carol", A)
+        # Handling the click wrote Sluice's approval section, the whole comment: Sluice's
+        # text is back before the edit is read.
+        assert FORGED not in _sluices(bot).body
+        bot.clock.now += MINUTE
+        bot.deliver("issue_comment", hook)
+    else:
+        bot.deliver("issue_comment", hook)
+        bot.clock.now += MINUTE
+        gw.click(bot, "carol", A)
+    bot.clock.now += MINUTE
+    gw.refresh(bot)
+    check = bot.approval(A)
+    assert check.conclusion != "success", (
+        f"carol clicked on the plan alice rewrote (its edit under {key}): {check.summary}"
+    )
 
 
 # == 5. the audit row of a rewrite ======================================================
