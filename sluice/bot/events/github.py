@@ -176,6 +176,8 @@ def _issue_comment(payload: Mapping[str, Any]) -> CommentEvent | None:
         body=optional(payload, "comment.body", str) or "",
         created_ms=moment(payload, "comment.created_at"),
         author_id=account_id(payload, "comment.user.id"),
+        editor=optional(payload, "sender.login", str) if action != "created" else None,
+        editor_id=account_id(payload, "sender.id") if action != "created" else None,
     )
 
 

@@ -206,6 +206,9 @@ def _note(payload: Mapping[str, Any]) -> CommentEvent | None:
         body=optional(payload, "object_attributes.note", str) or "",
         created_ms=moment(payload, "object_attributes.created_at"),
         author_id=account_id(payload, "user.id"),
+        # An update's ``user`` is who made it (the note's author is the forge's to say).
+        editor=optional(payload, "user.username", str) if action == "update" else None,
+        editor_id=account_id(payload, "user.id") if action == "update" else None,
     )
 
 

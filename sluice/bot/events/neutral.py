@@ -162,6 +162,10 @@ class CommentEvent(_Base):
     created_ms: int | None = None  # when the comment was written (epoch ms)
     origin: str = FORGE  # FORGE: a comment on the forge; WEB: the web UI's form, no comment
     author_id: int | None = None  # the forge's account id of its author
+    # Who edited or deleted it (the hook's sender: GitHub ``sender``, GitLab ``user``);
+    # None for a creation, or where the hook does not say.
+    editor: str | None = None
+    editor_id: int | None = None
 
     def content_key(self) -> str | None:
         if self.action != "created" or not _addresses_sluice(self.body):
@@ -370,8 +374,8 @@ def pr_key(event: Event) -> str:
         return prod
     if isinstance(event, PullRequestEvent) and event.action == "closed" and event.merged:
         return prod
-    if isinstance(event, CommentEvent) and _changes_prod(event.body):
-        return prod
+    if isinstance(event, CommentEvent) and event.action == "created" and _changes_prod(event.body):
+        return prod  # a command; an edit runs none, it is its PR's (red team round 8)
     if isinstance(event, CheckRunEvent) and event.check_name == "sluice/drift":
         return prod  # a drift repair's request or approval: it may apply a plan to prod
     if isinstance(event, CheckRunEvent):

@@ -7,12 +7,19 @@ what they read. The gate counts an approval only for the plan shown when it was 
 (``gate_rules.shown_at``), so an edit is a publication too, of no head's plan.
 
 Each edit of a comment (GitHub's ``issue_comment`` ``edited``, GitLab's note hook
-``update``) makes Sluice read that comment from the forge with its own token, never the
-hook's word: when it is Sluice's own, holds this project's marker, and no longer reads
-what Sluice last wrote, the edit is kept as a publication of no plan at the forge's time
-of it (``Ledger.record_shown``, kind ``edited``), and Sluice's text is put back with a
-word saying so. An approval given after the edit counts once Sluice shows the plan again
-(``/sluice plan``, or a push). Sluice's own edits read what it wrote, and pass.
+``update``) makes Sluice read that comment back from the forge with its own token: when it
+is Sluice's own and holds this project's marker, and the hook says someone other than its
+author edited it (GitHub's ``sender``, GitLab's ``user``: a signed hook's word; GitLab's
+maintainer, who holds the project's token, could claim one falsely, which only refuses
+approvals until the plan is shown again, as a push would), or it no longer reads what
+Sluice last wrote, the edit is kept as a publication of no plan (``Ledger.record_shown``,
+kind ``edited``) a millisecond after the last publication of a plan, by the forge's
+clock: the edit came after it, but when is not known (a second edit moves the comment's
+time on, red team round 8). Sluice's text is put back with a word saying so, and the gate
+is asked again: an approval given since the plan's publication counts once it is shown
+again (``/sluice plan``, or a push). An edit undone before its hook is handled is kept
+all the same (the hook says who edited); Sluice's own edits (the hook's editor is the
+comment's author) keep nothing, even while another job's write is under way.
 
 >>> from sluice.bot.present.comment import edited_section
 >>> edited_section()[0]
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow import audit
+from sluice.bot.flow import approval, audit
 from sluice.bot.flow.job import Job
 from sluice.bot.present.comment import edited_section
 
@@ -33,23 +40,35 @@ log = logging.getLogger(__name__)
 
 def on_edit(job: Job, event: CommentEvent) -> None:
     """``event``'s comment edited: when it is Sluice's, rewritten by someone else, keep
-    the edit as a publication of no plan and put Sluice's text back."""
+    the edit as a publication of no plan, put Sluice's text back and ask the gate again."""
     found = job.forge.comment(event.number, event.comment_id)
     sticky = job.deps.sticky
     if found is None or not found.own or sticky.marker not in found.body:
         return  # someone's own comment, another project's, or gone
-    if found.body == sticky.shown(job.repo, event.number):
-        return  # Sluice's own edit (or put back already)
-    job.ledger.record_shown(
-        job.repo, event.number, "", job.deps.clock(), found.updated_ms, kind="edited"
-    )
-    log.warning("#%s: Sluice's comment was rewritten by someone else: put back", event.number)
+    if event.editor is not None:
+        by_author = (
+            event.editor_id == found.author_id
+            if event.editor_id is not None and found.author_id is not None
+            else event.editor.casefold() == found.author.casefold()
+        )
+        if by_author:
+            return  # Sluice's own edit (its text may be another job's, being written)
+    elif found.body == sticky.shown(job.repo, event.number):
+        return  # no word of who edited it, and it reads what Sluice wrote
+    shown = job.ledger.plans_shown(job.repo, event.number, forge=True)
+    at = shown[-1][0] + 1 if shown else found.updated_ms
+    job.ledger.record_shown(job.repo, event.number, "", job.deps.clock(), at, kind="edited")
+    log.warning("#%s: Sluice's comment was edited by someone else: put back", event.number)
     audit.record(
         job,
         audit.REFUSAL,
         "comment rewritten",
+        actor=event.editor or audit.SERVICE,
+        actor_id=event.editor_id,
         ref=f"#{event.number}",
         detail="Sluice's comment was edited by another account; its text was put back, "
-        "and approvals given since count for no plan until the plan is shown again",
+        "and approvals given since its plan was shown count for no plan until it is "
+        "shown again",
     )
     job.publish(event.number, section=edited_section())
+    approval.refresh(job, job.forge.pull_request(event.number))

@@ -622,8 +622,8 @@ def edited_section() -> tuple[str, str]:
     count for no plan until Sluice shows it again."""
     return EDITED, (
         "**Edited by someone else:** ⚠️ this comment was changed by another account and "
-        "Sluice put its own text back. An approval given since then counts for no plan: "
-        "comment `/sluice plan` to show the plan again, then approve it."
+        "Sluice put its own text back. An approval given since the plan was shown counts "
+        "for no plan: comment `/sluice plan` to show the plan again, then approve it."
     )
 
 
