@@ -283,11 +283,17 @@ def test_pr_comment_atlantis() -> None:
 
 def test_edited_and_deleted_pr_comments_are_kept() -> None:
     payload = load_case("github/issue_comment/drone-go-scm__comment.json")
+    payload["sender"].update(login="alice", id=77)
     for action in ("edited", "deleted"):
         payload["action"] = action
         event = parse_github("issue_comment", payload)
         assert isinstance(event, CommentEvent)
         assert event.action == action
+        # Who edited it: the signed hook's sender, never the comment's author.
+        assert (event.editor, event.editor_id, event.author) == ("alice", 77, "lts-def")
+    payload["action"] = "created"
+    created = parse_github("issue_comment", payload)
+    assert isinstance(created, CommentEvent) and created.editor is None
 
 
 def test_comment_with_null_pull_request_link_is_an_issue_comment() -> None:

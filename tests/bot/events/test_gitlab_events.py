@@ -176,6 +176,9 @@ def test_notes() -> None:
     payload["object_attributes"]["action"] = "update"
     edited = parse_gitlab(NOTE, payload)
     assert isinstance(edited, CommentEvent) and edited.action == "edited"
+    # An update's user is who made it; a creation has no editor.
+    assert (edited.editor, edited.editor_id) == ("root", 1)
+    assert event.editor is None and legacy.editor is None
 
 
 @pytest.mark.parametrize("noteable", ["Issue", "Commit", "Snippet"])
