@@ -1,6 +1,6 @@
 """The approval gate's flow without Spark, for attacks on it: real GitHub webhook bodies,
 the in-memory forge, the ledger on SQLite, a clock the test moves, and plans recorded as a
-PR build records them (the red-team modules tests/security/test_red_team_approval*.py).
+PR build records them (the red-team modules tests/security/test_red_team_*.py).
 
 PR 7 of ``octo/warehouse`` is the pull request every helper here speaks of; under
 ``TEAM_GATED`` the members :func:`make_bot` is given (of ``TEAM``) are its approvers. Its
@@ -169,6 +169,48 @@ def approve(bot: Bot, user: str, head: str, review_id: int) -> None:
 def plan(bot: Bot, head: str, made: PlanReview) -> None:
     """The plan a PR build records for PR 7 on ``head`` (no Spark), published now."""
     bot.ledger.record_plan(KEY, 7, head, made, bot.clock.now)
+    bot.clock.now += MINUTE
+
+
+OTHER = PlanReview("fpother0007", (("s.other", "k-other"),), {}, {})
+"""Another head's plan: a change to another model, never approved."""
+
+
+def review_hook(
+    user: str,
+    state: str,
+    head: str,
+    review_id: int,
+    at: int,
+    *,
+    action: str = "submitted",
+    sender: str | None = None,
+) -> dict[str, Any]:
+    """GitHub's ``pull_request_review`` webhook of PR 7 (submitted, or dismissed)."""
+    case = "dismissed" if action == "dismissed" else "submitted"
+    made = realcase(f"github/pull_request_review/{case}.payload.json", OWNER, action=action, **{
+        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
+        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
+    })  # fmt: skip
+    made["review"]["submitted_at"] = iso(at)
+    if sender is not None:
+        made["sender"]["login"] = sender
+    return made
+
+
+def given(bot: Bot, user: str, state: str, head: str, at: int) -> int:
+    """``user`` reviews PR 7 on ``head`` on GitHub, which stamps it ``at`` (its clock, to
+    the second); no webhook yet. Returns the review's id."""
+    made = bot.forge.add_review(7, user, state, head)
+    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=iso(at))
+    return made.id
+
+
+def published(bot: Bot, head: str, made: PlanReview, forge_at: int) -> None:
+    """``head``'s plan published as ``pr_build._build`` records it once its comment is
+    posted: by the service's clock now, and GitHub's ``forge_at`` (the comment's
+    ``updated_at``)."""
+    bot.ledger.record_plan(KEY, 7, head, made, bot.clock.now, forge_at)
     bot.clock.now += MINUTE
 
 

@@ -16,7 +16,7 @@ is is a ``xfail(strict=True)`` naming the code path and the fix proposed; the ot
 attacks tried and defended, each saying which defence holds. Driven through the whole
 service: the real app, real Merge Request Hook bodies signed with the project's own token,
 GitLab at the wire (python-gitlab against ``FakeGitLab``), the queue and the scripted
-warehouse. The fake's clock is set per test (``_clock``): GitLab's clock agreeing with the
+warehouse. The fake's clock is set per test (``clock``): GitLab's clock agreeing with the
 service's to the millisecond (as NTP keeps them), or running ahead of it; the fake's own
 clock runs a second and more ahead of the real time (a second more at each stamp it
 gives faster than one a second), which would hide the order of an approval and a plan
@@ -34,153 +34,61 @@ approval counts for a head whose hold was never shown.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import PULL_VERSIONS_LIMIT
 from tests.helpers import gate_world as gw
-from tests.helpers.cases import CASE_REPOSITORY_ID
-from tests.helpers.gitlab_hooks import mr_open_hook
-from tests.helpers.gitlab_service import (
-    CUSTOMERS,
-    ORDERS,
-    GitLabService,
-    gitlab_world,
-    model_tree,
-    moment,
-    mr_hook,
-    send,
-    serve_world,
+from tests.helpers.gitlab_gate import (
+    APPROVAL,
+    PATH,
+    PID,
+    S8,
+    S9,
+    approval_hook,
+    approval_state,
+    clock,
+    commit_heads,
+    deliver_update,
+    iso_ms,
+    move_head,
+    mr_world,
+    open_mr8,
+    serving,
 )
+from tests.helpers.gitlab_hooks import mr_open_hook
+from tests.helpers.gitlab_service import GitLabService, moment, mr_hook, send
 from tests.helpers.gitlab_wire import FakeGitLab, fake_sha
 from tests.helpers.lifecycle_prod import GitLabWorld
-
-PATH, PID = "data/warehouse", CASE_REPOSITORY_ID
-APPROVAL = "sluice/approval"
-
 
 BUDGET = "    backfill:\n      max_intervals: 0\n      approver: carol\n"
 """``sluice.gate.backfill``: a build backfilling anything waits for carol."""
 
 
-def _world(tmp_path: Path, gate: str = "") -> GitLabWorld:
-    """data/warehouse with its prod built on a scripted warehouse, ``gate`` added to its
-    gate settings; alice maintains it (she holds its webhook token), carol is the required
-    approver."""
-    return gitlab_world(tmp_path, PATH, PID, members={"alice": 40, "carol": 30}, gate=gate)
-
-
-@contextmanager
-def _serving(world: GitLabWorld) -> Iterator[GitLabService]:
-    with serve_world(world, repositories=("gitlab:data/*",)) as running:
-        yield running
-
-
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[GitLabWorld]:
-    env = _world(tmp_path)
+    env = mr_world(tmp_path)
     yield env
     env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    with _serving(world) as running:
+    with serving(world) as running:
         yield running
-
-
-# == GitLab's clock ====================================================================
-
-
-def _iso_ms(ms: int, zone: timezone = UTC) -> str:
-    """``ms`` (epoch) as GitLab's API writes a time: ``2026-11-30T21:00:00.123Z`` (UTC), or
-    with the offset of an instance whose time zone is ``zone``."""
-    moment = datetime.fromtimestamp(ms / 1000, zone)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}"
-    return text + (
-        "Z" if zone is UTC else moment.strftime("%z")[:3] + ":" + moment.strftime("%z")[3:]
-    )
-
-
-def _clock(gitlab: FakeGitLab, ahead_ms: int = 0) -> Callable[[], int]:
-    """GitLab's clock ``ahead_ms`` ahead of the service's (0: agreeing to the millisecond),
-    written to the millisecond, each stamp after the one before (never a whole second, which
-    the gate reads as a time known to the second only). Returns the clock's ms now."""
-    last = [0]
-
-    def now_ms() -> int:
-        ms = max(last[0] + 1, int(time.time() * 1000) + ahead_ms)
-        ms += 1 if ms % 1000 == 0 else 0
-        last[0] = ms
-        return ms
-
-    gitlab._now = lambda: _iso_ms(now_ms())  # type: ignore[method-assign]
-    return now_ms
 
 
 # == the merge request =================================================================
 
 
-S8 = fake_sha("red team approval 5: orders")  # its plan is the one carol approves
-S9 = fake_sha("red team approval 5: orders and customers")  # a plan she never approves
-
-
-def _commits(world: GitLabWorld) -> None:
-    """S8: orders changed (the plan carol is shown and approves); S9: orders and
-    customers changed (a plan she never approves)."""
-    world.commit(S8, model_tree(world, "mr8", ORDERS))
-    world.commit(S9, model_tree(world, "mr9", ORDERS, CUSTOMERS))
-
-
-def _move(gitlab: FakeGitLab, sha: str) -> None:
-    """alice pushes ``sha`` (committed already) to MR !8's branch, and GitLab makes its
-    version (by its clock, as it does at each push); no hook is delivered."""
-    with gitlab.lock:
-        mr = gitlab.merge_requests[8]
-        mr["sha"] = sha
-        mr["diff_refs"]["head_sha"] = sha
-        gitlab._sync_versions()
-
-
-def _open(world: GitLabWorld, service: GitLabService, sha: str) -> None:
-    """alice opens MR !8 at ``sha``; GitLab's hook; built."""
-    world.gitlab.add_mr(8, sha=sha, source_branch="feature-8", author="alice")
-    send(service, mr_open_hook(world.gitlab, 8, sha, PATH, PID))
-    assert world.gitlab.statuses_on(sha)["sluice/pr-environment"]["state"] == "success"
-
-
 def _push(world: GitLabWorld, service: GitLabService, sha: str, old: str) -> None:
     """alice pushes ``sha``; GitLab's update hook; built."""
-    _move(world.gitlab, sha)
-    _update(world, service, sha, old)
-
-
-def _update(world: GitLabWorld, service: GitLabService, sha: str, old: str) -> None:
-    """GitLab's update hook of a push of ``sha`` over ``old`` (delivered now)."""
-    send(service, mr_hook(world.gitlab, 8, "update", sha, "alice", oldrev=old, updated_at=moment()))
-    assert world.gitlab.statuses_on(sha)["sluice/pr-environment"]["state"] == "success"
-
-
-def _approval_hook(
-    world: GitLabWorld,
-    service: GitLabService,
-    head: str,
-    *,
-    user: str = "carol",
-    action: str = "approval",
-    updated_at: str | None = None,
-) -> None:
-    """GitLab's own approval hook (``action``) of ``user``'s, naming the head GitLab has
-    now; its ``updated_at`` the time now unless given."""
-    at = updated_at or moment()
-    send(service, mr_hook(world.gitlab, 8, action, head, user, updated_at=at))
+    move_head(world.gitlab, sha)
+    deliver_update(world, service, sha, old)
 
 
 def _mr_updated(gitlab: FakeGitLab) -> str:
@@ -198,10 +106,6 @@ def _shown(gitlab: FakeGitLab) -> str:
     return str(notes[-1]["body"])
 
 
-def _state(gitlab: FakeGitLab, sha: str) -> dict[str, Any]:
-    return gitlab.statuses_on(sha)[APPROVAL]
-
-
 # == versions and heads: a head pushed again ===========================================
 
 
@@ -217,21 +121,21 @@ def test_an_approval_given_while_another_plan_is_shown_does_not_count_for_a_head
     plan since long before: the gate passes, and what it records approved goes to prod on
     the merge."""
     gitlab = world.gitlab
-    _clock(gitlab)  # GitLab's clock agrees with the service's
-    _commits(world)
-    _open(world, service, S9)
+    clock(gitlab)  # GitLab's clock agrees with the service's
+    commit_heads(world)
+    open_mr8(world, service, S9)
     _push(world, service, S8, S9)
-    assert _state(gitlab, S8)["state"] == "failed"  # nobody approved yet
+    assert approval_state(gitlab, S8)["state"] == "failed"  # nobody approved yet
     shown = _shown(gitlab)
     assert S8[:7] in shown and S9[:7] not in shown, shown
 
-    _move(gitlab, S9)  # the webhook is off: no hook
+    move_head(gitlab, S9)  # the webhook is off: no hook
     assert _shown(gitlab) == shown  # what carol reads: S8's plan
     gitlab.approve(8, "carol")
 
-    _update(world, service, S9, S8)  # the webhook on again
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)  # the webhook on again
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] != "success", (
         f"carol approved while the comment showed {S8[:7]}'s plan; her approval "
         f"counts for {S9[:7]}'s: {after['description']}"
@@ -246,20 +150,20 @@ def test_an_approval_given_while_another_plan_is_shown_does_not_count_for_a_new_
     ``gate_rules._approves`` counts no approval given before its head had the plan it has
     (``Ledger.plan_times``, set when the plan is published)."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
-    _move(gitlab, S9)  # the webhook is off
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
+    move_head(gitlab, S9)  # the webhook is off
     gitlab.approve(8, "carol")  # carol read S8's plan
-    _update(world, service, S9, S8)
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] == "failed", after
     # carol takes it back and approves again, once she has seen S9's plan: it counts.
     gitlab.unapprove(8, "carol")
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S9, updated_at=moment(5))  # not the hook before's
-    assert _state(gitlab, S9)["state"] == "success"
+    approval_hook(world, service, S9, updated_at=moment(5))  # not the hook before's
+    assert approval_state(gitlab, S9)["state"] == "success"
 
 
 def test_an_approval_of_a_head_does_not_count_for_an_older_head_pushed_back(
@@ -271,17 +175,17 @@ def test_an_approval_of_a_head_does_not_count_for_an_older_head_pushed_back(
     ``_version_at`` binds carol's approval to the latest version made *before* it (sha
     9's), never to a later one, nor to a head a hook names; S8's plan is not S9's."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     _push(world, service, S9, S8)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S9)
-    assert _state(gitlab, S9)["state"] == "success"
+    approval_hook(world, service, S9)
+    assert approval_state(gitlab, S9)["state"] == "success"
 
     _push(world, service, S8, S9)
-    _approval_hook(world, service, S8)
-    after = _state(gitlab, S8)
+    approval_hook(world, service, S8)
+    after = approval_state(gitlab, S8)
     assert after["state"] == "failed", (
         f"carol's approval of {S9[:7]} counts for {S8[:7]}: {after['description']}"
     )
@@ -297,19 +201,19 @@ def test_a_new_version_at_the_same_head_keeps_an_approval_on_it(
     binding takes the head of the version before the approval, and a head's plan is its
     own."""
     gitlab = world.gitlab
-    now = _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    now = clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8)
-    assert _state(gitlab, S8)["state"] == "success"
+    approval_hook(world, service, S8)
+    assert approval_state(gitlab, S8)["state"] == "success"
     with gitlab.lock:  # a version at the same head, as a retarget makes
-        again = dict(gitlab.versions[8][-1], id=gitlab._next(), created_at=_iso_ms(now()))
+        again = dict(gitlab.versions[8][-1], id=gitlab._next(), created_at=iso_ms(now()))
         gitlab.versions[8].append(again)
     _push(world, service, S9, S8)
-    assert _state(gitlab, S9)["state"] == "failed"
+    assert approval_state(gitlab, S9)["state"] == "failed"
     _push(world, service, S8, S9)
-    assert _state(gitlab, S8)["state"] == "success"
+    assert approval_state(gitlab, S8)["state"] == "success"
 
 
 # == GitLab's clock and the service's ==================================================
@@ -324,14 +228,14 @@ def test_an_approval_before_the_plan_does_not_count_when_gitlabs_clock_runs_ahea
     saw is S8's plan. GitLab binds her approval to S9's version, rightly; S9 then
     gets its plan, stamped by the service's clock two minutes before her approved_at."""
     gitlab = world.gitlab
-    _clock(gitlab, ahead_ms=120_000)
-    _commits(world)
-    _open(world, service, S8)
-    _move(gitlab, S9)
+    clock(gitlab, ahead_ms=120_000)
+    commit_heads(world)
+    open_mr8(world, service, S8)
+    move_head(gitlab, S9)
     gitlab.approve(8, "carol")
-    _update(world, service, S9, S8)
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] != "success", (
         f"carol approved before {S9[:7]} had a plan; her approval counts for it: "
         f"{after['description']}"
@@ -343,13 +247,13 @@ def _approved_s8_then_pushed_s9_back(world: GitLabWorld, service: GitLabService)
     force-pushes S9 back, with no hook yet. S9 has had its plan since before carol's
     approval: were her approval bound to S9, it would count there."""
     gitlab = world.gitlab
-    _commits(world)
-    _open(world, service, S9)
+    commit_heads(world)
+    open_mr8(world, service, S9)
     _push(world, service, S8, S9)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8)
-    assert _state(gitlab, S8)["state"] == "success"
-    _move(gitlab, S9)
+    approval_hook(world, service, S8)
+    assert approval_state(gitlab, S8)["state"] == "success"
+    move_head(gitlab, S9)
 
 
 def test_versions_and_approvals_in_another_time_zone_compare_as_instants(
@@ -361,17 +265,17 @@ def test_versions_and_approvals_in_another_time_zone_compare_as_instants(
     or with the offset dropped, her approval would come after S9's version and count for
     S9. Defended: ``created_ms`` reads each as an instant; her approval is of S8."""
     gitlab = world.gitlab
-    _clock(gitlab)
+    clock(gitlab)
     _approved_s8_then_pushed_s9_back(world, service)
     with gitlab.lock:
         given = gitlab.approvals[8][-1]
         ms = int(datetime.fromisoformat(given["approved_at"]).timestamp() * 1000)
-        given["approved_at"] = _iso_ms(ms, timezone(timedelta(hours=9)))
+        given["approved_at"] = iso_ms(ms, timezone(timedelta(hours=9)))
     assert given["approved_at"].endswith("+09:00")
     assert given["approved_at"] > gitlab.versions[8][-1]["created_at"]  # as text: after S9's
-    _update(world, service, S9, S8)
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] == "failed", (
         f"carol's approval of {S8[:7]}, given before {S9[:7]} was pushed back, counts for "
         f"it: {after['description']}"
@@ -387,23 +291,23 @@ def test_an_approval_in_the_second_of_a_push_counts_for_neither_head(
     head then (the approval is stale), neither S9 (pushed after it, maybe) nor S8 (the
     version before)."""
     gitlab = world.gitlab
-    now = _clock(gitlab)
-    _commits(world)
-    _open(world, service, S9)
+    now = clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S9)
     _push(world, service, S8, S9)
-    _move(gitlab, S9)
+    move_head(gitlab, S9)
     gitlab.approve(8, "carol")
     with gitlab.lock:
         second = (now() // 1000 + 1) * 1000  # a whole second after every version so far
-        assert gitlab.versions[8][-2]["created_at"] < _iso_ms(second)  # S8's, before
-        gitlab.versions[8][-1]["created_at"] = _iso_ms(second)  # "...:SS.000Z"
-        gitlab.approvals[8][-1]["approved_at"] = _iso_ms(second + 900)
-    _update(world, service, S9, S8)
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+        assert gitlab.versions[8][-2]["created_at"] < iso_ms(second)  # S8's, before
+        gitlab.versions[8][-1]["created_at"] = iso_ms(second)  # "...:SS.000Z"
+        gitlab.approvals[8][-1]["approved_at"] = iso_ms(second + 900)
+    deliver_update(world, service, S9, S8)
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] == "failed", after
     _push(world, service, S8, S9)  # nor for S8, whose plan she may have seen
-    after = _state(gitlab, S8)
+    after = approval_state(gitlab, S8)
     assert after["state"] == "failed", after
 
 
@@ -418,12 +322,12 @@ def test_a_forged_approval_hook_of_an_approver_who_never_approved_counts_for_not
     approvals from GitLab's API with the service's token (``GitLabForge.reviews``); a hook
     only makes it ask again (``dispatch._on_review`` records nothing of it)."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     send(service, mr_hook(gitlab, 8, "approval", S8, "carol", updated_at=moment()))
     send(service, mr_hook(gitlab, 8, "approved", S8, "carol", updated_at=moment()))
-    after = _state(gitlab, S8)
+    after = approval_state(gitlab, S8)
     assert after["state"] == "failed", after
     assert gitlab.approvals.get(8, []) == []
 
@@ -438,18 +342,18 @@ def test_an_approval_older_than_the_versions_read_counts_for_no_plan(
     before she approved. Defended: ``_version_at`` binds it to no head (stale); the versions
     are paged newest first, all ten pages read."""
     gitlab = world.gitlab
-    now = _clock(gitlab)
+    now = clock(gitlab)
     _approved_s8_then_pushed_s9_back(world, service)
     with gitlab.lock:
         template = gitlab.versions[8][-1]
         assert template["head_commit_sha"] == S9
         for n in range(PULL_VERSIONS_LIMIT - 1):
             gitlab.versions[8].append(dict(template, id=gitlab._next(),
-                                           created_at=_iso_ms(now()),
+                                           created_at=iso_ms(now()),
                                            patch_id_sha=fake_sha(f"patch {n}")))  # fmt: skip
     asked = gitlab.asked("GET", "/versions")
-    _update(world, service, S9, S8)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)
+    after = approval_state(gitlab, S9)
     assert after["state"] == "failed", after
     assert gitlab.asked("GET", "/versions") - asked >= PULL_VERSIONS_LIMIT // 100
 
@@ -465,19 +369,19 @@ def test_a_forged_unapproval_does_not_swallow_the_approvers_own(
     read the MR): the gate asks GitLab, carol's approval is there, nothing changes. carol
     then takes her approval back in GitLab, whose hook is alice's to the byte."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8, updated_at=_mr_updated(gitlab))
-    assert _state(gitlab, S8)["state"] == "success"
+    approval_hook(world, service, S8, updated_at=_mr_updated(gitlab))
+    assert approval_state(gitlab, S8)["state"] == "success"
 
     at = _mr_updated(gitlab)
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)  # forged
-    assert _state(gitlab, S8)["state"] == "success"  # carol still approves
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)  # forged
+    assert approval_state(gitlab, S8)["state"] == "success"  # carol still approves
     gitlab.unapprove(8, "carol")
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)  # GitLab's own
-    after = _state(gitlab, S8)
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)  # GitLab's own
+    after = approval_state(gitlab, S8)
     assert after["state"] != "success", (
         f"carol took her approval back; the gate still passes: {after['description']}"
     )
@@ -491,25 +395,25 @@ def test_an_approval_taken_back_twice_is_taken_back(
     its hook): the gate asks GitLab again and passes on carol's second approval. carol
     takes it back again."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     at = _mr_updated(gitlab)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8, updated_at=at)
-    assert _state(gitlab, S8)["state"] == "success"
+    approval_hook(world, service, S8, updated_at=at)
+    assert approval_state(gitlab, S8)["state"] == "success"
     gitlab.unapprove(8, "carol")
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)
-    assert _state(gitlab, S8)["state"] == "failed"
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)
+    assert approval_state(gitlab, S8)["state"] == "failed"
 
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8, updated_at=at)
+    approval_hook(world, service, S8, updated_at=at)
     gitlab.approve(8, "alice")
-    _approval_hook(world, service, S8, user="alice", updated_at=at)
-    assert _state(gitlab, S8)["state"] == "success"
+    approval_hook(world, service, S8, user="alice", updated_at=at)
+    assert approval_state(gitlab, S8)["state"] == "success"
     gitlab.unapprove(8, "carol")
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)
-    after = _state(gitlab, S8)
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)
+    after = approval_state(gitlab, S8)
     assert after["state"] != "success", (
         f"carol took her approval back; the gate still passes: {after['description']}"
     )
@@ -520,15 +424,15 @@ def test_a_taken_back_approval_does_not_promote_on_merge(
 ) -> None:
     """As the forged unapproval above; then alice merges MR !8 (the check is green)."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     gitlab.approve(8, "carol")
     at = _mr_updated(gitlab)
-    _approval_hook(world, service, S8, updated_at=at)
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)  # forged
+    approval_hook(world, service, S8, updated_at=at)
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)  # forged
     gitlab.unapprove(8, "carol")
-    _approval_hook(world, service, S8, action="unapproval", updated_at=at)  # GitLab's own
+    approval_hook(world, service, S8, action="unapproval", updated_at=at)  # GitLab's own
 
     merge = fake_sha("red team approval 5: the merge of S8")
     world.commit(merge, world.trees[S8], branch="main")
@@ -552,12 +456,12 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
     alice opens MR !8 at S8: held, carol reads what it backfills. alice pushes S9 with the
     webhook off and carol approves what she read; the webhook on, Sluice sees S9, which
     it never held, and builds it: carol's approval counts for it (bound to S9's version)."""
-    world = _world(tmp_path, BUDGET)
+    world = mr_world(tmp_path, BUDGET)
     try:
-        with _serving(world) as service:
+        with serving(world) as service:
             gitlab = world.gitlab
-            _clock(gitlab)
-            _commits(world)
+            clock(gitlab)
+            commit_heads(world)
             gitlab.add_mr(8, sha=S8, source_branch="feature-8", author="alice")
             send(service, mr_open_hook(gitlab, 8, S8, PATH, PID))
             held = gitlab.statuses_on(S8)[APPROVAL]
@@ -566,7 +470,7 @@ def test_a_budget_approval_does_not_release_a_head_whose_hold_was_never_shown(
                 gitlab.statuses_on(S8)["sluice/pr-environment"]["state"] != "success"
             )
 
-            _move(gitlab, S9)  # the webhook is off
+            move_head(gitlab, S9)  # the webhook is off
             gitlab.approve(8, "carol")  # she read S8's hold
             update = mr_hook(gitlab, 8, "update", S9, "alice", oldrev=S8, updated_at=moment())
             send(service, update)

@@ -60,7 +60,6 @@ the new head's plan was shown stays stale and one given after it counts.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
@@ -72,32 +71,42 @@ import responses
 
 from sluice.bot.flow import approval
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.reviewed_plan import PlanReview
 from sluice.bot.forge.base import ForgeError
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase
 from tests.helpers.forge_clients import GITHUB_REPO, github_forge
-from tests.helpers.gate_world import CHANGE, GATED, KEY, MINUTE, OWNER, SECOND, A, B, Bot
+from tests.helpers.gate_world import (
+    CHANGE,
+    GATED,
+    KEY,
+    MINUTE,
+    OTHER,
+    OWNER,
+    SECOND,
+    A,
+    B,
+    Bot,
+    given,
+    published,
+    review_hook,
+)
 from tests.helpers.github_wire import FakeGitHub
+from tests.helpers.gitlab_gate import (
+    S8,
+    S9,
+    approval_hook,
+    approval_state,
+    clock,
+    commit_heads,
+    deliver_update,
+    move_head,
+    mr_world,
+    open_mr8,
+    serving,
+)
 from tests.helpers.gitlab_service import GitLabService, moment
 from tests.helpers.lifecycle_prod import GitLabWorld
 from tests.helpers.own_runs import sluices_run
-from tests.security.test_red_team_approval5 import (
-    S8,
-    S9,
-    _approval_hook,
-    _clock,
-    _commits,
-    _move,
-    _open,
-    _serving,
-    _state,
-    _update,
-    _world,
-)
-
-OTHER = PlanReview("fpother0007", (("s.other", "k-other"),), {}, {})
-"""Another head's plan: a change to another model, never approved."""
 
 
 @pytest.fixture
@@ -107,44 +116,6 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
     made.deliver("pull_request", gw.pr_event("opened", A, "alice"))
     yield made
     made.close()
-
-
-def _review_hook(
-    user: str,
-    state: str,
-    head: str,
-    review_id: int,
-    at: int,
-    *,
-    action: str = "submitted",
-    sender: str | None = None,
-) -> dict[str, Any]:
-    """GitHub's ``pull_request_review`` webhook of PR 7 (submitted, or dismissed)."""
-    case = "dismissed" if action == "dismissed" else "submitted"
-    made = realcase(f"github/pull_request_review/{case}.payload.json", OWNER, action=action, **{
-        "pull_request.number": 7, "pull_request.head.sha": head, "review.user.login": user,
-        "review.state": state.lower(), "review.commit_id": head, "review.id": review_id,
-    })  # fmt: skip
-    made["review"]["submitted_at"] = gw.iso(at)
-    if sender is not None:
-        made["sender"]["login"] = sender
-    return made
-
-
-def _given(bot: Bot, user: str, state: str, head: str, at: int) -> int:
-    """``user`` reviews PR 7 on ``head`` on GitHub, which stamps it ``at`` (its clock, to
-    the second); no webhook yet. Returns the review's id."""
-    made = bot.forge.add_review(7, user, state, head)
-    bot.forge.review_log[7][-1] = dataclasses.replace(made, submitted_at=gw.iso(at))
-    return made.id
-
-
-def _published(bot: Bot, head: str, made: PlanReview, forge_at: int) -> None:
-    """``head``'s plan published as ``pr_build._build`` records it once its comment is
-    posted: by the service's clock now, and GitHub's ``forge_at`` (the comment's
-    ``updated_at``)."""
-    bot.ledger.record_plan(KEY, 7, head, made, bot.clock.now, forge_at)
-    bot.clock.now += MINUTE
 
 
 # == 1. a click and a later objection, by two clocks ====================================
@@ -181,21 +152,21 @@ def test_a_dismissed_objection_does_not_revive_a_click_it_took_back(bot: Bot, sk
     # ... then reads the diff again and requests changes: his last word. GitHub stamps it
     # by its own clock, to the second.
     objection_at = (clicked + objected_after - behind) // 1000 * 1000
-    objection = _given(bot, "bob", "CHANGES_REQUESTED", A, objection_at)
+    objection = given(bot, "bob", "CHANGES_REQUESTED", A, objection_at)
     # The click's job runs now (its ts: the service's clock when the job started).
     bot.clock.now = clicked + handled_after
     gw.click(bot, "bob", A)
     bot.clock.now += SECOND
-    bot.deliver("pull_request_review", _review_hook("bob", "changes_requested", A, objection,
-                                                    objection_at))  # fmt: skip
+    bot.deliver("pull_request_review", review_hook("bob", "changes_requested", A, objection,
+                                                   objection_at))  # fmt: skip
     assert bot.approval(A).conclusion == "failure", bot.approval(A).summary
     assert bot.ledger.approved_by_pr(KEY, 7) == 0
     # alice, the author, has write access: GitHub lets her dismiss bob's review.
     bot.clock.now += MINUTE
     bot.forge.dismiss_review(7, objection)
-    bot.deliver("pull_request_review", _review_hook("bob", "dismissed", A, objection,
-                                                    objection_at, action="dismissed",
-                                                    sender="alice"))  # fmt: skip
+    bot.deliver("pull_request_review", review_hook("bob", "dismissed", A, objection,
+                                                   objection_at, action="dismissed",
+                                                   sender="alice"))  # fmt: skip
     # bob's last word was "changes requested", given after his click: a dismissal takes a
     # word back, it gives none.
     check = bot.approval(A)
@@ -210,13 +181,13 @@ def test_a_dismissed_objection_does_not_revive_a_click_handled_before_it(bot: Bo
     gw.plan(bot, A, CHANGE)
     gw.click(bot, "bob", A)
     bot.clock.now += MINUTE
-    objection = _given(bot, "bob", "CHANGES_REQUESTED", A, bot.clock.now)
-    bot.deliver("pull_request_review", _review_hook("bob", "changes_requested", A, objection,
-                                                    bot.clock.now))  # fmt: skip
+    objection = given(bot, "bob", "CHANGES_REQUESTED", A, bot.clock.now)
+    bot.deliver("pull_request_review", review_hook("bob", "changes_requested", A, objection,
+                                                   bot.clock.now))  # fmt: skip
     bot.forge.dismiss_review(7, objection)
-    bot.deliver("pull_request_review", _review_hook("bob", "dismissed", A, objection,
-                                                    bot.clock.now, action="dismissed",
-                                                    sender="alice"))  # fmt: skip
+    bot.deliver("pull_request_review", review_hook("bob", "dismissed", A, objection,
+                                                   bot.clock.now, action="dismissed",
+                                                   sender="alice"))  # fmt: skip
     assert bot.approval(A).conclusion == "failure", bot.approval(A).summary
 
 
@@ -225,9 +196,9 @@ def test_an_objection_before_a_click_still_stands_whatever_the_clocks(bot: Bot) 
     # ahead, so bob's "changes requested" (given before his click) sorts after it; either
     # way he is objecting, and nothing passes.
     gw.plan(bot, A, CHANGE)
-    objection = _given(bot, "bob", "CHANGES_REQUESTED", A, bot.clock.now + 10 * SECOND)
-    bot.deliver("pull_request_review", _review_hook("bob", "changes_requested", A, objection,
-                                                    bot.clock.now + 10 * SECOND))  # fmt: skip
+    objection = given(bot, "bob", "CHANGES_REQUESTED", A, bot.clock.now + 10 * SECOND)
+    bot.deliver("pull_request_review", review_hook("bob", "changes_requested", A, objection,
+                                                   bot.clock.now + 10 * SECOND))  # fmt: skip
     bot.clock.now += 2 * SECOND
     gw.click(bot, "bob", A)
     assert bot.approval(A).conclusion == "failure", bot.approval(A).summary
@@ -248,22 +219,22 @@ def test_a_publication_kept_before_the_forge_times_does_not_shadow_a_newer_one(
 ) -> None:
     behind = 10 * MINUTE  # GitHub's clock runs ten minutes behind the service's
     t0 = bot.clock.now
-    _published(bot, A, CHANGE, t0 - behind)  # A's plan, published before the upgrade
+    published(bot, A, CHANGE, t0 - behind)  # A's plan, published before the upgrade
     _forget_forge_times(bot)  # ... kept without its forge time (shown from t0)
     # Sluice upgraded. alice pushes B: its plan is published, GitHub stamps t0 - 8 min.
     bot.clock.now = t0 + 2 * MINUTE
     bot.forge.push(7, B)
     bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
-    _published(bot, B, OTHER, bot.clock.now - behind)
+    published(bot, B, OTHER, bot.clock.now - behind)
     # carol's tab still has A's diff (GitHub binds her review to A) but the comment she
     # reads shows B's plan; she approves, GitHub stamps t0 + 30 s (service: t0 + 10.5 min).
     bot.clock.now = t0 + 10 * MINUTE + 30 * SECOND
-    _given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
+    given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
     bot.clock.now += MINUTE
     # alice force-pushes A back; its plan (the same) is published again.
     bot.forge.push(7, A)
     bot.deliver("pull_request", gw.pr_event("synchronize", A, "alice"))
-    _published(bot, A, CHANGE, bot.clock.now - behind)
+    published(bot, A, CHANGE, bot.clock.now - behind)
     gw.refresh(bot)
     check = bot.approval(A)
     assert check.conclusion != "success", (
@@ -276,21 +247,21 @@ def test_publications_by_the_forges_clock_behind_keep_their_order(bot: Bot) -> N
     # row with its forge time, GitHub's clock ten minutes behind. A shown, B shown, carol's
     # review of A (a stale tab) while B's plan is shown, A pushed back: stale.
     behind = 10 * MINUTE
-    _published(bot, A, CHANGE, bot.clock.now - behind)
+    published(bot, A, CHANGE, bot.clock.now - behind)
     bot.forge.push(7, B)
     bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
-    _published(bot, B, OTHER, bot.clock.now - behind)
-    _given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
+    published(bot, B, OTHER, bot.clock.now - behind)
+    given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
     bot.clock.now += MINUTE
     bot.forge.push(7, A)
     bot.deliver("pull_request", gw.pr_event("synchronize", A, "alice"))
-    _published(bot, A, CHANGE, bot.clock.now - behind)
+    published(bot, A, CHANGE, bot.clock.now - behind)
     gw.refresh(bot)
     check = bot.approval(A)
     assert check.conclusion != "success", check.summary
     assert "while another commit's plan was shown" in check.summary
     # Given again once A's plan is shown (GitHub's time, behind): counts.
-    _given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
+    given(bot, "carol", "APPROVED", A, bot.clock.now - behind)
     bot.clock.now += SECOND
     gw.refresh(bot)
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary
@@ -303,15 +274,15 @@ def test_a_click_is_compared_with_the_services_time_of_publication(bot: Bot) -> 
     # does not count for A pushed back; compared with GitHub's times it would have (A's
     # first publication, by GitHub's clock, is after the click).
     ahead = 10 * MINUTE
-    _published(bot, A, CHANGE, bot.clock.now + ahead)
+    published(bot, A, CHANGE, bot.clock.now + ahead)
     bot.forge.push(7, B)
     bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
-    _published(bot, B, OTHER, bot.clock.now + ahead)
+    published(bot, B, OTHER, bot.clock.now + ahead)
     gw.click(bot, "bob", A)  # "approve": names no plan
     bot.clock.now += MINUTE
     bot.forge.push(7, A)
     bot.deliver("pull_request", gw.pr_event("synchronize", A, "alice"))
-    _published(bot, A, CHANGE, bot.clock.now + ahead)
+    published(bot, A, CHANGE, bot.clock.now + ahead)
     gw.refresh(bot)
     assert bot.approval(A).conclusion != "success", bot.approval(A).summary
 
@@ -335,18 +306,18 @@ def test_the_budget_approval_is_compared_with_the_holds_forge_time(bot: Bot, ske
     # forge=True)): GitHub's clock ten minutes behind or ahead. B's plan shown; carol's
     # review of A (a stale tab) while it is; A pushed back and held over the budget. Her
     # review does not release A's build; one given once A's hold is shown does.
-    _published(bot, A, CHANGE, bot.clock.now + skew)
+    published(bot, A, CHANGE, bot.clock.now + skew)
     bot.forge.push(7, B)
     bot.deliver("pull_request", gw.pr_event("synchronize", B, "alice"))
-    _published(bot, B, OTHER, bot.clock.now + skew)
-    _given(bot, "carol", "APPROVED", A, bot.clock.now + skew + 30 * SECOND)
+    published(bot, B, OTHER, bot.clock.now + skew)
+    given(bot, "carol", "APPROVED", A, bot.clock.now + skew + 30 * SECOND)
     bot.clock.now += MINUTE
     bot.forge.push(7, A)
     bot.deliver("pull_request", gw.pr_event("synchronize", A, "alice"))
     bot.ledger.record_shown(KEY, 7, A, bot.clock.now, bot.clock.now + skew)  # A held
     bot.clock.now += MINUTE
     assert not _budget_approved(bot)
-    _given(bot, "carol", "APPROVED", A, bot.clock.now + skew)
+    given(bot, "carol", "APPROVED", A, bot.clock.now + skew)
     assert _budget_approved(bot)
 
 
@@ -392,7 +363,7 @@ def test_an_approval_of_sluices_comment_as_rewritten_by_the_author_does_not_coun
         at = job.publish(7, body=shown)  # A's plan as pr_build publishes it, then records it
     finally:
         job.close()
-    _published(bot, A, OTHER, at if at is not None else bot.clock.now)
+    published(bot, A, OTHER, at if at is not None else bot.clock.now)
     # alice (write access) edits Sluice's comment: GitHub lets her. It now reads a plan
     # that changes one small model; GitHub sends issue_comment edited.
     forged = shown.replace("`s.other` changed (backfills 3 years)", "`s.change` changed")
@@ -406,8 +377,8 @@ def test_an_approval_of_sluices_comment_as_rewritten_by_the_author_does_not_coun
     bot.deliver("issue_comment", hook)
     bot.clock.now += MINUTE
     # carol approves what she read.
-    _given(bot, "carol", "APPROVED", A, bot.clock.now)
-    bot.deliver("pull_request_review", _review_hook("carol", "approved", A, 99, bot.clock.now))
+    given(bot, "carol", "APPROVED", A, bot.clock.now)
+    bot.deliver("pull_request_review", review_hook("carol", "approved", A, 99, bot.clock.now))
     check = bot.approval(A)
     assert check.conclusion != "success", (
         f"carol approved the plan alice wrote into Sluice's comment: {check.summary}"
@@ -428,7 +399,7 @@ def test_sluices_own_edit_of_its_comment_is_no_rewrite(bot: Bot) -> None:
         at = job.publish(7, body=f"{marker}\n### Sluice\nPlan: `s.change` changed\n")
     finally:
         job.close()
-    _published(bot, A, CHANGE, at if at is not None else bot.clock.now)
+    published(bot, A, CHANGE, at if at is not None else bot.clock.now)
     mine = next(c for c in bot.forge.comments[7] if marker in c.body)
     hook = realcase("github/issue_comment/edited.payload.json", OWNER, action="edited", **{
         "issue.number": 7, "comment.id": mine.id, "comment.body": mine.body,
@@ -439,8 +410,8 @@ def test_sluices_own_edit_of_its_comment_is_no_rewrite(bot: Bot) -> None:
     bot.deliver("issue_comment", hook)
     assert bot.ledger.plans_shown(KEY, 7) == shown
     bot.clock.now += MINUTE
-    _given(bot, "carol", "APPROVED", A, bot.clock.now)
-    bot.deliver("pull_request_review", _review_hook("carol", "approved", A, 98, bot.clock.now))
+    given(bot, "carol", "APPROVED", A, bot.clock.now)
+    bot.deliver("pull_request_review", review_hook("carol", "approved", A, 98, bot.clock.now))
     assert bot.approval(A).conclusion == "success"
 
 
@@ -472,7 +443,7 @@ def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the
     bot: Bot,
 ) -> None:
     at = _publish(bot, "Plan: `s.change` changed")  # A's first plan, shown and recorded
-    _published(bot, A, CHANGE, at if at is not None else bot.clock.now)
+    published(bot, A, CHANGE, at if at is not None else bot.clock.now)
     # Prod moved; alice comments `/sluice plan`: A's plan is now OTHER. GitHub applies the
     # edit, but its answer is lost (a 502): pr_build records nothing.
     real = bot.forge.upsert_comment
@@ -488,12 +459,12 @@ def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the
     assert bot.ledger.plans(KEY, 7)[A] == CHANGE.fingerprint
     shown = bot.forge.bot_comments(7)[-1]
     bot.clock.now += MINUTE
-    _given(bot, "carol", "APPROVED", A, bot.clock.now)  # she approves what she reads
+    given(bot, "carol", "APPROVED", A, bot.clock.now)  # she approves what she reads
     bot.clock.now += MINUTE
     # Every attempt of the job fails alike; the queue gives up (its failure body
     # published, dispatch.give_up), then carol's review (held behind it) is handled.
     _publish(bot, "the job failed after every retry")
-    bot.deliver("pull_request_review", _review_hook("carol", "approved", A, 99, bot.clock.now))
+    bot.deliver("pull_request_review", review_hook("carol", "approved", A, 99, bot.clock.now))
     check = bot.approval(A)
     assert "s.other" not in shown or check.conclusion != "success", (
         f"carol read a plan the gate never recorded ({shown!r}); her approval counts for "
@@ -539,14 +510,14 @@ def _epoch(iso: str) -> int:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[GitLabWorld]:
-    env = _world(tmp_path)
+    env = mr_world(tmp_path)
     yield env
     env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    with _serving(world) as running:
+    with serving(world) as running:
         yield running
 
 
@@ -560,16 +531,16 @@ def test_an_approval_before_the_plan_does_not_count_when_gitlabs_clock_runs_behi
     later, which a forge behind would never reach). Once S9's plan is shown and she
     approves again, it counts: the clock behind refuses nothing it should not."""
     gitlab = world.gitlab
-    _clock(gitlab, ahead_ms=-120_000)
-    _commits(world)
-    _open(world, service, S8)
-    _move(gitlab, S9)
+    clock(gitlab, ahead_ms=-120_000)
+    commit_heads(world)
+    open_mr8(world, service, S8)
+    move_head(gitlab, S9)
     gitlab.approve(8, "carol")
-    _update(world, service, S9, S8)
-    _approval_hook(world, service, S9)
-    after = _state(gitlab, S9)
+    deliver_update(world, service, S9, S8)
+    approval_hook(world, service, S9)
+    after = approval_state(gitlab, S9)
     assert after["state"] == "failed", after
     gitlab.unapprove(8, "carol")
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S9, updated_at=moment(5))
-    assert _state(gitlab, S9)["state"] == "success", _state(gitlab, S9)
+    approval_hook(world, service, S9, updated_at=moment(5))
+    assert approval_state(gitlab, S9)["state"] == "success", approval_state(gitlab, S9)

@@ -92,22 +92,34 @@ from sluice.bot.present import comment as present
 from tests.helpers import accounts
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import load_case, realcase
-from tests.helpers.gate_world import CHANGE, GATED, KEY, MINUTE, OWNER, SECOND, A, Bot
+from tests.helpers.gate_world import (
+    CHANGE,
+    GATED,
+    KEY,
+    MINUTE,
+    OTHER,
+    OWNER,
+    SECOND,
+    A,
+    Bot,
+    given,
+    published,
+    review_hook,
+)
+from tests.helpers.gitlab_gate import (
+    PID,
+    S8,
+    approval_hook,
+    approval_state,
+    clock,
+    commit_heads,
+    mr_world,
+    open_mr8,
+    serving,
+)
 from tests.helpers.gitlab_service import GitLabService, project_token
 from tests.helpers.gitlab_wire import FakeGitLab
 from tests.helpers.lifecycle_prod import GitLabWorld
-from tests.security.test_red_team_approval5 import (
-    PID,
-    S8,
-    _approval_hook,
-    _clock,
-    _commits,
-    _open,
-    _serving,
-    _state,
-    _world,
-)
-from tests.security.test_red_team_round7 import OTHER, _given, _published, _review_hook
 
 REAL = "Plan: `s.other` changed (backfills 3 years)"
 """What A's plan really does, as Sluice's comment shows it."""
@@ -134,7 +146,7 @@ def _show(bot: Bot, text: str = REAL, made: Any = OTHER) -> Comment:
         at = job.publish(7, body=f"{marker}\n### Sluice\n{text}\n")
     finally:
         job.close()
-    _published(bot, A, made, at if at is not None else bot.clock.now)
+    published(bot, A, made, at if at is not None else bot.clock.now)
     return next(c for c in bot.forge.comments[7] if c.id == _sluices(bot).id)
 
 
@@ -165,8 +177,8 @@ def _edit_hook(
 
 def _approve(bot: Bot, user: str, review_id: int) -> None:
     """``user`` approves A now (GitHub's time), and the review's hook is handled."""
-    _given(bot, user, "APPROVED", A, bot.clock.now)
-    bot.deliver("pull_request_review", _review_hook(user, "approved", A, review_id, bot.clock.now))
+    given(bot, user, "APPROVED", A, bot.clock.now)
+    bot.deliver("pull_request_review", review_hook(user, "approved", A, review_id, bot.clock.now))
 
 
 def _edited_rows(bot: Bot) -> list[tuple[int, str]]:
@@ -185,8 +197,8 @@ def test_an_edit_undone_before_its_hook_is_handled_still_counts_for_no_plan(bot:
     edited = _edit_hook(mine.id, mine.body, author=bot.forge.bot_user, sender="alice")
     bot.clock.now += MINUTE
     # ... carol approves what she reads ...
-    _given(bot, "carol", "APPROVED", A, bot.clock.now)
-    review = _review_hook("carol", "approved", A, 91, bot.clock.now)
+    given(bot, "carol", "APPROVED", A, bot.clock.now)
+    review = review_hook("carol", "approved", A, 91, bot.clock.now)
     bot.clock.now += MINUTE
     # ... and alice puts Sluice's text back, to the byte.
     mine.body = shown
@@ -211,8 +223,8 @@ def test_a_rewrite_is_kept_at_the_first_edit_not_the_last(bot: Bot) -> None:
     mine.body = mine.body.replace(REAL, FORGED)
     first = _edit_hook(mine.id, mine.body, author=bot.forge.bot_user, sender="alice")
     bot.clock.now += MINUTE
-    _given(bot, "carol", "APPROVED", A, bot.clock.now)  # carol approves what she reads
-    review = _review_hook("carol", "approved", A, 92, bot.clock.now)
+    given(bot, "carol", "APPROVED", A, bot.clock.now)  # carol approves what she reads
+    review = review_hook("carol", "approved", A, 92, bot.clock.now)
     bot.clock.now += MINUTE
     # alice edits it again (a typo of hers): GitHub's updated_at is now this edit's time.
     mine.body = mine.body.replace(FORGED, FORGED + ".")
@@ -471,14 +483,14 @@ def test_another_projects_marker_is_not_this_projects_comment(bot: Bot) -> None:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[GitLabWorld]:
-    env = _world(tmp_path)
+    env = mr_world(tmp_path)
     yield env
     env.close()
 
 
 @pytest.fixture
 def service(world: GitLabWorld) -> Iterator[GitLabService]:
-    with _serving(world) as running:
+    with serving(world) as running:
         yield running
 
 
@@ -527,9 +539,9 @@ def test_gitlab_a_rewrite_made_with_the_webhook_off_counts_for_no_plan(
     world: GitLabWorld, service: GitLabService
 ) -> None:
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     [note] = gitlab.bot_notes(8)
     shown = note["body"]
     # alice turns the webhook off and rewrites Sluice's note.
@@ -538,8 +550,8 @@ def test_gitlab_a_rewrite_made_with_the_webhook_off_counts_for_no_plan(
     gitlab.approve(8, "carol")  # carol approves what she reads
     time.sleep(0.01)
     _rewrite(gitlab, note, shown)  # alice puts Sluice's text back, then the webhook on
-    _approval_hook(world, service, S8)  # the next hook: the gate reads carol's approval
-    state = _state(gitlab, S8)
+    approval_hook(world, service, S8)  # the next hook: the gate reads carol's approval
+    state = approval_state(gitlab, S8)
     assert state["state"] != "success", (
         f"carol approved the note alice rewrote with the webhook off; it counts: {state}"
     )
@@ -553,9 +565,9 @@ def test_gitlab_a_rewrite_with_its_hook_is_kept_and_put_back(
     ``updated_at``): kept as a publication of no plan, Sluice's text put back with the
     edited section, and carol's approval given after it does not count."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     [note] = gitlab.bot_notes(8)
     shown = note["body"]
     _rewrite(gitlab, note, shown.split("\n")[0] + "\n### Sluice\nNo change to prod.\n")
@@ -563,8 +575,8 @@ def test_gitlab_a_rewrite_with_its_hook_is_kept_and_put_back(
     assert "Edited by someone else" in note["body"] and "No change to prod" not in note["body"]
     time.sleep(0.01)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8)
-    assert _state(gitlab, S8)["state"] != "success", _state(gitlab, S8)
+    approval_hook(world, service, S8)
+    assert approval_state(gitlab, S8)["state"] != "success", approval_state(gitlab, S8)
 
 
 def test_gitlab_a_forged_note_hook_naming_sluices_note_changes_nothing(
@@ -577,9 +589,9 @@ def test_gitlab_a_forged_note_hook_naming_sluices_note_changes_nothing(
     edited), not once a hook; her claim is taken, so carol's approval counts only once
     the plan is shown again: what a push of hers would cost too, no more."""
     gitlab = world.gitlab
-    _clock(gitlab)
-    _commits(world)
-    _open(world, service, S8)
+    clock(gitlab)
+    commit_heads(world)
+    open_mr8(world, service, S8)
     [note] = gitlab.bot_notes(8)
     edits = len(note["bodies"])
     for n in range(10):
@@ -588,5 +600,5 @@ def test_gitlab_a_forged_note_hook_naming_sluices_note_changes_nothing(
     assert not any("rewritten" in body for body in note["bodies"])
     time.sleep(0.01)
     gitlab.approve(8, "carol")
-    _approval_hook(world, service, S8)
-    assert _state(gitlab, S8)["state"] != "success", _state(gitlab, S8)
+    approval_hook(world, service, S8)
+    assert approval_state(gitlab, S8)["state"] != "success", approval_state(gitlab, S8)
