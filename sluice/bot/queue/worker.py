@@ -233,11 +233,14 @@ class Worker:
     def _failed(self, job: Job, message: str) -> str:
         """After a failed attempt: retry the job or give up on it."""
         log.warning("job %s (%s) attempt %s failed: %s", job.id, job.key, job.attempts, message)
+        last = job.attempts >= self.queue.max_attempts
+        if last:  # the PR is told while the job still runs: once it reads failed, it is told
+            self._give_up(job, message)
         if self.queue.retry(job.id, self.name, message, time.time()):
             if self.metrics is not None:
                 self.metrics.inc("sluice_job_retries_total", kind=job.kind)
-        else:
-            self._give_up(job, message)
+        elif not last:  # its lease lost: another worker runs it now, and tells the PR
+            log.warning("job %s (%s): no longer this worker's, not retried here", job.id, job.key)
         return "error"
 
     def _watch(
