@@ -396,6 +396,9 @@ class WorkspaceForge:
     def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
         return self.inner.upsert_comment(number, marker, body)
 
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        return self.inner.own_comment(number, marker)
+
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         made = self.inner.set_check(sha, check, run_id)
         self.checks[check.name] = check

@@ -294,6 +294,12 @@ class Forge(Protocol):
         by the service's clock, the local forge's)."""
         ...
 
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        """The bot's comment holding ``marker`` on the PR (the one :meth:`upsert_comment`
+        edits) as the forge holds it now, with when it was last written; None when there
+        is none (never made, or deleted)."""
+        ...
+
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         """Create the check named ``check.name`` on ``sha``, or update Sluice's own.
 

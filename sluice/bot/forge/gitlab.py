@@ -678,22 +678,45 @@ class GitLabForge:
             self.pull_request(number)
         with self._guard(f"updating the note on merge request !{number}"):
             mr = self._mr(number)
-            me = self._own_username()
-            notes = mr.notes.list(get_all=True, sort="asc", order_by="created_at")
-            for note in notes:
-                attrs = note.attributes
-                author = (attrs.get("author") or {}).get("username")
-                if attrs.get("system") or marker not in (attrs.get("body") or ""):
-                    continue
-                if author != me:
-                    continue
-                if attrs.get("body") != body:  # GitLab's answer: the note, updated_at too
-                    attrs = mr.notes.update(note.id, {"body": body}) or {}
-                self._note_urls[number] = self._note_url(number, int(note.id))
-                return created_ms(attrs.get("updated_at"))
-            created = mr.notes.create({"body": body})
-            self._note_urls[number] = self._note_url(number, int(created.id))
-            return created_ms(created.attributes.get("updated_at"))
+            note = self._own_note(mr, marker)
+            if note is None:
+                created = mr.notes.create({"body": body})
+                self._note_urls[number] = self._note_url(number, int(created.id))
+                return created_ms(created.attributes.get("updated_at"))
+            attrs = note.attributes
+            if attrs.get("body") != body:  # GitLab's answer: the note, updated_at too
+                attrs = mr.notes.update(note.id, {"body": body}) or {}
+            self._note_urls[number] = self._note_url(number, int(note.id))
+            return created_ms(attrs.get("updated_at"))
+
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        """Our note holding ``marker`` (as :meth:`upsert_comment` finds it); None when
+        there is none."""
+        with self._guard(f"reading the note on merge request !{number}"):
+            note = self._own_note(self._mr(number), marker)
+            if note is None:
+                return None
+            attrs = note.attributes
+            author = attrs.get("author") or {}
+            return PostedComment(
+                str(author.get("username") or ""),
+                _account_id(author.get("id")),
+                str(attrs.get("body") or ""),
+                created_ms(attrs.get("updated_at")),
+                True,
+            )
+
+    def _own_note(self, mr: Any, marker: str) -> Any:
+        """The oldest non-system note of ``mr`` holding ``marker`` by the token's user."""
+        me = self._own_username()
+        for note in mr.notes.list(get_all=True, sort="asc", order_by="created_at"):
+            attrs = note.attributes
+            author = (attrs.get("author") or {}).get("username")
+            if attrs.get("system") or marker not in (attrs.get("body") or ""):
+                continue
+            if author == me:
+                return note
+        return None
 
     def reply(self, number: int, body: str) -> None:
         """Post a new note on merge request ``!number``."""

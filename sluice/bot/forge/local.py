@@ -342,6 +342,19 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"comment.md": "user"}}')
         return {str(k): str(v) for k, v in authors.items()}
 
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        """This forge's bot user's comment holding ``marker`` (no time: this forge keeps
+        none); None when there is none."""
+        with self._locked():
+            authors = self._authors(number)
+            for path in self._sticky(number):
+                if authors.get(path.name, BOT_USER) != self.bot_user:
+                    continue
+                body = path.read_text(encoding="utf-8")
+                if marker in body:
+                    return PostedComment(self.bot_user, None, body, None, True)
+        return None
+
     def _sticky(self, number: int) -> list[Path]:
         folder = self._pr_dir(number)
         found = [folder / "comment.md"] if (folder / "comment.md").is_file() else []

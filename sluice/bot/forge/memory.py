@@ -94,6 +94,7 @@ class Comment:
     author: str
     body: str
     reactions: list[str] = field(default_factory=list)
+    updated: int | None = None  # when last written, by the forge's clock (None: no clock)
 
 
 @dataclass(frozen=True)
@@ -596,11 +597,21 @@ class MemoryForge:
         at = self.clock() if self.clock is not None else None
         for comment in self.comments.get(number, []):
             if comment.author == self.bot_user and marker in comment.body:
-                comment.body = body
-                return at
+                if comment.body != body:
+                    comment.body, comment.updated = body, at
+                return comment.updated
         self._ids += 1
-        self.comments.setdefault(number, []).append(Comment(self._ids, self.bot_user, body))
+        made = Comment(self._ids, self.bot_user, body, updated=at)
+        self.comments.setdefault(number, []).append(made)
         return at
+
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        self._call("own_comment", number, marker)
+        for comment in self.comments.get(number, []):
+            if comment.author == self.bot_user and marker in comment.body:
+                author_id = self.account_id(comment.author)
+                return PostedComment(comment.author, author_id, comment.body, comment.updated, True)
+        return None
 
     def reply(self, number: int, body: str) -> None:
         self._call("reply", number, body)

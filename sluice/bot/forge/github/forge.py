@@ -540,16 +540,33 @@ class GitHubForge:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
-            login = self._own_login().casefold()
-            for comment in issue.get_comments():
-                author = comment.user.login if comment.user is not None else None
-                if marker in (comment.body or "") and (author or "").casefold() == login:
-                    if comment.body == body:
-                        return _ms(comment.updated_at)  # it reads so since then
-                    ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
-                    ours.edit(body)  # GitHub's answer: its updated_at too
-                    return _ms(ours.updated_at)
-            return _ms(issue.create_comment(body).updated_at)
+            comment = self._own(issue, marker)
+            if comment is None:
+                return _ms(issue.create_comment(body).updated_at)
+            if comment.body == body:
+                return _ms(comment.updated_at)  # it reads so since then
+            ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
+            ours.edit(body)  # GitHub's answer: its updated_at too
+            return _ms(ours.updated_at)
+
+    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+        """Our comment holding ``marker`` (as :meth:`upsert_comment` finds it), read from
+        the pull request's comments; None when there is none."""
+        with boundary(f"reading the comment on pull request #{number}"):
+            found = self._own(self._repo.get_issue(number), marker)
+            if found is None or found.user is None:
+                return None
+            user = found.user
+            return PostedComment(user.login, user.id, found.body or "", _ms(found.updated_at), True)
+
+    def _own(self, issue: Any, marker: str) -> Any:
+        """The oldest comment of ``issue`` holding ``marker`` written by our own login."""
+        login = self._own_login().casefold()
+        for comment in issue.get_comments():
+            author = comment.user.login if comment.user is not None else None
+            if marker in (comment.body or "") and (author or "").casefold() == login:
+                return comment
+        return None
 
     def reply(self, number: int, body: str) -> None:
         """Post a new comment on pull request ``number``."""
