@@ -45,7 +45,9 @@ Findings (xfail unless closed):
    the forge's time of the edit, and Sluice's text is put back.
 4. A plan's post that GitHub applied but whose answer was lost records nothing: the
    comment shows the new plan, ``plans_shown`` still says the old one is shown, and once
-   the queue gives up an approval given meanwhile counts for the head's old plan.
+   the queue gives up an approval given meanwhile counts for the head's old plan. Closed:
+   a new body whose post fails (applied or not) is kept as a publication of no plan just
+   after the last one (``Job.publish``, ``Ledger.record_unshown``, kind ``unanswered``).
 
 Defended: a click handled before a later objection stays taken back by a dismissal; an
 objection given before a click stands whatever the clocks; publications all kept with
@@ -428,20 +430,12 @@ def _publish(bot: Bot, text: str) -> int | None:
         job.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pr_build records a plan only once its post returned: a post GitHub applied but "
-    "whose answer was lost (a 502 after the edit) shows the new plan with nothing recorded "
-    "(no publication in plans_shown), and when every attempt fails alike the queue gives "
-    "up with the head's old plan still recorded, so an approval given while the unrecorded "
-    "plan was shown counts for the old one. Fix: before posting a plan, record a "
-    "publication of no plan (plans_shown: a tombstone sha, by the service's clock and a "
-    "forge time of none), so an approval after it counts only once a later publication of "
-    "the head's plan is recorded",
-)
 def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the_old_plan(
     bot: Bot,
 ) -> None:
+    """Closed: the failed post of a new body keeps a publication of no plan just after the
+    last one (``Job.publish``), so carol's approval counts for nothing until a plan's
+    publication is recorded again."""
     at = _publish(bot, "Plan: `s.change` changed")  # A's first plan, shown and recorded
     published(bot, A, CHANGE, at if at is not None else bot.clock.now)
     # Prod moved; alice comments `/sluice plan`: A's plan is now OTHER. GitHub applies the
@@ -470,6 +464,56 @@ def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the
         f"carol read a plan the gate never recorded ({shown!r}); her approval counts for "
         f"A's recorded plan: {check.summary}"
     )
+
+
+def test_a_failed_edit_of_sections_alone_keeps_an_approval_of_the_plan_shown(bot: Bot) -> None:
+    """The fix does not reach too far: a section's edit (the gate's, a promotion's) that
+    fails leaves the body, and the plan in it, as it was; carol's approval of it counts."""
+    at = _publish(bot, "Plan: `s.change` changed")
+    published(bot, A, CHANGE, at if at is not None else bot.clock.now)
+    given(bot, "carol", "APPROVED", A, bot.clock.now)
+    bot.clock.now += MINUTE
+    real = bot.forge.upsert_comment
+
+    def lost(number: int, marker: str, body: str) -> int | None:
+        real(number, marker, body)
+        raise ForgeError("GitHub answered 502")
+
+    bot.forge.upsert_comment = lost  # type: ignore[method-assign]
+    job = Job.start(bot.deps, bot.forge)
+    try:
+        with pytest.raises(ForgeError):
+            job.publish(7, section=("promotion", "**Promotion:** queued"))
+    finally:
+        job.close()
+        bot.forge.upsert_comment = real  # type: ignore[method-assign]
+    assert [sha for _, sha in bot.ledger.plans_shown(KEY, 7)] == [A]
+    bot.deliver("pull_request_review", review_hook("carol", "approved", A, 97, bot.clock.now))
+    assert bot.approval(A).conclusion == "success", bot.approval(A).summary
+
+
+def test_after_a_lost_answer_the_plan_posted_again_is_approved_as_usual(bot: Bot) -> None:
+    """The job's retry posts the new plan and records it: an approval given after that
+    counts for it."""
+    at = _publish(bot, "Plan: `s.change` changed")
+    published(bot, A, CHANGE, at if at is not None else bot.clock.now)
+    real = bot.forge.upsert_comment
+
+    def lost(number: int, marker: str, body: str) -> int | None:
+        real(number, marker, body)
+        raise ForgeError("GitHub answered 502")
+
+    bot.forge.upsert_comment = lost  # type: ignore[method-assign]
+    with pytest.raises(ForgeError):
+        _publish(bot, "Plan: `s.other` changed")
+    bot.forge.upsert_comment = real  # type: ignore[method-assign]
+    assert [sha for _, sha in bot.ledger.plans_shown(KEY, 7)] == [A, ":unanswered"]
+    bot.clock.now += MINUTE
+    at = _publish(bot, "Plan: `s.other` changed")  # the retry, answered
+    published(bot, A, OTHER, at if at is not None else bot.clock.now)
+    given(bot, "carol", "APPROVED", A, bot.clock.now)
+    bot.deliver("pull_request_review", review_hook("carol", "approved", A, 96, bot.clock.now))
+    assert bot.approval(A).conclusion == "success", bot.approval(A).summary
 
 
 # == GitHub's answer: when the comment came to read its body ============================

@@ -57,13 +57,12 @@ shown again, as a push of hers would): an edit by anyone but the comment's autho
 whatever the comment reads when the hook is handled (1), and Sluice's own edits never are
 (4); the edit is kept a millisecond after the last publication of a plan by the forge's
 clock (2); the audit row names the editor (5); a comment edit is keyed to its PR, and the
-gate is asked again once an edit is kept (7). Open: 3 and 6.
-
-Findings 3 and 6 have one fix in common: keep the forge's time of each of Sluice's
-writes of its comment and, at each refresh of the gate, read the comment back; an
-``updated_at`` later than Sluice's last write (or the comment gone) is a publication of
-no plan from that write on, whatever the comment reads now (read before the refresh
-writes its own section).
+gate is asked again once an edit is kept (7). 3 and 6 are closed by one fix: the ledger
+keeps the forge's time of each of Sluice's answered writes of its comment (and the texts
+posted but not answered yet), and each refresh of the gate reads the comment back
+(``comment_guard.read_back``) before writing its own section; gone, or an ``updated_at``
+later than Sluice's last answered write while reading none of the texts under way, it
+is kept as a publication of no plan, whatever it reads now, and put back.
 
 Defended: an outsider's own comment holding Sluice's marker, edited, triggers nothing
 (``PostedComment.own``); a hook's body is never taken (the read-back decides: a forged
@@ -243,17 +242,6 @@ def test_a_rewrite_is_kept_at_the_first_edit_not_the_last(bot: Bot) -> None:
 # == 3. Sluice's comment deleted ========================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_command.on_comment returns on issue_comment deleted (only edited reaches "
-    "comment_edits.on_edit), and GitLab sends no hook for a deleted note: Sluice's comment "
-    "deleted by alice (write access) leaves A's plan 'shown' in plans_shown while nothing "
-    "shows it, so an approval given then counts for a plan its approver never saw. Fix: a "
-    "deletion of Sluice's own comment (GitHub's signed hook: comment.user Sluice's account) "
-    "keeps a publication of no plan at the hook's time and posts the comment again; and "
-    "the gate's refresh reads Sluice's comment back (gone, or updated after Sluice's last "
-    "write: a publication of no plan from Sluice's last write on), for GitLab",
-)
 def test_an_approval_given_while_sluices_comment_was_deleted_does_not_count(bot: Bot) -> None:
     mine = _show(bot)
     bot.clock.now += SECOND
@@ -524,17 +512,6 @@ def _rewrite(gitlab: FakeGitLab, note: dict[str, Any], body: str) -> None:
         note["updated_at"] = gitlab._now()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comment_edits.on_edit runs only on a note hook, and a GitLab Maintainer turns "
-    "the project's webhook off: she rewrites Sluice's note, carol approves what she reads, "
-    "alice turns the webhook on; no note hook ever comes, the rewrite is never read, and "
-    "carol's approval counts for S8's plan (whether or not alice put the text back). Fix: "
-    "keep the forge's time of Sluice's every write of its note (StickyComment.publish's "
-    "answer) and, at each refresh of the gate, read the note back: its updated_at later "
-    "than Sluice's last write (or the note gone) is a publication of no plan from Sluice's "
-    "last write on, whatever it reads now",
-)
 def test_gitlab_a_rewrite_made_with_the_webhook_off_counts_for_no_plan(
     world: GitLabWorld, service: GitLabService
 ) -> None:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sluice.bot.flow import audit, trust
+from sluice.bot.flow import audit, comment_guard, trust
 from sluice.bot.flow.gate_rules import (
     ActionApproval,
     GateInput,
@@ -79,9 +79,15 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
+        writes = ledger.comment_writes(repo, pr.number)
     if review is None:
         job.forge.set_check(pr.head_sha, checks.waiting_for_plan())
         return None
+    put_back = comment_guard.read_back(job, pr.number, writes)
+    if put_back is not None:  # changed by someone else: kept as a publication of no plan
+        job.publish(pr.number, section=put_back)
+        shown = ledger.plans_shown(repo, pr.number, forge=True)
+        shown_here = ledger.plans_shown(repo, pr.number)
     try:
         settings = trust.for_repository(job)
     except ConfigError as exc:

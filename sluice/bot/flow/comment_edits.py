@@ -28,14 +28,10 @@ comment's author) keep nothing, even while another job's write is under way.
 
 from __future__ import annotations
 
-import logging
-
 from sluice.bot.events.neutral import CommentEvent
-from sluice.bot.flow import approval, audit
+from sluice.bot.flow import approval, comment_guard
 from sluice.bot.flow.job import Job
 from sluice.bot.present.comment import edited_section
-
-log = logging.getLogger(__name__)
 
 
 def on_edit(job: Job, event: CommentEvent) -> None:
@@ -55,20 +51,13 @@ def on_edit(job: Job, event: CommentEvent) -> None:
             return  # Sluice's own edit (its text may be another job's, being written)
     elif found.body == sticky.shown(job.repo, event.number):
         return  # no word of who edited it, and it reads what Sluice wrote
-    shown = job.ledger.plans_shown(job.repo, event.number, forge=True)
-    at = shown[-1][0] + 1 if shown else found.updated_ms
-    job.ledger.record_shown(job.repo, event.number, "", job.deps.clock(), at, kind="edited")
-    log.warning("#%s: Sluice's comment was edited by someone else: put back", event.number)
-    audit.record(
+    comment_guard.keep(
         job,
-        audit.REFUSAL,
-        "comment rewritten",
-        actor=event.editor or audit.SERVICE,
-        actor_id=event.editor_id,
-        ref=f"#{event.number}",
-        detail="Sluice's comment was edited by another account; its text was put back, "
-        "and approvals given since its plan was shown count for no plan until it is "
-        "shown again",
+        event.number,
+        "edited",
+        editor=event.editor,
+        editor_id=event.editor_id,
+        fallback=found.updated_ms,
     )
     job.publish(event.number, section=edited_section())
     approval.refresh(job, job.forge.pull_request(event.number))

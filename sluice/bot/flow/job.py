@@ -11,6 +11,7 @@ ledger's record in one transaction, so another job's sections are never overwrit
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ from sluice.core.state import StateStore, open_state
 
 if TYPE_CHECKING:
     from sluice.bot.flow.trust import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -158,10 +161,27 @@ class Job:
         sections: Sequence[tuple[str, str | None]] = (),
     ) -> int | None:
         """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`); when, by
-        the forge's clock (None: it says no time)."""
-        return self.deps.sticky.publish(
-            self.forge, number, body=body, section=section, sections=sections, repo=self.repo
-        )
+        the forge's clock (None: it says no time).
+
+        A new ``body`` that fails may yet have been applied (the forge's answer lost): the
+        comment may show a plan no publication records, so from just after the last one it
+        shows no head's plan (:meth:`Ledger.record_unshown`, red team round 7) until a
+        later publication is recorded. A failed edit of sections alone leaves the body, and
+        the plan in it, as it was."""
+        try:
+            return self.deps.sticky.publish(
+                self.forge, number, body=body, section=section, sections=sections, repo=self.repo
+            )
+        except Exception:
+            if body is not None:
+                self._unanswered(number)
+            raise
+
+    def _unanswered(self, number: int) -> None:
+        try:
+            self.ledger.record_unshown(self.repo, number, self.deps.clock(), kind="unanswered")
+        except Exception:  # the failure being raised says what went wrong first
+            log.exception("#%s: could not record a comment's unanswered write", number)
 
     def tell(self, notice: Notice) -> None:
         """Tell ``notice`` in chat once the job's work is done (:mod:`sluice.bot.flow.notify`)."""

@@ -25,6 +25,7 @@ their numbered migrations (:data:`~sluice.bot.flow.ledger_schema.LEDGER`) are
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -121,6 +122,31 @@ class PinnedSettings(NamedTuple):
     people: dict[str, int | None] | None = None
 
 
+UNCONFIRMED_KEPT = 8
+"""How many texts posted but not answered :meth:`Ledger.save_comment` keeps per comment."""
+
+
+class CommentWrites(NamedTuple):
+    """What Sluice wrote to a PR's comment, by the forge's word (:meth:`Ledger.comment_writes`)."""
+
+    written: int | None
+    """When the forge last said the comment came to read what Sluice posted (its clock);
+    None: no answer with a time was kept (a forge that says none, or before migration 16)."""
+    unconfirmed: frozenset[str]
+    """The digests of the texts posted whose answer has not come (yet)."""
+
+    def under_way(self, text: str) -> bool:
+        """Whether ``text`` is one Sluice posted whose answer has not come: another job's
+        write, between its post and the record of the forge's answer."""
+        return _digest(text) in self.unconfirmed
+
+
+def _digest(text: str) -> str:
+    """A comment's text as the forge may give it back (line ends, trailing blanks) hashed."""
+    plain = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
+    return hashlib.sha256(plain.strip().encode()).hexdigest()
+
+
 class Ledger(AuditLog):
     """The bot's records on the state database at ``url`` (SQLite or PostgreSQL), and the
     audit log (:mod:`sluice.bot.flow.audit`, whose rows join the ledger's transactions).
@@ -207,6 +233,19 @@ class Ledger(AuditLog):
         with self._writing(f"record a publication ({kind})") as conn:
             self._shown(conn, repo, number, sha.lower(), at, kind)
 
+    def record_unshown(
+        self, repo: str, number: int, now: int, *, kind: str, fallback: int | None = None
+    ) -> None:
+        """Remember that PR ``number``'s comment showed no head's plan from just after its
+        last publication (by the forge's clock: when it changed since is not known, only
+        that it came after): someone else rewrote it (``edited``), or a write of Sluice's
+        whose answer never came may have changed it (``unanswered``). With no publication
+        yet, from ``fallback`` (None: nothing is kept, as no plan was ever shown)."""
+        shown = self.plans_shown(repo, number, forge=True)
+        at = shown[-1][0] + 1 if shown else fallback
+        if at is not None:
+            self.record_shown(repo, number, "", now, at, kind=kind)
+
     @staticmethod
     def _shown(
         conn: Connection, repo: str, number: int, sha: str, at: tuple[int, int], kind: str
@@ -241,13 +280,14 @@ class Ledger(AuditLog):
     def plans_shown(
         self, repo: str, number: int, *, holds: bool = False, forge: bool = False
     ) -> list[tuple[int, str]]:
-        """(when, head sha) of each publication of the PR's plan or hold, oldest first: the
+        """(when, head sha) of each publication of the PR's plan or hold, in the order made: the
         head whose plan was shown from then on (:attr:`~sluice.bot.flow.gate_rules.GateInput.
         shown`), by the service's clock or the forge's (``forge``); empty for a PR planned
         before ledger migration 14 kept them. ``holds``: a plan's publication is given as
         ``<sha>:plan``, so that only a hold is its head's (what the backfill budget's
         approver approves: ``approval.budget_approved``). A comment someone else edited
-        (``edited``) is no head's plan: ``:edited``."""
+        (``edited``), or one a write of Sluice's may have changed unanswered (``unanswered``),
+        is no head's plan: ``:edited``, ``:unanswered``."""
         t = plan_shown.c
         at = func.coalesce(t.forge_ts, t.shown_ts) if forge else t.shown_ts
         kinds = {"hold"} if holds else {"plan", "hold"}
@@ -525,11 +565,70 @@ class Ledger(AuditLog):
         return row.body, load_json(row.sections, dict, f"comment of {repo}#{number}", self._where)
 
     def save_comment(
-        self, repo: str, number: int, body: str | None, sections: dict[str, str]
+        self,
+        repo: str,
+        number: int,
+        body: str | None,
+        sections: dict[str, str],
+        *,
+        posting: str | None = None,
     ) -> None:
-        row = {"repo": repo, "number": number, "body": body, "sections": dump_json(sections)}
+        """Keep the comment's main body and sections; ``posting``: the whole text about to
+        be posted, unconfirmed until :meth:`comment_written_later` says the forge answered
+        (:meth:`comment_writes`)."""
+        row: dict[str, Any] = {"repo": repo, "number": number, "body": body}
+        row["sections"] = dump_json(sections)
         with self._writing("save a comment") as conn:
+            pending = list(self._unconfirmed(conn, repo, number))
+            if posting is not None:
+                pending = [*pending, _digest(posting)][-UNCONFIRMED_KEPT:]
+            row["unconfirmed"] = dump_json(pending) if pending else None
             _upsert(conn, comments, row, ("repo", "number"))
+
+    def comment_written_later(
+        self, repo: str, number: int, forge_at: int | None, posted: str
+    ) -> None:
+        """The forge answered the post of ``posted`` (saved by :meth:`save_comment`) at
+        ``forge_at`` (its clock; None: it says no time): written with this thread's next
+        write of the ledger, as :meth:`record_check_run_later`'s (a PR build pays no
+        transaction for it)."""
+
+        def confirm(conn: Connection) -> None:
+            where = (comments.c.repo == repo, comments.c.number == number)
+            query = select(comments.c.written_forge_ts).where(*where).with_for_update()
+            row = conn.execute(query).first()
+            if row is None:
+                return
+            pending = list(self._unconfirmed(conn, repo, number))
+            if _digest(posted) in pending:
+                pending.remove(_digest(posted))
+            written = row.written_forge_ts
+            if forge_at is not None:
+                written = forge_at if written is None else max(int(written), forge_at)
+            values = {"written_forge_ts": written}
+            values["unconfirmed"] = dump_json(pending) if pending else None
+            conn.execute(comments.update().where(*where).values(values))
+
+        self._deferred_calls().append(confirm)
+
+    def comment_writes(self, repo: str, number: int) -> CommentWrites:
+        """When the forge last answered a post of the PR's comment, and the texts posted
+        but not answered yet (:class:`CommentWrites`)."""
+        where = (comments.c.repo == repo, comments.c.number == number)
+        query = select(comments.c.written_forge_ts).where(*where)
+        with self._reading("read the comment's writes") as conn:
+            written = conn.execute(query).scalar_one_or_none()
+            pending = self._unconfirmed(conn, repo, number)
+        return CommentWrites(None if written is None else int(written), frozenset(pending))
+
+    def _unconfirmed(self, conn: Connection, repo: str, number: int) -> list[str]:
+        query = select(comments.c.unconfirmed).where(
+            comments.c.repo == repo, comments.c.number == number
+        )
+        text = conn.execute(query).scalar_one_or_none()
+        if text is None:
+            return []
+        return [str(d) for d in load_json(text, list, f"comment of {repo}#{number}", self._where)]
 
     # -- deployment records of promotions in progress ----------------------------------
 
@@ -711,6 +810,14 @@ class Ledger(AuditLog):
     ) -> None:
         """Remember a repository the service works for (the janitor visits each), and the
         last commit its project was loaded at."""
+        self.seen_later(repo, installation_id, now, sha)
+        self.write_deferred()
+
+    def seen_later(
+        self, repo: str, installation_id: int | None, now: int, sha: str | None = None
+    ) -> None:
+        """:meth:`seen`, written with this thread's next write, as
+        :meth:`record_check_run_later`'s (a PR build pays no transaction for it)."""
         row = {
             "repo": repo,
             "installation_id": installation_id,
@@ -718,7 +825,8 @@ class Ledger(AuditLog):
             "last_sha": sha,
             "first_seen_ts": now,
         }
-        with self._writing("record a repository") as conn:
+
+        def record(conn: Connection) -> None:
             # One upsert, as every job of every PR of the repository records it, at once in
             # several workers; what a call does not know (None) is kept, and the first
             # record's time is kept for good.
@@ -730,6 +838,8 @@ class Ledger(AuditLog):
                 keep_when_null=("installation_id", "last_sha"),
                 keep=("first_seen_ts",),
             )
+
+        self._deferred_calls().append(record)
 
     def bind_repository(self, repo: str, repo_id: int, now: int) -> Binding:
         """Bind ``repo`` (``forge:owner/name``) to the forge's id ``repo_id`` of the
@@ -1062,9 +1172,15 @@ class Ledger(AuditLog):
 
     def write_deferred(self) -> None:
         """Write what :meth:`record_check_run` kept for this thread's next write, now."""
-        if self._deferred() or self._deferred_inserts():
-            with self._writing("record the ids of the check runs made"):
+        if self._deferred() or self._deferred_inserts() or self._deferred_calls():
+            with self._writing("record what was kept for the next write"):
                 pass
+
+    def _deferred_calls(self) -> list[Callable[[Connection], None]]:
+        calls: list[Callable[[Connection], None]] | None = getattr(self._shared, "calls", None)
+        if calls is None:
+            calls = self._shared.calls = []
+        return calls
 
     def _deferred_inserts(self) -> list[tuple[Table, dict[str, Any]]]:
         rows: list[tuple[Table, dict[str, Any]]] | None = getattr(self._shared, "inserts", None)
@@ -1082,20 +1198,24 @@ class Ledger(AuditLog):
     def _writing_deferred(self, conn: Connection) -> Iterator[None]:
         """Inside a write transaction on ``conn``: the check runs' ids kept for it written
         first; kept again when the transaction fails."""
-        rows, inserts = self._deferred(), self._deferred_inserts()
-        taken, inserted = list(rows), list(inserts)
+        rows, inserts, calls = self._deferred(), self._deferred_inserts(), self._deferred_calls()
+        taken, inserted, called = list(rows), list(inserts), list(calls)
         rows.clear()
         inserts.clear()
+        calls.clear()
         try:
             for row in taken:
                 _upsert(conn, check_runs, row, ("repo", "sha", "name"))
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             for table, values in inserted:
                 conn.execute(dialect.insert(table).values(values).on_conflict_do_nothing())
+            for call in called:
+                call(conn)
             yield
         except BaseException:
             rows[:0] = taken
             inserts[:0] = inserted
+            calls[:0] = called
             raise
 
     @contextmanager

@@ -105,6 +105,13 @@ comments = Table(
     Column("number", Integer, primary_key=True),
     Column("body", Text, nullable=True),
     Column("sections", JsonText, nullable=False),
+    # Migration 16. When the forge last said the comment came to read what Sluice wrote
+    # (its clock; None: it says no time, or none was answered since this was kept) ...
+    Column("written_forge_ts", BigInteger, nullable=True),
+    # ... and the texts Sluice saved whose post the forge has not answered yet (a JSON list
+    # of their SHA-256 digests, newest last, at most 8): a comment read back that reads
+    # one of them is Sluice's write under way, not someone else's edit.
+    Column("unconfirmed", JsonText, nullable=True),
 )
 
 merged_prs = Table(
@@ -294,7 +301,8 @@ plan_shown = Table(
     Column("number", Integer, primary_key=True),
     Column("shown_ts", BigInteger, primary_key=True),
     Column("sha", String, primary_key=True),  # lower-case
-    # "plan", "hold" (over the backfill budget), or "edited" (someone else's text: no head's)
+    # "plan", "hold" (over the backfill budget), "edited" (someone else's text: no head's),
+    # or "unanswered" (a write of Sluice's the forge may have applied without answering)
     Column("kind", String, nullable=False),
     # When, by the forge's clock (migration 15; shown_ts is the service's): the time the
     # forge gave the comment's edit. None: recorded before this was kept (shown_ts then).
@@ -342,6 +350,14 @@ def _forge_times(conn: Connection) -> None:
     for table, column in ((pr_plans, "plan_forge_ts"), (plan_shown, "forge_ts")):
         if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
             conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column} BIGINT")
+
+
+def _comment_writes(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now: add the columns where missing.
+    have = {c["name"] for c in inspect(conn).get_columns(comments.name)}
+    for column, kind in (("written_forge_ts", "BIGINT"), ("unconfirmed", "TEXT")):
+        if column not in have:
+            conn.exec_driver_sql(f"ALTER TABLE {comments.name} ADD COLUMN {column} {kind}")
 
 
 def _plan_bound(conn: Connection) -> None:
@@ -502,6 +518,7 @@ LEDGER = Track(
         Migration(13, "when each repository was first recorded", _first_seen),
         Migration(14, "each publication of a pull request's plan", create_tables(plan_shown)),
         Migration(15, "when each plan was shown, by the forge's clock", _forge_times),
+        Migration(16, "when Sluice's comment last read what Sluice wrote", _comment_writes),
     ),
     adopt=_adopt,
 )

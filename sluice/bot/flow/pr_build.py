@@ -189,7 +189,7 @@ def preview(job: Job, pr: PullRequest) -> PreviewResult | Held | None:
     except UnusableTree as exc:  # permanent: tell the PR now rather than retry
         _failed(post, environment, checks.FILES_REFUSED, str(exc))
         return None
-    job.ledger.seen(job.repo, None, job.now, sha=pr.head_sha)
+    job.ledger.seen_later(job.repo, None, job.now, sha=pr.head_sha)  # with its next write
     try:
         settings = trust.for_repository(job)
     except ConfigError as exc:

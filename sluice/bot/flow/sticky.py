@@ -51,7 +51,8 @@ class StickyComment:
         another job wrote meanwhile (a promotion's, under the repository's prod key, while
         a build runs under the PR's) are kept; the forge's comment is then edited to it.
         Returns when the forge says the comment came to read so (its clock; None: it
-        says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`)."""
+        says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`), which the
+        ledger keeps as the comment's last write (:meth:`Ledger.comment_writes`)."""
         repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
         with self.ledger.together("publish the sticky comment"):
             old, kept = self.ledger.comment(repo, number)
@@ -63,5 +64,10 @@ class StickyComment:
                     kept.pop(name, None)
             if body is None:
                 body = f"{self.marker}\n### Sluice\n"
-            self.ledger.save_comment(repo, number, body, kept)
-        return forge.upsert_comment(number, self.marker, comment.with_sections(body, kept))
+            text = comment.with_sections(body, kept)
+            self.ledger.save_comment(repo, number, body, kept, posting=text)
+        forge_at = forge.upsert_comment(number, self.marker, text)
+        # Until this is written (with the job's next write), a read back of the comment
+        # finds its text among those under way (sluice.bot.flow.comment_guard).
+        self.ledger.comment_written_later(repo, number, forge_at, text)
+        return forge_at

@@ -617,13 +617,20 @@ def reset_sections() -> list[tuple[str, str | None]]:
     ]
 
 
-def edited_section() -> tuple[str, str]:
-    """Sluice's comment was rewritten by someone else and put back: approvals given since
-    count for no plan until Sluice shows it again."""
+def edited_section(*, deleted: bool = False) -> tuple[str, str]:
+    """Sluice's comment was rewritten by someone else and put back (``deleted``: deleted
+    and posted again): approvals given since count for no plan until Sluice shows it
+    again."""
+    what = (
+        "**Deleted by someone else:** ⚠️ this comment was deleted by another account and "
+        "Sluice posted it again."
+        if deleted
+        else "**Edited by someone else:** ⚠️ this comment was changed by another account "
+        "and Sluice put its own text back."
+    )
     return EDITED, (
-        "**Edited by someone else:** ⚠️ this comment was changed by another account and "
-        "Sluice put its own text back. An approval given since the plan was shown counts "
-        "for no plan: comment `/sluice plan` to show the plan again, then approve it."
+        f"{what} An approval given since the plan was shown counts for no plan: comment "
+        "`/sluice plan` to show the plan again, then approve it."
     )
 
 
