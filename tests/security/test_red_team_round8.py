@@ -57,7 +57,8 @@ shown again, as a push of hers would): an edit by anyone but the comment's autho
 whatever the comment reads when the hook is handled (1), and Sluice's own edits never are
 (4); the edit is kept a millisecond after the last publication of a plan by the forge's
 clock (2); the audit row names the editor (5); a comment edit is keyed to its PR, and the
-gate is asked again once an edit is kept (7). 3 and 6 are closed by one fix: the ledger
+gate is asked again once an edit is kept (7). 3 and 6 are closed by one fix (6 only for
+a rewrite left in place since round 9: see there): the ledger
 keeps the forge's time of each of Sluice's answered writes of its comment (and the texts
 posted but not answered yet), and each refresh of the gate reads the comment back
 (``comment_guard.read_back``) before writing its own section; gone, or an ``updated_at``
@@ -512,9 +513,26 @@ def _rewrite(gitlab: FakeGitLab, note: dict[str, Any], body: str) -> None:
         note["updated_at"] = gitlab._now()
 
 
+_RESTORED = pytest.mark.xfail(
+    strict=True,
+    reason="GitLab's own_comment says no time (an emoji moves a note's updated_at): a "
+    "rewrite put back to Sluice's text before any read-back leaves nothing to tell by. "
+    "Fix: GitLab's edit history of the note (none in its notes API), or the note's hook, "
+    "which the maintainer turned off",
+)
+
+
+@pytest.mark.parametrize(
+    "put_back",
+    [pytest.param(False, id="left"), pytest.param(True, id="put back", marks=_RESTORED)],
+)
 def test_gitlab_a_rewrite_made_with_the_webhook_off_counts_for_no_plan(
-    world: GitLabWorld, service: GitLabService
+    world: GitLabWorld, service: GitLabService, put_back: bool
 ) -> None:
+    """Closed for a rewrite left in place (the next hook's evaluation reads the note back:
+    its text is none of Sluice's). Put back to Sluice's very text before any evaluation,
+    it is open: GitLab's note ``updated_at`` moves on an emoji too (round 9, finding 5), so
+    nothing tells the restored note from Sluice's own."""
     gitlab = world.gitlab
     clock(gitlab)
     commit_heads(world)
@@ -526,7 +544,8 @@ def test_gitlab_a_rewrite_made_with_the_webhook_off_counts_for_no_plan(
     time.sleep(0.01)
     gitlab.approve(8, "carol")  # carol approves what she reads
     time.sleep(0.01)
-    _rewrite(gitlab, note, shown)  # alice puts Sluice's text back, then the webhook on
+    if put_back:
+        _rewrite(gitlab, note, shown)  # alice puts Sluice's text back, then the webhook on
     approval_hook(world, service, S8)  # the next hook: the gate reads carol's approval
     state = approval_state(gitlab, S8)
     assert state["state"] != "success", (

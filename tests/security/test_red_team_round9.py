@@ -23,7 +23,7 @@ which the test sets as the forge stamps an edit), and GitLab through the whole s
 (``tests/helpers/gitlab_gate.py``). "No hook" below is GitLab's webhook turned off by the
 Maintainer (or a GitHub delivery lost): the read-back is then the only defence.
 
-Findings (xfail):
+Findings (xfail unless closed):
 
 1. A write of Sluice's made before the gate's read-back erases an edit no hook reported:
    ``StickyComment.publish`` posts without reading the comment back, and the forge's
@@ -95,6 +95,17 @@ Findings (xfail):
    backfill in the PR's environment. High (Sluice runs what its approver never saw).
    Fix: ``comment_guard.read_back`` at the top of ``budget_approved`` (and in
    ``refresh`` before its ``review is None`` return).
+
+Closed since (their tests pass): 1 to 6 and 8. Every publication reads the comment back
+before its edit (``Job.publish``'s guard, in ``StickyComment.publish``: the forge first,
+then the ledger in the publication's own transaction: 1, 2, 4), and so do the gate's
+evaluations (``approval.refresh`` before anything, a held head included, and
+``budget_approved``: 8). A change is told by the comment's text first: neither the text
+of Sluice's newest answered post nor one under way (6); by its time only on a forge that
+moves it when the text is written (GitHub; GitLab's ``own_comment`` says no time: 5). A
+failed post's text stays under way, marked, only until a post saved after it is answered
+(3). Open: 7; and on GitLab, a rewrite put back by hand to Sluice's very text before any
+read-back leaves nothing to tell by (round 8's finding 6, its restored variant).
 
 Defended (their tests pass): a GitHub reaction on Sluice's comment is no edit (GitHub
 leaves ``updated_at``; so does the in-memory forge); an edit with no hook is kept before a
@@ -213,12 +224,6 @@ def _edited_rows(bot: Bot) -> list[tuple[int, str]]:
 # == 1. a write of Sluice's before the read-back erases the edit ==========================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sticky.StickyComment.publish posts without a read-back and its answer moves "
-    "written past the edit (comment_guard.read_back runs only in approval.refresh); fix: "
-    "read the comment back before every post (compare-and-swap on updated_at)",
-)
 @pytest.mark.parametrize("write", ["replan", "section"])
 def test_a_write_before_the_gates_read_back_erases_an_unhooked_rewrite(
     bot: Bot, write: str
@@ -246,12 +251,6 @@ def test_a_write_before_the_gates_read_back_erases_an_unhooked_rewrite(
 # == 2. an unchanged write takes someone else's time as Sluice's ==========================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upsert_comment answers an unchanged text with the comment's last updated_at "
-    "(alice's restore) and comment_written_later keeps it as Sluice's write; fix: an upsert "
-    "that wrote nothing confirms no time",
-)
 def test_an_unchanged_write_does_not_confirm_the_attackers_restore(bot: Bot) -> None:
     mine = _show(bot)
     shown = mine.body
@@ -275,12 +274,6 @@ def test_an_unchanged_write_does_not_confirm_the_attackers_restore(bot: Bot) -> 
 # == 3. a failed post's text stays under way for ever =====================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger.save_comment(posting=) keeps the digest of a post that raised; nothing "
-    "removes it (comment_written_later only after an answer), so that old text is 'under "
-    "way' for ever; fix: drop it when the post raises, and expire entries by age",
-)
 def test_a_failed_posts_old_text_put_back_later_is_still_an_edit(bot: Bot) -> None:
     _show(bot, FORGED, CHANGE)  # A's harmless plan shown
     bot.clock.now += MINUTE
@@ -314,12 +307,6 @@ def test_a_failed_posts_old_text_put_back_later_is_still_an_edit(bot: Bot) -> No
 # == 4. the read-back's snapshot older than the comment ===================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="approval.refresh reads ledger.comment_writes before Forge.own_comment: another "
-    "queue's write in between is taken for someone else's edit; fix: read the forge first, "
-    "then the ledger",
-)
 def test_another_queues_write_during_the_read_back_is_no_edit(bot: Bot) -> None:
     _show(bot)
     bot.clock.now += MINUTE
@@ -353,12 +340,6 @@ def test_another_queues_write_during_the_read_back_is_no_edit(bot: Bot) -> None:
 # == 6. GitHub's whole seconds ==========================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comment_guard.changed takes updated_ms <= written as unchanged: an edit in the "
-    "second of Sluice's last write (GitHub's whole seconds) is never seen; fix: at equal "
-    "times compare the text with the last confirmed one",
-)
 def test_an_edit_in_the_second_of_sluices_last_write_is_seen(bot: Bot) -> None:
     mine = _show(bot)
     written = bot.ledger.comment_writes(KEY, 7).written
@@ -409,12 +390,6 @@ def _budget_approved(bot: Bot) -> bool:
         job.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="approval.budget_approved counts the budget approver's review with no "
-    "comment_guard.read_back (and refresh returns before its read-back on a held head); "
-    "fix: read back at the top of budget_approved and before refresh's early return",
-)
 def test_a_rewritten_hold_does_not_release_the_build(bot: Bot) -> None:
     marker = bot.deps.sticky.marker
     job = Job.start(bot.deps, bot.forge)
@@ -580,12 +555,6 @@ def _award(gitlab: FakeGitLab, note: dict[str, object]) -> None:
         note["updated_at"] = gitlab._now()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comment_guard.changed takes any later updated_at as an edit; GitLab bumps a "
-    "note's updated_at when anyone awards it an emoji; fix: tell an edit by the note's "
-    "text (its digest against the last confirmed one), or by last_edited_at",
-)
 def test_gitlab_an_emoji_on_sluices_note_refuses_no_approval(
     world: GitLabWorld, service: GitLabService
 ) -> None:

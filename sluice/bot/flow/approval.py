@@ -67,7 +67,13 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         return None
     repo, ledger = job.repo, job.ledger
     commits = _pull_commits(job, pr)
+    found = job.forge.own_comment(pr.number, job.deps.sticky.marker)  # the forge, then the ledger
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
+        # Sluice's comment as an approver read it: changed by someone else, kept as a
+        # publication of no plan before any approval is counted (comment_guard).
+        put_back = comment_guard.check(
+            job, pr.number, found, ledger.comment_writes(repo, pr.number)
+        )
         review = ledger.review(repo, pr.number, pr.head_sha)
         plans = ledger.plans(repo, pr.number)
         # By each clock: a review's time is the forge's, a click's the service's.
@@ -79,15 +85,11 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
-        writes = ledger.comment_writes(repo, pr.number)
+    if put_back is not None:
+        job.publish(pr.number, section=put_back)
     if review is None:
         job.forge.set_check(pr.head_sha, checks.waiting_for_plan())
         return None
-    put_back = comment_guard.read_back(job, pr.number, writes)
-    if put_back is not None:  # changed by someone else: kept as a publication of no plan
-        job.publish(pr.number, section=put_back)
-        shown = ledger.plans_shown(repo, pr.number, forge=True)
-        shown_here = ledger.plans_shown(repo, pr.number)
     try:
         settings = trust.for_repository(job)
     except ConfigError as exc:
@@ -272,6 +274,9 @@ def budget_approved(
     the author's own approval never counts, nor that of anyone who pushed to the PR. A
     login ``people`` pins (:attr:`~sluice.bot.flow.trust.Settings.people`) is that
     account, whatever its login now, and nobody else."""
+    put_back = comment_guard.read_back(job, pr.number)  # the hold as the approver read it
+    if put_back is not None:
+        job.publish(pr.number, section=put_back)
     pushers = pushers_of(job, pr)  # nor anyone who pushed
     eligible = members(job.forge, [approver])
     others: list[tuple[str, int | None]] = [(p, None) for p in pushers.people]

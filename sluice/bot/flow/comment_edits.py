@@ -52,12 +52,7 @@ def on_edit(job: Job, event: CommentEvent) -> None:
     elif found.body == sticky.shown(job.repo, event.number):
         return  # no word of who edited it, and it reads what Sluice wrote
     comment_guard.keep(
-        job,
-        event.number,
-        "edited",
-        editor=event.editor,
-        editor_id=event.editor_id,
-        fallback=found.updated_ms,
+        job, event.number, "edited", found, editor=event.editor, editor_id=event.editor_id
     )
     job.publish(event.number, section=edited_section())
     approval.refresh(job, job.forge.pull_request(event.number))

@@ -3,79 +3,99 @@
 The gate counts an approval only for the plan Sluice's comment showed when it was given
 (``gate_rules.shown_at``). GitHub lets anyone with write access edit or delete another's
 comment, GitLab a project's maintainer: the text an approver read may not be Sluice's.
-Two ways find out:
+Three ways find out:
 
-- the forge's hook of an edit (:mod:`sluice.bot.flow.comment_edits`), and
-- each evaluation of the gate reading the comment back (:func:`read_back`): gone, or
-  last written by the forge's clock after the last write the forge answered Sluice (and
-  reading none of the texts Sluice posted whose answer has not come: another job's write
-  under way), it was changed by someone else, whether or not the hook came (a GitLab
-  maintainer can turn the project's webhook off) and whatever it reads now (the text put
-  back by hand after an approval).
+- the forge's hook of an edit (:mod:`sluice.bot.flow.comment_edits`);
+- each evaluation of the gate (the approval check, the backfill budget's approval) reads
+  the comment back before it counts anything (:func:`read_back`);
+- each publication reads it back before its edit overwrites what someone else wrote
+  (:meth:`~sluice.bot.flow.job.Job.publish`).
 
-Either way the change is kept (:func:`keep`) as a publication of no plan just after the
-last publication (when it came is not known, only that it came after), with an audit
-row, and Sluice's text is put back with a word saying so.
+A comment read back was changed by someone else (:func:`changed`) when it is gone, when it
+reads neither the text of Sluice's newest answered post nor one posted whose post has not
+ended (another job's write, under way), or, where the forge moves a comment's time only
+when its text is written (GitHub's ``updated_at``; not GitLab's, which an emoji moves), when
+it was written after Sluice's newest answered post while reading none under way: the text
+put back by hand after an approval. The change is kept (:func:`keep`) as a publication of
+no plan just after the last publication (when it came is not known, only that it came
+after), with an audit row; what the comment read is then known (kept once), and Sluice's
+text is put back with a word saying so.
 
 >>> from sluice.bot.flow.ledger import CommentWrites
->>> changed(None, CommentWrites(written=1_000, unconfirmed=frozenset()))
+>>> changed(None, CommentWrites(written=1_000, last="0" * 64, under_way=frozenset()))
 'deleted'
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from sluice.bot.flow import audit
-from sluice.bot.flow.job import Job
-from sluice.bot.flow.ledger import CommentWrites
+from sluice.bot.flow.ledger import GONE, CommentWrites
 from sluice.bot.forge.base import PostedComment
 from sluice.bot.present.comment import edited_section
+
+if TYPE_CHECKING:
+    from sluice.bot.flow.job import Job
 
 log = logging.getLogger(__name__)
 
 
 def changed(found: PostedComment | None, writes: CommentWrites) -> str | None:
-    """How Sluice's comment, read back as ``found``, was changed by someone else since
-    Sluice's writes ``writes``: ``deleted``, ``edited``, or None (as Sluice wrote it, or
-    nothing to tell by: no write with the forge's time kept)."""
-    if writes.written is None:
-        return None  # no answered write with a time: nothing to compare with
+    """How Sluice's comment, read back as ``found`` (None: none), was changed by someone
+    else since Sluice's writes ``writes``: ``deleted``, ``edited``, or None (as Sluice wrote
+    it, as last found, or nothing to tell by: nothing Sluice wrote is kept yet)."""
+    if writes.last is None:
+        return None  # no answered post kept (none yet, or before ledger migration 16)
     if found is None:
-        return "deleted"
-    if found.updated_ms is None or found.updated_ms <= writes.written:
-        return None
-    return None if writes.under_way(found.body) else "edited"
+        return None if writes.last == GONE else "deleted"
+    if not writes.reads(found.body):
+        return "edited"
+    later = (
+        found.updated_ms is not None
+        and writes.written is not None
+        and found.updated_ms > writes.written
+    )
+    return "edited" if later and not writes.is_under_way(found.body) else None
 
 
-def read_back(job: Job, number: int, writes: CommentWrites) -> tuple[str, str] | None:
-    """Read PR ``number``'s comment back and, when someone else changed it since
-    ``writes``, keep that (:func:`keep`); the comment's section that says so, to publish
-    with the caller's (None: unchanged)."""
-    if writes.written is None:
-        return None
+def read_back(job: Job, number: int) -> tuple[str, str] | None:
+    """Read PR ``number``'s comment back (the forge, then the ledger) and :func:`check` it;
+    the section to publish when someone else changed it (None: unchanged)."""
     found = job.forge.own_comment(number, job.deps.sticky.marker)
+    return check(job, number, found, job.ledger.comment_writes(job.repo, number))
+
+
+def check(
+    job: Job, number: int, found: PostedComment | None, writes: CommentWrites
+) -> tuple[str, str] | None:
+    """When someone else changed PR ``number``'s comment, read back as ``found``, since
+    Sluice's ``writes``: keep it (:func:`keep`) and return the section saying so."""
     how = changed(found, writes)
     if how is None:
         return None
-    keep(job, number, how, editor=None, editor_id=None)
-    return edited_section(deleted=how == "deleted")
+    keep(job, number, how, found, editor=None, editor_id=None)
+    return edited_section(deleted=found is None)
 
 
 def keep(
     job: Job,
     number: int,
     how: str,
+    found: PostedComment | None,
     *,
     editor: str | None,
     editor_id: int | None,
-    fallback: int | None = None,
 ) -> None:
-    """Keep PR ``number``'s comment changed by someone else (``how``: ``edited`` or
-    ``deleted``; ``editor`` when the forge's hook named them) as a publication of no plan
-    (:meth:`~sluice.bot.flow.ledger.Ledger.record_unshown`; ``fallback``: when, with no
-    publication yet), and audit it."""
-    job.ledger.record_unshown(job.repo, number, job.deps.clock(), kind="edited", fallback=fallback)
+    """Keep PR ``number``'s comment, found as ``found``, changed by someone else (``how``:
+    ``edited`` or ``deleted``; ``editor`` when the forge's hook named them) as a publication
+    of no plan (:meth:`~sluice.bot.flow.ledger.Ledger.record_unshown`; with no
+    publication yet, from the comment's time), the comment as found known from then on
+    (:meth:`~sluice.bot.flow.ledger.Ledger.comment_seen`: kept once), and audit it."""
+    at = found.updated_ms if found is not None else None
+    job.ledger.record_unshown(job.repo, number, job.deps.clock(), kind="edited", fallback=at)
+    job.ledger.comment_seen(job.repo, number, found.body if found is not None else None, at)
     log.warning("#%s: Sluice's comment was %s by someone else: put back", number, how)
     audit.record(
         job,

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sluice.bot.flow import tenancy
+from sluice.bot.flow import comment_guard, tenancy
 from sluice.bot.flow.deps import Deps
-from sluice.bot.flow.ledger import Ledger
+from sluice.bot.flow.ledger import CommentWrites, Ledger
 from sluice.bot.flow.own_checks import OwnChecks
 from sluice.bot.flow.tenancy import Namespace
-from sluice.bot.forge.base import Account, DirEntry, Forge, PushRecord, repo_key
+from sluice.bot.forge.base import Account, DirEntry, Forge, PostedComment, PushRecord, repo_key
 from sluice.bot.present.notify_text import Notice
 from sluice.core.state import StateStore, open_state
 
@@ -161,16 +161,27 @@ class Job:
         sections: Sequence[tuple[str, str | None]] = (),
     ) -> int | None:
         """Update PR ``number``'s sticky comment (:meth:`StickyComment.publish`); when, by
-        the forge's clock (None: it says no time).
+        the forge's clock (None: it says no time). What someone else wrote into it since
+        Sluice's last post is kept before this edit overwrites it (:mod:`comment_guard`).
 
         A new ``body`` that fails may yet have been applied (the forge's answer lost): the
         comment may show a plan no publication records, so from just after the last one it
         shows no head's plan (:meth:`Ledger.record_unshown`, red team round 7) until a
         later publication is recorded. A failed edit of sections alone leaves the body, and
         the plan in it, as it was."""
+
+        def guard(found: PostedComment | None, writes: CommentWrites) -> tuple[str, str] | None:
+            return comment_guard.check(self, number, found, writes)
+
         try:
             return self.deps.sticky.publish(
-                self.forge, number, body=body, section=section, sections=sections, repo=self.repo
+                self.forge,
+                number,
+                body=body,
+                section=section,
+                sections=sections,
+                repo=self.repo,
+                guard=guard,
             )
         except Exception:
             if body is not None:

@@ -122,23 +122,50 @@ class PinnedSettings(NamedTuple):
     people: dict[str, int | None] | None = None
 
 
-UNCONFIRMED_KEPT = 8
+UNDER_WAY_KEPT = 8
 """How many texts posted but not answered :meth:`Ledger.save_comment` keeps per comment."""
+
+FAILED = "!"
+"""Marks a text under way whose post failed (:func:`_ended`)."""
+
+GONE = "gone"
+""":attr:`CommentWrites.last` of a comment found deleted (and kept so)."""
 
 
 class CommentWrites(NamedTuple):
-    """What Sluice wrote to a PR's comment, by the forge's word (:meth:`Ledger.comment_writes`)."""
+    """What a PR's comment reads by Sluice's writes (:meth:`Ledger.comment_writes`)."""
 
     written: int | None
     """When the forge last said the comment came to read what Sluice posted (its clock);
-    None: no answer with a time was kept (a forge that says none, or before migration 16)."""
-    unconfirmed: frozenset[str]
-    """The digests of the texts posted whose answer has not come (yet)."""
+    None: no answer with a time kept (a forge that says none, or before migration 16)."""
+    last: str | None
+    """The digest of the text the comment reads by the newest answer (or as last found,
+    someone else's change kept: :meth:`Ledger.comment_seen`; :data:`GONE`: deleted); None
+    before migration 16 kept it."""
+    under_way: frozenset[str]
+    """The digests of the texts posted whose post has not ended (yet)."""
 
-    def under_way(self, text: str) -> bool:
-        """Whether ``text`` is one Sluice posted whose answer has not come: another job's
-        write, between its post and the record of the forge's answer."""
-        return _digest(text) in self.unconfirmed
+    def reads(self, text: str) -> bool:
+        """Whether a comment reading ``text`` reads what Sluice wrote: the text of its
+        newest answer, or one posted whose post has not ended (another job's write)."""
+        return _digest(text) == self.last or _digest(text) in self.under_way
+
+    def is_under_way(self, text: str) -> bool:
+        """Whether ``text`` is one Sluice posted whose post has not ended."""
+        return _digest(text) in self.under_way
+
+
+def _ended(under_way: list[str], digest: str, failed: bool) -> list[str]:
+    """The texts under way once the post of ``digest`` ended. A post that failed may have
+    been applied all the same (its answer lost), so its text stays, marked, until a post
+    saved after it is answered; an answered post's text leaves, with the failed ones saved
+    before it (the comment reads a newer text since)."""
+    if digest not in under_way:
+        return under_way
+    at = under_way.index(digest)
+    if failed:
+        return [*under_way[:at], FAILED + digest, *under_way[at + 1 :]]
+    return [d for i, d in enumerate(under_way) if i > at or not (i == at or d.startswith(FAILED))]
 
 
 def _digest(text: str) -> str:
@@ -574,24 +601,27 @@ class Ledger(AuditLog):
         posting: str | None = None,
     ) -> None:
         """Keep the comment's main body and sections; ``posting``: the whole text about to
-        be posted, unconfirmed until :meth:`comment_written_later` says the forge answered
+        be posted, under way until :meth:`comment_written_later` says how its post ended
         (:meth:`comment_writes`)."""
         row: dict[str, Any] = {"repo": repo, "number": number, "body": body}
         row["sections"] = dump_json(sections)
         with self._writing("save a comment") as conn:
-            pending = list(self._unconfirmed(conn, repo, number))
+            texts = self._texts(conn, repo, number)
             if posting is not None:
-                pending = [*pending, _digest(posting)][-UNCONFIRMED_KEPT:]
-            row["unconfirmed"] = dump_json(pending) if pending else None
+                texts["under_way"] = [*texts["under_way"], _digest(posting)][-UNDER_WAY_KEPT:]
+            row["texts"] = dump_json(texts)
             _upsert(conn, comments, row, ("repo", "number"))
 
     def comment_written_later(
-        self, repo: str, number: int, forge_at: int | None, posted: str
+        self, repo: str, number: int, forge_at: int | None, posted: str, *, failed: bool = False
     ) -> None:
-        """The forge answered the post of ``posted`` (saved by :meth:`save_comment`) at
-        ``forge_at`` (its clock; None: it says no time): written with this thread's next
+        """The post of ``posted`` (saved by :meth:`save_comment`) ended: answered at
+        ``forge_at`` (the forge's clock; None: it says no time), the text the comment reads
+        from then on unless a later post's answer says otherwise; or ``failed`` (no longer
+        under way; the comment may or may not read it). Written with this thread's next
         write of the ledger, as :meth:`record_check_run_later`'s (a PR build pays no
         transaction for it)."""
+        digest = _digest(posted)
 
         def confirm(conn: Connection) -> None:
             where = (comments.c.repo == repo, comments.c.number == number)
@@ -599,36 +629,59 @@ class Ledger(AuditLog):
             row = conn.execute(query).first()
             if row is None:
                 return
-            pending = list(self._unconfirmed(conn, repo, number))
-            if _digest(posted) in pending:
-                pending.remove(_digest(posted))
-            written = row.written_forge_ts
-            if forge_at is not None:
-                written = forge_at if written is None else max(int(written), forge_at)
-            values = {"written_forge_ts": written}
-            values["unconfirmed"] = dump_json(pending) if pending else None
+            texts = self._texts(conn, repo, number)
+            texts["under_way"] = _ended(texts["under_way"], digest, failed)
+            written = None if row.written_forge_ts is None else int(row.written_forge_ts)
+            if not failed and (forge_at is None or written is None or forge_at >= written):
+                texts["written"] = digest  # the newest answer: what the comment reads
+                written = written if forge_at is None else forge_at
+            values = {"written_forge_ts": written, "texts": dump_json(texts)}
             conn.execute(comments.update().where(*where).values(values))
 
         self._deferred_calls().append(confirm)
 
+    def comment_seen(self, repo: str, number: int, text: str | None, forge_at: int | None) -> None:
+        """The comment was found reading ``text`` (None: gone) at ``forge_at`` (the
+        forge's clock), someone else's change already kept as such: that change is known
+        from now on (:meth:`comment_writes`), so it is kept once."""
+        with self._writing("record a comment's change") as conn:
+            where = (comments.c.repo == repo, comments.c.number == number)
+            row = conn.execute(select(comments.c.written_forge_ts).where(*where)).first()
+            if row is None:
+                return
+            texts = self._texts(conn, repo, number)
+            texts["written"] = GONE if text is None else _digest(text)
+            written = None if row.written_forge_ts is None else int(row.written_forge_ts)
+            if forge_at is not None:
+                written = forge_at if written is None else max(written, forge_at)
+            values = {"written_forge_ts": written, "texts": dump_json(texts)}
+            conn.execute(comments.update().where(*where).values(values))
+
     def comment_writes(self, repo: str, number: int) -> CommentWrites:
-        """When the forge last answered a post of the PR's comment, and the texts posted
-        but not answered yet (:class:`CommentWrites`)."""
+        """What the comment reads by Sluice's writes (:class:`CommentWrites`)."""
         where = (comments.c.repo == repo, comments.c.number == number)
         query = select(comments.c.written_forge_ts).where(*where)
         with self._reading("read the comment's writes") as conn:
             written = conn.execute(query).scalar_one_or_none()
-            pending = self._unconfirmed(conn, repo, number)
-        return CommentWrites(None if written is None else int(written), frozenset(pending))
-
-    def _unconfirmed(self, conn: Connection, repo: str, number: int) -> list[str]:
-        query = select(comments.c.unconfirmed).where(
-            comments.c.repo == repo, comments.c.number == number
+            texts = self._texts(conn, repo, number)
+        return CommentWrites(
+            None if written is None else int(written),
+            texts["written"],
+            frozenset(d.removeprefix(FAILED) for d in texts["under_way"]),
         )
+
+    def _texts(self, conn: Connection, repo: str, number: int) -> dict[str, Any]:
+        query = select(comments.c.texts).where(comments.c.repo == repo, comments.c.number == number)
         text = conn.execute(query).scalar_one_or_none()
-        if text is None:
-            return []
-        return [str(d) for d in load_json(text, list, f"comment of {repo}#{number}", self._where)]
+        found = (
+            {}
+            if text is None
+            else load_json(text, dict, f"comment of {repo}#{number}", self._where)
+        )
+        return {
+            "written": found.get("written"),
+            "under_way": [str(d) for d in found.get("under_way") or []],
+        }
 
     # -- deployment records of promotions in progress ----------------------------------
 

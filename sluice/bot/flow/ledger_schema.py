@@ -108,10 +108,10 @@ comments = Table(
     # Migration 16. When the forge last said the comment came to read what Sluice wrote
     # (its clock; None: it says no time, or none was answered since this was kept) ...
     Column("written_forge_ts", BigInteger, nullable=True),
-    # ... and the texts Sluice saved whose post the forge has not answered yet (a JSON list
-    # of their SHA-256 digests, newest last, at most 8): a comment read back that reads
-    # one of them is Sluice's write under way, not someone else's edit.
-    Column("unconfirmed", JsonText, nullable=True),
+    # ... and a JSON document: {"written": the digest (SHA-256) of the text the comment
+    # reads by then, "under_way": those of the texts posted whose post has not ended, at
+    # most 8}: a comment read back reading another text was changed by someone else.
+    Column("texts", JsonText, nullable=True),
 )
 
 merged_prs = Table(
@@ -355,7 +355,7 @@ def _forge_times(conn: Connection) -> None:
 def _comment_writes(conn: Connection) -> None:
     # Migration 1 makes the table as declared now: add the columns where missing.
     have = {c["name"] for c in inspect(conn).get_columns(comments.name)}
-    for column, kind in (("written_forge_ts", "BIGINT"), ("unconfirmed", "TEXT")):
+    for column, kind in (("written_forge_ts", "BIGINT"), ("texts", "TEXT")):
         if column not in have:
             conn.exec_driver_sql(f"ALTER TABLE {comments.name} ADD COLUMN {column} {kind}")
 

@@ -7,12 +7,16 @@ updates one part keeps the other as it was, even while another job updates anoth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sluice.bot.flow.ledger import Ledger
-from sluice.bot.forge.base import Forge, repo_key
+from sluice.bot.flow.ledger import CommentWrites, Ledger
+from sluice.bot.forge.base import Forge, PostedComment, repo_key
 from sluice.bot.present import comment
+
+Guard = Callable[[PostedComment | None, CommentWrites], tuple[str, str] | None]
+"""Handed Sluice's comment as read back (None: none) and what Sluice wrote to it; returns a
+section to publish with the edit (:func:`sluice.bot.flow.comment_guard.check`)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class StickyComment:
         section: tuple[str, str | None] | None = None,
         sections: Sequence[tuple[str, str | None]] = (),
         repo: str | None = None,
+        guard: Guard | None = None,
     ) -> int | None:
         """Update PR ``number``'s comment: its main ``body`` and/or extra ``section``s
         (``(name, None)`` removes one; facts for the verdict are sections too, never shown
@@ -50,14 +55,21 @@ class StickyComment:
         The ledger's record is read, merged and written in one transaction, so sections
         another job wrote meanwhile (a promotion's, under the repository's prod key, while
         a build runs under the PR's) are kept; the forge's comment is then edited to it.
-        Returns when the forge says the comment came to read so (its clock; None: it
-        says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`), which the
-        ledger keeps as the comment's last write (:meth:`Ledger.comment_writes`)."""
+        ``guard``: the comment is read back first (the forge, then the ledger: a write
+        another job ends in between is in the ledger by then) and handed to it with what
+        Sluice wrote, in that transaction; a section it returns goes with this edit
+        (:mod:`sluice.bot.flow.comment_guard`: someone else's change is kept before this
+        edit overwrites it). Returns when the forge says the comment came to read so (its
+        clock; None: it says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`),
+        which the ledger keeps (:meth:`Ledger.comment_writes`)."""
         repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
+        found = forge.own_comment(number, self.marker) if guard is not None else None
         with self.ledger.together("publish the sticky comment"):
+            extra = guard(found, self.ledger.comment_writes(repo, number)) if guard else None
             old, kept = self.ledger.comment(repo, number)
             body = body if body is not None else old
-            for name, text in [*([section] if section is not None else []), *sections]:
+            changes = [*([section] if section is not None else []), *sections]
+            for name, text in [*changes, *([extra] if extra is not None else [])]:
                 if text:
                     kept[name] = text
                 else:
@@ -66,8 +78,12 @@ class StickyComment:
                 body = f"{self.marker}\n### Sluice\n"
             text = comment.with_sections(body, kept)
             self.ledger.save_comment(repo, number, body, kept, posting=text)
-        forge_at = forge.upsert_comment(number, self.marker, text)
+        try:
+            forge_at = forge.upsert_comment(number, self.marker, text)
+        except BaseException:
+            self.ledger.comment_written_later(repo, number, None, text, failed=True)
+            raise
         # Until this is written (with the job's next write), a read back of the comment
-        # finds its text among those under way (sluice.bot.flow.comment_guard).
+        # finds its text among those under way.
         self.ledger.comment_written_later(repo, number, forge_at, text)
         return forge_at

@@ -691,7 +691,8 @@ class GitLabForge:
 
     def own_comment(self, number: int, marker: str) -> PostedComment | None:
         """Our note holding ``marker`` (as :meth:`upsert_comment` finds it); None when
-        there is none."""
+        there is none. No time: GitLab moves a note's ``updated_at`` when anyone awards it
+        an emoji, so it does not say when its text was written (red team round 9)."""
         with self._guard(f"reading the note on merge request !{number}"):
             note = self._own_note(self._mr(number), marker)
             if note is None:
@@ -702,7 +703,7 @@ class GitLabForge:
                 str(author.get("username") or ""),
                 _account_id(author.get("id")),
                 str(attrs.get("body") or ""),
-                created_ms(attrs.get("updated_at")),
+                None,
                 True,
             )
 

@@ -12,7 +12,7 @@ import pytest
 
 from sluice.bot.flow.comment_guard import changed
 from sluice.bot.flow.job import Job
-from sluice.bot.flow.ledger import CommentWrites, Ledger
+from sluice.bot.flow.ledger import GONE, CommentWrites, Ledger, _digest
 from sluice.bot.forge.base import PostedComment
 from sluice.bot.forge.memory import Comment
 from tests.helpers import gate_world as gw
@@ -29,64 +29,82 @@ from tests.helpers.gate_world import (
 )
 
 NONE: frozenset[str] = frozenset()
+GONE_TEXT = "the text of a comment found gone"  # any text: only GONE itself is "gone"
 
 
 def _posted(body: str, at: int | None) -> PostedComment:
     return PostedComment("sluice[bot]", 1, body, at, own=True)
 
 
-def test_what_counts_as_changed_by_someone_else(tmp_path: Path) -> None:
-    ledger = Ledger(f"sqlite:///{tmp_path / 'state.db'}")
-    try:
-        ledger.save_comment("r", 7, "under way", {}, posting="under way\n")
-        under_way = ledger.comment_writes("r", 7).unconfirmed
-    finally:
-        ledger.close()
-    written = CommentWrites(1_000, NONE)
-    assert changed(_posted("mine", 1_000), written) is None  # as Sluice last wrote it
-    assert changed(_posted("mine", 999), written) is None
-    assert changed(_posted("theirs", 1_001), written) == "edited"
-    assert changed(_posted("mine", 1_001), written) == "edited"  # put back: still edited
-    assert changed(None, written) == "deleted"
-    assert changed(_posted("theirs", None), written) is None  # the forge says no time
-    # Nothing to compare with: no answered write kept (a forge without times, old state).
-    assert changed(None, CommentWrites(None, NONE)) is None
-    # Another job's post not answered yet: its text is Sluice's, however the forge spaces it.
-    busy = CommentWrites(1_000, under_way)
-    assert changed(_posted("under way  \r\n", 2_000), busy) is None
+def _writes(written: int | None, last: str | None, *under_way: str) -> CommentWrites:
+    return CommentWrites(written, None if last is None else _digest(last),
+                         frozenset(_digest(t) for t in under_way))  # fmt: skip
+
+
+def test_what_counts_as_changed_by_someone_else() -> None:
+    mine = _writes(1_000, "mine")
+    assert changed(_posted("mine", 1_000), mine) is None  # as Sluice last wrote it
+    assert changed(_posted("mine", 999), mine) is None
+    assert changed(_posted("mine  \r\n", None), mine) is None  # however the forge spaces it
+    assert changed(_posted("theirs", 1_000), mine) == "edited"  # its text tells
+    assert changed(_posted("theirs", None), mine) == "edited"  # on a forge saying no time
+    assert changed(_posted("mine", 1_001), mine) == "edited"  # written since: put back
+    assert changed(None, mine) == "deleted"
+    assert changed(None, _writes(1_000, GONE_TEXT)) == "deleted"
+    assert changed(None, CommentWrites(1_000, GONE, NONE)) is None  # found gone before: kept
+    # Nothing to compare with: no answered post kept (none yet, or state from before).
+    assert changed(None, _writes(None, None)) is None
+    assert changed(_posted("theirs", 5), _writes(None, None, "under way")) is None
+    # Another job's post under way: its text is Sluice's, its time later.
+    busy = _writes(1_000, "mine", "under way")
+    assert changed(_posted("under way", 2_000), busy) is None
+    assert changed(_posted("mine", 900), busy) is None  # before that post lands
     assert changed(_posted("under way, then rewritten", 2_000), busy) == "edited"
 
 
-def test_the_ledger_keeps_the_last_answered_write_and_the_texts_under_way(tmp_path: Path) -> None:
+def test_the_ledger_keeps_the_newest_answer_and_the_texts_under_way(tmp_path: Path) -> None:
     ledger = Ledger(f"sqlite:///{tmp_path / 'state.db'}")
     try:
-        assert ledger.comment_writes("r", 7) == CommentWrites(None, NONE)
+        assert ledger.comment_writes("r", 7) == CommentWrites(None, None, NONE)
         ledger.save_comment("r", 7, "b1", {}, posting="text 1")
         ledger.save_comment("r", 7, "b2", {"s": "x"}, posting="text 2")
         writes = ledger.comment_writes("r", 7)
-        assert writes.written is None and writes.under_way("text 1") and writes.under_way("text 2")
+        assert writes.last is None and writes.is_under_way("text 1")
+        assert writes.is_under_way("text 2")
         ledger.comment_written_later("r", 7, 5_000, "text 2")
         # Written with this thread's next write (a job's close: write_deferred), not before.
         assert ledger.comment_writes("r", 7).written is None
         ledger.write_deferred()
         writes = ledger.comment_writes("r", 7)
-        assert writes.written == 5_000 and writes.under_way("text 1")
-        assert not writes.under_way("text 2")
-        # An answer that came late (an earlier post's) never moves the time back.
+        assert writes.written == 5_000 and writes.reads("text 2") and writes.is_under_way("text 1")
+        assert not writes.is_under_way("text 2")
+        # An answer that came late (an earlier post's) moves neither the time nor the text.
         ledger.comment_written_later("r", 7, 4_000, "text 1")
         ledger.save_comment("r", 7, "b3", {}, posting="text 3")  # carries it
         writes = ledger.comment_writes("r", 7)
-        assert writes.written == 5_000 and not writes.under_way("text 1")
-        assert writes.under_way("text 3") and ledger.comment("r", 7) == ("b3", {})
-        # A forge that says no time keeps the last one it said.
-        ledger.comment_written_later("r", 7, None, "text 3")
+        assert writes.written == 5_000 and writes.reads("text 2") and not writes.reads("text 1")
+        assert writes.is_under_way("text 3") and ledger.comment("r", 7) == ("b3", {})
+        # A post that failed may have been applied (its answer lost): its text stays
+        # under way until a post saved after it is answered.
+        ledger.comment_written_later("r", 7, None, "text 3", failed=True)
         ledger.write_deferred()
-        assert ledger.comment_writes("r", 7) == CommentWrites(5_000, NONE)
-        for n in range(20):  # posts never answered (their jobs died): the newest 8 kept
+        writes = ledger.comment_writes("r", 7)
+        assert writes.written == 5_000 and writes.reads("text 2") and writes.is_under_way("text 3")
+        # A forge that says no time: the text is the newest answer's, the time kept.
+        ledger.save_comment("r", 7, "b4", {}, posting="text 4")
+        ledger.comment_written_later("r", 7, None, "text 4")
+        ledger.write_deferred()
+        assert ledger.comment_writes("r", 7) == CommentWrites(5_000, _digest("text 4"), NONE)
+        # Someone else's change, kept: what the comment read then is known, once.
+        ledger.comment_seen("r", 7, "theirs", 6_000)
+        assert ledger.comment_writes("r", 7) == CommentWrites(6_000, _digest("theirs"), NONE)
+        ledger.comment_seen("r", 7, None, None)
+        assert ledger.comment_writes("r", 7).last == GONE
+        for n in range(20):  # posts never ended (their jobs died): the newest 8 kept
             ledger.save_comment("r", 7, "b", {}, posting=f"lost {n}")
         kept = ledger.comment_writes("r", 7)
-        assert len(kept.unconfirmed) == 8 and kept.under_way("lost 19")
-        assert not kept.under_way("lost 11")
+        assert len(kept.under_way) == 8 and kept.is_under_way("lost 19")
+        assert not kept.is_under_way("lost 11")
     finally:
         ledger.close()
 

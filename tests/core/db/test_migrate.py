@@ -161,7 +161,7 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
         # Ledger migration 16: Sluice's writes of its comment (none kept from before: the
         # gate's read-back then has nothing to compare with until the next write).
         ("sluice_pr_comments", "written_forge_ts"),
-        ("sluice_pr_comments", "unconfirmed"),
+        ("sluice_pr_comments", "texts"),
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     grown.pop("sluice_check_runs")  # ledger migration 8's table
