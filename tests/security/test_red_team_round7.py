@@ -29,7 +29,10 @@ Findings (xfail unless closed):
    click queued behind the PR's running build, GitHub's whole-second ``submitted_at``
    in the click's second, or GitHub's clock behind the service's) sorts after it; the
    author then dismisses that review, and the click, taken back by it, counts again: the
-   gate passes on an approval its approver withdrew.
+   gate passes on an approval its approver withdrew. Closed: a person's reviews and clicks
+   are taken in the order the service learnt of them (``Ledger.learn_words``, ledger
+   migration 17: when each review's word was first read; a click when handled; at one
+   time the click first, so a review read with it takes it back).
 2. ``Ledger.plans_shown(forge=True)`` and ``plan_times(forge=True)`` put a publication
    kept before migration 15 (no forge time) at its service time among the others' forge
    times: with the forge's clock behind, a head's old publication sorts after another
@@ -136,16 +139,6 @@ _SKEWS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gate_rules._standings sorts reviews (the forge's submitted_at) and clicks (the "
-    "service's time when the click's job started) together as one clock: a click handled "
-    "after its clicker's later CHANGES_REQUESTED sorts after it, so dismissing that review "
-    "revives the click. Fix: order a person's clicks and reviews by the order the service "
-    "learnt of them (record when each review was first read, by the service's clock, and "
-    "stamp a click by its delivery), or let a DISMISSED/CHANGES_REQUESTED take back every "
-    "click of that person handled before the service first saw the review",
-)
 @pytest.mark.parametrize("skew", list(_SKEWS), ids=list(_SKEWS))
 def test_a_dismissed_objection_does_not_revive_a_click_it_took_back(bot: Bot, skew: str) -> None:
     handled_after, behind, objected_after = _SKEWS[skew]

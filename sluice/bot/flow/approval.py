@@ -27,6 +27,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
     same_moment,
     shown_at,
+    word_key,
 )
 from sluice.bot.flow.job import Job
 from sluice.bot.flow.ledger import Click, Push
@@ -68,6 +69,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
     repo, ledger = job.repo, job.ledger
     commits = _pull_commits(job, pr)
     found = job.forge.own_comment(pr.number, job.deps.sticky.marker)  # the forge, then the ledger
+    given = _people_only(job, job.forge.reviews(pr.number))
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         # Sluice's comment as an approver read it: changed by someone else, kept as a
         # publication of no plan before any approval is counted (comment_guard).
@@ -85,6 +87,8 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
+        # When the service learnt of each review's word: ordered with the clicks by it.
+        learnt = ledger.learn_words(repo, pr.number, map(word_key, given), job.now)
     if put_back is not None:
         job.publish(pr.number, section=put_back)
     if review is None:
@@ -118,7 +122,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         GateInput(
             author=pr.author,
             author_id=pr.author_id,
-            reviews=_bound(job, pr.number, _people_only(job, job.forge.reviews(pr.number))),
+            reviews=_bound(job, pr.number, given),
             plans=plans,
             current_plan=review.fingerprint,
             team_members={team: job.forge.team_members(team) for team in sorted(teams)},
@@ -134,6 +138,7 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
             unknown_pushers=pushers.unknown,
             prod_owners=frozenset(review.prod_owners),
             people=settings.people,
+            learnt=learnt,
         ),
     )
     into_prod = pr.base_ref == settings.branch

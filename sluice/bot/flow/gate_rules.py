@@ -141,6 +141,10 @@ class GateInput:
         prod_owners: Every owner prod records (logins or ``org/team``): under a gate of
             owners only, the approval more comes from them, never from an owner a new
             model's header in the pull request names.
+        learnt: Each review's word (:func:`word_key`) -> when the service first read it
+            (epoch ms, the service's clock): a person's reviews and clicks are taken in the
+            order the service learnt of them, one clock for both (a review's own time is
+            the forge's). A review not in it: by its own time (red team round 7).
         people: Who the logins the settings and prod's models name are
             (:attr:`~sluice.bot.flow.trust.Settings.people`): case-folded login -> the
             account id it had when it came into force (None: no account had it). A listed
@@ -169,6 +173,13 @@ class GateInput:
     unknown_pushers: tuple[str, ...] = ()
     prod_owners: frozenset[str] = frozenset()
     people: Mapping[str, int | None] | None = None
+    learnt: Mapping[str, int] = field(default_factory=dict)
+
+
+def word_key(review: Review) -> str:
+    """One word of a review, as the forge holds it now: its id, state and time (a review
+    dismissed, or a GitLab approval given again, is a new word)."""
+    return f"{review.id}:{review.state.upper()}:{review.submitted_at or ''}"
 
 
 _GITLAB_BOT = re.compile(
@@ -257,7 +268,7 @@ def _epoch_ms(moment: str | None) -> int | None:
 
 class _Word(NamedTuple):
     at: int
-    order: int
+    order: int  # at one time: a click first, then the reviews the service learnt with it
     user: str
     user_id: int | None
     state: str
@@ -284,19 +295,25 @@ def _person_keys(words: Sequence[_Word]) -> list[str]:
 
 
 def _standings(gate: GateInput) -> dict[str, _Standing]:
-    """Each person's last word, their reviews and clicks taken in the order given (by
-    time; those of unknown time first, reviews before clicks): a later "changes
-    requested" or dismissal takes back every earlier approval, a click included. A person
-    is their account id where their words carry it (:func:`_person_keys`)."""
+    """Each person's last word, their reviews and clicks taken in the order the service
+    learnt of them (:attr:`GateInput.learnt`; a review not in it by its own time; those of
+    unknown time first; at one time a click before a review learnt with it, reviews by
+    their order, the forge's): a later "changes requested" or dismissal takes back every
+    earlier approval, a click included. A person is their account id where their words
+    carry it (:func:`_person_keys`)."""
     words: list[_Word] = []
+    clicks = len(gate.action_approvals)
     for index, review in enumerate(gate.reviews):
         at = _epoch_ms(review.submitted_at)
         given = _Given(review.commit_sha, None, at)
+        # When the service learnt of it (its clock, as a click's), else its own time.
+        learnt = gate.learnt.get(word_key(review))
+        when = learnt if learnt is not None else at if at is not None else -1
+        order = index + clicks if learnt is not None else index - len(gate.reviews)
         words.append(
-            _Word(at if at is not None else -1, index, review.user, review.user_id,
-                  review.state.upper(), given)
+            _Word(when, order, review.user, review.user_id, review.state.upper(), given)
         )  # fmt: skip
-    for index, click in enumerate(gate.action_approvals, start=len(gate.reviews)):
+    for index, click in enumerate(gate.action_approvals):
         at = click.ts if click.ts is not None else -1
         given = _Given(click.sha, click.plan, click.ts, here=True)
         words.append(_Word(at, index, click.user, click.user_id, "CLICK", given, click.recorded))

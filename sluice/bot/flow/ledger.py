@@ -59,6 +59,7 @@ from sluice.bot.flow.ledger_schema import (
     push_records_asked,
     repos,
     repositories,
+    review_words,
     state_owner,
 )
 from sluice.bot.flow.reviewed_plan import Item, PlanReview
@@ -331,6 +332,27 @@ class Ledger(AuditLog):
                 (int(row.at), str(row.sha) if row.kind in kinds else f"{row.sha}:{row.kind}")
                 for row in conn.execute(query)
             ]
+
+    def learn_words(self, repo: str, number: int, words: Iterable[str], now: int) -> dict[str, int]:
+        """When the service first read each of PR ``number``'s review ``words``
+        (``gate_rules.word_key``): those read before keep their time, the others are
+        learnt ``now`` (the service's clock)."""
+        wanted = set(words)
+        if not wanted:
+            return {}
+        t = review_words.c
+        query = select(t.word, t.learnt_ts).where(t.repo == repo, t.number == number)
+        with self._writing("record when reviews were first read") as conn:
+            known = {str(row.word): int(row.learnt_ts) for row in conn.execute(query)}
+            new = [
+                {"repo": repo, "number": number, "word": word, "learnt_ts": now}
+                for word in sorted(wanted - known.keys())
+            ]
+            if new:
+                dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+                conn.execute(dialect.insert(review_words).values(new).on_conflict_do_nothing())
+                known = {str(row.word): int(row.learnt_ts) for row in conn.execute(query)}
+        return {word: known[word] for word in wanted if word in known}
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""

@@ -309,6 +309,18 @@ plan_shown = Table(
     Column("forge_ts", BigInteger, nullable=True),
 )
 
+# When the service first read each word of a pull request's reviews (migration 17): its
+# id, state and time (gate_rules.word_key), so a person's reviews and clicks are taken in
+# the order the service learnt of them, one clock for both (red team round 7).
+review_words = Table(
+    "sluice_review_words",
+    metadata,
+    Column("repo", String, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("word", String, primary_key=True),
+    Column("learnt_ts", BigInteger, nullable=False),  # the service's clock
+)
+
 # The tables of migration 1: those create_all made before the runner.
 _FIRST = (
     pr_plans,
@@ -519,6 +531,7 @@ LEDGER = Track(
         Migration(14, "each publication of a pull request's plan", create_tables(plan_shown)),
         Migration(15, "when each plan was shown, by the forge's clock", _forge_times),
         Migration(16, "when Sluice's comment last read what Sluice wrote", _comment_writes),
+        Migration(17, "when each review's word was first read", create_tables(review_words)),
     ),
     adopt=_adopt,
 )

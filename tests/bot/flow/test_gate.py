@@ -21,6 +21,7 @@ from sluice.bot.flow.gate_rules import (
     owners_to_approve,
     same_moment,
     shown_at,
+    word_key,
 )
 from sluice.bot.forge.base import Review
 from sluice.core.errors import ConfigError
@@ -74,6 +75,7 @@ def run(
     shown: Sequence[tuple[int, str]] = (),
     planned_here: Mapping[str, int] | None = None,
     shown_here: Sequence[tuple[int, str]] | None = None,
+    learnt: Mapping[str, int] | None = None,
 ) -> GateResult:
     """The gate on the test's facts; by the service's clock (a click's) as by the forge's
     (a review's) unless the test gives the service's apart."""
@@ -96,6 +98,7 @@ def run(
             # Prod records every owner named (unless the test says): a new model's owner
             # is its header's alone.
             prod_owners=frozenset((owners or {}).values()) if prod_owners is None else prod_owners,
+            learnt=learnt or {},
         ),
     )
 
@@ -571,6 +574,27 @@ def test_each_approval_is_compared_by_its_own_clock() -> None:
     assert not run(settings(), [after], shown=shown_forge, **kept).ok  # type: ignore[arg-type]
     assert not run(settings(), [], actions=[("bob", C3, None, 11_000)], shown=shown_forge,
                    **kept).ok  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_reviews_and_clicks_are_taken_in_the_order_the_service_learnt_of_them() -> None:
+    # bob clicked (handled at 40 s by the service's clock, queued behind a build), and had
+    # requested changes at 10 s by GitHub's: read first by the click's own evaluation.
+    objection = Review(next(_ids), "bob", "CHANGES_REQUESTED", C3, "1970-01-01T00:00:10+00:00")
+    click = [("bob", C3, None, 40_000)]
+    # By the forge's time the objection came first and the click lifts nothing: no
+    # approval. Dismissed (a new word: its state), by its own time the click came after it
+    # and counted again; learnt after the click, it takes the click back.
+    dismissed = Review(objection.id, "bob", "DISMISSED", C3, objection.submitted_at)
+    assert run(settings(), [dismissed], actions=click).ok  # no word of when it was learnt
+    learnt = {word_key(objection): 40_000, word_key(dismissed): 100_000}
+    assert not run(settings(), [dismissed], actions=click, learnt=learnt).ok
+    # Learnt in the very evaluation that handled the click: the click first, then it.
+    assert not run(settings(), [objection], actions=click, learnt=learnt).ok
+    learnt_before = {word_key(objection): 30_000, word_key(dismissed): 35_000}
+    assert run(settings(), [dismissed], actions=click, learnt=learnt_before).ok
+    # A review's own time still decides which plan it saw: only the order moved.
+    late = Review(next(_ids), "bob", "APPROVED", C3, "1970-01-01T00:00:01+00:00")
+    assert not run(settings(), [late], planned_at={C3: 2_000}, learnt={word_key(late): 9_000}).ok
 
 
 # --- owners ------------------------------------------------------------------------------

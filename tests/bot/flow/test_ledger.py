@@ -65,6 +65,18 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
     assert ledger.review("github:other/r", 7, "aaa111") is None
 
 
+def test_each_review_word_is_learnt_once(ledger: Ledger) -> None:
+    assert ledger.learn_words("r", 7, [], 1_000) == {}
+    assert ledger.learn_words("r", 7, ["1:APPROVED:t1", "2:COMMENTED:t2"], 1_000) == {
+        "1:APPROVED:t1": 1_000, "2:COMMENTED:t2": 1_000,
+    }  # fmt: skip
+    # Read again later, a word keeps when it was first read; a new one is learnt now.
+    assert ledger.learn_words("r", 7, ["1:APPROVED:t1", "1:DISMISSED:t1"], 5_000) == {
+        "1:APPROVED:t1": 1_000, "1:DISMISSED:t1": 5_000,
+    }  # fmt: skip
+    assert ledger.learn_words("r", 8, ["1:APPROVED:t1"], 9_000) == {"1:APPROVED:t1": 9_000}
+
+
 def test_each_publication_is_kept_by_both_clocks(ledger: Ledger) -> None:
     # The forge's clock runs ahead of the service's: each time is kept by each clock and
     # read by the one asked (a review is compared with the forge's, a click the service's).
@@ -317,7 +329,7 @@ def test_a_new_ledger_has_exactly_its_declared_tables(ledger: Ledger) -> None:
     )
     assert recorded(engine) == {
         "state": STATE_MIGRATIONS,
-        "ledger": list(range(1, 17)),
+        "ledger": list(range(1, 18)),
         "audit": [1, 2],
     }
 
@@ -347,7 +359,7 @@ def test_ledger_tables_made_before_the_migration_runner_are_adopted(tmp_path: Pa
         )
         assert recorded(engine) == {
             "state": STATE_MIGRATIONS,
-            "ledger": list(range(1, 17)),
+            "ledger": list(range(1, 18)),
             "audit": [1, 2],
         }
     finally:

@@ -168,6 +168,7 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
     grown.pop("sluice_repositories")  # ledger migration 11's table
     grown.pop("sluice_push_records_asked")  # ledger migration 12's
     grown.pop("sluice_plan_shown")  # ledger migration 14's
+    grown.pop("sluice_review_words")  # ledger migration 17's
     # Ledger migration 13: nullable, filled from the earliest record kept of each repository.
     assert grown["sluice_repos"]["columns"].pop("first_seen_ts")[1] is True
     # Ledger migrations 4 and 6 make the pushers tables as declared now (keyed by account,
