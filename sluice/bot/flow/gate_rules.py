@@ -394,11 +394,24 @@ def _approves(
             )
     shown = gate.shown_here if given.here else gate.shown
     if given.plan is None and shown and not shown_at(shown, sha, given.ts):
+        if _last_before(shown, given.ts).startswith(":"):  # a publication of no plan
+            return (
+                f"approved {short} while Sluice's comment showed no plan (someone else "
+                "changed it, or a post of it failed): approve again once Sluice shows "
+                "this commit's plan"
+            )
         return (
             f"approved {short} while another commit's plan was shown: approve again "
             "once Sluice shows this commit's plan"
         )
     return None
+
+
+def _last_before(shown: Sequence[tuple[int, str]], ts: int | None) -> str:
+    """The head (or ``:<kind>``, no plan) of the last of ``shown`` made before ``ts``;
+    empty when none is."""
+    before = [head for at, head in shown if ts is not None and at < ts]
+    return before[-1] if before else ""
 
 
 def same_moment(one: int, other: int) -> bool:

@@ -597,6 +597,19 @@ def test_reviews_and_clicks_are_taken_in_the_order_the_service_learnt_of_them() 
     assert not run(settings(), [late], planned_at={C3: 2_000}, learnt={word_key(late): 9_000}).ok
 
 
+def test_an_approval_while_the_comment_showed_no_plan_says_so() -> None:
+    # Sluice's comment was changed by someone else (or a post of it failed) at 5 s: an
+    # approval then is stale, and says why in the author's terms.
+    shown = [(2_000, C3.lower()), (5_000, ":edited")]
+    late = reviewed("bob", 9_000)
+    result = run(settings(), [late], planned_at={C3: 2_000}, shown=shown)
+    assert not result.ok and result.stale == ("bob",)
+    assert "showed no plan (someone else changed it" in result.summary
+    other = [(2_000, C3.lower()), (5_000, C2.lower())]
+    result = run(settings(), [late], planned_at={C3: 2_000}, shown=other)
+    assert "another commit's plan was shown" in result.summary
+
+
 # --- owners ------------------------------------------------------------------------------
 
 
