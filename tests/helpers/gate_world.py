@@ -69,13 +69,16 @@ class Bot:
                               clock=self.clock)  # fmt: skip
         self.ledger = Ledger(self.url)
 
-    def deliver(self, event: str, payload: dict[str, Any]) -> bool:
-        """Hand a webhook to the flow; False when the service ignores that kind of event."""
+    def deliver(self, event: str, payload: dict[str, Any], received: int | None = None) -> bool:
+        """Hand a webhook to the flow; False when the service ignores that kind of event.
+        ``received``: when the service's intake received it (the flow's clock now unless
+        said: a delivery queued behind other jobs is handled later than received)."""
         # Each person the webhook names carries their account's id, as GitHub's do.
         parsed = parse_github(event, accounts.github(payload, self.forge.account_id))
         if parsed is None:
             return False
-        parsed = pin_event(parsed, self.deps.forge_for)
+        at = self.clock.now if received is None else received
+        parsed = pin_event(dataclasses.replace(parsed, received_ms=at), self.deps.forge_for)
         assert parsed is not None
         dispatch.handle(self.deps, parsed)
         return True
@@ -214,8 +217,9 @@ def published(bot: Bot, head: str, made: PlanReview, forge_at: int) -> None:
     bot.clock.now += MINUTE
 
 
-def click(bot: Bot, user: str, head: str) -> None:
-    """``user`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``."""
+def click(bot: Bot, user: str, head: str, received: int | None = None) -> None:
+    """``user`` clicks "Approve this plan" on Sluice's sluice/approval run on ``head``;
+    ``received``: when the service received it, if before now (its job queued)."""
 
     def deliver(event: str, payload: dict[str, Any]) -> None:
         bot.deliver(event, payload)
@@ -226,7 +230,7 @@ def click(bot: Bot, user: str, head: str) -> None:
         "requested_action.identifier": "approve", "sender.login": user,
     })  # fmt: skip
     made["check_run"]["pull_requests"] = [{"number": 7, "id": 7}]
-    bot.deliver("check_run", made)
+    bot.deliver("check_run", made, received)
 
 
 def refresh(bot: Bot) -> None:

@@ -16,7 +16,7 @@ attack that works against the code as it is is ``xfail(strict=True)`` naming the
 and the fix proposed; the others are attacks tried and defended. Driven as rounds 7 and 9:
 the ledger on SQLite, real webhook bodies, the in-memory forge, the bot's clock.
 
-Findings (xfail):
+Findings (xfail unless closed):
 
 1. A click is ordered by when its job ran, not when the service received it: a click
    queued behind the PR's running build is stamped after every word that build's last
@@ -68,6 +68,16 @@ Findings (xfail):
    of it passes only because the test's clock stands still. Low (a button naming no
    plan: a check run made before buttons named one, never set again since). Fix: place
    the row just after the last publication by the service's clock too.
+
+
+Closed since (their tests pass): 1, 3, 4 and 5. A click is stamped with when the service
+received its delivery (``Event.received_ms``, set by the intake; ``pr_build._click``), not
+when its job ran (1). A PR's first read of its review words (its first evaluation, or the
+first after ledger migration 17) takes each at its own time, the order used before (3).
+An answered post's text leaves the texts under way with every one saved before it (4).
+The publication of no plan an edit or a failed post keeps is placed a millisecond after
+the last publication by both clocks, and not kept again while the last is one (5). Open:
+2 (replicas' clocks).
 
 Defended (their tests pass): an objection the build's refresh read before bob's queued
 click stays standing, and its later dismissal takes the click back too; a click and an
@@ -126,23 +136,15 @@ def _objection_hooks(bot: Bot, objection: int, at: int) -> None:
 # == 1. a click queued behind a build whose refresh read the dismissal ====================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pr_build._click stamps a click job.now (when its job ran) and approval.refresh "
-    "learns review words at job.now of the build that read them: a click queued behind a "
-    "build sorts after the dismissal of its clicker's later objection, which the build's "
-    "last refresh read, so the click counts again. Fix: stamp a click at its delivery's "
-    "receipt and a word when read, from one ledger sequence; or never let a click count "
-    "that was received before its clicker's last CHANGES_REQUESTED/DISMISSED word",
-)
 def test_a_click_queued_behind_a_build_is_not_revived_by_a_dismissal_it_read(bot: Bot) -> None:
     gw.plan(bot, A, CHANGE)  # A's plan shown; bob reads it
     # alice comments /sluice plan: a build of A starts (its job's clock read now); one PR's
     # jobs run one at a time, so whatever comes next waits behind it.
     build = Job.start(bot.deps, bot.forge)
     bot.clock.now += 10 * SECOND
-    # bob clicks "Approve this plan" (its hook queued behind the build) ...
+    # bob clicks "Approve this plan" (its hook received, queued behind the build) ...
     bot.clock.now += 10 * SECOND
+    clicked = bot.clock.now
     # ... then reads the diff again and requests changes: his last word.
     objected = bot.clock.now // 1000 * 1000
     objection = given(bot, "bob", "CHANGES_REQUESTED", A, objected)
@@ -154,7 +156,7 @@ def test_a_click_queued_behind_a_build_is_not_revived_by_a_dismissal_it_read(bot
     finally:
         build.close()
     bot.clock.now += SECOND
-    gw.click(bot, "bob", A)  # the queued click's job
+    gw.click(bot, "bob", A, received=clicked)  # the queued click's job
     bot.clock.now += SECOND
     _objection_hooks(bot, objection, objected)  # and the reviews' hooks after it
     check = bot.approval(A)
@@ -253,15 +255,6 @@ def _as_migration_17_leaves_it(bot: Bot) -> None:
         conn.execute("DELETE FROM sluice_review_words")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger.learn_words: migration 17 starts empty, so the first approval.refresh "
-    "after the upgrade learns every review already given at its job.now, after every click "
-    "recorded before: an approver's older review of an earlier plan sorts after their click "
-    "on the current one and replaces it, and the gate that passed is withdrawn. Fix: stamp "
-    "a word first read whose forge time predates the migration with that forge time (the "
-    "order used before), or seed the table in the migration from the clicks' times",
-)
 def test_the_upgrade_does_not_take_back_clicks_given_after_older_reviews(bot: Bot) -> None:
     gw.plan(bot, A, CHANGE)
     given(bot, "bob", "APPROVED", A, bot.clock.now)  # bob approves A's plan
@@ -335,16 +328,6 @@ def _publish(bot: Bot, text: str, *, dies: bool = False) -> int | None:
         job.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger._ended drops only the answered text and the failed ones saved before "
-    "it: a text whose job died between StickyComment.publish's post and its deferred "
-    "comment_written_later stays under way for ever (its retry's copy too), so the "
-    "read-back (comment_guard.changed: is_under_way) takes it, restored by alice over a "
-    "newer plan, for Sluice's own write. Fix: stamp each text under way with the "
-    "service's time and drop those older than a job's lease (or the texts of a job "
-    "JobQueue.recover puts back); or let an answered post drop every text saved before it",
-)
 def test_a_text_whose_job_died_is_not_under_way_for_ever(bot: Bot) -> None:
     _publish(bot, OLD, dies=True)  # A's plan posted; the worker dies before its answer is kept
     bot.clock.now += MINUTE
@@ -410,15 +393,6 @@ class _Ticking(gw.Clock):
         return self.now
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comment_guard.keep -> Ledger.record_unshown keeps the edit's publication of no "
-    "plan at the forge's time just after the last publication but at the service's time "
-    "of its detection (deps.clock(), after the click job's job.now): a click naming no plan "
-    "(shown_here) handled after an unhooked rewrite sorts before the row and counts. Fix: "
-    "place the row just after the last publication by the service's clock too (its "
-    "shown_ts + 1), as by the forge's",
-)
 def test_a_legacy_click_after_an_unhooked_rewrite_is_refused(bot: Bot) -> None:
     # alice rewrites A's plan with no hook; carol clicks a button naming no plan (a check
     # run made before buttons named one). The click's own refresh reads the rewrite back,

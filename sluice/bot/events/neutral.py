@@ -90,6 +90,10 @@ class _Base:
     # get: the name is bound to it when first seen (dispatch). None where nothing says it
     # (the Action, the local forge, the CLI, the web UI's actions): the name alone, as before.
     repo_id: int | None = field(default=None, kw_only=True)
+    # When the service accepted the delivery (epoch ms, its own clock; set by the intake,
+    # never read from a payload): a click is ordered among its clicker's reviews by it, not
+    # by when its job ran behind others (red team round 10). None: not through the intake.
+    received_ms: int | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         # Every field is a plain value or a tuple of them, so the instance's own dict is

@@ -87,8 +87,10 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         asked = ledger.pushes_asked(repo, pr.head_ref, pr.head_sha)
         clicks = ledger.clicks(repo, pr.number)
         approved = ledger.approved_by_pr(repo, pr.number)
-        # When the service learnt of each review's word: ordered with the clicks by it.
-        learnt = ledger.learn_words(repo, pr.number, map(word_key, given), job.now)
+        # When the service learnt of each review's word: ordered with the clicks by it. Read
+        # now, not when the job started (a build reads reviews minutes after: round 10).
+        words = {word_key(r): created_ms(r.submitted_at) for r in given}
+        learnt = ledger.learn_words(repo, pr.number, words, job.deps.clock())
     if put_back is not None:
         job.publish(pr.number, section=put_back)
     if review is None:

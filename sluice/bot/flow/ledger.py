@@ -126,6 +126,9 @@ class PinnedSettings(NamedTuple):
 UNDER_WAY_KEPT = 8
 """How many texts posted but not answered :meth:`Ledger.save_comment` keeps per comment."""
 
+FIRST_READ = "*"
+"""The word of :meth:`Ledger.learn_words` that says a PR's words were read once."""
+
 FAILED = "!"
 """Marks a text under way whose post failed (:func:`_ended`)."""
 
@@ -159,14 +162,15 @@ class CommentWrites(NamedTuple):
 def _ended(under_way: list[str], digest: str, failed: bool) -> list[str]:
     """The texts under way once the post of ``digest`` ended. A post that failed may have
     been applied all the same (its answer lost), so its text stays, marked, until a post
-    saved after it is answered; an answered post's text leaves, with the failed ones saved
-    before it (the comment reads a newer text since)."""
+    saved after it is answered; an answered post's text leaves with every one saved
+    before it (the comment reads a newer text since: a post whose job died before its
+    answer was kept, or whose answer never came, is over; red team round 10)."""
     if digest not in under_way:
         return under_way
     at = under_way.index(digest)
     if failed:
         return [*under_way[:at], FAILED + digest, *under_way[at + 1 :]]
-    return [d for i, d in enumerate(under_way) if i > at or not (i == at or d.startswith(FAILED))]
+    return under_way[at + 1 :]
 
 
 def _digest(text: str) -> str:
@@ -267,12 +271,20 @@ class Ledger(AuditLog):
         """Remember that PR ``number``'s comment showed no head's plan from just after its
         last publication (by the forge's clock: when it changed since is not known, only
         that it came after): someone else rewrote it (``edited``), or a write of Sluice's
-        whose answer never came may have changed it (``unanswered``). With no publication
-        yet, from ``fallback`` (None: nothing is kept, as no plan was ever shown)."""
-        shown = self.plans_shown(repo, number, forge=True)
-        at = shown[-1][0] + 1 if shown else fallback
-        if at is not None:
-            self.record_shown(repo, number, "", now, at, kind=kind)
+        whose answer never came may have changed it (``unanswered``): by both clocks, a
+        millisecond after the last publication (a click handled before the change was
+        found is not taken for one before it: red team round 10). With no publication yet,
+        from ``fallback`` by the forge's clock and ``now`` by the service's (None: nothing
+        is kept, as no plan was ever shown). The last publication already one of no plan,
+        nothing more is kept."""
+        by_forge = self.plans_shown(repo, number, forge=True)
+        here = self.plans_shown(repo, number)
+        if here and here[-1][1].startswith(":"):
+            return  # the last already shows no plan: from then on it counts for none
+        if by_forge and here:
+            self.record_shown(repo, number, "", here[-1][0] + 1, by_forge[-1][0] + 1, kind=kind)
+        elif fallback is not None:
+            self.record_shown(repo, number, "", now, fallback, kind=kind)
 
     @staticmethod
     def _shown(
@@ -333,26 +345,38 @@ class Ledger(AuditLog):
                 for row in conn.execute(query)
             ]
 
-    def learn_words(self, repo: str, number: int, words: Iterable[str], now: int) -> dict[str, int]:
+    def learn_words(
+        self, repo: str, number: int, words: Mapping[str, int | None], now: int
+    ) -> dict[str, int]:
         """When the service first read each of PR ``number``'s review ``words``
-        (``gate_rules.word_key``): those read before keep their time, the others are
-        learnt ``now`` (the service's clock)."""
-        wanted = set(words)
-        if not wanted:
-            return {}
+        (``gate_rules.word_key`` -> the word's own time, the forge's): those read before
+        keep their time, the others are learnt ``now`` (the service's clock). The first
+        read of a PR's words (its first evaluation; every open PR's after ledger migration
+        17) takes each at its own time (or now, if the forge's clock says later): words
+        given before the service kept when it learnt them keep the order they had (red
+        team round 10)."""
         t = review_words.c
         query = select(t.word, t.learnt_ts).where(t.repo == repo, t.number == number)
         with self._writing("record when reviews were first read") as conn:
             known = {str(row.word): int(row.learnt_ts) for row in conn.execute(query)}
+            first = not known
             new = [
-                {"repo": repo, "number": number, "word": word, "learnt_ts": now}
-                for word in sorted(wanted - known.keys())
+                {
+                    "repo": repo,
+                    "number": number,
+                    "word": word,
+                    # never after it was read: a forge clock ahead is no later word
+                    "learnt_ts": min(words[word] or now, now) if first else now,
+                }
+                for word in sorted(words.keys() - known.keys())
             ]
+            if first:  # the PR's words are learnt from now on
+                new.append({"repo": repo, "number": number, "word": FIRST_READ, "learnt_ts": now})
             if new:
                 dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
                 conn.execute(dialect.insert(review_words).values(new).on_conflict_do_nothing())
                 known = {str(row.word): int(row.learnt_ts) for row in conn.execute(query)}
-        return {word: known[word] for word in wanted if word in known}
+        return {word: known[word] for word in words if word in known}
 
     def review(self, repo: str, number: int, sha: str) -> PlanReview | None:
         """The plan review recorded on ``sha``; None when that commit was not planned."""

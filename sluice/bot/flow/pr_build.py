@@ -131,8 +131,11 @@ def _click(job: Job, event: CheckRunEvent, number: int) -> None:
         plan_id = plan or current
     where = "the web UI's" if event.origin == WEB else "the check's"
     with job.ledger.together("record an approval click"):
+        # When the service received it, before any job queued ahead of it ran (a build that
+        # read its clicker's later objection: red team round 10); else when handled.
+        at = event.received_ms if event.received_ms is not None else job.now
         job.ledger.click(
-            job.repo, number, event.requester, event.head_sha, plan, job.now, event.requester_id
+            job.repo, number, event.requester, event.head_sha, plan, at, event.requester_id
         )
         audit.record(
             job,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections import deque
 
 from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
@@ -41,7 +42,9 @@ _Waiting = tuple[Delivery, "asyncio.Future[bool]"]
 
 def job_of(event: Event) -> NewJob:
     """The job ``event`` asks for: queued under its key (``pr_key``), superseding what it
-    makes moot. A webhook's event and a web UI action's are queued alike."""
+    makes moot, stamped with when the service received it (``received_ms``). A webhook's
+    event and a web UI action's are queued alike."""
+    event = dataclasses.replace(event, received_ms=int(time.time() * 1000))
     return NewJob(
         key=pr_key(event),
         kind=event.kind,

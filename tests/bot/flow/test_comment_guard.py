@@ -76,8 +76,9 @@ def test_the_ledger_keeps_the_newest_answer_and_the_texts_under_way(tmp_path: Pa
         assert ledger.comment_writes("r", 7).written is None
         ledger.write_deferred()
         writes = ledger.comment_writes("r", 7)
-        assert writes.written == 5_000 and writes.reads("text 2") and writes.is_under_way("text 1")
-        assert not writes.is_under_way("text 2")
+        assert writes.written == 5_000 and writes.reads("text 2")
+        # ... and text 1, saved before it, is over (the comment reads a newer text since).
+        assert not writes.is_under_way("text 2") and not writes.is_under_way("text 1")
         # An answer that came late (an earlier post's) moves neither the time nor the text.
         ledger.comment_written_later("r", 7, 4_000, "text 1")
         ledger.save_comment("r", 7, "b3", {}, posting="text 3")  # carries it

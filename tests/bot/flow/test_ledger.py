@@ -66,15 +66,20 @@ def test_plans_are_recorded_per_head_commit(ledger: Ledger) -> None:
 
 
 def test_each_review_word_is_learnt_once(ledger: Ledger) -> None:
-    assert ledger.learn_words("r", 7, [], 1_000) == {}
-    assert ledger.learn_words("r", 7, ["1:APPROVED:t1", "2:COMMENTED:t2"], 1_000) == {
-        "1:APPROVED:t1": 1_000, "2:COMMENTED:t2": 1_000,
+    # The PR's first read (its first evaluation, or the first after ledger migration 17):
+    # each word at its own time (the forge's), as words were ordered before.
+    # A forge clock ahead (a word "given" after now) is taken as read now, no later.
+    first = {"1:APPROVED:t1": 400, "2:COMMENTED:t2": None, "3:APPROVED:t3": 9_000}
+    assert ledger.learn_words("r", 7, first, 1_000) == {
+        "1:APPROVED:t1": 400, "2:COMMENTED:t2": 1_000, "3:APPROVED:t3": 1_000,
     }  # fmt: skip
     # Read again later, a word keeps when it was first read; a new one is learnt now.
-    assert ledger.learn_words("r", 7, ["1:APPROVED:t1", "1:DISMISSED:t1"], 5_000) == {
-        "1:APPROVED:t1": 1_000, "1:DISMISSED:t1": 5_000,
+    assert ledger.learn_words("r", 7, {"1:APPROVED:t1": 400, "1:DISMISSED:t1": 400}, 5_000) == {
+        "1:APPROVED:t1": 400, "1:DISMISSED:t1": 5_000,
     }  # fmt: skip
-    assert ledger.learn_words("r", 8, ["1:APPROVED:t1"], 9_000) == {"1:APPROVED:t1": 9_000}
+    # A PR read first with no words: its later words are learnt when read.
+    assert ledger.learn_words("r", 8, {}, 6_000) == {}
+    assert ledger.learn_words("r", 8, {"1:APPROVED:t1": 400}, 9_000) == {"1:APPROVED:t1": 9_000}
 
 
 def test_each_publication_is_kept_by_both_clocks(ledger: Ledger) -> None:
