@@ -147,7 +147,8 @@ class CommentWrites(NamedTuple):
     someone else's change kept: :meth:`Ledger.comment_seen`; :data:`GONE`: deleted); None
     before migration 16 kept it."""
     under_way: frozenset[str]
-    """The digests of the texts posted whose post has not ended (yet)."""
+    """The digests of the texts posted whose post has not ended (yet), and of those whose
+    post failed until a post saved after it is answered (:func:`_ended`)."""
 
     def reads(self, text: str) -> bool:
         """Whether a comment reading ``text`` reads what Sluice wrote: the text of its
@@ -663,8 +664,9 @@ class Ledger(AuditLog):
     ) -> None:
         """The post of ``posted`` (saved by :meth:`save_comment`) ended: answered at
         ``forge_at`` (the forge's clock; None: it says no time), the text the comment reads
-        from then on unless a later post's answer says otherwise; or ``failed`` (no longer
-        under way; the comment may or may not read it). Written with this thread's next
+        from then on unless a later post's answer says otherwise; or ``failed`` (the
+        comment may or may not read it: under way, marked, until a later post is answered,
+        :func:`_ended`). Written with this thread's next
         write of the ledger, as :meth:`record_check_run_later`'s (a PR build pays no
         transaction for it)."""
         digest = _digest(posted)
