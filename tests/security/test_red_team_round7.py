@@ -435,8 +435,8 @@ def test_an_approval_of_a_plan_whose_post_lost_its_answer_does_not_count_for_the
     # edit, but its answer is lost (a 502): pr_build records nothing.
     real = bot.forge.upsert_comment
 
-    def lost(number: int, marker: str, body: str) -> int | None:
-        real(number, marker, body)
+    def lost(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
+        real(number, marker, body, comment_id)
         raise ForgeError("GitHub answered 502")
 
     bot.forge.upsert_comment = lost  # type: ignore[method-assign]
@@ -468,8 +468,8 @@ def test_a_failed_edit_of_sections_alone_keeps_an_approval_of_the_plan_shown(bot
     bot.clock.now += MINUTE
     real = bot.forge.upsert_comment
 
-    def lost(number: int, marker: str, body: str) -> int | None:
-        real(number, marker, body)
+    def lost(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
+        real(number, marker, body, comment_id)
         raise ForgeError("GitHub answered 502")
 
     bot.forge.upsert_comment = lost  # type: ignore[method-assign]
@@ -492,8 +492,8 @@ def test_after_a_lost_answer_the_plan_posted_again_is_approved_as_usual(bot: Bot
     published(bot, A, CHANGE, at if at is not None else bot.clock.now)
     real = bot.forge.upsert_comment
 
-    def lost(number: int, marker: str, body: str) -> int | None:
-        real(number, marker, body)
+    def lost(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
+        real(number, marker, body, comment_id)
         raise ForgeError("GitHub answered 502")
 
     bot.forge.upsert_comment = lost  # type: ignore[method-assign]
@@ -524,16 +524,16 @@ def test_githubs_time_of_a_publication_is_never_before_the_comment_read_so() -> 
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         github.install(mock)
         forge = github_forge()
-        first = forge.upsert_comment(7, marker, f"{marker}\nA's plan")
+        first = forge.upsert_comment(7, marker, f"{marker}\nA's plan").at
         (made,) = github.comments.values()
         assert first == _epoch(made["updated_at"])
-        assert forge.upsert_comment(7, marker, f"{marker}\nA's plan") == first
+        assert forge.upsert_comment(7, marker, f"{marker}\nA's plan").at == first
         # Another job's section (the gate's) edits it: GitHub moves updated_at.
-        moved = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved")
+        moved = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved").at
         assert moved is not None and first is not None and moved > first
-        again = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved")
+        again = forge.upsert_comment(7, marker, f"{marker}\nA's plan\n\napproved").at
         assert again == moved == _epoch(made["updated_at"])
-        edited = forge.upsert_comment(7, marker, f"{marker}\nB's plan")
+        edited = forge.upsert_comment(7, marker, f"{marker}\nB's plan").at
         assert edited is not None and edited > moved
         assert edited == _epoch(made["updated_at"])
 

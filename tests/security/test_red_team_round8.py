@@ -273,11 +273,11 @@ def test_sluices_own_edit_read_while_another_job_writes_is_no_rewrite(bot: Bot) 
     real = bot.forge.upsert_comment
     raced: list[bool] = []
 
-    def between(number: int, marker: str, body: str) -> int | None:
+    def between(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
         if not raced:
             raced.append(True)
             bot.deliver("issue_comment", hook)
-        return real(number, marker, body)
+        return real(number, marker, body, comment_id)
 
     bot.forge.upsert_comment = between  # type: ignore[method-assign]
     job = Job.start(bot.deps, bot.forge)
@@ -465,6 +465,20 @@ def test_another_projects_marker_is_not_this_projects_comment(bot: Bot) -> None:
                                             sender="alice"))  # fmt: skip
     assert bot.ledger.plans_shown(KEY, 7) == before
     assert "finance's plan" in theirs.body and "rewritten" in theirs.body
+
+
+def test_a_hooked_rewrite_that_drops_the_marker_is_kept_and_put_back(bot: Bot) -> None:
+    """alice rewrites Sluice's comment and drops the marker, the hook on. Defended: the
+    comment is Sluice's by the id its last post wrote (ledger migration 18), so its hook
+    is handled as any rewrite: kept as a publication of no plan, the text put back."""
+    mine = _show(bot)
+    bot.clock.now += MINUTE
+    mine.body, mine.updated = f"### Sluice\n{FORGED}\n", bot.clock.now
+    bot.deliver("issue_comment", _edit_hook(mine.id, mine.body, author=bot.forge.bot_user,
+                                            sender="alice"))  # fmt: skip
+    assert [kind for _, kind in bot.ledger.plans_shown(KEY, 7)][-1] == ":edited"
+    assert bot.deps.sticky.marker in mine.body and REAL in mine.body and FORGED not in mine.body
+    assert len(bot.forge.bot_comments(7)) == 1
 
 
 # == GitLab, through the whole service ==================================================

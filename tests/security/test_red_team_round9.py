@@ -96,7 +96,7 @@ Findings (xfail unless closed):
    Fix: ``comment_guard.read_back`` at the top of ``budget_approved`` (and in
    ``refresh`` before its ``review is None`` return).
 
-Closed since (their tests pass): 1 to 6 and 8. Every publication reads the comment back
+Closed since (their tests pass): all but round 8's finding 6 below. Every publication reads the comment back
 before its edit (``Job.publish``'s guard, in ``StickyComment.publish``: the forge first,
 then the ledger in the publication's own transaction: 1, 2, 4), and so do the gate's
 evaluations (``approval.refresh`` before anything, a held head included, and
@@ -104,8 +104,10 @@ evaluations (``approval.refresh`` before anything, a held head included, and
 of Sluice's newest answered post nor one under way (6); by its time only on a forge that
 moves it when the text is written (GitHub; GitLab's ``own_comment`` says no time: 5). A
 failed post's text stays under way, marked, only until a post saved after it is answered
-(3). Open: 7; and on GitLab, a rewrite put back by hand to Sluice's very text before any
-read-back leaves nothing to tell by (round 8's finding 6, its restored variant).
+(3). Sluice's comment is the one its newest answered post wrote, by its id (ledger
+migration 18): read back and put back by it (7). Open: on GitLab, a rewrite put back by
+hand to Sluice's very text before any read-back leaves nothing to tell by (round 8's
+finding 6, its restored variant).
 
 Defended (their tests pass): a GitHub reaction on Sluice's comment is no edit (GitHub
 leaves ``updated_at``; so does the in-memory forge); an edit with no hook is kept before a
@@ -279,7 +281,7 @@ def test_a_failed_posts_old_text_put_back_later_is_still_an_edit(bot: Bot) -> No
     bot.clock.now += MINUTE
     real = bot.forge.upsert_comment
 
-    def failing(number: int, marker: str, body: str) -> int | None:
+    def failing(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
         raise ForgeError("github: 502 Bad Gateway")
 
     bot.forge.upsert_comment = failing  # type: ignore[method-assign]
@@ -358,12 +360,6 @@ def test_an_edit_in_the_second_of_sluices_last_write_is_seen(bot: Bot) -> None:
 # == 7. a rewrite without the marker =====================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Forge.own_comment finds comments by marker: alice's rewrite without it reads as "
-    "'deleted', the put-back posts a new comment and the old one keeps her text under "
-    "Sluice's name; fix: keep the comment's id, read and restore it by id",
-)
 def test_a_rewrite_without_the_marker_leaves_no_fake_plan_under_sluices_name(bot: Bot) -> None:
     mine = _show(bot)
     bot.clock.now += MINUTE
@@ -484,7 +480,7 @@ def test_many_failed_posts_leave_a_live_writes_text_under_way(bot: Bot) -> None:
     _approve(bot, "carol", A, 100)
     real = bot.forge.upsert_comment
 
-    def failing(number: int, marker: str, body: str) -> int | None:
+    def failing(number: int, marker: str, body: str, comment_id: int | None = None) -> object:
         raise ForgeError("github: 502 Bad Gateway")
 
     bot.forge.upsert_comment = failing  # type: ignore[method-assign]
@@ -513,8 +509,10 @@ def test_a_new_bodys_failed_post_refuses_an_approval_after_it(bot: Bot) -> None:
     bot.clock.now += MINUTE
     real = bot.forge.upsert_comment
 
-    def applied_then_lost(number: int, marker: str, body: str) -> int | None:
-        real(number, marker, body)
+    def applied_then_lost(
+        number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> object:
+        real(number, marker, body, comment_id)
         raise ForgeError("github: the connection was reset")
 
     bot.forge.upsert_comment = applied_then_lost  # type: ignore[method-assign]

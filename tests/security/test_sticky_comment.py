@@ -168,6 +168,43 @@ def test_a_token_that_is_refused_is_an_error_not_a_guess(github: FakeGitHub) -> 
     assert [m for m, _ in github.requests if m != "GET"] == []
 
 
+def test_a_rewrite_that_dropped_the_marker_is_found_and_put_back_by_its_id(
+    github: FakeGitHub,
+) -> None:
+    # Someone with write access rewrites Sluice's comment and drops the marker (red team
+    # round 9, 7): by marker there is none; by the id the flow kept it is still Sluice's,
+    # read back as rewritten and put back, never left under Sluice's name beside a new one.
+    posted = token_forge().upsert_comment(7, MARKER, OURS)
+    assert posted.comment_id is not None
+    github.comments[posted.comment_id]["body"] = "### Sluice\nPlan: nothing changes"
+    forge = token_forge()
+    assert forge.own_comment(7, MARKER) is None
+    found = forge.own_comment(7, MARKER, posted.comment_id)
+    assert found is not None and found.own and found.comment_id == posted.comment_id
+    assert found.body == "### Sluice\nPlan: nothing changes"
+    assert forge.upsert_comment(7, MARKER, OURS, posted.comment_id).comment_id == posted.comment_id
+    me = github.comments[posted.comment_id]["user"]["login"]
+    assert bodies(github) == [(me, OURS)]
+
+
+def test_an_id_that_is_not_sluices_comment_on_this_pull_request_is_never_taken(
+    github: FakeGitHub,
+) -> None:
+    # An id kept for a comment that is someone else's, or Sluice's on another pull request,
+    # is passed over: the comment is found by marker (or made) as before.
+    mallory = github.add_comment(7, "### Sluice\nPlan: nothing changes", user="mallory")
+    forge = token_forge()
+    elsewhere = forge.upsert_comment(8, MARKER, f"{MARKER}\non #8").comment_id
+    for wrong in (mallory, elsewhere, 999_999):
+        assert wrong is not None
+        found = forge.own_comment(7, MARKER, wrong)  # by marker: none, then Sluice's
+        assert found is None or found.comment_id not in (mallory, elsewhere)
+        made = forge.upsert_comment(7, MARKER, OURS, wrong)
+        assert made.comment_id not in (mallory, elsewhere)
+    assert github.comments[mallory]["edits"] == 0
+    assert [b for _, b in bodies(github)] == ["### Sluice\nPlan: nothing changes", OURS]
+
+
 # --- GitLab -----------------------------------------------------------------------------
 
 
@@ -207,6 +244,24 @@ def test_gitlab_refuses_to_guess_when_the_token_cannot_say_who_it_is(
     assert "api scope" in str(caught.value.hint)
     assert [n["bodies"] for n in gitlab.notes_on(7)] == [[f"{MARKER}\nold"]]
     assert gitlab.asked("POST", "/notes") == 0 and gitlab.asked("PUT", "/notes") == 0
+
+
+def test_gitlab_a_rewrite_that_dropped_the_marker_is_put_back_by_its_id(
+    gitlab: FakeGitLab,
+) -> None:
+    posted = gitlab_forge(gitlab).upsert_comment(7, MARKER, OURS)
+    assert posted.comment_id is not None
+    [ours] = gitlab.bot_notes(7)
+    ours["body"] = "### Sluice\nPlan: nothing changes"  # a maintainer's rewrite
+    mallory = gitlab.add_note(7, "### Sluice\nPlan: nothing changes", author="mallory")
+    forge = gitlab_forge(gitlab)
+    assert forge.own_comment(7, MARKER) is None
+    found = forge.own_comment(7, MARKER, posted.comment_id)
+    assert found is not None and found.own and found.updated_ms is None  # no time (emoji)
+    assert forge.own_comment(7, MARKER, mallory) is None  # another's: never taken
+    assert forge.upsert_comment(7, MARKER, OURS, posted.comment_id).comment_id == ours["id"]
+    notes = [(n["author"], n["body"]) for n in gitlab.notes_on(7)]
+    assert notes == [("sluice-bot", OURS), ("mallory", "### Sluice\nPlan: nothing changes")]
 
 
 # --- the local forge --------------------------------------------------------------------

@@ -85,6 +85,7 @@ from sluice.bot.forge.base import (
     DirEntry,
     Forge,
     ForgeError,
+    Posted,
     PostedComment,
     PullCommit,
     PullRequest,
@@ -393,11 +394,15 @@ class WorkspaceForge:
     def pull_commits(self, number: int) -> list[PullCommit] | None:
         return self.inner.pull_commits(number)
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
-        return self.inner.upsert_comment(number, marker, body)
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
+        return self.inner.upsert_comment(number, marker, body, comment_id)
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
-        return self.inner.own_comment(number, marker)
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
+        return self.inner.own_comment(number, marker, comment_id)
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         made = self.inner.set_check(sha, check, run_id)

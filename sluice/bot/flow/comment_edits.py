@@ -39,8 +39,14 @@ def on_edit(job: Job, event: CommentEvent) -> None:
     the edit as a publication of no plan, put Sluice's text back and ask the gate again."""
     found = job.forge.comment(event.number, event.comment_id)
     sticky = job.deps.sticky
-    if found is None or not found.own or sticky.marker not in found.body:
-        return  # someone's own comment, another project's, or gone
+    if found is None or not found.own:
+        return  # someone's own comment, or gone
+    # Without this project's marker: another project's, or this one's with it dropped (the
+    # comment Sluice's newest post wrote, by its id).
+    if sticky.marker not in found.body and (
+        event.comment_id != job.ledger.comment_writes(job.repo, event.number).comment_id
+    ):
+        return
     if event.editor is not None:
         by_author = (
             event.editor_id == found.author_id

@@ -72,6 +72,11 @@ def check(
 ) -> tuple[str, str] | None:
     """When someone else changed PR ``number``'s comment, read back as ``found``, since
     Sluice's ``writes``: keep it (:func:`keep`) and return the section saying so."""
+    if writes.comment_id is not None and (found is None or found.comment_id != writes.comment_id):
+        # Not found by its marker as Sluice's newest post left it: read it by its id (a
+        # rewrite that dropped the marker is Sluice's comment all the same, red team
+        # round 9); the forge's finder, so its time means what it does there.
+        found = job.forge.own_comment(number, job.deps.sticky.marker, writes.comment_id)
     how = changed(found, writes)
     if how is None:
         return None

@@ -149,6 +149,8 @@ class CommentWrites(NamedTuple):
     under_way: frozenset[str]
     """The digests of the texts posted whose post has not ended (yet), and of those whose
     post failed until a post saved after it is answered (:func:`_ended`)."""
+    comment_id: int | None = None
+    """The forge's id of the comment the newest answered post wrote (None: not known)."""
 
     def reads(self, text: str) -> bool:
         """Whether a comment reading ``text`` reads what Sluice wrote: the text of its
@@ -660,11 +662,19 @@ class Ledger(AuditLog):
             _upsert(conn, comments, row, ("repo", "number"))
 
     def comment_written_later(
-        self, repo: str, number: int, forge_at: int | None, posted: str, *, failed: bool = False
+        self,
+        repo: str,
+        number: int,
+        forge_at: int | None,
+        posted: str,
+        *,
+        failed: bool = False,
+        comment_id: int | None = None,
     ) -> None:
         """The post of ``posted`` (saved by :meth:`save_comment`) ended: answered at
-        ``forge_at`` (the forge's clock; None: it says no time), the text the comment reads
-        from then on unless a later post's answer says otherwise; or ``failed`` (the
+        ``forge_at`` (the forge's clock; None: it says no time) by comment ``comment_id``
+        (None: the forge has no ids), the text the comment reads from then on unless a
+        later post's answer says otherwise; or ``failed`` (the
         comment may or may not read it: under way, marked, until a later post is answered,
         :func:`_ended`). Written with this thread's next
         write of the ledger, as :meth:`record_check_run_later`'s (a PR build pays no
@@ -680,10 +690,12 @@ class Ledger(AuditLog):
             texts = self._texts(conn, repo, number)
             texts["under_way"] = _ended(texts["under_way"], digest, failed)
             written = None if row.written_forge_ts is None else int(row.written_forge_ts)
+            values: dict[str, Any] = {}
             if not failed and (forge_at is None or written is None or forge_at >= written):
                 texts["written"] = digest  # the newest answer: what the comment reads
                 written = written if forge_at is None else forge_at
-            values = {"written_forge_ts": written, "texts": dump_json(texts)}
+                values["comment_id"] = comment_id
+            values |= {"written_forge_ts": written, "texts": dump_json(texts)}
             conn.execute(comments.update().where(*where).values(values))
 
         self._deferred_calls().append(confirm)
@@ -708,14 +720,16 @@ class Ledger(AuditLog):
     def comment_writes(self, repo: str, number: int) -> CommentWrites:
         """What the comment reads by Sluice's writes (:class:`CommentWrites`)."""
         where = (comments.c.repo == repo, comments.c.number == number)
-        query = select(comments.c.written_forge_ts).where(*where)
+        query = select(comments.c.written_forge_ts, comments.c.comment_id).where(*where)
         with self._reading("read the comment's writes") as conn:
-            written = conn.execute(query).scalar_one_or_none()
+            row = conn.execute(query).first()
             texts = self._texts(conn, repo, number)
+        written, comment_id = (None, None) if row is None else (row[0], row[1])
         return CommentWrites(
             None if written is None else int(written),
             texts["written"],
             frozenset(d.removeprefix(FAILED) for d in texts["under_way"]),
+            None if comment_id is None else int(comment_id),
         )
 
     def _texts(self, conn: Connection, repo: str, number: int) -> dict[str, Any]:

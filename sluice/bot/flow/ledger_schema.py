@@ -112,6 +112,10 @@ comments = Table(
     # reads by then, "under_way": those of the texts posted whose post has not ended, at
     # most 8}: a comment read back reading another text was changed by someone else.
     Column("texts", JsonText, nullable=True),
+    # Migration 18. The id of the comment Sluice's newest answered post wrote (None: the
+    # forge has none, or none was answered since): it is read back and written by it,
+    # so a rewrite that dropped the marker is still found as Sluice's (red team round 9).
+    Column("comment_id", BigInteger, nullable=True),
 )
 
 merged_prs = Table(
@@ -372,6 +376,12 @@ def _comment_writes(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE {comments.name} ADD COLUMN {column} {kind}")
 
 
+def _comment_id(conn: Connection) -> None:
+    # Migration 1 makes the table as declared now: add the column where missing.
+    if "comment_id" not in {c["name"] for c in inspect(conn).get_columns(comments.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {comments.name} ADD COLUMN comment_id BIGINT")
+
+
 def _plan_bound(conn: Connection) -> None:
     # Migration 1 makes the tables as declared now: add the columns only where missing.
     for table, column, kind in (
@@ -532,6 +542,7 @@ LEDGER = Track(
         Migration(15, "when each plan was shown, by the forge's clock", _forge_times),
         Migration(16, "when Sluice's comment last read what Sluice wrote", _comment_writes),
         Migration(17, "when each review's word was first read", create_tables(review_words)),
+        Migration(18, "the id of Sluice's comment on each pull request", _comment_id),
     ),
     adopt=_adopt,
 )

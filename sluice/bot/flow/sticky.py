@@ -65,7 +65,8 @@ class StickyComment:
         repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
         found = forge.own_comment(number, self.marker) if guard is not None else None
         with self.ledger.together("publish the sticky comment"):
-            extra = guard(found, self.ledger.comment_writes(repo, number)) if guard else None
+            writes = self.ledger.comment_writes(repo, number)
+            extra = guard(found, writes) if guard else None
             old, kept = self.ledger.comment(repo, number)
             body = body if body is not None else old
             changes = [*([section] if section is not None else []), *sections]
@@ -78,12 +79,14 @@ class StickyComment:
                 body = f"{self.marker}\n### Sluice\n"
             text = comment.with_sections(body, kept)
             self.ledger.save_comment(repo, number, body, kept, posting=text)
-        try:
-            forge_at = forge.upsert_comment(number, self.marker, text)
+        try:  # Sluice's comment by its id: a rewrite that dropped the marker is put back
+            posted = forge.upsert_comment(number, self.marker, text, writes.comment_id)
         except BaseException:
             self.ledger.comment_written_later(repo, number, None, text, failed=True)
             raise
         # Until this is written (with the job's next write), a read back of the comment
         # finds its text among those under way.
-        self.ledger.comment_written_later(repo, number, forge_at, text)
-        return forge_at
+        self.ledger.comment_written_later(
+            repo, number, posted.at, text, comment_id=posted.comment_id
+        )
+        return posted.at

@@ -172,6 +172,18 @@ class PostedComment:
     body: str
     updated_ms: int | None = None
     own: bool = False
+    comment_id: int | None = None
+    """Its id on the forge (None where the forge has none: the local forge's files)."""
+
+
+@dataclass(frozen=True)
+class Posted:
+    """What a post of the bot's comment (:meth:`Forge.upsert_comment`) left: the comment's
+    id (None where the forge has none) and when it came to read the text posted, by the
+    forge's clock (epoch ms; None where the forge says no time)."""
+
+    comment_id: int | None
+    at: int | None
 
 
 @dataclass(frozen=True)
@@ -281,22 +293,31 @@ class Forge(Protocol):
         """
         ...
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
-        """Edit the bot's comment holding ``marker`` on the PR, or create it (``body``
-        must contain ``marker``). The bot's: written by the forge's own identity (a GitHub
-        App's ``<slug>[bot]``, a token's user, the local forge's bot user); anyone else's
-        comment holding the marker is never edited nor taken for it.
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
+        """Edit the bot's comment on the PR, or create it (``body`` must contain
+        ``marker``): comment ``comment_id`` (the one the bot last wrote, as the flow keeps
+        it) while it is still the bot's on this PR, whatever it reads now (someone else's
+        rewrite that dropped the marker is put back, never left under the bot's name);
+        else the bot's comment holding ``marker``. The bot's: written by the forge's own
+        identity (a GitHub App's ``<slug>[bot]``, a token's user, the local forge's bot
+        user); anyone else's comment, holding the marker or not, is never edited nor
+        taken for it.
 
-        Returns when the comment came to read ``body``, by the forge's own clock (epoch
-        ms: the edit's or the creation's time, or the comment's last update where it read
-        so already): what an approval the forge stamps is compared with (a plan shown
-        from then on); None where the forge says no time (its approvals are then stamped
-        by the service's clock, the local forge's)."""
+        Returns the comment's id and when it came to read ``body``, by the forge's own
+        clock (epoch ms: the edit's or the creation's time, or the comment's last update
+        where it read so already): what an approval the forge stamps is compared with (a
+        plan shown from then on); None where the forge says no time (its approvals are
+        then stamped by the service's clock, the local forge's)."""
         ...
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
-        """The bot's comment holding ``marker`` on the PR (the one :meth:`upsert_comment`
-        edits) as the forge holds it now, with when it was last written; None when there
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
+        """The bot's comment on the PR as :meth:`upsert_comment` finds it (comment
+        ``comment_id`` while still the bot's there, else the one holding ``marker``), as
+        the forge holds it now, with its id and when it was last written; None when there
         is none (never made, or deleted)."""
         ...
 

@@ -36,6 +36,7 @@ from sluice.bot.forge.base import (
     Check,
     DirEntry,
     ForgeError,
+    Posted,
     PostedComment,
     PullCommit,
     PullRequest,
@@ -666,35 +667,42 @@ class GitLabForge:
         )
         return f"{mr_url}#note_{note_id}"
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
-        """Edit the bot's note holding ``marker`` on merge request ``!number``, or create
-        it. The note is the oldest non-system note holding the marker written by the
-        token's user (:meth:`_own_username`); anyone else's note holding the marker is
-        never edited nor taken as the bot's. The merge request is read once per forge, so
-        statuses on its head can link to the note."""
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
+        """Edit the bot's note on merge request ``!number`` (note ``comment_id`` while it
+        is still the bot's there, else the one holding ``marker``), or create it. The
+        bot's: a non-system note written by the token's user (:meth:`_own_username`);
+        found by marker, the oldest of its holding it. Anyone else's note is never edited
+        nor taken as the bot's. The merge request is read once per forge, so statuses on
+        its head can link to the note."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         if number not in self._heads:
             self.pull_request(number)
         with self._guard(f"updating the note on merge request !{number}"):
             mr = self._mr(number)
-            note = self._own_note(mr, marker)
+            note = self._note_by_id(mr, comment_id) or self._own_note(mr, marker)
             if note is None:
                 created = mr.notes.create({"body": body})
                 self._note_urls[number] = self._note_url(number, int(created.id))
-                return created_ms(created.attributes.get("updated_at"))
+                return Posted(int(created.id), created_ms(created.attributes.get("updated_at")))
             attrs = note.attributes
             if attrs.get("body") != body:  # GitLab's answer: the note, updated_at too
                 attrs = mr.notes.update(note.id, {"body": body}) or {}
             self._note_urls[number] = self._note_url(number, int(note.id))
-            return created_ms(attrs.get("updated_at"))
+            return Posted(int(note.id), created_ms(attrs.get("updated_at")))
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
-        """Our note holding ``marker`` (as :meth:`upsert_comment` finds it); None when
-        there is none. No time: GitLab moves a note's ``updated_at`` when anyone awards it
-        an emoji, so it does not say when its text was written (red team round 9)."""
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
+        """Our note as :meth:`upsert_comment` finds it (note ``comment_id``, else the one
+        holding ``marker``); None when there is none. No time: GitLab moves a note's
+        ``updated_at`` when anyone awards it an emoji, so it does not say when its text
+        was written (red team round 9)."""
         with self._guard(f"reading the note on merge request !{number}"):
-            note = self._own_note(self._mr(number), marker)
+            mr = self._mr(number)
+            note = self._note_by_id(mr, comment_id) or self._own_note(mr, marker)
             if note is None:
                 return None
             attrs = note.attributes
@@ -705,19 +713,28 @@ class GitLabForge:
                 str(attrs.get("body") or ""),
                 None,
                 True,
+                int(note.id),
             )
 
     def _own_note(self, mr: Any, marker: str) -> Any:
         """The oldest non-system note of ``mr`` holding ``marker`` by the token's user."""
-        me = self._own_username()
+        me = self._own_username()  # asked first: a failed lookup makes no second note
         for note in mr.notes.list(get_all=True, sort="asc", order_by="created_at"):
-            attrs = note.attributes
-            author = (attrs.get("author") or {}).get("username")
-            if attrs.get("system") or marker not in (attrs.get("body") or ""):
-                continue
-            if author == me:
+            if marker in (note.attributes.get("body") or "") and _is_own(note, me):
                 return note
         return None
+
+    def _note_by_id(self, mr: Any, note_id: int | None) -> Any:
+        """Note ``note_id`` of ``mr`` when it is still the token's user's own."""
+        if note_id is None:
+            return None
+        try:
+            note = mr.notes.get(note_id)
+        except GitlabError as error:
+            if _status(error) == 404:
+                return None
+            raise
+        return note if _is_own(note, self._own_username()) else None
 
     def reply(self, number: int, body: str) -> None:
         """Post a new note on merge request ``!number``."""
@@ -744,6 +761,7 @@ class GitLabForge:
             str(note.body or ""),
             created_ms(note.attributes.get("updated_at")),
             own,
+            comment_id,
         )
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
@@ -1034,3 +1052,9 @@ def _account_id(value: object) -> int | None:
 def _positive_id(value: object) -> int | None:
     """An id as the API gave it (a positive integer); None for anything else."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _is_own(note: Any, me: str) -> bool:
+    """Whether ``note`` is a person's note (not GitLab's system note) written by ``me``."""
+    attrs = note.attributes
+    return not attrs.get("system") and (attrs.get("author") or {}).get("username") == me

@@ -43,6 +43,7 @@ from sluice.bot.forge.base import (
     Account,
     Check,
     ForgeError,
+    Posted,
     PostedComment,
     PullCommit,
     PullRequest,
@@ -309,13 +310,16 @@ class LocalForge(GitRepo):
 
     # -- comments, reviews, reactions ----------------------------------------------------
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
         """Replace this forge's bot user's comment holding ``marker`` (``prs/<n>/comment.md``
         ...), or create it; a comment holding the marker written by anyone else (another
         bot user sharing the store) is never taken as ours. Who wrote each comment file is
         in ``prs/<n>/authors.json``; a file it does not name was written by
-        :data:`BOT_USER` (before authors were recorded). No time: this forge's reviews
-        are stamped by the service's own clock."""
+        :data:`BOT_USER` (before authors were recorded). No id (``comment_id`` is never
+        given back: the files are found by marker) and no time: this forge's reviews are
+        stamped by the service's own clock."""
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with self._locked():
@@ -328,12 +332,12 @@ class LocalForge(GitRepo):
                     continue
                 if marker in path.read_text(encoding="utf-8"):
                     self._write(path, body)
-                    return None
+                    return Posted(None, None)
             name = "comment.md" if not existing else f"comment-{len(existing) + 1}.md"
             authors[name] = self.bot_user
             self._write(folder / "authors.json", authors)
             self._write(folder / name, body)
-        return None
+        return Posted(None, None)
 
     def _authors(self, number: int) -> dict[str, str]:
         path = self._pr_dir(number) / "authors.json"
@@ -342,9 +346,11 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"comment.md": "user"}}')
         return {str(k): str(v) for k, v in authors.items()}
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
-        """This forge's bot user's comment holding ``marker`` (no time: this forge keeps
-        none); None when there is none."""
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
+        """This forge's bot user's comment holding ``marker`` (no ids: ``comment_id`` is
+        never given; no time: this forge keeps none); None when there is none."""
         with self._locked():
             authors = self._authors(number)
             for path in self._sticky(number):

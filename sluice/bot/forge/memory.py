@@ -27,6 +27,7 @@ the flow's words for one forge are under test (the ledger keys the repository by
 >>> forge.open_pull(1, head_sha="c1", base="main", author="alice").number
 1
 >>> forge.upsert_comment(1, "<!-- m -->", "<!-- m --> hello")
+Posted(comment_id=1001, at=None)
 >>> [c.body for c in forge.comments[1]]
 ['<!-- m --> hello']
 """
@@ -53,6 +54,7 @@ from sluice.bot.forge.base import (
     DirEntry,
     Forge,
     ForgeError,
+    Posted,
     PostedComment,
     PullCommit,
     PullRequest,
@@ -588,30 +590,41 @@ class MemoryForge:
                 todo.extend(self.parents.get(current, ()))
         return list(seen)
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
         """At the forge's :attr:`clock` (None: it keeps no time of comments)."""
         self._call("upsert_comment", number, marker, body)
         if marker not in body:
             raise ForgeError("memory: the comment's body does not hold its marker")
         self._pull(number)
         at = self.clock() if self.clock is not None else None
-        for comment in self.comments.get(number, []):
-            if comment.author == self.bot_user and marker in comment.body:
-                if comment.body != body:
-                    comment.body, comment.updated = body, at
-                return comment.updated
+        for comment in self._own(number, marker, comment_id):
+            if comment.body != body:
+                comment.body, comment.updated = body, at
+            return Posted(comment.id, comment.updated)
         self._ids += 1
         made = Comment(self._ids, self.bot_user, body, updated=at)
         self.comments.setdefault(number, []).append(made)
-        return at
+        return Posted(made.id, at)
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
         self._call("own_comment", number, marker)
-        for comment in self.comments.get(number, []):
-            if comment.author == self.bot_user and marker in comment.body:
-                author_id = self.account_id(comment.author)
-                return PostedComment(comment.author, author_id, comment.body, comment.updated, True)
+        for comment in self._own(number, marker, comment_id):
+            author_id = self.account_id(comment.author)
+            return PostedComment(
+                comment.author, author_id, comment.body, comment.updated, True, comment.id
+            )
         return None
+
+    def _own(self, number: int, marker: str, comment_id: int | None) -> list[Comment]:
+        """The bot's comment ``comment_id`` on PR ``number``, else its oldest holding
+        ``marker`` (none: empty)."""
+        mine = [c for c in self.comments.get(number, []) if c.author == self.bot_user]
+        by_id = [c for c in mine if comment_id is not None and c.id == comment_id]
+        return by_id or [c for c in mine if marker in c.body][:1]
 
     def reply(self, number: int, body: str) -> None:
         self._call("reply", number, body)
@@ -629,6 +642,7 @@ class MemoryForge:
                     comment.body,
                     self.clock() if self.clock is not None else None,  # its latest time
                     own=comment.author == self.bot_user,
+                    comment_id=comment.id,
                 )
         return None
 

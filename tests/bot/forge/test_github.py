@@ -25,7 +25,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from responses import matchers
 
-from sluice.bot.forge.base import Check, CheckAction, Forge, ForgeError, PullCommit, created_ms
+from sluice.bot.forge.base import (
+    Check,
+    CheckAction,
+    Forge,
+    ForgeError,
+    Posted,
+    PullCommit,
+    created_ms,
+)
 from sluice.bot.forge.github import (
     GitHubForge,
     TokenCache,
@@ -640,7 +648,9 @@ def test_upsert_comment_does_nothing_when_unchanged(
     rs.get(f"{API}/user", json=me)
     rs.get(f"{R}/issues/7/comments", json=[comment_json(1001, f"{MARKER}\nsame", me)])
     # GitHub's time it came to read so: its last update.
-    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nsame") == created_ms("2026-03-01T10:00:00Z")
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nsame") == Posted(
+        1001, created_ms("2026-03-01T10:00:00Z")
+    )
     assert [c.request.method for c in rs.calls] == ["GET", "GET"]
 
 
@@ -654,7 +664,9 @@ def test_upsert_comment_says_when_github_wrote_it_and_comment_reads_it_back(
     rs.get(f"{R}/issues/7/comments", json=[comment_json(1001, f"{MARKER}\nold", me)])
     answer = {**comment_json(1001, f"{MARKER}\nnew", me), "updated_at": "2026-03-02T08:30:05Z"}
     rs.patch(f"{R}/issues/comments/1001", json=answer)
-    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nnew") == created_ms("2026-03-02T08:30:05Z")
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nnew") == Posted(
+        1001, created_ms("2026-03-02T08:30:05Z")
+    )
     rs.get(f"{R}/issues/comments/1001", json=answer)
     found = forge.comment(7, 1001)
     assert found is not None and found.own

@@ -441,14 +441,14 @@ def test_upsert_comment_says_when_gitlab_wrote_the_note_and_comment_reads_it_bac
     # What the gate compares GitLab's approved_at with: GitLab's time of the note's
     # edit (its answer's updated_at), never the service's clock.
     gl.add_mr(7, sha=SHA)
-    made = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v1")
+    made = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v1").at
     [ours] = gl.bot_notes(7)
     assert made == created_ms(ours["updated_at"])
-    edited = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2")
+    edited = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2").at
     assert edited == created_ms(ours["updated_at"]) and edited is not None and made is not None
     assert edited > made
     # Unchanged: the time it came to read so.
-    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2") == edited
+    assert forge.upsert_comment(7, MARKER, f"{MARKER}\nplan v2").at == edited
     # Read back: GitLab's time and whether it is the bot's own note.
     found = forge.comment(7, ours["id"])
     assert found is not None and found.own and found.updated_ms == edited

@@ -48,12 +48,12 @@ def test_the_sticky_comment_is_the_bots_own_never_another_authors() -> None:
 def test_the_sticky_comment_keeps_when_it_last_read_what_it_reads() -> None:
     forge, now = _forge(), [1_000]
     forge.clock = lambda: now[0]
-    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1") == 1_000
+    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1").at == 1_000
     now[0] = 2_000
-    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1") == 1_000  # unchanged
+    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1").at == 1_000  # unchanged
     found = forge.own_comment(7, "<!-- s -->")
     assert found is not None and found.updated_ms == 1_000
-    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v2") == 2_000
+    assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v2").at == 2_000
 
 
 def test_files_by_branch_and_by_sha_and_reachability() -> None:

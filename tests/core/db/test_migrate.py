@@ -162,6 +162,9 @@ def test_a_database_from_before_the_runner_migrates_and_keeps_its_rows(
         # gate's read-back then has nothing to compare with until the next write).
         ("sluice_pr_comments", "written_forge_ts"),
         ("sluice_pr_comments", "texts"),
+        # Ledger migration 18: the comment's id (none from before: found by its marker
+        # until Sluice's next answered post).
+        ("sluice_pr_comments", "comment_id"),
     ):
         assert grown[table]["columns"].pop(column)[1] is True, (table, column)
     grown.pop("sluice_check_runs")  # ledger migration 8's table

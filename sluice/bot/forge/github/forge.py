@@ -31,6 +31,7 @@ from sluice.bot.forge.base import (
     Check,
     DirEntry,
     ForgeError,
+    Posted,
     PostedComment,
     PullCommit,
     PullRequest,
@@ -529,35 +530,45 @@ class GitHubForge:
                     self._login = ACTIONS_BOT
         return self._login
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int | None:
-        """Edit our comment holding ``marker`` on pull request ``number``, or create it.
+    def upsert_comment(
+        self, number: int, marker: str, body: str, comment_id: int | None = None
+    ) -> Posted:
+        """Edit our comment on pull request ``number`` (comment ``comment_id`` while it is
+        still ours there, else the one holding ``marker``), or create it.
 
-        Ours: the oldest comment holding ``marker`` written by the bot's own login
-        (:meth:`_own_login`). Anyone else's comment holding the marker, a person's or
-        another App's, is never edited nor taken as ours.
+        Ours: written by the bot's own login (:meth:`_own_login`); found by marker, the
+        oldest of ours holding it. Anyone else's comment, a person's or another App's, is
+        never edited nor taken as ours.
         """
         if marker not in body:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
-            comment = self._own(issue, marker)
+            comment = self._by_id(issue, number, comment_id) or self._own(issue, marker)
             if comment is None:
-                return _ms(issue.create_comment(body).updated_at)
+                made = issue.create_comment(body)
+                return Posted(made.id, _ms(made.updated_at))
             if comment.body == body:
-                return _ms(comment.updated_at)  # it reads so since then
+                return Posted(comment.id, _ms(comment.updated_at))  # it reads so since then
             ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
             ours.edit(body)  # GitHub's answer: its updated_at too
-            return _ms(ours.updated_at)
+            return Posted(ours.id, _ms(ours.updated_at))
 
-    def own_comment(self, number: int, marker: str) -> PostedComment | None:
-        """Our comment holding ``marker`` (as :meth:`upsert_comment` finds it), read from
-        the pull request's comments; None when there is none."""
+    def own_comment(
+        self, number: int, marker: str, comment_id: int | None = None
+    ) -> PostedComment | None:
+        """Our comment as :meth:`upsert_comment` finds it (comment ``comment_id``, else
+        the one holding ``marker``, read from the pull request's comments); None when
+        there is none."""
         with boundary(f"reading the comment on pull request #{number}"):
-            found = self._own(self._repo.get_issue(number), marker)
+            issue = self._repo.get_issue(number)
+            found = self._by_id(issue, number, comment_id) or self._own(issue, marker)
             if found is None or found.user is None:
                 return None
             user = found.user
-            return PostedComment(user.login, user.id, found.body or "", _ms(found.updated_at), True)
+            return PostedComment(
+                user.login, user.id, found.body or "", _ms(found.updated_at), True, found.id
+            )
 
     def _own(self, issue: Any, marker: str) -> Any:
         """The oldest comment of ``issue`` holding ``marker`` written by our own login."""
@@ -567,6 +578,19 @@ class GitHubForge:
             if marker in (comment.body or "") and (author or "").casefold() == login:
                 return comment
         return None
+
+    def _by_id(self, issue: Any, number: int, comment_id: int | None) -> Any:
+        """Comment ``comment_id`` when it is still ours on pull request ``number``."""
+        if comment_id is None:
+            return None
+        try:
+            found = issue.get_comment(comment_id)
+            issue_url, user = found.issue_url, found.user
+        except UnknownObjectException:
+            return None
+        on_this = str(issue_url or "").endswith(f"/issues/{number}")
+        ours = user is not None and user.login.casefold() == self._own_login().casefold()
+        return found if on_this and ours else None
 
     def reply(self, number: int, body: str) -> None:
         """Post a new comment on pull request ``number``."""
@@ -586,7 +610,9 @@ class GitHubForge:
             if not str(issue_url or "").endswith(f"/issues/{number}") or user is None:
                 return None
             own = user.login.casefold() == self._own_login().casefold()
-        return PostedComment(user.login, user.id, body or "", _ms(found.updated_at), own)
+        return PostedComment(
+            user.login, user.id, body or "", _ms(found.updated_at), own, comment_id
+        )
 
     def react(self, number: int, comment_id: int, reaction: str) -> bool:
         """Add ``reaction`` to comment ``comment_id`` of pull request ``number``; False
