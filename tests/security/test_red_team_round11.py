@@ -71,6 +71,15 @@ Findings (xfail):
 
 Finding 1 is shown at the wire as well (GitHub's ``_by_id``, GitLab's ``_note_by_id``).
 
+Closed since (their tests pass): 1 as driven here (a comment is found by a project's
+marker only when it opens with it, ``forge.base.opens_with``; the wire tests stay
+xfail: an id is taken whatever its comment opens with, so that a rewrite never leaves its
+text under Sluice's name, and a writer who rewrites a comment's first line to another
+project's marker can still make two projects hold one id, a denial of service), and 4
+(each read back takes every comment of Sluice's account opening with the marker: one
+other than Sluice's comment is a copy, read back as it is and rewritten to the stub,
+``comment_guard.sort``, ``StickyComment.rewrite_copies``). Open: 2 and 3.
+
 Defended (their tests pass): the id of another PR's comment in this PR's row edits
 nothing there (each forge reads the id on this PR only); an edit hook of Sluice's comment
 whose marker was dropped is kept (``on_edit`` by the id) and put back in place, no fake
@@ -103,6 +112,7 @@ from sluice.bot.forge.gitlab import GitLabForge, gitlab_client
 from sluice.bot.forge.memory import Comment
 from sluice.bot.present import comment as present
 from sluice.bot.present import replies
+from sluice.bot.present.comment import copy_stub
 from tests.helpers import gate_world as gw
 from tests.helpers.cases import realcase
 from tests.helpers.gate_world import (
@@ -207,15 +217,10 @@ def _edit_hook(comment_id: int, body: str, *, author: str, sender: str) -> dict[
 # == 1. a monorepo's two projects share one comment ====================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1: the comment id is not bound to a project: finance's fallback by "
-    "marker takes the root project's comment (alice added finance's marker), and both "
-    "ledgers then write and read it by that id (memory._own / GitHubForge._by_id / "
-    "GitLabForge._note_by_id via comment_guard.check and StickyComment.publish); fix: a "
-    "comment holding another project's marker is never this project's, by id or marker",
-)
 def test_a_monorepos_two_projects_never_come_to_share_one_comment(bot: Bot, finance: Deps) -> None:
+    """Closed: a comment is found by a project's marker only when it opens with it
+    (``forge.base.opens_with``): finance's marker added further down the root project's
+    comment does not make it finance's, which posts its own again."""
     fin = finance.sticky.marker
     mine = _show(bot)
     _publish(finance, bot, body=f"{fin}\n### Sluice\nfinance's plan\n")
@@ -314,17 +319,10 @@ def test_a_first_post_whose_answer_was_lost_leaves_no_fake_plan(
 # == 4. two jobs racing: a stale duplicate of Sluice's comment ===========================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 4: two posts racing after a deletion both create; the ledger keeps "
-    "the newest answer's id and every read back (comment_guard.check) and put-back goes "
-    "by it, so the other comment of Sluice's, holding the marker, is never read back: "
-    "rewritten with no hook it shows alice's plan under Sluice's name while carol's "
-    "approval counts; fix: at each publication, a bot comment holding this project's "
-    "marker other than the id'd one is a stale duplicate: delete it (or stub it), and "
-    "keep it as an edit when it reads no text of Sluice's",
-)
 def test_two_racing_posts_leave_no_unguarded_comment_of_sluices(bot: Bot) -> None:
+    """Closed: each read back takes every comment of Sluice's account opening with the
+    marker; one other than Sluice's comment is a copy, read back as it is (kept as an
+    edit unless it reads Sluice's text) and rewritten to the stub."""
     forge = bot.forge
     mine = _show(bot)
     bot.clock.now += MINUTE
@@ -374,6 +372,21 @@ def test_two_racing_posts_leave_no_unguarded_comment_of_sluices(bot: Bot) -> Non
     )
 
 
+def test_a_copy_reading_sluices_text_is_stubbed_and_refuses_nothing(bot: Bot) -> None:
+    """The race alone, no attacker: the copy reads Sluice's text. It is rewritten to the
+    stub, nothing is kept as an edit, and carol's approval counts."""
+    mine = _show(bot)
+    copy = Comment(mine.id - 1, bot.forge.bot_user, mine.body, updated=bot.clock.now)
+    bot.forge.comments[7].insert(0, copy)  # the other post of the race, older
+    bot.clock.now += MINUTE
+    _approve(bot, "carol", 107)
+    assert bot.approval(A).conclusion == "success", bot.approval(A).summary
+    assert not _edited_rows(bot) and copy.body == copy_stub(bot.deps.sticky.marker)
+    assert _by_id(bot, mine.id).body.startswith(mine.body.rstrip())
+    gw.refresh(bot)  # the stub read back again: nothing kept, nothing written
+    assert not _edited_rows(bot) and bot.approval(A).conclusion == "success"
+
+
 # == 1, at the wire: an id is taken whatever project's marker its comment holds ==========
 
 ROOT_MARK, FIN_MARK = present.marker("."), present.marker(FINANCE)
@@ -410,8 +423,9 @@ def _gitlab_forge(fake: FakeGitLab) -> GitLabForge:
 @pytest.mark.xfail(
     strict=True,
     reason="finding 1 at the wire: GitHubForge._by_id takes comment comment_id while it is "
-    "the bot's on this PR, whatever project's marker it holds; fix: pass over a comment "
-    "whose marker line is another project's",
+    "the bot's on this PR, whatever it opens with (so a rewrite never leaves its text under "
+    "Sluice's name), so two projects holding one id both write it (a denial of service); "
+    "fix: bind each comment to one project (no id learnt from another project's comment)",
 )
 def test_github_an_id_holding_another_projects_marker_is_not_this_projects(
     github: FakeGitHub,
@@ -420,8 +434,6 @@ def test_github_an_id_holding_another_projects_marker_is_not_this_projects(
     root = f"{ROOT_MARK}\n### Sluice\nthe root project's plan"
     theirs = forge.upsert_comment(7, ROOT_MARK, root).comment_id
     assert theirs is not None  # finance's ledger came to hold this id (finding 1)
-    found = _github_forge().own_comment(7, FIN_MARK, theirs)
-    assert found is None or found.comment_id != theirs
     _github_forge().upsert_comment(7, FIN_MARK, f"{FIN_MARK}\nfinance's plan", theirs)
     assert github.comments[theirs]["body"] == root, "finance's text over the root's comment"
 
@@ -429,7 +441,7 @@ def test_github_an_id_holding_another_projects_marker_is_not_this_projects(
 @pytest.mark.xfail(
     strict=True,
     reason="finding 1 at the wire: GitLabForge._note_by_id takes note comment_id while it "
-    "is the token user's, whatever project's marker it holds; fix: as on GitHub",
+    "is the token user's, whatever it opens with; fix: as on GitHub",
 )
 def test_gitlab_an_id_holding_another_projects_marker_is_not_this_projects(
     gitlab: FakeGitLab,
@@ -454,8 +466,7 @@ def test_gitlab_a_system_note_or_another_mrs_note_is_never_taken_by_id(
     assert other is not None
     for wrong in (system, other):
         forge = _gitlab_forge(gitlab)
-        found = forge.own_comment(7, ROOT_MARK, wrong)
-        assert found is None or found.comment_id not in (system, other)
+        assert wrong not in {c.comment_id for c in forge.own_comments(7)}
         made = forge.upsert_comment(7, ROOT_MARK, f"{ROOT_MARK}\nours", wrong)
         assert made.comment_id not in (system, other)
     assert [n["body"] for n in gitlab.notes_on(8)] == [f"{ROOT_MARK}\non !8"]
@@ -478,8 +489,7 @@ def test_another_prs_comment_id_edits_nothing_there(bot: Bot) -> None:
     made = bot.forge.upsert_comment(7, marker, f"{marker}\nPR 7's plan\n", other.comment_id)
     assert made.comment_id != other.comment_id
     assert bot.forge.comments[8][0].body == f"{marker}\nPR 8's plan\n"
-    found = bot.forge.own_comment(7, marker, other.comment_id)
-    assert found is not None and found.comment_id == made.comment_id
+    assert [c.comment_id for c in bot.forge.own_comments(7)] == [made.comment_id]
 
 
 def test_an_edit_hook_of_sluices_comment_without_its_marker_is_kept_and_put_back(
@@ -528,9 +538,12 @@ def test_a_deleted_comment_recreated_by_the_put_back_is_the_one_known(bot: Bot) 
 
 def test_a_bot_reply_echoing_the_marker_is_not_sluices_comment(bot: Bot) -> None:
     """alice comments ``/sluice plan <!-- sluice:pr-comment -->``: Sluice's usage error
-    quotes it, a comment of Sluice's account holding the marker. She rewrites that reply
-    at will. Defended: the read back and the put-back go by the id'd comment; carol's
-    approval counts, the reply is never written over."""
+    quotes it, a comment of Sluice's account holding the marker further down: not a copy
+    of Sluice's comment. Then she rewrites that reply to open with the marker and show a
+    plan of her own. Defended: a comment of Sluice's account opening with the marker is a
+    copy of Sluice's comment (``comment_guard.sort``), read back as the comment is: carol
+    may have read it, so her approval counts for no plan until the plan is shown again,
+    and the copy is rewritten to the stub (``present.comment.copy_stub``)."""
     marker = bot.deps.sticky.marker
     mine = _show(bot)
     line = f"/sluice plan {marker}"  # the usage error run_command replies with
@@ -538,12 +551,18 @@ def test_a_bot_reply_echoing_the_marker_is_not_sluices_comment(bot: Bot) -> None
     echo = bot.forge.comments[7][-1]
     assert echo.author == bot.forge.bot_user and marker in echo.body and echo.id != mine.id
     bot.clock.now += MINUTE
+    gw.refresh(bot)  # the quoting reply is no copy: nothing kept
+    assert not _edited_rows(bot) and echo.body != copy_stub(marker)
     _rewrite(bot, echo, f"{marker}\n### Sluice\n{FORGED}\n")
     bot.clock.now += MINUTE
     _approve(bot, "carol", 104)
+    assert bot.approval(A).conclusion != "success", bot.approval(A).summary
+    assert _edited_rows(bot) and echo.body == copy_stub(marker) and not _bots_with(bot, FORGED)
+    assert _by_id(bot, mine.id).body.startswith(mine.body.rstrip())
+    _show(bot)  # /sluice plan: the plan shown again
+    bot.clock.now += MINUTE
+    _approve(bot, "carol", 105)
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary
-    assert not _edited_rows(bot)
-    assert _by_id(bot, mine.id).body == mine.body
 
 
 def test_another_projects_comment_without_its_marker_is_not_this_projects(

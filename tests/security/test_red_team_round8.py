@@ -529,7 +529,7 @@ def _rewrite(gitlab: FakeGitLab, note: dict[str, Any], body: str) -> None:
 
 _RESTORED = pytest.mark.xfail(
     strict=True,
-    reason="GitLab's own_comment says no time (an emoji moves a note's updated_at): a "
+    reason="GitLab's own_comments says no time (an emoji moves a note's updated_at): a "
     "rewrite put back to Sluice's text before any read-back leaves nothing to tell by. "
     "Fix: GitLab's edit history of the note (none in its notes API), or the note's hook, "
     "which the maintainer turned off",

@@ -314,26 +314,26 @@ def test_another_queues_write_during_the_read_back_is_no_edit(bot: Bot) -> None:
     bot.clock.now += MINUTE
     _approve(bot, "carol", A, 91)
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary
-    real = bot.forge.own_comment
+    real = bot.forge.own_comments
     raced: list[bool] = []
 
     def promotion() -> None:  # the prod key's job: its word on the PR
         _section(bot, "promotion", "**Promotion:** queued behind another PR")
 
-    def reading(number: int, marker: str) -> object:
+    def reading(number: int) -> object:
         if not raced:
             raced.append(True)
             other = threading.Thread(target=promotion)
             other.start()
             other.join()
-        return real(number, marker)
+        return real(number)
 
-    bot.forge.own_comment = reading  # type: ignore[method-assign]
+    bot.forge.own_comments = reading  # type: ignore[method-assign]
     bot.clock.now += MINUTE
     try:
         gw.refresh(bot)  # e.g. bob's comment review: the gate evaluated again
     finally:
-        bot.forge.own_comment = real  # type: ignore[method-assign]
+        bot.forge.own_comments = real  # type: ignore[method-assign]
     assert raced
     assert not _edited_rows(bot), "Sluice's own write was kept as someone else's edit"
     assert bot.approval(A).conclusion == "success", bot.approval(A).summary

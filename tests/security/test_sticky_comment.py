@@ -178,9 +178,8 @@ def test_a_rewrite_that_dropped_the_marker_is_found_and_put_back_by_its_id(
     assert posted.comment_id is not None
     github.comments[posted.comment_id]["body"] = "### Sluice\nPlan: nothing changes"
     forge = token_forge()
-    assert forge.own_comment(7, MARKER) is None
-    found = forge.own_comment(7, MARKER, posted.comment_id)
-    assert found is not None and found.own and found.comment_id == posted.comment_id
+    [found] = forge.own_comments(7)  # read back: Sluice's, by its id (no marker now)
+    assert found.own and found.comment_id == posted.comment_id
     assert found.body == "### Sluice\nPlan: nothing changes"
     assert forge.upsert_comment(7, MARKER, OURS, posted.comment_id).comment_id == posted.comment_id
     me = github.comments[posted.comment_id]["user"]["login"]
@@ -197,8 +196,8 @@ def test_an_id_that_is_not_sluices_comment_on_this_pull_request_is_never_taken(
     elsewhere = forge.upsert_comment(8, MARKER, f"{MARKER}\non #8").comment_id
     for wrong in (mallory, elsewhere, 999_999):
         assert wrong is not None
-        found = forge.own_comment(7, MARKER, wrong)  # by marker: none, then Sluice's
-        assert found is None or found.comment_id not in (mallory, elsewhere)
+        mine = {c.comment_id for c in forge.own_comments(7)}
+        assert mallory not in mine and elsewhere not in mine
         made = forge.upsert_comment(7, MARKER, OURS, wrong)
         assert made.comment_id not in (mallory, elsewhere)
     assert github.comments[mallory]["edits"] == 0
@@ -255,10 +254,9 @@ def test_gitlab_a_rewrite_that_dropped_the_marker_is_put_back_by_its_id(
     ours["body"] = "### Sluice\nPlan: nothing changes"  # a maintainer's rewrite
     mallory = gitlab.add_note(7, "### Sluice\nPlan: nothing changes", author="mallory")
     forge = gitlab_forge(gitlab)
-    assert forge.own_comment(7, MARKER) is None
-    found = forge.own_comment(7, MARKER, posted.comment_id)
-    assert found is not None and found.own and found.updated_ms is None  # no time (emoji)
-    assert forge.own_comment(7, MARKER, mallory) is None  # another's: never taken
+    [found] = forge.own_comments(7)  # Sluice's by its id; mallory's is never the bot's
+    assert found.own and found.updated_ms is None and found.comment_id == posted.comment_id
+    assert mallory != posted.comment_id
     assert forge.upsert_comment(7, MARKER, OURS, posted.comment_id).comment_id == ours["id"]
     notes = [(n["author"], n["body"]) for n in gitlab.notes_on(7)]
     assert notes == [("sluice-bot", OURS), ("mallory", "### Sluice\nPlan: nothing changes")]

@@ -399,10 +399,8 @@ class WorkspaceForge:
     ) -> Posted:
         return self.inner.upsert_comment(number, marker, body, comment_id)
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        return self.inner.own_comment(number, marker, comment_id)
+    def own_comments(self, number: int) -> list[PostedComment]:
+        return self.inner.own_comments(number)
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
         made = self.inner.set_check(sha, check, run_id)

@@ -68,14 +68,12 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         return None
     repo, ledger = job.repo, job.ledger
     commits = _pull_commits(job, pr)
-    found = job.forge.own_comment(pr.number, job.deps.sticky.marker)  # the forge, then the ledger
+    found = job.forge.own_comments(pr.number)  # the forge, then the ledger
     given = _people_only(job, job.forge.reviews(pr.number))
     with ledger.together("read the PR's plans and approvals"):  # as of one moment
         # Sluice's comment as an approver read it: changed by someone else, kept as a
         # publication of no plan before any approval is counted (comment_guard).
-        put_back = comment_guard.check(
-            job, pr.number, found, ledger.comment_writes(repo, pr.number)
-        )
+        guarded = comment_guard.check(job, pr.number, found, ledger.comment_writes(repo, pr.number))
         review = ledger.review(repo, pr.number, pr.head_sha)
         plans = ledger.plans(repo, pr.number)
         # By each clock: a review's time is the forge's, a click's the service's.
@@ -91,8 +89,9 @@ def refresh(job: Job, pr: PullRequest) -> Verdict | None:
         # now, not when the job started (a build reads reviews minutes after: round 10).
         words = {word_key(r): created_ms(r.submitted_at) for r in given}
         learnt = ledger.learn_words(repo, pr.number, words, job.deps.clock())
-    if put_back is not None:
-        job.publish(pr.number, section=put_back)
+    job.deps.sticky.rewrite_copies(job.forge, pr.number, guarded.copies)
+    if guarded.section is not None:
+        job.publish(pr.number, section=guarded.section)
     if review is None:
         job.forge.set_check(pr.head_sha, checks.waiting_for_plan())
         return None

@@ -31,6 +31,7 @@ from __future__ import annotations
 from sluice.bot.events.neutral import CommentEvent
 from sluice.bot.flow import approval, comment_guard
 from sluice.bot.flow.job import Job
+from sluice.bot.forge.base import opens_with
 from sluice.bot.present.comment import edited_section
 
 
@@ -43,7 +44,7 @@ def on_edit(job: Job, event: CommentEvent) -> None:
         return  # someone's own comment, or gone
     # Without this project's marker: another project's, or this one's with it dropped (the
     # comment Sluice's newest post wrote, by its id).
-    if sticky.marker not in found.body and (
+    if not opens_with(found.body, sticky.marker) and (
         event.comment_id != job.ledger.comment_writes(job.repo, event.number).comment_id
     ):
         return

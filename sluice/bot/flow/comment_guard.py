@@ -32,9 +32,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from sluice.bot.flow import audit
-from sluice.bot.flow.ledger import GONE, CommentWrites
-from sluice.bot.forge.base import PostedComment
-from sluice.bot.present.comment import edited_section
+from sluice.bot.flow.ledger import GONE, CommentWrites, same_text
+from sluice.bot.flow.sticky import Guarded
+from sluice.bot.forge.base import PostedComment, opens_with
+from sluice.bot.present.comment import copy_stub, edited_section
 
 if TYPE_CHECKING:
     from sluice.bot.flow.job import Job
@@ -60,28 +61,56 @@ def changed(found: PostedComment | None, writes: CommentWrites) -> str | None:
     return "edited" if later and not writes.is_under_way(found.body) else None
 
 
+def sort(
+    found: list[PostedComment], writes: CommentWrites, marker: str
+) -> tuple[PostedComment | None, list[PostedComment]]:
+    """This project's comment among the bot's comments ``found`` on a PR, and its copies.
+
+    The comment: the one Sluice's newest answered post wrote, by its id, whatever it reads
+    (a rewrite that dropped the marker is Sluice's all the same: red team round 9); else
+    the oldest opening with ``marker`` (as :meth:`~sluice.bot.forge.base.Forge.upsert_comment`
+    finds it). Its copies: the others opening with ``marker`` (two posts that raced each
+    made one: red team round 11), each read back as the comment is.
+
+    >>> from sluice.bot.flow.ledger import CommentWrites
+    >>> mine = [PostedComment("bot", 1, "<!-- m -->\\nA", comment_id=c) for c in (5, 9)]
+    >>> sort(mine, CommentWrites(None, None, frozenset(), comment_id=9), "<!-- m -->")[0].comment_id
+    9
+    """
+    by_id = [
+        c for c in found if writes.comment_id is not None and c.comment_id == writes.comment_id
+    ]
+    marked = [c for c in found if opens_with(c.body, marker)]
+    mine = by_id[0] if by_id else marked[0] if marked else None
+    return mine, [c for c in marked if c is not mine]
+
+
 def read_back(job: Job, number: int) -> tuple[str, str] | None:
-    """Read PR ``number``'s comment back (the forge, then the ledger) and :func:`check` it;
-    the section to publish when someone else changed it (None: unchanged)."""
-    found = job.forge.own_comment(number, job.deps.sticky.marker)
-    return check(job, number, found, job.ledger.comment_writes(job.repo, number))
+    """Read PR ``number``'s comment back (the forge, then the ledger) and :func:`check` it,
+    its stale copies rewritten (``StickyComment.rewrite_copies``); the section to publish when
+    someone else changed it (None: unchanged)."""
+    found = job.forge.own_comments(number)
+    guarded = check(job, number, found, job.ledger.comment_writes(job.repo, number))
+    job.deps.sticky.rewrite_copies(job.forge, number, guarded.copies)
+    return guarded.section
 
 
-def check(
-    job: Job, number: int, found: PostedComment | None, writes: CommentWrites
-) -> tuple[str, str] | None:
-    """When someone else changed PR ``number``'s comment, read back as ``found``, since
-    Sluice's ``writes``: keep it (:func:`keep`) and return the section saying so."""
-    if writes.comment_id is not None and (found is None or found.comment_id != writes.comment_id):
-        # Not found by its marker as Sluice's newest post left it: read it by its id (a
-        # rewrite that dropped the marker is Sluice's comment all the same, red team
-        # round 9); the forge's finder, so its time means what it does there.
-        found = job.forge.own_comment(number, job.deps.sticky.marker, writes.comment_id)
-    how = changed(found, writes)
-    if how is None:
-        return None
-    keep(job, number, how, found, editor=None, editor_id=None)
-    return edited_section(deleted=found is None)
+def check(job: Job, number: int, found: list[PostedComment], writes: CommentWrites) -> Guarded:
+    """When someone else changed PR ``number``'s comment or a copy of it (:func:`sort`;
+    the bot's comments read back as ``found``) since Sluice's ``writes``: keep it
+    (:func:`keep`) and say so in a section. The copies that do not read the stub yet are
+    returned to be rewritten to it (``StickyComment.rewrite_copies``, once this
+    transaction ends)."""
+    marker = job.deps.sticky.marker
+    mine, copies = sort(found, writes, marker)
+    stale = [c for c in copies if not same_text(c.body, copy_stub(marker))]
+    how = changed(mine, writes)
+    if how is None and any(not writes.reads(c.body) for c in stale):
+        how = "edited"  # a copy rewritten: an approver may have read it
+    if how is not None:
+        keep(job, number, how, mine, editor=None, editor_id=None)
+    section = edited_section(deleted=mine is None) if how is not None else None
+    return Guarded(section, [c.comment_id for c in stale if c.comment_id is not None])
 
 
 def keep(

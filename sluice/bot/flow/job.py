@@ -21,6 +21,7 @@ from sluice.bot.flow import comment_guard, tenancy
 from sluice.bot.flow.deps import Deps
 from sluice.bot.flow.ledger import CommentWrites, Ledger
 from sluice.bot.flow.own_checks import OwnChecks
+from sluice.bot.flow.sticky import Guarded
 from sluice.bot.flow.tenancy import Namespace
 from sluice.bot.forge.base import Account, DirEntry, Forge, PostedComment, PushRecord, repo_key
 from sluice.bot.present.notify_text import Notice
@@ -170,7 +171,7 @@ class Job:
         later publication is recorded. A failed edit of sections alone leaves the body, and
         the plan in it, as it was."""
 
-        def guard(found: PostedComment | None, writes: CommentWrites) -> tuple[str, str] | None:
+        def guard(found: list[PostedComment], writes: CommentWrites) -> Guarded:
             return comment_guard.check(self, number, found, writes)
 
         try:

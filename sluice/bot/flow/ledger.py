@@ -176,6 +176,12 @@ def _ended(under_way: list[str], digest: str, failed: bool) -> list[str]:
     return under_way[at + 1 :]
 
 
+def same_text(one: str, other: str) -> bool:
+    """Whether two comment texts are one, as the forge may give a text back (line ends,
+    trailing blanks)."""
+    return _digest(one) == _digest(other)
+
+
 def _digest(text: str) -> str:
     """A comment's text as the forge may give it back (line ends, trailing blanks) hashed."""
     plain = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sluice.bot.flow.ledger import CommentWrites, Ledger
 from sluice.bot.forge.base import Forge, PostedComment, repo_key
 from sluice.bot.present import comment
 
-Guard = Callable[[PostedComment | None, CommentWrites], tuple[str, str] | None]
-"""Handed Sluice's comment as read back (None: none) and what Sluice wrote to it; returns a
-section to publish with the edit (:func:`sluice.bot.flow.comment_guard.check`)."""
+
+class Guarded(NamedTuple):
+    """What a read back of the comment asks of a publication: a ``section`` to publish
+    with it (None: none), and the ``copies`` (their ids) to rewrite once it is posted."""
+
+    section: tuple[str, str] | None
+    copies: list[int]
+
+
+Guard = Callable[[list[PostedComment], CommentWrites], Guarded]
+"""Handed the bot's comments on the PR as read back and what Sluice wrote to its comment
+(:func:`sluice.bot.flow.comment_guard.check`)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +73,11 @@ class StickyComment:
         clock; None: it says no time: :meth:`~sluice.bot.forge.base.Forge.upsert_comment`),
         which the ledger keeps (:meth:`Ledger.comment_writes`)."""
         repo = repo or repo_key(forge)  # the job's key (a renamed repository's first name)
-        found = forge.own_comment(number, self.marker) if guard is not None else None
+        found = forge.own_comments(number) if guard is not None else []
         with self.ledger.together("publish the sticky comment"):
             writes = self.ledger.comment_writes(repo, number)
-            extra = guard(found, writes) if guard else None
+            guarded = guard(found, writes) if guard else Guarded(None, [])
+            extra = guarded.section
             old, kept = self.ledger.comment(repo, number)
             body = body if body is not None else old
             changes = [*([section] if section is not None else []), *sections]
@@ -89,4 +100,12 @@ class StickyComment:
         self.ledger.comment_written_later(
             repo, number, posted.at, text, comment_id=posted.comment_id
         )
+        self.rewrite_copies(forge, number, guarded.copies)
         return posted.at
+
+    def rewrite_copies(self, forge: Forge, number: int, copies: Sequence[int]) -> None:
+        """Rewrite the copies ``copies`` (their ids) of PR ``number``'s comment to the stub
+        (:func:`~sluice.bot.present.comment.copy_stub`): one comment of Sluice's shows a
+        plan (:func:`sluice.bot.flow.comment_guard.sort`)."""
+        for copy in copies:
+            forge.upsert_comment(number, self.marker, comment.copy_stub(self.marker), copy)

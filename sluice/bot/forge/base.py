@@ -300,7 +300,8 @@ class Forge(Protocol):
         ``marker``): comment ``comment_id`` (the one the bot last wrote, as the flow keeps
         it) while it is still the bot's on this PR, whatever it reads now (someone else's
         rewrite that dropped the marker is put back, never left under the bot's name);
-        else the bot's comment holding ``marker``. The bot's: written by the forge's own
+        else the bot's oldest comment opening with ``marker`` (:func:`opens_with`). The
+        bot's: written by the forge's own
         identity (a GitHub App's ``<slug>[bot]``, a token's user, the local forge's bot
         user); anyone else's comment, holding the marker or not, is never edited nor
         taken for it.
@@ -312,13 +313,12 @@ class Forge(Protocol):
         then stamped by the service's clock, the local forge's)."""
         ...
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        """The bot's comment on the PR as :meth:`upsert_comment` finds it (comment
-        ``comment_id`` while still the bot's there, else the one holding ``marker``), as
-        the forge holds it now, with its id and when it was last written; None when there
-        is none (never made, or deleted)."""
+    def own_comments(self, number: int) -> list[PostedComment]:
+        """Every comment of the bot's own on the PR (written by the forge's own identity;
+        not a GitLab system note), oldest first, as the forge holds them now: each with
+        its id and when it was last written where the forge says so. Which of them is
+        Sluice's comment of a project is the flow's to tell
+        (:mod:`sluice.bot.flow.comment_guard`)."""
         ...
 
     def set_check(self, sha: str, check: Check, run_id: int | None = None) -> int | None:
@@ -463,3 +463,14 @@ def members(forge: Forge, names: Iterable[str]) -> frozenset[str]:
 def repo_key(forge: Forge) -> str:
     """How the ledger and the queue name ``forge``'s repository: ``<forge>:<owner/name>``."""
     return f"{forge.name}:{forge.repo}"
+
+
+def opens_with(body: str | None, marker: str) -> bool:
+    """Whether a comment reading ``body`` opens with ``marker`` (its first line, as the
+    bot writes it): a marker further down (quoted, or added by someone who may edit the
+    comment) does not make a comment the one it marks.
+
+    >>> opens_with("<!-- m -->\\nplan", "<!-- m -->"), opens_with("x\\n<!-- m -->", "<!-- m -->")
+    (True, False)
+    """
+    return (body or "").lstrip().startswith(marker)

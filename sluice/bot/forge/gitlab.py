@@ -46,6 +46,7 @@ from sluice.bot.forge.base import (
     Review,
     UnusableTree,
     created_ms,
+    opens_with,
 )
 from sluice.core.errors import ConfigError
 
@@ -673,7 +674,7 @@ class GitLabForge:
         """Edit the bot's note on merge request ``!number`` (note ``comment_id`` while it
         is still the bot's there, else the one holding ``marker``), or create it. The
         bot's: a non-system note written by the token's user (:meth:`_own_username`);
-        found by marker, the oldest of its holding it. Anyone else's note is never edited
+        found by marker, the oldest of its opening with it. Anyone else's note is never edited
         nor taken as the bot's. The merge request is read once per forge, so statuses on
         its head can link to the note."""
         if marker not in body:
@@ -693,36 +694,38 @@ class GitLabForge:
             self._note_urls[number] = self._note_url(number, int(note.id))
             return Posted(int(note.id), created_ms(attrs.get("updated_at")))
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        """Our note as :meth:`upsert_comment` finds it (note ``comment_id``, else the one
-        holding ``marker``); None when there is none. No time: GitLab moves a note's
-        ``updated_at`` when anyone awards it an emoji, so it does not say when its text
-        was written (red team round 9)."""
-        with self._guard(f"reading the note on merge request !{number}"):
-            mr = self._mr(number)
-            note = self._note_by_id(mr, comment_id) or self._own_note(mr, marker)
-            if note is None:
-                return None
-            attrs = note.attributes
-            author = attrs.get("author") or {}
-            return PostedComment(
-                str(author.get("username") or ""),
-                _account_id(author.get("id")),
-                str(attrs.get("body") or ""),
-                None,
-                True,
-                int(note.id),
-            )
+    def own_comments(self, number: int) -> list[PostedComment]:
+        """Our notes on merge request ``!number`` (non-system notes by the token's user),
+        oldest first. No time: GitLab moves a note's ``updated_at`` when anyone awards it
+        an emoji, so it does not say when its text was written (red team round 9)."""
+        with self._guard(f"reading the notes on merge request !{number}"):
+            found = []
+            for note in self._own_notes(self._mr(number)):
+                author = note.attributes.get("author") or {}
+                found.append(
+                    PostedComment(
+                        str(author.get("username") or ""),
+                        _account_id(author.get("id")),
+                        str(note.attributes.get("body") or ""),
+                        None,
+                        True,
+                        int(note.id),
+                    )
+                )
+            return found
+
+    def _own_notes(self, mr: Any) -> list[Any]:
+        """The non-system notes of ``mr`` by the token's user, oldest first."""
+        me = self._own_username()  # asked first: a failed lookup makes no second note
+        notes = mr.notes.list(get_all=True, sort="asc", order_by="created_at")
+        return [note for note in notes if _is_own(note, me)]
 
     def _own_note(self, mr: Any, marker: str) -> Any:
-        """The oldest non-system note of ``mr`` holding ``marker`` by the token's user."""
-        me = self._own_username()  # asked first: a failed lookup makes no second note
-        for note in mr.notes.list(get_all=True, sort="asc", order_by="created_at"):
-            if marker in (note.attributes.get("body") or "") and _is_own(note, me):
-                return note
-        return None
+        """Our oldest note of ``mr`` opening with ``marker``."""
+        return next(
+            (n for n in self._own_notes(mr) if opens_with(n.attributes.get("body"), marker)),
+            None,
+        )
 
     def _note_by_id(self, mr: Any, note_id: int | None) -> Any:
         """Note ``note_id`` of ``mr`` when it is still the token's user's own."""

@@ -50,6 +50,7 @@ from sluice.bot.forge.base import (
     PullVersion,
     PushRecord,
     Review,
+    opens_with,
 )
 from sluice.bot.forge.local_git import GitRepo
 
@@ -313,8 +314,8 @@ class LocalForge(GitRepo):
     def upsert_comment(
         self, number: int, marker: str, body: str, comment_id: int | None = None
     ) -> Posted:
-        """Replace this forge's bot user's comment holding ``marker`` (``prs/<n>/comment.md``
-        ...), or create it; a comment holding the marker written by anyone else (another
+        """Replace this forge's bot user's comment opening with ``marker``
+        (``prs/<n>/comment.md`` ...), or create it; a comment holding the marker written by anyone else (another
         bot user sharing the store) is never taken as ours. Who wrote each comment file is
         in ``prs/<n>/authors.json``; a file it does not name was written by
         :data:`BOT_USER` (before authors were recorded). No id (``comment_id`` is never
@@ -330,7 +331,7 @@ class LocalForge(GitRepo):
             for path in existing:
                 if authors.get(path.name, BOT_USER) != self.bot_user:
                     continue
-                if marker in path.read_text(encoding="utf-8"):
+                if opens_with(path.read_text(encoding="utf-8"), marker):
                     self._write(path, body)
                     return Posted(None, None)
             name = "comment.md" if not existing else f"comment-{len(existing) + 1}.md"
@@ -346,20 +347,16 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"comment.md": "user"}}')
         return {str(k): str(v) for k, v in authors.items()}
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        """This forge's bot user's comment holding ``marker`` (no ids: ``comment_id`` is
-        never given; no time: this forge keeps none); None when there is none."""
+    def own_comments(self, number: int) -> list[PostedComment]:
+        """This forge's bot user's comment files, oldest first (no ids, no time: this
+        forge keeps none)."""
         with self._locked():
             authors = self._authors(number)
-            for path in self._sticky(number):
-                if authors.get(path.name, BOT_USER) != self.bot_user:
-                    continue
-                body = path.read_text(encoding="utf-8")
-                if marker in body:
-                    return PostedComment(self.bot_user, None, body, None, True)
-        return None
+            return [
+                PostedComment(self.bot_user, None, path.read_text(encoding="utf-8"), None, True)
+                for path in self._sticky(number)
+                if authors.get(path.name, BOT_USER) == self.bot_user
+            ]
 
     def _sticky(self, number: int) -> list[Path]:
         folder = self._pr_dir(number)

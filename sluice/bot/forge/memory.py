@@ -63,6 +63,7 @@ from sluice.bot.forge.base import (
     RepositoryIdentity,
     Review,
     UnusableTree,
+    opens_with,
 )
 
 BOT_USER = "sluice-bot"
@@ -608,23 +609,20 @@ class MemoryForge:
         self.comments.setdefault(number, []).append(made)
         return Posted(made.id, at)
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        self._call("own_comment", number, marker)
-        for comment in self._own(number, marker, comment_id):
-            author_id = self.account_id(comment.author)
-            return PostedComment(
-                comment.author, author_id, comment.body, comment.updated, True, comment.id
-            )
-        return None
+    def own_comments(self, number: int) -> list[PostedComment]:
+        self._call("own_comments", number)
+        return [
+            PostedComment(c.author, self.account_id(c.author), c.body, c.updated, True, c.id)
+            for c in self.comments.get(number, [])
+            if c.author == self.bot_user
+        ]
 
     def _own(self, number: int, marker: str, comment_id: int | None) -> list[Comment]:
-        """The bot's comment ``comment_id`` on PR ``number``, else its oldest holding
+        """The bot's comment ``comment_id`` on PR ``number``, else its oldest opening with
         ``marker`` (none: empty)."""
         mine = [c for c in self.comments.get(number, []) if c.author == self.bot_user]
         by_id = [c for c in mine if comment_id is not None and c.id == comment_id]
-        return by_id or [c for c in mine if marker in c.body][:1]
+        return by_id or [c for c in mine if opens_with(c.body, marker)][:1]
 
     def reply(self, number: int, body: str) -> None:
         self._call("reply", number, body)

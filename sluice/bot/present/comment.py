@@ -617,6 +617,16 @@ def reset_sections() -> list[tuple[str, str | None]]:
     ]
 
 
+def copy_stub(marker: str) -> str:
+    """What an older copy of Sluice's comment (two posts that raced, each making one) is
+    rewritten to, so only one comment of Sluice's shows a plan; it keeps the marker, so a
+    comment of Sluice's is still found if the other is deleted."""
+    return (
+        f"{marker}\n### Sluice\n_An older copy of Sluice's comment, no longer kept up to "
+        "date: read Sluice's other comment on this pull request for its plan and approvals._\n"
+    )
+
+
 def edited_section(*, deleted: bool = False) -> tuple[str, str]:
     """Sluice's comment was rewritten by someone else and put back (``deleted``: deleted
     and posted again): approvals given since count for no plan until Sluice shows it

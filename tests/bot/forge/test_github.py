@@ -676,22 +676,22 @@ def test_upsert_comment_says_when_github_wrote_it_and_comment_reads_it_back(
     assert theirs is not None and not theirs.own
 
 
-def test_own_comment_reads_back_the_comment_upsert_comment_edits(
+def test_own_comments_reads_back_the_comment_upsert_comment_edits(
     rs: responses.RequestsMock, forge: GitHubForge
 ) -> None:
-    # The gate's read-back (comment_guard): the oldest comment holding the marker written
-    # by our own login, with GitHub's updated_at; someone else's copy is never ours.
+    # The gate's read-back (comment_guard): the comments written by our own login, with
+    # GitHub's updated_at; someone else's copy is never ours.
     me = user("sluice-bot", uid=900)
     rs.get(f"{API}/user", json=me)
     ours = {**comment_json(1001, f"{MARKER}\nplan", me), "updated_at": "2026-03-02T08:30:05Z"}
     copy = comment_json(1000, f"{MARKER}\ncopy", user("eve"))
     rs.get(f"{R}/issues/7/comments", json=[copy, ours])
-    found = forge.own_comment(7, MARKER)
-    assert found is not None and found.own and found.body == f"{MARKER}\nplan"
+    [found] = forge.own_comments(7)
+    assert found.own and found.body == f"{MARKER}\nplan" and found.comment_id == 1001
     assert found.author == "sluice-bot" and found.author_id == 900
     assert found.updated_ms == created_ms("2026-03-02T08:30:05Z")
     rs.replace(rs.GET, f"{R}/issues/7/comments", json=[copy])  # ours deleted
-    assert forge.own_comment(7, MARKER) is None
+    assert forge.own_comments(7) == []
 
 
 def test_upsert_comment_with_an_actions_token_matches_github_actions_bot(

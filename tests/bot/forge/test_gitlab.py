@@ -456,26 +456,26 @@ def test_upsert_comment_says_when_gitlab_wrote_the_note_and_comment_reads_it_bac
     assert theirs is not None and not theirs.own
 
 
-def test_own_comment_reads_back_the_note_upsert_comment_edits(
+def test_own_comments_reads_back_the_note_upsert_comment_edits(
     gl: FakeGitLab, forge: GitLabForge
 ) -> None:
     # The gate's read-back (comment_guard): the bot's own note holding the marker, as it
     # reads now, whoever edited it; none when it is gone. No time: GitLab moves a note's
     # updated_at when anyone awards it an emoji, so its text is what tells.
     gl.add_mr(7, sha=SHA)
-    assert forge.own_comment(7, MARKER) is None
+    assert forge.own_comments(7) == []
     gl.add_note(7, f"{MARKER}\ncopied", author="mallory")  # someone else's: never ours
-    forge.upsert_comment(7, MARKER, f"{MARKER}\nplan")
-    found = forge.own_comment(7, MARKER)
-    assert found is not None and found.own and found.body == f"{MARKER}\nplan"
+    posted = forge.upsert_comment(7, MARKER, f"{MARKER}\nplan")
+    [found] = forge.own_comments(7)
+    assert found.own and found.body == f"{MARKER}\nplan" and found.comment_id == posted.comment_id
     assert found.author == gl.bot and found.updated_ms is None
     [ours] = gl.bot_notes(7)
     with gl.lock:  # a maintainer edits it in GitLab's UI, with no hook
         ours["body"], ours["updated_at"] = f"{MARKER}\nrewritten", gl._now()
-    again = forge.own_comment(7, MARKER)
-    assert again is not None and again.body == f"{MARKER}\nrewritten"
+    [again] = forge.own_comments(7)
+    assert again.body == f"{MARKER}\nrewritten"
     gl.notes[7].remove(ours)
-    assert forge.own_comment(7, MARKER) is None
+    assert forge.own_comments(7) == []
 
 
 def test_upsert_comment_does_nothing_when_unchanged(gl: FakeGitLab, forge: GitLabForge) -> None:

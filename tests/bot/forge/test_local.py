@@ -288,9 +288,9 @@ def test_one_sticky_comment_per_marker_and_numbered_replies(repo: Path, forge: L
     assert (folder / "comment-2.md").read_text() == f"{other}\nanother project"
     forge.upsert_comment(1, MARK, f"{MARK}\nthird")
     assert forge.comments(1) == [f"{MARK}\nthird", f"{other}\nanother project"]
-    found = forge.own_comment(1, MARK)  # read back: no time (this forge keeps none)
-    assert found is not None and found.own and found.body == f"{MARK}\nthird"
-    assert found.updated_ms is None and forge.own_comment(1, "<!-- none -->") is None
+    found = forge.own_comments(1)  # read back: no time nor ids (this forge keeps none)
+    assert [c.body for c in found] == [f"{MARK}\nthird", f"{other}\nanother project"]
+    assert all(c.own and c.updated_ms is None and c.comment_id is None for c in found)
     with pytest.raises(ValueError, match="marker"):
         forge.upsert_comment(1, MARK, "no marker")
     forge.reply(1, "one")

@@ -41,8 +41,8 @@ def test_the_sticky_comment_is_the_bots_own_never_another_authors() -> None:
     ]
     with pytest.raises(ForgeError, match="does not hold its marker"):
         forge.upsert_comment(7, "<!-- sluice -->", "no marker")
-    found = forge.own_comment(7, "<!-- sluice -->")  # read back: the bot's, not mallory's
-    assert found is not None and found.own and found.body == "<!-- sluice --> plan v2"
+    [found] = forge.own_comments(7)  # read back: the bot's, not mallory's
+    assert found.own and found.body == "<!-- sluice --> plan v2" and found.comment_id is not None
 
 
 def test_the_sticky_comment_keeps_when_it_last_read_what_it_reads() -> None:
@@ -51,8 +51,8 @@ def test_the_sticky_comment_keeps_when_it_last_read_what_it_reads() -> None:
     assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1").at == 1_000
     now[0] = 2_000
     assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v1").at == 1_000  # unchanged
-    found = forge.own_comment(7, "<!-- s -->")
-    assert found is not None and found.updated_ms == 1_000
+    [found] = forge.own_comments(7)
+    assert found.updated_ms == 1_000
     assert forge.upsert_comment(7, "<!-- s -->", "<!-- s --> v2").at == 2_000
 
 

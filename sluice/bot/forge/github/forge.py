@@ -41,6 +41,7 @@ from sluice.bot.forge.base import (
     Review,
     UnusableTree,
     created_ms,
+    opens_with,
 )
 from sluice.bot.forge.github.client import (
     DEFAULT_TIMEOUT,
@@ -537,7 +538,7 @@ class GitHubForge:
         still ours there, else the one holding ``marker``), or create it.
 
         Ours: written by the bot's own login (:meth:`_own_login`); found by marker, the
-        oldest of ours holding it. Anyone else's comment, a person's or another App's, is
+        oldest of ours opening with it. Anyone else's comment, a person's or another App's, is
         never edited nor taken as ours.
         """
         if marker not in body:
@@ -554,30 +555,27 @@ class GitHubForge:
             ours.edit(body)  # GitHub's answer: its updated_at too
             return Posted(ours.id, _ms(ours.updated_at))
 
-    def own_comment(
-        self, number: int, marker: str, comment_id: int | None = None
-    ) -> PostedComment | None:
-        """Our comment as :meth:`upsert_comment` finds it (comment ``comment_id``, else
-        the one holding ``marker``, read from the pull request's comments); None when
-        there is none."""
-        with boundary(f"reading the comment on pull request #{number}"):
-            issue = self._repo.get_issue(number)
-            found = self._by_id(issue, number, comment_id) or self._own(issue, marker)
-            if found is None or found.user is None:
-                return None
-            user = found.user
-            return PostedComment(
-                user.login, user.id, found.body or "", _ms(found.updated_at), True, found.id
-            )
+    def own_comments(self, number: int) -> list[PostedComment]:
+        """Our comments on pull request ``number`` (its comments written by our own
+        login), oldest first."""
+        with boundary(f"reading the comments on pull request #{number}"):
+            return [
+                PostedComment(c.user.login, c.user.id, c.body or "", _ms(c.updated_at), True, c.id)
+                for c in self._ours(self._repo.get_issue(number))
+            ]
+
+    def _ours(self, issue: Any) -> list[Any]:
+        """The comments of ``issue`` written by our own login, oldest first."""
+        login = self._own_login().casefold()
+        return [
+            c
+            for c in issue.get_comments()
+            if c.user is not None and (c.user.login or "").casefold() == login
+        ]
 
     def _own(self, issue: Any, marker: str) -> Any:
-        """The oldest comment of ``issue`` holding ``marker`` written by our own login."""
-        login = self._own_login().casefold()
-        for comment in issue.get_comments():
-            author = comment.user.login if comment.user is not None else None
-            if marker in (comment.body or "") and (author or "").casefold() == login:
-                return comment
-        return None
+        """Our oldest comment of ``issue`` opening with ``marker``."""
+        return next((c for c in self._ours(issue) if opens_with(c.body, marker)), None)
 
     def _by_id(self, issue: Any, number: int, comment_id: int | None) -> Any:
         """Comment ``comment_id`` when it is still ours on pull request ``number``."""
