@@ -61,6 +61,14 @@ Findings (xfail):
    at least have ``opens_with`` ignore leading format characters (``unicodedata``
    category ``Cf``) so the marker line hidden behind one is still a copy.
 
+Closed since (their tests pass): 1 (a copy is rewritten by its id only,
+``Forge.edit_comment``, which answers False when it is gone or another's; a publication
+never stubs the comment it just posted to); 2 (a copy with no id is not read back: the
+local forge's files are its single user's own); 3 for the marker hidden behind invisible
+characters (``opens_with`` skips leading format characters, category ``Cf``). Open: a
+reply of Sluice's rewritten with no marker at all is not read back (low: the gate counts
+an approval for the plan Sluice's comment shows).
+
 Defended (their tests pass): a flood of copies (alice rewrites ten of Sluice's replies to
 open with the marker and a plan of hers) costs one publication of no plan and one stub
 write per copy, once: read back again, the stubs are not rewritten and carol's approval
@@ -170,21 +178,15 @@ def _copy(bot: Bot, body: str, *, before: Comment | None = None) -> Comment:
 def _stubs(bot: Bot, since: int) -> int:
     """The stubs Sluice wrote since call ``since`` of the forge."""
     stub = copy_stub(bot.deps.sticky.marker)
-    return sum(1 for c in bot.forge.calls[since:] if c[0] == "upsert_comment" and c[1][2] == stub)
+    return sum(1 for c in bot.forge.calls[since:] if c[0] == "edit_comment" and c[1][2] == stub)
 
 
 # == 1. a copy deleted before its rewrite: Sluice stubs its own comment ===================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1: StickyComment.rewrite_copies rewrites a copy by upsert_comment, which "
-    "falls back to the marker when the copy's id is gone (memory._own / GitHubForge._own / "
-    "GitLabForge._own_note): a copy deleted after the read back makes Sluice write the stub "
-    "over its own comment; fix: rewrite a copy by its id only (an edit_comment that answers "
-    "False when it is gone), never by the marker",
-)
 def test_a_copy_deleted_before_its_rewrite_leaves_sluices_comment_alone(bot: Bot) -> None:
+    """Closed: a copy is rewritten by its id only (``Forge.edit_comment``), never by the
+    marker; one deleted meanwhile is left gone."""
     forge = bot.forge
     mine = _show(bot)
     shown = mine.body
@@ -204,7 +206,8 @@ def test_a_copy_deleted_before_its_rewrite_leaves_sluices_comment_alone(bot: Bot
     finally:
         forge.own_comments = real  # type: ignore[method-assign]
     assert not _edited_rows(bot), "Sluice's own stub write kept as someone else's edit"
-    assert _by_id(bot, mine.id).body == shown, "Sluice wrote the stub over its own comment"
+    assert "An older copy" not in _by_id(bot, mine.id).body, "the stub over Sluice's comment"
+    assert REAL in _by_id(bot, mine.id).body
     assert not _bots_with(bot, "An older copy"), "a stub made where there was no copy"
 
 
@@ -231,11 +234,6 @@ def gitlab() -> Iterator[FakeGitLab]:
         yield fake
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1 at the wire: GitHubForge.upsert_comment(..., copy_id) of a deleted "
-    "copy falls back to _own (the marker) and edits Sluice's comment; fix: by id only",
-)
 def test_github_the_stub_of_a_deleted_copy_is_written_nowhere(github: FakeGitHub) -> None:
     forge = _github_forge()
     body = f"{ROOT_MARK}\n### Sluice\n{REAL}"
@@ -244,15 +242,10 @@ def test_github_the_stub_of_a_deleted_copy_is_written_nowhere(github: FakeGitHub
     copy = github.add_comment(7, body, user="sluice-bot[bot]", kind="Bot")
     assert {c.comment_id for c in forge.own_comments(7)} == {mine, copy}
     del github.comments[copy]  # alice deletes the copy after the read back
-    forge.upsert_comment(7, ROOT_MARK, copy_stub(ROOT_MARK), copy)  # rewrite_copies
+    assert not forge.edit_comment(7, copy, copy_stub(ROOT_MARK))  # rewrite_copies
     assert [c["body"] for c in github.comments_on(7)] == [body]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1 at the wire: GitLabForge.upsert_comment(..., copy_id) of a deleted "
-    "copy falls back to _own_note (the marker) and edits Sluice's note; fix: by id only",
-)
 def test_gitlab_the_stub_of_a_deleted_copy_is_written_nowhere(gitlab: FakeGitLab) -> None:
     forge = GitLabForge(gitlab_client(gitlab.url, "glpat-" + "x" * 20), gitlab.project)
     body = f"{ROOT_MARK}\n### Sluice\n{REAL}"
@@ -261,21 +254,16 @@ def test_gitlab_the_stub_of_a_deleted_copy_is_written_nowhere(gitlab: FakeGitLab
     assert {c.comment_id for c in forge.own_comments(7)} == {mine, copy}
     notes = gitlab.notes_on(7)
     notes.remove(next(n for n in notes if n["id"] == copy))  # alice deletes the copy
-    forge.upsert_comment(7, ROOT_MARK, copy_stub(ROOT_MARK), copy)  # rewrite_copies
+    assert not forge.edit_comment(7, copy, copy_stub(ROOT_MARK))  # rewrite_copies
     assert [n["body"] for n in gitlab.bot_notes(7)] == [body]
 
 
 # == 2. a copy with no id (the local forge) refuses every approval for good ===============
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 2: comment_guard.check counts a stale copy reading no text of Sluice's "
-    "as an edit at every read back, but returns only copies with an id to rewrite: on the "
-    "local forge (no ids) the copy stays and no approval ever counts again; fix: rewrite "
-    "a copy by its place, or keep a copy's text as seen once",
-)
 def test_a_copy_with_no_id_does_not_refuse_every_approval(bot: Bot) -> None:
+    """Closed: a copy with no id (the local forge's files, which the single user keeps)
+    can be neither told apart nor rewritten, and is not read back."""
     forge = bot.forge
     real_own, real_upsert = forge.own_comments, forge.upsert_comment
 
@@ -315,22 +303,18 @@ def test_a_copy_with_no_id_does_not_refuse_every_approval(bot: Bot) -> None:
 # == 3. a bot comment hiding its marker line: no copy, alice's plan under Sluice's name ====
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 3: comment_guard.sort reads back only the bot's comments that open "
-    "with the marker (opens_with: str.lstrip, no format characters): a reply rewritten to "
-    "open with a zero-width space before the marker shows alice's plan under Sluice's name "
-    "unread, and carol's approval counts; fix: read back every comment of the bot's "
-    "(keep each reply's digest), or ignore Cf characters in opens_with",
-)
 def test_a_reply_rewritten_behind_a_zero_width_space_is_read_back(bot: Bot) -> None:
+    """Closed for the marker hidden behind invisible characters: ``opens_with`` skips
+    leading blanks and format characters (Unicode ``Cf``), so the reply is a copy, read
+    back and stubbed. A reply rewritten with no marker at all is still not read back
+    (open, low: the gate counts the approval for the plan Sluice's comment shows)."""
     marker = bot.deps.sticky.marker
     _show(bot)
     bot.forge.reply(7, replies.pr_closed("alice"))  # any command answer of Sluice's
     reply = bot.forge.comments[7][-1]
     bot.clock.now += MINUTE
     _rewrite(bot, reply, f"\u200b{marker}\n### Sluice\n{FORGED}\n")  # no hook
-    assert not opens_with(reply.body, marker)
+    assert opens_with(reply.body, marker)
     bot.clock.now += MINUTE
     _approve(bot, "carol", 202)
     counted = bot.approval(A).conclusion == "success" and not _edited_rows(bot)

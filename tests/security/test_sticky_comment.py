@@ -204,6 +204,24 @@ def test_an_id_that_is_not_sluices_comment_on_this_pull_request_is_never_taken(
     assert [b for _, b in bodies(github)] == ["### Sluice\nPlan: nothing changes", OURS]
 
 
+def test_edit_comment_rewrites_sluices_comment_by_its_id_and_nothing_else(
+    github: FakeGitHub,
+) -> None:
+    # How a copy of Sluice's comment is rewritten to its stub: by its id only; someone
+    # else's comment, one on another pull request, or one gone is never written.
+    forge = token_forge()
+    mine = forge.upsert_comment(7, MARKER, OURS).comment_id
+    elsewhere = forge.upsert_comment(8, MARKER, f"{MARKER}\non #8").comment_id
+    mallory = github.add_comment(7, OURS, user="mallory")
+    assert mine is not None and elsewhere is not None
+    assert forge.edit_comment(7, mine, f"{MARKER}\nstub")
+    assert github.comments[mine]["body"] == f"{MARKER}\nstub"
+    for wrong in (mallory, elsewhere, 999_999):
+        assert not forge.edit_comment(7, wrong, f"{MARKER}\nstub")
+    assert github.comments[mallory]["body"] == OURS and github.comments[mallory]["edits"] == 0
+    assert github.comments[elsewhere]["body"] == f"{MARKER}\non #8"
+
+
 # --- GitLab -----------------------------------------------------------------------------
 
 
@@ -260,6 +278,17 @@ def test_gitlab_a_rewrite_that_dropped_the_marker_is_put_back_by_its_id(
     assert forge.upsert_comment(7, MARKER, OURS, posted.comment_id).comment_id == ours["id"]
     notes = [(n["author"], n["body"]) for n in gitlab.notes_on(7)]
     assert notes == [("sluice-bot", OURS), ("mallory", "### Sluice\nPlan: nothing changes")]
+
+
+def test_gitlab_edit_comment_rewrites_the_bots_note_by_its_id_only(gitlab: FakeGitLab) -> None:
+    forge = gitlab_forge(gitlab)
+    mine = forge.upsert_comment(7, MARKER, OURS).comment_id
+    mallory = gitlab.add_note(7, OURS, author="mallory")
+    assert mine is not None and forge.edit_comment(7, mine, f"{MARKER}\nstub")
+    assert not forge.edit_comment(7, mallory, f"{MARKER}\nstub")
+    assert not forge.edit_comment(7, 999_999, f"{MARKER}\nstub")
+    notes = [(n["author"], n["body"]) for n in gitlab.notes_on(7)]
+    assert notes == [("sluice-bot", f"{MARKER}\nstub"), ("mallory", OURS)]
 
 
 # --- the local forge --------------------------------------------------------------------

@@ -399,6 +399,9 @@ class WorkspaceForge:
     ) -> Posted:
         return self.inner.upsert_comment(number, marker, body, comment_id)
 
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        return self.inner.edit_comment(number, comment_id, body)
+
     def own_comments(self, number: int) -> list[PostedComment]:
         return self.inner.own_comments(number)
 

@@ -103,7 +103,11 @@ def check(job: Job, number: int, found: list[PostedComment], writes: CommentWrit
     transaction ends)."""
     marker = job.deps.sticky.marker
     mine, copies = sort(found, writes, marker)
-    stale = [c for c in copies if not same_text(c.body, copy_stub(marker))]
+    # A copy with no id (the local forge's files) can be neither told apart nor rewritten:
+    # not read back (that forge's store is the single user's own).
+    stale = [
+        c for c in copies if c.comment_id is not None and not same_text(c.body, copy_stub(marker))
+    ]
     how = changed(mine, writes)
     if how is None and any(not writes.reads(c.body) for c in stale):
         how = "edited"  # a copy rewritten: an approver may have read it

@@ -100,12 +100,13 @@ class StickyComment:
         self.ledger.comment_written_later(
             repo, number, posted.at, text, comment_id=posted.comment_id
         )
-        self.rewrite_copies(forge, number, guarded.copies)
+        self.rewrite_copies(forge, number, [c for c in guarded.copies if c != posted.comment_id])
         return posted.at
 
     def rewrite_copies(self, forge: Forge, number: int, copies: Sequence[int]) -> None:
         """Rewrite the copies ``copies`` (their ids) of PR ``number``'s comment to the stub
-        (:func:`~sluice.bot.present.comment.copy_stub`): one comment of Sluice's shows a
-        plan (:func:`sluice.bot.flow.comment_guard.sort`)."""
+        (:func:`~sluice.bot.present.comment.copy_stub`), each by its id only (one deleted
+        meanwhile is left gone): one comment of Sluice's shows a plan
+        (:func:`sluice.bot.flow.comment_guard.sort`)."""
         for copy in copies:
-            forge.upsert_comment(number, self.marker, comment.copy_stub(self.marker), copy)
+            forge.edit_comment(number, copy, comment.copy_stub(self.marker))

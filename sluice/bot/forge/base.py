@@ -7,6 +7,7 @@ fails; the flow never sees an HTTP library.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -313,6 +314,12 @@ class Forge(Protocol):
         then stamped by the service's clock, the local forge's)."""
         ...
 
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        """Rewrite the bot's comment ``comment_id`` on the PR to ``body``, by its id only;
+        False when it is gone, another's, or not on this PR (nothing is written then), and
+        on a forge whose comments have no ids (the local forge)."""
+        ...
+
     def own_comments(self, number: int) -> list[PostedComment]:
         """Every comment of the bot's own on the PR (written by the forge's own identity;
         not a GitLab system note), oldest first, as the forge holds them now: each with
@@ -473,4 +480,10 @@ def opens_with(body: str | None, marker: str) -> bool:
     >>> opens_with("<!-- m -->\\nplan", "<!-- m -->"), opens_with("x\\n<!-- m -->", "<!-- m -->")
     (True, False)
     """
-    return (body or "").lstrip().startswith(marker)
+    text = body or ""
+    start = 0  # blanks and invisible format characters (a zero-width space) before it
+    while start < len(text) and (
+        text[start].isspace() or unicodedata.category(text[start]) == "Cf"
+    ):
+        start += 1
+    return text.startswith(marker, start)

@@ -694,6 +694,17 @@ class GitLabForge:
             self._note_urls[number] = self._note_url(number, int(note.id))
             return Posted(int(note.id), created_ms(attrs.get("updated_at")))
 
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        """Rewrite our note ``comment_id`` on merge request ``!number``, by its id only."""
+        with self._guard(f"updating note {comment_id} on merge request !{number}"):
+            mr = self._mr(number)
+            note = self._note_by_id(mr, comment_id)
+            if note is None:
+                return False
+            if note.attributes.get("body") != body:
+                mr.notes.update(note.id, {"body": body})
+            return True
+
     def own_comments(self, number: int) -> list[PostedComment]:
         """Our notes on merge request ``!number`` (non-system notes by the token's user),
         oldest first. No time: GitLab moves a note's ``updated_at`` when anyone awards it

@@ -347,6 +347,10 @@ class LocalForge(GitRepo):
             raise ForgeError(f'local: {path} must hold an object {{"comment.md": "user"}}')
         return {str(k): str(v) for k, v in authors.items()}
 
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        """No ids: this forge's comment files are found by marker only; nothing edited."""
+        return False
+
     def own_comments(self, number: int) -> list[PostedComment]:
         """This forge's bot user's comment files, oldest first (no ids, no time: this
         forge keeps none)."""

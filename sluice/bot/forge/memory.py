@@ -70,6 +70,7 @@ BOT_USER = "sluice-bot"
 WRITES = frozenset(
     {
         "upsert_comment",
+        "edit_comment",
         "reply",
         "react",
         "set_check",
@@ -608,6 +609,16 @@ class MemoryForge:
         made = Comment(self._ids, self.bot_user, body, updated=at)
         self.comments.setdefault(number, []).append(made)
         return Posted(made.id, at)
+
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        self._call("edit_comment", number, comment_id, body)
+        for comment in self.comments.get(number, []):
+            if comment.id == comment_id and comment.author == self.bot_user:
+                if comment.body != body:
+                    comment.body = body
+                    comment.updated = self.clock() if self.clock is not None else None
+                return True
+        return False
 
     def own_comments(self, number: int) -> list[PostedComment]:
         self._call("own_comments", number)

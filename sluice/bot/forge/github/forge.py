@@ -555,6 +555,16 @@ class GitHubForge:
             ours.edit(body)  # GitHub's answer: its updated_at too
             return Posted(ours.id, _ms(ours.updated_at))
 
+    def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
+        """Rewrite our comment ``comment_id`` on pull request ``number``, by its id only."""
+        with boundary(f"updating comment {comment_id} on pull request #{number}"):
+            found = self._by_id(self._repo.get_issue(number), number, comment_id)
+            if found is None:
+                return False
+            if found.body != body:
+                found.edit(body)
+            return True
+
     def own_comments(self, number: int) -> list[PostedComment]:
         """Our comments on pull request ``number`` (its comments written by our own
         login), oldest first."""
