@@ -672,7 +672,7 @@ class GitLabForge:
         self, number: int, marker: str, body: str, comment_id: int | None = None
     ) -> Posted:
         """Edit the bot's note on merge request ``!number`` (note ``comment_id`` while it
-        is still the bot's there, else the one holding ``marker``), or create it. The
+        is still the bot's there, else the one opening with ``marker``), or create it. The
         bot's: a non-system note written by the token's user (:meth:`_own_username`);
         found by marker, the oldest of its opening with it. Anyone else's note is never edited
         nor taken as the bot's. The merge request is read once per forge, so statuses on

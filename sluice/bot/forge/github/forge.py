@@ -535,7 +535,7 @@ class GitHubForge:
         self, number: int, marker: str, body: str, comment_id: int | None = None
     ) -> Posted:
         """Edit our comment on pull request ``number`` (comment ``comment_id`` while it is
-        still ours there, else the one holding ``marker``), or create it.
+        still ours there, else the one opening with ``marker``), or create it.
 
         Ours: written by the bot's own login (:meth:`_own_login`); found by marker, the
         oldest of ours opening with it. Anyone else's comment, a person's or another App's, is
@@ -545,13 +545,15 @@ class GitHubForge:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
-            comment = self._by_id(issue, number, comment_id) or self._own(issue, marker)
+            by_id = self._by_id(issue, number, comment_id)
+            comment = by_id or self._own(issue, marker)
             if comment is None:
                 made = issue.create_comment(body)
                 return Posted(made.id, _ms(made.updated_at))
             if comment.body == body:
                 return Posted(comment.id, _ms(comment.updated_at))  # it reads so since then
-            ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
+            # By its id, under the repo's URL (read so already when found by it).
+            ours = by_id or issue.get_comment(comment.id)
             ours.edit(body)  # GitHub's answer: its updated_at too
             return Posted(ours.id, _ms(ours.updated_at))
 
