@@ -545,26 +545,25 @@ class GitHubForge:
             raise ValueError(f"the comment body does not contain its marker {marker!r}")
         with boundary(f"updating the comment on pull request #{number}"):
             issue = self._repo.get_issue(number)
-            by_id = self._by_id(issue, number, comment_id)
-            comment = by_id or self._own(issue, marker)
+            comment = self._by_id(issue, number, comment_id) or self._own(issue, marker)
             if comment is None:
                 made = issue.create_comment(body)
                 return Posted(made.id, _ms(made.updated_at))
             if comment.body == body:
                 return Posted(comment.id, _ms(comment.updated_at))  # it reads so since then
-            # By its id, under the repo's URL (read so already when found by it).
-            ours = by_id or issue.get_comment(comment.id)
+            ours = issue.get_comment(comment.id)  # by its id, under the repo's URL
             ours.edit(body)  # GitHub's answer: its updated_at too
             return Posted(ours.id, _ms(ours.updated_at))
 
     def edit_comment(self, number: int, comment_id: int, body: str) -> bool:
         """Rewrite our comment ``comment_id`` on pull request ``number``, by its id only."""
         with boundary(f"updating comment {comment_id} on pull request #{number}"):
-            found = self._by_id(self._repo.get_issue(number), number, comment_id)
+            issue = self._repo.get_issue(number)
+            found = self._by_id(issue, number, comment_id)
             if found is None:
                 return False
-            if found.body != body:
-                found.edit(body)
+            if found.body != body:  # edited under the repo's URL, as upsert_comment does
+                issue.get_comment(comment_id).edit(body)
             return True
 
     def own_comments(self, number: int) -> list[PostedComment]:
